@@ -1,0 +1,149 @@
+//! Raw command-line flags (clap derive). Values that need more than a type
+//! conversion stay strings here and are validated in `validate`.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// perflab: drive a server with realistic load, sweep it to saturation, and
+/// see what stops it.
+#[derive(Debug, Parser)]
+#[command(name = "perflab", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a workload against a target over a sweep of load levels.
+    Run(RunArgs),
+    /// List the runs in the results store.
+    Runs(StoreArg),
+    /// Print a stored run's table, or export it as JSON.
+    Show(ShowArgs),
+    /// Check a workload's database for lost or invented data.
+    Check(CheckArgs),
+}
+
+/// Where results live.
+#[derive(Debug, Args)]
+pub struct StoreArg {
+    /// The results store (an SQLite file; created if missing).
+    #[arg(long, default_value = "perflab.db", value_name = "PATH")]
+    pub store: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The workload: bank (TPC-B bank on a database) or null (engine self-test).
+    pub workload: String,
+
+    /// The target: sqlite:PATH for the bank (default sqlite:perflab-bank.db).
+    #[arg(long, value_name = "DSN")]
+    pub target: Option<String>,
+
+    /// Closed loop: virtual users per step, as N, a list 1,2,4,8 or a range 10..150/10.
+    #[arg(long, value_name = "SWEEP", conflicts_with = "rate")]
+    pub users: Option<String>,
+
+    /// Open loop: arrivals per second per step, as N, a list or a range 100..1000/100.
+    #[arg(long, value_name = "SWEEP")]
+    pub rate: Option<String>,
+
+    /// Closed loop think time: 0, 1s, exp:1s or uniform:0.5s..1.5s.
+    #[arg(long, value_name = "TIME", default_value = "0")]
+    pub think: String,
+
+    /// Open loop arrival process: poisson or uniform.
+    #[arg(long, value_name = "KIND", default_value = "poisson")]
+    pub arrivals: String,
+
+    /// Open loop: sessions (connections) serving arrivals.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub connections: u32,
+
+    /// Open loop: arrivals beyond this many queued or running operations are dropped.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_outstanding: u32,
+
+    /// Warm-up before each measured window (not counted). Default 5s (1s with --quick).
+    #[arg(long, value_name = "TIME")]
+    pub warmup: Option<String>,
+
+    /// Measured window of each step. Default 20s (3s with --quick).
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+
+    /// A short demonstration sweep: users 1,2,4,8,16, warm-up 1s, 3s per step.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Worker threads generating load. Default: one per CPU.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// An operation slower than this is an error of kind timeout.
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub timeout: String,
+
+    /// A step whose failed share of operations is above this ends the sweep.
+    #[arg(long, value_name = "PERCENT", default_value = "5%")]
+    pub max_error_rate: String,
+
+    /// Bank: scale units (1 branch, 10 tellers, 100,000 accounts each).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub scale: u32,
+
+    /// Bank: tpcb, atm, or atm:balance=40,withdraw=30,deposit=20,transfer=10.
+    #[arg(long, value_name = "MIX", default_value = "tpcb")]
+    pub mix: String,
+
+    /// Bank: load the tables afresh even if a loaded database of the same scale exists.
+    #[arg(long)]
+    pub reload: bool,
+
+    /// Null: service time of each operation.
+    #[arg(long, value_name = "TIME", default_value = "0")]
+    pub service: String,
+
+    /// Null: the target stalls from AT (after the run starts) for LENGTH, e.g. 3s:1s.
+    #[arg(long, value_name = "AT:LENGTH")]
+    pub stall: Option<String>,
+
+    /// Seed of every random stream (printed and stored, so a run can be repeated).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A run number from `perflab runs`, or last.
+    #[arg(default_value = "last")]
+    pub run: String,
+
+    /// Write the run as JSON (schema: schema/run.schema.json) to FILE, or - for stdout.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(subcommand)]
+    pub workload: CheckWorkload,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CheckWorkload {
+    /// Check the bank: money conserved, rows present.
+    Bank {
+        /// The bank's database (default sqlite:perflab-bank.db).
+        #[arg(long, value_name = "DSN")]
+        target: Option<String>,
+    },
+}

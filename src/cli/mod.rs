@@ -1,0 +1,12 @@
+//! The command line: clap definitions ([`args`]) and the one function that
+//! turns raw flags into a validated [`Plan`](crate::plan::Plan)
+//! ([`plan_from`]). Every flag conflict is settled here; nothing else parses
+//! flags.
+
+mod args;
+mod error;
+mod validate;
+
+pub use args::{CheckArgs, CheckWorkload, Cli, Command, RunArgs, ShowArgs, StoreArg};
+pub use error::PlanError;
+pub use validate::{plan_from, validate_target};

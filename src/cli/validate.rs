@@ -1,0 +1,252 @@
+//! Raw flags → validated [`Plan`]. Every error names the flag and the fix.
+
+use super::args::RunArgs;
+use super::error::PlanError;
+use crate::plan::{
+    Arrivals, BankMix, LoadModel, NullStall, Plan, Sweep, Target, ThinkTime, WorkloadSpec,
+};
+use crate::units::{parse_duration, parse_percent};
+use std::time::Duration;
+
+/// The bank's database when no `--target` is given.
+pub const DEFAULT_BANK_TARGET: &str = "sqlite:perflab-bank.db";
+
+/// Users of the default sweep: the seed labs' ramp.
+const DEFAULT_USERS: &str = "10..150/10";
+/// Users of `--quick`.
+const QUICK_USERS: &str = "1,2,4,8,16";
+
+fn duration_flag(flag: &str, text: &str) -> Result<Duration, PlanError> {
+    parse_duration(text).map_err(|e| PlanError::flag(flag, e, "e.g. 500ms, 5s or 1m"))
+}
+
+/// Validates a bank `--target` (the embedded default when absent).
+pub fn validate_target(text: Option<&str>) -> Result<Target, PlanError> {
+    Target::parse(text.unwrap_or(DEFAULT_BANK_TARGET))
+        .map_err(|e| PlanError::flag("--target", e, "e.g. --target sqlite:bank.db"))
+}
+
+/// Validates the flags of `perflab run` into a plan.
+pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
+    let workload = match args.workload.as_str() {
+        "bank" => {
+            let target = validate_target(args.target.as_deref())?;
+            if args.scale == 0 || args.scale > 100_000 {
+                return Err(PlanError::flag(
+                    "--scale",
+                    format!("{} is out of range", args.scale),
+                    "give 1 or more (each unit is 100,000 accounts)",
+                ));
+            }
+            let mix = BankMix::parse(&args.mix).map_err(|e| {
+                PlanError::flag("--mix", e, "e.g. --mix tpcb or --mix atm:balance=40,withdraw=30")
+            })?;
+            WorkloadSpec::Bank {
+                target,
+                scale: args.scale,
+                mix,
+                reload: args.reload,
+            }
+        }
+        "null" => {
+            if args.target.is_some() {
+                return Err(PlanError::flag(
+                    "--target",
+                    "the null workload has no target",
+                    "drop --target, or run the bank workload",
+                ));
+            }
+            WorkloadSpec::Null {
+                service: duration_flag("--service", &args.service)?,
+                stall: args
+                    .stall
+                    .as_deref()
+                    .map(NullStall::parse)
+                    .transpose()
+                    .map_err(|e| PlanError::flag("--stall", e, "e.g. --stall 3s:1s"))?,
+            }
+        }
+        other => {
+            return Err(PlanError::new(format!(
+                "'{other}' is not a workload; use bank or null"
+            )))
+        }
+    };
+
+    let think = ThinkTime::parse(&args.think).map_err(|e| {
+        PlanError::flag("--think", e, "e.g. --think 0, 1s, exp:1s or uniform:0.5s..1.5s")
+    })?;
+    let (load, sweep) = match (&args.users, &args.rate) {
+        (Some(_), Some(_)) => {
+            return Err(PlanError::new(
+                "--users and --rate both given; choose a closed loop (--users) or an open loop (--rate)",
+            ))
+        }
+        (_, Some(rate)) => {
+            if think != ThinkTime::Zero {
+                return Err(PlanError::flag(
+                    "--think",
+                    "think time belongs to a closed loop",
+                    "drop --think when using --rate",
+                ));
+            }
+            let arrivals = match args.arrivals.as_str() {
+                "poisson" => Arrivals::Poisson,
+                "uniform" => Arrivals::Uniform,
+                other => {
+                    return Err(PlanError::flag(
+                        "--arrivals",
+                        format!("'{other}' is not an arrival process"),
+                        "use poisson or uniform",
+                    ))
+                }
+            };
+            if args.connections == 0 {
+                return Err(PlanError::flag(
+                    "--connections",
+                    "0 sessions cannot serve any arrival",
+                    "give 1 or more",
+                ));
+            }
+            if args.max_outstanding == 0 {
+                return Err(PlanError::flag(
+                    "--max-outstanding",
+                    "0 would drop every arrival",
+                    "give 1 or more",
+                ));
+            }
+            let sweep = Sweep::parse_rates(rate).map_err(|e| {
+                PlanError::flag("--rate", e, "e.g. --rate 500 or --rate 100..1000/100")
+            })?;
+            (
+                LoadModel::Open {
+                    arrivals,
+                    connections: args.connections,
+                    max_outstanding: args.max_outstanding,
+                },
+                sweep,
+            )
+        }
+        (users, None) => {
+            let text = users
+                .as_deref()
+                .unwrap_or(if args.quick { QUICK_USERS } else { DEFAULT_USERS });
+            let sweep = Sweep::parse_users(text).map_err(|e| {
+                PlanError::flag("--users", e, "e.g. --users 8, 1,2,4,8 or 10..150/10")
+            })?;
+            (LoadModel::Closed { think }, sweep)
+        }
+    };
+
+    let (default_warmup, default_duration) = if args.quick { ("1s", "3s") } else { ("5s", "20s") };
+    let warmup = duration_flag("--warmup", args.warmup.as_deref().unwrap_or(default_warmup))?;
+    let duration = duration_flag(
+        "--duration",
+        args.duration.as_deref().unwrap_or(default_duration),
+    )?;
+    if duration < Duration::from_millis(100) {
+        return Err(PlanError::flag(
+            "--duration",
+            "a measured window under 100ms measures nothing",
+            "give e.g. --duration 5s",
+        ));
+    }
+    let timeout = duration_flag("--timeout", &args.timeout)?;
+    if timeout.is_zero() {
+        return Err(PlanError::flag(
+            "--timeout",
+            "0 would time out every operation",
+            "give e.g. --timeout 30s",
+        ));
+    }
+    let max_error_rate = parse_percent(&args.max_error_rate)
+        .map_err(|e| PlanError::flag("--max-error-rate", e, "e.g. --max-error-rate 5%"))?;
+    let threads = match args.threads {
+        Some(0) => {
+            return Err(PlanError::flag(
+                "--threads",
+                "0 threads cannot generate load",
+                "give 1 or more, or leave it out for one per CPU",
+            ))
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    Ok(Plan {
+        workload,
+        load,
+        sweep,
+        warmup,
+        duration,
+        interval: Duration::from_secs(1),
+        threads,
+        timeout,
+        max_error_rate,
+        seed: args.seed.unwrap_or_else(random_seed),
+    })
+}
+
+/// A seed from the clock and the process id, for runs that did not give one.
+fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn plan(args: &[&str]) -> Result<Plan, PlanError> {
+        let mut argv = vec!["perflab", "run"];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(argv).expect("flags parse");
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        plan_from(&run)
+    }
+
+    #[test]
+    fn quick_bank_uses_the_embedded_default() {
+        let p = plan(&["bank", "--quick"]).unwrap();
+        assert_eq!(p.sweep.levels.len(), 5);
+        assert_eq!(p.warmup, Duration::from_secs(1));
+        assert_eq!(p.workload.target().redacted(), "sqlite:perflab-bank.db");
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        for (args, flag) in [
+            (vec!["bank", "--users", "0"], "--users"),
+            (vec!["bank", "--users", "10..5/1"], "--users"),
+            (vec!["bank", "--think", "exp:-1s"], "--think"),
+            (vec!["bank", "--mix", "tpcc"], "--mix"),
+            (vec!["bank", "--duration", "5"], "--duration"),
+            (vec!["null", "--rate", "100", "--arrivals", "bursty"], "--arrivals"),
+            (vec!["bank", "--threads", "0"], "--threads"),
+        ] {
+            let err = plan(&args).unwrap_err().to_string();
+            assert!(err.starts_with(flag), "{args:?}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
+        assert!(plan(&["tpcc"]).is_err());
+    }
+
+    #[test]
+    fn open_loop_plans_carry_their_bounds() {
+        let p = plan(&["null", "--rate", "100..300/100", "--max-outstanding", "7"]).unwrap();
+        assert_eq!(p.sweep.levels.len(), 3);
+        assert!(matches!(
+            p.load,
+            LoadModel::Open {
+                max_outstanding: 7,
+                arrivals: Arrivals::Poisson,
+                ..
+            }
+        ));
+    }
+}

@@ -1,0 +1,74 @@
+//! The subcommands: each takes validated input, calls the library, prints,
+//! and says how the process should exit.
+
+mod check;
+mod run;
+mod show;
+
+use crate::cli::{Cli, Command, PlanError};
+use clap::Parser;
+use std::ffi::OsString;
+
+/// How the process ends (documented in the README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Everything ran and every check passed.
+    Ok = 0,
+    /// A step broke the error limit, a check failed, or the run could not go on.
+    Failed = 1,
+    /// Bad input: a flag, a path, a run number.
+    BadInput = 2,
+    /// Ctrl-C: the finished steps are stored and the run is marked partial.
+    Interrupted = 130,
+}
+
+/// Parses the command line, runs the command, and returns the exit code.
+/// Errors are printed here, as one line.
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    Exit::BadInput as i32
+                } else {
+                    Exit::Ok as i32
+                };
+            }
+            // clap's first line names the flag and the problem; the rest is usage.
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("error: bad arguments");
+            eprintln!("{first}; see perflab --help");
+            return Exit::BadInput as i32;
+        }
+    };
+    let argv: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let result = match &cli.command {
+        Command::Run(run_args) => run::run(run_args, argv),
+        Command::Runs(store) => show::runs(&store.store),
+        Command::Show(show_args) => show::show(show_args),
+        Command::Check(check_args) => check::check(check_args),
+    };
+    match result {
+        Ok(exit) => exit as i32,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            if e.chain().any(|cause| cause.downcast_ref::<PlanError>().is_some()) {
+                Exit::BadInput as i32
+            } else {
+                Exit::Failed as i32
+            }
+        }
+    }
+}
+
+/// Folds a message onto one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,186 @@
+//! `perflab run`: prepare the target, run the sweep, commit every step as
+//! it ends, check the workload's data, print the table.
+
+use super::Exit;
+use crate::cli::{plan_from, RunArgs};
+use crate::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, SweepObserver};
+use crate::measure::Tally;
+use crate::plan::{Level, Plan, Target, WorkloadSpec};
+use crate::probe::HostFacts;
+use crate::report::{render_run, Progress};
+use crate::store::{NewRun, RunId, RunStatus, Store};
+use crate::units::format_duration;
+use crate::workload::bank::sqlite::SqliteBank;
+use crate::workload::bank::BankWorkload;
+use crate::workload::null::NullWorkload;
+use crate::workload::Workload;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Runs `perflab run`.
+pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
+    let plan = plan_from(args)?;
+    let mut store = Store::open(&args.store.store)?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second Ctrl-C ends the process at once.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, interrupted.clone())?;
+        signal_hook::flag::register(signal, interrupted.clone())?;
+    }
+    let started_at = SystemTime::now();
+    match plan.workload.clone() {
+        WorkloadSpec::Null { service, stall } => {
+            let workload = Arc::new(NullWorkload::new(service, stall));
+            execute(workload, &plan, argv, started_at, None, &mut store, &interrupted)
+        }
+        WorkloadSpec::Bank {
+            target,
+            scale,
+            mix,
+            reload,
+        } => {
+            let Target::Sqlite { path } = &target else {
+                anyhow::bail!("the bank runs on sqlite targets only in this build");
+            };
+            println!("preparing the bank (scale {scale}) in {}", path.display());
+            let (backend, load) = SqliteBank::prepare(path, scale, reload, plan.timeout)?;
+            let setup = if load.reused {
+                println!(
+                    "reused the loaded bank (checked in {})",
+                    crate::units::Latency(load.elapsed)
+                );
+                serde_json::json!({ "reused": true, "seconds": load.elapsed.as_secs_f64() })
+            } else {
+                let rate = load.rows as f64 / load.elapsed.as_secs_f64().max(1e-9);
+                println!(
+                    "loaded {} rows in {} ({:.0} rows/s)",
+                    load.rows,
+                    crate::units::Latency(load.elapsed),
+                    rate
+                );
+                serde_json::json!({
+                    "reused": false,
+                    "rows": load.rows,
+                    "seconds": load.elapsed.as_secs_f64(),
+                    "rows_per_second": rate,
+                })
+            };
+            let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
+            execute(
+                workload,
+                &plan,
+                argv,
+                started_at,
+                Some(setup),
+                &mut store,
+                &interrupted,
+            )
+        }
+    }
+}
+
+/// Commits steps to the store and shows progress.
+struct RunObserver<'a> {
+    store: &'a mut Store,
+    run: RunId,
+    progress: Progress,
+}
+
+impl SweepObserver for RunObserver<'_> {
+    fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule) {
+        self.progress.step_started(index, level, schedule);
+    }
+
+    fn interval(&mut self, spec: &IntervalSpec, tally: &Tally) {
+        self.progress.interval(spec, tally);
+    }
+
+    fn step_finished(&mut self, step: &StepResult) -> anyhow::Result<()> {
+        self.store.commit_step(self.run, step)?;
+        self.progress.step_finished(step);
+        Ok(())
+    }
+}
+
+fn execute<W: Workload>(
+    workload: Arc<W>,
+    plan: &Plan,
+    argv: Vec<String>,
+    started_at: SystemTime,
+    setup: Option<serde_json::Value>,
+    store: &mut Store,
+    interrupted: &Arc<AtomicBool>,
+) -> anyhow::Result<Exit> {
+    let target = plan.workload.target().redacted();
+    let run = store.create_run(&NewRun {
+        started_at,
+        workload: plan.workload.name().to_string(),
+        target: target.clone(),
+        op_names: workload.op_names().iter().map(|s| s.to_string()).collect(),
+        plan_given: argv,
+        plan_resolved: serde_json::to_value(plan)?,
+        host: HostFacts::read(),
+        setup,
+    })?;
+    println!(
+        "run {run}: {} on {target}, {} steps of {} after {} warm-up, {} threads, seed {}; results in {}",
+        plan.workload.name(),
+        plan.sweep.levels.len(),
+        format_duration(plan.duration),
+        format_duration(plan.warmup),
+        plan.threads,
+        plan.seed,
+        store.path().display()
+    );
+    let mut observer = RunObserver {
+        store,
+        run,
+        progress: Progress::new(plan.sweep.levels.len()),
+    };
+    let swept = run_sweep(workload.clone(), plan, interrupted, &mut observer);
+    let store = observer.store;
+    let (end, counts) = match swept {
+        Ok(done) => done,
+        Err(e) => {
+            let reason = format!("{e:#}");
+            let _ = store.finish_run(run, RunStatus::Failed, Some(&reason), None);
+            return Err(e);
+        }
+    };
+    let check = match workload.check(&counts) {
+        Ok(check) => check,
+        Err(e) => {
+            let reason = format!("the check could not run: {e:#}");
+            let _ = store.finish_run(run, RunStatus::Failed, Some(&reason), None);
+            return Err(e.context("the check could not run"));
+        }
+    };
+    let check_failed = check.as_ref().is_some_and(|c| !c.passed);
+    let (status, reason, exit) = match (&end, check_failed) {
+        (SweepEnd::Interrupted, _) => (
+            RunStatus::Partial,
+            Some("interrupted (Ctrl-C); the finished steps are stored".to_string()),
+            Exit::Interrupted,
+        ),
+        (SweepEnd::Failed { step, reason }, _) => (
+            RunStatus::Failed,
+            Some(format!("step {} failed: {reason}", step + 1)),
+            Exit::Failed,
+        ),
+        (SweepEnd::Complete, true) => (
+            RunStatus::Failed,
+            Some("the data check failed".to_string()),
+            Exit::Failed,
+        ),
+        (SweepEnd::Complete, false) => (RunStatus::Complete, None, Exit::Ok),
+    };
+    store.finish_run(run, status, reason.as_deref(), check.as_ref())?;
+    println!();
+    print!("{}", render_run(&store.load_run(run)?));
+    println!(
+        "\nstored as run {run} in {}: perflab show {run} --json run-{run}.json",
+        store.path().display()
+    );
+    Ok(exit)
+}

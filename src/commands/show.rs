@@ -1,0 +1,76 @@
+//! `perflab runs` and `perflab show`: read the store, print or export.
+
+use super::Exit;
+use crate::cli::{PlanError, ShowArgs};
+use crate::report::{render_run, run_json};
+use crate::store::Store;
+use crate::units::OpsPerSec;
+use anyhow::Context;
+use std::path::Path;
+
+/// Opens a store that must already exist (reading never creates one).
+fn existing_store(path: &Path) -> anyhow::Result<Store> {
+    if !path.exists() {
+        return Err(PlanError::new(format!(
+            "there is no results store at {}; run `perflab run bank --quick` first or pass --store PATH",
+            path.display()
+        ))
+        .into());
+    }
+    Store::open(path)
+}
+
+/// `perflab runs`.
+pub fn runs(path: &Path) -> anyhow::Result<Exit> {
+    let store = existing_store(path)?;
+    let rows = store.runs()?;
+    if rows.is_empty() {
+        println!("no runs in {}", path.display());
+        return Ok(Exit::Ok);
+    }
+    println!(
+        "{:>4}  {:<24}  {:<9}  {:<8}  {:>5}  {:>10}  target",
+        "run", "started", "status", "workload", "steps", "peak tps"
+    );
+    for row in rows {
+        println!(
+            "{:>4}  {:<24}  {:<9}  {:<8}  {:>5}  {:>10}  {}",
+            row.id,
+            row.started_at,
+            row.status.as_str(),
+            row.workload,
+            row.steps,
+            row.peak_throughput
+                .map_or("-".to_string(), |t| OpsPerSec(t).to_string()),
+            row.target
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+/// `perflab show RUN [--json FILE]`.
+pub fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
+    let store = existing_store(&args.store.store)?;
+    let id = store.resolve_run(&args.run)?;
+    let run = store.load_run(id)?;
+    match &args.json {
+        None => print!("{}", render_run(&run)),
+        Some(file) => {
+            let text = serde_json::to_string_pretty(&run_json(&run))?;
+            if file.as_os_str() == "-" {
+                println!("{text}");
+            } else {
+                std::fs::write(file, text + "\n")
+                    .map_err(|e| {
+                        PlanError::new(format!(
+                            "cannot write {}: {e}; give --json a writable path",
+                            file.display()
+                        ))
+                    })
+                    .with_context(|| format!("exporting run {id}"))?;
+                println!("wrote run {id} to {}", file.display());
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,18 @@
+//! The load engine: runs one step at a time on worker threads, each with its
+//! own single-threaded tokio runtime and its own [`Recorder`]; the
+//! coordinator (the calling thread) merges their interval tallies as they
+//! arrive. Workers share no lock on the hot path: they hand a tally over a
+//! channel once per interval.
+//!
+//! [`Recorder`]: crate::measure::Recorder
+
+mod closed;
+mod open;
+mod schedule;
+mod step;
+mod sweep;
+mod worker;
+
+pub use schedule::{IntervalSpec, Schedule};
+pub use step::{IntervalRecord, StepResult, StepStatus};
+pub use sweep::{run_sweep, SweepEnd, SweepObserver};

@@ -1,0 +1,88 @@
+//! The result of one step: its intervals as recorded, and how it ended.
+
+use crate::measure::{Phase, StepSummary, Tally};
+use crate::plan::Level;
+use crate::probe::SelfUsage;
+use std::time::{Duration, SystemTime};
+
+/// One interval's merged tally.
+#[derive(Debug, Clone)]
+pub struct IntervalRecord {
+    pub phase: Phase,
+    /// Offset of its start from the step's start.
+    pub start: Duration,
+    /// Its length (the drain interval's is however long draining took).
+    pub length: Duration,
+    pub tally: Tally,
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepStatus {
+    /// Ran its whole window.
+    Ok,
+    /// Ran, but its failed share broke `--max-error-rate`; the sweep ends here.
+    Failed(String),
+    /// Cut short (Ctrl-C) after at least one measured interval.
+    Partial(String),
+}
+
+impl StepStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StepStatus::Ok => "ok",
+            StepStatus::Failed(_) => "failed",
+            StepStatus::Partial(_) => "partial",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            StepStatus::Ok => None,
+            StepStatus::Failed(r) | StepStatus::Partial(r) => Some(r),
+        }
+    }
+}
+
+/// Everything one step recorded.
+#[derive(Debug, Clone)]
+pub struct StepResult {
+    /// Position in the sweep, from 0.
+    pub index: usize,
+    pub level: Level,
+    pub started_at: SystemTime,
+    pub intervals: Vec<IntervalRecord>,
+    pub status: StepStatus,
+    /// perflab's own CPU and memory over the step.
+    pub usage: SelfUsage,
+}
+
+impl StepResult {
+    /// The measured window merged into one tally, and its length.
+    pub fn measured(&self) -> (Tally, Duration) {
+        let op_count = self.intervals.first().map_or(0, |i| i.tally.ops.len());
+        let mut tally = Tally::new(op_count);
+        let mut length = Duration::ZERO;
+        for interval in self.intervals.iter().filter(|i| i.phase == Phase::Measured) {
+            tally.merge(&interval.tally);
+            length += interval.length;
+        }
+        (tally, length)
+    }
+
+    /// The step's summary figures.
+    pub fn summary(&self) -> StepSummary {
+        let (tally, length) = self.measured();
+        StepSummary::of(&tally, length)
+    }
+
+    /// Every interval of every phase merged: all the operations the target saw.
+    pub fn everything(&self) -> Tally {
+        let op_count = self.intervals.first().map_or(0, |i| i.tally.ops.len());
+        let mut tally = Tally::new(op_count);
+        for interval in &self.intervals {
+            tally.merge(&interval.tally);
+        }
+        tally
+    }
+}

@@ -1,0 +1,289 @@
+//! The coordinator: runs the sweep's steps one after another, splits each
+//! step's load across worker threads, merges their interval tallies, and
+//! hands every finished step to the observer (which commits it) before the
+//! next one starts.
+
+use super::schedule::{IntervalSpec, Schedule};
+use super::step::{IntervalRecord, StepResult, StepStatus};
+use super::worker::{self, WorkerEvent, WorkerLoad, WorkerPlan};
+use crate::measure::{Phase, Tally};
+use crate::plan::{Level, LoadModel, Plan};
+use crate::probe::SelfUsage;
+use crate::workload::{OpCounts, Workload};
+use anyhow::{bail, Context};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+
+/// Receives what the sweep produces, as it happens.
+pub trait SweepObserver {
+    /// A step is about to start.
+    fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule);
+    /// An interval of the running step is complete (merged over all workers).
+    fn interval(&mut self, spec: &IntervalSpec, tally: &Tally);
+    /// A step has ended; an error here ends the sweep.
+    fn step_finished(&mut self, step: &StepResult) -> anyhow::Result<()>;
+}
+
+/// Why a sweep stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SweepEnd {
+    /// Every step ran.
+    Complete,
+    /// A step broke the error-rate limit; the steps after it did not run.
+    Failed { step: usize, reason: String },
+    /// Ctrl-C.
+    Interrupted,
+}
+
+/// Runs every step of the plan. Returns why the sweep ended and how many
+/// operations of each kind ended each way over the whole run.
+pub fn run_sweep<W: Workload>(
+    workload: Arc<W>,
+    plan: &Plan,
+    interrupted: &Arc<AtomicBool>,
+    observer: &mut dyn SweepObserver,
+) -> anyhow::Result<(SweepEnd, Vec<OpCounts>)> {
+    let mut counts = vec![OpCounts::default(); workload.op_names().len()];
+    for (index, &level) in plan.sweep.levels.iter().enumerate() {
+        if interrupted.load(Ordering::Relaxed) {
+            return Ok((SweepEnd::Interrupted, counts));
+        }
+        let mut step = run_step(workload.clone(), plan, index, level, interrupted, observer)?;
+        let step_ref = &mut step;
+        let everything = step_ref.everything();
+        for (total, op) in counts.iter_mut().zip(&everything.ops) {
+            total.ok += op.ok;
+            total.refused += op.refused;
+            total.indeterminate += op.errors.get("timeout").copied().unwrap_or(0);
+        }
+        if !step_ref.intervals.iter().any(|i| i.phase == Phase::Measured) {
+            // Interrupted during warm-up: nothing measured, nothing to keep.
+            return Ok((SweepEnd::Interrupted, counts));
+        }
+        let summary = step_ref.summary();
+        if step_ref.status == StepStatus::Ok && summary.error_rate > plan.max_error_rate {
+            step_ref.status = StepStatus::Failed(format!(
+                "{:.1}% of operations failed, above --max-error-rate {:.1}%",
+                summary.error_rate * 100.0,
+                plan.max_error_rate * 100.0
+            ));
+        }
+        observer.step_finished(step_ref)?;
+        match &step_ref.status {
+            StepStatus::Ok => {}
+            StepStatus::Failed(reason) => {
+                return Ok((
+                    SweepEnd::Failed {
+                        step: index,
+                        reason: reason.clone(),
+                    },
+                    counts,
+                ))
+            }
+            StepStatus::Partial(_) => return Ok((SweepEnd::Interrupted, counts)),
+        }
+    }
+    Ok((SweepEnd::Complete, counts))
+}
+
+/// Splits a step's load over the worker threads.
+fn worker_plans(plan: &Plan, index: usize, level: Level, schedule: &Arc<Schedule>) -> Vec<WorkerPlan> {
+    let step_seed = worker::stream_seed(plan.seed, index as u64);
+    let (sessions, workers) = match (level, plan.load) {
+        (Level::Users(n), _) => (n, plan.threads.min(n as usize).max(1)),
+        (Level::Rate(_), LoadModel::Open { connections, .. }) => {
+            (connections, plan.threads.min(connections as usize).max(1))
+        }
+        (Level::Rate(_), LoadModel::Closed { .. }) => (1, 1),
+    };
+    (0..workers)
+        .map(|w| {
+            let users: Vec<u32> = (0..sessions).filter(|u| *u as usize % workers == w).collect();
+            let load = match (level, plan.load) {
+                (Level::Rate(rate), LoadModel::Open {
+                    arrivals,
+                    max_outstanding,
+                    ..
+                }) => WorkerLoad::Open {
+                    rate: rate / workers as f64,
+                    arrivals,
+                    max_outstanding: max_outstanding.div_ceil(workers as u32).max(1),
+                    first_arrival: Duration::from_secs_f64(w as f64 / rate),
+                },
+                (_, LoadModel::Closed { think }) => WorkerLoad::Closed { think },
+                (Level::Users(_), LoadModel::Open { .. }) => WorkerLoad::Closed {
+                    think: crate::plan::ThinkTime::Zero,
+                },
+            };
+            WorkerPlan {
+                index: w,
+                users,
+                load,
+                seed: step_seed,
+                schedule: schedule.clone(),
+                timeout: plan.timeout,
+            }
+        })
+        .collect()
+}
+
+/// Runs one step.
+fn run_step<W: Workload>(
+    workload: Arc<W>,
+    plan: &Plan,
+    index: usize,
+    level: Level,
+    interrupted: &Arc<AtomicBool>,
+    observer: &mut dyn SweepObserver,
+) -> anyhow::Result<StepResult> {
+    let schedule = Arc::new(Schedule::new(plan.warmup, plan.duration, plan.interval));
+    let plans = worker_plans(plan, index, level, &schedule);
+    let workers = plans.len();
+    let (events_tx, events) = mpsc::channel();
+    let mut starters = Vec::with_capacity(workers);
+    let mut handles = Vec::with_capacity(workers);
+    for worker_plan in plans {
+        let (start_tx, start_rx) = mpsc::channel();
+        starters.push(start_tx);
+        let tx = events_tx.clone();
+        let handle = worker::spawn(workload.clone(), worker_plan, tx, start_rx, interrupted.clone())
+            .context("cannot start a worker thread")?;
+        handles.push(handle);
+    }
+    drop(events_tx);
+
+    // Every session opens before the clock starts.
+    let mut ready = 0;
+    let mut failure = None;
+    while ready < workers {
+        match events.recv() {
+            Ok(WorkerEvent::Ready) => ready += 1,
+            Ok(WorkerEvent::Failed(e)) => {
+                failure = Some(e);
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => {
+                failure = Some("a worker thread ended before it was ready".to_string());
+                break;
+            }
+        }
+    }
+    if let Some(error) = failure {
+        for s in &starters {
+            let _ = s.send(None);
+        }
+        drop(starters);
+        for h in handles {
+            let _ = h.join();
+        }
+        bail!("step {} ({level}): {error}", index + 1);
+    }
+
+    observer.step_started(index, level, &schedule);
+    let usage_start = SelfUsage::start();
+    let started_at = SystemTime::now();
+    let start = Instant::now() + Duration::from_millis(2);
+    for s in &starters {
+        let _ = s.send(Some(start));
+    }
+
+    let slots = schedule.intervals.len() + 1;
+    let mut merged: Vec<(Tally, usize, Duration)> = (0..slots)
+        .map(|_| (Tally::new(workload.op_names().len()), 0, Duration::ZERO))
+        .collect();
+    let last_measured = schedule.intervals.len().checked_sub(1);
+    let mut rss_at_end = None;
+    let mut finished = 0;
+    while finished < workers {
+        match events.recv() {
+            Ok(WorkerEvent::Interval {
+                index: slot,
+                tally,
+                length,
+            }) => {
+                let Some(entry) = merged.get_mut(slot) else {
+                    continue;
+                };
+                entry.0.merge(&tally);
+                entry.1 += 1;
+                entry.2 = entry.2.max(length);
+                if entry.1 == workers && slot < schedule.intervals.len() {
+                    observer.interval(&schedule.intervals[slot], &entry.0);
+                    if Some(slot) == last_measured {
+                        rss_at_end = crate::probe::self_rss();
+                    }
+                }
+            }
+            Ok(WorkerEvent::Finished) => finished += 1,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let mut panicked = false;
+    for h in handles {
+        panicked |= h.join().is_err();
+    }
+    if panicked {
+        bail!("step {} ({level}): a worker thread panicked", index + 1);
+    }
+    let usage = usage_start.finish(rss_at_end);
+
+    // Intervals every worker completed are kept as they are; anything
+    // recorded after the first incomplete one (an interrupt seen at
+    // different boundaries) joins the drain so no operation is lost.
+    let complete = merged
+        .iter()
+        .take(schedule.intervals.len())
+        .take_while(|(_, n, _)| *n == workers)
+        .count();
+    let mut intervals: Vec<IntervalRecord> = schedule.intervals[..complete]
+        .iter()
+        .zip(&merged)
+        .map(|(spec, (tally, _, _))| IntervalRecord {
+            phase: spec.phase,
+            start: spec.start,
+            length: spec.end - spec.start,
+            tally: tally.clone(),
+        })
+        .collect();
+    let mut drain = Tally::new(workload.op_names().len());
+    let mut drain_length = Duration::ZERO;
+    for (tally, _, length) in &merged[complete..] {
+        drain.merge(tally);
+        drain_length = drain_length.max(*length);
+    }
+    let measured_intervals = intervals.iter().filter(|i| i.phase == Phase::Measured).count();
+    let stopped_at = schedule.intervals[..complete]
+        .last()
+        .map_or(Duration::ZERO, |s| s.end);
+    intervals.push(IntervalRecord {
+        phase: Phase::Drain,
+        start: stopped_at,
+        length: drain_length,
+        tally: drain,
+    });
+    let expected = schedule
+        .intervals
+        .iter()
+        .filter(|i| i.phase == Phase::Measured)
+        .count();
+    let status = if measured_intervals == expected {
+        StepStatus::Ok
+    } else {
+        StepStatus::Partial(format!(
+            "interrupted after {measured_intervals} of {expected} measured intervals"
+        ))
+    };
+    Ok(StepResult {
+        index,
+        level,
+        started_at,
+        intervals,
+        status,
+        usage,
+    })
+}

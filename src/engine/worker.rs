@@ -1,0 +1,254 @@
+//! One worker thread: a current-thread tokio runtime running its share of
+//! the sessions, and a ticker that hands the worker's tally to the
+//! coordinator at every interval boundary.
+
+use super::schedule::Schedule;
+use super::{closed, open};
+use crate::measure::{ErrorKind, Outcome, Recorder, Tally};
+use crate::plan::{Arrivals, ThinkTime};
+use crate::workload::{Session, Workload};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The load one worker offers.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum WorkerLoad {
+    Closed {
+        think: ThinkTime,
+    },
+    Open {
+        /// This worker's share of the arrival rate, per second.
+        rate: f64,
+        arrivals: Arrivals,
+        max_outstanding: u32,
+        /// Offset of the first arrival (spreads uniform arrivals across workers).
+        first_arrival: Duration,
+    },
+}
+
+/// What one worker runs during a step.
+pub(super) struct WorkerPlan {
+    pub index: usize,
+    /// Virtual users (closed) or connections (open) of this worker.
+    pub users: Vec<u32>,
+    pub load: WorkerLoad,
+    /// Seed of this step; each session and the arrival process derive theirs from it.
+    pub seed: u64,
+    pub schedule: Arc<Schedule>,
+    pub timeout: Duration,
+}
+
+/// What a worker tells the coordinator.
+pub(super) enum WorkerEvent {
+    /// Every session is open; waiting for the start instant.
+    Ready,
+    /// A session could not be opened; the step cannot run.
+    Failed(String),
+    /// The tally of interval `index` (the index after the schedule's last is the drain).
+    Interval {
+        index: usize,
+        tally: Tally,
+        length: Duration,
+    },
+    /// The worker has stopped and dropped its sessions.
+    Finished,
+}
+
+/// State shared by the tasks of one worker (and only them).
+pub(super) struct WorkerState {
+    pub recorder: RefCell<Recorder>,
+    /// Set when the measured window is over: no new operation starts.
+    pub stop: Cell<bool>,
+    /// Operations started and not yet ended.
+    pub in_flight: Cell<u32>,
+    /// Open loop: intended start times of arrivals waiting for a session.
+    pub pending: RefCell<VecDeque<Instant>>,
+    /// Open loop: wakes an idle session when an arrival is queued.
+    pub arrival: Notify,
+    pub timeout: Duration,
+}
+
+impl WorkerState {
+    /// Runs one operation, bounded by the timeout, and records it. Returns
+    /// when it ended.
+    pub async fn run_op<S: Session>(&self, session: &mut S, intended: Instant) -> Instant {
+        let op = session.choose();
+        self.in_flight.set(self.in_flight.get() + 1);
+        let began = Instant::now();
+        let outcome = tokio::time::timeout(self.timeout, session.execute(op))
+            .await
+            .unwrap_or_else(|_| Outcome::error(ErrorKind::Timeout));
+        let ended = Instant::now();
+        self.in_flight.set(self.in_flight.get() - 1);
+        self.recorder.borrow_mut().record(
+            op,
+            &outcome,
+            ended - began,
+            ended.saturating_duration_since(intended),
+        );
+        ended
+    }
+}
+
+/// Derives a seed for one stream (a session, an arrival process) of a step.
+pub(super) fn stream_seed(step_seed: u64, stream: u64) -> u64 {
+    // SplitMix64 finaliser: distinct streams get unrelated seeds.
+    let mut z = step_seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Starts a worker thread.
+pub(super) fn spawn<W: Workload>(
+    workload: Arc<W>,
+    plan: WorkerPlan,
+    events: Sender<WorkerEvent>,
+    start: Receiver<Option<Instant>>,
+    interrupted: Arc<AtomicBool>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("perflab-worker-{}", plan.index))
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = events.send(WorkerEvent::Failed(format!(
+                        "cannot start a worker runtime: {e}"
+                    )));
+                    return;
+                }
+            };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(
+                &runtime,
+                run_worker(workload, plan, &events, start, interrupted),
+            );
+            // Dropping the runtime drops every session before we report.
+            drop(local);
+            drop(runtime);
+            let _ = events.send(WorkerEvent::Finished);
+        })
+}
+
+async fn run_worker<W: Workload>(
+    workload: Arc<W>,
+    plan: WorkerPlan,
+    events: &Sender<WorkerEvent>,
+    start: Receiver<Option<Instant>>,
+    interrupted: Arc<AtomicBool>,
+) {
+    let mut sessions = Vec::with_capacity(plan.users.len());
+    for &user in &plan.users {
+        match workload
+            .open_session(user, stream_seed(plan.seed, u64::from(user)))
+            .await
+        {
+            Ok(s) => sessions.push((user, s)),
+            Err(e) => {
+                let _ = events.send(WorkerEvent::Failed(format!(
+                    "cannot open the session of user {user}: {e:#}"
+                )));
+                return;
+            }
+        }
+    }
+    if events.send(WorkerEvent::Ready).is_err() {
+        return;
+    }
+    // Nothing else runs on this thread yet, so blocking here is harmless.
+    let Ok(Some(start)) = start.recv() else {
+        return;
+    };
+    let state = Rc::new(WorkerState {
+        recorder: RefCell::new(Recorder::new(workload.op_names().len())),
+        stop: Cell::new(false),
+        in_flight: Cell::new(0),
+        pending: RefCell::new(VecDeque::new()),
+        arrival: Notify::new(),
+        timeout: plan.timeout,
+    });
+    match plan.load {
+        WorkerLoad::Closed { think } => {
+            for (user, session) in sessions {
+                let rng = SmallRng::seed_from_u64(stream_seed(plan.seed, u64::from(user) | 1 << 40));
+                tokio::task::spawn_local(closed::user(session, state.clone(), think, rng, start));
+            }
+        }
+        WorkerLoad::Open {
+            rate,
+            arrivals,
+            max_outstanding,
+            first_arrival,
+        } => {
+            for (_, session) in sessions {
+                tokio::task::spawn_local(open::server(session, state.clone()));
+            }
+            let rng = SmallRng::seed_from_u64(stream_seed(plan.seed, plan.index as u64 | 1 << 41));
+            tokio::task::spawn_local(open::dispatcher(
+                state.clone(),
+                open::ArrivalProcess {
+                    rate,
+                    arrivals,
+                    max_outstanding,
+                    first: start + first_arrival,
+                },
+                rng,
+            ));
+        }
+    }
+    ticker(&state, &plan.schedule, start, events, &interrupted).await;
+}
+
+/// Hands over the tally at every boundary, then stops the sessions and
+/// waits (at most the timeout) for operations still running.
+async fn ticker(
+    state: &WorkerState,
+    schedule: &Schedule,
+    start: Instant,
+    events: &Sender<WorkerEvent>,
+    interrupted: &AtomicBool,
+) {
+    for (index, spec) in schedule.intervals.iter().enumerate() {
+        tokio::time::sleep_until(start + spec.end).await;
+        let tally = state.recorder.borrow_mut().take();
+        let length = spec.end - spec.start;
+        if events
+            .send(WorkerEvent::Interval {
+                index,
+                tally,
+                length,
+            })
+            .is_err()
+            || interrupted.load(Ordering::Relaxed)
+        {
+            break;
+        }
+    }
+    state.stop.set(true);
+    state.arrival.notify_waiters();
+    let drain_start = Instant::now();
+    let deadline = drain_start + state.timeout + Duration::from_millis(100);
+    while state.in_flight.get() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let tally = state.recorder.borrow_mut().take();
+    let _ = events.send(WorkerEvent::Interval {
+        index: schedule.intervals.len(),
+        tally,
+        length: drain_start.elapsed(),
+    });
+}

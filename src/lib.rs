@@ -1,0 +1,18 @@
+//! perflab: a server performance lab in one binary. It drives a server under
+//! test with realistic load, sweeps that load to saturation, records every
+//! operation in HdrHistograms, stores each step the moment it ends, and
+//! reports how much the server took.
+//!
+//! Data flows one way: `cli` → `plan` → `engine` (with `workload` sessions
+//! and `measure` recorders) → `store` → `report`.
+
+pub mod cli;
+pub mod commands;
+pub mod engine;
+pub mod measure;
+pub mod plan;
+pub mod probe;
+pub mod report;
+pub mod store;
+pub mod units;
+pub mod workload;

@@ -1,0 +1,14 @@
+//! Measurement: what one operation produced ([`Outcome`]), the per-worker
+//! [`Recorder`] that counts outcomes into HdrHistograms, and the immutable,
+//! mergeable [`Tally`] it hands over at every interval boundary. Percentiles
+//! are only ever read from merged histograms, never averaged.
+
+mod outcome;
+mod recorder;
+mod summary;
+mod tally;
+
+pub use outcome::{ErrorKind, OpResult, Outcome};
+pub use recorder::Recorder;
+pub use summary::{LatencySummary, StepSummary};
+pub use tally::{decode_histogram, encode_histogram, new_histogram, OpTally, Phase, Tally};

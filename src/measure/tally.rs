@@ -1,0 +1,255 @@
+//! [`Tally`]: the counts and histograms of one interval (or of any merge of
+//! intervals). Latencies are recorded in microseconds in HdrHistograms with
+//! three significant figures; histograms are encoded with the standard
+//! HdrHistogram V2 compressed format so other HdrHistogram tools can read them.
+
+use super::outcome::{OpResult, Outcome};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Where in a step an interval lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Before the measured window: discarded from results.
+    Warmup,
+    /// The measured window.
+    Measured,
+    /// Operations that completed after the window closed: kept only so that
+    /// every operation the target saw is accounted for (the bank check).
+    Drain,
+}
+
+impl Phase {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Phase::Warmup => "warmup",
+            Phase::Measured => "measured",
+            Phase::Drain => "drain",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "warmup" => Some(Phase::Warmup),
+            "measured" => Some(Phase::Measured),
+            "drain" => Some(Phase::Drain),
+            _ => None,
+        }
+    }
+}
+
+/// A new latency histogram: microseconds, three significant figures,
+/// growing as larger values arrive.
+pub fn new_histogram() -> Histogram<u64> {
+    let mut h = Histogram::new(3).expect("3 significant figures is a valid precision");
+    h.auto(true);
+    h
+}
+
+/// Encodes a histogram in HdrHistogram's V2 compressed format.
+pub fn encode_histogram(h: &Histogram<u64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut out)
+        .expect("serialising into memory does not fail");
+    out
+}
+
+/// Decodes a histogram written by [`encode_histogram`].
+pub fn decode_histogram(bytes: &[u8]) -> anyhow::Result<Histogram<u64>> {
+    let mut h: Histogram<u64> = Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| anyhow::anyhow!("damaged histogram in the store: {e:?}"))?;
+    h.auto(true);
+    Ok(h)
+}
+
+/// Counts and latency histograms of one kind of operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpTally {
+    /// Operations done as asked.
+    pub ok: u64,
+    /// Operations declined for a business reason.
+    pub refused: u64,
+    /// Failed operations by kind (`timeout`, `busy`, `sql:…`).
+    pub errors: BTreeMap<String, u64>,
+    /// Retries spent (busy, serialisation failures), over all outcomes.
+    pub retries: u64,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Service time (start of the call → reply), µs, of ok and refused operations.
+    pub service: Histogram<u64>,
+    /// Response time (intended start → reply), µs, of ok and refused operations.
+    pub response: Histogram<u64>,
+}
+
+impl Default for OpTally {
+    fn default() -> Self {
+        OpTally {
+            ok: 0,
+            refused: 0,
+            errors: BTreeMap::new(),
+            retries: 0,
+            bytes: 0,
+            service: new_histogram(),
+            response: new_histogram(),
+        }
+    }
+}
+
+impl OpTally {
+    /// Operations that were served (ok or refused).
+    pub fn completed(&self) -> u64 {
+        self.ok + self.refused
+    }
+
+    /// Failed operations of every kind.
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    pub(crate) fn record(&mut self, outcome: &Outcome, service: Duration, response: Duration) {
+        self.retries += u64::from(outcome.retries);
+        self.bytes += outcome.bytes;
+        match &outcome.result {
+            OpResult::Ok => self.ok += 1,
+            OpResult::Refused => self.refused += 1,
+            OpResult::Error(kind) => {
+                *self.errors.entry(kind.to_string()).or_insert(0) += 1;
+                return;
+            }
+        }
+        record(&mut self.service, micros(service));
+        record(&mut self.response, micros(response));
+    }
+
+    /// Adds another tally of the same operation.
+    pub fn merge(&mut self, other: &OpTally) {
+        self.ok += other.ok;
+        self.refused += other.refused;
+        for (kind, n) in &other.errors {
+            *self.errors.entry(kind.clone()).or_insert(0) += n;
+        }
+        self.retries += other.retries;
+        self.bytes += other.bytes;
+        self.service
+            .add(&other.service)
+            .expect("auto-resizing histograms accept any value");
+        self.response
+            .add(&other.response)
+            .expect("auto-resizing histograms accept any value");
+    }
+}
+
+/// Records a value, growing the histogram as needed; only a value beyond
+/// what any histogram can hold is clamped.
+pub(crate) fn record(h: &mut Histogram<u64>, value: u64) {
+    if h.record(value).is_err() {
+        h.saturating_record(value);
+    }
+}
+
+/// Microseconds, the unit of every latency histogram.
+pub(crate) fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Everything recorded over some span of time, for every operation kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tally {
+    /// One entry per operation kind, in the workload's order.
+    pub ops: Vec<OpTally>,
+    /// Open loop: arrivals not sent because too many operations were outstanding.
+    pub dropped: u64,
+    /// Open loop: how late the generator dispatched each arrival, µs.
+    pub lag: Histogram<u64>,
+    /// Closed loop: total think time drawn.
+    pub think_total: Duration,
+    /// Closed loop: number of think times drawn.
+    pub thinks: u64,
+}
+
+impl Tally {
+    /// An empty tally for `op_count` kinds of operation.
+    pub fn new(op_count: usize) -> Self {
+        Tally {
+            ops: (0..op_count).map(|_| OpTally::default()).collect(),
+            dropped: 0,
+            lag: new_histogram(),
+            think_total: Duration::ZERO,
+            thinks: 0,
+        }
+    }
+
+    /// Adds another tally recorded for the same operation kinds.
+    pub fn merge(&mut self, other: &Tally) {
+        if self.ops.len() < other.ops.len() {
+            self.ops.resize_with(other.ops.len(), OpTally::default);
+        }
+        for (mine, theirs) in self.ops.iter_mut().zip(&other.ops) {
+            mine.merge(theirs);
+        }
+        self.dropped += other.dropped;
+        self.lag
+            .add(&other.lag)
+            .expect("auto-resizing histograms accept any value");
+        self.think_total += other.think_total;
+        self.thinks += other.thinks;
+    }
+
+    /// All operation kinds folded into one.
+    pub fn all_ops(&self) -> OpTally {
+        let mut all = OpTally::default();
+        for op in &self.ops {
+            all.merge(op);
+        }
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::ErrorKind;
+
+    #[test]
+    fn merging_adds_counts_and_histograms() {
+        let mut a = Tally::new(2);
+        let mut b = Tally::new(2);
+        a.ops[0].record(&Outcome::ok(), Duration::from_millis(1), Duration::from_millis(2));
+        b.ops[0].record(&Outcome::ok(), Duration::from_millis(3), Duration::from_millis(4));
+        b.ops[1].record(
+            &Outcome::error(ErrorKind::Timeout),
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        );
+        a.merge(&b);
+        assert_eq!(a.ops[0].ok, 2);
+        assert_eq!(a.ops[0].response.len(), 2);
+        assert_eq!(a.ops[1].errors.get("timeout"), Some(&1));
+        assert_eq!(a.ops[1].response.len(), 0, "errors stay out of latency");
+        assert_eq!(a.all_ops().ok, 2);
+    }
+
+    #[test]
+    fn large_values_grow_the_histogram_instead_of_clamping() {
+        let mut op = OpTally::default();
+        op.record(&Outcome::ok(), Duration::from_secs(5), Duration::from_secs(7));
+        assert_eq!(op.response.max(), op.response.highest_equivalent(7_000_000));
+        assert!(op.service.max() >= 4_990_000);
+    }
+
+    #[test]
+    fn histograms_survive_encoding() {
+        let mut h = new_histogram();
+        for v in [1u64, 10, 100, 1_000, 1_000_000] {
+            h.record(v).unwrap();
+        }
+        let back = decode_histogram(&encode_histogram(&h)).unwrap();
+        assert_eq!(back.len(), 5);
+        assert_eq!(back.max(), h.max());
+        assert!(decode_histogram(b"garbage").is_err());
+    }
+}

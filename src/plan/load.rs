@@ -1,0 +1,314 @@
+//! Load models (closed loop with think time, open loop with an arrival
+//! process) and sweeps of load levels, with the parsers for their flags.
+
+use super::serde_duration;
+use crate::units::{format_duration, parse_duration};
+use rand::Rng;
+use serde::Serialize;
+use std::fmt;
+use std::time::Duration;
+
+/// Time a virtual user waits between the end of one operation and the
+/// intended start of the next.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ThinkTime {
+    /// No think time: the next operation starts as soon as the last ends.
+    Zero,
+    /// Always the same wait.
+    Fixed {
+        #[serde(with = "serde_duration")]
+        wait: Duration,
+    },
+    /// Exponentially distributed waits with this mean (a Poisson user).
+    Exponential {
+        #[serde(with = "serde_duration")]
+        mean: Duration,
+    },
+    /// Waits uniform between `min` and `max`.
+    Uniform {
+        #[serde(with = "serde_duration")]
+        min: Duration,
+        #[serde(with = "serde_duration")]
+        max: Duration,
+    },
+}
+
+impl ThinkTime {
+    /// Parses `0`, `1s`, `exp:1s`, `uniform:0.5s..1.5s`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if let Some(mean) = text.strip_prefix("exp:") {
+            let mean = parse_duration(mean).map_err(|e| e.to_string())?;
+            return Ok(if mean.is_zero() {
+                ThinkTime::Zero
+            } else {
+                ThinkTime::Exponential { mean }
+            });
+        }
+        if let Some(range) = text.strip_prefix("uniform:") {
+            let (lo, hi) = range
+                .split_once("..")
+                .ok_or_else(|| format!("'{text}' needs a range like uniform:0.5s..1.5s"))?;
+            let min = parse_duration(lo).map_err(|e| e.to_string())?;
+            let max = parse_duration(hi).map_err(|e| e.to_string())?;
+            if min > max {
+                return Err(format!("'{text}': the lower bound is above the upper one"));
+            }
+            return Ok(ThinkTime::Uniform { min, max });
+        }
+        let wait = parse_duration(text).map_err(|e| e.to_string())?;
+        Ok(if wait.is_zero() {
+            ThinkTime::Zero
+        } else {
+            ThinkTime::Fixed { wait }
+        })
+    }
+
+    /// Draws one think time.
+    pub fn sample(&self, rng: &mut impl Rng) -> Duration {
+        match *self {
+            ThinkTime::Zero => Duration::ZERO,
+            ThinkTime::Fixed { wait } => wait,
+            ThinkTime::Exponential { mean } => exponential(mean, rng),
+            ThinkTime::Uniform { min, max } => {
+                if min == max {
+                    min
+                } else {
+                    rng.gen_range(min..=max)
+                }
+            }
+        }
+    }
+
+    /// The mean of the distribution, Z in N = X·(R+Z).
+    pub fn mean(&self) -> Duration {
+        match *self {
+            ThinkTime::Zero => Duration::ZERO,
+            ThinkTime::Fixed { wait } => wait,
+            ThinkTime::Exponential { mean } => mean,
+            ThinkTime::Uniform { min, max } => (min + max) / 2,
+        }
+    }
+}
+
+/// An exponentially distributed duration with the given mean (inverse transform).
+pub fn exponential(mean: Duration, rng: &mut impl Rng) -> Duration {
+    // 1 - u lies in (0, 1], so the logarithm is finite.
+    let u: f64 = rng.gen::<f64>();
+    Duration::from_secs_f64(-(1.0 - u).ln() * mean.as_secs_f64())
+}
+
+/// How arrivals are spaced in an open-loop step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrivals {
+    /// Exponential gaps: a Poisson process, as independent users produce.
+    Poisson,
+    /// Equal gaps.
+    Uniform,
+}
+
+/// How load is offered.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LoadModel {
+    /// N users, each issuing its next operation after the last one ended
+    /// plus a think time.
+    Closed { think: ThinkTime },
+    /// Operations arrive at a rate regardless of how the server copes;
+    /// latency counts from each operation's intended start.
+    Open {
+        arrivals: Arrivals,
+        /// Sessions (connections) that serve arrivals.
+        connections: u32,
+        /// Arrivals beyond this many queued or running operations are dropped.
+        max_outstanding: u32,
+    },
+}
+
+/// One load level: a number of users or an arrival rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Level {
+    Users(u32),
+    /// Arrivals per second.
+    Rate(f64),
+}
+
+impl Level {
+    /// The level as a number, for tables and the store.
+    pub fn value(&self) -> f64 {
+        match *self {
+            Level::Users(n) => f64::from(n),
+            Level::Rate(r) => r,
+        }
+    }
+
+    /// `users` or `rate`, the name of the level's dimension.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Level::Users(_) => "users",
+            Level::Rate(_) => "rate",
+        }
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Level::Users(n) => write!(f, "{n} users"),
+            Level::Rate(r) => write!(f, "{r}/s"),
+        }
+    }
+}
+
+/// The ordered load levels of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sweep {
+    pub levels: Vec<Level>,
+}
+
+impl Sweep {
+    /// Parses a users sweep: `8`, `1,2,4,8` or `10..150/10`.
+    pub fn parse_users(text: &str) -> Result<Self, String> {
+        let values = parse_series(text)?;
+        let mut levels = Vec::with_capacity(values.len());
+        for v in values {
+            if v < 1.0 || v.fract() != 0.0 || v > 1_000_000.0 {
+                return Err(format!(
+                    "'{text}': users must be whole numbers from 1 to 1000000"
+                ));
+            }
+            levels.push(Level::Users(v as u32));
+        }
+        Ok(Sweep { levels })
+    }
+
+    /// Parses a rate sweep in operations per second: `500`, `100..1000/100`.
+    pub fn parse_rates(text: &str) -> Result<Self, String> {
+        let values = parse_series(text)?;
+        if values.iter().any(|&v| v <= 0.0 || v > 10_000_000.0) {
+            return Err(format!(
+                "'{text}': rates must be above 0 and at most 10000000 per second"
+            ));
+        }
+        Ok(Sweep {
+            levels: values.into_iter().map(Level::Rate).collect(),
+        })
+    }
+}
+
+/// `a..b/step` (inclusive) or a comma list of numbers.
+fn parse_series(text: &str) -> Result<Vec<f64>, String> {
+    let text = text.trim();
+    let number = |s: &str| -> Result<f64, String> {
+        let v: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a number"))?;
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(format!("'{s}' is not a finite number"))
+        }
+    };
+    if let Some((range, step)) = text.split_once('/') {
+        let (lo, hi) = range
+            .split_once("..")
+            .ok_or_else(|| format!("'{text}' needs the form FROM..TO/STEP, e.g. 10..150/10"))?;
+        let (lo, hi, step) = (number(lo)?, number(hi)?, number(step)?);
+        if step <= 0.0 {
+            return Err(format!("'{text}': the step after '/' must be above 0"));
+        }
+        if hi < lo {
+            return Err(format!(
+                "'{text}': the range ends below where it starts; write FROM..TO with FROM <= TO"
+            ));
+        }
+        let count = ((hi - lo) / step + 1e-9).floor() as usize + 1;
+        if count > 10_000 {
+            return Err(format!("'{text}' has {count} steps; at most 10000"));
+        }
+        return Ok((0..count).map(|i| lo + step * i as f64).collect());
+    }
+    if text.contains("..") {
+        return Err(format!(
+            "'{text}' needs a step: FROM..TO/STEP, e.g. 10..150/10"
+        ));
+    }
+    let values: Vec<f64> = text
+        .split(',')
+        .map(number)
+        .collect::<Result<_, _>>()?;
+    if values.is_empty() {
+        return Err("an empty list".to_string());
+    }
+    Ok(values)
+}
+
+impl fmt::Display for ThinkTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ThinkTime::Zero => write!(f, "0"),
+            ThinkTime::Fixed { wait } => write!(f, "{}", format_duration(wait)),
+            ThinkTime::Exponential { mean } => write!(f, "exp:{}", format_duration(mean)),
+            ThinkTime::Uniform { min, max } => write!(
+                f,
+                "uniform:{}..{}",
+                format_duration(min),
+                format_duration(max)
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn users_sweeps_parse() {
+        let s = Sweep::parse_users("10..150/10").unwrap();
+        assert_eq!(s.levels.len(), 15);
+        assert_eq!(s.levels[0], Level::Users(10));
+        assert_eq!(s.levels[14], Level::Users(150));
+        assert_eq!(
+            Sweep::parse_users("1,2,4,8").unwrap().levels,
+            vec![
+                Level::Users(1),
+                Level::Users(2),
+                Level::Users(4),
+                Level::Users(8)
+            ]
+        );
+        assert!(Sweep::parse_users("0").is_err());
+        assert!(Sweep::parse_users("10..5/1").is_err());
+        assert!(Sweep::parse_users("1..5").is_err());
+        assert!(Sweep::parse_users("1.5").is_err());
+    }
+
+    #[test]
+    fn think_times_parse_and_sample() {
+        assert_eq!(ThinkTime::parse("0").unwrap(), ThinkTime::Zero);
+        assert_eq!(
+            ThinkTime::parse("1s").unwrap(),
+            ThinkTime::Fixed {
+                wait: Duration::from_secs(1)
+            }
+        );
+        assert!(ThinkTime::parse("exp:-1s").is_err());
+        assert!(ThinkTime::parse("uniform:2s..1s").is_err());
+        let think = ThinkTime::parse("exp:10ms").unwrap();
+        let mut rng = SmallRng::seed_from_u64(7);
+        let n = 20_000;
+        let total: Duration = (0..n).map(|_| think.sample(&mut rng)).sum();
+        let mean = total.as_secs_f64() / n as f64;
+        assert!((mean - 0.010).abs() < 0.0005, "mean {mean}");
+        let u = ThinkTime::parse("uniform:0.5s..1.5s").unwrap();
+        assert_eq!(u.mean(), Duration::from_secs(1));
+        assert_eq!(u.to_string(), "uniform:500ms..1500ms");
+    }
+}

@@ -1,0 +1,59 @@
+//! The validated, typed description of what a run does: which workload
+//! against which target, the load model, the sweep of load levels and the
+//! step timing. Only `cli` builds a [`Plan`]; the engine never sees a string
+//! option. A plan serialises to JSON so that a run stores it as resolved.
+
+pub mod load;
+mod target;
+mod workload;
+
+pub use load::{Arrivals, Level, LoadModel, Sweep, ThinkTime};
+pub use target::Target;
+pub use workload::{AtmWeights, BankMix, NullStall, WorkloadSpec};
+
+use serde::Serialize;
+use std::time::Duration;
+
+/// One validated run plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// What each virtual user does, and against what.
+    pub workload: WorkloadSpec,
+    /// Closed (users, think time) or open (arrival rate) load.
+    pub load: LoadModel,
+    /// The load levels, in the order they run.
+    pub sweep: Sweep,
+    /// Warm-up before each measured window; not counted.
+    #[serde(with = "serde_duration")]
+    pub warmup: Duration,
+    /// The measured window of each step.
+    #[serde(with = "serde_duration")]
+    pub duration: Duration,
+    /// Length of one interval snapshot (1 s).
+    #[serde(with = "serde_duration")]
+    pub interval: Duration,
+    /// Worker threads generating load (each with its own runtime).
+    pub threads: usize,
+    /// An operation slower than this is an error of kind `timeout`.
+    #[serde(with = "serde_duration")]
+    pub timeout: Duration,
+    /// A step whose failed share of operations exceeds this fraction ends the sweep.
+    pub max_error_rate: f64,
+    /// Seed of every random stream of the run.
+    pub seed: u64,
+}
+
+/// Durations are stored in plans as seconds (f64), the unit of the JSON export.
+pub(crate) mod serde_duration {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let seconds = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(seconds).map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,101 @@
+//! Live progress of a sweep: one line per step rewritten every interval on
+//! a terminal, plain lines (one when a step starts, one when it ends) when
+//! stdout is not a terminal or under `CI=true`.
+
+use crate::engine::{IntervalSpec, Schedule, StepResult};
+use crate::measure::{LatencySummary, Phase, StepSummary, Tally};
+use crate::plan::Level;
+use crate::units::{format_duration, Latency, OpsPerSec};
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+/// Prints a sweep's progress.
+pub struct Progress {
+    live: bool,
+    steps: usize,
+    current: Option<(usize, Level, Duration, Duration)>,
+}
+
+impl Progress {
+    /// Live on a terminal outside CI; plain lines otherwise.
+    pub fn new(steps: usize) -> Self {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        Progress {
+            live: std::io::stdout().is_terminal() && !ci,
+            steps,
+            current: None,
+        }
+    }
+
+    /// A step starts.
+    pub fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule) {
+        let warmup: Duration = schedule
+            .intervals
+            .iter()
+            .filter(|i| i.phase == Phase::Warmup)
+            .map(|i| i.end - i.start)
+            .sum();
+        let total = schedule.end();
+        self.current = Some((index, level, warmup, total));
+        if !self.live {
+            println!(
+                "step {}/{}: {level}, warm-up {}, measuring {}",
+                index + 1,
+                self.steps,
+                format_duration(warmup),
+                format_duration(total - warmup)
+            );
+        }
+    }
+
+    /// An interval of the running step ended.
+    pub fn interval(&mut self, spec: &IntervalSpec, tally: &Tally) {
+        if !self.live {
+            return;
+        }
+        let Some((index, level, warmup, total)) = self.current else {
+            return;
+        };
+        let all = tally.all_ops();
+        let seconds = (spec.end - spec.start).as_secs_f64().max(f64::MIN_POSITIVE);
+        let p95 = LatencySummary::of(&all.response).p95;
+        let phase = if spec.phase == Phase::Warmup {
+            format!("warm-up {}/{}", secs(spec.end), secs(warmup))
+        } else {
+            format!("measuring {}/{}", secs(spec.end - warmup), secs(total - warmup))
+        };
+        print!(
+            "\r\x1b[2Kstep {}/{} {level}: {phase}  {} tps  p95 {}  errors {}",
+            index + 1,
+            self.steps,
+            OpsPerSec(all.completed() as f64 / seconds),
+            Latency(p95),
+            all.error_count()
+        );
+        let _ = std::io::stdout().flush();
+    }
+
+    /// A step ended (and was stored).
+    pub fn step_finished(&mut self, step: &StepResult) {
+        let s: StepSummary = step.summary();
+        let line = format!(
+            "step {}/{}: {}: {} tps  p95 {}  errors {}  {}",
+            step.index + 1,
+            self.steps,
+            step.level,
+            OpsPerSec(s.throughput),
+            Latency(s.response.p95),
+            s.errors,
+            step.status.as_str()
+        );
+        if self.live {
+            println!("\r\x1b[2K{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64().round())
+}

@@ -1,0 +1,189 @@
+//! The terminal view of a run: a header saying what ran where, the seed
+//! labs' table (load → throughput, latency percentiles, errors), the
+//! operations of the busiest step, and the check.
+
+use crate::engine::{StepResult, StepStatus};
+use crate::measure::LatencySummary;
+use crate::plan::Level;
+use crate::store::StoredRun;
+use crate::units::{Bytes, Latency, OpsPerSec, Percent};
+use crate::workload::CheckReport;
+use std::fmt::Write;
+
+/// The per-step table.
+pub fn step_table(steps: &[StepResult]) -> String {
+    let open = steps.iter().any(|s| matches!(s.level, Level::Rate(_)));
+    let mut out = String::new();
+    let load = if open { "rate/s" } else { "users" };
+    let _ = write!(
+        out,
+        "{load:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "tps", "p50", "p95", "p99", "max", "errors", "refused", "retries"
+    );
+    if open {
+        let _ = write!(out, " {:>8} {:>9}", "dropped", "lag p99");
+    }
+    let _ = writeln!(out, " {:>8} {:>10}", "cpu", "cpu/op");
+    for step in steps {
+        let s = step.summary();
+        let level = match step.level {
+            Level::Users(n) => n.to_string(),
+            Level::Rate(r) => OpsPerSec(r).to_string(),
+        };
+        let r = &s.response;
+        let _ = write!(
+            out,
+            "{level:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+            OpsPerSec(s.throughput).to_string(),
+            latency_cell(r, r.p50),
+            latency_cell(r, r.p95),
+            latency_cell(r, r.p99),
+            latency_cell(r, r.max),
+            s.errors,
+            s.refused,
+            s.retries,
+        );
+        if open {
+            let _ = write!(
+                out,
+                " {:>8} {:>9}",
+                s.dropped,
+                latency_cell(&s.lag, s.lag.p99)
+            );
+        }
+        let _ = write!(
+            out,
+            " {:>8} {:>10}",
+            Percent(step.usage.cpu_share()).to_string(),
+            cpu_per_op(step)
+        );
+        match &step.status {
+            StepStatus::Ok => {}
+            StepStatus::Failed(why) => {
+                let _ = write!(out, "  FAILED: {why}");
+            }
+            StepStatus::Partial(why) => {
+                let _ = write!(out, "  partial: {why}");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn latency_cell(summary: &LatencySummary, value: std::time::Duration) -> String {
+    if summary.count == 0 {
+        "-".to_string()
+    } else {
+        Latency(value).to_string()
+    }
+}
+
+/// perflab's CPU time per operation over the whole step (warm-up included).
+fn cpu_per_op(step: &StepResult) -> String {
+    let all = step.everything().all_ops();
+    let ops = all.completed() + all.error_count();
+    if ops == 0 {
+        return "-".to_string();
+    }
+    let cpu = step.usage.cpu_user + step.usage.cpu_system;
+    Latency(cpu / u32::try_from(ops).unwrap_or(u32::MAX)).to_string()
+}
+
+/// The check's lines.
+pub fn render_check(check: &CheckReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "check: {}",
+        if check.passed { "passed" } else { "FAILED" }
+    );
+    for line in &check.lines {
+        let _ = writeln!(
+            out,
+            "  {} {:<20} {}",
+            if line.passed { "ok  " } else { "FAIL" },
+            line.rule,
+            line.detail
+        );
+    }
+    out
+}
+
+/// A whole stored run: header, table, operations of the peak step, check.
+pub fn render_run(run: &StoredRun) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "run {} · {} on {} · {} · {}",
+        run.id,
+        run.workload,
+        run.target,
+        run.started_at,
+        run.status.as_str()
+    );
+    if let Some(reason) = &run.status_reason {
+        let _ = writeln!(out, "  {reason}");
+    }
+    let host = &run.host;
+    let _ = writeln!(
+        out,
+        "host {} · {} · {} CPUs · {} · kernel {} · perflab {}",
+        host.hostname.as_deref().unwrap_or("?"),
+        host.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        host.cpus.map_or("?".to_string(), |n| n.to_string()),
+        host.memory_bytes
+            .map_or("? memory".to_string(), |b| Bytes(b).to_string()),
+        host.kernel.as_deref().unwrap_or("?"),
+        run.tool_version
+    );
+    out.push('\n');
+    if run.steps.is_empty() {
+        let _ = writeln!(out, "no step finished");
+    } else {
+        out.push_str(&step_table(&run.steps));
+        if run.op_names.len() > 1 {
+            out.push('\n');
+            out.push_str(&op_breakdown(run));
+        }
+    }
+    if let Some(check) = &run.check {
+        out.push('\n');
+        out.push_str(&render_check(check));
+    }
+    out
+}
+
+/// The operations of the step with the highest throughput.
+fn op_breakdown(run: &StoredRun) -> String {
+    let mut out = String::new();
+    let Some((_, peak)) = run
+        .steps
+        .iter()
+        .map(|s| (s.summary().throughput, s))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+    else {
+        return out;
+    };
+    let (tally, measured) = peak.measured();
+    let seconds = measured.as_secs_f64().max(f64::MIN_POSITIVE);
+    let _ = writeln!(out, "by operation at {} (the peak step):", peak.level);
+    let _ = writeln!(
+        out,
+        "{:>10} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "operation", "per s", "p50", "p95", "errors", "refused"
+    );
+    for (name, op) in run.op_names.iter().zip(&tally.ops) {
+        let r = LatencySummary::of(&op.response);
+        let _ = writeln!(
+            out,
+            "{name:>10} {:>9} {:>9} {:>9} {:>8} {:>8}",
+            OpsPerSec(op.completed() as f64 / seconds).to_string(),
+            latency_cell(&r, r.p50),
+            latency_cell(&r, r.p95),
+            op.error_count(),
+            op.refused
+        );
+    }
+    out
+}

@@ -1,0 +1,102 @@
+//! Schema migrations. Each entry moves the schema one version forward; the
+//! version lives in `PRAGMA user_version`. Never edit a released entry:
+//! append a new one.
+
+use anyhow::{bail, Context};
+use rusqlite::Connection;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: runs, steps, intervals and per-operation interval tallies.
+    "CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        status TEXT NOT NULL,
+        status_reason TEXT,
+        workload TEXT NOT NULL,
+        target TEXT NOT NULL,
+        op_names TEXT NOT NULL,
+        plan_given TEXT NOT NULL,
+        plan_resolved TEXT NOT NULL,
+        tool_version TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        setup TEXT,
+        check_report TEXT
+    );
+    CREATE TABLE steps (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        idx INTEGER NOT NULL,
+        level_kind TEXT NOT NULL,
+        level REAL NOT NULL,
+        status TEXT NOT NULL,
+        status_reason TEXT,
+        started_at TEXT NOT NULL,
+        usage TEXT NOT NULL,
+        UNIQUE (run_id, idx)
+    );
+    CREATE TABLE intervals (
+        step_id INTEGER NOT NULL REFERENCES steps(id),
+        idx INTEGER NOT NULL,
+        phase TEXT NOT NULL,
+        start_s REAL NOT NULL,
+        length_s REAL NOT NULL,
+        dropped INTEGER NOT NULL,
+        lag_hist BLOB NOT NULL,
+        think_total_s REAL NOT NULL,
+        thinks INTEGER NOT NULL,
+        PRIMARY KEY (step_id, idx)
+    );
+    CREATE TABLE interval_ops (
+        step_id INTEGER NOT NULL,
+        interval_idx INTEGER NOT NULL,
+        op_idx INTEGER NOT NULL,
+        ok INTEGER NOT NULL,
+        refused INTEGER NOT NULL,
+        errors TEXT NOT NULL,
+        retries INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        service_hist BLOB NOT NULL,
+        response_hist BLOB NOT NULL,
+        PRIMARY KEY (step_id, interval_idx, op_idx),
+        FOREIGN KEY (step_id, interval_idx) REFERENCES intervals(step_id, idx)
+    );",
+];
+
+/// The schema version this build writes.
+pub const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the schema up to [`VERSION`].
+pub fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if current > VERSION {
+        bail!(
+            "it was written by a newer perflab (schema {current}, this build knows {VERSION}); use that version or another --store"
+        );
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)
+            .with_context(|| format!("migration {} failed", index + 1))?;
+        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrating_twice_is_harmless_and_newer_stores_are_refused() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        migrate(&mut conn).unwrap();
+        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v, VERSION);
+        conn.pragma_update(None, "user_version", VERSION + 1).unwrap();
+        assert!(migrate(&mut conn).is_err());
+    }
+}

@@ -1,0 +1,321 @@
+//! Reading runs back: the list of runs, and one run rebuilt step by step
+//! into the same types the engine produced, so every report can be made from
+//! the store alone.
+
+use super::{RunId, RunStatus, Store};
+use crate::cli::PlanError;
+use crate::engine::{IntervalRecord, StepResult, StepStatus};
+use crate::measure::{decode_histogram, OpTally, Phase, Tally};
+use crate::plan::Level;
+use crate::probe::{HostFacts, SelfUsage};
+use crate::workload::CheckReport;
+use anyhow::{anyhow, Context};
+use rusqlite::{params, OptionalExtension};
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+/// One line of `perflab runs`.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub id: RunId,
+    pub started_at: String,
+    pub status: RunStatus,
+    pub workload: String,
+    pub target: String,
+    pub steps: u64,
+    /// Highest measured throughput of any step, operations per second.
+    pub peak_throughput: Option<f64>,
+}
+
+/// A whole run as stored.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    pub id: RunId,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// The effective status: a `running` run whose process is gone reads as partial.
+    pub status: RunStatus,
+    pub status_reason: Option<String>,
+    pub workload: String,
+    pub target: String,
+    pub op_names: Vec<String>,
+    pub plan_given: Vec<String>,
+    pub plan_resolved: serde_json::Value,
+    pub tool_version: String,
+    pub host: HostFacts,
+    pub setup: Option<serde_json::Value>,
+    pub check: Option<CheckReport>,
+    pub steps: Vec<StepResult>,
+}
+
+/// A `running` run whose writer is no longer alive on this host was cut
+/// short (killed, crashed): it reads as partial.
+fn effective_status(stored: RunStatus, pid: i64, host: &HostFacts) -> RunStatus {
+    if stored != RunStatus::Running {
+        return stored;
+    }
+    let this_host = HostFacts::read().hostname;
+    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+    if host.hostname == this_host && !alive {
+        RunStatus::Partial
+    } else {
+        RunStatus::Running
+    }
+}
+
+fn parse_status(text: &str) -> anyhow::Result<RunStatus> {
+    RunStatus::parse(text).ok_or_else(|| anyhow!("unknown run status '{text}' in the store"))
+}
+
+impl Store {
+    /// Every run, oldest first.
+    pub fn runs(&self) -> anyhow::Result<Vec<RunRow>> {
+        let mut stmt = self.conn.prepare(
+            "WITH measured AS (
+                 SELECT i.step_id, sum(i.length_s) AS seconds,
+                        (SELECT coalesce(sum(o.ok + o.refused), 0) FROM interval_ops o
+                          JOIN intervals j ON j.step_id = o.step_id AND j.idx = o.interval_idx
+                          WHERE j.step_id = i.step_id AND j.phase = 'measured') AS done
+                 FROM intervals i WHERE i.phase = 'measured' GROUP BY i.step_id)
+             SELECT r.id, r.started_at, r.status, r.pid, r.host, r.workload, r.target,
+                    count(s.id), max(m.done / m.seconds)
+             FROM runs r
+             LEFT JOIN steps s ON s.run_id = r.id
+             LEFT JOIN measured m ON m.step_id = s.id
+             GROUP BY r.id ORDER BY r.id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, String>(6)?,
+                r.get::<_, i64>(7)?,
+                r.get::<_, Option<f64>>(8)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, started_at, status, pid, host, workload, target, steps, peak) = row?;
+            let host: HostFacts = serde_json::from_str(&host).unwrap_or_default();
+            out.push(RunRow {
+                id,
+                started_at,
+                status: effective_status(parse_status(&status)?, pid, &host),
+                workload,
+                target,
+                steps: steps as u64,
+                peak_throughput: peak,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The newest run's id.
+    pub fn latest_run(&self) -> anyhow::Result<Option<RunId>> {
+        Ok(self
+            .conn
+            .query_row("SELECT max(id) FROM runs", [], |r| r.get(0))?)
+    }
+
+    /// Resolves `last` or a number to a run id that exists.
+    pub fn resolve_run(&self, text: &str) -> anyhow::Result<RunId> {
+        let id = if text == "last" {
+            self.latest_run()?.ok_or_else(|| {
+                PlanError::new(format!(
+                    "the store {} holds no runs yet; start one with `perflab run bank --quick`",
+                    self.path.display()
+                ))
+            })?
+        } else {
+            text.parse::<RunId>().map_err(|_| {
+                PlanError::new(format!(
+                    "'{text}' is not a run; give a run number from `perflab runs`, or last"
+                ))
+            })?
+        };
+        let exists: Option<i64> = self
+            .conn
+            .query_row("SELECT id FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()?;
+        exists.ok_or_else(|| {
+            PlanError::new(format!(
+                "run {id} is not in {}; `perflab runs` lists the runs there",
+                self.path.display()
+            ))
+            .into()
+        })
+    }
+
+    /// Loads one run with every step and interval.
+    pub fn load_run(&self, id: RunId) -> anyhow::Result<StoredRun> {
+        let mut run = self
+            .conn
+            .query_row(
+                "SELECT started_at, finished_at, status, status_reason, workload, target, op_names,
+                        plan_given, plan_resolved, tool_version, host, pid, setup, check_report
+                 FROM runs WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, String>(6)?,
+                        r.get::<_, String>(7)?,
+                        r.get::<_, String>(8)?,
+                        r.get::<_, String>(9)?,
+                        r.get::<_, String>(10)?,
+                        r.get::<_, i64>(11)?,
+                        r.get::<_, Option<String>>(12)?,
+                        r.get::<_, Option<String>>(13)?,
+                    ))
+                },
+            )
+            .map(|row| -> anyhow::Result<StoredRun> {
+                let host: HostFacts = serde_json::from_str(&row.10).context("damaged host facts")?;
+                Ok(StoredRun {
+                    id,
+                    started_at: row.0,
+                    finished_at: row.1,
+                    status: effective_status(parse_status(&row.2)?, row.11, &host),
+                    status_reason: row.3,
+                    workload: row.4,
+                    target: row.5,
+                    op_names: serde_json::from_str(&row.6).context("damaged operation names")?,
+                    plan_given: serde_json::from_str(&row.7).context("damaged plan")?,
+                    plan_resolved: serde_json::from_str(&row.8).context("damaged plan")?,
+                    tool_version: row.9,
+                    host,
+                    setup: row.12.map(|s| serde_json::from_str(&s)).transpose()?,
+                    check: row.13.map(|s| serde_json::from_str(&s)).transpose()?,
+                    steps: Vec::new(),
+                })
+            })??;
+        if run.status == RunStatus::Partial && run.status_reason.is_none() {
+            run.status_reason =
+                Some("the perflab process writing it ended before the run finished".to_string());
+        }
+        run.steps = self.load_steps(id, run.op_names.len())?;
+        Ok(run)
+    }
+
+    fn load_steps(&self, run: RunId, op_count: usize) -> anyhow::Result<Vec<StepResult>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, idx, level_kind, level, status, status_reason, started_at, usage
+             FROM steps WHERE run_id = ?1 ORDER BY idx",
+        )?;
+        let rows = stmt
+            .query_map([run], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, f64>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, String>(7)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut steps = Vec::with_capacity(rows.len());
+        for (step_id, idx, kind, level, status, reason, started_at, usage) in rows {
+            let level = match kind.as_str() {
+                "users" => Level::Users(level as u32),
+                _ => Level::Rate(level),
+            };
+            let reason = reason.unwrap_or_default();
+            let status = match status.as_str() {
+                "failed" => StepStatus::Failed(reason),
+                "partial" => StepStatus::Partial(reason),
+                _ => StepStatus::Ok,
+            };
+            let started_at = humantime::parse_rfc3339(&started_at).unwrap_or(SystemTime::UNIX_EPOCH);
+            steps.push(StepResult {
+                index: idx as usize,
+                level,
+                started_at,
+                intervals: self.load_intervals(step_id, op_count)?,
+                status,
+                usage: serde_json::from_str::<SelfUsage>(&usage).unwrap_or_default(),
+            });
+        }
+        Ok(steps)
+    }
+
+    fn load_intervals(&self, step_id: i64, op_count: usize) -> anyhow::Result<Vec<IntervalRecord>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks
+             FROM intervals WHERE step_id = ?1 ORDER BY idx",
+        )?;
+        let mut op_stmt = self.conn.prepare(
+            "SELECT op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist
+             FROM interval_ops WHERE step_id = ?1 AND interval_idx = ?2 ORDER BY op_idx",
+        )?;
+        let rows = stmt
+            .query_map([step_id], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, f64>(2)?,
+                    r.get::<_, f64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, Vec<u8>>(5)?,
+                    r.get::<_, f64>(6)?,
+                    r.get::<_, i64>(7)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut intervals = Vec::with_capacity(rows.len());
+        for (idx, phase, start, length, dropped, lag, think_total, thinks) in rows {
+            let mut tally = Tally::new(op_count);
+            tally.dropped = dropped as u64;
+            tally.lag = decode_histogram(&lag)?;
+            tally.think_total = Duration::from_secs_f64(think_total.max(0.0));
+            tally.thinks = thinks as u64;
+            let ops = op_stmt
+                .query_map(params![step_id, idx], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, i64>(4)?,
+                        r.get::<_, i64>(5)?,
+                        r.get::<_, Vec<u8>>(6)?,
+                        r.get::<_, Vec<u8>>(7)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            for (op_idx, ok, refused, errors, retries, bytes, service, response) in ops {
+                let Some(slot) = tally.ops.get_mut(op_idx as usize) else {
+                    continue;
+                };
+                *slot = OpTally {
+                    ok: ok as u64,
+                    refused: refused as u64,
+                    errors: serde_json::from_str::<BTreeMap<String, u64>>(&errors)
+                        .context("damaged error counts")?,
+                    retries: retries as u64,
+                    bytes: bytes as u64,
+                    service: decode_histogram(&service)?,
+                    response: decode_histogram(&response)?,
+                };
+            }
+            intervals.push(IntervalRecord {
+                phase: Phase::parse(&phase).ok_or_else(|| anyhow!("unknown phase '{phase}'"))?,
+                start: Duration::from_secs_f64(start.max(0.0)),
+                length: Duration::from_secs_f64(length.max(0.0)),
+                tally,
+            });
+        }
+        Ok(intervals)
+    }
+}

@@ -1,0 +1,143 @@
+//! Writing runs: a run row when the run starts, one transaction per finished
+//! step, and the final status (with the check) when it ends.
+
+use super::{RunId, RunStatus, Store};
+use crate::engine::StepResult;
+use crate::measure::encode_histogram;
+use crate::probe::HostFacts;
+use crate::workload::CheckReport;
+use anyhow::Context;
+use rusqlite::params;
+use std::time::SystemTime;
+
+/// What is known of a run when it starts.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub started_at: SystemTime,
+    pub workload: String,
+    /// The target with credentials redacted.
+    pub target: String,
+    pub op_names: Vec<String>,
+    /// The command line as typed.
+    pub plan_given: Vec<String>,
+    /// The validated plan.
+    pub plan_resolved: serde_json::Value,
+    pub host: HostFacts,
+    /// How the target was made ready (the bank's load), if it was.
+    pub setup: Option<serde_json::Value>,
+}
+
+/// RFC 3339 with milliseconds, UTC: how the store writes every time.
+pub(crate) fn timestamp(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+impl Store {
+    /// Records a new run as `running`.
+    pub fn create_run(&mut self, run: &NewRun) -> anyhow::Result<RunId> {
+        self.conn
+            .execute(
+                "INSERT INTO runs (started_at, status, workload, target, op_names, plan_given,
+                    plan_resolved, tool_version, host, pid, setup)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    timestamp(run.started_at),
+                    RunStatus::Running.as_str(),
+                    run.workload,
+                    run.target,
+                    serde_json::to_string(&run.op_names)?,
+                    serde_json::to_string(&run.plan_given)?,
+                    run.plan_resolved.to_string(),
+                    env!("CARGO_PKG_VERSION"),
+                    serde_json::to_string(&run.host)?,
+                    std::process::id(),
+                    run.setup.as_ref().map(|s| s.to_string()),
+                ],
+            )
+            .with_context(|| format!("cannot write to the results store {}", self.path.display()))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Commits one finished step with all its intervals, in one transaction.
+    pub fn commit_step(&mut self, run: RunId, step: &StepResult) -> anyhow::Result<()> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO steps (run_id, idx, level_kind, level, status, status_reason, started_at, usage)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                run,
+                step.index as i64,
+                step.level.kind(),
+                step.level.value(),
+                step.status.as_str(),
+                step.status.reason(),
+                timestamp(step.started_at),
+                serde_json::to_string(&step.usage)?,
+            ],
+        )?;
+        let step_id = tx.last_insert_rowid();
+        {
+            let mut interval_stmt = tx.prepare(
+                "INSERT INTO intervals (step_id, idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            let mut op_stmt = tx.prepare(
+                "INSERT INTO interval_ops (step_id, interval_idx, op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?;
+            for (idx, interval) in step.intervals.iter().enumerate() {
+                let t = &interval.tally;
+                interval_stmt.execute(params![
+                    step_id,
+                    idx as i64,
+                    interval.phase.as_str(),
+                    interval.start.as_secs_f64(),
+                    interval.length.as_secs_f64(),
+                    t.dropped as i64,
+                    encode_histogram(&t.lag),
+                    t.think_total.as_secs_f64(),
+                    t.thinks as i64,
+                ])?;
+                for (op_idx, op) in t.ops.iter().enumerate() {
+                    op_stmt.execute(params![
+                        step_id,
+                        idx as i64,
+                        op_idx as i64,
+                        op.ok as i64,
+                        op.refused as i64,
+                        serde_json::to_string(&op.errors)?,
+                        op.retries as i64,
+                        op.bytes as i64,
+                        encode_histogram(&op.service),
+                        encode_histogram(&op.response),
+                    ])?;
+                }
+            }
+        }
+        tx.commit()
+            .with_context(|| format!("cannot commit a step to {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Records how a run ended.
+    pub fn finish_run(
+        &mut self,
+        run: RunId,
+        status: RunStatus,
+        reason: Option<&str>,
+        check: Option<&CheckReport>,
+    ) -> anyhow::Result<()> {
+        self.conn.execute(
+            "UPDATE runs SET status = ?2, status_reason = ?3, check_report = ?4, finished_at = ?5 WHERE id = ?1",
+            params![
+                run,
+                status.as_str(),
+                reason,
+                check.map(serde_json::to_string).transpose()?,
+                timestamp(SystemTime::now()),
+            ],
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,196 @@
+//! Parsing and printing of the units perflab speaks: durations (`250ms`,
+//! `1.5s`), percentages (`5%`), operation rates and byte sizes. Every flag and
+//! every table goes through this one module so that a number never means
+//! seconds in one place and milliseconds in another.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a unit string could not be read; the caller adds the flag name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("'{0}' is not a duration; write it like 500ms, 1s, 1.5s or 2m")]
+    Duration(String),
+    #[error("'{0}' is negative; a duration must be zero or more")]
+    NegativeDuration(String),
+    #[error("'{0}' is not a percentage; write it like 5% or 0.5%")]
+    Percent(String),
+}
+
+/// Parses `0`, `750us`, `250ms`, `1s`, `1.5s`, `2m`, `1h`. A bare number is
+/// only accepted when it is zero (a bare `5` could mean anything).
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
+    let s = text.trim();
+    if s.starts_with('-') {
+        return Err(UnitError::NegativeDuration(text.to_string()));
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| UnitError::Duration(text.to_string()))?;
+    let seconds_per_unit = match unit {
+        "" if value == 0.0 => 0.0,
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(UnitError::Duration(text.to_string())),
+    };
+    let seconds = value * seconds_per_unit;
+    if !seconds.is_finite() || seconds > 1e9 {
+        return Err(UnitError::Duration(text.to_string()));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Parses `5%` or `0.5%` into a fraction (0.05, 0.005).
+pub fn parse_percent(text: &str) -> Result<f64, UnitError> {
+    let s = text.trim();
+    let number = s
+        .strip_suffix('%')
+        .ok_or_else(|| UnitError::Percent(text.to_string()))?;
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| UnitError::Percent(text.to_string()))?;
+    if !(0.0..=100.0).contains(&value) {
+        return Err(UnitError::Percent(text.to_string()));
+    }
+    Ok(value / 100.0)
+}
+
+/// A latency or duration printed with three significant figures and the
+/// unit that keeps it readable: `850µs`, `1.24ms`, `12.5ms`, `1.20s`.
+pub struct Latency(pub Duration);
+
+impl fmt::Display for Latency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ns = self.0.as_nanos() as f64;
+        let (value, unit) = if ns < 1e3 {
+            (ns, "ns")
+        } else if ns < 1e6 {
+            (ns / 1e3, "µs")
+        } else if ns < 1e9 {
+            (ns / 1e6, "ms")
+        } else {
+            (ns / 1e9, "s")
+        };
+        let text = if value >= 100.0 {
+            format!("{value:.0}{unit}")
+        } else if value >= 10.0 {
+            format!("{value:.1}{unit}")
+        } else {
+            format!("{value:.2}{unit}")
+        };
+        f.pad(&text)
+    }
+}
+
+/// Operations per second.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, serde::Serialize, serde::Deserialize)]
+pub struct OpsPerSec(pub f64);
+
+impl fmt::Display for OpsPerSec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = if self.0 >= 100.0 {
+            format!("{:.0}", self.0)
+        } else {
+            format!("{:.1}", self.0)
+        };
+        f.pad(&text)
+    }
+}
+
+/// A size in bytes, printed in binary units (`12.3 MiB`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Bytes(pub u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let mut value = self.0 as f64;
+        let mut unit = 0;
+        while value >= 1024.0 && unit + 1 < UNITS.len() {
+            value /= 1024.0;
+            unit += 1;
+        }
+        let text = if unit == 0 {
+            format!("{} B", self.0)
+        } else {
+            format!("{value:.1} {}", UNITS[unit])
+        };
+        f.pad(&text)
+    }
+}
+
+/// A fraction printed as a percentage with one decimal (`2.5%`).
+pub struct Percent(pub f64);
+
+impl fmt::Display for Percent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&format!("{:.1}%", self.0 * 100.0))
+    }
+}
+
+/// Formats a duration the way a user would type it back (`5s`, `250ms`).
+pub fn format_duration(d: Duration) -> String {
+    let us = d.as_micros();
+    if us % 1_000_000 == 0 {
+        format!("{}s", us / 1_000_000)
+    } else if us % 1_000 == 0 {
+        format!("{}ms", us / 1_000)
+    } else {
+        format!("{us}us")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("750us"), Ok(Duration::from_micros(750)));
+        assert!(matches!(
+            parse_duration("-1s"),
+            Err(UnitError::NegativeDuration(_))
+        ));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn percentages_become_fractions() {
+        assert_eq!(parse_percent("5%"), Ok(0.05));
+        assert_eq!(parse_percent("0.5%"), Ok(0.005));
+        assert!(parse_percent("5").is_err());
+        assert!(parse_percent("120%").is_err());
+    }
+
+    #[test]
+    fn latencies_print_with_three_figures() {
+        assert_eq!(Latency(Duration::from_micros(850)).to_string(), "850µs");
+        assert_eq!(Latency(Duration::from_micros(1240)).to_string(), "1.24ms");
+        assert_eq!(Latency(Duration::from_micros(12_500)).to_string(), "12.5ms");
+        assert_eq!(Latency(Duration::from_millis(1200)).to_string(), "1.20s");
+        assert_eq!(Bytes(3 * 1024 * 1024).to_string(), "3.0 MiB");
+    }
+
+    #[test]
+    fn durations_print_as_typed() {
+        assert_eq!(format_duration(Duration::from_secs(5)), "5s");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+    }
+}

@@ -1,0 +1,97 @@
+//! The all-electronic bank of the seed labs: TPC-B's branches, tellers,
+//! accounts and history, driven by the `tpcb` or `atm` mix. The mixes draw
+//! [`BankOp`]s; a [`BankBackend`] (SQLite here; PostgreSQL and MariaDB
+//! beside it) runs them. The mixes never see SQL.
+
+mod check;
+mod ops;
+pub mod sqlite;
+
+pub use check::{check_database, check_run, BankFigures};
+pub use ops::{history_rows, op_names, BankOp, OpPicker, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE};
+
+use super::{CheckReport, OpCounts, Session, Workload};
+use crate::measure::Outcome;
+use crate::plan::BankMix;
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use std::future::Future;
+
+/// A database that can hold the bank.
+pub trait BankBackend: Send + Sync + 'static {
+    /// One user's connection.
+    type Conn: BankConn + 'static;
+
+    /// Opens a connection for one user.
+    fn connect(&self) -> impl Future<Output = anyhow::Result<Self::Conn>>;
+
+    /// Reads the figures the check compares (sums, row counts), consistently.
+    fn figures(&self) -> anyhow::Result<BankFigures>;
+}
+
+/// One connection to the bank.
+pub trait BankConn {
+    /// Runs one transaction to its end (commit, refusal or error).
+    fn execute(&mut self, op: BankOp) -> impl Future<Output = Outcome>;
+}
+
+/// The bank workload on some backend.
+pub struct BankWorkload<B> {
+    backend: B,
+    mix: BankMix,
+    scale: u32,
+    /// The database's figures before the run's first transaction.
+    baseline: BankFigures,
+}
+
+impl<B: BankBackend> BankWorkload<B> {
+    /// A bank on a loaded backend; reads the baseline figures for the check.
+    pub fn new(backend: B, mix: BankMix, scale: u32) -> anyhow::Result<Self> {
+        let baseline = backend.figures()?;
+        Ok(BankWorkload {
+            backend,
+            mix,
+            scale,
+            baseline,
+        })
+    }
+}
+
+/// One bank user: a connection and a random stream.
+pub struct BankSession<C> {
+    conn: C,
+    picker: OpPicker,
+    rng: SmallRng,
+}
+
+impl<B: BankBackend> Workload for BankWorkload<B> {
+    type Session = BankSession<B::Conn>;
+
+    fn op_names(&self) -> &[&'static str] {
+        op_names(self.mix)
+    }
+
+    async fn open_session(&self, _user: u32, seed: u64) -> anyhow::Result<Self::Session> {
+        Ok(BankSession {
+            conn: self.backend.connect().await?,
+            picker: OpPicker::new(self.mix, self.scale),
+            rng: SmallRng::seed_from_u64(seed),
+        })
+    }
+
+    fn check(&self, run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
+        let after = self.backend.figures()?;
+        Ok(Some(check_run(self.mix, &self.baseline, &after, run)))
+    }
+}
+
+impl<C: BankConn> Session for BankSession<C> {
+    fn choose(&mut self) -> usize {
+        self.picker.choose(&mut self.rng)
+    }
+
+    async fn execute(&mut self, op: usize) -> Outcome {
+        let op = self.picker.draw(op, &mut self.rng);
+        self.conn.execute(op).await
+    }
+}

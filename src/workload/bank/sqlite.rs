@@ -1,0 +1,496 @@
+//! The bank on embedded SQLite (WAL mode). Each user's connection lives on a
+//! thread of its own, since SQLite calls block; the async session talks to
+//! it over a channel. `SQLITE_BUSY` (another writer holds the lock) is
+//! retried with capped exponential backoff and full jitter until the
+//! operation's deadline, and every retry is counted.
+
+use super::check::BankFigures;
+use super::ops::{BankOp, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
+use super::{BankBackend, BankConn};
+use crate::measure::{ErrorKind, OpResult, Outcome};
+use anyhow::Context;
+use rand::Rng;
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// Version of the bank schema this code writes.
+const SCHEMA_VERSION: i64 = 1;
+/// First backoff after SQLITE_BUSY; doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_micros(50);
+const MAX_BACKOFF: Duration = Duration::from_millis(5);
+
+/// How a bank database was made ready.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadReport {
+    /// True when a database of the same scale was found, checked and reused.
+    pub reused: bool,
+    /// Rows written (0 when reused).
+    pub rows: u64,
+    pub elapsed: Duration,
+}
+
+/// The SQLite bank.
+pub struct SqliteBank {
+    path: PathBuf,
+    /// How long one operation may run before it is a timeout.
+    timeout: Duration,
+}
+
+impl SqliteBank {
+    /// Opens (loading or reusing) the bank at `path` for `scale` units.
+    pub fn prepare(
+        path: &Path,
+        scale: u32,
+        reload: bool,
+        timeout: Duration,
+    ) -> anyhow::Result<(Self, LoadReport)> {
+        let started = Instant::now();
+        let mut conn = open(path).with_context(|| {
+            format!(
+                "cannot open the SQLite database {}; check that its directory exists and is writable",
+                path.display()
+            )
+        })?;
+        let existing = loaded_scale(&conn)?;
+        let bank = SqliteBank {
+            path: path.to_path_buf(),
+            timeout,
+        };
+        if existing == Some(i64::from(scale)) && !reload {
+            let report = super::check_database(&read_figures(&conn)?);
+            if !report.passed {
+                let failed: Vec<String> = report
+                    .lines
+                    .iter()
+                    .filter(|l| !l.passed)
+                    .map(|l| format!("{}: {}", l.rule, l.detail))
+                    .collect();
+                anyhow::bail!(crate::cli::PlanError::new(format!(
+                    "the bank in {} fails its check ({}); rerun with --reload to load it afresh",
+                    path.display(),
+                    failed.join("; ")
+                )));
+            }
+            return Ok((
+                bank,
+                LoadReport {
+                    reused: true,
+                    rows: 0,
+                    elapsed: started.elapsed(),
+                },
+            ));
+        }
+        let rows = load(&mut conn, scale)
+            .with_context(|| format!("cannot load the bank into {}", path.display()))?;
+        Ok((
+            bank,
+            LoadReport {
+                reused: false,
+                rows,
+                elapsed: started.elapsed(),
+            },
+        ))
+    }
+
+    /// Opens an existing bank for `perflab check bank`.
+    pub fn existing(path: &Path) -> anyhow::Result<Self> {
+        if !path.exists() {
+            anyhow::bail!(crate::cli::PlanError::new(format!(
+                "{} does not exist; run `perflab run bank --target sqlite:{}` first",
+                path.display(),
+                path.display()
+            )));
+        }
+        let conn = open(path)?;
+        if loaded_scale(&conn)?.is_none() {
+            anyhow::bail!(crate::cli::PlanError::new(format!(
+                "{} holds no perflab bank; run `perflab run bank --target sqlite:{}` first",
+                path.display(),
+                path.display()
+            )));
+        }
+        Ok(SqliteBank {
+            path: path.to_path_buf(),
+            timeout: Duration::from_secs(30),
+        })
+    }
+}
+
+/// Opens a connection with the settings every bank connection uses.
+fn open(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(conn)
+}
+
+/// The scale of the bank in this database, if one is loaded.
+fn loaded_scale(conn: &Connection) -> anyhow::Result<Option<i64>> {
+    let has_meta: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'perflab_bank'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_meta {
+        return Ok(None);
+    }
+    let scale = conn
+        .query_row(
+            "SELECT scale FROM perflab_bank WHERE schema_version = ?1",
+            [SCHEMA_VERSION],
+            |r| r.get(0),
+        )
+        .map(Some)
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            other => Err(other),
+        })?;
+    Ok(scale)
+}
+
+/// Drops and recreates the tables and fills them: rows padded to TPC-B's
+/// 100 bytes (50 for history), primary keys as the rowid so no index is
+/// built after the data. SQLite has one writer, so the load is one
+/// transaction generated inside SQLite rather than parallel inserts.
+fn load(conn: &mut Connection, scale: u32) -> anyhow::Result<u64> {
+    let scale = i64::from(scale);
+    let accounts = scale * ACCOUNTS_PER_BRANCH;
+    let tellers = scale * TELLERS_PER_BRANCH;
+    let teller_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH / TELLERS_PER_BRANCH;
+    let branch_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH;
+    conn.pragma_update(None, "synchronous", "OFF")?;
+    let tx = conn.transaction()?;
+    tx.execute_batch(
+        "DROP TABLE IF EXISTS perflab_bank;
+         DROP TABLE IF EXISTS history;
+         DROP TABLE IF EXISTS accounts;
+         DROP TABLE IF EXISTS tellers;
+         DROP TABLE IF EXISTS branches;
+         CREATE TABLE branches (bid INTEGER PRIMARY KEY, bbalance INTEGER NOT NULL, filler TEXT NOT NULL);
+         CREATE TABLE tellers (tid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, tbalance INTEGER NOT NULL, filler TEXT NOT NULL);
+         CREATE TABLE accounts (aid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, abalance INTEGER NOT NULL, filler TEXT NOT NULL);
+         CREATE TABLE history (tid INTEGER NOT NULL, bid INTEGER NOT NULL, aid INTEGER NOT NULL, delta INTEGER NOT NULL, mtime INTEGER NOT NULL, filler TEXT NOT NULL);
+         CREATE TABLE perflab_bank (scale INTEGER NOT NULL, initial_total INTEGER NOT NULL, loaded_at TEXT NOT NULL, schema_version INTEGER NOT NULL);",
+    )?;
+    // Three 8-byte integers + 76 bytes of filler = 100 bytes per row.
+    let filler = " ".repeat(76);
+    let series = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)";
+    tx.execute(
+        &format!("{series} INSERT INTO branches SELECT i, ?2, ?3 FROM n"),
+        params![scale, branch_balance, filler],
+    )?;
+    tx.execute(
+        &format!("{series} INSERT INTO tellers SELECT i, (i - 1) / ?4 + 1, ?2, ?3 FROM n"),
+        params![tellers, teller_balance, filler, TELLERS_PER_BRANCH],
+    )?;
+    tx.execute(
+        &format!("{series} INSERT INTO accounts SELECT i, (i - 1) / ?4 + 1, ?2, ?3 FROM n"),
+        params![accounts, INITIAL_BALANCE, filler, ACCOUNTS_PER_BRANCH],
+    )?;
+    tx.execute(
+        "INSERT INTO perflab_bank VALUES (?1, ?2, datetime('now'), ?3)",
+        params![scale, accounts * INITIAL_BALANCE, SCHEMA_VERSION],
+    )?;
+    tx.commit()?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); ANALYZE;")?;
+    Ok(u64::try_from(scale + tellers + accounts).unwrap_or(0))
+}
+
+/// Reads the check's figures in one read transaction (a consistent snapshot).
+fn read_figures(conn: &Connection) -> anyhow::Result<BankFigures> {
+    conn.busy_timeout(Duration::from_secs(30))?;
+    conn.execute_batch("BEGIN")?;
+    let result = (|| -> rusqlite::Result<BankFigures> {
+        let (scale, initial_total) = conn.query_row(
+            "SELECT scale, initial_total FROM perflab_bank",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let (accounts, accounts_sum, negative_accounts, min_balance) = conn.query_row(
+            "SELECT count(*), coalesce(sum(abalance), 0), coalesce(sum(abalance < 0), 0), coalesce(min(abalance), 0) FROM accounts",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        let (tellers, tellers_sum) = conn.query_row(
+            "SELECT count(*), coalesce(sum(tbalance), 0) FROM tellers",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let (branches, branches_sum) = conn.query_row(
+            "SELECT count(*), coalesce(sum(bbalance), 0) FROM branches",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let (history_rows, history_sum) = conn.query_row(
+            "SELECT count(*), coalesce(sum(delta), 0) FROM history",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(BankFigures {
+            scale,
+            initial_total,
+            branches,
+            tellers,
+            accounts,
+            accounts_sum,
+            tellers_sum,
+            branches_sum,
+            history_rows,
+            history_sum,
+            negative_accounts,
+            min_balance,
+        })
+    })();
+    let _ = conn.execute_batch("COMMIT");
+    Ok(result?)
+}
+
+impl BankBackend for SqliteBank {
+    type Conn = SqliteConn;
+
+    async fn connect(&self) -> anyhow::Result<SqliteConn> {
+        let mut conn = open(&self.path)
+            .with_context(|| format!("cannot open {}", self.path.display()))?;
+        // perflab retries busy itself, so that every retry is counted.
+        conn.busy_timeout(Duration::ZERO)?;
+        conn.set_prepared_statement_cache_capacity(32);
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let timeout = self.timeout;
+        let thread = std::thread::Builder::new()
+            .name("perflab-sqlite".to_string())
+            .spawn(move || {
+                let mut rng = rand::thread_rng();
+                for job in inbox {
+                    let deadline = job.started + timeout;
+                    let outcome = run_with_retries(&mut conn, job.op, deadline, &mut rng);
+                    let _ = job.reply.send(outcome);
+                }
+            })
+            .context("cannot start a SQLite connection thread")?;
+        Ok(SqliteConn {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
+    }
+
+    fn figures(&self) -> anyhow::Result<BankFigures> {
+        let conn = open(&self.path)?;
+        read_figures(&conn)
+    }
+}
+
+/// One operation sent to a connection thread.
+struct Job {
+    op: BankOp,
+    started: Instant,
+    reply: oneshot::Sender<Outcome>,
+}
+
+/// A user's connection: a channel to the thread that owns it.
+pub struct SqliteConn {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BankConn for SqliteConn {
+    async fn execute(&mut self, op: BankOp) -> Outcome {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            op,
+            started: Instant::now(),
+            reply,
+        };
+        let sent = self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
+        if !sent {
+            return Outcome::error(ErrorKind::Connect);
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Outcome::error(ErrorKind::Connect))
+    }
+}
+
+impl Drop for SqliteConn {
+    fn drop(&mut self) {
+        // Close the channel, then wait for the thread to finish its last
+        // transaction, so that nothing writes after the step has ended.
+        self.jobs.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run_with_retries(
+    conn: &mut Connection,
+    op: BankOp,
+    deadline: Instant,
+    rng: &mut impl Rng,
+) -> Outcome {
+    let mut retries = 0u32;
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        match attempt(conn, op) {
+            Ok(result) => {
+                return Outcome {
+                    result,
+                    bytes: 0,
+                    retries,
+                }
+            }
+            Err(e) if is_busy(&e) => {
+                let wait = backoff.mul_f64(rng.gen::<f64>());
+                if Instant::now() + wait >= deadline {
+                    return Outcome {
+                        result: OpResult::Error(ErrorKind::Busy),
+                        bytes: 0,
+                        retries,
+                    };
+                }
+                retries += 1;
+                std::thread::sleep(wait);
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+            Err(e) => {
+                return Outcome {
+                    result: OpResult::Error(sql_error_kind(&e)),
+                    bytes: 0,
+                    retries,
+                }
+            }
+        }
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+fn sql_error_kind(e: &rusqlite::Error) -> ErrorKind {
+    match e {
+        rusqlite::Error::SqliteFailure(code, _) => {
+            ErrorKind::Sql(format!("sqlite-{}", code.extended_code))
+        }
+        other => ErrorKind::Sql(format!("{other}")),
+    }
+}
+
+/// One try of one transaction. Dropping an uncommitted transaction rolls it back.
+fn attempt(conn: &mut Connection, op: BankOp) -> rusqlite::Result<OpResult> {
+    const DEBIT_IF_COVERED: &str =
+        "UPDATE accounts SET abalance = abalance - ?1 WHERE aid = ?2 AND abalance >= ?1";
+    match op {
+        BankOp::Balance { aid } => {
+            let mut stmt = conn.prepare_cached("SELECT abalance FROM accounts WHERE aid = ?1")?;
+            let _balance: i64 = stmt.query_row([aid], |r| r.get(0))?;
+            Ok(OpResult::Ok)
+        }
+        BankOp::Tpcb {
+            aid,
+            tid,
+            bid,
+            delta,
+        } => {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.prepare_cached("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
+                .execute(params![delta, aid])?;
+            let _balance: i64 = tx
+                .prepare_cached("SELECT abalance FROM accounts WHERE aid = ?1")?
+                .query_row([aid], |r| r.get(0))?;
+            teller_branch_history(&tx, tid, bid, aid, delta)?;
+            tx.commit()?;
+            Ok(OpResult::Ok)
+        }
+        BankOp::Deposit {
+            aid,
+            tid,
+            bid,
+            amount,
+        } => {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.prepare_cached("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
+                .execute(params![amount, aid])?;
+            teller_branch_history(&tx, tid, bid, aid, amount)?;
+            tx.commit()?;
+            Ok(OpResult::Ok)
+        }
+        BankOp::Withdraw {
+            aid,
+            tid,
+            bid,
+            amount,
+        } => {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            // The funds check and the debit are one statement, so no
+            // interleaving can overdraw the account.
+            let debited = tx
+                .prepare_cached(DEBIT_IF_COVERED)?
+                .execute(params![amount, aid])?;
+            if debited == 0 {
+                return Ok(OpResult::Refused);
+            }
+            teller_branch_history(&tx, tid, bid, aid, -amount)?;
+            tx.commit()?;
+            Ok(OpResult::Ok)
+        }
+        BankOp::Transfer {
+            from,
+            to,
+            tid,
+            bid,
+            amount,
+        } => {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let debited = tx
+                .prepare_cached(DEBIT_IF_COVERED)?
+                .execute(params![amount, from])?;
+            if debited == 0 {
+                return Ok(OpResult::Refused);
+            }
+            tx.prepare_cached("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
+                .execute(params![amount, to])?;
+            let mut history = tx.prepare_cached(HISTORY_INSERT)?;
+            history.execute(params![tid, bid, from, -amount])?;
+            history.execute(params![tid, bid, to, amount])?;
+            drop(history);
+            tx.commit()?;
+            Ok(OpResult::Ok)
+        }
+    }
+}
+
+/// History rows: 4 integers, the time in ms and 10 bytes of filler reach
+/// TPC-B's 50 bytes.
+const HISTORY_INSERT: &str = "INSERT INTO history (tid, bid, aid, delta, mtime, filler) \
+     VALUES (?1, ?2, ?3, ?4, unixepoch('subsec') * 1000, '          ')";
+
+/// The teller, branch and history part shared by every money-moving
+/// transaction at a teller.
+fn teller_branch_history(
+    tx: &rusqlite::Transaction<'_>,
+    tid: i64,
+    bid: i64,
+    aid: i64,
+    delta: i64,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE tellers SET tbalance = tbalance + ?1 WHERE tid = ?2")?
+        .execute(params![delta, tid])?;
+    tx.prepare_cached("UPDATE branches SET bbalance = bbalance + ?1 WHERE bid = ?2")?
+        .execute(params![delta, bid])?;
+    tx.prepare_cached(HISTORY_INSERT)?
+        .execute(params![tid, bid, aid, delta])?;
+    Ok(())
+}
