@@ -107,7 +107,9 @@ impl fmt::Display for OpsPerSec {
 }
 
 /// A size in bytes, printed in binary units (`12.3 MiB`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Bytes(pub u64);
 
 impl fmt::Display for Bytes {

@@ -16,7 +16,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a workload against a target over a sweep of load levels.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the runs in the results store.
     Runs(StoreArg),
     /// Print a stored run's table, or export it as JSON.

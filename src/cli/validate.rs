@@ -39,7 +39,11 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
                 ));
             }
             let mix = BankMix::parse(&args.mix).map_err(|e| {
-                PlanError::flag("--mix", e, "e.g. --mix tpcb or --mix atm:balance=40,withdraw=30")
+                PlanError::flag(
+                    "--mix",
+                    e,
+                    "e.g. --mix tpcb or --mix atm:balance=40,withdraw=30",
+                )
             })?;
             WorkloadSpec::Bank {
                 target,
@@ -74,7 +78,11 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
     };
 
     let think = ThinkTime::parse(&args.think).map_err(|e| {
-        PlanError::flag("--think", e, "e.g. --think 0, 1s, exp:1s or uniform:0.5s..1.5s")
+        PlanError::flag(
+            "--think",
+            e,
+            "e.g. --think 0, 1s, exp:1s or uniform:0.5s..1.5s",
+        )
     })?;
     let (load, sweep) = match (&args.users, &args.rate) {
         (Some(_), Some(_)) => {
@@ -138,7 +146,11 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
         }
     };
 
-    let (default_warmup, default_duration) = if args.quick { ("1s", "3s") } else { ("5s", "20s") };
+    let (default_warmup, default_duration) = if args.quick {
+        ("1s", "3s")
+    } else {
+        ("5s", "20s")
+    };
     let warmup = duration_flag("--warmup", args.warmup.as_deref().unwrap_or(default_warmup))?;
     let duration = duration_flag(
         "--duration",
@@ -226,7 +238,10 @@ mod tests {
             (vec!["bank", "--think", "exp:-1s"], "--think"),
             (vec!["bank", "--mix", "tpcc"], "--mix"),
             (vec!["bank", "--duration", "5"], "--duration"),
-            (vec!["null", "--rate", "100", "--arrivals", "bursty"], "--arrivals"),
+            (
+                vec!["null", "--rate", "100", "--arrivals", "bursty"],
+                "--arrivals",
+            ),
             (vec!["bank", "--threads", "0"], "--threads"),
         ] {
             let err = plan(&args).unwrap_err().to_string();

@@ -12,11 +12,17 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<Exit> {
     let CheckWorkload::Bank { target } = &args.workload;
     let target = validate_target(target.as_deref())?;
     let Target::Sqlite { path } = &target else {
-        return Err(PlanError::new("the bank check runs on sqlite targets only in this build").into());
+        return Err(
+            PlanError::new("the bank check runs on sqlite targets only in this build").into(),
+        );
     };
     let bank = SqliteBank::existing(path)?;
     let report = check_database(&bank.figures()?);
     println!("bank in {}", target.redacted());
     print!("{}", render_check(&report));
-    Ok(if report.passed { Exit::Ok } else { Exit::Failed })
+    Ok(if report.passed {
+        Exit::Ok
+    } else {
+        Exit::Failed
+    })
 }

@@ -30,7 +30,12 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
                 let _ = e.print();
                 return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
                     Exit::BadInput as i32
@@ -59,7 +64,9 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Ok(exit) => exit as i32,
         Err(e) => {
             eprintln!("error: {}", one_line(&format!("{e:#}")));
-            if e.chain().any(|cause| cause.downcast_ref::<PlanError>().is_some()) {
+            if e.chain()
+                .any(|cause| cause.downcast_ref::<PlanError>().is_some())
+            {
                 Exit::BadInput as i32
             } else {
                 Exit::Failed as i32

@@ -32,7 +32,15 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     match plan.workload.clone() {
         WorkloadSpec::Null { service, stall } => {
             let workload = Arc::new(NullWorkload::new(service, stall));
-            execute(workload, &plan, argv, started_at, None, &mut store, &interrupted)
+            execute(
+                workload,
+                &plan,
+                argv,
+                started_at,
+                None,
+                &mut store,
+                &interrupted,
+            )
         }
         WorkloadSpec::Bank {
             target,

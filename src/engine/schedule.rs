@@ -66,9 +66,13 @@ mod tests {
         );
         assert_eq!(s.intervals[1].end, Duration::from_millis(1500));
         assert_eq!(s.end(), Duration::from_millis(3500));
-        assert!(Schedule::new(Duration::ZERO, Duration::from_secs(1), Duration::from_secs(1))
-            .intervals
-            .iter()
-            .all(|i| i.phase == Phase::Measured));
+        assert!(Schedule::new(
+            Duration::ZERO,
+            Duration::from_secs(1),
+            Duration::from_secs(1)
+        )
+        .intervals
+        .iter()
+        .all(|i| i.phase == Phase::Measured));
     }
 }

@@ -59,7 +59,11 @@ pub fn run_sweep<W: Workload>(
             total.refused += op.refused;
             total.indeterminate += op.errors.get("timeout").copied().unwrap_or(0);
         }
-        if !step_ref.intervals.iter().any(|i| i.phase == Phase::Measured) {
+        if !step_ref
+            .intervals
+            .iter()
+            .any(|i| i.phase == Phase::Measured)
+        {
             // Interrupted during warm-up: nothing measured, nothing to keep.
             return Ok((SweepEnd::Interrupted, counts));
         }
@@ -90,7 +94,12 @@ pub fn run_sweep<W: Workload>(
 }
 
 /// Splits a step's load over the worker threads.
-fn worker_plans(plan: &Plan, index: usize, level: Level, schedule: &Arc<Schedule>) -> Vec<WorkerPlan> {
+fn worker_plans(
+    plan: &Plan,
+    index: usize,
+    level: Level,
+    schedule: &Arc<Schedule>,
+) -> Vec<WorkerPlan> {
     let step_seed = worker::stream_seed(plan.seed, index as u64);
     let (sessions, workers) = match (level, plan.load) {
         (Level::Users(n), _) => (n, plan.threads.min(n as usize).max(1)),
@@ -101,13 +110,18 @@ fn worker_plans(plan: &Plan, index: usize, level: Level, schedule: &Arc<Schedule
     };
     (0..workers)
         .map(|w| {
-            let users: Vec<u32> = (0..sessions).filter(|u| *u as usize % workers == w).collect();
+            let users: Vec<u32> = (0..sessions)
+                .filter(|u| *u as usize % workers == w)
+                .collect();
             let load = match (level, plan.load) {
-                (Level::Rate(rate), LoadModel::Open {
-                    arrivals,
-                    max_outstanding,
-                    ..
-                }) => WorkerLoad::Open {
+                (
+                    Level::Rate(rate),
+                    LoadModel::Open {
+                        arrivals,
+                        max_outstanding,
+                        ..
+                    },
+                ) => WorkerLoad::Open {
                     rate: rate / workers as f64,
                     arrivals,
                     max_outstanding: max_outstanding.div_ceil(workers as u32).max(1),
@@ -149,8 +163,14 @@ fn run_step<W: Workload>(
         let (start_tx, start_rx) = mpsc::channel();
         starters.push(start_tx);
         let tx = events_tx.clone();
-        let handle = worker::spawn(workload.clone(), worker_plan, tx, start_rx, interrupted.clone())
-            .context("cannot start a worker thread")?;
+        let handle = worker::spawn(
+            workload.clone(),
+            worker_plan,
+            tx,
+            start_rx,
+            interrupted.clone(),
+        )
+        .context("cannot start a worker thread")?;
         handles.push(handle);
     }
     drop(events_tx);
@@ -256,7 +276,10 @@ fn run_step<W: Workload>(
         drain.merge(tally);
         drain_length = drain_length.max(*length);
     }
-    let measured_intervals = intervals.iter().filter(|i| i.phase == Phase::Measured).count();
+    let measured_intervals = intervals
+        .iter()
+        .filter(|i| i.phase == Phase::Measured)
+        .count();
     let stopped_at = schedule.intervals[..complete]
         .last()
         .map_or(Duration::ZERO, |s| s.end);

@@ -184,7 +184,8 @@ async fn run_worker<W: Workload>(
     match plan.load {
         WorkerLoad::Closed { think } => {
             for (user, session) in sessions {
-                let rng = SmallRng::seed_from_u64(stream_seed(plan.seed, u64::from(user) | 1 << 40));
+                let rng =
+                    SmallRng::seed_from_u64(stream_seed(plan.seed, u64::from(user) | 1 << 40));
                 tokio::task::spawn_local(closed::user(session, state.clone(), think, rng, start));
             }
         }

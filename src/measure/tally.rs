@@ -218,8 +218,16 @@ mod tests {
     fn merging_adds_counts_and_histograms() {
         let mut a = Tally::new(2);
         let mut b = Tally::new(2);
-        a.ops[0].record(&Outcome::ok(), Duration::from_millis(1), Duration::from_millis(2));
-        b.ops[0].record(&Outcome::ok(), Duration::from_millis(3), Duration::from_millis(4));
+        a.ops[0].record(
+            &Outcome::ok(),
+            Duration::from_millis(1),
+            Duration::from_millis(2),
+        );
+        b.ops[0].record(
+            &Outcome::ok(),
+            Duration::from_millis(3),
+            Duration::from_millis(4),
+        );
         b.ops[1].record(
             &Outcome::error(ErrorKind::Timeout),
             Duration::from_secs(30),
@@ -236,7 +244,11 @@ mod tests {
     #[test]
     fn large_values_grow_the_histogram_instead_of_clamping() {
         let mut op = OpTally::default();
-        op.record(&Outcome::ok(), Duration::from_secs(5), Duration::from_secs(7));
+        op.record(
+            &Outcome::ok(),
+            Duration::from_secs(5),
+            Duration::from_secs(7),
+        );
         assert_eq!(op.response.max(), op.response.highest_equivalent(7_000_000));
         assert!(op.service.max() >= 4_990_000);
     }

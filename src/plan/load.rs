@@ -237,10 +237,7 @@ fn parse_series(text: &str) -> Result<Vec<f64>, String> {
             "'{text}' needs a step: FROM..TO/STEP, e.g. 10..150/10"
         ));
     }
-    let values: Vec<f64> = text
-        .split(',')
-        .map(number)
-        .collect::<Result<_, _>>()?;
+    let values: Vec<f64> = text.split(',').map(number).collect::<Result<_, _>>()?;
     if values.is_empty() {
         return Err("an empty list".to_string());
     }

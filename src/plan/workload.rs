@@ -137,11 +137,9 @@ impl BankMix {
                 "withdraw" => &mut weights.withdraw,
                 "deposit" => &mut weights.deposit,
                 "transfer" => &mut weights.transfer,
-                other => {
-                    return Err(format!(
-                        "'{other}' is not an ATM operation; use balance, withdraw, deposit or transfer"
-                    ))
-                }
+                other => return Err(format!(
+                    "'{other}' is not an ATM operation; use balance, withdraw, deposit or transfer"
+                )),
             };
             *slot = value;
         }

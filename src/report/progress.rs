@@ -62,7 +62,11 @@ impl Progress {
         let phase = if spec.phase == Phase::Warmup {
             format!("warm-up {}/{}", secs(spec.end), secs(warmup))
         } else {
-            format!("measuring {}/{}", secs(spec.end - warmup), secs(total - warmup))
+            format!(
+                "measuring {}/{}",
+                secs(spec.end - warmup),
+                secs(total - warmup)
+            )
         };
         print!(
             "\r\x1b[2Kstep {}/{} {level}: {phase}  {} tps  p95 {}  errors {}",

@@ -94,9 +94,12 @@ mod tests {
         let mut conn = Connection::open_in_memory().unwrap();
         migrate(&mut conn).unwrap();
         migrate(&mut conn).unwrap();
-        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        let v: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(v, VERSION);
-        conn.pragma_update(None, "user_version", VERSION + 1).unwrap();
+        conn.pragma_update(None, "user_version", VERSION + 1)
+            .unwrap();
         assert!(migrate(&mut conn).is_err());
     }
 }

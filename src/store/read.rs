@@ -179,7 +179,8 @@ impl Store {
                 },
             )
             .map(|row| -> anyhow::Result<StoredRun> {
-                let host: HostFacts = serde_json::from_str(&row.10).context("damaged host facts")?;
+                let host: HostFacts =
+                    serde_json::from_str(&row.10).context("damaged host facts")?;
                 Ok(StoredRun {
                     id,
                     started_at: row.0,
@@ -237,7 +238,8 @@ impl Store {
                 "partial" => StepStatus::Partial(reason),
                 _ => StepStatus::Ok,
             };
-            let started_at = humantime::parse_rfc3339(&started_at).unwrap_or(SystemTime::UNIX_EPOCH);
+            let started_at =
+                humantime::parse_rfc3339(&started_at).unwrap_or(SystemTime::UNIX_EPOCH);
             steps.push(StepResult {
                 index: idx as usize,
                 level,

@@ -54,7 +54,9 @@ impl Store {
                     run.setup.as_ref().map(|s| s.to_string()),
                 ],
             )
-            .with_context(|| format!("cannot write to the results store {}", self.path.display()))?;
+            .with_context(|| {
+                format!("cannot write to the results store {}", self.path.display())
+            })?;
         Ok(self.conn.last_insert_rowid())
     }
 

@@ -60,7 +60,12 @@ fn database_lines(f: &BankFigures) -> Vec<CheckLine> {
             conserved,
             format!(
                 "Σ accounts {} · Σ tellers {} · Σ branches {} · opening {} + Σ history {} = {}",
-                f.accounts_sum, f.tellers_sum, f.branches_sum, f.initial_total, f.history_sum, expected
+                f.accounts_sum,
+                f.tellers_sum,
+                f.branches_sum,
+                f.initial_total,
+                f.history_sum,
+                expected
             ),
         ),
     ]

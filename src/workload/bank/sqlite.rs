@@ -211,11 +211,10 @@ fn read_figures(conn: &Connection) -> anyhow::Result<BankFigures> {
     conn.busy_timeout(Duration::from_secs(30))?;
     conn.execute_batch("BEGIN")?;
     let result = (|| -> rusqlite::Result<BankFigures> {
-        let (scale, initial_total) = conn.query_row(
-            "SELECT scale, initial_total FROM perflab_bank",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        let (scale, initial_total) =
+            conn.query_row("SELECT scale, initial_total FROM perflab_bank", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
         let (accounts, accounts_sum, negative_accounts, min_balance) = conn.query_row(
             "SELECT count(*), coalesce(sum(abalance), 0), coalesce(sum(abalance < 0), 0), coalesce(min(abalance), 0) FROM accounts",
             [],
@@ -259,8 +258,8 @@ impl BankBackend for SqliteBank {
     type Conn = SqliteConn;
 
     async fn connect(&self) -> anyhow::Result<SqliteConn> {
-        let mut conn = open(&self.path)
-            .with_context(|| format!("cannot open {}", self.path.display()))?;
+        let mut conn =
+            open(&self.path).with_context(|| format!("cannot open {}", self.path.display()))?;
         // perflab retries busy itself, so that every retry is counted.
         conn.busy_timeout(Duration::ZERO)?;
         conn.set_prepared_statement_cache_capacity(32);

@@ -1,0 +1,193 @@
+//! The CLI's contract: bad input gets one line and exit 2; a killed run
+//! keeps its finished steps and reads as partial; Ctrl-C saves and exits
+//! 130; the JSON export matches its published schema.
+
+use crate::support::{perflab, perflab_process, repo_file, stored_steps, tempdir};
+use std::time::{Duration, Instant};
+
+fn one_error_line(args: &[&str], flag: &str) {
+    let dir = tempdir();
+    let out = perflab(dir.path())
+        .args(args)
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    assert!(stderr.contains(flag), "{args:?}: {stderr}");
+    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+}
+
+#[test]
+fn bad_flags_get_one_line_and_exit_2() {
+    one_error_line(&["run", "bank", "--users", "0"], "--users");
+    one_error_line(&["run", "bank", "--users", "10..5/1"], "--users");
+    one_error_line(&["run", "bank", "--think", "exp:-1s"], "--think");
+    one_error_line(&["run", "bank", "--mix", "tpcc"], "--mix");
+    one_error_line(&["run", "bank", "--users", "4", "--rate", "100"], "--rate");
+    one_error_line(&["run", "bank", "--target", "sqlite:"], "--target");
+    one_error_line(&["run", "bank", "--threads", "many"], "--threads");
+    one_error_line(
+        &["run", "bank", "--max-error-rate", "five"],
+        "--max-error-rate",
+    );
+    one_error_line(
+        &["run", "bank", "--store", "/nonexistent/dir/x.db", "--quick"],
+        "--store",
+    );
+    one_error_line(&["run", "tpcc"], "bank or null");
+    one_error_line(&["show", "7", "--store", "/nonexistent/x.db"], "--store");
+}
+
+#[test]
+fn an_unreadable_store_is_bad_input() {
+    let dir = tempdir();
+    std::fs::write(
+        dir.path().join("perflab.db"),
+        b"this is not a database, it is a text file",
+    )
+    .unwrap();
+    let out = perflab(dir.path())
+        .args(["run", "null", "--users", "1", "--duration", "1s"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("results store"), "{stderr}");
+}
+
+#[test]
+fn a_killed_run_keeps_its_finished_steps_and_reads_as_partial() {
+    let dir = tempdir();
+    let store = dir.path().join("perflab.db");
+    let mut child = perflab_process(dir.path())
+        .args([
+            "run",
+            "null",
+            "--users",
+            "1,2,3,4,5,6,7,8,9,10",
+            "--warmup",
+            "0s",
+            "--duration",
+            "1s",
+        ])
+        .args(["--service", "1ms"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stored_steps(&store) < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGKILL: no handler runs, nothing is flushed.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let kept = stored_steps(&store);
+    assert!((2..10).contains(&kept), "{kept} steps stored");
+
+    let runs = perflab(dir.path())
+        .arg("runs")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(String::from_utf8_lossy(&runs.stdout).contains("partial"));
+    let json = dir.path().join("run.json");
+    perflab(dir.path())
+        .args(["show", "1", "--json"])
+        .arg(&json)
+        .assert()
+        .success();
+    let export: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(export["run"]["status"], "partial");
+    let steps = export["steps"].as_array().unwrap();
+    assert_eq!(steps.len() as i64, kept);
+    for step in steps {
+        assert_eq!(step["status"], "ok");
+        assert!(step["summary"]["completed"].as_u64().unwrap() > 100);
+    }
+}
+
+#[test]
+fn ctrl_c_saves_the_finished_steps_and_exits_130() {
+    let dir = tempdir();
+    let store = dir.path().join("perflab.db");
+    let mut child = perflab_process(dir.path())
+        .args([
+            "run",
+            "null",
+            "--users",
+            "1,2,3,4,5,6,7,8",
+            "--warmup",
+            "0s",
+            "--duration",
+            "2s",
+        ])
+        .args(["--service", "1ms"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stored_steps(&store) < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    // SAFETY: signalling a child we started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let out = perflab(dir.path())
+        .args(["show", "last"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("partial"), "{text}");
+    assert!(text.contains("interrupted"), "{text}");
+    // The step running at Ctrl-C is kept with the intervals it finished.
+    assert!(stored_steps(&store) >= 2);
+}
+
+#[test]
+fn the_json_export_matches_its_schema() {
+    let dir = tempdir();
+    perflab(dir.path())
+        .args([
+            "run",
+            "null",
+            "--rate",
+            "200,400",
+            "--warmup",
+            "0s",
+            "--duration",
+            "1s",
+        ])
+        .assert()
+        .success();
+    let out = perflab(dir.path())
+        .args(["show", "last", "--json", "-"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let export: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(repo_file("schema/run.schema.json")).unwrap())
+            .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let problems: Vec<String> = validator
+        .iter_errors(&export)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(export["steps"].as_array().unwrap().len(), 2);
+    assert_eq!(export["steps"][1]["load"]["kind"], "rate");
+
+    // And the schema is not a rubber stamp: a broken export fails it.
+    let mut broken = export.clone();
+    broken["steps"][0]["summary"]["throughput"] = serde_json::json!("fast");
+    assert!(!validator.is_valid(&broken));
+}

@@ -1,0 +1,164 @@
+//! The engine on the null workload: with nothing else in the way, the
+//! operational laws hold to the percent, open-loop rates are met, and a
+//! stalled target shows in response time from the intended start.
+
+use crate::support::{null_plan, sweep};
+use perflab::engine::{StepStatus, SweepEnd};
+use perflab::plan::{Arrivals, LoadModel, NullStall, Sweep, ThinkTime};
+use perflab::workload::null::NullWorkload;
+use std::time::Duration;
+
+fn little(think: ThinkTime, users: &str, service: Duration) {
+    let plan = null_plan(
+        LoadModel::Closed { think },
+        Sweep::parse_users(users).unwrap(),
+        Duration::from_millis(500),
+        Duration::from_secs(3),
+    );
+    let (end, steps) = sweep(NullWorkload::new(service, None), &plan);
+    assert_eq!(end, SweepEnd::Complete);
+    for step in &steps {
+        let s = step.summary();
+        let n = step.level.value();
+        let r = s.response.mean.as_secs_f64();
+        let z = s.mean_think.as_secs_f64();
+        let implied = s.throughput * (r + z);
+        assert!(
+            ((implied - n) / n).abs() < 0.02,
+            "{}: X {:.1}/s · (R {:.4}s + Z {:.4}s) = {implied:.2}, not N {n}",
+            step.level,
+            s.throughput,
+            r,
+            z
+        );
+        assert_eq!(s.errors, 0);
+    }
+}
+
+#[test]
+fn closed_loop_obeys_littles_law_without_think_time() {
+    little(ThinkTime::Zero, "4,16", Duration::from_millis(10));
+}
+
+#[test]
+fn closed_loop_obeys_littles_law_with_think_time() {
+    little(
+        ThinkTime::Exponential {
+            mean: Duration::from_millis(20),
+        },
+        "8,32",
+        Duration::from_millis(5),
+    );
+}
+
+fn open_rate(arrivals: Arrivals, rate: f64) {
+    let plan = null_plan(
+        LoadModel::Open {
+            arrivals,
+            connections: 8,
+            max_outstanding: 1000,
+        },
+        Sweep::parse_rates(&rate.to_string()).unwrap(),
+        Duration::from_millis(500),
+        Duration::from_secs(4),
+    );
+    let (_, steps) = sweep(NullWorkload::new(Duration::ZERO, None), &plan);
+    let s = steps[0].summary();
+    assert!(
+        ((s.throughput - rate) / rate).abs() < 0.02,
+        "{arrivals:?}: {:.1}/s achieved, {rate}/s asked",
+        s.throughput
+    );
+    assert_eq!(s.dropped, 0);
+}
+
+#[test]
+fn open_loop_meets_a_uniform_rate() {
+    open_rate(Arrivals::Uniform, 2000.0);
+}
+
+#[test]
+fn open_loop_meets_a_poisson_rate() {
+    open_rate(Arrivals::Poisson, 3000.0);
+}
+
+#[test]
+fn a_stall_shows_in_response_time_not_only_in_service_time() {
+    let mut plan = null_plan(
+        LoadModel::Open {
+            arrivals: Arrivals::Uniform,
+            connections: 16,
+            max_outstanding: 10_000,
+        },
+        Sweep::parse_rates("1000").unwrap(),
+        Duration::ZERO,
+        Duration::from_secs(4),
+    );
+    plan.threads = 1;
+    let stall = NullStall {
+        at: Duration::from_millis(1500),
+        length: Duration::from_secs(1),
+    };
+    let (_, steps) = sweep(
+        NullWorkload::new(Duration::from_millis(1), Some(stall)),
+        &plan,
+    );
+    let s = steps[0].summary();
+    // About a quarter of the arrivals came during the stall and waited for it.
+    assert!(
+        s.response.p99 >= Duration::from_millis(700),
+        "response p99 {:?}",
+        s.response.p99
+    );
+    assert!(s.response.max >= Duration::from_millis(900));
+    // Only the 16 operations caught inside the server saw it as service time.
+    assert!(
+        s.service.p99 < Duration::from_millis(100),
+        "service p99 {:?}",
+        s.service.p99
+    );
+    assert!(s.service.max >= Duration::from_millis(500));
+}
+
+#[test]
+fn arrivals_beyond_the_bound_are_dropped_and_counted() {
+    let plan = null_plan(
+        LoadModel::Open {
+            arrivals: Arrivals::Uniform,
+            connections: 1,
+            max_outstanding: 4,
+        },
+        Sweep::parse_rates("1000").unwrap(),
+        Duration::from_millis(200),
+        Duration::from_secs(2),
+    );
+    let (end, steps) = sweep(NullWorkload::new(Duration::from_millis(10), None), &plan);
+    let s = steps[0].summary();
+    // One session at ~10 ms per operation serves at most ~100/s.
+    assert!(s.throughput < 110.0, "{}", s.throughput);
+    assert!(s.dropped > 1000, "dropped {}", s.dropped);
+    assert!(s.error_rate > 0.8);
+    assert!(matches!(end, SweepEnd::Failed { step: 0, .. }));
+    assert!(matches!(steps[0].status, StepStatus::Failed(_)));
+}
+
+#[test]
+fn timeouts_are_errors_and_end_the_sweep() {
+    let mut plan = null_plan(
+        LoadModel::Closed {
+            think: ThinkTime::Zero,
+        },
+        Sweep::parse_users("2,4,8").unwrap(),
+        Duration::ZERO,
+        Duration::from_secs(1),
+    );
+    plan.timeout = Duration::from_millis(20);
+    let (end, steps) = sweep(NullWorkload::new(Duration::from_millis(100), None), &plan);
+    assert_eq!(steps.len(), 1, "the sweep stops at the broken step");
+    let s = steps[0].summary();
+    assert!(s.errors > 0);
+    assert_eq!(s.completed, 0);
+    let (tally, _) = steps[0].measured();
+    assert!(tally.ops[0].errors.contains_key("timeout"));
+    assert!(matches!(end, SweepEnd::Failed { step: 0, .. }));
+}

@@ -1,0 +1,95 @@
+//! Helpers shared by the integration tests.
+
+use perflab::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, SweepObserver};
+use perflab::measure::Tally;
+use perflab::plan::{Level, LoadModel, Plan, Sweep, WorkloadSpec};
+use perflab::workload::Workload;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Keeps every finished step.
+#[derive(Default)]
+pub struct Collect {
+    pub steps: Vec<StepResult>,
+}
+
+impl SweepObserver for Collect {
+    fn step_started(&mut self, _: usize, _: Level, _: &Schedule) {}
+    fn interval(&mut self, _: &IntervalSpec, _: &Tally) {}
+    fn step_finished(&mut self, step: &StepResult) -> anyhow::Result<()> {
+        self.steps.push(step.clone());
+        Ok(())
+    }
+}
+
+/// A plan for the null workload.
+pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Duration) -> Plan {
+    Plan {
+        workload: WorkloadSpec::Null {
+            service: Duration::ZERO,
+            stall: None,
+        },
+        load,
+        sweep,
+        warmup,
+        duration,
+        interval: Duration::from_secs(1),
+        threads: 2,
+        timeout: Duration::from_secs(30),
+        max_error_rate: 0.05,
+        seed: 42,
+    }
+}
+
+/// Runs a sweep in process and returns its steps.
+pub fn sweep<W: Workload>(workload: W, plan: &Plan) -> (SweepEnd, Vec<StepResult>) {
+    let mut collect = Collect::default();
+    let (end, _) = run_sweep(
+        Arc::new(workload),
+        plan,
+        &Arc::new(AtomicBool::new(false)),
+        &mut collect,
+    )
+    .expect("sweep runs");
+    (end, collect.steps)
+}
+
+/// The perflab binary, run in `dir`.
+pub fn perflab(dir: &Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("perflab").expect("binary built");
+    cmd.current_dir(dir).env("CI", "true");
+    cmd
+}
+
+/// The perflab binary as a std command (for tests that signal it).
+pub fn perflab_process(dir: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("perflab"));
+    cmd.current_dir(dir).env("CI", "true");
+    cmd
+}
+
+/// Steps committed so far for the newest run in a store.
+pub fn stored_steps(store: &Path) -> i64 {
+    let Ok(conn) = rusqlite::Connection::open(store) else {
+        return 0;
+    };
+    let _ = conn.busy_timeout(Duration::from_secs(5));
+    conn.query_row(
+        "SELECT count(*) FROM steps WHERE run_id = (SELECT max(id) FROM runs)",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap_or(0)
+}
+
+/// A fresh temporary directory.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temporary directory")
+}
+
+/// Path of a file in the repository.
+pub fn repo_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
