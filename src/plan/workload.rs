@@ -137,9 +137,11 @@ impl BankMix {
                 "withdraw" => &mut weights.withdraw,
                 "deposit" => &mut weights.deposit,
                 "transfer" => &mut weights.transfer,
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "'{other}' is not an ATM operation; use balance, withdraw, deposit or transfer"
-                )),
+                ))
+                }
             };
             *slot = value;
         }

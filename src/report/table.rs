@@ -23,7 +23,7 @@ pub fn step_table(steps: &[StepResult]) -> String {
     if open {
         let _ = write!(out, " {:>8} {:>9}", "dropped", "lag p99");
     }
-    let _ = writeln!(out, " {:>8} {:>10}", "cpu", "cpu/op");
+    let _ = writeln!(out, " {:>8} {:>10} {:>10}", "cpu", "cpu/op", "rss");
     for step in steps {
         let s = step.summary();
         let level = match step.level {
@@ -53,9 +53,12 @@ pub fn step_table(steps: &[StepResult]) -> String {
         }
         let _ = write!(
             out,
-            " {:>8} {:>10}",
+            " {:>8} {:>10} {:>10}",
             Percent(step.usage.cpu_share()).to_string(),
-            cpu_per_op(step)
+            cpu_per_op(step),
+            step.usage
+                .rss_bytes
+                .map_or("-".to_string(), |b| Bytes(b).to_string())
         );
         match &step.status {
             StepStatus::Ok => {}

@@ -474,7 +474,7 @@ fn attempt(conn: &mut Connection, op: BankOp) -> rusqlite::Result<OpResult> {
 /// History rows: 4 integers, the time in ms and 10 bytes of filler reach
 /// TPC-B's 50 bytes.
 const HISTORY_INSERT: &str = "INSERT INTO history (tid, bid, aid, delta, mtime, filler) \
-     VALUES (?1, ?2, ?3, ?4, unixepoch('subsec') * 1000, '          ')";
+     VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER), '          ')";
 
 /// The teller, branch and history part shared by every money-moving
 /// transaction at a teller.

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need,
+# then runs format, lint and every test. This is the README's test command
+# and what .ci/run calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The embedded SQLite is compiled from source (rusqlite's bundled build),
+# so a C compiler is all the tests need beyond the Rust toolchain.
+need_apt=()
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
+if ((${#need_apt[@]})); then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "error: missing ${need_apt[*]}; run this script as root or install them" >&2
+        exit 2
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+fi
+rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+
+cargo fmt --check
+cargo clippy --all-targets -- -D warnings
+cargo test --all-targets
