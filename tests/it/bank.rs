@@ -2,80 +2,34 @@
 //! completes and passes its check, the check catches a corrupted balance,
 //! and the ATM mix never overdraws.
 
-use crate::support::{perflab, tempdir};
-use predicates_like::contains;
+use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
 
-mod predicates_like {
-    /// Asserts that output contains a fragment, showing the output if not.
-    pub fn contains(output: &[u8], fragment: &str) {
-        let text = String::from_utf8_lossy(output);
-        assert!(text.contains(fragment), "no '{fragment}' in:\n{text}");
-    }
-}
+const SHORT: &str = "--warmup 0s --duration 1s";
 
 #[test]
 fn quick_bank_run_completes_checks_and_is_stored() {
     let dir = tempdir();
-    let out = perflab(dir.path())
-        .args(["run", "bank", "--quick"])
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    contains(&out.stdout, "loaded 100011 rows");
-    contains(&out.stdout, "check: passed");
-    contains(&out.stdout, "money conserved");
-    contains(&out.stdout, "history = committed");
-    contains(&out.stdout, "    16 ");
-    let runs = perflab(dir.path())
-        .arg("runs")
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    contains(&runs.stdout, "complete");
-    contains(&runs.stdout, "sqlite:perflab-bank.db");
+    let out = perflab_ok(dir.path(), "run bank --quick");
+    contains(&out, "loaded 100011 rows");
+    contains(&out, "check: passed");
+    contains(&out, "money conserved");
+    contains(&out, "history = committed");
+    contains(&out, "    16 ");
+    let runs = perflab_ok(dir.path(), "runs");
+    contains(&runs, "complete");
+    contains(&runs, "sqlite:perflab-bank.db");
 
     // A second run reuses the loaded bank after checking it.
-    let again = perflab(dir.path())
-        .args([
-            "run",
-            "bank",
-            "--users",
-            "2",
-            "--warmup",
-            "0s",
-            "--duration",
-            "1s",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    contains(&again.stdout, "reused the loaded bank");
-    contains(&again.stdout, "check: passed");
+    let again = perflab_ok(dir.path(), &format!("run bank --users 2 {SHORT}"));
+    contains(&again, "reused the loaded bank");
+    contains(&again, "check: passed");
 }
 
 #[test]
 fn the_check_catches_a_changed_balance() {
     let dir = tempdir();
-    perflab(dir.path())
-        .args([
-            "run",
-            "bank",
-            "--users",
-            "2",
-            "--warmup",
-            "0s",
-            "--duration",
-            "1s",
-        ])
-        .assert()
-        .success();
-    perflab(dir.path())
-        .args(["check", "bank"])
-        .assert()
-        .success();
+    perflab_ok(dir.path(), &format!("run bank --users 2 {SHORT}"));
+    perflab_ok(dir.path(), "check bank");
     let conn = rusqlite::Connection::open(dir.path().join("perflab-bank.db")).unwrap();
     conn.execute(
         "UPDATE accounts SET abalance = abalance + 1 WHERE aid = 4242",
@@ -83,48 +37,23 @@ fn the_check_catches_a_changed_balance() {
     )
     .unwrap();
     drop(conn);
-    let out = perflab(dir.path())
-        .args(["check", "bank"])
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    contains(&out.stdout, "check: FAILED");
-    contains(&out.stdout, "FAIL money conserved");
+    let (out, _) = perflab_expect(dir.path(), "check bank", 1);
+    contains(&out, "check: FAILED");
+    contains(&out, "FAIL money conserved");
     // A run refuses to build on a broken bank, and says how to fix it.
-    let out = perflab(dir.path())
-        .args(["run", "bank", "--users", "1", "--duration", "1s"])
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    contains(&out.stderr, "--reload");
+    let (_, err) = perflab_expect(dir.path(), &format!("run bank --users 1 {SHORT}"), 2);
+    contains(&err, "--reload");
     // --reload loads it afresh.
-    perflab(dir.path())
-        .args([
-            "run",
-            "bank",
-            "--users",
-            "1",
-            "--warmup",
-            "0s",
-            "--duration",
-            "1s",
-            "--reload",
-        ])
-        .assert()
-        .success();
+    perflab_ok(dir.path(), &format!("run bank --users 1 {SHORT} --reload"));
 }
 
 #[test]
 fn the_atm_mix_refuses_overdrafts_and_passes_its_check() {
     let dir = tempdir();
-    let short = ["--warmup", "0s", "--duration", "500ms", "--users", "1"];
-    perflab(dir.path())
-        .args(["run", "bank", "--mix", "atm"])
-        .args(short)
-        .assert()
-        .success();
+    perflab_ok(
+        dir.path(),
+        "run bank --mix atm --users 1 --warmup 0s --duration 500ms",
+    );
     // Leave every account 0.50 (less than any withdrawal), keeping the
     // books balanced so the check still holds before the run.
     let bank = rusqlite::Connection::open(dir.path().join("perflab-bank.db")).unwrap();
@@ -136,31 +65,15 @@ fn the_atm_mix_refuses_overdrafts_and_passes_its_check() {
     )
     .unwrap();
     drop(bank);
-    perflab(dir.path())
-        .args(["check", "bank"])
-        .assert()
-        .success();
+    perflab_ok(dir.path(), "check bank");
 
-    let out = perflab(dir.path())
-        .args([
-            "run",
-            "bank",
-            "--mix",
-            "atm:withdraw=70,transfer=20,deposit=10",
-            "--users",
-            "4",
-            "--warmup",
-            "0s",
-            "--duration",
-            "2s",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    contains(&out.stdout, "ok   no overdraft");
-    contains(&out.stdout, "check: passed");
-    contains(&out.stdout, "withdraw");
+    let out = perflab_ok(
+        dir.path(),
+        "run bank --mix atm:withdraw=70,transfer=20,deposit=10 --users 4 --warmup 0s --duration 2s",
+    );
+    contains(&out, "ok   no overdraft");
+    contains(&out, "check: passed");
+    contains(&out, "withdraw");
     let store = rusqlite::Connection::open(dir.path().join("perflab.db")).unwrap();
     let refused: i64 = store
         .query_row(

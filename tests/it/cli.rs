@@ -2,8 +2,11 @@
 //! keeps its finished steps and reads as partial; Ctrl-C saves and exits
 //! 130; the JSON export matches its published schema.
 
-use crate::support::{perflab, perflab_process, repo_file, stored_steps, tempdir};
-use std::time::{Duration, Instant};
+use crate::support::{
+    contains, perflab, perflab_expect, perflab_ok, repo_file, spawn_until_steps, stored_steps,
+    tempdir,
+};
+use std::time::Duration;
 
 fn one_error_line(args: &[&str], flag: &str) {
     let dir = tempdir();
@@ -48,59 +51,27 @@ fn an_unreadable_store_is_bad_input() {
         b"this is not a database, it is a text file",
     )
     .unwrap();
-    let out = perflab(dir.path())
-        .args(["run", "null", "--users", "1", "--duration", "1s"])
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("results store"), "{stderr}");
+    let (_, err) = perflab_expect(dir.path(), "run null --users 1 --duration 1s", 2);
+    contains(&err, "results store");
 }
 
 #[test]
 fn a_killed_run_keeps_its_finished_steps_and_reads_as_partial() {
     let dir = tempdir();
-    let store = dir.path().join("perflab.db");
-    let mut child = perflab_process(dir.path())
-        .args([
-            "run",
-            "null",
-            "--users",
-            "1,2,3,4,5,6,7,8,9,10",
-            "--warmup",
-            "0s",
-            "--duration",
-            "1s",
-        ])
-        .args(["--service", "1ms"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while stored_steps(&store) < 2 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut child = spawn_until_steps(
+        dir.path(),
+        "run null --users 1,2,3,4,5,6,7,8,9,10 --warmup 0s --duration 1s --service 1ms",
+        2,
+    );
     // SIGKILL: no handler runs, nothing is flushed.
     child.kill().unwrap();
     child.wait().unwrap();
-    let kept = stored_steps(&store);
+    let kept = stored_steps(&dir.path().join("perflab.db"));
     assert!((2..10).contains(&kept), "{kept} steps stored");
 
-    let runs = perflab(dir.path())
-        .arg("runs")
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    assert!(String::from_utf8_lossy(&runs.stdout).contains("partial"));
-    let json = dir.path().join("run.json");
-    perflab(dir.path())
-        .args(["show", "1", "--json"])
-        .arg(&json)
-        .assert()
-        .success();
-    let export: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    contains(&perflab_ok(dir.path(), "runs"), "partial");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show 1 --json -")).unwrap();
     assert_eq!(export["run"]["status"], "partial");
     let steps = export["steps"].as_array().unwrap();
     assert_eq!(steps.len() as i64, kept);
@@ -113,67 +84,32 @@ fn a_killed_run_keeps_its_finished_steps_and_reads_as_partial() {
 #[test]
 fn ctrl_c_saves_the_finished_steps_and_exits_130() {
     let dir = tempdir();
-    let store = dir.path().join("perflab.db");
-    let mut child = perflab_process(dir.path())
-        .args([
-            "run",
-            "null",
-            "--users",
-            "1,2,3,4,5,6,7,8",
-            "--warmup",
-            "0s",
-            "--duration",
-            "2s",
-        ])
-        .args(["--service", "1ms"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while stored_steps(&store) < 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut child = spawn_until_steps(
+        dir.path(),
+        "run null --users 1,2,3,4,5,6,7,8 --warmup 0s --duration 2s --service 1ms",
+        1,
+    );
     std::thread::sleep(Duration::from_millis(1200));
     // SAFETY: signalling a child we started, by its PID.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    let out = perflab(dir.path())
-        .args(["show", "last"])
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("partial"), "{text}");
-    assert!(text.contains("interrupted"), "{text}");
+    let text = perflab_ok(dir.path(), "show last");
+    contains(&text, "partial");
+    contains(&text, "interrupted");
     // The step running at Ctrl-C is kept with the intervals it finished.
-    assert!(stored_steps(&store) >= 2);
+    assert!(stored_steps(&dir.path().join("perflab.db")) >= 2);
 }
 
 #[test]
 fn the_json_export_matches_its_schema() {
     let dir = tempdir();
-    perflab(dir.path())
-        .args([
-            "run",
-            "null",
-            "--rate",
-            "200,400",
-            "--warmup",
-            "0s",
-            "--duration",
-            "1s",
-        ])
-        .assert()
-        .success();
-    let out = perflab(dir.path())
-        .args(["show", "last", "--json", "-"])
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    let export: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    perflab_ok(
+        dir.path(),
+        "run null --rate 200,400 --warmup 0s --duration 1s",
+    );
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
     let schema: serde_json::Value =
         serde_json::from_slice(&std::fs::read(repo_file("schema/run.schema.json")).unwrap())
             .unwrap();

@@ -64,7 +64,7 @@ pub fn perflab(dir: &Path) -> assert_cmd::Command {
 }
 
 /// The perflab binary as a std command (for tests that signal it).
-pub fn perflab_process(dir: &Path) -> std::process::Command {
+fn perflab_process(dir: &Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("perflab"));
     cmd.current_dir(dir).env("CI", "true");
     cmd
@@ -92,4 +92,44 @@ pub fn tempdir() -> tempfile::TempDir {
 /// Path of a file in the repository.
 pub fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// Runs perflab in `dir` (arguments split on spaces), expects `code`, and
+/// returns stdout and stderr.
+pub fn perflab_expect(dir: &Path, args: &str, code: i32) -> (String, String) {
+    let out = perflab(dir)
+        .args(args.split_whitespace())
+        .assert()
+        .code(code)
+        .get_output()
+        .clone();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs perflab in `dir`, expects success, returns stdout.
+pub fn perflab_ok(dir: &Path, args: &str) -> String {
+    perflab_expect(dir, args, 0).0
+}
+
+/// Asserts that a text contains a fragment, showing the text if not.
+pub fn contains(text: &str, fragment: &str) {
+    assert!(text.contains(fragment), "no '{fragment}' in:\n{text}");
+}
+
+/// Starts perflab in `dir` and waits until its run has committed `steps` steps.
+pub fn spawn_until_steps(dir: &Path, args: &str, steps: i64) -> std::process::Child {
+    let store = dir.join("perflab.db");
+    let child = perflab_process(dir)
+        .args(args.split_whitespace())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("perflab starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while stored_steps(&store) < steps && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
 }

@@ -389,29 +389,22 @@ fn sql_error_kind(e: &rusqlite::Error) -> ErrorKind {
 
 /// One try of one transaction. Dropping an uncommitted transaction rolls it back.
 fn attempt(conn: &mut Connection, op: BankOp) -> rusqlite::Result<OpResult> {
-    const DEBIT_IF_COVERED: &str =
-        "UPDATE accounts SET abalance = abalance - ?1 WHERE aid = ?2 AND abalance >= ?1";
+    if let BankOp::Balance { aid } = op {
+        read_balance(conn, aid)?;
+        return Ok(OpResult::Ok);
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     match op {
-        BankOp::Balance { aid } => {
-            let mut stmt = conn.prepare_cached("SELECT abalance FROM accounts WHERE aid = ?1")?;
-            let _balance: i64 = stmt.query_row([aid], |r| r.get(0))?;
-            Ok(OpResult::Ok)
-        }
+        BankOp::Balance { .. } => {}
         BankOp::Tpcb {
             aid,
             tid,
             bid,
             delta,
         } => {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.prepare_cached("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
-                .execute(params![delta, aid])?;
-            let _balance: i64 = tx
-                .prepare_cached("SELECT abalance FROM accounts WHERE aid = ?1")?
-                .query_row([aid], |r| r.get(0))?;
+            credit(&tx, aid, delta)?;
+            read_balance(&tx, aid)?;
             teller_branch_history(&tx, tid, bid, aid, delta)?;
-            tx.commit()?;
-            Ok(OpResult::Ok)
         }
         BankOp::Deposit {
             aid,
@@ -419,12 +412,8 @@ fn attempt(conn: &mut Connection, op: BankOp) -> rusqlite::Result<OpResult> {
             bid,
             amount,
         } => {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.prepare_cached("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
-                .execute(params![amount, aid])?;
+            credit(&tx, aid, amount)?;
             teller_branch_history(&tx, tid, bid, aid, amount)?;
-            tx.commit()?;
-            Ok(OpResult::Ok)
         }
         BankOp::Withdraw {
             aid,
@@ -432,18 +421,10 @@ fn attempt(conn: &mut Connection, op: BankOp) -> rusqlite::Result<OpResult> {
             bid,
             amount,
         } => {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            // The funds check and the debit are one statement, so no
-            // interleaving can overdraw the account.
-            let debited = tx
-                .prepare_cached(DEBIT_IF_COVERED)?
-                .execute(params![amount, aid])?;
-            if debited == 0 {
+            if !debit_if_covered(&tx, aid, amount)? {
                 return Ok(OpResult::Refused);
             }
             teller_branch_history(&tx, tid, bid, aid, -amount)?;
-            tx.commit()?;
-            Ok(OpResult::Ok)
         }
         BankOp::Transfer {
             from,
@@ -452,23 +433,40 @@ fn attempt(conn: &mut Connection, op: BankOp) -> rusqlite::Result<OpResult> {
             bid,
             amount,
         } => {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let debited = tx
-                .prepare_cached(DEBIT_IF_COVERED)?
-                .execute(params![amount, from])?;
-            if debited == 0 {
+            if !debit_if_covered(&tx, from, amount)? {
                 return Ok(OpResult::Refused);
             }
-            tx.prepare_cached("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
-                .execute(params![amount, to])?;
+            credit(&tx, to, amount)?;
             let mut history = tx.prepare_cached(HISTORY_INSERT)?;
             history.execute(params![tid, bid, from, -amount])?;
             history.execute(params![tid, bid, to, amount])?;
-            drop(history);
-            tx.commit()?;
-            Ok(OpResult::Ok)
         }
     }
+    tx.commit()?;
+    Ok(OpResult::Ok)
+}
+
+fn read_balance(conn: &Connection, aid: i64) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT abalance FROM accounts WHERE aid = ?1")?
+        .query_row([aid], |r| r.get(0))
+}
+
+/// Adds `amount` (negative for TPC-B's debits) to an account.
+fn credit(conn: &Connection, aid: i64, amount: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
+        .execute(params![amount, aid])?;
+    Ok(())
+}
+
+/// Debits an account if its balance covers the amount. The funds check and
+/// the debit are one statement, so no interleaving can overdraw the account.
+fn debit_if_covered(conn: &Connection, aid: i64, amount: i64) -> rusqlite::Result<bool> {
+    let debited = conn
+        .prepare_cached(
+            "UPDATE accounts SET abalance = abalance - ?1 WHERE aid = ?2 AND abalance >= ?1",
+        )?
+        .execute(params![amount, aid])?;
+    Ok(debited == 1)
 }
 
 /// History rows: 4 integers, the time in ms and 10 bytes of filler reach
