@@ -217,6 +217,7 @@ fn run_step<W: Workload>(
         .collect();
     let last_measured = schedule.intervals.len().checked_sub(1);
     let mut rss_at_end = None;
+    let mut failure = None;
     let mut finished = 0;
     while finished < workers {
         match events.recv() {
@@ -239,7 +240,8 @@ fn run_step<W: Workload>(
                 }
             }
             Ok(WorkerEvent::Finished) => finished += 1,
-            Ok(_) => {}
+            Ok(WorkerEvent::Failed(e)) => failure = Some(e),
+            Ok(WorkerEvent::Ready) => {}
             Err(_) => break,
         }
     }
@@ -249,6 +251,9 @@ fn run_step<W: Workload>(
     }
     if panicked {
         bail!("step {} ({level}): a worker thread panicked", index + 1);
+    }
+    if let Some(error) = failure {
+        bail!("step {} ({level}): {error}", index + 1);
     }
     let usage = usage_start.finish(rss_at_end);
 

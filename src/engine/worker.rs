@@ -199,16 +199,27 @@ async fn run_worker<W: Workload>(
                 tokio::task::spawn_local(open::server(session, state.clone()));
             }
             let rng = SmallRng::seed_from_u64(stream_seed(plan.seed, plan.index as u64 | 1 << 41));
-            tokio::task::spawn_local(open::dispatcher(
-                state.clone(),
-                open::ArrivalProcess {
-                    rate,
-                    arrivals,
-                    max_outstanding,
-                    first: start + first_arrival,
-                },
-                rng,
-            ));
+            let process = open::ArrivalProcess {
+                rate,
+                arrivals,
+                max_outstanding,
+                first: start + first_arrival,
+            };
+            match open::start_pacer(&process, rng) {
+                Ok(paced) => {
+                    tokio::task::spawn_local(open::dispatcher(
+                        state.clone(),
+                        paced,
+                        process.max_outstanding,
+                    ));
+                }
+                Err(e) => {
+                    let _ = events.send(WorkerEvent::Failed(format!(
+                        "cannot start the arrival pacer: {e}"
+                    )));
+                    return;
+                }
+            }
         }
     }
     ticker(&state, &plan.schedule, start, events, &interrupted).await;

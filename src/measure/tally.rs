@@ -134,12 +134,8 @@ impl OpTally {
         }
         self.retries += other.retries;
         self.bytes += other.bytes;
-        self.service
-            .add(&other.service)
-            .expect("auto-resizing histograms accept any value");
-        self.response
-            .add(&other.response)
-            .expect("auto-resizing histograms accept any value");
+        add(&mut self.service, &other.service);
+        add(&mut self.response, &other.response);
     }
 }
 
@@ -148,6 +144,17 @@ impl OpTally {
 pub(crate) fn record(h: &mut Histogram<u64>, value: u64) {
     if h.record(value).is_err() {
         h.saturating_record(value);
+    }
+}
+
+/// Adds one histogram into another. Auto-resizing histograms take any
+/// value; should a damaged stored histogram hold one beyond every range, its
+/// values are clamped rather than lost or allowed to panic.
+fn add(into: &mut Histogram<u64>, other: &Histogram<u64>) {
+    if into.add(other).is_err() {
+        for v in other.iter_recorded() {
+            into.saturating_record_n(v.value_iterated_to(), v.count_at_value());
+        }
     }
 }
 
@@ -192,9 +199,7 @@ impl Tally {
             mine.merge(theirs);
         }
         self.dropped += other.dropped;
-        self.lag
-            .add(&other.lag)
-            .expect("auto-resizing histograms accept any value");
+        add(&mut self.lag, &other.lag);
         self.think_total += other.think_total;
         self.thinks += other.thinks;
     }

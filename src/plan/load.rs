@@ -157,6 +157,7 @@ impl Level {
 impl fmt::Display for Level {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Level::Users(1) => write!(f, "1 user"),
             Level::Users(n) => write!(f, "{n} users"),
             Level::Rate(r) => write!(f, "{r}/s"),
         }
