@@ -145,6 +145,7 @@ pub fn render_run(run: &StoredRun) -> String {
         let _ = writeln!(out, "no step finished");
     } else {
         out.push_str(&step_table(&run.steps));
+        out.push_str(&error_kinds(&run.steps));
         if run.op_names.len() > 1 {
             out.push('\n');
             out.push_str(&op_breakdown(run));
@@ -153,6 +154,21 @@ pub fn render_run(run: &StoredRun) -> String {
     if let Some(check) = &run.check {
         out.push('\n');
         out.push_str(&render_check(check));
+    }
+    out
+}
+
+/// For each step with errors, how many of each kind.
+fn error_kinds(steps: &[StepResult]) -> String {
+    let mut out = String::new();
+    for step in steps {
+        let (tally, _) = step.measured();
+        let errors = tally.all_ops().errors;
+        if errors.is_empty() {
+            continue;
+        }
+        let kinds: Vec<String> = errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(out, "errors at {}: {}", step.level, kinds.join(", "));
     }
     out
 }
