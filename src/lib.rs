@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod commands;
 pub mod engine;
+pub mod knob;
 pub mod measure;
 pub mod plan;
 pub mod probe;

@@ -38,7 +38,7 @@ pub struct RunArgs {
     /// The workload: bank (TPC-B bank on a database) or null (engine self-test).
     pub workload: String,
 
-    /// The target: sqlite:PATH for the bank (default sqlite:perflab-bank.db).
+    /// The target: sqlite:PATH (default sqlite:perflab-bank.db), postgres://USER:PASS@HOST:PORT/DB or postgres:managed.
     #[arg(long, value_name = "DSN")]
     pub target: Option<String>,
 
@@ -94,13 +94,29 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub scale: u32,
 
-    /// Bank: tpcb, atm, or atm:balance=40,withdraw=30,deposit=20,transfer=10.
+    /// Bank: tpcb, atm, atm:balance=40,withdraw=30,deposit=20,transfer=10, or pgbench.
     #[arg(long, value_name = "MIX", default_value = "tpcb")]
     pub mix: String,
 
     /// Bank: load the tables afresh even if a loaded database of the same scale exists.
     #[arg(long)]
     pub reload: bool,
+
+    /// Bank on a server: transaction isolation (read-committed, repeatable-read, serializable).
+    #[arg(long, value_name = "LEVEL", default_value = "read-committed")]
+    pub isolation: String,
+
+    /// Bank on a server: tries per transaction on serialisation failures and deadlocks.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub max_tries: u32,
+
+    /// Managed PostgreSQL: a server setting, NAME=VALUE (repeatable).
+    #[arg(long = "pg-set", value_name = "NAME=VALUE")]
+    pub pg_set: Vec<String>,
+
+    /// Managed PostgreSQL: keep the data directory after the run.
+    #[arg(long)]
+    pub keep: bool,
 
     /// Null: service time of each operation.
     #[arg(long, value_name = "TIME", default_value = "0")]
@@ -142,8 +158,11 @@ pub struct CheckArgs {
 pub enum CheckWorkload {
     /// Check the bank: money conserved, rows present.
     Bank {
-        /// The bank's database (default sqlite:perflab-bank.db).
+        /// The bank's database (default sqlite:perflab-bank.db), or postgres://…
         #[arg(long, value_name = "DSN")]
         target: Option<String>,
+        /// Check pgbench's tables (pgbench_accounts …) instead of perflab's.
+        #[arg(long)]
+        pgbench: bool,
     },
 }

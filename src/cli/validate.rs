@@ -3,7 +3,8 @@
 use super::args::RunArgs;
 use super::error::PlanError;
 use crate::plan::{
-    Arrivals, BankMix, LoadModel, NullStall, Plan, Sweep, Target, ThinkTime, WorkloadSpec,
+    Arrivals, BankMix, Isolation, LoadModel, NullStall, Plan, Sweep, Target, ThinkTime,
+    WorkloadSpec,
 };
 use crate::units::{parse_duration, parse_percent};
 use std::time::Duration;
@@ -45,11 +46,63 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
                     "e.g. --mix tpcb or --mix atm:balance=40,withdraw=30",
                 )
             })?;
+            let isolation = Isolation::parse(&args.isolation)
+                .map_err(|e| PlanError::flag("--isolation", e, "e.g. --isolation serializable"))?;
+            let is_sqlite = matches!(target, Target::Sqlite { .. });
+            if is_sqlite && isolation != Isolation::ReadCommitted {
+                return Err(PlanError::flag(
+                    "--isolation",
+                    "SQLite transactions are always serializable",
+                    "drop --isolation, or use a postgres:// target",
+                ));
+            }
+            if is_sqlite && mix == BankMix::Pgbench {
+                return Err(PlanError::flag(
+                    "--mix",
+                    "pgbench runs on pgbench's tables in PostgreSQL",
+                    "use --target postgres://USER@HOST/DB or postgres:managed",
+                ));
+            }
+            if args.max_tries == 0 {
+                return Err(PlanError::flag(
+                    "--max-tries",
+                    "0 tries runs nothing",
+                    "give 1 or more (default 10)",
+                ));
+            }
+            let managed = target == Target::PostgresManaged;
+            if !managed && (!args.pg_set.is_empty() || args.keep) {
+                return Err(PlanError::flag(
+                    if args.keep { "--keep" } else { "--pg-set" },
+                    "only a managed server can be configured by perflab",
+                    "use --target postgres:managed, or set it on your server",
+                ));
+            }
+            let server_settings = args
+                .pg_set
+                .iter()
+                .map(|kv| {
+                    kv.split_once('=')
+                        .filter(|(k, _)| !k.trim().is_empty())
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                        .ok_or_else(|| {
+                            PlanError::flag(
+                                "--pg-set",
+                                format!("'{kv}' is not NAME=VALUE"),
+                                "e.g. --pg-set shared_buffers=128MB",
+                            )
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             WorkloadSpec::Bank {
                 target,
                 scale: args.scale,
                 mix,
                 reload: args.reload,
+                isolation,
+                max_tries: args.max_tries,
+                server_settings,
+                keep: args.keep,
             }
         }
         "null" => {

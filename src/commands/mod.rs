@@ -76,6 +76,6 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
 }
 
 /// Folds a message onto one line.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

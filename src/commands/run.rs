@@ -2,14 +2,17 @@
 //! it ends, check the workload's data, print the table.
 
 use super::Exit;
-use crate::cli::{plan_from, RunArgs};
+use crate::cli::{plan_from, PlanError, RunArgs};
 use crate::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, SweepObserver};
+use crate::knob::managed_pg::ManagedPostgres;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan, Target, WorkloadSpec};
 use crate::probe::HostFacts;
 use crate::report::{render_run, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
 use crate::units::format_duration;
+use crate::workload::bank::postgres::{config as pg_config, PgBank};
+use crate::workload::bank::sqlite::LoadReport;
 use crate::workload::bank::sqlite::SqliteBank;
 use crate::workload::bank::BankWorkload;
 use crate::workload::null::NullWorkload;
@@ -47,35 +50,72 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
             scale,
             mix,
             reload,
+            isolation,
+            max_tries,
+            server_settings,
+            keep,
         } => {
-            let Target::Sqlite { path } = &target else {
-                anyhow::bail!("the bank runs on sqlite targets only in this build");
+            // A managed server lives until this function returns.
+            let mut managed = None;
+            let (url, mut setup) = match &target {
+                Target::Sqlite { path } => {
+                    println!("preparing the bank (scale {scale}) in {}", path.display());
+                    let (backend, load) = SqliteBank::prepare(path, scale, reload, plan.timeout)?;
+                    let setup = load_setup(&load);
+                    let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
+                    return execute(
+                        workload,
+                        &plan,
+                        argv,
+                        started_at,
+                        Some(setup),
+                        &mut store,
+                        &interrupted,
+                    );
+                }
+                Target::Postgres { url } => (url.clone(), serde_json::json!({})),
+                Target::PostgresManaged => {
+                    println!("starting a managed PostgreSQL");
+                    let server = ManagedPostgres::start(&server_settings, keep)?;
+                    println!(
+                        "{} on 127.0.0.1, pid {}, files in {}",
+                        server.version,
+                        server.pid(),
+                        server.dir().display()
+                    );
+                    let url = server.url();
+                    let setup = serde_json::json!({
+                        "managed_server": {
+                            "version": server.version,
+                            "settings": server_settings
+                                .iter()
+                                .map(|(k, v)| format!("{k}={v}"))
+                                .collect::<Vec<_>>(),
+                        }
+                    });
+                    managed = Some(server);
+                    (url, setup)
+                }
+                Target::InProcess => anyhow::bail!("the bank needs a database target"),
             };
-            println!("preparing the bank (scale {scale}) in {}", path.display());
-            let (backend, load) = SqliteBank::prepare(path, scale, reload, plan.timeout)?;
-            let setup = if load.reused {
-                println!(
-                    "reused the loaded bank (checked in {})",
-                    crate::units::Latency(load.elapsed)
-                );
-                serde_json::json!({ "reused": true, "seconds": load.elapsed.as_secs_f64() })
-            } else {
-                let rate = load.rows as f64 / load.elapsed.as_secs_f64().max(1e-9);
-                println!(
-                    "loaded {} rows in {} ({:.0} rows/s)",
-                    load.rows,
-                    crate::units::Latency(load.elapsed),
-                    rate
-                );
-                serde_json::json!({
-                    "reused": false,
-                    "rows": load.rows,
-                    "seconds": load.elapsed.as_secs_f64(),
-                    "rows_per_second": rate,
-                })
-            };
+            let env = |name: &str| std::env::var(name).ok();
+            let pg = pg_config::resolve(&url, &env, pg_config::read_pgpass(&env).as_deref())
+                .map_err(|e| {
+                    PlanError::flag(
+                        "--target",
+                        e,
+                        "e.g. --target postgres://bank@localhost/bank",
+                    )
+                })?;
+            println!("preparing the bank (scale {scale}) in {}", pg.display);
+            let (backend, load) = PgBank::prepare(pg, scale, mix, reload, isolation, max_tries)?;
+            if let (Some(obj), serde_json::Value::Object(load)) =
+                (setup.as_object_mut(), load_setup(&load))
+            {
+                obj.extend(load);
+            }
             let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
-            execute(
+            let exit = execute(
                 workload,
                 &plan,
                 argv,
@@ -83,8 +123,35 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                 Some(setup),
                 &mut store,
                 &interrupted,
-            )
+            );
+            drop(managed);
+            exit
         }
+    }
+}
+
+/// Prints how the bank was made ready and returns it for the store.
+fn load_setup(load: &LoadReport) -> serde_json::Value {
+    if load.reused {
+        println!(
+            "reused the loaded bank (checked in {})",
+            crate::units::Latency(load.elapsed)
+        );
+        serde_json::json!({ "reused": true, "seconds": load.elapsed.as_secs_f64() })
+    } else {
+        let rate = load.rows as f64 / load.elapsed.as_secs_f64().max(1e-9);
+        println!(
+            "loaded {} rows in {} ({:.0} rows/s)",
+            load.rows,
+            crate::units::Latency(load.elapsed),
+            rate
+        );
+        serde_json::json!({
+            "reused": false,
+            "rows": load.rows,
+            "seconds": load.elapsed.as_secs_f64(),
+            "rows_per_second": rate,
+        })
     }
 }
 
@@ -156,9 +223,25 @@ fn execute<W: Workload>(
             return Err(e);
         }
     };
-    let check = match workload.check(&counts) {
-        Ok(check) => check,
-        Err(e) => {
+    let check = match (workload.check(&counts), &end) {
+        (Ok(check), _) => check,
+        (Err(e), SweepEnd::TargetLost { step, reason }) => {
+            // The server is gone: keep what was measured, say so once.
+            let reason = format!(
+                "lost the target during step {} ({reason}); the check could not run: {}",
+                step + 1,
+                crate::commands::one_line(&format!("{e:#}"))
+            );
+            store.finish_run(run, RunStatus::Partial, Some(&reason), None)?;
+            println!();
+            print!("{}", render_run(&store.load_run(run)?));
+            eprintln!(
+                "error: {reason}; the finished steps are stored as run {run} (partial) in {}",
+                store.path().display()
+            );
+            return Ok(Exit::Failed);
+        }
+        (Err(e), _) => {
             let reason = format!("the check could not run: {e:#}");
             let _ = store.finish_run(run, RunStatus::Failed, Some(&reason), None);
             return Err(e.context("the check could not run"));
@@ -174,6 +257,11 @@ fn execute<W: Workload>(
         (SweepEnd::Failed { step, reason }, _) => (
             RunStatus::Failed,
             Some(format!("step {} failed: {reason}", step + 1)),
+            Exit::Failed,
+        ),
+        (SweepEnd::TargetLost { step, reason }, _) => (
+            RunStatus::Partial,
+            Some(format!("lost the target during step {} ({reason})", step + 1)),
             Exit::Failed,
         ),
         (SweepEnd::Complete, true) => (

@@ -34,6 +34,9 @@ pub enum SweepEnd {
     Complete,
     /// A step broke the error-rate limit; the steps after it did not run.
     Failed { step: usize, reason: String },
+    /// A step failed because the target stopped answering (most of its
+    /// errors are `connect`): the server went away, not the load's fault.
+    TargetLost { step: usize, reason: String },
     /// Ctrl-C.
     Interrupted,
 }
@@ -79,13 +82,22 @@ pub fn run_sweep<W: Workload>(
         match &step_ref.status {
             StepStatus::Ok => {}
             StepStatus::Failed(reason) => {
-                return Ok((
+                let (tally, _) = step_ref.measured();
+                let all = tally.all_ops();
+                let lost = all.errors.get("connect").copied().unwrap_or(0);
+                let reason = reason.clone();
+                let end = if lost * 2 > all.error_count() {
+                    SweepEnd::TargetLost {
+                        step: index,
+                        reason: format!("{lost} operations could not reach the target"),
+                    }
+                } else {
                     SweepEnd::Failed {
                         step: index,
-                        reason: reason.clone(),
-                    },
-                    counts,
-                ))
+                        reason,
+                    }
+                };
+                return Ok((end, counts));
             }
             StepStatus::Partial(_) => return Ok((SweepEnd::Interrupted, counts)),
         }

@@ -121,7 +121,7 @@ pub(super) fn spawn<W: Workload>(
         .name(format!("perflab-worker-{}", plan.index))
         .spawn(move || {
             let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_time()
+                .enable_all()
                 .build()
             {
                 Ok(rt) => rt,

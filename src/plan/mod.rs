@@ -8,8 +8,8 @@ mod target;
 mod workload;
 
 pub use load::{Arrivals, Level, LoadModel, Sweep, ThinkTime};
-pub use target::Target;
-pub use workload::{AtmWeights, BankMix, NullStall, WorkloadSpec};
+pub use target::{redact, Target};
+pub use workload::{AtmWeights, BankMix, Isolation, NullStall, WorkloadSpec};
 
 use serde::Serialize;
 use std::time::Duration;

@@ -1,18 +1,36 @@
 //! Targets: where the system under test lives. Credentials never leave this
 //! module unredacted: [`Target::redacted`] is what the store and reports see.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use std::fmt;
 use std::path::PathBuf;
 
 /// The system under test.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Target {
     /// An embedded SQLite database file, opened in process.
     Sqlite { path: PathBuf },
+    /// A PostgreSQL server; the URL may hold a password, so it is only ever
+    /// shown or stored redacted.
+    Postgres { url: String },
+    /// A PostgreSQL server that perflab creates, starts and removes.
+    PostgresManaged,
     /// No server: the `null` workload's in-process stand-in.
     InProcess,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Target({})", self.redacted())
+    }
+}
+
+/// Targets serialise as their redacted text: a plan stored in the results
+/// store never holds a password.
+impl Serialize for Target {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.redacted())
+    }
 }
 
 impl Target {
@@ -27,13 +45,19 @@ impl Target {
                 path: PathBuf::from(path),
             });
         }
+        if text == "postgres:managed" {
+            return Ok(Target::PostgresManaged);
+        }
         let scheme = text.split(':').next().unwrap_or_default();
         match scheme {
-            "postgres" | "postgresql" | "mysql" | "mariadb" => Err(format!(
-                "{scheme} targets are not available in this build yet; use sqlite:PATH"
+            "postgres" | "postgresql" if text.contains("://") => Ok(Target::Postgres {
+                url: text.to_string(),
+            }),
+            "mysql" | "mariadb" => Err(format!(
+                "{scheme} targets are not available in this build yet; use sqlite:PATH or postgres://"
             )),
             _ => Err(format!(
-                "'{}' is not a target this workload knows; use sqlite:PATH",
+                "'{}' is not a target this workload knows; use sqlite:PATH, postgres://USER@HOST/DB or postgres:managed",
                 redact(text)
             )),
         }
@@ -43,6 +67,8 @@ impl Target {
     pub fn redacted(&self) -> String {
         match self {
             Target::Sqlite { path } => format!("sqlite:{}", path.display()),
+            Target::Postgres { url } => redact(url),
+            Target::PostgresManaged => "postgres:managed".to_string(),
             Target::InProcess => "in-process".to_string(),
         }
     }
@@ -56,6 +82,11 @@ impl fmt::Display for Target {
 
 /// Replaces the password of a `scheme://user:password@host` string with `***`.
 pub fn redact(text: &str) -> String {
+    // A password can also ride in the query string (`?password=…`).
+    if let Some(at) = text.find("password=") {
+        let end = text[at..].find('&').map_or(text.len(), |e| at + e);
+        return redact(&format!("{}password=***{}", &text[..at], &text[end..]));
+    }
     let Some(scheme_end) = text.find("://") else {
         return text.to_string();
     };
@@ -85,6 +116,10 @@ mod tests {
         );
         assert_eq!(redact("postgres://db/bank"), "postgres://db/bank");
         assert_eq!(redact("sqlite:x.db"), "sqlite:x.db");
+        assert_eq!(
+            redact("postgres://db/bank?user=bob&password=pw&sslmode=disable"),
+            "postgres://db/bank?user=bob&password=***&sslmode=disable"
+        );
     }
 
     #[test]
@@ -98,5 +133,16 @@ mod tests {
         assert!(Target::parse("sqlite:").is_err());
         let err = Target::parse("ftp://u:pw@h/x").unwrap_err();
         assert!(!err.contains("pw"), "{err}");
+        let pg = Target::parse("postgres://bob:hunter2@db/bank").unwrap();
+        assert_eq!(pg.redacted(), "postgres://bob:***@db/bank");
+        assert_eq!(
+            serde_json::to_string(&pg).unwrap(),
+            "\"postgres://bob:***@db/bank\""
+        );
+        assert!(!format!("{pg:?}").contains("hunter2"));
+        assert_eq!(
+            Target::parse("postgres:managed").unwrap(),
+            Target::PostgresManaged
+        );
     }
 }

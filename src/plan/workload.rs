@@ -24,6 +24,14 @@ pub enum WorkloadSpec {
         mix: BankMix,
         /// Drop and reload the tables even when a loaded database of the same scale exists.
         reload: bool,
+        /// Isolation level of every transaction (server databases).
+        isolation: Isolation,
+        /// Tries per transaction on serialisation failures and deadlocks.
+        max_tries: u32,
+        /// Settings of a managed server (`--pg-set NAME=VALUE`).
+        server_settings: Vec<(String, String)>,
+        /// Keep a managed server's data directory after the run.
+        keep: bool,
     },
 }
 
@@ -41,6 +49,38 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Null { .. } => Target::InProcess,
             WorkloadSpec::Bank { target, .. } => target.clone(),
+        }
+    }
+}
+
+/// Transaction isolation on server databases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    ReadCommitted,
+    RepeatableRead,
+    Serializable,
+}
+
+impl Isolation {
+    /// Parses `read-committed`, `repeatable-read` or `serializable`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "read-committed" => Ok(Isolation::ReadCommitted),
+            "repeatable-read" => Ok(Isolation::RepeatableRead),
+            "serializable" => Ok(Isolation::Serializable),
+            other => Err(format!(
+                "'{other}' is not an isolation level; use read-committed, repeatable-read or serializable"
+            )),
+        }
+    }
+
+    /// The SQL words for it.
+    pub fn sql(&self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "READ COMMITTED",
+            Isolation::RepeatableRead => "REPEATABLE READ",
+            Isolation::Serializable => "SERIALIZABLE",
         }
     }
 }
@@ -78,6 +118,8 @@ pub enum BankMix {
     Tpcb,
     /// Balance inquiries, withdrawals, deposits and transfers.
     Atm(AtmWeights),
+    /// pgbench's built-in tpcb-like transaction on pgbench's own tables.
+    Pgbench,
 }
 
 /// Relative weights of the ATM operations.
@@ -107,8 +149,13 @@ impl BankMix {
         if text == "tpcb" {
             return Ok(BankMix::Tpcb);
         }
+        if text == "pgbench" {
+            return Ok(BankMix::Pgbench);
+        }
         let Some(rest) = text.strip_prefix("atm") else {
-            return Err(format!("'{text}' is not a bank mix; use tpcb or atm"));
+            return Err(format!(
+                "'{text}' is not a bank mix; use tpcb, atm or pgbench"
+            ));
         };
         let mut weights = AtmWeights::default();
         let Some(list) = rest.strip_prefix(':') else {

@@ -5,6 +5,7 @@
 
 mod check;
 mod ops;
+pub mod postgres;
 pub mod sqlite;
 
 pub use check::{check_database, check_run, BankFigures};
@@ -16,6 +17,40 @@ use crate::plan::BankMix;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::future::Future;
+
+/// The names of the bank's tables: perflab's own, or pgbench's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tables {
+    pub branches: &'static str,
+    pub tellers: &'static str,
+    pub accounts: &'static str,
+    pub history: &'static str,
+    /// pgbench's layout: int balances opening at 0, no perflab metadata.
+    pub pgbench: bool,
+}
+
+impl Tables {
+    /// The tables a mix runs on.
+    pub fn of(mix: BankMix) -> Self {
+        if mix == BankMix::Pgbench {
+            Tables {
+                branches: "pgbench_branches",
+                tellers: "pgbench_tellers",
+                accounts: "pgbench_accounts",
+                history: "pgbench_history",
+                pgbench: true,
+            }
+        } else {
+            Tables {
+                branches: "branches",
+                tellers: "tellers",
+                accounts: "accounts",
+                history: "history",
+                pgbench: false,
+            }
+        }
+    }
+}
 
 /// A database that can hold the bank.
 pub trait BankBackend: Send + Sync + 'static {

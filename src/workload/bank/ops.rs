@@ -17,6 +17,8 @@ pub const INITIAL_BALANCE: i64 = 100_000;
 pub const MAX_ATM_AMOUNT: i64 = 20_000;
 /// TPC-B's delta range: uniform in ±999,999.
 pub const MAX_TPCB_DELTA: i64 = 999_999;
+/// pgbench's tpcb-like delta range: uniform in ±5,000.
+pub const PGBENCH_MAX_DELTA: i64 = 5_000;
 
 /// One bank transaction with its arguments drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +61,7 @@ pub enum BankOp {
 pub fn op_names(mix: BankMix) -> &'static [&'static str] {
     match mix {
         BankMix::Tpcb => &["tpcb"],
+        BankMix::Pgbench => &["tpcb-like"],
         BankMix::Atm(_) => &["balance", "withdraw", "deposit", "transfer"],
     }
 }
@@ -66,7 +69,7 @@ pub fn op_names(mix: BankMix) -> &'static [&'static str] {
 /// History rows one committed operation of each kind writes.
 pub fn history_rows(mix: BankMix, op: usize) -> u64 {
     match (mix, op) {
-        (BankMix::Tpcb, _) => 1,
+        (BankMix::Tpcb | BankMix::Pgbench, _) => 1,
         (BankMix::Atm(_), 0) => 0,
         (BankMix::Atm(_), 3) => 2,
         (BankMix::Atm(_), _) => 1,
@@ -86,7 +89,7 @@ impl OpPicker {
     pub fn new(mix: BankMix, scale: u32) -> Self {
         let w = match mix {
             BankMix::Atm(w) => w,
-            BankMix::Tpcb => AtmWeights::default(),
+            BankMix::Tpcb | BankMix::Pgbench => AtmWeights::default(),
         };
         let mut cumulative = [w.balance, w.withdraw, w.deposit, w.transfer];
         for i in 1..4 {
@@ -102,7 +105,7 @@ impl OpPicker {
     /// Picks the kind of the next operation.
     pub fn choose(&self, rng: &mut SmallRng) -> usize {
         match self.mix {
-            BankMix::Tpcb => 0,
+            BankMix::Tpcb | BankMix::Pgbench => 0,
             BankMix::Atm(_) => {
                 let x = rng.gen_range(0..self.cumulative[3]);
                 self.cumulative.iter().position(|&c| x < c).unwrap_or(3)
@@ -112,12 +115,21 @@ impl OpPicker {
 
     /// Draws the arguments of an operation of kind `op`.
     pub fn draw(&self, op: usize, rng: &mut SmallRng) -> BankOp {
+        if self.mix == BankMix::Pgbench {
+            // pgbench's tpcb-like script: four independent uniform draws.
+            return BankOp::Tpcb {
+                aid: rng.gen_range(1..=self.branches * ACCOUNTS_PER_BRANCH),
+                bid: rng.gen_range(1..=self.branches),
+                tid: rng.gen_range(1..=self.branches * TELLERS_PER_BRANCH),
+                delta: rng.gen_range(-PGBENCH_MAX_DELTA..=PGBENCH_MAX_DELTA),
+            };
+        }
         let tid = rng.gen_range(1..=self.branches * TELLERS_PER_BRANCH);
         let bid = (tid - 1) / TELLERS_PER_BRANCH + 1;
         let aid = self.account_for(bid, rng);
         let amount = rng.gen_range(1..=MAX_ATM_AMOUNT);
         match (self.mix, op) {
-            (BankMix::Tpcb, _) => BankOp::Tpcb {
+            (BankMix::Tpcb | BankMix::Pgbench, _) => BankOp::Tpcb {
                 aid,
                 tid,
                 bid,

@@ -1,0 +1,186 @@
+//! Resolving a `postgres://` target the way libpq does: the URL first, then
+//! the standard environment variables (PGHOST, PGPORT, PGUSER, PGDATABASE,
+//! PGPASSWORD), then `~/.pgpass` for the password. The environment and the
+//! password file are passed in, so the rules are testable.
+
+use tokio_postgres::config::Host;
+use tokio_postgres::Config;
+
+/// The connection settings of a PostgreSQL target.
+#[derive(Clone)]
+pub struct PgTarget {
+    pub config: Config,
+    /// host:port/dbname as user: what messages may show (no password).
+    pub display: String,
+}
+
+/// Resolves `dsn` with libpq's fallbacks. `env` reads an environment
+/// variable; `pgpass` is the text of the password file, if there is one.
+pub fn resolve(
+    dsn: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    pgpass: Option<&str>,
+) -> Result<PgTarget, String> {
+    let mut config: Config = dsn.parse().map_err(|e| {
+        format!(
+            "'{}' is not a PostgreSQL URL ({e}); write postgres://USER:PASSWORD@HOST:PORT/DB",
+            crate::plan::redact(dsn)
+        )
+    })?;
+    if config.get_hosts().is_empty() {
+        let host = env("PGHOST").unwrap_or_else(|| "localhost".to_string());
+        if host.starts_with('/') {
+            config.host_path(host);
+        } else {
+            config.host(&host);
+        }
+    }
+    if config.get_ports().is_empty() {
+        let port = match env("PGPORT") {
+            Some(p) => p
+                .parse()
+                .map_err(|_| format!("PGPORT '{p}' is not a port number"))?,
+            None => 5432,
+        };
+        config.port(port);
+    }
+    if config.get_user().is_none() {
+        let user = env("PGUSER")
+            .or_else(|| env("USER"))
+            .unwrap_or_else(|| "postgres".to_string());
+        config.user(&user);
+    }
+    let user = config.get_user().unwrap_or("postgres").to_string();
+    if config.get_dbname().is_none() {
+        config.dbname(env("PGDATABASE").as_deref().unwrap_or(&user));
+    }
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let dbname = config.get_dbname().unwrap_or_default().to_string();
+    if config.get_password().is_none() {
+        let password = env("PGPASSWORD")
+            .or_else(|| pgpass.and_then(|text| pgpass_lookup(text, &host, port, &dbname, &user)));
+        if let Some(pw) = password {
+            config.password(pw);
+        }
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(std::time::Duration::from_secs(10));
+    }
+    config.application_name("perflab");
+    Ok(PgTarget {
+        display: format!("{user}@{host}:{port}/{dbname}"),
+        config,
+    })
+}
+
+/// Finds the password for a connection in `.pgpass` text: lines of
+/// `host:port:database:user:password`, `*` matching anything, `\:` and `\\`
+/// escaped, the first match winning.
+pub fn pgpass_lookup(text: &str, host: &str, port: u16, db: &str, user: &str) -> Option<String> {
+    let port = port.to_string();
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
+        .find_map(|line| {
+            let fields = split_escaped(line);
+            if fields.len() != 5 {
+                return None;
+            }
+            let matches = |field: &str, value: &str| field == "*" || field == value;
+            let host_ok = matches(&fields[0], host)
+                || (fields[0] == "localhost" && (host.starts_with('/') || host == "127.0.0.1"));
+            (host_ok
+                && matches(&fields[1], &port)
+                && matches(&fields[2], db)
+                && matches(&fields[3], user))
+            .then(|| fields[4].clone())
+        })
+}
+
+fn split_escaped(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let (Some(next), Some(field)) = (chars.next(), fields.last_mut()) {
+                    field.push(next);
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            _ => {
+                if let Some(field) = fields.last_mut() {
+                    field.push(c);
+                }
+            }
+        }
+    }
+    fields
+}
+
+/// Reads `~/.pgpass` (or `$PGPASSFILE`), if it exists.
+pub fn read_pgpass(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let path = env("PGPASSFILE").or_else(|| env("HOME").map(|h| format!("{h}/.pgpass")))?;
+    std::fs::read_to_string(path).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn the_url_wins_then_the_environment() {
+        let env = env_of(&[("PGHOST", "db1"), ("PGPORT", "6543"), ("PGUSER", "ann")]);
+        let t = resolve("postgres://bob:pw@db9:5555/bank", &env, None).unwrap();
+        assert_eq!(t.display, "bob@db9:5555/bank");
+        assert_eq!(t.config.get_password(), Some(&b"pw"[..]));
+        let t = resolve("postgres:///bank", &env, None).unwrap();
+        assert_eq!(t.display, "ann@db1:6543/bank");
+        let t = resolve("postgresql://", &env_of(&[("USER", "eve")]), None).unwrap();
+        assert_eq!(t.display, "eve@localhost:5432/eve");
+    }
+
+    #[test]
+    fn passwords_come_from_pgpassword_then_pgpass() {
+        let pgpass =
+            "# comment\nother:*:*:*:nope\nlocalhost:5432:bank:bob:s\\:cret\n*:*:*:*:fallback\n";
+        let t = resolve("postgres://bob@localhost/bank", &env_of(&[]), Some(pgpass)).unwrap();
+        assert_eq!(t.config.get_password(), Some(&b"s:cret"[..]));
+        let t = resolve(
+            "postgres://bob@localhost/bank",
+            &env_of(&[("PGPASSWORD", "env")]),
+            Some(pgpass),
+        )
+        .unwrap();
+        assert_eq!(t.config.get_password(), Some(&b"env"[..]));
+        assert_eq!(
+            pgpass_lookup(pgpass, "h", 1, "d", "u").as_deref(),
+            Some("fallback")
+        );
+    }
+
+    #[test]
+    fn a_bad_url_is_reported_without_its_password() {
+        let err = resolve(
+            "postgres://bob:hunter2@host:notaport/db",
+            &env_of(&[]),
+            None,
+        )
+        .err()
+        .unwrap();
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}
