@@ -5,10 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The embedded SQLite is compiled from source (rusqlite's bundled build),
-# so a C compiler is all the tests need beyond the Rust toolchain.
+# The embedded SQLite is compiled from source (rusqlite's bundled build), so
+# it needs a C compiler. The PostgreSQL tests start their own servers in
+# temporary directories (as the 'postgres' user when run as root) and need
+# the server binaries, psql and pgbench (Debian's postgresql package).
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
+if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 \
+    || ! command -v psql >/dev/null 2>&1 || ! command -v pgbench >/dev/null 2>&1; then
+    need_apt+=(postgresql postgresql-client)
+fi
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
         echo "error: missing ${need_apt[*]}; run this script as root or install them" >&2

@@ -18,7 +18,11 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<Exit> {
             let env = |name: &str| std::env::var(name).ok();
             let pg = pg_config::resolve(url, &env, pg_config::read_pgpass(&env).as_deref())
                 .map_err(|e| {
-                    PlanError::flag("--target", e, "e.g. --target postgres://bank@localhost/bank")
+                    PlanError::flag(
+                        "--target",
+                        e,
+                        "e.g. --target postgres://bank@localhost/bank",
+                    )
                 })?;
             PgBank::existing(pg, *pgbench)?.figures()?
         }

@@ -50,9 +50,10 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             return Exit::BadInput as i32;
         }
     };
+    // The command line is stored with the run: never with a password.
     let argv: Vec<String> = args
         .iter()
-        .map(|a| a.to_string_lossy().into_owned())
+        .map(|a| crate::plan::redact(&a.to_string_lossy()))
         .collect();
     let result = match &cli.command {
         Command::Run(run_args) => run::run(run_args, argv),

@@ -261,7 +261,10 @@ fn execute<W: Workload>(
         ),
         (SweepEnd::TargetLost { step, reason }, _) => (
             RunStatus::Partial,
-            Some(format!("lost the target during step {} ({reason})", step + 1)),
+            Some(format!(
+                "lost the target during step {} ({reason})",
+                step + 1
+            )),
             Exit::Failed,
         ),
         (SweepEnd::Complete, true) => (

@@ -41,6 +41,11 @@ pub enum SweepEnd {
     Interrupted,
 }
 
+/// A step could not open its sessions (the target refused or went away).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SessionsFailed(pub String);
+
 /// Runs every step of the plan. Returns why the sweep ended and how many
 /// operations of each kind ended each way over the whole run.
 pub fn run_sweep<W: Workload>(
@@ -54,7 +59,21 @@ pub fn run_sweep<W: Workload>(
         if interrupted.load(Ordering::Relaxed) {
             return Ok((SweepEnd::Interrupted, counts));
         }
-        let mut step = run_step(workload.clone(), plan, index, level, interrupted, observer)?;
+        let mut step = match run_step(workload.clone(), plan, index, level, interrupted, observer) {
+            Ok(step) => step,
+            Err(e) => match e.downcast::<SessionsFailed>() {
+                Ok(SessionsFailed(reason)) => {
+                    return Ok((
+                        SweepEnd::TargetLost {
+                            step: index,
+                            reason,
+                        },
+                        counts,
+                    ))
+                }
+                Err(other) => return Err(other),
+            },
+        };
         let step_ref = &mut step;
         let everything = step_ref.everything();
         for (total, op) in counts.iter_mut().zip(&everything.ops) {
@@ -212,7 +231,7 @@ fn run_step<W: Workload>(
         for h in handles {
             let _ = h.join();
         }
-        bail!("step {} ({level}): {error}", index + 1);
+        return Err(SessionsFailed(error).into());
     }
 
     observer.step_started(index, level, &schedule);

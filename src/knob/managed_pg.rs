@@ -187,7 +187,13 @@ impl ManagedPostgres {
         let _ = self.child.try_wait();
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            self.child = spawn_postmaster(&self.bindir, self.user, &self.dir, self.port, &self.settings)?;
+            self.child = spawn_postmaster(
+                &self.bindir,
+                self.user,
+                &self.dir,
+                self.port,
+                &self.settings,
+            )?;
             match self.wait_ready(false) {
                 Ok(()) => return Ok(()),
                 Err(e) if Instant::now() >= deadline => return Err(e),
@@ -217,7 +223,11 @@ impl ManagedPostgres {
                 let (client, connection) =
                     tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
                 tokio::spawn(connection);
-                let sql = if create { "CREATE DATABASE perflab" } else { "SELECT 1" };
+                let sql = if create {
+                    "CREATE DATABASE perflab"
+                } else {
+                    "SELECT 1"
+                };
                 client.batch_execute(sql).await
             });
             match ready {

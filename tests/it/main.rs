@@ -4,4 +4,5 @@
 mod bank;
 mod cli;
 mod engine;
+mod postgres;
 mod support;

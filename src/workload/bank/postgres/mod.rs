@@ -62,7 +62,11 @@ impl PgBank {
 
     /// Opens an existing bank for `perflab check bank`.
     pub fn existing(target: PgTarget, pgbench: bool) -> anyhow::Result<Self> {
-        let mix = if pgbench { BankMix::Pgbench } else { BankMix::Tpcb };
+        let mix = if pgbench {
+            BankMix::Pgbench
+        } else {
+            BankMix::Tpcb
+        };
         let bank = PgBank {
             target,
             tables: Tables::of(mix),
@@ -82,7 +86,11 @@ impl PgBank {
                 "{} holds no {} bank; load one with `perflab run bank --target …`{}",
                 bank.target.display,
                 if pgbench { "pgbench" } else { "perflab" },
-                if pgbench { " --mix pgbench, or pgbench -i" } else { "" }
+                if pgbench {
+                    " --mix pgbench, or pgbench -i"
+                } else {
+                    ""
+                }
             )));
         }
         Ok(bank)
@@ -126,6 +134,8 @@ pub fn connect_error(target: &PgTarget, e: &tokio_postgres::Error) -> PlanError 
                 .unwrap_or_default();
             if cause.contains("refused") {
                 format!("nothing answers at {at} (connection refused); start PostgreSQL there or fix the host and port")
+            } else if cause.contains("reset by peer") || cause.contains("Broken pipe") {
+                format!("{at} closed the connection ({cause}); the server may be shutting down or out of connections")
             } else if text.contains("timeout") || cause.contains("timed out") {
                 format!(
                     "no PostgreSQL answered at {at} within 10 s; check the host, port and firewall"

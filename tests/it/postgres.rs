@@ -1,0 +1,285 @@
+//! The bank on a real PostgreSQL server (started by each test in a
+//! temporary directory on a free loopback port, and stopped when the test
+//! ends, even when it fails): both mixes end to end, pgbench's own tables,
+//! the managed target, a server killed mid-run, bad connection settings,
+//! and no password anywhere it could leak.
+
+use crate::support::{contains, perflab_expect, perflab_ok, spawn_until_steps, tempdir};
+use perflab::knob::managed_pg::ManagedPostgres;
+use std::process::Command;
+
+const SHORT: &str = "--warmup 0s --duration 1s";
+
+fn server() -> ManagedPostgres {
+    ManagedPostgres::start(&[], false)
+        .expect("a PostgreSQL server starts (are the server binaries installed?)")
+}
+
+/// Runs SQL on the server's perflab database with psql.
+fn psql(server: &ManagedPostgres, sql: &str) {
+    let out = Command::new("psql")
+        .arg(server.url())
+        .args(["-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn both_mixes_run_and_check_on_postgres() {
+    let pg = server();
+    let dir = tempdir();
+    let url = pg.url();
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --users 1,4 {SHORT}"),
+    );
+    contains(&out, "loaded 100011 rows");
+    contains(&out, "check: passed");
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --mix atm --users 4 {SHORT}"),
+    );
+    contains(&out, "reused the loaded bank");
+    contains(&out, "ok   no overdraft");
+    contains(&out, "check: passed");
+    // Serializable on one branch: every transaction writes the same branch
+    // row, so serialisation failures are certain; they are retried and counted.
+    let out = perflab_ok(
+        dir.path(),
+        &format!(
+            "run bank --target {url} --isolation serializable --max-tries 1000 --users 4 {SHORT}"
+        ),
+    );
+    contains(&out, "check: passed");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    assert!(export["steps"][0]["summary"]["retries"].as_u64().unwrap() > 0);
+    perflab_ok(dir.path(), &format!("check bank --target {url}"));
+
+    // A changed balance is caught on the server too.
+    psql(
+        &pg,
+        "UPDATE accounts SET abalance = abalance + 1 WHERE aid = 7",
+    );
+    let (out, _) = perflab_expect(dir.path(), &format!("check bank --target {url}"), 1);
+    contains(&out, "FAIL money conserved");
+}
+
+#[test]
+fn the_pgbench_mix_runs_on_tables_pgbench_loaded() {
+    let pg = server();
+    let dir = tempdir();
+    let init = Command::new("pgbench")
+        .args(["-i", "-s", "1", "-q"])
+        .arg(pg.url())
+        .output()
+        .expect("pgbench runs");
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let url = pg.url();
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --mix pgbench --users 2,4 {SHORT}"),
+    );
+    contains(&out, "reused the loaded bank");
+    contains(&out, "check: passed");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    assert_eq!(export["run"]["op_names"][0], "tpcb-like");
+    perflab_ok(dir.path(), &format!("check bank --pgbench --target {url}"));
+    // And pgbench itself still runs on what perflab used.
+    let run = Command::new("pgbench")
+        .args(["-t", "50", "-c", "2", "-n"])
+        .arg(pg.url())
+        .output()
+        .expect("pgbench runs");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    perflab_ok(dir.path(), &format!("check bank --pgbench --target {url}"));
+}
+
+#[test]
+fn a_managed_server_runs_the_sweep_and_is_removed() {
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        &format!(
+            "run bank --target postgres:managed --pg-set synchronous_commit=off --users 2 {SHORT}"
+        ),
+    );
+    contains(&out, "check: passed");
+    let files = out
+        .lines()
+        .find_map(|l| l.split("files in ").nth(1))
+        .expect("the server's directory is printed")
+        .trim()
+        .to_string();
+    assert!(
+        !std::path::Path::new(&files).exists(),
+        "{files} was left behind"
+    );
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run bank --target postgres:managed --pg-set no_such_setting=1 --users 1 {SHORT}"),
+        2,
+    );
+    contains(&err, "no_such_setting");
+}
+
+#[test]
+fn a_killed_server_ends_the_run_partial_and_loses_nothing_committed() {
+    let mut pg = server();
+    let dir = tempdir();
+    let url = pg.url();
+    perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --users 1 {SHORT}"),
+    );
+    let child = spawn_until_steps(
+        dir.path(),
+        &format!("run bank --target {url} --users 1,2,3,4,5,6,7,8 --warmup 0s --duration 1s"),
+        2,
+    );
+    // SAFETY: signalling the postmaster this test started, by its PID.
+    unsafe { libc::kill(pg.pid() as i32, libc::SIGKILL) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let runs = perflab_ok(dir.path(), "runs");
+    contains(&runs, "partial");
+    let shown = perflab_ok(dir.path(), "show last");
+    contains(&shown, "lost the target");
+    pg.restart().expect("the server restarts after the crash");
+    let check = perflab_ok(dir.path(), &format!("check bank --target {url}"));
+    contains(&check, "check: passed");
+}
+
+#[test]
+fn bad_connection_settings_get_one_line_and_exit_2() {
+    let pg = server();
+    psql(&pg, "CREATE ROLE teller LOGIN PASSWORD 'right-one'");
+    // Require passwords from now on (the test server starts with trust).
+    let hba = pg.dir().join("data/pg_hba.conf");
+    let original = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(
+        &hba,
+        format!("host all teller 127.0.0.1/32 scram-sha-256\n{original}"),
+    )
+    .unwrap();
+    psql(&pg, "SELECT pg_reload_conf()");
+    let port = pg
+        .url()
+        .split(':')
+        .nth(2)
+        .and_then(|p| p.split('/').next())
+        .unwrap()
+        .to_string();
+
+    let dir = tempdir();
+    let cases = [
+        (
+            format!("postgres://teller:wrong@127.0.0.1:{port}/perflab"),
+            "password",
+        ),
+        (
+            format!("postgres://perflab@127.0.0.1:{port}/no_such_db"),
+            "does not exist",
+        ),
+        (
+            "postgres://perflab@127.0.0.1:1/perflab".to_string(),
+            "nothing answers",
+        ),
+    ];
+    for (url, expect) in cases {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run bank --target {url} --users 1 {SHORT}"),
+            2,
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        contains(&err, expect);
+        assert!(!err.contains("wrong"), "the password leaked: {err}");
+    }
+    // A server that is not PostgreSQL.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake = listener.local_addr().unwrap().port();
+    let responder = std::thread::spawn(move || {
+        use std::io::Write;
+        if let Ok((mut s, _)) = listener.accept() {
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run bank --target postgres://perflab@127.0.0.1:{fake}/perflab --users 1 {SHORT}"),
+        2,
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    contains(&err, "PostgreSQL");
+    responder.join().unwrap();
+}
+
+#[test]
+fn passwords_never_reach_the_store_the_terminal_or_the_export() {
+    let pg = server();
+    psql(
+        &pg,
+        "CREATE ROLE clerk LOGIN SUPERUSER PASSWORD 'pw-7f3a9c-secret'",
+    );
+    let hba = pg.dir().join("data/pg_hba.conf");
+    let original = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(
+        &hba,
+        format!("host all clerk 127.0.0.1/32 scram-sha-256\n{original}"),
+    )
+    .unwrap();
+    psql(&pg, "SELECT pg_reload_conf()");
+    let port = pg
+        .url()
+        .split(':')
+        .nth(2)
+        .and_then(|p| p.split('/').next())
+        .unwrap()
+        .to_string();
+    let url = format!("postgres://clerk:pw-7f3a9c-secret@127.0.0.1:{port}/perflab");
+    let dir = tempdir();
+    let (out, err) = perflab_expect(
+        dir.path(),
+        &format!("run bank --target {url} --users 2 {SHORT}"),
+        0,
+    );
+    let export = perflab_ok(dir.path(), "show last --json -");
+    let shown = perflab_ok(dir.path(), "show last");
+    let runs = perflab_ok(dir.path(), "runs");
+    for (what, text) in [
+        ("stdout", &out),
+        ("stderr", &err),
+        ("export", &export),
+        ("show", &shown),
+        ("runs", &runs),
+    ] {
+        assert!(
+            !text.contains("pw-7f3a9c-secret"),
+            "the password is in {what}"
+        );
+    }
+    contains(&export, "clerk:***@");
+    let store = std::fs::read(dir.path().join("perflab.db")).unwrap();
+    let wal = std::fs::read(dir.path().join("perflab.db-wal")).unwrap_or_default();
+    for bytes in [&store, &wal] {
+        assert!(
+            !bytes.windows(16).any(|w| w == b"pw-7f3a9c-secret"),
+            "the password is in the store"
+        );
+    }
+}
