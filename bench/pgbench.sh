@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# perflab against pgbench on one PostgreSQL server, number for number.
+#
+# Starts a throwaway PostgreSQL on a free loopback port, loads pgbench's
+# tables with `pgbench -i -s SCALE`, then for 1, 2, 4, 8 and 16 clients runs
+# pgbench's built-in tpcb-like script (-M prepared) and `perflab run bank
+# --mix pgbench` (the same transaction on the same tables), alternating,
+# SECONDS each. Prints per client count the tps of each, the ratio
+# perflab/pgbench, and each client's CPU per transaction (user + system,
+# from the process's rusage).
+# Usage: bench/pgbench.sh [SECONDS] [SCALE]    (defaults 30 and 16)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-30}"
+scale="${2:-16}"
+bindir="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+cargo build --release --quiet
+perflab="$PWD/target/release/perflab"
+
+work="$(mktemp -d)"
+as_pg=()
+if [ "$(id -u)" -eq 0 ]; then
+    chown postgres "$work"
+    as_pg=(runuser -u postgres --)
+fi
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+stop() {
+    "${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -m fast stop >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap stop EXIT
+"${as_pg[@]}" "$bindir/initdb" -D "$work/data" -U bench --auth=trust --no-sync >/dev/null
+"${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/log" -w start \
+    -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work -c shared_buffers=512MB -c max_wal_size=4GB" >/dev/null
+url="postgres://bench@127.0.0.1:$port/postgres"
+"$bindir/pgbench" -i -q -s "$scale" "$url" >/dev/null 2>&1
+
+# Runs a command and prints "<child cpu seconds> <stdout>" on one line.
+measure() {
+    python3 -c '
+import resource, subprocess, sys
+out = subprocess.run(sys.argv[1:], capture_output=True, text=True, env={"CI": "true", **__import__("os").environ})
+if out.returncode != 0:
+    sys.exit(out.stderr)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(r.ru_utime + r.ru_stime, out.stdout.replace("\n", " "))' "$@"
+}
+
+printf '%8s %12s %12s %7s %16s %16s\n' clients pgbench perflab ratio 'pgbench cpu/tx' 'perflab cpu/tx'
+for clients in 1 2 4 8 16; do
+    threads=$(( clients < 2 ? clients : 2 ))
+    read -r pg_cpu pg_out < <(measure "$bindir/pgbench" -n -M prepared -c "$clients" -j "$threads" -T "$seconds" "$url")
+    pg_tps="$(grep -o 'tps = [0-9.]*' <<<"$pg_out" | head -1 | cut -d' ' -f3)"
+    pg_tx="$(grep -o 'actually processed: [0-9]*' <<<"$pg_out" | cut -d' ' -f3)"
+
+    read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix pgbench --scale "$scale" \
+        --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+    read -r pl_tps pl_tx < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
+import json, sys
+run = json.load(sys.stdin)
+step = run["steps"][0]
+total = sum(i["ok"] + i["refused"] + sum(i["errors"].values()) for i in step["intervals"])
+print(step["summary"]["throughput"], total)')
+    python3 -c "
+c, pg, pl, pgc, pgn, plc, pln = $clients, $pg_tps, $pl_tps, $pg_cpu, $pg_tx, $pl_cpu, $pl_tx
+print(f'{c:8d} {pg:12.0f} {pl:12.0f} {pl / pg:7.2f} {pgc / pgn * 1e6:13.1f} µs {plc / pln * 1e6:13.1f} µs')"
+done
