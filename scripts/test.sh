@@ -8,12 +8,17 @@ cd "$(dirname "$0")/.."
 # The embedded SQLite is compiled from source (rusqlite's bundled build), so
 # it needs a C compiler. The PostgreSQL tests start their own servers in
 # temporary directories (as the 'postgres' user when run as root) and need
-# the server binaries, psql and pgbench (Debian's postgresql package).
+# the server binaries, psql and pgbench (Debian's postgresql package); the
+# MariaDB tests likewise start mariadbd from Debian's mariadb-server.
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 \
     || ! command -v psql >/dev/null 2>&1 || ! command -v pgbench >/dev/null 2>&1; then
     need_apt+=(postgresql postgresql-client)
+fi
+if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ] \
+    || ! command -v mariadb-install-db >/dev/null 2>&1; then
+    need_apt+=(mariadb-server mariadb-client)
 fi
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" -ne 0 ]; then

@@ -56,7 +56,9 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
                     "drop --isolation, or use a postgres:// target",
                 ));
             }
-            if is_sqlite && mix == BankMix::Pgbench {
+            if !matches!(target, Target::Postgres { .. } | Target::PostgresManaged)
+                && mix == BankMix::Pgbench
+            {
                 return Err(PlanError::flag(
                     "--mix",
                     "pgbench runs on pgbench's tables in PostgreSQL",

@@ -4,6 +4,7 @@ use super::Exit;
 use crate::cli::{validate_target, CheckArgs, CheckWorkload, PlanError};
 use crate::plan::Target;
 use crate::report::render_check;
+use crate::workload::bank::mysql::{self, MyBank};
 use crate::workload::bank::postgres::{config as pg_config, PgBank};
 use crate::workload::bank::sqlite::SqliteBank;
 use crate::workload::bank::{check_database, BankBackend};
@@ -25,6 +26,13 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<Exit> {
                     )
                 })?;
             PgBank::existing(pg, *pgbench)?.figures()?
+        }
+        Target::Mysql { url } => {
+            let env = |name: &str| std::env::var(name).ok();
+            let my = mysql::resolve(url, &env).map_err(|e| {
+                PlanError::flag("--target", e, "e.g. --target mysql://bank@localhost/bank")
+            })?;
+            MyBank::existing(my)?.figures()?
         }
         _ => {
             return Err(PlanError::flag(

@@ -11,6 +11,7 @@ use crate::probe::HostFacts;
 use crate::report::{render_run, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
 use crate::units::format_duration;
+use crate::workload::bank::mysql::{self, MyBank};
 use crate::workload::bank::postgres::{config as pg_config, PgBank};
 use crate::workload::bank::sqlite::LoadReport;
 use crate::workload::bank::sqlite::SqliteBank;
@@ -74,6 +75,30 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                     );
                 }
                 Target::Postgres { url } => (url.clone(), serde_json::json!({})),
+                Target::Mysql { url } => {
+                    let env = |name: &str| std::env::var(name).ok();
+                    let my = mysql::resolve(url, &env).map_err(|e| {
+                        PlanError::flag(
+                            "--target",
+                            e,
+                            "e.g. --target mysql://bank:secret@localhost/bank",
+                        )
+                    })?;
+                    println!("preparing the bank (scale {scale}) in {}", my.display);
+                    let (backend, load) =
+                        MyBank::prepare(my, scale, mix, reload, isolation, max_tries)?;
+                    let setup = load_setup(&load);
+                    let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
+                    return execute(
+                        workload,
+                        &plan,
+                        argv,
+                        started_at,
+                        Some(setup),
+                        &mut store,
+                        &interrupted,
+                    );
+                }
                 Target::PostgresManaged => {
                     println!("starting a managed PostgreSQL");
                     let server = ManagedPostgres::start(&server_settings, keep)?;

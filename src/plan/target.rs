@@ -15,6 +15,8 @@ pub enum Target {
     Postgres { url: String },
     /// A PostgreSQL server that perflab creates, starts and removes.
     PostgresManaged,
+    /// A MySQL or MariaDB server; the URL is only ever shown redacted.
+    Mysql { url: String },
     /// No server: the `null` workload's in-process stand-in.
     InProcess,
 }
@@ -53,11 +55,11 @@ impl Target {
             "postgres" | "postgresql" if text.contains("://") => Ok(Target::Postgres {
                 url: text.to_string(),
             }),
-            "mysql" | "mariadb" => Err(format!(
-                "{scheme} targets are not available in this build yet; use sqlite:PATH or postgres://"
-            )),
+            "mysql" | "mariadb" if text.contains("://") => Ok(Target::Mysql {
+                url: text.to_string(),
+            }),
             _ => Err(format!(
-                "'{}' is not a target this workload knows; use sqlite:PATH, postgres://USER@HOST/DB or postgres:managed",
+                "'{}' is not a target this workload knows; use sqlite:PATH, postgres://USER@HOST/DB, postgres:managed or mysql://USER@HOST/DB",
                 redact(text)
             )),
         }
@@ -67,7 +69,7 @@ impl Target {
     pub fn redacted(&self) -> String {
         match self {
             Target::Sqlite { path } => format!("sqlite:{}", path.display()),
-            Target::Postgres { url } => redact(url),
+            Target::Postgres { url } | Target::Mysql { url } => redact(url),
             Target::PostgresManaged => "postgres:managed".to_string(),
             Target::InProcess => "in-process".to_string(),
         }
@@ -83,10 +85,14 @@ impl fmt::Display for Target {
 /// Replaces the password of a `scheme://user:password@host` string with `***`.
 pub fn redact(text: &str) -> String {
     // A password can also ride in the query string (`?password=…`).
-    if let Some(at) = text.find("password=") {
-        let end = text[at..].find('&').map_or(text.len(), |e| at + e);
-        return redact(&format!("{}password=***{}", &text[..at], &text[end..]));
-    }
+    let text = &match text.find("password=") {
+        Some(at) => {
+            let value = at + "password=".len();
+            let end = text[value..].find('&').map_or(text.len(), |e| value + e);
+            format!("{}***{}", &text[..value], &text[end..])
+        }
+        None => text.to_string(),
+    };
     let Some(scheme_end) = text.find("://") else {
         return text.to_string();
     };

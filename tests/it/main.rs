@@ -4,5 +4,6 @@
 mod bank;
 mod cli;
 mod engine;
+mod mariadb;
 mod postgres;
 mod support;

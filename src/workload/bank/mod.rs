@@ -4,6 +4,7 @@
 //! beside it) runs them. The mixes never see SQL.
 
 mod check;
+pub mod mysql;
 mod ops;
 pub mod postgres;
 pub mod sqlite;

@@ -1,0 +1,378 @@
+//! The bank on MySQL or MariaDB, through mysql_async: one connection per
+//! user, the bank's statements prepared once per connection, deadlocks and
+//! lock-wait timeouts retried up to `--max-tries`. The load inserts rows in
+//! multi-row INSERTs over four connections at once. InnoDB clusters rows by
+//! primary key, so the keys are declared before the data (adding them after
+//! would rebuild every table); rows arrive in key order.
+
+mod txn;
+
+pub use txn::MyConn;
+
+use super::check::BankFigures;
+use super::ops::{ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
+use super::sqlite::LoadReport;
+use super::{check_database, BankBackend, Tables};
+use crate::cli::PlanError;
+use crate::plan::{BankMix, Isolation};
+use anyhow::Context;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder};
+use std::fmt::Write;
+use std::time::Instant;
+
+/// Parallel INSERT streams while loading accounts.
+const INSERT_STREAMS: i64 = 4;
+/// Rows per multi-row INSERT.
+const ROWS_PER_INSERT: i64 = 2_000;
+/// Version of the schema this code writes.
+const SCHEMA_VERSION: i64 = 1;
+
+/// Connection settings of a MySQL or MariaDB target.
+#[derive(Clone)]
+pub struct MyTarget {
+    pub opts: Opts,
+    /// user@host:port/db: what messages may show.
+    pub display: String,
+}
+
+/// Resolves a `mysql://` or `mariadb://` URL, with MYSQL_HOST,
+/// MYSQL_TCP_PORT, MYSQL_PWD and USER as the client library uses them.
+pub fn resolve(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<MyTarget, String> {
+    let url = url.replacen("mariadb://", "mysql://", 1);
+    let opts = Opts::from_url(&url).map_err(|e| {
+        format!(
+            "'{}' is not a MySQL URL ({e}); write mysql://USER:PASSWORD@HOST:PORT/DB",
+            crate::plan::redact(&url)
+        )
+    })?;
+    let mut builder = OptsBuilder::from_opts(opts.clone());
+    let host_given = url
+        .strip_prefix("mysql://")
+        .and_then(|rest| rest.split(['/', '?']).next())
+        .is_some_and(|authority| !authority.rsplit('@').next().unwrap_or_default().is_empty());
+    if !host_given {
+        if let Some(host) = env("MYSQL_HOST") {
+            builder = builder.ip_or_hostname(host);
+        }
+        if let Some(port) = env("MYSQL_TCP_PORT").and_then(|p| p.parse().ok()) {
+            builder = builder.tcp_port(port);
+        }
+    }
+    if opts.user().is_none() {
+        builder = builder.user(env("USER"));
+    }
+    if opts.pass().is_none() {
+        if let Some(pw) = env("MYSQL_PWD") {
+            builder = builder.pass(Some(pw));
+        }
+    }
+    let opts = Opts::from(builder);
+    let display = format!(
+        "{}@{}:{}/{}",
+        opts.user().unwrap_or("?"),
+        opts.ip_or_hostname(),
+        opts.tcp_port(),
+        opts.db_name().unwrap_or("")
+    );
+    Ok(MyTarget { opts, display })
+}
+
+/// Explains a failed connection in one line.
+pub fn connect_error(target: &MyTarget, e: &mysql_async::Error) -> PlanError {
+    let at = &target.display;
+    let message = match e {
+        mysql_async::Error::Server(s) if s.code == 1045 => format!(
+            "the server refused the password for {at}; check the URL or MYSQL_PWD"
+        ),
+        mysql_async::Error::Server(s) if s.code == 1049 => format!(
+            "the database of {at} does not exist; create it (CREATE DATABASE) or name another in the URL"
+        ),
+        mysql_async::Error::Server(s) => {
+            format!("the server at {at} refused the connection ({}: {})", s.code, s.message)
+        }
+        other => {
+            let text = other.to_string();
+            if text.contains("refused") {
+                format!("nothing answers at {at} (connection refused); start MariaDB/MySQL there or fix the host and port")
+            } else {
+                format!("cannot talk to MariaDB/MySQL at {at} ({text}); is it a MySQL server?")
+            }
+        }
+    };
+    PlanError::new(message)
+}
+
+pub(crate) async fn connect(target: &MyTarget) -> Result<Conn, PlanError> {
+    Conn::new(target.opts.clone())
+        .await
+        .map_err(|e| connect_error(target, &e))
+}
+
+/// A MySQL/MariaDB bank.
+pub struct MyBank {
+    target: MyTarget,
+    tables: Tables,
+    isolation: Isolation,
+    max_tries: u32,
+    admin: tokio::runtime::Runtime,
+}
+
+impl MyBank {
+    /// Connects, then loads or reuses the bank for `scale` units.
+    pub fn prepare(
+        target: MyTarget,
+        scale: u32,
+        mix: BankMix,
+        reload: bool,
+        isolation: Isolation,
+        max_tries: u32,
+    ) -> anyhow::Result<(Self, LoadReport)> {
+        if mix == BankMix::Pgbench {
+            anyhow::bail!(PlanError::flag(
+                "--mix",
+                "pgbench runs on pgbench's tables in PostgreSQL",
+                "use tpcb or atm on MySQL/MariaDB"
+            ));
+        }
+        let bank = MyBank {
+            target,
+            tables: Tables::of(mix),
+            isolation,
+            max_tries,
+            admin: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start a runtime")?,
+        };
+        let started = Instant::now();
+        let report = bank
+            .admin
+            .block_on(bank.prepare_tables(i64::from(scale), reload, started))?;
+        Ok((bank, report))
+    }
+
+    /// Opens an existing bank for `perflab check bank`.
+    pub fn existing(target: MyTarget) -> anyhow::Result<Self> {
+        let bank = MyBank {
+            target,
+            tables: Tables::of(BankMix::Tpcb),
+            isolation: Isolation::ReadCommitted,
+            max_tries: 1,
+            admin: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start a runtime")?,
+        };
+        let loaded = bank.admin.block_on(async {
+            let mut conn = connect(&bank.target).await?;
+            loaded_scale(&mut conn).await
+        })?;
+        if loaded.is_none() {
+            anyhow::bail!(PlanError::new(format!(
+                "{} holds no perflab bank; load one with `perflab run bank --target mysql://…`",
+                bank.target.display
+            )));
+        }
+        Ok(bank)
+    }
+
+    async fn prepare_tables(
+        &self,
+        scale: i64,
+        reload: bool,
+        started: Instant,
+    ) -> anyhow::Result<LoadReport> {
+        let mut conn = connect(&self.target).await?;
+        if !reload && loaded_scale(&mut conn).await? == Some(scale) {
+            let report = check_database(&figures(&mut conn).await?);
+            if !report.passed {
+                let failed: Vec<String> = report
+                    .lines
+                    .iter()
+                    .filter(|l| !l.passed)
+                    .map(|l| format!("{}: {}", l.rule, l.detail))
+                    .collect();
+                anyhow::bail!(PlanError::new(format!(
+                    "the bank in {} fails its check ({}); rerun with --reload to load it afresh",
+                    self.target.display,
+                    failed.join("; ")
+                )));
+            }
+            return Ok(LoadReport {
+                reused: true,
+                rows: 0,
+                elapsed: started.elapsed(),
+            });
+        }
+        let rows = self
+            .load(&mut conn, scale)
+            .await
+            .with_context(|| format!("cannot load the bank into {}", self.target.display))?;
+        Ok(LoadReport {
+            reused: false,
+            rows,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    async fn load(&self, conn: &mut Conn, scale: i64) -> anyhow::Result<u64> {
+        let tellers = scale * TELLERS_PER_BRANCH;
+        let accounts = scale * ACCOUNTS_PER_BRANCH;
+        let teller_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH / TELLERS_PER_BRANCH;
+        let branch_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH;
+        conn.query_drop("DROP TABLE IF EXISTS perflab_bank, history, accounts, tellers, branches")
+            .await?;
+        for ddl in [
+            "CREATE TABLE branches (bid INT NOT NULL PRIMARY KEY, bbalance BIGINT NOT NULL, filler CHAR(88) CHARACTER SET latin1) ENGINE=InnoDB",
+            "CREATE TABLE tellers (tid INT NOT NULL PRIMARY KEY, bid INT NOT NULL, tbalance BIGINT NOT NULL, filler CHAR(84) CHARACTER SET latin1) ENGINE=InnoDB",
+            "CREATE TABLE accounts (aid INT NOT NULL PRIMARY KEY, bid INT NOT NULL, abalance BIGINT NOT NULL, filler CHAR(84) CHARACTER SET latin1) ENGINE=InnoDB",
+            "CREATE TABLE history (tid INT, bid INT, aid INT, delta BIGINT, mtime DATETIME(6), filler CHAR(22) CHARACTER SET latin1) ENGINE=InnoDB",
+        ] {
+            conn.query_drop(ddl).await?;
+        }
+        let mut sql = String::from("INSERT INTO branches VALUES ");
+        for bid in 1..=scale {
+            let _ = write!(
+                sql,
+                "{}({bid},{branch_balance},'')",
+                if bid > 1 { "," } else { "" }
+            );
+        }
+        conn.query_drop(sql).await?;
+        let mut sql = String::from("INSERT INTO tellers VALUES ");
+        for tid in 1..=tellers {
+            let bid = (tid - 1) / TELLERS_PER_BRANCH + 1;
+            let _ = write!(
+                sql,
+                "{}({tid},{bid},{teller_balance},'')",
+                if tid > 1 { "," } else { "" }
+            );
+        }
+        conn.query_drop(sql).await?;
+
+        let per_stream = (accounts + INSERT_STREAMS - 1) / INSERT_STREAMS;
+        let streams = (0..INSERT_STREAMS).map(|i| {
+            let from = i * per_stream + 1;
+            let to = ((i + 1) * per_stream).min(accounts);
+            insert_accounts(&self.target, from, to)
+        });
+        futures_util::future::try_join_all(streams).await?;
+        conn.query_drop(
+            "CREATE TABLE perflab_bank (scale BIGINT NOT NULL, initial_total BIGINT NOT NULL, loaded_at DATETIME NOT NULL, schema_version BIGINT NOT NULL) ENGINE=InnoDB",
+        )
+        .await?;
+        conn.query_drop(format!(
+            "INSERT INTO perflab_bank VALUES ({scale}, {}, NOW(), {SCHEMA_VERSION})",
+            accounts * INITIAL_BALANCE
+        ))
+        .await?;
+        conn.query_drop("ANALYZE TABLE branches, tellers, accounts")
+            .await?;
+        Ok(u64::try_from(scale + tellers + accounts).unwrap_or(0))
+    }
+}
+
+/// Inserts accounts `from..=to` in multi-row INSERTs on a connection of its own.
+async fn insert_accounts(target: &MyTarget, from: i64, to: i64) -> anyhow::Result<()> {
+    let mut conn = connect(target).await?;
+    let mut start = from;
+    while start <= to {
+        let end = (start + ROWS_PER_INSERT - 1).min(to);
+        let mut sql = String::with_capacity(64 + 32 * ROWS_PER_INSERT as usize);
+        sql.push_str("INSERT INTO accounts VALUES ");
+        for aid in start..=end {
+            let bid = (aid - 1) / ACCOUNTS_PER_BRANCH + 1;
+            let _ = write!(
+                sql,
+                "{}({aid},{bid},{INITIAL_BALANCE},'')",
+                if aid > start { "," } else { "" }
+            );
+        }
+        conn.query_drop(sql).await?;
+        start = end + 1;
+    }
+    conn.disconnect().await?;
+    Ok(())
+}
+
+async fn loaded_scale(conn: &mut Conn) -> anyhow::Result<Option<i64>> {
+    let exists: Option<i64> = conn
+        .query_first(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'perflab_bank'",
+        )
+        .await?;
+    if exists.unwrap_or(0) == 0 {
+        return Ok(None);
+    }
+    Ok(conn
+        .query_first(format!(
+            "SELECT MAX(scale) FROM perflab_bank WHERE schema_version = {SCHEMA_VERSION}"
+        ))
+        .await?)
+}
+
+/// The check's figures, read in one consistent snapshot.
+async fn figures(conn: &mut Conn) -> anyhow::Result<BankFigures> {
+    conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .await?;
+    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .await?;
+    let row: Option<mysql_async::Row> = conn
+        .query_first(
+            "SELECT (SELECT MAX(scale) FROM perflab_bank), (SELECT MAX(initial_total) FROM perflab_bank),
+                    (SELECT COUNT(*) FROM branches), (SELECT COUNT(*) FROM tellers), (SELECT COUNT(*) FROM accounts),
+                    (SELECT CAST(COALESCE(SUM(abalance), 0) AS SIGNED) FROM accounts),
+                    (SELECT CAST(COALESCE(SUM(tbalance), 0) AS SIGNED) FROM tellers),
+                    (SELECT CAST(COALESCE(SUM(bbalance), 0) AS SIGNED) FROM branches),
+                    (SELECT COUNT(*) FROM history),
+                    (SELECT CAST(COALESCE(SUM(delta), 0) AS SIGNED) FROM history),
+                    (SELECT COUNT(*) FROM accounts WHERE abalance < 0),
+                    (SELECT COALESCE(MIN(abalance), 0) FROM accounts)",
+        )
+        .await?;
+    conn.query_drop("COMMIT").await?;
+    let row = row.context("the figures query returned nothing")?;
+    let get = |i: usize| -> anyhow::Result<i64> {
+        row.get_opt::<i64, usize>(i)
+            .and_then(|v| v.ok())
+            .with_context(|| format!("figure {i} is not a number"))
+    };
+    Ok(BankFigures {
+        scale: get(0)?,
+        initial_total: get(1)?,
+        branches: get(2)?,
+        tellers: get(3)?,
+        accounts: get(4)?,
+        accounts_sum: get(5)?,
+        tellers_sum: get(6)?,
+        branches_sum: get(7)?,
+        history_rows: get(8)?,
+        history_sum: get(9)?,
+        negative_accounts: get(10)?,
+        min_balance: get(11)?,
+    })
+}
+
+impl BankBackend for MyBank {
+    type Conn = MyConn;
+
+    async fn connect(&self) -> anyhow::Result<MyConn> {
+        MyConn::open(
+            self.target.clone(),
+            self.tables,
+            self.isolation,
+            self.max_tries,
+        )
+        .await
+    }
+
+    fn figures(&self) -> anyhow::Result<BankFigures> {
+        self.admin.block_on(async {
+            let mut conn = connect(&self.target).await?;
+            let figures = figures(&mut conn).await;
+            let _ = conn.disconnect().await;
+            figures
+        })
+    }
+}

@@ -1,0 +1,155 @@
+//! The bank on a real MariaDB server, started by the test in a temporary
+//! directory on a free loopback port and stopped when the test ends.
+
+use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SHORT: &str = "--warmup 0s --duration 1s";
+
+/// A MariaDB server of the test's own.
+struct MariaDb {
+    dir: PathBuf,
+    child: Child,
+    port: u16,
+}
+
+impl MariaDb {
+    fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("perflab-mariadb-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let as_root = unsafe { libc::geteuid() } == 0;
+        if as_root {
+            let status = Command::new("chown")
+                .arg("mysql:mysql")
+                .arg(&dir)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let data = dir.join("data");
+        let out = Command::new("mariadb-install-db")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .args(["--user=mysql", "--skip-test-db"])
+            .output()
+            .expect("mariadb-install-db runs (is mariadb-server installed?)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("mariadbd")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", dir.join("sock").display()))
+            .arg(format!("--pid-file={}", dir.join("pid").display()))
+            .arg(format!("--log-error={}", dir.join("log").display()))
+            .arg(format!("--port={port}"))
+            .args(["--bind-address=127.0.0.1", "--user=mysql", "--skip-log-bin"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mariadbd starts");
+        let server = MariaDb { dir, child, port };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let setup = server.sql(
+                "CREATE USER 'perflab'@'127.0.0.1' IDENTIFIED BY 'bank-pw';
+                 CREATE DATABASE perflab;
+                 GRANT ALL ON *.* TO 'perflab'@'127.0.0.1';",
+            );
+            if setup {
+                return server;
+            }
+            assert!(Instant::now() < deadline, "MariaDB did not start");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Runs SQL as root over the server's socket.
+    fn sql(&self, sql: &str) -> bool {
+        Command::new("mariadb")
+            .arg(format!("--socket={}", self.dir.join("sock").display()))
+            .args(["-u", "root", "-e", sql])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    fn url(&self, password: &str) -> String {
+        format!("mysql://perflab:{password}@127.0.0.1:{}/perflab", self.port)
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        // SAFETY: signalling the server this test started, by its PID.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn both_mixes_run_and_check_on_mariadb() {
+    let db = MariaDb::start();
+    let dir = tempdir();
+    let url = db.url("bank-pw");
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --users 1,4 {SHORT}"),
+    );
+    contains(&out, "loaded 100011 rows");
+    contains(&out, "check: passed");
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --mix atm --users 4 {SHORT}"),
+    );
+    contains(&out, "reused the loaded bank");
+    contains(&out, "ok   no overdraft");
+    contains(&out, "check: passed");
+    let check = perflab_ok(dir.path(), &format!("check bank --target {url}"));
+    contains(&check, "check: passed");
+    for (what, text) in [
+        ("run", &out),
+        ("check", &check),
+        ("runs", &perflab_ok(dir.path(), "runs")),
+    ] {
+        assert!(!text.contains("bank-pw"), "the password is in {what}");
+    }
+    assert!(db.sql("UPDATE perflab.tellers SET tbalance = tbalance - 5 WHERE tid = 3"));
+    let (out, _) = perflab_expect(dir.path(), &format!("check bank --target {url}"), 1);
+    contains(&out, "FAIL money conserved");
+}
+
+#[test]
+fn a_wrong_mariadb_password_gets_one_line_and_exit_2() {
+    let db = MariaDb::start();
+    let dir = tempdir();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run bank --target {} --users 1 {SHORT}", db.url("not-it")),
+        2,
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    contains(&err, "refused the password");
+    assert!(!err.contains("not-it"));
+}
