@@ -7,7 +7,7 @@ use crate::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, Swe
 use crate::knob::managed_pg::ManagedPostgres;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan, Target, WorkloadSpec};
-use crate::probe::HostFacts;
+use crate::probe::{DbProbe, DbSample, HostFacts};
 use crate::report::{render_run, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
 use crate::units::format_duration;
@@ -32,19 +32,16 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         signal_hook::flag::register_conditional_shutdown(signal, 130, interrupted.clone())?;
         signal_hook::flag::register(signal, interrupted.clone())?;
     }
-    let started_at = SystemTime::now();
+    let mut ctx = RunContext {
+        argv,
+        started_at: SystemTime::now(),
+        store: &mut store,
+        interrupted,
+    };
     match plan.workload.clone() {
         WorkloadSpec::Null { service, stall } => {
             let workload = Arc::new(NullWorkload::new(service, stall));
-            execute(
-                workload,
-                &plan,
-                argv,
-                started_at,
-                None,
-                &mut store,
-                &interrupted,
-            )
+            execute(workload, &plan, None, None, &mut ctx)
         }
         WorkloadSpec::Bank {
             target,
@@ -64,15 +61,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                     let (backend, load) = SqliteBank::prepare(path, scale, reload, plan.timeout)?;
                     let setup = load_setup(&load);
                     let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
-                    return execute(
-                        workload,
-                        &plan,
-                        argv,
-                        started_at,
-                        Some(setup),
-                        &mut store,
-                        &interrupted,
-                    );
+                    return execute(workload, &plan, Some(setup), None, &mut ctx);
                 }
                 Target::Postgres { url } => (url.clone(), serde_json::json!({})),
                 Target::Mysql { url } => {
@@ -89,15 +78,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                         MyBank::prepare(my, scale, mix, reload, isolation, max_tries)?;
                     let setup = load_setup(&load);
                     let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
-                    return execute(
-                        workload,
-                        &plan,
-                        argv,
-                        started_at,
-                        Some(setup),
-                        &mut store,
-                        &interrupted,
-                    );
+                    return execute(workload, &plan, Some(setup), None, &mut ctx);
                 }
                 Target::PostgresManaged => {
                     println!("starting a managed PostgreSQL");
@@ -139,18 +120,26 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
             {
                 obj.extend(load);
             }
+            let probe = start_probe(backend.probe());
             let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
-            let exit = execute(
-                workload,
-                &plan,
-                argv,
-                started_at,
-                Some(setup),
-                &mut store,
-                &interrupted,
-            );
+            let exit = execute(workload, &plan, Some(setup), probe, &mut ctx);
             drop(managed);
             exit
+        }
+    }
+}
+
+/// A database probe, or a warning and none: statistics are worth having,
+/// not worth failing the run for.
+fn start_probe(probe: anyhow::Result<DbProbe>) -> Option<DbProbe> {
+    match probe {
+        Ok(probe) => Some(probe),
+        Err(e) => {
+            eprintln!(
+                "warning: no database statistics for this run: {}",
+                crate::commands::one_line(&format!("{e:#}"))
+            );
+            None
         }
     }
 }
@@ -180,38 +169,64 @@ fn load_setup(load: &LoadReport) -> serde_json::Value {
     }
 }
 
-/// Commits steps to the store and shows progress.
+/// Commits steps to the store, attaches the database's samples, shows progress.
 struct RunObserver<'a> {
     store: &'a mut Store,
     run: RunId,
     progress: Progress,
+    db_probe: Option<DbProbe>,
+    /// The database's samples of the running step's intervals, in order.
+    db_samples: Vec<Option<DbSample>>,
 }
 
 impl SweepObserver for RunObserver<'_> {
     fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule) {
+        // Start the step's counters from here, not from the last step's end.
+        if let Some(probe) = &self.db_probe {
+            let _ = probe.take();
+        }
+        self.db_samples.clear();
         self.progress.step_started(index, level, schedule);
     }
 
     fn interval(&mut self, spec: &IntervalSpec, tally: &Tally) {
+        if let Some(probe) = &self.db_probe {
+            self.db_samples.push(probe.take());
+        }
         self.progress.interval(spec, tally);
     }
 
-    fn step_finished(&mut self, step: &StepResult) -> anyhow::Result<()> {
+    fn step_finished(&mut self, step: &mut StepResult) -> anyhow::Result<()> {
+        for (interval, sample) in step.intervals.iter_mut().zip(self.db_samples.drain(..)) {
+            interval.db = sample;
+        }
         self.store.commit_step(self.run, step)?;
         self.progress.step_finished(step);
         Ok(())
     }
 }
 
+/// What every run carries from the command line to its end.
+struct RunContext<'a> {
+    argv: Vec<String>,
+    started_at: SystemTime,
+    store: &'a mut Store,
+    interrupted: Arc<AtomicBool>,
+}
+
 fn execute<W: Workload>(
     workload: Arc<W>,
     plan: &Plan,
-    argv: Vec<String>,
-    started_at: SystemTime,
     setup: Option<serde_json::Value>,
-    store: &mut Store,
-    interrupted: &Arc<AtomicBool>,
+    db_probe: Option<DbProbe>,
+    ctx: &mut RunContext<'_>,
 ) -> anyhow::Result<Exit> {
+    let store = &mut *ctx.store;
+    let (argv, started_at, interrupted) = (
+        std::mem::take(&mut ctx.argv),
+        ctx.started_at,
+        &ctx.interrupted,
+    );
     let target = plan.workload.target().redacted();
     let run = store.create_run(&NewRun {
         started_at,
@@ -237,6 +252,8 @@ fn execute<W: Workload>(
         store,
         run,
         progress: Progress::new(plan.sweep.levels.len()),
+        db_probe,
+        db_samples: Vec::new(),
     };
     let swept = run_sweep(workload.clone(), plan, interrupted, &mut observer);
     let store = observer.store;

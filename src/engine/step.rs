@@ -2,7 +2,7 @@
 
 use crate::measure::{Phase, StepSummary, Tally};
 use crate::plan::Level;
-use crate::probe::SelfUsage;
+use crate::probe::{DbSample, SelfUsage};
 use std::time::{Duration, SystemTime};
 
 /// One interval's merged tally.
@@ -14,6 +14,8 @@ pub struct IntervalRecord {
     /// Its length (the drain interval's is however long draining took).
     pub length: Duration,
     pub tally: Tally,
+    /// What the database reported over the interval, when a probe watched it.
+    pub db: Option<DbSample>,
 }
 
 /// How a step ended.
@@ -68,6 +70,17 @@ impl StepResult {
             length += interval.length;
         }
         (tally, length)
+    }
+
+    /// The database's samples over the measured window, merged.
+    pub fn measured_db(&self) -> Option<DbSample> {
+        let mut merged: Option<DbSample> = None;
+        for interval in self.intervals.iter().filter(|i| i.phase == Phase::Measured) {
+            if let Some(db) = &interval.db {
+                merged.get_or_insert_with(DbSample::default).merge(db);
+            }
+        }
+        merged
     }
 
     /// The step's summary figures.

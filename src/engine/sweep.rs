@@ -23,8 +23,9 @@ pub trait SweepObserver {
     fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule);
     /// An interval of the running step is complete (merged over all workers).
     fn interval(&mut self, spec: &IntervalSpec, tally: &Tally);
-    /// A step has ended; an error here ends the sweep.
-    fn step_finished(&mut self, step: &StepResult) -> anyhow::Result<()>;
+    /// A step has ended; an error here ends the sweep. The observer may
+    /// attach what its probes saw to the step's intervals.
+    fn step_finished(&mut self, step: &mut StepResult) -> anyhow::Result<()>;
 }
 
 /// Why a sweep stopped.
@@ -304,6 +305,7 @@ fn run_step<W: Workload>(
             start: spec.start,
             length: spec.end - spec.start,
             tally: tally.clone(),
+            db: None,
         })
         .collect();
     let mut drain = Tally::new(workload.op_names().len());
@@ -324,6 +326,7 @@ fn run_step<W: Workload>(
         start: stopped_at,
         length: drain_length,
         tally: drain,
+        db: None,
     });
     let expected = schedule
         .intervals

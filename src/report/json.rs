@@ -54,6 +54,7 @@ pub fn run_json(run: &StoredRun) -> Value {
                         "dropped": interval.tally.dropped,
                         "throughput": if seconds > 0.0 { all.completed() as f64 / seconds } else { 0.0 },
                         "response": LatencySummary::of(&all.response),
+                        "db": interval.db,
                     })
                 })
                 .collect();
@@ -66,6 +67,7 @@ pub fn run_json(run: &StoredRun) -> Value {
                 "usage": step.usage,
                 "summary": step.summary(),
                 "ops": ops,
+                "db": step.measured_db(),
                 "intervals": intervals,
             })
         })

@@ -5,6 +5,7 @@
 use crate::engine::{StepResult, StepStatus};
 use crate::measure::LatencySummary;
 use crate::plan::Level;
+use crate::probe::DbSample;
 use crate::store::StoredRun;
 use crate::units::{Bytes, Latency, OpsPerSec, Percent};
 use crate::workload::CheckReport;
@@ -13,6 +14,8 @@ use std::fmt::Write;
 /// The per-step table.
 pub fn step_table(steps: &[StepResult]) -> String {
     let open = steps.iter().any(|s| matches!(s.level, Level::Rate(_)));
+    let db: Vec<Option<DbSample>> = steps.iter().map(|s| s.measured_db()).collect();
+    let waits = db.iter().flatten().any(|d| d.top_wait().is_some());
     let mut out = String::new();
     let load = if open { "rate/s" } else { "users" };
     let _ = write!(
@@ -23,8 +26,12 @@ pub fn step_table(steps: &[StepResult]) -> String {
     if open {
         let _ = write!(out, " {:>8} {:>9}", "dropped", "lag p99");
     }
-    let _ = writeln!(out, " {:>8} {:>10} {:>10}", "cpu", "cpu/op", "rss");
-    for step in steps {
+    let _ = write!(out, " {:>8} {:>10} {:>10}", "cpu", "cpu/op", "rss");
+    if waits {
+        let _ = write!(out, "  {:<14}", "db wait");
+    }
+    out.push('\n');
+    for (step, db) in steps.iter().zip(&db) {
         let s = step.summary();
         let level = match step.level {
             Level::Users(n) => n.to_string(),
@@ -60,6 +67,15 @@ pub fn step_table(steps: &[StepResult]) -> String {
                 .rss_bytes
                 .map_or("-".to_string(), |b| Bytes(b).to_string())
         );
+        if waits {
+            let top = db
+                .as_ref()
+                .and_then(|d| d.top_wait())
+                .map_or("-".to_string(), |(class, share)| {
+                    format!("{class} {}", Percent(share))
+                });
+            let _ = write!(out, "  {top:<14}");
+        }
         match &step.status {
             StepStatus::Ok => {}
             StepStatus::Failed(why) => {

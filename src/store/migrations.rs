@@ -62,6 +62,14 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (step_id, interval_idx, op_idx),
         FOREIGN KEY (step_id, interval_idx) REFERENCES intervals(step_id, idx)
     );",
+    // 2: what the database reported over each interval (counters, waits).
+    "CREATE TABLE interval_db (
+        step_id INTEGER NOT NULL,
+        interval_idx INTEGER NOT NULL,
+        sample TEXT NOT NULL,
+        PRIMARY KEY (step_id, interval_idx),
+        FOREIGN KEY (step_id, interval_idx) REFERENCES intervals(step_id, idx)
+    );",
 ];
 
 /// The schema version this build writes.

@@ -311,11 +311,23 @@ impl Store {
                     response: decode_histogram(&response)?,
                 };
             }
+            let db: Option<String> = self
+                .conn
+                .query_row(
+                    "SELECT sample FROM interval_db WHERE step_id = ?1 AND interval_idx = ?2",
+                    params![step_id, idx],
+                    |r| r.get(0),
+                )
+                .optional()?;
             intervals.push(IntervalRecord {
                 phase: Phase::parse(&phase).ok_or_else(|| anyhow!("unknown phase '{phase}'"))?,
                 start: Duration::from_secs_f64(start.max(0.0)),
                 length: Duration::from_secs_f64(length.max(0.0)),
                 tally,
+                db: db
+                    .map(|s| serde_json::from_str(&s))
+                    .transpose()
+                    .context("damaged database sample")?,
             });
         }
         Ok(intervals)

@@ -84,6 +84,9 @@ impl Store {
                 "INSERT INTO intervals (step_id, idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?;
+            let mut db_stmt = tx.prepare(
+                "INSERT INTO interval_db (step_id, interval_idx, sample) VALUES (?1, ?2, ?3)",
+            )?;
             let mut op_stmt = tx.prepare(
                 "INSERT INTO interval_ops (step_id, interval_idx, op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -101,6 +104,9 @@ impl Store {
                     t.think_total.as_secs_f64(),
                     t.thinks as i64,
                 ])?;
+                if let Some(db) = &interval.db {
+                    db_stmt.execute(params![step_id, idx as i64, serde_json::to_string(db)?])?;
+                }
                 for (op_idx, op) in t.ops.iter().enumerate() {
                     op_stmt.execute(params![
                         step_id,

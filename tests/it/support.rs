@@ -18,7 +18,7 @@ pub struct Collect {
 impl SweepObserver for Collect {
     fn step_started(&mut self, _: usize, _: Level, _: &Schedule) {}
     fn interval(&mut self, _: &IntervalSpec, _: &Tally) {}
-    fn step_finished(&mut self, step: &StepResult) -> anyhow::Result<()> {
+    fn step_finished(&mut self, step: &mut StepResult) -> anyhow::Result<()> {
         self.steps.push(step.clone());
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! primary key, so the keys are declared before the data (adding them after
 //! would rebuild every table); rows arrive in key order.
 
+pub mod stats;
 mod txn;
 
 pub use txn::MyConn;
@@ -150,6 +151,12 @@ impl MyBank {
             .admin
             .block_on(bank.prepare_tables(i64::from(scale), reload, started))?;
         Ok((bank, report))
+    }
+
+    /// Starts sampling the server's statistics for the run.
+    pub fn probe(&self) -> anyhow::Result<crate::probe::DbProbe> {
+        let source = stats::MyStats::connect(&self.target)?;
+        Ok(crate::probe::DbProbe::start(source)?)
     }
 
     /// Opens an existing bank for `perflab check bank`.

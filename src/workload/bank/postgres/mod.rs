@@ -6,6 +6,7 @@
 
 pub mod config;
 mod load;
+pub mod stats;
 mod txn;
 
 pub use config::PgTarget;
@@ -58,6 +59,12 @@ impl PgBank {
             load::prepare(&client, &bank.target, bank.tables, scale, reload, started).await
         })?;
         Ok((bank, report))
+    }
+
+    /// Starts sampling the server's statistics for the run.
+    pub fn probe(&self) -> anyhow::Result<crate::probe::DbProbe> {
+        let source = stats::PgStats::connect(&self.target)?;
+        Ok(crate::probe::DbProbe::start(source)?)
     }
 
     /// Opens an existing bank for `perflab check bank`.

@@ -1,0 +1,106 @@
+//! PostgreSQL's side of the story: pg_stat_database, pg_stat_wal, the
+//! checkpoint counters (pg_stat_bgwriter before 17, pg_stat_checkpointer
+//! from 17) and the wait events of the benchmark's sessions
+//! (application_name `perflab`) in pg_stat_activity.
+
+use super::PgTarget;
+use crate::probe::DbStatsSource;
+use std::collections::BTreeMap;
+use tokio_postgres::{Client, NoTls};
+
+/// A statistics connection to PostgreSQL.
+pub struct PgStats {
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+    checkpoints_sql: &'static str,
+    has_wal_view: bool,
+}
+
+impl PgStats {
+    /// Opens the statistics connection (named `perflab-probe`, so it never
+    /// counts itself among the benchmark's sessions).
+    pub fn connect(target: &PgTarget) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let mut config = target.config.clone();
+        config.application_name("perflab-probe");
+        let client = runtime.block_on(async {
+            let (client, connection) = config
+                .connect(NoTls)
+                .await
+                .map_err(|e| super::connect_error(target, &e))?;
+            tokio::spawn(connection);
+            anyhow::Ok(client)
+        })?;
+        let version: i32 = runtime
+            .block_on(client.query_one("SELECT current_setting('server_version_num')::int", &[]))?
+            .get(0);
+        Ok(PgStats {
+            runtime,
+            client,
+            checkpoints_sql: if version >= 170_000 {
+                "SELECT (num_timed + num_requested)::float8 FROM pg_stat_checkpointer"
+            } else {
+                "SELECT (checkpoints_timed + checkpoints_req)::float8 FROM pg_stat_bgwriter"
+            },
+            has_wal_view: version >= 140_000,
+        })
+    }
+}
+
+impl DbStatsSource for PgStats {
+    fn sample_waits(&mut self, waits: &mut BTreeMap<String, u64>) -> anyhow::Result<()> {
+        let rows = self.runtime.block_on(self.client.query(
+            "SELECT coalesce(wait_event_type, 'CPU'), count(*) FROM pg_stat_activity
+             WHERE application_name = 'perflab' AND backend_type = 'client backend'
+             GROUP BY 1",
+            &[],
+        ))?;
+        for row in rows {
+            let class: String = row.get(0);
+            let n: i64 = row.get(1);
+            *waits.entry(class).or_insert(0) += u64::try_from(n).unwrap_or(0);
+        }
+        Ok(())
+    }
+
+    fn counters(&mut self) -> anyhow::Result<BTreeMap<String, f64>> {
+        let row = self.runtime.block_on(self.client.query_one(
+            "SELECT xact_commit::float8, xact_rollback::float8, blks_hit::float8, blks_read::float8,
+                    temp_bytes::float8, deadlocks::float8
+             FROM pg_stat_database WHERE datname = current_database()",
+            &[],
+        ))?;
+        let mut out = BTreeMap::new();
+        for (i, name) in [
+            "commits",
+            "rollbacks",
+            "blocks_hit",
+            "blocks_read",
+            "temp_bytes",
+            "deadlocks",
+        ]
+        .iter()
+        .enumerate()
+        {
+            out.insert(name.to_string(), row.get::<_, f64>(i));
+        }
+        let checkpoints: f64 = self
+            .runtime
+            .block_on(self.client.query_one(self.checkpoints_sql, &[]))?
+            .get(0);
+        out.insert("checkpoints".to_string(), checkpoints);
+        if self.has_wal_view {
+            let wal: f64 = self
+                .runtime
+                .block_on(
+                    self.client
+                        .query_one("SELECT wal_bytes::float8 FROM pg_stat_wal", &[]),
+                )?
+                .get(0);
+            out.insert("wal_bytes".to_string(), wal);
+        }
+        Ok(out)
+    }
+}
