@@ -85,6 +85,26 @@ pub fn check_database(f: &BankFigures) -> CheckReport {
     CheckReport::from_lines(lines)
 }
 
+/// Before reusing a loaded bank: it must pass its check, or the run is
+/// refused with a pointer to `--reload`.
+pub fn ensure_reusable(figures: &BankFigures, location: &str) -> anyhow::Result<()> {
+    let report = check_database(figures);
+    if report.passed {
+        return Ok(());
+    }
+    let failed: Vec<String> = report
+        .lines
+        .iter()
+        .filter(|l| !l.passed)
+        .map(|l| format!("{}: {}", l.rule, l.detail))
+        .collect();
+    Err(crate::cli::PlanError::new(format!(
+        "the bank in {location} fails its check ({}); rerun with --reload to load it afresh",
+        failed.join("; ")
+    ))
+    .into())
+}
+
 /// Checks a database after a run, against what the client saw.
 pub fn check_run(
     mix: BankMix,

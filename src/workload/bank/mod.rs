@@ -7,9 +7,10 @@ mod check;
 pub mod mysql;
 mod ops;
 pub mod postgres;
+mod server;
 pub mod sqlite;
 
-pub use check::{check_database, check_run, BankFigures};
+pub use check::{check_database, check_run, ensure_reusable, BankFigures};
 pub use ops::{history_rows, op_names, BankOp, OpPicker, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE};
 
 use super::{CheckReport, OpCounts, Session, Workload};

@@ -61,20 +61,7 @@ impl SqliteBank {
             timeout,
         };
         if existing == Some(i64::from(scale)) && !reload {
-            let report = super::check_database(&read_figures(&conn)?);
-            if !report.passed {
-                let failed: Vec<String> = report
-                    .lines
-                    .iter()
-                    .filter(|l| !l.passed)
-                    .map(|l| format!("{}: {}", l.rule, l.detail))
-                    .collect();
-                anyhow::bail!(crate::cli::PlanError::new(format!(
-                    "the bank in {} fails its check ({}); rerun with --reload to load it afresh",
-                    path.display(),
-                    failed.join("; ")
-                )));
-            }
+            super::ensure_reusable(&read_figures(&conn)?, &path.display().to_string())?;
             return Ok((
                 bank,
                 LoadReport {

@@ -13,7 +13,7 @@ pub use txn::MyConn;
 use super::check::BankFigures;
 use super::ops::{ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
 use super::sqlite::LoadReport;
-use super::{check_database, BankBackend, Tables};
+use super::{BankBackend, Tables};
 use crate::cli::PlanError;
 use crate::plan::{BankMix, Isolation};
 use anyhow::Context;
@@ -192,20 +192,7 @@ impl MyBank {
     ) -> anyhow::Result<LoadReport> {
         let mut conn = connect(&self.target).await?;
         if !reload && loaded_scale(&mut conn).await? == Some(scale) {
-            let report = check_database(&figures(&mut conn).await?);
-            if !report.passed {
-                let failed: Vec<String> = report
-                    .lines
-                    .iter()
-                    .filter(|l| !l.passed)
-                    .map(|l| format!("{}: {}", l.rule, l.detail))
-                    .collect();
-                anyhow::bail!(PlanError::new(format!(
-                    "the bank in {} fails its check ({}); rerun with --reload to load it afresh",
-                    self.target.display,
-                    failed.join("; ")
-                )));
-            }
+            super::ensure_reusable(&figures(&mut conn).await?, &self.target.display)?;
             return Ok(LoadReport {
                 reused: true,
                 rows: 0,
@@ -365,13 +352,12 @@ impl BankBackend for MyBank {
     type Conn = MyConn;
 
     async fn connect(&self) -> anyhow::Result<MyConn> {
-        MyConn::open(
-            self.target.clone(),
-            self.tables,
-            self.isolation,
-            self.max_tries,
-        )
-        .await
+        let driver = txn::MyDriver {
+            target: self.target.clone(),
+            tables: self.tables,
+            isolation: self.isolation,
+        };
+        MyConn::open(driver, self.max_tries).await
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {

@@ -1,18 +1,18 @@
 //! One user's MySQL/MariaDB connection and the bank's transactions on it.
 
 use super::super::ops::BankOp;
-use super::super::{BankConn, Tables};
+use super::super::server::{Driver, Failure, ServerConn};
+use super::super::Tables;
 use super::MyTarget;
-use crate::measure::{ErrorKind, OpResult, Outcome};
+use crate::measure::OpResult;
 use crate::plan::Isolation;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Statement};
-use std::time::Duration;
 
 /// ER_LOCK_DEADLOCK and ER_LOCK_WAIT_TIMEOUT: the transaction is worth retrying.
 const RETRYABLE: [u16; 2] = [1213, 1205];
 
-struct Statements {
+pub struct Statements {
     credit: Statement,
     debit_if_covered: Statement,
     balance: Statement,
@@ -21,17 +21,15 @@ struct Statements {
     history: Statement,
 }
 
-/// A user's connection; re-opened on the next operation when lost.
-pub struct MyConn {
-    target: MyTarget,
-    tables: Tables,
-    isolation: Isolation,
-    max_tries: u32,
-    link: Option<(Conn, Statements)>,
-    /// A transaction was begun and not seen to end: roll it back first.
-    open_transaction: bool,
-    reconnect_backoff: Duration,
+/// How to reach MySQL/MariaDB for one user.
+pub struct MyDriver {
+    pub target: MyTarget,
+    pub tables: Tables,
+    pub isolation: Isolation,
 }
+
+/// A user's MySQL/MariaDB connection.
+pub type MyConn = ServerConn<MyDriver>;
 
 async fn connect(
     target: &MyTarget,
@@ -73,101 +71,41 @@ async fn connect(
     Ok((conn, statements))
 }
 
-impl MyConn {
-    pub async fn open(
-        target: MyTarget,
-        tables: Tables,
-        isolation: Isolation,
-        max_tries: u32,
-    ) -> anyhow::Result<Self> {
-        let link = connect(&target, tables, isolation).await?;
-        Ok(MyConn {
-            target,
-            tables,
-            isolation,
-            max_tries,
-            link: Some(link),
-            open_transaction: false,
-            reconnect_backoff: Duration::ZERO,
-        })
-    }
-}
-
-enum Failure {
-    Retry,
-    Lost,
-    Sql(String),
-}
-
 fn classify(e: &mysql_async::Error) -> Failure {
     match e {
-        mysql_async::Error::Server(s) if RETRYABLE.contains(&s.code) => Failure::Retry,
-        mysql_async::Error::Server(s) => Failure::Sql(format!("{}", s.code)),
+        mysql_async::Error::Server(s) if RETRYABLE.contains(&s.code) => {
+            Failure::Retry(s.code.to_string())
+        }
+        mysql_async::Error::Server(s) => Failure::Sql(s.code.to_string()),
         mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => Failure::Lost,
         other => Failure::Sql(other.to_string()),
     }
 }
 
-impl BankConn for MyConn {
-    async fn execute(&mut self, op: BankOp) -> Outcome {
-        if self.link.is_none() {
-            if !self.reconnect_backoff.is_zero() {
-                tokio::time::sleep(self.reconnect_backoff).await;
-            }
-            match connect(&self.target, self.tables, self.isolation).await {
-                Ok(link) => {
-                    self.link = Some(link);
-                    self.open_transaction = false;
-                    self.reconnect_backoff = Duration::ZERO;
-                }
-                Err(_) => {
-                    self.reconnect_backoff = (self.reconnect_backoff * 2)
-                        .clamp(Duration::from_millis(10), Duration::from_secs(1));
-                    return Outcome::error(ErrorKind::Connect);
-                }
-            }
-        }
-        let Some((conn, st)) = self.link.as_mut() else {
-            return Outcome::error(ErrorKind::Connect);
-        };
-        if self.open_transaction && conn.query_drop("ROLLBACK").await.is_err() {
-            self.link = None;
-            return Outcome::error(ErrorKind::Connect);
-        }
-        let mut retries = 0;
-        loop {
-            self.open_transaction = !matches!(op, BankOp::Balance { .. });
-            let failure = match run(conn, st, op).await {
-                Ok(result) => {
-                    self.open_transaction = false;
-                    return Outcome {
-                        result,
-                        bytes: 0,
-                        retries,
-                    };
-                }
-                Err(e) => classify(&e),
-            };
-            let rolled_back = conn.query_drop("ROLLBACK").await.is_ok();
-            self.open_transaction = !rolled_back;
-            let kind = match failure {
-                Failure::Retry if retries + 1 < self.max_tries && rolled_back => {
-                    retries += 1;
-                    continue;
-                }
-                Failure::Retry => ErrorKind::Sql("1213".to_string()),
-                Failure::Sql(code) => ErrorKind::Sql(code),
-                Failure::Lost => ErrorKind::Connect,
-            };
-            if !rolled_back {
-                self.link = None;
-            }
-            return Outcome {
-                result: OpResult::Error(kind),
-                bytes: 0,
-                retries,
-            };
-        }
+impl Driver for MyDriver {
+    type Link = (Conn, Statements);
+    type Error = mysql_async::Error;
+
+    async fn connect(&self) -> anyhow::Result<Self::Link> {
+        connect(&self.target, self.tables, self.isolation).await
+    }
+
+    fn is_closed(_link: &Self::Link) -> bool {
+        // mysql_async reports a lost connection as an I/O error on use.
+        false
+    }
+
+    async fn run(link: &mut Self::Link, op: BankOp) -> Result<OpResult, Self::Error> {
+        let (conn, statements) = link;
+        run(conn, statements, op).await
+    }
+
+    async fn rollback(link: &mut Self::Link) -> bool {
+        link.0.query_drop("ROLLBACK").await.is_ok()
+    }
+
+    fn classify(e: &Self::Error) -> Failure {
+        classify(e)
     }
 }
 

@@ -9,7 +9,6 @@ use super::super::ops::{ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH
 use super::super::sqlite::LoadReport;
 use super::super::Tables;
 use super::PgTarget;
-use crate::cli::PlanError;
 use anyhow::Context;
 use bytes::Bytes;
 use futures_util::SinkExt;
@@ -32,20 +31,7 @@ pub async fn prepare(
     started: Instant,
 ) -> anyhow::Result<LoadReport> {
     if !reload && loaded_scale(client, tables).await? == Some(i64::from(scale)) {
-        let report = super::super::check_database(&figures(client, tables).await?);
-        if !report.passed {
-            let failed: Vec<String> = report
-                .lines
-                .iter()
-                .filter(|l| !l.passed)
-                .map(|l| format!("{}: {}", l.rule, l.detail))
-                .collect();
-            anyhow::bail!(PlanError::new(format!(
-                "the bank in {} fails its check ({}); rerun with --reload to load it afresh",
-                target.display,
-                failed.join("; ")
-            )));
-        }
+        super::super::ensure_reusable(&figures(client, tables).await?, &target.display)?;
         return Ok(LoadReport {
             reused: true,
             rows: 0,

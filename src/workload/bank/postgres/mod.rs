@@ -159,13 +159,12 @@ impl BankBackend for PgBank {
     type Conn = PgConn;
 
     async fn connect(&self) -> anyhow::Result<PgConn> {
-        PgConn::open(
-            self.target.clone(),
-            self.tables,
-            self.isolation,
-            self.max_tries,
-        )
-        .await
+        let driver = txn::PgDriver {
+            target: self.target.clone(),
+            tables: self.tables,
+            isolation: self.isolation,
+        };
+        PgConn::open(driver, self.max_tries).await
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {

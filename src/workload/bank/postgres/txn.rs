@@ -4,17 +4,17 @@
 //! serves pgbench's int columns and perflab's bigint ones.
 
 use super::super::ops::BankOp;
-use super::super::{BankConn, Tables};
+use super::super::server::{Driver, Failure, ServerConn};
+use super::super::Tables;
 use super::PgTarget;
-use crate::measure::{ErrorKind, OpResult, Outcome};
+use crate::measure::OpResult;
 use crate::plan::Isolation;
-use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, NoTls, Statement};
 
 /// The prepared statements of one connection.
-struct Statements {
+pub struct Statements {
     begin: Statement,
     commit: Statement,
     credit: Statement,
@@ -25,40 +25,15 @@ struct Statements {
     history: Statement,
 }
 
-/// A user's connection; re-opened on the next operation when lost.
-pub struct PgConn {
-    target: PgTarget,
-    tables: Tables,
-    isolation: Isolation,
-    max_tries: u32,
-    link: Option<(Client, Statements)>,
-    /// A transaction was begun and not seen to end (its operation was
-    /// abandoned at a timeout): roll it back before the next one.
-    open_transaction: bool,
-    /// Wait before the next reconnect attempt after a failed one.
-    reconnect_backoff: Duration,
+/// How to reach PostgreSQL for one user.
+pub struct PgDriver {
+    pub target: PgTarget,
+    pub tables: Tables,
+    pub isolation: Isolation,
 }
 
-impl PgConn {
-    /// Opens and prepares a connection.
-    pub async fn open(
-        target: PgTarget,
-        tables: Tables,
-        isolation: Isolation,
-        max_tries: u32,
-    ) -> anyhow::Result<Self> {
-        let link = connect(&target, tables, isolation).await?;
-        Ok(PgConn {
-            target,
-            tables,
-            isolation,
-            max_tries,
-            link: Some(link),
-            open_transaction: false,
-            reconnect_backoff: Duration::ZERO,
-        })
-    }
-}
+/// A user's PostgreSQL connection.
+pub type PgConn = ServerConn<PgDriver>;
 
 async fn connect(
     target: &PgTarget,
@@ -123,16 +98,6 @@ async fn connect(
     Ok((client, statements))
 }
 
-/// Why one try of a transaction failed.
-enum Failure {
-    /// Serialisation failure or deadlock: try again.
-    Retry(String),
-    /// The connection is gone.
-    Lost,
-    /// Any other database error: counted by SQLSTATE.
-    Sql(String),
-}
-
 fn classify(e: &tokio_postgres::Error) -> Failure {
     if e.is_closed() {
         return Failure::Lost;
@@ -150,68 +115,28 @@ fn classify(e: &tokio_postgres::Error) -> Failure {
     }
 }
 
-impl BankConn for PgConn {
-    async fn execute(&mut self, op: BankOp) -> Outcome {
-        if self.link.as_ref().is_none_or(|(c, _)| c.is_closed()) {
-            if !self.reconnect_backoff.is_zero() {
-                tokio::time::sleep(self.reconnect_backoff).await;
-            }
-            match connect(&self.target, self.tables, self.isolation).await {
-                Ok(link) => {
-                    self.link = Some(link);
-                    self.open_transaction = false;
-                    self.reconnect_backoff = Duration::ZERO;
-                }
-                Err(_) => {
-                    self.link = None;
-                    self.reconnect_backoff = (self.reconnect_backoff * 2)
-                        .clamp(Duration::from_millis(10), Duration::from_secs(1));
-                    return Outcome::error(ErrorKind::Connect);
-                }
-            }
-        }
-        let Some((client, st)) = self.link.as_ref() else {
-            return Outcome::error(ErrorKind::Connect);
-        };
-        if self.open_transaction && client.batch_execute("ROLLBACK").await.is_err() {
-            self.link = None;
-            return Outcome::error(ErrorKind::Connect);
-        }
-        let mut retries = 0;
-        loop {
-            self.open_transaction = !matches!(op, BankOp::Balance { .. });
-            let attempt = run(client, st, op).await;
-            let failure = match attempt {
-                Ok(result) => {
-                    self.open_transaction = false;
-                    return Outcome {
-                        result,
-                        bytes: 0,
-                        retries,
-                    };
-                }
-                Err(e) => classify(&e),
-            };
-            let rolled_back = client.batch_execute("ROLLBACK").await.is_ok();
-            self.open_transaction = !rolled_back;
-            let kind = match failure {
-                Failure::Retry(code) if retries + 1 < self.max_tries && rolled_back => {
-                    retries += 1;
-                    let _ = code;
-                    continue;
-                }
-                Failure::Retry(code) | Failure::Sql(code) => ErrorKind::Sql(code),
-                Failure::Lost => ErrorKind::Connect,
-            };
-            if !rolled_back {
-                self.link = None;
-            }
-            return Outcome {
-                result: OpResult::Error(kind),
-                bytes: 0,
-                retries,
-            };
-        }
+impl Driver for PgDriver {
+    type Link = (Client, Statements);
+    type Error = tokio_postgres::Error;
+
+    async fn connect(&self) -> anyhow::Result<Self::Link> {
+        connect(&self.target, self.tables, self.isolation).await
+    }
+
+    fn is_closed(link: &Self::Link) -> bool {
+        link.0.is_closed()
+    }
+
+    async fn run(link: &mut Self::Link, op: BankOp) -> Result<OpResult, Self::Error> {
+        run(&link.0, &link.1, op).await
+    }
+
+    async fn rollback(link: &mut Self::Link) -> bool {
+        link.0.batch_execute("ROLLBACK").await.is_ok()
+    }
+
+    fn classify(e: &Self::Error) -> Failure {
+        classify(e)
     }
 }
 

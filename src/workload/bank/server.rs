@@ -1,0 +1,141 @@
+//! What a connection to a database server does around each transaction,
+//! whatever the server: re-open a lost connection (with backoff, counted as
+//! a `connect` error while it fails), roll back a transaction whose
+//! operation was abandoned at a timeout, and retry serialisation failures
+//! and deadlocks up to `--max-tries`, counting every retry. A [`Driver`]
+//! supplies the server's own calls.
+
+use super::ops::BankOp;
+use super::BankConn;
+use crate::measure::{ErrorKind, OpResult, Outcome};
+use std::future::Future;
+use std::time::Duration;
+
+/// Why one try of a transaction failed.
+pub enum Failure {
+    /// Serialisation failure, deadlock or lock-wait timeout (its code): try again.
+    Retry(String),
+    /// The connection is gone.
+    Lost,
+    /// Any other database error, by its code.
+    Sql(String),
+}
+
+/// One server's client calls.
+pub trait Driver {
+    /// An open connection with its prepared statements.
+    type Link;
+    type Error;
+
+    /// Opens and prepares a connection.
+    fn connect(&self) -> impl Future<Output = anyhow::Result<Self::Link>>;
+    /// True when the connection is known to be gone.
+    fn is_closed(link: &Self::Link) -> bool;
+    /// One try of one transaction, from BEGIN to COMMIT (or a refusal).
+    fn run(
+        link: &mut Self::Link,
+        op: BankOp,
+    ) -> impl Future<Output = Result<OpResult, Self::Error>>;
+    /// Rolls back whatever transaction is open; false if the connection failed.
+    fn rollback(link: &mut Self::Link) -> impl Future<Output = bool>;
+    /// Sorts an error into retry, lost connection or SQL error.
+    fn classify(e: &Self::Error) -> Failure;
+}
+
+/// A user's connection to a server.
+pub struct ServerConn<D: Driver> {
+    driver: D,
+    max_tries: u32,
+    link: Option<D::Link>,
+    /// A transaction was begun and not seen to end (its operation was
+    /// abandoned at a timeout): roll it back before the next one.
+    open_transaction: bool,
+    /// Wait before the next reconnect attempt after a failed one.
+    reconnect_backoff: Duration,
+}
+
+impl<D: Driver> ServerConn<D> {
+    /// Opens the first connection; failing here fails the step's start.
+    pub async fn open(driver: D, max_tries: u32) -> anyhow::Result<Self> {
+        let link = driver.connect().await?;
+        Ok(ServerConn {
+            driver,
+            max_tries,
+            link: Some(link),
+            open_transaction: false,
+            reconnect_backoff: Duration::ZERO,
+        })
+    }
+
+    /// Re-opens a lost connection; false (after backing off) if that failed.
+    async fn ensure_link(&mut self) -> bool {
+        if self.link.as_ref().is_some_and(|l| !D::is_closed(l)) {
+            return true;
+        }
+        if !self.reconnect_backoff.is_zero() {
+            tokio::time::sleep(self.reconnect_backoff).await;
+        }
+        match self.driver.connect().await {
+            Ok(link) => {
+                self.link = Some(link);
+                self.open_transaction = false;
+                self.reconnect_backoff = Duration::ZERO;
+                true
+            }
+            Err(_) => {
+                self.link = None;
+                self.reconnect_backoff = (self.reconnect_backoff * 2)
+                    .clamp(Duration::from_millis(10), Duration::from_secs(1));
+                false
+            }
+        }
+    }
+}
+
+impl<D: Driver> BankConn for ServerConn<D> {
+    async fn execute(&mut self, op: BankOp) -> Outcome {
+        if !self.ensure_link().await {
+            return Outcome::error(ErrorKind::Connect);
+        }
+        let Some(link) = self.link.as_mut() else {
+            return Outcome::error(ErrorKind::Connect);
+        };
+        if self.open_transaction && !D::rollback(link).await {
+            self.link = None;
+            return Outcome::error(ErrorKind::Connect);
+        }
+        let mut retries = 0;
+        loop {
+            self.open_transaction = !matches!(op, BankOp::Balance { .. });
+            let failure = match D::run(link, op).await {
+                Ok(result) => {
+                    self.open_transaction = false;
+                    return Outcome {
+                        result,
+                        bytes: 0,
+                        retries,
+                    };
+                }
+                Err(e) => D::classify(&e),
+            };
+            let rolled_back = D::rollback(link).await;
+            self.open_transaction = !rolled_back;
+            let kind = match failure {
+                Failure::Retry(_) if retries + 1 < self.max_tries && rolled_back => {
+                    retries += 1;
+                    continue;
+                }
+                Failure::Retry(code) | Failure::Sql(code) => ErrorKind::Sql(code),
+                Failure::Lost => ErrorKind::Connect,
+            };
+            if !rolled_back {
+                self.link = None;
+            }
+            return Outcome {
+                result: OpResult::Error(kind),
+                bytes: 0,
+                retries,
+            };
+        }
+    }
+}
