@@ -9,6 +9,7 @@ mod ops;
 pub mod postgres;
 mod server;
 pub mod sqlite;
+mod txn;
 
 pub use check::{check_database, check_run, ensure_reusable, BankFigures};
 pub use ops::{history_rows, op_names, BankOp, OpPicker, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE};

@@ -6,11 +6,13 @@
 
 use super::check::BankFigures;
 use super::ops::{BankOp, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
+use super::txn;
 use super::{BankBackend, BankConn};
 use crate::measure::{ErrorKind, OpResult, Outcome};
 use anyhow::Context;
+use futures_util::FutureExt;
 use rand::Rng;
-use rusqlite::{params, Connection, ErrorCode, OpenFlags, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -374,86 +376,17 @@ fn sql_error_kind(e: &rusqlite::Error) -> ErrorKind {
     }
 }
 
-/// One try of one transaction. Dropping an uncommitted transaction rolls it back.
-fn attempt(conn: &mut Connection, op: BankOp) -> rusqlite::Result<OpResult> {
-    if let BankOp::Balance { aid } = op {
-        read_balance(conn, aid)?;
-        return Ok(OpResult::Ok);
+/// One try of one transaction. SQLite's calls block and never pend, so the
+/// shared transaction logic's future completes on its first poll.
+fn attempt(conn: &Connection, op: BankOp) -> rusqlite::Result<OpResult> {
+    let result = txn::run(&mut SqliteStatements { conn }, op)
+        .now_or_never()
+        .unwrap_or(Err(rusqlite::Error::InvalidQuery));
+    if result.is_err() {
+        // Whatever failed, leave no transaction open for the next try.
+        let _ = conn.execute_batch("ROLLBACK");
     }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    match op {
-        BankOp::Balance { .. } => {}
-        BankOp::Tpcb {
-            aid,
-            tid,
-            bid,
-            delta,
-        } => {
-            credit(&tx, aid, delta)?;
-            read_balance(&tx, aid)?;
-            teller_branch_history(&tx, tid, bid, aid, delta)?;
-        }
-        BankOp::Deposit {
-            aid,
-            tid,
-            bid,
-            amount,
-        } => {
-            credit(&tx, aid, amount)?;
-            teller_branch_history(&tx, tid, bid, aid, amount)?;
-        }
-        BankOp::Withdraw {
-            aid,
-            tid,
-            bid,
-            amount,
-        } => {
-            if !debit_if_covered(&tx, aid, amount)? {
-                return Ok(OpResult::Refused);
-            }
-            teller_branch_history(&tx, tid, bid, aid, -amount)?;
-        }
-        BankOp::Transfer {
-            from,
-            to,
-            tid,
-            bid,
-            amount,
-        } => {
-            if !debit_if_covered(&tx, from, amount)? {
-                return Ok(OpResult::Refused);
-            }
-            credit(&tx, to, amount)?;
-            let mut history = tx.prepare_cached(HISTORY_INSERT)?;
-            history.execute(params![tid, bid, from, -amount])?;
-            history.execute(params![tid, bid, to, amount])?;
-        }
-    }
-    tx.commit()?;
-    Ok(OpResult::Ok)
-}
-
-fn read_balance(conn: &Connection, aid: i64) -> rusqlite::Result<i64> {
-    conn.prepare_cached("SELECT abalance FROM accounts WHERE aid = ?1")?
-        .query_row([aid], |r| r.get(0))
-}
-
-/// Adds `amount` (negative for TPC-B's debits) to an account.
-fn credit(conn: &Connection, aid: i64, amount: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
-        .execute(params![amount, aid])?;
-    Ok(())
-}
-
-/// Debits an account if its balance covers the amount. The funds check and
-/// the debit are one statement, so no interleaving can overdraw the account.
-fn debit_if_covered(conn: &Connection, aid: i64, amount: i64) -> rusqlite::Result<bool> {
-    let debited = conn
-        .prepare_cached(
-            "UPDATE accounts SET abalance = abalance - ?1 WHERE aid = ?2 AND abalance >= ?1",
-        )?
-        .execute(params![amount, aid])?;
-    Ok(debited == 1)
+    result
 }
 
 /// History rows: 4 integers, the time in ms and 10 bytes of filler reach
@@ -461,20 +394,75 @@ fn debit_if_covered(conn: &Connection, aid: i64, amount: i64) -> rusqlite::Resul
 const HISTORY_INSERT: &str = "INSERT INTO history (tid, bid, aid, delta, mtime, filler) \
      VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER), '          ')";
 
-/// The teller, branch and history part shared by every money-moving
-/// transaction at a teller.
-fn teller_branch_history(
-    tx: &rusqlite::Transaction<'_>,
-    tid: i64,
-    bid: i64,
-    aid: i64,
-    delta: i64,
-) -> rusqlite::Result<()> {
-    tx.prepare_cached("UPDATE tellers SET tbalance = tbalance + ?1 WHERE tid = ?2")?
-        .execute(params![delta, tid])?;
-    tx.prepare_cached("UPDATE branches SET bbalance = bbalance + ?1 WHERE bid = ?2")?
-        .execute(params![delta, bid])?;
-    tx.prepare_cached(HISTORY_INSERT)?
-        .execute(params![tid, bid, aid, delta])?;
-    Ok(())
+/// The bank's statements on one SQLite connection (cached prepared statements).
+struct SqliteStatements<'a> {
+    conn: &'a Connection,
+}
+
+impl SqliteStatements<'_> {
+    fn run(&self, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+        self.conn.prepare_cached(sql)?.execute(params)
+    }
+}
+
+impl txn::Statements for SqliteStatements<'_> {
+    type Error = rusqlite::Error;
+
+    async fn begin(&mut self) -> rusqlite::Result<()> {
+        // Take the write lock up front: a deferred transaction that must
+        // upgrade later can only fail, never wait, under WAL.
+        self.conn.execute_batch("BEGIN IMMEDIATE")
+    }
+
+    async fn commit(&mut self) -> rusqlite::Result<()> {
+        self.conn.execute_batch("COMMIT")
+    }
+
+    async fn rollback(&mut self) -> rusqlite::Result<()> {
+        self.conn.execute_batch("ROLLBACK")
+    }
+
+    async fn credit(&mut self, aid: i64, amount: i64) -> rusqlite::Result<()> {
+        self.run(
+            "UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2",
+            params![amount, aid],
+        )
+        .map(drop)
+    }
+
+    async fn debit_if_covered(&mut self, aid: i64, amount: i64) -> rusqlite::Result<bool> {
+        let debited = self.run(
+            "UPDATE accounts SET abalance = abalance - ?1 WHERE aid = ?2 AND abalance >= ?1",
+            params![amount, aid],
+        )?;
+        Ok(debited == 1)
+    }
+
+    async fn balance(&mut self, aid: i64) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached("SELECT abalance FROM accounts WHERE aid = ?1")?
+            .query_row([aid], |r| r.get::<_, i64>(0))
+            .map(drop)
+    }
+
+    async fn teller(&mut self, tid: i64, delta: i64) -> rusqlite::Result<()> {
+        self.run(
+            "UPDATE tellers SET tbalance = tbalance + ?1 WHERE tid = ?2",
+            params![delta, tid],
+        )
+        .map(drop)
+    }
+
+    async fn branch(&mut self, bid: i64, delta: i64) -> rusqlite::Result<()> {
+        self.run(
+            "UPDATE branches SET bbalance = bbalance + ?1 WHERE bid = ?2",
+            params![delta, bid],
+        )
+        .map(drop)
+    }
+
+    async fn history(&mut self, tid: i64, bid: i64, aid: i64, delta: i64) -> rusqlite::Result<()> {
+        self.run(HISTORY_INSERT, params![tid, bid, aid, delta])
+            .map(drop)
+    }
 }

@@ -2,6 +2,7 @@
 
 use super::super::ops::BankOp;
 use super::super::server::{Driver, Failure, ServerConn};
+use super::super::txn;
 use super::super::Tables;
 use super::MyTarget;
 use crate::measure::OpResult;
@@ -96,8 +97,8 @@ impl Driver for MyDriver {
     }
 
     async fn run(link: &mut Self::Link, op: BankOp) -> Result<OpResult, Self::Error> {
-        let (conn, statements) = link;
-        run(conn, statements, op).await
+        let (conn, st) = link;
+        txn::run(&mut MyStatements { conn, st }, op).await
     }
 
     async fn rollback(link: &mut Self::Link) -> bool {
@@ -109,80 +110,60 @@ impl Driver for MyDriver {
     }
 }
 
-/// One try of one transaction.
-async fn run(c: &mut Conn, st: &Statements, op: BankOp) -> Result<OpResult, mysql_async::Error> {
-    if let BankOp::Balance { aid } = op {
-        let _: Option<i64> = c.exec_first(&st.balance, (aid,)).await?;
-        return Ok(OpResult::Ok);
-    }
-    c.query_drop("BEGIN").await?;
-    match op {
-        BankOp::Balance { .. } => {}
-        BankOp::Tpcb {
-            aid,
-            tid,
-            bid,
-            delta,
-        } => {
-            c.exec_drop(&st.credit, (delta, aid)).await?;
-            let _: Option<i64> = c.exec_first(&st.balance, (aid,)).await?;
-            teller_branch_history(c, st, tid, bid, aid, delta).await?;
-        }
-        BankOp::Deposit {
-            aid,
-            tid,
-            bid,
-            amount,
-        } => {
-            c.exec_drop(&st.credit, (amount, aid)).await?;
-            teller_branch_history(c, st, tid, bid, aid, amount).await?;
-        }
-        BankOp::Withdraw {
-            aid,
-            tid,
-            bid,
-            amount,
-        } => {
-            c.exec_drop(&st.debit_if_covered, (amount, aid, amount))
-                .await?;
-            if c.affected_rows() == 0 {
-                c.query_drop("ROLLBACK").await?;
-                return Ok(OpResult::Refused);
-            }
-            teller_branch_history(c, st, tid, bid, aid, -amount).await?;
-        }
-        BankOp::Transfer {
-            from,
-            to,
-            tid,
-            bid,
-            amount,
-        } => {
-            c.exec_drop(&st.debit_if_covered, (amount, from, amount))
-                .await?;
-            if c.affected_rows() == 0 {
-                c.query_drop("ROLLBACK").await?;
-                return Ok(OpResult::Refused);
-            }
-            c.exec_drop(&st.credit, (amount, to)).await?;
-            c.exec_drop(&st.history, (tid, bid, from, -amount)).await?;
-            c.exec_drop(&st.history, (tid, bid, to, amount)).await?;
-        }
-    }
-    c.query_drop("COMMIT").await?;
-    Ok(OpResult::Ok)
+/// One connection's statements, borrowed for one transaction.
+struct MyStatements<'a> {
+    conn: &'a mut Conn,
+    st: &'a Statements,
 }
 
-async fn teller_branch_history(
-    c: &mut Conn,
-    st: &Statements,
-    tid: i64,
-    bid: i64,
-    aid: i64,
-    delta: i64,
-) -> Result<(), mysql_async::Error> {
-    c.exec_drop(&st.teller, (delta, tid)).await?;
-    c.exec_drop(&st.branch, (delta, bid)).await?;
-    c.exec_drop(&st.history, (tid, bid, aid, delta)).await?;
-    Ok(())
+impl txn::Statements for MyStatements<'_> {
+    type Error = mysql_async::Error;
+
+    async fn begin(&mut self) -> Result<(), Self::Error> {
+        self.conn.query_drop("BEGIN").await
+    }
+
+    async fn commit(&mut self) -> Result<(), Self::Error> {
+        self.conn.query_drop("COMMIT").await
+    }
+
+    async fn rollback(&mut self) -> Result<(), Self::Error> {
+        self.conn.query_drop("ROLLBACK").await
+    }
+
+    async fn credit(&mut self, aid: i64, amount: i64) -> Result<(), Self::Error> {
+        self.conn.exec_drop(&self.st.credit, (amount, aid)).await
+    }
+
+    async fn debit_if_covered(&mut self, aid: i64, amount: i64) -> Result<bool, Self::Error> {
+        self.conn
+            .exec_drop(&self.st.debit_if_covered, (amount, aid, amount))
+            .await?;
+        Ok(self.conn.affected_rows() == 1)
+    }
+
+    async fn balance(&mut self, aid: i64) -> Result<(), Self::Error> {
+        let _: Option<i64> = self.conn.exec_first(&self.st.balance, (aid,)).await?;
+        Ok(())
+    }
+
+    async fn teller(&mut self, tid: i64, delta: i64) -> Result<(), Self::Error> {
+        self.conn.exec_drop(&self.st.teller, (delta, tid)).await
+    }
+
+    async fn branch(&mut self, bid: i64, delta: i64) -> Result<(), Self::Error> {
+        self.conn.exec_drop(&self.st.branch, (delta, bid)).await
+    }
+
+    async fn history(
+        &mut self,
+        tid: i64,
+        bid: i64,
+        aid: i64,
+        delta: i64,
+    ) -> Result<(), Self::Error> {
+        self.conn
+            .exec_drop(&self.st.history, (tid, bid, aid, delta))
+            .await
+    }
 }

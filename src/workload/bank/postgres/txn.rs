@@ -5,6 +5,7 @@
 
 use super::super::ops::BankOp;
 use super::super::server::{Driver, Failure, ServerConn};
+use super::super::txn;
 use super::super::Tables;
 use super::PgTarget;
 use crate::measure::OpResult;
@@ -128,7 +129,11 @@ impl Driver for PgDriver {
     }
 
     async fn run(link: &mut Self::Link, op: BankOp) -> Result<OpResult, Self::Error> {
-        run(&link.0, &link.1, op).await
+        let mut statements = PgStatements {
+            client: &link.0,
+            st: &link.1,
+        };
+        txn::run(&mut statements, op).await
     }
 
     async fn rollback(link: &mut Self::Link) -> bool {
@@ -140,77 +145,73 @@ impl Driver for PgDriver {
     }
 }
 
-/// One try of one transaction.
-async fn run(c: &Client, st: &Statements, op: BankOp) -> Result<OpResult, tokio_postgres::Error> {
-    if let BankOp::Balance { aid } = op {
-        c.query_opt(&st.balance, &[&aid]).await?;
-        return Ok(OpResult::Ok);
-    }
-    c.execute(&st.begin, &[]).await?;
-    match op {
-        BankOp::Balance { .. } => {}
-        BankOp::Tpcb {
-            aid,
-            tid,
-            bid,
-            delta,
-        } => {
-            c.execute(&st.credit, &[&delta, &aid]).await?;
-            c.query_opt(&st.balance, &[&aid]).await?;
-            teller_branch_history(c, st, tid, bid, aid, delta).await?;
-        }
-        BankOp::Deposit {
-            aid,
-            tid,
-            bid,
-            amount,
-        } => {
-            c.execute(&st.credit, &[&amount, &aid]).await?;
-            teller_branch_history(c, st, tid, bid, aid, amount).await?;
-        }
-        BankOp::Withdraw {
-            aid,
-            tid,
-            bid,
-            amount,
-        } => {
-            if c.execute(&st.debit_if_covered, &[&amount, &aid]).await? == 0 {
-                c.batch_execute("ROLLBACK").await?;
-                return Ok(OpResult::Refused);
-            }
-            teller_branch_history(c, st, tid, bid, aid, -amount).await?;
-        }
-        BankOp::Transfer {
-            from,
-            to,
-            tid,
-            bid,
-            amount,
-        } => {
-            if c.execute(&st.debit_if_covered, &[&amount, &from]).await? == 0 {
-                c.batch_execute("ROLLBACK").await?;
-                return Ok(OpResult::Refused);
-            }
-            c.execute(&st.credit, &[&amount, &to]).await?;
-            c.execute(&st.history, &[&tid, &bid, &from, &(-amount)])
-                .await?;
-            c.execute(&st.history, &[&tid, &bid, &to, &amount]).await?;
-        }
-    }
-    c.execute(&st.commit, &[]).await?;
-    Ok(OpResult::Ok)
+/// One connection's statements, borrowed for one transaction.
+struct PgStatements<'a> {
+    client: &'a Client,
+    st: &'a Statements,
 }
 
-async fn teller_branch_history(
-    c: &Client,
-    st: &Statements,
-    tid: i64,
-    bid: i64,
-    aid: i64,
-    delta: i64,
-) -> Result<(), tokio_postgres::Error> {
-    c.execute(&st.teller, &[&delta, &tid]).await?;
-    c.execute(&st.branch, &[&delta, &bid]).await?;
-    c.execute(&st.history, &[&tid, &bid, &aid, &delta]).await?;
-    Ok(())
+impl txn::Statements for PgStatements<'_> {
+    type Error = tokio_postgres::Error;
+
+    async fn begin(&mut self) -> Result<(), Self::Error> {
+        self.client.execute(&self.st.begin, &[]).await.map(drop)
+    }
+
+    async fn commit(&mut self) -> Result<(), Self::Error> {
+        self.client.execute(&self.st.commit, &[]).await.map(drop)
+    }
+
+    async fn rollback(&mut self) -> Result<(), Self::Error> {
+        self.client.batch_execute("ROLLBACK").await
+    }
+
+    async fn credit(&mut self, aid: i64, amount: i64) -> Result<(), Self::Error> {
+        self.client
+            .execute(&self.st.credit, &[&amount, &aid])
+            .await
+            .map(drop)
+    }
+
+    async fn debit_if_covered(&mut self, aid: i64, amount: i64) -> Result<bool, Self::Error> {
+        let rows = self
+            .client
+            .execute(&self.st.debit_if_covered, &[&amount, &aid])
+            .await?;
+        Ok(rows == 1)
+    }
+
+    async fn balance(&mut self, aid: i64) -> Result<(), Self::Error> {
+        self.client
+            .query_opt(&self.st.balance, &[&aid])
+            .await
+            .map(drop)
+    }
+
+    async fn teller(&mut self, tid: i64, delta: i64) -> Result<(), Self::Error> {
+        self.client
+            .execute(&self.st.teller, &[&delta, &tid])
+            .await
+            .map(drop)
+    }
+
+    async fn branch(&mut self, bid: i64, delta: i64) -> Result<(), Self::Error> {
+        self.client
+            .execute(&self.st.branch, &[&delta, &bid])
+            .await
+            .map(drop)
+    }
+
+    async fn history(
+        &mut self,
+        tid: i64,
+        bid: i64,
+        aid: i64,
+        delta: i64,
+    ) -> Result<(), Self::Error> {
+        self.client
+            .execute(&self.st.history, &[&tid, &bid, &aid, &delta])
+            .await
+            .map(drop)
+    }
 }
