@@ -5,14 +5,15 @@
 # tables with `pgbench -i -s SCALE`, then for 1, 2, 4, 8 and 16 clients runs
 # pgbench's built-in tpcb-like script (-M prepared) and `perflab run bank
 # --mix pgbench` (the same transaction on the same tables), alternating,
-# SECONDS each. Prints per client count the tps of each, the ratio
-# perflab/pgbench, and each client's CPU per transaction (user + system,
-# from the process's rusage).
-# Usage: bench/pgbench.sh [SECONDS] [SCALE]    (defaults 30 and 16)
+# SECONDS each, ROUNDS times. Prints per client count the median tps of
+# each, the ratio of the medians, and each client's median CPU per
+# transaction (user + system, from the process's rusage).
+# Usage: bench/pgbench.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 30, 16, 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 scale="${2:-16}"
+rounds="${3:-2}"
 bindir="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 cargo build --release --quiet
 perflab="$PWD/target/release/perflab"
@@ -47,21 +48,28 @@ print(r.ru_utime + r.ru_stime, out.stdout.replace("\n", " "))' "$@"
 }
 
 printf '%8s %12s %12s %7s %16s %16s\n' clients pgbench perflab ratio 'pgbench cpu/tx' 'perflab cpu/tx'
+median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 for clients in 1 2 4 8 16; do
     threads=$(( clients < 2 ? clients : 2 ))
-    read -r pg_cpu pg_out < <(measure "$bindir/pgbench" -n -M prepared -c "$clients" -j "$threads" -T "$seconds" "$url")
-    pg_tps="$(grep -o 'tps = [0-9.]*' <<<"$pg_out" | head -1 | cut -d' ' -f3)"
-    pg_tx="$(grep -o 'actually processed: [0-9]*' <<<"$pg_out" | cut -d' ' -f3)"
+    pg_tps_runs=(); pg_cpu_runs=(); pl_tps_runs=(); pl_cpu_runs=()
+    for _ in $(seq "$rounds"); do
+        read -r pg_cpu pg_out < <(measure "$bindir/pgbench" -n -M prepared -c "$clients" -j "$threads" -T "$seconds" "$url")
+        pg_tps_runs+=("$(grep -o 'tps = [0-9.]*' <<<"$pg_out" | head -1 | cut -d' ' -f3)")
+        pg_tx="$(grep -o 'actually processed: [0-9]*' <<<"$pg_out" | cut -d' ' -f3)"
+        pg_cpu_runs+=("$(python3 -c "print($pg_cpu / $pg_tx * 1e6)")")
 
-    read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix pgbench --scale "$scale" \
-        --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
-    read -r pl_tps pl_tx < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
+        read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix pgbench --scale "$scale" \
+            --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+        read -r pl_tps pl_tx < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
 import json, sys
 run = json.load(sys.stdin)
 step = run["steps"][0]
 total = sum(i["ok"] + i["refused"] + sum(i["errors"].values()) for i in step["intervals"])
 print(step["summary"]["throughput"], total)')
+        pl_tps_runs+=("$pl_tps")
+        pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
+    done
     python3 -c "
-c, pg, pl, pgc, pgn, plc, pln = $clients, $pg_tps, $pl_tps, $pg_cpu, $pg_tx, $pl_cpu, $pl_tx
-print(f'{c:8d} {pg:12.0f} {pl:12.0f} {pl / pg:7.2f} {pgc / pgn * 1e6:13.1f} µs {plc / pln * 1e6:13.1f} µs')"
+c, pg, pl, pgc, plc = $clients, $(median "${pg_tps_runs[@]}"), $(median "${pl_tps_runs[@]}"), $(median "${pg_cpu_runs[@]}"), $(median "${pl_cpu_runs[@]}")
+print(f'{c:8d} {pg:12.0f} {pl:12.0f} {pl / pg:7.2f} {pgc:13.1f} µs {plc:13.1f} µs')"
 done

@@ -5,12 +5,13 @@
 # behind a thin driver) running the same transaction with the same settings
 # (WAL, synchronous=NORMAL, BEGIN IMMEDIATE) and the same TPC-B draws, one
 # connection, no think time. Both run for the same time on the same
-# freshly reloaded database, alternating, twice each; the mean of each and
-# the ratio perflab/peer are printed.
-# Usage: bench/sqlite-bank.sh [SECONDS]   (default 10)
+# freshly reloaded database, alternating, ROUNDS times each; every run, the
+# median of each and the ratio of the medians are printed.
+# Usage: bench/sqlite-bank.sh [SECONDS] [ROUNDS]   (defaults 10 and 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-10}"
+rounds="${2:-3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -58,10 +59,10 @@ while time.monotonic() < end:
 print(f"{n / (time.monotonic() - start):.0f} {sqlite3.sqlite_version}")
 PY
 
-# Alternate peer and perflab, each on a freshly reloaded bank, twice.
+# Alternate peer and perflab, each on a freshly reloaded bank, ROUNDS times.
 peer_runs=()
 perflab_runs=()
-for round in 1 2; do
+for _ in $(seq "$rounds"); do
     CI=true "$perflab" run bank --reload --users 1 --warmup 0s --duration 200ms --store load.db >/dev/null
     read -r tps peer_version < <(python3 peer.py "$seconds")
     peer_runs+=("$tps")
@@ -71,9 +72,9 @@ for round in 1 2; do
     perflab_runs+=("$(python3 -c 'import json; t = json.load(open("run.json"))["steps"][0]["summary"]["throughput"]; print(round(t))')")
     "$perflab" check bank >/dev/null
 done
-mean() { python3 -c 'import sys; v = [float(x) for x in sys.argv[1:]]; print(round(sum(v) / len(v)))' "$@"; }
-peer_tps="$(mean "${peer_runs[@]}")"
-perflab_tps="$(mean "${perflab_runs[@]}")"
+median() { python3 -c 'import statistics, sys; print(round(statistics.median(float(x) for x in sys.argv[1:])))' "$@"; }
+peer_tps="$(median "${peer_runs[@]}")"
+perflab_tps="$(median "${perflab_runs[@]}")"
 
 echo "SQLite TPC-B, 1 user, ${seconds}s measured, same database file"
 echo "  python sqlite3 loop: ${peer_tps} tps (runs: ${peer_runs[*]}; SQLite ${peer_version})"

@@ -77,8 +77,9 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                     let (backend, load) =
                         MyBank::prepare(my, scale, mix, reload, isolation, max_tries)?;
                     let setup = load_setup(&load);
+                    let probe = start_probe(backend.probe());
                     let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
-                    return execute(workload, &plan, Some(setup), None, &mut ctx);
+                    return execute(workload, &plan, Some(setup), probe, &mut ctx);
                 }
                 Target::PostgresManaged => {
                     println!("starting a managed PostgreSQL");

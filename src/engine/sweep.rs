@@ -80,7 +80,12 @@ pub fn run_sweep<W: Workload>(
         for (total, op) in counts.iter_mut().zip(&everything.ops) {
             total.ok += op.ok;
             total.refused += op.refused;
-            total.indeterminate += op.errors.get("timeout").copied().unwrap_or(0);
+            // A timeout or a lost connection can strike after the server
+            // committed: the outcome of those operations is unknown.
+            total.indeterminate += ["timeout", "connect"]
+                .iter()
+                .map(|kind| op.errors.get(*kind).copied().unwrap_or(0))
+                .sum::<u64>();
         }
         if !step_ref
             .intervals

@@ -46,7 +46,8 @@ pub trait Session {
 pub struct OpCounts {
     pub ok: u64,
     pub refused: u64,
-    /// Ended in an error that leaves the outcome on the server unknown (a timeout).
+    /// Ended in an error that leaves the outcome on the server unknown (a
+    /// timeout, a lost connection).
     pub indeterminate: u64,
 }
 

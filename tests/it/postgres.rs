@@ -40,6 +40,27 @@ fn both_mixes_run_and_check_on_postgres() {
     );
     contains(&out, "loaded 100011 rows");
     contains(&out, "check: passed");
+    // The server's own account of each step: commits counted, and what the
+    // benchmark's sessions waited on.
+    contains(&out, "db wait");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    for step in export["steps"].as_array().unwrap() {
+        let commits = step["db"]["counters"]["commits"].as_f64().unwrap();
+        let completed = step["summary"]["completed"].as_f64().unwrap();
+        assert!(
+            commits >= completed * 0.9,
+            "{commits} commits for {completed} transactions"
+        );
+        let waits: u64 = step["db"]["waits"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert!(waits > 0, "no wait samples: {}", step["db"]);
+        assert!(step["intervals"][0]["db"].is_object());
+    }
     let out = perflab_ok(
         dir.path(),
         &format!("run bank --target {url} --mix atm --users 4 {SHORT}"),
@@ -282,4 +303,55 @@ fn passwords_never_reach_the_store_the_terminal_or_the_export() {
             "the password is in the store"
         );
     }
+}
+
+#[test]
+fn connections_killed_by_the_server_are_reopened_and_counted() {
+    let pg = server();
+    let dir = tempdir();
+    let url = pg.url();
+    perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --users 1 {SHORT}"),
+    );
+    let child = crate::support::spawn_until_steps(
+        dir.path(),
+        &format!(
+            "run bank --target {url} --users 1,4 --warmup 0s --duration 3s --max-error-rate 50%"
+        ),
+        1,
+    );
+    // Step 2 (4 users) is running: the server ends every benchmark session.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    psql(
+        &pg,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'perflab'",
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the run survives lost connections"
+    );
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let step = &export["steps"][1];
+    let lost = step["ops"][0]["errors"]["connect"].as_u64().unwrap_or(0);
+    assert!(
+        lost >= 1,
+        "no connect errors counted: {}",
+        step["ops"][0]["errors"]
+    );
+    // Operations went on after the reconnects: the last interval served some.
+    let intervals = step["intervals"].as_array().unwrap();
+    let last_measured = intervals
+        .iter()
+        .rev()
+        .find(|i| i["phase"] == "measured")
+        .unwrap();
+    assert!(last_measured["ok"].as_u64().unwrap() > 0);
+    contains(
+        &perflab_ok(dir.path(), &format!("check bank --target {url}")),
+        "check: passed",
+    );
 }

@@ -119,16 +119,33 @@ pub fn contains(text: &str, fragment: &str) {
     assert!(text.contains(fragment), "no '{fragment}' in:\n{text}");
 }
 
-/// Starts perflab in `dir` and waits until its run has committed `steps` steps.
+/// The newest run's id in a store (0 when there is none).
+fn newest_run(store: &Path) -> i64 {
+    let Ok(conn) = rusqlite::Connection::open(store) else {
+        return 0;
+    };
+    conn.query_row("SELECT coalesce(max(id), 0) FROM runs", [], |r| r.get(0))
+        .unwrap_or(0)
+}
+
+/// Starts perflab in `dir` and waits until its run (a run newer than any
+/// already in the store) has committed `steps` steps.
 pub fn spawn_until_steps(dir: &Path, args: &str, steps: i64) -> std::process::Child {
     let store = dir.join("perflab.db");
+    let before = if store.exists() {
+        newest_run(&store)
+    } else {
+        0
+    };
     let child = perflab_process(dir)
         .args(args.split_whitespace())
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("perflab starts");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while stored_steps(&store) < steps && std::time::Instant::now() < deadline {
+    while (!store.exists() || newest_run(&store) <= before || stored_steps(&store) < steps)
+        && std::time::Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
     child

@@ -130,7 +130,7 @@ pub fn check_run(
         "history = committed",
         history_ok,
         if unknown > 0 {
-            format!("{written} rows written; the client saw {committed} committed and {unknown} of unknown outcome (timeouts)")
+            format!("{written} rows written; the client saw {committed} committed and {unknown} of unknown outcome (timeouts, lost connections)")
         } else {
             format!("{written} rows written; the client saw {committed} committed")
         },

@@ -77,6 +77,8 @@ fn classify(e: &mysql_async::Error) -> Failure {
         mysql_async::Error::Server(s) if RETRYABLE.contains(&s.code) => {
             Failure::Retry(s.code.to_string())
         }
+        // ER_CONNECTION_KILLED and ER_SERVER_SHUTDOWN: the session is gone.
+        mysql_async::Error::Server(s) if s.code == 1927 || s.code == 1053 => Failure::Lost,
         mysql_async::Error::Server(s) => Failure::Sql(s.code.to_string()),
         mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => Failure::Lost,
         other => Failure::Sql(other.to_string()),

@@ -110,6 +110,9 @@ fn classify(e: &tokio_postgres::Error) -> Failure {
         {
             Failure::Retry(c.code().to_string())
         }
+        // Class 08 (connection exception) and 57P0x (the server is shutting
+        // down or ended this session): the connection is gone.
+        Some(c) if c.code().starts_with("08") || c.code().starts_with("57P0") => Failure::Lost,
         Some(c) => Failure::Sql(c.code().to_string()),
         None if std::error::Error::source(e).is_some() => Failure::Lost,
         None => Failure::Sql("client".to_string()),
