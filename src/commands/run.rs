@@ -7,6 +7,7 @@ use crate::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, Swe
 use crate::knob::managed_pg::ManagedPostgres;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan, Target, WorkloadSpec};
+use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::{DbProbe, DbSample, HostFacts};
 use crate::report::{render_run, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
@@ -178,6 +179,10 @@ struct RunObserver<'a> {
     db_probe: Option<DbProbe>,
     /// The database's samples of the running step's intervals, in order.
     db_samples: Vec<Option<DbSample>>,
+    /// This host's counters at the last interval boundary.
+    host_last: Option<HostSnapshot>,
+    /// This host's samples of the running step's intervals, in order.
+    host_samples: Vec<HostSample>,
 }
 
 impl SweepObserver for RunObserver<'_> {
@@ -187,6 +192,8 @@ impl SweepObserver for RunObserver<'_> {
             let _ = probe.take();
         }
         self.db_samples.clear();
+        self.host_samples.clear();
+        self.host_last = Some(HostSnapshot::read(&HostRoot::live()));
         self.progress.step_started(index, level, schedule);
     }
 
@@ -194,12 +201,20 @@ impl SweepObserver for RunObserver<'_> {
         if let Some(probe) = &self.db_probe {
             self.db_samples.push(probe.take());
         }
+        let now = HostSnapshot::read(&HostRoot::live());
+        if let Some(last) = &self.host_last {
+            self.host_samples.push(HostSample::between(last, &now));
+        }
+        self.host_last = Some(now);
         self.progress.interval(spec, tally);
     }
 
     fn step_finished(&mut self, step: &mut StepResult) -> anyhow::Result<()> {
         for (interval, sample) in step.intervals.iter_mut().zip(self.db_samples.drain(..)) {
             interval.db = sample;
+        }
+        for (interval, sample) in step.intervals.iter_mut().zip(self.host_samples.drain(..)) {
+            interval.host = Some(sample);
         }
         self.store.commit_step(self.run, step)?;
         self.progress.step_finished(step);
@@ -255,6 +270,8 @@ fn execute<W: Workload>(
         progress: Progress::new(plan.sweep.levels.len()),
         db_probe,
         db_samples: Vec::new(),
+        host_last: None,
+        host_samples: Vec::new(),
     };
     let swept = run_sweep(workload.clone(), plan, interrupted, &mut observer);
     let store = observer.store;

@@ -2,6 +2,7 @@
 
 use crate::measure::{Phase, StepSummary, Tally};
 use crate::plan::Level;
+use crate::probe::counters::HostSample;
 use crate::probe::{DbSample, SelfUsage};
 use std::time::{Duration, SystemTime};
 
@@ -16,6 +17,8 @@ pub struct IntervalRecord {
     pub tally: Tally,
     /// What the database reported over the interval, when a probe watched it.
     pub db: Option<DbSample>,
+    /// What this host's counters did over the interval.
+    pub host: Option<HostSample>,
 }
 
 /// How a step ended.

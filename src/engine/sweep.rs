@@ -311,6 +311,7 @@ fn run_step<W: Workload>(
             length: spec.end - spec.start,
             tally: tally.clone(),
             db: None,
+            host: None,
         })
         .collect();
     let mut drain = Tally::new(workload.op_names().len());
@@ -332,6 +333,7 @@ fn run_step<W: Workload>(
         length: drain_length,
         tally: drain,
         db: None,
+        host: None,
     });
     let expected = schedule
         .intervals

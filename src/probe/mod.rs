@@ -1,7 +1,8 @@
-//! Probes: sources of resource samples. This module holds what the
-//! foundation needs: perflab's own CPU and memory use (the generator watches
-//! itself) and the host facts stored with every run.
+//! Probes: sources of resource samples — perflab's own CPU and memory use
+//! (the generator watches itself), the host's counters from /proc and /sys,
+//! the database's statistics, and the host facts stored with every run.
 
+pub mod counters;
 mod db;
 mod host;
 mod self_usage;

@@ -55,6 +55,7 @@ pub fn run_json(run: &StoredRun) -> Value {
                         "throughput": if seconds > 0.0 { all.completed() as f64 / seconds } else { 0.0 },
                         "response": LatencySummary::of(&all.response),
                         "db": interval.db,
+                        "host": interval.host,
                     })
                 })
                 .collect();

@@ -1,10 +1,12 @@
 //! Reports, made from stored runs only: the terminal table and run view,
 //! the live progress of a running sweep, and the JSON export.
 
+mod host;
 mod json;
 mod progress;
 mod table;
 
+pub use host::{host_table, StepHost};
 pub use json::{run_json, SCHEMA_ID};
 pub use progress::Progress;
 pub use table::{render_check, render_run, step_table};

@@ -162,6 +162,11 @@ pub fn render_run(run: &StoredRun) -> String {
     } else {
         out.push_str(&step_table(&run.steps));
         out.push_str(&error_kinds(&run.steps));
+        let host = super::host_table(&run.steps);
+        if !host.is_empty() {
+            out.push('\n');
+            out.push_str(&host);
+        }
         if run.op_names.len() > 1 {
             out.push('\n');
             out.push_str(&op_breakdown(run));

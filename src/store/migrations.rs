@@ -70,6 +70,14 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (step_id, interval_idx),
         FOREIGN KEY (step_id, interval_idx) REFERENCES intervals(step_id, idx)
     );",
+    // 3: what this host's /proc and /sys counters did over each interval.
+    "CREATE TABLE interval_host (
+        step_id INTEGER NOT NULL,
+        interval_idx INTEGER NOT NULL,
+        sample TEXT NOT NULL,
+        PRIMARY KEY (step_id, interval_idx),
+        FOREIGN KEY (step_id, interval_idx) REFERENCES intervals(step_id, idx)
+    );",
 ];
 
 /// The schema version this build writes.

@@ -319,6 +319,14 @@ impl Store {
                     |r| r.get(0),
                 )
                 .optional()?;
+            let host: Option<String> = self
+                .conn
+                .query_row(
+                    "SELECT sample FROM interval_host WHERE step_id = ?1 AND interval_idx = ?2",
+                    params![step_id, idx],
+                    |r| r.get(0),
+                )
+                .optional()?;
             intervals.push(IntervalRecord {
                 phase: Phase::parse(&phase).ok_or_else(|| anyhow!("unknown phase '{phase}'"))?,
                 start: Duration::from_secs_f64(start.max(0.0)),
@@ -328,6 +336,10 @@ impl Store {
                     .map(|s| serde_json::from_str(&s))
                     .transpose()
                     .context("damaged database sample")?,
+                host: host
+                    .map(|s| serde_json::from_str(&s))
+                    .transpose()
+                    .context("damaged host sample")?,
             });
         }
         Ok(intervals)

@@ -87,6 +87,9 @@ impl Store {
             let mut db_stmt = tx.prepare(
                 "INSERT INTO interval_db (step_id, interval_idx, sample) VALUES (?1, ?2, ?3)",
             )?;
+            let mut host_stmt = tx.prepare(
+                "INSERT INTO interval_host (step_id, interval_idx, sample) VALUES (?1, ?2, ?3)",
+            )?;
             let mut op_stmt = tx.prepare(
                 "INSERT INTO interval_ops (step_id, interval_idx, op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -104,6 +107,13 @@ impl Store {
                     t.think_total.as_secs_f64(),
                     t.thinks as i64,
                 ])?;
+                if let Some(host) = &interval.host {
+                    host_stmt.execute(params![
+                        step_id,
+                        idx as i64,
+                        serde_json::to_string(host)?
+                    ])?;
+                }
                 if let Some(db) = &interval.db {
                     db_stmt.execute(params![step_id, idx as i64, serde_json::to_string(db)?])?;
                 }

@@ -4,6 +4,7 @@
 mod bank;
 mod cli;
 mod engine;
+mod host;
 mod mariadb;
 mod postgres;
 mod support;

@@ -142,7 +142,7 @@ pub fn connect_error(target: &PgTarget, e: &tokio_postgres::Error) -> PlanError 
             if cause.contains("refused") {
                 format!("nothing answers at {at} (connection refused); start PostgreSQL there or fix the host and port")
             } else if cause.contains("reset by peer") || cause.contains("Broken pipe") {
-                format!("{at} closed the connection ({cause}); the server may be shutting down or out of connections")
+                format!("{at} closed the connection ({cause}); the server may be shutting down, out of connections, or not PostgreSQL")
             } else if text.contains("timeout") || cause.contains("timed out") {
                 format!(
                     "no PostgreSQL answered at {at} within 10 s; check the host, port and firewall"

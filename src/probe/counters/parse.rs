@@ -1,0 +1,95 @@
+//! Hand parsers for what procfs-core does not cover: the header/value
+//! table pairs of /proc/net/snmp and /proc/net/netstat, the `intr` line of
+//! /proc/stat, PSI lines, and the link attributes under /sys/class/net.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The named section of an snmp-style file: a `Name: field field…` line
+/// followed by a `Name: value value…` line.
+pub fn snmp_table(text: &str, section: &str) -> BTreeMap<String, u64> {
+    let prefix = format!("{section}:");
+    let mut lines = text.lines().filter(|l| l.starts_with(&prefix));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
+        return BTreeMap::new();
+    };
+    names
+        .split_whitespace()
+        .skip(1)
+        .zip(values.split_whitespace().skip(1))
+        // Some fields (MaxConn) are -1: they are settings, not counters.
+        .filter_map(|(n, v)| v.parse::<u64>().ok().map(|v| (n.to_string(), v)))
+        .collect()
+}
+
+/// Interrupts since boot: the first number of /proc/stat's `intr` line.
+pub fn interrupts_total(stat: &str) -> Option<u64> {
+    stat.lines()
+        .find_map(|l| l.strip_prefix("intr "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// `avg10` of the `some` or `full` line of a /proc/pressure file.
+pub fn pressure_avg10(text: &str, kind: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(kind))?
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("avg10="))
+        .and_then(|v| v.parse().ok())
+}
+
+/// A network interface's attributes from /sys/class/net/NAME.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Link {
+    pub speed_mbps: Option<u64>,
+    pub duplex: Option<String>,
+    pub carrier_changes: Option<u64>,
+    pub rx_crc_errors: Option<u64>,
+    pub tx_window_errors: Option<u64>,
+}
+
+impl Link {
+    pub fn read(dir: &Path) -> Self {
+        // Reading speed or duplex of a link that is down, or of a virtual
+        // device, fails with EINVAL or gives -1: not reported.
+        let read = |rel: &str| std::fs::read_to_string(dir.join(rel)).ok();
+        let number = |rel: &str| read(rel).and_then(|t| t.trim().parse::<i64>().ok());
+        Link {
+            speed_mbps: number("speed").filter(|&s| s > 0).map(|s| s as u64),
+            duplex: read("duplex")
+                .map(|d| d.trim().to_string())
+                .filter(|d| !d.is_empty()),
+            carrier_changes: number("carrier_changes").map(|n| n.max(0) as u64),
+            rx_crc_errors: number("statistics/rx_crc_errors").map(|n| n.max(0) as u64),
+            tx_window_errors: number("statistics/tx_window_errors").map(|n| n.max(0) as u64),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snmp_tables_pair_names_with_values() {
+        let text = "Ip: Forwarding DefaultTTL\nIp: 1 64\nTcp: RtoAlgorithm MaxConn OutSegs RetransSegs\nTcp: 1 -1 5000 12\n";
+        let tcp = snmp_table(text, "Tcp");
+        assert_eq!(tcp.get("OutSegs"), Some(&5000));
+        assert_eq!(tcp.get("RetransSegs"), Some(&12));
+        assert_eq!(tcp.get("MaxConn"), None);
+        assert!(snmp_table(text, "Udp").is_empty());
+    }
+
+    #[test]
+    fn intr_and_pressure_lines_parse() {
+        assert_eq!(
+            interrupts_total("cpu 1 2 3\nintr 123456 0 9\nctxt 5\n"),
+            Some(123_456)
+        );
+        assert_eq!(interrupts_total("cpu 1 2 3\n"), None);
+        let psi = "some avg10=1.50 avg60=0.20 avg300=0.00 total=100\nfull avg10=0.25 avg60=0.00 avg300=0.00 total=7\n";
+        assert_eq!(pressure_avg10(psi, "some"), Some(1.5));
+        assert_eq!(pressure_avg10(psi, "full"), Some(0.25));
+    }
+}

@@ -1,0 +1,315 @@
+//! A [`HostSample`]: what the host did between two snapshots, as rates and
+//! shares. CPU shares are fractions of the time elapsed (per CPU, and in
+//! total across CPUs); disk busy is io_ticks over the elapsed time; link
+//! utilisation is bytes per second against the reported link speed.
+
+use super::HostSnapshot;
+use procfs_core::CpuTime;
+use serde::{Deserialize, Serialize};
+
+/// Shares of CPU time by state, each in 0..=1.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CpuSample {
+    pub user: f64,
+    pub nice: f64,
+    pub system: f64,
+    pub irq: f64,
+    pub softirq: f64,
+    pub iowait: f64,
+    pub steal: f64,
+    pub idle: f64,
+}
+
+impl CpuSample {
+    /// Busy share: everything but idle and iowait.
+    pub fn busy(&self) -> f64 {
+        (1.0 - self.idle - self.iowait).max(0.0)
+    }
+
+    /// `%ISR`: hardware and software interrupt handling.
+    pub fn isr(&self) -> f64 {
+        self.irq + self.softirq
+    }
+
+    fn between(a: &CpuTime, b: &CpuTime) -> Option<Self> {
+        let d = |x: u64, y: u64| y.saturating_sub(x) as f64;
+        let o = |x: Option<u64>, y: Option<u64>| d(x.unwrap_or(0), y.unwrap_or(0));
+        let parts = [
+            d(a.user, b.user),
+            d(a.nice, b.nice),
+            d(a.system, b.system),
+            o(a.irq, b.irq),
+            o(a.softirq, b.softirq),
+            o(a.iowait, b.iowait),
+            o(a.steal, b.steal),
+            d(a.idle, b.idle),
+        ];
+        let total: f64 = parts.iter().sum();
+        (total > 0.0).then(|| CpuSample {
+            user: parts[0] / total,
+            nice: parts[1] / total,
+            system: parts[2] / total,
+            irq: parts[3] / total,
+            softirq: parts[4] / total,
+            iowait: parts[5] / total,
+            steal: parts[6] / total,
+            idle: parts[7] / total,
+        })
+    }
+}
+
+/// Memory and paging.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct MemorySample {
+    pub available_bytes: Option<u64>,
+    pub cached_bytes: u64,
+    pub dirty_bytes: u64,
+    pub swap_used_bytes: u64,
+    pub page_faults_per_s: Option<f64>,
+    pub major_faults_per_s: Option<f64>,
+    pub swap_in_per_s: Option<f64>,
+    pub swap_out_per_s: Option<f64>,
+    /// Pages scanned for reclaim (kswapd and direct), per second.
+    pub pages_scanned_per_s: Option<f64>,
+}
+
+/// One block device.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DiskSample {
+    pub name: String,
+    pub reads_per_s: f64,
+    pub writes_per_s: f64,
+    pub read_bytes_per_s: f64,
+    pub write_bytes_per_s: f64,
+    /// Share of the time with I/O in flight (io_ticks).
+    pub busy: f64,
+    /// Average number of I/Os in flight (weighted io_ticks).
+    pub queue: f64,
+    /// Average time per completed I/O, ms (None when none completed).
+    pub await_ms: Option<f64>,
+}
+
+/// One network interface.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NicSample {
+    pub name: String,
+    pub rx_bytes_per_s: f64,
+    pub tx_bytes_per_s: f64,
+    pub rx_packets_per_s: f64,
+    pub tx_packets_per_s: f64,
+    /// Counts over the interval.
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_drops: u64,
+    pub tx_drops: u64,
+    pub collisions: u64,
+    pub rx_crc_errors: Option<u64>,
+    pub tx_window_errors: Option<u64>,
+    pub carrier_changes: Option<u64>,
+    pub speed_mbps: Option<u64>,
+    pub duplex: Option<String>,
+    /// Share of the link's speed used each way, when the speed is known.
+    pub rx_utilisation: Option<f64>,
+    pub tx_utilisation: Option<f64>,
+}
+
+/// TCP, per second or per interval.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct TcpSample {
+    pub segments_out_per_s: f64,
+    pub retransmits_per_s: f64,
+    /// Retransmission timeouts over the interval.
+    pub timeouts: Option<u64>,
+    pub listen_drops: Option<u64>,
+    pub listen_overflows: Option<u64>,
+}
+
+/// Pressure stall information: share of time stalled, 10 s average, %.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct PressureSample {
+    pub cpu_some: Option<f64>,
+    pub memory_some: Option<f64>,
+    pub memory_full: Option<f64>,
+    pub io_some: Option<f64>,
+    pub io_full: Option<f64>,
+}
+
+/// What the host did over one interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostSample {
+    /// Seconds between the two snapshots.
+    pub seconds: f64,
+    /// All CPUs together.
+    pub cpu: Option<CpuSample>,
+    /// Each CPU, in order.
+    pub cpus: Vec<CpuSample>,
+    pub context_switches_per_s: Option<f64>,
+    pub interrupts_per_s: Option<f64>,
+    /// Runnable tasks at the end of the interval (run-queue length).
+    pub procs_running: Option<u32>,
+    pub memory: Option<MemorySample>,
+    pub disks: Vec<DiskSample>,
+    pub nics: Vec<NicSample>,
+    pub tcp: Option<TcpSample>,
+    pub pressure: PressureSample,
+}
+
+impl HostSample {
+    /// The rates between two snapshots of the same host.
+    pub fn between(a: &HostSnapshot, b: &HostSnapshot) -> Self {
+        let seconds = b.at.saturating_duration_since(a.at).as_secs_f64();
+        Self::between_over(a, b, seconds)
+    }
+
+    /// As [`between`](Self::between), with the elapsed time given (fixtures).
+    pub fn between_over(a: &HostSnapshot, b: &HostSnapshot, seconds: f64) -> Self {
+        let rate = |x: u64, y: u64| {
+            if seconds > 0.0 {
+                y.saturating_sub(x) as f64 / seconds
+            } else {
+                0.0
+            }
+        };
+        let (cpu, cpus, ctxt, procs_running) = match (&a.stat, &b.stat) {
+            (Some(sa), Some(sb)) => (
+                CpuSample::between(&sa.total, &sb.total),
+                sa.cpu_time
+                    .iter()
+                    .zip(&sb.cpu_time)
+                    .filter_map(|(x, y)| CpuSample::between(x, y))
+                    .collect(),
+                Some(rate(sa.ctxt, sb.ctxt)),
+                sb.procs_running,
+            ),
+            _ => (None, Vec::new(), None, None),
+        };
+        let interrupts_per_s = a.interrupts.zip(b.interrupts).map(|(x, y)| rate(x, y));
+        let memory = b.meminfo.as_ref().map(|m| {
+            let vm = |key: &str| {
+                a.vmstat
+                    .as_ref()
+                    .zip(b.vmstat.as_ref())
+                    .and_then(|(va, vb)| Some(rate(*va.get(key)? as u64, *vb.get(key)? as u64)))
+            };
+            let scanned = ["pgscan_kswapd", "pgscan_direct"]
+                .iter()
+                .map(|k| vm(k))
+                .try_fold(0.0, |acc, v| v.map(|v| acc + v));
+            MemorySample {
+                available_bytes: m.mem_available,
+                cached_bytes: m.cached,
+                dirty_bytes: m.dirty,
+                swap_used_bytes: m.swap_total.saturating_sub(m.swap_free),
+                page_faults_per_s: vm("pgfault"),
+                major_faults_per_s: vm("pgmajfault"),
+                swap_in_per_s: vm("pswpin"),
+                swap_out_per_s: vm("pswpout"),
+                pages_scanned_per_s: scanned,
+            }
+        });
+        let ms = seconds * 1000.0;
+        let disks = b
+            .disks
+            .iter()
+            .filter_map(|db| {
+                let da = a.disks.iter().find(|d| d.name == db.name)?;
+                let ios = db.reads.saturating_sub(da.reads) + db.writes.saturating_sub(da.writes);
+                let io_ms = db.time_reading.saturating_sub(da.time_reading)
+                    + db.time_writing.saturating_sub(da.time_writing);
+                Some(DiskSample {
+                    name: db.name.clone(),
+                    reads_per_s: rate(da.reads, db.reads),
+                    writes_per_s: rate(da.writes, db.writes),
+                    read_bytes_per_s: rate(da.sectors_read, db.sectors_read) * 512.0,
+                    write_bytes_per_s: rate(da.sectors_written, db.sectors_written) * 512.0,
+                    busy: if ms > 0.0 {
+                        (db.time_in_progress.saturating_sub(da.time_in_progress) as f64 / ms)
+                            .min(1.0)
+                    } else {
+                        0.0
+                    },
+                    queue: if ms > 0.0 {
+                        db.weighted_time_in_progress
+                            .saturating_sub(da.weighted_time_in_progress)
+                            as f64
+                            / ms
+                    } else {
+                        0.0
+                    },
+                    await_ms: (ios > 0).then(|| io_ms as f64 / ios as f64),
+                })
+            })
+            .collect();
+        let nics = b
+            .nics
+            .iter()
+            .filter_map(|(name, nb)| {
+                let na = a.nics.get(name)?;
+                let (x, y) = (&na.dev, &nb.dev);
+                let count = |p: u64, q: u64| q.saturating_sub(p);
+                let opt =
+                    |p: Option<u64>, q: Option<u64>| p.zip(q).map(|(p, q)| q.saturating_sub(p));
+                let rx = rate(x.recv_bytes, y.recv_bytes);
+                let tx = rate(x.sent_bytes, y.sent_bytes);
+                let capacity = nb.speed_mbps.map(|s| s as f64 * 1e6 / 8.0);
+                Some(NicSample {
+                    name: name.clone(),
+                    rx_bytes_per_s: rx,
+                    tx_bytes_per_s: tx,
+                    rx_packets_per_s: rate(x.recv_packets, y.recv_packets),
+                    tx_packets_per_s: rate(x.sent_packets, y.sent_packets),
+                    rx_errors: count(x.recv_errs, y.recv_errs),
+                    tx_errors: count(x.sent_errs, y.sent_errs),
+                    rx_drops: count(x.recv_drop, y.recv_drop),
+                    tx_drops: count(x.sent_drop, y.sent_drop),
+                    collisions: count(x.sent_colls, y.sent_colls),
+                    rx_crc_errors: opt(na.rx_crc_errors, nb.rx_crc_errors),
+                    tx_window_errors: opt(na.tx_window_errors, nb.tx_window_errors),
+                    carrier_changes: opt(na.carrier_changes, nb.carrier_changes),
+                    speed_mbps: nb.speed_mbps,
+                    duplex: nb.duplex.clone(),
+                    rx_utilisation: capacity.map(|c| rx / c),
+                    tx_utilisation: capacity.map(|c| tx / c),
+                })
+            })
+            .collect();
+        let tcp_count = |key: &str| Some(b.tcp.get(key)?.saturating_sub(*a.tcp.get(key)?));
+        let tcp =
+            (a.tcp.contains_key("OutSegs") && b.tcp.contains_key("OutSegs")).then(|| TcpSample {
+                segments_out_per_s: tcp_count("OutSegs").unwrap_or(0) as f64
+                    / seconds.max(f64::MIN_POSITIVE),
+                retransmits_per_s: tcp_count("RetransSegs").unwrap_or(0) as f64
+                    / seconds.max(f64::MIN_POSITIVE),
+                timeouts: tcp_count("TCPTimeouts"),
+                listen_drops: tcp_count("ListenDrops"),
+                listen_overflows: tcp_count("ListenOverflows"),
+            });
+        HostSample {
+            seconds,
+            cpu,
+            cpus,
+            context_switches_per_s: ctxt,
+            interrupts_per_s,
+            procs_running,
+            memory,
+            disks,
+            nics,
+            tcp,
+            pressure: b.pressure,
+        }
+    }
+
+    /// The disk with the highest busy share.
+    pub fn busiest_disk(&self) -> Option<&DiskSample> {
+        self.disks.iter().max_by(|a, b| a.busy.total_cmp(&b.busy))
+    }
+
+    /// Bytes per second over every interface but loopback, both ways.
+    pub fn network_bytes_per_s(&self) -> f64 {
+        self.nics
+            .iter()
+            .filter(|n| n.name != "lo")
+            .map(|n| n.rx_bytes_per_s + n.tx_bytes_per_s)
+            .sum()
+    }
+}

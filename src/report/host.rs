@@ -1,0 +1,137 @@
+//! The host table: what this machine's counters did during each step's
+//! measured window — CPU busy and `%ISR` (seed 001's column), run queue,
+//! context switches, the busiest disk, network throughput and link use, and
+//! TCP retransmissions — averaged over the window's intervals, weighted by
+//! their length.
+
+use crate::engine::StepResult;
+use crate::measure::Phase;
+use crate::plan::Level;
+use crate::probe::counters::HostSample;
+use crate::units::{OpsPerSec, Percent};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// A step's host figures over its measured window.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepHost {
+    pub cpu_busy: Option<f64>,
+    pub cpu_isr: Option<f64>,
+    pub run_queue: Option<f64>,
+    pub context_switches_per_s: Option<f64>,
+    /// The disk with the highest mean busy share, and that share.
+    pub busiest_disk: Option<(String, f64)>,
+    /// Bytes per second over every interface but loopback.
+    pub network_bytes_per_s: f64,
+    /// The highest mean link utilisation of any direction of any interface.
+    pub link_utilisation: Option<f64>,
+    pub retransmits_per_s: Option<f64>,
+}
+
+/// Length-weighted mean of `value` over the samples that have it.
+fn mean(samples: &[&HostSample], value: impl Fn(&HostSample) -> Option<f64>) -> Option<f64> {
+    let (sum, weight) = samples
+        .iter()
+        .filter_map(|s| value(s).map(|v| (v * s.seconds, s.seconds)))
+        .fold((0.0, 0.0), |(a, b), (v, w)| (a + v, b + w));
+    (weight > 0.0).then(|| sum / weight)
+}
+
+impl StepHost {
+    /// Summarises a step's measured host samples; None when it has none.
+    pub fn of(step: &StepResult) -> Option<Self> {
+        let samples: Vec<&HostSample> = step
+            .intervals
+            .iter()
+            .filter(|i| i.phase == Phase::Measured)
+            .filter_map(|i| i.host.as_ref())
+            .collect();
+        if samples.is_empty() {
+            return None;
+        }
+        let mut disks: BTreeMap<&str, ()> = BTreeMap::new();
+        for s in &samples {
+            for d in &s.disks {
+                disks.insert(d.name.as_str(), ());
+            }
+        }
+        let busiest_disk = disks
+            .keys()
+            .filter_map(|name| {
+                let busy = mean(&samples, |s| {
+                    s.disks.iter().find(|d| d.name == *name).map(|d| d.busy)
+                })?;
+                Some((name.to_string(), busy))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let mut nics: BTreeMap<&str, ()> = BTreeMap::new();
+        for s in &samples {
+            for n in &s.nics {
+                nics.insert(n.name.as_str(), ());
+            }
+        }
+        let link_utilisation = nics
+            .keys()
+            .filter_map(|name| {
+                let nic = |s: &HostSample| s.nics.iter().find(|n| n.name == *name).cloned();
+                let rx = mean(&samples, |s| nic(s).and_then(|n| n.rx_utilisation));
+                let tx = mean(&samples, |s| nic(s).and_then(|n| n.tx_utilisation));
+                rx.into_iter().chain(tx).max_by(f64::total_cmp)
+            })
+            .max_by(f64::total_cmp);
+        Some(StepHost {
+            cpu_busy: mean(&samples, |s| s.cpu.map(|c| c.busy())),
+            cpu_isr: mean(&samples, |s| s.cpu.map(|c| c.isr())),
+            run_queue: mean(&samples, |s| s.procs_running.map(f64::from)),
+            context_switches_per_s: mean(&samples, |s| s.context_switches_per_s),
+            busiest_disk,
+            network_bytes_per_s: mean(&samples, |s| Some(s.network_bytes_per_s())).unwrap_or(0.0),
+            link_utilisation,
+            retransmits_per_s: mean(&samples, |s| s.tcp.map(|t| t.retransmits_per_s)),
+        })
+    }
+}
+
+/// The host table, or nothing when no step has host samples.
+pub fn host_table(steps: &[StepResult]) -> String {
+    let rows: Vec<(Level, StepHost)> = steps
+        .iter()
+        .filter_map(|s| StepHost::of(s).map(|h| (s.level, h)))
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| Percent(v).to_string());
+    let num = |v: Option<f64>| v.map_or("-".to_string(), |v| OpsPerSec(v).to_string());
+    let mut out = String::from("this host during each step:\n");
+    let _ = writeln!(
+        out,
+        "{:>7} {:>7} {:>7} {:>6} {:>9} {:>14} {:>9} {:>7} {:>10}",
+        "load", "cpu", "%isr", "runq", "cs/s", "busiest disk", "net MB/s", "link", "retrans/s"
+    );
+    for (level, h) in rows {
+        let level = match level {
+            Level::Users(n) => n.to_string(),
+            Level::Rate(r) => format!("{}/s", OpsPerSec(r)),
+        };
+        let disk = h
+            .busiest_disk
+            .as_ref()
+            .map_or("-".to_string(), |(name, busy)| {
+                format!("{name} {}", Percent(*busy))
+            });
+        let _ = writeln!(
+            out,
+            "{level:>7} {:>7} {:>7} {:>6} {:>9} {:>14} {:>9.2} {:>7} {:>10}",
+            pct(h.cpu_busy),
+            pct(h.cpu_isr),
+            h.run_queue.map_or("-".to_string(), |q| format!("{q:.1}")),
+            num(h.context_switches_per_s),
+            disk,
+            h.network_bytes_per_s / 1e6,
+            pct(h.link_utilisation),
+            num(h.retransmits_per_s),
+        );
+    }
+    out
+}

@@ -1,0 +1,143 @@
+//! The host probe on this machine's live /proc and /sys: a CPU burner
+//! pinned to one CPU shows on that CPU, an O_DIRECT write shows on a disk,
+//! loopback traffic shows on `lo`, and a run stores a host sample with
+//! every interval.
+
+use crate::support::{contains, perflab_ok, tempdir};
+use perflab::probe::counters::{HostRoot, HostSample, HostSnapshot};
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+fn sample_while(work: impl FnOnce()) -> HostSample {
+    let before = HostSnapshot::read(&HostRoot::live());
+    work();
+    HostSample::between(&before, &HostSnapshot::read(&HostRoot::live()))
+}
+
+#[test]
+fn a_cpu_burner_pinned_to_one_cpu_shows_on_that_cpu() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(cpus >= 2, "this test needs two CPUs");
+    let s = sample_while(|| {
+        std::thread::spawn(|| {
+            // SAFETY: pinning this new thread to CPU 1; the set is zeroed first.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(1, &mut set);
+                assert_eq!(
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                    0
+                );
+            }
+            let until = Instant::now() + Duration::from_millis(1500);
+            let mut x = 0u64;
+            while Instant::now() < until {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        })
+        .join()
+        .unwrap();
+    });
+    let cpu1 = s.cpus[1];
+    assert!(
+        cpu1.busy() > 0.9,
+        "CPU 1 was {:.0}% busy",
+        cpu1.busy() * 100.0
+    );
+    let total = s.cpu.unwrap().busy();
+    assert!(total > 0.45, "all CPUs {:.0}% busy", total * 100.0);
+}
+
+#[test]
+fn an_o_direct_write_shows_on_a_disk() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("o_direct.bin");
+    const BYTES: usize = 32 << 20;
+    let s = sample_while(|| {
+        let layout = std::alloc::Layout::from_size_align(1 << 20, 4096).unwrap();
+        // SAFETY: a 1 MiB, 4 KiB-aligned buffer, zeroed, freed below.
+        let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+        let chunk = unsafe { std::slice::from_raw_parts(buf, 1 << 20) };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+            .expect("O_DIRECT is supported where the test build lives");
+        for _ in 0..(BYTES >> 20) {
+            f.write_all(chunk).unwrap();
+        }
+        drop(f);
+        unsafe { std::alloc::dealloc(buf, layout) };
+    });
+    let _ = std::fs::remove_file(&path);
+    let written = s
+        .disks
+        .iter()
+        .map(|d| d.write_bytes_per_s * s.seconds)
+        .fold(0.0, f64::max);
+    assert!(
+        written >= BYTES as f64,
+        "the busiest writer wrote {written} bytes"
+    );
+    assert!(s.disks.iter().any(|d| d.busy > 0.0));
+}
+
+#[test]
+fn loopback_traffic_shows_on_lo() {
+    const BYTES: usize = 16 << 20;
+    let s = sample_while(|| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut got = 0;
+            while got < BYTES {
+                let n = conn.read(&mut buf).unwrap();
+                assert!(n > 0);
+                got += n;
+            }
+        });
+        let mut out = std::net::TcpStream::connect(addr).unwrap();
+        let chunk = vec![7u8; 1 << 16];
+        for _ in 0..(BYTES >> 16) {
+            out.write_all(&chunk).unwrap();
+        }
+        reader.join().unwrap();
+    });
+    let lo = s
+        .nics
+        .iter()
+        .find(|n| n.name == "lo")
+        .expect("lo is listed");
+    assert!(lo.rx_bytes_per_s * s.seconds >= BYTES as f64);
+    assert!(lo.tx_bytes_per_s * s.seconds >= BYTES as f64);
+}
+
+#[test]
+fn a_run_stores_a_host_sample_with_every_interval() {
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        "run null --users 2 --service 1ms --warmup 0s --duration 2s",
+    );
+    contains(&out, "this host during each step");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let intervals = export["steps"][0]["intervals"].as_array().unwrap();
+    let measured: Vec<_> = intervals
+        .iter()
+        .filter(|i| i["phase"] == "measured")
+        .collect();
+    assert_eq!(measured.len(), 2);
+    for i in measured {
+        let cpus = i["host"]["cpus"].as_array().unwrap();
+        assert_eq!(
+            cpus.len(),
+            std::thread::available_parallelism().unwrap().get()
+        );
+        assert!(i["host"]["seconds"].as_f64().unwrap() > 0.5);
+    }
+}
