@@ -126,6 +126,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "AT:LENGTH")]
     pub stall: Option<String>,
 
+    /// The server under test's process (and its children), watched with the host's counters.
+    #[arg(long, value_name = "PID", conflicts_with = "server_proc")]
+    pub server_pid: Option<u32>,
+
+    /// The server under test's processes by command name (e.g. postgres, mariadbd).
+    #[arg(long, value_name = "NAME")]
+    pub server_proc: Option<String>,
+
     /// Seed of every random stream (printed and stored, so a run can be repeated).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,

@@ -6,6 +6,7 @@ use crate::plan::{
     Arrivals, BankMix, Isolation, LoadModel, NullStall, Plan, Sweep, Target, ThinkTime,
     WorkloadSpec,
 };
+use crate::probe::counters::process::ProcessSelector;
 use crate::units::{parse_duration, parse_percent};
 use std::time::Duration;
 
@@ -239,6 +240,27 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    let server = match (args.server_pid, &args.server_proc) {
+        (Some(pid), _) => {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(PlanError::flag(
+                    "--server-pid",
+                    format!("no process {pid} on this host"),
+                    "give the pid of the server's main process (e.g. the postmaster)",
+                ));
+            }
+            Some(ProcessSelector::Tree(pid))
+        }
+        (None, Some(name)) if name.trim().is_empty() => {
+            return Err(PlanError::flag(
+                "--server-proc",
+                "an empty name",
+                "give a command name such as postgres or mariadbd",
+            ))
+        }
+        (None, Some(name)) => Some(ProcessSelector::Name(name.trim().to_string())),
+        (None, None) => None,
+    };
     Ok(Plan {
         workload,
         load,
@@ -250,6 +272,7 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
         timeout,
         max_error_rate,
         seed: args.seed.unwrap_or_else(random_seed),
+        server,
     })
 }
 

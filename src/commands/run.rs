@@ -7,6 +7,7 @@ use crate::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, Swe
 use crate::knob::managed_pg::ManagedPostgres;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan, Target, WorkloadSpec};
+use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::{DbProbe, DbSample, HostFacts};
 use crate::report::{render_run, Progress};
@@ -38,6 +39,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         started_at: SystemTime::now(),
         store: &mut store,
         interrupted,
+        server: plan.server.clone(),
     };
     match plan.workload.clone() {
         WorkloadSpec::Null { service, stall } => {
@@ -101,6 +103,9 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                                 .collect::<Vec<_>>(),
                         }
                     });
+                    if ctx.server.is_none() {
+                        ctx.server = Some(ProcessSelector::Tree(server.pid()));
+                    }
                     managed = Some(server);
                     (url, setup)
                 }
@@ -183,6 +188,8 @@ struct RunObserver<'a> {
     host_last: Option<HostSnapshot>,
     /// This host's samples of the running step's intervals, in order.
     host_samples: Vec<HostSample>,
+    /// perflab itself and, when known, the server under test.
+    groups: Vec<ProcessGroup>,
 }
 
 impl SweepObserver for RunObserver<'_> {
@@ -193,7 +200,7 @@ impl SweepObserver for RunObserver<'_> {
         }
         self.db_samples.clear();
         self.host_samples.clear();
-        self.host_last = Some(HostSnapshot::read(&HostRoot::live()));
+        self.host_last = Some(HostSnapshot::read(&HostRoot::live(), &self.groups));
         self.progress.step_started(index, level, schedule);
     }
 
@@ -201,7 +208,7 @@ impl SweepObserver for RunObserver<'_> {
         if let Some(probe) = &self.db_probe {
             self.db_samples.push(probe.take());
         }
-        let now = HostSnapshot::read(&HostRoot::live());
+        let now = HostSnapshot::read(&HostRoot::live(), &self.groups);
         if let Some(last) = &self.host_last {
             self.host_samples.push(HostSample::between(last, &now));
         }
@@ -228,6 +235,23 @@ struct RunContext<'a> {
     started_at: SystemTime,
     store: &'a mut Store,
     interrupted: Arc<AtomicBool>,
+    /// The server under test's processes (given, or the managed server).
+    server: Option<ProcessSelector>,
+}
+
+/// perflab itself, and the server under test when known.
+fn process_groups(server: Option<ProcessSelector>) -> Vec<ProcessGroup> {
+    let mut groups = vec![ProcessGroup {
+        label: "perflab".to_string(),
+        selector: ProcessSelector::Pid(std::process::id()),
+    }];
+    if let Some(selector) = server {
+        groups.push(ProcessGroup {
+            label: "server".to_string(),
+            selector,
+        });
+    }
+    groups
 }
 
 fn execute<W: Workload>(
@@ -272,6 +296,7 @@ fn execute<W: Workload>(
         db_samples: Vec::new(),
         host_last: None,
         host_samples: Vec::new(),
+        groups: process_groups(ctx.server.clone()),
     };
     let swept = run_sweep(workload.clone(), plan, interrupted, &mut observer);
     let store = observer.store;

@@ -41,6 +41,8 @@ pub struct Plan {
     pub max_error_rate: f64,
     /// Seed of every random stream of the run.
     pub seed: u64,
+    /// The server under test's processes, followed by the host probe.
+    pub server: Option<crate::probe::counters::process::ProcessSelector>,
 }
 
 /// Durations are stored in plans as seconds (f64), the unit of the JSON export.

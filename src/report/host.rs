@@ -26,6 +26,8 @@ pub struct StepHost {
     /// The highest mean link utilisation of any direction of any interface.
     pub link_utilisation: Option<f64>,
     pub retransmits_per_s: Option<f64>,
+    /// The server under test's CPU, as a share of one CPU.
+    pub server_cpu: Option<f64>,
 }
 
 /// Length-weighted mean of `value` over the samples that have it.
@@ -88,6 +90,12 @@ impl StepHost {
             network_bytes_per_s: mean(&samples, |s| Some(s.network_bytes_per_s())).unwrap_or(0.0),
             link_utilisation,
             retransmits_per_s: mean(&samples, |s| s.tcp.map(|t| t.retransmits_per_s)),
+            server_cpu: mean(&samples, |s| {
+                s.processes
+                    .iter()
+                    .find(|p| p.label == "server")
+                    .map(|p| p.cpu())
+            }),
         })
     }
 }
@@ -103,12 +111,17 @@ pub fn host_table(steps: &[StepResult]) -> String {
     }
     let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| Percent(v).to_string());
     let num = |v: Option<f64>| v.map_or("-".to_string(), |v| OpsPerSec(v).to_string());
+    let server = rows.iter().any(|(_, h)| h.server_cpu.is_some());
     let mut out = String::from("this host during each step:\n");
-    let _ = writeln!(
+    let _ = write!(
         out,
         "{:>7} {:>7} {:>7} {:>6} {:>9} {:>14} {:>9} {:>7} {:>10}",
         "load", "cpu", "%isr", "runq", "cs/s", "busiest disk", "net MB/s", "link", "retrans/s"
     );
+    if server {
+        let _ = write!(out, " {:>11}", "server cpu");
+    }
+    out.push('\n');
     for (level, h) in rows {
         let level = match level {
             Level::Users(n) => n.to_string(),
@@ -120,7 +133,7 @@ pub fn host_table(steps: &[StepResult]) -> String {
             .map_or("-".to_string(), |(name, busy)| {
                 format!("{name} {}", Percent(*busy))
             });
-        let _ = writeln!(
+        let _ = write!(
             out,
             "{level:>7} {:>7} {:>7} {:>6} {:>9} {:>14} {:>9.2} {:>7} {:>10}",
             pct(h.cpu_busy),
@@ -132,6 +145,10 @@ pub fn host_table(steps: &[StepResult]) -> String {
             pct(h.link_utilisation),
             num(h.retransmits_per_s),
         );
+        if server {
+            let _ = write!(out, " {:>11}", pct(h.server_cpu));
+        }
+        out.push('\n');
     }
     out
 }

@@ -40,6 +40,10 @@ fn bad_flags_get_one_line_and_exit_2() {
         "--store",
     );
     one_error_line(&["run", "tpcc"], "bank or null");
+    one_error_line(
+        &["run", "null", "--users", "1", "--server-pid", "999999999"],
+        "--server-pid",
+    );
     one_error_line(&["show", "7", "--store", "/nonexistent/x.db"], "--store");
 }
 

@@ -9,9 +9,9 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 fn sample_while(work: impl FnOnce()) -> HostSample {
-    let before = HostSnapshot::read(&HostRoot::live());
+    let before = HostSnapshot::read(&HostRoot::live(), &[]);
     work();
-    HostSample::between(&before, &HostSnapshot::read(&HostRoot::live()))
+    HostSample::between(&before, &HostSnapshot::read(&HostRoot::live(), &[]))
 }
 
 #[test]

@@ -145,6 +145,19 @@ fn a_managed_server_runs_the_sweep_and_is_removed() {
         ),
     );
     contains(&out, "check: passed");
+    // The managed server's processes are followed with the host's counters.
+    contains(&out, "server cpu");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let interval = &export["steps"][0]["intervals"][0]["host"];
+    let server = interval["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["label"] == "server")
+        .expect("the server's processes are sampled");
+    assert!(server["processes"].as_u64().unwrap() >= 3, "{server}");
+    assert!(server["cpu_user"].as_f64().unwrap() + server["cpu_system"].as_f64().unwrap() > 0.0);
     let files = out
         .lines()
         .find_map(|l| l.split("files in ").nth(1))

@@ -40,6 +40,7 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
         timeout: Duration::from_secs(30),
         max_error_rate: 0.05,
         seed: 42,
+        server: None,
     }
 }
 

@@ -14,6 +14,7 @@
 //! the sample absent — never zero, never an error that stops a run.
 
 mod parse;
+pub mod process;
 mod sample;
 
 pub use sample::{
@@ -81,6 +82,8 @@ pub struct HostSnapshot {
     pub stat: Option<procfs_core::KernelStats>,
     /// Interrupts since boot (the first number of /proc/stat's `intr` line).
     pub interrupts: Option<u64>,
+    /// Interrupts since boot per source, per CPU (/proc/interrupts).
+    pub irqs: BTreeMap<String, Vec<u64>>,
     pub meminfo: Option<procfs_core::Meminfo>,
     pub vmstat: Option<BTreeMap<String, i64>>,
     pub disks: Vec<procfs_core::DiskStat>,
@@ -88,11 +91,14 @@ pub struct HostSnapshot {
     /// `Tcp:` of /proc/net/snmp and `TcpExt:` of /proc/net/netstat.
     pub tcp: BTreeMap<String, u64>,
     pub pressure: PressureSample,
+    /// The followed process groups and their processes' counters.
+    pub processes: Vec<(process::ProcessGroup, process::GroupCounters)>,
 }
 
 impl HostSnapshot {
-    /// Reads every counter under `root`; what is missing stays absent.
-    pub fn read(root: &HostRoot) -> Self {
+    /// Reads every counter under `root`, and those of the processes of
+    /// each group; what is missing stays absent.
+    pub fn read(root: &HostRoot, groups: &[process::ProcessGroup]) -> Self {
         let system = procfs_core::ExplicitSystemInfo {
             boot_time_secs: 0,
             ticks_per_second: 100,
@@ -106,6 +112,10 @@ impl HostSnapshot {
             .proc_text("stat")
             .as_deref()
             .and_then(parse::interrupts_total);
+        let irqs = root
+            .proc_text("interrupts")
+            .map(|t| parse::interrupts_by_source(&t))
+            .unwrap_or_default();
         let meminfo = root
             .proc_file("meminfo")
             .and_then(|f| procfs_core::Meminfo::from_buf_read(f).ok());
@@ -164,12 +174,17 @@ impl HostSnapshot {
             at: Instant::now(),
             stat,
             interrupts,
+            irqs,
             meminfo,
             vmstat,
             disks,
             nics,
             tcp,
             pressure,
+            processes: groups
+                .iter()
+                .map(|g| (g.clone(), process::read_group(root, g)))
+                .collect(),
         }
     }
 }
@@ -183,7 +198,7 @@ mod tests {
             .join("tests/fixtures")
             .join(name)
             .join(at);
-        HostSnapshot::read(&HostRoot::fixture(&dir))
+        HostSnapshot::read(&HostRoot::fixture(&dir), &[])
     }
 
     fn close(a: f64, b: f64) -> bool {
@@ -215,6 +230,12 @@ mod tests {
         assert_eq!(lo.speed_mbps, None, "loopback reports no speed");
         assert!(s.tcp.is_some());
         assert_eq!(s.pressure.cpu_some, Some(35.75));
+        // Interrupts by source, busiest first, per CPU.
+        assert_eq!(s.irqs.len(), 2);
+        assert_eq!(s.irqs[0].source, "LOC");
+        assert_eq!(s.irqs[0].per_cpu_per_s, vec![500.0, 1000.0]);
+        assert_eq!(s.irqs[1].source, "38:virtio2-input.0");
+        assert_eq!(s.irqs[1].per_cpu_per_s, vec![250.0, 0.0]);
         assert_eq!(s.pressure.memory_full, Some(0.0));
         assert!(s.memory.unwrap().available_bytes.is_some());
     }

@@ -93,3 +93,57 @@ mod tests {
         assert_eq!(pressure_avg10(psi, "full"), Some(0.25));
     }
 }
+
+/// Interrupts since boot of each source, per CPU, from /proc/interrupts.
+/// A numbered IRQ is named `NUMBER:DEVICE` (its last word, e.g.
+/// `28:virtio0-config`); a named one keeps its name (`LOC`, `NMI`).
+pub fn interrupts_by_source(text: &str) -> BTreeMap<String, Vec<u64>> {
+    let mut lines = text.lines();
+    let cpus = lines.next().map_or(0, |header| {
+        header
+            .split_whitespace()
+            .filter(|w| w.starts_with("CPU"))
+            .count()
+    });
+    let mut out = BTreeMap::new();
+    for line in lines {
+        let Some((name, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let name = name.trim();
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let counts: Vec<u64> = words
+            .iter()
+            .take(cpus)
+            .map_while(|w| w.parse().ok())
+            .collect();
+        if counts.is_empty() {
+            continue;
+        }
+        let label = if name.chars().all(|c| c.is_ascii_digit()) {
+            match words.get(counts.len()..).and_then(|d| d.last()) {
+                Some(device) => format!("{name}:{device}"),
+                None => name.to_string(),
+            }
+        } else {
+            name.to_string()
+        };
+        out.insert(label, counts);
+    }
+    out
+}
+
+#[cfg(test)]
+mod interrupt_tests {
+    use super::*;
+
+    #[test]
+    fn interrupt_sources_are_named_and_counted_per_cpu() {
+        let text = "           CPU0       CPU1       \n 26:          0         18  IO-APIC   4-edge      ttyS0\n 40:     500000          3 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\nLOC:    1234567    2345678   Local timer interrupts\nERR:          0\n";
+        let irqs = interrupts_by_source(text);
+        assert_eq!(irqs["26:ttyS0"], vec![0, 18]);
+        assert_eq!(irqs["40:virtio2-input.0"], vec![500_000, 3]);
+        assert_eq!(irqs["LOC"], vec![1_234_567, 2_345_678]);
+        assert_eq!(irqs["ERR"], vec![0]);
+    }
+}

@@ -3,6 +3,7 @@
 //! total across CPUs); disk busy is io_ticks over the elapsed time; link
 //! utilisation is bytes per second against the reported link speed.
 
+use super::process::ProcessSample;
 use super::HostSnapshot;
 use procfs_core::CpuTime;
 use serde::{Deserialize, Serialize};
@@ -134,6 +135,15 @@ pub struct PressureSample {
     pub io_full: Option<f64>,
 }
 
+/// One interrupt source's rate on each CPU.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct IrqSample {
+    /// `NUMBER:DEVICE` or the kernel's name (`LOC`, `NMI`, …).
+    pub source: String,
+    /// Interrupts per second on CPU 0, 1, …
+    pub per_cpu_per_s: Vec<f64>,
+}
+
 /// What the host did over one interval.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct HostSample {
@@ -145,6 +155,8 @@ pub struct HostSample {
     pub cpus: Vec<CpuSample>,
     pub context_switches_per_s: Option<f64>,
     pub interrupts_per_s: Option<f64>,
+    /// Interrupt sources that fired during the interval, busiest first.
+    pub irqs: Vec<IrqSample>,
     /// Runnable tasks at the end of the interval (run-queue length).
     pub procs_running: Option<u32>,
     pub memory: Option<MemorySample>,
@@ -152,6 +164,8 @@ pub struct HostSample {
     pub nics: Vec<NicSample>,
     pub tcp: Option<TcpSample>,
     pub pressure: PressureSample,
+    /// The followed process groups (perflab itself, the server under test).
+    pub processes: Vec<ProcessSample>,
 }
 
 impl HostSample {
@@ -184,6 +198,24 @@ impl HostSample {
             _ => (None, Vec::new(), None, None),
         };
         let interrupts_per_s = a.interrupts.zip(b.interrupts).map(|(x, y)| rate(x, y));
+        let mut irqs: Vec<IrqSample> = b
+            .irqs
+            .iter()
+            .filter_map(|(source, after)| {
+                let before = a.irqs.get(source)?;
+                let per_cpu_per_s: Vec<f64> = before
+                    .iter()
+                    .zip(after)
+                    .map(|(x, y)| rate(*x, *y))
+                    .collect();
+                (per_cpu_per_s.iter().sum::<f64>() > 0.0).then(|| IrqSample {
+                    source: source.clone(),
+                    per_cpu_per_s,
+                })
+            })
+            .collect();
+        let total = |s: &IrqSample| s.per_cpu_per_s.iter().sum::<f64>();
+        irqs.sort_by(|x, y| total(y).total_cmp(&total(x)));
         let memory = b.meminfo.as_ref().map(|m| {
             let vm = |key: &str| {
                 a.vmstat
@@ -290,12 +322,26 @@ impl HostSample {
             cpus,
             context_switches_per_s: ctxt,
             interrupts_per_s,
+            irqs,
             procs_running,
             memory,
             disks,
             nics,
             tcp,
             pressure: b.pressure,
+            processes: b
+                .processes
+                .iter()
+                .map(|(group, after)| {
+                    let before = a
+                        .processes
+                        .iter()
+                        .find(|(g, _)| g == group)
+                        .map(|(_, c)| c.clone())
+                        .unwrap_or_default();
+                    ProcessSample::between(&group.label, &before, after, seconds)
+                })
+                .collect(),
         }
     }
 

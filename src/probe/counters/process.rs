@@ -1,0 +1,210 @@
+//! Processes followed through a run: perflab itself, and the server under
+//! test (`--server-pid`, `--server-proc`, or a managed server). Each group's
+//! CPU (user and system, as shares of one CPU), resident memory, threads and
+//! context switches, summed over its processes from /proc/PID/stat and
+//! /proc/PID/status (parsed with procfs-core).
+
+use super::HostRoot;
+use procfs_core::FromRead;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Which processes a group follows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum ProcessSelector {
+    /// Exactly this process.
+    Pid(u32),
+    /// This process and its children (a postmaster and its backends).
+    Tree(u32),
+    /// Every process with this command name (`postgres`, `mariadbd`).
+    Name(String),
+}
+
+/// A named group of processes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessGroup {
+    /// `perflab` or `server`.
+    pub label: String,
+    pub selector: ProcessSelector,
+}
+
+/// One process's cumulative counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PidCounters {
+    /// User and system CPU, clock ticks.
+    pub utime: u64,
+    pub stime: u64,
+    pub rss_pages: u64,
+    pub threads: u64,
+    pub context_switches: u64,
+}
+
+/// A group's processes at one moment, by pid.
+pub type GroupCounters = BTreeMap<u32, PidCounters>;
+
+/// Reads the counters of every process a group follows.
+pub fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(&root.proc) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let ProcessSelector::Pid(p) = group.selector {
+            if p != pid {
+                continue;
+            }
+        }
+        // A process can end between listing and reading: skip it.
+        let Ok(file) = std::fs::File::open(entry.path().join("stat")) else {
+            continue;
+        };
+        let Ok(stat) = procfs_core::process::Stat::from_read(file) else {
+            continue;
+        };
+        let wanted = match &group.selector {
+            ProcessSelector::Pid(p) => *p == pid,
+            ProcessSelector::Tree(p) => *p == pid || u32::try_from(stat.ppid).ok() == Some(*p),
+            ProcessSelector::Name(name) => stat.comm == *name,
+        };
+        if !wanted {
+            continue;
+        }
+        let context_switches = std::fs::File::open(entry.path().join("status"))
+            .ok()
+            .and_then(|f| procfs_core::process::Status::from_read(f).ok())
+            .map_or(0, |s| {
+                s.voluntary_ctxt_switches.unwrap_or(0) + s.nonvoluntary_ctxt_switches.unwrap_or(0)
+            });
+        out.insert(
+            pid,
+            PidCounters {
+                utime: stat.utime,
+                stime: stat.stime,
+                rss_pages: stat.rss,
+                threads: u64::try_from(stat.num_threads).unwrap_or(0),
+                context_switches,
+            },
+        );
+    }
+    out
+}
+
+/// What a group of processes did over one interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ProcessSample {
+    pub label: String,
+    /// Processes in the group at the end of the interval.
+    pub processes: usize,
+    /// User CPU as a share of one CPU (1.0 = one CPU fully busy).
+    pub cpu_user: f64,
+    /// System CPU as a share of one CPU.
+    pub cpu_system: f64,
+    pub rss_bytes: u64,
+    pub threads: u64,
+    pub context_switches_per_s: f64,
+}
+
+impl ProcessSample {
+    /// Compares two readings of a group; processes that appeared in between
+    /// count from zero (they started during the interval).
+    pub fn between(label: &str, a: &GroupCounters, b: &GroupCounters, seconds: f64) -> Self {
+        let ticks_per_s = clock_ticks();
+        let page = page_size();
+        let (mut user, mut system, mut switches) = (0u64, 0u64, 0u64);
+        for (pid, after) in b {
+            let before = a.get(pid).copied().unwrap_or_default();
+            user += after.utime.saturating_sub(before.utime);
+            system += after.stime.saturating_sub(before.stime);
+            switches += after
+                .context_switches
+                .saturating_sub(before.context_switches);
+        }
+        let per_s = |n: u64| {
+            if seconds > 0.0 {
+                n as f64 / seconds
+            } else {
+                0.0
+            }
+        };
+        ProcessSample {
+            label: label.to_string(),
+            processes: b.len(),
+            cpu_user: per_s(user) / ticks_per_s,
+            cpu_system: per_s(system) / ticks_per_s,
+            rss_bytes: b.values().map(|p| p.rss_pages * page).sum(),
+            threads: b.values().map(|p| p.threads).sum(),
+            context_switches_per_s: per_s(switches),
+        }
+    }
+
+    /// User plus system CPU, as a share of one CPU.
+    pub fn cpu(&self) -> f64 {
+        self.cpu_user + self.cpu_system
+    }
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_found_and_its_cpu_counted() {
+        let me = ProcessGroup {
+            label: "perflab".to_string(),
+            selector: ProcessSelector::Pid(std::process::id()),
+        };
+        let root = HostRoot::live();
+        let before = read_group(&root, &me);
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = read_group(&root, &me);
+        let s = ProcessSample::between("perflab", &before, &after, start.elapsed().as_secs_f64());
+        assert_eq!(s.processes, 1);
+        assert!(s.cpu() > 0.5, "busy loop at {:.2} of a CPU", s.cpu());
+        assert!(s.rss_bytes > 0);
+        assert!(s.threads >= 1);
+    }
+
+    #[test]
+    fn a_name_selects_every_process_of_that_name() {
+        let me = std::fs::read_to_string("/proc/self/comm").unwrap();
+        let group = ProcessGroup {
+            label: "server".to_string(),
+            selector: ProcessSelector::Name(me.trim().to_string()),
+        };
+        let found = read_group(&HostRoot::live(), &group);
+        assert!(found.contains_key(&std::process::id()));
+        let none = ProcessGroup {
+            label: "server".to_string(),
+            selector: ProcessSelector::Name("no-such-process-name".to_string()),
+        };
+        assert!(read_group(&HostRoot::live(), &none).is_empty());
+    }
+}
