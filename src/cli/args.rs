@@ -23,6 +23,8 @@ pub enum Command {
     Show(ShowArgs),
     /// Check a workload's database for lost or invented data.
     Check(CheckArgs),
+    /// Watch this host's resources without load: utilisation, saturation and errors per resource.
+    Watch(WatchArgs),
 }
 
 /// Where results live.
@@ -140,6 +142,29 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// How long to watch (default: until Ctrl-C).
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+
+    /// Time between samples.
+    #[arg(long, value_name = "TIME", default_value = "1s")]
+    pub interval: String,
+
+    /// One JSON object per sample (the host sample of the run store) instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also follow this process and its children.
+    #[arg(long, value_name = "PID", conflicts_with = "server_proc")]
+    pub server_pid: Option<u32>,
+
+    /// Also follow the processes with this command name.
+    #[arg(long, value_name = "NAME")]
+    pub server_proc: Option<String>,
 }
 
 #[derive(Debug, Args)]

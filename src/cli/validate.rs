@@ -240,27 +240,7 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let server = match (args.server_pid, &args.server_proc) {
-        (Some(pid), _) => {
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                return Err(PlanError::flag(
-                    "--server-pid",
-                    format!("no process {pid} on this host"),
-                    "give the pid of the server's main process (e.g. the postmaster)",
-                ));
-            }
-            Some(ProcessSelector::Tree(pid))
-        }
-        (None, Some(name)) if name.trim().is_empty() => {
-            return Err(PlanError::flag(
-                "--server-proc",
-                "an empty name",
-                "give a command name such as postgres or mariadbd",
-            ))
-        }
-        (None, Some(name)) => Some(ProcessSelector::Name(name.trim().to_string())),
-        (None, None) => None,
-    };
+    let server = server_selector(args.server_pid, args.server_proc.as_deref())?;
     Ok(Plan {
         workload,
         load,
@@ -274,6 +254,32 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
         seed: args.seed.unwrap_or_else(random_seed),
         server,
     })
+}
+
+/// Validates `--server-pid` / `--server-proc` into the processes to follow.
+pub fn server_selector(
+    pid: Option<u32>,
+    name: Option<&str>,
+) -> Result<Option<ProcessSelector>, PlanError> {
+    match (pid, name) {
+        (Some(pid), _) => {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(PlanError::flag(
+                    "--server-pid",
+                    format!("no process {pid} on this host"),
+                    "give the pid of the server's main process (e.g. the postmaster)",
+                ));
+            }
+            Ok(Some(ProcessSelector::Tree(pid)))
+        }
+        (None, Some(name)) if name.trim().is_empty() => Err(PlanError::flag(
+            "--server-proc",
+            "an empty name",
+            "give a command name such as postgres or mariadbd",
+        )),
+        (None, Some(name)) => Ok(Some(ProcessSelector::Name(name.trim().to_string()))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// A seed from the clock and the process id, for runs that did not give one.

@@ -4,6 +4,7 @@
 mod check;
 mod run;
 mod show;
+mod watch;
 
 use crate::cli::{Cli, Command, PlanError};
 use clap::Parser;
@@ -60,6 +61,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Runs(store) => show::runs(&store.store),
         Command::Show(show_args) => show::show(show_args),
         Command::Check(check_args) => check::check(check_args),
+        Command::Watch(watch_args) => watch::watch(watch_args),
     };
     match result {
         Ok(exit) => exit as i32,

@@ -141,3 +141,29 @@ fn a_run_stores_a_host_sample_with_every_interval() {
         assert!(i["host"]["seconds"].as_f64().unwrap() > 0.5);
     }
 }
+
+#[test]
+fn watch_prints_use_lines_or_json_samples() {
+    let dir = tempdir();
+    let text = perflab_ok(dir.path(), "watch --duration 2s");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    contains(lines[0], "cpu U ");
+    contains(lines[0], "mem U ");
+    let json = perflab_ok(
+        dir.path(),
+        "watch --duration 1500ms --interval 500ms --json",
+    );
+    let samples: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(samples.len(), 3);
+    for s in samples {
+        assert!(s["seconds"].as_f64().unwrap() > 0.3);
+        assert!(!s["cpus"].as_array().unwrap().is_empty());
+        assert!(s["at"].is_string());
+    }
+    let (_, err) = crate::support::perflab_expect(dir.path(), "watch --interval 1ms", 2);
+    contains(&err, "--interval");
+}

@@ -62,6 +62,7 @@ impl CpuSample {
 /// Memory and paging.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct MemorySample {
+    pub total_bytes: u64,
     pub available_bytes: Option<u64>,
     pub cached_bytes: u64,
     pub dirty_bytes: u64,
@@ -228,6 +229,7 @@ impl HostSample {
                 .map(|k| vm(k))
                 .try_fold(0.0, |acc, v| v.map(|v| acc + v));
             MemorySample {
+                total_bytes: m.mem_total,
                 available_bytes: m.mem_available,
                 cached_bytes: m.cached,
                 dirty_bytes: m.dirty,
@@ -345,9 +347,14 @@ impl HostSample {
         }
     }
 
-    /// The disk with the highest busy share.
+    /// The disk with the highest busy share (then the most bytes).
     pub fn busiest_disk(&self) -> Option<&DiskSample> {
-        self.disks.iter().max_by(|a, b| a.busy.total_cmp(&b.busy))
+        let bytes = |d: &DiskSample| d.read_bytes_per_s + d.write_bytes_per_s;
+        self.disks.iter().max_by(|a, b| {
+            a.busy
+                .total_cmp(&b.busy)
+                .then(bytes(a).total_cmp(&bytes(b)))
+        })
     }
 
     /// Bytes per second over every interface but loopback, both ways.
