@@ -29,6 +29,29 @@ fn psql(server: &ManagedPostgres, sql: &str) {
     );
 }
 
+/// Creates a role that must log in with its password over TCP (the test
+/// server starts with trust), and returns the server's port.
+fn password_role(server: &ManagedPostgres, role: &str, password: &str, options: &str) -> String {
+    psql(
+        server,
+        &format!("CREATE ROLE {role} LOGIN {options} PASSWORD '{password}'"),
+    );
+    let hba = server.dir().join("data/pg_hba.conf");
+    let original = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(
+        &hba,
+        format!("host all {role} 127.0.0.1/32 scram-sha-256\n{original}"),
+    )
+    .unwrap();
+    psql(server, "SELECT pg_reload_conf()");
+    let url = server.url();
+    url.split(':')
+        .nth(2)
+        .and_then(|p| p.split('/').next())
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn both_mixes_run_and_check_on_postgres() {
     let pg = server();
@@ -206,23 +229,7 @@ fn a_killed_server_ends_the_run_partial_and_loses_nothing_committed() {
 #[test]
 fn bad_connection_settings_get_one_line_and_exit_2() {
     let pg = server();
-    psql(&pg, "CREATE ROLE teller LOGIN PASSWORD 'right-one'");
-    // Require passwords from now on (the test server starts with trust).
-    let hba = pg.dir().join("data/pg_hba.conf");
-    let original = std::fs::read_to_string(&hba).unwrap();
-    std::fs::write(
-        &hba,
-        format!("host all teller 127.0.0.1/32 scram-sha-256\n{original}"),
-    )
-    .unwrap();
-    psql(&pg, "SELECT pg_reload_conf()");
-    let port = pg
-        .url()
-        .split(':')
-        .nth(2)
-        .and_then(|p| p.split('/').next())
-        .unwrap()
-        .to_string();
+    let port = password_role(&pg, "teller", "right-one", "");
 
     let dir = tempdir();
     let cases = [
@@ -271,25 +278,7 @@ fn bad_connection_settings_get_one_line_and_exit_2() {
 #[test]
 fn passwords_never_reach_the_store_the_terminal_or_the_export() {
     let pg = server();
-    psql(
-        &pg,
-        "CREATE ROLE clerk LOGIN SUPERUSER PASSWORD 'pw-7f3a9c-secret'",
-    );
-    let hba = pg.dir().join("data/pg_hba.conf");
-    let original = std::fs::read_to_string(&hba).unwrap();
-    std::fs::write(
-        &hba,
-        format!("host all clerk 127.0.0.1/32 scram-sha-256\n{original}"),
-    )
-    .unwrap();
-    psql(&pg, "SELECT pg_reload_conf()");
-    let port = pg
-        .url()
-        .split(':')
-        .nth(2)
-        .and_then(|p| p.split('/').next())
-        .unwrap()
-        .to_string();
+    let port = password_role(&pg, "clerk", "pw-7f3a9c-secret", "SUPERUSER");
     let url = format!("postgres://clerk:pw-7f3a9c-secret@127.0.0.1:{port}/perflab");
     let dir = tempdir();
     let (out, err) = perflab_expect(

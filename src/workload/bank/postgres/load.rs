@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures_util::SinkExt;
 use std::fmt::Write;
 use std::time::Instant;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 /// COPY streams run at once while loading accounts.
 const COPY_STREAMS: i64 = 4;
@@ -145,13 +145,7 @@ async fn load(client: &Client, target: &PgTarget, t: Tables, scale: i64) -> anyh
 }
 
 async fn connect(target: &PgTarget) -> anyhow::Result<Client> {
-    let (client, connection) = target
-        .config
-        .connect(NoTls)
-        .await
-        .map_err(|e| super::connect_error(target, &e))?;
-    tokio::spawn(connection);
-    Ok(client)
+    super::connect(target, &target.config).await
 }
 
 /// Streams accounts `from..=to` into the table with COPY on a connection of its own.

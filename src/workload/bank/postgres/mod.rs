@@ -106,15 +106,22 @@ impl PgBank {
     /// An administrative connection; connection failures become one clear
     /// line (wrong password, unknown database, nothing listening).
     async fn admin_client(&self) -> anyhow::Result<Client> {
-        let (client, connection) = self
-            .target
-            .config
-            .connect(NoTls)
-            .await
-            .map_err(|e| connect_error(&self.target, &e))?;
-        tokio::spawn(connection);
-        Ok(client)
+        connect(&self.target, &self.target.config).await
     }
+}
+
+/// Opens a connection with `config` (the target's, or a variant of it) and
+/// runs its socket on the current runtime.
+pub(crate) async fn connect(
+    target: &PgTarget,
+    config: &tokio_postgres::Config,
+) -> anyhow::Result<Client> {
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| connect_error(target, &e))?;
+    tokio::spawn(connection);
+    Ok(client)
 }
 
 /// Explains a failed connection, naming the server and the fix.

@@ -6,7 +6,7 @@
 use super::PgTarget;
 use crate::probe::DbStatsSource;
 use std::collections::BTreeMap;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 /// A statistics connection to PostgreSQL.
 pub struct PgStats {
@@ -25,14 +25,7 @@ impl PgStats {
             .build()?;
         let mut config = target.config.clone();
         config.application_name("perflab-probe");
-        let client = runtime.block_on(async {
-            let (client, connection) = config
-                .connect(NoTls)
-                .await
-                .map_err(|e| super::connect_error(target, &e))?;
-            tokio::spawn(connection);
-            anyhow::Ok(client)
-        })?;
+        let client = runtime.block_on(super::connect(target, &config))?;
         let version: i32 = runtime
             .block_on(client.query_one("SELECT current_setting('server_version_num')::int", &[]))?
             .get(0);

@@ -12,7 +12,7 @@ use crate::measure::OpResult;
 use crate::plan::Isolation;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
 /// The prepared statements of one connection.
 pub struct Statements {
@@ -41,12 +41,7 @@ async fn connect(
     t: Tables,
     isolation: Isolation,
 ) -> anyhow::Result<(Client, Statements)> {
-    let (client, connection) = target
-        .config
-        .connect(NoTls)
-        .await
-        .map_err(|e| super::connect_error(target, &e))?;
-    tokio::spawn(connection);
+    let client = super::connect(target, &target.config).await?;
     let big = Type::INT8;
     let statements = Statements {
         begin: client
