@@ -6,6 +6,7 @@
 //! Data flows one way: `cli` → `plan` → `engine` (with `workload` sessions
 //! and `measure` recorders) → `store` → `report`.
 
+pub mod agent;
 pub mod cli;
 pub mod commands;
 pub mod engine;

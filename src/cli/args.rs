@@ -25,6 +25,23 @@ pub enum Command {
     Check(CheckArgs),
     /// Watch this host's resources without load: utilisation, saturation and errors per resource.
     Watch(WatchArgs),
+    /// Serve this host's counters to a perflab elsewhere (read-only, token-protected).
+    Agent(AgentArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Address to listen on; beyond loopback a --token-file is required.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7071")]
+    pub listen: String,
+
+    /// A file whose first line is the token every request must carry.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// Time between samples.
+    #[arg(long, value_name = "TIME", default_value = "1s")]
+    pub interval: String,
 }
 
 /// Where results live.
@@ -157,6 +174,14 @@ pub struct WatchArgs {
     /// One JSON object per sample (the host sample of the run store) instead of text.
     #[arg(long)]
     pub json: bool,
+
+    /// Where the samples come from: local (this host) or agent://HOST:PORT.
+    #[arg(long, value_name = "SOURCE", default_value = "local")]
+    pub probe: String,
+
+    /// The token for an agent probe (a file whose first line is the token).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 
     /// Also follow this process and its children.
     #[arg(long, value_name = "PID", conflicts_with = "server_proc")]

@@ -7,6 +7,8 @@ mod args;
 mod error;
 mod validate;
 
-pub use args::{CheckArgs, CheckWorkload, Cli, Command, RunArgs, ShowArgs, StoreArg, WatchArgs};
+pub use args::{
+    AgentArgs, CheckArgs, CheckWorkload, Cli, Command, RunArgs, ShowArgs, StoreArg, WatchArgs,
+};
 pub use error::PlanError;
 pub use validate::{plan_from, server_selector, validate_target};

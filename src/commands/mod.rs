@@ -1,6 +1,7 @@
 //! The subcommands: each takes validated input, calls the library, prints,
 //! and says how the process should exit.
 
+mod agent;
 mod check;
 mod run;
 mod show;
@@ -62,6 +63,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Show(show_args) => show::show(show_args),
         Command::Check(check_args) => check::check(check_args),
         Command::Watch(watch_args) => watch::watch(watch_args),
+        Command::Agent(agent_args) => agent::agent(agent_args),
     };
     match result {
         Ok(exit) => exit as i32,

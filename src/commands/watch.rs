@@ -3,6 +3,7 @@
 //! or one JSON object per sample.
 
 use super::Exit;
+use crate::agent::{read_token, AgentClient};
 use crate::cli::{server_selector, PlanError, WatchArgs};
 use crate::probe::counters::process::ProcessGroup;
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
@@ -12,6 +13,56 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Where a watch's samples come from.
+enum Source {
+    Local {
+        root: HostRoot,
+        last: Box<HostSnapshot>,
+        groups: Vec<ProcessGroup>,
+    },
+    Agent {
+        client: AgentClient,
+        /// False while the agent is not answering (said once).
+        answering: bool,
+    },
+}
+
+impl Source {
+    /// The samples taken since the last call, with their times.
+    fn samples(&mut self) -> anyhow::Result<Vec<(String, HostSample)>> {
+        match self {
+            Source::Local { root, last, groups } => {
+                let now = HostSnapshot::read(root, groups);
+                let sample = HostSample::between(last, &now);
+                **last = now;
+                let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+                Ok(vec![(stamp.to_string(), sample)])
+            }
+            Source::Agent { client, answering } => match client.fetch() {
+                Ok(samples) => {
+                    if !*answering {
+                        eprintln!("perflab watch: the agent answers again");
+                        *answering = true;
+                    }
+                    Ok(samples.into_iter().map(|s| (s.at, s.sample)).collect())
+                }
+                Err(e) if e.downcast_ref::<PlanError>().is_some() => Err(e),
+                Err(e) => {
+                    // A gap, said once; the watch goes on.
+                    if *answering {
+                        eprintln!(
+                            "warning: {}; watching on",
+                            super::one_line(&format!("{e:#}"))
+                        );
+                        *answering = false;
+                    }
+                    Ok(Vec::new())
+                }
+            },
+        }
+    }
+}
 
 /// Runs `perflab watch`.
 pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
@@ -39,9 +90,29 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())?;
     }
-    let root = HostRoot::live();
+    let mut source = match args.probe.as_str() {
+        "local" => {
+            let root = HostRoot::live();
+            let last = Box::new(HostSnapshot::read(&root, &groups));
+            Source::Local { root, last, groups }
+        }
+        probe => {
+            if !groups.is_empty() {
+                return Err(PlanError::flag(
+                    "--server-pid",
+                    "processes can only be followed on this host",
+                    "drop --server-pid/--server-proc with an agent probe",
+                )
+                .into());
+            }
+            let token = args.token_file.as_deref().map(read_token).transpose()?;
+            Source::Agent {
+                client: AgentClient::new(probe, token)?,
+                answering: true,
+            }
+        }
+    };
     let started = Instant::now();
-    let mut last = HostSnapshot::read(&root, &groups);
     let mut next = started + interval;
     loop {
         // Sleep in short slices so Ctrl-C is answered promptly.
@@ -51,23 +122,21 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
             }
             std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
         }
-        let now = HostSnapshot::read(&root, &groups);
-        let sample = HostSample::between(&last, &now);
-        last = now;
-        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
-        let line = if args.json {
-            let mut line = serde_json::to_value(&sample)?;
-            if let Some(obj) = line.as_object_mut() {
-                obj.insert("at".to_string(), serde_json::json!(stamp.to_string()));
+        for (stamp, sample) in source.samples()? {
+            let line = if args.json {
+                let mut line = serde_json::to_value(&sample)?;
+                if let Some(obj) = line.as_object_mut() {
+                    obj.insert("at".to_string(), serde_json::json!(stamp));
+                }
+                line.to_string()
+            } else {
+                format!("{stamp} {}", use_line(&sample))
+            };
+            let mut out = std::io::stdout().lock();
+            if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+                // The reader went away (`| head`): that ends the watch, quietly.
+                return Ok(Exit::Ok);
             }
-            line.to_string()
-        } else {
-            format!("{stamp} {}", use_line(&sample))
-        };
-        let mut out = std::io::stdout().lock();
-        if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
-            // The reader went away (`| head`): that ends the watch, quietly.
-            return Ok(Exit::Ok);
         }
         next += interval;
         if duration.is_some_and(|d| started.elapsed() + Duration::from_millis(1) >= d) {

@@ -1,0 +1,137 @@
+//! The agent's HTTP side (tiny_http) and its sampling thread.
+
+use super::{constant_time_eq, Ring};
+use crate::cli::PlanError;
+use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How an agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub listen: SocketAddr,
+    /// Required on every request when set; required to listen beyond loopback.
+    pub token: Option<String>,
+    pub interval: Duration,
+}
+
+/// Serves samples until `stop` is set. Prints the address it listens on.
+pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    if config.token.is_none() && !config.listen.ip().is_loopback() {
+        return Err(PlanError::new(format!(
+            "refusing to listen on {} without a token: anyone who can reach it could read this host's counters; give --token-file, or listen on 127.0.0.1",
+            config.listen
+        ))
+        .into());
+    }
+    let server = tiny_http::Server::http(config.listen).map_err(|e| {
+        PlanError::new(format!(
+            "cannot listen on {}: {e}; pick a free address with --listen",
+            config.listen
+        ))
+    })?;
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .map_or(config.listen.to_string(), |a| a.to_string());
+    println!("perflab agent listening on http://{bound}/v1/samples");
+    let ring = Arc::new(Mutex::new(Ring::default()));
+    let sampler = {
+        let ring = ring.clone();
+        let stop = stop.clone();
+        let interval = config.interval;
+        std::thread::Builder::new()
+            .name("perflab-agent-sampler".to_string())
+            .spawn(move || sample_loop(&ring, interval, &stop))?
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        let response = answer(&request, config.token.as_deref(), &ring);
+        let _ = request.respond(response);
+    }
+    let _ = sampler.join();
+    Ok(())
+}
+
+fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool) {
+    let root = HostRoot::live();
+    let mut last = HostSnapshot::read(&root, &[]);
+    let mut next = Instant::now() + interval;
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(100)));
+            continue;
+        }
+        let snapshot = HostSnapshot::read(&root, &[]);
+        let sample = HostSample::between(&last, &snapshot);
+        last = snapshot;
+        let at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        if let Ok(mut ring) = ring.lock() {
+            ring.push(at, sample);
+        }
+        next += interval;
+    }
+}
+
+type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;
+
+fn json_response(status: u16, body: String) -> Response {
+    let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..])
+        .expect("a constant header is valid");
+    tiny_http::Response::from_string(body)
+        .with_status_code(status)
+        .with_header(header)
+}
+
+fn answer(request: &tiny_http::Request, token: Option<&str>, ring: &Mutex<Ring>) -> Response {
+    let from = request
+        .remote_addr()
+        .map_or("an unknown address".to_string(), |a| a.to_string());
+    if let Some(token) = token {
+        let given = request
+            .headers()
+            .iter()
+            .find(|h| h.field.equiv("Authorization"))
+            .map(|h| {
+                h.value
+                    .as_str()
+                    .trim()
+                    .strip_prefix("Bearer ")
+                    .unwrap_or("")
+            })
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            eprintln!(
+                "perflab agent: refused a request from {from}: {} token",
+                if given.is_empty() { "no" } else { "a wrong" }
+            );
+            return json_response(401, r#"{"error":"a valid token is required"}"#.to_string());
+        }
+    }
+    if *request.method() != tiny_http::Method::Get {
+        return json_response(405, r#"{"error":"only GET is served"}"#.to_string());
+    }
+    let url = request.url();
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    if path != "/v1/samples" {
+        return json_response(
+            404,
+            r#"{"error":"the agent serves /v1/samples"}"#.to_string(),
+        );
+    }
+    let since = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("since="))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let samples = ring.lock().map(|r| r.since(since)).unwrap_or_default();
+    match serde_json::to_string(&serde_json::json!({ "samples": samples })) {
+        Ok(body) => json_response(200, body),
+        Err(_) => json_response(500, r#"{"error":"cannot encode the samples"}"#.to_string()),
+    }
+}

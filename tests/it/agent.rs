@@ -1,0 +1,150 @@
+//! `perflab agent` over loopback: samples served to `perflab watch --probe
+//! agent://…` with a token; requests without the token or with a wrong one
+//! refused (and logged without the token); listening beyond loopback
+//! without a token refused at start-up.
+
+use crate::support::{contains, perflab_expect, tempdir};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running agent; stopped with SIGINT (by its PID) when dropped.
+struct Agent {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Agent {
+    fn start(dir: &std::path::Path, token_file: &std::path::Path) -> Self {
+        let port = free_port();
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("perflab"))
+            .current_dir(dir)
+            .args([
+                "agent",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--interval",
+                "200ms",
+            ])
+            .arg("--token-file")
+            .arg(token_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the agent did not start listening"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Agent {
+            child: Some(child),
+            port,
+        }
+    }
+
+    /// Stops the agent and returns what it logged.
+    fn stop(mut self) -> String {
+        let child = self.child.take().unwrap();
+        // SAFETY: signalling the agent this test started, by its PID.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn an_agent_serves_samples_only_to_holders_of_the_token() {
+    let dir = tempdir();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "t0ken-5ecret-4b1d\n").unwrap();
+    let agent = Agent::start(dir.path(), &token_file);
+    std::thread::sleep(Duration::from_millis(700));
+
+    let (json, _) = perflab_expect(
+        dir.path(),
+        &format!(
+            "watch --probe agent://127.0.0.1:{} --token-file {} --interval 500ms --duration 1s --json",
+            agent.port,
+            token_file.display()
+        ),
+        0,
+    );
+    let samples: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(samples.len() >= 3, "{} samples", samples.len());
+    for s in &samples {
+        assert!(!s["cpus"].as_array().unwrap().is_empty());
+    }
+
+    let url = format!("http://127.0.0.1:{}/v1/samples", agent.port);
+    let status = |req: ureq::Request| match req.call() {
+        Ok(r) => r.status(),
+        Err(ureq::Error::Status(code, _)) => code,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(status(ureq::get(&url)), 401);
+    assert_eq!(
+        status(ureq::get(&url).set("Authorization", "Bearer guess-w0rk")),
+        401
+    );
+    assert_eq!(
+        status(ureq::get(&url).set("Authorization", "Bearer t0ken-5ecret-4b1d")),
+        200
+    );
+    assert_eq!(
+        status(ureq::post(&url).set("Authorization", "Bearer t0ken-5ecret-4b1d")),
+        405
+    );
+
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "guess-w0rk").unwrap();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "watch --probe agent://127.0.0.1:{} --token-file {} --duration 1s",
+            agent.port,
+            wrong.display()
+        ),
+        2,
+    );
+    contains(&err, "refused the token");
+
+    let log = agent.stop();
+    contains(&log, "refused a request");
+    assert!(
+        !log.contains("guess-w0rk"),
+        "the agent logged a token: {log}"
+    );
+    assert!(!log.contains("t0ken-5ecret-4b1d"));
+}
+
+#[test]
+fn an_agent_will_not_listen_beyond_loopback_without_a_token() {
+    let dir = tempdir();
+    let (_, err) = perflab_expect(dir.path(), "agent --listen 0.0.0.0:0", 2);
+    contains(&err, "refusing to listen on 0.0.0.0:0 without a token");
+    assert_eq!(err.trim_end().lines().count(), 1);
+}
