@@ -145,13 +145,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "AT:LENGTH")]
     pub stall: Option<String>,
 
-    /// The server under test's process (and its children), watched with the host's counters.
-    #[arg(long, value_name = "PID", conflicts_with = "server_proc")]
-    pub server_pid: Option<u32>,
-
-    /// The server under test's processes by command name (e.g. postgres, mariadbd).
-    #[arg(long, value_name = "NAME")]
-    pub server_proc: Option<String>,
+    #[command(flatten)]
+    pub server: ServerArgs,
 
     /// Seed of every random stream (printed and stored, so a run can be repeated).
     #[arg(long, value_name = "N")]
@@ -183,11 +178,18 @@ pub struct WatchArgs {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 
-    /// Also follow this process and its children.
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// Which processes are the server under test (followed with the host's counters).
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// The server's process and its children (e.g. the postmaster).
     #[arg(long, value_name = "PID", conflicts_with = "server_proc")]
     pub server_pid: Option<u32>,
 
-    /// Also follow the processes with this command name.
+    /// The server's processes by command name (e.g. postgres, mariadbd).
     #[arg(long, value_name = "NAME")]
     pub server_proc: Option<String>,
 }

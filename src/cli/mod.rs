@@ -8,7 +8,8 @@ mod error;
 mod validate;
 
 pub use args::{
-    AgentArgs, CheckArgs, CheckWorkload, Cli, Command, RunArgs, ShowArgs, StoreArg, WatchArgs,
+    AgentArgs, CheckArgs, CheckWorkload, Cli, Command, RunArgs, ServerArgs, ShowArgs, StoreArg,
+    WatchArgs,
 };
 pub use error::PlanError;
 pub use validate::{plan_from, server_selector, validate_target};

@@ -1,6 +1,6 @@
 //! Raw flags → validated [`Plan`]. Every error names the flag and the fix.
 
-use super::args::RunArgs;
+use super::args::{RunArgs, ServerArgs};
 use super::error::PlanError;
 use crate::plan::{
     Arrivals, BankMix, Isolation, LoadModel, NullStall, Plan, Sweep, Target, ThinkTime,
@@ -240,7 +240,7 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let server = server_selector(args.server_pid, args.server_proc.as_deref())?;
+    let server = server_selector(&args.server)?;
     Ok(Plan {
         workload,
         load,
@@ -257,11 +257,8 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
 }
 
 /// Validates `--server-pid` / `--server-proc` into the processes to follow.
-pub fn server_selector(
-    pid: Option<u32>,
-    name: Option<&str>,
-) -> Result<Option<ProcessSelector>, PlanError> {
-    match (pid, name) {
+pub fn server_selector(args: &ServerArgs) -> Result<Option<ProcessSelector>, PlanError> {
+    match (args.server_pid, args.server_proc.as_deref()) {
         (Some(pid), _) => {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 return Err(PlanError::flag(

@@ -80,7 +80,7 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
         .transpose()
         .map_err(|e| PlanError::flag("--duration", e, "e.g. --duration 30s"))?;
     let mut groups = Vec::new();
-    if let Some(selector) = server_selector(args.server_pid, args.server_proc.as_deref())? {
+    if let Some(selector) = server_selector(&args.server)? {
         groups.push(ProcessGroup {
             label: "server".to_string(),
             selector,

@@ -65,10 +65,15 @@ pub struct StepResult {
 impl StepResult {
     /// The measured window merged into one tally, and its length.
     pub fn measured(&self) -> (Tally, Duration) {
+        self.merged(|i| i.phase == Phase::Measured)
+    }
+
+    /// The intervals that `keep` selects, merged, and their total length.
+    fn merged(&self, keep: impl Fn(&IntervalRecord) -> bool) -> (Tally, Duration) {
         let op_count = self.intervals.first().map_or(0, |i| i.tally.ops.len());
         let mut tally = Tally::new(op_count);
         let mut length = Duration::ZERO;
-        for interval in self.intervals.iter().filter(|i| i.phase == Phase::Measured) {
+        for interval in self.intervals.iter().filter(|i| keep(i)) {
             tally.merge(&interval.tally);
             length += interval.length;
         }
@@ -94,11 +99,6 @@ impl StepResult {
 
     /// Every interval of every phase merged: all the operations the target saw.
     pub fn everything(&self) -> Tally {
-        let op_count = self.intervals.first().map_or(0, |i| i.tally.ops.len());
-        let mut tally = Tally::new(op_count);
-        for interval in &self.intervals {
-            tally.merge(&interval.tally);
-        }
-        tally
+        self.merged(|_| true).0
     }
 }

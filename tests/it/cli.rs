@@ -112,8 +112,7 @@ fn the_json_export_matches_its_schema() {
         dir.path(),
         "run null --rate 200,400 --warmup 0s --duration 1s",
     );
-    let export: serde_json::Value =
-        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let export: serde_json::Value = crate::support::last_export(dir.path());
     let schema: serde_json::Value =
         serde_json::from_slice(&std::fs::read(repo_file("schema/run.schema.json")).unwrap())
             .unwrap();

@@ -124,8 +124,7 @@ fn a_run_stores_a_host_sample_with_every_interval() {
         "run null --users 2 --service 1ms --warmup 0s --duration 2s",
     );
     contains(&out, "this host during each step");
-    let export: serde_json::Value =
-        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let export: serde_json::Value = crate::support::last_export(dir.path());
     let intervals = export["steps"][0]["intervals"].as_array().unwrap();
     let measured: Vec<_> = intervals
         .iter()

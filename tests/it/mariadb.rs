@@ -120,8 +120,7 @@ fn both_mixes_run_and_check_on_mariadb() {
     contains(&out, "loaded 100011 rows");
     contains(&out, "check: passed");
     // The server's counters are stored with every interval.
-    let export: serde_json::Value =
-        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let export: serde_json::Value = crate::support::last_export(dir.path());
     let step = &export["steps"][1];
     let commits = step["db"]["counters"]["commits"].as_f64().unwrap();
     assert!(commits >= step["summary"]["completed"].as_f64().unwrap() * 0.9);

@@ -72,8 +72,7 @@ fn both_mixes_run_and_check_on_postgres() {
         &format!("run bank --target {url} --users 2 --warmup 0s --duration 3s"),
     );
     contains(&out, "db wait");
-    let export: serde_json::Value =
-        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let export: serde_json::Value = crate::support::last_export(dir.path());
     let step = &export["steps"][0];
     let commits = step["db"]["counters"]["commits"].as_f64().unwrap();
     let completed = step["summary"]["completed"].as_f64().unwrap();
@@ -105,8 +104,7 @@ fn both_mixes_run_and_check_on_postgres() {
         ),
     );
     contains(&out, "check: passed");
-    let export: serde_json::Value =
-        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let export: serde_json::Value = crate::support::last_export(dir.path());
     assert!(export["steps"][0]["summary"]["retries"].as_u64().unwrap() > 0);
     perflab_ok(dir.path(), &format!("check bank --target {url}"));
 
@@ -140,8 +138,7 @@ fn the_pgbench_mix_runs_on_tables_pgbench_loaded() {
     );
     contains(&out, "reused the loaded bank");
     contains(&out, "check: passed");
-    let export: serde_json::Value =
-        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let export: serde_json::Value = crate::support::last_export(dir.path());
     assert_eq!(export["run"]["op_names"][0], "tpcb-like");
     perflab_ok(dir.path(), &format!("check bank --pgbench --target {url}"));
     // And pgbench itself still runs on what perflab used.
@@ -170,8 +167,7 @@ fn a_managed_server_runs_the_sweep_and_is_removed() {
     contains(&out, "check: passed");
     // The managed server's processes are followed with the host's counters.
     contains(&out, "server cpu");
-    let export: serde_json::Value =
-        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let export: serde_json::Value = crate::support::last_export(dir.path());
     let interval = &export["steps"][0]["intervals"][0]["host"];
     let server = interval["processes"]
         .as_array()
@@ -340,8 +336,7 @@ fn connections_killed_by_the_server_are_reopened_and_counted() {
         Some(0),
         "the run survives lost connections"
     );
-    let export: serde_json::Value =
-        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let export: serde_json::Value = crate::support::last_export(dir.path());
     let step = &export["steps"][1];
     let lost = step["ops"][0]["errors"]["connect"].as_u64().unwrap_or(0);
     assert!(

@@ -115,6 +115,11 @@ pub fn perflab_ok(dir: &Path, args: &str) -> String {
     perflab_expect(dir, args, 0).0
 }
 
+/// The newest run in `dir`'s store, as `perflab show last --json -` exports it.
+pub fn last_export(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&perflab_ok(dir, "show last --json -")).expect("the export is JSON")
+}
+
 /// Asserts that a text contains a fragment, showing the text if not.
 pub fn contains(text: &str, fragment: &str) {
     assert!(text.contains(fragment), "no '{fragment}' in:\n{text}");
