@@ -77,8 +77,9 @@ fn an_o_direct_write_shows_on_a_disk() {
         .iter()
         .map(|d| d.write_bytes_per_s * s.seconds)
         .fold(0.0, f64::max);
+    // The sample holds rates: rate × seconds can round a hair below the count.
     assert!(
-        written >= BYTES as f64,
+        written + 1.0 >= BYTES as f64,
         "the busiest writer wrote {written} bytes"
     );
     assert!(s.disks.iter().any(|d| d.busy > 0.0));
