@@ -20,6 +20,8 @@ if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ] \
     || ! command -v mariadb-install-db >/dev/null 2>&1; then
     need_apt+=(mariadb-server mariadb-client)
 fi
+# The node_exporter probe is tested against a real exporter on loopback.
+command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
         echo "error: missing ${need_apt[*]}; run this script as root or install them" >&2

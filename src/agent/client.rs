@@ -1,7 +1,9 @@
-//! Reading an agent's samples: `GET /v1/samples?since=N` with the token.
+//! Reading an agent: its samples (`GET /v1/samples?since=N`) or its
+//! counters now (`GET /v1/snapshot`), with the token.
 
 use super::StampedSample;
 use crate::cli::PlanError;
+use crate::probe::counters::HostSnapshot;
 use std::time::Duration;
 
 /// A connection to one agent.
@@ -39,32 +41,55 @@ impl AgentClient {
         })
     }
 
-    /// The samples the agent took since the last call.
-    pub fn fetch(&mut self) -> anyhow::Result<Vec<StampedSample>> {
-        let url = format!("{}/v1/samples?since={}", self.base, self.last);
-        let mut request = self.agent.get(&url);
+    /// Sets how long a request may take (a run cannot wait 5 s per interval).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.agent = ureq::AgentBuilder::new().timeout(timeout).build();
+        self
+    }
+
+    /// `GET path` with the token; a refused token is a [`PlanError`].
+    fn get(&self, path: &str) -> anyhow::Result<ureq::Response> {
+        let mut request = self.agent.get(&format!("{}{path}", self.base));
         if let Some(token) = &self.token {
             request = request.set("Authorization", &format!("Bearer {token}"));
         }
-        let response = match request.call() {
-            Ok(r) => r,
-            Err(ureq::Error::Status(401, _)) => {
-                return Err(PlanError::new(format!(
-                    "the agent at {} refused the token; give the token its --token-file holds",
-                    self.base
-                ))
-                .into())
-            }
+        match request.call() {
+            Ok(r) => Ok(r),
+            Err(ureq::Error::Status(401, _)) => Err(PlanError::new(format!(
+                "the agent at {} refused the token; give the token its --token-file holds",
+                self.base
+            ))
+            .into()),
             Err(e) => anyhow::bail!("the agent at {} did not answer: {e}", self.base),
-        };
+        }
+    }
+
+    /// The samples the agent took since the last call.
+    pub fn fetch(&mut self) -> anyhow::Result<Vec<StampedSample>> {
         #[derive(serde::Deserialize)]
         struct Body {
             samples: Vec<StampedSample>,
         }
-        let body: Body = response.into_json()?;
+        let body: Body = self
+            .get(&format!("/v1/samples?since={}", self.last))?
+            .into_json()?;
         if let Some(last) = body.samples.last() {
             self.last = last.seq;
         }
         Ok(body.samples)
     }
+
+    /// The agent host's counters now, and the agent's clock in seconds.
+    pub fn snapshot(&self) -> anyhow::Result<(f64, HostSnapshot)> {
+        let body: SnapshotBody = self.get("/v1/snapshot")?.into_json()?;
+        Ok((body.seconds, body.snapshot))
+    }
+}
+
+/// What `/v1/snapshot` answers.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct SnapshotBody {
+    /// Seconds on the agent's monotonic clock since it started.
+    pub seconds: f64,
+    pub snapshot: HostSnapshot,
 }

@@ -36,7 +36,8 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         .server_addr()
         .to_ip()
         .map_or(config.listen.to_string(), |a| a.to_string());
-    println!("perflab agent listening on http://{bound}/v1/samples");
+    println!("perflab agent listening on http://{bound}/v1/samples and /v1/snapshot");
+    let started = Instant::now();
     let ring = Arc::new(Mutex::new(Ring::default()));
     let sampler = {
         let ring = ring.clone();
@@ -50,7 +51,7 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(100)) else {
             continue;
         };
-        let response = answer(&request, config.token.as_deref(), &ring);
+        let response = answer(&request, config.token.as_deref(), &ring, started);
         let _ = request.respond(response);
     }
     let _ = sampler.join();
@@ -88,7 +89,12 @@ fn json_response(status: u16, body: String) -> Response {
         .with_header(header)
 }
 
-fn answer(request: &tiny_http::Request, token: Option<&str>, ring: &Mutex<Ring>) -> Response {
+fn answer(
+    request: &tiny_http::Request,
+    token: Option<&str>,
+    ring: &Mutex<Ring>,
+    started: Instant,
+) -> Response {
     let from = request
         .remote_addr()
         .map_or("an unknown address".to_string(), |a| a.to_string());
@@ -118,10 +124,20 @@ fn answer(request: &tiny_http::Request, token: Option<&str>, ring: &Mutex<Ring>)
     }
     let url = request.url();
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    if path == "/v1/snapshot" {
+        let body = super::client::SnapshotBody {
+            seconds: started.elapsed().as_secs_f64(),
+            snapshot: HostSnapshot::read(&HostRoot::live(), &[]),
+        };
+        return match serde_json::to_string(&body) {
+            Ok(body) => json_response(200, body),
+            Err(_) => json_response(500, r#"{"error":"cannot encode the counters"}"#.to_string()),
+        };
+    }
     if path != "/v1/samples" {
         return json_response(
             404,
-            r#"{"error":"the agent serves /v1/samples"}"#.to_string(),
+            r#"{"error":"the agent serves /v1/samples and /v1/snapshot"}"#.to_string(),
         );
     }
     let since = query

@@ -148,6 +148,14 @@ pub struct RunArgs {
     #[command(flatten)]
     pub server: ServerArgs,
 
+    /// Also sample a remote host each interval: agent://HOST:PORT (perflab agent) or node-exporter://HOST:PORT; repeatable. This host is always sampled.
+    #[arg(long, value_name = "SOURCE")]
+    pub probe: Vec<String>,
+
+    /// The token for agent probes (a file whose first line is the token).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
     /// Seed of every random stream (printed and stored, so a run can be repeated).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
@@ -170,7 +178,7 @@ pub struct WatchArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Where the samples come from: local (this host) or agent://HOST:PORT.
+    /// Where the samples come from: local (this host), agent://HOST:PORT or node-exporter://HOST:PORT.
     #[arg(long, value_name = "SOURCE", default_value = "local")]
     pub probe: String,
 

@@ -2,13 +2,17 @@
 //! it ends, check the workload's data, print the table.
 
 use super::Exit;
+use crate::agent::read_token;
 use crate::cli::{plan_from, PlanError, RunArgs};
-use crate::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, SweepObserver};
+use crate::engine::{
+    run_sweep, IntervalSpec, ProbeSample, Schedule, StepResult, SweepEnd, SweepObserver,
+};
 use crate::knob::managed_pg::ManagedPostgres;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan, Target, WorkloadSpec};
 use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
+use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::probe::{DbProbe, DbSample, HostFacts};
 use crate::report::{render_run, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
@@ -22,11 +26,12 @@ use crate::workload::null::NullWorkload;
 use crate::workload::Workload;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Runs `perflab run`.
 pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     let plan = plan_from(args)?;
+    let remotes = start_remotes(args)?;
     let mut store = Store::open(&args.store.store)?;
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -40,6 +45,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         store: &mut store,
         interrupted,
         server: plan.server.clone(),
+        remotes,
     };
     match plan.workload.clone() {
         WorkloadSpec::Null { service, stall } => {
@@ -136,6 +142,26 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     }
 }
 
+/// The remote probes of `--probe`, each answering now (`local` is always on).
+fn start_remotes(args: &RunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
+    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let mut out = Vec::new();
+    for spec in args.probe.iter().filter(|p| p.as_str() != "local") {
+        if out.iter().any(|w: &RemoteWatch| w.name() == spec) {
+            return Err(PlanError::flag(
+                "--probe",
+                format!("'{spec}' is given twice"),
+                "give each probe once",
+            )
+            .into());
+        }
+        // A run cannot wait long at an interval boundary for a probe.
+        let probe = RemoteProbe::parse(spec, token.clone(), Duration::from_millis(500))?;
+        out.push(RemoteWatch::start(probe)?);
+    }
+    Ok(out)
+}
+
 /// A database probe, or a warning and none: statistics are worth having,
 /// not worth failing the run for.
 fn start_probe(probe: anyhow::Result<DbProbe>) -> Option<DbProbe> {
@@ -190,6 +216,9 @@ struct RunObserver<'a> {
     host_samples: Vec<HostSample>,
     /// perflab itself and, when known, the server under test.
     groups: Vec<ProcessGroup>,
+    /// Remote hosts' probes, and their samples of the running step's intervals.
+    remotes: Vec<RemoteWatch>,
+    probe_samples: Vec<Vec<ProbeSample>>,
 }
 
 impl SweepObserver for RunObserver<'_> {
@@ -201,6 +230,10 @@ impl SweepObserver for RunObserver<'_> {
         self.db_samples.clear();
         self.host_samples.clear();
         self.host_last = Some(HostSnapshot::read(&HostRoot::live(), &self.groups));
+        self.probe_samples.clear();
+        for remote in &mut self.remotes {
+            remote.rebase();
+        }
         self.progress.step_started(index, level, schedule);
     }
 
@@ -213,6 +246,8 @@ impl SweepObserver for RunObserver<'_> {
             self.host_samples.push(HostSample::between(last, &now));
         }
         self.host_last = Some(now);
+        self.probe_samples
+            .push(self.remotes.iter_mut().map(RemoteWatch::sample).collect());
         self.progress.interval(spec, tally);
     }
 
@@ -222,6 +257,9 @@ impl SweepObserver for RunObserver<'_> {
         }
         for (interval, sample) in step.intervals.iter_mut().zip(self.host_samples.drain(..)) {
             interval.host = Some(sample);
+        }
+        for (interval, probes) in step.intervals.iter_mut().zip(self.probe_samples.drain(..)) {
+            interval.probes = probes;
         }
         self.store.commit_step(self.run, step)?;
         self.progress.step_finished(step);
@@ -237,6 +275,7 @@ struct RunContext<'a> {
     interrupted: Arc<AtomicBool>,
     /// The server under test's processes (given, or the managed server).
     server: Option<ProcessSelector>,
+    remotes: Vec<RemoteWatch>,
 }
 
 /// perflab itself, and the server under test when known.
@@ -297,6 +336,8 @@ fn execute<W: Workload>(
         host_last: None,
         host_samples: Vec::new(),
         groups: process_groups(ctx.server.clone()),
+        remotes: std::mem::take(&mut ctx.remotes),
+        probe_samples: Vec::new(),
     };
     let swept = run_sweep(workload.clone(), plan, interrupted, &mut observer);
     let store = observer.store;

@@ -7,6 +7,7 @@ use crate::agent::{read_token, AgentClient};
 use crate::cli::{server_selector, PlanError, WatchArgs};
 use crate::probe::counters::process::ProcessGroup;
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
+use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::report::use_line;
 use crate::units::parse_duration;
 use std::io::Write;
@@ -26,6 +27,8 @@ enum Source {
         /// False while the agent is not answering (said once).
         answering: bool,
     },
+    /// A node_exporter, scraped at every interval.
+    Remote(Box<RemoteWatch>),
 }
 
 impl Source {
@@ -36,9 +39,14 @@ impl Source {
                 let now = HostSnapshot::read(root, groups);
                 let sample = HostSample::between(last, &now);
                 **last = now;
-                let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
-                Ok(vec![(stamp.to_string(), sample)])
+                Ok(vec![(now_stamp(), sample)])
             }
+            Source::Remote(remote) => Ok(remote
+                .sample()
+                .sample
+                .map(|s| (now_stamp(), s))
+                .into_iter()
+                .collect()),
             Source::Agent { client, answering } => match client.fetch() {
                 Ok(samples) => {
                     if !*answering {
@@ -62,6 +70,20 @@ impl Source {
             },
         }
     }
+}
+
+/// Processes are read from this host's /proc only.
+fn local_only() -> PlanError {
+    PlanError::flag(
+        "--server-pid",
+        "processes can only be followed on this host",
+        "drop --server-pid/--server-proc with a remote probe",
+    )
+}
+
+/// The wall clock now, to the second.
+fn now_stamp() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 /// Runs `perflab watch`.
@@ -96,14 +118,16 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
             let last = Box::new(HostSnapshot::read(&root, &groups));
             Source::Local { root, last, groups }
         }
+        probe if probe.starts_with("node-exporter://") => {
+            if !groups.is_empty() {
+                return Err(local_only().into());
+            }
+            let remote = RemoteProbe::parse(probe, None, Duration::from_secs(5))?;
+            Source::Remote(Box::new(RemoteWatch::start(remote)?))
+        }
         probe => {
             if !groups.is_empty() {
-                return Err(PlanError::flag(
-                    "--server-pid",
-                    "processes can only be followed on this host",
-                    "drop --server-pid/--server-proc with an agent probe",
-                )
-                .into());
+                return Err(local_only().into());
             }
             let token = args.token_file.as_deref().map(read_token).transpose()?;
             Source::Agent {

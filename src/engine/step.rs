@@ -19,6 +19,17 @@ pub struct IntervalRecord {
     pub db: Option<DbSample>,
     /// What this host's counters did over the interval.
     pub host: Option<HostSample>,
+    /// What each remote probe saw over the interval, in `--probe` order.
+    pub probes: Vec<ProbeSample>,
+}
+
+/// One remote probe's sample of an interval; none when it did not answer
+/// (a gap, kept so it shows).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeSample {
+    /// The probe as given: `agent://db1:7071`, `node-exporter://db1:9100`.
+    pub source: String,
+    pub sample: Option<HostSample>,
 }
 
 /// How a step ended.

@@ -312,6 +312,7 @@ fn run_step<W: Workload>(
             tally: tally.clone(),
             db: None,
             host: None,
+            probes: Vec::new(),
         })
         .collect();
     let mut drain = Tally::new(workload.op_names().len());
@@ -334,6 +335,7 @@ fn run_step<W: Workload>(
         tally: drain,
         db: None,
         host: None,
+        probes: Vec::new(),
     });
     let expected = schedule
         .intervals

@@ -5,6 +5,8 @@
 pub mod counters;
 mod db;
 mod host;
+pub mod node_exporter;
+pub mod remote;
 mod self_usage;
 
 pub use db::{DbProbe, DbSample, DbStatsSource};

@@ -1,10 +1,10 @@
-//! The host table: what this machine's counters did during each step's
-//! measured window — CPU busy and `%ISR` (seed 001's column), run queue,
+//! The host tables: what this machine's counters — and each remote probe's
+//! host's — did during each step's measured window — CPU busy and `%ISR` (seed 001's column), run queue,
 //! context switches, the busiest disk, network throughput and link use, and
 //! TCP retransmissions — averaged over the window's intervals, weighted by
 //! their length.
 
-use crate::engine::StepResult;
+use crate::engine::{IntervalRecord, StepResult};
 use crate::measure::Phase;
 use crate::plan::Level;
 use crate::probe::counters::HostSample;
@@ -28,6 +28,58 @@ pub struct StepHost {
     pub retransmits_per_s: Option<f64>,
     /// The server under test's CPU, as a share of one CPU.
     pub server_cpu: Option<f64>,
+    /// perflab's own CPU, as a share of one CPU.
+    pub perflab_cpu: Option<f64>,
+    /// Measured intervals the source did not answer for.
+    pub gaps: usize,
+}
+
+/// Whose samples: this host's, or a remote probe's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostSource<'a> {
+    Local,
+    Probe(&'a str),
+}
+
+impl HostSource<'_> {
+    /// The interval's sample from this source; `None` when it has none.
+    pub fn sample(self, interval: &IntervalRecord) -> Option<&HostSample> {
+        match self {
+            HostSource::Local => interval.host.as_ref(),
+            HostSource::Probe(name) => interval
+                .probes
+                .iter()
+                .find(|p| p.source == name)?
+                .sample
+                .as_ref(),
+        }
+    }
+}
+
+impl HostSource<'_> {
+    /// True when the source was asked for this interval and did not answer.
+    fn is_gap(self, interval: &IntervalRecord) -> bool {
+        match self {
+            HostSource::Local => false,
+            HostSource::Probe(name) => interval
+                .probes
+                .iter()
+                .any(|p| p.source == name && p.sample.is_none()),
+        }
+    }
+}
+
+/// The remote probes that sampled any of these steps, in order.
+pub fn probe_sources(steps: &[StepResult]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for interval in steps.iter().flat_map(|s| &s.intervals) {
+        for p in &interval.probes {
+            if !out.contains(&p.source.as_str()) {
+                out.push(&p.source);
+            }
+        }
+    }
+    out
 }
 
 /// Length-weighted mean of `value` over the samples that have it.
@@ -40,15 +92,17 @@ fn mean(samples: &[&HostSample], value: impl Fn(&HostSample) -> Option<f64>) -> 
 }
 
 impl StepHost {
-    /// Summarises a step's measured host samples; None when it has none.
-    pub fn of(step: &StepResult) -> Option<Self> {
-        let samples: Vec<&HostSample> = step
+    /// Summarises a step's measured samples from `source`; None when it
+    /// has none.
+    pub fn of(step: &StepResult, source: HostSource<'_>) -> Option<Self> {
+        let measured: Vec<&IntervalRecord> = step
             .intervals
             .iter()
             .filter(|i| i.phase == Phase::Measured)
-            .filter_map(|i| i.host.as_ref())
             .collect();
-        if samples.is_empty() {
+        let samples: Vec<&HostSample> = measured.iter().filter_map(|i| source.sample(i)).collect();
+        let gaps = measured.iter().filter(|i| source.is_gap(i)).count();
+        if samples.is_empty() && gaps == 0 {
             return None;
         }
         let mut disks: BTreeMap<&str, ()> = BTreeMap::new();
@@ -90,21 +144,44 @@ impl StepHost {
             network_bytes_per_s: mean(&samples, |s| Some(s.network_bytes_per_s())).unwrap_or(0.0),
             link_utilisation,
             retransmits_per_s: mean(&samples, |s| s.tcp.map(|t| t.retransmits_per_s)),
-            server_cpu: mean(&samples, |s| {
-                s.processes
-                    .iter()
-                    .find(|p| p.label == "server")
-                    .map(|p| p.cpu())
-            }),
+            server_cpu: process_cpu(&samples, "server"),
+            perflab_cpu: process_cpu(&samples, "perflab"),
+            gaps,
         })
     }
 }
 
-/// The host table, or nothing when no step has host samples.
-pub fn host_table(steps: &[StepResult]) -> String {
+/// A process group's mean CPU, as a share of one CPU.
+fn process_cpu(samples: &[&HostSample], label: &str) -> Option<f64> {
+    mean(samples, |s| {
+        s.processes
+            .iter()
+            .find(|p| p.label == label)
+            .map(|p| p.cpu())
+    })
+}
+
+/// This host's table and one per remote probe, each after a blank line;
+/// nothing when no step has samples.
+pub fn host_tables(steps: &[StepResult]) -> String {
+    let mut out = String::new();
+    for source in std::iter::once(HostSource::Local)
+        .chain(probe_sources(steps).into_iter().map(HostSource::Probe))
+    {
+        let table = host_table(steps, source);
+        if !table.is_empty() {
+            out.push('\n');
+            out.push_str(&table);
+        }
+    }
+    out
+}
+
+/// One source's table, or nothing when no step has its samples.
+pub fn host_table(steps: &[StepResult], source: HostSource<'_>) -> String {
     let rows: Vec<(Level, StepHost)> = steps
         .iter()
-        .filter_map(|s| StepHost::of(s).map(|h| (s.level, h)))
+        .filter_map(|s| StepHost::of(s, source).map(|h| (s.level, h)))
         .collect();
     if rows.is_empty() {
         return String::new();
@@ -112,7 +189,12 @@ pub fn host_table(steps: &[StepResult]) -> String {
     let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| Percent(v).to_string());
     let num = |v: Option<f64>| v.map_or("-".to_string(), |v| OpsPerSec(v).to_string());
     let server = rows.iter().any(|(_, h)| h.server_cpu.is_some());
-    let mut out = String::from("this host during each step:\n");
+    let own = rows.iter().any(|(_, h)| h.perflab_cpu.is_some());
+    let gaps = rows.iter().any(|(_, h)| h.gaps > 0);
+    let mut out = match source {
+        HostSource::Local => String::from("this host during each step:\n"),
+        HostSource::Probe(name) => format!("{name} during each step:\n"),
+    };
     let _ = write!(
         out,
         "{:>7} {:>7} {:>7} {:>6} {:>9} {:>14} {:>9} {:>7} {:>10}",
@@ -120,6 +202,12 @@ pub fn host_table(steps: &[StepResult]) -> String {
     );
     if server {
         let _ = write!(out, " {:>11}", "server cpu");
+    }
+    if own {
+        let _ = write!(out, " {:>12}", "perflab cpu");
+    }
+    if gaps {
+        let _ = write!(out, " {:>5}", "gaps");
     }
     out.push('\n');
     for (level, h) in rows {
@@ -147,6 +235,12 @@ pub fn host_table(steps: &[StepResult]) -> String {
         );
         if server {
             let _ = write!(out, " {:>11}", pct(h.server_cpu));
+        }
+        if own {
+            let _ = write!(out, " {:>12}", pct(h.perflab_cpu));
+        }
+        if gaps {
+            let _ = write!(out, " {:>5}", h.gaps);
         }
         out.push('\n');
     }

@@ -56,6 +56,7 @@ pub fn run_json(run: &StoredRun) -> Value {
                         "response": LatencySummary::of(&all.response),
                         "db": interval.db,
                         "host": interval.host,
+                        "probes": interval.probes,
                     })
                 })
                 .collect();

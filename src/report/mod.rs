@@ -6,7 +6,7 @@ mod json;
 mod progress;
 mod table;
 
-pub use host::{host_table, use_line, StepHost};
+pub use host::{host_table, host_tables, probe_sources, use_line, HostSource, StepHost};
 pub use json::{run_json, SCHEMA_ID};
 pub use progress::Progress;
 pub use table::{render_check, render_run, step_table};

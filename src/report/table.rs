@@ -162,11 +162,7 @@ pub fn render_run(run: &StoredRun) -> String {
     } else {
         out.push_str(&step_table(&run.steps));
         out.push_str(&error_kinds(&run.steps));
-        let host = super::host_table(&run.steps);
-        if !host.is_empty() {
-            out.push('\n');
-            out.push_str(&host);
-        }
+        out.push_str(&super::host_tables(&run.steps));
         if run.op_names.len() > 1 {
             out.push('\n');
             out.push_str(&op_breakdown(run));

@@ -78,6 +78,17 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (step_id, interval_idx),
         FOREIGN KEY (step_id, interval_idx) REFERENCES intervals(step_id, idx)
     );",
+    // 4: what each remote probe (agent, node_exporter) saw over each
+    // interval; a NULL sample is an interval the probe did not answer.
+    "CREATE TABLE interval_probe (
+        step_id INTEGER NOT NULL,
+        interval_idx INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        sample TEXT,
+        PRIMARY KEY (step_id, interval_idx, source),
+        FOREIGN KEY (step_id, interval_idx) REFERENCES intervals(step_id, idx)
+    );",
 ];
 
 /// The schema version this build writes.

@@ -4,7 +4,7 @@
 
 use super::{RunId, RunStatus, Store};
 use crate::cli::PlanError;
-use crate::engine::{IntervalRecord, StepResult, StepStatus};
+use crate::engine::{IntervalRecord, ProbeSample, StepResult, StepStatus};
 use crate::measure::{decode_histogram, OpTally, Phase, Tally};
 use crate::plan::Level;
 use crate::probe::{HostFacts, SelfUsage};
@@ -327,6 +327,26 @@ impl Store {
                     |r| r.get(0),
                 )
                 .optional()?;
+            let probes = self
+                .conn
+                .prepare_cached(
+                    "SELECT source, sample FROM interval_probe WHERE step_id = ?1 AND interval_idx = ?2 ORDER BY position",
+                )?
+                .query_map(params![step_id, idx], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .map(|(source, sample)| {
+                    Ok(ProbeSample {
+                        source,
+                        sample: sample
+                            .map(|s| serde_json::from_str(&s))
+                            .transpose()
+                            .context("damaged probe sample")?,
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
             intervals.push(IntervalRecord {
                 phase: Phase::parse(&phase).ok_or_else(|| anyhow!("unknown phase '{phase}'"))?,
                 start: Duration::from_secs_f64(start.max(0.0)),
@@ -340,6 +360,7 @@ impl Store {
                     .map(|s| serde_json::from_str(&s))
                     .transpose()
                     .context("damaged host sample")?,
+                probes,
             });
         }
         Ok(intervals)

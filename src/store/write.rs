@@ -90,6 +90,9 @@ impl Store {
             let mut host_stmt = tx.prepare(
                 "INSERT INTO interval_host (step_id, interval_idx, sample) VALUES (?1, ?2, ?3)",
             )?;
+            let mut probe_stmt = tx.prepare(
+                "INSERT INTO interval_probe (step_id, interval_idx, source, position, sample) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
             let mut op_stmt = tx.prepare(
                 "INSERT INTO interval_ops (step_id, interval_idx, op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -112,6 +115,19 @@ impl Store {
                         step_id,
                         idx as i64,
                         serde_json::to_string(host)?
+                    ])?;
+                }
+                for (position, probe) in interval.probes.iter().enumerate() {
+                    probe_stmt.execute(params![
+                        step_id,
+                        idx as i64,
+                        probe.source,
+                        position as i64,
+                        probe
+                            .sample
+                            .as_ref()
+                            .map(serde_json::to_string)
+                            .transpose()?
                     ])?;
                 }
                 if let Some(db) = &interval.db {

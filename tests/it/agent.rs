@@ -7,7 +7,7 @@ use crate::support::{contains, perflab_expect, tempdir};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -16,13 +16,13 @@ fn free_port() -> u16 {
 }
 
 /// A running agent; stopped with SIGINT (by its PID) when dropped.
-struct Agent {
+pub struct Agent {
     child: Option<Child>,
-    port: u16,
+    pub port: u16,
 }
 
 impl Agent {
-    fn start(dir: &std::path::Path, token_file: &std::path::Path) -> Self {
+    pub fn start(dir: &std::path::Path, token_file: &std::path::Path) -> Self {
         let port = free_port();
         let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("perflab"))
             .current_dir(dir)
@@ -54,7 +54,7 @@ impl Agent {
     }
 
     /// Stops the agent and returns what it logged.
-    fn stop(mut self) -> String {
+    pub fn stop(mut self) -> String {
         let child = self.child.take().unwrap();
         // SAFETY: signalling the agent this test started, by its PID.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };

@@ -8,4 +8,5 @@ mod engine;
 mod host;
 mod mariadb;
 mod postgres;
+mod probes;
 mod support;

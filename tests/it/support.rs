@@ -65,7 +65,7 @@ pub fn perflab(dir: &Path) -> assert_cmd::Command {
 }
 
 /// The perflab binary as a std command (for tests that signal it).
-fn perflab_process(dir: &Path) -> std::process::Command {
+pub fn perflab_process(dir: &Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("perflab"));
     cmd.current_dir(dir).env("CI", "true");
     cmd

@@ -22,21 +22,28 @@ pub use sample::{
 };
 
 use procfs_core::{FromBufRead, FromBufReadSI};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Where the proc and sys trees are (`/proc` and `/sys` on a live host).
+/// Where the proc and sys trees are: directories (`/proc` and `/sys` on a
+/// live host, a fixture tree in tests), or files held in memory (counters
+/// another source reported, rendered in the kernel's own formats).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostRoot {
-    pub proc: PathBuf,
-    pub sys: PathBuf,
+pub enum HostRoot {
+    Dirs {
+        proc: PathBuf,
+        sys: PathBuf,
+    },
+    /// File texts by path, `proc/stat`, `sys/class/net/eth0/speed`, …
+    Texts(BTreeMap<String, String>),
 }
 
 impl HostRoot {
     /// This host.
     pub fn live() -> Self {
-        HostRoot {
+        HostRoot::Dirs {
             proc: PathBuf::from("/proc"),
             sys: PathBuf::from("/sys"),
         }
@@ -44,25 +51,46 @@ impl HostRoot {
 
     /// A fixture tree holding `proc/` and `sys/`.
     pub fn fixture(dir: &Path) -> Self {
-        HostRoot {
+        HostRoot::Dirs {
             proc: dir.join("proc"),
             sys: dir.join("sys"),
         }
     }
 
-    fn proc_file(&self, rel: &str) -> Option<std::io::BufReader<std::fs::File>> {
-        std::fs::File::open(self.proc.join(rel))
-            .ok()
-            .map(std::io::BufReader::new)
+    /// The proc directory, when there is one (processes live only there).
+    pub fn proc_dir(&self) -> Option<&Path> {
+        match self {
+            HostRoot::Dirs { proc, .. } => Some(proc),
+            HostRoot::Texts(_) => None,
+        }
+    }
+
+    /// A file's text by its path under the root (`proc/…` or `sys/…`).
+    pub fn text(&self, rel: &str) -> Option<String> {
+        match self {
+            HostRoot::Dirs { proc, sys } => {
+                let path = match rel.split_once('/') {
+                    Some(("proc", rest)) => proc.join(rest),
+                    Some(("sys", rest)) => sys.join(rest),
+                    _ => return None,
+                };
+                std::fs::read_to_string(path).ok()
+            }
+            HostRoot::Texts(files) => files.get(rel).cloned(),
+        }
+    }
+
+    fn proc_file(&self, rel: &str) -> Option<std::io::Cursor<String>> {
+        self.proc_text(rel).map(std::io::Cursor::new)
     }
 
     fn proc_text(&self, rel: &str) -> Option<String> {
-        std::fs::read_to_string(self.proc.join(rel)).ok()
+        self.text(&format!("proc/{rel}"))
     }
 }
 
 /// Cumulative counters of one link.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NicCounters {
     pub dev: procfs_core::net::DeviceStatus,
     /// Link speed, Mb/s, when the driver reports one.
@@ -75,9 +103,11 @@ pub struct NicCounters {
     pub tx_window_errors: Option<u64>,
 }
 
-/// The host's cumulative counters at one moment.
-#[derive(Debug, Clone)]
+/// The host's cumulative counters at one moment. It travels as JSON from
+/// an agent; `at` is then the moment it arrived.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostSnapshot {
+    #[serde(skip, default = "Instant::now")]
     pub at: Instant,
     pub stat: Option<procfs_core::KernelStats>,
     /// Interrupts since boot (the first number of /proc/stat's `intr` line).
@@ -138,7 +168,8 @@ impl HostSnapshot {
             .unwrap_or_default()
             .into_iter()
             .map(|(name, dev)| {
-                let link = parse::Link::read(&root.sys.join("class/net").join(&name));
+                let link =
+                    parse::Link::read(|rel| root.text(&format!("sys/class/net/{name}/{rel}")));
                 (
                     name,
                     NicCounters {

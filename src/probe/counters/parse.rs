@@ -3,7 +3,6 @@
 //! /proc/stat, PSI lines, and the link attributes under /sys/class/net.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The named section of an snmp-style file: a `Name: field field…` line
 /// followed by a `Name: value value…` line.
@@ -50,10 +49,10 @@ pub struct Link {
 }
 
 impl Link {
-    pub fn read(dir: &Path) -> Self {
+    /// Reads the link's files through `read` (a path under its directory).
+    pub fn read(read: impl Fn(&str) -> Option<String>) -> Self {
         // Reading speed or duplex of a link that is down, or of a virtual
         // device, fails with EINVAL or gives -1: not reported.
-        let read = |rel: &str| std::fs::read_to_string(dir.join(rel)).ok();
         let number = |rel: &str| read(rel).and_then(|t| t.trim().parse::<i64>().ok());
         Link {
             speed_mbps: number("speed").filter(|&s| s > 0).map(|s| s as u64),

@@ -30,7 +30,7 @@ pub struct ProcessGroup {
 }
 
 /// One process's cumulative counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PidCounters {
     /// User and system CPU, clock ticks.
     pub utime: u64,
@@ -46,7 +46,7 @@ pub type GroupCounters = BTreeMap<u32, PidCounters>;
 /// Reads the counters of every process a group follows.
 pub fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
     let mut out = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(&root.proc) else {
+    let Some(Ok(entries)) = root.proc_dir().map(std::fs::read_dir) else {
         return out;
     };
     for entry in entries.flatten() {

@@ -1,0 +1,221 @@
+//! Sample sources on another host, for `perflab run --probe`: a perflab
+//! agent (`agent://HOST:PORT`, its `/v1/snapshot`) or a Prometheus
+//! node_exporter (`node-exporter://HOST:PORT`, its `/metrics`). Each gives
+//! the host's cumulative counters when asked, so a run asks at its own
+//! interval boundaries and the samples line up with the engine's intervals;
+//! rates are timed by the source's clock, so network delay does not skew
+//! them.
+
+use super::counters::{HostSample, HostSnapshot};
+use super::node_exporter::Scrape;
+use crate::agent::AgentClient;
+use crate::cli::PlanError;
+use crate::engine::ProbeSample;
+use std::time::{Duration, Instant};
+
+/// One remote source.
+pub struct RemoteProbe {
+    /// As given: `agent://db1:7071`.
+    pub name: String,
+    kind: Kind,
+}
+
+enum Kind {
+    Agent(AgentClient),
+    NodeExporter { url: String, http: ureq::Agent },
+}
+
+/// A source's counters at one moment.
+pub enum RemoteSnapshot {
+    Agent {
+        seconds: f64,
+        snapshot: Box<HostSnapshot>,
+    },
+    NodeExporter {
+        at: Instant,
+        scrape: Box<Scrape>,
+    },
+}
+
+impl RemoteProbe {
+    /// Parses `agent://HOST:PORT` or `node-exporter://HOST:PORT`; a request
+    /// gives up after `timeout`.
+    pub fn parse(spec: &str, token: Option<String>, timeout: Duration) -> Result<Self, PlanError> {
+        let kind = if spec.starts_with("agent://") {
+            Kind::Agent(AgentClient::new(spec, token)?.with_timeout(timeout))
+        } else if let Some(address) = spec.strip_prefix("node-exporter://") {
+            if address.is_empty() || address.contains('/') {
+                return Err(PlanError::flag(
+                    "--probe",
+                    format!("'{spec}' needs HOST:PORT"),
+                    "e.g. --probe node-exporter://db1:9100",
+                ));
+            }
+            Kind::NodeExporter {
+                url: format!("http://{address}/metrics"),
+                http: ureq::AgentBuilder::new().timeout(timeout).build(),
+            }
+        } else {
+            return Err(PlanError::flag(
+                "--probe",
+                format!("'{spec}' is not a probe"),
+                "use local, agent://HOST:PORT or node-exporter://HOST:PORT",
+            ));
+        };
+        Ok(RemoteProbe {
+            name: spec.to_string(),
+            kind,
+        })
+    }
+
+    /// The source's counters now.
+    pub fn snapshot(&self) -> anyhow::Result<RemoteSnapshot> {
+        match &self.kind {
+            Kind::Agent(client) => {
+                let (seconds, snapshot) = client.snapshot()?;
+                Ok(RemoteSnapshot::Agent {
+                    seconds,
+                    snapshot: Box::new(snapshot),
+                })
+            }
+            Kind::NodeExporter { url, http } => {
+                let text = http
+                    .get(url)
+                    .call()
+                    .map_err(|e| anyhow::anyhow!("node_exporter at {url} did not answer: {e}"))?
+                    .into_string()?;
+                let scrape = Scrape::parse(&text).map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+                Ok(RemoteSnapshot::NodeExporter {
+                    at: Instant::now(),
+                    scrape: Box::new(scrape),
+                })
+            }
+        }
+    }
+}
+
+impl RemoteSnapshot {
+    /// What the host did between two snapshots of one source.
+    pub fn between(a: &RemoteSnapshot, b: &RemoteSnapshot) -> Option<HostSample> {
+        match (a, b) {
+            (
+                RemoteSnapshot::Agent {
+                    seconds: s0,
+                    snapshot: x,
+                },
+                RemoteSnapshot::Agent {
+                    seconds: s1,
+                    snapshot: y,
+                },
+            ) => Some(HostSample::between_over(x, y, (s1 - s0).max(0.0))),
+            (
+                RemoteSnapshot::NodeExporter { at: t0, scrape: x },
+                RemoteSnapshot::NodeExporter { at: t1, scrape: y },
+            ) => Some(Scrape::between(
+                x,
+                y,
+                t1.saturating_duration_since(*t0).as_secs_f64(),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// A remote probe followed through a run: the last snapshot, and whether
+/// it answered last time (a change is said once, on standard error).
+pub struct RemoteWatch {
+    probe: RemoteProbe,
+    last: Option<RemoteSnapshot>,
+    answering: bool,
+}
+
+impl RemoteWatch {
+    /// Starts following a probe; it must answer now, or the run should not
+    /// start (a wrong port or token is better found before loading).
+    pub fn start(probe: RemoteProbe) -> Result<Self, PlanError> {
+        let first = probe
+            .snapshot()
+            .map_err(|e| match e.downcast::<PlanError>() {
+                Ok(plan) => plan,
+                Err(e) => PlanError::new(format!(
+                    "the probe {} does not answer: {}; start it, or drop that --probe",
+                    probe.name,
+                    crate::commands::one_line(&format!("{e:#}"))
+                )),
+            })?;
+        Ok(RemoteWatch {
+            probe,
+            last: Some(first),
+            answering: true,
+        })
+    }
+
+    /// The probe as given.
+    pub fn name(&self) -> &str {
+        &self.probe.name
+    }
+
+    /// Takes a new base snapshot (a step starts).
+    pub fn rebase(&mut self) {
+        self.last = self.take();
+    }
+
+    /// The sample since the last call; none, a recorded gap, when the probe
+    /// did not answer now or last time.
+    pub fn sample(&mut self) -> ProbeSample {
+        let now = self.take();
+        let sample = match (&self.last, &now) {
+            (Some(a), Some(b)) => RemoteSnapshot::between(a, b),
+            _ => None,
+        };
+        self.last = now;
+        ProbeSample {
+            source: self.probe.name.clone(),
+            sample,
+        }
+    }
+
+    fn take(&mut self) -> Option<RemoteSnapshot> {
+        match self.probe.snapshot() {
+            Ok(snapshot) => {
+                if !self.answering {
+                    eprintln!("probe {} answers again", self.probe.name);
+                    self.answering = true;
+                }
+                Some(snapshot)
+            }
+            Err(e) => {
+                if self.answering {
+                    eprintln!(
+                        "warning: probe {} stopped answering ({}); the run goes on and the gap is recorded",
+                        self.probe.name,
+                        crate::commands::one_line(&format!("{e:#}"))
+                    );
+                    self.answering = false;
+                }
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_specs_are_checked() {
+        let t = Duration::from_millis(100);
+        assert!(RemoteProbe::parse("agent://127.0.0.1:7071", None, t).is_ok());
+        assert!(RemoteProbe::parse("node-exporter://127.0.0.1:9100", None, t).is_ok());
+        for bad in [
+            "node-exporter://",
+            "node-exporter://h:1/metrics",
+            "http://h:1",
+            "agent://",
+        ] {
+            let e = RemoteProbe::parse(bad, None, t).err().unwrap();
+            assert!(e.to_string().contains("--probe"), "{bad}: {e}");
+        }
+    }
+}
