@@ -7,6 +7,7 @@
 //! and `measure` recorders) → `store` → `report`.
 
 pub mod agent;
+pub mod analyze;
 pub mod cli;
 pub mod commands;
 pub mod engine;

@@ -58,4 +58,25 @@ pub(crate) mod serde_duration {
         let seconds = f64::deserialize(d)?;
         Duration::try_from_secs_f64(seconds).map_err(serde::de::Error::custom)
     }
+
+    /// The same for an optional duration (null when absent).
+    pub mod option {
+        use serde::{Deserialize, Deserializer, Serializer};
+        use std::time::Duration;
+
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => s.serialize_some(&d.as_secs_f64()),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            Option::<f64>::deserialize(d)?
+                .map(|seconds| {
+                    Duration::try_from_secs_f64(seconds).map_err(serde::de::Error::custom)
+                })
+                .transpose()
+        }
+    }
 }

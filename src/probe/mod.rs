@@ -2,6 +2,7 @@
 //! (the generator watches itself), the host's counters from /proc and /sys,
 //! the database's statistics, and the host facts stored with every run.
 
+pub mod cgroup;
 pub mod counters;
 mod db;
 mod host;

@@ -1,5 +1,7 @@
-//! perflab's own resource use, from getrusage(2) and /proc/self/status.
+//! perflab's own resource use, from getrusage(2) and /proc/self/status,
+//! and the CPU it was allowed (affinity, cgroup quota and throttling).
 
+use super::cgroup::CpuLimit;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
@@ -17,6 +19,12 @@ pub struct SelfUsage {
     pub cpu_system: Duration,
     /// Resident memory at the end of the measured window, bytes.
     pub rss_bytes: Option<u64>,
+    /// CPUs perflab could use (its affinity mask and cgroup quota).
+    #[serde(default)]
+    pub cpu_capacity: Option<f64>,
+    /// Time its cgroup's CPU quota held it back during the step.
+    #[serde(with = "crate::plan::serde_duration::option", default)]
+    pub throttled: Option<Duration>,
 }
 
 impl SelfUsage {
@@ -27,6 +35,7 @@ impl SelfUsage {
             at: Instant::now(),
             cpu_user,
             cpu_system,
+            limit: own_limit(),
         }
     }
 
@@ -47,17 +56,29 @@ pub struct UsageMark {
     at: Instant,
     cpu_user: Duration,
     cpu_system: Duration,
+    limit: CpuLimit,
+}
+
+/// perflab's own CPU allowance now.
+fn own_limit() -> CpuLimit {
+    CpuLimit::read(std::path::Path::new("/"), "self")
 }
 
 impl UsageMark {
     /// The usage since the mark.
     pub fn finish(self, rss_bytes: Option<u64>) -> SelfUsage {
         let (cpu_user, cpu_system) = rusage();
+        let limit = own_limit();
         SelfUsage {
             wall: self.at.elapsed(),
             cpu_user: cpu_user.saturating_sub(self.cpu_user),
             cpu_system: cpu_system.saturating_sub(self.cpu_system),
             rss_bytes,
+            cpu_capacity: limit.capacity(),
+            throttled: limit
+                .throttled
+                .zip(self.limit.throttled)
+                .map(|(b, a)| b.saturating_sub(a)),
         }
     }
 }

@@ -7,7 +7,7 @@
 use crate::engine::{IntervalRecord, StepResult};
 use crate::measure::Phase;
 use crate::plan::Level;
-use crate::probe::counters::HostSample;
+use crate::probe::counters::{weighted_mean as mean, HostSample};
 use crate::units::{OpsPerSec, Percent};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -80,15 +80,6 @@ pub fn probe_sources(steps: &[StepResult]) -> Vec<&str> {
         }
     }
     out
-}
-
-/// Length-weighted mean of `value` over the samples that have it.
-fn mean(samples: &[&HostSample], value: impl Fn(&HostSample) -> Option<f64>) -> Option<f64> {
-    let (sum, weight) = samples
-        .iter()
-        .filter_map(|s| value(s).map(|v| (v * s.seconds, s.seconds)))
-        .fold((0.0, 0.0), |(a, b), (v, w)| (a + v, b + w));
-    (weight > 0.0).then(|| sum / weight)
 }
 
 impl StepHost {

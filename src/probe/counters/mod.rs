@@ -18,7 +18,8 @@ pub mod process;
 mod sample;
 
 pub use sample::{
-    CpuSample, DiskSample, HostSample, MemorySample, NicSample, PressureSample, TcpSample,
+    weighted_mean, CpuSample, DiskSample, HostSample, MemorySample, NicSample, PressureSample,
+    TcpSample,
 };
 
 use procfs_core::{FromBufRead, FromBufReadSI};

@@ -145,6 +145,18 @@ pub struct IrqSample {
     pub per_cpu_per_s: Vec<f64>,
 }
 
+/// Length-weighted mean of `value` over the samples that have it.
+pub fn weighted_mean(
+    samples: &[&HostSample],
+    value: impl Fn(&HostSample) -> Option<f64>,
+) -> Option<f64> {
+    let (sum, weight) = samples
+        .iter()
+        .filter_map(|s| value(s).map(|v| (v * s.seconds, s.seconds)))
+        .fold((0.0, 0.0), |(a, b), (v, w)| (a + v, b + w));
+    (weight > 0.0).then(|| sum / weight)
+}
+
 /// What the host did over one interval.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct HostSample {

@@ -1,0 +1,192 @@
+//! Service demands and the bounds they imply — the operational laws of
+//! Lazowska, Zahorjan, Graham and Sevcik, *Quantitative System
+//! Performance* (1984), chapters 3 and 5.
+//!
+//! - Utilisation law: `U_k = X·D_k`; for a centre of m servers (CPUs) the
+//!   busy servers are `m·U`, so `D = m·U/X`. Each demand is estimated by
+//!   least squares through the origin of busy servers against throughput,
+//!   over the steps where no resource was above 80% busy (queueing has not
+//!   yet bent the line); with none such, the lowest load alone.
+//! - Asymptotic bounds: `X ≤ m_k/D_k` for every resource, the tightest
+//!   being the bottleneck's; for a closed loop with N users and think time
+//!   Z, `X(N) ≤ min(N/(D+Z), m/D_max)` and the knee is near
+//!   `N* = (D+Z)/D_max` (per server). D, the demand with no queueing, is
+//!   taken as the larger of the resources' summed demands and the mean
+//!   response time at the lowest load (which also holds what no probe
+//!   sees: network round trips, locks taken without waiting).
+//! - Little's law `N = X·(R+Z)` holds in every closed loop; a step that
+//!   breaks it by more than 5% was paced by something outside the measured
+//!   cycle — the generator.
+
+use super::points::{ResourceKind, StepPoint};
+use serde::Serialize;
+
+/// Unqueued steps are those with every resource under this share busy.
+const UNSATURATED: f64 = 0.8;
+
+/// One resource's demand per operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Demand {
+    pub resource: String,
+    pub kind: ResourceKind,
+    pub servers: f64,
+    /// Seconds of the resource per operation (all its servers together).
+    pub seconds: f64,
+    /// The throughput it allows at most: servers / demand.
+    pub bound: f64,
+    /// Demand at the peak step over the fitted demand: far above 1 means
+    /// the resource worked harder per operation as load rose (spinning,
+    /// retrying), not that it ran out.
+    pub growth_at_peak: Option<f64>,
+}
+
+/// Little's law at one closed-loop step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LittleCheck {
+    pub users: f64,
+    /// X·(R+Z).
+    pub implied: f64,
+    /// |X·(R+Z) − N| / N.
+    pub deviation: f64,
+}
+
+/// Measured throughput against the bound at one step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepBound {
+    pub load: f64,
+    pub throughput: f64,
+    /// The asymptotic bound at this load, when demands are known.
+    pub bound: Option<f64>,
+    /// Closed loop, enough operations: Little's law.
+    pub little: Option<LittleCheck>,
+}
+
+/// Demands, bounds and Little's law over a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Demands {
+    /// Positions of the points the demands were fitted on.
+    pub fitted_on: Vec<usize>,
+    /// Every resource, tightest bound first.
+    pub resources: Vec<Demand>,
+    /// Demand with no queueing, seconds (see the module header).
+    pub total_s: f64,
+    pub think_s: f64,
+    /// `N* = (D+Z)/D_max`, closed loops.
+    pub n_star: Option<f64>,
+    pub steps: Vec<StepBound>,
+}
+
+impl Demands {
+    /// The tightest bound: the bottleneck's, if hardware is the limit.
+    pub fn tightest(&self) -> Option<&Demand> {
+        self.resources.first()
+    }
+}
+
+/// Fits the demands of complete points ordered by load; `closed` says
+/// whether load is users (closed loop) or a rate.
+pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Demands {
+    let mut fitted_on: Vec<usize> = points
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            p.throughput > 0.0
+                && !p.resources.is_empty()
+                && p.resources.iter().all(|r| r.utilisation < UNSATURATED)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if fitted_on.is_empty() {
+        if let Some(i) = points.iter().position(|p| p.throughput > 0.0) {
+            fitted_on.push(i);
+        }
+    }
+    let mut names: Vec<(&str, ResourceKind, f64)> = Vec::new();
+    for p in points {
+        for r in &p.resources {
+            if !names.iter().any(|(n, _, _)| *n == r.name) {
+                names.push((&r.name, r.kind, r.servers));
+            }
+        }
+    }
+    let mut resources: Vec<Demand> = names
+        .into_iter()
+        .filter_map(|(name, kind, servers)| {
+            let (mut uxx, mut xx) = (0.0, 0.0);
+            for &i in &fitted_on {
+                let p = &points[i];
+                let r = p.resource(name)?;
+                uxx += r.servers * r.utilisation * p.throughput;
+                xx += p.throughput * p.throughput;
+            }
+            let seconds = (xx > 0.0).then(|| uxx / xx)?;
+            if seconds <= 0.0 {
+                return None;
+            }
+            let growth_at_peak = peak.and_then(|i| {
+                let p = &points[i];
+                let r = p.resource(name)?;
+                (p.throughput > 0.0).then(|| r.servers * r.utilisation / p.throughput / seconds)
+            });
+            Some(Demand {
+                resource: name.to_string(),
+                kind,
+                servers,
+                seconds,
+                bound: servers / seconds,
+                growth_at_peak,
+            })
+        })
+        .collect();
+    resources.sort_by(|a, b| a.bound.total_cmp(&b.bound));
+    // The whole-host CPU and its single CPUs are the same time counted
+    // twice; disks and links add up.
+    let summed: f64 = resources
+        .iter()
+        .filter(|d| d.kind != ResourceKind::OneCpu)
+        .map(|d| d.seconds)
+        .sum();
+    let lowest = points.first();
+    let total_s = summed.max(lowest.map_or(0.0, StepPoint::response_s));
+    let think_s = lowest.map_or(0.0, |p| p.think_s);
+    // The bottleneck per server: for m CPUs the centre serves m at once.
+    let d_max = resources.first().map(|d| d.seconds / d.servers);
+    let n_star = d_max
+        .filter(|d| closed && *d > 0.0)
+        .map(|d| (total_s + think_s) / d);
+    let steps = points
+        .iter()
+        .map(|p| {
+            let hardware = resources.first().map(|d| d.bound);
+            let bound = if closed {
+                let population = p.load / (total_s + p.think_s).max(f64::MIN_POSITIVE);
+                Some(hardware.map_or(population, |h| h.min(population)))
+            } else {
+                hardware
+            };
+            let little =
+                (closed && p.completed as f64 >= 20.0 * p.load && p.load > 0.0).then(|| {
+                    let implied = p.throughput * (p.response_s() + p.think_s);
+                    LittleCheck {
+                        users: p.load,
+                        implied,
+                        deviation: (implied - p.load).abs() / p.load,
+                    }
+                });
+            StepBound {
+                load: p.load,
+                throughput: p.throughput,
+                bound,
+                little,
+            }
+        })
+        .collect();
+    Demands {
+        fitted_on,
+        resources,
+        total_s,
+        think_s,
+        n_star,
+        steps,
+    }
+}

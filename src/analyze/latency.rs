@@ -1,0 +1,128 @@
+//! Latency anatomy: each step's percentiles and its share of operations
+//! over 200 ms and over 1 s — the thresholds at which the seed labs saw
+//! throughput die while the mean still looked fine — and the tail
+//! anomalies a mean hides:
+//!
+//! - **slow group**: at least 0.2% of operations took over ten times the
+//!   90th percentile, a group apart from the body (a retransmission timeout,
+//!   a lock wait, a stall), where a single-humped distribution leaves far
+//!   under 0.1% there;
+//! - **tail jump**: from one step to the next the p99.9/p50 ratio grew at
+//!   least threefold while the mean moved by under 30%.
+//!
+//! Each anomaly lists what moved on the server host at the same step.
+
+use super::capacity::load_text;
+use super::points::StepPoint;
+use serde::Serialize;
+
+/// A tail the mean does not show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TailAnomaly {
+    pub load: f64,
+    /// `slow group` or `tail jump`.
+    pub kind: &'static str,
+    pub detail: String,
+    /// What moved on the host at the same step.
+    pub moved: Vec<String>,
+}
+
+/// The tail anomalies of points ordered by load.
+pub fn tail_anomalies(points: &[StepPoint]) -> Vec<TailAnomaly> {
+    let mut out = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        let before = i.checked_sub(1).map(|j| &points[j]);
+        if p.far_tail >= 0.002 {
+            out.push(TailAnomaly {
+                load: p.load,
+                kind: "slow group",
+                detail: format!(
+                    "{:.2}% of operations at {} took over 10× the p90 of {} (p99.9 {}, mean {})",
+                    p.far_tail * 100.0,
+                    load_text(p),
+                    crate::units::Latency(p.response.p90),
+                    crate::units::Latency(p.response.p999),
+                    crate::units::Latency(p.response.mean),
+                ),
+                moved: before.map(|b| moved(b, p)).unwrap_or_default(),
+            });
+        }
+        let Some(b) = before else { continue };
+        let ratio = |q: &StepPoint| {
+            let p50 = q.response.p50.as_secs_f64();
+            (p50 > 0.0).then(|| q.response.p999.as_secs_f64() / p50)
+        };
+        let (Some(r0), Some(r1)) = (ratio(b), ratio(p)) else {
+            continue;
+        };
+        let mean_change = (p.response_s() - b.response_s()).abs() / b.response_s().max(1e-12);
+        if r1 >= 3.0 * r0 && mean_change < 0.3 {
+            out.push(TailAnomaly {
+                load: p.load,
+                kind: "tail jump",
+                detail: format!(
+                    "p99.9/p50 went from {r0:.1} to {r1:.1} between {} and {} while the mean moved {:.0}%",
+                    load_text(b),
+                    load_text(p),
+                    mean_change * 100.0
+                ),
+                moved: moved(b, p),
+            });
+        }
+    }
+    out
+}
+
+/// What changed markedly on the host from step `a` to step `b`.
+fn moved(a: &StepPoint, b: &StepPoint) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in &b.resources {
+        let Some(before) = a.resource(&r.name) else {
+            continue;
+        };
+        if r.utilisation - before.utilisation >= 0.2 {
+            out.push(format!(
+                "{} busy {} → {}",
+                r.name,
+                crate::units::Percent(before.utilisation),
+                crate::units::Percent(r.utilisation)
+            ));
+        }
+        if let (Some((name, q0)), Some((_, q1))) = (&before.saturation, &r.saturation) {
+            if *q1 >= 2.0 * q0.max(0.5) {
+                out.push(format!("{} {name} {q0:.2} → {q1:.2}", r.name));
+            }
+        }
+        if let (Some((name, e0)), Some((_, e1))) = (&before.errors, &r.errors) {
+            if e1 > e0 {
+                out.push(format!("{} {name} {e0:.0} → {e1:.0}", r.name));
+            }
+        }
+    }
+    let pairs = [
+        (
+            "tcp retransmits/s",
+            a.extras.retransmits_per_s,
+            b.extras.retransmits_per_s,
+        ),
+        ("tcp timeouts", a.extras.tcp_timeouts, b.extras.tcp_timeouts),
+        (
+            "major faults/s",
+            a.extras.major_faults_per_s,
+            b.extras.major_faults_per_s,
+        ),
+        (
+            "pages scanned/s",
+            a.extras.pages_scanned_per_s,
+            b.extras.pages_scanned_per_s,
+        ),
+    ];
+    for (name, x, y) in pairs {
+        if let (Some(x), Some(y)) = (x, y) {
+            if y >= 2.0 * x.max(1.0) {
+                out.push(format!("{name} {x:.1} → {y:.1}"));
+            }
+        }
+    }
+    out
+}

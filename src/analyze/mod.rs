@@ -1,0 +1,368 @@
+//! The verdict of a run — what a performance engineer would conclude from
+//! it: capacity and knee, each resource's use per step (the USE method),
+//! service demands and the bounds they imply, the bottleneck with its
+//! evidence, the latency anatomy and its anomalies, the Universal
+//! Scalability Law fit, and the stability of each step. Pure functions of
+//! a stored run: `perflab analyze RUN` gives what the run printed.
+
+pub mod bottleneck;
+pub mod capacity;
+pub mod demands;
+pub mod latency;
+pub mod mva;
+pub mod points;
+pub mod usl;
+
+pub use bottleneck::{Bottleneck, BottleneckKind, RunShape};
+pub use capacity::{Knee, Slo, SloOutcome};
+pub use demands::Demands;
+pub use latency::TailAnomaly;
+pub use points::StepPoint;
+pub use usl::UslFit;
+
+use crate::plan::Level;
+use crate::report::{probe_sources, HostSource};
+use crate::store::StoredRun;
+use serde::Serialize;
+
+/// A step's throughput from interval to interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stability {
+    pub load: f64,
+    pub intervals: usize,
+    /// Coefficient of variation of the intervals' throughputs.
+    pub cv: Option<f64>,
+    /// Over the bound (`--max-cv`, 5% by default).
+    pub unstable: bool,
+}
+
+/// The whole verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// Where the server's resources were read: `this host` or a probe.
+    pub server_host: String,
+    pub points: Vec<StepPoint>,
+    /// Steps left out (failed, cut short), by load.
+    pub left_out: Vec<f64>,
+    pub peak: Option<usize>,
+    pub knee: Option<Knee>,
+    pub slo: Option<SloOutcome>,
+    pub demands: Option<Demands>,
+    pub bottleneck: Option<Bottleneck>,
+    pub tail: Vec<TailAnomaly>,
+    pub usl: Option<UslFit>,
+    /// Why no USL fit, when there is none.
+    pub usl_not_fitted: Option<String>,
+    pub stability: Vec<Stability>,
+    pub max_cv: f64,
+}
+
+/// The coefficient-of-variation bound used when none is given.
+pub const DEFAULT_MAX_CV: f64 = 0.05;
+
+/// Analyses a stored run against the objectives.
+pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
+    let probes = probe_sources(&run.steps);
+    let (source, server_host) = match probes.first() {
+        Some(name) => (HostSource::Probe(name), name.to_string()),
+        None => (HostSource::Local, "this host".to_string()),
+    };
+    let mut points = Vec::new();
+    let mut left_out = Vec::new();
+    for step in &run.steps {
+        let p = StepPoint::of(step, source);
+        if p.complete && p.completed > 0 {
+            points.push(p);
+        } else {
+            left_out.push(p.load);
+        }
+    }
+    let closed = run.steps.iter().all(|s| matches!(s.level, Level::Users(_)));
+    let shape = RunShape {
+        closed,
+        embedded: run.target.starts_with("sqlite:") || run.target == "in-process",
+        threads: run.plan_resolved["threads"].as_u64().unwrap_or(1).max(1) as u32,
+        single_writer: run.target.starts_with("sqlite:"),
+    };
+    let seed = run.plan_resolved["seed"].as_u64().unwrap_or(1);
+    let mut verdict = verdict_of(points, shape, slos, max_cv, seed);
+    verdict.server_host = server_host;
+    verdict.left_out = left_out;
+    verdict
+}
+
+/// The verdict of complete points (any order), for a run of this shape.
+pub fn verdict_of(
+    mut points: Vec<StepPoint>,
+    shape: RunShape,
+    slos: &[Slo],
+    max_cv: f64,
+    seed: u64,
+) -> Verdict {
+    points.sort_by(|a, b| a.load.total_cmp(&b.load));
+    let stability = points
+        .iter()
+        .map(|p| {
+            let v = &p.interval_throughputs;
+            let cv = (v.len() >= 2).then(|| {
+                let mean = v.iter().sum::<f64>() / v.len() as f64;
+                let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
+                if mean > 0.0 {
+                    var.sqrt() / mean
+                } else {
+                    0.0
+                }
+            });
+            Stability {
+                load: p.load,
+                intervals: v.len(),
+                cv,
+                unstable: cv.is_some_and(|c| c > max_cv),
+            }
+        })
+        .collect();
+    let mut verdict = Verdict {
+        server_host: "this host".to_string(),
+        points: Vec::new(),
+        left_out: Vec::new(),
+        peak: None,
+        knee: None,
+        slo: capacity::slo_outcome(&points, slos),
+        demands: None,
+        bottleneck: None,
+        tail: latency::tail_anomalies(&points),
+        usl: None,
+        usl_not_fitted: None,
+        stability,
+        max_cv,
+    };
+    if points.is_empty() {
+        verdict.usl_not_fitted = Some("no complete step".to_string());
+        return verdict;
+    }
+    let peak = points
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.throughput.total_cmp(&b.1.throughput))
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    let closed = shape.closed;
+    let knee = capacity::knee(&points);
+    let demands = demands::demands(&points, closed, Some(peak));
+    verdict.bottleneck = Some(bottleneck::bottleneck(
+        &points,
+        shape,
+        peak,
+        knee.as_ref(),
+        &demands,
+    ));
+    let think = points.iter().any(|p| p.think_s > 0.0);
+    let (n, concurrency): (Vec<f64>, &'static str) = if closed && !think {
+        (points.iter().map(|p| p.load).collect(), "users")
+    } else {
+        (
+            points
+                .iter()
+                .map(|p| p.throughput * p.response_s())
+                .collect(),
+            "X·R (Little's law)",
+        )
+    };
+    let x: Vec<f64> = points.iter().map(|p| p.throughput).collect();
+    match usl::fit(&n, &x, concurrency, seed) {
+        Ok(fit) => verdict.usl = Some(fit),
+        Err(why) => verdict.usl_not_fitted = Some(why),
+    }
+    verdict.peak = Some(peak);
+    verdict.knee = knee;
+    verdict.demands = Some(demands);
+    verdict.points = points;
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::points::{GeneratorUse, HostExtras, ResourceKind, ResourceUse};
+    use super::*;
+    use crate::measure::LatencySummary;
+    use rand::{Rng, SeedableRng};
+    use std::time::Duration;
+
+    /// A step as exact MVA predicts it for single-server CPU and disk
+    /// centres, with ±2% noise on every measured figure.
+    fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> Vec<StepPoint> {
+        let solved = mva::solve(&[d_cpu, d_disk], think, *users.iter().max().unwrap());
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(42);
+        let mut noise = move || 1.0 + rng.gen_range(-0.02..0.02);
+        users
+            .iter()
+            .enumerate()
+            .map(|(index, &n)| {
+                let m = &solved[n as usize - 1];
+                let r = m.response_s * noise();
+                let d = |s: f64| Duration::from_secs_f64(s);
+                let resource = |name: &str, kind, u: f64| ResourceUse {
+                    name: name.to_string(),
+                    kind,
+                    servers: 1.0,
+                    utilisation: u.min(1.0),
+                    saturation: None,
+                    errors: None,
+                };
+                StepPoint {
+                    index,
+                    level: Level::Users(n),
+                    load: f64::from(n),
+                    complete: true,
+                    throughput: m.throughput * noise(),
+                    completed: (m.throughput * 20.0) as u64,
+                    error_rate: 0.0,
+                    retries: 0,
+                    response: LatencySummary {
+                        count: (m.throughput * 20.0) as u64,
+                        mean: d(r),
+                        p50: d(r * 0.7),
+                        p90: d(r * 2.3),
+                        p95: d(r * 3.0),
+                        p99: d(r * 4.6),
+                        p999: d(r * 6.9),
+                        max: d(r * 9.0),
+                    },
+                    over_200ms: 0.0,
+                    over_1s: 0.0,
+                    far_tail: 0.0,
+                    think_s: think,
+                    interval_throughputs: vec![m.throughput; 20],
+                    resources: vec![
+                        resource("cpu", ResourceKind::Cpu, m.utilisation[0] * noise()),
+                        resource("disk vda", ResourceKind::Disk, m.utilisation[1] * noise()),
+                    ],
+                    extras: HostExtras::default(),
+                    generator: GeneratorUse {
+                        cpus: 0.05,
+                        capacity: Some(2.0),
+                        ..GeneratorUse::default()
+                    },
+                    waits: Default::default(),
+                }
+            })
+            .collect()
+    }
+
+    const SHAPE: RunShape = RunShape {
+        closed: true,
+        embedded: false,
+        threads: 2,
+        single_writer: false,
+    };
+
+    fn within(a: f64, b: f64, share: f64) -> bool {
+        (a - b).abs() <= share * b
+    }
+
+    /// CPU 4 ms, disk 6 ms, with and without think time: the verdict names
+    /// the disk, the demands come back within 10%, and the knee lies within
+    /// one step of N* = (D+Z)/D_max.
+    #[test]
+    fn synthetic_mva_curves_give_back_their_truth() {
+        for (think, users) in [
+            (0.0, vec![1, 2, 3, 4, 6, 8, 12, 16]),
+            (0.1, vec![1, 2, 4, 8, 12, 16, 20, 24, 32, 48, 64]),
+        ] {
+            let points = mva_points(0.004, 0.006, think, &users);
+            let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+            let b = v.bottleneck.as_ref().unwrap();
+            assert_eq!(b.kind, BottleneckKind::Resource, "{b:?}");
+            assert_eq!(b.name, "disk vda", "{b:?}");
+            assert!(!b.ruled_out.is_empty());
+            let demands = v.demands.as_ref().unwrap();
+            let demand = |name: &str| {
+                demands
+                    .resources
+                    .iter()
+                    .find(|d| d.resource == name)
+                    .unwrap()
+                    .seconds
+            };
+            assert!(within(demand("cpu"), 0.004, 0.1), "{demands:?}");
+            assert!(within(demand("disk vda"), 0.006, 0.1), "{demands:?}");
+            let n_star = (0.010 + think) / 0.006;
+            let knee = v.knee.as_ref().unwrap();
+            // Within one step: the knee is the step just below or just above N*.
+            let below = users
+                .iter()
+                .rev()
+                .find(|u| f64::from(**u) <= n_star)
+                .unwrap();
+            let above = users.iter().find(|u| f64::from(**u) >= n_star).unwrap();
+            let at = knee.load as u32;
+            let lo = users[users
+                .iter()
+                .position(|u| u == below)
+                .unwrap()
+                .saturating_sub(1)];
+            let hi =
+                users[(users.iter().position(|u| u == above).unwrap() + 1).min(users.len() - 1)];
+            assert!(
+                (lo..=hi).contains(&at),
+                "knee {at} for N* {n_star:.1}: {knee:?}"
+            );
+            assert!(within(demands.n_star.unwrap(), n_star, 0.1), "{demands:?}");
+        }
+    }
+
+    /// Throughput that plateaus with every resource idle is contention.
+    #[test]
+    fn a_plateau_no_resource_explains_is_software_contention() {
+        let mut points = mva_points(0.0004, 0.0006, 0.0, &[1, 2, 4, 8, 16, 32]);
+        for (p, x) in points
+            .iter_mut()
+            .zip([100.0, 180.0, 200.0, 198.0, 196.0, 190.0])
+        {
+            p.throughput = x;
+            // Little's law: R = N/X in a closed loop without think time.
+            let r = Duration::from_secs_f64(p.load / x);
+            p.response.mean = r;
+            p.response.p50 = r;
+            p.response.p95 = r * 3;
+            for r in &mut p.resources {
+                r.utilisation = x * 0.0005;
+            }
+            p.waits.insert("Lock".to_string(), 70);
+            p.waits.insert("CPU".to_string(), 30);
+        }
+        let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+        let b = v.bottleneck.unwrap();
+        assert_eq!(b.kind, BottleneckKind::SoftwareContention, "{b:?}");
+        assert_eq!(b.name, "software contention (Lock waits)");
+        assert!(b.ruled_out[0].contains("bound"), "{b:?}");
+    }
+
+    /// A generator throttled by its cgroup makes the verdict unreliable.
+    #[test]
+    fn a_throttled_generator_is_named_and_the_rest_unreliable() {
+        let mut points = mva_points(0.004, 0.006, 0.0, &[1, 2, 4, 8, 16, 32]);
+        points[3].generator.throttled_share = Some(0.4);
+        let b = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1)
+            .bottleneck
+            .unwrap();
+        assert_eq!(b.kind, BottleneckKind::LoadGenerator);
+        assert!(b.unreliable);
+        assert!(
+            b.evidence[0].contains("quota held it back for 40.0%"),
+            "{b:?}"
+        );
+    }
+
+    /// Throughput that keeps pace with load and idle resources: not reached.
+    #[test]
+    fn a_sweep_below_saturation_says_what_to_try_next() {
+        let points = mva_points(0.0004, 0.0006, 1.0, &[1, 2, 4, 8]);
+        let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+        let b = v.bottleneck.unwrap();
+        assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+        assert!(b.next.unwrap().contains("--users"));
+        assert_eq!(v.usl, None);
+        assert!(v.usl_not_fitted.unwrap().contains("4 load levels"));
+    }
+}
