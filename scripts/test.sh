@@ -35,4 +35,4 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
-cargo test --all-targets
+cargo test --release --all-targets

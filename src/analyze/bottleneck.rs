@@ -9,20 +9,25 @@
 //!    conclusion is then marked unreliable (Schroeder, Wierman and
 //!    Harchol-Balter, *Open versus closed*, NSDI 2006, on what a generator
 //!    that sets the pace does to the figures).
-//! 2. **a hardware resource** — at the peak step a resource is ≥ 90% busy
+//! 2. **software contention first** when throughput falls past its peak
+//!    to under 85% of it while the database's sessions wait on something
+//!    other than CPU or the client in ≥ 30% of samples, or operations are
+//!    retried (≥ 0.05 per operation): a saturated resource holds
+//!    throughput level, it does not make it fall away.
+//! 3. **a hardware resource** — at the peak step a resource is ≥ 90% busy
 //!    per server while its demand per operation stayed within 1.5× of the
 //!    low-load fit (the utilisation law; USE method: utilisation first). One
 //!    CPU saturated while the host has room is named `cpu` with that CPU as
 //!    evidence. A busy disk while the host faults pages in is
 //!    `memory → disk reads`.
-//! 3. **network loss** — from the knee on, TCP retransmits are ≥ 1% of
+//! 4. **network loss** — from the knee on, TCP retransmits are ≥ 1% of
 //!    segments sent, at least twice the lowest load's rate, with a latency
 //!    tail (≥ 0.5% over 200 ms, or a slow group).
-//! 4. **software contention** — throughput stopped growing with load (a
+//! 5. **software contention** — throughput stopped growing with load (a
 //!    knee, or a peak before the last step) and no resource's bound
 //!    explains it; the database's dominant wait class or the retries name
 //!    the contention when reported.
-//! 5. **not reached** — throughput kept pace with load and nothing was
+//! 6. **not reached** — throughput kept pace with load and nothing was
 //!    saturated: the next load to try is given.
 
 use super::capacity::{load_text, Knee};
@@ -96,25 +101,41 @@ pub fn bottleneck(
         };
     }
     let p = &points[peak];
-    let inflated = |name: &str| {
-        demands
+    // Each resource at its busiest step from the peak on, kept when it
+    // was ≥ 90% busy there without working harder per operation than at
+    // low load (more than 1.5× its fitted demand means spinning, retries).
+    let mut saturated: Vec<(usize, &super::points::ResourceUse)> = Vec::new();
+    for r in &p.resources {
+        let Some((at, busiest)) = (peak..points.len())
+            .filter_map(|i| Some((i, points[i].resource(&r.name)?)))
+            .max_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation))
+        else {
+            continue;
+        };
+        let q = &points[at];
+        let growth = demands
             .resources
             .iter()
-            .find(|d| d.resource == name)
-            .and_then(|d| d.growth_at_peak)
-            .filter(|g| *g > 1.5)
-    };
-    let mut saturated: Vec<_> = p
-        .resources
-        .iter()
-        .filter(|r| r.utilisation >= 0.9 && inflated(&r.name).is_none())
-        .collect();
-    saturated.sort_by(|a, b| b.utilisation.total_cmp(&a.utilisation));
+            .find(|d| d.resource == r.name)
+            .filter(|_| q.throughput > 0.0)
+            .map(|d| busiest.servers * busiest.utilisation / q.throughput / d.seconds);
+        if busiest.utilisation >= 0.9 && growth.is_none_or(|g| g <= 1.5) {
+            saturated.push((at, busiest));
+        }
+    }
+    saturated.sort_by(|a, b| b.1.utilisation.total_cmp(&a.1.utilisation));
     // The whole-host CPU names a CPU bottleneck before any single CPU.
-    saturated.sort_by_key(|r| r.kind == ResourceKind::OneCpu);
+    saturated.sort_by_key(|(_, r)| r.kind == ResourceKind::OneCpu);
     let plateau = knee.is_some() || peak + 1 < points.len();
-    if let Some(r) = saturated.first() {
-        return resource_verdict(points, peak, r, demands);
+    // A saturated resource holds throughput level past the peak; a curve
+    // that falls away while sessions wait on each other is contention.
+    let last = &points[points.len() - 1];
+    let retrograde = peak + 1 < points.len() && last.throughput < 0.85 * p.throughput;
+    if retrograde && contention_signal(points, knee.map_or(peak, |k| k.at)) {
+        return contention_verdict(points, shape, peak, knee, demands);
+    }
+    if let Some((at, r)) = saturated.first() {
+        return resource_verdict(points, peak, *at, r, demands);
     }
     if let Some(loss) = network_loss(points, knee) {
         return loss;
@@ -185,6 +206,7 @@ pub fn little_breaches(demands: &Demands) -> Vec<String> {
 fn resource_verdict(
     points: &[StepPoint],
     peak: usize,
+    at: usize,
     r: &super::points::ResourceUse,
     demands: &Demands,
 ) -> Bottleneck {
@@ -194,7 +216,7 @@ fn resource_verdict(
         "{} {} busy at {}",
         r.name,
         Percent(r.utilisation),
-        load_text(p)
+        load_text(&points[at])
     );
     if let Some((name, v)) = &r.saturation {
         line.push_str(&format!(" ({name} {v:.2})"));
@@ -208,7 +230,12 @@ fn resource_verdict(
         })
         .collect();
     evidence.push(format!("{} by step: {}", r.name, trend.join(" → ")));
-    if let Some(d) = demands.resources.iter().find(|d| d.resource == r.name) {
+    if let Some(d) = demands
+        .resources
+        .iter()
+        .find(|d| d.resource == r.name)
+        .filter(|d| p.throughput <= 1.05 * d.bound)
+    {
         evidence.push(format!(
             "demand {} per operation → X ≤ {}/s; the peak {}/s is {} of that bound",
             crate::units::Latency(std::time::Duration::from_secs_f64(d.seconds)),
@@ -218,29 +245,34 @@ fn resource_verdict(
         ));
     }
     let mut name = r.name.clone();
+    let q = &points[at];
     if r.kind == ResourceKind::OneCpu {
-        let total = p.resource("cpu").map_or(0.0, |c| c.utilisation);
-        evidence.push(format!(
-            "the host's CPUs were {} busy overall: the server is held to one CPU (pinned, or single-threaded)",
-            Percent(total)
-        ));
+        let total = q.resource("cpu").map_or(0.0, |c| c.utilisation);
+        evidence.push(if total < 0.8 {
+            format!(
+                "the host's CPUs were {} busy overall: the server is held to one CPU (pinned, or single-threaded)",
+                Percent(total)
+            )
+        } else {
+            format!("the host's CPUs together were {} busy", Percent(total))
+        });
         name = "cpu".to_string();
     }
     if r.name == "cpu" || r.kind == ResourceKind::OneCpu {
-        if let Some(isr) = p.extras.cpu_isr.filter(|i| *i >= 0.1) {
+        if let Some(isr) = q.extras.cpu_isr.filter(|i| *i >= 0.1) {
             evidence.push(format!(
                 "{} of CPU time went to interrupts (%ISR)",
                 Percent(isr)
             ));
         }
-        let g = &p.generator;
+        let g = &q.generator;
         if g.cpus > 0.0 {
             evidence.push(format!("perflab itself used {:.2} CPUs of it", g.cpus));
         }
     }
     if r.kind == ResourceKind::Disk {
-        let faults = p.extras.major_faults_per_s.unwrap_or(0.0);
-        let swap = p.extras.swap_in_per_s.unwrap_or(0.0);
+        let faults = q.extras.major_faults_per_s.unwrap_or(0.0);
+        let swap = q.extras.swap_in_per_s.unwrap_or(0.0);
         if faults >= 50.0 || swap > 0.0 {
             evidence.push(format!(
                 "the host faulted {faults:.0} pages/s in from disk and swapped in {swap:.0} pages/s: memory is short"
@@ -251,7 +283,10 @@ fn resource_verdict(
     let ruled_out = demands
         .resources
         .iter()
-        .filter(|d| d.resource != r.name && d.kind != ResourceKind::OneCpu)
+        .filter(|d| {
+            let cpu = |k: ResourceKind| matches!(k, ResourceKind::Cpu | ResourceKind::OneCpu);
+            d.resource != r.name && !(cpu(d.kind) && cpu(r.kind))
+        })
         .take(1)
         .filter_map(|d| {
             let u = p.resource(&d.resource)?.utilisation;
@@ -314,6 +349,24 @@ fn network_loss(points: &[StepPoint], knee: Option<&Knee>) -> Option<Bottleneck>
     })
 }
 
+/// The database's sessions mostly waiting on something other than CPU, or
+/// operations retried, from point `from` on.
+fn contention_signal(points: &[StepPoint], from: usize) -> bool {
+    let (mut waiting, mut total) = (0u64, 0u64);
+    for q in &points[from..] {
+        for (class, n) in &q.waits {
+            total += n;
+            if class != "CPU" && class != "Client" {
+                waiting += n;
+            }
+        }
+    }
+    let retried = points[from..]
+        .iter()
+        .any(|q| q.retries as f64 >= 0.05 * q.completed.max(1) as f64);
+    (total > 0 && waiting as f64 >= 0.3 * total as f64) || retried
+}
+
 fn contention_verdict(
     points: &[StepPoint],
     shape: RunShape,
@@ -347,7 +400,7 @@ fn contention_verdict(
     let total: u64 = waits.values().sum();
     let top = waits
         .iter()
-        .filter(|(k, _)| **k != "CPU")
+        .filter(|(k, _)| **k != "CPU" && **k != "Client")
         .max_by_key(|(_, v)| **v)
         .filter(|(_, v)| total > 0 && **v as f64 / total as f64 >= 0.2);
     let mut name = "software contention".to_string();
@@ -372,6 +425,7 @@ fn contention_verdict(
             name = "software contention (single writer)".to_string();
         }
     }
+    // Each resource judged where it was busiest, past the peak.
     let mut ruled_out = Vec::new();
     for d in demands
         .resources
@@ -379,21 +433,34 @@ fn contention_verdict(
         .filter(|d| d.kind != ResourceKind::OneCpu)
         .take(2)
     {
-        let u = p.resource(&d.resource).map_or(0.0, |r| r.utilisation);
-        match d.growth_at_peak.filter(|g| *g > 1.5) {
-            Some(g) => ruled_out.push(format!(
-                "{}: {} busy at the peak, but its work per operation grew {:.1}× over the low-load fit — the extra went to contention (spinning, retries), not to serving",
+        let Some((q, r)) = points[peak..]
+            .iter()
+            .filter_map(|q| Some((q, q.resource(&d.resource)?)))
+            .max_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation))
+        else {
+            continue;
+        };
+        let per_op = r.servers * r.utilisation / q.throughput.max(f64::MIN_POSITIVE);
+        let growth = per_op / d.seconds;
+        if growth > 1.5 && r.utilisation >= 0.5 {
+            ruled_out.push(format!(
+                "{}: {} busy at {}, but its work per operation grew from {} to {} ({:.1}×) — the extra went to contention (spinning, retries), not to serving",
                 d.resource,
-                Percent(u),
-                g
-            )),
-            None => ruled_out.push(format!(
-                "{}: {} busy at the peak; its bound {}/s is {:.1}× the peak",
+                Percent(r.utilisation),
+                load_text(q),
+                crate::units::Latency(std::time::Duration::from_secs_f64(d.seconds)),
+                crate::units::Latency(std::time::Duration::from_secs_f64(per_op)),
+                growth
+            ));
+        } else {
+            ruled_out.push(format!(
+                "{}: at most {} busy (at {}); its bound {}/s is {:.1}× the peak",
                 d.resource,
-                Percent(u),
+                Percent(r.utilisation),
+                load_text(q),
                 OpsPerSec(d.bound),
                 d.bound / p.throughput.max(f64::MIN_POSITIVE)
-            )),
+            ));
         }
     }
     if ruled_out.is_empty() {

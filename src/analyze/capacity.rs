@@ -52,7 +52,7 @@ pub fn knee(points: &[StepPoint]) -> Option<Knee> {
             Some((
                 KneeRule::ThroughputGrowth,
                 format!(
-                    "load ×{:.2} to {} gave throughput ×{:.2} ({:.0}% of the load's growth, under 80%)",
+                    "load ×{:.2} to {} gave throughput ×{:.2} (growth efficiency {:.0}%, under 80%)",
                     b.load / a.load,
                     load_text(b),
                     b.throughput / a.throughput,
@@ -95,7 +95,7 @@ pub fn load_text(p: &StepPoint) -> String {
 }
 
 /// What an objective limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SloMetric {
     Mean,
@@ -110,7 +110,7 @@ pub enum SloMetric {
 }
 
 /// One service level objective: `metric < limit`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct Slo {
     pub metric: SloMetric,
     /// Seconds for latencies, a fraction for errors.

@@ -3,17 +3,19 @@
 //! Performance* (1984), chapters 3 and 5.
 //!
 //! - Utilisation law: `U_k = X·D_k`; for a centre of m servers (CPUs) the
-//!   busy servers are `m·U`, so `D = m·U/X`. Each demand is estimated by
-//!   least squares through the origin of busy servers against throughput,
-//!   over the steps where no resource was above 80% busy (queueing has not
-//!   yet bent the line); with none such, the lowest load alone.
+//!   busy servers are `m·U`, so `D = m·U/X`. Each demand is the slope of
+//!   busy servers against throughput (least squares with an intercept for
+//!   background work from three steps on, through the origin below that),
+//!   over the steps where no resource was above 80% busy (no contention
+//!   has yet inflated the work per operation); with none such, the lowest
+//!   load alone.
 //! - Asymptotic bounds: `X ≤ m_k/D_k` for every resource, the tightest
 //!   being the bottleneck's; for a closed loop with N users and think time
 //!   Z, `X(N) ≤ min(N/(D+Z), m/D_max)` and the knee is near
 //!   `N* = (D+Z)/D_max` (per server). D, the demand with no queueing, is
-//!   taken as the larger of the resources' summed demands and the mean
-//!   response time at the lowest load (which also holds what no probe
-//!   sees: network round trips, locks taken without waiting).
+//!   the mean response time at the lowest load (at one user R = D; it also
+//!   holds what no probe sees: network round trips, locks taken without
+//!   waiting); the resources' summed demands when there is none.
 //! - Little's law `N = X·(R+Z)` holds in every closed loop; a step that
 //!   breaks it by more than 5% was paced by something outside the measured
 //!   cycle — the generator.
@@ -83,6 +85,26 @@ impl Demands {
     }
 }
 
+/// The demand from (throughput, busy servers) pairs: the slope of a line
+/// with an intercept (what the resource does at no load: other processes,
+/// the generator's own idle work) from three points on, else through the
+/// origin.
+fn slope(pairs: &[(f64, f64)]) -> Option<f64> {
+    let n = pairs.len() as f64;
+    if pairs.len() >= 3 {
+        let mx = pairs.iter().map(|p| p.0).sum::<f64>() / n;
+        let my = pairs.iter().map(|p| p.1).sum::<f64>() / n;
+        let sxx: f64 = pairs.iter().map(|p| (p.0 - mx).powi(2)).sum();
+        let sxy: f64 = pairs.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+        if sxx > 0.0 && sxy > 0.0 {
+            return Some(sxy / sxx);
+        }
+    }
+    let xx: f64 = pairs.iter().map(|p| p.0 * p.0).sum();
+    let ux: f64 = pairs.iter().map(|p| p.0 * p.1).sum();
+    (xx > 0.0).then(|| ux / xx)
+}
+
 /// Fits the demands of complete points ordered by load; `closed` says
 /// whether load is users (closed loop) or a rate.
 pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Demands {
@@ -92,7 +114,10 @@ pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Deman
         .filter(|(_, p)| {
             p.throughput > 0.0
                 && !p.resources.is_empty()
-                && p.resources.iter().all(|r| r.utilisation < UNSATURATED)
+                && p.resources
+                    .iter()
+                    .filter(|r| r.kind != ResourceKind::OneCpu)
+                    .all(|r| r.utilisation < UNSATURATED)
         })
         .map(|(i, _)| i)
         .collect();
@@ -112,14 +137,15 @@ pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Deman
     let mut resources: Vec<Demand> = names
         .into_iter()
         .filter_map(|(name, kind, servers)| {
-            let (mut uxx, mut xx) = (0.0, 0.0);
-            for &i in &fitted_on {
-                let p = &points[i];
-                let r = p.resource(name)?;
-                uxx += r.servers * r.utilisation * p.throughput;
-                xx += p.throughput * p.throughput;
-            }
-            let seconds = (xx > 0.0).then(|| uxx / xx)?;
+            let pairs: Vec<(f64, f64)> = fitted_on
+                .iter()
+                .filter_map(|&i| {
+                    let p = &points[i];
+                    let r = p.resource(name)?;
+                    Some((p.throughput, r.servers * r.utilisation))
+                })
+                .collect();
+            let seconds = slope(&pairs)?;
             if seconds <= 0.0 {
                 return None;
             }
@@ -147,7 +173,10 @@ pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Deman
         .map(|d| d.seconds)
         .sum();
     let lowest = points.first();
-    let total_s = summed.max(lowest.map_or(0.0, StepPoint::response_s));
+    let total_s = lowest
+        .map(StepPoint::response_s)
+        .filter(|r| *r > 0.0)
+        .unwrap_or(summed);
     let think_s = lowest.map_or(0.0, |p| p.think_s);
     // The bottleneck per server: for m CPUs the centre serves m at once.
     let d_max = resources.first().map(|d| d.seconds / d.servers);

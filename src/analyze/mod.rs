@@ -91,6 +91,17 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     verdict
 }
 
+/// The verdict of a stored run by its own objectives, or by those given.
+pub fn verdict_of_run(run: &StoredRun, slos: Option<Vec<Slo>>, max_cv: Option<f64>) -> Verdict {
+    let plan = &run.plan_resolved;
+    let slos =
+        slos.unwrap_or_else(|| serde_json::from_value(plan["slos"].clone()).unwrap_or_default());
+    let max_cv = max_cv
+        .or_else(|| plan["max_cv"].as_f64())
+        .unwrap_or(DEFAULT_MAX_CV);
+    analyze(run, &slos, max_cv)
+}
+
 /// The verdict of complete points (any order), for a run of this shape.
 pub fn verdict_of(
     mut points: Vec<StepPoint>,

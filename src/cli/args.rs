@@ -27,6 +27,30 @@ pub enum Command {
     Watch(WatchArgs),
     /// Serve this host's counters to a perflab elsewhere (read-only, token-protected).
     Agent(AgentArgs),
+    /// The verdict of a stored run: capacity, knee, bottleneck with evidence, models.
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// A run number from `perflab runs`, or last.
+    #[arg(default_value = "last")]
+    pub run: String,
+
+    /// A service level objective, e.g. p95<50ms or errors<1% (repeatable); replaces the run's own.
+    #[arg(long, value_name = "OBJECTIVE")]
+    pub slo: Vec<String>,
+
+    /// A step whose interval throughputs vary more than this (coefficient of variation) is flagged.
+    #[arg(long, value_name = "PERCENT")]
+    pub max_cv: Option<String>,
+
+    /// Write the verdict as JSON to FILE, or - for stdout.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub store: StoreArg,
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +133,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "PERCENT", default_value = "5%")]
     pub max_error_rate: String,
 
+    /// A service level objective for the verdict, e.g. p95<50ms or errors<1% (repeatable).
+    #[arg(long, value_name = "OBJECTIVE")]
+    pub slo: Vec<String>,
+
+    /// The verdict flags a step whose interval throughputs vary more than this (coefficient of variation).
+    #[arg(long, value_name = "PERCENT", default_value = "5%")]
+    pub max_cv: String,
+
     /// Bank: scale units (1 branch, 10 tellers, 100,000 accounts each).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub scale: u32,
@@ -132,6 +164,10 @@ pub struct RunArgs {
     /// Managed PostgreSQL: a server setting, NAME=VALUE (repeatable).
     #[arg(long = "pg-set", value_name = "NAME=VALUE")]
     pub pg_set: Vec<String>,
+
+    /// Managed PostgreSQL: run the server on these CPUs only, e.g. 0 or 0-1,3 (its affinity mask).
+    #[arg(long = "pg-cpus", value_name = "LIST")]
+    pub pg_cpus: Option<String>,
 
     /// Managed PostgreSQL: keep the data directory after the run.
     #[arg(long)]

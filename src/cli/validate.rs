@@ -16,7 +16,7 @@ pub const DEFAULT_BANK_TARGET: &str = "sqlite:perflab-bank.db";
 /// Users of the default sweep: the seed labs' ramp.
 const DEFAULT_USERS: &str = "10..150/10";
 /// Users of `--quick`.
-const QUICK_USERS: &str = "1,2,4,8,16";
+const QUICK_USERS: &str = "1,2,4,8,16,32";
 
 fn duration_flag(flag: &str, text: &str) -> Result<Duration, PlanError> {
     parse_duration(text).map_err(|e| PlanError::flag(flag, e, "e.g. 500ms, 5s or 1m"))
@@ -74,9 +74,15 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
                 ));
             }
             let managed = target == Target::PostgresManaged;
-            if !managed && (!args.pg_set.is_empty() || args.keep) {
+            if !managed && (!args.pg_set.is_empty() || args.keep || args.pg_cpus.is_some()) {
                 return Err(PlanError::flag(
-                    if args.keep { "--keep" } else { "--pg-set" },
+                    if args.keep {
+                        "--keep"
+                    } else if args.pg_cpus.is_some() {
+                        "--pg-cpus"
+                    } else {
+                        "--pg-set"
+                    },
                     "only a managed server can be configured by perflab",
                     "use --target postgres:managed, or set it on your server",
                 ));
@@ -106,6 +112,12 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
                 max_tries: args.max_tries,
                 server_settings,
                 keep: args.keep,
+                server_cpus: args
+                    .pg_cpus
+                    .as_deref()
+                    .map(parse_cpu_list)
+                    .transpose()?
+                    .unwrap_or_default(),
             }
         }
         "null" => {
@@ -241,6 +253,8 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let server = server_selector(&args.server)?;
+    let slos = parse_slos(&args.slo)?;
+    let max_cv = parse_max_cv(&args.max_cv)?;
     Ok(Plan {
         workload,
         load,
@@ -253,7 +267,62 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
         max_error_rate,
         seed: args.seed.unwrap_or_else(random_seed),
         server,
+        slos,
+        max_cv,
     })
+}
+
+/// Validates `--pg-cpus`: CPU numbers this host has, e.g. `0` or `0-1,3`.
+fn parse_cpu_list(text: &str) -> Result<Vec<usize>, PlanError> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bad = |why: String| {
+        PlanError::flag(
+            "--pg-cpus",
+            why,
+            "give CPU numbers this host has (0 to nproc-1), e.g. --pg-cpus 0",
+        )
+    };
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) else {
+            return Err(bad(format!("'{part}' is not a CPU number or range")));
+        };
+        if a > b || b >= cpus {
+            return Err(bad(format!(
+                "'{part}' is not among this host's {cpus} CPUs"
+            )));
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Validates `--slo` objectives.
+pub fn parse_slos(given: &[String]) -> Result<Vec<crate::analyze::Slo>, PlanError> {
+    given
+        .iter()
+        .map(|s| {
+            crate::analyze::Slo::parse(s)
+                .map_err(|e| PlanError::flag("--slo", e, "e.g. --slo p95<50ms or --slo errors<1%"))
+        })
+        .collect()
+}
+
+/// Validates `--max-cv`.
+pub fn parse_max_cv(given: &str) -> Result<f64, PlanError> {
+    parse_percent(given)
+        .ok()
+        .filter(|v| *v > 0.0)
+        .ok_or_else(|| {
+            PlanError::flag(
+                "--max-cv",
+                format!("'{given}' is not a percentage above 0"),
+                "e.g. --max-cv 5%",
+            )
+        })
 }
 
 /// Validates `--server-pid` / `--server-proc` into the processes to follow.
@@ -306,7 +375,7 @@ mod tests {
     #[test]
     fn quick_bank_uses_the_embedded_default() {
         let p = plan(&["bank", "--quick"]).unwrap();
-        assert_eq!(p.sweep.levels.len(), 5);
+        assert_eq!(p.sweep.levels.len(), 6);
         assert_eq!(p.warmup, Duration::from_secs(1));
         assert_eq!(p.workload.target().redacted(), "sqlite:perflab-bank.db");
     }

@@ -2,6 +2,7 @@
 //! and says how the process should exit.
 
 mod agent;
+mod analyze;
 mod check;
 mod run;
 mod show;
@@ -64,6 +65,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Check(check_args) => check::check(check_args),
         Command::Watch(watch_args) => watch::watch(watch_args),
         Command::Agent(agent_args) => agent::agent(agent_args),
+        Command::Analyze(analyze_args) => analyze::analyze(analyze_args),
     };
     match result {
         Ok(exit) => exit as i32,

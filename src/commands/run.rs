@@ -14,7 +14,7 @@ use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::probe::{DbProbe, DbSample, HostFacts};
-use crate::report::{render_run, Progress};
+use crate::report::{render_run, render_verdict, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
 use crate::units::format_duration;
 use crate::workload::bank::mysql::{self, MyBank};
@@ -61,6 +61,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
             max_tries,
             server_settings,
             keep,
+            server_cpus,
         } => {
             // A managed server lives until this function returns.
             let mut managed = None;
@@ -92,7 +93,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                 }
                 Target::PostgresManaged => {
                     println!("starting a managed PostgreSQL");
-                    let server = ManagedPostgres::start(&server_settings, keep)?;
+                    let server = ManagedPostgres::start(&server_settings, keep, &server_cpus)?;
                     println!(
                         "{} on 127.0.0.1, pid {}, files in {}",
                         server.version,
@@ -103,6 +104,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                     let setup = serde_json::json!({
                         "managed_server": {
                             "version": server.version,
+                            "cpus": server_cpus,
                             "settings": server_settings
                                 .iter()
                                 .map(|(k, v)| format!("{k}={v}"))
@@ -402,7 +404,12 @@ fn execute<W: Workload>(
     };
     store.finish_run(run, status, reason.as_deref(), check.as_ref())?;
     println!();
-    print!("{}", render_run(&store.load_run(run)?));
+    let stored = store.load_run(run)?;
+    print!("{}", render_run(&stored));
+    let verdict = crate::analyze::verdict_of_run(&stored, None, None);
+    println!();
+    print!("{}", render_verdict(&verdict, run));
+    store.save_verdict(run, &serde_json::to_value(&verdict)?)?;
     println!(
         "\nstored as run {run} in {}: perflab show {run} --json run-{run}.json",
         store.path().display()

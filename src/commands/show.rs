@@ -9,7 +9,7 @@ use anyhow::Context;
 use std::path::Path;
 
 /// Opens a store that must already exist (reading never creates one).
-fn existing_store(path: &Path) -> anyhow::Result<Store> {
+pub(super) fn existing_store(path: &Path) -> anyhow::Result<Store> {
     if !path.exists() {
         return Err(PlanError::new(format!(
             "there is no results store at {}; run `perflab run bank --quick` first or pass --store PATH",

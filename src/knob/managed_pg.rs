@@ -26,6 +26,8 @@ pub struct ManagedPostgres {
     bindir: PathBuf,
     user: Option<(u32, u32)>,
     settings: Vec<(String, String)>,
+    /// The CPUs it runs on (all when empty).
+    cpus: Vec<usize>,
     /// `postgres --version`.
     pub version: String,
 }
@@ -95,6 +97,7 @@ fn spawn_postmaster(
     dir: &Path,
     port: u16,
     settings: &[(String, String)],
+    cpus: &[usize],
 ) -> anyhow::Result<Child> {
     let log_path = dir.join("postgres.log");
     let log = std::fs::OpenOptions::new()
@@ -114,6 +117,25 @@ fn spawn_postmaster(
     for (name, value) in settings {
         cmd.arg("-c").arg(format!("{name}={value}"));
     }
+    if !cpus.is_empty() {
+        // SAFETY: between fork and exec only async-signal-safe calls are
+        // made: CPU_ZERO/CPU_SET on a local set and sched_setaffinity(2).
+        let mask = {
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            for &cpu in cpus {
+                unsafe { libc::CPU_SET(cpu, &mut set) };
+            }
+            set
+        };
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     cmd.stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -128,7 +150,13 @@ fn free_port() -> anyhow::Result<u16> {
 
 impl ManagedPostgres {
     /// Creates and starts a server with `settings` (name, value pairs).
-    pub fn start(settings: &[(String, String)], keep: bool) -> anyhow::Result<Self> {
+    /// `cpus`, when not empty, is the server's affinity mask (its backends
+    /// inherit it from the postmaster).
+    pub fn start(
+        settings: &[(String, String)],
+        keep: bool,
+        cpus: &[usize],
+    ) -> anyhow::Result<Self> {
         let bindir = find_bindir().ok_or_else(|| {
             PlanError::new(
                 "no PostgreSQL server binaries (initdb, postgres) on PATH, from pg_config or in /usr/lib/postgresql/*/bin; install them (apt-get install postgresql) or give --target postgres://…",
@@ -166,7 +194,7 @@ impl ManagedPostgres {
             );
         }
         let port = free_port()?;
-        let child = spawn_postmaster(&bindir, user, &dir, port, settings)?;
+        let child = spawn_postmaster(&bindir, user, &dir, port, settings, cpus)?;
         let mut server = ManagedPostgres {
             dir,
             child,
@@ -175,6 +203,7 @@ impl ManagedPostgres {
             bindir,
             user,
             settings: settings.to_vec(),
+            cpus: cpus.to_vec(),
             version,
         };
         server.wait_ready(true)?;
@@ -193,6 +222,7 @@ impl ManagedPostgres {
                 &self.dir,
                 self.port,
                 &self.settings,
+                &self.cpus,
             )?;
             match self.wait_ready(false) {
                 Ok(()) => return Ok(()),

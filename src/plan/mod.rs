@@ -43,6 +43,10 @@ pub struct Plan {
     pub seed: u64,
     /// The server under test's processes, followed by the host probe.
     pub server: Option<crate::probe::counters::process::ProcessSelector>,
+    /// Service level objectives the verdict judges the steps by.
+    pub slos: Vec<crate::analyze::Slo>,
+    /// The verdict flags steps whose interval throughputs vary more than this.
+    pub max_cv: f64,
 }
 
 /// Durations are stored in plans as seconds (f64), the unit of the JSON export.

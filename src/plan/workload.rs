@@ -32,6 +32,8 @@ pub enum WorkloadSpec {
         server_settings: Vec<(String, String)>,
         /// Keep a managed server's data directory after the run.
         keep: bool,
+        /// Managed server: the CPUs it may run on (all when empty).
+        server_cpus: Vec<usize>,
     },
 }
 

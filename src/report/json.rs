@@ -93,5 +93,6 @@ pub fn run_json(run: &StoredRun) -> Value {
             "check": run.check,
         },
         "steps": steps,
+        "verdict": crate::analyze::verdict_of_run(run, None, None),
     })
 }

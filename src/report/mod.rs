@@ -6,7 +6,9 @@ mod json;
 mod progress;
 mod table;
 
+mod verdict;
 pub use host::{host_table, host_tables, probe_sources, use_line, HostSource, StepHost};
 pub use json::{run_json, SCHEMA_ID};
 pub use progress::Progress;
 pub use table::{render_check, render_run, step_table};
+pub use verdict::render_verdict;

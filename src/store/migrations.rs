@@ -89,6 +89,8 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (step_id, interval_idx, source),
         FOREIGN KEY (step_id, interval_idx) REFERENCES intervals(step_id, idx)
     );",
+    // 5: the verdict printed at the end of the run (JSON).
+    "ALTER TABLE runs ADD COLUMN verdict TEXT;",
 ];
 
 /// The schema version this build writes.

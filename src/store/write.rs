@@ -174,4 +174,13 @@ impl Store {
         )?;
         Ok(())
     }
+
+    /// Stores a run's verdict (JSON), replacing any earlier one.
+    pub fn save_verdict(&mut self, run: RunId, verdict: &serde_json::Value) -> anyhow::Result<()> {
+        self.conn.execute(
+            "UPDATE runs SET verdict = ?2 WHERE id = ?1",
+            params![run, serde_json::to_string(verdict)?],
+        )?;
+        Ok(())
+    }
 }

@@ -11,7 +11,7 @@ use std::process::Command;
 const SHORT: &str = "--warmup 0s --duration 1s";
 
 fn server() -> ManagedPostgres {
-    ManagedPostgres::start(&[], false)
+    ManagedPostgres::start(&[], false, &[])
         .expect("a PostgreSQL server starts (are the server binaries installed?)")
 }
 

@@ -41,6 +41,8 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
         max_error_rate: 0.05,
         seed: 42,
         server: None,
+        slos: Vec::new(),
+        max_cv: 0.05,
     }
 }
 

@@ -1,0 +1,335 @@
+//! The verdict as text: capacity and knee, objectives, the bottleneck with
+//! its evidence and what was ruled out, each resource's use per step, the
+//! demands and bounds with Little's law, the latency anatomy and tail
+//! anomalies, the scalability fit, and each step's stability.
+
+use crate::analyze::capacity::load_text;
+use crate::analyze::{StepPoint, Verdict};
+use crate::units::{Latency, OpsPerSec, Percent};
+use std::fmt::Write;
+use std::time::Duration;
+
+fn secs(s: f64) -> Latency {
+    Latency(Duration::from_secs_f64(s.max(0.0)))
+}
+
+/// The verdict section printed after a run and by `perflab analyze`.
+pub fn render_verdict(v: &Verdict, run: i64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "verdict (perflab analyze {run}; server resources from {}):",
+        v.server_host
+    );
+    if v.points.is_empty() {
+        let _ = writeln!(out, "  no complete step to analyse");
+        return out;
+    }
+    let p = |i: usize| &v.points[i];
+    if let Some(peak) = v.peak {
+        let _ = writeln!(
+            out,
+            "  capacity    peak {}/s at {}",
+            OpsPerSec(p(peak).throughput),
+            load_text(p(peak))
+        );
+    }
+    match &v.knee {
+        Some(k) => {
+            let _ = writeln!(
+                out,
+                "  knee        at {} ({}/s): {}",
+                load_text(p(k.at)),
+                OpsPerSec(k.throughput),
+                k.because
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  knee        none: throughput grew ≥ 80% as fast as load and p95 stayed under 2× its first value"
+            );
+        }
+    }
+    if let Some(slo) = &v.slo {
+        let met = match (slo.max_load, slo.throughput) {
+            (Some(_), Some(x)) => {
+                let at = v
+                    .points
+                    .iter()
+                    .find(|q| Some(q.load) == slo.max_load)
+                    .map_or(String::new(), load_text);
+                format!("met up to {at} ({}/s)", OpsPerSec(x))
+            }
+            _ => "met at no load".to_string(),
+        };
+        let _ = write!(out, "  objectives  {}: {met}", slo.objectives.join(", "));
+        if let Some(miss) = &slo.first_miss {
+            let _ = write!(out, "; first missed {miss}");
+        }
+        out.push('\n');
+    }
+    if let Some(b) = &v.bottleneck {
+        let _ = writeln!(out, "  bottleneck  {}", b.name);
+        for e in &b.evidence {
+            let _ = writeln!(out, "              + {e}");
+        }
+        for r in &b.ruled_out {
+            let _ = writeln!(out, "              - ruled out: {r}");
+        }
+        if b.unreliable {
+            let _ = writeln!(
+                out,
+                "              ! unreliable: the generator set the pace; the figures below describe perflab, not the server"
+            );
+        }
+        if let Some(next) = &b.next {
+            let _ = writeln!(out, "  next        {next}");
+        }
+    }
+    out.push_str(&use_table(&v.points));
+    if let Some(d) = &v.demands {
+        let shown: Vec<String> = d
+            .resources
+            .iter()
+            .filter(|r| r.kind != crate::analyze::points::ResourceKind::OneCpu)
+            .map(|r| {
+                format!(
+                    "{} {} → X ≤ {}/s",
+                    r.resource,
+                    secs(r.seconds),
+                    OpsPerSec(r.bound)
+                )
+            })
+            .collect();
+        let fitted: Vec<String> = d.fitted_on.iter().map(|&i| load_text(p(i))).collect();
+        let _ = writeln!(
+            out,
+            "  demands     {} (fitted on {}); D = {}, Z = {}{}",
+            if shown.is_empty() {
+                "no resource samples".to_string()
+            } else {
+                shown.join("; ")
+            },
+            fitted.join(", "),
+            secs(d.total_s),
+            if d.think_s > 0.0 {
+                secs(d.think_s).to_string()
+            } else {
+                "0".to_string()
+            },
+            d.n_star
+                .map_or(String::new(), |n| format!(", N* = (D+Z)/D_max = {n:.1}"))
+        );
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>10} {:>10} {:>8} {:>18}",
+            "load", "X/s", "bound/s", "X/bound", "Little N vs X(R+Z)"
+        );
+        for (s, q) in d.steps.iter().zip(&v.points) {
+            let _ = writeln!(
+                out,
+                "  {:>10} {:>10} {:>10} {:>8} {:>18}",
+                load_text(q),
+                OpsPerSec(s.throughput),
+                s.bound
+                    .map_or("-".to_string(), |b| OpsPerSec(b).to_string()),
+                s.bound
+                    .filter(|b| *b > 0.0)
+                    .map_or("-".to_string(), |b| Percent(s.throughput / b).to_string()),
+                s.little.map_or("-".to_string(), |l| format!(
+                    "{:.0} vs {:.2}",
+                    l.users, l.implied
+                )),
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
+        "latency", "mean", "p50", "p95", "p99", "p99.9", "max", ">200ms", ">1s"
+    );
+    for q in &v.points {
+        let r = &q.response;
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
+            load_text(q),
+            Latency(r.mean),
+            Latency(r.p50),
+            Latency(r.p95),
+            Latency(r.p99),
+            Latency(r.p999),
+            Latency(r.max),
+            Percent(q.over_200ms).to_string(),
+            Percent(q.over_1s).to_string()
+        );
+    }
+    if v.tail.is_empty() {
+        let _ = writeln!(
+            out,
+            "  tail        no anomaly (no slow group, no tail jump)"
+        );
+    }
+    for t in &v.tail {
+        let _ = write!(out, "  tail        {}: {}", t.kind, t.detail);
+        if !t.moved.is_empty() {
+            let _ = write!(out, "; at the same time {}", t.moved.join(", "));
+        }
+        out.push('\n');
+    }
+    match (&v.usl, &v.usl_not_fitted) {
+        (Some(f), _) => {
+            let _ = write!(
+                out,
+                "  usl         on N = {}: σ = {:.4} [{:.4}, {:.4}], κ = {:.6} [{:.6}, {:.6}], λ = {}/s, R² = {:.3}",
+                f.concurrency,
+                f.sigma,
+                f.sigma_ci.0,
+                f.sigma_ci.1,
+                f.kappa,
+                f.kappa_ci.0,
+                f.kappa_ci.1,
+                OpsPerSec(f.lambda),
+                f.r_squared
+            );
+            match (f.peak_n, f.max_throughput) {
+                (Some(n), Some(x)) => {
+                    let _ = write!(
+                        out,
+                        "; peak at N = {n:.1} ({}/s): coherency-limited (throughput falls beyond it)",
+                        OpsPerSec(x)
+                    );
+                }
+                (None, Some(x)) => {
+                    let _ = write!(
+                        out,
+                        "; κ = 0 (Amdahl): contention-limited, approaching {}/s",
+                        OpsPerSec(x)
+                    );
+                }
+                _ => {}
+            }
+            if f.kappa > 0.0 && f.kappa_ci.0 <= 0.0 {
+                let _ = write!(out, "; κ's interval reaches 0: Amdahl's law fits as well");
+            }
+            out.push('\n');
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(out, "  usl         not fitted: {why}");
+        }
+        _ => {}
+    }
+    let cvs: Vec<String> = v
+        .stability
+        .iter()
+        .zip(&v.points)
+        .map(|(s, q)| {
+            format!(
+                "{} {}{}",
+                load_text(q),
+                s.cv.map_or("-".to_string(), |c| Percent(c).to_string()),
+                if s.unstable { " (!)" } else { "" }
+            )
+        })
+        .collect();
+    let unstable = v.stability.iter().filter(|s| s.unstable).count();
+    let _ = writeln!(
+        out,
+        "  stability   CV of interval throughput: {}; {}",
+        cvs.join(", "),
+        if unstable == 0 {
+            format!("every step within {}", Percent(v.max_cv))
+        } else {
+            format!("{unstable} step(s) over {}", Percent(v.max_cv))
+        }
+    );
+    if !v.left_out.is_empty() {
+        let loads: Vec<String> = v.left_out.iter().map(|l| format!("{l}")).collect();
+        let _ = writeln!(
+            out,
+            "  left out    steps that failed or were cut short, at load {}",
+            loads.join(", ")
+        );
+    }
+    out
+}
+
+/// Each resource's use per step, by the USE method.
+fn use_table(points: &[StepPoint]) -> String {
+    let mut out = String::new();
+    if points.iter().all(|q| q.resources.is_empty()) {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  {:>10} {:>22} {:>22} {:>16} {:>12} {:>9} {:>14}",
+        "use",
+        "cpu U (isr) S runq",
+        "busiest disk U S q",
+        "busiest link U",
+        "E retrans/s",
+        "perflab",
+        "top db wait"
+    );
+    for q in points {
+        let cpu = q.resource("cpu").map_or("-".to_string(), |c| {
+            format!(
+                "{} ({}) {}",
+                Percent(c.utilisation),
+                q.extras
+                    .cpu_isr
+                    .map_or("-".to_string(), |i| Percent(i).to_string()),
+                c.saturation
+                    .as_ref()
+                    .map_or("-".to_string(), |(_, v)| format!("{v:.1}"))
+            )
+        });
+        let busiest = |prefix: &str| {
+            q.resources
+                .iter()
+                .filter(|r| r.name.starts_with(prefix))
+                .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))
+        };
+        let disk = busiest("disk ").map_or("-".to_string(), |d| {
+            format!(
+                "{} {} {}",
+                d.name.trim_start_matches("disk "),
+                Percent(d.utilisation),
+                d.saturation
+                    .as_ref()
+                    .map_or("-".to_string(), |(_, v)| format!("{v:.2}"))
+            )
+        });
+        let link = busiest("link ").map_or("-".to_string(), |l| {
+            format!(
+                "{} {}",
+                l.name.trim_start_matches("link "),
+                Percent(l.utilisation)
+            )
+        });
+        let total: u64 = q.waits.values().sum();
+        let wait = q
+            .waits
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .filter(|_| total > 0)
+            .map_or("-".to_string(), |(k, n)| {
+                format!("{k} {}", Percent(*n as f64 / total as f64))
+            });
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>22} {:>22} {:>16} {:>12} {:>9} {:>14}",
+            load_text(q),
+            cpu,
+            disk,
+            link,
+            q.extras
+                .retransmits_per_s
+                .map_or("-".to_string(), |r| format!("{r:.1}")),
+            format!("{:.2} cpu", q.generator.cpus),
+            wait
+        );
+    }
+    out
+}

@@ -1,0 +1,207 @@
+//! The verdict on real runs on this machine: embedded SQLite with many
+//! writers is software contention (its single writer), not the CPU; a
+//! generator held to a sliver of CPU by a cgroup quota is named and the
+//! verdict marked unreliable; `perflab analyze` reproduces what the run
+//! printed; objectives are judged and bad ones refused.
+
+//!
+//! These tests judge what limits a server, so they run in a test binary of
+//! their own (cargo runs test binaries one after another) and one at a
+//! time: a run sharing the machine with other tests' servers would be
+//! judged by their load.
+
+#[path = "../it/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use support::{contains, perflab_expect, perflab_ok, tempdir};
+
+/// Held by each test for its whole length.
+static MACHINE: Mutex<()> = Mutex::new(());
+
+fn machine() -> MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The verdict section of a run's output.
+fn verdict_section(stdout: &str) -> String {
+    let start = stdout.find("verdict (").expect("the run printed a verdict");
+    let end = stdout[start..]
+        .find("\nstored as run")
+        .map_or(stdout.len(), |e| start + e + 1);
+    stdout[start..end].to_string()
+}
+
+fn verdict_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&perflab_ok(dir, "analyze --json -")).expect("the verdict is JSON")
+}
+
+#[test]
+fn sqlite_with_many_writers_is_its_single_writer_and_analyze_says_the_same() {
+    let _machine = machine();
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        "run bank --users 1,4,16,32 --warmup 1s --duration 3s --slo p95<50ms --slo errors<1%",
+    );
+    let printed = verdict_section(&out);
+    contains(&printed, "bottleneck  software contention (single writer)");
+    contains(&printed, "objectives  p95<50.0ms, errors<1.0%: met up to");
+    contains(&printed, "retries per operation");
+    // The store alone gives the same verdict.
+    assert_eq!(
+        perflab_ok(dir.path(), "analyze 1").trim_end(),
+        printed.trim_end()
+    );
+    let v = verdict_json(dir.path());
+    assert_eq!(v["bottleneck"]["kind"], "software_contention");
+    assert_eq!(v["bottleneck"]["unreliable"], false);
+    // The CPU is ruled out with its reason, not named.
+    let ruled: Vec<&str> = v["bottleneck"]["ruled_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.as_str())
+        .collect();
+    assert!(ruled.iter().any(|r| r.starts_with("cpu:")), "{ruled:?}");
+    // Other objectives re-judge the stored run.
+    let strict = perflab_ok(dir.path(), "analyze 1 --slo p95<1us");
+    contains(&strict, "objectives  p95<1.00µs: met at no load");
+    let (_, err) = perflab_expect(dir.path(), "analyze 1 --slo p97<1s", 2);
+    contains(&err, "--slo");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let (_, err) = perflab_expect(dir.path(), "run null --slo p95>1s", 2);
+    contains(&err, "--slo: 'p95>1s' has no '<'");
+}
+
+/// A CPU cgroup made for one test and removed after it, v1 or v2.
+struct CpuCgroup {
+    dir: PathBuf,
+}
+
+impl CpuCgroup {
+    /// A cgroup allowed `quota_us` of CPU per 100 ms.
+    fn new(quota_us: u32) -> Self {
+        let name = format!("perflab-test-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/cpu");
+        let dir = if v1.join("cpu.cfs_quota_us").exists() {
+            let dir = v1.join(&name);
+            std::fs::create_dir(&dir).expect("root can make a v1 cpu cgroup");
+            std::fs::write(dir.join("cpu.cfs_period_us"), "100000").unwrap();
+            std::fs::write(dir.join("cpu.cfs_quota_us"), quota_us.to_string()).unwrap();
+            dir
+        } else {
+            let root = Path::new("/sys/fs/cgroup");
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+cpu");
+            let dir = root.join(&name);
+            std::fs::create_dir(&dir).expect("root can make a v2 cgroup");
+            std::fs::write(dir.join("cpu.max"), format!("{quota_us} 100000")).unwrap();
+            dir
+        };
+        CpuCgroup { dir }
+    }
+}
+
+impl Drop for CpuCgroup {
+    fn drop(&mut self) {
+        // Its processes have ended by now; an empty cgroup can be removed.
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+#[test]
+fn a_generator_held_to_a_sliver_of_cpu_is_named_and_the_verdict_unreliable() {
+    let _machine = machine();
+    let dir = tempdir();
+    let cgroup = CpuCgroup::new(5_000);
+    let procs = cgroup.dir.join("cgroup.procs");
+    // The shell puts itself in the cgroup, then becomes perflab.
+    let perflab = assert_cmd::cargo::cargo_bin("perflab");
+    let script = format!(
+        "echo $$ > {} && exec {} run null --users 1,2 --warmup 0s --duration 2s",
+        procs.display(),
+        perflab.display()
+    );
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(dir.path())
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let printed = verdict_section(&stdout);
+    contains(&printed, "bottleneck  load generator");
+    contains(&printed, "perflab's cgroup CPU quota held it back");
+    contains(&printed, "! unreliable");
+    let v = verdict_json(dir.path());
+    assert_eq!(v["bottleneck"]["kind"], "load_generator");
+    assert_eq!(v["bottleneck"]["unreliable"], true);
+    drop(cgroup);
+}
+
+/// The CPUs this machine has.
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Needs an optimised perflab, as scripts/test.sh builds the suite: a
+/// debug build uses a whole CPU generating this load and is itself the
+/// bottleneck — which the verdict then says ("load generator").
+#[test]
+fn postgres_held_to_one_cpu_is_cpu_bound() {
+    let _machine = machine();
+    assert!(
+        cpus() >= 2,
+        "this test needs two CPUs: the server on one, perflab on the other"
+    );
+    let dir = tempdir();
+    // perflab on CPU 1 (taskset), the managed server on CPU 0 (--pg-cpus);
+    // scale 8 spreads the branch rows so locks do not dominate.
+    let perflab = assert_cmd::cargo::cargo_bin("perflab");
+    let output = std::process::Command::new("taskset")
+        .args(["-c", "1"])
+        .arg(&perflab)
+        .args(
+            "run bank --target postgres:managed --pg-cpus 0 --scale 8 --users 1,2,4,8 --warmup 1s --duration 3s"
+                .split_whitespace(),
+        )
+        .current_dir(dir.path())
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let printed = verdict_section(&stdout);
+    contains(&printed, "bottleneck  cpu\n");
+    contains(&printed, "+ cpu0 ");
+    contains(&printed, "the server is held to one CPU");
+    let v = verdict_json(dir.path());
+    assert_eq!(v["bottleneck"]["kind"], "resource");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    assert_eq!(export["run"]["setup"]["managed_server"]["cpus"][0], 0);
+}
+
+#[test]
+fn tpcb_at_scale_one_with_many_users_is_lock_contention() {
+    let _machine = machine();
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        "run bank --target postgres:managed --users 1,4,16,32,64 --warmup 1s --duration 3s",
+    );
+    let printed = verdict_section(&out);
+    contains(&printed, "bottleneck  software contention (Lock waits)");
+    contains(&printed, "waiting on Lock in");
+    let v = verdict_json(dir.path());
+    assert_eq!(v["bottleneck"]["kind"], "software_contention");
+}
