@@ -29,10 +29,14 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stability {
     pub load: f64,
-    pub intervals: usize,
-    /// Coefficient of variation of the intervals' throughputs.
+    /// Runs of the level (`--repeat`, `--max-repeat`).
+    pub runs: usize,
+    /// What the variation is over: `runs` when the level ran more than
+    /// once, else `intervals` (of its one run).
+    pub across: &'static str,
+    /// Coefficient of variation of the throughputs.
     pub cv: Option<f64>,
-    /// Over the bound (`--max-cv`, 5% by default).
+    /// Over the bound (`--max-cv`, 5% by default): never stabilised.
     pub unstable: bool,
 }
 
@@ -55,6 +59,8 @@ pub struct Verdict {
     pub usl_not_fitted: Option<String>,
     pub stability: Vec<Stability>,
     pub max_cv: f64,
+    /// What may have disturbed the measurement.
+    pub caveats: Vec<String>,
 }
 
 /// The coefficient-of-variation bound used when none is given.
@@ -86,6 +92,9 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     };
     let seed = run.plan_resolved["seed"].as_u64().unwrap_or(1);
     let mut verdict = verdict_of(points, shape, slos, max_cv, seed);
+    if server_host == "this host" {
+        verdict.caveats = others_on_the_host(&verdict.points, shape.embedded);
+    }
     verdict.server_host = server_host;
     verdict.left_out = left_out;
     verdict
@@ -102,6 +111,30 @@ pub fn verdict_of_run(run: &StoredRun, slos: Option<Vec<Slo>>, max_cv: Option<f6
     analyze(run, &slos, max_cv)
 }
 
+/// CPU used on this host by processes other than perflab and the server:
+/// a step that shared the host with other work measured that work too.
+fn others_on_the_host(points: &[StepPoint], embedded: bool) -> Vec<String> {
+    points
+        .iter()
+        .filter_map(|p| {
+            let busy = p.extras.busy_cpus?;
+            let server = if embedded {
+                0.0
+            } else {
+                p.extras.server_cpus?
+            };
+            let others = busy - p.generator.cpus - server;
+            (others >= 0.3).then(|| {
+                format!(
+                    "at {} other processes kept {:.2} CPUs busy besides perflab and the server: the host was not quiet",
+                    capacity::load_text(p),
+                    others
+                )
+            })
+        })
+        .collect()
+}
+
 /// The verdict of complete points (any order), for a run of this shape.
 pub fn verdict_of(
     mut points: Vec<StepPoint>,
@@ -110,27 +143,42 @@ pub fn verdict_of(
     max_cv: f64,
     seed: u64,
 ) -> Verdict {
-    points.sort_by(|a, b| a.load.total_cmp(&b.load));
-    let stability = points
+    points.sort_by(|a, b| {
+        a.load
+            .total_cmp(&b.load)
+            .then(a.throughput.total_cmp(&b.throughput))
+    });
+    // Runs of one level (--repeat): the run of median throughput stands
+    // for the level; their spread is its stability; all feed the USL fit.
+    let mut groups: Vec<Vec<StepPoint>> = Vec::new();
+    for p in points {
+        match groups.last_mut() {
+            Some(g) if g[0].load == p.load => g.push(p),
+            _ => groups.push(vec![p]),
+        }
+    }
+    let every_run: Vec<StepPoint> = groups.iter().flatten().cloned().collect();
+    let stability = groups
         .iter()
-        .map(|p| {
-            let v = &p.interval_throughputs;
-            let cv = (v.len() >= 2).then(|| {
-                let mean = v.iter().sum::<f64>() / v.len() as f64;
-                let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
-                if mean > 0.0 {
-                    var.sqrt() / mean
-                } else {
-                    0.0
-                }
-            });
+        .map(|g| {
+            let (values, across) = if g.len() >= 2 {
+                (g.iter().map(|p| p.throughput).collect(), "runs")
+            } else {
+                (g[0].interval_throughputs.clone(), "intervals")
+            };
+            let cv = (values.len() >= 2).then(|| crate::engine::coefficient_of_variation(&values));
             Stability {
-                load: p.load,
-                intervals: v.len(),
+                load: g[0].load,
+                runs: g.len(),
+                across,
                 cv,
                 unstable: cv.is_some_and(|c| c > max_cv),
             }
         })
+        .collect();
+    let points: Vec<StepPoint> = groups
+        .into_iter()
+        .map(|mut g| g.swap_remove(g.len() / 2))
         .collect();
     let mut verdict = Verdict {
         server_host: "this host".to_string(),
@@ -146,6 +194,7 @@ pub fn verdict_of(
         usl_not_fitted: None,
         stability,
         max_cv,
+        caveats: Vec::new(),
     };
     if points.is_empty() {
         verdict.usl_not_fitted = Some("no complete step".to_string());
@@ -169,17 +218,17 @@ pub fn verdict_of(
     ));
     let think = points.iter().any(|p| p.think_s > 0.0);
     let (n, concurrency): (Vec<f64>, &'static str) = if closed && !think {
-        (points.iter().map(|p| p.load).collect(), "users")
+        (every_run.iter().map(|p| p.load).collect(), "users")
     } else {
         (
-            points
+            every_run
                 .iter()
                 .map(|p| p.throughput * p.response_s())
                 .collect(),
             "X·R (Little's law)",
         )
     };
-    let x: Vec<f64> = points.iter().map(|p| p.throughput).collect();
+    let x: Vec<f64> = every_run.iter().map(|p| p.throughput).collect();
     match usl::fit(&n, &x, concurrency, seed) {
         Ok(fit) => verdict.usl = Some(fit),
         Err(why) => verdict.usl_not_fitted = Some(why),

@@ -64,6 +64,10 @@ pub struct HostExtras {
     pub pages_scanned_per_s: Option<f64>,
     pub run_queue: Option<f64>,
     pub cpu_isr: Option<f64>,
+    /// The server under test's processes, in CPUs, when followed.
+    pub server_cpus: Option<f64>,
+    /// The host's busy CPUs (busy share × CPUs).
+    pub busy_cpus: Option<f64>,
 }
 
 /// What the analysis knows of one step.
@@ -294,5 +298,12 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
         }),
         run_queue: weighted_mean(samples, |s| s.procs_running.map(f64::from)),
         cpu_isr: weighted_mean(samples, |s| s.cpu.map(|c| c.isr())),
+        server_cpus: weighted_mean(samples, |s| {
+            s.processes
+                .iter()
+                .find(|p| p.label == "server")
+                .map(|p| p.cpu())
+        }),
+        busy_cpus: weighted_mean(samples, |s| s.cpu.map(|c| c.busy() * s.cpus.len() as f64)),
     }
 }

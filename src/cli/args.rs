@@ -137,9 +137,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "OBJECTIVE")]
     pub slo: Vec<String>,
 
-    /// The verdict flags a step whose interval throughputs vary more than this (coefficient of variation).
+    /// The verdict flags a step whose throughputs vary more than this (coefficient of variation); with --max-repeat, a level runs again while its runs do.
     #[arg(long, value_name = "PERCENT", default_value = "5%")]
     pub max_cv: String,
+
+    /// Run each load level this many times.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub repeat: u32,
+
+    /// Run a level again, up to this many times, while its runs' throughputs vary more than --max-cv.
+    #[arg(long, value_name = "M")]
+    pub max_repeat: Option<u32>,
 
     /// Bank: scale units (1 branch, 10 tellers, 100,000 accounts each).
     #[arg(long, value_name = "N", default_value_t = 1)]

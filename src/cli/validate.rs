@@ -255,6 +255,24 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
     let server = server_selector(&args.server)?;
     let slos = parse_slos(&args.slo)?;
     let max_cv = parse_max_cv(&args.max_cv)?;
+    if args.repeat == 0 || args.repeat > 100 {
+        return Err(PlanError::flag(
+            "--repeat",
+            format!("{} runs per level", args.repeat),
+            "give 1 to 100",
+        ));
+    }
+    let max_repeat = args.max_repeat.unwrap_or(args.repeat);
+    if max_repeat < args.repeat || max_repeat > 100 {
+        return Err(PlanError::flag(
+            "--max-repeat",
+            format!(
+                "{max_repeat} is not between --repeat ({}) and 100",
+                args.repeat
+            ),
+            "give at least --repeat, e.g. --repeat 3 --max-repeat 6",
+        ));
+    }
     Ok(Plan {
         workload,
         load,
@@ -269,6 +287,13 @@ pub fn plan_from(args: &RunArgs) -> Result<Plan, PlanError> {
         server,
         slos,
         max_cv,
+        // A variation needs two runs to be measured.
+        repeat: if max_repeat > args.repeat {
+            args.repeat.max(2)
+        } else {
+            args.repeat
+        },
+        max_repeat,
     })
 }
 

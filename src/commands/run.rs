@@ -322,7 +322,7 @@ fn execute<W: Workload>(
     println!(
         "run {run}: {} on {target}, {} steps of {} after {} warm-up, {} threads, seed {}; results in {}",
         plan.workload.name(),
-        plan.sweep.levels.len(),
+        plan.sweep.levels.len() * plan.repeat as usize,
         format_duration(plan.duration),
         format_duration(plan.warmup),
         plan.threads,
@@ -332,7 +332,7 @@ fn execute<W: Workload>(
     let mut observer = RunObserver {
         store,
         run,
-        progress: Progress::new(plan.sweep.levels.len()),
+        progress: Progress::new(plan.sweep.levels.len() * plan.repeat as usize),
         db_probe,
         db_samples: Vec::new(),
         host_last: None,

@@ -15,4 +15,4 @@ mod worker;
 
 pub use schedule::{IntervalSpec, Schedule};
 pub use step::{IntervalRecord, ProbeSample, StepResult, StepStatus};
-pub use sweep::{run_sweep, SweepEnd, SweepObserver};
+pub use sweep::{coefficient_of_variation, run_sweep, SweepEnd, SweepObserver};

@@ -56,21 +56,75 @@ pub fn run_sweep<W: Workload>(
     observer: &mut dyn SweepObserver,
 ) -> anyhow::Result<(SweepEnd, Vec<OpCounts>)> {
     let mut counts = vec![OpCounts::default(); workload.op_names().len()];
-    for (index, &level) in plan.sweep.levels.iter().enumerate() {
+    let mut index = 0;
+    for &level in &plan.sweep.levels {
+        // Each level runs --repeat times, and again (up to --max-repeat)
+        // while its runs' throughputs vary more than --max-cv.
+        let mut throughputs = Vec::new();
+        loop {
+            match one_step(
+                &workload,
+                plan,
+                index,
+                level,
+                interrupted,
+                observer,
+                &mut counts,
+            )? {
+                Ok(throughput) => throughputs.push(throughput),
+                Err(end) => return Ok((end, counts)),
+            }
+            index += 1;
+            let runs = throughputs.len() as u32;
+            if runs < plan.repeat {
+                continue;
+            }
+            if runs >= plan.max_repeat || coefficient_of_variation(&throughputs) <= plan.max_cv {
+                break;
+            }
+        }
+    }
+    Ok((SweepEnd::Complete, counts))
+}
+
+/// The coefficient of variation of some values (0 for fewer than two).
+pub fn coefficient_of_variation(values: &[f64]) -> f64 {
+    if values.len() < 2 {
+        return 0.0;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    if mean > 0.0 {
+        var.sqrt() / mean
+    } else {
+        0.0
+    }
+}
+
+/// Runs one step and hands it to the observer: its throughput, or how the
+/// sweep ends here.
+fn one_step<W: Workload>(
+    workload: &Arc<W>,
+    plan: &Plan,
+    index: usize,
+    level: Level,
+    interrupted: &Arc<AtomicBool>,
+    observer: &mut dyn SweepObserver,
+    counts: &mut [OpCounts],
+) -> anyhow::Result<Result<f64, SweepEnd>> {
+    {
         if interrupted.load(Ordering::Relaxed) {
-            return Ok((SweepEnd::Interrupted, counts));
+            return Ok(Err(SweepEnd::Interrupted));
         }
         let mut step = match run_step(workload.clone(), plan, index, level, interrupted, observer) {
             Ok(step) => step,
             Err(e) => match e.downcast::<SessionsFailed>() {
                 Ok(SessionsFailed(reason)) => {
-                    return Ok((
-                        SweepEnd::TargetLost {
-                            step: index,
-                            reason,
-                        },
-                        counts,
-                    ))
+                    return Ok(Err(SweepEnd::TargetLost {
+                        step: index,
+                        reason,
+                    }))
                 }
                 Err(other) => return Err(other),
             },
@@ -93,7 +147,7 @@ pub fn run_sweep<W: Workload>(
             .any(|i| i.phase == Phase::Measured)
         {
             // Interrupted during warm-up: nothing measured, nothing to keep.
-            return Ok((SweepEnd::Interrupted, counts));
+            return Ok(Err(SweepEnd::Interrupted));
         }
         let summary = step_ref.summary();
         if step_ref.status == StepStatus::Ok && summary.error_rate > plan.max_error_rate {
@@ -122,12 +176,12 @@ pub fn run_sweep<W: Workload>(
                         reason,
                     }
                 };
-                return Ok((end, counts));
+                return Ok(Err(end));
             }
-            StepStatus::Partial(_) => return Ok((SweepEnd::Interrupted, counts)),
+            StepStatus::Partial(_) => return Ok(Err(SweepEnd::Interrupted)),
         }
+        Ok(Ok(summary.throughput))
     }
-    Ok((SweepEnd::Complete, counts))
 }
 
 /// Splits a step's load over the worker threads.

@@ -45,8 +45,13 @@ pub struct Plan {
     pub server: Option<crate::probe::counters::process::ProcessSelector>,
     /// Service level objectives the verdict judges the steps by.
     pub slos: Vec<crate::analyze::Slo>,
-    /// The verdict flags steps whose interval throughputs vary more than this.
+    /// The verdict flags steps whose throughputs vary more than this; with
+    /// `max_repeat` above `repeat`, a level runs again while they do.
     pub max_cv: f64,
+    /// Runs of each level.
+    pub repeat: u32,
+    /// Most runs of a level whose throughputs vary more than `max_cv`.
+    pub max_repeat: u32,
 }
 
 /// Durations are stored in plans as seconds (f64), the unit of the JSON export.

@@ -27,6 +27,16 @@ impl Progress {
         }
     }
 
+    /// `3/6`, or `7+` for a run more of a level whose throughput varied
+    /// over --max-cv.
+    fn position(&self, index: usize) -> String {
+        if index < self.steps {
+            format!("{}/{}", index + 1, self.steps)
+        } else {
+            format!("{}+", index + 1)
+        }
+    }
+
     /// A step starts.
     pub fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule) {
         let warmup: Duration = schedule
@@ -39,9 +49,8 @@ impl Progress {
         self.current = Some((index, level, warmup, total));
         if !self.live {
             println!(
-                "step {}/{}: {level}, warm-up {}, measuring {}",
-                index + 1,
-                self.steps,
+                "step {}: {level}, warm-up {}, measuring {}",
+                self.position(index),
                 format_duration(warmup),
                 format_duration(total - warmup)
             );
@@ -69,9 +78,8 @@ impl Progress {
             )
         };
         print!(
-            "\r\x1b[2Kstep {}/{} {level}: {phase}  {} tps  p95 {}  errors {}",
-            index + 1,
-            self.steps,
+            "\r\x1b[2Kstep {} {level}: {phase}  {} tps  p95 {}  errors {}",
+            self.position(index),
             OpsPerSec(all.completed() as f64 / seconds),
             Latency(p95),
             all.error_count()
@@ -83,9 +91,8 @@ impl Progress {
     pub fn step_finished(&mut self, step: &StepResult) {
         let s: StepSummary = step.summary();
         let line = format!(
-            "step {}/{}: {}: {} tps  p95 {}  errors {}  {}",
-            step.index + 1,
-            self.steps,
+            "step {}: {}: {} tps  p95 {}  errors {}  {}",
+            self.position(step.index),
             step.level,
             OpsPerSec(s.throughput),
             Latency(s.response.p95),

@@ -226,9 +226,14 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
         .zip(&v.points)
         .map(|(s, q)| {
             format!(
-                "{} {}{}",
+                "{} {}{}{}",
                 load_text(q),
                 s.cv.map_or("-".to_string(), |c| Percent(c).to_string()),
+                if s.across == "runs" {
+                    format!(" over {} runs", s.runs)
+                } else {
+                    String::new()
+                },
                 if s.unstable { " (!)" } else { "" }
             )
         })
@@ -236,14 +241,20 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
     let unstable = v.stability.iter().filter(|s| s.unstable).count();
     let _ = writeln!(
         out,
-        "  stability   CV of interval throughput: {}; {}",
+        "  stability   CV of throughput (between intervals, or between runs of a level): {}; {}",
         cvs.join(", "),
         if unstable == 0 {
             format!("every step within {}", Percent(v.max_cv))
         } else {
-            format!("{unstable} step(s) over {}", Percent(v.max_cv))
+            format!(
+                "{unstable} level(s) over {}: never stabilised",
+                Percent(v.max_cv)
+            )
         }
     );
+    for c in &v.caveats {
+        let _ = writeln!(out, "  caveat      {c}");
+    }
     if !v.left_out.is_empty() {
         let loads: Vec<String> = v.left_out.iter().map(|l| format!("{l}")).collect();
         let _ = writeln!(

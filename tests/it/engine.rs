@@ -162,3 +162,44 @@ fn timeouts_are_errors_and_end_the_sweep() {
     assert!(tally.ops[0].errors.contains_key("timeout"));
     assert!(matches!(end, SweepEnd::Failed { step: 0, .. }));
 }
+
+/// `--repeat` runs each level K times; `--max-repeat` runs it again while
+/// the runs' throughputs vary more than `--max-cv`, and the verdict says
+/// which levels never stabilised.
+#[test]
+fn levels_repeat_until_their_throughput_is_stable_or_the_limit() {
+    use crate::support::{contains, perflab_expect, perflab_ok, stored_steps, tempdir};
+    let dir = tempdir();
+    let store = dir.path().join("perflab.db");
+    let out = perflab_ok(
+        dir.path(),
+        "run null --service 1ms --users 1,2 --repeat 2 --warmup 0s --duration 1s --max-cv 50%",
+    );
+    contains(&out, "step 4/4");
+    assert_eq!(stored_steps(&store), 4);
+    contains(&out, "over 2 runs");
+    contains(&out, "every step within 50.0%");
+    // Runs as fast as it can go never agree to 0.001%: each level runs to
+    // the limit, flagged.
+    let out = perflab_ok(
+        dir.path(),
+        "run null --users 1,2 --max-repeat 3 --warmup 0s --duration 1s --max-cv 0.001%",
+    );
+    contains(&out, "step 5+");
+    assert_eq!(stored_steps(&store), 6);
+    contains(&out, "over 3 runs (!)");
+    contains(&out, "2 level(s) over 0.0%: never stabilised");
+    let v: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "analyze --json -")).unwrap();
+    assert_eq!(v["stability"][0]["runs"], 3);
+    assert_eq!(v["stability"][0]["across"], "runs");
+    assert_eq!(v["stability"][1]["unstable"], true);
+    for (args, flag) in [
+        ("run null --repeat 0", "--repeat"),
+        ("run null --repeat 3 --max-repeat 2", "--max-repeat"),
+        ("run null --max-cv 0%", "--max-cv"),
+    ] {
+        let (_, err) = perflab_expect(dir.path(), args, 2);
+        contains(&err, flag);
+    }
+}

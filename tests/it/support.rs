@@ -43,6 +43,8 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
         server: None,
         slos: Vec::new(),
         max_cv: 0.05,
+        repeat: 1,
+        max_repeat: 1,
     }
 }
 
