@@ -274,11 +274,12 @@ fn use_table(points: &[StepPoint]) -> String {
     }
     let _ = writeln!(
         out,
-        "  {:>10} {:>22} {:>22} {:>16} {:>12} {:>9} {:>14}",
+        "  {:>10} {:>22} {:>22} {:>16} {:>14} {:>12} {:>9} {:>14}",
         "use",
         "cpu U (isr) S runq",
         "busiest disk U S q",
         "busiest link U",
+        "mem S majflt/s",
         "E retrans/s",
         "perflab",
         "top db wait"
@@ -330,11 +331,14 @@ fn use_table(points: &[StepPoint]) -> String {
             });
         let _ = writeln!(
             out,
-            "  {:>10} {:>22} {:>22} {:>16} {:>12} {:>9} {:>14}",
+            "  {:>10} {:>22} {:>22} {:>16} {:>14} {:>12} {:>9} {:>14}",
             load_text(q),
             cpu,
             disk,
             link,
+            q.extras
+                .major_faults_per_s
+                .map_or("-".to_string(), |f| format!("{f:.1}")),
             q.extras
                 .retransmits_per_s
                 .map_or("-".to_string(), |r| format!("{r:.1}")),
