@@ -10,6 +10,7 @@ pub mod agent;
 pub mod analyze;
 pub mod cli;
 pub mod commands;
+pub mod doctor;
 pub mod engine;
 pub mod knob;
 pub mod measure;

@@ -29,6 +29,31 @@ pub enum Command {
     Agent(AgentArgs),
     /// The verdict of a stored run: capacity, knee, bottleneck with evidence, models.
     Analyze(AnalyzeArgs),
+    /// Audit this host (and a database) for the classic performance traps.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Time between the two readings of counters that must move to mean something (errors, carrier changes, swapping, steal).
+    #[arg(long, value_name = "TIME", default_value = "5s")]
+    pub sample: String,
+
+    /// Also check a database's configuration: postgres://… or mysql://…
+    #[arg(long, value_name = "DSN")]
+    pub target: Option<String>,
+
+    /// The most users a sweep will run, for the database's connection limit.
+    #[arg(long, value_name = "N")]
+    pub users: Option<u32>,
+
+    /// The server's pid, for its cgroup's CPU and memory limits.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
+
+    /// Write the findings as JSON to stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 mod agent;
 mod analyze;
 mod check;
+mod doctor;
 mod run;
 mod show;
 mod watch;
@@ -66,6 +67,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Watch(watch_args) => watch::watch(watch_args),
         Command::Agent(agent_args) => agent::agent(agent_args),
         Command::Analyze(analyze_args) => analyze::analyze(analyze_args),
+        Command::Doctor(doctor_args) => doctor::doctor(doctor_args),
     };
     match result {
         Ok(exit) => exit as i32,

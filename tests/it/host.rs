@@ -167,3 +167,28 @@ fn watch_prints_use_lines_or_json_samples() {
     let (_, err) = crate::support::perflab_expect(dir.path(), "watch --interval 1ms", 2);
     contains(&err, "--interval");
 }
+
+/// `perflab doctor` on this machine: it runs, reports what it finds and
+/// lists what this VM does not expose, without an error.
+#[test]
+fn the_doctor_examines_this_machine() {
+    let dir = crate::support::tempdir();
+    let out = crate::support::perflab(dir.path())
+        .args(["doctor", "--sample", "1s", "--json"])
+        .output()
+        .unwrap();
+    // 0, or 1 when a critical trap is found; never a usage or internal error.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for f in report["findings"].as_array().unwrap() {
+        assert!(["critical", "warning", "info"].contains(&f["severity"].as_str().unwrap()));
+        assert!(!f["evidence"].as_array().unwrap().is_empty(), "{f}");
+        assert!(!f["fix"].as_str().unwrap().is_empty());
+    }
+    assert!(report["unavailable"].is_array());
+    let (_, err) = crate::support::perflab_expect(dir.path(), "doctor --sample soon", 2);
+    crate::support::contains(&err, "--sample");
+    let (_, err) =
+        crate::support::perflab_expect(dir.path(), "doctor --sample 0s --target redis://x", 2);
+    crate::support::contains(&err, "--target");
+}

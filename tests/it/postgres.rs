@@ -357,3 +357,41 @@ fn connections_killed_by_the_server_are_reopened_and_counted() {
         "check: passed",
     );
 }
+
+/// The doctor reads a real server's settings: durability switched off, too
+/// few connections for the planned users, and the WAL beside the data.
+#[test]
+fn the_doctor_finds_a_servers_traps() {
+    let server = ManagedPostgres::start(&[("fsync".to_string(), "off".to_string())], false, &[])
+        .expect("a PostgreSQL server starts");
+    let dir = tempdir();
+    let (out, _) = perflab_expect(
+        dir.path(),
+        &format!("doctor --sample 0s --users 500 --target {}", server.url()),
+        1,
+    );
+    contains(
+        &out,
+        "CRITICAL database   fsync is off: durability traded for speed",
+    );
+    contains(
+        &out,
+        "CRITICAL database   max_connections is 100, the sweep needs 500 users",
+    );
+    contains(
+        &out,
+        "WARNING  database   PostgreSQL's WAL is on the data directory's device",
+    );
+    contains(&out, "postgresql setting fsync = off");
+    let (json, _) = perflab_expect(
+        dir.path(),
+        &format!("doctor --sample 0s --json --target {}", server.url()),
+        1,
+    );
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["area"] == "database" && f["severity"] == "critical"));
+}

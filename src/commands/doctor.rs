@@ -1,0 +1,155 @@
+//! `perflab doctor`: reads this host twice, `--sample` apart, checks it
+//! (and a database with `--target`) for the classic traps, and prints
+//! each finding with its evidence, why it matters and the fix. Exits 1
+//! when a critical finding was made.
+
+use super::Exit;
+use crate::cli::{DoctorArgs, PlanError};
+use crate::doctor::{self, database_findings, Report, Root, Scope, Severity};
+use crate::units::parse_duration;
+use std::time::Duration;
+
+/// Runs `perflab doctor`.
+pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
+    let sample = parse_duration(&args.sample)
+        .map_err(|e| PlanError::flag("--sample", e, "e.g. --sample 5s, or 0s for one reading"))?;
+    if sample > Duration::from_secs(600) {
+        return Err(
+            PlanError::flag("--sample", "longer than 10 minutes", "e.g. --sample 5s").into(),
+        );
+    }
+    if let Some(pid) = args.server_pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(PlanError::flag(
+                "--server-pid",
+                format!("no process {pid} on this host"),
+                "give the pid of the server's main process",
+            )
+            .into());
+        }
+    }
+    let live = Root::live();
+    let dir = tempfile::tempdir()?;
+    let before = doctor::snapshot(&live, dir.path())?;
+    if !args.json && sample > Duration::ZERO {
+        eprintln!(
+            "perflab doctor: reading counters over {}…",
+            crate::units::format_duration(sample)
+        );
+    }
+    std::thread::sleep(sample);
+    let mut report = doctor::examine(
+        &before,
+        &live,
+        &Scope {
+            server_pid: args.server_pid,
+        },
+    );
+    if let Some(target) = &args.target {
+        let settings = read_settings(target)?;
+        let ram = crate::probe::HostFacts::read().memory_bytes.unwrap_or(0);
+        report
+            .findings
+            .extend(database_findings(&settings, ram, args.users));
+        report.findings.sort_by_key(|f| f.severity);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(if report.worst() == Some(Severity::Critical) {
+        Exit::Failed
+    } else {
+        Exit::Ok
+    })
+}
+
+/// Connects to the target and reads the settings the checks need.
+fn read_settings(target: &str) -> anyhow::Result<doctor::DbSettings> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let env = |name: &str| std::env::var(name).ok();
+    if target.starts_with("postgres://") || target.starts_with("postgresql://") {
+        use crate::workload::bank::postgres::config as pg;
+        let t = pg::resolve(target, &env, pg::read_pgpass(&env).as_deref()).map_err(|e| {
+            PlanError::flag(
+                "--target",
+                e,
+                "e.g. --target postgres://bank@localhost/bank",
+            )
+        })?;
+        runtime.block_on(async {
+            let (client, connection) = t
+                .config
+                .connect(tokio_postgres::NoTls)
+                .await
+                .map_err(|e| crate::workload::bank::postgres::connect_error(&t, &e))?;
+            tokio::spawn(connection);
+            doctor::postgres_settings(&client).await
+        })
+    } else if target.starts_with("mysql://") || target.starts_with("mariadb://") {
+        use crate::workload::bank::mysql;
+        let t = mysql::resolve(target, &env).map_err(|e| {
+            PlanError::flag(
+                "--target",
+                e,
+                "e.g. --target mysql://bank:pw@127.0.0.1/bank",
+            )
+        })?;
+        runtime.block_on(async {
+            let mut conn = mysql_async::Conn::new(t.opts.clone())
+                .await
+                .map_err(|e| mysql::connect_error(&t, &e))?;
+            let s = doctor::mariadb_settings(&mut conn).await;
+            let _ = conn.disconnect().await;
+            s
+        })
+    } else {
+        Err(PlanError::flag(
+            "--target",
+            format!(
+                "'{}' is not a database the doctor checks",
+                crate::plan::redact(target)
+            ),
+            "give postgres://… or mysql://…",
+        )
+        .into())
+    }
+}
+
+/// The findings, worst first, then what could not be looked at.
+fn render(report: &Report) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
+    let _ = writeln!(
+        out,
+        "perflab doctor: {} critical, {} warning, {} info",
+        count(Severity::Critical),
+        count(Severity::Warning),
+        count(Severity::Info)
+    );
+    for f in &report.findings {
+        let _ = writeln!(
+            out,
+            "\n{:<8} {:<10} {}",
+            f.severity.as_str().to_uppercase(),
+            f.area,
+            f.title
+        );
+        for e in &f.evidence {
+            let _ = writeln!(out, "  evidence  {e}");
+        }
+        let _ = writeln!(out, "  why       {}", f.why);
+        let _ = writeln!(out, "  fix       {}", f.fix);
+    }
+    if !report.unavailable.is_empty() {
+        let _ = writeln!(out, "\nnot available on this host:");
+        for u in &report.unavailable {
+            let _ = writeln!(out, "  - {u}");
+        }
+    }
+    out
+}

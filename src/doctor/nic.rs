@@ -1,0 +1,358 @@
+//! Network interfaces and their interrupts: link state, actual speed and
+//! duplex (/sys/class/net), the counters a duplex mismatch drives (late
+//! collisions, collisions on a full-duplex link, CRC errors), carrier
+//! changes, missed and dropped frames, MTUs that differ, ring buffers
+//! below their hardware maximum (ethtool's ring parameters), one device's
+//! interrupts concentrated on one CPU, irqbalance, receive packet steering
+//! and the softnet backlog (/proc/net/softnet_stat).
+
+use super::{shown, Finding, Report, Root, Severity};
+use std::collections::BTreeMap;
+
+/// The physical-looking interfaces: Ethernet (type 1), not loopback.
+fn interfaces(root: &Root) -> Vec<String> {
+    root.list("sys/class/net")
+        .into_iter()
+        .filter(|n| n != "lo" && root.number(&format!("sys/class/net/{n}/type")) == Some(1))
+        .collect()
+}
+
+fn stat(root: &Root, dev: &str, name: &str) -> Option<i64> {
+    root.number(&format!("sys/class/net/{dev}/statistics/{name}"))
+}
+
+/// Current and maximum receive ring: ethtool's ring parameters on a live
+/// host; on a fixture, `ethtool/DEV/ring` holding `rx CURRENT MAX`.
+fn rx_ring(root: &Root, dev: &str) -> Option<(u32, u32)> {
+    if root.live {
+        return ethtool_rx_ring(dev);
+    }
+    let text = root.read(&format!("ethtool/{dev}/ring"))?;
+    text.lines().find_map(|l| {
+        let mut parts = l.split_whitespace();
+        (parts.next()? == "rx").then_some(())?;
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    })
+}
+
+/// `ETHTOOL_GRINGPARAM` through `SIOCETHTOOL`.
+fn ethtool_rx_ring(dev: &str) -> Option<(u32, u32)> {
+    #[repr(C)]
+    struct RingParam {
+        cmd: u32,
+        rx_max: u32,
+        rx_mini_max: u32,
+        rx_jumbo_max: u32,
+        tx_max: u32,
+        rx: u32,
+        rx_mini: u32,
+        rx_jumbo: u32,
+        tx: u32,
+    }
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; 16],
+        data: *mut libc::c_void,
+        _pad: [u8; 16],
+    }
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    const ETHTOOL_GRINGPARAM: u32 = 0x10;
+    if dev.len() >= 16 {
+        return None;
+    }
+    let mut ring = RingParam {
+        cmd: ETHTOOL_GRINGPARAM,
+        rx_max: 0,
+        rx_mini_max: 0,
+        rx_jumbo_max: 0,
+        tx_max: 0,
+        rx: 0,
+        rx_mini: 0,
+        rx_jumbo: 0,
+        tx: 0,
+    };
+    let mut req = IfReq {
+        name: [0; 16],
+        data: (&mut ring as *mut RingParam).cast(),
+        _pad: [0; 16],
+    };
+    req.name[..dev.len()].copy_from_slice(dev.as_bytes());
+    // SAFETY: a datagram socket used only for this ioctl, closed below; the
+    // request points at `ring`, which outlives the call.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+        if fd < 0 {
+            return None;
+        }
+        let rc = libc::ioctl(fd, SIOCETHTOOL as _, &mut req);
+        libc::close(fd);
+        if rc != 0 {
+            return None;
+        }
+    }
+    (ring.rx_max > 0).then_some((ring.rx, ring.rx_max))
+}
+
+pub fn check(before: &Root, after: &Root, report: &mut Report) {
+    let devs = interfaces(after);
+    let mut mtus: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    for dev in &devs {
+        let base = format!("sys/class/net/{dev}");
+        let operstate = after.read(&format!("{base}/operstate")).unwrap_or_default();
+        if operstate != "up" {
+            continue;
+        }
+        if let Some(mtu) = after.number(&format!("{base}/mtu")) {
+            mtus.entry(mtu).or_default().push(dev.clone());
+        }
+        let speed = after.number(&format!("{base}/speed")).filter(|s| *s > 0);
+        let duplex = after.read(&format!("{base}/duplex"));
+        match (speed, duplex.as_deref()) {
+            (Some(s), Some("half")) if s >= 100 => report.add(Finding {
+                severity: Severity::Critical,
+                area: "network",
+                title: format!("{dev} runs at half duplex at {s} Mb/s"),
+                evidence: vec![
+                    shown(&format!("/{base}/speed"), s),
+                    shown(&format!("/{base}/duplex"), "half"),
+                ],
+                why: "at half duplex the link cannot send and receive at once; against a full-duplex switch port it collides on every busy exchange, and throughput collapses while the latency tail grows (5,000 tps fell to 800 in one lab)".to_string(),
+                fix: format!("ethtool -s {dev} speed {s} duplex full autoneg on (and set the switch port to auto-negotiate too)"),
+            }),
+            (None, _) => report.missing(format!("{dev}: no link speed or duplex (a virtual NIC reports none)")),
+            _ => {}
+        }
+        let full = duplex.as_deref() == Some("full");
+        let late = stat(after, dev, "tx_window_errors").unwrap_or(0);
+        let collisions = stat(after, dev, "collisions").unwrap_or(0);
+        if full && (late > 0 || collisions > 0) {
+            report.add(Finding {
+                severity: Severity::Critical,
+                area: "network",
+                title: format!("{dev} is full duplex but counts collisions: a duplex mismatch"),
+                evidence: vec![
+                    shown(&format!("/{base}/duplex"), "full"),
+                    shown(&format!("/{base}/statistics/collisions"), collisions),
+                    shown(&format!("/{base}/statistics/tx_window_errors"), late),
+                ],
+                why: "a full-duplex link never collides; late collisions mean the other end runs half duplex, and every one costs a retransmission and a stall".to_string(),
+                fix: format!("make both ends agree: auto-negotiation on both (ethtool -s {dev} autoneg on), or the same forced speed and duplex on both"),
+            });
+        } else if late > 0 {
+            report.add(Finding {
+                severity: Severity::Warning,
+                area: "network",
+                title: format!("{dev} counts late collisions"),
+                evidence: vec![shown(&format!("/{base}/statistics/tx_window_errors"), late)],
+                why: "late collisions on a half-duplex segment mean it is too long or overloaded, or the other end is full duplex".to_string(),
+                fix: format!("check cabling and the peer's duplex; prefer full duplex (ethtool -s {dev} duplex full)"),
+            });
+        }
+        let rising = |name: &str| {
+            let (a, b) = (stat(before, dev, name)?, stat(after, dev, name)?);
+            (b > a).then_some((a, b))
+        };
+        if let Some((a, b)) = rising("rx_crc_errors") {
+            report.add(Finding {
+                severity: Severity::Warning,
+                area: "network",
+                title: format!("{dev}'s CRC errors are rising"),
+                evidence: vec![format!("/{base}/statistics/rx_crc_errors: {a} → {b} while sampling")],
+                why: "frames arrive damaged: a bad cable or port, or a duplex mismatch; each is lost and retransmitted by TCP after a timeout".to_string(),
+                fix: format!("replace the cable or port; check duplex on both ends (ethtool {dev})"),
+            });
+        }
+        if let (Some(a), Some(b)) = (
+            before.number(&format!("{base}/carrier_changes")),
+            after.number(&format!("{base}/carrier_changes")),
+        ) {
+            if b > a {
+                report.add(Finding {
+                    severity: Severity::Warning,
+                    area: "network",
+                    title: format!("{dev}'s link is flapping"),
+                    evidence: vec![format!("/{base}/carrier_changes: {a} → {b} while sampling")],
+                    why: "each carrier loss drops traffic and renegotiates the link".to_string(),
+                    fix: "check the cable, the switch port and power saving (ethtool --show-eee)"
+                        .to_string(),
+                });
+            }
+        }
+        let missed = stat(after, dev, "rx_missed_errors").unwrap_or(0);
+        let dropped = stat(after, dev, "rx_dropped").unwrap_or(0);
+        if missed > 0 {
+            report.add(Finding {
+                severity: Severity::Warning,
+                area: "network",
+                title: format!("{dev} missed {missed} frames (receive ring overrun)"),
+                evidence: vec![shown(&format!("/{base}/statistics/rx_missed_errors"), missed)],
+                why: "the NIC had nowhere to put arriving frames: the ring was full because the host did not drain it fast enough".to_string(),
+                fix: format!("raise the ring (ethtool -G {dev} rx MAX) and spread its interrupts"),
+            });
+        } else if dropped > 0 {
+            report.add(Finding {
+                severity: Severity::Info,
+                area: "network",
+                title: format!("{dev} dropped {dropped} received packets"),
+                evidence: vec![shown(&format!("/{base}/statistics/rx_dropped"), dropped)],
+                why: "packets the stack discarded (unknown protocol, full backlog); usually harmless unless rising under load".to_string(),
+                fix: "watch it during a run (perflab watch)".to_string(),
+            });
+        }
+        match rx_ring(after, dev) {
+            Some((current, max)) if current < max => report.add(Finding {
+                severity: Severity::Warning,
+                area: "network",
+                title: format!("{dev}'s receive ring is {current} of a possible {max}"),
+                evidence: vec![format!("ethtool -g {dev}: rx {current}, maximum {max}")],
+                why: "a short ring overflows under bursts and drops frames; the labs raised buffers to their maximum before testing".to_string(),
+                fix: format!("ethtool -G {dev} rx {max}"),
+            }),
+            Some(_) => {}
+            None => report.missing(format!("{dev}: no ring buffer sizes (the driver does not report them)")),
+        }
+    }
+    if mtus.len() > 1 {
+        report.add(Finding {
+            severity: Severity::Info,
+            area: "network",
+            title: "interfaces use different MTUs".to_string(),
+            evidence: mtus
+                .iter()
+                .map(|(mtu, devs)| format!("mtu {mtu}: {}", devs.join(", ")))
+                .collect(),
+            why: "on one path, a smaller MTU at either end fragments or drops large frames (jumbo frames need every hop)".to_string(),
+            fix: "set one MTU along each path (ip link set DEV mtu N)".to_string(),
+        });
+    }
+}
+
+/// Interrupts per device concentrated on one CPU, irqbalance, RPS and the
+/// softnet backlog.
+pub fn interrupts(root: &Root, report: &mut Report) {
+    let cpus = root
+        .read("proc/stat")
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+                .count()
+        })
+        .unwrap_or(0);
+    let Some(text) = root.read("proc/interrupts") else {
+        report.missing("/proc/interrupts");
+        return;
+    };
+    let irqbalance = root.list("proc").iter().any(|pid| {
+        pid.chars().all(|c| c.is_ascii_digit())
+            && root.read(&format!("proc/{pid}/comm")).as_deref() == Some("irqbalance")
+    });
+    let mut concentrated = false;
+    for (source, counts) in crate::probe::counters::interrupts_by_source(&text) {
+        // Numbered sources are devices; LOC, RES and the like are the CPU's own.
+        if !source.chars().next().is_some_and(|c| c.is_ascii_digit()) || counts.len() < 2 {
+            continue;
+        }
+        let total: u64 = counts.iter().sum();
+        let (top_cpu, top) = counts
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, n)| **n)
+            .map(|(i, n)| (i, *n))
+            .unwrap_or((0, 0));
+        if total >= 10_000 && top as f64 >= 0.9 * total as f64 {
+            concentrated = true;
+            report.add(Finding {
+                severity: Severity::Warning,
+                area: "interrupts",
+                title: format!(
+                    "{source}: {:.0}% of its interrupts on CPU{top_cpu}",
+                    top as f64 / total as f64 * 100.0
+                ),
+                evidence: vec![format!(
+                    "/proc/interrupts {source}: {}",
+                    counts
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| format!("CPU{i} {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )],
+                why: "one CPU services every interrupt of the device while the others idle: under load it saturates in interrupt handling (%ISR) first, as one lab saw at 40% of a CPU".to_string(),
+                fix: format!(
+                    "spread it: start irqbalance, or set /proc/irq/{}/smp_affinity_list, and use several queues (ethtool -L)",
+                    source.split(':').next().unwrap_or("N")
+                ),
+            });
+        }
+    }
+    if !irqbalance && cpus > 1 {
+        report.add(Finding {
+            severity: if concentrated { Severity::Warning } else { Severity::Info },
+            area: "interrupts",
+            title: "irqbalance is not running".to_string(),
+            evidence: vec!["no process named irqbalance in /proc".to_string()],
+            why: "nothing spreads device interrupts over the CPUs; they stay where the kernel first put them".to_string(),
+            fix: "apt-get install irqbalance && systemctl enable --now irqbalance".to_string(),
+        });
+    }
+    for dev in interfaces(root) {
+        if root
+            .read(&format!("sys/class/net/{dev}/operstate"))
+            .as_deref()
+            != Some("up")
+        {
+            continue;
+        }
+        let queues = root.list(&format!("sys/class/net/{dev}/queues"));
+        let rx: Vec<&String> = queues.iter().filter(|q| q.starts_with("rx-")).collect();
+        if rx.is_empty() || cpus < 2 || rx.len() >= cpus {
+            continue;
+        }
+        let steered = rx.iter().any(|q| {
+            root.read(&format!("sys/class/net/{dev}/queues/{q}/rps_cpus"))
+                .is_some_and(|m| m.chars().any(|c| c != '0' && c != ','))
+        });
+        if !steered {
+            report.add(Finding {
+                severity: Severity::Info,
+                area: "interrupts",
+                title: format!("{dev} has {} receive queue(s) for {cpus} CPUs and no packet steering", rx.len()),
+                evidence: vec![format!("/sys/class/net/{dev}/queues: {} rx queue(s), rps_cpus all 0", rx.len())],
+                why: "receive processing for the device runs on as many CPUs as it has queues".to_string(),
+                fix: format!("more queues (ethtool -L {dev} combined {cpus}) or RPS (echo MASK > /sys/class/net/{dev}/queues/rx-0/rps_cpus)"),
+            });
+        }
+    }
+    if let Some(text) = root.read("proc/net/softnet_stat") {
+        let (mut dropped, mut squeezed) = (0u64, 0u64);
+        for line in text.lines() {
+            let cols: Vec<u64> = line
+                .split_whitespace()
+                .filter_map(|c| u64::from_str_radix(c, 16).ok())
+                .collect();
+            dropped += cols.get(1).copied().unwrap_or(0);
+            squeezed += cols.get(2).copied().unwrap_or(0);
+        }
+        if dropped > 0 {
+            report.add(Finding {
+                severity: Severity::Warning,
+                area: "interrupts",
+                title: format!("the softnet backlog dropped {dropped} packets"),
+                evidence: vec![shown("/proc/net/softnet_stat column 2 (summed)", dropped)],
+                why: "packets arrived faster than the CPUs' receive processing drained the backlog".to_string(),
+                fix: "raise net.core.netdev_max_backlog and spread receive processing (RPS, more queues)".to_string(),
+            });
+        }
+        if squeezed > 0 {
+            report.add(Finding {
+                severity: Severity::Info,
+                area: "interrupts",
+                title: format!("receive processing ran out of budget {squeezed} times"),
+                evidence: vec![shown("/proc/net/softnet_stat column 3 (summed)", squeezed)],
+                why: "the kernel's per-poll budget was used up with packets waiting (time_squeeze)"
+                    .to_string(),
+                fix: "raise net.core.netdev_budget if it rises during a run".to_string(),
+            });
+        }
+    }
+}

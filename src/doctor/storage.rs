@@ -1,0 +1,86 @@
+//! Block devices: the I/O scheduler, request queue and device queue depth
+//! (the HBA queue depth a lab fights over), rotational or not, and the
+//! write cache, from /sys/block/DEV/queue and /sys/block/DEV/device.
+
+use super::{shown, Finding, Report, Root, Severity};
+
+/// The selected scheduler of `none [mq-deadline] kyber`.
+fn selected(text: &str) -> Option<&str> {
+    text.split_whitespace()
+        .find_map(|s| s.strip_prefix('[')?.strip_suffix(']'))
+        .or_else(|| text.split_whitespace().next())
+}
+
+pub fn check(root: &Root, report: &mut Report) {
+    let disks: Vec<String> = root
+        .list("sys/block")
+        .into_iter()
+        .filter(|d| {
+            !["loop", "ram", "zram", "dm-", "sr"]
+                .iter()
+                .any(|p| d.starts_with(p))
+        })
+        .collect();
+    if disks.is_empty() {
+        report.missing("block devices (/sys/block)");
+    }
+    for dev in disks {
+        let q = |f: &str| root.read(&format!("sys/block/{dev}/queue/{f}"));
+        let rotational = q("rotational").as_deref() == Some("1");
+        let scheduler = q("scheduler");
+        if let Some(s) = scheduler.as_deref().and_then(selected) {
+            if rotational && s == "none" {
+                report.add(Finding {
+                    severity: Severity::Info,
+                    area: "storage",
+                    title: format!("{dev} is a spinning disk with no I/O scheduler"),
+                    evidence: vec![
+                        shown(&format!("/sys/block/{dev}/queue/rotational"), 1),
+                        shown(&format!("/sys/block/{dev}/queue/scheduler"), scheduler.as_deref().unwrap_or("")),
+                    ],
+                    why: "without reordering, a spinning disk seeks for every request in arrival order".to_string(),
+                    fix: format!("echo mq-deadline > /sys/block/{dev}/queue/scheduler"),
+                });
+            }
+        }
+        if let Some(depth) = root
+            .number(&format!("sys/block/{dev}/device/queue_depth"))
+            .filter(|d| *d > 0 && *d < 32)
+        {
+            report.add(Finding {
+                severity: Severity::Warning,
+                area: "storage",
+                title: format!("{dev}'s device queue depth is {depth}"),
+                evidence: vec![shown(&format!("/sys/block/{dev}/device/queue_depth"), depth)],
+                why: "no more than this many I/Os are in flight at the device: a fast array or SSD is held back under concurrent load".to_string(),
+                fix: format!("echo 32 > /sys/block/{dev}/device/queue_depth (or the HBA's maximum; check its driver's setting)"),
+            });
+        }
+        if let Some(n) = q("nr_requests")
+            .and_then(|n| n.parse::<i64>().ok())
+            .filter(|n| *n < 64)
+        {
+            report.add(Finding {
+                severity: Severity::Info,
+                area: "storage",
+                title: format!("{dev}'s request queue holds {n} requests"),
+                evidence: vec![shown(&format!("/sys/block/{dev}/queue/nr_requests"), n)],
+                why: "a short queue limits how many requests the scheduler can merge and reorder"
+                    .to_string(),
+                fix: format!("echo 256 > /sys/block/{dev}/queue/nr_requests"),
+            });
+        }
+        if let Some(cache) = q("write_cache") {
+            if !rotational && cache == "write through" {
+                report.add(Finding {
+                    severity: Severity::Info,
+                    area: "storage",
+                    title: format!("{dev} writes through its cache"),
+                    evidence: vec![shown(&format!("/sys/block/{dev}/queue/write_cache"), &cache)],
+                    why: "every write waits for the medium; with a power-safe cache, write-back is faster".to_string(),
+                    fix: "only with a battery- or capacitor-backed cache: enable write-back in the controller".to_string(),
+                });
+            }
+        }
+    }
+}
