@@ -31,6 +31,20 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Audit this host (and a database) for the classic performance traps.
     Doctor(DoctorArgs),
+    /// What differs between the hosts (and database settings) of two runs.
+    DiffHosts(DiffHostsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DiffHostsArgs {
+    /// The first run (a number from `perflab runs`, or last).
+    pub a: String,
+
+    /// The second run.
+    pub b: String,
+
+    #[command(flatten)]
+    pub store: StoreArg,
 }
 
 #[derive(Debug, Args)]

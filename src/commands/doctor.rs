@@ -66,7 +66,7 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
 }
 
 /// Connects to the target and reads the settings the checks need.
-fn read_settings(target: &str) -> anyhow::Result<doctor::DbSettings> {
+pub(super) fn read_settings(target: &str) -> anyhow::Result<doctor::DbSettings> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -68,6 +68,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Agent(agent_args) => agent::agent(agent_args),
         Command::Analyze(analyze_args) => analyze::analyze(analyze_args),
         Command::Doctor(doctor_args) => doctor::doctor(doctor_args),
+        Command::DiffHosts(diff_args) => show::diff_hosts(diff_args),
     };
     match result {
         Ok(exit) => exit as i32,

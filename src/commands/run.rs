@@ -46,6 +46,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         interrupted,
         server: plan.server.clone(),
         remotes,
+        db_url: None,
     };
     match plan.workload.clone() {
         WorkloadSpec::Null { service, stall } => {
@@ -83,6 +84,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                             "e.g. --target mysql://bank:secret@localhost/bank",
                         )
                     })?;
+                    ctx.db_url = Some(url.clone());
                     println!("preparing the bank (scale {scale}) in {}", my.display);
                     let (backend, load) =
                         MyBank::prepare(my, scale, mix, reload, isolation, max_tries)?;
@@ -128,6 +130,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
                         "e.g. --target postgres://bank@localhost/bank",
                     )
                 })?;
+            ctx.db_url = Some(url.clone());
             println!("preparing the bank (scale {scale}) in {}", pg.display);
             let (backend, load) = PgBank::prepare(pg, scale, mix, reload, isolation, max_tries)?;
             if let (Some(obj), serde_json::Value::Object(load)) =
@@ -278,6 +281,34 @@ struct RunContext<'a> {
     /// The server under test's processes (given, or the managed server).
     server: Option<ProcessSelector>,
     remotes: Vec<RemoteWatch>,
+    /// The database's address, for its settings in the inventory.
+    db_url: Option<String>,
+}
+
+/// This host's facts and, for a database target, its settings (`db.…`).
+fn inventory(db_url: Option<&str>) -> std::collections::BTreeMap<String, String> {
+    let mut inv = crate::doctor::inventory::host_inventory(&crate::doctor::Root::live());
+    if let Some(url) = db_url {
+        match super::doctor::read_settings(url) {
+            Ok(s) => {
+                inv.insert("db.engine".to_string(), s.engine.clone());
+                for (k, v) in s.settings {
+                    inv.insert(format!("db.{k}"), v);
+                }
+                if let Some((same, _)) = s.wal_on_data_device {
+                    inv.insert(
+                        "db.wal_on_data_device".to_string(),
+                        if same { "yes" } else { "no" }.to_string(),
+                    );
+                }
+            }
+            Err(e) => eprintln!(
+                "warning: the database's settings are not in the run's inventory: {}",
+                crate::commands::one_line(&format!("{e:#}"))
+            ),
+        }
+    }
+    inv
 }
 
 /// perflab itself, and the server under test when known.
@@ -319,6 +350,7 @@ fn execute<W: Workload>(
         host: HostFacts::read(),
         setup,
     })?;
+    store.save_inventory(run, &inventory(ctx.db_url.as_deref()))?;
     println!(
         "run {run}: {} on {target}, {} steps of {} after {} warm-up, {} threads, seed {}; results in {}",
         plan.workload.name(),

@@ -1,7 +1,7 @@
 //! `perflab runs` and `perflab show`: read the store, print or export.
 
 use super::Exit;
-use crate::cli::{PlanError, ShowArgs};
+use crate::cli::{DiffHostsArgs, PlanError, ShowArgs};
 use crate::report::{render_run, run_json};
 use crate::store::Store;
 use crate::units::OpsPerSec;
@@ -71,6 +71,44 @@ pub fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
                 println!("wrote run {id} to {}", file.display());
             }
         }
+    }
+    Ok(Exit::Ok)
+}
+
+/// `perflab diff-hosts A B`: the facts of two runs' hosts that differ.
+pub fn diff_hosts(args: &DiffHostsArgs) -> anyhow::Result<Exit> {
+    let store = existing_store(&args.store.store)?;
+    let (a, b) = (store.resolve_run(&args.a)?, store.resolve_run(&args.b)?);
+    let inventory = |id| -> anyhow::Result<_> {
+        store.load_run(id)?.inventory.ok_or_else(|| {
+            PlanError::new(format!(
+                "run {id} has no host inventory (runs record one since this version of perflab); compare runs made since"
+            ))
+            .into()
+        })
+    };
+    let (ia, ib) = (inventory(a)?, inventory(b)?);
+    let differences = crate::doctor::inventory::diff(&ia, &ib);
+    if differences.is_empty() {
+        println!(
+            "the hosts of runs {a} and {b} do not differ in any of the {} facts recorded",
+            ia.len().max(ib.len())
+        );
+        return Ok(Exit::Ok);
+    }
+    println!(
+        "the hosts of runs {a} and {b} differ in {} of {} facts:",
+        differences.len(),
+        ia.len().max(ib.len())
+    );
+    let width = differences.iter().map(|d| d.key.len()).max().unwrap_or(0);
+    for d in differences {
+        println!(
+            "  {:<width$}  {} → {}",
+            d.key,
+            d.a.as_deref().unwrap_or("(absent)"),
+            d.b.as_deref().unwrap_or("(absent)")
+        );
     }
     Ok(Exit::Ok)
 }

@@ -14,6 +14,7 @@
 
 mod cpu;
 pub mod database;
+pub mod inventory;
 mod memory;
 mod nic;
 mod pcie;

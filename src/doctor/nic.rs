@@ -23,7 +23,7 @@ fn stat(root: &Root, dev: &str, name: &str) -> Option<i64> {
 
 /// Current and maximum receive ring: ethtool's ring parameters on a live
 /// host; on a fixture, `ethtool/DEV/ring` holding `rx CURRENT MAX`.
-fn rx_ring(root: &Root, dev: &str) -> Option<(u32, u32)> {
+pub(super) fn rx_ring(root: &Root, dev: &str) -> Option<(u32, u32)> {
     if root.live {
         return ethtool_rx_ring(dev);
     }

@@ -91,6 +91,7 @@ pub fn run_json(run: &StoredRun) -> Value {
             "setup": run.setup,
             "op_names": run.op_names,
             "check": run.check,
+            "inventory": run.inventory,
         },
         "steps": steps,
         "verdict": crate::analyze::verdict_of_run(run, None, None),

@@ -91,6 +91,8 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 5: the verdict printed at the end of the run (JSON).
     "ALTER TABLE runs ADD COLUMN verdict TEXT;",
+    // 6: the hosts' inventory when the run started (JSON map of facts).
+    "ALTER TABLE runs ADD COLUMN inventory TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -45,6 +45,8 @@ pub struct StoredRun {
     pub host: HostFacts,
     pub setup: Option<serde_json::Value>,
     pub check: Option<CheckReport>,
+    /// The hosts' facts when the run started (`perflab diff-hosts`).
+    pub inventory: Option<std::collections::BTreeMap<String, String>>,
     pub steps: Vec<StepResult>,
 }
 
@@ -196,6 +198,7 @@ impl Store {
                     host,
                     setup: row.12.map(|s| serde_json::from_str(&s)).transpose()?,
                     check: row.13.map(|s| serde_json::from_str(&s)).transpose()?,
+                    inventory: None,
                     steps: Vec::new(),
                 })
             })??;
@@ -203,6 +206,15 @@ impl Store {
             run.status_reason =
                 Some("the perflab process writing it ended before the run finished".to_string());
         }
+        let inventory: Option<String> =
+            self.conn
+                .query_row("SELECT inventory FROM runs WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })?;
+        run.inventory = inventory
+            .map(|s| serde_json::from_str(&s))
+            .transpose()
+            .context("damaged inventory")?;
         run.steps = self.load_steps(id, run.op_names.len())?;
         Ok(run)
     }

@@ -175,6 +175,19 @@ impl Store {
         Ok(())
     }
 
+    /// Stores the hosts' inventory of a run.
+    pub fn save_inventory(
+        &mut self,
+        run: RunId,
+        inventory: &std::collections::BTreeMap<String, String>,
+    ) -> anyhow::Result<()> {
+        self.conn.execute(
+            "UPDATE runs SET inventory = ?2 WHERE id = ?1",
+            params![run, serde_json::to_string(inventory)?],
+        )?;
+        Ok(())
+    }
+
     /// Stores a run's verdict (JSON), replacing any earlier one.
     pub fn save_verdict(&mut self, run: RunId, verdict: &serde_json::Value) -> anyhow::Result<()> {
         self.conn.execute(

@@ -3,8 +3,8 @@
 //! 130; the JSON export matches its published schema.
 
 use crate::support::{
-    contains, perflab, perflab_expect, perflab_ok, repo_file, spawn_until_steps, stored_steps,
-    tempdir,
+    contains, last_export, perflab, perflab_expect, perflab_ok, repo_file, spawn_until_steps,
+    stored_steps, tempdir,
 };
 use std::time::Duration;
 
@@ -129,4 +129,39 @@ fn the_json_export_matches_its_schema() {
     let mut broken = export.clone();
     broken["steps"][0]["summary"]["throughput"] = serde_json::json!("fast");
     assert!(!validator.is_valid(&broken));
+}
+
+/// Every run stores its host's inventory; `diff-hosts` lists what differs
+/// between two runs' hosts (here, a fact changed in the store by hand).
+#[test]
+fn diff_hosts_lists_what_differs_between_two_runs() {
+    let dir = tempdir();
+    perflab_ok(dir.path(), "run null --users 1 --warmup 0s --duration 1s");
+    perflab_ok(dir.path(), "run null --users 1 --warmup 0s --duration 1s");
+    let same = perflab_ok(dir.path(), "diff-hosts 1 2");
+    contains(
+        &same,
+        "the hosts of runs 1 and 2 do not differ in any of the",
+    );
+    let export = last_export(dir.path());
+    assert!(export["run"]["inventory"]["kernel"].is_string());
+    let conn = rusqlite::Connection::open(dir.path().join("perflab.db")).unwrap();
+    let text: String = conn
+        .query_row("SELECT inventory FROM runs WHERE id = 2", [], |r| r.get(0))
+        .unwrap();
+    let mut inv: std::collections::BTreeMap<String, String> = serde_json::from_str(&text).unwrap();
+    inv.insert("sysctl.vm.swappiness".to_string(), "1".to_string());
+    inv.insert("nic.eth9.duplex".to_string(), "half".to_string());
+    conn.execute(
+        "UPDATE runs SET inventory = ?1 WHERE id = 2",
+        [serde_json::to_string(&inv).unwrap()],
+    )
+    .unwrap();
+    let out = perflab_ok(dir.path(), "diff-hosts 1 2");
+    contains(&out, "differ in 2 of");
+    contains(&out, "nic.eth9.duplex");
+    contains(&out, "(absent) → half");
+    contains(&out, "→ 1");
+    let (_, err) = perflab_expect(dir.path(), "diff-hosts 1 9", 2);
+    contains(&err, "9");
 }

@@ -1,0 +1,218 @@
+//! A host's inventory, stored with every run: kernel, CPU model and count,
+//! frequency governor, SMT, NUMA nodes, memory and swap, transparent huge
+//! pages, the sysctls that shape performance, every network interface's
+//! speed, duplex, MTU, driver and receive ring, every disk's model, size,
+//! scheduler and queue depths — and, added by the run, the database's
+//! settings. A flat map of facts, so two runs' hosts can be compared fact
+//! by fact (`perflab diff-hosts`): the first question when two runs
+//! disagree.
+
+use super::Root;
+use std::collections::BTreeMap;
+
+/// Fact name → value.
+pub type Inventory = BTreeMap<String, String>;
+
+/// The sysctls recorded (file under /proc/sys, dotted name).
+const SYSCTLS: &[&str] = &[
+    "vm/swappiness",
+    "vm/dirty_ratio",
+    "vm/dirty_background_ratio",
+    "vm/overcommit_memory",
+    "net/core/somaxconn",
+    "net/core/netdev_max_backlog",
+    "net/core/rmem_max",
+    "net/core/wmem_max",
+    "net/ipv4/tcp_congestion_control",
+    "net/ipv4/tcp_rmem",
+    "net/ipv4/tcp_wmem",
+    "kernel/numa_balancing",
+];
+
+/// Reads the inventory of the host under `root`.
+pub fn host_inventory(root: &Root) -> Inventory {
+    let mut inv = Inventory::new();
+    let mut put = |k: String, v: Option<String>| {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            inv.insert(k, v.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    };
+    put("kernel".into(), root.read("proc/sys/kernel/osrelease"));
+    put(
+        "cpu.model".into(),
+        root.read("proc/cpuinfo").and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        }),
+    );
+    let cpus = root.read("proc/stat").map(|t| {
+        t.lines()
+            .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+            .count()
+    });
+    put("cpu.count".into(), cpus.map(|n| n.to_string()));
+    put(
+        "cpu.governor".into(),
+        root.read("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+    );
+    put(
+        "cpu.smt".into(),
+        root.read("sys/devices/system/cpu/smt/active"),
+    );
+    let nodes = root
+        .list("sys/devices/system/node")
+        .into_iter()
+        .filter(|n| n.starts_with("node"))
+        .count();
+    put("numa.nodes".into(), (nodes > 0).then(|| nodes.to_string()));
+    let meminfo = |key: &str| {
+        root.read("proc/meminfo")?.lines().find_map(|l| {
+            let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+            Some(format!("{} kB", rest.split_whitespace().next()?))
+        })
+    };
+    put("memory.total".into(), meminfo("MemTotal"));
+    put("memory.swap".into(), meminfo("SwapTotal"));
+    put(
+        "memory.transparent_hugepage".into(),
+        root.read("sys/kernel/mm/transparent_hugepage/enabled"),
+    );
+    for s in SYSCTLS {
+        put(
+            format!("sysctl.{}", s.replace('/', ".")),
+            root.read(&format!("proc/sys/{s}")),
+        );
+    }
+    for dev in root.list("sys/class/net").into_iter().filter(|d| d != "lo") {
+        let base = format!("sys/class/net/{dev}");
+        let key = |f: &str| format!("nic.{dev}.{f}");
+        put(key("operstate"), root.read(&format!("{base}/operstate")));
+        put(
+            key("speed"),
+            root.number(&format!("{base}/speed"))
+                .filter(|s| *s > 0)
+                .map(|s| format!("{s} Mb/s")),
+        );
+        put(key("duplex"), root.read(&format!("{base}/duplex")));
+        put(key("mtu"), root.read(&format!("{base}/mtu")));
+        put(
+            key("driver"),
+            std::fs::read_link(root.path(&format!("{base}/device/driver")))
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
+        );
+        put(
+            key("rx_ring"),
+            super::nic::rx_ring(root, &dev).map(|(c, m)| format!("{c} of {m}")),
+        );
+    }
+    for dev in root.list("sys/block").into_iter().filter(|d| {
+        !["loop", "ram", "zram", "sr"]
+            .iter()
+            .any(|p| d.starts_with(p))
+    }) {
+        let base = format!("sys/block/{dev}");
+        let key = |f: &str| format!("disk.{dev}.{f}");
+        put(key("model"), root.read(&format!("{base}/device/model")));
+        put(
+            key("size"),
+            root.number(&format!("{base}/size"))
+                .map(|s| format!("{} GiB", (s * 512) >> 30)),
+        );
+        put(
+            key("rotational"),
+            root.read(&format!("{base}/queue/rotational")),
+        );
+        put(
+            key("scheduler"),
+            root.read(&format!("{base}/queue/scheduler")),
+        );
+        put(
+            key("nr_requests"),
+            root.read(&format!("{base}/queue/nr_requests")),
+        );
+        put(
+            key("queue_depth"),
+            root.read(&format!("{base}/device/queue_depth")),
+        );
+        put(
+            key("write_cache"),
+            root.read(&format!("{base}/queue/write_cache")),
+        );
+    }
+    inv
+}
+
+/// One fact that differs: its value in the first and the second inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    pub key: String,
+    pub a: Option<String>,
+    pub b: Option<String>,
+}
+
+/// The facts whose values differ (or exist on one side only).
+pub fn diff(a: &Inventory, b: &Inventory) -> Vec<Difference> {
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| Difference {
+            key: k.clone(),
+            a: a.get(k).cloned(),
+            b: b.get(k).cloned(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn fixture(name: &str) -> Inventory {
+        host_inventory(&Root::fixture(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures")
+                .join(name)
+                .join("t1"),
+        ))
+    }
+
+    #[test]
+    fn two_hosts_differ_in_their_nics() {
+        let (traps, clean) = (fixture("doctor-traps"), fixture("doctor-clean"));
+        assert_eq!(
+            traps.get("nic.eth1.duplex").map(String::as_str),
+            Some("half")
+        );
+        assert_eq!(
+            traps.get("nic.eth2.rx_ring").map(String::as_str),
+            Some("256 of 4096")
+        );
+        assert_eq!(
+            clean.get("sysctl.vm.swappiness").map(String::as_str),
+            Some("1")
+        );
+        let d = diff(&traps, &clean);
+        let eth1 = d.iter().find(|x| x.key == "nic.eth1.speed").unwrap();
+        assert_eq!(
+            (eth1.a.as_deref(), eth1.b.as_deref()),
+            (Some("100 Mb/s"), None)
+        );
+        assert!(d.iter().any(|x| x.key == "nic.eth0.duplex"));
+        assert!(!d.iter().any(|x| x.key == "cpu.count"), "both have 2 CPUs");
+        assert!(diff(&clean, &clean).is_empty());
+    }
+
+    #[test]
+    fn this_host_has_an_inventory() {
+        let inv = host_inventory(&Root::live());
+        assert!(inv.contains_key("kernel"));
+        assert!(inv.contains_key("cpu.count"));
+        assert!(inv.contains_key("memory.total"));
+    }
+}
