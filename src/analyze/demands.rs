@@ -6,9 +6,9 @@
 //!   busy servers are `m·U`, so `D = m·U/X`. Each demand is the slope of
 //!   busy servers against throughput (least squares with an intercept for
 //!   background work from three steps on, through the origin below that),
-//!   over the steps where no resource was above 80% busy (no contention
-//!   has yet inflated the work per operation); with none such, the lowest
-//!   load alone.
+//!   over the steps up to the peak where no resource was above 80% busy
+//!   (no contention has yet inflated the work per operation); with none
+//!   such, the lowest load alone.
 //! - Asymptotic bounds: `X ≤ m_k/D_k` for every resource, the tightest
 //!   being the bottleneck's; for a closed loop with N users and think time
 //!   Z, `X(N) ≤ min(N/(D+Z), m/D_max)` and the knee is near
@@ -111,6 +111,8 @@ pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Deman
     let mut fitted_on: Vec<usize> = points
         .iter()
         .enumerate()
+        // Past the peak, contention inflates the work per operation.
+        .filter(|(i, _)| peak.is_none_or(|k| *i <= k))
         .filter(|(_, p)| {
             p.throughput > 0.0
                 && !p.resources.is_empty()
