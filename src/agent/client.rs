@@ -79,6 +79,18 @@ impl AgentClient {
         Ok(body.samples)
     }
 
+    /// The agent host's inventory.
+    pub fn inventory(&self) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+        Ok(self.get("/v1/inventory")?.into_json()?)
+    }
+
+    /// The agent host examined by the doctor over `sample` seconds.
+    pub fn doctor(&self, sample: f64) -> anyhow::Result<crate::doctor::Report> {
+        Ok(self
+            .get(&format!("/v1/doctor?sample={sample}"))?
+            .into_json()?)
+    }
+
     /// The agent host's counters now, and the agent's clock in seconds.
     pub fn snapshot(&self) -> anyhow::Result<(f64, HostSnapshot)> {
         let body: SnapshotBody = self.get("/v1/snapshot")?.into_json()?;

@@ -134,10 +134,44 @@ fn answer(
             Err(_) => json_response(500, r#"{"error":"cannot encode the counters"}"#.to_string()),
         };
     }
+    if path == "/v1/inventory" {
+        let inventory = crate::doctor::inventory::host_inventory(&crate::doctor::Root::live());
+        return match serde_json::to_string(&inventory) {
+            Ok(body) => json_response(200, body),
+            Err(_) => json_response(
+                500,
+                r#"{"error":"cannot encode the inventory"}"#.to_string(),
+            ),
+        };
+    }
+    if path == "/v1/doctor" {
+        // Two readings `sample` seconds apart (at most 30), as `perflab doctor` takes them.
+        let sample = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("sample="))
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(5.0)
+            .min(30.0);
+        let live = crate::doctor::Root::live();
+        let report = tempfile::tempdir().and_then(|dir| {
+            let before = crate::doctor::snapshot(&live, dir.path())?;
+            std::thread::sleep(Duration::from_secs_f64(sample));
+            Ok(crate::doctor::examine(
+                &before,
+                &live,
+                &crate::doctor::Scope::default(),
+            ))
+        });
+        return match report.ok().and_then(|r| serde_json::to_string(&r).ok()) {
+            Some(body) => json_response(200, body),
+            None => json_response(500, r#"{"error":"cannot examine this host"}"#.to_string()),
+        };
+    }
     if path != "/v1/samples" {
         return json_response(
             404,
-            r#"{"error":"the agent serves /v1/samples and /v1/snapshot"}"#.to_string(),
+            r#"{"error":"the agent serves /v1/samples, /v1/snapshot, /v1/inventory and /v1/doctor"}"#.to_string(),
         );
     }
     let since = query

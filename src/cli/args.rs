@@ -68,6 +68,14 @@ pub struct DoctorArgs {
     /// Write the findings as JSON to stdout.
     #[arg(long)]
     pub json: bool,
+
+    /// Examine another host through its perflab agent: agent://HOST:PORT.
+    #[arg(long, value_name = "SOURCE")]
+    pub probe: Option<String>,
+
+    /// The token for an agent probe (a file whose first line is the token).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

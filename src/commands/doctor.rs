@@ -28,31 +28,77 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
             .into());
         }
     }
-    let live = Root::live();
-    let dir = tempfile::tempdir()?;
-    let before = doctor::snapshot(&live, dir.path())?;
     if !args.json && sample > Duration::ZERO {
         eprintln!(
             "perflab doctor: reading counters over {}…",
             crate::units::format_duration(sample)
         );
     }
-    std::thread::sleep(sample);
-    let mut report = doctor::examine(
-        &before,
-        &live,
-        &Scope {
-            server_pid: args.server_pid,
-        },
-    );
-    if let Some(target) = &args.target {
+    let mut report = match args.probe.as_deref() {
+        None | Some("local") => {
+            let live = Root::live();
+            let dir = tempfile::tempdir()?;
+            let before = doctor::snapshot(&live, dir.path())?;
+            std::thread::sleep(sample);
+            doctor::examine(
+                &before,
+                &live,
+                &Scope {
+                    server_pid: args.server_pid,
+                },
+            )
+        }
+        Some(probe) => {
+            if !probe.starts_with("agent://") {
+                return Err(PlanError::flag(
+                    "--probe",
+                    format!("'{probe}' cannot be examined: node_exporter and others give counters, not files"),
+                    "run perflab agent on that host and give --probe agent://HOST:PORT",
+                )
+                .into());
+            }
+            if args.server_pid.is_some() {
+                return Err(PlanError::flag(
+                    "--server-pid",
+                    "processes can only be examined on this host",
+                    "drop --server-pid with an agent probe",
+                )
+                .into());
+            }
+            let token = args
+                .token_file
+                .as_deref()
+                .map(crate::agent::read_token)
+                .transpose()?;
+            let client = crate::agent::AgentClient::new(probe, token)?
+                .with_timeout(sample + Duration::from_secs(10));
+            client.doctor(sample.as_secs_f64())?
+        }
+    };
+    if let Some(path) = args
+        .target
+        .as_deref()
+        .and_then(|t| t.strip_prefix("sqlite:"))
+    {
+        let path = std::path::Path::new(path);
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        doctor::target_filesystem(&Root::live(), dir, &mut report);
+    } else if let Some(target) = &args.target {
         let settings = read_settings(target)?;
+        if let Some(data) = settings.settings.get("data_directory") {
+            if std::path::Path::new(data).exists() {
+                doctor::target_filesystem(&Root::live(), std::path::Path::new(data), &mut report);
+            }
+        }
         let ram = crate::probe::HostFacts::read().memory_bytes.unwrap_or(0);
         report
             .findings
             .extend(database_findings(&settings, ram, args.users));
-        report.findings.sort_by_key(|f| f.severity);
     }
+    report.findings.sort_by_key(|f| f.severity);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -113,7 +159,7 @@ pub(super) fn read_settings(target: &str) -> anyhow::Result<doctor::DbSettings> 
                 "'{}' is not a database the doctor checks",
                 crate::plan::redact(target)
             ),
-            "give postgres://… or mysql://…",
+            "give postgres://…, mysql://… or sqlite:PATH",
         )
         .into())
     }

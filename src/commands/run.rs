@@ -350,7 +350,23 @@ fn execute<W: Workload>(
         host: HostFacts::read(),
         setup,
     })?;
-    store.save_inventory(run, &inventory(ctx.db_url.as_deref()))?;
+    let mut facts = inventory(ctx.db_url.as_deref());
+    for remote in &ctx.remotes {
+        match remote.inventory() {
+            Some(Ok(remote_facts)) => facts.extend(
+                remote_facts
+                    .into_iter()
+                    .map(|(k, v)| (format!("server.{k}"), v)),
+            ),
+            Some(Err(e)) => eprintln!(
+                "warning: no inventory from {}: {}",
+                remote.name(),
+                crate::commands::one_line(&format!("{e:#}"))
+            ),
+            None => {}
+        }
+    }
+    store.save_inventory(run, &facts)?;
     println!(
         "run {run}: {} on {target}, {} steps of {} after {} warm-up, {} threads, seed {}; results in {}",
         plan.workload.name(),

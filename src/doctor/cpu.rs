@@ -46,7 +46,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
     if !slow.is_empty() {
         report.add(Finding {
             severity: Severity::Warning,
-            area: "cpu",
+            area: "cpu".to_string(),
             title: format!(
                 "{} of {} CPUs use the '{}' frequency governor",
                 slow.len(),
@@ -68,7 +68,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
     {
         report.add(Finding {
             severity: Severity::Warning,
-            area: "cpu",
+            area: "cpu".to_string(),
             title: format!("CPUs {offline} are offline"),
             evidence: vec![shown("/sys/devices/system/cpu/offline", &offline)],
             why: "the host runs on fewer CPUs than it has".to_string(),
@@ -79,7 +79,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
         if smt == "1" {
             report.add(Finding {
                 severity: Severity::Info,
-                area: "cpu",
+                area: "cpu".to_string(),
                 title: "simultaneous multithreading is on".to_string(),
                 evidence: vec![shown("/sys/devices/system/cpu/smt/active", 1)],
                 why: "two hardware threads share each core: utilisation near 50% can already mean a core is saturated".to_string(),
@@ -95,7 +95,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
     if nodes > 1 {
         report.add(Finding {
             severity: Severity::Info,
-            area: "cpu",
+            area: "cpu".to_string(),
             title: format!("{nodes} NUMA nodes"),
             evidence: vec![format!("/sys/devices/system/node: {nodes} nodes")],
             why: "memory on the other node is slower to reach; a server spread over nodes without care pays for it".to_string(),
@@ -111,7 +111,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
         if share >= 0.05 {
             report.add(Finding {
                 severity: Severity::Warning,
-                area: "cpu",
+                area: "cpu".to_string(),
                 title: format!("{:.1}% of CPU time was stolen by the hypervisor", share * 100.0),
                 evidence: vec![format!("/proc/stat steal: {s0} → {s1} ticks of {} while sampling", t1 - t0)],
                 why: "this virtual machine shares its physical CPUs with others: its throughput depends on its neighbours".to_string(),
@@ -120,7 +120,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
         } else if s1 > 0 {
             report.add(Finding {
                 severity: Severity::Info,
-                area: "cpu",
+                area: "cpu".to_string(),
                 title: "this is a virtual machine (the hypervisor has taken steal time)"
                     .to_string(),
                 evidence: vec![shown("/proc/stat steal ticks", s1)],
@@ -134,7 +134,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
         if let Some(quota) = limit.quota_cpus.filter(|q| *q < cpus.len().max(1) as f64) {
             report.add(Finding {
                 severity: Severity::Warning,
-                area: "cpu",
+                area: "cpu".to_string(),
                 title: format!(
                     "the server (pid {pid}) is limited to {quota:.2} CPUs by its cgroup"
                 ),

@@ -61,7 +61,7 @@ pub fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Fi
         if let Some((true, evidence)) = &s.wal_on_data_device {
             out.push(Finding {
                 severity: Severity::Warning,
-                area: "database",
+                area: "database".to_string(),
                 title: "PostgreSQL's WAL is on the data directory's device".to_string(),
                 evidence: vec![evidence.clone()],
                 why: "every commit waits for a WAL flush that competes with data writes and checkpoints on the same disk; a log on its own drive serves commits sequentially".to_string(),
@@ -76,7 +76,7 @@ pub fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Fi
             if let Some(v) = get(s, name).filter(|v| *v == "off") {
                 out.push(Finding {
                     severity,
-                    area: "database",
+                    area: "database".to_string(),
                     title: format!("{name} is off: durability traded for speed"),
                     evidence: vec![setting(name, v)],
                     why: why.to_string(),
@@ -89,7 +89,7 @@ pub fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Fi
             if !(0.1..=0.5).contains(&share) {
                 out.push(Finding {
                     severity: Severity::Info,
-                    area: "database",
+                    area: "database".to_string(),
                     title: format!("shared_buffers is {} of {} RAM ({:.0}%)", gib(sb), gib(ram), share * 100.0),
                     evidence: vec![setting("shared_buffers", &sb.to_string())],
                     why: "the usual start is about a quarter of RAM: far less rereads from the OS cache, far more leaves too little for it and for sorts".to_string(),
@@ -104,7 +104,7 @@ pub fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Fi
             if max < users + 3 {
                 out.push(Finding {
                     severity: Severity::Critical,
-                    area: "database",
+                    area: "database".to_string(),
                     title: format!("max_connections is {max}, the sweep needs {users} users"),
                     evidence: vec![setting("max_connections", &max.to_string())],
                     why: "sessions beyond the limit are refused: the top of the sweep would measure errors, not the server".to_string(),
@@ -117,7 +117,7 @@ pub fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Fi
         if let Some(v) = get(s, "innodb_flush_log_at_trx_commit").filter(|v| *v != "1") {
             out.push(Finding {
                 severity: Severity::Warning,
-                area: "database",
+                area: "database".to_string(),
                 title: format!("innodb_flush_log_at_trx_commit is {v}: commits are not flushed"),
                 evidence: vec![setting("innodb_flush_log_at_trx_commit", v)],
                 why: "up to a second of committed transactions can be lost in a crash; throughput looks higher than with durable commits".to_string(),
@@ -129,7 +129,7 @@ pub fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Fi
             if share < 0.1 {
                 out.push(Finding {
                     severity: Severity::Info,
-                    area: "database",
+                    area: "database".to_string(),
                     title: format!("the InnoDB buffer pool is {} of {} RAM ({:.1}%)", gib(pool), gib(ram), share * 100.0),
                     evidence: vec![setting("innodb_buffer_pool_size", &pool.to_string())],
                     why: "a pool smaller than the working set reads pages from disk that a dedicated server would hold in memory".to_string(),
@@ -140,7 +140,7 @@ pub fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Fi
         if let Some(log) = bytes(s, "innodb_log_file_size").filter(|l| *l < 256 << 20) {
             out.push(Finding {
                 severity: Severity::Info,
-                area: "database",
+                area: "database".to_string(),
                 title: format!("the InnoDB redo log is {} MiB", log >> 20),
                 evidence: vec![setting("innodb_log_file_size", &log.to_string())],
                 why: "a small redo log forces frequent checkpoints under write load: throughput dips while they flush".to_string(),

@@ -25,7 +25,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
         if b > a {
             report.add(Finding {
                 severity: Severity::Warning,
-                area: "memory",
+                area: "memory".to_string(),
                 title: format!("the host is swapping ({} pages while sampling)", b - a),
                 evidence: vec![format!("/proc/vmstat pswpin + pswpout: {a} → {b}")],
                 why: "memory is short: pages go to disk and come back at disk speed, and latency follows".to_string(),
@@ -41,7 +41,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
         if used > 0 {
             report.add(Finding {
                 severity: Severity::Info,
-                area: "memory",
+                area: "memory".to_string(),
                 title: format!("{} MiB of swap in use", used / 1024),
                 evidence: vec![format!("/proc/meminfo SwapTotal {total} kB, SwapFree {free} kB")],
                 why: "something was pushed out under memory pressure; it comes back slowly when touched".to_string(),
@@ -53,7 +53,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
         if thp.contains("[always]") {
             report.add(Finding {
                 severity: Severity::Info,
-                area: "memory",
+                area: "memory".to_string(),
                 title: "transparent huge pages are always on".to_string(),
                 evidence: vec![shown("/sys/kernel/mm/transparent_hugepage/enabled", &thp)],
                 why: "databases see latency spikes while the kernel compacts memory for huge pages; most advise madvise or never".to_string(),
@@ -66,7 +66,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
     if let Some(s) = root.number("proc/sys/vm/swappiness").filter(|s| *s > 10) {
         report.add(Finding {
             severity: Severity::Info,
-            area: "memory",
+            area: "memory".to_string(),
             title: format!("vm.swappiness is {s}"),
             evidence: vec![shown("/proc/sys/vm/swappiness", s)],
             why: "the kernel swaps out idle process memory to keep file cache; a database server usually wants its memory kept".to_string(),
@@ -76,7 +76,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
     if root.number("proc/sys/vm/overcommit_memory") == Some(2) {
         report.add(Finding {
             severity: Severity::Info,
-            area: "memory",
+            area: "memory".to_string(),
             title: "strict memory overcommit (vm.overcommit_memory = 2)".to_string(),
             evidence: vec![shown("/proc/sys/vm/overcommit_memory", 2)],
             why: "allocations fail once the commit limit is reached, even with free memory"
@@ -90,7 +90,7 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
             if total == 0 || limit < total {
                 report.add(Finding {
                     severity: Severity::Info,
-                    area: "memory",
+                    area: "memory".to_string(),
                     title: format!("the server (pid {pid}) is limited to {} MiB by its cgroup", limit / 1024 / 1024),
                     evidence: vec![format!("memory cgroup limit of pid {pid}: {limit} bytes")],
                     why: "the server is reclaimed or killed at this limit, whatever the host has free".to_string(),

@@ -18,17 +18,18 @@ pub mod inventory;
 mod memory;
 mod nic;
 mod pcie;
-mod storage;
+pub mod storage;
 
 pub use database::{
     database_findings, mariadb_settings, postgres_settings, wal_device, DbSettings,
 };
+pub use storage::target_filesystem;
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Critical,
@@ -47,11 +48,11 @@ impl Severity {
 }
 
 /// One trap found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Finding {
     pub severity: Severity,
     /// `network`, `interrupts`, `pcie`, `cpu`, `storage`, `memory`, `database`.
-    pub area: &'static str,
+    pub area: String,
     pub title: String,
     /// What was read: `file = value`.
     pub evidence: Vec<String>,
@@ -60,7 +61,7 @@ pub struct Finding {
 }
 
 /// Everything the doctor found, and what it could not look at.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, Default)]
 pub struct Report {
     pub findings: Vec<Finding>,
     /// What this host does not expose (a virtual NIC's speed, cpufreq).
@@ -156,7 +157,7 @@ pub fn examine(before: &Root, after: &Root, scope: &Scope) -> Report {
     memory::check(before, after, scope, &mut report);
     report
         .findings
-        .sort_by(|a, b| a.severity.cmp(&b.severity).then(a.area.cmp(b.area)));
+        .sort_by(|a, b| a.severity.cmp(&b.severity).then(a.area.cmp(&b.area)));
     report
 }
 
@@ -271,5 +272,30 @@ mod tests {
         let before = snapshot(&live, dir.path()).unwrap();
         let r = examine(&before, &live, &Scope::default());
         assert!(r.findings.len() + r.unavailable.len() > 0);
+    }
+}
+
+#[cfg(test)]
+mod filesystem_tests {
+    use super::*;
+
+    /// The fixture host mounts the database's filesystem sync and without
+    /// barriers.
+    #[test]
+    fn a_targets_mount_options_are_checked() {
+        let root = Root::fixture(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/doctor-traps/t1"),
+        );
+        let mut r = Report::default();
+        target_filesystem(&root, Path::new("/var/lib/postgresql/data"), &mut r);
+        let titles: Vec<&str> = r.findings.iter().map(|f| f.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            [
+                "/var/lib/postgresql/data is on a filesystem mounted sync",
+                "/var/lib/postgresql/data is on a filesystem without write barriers"
+            ]
+        );
+        assert!(r.findings[0].evidence[0].contains("/dev/sdb1 on /var/lib/postgresql"));
     }
 }

@@ -110,7 +110,7 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
         match (speed, duplex.as_deref()) {
             (Some(s), Some("half")) if s >= 100 => report.add(Finding {
                 severity: Severity::Critical,
-                area: "network",
+                area: "network".to_string(),
                 title: format!("{dev} runs at half duplex at {s} Mb/s"),
                 evidence: vec![
                     shown(&format!("/{base}/speed"), s),
@@ -128,7 +128,7 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
         if full && (late > 0 || collisions > 0) {
             report.add(Finding {
                 severity: Severity::Critical,
-                area: "network",
+                area: "network".to_string(),
                 title: format!("{dev} is full duplex but counts collisions: a duplex mismatch"),
                 evidence: vec![
                     shown(&format!("/{base}/duplex"), "full"),
@@ -141,7 +141,7 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
         } else if late > 0 {
             report.add(Finding {
                 severity: Severity::Warning,
-                area: "network",
+                area: "network".to_string(),
                 title: format!("{dev} counts late collisions"),
                 evidence: vec![shown(&format!("/{base}/statistics/tx_window_errors"), late)],
                 why: "late collisions on a half-duplex segment mean it is too long or overloaded, or the other end is full duplex".to_string(),
@@ -155,7 +155,7 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
         if let Some((a, b)) = rising("rx_crc_errors") {
             report.add(Finding {
                 severity: Severity::Warning,
-                area: "network",
+                area: "network".to_string(),
                 title: format!("{dev}'s CRC errors are rising"),
                 evidence: vec![format!("/{base}/statistics/rx_crc_errors: {a} → {b} while sampling")],
                 why: "frames arrive damaged: a bad cable or port, or a duplex mismatch; each is lost and retransmitted by TCP after a timeout".to_string(),
@@ -169,7 +169,7 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
             if b > a {
                 report.add(Finding {
                     severity: Severity::Warning,
-                    area: "network",
+                    area: "network".to_string(),
                     title: format!("{dev}'s link is flapping"),
                     evidence: vec![format!("/{base}/carrier_changes: {a} → {b} while sampling")],
                     why: "each carrier loss drops traffic and renegotiates the link".to_string(),
@@ -183,7 +183,7 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
         if missed > 0 {
             report.add(Finding {
                 severity: Severity::Warning,
-                area: "network",
+                area: "network".to_string(),
                 title: format!("{dev} missed {missed} frames (receive ring overrun)"),
                 evidence: vec![shown(&format!("/{base}/statistics/rx_missed_errors"), missed)],
                 why: "the NIC had nowhere to put arriving frames: the ring was full because the host did not drain it fast enough".to_string(),
@@ -192,7 +192,7 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
         } else if dropped > 0 {
             report.add(Finding {
                 severity: Severity::Info,
-                area: "network",
+                area: "network".to_string(),
                 title: format!("{dev} dropped {dropped} received packets"),
                 evidence: vec![shown(&format!("/{base}/statistics/rx_dropped"), dropped)],
                 why: "packets the stack discarded (unknown protocol, full backlog); usually harmless unless rising under load".to_string(),
@@ -202,7 +202,7 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
         match rx_ring(after, dev) {
             Some((current, max)) if current < max => report.add(Finding {
                 severity: Severity::Warning,
-                area: "network",
+                area: "network".to_string(),
                 title: format!("{dev}'s receive ring is {current} of a possible {max}"),
                 evidence: vec![format!("ethtool -g {dev}: rx {current}, maximum {max}")],
                 why: "a short ring overflows under bursts and drops frames; the labs raised buffers to their maximum before testing".to_string(),
@@ -215,7 +215,7 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
     if mtus.len() > 1 {
         report.add(Finding {
             severity: Severity::Info,
-            area: "network",
+            area: "network".to_string(),
             title: "interfaces use different MTUs".to_string(),
             evidence: mtus
                 .iter()
@@ -263,7 +263,7 @@ pub fn interrupts(root: &Root, report: &mut Report) {
             concentrated = true;
             report.add(Finding {
                 severity: Severity::Warning,
-                area: "interrupts",
+                area: "interrupts".to_string(),
                 title: format!(
                     "{source}: {:.0}% of its interrupts on CPU{top_cpu}",
                     top as f64 / total as f64 * 100.0
@@ -288,7 +288,7 @@ pub fn interrupts(root: &Root, report: &mut Report) {
     if !irqbalance && cpus > 1 {
         report.add(Finding {
             severity: if concentrated { Severity::Warning } else { Severity::Info },
-            area: "interrupts",
+            area: "interrupts".to_string(),
             title: "irqbalance is not running".to_string(),
             evidence: vec!["no process named irqbalance in /proc".to_string()],
             why: "nothing spreads device interrupts over the CPUs; they stay where the kernel first put them".to_string(),
@@ -315,7 +315,7 @@ pub fn interrupts(root: &Root, report: &mut Report) {
         if !steered {
             report.add(Finding {
                 severity: Severity::Info,
-                area: "interrupts",
+                area: "interrupts".to_string(),
                 title: format!("{dev} has {} receive queue(s) for {cpus} CPUs and no packet steering", rx.len()),
                 evidence: vec![format!("/sys/class/net/{dev}/queues: {} rx queue(s), rps_cpus all 0", rx.len())],
                 why: "receive processing for the device runs on as many CPUs as it has queues".to_string(),
@@ -336,7 +336,7 @@ pub fn interrupts(root: &Root, report: &mut Report) {
         if dropped > 0 {
             report.add(Finding {
                 severity: Severity::Warning,
-                area: "interrupts",
+                area: "interrupts".to_string(),
                 title: format!("the softnet backlog dropped {dropped} packets"),
                 evidence: vec![shown("/proc/net/softnet_stat column 2 (summed)", dropped)],
                 why: "packets arrived faster than the CPUs' receive processing drained the backlog".to_string(),
@@ -346,7 +346,7 @@ pub fn interrupts(root: &Root, report: &mut Report) {
         if squeezed > 0 {
             report.add(Finding {
                 severity: Severity::Info,
-                area: "interrupts",
+                area: "interrupts".to_string(),
                 title: format!("receive processing ran out of budget {squeezed} times"),
                 evidence: vec![shown("/proc/net/softnet_stat column 3 (summed)", squeezed)],
                 why: "the kernel's per-poll budget was used up with packets waiting (time_squeeze)"

@@ -40,7 +40,7 @@ pub fn check(root: &Root, report: &mut Report) {
         };
         report.add(Finding {
             severity: Severity::Warning,
-            area: "pcie",
+            area: "pcie".to_string(),
             title: format!(
                 "{dev} ({what}) runs its PCIe link at {cur_s} x{} of a possible {max_s} x{}",
                 cur_w.unwrap_or(0),

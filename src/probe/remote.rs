@@ -68,6 +68,14 @@ impl RemoteProbe {
         })
     }
 
+    /// The source host's inventory: an agent's; none from a node_exporter.
+    pub fn inventory(&self) -> Option<anyhow::Result<std::collections::BTreeMap<String, String>>> {
+        match &self.kind {
+            Kind::Agent(client) => Some(client.inventory()),
+            Kind::NodeExporter { .. } => None,
+        }
+    }
+
     /// The source's counters now.
     pub fn snapshot(&self) -> anyhow::Result<RemoteSnapshot> {
         match &self.kind {
@@ -148,6 +156,11 @@ impl RemoteWatch {
             last: Some(first),
             answering: true,
         })
+    }
+
+    /// The probe's host inventory (see [`RemoteProbe::inventory`]).
+    pub fn inventory(&self) -> Option<anyhow::Result<std::collections::BTreeMap<String, String>>> {
+        self.probe.inventory()
     }
 
     /// The probe as given.

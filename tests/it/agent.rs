@@ -148,3 +148,30 @@ fn an_agent_will_not_listen_beyond_loopback_without_a_token() {
     contains(&err, "refusing to listen on 0.0.0.0:0 without a token");
     assert_eq!(err.trim_end().lines().count(), 1);
 }
+
+/// The doctor examines the agent's host, with the token; only an agent
+/// can be examined.
+#[test]
+fn the_doctor_examines_an_agents_host() {
+    let dir = tempdir();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "d0ct0r-t0ken\n").unwrap();
+    let agent = Agent::start(dir.path(), &token_file);
+    let out = crate::support::perflab(dir.path())
+        .args(["doctor", "--sample", "0s", "--json", "--probe"])
+        .arg(format!("agent://127.0.0.1:{}", agent.port))
+        .arg("--token-file")
+        .arg(&token_file)
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["findings"].is_array() && report["unavailable"].is_array());
+    let (_, err) = perflab_expect(
+        dir.path(),
+        "doctor --sample 0s --probe node-exporter://127.0.0.1:9100",
+        2,
+    );
+    contains(&err, "cannot be examined");
+    agent.stop();
+}

@@ -186,6 +186,14 @@ fn the_doctor_examines_this_machine() {
         assert!(!f["fix"].as_str().unwrap().is_empty());
     }
     assert!(report["unavailable"].is_array());
+    // A SQLite target: its filesystem's mount options and free space.
+    let code = crate::support::perflab(dir.path())
+        .args(["doctor", "--sample", "0s", "--target", "sqlite:bank.db"])
+        .output()
+        .unwrap()
+        .status
+        .code();
+    assert!(matches!(code, Some(0 | 1)));
     let (_, err) = crate::support::perflab_expect(dir.path(), "doctor --sample soon", 2);
     crate::support::contains(&err, "--sample");
     let (_, err) =

@@ -62,7 +62,10 @@ fn a_run_stores_the_agents_samples_and_the_gap_when_it_stops() {
         1,
         "said once: {stderr}"
     );
-    let steps = probe_samples(&last_export(dir.path()));
+    let export = last_export(dir.path());
+    // The agent's host inventory is stored with the run, as server.*.
+    assert!(export["run"]["inventory"]["server.kernel"].is_string());
+    let steps = probe_samples(&export);
     assert_eq!(steps.len(), 2);
     assert!(steps[0].len() >= 2);
     for sample in &steps[0] {
