@@ -247,6 +247,21 @@ mod tests {
             found(&r, "interfaces use different MTUs").severity,
             Severity::Info
         );
+        assert_eq!(
+            found(&r, "eth1 has auto-negotiation off").severity,
+            Severity::Warning
+        );
+        let slow = found(
+            &r,
+            "eth3 runs at 100 Mb/s though both ends can do 1000 Mb/s",
+        );
+        assert_eq!(slow.severity, Severity::Warning);
+        assert!(slow.evidence[2].contains("link partner advertised"));
+        // eth2 runs at the best mode both ends share: not reported.
+        assert!(!r
+            .findings
+            .iter()
+            .any(|f| f.title.starts_with("eth2 runs at")));
         assert_eq!(r.worst(), Some(Severity::Critical));
         // Critical first.
         assert_eq!(r.findings[0].severity, Severity::Critical);

@@ -49,19 +49,8 @@ fn ethtool_rx_ring(dev: &str) -> Option<(u32, u32)> {
         rx_jumbo: u32,
         tx: u32,
     }
-    #[repr(C)]
-    struct IfReq {
-        name: [u8; 16],
-        data: *mut libc::c_void,
-        _pad: [u8; 16],
-    }
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    const ETHTOOL_GRINGPARAM: u32 = 0x10;
-    if dev.len() >= 16 {
-        return None;
-    }
     let mut ring = RingParam {
-        cmd: ETHTOOL_GRINGPARAM,
+        cmd: 0x10,
         rx_max: 0,
         rx_mini_max: 0,
         rx_jumbo_max: 0,
@@ -71,14 +60,31 @@ fn ethtool_rx_ring(dev: &str) -> Option<(u32, u32)> {
         rx_jumbo: 0,
         tx: 0,
     };
+    ethtool_ioctl(dev, (&mut ring as *mut RingParam).cast())?;
+    (ring.rx_max > 0).then_some((ring.rx, ring.rx_max))
+}
+
+/// One `SIOCETHTOOL` request on `dev` with `data` (an ethtool command
+/// structure whose first field names the command).
+fn ethtool_ioctl(dev: &str, data: *mut libc::c_void) -> Option<()> {
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; 16],
+        data: *mut libc::c_void,
+        _pad: [u8; 16],
+    }
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    if dev.len() >= 16 {
+        return None;
+    }
     let mut req = IfReq {
         name: [0; 16],
-        data: (&mut ring as *mut RingParam).cast(),
+        data,
         _pad: [0; 16],
     };
     req.name[..dev.len()].copy_from_slice(dev.as_bytes());
     // SAFETY: a datagram socket used only for this ioctl, closed below; the
-    // request points at `ring`, which outlives the call.
+    // request points at the caller's structure, which outlives the call.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
         if fd < 0 {
@@ -86,11 +92,101 @@ fn ethtool_rx_ring(dev: &str) -> Option<(u32, u32)> {
         }
         let rc = libc::ioctl(fd, SIOCETHTOOL as _, &mut req);
         libc::close(fd);
-        if rc != 0 {
-            return None;
-        }
+        (rc == 0).then_some(())
     }
-    (ring.rx_max > 0).then_some((ring.rx, ring.rx_max))
+}
+
+/// Link modes as ethtool's legacy `ETHTOOL_GSET` reports them: bit →
+/// (name, Mb/s). Only the twisted-pair modes are named here.
+const MODES: [(u32, &str, u32); 7] = [
+    (0, "10baseT/Half", 10),
+    (1, "10baseT/Full", 10),
+    (2, "100baseT/Half", 100),
+    (3, "100baseT/Full", 100),
+    (4, "1000baseT/Half", 1000),
+    (5, "1000baseT/Full", 1000),
+    (12, "10000baseT/Full", 10000),
+];
+
+/// Auto-negotiation and the modes this end and its partner advertise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LinkSettings {
+    pub autoneg: bool,
+    pub advertised: Vec<&'static str>,
+    pub partner: Vec<&'static str>,
+}
+
+fn names(mask: u32) -> Vec<&'static str> {
+    MODES
+        .iter()
+        .filter(|(bit, _, _)| mask & (1 << bit) != 0)
+        .map(|(_, name, _)| *name)
+        .collect()
+}
+
+/// The link settings: ethtool's ioctl on a live host; on a fixture,
+/// `ethtool/DEV/settings` with lines `autoneg on|off`, `advertised MODES…`
+/// and `partner MODES…`.
+pub(super) fn link_settings(root: &Root, dev: &str) -> Option<LinkSettings> {
+    if root.live {
+        return ethtool_link_settings(dev);
+    }
+    let text = root.read(&format!("ethtool/{dev}/settings"))?;
+    let modes = |key: &str| -> Vec<&'static str> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|rest| {
+                rest.split_whitespace()
+                    .filter_map(|m| MODES.iter().find(|(_, n, _)| *n == m).map(|(_, n, _)| *n))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    Some(LinkSettings {
+        autoneg: text.lines().any(|l| l.trim() == "autoneg on"),
+        advertised: modes("advertised"),
+        partner: modes("partner"),
+    })
+}
+
+/// `ETHTOOL_GSET` through `SIOCETHTOOL`.
+fn ethtool_link_settings(dev: &str) -> Option<LinkSettings> {
+    #[repr(C)]
+    #[derive(Default)]
+    struct Cmd {
+        cmd: u32,
+        supported: u32,
+        advertising: u32,
+        speed: u16,
+        duplex: u8,
+        port: u8,
+        phy_address: u8,
+        transceiver: u8,
+        autoneg: u8,
+        mdio_support: u8,
+        maxtxpkt: u32,
+        maxrxpkt: u32,
+        speed_hi: u16,
+        eth_tp_mdix: u8,
+        eth_tp_mdix_ctrl: u8,
+        lp_advertising: u32,
+        reserved: [u32; 2],
+    }
+    let mut cmd = Cmd {
+        cmd: 0x1,
+        ..Cmd::default()
+    };
+    ethtool_ioctl(dev, (&mut cmd as *mut Cmd).cast())?;
+    // A virtual NIC answers with nothing advertised: no settings to judge.
+    (cmd.supported != 0).then(|| LinkSettings {
+        autoneg: cmd.autoneg != 0,
+        advertised: names(cmd.advertising),
+        partner: names(cmd.lp_advertising),
+    })
+}
+
+fn mode_speed(name: &str) -> u32 {
+    MODES.iter().find(|(_, n, _)| *n == name).map_or(0, |m| m.2)
 }
 
 pub fn check(before: &Root, after: &Root, report: &mut Report) {
@@ -121,6 +217,40 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
             }),
             (None, _) => report.missing(format!("{dev}: no link speed or duplex (a virtual NIC reports none)")),
             _ => {}
+        }
+        if let Some(link) = link_settings(after, dev) {
+            if !link.autoneg {
+                report.add(Finding {
+                    severity: Severity::Warning,
+                    area: "network".to_string(),
+                    title: format!("{dev} has auto-negotiation off"),
+                    evidence: vec![format!("ethtool {dev}: Auto-negotiation: off")],
+                    why: "a forced speed and duplex against an auto-negotiating peer is how duplex mismatches are made: the peer falls back to half duplex".to_string(),
+                    fix: format!("ethtool -s {dev} autoneg on (and on the switch port)"),
+                });
+            }
+            let best = link
+                .advertised
+                .iter()
+                .filter(|m| link.partner.contains(m))
+                .map(|m| mode_speed(m))
+                .max();
+            if let (Some(best), Some(s)) = (best, speed) {
+                if i64::from(best) > s {
+                    report.add(Finding {
+                        severity: Severity::Warning,
+                        area: "network".to_string(),
+                        title: format!("{dev} runs at {s} Mb/s though both ends can do {best} Mb/s"),
+                        evidence: vec![
+                            shown(&format!("/{base}/speed"), s),
+                            format!("ethtool {dev}: advertised {}", link.advertised.join(" ")),
+                            format!("ethtool {dev}: link partner advertised {}", link.partner.join(" ")),
+                        ],
+                        why: "the link trained below the fastest mode both ends offer: a cable or port fault (a broken pair drops gigabit to 100 Mb/s)".to_string(),
+                        fix: format!("replace the cable, try another port, then ethtool -r {dev} to renegotiate"),
+                    });
+                }
+            }
         }
         let full = duplex.as_deref() == Some("full");
         let late = stat(after, dev, "tx_window_errors").unwrap_or(0);
