@@ -121,6 +121,28 @@ fn both_mixes_run_and_check_on_mariadb() {
     contains(&out, "check: passed");
     // The server's counters are stored with every interval.
     let export: serde_json::Value = crate::support::last_export(dir.path());
+    // The server's settings are in the run's inventory.
+    assert_eq!(export["run"]["inventory"]["db.engine"], "mariadb");
+    assert!(export["run"]["inventory"]["db.innodb_buffer_pool_size"].is_string());
+    // The doctor reads them too: the test server's buffer pool is small.
+    let doctor = crate::support::perflab(dir.path())
+        .args(["doctor", "--sample", "0s", "--json", "--target", &url])
+        .output()
+        .unwrap();
+    assert!(matches!(doctor.status.code(), Some(0 | 1)), "{doctor:?}");
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert!(
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["area"] == "database"
+                && f["title"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("the InnoDB buffer pool is")),
+        "{report}"
+    );
     let step = &export["steps"][1];
     let commits = step["db"]["counters"]["commits"].as_f64().unwrap();
     assert!(commits >= step["summary"]["completed"].as_f64().unwrap() * 0.9);
