@@ -22,6 +22,8 @@ if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ] \
 fi
 # The node_exporter probe is tested against a real exporter on loopback.
 command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
+# The HTML report is opened in a real headless browser.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
         echo "error: missing ${need_apt[*]}; run this script as root or install them" >&2

@@ -123,9 +123,17 @@ pub fn bottleneck(
             saturated.push((at, busiest));
         }
     }
-    saturated.sort_by(|a, b| b.1.utilisation.total_cmp(&a.1.utilisation));
-    // The whole-host CPU names a CPU bottleneck before any single CPU.
-    saturated.sort_by_key(|(_, r)| r.kind == ResourceKind::OneCpu);
+    // The busiest first; the whole host's CPUs before a single CPU unless
+    // that one is busier by more than 2 points (a server held to it).
+    let rank = |r: &super::points::ResourceUse| {
+        r.utilisation
+            + if r.kind == ResourceKind::Cpu {
+                0.02
+            } else {
+                0.0
+            }
+    };
+    saturated.sort_by(|a, b| rank(b.1).total_cmp(&rank(a.1)));
     let plateau = knee.is_some() || peak + 1 < points.len();
     // A saturated resource holds throughput level past the peak; a curve
     // that falls away while sessions wait on each other is contention.

@@ -7,10 +7,12 @@
 
 pub mod bottleneck;
 pub mod capacity;
+pub mod compare;
 pub mod demands;
 pub mod latency;
 pub mod mva;
 pub mod points;
+pub mod stats;
 pub mod usl;
 
 pub use bottleneck::{Bottleneck, BottleneckKind, RunShape};
@@ -114,7 +116,15 @@ pub fn verdict_of_run(run: &StoredRun, slos: Option<Vec<Slo>>, max_cv: Option<f6
 /// CPU used on this host by processes other than perflab and the server:
 /// a step that shared the host with other work measured that work too.
 fn others_on_the_host(points: &[StepPoint], embedded: bool) -> Vec<String> {
-    points
+    let stolen = points.iter().filter_map(|p| {
+        let steal = p.extras.steal.filter(|s| *s >= 0.05)?;
+        Some(format!(
+            "at {} the hypervisor gave {} of the CPU time to other guests (steal): the host was shared",
+            capacity::load_text(p),
+            crate::units::Percent(steal)
+        ))
+    });
+    let others = points
         .iter()
         .filter_map(|p| {
             let busy = p.extras.busy_cpus?;
@@ -131,8 +141,8 @@ fn others_on_the_host(points: &[StepPoint], embedded: bool) -> Vec<String> {
                     others
                 )
             })
-        })
-        .collect()
+        });
+    stolen.chain(others).collect()
 }
 
 /// The verdict of complete points (any order), for a run of this shape.

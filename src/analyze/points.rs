@@ -68,6 +68,8 @@ pub struct HostExtras {
     pub server_cpus: Option<f64>,
     /// The host's busy CPUs (busy share × CPUs).
     pub busy_cpus: Option<f64>,
+    /// Share of CPU time the hypervisor gave to other guests.
+    pub steal: Option<f64>,
 }
 
 /// What the analysis knows of one step.
@@ -305,5 +307,6 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
                 .map(|p| p.cpu())
         }),
         busy_cpus: weighted_mean(samples, |s| s.cpu.map(|c| c.busy() * s.cpus.len() as f64)),
+        steal: weighted_mean(samples, |s| s.cpu.map(|c| c.steal)),
     }
 }

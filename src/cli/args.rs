@@ -33,6 +33,58 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// What differs between the hosts (and database settings) of two runs.
     DiffHosts(DiffHostsArgs),
+    /// Compare runs with a baseline, level by level, with significance tests.
+    Compare(CompareArgs),
+    /// Write runs as a self-contained HTML report, Markdown or CSV, from the store alone.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The runs (numbers from `perflab runs`, or last); several overlay their curves.
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+
+    /// Write one self-contained HTML file (charts as inline SVG).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+
+    /// Write Markdown.
+    #[arg(long, value_name = "FILE")]
+    pub md: Option<std::path::PathBuf>,
+
+    /// Write steps.csv and intervals.csv into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline run, then the runs to compare with it.
+    #[arg(required = true, num_args = 2..)]
+    pub runs: Vec<String>,
+
+    /// A scorecard: weights of throughput, p95 and cpu_per_op, e.g. throughput=0.4,p95=0.4,cpu_per_op=0.2.
+    #[arg(long, value_name = "WEIGHTS")]
+    pub weights: Option<String>,
+
+    /// What a run's setup costs, RUN=AMOUNT (repeatable): prints peak throughput per unit of cost.
+    #[arg(long, value_name = "RUN=AMOUNT")]
+    pub cost: Vec<String>,
+
+    /// Markdown instead of the terminal table.
+    #[arg(long)]
+    pub md: bool,
+
+    /// JSON instead of the terminal table.
+    #[arg(long, conflicts_with = "md")]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub store: StoreArg,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ mod agent;
 mod analyze;
 mod check;
 mod doctor;
+mod report;
 mod run;
 mod show;
 mod watch;
@@ -69,6 +70,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Analyze(analyze_args) => analyze::analyze(analyze_args),
         Command::Doctor(doctor_args) => doctor::doctor(doctor_args),
         Command::DiffHosts(diff_args) => show::diff_hosts(diff_args),
+        Command::Compare(compare_args) => analyze::compare(compare_args),
+        Command::Report(report_args) => report::report(report_args),
     };
     match result {
         Ok(exit) => exit as i32,

@@ -6,7 +6,11 @@ mod json;
 mod progress;
 mod table;
 
+mod compare;
+pub mod html;
+pub mod svg;
 mod verdict;
+pub use compare::{render_compare, render_compare_md};
 pub use host::{host_table, host_tables, probe_sources, use_line, HostSource, StepHost};
 pub use json::{run_json, SCHEMA_ID};
 pub use progress::Progress;

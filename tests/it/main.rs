@@ -9,4 +9,5 @@ mod host;
 mod mariadb;
 mod postgres;
 mod probes;
+mod report;
 mod support;

@@ -1,0 +1,269 @@
+//! Comparing runs against a baseline, level by level, with statistics that
+//! will not colour noise as a win: at each load level both runs ran, the
+//! throughput samples (per-interval throughputs of the level's run, or one
+//! value per run of the level with `--repeat`) are compared with a
+//! two-sided Mann–Whitney U test at α = 0.05, and the ratio of their means
+//! gets a 95% bootstrap interval. A difference that is not significant is
+//! `~`. The summary compares the peaks, the knees and the bottlenecks
+//! ("clearing one bottleneck exposes the next"), an optional weighted
+//! scorecard and throughput per unit of cost.
+
+use super::capacity::load_text;
+use super::stats::{mann_whitney_p, ratio_interval};
+use super::{StepPoint, Verdict};
+use crate::engine::StepStatus;
+use crate::measure::Phase;
+use crate::store::StoredRun;
+use serde::Serialize;
+
+/// Significance level of every test.
+pub const ALPHA: f64 = 0.05;
+
+/// A contender's difference from the baseline at one level.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Difference {
+    /// Contender's mean throughput over the baseline's.
+    pub ratio: f64,
+    pub ci: (f64, f64),
+    pub p_value: f64,
+    pub significant: bool,
+}
+
+/// One run at one level.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    /// Mean of the samples, operations per second.
+    pub throughput: f64,
+    pub p95_s: f64,
+    /// Samples the test used, and what they are.
+    pub samples: usize,
+    pub across: &'static str,
+    /// Against the baseline (none for the baseline itself).
+    pub vs_base: Option<Difference>,
+}
+
+/// One load level across the runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelRow {
+    pub load: f64,
+    pub label: String,
+    /// One per run, in the order given; none where a run lacks the level.
+    pub cells: Vec<Option<Cell>>,
+}
+
+/// One run's summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub run: i64,
+    pub peak_throughput: Option<f64>,
+    pub peak_load: Option<String>,
+    pub knee_load: Option<String>,
+    pub bottleneck: Option<String>,
+    /// The peak against the baseline's peak.
+    pub peak_vs_base: Option<Difference>,
+    /// Weighted score (baseline = the sum of the weights), with `--weights`.
+    pub score: Option<f64>,
+    /// `--cost`: the amount, and peak throughput per unit of it.
+    pub cost: Option<(f64, f64)>,
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub levels: Vec<LevelRow>,
+    pub runs: Vec<RunSummary>,
+    pub weights: Vec<(String, f64)>,
+}
+
+/// The throughput samples of a run at a load level: one per run of the
+/// level when it ran more than once, else one per measured interval.
+fn samples(run: &StoredRun, load: f64) -> (Vec<f64>, &'static str) {
+    let steps: Vec<_> = run
+        .steps
+        .iter()
+        .filter(|s| s.level.value() == load && s.status == StepStatus::Ok)
+        .collect();
+    if steps.len() >= 2 {
+        return (
+            steps.iter().map(|s| s.summary().throughput).collect(),
+            "runs",
+        );
+    }
+    let values = steps
+        .iter()
+        .flat_map(|s| s.intervals.iter())
+        .filter(|i| i.phase == Phase::Measured && i.length.as_secs_f64() > 0.0)
+        .map(|i| i.tally.all_ops().completed() as f64 / i.length.as_secs_f64())
+        .collect();
+    (values, "intervals")
+}
+
+fn difference(base: &[f64], other: &[f64], seed: u64) -> Option<Difference> {
+    let (ratio, lo, hi) = ratio_interval(base, other, seed)?;
+    let p_value = mann_whitney_p(base, other)?;
+    Some(Difference {
+        ratio,
+        ci: (lo, hi),
+        p_value,
+        significant: p_value < ALPHA,
+    })
+}
+
+/// Parses `--weights throughput=0.4,p95=0.4,cpu_per_op=0.2`.
+pub fn parse_weights(text: &str) -> Result<Vec<(String, f64)>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        let (name, w) = part
+            .split_once('=')
+            .ok_or_else(|| format!("'{part}' is not NAME=WEIGHT"))?;
+        if !["throughput", "p95", "cpu_per_op"].contains(&name) {
+            return Err(format!(
+                "'{name}' is not a metric (throughput, p95, cpu_per_op)"
+            ));
+        }
+        let w: f64 = w
+            .parse()
+            .ok()
+            .filter(|w: &f64| w.is_finite() && *w >= 0.0)
+            .ok_or_else(|| format!("'{w}' is not a weight"))?;
+        out.push((name.to_string(), w));
+    }
+    if out.is_empty() {
+        return Err("no weights".to_string());
+    }
+    Ok(out)
+}
+
+/// The metric a weight applies to, at a run's peak: higher is better for
+/// throughput; p95 and CPU per operation are inverted so higher is better.
+fn metric(point: &StepPoint, name: &str) -> Option<f64> {
+    match name {
+        "throughput" => Some(point.throughput),
+        "p95" => Some(point.response.p95.as_secs_f64()),
+        "cpu_per_op" => {
+            let cpus = point.extras.busy_cpus.unwrap_or(point.generator.cpus);
+            (point.throughput > 0.0).then(|| cpus / point.throughput)
+        }
+        _ => None,
+    }
+}
+
+/// Compares `runs[1..]` with `runs[0]`; `verdicts` in the same order;
+/// `costs` per run (none where not given).
+pub fn compare(
+    runs: &[StoredRun],
+    verdicts: &[Verdict],
+    weights: &[(String, f64)],
+    costs: &[Option<f64>],
+    seed: u64,
+) -> Comparison {
+    let mut loads: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.steps.iter().map(|s| s.level.value()))
+        .collect();
+    loads.sort_by(f64::total_cmp);
+    loads.dedup();
+    let levels = loads
+        .iter()
+        .map(|&load| {
+            let base = samples(&runs[0], load).0;
+            let cells = runs
+                .iter()
+                .zip(verdicts)
+                .enumerate()
+                .map(|(i, (run, verdict))| {
+                    let (values, across) = samples(run, load);
+                    if values.is_empty() {
+                        return None;
+                    }
+                    let p95_s = verdict
+                        .points
+                        .iter()
+                        .find(|p| p.load == load)
+                        .map_or(0.0, |p| p.response.p95.as_secs_f64());
+                    Some(Cell {
+                        throughput: values.iter().sum::<f64>() / values.len() as f64,
+                        p95_s,
+                        samples: values.len(),
+                        across,
+                        vs_base: (i > 0).then(|| difference(&base, &values, seed)).flatten(),
+                    })
+                })
+                .collect();
+            let label = runs
+                .iter()
+                .flat_map(|r| r.steps.iter())
+                .find(|s| s.level.value() == load)
+                .map_or(load.to_string(), |s| match s.level {
+                    crate::plan::Level::Users(n) => format!("{n} users"),
+                    crate::plan::Level::Rate(r) => format!("{}/s", crate::units::OpsPerSec(r)),
+                });
+            LevelRow { load, label, cells }
+        })
+        .collect();
+    fn peak_point(v: &Verdict) -> Option<&StepPoint> {
+        v.peak.map(|i| &v.points[i])
+    }
+    let base_peak = peak_point(&verdicts[0]).map(|p| samples(&runs[0], p.load).0);
+    let runs_out = runs
+        .iter()
+        .zip(verdicts)
+        .enumerate()
+        .map(|(i, (run, verdict))| {
+            let peak = peak_point(verdict);
+            let peak_vs_base = match (i, &base_peak, peak) {
+                (1.., Some(base), Some(p)) => difference(base, &samples(run, p.load).0, seed),
+                _ => None,
+            };
+            let score = (!weights.is_empty())
+                .then(|| {
+                    let base = peak_point(&verdicts[0])?;
+                    let p = peak?;
+                    weights
+                        .iter()
+                        .map(|(name, w)| {
+                            let (b, m) = (metric(base, name)?, metric(p, name)?);
+                            let relative = if name == "throughput" { m / b } else { b / m };
+                            Some(w * relative)
+                        })
+                        .sum::<Option<f64>>()
+                })
+                .flatten();
+            RunSummary {
+                run: run.id,
+                peak_throughput: peak.map(|p| p.throughput),
+                peak_load: peak.map(load_text),
+                knee_load: verdict
+                    .knee
+                    .as_ref()
+                    .map(|k| load_text(&verdict.points[k.at])),
+                bottleneck: verdict.bottleneck.as_ref().map(|b| b.name.clone()),
+                peak_vs_base,
+                score,
+                cost: costs.get(i).copied().flatten().and_then(|c| {
+                    let x = peak?.throughput;
+                    (c > 0.0).then_some((c, x / c))
+                }),
+            }
+        })
+        .collect();
+    Comparison {
+        levels,
+        runs: runs_out,
+        weights: weights.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_parse() {
+        let w = parse_weights("throughput=0.4,p95=0.4,cpu_per_op=0.2").unwrap();
+        assert_eq!(w.len(), 3);
+        assert!(parse_weights("speed=1").is_err());
+        assert!(parse_weights("p95=-1").is_err());
+        assert!(parse_weights("").is_err());
+    }
+}

@@ -1,0 +1,148 @@
+//! `perflab report RUN [RUN…]`: the runs as one self-contained HTML file
+//! (`--html`), Markdown (`--md`) or CSV files (`--csv DIR`), made from the
+//! store alone.
+
+use super::Exit;
+use crate::analyze::verdict_of_run;
+use crate::cli::{PlanError, ReportArgs};
+use crate::report::html::{render_html, ReportRun};
+use std::fmt::Write;
+use std::path::Path;
+
+fn write_file(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).map_err(|e| {
+        PlanError::flag(
+            flag,
+            format!("cannot write {}: {e}", path.display()),
+            "give a writable path",
+        )
+        .into()
+    })
+}
+
+/// Runs `perflab report`.
+pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
+    if args.html.is_none() && args.md.is_none() && args.csv.is_none() {
+        return Err(
+            PlanError::new("say what to write: --html FILE, --md FILE or --csv DIR").into(),
+        );
+    }
+    let store = super::show::existing_store(&args.store.store)?;
+    let mut runs = Vec::new();
+    for r in &args.runs {
+        runs.push(store.load_run(store.resolve_run(r)?)?);
+    }
+    let verdicts: Vec<_> = runs.iter().map(|r| verdict_of_run(r, None, None)).collect();
+    let pairs: Vec<ReportRun<'_>> = runs
+        .iter()
+        .zip(&verdicts)
+        .map(|(run, verdict)| ReportRun { run, verdict })
+        .collect();
+    if let Some(path) = &args.html {
+        write_file(path, &render_html(&pairs), "--html")?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.md {
+        write_file(path, &markdown(&pairs), "--md")?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(dir) = &args.csv {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            PlanError::flag(
+                "--csv",
+                format!("cannot make {}: {e}", dir.display()),
+                "give a writable directory",
+            )
+        })?;
+        let (steps, intervals) = csv(&pairs);
+        write_file(&dir.join("steps.csv"), &steps, "--csv")?;
+        write_file(&dir.join("intervals.csv"), &intervals, "--csv")?;
+        println!("wrote {}/steps.csv and intervals.csv", dir.display());
+    }
+    Ok(Exit::Ok)
+}
+
+fn markdown(runs: &[ReportRun<'_>]) -> String {
+    let mut out = String::new();
+    for r in runs {
+        let run = r.run;
+        let _ = writeln!(
+            out,
+            "# perflab run {}\n\n{} on `{}`, {} → {}, {}\n",
+            run.id,
+            run.workload,
+            run.target.replace('`', "'"),
+            run.started_at,
+            run.finished_at.as_deref().unwrap_or("(not finished)"),
+            run.status.as_str()
+        );
+        let _ = writeln!(
+            out,
+            "## Verdict\n\n```\n{}```\n",
+            crate::report::render_verdict(r.verdict, run.id)
+        );
+        let _ = writeln!(
+            out,
+            "## Steps\n\n```\n{}```\n",
+            crate::report::step_table(&run.steps)
+        );
+    }
+    out
+}
+
+fn csv(runs: &[ReportRun<'_>]) -> (String, String) {
+    let mut steps = String::from(
+        "run,step,load_kind,load,status,throughput,p50_s,p95_s,p99_s,max_s,errors,retries,perflab_cpus\n",
+    );
+    let mut intervals =
+        String::from("run,step,load,interval,phase,start_s,length_s,throughput,p95_s\n");
+    for r in runs {
+        for s in &r.run.steps {
+            let sum = s.summary();
+            let kind = match s.level {
+                crate::plan::Level::Users(_) => "users",
+                crate::plan::Level::Rate(_) => "rate",
+            };
+            let _ = writeln!(
+                steps,
+                "{},{},{kind},{},{},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{:.3}",
+                r.run.id,
+                s.index,
+                s.level.value(),
+                s.status.as_str(),
+                sum.throughput,
+                sum.response.p50.as_secs_f64(),
+                sum.response.p95.as_secs_f64(),
+                sum.response.p99.as_secs_f64(),
+                sum.response.max.as_secs_f64(),
+                sum.errors,
+                sum.retries,
+                s.usage.cpu_share()
+            );
+            for (i, iv) in s.intervals.iter().enumerate() {
+                let secs = iv.length.as_secs_f64();
+                let all = iv.tally.all_ops();
+                let _ = writeln!(
+                    intervals,
+                    "{},{},{},{i},{},{:.3},{:.3},{:.3},{:.6}",
+                    r.run.id,
+                    s.index,
+                    s.level.value(),
+                    iv.phase.as_str(),
+                    iv.start.as_secs_f64(),
+                    secs,
+                    if secs > 0.0 {
+                        all.completed() as f64 / secs
+                    } else {
+                        0.0
+                    },
+                    crate::measure::LatencySummary::of(&all.response)
+                        .p95
+                        .as_secs_f64()
+                );
+            }
+        }
+    }
+    // CSV fields here are numbers and fixed words only: nothing to quote.
+    (steps, intervals)
+}

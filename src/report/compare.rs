@@ -1,0 +1,165 @@
+//! A comparison as a terminal table or Markdown: per level each run's
+//! throughput and p95, and for contenders the ratio to the baseline with
+//! its 95% interval — `~` when the difference is not significant, `+` or
+//! `−` when it is — then the summary: peaks, knees, bottlenecks, score,
+//! cost.
+
+use crate::analyze::compare::{Comparison, Difference};
+use crate::units::{Latency, OpsPerSec};
+use std::fmt::Write;
+use std::time::Duration;
+
+fn verdict_mark(d: &Difference) -> &'static str {
+    match (d.significant, d.ratio >= 1.0) {
+        (false, _) => "~",
+        (true, true) => "+",
+        (true, false) => "-",
+    }
+}
+
+fn diff_text(d: &Difference) -> String {
+    format!(
+        "{} {:.2} [{:.2}, {:.2}]",
+        verdict_mark(d),
+        d.ratio,
+        d.ci.0,
+        d.ci.1
+    )
+}
+
+/// The rows of the level table: header, then one row per level.
+fn rows(c: &Comparison) -> Vec<Vec<String>> {
+    let mut header = vec!["load".to_string()];
+    for (i, r) in c.runs.iter().enumerate() {
+        header.push(format!("run {} tps", r.run));
+        header.push("p95".to_string());
+        if i > 0 {
+            header.push(format!("run {} / run {}", r.run, c.runs[0].run));
+        }
+    }
+    let mut out = vec![header];
+    for level in &c.levels {
+        let mut row = vec![level.label.clone()];
+        for (i, cell) in level.cells.iter().enumerate() {
+            match cell {
+                Some(cell) => {
+                    row.push(OpsPerSec(cell.throughput).to_string());
+                    row.push(Latency(Duration::from_secs_f64(cell.p95_s.max(0.0))).to_string());
+                    if i > 0 {
+                        row.push(cell.vs_base.as_ref().map_or("-".to_string(), diff_text));
+                    }
+                }
+                None => {
+                    row.extend(["-".to_string(), "-".to_string()]);
+                    if i > 0 {
+                        row.push("-".to_string());
+                    }
+                }
+            }
+        }
+        out.push(row);
+    }
+    out
+}
+
+fn summary_lines(c: &Comparison) -> Vec<String> {
+    let base = &c.runs[0];
+    let mut out = Vec::new();
+    for r in &c.runs {
+        let mut line = format!(
+            "run {}: peak {}/s at {}; knee {}; bottleneck {}",
+            r.run,
+            r.peak_throughput
+                .map_or("-".to_string(), |x| OpsPerSec(x).to_string()),
+            r.peak_load.as_deref().unwrap_or("-"),
+            r.knee_load
+                .as_deref()
+                .map_or("none".to_string(), |k| format!("at {k}")),
+            r.bottleneck.as_deref().unwrap_or("-")
+        );
+        if let Some(d) = &r.peak_vs_base {
+            let _ = write!(
+                line,
+                "; peak vs run {}: {}{}",
+                base.run,
+                diff_text(d),
+                if d.significant {
+                    ""
+                } else {
+                    " (no significant difference)"
+                }
+            );
+        }
+        if r.run != base.run {
+            let moved = r.bottleneck != base.bottleneck;
+            let _ = write!(
+                line,
+                "; bottleneck {}",
+                if moved { "moved" } else { "unchanged" }
+            );
+        }
+        if let Some(score) = r.score {
+            let _ = write!(line, "; score {score:.2}");
+        }
+        if let Some((cost, per)) = r.cost {
+            let _ = write!(line, "; {per:.2}/s per unit of cost ({cost})");
+        }
+        out.push(line);
+    }
+    if !c.weights.is_empty() {
+        out.push(format!(
+            "score: Σ weight × (metric at the run's peak relative to run {}; lower p95 and cpu_per_op count as better), weights {}",
+            base.run,
+            c.weights
+                .iter()
+                .map(|(n, w)| format!("{n}={w}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    out
+}
+
+/// The terminal form.
+pub fn render_compare(c: &Comparison) -> String {
+    let rows = rows(c);
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = format!(
+        "compare: run {} is the baseline; ratio [95% CI], ~ = no significant difference (Mann–Whitney, α = 0.05)\n",
+        c.runs[0].run
+    );
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(v, w)| format!("{v:>w$}"))
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join("  "));
+    }
+    out.push('\n');
+    for line in summary_lines(c) {
+        let _ = writeln!(out, "  {line}");
+    }
+    out
+}
+
+/// The Markdown form.
+pub fn render_compare_md(c: &Comparison) -> String {
+    let rows = rows(c);
+    let mut out = format!(
+        "## Comparison with run {}\n\nRatio of mean throughput with its 95% bootstrap interval; `~` = no significant difference (Mann–Whitney U, α = 0.05), `+`/`-` = significantly higher/lower.\n\n",
+        c.runs[0].run
+    );
+    let _ = writeln!(out, "| {} |", rows[0].join(" | "));
+    let _ = writeln!(out, "|{}|", vec!["---:"; rows[0].len()].join("|"));
+    for row in &rows[1..] {
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+    }
+    out.push('\n');
+    for line in summary_lines(c) {
+        let _ = writeln!(out, "- {line}");
+    }
+    out
+}

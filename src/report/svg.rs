@@ -1,0 +1,344 @@
+//! Small hand-written SVG line charts for the HTML report: linear or
+//! logarithmic axes with ticks, several series with a legend, point
+//! markers whose `<title>` gives the exact value on hover, vertical marks
+//! (a knee, step boundaries). Everything is escaped text; no script.
+
+use std::fmt::Write;
+
+/// One line of a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (a model, a bound) and without markers.
+    pub dashed: bool,
+}
+
+/// A vertical mark at an x value, with a label.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    pub x: f64,
+    pub label: String,
+}
+
+/// A chart's axes and content.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub log_x: bool,
+    pub log_y: bool,
+    pub series: Vec<Series>,
+    pub marks: Vec<Mark>,
+    /// How x values are printed on ticks and hovers (the percentile plot
+    /// shows 1/(1−p) as a percentile).
+    pub x_format: fn(f64) -> String,
+    pub y_format: fn(f64) -> String,
+}
+
+/// Escapes text for HTML and SVG.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A number the way a tick shows it.
+pub fn number(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 100.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A duration in seconds the way a tick shows it.
+pub fn seconds(v: f64) -> String {
+    crate::units::Latency(std::time::Duration::from_secs_f64(v.max(0.0))).to_string()
+}
+
+/// A share as a percentage.
+pub fn percent(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+const PALETTE: [&str; 8] = [
+    "#1f5fa8", "#c4431b", "#2e8b3d", "#7b3fa0", "#b8860b", "#00838f", "#6d4c41", "#d81b60",
+];
+
+const W: f64 = 640.0;
+const H: f64 = 320.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 28.0;
+const BOTTOM: f64 = 64.0;
+
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+}
+
+impl Axis {
+    fn new(values: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> Option<Self> {
+        let vals: Vec<f64> = values
+            .filter(|v| v.is_finite() && (!log || *v > 0.0))
+            .collect();
+        let (mut lo, mut hi) = vals
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(*v), b.max(*v))
+            });
+        if vals.is_empty() {
+            return None;
+        }
+        if log {
+            lo = 10f64.powf(lo.log10().floor());
+            hi = 10f64.powf(hi.log10().ceil());
+            if hi <= lo {
+                hi = lo * 10.0;
+            }
+        } else {
+            if from_zero {
+                lo = lo.min(0.0);
+            }
+            if hi <= lo {
+                hi = lo + 1.0;
+            }
+            hi += (hi - lo) * 0.05;
+        }
+        Some(Axis { lo, hi, log })
+    }
+
+    /// Position in 0..=1.
+    fn at(&self, v: f64) -> f64 {
+        if self.log {
+            (v.max(self.lo).log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        }
+    }
+
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            let mut out = Vec::new();
+            let mut v = self.lo;
+            while v <= self.hi * 1.000_001 {
+                out.push(v);
+                v *= 10.0;
+            }
+            return out;
+        }
+        let span = self.hi - self.lo;
+        let raw = span / 5.0;
+        let mag = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .map(|m| m * mag)
+            .find(|s| span / s <= 6.0)
+            .unwrap_or(mag * 10.0);
+        let mut out = Vec::new();
+        let mut v = (self.lo / step).ceil() * step;
+        while v <= self.hi {
+            out.push(v);
+            v += step;
+        }
+        out
+    }
+}
+
+impl Chart {
+    /// The chart as an inline `<svg>` element, or a note when it has no data.
+    pub fn render(&self) -> String {
+        let xs = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0));
+        let ys = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1));
+        let (Some(x), Some(y)) = (
+            Axis::new(xs.chain(self.marks.iter().map(|m| m.x)), self.log_x, false),
+            Axis::new(ys, self.log_y, true),
+        ) else {
+            return format!(
+                "<p class=\"nodata\">{}: no data in this run.</p>",
+                escape(&self.title)
+            );
+        };
+        let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+        let px = |v: f64| LEFT + x.at(v) * pw;
+        let py = |v: f64| TOP + (1.0 - y.at(v)) * ph;
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{t}\"><title>{t}</title>",
+            t = escape(&self.title)
+        );
+        let _ = write!(
+            out,
+            "<text x=\"{LEFT}\" y=\"18\" class=\"ctitle\">{}</text>",
+            escape(&self.title)
+        );
+        for t in y.ticks() {
+            let yy = py(t);
+            let _ = write!(
+                out,
+                "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" class=\"grid\"/><text x=\"{}\" y=\"{:.1}\" class=\"ytick\">{}</text>",
+                W - RIGHT,
+                LEFT - 4.0,
+                yy + 4.0,
+                escape(&(self.y_format)(t))
+            );
+        }
+        for t in x.ticks() {
+            let xx = px(t);
+            let _ = write!(
+                out,
+                "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{}\" class=\"grid\"/><text x=\"{xx:.1}\" y=\"{}\" class=\"xtick\">{}</text>",
+                TOP + ph,
+                TOP + ph + 14.0,
+                escape(&(self.x_format)(t))
+            );
+        }
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{}\" class=\"xlabel\">{}</text><text x=\"12\" y=\"{}\" class=\"ylabel\" transform=\"rotate(-90 12 {})\">{}</text>",
+            LEFT + pw / 2.0,
+            TOP + ph + 30.0,
+            escape(&self.x_label),
+            TOP + ph / 2.0,
+            TOP + ph / 2.0,
+            escape(&self.y_label)
+        );
+        for m in &self.marks {
+            let xx = px(m.x);
+            let _ = write!(
+                out,
+                "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{}\" class=\"mark\"><title>{}</title></line><text x=\"{:.1}\" y=\"{}\" class=\"marklabel\">{}</text>",
+                TOP + ph,
+                escape(&m.label),
+                xx + 3.0,
+                TOP + 10.0,
+                escape(&m.label)
+            );
+        }
+        for (i, s) in self.series.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            let pts: Vec<String> = s
+                .points
+                .iter()
+                .filter(|(a, b)| a.is_finite() && b.is_finite() && (!self.log_y || *b > 0.0))
+                .map(|(a, b)| format!("{:.1},{:.1}", px(*a), py(*b)))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            let _ =
+                write!(
+                out,
+                "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"{}\"{} points=\"{}\"/>",
+                if s.dashed { 1.5 } else { 2.0 },
+                if s.dashed { " stroke-dasharray=\"5 4\"" } else { "" },
+                pts.join(" ")
+            );
+            if !s.dashed {
+                for (a, b) in &s.points {
+                    if !(a.is_finite() && b.is_finite()) || (self.log_y && *b <= 0.0) {
+                        continue;
+                    }
+                    let _ = write!(
+                        out,
+                        "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"><title>{}: {} = {}, {} = {}</title></circle>",
+                        px(*a),
+                        py(*b),
+                        escape(&s.name),
+                        escape(&self.x_label),
+                        escape(&(self.x_format)(*a)),
+                        escape(&self.y_label),
+                        escape(&(self.y_format)(*b))
+                    );
+                }
+            }
+            let lx = LEFT + (i % 4) as f64 * (pw / 4.0);
+            let ly = H - 14.0 + if i >= 4 { 0.0 } else { -12.0 };
+            let _ = write!(
+                out,
+                "<line x1=\"{lx:.1}\" x2=\"{:.1}\" y1=\"{ly:.1}\" y2=\"{ly:.1}\" stroke=\"{color}\" stroke-width=\"2\"{}/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{}</text>",
+                lx + 16.0,
+                if s.dashed { " stroke-dasharray=\"5 4\"" } else { "" },
+                lx + 20.0,
+                ly + 4.0,
+                escape(&s.name)
+            );
+        }
+        out.push_str("</svg>");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_from_outside_is_escaped() {
+        assert_eq!(
+            escape("<script>a&b</script>\""),
+            "&lt;script&gt;a&amp;b&lt;/script&gt;&quot;"
+        );
+        let chart = Chart {
+            title: "<b>x</b>".to_string(),
+            x_label: "users".to_string(),
+            y_label: "tps".to_string(),
+            log_x: false,
+            log_y: true,
+            series: vec![Series {
+                name: "run <1>".to_string(),
+                points: vec![(1.0, 10.0), (2.0, 100.0)],
+                dashed: false,
+            }],
+            marks: vec![],
+            x_format: number,
+            y_format: number,
+        };
+        let svg = chart.render();
+        assert!(!svg.contains("<b>") && svg.contains("&lt;b&gt;"));
+        assert!(svg.contains("run &lt;1&gt;: users = 2, tps = 100"));
+        assert_eq!(svg.matches("<circle").count(), 2);
+    }
+
+    #[test]
+    fn a_chart_without_data_says_so() {
+        let chart = Chart {
+            title: "empty".to_string(),
+            x_label: "x".to_string(),
+            y_label: "y".to_string(),
+            log_x: false,
+            log_y: false,
+            series: vec![],
+            marks: vec![],
+            x_format: number,
+            y_format: number,
+        };
+        assert!(chart.render().contains("no data"));
+    }
+}
