@@ -38,12 +38,20 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
         .zip(&verdicts)
         .map(|(run, verdict)| ReportRun { run, verdict })
         .collect();
+    let comparison = (runs.len() > 1).then(|| {
+        let seed = runs[0].plan_resolved["seed"].as_u64().unwrap_or(1);
+        crate::analyze::compare::compare(&runs, &verdicts, &[], &vec![None; runs.len()], seed)
+    });
     if let Some(path) = &args.html {
-        write_file(path, &render_html(&pairs), "--html")?;
+        write_file(path, &render_html(&pairs, comparison.as_ref()), "--html")?;
         println!("wrote {}", path.display());
     }
     if let Some(path) = &args.md {
-        write_file(path, &markdown(&pairs), "--md")?;
+        let mut text = markdown(&pairs);
+        if let Some(c) = &comparison {
+            text.push_str(&crate::report::render_compare_md(c));
+        }
+        write_file(path, &text, "--md")?;
         println!("wrote {}", path.display());
     }
     if let Some(dir) = &args.csv {

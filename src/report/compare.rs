@@ -28,7 +28,7 @@ fn diff_text(d: &Difference) -> String {
 }
 
 /// The rows of the level table: header, then one row per level.
-fn rows(c: &Comparison) -> Vec<Vec<String>> {
+pub(crate) fn rows(c: &Comparison) -> Vec<Vec<String>> {
     let mut header = vec!["load".to_string()];
     for (i, r) in c.runs.iter().enumerate() {
         header.push(format!("run {} tps", r.run));
@@ -62,7 +62,7 @@ fn rows(c: &Comparison) -> Vec<Vec<String>> {
     out
 }
 
-fn summary_lines(c: &Comparison) -> Vec<String> {
+pub(crate) fn summary_lines(c: &Comparison) -> Vec<String> {
     let base = &c.runs[0];
     let mut out = Vec::new();
     for r in &c.runs {

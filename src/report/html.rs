@@ -42,8 +42,12 @@ fn label(r: &ReportRun<'_>, several: bool, what: &str) -> String {
     }
 }
 
-/// The whole report.
-pub fn render_html(runs: &[ReportRun<'_>]) -> String {
+/// The whole report; with several runs, `comparison` compares them with
+/// the first.
+pub fn render_html(
+    runs: &[ReportRun<'_>],
+    comparison: Option<&crate::analyze::compare::Comparison>,
+) -> String {
     let ids: Vec<String> = runs.iter().map(|r| r.run.id.to_string()).collect();
     let mut out = String::new();
     let _ = write!(
@@ -58,6 +62,30 @@ pub fn render_html(runs: &[ReportRun<'_>]) -> String {
     out.push_str("<h2>Verdict</h2>");
     for r in runs {
         verdict_section(&mut out, r);
+    }
+    if let Some(c) = comparison {
+        let rows = super::compare::rows(c);
+        let _ = write!(
+            out,
+            "<h2>Comparison with run {}</h2><p>Ratio of mean throughput with its 95% bootstrap interval; ~ = no significant difference (Mann–Whitney U, α = 0.05), +/- = significantly higher/lower.</p><table><tr>",
+            c.runs[0].run
+        );
+        for h in &rows[0] {
+            let _ = write!(out, "<th>{}</th>", escape(h));
+        }
+        out.push_str("</tr>");
+        for row in &rows[1..] {
+            out.push_str("<tr>");
+            for cell in row {
+                let _ = write!(out, "<td>{}</td>", escape(cell));
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</table><ul>");
+        for line in super::compare::summary_lines(c) {
+            let _ = write!(out, "<li>{}</li>", escape(&line));
+        }
+        out.push_str("</ul>");
     }
     out.push_str("<h2>Charts</h2>");
     charts(&mut out, runs);

@@ -26,7 +26,7 @@ fn the_html_report_loads_in_a_browser_with_every_chart_drawn() {
     for service in ["2ms", "1ms"] {
         perflab_ok(
             dir.path(),
-            &format!("run null --service {service} --users 1,2,4 --warmup 0s --duration 2s"),
+            &format!("run null --service {service} --users 1,2 --warmup 0s --duration 4s"),
         );
     }
     let page = dir.path().join("report.html");
@@ -70,6 +70,9 @@ fn the_html_report_loads_in_a_browser_with_every_chart_drawn() {
     let both = std::fs::read_to_string(both).unwrap();
     contains(&both, "run 1 throughput");
     contains(&both, "run 2 throughput");
+    // With the comparison: half the service time is significantly faster.
+    contains(&both, "<h2>Comparison with run 1</h2>");
+    contains(&both, "<td>+ ");
 }
 
 #[test]
