@@ -24,17 +24,9 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
         None => print!("{}", render_verdict(&verdict, id)),
         Some(file) => {
             let text = serde_json::to_string_pretty(&verdict)?;
-            if file.as_os_str() == "-" {
-                println!("{text}");
-            } else {
-                std::fs::write(file, text + "\n")
-                    .map_err(|e| {
-                        PlanError::new(format!(
-                            "cannot write {}: {e}; give --json a writable path",
-                            file.display()
-                        ))
-                    })
-                    .with_context(|| format!("writing the verdict of run {id}"))?;
+            if super::write_output(file, &text, "--json")
+                .with_context(|| format!("writing the verdict of run {id}"))?
+            {
                 println!("wrote the verdict of run {id} to {}", file.display());
             }
         }

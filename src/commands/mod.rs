@@ -88,6 +88,22 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     }
 }
 
+/// Writes `text` to `file`, or to standard output when `file` is `-`;
+/// a path that cannot be written is bad input naming `flag`.
+pub(crate) fn write_output(file: &std::path::Path, text: &str, flag: &str) -> anyhow::Result<bool> {
+    if file.as_os_str() == "-" {
+        println!("{text}");
+        return Ok(false);
+    }
+    std::fs::write(file, format!("{text}\n")).map_err(|e| {
+        PlanError::new(format!(
+            "cannot write {}: {e}; give {flag} a writable path",
+            file.display()
+        ))
+    })?;
+    Ok(true)
+}
+
 /// Folds a message onto one line.
 pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -10,14 +10,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn write_file(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).map_err(|e| {
-        PlanError::flag(
-            flag,
-            format!("cannot write {}: {e}", path.display()),
-            "give a writable path",
-        )
-        .into()
-    })
+    super::write_output(path, text.trim_end_matches('\n'), flag).map(|_| ())
 }
 
 /// Runs `perflab report`.

@@ -57,17 +57,9 @@ pub fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
         None => print!("{}", render_run(&run)),
         Some(file) => {
             let text = serde_json::to_string_pretty(&run_json(&run))?;
-            if file.as_os_str() == "-" {
-                println!("{text}");
-            } else {
-                std::fs::write(file, text + "\n")
-                    .map_err(|e| {
-                        PlanError::new(format!(
-                            "cannot write {}: {e}; give --json a writable path",
-                            file.display()
-                        ))
-                    })
-                    .with_context(|| format!("exporting run {id}"))?;
+            if super::write_output(file, &text, "--json")
+                .with_context(|| format!("exporting run {id}"))?
+            {
                 println!("wrote run {id} to {}", file.display());
             }
         }
