@@ -70,11 +70,7 @@ pub const DEFAULT_MAX_CV: f64 = 0.05;
 
 /// Analyses a stored run against the objectives.
 pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
-    let probes = probe_sources(&run.steps);
-    let (source, server_host) = match probes.first() {
-        Some(name) => (HostSource::Probe(name), name.to_string()),
-        None => (HostSource::Local, "this host".to_string()),
-    };
+    let (source, server_host) = server_source(run);
     let mut points = Vec::new();
     let mut left_out = Vec::new();
     for step in &run.steps {
@@ -100,6 +96,15 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     verdict.server_host = server_host;
     verdict.left_out = left_out;
     verdict
+}
+
+/// Where a run's server resources were read: its first remote probe when
+/// it had one (the server's host), else this host; and its name.
+pub fn server_source(run: &StoredRun) -> (HostSource<'_>, String) {
+    match probe_sources(&run.steps).first() {
+        Some(name) => (HostSource::Probe(name), name.to_string()),
+        None => (HostSource::Local, "this host".to_string()),
+    }
 }
 
 /// The verdict of a stored run by its own objectives, or by those given.

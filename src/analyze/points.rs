@@ -64,6 +64,11 @@ pub struct HostExtras {
     pub pages_scanned_per_s: Option<f64>,
     pub run_queue: Option<f64>,
     pub cpu_isr: Option<f64>,
+    /// Shares of all CPUs' time in user mode (with nice), in the kernel
+    /// (system) and waiting on I/O.
+    pub cpu_user: Option<f64>,
+    pub cpu_system: Option<f64>,
+    pub cpu_iowait: Option<f64>,
     /// The server under test's processes, in CPUs, when followed.
     pub server_cpus: Option<f64>,
     /// The host's busy CPUs (busy share × CPUs).
@@ -300,6 +305,9 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
         }),
         run_queue: weighted_mean(samples, |s| s.procs_running.map(f64::from)),
         cpu_isr: weighted_mean(samples, |s| s.cpu.map(|c| c.isr())),
+        cpu_user: weighted_mean(samples, |s| s.cpu.map(|c| c.user + c.nice)),
+        cpu_system: weighted_mean(samples, |s| s.cpu.map(|c| c.system)),
+        cpu_iowait: weighted_mean(samples, |s| s.cpu.map(|c| c.iowait)),
         server_cpus: weighted_mean(samples, |s| {
             s.processes
                 .iter()

@@ -57,6 +57,11 @@ pub struct ReportArgs {
     #[arg(long, value_name = "DIR")]
     pub csv: Option<std::path::PathBuf>,
 
+    /// The load level whose latency distribution to plot (repeat to
+    /// overlay several, e.g. --step 1 --step 32; `peak` is the default).
+    #[arg(long = "step", value_name = "LOAD")]
+    pub steps: Vec<String>,
+
     #[command(flatten)]
     pub store: StoreArg,
 }

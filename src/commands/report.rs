@@ -6,6 +6,7 @@ use super::Exit;
 use crate::analyze::verdict_of_run;
 use crate::cli::{PlanError, ReportArgs};
 use crate::report::html::{render_html, ReportRun};
+use crate::report::sections::{distribution, StepChoice};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -25,12 +26,34 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
     for r in &args.runs {
         runs.push(store.load_run(store.resolve_run(r)?)?);
     }
+    let mut choices = Vec::new();
+    for text in &args.steps {
+        choices.push(StepChoice::parse(text).ok_or_else(|| {
+            PlanError::flag(
+                "--step",
+                format!("'{text}' is not a load level"),
+                "give a level of the sweep (8, 500) or peak",
+            )
+        })?);
+    }
+    if choices.is_empty() {
+        choices.push(StepChoice::Peak);
+    }
     let verdicts: Vec<_> = runs.iter().map(|r| verdict_of_run(r, None, None)).collect();
-    let pairs: Vec<ReportRun<'_>> = runs
-        .iter()
-        .zip(&verdicts)
-        .map(|(run, verdict)| ReportRun { run, verdict })
-        .collect();
+    let mut pairs: Vec<ReportRun<'_>> = Vec::new();
+    for (run, verdict) in runs.iter().zip(&verdicts) {
+        let mut distributions = Vec::new();
+        for choice in &choices {
+            let found = distribution(run, verdict, *choice)
+                .map_err(|why| PlanError::flag("--step", why, "give one of its levels, or peak"))?;
+            distributions.extend(found);
+        }
+        pairs.push(ReportRun {
+            run,
+            verdict,
+            distributions,
+        });
+    }
     let comparison = (runs.len() > 1).then(|| {
         let seed = runs[0].plan_resolved["seed"].as_u64().unwrap_or(1);
         crate::analyze::compare::compare(&runs, &verdicts, &[], &vec![None; runs.len()], seed)
@@ -40,10 +63,7 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
         println!("wrote {}", path.display());
     }
     if let Some(path) = &args.md {
-        let mut text = markdown(&pairs);
-        if let Some(c) = &comparison {
-            text.push_str(&crate::report::render_compare_md(c));
-        }
+        let text = crate::report::render_markdown(&pairs, comparison.as_ref());
         write_file(path, &text, "--md")?;
         println!("wrote {}", path.display());
     }
@@ -61,34 +81,6 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
         println!("wrote {}/steps.csv and intervals.csv", dir.display());
     }
     Ok(Exit::Ok)
-}
-
-fn markdown(runs: &[ReportRun<'_>]) -> String {
-    let mut out = String::new();
-    for r in runs {
-        let run = r.run;
-        let _ = writeln!(
-            out,
-            "# perflab run {}\n\n{} on `{}`, {} → {}, {}\n",
-            run.id,
-            run.workload,
-            run.target.replace('`', "'"),
-            run.started_at,
-            run.finished_at.as_deref().unwrap_or("(not finished)"),
-            run.status.as_str()
-        );
-        let _ = writeln!(
-            out,
-            "## Verdict\n\n```\n{}```\n",
-            crate::report::render_verdict(r.verdict, run.id)
-        );
-        let _ = writeln!(
-            out,
-            "## Steps\n\n```\n{}```\n",
-            crate::report::step_table(&run.steps)
-        );
-    }
-    out
 }
 
 fn csv(runs: &[ReportRun<'_>]) -> (String, String) {

@@ -4,6 +4,7 @@
 //! `−` when it is — then the summary: peaks, knees, bottlenecks, score,
 //! cost.
 
+use super::grid::Grid;
 use crate::analyze::compare::{Comparison, Difference};
 use crate::units::{Latency, OpsPerSec};
 use std::fmt::Write;
@@ -122,22 +123,11 @@ pub(crate) fn summary_lines(c: &Comparison) -> Vec<String> {
 
 /// The terminal form.
 pub fn render_compare(c: &Comparison) -> String {
-    let rows = rows(c);
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
     let mut out = format!(
         "compare: run {} is the baseline; ratio [95% CI], ~ = no significant difference (Mann–Whitney, α = 0.05)\n",
         c.runs[0].run
     );
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(v, w)| format!("{v:>w$}"))
-            .collect();
-        let _ = writeln!(out, "  {}", cells.join("  "));
-    }
+    out.push_str(&Grid::from_rows(rows(c)).terminal("  "));
     out.push('\n');
     for line in summary_lines(c) {
         let _ = writeln!(out, "  {line}");
@@ -147,16 +137,11 @@ pub fn render_compare(c: &Comparison) -> String {
 
 /// The Markdown form.
 pub fn render_compare_md(c: &Comparison) -> String {
-    let rows = rows(c);
     let mut out = format!(
         "## Comparison with run {}\n\nRatio of mean throughput with its 95% bootstrap interval; `~` = no significant difference (Mann–Whitney U, α = 0.05), `+`/`-` = significantly higher/lower.\n\n",
         c.runs[0].run
     );
-    let _ = writeln!(out, "| {} |", rows[0].join(" | "));
-    let _ = writeln!(out, "|{}|", vec!["---:"; rows[0].len()].join("|"));
-    for row in &rows[1..] {
-        let _ = writeln!(out, "| {} |", row.join(" | "));
-    }
+    out.push_str(&Grid::from_rows(rows(c)).markdown());
     out.push('\n');
     for line in summary_lines(c) {
         let _ = writeln!(out, "- {line}");

@@ -4,15 +4,13 @@
 //! throughput against load with the knee, the USL fit and the bound;
 //! latency percentiles on a log axis; resource utilisation; throughput and
 //! p95 per interval across the run with step boundaries; the latency
-//! distribution of the peak step; database wait classes — and the tables.
+//! distribution of the chosen steps (the peak step unless `--step` says); database wait classes — and the tables.
 //! Several runs overlay their curves. Everything from outside is escaped.
 
 use super::svg::{escape, number, percent, seconds, Chart, Mark, Series};
 use crate::analyze::Verdict;
-use crate::engine::StepResult;
 use crate::measure::{LatencySummary, Phase};
 use crate::store::StoredRun;
-use crate::units::{Latency, OpsPerSec, Percent};
 use std::fmt::Write;
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;color:#1b1b1b}h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}h3{font-size:15px}table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f2f2f2}td.l,th.l{text-align:left}pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px;white-space:pre-wrap}.chart{width:100%;max-width:760px;height:auto;display:block;margin:12px 0;page-break-inside:avoid}.ctitle{font-size:13px;font-weight:600}.grid{stroke:#e3e3e3}.xtick{font-size:10px;text-anchor:middle;fill:#444}.ytick{font-size:10px;text-anchor:end;fill:#444}.xlabel{font-size:11px;text-anchor:middle}.ylabel{font-size:11px;text-anchor:middle}.legend{font-size:10px}.mark{stroke:#888;stroke-dasharray:2 3}.marklabel{font-size:10px;fill:#555}.bad{color:#a40000;font-weight:600}.nodata{color:#777;font-style:italic}@media print{body{max-width:none}h2{page-break-after:avoid}}";
@@ -21,6 +19,8 @@ const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans
 pub struct ReportRun<'a> {
     pub run: &'a StoredRun,
     pub verdict: &'a Verdict,
+    /// The latency distributions to plot: the chosen steps' (`--step`).
+    pub distributions: Vec<super::sections::Distribution>,
 }
 
 fn load_axis(runs: &[ReportRun<'_>]) -> &'static str {
@@ -64,24 +64,13 @@ pub fn render_html(
         verdict_section(&mut out, r);
     }
     if let Some(c) = comparison {
-        let rows = super::compare::rows(c);
         let _ = write!(
             out,
-            "<h2>Comparison with run {}</h2><p>Ratio of mean throughput with its 95% bootstrap interval; ~ = no significant difference (Mann–Whitney U, α = 0.05), +/- = significantly higher/lower.</p><table><tr>",
-            c.runs[0].run
+            "<h2>Comparison with run {}</h2><p>Ratio of mean throughput with its 95% bootstrap interval; ~ = no significant difference (Mann–Whitney U, α = 0.05), +/- = significantly higher/lower.</p>{}",
+            c.runs[0].run,
+            super::grid::Grid::from_rows(super::compare::rows(c)).html()
         );
-        for h in &rows[0] {
-            let _ = write!(out, "<th>{}</th>", escape(h));
-        }
-        out.push_str("</tr>");
-        for row in &rows[1..] {
-            out.push_str("<tr>");
-            for cell in row {
-                let _ = write!(out, "<td>{}</td>", escape(cell));
-            }
-            out.push_str("</tr>");
-        }
-        out.push_str("</table><ul>");
+        out.push_str("<ul>");
         for line in super::compare::summary_lines(c) {
             let _ = write!(out, "<li>{}</li>", escape(&line));
         }
@@ -103,53 +92,7 @@ pub fn render_html(
 
 fn header(out: &mut String, r: &ReportRun<'_>) {
     let run = r.run;
-    let plan = &run.plan_resolved;
-    let levels: Vec<String> = run.steps.iter().map(|s| s.level.to_string()).collect();
-    let host = &run.host;
-    let rows: Vec<(&str, String)> = vec![
-        ("workload", run.workload.clone()),
-        ("target", run.target.clone()),
-        ("load model", plan["load"].to_string()),
-        ("sweep", levels.join(", ")),
-        (
-            "measured",
-            format!(
-                "{} s per step after {} s warm-up, {} worker threads, seed {}",
-                plan["duration"], plan["warmup"], plan["threads"], plan["seed"]
-            ),
-        ),
-        (
-            "when",
-            format!(
-                "{} → {}",
-                run.started_at,
-                run.finished_at.as_deref().unwrap_or("(not finished)")
-            ),
-        ),
-        (
-            "host",
-            format!(
-                "{} · {} · {} CPUs · {} · kernel {}",
-                host.hostname.as_deref().unwrap_or("?"),
-                host.cpu_model.as_deref().unwrap_or("unknown CPU"),
-                host.cpus.map_or("?".to_string(), |n| n.to_string()),
-                host.memory_bytes
-                    .map_or("?".to_string(), |b| crate::units::Bytes(b).to_string()),
-                host.kernel.as_deref().unwrap_or("?")
-            ),
-        ),
-        ("perflab", run.tool_version.clone()),
-        (
-            "status",
-            format!(
-                "{}{}",
-                run.status.as_str(),
-                run.status_reason
-                    .as_deref()
-                    .map_or(String::new(), |r| format!(": {r}"))
-            ),
-        ),
-    ];
+    let rows = super::sections::facts(run);
     let _ = write!(out, "<h2>Run {}</h2><table>", run.id);
     for (k, v) in rows {
         let _ = write!(
@@ -163,43 +106,23 @@ fn header(out: &mut String, r: &ReportRun<'_>) {
 
 fn verdict_section(out: &mut String, r: &ReportRun<'_>) {
     let v = r.verdict;
+    let text = super::sections::VerdictText::of(v);
     let _ = write!(out, "<h3>Run {}</h3>", r.run.id);
-    if let Some(peak) = v.peak {
-        let p = &v.points[peak];
-        let _ = write!(
-            out,
-            "<p>Peak throughput <b>{}/s</b> at {}.",
-            OpsPerSec(p.throughput),
-            escape(&crate::analyze::capacity::load_text(p))
-        );
-        match &v.knee {
-            Some(k) => {
-                let _ = write!(
-                    out,
-                    " The knee is at {}: {}.",
-                    escape(&crate::analyze::capacity::load_text(&v.points[k.at])),
-                    escape(&k.because)
-                );
-            }
-            None => out.push_str(" No knee: throughput kept pace with load."),
-        }
-        out.push_str("</p>");
+    if !text.lead.is_empty() {
+        let _ = write!(out, "<p>{}</p>", escape(&text.lead));
     }
-    if let Some(b) = &v.bottleneck {
+    if let Some((name, unreliable)) = &text.stop {
         let _ = write!(
             out,
             "<p>What stops it: <b{}>{}</b>.</p><ul>",
-            if b.unreliable { " class=\"bad\"" } else { "" },
-            escape(&b.name)
+            if *unreliable { " class=\"bad\"" } else { "" },
+            escape(name)
         );
-        for e in &b.evidence {
+        for e in &text.points {
             let _ = write!(out, "<li>{}</li>", escape(e));
         }
-        for e in &b.ruled_out {
-            let _ = write!(out, "<li>Ruled out — {}</li>", escape(e));
-        }
         out.push_str("</ul>");
-        if let Some(n) = &b.next {
+        if let Some(n) = &text.next {
             let _ = write!(out, "<p>Next: {}.</p>", escape(n));
         }
     }
@@ -329,7 +252,10 @@ fn utilisation_chart(runs: &[ReportRun<'_>]) -> Chart {
             }
         };
         add("cpu busy", &|p| p.resource("cpu").map(|c| c.utilisation));
+        add("cpu user", &|p| p.extras.cpu_user);
+        add("cpu system", &|p| p.extras.cpu_system);
         add("cpu %ISR", &|p| p.extras.cpu_isr);
+        add("cpu iowait", &|p| p.extras.cpu_iowait);
         add("busiest disk", &|p| {
             p.resources
                 .iter()
@@ -337,13 +263,17 @@ fn utilisation_chart(runs: &[ReportRun<'_>]) -> Chart {
                 .map(|r| r.utilisation)
                 .reduce(f64::max)
         });
-        add("busiest link", &|p| {
-            p.resources
-                .iter()
-                .filter(|r| r.name.starts_with("link "))
-                .map(|r| r.utilisation)
-                .reduce(f64::max)
-        });
+        let mut links: Vec<&str> = pts
+            .iter()
+            .flat_map(|p| &p.resources)
+            .filter(|r| r.name.starts_with("link "))
+            .map(|r| r.name.as_str())
+            .collect();
+        links.sort_unstable();
+        links.dedup();
+        for link in links {
+            add(link, &|p| p.resource(link).map(|r| r.utilisation));
+        }
         add("perflab cpu", &|p| Some(p.generator.cpus / cpus));
     }
     Chart {
@@ -400,45 +330,39 @@ fn timeline(run: &StoredRun) -> (Points, Points, Vec<Mark>) {
 fn distribution_chart(runs: &[ReportRun<'_>]) -> Chart {
     let several = runs.len() > 1;
     let mut series = Vec::new();
+    let mut chosen = Vec::new();
     for r in runs {
-        let Some(peak) = r.verdict.peak.map(|i| r.verdict.points[i].index) else {
-            continue;
-        };
-        let Some(step) = r.run.steps.iter().find(|s| s.index == peak) else {
-            continue;
-        };
-        let (tally, _) = step.measured();
-        let h = tally.all_ops().response;
-        if h.is_empty() {
-            continue;
+        for d in &r.distributions {
+            chosen.push(d.label.clone());
+            series.push(Series {
+                name: label(r, several, &format!("at {}", d.label)),
+                points: d
+                    .points
+                    .iter()
+                    .map(|(q, v)| (1.0 / (1.0 - q), *v))
+                    .filter(|(_, v)| *v > 0.0)
+                    .collect(),
+                dashed: false,
+            });
         }
-        let points = [
-            0.0, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999,
-        ]
-        .iter()
-        .map(|q| {
-            (
-                1.0 / (1.0 - q),
-                h.value_at_quantile(*q).min(h.max()) as f64 / 1e6,
-            )
-        })
-        .filter(|(_, v)| *v > 0.0)
-        .collect();
-        series.push(Series {
-            name: label(r, several, &format!("at {}", step.level)),
-            points,
-            dashed: false,
-        });
     }
+    chosen.dedup();
     Chart {
-        title: "Latency distribution of the peak step (HdrHistogram percentile plot)".to_string(),
+        title: format!(
+            "Latency distribution at {} (HdrHistogram percentile plot)",
+            if chosen.is_empty() {
+                "the peak step".to_string()
+            } else {
+                chosen.join(", ")
+            }
+        ),
         x_label: "percentile".to_string(),
         y_label: "response time".to_string(),
         log_x: true,
         log_y: true,
         series,
         marks: Vec::new(),
-        x_format: |x| format!("{}%", number((1.0 - 1.0 / x) * 100.0)),
+        x_format: |x| super::svg::percentile(1.0 - 1.0 / x),
         y_format: seconds,
     }
 }
@@ -547,101 +471,22 @@ fn charts(out: &mut String, runs: &[ReportRun<'_>]) {
 }
 
 fn tables(out: &mut String, r: &ReportRun<'_>) {
-    let _ = write!(out, "<h3>Run {}: steps</h3><table><tr>", r.run.id);
-    for h in [
-        "load",
-        "tps",
-        "p50",
-        "p95",
-        "p99",
-        "max",
-        "errors",
-        "retries",
-        "cpu",
-        "%ISR",
-        "perflab cpu",
-        "status",
-    ] {
-        let _ = write!(out, "<th>{h}</th>");
-    }
-    out.push_str("</tr>");
-    for s in &r.run.steps {
-        let sum = s.summary();
-        let point = r.verdict.points.iter().find(|p| p.index == s.index);
-        let _ = write!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td class=\"l\">{}</td></tr>",
-            escape(&s.level.to_string()),
-            OpsPerSec(sum.throughput),
-            Latency(sum.response.p50),
-            Latency(sum.response.p95),
-            Latency(sum.response.p99),
-            Latency(sum.response.max),
-            sum.errors,
-            sum.retries,
-            point
-                .and_then(|p| p.resource("cpu"))
-                .map_or("-".to_string(), |c| Percent(c.utilisation).to_string()),
-            point
-                .and_then(|p| p.extras.cpu_isr)
-                .map_or("-".to_string(), |i| Percent(i).to_string()),
-            s.usage.cpu_share(),
-            escape(s.status.as_str())
-        );
-    }
-    out.push_str("</table>");
-    error_table(out, &r.run.steps);
+    let id = r.run.id;
     let _ = write!(
         out,
-        "<h3>Run {}: stability</h3><table><tr><th>load</th><th>runs</th><th>CV of throughput</th><th>across</th><th>within {}</th></tr>",
-        r.run.id,
-        Percent(r.verdict.max_cv)
+        "<h3>Run {id}: steps</h3><p>Server columns are {}'s.</p>{}",
+        escape(&r.verdict.server_host),
+        super::sections::step_grid(r.run).html()
     );
-    for s in &r.verdict.stability {
-        let _ = write!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td></tr>",
-            number(s.load),
-            s.runs,
-            s.cv.map_or("-".to_string(), |c| Percent(c).to_string()),
-            s.across,
-            if s.unstable {
-                "<span class=\"bad\">no</span>"
-            } else {
-                "yes"
-            }
-        );
-    }
-    out.push_str("</table>");
-}
-
-fn error_table(out: &mut String, steps: &[StepResult]) {
-    let mut kinds: Vec<String> = Vec::new();
-    for s in steps {
-        let (tally, _) = s.measured();
-        for k in tally.all_ops().errors.keys() {
-            if !kinds.contains(k) {
-                kinds.push(k.clone());
-            }
+    match super::sections::error_grid(&r.run.steps) {
+        Some(grid) => {
+            let _ = write!(out, "<h3>Run {id}: errors by kind</h3>{}", grid.html());
         }
+        None => out.push_str("<p>No errors in any step.</p>"),
     }
-    if kinds.is_empty() {
-        out.push_str("<p>No errors in any step.</p>");
-        return;
-    }
-    out.push_str("<table><tr><th>load</th>");
-    for k in &kinds {
-        let _ = write!(out, "<th>{}</th>", escape(k));
-    }
-    out.push_str("</tr>");
-    for s in steps {
-        let (tally, _) = s.measured();
-        let errors = tally.all_ops().errors;
-        let _ = write!(out, "<tr><td>{}</td>", escape(&s.level.to_string()));
-        for k in &kinds {
-            let _ = write!(out, "<td>{}</td>", errors.get(k).copied().unwrap_or(0));
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</table>");
+    let _ = write!(
+        out,
+        "<h3>Run {id}: stability</h3>{}",
+        super::sections::stability_grid(r.verdict).html()
+    );
 }

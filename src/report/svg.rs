@@ -53,6 +53,12 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// A quantile as a percentile label: 0.5 → `50%`, 0.99999 → `99.999%`.
+pub fn percentile(q: f64) -> String {
+    let text = format!("{:.4}", q * 100.0);
+    format!("{}%", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
 /// A number the way a tick shows it.
 pub fn number(v: f64) -> String {
     let a = v.abs();

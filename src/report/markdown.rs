@@ -1,0 +1,101 @@
+//! The Markdown report: for each run its facts, the verdict in sentences
+//! (and whole, as printed), the per-step table with the server's columns,
+//! the chosen steps' latency distribution, errors by kind and stability; with several runs, the comparison with
+//! the first. Made from the store alone, like the HTML form.
+
+use super::grid::Grid;
+use super::html::ReportRun;
+use super::sections::{
+    distribution_grid, error_grid, facts, stability_grid, step_grid, VerdictText,
+};
+use crate::analyze::compare::Comparison;
+use std::fmt::Write;
+
+/// Text from outside inside Markdown prose: no markup, no raw HTML.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The whole Markdown report.
+pub fn render_markdown(runs: &[ReportRun<'_>], comparison: Option<&Comparison>) -> String {
+    let ids: Vec<String> = runs.iter().map(|r| r.run.id.to_string()).collect();
+    let mut out = format!("# perflab report: run {}\n", ids.join(", "));
+    for r in runs {
+        let run = r.run;
+        let id = run.id;
+        let _ = writeln!(out, "\n## Run {id}\n");
+        let mut grid = Grid::new(["", ""]);
+        grid.left = vec![0, 1];
+        grid.rows = facts(run)
+            .into_iter()
+            .map(|(k, v)| vec![k.to_string(), v])
+            .collect();
+        out.push_str(&grid.markdown());
+        let _ = writeln!(out, "\n### Verdict\n");
+        let text = VerdictText::of(r.verdict);
+        if !text.lead.is_empty() {
+            let _ = writeln!(out, "{}\n", plain(&text.lead));
+        }
+        if let Some((name, unreliable)) = &text.stop {
+            let _ = writeln!(
+                out,
+                "What stops it: **{}**{}.\n",
+                plain(name),
+                if *unreliable { " (unreliable)" } else { "" }
+            );
+            for p in &text.points {
+                let _ = writeln!(out, "- {}", plain(p));
+            }
+            if let Some(n) = &text.next {
+                let _ = writeln!(out, "\nNext: {}.", plain(n));
+            }
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "<details><summary>The whole verdict as printed</summary>\n\n```\n{}```\n\n</details>",
+            super::render_verdict(r.verdict, id).replace("```", "'''")
+        );
+        let _ = writeln!(
+            out,
+            "\n### Steps\n\nServer columns are {}'s.\n\n{}",
+            plain(&r.verdict.server_host),
+            step_grid(run).markdown()
+        );
+        if !r.distributions.is_empty() {
+            let _ = writeln!(
+                out,
+                "### Latency distribution\n\n{}",
+                distribution_grid(&r.distributions).markdown()
+            );
+        }
+        match error_grid(&run.steps) {
+            Some(grid) => {
+                let _ = writeln!(out, "### Errors by kind\n\n{}", grid.markdown());
+            }
+            None => out.push_str("No errors in any step.\n\n"),
+        }
+        let _ = writeln!(
+            out,
+            "### Stability\n\n{}",
+            stability_grid(r.verdict).markdown()
+        );
+    }
+    if let Some(c) = comparison {
+        out.push_str(&super::render_compare_md(c));
+    }
+    out
+}

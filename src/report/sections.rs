@@ -1,0 +1,432 @@
+//! The parts of a report that the HTML and Markdown forms share: the run's
+//! facts (what ran, where, when, with what), the verdict in sentences, the
+//! per-step table with the
+//! server host's columns, errors by kind per step, and stability per load
+//! level — each as rows or a [`Grid`], so both forms say the same.
+
+use super::grid::Grid;
+use crate::analyze::capacity::load_text;
+use crate::analyze::points::StepPoint;
+use crate::analyze::{server_source, Verdict};
+use crate::engine::{StepResult, StepStatus};
+use crate::store::StoredRun;
+use crate::units::{Bytes, Latency, OpsPerSec, Percent};
+
+/// What was run, where and when: (name, value) rows.
+pub fn facts(run: &StoredRun) -> Vec<(&'static str, String)> {
+    let plan = &run.plan_resolved;
+    let levels: Vec<String> = run.steps.iter().map(|s| s.level.to_string()).collect();
+    let host = &run.host;
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "?".to_string(),
+        other => other.to_string(),
+    };
+    vec![
+        ("workload", run.workload.clone()),
+        ("target", run.target.clone()),
+        ("load model", load_model(&plan["load"])),
+        ("sweep", levels.join(", ")),
+        (
+            "measured",
+            format!(
+                "{} s per step after {} s warm-up, {} worker threads, seed {}",
+                text(&plan["duration"]),
+                text(&plan["warmup"]),
+                text(&plan["threads"]),
+                text(&plan["seed"])
+            ),
+        ),
+        (
+            "when",
+            format!(
+                "{} → {}",
+                run.started_at,
+                run.finished_at.as_deref().unwrap_or("(not finished)")
+            ),
+        ),
+        (
+            "host",
+            format!(
+                "{} · {} · {} CPUs · {} · kernel {}",
+                host.hostname.as_deref().unwrap_or("?"),
+                host.cpu_model.as_deref().unwrap_or("unknown CPU"),
+                host.cpus.map_or("?".to_string(), |n| n.to_string()),
+                host.memory_bytes
+                    .map_or("?".to_string(), |b| Bytes(b).to_string()),
+                host.kernel.as_deref().unwrap_or("?")
+            ),
+        ),
+        ("perflab", run.tool_version.clone()),
+        (
+            "status",
+            format!(
+                "{}{}",
+                run.status.as_str(),
+                run.status_reason
+                    .as_deref()
+                    .map_or(String::new(), |r| format!(": {r}"))
+            ),
+        ),
+    ]
+}
+
+/// The stored load model in words.
+fn load_model(v: &serde_json::Value) -> String {
+    let secs = |v: &serde_json::Value| {
+        v.as_f64().map_or("?".to_string(), |s| {
+            Latency(std::time::Duration::from_secs_f64(s.max(0.0))).to_string()
+        })
+    };
+    let think = &v["think"];
+    match (v["kind"].as_str(), think["kind"].as_str()) {
+        (Some("closed"), Some("zero")) => {
+            "closed loop: each user starts its next operation when the last ends (no think time)"
+                .to_string()
+        }
+        (Some("closed"), Some("fixed")) => {
+            format!("closed loop, think time {}", secs(&think["wait"]))
+        }
+        (Some("closed"), Some("exponential")) => format!(
+            "closed loop, think time exponential with mean {}",
+            secs(&think["mean"])
+        ),
+        (Some("closed"), Some("uniform")) => format!(
+            "closed loop, think time uniform between {} and {}",
+            secs(&think["min"]),
+            secs(&think["max"])
+        ),
+        (Some("open"), _) => format!(
+            "open loop: {} arrivals served over {} connections, at most {} outstanding (the rest dropped)",
+            v["arrivals"].as_str().unwrap_or("?"),
+            v["connections"],
+            v["max_outstanding"]
+        ),
+        _ => v.to_string(),
+    }
+}
+
+fn share(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| Percent(v).to_string())
+}
+
+/// The busiest resource whose name starts with `prefix` (and ends with
+/// `suffix`), as `vda 41.2%`.
+fn busiest(p: &StepPoint, prefix: &str, suffix: &str) -> String {
+    p.resources
+        .iter()
+        .filter(|r| r.name.starts_with(prefix) && r.name.ends_with(suffix))
+        .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))
+        .map_or("-".to_string(), |r| {
+            let name = r.name[prefix.len()..r.name.len() - suffix.len()].trim();
+            format!("{name} {}", Percent(r.utilisation))
+        })
+}
+
+fn status_text(step: &StepResult) -> String {
+    match &step.status {
+        StepStatus::Ok => "ok".to_string(),
+        StepStatus::Failed(why) => format!("failed: {why}"),
+        StepStatus::Partial(why) => format!("partial: {why}"),
+    }
+}
+
+/// Every step: load, throughput, response percentiles, errors, then what
+/// the server host did (CPU busy and its user/system/%ISR/iowait/steal
+/// split, run queue, busiest disk, busiest link each way, the server's own
+/// processes, the database's main wait class) and perflab's CPU. Columns
+/// nothing was measured for are left out.
+pub fn step_grid(run: &StoredRun) -> Grid {
+    let (source, _) = server_source(run);
+    let mut grid = Grid::new([
+        "load",
+        "tps",
+        "p50",
+        "p95",
+        "p99",
+        "max",
+        "errors",
+        "retries",
+        "cpu",
+        "user",
+        "system",
+        "%ISR",
+        "iowait",
+        "steal",
+        "run queue",
+        "busiest disk",
+        "link rx",
+        "link tx",
+        "server cpus",
+        "db wait",
+        "perflab cpus",
+        "status",
+    ]);
+    grid.left = vec![15, 16, 17, 19, 21];
+    for step in &run.steps {
+        let p = StepPoint::of(step, source);
+        let r = &p.response;
+        let latency = |d| {
+            if r.count == 0 {
+                "-".to_string()
+            } else {
+                Latency(d).to_string()
+            }
+        };
+        let e = &p.extras;
+        let sum = step.summary();
+        let top_wait = step
+            .measured_db()
+            .and_then(|d| d.top_wait().map(|(c, s)| format!("{c} {}", Percent(s))))
+            .unwrap_or_else(|| "-".to_string());
+        grid.rows.push(vec![
+            step.level.to_string(),
+            OpsPerSec(p.throughput).to_string(),
+            latency(r.p50),
+            latency(r.p95),
+            latency(r.p99),
+            latency(r.max),
+            sum.errors.to_string(),
+            sum.retries.to_string(),
+            share(p.resource("cpu").map(|c| c.utilisation)),
+            share(e.cpu_user),
+            share(e.cpu_system),
+            share(e.cpu_isr),
+            share(e.cpu_iowait),
+            share(e.steal),
+            e.run_queue.map_or("-".to_string(), |q| format!("{q:.1}")),
+            busiest(&p, "disk ", ""),
+            busiest(&p, "link ", " rx"),
+            busiest(&p, "link ", " tx"),
+            e.server_cpus.map_or("-".to_string(), |c| format!("{c:.2}")),
+            top_wait,
+            format!("{:.2}", p.generator.cpus),
+            status_text(step),
+        ]);
+    }
+    grid.without_empty_columns()
+}
+
+/// Errors by kind (columns) per step (rows); none when no step had one.
+pub fn error_grid(steps: &[StepResult]) -> Option<Grid> {
+    let per_step: Vec<_> = steps
+        .iter()
+        .map(|s| s.measured().0.all_ops().errors)
+        .collect();
+    let mut kinds: Vec<&String> = per_step.iter().flat_map(|e| e.keys()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    if kinds.is_empty() {
+        return None;
+    }
+    let mut grid = Grid::new(std::iter::once("load").chain(kinds.iter().map(|k| k.as_str())));
+    for (step, errors) in steps.iter().zip(&per_step) {
+        let mut row = vec![step.level.to_string()];
+        row.extend(
+            kinds
+                .iter()
+                .map(|k| errors.get(*k).copied().unwrap_or(0).to_string()),
+        );
+        grid.rows.push(row);
+    }
+    Some(grid)
+}
+
+/// The coefficient of variation of throughput per load level, and whether
+/// it stayed within the bound.
+pub fn stability_grid(verdict: &Verdict) -> Grid {
+    let mut grid = Grid::new([
+        "load".to_string(),
+        "runs".to_string(),
+        "CV of throughput".to_string(),
+        "across".to_string(),
+        format!("within {}", Percent(verdict.max_cv)),
+    ]);
+    grid.left = vec![3, 4];
+    for s in &verdict.stability {
+        grid.rows.push(vec![
+            super::svg::number(s.load),
+            s.runs.to_string(),
+            share(s.cv),
+            s.across.to_string(),
+            if s.unstable { "NO" } else { "yes" }.to_string(),
+        ]);
+    }
+    grid
+}
+
+/// The verdict in sentences: peak and knee, what stops the server, the
+/// evidence and what was ruled out, and what to look at next.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerdictText {
+    /// Peak throughput and the knee (empty when no step completed).
+    pub lead: String,
+    /// What stops it, and whether the verdict is unreliable.
+    pub stop: Option<(String, bool)>,
+    /// Evidence, then what was ruled out (`Ruled out — …`).
+    pub points: Vec<String>,
+    pub next: Option<String>,
+}
+
+impl VerdictText {
+    pub fn of(v: &Verdict) -> Self {
+        let mut lead = String::new();
+        if let Some(peak) = v.peak {
+            let p = &v.points[peak];
+            lead = format!(
+                "Peak throughput {}/s at {}.",
+                OpsPerSec(p.throughput),
+                load_text(p)
+            );
+            match &v.knee {
+                Some(k) => {
+                    lead.push_str(&format!(
+                        " The knee is at {}: {}.",
+                        load_text(&v.points[k.at]),
+                        k.because
+                    ));
+                }
+                None => lead.push_str(" No knee: throughput kept pace with load."),
+            }
+        }
+        let b = v.bottleneck.as_ref();
+        VerdictText {
+            lead,
+            stop: b.map(|b| (b.name.clone(), b.unreliable)),
+            points: b.map_or_else(Vec::new, |b| {
+                b.evidence
+                    .iter()
+                    .cloned()
+                    .chain(b.ruled_out.iter().map(|r| format!("Ruled out — {r}")))
+                    .collect()
+            }),
+            next: b.and_then(|b| b.next.clone()),
+        }
+    }
+}
+
+/// Which step's latency distribution to show.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepChoice {
+    /// The step of peak throughput.
+    Peak,
+    /// The step(s) at this load level (repetitions merged).
+    Load(f64),
+}
+
+impl StepChoice {
+    /// Parses `peak` or a load level (`8`, `500`).
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("peak") {
+            return Some(StepChoice::Peak);
+        }
+        text.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .map(StepChoice::Load)
+    }
+}
+
+/// The quantiles of a percentile plot, from the median to 99.999%.
+pub const QUANTILES: [f64; 11] = [
+    0.0, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999,
+];
+
+/// A chosen step's response times at [`QUANTILES`], in seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Distribution {
+    /// `4 users`, with the number of runs merged when the level repeated.
+    pub label: String,
+    pub operations: u64,
+    /// (quantile, seconds).
+    pub points: Vec<(f64, f64)>,
+    /// The slowest operation, seconds.
+    pub max_s: f64,
+}
+
+/// The distribution of the step `choice` picks in `run`; `Err` names the
+/// levels there are when the run has no such step.
+pub fn distribution(
+    run: &StoredRun,
+    verdict: &Verdict,
+    choice: StepChoice,
+) -> Result<Option<Distribution>, String> {
+    let load = match choice {
+        StepChoice::Peak => match verdict.peak {
+            Some(i) => verdict.points[i].load,
+            None => return Ok(None),
+        },
+        StepChoice::Load(load) => load,
+    };
+    let steps: Vec<&StepResult> = run
+        .steps
+        .iter()
+        .filter(|s| (s.level.value() - load).abs() <= 1e-9 * load.max(1.0))
+        .collect();
+    let Some(first) = steps.first() else {
+        let mut levels: Vec<String> = run
+            .steps
+            .iter()
+            .map(|s| super::svg::number(s.level.value()))
+            .collect();
+        levels.dedup();
+        return Err(format!(
+            "run {} has no step at {} (its levels: {})",
+            run.id,
+            super::svg::number(load),
+            levels.join(", ")
+        ));
+    };
+    let mut merged: Option<hdrhistogram::Histogram<u64>> = None;
+    for step in &steps {
+        let h = step.measured().0.all_ops().response;
+        match &mut merged {
+            None => merged = Some(h),
+            Some(m) => {
+                // Both come from the same recorder settings; a mismatch
+                // would only drop values beyond the bounds.
+                let _ = m.add(&h);
+            }
+        }
+    }
+    let Some(h) = merged.filter(|h| !h.is_empty()) else {
+        return Ok(None);
+    };
+    let label = if steps.len() > 1 {
+        format!("{} ({} runs)", first.level, steps.len())
+    } else {
+        first.level.to_string()
+    };
+    Ok(Some(Distribution {
+        label,
+        operations: h.len(),
+        points: QUANTILES
+            .iter()
+            .map(|q| (*q, h.value_at_quantile(*q).min(h.max()) as f64 / 1e6))
+            .collect(),
+        max_s: h.max() as f64 / 1e6,
+    }))
+}
+
+/// The chosen steps' distributions side by side: a row per quantile.
+pub fn distribution_grid(found: &[Distribution]) -> Grid {
+    let mut grid = Grid::new(
+        std::iter::once("percentile".to_string()).chain(found.iter().map(|d| d.label.clone())),
+    );
+    for (i, q) in QUANTILES.iter().enumerate().skip(1) {
+        let mut row = vec![super::svg::percentile(*q)];
+        row.extend(found.iter().map(|d| {
+            Latency(std::time::Duration::from_secs_f64(d.points[i].1.max(0.0))).to_string()
+        }));
+        grid.rows.push(row);
+    }
+    let mut max = vec!["max".to_string()];
+    max.extend(
+        found
+            .iter()
+            .map(|d| Latency(std::time::Duration::from_secs_f64(d.max_s.max(0.0))).to_string()),
+    );
+    grid.rows.push(max);
+    grid
+}
