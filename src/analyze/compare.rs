@@ -194,10 +194,7 @@ pub fn compare(
                 .iter()
                 .flat_map(|r| r.steps.iter())
                 .find(|s| s.level.value() == load)
-                .map_or(load.to_string(), |s| match s.level {
-                    crate::plan::Level::Users(n) => format!("{n} users"),
-                    crate::plan::Level::Rate(r) => format!("{}/s", crate::units::OpsPerSec(r)),
-                });
+                .map_or(load.to_string(), |s| s.level.to_string());
             LevelRow { load, label, cells }
         })
         .collect();

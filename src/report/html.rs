@@ -2,10 +2,13 @@
 //! and where, the verdict with its evidence, charts as inline SVG (no
 //! network, fonts or scripts needed; hover titles give exact values) —
 //! throughput against load with the knee, the USL fit and the bound;
-//! latency percentiles on a log axis; resource utilisation; throughput and
-//! p95 per interval across the run with step boundaries; the latency
-//! distribution of the chosen steps (the peak step unless `--step` says); database wait classes — and the tables.
-//! Several runs overlay their curves. Everything from outside is escaped.
+//! latency percentiles on a log axis; utilisation (CPU split into user,
+//! system, %ISR and iowait, the busiest disk, each link direction,
+//! perflab's CPU); throughput and p95 per interval across the run with
+//! step boundaries; the latency distribution of the chosen steps (the
+//! peak step unless `--step` says); database wait classes — and the tables
+//! of [`super::sections`]. Several runs overlay their curves. Everything
+//! from outside is escaped.
 
 use super::svg::{escape, number, percent, seconds, Chart, Mark, Series};
 use crate::analyze::Verdict;

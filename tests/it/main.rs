@@ -5,6 +5,7 @@ mod agent;
 mod bank;
 mod cli;
 mod engine;
+mod golden;
 mod host;
 mod mariadb;
 mod postgres;

@@ -95,7 +95,12 @@ fn text_from_outside_is_escaped_and_the_store_alone_rebuilds_the_report() {
     contains(&html, "&lt;script&gt;alert(1)&lt;/script&gt;");
     assert!(!html.contains("<script>alert"));
     let md = std::fs::read_to_string(dir.path().join("r.md")).unwrap();
-    contains(&md, "## Verdict");
+    contains(&md, "### Verdict");
+    // The step table carries the server host's columns.
+    contains(
+        &md,
+        "| load | tps | p50 | p95 | p99 | max | errors | retries | cpu | user | system |",
+    );
     let steps = std::fs::read_to_string(dir.path().join("csv/steps.csv")).unwrap();
     assert_eq!(steps.lines().count(), 3, "{steps}");
     assert!(steps.starts_with("run,step,load_kind,load,status,throughput"));
@@ -114,4 +119,13 @@ fn text_from_outside_is_escaped_and_the_store_alone_rebuilds_the_report() {
     assert_eq!(std::fs::read_to_string(again).unwrap(), html);
     let (_, err) = perflab_expect(dir.path(), "report 1", 2);
     contains(&err, "--html FILE, --md FILE or --csv DIR");
+    // The latency distribution of chosen steps; a level the run lacks is
+    // one line naming the levels it has.
+    perflab_ok(dir.path(), "report 1 --html steps.html --step 1 --step 2");
+    let steps = std::fs::read_to_string(dir.path().join("steps.html")).unwrap();
+    contains(&steps, "Latency distribution at 1 user, 2 users");
+    let (_, err) = perflab_expect(dir.path(), "report 1 --html x.html --step 3", 2);
+    contains(&err, "--step: run 1 has no step at 3 (its levels: 1, 2)");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!dir.path().join("x.html").exists());
 }
