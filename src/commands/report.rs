@@ -6,7 +6,7 @@ use super::Exit;
 use crate::analyze::verdict_of_run;
 use crate::cli::{PlanError, ReportArgs};
 use crate::report::html::{render_html, ReportRun};
-use crate::report::sections::{distribution, StepChoice};
+use crate::report::sections::{distribution, step_figures, StepChoice};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -83,34 +83,68 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// A CSV field: quoted when it holds a comma, quote or line break.
+fn csv_text(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// A number, or an empty field when it was not measured.
+fn csv_number(v: Option<f64>, places: usize) -> String {
+    v.map_or(String::new(), |v| format!("{v:.places$}"))
+}
+
 fn csv(runs: &[ReportRun<'_>]) -> (String, String) {
     let mut steps = String::from(
-        "run,step,load_kind,load,status,throughput,p50_s,p95_s,p99_s,max_s,errors,retries,perflab_cpus\n",
+        "run,step,load_kind,load,status,throughput,p50_s,p95_s,p99_s,max_s,errors,retries,perflab_cpus,\
+         cpu_busy,cpu_user,cpu_system,cpu_isr,cpu_iowait,cpu_steal,run_queue,\
+         busiest_disk,disk_busy,busiest_link_rx,link_rx_busy,busiest_link_tx,link_tx_busy,\
+         server_cpus,db_top_wait,db_top_wait_share\n",
     );
     let mut intervals =
         String::from("run,step,load,interval,phase,start_s,length_s,throughput,p95_s\n");
     for r in runs {
-        for s in &r.run.steps {
-            let sum = s.summary();
+        for (s, f) in r.run.steps.iter().zip(step_figures(r.run)) {
+            let p = &f.point;
+            let e = &p.extras;
             let kind = match s.level {
                 crate::plan::Level::Users(_) => "users",
                 crate::plan::Level::Rate(_) => "rate",
             };
+            let named = |v: &Option<(String, f64)>| match v {
+                Some((name, busy)) => format!("{},{busy:.4}", csv_text(name)),
+                None => ",".to_string(),
+            };
             let _ = writeln!(
                 steps,
-                "{},{},{kind},{},{},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{:.3}",
+                "{},{},{kind},{},{},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{}",
                 r.run.id,
                 s.index,
                 s.level.value(),
                 s.status.as_str(),
-                sum.throughput,
-                sum.response.p50.as_secs_f64(),
-                sum.response.p95.as_secs_f64(),
-                sum.response.p99.as_secs_f64(),
-                sum.response.max.as_secs_f64(),
-                sum.errors,
-                sum.retries,
-                s.usage.cpu_share()
+                p.throughput,
+                p.response.p50.as_secs_f64(),
+                p.response.p95.as_secs_f64(),
+                p.response.p99.as_secs_f64(),
+                p.response.max.as_secs_f64(),
+                f.errors,
+                p.retries,
+                p.generator.cpus,
+                csv_number(f.cpu, 4),
+                csv_number(e.cpu_user, 4),
+                csv_number(e.cpu_system, 4),
+                csv_number(e.cpu_isr, 4),
+                csv_number(e.cpu_iowait, 4),
+                csv_number(e.steal, 4),
+                csv_number(e.run_queue, 2),
+                named(&f.disk),
+                named(&f.link_rx),
+                named(&f.link_tx),
+                csv_number(e.server_cpus, 3),
+                named(&f.top_wait),
             );
             for (i, iv) in s.intervals.iter().enumerate() {
                 let secs = iv.length.as_secs_f64();
@@ -136,6 +170,17 @@ fn csv(runs: &[ReportRun<'_>]) -> (String, String) {
             }
         }
     }
-    // CSV fields here are numbers and fixed words only: nothing to quote.
     (steps, intervals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csv_text;
+
+    #[test]
+    fn csv_fields_with_commas_or_quotes_are_quoted() {
+        assert_eq!(csv_text("vda"), "vda");
+        assert_eq!(csv_text("Lock, tuple"), "\"Lock, tuple\"");
+        assert_eq!(csv_text("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
 }

@@ -111,15 +111,15 @@ fn share(v: Option<f64>) -> String {
 }
 
 /// The busiest resource whose name starts with `prefix` (and ends with
-/// `suffix`), as `vda 41.2%`.
-fn busiest(p: &StepPoint, prefix: &str, suffix: &str) -> String {
+/// `suffix`): its short name and busy share.
+fn busiest(p: &StepPoint, prefix: &str, suffix: &str) -> Option<(String, f64)> {
     p.resources
         .iter()
         .filter(|r| r.name.starts_with(prefix) && r.name.ends_with(suffix))
         .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))
-        .map_or("-".to_string(), |r| {
+        .map(|r| {
             let name = r.name[prefix.len()..r.name.len() - suffix.len()].trim();
-            format!("{name} {}", Percent(r.utilisation))
+            (name.to_string(), r.utilisation)
         })
 }
 
@@ -131,13 +131,53 @@ fn status_text(step: &StepResult) -> String {
     }
 }
 
+/// One step's figures in the report's step table and steps.csv: the
+/// client's view, then the server host's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepFigures {
+    pub point: StepPoint,
+    pub errors: u64,
+    /// Busy share of all CPUs.
+    pub cpu: Option<f64>,
+    /// The busiest disk, link direction in and out: name and busy share.
+    pub disk: Option<(String, f64)>,
+    pub link_rx: Option<(String, f64)>,
+    pub link_tx: Option<(String, f64)>,
+    /// The database's commonest wait class and its share of samples.
+    pub top_wait: Option<(String, f64)>,
+    pub status: String,
+}
+
+/// The figures of every step of a run, the server's read where the
+/// verdict reads them (the first remote probe, else this host).
+pub fn step_figures(run: &StoredRun) -> Vec<StepFigures> {
+    let (source, _) = server_source(run);
+    run.steps
+        .iter()
+        .map(|step| {
+            let point = StepPoint::of(step, source);
+            StepFigures {
+                errors: step.summary().errors,
+                cpu: point.resource("cpu").map(|c| c.utilisation),
+                disk: busiest(&point, "disk ", ""),
+                link_rx: busiest(&point, "link ", " rx"),
+                link_tx: busiest(&point, "link ", " tx"),
+                top_wait: step
+                    .measured_db()
+                    .and_then(|d| d.top_wait().map(|(c, s)| (c.to_string(), s))),
+                status: status_text(step),
+                point,
+            }
+        })
+        .collect()
+}
+
 /// Every step: load, throughput, response percentiles, errors, then what
 /// the server host did (CPU busy and its user/system/%ISR/iowait/steal
 /// split, run queue, busiest disk, busiest link each way, the server's own
 /// processes, the database's main wait class) and perflab's CPU. Columns
 /// nothing was measured for are left out.
 pub fn step_grid(run: &StoredRun) -> Grid {
-    let (source, _) = server_source(run);
     let mut grid = Grid::new([
         "load",
         "tps",
@@ -163,8 +203,12 @@ pub fn step_grid(run: &StoredRun) -> Grid {
         "status",
     ]);
     grid.left = vec![15, 16, 17, 19, 21];
-    for step in &run.steps {
-        let p = StepPoint::of(step, source);
+    let named = |v: &Option<(String, f64)>| {
+        v.as_ref()
+            .map_or("-".to_string(), |(n, s)| format!("{n} {}", Percent(*s)))
+    };
+    for f in step_figures(run) {
+        let p = &f.point;
         let r = &p.response;
         let latency = |d| {
             if r.count == 0 {
@@ -174,34 +218,29 @@ pub fn step_grid(run: &StoredRun) -> Grid {
             }
         };
         let e = &p.extras;
-        let sum = step.summary();
-        let top_wait = step
-            .measured_db()
-            .and_then(|d| d.top_wait().map(|(c, s)| format!("{c} {}", Percent(s))))
-            .unwrap_or_else(|| "-".to_string());
         grid.rows.push(vec![
-            step.level.to_string(),
+            p.level.to_string(),
             OpsPerSec(p.throughput).to_string(),
             latency(r.p50),
             latency(r.p95),
             latency(r.p99),
             latency(r.max),
-            sum.errors.to_string(),
-            sum.retries.to_string(),
-            share(p.resource("cpu").map(|c| c.utilisation)),
+            f.errors.to_string(),
+            p.retries.to_string(),
+            share(f.cpu),
             share(e.cpu_user),
             share(e.cpu_system),
             share(e.cpu_isr),
             share(e.cpu_iowait),
             share(e.steal),
             e.run_queue.map_or("-".to_string(), |q| format!("{q:.1}")),
-            busiest(&p, "disk ", ""),
-            busiest(&p, "link ", " rx"),
-            busiest(&p, "link ", " tx"),
+            named(&f.disk),
+            named(&f.link_rx),
+            named(&f.link_tx),
             e.server_cpus.map_or("-".to_string(), |c| format!("{c:.2}")),
-            top_wait,
+            named(&f.top_wait),
             format!("{:.2}", p.generator.cpus),
-            status_text(step),
+            f.status,
         ]);
     }
     grid.without_empty_columns()

@@ -1,6 +1,6 @@
 //! Golden snapshots (insta) of what perflab prints and writes for a stored
 //! run whose every figure is fixed: `show`, `analyze`, `report --md`,
-//! `compare` (terminal and Markdown). The runs are built here, not copied
+//! `report --csv` (steps.csv), `compare` (terminal and Markdown). The runs are built here, not copied
 //! in: two sweeps of a bank on a 2-CPU database host whose figures follow
 //! exact MVA — run 1 limited by its disk (0.5 ms per operation), run 2 on a
 //! disk four times faster, limited by its CPUs — with host samples, wait
@@ -326,6 +326,11 @@ fn show_analyze_report_and_compare_match_their_snapshots() {
     insta::assert_snapshot!(
         "report_md",
         std::fs::read_to_string(dir.path().join("run1.md")).expect("written")
+    );
+    perflab_ok(dir.path(), "report 1 2 --csv csv");
+    insta::assert_snapshot!(
+        "steps_csv",
+        std::fs::read_to_string(dir.path().join("csv/steps.csv")).expect("written")
     );
     insta::assert_snapshot!("compare", perflab_ok(dir.path(), "compare 1 2"));
     insta::assert_snapshot!("compare_md", perflab_ok(dir.path(), "compare 1 2 --md"));
