@@ -180,7 +180,13 @@ pub fn fit(n: &[f64], x: &[f64], concurrency: &'static str, seed: u64) -> Result
         (pick(0.025).min(at), pick(0.975).max(at))
     };
     let [mut dl, mut ds, mut dk] = draws;
-    let peak_n = (kappa > 0.0 && sigma < 1.0).then(|| ((1.0 - sigma) / kappa).sqrt());
+    // With σ ≥ 1 every added unit of concurrency costs more than it brings:
+    // X(N) is highest at N = 1 whatever κ is.
+    let peak_n = if sigma >= 1.0 {
+        Some(1.0)
+    } else {
+        (kappa > 0.0).then(|| ((1.0 - sigma) / kappa).sqrt())
+    };
     let max_throughput = match peak_n {
         Some(p) => Some(usl(lambda, sigma, kappa, p)),
         None => (sigma > 0.0).then(|| lambda / sigma),
@@ -234,6 +240,19 @@ mod tests {
         assert!((f.sigma - 0.1).abs() < 0.01, "{f:?}");
         assert!(f.kappa < 1e-5, "{f:?}");
         assert!(f.kappa_ci.0 < 1e-5);
+    }
+
+    /// σ ≥ 1 (a single writer's retries): the curve falls from N = 1, so
+    /// the peak is there, not an Amdahl asymptote.
+    #[test]
+    fn a_curve_falling_from_one_user_peaks_at_one() {
+        let n = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
+        let x: Vec<f64> = n.iter().map(|n| usl(14000.0, 1.1, 0.01, *n)).collect();
+        let f = fit(&n, &x, "users", 1).unwrap();
+        assert!(f.sigma >= 1.0, "{f:?}");
+        assert_eq!(f.peak_n, Some(1.0));
+        let top = f.max_throughput.unwrap();
+        assert!((top - 14000.0).abs() / 14000.0 < 0.02, "{f:?}");
     }
 
     #[test]

@@ -194,6 +194,13 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
                 f.r_squared
             );
             match (f.peak_n, f.max_throughput) {
+                (Some(_), Some(x)) if f.sigma >= 1.0 => {
+                    let _ = write!(
+                        out,
+                        "; σ ≥ 1: concurrency gains nothing, throughput is highest at N = 1 ({}/s) and falls beyond it",
+                        OpsPerSec(x)
+                    );
+                }
                 (Some(n), Some(x)) => {
                     let _ = write!(
                         out,
