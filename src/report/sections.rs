@@ -10,13 +10,12 @@ use crate::analyze::points::StepPoint;
 use crate::analyze::{server_source, Verdict};
 use crate::engine::{StepResult, StepStatus};
 use crate::store::StoredRun;
-use crate::units::{Bytes, Latency, OpsPerSec, Percent};
+use crate::units::{Latency, OpsPerSec, Percent};
 
 /// What was run, where and when: (name, value) rows.
 pub fn facts(run: &StoredRun) -> Vec<(&'static str, String)> {
     let plan = &run.plan_resolved;
     let levels: Vec<String> = run.steps.iter().map(|s| s.level.to_string()).collect();
-    let host = &run.host;
     let text = |v: &serde_json::Value| match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => "?".to_string(),
@@ -45,18 +44,7 @@ pub fn facts(run: &StoredRun) -> Vec<(&'static str, String)> {
                 run.finished_at.as_deref().unwrap_or("(not finished)")
             ),
         ),
-        (
-            "host",
-            format!(
-                "{} · {} · {} CPUs · {} · kernel {}",
-                host.hostname.as_deref().unwrap_or("?"),
-                host.cpu_model.as_deref().unwrap_or("unknown CPU"),
-                host.cpus.map_or("?".to_string(), |n| n.to_string()),
-                host.memory_bytes
-                    .map_or("?".to_string(), |b| Bytes(b).to_string()),
-                host.kernel.as_deref().unwrap_or("?")
-            ),
-        ),
+        ("host", super::table::host_text(&run.host)),
         ("perflab", run.tool_version.clone()),
         (
             "status",

@@ -5,7 +5,7 @@
 use crate::engine::{StepResult, StepStatus};
 use crate::measure::LatencySummary;
 use crate::plan::Level;
-use crate::probe::DbSample;
+use crate::probe::{DbSample, HostFacts};
 use crate::store::StoredRun;
 use crate::units::{Bytes, Latency, OpsPerSec, Percent};
 use crate::workload::CheckReport;
@@ -129,6 +129,19 @@ pub fn render_check(check: &CheckReport) -> String {
     out
 }
 
+/// A host's facts on one line: name, CPU model and count, memory, kernel.
+pub fn host_text(host: &HostFacts) -> String {
+    format!(
+        "{} · {} · {} CPUs · {} · kernel {}",
+        host.hostname.as_deref().unwrap_or("?"),
+        host.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        host.cpus.map_or("?".to_string(), |n| n.to_string()),
+        host.memory_bytes
+            .map_or("? memory".to_string(), |b| Bytes(b).to_string()),
+        host.kernel.as_deref().unwrap_or("?")
+    )
+}
+
 /// A whole stored run: header, table, operations of the peak step, check.
 pub fn render_run(run: &StoredRun) -> String {
     let mut out = String::new();
@@ -144,16 +157,10 @@ pub fn render_run(run: &StoredRun) -> String {
     if let Some(reason) = &run.status_reason {
         let _ = writeln!(out, "  {reason}");
     }
-    let host = &run.host;
     let _ = writeln!(
         out,
-        "host {} · {} · {} CPUs · {} · kernel {} · perflab {}",
-        host.hostname.as_deref().unwrap_or("?"),
-        host.cpu_model.as_deref().unwrap_or("unknown CPU"),
-        host.cpus.map_or("?".to_string(), |n| n.to_string()),
-        host.memory_bytes
-            .map_or("? memory".to_string(), |b| Bytes(b).to_string()),
-        host.kernel.as_deref().unwrap_or("?"),
+        "host {} · perflab {}",
+        host_text(&run.host),
         run.tool_version
     );
     out.push('\n');
