@@ -86,7 +86,11 @@ fn load_model(v: &serde_json::Value) -> String {
         ),
         (Some("open"), _) => format!(
             "open loop: {} arrivals served over {} connections, at most {} outstanding (the rest dropped)",
-            v["arrivals"].as_str().unwrap_or("?"),
+            match v["arrivals"].as_str() {
+                Some("poisson") => "Poisson",
+                Some("uniform") => "evenly spaced",
+                _ => "?",
+            },
             v["connections"],
             v["max_outstanding"]
         ),
@@ -125,6 +129,8 @@ fn status_text(step: &StepResult) -> String {
 pub struct StepFigures {
     pub point: StepPoint,
     pub errors: u64,
+    /// Open loop: arrivals dropped for being over the outstanding limit.
+    pub dropped: Option<u64>,
     /// Busy share of all CPUs.
     pub cpu: Option<f64>,
     /// The busiest disk, link direction in and out: name and busy share.
@@ -144,8 +150,11 @@ pub fn step_figures(run: &StoredRun) -> Vec<StepFigures> {
         .iter()
         .map(|step| {
             let point = StepPoint::of(step, source);
+            let summary = step.summary();
             StepFigures {
-                errors: step.summary().errors,
+                errors: summary.errors,
+                dropped: matches!(step.level, crate::plan::Level::Rate(_))
+                    .then_some(summary.dropped),
                 cpu: point.resource("cpu").map(|c| c.utilisation),
                 disk: busiest(&point, "disk ", ""),
                 link_rx: busiest(&point, "link ", " rx"),
@@ -160,7 +169,8 @@ pub fn step_figures(run: &StoredRun) -> Vec<StepFigures> {
         .collect()
 }
 
-/// Every step: load, throughput, response percentiles, errors, then what
+/// Every step: load, throughput, response percentiles, errors (and, open
+/// loop, dropped arrivals and dispatch lag), then what
 /// the server host did (CPU busy and its user/system/%ISR/iowait/steal
 /// split, run queue, busiest disk, busiest link each way, the server's own
 /// processes, the database's main wait class) and perflab's CPU. Columns
@@ -175,6 +185,8 @@ pub fn step_grid(run: &StoredRun) -> Grid {
         "max",
         "errors",
         "retries",
+        "dropped",
+        "lag p99",
         "cpu",
         "user",
         "system",
@@ -190,7 +202,7 @@ pub fn step_grid(run: &StoredRun) -> Grid {
         "perflab cpus",
         "status",
     ]);
-    grid.left = vec![15, 16, 17, 19, 21];
+    grid.left = vec![17, 18, 19, 21, 23];
     let named = |v: &Option<(String, f64)>| {
         v.as_ref()
             .map_or("-".to_string(), |(n, s)| format!("{n} {}", Percent(*s)))
@@ -215,6 +227,10 @@ pub fn step_grid(run: &StoredRun) -> Grid {
             latency(r.max),
             f.errors.to_string(),
             p.retries.to_string(),
+            f.dropped.map_or("-".to_string(), |d| d.to_string()),
+            p.generator.lag_p99_s.map_or("-".to_string(), |s| {
+                Latency(std::time::Duration::from_secs_f64(s.max(0.0))).to_string()
+            }),
             share(f.cpu),
             share(e.cpu_user),
             share(e.cpu_system),
