@@ -59,6 +59,10 @@ pub struct Bottleneck {
     pub unreliable: bool,
     /// What to try next, when the sweep did not reach a limit.
     pub next: Option<String>,
+    /// The saturated resource as the probes name it (`cpu0` for a server
+    /// held to one CPU, named `cpu`), when more of it is the cure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
 }
 
 /// What the analysis must know of the run beyond its points.
@@ -88,6 +92,7 @@ pub fn bottleneck(
     if !generator.is_empty() {
         return Bottleneck {
             kind: BottleneckKind::LoadGenerator,
+            resource: None,
             name: "load generator".to_string(),
             evidence: generator,
             ruled_out: vec![
@@ -307,6 +312,8 @@ fn resource_verdict(
             ))
         })
         .collect();
+    // Short memory shows as disk reads: a faster disk is not the cure.
+    let resource = (!name.starts_with("memory")).then(|| r.name.clone());
     Bottleneck {
         kind: BottleneckKind::Resource,
         name,
@@ -314,6 +321,7 @@ fn resource_verdict(
         ruled_out,
         unreliable: false,
         next: None,
+        resource,
     }
 }
 
@@ -331,6 +339,7 @@ fn network_loss(points: &[StepPoint], knee: Option<&Knee>) -> Option<Bottleneck>
     })?;
     Some(Bottleneck {
         kind: BottleneckKind::NetworkLoss,
+        resource: None,
         name: "network loss".to_string(),
         evidence: vec![
             format!(
@@ -476,6 +485,7 @@ fn contention_verdict(
     }
     Bottleneck {
         kind: BottleneckKind::SoftwareContention,
+        resource: None,
         name,
         evidence,
         ruled_out,
@@ -513,6 +523,7 @@ fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bott
     };
     Bottleneck {
         kind: BottleneckKind::NotReached,
+        resource: None,
         name: "not reached".to_string(),
         evidence,
         ruled_out: Vec::new(),

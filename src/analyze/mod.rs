@@ -14,6 +14,7 @@ pub mod mva;
 pub mod points;
 pub mod stats;
 pub mod usl;
+pub mod whatif;
 
 pub use bottleneck::{Bottleneck, BottleneckKind, RunShape};
 pub use capacity::{Knee, Slo, SloOutcome};
@@ -63,6 +64,9 @@ pub struct Verdict {
     pub max_cv: f64,
     /// What may have disturbed the measurement.
     pub caveats: Vec<String>,
+    /// What a faster bottleneck, or none, would give (a resource
+    /// bottleneck only).
+    pub what_if: Option<whatif::WhatIf>,
 }
 
 /// The coefficient-of-variation bound used when none is given.
@@ -210,6 +214,7 @@ pub fn verdict_of(
         stability,
         max_cv,
         caveats: Vec::new(),
+        what_if: None,
     };
     if points.is_empty() {
         verdict.usl_not_fitted = Some("no complete step".to_string());
@@ -224,13 +229,9 @@ pub fn verdict_of(
     let closed = shape.closed;
     let knee = capacity::knee(&points);
     let demands = demands::demands(&points, closed, Some(peak));
-    verdict.bottleneck = Some(bottleneck::bottleneck(
-        &points,
-        shape,
-        peak,
-        knee.as_ref(),
-        &demands,
-    ));
+    let found = bottleneck::bottleneck(&points, shape, peak, knee.as_ref(), &demands);
+    verdict.what_if = whatif::what_if(&points, &demands, &found, closed, peak);
+    verdict.bottleneck = Some(found);
     let think = points.iter().any(|p| p.think_s > 0.0);
     let (n, concurrency): (Vec<f64>, &'static str) = if closed && !think {
         (every_run.iter().map(|p| p.load).collect(), "users")
@@ -386,6 +387,36 @@ mod tests {
         }
     }
 
+    /// The what-if of a disk-bound run: the model fitted on the measured
+    /// demands reproduces the run, and its "disk twice as fast" is what
+    /// exact MVA gives for CPU 4 ms, disk 3 ms; out of the way, the CPU
+    /// limits next.
+    #[test]
+    fn the_what_if_of_a_faster_disk_matches_the_network_it_describes() {
+        let users = [1, 2, 4, 8, 12, 16, 24, 32];
+        for think in [0.0, 0.1] {
+            let points = mva_points(0.004, 0.006, think, &users);
+            let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+            let w = v
+                .what_if
+                .as_ref()
+                .expect("a resource bottleneck has a what-if");
+            assert!(w.credible, "{w:?}");
+            let faster = &w.scenarios[0];
+            assert_eq!(faster.change, "disk vda twice as fast");
+            let truth = mva::solve(&[0.004, 0.003], think, 32).pop().unwrap();
+            assert!(
+                within(faster.throughput, truth.throughput, 0.05),
+                "{faster:?} vs {truth:?}"
+            );
+            assert!(within(faster.response_s.unwrap(), truth.response_s, 0.1));
+            assert_eq!(faster.limited_by.as_deref(), Some("cpu"));
+            let cleared = &w.scenarios[1];
+            assert_eq!(cleared.change, "disk vda out of the way");
+            assert!(within(cleared.bound.unwrap(), 250.0, 0.1), "{cleared:?}");
+        }
+    }
+
     /// Throughput that plateaus with every resource idle is contention.
     #[test]
     fn a_plateau_no_resource_explains_is_software_contention() {
@@ -407,6 +438,8 @@ mod tests {
             p.waits.insert("CPU".to_string(), 30);
         }
         let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+        // More hardware is no cure for contention: no what-if.
+        assert!(v.what_if.is_none());
         let b = v.bottleneck.unwrap();
         assert_eq!(b.kind, BottleneckKind::SoftwareContention, "{b:?}");
         assert_eq!(b.name, "software contention (Lock waits)");

@@ -129,6 +129,13 @@ fn verdict_section(out: &mut String, r: &ReportRun<'_>) {
             let _ = write!(out, "<p>Next: {}.</p>", escape(n));
         }
     }
+    if let Some((head, lines)) = &text.what_if {
+        let _ = write!(out, "<p>What would change — {}:</p><ul>", escape(head));
+        for line in lines {
+            let _ = write!(out, "<li>{}</li>", escape(line));
+        }
+        out.push_str("</ul>");
+    }
     let _ = write!(
         out,
         "<details><summary>The whole verdict as printed</summary><pre>{}</pre></details>",

@@ -64,6 +64,13 @@ pub fn render_markdown(runs: &[ReportRun<'_>], comparison: Option<&Comparison>) 
             }
             out.push('\n');
         }
+        if let Some((head, lines)) = &text.what_if {
+            let _ = writeln!(out, "What would change — {}:\n", plain(head));
+            for line in lines {
+                let _ = writeln!(out, "- {}", plain(line));
+            }
+            out.push('\n');
+        }
         let _ = writeln!(
             out,
             "<details><summary>The whole verdict as printed</summary>\n\n```\n{}```\n\n</details>",

@@ -19,4 +19,4 @@ pub use json::{run_json, SCHEMA_ID};
 pub use markdown::render_markdown;
 pub use progress::Progress;
 pub use table::{render_check, render_run, step_table};
-pub use verdict::render_verdict;
+pub use verdict::{render_verdict, what_if_lines};

@@ -309,6 +309,8 @@ pub struct VerdictText {
     /// Evidence, then what was ruled out (`Ruled out — …`).
     pub points: Vec<String>,
     pub next: Option<String>,
+    /// What would change: the model's check, then a line per change.
+    pub what_if: Option<(String, Vec<String>)>,
 }
 
 impl VerdictText {
@@ -344,6 +346,7 @@ impl VerdictText {
                     .collect()
             }),
             next: b.and_then(|b| b.next.clone()),
+            what_if: v.what_if.as_ref().map(super::what_if_lines),
         }
     }
 }

@@ -1,9 +1,11 @@
 //! The verdict as text: capacity and knee, objectives, the bottleneck with
-//! its evidence and what was ruled out, each resource's use per step, the
+//! its evidence and what was ruled out, what a faster bottleneck would
+//! give, each resource's use per step, the
 //! demands and bounds with Little's law, the latency anatomy and tail
 //! anomalies, the scalability fit, and each step's stability.
 
 use crate::analyze::capacity::load_text;
+use crate::analyze::whatif::WhatIf;
 use crate::analyze::{StepPoint, Verdict};
 use crate::units::{Latency, OpsPerSec, Percent};
 use std::fmt::Write;
@@ -11,6 +13,50 @@ use std::time::Duration;
 
 fn secs(s: f64) -> Latency {
     Latency(Duration::from_secs_f64(s.max(0.0)))
+}
+
+/// The what-if predictions in words: how well the model reproduces the
+/// run, then a line per change.
+pub fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
+    let head = if w.credible {
+        format!(
+            "the measured demands in a queueing model (exact MVA) reproduce the measured throughput within {} up to the peak",
+            Percent(w.model_error)
+        )
+    } else {
+        format!(
+            "the measured demands in a queueing model (exact MVA) miss the measured throughput by up to {} (over {}): rough figures",
+            Percent(w.model_error),
+            Percent(crate::analyze::whatif::CREDIBLE)
+        )
+    };
+    let lines = w
+        .scenarios
+        .iter()
+        .map(|s| {
+            let load = if s.response_s.is_some() {
+                let n = s.load.round() as u64;
+                format!("{n} user{}", if n == 1 { "" } else { "s" })
+            } else {
+                format!("{}/s offered", OpsPerSec(s.load))
+            };
+            let mut line = format!(
+                "{}: {}/s at {load} (×{:.2} the model's {}/s as measured)",
+                s.change,
+                OpsPerSec(s.throughput),
+                s.gain,
+                OpsPerSec(w.baseline)
+            );
+            if let Some(r) = s.response_s {
+                let _ = write!(line, ", mean response {}", secs(r));
+            }
+            if let (Some(name), Some(bound)) = (&s.limited_by, s.bound) {
+                let _ = write!(line, "; then {name} limits, at {}/s", OpsPerSec(bound));
+            }
+            line
+        })
+        .collect();
+    (head, lines)
 }
 
 /// The verdict section printed after a run and by `perflab analyze`.
@@ -85,6 +131,13 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
         }
         if let Some(next) = &b.next {
             let _ = writeln!(out, "  next        {next}");
+        }
+    }
+    if let Some(w) = &v.what_if {
+        let (head, lines) = what_if_lines(w);
+        let _ = writeln!(out, "  what if     {head}");
+        for line in lines {
+            let _ = writeln!(out, "              > {line}");
         }
     }
     out.push_str(&use_table(&v.points));

@@ -1,0 +1,325 @@
+//! What would change under a different configuration: the run's measured
+//! service demands put into a closed queueing network and solved by exact
+//! MVA (Reiser and Lavenberg, 1980) at the run's highest load, once as
+//! measured and once per change to the bottleneck — twice its capacity,
+//! and out of the way altogether (which names the next bottleneck:
+//! clearing one exposes the next).
+//!
+//! The network: every resource with a fitted demand is a queueing centre;
+//! a centre of m servers (the host's CPUs) queues as one server of demand
+//! D/m (Seidmann's approximation, whose remaining D·(m−1)/m is a delay).
+//! All time an operation spends outside the queues is one delay, sized so
+//! that the model's response time at the lowest load equals the measured
+//! one: network round trips and the client's path that no resource
+//! accounts for, the multi-server delays — less whatever the resources
+//! did in parallel within one operation (a log writer beside a backend).
+//! The think time is a delay too. The model is first
+//! checked against the run itself: its throughput at each measured load
+//! up to the peak against what was measured. A model that misses by more
+//! than [`CREDIBLE`] says so, and its predictions are rough.
+//!
+//! Open loops have no population to solve for: their predictions are the
+//! new asymptotic bound and the offered rate it allows.
+
+use super::bottleneck::{Bottleneck, BottleneckKind};
+use super::demands::Demands;
+use super::mva;
+use super::points::{ResourceKind, StepPoint};
+use serde::Serialize;
+
+/// Largest relative miss of the model at a measured load for its
+/// predictions to be called more than rough.
+pub const CREDIBLE: f64 = 0.15;
+
+/// Populations above this are solved at this size: MVA's cost grows with N,
+/// and the throughput has long reached its bound by then.
+const MAX_POPULATION: u32 = 20_000;
+
+/// One queueing centre of the model.
+#[derive(Debug, Clone, PartialEq)]
+struct Centre {
+    name: String,
+    kind: ResourceKind,
+    servers: f64,
+    /// Seconds per operation, all servers together.
+    demand_s: f64,
+}
+
+impl Centre {
+    fn bound(&self) -> f64 {
+        self.servers / self.demand_s
+    }
+}
+
+/// One predicted configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    /// `disk vda twice as fast`, `cpu out of the way`.
+    pub change: String,
+    /// The load the prediction is for: the run's highest.
+    pub load: f64,
+    /// Predicted throughput there.
+    pub throughput: f64,
+    /// Predicted mean response time there (closed loops).
+    pub response_s: Option<f64>,
+    /// Predicted throughput over the model's for the run as measured.
+    pub gain: f64,
+    /// The tightest resource after the change, and its bound.
+    pub limited_by: Option<String>,
+    pub bound: Option<f64>,
+}
+
+/// The model's check against the run, and its predictions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WhatIf {
+    /// Largest relative miss of the model's throughput at a measured load
+    /// up to the peak.
+    pub model_error: f64,
+    /// The model's throughput at the highest load, as measured.
+    pub baseline: f64,
+    pub credible: bool,
+    pub scenarios: Vec<Scenario>,
+}
+
+/// The network's centres: the fitted demands, without the single CPUs
+/// (the host's CPUs already count their time) unless the bottleneck is
+/// one of them — a server confined to one CPU — which then stands for
+/// the CPU time in place of the whole host's.
+fn centres(demands: &Demands, bottleneck: &str) -> Vec<Centre> {
+    let one_cpu = demands
+        .resources
+        .iter()
+        .any(|d| d.kind == ResourceKind::OneCpu && d.resource == bottleneck);
+    demands
+        .resources
+        .iter()
+        .filter(|d| match d.kind {
+            ResourceKind::OneCpu => one_cpu && d.resource == bottleneck,
+            ResourceKind::Cpu => !one_cpu,
+            _ => true,
+        })
+        .filter(|d| d.seconds > 0.0 && d.servers > 0.0)
+        .map(|d| Centre {
+            name: d.resource.clone(),
+            kind: d.kind,
+            servers: d.servers,
+            demand_s: d.seconds,
+        })
+        .collect()
+}
+
+/// Throughput and response time of the closed network at `users`, with
+/// `delay_s` per operation outside the queues and think time `think_s`.
+fn solve(centres: &[Centre], delay_s: f64, think_s: f64, users: u32) -> Option<(f64, f64)> {
+    let users = users.clamp(1, MAX_POPULATION);
+    let queues: Vec<f64> = centres.iter().map(|c| c.demand_s / c.servers).collect();
+    let last = mva::solve(&queues, think_s + delay_s, users).pop()?;
+    Some((last.throughput, last.response_s + delay_s))
+}
+
+/// The delay outside the queues that makes the response time at one user
+/// the measured `total_s`.
+fn delay_for(centres: &[Centre], total_s: f64) -> f64 {
+    let queued: f64 = centres.iter().map(|c| c.demand_s / c.servers).sum();
+    (total_s - queued).max(0.0)
+}
+
+fn tightest(centres: &[Centre]) -> Option<&Centre> {
+    centres
+        .iter()
+        .min_by(|a, b| a.bound().total_cmp(&b.bound()))
+}
+
+/// The changes worth predicting for a bottleneck centre.
+fn changes(target: &Centre, centres: &[Centre]) -> Vec<(String, Vec<Centre>)> {
+    let doubled: Vec<Centre> = centres
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            if c.name == target.name {
+                match c.kind {
+                    ResourceKind::Cpu => c.servers *= 2.0,
+                    ResourceKind::OneCpu => c.servers = 2.0,
+                    ResourceKind::Disk | ResourceKind::Link => c.demand_s /= 2.0,
+                }
+            }
+            c
+        })
+        .collect();
+    let twice = match target.kind {
+        ResourceKind::Cpu => format!("twice the CPUs ({})", target.servers * 2.0),
+        ResourceKind::OneCpu => format!("the server allowed a second CPU besides {}", target.name),
+        ResourceKind::Disk => format!("{} twice as fast", target.name),
+        ResourceKind::Link => format!("{} at twice the speed", target.name),
+    };
+    let cleared: Vec<Centre> = centres
+        .iter()
+        .filter(|c| c.name != target.name)
+        .cloned()
+        .collect();
+    vec![
+        (twice, doubled),
+        (format!("{} out of the way", target.name), cleared),
+    ]
+}
+
+/// Predictions for a run whose bottleneck is a resource; none otherwise
+/// (the generator, contention, loss and an unreached limit are not
+/// changed by more hardware).
+pub fn what_if(
+    points: &[StepPoint],
+    demands: &Demands,
+    bottleneck: &Bottleneck,
+    closed: bool,
+    peak: usize,
+) -> Option<WhatIf> {
+    if bottleneck.kind != BottleneckKind::Resource || bottleneck.unreliable {
+        return None;
+    }
+    let name = bottleneck.resource.as_deref()?;
+    let centres = centres(demands, name);
+    let target = centres.iter().find(|c| c.name == name)?.clone();
+    let highest = points.iter().map(|p| p.load).fold(0.0, f64::max);
+    if !closed {
+        let now = tightest(&centres)?.bound();
+        let scenarios = changes(&target, &centres)
+            .into_iter()
+            .map(|(change, after)| {
+                let t = tightest(&after);
+                let bound = t.map(Centre::bound);
+                let x = bound.map_or(highest, |b| b.min(highest));
+                Scenario {
+                    change,
+                    load: highest,
+                    throughput: x,
+                    response_s: None,
+                    gain: x / now.min(highest),
+                    limited_by: t.map(|c| c.name.clone()),
+                    bound,
+                }
+            })
+            .collect();
+        let measured = points.get(peak)?.throughput;
+        return Some(WhatIf {
+            model_error: (now.min(highest) - measured).abs() / measured,
+            baseline: now.min(highest),
+            credible: true,
+            scenarios,
+        });
+    }
+    let lowest = points.first()?;
+    let delay_s = delay_for(&centres, demands.total_s);
+    let think_s = lowest.think_s;
+    let users = |load: f64| load.round().max(1.0) as u32;
+    let mut model_error: f64 = 0.0;
+    for p in points.iter().take(peak + 1) {
+        let (x, _) = solve(&centres, delay_s, think_s, users(p.load))?;
+        if p.throughput > 0.0 {
+            model_error = model_error.max((x - p.throughput).abs() / p.throughput);
+        }
+    }
+    let (baseline, _) = solve(&centres, delay_s, think_s, users(highest))?;
+    let mut scenarios = Vec::new();
+    for (change, after) in changes(&target, &centres) {
+        let (x, r) = solve(&after, delay_s, think_s, users(highest))?;
+        let t = tightest(&after);
+        scenarios.push(Scenario {
+            change,
+            load: highest,
+            throughput: x,
+            response_s: Some(r),
+            gain: x / baseline,
+            limited_by: t.map(|c| c.name.clone()),
+            bound: t.map(Centre::bound),
+        });
+    }
+    Some(WhatIf {
+        model_error,
+        baseline,
+        credible: model_error <= CREDIBLE,
+        scenarios,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::demands::Demand;
+
+    fn demand(name: &str, kind: ResourceKind, servers: f64, seconds: f64) -> Demand {
+        Demand {
+            resource: name.to_string(),
+            kind,
+            servers,
+            seconds,
+            bound: servers / seconds,
+            growth_at_peak: None,
+        }
+    }
+
+    fn demands(resources: Vec<Demand>, total_s: f64) -> Demands {
+        Demands {
+            fitted_on: vec![0],
+            resources,
+            total_s,
+            think_s: 0.0,
+            n_star: None,
+            steps: Vec::new(),
+        }
+    }
+
+    /// One queue and nothing else: the model is exact MVA, and a disk
+    /// twice as fast at a population far past the knee doubles throughput.
+    #[test]
+    fn a_disk_twice_as_fast_doubles_a_saturated_single_queue() {
+        let d = demands(
+            vec![demand("disk vda", ResourceKind::Disk, 1.0, 0.01)],
+            0.01,
+        );
+        let c = centres(&d, "disk vda");
+        let (x, r) = solve(&c, 0.0, 0.0, 64).unwrap();
+        assert!((x - 100.0).abs() < 1e-6, "{x}");
+        assert!((r - 0.64).abs() < 1e-6, "{r}");
+        let (twice, after) = changes(&c[0], &c).remove(0);
+        assert_eq!(twice, "disk vda twice as fast");
+        let (x2, _) = solve(&after, 0.0, 0.0, 64).unwrap();
+        assert!((x2 / x - 2.0).abs() < 1e-6);
+    }
+
+    /// Seidmann: two CPUs of 10 ms each at one user give R = D (no
+    /// queueing), and the bound is m/D.
+    #[test]
+    fn a_multi_server_centre_keeps_its_demand_at_one_user_and_its_bound_beyond() {
+        let d = demands(vec![demand("cpu", ResourceKind::Cpu, 2.0, 0.01)], 0.01);
+        let c = centres(&d, "cpu");
+        let delay = delay_for(&c, d.total_s);
+        assert!((delay - 0.005).abs() < 1e-12, "{delay}");
+        let (x1, r1) = solve(&c, delay, 0.0, 1).unwrap();
+        assert!((r1 - 0.01).abs() < 1e-9 && (x1 - 100.0).abs() < 1e-6);
+        let (x, _) = solve(&c, delay, 0.0, 500).unwrap();
+        assert!(x > 199.0 && x <= 200.0 + 1e-9, "{x}");
+        let (label, after) = changes(&c[0], &c).remove(0);
+        assert_eq!(label, "twice the CPUs (4)");
+        let (x4, _) = solve(&after, delay, 0.0, 500).unwrap();
+        assert!(x4 > 398.0 && x4 <= 400.0 + 1e-9, "{x4}");
+    }
+
+    /// The single CPUs stand in for the host's CPUs only when the
+    /// bottleneck is one of them.
+    #[test]
+    fn single_cpus_replace_the_host_cpus_only_when_one_is_the_bottleneck() {
+        let d = demands(
+            vec![
+                demand("cpu0", ResourceKind::OneCpu, 1.0, 0.004),
+                demand("cpu", ResourceKind::Cpu, 2.0, 0.005),
+                demand("cpu1", ResourceKind::OneCpu, 1.0, 0.001),
+                demand("disk vda", ResourceKind::Disk, 1.0, 0.002),
+            ],
+            0.008,
+        );
+        let names =
+            |b: &str| -> Vec<String> { centres(&d, b).into_iter().map(|c| c.name).collect() };
+        assert_eq!(names("cpu0"), ["cpu0", "disk vda"]);
+        assert_eq!(names("disk vda"), ["cpu", "disk vda"]);
+    }
+}
