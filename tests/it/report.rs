@@ -33,6 +33,11 @@ fn the_html_report_loads_in_a_browser_with_every_chart_drawn() {
     perflab_ok(dir.path(), &format!("report 1 --html {}", page.display()));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(!html.contains("<script"), "the report runs no script");
+    // The step table has the host's columns, the utilisation chart the
+    // CPU split.
+    contains(&html, "<th>user</th><th>system</th>");
+    contains(&html, "cpu user");
+    contains(&html, "cpu system");
     // Nothing is fetched: the only URL is the SVG namespace.
     assert_eq!(
         html.matches("http").count(),
