@@ -71,7 +71,8 @@ pub struct HostExtras {
     pub cpu_iowait: Option<f64>,
     /// The server under test's processes, in CPUs, when followed.
     pub server_cpus: Option<f64>,
-    /// The host's busy CPUs (busy share × CPUs).
+    /// CPUs the host's own processes kept busy (busy share less steal,
+    /// which went to other guests, × CPUs).
     pub busy_cpus: Option<f64>,
     /// Share of CPU time the hypervisor gave to other guests.
     pub steal: Option<f64>,
@@ -314,7 +315,10 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
                 .find(|p| p.label == "server")
                 .map(|p| p.cpu())
         }),
-        busy_cpus: weighted_mean(samples, |s| s.cpu.map(|c| c.busy() * s.cpus.len() as f64)),
+        busy_cpus: weighted_mean(samples, |s| {
+            s.cpu
+                .map(|c| (c.busy() - c.steal).max(0.0) * s.cpus.len() as f64)
+        }),
         steal: weighted_mean(samples, |s| s.cpu.map(|c| c.steal)),
     }
 }
