@@ -336,15 +336,7 @@ fn show_analyze_report_and_compare_match_their_snapshots() {
     // The export of the run, what-if included, matches the schema.
     let export: serde_json::Value =
         serde_json::from_str(&perflab_ok(dir.path(), "show 1 --json -")).expect("JSON");
-    let schema: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(crate::support::repo_file("schema/run.schema.json")).expect("schema"),
-    )
-    .expect("schema JSON");
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
-    let problems: Vec<String> = validator
-        .iter_errors(&export)
-        .map(|e| format!("{e} at {}", e.instance_path))
-        .collect();
+    let problems = crate::support::schema_problems(&export);
     assert!(problems.is_empty(), "{problems:#?}");
     let verdict = &export["verdict"];
     assert_eq!(verdict["bottleneck"]["resource"], "disk vda");

@@ -160,3 +160,16 @@ pub fn spawn_until_steps(dir: &Path, args: &str, steps: i64) -> std::process::Ch
     }
     child
 }
+
+/// What the JSON schema of an export (`schema/run.schema.json`) finds
+/// wrong with `export`: nothing when it is valid.
+pub fn schema_problems(export: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(repo_file("schema/run.schema.json")).unwrap())
+            .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    validator
+        .iter_errors(export)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect()
+}
