@@ -181,7 +181,7 @@ pub fn what_if(
     let target = centres.iter().find(|c| c.name == name)?.clone();
     let highest = points.iter().map(|p| p.load).fold(0.0, f64::max);
     if !closed {
-        let now = tightest(&centres)?.bound();
+        let baseline = tightest(&centres)?.bound().min(highest);
         let scenarios = changes(&target, &centres)
             .into_iter()
             .map(|(change, after)| {
@@ -193,7 +193,7 @@ pub fn what_if(
                     load: highest,
                     throughput: x,
                     response_s: None,
-                    gain: x / now.min(highest),
+                    gain: x / baseline,
                     limited_by: t.map(|c| c.name.clone()),
                     bound,
                 }
@@ -201,8 +201,8 @@ pub fn what_if(
             .collect();
         let measured = points.get(peak)?.throughput;
         return Some(WhatIf {
-            model_error: (now.min(highest) - measured).abs() / measured,
-            baseline: now.min(highest),
+            model_error: (baseline - measured).abs() / measured,
+            baseline,
             credible: true,
             scenarios,
         });

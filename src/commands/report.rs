@@ -110,10 +110,7 @@ fn csv(runs: &[ReportRun<'_>]) -> (String, String) {
         for (s, f) in r.run.steps.iter().zip(step_figures(r.run)) {
             let p = &f.point;
             let e = &p.extras;
-            let kind = match s.level {
-                crate::plan::Level::Users(_) => "users",
-                crate::plan::Level::Rate(_) => "rate",
-            };
+            let kind = s.level.kind();
             let named = |v: &Option<(String, f64)>| match v {
                 Some((name, busy)) => format!("{},{busy:.4}", csv_text(name)),
                 None => ",".to_string(),

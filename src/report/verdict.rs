@@ -35,8 +35,7 @@ pub fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
         .iter()
         .map(|s| {
             let load = if s.response_s.is_some() {
-                let n = s.load.round() as u64;
-                format!("{n} user{}", if n == 1 { "" } else { "s" })
+                crate::plan::Level::Users(s.load.round() as u32).to_string()
             } else {
                 format!("{}/s offered", OpsPerSec(s.load))
             };
