@@ -132,7 +132,9 @@ fn host(x: f64, users: u32, c: &Config) -> HostSample {
             rss_bytes: 900 << 20,
             threads: 1 + u64::from(users),
             context_switches_per_s: x * 3.0,
+            ..ProcessSample::default()
         }],
+        ..HostSample::default()
     }
 }
 

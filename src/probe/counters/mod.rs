@@ -19,8 +19,8 @@ pub mod process;
 mod sample;
 
 pub use sample::{
-    weighted_mean, CpuSample, DiskSample, HostSample, MemorySample, NicSample, PressureSample,
-    TcpSample,
+    weighted_mean, CgroupSample, CpuSample, DiskSample, HostSample, MemorySample, NicSample,
+    PressureSample, QdiscSample, TcpSample,
 };
 
 use procfs_core::{FromBufRead, FromBufReadSI};

@@ -110,6 +110,16 @@ pub struct ProcessSample {
     pub rss_bytes: u64,
     pub threads: u64,
     pub context_switches_per_s: f64,
+    /// Bytes the group had read from storage and written to it, per second
+    /// (`/proc/PID/io` `read_bytes`, `write_bytes`): a database that reads
+    /// with read(2) shows its misses here, not as page faults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bytes_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_bytes_per_s: Option<f64>,
+    /// Major page faults per second (pages read in on touch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major_faults_per_s: Option<f64>,
 }
 
 impl ProcessSample {
@@ -142,6 +152,9 @@ impl ProcessSample {
             rss_bytes: b.values().map(|p| p.rss_pages * page).sum(),
             threads: b.values().map(|p| p.threads).sum(),
             context_switches_per_s: per_s(switches),
+            read_bytes_per_s: None,
+            write_bytes_per_s: None,
+            major_faults_per_s: None,
         }
     }
 

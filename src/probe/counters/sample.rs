@@ -179,6 +179,65 @@ pub struct HostSample {
     pub pressure: PressureSample,
     /// The followed process groups (perflab itself, the server under test).
     pub processes: Vec<ProcessSample>,
+    /// The cgroup the server under test runs in, when its processes are
+    /// followed: the limits it is held to and how hard they bit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cgroup: Option<CgroupSample>,
+    /// The queueing disciplines on the host's interfaces and on the
+    /// server's, when it runs in a network namespace of its own: a shaped
+    /// or lossy link shows here, not in the NIC's nominal speed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub qdiscs: Vec<QdiscSample>,
+}
+
+/// The cgroup of the server under test over one interval (v1 or v2).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CgroupSample {
+    /// The cgroup's path inside its hierarchy (`/system.slice/x.service`).
+    pub path: String,
+    /// CPUs the server may run on (its cpuset, or its affinity), counted.
+    pub cpus_allowed: Option<f64>,
+    /// The CPU quota as CPUs (quota over period), when one is set.
+    pub cpu_quota_cpus: Option<f64>,
+    /// CPUs the cgroup used over the interval (its usage counter).
+    pub cpu_used_cpus: Option<f64>,
+    /// Share of the interval's enforcement periods in which the quota
+    /// throttled it (`nr_throttled / nr_periods` increases).
+    pub throttled_share: Option<f64>,
+    /// The memory limit, when one is set below the host's memory.
+    pub memory_limit_bytes: Option<u64>,
+    /// Memory charged to the cgroup at the end of the interval (with its
+    /// page cache).
+    pub memory_usage_bytes: Option<u64>,
+    /// Times the memory limit was hit over the interval (v1 `failcnt`, v2
+    /// `memory.events` `max`).
+    pub memory_limit_hits: Option<u64>,
+    /// Share of the interval some of its tasks stalled on memory (v2
+    /// `memory.pressure`, `some` total).
+    pub memory_stall_share: Option<f64>,
+}
+
+/// One queueing discipline over one interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct QdiscSample {
+    pub interface: String,
+    /// `host`, or `server` for the server's own network namespace.
+    pub namespace: String,
+    /// `tbf`, `netem`, `htb`, `fq_codel`, …
+    pub kind: String,
+    /// The rate it shapes to, bytes per second (tbf, htb), when it shapes.
+    pub rate_bytes_per_s: Option<f64>,
+    /// The share of packets it drops on purpose (netem `loss`).
+    pub loss: Option<f64>,
+    /// The delay it adds, seconds (netem `delay`).
+    pub delay_s: Option<f64>,
+    pub bytes_per_s: f64,
+    pub packets_per_s: f64,
+    /// Counts over the interval.
+    pub drops: u64,
+    pub overlimits: u64,
+    /// Bytes queued at the end of the interval.
+    pub backlog_bytes: u64,
 }
 
 impl HostSample {
@@ -356,6 +415,8 @@ impl HostSample {
                     ProcessSample::between(&group.label, &before, after, seconds)
                 })
                 .collect(),
+            server_cgroup: None,
+            qdiscs: Vec::new(),
         }
     }
 
