@@ -36,6 +36,10 @@ pub struct Demand {
     pub seconds: f64,
     /// The throughput it allows at most: servers / demand.
     pub bound: f64,
+    /// Taken from the step where the resource did the least work per
+    /// operation, because the fit disagreed with the steps.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_steps: bool,
     /// Demand at the peak step over the fitted demand: far above 1 means
     /// the resource worked harder per operation as load rose (spinning,
     /// retrying), not that it ran out.
@@ -136,6 +140,7 @@ pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Deman
             }
         }
     }
+    let x_max = points.iter().map(|p| p.throughput).fold(0.0, f64::max);
     let mut resources: Vec<Demand> = names
         .into_iter()
         .filter_map(|(name, kind, servers)| {
@@ -147,10 +152,23 @@ pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Deman
                     Some((p.throughput, r.servers * r.utilisation))
                 })
                 .collect();
-            let seconds = slope(&pairs)?;
-            if seconds <= 0.0 {
-                return None;
-            }
+            // Each step's own demand; the smallest is an upper limit.
+            let own = points
+                .iter()
+                .filter(|p| p.throughput > 0.0)
+                .filter_map(|p| {
+                    let r = p.resource(name)?;
+                    Some(r.servers * r.utilisation / p.throughput)
+                })
+                .filter(|d| *d > 0.0)
+                .min_by(f64::total_cmp);
+            let fitted = slope(&pairs).filter(|s| *s > 0.0);
+            let (seconds, from_steps) = match (fitted, own) {
+                (Some(f), Some(o)) if f * x_max > servers * 1.000_001 || f < 0.8 * o => (o, true),
+                (Some(f), _) => (f, false),
+                (None, Some(o)) => (o, true),
+                (None, None) => return None,
+            };
             let growth_at_peak = peak.and_then(|i| {
                 let p = &points[i];
                 let r = p.resource(name)?;
@@ -162,16 +180,17 @@ pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Deman
                 servers,
                 seconds,
                 bound: servers / seconds,
+                from_steps,
                 growth_at_peak,
             })
         })
         .collect();
     resources.sort_by(|a, b| a.bound.total_cmp(&b.bound));
-    // The whole-host CPU and its single CPUs are the same time counted
-    // twice; disks and links add up.
+    // The whole-host CPU, its single CPUs and a quota are the same time
+    // counted twice; disks and links add up.
     let summed: f64 = resources
         .iter()
-        .filter(|d| d.kind != ResourceKind::OneCpu)
+        .filter(|d| !d.kind.is_cpu() || d.kind == ResourceKind::Cpu)
         .map(|d| d.seconds)
         .sum();
     let lowest = points.first();

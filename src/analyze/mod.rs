@@ -229,8 +229,18 @@ pub fn verdict_of(
     let closed = shape.closed;
     let knee = capacity::knee(&points);
     let demands = demands::demands(&points, closed, Some(peak));
-    let found = bottleneck::bottleneck(&points, shape, peak, knee.as_ref(), &demands);
-    verdict.what_if = whatif::what_if(&points, &demands, &found, closed, peak);
+    let unstable = !verdict.stability.is_empty() && verdict.stability.iter().all(|s| s.unstable);
+    let found = bottleneck::bottleneck(&points, shape, peak, knee.as_ref(), &demands, unstable);
+    let room = (!shape.embedded)
+        .then(|| {
+            let p = &points[peak];
+            Some(whatif::HostRoom {
+                cpus: p.resource("cpu")?.servers,
+                perflab_cpus: p.generator.cpus,
+            })
+        })
+        .flatten();
+    verdict.what_if = whatif::what_if(&points, &demands, &found, closed, peak, room);
     verdict.bottleneck = Some(found);
     let think = points.iter().any(|p| p.think_s > 0.0);
     let (n, concurrency): (Vec<f64>, &'static str) = if closed && !think {
@@ -257,80 +267,13 @@ pub fn verdict_of(
 }
 
 #[cfg(test)]
+pub(crate) mod fixture;
+
+#[cfg(test)]
 mod tests {
-    use super::points::{GeneratorUse, HostExtras, ResourceKind, ResourceUse};
+    use super::fixture::{mva_points, SHAPE};
     use super::*;
-    use crate::measure::LatencySummary;
-    use rand::{Rng, SeedableRng};
     use std::time::Duration;
-
-    /// A step as exact MVA predicts it for single-server CPU and disk
-    /// centres, with ±2% noise on every measured figure.
-    fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> Vec<StepPoint> {
-        let solved = mva::solve(&[d_cpu, d_disk], think, *users.iter().max().unwrap());
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(42);
-        let mut noise = move || 1.0 + rng.gen_range(-0.02..0.02);
-        users
-            .iter()
-            .enumerate()
-            .map(|(index, &n)| {
-                let m = &solved[n as usize - 1];
-                let r = m.response_s * noise();
-                let d = |s: f64| Duration::from_secs_f64(s);
-                let resource = |name: &str, kind, u: f64| ResourceUse {
-                    name: name.to_string(),
-                    kind,
-                    servers: 1.0,
-                    utilisation: u.min(1.0),
-                    saturation: None,
-                    errors: None,
-                };
-                StepPoint {
-                    index,
-                    level: Level::Users(n),
-                    load: f64::from(n),
-                    complete: true,
-                    throughput: m.throughput * noise(),
-                    completed: (m.throughput * 20.0) as u64,
-                    error_rate: 0.0,
-                    retries: 0,
-                    response: LatencySummary {
-                        count: (m.throughput * 20.0) as u64,
-                        mean: d(r),
-                        p50: d(r * 0.7),
-                        p90: d(r * 2.3),
-                        p95: d(r * 3.0),
-                        p99: d(r * 4.6),
-                        p999: d(r * 6.9),
-                        max: d(r * 9.0),
-                    },
-                    over_200ms: 0.0,
-                    over_1s: 0.0,
-                    far_tail: 0.0,
-                    think_s: think,
-                    interval_throughputs: vec![m.throughput; 20],
-                    resources: vec![
-                        resource("cpu", ResourceKind::Cpu, m.utilisation[0] * noise()),
-                        resource("disk vda", ResourceKind::Disk, m.utilisation[1] * noise()),
-                    ],
-                    extras: HostExtras::default(),
-                    generator: GeneratorUse {
-                        cpus: 0.05,
-                        capacity: Some(2.0),
-                        ..GeneratorUse::default()
-                    },
-                    waits: Default::default(),
-                }
-            })
-            .collect()
-    }
-
-    const SHAPE: RunShape = RunShape {
-        closed: true,
-        embedded: false,
-        threads: 2,
-        single_writer: false,
-    };
 
     fn within(a: f64, b: f64, share: f64) -> bool {
         (a - b).abs() <= share * b

@@ -2,7 +2,8 @@
 //! stored step — load, throughput, response time, think time, the share of
 //! slow operations, the throughput of each interval, the server host's
 //! resources (utilisation, saturation, errors), the generator's own CPU
-//! against what it was allowed, and the database's wait classes.
+//! against what it was allowed, the limits of the server's cgroup and the
+//! shaping of its links, and the database's waits and counters.
 
 use crate::engine::{StepResult, StepStatus};
 use crate::measure::{LatencySummary, Phase, StepSummary};
@@ -22,6 +23,20 @@ pub enum ResourceKind {
     OneCpu,
     Disk,
     Link,
+    /// The CPU quota of the server's cgroup: `servers` is the quota in
+    /// CPUs, utilisation the share of it used.
+    CpuQuota,
+}
+
+impl ResourceKind {
+    /// CPU time, whichever way it is counted (the host's CPUs, one CPU, a
+    /// quota): the same seconds, never to be added up.
+    pub fn is_cpu(self) -> bool {
+        matches!(
+            self,
+            ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota
+        )
+    }
 }
 
 /// One resource's use over a step's measured window.
@@ -76,6 +91,26 @@ pub struct HostExtras {
     pub busy_cpus: Option<f64>,
     /// Share of CPU time the hypervisor gave to other guests.
     pub steal: Option<f64>,
+    /// The server's own reads from storage, bytes per second, and its
+    /// major page faults per second.
+    pub server_read_bytes_per_s: Option<f64>,
+    pub server_major_faults_per_s: Option<f64>,
+    /// The server's cgroup: memory limit, memory charged, times the limit
+    /// was hit over the step, share of time stalled on memory.
+    pub memory_limit_bytes: Option<f64>,
+    pub memory_usage_bytes: Option<f64>,
+    pub memory_limit_hits: Option<f64>,
+    pub memory_stall_share: Option<f64>,
+    /// The host's memory pressure (PSI `some`, 10 s average), a share.
+    pub memory_pressure: Option<f64>,
+    /// The server's cgroup CPU quota in CPUs, the share of periods it was
+    /// throttled, and the CPUs its cpuset or affinity allow.
+    pub cpu_quota_cpus: Option<f64>,
+    pub quota_throttled_share: Option<f64>,
+    pub server_cpus_allowed: Option<f64>,
+    /// The highest loss a queueing discipline on the server's path drops
+    /// on purpose (netem), a share.
+    pub qdisc_loss: Option<f64>,
 }
 
 /// What the analysis knows of one step.
@@ -99,6 +134,9 @@ pub struct StepPoint {
     /// Share of operations slower than ten times the 90th percentile: a
     /// group apart from the body of the distribution.
     pub far_tail: f64,
+    /// A group of responses separated from the body by an empty stretch
+    /// of the histogram, whatever its share.
+    pub slow_group: Option<SlowGroup>,
     /// Mean think time, seconds (closed loop).
     pub think_s: f64,
     /// Throughput of each measured interval.
@@ -107,8 +145,22 @@ pub struct StepPoint {
     pub resources: Vec<ResourceUse>,
     pub extras: HostExtras,
     pub generator: GeneratorUse,
-    /// Database sessions seen in each wait class over the window.
+    /// Database sessions seen in each wait (`Type:Event`, or a stored
+    /// type alone) over the window.
     pub waits: BTreeMap<String, u64>,
+    /// The database's counters summed over the window (commits,
+    /// blocks_hit, blocks_read, row_lock_waits, …).
+    pub db: BTreeMap<String, f64>,
+}
+
+/// Responses apart from the body of the distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SlowGroup {
+    /// Share of the step's operations in the group.
+    pub share: f64,
+    /// Where the group starts and its median, seconds.
+    pub from_s: f64,
+    pub median_s: f64,
 }
 
 impl StepPoint {
@@ -120,6 +172,22 @@ impl StepPoint {
     /// A resource by name.
     pub fn resource(&self, name: &str) -> Option<&ResourceUse> {
         self.resources.iter().find(|r| r.name == name)
+    }
+
+    /// Coefficient of variation of the step's throughput between its
+    /// intervals: the step's own noise.
+    pub fn interval_cv(&self) -> Option<f64> {
+        (self.interval_throughputs.len() >= 2)
+            .then(|| crate::engine::coefficient_of_variation(&self.interval_throughputs))
+    }
+
+    /// Operations attempted per second: served and failed.
+    pub fn attempts_per_s(&self) -> f64 {
+        if self.error_rate < 1.0 {
+            self.throughput / (1.0 - self.error_rate)
+        } else {
+            self.throughput
+        }
     }
 
     /// Reads a stored step; the server host's resources come from `source`.
@@ -153,9 +221,13 @@ impl StepPoint {
             .filter_map(|i| source.sample(i))
             .collect();
         let mut waits = BTreeMap::new();
+        let mut db_counters = BTreeMap::new();
         for db in measured_intervals.iter().filter_map(|i| i.db.as_ref()) {
             for (k, v) in &db.waits {
                 *waits.entry(k.clone()).or_insert(0) += v;
+            }
+            for (k, v) in db.counters.iter().filter(|(k, _)| !k.starts_with("now_")) {
+                *db_counters.entry(k.clone()).or_insert(0.0) += v;
             }
         }
         let wall = step.usage.wall.as_secs_f64();
@@ -189,12 +261,14 @@ impl StepPoint {
                     .saturating_mul(10)
                     .min(u128::from(u64::MAX)) as u64,
             ),
+            slow_group: slow_group(&all.response),
             think_s: summary.mean_think.as_secs_f64(),
             interval_throughputs,
             resources: resources(&samples),
             extras: extras(&samples),
             generator,
             waits,
+            db: db_counters,
         }
     }
 }
@@ -229,6 +303,19 @@ fn resources(samples: &[&HostSample]) -> Vec<ResourceUse> {
                     errors: None,
                 });
             }
+        }
+    }
+    if let Some(quota) = weighted_mean(samples, |s| s.server_cgroup.as_ref()?.cpu_quota_cpus) {
+        if let Some(used) = weighted_mean(samples, |s| s.server_cgroup.as_ref()?.cpu_used_cpus) {
+            out.push(ResourceUse {
+                name: "cpu quota".to_string(),
+                kind: ResourceKind::CpuQuota,
+                servers: quota,
+                utilisation: (used / quota.max(f64::MIN_POSITIVE)).min(1.0),
+                saturation: weighted_mean(samples, |s| s.server_cgroup.as_ref()?.throttled_share)
+                    .map(|t| ("throttled".to_string(), t)),
+                errors: None,
+            });
         }
     }
     let mut disks: Vec<&str> = samples
@@ -285,7 +372,103 @@ fn resources(samples: &[&HostSample]) -> Vec<ResourceUse> {
             }
         }
     }
+    out.extend(shaped_links(samples));
     out
+}
+
+/// Links shaped by a queueing discipline (tbf, htb): their capacity is the
+/// shaper's rate, whatever speed the interface reports.
+fn shaped_links(samples: &[&HostSample]) -> Vec<ResourceUse> {
+    let mut keys: Vec<(String, String, String)> = samples
+        .iter()
+        .flat_map(|s| s.qdiscs.iter())
+        .filter(|q| q.rate_bytes_per_s.is_some_and(|r| r > 0.0))
+        .map(|q| (q.namespace.clone(), q.interface.clone(), q.kind.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|(ns, iface, kind)| {
+            let find = |s: &HostSample| {
+                s.qdiscs
+                    .iter()
+                    .find(|q| q.namespace == ns && q.interface == iface && q.kind == kind)
+                    .cloned()
+            };
+            let u = weighted_mean(samples, |s| {
+                let q = find(s)?;
+                Some(q.bytes_per_s / q.rate_bytes_per_s?)
+            })?;
+            let overlimits: f64 = samples
+                .iter()
+                .filter_map(|s| find(s))
+                .map(|q| q.overlimits as f64)
+                .sum();
+            let place = if ns == "host" {
+                iface.clone()
+            } else {
+                format!("{iface} in the server's namespace")
+            };
+            Some(ResourceUse {
+                name: format!("link {place} ({kind})"),
+                kind: ResourceKind::Link,
+                servers: 1.0,
+                utilisation: u.min(1.0),
+                saturation: weighted_mean(samples, |s| find(s).map(|q| q.backlog_bytes as f64))
+                    .map(|b| ("backlog bytes".to_string(), b)),
+                errors: Some(("overlimits".to_string(), overlimits)),
+            })
+        })
+        .collect()
+}
+
+/// A group of responses apart from the body: above the median, a stretch
+/// of at least a factor of four in latency with (next to) nothing in it,
+/// and at least 0.2% of operations beyond it. A single-humped
+/// distribution, however long its tail, has no such empty stretch; a
+/// retransmission timeout or a stall puts its victims far beyond one.
+pub fn slow_group(h: &hdrhistogram::Histogram<u64>) -> Option<SlowGroup> {
+    let total = h.len();
+    if total < 100 {
+        return None;
+    }
+    let median = h.value_at_quantile(0.5).max(1);
+    // Counts per doubling of latency, from the median up.
+    let mut buckets: Vec<(u64, u64)> = Vec::new();
+    let mut low = median;
+    while low <= h.max() {
+        let high = low.saturating_mul(2);
+        buckets.push((low, h.count_between(low + 1, high)));
+        low = high;
+    }
+    let empty = (total as f64 * 1e-4).max(1.0) as u64;
+    let mut run = 0;
+    for (i, (low, n)) in buckets.iter().enumerate() {
+        if *n <= empty {
+            run += 1;
+            continue;
+        }
+        if run >= 2 {
+            let beyond: u64 = buckets[i..].iter().map(|b| b.1).sum();
+            let share = beyond as f64 / total as f64;
+            if share >= 0.002 {
+                let from = *low;
+                let median_s = h.value_at_quantile(1.0 - share / 2.0) as f64 / 1e6;
+                return Some(SlowGroup {
+                    share,
+                    from_s: from as f64 / 1e6,
+                    median_s,
+                });
+            }
+        }
+        run = 0;
+    }
+    None
+}
+
+/// The server under test's processes in a sample, when followed.
+fn server(s: &HostSample) -> Option<&crate::probe::counters::process::ProcessSample> {
+    s.processes.iter().find(|p| p.label == "server")
 }
 
 fn extras(samples: &[&HostSample]) -> HostExtras {
@@ -320,5 +503,40 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
                 .map(|c| (c.busy() - c.steal).max(0.0) * s.cpus.len() as f64)
         }),
         steal: weighted_mean(samples, |s| s.cpu.map(|c| c.steal)),
+        server_read_bytes_per_s: weighted_mean(samples, |s| server(s)?.read_bytes_per_s),
+        server_major_faults_per_s: weighted_mean(samples, |s| server(s)?.major_faults_per_s),
+        memory_limit_bytes: weighted_mean(samples, |s| {
+            s.server_cgroup
+                .as_ref()?
+                .memory_limit_bytes
+                .map(|b| b as f64)
+        }),
+        memory_usage_bytes: weighted_mean(samples, |s| {
+            s.server_cgroup
+                .as_ref()?
+                .memory_usage_bytes
+                .map(|b| b as f64)
+        }),
+        memory_limit_hits: {
+            let v: Vec<u64> = samples
+                .iter()
+                .filter_map(|s| s.server_cgroup.as_ref()?.memory_limit_hits)
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64)
+        },
+        memory_stall_share: weighted_mean(samples, |s| {
+            s.server_cgroup.as_ref()?.memory_stall_share
+        }),
+        memory_pressure: weighted_mean(samples, |s| s.pressure.memory_some.map(|p| p / 100.0)),
+        cpu_quota_cpus: weighted_mean(samples, |s| s.server_cgroup.as_ref()?.cpu_quota_cpus),
+        quota_throttled_share: weighted_mean(samples, |s| {
+            s.server_cgroup.as_ref()?.throttled_share
+        }),
+        server_cpus_allowed: weighted_mean(samples, |s| s.server_cgroup.as_ref()?.cpus_allowed),
+        qdisc_loss: samples
+            .iter()
+            .flat_map(|s| s.qdiscs.iter().filter_map(|q| q.loss))
+            .filter(|l| *l > 0.0)
+            .max_by(f64::total_cmp),
     }
 }

@@ -180,12 +180,19 @@ pub fn fit(n: &[f64], x: &[f64], concurrency: &'static str, seed: u64) -> Result
         (pick(0.025).min(at), pick(0.975).max(at))
     };
     let [mut dl, mut ds, mut dk] = draws;
+    let kappa_ci = ci(&mut dk, kappa);
     // With σ ≥ 1 every added unit of concurrency costs more than it brings:
-    // X(N) is highest at N = 1 whatever κ is.
+    // X(N) is highest at N = 1 whatever κ is. A peak needs a coherency
+    // term the data tell from zero, within reach of the loads measured:
+    // κ's interval clear of zero, the peak under ten times the highest N
+    // (a vanishing κ puts it at absurd populations — Amdahl's asymptote).
+    let n_max = n.iter().copied().fold(0.0, f64::max);
     let peak_n = if sigma >= 1.0 {
         Some(1.0)
     } else {
-        (kappa > 0.0).then(|| ((1.0 - sigma) / kappa).sqrt())
+        (kappa > 0.0 && kappa_ci.0 > 0.0)
+            .then(|| ((1.0 - sigma) / kappa).sqrt())
+            .filter(|p| *p <= 10.0 * n_max)
     };
     let max_throughput = match peak_n {
         Some(p) => Some(usl(lambda, sigma, kappa, p)),
@@ -197,7 +204,7 @@ pub fn fit(n: &[f64], x: &[f64], concurrency: &'static str, seed: u64) -> Result
         kappa,
         lambda_ci: ci(&mut dl, lambda),
         sigma_ci: ci(&mut ds, sigma),
-        kappa_ci: ci(&mut dk, kappa),
+        kappa_ci,
         r_squared,
         peak_n,
         max_throughput,

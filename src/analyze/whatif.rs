@@ -20,6 +20,13 @@
 //!
 //! Open loops have no population to solve for: their predictions are the
 //! new asymptotic bound and the offered rate it allows.
+//!
+//! Predictions start from the measurement: when the model's throughput at
+//! the highest load misses what was measured there by more than
+//! [`CREDIBLE`], each prediction is the measured throughput times the
+//! model's gain. More CPU for a server confined to one CPU or a quota is
+//! what the host can give it besides perflab's own use; a doubled
+//! resource that still limits is said to, not named as the next.
 
 use super::bottleneck::{Bottleneck, BottleneckKind};
 use super::demands::Demands;
@@ -34,6 +41,14 @@ pub const CREDIBLE: f64 = 0.15;
 /// Populations above this are solved at this size: MVA's cost grows with N,
 /// and the throughput has long reached its bound by then.
 const MAX_POPULATION: u32 = 20_000;
+
+/// What the host has besides the server: its CPUs, and those perflab
+/// itself used at the peak.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostRoom {
+    pub cpus: f64,
+    pub perflab_cpus: f64,
+}
 
 /// One queueing centre of the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +82,9 @@ pub struct Scenario {
     /// The tightest resource after the change, and its bound.
     pub limited_by: Option<String>,
     pub bound: Option<f64>,
+    /// The changed resource still limits.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub still: bool,
 }
 
 /// The model's check against the run, and its predictions.
@@ -77,6 +95,12 @@ pub struct WhatIf {
     pub model_error: f64,
     /// The model's throughput at the highest load, as measured.
     pub baseline: f64,
+    /// The throughput measured at the highest load.
+    pub measured: f64,
+    /// The model missed the measurement at the highest load by more than
+    /// [`CREDIBLE`]: predictions are the measurement times the model's gain.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub scaled: bool,
     pub credible: bool,
     pub scenarios: Vec<Scenario>,
 }
@@ -86,16 +110,15 @@ pub struct WhatIf {
 /// one of them — a server confined to one CPU — which then stands for
 /// the CPU time in place of the whole host's.
 fn centres(demands: &Demands, bottleneck: &str) -> Vec<Centre> {
-    let one_cpu = demands
-        .resources
-        .iter()
-        .any(|d| d.kind == ResourceKind::OneCpu && d.resource == bottleneck);
+    let confined = demands.resources.iter().any(|d| {
+        matches!(d.kind, ResourceKind::OneCpu | ResourceKind::CpuQuota) && d.resource == bottleneck
+    });
     demands
         .resources
         .iter()
         .filter(|d| match d.kind {
-            ResourceKind::OneCpu => one_cpu && d.resource == bottleneck,
-            ResourceKind::Cpu => !one_cpu,
+            ResourceKind::OneCpu | ResourceKind::CpuQuota => confined && d.resource == bottleneck,
+            ResourceKind::Cpu => !confined,
             _ => true,
         })
         .filter(|d| d.seconds > 0.0 && d.servers > 0.0)
@@ -130,17 +153,29 @@ fn tightest(centres: &[Centre]) -> Option<&Centre> {
         .min_by(|a, b| a.bound().total_cmp(&b.bound()))
 }
 
-/// The changes worth predicting for a bottleneck centre.
-fn changes(target: &Centre, centres: &[Centre]) -> Vec<(String, Vec<Centre>)> {
+/// The changes worth predicting for a bottleneck centre. A confined
+/// server gets what the host has besides perflab's own use, at most twice
+/// what it had; none when that is no more than it had.
+fn changes(
+    target: &Centre,
+    centres: &[Centre],
+    room: Option<HostRoom>,
+) -> Vec<(String, Vec<Centre>)> {
+    let spare = |want: f64| room.map_or(want, |r| want.min((r.cpus - r.perflab_cpus).max(0.0)));
+    let more = match target.kind {
+        ResourceKind::Cpu => target.servers * 2.0,
+        ResourceKind::OneCpu => spare(2.0),
+        ResourceKind::CpuQuota => spare(target.servers * 2.0),
+        ResourceKind::Disk | ResourceKind::Link => target.servers,
+    };
     let doubled: Vec<Centre> = centres
         .iter()
         .map(|c| {
             let mut c = c.clone();
             if c.name == target.name {
                 match c.kind {
-                    ResourceKind::Cpu => c.servers *= 2.0,
-                    ResourceKind::OneCpu => c.servers = 2.0,
                     ResourceKind::Disk | ResourceKind::Link => c.demand_s /= 2.0,
+                    _ => c.servers = more,
                 }
             }
             c
@@ -148,19 +183,36 @@ fn changes(target: &Centre, centres: &[Centre]) -> Vec<(String, Vec<Centre>)> {
         .collect();
     let twice = match target.kind {
         ResourceKind::Cpu => format!("twice the CPUs ({})", target.servers * 2.0),
-        ResourceKind::OneCpu => format!("the server allowed a second CPU besides {}", target.name),
+        ResourceKind::OneCpu if more >= 1.95 => {
+            format!("the server allowed a second CPU besides {}", target.name)
+        }
+        ResourceKind::OneCpu => format!(
+            "the server allowed a second CPU besides {} ({:.2} of it spare beside perflab)",
+            target.name,
+            more - 1.0
+        ),
+        ResourceKind::CpuQuota => format!(
+            "the server's CPU quota raised from {:.2} to {:.2} CPUs",
+            target.servers, more
+        ),
         ResourceKind::Disk => format!("{} twice as fast", target.name),
         ResourceKind::Link => format!("{} at twice the speed", target.name),
+    };
+    let grows = match target.kind {
+        ResourceKind::Disk | ResourceKind::Link | ResourceKind::Cpu => true,
+        _ => more > target.servers * 1.05,
     };
     let cleared: Vec<Centre> = centres
         .iter()
         .filter(|c| c.name != target.name)
         .cloned()
         .collect();
-    vec![
-        (twice, doubled),
-        (format!("{} out of the way", target.name), cleared),
-    ]
+    let mut out = Vec::new();
+    if grows {
+        out.push((twice, doubled));
+    }
+    out.push((format!("{} out of the way", target.name), cleared));
+    out
 }
 
 /// Predictions for a run whose bottleneck is a resource; none otherwise
@@ -172,6 +224,7 @@ pub fn what_if(
     bottleneck: &Bottleneck,
     closed: bool,
     peak: usize,
+    room: Option<HostRoom>,
 ) -> Option<WhatIf> {
     if bottleneck.kind != BottleneckKind::Resource || bottleneck.unreliable {
         return None;
@@ -182,7 +235,7 @@ pub fn what_if(
     let highest = points.iter().map(|p| p.load).fold(0.0, f64::max);
     if !closed {
         let baseline = tightest(&centres)?.bound().min(highest);
-        let scenarios = changes(&target, &centres)
+        let scenarios = changes(&target, &centres, room)
             .into_iter()
             .map(|(change, after)| {
                 let t = tightest(&after);
@@ -195,6 +248,7 @@ pub fn what_if(
                     response_s: None,
                     gain: x / baseline,
                     limited_by: t.map(|c| c.name.clone()),
+                    still: t.is_some_and(|c| c.name == target.name),
                     bound,
                 }
             })
@@ -203,6 +257,8 @@ pub fn what_if(
         return Some(WhatIf {
             model_error: (baseline - measured).abs() / measured,
             baseline,
+            measured,
+            scaled: false,
             credible: true,
             scenarios,
         });
@@ -219,23 +275,33 @@ pub fn what_if(
         }
     }
     let (baseline, _) = solve(&centres, delay_s, think_s, users(highest))?;
+    let measured = points
+        .iter()
+        .filter(|p| p.load == highest)
+        .map(|p| p.throughput)
+        .fold(0.0, f64::max);
+    let scaled = measured > 0.0 && (baseline - measured).abs() > CREDIBLE * measured;
     let mut scenarios = Vec::new();
-    for (change, after) in changes(&target, &centres) {
+    for (change, after) in changes(&target, &centres, room) {
         let (x, r) = solve(&after, delay_s, think_s, users(highest))?;
         let t = tightest(&after);
+        let gain = x / baseline;
         scenarios.push(Scenario {
             change,
             load: highest,
-            throughput: x,
+            throughput: if scaled { measured * gain } else { x },
             response_s: Some(r),
-            gain: x / baseline,
+            gain,
             limited_by: t.map(|c| c.name.clone()),
+            still: t.is_some_and(|c| c.name == target.name),
             bound: t.map(Centre::bound),
         });
     }
     Some(WhatIf {
         model_error,
         baseline,
+        measured,
+        scaled,
         credible: model_error <= CREDIBLE,
         scenarios,
     })
@@ -248,6 +314,7 @@ mod tests {
 
     fn demand(name: &str, kind: ResourceKind, servers: f64, seconds: f64) -> Demand {
         Demand {
+            from_steps: false,
             resource: name.to_string(),
             kind,
             servers,
@@ -280,7 +347,7 @@ mod tests {
         let (x, r) = solve(&c, 0.0, 0.0, 64).unwrap();
         assert!((x - 100.0).abs() < 1e-6, "{x}");
         assert!((r - 0.64).abs() < 1e-6, "{r}");
-        let (twice, after) = changes(&c[0], &c).remove(0);
+        let (twice, after) = changes(&c[0], &c, None).remove(0);
         assert_eq!(twice, "disk vda twice as fast");
         let (x2, _) = solve(&after, 0.0, 0.0, 64).unwrap();
         assert!((x2 / x - 2.0).abs() < 1e-6);
@@ -298,7 +365,7 @@ mod tests {
         assert!((r1 - 0.01).abs() < 1e-9 && (x1 - 100.0).abs() < 1e-6);
         let (x, _) = solve(&c, delay, 0.0, 500).unwrap();
         assert!(x > 199.0 && x <= 200.0 + 1e-9, "{x}");
-        let (label, after) = changes(&c[0], &c).remove(0);
+        let (label, after) = changes(&c[0], &c, None).remove(0);
         assert_eq!(label, "twice the CPUs (4)");
         let (x4, _) = solve(&after, delay, 0.0, 500).unwrap();
         assert!(x4 > 398.0 && x4 <= 400.0 + 1e-9, "{x4}");

@@ -39,18 +39,34 @@ pub fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
             } else {
                 format!("{}/s offered", OpsPerSec(s.load))
             };
-            let mut line = format!(
-                "{}: {}/s at {load} (×{:.2} the model's {}/s as measured)",
-                s.change,
-                OpsPerSec(s.throughput),
-                s.gain,
-                OpsPerSec(w.baseline)
-            );
+            let mut line = if w.scaled {
+                format!(
+                    "{}: {}/s at {load} (×{:.2} the {}/s measured there, the model's gain)",
+                    s.change,
+                    OpsPerSec(s.throughput),
+                    s.gain,
+                    OpsPerSec(w.measured)
+                )
+            } else {
+                format!(
+                    "{}: {}/s at {load} (×{:.2} the model's {}/s as measured)",
+                    s.change,
+                    OpsPerSec(s.throughput),
+                    s.gain,
+                    OpsPerSec(w.baseline)
+                )
+            };
             if let Some(r) = s.response_s {
                 let _ = write!(line, ", mean response {}", secs(r));
             }
-            if let (Some(name), Some(bound)) = (&s.limited_by, s.bound) {
-                let _ = write!(line, "; then {name} limits, at {}/s", OpsPerSec(bound));
+            match (&s.limited_by, s.bound) {
+                (Some(name), Some(bound)) if s.still => {
+                    let _ = write!(line, "; {name} still limits, at {}/s", OpsPerSec(bound));
+                }
+                (Some(name), Some(bound)) => {
+                    let _ = write!(line, "; then {name} limits, at {}/s", OpsPerSec(bound));
+                }
+                _ => {}
             }
             line
         })
@@ -257,6 +273,13 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
                     let _ = write!(
                         out,
                         "; peak at N = {n:.1} ({}/s): coherency-limited (throughput falls beyond it)",
+                        OpsPerSec(x)
+                    );
+                }
+                (None, Some(x)) if f.kappa > 0.0 => {
+                    let _ = write!(
+                        out,
+                        "; no peak within ten times the loads measured (κ too small to tell from 0): contention-limited, approaching {}/s",
                         OpsPerSec(x)
                     );
                 }

@@ -1,0 +1,219 @@
+//! A hardware resource that ran out: at the peak or after it, a resource
+//! is ≥ 90% busy per server while its work per operation stayed within
+//! 1.5× of the fitted demand (the utilisation law; USE method: utilisation
+//! first). A CPU the server is confined to — one CPU while the host has
+//! room, or its cgroup's CPU quota — is named `cpu` with the confinement
+//! as evidence; a busy disk while memory is short is `memory → disk
+//! reads`; a link shaped by a queueing discipline is judged against the
+//! shaper's rate, not the interface's nominal speed.
+
+use super::super::capacity::load_text;
+use super::super::demands::Demands;
+use super::super::points::{ResourceKind, ResourceUse, StepPoint};
+use super::waits::{WaitMeaning, Waits};
+use super::{memory_evidence, Bottleneck, BottleneckKind};
+use crate::units::{Latency, OpsPerSec, Percent};
+use std::time::Duration;
+
+/// Busy share per server from which a resource has run out.
+pub const SATURATED: f64 = 0.9;
+/// Work per operation grown past this multiple of the fitted demand is
+/// spinning or retrying, not serving.
+pub const GROWN: f64 = 1.5;
+
+/// A resource at its busiest step from the peak on.
+#[derive(Debug, Clone, Copy)]
+pub struct Busiest<'a> {
+    pub at: usize,
+    pub resource: &'a ResourceUse,
+    /// Work per operation there over the fitted demand.
+    pub growth: Option<f64>,
+}
+
+/// Every resource of the peak step at its busiest from the peak on.
+pub fn busiest<'a>(points: &'a [StepPoint], peak: usize, demands: &Demands) -> Vec<Busiest<'a>> {
+    points[peak]
+        .resources
+        .iter()
+        .filter_map(|r| {
+            let (at, busiest) = (peak..points.len())
+                .filter_map(|i| Some((i, points[i].resource(&r.name)?)))
+                .max_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation))?;
+            let q = &points[at];
+            let growth = demands
+                .resources
+                .iter()
+                .find(|d| d.resource == r.name)
+                .filter(|_| q.throughput > 0.0)
+                .map(|d| busiest.servers * busiest.utilisation / q.throughput / d.seconds);
+            Some(Busiest {
+                at,
+                resource: busiest,
+                growth,
+            })
+        })
+        .collect()
+}
+
+/// The saturated resources, the likeliest bottleneck first: the busiest,
+/// a quota the server is held to before the host's CPUs, the host's CPUs
+/// before a single CPU unless that one is busier by more than 2 points (a
+/// server held to it).
+pub fn saturated<'a>(all: &[Busiest<'a>]) -> Vec<Busiest<'a>> {
+    let mut out: Vec<Busiest<'a>> = all
+        .iter()
+        .filter(|b| b.resource.utilisation >= SATURATED && b.growth.is_none_or(|g| g <= GROWN))
+        .copied()
+        .collect();
+    let rank = |r: &ResourceUse| {
+        r.utilisation
+            + match r.kind {
+                ResourceKind::CpuQuota => 0.05,
+                ResourceKind::Cpu => 0.02,
+                _ => 0.0,
+            }
+    };
+    out.sort_by(|a, b| rank(b.resource).total_cmp(&rank(a.resource)));
+    out
+}
+
+/// The verdict for a saturated resource.
+pub fn verdict(
+    points: &[StepPoint],
+    peak: usize,
+    found: Busiest<'_>,
+    demands: &Demands,
+    waits: &Waits,
+) -> Bottleneck {
+    let (at, r) = (found.at, found.resource);
+    let p = &points[peak];
+    let mut evidence = Vec::new();
+    let mut line = format!(
+        "{} {} busy at {}",
+        r.name,
+        Percent(r.utilisation),
+        load_text(&points[at])
+    );
+    if let Some((name, v)) = &r.saturation {
+        line.push_str(&format!(" ({name} {v:.2})"));
+    }
+    evidence.push(line);
+    let trend: Vec<String> = points
+        .iter()
+        .filter_map(|q| {
+            q.resource(&r.name)
+                .map(|u| Percent(u.utilisation).to_string())
+        })
+        .collect();
+    evidence.push(format!("{} by step: {}", r.name, trend.join(" → ")));
+    if let Some(d) = demands
+        .resources
+        .iter()
+        .find(|d| d.resource == r.name)
+        .filter(|d| p.throughput <= 1.05 * d.bound)
+    {
+        evidence.push(format!(
+            "demand {} per operation → X ≤ {}/s; the peak {}/s is {} of that bound",
+            Latency(Duration::from_secs_f64(d.seconds)),
+            OpsPerSec(d.bound),
+            OpsPerSec(p.throughput),
+            Percent(p.throughput / d.bound)
+        ));
+    }
+    let mut name = r.name.clone();
+    let q = &points[at];
+    let host_cpu = q.resource("cpu").map_or(0.0, |c| c.utilisation);
+    match r.kind {
+        ResourceKind::OneCpu => {
+            evidence.push(if host_cpu < 0.8 {
+                format!(
+                    "the host's CPUs were {} busy overall: the server is held to one CPU (pinned, or single-threaded)",
+                    Percent(host_cpu)
+                )
+            } else {
+                format!("the host's CPUs together were {} busy", Percent(host_cpu))
+            });
+            name = "cpu".to_string();
+        }
+        ResourceKind::CpuQuota => {
+            let throttled = r.saturation.as_ref().map_or(String::new(), |(_, t)| {
+                format!(", throttled in {} of its periods", Percent(*t))
+            });
+            evidence.push(format!(
+                "the server's cgroup may use {:.2} CPUs (its CPU quota) and used {:.2} at {}{throttled}, while the host's CPUs were {} busy overall",
+                r.servers,
+                r.servers * r.utilisation,
+                load_text(q),
+                Percent(host_cpu)
+            ));
+            name = format!("cpu (the server's cgroup quota of {:.2} CPUs)", r.servers);
+        }
+        _ => {}
+    }
+    if r.kind.is_cpu() {
+        if let Some(isr) = q.extras.cpu_isr.filter(|i| *i >= 0.1) {
+            evidence.push(format!(
+                "{} of CPU time went to interrupts (%ISR)",
+                Percent(isr)
+            ));
+        }
+        let g = &q.generator;
+        if g.cpus > 0.0 {
+            evidence.push(format!("perflab itself used {:.2} CPUs of it", g.cpus));
+        }
+        // Sessions queue for a lock whose holder waits for the CPU.
+        let locks = waits.share(WaitMeaning::is_contention);
+        if locks >= 0.2 {
+            evidence.push(format!(
+                "the sessions also waited on locks in {} of samples: a symptom of the saturated CPU (lock holders pre-empted while others queue), not a separate limit",
+                Percent(locks)
+            ));
+        }
+    }
+    if r.kind == ResourceKind::Disk {
+        let faults = q.extras.major_faults_per_s.unwrap_or(0.0);
+        let swap = q.extras.swap_in_per_s.unwrap_or(0.0);
+        if faults >= 50.0 || swap > 0.0 {
+            evidence.push(format!(
+                "the host faulted {faults:.0} pages/s in from disk and swapped in {swap:.0} pages/s: memory is short"
+            ));
+            name = "memory → disk reads".to_string();
+        } else if let Some(memory) = memory_evidence(q) {
+            evidence.extend(memory);
+            name = "memory → disk reads".to_string();
+        }
+    }
+    if r.kind == ResourceKind::Link && r.name.ends_with(')') {
+        evidence.push(
+            "the link's capacity is its queueing discipline's rate, not the interface's nominal speed"
+                .to_string(),
+        );
+    }
+    let ruled_out = demands
+        .resources
+        .iter()
+        .filter(|d| d.resource != r.name && !(d.kind.is_cpu() && r.kind.is_cpu()))
+        .take(1)
+        .filter_map(|d| {
+            let u = p.resource(&d.resource)?.utilisation;
+            Some(format!(
+                "{}: {} busy at the peak; its bound {}/s is {:.1}× the peak",
+                d.resource,
+                Percent(u),
+                OpsPerSec(d.bound),
+                d.bound / p.throughput.max(f64::MIN_POSITIVE)
+            ))
+        })
+        .collect();
+    // Short memory shows as disk reads: a faster disk is not the cure.
+    let resource = (!name.starts_with("memory")).then(|| r.name.clone());
+    Bottleneck {
+        kind: BottleneckKind::Resource,
+        name,
+        evidence,
+        ruled_out,
+        unreliable: false,
+        next: None,
+        resource,
+    }
+}

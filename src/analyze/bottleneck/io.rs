@@ -1,0 +1,167 @@
+//! Waits on storage that utilisation does not show. A throttled device, a
+//! remote array or a cloud volume's IOPS limit keeps sessions waiting
+//! while the device the host sees looks idle, so waits decide here, not
+//! busy shares:
+//!
+//! - **commit I/O** — the sessions wait on the commit log (`WALWrite`,
+//!   `WALSync`, `WALInsert`, a redo log file) in ≥ 30% of samples from the
+//!   knee on, more than on anything but the CPU: each commit waits for
+//!   the log's device. By Little's law the time a transaction waited is the
+//!   sessions waiting over the throughput, which is set against the
+//!   devices' own await to say where the time goes.
+//! - **data reads** — the sessions wait on reading data (`DataFileRead`)
+//!   or other I/O in ≥ 30% of samples: `memory → disk reads` when memory is
+//!   short (the server's cgroup at its limit, stalls on memory, page
+//!   faults), else the I/O path; with the database's buffer hit ratio and
+//!   the server's own read bytes, since a database reading with read(2)
+//!   shows no page faults.
+
+use super::super::capacity::load_text;
+use super::super::points::StepPoint;
+use super::waits::{WaitMeaning, Waits};
+use super::{memory_evidence, Bottleneck, BottleneckKind};
+use crate::units::{Bytes, Latency, OpsPerSec, Percent};
+use std::time::Duration;
+
+/// Share of the sessions' samples from which a wait names the limit.
+pub const DOMINANT: f64 = 0.3;
+
+/// The verdict when the sessions mostly waited on storage.
+pub fn verdict(points: &[StepPoint], from: usize, waits: &Waits) -> Option<Bottleneck> {
+    let commit = waits.share(|m| m == WaitMeaning::CommitLog);
+    let reads = waits.share(|m| m == WaitMeaning::DataRead || m == WaitMeaning::OtherIo);
+    let other = |m: WaitMeaning| m != WaitMeaning::Cpu && !m.is_io() && m != WaitMeaning::Client;
+    let rival = waits.share(other);
+    let last = &points[points.len() - 1];
+    let window = &points[from..];
+    if commit >= DOMINANT && commit >= reads && commit > rival {
+        let (event, _) = waits.top(|m| m == WaitMeaning::CommitLog)?;
+        let mut evidence = vec![format!(
+            "the database's sessions waited on the commit log ({event} most) in {} of samples from {} on",
+            Percent(commit),
+            load_text(&points[from])
+        )];
+        evidence.extend(commit_time(last, commit));
+        evidence.extend(devices(window));
+        return Some(Bottleneck {
+            kind: BottleneckKind::Resource,
+            name: "commit I/O (the log's device)".to_string(),
+            evidence,
+            ruled_out: vec![
+                "software contention: the sessions waited on the log, not on each other's locks"
+                    .to_string(),
+            ],
+            unreliable: false,
+            next: Some(
+                "put the log on a faster device or one without a throttle, or group commits (commit_delay, synchronous_commit=off where losing the last commits is acceptable)"
+                    .to_string(),
+            ),
+            resource: None,
+        });
+    }
+    if reads >= DOMINANT && reads > rival {
+        let (event, _) = waits.top(|m| m == WaitMeaning::DataRead || m == WaitMeaning::OtherIo)?;
+        let mut evidence = vec![format!(
+            "the database's sessions waited on reading data ({event} most) in {} of samples from {} on",
+            Percent(reads),
+            load_text(&points[from])
+        )];
+        evidence.extend(read_figures(last));
+        evidence.extend(devices(window));
+        let memory = memory_evidence(last);
+        let short = memory.is_some();
+        evidence.extend(memory.unwrap_or_default());
+        let (name, next) = if short {
+            (
+                "memory → disk reads",
+                "give the server memory for its working set (or a smaller working set): every read it makes from disk is one it would serve from memory",
+            )
+        } else {
+            (
+                "disk reads (the I/O path)",
+                "look at the path to the data's device: a throttle, a remote array or a volume's IOPS limit waits without showing the device busy",
+            )
+        };
+        return Some(Bottleneck {
+            kind: BottleneckKind::Resource,
+            name: name.to_string(),
+            evidence,
+            ruled_out: vec![
+                "software contention: the sessions waited on storage, not on each other's locks"
+                    .to_string(),
+            ],
+            unreliable: false,
+            next: Some(next.to_string()),
+            resource: None,
+        });
+    }
+    None
+}
+
+/// The time each transaction waited on the log, by Little's law: the
+/// users waiting at a time over the throughput.
+fn commit_time(p: &StepPoint, share: f64) -> Option<String> {
+    if p.throughput <= 0.0 || p.load <= 0.0 || !matches!(p.level, crate::plan::Level::Users(_)) {
+        return None;
+    }
+    let waiting = share * p.load;
+    let per_op = waiting / p.throughput;
+    Some(format!(
+        "at {} about {waiting:.1} users waited on the log at any time: {} of each operation's {} response, at {}/s",
+        load_text(p),
+        Latency(Duration::from_secs_f64(per_op)),
+        Latency(p.response.mean),
+        OpsPerSec(p.throughput)
+    ))
+}
+
+/// What the database and the server said of their reads.
+fn read_figures(p: &StepPoint) -> Vec<String> {
+    let mut out = Vec::new();
+    let hit = p.db.get("blocks_hit").copied();
+    let read = p.db.get("blocks_read").copied();
+    let ratio = match (hit, read) {
+        (Some(h), Some(r)) if h + r > 0.0 => Some(h / (h + r)),
+        _ => {
+            let requests = p.db.get("buffer_pool_read_requests").copied();
+            let reads = p.db.get("buffer_pool_reads").copied();
+            match (requests, reads) {
+                (Some(q), Some(r)) if q > 0.0 => Some(1.0 - r / q),
+                _ => None,
+            }
+        }
+    };
+    if let Some(ratio) = ratio {
+        out.push(format!(
+            "the database found {} of the blocks it needed in its buffers at {}",
+            Percent(ratio),
+            load_text(p)
+        ));
+    }
+    if let Some(bytes) = p.extras.server_read_bytes_per_s.filter(|b| *b > 0.0) {
+        out.push(format!(
+            "the server read {}/s from storage at {} ({} per operation)",
+            Bytes(bytes as u64),
+            load_text(p),
+            Bytes((bytes / p.throughput.max(f64::MIN_POSITIVE)) as u64)
+        ));
+    }
+    out
+}
+
+/// The devices as the host saw them: busy share and await, so a wait on a
+/// device that looks idle is shown as such.
+fn devices(window: &[StepPoint]) -> Option<String> {
+    let p = window.last()?;
+    let disk = p
+        .resources
+        .iter()
+        .filter(|r| r.kind == super::super::points::ResourceKind::Disk)
+        .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))?;
+    Some(format!(
+        "the busiest disk, {}, was {} busy at {}: the wait is in the path to the device (a throttle, a remote or fsync-bound device) as much as in its utilisation",
+        disk.name.trim_start_matches("disk "),
+        Percent(disk.utilisation),
+        load_text(p)
+    ))
+}

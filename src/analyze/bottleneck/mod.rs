@@ -1,0 +1,290 @@
+//! What stops the server, with the numbers that show it and the strongest
+//! alternative ruled out. A performance engineer's order of reasoning, each
+//! step stated in its own module:
+//!
+//! 1. **load generator** ([`generator`]) — when the generator set the
+//!    pace, every other conclusion is marked unreliable.
+//! 2. **a hardware resource** ([`hardware`]) — at the peak or after it a
+//!    resource is ≥ 90% busy without working harder per operation. A CPU
+//!    the server is confined to (one CPU, its cgroup's quota) comes first:
+//!    lock waits on a saturated CPU are its symptom, said as such.
+//! 3. **storage waits** ([`io`]) — the sessions wait on the commit log or
+//!    on reading data, whether or not the device looks busy: `commit I/O`,
+//!    `memory → disk reads` or `disk reads (the I/O path)`.
+//! 4. **network loss** ([`network`]) — retransmissions or a dropping qdisc
+//!    with a latency tail.
+//! 5. **software contention** ([`contention`]) — throughput stopped
+//!    growing with load and the sessions waited on each other's locks, or
+//!    operations were retried.
+//! 6. **the network round trip** ([`network`]) — throughput stopped growing
+//!    while the server waited on its client.
+//! 7. **inconclusive** — throughput stopped growing and nothing above
+//!    explains it, or the only explanation rests on steps that never
+//!    stabilised: the candidates, and the run that would decide between
+//!    them. A confident wrong answer is worse than none.
+//! 8. **not reached** — throughput kept pace with load and nothing was
+//!    saturated: the next load to try is given.
+
+pub mod contention;
+pub mod generator;
+pub mod hardware;
+pub mod io;
+pub mod network;
+pub mod waits;
+
+use super::capacity::{load_text, Knee};
+use super::demands::Demands;
+use super::points::StepPoint;
+use crate::units::{Bytes, OpsPerSec, Percent};
+use serde::Serialize;
+use waits::Waits;
+
+/// The verdict's classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BottleneckKind {
+    LoadGenerator,
+    Resource,
+    NetworkLoss,
+    SoftwareContention,
+    /// The evidence conflicts or does not decide: the candidates are
+    /// listed with what would decide between them.
+    Inconclusive,
+    NotReached,
+}
+
+/// The bottleneck and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bottleneck {
+    pub kind: BottleneckKind,
+    /// `cpu`, `disk vda`, `software contention (Lock waits)`, …
+    pub name: String,
+    pub evidence: Vec<String>,
+    pub ruled_out: Vec<String>,
+    /// True when the generator set the pace: nothing else can be trusted.
+    pub unreliable: bool,
+    /// What to try next, when the sweep did not reach a limit.
+    pub next: Option<String>,
+    /// The saturated resource as the probes name it (`cpu0` for a server
+    /// held to one CPU, named `cpu`), when more of it is the cure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+}
+
+/// What the analysis must know of the run beyond its points.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunShape {
+    /// Users (closed loop) rather than a rate.
+    pub closed: bool,
+    /// The target runs inside perflab (embedded SQLite, the null target):
+    /// perflab's CPU is the server's too.
+    pub embedded: bool,
+    /// perflab's worker threads.
+    pub threads: u32,
+    /// The target is a single-writer engine (SQLite).
+    pub single_writer: bool,
+}
+
+/// Decides the bottleneck of complete points ordered by load; `unstable`
+/// says that no level's throughput stabilised within the bound.
+pub fn bottleneck(
+    points: &[StepPoint],
+    shape: RunShape,
+    peak: usize,
+    knee: Option<&Knee>,
+    demands: &Demands,
+    unstable: bool,
+) -> Bottleneck {
+    let generator = generator::evidence(points, shape, demands);
+    if !generator.is_empty() {
+        return Bottleneck {
+            kind: BottleneckKind::LoadGenerator,
+            resource: None,
+            name: "load generator".to_string(),
+            evidence: generator,
+            ruled_out: vec![
+                "every other conclusion: the generator, not the server, set the pace".to_string(),
+            ],
+            unreliable: true,
+            next: Some(
+                "give perflab more CPU (another host, fewer competing processes, no CPU quota) and run again"
+                    .to_string(),
+            ),
+        };
+    }
+    let from = knee.map_or(peak, |k| k.at);
+    let waits = Waits::over(&points[from..]);
+    let busiest = hardware::busiest(points, peak, demands);
+    if let Some(found) = hardware::saturated(&busiest).first() {
+        return hardware::verdict(points, peak, *found, demands, &waits);
+    }
+    if let Some(io) = io::verdict(points, from, &waits) {
+        return io;
+    }
+    if let Some(loss) = network::loss(points, knee) {
+        return loss;
+    }
+    let fall = contention::fall(points, peak);
+    let plateau = knee.is_some() || fall.is_some_and(|f| f.significant);
+    if !plateau {
+        return not_reached(points, shape, demands);
+    }
+    let found = if contention::evident(points, from, &waits, shape) {
+        contention::verdict(points, shape, peak, knee, demands, &waits)
+    } else if let Some(rtt) = network::round_trip(points, from, &waits) {
+        rtt
+    } else {
+        return unexplained(points, peak, demands, &waits);
+    };
+    if unstable {
+        return never_stabilised(found);
+    }
+    found
+}
+
+/// Signs that the server is short of memory at a step: its cgroup at or
+/// hitting its limit, stalls on memory, the host faulting pages in.
+pub fn memory_evidence(p: &StepPoint) -> Option<Vec<String>> {
+    let e = &p.extras;
+    let mut out = Vec::new();
+    if let Some(limit) = e.memory_limit_bytes.filter(|l| *l > 0.0) {
+        let usage = e.memory_usage_bytes.unwrap_or(0.0);
+        let hits = e.memory_limit_hits.unwrap_or(0.0);
+        if usage >= 0.9 * limit || hits > 0.0 {
+            out.push(format!(
+                "the server's cgroup held {} of its {} memory limit at {} ({hits:.0} times at the limit): its working set does not fit",
+                Bytes(usage as u64),
+                Bytes(limit as u64),
+                load_text(p)
+            ));
+        }
+    }
+    if let Some(stall) = e.memory_stall_share.filter(|s| *s >= 0.05) {
+        out.push(format!(
+            "its tasks stalled on memory {} of the time (memory.pressure)",
+            Percent(stall)
+        ));
+    } else if let Some(psi) = e.memory_pressure.filter(|s| *s >= 0.05) {
+        out.push(format!(
+            "the host's tasks stalled on memory {} of the time (PSI)",
+            Percent(psi)
+        ));
+    }
+    if let Some(faults) = e
+        .server_major_faults_per_s
+        .or(e.major_faults_per_s)
+        .filter(|f| *f >= 50.0)
+    {
+        out.push(format!(
+            "{faults:.0} major page faults/s at {}",
+            load_text(p)
+        ));
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// Throughput stopped growing and nothing measured explains it.
+fn unexplained(points: &[StepPoint], peak: usize, demands: &Demands, waits: &Waits) -> Bottleneck {
+    let p = &points[peak];
+    let mut evidence = vec![format!(
+        "throughput stopped growing at {}/s from {} with no resource saturated, no lock waits and no retries",
+        OpsPerSec(p.throughput),
+        load_text(p)
+    )];
+    let mut next = Vec::new();
+    if p.resources.is_empty() {
+        evidence.push("candidate: a resource of the server's host — none was sampled".to_string());
+        next.push("a probe on the server's host (--probe agent://… or node-exporter://…)");
+    } else if let Some(d) = demands.tightest() {
+        evidence.push(format!(
+            "candidate: {} — the tightest bound, {}/s, is {:.1}× the peak",
+            d.resource,
+            OpsPerSec(d.bound),
+            d.bound / p.throughput.max(f64::MIN_POSITIVE)
+        ));
+    }
+    if waits.total == 0 {
+        evidence.push(
+            "candidate: software contention — the database's waits were not sampled".to_string(),
+        );
+        next.push("a target whose waits perflab samples (PostgreSQL, MariaDB)");
+    } else {
+        evidence.push(
+            "candidate: a limit outside the server (the client's path, a pool, the link) — its sessions did not wait on each other"
+                .to_string(),
+        );
+    }
+    next.push("more users and longer steps (--duration) to see whether throughput falls or holds");
+    Bottleneck {
+        kind: BottleneckKind::Inconclusive,
+        resource: None,
+        name: "inconclusive".to_string(),
+        evidence,
+        ruled_out: Vec::new(),
+        unreliable: false,
+        next: Some(format!("to decide, run with {}", next.join("; "))),
+    }
+}
+
+/// A verdict that rests on a curve whose steps never stabilised.
+fn never_stabilised(found: Bottleneck) -> Bottleneck {
+    let mut evidence = vec![format!(
+        "candidate: {} — {}",
+        found.name,
+        found.evidence.join("; ")
+    )];
+    evidence.push(
+        "no level's throughput stabilised: the shape of the curve it rests on may be noise"
+            .to_string(),
+    );
+    Bottleneck {
+        kind: BottleneckKind::Inconclusive,
+        resource: None,
+        name: "inconclusive".to_string(),
+        evidence,
+        ruled_out: found.ruled_out,
+        unreliable: false,
+        next: Some(
+            "run longer steps (--duration) or repeat each level (--repeat) on a quieter host"
+                .to_string(),
+        ),
+    }
+}
+
+fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bottleneck {
+    let last = &points[points.len() - 1];
+    let mut evidence = vec![format!(
+        "throughput kept pace with load up to {} ({}/s)",
+        load_text(last),
+        OpsPerSec(last.throughput)
+    )];
+    if let Some(d) = demands.tightest() {
+        let u = last.resource(&d.resource).map_or(0.0, |r| r.utilisation);
+        evidence.push(format!(
+            "the busiest resource, {}, was {} busy; its bound is {}/s",
+            d.resource,
+            Percent(u),
+            OpsPerSec(d.bound)
+        ));
+    }
+    let next = if shape.closed {
+        let n = demands
+            .n_star
+            .map_or(last.load * 4.0, |n| (2.0 * n).max(last.load * 2.0));
+        format!("sweep further, up to --users {:.0}", n.ceil())
+    } else {
+        let rate = demands
+            .tightest()
+            .map_or(last.load * 4.0, |d| (1.2 * d.bound).max(last.load * 2.0));
+        format!("sweep further, up to --rate {:.0}", rate.ceil())
+    };
+    Bottleneck {
+        kind: BottleneckKind::NotReached,
+        resource: None,
+        name: "not reached".to_string(),
+        evidence,
+        ruled_out: Vec::new(),
+        unreliable: false,
+        next: Some(next),
+    }
+}
