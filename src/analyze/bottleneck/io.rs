@@ -149,19 +149,37 @@ fn read_figures(p: &StepPoint) -> Vec<String> {
     out
 }
 
-/// The devices as the host saw them: busy share and await, so a wait on a
-/// device that looks idle is shown as such.
+/// The devices as the host saw them: busy shares, so a wait on a device
+/// that looks idle is shown as such.
 fn devices(window: &[StepPoint]) -> Option<String> {
     let p = window.last()?;
-    let disk = p
+    let mut disks: Vec<&super::super::points::ResourceUse> = p
         .resources
         .iter()
         .filter(|r| r.kind == super::super::points::ResourceKind::Disk)
-        .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))?;
+        .collect();
+    disks.sort_by(|a, b| b.utilisation.total_cmp(&a.utilisation));
+    let busy: Vec<String> = disks
+        .iter()
+        .take(3)
+        .map(|d| {
+            format!(
+                "{} {}",
+                d.name.trim_start_matches("disk "),
+                Percent(d.utilisation)
+            )
+        })
+        .collect();
+    let top = disks.first()?.utilisation;
+    let reading = if top < 0.5 {
+        "the wait is in the path to the device (a throttle, a remote or fsync-bound device), not in its utilisation"
+    } else {
+        "busy, but short of saturated: the wait is in each I/O's latency as much as in the device's utilisation"
+    };
     Some(format!(
-        "the busiest disk, {}, was {} busy at {}: the wait is in the path to the device (a throttle, a remote or fsync-bound device) as much as in its utilisation",
-        disk.name.trim_start_matches("disk "),
-        Percent(disk.utilisation),
-        load_text(p)
+        "the disks were at most {} busy at {} ({}): {reading}",
+        Percent(top),
+        load_text(p),
+        busy.join(", ")
     ))
 }

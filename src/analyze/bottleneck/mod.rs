@@ -288,3 +288,6 @@ fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bott
         next: Some(next),
     }
 }
+
+#[cfg(test)]
+mod tests;
