@@ -74,6 +74,7 @@ pub fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> Vec<Ste
                 },
                 waits: Default::default(),
                 db: Default::default(),
+                disk_await_s: Default::default(),
             }
         })
         .collect()

@@ -148,6 +148,8 @@ pub struct StepPoint {
     /// Database sessions seen in each wait (`Type:Event`, or a stored
     /// type alone) over the window.
     pub waits: BTreeMap<String, u64>,
+    /// Each disk's mean time per completed I/O (await), seconds.
+    pub disk_await_s: BTreeMap<String, f64>,
     /// The database's counters summed over the window (commits,
     /// blocks_hit, blocks_read, row_lock_waits, …).
     pub db: BTreeMap<String, f64>,
@@ -269,6 +271,7 @@ impl StepPoint {
             generator,
             waits,
             db: db_counters,
+            disk_await_s: disk_awaits(&samples),
         }
     }
 }
@@ -464,6 +467,24 @@ pub fn slow_group(h: &hdrhistogram::Histogram<u64>) -> Option<SlowGroup> {
         run = 0;
     }
     None
+}
+
+/// Each disk's mean await over the samples, seconds, by resource name.
+fn disk_awaits(samples: &[&HostSample]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for name in samples
+        .iter()
+        .flat_map(|s| s.disks.iter().map(|d| d.name.as_str()))
+    {
+        if out.contains_key(&format!("disk {name}")) {
+            continue;
+        }
+        let disk = |s: &HostSample| s.disks.iter().find(|d| d.name == name)?.await_ms;
+        if let Some(ms) = weighted_mean(samples, disk) {
+            out.insert(format!("disk {name}"), ms / 1e3);
+        }
+    }
+    out
 }
 
 /// The server under test's processes in a sample, when followed.

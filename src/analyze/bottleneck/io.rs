@@ -17,6 +17,7 @@
 //!   shows no page faults.
 
 use super::super::capacity::load_text;
+use super::super::demands::Demands;
 use super::super::points::StepPoint;
 use super::waits::{WaitMeaning, Waits};
 use super::{memory_evidence, Bottleneck, BottleneckKind};
@@ -27,7 +28,12 @@ use std::time::Duration;
 pub const DOMINANT: f64 = 0.3;
 
 /// The verdict when the sessions mostly waited on storage.
-pub fn verdict(points: &[StepPoint], from: usize, waits: &Waits) -> Option<Bottleneck> {
+pub fn verdict(
+    points: &[StepPoint],
+    from: usize,
+    waits: &Waits,
+    demands: &Demands,
+) -> Option<Bottleneck> {
     let commit = waits.share(|m| m == WaitMeaning::CommitLog);
     let reads = waits.share(|m| m == WaitMeaning::DataRead || m == WaitMeaning::OtherIo);
     let other = |m: WaitMeaning| m != WaitMeaning::Cpu && !m.is_io() && m != WaitMeaning::Client;
@@ -71,6 +77,20 @@ pub fn verdict(points: &[StepPoint], from: usize, waits: &Waits) -> Option<Bottl
         let memory = memory_evidence(last);
         let short = memory.is_some();
         evidence.extend(memory.unwrap_or_default());
+        // With the data in memory the reads go; the CPU is what is left.
+        if let Some(cpu) = demands
+            .resources
+            .iter()
+            .filter(|d| d.kind.is_cpu())
+            .min_by(|a, b| a.bound.total_cmp(&b.bound))
+        {
+            evidence.push(format!(
+                "with its reads served from memory, the next limit would be {} at about {}/s, {:.1}× the peak",
+                cpu.resource,
+                OpsPerSec(cpu.bound),
+                cpu.bound / points.iter().map(|p| p.throughput).fold(f64::MIN_POSITIVE, f64::max)
+            ));
+        }
         let (name, next) = if short {
             (
                 "memory → disk reads",

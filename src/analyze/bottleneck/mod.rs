@@ -118,7 +118,7 @@ pub fn bottleneck(
     if let Some(found) = hardware::saturated(&busiest).first() {
         return hardware::verdict(points, peak, *found, demands, &waits);
     }
-    if let Some(io) = io::verdict(points, from, &waits) {
+    if let Some(io) = io::verdict(points, from, &waits, demands) {
         return io;
     }
     if let Some(loss) = network::loss(points, knee) {
