@@ -3,8 +3,9 @@
 //! operation in HdrHistograms, stores each step the moment it ends, and
 //! reports how much the server took.
 //!
-//! Data flows one way: `cli` → `plan` → `engine` (with `workload` sessions
-//! and `measure` recorders) → `store` → `report`.
+//! Data flows one way: `cli` → `plan` → `engine` (with `workload` sessions,
+//! `measure` recorders and `probe` samples) → `store` → `analyze` (the
+//! verdict, from what the store holds alone) → `report` → `commands`.
 
 pub mod agent;
 pub mod analyze;

@@ -9,6 +9,7 @@ pub mod bottleneck;
 pub mod capacity;
 pub mod compare;
 pub mod demands;
+pub mod host;
 pub mod latency;
 pub mod mva;
 pub mod points;
@@ -24,8 +25,8 @@ pub use points::StepPoint;
 pub use usl::UslFit;
 
 use crate::plan::Level;
-use crate::report::{probe_sources, HostSource};
 use crate::store::StoredRun;
+use host::{probe_sources, HostSource};
 use serde::Serialize;
 
 /// A step's throughput from interval to interval.

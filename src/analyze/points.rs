@@ -5,11 +5,11 @@
 //! against what it was allowed, the limits of the server's cgroup and the
 //! shaping of its links, and the database's waits and counters.
 
+use super::host::HostSource;
 use crate::engine::{StepResult, StepStatus};
 use crate::measure::{LatencySummary, Phase, StepSummary};
 use crate::plan::Level;
 use crate::probe::counters::{weighted_mean, HostSample};
-use crate::report::HostSource;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -14,7 +14,7 @@ pub mod sections;
 pub mod svg;
 mod verdict;
 pub use compare::{render_compare, render_compare_md};
-pub use host::{host_table, host_tables, probe_sources, use_line, HostSource, StepHost};
+pub use host::{host_table, host_tables, use_line};
 pub use json::{run_json, SCHEMA_ID};
 pub use markdown::render_markdown;
 pub use progress::Progress;
