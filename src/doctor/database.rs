@@ -195,7 +195,7 @@ pub async fn mariadb_settings(conn: &mut mysql_async::Conn) -> anyhow::Result<Db
     use mysql_async::prelude::Queryable;
     let rows: Vec<(String, String)> = conn
         .query(
-            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('innodb_flush_log_at_trx_commit', 'innodb_buffer_pool_size', 'innodb_log_file_size', 'max_connections')",
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('innodb_flush_log_at_trx_commit', 'innodb_buffer_pool_size', 'innodb_log_file_size', 'max_connections', 'performance_schema')",
         )
         .await?;
     Ok(DbSettings {

@@ -1,6 +1,7 @@
 //! `perflab doctor`: audits a host for the classic performance traps — a
 //! NIC at half duplex or showing a duplex mismatch's late collisions and
-//! CRC errors, a PCIe link trained below its capability, one device's
+//! CRC errors, TCP retransmitting its segments, MTUs that differ along one
+//! path, a PCIe link trained below its capability, one device's
 //! interrupts all on one CPU, ring buffers below their maximum, a CPU
 //! governor that is not `performance`, a VM's steal time, swapping, a
 //! database's log on the data's device, durability switched off. Each
@@ -9,16 +10,18 @@
 //!
 //! Every path is read through a [`Root`], so a fixture tree stands in for
 //! `/`; counters that must move to mean something (errors, carrier changes,
-//! swapping, steal) are read twice, `--sample` apart (on fixtures: the
+//! retransmissions, swapping, steal) are read twice, `--sample` apart (on fixtures: the
 //! trees `t0` and `t1`).
 
 mod cpu;
 pub mod database;
 pub mod inventory;
 mod memory;
+mod mtu;
 mod nic;
 mod pcie;
 pub mod storage;
+mod tcp;
 
 pub use database::{
     database_findings, mariadb_settings, postgres_settings, wal_device, DbSettings,
@@ -150,6 +153,8 @@ pub struct Scope {
 pub fn examine(before: &Root, after: &Root, scope: &Scope) -> Report {
     let mut report = Report::default();
     nic::check(before, after, &mut report);
+    tcp::check(before, after, &mut report);
+    mtu::check(after, &mut report);
     nic::interrupts(after, &mut report);
     pcie::check(after, &mut report);
     cpu::check(before, after, scope, &mut report);
@@ -167,7 +172,8 @@ fn shown(rel: &str, value: impl std::fmt::Display) -> String {
 }
 
 /// Copies the counters that must move to mean something (interfaces'
-/// statistics and carrier changes, /proc/stat, /proc/vmstat) from a live
+/// statistics and carrier changes, /proc/stat, /proc/vmstat, TCP's
+/// /proc/net/snmp and /proc/net/netstat) from a live
 /// host into `dir`, a tree [`examine`] can take as its first reading.
 pub fn snapshot(live: &Root, dir: &Path) -> std::io::Result<Root> {
     let copy = |rel: &str| -> std::io::Result<()> {
@@ -182,6 +188,8 @@ pub fn snapshot(live: &Root, dir: &Path) -> std::io::Result<Root> {
     };
     copy("proc/stat")?;
     copy("proc/vmstat")?;
+    copy("proc/net/snmp")?;
+    copy("proc/net/netstat")?;
     for dev in live.list("sys/class/net") {
         let base = format!("sys/class/net/{dev}");
         copy(&format!("{base}/carrier_changes"))?;
@@ -243,9 +251,67 @@ mod tests {
         );
         // eth1's interrupts are spread: not reported.
         assert!(!r.findings.iter().any(|f| f.title.starts_with("41:")));
-        assert_eq!(
-            found(&r, "interfaces use different MTUs").severity,
-            Severity::Info
+        // MTUs: the bridge's port veth0 (1450) differs from br0 and eth3
+        // (1500); eth1.20 (9000) sits on eth1 (1500); eth2.100 at 9000 on
+        // eth2 at 9000 is fine, and eth1 beside eth2 is no path at all.
+        let bridge = found(&r, "bridge br0 and its ports use different MTUs");
+        assert_eq!(bridge.severity, Severity::Warning);
+        assert!(
+            bridge.evidence.contains(&"mtu 1450: veth0".to_string()),
+            "{bridge:?}"
+        );
+        assert!(
+            bridge.evidence.contains(&"mtu 1500: br0, eth3".to_string()),
+            "{bridge:?}"
+        );
+        found(
+            &r,
+            "eth1.20's MTU 9000 is above that of eth1 beneath it (1500)",
+        );
+        let mtu_findings: Vec<&str> = r
+            .findings
+            .iter()
+            .map(|f| f.title.as_str())
+            .filter(|t| t.contains("MTU"))
+            .collect();
+        assert_eq!(mtu_findings.len(), 2, "{mtu_findings:?}");
+        // TCP lost 300 of 10,000 segments while sampling.
+        let tcp = found(
+            &r,
+            "TCP retransmitted 3.0% of the segments it sent (300 of 10000)",
+        );
+        assert_eq!(tcp.area, "network");
+        assert!(
+            tcp.evidence
+                .iter()
+                .any(|e| e.contains("TCPTimeouts: 400 → 520")),
+            "{tcp:?}"
+        );
+        // The software interfaces get no hardware advice, though the
+        // fixture gives them short rings, one queue and no steering.
+        for f in &r.findings {
+            for soft in ["veth0", "br0", "eth1.20", "eth2.100"] {
+                if f.title.contains("MTU") {
+                    continue;
+                }
+                assert!(
+                    !f.title.contains(soft) && !f.fix.contains(soft),
+                    "{soft} in {f:#?}"
+                );
+            }
+        }
+        assert!(
+            !r.unavailable
+                .iter()
+                .any(|u| u.starts_with("veth0") || u.starts_with("br0")),
+            "{:?}",
+            r.unavailable
+        );
+        // The physical eth2 still gets both.
+        found(&r, "eth2's receive ring is 256 of a possible 4096");
+        found(
+            &r,
+            "eth2 has 1 receive queue(s) for 2 CPUs and no packet steering",
         );
         assert_eq!(
             found(&r, "eth1 has auto-negotiation off").severity,
@@ -272,6 +338,8 @@ mod tests {
     fn a_clean_host_gives_no_warnings() {
         let (t0, t1) = fixture("doctor-clean");
         let r = examine(&t0, &t1, &Scope::default());
+        // 2 retransmissions of 10,000 segments: no loss worth a finding.
+        assert!(!r.findings.iter().any(|f| f.title.starts_with("TCP")));
         assert!(
             r.findings.iter().all(|f| f.severity == Severity::Info),
             "{:#?}",

@@ -1,13 +1,16 @@
 //! Network interfaces and their interrupts: link state, actual speed and
 //! duplex (/sys/class/net), the counters a duplex mismatch drives (late
 //! collisions, collisions on a full-duplex link, CRC errors), carrier
-//! changes, missed and dropped frames, MTUs that differ, ring buffers
-//! below their hardware maximum (ethtool's ring parameters), one device's
-//! interrupts concentrated on one CPU, irqbalance, receive packet steering
-//! and the softnet backlog (/proc/net/softnet_stat).
+//! changes, missed and dropped frames, ring buffers below their hardware
+//! maximum (ethtool's ring parameters), one device's interrupts
+//! concentrated on one CPU, irqbalance, receive packet steering and the
+//! softnet backlog (/proc/net/softnet_stat). Interfaces are checked, and
+//! advised on (link modes, rings, queues, steering), only when they are
+//! physical NICs: those with a `/sys/class/net/DEV/device` link. Loopback,
+//! veth, bridges, bonds, VLANs and tun/tap have none. MTUs are compared
+//! along paths in `mtu.rs`.
 
 use super::{shown, Finding, Report, Root, Severity};
-use std::collections::BTreeMap;
 
 /// The physical-looking interfaces: Ethernet (type 1), not loopback.
 fn interfaces(root: &Root) -> Vec<String> {
@@ -15,6 +18,12 @@ fn interfaces(root: &Root) -> Vec<String> {
         .into_iter()
         .filter(|n| n != "lo" && root.number(&format!("sys/class/net/{n}/type")) == Some(1))
         .collect()
+}
+
+/// A NIC with hardware behind it: sysfs links `device` to its bus device
+/// (PCI, USB, virtio); software interfaces have no such link.
+fn is_physical(root: &Root, dev: &str) -> bool {
+    root.path(&format!("sys/class/net/{dev}/device")).exists()
 }
 
 fn stat(root: &Root, dev: &str, name: &str) -> Option<i64> {
@@ -190,16 +199,16 @@ fn mode_speed(name: &str) -> u32 {
 }
 
 pub fn check(before: &Root, after: &Root, report: &mut Report) {
-    let devs = interfaces(after);
-    let mut mtus: BTreeMap<i64, Vec<String>> = BTreeMap::new();
-    for dev in &devs {
+    for dev in &interfaces(after) {
         let base = format!("sys/class/net/{dev}");
         let operstate = after.read(&format!("{base}/operstate")).unwrap_or_default();
         if operstate != "up" {
             continue;
         }
-        if let Some(mtu) = after.number(&format!("{base}/mtu")) {
-            mtus.entry(mtu).or_default().push(dev.clone());
+        // A software interface has no wire: its speed, duplex, errors and
+        // rings are the kernel's, and no ethtool setting changes them.
+        if !is_physical(after, dev) {
+            continue;
         }
         let speed = after.number(&format!("{base}/speed")).filter(|s| *s > 0);
         let duplex = after.read(&format!("{base}/duplex"));
@@ -342,19 +351,6 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
             None => report.missing(format!("{dev}: no ring buffer sizes (the driver does not report them)")),
         }
     }
-    if mtus.len() > 1 {
-        report.add(Finding {
-            severity: Severity::Info,
-            area: "network".to_string(),
-            title: "interfaces use different MTUs".to_string(),
-            evidence: mtus
-                .iter()
-                .map(|(mtu, devs)| format!("mtu {mtu}: {}", devs.join(", ")))
-                .collect(),
-            why: "on one path, a smaller MTU at either end fragments or drops large frames (jumbo frames need every hop)".to_string(),
-            fix: "set one MTU along each path (ip link set DEV mtu N)".to_string(),
-        });
-    }
 }
 
 /// Interrupts per device concentrated on one CPU, irqbalance, RPS and the
@@ -425,7 +421,10 @@ pub fn interrupts(root: &Root, report: &mut Report) {
             fix: "apt-get install irqbalance && systemctl enable --now irqbalance".to_string(),
         });
     }
-    for dev in interfaces(root) {
+    for dev in interfaces(root)
+        .into_iter()
+        .filter(|d| is_physical(root, d))
+    {
         if root
             .read(&format!("sys/class/net/{dev}/operstate"))
             .as_deref()

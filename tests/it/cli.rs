@@ -47,6 +47,41 @@ fn bad_flags_get_one_line_and_exit_2() {
     one_error_line(&["show", "7", "--store", "/nonexistent/x.db"], "--store");
 }
 
+/// `--pg-cpus` names CPUs the managed server can be moved to; one that
+/// this machine does not give perflab is refused in one line, naming the
+/// CPUs it does give (perflab's own `taskset` mask is no bound: see
+/// postgres.rs).
+#[test]
+fn pg_cpus_outside_perflabs_cgroup_are_refused() {
+    let dir = tempdir();
+    let out = std::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(assert_cmd::cargo::cargo_bin("perflab"))
+        .args([
+            "run",
+            "bank",
+            "--target",
+            "postgres:managed",
+            "--pg-cpus",
+            "0,4095",
+        ])
+        .current_dir(dir.path())
+        .env("CI", "true")
+        .output()
+        .expect("taskset runs (util-linux)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    contains(
+        &stderr,
+        &format!(
+            "--pg-cpus: CPU 4095 is not among the CPUs perflab's cgroup lets a server run on ({})",
+            online.trim()
+        ),
+    );
+}
+
 #[test]
 fn an_unreadable_store_is_bad_input() {
     let dir = tempdir();

@@ -1,7 +1,11 @@
 //! The bank on a real MariaDB server, started by the test in a temporary
-//! directory on a free loopback port and stopped when the test ends.
+//! directory on a free loopback port and stopped when the test ends. One
+//! test starts it with performance_schema collecting current waits, the
+//! others with the server's default (off), so both ways of sampling the
+//! sessions' waits run.
 
 use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,8 +19,20 @@ struct MariaDb {
     port: u16,
 }
 
+/// performance_schema ON, with every wait instrument and the
+/// events_waits_current consumer (both need a server start to take effect).
+const PERFORMANCE_SCHEMA: [&str; 3] = [
+    "--performance-schema=ON",
+    "--performance-schema-consumer-events-waits-current=ON",
+    "--performance-schema-instrument=wait/%=ON",
+];
+
 impl MariaDb {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    fn start_with(options: &[&str]) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("perflab-mariadb-")
             .tempdir()
@@ -56,6 +72,7 @@ impl MariaDb {
             .arg(format!("--log-error={}", dir.join("log").display()))
             .arg(format!("--port={port}"))
             .args(["--bind-address=127.0.0.1", "--user=mysql", "--skip-log-bin"])
+            .args(options)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -172,6 +189,101 @@ fn both_mixes_run_and_check_on_mariadb() {
     assert!(db.sql("UPDATE perflab.tellers SET tbalance = tbalance - 5 WHERE tid = 3"));
     let (out, _) = perflab_expect(dir.path(), &format!("check bank --target {url}"), 1);
     contains(&out, "FAIL money conserved");
+}
+
+/// Wait samples of every measured interval of the newest run's first step,
+/// summed by class.
+fn sampled_waits(dir: &std::path::Path) -> BTreeMap<String, u64> {
+    let export = crate::support::last_export(dir);
+    let mut waits = BTreeMap::new();
+    for interval in export["steps"][0]["intervals"].as_array().unwrap() {
+        if interval["phase"] != "measured" {
+            continue;
+        }
+        for (class, n) in interval["db"]["waits"].as_object().unwrap() {
+            *waits.entry(class.clone()).or_insert(0) += n.as_u64().unwrap();
+        }
+    }
+    waits
+}
+
+/// TPC-B at scale 1 puts every user on one branch row: the sampler sees
+/// sessions waiting for row locks. Balance inquiries lock nothing.
+/// `performance_schema` is the server setting the run's inventory must show.
+fn row_lock_waits_are_sampled(db: &MariaDb, performance_schema: &str) -> BTreeMap<String, u64> {
+    let dir = tempdir();
+    let url = db.url("bank-pw");
+    perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --scale 1 --users 24 --warmup 0s --duration 3s"),
+    );
+    let locked = sampled_waits(dir.path());
+    assert!(
+        locked.get("Lock:row lock").copied().unwrap_or(0) > 0,
+        "{locked:?}"
+    );
+    let export = crate::support::last_export(dir.path());
+    assert_eq!(
+        export["run"]["inventory"]["db.performance_schema"],
+        performance_schema
+    );
+    let counters = &export["steps"][0]["db"]["counters"];
+    assert!(
+        counters["row_lock_waits"].as_f64().unwrap() > 0.0,
+        "{counters}"
+    );
+    assert!(
+        counters["log_write_requests"].as_f64().unwrap() > 0.0,
+        "{counters}"
+    );
+    assert!(
+        counters["now_row_lock_current_waits"].is_number(),
+        "{counters}"
+    );
+    perflab_ok(
+        dir.path(),
+        &format!(
+            "run bank --target {url} --mix atm:balance=1,withdraw=0,deposit=0,transfer=0 --users 8 --warmup 0s --duration 2s"
+        ),
+    );
+    let reading = sampled_waits(dir.path());
+    assert!(!reading.contains_key("Lock:row lock"), "{reading:?}");
+    // The sessions were sampled all the same.
+    let seen = reading.get("CPU").copied().unwrap_or(0)
+        + reading.get("Client:ClientRead").copied().unwrap_or(0);
+    assert!(seen >= 8, "{reading:?}");
+    locked
+}
+
+/// Whether the sampler of `db` reads performance_schema's current waits.
+fn sampler_uses_performance_schema(db: &MariaDb) -> bool {
+    let env = |_: &str| None;
+    let target = perflab::workload::bank::mysql::resolve(&db.url("bank-pw"), &env).unwrap();
+    perflab::workload::bank::mysql::stats::MyStats::connect(&target)
+        .unwrap()
+        .uses_performance_schema()
+}
+
+#[test]
+fn row_lock_waits_are_sampled_without_performance_schema() {
+    let db = MariaDb::start();
+    assert!(!sampler_uses_performance_schema(&db));
+    let waits = row_lock_waits_are_sampled(&db, "OFF");
+    // Without performance_schema a running statement is CPU, nothing finer.
+    assert!(
+        waits
+            .keys()
+            .all(|k| ["Lock:row lock", "CPU", "Client:ClientRead"].contains(&k.as_str())),
+        "{waits:?}"
+    );
+}
+
+#[test]
+fn row_lock_waits_are_sampled_with_performance_schema() {
+    let db = MariaDb::start_with(&PERFORMANCE_SCHEMA);
+    assert!(sampler_uses_performance_schema(&db));
+    let waits = row_lock_waits_are_sampled(&db, "ON");
+    eprintln!("wait classes with performance_schema: {waits:?}");
 }
 
 #[test]

@@ -195,6 +195,43 @@ fn a_managed_server_runs_the_sweep_and_is_removed() {
     contains(&err, "no_such_setting");
 }
 
+/// The managed server is moved to `--pg-cpus` after it starts, so it may
+/// run on a CPU outside perflab's own `taskset` mask: the way to keep the
+/// load generator off the server's CPU.
+#[test]
+fn a_managed_server_may_run_outside_perflabs_own_cpus() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    assert_ne!(online.trim(), "0", "this test needs two CPUs");
+    let dir = tempdir();
+    let out = std::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(assert_cmd::cargo::cargo_bin("perflab"))
+        .args([
+            "run",
+            "bank",
+            "--target",
+            "postgres:managed",
+            "--pg-cpus",
+            "1",
+        ])
+        .args(["--users", "1"])
+        .args(SHORT.split_whitespace())
+        .current_dir(dir.path())
+        .env("CI", "true")
+        .output()
+        .expect("taskset runs (util-linux)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let export = crate::support::last_export(dir.path());
+    assert_eq!(
+        export["run"]["setup"]["managed_server"]["cpus"],
+        serde_json::json!([1])
+    );
+}
+
 #[test]
 fn a_killed_server_ends_the_run_partial_and_loses_nothing_committed() {
     let mut pg = server();

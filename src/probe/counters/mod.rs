@@ -14,7 +14,7 @@
 //! the sample absent — never zero, never an error that stops a run.
 
 mod parse;
-pub use parse::interrupts_by_source;
+pub use parse::{interrupts_by_source, snmp_table};
 pub mod process;
 mod sample;
 
