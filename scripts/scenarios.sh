@@ -189,6 +189,33 @@ cg_join_self() {
     fi
 }
 
+# One line of what cgroup NAME's limits did (the proof that they bit):
+# CPU periods throttled, memory limit hits, I/Os through the throttle.
+cg_evidence() {
+    local name=$1 d f line=""
+    if ((CGV == 2)); then
+        d=$CGROOT/$name
+        [ -f "$d/cpu.stat" ] && line+=" cpu.stat: $(grep -E '^(nr_periods|nr_throttled|throttled_usec)' "$d/cpu.stat" | tr '\n' ' ')"
+        [ -f "$d/memory.events" ] && line+=" memory.events: $(tr '\n' ' ' <"$d/memory.events")"
+        [ -f "$d/io.stat" ] && line+=" io.stat: $(tr '\n' ' ' <"$d/io.stat")"
+    else
+        d=$CGROOT/cpu/$name
+        [ -d "$d" ] && line+=" cpu.stat: $(tr '\n' ' ' <"$d/cpu.stat")"
+        d=$CGROOT/memory/$name
+        if [ -d "$d" ]; then
+            line+=" memory: limit $(($(cat "$d/memory.limit_in_bytes") >> 20)) MiB, max used $(($(cat "$d/memory.max_usage_in_bytes") >> 20)) MiB, failcnt $(cat "$d/memory.failcnt"), $(grep -E '^total_pgmajfault' "$d/memory.stat")"
+        fi
+        d=$CGROOT/blkio/$name
+        if [ -d "$d" ]; then
+            for f in read_iops_device write_iops_device read_bps_device; do
+                [ -s "$d/blkio.throttle.$f" ] && line+=" $f $(tr '\n' ' ' <"$d/blkio.throttle.$f")"
+            done
+            line+=" io_serviced: $(grep -E ' (Read|Write) ' "$d/blkio.throttle.io_serviced" | tr '\n' ' ')"
+        fi
+    fi
+    echo "  $CLASS limit ($name):$line"
+}
+
 # Every perflab-scn-* cgroup (v1 controllers or v2).
 cg_all() {
     if ((CGV == 2)); then
@@ -376,7 +403,8 @@ PY
 }
 
 # sweep USERS [perflab args...]: REPEAT runs of the class's sweep, each
-# judged. A prefix command (taskset, a cgroup) comes from $LAUNCH.
+# judged. A prefix command (taskset, a cgroup) comes from $LAUNCH; a
+# command that shows what the limit did, from $EVIDENCE.
 sweep() {
     local users=$1 k out js
     shift
@@ -391,6 +419,7 @@ sweep() {
         fi
         "$PERFLAB" analyze last --json - --store "$WORK/perflab.db" >"$js" 2>>"$out" || true
         judge "$CLASS" "$k" "$REPEAT" "$out" "$js"
+        if [ -n "${EVIDENCE:-}" ]; then $EVIDENCE || true; fi
     done
 }
 
@@ -445,6 +474,7 @@ scn_cpu_quota() {
     CG_CTRLS=cpu own_pg $cg 127.0.0.1 "" -c synchronous_commit=off
     preload --target "$PG_DSN" --scale 8
     cg_cpu_quota $cg 50000 100000
+    EVIDENCE="cg_evidence $cg"
     sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --mix tpcb --scale 8
 }
 
@@ -533,8 +563,9 @@ scn_commit_io() {
     sleep 1.5
     cps=$(pg_commits_per_s "$PG_DSN" 2)
     wait "$gen" || true
-    echo "$CLASS: one user commits ${cps}/s with the WAL held to $COMMIT_IOPS writes/s"
+    echo "  $CLASS: one user commits ${cps}/s with the WAL held to $COMMIT_IOPS writes/s"
     ((cps < 3 * COMMIT_IOPS)) || fail "the write throttle does not bite: $cps commits/s at $COMMIT_IOPS IOPS"
+    EVIDENCE="cg_evidence $cg"
     sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --scale 8
 }
 
@@ -557,6 +588,7 @@ scn_memory_disk() {
     psql -XAtq "$PG_DSN" -c CHECKPOINT >/dev/null
     cg_memory_limit $cg $((MEMORY_MB * 1024 * 1024)) || fail "the memory limit of ${MEMORY_MB} MB was not accepted"
     cg_io_limit $cg "$LOOP_MAJMIN" riops $READ_IOPS
+    EVIDENCE="cg_evidence $cg"
     sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --scale $MEMORY_SCALE \
         --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
 }
@@ -582,8 +614,15 @@ scn_link() {
     netns_pg
     tc qdisc add dev $HOST_IF root tbf rate 2mbit burst 8kb latency 50ms
     ip netns exec $NS tc qdisc add dev $NS_IF root tbf rate 2mbit burst 8kb latency 50ms
+    EVIDENCE=tbf_evidence
     sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --scale 1 \
         --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
+}
+
+# What the shapers did: bytes sent, packets dropped, times over the rate.
+tbf_evidence() {
+    echo "  $CLASS tbf host end: $(tc -s qdisc show dev $HOST_IF | grep -m1 -o 'Sent.*)')"
+    echo "  $CLASS tbf server end: $(ip netns exec $NS tc -s qdisc show dev $NS_IF | grep -m1 -o 'Sent.*)')"
 }
 
 # 9. 3% of the server's packets dropped at random (nftables numgen in the
@@ -594,12 +633,17 @@ scn_loss() {
 table inet perflab_scn {
     chain out {
         type filter hook output priority 0; policy accept;
-        meta l4proto tcp numgen random mod 100 < 3 drop
+        meta l4proto tcp numgen random mod 100 < 3 counter drop
     }
 }
 NFT
+    EVIDENCE=loss_evidence
     sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --scale 1 \
         --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
+}
+
+loss_evidence() {
+    echo "  $CLASS dropped: $(ip netns exec $NS nft list chain inet perflab_scn out | grep -o 'counter packets [0-9]* bytes [0-9]*'), of $(ip netns exec $NS cat /proc/net/snmp | awk '/^Tcp:/ {n++} n==2 && /^Tcp:/ {print $12; exit}') TCP segments sent by the server"
 }
 
 # 10. perflab held to 5 ms of CPU per 100 ms against a PostgreSQL outside
@@ -610,6 +654,7 @@ scn_generator() {
     preload --target "$PG_DSN" --scale 1
     cg_make $cg cpu
     cg_cpu_quota $cg 5000 100000
+    EVIDENCE="cg_evidence $cg"
     LAUNCH="in_cgroup $cg" sweep 1,2,4,8 --target "$PG_DSN" --server-pid "$PG_PID" --scale 1 \
         --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
 }
