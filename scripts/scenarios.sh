@@ -625,14 +625,16 @@ tbf_evidence() {
     echo "  $CLASS tbf server end: $(ip netns exec $NS tc -s qdisc show dev $NS_IF | grep -m1 -o 'Sent.*)')"
 }
 
-# 9. 3% of the server's packets dropped at random (nftables numgen in the
-# namespace: this kernel has no netem).
+# 9. 3% of the packets that reach the server dropped at random (nftables
+# numgen in the namespace's input hook: this kernel has no netem). The lost
+# packets are perflab's, so its own TCP retransmits them, in the counters
+# of the host it runs on, as for a remote server.
 scn_loss() {
     netns_pg
     ip netns exec $NS nft -f - <<'NFT'
 table inet perflab_scn {
-    chain out {
-        type filter hook output priority 0; policy accept;
+    chain in {
+        type filter hook input priority 0; policy accept;
         meta l4proto tcp numgen random mod 100 < 3 counter drop
     }
 }
@@ -643,7 +645,7 @@ NFT
 }
 
 loss_evidence() {
-    echo "  $CLASS dropped: $(ip netns exec $NS nft list chain inet perflab_scn out | grep -o 'counter packets [0-9]* bytes [0-9]*'), of $(ip netns exec $NS cat /proc/net/snmp | awk '/^Tcp:/ {n++} n==2 && /^Tcp:/ {print $12; exit}') TCP segments sent by the server"
+    echo "  $CLASS dropped: $(ip netns exec $NS nft list chain inet perflab_scn in | grep -o 'counter packets [0-9]* bytes [0-9]*'), of $(ip netns exec $NS cat /proc/net/snmp | awk '/^Tcp:/ {n++} n==2 && /^Tcp:/ {print $11; exit}') TCP segments the server received"
 }
 
 # 10. perflab held to 5 ms of CPU per 100 ms against a PostgreSQL outside
