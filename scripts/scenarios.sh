@@ -122,11 +122,6 @@ RESULTS=$(mktemp /tmp/perflab-scn-results.XXXXXX)
 CGROOT=/sys/fs/cgroup
 if [ -f $CGROOT/cgroup.controllers ]; then CGV=2; else CGV=1; fi
 
-# The directory of cgroup NAME for a v1 controller (cpu, memory, blkio).
-cg_dir() {
-    if ((CGV == 2)); then echo "$CGROOT/$1"; else echo "$CGROOT/$2/$1"; fi
-}
-
 # Makes cgroup NAME in each controller given.
 cg_make() {
     local name=$1 c
@@ -586,6 +581,7 @@ scn_memory_disk() {
         -c maintenance_work_mem=32MB -c work_mem=4MB
     preload --target "$PG_DSN" --scale $MEMORY_SCALE
     psql -XAtq "$PG_DSN" -c CHECKPOINT >/dev/null
+    echo "  $CLASS: the bank takes $(psql -XAtq "$PG_DSN" -c "SELECT pg_database_size(current_database()) >> 20") MiB; the cgroup may use $MEMORY_MB MiB"
     cg_memory_limit $cg $((MEMORY_MB * 1024 * 1024)) || fail "the memory limit of ${MEMORY_MB} MB was not accepted"
     cg_io_limit $cg "$LOOP_MAJMIN" riops $READ_IOPS
     EVIDENCE="cg_evidence $cg"
