@@ -116,7 +116,6 @@ fi
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 export CI=true
 
-RESULTS=$(mktemp /tmp/perflab-scn-results.XXXXXX)
 
 # --- cgroups (v1 or v2) ----------------------------------------------------
 CGROOT=/sys/fs/cgroup
@@ -691,7 +690,10 @@ run_class() {
     fi
 }
 
+# What a crashed run left behind goes first.
 remove_all_scn
+rm -f /tmp/perflab-scn-results.*
+RESULTS=$(mktemp /tmp/perflab-scn-results.XXXXXX)
 trap 'remove_all_scn; rm -f "$RESULTS"' EXIT
 trap 'exit 130' INT TERM
 
