@@ -2,7 +2,7 @@
 # Scenario suite: builds real bottlenecks on this machine, runs perflab
 # against each, and checks that the verdict names the right class.
 #
-#   scripts/scenarios.sh [--repeat N] [--short] [CLASS...]
+#   scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]
 #
 # Each class sets up its server and its limit (cgroups, a loop device with
 # a throttled file system, a network namespace with a shaped link), runs
@@ -38,12 +38,15 @@ generator               ^load_generator$      .
 CLASSES=(cpu cpu-quota contention-pg contention-mariadb serializable commit-io memory-disk link loss generator)
 
 usage() {
-    echo "usage: scripts/scenarios.sh [--repeat N] [--short] [CLASS...]  (classes: ${CLASSES[*]})" >&2
+    echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
     exit 2
 }
 
 REPEAT=1
 SHORT=0
+# Where each class's results store is copied (CLASS.db), so its runs can be
+# analysed again later: perflab analyze K --store DIR/CLASS.db
+KEEP_STORES=
 WANT=()
 while (($#)); do
     case "$1" in
@@ -58,6 +61,11 @@ while (($#)); do
         shift
         ;;
     --short) SHORT=1; shift ;;
+    --keep-stores)
+        [ -n "${2:-}" ] || usage
+        KEEP_STORES=$(realpath -m "$2")
+        shift 2
+        ;;
     -h | --help) usage ;;
     -*) echo "error: unknown option $1" >&2; usage ;;
     *)
@@ -415,6 +423,10 @@ sweep() {
         judge "$CLASS" "$k" "$REPEAT" "$out" "$js"
         if [ -n "${EVIDENCE:-}" ]; then $EVIDENCE || true; fi
     done
+    if [ -n "$KEEP_STORES" ]; then
+        mkdir -p "$KEEP_STORES"
+        cp "$WORK/perflab.db" "$KEEP_STORES/$CLASS.db"
+    fi
 }
 
 # Users per step: at most six steps in --short.
