@@ -2,7 +2,8 @@
 //! writers is software contention (its single writer), not the CPU; a
 //! generator held to a sliver of CPU by a cgroup quota is named and the
 //! verdict marked unreliable; `perflab analyze` reproduces what the run
-//! printed; objectives are judged and bad ones refused.
+//! printed; objectives are judged and bad ones refused; and each class of
+//! `scripts/scenarios.sh` (module `scenarios`) gets the verdict it must.
 
 //!
 //! These tests judge what limits a server, so they run in a test binary of
@@ -13,6 +14,8 @@
 #[path = "../it/support.rs"]
 #[allow(dead_code)]
 mod support;
+
+mod scenarios;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};

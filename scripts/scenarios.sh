@@ -1,0 +1,735 @@
+#!/usr/bin/env bash
+# Scenario suite: builds real bottlenecks on this machine, runs perflab
+# against each, and checks that the verdict names the right class.
+#
+#   scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]
+#
+# Each class sets up its server and its limit (cgroups, a loop device with
+# a throttled file system, a network namespace with a shaped link), runs
+# `perflab run bank` over a sweep, reads `perflab analyze --json -`, prints
+# one line per run and PASS or MISS, and removes everything it made, even
+# on failure. Names of everything made start with perflab-scn-; a run
+# starts by removing the leftovers of a crashed one.
+#
+# Exit: 0 every run named its class; 1 a run missed (or a class could not
+# be set up); 2 bad usage or not root.
+#
+# Kernel interfaces used (Documentation/admin-guide/cgroup-v1/{cpu,memory,
+# blkio-controller}.rst, cgroup-v2.rst for cpu.max, memory.max, io.max),
+# tc-tbf(8), nft(8) numgen for random loss (this kernel has no netem).
+set -euo pipefail
+
+# ---------------------------------------------------------------------------
+# What each class must give: the verdict's `.bottleneck.kind` and a regex
+# on its `.bottleneck.name` (`perflab analyze --json -`). Edit here only.
+#   class               kind regex            name regex
+EXPECT='
+cpu                     ^resource$            ^cpu
+cpu-quota               ^resource$            ^cpu
+contention-pg           ^software_contention$ [Ll]ock
+contention-mariadb      ^software_contention$ [Ll]ock
+serializable            ^software_contention$ .
+commit-io               ^resource$            commit|log|disk
+memory-disk             ^resource$            ^memory
+link                    ^resource$            ^link
+loss                    ^network_loss$        .
+generator               ^load_generator$      .
+'
+CLASSES=(cpu cpu-quota contention-pg contention-mariadb serializable commit-io memory-disk link loss generator)
+
+usage() {
+    echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
+    exit 2
+}
+
+REPEAT=1
+SHORT=0
+# Where each class's results store is copied (CLASS.db), so its runs can be
+# analysed again later: perflab analyze K --store DIR/CLASS.db
+KEEP_STORES=
+WANT=()
+while (($#)); do
+    case "$1" in
+    --repeat)
+        [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage
+        REPEAT=$2
+        shift 2
+        ;;
+    --repeat=*)
+        REPEAT=${1#--repeat=}
+        [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || usage
+        shift
+        ;;
+    --short) SHORT=1; shift ;;
+    --keep-stores)
+        [ -n "${2:-}" ] || usage
+        KEEP_STORES=$(realpath -m "$2")
+        shift 2
+        ;;
+    -h | --help) usage ;;
+    -*) echo "error: unknown option $1" >&2; usage ;;
+    *)
+        if [[ " ${CLASSES[*]} " != *" $1 "* ]]; then
+            echo "error: unknown class '$1'" >&2
+            usage
+        fi
+        WANT+=("$1")
+        shift
+        ;;
+    esac
+done
+((${#WANT[@]})) || WANT=("${CLASSES[@]}")
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "error: the scenarios make cgroups, loop devices and network namespaces: run as root" >&2
+    exit 2
+fi
+
+cd "$(dirname "$0")/.."
+REPO=$PWD
+
+# Step lengths: --short for CI (the whole suite in a few minutes), else
+# steps long enough for the intervals to settle.
+if ((SHORT)); then
+    WARMUP=1s DURATION=3s
+else
+    WARMUP=3s DURATION=10s
+fi
+
+# --- requirements ----------------------------------------------------------
+need_apt=()
+command -v tc >/dev/null 2>&1 && command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v losetup >/dev/null 2>&1 || need_apt+=(util-linux)
+command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
+command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
+command -v taskset >/dev/null 2>&1 || need_apt+=(util-linux)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
+    need_apt+=(postgresql postgresql-client)
+fi
+if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
+    need_apt+=(mariadb-server mariadb-client)
+fi
+if ((${#need_apt[@]})); then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+export PATH=$PATH:/usr/sbin:/sbin
+
+PERFLAB=${PERFLAB:-${CARGO_TARGET_DIR:-$REPO/target}/release/perflab}
+if [ ! -x "$PERFLAB" ]; then
+    echo "error: no perflab at $PERFLAB; build it (cargo build --release) or set PERFLAB=PATH" >&2
+    exit 2
+fi
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+export CI=true
+
+
+# --- cgroups (v1 or v2) ----------------------------------------------------
+CGROOT=/sys/fs/cgroup
+if [ -f $CGROOT/cgroup.controllers ]; then CGV=2; else CGV=1; fi
+
+# Makes cgroup NAME in each controller given.
+cg_make() {
+    local name=$1 c
+    shift
+    if ((CGV == 2)); then
+        for c in "$@"; do
+            [ "$c" = blkio ] && c=io
+            echo "+$c" >$CGROOT/cgroup.subtree_control 2>/dev/null || true
+        done
+        mkdir -p "$CGROOT/$name"
+    else
+        for c in "$@"; do mkdir -p "$CGROOT/$c/$name"; done
+    fi
+}
+
+# cg_cpu_quota NAME QUOTA_US PERIOD_US
+cg_cpu_quota() {
+    if ((CGV == 2)); then
+        echo "$2 $3" >"$CGROOT/$1/cpu.max"
+    else
+        echo "$3" >"$CGROOT/cpu/$1/cpu.cfs_period_us"
+        echo "$2" >"$CGROOT/cpu/$1/cpu.cfs_quota_us"
+    fi
+}
+
+# cg_memory_limit NAME BYTES: the kernel reclaims down to it at once.
+cg_memory_limit() {
+    local f
+    if ((CGV == 2)); then f=$CGROOT/$1/memory.max; else f=$CGROOT/memory/$1/memory.limit_in_bytes; fi
+    for _ in 1 2 3 4 5; do
+        echo "$2" >"$f" 2>/dev/null && return 0
+        sleep 1
+    done
+    echo "$2" >"$f"
+}
+
+# cg_io_limit NAME MAJ:MIN riops|wiops|rbps|wbps N
+cg_io_limit() {
+    if ((CGV == 2)); then
+        echo "$2 $3=$4" >"$CGROOT/$1/io.max"
+    else
+        local f
+        case $3 in
+        riops) f=read_iops_device ;; wiops) f=write_iops_device ;;
+        rbps) f=read_bps_device ;; wbps) f=write_bps_device ;;
+        esac
+        echo "$2 $4" >"$CGROOT/blkio/$1/blkio.throttle.$f"
+    fi
+}
+
+# Moves the calling (sub)shell into cgroup NAME of each controller given;
+# what it then runs inherits them.
+cg_join_self() {
+    local name=$1 c
+    shift
+    if ((CGV == 2)); then
+        echo "$BASHPID" >"$CGROOT/$name/cgroup.procs"
+    else
+        for c in "$@"; do echo "$BASHPID" >"$CGROOT/$c/$name/cgroup.procs"; done
+    fi
+}
+
+# One line of what cgroup NAME's limits did (the proof that they bit):
+# CPU periods throttled, memory limit hits, I/Os through the throttle.
+cg_evidence() {
+    local name=$1 d f line=""
+    if ((CGV == 2)); then
+        d=$CGROOT/$name
+        [ -f "$d/cpu.stat" ] && line+=" cpu.stat: $(grep -E '^(nr_periods|nr_throttled|throttled_usec)' "$d/cpu.stat" | tr '\n' ' ')"
+        [ -f "$d/memory.events" ] && line+=" memory.events: $(tr '\n' ' ' <"$d/memory.events")"
+        [ -f "$d/io.stat" ] && line+=" io.stat: $(tr '\n' ' ' <"$d/io.stat")"
+    else
+        d=$CGROOT/cpu/$name
+        [ -d "$d" ] && line+=" cpu.stat: $(tr '\n' ' ' <"$d/cpu.stat")"
+        d=$CGROOT/memory/$name
+        if [ -d "$d" ]; then
+            line+=" memory: limit $(($(cat "$d/memory.limit_in_bytes") >> 20)) MiB, max used $(($(cat "$d/memory.max_usage_in_bytes") >> 20)) MiB, failcnt $(cat "$d/memory.failcnt"), $(grep -E '^total_pgmajfault' "$d/memory.stat")"
+        fi
+        d=$CGROOT/blkio/$name
+        if [ -d "$d" ]; then
+            for f in read_iops_device write_iops_device read_bps_device; do
+                [ -s "$d/blkio.throttle.$f" ] && line+=" $f $(tr '\n' ' ' <"$d/blkio.throttle.$f")"
+            done
+            line+=" io_serviced: $(grep -E ' (Read|Write) ' "$d/blkio.throttle.io_serviced" | tr '\n' ' ')"
+        fi
+    fi
+    echo "  $CLASS limit ($name):$line"
+}
+
+# Every perflab-scn-* cgroup (v1 controllers or v2).
+cg_all() {
+    if ((CGV == 2)); then
+        ls -d $CGROOT/perflab-scn-* 2>/dev/null || true
+    else
+        ls -d $CGROOT/*/perflab-scn-* 2>/dev/null || true
+    fi
+}
+
+# --- cleanup ---------------------------------------------------------------
+# Ends a server this script started, found by the pid file in its own
+# directory (a leftover of a crashed run too). Only that pid is signalled,
+# and only while its command line still names the directory.
+stop_pidfile() {
+    local pidfile=$1 dir=$2 pid
+    [ -f "$pidfile" ] || return 0
+    pid=$(head -n 1 "$pidfile" 2>/dev/null || true)
+    [[ $pid =~ ^[0-9]+$ ]] || return 0
+    kill -0 "$pid" 2>/dev/null || return 0
+    # postgres -D DIR/data or mariadbd --datadir=DIR/data
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir" || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.2
+}
+
+# Removes everything named perflab-scn-*: servers in its directories,
+# mounts, loop devices, namespaces, links, cgroups, directories.
+remove_all_scn() {
+    local d ns link mnt dev cg
+    for d in /tmp/perflab-scn-*/; do
+        [ -d "$d" ] || continue
+        d=${d%/}
+        # A server whose postmaster survived an immediate stop, or mariadbd.
+        stop_pidfile "$d/data/postmaster.pid" "$d"
+        stop_pidfile "$d/mnt/data/postmaster.pid" "$d"
+        stop_pidfile "$d/mariadb.pid" "$d"
+    done
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^perflab-scn-' || true); do
+        ip netns del "$ns" 2>/dev/null || true
+    done
+    for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^perflab-scn-' || true); do
+        ip link del "$link" 2>/dev/null || true
+    done
+    for mnt in $(findmnt -rn -o TARGET 2>/dev/null | grep '^/tmp/perflab-scn-' | sort -r || true); do
+        umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+    done
+    for dev in $(losetup -nl -O NAME,BACK-FILE 2>/dev/null | awk '$2 ~ /\/tmp\/perflab-scn-/ {print $1}' || true); do
+        losetup -d "$dev" 2>/dev/null || true
+    done
+    for cg in $(cg_all); do
+        rmdir "$cg" 2>/dev/null || true
+    done
+    for d in /tmp/perflab-scn-*/; do
+        [ -d "$d" ] && rm -rf "${d%/}"
+    done
+    return 0
+}
+
+# --- servers ---------------------------------------------------------------
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# pg_init DIR [initdb args...]: a cluster in DIR/data (or where -D says),
+# trust on loopback and on the scenario's namespace subnet.
+pg_init() {
+    local data=$1
+    shift
+    mkdir -p "$data"
+    chown -R postgres:postgres "$(dirname "$data")"
+    runuser -u postgres -- "$PGBIN/initdb" -D "$data" -A trust -U postgres --no-sync "$@" >/dev/null
+    echo "host all all 10.213.0.0/24 trust" >>"$data/pg_hba.conf"
+}
+
+# pg_start DATA PORT ADDR LOG [-c name=value ...]: starts the postmaster
+# (in whatever cgroups and namespace the caller is in) and prints its pid.
+pg_start() {
+    local data=$1 port=$2 addr=$3 log=$4 opts
+    shift 4
+    opts="-p $port -c listen_addresses=$addr -c unix_socket_directories=$(dirname "$data") -c max_connections=150 $*"
+    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 120 -o "$opts" start >/dev/null
+    head -n 1 "$data/postmaster.pid"
+}
+
+pg_stop() {
+    local data=$1
+    [ -f "$data/postmaster.pid" ] || return 0
+    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+}
+
+# --- running perflab and judging -------------------------------------------
+fail() {
+    echo "$CLASS: setup failed: $*" >&2
+    echo "$CLASS|0|0|ERROR|setup failed: $*|" >>"$RESULTS"
+    exit 1
+}
+
+# The bank loaded once (a one-user, one-second run) before a limit is set
+# that would make loading slow: a shaped link, throttled disk, CPU quota.
+preload() {
+    local store=$WORK/preload.db
+    "$PERFLAB" run bank "$@" --users 1 --warmup 0s --duration 1s --store "$store" \
+        >"$WORK/preload.out" 2>&1 || fail "loading the bank: $(tail -n 3 "$WORK/preload.out")"
+}
+
+# judge CLASS K N OUT JSON: prints the run's line and verdict, records it.
+judge() {
+    python3 - "$@" "$EXPECT" "$RESULTS" <<'PY'
+import json, re, sys
+cls, k, n, out_path, json_path, expect, results = sys.argv[1:8]
+exp = {}
+for line in expect.strip().splitlines():
+    f = line.split()
+    exp[f[0]] = (f[1], f[2])
+kind_re, name_re = exp[cls]
+try:
+    v = json.load(open(json_path))
+except (OSError, ValueError) as e:
+    v = {}
+b = v.get("bottleneck") or {}
+kind = b.get("kind") or "none"
+name = b.get("name") or "none"
+points = v.get("points") or []
+peak = v.get("peak")
+peak_txt = "no peak"
+x_peak = None
+if isinstance(peak, int) and 0 <= peak < len(points):
+    p = points[peak]
+    x_peak = p.get("throughput")
+    load = p.get("load")
+    level = p.get("level")
+    if isinstance(level, dict) and "value" in level:
+        unit = {"users": " users", "rate": "/s"}.get(level.get("kind"), " " + str(level.get("kind")))
+        if unit == " users" and level["value"] == 1:
+            unit = " user"
+        load_txt = f"{level['value']:g}{unit}"
+    else:
+        load_txt = f"load {load:g}" if isinstance(load, (int, float)) else "?"
+    if isinstance(x_peak, (int, float)):
+        peak_txt = f"peak {x_peak:.0f}/s at {load_txt}"
+bounds = []
+for r in ((v.get("demands") or {}).get("resources") or []):
+    bound = r.get("bound")
+    if isinstance(bound, (int, float)) and bound > 0:
+        bounds.append((bound, r.get("resource", "?")))
+bounds.sort()
+if bounds:
+    parts = []
+    for bound, res in bounds[:3]:
+        ratio = f" ({bound / x_peak:.2f}× peak)" if x_peak else ""
+        parts.append(f"{res} {bound:.0f}/s{ratio}")
+    bounds_txt = "bounds: " + ", ".join(parts)
+else:
+    bounds_txt = "bounds: none fitted"
+ok = re.search(kind_re, kind) is not None and re.search(name_re, name) is not None
+if b.get("unreliable") and kind != "load_generator":
+    ok = False
+verdict = "PASS" if ok else "MISS"
+extra = " (unreliable)" if b.get("unreliable") else ""
+print(f"{cls} run {k}/{n}: {name} [{kind}]{extra} — {peak_txt}; {bounds_txt}  {verdict}")
+if not ok:
+    print(f"  expected [{kind_re}] name /{name_re}/; the verdict printed:")
+    try:
+        text = open(out_path, encoding="utf-8", errors="replace").read()
+    except OSError:
+        text = ""
+    start = text.find("verdict (")
+    if start >= 0:
+        end = text.find("\nstored as run", start)
+        section = text[start:end if end >= 0 else len(text)]
+        for l in section.rstrip().splitlines():
+            print("  | " + l)
+    else:
+        print("  | (no verdict section; the run's last lines:)")
+        for l in text.rstrip().splitlines()[-5:]:
+            print("  | " + l)
+with open(results, "a") as f:
+    f.write(f"{cls}|{k}|{n}|{verdict}|{name}|{kind}\n")
+PY
+}
+
+# sweep USERS [perflab args...]: REPEAT runs of the class's sweep, each
+# judged. A prefix command (taskset, a cgroup) comes from $LAUNCH; a
+# command that shows what the limit did, from $EVIDENCE.
+sweep() {
+    local users=$1 k out js
+    shift
+    for k in $(seq 1 "$REPEAT"); do
+        out=$WORK/run$k.out
+        js=$WORK/run$k.json
+        if ! ${LAUNCH:-} "$PERFLAB" run bank "$@" --users "$users" --warmup "$WARMUP" \
+            --duration "$DURATION" --store "$WORK/perflab.db" >"$out" 2>&1; then
+            echo "$CLASS run $k/$REPEAT: perflab run failed: $(tail -n 2 "$out" | tr '\n' ' ')  MISS"
+            echo "$CLASS|$k|$REPEAT|MISS|perflab run failed|" >>"$RESULTS"
+            continue
+        fi
+        "$PERFLAB" analyze last --json - --store "$WORK/perflab.db" >"$js" 2>>"$out" || true
+        judge "$CLASS" "$k" "$REPEAT" "$out" "$js"
+        if [ -n "${EVIDENCE:-}" ]; then $EVIDENCE || true; fi
+    done
+    if [ -n "$KEEP_STORES" ]; then
+        mkdir -p "$KEEP_STORES"
+        cp "$WORK/perflab.db" "$KEEP_STORES/$CLASS.db"
+    fi
+}
+
+# Users per step: at most six steps in --short.
+users_to() {
+    case $1 in
+    16) echo 1,2,4,8,16 ;;
+    32) echo 1,4,8,16,32 ;;
+    64) ((SHORT)) && echo 1,4,16,32,64 || echo 1,4,8,16,32,64 ;;
+    esac
+}
+
+# --- the classes -----------------------------------------------------------
+# Each runs in a subshell of its own with WORK, its temp directory, and a
+# trap that undoes what it made.
+
+# 1. PostgreSQL on CPU 0 only, perflab on CPU 1; a write mix over eight
+# branches; synchronous_commit off so that no session holds its row locks
+# across a WAL flush: the one CPU is all that limits.
+scn_cpu() {
+    LAUNCH="taskset -c 1" sweep "$(users_to 16)" --target postgres:managed --pg-cpus 0 \
+        --mix tpcb --scale 8 --pg-set synchronous_commit=off
+}
+
+# PostgreSQL of the scenario's own in cgroup(s) NAME, listening on ADDR.
+# Sets PG_DATA, PG_PORT, PG_PID, PG_DSN.
+own_pg() {
+    local cg=$1 addr=$2 ns=${3:-}
+    shift 3
+    PG_DATA=${PG_DATA:-$WORK/data}
+    chown postgres:postgres "$WORK"
+    [ -f "$PG_DATA/PG_VERSION" ] || pg_init "$PG_DATA"
+    PG_PORT=$(free_port)
+    local ctrls=()
+    [ -n "$cg" ] && read -r -a ctrls <<<"${CG_CTRLS:-cpu memory blkio}"
+    PG_PID=$(
+        if [ -n "$cg" ]; then cg_join_self "$cg" "${ctrls[@]}" || exit 1; fi
+        if [ -n "$ns" ]; then
+            ip netns exec "$ns" bash -c "$(declare -f pg_start); PGBIN=$PGBIN; pg_start \"\$@\"" _ \
+                "$PG_DATA" "$PG_PORT" "$addr" "$WORK/pg.log" "$@"
+        else
+            pg_start "$PG_DATA" "$PG_PORT" "$addr" "$WORK/pg.log" "$@"
+        fi
+    ) || fail "PostgreSQL did not start: $(tail -n 3 "$WORK/pg.log" 2>/dev/null)"
+    PG_DSN="postgres://postgres@$addr:$PG_PORT/postgres"
+}
+
+# 2. PostgreSQL in a cgroup allowed half a CPU (50 ms per 100 ms).
+scn_cpu_quota() {
+    local cg=perflab-scn-cpu-quota
+    cg_make $cg cpu
+    CG_CTRLS=cpu own_pg $cg 127.0.0.1 "" -c synchronous_commit=off
+    preload --target "$PG_DSN" --scale 8
+    cg_cpu_quota $cg 50000 100000
+    EVIDENCE="cg_evidence $cg"
+    sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --mix tpcb --scale 8
+}
+
+# 3. TPC-B at scale 1: every transaction updates the one branch row.
+scn_contention_pg() {
+    sweep "$(users_to 64)" --target postgres:managed --scale 1
+}
+
+# 4. The same on MariaDB (InnoDB row locks on the one branch row).
+scn_contention_mariadb() {
+    local data=$WORK/data port pid
+    chown mysql:mysql "$WORK"
+    mariadb-install-db --no-defaults --datadir="$data" --user=mysql --skip-test-db \
+        >"$WORK/install.log" 2>&1 || fail "mariadb-install-db: $(tail -n 2 "$WORK/install.log")"
+    port=$(free_port)
+    (
+        exec mariadbd --no-defaults --datadir="$data" --socket="$WORK/sock" \
+            --pid-file="$WORK/mariadb.pid" --log-error="$WORK/mariadb.log" --port="$port" \
+            --bind-address=127.0.0.1 --user=mysql --skip-log-bin --max-connections=200 \
+            </dev/null >/dev/null 2>&1
+    ) &
+    pid=$!
+    local ready=0
+    for _ in $(seq 1 300); do
+        if mariadb --socket="$WORK/sock" -u root -e "CREATE USER IF NOT EXISTS 'perflab'@'127.0.0.1' IDENTIFIED BY 'scn-pw'; CREATE DATABASE IF NOT EXISTS perflab; GRANT ALL ON *.* TO 'perflab'@'127.0.0.1';" 2>/dev/null; then
+            ready=1
+            break
+        fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    ((ready)) || fail "mariadbd did not start: $(tail -n 3 "$WORK/mariadb.log" 2>/dev/null)"
+    sweep "$(users_to 64)" --target "mysql://perflab:scn-pw@127.0.0.1:$port/perflab" \
+        --server-pid "$pid" --scale 1
+}
+
+# 5. TPC-B at scale 1, serializable: conflicts end in serialisation
+# failures, retried.
+scn_serializable() {
+    sweep "$(users_to 32)" --target postgres:managed --scale 1 --isolation serializable --max-tries 1000
+}
+
+# A loop device over a file in WORK with an ext4 of SIZE_MB, mounted at
+# MOUNT. Sets LOOP_DEV and LOOP_MAJMIN.
+loop_fs() {
+    local size_mb=$1 mount=$2
+    truncate -s "${size_mb}M" "$WORK/disk.img"
+    LOOP_DEV=$(losetup -f --show "$WORK/disk.img") || fail "no free loop device"
+    mkfs.ext4 -q -F -L perflab-scn "$LOOP_DEV" >/dev/null
+    mkdir -p "$mount"
+    mount "$LOOP_DEV" "$mount"
+    LOOP_MAJMIN=$(lsblk -dn -o MAJ:MIN "$LOOP_DEV" | tr -d ' ')
+}
+
+# Commits per second over SECONDS from pg_stat_database (the check that a
+# throttle bites).
+pg_commits_per_s() {
+    local dsn=$1 secs=$2 a b
+    a=$(psql -XAtq "$dsn" -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+    sleep "$secs"
+    b=$(psql -XAtq "$dsn" -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+    echo $(((b - a) / secs))
+}
+
+# 6. The WAL on a device of its own, written with O_DIRECT (wal_level
+# minimal, no senders, open_datasync) and held to COMMIT_IOPS writes per
+# second for the server's cgroup; the data on the host's disk. Commits
+# wait on the log device.
+COMMIT_IOPS=150
+scn_commit_io() {
+    local cg=perflab-scn-commit-io
+    loop_fs 512 "$WORK/wal"
+    chown -R postgres:postgres "$WORK/wal"
+    PG_DATA=$WORK/data
+    pg_init "$PG_DATA" -X "$WORK/wal/pg_wal"
+    cg_make $cg blkio
+    CG_CTRLS=blkio own_pg $cg 127.0.0.1 "" -c wal_level=minimal -c max_wal_senders=0 \
+        -c wal_sync_method=open_datasync
+    preload --target "$PG_DSN" --scale 8
+    cg_io_limit $cg "$LOOP_MAJMIN" wiops $COMMIT_IOPS
+    # The throttle must bite: one user's commits per second near the IOPS.
+    local probe=$WORK/probe.db cps
+    "$PERFLAB" run bank --target "$PG_DSN" --scale 8 --users 1 --warmup 0s --duration 4s \
+        --store "$probe" >"$WORK/probe.out" 2>&1 &
+    local gen=$!
+    sleep 1.5
+    cps=$(pg_commits_per_s "$PG_DSN" 2)
+    wait "$gen" || true
+    echo "  $CLASS: one user commits ${cps}/s with the WAL held to $COMMIT_IOPS writes/s"
+    ((cps < 3 * COMMIT_IOPS)) || fail "the write throttle does not bite: $cps commits/s at $COMMIT_IOPS IOPS"
+    EVIDENCE="cg_evidence $cg"
+    sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --scale 8
+}
+
+# 7. PostgreSQL in a memory cgroup of MEMORY_MB with 16 MB of shared
+# buffers over a bank several times that size, on a device of its own whose
+# reads are held to READ_IOPS for the cgroup: random balance reads miss
+# memory and wait on the disk, whose throttle saturates before the CPU.
+MEMORY_MB=96
+READ_IOPS=300
+MEMORY_SCALE=24
+scn_memory_disk() {
+    local cg=perflab-scn-memory-disk
+    loop_fs 2048 "$WORK/mnt"
+    PG_DATA=$WORK/mnt/data
+    pg_init "$PG_DATA"
+    cg_make $cg memory blkio
+    CG_CTRLS="memory blkio" own_pg $cg 127.0.0.1 "" -c shared_buffers=16MB \
+        -c maintenance_work_mem=32MB -c work_mem=4MB
+    preload --target "$PG_DSN" --scale $MEMORY_SCALE
+    psql -XAtq "$PG_DSN" -c CHECKPOINT >/dev/null
+    echo "  $CLASS: the bank takes $(psql -XAtq "$PG_DSN" -c "SELECT pg_database_size(current_database()) >> 20") MiB; the cgroup may use $MEMORY_MB MiB"
+    cg_memory_limit $cg $((MEMORY_MB * 1024 * 1024)) || fail "the memory limit of ${MEMORY_MB} MB was not accepted"
+    cg_io_limit $cg "$LOOP_MAJMIN" riops $READ_IOPS
+    EVIDENCE="cg_evidence $cg"
+    sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --scale $MEMORY_SCALE \
+        --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
+}
+
+# A namespace with PostgreSQL at 10.213.0.2 behind a veth pair; the host
+# end is 10.213.0.1. Sets NS, HOST_IF, NS_IF.
+NS=perflab-scn-ns HOST_IF=perflab-scn-h NS_IF=perflab-scn-n
+netns_pg() {
+    ip netns add $NS
+    ip link add $HOST_IF type veth peer name $NS_IF
+    ip link set $NS_IF netns $NS
+    ip addr add 10.213.0.1/24 dev $HOST_IF
+    ip link set $HOST_IF up
+    ip netns exec $NS ip addr add 10.213.0.2/24 dev $NS_IF
+    ip netns exec $NS ip link set $NS_IF up
+    ip netns exec $NS ip link set lo up
+    own_pg "" 10.213.0.2 $NS
+    preload --target "$PG_DSN" --scale 1
+}
+
+# 8. The server's link shaped to 2 Mbit/s both ways (tbf on each end).
+scn_link() {
+    netns_pg
+    tc qdisc add dev $HOST_IF root tbf rate 2mbit burst 8kb latency 50ms
+    ip netns exec $NS tc qdisc add dev $NS_IF root tbf rate 2mbit burst 8kb latency 50ms
+    EVIDENCE=tbf_evidence
+    sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --scale 1 \
+        --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
+}
+
+# What the shapers did: bytes sent, packets dropped, times over the rate.
+tbf_evidence() {
+    echo "  $CLASS tbf host end: $(tc -s qdisc show dev $HOST_IF | grep -m1 -o 'Sent.*)')"
+    echo "  $CLASS tbf server end: $(ip netns exec $NS tc -s qdisc show dev $NS_IF | grep -m1 -o 'Sent.*)')"
+}
+
+# 9. 3% of the packets that reach the server dropped at random (nftables
+# numgen in the namespace's input hook: this kernel has no netem). The lost
+# packets are perflab's, so its own TCP retransmits them, in the counters
+# of the host it runs on, as for a remote server.
+scn_loss() {
+    netns_pg
+    ip netns exec $NS nft -f - <<'NFT'
+table inet perflab_scn {
+    chain in {
+        type filter hook input priority 0; policy accept;
+        meta l4proto tcp numgen random mod 100 < 3 counter drop
+    }
+}
+NFT
+    EVIDENCE=loss_evidence
+    sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --scale 1 \
+        --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
+}
+
+loss_evidence() {
+    echo "  $CLASS dropped: $(ip netns exec $NS nft list chain inet perflab_scn in | grep -o 'counter packets [0-9]* bytes [0-9]*'), of $(ip netns exec $NS cat /proc/net/snmp | awk '/^Tcp:/ {n++} n==2 && /^Tcp:/ {print $11; exit}') TCP segments the server received"
+}
+
+# 10. perflab held to 5 ms of CPU per 100 ms against a PostgreSQL outside
+# that cgroup (a managed server would be perflab's child, inside it).
+scn_generator() {
+    local cg=perflab-scn-generator
+    own_pg "" 127.0.0.1 ""
+    preload --target "$PG_DSN" --scale 1
+    cg_make $cg cpu
+    cg_cpu_quota $cg 5000 100000
+    EVIDENCE="cg_evidence $cg"
+    LAUNCH="in_cgroup $cg" sweep 1,2,4,8 --target "$PG_DSN" --server-pid "$PG_PID" --scale 1 \
+        --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
+}
+
+# in_cgroup NAME CMD...: runs CMD inside cpu cgroup NAME.
+in_cgroup() {
+    local cg=$1
+    shift
+    (
+        cg_join_self "$cg" cpu
+        exec "$@"
+    )
+}
+
+# Runs one class in a subshell that undoes what it made when it ends.
+run_class() {
+    CLASS=$1
+    set +e
+    (
+        set -e
+        WORK=$(mktemp -d "/tmp/perflab-scn-$CLASS.XXXXXX")
+        chmod 755 "$WORK"
+        cleanup() {
+            trap - EXIT INT TERM
+            [ -n "${PG_DATA:-}" ] && pg_stop "$PG_DATA"
+            remove_all_scn
+        }
+        trap cleanup EXIT
+        trap 'exit 130' INT TERM
+        "scn_${CLASS//-/_}"
+    )
+    local rc=$?
+    set -e
+    if ((rc != 0)) && ! grep -q "^$CLASS|" "$RESULTS"; then
+        echo "$CLASS|0|0|ERROR|the class ended with status $rc|" >>"$RESULTS"
+    fi
+}
+
+# What a crashed run left behind goes first.
+remove_all_scn
+rm -f /tmp/perflab-scn-results.*
+RESULTS=$(mktemp /tmp/perflab-scn-results.XXXXXX)
+trap 'remove_all_scn; rm -f "$RESULTS"' EXIT
+trap 'exit 130' INT TERM
+
+mode=$( ((SHORT)) && echo "short steps: $WARMUP warm-up, $DURATION each" || echo "$WARMUP warm-up, $DURATION per step")
+echo "perflab scenarios: ${WANT[*]} ($mode, $REPEAT run(s) each; perflab $PERFLAB)"
+for c in "${WANT[@]}"; do
+    run_class "$c"
+done
+
+echo
+echo "summary"
+printf '  %-20s %-5s %s\n' class runs verdicts
+missed=0
+for c in "${WANT[@]}"; do
+    rows=$(grep "^$c|" "$RESULTS" || true)
+    if [ -z "$rows" ]; then
+        printf '  %-20s %-5s %s\n' "$c" "0/$REPEAT" "MISS (no run finished)"
+        missed=1
+        continue
+    fi
+    passed=$(grep -c '|PASS|' <<<"$rows" || true)
+    total=$(wc -l <<<"$rows")
+    names=$(awk -F'|' '{printf "%s%s %s [%s]", (NR>1?"; ":""), $4, $5, $6}' <<<"$rows")
+    printf '  %-20s %-5s %s\n' "$c" "$passed/$total" "$names"
+    ((passed == total && total == REPEAT)) || missed=1
+done
+exit $missed

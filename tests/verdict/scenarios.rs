@@ -1,0 +1,97 @@
+//! The scenario suite in CI: each class of real bottleneck that
+//! `scripts/scenarios.sh` builds on this machine (a CPU, a CPU quota, lock
+//! contention on PostgreSQL and MariaDB, serialisation retries, a throttled
+//! log device, memory over a throttled disk, a shaped link, packet loss, a
+//! starved generator) is run once with short steps, and its verdict must
+//! name the class. The script makes cgroups, loop devices and network
+//! namespaces, so these tests need root; without it they fail, never pass.
+
+use std::process::Command;
+
+/// Runs `scripts/scenarios.sh --short CLASS` against the perflab under
+/// test, prints what it printed, and asserts every run named its class.
+fn scenario(class: &str) {
+    let _machine = super::machine();
+    // SAFETY: geteuid reads the process's own credentials and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "the scenario '{class}' makes cgroups, loop devices and network namespaces: run the tests as root"
+    );
+    let script = super::support::repo_file("scripts/scenarios.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .args(["--short", class])
+        .env("PERFLAB", assert_cmd::cargo::cargo_bin("perflab"))
+        .env("CI", "true")
+        .output()
+        .expect("bash runs scripts/scenarios.sh");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // The verdict lines, for the test log whether it passes or not.
+    for line in stdout
+        .lines()
+        .filter(|l| l.starts_with(&format!("{class} run ")))
+    {
+        println!("{line}");
+    }
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "the verdict did not name the class '{class}':\n{stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("{class} run 1/1: ")) && stdout.contains("  PASS"),
+        "no judged run of '{class}':\n{stdout}{stderr}"
+    );
+}
+
+#[test]
+fn scenario_postgres_on_one_cpu_is_cpu() {
+    scenario("cpu");
+}
+
+#[test]
+fn scenario_postgres_under_a_half_cpu_quota_is_cpu() {
+    scenario("cpu-quota");
+}
+
+#[test]
+fn scenario_tpcb_at_scale_one_on_postgres_is_lock_contention() {
+    scenario("contention-pg");
+}
+
+#[test]
+fn scenario_tpcb_at_scale_one_on_mariadb_is_lock_contention() {
+    scenario("contention-mariadb");
+}
+
+#[test]
+fn scenario_serializable_retries_are_software_contention() {
+    scenario("serializable");
+}
+
+#[test]
+fn scenario_a_throttled_log_device_limits_commits() {
+    scenario("commit-io");
+}
+
+#[test]
+fn scenario_memory_far_below_the_data_over_a_throttled_disk_is_memory() {
+    scenario("memory-disk");
+}
+
+#[test]
+fn scenario_a_link_shaped_to_two_mbit_is_the_link() {
+    scenario("link");
+}
+
+#[test]
+fn scenario_three_percent_packet_loss_is_network_loss() {
+    scenario("loss");
+}
+
+#[test]
+fn scenario_a_generator_on_a_sliver_of_cpu_is_the_load_generator() {
+    scenario("generator");
+}
