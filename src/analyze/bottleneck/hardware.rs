@@ -55,14 +55,25 @@ pub fn busiest<'a>(points: &'a [StepPoint], peak: usize, demands: &Demands) -> V
         .collect()
 }
 
+/// Whether the host's CPUs at a step were busy mostly with other work than
+/// the followed server's and perflab's: then they are the neighbours'
+/// limit (a caveat says so), not the server's.
+pub fn others_dominate(p: &StepPoint) -> bool {
+    let (Some(busy), Some(server)) = (p.extras.busy_cpus, p.extras.server_cpus) else {
+        return false;
+    };
+    busy > 0.0 && server + p.generator.cpus < 0.5 * busy
+}
+
 /// The saturated resources, the likeliest bottleneck first: the busiest,
 /// a quota the server is held to before the host's CPUs, the host's CPUs
 /// before a single CPU unless that one is busier by more than 2 points (a
 /// server held to it).
-pub fn saturated<'a>(all: &[Busiest<'a>]) -> Vec<Busiest<'a>> {
+pub fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'a>> {
     let mut out: Vec<Busiest<'a>> = all
         .iter()
         .filter(|b| b.resource.utilisation >= SATURATED && b.growth.is_none_or(|g| g <= GROWN))
+        .filter(|b| b.resource.kind != ResourceKind::Cpu || !others_dominate(&points[b.at]))
         .copied()
         .collect();
     let rank = |r: &ResourceUse| {

@@ -5,8 +5,10 @@
 //!
 //! - **commit I/O** — the sessions wait on the commit log (`WALWrite`,
 //!   `WALSync`, `WALInsert`, a redo log file) in ≥ 30% of samples from the
-//!   knee on, more than on anything but the CPU: each commit waits for
-//!   the log's device. By Little's law the time a transaction waited is the
+//!   knee on, more than on anything but the CPU; or, with sessions queued
+//!   on row locks, the log holds at least half of the samples of those not
+//!   queued — the lock holders are the ones waiting on the log, and the
+//!   lock queue is its symptom: each commit waits for the log's device. By Little's law the time a transaction waited is the
 //!   sessions waiting over the throughput, which is set against the
 //!   devices' own await to say where the time goes.
 //! - **data reads** — the sessions wait on reading data (`DataFileRead`)
@@ -40,13 +42,24 @@ pub fn verdict(
     let rival = waits.share(other);
     let last = &points[points.len() - 1];
     let window = &points[from..];
-    if commit >= DOMINANT && commit >= reads && commit > rival {
+    let locks = waits.share(WaitMeaning::is_contention);
+    let clients = waits.share(|m| m == WaitMeaning::Client);
+    let of_the_rest = commit / (1.0 - locks - clients).max(f64::MIN_POSITIVE);
+    let holders_on_the_log = locks >= DOMINANT && commit >= 0.1 && of_the_rest >= 0.5;
+    if commit >= reads && ((commit >= DOMINANT && commit > rival) || holders_on_the_log) {
         let (event, _) = waits.top(|m| m == WaitMeaning::CommitLog)?;
         let mut evidence = vec![format!(
             "the database's sessions waited on the commit log ({event} most) in {} of samples from {} on",
             Percent(commit),
             load_text(&points[from])
         )];
+        if holders_on_the_log {
+            evidence.push(format!(
+                "the sessions also queued on locks in {} of samples, and of those not queued {} waited on the log: the lock holders were committing, so the lock queue is the log's symptom",
+                Percent(locks),
+                Percent(of_the_rest)
+            ));
+        }
         evidence.extend(commit_time(last, commit));
         evidence.extend(devices(window));
         return Some(Bottleneck {

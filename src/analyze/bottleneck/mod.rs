@@ -115,7 +115,7 @@ pub fn bottleneck(
     let from = knee.map_or(peak, |k| k.at);
     let waits = Waits::over(&points[from..]);
     let busiest = hardware::busiest(points, peak, demands);
-    if let Some(found) = hardware::saturated(&busiest).first() {
+    if let Some(found) = hardware::saturated(points, &busiest).first() {
         return hardware::verdict(points, peak, *found, demands, &waits);
     }
     if let Some(io) = io::verdict(points, from, &waits, demands) {

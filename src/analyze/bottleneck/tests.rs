@@ -352,3 +352,60 @@ fn a_busy_low_load_step_gives_no_bound_under_the_peak() {
     let cpu = &d.resources[0];
     assert!(cpu.bound >= 9100.0, "{cpu:?}");
 }
+
+/// Sessions queued on row locks whose holders wait on the log: commit
+/// I/O, the lock queue its symptom; with holders on the CPU instead, row
+/// lock contention.
+#[test]
+fn lock_holders_waiting_on_the_log_are_commit_io() {
+    let mut points = curve(&[150.0, 190.0, 200.0, 201.0, 199.0]);
+    for p in &mut points {
+        waits(
+            p,
+            &[
+                ("Lock:transactionid", 53),
+                ("LWLock:WALWrite", 20),
+                ("IO:WALSync", 12),
+                ("CPU", 10),
+                ("Client:ClientRead", 5),
+            ],
+        );
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.name, "commit I/O (the log's device)", "{b:?}");
+    assert!(
+        b.evidence.iter().any(|e| e.contains("the log's symptom")),
+        "{b:?}"
+    );
+    let mut points = curve(&[150.0, 190.0, 200.0, 201.0, 199.0]);
+    for p in &mut points {
+        waits(
+            p,
+            &[
+                ("Lock:transactionid", 53),
+                ("LWLock:WALWrite", 10),
+                ("CPU", 32),
+                ("Client:ClientRead", 5),
+            ],
+        );
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.name, "software contention (row locks)", "{b:?}");
+}
+
+/// The host's CPUs busy with other work than the server's and perflab's
+/// are the neighbours' limit, not the server's.
+#[test]
+fn cpus_busy_with_other_work_are_not_the_servers_bottleneck() {
+    let mut points = curve(&[150.0, 280.0, 400.0, 420.0, 415.0]);
+    for p in &mut points {
+        p.resources[0].servers = 2.0;
+        p.resources[0].utilisation = 0.98;
+        p.extras.busy_cpus = Some(1.96);
+        p.extras.server_cpus = Some(0.3);
+        p.generator.cpus = 0.2;
+        waits(p, &[("Lock:transactionid", 60), ("CPU", 40)]);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.name, "software contention (row locks)", "{b:?}");
+}
