@@ -65,6 +65,19 @@ pub fn others_dominate(p: &StepPoint) -> bool {
     busy > 0.0 && server + p.generator.cpus < 0.5 * busy
 }
 
+/// A CPU resource kept busy by others: the host's CPUs mostly with other
+/// work, or one CPU on which the server used under half of what was busy.
+fn neighbours(p: &StepPoint, r: &ResourceUse) -> bool {
+    match r.kind {
+        ResourceKind::Cpu => others_dominate(p),
+        ResourceKind::OneCpu => p
+            .extras
+            .server_cpus
+            .is_some_and(|server| server < 0.5 * r.utilisation),
+        _ => false,
+    }
+}
+
 /// The saturated resources, the likeliest bottleneck first: the busiest,
 /// a quota the server is held to before the host's CPUs, the host's CPUs
 /// before a single CPU unless that one is busier by more than 2 points (a
@@ -73,7 +86,7 @@ pub fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'
     let mut out: Vec<Busiest<'a>> = all
         .iter()
         .filter(|b| b.resource.utilisation >= SATURATED && b.growth.is_none_or(|g| g <= GROWN))
-        .filter(|b| b.resource.kind != ResourceKind::Cpu || !others_dominate(&points[b.at]))
+        .filter(|b| !neighbours(&points[b.at], b.resource))
         .copied()
         .collect();
     let rank = |r: &ResourceUse| {

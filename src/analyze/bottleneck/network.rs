@@ -78,7 +78,9 @@ pub fn loss(points: &[StepPoint], knee: Option<&Knee>) -> Option<Bottleneck> {
         resource: None,
         name: "network loss".to_string(),
         evidence,
-        ruled_out: vec!["a busy resource: none was ≥ 90% busy at the peak".to_string()],
+        ruled_out: vec![
+            "a busy resource: none of the server's was ≥ 90% busy at the peak".to_string(),
+        ],
         unreliable: false,
         next: Some(
             "check the link's duplex and errors (perflab doctor, ethtool) on both ends".to_string(),
