@@ -12,6 +12,7 @@ use crate::measure::Tally;
 use crate::plan::{Level, Plan, Target, WorkloadSpec};
 use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
+use crate::probe::qdisc::QdiscReader;
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::probe::{DbProbe, DbSample, HostFacts};
 use crate::report::{render_run, render_verdict, Progress};
@@ -221,6 +222,8 @@ struct RunObserver<'a> {
     host_samples: Vec<HostSample>,
     /// perflab itself and, when known, the server under test.
     groups: Vec<ProcessGroup>,
+    /// Reads the qdiscs, keeping a socket in the server's network namespace.
+    qdiscs: QdiscReader,
     /// Remote hosts' probes, and their samples of the running step's intervals.
     remotes: Vec<RemoteWatch>,
     probe_samples: Vec<Vec<ProbeSample>>,
@@ -234,7 +237,11 @@ impl SweepObserver for RunObserver<'_> {
         }
         self.db_samples.clear();
         self.host_samples.clear();
-        self.host_last = Some(HostSnapshot::read(&HostRoot::live(), &self.groups));
+        self.host_last = Some(HostSnapshot::read_with(
+            &HostRoot::live(),
+            &self.groups,
+            Some(&mut self.qdiscs),
+        ));
         self.probe_samples.clear();
         for remote in &mut self.remotes {
             remote.rebase();
@@ -246,7 +253,7 @@ impl SweepObserver for RunObserver<'_> {
         if let Some(probe) = &self.db_probe {
             self.db_samples.push(probe.take());
         }
-        let now = HostSnapshot::read(&HostRoot::live(), &self.groups);
+        let now = HostSnapshot::read_with(&HostRoot::live(), &self.groups, Some(&mut self.qdiscs));
         if let Some(last) = &self.host_last {
             self.host_samples.push(HostSample::between(last, &now));
         }
@@ -386,6 +393,7 @@ fn execute<W: Workload>(
         host_last: None,
         host_samples: Vec::new(),
         groups: process_groups(ctx.server.clone()),
+        qdiscs: QdiscReader::new(),
         remotes: std::mem::take(&mut ctx.remotes),
         probe_samples: Vec::new(),
     };

@@ -7,6 +7,7 @@ use crate::agent::{read_token, AgentClient};
 use crate::cli::{server_selector, PlanError, WatchArgs};
 use crate::probe::counters::process::ProcessGroup;
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
+use crate::probe::qdisc::QdiscReader;
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::report::use_line;
 use crate::units::parse_duration;
@@ -21,6 +22,7 @@ enum Source {
         root: HostRoot,
         last: Box<HostSnapshot>,
         groups: Vec<ProcessGroup>,
+        qdiscs: QdiscReader,
     },
     Agent {
         client: AgentClient,
@@ -35,8 +37,13 @@ impl Source {
     /// The samples taken since the last call, with their times.
     fn samples(&mut self) -> anyhow::Result<Vec<(String, HostSample)>> {
         match self {
-            Source::Local { root, last, groups } => {
-                let now = HostSnapshot::read(root, groups);
+            Source::Local {
+                root,
+                last,
+                groups,
+                qdiscs,
+            } => {
+                let now = HostSnapshot::read_with(root, groups, Some(qdiscs));
                 let sample = HostSample::between(last, &now);
                 **last = now;
                 Ok(vec![(now_stamp(), sample)])
@@ -115,8 +122,14 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
     let mut source = match args.probe.as_str() {
         "local" => {
             let root = HostRoot::live();
-            let last = Box::new(HostSnapshot::read(&root, &groups));
-            Source::Local { root, last, groups }
+            let mut qdiscs = QdiscReader::new();
+            let last = Box::new(HostSnapshot::read_with(&root, &groups, Some(&mut qdiscs)));
+            Source::Local {
+                root,
+                last,
+                groups,
+                qdiscs,
+            }
         }
         probe if probe.starts_with("node-exporter://") => {
             if !groups.is_empty() {

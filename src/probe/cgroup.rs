@@ -1,10 +1,27 @@
-//! How much CPU a process may use, and how often it was held back: its
-//! affinity mask (`Cpus_allowed_list` of /proc/PID/status) and its
-//! cgroup's CPU quota and throttling — cgroup v1 (`cpu.cfs_quota_us`,
-//! `cpu.cfs_period_us`, `throttled_time` ns in `cpu.stat`) or v2 (`cpu.max`,
-//! `throttled_usec` in `cpu.stat`). A generator that is throttled or uses
-//! all the CPU it may have is the limit of its own measurement.
+//! What a process's cgroup allows it and how hard that bit: its CPUs (the
+//! cpuset, and the affinity mask `Cpus_allowed_list` of /proc/PID/status),
+//! its CPU quota, usage and throttling, its memory limit, usage, limit hits
+//! and memory stalls — cgroup v1, v2, or both at once (hybrid mounts, where
+//! each controller sits in whichever hierarchy holds it).
+//!
+//! Files, from the kernel's Documentation/admin-guide/cgroup-v1/ and
+//! cgroup-v2.rst: v1 `cpu.cfs_quota_us`/`cpu.cfs_period_us`, `cpu.stat`
+//! (`nr_periods`, `nr_throttled`, `throttled_time` ns), `cpuacct.usage` ns,
+//! `cpuset.effective_cpus`/`cpuset.cpus`, `memory.stat`
+//! (`hierarchical_memory_limit`), `memory.limit_in_bytes`,
+//! `memory.usage_in_bytes`, `memory.failcnt`; v2 `cpu.max`, `cpu.stat`
+//! (`usage_usec`, `nr_periods`, `nr_throttled`, `throttled_usec`),
+//! `cpuset.cpus.effective`, `memory.max`, `memory.current`,
+//! `memory.events` (`max`), `memory.pressure` (`some … total=` µs).
+//!
+//! A limit set on an ancestor binds its descendants too, so quotas and
+//! memory limits are the lowest along the path up to the hierarchy's root,
+//! and the throttling and limit-hit counters are read where that lowest
+//! limit sits (the kernel counts them there). Every reader takes the /proc
+//! and cgroup mount directories, so fixture trees stand in for the host.
 
+use crate::probe::counters::CgroupSample;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -31,52 +48,123 @@ impl CpuLimit {
     /// Reads a process's limit; `root` is `/` on a live host, a fixture
     /// tree in tests; `pid` is a number or `self`.
     pub fn read(root: &Path, pid: &str) -> Self {
-        let proc_dir = root.join("proc").join(pid);
-        let affinity_cpus = std::fs::read_to_string(proc_dir.join("status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                    .and_then(|list| cpu_list_len(list.trim()))
-            });
-        let Some(dir) = std::fs::read_to_string(proc_dir.join("cgroup"))
-            .ok()
-            .and_then(|text| cpu_cgroup_dir(root, &text))
+        let proc_dir = root.join("proc");
+        let affinity_cpus = affinity_cpus(&proc_dir, pid);
+        let Some(cgroup) = CgroupCounters::read(&proc_dir, &root.join("sys/fs/cgroup"), pid, None)
         else {
             return CpuLimit {
                 affinity_cpus,
                 ..CpuLimit::default()
             };
         };
-        let read = |file: &str| std::fs::read_to_string(dir.dir.join(file)).ok();
-        let number = |file: &str| read(file).and_then(|t| t.trim().parse::<f64>().ok());
-        let (quota_cpus, throttled) = if dir.v2 {
-            let quota = read("cpu.max").and_then(|t| {
-                let mut parts = t.split_whitespace();
-                let quota = parts.next()?.parse::<f64>().ok()?;
-                let period = parts.next()?.parse::<f64>().ok()?;
-                (period > 0.0).then(|| quota / period)
-            });
-            let throttled = read("cpu.stat")
-                .and_then(|t| stat_value(&t, "throttled_usec"))
-                .map(Duration::from_micros);
-            (quota, throttled)
-        } else {
-            let quota = number("cpu.cfs_quota_us")
-                .zip(number("cpu.cfs_period_us"))
-                .filter(|(q, p)| *q > 0.0 && *p > 0.0)
-                .map(|(q, p)| q / p);
-            let throttled = read("cpu.stat")
-                .and_then(|t| stat_value(&t, "throttled_time"))
-                .map(Duration::from_nanos);
-            (quota, throttled)
-        };
         CpuLimit {
             affinity_cpus,
-            quota_cpus,
-            throttled,
+            quota_cpus: cgroup.cpu_quota_cpus,
+            throttled: cgroup.cpu_throttled_ns.map(Duration::from_nanos),
         }
     }
+}
+
+/// A cgroup's cumulative counters and current limits at one moment; two of
+/// them give a [`CgroupSample`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CgroupCounters {
+    /// The cgroup's path inside its hierarchy (that of the CPU controller,
+    /// else the memory controller's, else the unified one).
+    pub path: String,
+    /// CPUs the process may run on: the smaller of its cpuset and its
+    /// affinity mask.
+    pub cpus_allowed: Option<f64>,
+    /// The lowest CPU quota along the path, as CPUs.
+    pub cpu_quota_cpus: Option<f64>,
+    /// CPU time the cgroup used since it was made, ns.
+    pub cpu_usage_ns: Option<u64>,
+    /// Enforcement periods elapsed, and those in which it was throttled,
+    /// where the lowest quota sits.
+    pub cpu_periods: Option<u64>,
+    pub cpu_throttled_periods: Option<u64>,
+    /// Time throttled, ns.
+    pub cpu_throttled_ns: Option<u64>,
+    /// The lowest memory limit along the path, when below the host's memory.
+    pub memory_limit_bytes: Option<u64>,
+    /// Memory charged to the cgroup now, page cache included, bytes.
+    pub memory_usage_bytes: Option<u64>,
+    /// Times the memory limit was hit since the cgroup was made.
+    pub memory_limit_hits: Option<u64>,
+    /// Time some of its tasks stalled on memory since it was made, µs.
+    pub memory_stall_us: Option<u64>,
+}
+
+impl CgroupCounters {
+    /// Reads the cgroup of process `pid` (a number or `self`): `proc` is
+    /// `/proc`, `cgroup_fs` is `/sys/fs/cgroup` (fixture trees in tests),
+    /// `host_memory` the host's memory in bytes (a limit at or above it
+    /// binds nothing). None when the process or its cgroup file is gone.
+    pub fn read(
+        proc: &Path,
+        cgroup_fs: &Path,
+        pid: &str,
+        host_memory: Option<u64>,
+    ) -> Option<Self> {
+        let membership = std::fs::read_to_string(proc.join(pid).join("cgroup")).ok()?;
+        let dirs = CgroupDirs::parse(cgroup_fs, &membership);
+        let mut out = CgroupCounters {
+            path: dirs.path(),
+            ..CgroupCounters::default()
+        };
+        dirs.read_cpu(&mut out);
+        dirs.read_memory(&mut out, host_memory);
+        let cpuset = dirs.cpuset_cpus();
+        let affinity = affinity_cpus(proc, pid).map(|n| n as f64);
+        out.cpus_allowed = match (cpuset, affinity) {
+            (Some(c), Some(a)) => Some(c.min(a)),
+            (c, a) => c.or(a),
+        };
+        Some(out)
+    }
+}
+
+impl CgroupSample {
+    /// What the cgroup did between two readings `seconds` apart.
+    pub fn between(a: &CgroupCounters, b: &CgroupCounters, seconds: f64) -> Self {
+        let grew = |x: Option<u64>, y: Option<u64>| x.zip(y).map(|(x, y)| y.saturating_sub(x));
+        let cpu_used_cpus = grew(a.cpu_usage_ns, b.cpu_usage_ns)
+            .filter(|_| seconds > 0.0)
+            .map(|ns| ns as f64 / 1e9 / seconds);
+        let periods = grew(a.cpu_periods, b.cpu_periods);
+        let throttled = grew(a.cpu_throttled_periods, b.cpu_throttled_periods);
+        let throttled_share = match (periods, throttled) {
+            (Some(p), Some(t)) if p > 0 => Some((t as f64 / p as f64).min(1.0)),
+            // No period elapsed: an idle cgroup under a quota was not held back.
+            (Some(_), Some(_)) if b.cpu_quota_cpus.is_some() => Some(0.0),
+            _ => None,
+        };
+        let memory_stall_share = grew(a.memory_stall_us, b.memory_stall_us)
+            .filter(|_| seconds > 0.0)
+            .map(|us| (us as f64 / 1e6 / seconds).min(1.0));
+        CgroupSample {
+            path: b.path.clone(),
+            cpus_allowed: b.cpus_allowed,
+            cpu_quota_cpus: b.cpu_quota_cpus,
+            cpu_used_cpus,
+            throttled_share,
+            memory_limit_bytes: b.memory_limit_bytes,
+            memory_usage_bytes: b.memory_usage_bytes,
+            memory_limit_hits: grew(a.memory_limit_hits, b.memory_limit_hits),
+            memory_stall_share,
+        }
+    }
+}
+
+/// CPUs in the affinity mask of a process (`Cpus_allowed_list`).
+fn affinity_cpus(proc: &Path, pid: &str) -> Option<usize> {
+    std::fs::read_to_string(proc.join(pid).join("status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(|list| cpu_list_len(list.trim()))
+        })
 }
 
 /// The number of CPUs in a list such as `0-3,6,8-9`.
@@ -99,6 +187,8 @@ fn cpu_list_len(list: &str) -> Option<usize> {
     (n > 0).then_some(n)
 }
 
+/// The value of `key value` in a flat-keyed file (cpu.stat, memory.stat,
+/// memory.events).
 fn stat_value(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
@@ -106,45 +196,247 @@ fn stat_value(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-struct CgroupDir {
-    dir: PathBuf,
-    v2: bool,
+/// `total=` of the `some` line of a pressure file, µs.
+fn pressure_some_total_us(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))
+        .and_then(|v| v.parse().ok())
 }
 
-/// The directory of the process's CPU cgroup, from /proc/PID/cgroup: the
-/// v1 hierarchy holding the `cpu` controller, else the v2 one.
-fn cpu_cgroup_dir(root: &Path, text: &str) -> Option<CgroupDir> {
-    let fs = root.join("sys/fs/cgroup");
-    let mut v2 = None;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let rel = path.trim_start_matches('/');
-        if controllers.is_empty() {
-            // The unified hierarchy: mounted at the root, or under unified/ in hybrid mode.
-            let unified = fs.join("unified");
-            let base = if unified.is_dir() {
-                unified
-            } else {
-                fs.clone()
-            };
-            v2 = Some(CgroupDir {
-                dir: base.join(rel),
-                v2: true,
-            });
-        } else if controllers.split(',').any(|c| c == "cpu") {
-            let name = if fs.join(controllers).is_dir() {
-                controllers.to_string()
-            } else {
-                "cpu".to_string()
-            };
-            return Some(CgroupDir {
-                dir: fs.join(name).join(rel),
-                v2: false,
-            });
-        }
+/// A cgroup in one hierarchy: the hierarchy's mount directory and the
+/// cgroup's path inside it.
+#[derive(Debug, Clone)]
+struct Hierarchy {
+    mount: PathBuf,
+    path: String,
+}
+
+impl Hierarchy {
+    fn dir(&self) -> PathBuf {
+        self.mount.join(self.path.trim_start_matches('/'))
     }
-    v2.filter(|d| d.dir.join("cpu.max").exists() || d.dir.join("cpu.stat").exists())
+
+    /// The cgroup's directory, then its parents' up to the hierarchy's root.
+    fn ancestors(&self) -> Vec<PathBuf> {
+        let mut out = vec![self.dir()];
+        let mut rel = self.path.trim_matches('/').to_string();
+        while !rel.is_empty() {
+            rel = rel
+                .rsplit_once('/')
+                .map_or(String::new(), |(p, _)| p.to_string());
+            out.push(self.mount.join(&rel));
+        }
+        out
+    }
+}
+
+/// A cgroup file's text; None when the file is absent (the controller is
+/// not there, or the kernel is too old).
+fn text(dir: &Path, file: &str) -> Option<String> {
+    std::fs::read_to_string(dir.join(file)).ok()
+}
+
+/// Where a process's cgroup sits in each hierarchy it belongs to.
+#[derive(Debug, Default)]
+struct CgroupDirs {
+    /// v1 hierarchies holding these controllers.
+    cpu: Option<Hierarchy>,
+    cpuacct: Option<Hierarchy>,
+    cpuset: Option<Hierarchy>,
+    memory: Option<Hierarchy>,
+    /// The v2 (unified) hierarchy: all controllers on a pure v2 host, only
+    /// pressure files and those not bound to v1 on a hybrid one.
+    unified: Option<Hierarchy>,
+}
+
+impl CgroupDirs {
+    /// From the lines `ID:controllers:path` of /proc/PID/cgroup.
+    fn parse(fs: &Path, membership: &str) -> Self {
+        let mut dirs = CgroupDirs::default();
+        for line in membership.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(_), Some(controllers), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if controllers.is_empty() {
+                // Mounted at the root, or under unified/ in hybrid mode.
+                let unified = fs.join("unified");
+                let mount = if unified.is_dir() {
+                    unified
+                } else {
+                    fs.to_path_buf()
+                };
+                dirs.unified = Some(Hierarchy {
+                    mount,
+                    path: path.to_string(),
+                });
+                continue;
+            }
+            for name in controllers.split(',') {
+                let slot = match name {
+                    "cpu" => &mut dirs.cpu,
+                    "cpuacct" => &mut dirs.cpuacct,
+                    "cpuset" => &mut dirs.cpuset,
+                    "memory" => &mut dirs.memory,
+                    _ => continue,
+                };
+                // Co-mounted controllers live in `cpu,cpuacct` (with symlinks
+                // by each name on most systems); a lone one in its own name.
+                let joint = fs.join(controllers);
+                let mount = if joint.is_dir() { joint } else { fs.join(name) };
+                *slot = Some(Hierarchy {
+                    mount,
+                    path: path.to_string(),
+                });
+            }
+        }
+        dirs
+    }
+
+    fn path(&self) -> String {
+        [&self.cpu, &self.memory, &self.unified]
+            .into_iter()
+            .flatten()
+            .next()
+            .map(|h| h.path.clone())
+            .unwrap_or_default()
+    }
+
+    /// The unified hierarchy, when it holds this controller's files.
+    fn unified_with(&self, file: &str) -> Option<&Hierarchy> {
+        self.unified
+            .as_ref()
+            .filter(|h| h.dir().join(file).exists())
+    }
+
+    fn read_cpu(&self, out: &mut CgroupCounters) {
+        // The lowest quota along the path, and the directory it sits in.
+        let mut lowest: Option<(f64, PathBuf)> = None;
+        let mut consider = |cpus: f64, dir: &Path| {
+            if lowest.as_ref().is_none_or(|(q, _)| cpus < *q) {
+                lowest = Some((cpus, dir.to_path_buf()));
+            }
+        };
+        let (stat_dir, v1) = if let Some(cpu) = &self.cpu {
+            for dir in cpu.ancestors() {
+                let number = |f: &str| text(&dir, f)?.trim().parse::<f64>().ok();
+                if let (Some(q), Some(p)) =
+                    (number("cpu.cfs_quota_us"), number("cpu.cfs_period_us"))
+                {
+                    if q > 0.0 && p > 0.0 {
+                        consider(q / p, &dir);
+                    }
+                }
+            }
+            (Some(cpu.dir()), true)
+        } else if let Some(unified) = self.unified_with("cpu.stat") {
+            for dir in unified.ancestors() {
+                if let Some(cpus) = text(&dir, "cpu.max").and_then(|t| cpu_max(&t)) {
+                    consider(cpus, &dir);
+                }
+            }
+            (Some(unified.dir()), false)
+        } else {
+            (None, false)
+        };
+        out.cpu_quota_cpus = lowest.as_ref().map(|(q, _)| *q);
+        let stat_dir = lowest.map(|(_, d)| d).or(stat_dir);
+        if let Some(stat) = stat_dir.and_then(|d| std::fs::read_to_string(d.join("cpu.stat")).ok())
+        {
+            out.cpu_periods = stat_value(&stat, "nr_periods");
+            out.cpu_throttled_periods = stat_value(&stat, "nr_throttled");
+            out.cpu_throttled_ns = if v1 {
+                stat_value(&stat, "throttled_time")
+            } else {
+                stat_value(&stat, "throttled_usec").map(|us| us.saturating_mul(1000))
+            };
+        }
+        out.cpu_usage_ns = if let Some(acct) = &self.cpuacct {
+            text(&acct.dir(), "cpuacct.usage").and_then(|t| t.trim().parse().ok())
+        } else {
+            self.unified_with("cpu.stat")
+                .and_then(|u| text(&u.dir(), "cpu.stat"))
+                .and_then(|t| stat_value(&t, "usage_usec"))
+                .map(|us| us.saturating_mul(1000))
+        };
+    }
+
+    fn read_memory(&self, out: &mut CgroupCounters, host_memory: Option<u64>) {
+        // v1 reports "no limit" as a huge page-aligned number; anything at or
+        // above the host's memory (or 2^62 when that is unknown) binds nothing.
+        let binds = |bytes: u64| bytes < host_memory.unwrap_or(1 << 62);
+        let mut lowest: Option<(u64, PathBuf)> = None;
+        if let Some(memory) = &self.memory {
+            for dir in memory.ancestors() {
+                let limit =
+                    text(&dir, "memory.limit_in_bytes").and_then(|t| t.trim().parse::<u64>().ok());
+                if let Some(limit) = limit {
+                    if lowest.as_ref().is_none_or(|(l, _)| limit < *l) {
+                        lowest = Some((limit, dir));
+                    }
+                }
+            }
+            let dir = memory.dir();
+            // The kernel's own view of the effective limit, when it gives one.
+            let hierarchical =
+                text(&dir, "memory.stat").and_then(|t| stat_value(&t, "hierarchical_memory_limit"));
+            if let Some(h) = hierarchical {
+                if lowest.as_ref().is_none_or(|(l, _)| h < *l) {
+                    lowest = Some((h, dir.clone()));
+                }
+            }
+            out.memory_usage_bytes =
+                text(&dir, "memory.usage_in_bytes").and_then(|t| t.trim().parse().ok());
+            let hits_dir = lowest.as_ref().map_or(dir, |(_, d)| d.clone());
+            out.memory_limit_hits =
+                text(&hits_dir, "memory.failcnt").and_then(|t| t.trim().parse().ok());
+        } else if let Some(unified) = self.unified_with("memory.current") {
+            for dir in unified.ancestors() {
+                let limit = text(&dir, "memory.max").and_then(|t| t.trim().parse::<u64>().ok());
+                if let Some(limit) = limit {
+                    if lowest.as_ref().is_none_or(|(l, _)| limit < *l) {
+                        lowest = Some((limit, dir));
+                    }
+                }
+            }
+            let dir = unified.dir();
+            out.memory_usage_bytes =
+                text(&dir, "memory.current").and_then(|t| t.trim().parse().ok());
+            let hits_dir = lowest.as_ref().map_or(dir, |(_, d)| d.clone());
+            out.memory_limit_hits =
+                text(&hits_dir, "memory.events").and_then(|t| stat_value(&t, "max"));
+        }
+        out.memory_limit_bytes = lowest.map(|(l, _)| l).filter(|l| binds(*l));
+        out.memory_stall_us = self
+            .unified
+            .as_ref()
+            .and_then(|u| text(&u.dir(), "memory.pressure"))
+            .and_then(|t| pressure_some_total_us(&t));
+    }
+
+    /// CPUs in the cgroup's cpuset.
+    fn cpuset_cpus(&self) -> Option<f64> {
+        let list = if let Some(cpuset) = &self.cpuset {
+            let dir = cpuset.dir();
+            text(&dir, "cpuset.effective_cpus").or_else(|| text(&dir, "cpuset.cpus"))
+        } else {
+            self.unified
+                .as_ref()
+                .and_then(|u| text(&u.dir(), "cpuset.cpus.effective"))
+        }?;
+        cpu_list_len(list.trim()).map(|n| n as f64)
+    }
+}
+
+/// A v2 `cpu.max` line (`quota period`, or `max period`) as CPUs.
+fn cpu_max(text: &str) -> Option<f64> {
+    let mut parts = text.split_whitespace();
+    let quota = parts.next()?.parse::<f64>().ok()?;
+    let period = parts.next()?.parse::<f64>().ok()?;
+    (quota > 0.0 && period > 0.0).then(|| quota / period)
 }
 
 #[cfg(test)]
@@ -190,5 +482,85 @@ mod tests {
     fn this_process_has_an_affinity_mask() {
         let limit = CpuLimit::read(Path::new("/"), "self");
         assert!(limit.affinity_cpus.unwrap() >= 1);
+    }
+
+    fn counters(tree: &str, at: &str, pid: &str, host_memory: u64) -> CgroupCounters {
+        let root = fixture(tree).join(at);
+        CgroupCounters::read(
+            &root.join("proc"),
+            &root.join("sys/fs/cgroup"),
+            pid,
+            Some(host_memory),
+        )
+        .expect("the fixture process has a cgroup file")
+    }
+
+    /// A v1 server (separate cpu and cpuacct mounts, as on this lab's
+    /// hosts) under a 0.5-CPU quota set on its parent, in a cpuset of 2
+    /// CPUs, with a 256 MiB memory limit hit 40 times in 2 s.
+    #[test]
+    fn a_v1_server_cgroup_over_an_interval() {
+        let host = 8 << 30;
+        let a = counters("cgroup-server-v1", "t0", "900", host);
+        let b = counters("cgroup-server-v1", "t1", "900", host);
+        assert_eq!(b.path, "/lab/pg");
+        assert_eq!(b.cpu_quota_cpus, Some(0.5), "the parent's quota binds");
+        let s = CgroupSample::between(&a, &b, 2.0);
+        assert_eq!(s.path, "/lab/pg");
+        assert_eq!(s.cpus_allowed, Some(2.0));
+        assert_eq!(s.cpu_quota_cpus, Some(0.5));
+        assert_eq!(s.cpu_used_cpus, Some(0.5));
+        assert_eq!(s.throttled_share, Some(0.75));
+        assert_eq!(s.memory_limit_bytes, Some(256 << 20));
+        assert_eq!(s.memory_usage_bytes, Some(268_066_816));
+        assert_eq!(s.memory_limit_hits, Some(40));
+        assert_eq!(s.memory_stall_share, None, "v1 has no memory.pressure");
+    }
+
+    /// A v2 server under `cpu.max` 1.5 CPUs of its own and a 512 MiB
+    /// `memory.max` on its parent (its own is `max`), its affinity 4 CPUs
+    /// inside a cpuset of 3.
+    #[test]
+    fn a_v2_server_cgroup_over_an_interval() {
+        let host = 8 << 30;
+        let a = counters("cgroup-server-v2", "t0", "321", host);
+        let b = counters("cgroup-server-v2", "t1", "321", host);
+        let s = CgroupSample::between(&a, &b, 2.0);
+        assert_eq!(s.path, "/bench.slice/db.service");
+        assert_eq!(s.cpus_allowed, Some(3.0));
+        assert_eq!(s.cpu_quota_cpus, Some(1.5));
+        assert_eq!(s.cpu_used_cpus, Some(1.5));
+        assert_eq!(s.throttled_share, Some(0.25));
+        assert_eq!(s.memory_limit_bytes, Some(512 << 20), "the parent's limit");
+        assert_eq!(s.memory_usage_bytes, Some(536_805_376));
+        assert_eq!(s.memory_limit_hits, Some(120));
+        assert_eq!(s.memory_stall_share, Some(0.3));
+    }
+
+    /// A limit above the host's memory binds nothing: v1's "unlimited".
+    #[test]
+    fn a_limit_above_the_hosts_memory_is_no_limit() {
+        let b = counters("cgroup-server-v1", "t1", "900", 128 << 20);
+        assert_eq!(b.memory_limit_bytes, None);
+    }
+
+    #[test]
+    fn a_process_without_a_cgroup_file_has_no_cgroup() {
+        let root = fixture("cgroup-server-v1").join("t0");
+        let none = CgroupCounters::read(&root.join("proc"), &root.join("sys/fs/cgroup"), "1", None);
+        assert_eq!(none, None);
+    }
+
+    #[test]
+    fn this_process_has_a_cgroup_with_its_cpu_usage() {
+        let c = CgroupCounters::read(
+            Path::new("/proc"),
+            Path::new("/sys/fs/cgroup"),
+            "self",
+            None,
+        )
+        .expect("/proc/self/cgroup");
+        assert!(c.cpus_allowed.unwrap_or(0.0) >= 1.0);
+        assert!(c.cpu_usage_ns.unwrap_or(0) > 0, "{c:?}");
     }
 }

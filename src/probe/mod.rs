@@ -1,12 +1,15 @@
 //! Probes: sources of resource samples — perflab's own CPU and memory use
 //! (the generator watches itself), the host's counters from /proc and /sys,
-//! the database's statistics, and the host facts stored with every run.
+//! the server's cgroup and the qdiscs of its network namespace, the
+//! database's statistics, and the host facts stored with every run.
 
 pub mod cgroup;
 pub mod counters;
 mod db;
 mod host;
+pub mod netlink;
 pub mod node_exporter;
+pub mod qdisc;
 pub mod remote;
 mod self_usage;
 

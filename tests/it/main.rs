@@ -10,5 +10,6 @@ mod host;
 mod mariadb;
 mod postgres;
 mod probes;
+mod qdisc;
 mod report;
 mod support;

@@ -2,7 +2,9 @@
 //! (per CPU and in total, with `%ISR` = irq + softirq), context switches,
 //! interrupts and the run queue, memory and paging, every disk, every
 //! network interface with its link speed and duplex, TCP segments and
-//! retransmissions, and pressure stall information. A [`HostSnapshot`]
+//! retransmissions, pressure stall information, and — for the server under
+//! test — its cgroup's limits and counters and the qdiscs of its network
+//! namespace and the host's (see `probe::cgroup`, `probe::qdisc`). A [`HostSnapshot`]
 //! holds the cumulative counters at one moment; two snapshots give a
 //! [`HostSample`] of rates over the time between them.
 //!
@@ -23,6 +25,8 @@ pub use sample::{
     PressureSample, QdiscSample, TcpSample,
 };
 
+use crate::probe::cgroup::CgroupCounters;
+use crate::probe::qdisc::QdiscReader;
 use procfs_core::{FromBufRead, FromBufReadSI};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -82,6 +86,14 @@ impl HostRoot {
         }
     }
 
+    /// The sys directory, when there is one (cgroups live only there).
+    pub fn sys_dir(&self) -> Option<&Path> {
+        match self {
+            HostRoot::Dirs { sys, .. } => Some(sys),
+            HostRoot::Texts(_) => None,
+        }
+    }
+
     fn proc_file(&self, rel: &str) -> Option<std::io::Cursor<String>> {
         self.proc_text(rel).map(std::io::Cursor::new)
     }
@@ -125,12 +137,32 @@ pub struct HostSnapshot {
     pub pressure: PressureSample,
     /// The followed process groups and their processes' counters.
     pub processes: Vec<(process::ProcessGroup, process::GroupCounters)>,
+    /// The cgroup of the server group's first process.
+    #[serde(default)]
+    pub server_cgroup: Option<crate::probe::cgroup::CgroupCounters>,
+    /// The qdiscs of the host's namespace and of the server's.
+    #[serde(default)]
+    pub qdiscs: Vec<crate::probe::qdisc::QdiscCounters>,
 }
 
 impl HostSnapshot {
     /// Reads every counter under `root`, and those of the processes of
-    /// each group; what is missing stays absent.
+    /// each group; what is missing stays absent. On the live host the
+    /// qdiscs are read with sockets made for this one reading; a sampler
+    /// that reads every second keeps a [`QdiscReader`] and calls
+    /// [`read_with`](Self::read_with).
     pub fn read(root: &HostRoot, groups: &[process::ProcessGroup]) -> Self {
+        let mut qdiscs = (*root == HostRoot::live()).then(QdiscReader::new);
+        Self::read_with(root, groups, qdiscs.as_mut())
+    }
+
+    /// As [`read`](Self::read), reading the qdiscs with `qdiscs` (none:
+    /// leave them out, as for a fixture tree).
+    pub fn read_with(
+        root: &HostRoot,
+        groups: &[process::ProcessGroup],
+        qdiscs: Option<&mut QdiscReader>,
+    ) -> Self {
         let system = procfs_core::ExplicitSystemInfo {
             boot_time_secs: 0,
             ticks_per_second: 100,
@@ -203,6 +235,27 @@ impl HostSnapshot {
             io_some: avg10("io", "some"),
             io_full: avg10("io", "full"),
         };
+        let processes: Vec<_> = groups
+            .iter()
+            .map(|g| (g.clone(), process::read_group(root, g)))
+            .collect();
+        let server_pid = processes
+            .iter()
+            .find(|(g, _)| g.label == process::SERVER_LABEL)
+            .and_then(|(g, found)| process::first_pid(&g.selector, found));
+        let server_cgroup = server_pid.and_then(|pid| {
+            let (proc, sys) = (root.proc_dir()?, root.sys_dir()?);
+            CgroupCounters::read(
+                proc,
+                &sys.join("fs/cgroup"),
+                &pid.to_string(),
+                meminfo.as_ref().map(|m| m.mem_total),
+            )
+        });
+        let qdiscs = match (qdiscs, root.proc_dir()) {
+            (Some(reader), Some(proc)) => reader.read(proc, server_pid),
+            _ => Vec::new(),
+        };
         HostSnapshot {
             at: Instant::now(),
             stat,
@@ -214,10 +267,9 @@ impl HostSnapshot {
             nics,
             tcp,
             pressure,
-            processes: groups
-                .iter()
-                .map(|g| (g.clone(), process::read_group(root, g)))
-                .collect(),
+            processes,
+            server_cgroup,
+            qdiscs,
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Processes followed through a run: perflab itself, and the server under
 //! test (`--server-pid`, `--server-proc`, or a managed server). Each group's
-//! CPU (user and system, as shares of one CPU), resident memory, threads and
-//! context switches, summed over its processes from /proc/PID/stat and
-//! /proc/PID/status (parsed with procfs-core).
+//! CPU (user and system, as shares of one CPU), resident memory, threads,
+//! context switches, major faults and storage I/O, summed over its
+//! processes from /proc/PID/stat, /proc/PID/status (parsed with
+//! procfs-core) and /proc/PID/io (`read_bytes`/`write_bytes`: bytes that
+//! went to or came from the block layer, proc(5)).
 
 use super::HostRoot;
 use procfs_core::FromRead;
@@ -29,6 +31,19 @@ pub struct ProcessGroup {
     pub selector: ProcessSelector,
 }
 
+/// The label of the server under test's group.
+pub const SERVER_LABEL: &str = "server";
+
+/// The group's first process: the one its selector names, else the oldest
+/// found (lowest pid) — for a server, its postmaster or main process, whose
+/// cgroup and network namespace its workers share.
+pub fn first_pid(selector: &ProcessSelector, found: &GroupCounters) -> Option<u32> {
+    match selector {
+        ProcessSelector::Pid(p) | ProcessSelector::Tree(p) if found.contains_key(p) => Some(*p),
+        _ => found.keys().next().copied(),
+    }
+}
+
 /// One process's cumulative counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PidCounters {
@@ -38,6 +53,15 @@ pub struct PidCounters {
     pub rss_pages: u64,
     pub threads: u64,
     pub context_switches: u64,
+    /// Major page faults (`majflt` of /proc/PID/stat).
+    #[serde(default)]
+    pub major_faults: u64,
+    /// Bytes read from and written to storage (/proc/PID/io), when the
+    /// file could be read (it needs ptrace access to the process).
+    #[serde(default)]
+    pub read_bytes: Option<u64>,
+    #[serde(default)]
+    pub write_bytes: Option<u64>,
 }
 
 /// A group's processes at one moment, by pid.
@@ -83,6 +107,9 @@ pub fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
             .map_or(0, |s| {
                 s.voluntary_ctxt_switches.unwrap_or(0) + s.nonvoluntary_ctxt_switches.unwrap_or(0)
             });
+        let io = std::fs::File::open(entry.path().join("io"))
+            .ok()
+            .and_then(|f| procfs_core::process::Io::from_read(f).ok());
         out.insert(
             pid,
             PidCounters {
@@ -91,6 +118,9 @@ pub fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
                 rss_pages: stat.rss,
                 threads: u64::try_from(stat.num_threads).unwrap_or(0),
                 context_switches,
+                major_faults: stat.majflt,
+                read_bytes: io.as_ref().map(|io| io.read_bytes),
+                write_bytes: io.as_ref().map(|io| io.write_bytes),
             },
         );
     }
@@ -128,7 +158,10 @@ impl ProcessSample {
     pub fn between(label: &str, a: &GroupCounters, b: &GroupCounters, seconds: f64) -> Self {
         let ticks_per_s = clock_ticks();
         let page = page_size();
-        let (mut user, mut system, mut switches) = (0u64, 0u64, 0u64);
+        let (mut user, mut system, mut switches, mut major) = (0u64, 0u64, 0u64, 0u64);
+        // Storage bytes: None when no process of the group let its io file
+        // be read, rather than a zero that would claim it did no I/O.
+        let (mut read, mut written) = (None::<u64>, None::<u64>);
         for (pid, after) in b {
             let before = a.get(pid).copied().unwrap_or_default();
             user += after.utime.saturating_sub(before.utime);
@@ -136,6 +169,14 @@ impl ProcessSample {
             switches += after
                 .context_switches
                 .saturating_sub(before.context_switches);
+            major += after.major_faults.saturating_sub(before.major_faults);
+            let grew = |x: Option<u64>, y: Option<u64>| y.map(|y| y.saturating_sub(x.unwrap_or(0)));
+            if let Some(n) = grew(before.read_bytes, after.read_bytes) {
+                read = Some(read.unwrap_or(0) + n);
+            }
+            if let Some(n) = grew(before.write_bytes, after.write_bytes) {
+                written = Some(written.unwrap_or(0) + n);
+            }
         }
         let per_s = |n: u64| {
             if seconds > 0.0 {
@@ -152,9 +193,9 @@ impl ProcessSample {
             rss_bytes: b.values().map(|p| p.rss_pages * page).sum(),
             threads: b.values().map(|p| p.threads).sum(),
             context_switches_per_s: per_s(switches),
-            read_bytes_per_s: None,
-            write_bytes_per_s: None,
-            major_faults_per_s: None,
+            read_bytes_per_s: read.map(per_s),
+            write_bytes_per_s: written.map(per_s),
+            major_faults_per_s: (!b.is_empty()).then(|| per_s(major)),
         }
     }
 
@@ -219,5 +260,60 @@ mod tests {
             selector: ProcessSelector::Name("no-such-process-name".to_string()),
         };
         assert!(read_group(&HostRoot::live(), &none).is_empty());
+    }
+
+    /// Writing 4 MiB and syncing it sends bytes to storage: the group's
+    /// write rate shows them (the file lives on the disk the build is on).
+    #[test]
+    fn storage_writes_and_faults_are_counted() {
+        use std::io::Write;
+        let me = ProcessGroup {
+            label: "perflab".to_string(),
+            selector: ProcessSelector::Pid(std::process::id()),
+        };
+        let root = HostRoot::live();
+        let before = read_group(&root, &me);
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let mut file = std::fs::File::create(dir.path().join("written")).unwrap();
+        file.write_all(&vec![1u8; 4 << 20]).unwrap();
+        file.sync_all().unwrap();
+        let after = read_group(&root, &me);
+        let s = ProcessSample::between("perflab", &before, &after, 1.0);
+        let written = s.write_bytes_per_s.expect("/proc/self/io is readable");
+        assert!(written >= f64::from(4u32 << 20), "{written} bytes/s");
+        assert!(s.read_bytes_per_s.is_some());
+        assert!(s.major_faults_per_s.is_some());
+    }
+
+    /// A process whose io file could not be read leaves the rates absent,
+    /// not zero; one that appeared mid-interval counts from zero.
+    #[test]
+    fn unreadable_io_is_absent_and_new_processes_count_from_zero() {
+        let blind = PidCounters {
+            major_faults: 3,
+            ..PidCounters::default()
+        };
+        let a = GroupCounters::from([(10, blind)]);
+        let b = GroupCounters::from([(
+            10,
+            PidCounters {
+                major_faults: 8,
+                ..blind
+            },
+        )]);
+        let s = ProcessSample::between("server", &a, &b, 1.0);
+        assert_eq!(s.read_bytes_per_s, None);
+        assert_eq!(s.write_bytes_per_s, None);
+        assert_eq!(s.major_faults_per_s, Some(5.0));
+        let newcomer = PidCounters {
+            read_bytes: Some(8192),
+            write_bytes: Some(4096),
+            ..PidCounters::default()
+        };
+        let c = GroupCounters::from([(10, blind), (11, newcomer)]);
+        let s = ProcessSample::between("server", &a, &c, 2.0);
+        assert_eq!(s.read_bytes_per_s, Some(4096.0));
+        assert_eq!(s.write_bytes_per_s, Some(2048.0));
+        assert_eq!(s.major_faults_per_s, Some(0.0));
     }
 }

@@ -415,8 +415,12 @@ impl HostSample {
                     ProcessSample::between(&group.label, &before, after, seconds)
                 })
                 .collect(),
-            server_cgroup: None,
-            qdiscs: Vec::new(),
+            server_cgroup: a
+                .server_cgroup
+                .as_ref()
+                .zip(b.server_cgroup.as_ref())
+                .map(|(x, y)| CgroupSample::between(x, y, seconds)),
+            qdiscs: QdiscSample::all_between(&a.qdiscs, &b.qdiscs, seconds),
         }
     }
 
