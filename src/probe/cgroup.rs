@@ -69,8 +69,8 @@ impl CpuLimit {
 /// them give a [`CgroupSample`].
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CgroupCounters {
-    /// The cgroup's path inside its hierarchy (that of the CPU controller,
-    /// else the memory controller's, else the unified one).
+    /// The cgroup's path inside its hierarchy: the first that is not the
+    /// root among the CPU, memory, cpuset and unified hierarchies.
     pub path: String,
     /// CPUs the process may run on: the smaller of its cpuset and its
     /// affinity mask.
@@ -296,13 +296,20 @@ impl CgroupDirs {
         dirs
     }
 
+    /// The path that says most: on a v1 host a server may sit in a memory
+    /// cgroup of its own while its cpu cgroup is the root.
     fn path(&self) -> String {
-        [&self.cpu, &self.memory, &self.unified]
-            .into_iter()
-            .flatten()
-            .next()
-            .map(|h| h.path.clone())
+        let paths = || {
+            [&self.cpu, &self.memory, &self.cpuset, &self.unified]
+                .into_iter()
+                .flatten()
+                .map(|h| h.path.as_str())
+        };
+        paths()
+            .find(|p| !p.trim_matches('/').is_empty())
+            .or_else(|| paths().next())
             .unwrap_or_default()
+            .to_string()
     }
 
     /// The unified hierarchy, when it holds this controller's files.
@@ -562,5 +569,15 @@ mod tests {
         .expect("/proc/self/cgroup");
         assert!(c.cpus_allowed.unwrap_or(0.0) >= 1.0);
         assert!(c.cpu_usage_ns.unwrap_or(0) > 0, "{c:?}");
+    }
+
+    /// A v1 host that puts each job in a memory cgroup of its own and
+    /// leaves cpu at the root: the path shown is the memory one.
+    #[test]
+    fn the_path_shown_is_the_first_below_the_root() {
+        let membership = "9:name=systemd:/\n4:memory:/jobs/42\n1:cpu:/\n0::/\n";
+        let dirs = CgroupDirs::parse(Path::new("/nonexistent"), membership);
+        assert_eq!(dirs.path(), "/jobs/42");
+        assert_eq!(CgroupDirs::parse(Path::new("/x"), "0::/\n").path(), "/");
     }
 }

@@ -2,7 +2,7 @@
 //! says it did (commits, buffer hits and reads, WAL, checkpoints, row-lock
 //! waits) and what the benchmark's sessions were waiting on. A sampler
 //! thread with its own connection looks at the sessions every 100 ms
-//! (PostgreSQL's pg_stat_activity wait events, by type) and reads the
+//! (PostgreSQL's pg_stat_activity wait events, by type and name) and reads the
 //! server's counters whenever the coordinator closes an interval, so each
 //! interval gets the counters' increase over it and the wait samples taken
 //! during it.
@@ -21,8 +21,10 @@ pub struct DbSample {
     /// Increase of each server counter over the interval (commits,
     /// blocks_hit, wal_bytes, row_lock_waits, …), or a gauge's value.
     pub counters: BTreeMap<String, f64>,
-    /// Sessions seen in each wait class (PostgreSQL wait_event_type, `CPU`
-    /// for an active session not waiting), summed over the samples taken.
+    /// Sessions seen in each wait, summed over the samples taken: for
+    /// PostgreSQL `type:event` (`LWLock:WALWrite`, `Lock:transactionid`;
+    /// runs stored before had the type alone), `CPU` for an active session
+    /// not waiting.
     pub waits: BTreeMap<String, u64>,
 }
 

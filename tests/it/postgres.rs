@@ -432,3 +432,120 @@ fn the_doctor_finds_a_servers_traps() {
         .iter()
         .any(|f| f["area"] == "database" && f["severity"] == "critical"));
 }
+
+/// Sixteen users on one branch (tpcb, scale 1) queue on its row and on the
+/// WAL: the wait samples name the event (`Lock:transactionid`,
+/// `LWLock:WALWrite`), not only its class. The run follows the server's
+/// processes, so its cgroup and storage I/O reach the export. A second,
+/// in-process sampler on the same server shows what polling at 10 Hz costs
+/// its thread (printed; the test asserts only that it is measured).
+#[test]
+fn wait_events_are_named_and_the_server_is_followed() {
+    let pg = server();
+    let dir = tempdir();
+    let url = pg.url();
+    perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --scale 1 --users 1 {SHORT}"),
+    );
+    let mut child = crate::support::perflab_process(dir.path())
+        .args(
+            format!(
+                "run bank --target {url} --scale 1 --users 16 --warmup 0s --duration 4s --server-pid {}",
+                pg.pid()
+            )
+            .split_whitespace(),
+        )
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sampler_cpu = sampler_cpu_while_loaded(&url, std::time::Duration::from_secs(3));
+    assert!(child.wait().unwrap().success());
+    eprintln!(
+        "the 10 Hz wait sampler used {:.2} ms of CPU per second over {:.1} s ({} session samples)",
+        sampler_cpu.0 * 1e3,
+        sampler_cpu.1,
+        sampler_cpu.2
+    );
+    let export = crate::support::last_export(dir.path());
+    let step = &export["steps"][0];
+    let waits = step["db"]["waits"].as_object().unwrap();
+    eprintln!("wait samples of the step: {waits:?}");
+    assert!(
+        waits.keys().any(|k| {
+            let (class, event) = k.split_once(':').unwrap_or((k, ""));
+            (class == "Lock" || class == "LWLock") && !event.is_empty()
+        }),
+        "no named lock waits: {waits:?}"
+    );
+    assert!(
+        waits.keys().all(|k| k == "CPU" || k.contains(':')),
+        "{waits:?}"
+    );
+    let host = &step["intervals"][1]["host"];
+    let server = host["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["label"] == "server")
+        .unwrap_or_else(|| panic!("the server's processes are followed: {host}"));
+    assert!(server["major_faults_per_s"].is_number(), "{server}");
+    assert!(server["write_bytes_per_s"].is_number(), "{server}");
+    let cgroup = &host["server_cgroup"];
+    assert!(cgroup["path"].is_string(), "{host}");
+    assert!(
+        cgroup["cpu_used_cpus"].as_f64().unwrap_or(0.0) > 0.0,
+        "{cgroup}"
+    );
+}
+
+/// Runs a wait sampler against `url` for `window`, and returns the CPU its
+/// thread used per second of it (from /proc/self/task/TID/schedstat, ns on
+/// CPU), the window in seconds, and the wait samples it took.
+fn sampler_cpu_while_loaded(url: &str, window: std::time::Duration) -> (f64, f64, u64) {
+    use perflab::probe::DbProbe;
+    use perflab::workload::bank::postgres::{config, stats::PgStats};
+    let tasks = || -> std::collections::BTreeSet<String> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let on_cpu_ns = |tid: &str| -> u64 {
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    // Let the load start (16 connections open) before sampling.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let target = config::resolve(url, &|_| None, None).unwrap();
+    let before = tasks();
+    let probe = DbProbe::start(PgStats::connect(&target).unwrap()).unwrap();
+    // The thread names itself once it runs: look for a while.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let tid = loop {
+        let found = tasks()
+            .difference(&before)
+            .find(|t| {
+                std::fs::read_to_string(format!("/proc/self/task/{t}/comm"))
+                    .is_ok_and(|c| c.trim() == "perflab-dbprobe")
+            })
+            .cloned();
+        if let Some(tid) = found {
+            break tid;
+        }
+        assert!(std::time::Instant::now() < deadline, "the sampler's thread");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let _ = probe.take();
+    let (start, cpu0) = (std::time::Instant::now(), on_cpu_ns(&tid));
+    std::thread::sleep(window);
+    let cpu1 = on_cpu_ns(&tid);
+    let seconds = start.elapsed().as_secs_f64();
+    let sample = probe.take().unwrap_or_default();
+    let samples = sample.waits.values().sum::<u64>();
+    assert!(cpu1 > cpu0, "the sampler's thread ran");
+    ((cpu1 - cpu0) as f64 / 1e9 / seconds, seconds, samples)
+}

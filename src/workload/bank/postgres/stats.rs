@@ -1,7 +1,11 @@
 //! PostgreSQL's side of the story: pg_stat_database, pg_stat_wal, the
 //! checkpoint counters (pg_stat_bgwriter before 17, pg_stat_checkpointer
 //! from 17) and the wait events of the benchmark's sessions
-//! (application_name `perflab`) in pg_stat_activity.
+//! (application_name `perflab`) in pg_stat_activity, each named
+//! `type:event` as PostgreSQL's documentation lists them ("Wait Event
+//! Types", monitoring-stats): `LWLock:WALWrite` (a commit waiting for the
+//! WAL to be written), `Lock:transactionid` (a row lock), `IO:DataFileRead`,
+//! `Client:ClientRead`; `CPU` for a session that waits on nothing.
 
 use super::PgTarget;
 use crate::probe::DbStatsSource;
@@ -44,8 +48,14 @@ impl PgStats {
 
 impl DbStatsSource for PgStats {
     fn sample_waits(&mut self, waits: &mut BTreeMap<String, u64>) -> anyhow::Result<()> {
+        // The event's name tells a commit waiting for the WAL from a row lock;
+        // the class alone lumps them together.
         let rows = self.runtime.block_on(self.client.query(
-            "SELECT coalesce(wait_event_type, 'CPU'), count(*) FROM pg_stat_activity
+            "SELECT CASE WHEN wait_event_type IS NULL THEN 'CPU'
+                         WHEN wait_event IS NULL THEN wait_event_type
+                         ELSE wait_event_type || ':' || wait_event END,
+                    count(*)
+             FROM pg_stat_activity
              WHERE application_name = 'perflab' AND backend_type = 'client backend'
              GROUP BY 1",
             &[],
