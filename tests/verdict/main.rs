@@ -222,8 +222,8 @@ fn tpcb_at_scale_one_with_many_users_is_lock_contention() {
         "run bank --target postgres:managed --users 1,4,16,32,64 --warmup 1s --duration 3s",
     );
     let printed = verdict_section(&out);
-    contains(&printed, "bottleneck  software contention (Lock waits)");
-    contains(&printed, "waiting on Lock in");
+    contains(&printed, "bottleneck  software contention (row locks)");
+    contains(&printed, "waiting on row locks (Lock:");
     let v = verdict_json(dir.path());
     assert_eq!(v["bottleneck"]["kind"], "software_contention");
 }

@@ -65,6 +65,13 @@ pub fn evident(points: &[StepPoint], from: usize, waits: &Waits, shape: RunShape
     }
 }
 
+/// Evidence that needs no curve to stand on: half the samples on locks,
+/// or every other operation retried at some step.
+pub fn strong(points: &[StepPoint], from: usize, waits: &Waits) -> bool {
+    waits.share(WaitMeaning::is_contention) >= 0.5
+        || points[from..].iter().any(|q| retries_per_op(q) >= 0.5)
+}
+
 /// The contention verdict: its name, what shows it, what was ruled out.
 pub fn verdict(
     points: &[StepPoint],

@@ -30,27 +30,52 @@ pub struct Busiest<'a> {
     pub growth: Option<f64>,
 }
 
-/// Every resource of the peak step at its busiest from the peak on.
+/// A CPU the server is confined to (one CPU, a quota) this busy is its
+/// limit even when its work per operation grew: lock holders pre-empted on
+/// it make every operation cost more, unless operations were retried.
+pub const CONFINED: f64 = 0.95;
+
+/// Whether a resource at a step counts as run out: ≥ 90% busy without
+/// working harder per operation, or a confined CPU ≥ 95% busy without
+/// retries.
+fn ran_out(q: &StepPoint, r: &ResourceUse, growth: Option<f64>) -> bool {
+    let confined = matches!(r.kind, ResourceKind::OneCpu | ResourceKind::CpuQuota);
+    let retried = q.retries as f64 >= 0.05 * q.completed.max(1) as f64;
+    r.utilisation >= SATURATED
+        && (growth.is_none_or(|g| g <= GROWN)
+            || (confined && r.utilisation >= CONFINED && !retried))
+}
+
+/// Every resource of the peak step at a step from the peak on where it ran
+/// out (the busiest such), else at its busiest from the peak on.
 pub fn busiest<'a>(points: &'a [StepPoint], peak: usize, demands: &Demands) -> Vec<Busiest<'a>> {
     points[peak]
         .resources
         .iter()
         .filter_map(|r| {
-            let (at, busiest) = (peak..points.len())
-                .filter_map(|i| Some((i, points[i].resource(&r.name)?)))
-                .max_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation))?;
-            let q = &points[at];
-            let growth = demands
-                .resources
+            let fitted = demands.resources.iter().find(|d| d.resource == r.name);
+            let at = |i: usize| {
+                let q = &points[i];
+                let resource = q.resource(&r.name)?;
+                let growth = fitted
+                    .filter(|_| q.throughput > 0.0)
+                    .map(|d| resource.servers * resource.utilisation / q.throughput / d.seconds);
+                Some(Busiest {
+                    at: i,
+                    resource,
+                    growth,
+                })
+            };
+            let candidates: Vec<Busiest<'a>> = (peak..points.len()).filter_map(at).collect();
+            let most = |a: &&Busiest<'a>, b: &&Busiest<'a>| {
+                a.resource.utilisation.total_cmp(&b.resource.utilisation)
+            };
+            candidates
                 .iter()
-                .find(|d| d.resource == r.name)
-                .filter(|_| q.throughput > 0.0)
-                .map(|d| busiest.servers * busiest.utilisation / q.throughput / d.seconds);
-            Some(Busiest {
-                at,
-                resource: busiest,
-                growth,
-            })
+                .filter(|b| ran_out(&points[b.at], b.resource, b.growth))
+                .max_by(most)
+                .or_else(|| candidates.iter().max_by(most))
+                .copied()
         })
         .collect()
 }
@@ -85,7 +110,7 @@ fn neighbours(p: &StepPoint, r: &ResourceUse) -> bool {
 pub fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'a>> {
     let mut out: Vec<Busiest<'a>> = all
         .iter()
-        .filter(|b| b.resource.utilisation >= SATURATED && b.growth.is_none_or(|g| g <= GROWN))
+        .filter(|b| ran_out(&points[b.at], b.resource, b.growth))
         .filter(|b| !neighbours(&points[b.at], b.resource))
         .copied()
         .collect();

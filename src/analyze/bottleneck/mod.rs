@@ -19,9 +19,10 @@
 //! 6. **the network round trip** ([`network`]) — throughput stopped growing
 //!    while the server waited on its client.
 //! 7. **inconclusive** — throughput stopped growing and nothing above
-//!    explains it, or the only explanation rests on steps that never
-//!    stabilised: the candidates, and the run that would decide between
-//!    them. A confident wrong answer is worse than none.
+//!    explains it, or the only explanation is weak (no retries, lock waits
+//!    under half the samples) and rests on steps that never stabilised:
+//!    the candidates, and the run that would decide between them. A
+//!    confident wrong answer is worse than none.
 //! 8. **not reached** — throughput kept pace with load and nothing was
 //!    saturated: the next load to try is given.
 
@@ -114,9 +115,34 @@ pub fn bottleneck(
     }
     let from = knee.map_or(peak, |k| k.at);
     let waits = Waits::over(&points[from..]);
+    let fall = contention::fall(points, peak);
     let busiest = hardware::busiest(points, peak, demands);
     if let Some(found) = hardware::saturated(points, &busiest).first() {
-        return hardware::verdict(points, peak, *found, demands, &waits);
+        // A saturated resource holds throughput level; a curve that falls
+        // away past it, with the resource no longer saturated and the
+        // sessions waiting on each other, is contention.
+        let last = &points[points.len() - 1];
+        let eased = last
+            .resource(&found.resource.name)
+            .map_or(0.0, |r| r.utilisation);
+        let contended = fall.is_some_and(|f| f.significant)
+            && eased < hardware::SATURATED
+            && contention::evident(points, from, &waits, shape);
+        if !contended {
+            return hardware::verdict(points, peak, *found, demands, &waits);
+        }
+        let mut b = contention::verdict(points, shape, peak, knee, demands, &waits);
+        b.ruled_out.insert(
+            0,
+            format!(
+                "{}: {} busy at {}, but throughput fell away past it while it eased to {} and the sessions waited on each other",
+                found.resource.name,
+                Percent(found.resource.utilisation),
+                load_text(&points[found.at]),
+                Percent(eased)
+            ),
+        );
+        return b;
     }
     if let Some(io) = io::verdict(points, from, &waits, demands) {
         return io;
@@ -124,7 +150,6 @@ pub fn bottleneck(
     if let Some(loss) = network::loss(points, knee) {
         return loss;
     }
-    let fall = contention::fall(points, peak);
     let plateau = knee.is_some() || fall.is_some_and(|f| f.significant);
     if !plateau {
         return not_reached(points, shape, demands);
@@ -136,7 +161,7 @@ pub fn bottleneck(
     } else {
         return unexplained(points, peak, demands, &waits);
     };
-    if unstable {
+    if unstable && !contention::strong(points, from, &waits) {
         return never_stabilised(found);
     }
     found

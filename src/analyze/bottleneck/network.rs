@@ -91,7 +91,14 @@ pub fn loss(points: &[StepPoint], knee: Option<&Knee>) -> Option<Bottleneck> {
 /// The server waiting on its client while throughput stays flat.
 pub fn round_trip(points: &[StepPoint], from: usize, waits: &Waits) -> Option<Bottleneck> {
     let client = waits.share(|m| m == WaitMeaning::Client);
-    if client < CLIENT_BOUND {
+    // The server idle between statements because it is busy elsewhere
+    // (its CPU saturated, its lock holders pre-empted) is not waiting on
+    // the link.
+    let busy = points[from..]
+        .iter()
+        .flat_map(|p| p.resources.iter())
+        .any(|r| r.utilisation >= 0.8);
+    if client < CLIENT_BOUND || busy {
         return None;
     }
     let last = &points[points.len() - 1];
@@ -106,7 +113,7 @@ pub fn round_trip(points: &[StepPoint], from: usize, waits: &Waits) -> Option<Bo
     )];
     if let Some(r) = busiest {
         evidence.push(format!(
-            "nothing on the server was busy: the busiest resource, {}, at {} at {}",
+            "nothing on the server was 80% busy: the busiest resource, {}, at {} at {}",
             r.name,
             Percent(r.utilisation),
             load_text(last)

@@ -223,7 +223,7 @@ fn nothing_to_explain_a_plateau_is_inconclusive() {
     assert!(b.next.unwrap().contains("to decide"));
     let mut points = curve(&[100.0, 180.0, 200.0, 199.0, 201.0]);
     for p in &mut points {
-        waits(p, &[("Lock:tuple", 50), ("CPU", 50)]);
+        waits(p, &[("Lock:tuple", 35), ("CPU", 65)]);
         let x = p.throughput;
         p.interval_throughputs = (0..10).map(|i| x * (0.8 + 0.04 * f64::from(i))).collect();
     }
