@@ -125,9 +125,21 @@ pub fn bottleneck(
         let eased = last
             .resource(&found.resource.name)
             .map_or(0.0, |r| r.utilisation);
-        let contended = fall.is_some_and(|f| f.significant)
-            && eased < hardware::SATURATED
-            && contention::evident(points, from, &waits, shape);
+        // Work per operation grown past saturation while operations were
+        // retried: the resource went on retries, not on serving.
+        let growth = demands
+            .resources
+            .iter()
+            .find(|d| d.resource == found.resource.name)
+            .filter(|_| last.throughput > 0.0)
+            .map_or(1.0, |d| {
+                found.resource.servers * eased / last.throughput / d.seconds
+            });
+        let retried = last.retries as f64 >= 0.05 * last.completed.max(1) as f64;
+        let falls = fall.is_some_and(|f| f.significant);
+        let contended = falls
+            && ((eased < hardware::SATURATED && contention::evident(points, from, &waits, shape))
+                || (retried && growth > hardware::GROWN));
         if !contended {
             return hardware::verdict(points, peak, *found, demands, &waits);
         }
@@ -135,11 +147,13 @@ pub fn bottleneck(
         b.ruled_out.insert(
             0,
             format!(
-                "{}: {} busy at {}, but throughput fell away past it while it eased to {} and the sessions waited on each other",
+                "{}: {} busy at {}, but past it throughput fell away while the sessions waited on each other or retried (at {}: {} busy, {:.1}× the work per operation)",
                 found.resource.name,
                 Percent(found.resource.utilisation),
                 load_text(&points[found.at]),
-                Percent(eased)
+                load_text(last),
+                Percent(eased),
+                growth
             ),
         );
         return b;

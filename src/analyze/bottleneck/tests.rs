@@ -409,3 +409,20 @@ fn cpus_busy_with_other_work_are_not_the_servers_bottleneck() {
     let b = judge(points).bottleneck.unwrap();
     assert_eq!(b.name, "software contention (row locks)", "{b:?}");
 }
+
+/// A CPU saturated at the peak that then burns on retries while
+/// throughput collapses: contention, the CPU ruled out with its growth.
+#[test]
+fn a_cpu_burning_on_retries_past_the_peak_is_contention() {
+    let mut points = curve(&[280.0, 474.0, 450.0, 300.0, 93.0]);
+    for (i, p) in points.iter_mut().enumerate() {
+        let busy = [0.5, 0.94, 0.95, 0.95, 0.95][i];
+        p.resources = vec![resource("cpu", ResourceKind::Cpu, 1.0, busy)];
+        p.completed = (p.throughput * 3.0) as u64;
+        p.retries = p.completed * [0, 1, 4, 10, 23][i];
+        waits(p, &[("Client:ClientRead", 70), ("CPU", 30)]);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::SoftwareContention, "{b:?}");
+    assert!(b.ruled_out[0].contains("retried"), "{b:?}");
+}
