@@ -50,6 +50,11 @@ pub fn fall(points: &[StepPoint], peak: usize) -> Option<Fall> {
     })
 }
 
+/// Operations retried at a step: at least [`RETRY_BOUND`] per operation.
+pub fn retried(p: &StepPoint) -> bool {
+    retries_per_op(p) >= RETRY_BOUND
+}
+
 fn retries_per_op(p: &StepPoint) -> f64 {
     p.retries as f64 / p.completed.max(1) as f64
 }
@@ -57,9 +62,7 @@ fn retries_per_op(p: &StepPoint) -> f64 {
 /// The positive evidence of contention from point `from` on: lock waits
 /// or retries.
 pub fn evident(points: &[StepPoint], from: usize, waits: &Waits, shape: RunShape) -> bool {
-    let retried = points[from..]
-        .iter()
-        .any(|q| retries_per_op(q) >= RETRY_BOUND);
+    let retried = points[from..].iter().any(retried);
     waits.share(WaitMeaning::is_contention) >= LOCK_BOUND || retried || {
         shape.single_writer && points[from..].iter().any(|q| q.retries > 0)
     }

@@ -40,7 +40,7 @@ pub const CONFINED: f64 = 0.95;
 /// retries.
 fn ran_out(q: &StepPoint, r: &ResourceUse, growth: Option<f64>) -> bool {
     let confined = matches!(r.kind, ResourceKind::OneCpu | ResourceKind::CpuQuota);
-    let retried = q.retries as f64 >= 0.05 * q.completed.max(1) as f64;
+    let retried = super::contention::retried(q);
     r.utilisation >= SATURATED
         && (growth.is_none_or(|g| g <= GROWN)
             || (confined && r.utilisation >= CONFINED && !retried))

@@ -135,7 +135,7 @@ pub fn bottleneck(
             .map_or(1.0, |d| {
                 found.resource.servers * eased / last.throughput / d.seconds
             });
-        let retried = last.retries as f64 >= 0.05 * last.completed.max(1) as f64;
+        let retried = contention::retried(last);
         let falls = fall.is_some_and(|f| f.significant);
         let contended = falls
             && ((eased < hardware::SATURATED && contention::evident(points, from, &waits, shape))
