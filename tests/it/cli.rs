@@ -54,21 +54,17 @@ fn bad_flags_get_one_line_and_exit_2() {
 #[test]
 fn pg_cpus_outside_perflabs_cgroup_are_refused() {
     let dir = tempdir();
-    let out = std::process::Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(assert_cmd::cargo::cargo_bin("perflab"))
-        .args([
+    let out = crate::support::perflab_on_cpu0(
+        dir.path(),
+        &[
             "run",
             "bank",
             "--target",
             "postgres:managed",
             "--pg-cpus",
             "0,4095",
-        ])
-        .current_dir(dir.path())
-        .env("CI", "true")
-        .output()
-        .expect("taskset runs (util-linux)");
+        ],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");

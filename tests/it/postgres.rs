@@ -203,23 +203,17 @@ fn a_managed_server_may_run_outside_perflabs_own_cpus() {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     assert_ne!(online.trim(), "0", "this test needs two CPUs");
     let dir = tempdir();
-    let out = std::process::Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(assert_cmd::cargo::cargo_bin("perflab"))
-        .args([
-            "run",
-            "bank",
-            "--target",
-            "postgres:managed",
-            "--pg-cpus",
-            "1",
-        ])
-        .args(["--users", "1"])
-        .args(SHORT.split_whitespace())
-        .current_dir(dir.path())
-        .env("CI", "true")
-        .output()
-        .expect("taskset runs (util-linux)");
+    let mut args = vec![
+        "run",
+        "bank",
+        "--target",
+        "postgres:managed",
+        "--pg-cpus",
+        "1",
+    ];
+    args.extend(["--users", "1"]);
+    args.extend(SHORT.split_whitespace());
+    let out = crate::support::perflab_on_cpu0(dir.path(), &args);
     assert!(
         out.status.success(),
         "{}",

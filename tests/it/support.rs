@@ -173,3 +173,15 @@ pub fn schema_problems(export: &serde_json::Value) -> Vec<String> {
         .map(|e| format!("{e} at {}", e.instance_path))
         .collect()
 }
+
+/// perflab run on CPU 0 alone (`taskset -c 0`) in `dir`, with `args`.
+pub fn perflab_on_cpu0(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(assert_cmd::cargo::cargo_bin("perflab"))
+        .args(args)
+        .current_dir(dir)
+        .env("CI", "true")
+        .output()
+        .expect("taskset runs (util-linux)")
+}
