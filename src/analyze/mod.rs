@@ -71,7 +71,7 @@ pub struct Verdict {
 }
 
 /// The coefficient-of-variation bound used when none is given.
-pub const DEFAULT_MAX_CV: f64 = 0.05;
+pub use crate::plan::DEFAULT_MAX_CV;
 
 /// Analyses a stored run against the objectives.
 pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
@@ -89,11 +89,11 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let closed = run.steps.iter().all(|s| matches!(s.level, Level::Users(_)));
     let shape = RunShape {
         closed,
-        embedded: run.target.starts_with("sqlite:") || run.target == "in-process",
-        threads: run.plan_resolved["threads"].as_u64().unwrap_or(1).max(1) as u32,
-        single_writer: run.target.starts_with("sqlite:"),
+        embedded: run.target_traits().embedded,
+        threads: run.plan.as_ref().map_or(1, |p| p.threads.max(1)) as u32,
+        single_writer: run.target_traits().single_writer,
     };
-    let seed = run.plan_resolved["seed"].as_u64().unwrap_or(1);
+    let seed = run.seed();
     let mut verdict = verdict_of(points, shape, slos, max_cv, seed);
     if server_host == "this host" {
         verdict.caveats = others_on_the_host(&verdict.points, shape.embedded);
@@ -114,11 +114,10 @@ pub fn server_source(run: &StoredRun) -> (HostSource<'_>, String) {
 
 /// The verdict of a stored run by its own objectives, or by those given.
 pub fn verdict_of_run(run: &StoredRun, slos: Option<Vec<Slo>>, max_cv: Option<f64>) -> Verdict {
-    let plan = &run.plan_resolved;
-    let slos =
-        slos.unwrap_or_else(|| serde_json::from_value(plan["slos"].clone()).unwrap_or_default());
+    let plan = run.plan.as_ref();
+    let slos = slos.unwrap_or_else(|| plan.map(|p| p.slos.clone()).unwrap_or_default());
     let max_cv = max_cv
-        .or_else(|| plan["max_cv"].as_f64())
+        .or_else(|| plan.map(|p| p.max_cv))
         .unwrap_or(DEFAULT_MAX_CV);
     analyze(run, &slos, max_cv)
 }

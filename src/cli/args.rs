@@ -1,7 +1,49 @@
 //! Raw command-line flags (clap derive). Values that need more than a type
 //! conversion stay strings here and are validated in `validate`.
 
-use clap::{Args, Parser, Subcommand};
+use crate::workload::{self, CheckChoice, RunChoice};
+
+// The defaults of a run, written once: the help texts below and
+// `validate` use the same words.
+macro_rules! default_users {
+    () => {
+        "10..150/10"
+    };
+}
+macro_rules! quick_users {
+    () => {
+        "1,2,4,8,16,32"
+    };
+}
+macro_rules! default_warmup {
+    () => {
+        "5s"
+    };
+}
+macro_rules! quick_warmup {
+    () => {
+        "1s"
+    };
+}
+macro_rules! default_duration {
+    () => {
+        "20s"
+    };
+}
+macro_rules! quick_duration {
+    () => {
+        "3s"
+    };
+}
+
+/// Users of the default sweep: the seed labs' ramp.
+pub const DEFAULT_USERS: &str = default_users!();
+/// Users of `--quick`.
+pub const QUICK_USERS: &str = quick_users!();
+/// Warm-up and measured window: (default, with `--quick`).
+pub const WARMUP: (&str, &str) = (default_warmup!(), quick_warmup!());
+pub const DURATION: (&str, &str) = (default_duration!(), quick_duration!());
+use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// perflab: drive a server with realistic load, sweep it to saturation, and
@@ -180,17 +222,29 @@ pub struct StoreArg {
     pub store: PathBuf,
 }
 
+/// `perflab run WORKLOAD …`: the workload (its own flags live in its
+/// folder, `src/workload/NAME/`) with the flags every workload shares.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The workload: bank (TPC-B bank on a database) or null (engine self-test).
-    pub workload: String,
+    #[command(subcommand)]
+    pub workload: RunWorkload,
+}
 
-    /// The target: sqlite:PATH (default sqlite:perflab-bank.db), postgres://USER:PASS@HOST:PORT/DB or postgres:managed.
-    #[arg(long, value_name = "DSN")]
-    pub target: Option<String>,
+/// The chosen workload and the common flags, given after its name.
+#[derive(Debug)]
+pub struct RunWorkload {
+    pub common: CommonRunArgs,
+    pub choice: RunChoice,
+}
 
-    /// Closed loop: virtual users per step, as N, a list 1,2,4,8 or a range 10..150/10.
-    #[arg(long, value_name = "SWEEP", conflicts_with = "rate")]
+/// What every workload's run takes: the load model, the sweep, the timing,
+/// the objectives, the probes and the store.
+#[derive(Debug, Args)]
+pub struct CommonRunArgs {
+    #[arg(long, value_name = "SWEEP", conflicts_with = "rate", help = concat!(
+        "Closed loop: virtual users per step, as N, a list 1,2,4,8 or a range 10..150/10. Default ",
+        default_users!(), "."
+    ))]
     pub users: Option<String>,
 
     /// Open loop: arrivals per second per step, as N, a list or a range 100..1000/100.
@@ -213,16 +267,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub max_outstanding: u32,
 
-    /// Warm-up before each measured window (not counted). Default 5s (1s with --quick).
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", help = concat!(
+        "Warm-up before each measured window (not counted). Default ",
+        default_warmup!(), " (", quick_warmup!(), " with --quick)."
+    ))]
     pub warmup: Option<String>,
 
-    /// Measured window of each step. Default 20s (3s with --quick).
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", help = concat!(
+        "Measured window of each step. Default ", default_duration!(),
+        " (", quick_duration!(), " with --quick)."
+    ))]
     pub duration: Option<String>,
 
-    /// A short demonstration sweep: users 1,2,4,8,16, warm-up 1s, 3s per step.
-    #[arg(long)]
+    #[arg(long, help = concat!(
+        "A short demonstration sweep: users ", quick_users!(), ", warm-up ",
+        quick_warmup!(), ", ", quick_duration!(), " per step."
+    ))]
     pub quick: bool,
 
     /// Worker threads generating load. Default: one per CPU.
@@ -252,46 +312,6 @@ pub struct RunArgs {
     /// Run a level again, up to this many times, while its runs' throughputs vary more than --max-cv.
     #[arg(long, value_name = "M")]
     pub max_repeat: Option<u32>,
-
-    /// Bank: scale units (1 branch, 10 tellers, 100,000 accounts each).
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub scale: u32,
-
-    /// Bank: tpcb, atm, atm:balance=40,withdraw=30,deposit=20,transfer=10, or pgbench.
-    #[arg(long, value_name = "MIX", default_value = "tpcb")]
-    pub mix: String,
-
-    /// Bank: load the tables afresh even if a loaded database of the same scale exists.
-    #[arg(long)]
-    pub reload: bool,
-
-    /// Bank on a server: transaction isolation (read-committed, repeatable-read, serializable).
-    #[arg(long, value_name = "LEVEL", default_value = "read-committed")]
-    pub isolation: String,
-
-    /// Bank on a server: tries per transaction on serialisation failures and deadlocks.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub max_tries: u32,
-
-    /// Managed PostgreSQL: a server setting, NAME=VALUE (repeatable).
-    #[arg(long = "pg-set", value_name = "NAME=VALUE")]
-    pub pg_set: Vec<String>,
-
-    /// Managed PostgreSQL: run the server on these CPUs only, e.g. 0 or 0-1,3 (its affinity mask).
-    #[arg(long = "pg-cpus", value_name = "LIST")]
-    pub pg_cpus: Option<String>,
-
-    /// Managed PostgreSQL: keep the data directory after the run.
-    #[arg(long)]
-    pub keep: bool,
-
-    /// Null: service time of each operation.
-    #[arg(long, value_name = "TIME", default_value = "0")]
-    pub service: String,
-
-    /// Null: the target stalls from AT (after the run starts) for LENGTH, e.g. 3s:1s.
-    #[arg(long, value_name = "AT:LENGTH")]
-    pub stall: Option<String>,
 
     #[command(flatten)]
     pub server: ServerArgs,
@@ -364,21 +384,90 @@ pub struct ShowArgs {
     pub store: StoreArg,
 }
 
+/// `perflab check WORKLOAD …`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     #[command(subcommand)]
     pub workload: CheckWorkload,
 }
 
-#[derive(Debug, Subcommand)]
-pub enum CheckWorkload {
-    /// Check the bank: money conserved, rows present.
-    Bank {
-        /// The bank's database (default sqlite:perflab-bank.db), or postgres://…
-        #[arg(long, value_name = "DSN")]
-        target: Option<String>,
-        /// Check pgbench's tables (pgbench_accounts …) instead of perflab's.
-        #[arg(long)]
-        pgbench: bool,
-    },
+/// The workload whose data to check, with its flags.
+#[derive(Debug)]
+pub struct CheckWorkload {
+    pub choice: CheckChoice,
+}
+
+impl FromArgMatches for RunWorkload {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let (name, sub) = chosen(matches)?;
+        Ok(RunWorkload {
+            common: CommonRunArgs::from_arg_matches(sub)?,
+            choice: RunChoice::from_matches(name, sub)?,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Subcommand for RunWorkload {
+    fn augment_subcommands(cmd: clap::Command) -> clap::Command {
+        cmd.subcommands(
+            RunChoice::commands()
+                .into_iter()
+                .map(CommonRunArgs::augment_args),
+        )
+        .subcommand_required(true)
+        .subcommand_value_name("WORKLOAD")
+    }
+
+    fn augment_subcommands_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_subcommands(cmd)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        workload::NAMES.contains(&name)
+    }
+}
+
+impl FromArgMatches for CheckWorkload {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let (name, sub) = chosen(matches)?;
+        Ok(CheckWorkload {
+            choice: CheckChoice::from_matches(name, sub)?,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Subcommand for CheckWorkload {
+    fn augment_subcommands(cmd: clap::Command) -> clap::Command {
+        cmd.subcommands(CheckChoice::commands())
+            .subcommand_required(true)
+            .subcommand_value_name("WORKLOAD")
+    }
+
+    fn augment_subcommands_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_subcommands(cmd)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        workload::NAMES.contains(&name)
+    }
+}
+
+/// The subcommand given (a workload's name) and its matches.
+fn chosen(matches: &ArgMatches) -> Result<(&str, &ArgMatches), clap::Error> {
+    matches.subcommand().ok_or_else(|| {
+        clap::Error::raw(
+            clap::error::ErrorKind::MissingSubcommand,
+            format!("name a workload: {}", workload::registry_names()),
+        )
+    })
 }

@@ -8,8 +8,9 @@ mod error;
 mod validate;
 
 pub use args::{
-    AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CompareArgs, DiffHostsArgs,
-    DoctorArgs, ReportArgs, RunArgs, ServerArgs, ShowArgs, StoreArg, WatchArgs,
+    AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CommonRunArgs, CompareArgs,
+    DiffHostsArgs, DoctorArgs, ReportArgs, RunArgs, RunWorkload, ServerArgs, ShowArgs, StoreArg,
+    WatchArgs,
 };
 pub use error::PlanError;
-pub use validate::{parse_max_cv, parse_slos, plan_from, server_selector, validate_target};
+pub use validate::{parse_max_cv, parse_slos, plan_for, plan_from, server_selector};

@@ -91,7 +91,7 @@ pub fn compare(args: &crate::cli::CompareArgs) -> anyhow::Result<Exit> {
         costs[slot] = Some(amount);
     }
     let verdicts: Vec<_> = runs.iter().map(|r| verdict_of_run(r, None, None)).collect();
-    let seed = runs[0].plan_resolved["seed"].as_u64().unwrap_or(1);
+    let seed = runs[0].seed();
     let c = crate::analyze::compare::compare(&runs, &verdicts, &weights, &costs, seed);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&c)?);

@@ -6,6 +6,8 @@
 use super::Exit;
 use crate::cli::{DoctorArgs, PlanError};
 use crate::doctor::{self, database_findings, Report, Root, Scope, Severity};
+use crate::target::settings::DbSettings;
+use crate::target::{validate_target, Opened, ServerOptions, Target};
 use crate::units::parse_duration;
 use std::time::Duration;
 
@@ -75,18 +77,18 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
             client.doctor(sample.as_secs_f64())?
         }
     };
-    if let Some(path) = args
+    let target = args
         .target
         .as_deref()
-        .and_then(|t| t.strip_prefix("sqlite:"))
-    {
-        let path = std::path::Path::new(path);
+        .map(|t| validate_target(Some(t), t))
+        .transpose()?;
+    if let Some(Target::Sqlite { path }) = &target {
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(std::path::Path::new("."));
         doctor::target_filesystem(&Root::live(), dir, &mut report);
-    } else if let Some(target) = &args.target {
+    } else if let Some(target) = &target {
         let settings = read_settings(target)?;
         if let Some(data) = settings.settings.get("data_directory") {
             if std::path::Path::new(data).exists() {
@@ -112,57 +114,22 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
 }
 
 /// Connects to the target and reads the settings the checks need.
-pub(super) fn read_settings(target: &str) -> anyhow::Result<doctor::DbSettings> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let env = |name: &str| std::env::var(name).ok();
-    if target.starts_with("postgres://") || target.starts_with("postgresql://") {
-        use crate::workload::bank::postgres::config as pg;
-        let t = pg::resolve(target, &env, pg::read_pgpass(&env).as_deref()).map_err(|e| {
-            PlanError::flag(
-                "--target",
-                e,
-                "e.g. --target postgres://bank@localhost/bank",
-            )
-        })?;
-        runtime.block_on(async {
-            let (client, connection) = t
-                .config
-                .connect(tokio_postgres::NoTls)
-                .await
-                .map_err(|e| crate::workload::bank::postgres::connect_error(&t, &e))?;
-            tokio::spawn(connection);
-            doctor::postgres_settings(&client).await
-        })
-    } else if target.starts_with("mysql://") || target.starts_with("mariadb://") {
-        use crate::workload::bank::mysql;
-        let t = mysql::resolve(target, &env).map_err(|e| {
-            PlanError::flag(
-                "--target",
-                e,
-                "e.g. --target mysql://bank:pw@127.0.0.1/bank",
-            )
-        })?;
-        runtime.block_on(async {
-            let mut conn = mysql_async::Conn::new(t.opts.clone())
-                .await
-                .map_err(|e| mysql::connect_error(&t, &e))?;
-            let s = doctor::mariadb_settings(&mut conn).await;
-            let _ = conn.disconnect().await;
-            s
-        })
-    } else {
-        Err(PlanError::flag(
+fn read_settings(target: &Target) -> anyhow::Result<DbSettings> {
+    let not_checked = || {
+        PlanError::flag(
             "--target",
             format!(
                 "'{}' is not a database the doctor checks",
-                crate::plan::redact(target)
+                target.redacted()
             ),
             "give postgres://…, mysql://… or sqlite:PATH",
         )
-        .into())
+    };
+    if target.traits().managed {
+        return Err(not_checked().into());
     }
+    let opened = Opened::open(target, &ServerOptions::default())?;
+    opened.endpoint.settings().ok_or_else(not_checked)?
 }
 
 /// The findings, worst first, then what could not be looked at.

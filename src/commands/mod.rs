@@ -48,6 +48,21 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
                     Exit::Ok as i32
                 };
             }
+            // A workload is a subcommand of run and check: name the ones there are.
+            let parent = args.get(1).map(|a| a.to_string_lossy());
+            if e.kind() == ErrorKind::InvalidSubcommand
+                && matches!(parent.as_deref(), Some("run" | "check"))
+            {
+                let given = args
+                    .get(2)
+                    .map_or(String::new(), |a| a.to_string_lossy().into_owned());
+                eprintln!(
+                    "error: '{}' is not a workload; use {}",
+                    crate::target::redact(&given),
+                    crate::workload::registry_names()
+                );
+                return Exit::BadInput as i32;
+            }
             // clap's first line names the flag and the problem; the rest is usage.
             let rendered = e.render().to_string();
             let first = rendered.lines().next().unwrap_or("error: bad arguments");
@@ -58,7 +73,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     // The command line is stored with the run: never with a password.
     let argv: Vec<String> = args
         .iter()
-        .map(|a| crate::plan::redact(&a.to_string_lossy()))
+        .map(|a| crate::target::redact(&a.to_string_lossy()))
         .collect();
     let result = match &cli.command {
         Command::Run(run_args) => run::run(run_args, argv),

@@ -55,7 +55,7 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
         });
     }
     let comparison = (runs.len() > 1).then(|| {
-        let seed = runs[0].plan_resolved["seed"].as_u64().unwrap_or(1);
+        let seed = runs[0].seed();
         crate::analyze::compare::compare(&runs, &verdicts, &[], &vec![None; runs.len()], seed)
     });
     if let Some(path) = &args.html {

@@ -3,13 +3,12 @@
 
 use super::Exit;
 use crate::agent::read_token;
-use crate::cli::{plan_from, PlanError, RunArgs};
+use crate::cli::{plan_from, CommonRunArgs, PlanError, RunArgs};
 use crate::engine::{
     run_sweep, IntervalSpec, ProbeSample, Schedule, StepResult, SweepEnd, SweepObserver,
 };
-use crate::knob::managed_pg::ManagedPostgres;
 use crate::measure::Tally;
-use crate::plan::{Level, Plan, Target, WorkloadSpec};
+use crate::plan::{Level, Plan};
 use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::qdisc::QdiscReader;
@@ -17,139 +16,47 @@ use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::probe::{DbProbe, DbSample, HostFacts};
 use crate::report::{render_run, render_verdict, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
+use crate::target::Endpoint;
 use crate::units::format_duration;
-use crate::workload::bank::mysql::{self, MyBank};
-use crate::workload::bank::postgres::{config as pg_config, PgBank};
-use crate::workload::bank::sqlite::LoadReport;
-use crate::workload::bank::sqlite::SqliteBank;
-use crate::workload::bank::BankWorkload;
-use crate::workload::null::NullWorkload;
-use crate::workload::Workload;
+use crate::workload::{Driver, Started, Workload};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Runs `perflab run`.
 pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
-    let plan = plan_from(args)?;
-    let remotes = start_remotes(args)?;
-    let mut store = Store::open(&args.store.store)?;
+    let (workload, plan) = plan_from(args)?;
+    let common = &args.workload.common;
+    let remotes = start_remotes(common)?;
+    let mut store = Store::open(&common.store.store)?;
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // A second Ctrl-C ends the process at once.
         signal_hook::flag::register_conditional_shutdown(signal, 130, interrupted.clone())?;
         signal_hook::flag::register(signal, interrupted.clone())?;
     }
-    let mut ctx = RunContext {
+    let ctx = RunContext {
         argv,
         started_at: SystemTime::now(),
         store: &mut store,
         interrupted,
-        server: plan.server.clone(),
+        plan: &plan,
+        target: workload.target().redacted(),
         remotes,
-        db_url: None,
     };
-    match plan.workload.clone() {
-        WorkloadSpec::Null { service, stall } => {
-            let workload = Arc::new(NullWorkload::new(service, stall));
-            execute(workload, &plan, None, None, &mut ctx)
-        }
-        WorkloadSpec::Bank {
-            target,
-            scale,
-            mix,
-            reload,
-            isolation,
-            max_tries,
-            server_settings,
-            keep,
-            server_cpus,
-        } => {
-            // A managed server lives until this function returns.
-            let mut managed = None;
-            let (url, mut setup) = match &target {
-                Target::Sqlite { path } => {
-                    println!("preparing the bank (scale {scale}) in {}", path.display());
-                    let (backend, load) = SqliteBank::prepare(path, scale, reload, plan.timeout)?;
-                    let setup = load_setup(&load);
-                    let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
-                    return execute(workload, &plan, Some(setup), None, &mut ctx);
-                }
-                Target::Postgres { url } => (url.clone(), serde_json::json!({})),
-                Target::Mysql { url } => {
-                    let env = |name: &str| std::env::var(name).ok();
-                    let my = mysql::resolve(url, &env).map_err(|e| {
-                        PlanError::flag(
-                            "--target",
-                            e,
-                            "e.g. --target mysql://bank:secret@localhost/bank",
-                        )
-                    })?;
-                    ctx.db_url = Some(url.clone());
-                    println!("preparing the bank (scale {scale}) in {}", my.display);
-                    let (backend, load) =
-                        MyBank::prepare(my, scale, mix, reload, isolation, max_tries)?;
-                    let setup = load_setup(&load);
-                    let probe = start_probe(backend.probe());
-                    let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
-                    return execute(workload, &plan, Some(setup), probe, &mut ctx);
-                }
-                Target::PostgresManaged => {
-                    println!("starting a managed PostgreSQL");
-                    let server = ManagedPostgres::start(&server_settings, keep, &server_cpus)?;
-                    println!(
-                        "{} on 127.0.0.1, pid {}, files in {}",
-                        server.version,
-                        server.pid(),
-                        server.dir().display()
-                    );
-                    let url = server.url();
-                    let setup = serde_json::json!({
-                        "managed_server": {
-                            "version": server.version,
-                            "cpus": server_cpus,
-                            "settings": server_settings
-                                .iter()
-                                .map(|(k, v)| format!("{k}={v}"))
-                                .collect::<Vec<_>>(),
-                        }
-                    });
-                    if ctx.server.is_none() {
-                        ctx.server = Some(ProcessSelector::Tree(server.pid()));
-                    }
-                    managed = Some(server);
-                    (url, setup)
-                }
-                Target::InProcess => anyhow::bail!("the bank needs a database target"),
-            };
-            let env = |name: &str| std::env::var(name).ok();
-            let pg = pg_config::resolve(&url, &env, pg_config::read_pgpass(&env).as_deref())
-                .map_err(|e| {
-                    PlanError::flag(
-                        "--target",
-                        e,
-                        "e.g. --target postgres://bank@localhost/bank",
-                    )
-                })?;
-            ctx.db_url = Some(url.clone());
-            println!("preparing the bank (scale {scale}) in {}", pg.display);
-            let (backend, load) = PgBank::prepare(pg, scale, mix, reload, isolation, max_tries)?;
-            if let (Some(obj), serde_json::Value::Object(load)) =
-                (setup.as_object_mut(), load_setup(&load))
-            {
-                obj.extend(load);
-            }
-            let probe = start_probe(backend.probe());
-            let workload = Arc::new(BankWorkload::new(backend, mix, scale)?);
-            let exit = execute(workload, &plan, Some(setup), probe, &mut ctx);
-            drop(managed);
-            exit
-        }
+    workload.start(&plan, ctx)
+}
+
+impl Driver for RunContext<'_> {
+    type Output = Exit;
+
+    fn drive<W: Workload>(self, workload: Arc<W>, started: Started) -> anyhow::Result<Exit> {
+        execute(workload, started, self)
     }
 }
 
 /// The remote probes of `--probe`, each answering now (`local` is always on).
-fn start_remotes(args: &RunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
+fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let mut out = Vec::new();
     for spec in args.probe.iter().filter(|p| p.as_str() != "local") {
@@ -166,46 +73,6 @@ fn start_remotes(args: &RunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
         out.push(RemoteWatch::start(probe)?);
     }
     Ok(out)
-}
-
-/// A database probe, or a warning and none: statistics are worth having,
-/// not worth failing the run for.
-fn start_probe(probe: anyhow::Result<DbProbe>) -> Option<DbProbe> {
-    match probe {
-        Ok(probe) => Some(probe),
-        Err(e) => {
-            eprintln!(
-                "warning: no database statistics for this run: {}",
-                crate::commands::one_line(&format!("{e:#}"))
-            );
-            None
-        }
-    }
-}
-
-/// Prints how the bank was made ready and returns it for the store.
-fn load_setup(load: &LoadReport) -> serde_json::Value {
-    if load.reused {
-        println!(
-            "reused the loaded bank (checked in {})",
-            crate::units::Latency(load.elapsed)
-        );
-        serde_json::json!({ "reused": true, "seconds": load.elapsed.as_secs_f64() })
-    } else {
-        let rate = load.rows as f64 / load.elapsed.as_secs_f64().max(1e-9);
-        println!(
-            "loaded {} rows in {} ({:.0} rows/s)",
-            load.rows,
-            crate::units::Latency(load.elapsed),
-            rate
-        );
-        serde_json::json!({
-            "reused": false,
-            "rows": load.rows,
-            "seconds": load.elapsed.as_secs_f64(),
-            "rows_per_second": rate,
-        })
-    }
 }
 
 /// Commits steps to the store, attaches the database's samples, shows progress.
@@ -285,18 +152,17 @@ struct RunContext<'a> {
     started_at: SystemTime,
     store: &'a mut Store,
     interrupted: Arc<AtomicBool>,
-    /// The server under test's processes (given, or the managed server).
-    server: Option<ProcessSelector>,
+    plan: &'a Plan,
+    /// The target as stored (no password).
+    target: String,
     remotes: Vec<RemoteWatch>,
-    /// The database's address, for its settings in the inventory.
-    db_url: Option<String>,
 }
 
 /// This host's facts and, for a database target, its settings (`db.…`).
-fn inventory(db_url: Option<&str>) -> std::collections::BTreeMap<String, String> {
+fn inventory(endpoint: Option<&Endpoint>) -> std::collections::BTreeMap<String, String> {
     let mut inv = crate::doctor::inventory::host_inventory(&crate::doctor::Root::live());
-    if let Some(url) = db_url {
-        match super::doctor::read_settings(url) {
+    if let Some(settings) = endpoint.and_then(Endpoint::settings) {
+        match settings {
             Ok(s) => {
                 inv.insert("db.engine".to_string(), s.engine.clone());
                 for (k, v) in s.settings {
@@ -335,18 +201,21 @@ fn process_groups(server: Option<ProcessSelector>) -> Vec<ProcessGroup> {
 
 fn execute<W: Workload>(
     workload: Arc<W>,
-    plan: &Plan,
-    setup: Option<serde_json::Value>,
-    db_probe: Option<DbProbe>,
-    ctx: &mut RunContext<'_>,
+    started: Started,
+    ctx: RunContext<'_>,
 ) -> anyhow::Result<Exit> {
-    let store = &mut *ctx.store;
-    let (argv, started_at, interrupted) = (
-        std::mem::take(&mut ctx.argv),
-        ctx.started_at,
-        &ctx.interrupted,
-    );
-    let target = plan.workload.target().redacted();
+    let RunContext {
+        argv,
+        started_at,
+        store,
+        interrupted,
+        plan,
+        target,
+        remotes,
+    } = ctx;
+    let interrupted = &interrupted;
+    // The processes given on the command line win over a managed server's.
+    let server = plan.server.clone().or(started.server);
     let run = store.create_run(&NewRun {
         started_at,
         workload: plan.workload.name().to_string(),
@@ -355,10 +224,10 @@ fn execute<W: Workload>(
         plan_given: argv,
         plan_resolved: serde_json::to_value(plan)?,
         host: HostFacts::read(),
-        setup,
+        setup: started.setup,
     })?;
-    let mut facts = inventory(ctx.db_url.as_deref());
-    for remote in &ctx.remotes {
+    let mut facts = inventory(started.endpoint.as_ref());
+    for remote in &remotes {
         match remote.inventory() {
             Some(Ok(remote_facts)) => facts.extend(
                 remote_facts
@@ -388,13 +257,13 @@ fn execute<W: Workload>(
         store,
         run,
         progress: Progress::new(plan.sweep.levels.len() * plan.repeat as usize),
-        db_probe,
+        db_probe: started.db_probe,
         db_samples: Vec::new(),
         host_last: None,
         host_samples: Vec::new(),
-        groups: process_groups(ctx.server.clone()),
+        groups: process_groups(server),
         qdiscs: QdiscReader::new(),
-        remotes: std::mem::take(&mut ctx.remotes),
+        remotes,
         probe_samples: Vec::new(),
     };
     let swept = run_sweep(workload.clone(), plan, interrupted, &mut observer);

@@ -23,9 +23,7 @@ mod pcie;
 pub mod storage;
 mod tcp;
 
-pub use database::{
-    database_findings, mariadb_settings, postgres_settings, wal_device, DbSettings,
-};
+pub use database::database_findings;
 pub use storage::target_filesystem;
 
 use serde::Serialize;

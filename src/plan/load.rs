@@ -4,13 +4,13 @@
 use super::serde_duration;
 use crate::units::{format_duration, parse_duration};
 use rand::Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
 /// Time a virtual user waits between the end of one operation and the
 /// intended start of the next.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ThinkTime {
     /// No think time: the next operation starts as soon as the last ends.
@@ -100,7 +100,7 @@ pub fn exponential(mean: Duration, rng: &mut impl Rng) -> Duration {
 }
 
 /// How arrivals are spaced in an open-loop step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Arrivals {
     /// Exponential gaps: a Poisson process, as independent users produce.
@@ -110,7 +110,7 @@ pub enum Arrivals {
 }
 
 /// How load is offered.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LoadModel {
     /// N users, each issuing its next operation after the last one ended
@@ -128,7 +128,7 @@ pub enum LoadModel {
 }
 
 /// One load level: a number of users or an arrival rate.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Level {
     Users(u32),
@@ -165,7 +165,7 @@ impl fmt::Display for Level {
 }
 
 /// The ordered load levels of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {
     pub levels: Vec<Level>,
 }

@@ -1,24 +1,29 @@
 //! The validated, typed description of what a run does: which workload
 //! against which target, the load model, the sweep of load levels and the
 //! step timing. Only `cli` builds a [`Plan`]; the engine never sees a string
-//! option. A plan serialises to JSON so that a run stores it as resolved.
+//! option. A plan serialises to JSON so that a run stores it as resolved,
+//! and a stored run reads it back typed (fields that older stores lack
+//! have defaults).
 
 pub mod load;
-mod target;
 mod workload;
 
 pub use load::{Arrivals, Level, LoadModel, Sweep, ThinkTime};
-pub use target::{redact, Target};
-pub use workload::{AtmWeights, BankMix, Isolation, NullStall, WorkloadSpec};
+pub use workload::WorkloadSpec;
 
-use serde::Serialize;
+use crate::target::Traits;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// One validated run plan.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     /// What each virtual user does, and against what.
     pub workload: WorkloadSpec,
+    /// What the target is (kind, embedded, single writer, managed). Runs
+    /// stored before it was recorded read it from their target's text.
+    #[serde(default)]
+    pub target: Option<Traits>,
     /// Closed (users, think time) or open (arrival rate) load.
     pub load: LoadModel,
     /// The load levels, in the order they run.
@@ -44,14 +49,29 @@ pub struct Plan {
     /// The server under test's processes, followed by the host probe.
     pub server: Option<crate::probe::counters::process::ProcessSelector>,
     /// Service level objectives the verdict judges the steps by.
+    #[serde(default)]
     pub slos: Vec<crate::analyze::Slo>,
     /// The verdict flags steps whose throughputs vary more than this; with
     /// `max_repeat` above `repeat`, a level runs again while they do.
+    #[serde(default = "default_max_cv")]
     pub max_cv: f64,
     /// Runs of each level.
+    #[serde(default = "one")]
     pub repeat: u32,
     /// Most runs of a level whose throughputs vary more than `max_cv`.
+    #[serde(default = "one")]
     pub max_repeat: u32,
+}
+
+/// The `--max-cv` default, for plans stored before it was.
+pub const DEFAULT_MAX_CV: f64 = 0.05;
+
+fn default_max_cv() -> f64 {
+    DEFAULT_MAX_CV
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Durations are stored in plans as seconds (f64), the unit of the JSON export.

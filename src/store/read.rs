@@ -6,8 +6,9 @@ use super::{RunId, RunStatus, Store};
 use crate::cli::PlanError;
 use crate::engine::{IntervalRecord, ProbeSample, StepResult, StepStatus};
 use crate::measure::{decode_histogram, OpTally, Phase, Tally};
-use crate::plan::Level;
+use crate::plan::{Level, Plan};
 use crate::probe::{HostFacts, SelfUsage};
+use crate::target::{Target, Traits};
 use crate::workload::CheckReport;
 use anyhow::{anyhow, Context};
 use rusqlite::{params, OptionalExtension};
@@ -40,7 +41,11 @@ pub struct StoredRun {
     pub target: String,
     pub op_names: Vec<String>,
     pub plan_given: Vec<String>,
+    /// The plan as stored (JSON), shown as it is by the export.
     pub plan_resolved: serde_json::Value,
+    /// The same plan, typed; none when the stored plan is not one this
+    /// version reads (a store written by a much older perflab).
+    pub plan: Option<Plan>,
     pub tool_version: String,
     pub host: HostFacts,
     pub setup: Option<serde_json::Value>,
@@ -183,6 +188,9 @@ impl Store {
             .map(|row| -> anyhow::Result<StoredRun> {
                 let host: HostFacts =
                     serde_json::from_str(&row.10).context("damaged host facts")?;
+                let plan_resolved: serde_json::Value =
+                    serde_json::from_str(&row.8).context("damaged plan")?;
+                let plan = typed_plan(&plan_resolved, &row.5);
                 Ok(StoredRun {
                     id,
                     started_at: row.0,
@@ -193,7 +201,8 @@ impl Store {
                     target: row.5,
                     op_names: serde_json::from_str(&row.6).context("damaged operation names")?,
                     plan_given: serde_json::from_str(&row.7).context("damaged plan")?,
-                    plan_resolved: serde_json::from_str(&row.8).context("damaged plan")?,
+                    plan,
+                    plan_resolved,
                     tool_version: row.9,
                     host,
                     setup: row.12.map(|s| serde_json::from_str(&s)).transpose()?,
@@ -376,5 +385,29 @@ impl Store {
             });
         }
         Ok(intervals)
+    }
+}
+
+/// The stored plan, typed, with the target's traits from its text when the
+/// run predates stored traits.
+fn typed_plan(stored: &serde_json::Value, target: &str) -> Option<Plan> {
+    let mut plan: Plan = serde_json::from_value(stored.clone()).ok()?;
+    plan.target
+        .get_or_insert_with(|| Target::traits_of_text(target));
+    Some(plan)
+}
+
+impl StoredRun {
+    /// The target's traits: from the plan, or from the stored target's text.
+    pub fn target_traits(&self) -> Traits {
+        self.plan
+            .as_ref()
+            .and_then(|p| p.target)
+            .unwrap_or_else(|| Target::traits_of_text(&self.target))
+    }
+
+    /// The run's seed (1 when its plan does not read).
+    pub fn seed(&self) -> u64 {
+        self.plan.as_ref().map_or(1, |p| p.seed)
     }
 }

@@ -3,13 +3,91 @@
 //! runs one operation at a time. Blocking backends keep their connection on a
 //! thread of its own and answer the session over a channel, so the engine has
 //! one asynchronous code path for every target.
+//!
+//! Each workload owns itself in its folder: its flags, their validation, how
+//! it makes its target ready, its check, its help ([`Kind`]). The rest of
+//! perflab reaches it only through [`registry`]: one line names each
+//! workload, and `perflab run NAME` and `perflab check NAME` dispatch there.
 
 pub mod bank;
 pub mod null;
+mod registry;
 
+pub use registry::{names_text as registry_names, CheckChoice, RunChoice, Validated, NAMES};
+
+use crate::cli::PlanError;
 use crate::measure::Outcome;
+use crate::plan::{Plan, WorkloadSpec};
+use crate::probe::counters::process::ProcessSelector;
+use crate::probe::DbProbe;
+use crate::target::{Endpoint, Target};
 use serde::Serialize;
 use std::future::Future;
+use std::sync::Arc;
+
+/// A workload as the command line and a run see it.
+pub trait Kind {
+    /// Its name after `perflab run` and `perflab check`.
+    const NAME: &'static str;
+    /// One line of help for `perflab run NAME`.
+    const ABOUT: &'static str;
+    /// One line of help for `perflab check NAME`.
+    const CHECK_ABOUT: &'static str;
+    /// The flags of `perflab run NAME` beyond the common ones.
+    type RunArgs: clap::Args + clap::FromArgMatches + std::fmt::Debug;
+    /// The flags of `perflab check NAME`.
+    type CheckArgs: clap::Args + clap::FromArgMatches + std::fmt::Debug;
+    /// The validated options: what the run's plan stores of the workload.
+    type Spec: Serialize;
+
+    /// Validates the flags; every error names its flag and the fix.
+    fn validate(args: &Self::RunArgs) -> Result<Self::Spec, PlanError>;
+
+    /// The spec's target.
+    fn target(spec: &Self::Spec) -> Target;
+
+    /// Makes the target ready (starting a managed server, loading data)
+    /// and hands the workload to `driver`, which runs the sweep; what the
+    /// target needs is torn down when this returns.
+    fn start<D: Driver>(spec: &Self::Spec, plan: &Plan, driver: D) -> anyhow::Result<D::Output>;
+
+    /// `perflab check NAME`: what was checked (for the heading) and the report.
+    fn check(args: &Self::CheckArgs) -> anyhow::Result<(String, CheckReport)>;
+}
+
+/// Runs a started workload's sweep: what `perflab run` gives a workload's
+/// [`Kind::start`].
+pub trait Driver {
+    type Output;
+
+    /// Runs the sweep on `workload`, with what its start made ready.
+    fn drive<W: Workload>(self, workload: Arc<W>, started: Started)
+        -> anyhow::Result<Self::Output>;
+}
+
+/// What a workload's start made ready besides the workload itself.
+#[derive(Default)]
+pub struct Started {
+    /// How the target was made ready (loaded, reused, a managed server's
+    /// version and settings), for the run's record.
+    pub setup: Option<serde_json::Value>,
+    /// The server's statistics, sampled each interval.
+    pub db_probe: Option<DbProbe>,
+    /// The server's processes, when perflab started it.
+    pub server: Option<ProcessSelector>,
+    /// Where the server is, for its settings in the run's inventory.
+    pub endpoint: Option<Endpoint>,
+}
+
+/// The plan's record of a workload's validated spec.
+pub fn spec_of<K: Kind>(spec: &K::Spec) -> Result<WorkloadSpec, PlanError> {
+    WorkloadSpec::new(K::NAME, spec).map_err(|e| {
+        PlanError::new(format!(
+            "the {} workload's options cannot be recorded: {e}",
+            K::NAME
+        ))
+    })
+}
 
 /// A kind of load a user can offer.
 pub trait Workload: Send + Sync + 'static {

@@ -4,7 +4,8 @@
 
 use crate::support::{null_plan, sweep};
 use perflab::engine::{StepStatus, SweepEnd};
-use perflab::plan::{Arrivals, LoadModel, NullStall, Sweep, ThinkTime};
+use perflab::plan::{Arrivals, LoadModel, Sweep, ThinkTime};
+use perflab::workload::null::NullStall;
 use perflab::workload::null::NullWorkload;
 use std::time::Duration;
 

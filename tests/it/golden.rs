@@ -219,7 +219,7 @@ fn plan_json() -> serde_json::Value {
     let perflab::cli::Command::Run(run) = cli.command else {
         panic!("a run");
     };
-    serde_json::to_value(perflab::cli::plan_from(&run).expect("a valid plan")).expect("JSON")
+    serde_json::to_value(perflab::cli::plan_from(&run).expect("a valid plan").1).expect("JSON")
 }
 
 fn store_run(store: &mut Store, c: &Config) {

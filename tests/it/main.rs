@@ -12,4 +12,5 @@ mod postgres;
 mod probes;
 mod qdisc;
 mod report;
+mod stored;
 mod support;

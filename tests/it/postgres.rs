@@ -5,7 +5,7 @@
 //! and no password anywhere it could leak.
 
 use crate::support::{contains, perflab_expect, perflab_ok, spawn_until_steps, tempdir};
-use perflab::knob::managed_pg::ManagedPostgres;
+use perflab::target::managed::postgres::ManagedPostgres;
 use std::process::Command;
 
 const SHORT: &str = "--warmup 0s --duration 1s";
@@ -498,7 +498,7 @@ fn wait_events_are_named_and_the_server_is_followed() {
 /// CPU), the window in seconds, and the wait samples it took.
 fn sampler_cpu_while_loaded(url: &str, window: std::time::Duration) -> (f64, f64, u64) {
     use perflab::probe::DbProbe;
-    use perflab::workload::bank::postgres::{config, stats::PgStats};
+    use perflab::target::postgres::{self as config, stats::PgStats};
     let tasks = || -> std::collections::BTreeSet<String> {
         std::fs::read_dir("/proc/self/task")
             .unwrap()

@@ -3,6 +3,7 @@
 use perflab::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, SweepObserver};
 use perflab::measure::Tally;
 use perflab::plan::{Level, LoadModel, Plan, Sweep, WorkloadSpec};
+use perflab::workload::null::NullSpec;
 use perflab::workload::Workload;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -27,10 +28,15 @@ impl SweepObserver for Collect {
 /// A plan for the null workload.
 pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Duration) -> Plan {
     Plan {
-        workload: WorkloadSpec::Null {
-            service: Duration::ZERO,
-            stall: None,
-        },
+        workload: WorkloadSpec::new(
+            "null",
+            &NullSpec {
+                service: Duration::ZERO,
+                stall: None,
+            },
+        )
+        .expect("a null spec records"),
+        target: Some(perflab::target::Target::InProcess.traits()),
         load,
         sweep,
         warmup,

@@ -4,8 +4,8 @@
 //! commit (give or take those whose outcome a timeout left unknown), and the
 //! ATM mix never took a balance below what its funds check allows.
 
+use super::mix::BankMix;
 use super::ops::{history_rows, ACCOUNTS_PER_BRANCH, TELLERS_PER_BRANCH};
-use crate::plan::BankMix;
 use crate::workload::{CheckLine, CheckReport, OpCounts};
 
 /// What the check reads from the database.
@@ -153,7 +153,7 @@ pub fn check_run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::AtmWeights;
+    use crate::workload::bank::mix::AtmWeights;
 
     fn healthy() -> BankFigures {
         BankFigures {

@@ -4,19 +4,22 @@
 //! beside it) runs them. The mixes never see SQL.
 
 mod check;
+pub mod mix;
 pub mod mysql;
 mod ops;
 pub mod postgres;
 mod server;
+mod spec;
 pub mod sqlite;
 mod txn;
 
 pub use check::{check_database, check_run, ensure_reusable, BankFigures};
 pub use ops::{history_rows, op_names, BankOp, OpPicker, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE};
+pub use spec::{Bank, BankArgs, BankCheckArgs, BankSpec, DEFAULT_TARGET};
 
 use super::{CheckReport, OpCounts, Session, Workload};
 use crate::measure::Outcome;
-use crate::plan::BankMix;
+use mix::BankMix;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::future::Future;

@@ -3,7 +3,7 @@
 //! of that branch 85% of the time and of another branch 15% of the time
 //! (when there is one), a delta uniform in ±999,999.
 
-use crate::plan::{AtmWeights, BankMix};
+use super::mix::{AtmWeights, BankMix};
 use rand::rngs::SmallRng;
 use rand::Rng;
 

@@ -5,20 +5,20 @@
 //! primary key, so the keys are declared before the data (adding them after
 //! would rebuild every table); rows arrive in key order.
 
-pub mod stats;
 mod txn;
 
 pub use txn::MyConn;
 
 use super::check::BankFigures;
+use super::mix::{BankMix, Isolation};
 use super::ops::{ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
 use super::sqlite::LoadReport;
 use super::{BankBackend, Tables};
 use crate::cli::PlanError;
-use crate::plan::{BankMix, Isolation};
+use crate::target::mysql::{connect, MyTarget};
 use anyhow::Context;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, OptsBuilder};
+use mysql_async::Conn;
 use std::fmt::Write;
 use std::time::Instant;
 
@@ -28,87 +28,6 @@ const INSERT_STREAMS: i64 = 4;
 const ROWS_PER_INSERT: i64 = 2_000;
 /// Version of the schema this code writes.
 const SCHEMA_VERSION: i64 = 1;
-
-/// Connection settings of a MySQL or MariaDB target.
-#[derive(Clone)]
-pub struct MyTarget {
-    pub opts: Opts,
-    /// user@host:port/db: what messages may show.
-    pub display: String,
-}
-
-/// Resolves a `mysql://` or `mariadb://` URL, with MYSQL_HOST,
-/// MYSQL_TCP_PORT, MYSQL_PWD and USER as the client library uses them.
-pub fn resolve(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<MyTarget, String> {
-    let url = url.replacen("mariadb://", "mysql://", 1);
-    let opts = Opts::from_url(&url).map_err(|e| {
-        format!(
-            "'{}' is not a MySQL URL ({e}); write mysql://USER:PASSWORD@HOST:PORT/DB",
-            crate::plan::redact(&url)
-        )
-    })?;
-    let mut builder = OptsBuilder::from_opts(opts.clone());
-    let host_given = url
-        .strip_prefix("mysql://")
-        .and_then(|rest| rest.split(['/', '?']).next())
-        .is_some_and(|authority| !authority.rsplit('@').next().unwrap_or_default().is_empty());
-    if !host_given {
-        if let Some(host) = env("MYSQL_HOST") {
-            builder = builder.ip_or_hostname(host);
-        }
-        if let Some(port) = env("MYSQL_TCP_PORT").and_then(|p| p.parse().ok()) {
-            builder = builder.tcp_port(port);
-        }
-    }
-    if opts.user().is_none() {
-        builder = builder.user(env("USER"));
-    }
-    if opts.pass().is_none() {
-        if let Some(pw) = env("MYSQL_PWD") {
-            builder = builder.pass(Some(pw));
-        }
-    }
-    let opts = Opts::from(builder);
-    let display = format!(
-        "{}@{}:{}/{}",
-        opts.user().unwrap_or("?"),
-        opts.ip_or_hostname(),
-        opts.tcp_port(),
-        opts.db_name().unwrap_or("")
-    );
-    Ok(MyTarget { opts, display })
-}
-
-/// Explains a failed connection in one line.
-pub fn connect_error(target: &MyTarget, e: &mysql_async::Error) -> PlanError {
-    let at = &target.display;
-    let message = match e {
-        mysql_async::Error::Server(s) if s.code == 1045 => format!(
-            "the server refused the password for {at}; check the URL or MYSQL_PWD"
-        ),
-        mysql_async::Error::Server(s) if s.code == 1049 => format!(
-            "the database of {at} does not exist; create it (CREATE DATABASE) or name another in the URL"
-        ),
-        mysql_async::Error::Server(s) => {
-            format!("the server at {at} refused the connection ({}: {})", s.code, s.message)
-        }
-        other => {
-            let text = other.to_string();
-            if text.contains("refused") {
-                format!("nothing answers at {at} (connection refused); start MariaDB/MySQL there or fix the host and port")
-            } else {
-                format!("cannot talk to MariaDB/MySQL at {at} ({text}); is it a MySQL server?")
-            }
-        }
-    };
-    PlanError::new(message)
-}
-
-pub(crate) async fn connect(target: &MyTarget) -> Result<Conn, PlanError> {
-    Conn::new(target.opts.clone())
-        .await
-        .map_err(|e| connect_error(target, &e))
-}
 
 /// A MySQL/MariaDB bank.
 pub struct MyBank {
@@ -154,11 +73,6 @@ impl MyBank {
     }
 
     /// Starts sampling the server's statistics for the run.
-    pub fn probe(&self) -> anyhow::Result<crate::probe::DbProbe> {
-        let source = stats::MyStats::connect(&self.target)?;
-        Ok(crate::probe::DbProbe::start(source)?)
-    }
-
     /// Opens an existing bank for `perflab check bank`.
     pub fn existing(target: MyTarget) -> anyhow::Result<Self> {
         let bank = MyBank {

@@ -1,12 +1,12 @@
 //! One user's MySQL/MariaDB connection and the bank's transactions on it.
 
+use super::super::mix::Isolation;
 use super::super::ops::BankOp;
 use super::super::server::{Driver, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
-use super::MyTarget;
 use crate::measure::OpResult;
-use crate::plan::Isolation;
+use crate::target::mysql::MyTarget;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Statement};
 
@@ -37,7 +37,7 @@ async fn connect(
     t: Tables,
     isolation: Isolation,
 ) -> anyhow::Result<(Conn, Statements)> {
-    let mut conn = super::connect(target).await?;
+    let mut conn = crate::target::mysql::connect(target).await?;
     conn.query_drop(format!(
         "SET SESSION TRANSACTION ISOLATION LEVEL {}",
         isolation.sql()

@@ -8,7 +8,7 @@ use super::super::check::BankFigures;
 use super::super::ops::{ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
 use super::super::sqlite::LoadReport;
 use super::super::Tables;
-use super::PgTarget;
+use crate::target::postgres::PgTarget;
 use anyhow::Context;
 use bytes::Bytes;
 use futures_util::SinkExt;
@@ -145,7 +145,7 @@ async fn load(client: &Client, target: &PgTarget, t: Tables, scale: i64) -> anyh
 }
 
 async fn connect(target: &PgTarget) -> anyhow::Result<Client> {
-    super::connect(target, &target.config).await
+    crate::target::postgres::connect(target, &target.config).await
 }
 
 /// Streams accounts `from..=to` into the table with COPY on a connection of its own.

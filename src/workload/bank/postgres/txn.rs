@@ -3,13 +3,13 @@
 //! prepared` does), with parameter types fixed to bigint so the same code
 //! serves pgbench's int columns and perflab's bigint ones.
 
+use super::super::mix::Isolation;
 use super::super::ops::BankOp;
 use super::super::server::{Driver, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
-use super::PgTarget;
 use crate::measure::OpResult;
-use crate::plan::Isolation;
+use crate::target::postgres::PgTarget;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Statement};
@@ -41,7 +41,7 @@ async fn connect(
     t: Tables,
     isolation: Isolation,
 ) -> anyhow::Result<(Client, Statements)> {
-    let client = super::connect(target, &target.config).await?;
+    let client = crate::target::postgres::connect(target, &target.config).await?;
     let big = Type::INT8;
     let statements = Statements {
         begin: client

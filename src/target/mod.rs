@@ -1,7 +1,24 @@
-//! Targets: where the system under test lives. Credentials never leave this
-//! module unredacted: [`Target::redacted`] is what the store and reports see.
+//! Targets: where the server under test lives, and everything perflab
+//! knows of a kind of target — parsing `--target`, credentials (URL,
+//! environment, password files), connections and their errors
+//! ([`postgres`], [`mysql`]), the statistics source sampled during a run,
+//! the settings the doctor and the inventory read ([`settings`]), and the
+//! servers perflab runs itself ([`managed`]). Nothing outside this folder
+//! looks inside a target's text: what the rest needs is in [`Traits`].
+//! Credentials never leave this module unredacted: [`Target::redacted`] is
+//! what the store and reports see.
 
-use serde::{Serialize, Serializer};
+mod args;
+pub mod managed;
+pub mod mysql;
+mod open;
+pub mod postgres;
+pub mod settings;
+
+pub use args::{validate_target, ServerOptions, TargetArgs};
+pub use open::{Endpoint, Opened};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -35,7 +52,77 @@ impl Serialize for Target {
     }
 }
 
+/// A stored target reads back from its redacted text (a password shown as
+/// `***` stays so: a stored plan is never used to connect).
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == "in-process" {
+            return Ok(Target::InProcess);
+        }
+        Target::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What the rest of perflab may know of a target, typed and stored with the
+/// run's plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Traits {
+    /// The kind of target.
+    pub kind: Kind,
+    /// The server runs inside perflab's process (its CPU is perflab's).
+    pub embedded: bool,
+    /// One writer at a time: writers queue on the database's lock.
+    pub single_writer: bool,
+    /// perflab created the server for this run.
+    pub managed: bool,
+}
+
+/// The kinds of target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+    Mysql,
+    InProcess,
+}
+
 impl Target {
+    /// The target's traits.
+    pub fn traits(&self) -> Traits {
+        let (kind, embedded, single_writer, managed) = match self {
+            Target::Sqlite { .. } => (Kind::Sqlite, true, true, false),
+            Target::Postgres { .. } => (Kind::Postgres, false, false, false),
+            Target::PostgresManaged => (Kind::Postgres, false, false, true),
+            Target::Mysql { .. } => (Kind::Mysql, false, false, false),
+            Target::InProcess => (Kind::InProcess, true, false, false),
+        };
+        Traits {
+            kind,
+            embedded,
+            single_writer,
+            managed,
+        }
+    }
+
+    /// The traits of a target stored as text by a run whose plan predates
+    /// stored traits (an unknown text: a server of no known kind).
+    pub fn traits_of_text(text: &str) -> Traits {
+        if text == "in-process" {
+            return Target::InProcess.traits();
+        }
+        Target::parse(text).map_or(
+            Traits {
+                kind: Kind::InProcess,
+                embedded: false,
+                single_writer: false,
+                managed: false,
+            },
+            |t| t.traits(),
+        )
+    }
+
     /// Parses a `--target` value.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
@@ -59,7 +146,7 @@ impl Target {
                 url: text.to_string(),
             }),
             _ => Err(format!(
-                "'{}' is not a target this workload knows; use sqlite:PATH, postgres://USER@HOST/DB, postgres:managed or mysql://USER@HOST/DB",
+                "'{}' is not a target this workload knows; use {SCHEMES}",
                 redact(text)
             )),
         }
@@ -81,6 +168,10 @@ impl fmt::Display for Target {
         f.write_str(&self.redacted())
     }
 }
+
+/// The schemes `--target` takes, for help texts and error messages.
+pub const SCHEMES: &str =
+    "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed or mysql://USER:PASS@HOST:PORT/DB";
 
 /// Replaces the password of a `scheme://user:password@host` string with `***`.
 pub fn redact(text: &str) -> String {

@@ -1,10 +1,16 @@
 //! Resolving a `postgres://` target the way libpq does: the URL first, then
 //! the standard environment variables (PGHOST, PGPORT, PGUSER, PGDATABASE,
 //! PGPASSWORD), then `~/.pgpass` for the password. The environment and the
-//! password file are passed in, so the rules are testable.
+//! password file are passed in, so the rules are testable. Connections,
+//! and one line for each way a connection can fail, are here too; the
+//! statistics sampled during a run are in [`stats`].
 
+pub mod stats;
+
+use crate::cli::PlanError;
 use tokio_postgres::config::Host;
-use tokio_postgres::Config;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, Config, NoTls};
 
 /// The connection settings of a PostgreSQL target.
 #[derive(Clone)]
@@ -24,7 +30,7 @@ pub fn resolve(
     let mut config: Config = dsn.parse().map_err(|e| {
         format!(
             "'{}' is not a PostgreSQL URL ({e}); write postgres://USER:PASSWORD@HOST:PORT/DB",
-            crate::plan::redact(dsn)
+            super::redact(dsn)
         )
     })?;
     if config.get_hosts().is_empty() {
@@ -126,6 +132,58 @@ fn split_escaped(line: &str) -> Vec<String> {
 pub fn read_pgpass(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let path = env("PGPASSFILE").or_else(|| env("HOME").map(|h| format!("{h}/.pgpass")))?;
     std::fs::read_to_string(path).ok()
+}
+
+/// Opens a connection with `config` (the target's, or a variant of it) and
+/// runs its socket on the current runtime.
+pub(crate) async fn connect(
+    target: &PgTarget,
+    config: &tokio_postgres::Config,
+) -> anyhow::Result<Client> {
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| connect_error(target, &e))?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// Explains a failed connection, naming the server and the fix.
+pub fn connect_error(target: &PgTarget, e: &tokio_postgres::Error) -> PlanError {
+    let at = &target.display;
+    let message = match e.code() {
+        Some(c) if *c == SqlState::INVALID_PASSWORD => format!(
+            "PostgreSQL refused the password for {at}; check the URL, PGPASSWORD or ~/.pgpass"
+        ),
+        Some(c) if *c == SqlState::INVALID_CATALOG_NAME => format!(
+            "the database of {at} does not exist; create it (createdb) or name another in the URL"
+        ),
+        Some(c) if *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
+            format!("PostgreSQL refused the user of {at}; check the user name and pg_hba.conf")
+        }
+        Some(c) => format!(
+            "PostgreSQL at {at} refused the connection ({}: {e})",
+            c.code()
+        ),
+        None => {
+            let text = e.to_string();
+            let cause = std::error::Error::source(e)
+                .map(|s| s.to_string())
+                .unwrap_or_default();
+            if cause.contains("refused") {
+                format!("nothing answers at {at} (connection refused); start PostgreSQL there or fix the host and port")
+            } else if cause.contains("reset by peer") || cause.contains("Broken pipe") {
+                format!("{at} closed the connection ({cause}); the server may be shutting down, out of connections, or not PostgreSQL")
+            } else if text.contains("timeout") || cause.contains("timed out") {
+                format!(
+                    "no PostgreSQL answered at {at} within 10 s; check the host, port and firewall"
+                )
+            } else {
+                format!("cannot talk to PostgreSQL at {at} ({text}{}{cause}); is it a PostgreSQL server?", if cause.is_empty() { "" } else { ": " })
+            }
+        }
+    };
+    PlanError::new(message)
 }
 
 #[cfg(test)]

@@ -1,0 +1,252 @@
+//! Servers perflab runs itself for the length of a run, and the lifecycle
+//! they share: find the server's programs, make a fresh directory owned by
+//! the user the server runs as (servers refuse to run as root), pick a free
+//! loopback port, start the server with its CPUs and its log in that
+//! directory, wait until it answers, follow its processes, and on drop stop
+//! it (a polite signal, then SIGKILL after a deadline) and remove the
+//! directory unless asked to keep it. [`postgres`] is built on it.
+
+pub mod postgres;
+
+use crate::cli::PlanError;
+use anyhow::Context;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The first directory of `dirs` (PATH's first) holding every one of `programs`.
+pub fn find_programs(
+    programs: &[&str],
+    dirs: impl IntoIterator<Item = PathBuf>,
+) -> Option<PathBuf> {
+    let has_all = |dir: &Path| programs.iter().all(|p| dir.join(p).is_file());
+    std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(dirs)
+        .find(|dir| has_all(dir))
+}
+
+/// The uid and gid to run a server as: none (ours) unless perflab is root,
+/// then the system user `name`'s.
+pub fn server_user(name: &str, server: &str) -> Result<Option<(u32, u32)>, PlanError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(None);
+    }
+    let no_user = || {
+        PlanError::new(format!(
+            "a managed {server} cannot run as root and there is no '{name}' user to run it as; create one (useradd {name}) or run perflab as another user"
+        ))
+    };
+    let c_name = std::ffi::CString::new(name).map_err(|_| no_user())?;
+    // SAFETY: getpwnam reads a NUL-terminated name; the result is copied at once.
+    let pw = unsafe { libc::getpwnam(c_name.as_ptr()) };
+    if pw.is_null() {
+        return Err(no_user());
+    }
+    // SAFETY: pw is non-null and points at a valid passwd entry.
+    Ok(Some(unsafe { ((*pw).pw_uid, (*pw).pw_gid) }))
+}
+
+/// A port on 127.0.0.1 that nothing listened on a moment ago.
+pub fn free_loopback_port() -> anyhow::Result<u16> {
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free loopback port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// A fresh directory for a server's files, owned by the server's user;
+/// removed on drop unless kept.
+pub struct ServerDir {
+    path: PathBuf,
+    keep: bool,
+    /// How the kept files are named when they are left behind.
+    server: &'static str,
+}
+
+impl ServerDir {
+    /// Creates `/tmp/perflab-PREFIX-…` for `server`.
+    pub fn create(
+        prefix: &str,
+        server: &'static str,
+        user: Option<(u32, u32)>,
+        keep: bool,
+    ) -> anyhow::Result<Self> {
+        let path = tempfile::Builder::new()
+            .prefix(&format!("perflab-{prefix}-"))
+            .tempdir()
+            .with_context(|| format!("cannot create a directory for the managed {server}"))?
+            .keep();
+        let dir = ServerDir { path, keep, server };
+        if let Some((uid, gid)) = user {
+            std::os::unix::fs::chown(&dir.path, Some(uid), Some(gid))
+                .with_context(|| format!("cannot hand the {server}'s directory to its user"))?;
+        }
+        Ok(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The lines of the log file `name` that contain `marker`, joined.
+    pub fn log_lines(&self, name: &str, marker: &str) -> String {
+        std::fs::read_to_string(self.path.join(name))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(marker))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    }
+}
+
+impl Drop for ServerDir {
+    fn drop(&mut self) {
+        if self.keep {
+            eprintln!(
+                "kept the managed {}'s files in {}",
+                self.server,
+                self.path.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// A program run as `user` on `cpus` (all when empty); a new command.
+pub fn server_command(program: &Path, user: Option<(u32, u32)>, cpus: &[usize]) -> Command {
+    let mut cmd = Command::new(program);
+    if let Some((uid, gid)) = user {
+        cmd.uid(uid).gid(gid);
+    }
+    if !cpus.is_empty() {
+        // SAFETY: CPU_ZERO/CPU_SET on a local set; nothing is shared.
+        let mask = {
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            for &cpu in cpus {
+                unsafe { libc::CPU_SET(cpu, &mut set) };
+            }
+            set
+        };
+        // SAFETY: between fork and exec only sched_setaffinity(2), which is
+        // async-signal-safe, runs.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
+/// Appends a log file in the server's directory (owned by its user) for
+/// the server's standard error.
+pub fn log_file(dir: &ServerDir, name: &str, user: Option<(u32, u32)>) -> anyhow::Result<Stdio> {
+    let path = dir.path().join(name);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    if let Some((uid, gid)) = user {
+        std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
+    }
+    Ok(Stdio::from(log))
+}
+
+/// A running server process: on drop, asked to stop with `stop_signal`,
+/// then killed if it has not within `stop_timeout`.
+pub struct ServerProcess {
+    child: Child,
+    stop_signal: libc::c_int,
+    stop_timeout: Duration,
+}
+
+/// Why a server did not become ready.
+pub enum NotReady {
+    /// The process ended (its exit status, as text).
+    Exited(String),
+    /// It ran but did not answer before the deadline (the last error).
+    Timeout(String),
+}
+
+impl ServerProcess {
+    /// Starts `cmd` (its stdout discarded).
+    pub fn spawn(
+        mut cmd: Command,
+        stop_signal: libc::c_int,
+        stop_timeout: Duration,
+        what: &str,
+    ) -> anyhow::Result<Self> {
+        let child = cmd
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot start {what}"))?;
+        Ok(ServerProcess {
+            child,
+            stop_signal,
+            stop_timeout,
+        })
+    }
+
+    /// The server's main process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has ended (reaping it).
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
+    /// Polls `ready` every `every` until it succeeds, the process ends, or
+    /// `timeout` passes.
+    pub fn wait_ready(
+        &mut self,
+        timeout: Duration,
+        every: Duration,
+        mut ready: impl FnMut() -> Result<(), String>,
+    ) -> Result<(), NotReady> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.exited() {
+                return Err(NotReady::Exited(status));
+            }
+            match ready() {
+                Ok(()) => return Ok(()),
+                Err(_) if Instant::now() < deadline => std::thread::sleep(every),
+                Err(e) => return Err(NotReady::Timeout(e)),
+            }
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if self.exited().is_none() {
+            // SAFETY: signalling the child we started, by its PID.
+            unsafe {
+                libc::kill(self.child.id() as libc::pid_t, self.stop_signal);
+            }
+        }
+        let deadline = Instant::now() + self.stop_timeout;
+        while Instant::now() < deadline && self.exited().is_none() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if self.exited().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

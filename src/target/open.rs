@@ -1,0 +1,164 @@
+//! Opening a target for a run or a check: a managed server started, the
+//! credentials resolved once (URL, environment, password files), a
+//! connection failure turned into one line. An [`Opened`] target keeps its
+//! managed server alive until it is dropped.
+
+use super::managed::postgres::ManagedPostgres;
+use super::mysql::{self, MyTarget};
+use super::postgres::{self as pg, PgTarget};
+use super::settings::DbSettings;
+use super::{ServerOptions, Target};
+use crate::cli::PlanError;
+use crate::probe::counters::process::ProcessSelector;
+use crate::probe::DbProbe;
+use std::path::PathBuf;
+
+/// Where a workload connects.
+#[derive(Clone)]
+pub enum Endpoint {
+    /// An embedded SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL server, credentials resolved.
+    Postgres(Box<PgTarget>),
+    /// A MySQL or MariaDB server, credentials resolved.
+    Mysql(MyTarget),
+    /// Nothing to connect to.
+    InProcess,
+}
+
+/// A target made ready: where to connect, and the managed server if perflab
+/// runs one (stopped and removed when this is dropped).
+pub struct Opened {
+    pub endpoint: Endpoint,
+    managed: Option<ManagedPostgres>,
+    /// What was set up, for the run's record (the managed server's version,
+    /// CPUs and settings).
+    pub setup: serde_json::Value,
+}
+
+impl Opened {
+    /// Opens `target`: starts a managed server with `server`'s options,
+    /// resolves the credentials of a server's URL.
+    pub fn open(target: &Target, server: &ServerOptions) -> anyhow::Result<Opened> {
+        let mut setup = serde_json::json!({});
+        let mut managed = None;
+        let endpoint = match target {
+            Target::Sqlite { path } => Endpoint::Sqlite(path.clone()),
+            Target::InProcess => Endpoint::InProcess,
+            Target::Postgres { url } => Endpoint::Postgres(Box::new(resolve_postgres(url)?)),
+            Target::Mysql { url } => Endpoint::Mysql(resolve_mysql(url)?),
+            Target::PostgresManaged => {
+                println!("starting a managed PostgreSQL");
+                let started = ManagedPostgres::start(&server.settings, server.keep, &server.cpus)?;
+                println!(
+                    "{} on 127.0.0.1, pid {}, files in {}",
+                    started.version,
+                    started.pid(),
+                    started.dir().display()
+                );
+                setup = serde_json::json!({
+                    "managed_server": {
+                        "version": started.version,
+                        "cpus": server.cpus,
+                        "settings": server
+                            .settings
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>(),
+                    }
+                });
+                let endpoint = Endpoint::Postgres(Box::new(resolve_postgres(&started.url())?));
+                managed = Some(started);
+                endpoint
+            }
+        };
+        Ok(Opened {
+            endpoint,
+            managed,
+            setup,
+        })
+    }
+
+    /// The managed server's processes (its main process and children).
+    pub fn server_processes(&self) -> Option<ProcessSelector> {
+        self.managed
+            .as_ref()
+            .map(|m| ProcessSelector::Tree(m.pid()))
+    }
+}
+
+impl Endpoint {
+    /// How messages name it (no password).
+    pub fn display(&self) -> String {
+        match self {
+            Endpoint::Sqlite(path) => path.display().to_string(),
+            Endpoint::Postgres(t) => t.display.clone(),
+            Endpoint::Mysql(t) => t.display.clone(),
+            Endpoint::InProcess => "in-process".to_string(),
+        }
+    }
+
+    /// Starts sampling the server's statistics (sessions by wait class,
+    /// commits, reads) each interval; none for an embedded database.
+    pub fn stats_probe(&self) -> Option<anyhow::Result<DbProbe>> {
+        let started = match self {
+            Endpoint::Postgres(t) => {
+                pg::stats::PgStats::connect(t).and_then(|source| Ok(DbProbe::start(source)?))
+            }
+            Endpoint::Mysql(t) => {
+                mysql::stats::MyStats::connect(t).and_then(|source| Ok(DbProbe::start(source)?))
+            }
+            Endpoint::Sqlite(_) | Endpoint::InProcess => return None,
+        };
+        Some(started)
+    }
+
+    /// The server's settings (none for an embedded database).
+    pub fn settings(&self) -> Option<anyhow::Result<DbSettings>> {
+        match self {
+            Endpoint::Postgres(t) => Some(block_on(async {
+                let client = pg::connect(t, &t.config).await?;
+                super::settings::postgres_settings(&client).await
+            })),
+            Endpoint::Mysql(t) => Some(block_on(async {
+                let mut conn = mysql::connect(t).await?;
+                let s = super::settings::mariadb_settings(&mut conn).await;
+                let _ = conn.disconnect().await;
+                s
+            })),
+            Endpoint::Sqlite(_) | Endpoint::InProcess => None,
+        }
+    }
+}
+
+/// Runs one administrative call on a runtime of its own.
+fn block_on<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(work)
+}
+
+/// A `postgres://` URL with libpq's fallbacks (environment, ~/.pgpass).
+fn resolve_postgres(url: &str) -> Result<PgTarget, PlanError> {
+    let env = |name: &str| std::env::var(name).ok();
+    pg::resolve(url, &env, pg::read_pgpass(&env).as_deref()).map_err(|e| {
+        PlanError::flag(
+            "--target",
+            e,
+            "e.g. --target postgres://bank@localhost/bank",
+        )
+    })
+}
+
+/// A `mysql://` URL with the client library's environment variables.
+fn resolve_mysql(url: &str) -> Result<MyTarget, PlanError> {
+    let env = |name: &str| std::env::var(name).ok();
+    mysql::resolve(url, &env).map_err(|e| {
+        PlanError::flag(
+            "--target",
+            e,
+            "e.g. --target mysql://bank:secret@localhost/bank",
+        )
+    })
+}

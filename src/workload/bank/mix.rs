@@ -1,0 +1,147 @@
+//! The bank's choices: its transaction mix (TPC-B, the ATM operations with
+//! their weights, or pgbench's tpcb-like script) and the isolation level of
+//! its transactions on a server.
+
+use serde::{Deserialize, Serialize};
+
+/// The transaction mix of the bank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BankMix {
+    /// TPC-B's one transaction profile.
+    Tpcb,
+    /// Balance inquiries, withdrawals, deposits and transfers.
+    Atm(AtmWeights),
+    /// pgbench's built-in tpcb-like transaction on pgbench's own tables.
+    Pgbench,
+}
+
+/// Relative weights of the ATM operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AtmWeights {
+    pub balance: u32,
+    pub withdraw: u32,
+    pub deposit: u32,
+    pub transfer: u32,
+}
+
+impl Default for AtmWeights {
+    fn default() -> Self {
+        AtmWeights {
+            balance: 40,
+            withdraw: 30,
+            deposit: 20,
+            transfer: 10,
+        }
+    }
+}
+
+impl BankMix {
+    /// Parses `tpcb`, `atm` or `atm:balance=40,withdraw=30,deposit=20,transfer=10`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text == "tpcb" {
+            return Ok(BankMix::Tpcb);
+        }
+        if text == "pgbench" {
+            return Ok(BankMix::Pgbench);
+        }
+        let Some(rest) = text.strip_prefix("atm") else {
+            return Err(format!(
+                "'{text}' is not a bank mix; use tpcb, atm or pgbench"
+            ));
+        };
+        let mut weights = AtmWeights::default();
+        let Some(list) = rest.strip_prefix(':') else {
+            return if rest.is_empty() {
+                Ok(BankMix::Atm(weights))
+            } else {
+                Err(format!("'{text}' is not a bank mix; use tpcb or atm"))
+            };
+        };
+        weights = AtmWeights {
+            balance: 0,
+            withdraw: 0,
+            deposit: 0,
+            transfer: 0,
+        };
+        for pair in list.split(',') {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("'{pair}' needs the form NAME=WEIGHT"))?;
+            let value: u32 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("'{value}' is not a whole-number weight"))?;
+            let slot = match name.trim() {
+                "balance" => &mut weights.balance,
+                "withdraw" => &mut weights.withdraw,
+                "deposit" => &mut weights.deposit,
+                "transfer" => &mut weights.transfer,
+                other => {
+                    return Err(format!(
+                    "'{other}' is not an ATM operation; use balance, withdraw, deposit or transfer"
+                ))
+                }
+            };
+            *slot = value;
+        }
+        if weights.balance + weights.withdraw + weights.deposit + weights.transfer == 0 {
+            return Err("the ATM weights add up to zero".to_string());
+        }
+        Ok(BankMix::Atm(weights))
+    }
+}
+
+/// Transaction isolation on server databases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    ReadCommitted,
+    RepeatableRead,
+    Serializable,
+}
+
+impl Isolation {
+    /// Parses `read-committed`, `repeatable-read` or `serializable`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "read-committed" => Ok(Isolation::ReadCommitted),
+            "repeatable-read" => Ok(Isolation::RepeatableRead),
+            "serializable" => Ok(Isolation::Serializable),
+            other => Err(format!(
+                "'{other}' is not an isolation level; use read-committed, repeatable-read or serializable"
+            )),
+        }
+    }
+
+    /// The SQL words for it.
+    pub fn sql(&self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "READ COMMITTED",
+            Isolation::RepeatableRead => "REPEATABLE READ",
+            Isolation::Serializable => "SERIALIZABLE",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mixes_parse() {
+        assert_eq!(BankMix::parse("tpcb").unwrap(), BankMix::Tpcb);
+        assert_eq!(
+            BankMix::parse("atm").unwrap(),
+            BankMix::Atm(AtmWeights::default())
+        );
+        let BankMix::Atm(w) = BankMix::parse("atm:balance=1,transfer=3").unwrap() else {
+            panic!("not atm")
+        };
+        assert_eq!((w.balance, w.withdraw, w.transfer), (1, 0, 3));
+        assert!(BankMix::parse("tpcc").is_err());
+        assert!(BankMix::parse("atm:loan=3").is_err());
+        assert!(BankMix::parse("atm:balance=0").is_err());
+    }
+}

@@ -1,0 +1,283 @@
+//! `perflab run bank` and `perflab check bank`: the bank's flags, their
+//! validation, and how a run makes its database ready — SQLite in process,
+//! a PostgreSQL or MariaDB server given by URL, or a PostgreSQL perflab
+//! starts — before handing the bank to the sweep.
+
+use super::mix::{BankMix, Isolation};
+use super::mysql::MyBank;
+use super::postgres::PgBank;
+use super::sqlite::{LoadReport, SqliteBank};
+use super::{check_database, BankBackend, BankWorkload};
+use crate::cli::PlanError;
+use crate::plan::Plan;
+use crate::target::{Endpoint, Kind as TargetKind, Opened, ServerOptions, Target, TargetArgs};
+use crate::workload::{CheckReport, Driver, Kind, Started};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The bank's database when no `--target` is given.
+pub const DEFAULT_TARGET: &str = "sqlite:perflab-bank.db";
+
+/// The all-electronic bank of the seed labs (TPC-B).
+pub struct Bank;
+
+/// The bank's flags.
+#[derive(Debug, clap::Args)]
+pub struct BankArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    /// Scale units (1 branch, 10 tellers, 100,000 accounts each).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub scale: u32,
+
+    /// The transaction mix: tpcb, atm, atm:balance=40,withdraw=30,deposit=20,transfer=10, or pgbench.
+    #[arg(long, value_name = "MIX", default_value = "tpcb")]
+    pub mix: String,
+
+    /// Load the tables afresh even if a loaded database of the same scale exists.
+    #[arg(long)]
+    pub reload: bool,
+
+    /// On a server: transaction isolation (read-committed, repeatable-read, serializable).
+    #[arg(long, value_name = "LEVEL", default_value = "read-committed")]
+    pub isolation: String,
+
+    /// On a server: tries per transaction on serialisation failures and deadlocks.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub max_tries: u32,
+}
+
+/// The bank's validated options, as the run's plan stores them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BankSpec {
+    pub target: Target,
+    /// Scale units: 1 branch, 10 tellers, 100,000 accounts each.
+    pub scale: u32,
+    pub mix: BankMix,
+    /// Drop and reload the tables even when a loaded database of the same scale exists.
+    pub reload: bool,
+    /// Isolation level of every transaction (server databases).
+    pub isolation: Isolation,
+    /// Tries per transaction on serialisation failures and deadlocks.
+    pub max_tries: u32,
+    /// Settings of a managed server (`--pg-set NAME=VALUE`).
+    pub server_settings: Vec<(String, String)>,
+    /// Keep a managed server's data directory after the run.
+    pub keep: bool,
+    /// Managed server: the CPUs it may run on (all when empty).
+    pub server_cpus: Vec<usize>,
+}
+
+/// The flags of `perflab check bank`.
+#[derive(Debug, clap::Args)]
+pub struct BankCheckArgs {
+    /// The bank's database (default sqlite:perflab-bank.db), postgres://… or mysql://…
+    #[arg(long, value_name = "DSN")]
+    pub target: Option<String>,
+
+    /// Check pgbench's tables (pgbench_accounts …) instead of perflab's.
+    #[arg(long)]
+    pub pgbench: bool,
+}
+
+impl Kind for Bank {
+    const NAME: &'static str = "bank";
+    const ABOUT: &'static str =
+        "TPC-B's bank on a database: SQLite (default), PostgreSQL or MariaDB/MySQL.";
+    const CHECK_ABOUT: &'static str = "Check the bank: money conserved, rows present.";
+    type RunArgs = BankArgs;
+    type CheckArgs = BankCheckArgs;
+    type Spec = BankSpec;
+
+    fn validate(args: &BankArgs) -> Result<BankSpec, PlanError> {
+        let (target, server) = args.target.validate(DEFAULT_TARGET)?;
+        if args.scale == 0 || args.scale > 100_000 {
+            return Err(PlanError::flag(
+                "--scale",
+                format!("{} is out of range", args.scale),
+                "give 1 or more (each unit is 100,000 accounts)",
+            ));
+        }
+        let mix = BankMix::parse(&args.mix).map_err(|e| {
+            PlanError::flag(
+                "--mix",
+                e,
+                "e.g. --mix tpcb or --mix atm:balance=40,withdraw=30",
+            )
+        })?;
+        let isolation = Isolation::parse(&args.isolation)
+            .map_err(|e| PlanError::flag("--isolation", e, "e.g. --isolation serializable"))?;
+        let kind = target.traits().kind;
+        if kind == TargetKind::Sqlite && isolation != Isolation::ReadCommitted {
+            return Err(PlanError::flag(
+                "--isolation",
+                "SQLite transactions are always serializable",
+                "drop --isolation, or use a postgres:// target",
+            ));
+        }
+        if kind != TargetKind::Postgres && mix == BankMix::Pgbench {
+            return Err(PlanError::flag(
+                "--mix",
+                "pgbench runs on pgbench's tables in PostgreSQL",
+                "use --target postgres://USER@HOST/DB or postgres:managed",
+            ));
+        }
+        if args.max_tries == 0 {
+            return Err(PlanError::flag(
+                "--max-tries",
+                "0 tries runs nothing",
+                "give 1 or more (default 10)",
+            ));
+        }
+        let ServerOptions {
+            settings,
+            keep,
+            cpus,
+        } = server;
+        Ok(BankSpec {
+            target,
+            scale: args.scale,
+            mix,
+            reload: args.reload,
+            isolation,
+            max_tries: args.max_tries,
+            server_settings: settings,
+            keep,
+            server_cpus: cpus,
+        })
+    }
+
+    fn target(spec: &BankSpec) -> Target {
+        spec.target.clone()
+    }
+
+    fn start<D: Driver>(spec: &BankSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+        let server = ServerOptions {
+            settings: spec.server_settings.clone(),
+            keep: spec.keep,
+            cpus: spec.server_cpus.clone(),
+        };
+        // A managed server lives until this function returns.
+        let opened = Opened::open(&spec.target, &server)?;
+        let scale = spec.scale;
+        println!(
+            "preparing the bank (scale {scale}) in {}",
+            opened.endpoint.display()
+        );
+        let mut started = Started {
+            server: opened.server_processes(),
+            endpoint: Some(opened.endpoint.clone()),
+            ..Started::default()
+        };
+        match &opened.endpoint {
+            Endpoint::Sqlite(path) => {
+                let (backend, load) = SqliteBank::prepare(path, scale, spec.reload, plan.timeout)?;
+                started.setup = Some(load_setup(&load));
+                let workload = Arc::new(BankWorkload::new(backend, spec.mix, scale)?);
+                driver.drive(workload, started)
+            }
+            Endpoint::Postgres(pg) => {
+                let (backend, load) = PgBank::prepare(
+                    (**pg).clone(),
+                    scale,
+                    spec.mix,
+                    spec.reload,
+                    spec.isolation,
+                    spec.max_tries,
+                )?;
+                started.setup = Some(merged(&opened.setup, load_setup(&load)));
+                started.db_probe = opened.endpoint.stats_probe().and_then(keep_probe);
+                let workload = Arc::new(BankWorkload::new(backend, spec.mix, scale)?);
+                driver.drive(workload, started)
+            }
+            Endpoint::Mysql(my) => {
+                let (backend, load) = MyBank::prepare(
+                    my.clone(),
+                    scale,
+                    spec.mix,
+                    spec.reload,
+                    spec.isolation,
+                    spec.max_tries,
+                )?;
+                started.setup = Some(merged(&opened.setup, load_setup(&load)));
+                started.db_probe = opened.endpoint.stats_probe().and_then(keep_probe);
+                let workload = Arc::new(BankWorkload::new(backend, spec.mix, scale)?);
+                driver.drive(workload, started)
+            }
+            Endpoint::InProcess => anyhow::bail!("the bank needs a database target"),
+        }
+    }
+
+    fn check(args: &BankCheckArgs) -> anyhow::Result<(String, CheckReport)> {
+        let target = crate::target::validate_target(args.target.as_deref(), DEFAULT_TARGET)?;
+        if target.traits().managed {
+            return Err(PlanError::flag(
+                "--target",
+                "a managed server is gone after its run",
+                "check a sqlite: or postgres:// target",
+            )
+            .into());
+        }
+        let opened = Opened::open(&target, &ServerOptions::default())?;
+        let figures = match &opened.endpoint {
+            Endpoint::Sqlite(path) => SqliteBank::existing(path)?.figures()?,
+            Endpoint::Postgres(pg) => PgBank::existing((**pg).clone(), args.pgbench)?.figures()?,
+            Endpoint::Mysql(my) => MyBank::existing(my.clone())?.figures()?,
+            Endpoint::InProcess => anyhow::bail!("the bank needs a database target"),
+        };
+        Ok((
+            format!("bank in {}", target.redacted()),
+            check_database(&figures),
+        ))
+    }
+}
+
+/// A database probe, or a warning and none: statistics are worth having,
+/// not worth failing the run for.
+fn keep_probe(probe: anyhow::Result<crate::probe::DbProbe>) -> Option<crate::probe::DbProbe> {
+    match probe {
+        Ok(probe) => Some(probe),
+        Err(e) => {
+            eprintln!(
+                "warning: no database statistics for this run: {}",
+                crate::commands::one_line(&format!("{e:#}"))
+            );
+            None
+        }
+    }
+}
+
+/// The target's setup record with the load's fields added.
+fn merged(target: &serde_json::Value, load: serde_json::Value) -> serde_json::Value {
+    let mut out = target.clone();
+    if let (Some(obj), serde_json::Value::Object(load)) = (out.as_object_mut(), load) {
+        obj.extend(load);
+    }
+    out
+}
+
+/// Prints how the bank was made ready and returns it for the store.
+fn load_setup(load: &LoadReport) -> serde_json::Value {
+    if load.reused {
+        println!(
+            "reused the loaded bank (checked in {})",
+            crate::units::Latency(load.elapsed)
+        );
+        serde_json::json!({ "reused": true, "seconds": load.elapsed.as_secs_f64() })
+    } else {
+        let rate = load.rows as f64 / load.elapsed.as_secs_f64().max(1e-9);
+        println!(
+            "loaded {} rows in {} ({:.0} rows/s)",
+            load.rows,
+            crate::units::Latency(load.elapsed),
+            rate
+        );
+        serde_json::json!({
+            "reused": false,
+            "rows": load.rows,
+            "seconds": load.elapsed.as_secs_f64(),
+            "rows_per_second": rate,
+        })
+    }
+}

@@ -1,0 +1,183 @@
+//! The `null` workload: an in-process stand-in for a server that answers
+//! after a fixed service time (or at once), and can be told to stall for a
+//! while. It exists to test the engine: with nothing else in the way, the
+//! operational laws must hold to the percent.
+
+use super::{CheckReport, Driver, Kind, OpCounts, Session, Started, Workload};
+use crate::cli::PlanError;
+use crate::measure::Outcome;
+use crate::plan::{serde_duration, Plan};
+use crate::target::Target;
+use crate::units::parse_duration;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// `perflab run null`: the engine's self-test, no server.
+pub struct Null;
+
+/// The null workload's flags.
+#[derive(Debug, clap::Args)]
+pub struct NullArgs {
+    /// Service time of each operation.
+    #[arg(long, value_name = "TIME", default_value = "0")]
+    pub service: String,
+
+    /// The target stalls from AT (after the run starts) for LENGTH, e.g. 3s:1s.
+    #[arg(long, value_name = "AT:LENGTH")]
+    pub stall: Option<String>,
+}
+
+/// The null workload's validated options.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NullSpec {
+    #[serde(with = "serde_duration")]
+    pub service: Duration,
+    pub stall: Option<NullStall>,
+}
+
+/// `perflab check null` takes no flags.
+#[derive(Debug, clap::Args)]
+pub struct NullCheckArgs {}
+
+impl Kind for Null {
+    const NAME: &'static str = "null";
+    const ABOUT: &'static str =
+        "The engine's self-test: operations that take a fixed service time, no server.";
+    const CHECK_ABOUT: &'static str = "The null workload keeps no data (nothing to check).";
+    type RunArgs = NullArgs;
+    type CheckArgs = NullCheckArgs;
+    type Spec = NullSpec;
+
+    fn validate(args: &NullArgs) -> Result<NullSpec, PlanError> {
+        Ok(NullSpec {
+            service: parse_duration(&args.service)
+                .map_err(|e| PlanError::flag("--service", e, "e.g. 500ms, 5s or 1m"))?,
+            stall: args
+                .stall
+                .as_deref()
+                .map(NullStall::parse)
+                .transpose()
+                .map_err(|e| PlanError::flag("--stall", e, "e.g. --stall 3s:1s"))?,
+        })
+    }
+
+    fn target(_spec: &NullSpec) -> Target {
+        Target::InProcess
+    }
+
+    fn start<D: Driver>(spec: &NullSpec, _plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+        let workload = Arc::new(NullWorkload::new(spec.service, spec.stall));
+        driver.drive(workload, Started::default())
+    }
+
+    fn check(_args: &NullCheckArgs) -> anyhow::Result<(String, CheckReport)> {
+        Err(PlanError::new(
+            "the null workload keeps no data, so there is nothing to check; check a workload that does, e.g. perflab check bank",
+        )
+        .into())
+    }
+}
+
+/// A window during which the null target answers nothing: every operation
+/// that would run inside it completes only when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NullStall {
+    /// When the stall starts, counted from the start of the run.
+    #[serde(with = "serde_duration")]
+    pub at: Duration,
+    /// How long it lasts.
+    #[serde(with = "serde_duration")]
+    pub length: Duration,
+}
+
+impl NullStall {
+    /// Parses `AT:LENGTH`, e.g. `3s:1s`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (at, length) = text
+            .split_once(':')
+            .ok_or_else(|| format!("'{text}' needs the form AT:LENGTH, e.g. 3s:1s"))?;
+        Ok(NullStall {
+            at: parse_duration(at).map_err(|e| e.to_string())?,
+            length: parse_duration(length).map_err(|e| e.to_string())?,
+        })
+    }
+}
+
+/// The null target.
+pub struct NullWorkload {
+    service: Duration,
+    stall: Option<(Instant, Instant)>,
+}
+
+impl NullWorkload {
+    /// A null target answering after `service`; the stall, if any, is counted
+    /// from now (the start of the run).
+    pub fn new(service: Duration, stall: Option<NullStall>) -> Self {
+        let now = Instant::now();
+        NullWorkload {
+            service,
+            stall: stall.map(|s| (now + s.at, now + s.at + s.length)),
+        }
+    }
+}
+
+/// One null user.
+pub struct NullSession {
+    service: Duration,
+    stall: Option<(Instant, Instant)>,
+}
+
+impl Workload for NullWorkload {
+    type Session = NullSession;
+
+    fn op_names(&self) -> &[&'static str] {
+        &["null"]
+    }
+
+    async fn open_session(&self, _user: u32, _seed: u64) -> anyhow::Result<NullSession> {
+        Ok(NullSession {
+            service: self.service,
+            stall: self.stall,
+        })
+    }
+
+    fn check(&self, _run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
+        Ok(None)
+    }
+}
+
+impl Session for NullSession {
+    fn choose(&mut self) -> usize {
+        0
+    }
+
+    async fn execute(&mut self, _op: usize) -> Outcome {
+        let start = Instant::now();
+        let mut done = start + self.service;
+        if let Some((from, until)) = self.stall {
+            // A stalled server answers nothing until the stall is over.
+            if start < until && done > from {
+                done = done.max(until);
+            }
+        }
+        if done > start {
+            tokio::time::sleep_until(done).await;
+        }
+        Outcome::ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stalls_parse() {
+        let s = NullStall::parse("3s:1s").unwrap();
+        assert_eq!(s.at, Duration::from_secs(3));
+        assert_eq!(s.length, Duration::from_secs(1));
+        assert!(NullStall::parse("3s").is_err());
+    }
+}

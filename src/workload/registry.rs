@@ -1,0 +1,136 @@
+//! The registered workloads and the one dispatch to them. Adding a
+//! workload is one line in the `workloads!` call at the end of this file;
+//! the macro writes the enums that carry a chosen workload's flags and
+//! spec, and the matches that reach its [`Kind`].
+
+use super::{spec_of, CheckReport, Driver, Kind};
+use crate::cli::PlanError;
+use crate::plan::{Plan, WorkloadSpec};
+use crate::target::Target;
+
+macro_rules! workloads {
+    ($($variant:ident = $kind:ty),+ $(,)?) => {
+        /// The workloads' names, in the order help lists them.
+        pub const NAMES: &[&str] = &[$(<$kind as Kind>::NAME),+];
+
+        /// `perflab run NAME …`: the chosen workload and its own flags.
+        #[derive(Debug)]
+        pub enum RunChoice {
+            $($variant(<$kind as Kind>::RunArgs)),+
+        }
+
+        /// A chosen workload's validated spec.
+        pub enum Validated {
+            $($variant(<$kind as Kind>::Spec)),+
+        }
+
+        /// `perflab check NAME …`: the chosen workload and its flags.
+        #[derive(Debug)]
+        pub enum CheckChoice {
+            $($variant(<$kind as Kind>::CheckArgs)),+
+        }
+
+        impl RunChoice {
+            /// One subcommand per workload with its own flags, for `perflab run`.
+            pub fn commands() -> Vec<clap::Command> {
+                vec![$(
+                    <<$kind as Kind>::RunArgs as clap::Args>::augment_args(
+                        clap::Command::new(<$kind as Kind>::NAME).about(<$kind as Kind>::ABOUT),
+                    )
+                ),+]
+            }
+
+            /// The workload named `name`, its flags read from `matches`.
+            pub fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+                $(
+                    if name == <$kind as Kind>::NAME {
+                        return Ok(RunChoice::$variant(
+                            <<$kind as Kind>::RunArgs as clap::FromArgMatches>::from_arg_matches(matches)?,
+                        ));
+                    }
+                )+
+                Err(clap::Error::raw(
+                    clap::error::ErrorKind::InvalidSubcommand,
+                    format!("'{name}' is not a workload; use {}", super::registry::names_text()),
+                ))
+            }
+
+            /// Validates the workload's flags.
+            pub fn validate(&self) -> Result<Validated, PlanError> {
+                Ok(match self {
+                    $(RunChoice::$variant(args) => Validated::$variant(<$kind as Kind>::validate(args)?)),+
+                })
+            }
+        }
+
+        impl Validated {
+            /// What the plan records of the workload.
+            pub fn spec(&self) -> Result<WorkloadSpec, PlanError> {
+                match self {
+                    $(Validated::$variant(spec) => spec_of::<$kind>(spec)),+
+                }
+            }
+
+            /// Its target.
+            pub fn target(&self) -> Target {
+                match self {
+                    $(Validated::$variant(spec) => <$kind as Kind>::target(spec)),+
+                }
+            }
+
+            /// Makes the target ready and hands the workload to `driver`.
+            pub fn start<D: Driver>(&self, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+                match self {
+                    $(Validated::$variant(spec) => <$kind as Kind>::start(spec, plan, driver)),+
+                }
+            }
+        }
+
+        impl CheckChoice {
+            /// One subcommand per workload, for `perflab check`.
+            pub fn commands() -> Vec<clap::Command> {
+                vec![$(
+                    <<$kind as Kind>::CheckArgs as clap::Args>::augment_args(
+                        clap::Command::new(<$kind as Kind>::NAME).about(<$kind as Kind>::CHECK_ABOUT),
+                    )
+                ),+]
+            }
+
+            /// The workload named `name`, its flags read from `matches`.
+            pub fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+                $(
+                    if name == <$kind as Kind>::NAME {
+                        return Ok(CheckChoice::$variant(
+                            <<$kind as Kind>::CheckArgs as clap::FromArgMatches>::from_arg_matches(matches)?,
+                        ));
+                    }
+                )+
+                Err(clap::Error::raw(
+                    clap::error::ErrorKind::InvalidSubcommand,
+                    format!("'{name}' is not a workload; use {}", super::registry::names_text()),
+                ))
+            }
+
+            /// Runs the workload's check on its own.
+            pub fn check(&self) -> anyhow::Result<(String, CheckReport)> {
+                match self {
+                    $(CheckChoice::$variant(args) => <$kind as Kind>::check(args)),+
+                }
+            }
+        }
+    };
+}
+
+/// The names as prose: `bank or null`, `a, b or c`.
+pub fn names_text() -> String {
+    match NAMES.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+workloads! {
+    Bank = super::bank::Bank,
+    Null = super::null::Null,
+}
