@@ -414,11 +414,15 @@ impl FromArgMatches for RunWorkload {
 
 impl Subcommand for RunWorkload {
     fn augment_subcommands(cmd: clap::Command) -> clap::Command {
-        cmd.subcommands(
-            RunChoice::commands()
-                .into_iter()
-                .map(CommonRunArgs::augment_args),
-        )
+        cmd.subcommands(RunChoice::commands().into_iter().map(|sub| {
+            // The workload's own about line, not the common flags' doc.
+            let about = sub.get_about().cloned();
+            let sub = CommonRunArgs::augment_args(sub);
+            match about {
+                Some(about) => sub.about(about),
+                None => sub,
+            }
+        }))
         .subcommand_required(true)
         .subcommand_value_name("WORKLOAD")
     }

@@ -12,5 +12,6 @@ pub use args::{
     DiffHostsArgs, DoctorArgs, ReportArgs, RunArgs, RunWorkload, ServerArgs, ShowArgs, StoreArg,
     WatchArgs,
 };
+pub use args::{DEFAULT_USERS, QUICK_USERS};
 pub use error::PlanError;
 pub use validate::{parse_max_cv, parse_slos, plan_for, plan_from, server_selector};

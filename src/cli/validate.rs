@@ -251,26 +251,27 @@ mod tests {
     }
 
     #[test]
-    fn quick_bank_uses_the_embedded_default() {
-        let p = plan(&["bank", "--quick"]).unwrap();
-        assert_eq!(p.sweep.levels.len(), 6);
+    fn quick_runs_the_quick_sweep_and_timing() {
+        let p = plan(&["null", "--quick"]).unwrap();
+        assert_eq!(p.sweep.levels.len(), QUICK_USERS.split(',').count());
         assert_eq!(p.warmup, Duration::from_secs(1));
-        assert_eq!(p.workload.options["target"], "sqlite:perflab-bank.db");
+        assert_eq!(p.duration, Duration::from_secs(3));
+        assert_eq!(p.workload.name, "null");
     }
 
     #[test]
     fn bad_values_name_their_flag() {
         for (args, flag) in [
-            (vec!["bank", "--users", "0"], "--users"),
-            (vec!["bank", "--users", "10..5/1"], "--users"),
-            (vec!["bank", "--think", "exp:-1s"], "--think"),
-            (vec!["bank", "--mix", "tpcc"], "--mix"),
-            (vec!["bank", "--duration", "5"], "--duration"),
+            (vec!["null", "--users", "0"], "--users"),
+            (vec!["null", "--users", "10..5/1"], "--users"),
+            (vec!["null", "--think", "exp:-1s"], "--think"),
+            (vec!["null", "--duration", "5"], "--duration"),
+            (vec!["null", "--service", "fast"], "--service"),
             (
                 vec!["null", "--rate", "100", "--arrivals", "bursty"],
                 "--arrivals",
             ),
-            (vec!["bank", "--threads", "0"], "--threads"),
+            (vec!["null", "--threads", "0"], "--threads"),
         ] {
             let err = plan(&args).unwrap_err().to_string();
             assert!(err.starts_with(flag), "{args:?}: {err}");

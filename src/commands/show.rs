@@ -12,8 +12,9 @@ use std::path::Path;
 pub(super) fn existing_store(path: &Path) -> anyhow::Result<Store> {
     if !path.exists() {
         return Err(PlanError::new(format!(
-            "there is no results store at {}; run `perflab run bank --quick` first or pass --store PATH",
-            path.display()
+            "there is no results store at {}; run `perflab run {} --quick` first or pass --store PATH",
+            path.display(),
+            crate::workload::first_name()
         ))
         .into());
     }

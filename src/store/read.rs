@@ -133,8 +133,9 @@ impl Store {
         let id = if text == "last" {
             self.latest_run()?.ok_or_else(|| {
                 PlanError::new(format!(
-                    "the store {} holds no runs yet; start one with `perflab run bank --quick`",
-                    self.path.display()
+                    "the store {} holds no runs yet; start one with `perflab run {} --quick`",
+                    self.path.display(),
+                    crate::workload::first_name()
                 ))
             })?
         } else {

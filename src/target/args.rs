@@ -10,8 +10,7 @@ use serde::{Deserialize, Serialize};
 /// `--target` and the managed server's options.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct TargetArgs {
-    /// The target: sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed or mysql://USER:PASS@HOST:PORT/DB.
-    #[arg(long, value_name = "DSN")]
+    #[arg(long, value_name = "DSN", help = concat!("The target: ", schemes!(), "."))]
     pub target: Option<String>,
 
     /// Managed PostgreSQL: a server setting, NAME=VALUE (repeatable).
@@ -96,7 +95,7 @@ pub fn validate_target(text: Option<&str>, default: &str) -> Result<Target, Plan
         PlanError::flag(
             "--target",
             e,
-            &format!("give one of {SCHEMES}, e.g. --target sqlite:bank.db"),
+            &format!("give one of {SCHEMES}, e.g. --target sqlite:data.db"),
         )
     })
 }

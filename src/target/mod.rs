@@ -8,6 +8,13 @@
 //! Credentials never leave this module unredacted: [`Target::redacted`] is
 //! what the store and reports see.
 
+// The schemes `--target` takes, written once for help texts and errors.
+macro_rules! schemes {
+    () => {
+        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed or mysql://USER:PASS@HOST:PORT/DB"
+    };
+}
+
 mod args;
 pub mod managed;
 pub mod mysql;
@@ -128,7 +135,7 @@ impl Target {
         let text = text.trim();
         if let Some(path) = text.strip_prefix("sqlite:") {
             if path.is_empty() {
-                return Err("'sqlite:' needs a file path, e.g. sqlite:bank.db".to_string());
+                return Err("'sqlite:' needs a file path, e.g. sqlite:data.db".to_string());
             }
             return Ok(Target::Sqlite {
                 path: PathBuf::from(path),
@@ -170,8 +177,7 @@ impl fmt::Display for Target {
 }
 
 /// The schemes `--target` takes, for help texts and error messages.
-pub const SCHEMES: &str =
-    "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed or mysql://USER:PASS@HOST:PORT/DB";
+pub const SCHEMES: &str = schemes!();
 
 /// Replaces the password of a `scheme://user:password@host` string with `***`.
 pub fn redact(text: &str) -> String {
@@ -208,33 +214,33 @@ mod tests {
     #[test]
     fn passwords_are_redacted() {
         assert_eq!(
-            redact("postgres://bob:s3cret@db:5432/bank"),
-            "postgres://bob:***@db:5432/bank"
+            redact("postgres://bob:s3cret@db:5432/shop"),
+            "postgres://bob:***@db:5432/shop"
         );
-        assert_eq!(redact("postgres://db/bank"), "postgres://db/bank");
+        assert_eq!(redact("postgres://db/shop"), "postgres://db/shop");
         assert_eq!(redact("sqlite:x.db"), "sqlite:x.db");
         assert_eq!(
-            redact("postgres://db/bank?user=bob&password=pw&sslmode=disable"),
-            "postgres://db/bank?user=bob&password=***&sslmode=disable"
+            redact("postgres://db/shop?user=bob&password=pw&sslmode=disable"),
+            "postgres://db/shop?user=bob&password=***&sslmode=disable"
         );
     }
 
     #[test]
     fn sqlite_targets_parse() {
         assert_eq!(
-            Target::parse("sqlite:bank.db").unwrap(),
+            Target::parse("sqlite:data.db").unwrap(),
             Target::Sqlite {
-                path: "bank.db".into()
+                path: "data.db".into()
             }
         );
         assert!(Target::parse("sqlite:").is_err());
         let err = Target::parse("ftp://u:pw@h/x").unwrap_err();
         assert!(!err.contains("pw"), "{err}");
-        let pg = Target::parse("postgres://bob:hunter2@db/bank").unwrap();
-        assert_eq!(pg.redacted(), "postgres://bob:***@db/bank");
+        let pg = Target::parse("postgres://bob:hunter2@db/shop").unwrap();
+        assert_eq!(pg.redacted(), "postgres://bob:***@db/shop");
         assert_eq!(
             serde_json::to_string(&pg).unwrap(),
-            "\"postgres://bob:***@db/bank\""
+            "\"postgres://bob:***@db/shop\""
         );
         assert!(!format!("{pg:?}").contains("hunter2"));
         assert_eq!(

@@ -146,7 +146,7 @@ fn resolve_postgres(url: &str) -> Result<PgTarget, PlanError> {
         PlanError::flag(
             "--target",
             e,
-            "e.g. --target postgres://bank@localhost/bank",
+            "e.g. --target postgres://shop@localhost/shop",
         )
     })
 }
@@ -158,7 +158,7 @@ fn resolve_mysql(url: &str) -> Result<MyTarget, PlanError> {
         PlanError::flag(
             "--target",
             e,
-            "e.g. --target mysql://bank:secret@localhost/bank",
+            "e.g. --target mysql://shop:secret@localhost/shop",
         )
     })
 }

@@ -25,6 +25,11 @@ use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
 
+/// The first registered workload: the one examples in messages name.
+pub fn first_name() -> &'static str {
+    NAMES.first().copied().unwrap_or("WORKLOAD")
+}
+
 /// A workload as the command line and a run see it.
 pub trait Kind {
     /// Its name after `perflab run` and `perflab check`.

@@ -35,8 +35,9 @@ macro_rules! workloads {
             pub fn commands() -> Vec<clap::Command> {
                 vec![$(
                     <<$kind as Kind>::RunArgs as clap::Args>::augment_args(
-                        clap::Command::new(<$kind as Kind>::NAME).about(<$kind as Kind>::ABOUT),
+                        clap::Command::new(<$kind as Kind>::NAME),
                     )
+                    .about(<$kind as Kind>::ABOUT)
                 ),+]
             }
 
@@ -91,8 +92,9 @@ macro_rules! workloads {
             pub fn commands() -> Vec<clap::Command> {
                 vec![$(
                     <<$kind as Kind>::CheckArgs as clap::Args>::augment_args(
-                        clap::Command::new(<$kind as Kind>::NAME).about(<$kind as Kind>::CHECK_ABOUT),
+                        clap::Command::new(<$kind as Kind>::NAME),
                     )
+                    .about(<$kind as Kind>::CHECK_ABOUT)
                 ),+]
             }
 

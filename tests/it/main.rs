@@ -6,6 +6,7 @@ mod bank;
 mod cli;
 mod engine;
 mod golden;
+mod help;
 mod host;
 mod mariadb;
 mod postgres;

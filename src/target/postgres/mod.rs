@@ -202,11 +202,11 @@ mod tests {
     #[test]
     fn the_url_wins_then_the_environment() {
         let env = env_of(&[("PGHOST", "db1"), ("PGPORT", "6543"), ("PGUSER", "ann")]);
-        let t = resolve("postgres://bob:pw@db9:5555/bank", &env, None).unwrap();
-        assert_eq!(t.display, "bob@db9:5555/bank");
+        let t = resolve("postgres://bob:pw@db9:5555/shop", &env, None).unwrap();
+        assert_eq!(t.display, "bob@db9:5555/shop");
         assert_eq!(t.config.get_password(), Some(&b"pw"[..]));
-        let t = resolve("postgres:///bank", &env, None).unwrap();
-        assert_eq!(t.display, "ann@db1:6543/bank");
+        let t = resolve("postgres:///shop", &env, None).unwrap();
+        assert_eq!(t.display, "ann@db1:6543/shop");
         let t = resolve("postgresql://", &env_of(&[("USER", "eve")]), None).unwrap();
         assert_eq!(t.display, "eve@localhost:5432/eve");
     }
@@ -214,11 +214,11 @@ mod tests {
     #[test]
     fn passwords_come_from_pgpassword_then_pgpass() {
         let pgpass =
-            "# comment\nother:*:*:*:nope\nlocalhost:5432:bank:bob:s\\:cret\n*:*:*:*:fallback\n";
-        let t = resolve("postgres://bob@localhost/bank", &env_of(&[]), Some(pgpass)).unwrap();
+            "# comment\nother:*:*:*:nope\nlocalhost:5432:shop:bob:s\\:cret\n*:*:*:*:fallback\n";
+        let t = resolve("postgres://bob@localhost/shop", &env_of(&[]), Some(pgpass)).unwrap();
         assert_eq!(t.config.get_password(), Some(&b"s:cret"[..]));
         let t = resolve(
-            "postgres://bob@localhost/bank",
+            "postgres://bob@localhost/shop",
             &env_of(&[("PGPASSWORD", "env")]),
             Some(pgpass),
         )

@@ -15,8 +15,14 @@ use crate::workload::{CheckReport, Driver, Kind, Started};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+macro_rules! default_target {
+    () => {
+        "sqlite:perflab-bank.db"
+    };
+}
+
 /// The bank's database when no `--target` is given.
-pub const DEFAULT_TARGET: &str = "sqlite:perflab-bank.db";
+pub const DEFAULT_TARGET: &str = default_target!();
 
 /// The all-electronic bank of the seed labs (TPC-B).
 pub struct Bank;
@@ -83,8 +89,11 @@ pub struct BankCheckArgs {
 
 impl Kind for Bank {
     const NAME: &'static str = "bank";
-    const ABOUT: &'static str =
-        "TPC-B's bank on a database: SQLite (default), PostgreSQL or MariaDB/MySQL.";
+    const ABOUT: &'static str = concat!(
+        "TPC-B's bank on a database: SQLite in process (",
+        default_target!(),
+        " unless --target names another), PostgreSQL or MariaDB/MySQL."
+    );
     const CHECK_ABOUT: &'static str = "Check the bank: money conserved, rows present.";
     type RunArgs = BankArgs;
     type CheckArgs = BankCheckArgs;
@@ -215,7 +224,7 @@ impl Kind for Bank {
             return Err(PlanError::flag(
                 "--target",
                 "a managed server is gone after its run",
-                "check a sqlite: or postgres:// target",
+                "check a sqlite:, postgres:// or mysql:// target",
             )
             .into());
         }
@@ -279,5 +288,51 @@ fn load_setup(load: &LoadReport) -> serde_json::Value {
             "seconds": load.elapsed.as_secs_f64(),
             "rows_per_second": rate,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// `perflab run bank ARGS` validated into the bank's spec.
+    fn spec(args: &[&str]) -> Result<BankSpec, PlanError> {
+        #[derive(Parser)]
+        struct Flags {
+            #[command(flatten)]
+            bank: BankArgs,
+        }
+        let flags = Flags::try_parse_from(std::iter::once("bank").chain(args.iter().copied()))
+            .expect("flags parse");
+        Bank::validate(&flags.bank)
+    }
+
+    #[test]
+    fn the_embedded_default_is_the_target() {
+        let s = spec(&[]).unwrap();
+        assert_eq!(s.target.redacted(), DEFAULT_TARGET);
+        assert_eq!((s.scale, s.mix, s.max_tries), (1, BankMix::Tpcb, 10));
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        for (args, flag) in [
+            (vec!["--mix", "tpcc"], "--mix"),
+            (vec!["--scale", "0"], "--scale"),
+            (vec!["--max-tries", "0"], "--max-tries"),
+            (vec!["--isolation", "serializable"], "--isolation"),
+            (vec!["--mix", "pgbench"], "--mix"),
+            (vec!["--target", "sqlite:"], "--target"),
+            (vec!["--pg-set", "a=b"], "--pg-set"),
+            (
+                vec!["--target", "postgres:managed", "--pg-set", "x"],
+                "--pg-set",
+            ),
+        ] {
+            let err = spec(&args).unwrap_err().to_string();
+            assert!(err.starts_with(flag), "{args:?}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
     }
 }

@@ -74,7 +74,7 @@ impl Kind for Null {
 
     fn check(_args: &NullCheckArgs) -> anyhow::Result<(String, CheckReport)> {
         Err(PlanError::new(
-            "the null workload keeps no data, so there is nothing to check; check a workload that does, e.g. perflab check bank",
+            "the null workload keeps no data, so there is nothing to check; see perflab check --help for the workloads that do",
         )
         .into())
     }
