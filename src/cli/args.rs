@@ -1,7 +1,10 @@
 //! Raw command-line flags (clap derive). Values that need more than a type
 //! conversion stay strings here and are validated in `validate`.
 
+use super::values;
+use crate::plan::{Arrivals, Sweep, ThinkTime};
 use crate::workload::{self, CheckChoice, RunChoice};
+use std::time::Duration;
 
 // The defaults of a run, written once: the help texts below and
 // `validate` use the same words.
@@ -244,20 +247,20 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "SWEEP", conflicts_with = "rate", help = concat!(
         "Closed loop: virtual users per step, as N, a list 1,2,4,8 or a range 10..150/10. Default ",
         default_users!(), "."
-    ))]
-    pub users: Option<String>,
+    ), value_parser = values::users)]
+    pub users: Option<Sweep>,
 
     /// Open loop: arrivals per second per step, as N, a list or a range 100..1000/100.
-    #[arg(long, value_name = "SWEEP")]
-    pub rate: Option<String>,
+    #[arg(long, value_name = "SWEEP", value_parser = values::rates)]
+    pub rate: Option<Sweep>,
 
     /// Closed loop think time: 0, 1s, exp:1s or uniform:0.5s..1.5s.
-    #[arg(long, value_name = "TIME", default_value = "0")]
-    pub think: String,
+    #[arg(long, value_name = "TIME", default_value = "0", value_parser = values::think)]
+    pub think: ThinkTime,
 
-    /// Open loop arrival process: poisson or uniform.
-    #[arg(long, value_name = "KIND", default_value = "poisson")]
-    pub arrivals: String,
+    /// Open loop arrival process.
+    #[arg(long, value_name = "KIND", value_enum, default_value_t = Arrivals::Poisson)]
+    pub arrivals: Arrivals,
 
     /// Open loop: sessions (connections) serving arrivals.
     #[arg(long, value_name = "N", default_value_t = 64)]
@@ -270,14 +273,14 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "TIME", help = concat!(
         "Warm-up before each measured window (not counted). Default ",
         default_warmup!(), " (", quick_warmup!(), " with --quick)."
-    ))]
-    pub warmup: Option<String>,
+    ), value_parser = values::duration)]
+    pub warmup: Option<Duration>,
 
     #[arg(long, value_name = "TIME", help = concat!(
         "Measured window of each step. Default ", default_duration!(),
         " (", quick_duration!(), " with --quick)."
-    ))]
-    pub duration: Option<String>,
+    ), value_parser = values::duration)]
+    pub duration: Option<Duration>,
 
     #[arg(long, help = concat!(
         "A short demonstration sweep: users ", quick_users!(), ", warm-up ",
@@ -290,20 +293,20 @@ pub struct CommonRunArgs {
     pub threads: Option<usize>,
 
     /// An operation slower than this is an error of kind timeout.
-    #[arg(long, value_name = "TIME", default_value = "30s")]
-    pub timeout: String,
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = values::duration)]
+    pub timeout: Duration,
 
     /// A step whose failed share of operations is above this ends the sweep.
-    #[arg(long, value_name = "PERCENT", default_value = "5%")]
-    pub max_error_rate: String,
+    #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = values::percent)]
+    pub max_error_rate: f64,
 
     /// A service level objective for the verdict, e.g. p95<50ms or errors<1% (repeatable).
     #[arg(long, value_name = "OBJECTIVE")]
     pub slo: Vec<String>,
 
     /// The verdict flags a step whose throughputs vary more than this (coefficient of variation); with --max-repeat, a level runs again while its runs do.
-    #[arg(long, value_name = "PERCENT", default_value = "5%")]
-    pub max_cv: String,
+    #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = values::positive_percent)]
+    pub max_cv: f64,
 
     /// Run each load level this many times.
     #[arg(long, value_name = "K", default_value_t = 1)]

@@ -6,6 +6,7 @@
 mod args;
 mod error;
 mod validate;
+pub mod values;
 
 pub use args::{
     AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CommonRunArgs, CompareArgs,

@@ -100,7 +100,7 @@ pub fn exponential(mean: Duration, rng: &mut impl Rng) -> Duration {
 }
 
 /// How arrivals are spaced in an open-loop step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Arrivals {
     /// Exponential gaps: a Poisson process, as independent users produce.

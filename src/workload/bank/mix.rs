@@ -94,7 +94,7 @@ impl BankMix {
 }
 
 /// Transaction isolation on server databases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Isolation {
     ReadCommitted,
@@ -103,18 +103,6 @@ pub enum Isolation {
 }
 
 impl Isolation {
-    /// Parses `read-committed`, `repeatable-read` or `serializable`.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        match text {
-            "read-committed" => Ok(Isolation::ReadCommitted),
-            "repeatable-read" => Ok(Isolation::RepeatableRead),
-            "serializable" => Ok(Isolation::Serializable),
-            other => Err(format!(
-                "'{other}' is not an isolation level; use read-committed, repeatable-read or serializable"
-            )),
-        }
-    }
-
     /// The SQL words for it.
     pub fn sql(&self) -> &'static str {
         match self {

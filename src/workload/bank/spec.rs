@@ -45,9 +45,9 @@ pub struct BankArgs {
     #[arg(long)]
     pub reload: bool,
 
-    /// On a server: transaction isolation (read-committed, repeatable-read, serializable).
-    #[arg(long, value_name = "LEVEL", default_value = "read-committed")]
-    pub isolation: String,
+    /// On a server: transaction isolation.
+    #[arg(long, value_name = "LEVEL", value_enum, default_value_t = Isolation::ReadCommitted)]
+    pub isolation: Isolation,
 
     /// On a server: tries per transaction on serialisation failures and deadlocks.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -115,8 +115,7 @@ impl Kind for Bank {
                 "e.g. --mix tpcb or --mix atm:balance=40,withdraw=30",
             )
         })?;
-        let isolation = Isolation::parse(&args.isolation)
-            .map_err(|e| PlanError::flag("--isolation", e, "e.g. --isolation serializable"))?;
+        let isolation = args.isolation;
         let kind = target.traits().kind;
         if kind == TargetKind::Sqlite && isolation != Isolation::ReadCommitted {
             return Err(PlanError::flag(

@@ -21,8 +21,8 @@ pub struct Null;
 #[derive(Debug, clap::Args)]
 pub struct NullArgs {
     /// Service time of each operation.
-    #[arg(long, value_name = "TIME", default_value = "0")]
-    pub service: String,
+    #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse_duration)]
+    pub service: Duration,
 
     /// The target stalls from AT (after the run starts) for LENGTH, e.g. 3s:1s.
     #[arg(long, value_name = "AT:LENGTH")]
@@ -52,8 +52,7 @@ impl Kind for Null {
 
     fn validate(args: &NullArgs) -> Result<NullSpec, PlanError> {
         Ok(NullSpec {
-            service: parse_duration(&args.service)
-                .map_err(|e| PlanError::flag("--service", e, "e.g. 500ms, 5s or 1m"))?,
+            service: args.service,
             stall: args
                 .stall
                 .as_deref()

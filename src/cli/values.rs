@@ -1,0 +1,41 @@
+//! Value parsers for typed flags: each turns one flag's text into its type
+//! or a message that says what is wrong and what would do (clap prints it
+//! after the flag's name).
+
+use crate::plan::{Sweep, ThinkTime};
+use crate::units::{parse_duration, parse_percent};
+use std::time::Duration;
+
+/// A duration: `500ms`, `5s`, `1m`.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| format!("{e}; e.g. 500ms, 5s or 1m"))
+}
+
+/// A percentage: `5%` or a fraction `0.05`.
+pub fn percent(text: &str) -> Result<f64, String> {
+    parse_percent(text).map_err(|e| format!("{e}; e.g. 5%"))
+}
+
+/// A percentage above 0.
+pub fn positive_percent(text: &str) -> Result<f64, String> {
+    percent(text)?;
+    parse_percent(text)
+        .ok()
+        .filter(|v| *v > 0.0)
+        .ok_or_else(|| format!("'{text}' is not a percentage above 0; e.g. 5%"))
+}
+
+/// A users sweep: `8`, `1,2,4,8` or `10..150/10`.
+pub fn users(text: &str) -> Result<Sweep, String> {
+    Sweep::parse_users(text).map_err(|e| format!("{e}; e.g. 8, 1,2,4,8 or 10..150/10"))
+}
+
+/// A rate sweep: `500` or `100..1000/100` per second.
+pub fn rates(text: &str) -> Result<Sweep, String> {
+    Sweep::parse_rates(text).map_err(|e| format!("{e}; e.g. 500 or 100..1000/100"))
+}
+
+/// A think time: `0`, `1s`, `exp:1s` or `uniform:0.5s..1.5s`.
+pub fn think(text: &str) -> Result<ThinkTime, String> {
+    ThinkTime::parse(text).map_err(|e| format!("{e}; e.g. 0, 1s, exp:1s or uniform:0.5s..1.5s"))
+}
