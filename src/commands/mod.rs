@@ -66,7 +66,12 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             // clap's first line names the flag and the problem; the rest is usage.
             let rendered = e.render().to_string();
             let first = rendered.lines().next().unwrap_or("error: bad arguments");
-            eprintln!("{first}; see perflab --help");
+            // A choice's possible values are on a line of their own.
+            let choices = rendered
+                .lines()
+                .find(|l| l.trim_start().starts_with("[possible values:"))
+                .map_or(String::new(), |l| format!(" {}", l.trim()));
+            eprintln!("{first}{choices}; see perflab --help");
             return Exit::BadInput as i32;
         }
     };
