@@ -5,7 +5,7 @@ use super::args::{
 };
 use super::error::PlanError;
 use super::values;
-use crate::plan::{LoadModel, Plan, ThinkTime};
+use crate::plan::{LoadModel, Plan, Sweep, ThinkTime};
 use crate::probe::counters::process::ProcessSelector;
 use crate::units::{parse_duration, parse_percent};
 use crate::workload::Validated;
@@ -26,8 +26,34 @@ pub fn plan_from(args: &RunArgs) -> Result<(Validated, Plan), PlanError> {
 pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, PlanError> {
     let target = workload.target().traits();
     let workload = workload.spec()?;
+    let (load, sweep) = load_and_sweep(args)?;
+    let (warmup, duration, timeout) = timing(args)?;
+    let (repeat, max_repeat) = repeats(args)?;
+    Ok(Plan {
+        workload,
+        target: Some(target),
+        load,
+        sweep,
+        warmup,
+        duration,
+        interval: Duration::from_secs(1),
+        threads: threads(args)?,
+        timeout,
+        max_error_rate: args.max_error_rate,
+        seed: args.seed.unwrap_or_else(random_seed),
+        server: server_selector(&args.server)?,
+        slos: parse_slos(&args.slo)?,
+        max_cv: args.max_cv,
+        repeat,
+        max_repeat,
+    })
+}
+
+/// The load model and its levels: a closed loop over `--users` (the
+/// default or quick sweep when absent) or an open loop over `--rate`.
+fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError> {
     let think = args.think;
-    let (load, sweep) = match (&args.users, &args.rate) {
+    Ok(match (&args.users, &args.rate) {
         (Some(_), Some(_)) => {
             return Err(PlanError::new(
                 "--users and --rate both given; choose a closed loop (--users) or an open loop (--rate)",
@@ -72,8 +98,11 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
             };
             (LoadModel::Closed { think }, sweep)
         }
-    };
+    })
+}
 
+/// Warm-up, measured window and operation timeout.
+fn timing(args: &CommonRunArgs) -> Result<(Duration, Duration, Duration), PlanError> {
     let (default_warmup, default_duration) = if args.quick {
         (WARMUP.1, DURATION.1)
     } else {
@@ -102,8 +131,12 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
             "give e.g. --timeout 30s",
         ));
     }
-    let max_error_rate = args.max_error_rate;
-    let threads = match args.threads {
+    Ok((warmup, duration, timeout))
+}
+
+/// Worker threads: as given, or one per CPU.
+fn threads(args: &CommonRunArgs) -> Result<usize, PlanError> {
+    Ok(match args.threads {
         Some(0) => {
             return Err(PlanError::flag(
                 "--threads",
@@ -113,10 +146,11 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
         }
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let server = server_selector(&args.server)?;
-    let slos = parse_slos(&args.slo)?;
-    let max_cv = args.max_cv;
+    })
+}
+
+/// Runs of each level, and the most while their throughputs vary.
+fn repeats(args: &CommonRunArgs) -> Result<(u32, u32), PlanError> {
     if args.repeat == 0 || args.repeat > 100 {
         return Err(PlanError::flag(
             "--repeat",
@@ -135,29 +169,13 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
             "give at least --repeat, e.g. --repeat 3 --max-repeat 6",
         ));
     }
-    Ok(Plan {
-        workload,
-        target: Some(target),
-        load,
-        sweep,
-        warmup,
-        duration,
-        interval: Duration::from_secs(1),
-        threads,
-        timeout,
-        max_error_rate,
-        seed: args.seed.unwrap_or_else(random_seed),
-        server,
-        slos,
-        max_cv,
-        // A variation needs two runs to be measured.
-        repeat: if max_repeat > args.repeat {
-            args.repeat.max(2)
-        } else {
-            args.repeat
-        },
-        max_repeat,
-    })
+    // A variation needs two runs to be measured.
+    let repeat = if max_repeat > args.repeat {
+        args.repeat.max(2)
+    } else {
+        args.repeat
+    };
+    Ok((repeat, max_repeat))
 }
 
 /// Validates `--slo` objectives.

@@ -18,7 +18,7 @@ use crate::report::{render_run, render_verdict, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
 use crate::target::Endpoint;
 use crate::units::format_duration;
-use crate::workload::{Driver, Started, Workload};
+use crate::workload::{CheckReport, Driver, Started, Workload};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -158,8 +158,33 @@ struct RunContext<'a> {
     remotes: Vec<RemoteWatch>,
 }
 
+/// This host's facts, a database target's settings (`db.…`) and the remote
+/// hosts' facts (`server.…`).
+fn inventory(
+    endpoint: Option<&Endpoint>,
+    remotes: &[RemoteWatch],
+) -> std::collections::BTreeMap<String, String> {
+    let mut facts = local_inventory(endpoint);
+    for remote in remotes {
+        match remote.inventory() {
+            Some(Ok(remote_facts)) => facts.extend(
+                remote_facts
+                    .into_iter()
+                    .map(|(k, v)| (format!("server.{k}"), v)),
+            ),
+            Some(Err(e)) => eprintln!(
+                "warning: no inventory from {}: {}",
+                remote.name(),
+                crate::commands::one_line(&format!("{e:#}"))
+            ),
+            None => {}
+        }
+    }
+    facts
+}
+
 /// This host's facts and, for a database target, its settings (`db.…`).
-fn inventory(endpoint: Option<&Endpoint>) -> std::collections::BTreeMap<String, String> {
+fn local_inventory(endpoint: Option<&Endpoint>) -> std::collections::BTreeMap<String, String> {
     let mut inv = crate::doctor::inventory::host_inventory(&crate::doctor::Root::live());
     if let Some(settings) = endpoint.and_then(Endpoint::settings) {
         match settings {
@@ -226,23 +251,7 @@ fn execute<W: Workload>(
         host: HostFacts::read(),
         setup: started.setup,
     })?;
-    let mut facts = inventory(started.endpoint.as_ref());
-    for remote in &remotes {
-        match remote.inventory() {
-            Some(Ok(remote_facts)) => facts.extend(
-                remote_facts
-                    .into_iter()
-                    .map(|(k, v)| (format!("server.{k}"), v)),
-            ),
-            Some(Err(e)) => eprintln!(
-                "warning: no inventory from {}: {}",
-                remote.name(),
-                crate::commands::one_line(&format!("{e:#}"))
-            ),
-            None => {}
-        }
-    }
-    store.save_inventory(run, &facts)?;
+    store.save_inventory(run, &inventory(started.endpoint.as_ref(), &remotes))?;
     println!(
         "run {run}: {} on {target}, {} steps of {} after {} warm-up, {} threads, seed {}; results in {}",
         plan.workload.name(),
@@ -276,7 +285,18 @@ fn execute<W: Workload>(
             return Err(e);
         }
     };
-    let check = match (workload.check(&counts), &end) {
+    finish(store, run, end, workload.check(&counts))
+}
+
+/// Ends a swept run: its status from how the sweep ended and the check,
+/// stored; the table and the verdict printed and the verdict stored.
+fn finish(
+    store: &mut Store,
+    run: RunId,
+    end: SweepEnd,
+    checked: anyhow::Result<Option<CheckReport>>,
+) -> anyhow::Result<Exit> {
+    let check = match (checked, &end) {
         (Ok(check), _) => check,
         (Err(e), SweepEnd::TargetLost { step, reason }) => {
             // The server is gone: keep what was measured, say so once.

@@ -26,99 +26,114 @@ fn gib(b: u64) -> String {
 /// sweep up to `users`.
 pub fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Finding> {
     let mut out = Vec::new();
-    let setting = |name: &str, value: &str| format!("{} setting {name} = {value}", s.engine);
-    if s.engine == "postgresql" {
-        if let Some((true, evidence)) = &s.wal_on_data_device {
+    match s.engine.as_str() {
+        "postgresql" => postgres_findings(s, ram, users, &mut out),
+        "mariadb" => mariadb_findings(s, ram, &mut out),
+        _ => {}
+    }
+    out
+}
+
+/// How a finding names the setting it read.
+fn setting(s: &DbSettings, name: &str, value: &str) -> String {
+    format!("{} setting {name} = {value}", s.engine)
+}
+
+/// PostgreSQL: the WAL's device, durability, shared_buffers, max_connections.
+fn postgres_findings(s: &DbSettings, ram: u64, users: Option<u32>, out: &mut Vec<Finding>) {
+    let setting = |name: &str, value: &str| setting(s, name, value);
+    if let Some((true, evidence)) = &s.wal_on_data_device {
+        out.push(Finding {
+            severity: Severity::Warning,
+            area: "database".to_string(),
+            title: "PostgreSQL's WAL is on the data directory's device".to_string(),
+            evidence: vec![evidence.clone()],
+            why: "every commit waits for a WAL flush that competes with data writes and checkpoints on the same disk; a log on its own drive serves commits sequentially".to_string(),
+            fix: "stop the server, move pg_wal to another device and leave a symlink in its place (or initdb --waldir)".to_string(),
+        });
+    }
+    for (name, severity, why) in [
+        ("fsync", Severity::Critical, "with fsync off a crash can corrupt the database: the speed measured is not one a production server may have"),
+        ("synchronous_commit", Severity::Warning, "commits return before the WAL is flushed: the last transactions can be lost in a crash, and throughput looks higher than with durable commits"),
+        ("full_page_writes", Severity::Warning, "a crash during a page write can leave a torn page: less WAL written than a durable setup writes"),
+    ] {
+        if let Some(v) = get(s, name).filter(|v| *v == "off") {
             out.push(Finding {
-                severity: Severity::Warning,
+                severity,
                 area: "database".to_string(),
-                title: "PostgreSQL's WAL is on the data directory's device".to_string(),
-                evidence: vec![evidence.clone()],
-                why: "every commit waits for a WAL flush that competes with data writes and checkpoints on the same disk; a log on its own drive serves commits sequentially".to_string(),
-                fix: "stop the server, move pg_wal to another device and leave a symlink in its place (or initdb --waldir)".to_string(),
+                title: format!("{name} is off: durability traded for speed"),
+                evidence: vec![setting(name, v)],
+                why: why.to_string(),
+                fix: format!("ALTER SYSTEM SET {name} = on; SELECT pg_reload_conf(); (or say in the report that the run is not durable)"),
             });
-        }
-        for (name, severity, why) in [
-            ("fsync", Severity::Critical, "with fsync off a crash can corrupt the database: the speed measured is not one a production server may have"),
-            ("synchronous_commit", Severity::Warning, "commits return before the WAL is flushed: the last transactions can be lost in a crash, and throughput looks higher than with durable commits"),
-            ("full_page_writes", Severity::Warning, "a crash during a page write can leave a torn page: less WAL written than a durable setup writes"),
-        ] {
-            if let Some(v) = get(s, name).filter(|v| *v == "off") {
-                out.push(Finding {
-                    severity,
-                    area: "database".to_string(),
-                    title: format!("{name} is off: durability traded for speed"),
-                    evidence: vec![setting(name, v)],
-                    why: why.to_string(),
-                    fix: format!("ALTER SYSTEM SET {name} = on; SELECT pg_reload_conf(); (or say in the report that the run is not durable)"),
-                });
-            }
-        }
-        if let Some(sb) = bytes(s, "shared_buffers").filter(|_| ram > 0) {
-            let share = sb as f64 / ram as f64;
-            if !(0.1..=0.5).contains(&share) {
-                out.push(Finding {
-                    severity: Severity::Info,
-                    area: "database".to_string(),
-                    title: format!("shared_buffers is {} of {} RAM ({:.0}%)", gib(sb), gib(ram), share * 100.0),
-                    evidence: vec![setting("shared_buffers", &sb.to_string())],
-                    why: "the usual start is about a quarter of RAM: far less rereads from the OS cache, far more leaves too little for it and for sorts".to_string(),
-                    fix: format!("ALTER SYSTEM SET shared_buffers = '{}MB'; then restart", ram / 4 / (1 << 20)),
-                });
-            }
-        }
-        if let (Some(max), Some(users)) = (
-            get(s, "max_connections").and_then(|v| v.parse::<u32>().ok()),
-            users,
-        ) {
-            if max < users + 3 {
-                out.push(Finding {
-                    severity: Severity::Critical,
-                    area: "database".to_string(),
-                    title: format!("max_connections is {max}, the sweep needs {users} users"),
-                    evidence: vec![setting("max_connections", &max.to_string())],
-                    why: "sessions beyond the limit are refused: the top of the sweep would measure errors, not the server".to_string(),
-                    fix: format!("ALTER SYSTEM SET max_connections = {}; then restart", users + 10),
-                });
-            }
         }
     }
-    if s.engine == "mariadb" {
-        if let Some(v) = get(s, "innodb_flush_log_at_trx_commit").filter(|v| *v != "1") {
-            out.push(Finding {
-                severity: Severity::Warning,
-                area: "database".to_string(),
-                title: format!("innodb_flush_log_at_trx_commit is {v}: commits are not flushed"),
-                evidence: vec![setting("innodb_flush_log_at_trx_commit", v)],
-                why: "up to a second of committed transactions can be lost in a crash; throughput looks higher than with durable commits".to_string(),
-                fix: "SET GLOBAL innodb_flush_log_at_trx_commit = 1 (or report the run as not durable)".to_string(),
-            });
-        }
-        if let Some(pool) = bytes(s, "innodb_buffer_pool_size").filter(|_| ram > 0) {
-            let share = pool as f64 / ram as f64;
-            if share < 0.1 {
-                out.push(Finding {
-                    severity: Severity::Info,
-                    area: "database".to_string(),
-                    title: format!("the InnoDB buffer pool is {} of {} RAM ({:.1}%)", gib(pool), gib(ram), share * 100.0),
-                    evidence: vec![setting("innodb_buffer_pool_size", &pool.to_string())],
-                    why: "a pool smaller than the working set reads pages from disk that a dedicated server would hold in memory".to_string(),
-                    fix: format!("SET GLOBAL innodb_buffer_pool_size = {}", ram / 2),
-                });
-            }
-        }
-        if let Some(log) = bytes(s, "innodb_log_file_size").filter(|l| *l < 256 << 20) {
+    if let Some(sb) = bytes(s, "shared_buffers").filter(|_| ram > 0) {
+        let share = sb as f64 / ram as f64;
+        if !(0.1..=0.5).contains(&share) {
             out.push(Finding {
                 severity: Severity::Info,
                 area: "database".to_string(),
-                title: format!("the InnoDB redo log is {} MiB", log >> 20),
-                evidence: vec![setting("innodb_log_file_size", &log.to_string())],
-                why: "a small redo log forces frequent checkpoints under write load: throughput dips while they flush".to_string(),
-                fix: "set innodb_log_file_size = 1G in the server's configuration and restart".to_string(),
+                title: format!("shared_buffers is {} of {} RAM ({:.0}%)", gib(sb), gib(ram), share * 100.0),
+                evidence: vec![setting("shared_buffers", &sb.to_string())],
+                why: "the usual start is about a quarter of RAM: far less rereads from the OS cache, far more leaves too little for it and for sorts".to_string(),
+                fix: format!("ALTER SYSTEM SET shared_buffers = '{}MB'; then restart", ram / 4 / (1 << 20)),
             });
         }
     }
-    out
+    if let (Some(max), Some(users)) = (
+        get(s, "max_connections").and_then(|v| v.parse::<u32>().ok()),
+        users,
+    ) {
+        if max < users + 3 {
+            out.push(Finding {
+                severity: Severity::Critical,
+                area: "database".to_string(),
+                title: format!("max_connections is {max}, the sweep needs {users} users"),
+                evidence: vec![setting("max_connections", &max.to_string())],
+                why: "sessions beyond the limit are refused: the top of the sweep would measure errors, not the server".to_string(),
+                fix: format!("ALTER SYSTEM SET max_connections = {}; then restart", users + 10),
+            });
+        }
+    }
+}
+
+/// MariaDB: flushed commits, the buffer pool, the redo log.
+fn mariadb_findings(s: &DbSettings, ram: u64, out: &mut Vec<Finding>) {
+    let setting = |name: &str, value: &str| setting(s, name, value);
+    if let Some(v) = get(s, "innodb_flush_log_at_trx_commit").filter(|v| *v != "1") {
+        out.push(Finding {
+            severity: Severity::Warning,
+            area: "database".to_string(),
+            title: format!("innodb_flush_log_at_trx_commit is {v}: commits are not flushed"),
+            evidence: vec![setting("innodb_flush_log_at_trx_commit", v)],
+            why: "up to a second of committed transactions can be lost in a crash; throughput looks higher than with durable commits".to_string(),
+            fix: "SET GLOBAL innodb_flush_log_at_trx_commit = 1 (or report the run as not durable)".to_string(),
+        });
+    }
+    if let Some(pool) = bytes(s, "innodb_buffer_pool_size").filter(|_| ram > 0) {
+        let share = pool as f64 / ram as f64;
+        if share < 0.1 {
+            out.push(Finding {
+                severity: Severity::Info,
+                area: "database".to_string(),
+                title: format!("the InnoDB buffer pool is {} of {} RAM ({:.1}%)", gib(pool), gib(ram), share * 100.0),
+                evidence: vec![setting("innodb_buffer_pool_size", &pool.to_string())],
+                why: "a pool smaller than the working set reads pages from disk that a dedicated server would hold in memory".to_string(),
+                fix: format!("SET GLOBAL innodb_buffer_pool_size = {}", ram / 2),
+            });
+        }
+    }
+    if let Some(log) = bytes(s, "innodb_log_file_size").filter(|l| *l < 256 << 20) {
+        out.push(Finding {
+            severity: Severity::Info,
+            area: "database".to_string(),
+            title: format!("the InnoDB redo log is {} MiB", log >> 20),
+            evidence: vec![setting("innodb_log_file_size", &log.to_string())],
+            why: "a small redo log forces frequent checkpoints under write load: throughput dips while they flush".to_string(),
+            fix: "set innodb_log_file_size = 1G in the server's configuration and restart".to_string(),
+        });
+    }
 }
 
 #[cfg(test)]
