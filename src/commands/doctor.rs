@@ -3,9 +3,11 @@
 //! each finding with its evidence, why it matters and the fix. Exits 1
 //! when a critical finding was made.
 
+use super::output::Destination;
 use super::Exit;
 use crate::cli::{DoctorArgs, PlanError};
-use crate::doctor::{self, database_findings, Report, Root, Scope, Severity};
+use crate::doctor::{self, database_findings, Root, Scope, Severity};
+use crate::report::{Format, Output};
 use crate::target::settings::DbSettings;
 use crate::target::{validate_target, Opened, ServerOptions, Target};
 use crate::units::parse_duration;
@@ -101,11 +103,12 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
             .extend(database_findings(&settings, ram, args.users));
     }
     report.findings.sort_by_key(|f| f.severity);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let format = if args.json {
+        Format::Json
     } else {
-        print!("{}", render(&report));
-    }
+        Format::Text
+    };
+    super::output::write(&Output::Doctor(&report), format, Destination::Stdout)?;
     Ok(if report.worst() == Some(Severity::Critical) {
         Exit::Failed
     } else {
@@ -130,39 +133,4 @@ fn read_settings(target: &Target) -> anyhow::Result<DbSettings> {
     }
     let opened = Opened::open(target, &ServerOptions::default())?;
     opened.endpoint.settings().ok_or_else(not_checked)?
-}
-
-/// The findings, worst first, then what could not be looked at.
-fn render(report: &Report) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
-    let _ = writeln!(
-        out,
-        "perflab doctor: {} critical, {} warning, {} info",
-        count(Severity::Critical),
-        count(Severity::Warning),
-        count(Severity::Info)
-    );
-    for f in &report.findings {
-        let _ = writeln!(
-            out,
-            "\n{:<8} {:<10} {}",
-            f.severity.as_str().to_uppercase(),
-            f.area,
-            f.title
-        );
-        for e in &f.evidence {
-            let _ = writeln!(out, "  evidence  {e}");
-        }
-        let _ = writeln!(out, "  why       {}", f.why);
-        let _ = writeln!(out, "  fix       {}", f.fix);
-    }
-    if !report.unavailable.is_empty() {
-        let _ = writeln!(out, "\nnot available on this host:");
-        for u in &report.unavailable {
-            let _ = writeln!(out, "  - {u}");
-        }
-    }
-    out
 }

@@ -4,7 +4,9 @@
 mod agent;
 mod analyze;
 mod check;
+mod compare;
 mod doctor;
+mod output;
 mod report;
 mod run;
 mod show;
@@ -90,7 +92,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Analyze(analyze_args) => analyze::analyze(analyze_args),
         Command::Doctor(doctor_args) => doctor::doctor(doctor_args),
         Command::DiffHosts(diff_args) => show::diff_hosts(diff_args),
-        Command::Compare(compare_args) => analyze::compare(compare_args),
+        Command::Compare(compare_args) => compare::compare(compare_args),
         Command::Report(report_args) => report::report(report_args),
     };
     match result {
@@ -106,22 +108,6 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             }
         }
     }
-}
-
-/// Writes `text` to `file`, or to standard output when `file` is `-`;
-/// a path that cannot be written is bad input naming `flag`.
-pub(crate) fn write_output(file: &std::path::Path, text: &str, flag: &str) -> anyhow::Result<bool> {
-    if file.as_os_str() == "-" {
-        println!("{text}");
-        return Ok(false);
-    }
-    std::fs::write(file, format!("{text}\n")).map_err(|e| {
-        PlanError::new(format!(
-            "cannot write {}: {e}; give {flag} a writable path",
-            file.display()
-        ))
-    })?;
-    Ok(true)
 }
 
 /// Folds a message onto one line.

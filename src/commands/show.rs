@@ -1,10 +1,11 @@
-//! `perflab runs` and `perflab show`: read the store, print or export.
+//! `perflab runs`, `perflab show` and `perflab diff-hosts`: read the
+//! store, print or export.
 
+use super::output::{write, Destination};
 use super::Exit;
 use crate::cli::{DiffHostsArgs, PlanError, ShowArgs};
-use crate::report::{render_run, run_json};
+use crate::report::{Format, Output};
 use crate::store::Store;
-use crate::units::OpsPerSec;
 use anyhow::Context;
 use std::path::Path;
 
@@ -25,27 +26,11 @@ pub(super) fn existing_store(path: &Path) -> anyhow::Result<Store> {
 pub fn runs(path: &Path) -> anyhow::Result<Exit> {
     let store = existing_store(path)?;
     let rows = store.runs()?;
-    if rows.is_empty() {
-        println!("no runs in {}", path.display());
-        return Ok(Exit::Ok);
-    }
-    println!(
-        "{:>4}  {:<24}  {:<9}  {:<8}  {:>5}  {:>10}  target",
-        "run", "started", "status", "workload", "steps", "peak tps"
-    );
-    for row in rows {
-        println!(
-            "{:>4}  {:<24}  {:<9}  {:<8}  {:>5}  {:>10}  {}",
-            row.id,
-            row.started_at,
-            row.status.as_str(),
-            row.workload,
-            row.steps,
-            row.peak_throughput
-                .map_or("-".to_string(), |t| OpsPerSec(t).to_string()),
-            row.target
-        );
-    }
+    let output = Output::Runs {
+        store: path,
+        rows: &rows,
+    };
+    write(&output, Format::Text, Destination::Stdout)?;
     Ok(Exit::Ok)
 }
 
@@ -54,13 +39,17 @@ pub fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
     let store = existing_store(&args.store.store)?;
     let id = store.resolve_run(&args.run)?;
     let run = store.load_run(id)?;
+    let output = Output::Run(&run);
     match &args.json {
-        None => print!("{}", render_run(&run)),
+        None => {
+            write(&output, Format::Text, Destination::Stdout)?;
+        }
         Some(file) => {
-            let text = serde_json::to_string_pretty(&run_json(&run))?;
-            if super::write_output(file, &text, "--json")
-                .with_context(|| format!("exporting run {id}"))?
-            {
+            let to = Destination::File {
+                path: file,
+                flag: "--json",
+            };
+            if write(&output, Format::Json, to).with_context(|| format!("exporting run {id}"))? {
                 println!("wrote run {id} to {}", file.display());
             }
         }
@@ -82,26 +71,12 @@ pub fn diff_hosts(args: &DiffHostsArgs) -> anyhow::Result<Exit> {
     };
     let (ia, ib) = (inventory(a)?, inventory(b)?);
     let differences = crate::doctor::inventory::diff(&ia, &ib);
-    if differences.is_empty() {
-        println!(
-            "the hosts of runs {a} and {b} do not differ in any of the {} facts recorded",
-            ia.len().max(ib.len())
-        );
-        return Ok(Exit::Ok);
-    }
-    println!(
-        "the hosts of runs {a} and {b} differ in {} of {} facts:",
-        differences.len(),
-        ia.len().max(ib.len())
-    );
-    let width = differences.iter().map(|d| d.key.len()).max().unwrap_or(0);
-    for d in differences {
-        println!(
-            "  {:<width$}  {} → {}",
-            d.key,
-            d.a.as_deref().unwrap_or("(absent)"),
-            d.b.as_deref().unwrap_or("(absent)")
-        );
-    }
+    let output = Output::HostDiff {
+        a,
+        b,
+        facts: ia.len().max(ib.len()),
+        differences: &differences,
+    };
+    write(&output, Format::Text, Destination::Stdout)?;
     Ok(Exit::Ok)
 }

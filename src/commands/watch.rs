@@ -9,9 +9,8 @@ use crate::probe::counters::process::ProcessGroup;
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::qdisc::QdiscReader;
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
-use crate::report::use_line;
+use crate::report::{Format, Output};
 use crate::units::parse_duration;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,6 +94,52 @@ fn now_stamp() -> String {
 
 /// Runs `perflab watch`.
 pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
+    let (interval, duration) = timing(args)?;
+    let mut groups = Vec::new();
+    if let Some(selector) = server_selector(&args.server)? {
+        groups.push(ProcessGroup {
+            label: "server".to_string(),
+            selector,
+        });
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    let mut source = open_source(args, groups)?;
+    let format = if args.json {
+        Format::Json
+    } else {
+        Format::Text
+    };
+    let started = Instant::now();
+    let mut next = started + interval;
+    loop {
+        // Sleep in short slices so Ctrl-C is answered promptly.
+        while Instant::now() < next {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(Exit::Interrupted);
+            }
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+        }
+        for (at, sample) in source.samples()? {
+            let output = Output::Sample {
+                at: &at,
+                sample: &sample,
+            };
+            if !super::output::stream(&output, format)? {
+                return Ok(Exit::Ok);
+            }
+        }
+        next += interval;
+        if duration.is_some_and(|d| started.elapsed() + Duration::from_millis(1) >= d) {
+            return Ok(Exit::Ok);
+        }
+    }
+}
+
+/// `--interval` (at least 10 ms) and `--duration` (none: until Ctrl-C).
+fn timing(args: &WatchArgs) -> anyhow::Result<(Duration, Option<Duration>)> {
     let interval = parse_duration(&args.interval)
         .map_err(|e| PlanError::flag("--interval", e, "e.g. --interval 1s or 100ms"))?;
     if interval < Duration::from_millis(10) {
@@ -108,18 +153,13 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
         .map(parse_duration)
         .transpose()
         .map_err(|e| PlanError::flag("--duration", e, "e.g. --duration 30s"))?;
-    let mut groups = Vec::new();
-    if let Some(selector) = server_selector(&args.server)? {
-        groups.push(ProcessGroup {
-            label: "server".to_string(),
-            selector,
-        });
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone())?;
-    }
-    let mut source = match args.probe.as_str() {
+    Ok((interval, duration))
+}
+
+/// This host's counters, a node_exporter or a perflab agent (`--probe`);
+/// processes (`groups`) are followed on this host only.
+fn open_source(args: &WatchArgs, groups: Vec<ProcessGroup>) -> anyhow::Result<Source> {
+    Ok(match args.probe.as_str() {
         "local" => {
             let root = HostRoot::live();
             let mut qdiscs = QdiscReader::new();
@@ -148,36 +188,5 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
                 answering: true,
             }
         }
-    };
-    let started = Instant::now();
-    let mut next = started + interval;
-    loop {
-        // Sleep in short slices so Ctrl-C is answered promptly.
-        while Instant::now() < next {
-            if stop.load(Ordering::Relaxed) {
-                return Ok(Exit::Interrupted);
-            }
-            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
-        }
-        for (stamp, sample) in source.samples()? {
-            let line = if args.json {
-                let mut line = serde_json::to_value(&sample)?;
-                if let Some(obj) = line.as_object_mut() {
-                    obj.insert("at".to_string(), serde_json::json!(stamp));
-                }
-                line.to_string()
-            } else {
-                format!("{stamp} {}", use_line(&sample))
-            };
-            let mut out = std::io::stdout().lock();
-            if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
-                // The reader went away (`| head`): that ends the watch, quietly.
-                return Ok(Exit::Ok);
-            }
-        }
-        next += interval;
-        if duration.is_some_and(|d| started.elapsed() + Duration::from_millis(1) >= d) {
-            return Ok(Exit::Ok);
-        }
-    }
+    })
 }

@@ -1,8 +1,8 @@
-//! A comparison as a terminal table or Markdown: per level each run's
-//! throughput and p95, and for contenders the ratio to the baseline with
-//! its 95% interval — `~` when the difference is not significant, `+` or
-//! `−` when it is — then the summary: peaks, knees, bottlenecks, score,
-//! cost.
+//! A comparison as a terminal table: per level each run's throughput and
+//! p95, and for contenders the ratio to the baseline with its 95%
+//! interval — `~` when the difference is not significant, `+` or `−` when
+//! it is — then the summary: peaks, knees, bottlenecks, score, cost. The
+//! rows and summary lines are shared with the Markdown and HTML writers.
 
 use super::grid::Grid;
 use crate::analyze::compare::{Comparison, Difference};
@@ -131,20 +131,6 @@ pub fn render_compare(c: &Comparison) -> String {
     out.push('\n');
     for line in summary_lines(c) {
         let _ = writeln!(out, "  {line}");
-    }
-    out
-}
-
-/// The Markdown form.
-pub fn render_compare_md(c: &Comparison) -> String {
-    let mut out = format!(
-        "## Comparison with run {}\n\nRatio of mean throughput with its 95% bootstrap interval; `~` = no significant difference (Mann–Whitney U, α = 0.05), `+`/`-` = significantly higher/lower.\n\n",
-        c.runs[0].run
-    );
-    out.push_str(&Grid::from_rows(rows(c)).markdown());
-    out.push('\n');
-    for line in summary_lines(c) {
-        let _ = writeln!(out, "- {line}");
     }
     out
 }

@@ -1,6 +1,7 @@
-//! The single-file HTML report, built from the store alone: what was run
-//! and where, the verdict with its evidence, charts as inline SVG (no
-//! network, fonts or scripts needed; hover titles give exact values) —
+//! The HTML writer: the single-file report, built from the store alone:
+//! what was run and where, the verdict with its evidence, charts as inline
+//! SVG (no network, fonts or scripts needed; hover titles give exact
+//! values) —
 //! throughput against load with the knee, the USL fit and the bound;
 //! latency percentiles on a log axis; utilisation (CPU split into user,
 //! system, %ISR and iowait, the busiest disk, each link direction,
@@ -10,20 +11,23 @@
 //! of [`super::sections`]. Several runs overlay their curves. Everything
 //! from outside is escaped.
 
+use super::format::{one_final_newline, Document, Format, FormatError, Output, ReportRun};
 use super::svg::{escape, number, percent, seconds, Chart, Mark, Series};
-use crate::analyze::Verdict;
 use crate::measure::{LatencySummary, Phase};
 use crate::store::StoredRun;
 use std::fmt::Write;
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;color:#1b1b1b}h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}h3{font-size:15px}table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f2f2f2}td.l,th.l{text-align:left}pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px;white-space:pre-wrap}.chart{width:100%;max-width:760px;height:auto;display:block;margin:12px 0;page-break-inside:avoid}.ctitle{font-size:13px;font-weight:600}.grid{stroke:#e3e3e3}.xtick{font-size:10px;text-anchor:middle;fill:#444}.ytick{font-size:10px;text-anchor:end;fill:#444}.xlabel{font-size:11px;text-anchor:middle}.ylabel{font-size:11px;text-anchor:middle}.legend{font-size:10px}.mark{stroke:#888;stroke-dasharray:2 3}.marklabel{font-size:10px;fill:#555}.bad{color:#a40000;font-weight:600}.nodata{color:#777;font-style:italic}@media print{body{max-width:none}h2{page-break-after:avoid}}";
 
-/// A run and its verdict.
-pub struct ReportRun<'a> {
-    pub run: &'a StoredRun,
-    pub verdict: &'a Verdict,
-    /// The latency distributions to plot: the chosen steps' (`--step`).
-    pub distributions: Vec<super::sections::Distribution>,
+/// `output` as an HTML page.
+pub(super) fn write(output: &Output<'_>) -> Result<Document, FormatError> {
+    match output {
+        Output::Report { runs, comparison } => Ok(Document::Text(one_final_newline(&render_html(
+            runs,
+            *comparison,
+        )))),
+        _ => Err(FormatError::unsupported(output, Format::Html)),
+    }
 }
 
 fn load_axis(runs: &[ReportRun<'_>]) -> &'static str {

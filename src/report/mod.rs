@@ -1,5 +1,9 @@
-//! Reports, made from stored runs only: the terminal table and run view,
-//! the live progress of a running sweep, and the JSON export.
+//! Reports, made from stored runs only. [`format`] is the seam every
+//! command prints or writes through: an [`Output`] in a [`Format`], made
+//! by one writer per format — `text` (the terminal renderers: `table`,
+//! `verdict`, `host`, `compare`, `doctor`, `listing`), `json`,
+//! `markdown`, `csv` and [`html`]. Also the live progress of a running
+//! sweep.
 
 mod host;
 mod json;
@@ -7,16 +11,23 @@ mod progress;
 mod table;
 
 mod compare;
+mod csv;
+mod doctor;
+pub mod format;
 pub mod grid;
 pub mod html;
+mod listing;
 mod markdown;
 pub mod sections;
 pub mod svg;
+mod text;
 mod verdict;
-pub use compare::{render_compare, render_compare_md};
+pub use compare::render_compare;
+pub use doctor::render_doctor;
+pub use format::{render, Document, Format, FormatError, Output, ReportRun};
 pub use host::{host_table, host_tables, use_line};
-pub use json::{run_json, SCHEMA_ID};
-pub use markdown::render_markdown;
+pub use json::{pretty, run_json, SCHEMA_ID};
+pub use markdown::{render_compare_md, render_markdown};
 pub use progress::Progress;
 pub use table::{render_check, render_run, step_table};
 pub use verdict::{render_verdict, what_if_lines};
