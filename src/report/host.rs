@@ -7,7 +7,7 @@
 use crate::analyze::host::{probe_sources, HostSource, StepHost};
 use crate::engine::StepResult;
 use crate::plan::Level;
-use crate::probe::counters::HostSample;
+use crate::probe::counters::{HostSample, NicSample};
 use crate::units::{OpsPerSec, Percent};
 use std::fmt::Write;
 
@@ -102,58 +102,9 @@ pub fn host_table(steps: &[StepResult], source: HostSource<'_>) -> String {
 /// report is left out.
 pub fn use_line(s: &HostSample) -> String {
     let mut parts = Vec::new();
-    if let Some(cpu) = s.cpu {
-        let mut p = format!(
-            "cpu U {} (isr {}, steal {})",
-            Percent(cpu.busy()),
-            Percent(cpu.isr()),
-            Percent(cpu.steal)
-        );
-        if let Some(q) = s.procs_running {
-            let _ = write!(p, " S runq {q}");
-        }
-        if let Some(psi) = s.pressure.cpu_some {
-            let _ = write!(p, " psi {psi:.1}%");
-        }
-        parts.push(p);
-    }
-    if let Some(m) = &s.memory {
-        let used = m
-            .available_bytes
-            .filter(|_| m.total_bytes > 0)
-            .map(|a| 1.0 - a as f64 / m.total_bytes as f64);
-        let mut p = format!(
-            "mem U {}",
-            used.map_or("-".to_string(), |u| Percent(u).to_string())
-        );
-        let _ = write!(
-            p,
-            " S majflt {}/s scan {}/s swap {}/s",
-            fmt_rate(m.major_faults_per_s),
-            fmt_rate(m.pages_scanned_per_s),
-            fmt_rate(m.swap_in_per_s.zip(m.swap_out_per_s).map(|(i, o)| i + o))
-        );
-        if let Some(psi) = s.pressure.memory_some {
-            let _ = write!(p, " psi {psi:.1}%");
-        }
-        parts.push(p);
-    }
-    if let Some(d) = s.busiest_disk() {
-        let mut p = format!(
-            "disk {} U {} {:.1} MB/s S q {:.2}",
-            d.name,
-            Percent(d.busy),
-            (d.read_bytes_per_s + d.write_bytes_per_s) / 1e6,
-            d.queue
-        );
-        if let Some(aw) = d.await_ms {
-            let _ = write!(p, " await {aw:.2}ms");
-        }
-        if let Some(psi) = s.pressure.io_some {
-            let _ = write!(p, " psi {psi:.1}%");
-        }
-        parts.push(p);
-    }
+    parts.extend(cpu_part(s));
+    parts.extend(memory_part(s));
+    parts.extend(disk_part(s));
     // Interfaces that moved traffic, counted an error or report a speed.
     let shown = s.nics.iter().filter(|n| {
         n.name != "lo"
@@ -161,51 +112,8 @@ pub fn use_line(s: &HostSample) -> String {
                 || n.rx_bytes_per_s + n.tx_bytes_per_s > 0.0
                 || n.rx_errors + n.tx_errors + n.collisions > 0)
     });
-    for n in shown {
-        let mut p = format!(
-            "net {} U rx {:.2} tx {:.2} MB/s",
-            n.name,
-            n.rx_bytes_per_s / 1e6,
-            n.tx_bytes_per_s / 1e6
-        );
-        if let (Some(rx), Some(tx)) = (n.rx_utilisation, n.tx_utilisation) {
-            let _ = write!(
-                p,
-                " ({} / {} of {} Mb/s",
-                Percent(rx),
-                Percent(tx),
-                n.speed_mbps.unwrap_or(0)
-            );
-            if let Some(duplex) = &n.duplex {
-                let _ = write!(p, " {duplex}");
-            }
-            p.push(')');
-        }
-        let _ = write!(p, " S drops {}", n.rx_drops + n.tx_drops);
-        let _ = write!(
-            p,
-            " E errs {} colls {}",
-            n.rx_errors + n.tx_errors,
-            n.collisions
-        );
-        if let Some(late) = n.tx_window_errors {
-            let _ = write!(p, " late {late}");
-        }
-        if let Some(crc) = n.rx_crc_errors {
-            let _ = write!(p, " crc {crc}");
-        }
-        parts.push(p);
-    }
-    if let Some(t) = s.tcp {
-        let mut p = format!("tcp E retrans {:.1}/s", t.retransmits_per_s);
-        if let Some(timeouts) = t.timeouts {
-            let _ = write!(p, " timeouts {timeouts}");
-        }
-        if let Some(drops) = t.listen_drops {
-            let _ = write!(p, " listen drops {drops}");
-        }
-        parts.push(p);
-    }
+    parts.extend(shown.map(nic_part));
+    parts.extend(tcp_part(s));
     for proc_ in &s.processes {
         parts.push(format!(
             "{} {} procs cpu {} rss {}",
@@ -216,6 +124,118 @@ pub fn use_line(s: &HostSample) -> String {
         ));
     }
     parts.join(" | ")
+}
+
+/// The CPUs: busy, %ISR and steal; run queue and pressure.
+fn cpu_part(s: &HostSample) -> Option<String> {
+    let cpu = s.cpu?;
+    let mut p = format!(
+        "cpu U {} (isr {}, steal {})",
+        Percent(cpu.busy()),
+        Percent(cpu.isr()),
+        Percent(cpu.steal)
+    );
+    if let Some(q) = s.procs_running {
+        let _ = write!(p, " S runq {q}");
+    }
+    if let Some(psi) = s.pressure.cpu_some {
+        let _ = write!(p, " psi {psi:.1}%");
+    }
+    Some(p)
+}
+
+/// Memory: the share in use; major faults, scanning, swapping, pressure.
+fn memory_part(s: &HostSample) -> Option<String> {
+    let m = s.memory.as_ref()?;
+    let used = m
+        .available_bytes
+        .filter(|_| m.total_bytes > 0)
+        .map(|a| 1.0 - a as f64 / m.total_bytes as f64);
+    let mut p = format!(
+        "mem U {}",
+        used.map_or("-".to_string(), |u| Percent(u).to_string())
+    );
+    let _ = write!(
+        p,
+        " S majflt {}/s scan {}/s swap {}/s",
+        fmt_rate(m.major_faults_per_s),
+        fmt_rate(m.pages_scanned_per_s),
+        fmt_rate(m.swap_in_per_s.zip(m.swap_out_per_s).map(|(i, o)| i + o))
+    );
+    if let Some(psi) = s.pressure.memory_some {
+        let _ = write!(p, " psi {psi:.1}%");
+    }
+    Some(p)
+}
+
+/// The busiest disk: busy share and throughput; queue, wait, pressure.
+fn disk_part(s: &HostSample) -> Option<String> {
+    let d = s.busiest_disk()?;
+    let mut p = format!(
+        "disk {} U {} {:.1} MB/s S q {:.2}",
+        d.name,
+        Percent(d.busy),
+        (d.read_bytes_per_s + d.write_bytes_per_s) / 1e6,
+        d.queue
+    );
+    if let Some(aw) = d.await_ms {
+        let _ = write!(p, " await {aw:.2}ms");
+    }
+    if let Some(psi) = s.pressure.io_some {
+        let _ = write!(p, " psi {psi:.1}%");
+    }
+    Some(p)
+}
+
+/// One interface: traffic and link use; drops; errors, collisions, late
+/// collisions and CRC errors where the driver counts them.
+fn nic_part(n: &NicSample) -> String {
+    let mut p = format!(
+        "net {} U rx {:.2} tx {:.2} MB/s",
+        n.name,
+        n.rx_bytes_per_s / 1e6,
+        n.tx_bytes_per_s / 1e6
+    );
+    if let (Some(rx), Some(tx)) = (n.rx_utilisation, n.tx_utilisation) {
+        let _ = write!(
+            p,
+            " ({} / {} of {} Mb/s",
+            Percent(rx),
+            Percent(tx),
+            n.speed_mbps.unwrap_or(0)
+        );
+        if let Some(duplex) = &n.duplex {
+            let _ = write!(p, " {duplex}");
+        }
+        p.push(')');
+    }
+    let _ = write!(p, " S drops {}", n.rx_drops + n.tx_drops);
+    let _ = write!(
+        p,
+        " E errs {} colls {}",
+        n.rx_errors + n.tx_errors,
+        n.collisions
+    );
+    if let Some(late) = n.tx_window_errors {
+        let _ = write!(p, " late {late}");
+    }
+    if let Some(crc) = n.rx_crc_errors {
+        let _ = write!(p, " crc {crc}");
+    }
+    p
+}
+
+/// TCP: retransmissions, timeouts and listen drops.
+fn tcp_part(s: &HostSample) -> Option<String> {
+    let t = s.tcp?;
+    let mut p = format!("tcp E retrans {:.1}/s", t.retransmits_per_s);
+    if let Some(timeouts) = t.timeouts {
+        let _ = write!(p, " timeouts {timeouts}");
+    }
+    if let Some(drops) = t.listen_drops {
+        let _ = write!(p, " listen drops {drops}");
+    }
+    Some(p)
 }
 
 fn fmt_rate(v: Option<f64>) -> String {

@@ -190,9 +190,7 @@ impl Chart {
                 escape(&self.title)
             );
         };
-        let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-        let px = |v: f64| LEFT + x.at(v) * pw;
-        let py = |v: f64| TOP + (1.0 - y.at(v)) * ph;
+        let plot = Plot { chart: self, x, y };
         let mut out = String::new();
         let _ = write!(
             out,
@@ -204,100 +202,155 @@ impl Chart {
             "<text x=\"{LEFT}\" y=\"18\" class=\"ctitle\">{}</text>",
             escape(&self.title)
         );
-        for t in y.ticks() {
-            let yy = py(t);
+        plot.grid(&mut out);
+        plot.axis_labels(&mut out);
+        plot.marks(&mut out);
+        for (i, s) in self.series.iter().enumerate() {
+            plot.series(&mut out, i, s);
+        }
+        out.push_str("</svg>");
+        out
+    }
+}
+
+/// The plotting area's width and height inside the margins.
+const PLOT_W: f64 = W - LEFT - RIGHT;
+const PLOT_H: f64 = H - TOP - BOTTOM;
+
+/// A chart with its axes fixed: draws each part.
+struct Plot<'a> {
+    chart: &'a Chart,
+    x: Axis,
+    y: Axis,
+}
+
+impl Plot<'_> {
+    /// Where an x value falls, in SVG units.
+    fn px(&self, v: f64) -> f64 {
+        LEFT + self.x.at(v) * PLOT_W
+    }
+
+    /// Where a y value falls, in SVG units.
+    fn py(&self, v: f64) -> f64 {
+        TOP + (1.0 - self.y.at(v)) * PLOT_H
+    }
+
+    /// Whether a point can be drawn (finite, and positive on a log y axis).
+    fn drawable(&self, (a, b): (f64, f64)) -> bool {
+        a.is_finite() && b.is_finite() && (!self.chart.log_y || b > 0.0)
+    }
+
+    /// Grid lines with their tick labels, y then x.
+    fn grid(&self, out: &mut String) {
+        for t in self.y.ticks() {
+            let yy = self.py(t);
             let _ = write!(
                 out,
                 "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" class=\"grid\"/><text x=\"{}\" y=\"{:.1}\" class=\"ytick\">{}</text>",
                 W - RIGHT,
                 LEFT - 4.0,
                 yy + 4.0,
-                escape(&(self.y_format)(t))
+                escape(&(self.chart.y_format)(t))
             );
         }
-        for t in x.ticks() {
-            let xx = px(t);
+        for t in self.x.ticks() {
+            let xx = self.px(t);
             let _ = write!(
                 out,
                 "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{}\" class=\"grid\"/><text x=\"{xx:.1}\" y=\"{}\" class=\"xtick\">{}</text>",
-                TOP + ph,
-                TOP + ph + 14.0,
-                escape(&(self.x_format)(t))
+                TOP + PLOT_H,
+                TOP + PLOT_H + 14.0,
+                escape(&(self.chart.x_format)(t))
             );
         }
+    }
+
+    /// The axes' names.
+    fn axis_labels(&self, out: &mut String) {
         let _ = write!(
             out,
             "<text x=\"{}\" y=\"{}\" class=\"xlabel\">{}</text><text x=\"12\" y=\"{}\" class=\"ylabel\" transform=\"rotate(-90 12 {})\">{}</text>",
-            LEFT + pw / 2.0,
-            TOP + ph + 30.0,
-            escape(&self.x_label),
-            TOP + ph / 2.0,
-            TOP + ph / 2.0,
-            escape(&self.y_label)
+            LEFT + PLOT_W / 2.0,
+            TOP + PLOT_H + 30.0,
+            escape(&self.chart.x_label),
+            TOP + PLOT_H / 2.0,
+            TOP + PLOT_H / 2.0,
+            escape(&self.chart.y_label)
         );
-        for m in &self.marks {
-            let xx = px(m.x);
+    }
+
+    /// The vertical marks with their labels.
+    fn marks(&self, out: &mut String) {
+        for m in &self.chart.marks {
+            let xx = self.px(m.x);
             let _ = write!(
                 out,
                 "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{}\" class=\"mark\"><title>{}</title></line><text x=\"{:.1}\" y=\"{}\" class=\"marklabel\">{}</text>",
-                TOP + ph,
+                TOP + PLOT_H,
                 escape(&m.label),
                 xx + 3.0,
                 TOP + 10.0,
                 escape(&m.label)
             );
         }
-        for (i, s) in self.series.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            let pts: Vec<String> = s
-                .points
-                .iter()
-                .filter(|(a, b)| a.is_finite() && b.is_finite() && (!self.log_y || *b > 0.0))
-                .map(|(a, b)| format!("{:.1},{:.1}", px(*a), py(*b)))
-                .collect();
-            if pts.is_empty() {
-                continue;
-            }
-            let _ =
-                write!(
-                out,
-                "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"{}\"{} points=\"{}\"/>",
-                if s.dashed { 1.5 } else { 2.0 },
-                if s.dashed { " stroke-dasharray=\"5 4\"" } else { "" },
-                pts.join(" ")
-            );
-            if !s.dashed {
-                for (a, b) in &s.points {
-                    if !(a.is_finite() && b.is_finite()) || (self.log_y && *b <= 0.0) {
-                        continue;
-                    }
-                    let _ = write!(
-                        out,
-                        "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"><title>{}: {} = {}, {} = {}</title></circle>",
-                        px(*a),
-                        py(*b),
-                        escape(&s.name),
-                        escape(&self.x_label),
-                        escape(&(self.x_format)(*a)),
-                        escape(&self.y_label),
-                        escape(&(self.y_format)(*b))
-                    );
-                }
-            }
-            let lx = LEFT + (i % 4) as f64 * (pw / 4.0);
-            let ly = H - 14.0 + if i >= 4 { 0.0 } else { -12.0 };
+    }
+
+    /// Series `i`: its line, its point markers (solid lines only) and its
+    /// legend entry; nothing when no point can be drawn.
+    fn series(&self, out: &mut String, i: usize, s: &Series) {
+        let color = PALETTE[i % PALETTE.len()];
+        let pts: Vec<String> = s
+            .points
+            .iter()
+            .filter(|p| self.drawable(**p))
+            .map(|(a, b)| format!("{:.1},{:.1}", self.px(*a), self.py(*b)))
+            .collect();
+        if pts.is_empty() {
+            return;
+        }
+        let _ = write!(
+            out,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"{}\"{} points=\"{}\"/>",
+            if s.dashed { 1.5 } else { 2.0 },
+            if s.dashed {
+                " stroke-dasharray=\"5 4\""
+            } else {
+                ""
+            },
+            pts.join(" ")
+        );
+        if !s.dashed {
+            self.point_markers(out, s, color);
+        }
+        let lx = LEFT + (i % 4) as f64 * (PLOT_W / 4.0);
+        let ly = H - 14.0 + if i >= 4 { 0.0 } else { -12.0 };
+        let _ = write!(
+            out,
+            "<line x1=\"{lx:.1}\" x2=\"{:.1}\" y1=\"{ly:.1}\" y2=\"{ly:.1}\" stroke=\"{color}\" stroke-width=\"2\"{}/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{}</text>",
+            lx + 16.0,
+            if s.dashed { " stroke-dasharray=\"5 4\"" } else { "" },
+            lx + 20.0,
+            ly + 4.0,
+            escape(&s.name)
+        );
+    }
+
+    /// A dot per point whose hover title gives its exact values.
+    fn point_markers(&self, out: &mut String, s: &Series, color: &str) {
+        let c = self.chart;
+        for (a, b) in s.points.iter().filter(|p| self.drawable(**p)) {
             let _ = write!(
                 out,
-                "<line x1=\"{lx:.1}\" x2=\"{:.1}\" y1=\"{ly:.1}\" y2=\"{ly:.1}\" stroke=\"{color}\" stroke-width=\"2\"{}/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{}</text>",
-                lx + 16.0,
-                if s.dashed { " stroke-dasharray=\"5 4\"" } else { "" },
-                lx + 20.0,
-                ly + 4.0,
-                escape(&s.name)
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"><title>{}: {} = {}, {} = {}</title></circle>",
+                self.px(*a),
+                self.py(*b),
+                escape(&s.name),
+                escape(&c.x_label),
+                escape(&(c.x_format)(*a)),
+                escape(&c.y_label),
+                escape(&(c.y_format)(*b))
             );
         }
-        out.push_str("</svg>");
-        out
     }
 }
 

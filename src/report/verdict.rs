@@ -5,8 +5,9 @@
 //! anomalies, the scalability fit, and each step's stability.
 
 use crate::analyze::capacity::load_text;
+use crate::analyze::points::ResourceUse;
 use crate::analyze::whatif::WhatIf;
-use crate::analyze::{StepPoint, Verdict};
+use crate::analyze::{Bottleneck, StepPoint, UslFit, Verdict};
 use crate::units::{Latency, OpsPerSec, Percent};
 use std::fmt::Write;
 use std::time::Duration;
@@ -86,6 +87,30 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
         let _ = writeln!(out, "  no complete step to analyse");
         return out;
     }
+    capacity_and_knee(&mut out, v);
+    objectives(&mut out, v);
+    if let Some(b) = &v.bottleneck {
+        bottleneck(&mut out, b);
+    }
+    if let Some(w) = &v.what_if {
+        let (head, lines) = what_if_lines(w);
+        let _ = writeln!(out, "  what if     {head}");
+        for line in lines {
+            let _ = writeln!(out, "              > {line}");
+        }
+    }
+    out.push_str(&use_table(&v.points));
+    demands(&mut out, v);
+    latency_table(&mut out, &v.points);
+    tail(&mut out, v);
+    usl(&mut out, v);
+    stability(&mut out, v);
+    caveats_and_left_out(&mut out, v);
+    out
+}
+
+/// The peak and the knee, or why there is no knee.
+fn capacity_and_knee(out: &mut String, v: &Verdict) {
     let p = |i: usize| &v.points[i];
     if let Some(peak) = v.peak {
         let _ = writeln!(
@@ -112,112 +137,127 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
             );
         }
     }
-    if let Some(slo) = &v.slo {
-        let met = match (slo.max_load, slo.throughput) {
-            (Some(_), Some(x)) => {
-                let at = v
-                    .points
-                    .iter()
-                    .find(|q| Some(q.load) == slo.max_load)
-                    .map_or(String::new(), load_text);
-                format!("met up to {at} ({}/s)", OpsPerSec(x))
-            }
-            _ => "met at no load".to_string(),
-        };
-        let _ = write!(out, "  objectives  {}: {met}", slo.objectives.join(", "));
-        if let Some(miss) = &slo.first_miss {
-            let _ = write!(out, "; first missed {miss}");
+}
+
+/// Up to which load the objectives (`--slo`) were met, and where first
+/// missed.
+fn objectives(out: &mut String, v: &Verdict) {
+    let Some(slo) = &v.slo else {
+        return;
+    };
+    let met = match (slo.max_load, slo.throughput) {
+        (Some(_), Some(x)) => {
+            let at = v
+                .points
+                .iter()
+                .find(|q| Some(q.load) == slo.max_load)
+                .map_or(String::new(), load_text);
+            format!("met up to {at} ({}/s)", OpsPerSec(x))
         }
-        out.push('\n');
+        _ => "met at no load".to_string(),
+    };
+    let _ = write!(out, "  objectives  {}: {met}", slo.objectives.join(", "));
+    if let Some(miss) = &slo.first_miss {
+        let _ = write!(out, "; first missed {miss}");
     }
-    if let Some(b) = &v.bottleneck {
-        let _ = writeln!(out, "  bottleneck  {}", b.name);
-        for e in &b.evidence {
-            let _ = writeln!(out, "              + {e}");
-        }
-        for r in &b.ruled_out {
-            let _ = writeln!(out, "              - ruled out: {r}");
-        }
-        if b.unreliable {
-            let _ = writeln!(
-                out,
-                "              ! unreliable: the generator set the pace; the figures below describe perflab, not the server"
-            );
-        }
-        if let Some(next) = &b.next {
-            let _ = writeln!(out, "  next        {next}");
-        }
+    out.push('\n');
+}
+
+/// What stops the server: its evidence, what was ruled out, whether the
+/// generator set the pace, and what to look at next.
+fn bottleneck(out: &mut String, b: &Bottleneck) {
+    let _ = writeln!(out, "  bottleneck  {}", b.name);
+    for e in &b.evidence {
+        let _ = writeln!(out, "              + {e}");
     }
-    if let Some(w) = &v.what_if {
-        let (head, lines) = what_if_lines(w);
-        let _ = writeln!(out, "  what if     {head}");
-        for line in lines {
-            let _ = writeln!(out, "              > {line}");
-        }
+    for r in &b.ruled_out {
+        let _ = writeln!(out, "              - ruled out: {r}");
     }
-    out.push_str(&use_table(&v.points));
-    if let Some(d) = &v.demands {
-        let shown: Vec<String> = d
-            .resources
-            .iter()
-            .filter(|r| r.kind != crate::analyze::points::ResourceKind::OneCpu)
-            .map(|r| {
-                format!(
-                    "{} {} → X ≤ {}/s",
-                    r.resource,
-                    secs(r.seconds),
-                    OpsPerSec(r.bound)
-                )
-            })
-            .collect();
-        let fitted: Vec<String> = d.fitted_on.iter().map(|&i| load_text(p(i))).collect();
+    if b.unreliable {
         let _ = writeln!(
             out,
-            "  demands     {} (fitted on {}); D = {}, Z = {}{}",
-            if shown.is_empty() {
-                "no resource samples".to_string()
-            } else {
-                shown.join("; ")
-            },
-            fitted.join(", "),
-            secs(d.total_s),
-            if d.think_s > 0.0 {
-                secs(d.think_s).to_string()
-            } else {
-                "0".to_string()
-            },
-            d.n_star
-                .map_or(String::new(), |n| format!(", N* = (D+Z)/D_max = {n:.1}"))
+            "              ! unreliable: the generator set the pace; the figures below describe perflab, not the server"
         );
+    }
+    if let Some(next) = &b.next {
+        let _ = writeln!(out, "  next        {next}");
+    }
+}
+
+/// The service demands and the bound they set, then per step the
+/// throughput against the bound and Little's law.
+fn demands(out: &mut String, v: &Verdict) {
+    let Some(d) = &v.demands else {
+        return;
+    };
+    let shown: Vec<String> = d
+        .resources
+        .iter()
+        .filter(|r| r.kind != crate::analyze::points::ResourceKind::OneCpu)
+        .map(|r| {
+            format!(
+                "{} {} → X ≤ {}/s",
+                r.resource,
+                secs(r.seconds),
+                OpsPerSec(r.bound)
+            )
+        })
+        .collect();
+    let fitted: Vec<String> = d
+        .fitted_on
+        .iter()
+        .map(|&i| load_text(&v.points[i]))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  demands     {} (fitted on {}); D = {}, Z = {}{}",
+        if shown.is_empty() {
+            "no resource samples".to_string()
+        } else {
+            shown.join("; ")
+        },
+        fitted.join(", "),
+        secs(d.total_s),
+        if d.think_s > 0.0 {
+            secs(d.think_s).to_string()
+        } else {
+            "0".to_string()
+        },
+        d.n_star
+            .map_or(String::new(), |n| format!(", N* = (D+Z)/D_max = {n:.1}"))
+    );
+    let _ = writeln!(
+        out,
+        "  {:>10} {:>10} {:>10} {:>8} {:>18}",
+        "load", "X/s", "bound/s", "X/bound", "Little N vs X(R+Z)"
+    );
+    for (s, q) in d.steps.iter().zip(&v.points) {
         let _ = writeln!(
             out,
             "  {:>10} {:>10} {:>10} {:>8} {:>18}",
-            "load", "X/s", "bound/s", "X/bound", "Little N vs X(R+Z)"
+            load_text(q),
+            OpsPerSec(s.throughput),
+            s.bound
+                .map_or("-".to_string(), |b| OpsPerSec(b).to_string()),
+            s.bound
+                .filter(|b| *b > 0.0)
+                .map_or("-".to_string(), |b| Percent(s.throughput / b).to_string()),
+            s.little.map_or("-".to_string(), |l| format!(
+                "{:.0} vs {:.2}",
+                l.users, l.implied
+            )),
         );
-        for (s, q) in d.steps.iter().zip(&v.points) {
-            let _ = writeln!(
-                out,
-                "  {:>10} {:>10} {:>10} {:>8} {:>18}",
-                load_text(q),
-                OpsPerSec(s.throughput),
-                s.bound
-                    .map_or("-".to_string(), |b| OpsPerSec(b).to_string()),
-                s.bound
-                    .filter(|b| *b > 0.0)
-                    .map_or("-".to_string(), |b| Percent(s.throughput / b).to_string()),
-                s.little.map_or("-".to_string(), |l| format!(
-                    "{:.0} vs {:.2}",
-                    l.users, l.implied
-                )),
-            );
-        }
     }
+}
+
+/// Response time percentiles per step, and the shares over 200 ms and 1 s.
+fn latency_table(out: &mut String, points: &[StepPoint]) {
     let _ = writeln!(
         out,
         "  {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
         "latency", "mean", "p50", "p95", "p99", "p99.9", "max", ">200ms", ">1s"
     );
-    for q in &v.points {
+    for q in points {
         let r = &q.response;
         let _ = writeln!(
             out,
@@ -233,6 +273,10 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
             Percent(q.over_1s).to_string()
         );
     }
+}
+
+/// The tail anomalies and what moved with them, or that there was none.
+fn tail(out: &mut String, v: &Verdict) {
     if v.tail.is_empty() {
         let _ = writeln!(
             out,
@@ -246,6 +290,11 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
         }
         out.push('\n');
     }
+}
+
+/// The scalability fit with its intervals and what it says, or why it
+/// was not fitted.
+fn usl(out: &mut String, v: &Verdict) {
     match (&v.usl, &v.usl_not_fitted) {
         (Some(f), _) => {
             let _ = write!(
@@ -261,40 +310,7 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
                 OpsPerSec(f.lambda),
                 f.r_squared
             );
-            match (f.peak_n, f.max_throughput) {
-                (Some(_), Some(x)) if f.sigma >= 1.0 => {
-                    let _ = write!(
-                        out,
-                        "; σ ≥ 1: concurrency gains nothing, throughput is highest at N = 1 ({}/s) and falls beyond it",
-                        OpsPerSec(x)
-                    );
-                }
-                (Some(n), Some(x)) => {
-                    let _ = write!(
-                        out,
-                        "; peak at N = {n:.1} ({}/s): coherency-limited (throughput falls beyond it)",
-                        OpsPerSec(x)
-                    );
-                }
-                (None, Some(x)) if f.kappa > 0.0 => {
-                    let _ = write!(
-                        out,
-                        "; no peak within ten times the loads measured (κ too small to tell from 0): contention-limited, approaching {}/s",
-                        OpsPerSec(x)
-                    );
-                }
-                (None, Some(x)) => {
-                    let _ = write!(
-                        out,
-                        "; κ = 0 (Amdahl): contention-limited, approaching {}/s",
-                        OpsPerSec(x)
-                    );
-                }
-                _ => {}
-            }
-            if f.kappa > 0.0 && f.kappa_ci.0 <= 0.0 {
-                let _ = write!(out, "; κ's interval reaches 0: Amdahl's law fits as well");
-            }
+            usl_reading(out, f);
             out.push('\n');
         }
         (None, Some(why)) => {
@@ -302,6 +318,49 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
         }
         _ => {}
     }
+}
+
+/// What a USL fit says: where throughput peaks, or what it approaches.
+fn usl_reading(out: &mut String, f: &UslFit) {
+    match (f.peak_n, f.max_throughput) {
+        (Some(_), Some(x)) if f.sigma >= 1.0 => {
+            let _ = write!(
+                out,
+                "; σ ≥ 1: concurrency gains nothing, throughput is highest at N = 1 ({}/s) and falls beyond it",
+                OpsPerSec(x)
+            );
+        }
+        (Some(n), Some(x)) => {
+            let _ = write!(
+                out,
+                "; peak at N = {n:.1} ({}/s): coherency-limited (throughput falls beyond it)",
+                OpsPerSec(x)
+            );
+        }
+        (None, Some(x)) if f.kappa > 0.0 => {
+            let _ = write!(
+                out,
+                "; no peak within ten times the loads measured (κ too small to tell from 0): contention-limited, approaching {}/s",
+                OpsPerSec(x)
+            );
+        }
+        (None, Some(x)) => {
+            let _ = write!(
+                out,
+                "; κ = 0 (Amdahl): contention-limited, approaching {}/s",
+                OpsPerSec(x)
+            );
+        }
+        _ => {}
+    }
+    if f.kappa > 0.0 && f.kappa_ci.0 <= 0.0 {
+        let _ = write!(out, "; κ's interval reaches 0: Amdahl's law fits as well");
+    }
+}
+
+/// The coefficient of variation of throughput per level, and the levels
+/// that never stabilised.
+fn stability(out: &mut String, v: &Verdict) {
     let cvs: Vec<String> = v
         .stability
         .iter()
@@ -334,6 +393,10 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
             )
         }
     );
+}
+
+/// The caveats, and the steps left out of the analysis.
+fn caveats_and_left_out(out: &mut String, v: &Verdict) {
     for c in &v.caveats {
         let _ = writeln!(out, "  caveat      {c}");
     }
@@ -345,7 +408,6 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
             loads.join(", ")
         );
     }
-    out
 }
 
 /// Each resource's use per step, by the USE method.
@@ -367,57 +429,13 @@ fn use_table(points: &[StepPoint]) -> String {
         "top db wait"
     );
     for q in points {
-        let cpu = q.resource("cpu").map_or("-".to_string(), |c| {
-            format!(
-                "{} ({}) {}",
-                Percent(c.utilisation),
-                q.extras
-                    .cpu_isr
-                    .map_or("-".to_string(), |i| Percent(i).to_string()),
-                c.saturation
-                    .as_ref()
-                    .map_or("-".to_string(), |(_, v)| format!("{v:.1}"))
-            )
-        });
-        let busiest = |prefix: &str| {
-            q.resources
-                .iter()
-                .filter(|r| r.name.starts_with(prefix))
-                .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))
-        };
-        let disk = busiest("disk ").map_or("-".to_string(), |d| {
-            format!(
-                "{} {} {}",
-                d.name.trim_start_matches("disk "),
-                Percent(d.utilisation),
-                d.saturation
-                    .as_ref()
-                    .map_or("-".to_string(), |(_, v)| format!("{v:.2}"))
-            )
-        });
-        let link = busiest("link ").map_or("-".to_string(), |l| {
-            format!(
-                "{} {}",
-                l.name.trim_start_matches("link "),
-                Percent(l.utilisation)
-            )
-        });
-        let total: u64 = q.waits.values().sum();
-        let wait = q
-            .waits
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .filter(|_| total > 0)
-            .map_or("-".to_string(), |(k, n)| {
-                format!("{k} {}", Percent(*n as f64 / total as f64))
-            });
         let _ = writeln!(
             out,
             "  {:>10} {:>22} {:>22} {:>16} {:>14} {:>12} {:>9} {:>14}",
             load_text(q),
-            cpu,
-            disk,
-            link,
+            use_cpu(q),
+            use_disk(q),
+            use_link(q),
             q.extras
                 .major_faults_per_s
                 .map_or("-".to_string(), |f| format!("{f:.1}")),
@@ -425,8 +443,69 @@ fn use_table(points: &[StepPoint]) -> String {
                 .retransmits_per_s
                 .map_or("-".to_string(), |r| format!("{r:.1}")),
             format!("{:.2} cpu", q.generator.cpus),
-            wait
+            top_wait(q)
         );
     }
     out
+}
+
+/// The CPUs' use: busy, %ISR and run queue.
+fn use_cpu(q: &StepPoint) -> String {
+    q.resource("cpu").map_or("-".to_string(), |c| {
+        format!(
+            "{} ({}) {}",
+            Percent(c.utilisation),
+            q.extras
+                .cpu_isr
+                .map_or("-".to_string(), |i| Percent(i).to_string()),
+            c.saturation
+                .as_ref()
+                .map_or("-".to_string(), |(_, v)| format!("{v:.1}"))
+        )
+    })
+}
+
+/// The busiest resource whose name starts with `prefix`.
+fn busiest<'a>(q: &'a StepPoint, prefix: &str) -> Option<&'a ResourceUse> {
+    q.resources
+        .iter()
+        .filter(|r| r.name.starts_with(prefix))
+        .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))
+}
+
+/// The busiest disk: its name, busy share and queue.
+fn use_disk(q: &StepPoint) -> String {
+    busiest(q, "disk ").map_or("-".to_string(), |d| {
+        format!(
+            "{} {} {}",
+            d.name.trim_start_matches("disk "),
+            Percent(d.utilisation),
+            d.saturation
+                .as_ref()
+                .map_or("-".to_string(), |(_, v)| format!("{v:.2}"))
+        )
+    })
+}
+
+/// The busiest link direction: its name and busy share.
+fn use_link(q: &StepPoint) -> String {
+    busiest(q, "link ").map_or("-".to_string(), |l| {
+        format!(
+            "{} {}",
+            l.name.trim_start_matches("link "),
+            Percent(l.utilisation)
+        )
+    })
+}
+
+/// The database's commonest wait class and its share of samples.
+fn top_wait(q: &StepPoint) -> String {
+    let total: u64 = q.waits.values().sum();
+    q.waits
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .filter(|_| total > 0)
+        .map_or("-".to_string(), |(k, n)| {
+            format!("{k} {}", Percent(*n as f64 / total as f64))
+        })
 }
