@@ -241,3 +241,134 @@ fn tcp_part(s: &HostSample) -> Option<String> {
 fn fmt_rate(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |v| OpsPerSec(v).to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::counters::process::ProcessSample;
+    use crate::probe::counters::{CpuSample, DiskSample, MemorySample, PressureSample, TcpSample};
+
+    /// A 100 Mb/s NIC at half duplex, counting drops, errors, collisions,
+    /// late collisions and CRC errors.
+    fn eth0() -> NicSample {
+        NicSample {
+            name: "eth0".to_string(),
+            rx_bytes_per_s: 5.0e6,
+            tx_bytes_per_s: 1.0e6,
+            speed_mbps: Some(100),
+            duplex: Some("half".to_string()),
+            rx_utilisation: Some(0.4),
+            tx_utilisation: Some(0.08),
+            rx_drops: 2,
+            tx_drops: 1,
+            rx_errors: 4,
+            tx_errors: 3,
+            collisions: 12,
+            tx_window_errors: Some(5),
+            rx_crc_errors: Some(7),
+            ..NicSample::default()
+        }
+    }
+
+    /// A host whose half-duplex NIC counts late collisions and CRC errors
+    /// (the duplex mismatch of the seed labs), with a busy disk and a
+    /// server process; `lo` and an idle NIC without a speed stay out.
+    fn sample() -> HostSample {
+        let nic = |name: &str| NicSample {
+            name: name.to_string(),
+            ..NicSample::default()
+        };
+        HostSample {
+            seconds: 1.0,
+            cpu: Some(CpuSample {
+                user: 0.40,
+                system: 0.20,
+                softirq: 0.05,
+                irq: 0.01,
+                steal: 0.02,
+                idle: 0.32,
+                ..CpuSample::default()
+            }),
+            procs_running: Some(3),
+            memory: Some(MemorySample {
+                total_bytes: 8 << 30,
+                available_bytes: Some(6 << 30),
+                major_faults_per_s: Some(1.5),
+                pages_scanned_per_s: Some(0.0),
+                swap_in_per_s: Some(2.0),
+                swap_out_per_s: Some(3.0),
+                ..MemorySample::default()
+            }),
+            disks: vec![DiskSample {
+                name: "vda".to_string(),
+                read_bytes_per_s: 1.5e6,
+                write_bytes_per_s: 2.5e6,
+                busy: 0.625,
+                queue: 1.25,
+                await_ms: Some(0.75),
+                ..DiskSample::default()
+            }],
+            nics: vec![
+                NicSample {
+                    rx_bytes_per_s: 9e6,
+                    ..nic("lo")
+                },
+                nic("eth1"),
+                eth0(),
+            ],
+            tcp: Some(TcpSample {
+                retransmits_per_s: 12.5,
+                timeouts: Some(2),
+                listen_drops: Some(0),
+                ..TcpSample::default()
+            }),
+            pressure: PressureSample {
+                cpu_some: Some(12.5),
+                memory_some: Some(0.0),
+                io_some: Some(3.25),
+                ..PressureSample::default()
+            },
+            processes: vec![ProcessSample {
+                label: "server".to_string(),
+                processes: 9,
+                cpu_user: 0.5,
+                cpu_system: 0.25,
+                rss_bytes: 900 << 20,
+                ..ProcessSample::default()
+            }],
+            ..HostSample::default()
+        }
+    }
+
+    #[test]
+    fn a_sample_reads_as_use_per_resource() {
+        let line = use_line(&sample());
+        let parts: Vec<&str> = line.split(" | ").collect();
+        assert_eq!(
+            parts,
+            [
+                "cpu U 68.0% (isr 6.0%, steal 2.0%) S runq 3 psi 12.5%",
+                "mem U 25.0% S majflt 1.5/s scan 0.0/s swap 5.0/s psi 0.0%",
+                "disk vda U 62.5% 4.0 MB/s S q 1.25 await 0.75ms psi 3.2%",
+                "net eth0 U rx 5.00 tx 1.00 MB/s (40.0% / 8.0% of 100 Mb/s half) \
+                 S drops 3 E errs 7 colls 12 late 5 crc 7",
+                "tcp E retrans 12.5/s timeouts 2 listen drops 0",
+                "server 9 procs cpu 75.0% rss 900.0 MiB",
+            ],
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn what_the_host_does_not_report_is_left_out() {
+        assert_eq!(use_line(&HostSample::default()), "");
+        let only_tcp = HostSample {
+            tcp: Some(TcpSample {
+                retransmits_per_s: 0.0,
+                ..TcpSample::default()
+            }),
+            ..HostSample::default()
+        };
+        assert_eq!(use_line(&only_tcp), "tcp E retrans 0.0/s");
+    }
+}
