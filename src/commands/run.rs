@@ -1,6 +1,7 @@
 //! `perflab run`: prepare the target, run the sweep, commit every step as
 //! it ends, check the workload's data, print the table.
 
+use super::output::{write, Destination};
 use super::Exit;
 use crate::agent::read_token;
 use crate::cli::{plan_from, CommonRunArgs, PlanError, RunArgs};
@@ -14,7 +15,7 @@ use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::qdisc::QdiscReader;
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::probe::{DbProbe, DbSample, HostFacts};
-use crate::report::{render_run, render_verdict, Progress};
+use crate::report::{Format, Output, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
 use crate::target::Endpoint;
 use crate::units::format_duration;
@@ -307,7 +308,11 @@ fn finish(
             );
             store.finish_run(run, RunStatus::Partial, Some(&reason), None)?;
             println!();
-            print!("{}", render_run(&store.load_run(run)?));
+            write(
+                &Output::Run(&store.load_run(run)?),
+                Format::Text,
+                Destination::Stdout,
+            )?;
             eprintln!(
                 "error: {reason}; the finished steps are stored as run {run} (partial) in {}",
                 store.path().display()
@@ -350,10 +355,17 @@ fn finish(
     store.finish_run(run, status, reason.as_deref(), check.as_ref())?;
     println!();
     let stored = store.load_run(run)?;
-    print!("{}", render_run(&stored));
+    write(&Output::Run(&stored), Format::Text, Destination::Stdout)?;
     let verdict = crate::analyze::verdict_of_run(&stored, None, None);
     println!();
-    print!("{}", render_verdict(&verdict, run));
+    write(
+        &Output::Verdict {
+            verdict: &verdict,
+            run,
+        },
+        Format::Text,
+        Destination::Stdout,
+    )?;
     store.save_verdict(run, &serde_json::to_value(&verdict)?)?;
     println!(
         "\nstored as run {run} in {}: perflab show {run} --json run-{run}.json",

@@ -67,6 +67,11 @@ pub enum Output<'a> {
     },
     /// `perflab doctor`: the findings, worst first.
     Doctor(&'a crate::doctor::Report),
+    /// `perflab check`: what was checked (a heading) and the check's rules.
+    Check {
+        what: &'a str,
+        report: &'a crate::workload::CheckReport,
+    },
     /// `perflab diff-hosts`: the facts in which the hosts of runs `a` and
     /// `b` differ, of `facts` recorded.
     HostDiff {
@@ -89,6 +94,7 @@ impl Output<'_> {
             Output::Comparison(_) => "a comparison",
             Output::Report { .. } => "a report",
             Output::Doctor(_) => "the doctor's findings",
+            Output::Check { .. } => "a data check",
             Output::HostDiff { .. } => "a host comparison",
             Output::Sample { .. } => "a host sample",
         }

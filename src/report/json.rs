@@ -27,6 +27,7 @@ pub(super) fn write(output: &Output<'_>) -> Result<Document, FormatError> {
         Output::Verdict { verdict, .. } => pretty(verdict, what)?,
         Output::Comparison(c) => pretty(c, what)?,
         Output::Doctor(report) => pretty(report, what)?,
+        Output::Check { report, .. } => pretty(report, what)?,
         Output::Sample { at, sample } => line(sample, at, what)?,
         Output::Runs { .. } | Output::Report { .. } | Output::HostDiff { .. } => {
             return Err(FormatError::unsupported(output, Format::Json))

@@ -1,7 +1,7 @@
 //! The text writer: what perflab prints on a terminal — a stored run's
 //! table ([`super::render_run`]), a verdict ([`super::render_verdict`]),
 //! a comparison ([`super::render_compare`]), the doctor's findings
-//! ([`super::render_doctor`]), the list of runs, the hosts' differences
+//! ([`super::render_doctor`]), a data check ([`super::render_check`]), the list of runs, the hosts' differences
 //! ([`super::listing`]) and a watched sample's USE line
 //! ([`super::use_line`]). The renderers live in their own modules; this
 //! one only picks.
@@ -16,6 +16,7 @@ pub(super) fn write(output: &Output<'_>) -> Result<Document, FormatError> {
         Output::Verdict { verdict, run } => super::render_verdict(verdict, *run),
         Output::Comparison(c) => super::render_compare(c),
         Output::Doctor(report) => super::render_doctor(report),
+        Output::Check { what, report } => format!("{what}\n{}", super::render_check(report)),
         Output::HostDiff {
             a,
             b,
