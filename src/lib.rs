@@ -20,4 +20,5 @@ pub mod report;
 pub mod store;
 pub mod target;
 pub mod units;
+pub(crate) mod util;
 pub mod workload;

@@ -13,6 +13,8 @@ mod show;
 mod watch;
 
 use crate::cli::{Cli, Command, PlanError};
+// `run` names it `crate::commands::one_line`.
+pub(crate) use crate::util::one_line;
 use clap::Parser;
 use std::ffi::OsString;
 
@@ -108,9 +110,4 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             }
         }
     }
-}
-
-/// Folds a message onto one line.
-pub(crate) fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -67,7 +67,7 @@ impl Source {
                     if *answering {
                         eprintln!(
                             "warning: {}; watching on",
-                            super::one_line(&format!("{e:#}"))
+                            crate::util::one_line(&format!("{e:#}"))
                         );
                         *answering = false;
                     }

@@ -12,19 +12,19 @@ use std::time::Duration;
 pub struct LatencySummary {
     /// Operations in the histogram.
     pub count: u64,
-    #[serde(with = "crate::plan::serde_duration")]
+    #[serde(with = "crate::util::serde_duration")]
     pub mean: Duration,
-    #[serde(with = "crate::plan::serde_duration")]
+    #[serde(with = "crate::util::serde_duration")]
     pub p50: Duration,
-    #[serde(with = "crate::plan::serde_duration")]
+    #[serde(with = "crate::util::serde_duration")]
     pub p90: Duration,
-    #[serde(with = "crate::plan::serde_duration")]
+    #[serde(with = "crate::util::serde_duration")]
     pub p95: Duration,
-    #[serde(with = "crate::plan::serde_duration")]
+    #[serde(with = "crate::util::serde_duration")]
     pub p99: Duration,
-    #[serde(with = "crate::plan::serde_duration")]
+    #[serde(with = "crate::util::serde_duration")]
     pub p999: Duration,
-    #[serde(with = "crate::plan::serde_duration")]
+    #[serde(with = "crate::util::serde_duration")]
     pub max: Duration,
 }
 
@@ -50,7 +50,7 @@ impl LatencySummary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepSummary {
     /// Length of the measured window.
-    #[serde(with = "crate::plan::serde_duration")]
+    #[serde(with = "crate::util::serde_duration")]
     pub measured: Duration,
     /// Operations served (ok + refused).
     pub completed: u64,
@@ -71,7 +71,7 @@ pub struct StepSummary {
     /// Open loop: lateness of the generator's dispatch.
     pub lag: LatencySummary,
     /// Closed loop: mean think time drawn.
-    #[serde(with = "crate::plan::serde_duration")]
+    #[serde(with = "crate::util::serde_duration")]
     pub mean_think: Duration,
 }
 

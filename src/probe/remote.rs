@@ -148,7 +148,7 @@ impl RemoteWatch {
                 Err(e) => PlanError::new(format!(
                     "the probe {} does not answer: {}; start it, or drop that --probe",
                     probe.name,
-                    crate::commands::one_line(&format!("{e:#}"))
+                    crate::util::one_line(&format!("{e:#}"))
                 )),
             })?;
         Ok(RemoteWatch {
@@ -202,7 +202,7 @@ impl RemoteWatch {
                     eprintln!(
                         "warning: probe {} stopped answering ({}); the run goes on and the gap is recorded",
                         self.probe.name,
-                        crate::commands::one_line(&format!("{e:#}"))
+                        crate::util::one_line(&format!("{e:#}"))
                     );
                     self.answering = false;
                 }

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct SelfUsage {
     /// Wall-clock time the step took, warm-up and drain included.
-    #[serde(with = "crate::plan::serde_duration", default)]
+    #[serde(with = "crate::util::serde_duration", default)]
     pub wall: Duration,
     /// User-mode CPU time of the whole perflab process (all threads).
-    #[serde(with = "crate::plan::serde_duration", default)]
+    #[serde(with = "crate::util::serde_duration", default)]
     pub cpu_user: Duration,
     /// Kernel-mode CPU time of the whole perflab process.
-    #[serde(with = "crate::plan::serde_duration", default)]
+    #[serde(with = "crate::util::serde_duration", default)]
     pub cpu_system: Duration,
     /// Resident memory at the end of the measured window, bytes.
     pub rss_bytes: Option<u64>,
@@ -23,7 +23,7 @@ pub struct SelfUsage {
     #[serde(default)]
     pub cpu_capacity: Option<f64>,
     /// Time its cgroup's CPU quota held it back during the step.
-    #[serde(with = "crate::plan::serde_duration::option", default)]
+    #[serde(with = "crate::util::serde_duration::option", default)]
     pub throttled: Option<Duration>,
 }
 

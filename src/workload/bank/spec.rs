@@ -249,7 +249,7 @@ fn keep_probe(probe: anyhow::Result<crate::probe::DbProbe>) -> Option<crate::pro
         Err(e) => {
             eprintln!(
                 "warning: no database statistics for this run: {}",
-                crate::commands::one_line(&format!("{e:#}"))
+                crate::util::one_line(&format!("{e:#}"))
             );
             None
         }

@@ -6,9 +6,10 @@
 use super::{CheckReport, Driver, Kind, OpCounts, Session, Started, Workload};
 use crate::cli::PlanError;
 use crate::measure::Outcome;
-use crate::plan::{serde_duration, Plan};
+use crate::plan::Plan;
 use crate::target::Target;
 use crate::units::parse_duration;
+use crate::util::serde_duration;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
