@@ -13,6 +13,7 @@ pub mod cli;
 pub mod commands;
 pub mod doctor;
 pub mod engine;
+pub mod error;
 pub mod measure;
 pub mod plan;
 pub mod probe;

@@ -2,7 +2,7 @@
 //! counters now (`GET /v1/snapshot`), with the token.
 
 use super::StampedSample;
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::probe::counters::HostSnapshot;
 use std::time::Duration;
 

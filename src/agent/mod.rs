@@ -23,16 +23,16 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Reads a token file: its first line, trimmed; an empty token is an error.
-pub fn read_token(path: &std::path::Path) -> Result<String, crate::cli::PlanError> {
+pub fn read_token(path: &std::path::Path) -> Result<String, crate::error::PlanError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        crate::cli::PlanError::new(format!(
+        crate::error::PlanError::new(format!(
             "cannot read the token file {}: {e}; give --token-file a readable file holding the token",
             path.display()
         ))
     })?;
     let token = text.lines().next().unwrap_or_default().trim().to_string();
     if token.is_empty() {
-        return Err(crate::cli::PlanError::new(format!(
+        return Err(crate::error::PlanError::new(format!(
             "the token file {} is empty; put a token (e.g. from `openssl rand -hex 32`) in it",
             path.display()
         )));

@@ -1,7 +1,7 @@
 //! The agent's HTTP side (tiny_http) and its sampling thread.
 
 use super::{constant_time_eq, Ring};
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,7 +4,6 @@
 //! flags.
 
 mod args;
-mod error;
 mod validate;
 pub mod values;
 
@@ -14,5 +13,4 @@ pub use args::{
     WatchArgs,
 };
 pub use args::{DEFAULT_USERS, QUICK_USERS};
-pub use error::PlanError;
 pub use validate::{parse_max_cv, parse_slos, plan_for, plan_from, server_selector};

@@ -3,8 +3,8 @@
 use super::args::{
     CommonRunArgs, RunArgs, ServerArgs, DEFAULT_USERS, DURATION, QUICK_USERS, WARMUP,
 };
-use super::error::PlanError;
 use super::values;
+use crate::error::PlanError;
 use crate::plan::{LoadModel, Plan, Sweep, ThinkTime};
 use crate::probe::counters::process::ProcessSelector;
 use crate::units::{parse_duration, parse_percent};

@@ -2,7 +2,8 @@
 
 use super::Exit;
 use crate::agent::{read_token, serve, AgentConfig};
-use crate::cli::{AgentArgs, PlanError};
+use crate::cli::AgentArgs;
+use crate::error::PlanError;
 use crate::units::parse_duration;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -6,7 +6,8 @@
 use super::output::{write, Destination};
 use super::Exit;
 use crate::analyze::verdict_of_run;
-use crate::cli::{CompareArgs, PlanError};
+use crate::cli::CompareArgs;
+use crate::error::PlanError;
 use crate::report::{Format, Output};
 use crate::store::{Store, StoredRun};
 

@@ -5,8 +5,9 @@
 
 use super::output::Destination;
 use super::Exit;
-use crate::cli::{DoctorArgs, PlanError};
+use crate::cli::DoctorArgs;
 use crate::doctor::{self, database_findings, Root, Scope, Severity};
+use crate::error::PlanError;
 use crate::report::{Format, Output};
 use crate::target::settings::DbSettings;
 use crate::target::{validate_target, Opened, ServerOptions, Target};

@@ -12,7 +12,8 @@ mod run;
 mod show;
 mod watch;
 
-use crate::cli::{Cli, Command, PlanError};
+use crate::cli::{Cli, Command};
+use crate::error::PlanError;
 // `run` names it `crate::commands::one_line`.
 pub(crate) use crate::util::one_line;
 use clap::Parser;

@@ -2,7 +2,7 @@
 //! a flag (`-` meaning standard output), or a directory of files. The
 //! bytes are the writer's; nothing is added here.
 
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::report::{render, Document, Format, Output};
 use std::path::Path;
 

@@ -5,7 +5,8 @@
 use super::output::{write, Destination};
 use super::Exit;
 use crate::analyze::{verdict_of_run, Verdict};
-use crate::cli::{PlanError, ReportArgs};
+use crate::cli::ReportArgs;
+use crate::error::PlanError;
 use crate::report::sections::{distribution, StepChoice};
 use crate::report::{Format, Output, ReportRun};
 use crate::store::StoredRun;

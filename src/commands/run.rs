@@ -4,10 +4,11 @@
 use super::output::{write, Destination};
 use super::Exit;
 use crate::agent::read_token;
-use crate::cli::{plan_from, CommonRunArgs, PlanError, RunArgs};
+use crate::cli::{plan_from, CommonRunArgs, RunArgs};
 use crate::engine::{
     run_sweep, IntervalSpec, ProbeSample, Schedule, StepResult, SweepEnd, SweepObserver,
 };
+use crate::error::PlanError;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan};
 use crate::probe::counters::process::{ProcessGroup, ProcessSelector};

@@ -3,7 +3,8 @@
 
 use super::output::{write, Destination};
 use super::Exit;
-use crate::cli::{DiffHostsArgs, PlanError, ShowArgs};
+use crate::cli::{DiffHostsArgs, ShowArgs};
+use crate::error::PlanError;
 use crate::report::{Format, Output};
 use crate::store::Store;
 use anyhow::Context;

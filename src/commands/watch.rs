@@ -4,7 +4,8 @@
 
 use super::Exit;
 use crate::agent::{read_token, AgentClient};
-use crate::cli::{server_selector, PlanError, WatchArgs};
+use crate::cli::{server_selector, WatchArgs};
+use crate::error::PlanError;
 use crate::probe::counters::process::ProcessGroup;
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::qdisc::QdiscReader;

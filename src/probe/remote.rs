@@ -9,8 +9,8 @@
 use super::counters::{HostSample, HostSnapshot};
 use super::node_exporter::Scrape;
 use crate::agent::AgentClient;
-use crate::cli::PlanError;
 use crate::engine::ProbeSample;
+use crate::error::PlanError;
 use std::time::{Duration, Instant};
 
 /// One remote source.

@@ -11,7 +11,7 @@ mod write;
 pub use read::{RunRow, StoredRun};
 pub use write::NewRun;
 
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 

@@ -3,8 +3,8 @@
 //! the store alone.
 
 use super::{RunId, RunStatus, Store};
-use crate::cli::PlanError;
 use crate::engine::{IntervalRecord, ProbeSample, StepResult, StepStatus};
+use crate::error::PlanError;
 use crate::measure::{decode_histogram, OpTally, Phase, Tally};
 use crate::plan::{Level, Plan};
 use crate::probe::{HostFacts, SelfUsage};

@@ -4,7 +4,7 @@
 //! [`TargetArgs`] into its own flags and names its default target.
 
 use super::{Target, SCHEMES};
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use serde::{Deserialize, Serialize};
 
 /// `--target` and the managed server's options.

@@ -8,7 +8,7 @@ use super::mysql::{self, MyTarget};
 use super::postgres::{self as pg, PgTarget};
 use super::settings::DbSettings;
 use super::{ServerOptions, Target};
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::probe::counters::process::ProcessSelector;
 use crate::probe::DbProbe;
 use std::path::PathBuf;

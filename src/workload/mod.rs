@@ -15,7 +15,7 @@ mod registry;
 
 pub use registry::{names_text as registry_names, CheckChoice, RunChoice, Validated, NAMES};
 
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::{Plan, WorkloadSpec};
 use crate::probe::counters::process::ProcessSelector;

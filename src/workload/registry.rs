@@ -4,7 +4,7 @@
 //! spec, and the matches that reach its [`Kind`].
 
 use super::{spec_of, CheckReport, Driver, Kind};
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::plan::{Plan, WorkloadSpec};
 use crate::target::Target;
 

@@ -8,7 +8,7 @@
 
 pub mod postgres;
 
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use anyhow::Context;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

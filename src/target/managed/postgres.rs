@@ -9,7 +9,7 @@ use super::{
     find_programs, free_loopback_port, log_file, server_command, server_user, NotReady, ServerDir,
     ServerProcess,
 };
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

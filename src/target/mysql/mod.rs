@@ -4,7 +4,7 @@
 
 pub mod stats;
 
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use mysql_async::{Conn, Opts, OptsBuilder};
 
 /// Connection settings of a MySQL or MariaDB target.

@@ -7,7 +7,7 @@
 
 pub mod stats;
 
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls};

@@ -98,7 +98,7 @@ pub fn ensure_reusable(figures: &BankFigures, location: &str) -> anyhow::Result<
         .filter(|l| !l.passed)
         .map(|l| format!("{}: {}", l.rule, l.detail))
         .collect();
-    Err(crate::cli::PlanError::new(format!(
+    Err(crate::error::PlanError::new(format!(
         "the bank in {location} fails its check ({}); rerun with --reload to load it afresh",
         failed.join("; ")
     ))

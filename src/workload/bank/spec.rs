@@ -8,7 +8,7 @@ use super::mysql::MyBank;
 use super::postgres::PgBank;
 use super::sqlite::{LoadReport, SqliteBank};
 use super::{check_database, BankBackend, BankWorkload};
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::plan::Plan;
 use crate::target::{Endpoint, Kind as TargetKind, Opened, ServerOptions, Target, TargetArgs};
 use crate::workload::{CheckReport, Driver, Kind, Started};

@@ -88,7 +88,7 @@ impl SqliteBank {
     /// Opens an existing bank for `perflab check bank`.
     pub fn existing(path: &Path) -> anyhow::Result<Self> {
         if !path.exists() {
-            anyhow::bail!(crate::cli::PlanError::new(format!(
+            anyhow::bail!(crate::error::PlanError::new(format!(
                 "{} does not exist; run `perflab run bank --target sqlite:{}` first",
                 path.display(),
                 path.display()
@@ -96,7 +96,7 @@ impl SqliteBank {
         }
         let conn = open(path)?;
         if loaded_scale(&conn)?.is_none() {
-            anyhow::bail!(crate::cli::PlanError::new(format!(
+            anyhow::bail!(crate::error::PlanError::new(format!(
                 "{} holds no perflab bank; run `perflab run bank --target sqlite:{}` first",
                 path.display(),
                 path.display()

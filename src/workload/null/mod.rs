@@ -4,7 +4,7 @@
 //! operational laws must hold to the percent.
 
 use super::{CheckReport, Driver, Kind, OpCounts, Session, Started, Workload};
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::Plan;
 use crate::target::Target;

@@ -14,7 +14,7 @@ use super::mix::{BankMix, Isolation};
 use super::ops::{ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
 use super::sqlite::LoadReport;
 use super::{BankBackend, Tables};
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::target::mysql::{connect, MyTarget};
 use anyhow::Context;
 use mysql_async::prelude::Queryable;

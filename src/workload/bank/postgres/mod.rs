@@ -13,7 +13,7 @@ use super::check::BankFigures;
 use super::mix::{BankMix, Isolation};
 use super::sqlite::LoadReport;
 use super::{BankBackend, Tables};
-use crate::cli::PlanError;
+use crate::error::PlanError;
 use crate::target::postgres::{connect, PgTarget};
 use anyhow::Context;
 use std::time::Instant;
