@@ -18,13 +18,13 @@ pub mod usl;
 pub mod whatif;
 
 pub use bottleneck::{Bottleneck, BottleneckKind, RunShape};
-pub use capacity::{Knee, Slo, SloOutcome};
+pub use capacity::{Knee, SloOutcome};
 pub use demands::Demands;
 pub use latency::TailAnomaly;
 pub use points::StepPoint;
 pub use usl::UslFit;
 
-use crate::plan::Level;
+use crate::plan::{Level, Slo};
 use crate::store::StoredRun;
 use host::{probe_sources, HostSource};
 use serde::Serialize;

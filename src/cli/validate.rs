@@ -179,11 +179,11 @@ fn repeats(args: &CommonRunArgs) -> Result<(u32, u32), PlanError> {
 }
 
 /// Validates `--slo` objectives.
-pub fn parse_slos(given: &[String]) -> Result<Vec<crate::analyze::Slo>, PlanError> {
+pub fn parse_slos(given: &[String]) -> Result<Vec<crate::plan::Slo>, PlanError> {
     given
         .iter()
         .map(|s| {
-            crate::analyze::Slo::parse(s)
+            crate::plan::Slo::parse(s)
                 .map_err(|e| PlanError::flag("--slo", e, "e.g. --slo p95<50ms or --slo errors<1%"))
         })
         .collect()

@@ -6,9 +6,11 @@
 //! have defaults).
 
 pub mod load;
+mod slo;
 mod workload;
 
 pub use load::{Arrivals, Level, LoadModel, Sweep, ThinkTime};
+pub use slo::{Slo, SloMetric};
 pub use workload::WorkloadSpec;
 
 use crate::target::Traits;
@@ -51,7 +53,7 @@ pub struct Plan {
     pub server: Option<crate::probe::counters::process::ProcessSelector>,
     /// Service level objectives the verdict judges the steps by.
     #[serde(default)]
-    pub slos: Vec<crate::analyze::Slo>,
+    pub slos: Vec<Slo>,
     /// The verdict flags steps whose throughputs vary more than this; with
     /// `max_repeat` above `repeat`, a level runs again while they do.
     #[serde(default = "default_max_cv")]
