@@ -4,14 +4,14 @@
 //! It reads counters only and executes nothing it is sent. Every request
 //! needs the token (`Authorization: Bearer …`, compared in constant time);
 //! listening beyond loopback without a token is refused at start-up; a
-//! refused request is logged without the token it carried.
+//! refused request is logged without the token it carried. Its client and
+//! the bodies it serves are the probes' (`probe::agent_client`): the agent
+//! imports the probes, never the reverse.
 
-pub mod client;
 mod ring;
 mod server;
 
-pub use client::AgentClient;
-pub use ring::{Ring, StampedSample};
+pub use ring::Ring;
 pub use server::{serve, AgentConfig};
 
 /// Compares two byte strings in time that depends only on their lengths.

@@ -1,21 +1,12 @@
 //! The agent's recent samples: a bounded queue numbered from 1, so a client
 //! asks for what came after the last number it saw.
 
+use crate::probe::agent_client::StampedSample;
 use crate::probe::counters::HostSample;
-use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// Samples kept (ten minutes at 1 Hz).
 const CAPACITY: usize = 600;
-
-/// One sample with its number and time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StampedSample {
-    pub seq: u64,
-    /// RFC 3339 time the interval ended.
-    pub at: String,
-    pub sample: HostSample,
-}
 
 /// The recent samples.
 #[derive(Debug, Default)]

@@ -2,6 +2,7 @@
 
 use super::{constant_time_eq, Ring};
 use crate::error::PlanError;
+use crate::probe::agent_client::SnapshotBody;
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,7 +126,7 @@ fn answer(
     let url = request.url();
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
     if path == "/v1/snapshot" {
-        let body = super::client::SnapshotBody {
+        let body = SnapshotBody {
             seconds: started.elapsed().as_secs_f64(),
             snapshot: HostSnapshot::read(&HostRoot::live(), &[]),
         };

@@ -75,7 +75,7 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
                 .as_deref()
                 .map(crate::agent::read_token)
                 .transpose()?;
-            let client = crate::agent::AgentClient::new(probe, token)?
+            let client = crate::probe::agent_client::AgentClient::new(probe, token)?
                 .with_timeout(sample + Duration::from_secs(10));
             client.doctor(sample.as_secs_f64())?
         }

@@ -5,9 +5,7 @@ use super::output::{write, Destination};
 use super::Exit;
 use crate::agent::read_token;
 use crate::cli::{plan_from, CommonRunArgs, RunArgs};
-use crate::engine::{
-    run_sweep, IntervalSpec, ProbeSample, Schedule, StepResult, SweepEnd, SweepObserver,
-};
+use crate::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, SweepObserver};
 use crate::error::PlanError;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan};
@@ -15,7 +13,7 @@ use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::qdisc::QdiscReader;
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
-use crate::probe::{DbProbe, DbSample, HostFacts};
+use crate::probe::{DbProbe, DbSample, HostFacts, ProbeSample};
 use crate::report::{Format, Output, Progress};
 use crate::store::{NewRun, RunId, RunStatus, Store};
 use crate::target::Endpoint;

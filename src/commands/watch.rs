@@ -3,9 +3,10 @@
 //! or one JSON object per sample.
 
 use super::Exit;
-use crate::agent::{read_token, AgentClient};
+use crate::agent::read_token;
 use crate::cli::{server_selector, WatchArgs};
 use crate::error::PlanError;
+use crate::probe::agent_client::AgentClient;
 use crate::probe::counters::process::ProcessGroup;
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::qdisc::QdiscReader;

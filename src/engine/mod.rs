@@ -14,5 +14,5 @@ mod sweep;
 mod worker;
 
 pub use schedule::{IntervalSpec, Schedule};
-pub use step::{IntervalRecord, ProbeSample, StepResult, StepStatus};
+pub use step::{IntervalRecord, StepResult, StepStatus};
 pub use sweep::{coefficient_of_variation, run_sweep, SweepEnd, SweepObserver};

@@ -3,7 +3,7 @@
 use crate::measure::{Phase, StepSummary, Tally};
 use crate::plan::Level;
 use crate::probe::counters::HostSample;
-use crate::probe::{DbSample, SelfUsage};
+use crate::probe::{DbSample, ProbeSample, SelfUsage};
 use std::time::{Duration, SystemTime};
 
 /// One interval's merged tally.
@@ -21,15 +21,6 @@ pub struct IntervalRecord {
     pub host: Option<HostSample>,
     /// What each remote probe saw over the interval, in `--probe` order.
     pub probes: Vec<ProbeSample>,
-}
-
-/// One remote probe's sample of an interval; none when it did not answer
-/// (a gap, kept so it shows).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ProbeSample {
-    /// The probe as given: `agent://db1:7071`, `node-exporter://db1:9100`.
-    pub source: String,
-    pub sample: Option<HostSample>,
 }
 
 /// How a step ended.

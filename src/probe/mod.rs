@@ -3,6 +3,7 @@
 //! the server's cgroup and the qdiscs of its network namespace, the
 //! database's statistics, and the host facts stored with every run.
 
+pub mod agent_client;
 pub mod cgroup;
 pub mod counters;
 mod db;
@@ -15,4 +16,5 @@ mod self_usage;
 
 pub use db::{DbProbe, DbSample, DbStatsSource};
 pub use host::HostFacts;
+pub use remote::ProbeSample;
 pub use self_usage::{self_rss, SelfUsage, UsageMark};

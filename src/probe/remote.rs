@@ -6,12 +6,20 @@
 //! rates are timed by the source's clock, so network delay does not skew
 //! them.
 
+use super::agent_client::AgentClient;
 use super::counters::{HostSample, HostSnapshot};
 use super::node_exporter::Scrape;
-use crate::agent::AgentClient;
-use crate::engine::ProbeSample;
 use crate::error::PlanError;
 use std::time::{Duration, Instant};
+
+/// One remote probe's sample of an interval; none when it did not answer
+/// (a gap, kept so it shows).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeSample {
+    /// The probe as given: `agent://db1:7071`, `node-exporter://db1:9100`.
+    pub source: String,
+    pub sample: Option<HostSample>,
+}
 
 /// One remote source.
 pub struct RemoteProbe {

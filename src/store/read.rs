@@ -3,10 +3,11 @@
 //! the store alone.
 
 use super::{RunId, RunStatus, Store};
-use crate::engine::{IntervalRecord, ProbeSample, StepResult, StepStatus};
+use crate::engine::{IntervalRecord, StepResult, StepStatus};
 use crate::error::PlanError;
 use crate::measure::{decode_histogram, OpTally, Phase, Tally};
 use crate::plan::{Level, Plan};
+use crate::probe::ProbeSample;
 use crate::probe::{HostFacts, SelfUsage};
 use crate::target::{Target, Traits};
 use crate::workload::CheckReport;

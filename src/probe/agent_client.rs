@@ -1,9 +1,13 @@
-//! Reading an agent: its samples (`GET /v1/samples?since=N`) or its
-//! counters now (`GET /v1/snapshot`), with the token.
+//! Reading a perflab agent (`agent://HOST:PORT`) over its HTTP API, with
+//! the token: its samples (`GET /v1/samples?since=N`), its counters now
+//! (`GET /v1/snapshot`), its inventory and its doctor's report; and the
+//! bodies the agent (`crate::agent`, which serves them) and this client
+//! exchange. It lives with the probes because a run reads remote hosts
+//! through it; the agent imports these bodies from here, never the reverse.
 
-use super::StampedSample;
+use super::counters::{HostSample, HostSnapshot};
 use crate::error::PlanError;
-use crate::probe::counters::HostSnapshot;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// A connection to one agent.
@@ -84,8 +88,13 @@ impl AgentClient {
         Ok(self.get("/v1/inventory")?.into_json()?)
     }
 
-    /// The agent host examined by the doctor over `sample` seconds.
-    pub fn doctor(&self, sample: f64) -> anyhow::Result<crate::doctor::Report> {
+    /// The agent host examined by the doctor over `sample` seconds. The
+    /// report's type is the caller's (`doctor::Report`): the doctor reads
+    /// probes, so probes do not name the doctor's types.
+    pub fn doctor<Report: serde::de::DeserializeOwned>(
+        &self,
+        sample: f64,
+    ) -> anyhow::Result<Report> {
         Ok(self
             .get(&format!("/v1/doctor?sample={sample}"))?
             .into_json()?)
@@ -99,9 +108,18 @@ impl AgentClient {
 }
 
 /// What `/v1/snapshot` answers.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Serialize, Deserialize)]
 pub struct SnapshotBody {
     /// Seconds on the agent's monotonic clock since it started.
     pub seconds: f64,
     pub snapshot: HostSnapshot,
+}
+
+/// One sample with its number and time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StampedSample {
+    pub seq: u64,
+    /// RFC 3339 time the interval ended.
+    pub at: String,
+    pub sample: HostSample,
 }
