@@ -2,7 +2,7 @@
 //! The next operation's intended start is the end of the last plus the think
 //! time, so a user that wakes late is charged for it in response time.
 
-use super::worker::WorkerState;
+use super::state::WorkerState;
 use crate::plan::ThinkTime;
 use crate::workload::Session;
 use rand::rngs::SmallRng;

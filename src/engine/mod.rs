@@ -9,6 +9,7 @@
 mod closed;
 mod open;
 mod schedule;
+mod state;
 mod step;
 mod sweep;
 mod worker;

@@ -13,7 +13,7 @@
 //! generator's own lag stays in the tens of microseconds; the `lag` column
 //! reports it.
 
-use super::worker::WorkerState;
+use super::state::WorkerState;
 use crate::plan::load::exponential;
 use crate::plan::Arrivals;
 use crate::workload::Session;

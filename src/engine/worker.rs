@@ -3,21 +3,19 @@
 //! coordinator at every interval boundary.
 
 use super::schedule::Schedule;
+use super::state::WorkerState;
 use super::{closed, open};
-use crate::measure::{ErrorKind, Outcome, Recorder, Tally};
+use crate::measure::{Recorder, Tally};
 use crate::plan::{Arrivals, ThinkTime};
-use crate::workload::{Session, Workload};
+use crate::workload::Workload;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// The load one worker offers.
@@ -62,42 +60,6 @@ pub(super) enum WorkerEvent {
     },
     /// The worker has stopped and dropped its sessions.
     Finished,
-}
-
-/// State shared by the tasks of one worker (and only them).
-pub(super) struct WorkerState {
-    pub recorder: RefCell<Recorder>,
-    /// Set when the measured window is over: no new operation starts.
-    pub stop: Cell<bool>,
-    /// Operations started and not yet ended.
-    pub in_flight: Cell<u32>,
-    /// Open loop: intended start times of arrivals waiting for a session.
-    pub pending: RefCell<VecDeque<Instant>>,
-    /// Open loop: wakes an idle session when an arrival is queued.
-    pub arrival: Notify,
-    pub timeout: Duration,
-}
-
-impl WorkerState {
-    /// Runs one operation, bounded by the timeout, and records it. Returns
-    /// when it ended.
-    pub async fn run_op<S: Session>(&self, session: &mut S, intended: Instant) -> Instant {
-        let op = session.choose();
-        self.in_flight.set(self.in_flight.get() + 1);
-        let began = Instant::now();
-        let outcome = tokio::time::timeout(self.timeout, session.execute(op))
-            .await
-            .unwrap_or_else(|_| Outcome::error(ErrorKind::Timeout));
-        let ended = Instant::now();
-        self.in_flight.set(self.in_flight.get() - 1);
-        self.recorder.borrow_mut().record(
-            op,
-            &outcome,
-            ended - began,
-            ended.saturating_duration_since(intended),
-        );
-        ended
-    }
 }
 
 /// Derives a seed for one stream (a session, an arrival process) of a step.
@@ -173,14 +135,10 @@ async fn run_worker<W: Workload>(
     let Ok(Some(start)) = start.recv() else {
         return;
     };
-    let state = Rc::new(WorkerState {
-        recorder: RefCell::new(Recorder::new(workload.op_names().len())),
-        stop: Cell::new(false),
-        in_flight: Cell::new(0),
-        pending: RefCell::new(VecDeque::new()),
-        arrival: Notify::new(),
-        timeout: plan.timeout,
-    });
+    let state = Rc::new(WorkerState::new(
+        Recorder::new(workload.op_names().len()),
+        plan.timeout,
+    ));
     match plan.load {
         WorkerLoad::Closed { think } => {
             for (user, session) in sessions {
