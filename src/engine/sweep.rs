@@ -6,7 +6,7 @@
 use super::schedule::{IntervalSpec, Schedule};
 use super::step::{IntervalRecord, StepResult, StepStatus};
 use super::worker::{self, WorkerEvent, WorkerLoad, WorkerPlan};
-use crate::measure::{Phase, Tally};
+use crate::measure::{ErrorKind, Phase, Tally};
 use crate::plan::{Level, LoadModel, Plan};
 use crate::probe::SelfUsage;
 use crate::workload::{OpCounts, Workload};
@@ -136,10 +136,8 @@ fn one_step<W: Workload>(
             total.refused += op.refused;
             // A timeout or a lost connection can strike after the server
             // committed: the outcome of those operations is unknown.
-            total.indeterminate += ["timeout", "connect"]
-                .iter()
-                .map(|kind| op.errors.get(*kind).copied().unwrap_or(0))
-                .sum::<u64>();
+            total.indeterminate +=
+                op.errors.count(ErrorKind::Timeout) + op.errors.count(ErrorKind::Connect);
         }
         if !step_ref
             .intervals
@@ -163,7 +161,7 @@ fn one_step<W: Workload>(
             StepStatus::Failed(reason) => {
                 let (tally, _) = step_ref.measured();
                 let all = tally.all_ops();
-                let lost = all.errors.get("connect").copied().unwrap_or(0);
+                let lost = all.errors.count(ErrorKind::Connect);
                 let reason = reason.clone();
                 let end = if lost * 2 > all.error_count() {
                     SweepEnd::TargetLost {

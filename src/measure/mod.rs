@@ -1,14 +1,20 @@
 //! Measurement: what one operation produced ([`Outcome`]), the per-worker
 //! [`Recorder`] that counts outcomes into HdrHistograms, and the immutable,
 //! mergeable [`Tally`] it hands over at every interval boundary. Percentiles
-//! are only ever read from merged histograms, never averaged.
+//! are only ever read from merged histograms, never averaged. Failed
+//! operations are counted by typed [`ErrorKind`] ([`ErrorCounts`]), turned
+//! into text only where they are printed or stored.
 
+mod error_counts;
+mod error_kind;
 mod outcome;
 mod recorder;
 mod summary;
 mod tally;
 
-pub use outcome::{ErrorKind, OpResult, Outcome};
+pub use error_counts::ErrorCounts;
+pub use error_kind::{ErrorKind, SqlCode};
+pub use outcome::{OpResult, Outcome};
 pub use recorder::Recorder;
 pub use summary::{LatencySummary, StepSummary};
 pub use tally::{decode_histogram, encode_histogram, new_histogram, OpTally, Phase, Tally};

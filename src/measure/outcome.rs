@@ -1,10 +1,10 @@
 //! The outcome taxonomy of one operation. Failed operations are counted by
 //! kind, never fatal; the user's abort rule decides when a run has failed.
 
-use std::fmt;
+use super::error_kind::ErrorKind;
 
 /// What happened to one operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
     pub result: OpResult,
     /// Payload bytes moved by the operation (0 where the workload does not count them).
@@ -34,7 +34,7 @@ impl Outcome {
 }
 
 /// The three ways an operation can end.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpResult {
     /// Done as asked.
     Ok,
@@ -43,32 +43,4 @@ pub enum OpResult {
     Refused,
     /// Failed.
     Error(ErrorKind),
-}
-
-/// Kinds of failure, as counted per step.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ErrorKind {
-    /// Slower than `--timeout`; the outcome on the server is unknown.
-    Timeout,
-    /// Could not reach or open the target.
-    Connect,
-    /// The target stayed busy (locked) through every retry.
-    Busy,
-    /// The database returned an error; the code names it (an SQLite result
-    /// code name or an SQLSTATE).
-    Sql(String),
-    /// An I/O error other than the above.
-    Io(String),
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ErrorKind::Timeout => f.write_str("timeout"),
-            ErrorKind::Connect => f.write_str("connect"),
-            ErrorKind::Busy => f.write_str("busy"),
-            ErrorKind::Sql(code) => write!(f, "sql:{code}"),
-            ErrorKind::Io(what) => write!(f, "io:{what}"),
-        }
-    }
 }

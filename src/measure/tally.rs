@@ -3,10 +3,10 @@
 //! three significant figures; histograms are encoded with the standard
 //! HdrHistogram V2 compressed format so other HdrHistogram tools can read them.
 
+use super::error_counts::ErrorCounts;
 use super::outcome::{OpResult, Outcome};
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Where in a step an interval lies.
@@ -74,7 +74,7 @@ pub struct OpTally {
     /// Operations declined for a business reason.
     pub refused: u64,
     /// Failed operations by kind (`timeout`, `busy`, `sql:…`).
-    pub errors: BTreeMap<String, u64>,
+    pub errors: ErrorCounts,
     /// Retries spent (busy, serialisation failures), over all outcomes.
     pub retries: u64,
     /// Payload bytes.
@@ -90,7 +90,7 @@ impl Default for OpTally {
         OpTally {
             ok: 0,
             refused: 0,
-            errors: BTreeMap::new(),
+            errors: ErrorCounts::default(),
             retries: 0,
             bytes: 0,
             service: new_histogram(),
@@ -107,17 +107,17 @@ impl OpTally {
 
     /// Failed operations of every kind.
     pub fn error_count(&self) -> u64 {
-        self.errors.values().sum()
+        self.errors.total()
     }
 
     pub(crate) fn record(&mut self, outcome: &Outcome, service: Duration, response: Duration) {
         self.retries += u64::from(outcome.retries);
         self.bytes += outcome.bytes;
-        match &outcome.result {
+        match outcome.result {
             OpResult::Ok => self.ok += 1,
             OpResult::Refused => self.refused += 1,
             OpResult::Error(kind) => {
-                *self.errors.entry(kind.to_string()).or_insert(0) += 1;
+                self.errors.record(kind);
                 return;
             }
         }
@@ -129,9 +129,7 @@ impl OpTally {
     pub fn merge(&mut self, other: &OpTally) {
         self.ok += other.ok;
         self.refused += other.refused;
-        for (kind, n) in &other.errors {
-            *self.errors.entry(kind.clone()).or_insert(0) += n;
-        }
+        self.errors.merge(&other.errors);
         self.retries += other.retries;
         self.bytes += other.bytes;
         add(&mut self.service, &other.service);
@@ -241,7 +239,7 @@ mod tests {
         a.merge(&b);
         assert_eq!(a.ops[0].ok, 2);
         assert_eq!(a.ops[0].response.len(), 2);
-        assert_eq!(a.ops[1].errors.get("timeout"), Some(&1));
+        assert_eq!(a.ops[1].errors.count(ErrorKind::Timeout), 1);
         assert_eq!(a.ops[1].response.len(), 0, "errors stay out of latency");
         assert_eq!(a.all_ops().ok, 2);
     }

@@ -254,7 +254,7 @@ pub fn step_grid(run: &StoredRun) -> Grid {
 pub fn error_grid(steps: &[StepResult]) -> Option<Grid> {
     let per_step: Vec<_> = steps
         .iter()
-        .map(|s| s.measured().0.all_ops().errors)
+        .map(|s| s.measured().0.all_ops().errors.to_text())
         .collect();
     let mut kinds: Vec<&String> = per_step.iter().flat_map(|e| e.keys()).collect();
     kinds.sort_unstable();

@@ -187,7 +187,7 @@ fn error_kinds(steps: &[StepResult]) -> String {
     let mut out = String::new();
     for step in steps {
         let (tally, _) = step.measured();
-        let errors = tally.all_ops().errors;
+        let errors = tally.all_ops().errors.to_text();
         if errors.is_empty() {
             continue;
         }

@@ -5,7 +5,7 @@
 use super::{RunId, RunStatus, Store};
 use crate::engine::{IntervalRecord, StepResult, StepStatus};
 use crate::error::PlanError;
-use crate::measure::{decode_histogram, OpTally, Phase, Tally};
+use crate::measure::{decode_histogram, ErrorCounts, OpTally, Phase, Tally};
 use crate::plan::{Level, Plan};
 use crate::probe::ProbeSample;
 use crate::probe::{HostFacts, SelfUsage};
@@ -13,7 +13,6 @@ use crate::target::{Target, Traits};
 use crate::workload::CheckReport;
 use anyhow::{anyhow, Context};
 use rusqlite::{params, OptionalExtension};
-use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 /// One line of `perflab runs`.
@@ -326,7 +325,7 @@ impl Store {
                 *slot = OpTally {
                     ok: ok as u64,
                     refused: refused as u64,
-                    errors: serde_json::from_str::<BTreeMap<String, u64>>(&errors)
+                    errors: serde_json::from_str::<ErrorCounts>(&errors)
                         .context("damaged error counts")?,
                     retries: retries as u64,
                     bytes: bytes as u64,

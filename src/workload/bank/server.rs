@@ -7,7 +7,7 @@
 
 use super::ops::BankOp;
 use super::BankConn;
-use crate::measure::{ErrorKind, OpResult, Outcome};
+use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
 use std::future::Future;
 use std::time::Duration;
 
@@ -125,7 +125,7 @@ impl<D: Driver> BankConn for ServerConn<D> {
                     retries += 1;
                     continue;
                 }
-                Failure::Retry(code) | Failure::Sql(code) => ErrorKind::Sql(code),
+                Failure::Retry(code) | Failure::Sql(code) => ErrorKind::Sql(SqlCode::new(&code)),
                 Failure::Lost => ErrorKind::Connect,
             };
             if !rolled_back {

@@ -8,7 +8,7 @@ use super::check::BankFigures;
 use super::ops::{BankOp, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
 use super::txn;
 use super::{BankBackend, BankConn};
-use crate::measure::{ErrorKind, OpResult, Outcome};
+use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
 use anyhow::Context;
 use futures_util::FutureExt;
 use rand::Rng;
@@ -370,9 +370,9 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 fn sql_error_kind(e: &rusqlite::Error) -> ErrorKind {
     match e {
         rusqlite::Error::SqliteFailure(code, _) => {
-            ErrorKind::Sql(format!("sqlite-{}", code.extended_code))
+            ErrorKind::Sql(SqlCode::of(format_args!("sqlite-{}", code.extended_code)))
         }
-        other => ErrorKind::Sql(format!("{other}")),
+        other => ErrorKind::Sql(SqlCode::of(other)),
     }
 }
 
