@@ -14,11 +14,24 @@ use std::time::Duration;
 /// Why one try of a transaction failed.
 pub enum Failure {
     /// Serialisation failure, deadlock or lock-wait timeout (its code): try again.
-    Retry(String),
+    Retry(SqlCode),
     /// The connection is gone.
     Lost,
     /// Any other database error, by its code.
-    Sql(String),
+    Sql(SqlCode),
+}
+
+impl Failure {
+    /// A failure worth another try, by its code (written in place: a
+    /// retried try allocates nothing).
+    pub fn retry(code: impl std::fmt::Display) -> Self {
+        Failure::Retry(SqlCode::of(code))
+    }
+
+    /// Any other database error, by its code or, without one, its message.
+    pub fn sql(code: impl std::fmt::Display) -> Self {
+        Failure::Sql(SqlCode::of(code))
+    }
 }
 
 /// One server's client calls.
@@ -125,7 +138,7 @@ impl<D: Driver> BankConn for ServerConn<D> {
                     retries += 1;
                     continue;
                 }
-                Failure::Retry(code) | Failure::Sql(code) => ErrorKind::Sql(SqlCode::new(&code)),
+                Failure::Retry(code) | Failure::Sql(code) => ErrorKind::Sql(code),
                 Failure::Lost => ErrorKind::Connect,
             };
             if !rolled_back {

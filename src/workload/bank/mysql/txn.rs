@@ -74,14 +74,12 @@ async fn connect(
 
 fn classify(e: &mysql_async::Error) -> Failure {
     match e {
-        mysql_async::Error::Server(s) if RETRYABLE.contains(&s.code) => {
-            Failure::Retry(s.code.to_string())
-        }
+        mysql_async::Error::Server(s) if RETRYABLE.contains(&s.code) => Failure::retry(s.code),
         // ER_CONNECTION_KILLED and ER_SERVER_SHUTDOWN: the session is gone.
         mysql_async::Error::Server(s) if s.code == 1927 || s.code == 1053 => Failure::Lost,
-        mysql_async::Error::Server(s) => Failure::Sql(s.code.to_string()),
+        mysql_async::Error::Server(s) => Failure::sql(s.code),
         mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => Failure::Lost,
-        other => Failure::Sql(other.to_string()),
+        other => Failure::sql(other),
     }
 }
 

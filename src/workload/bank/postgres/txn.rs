@@ -103,14 +103,14 @@ fn classify(e: &tokio_postgres::Error) -> Failure {
             if *c == SqlState::T_R_SERIALIZATION_FAILURE
                 || *c == SqlState::T_R_DEADLOCK_DETECTED =>
         {
-            Failure::Retry(c.code().to_string())
+            Failure::retry(c.code())
         }
         // Class 08 (connection exception) and 57P0x (the server is shutting
         // down or ended this session): the connection is gone.
         Some(c) if c.code().starts_with("08") || c.code().starts_with("57P0") => Failure::Lost,
-        Some(c) => Failure::Sql(c.code().to_string()),
+        Some(c) => Failure::sql(c.code()),
         None if std::error::Error::source(e).is_some() => Failure::Lost,
-        None => Failure::Sql("client".to_string()),
+        None => Failure::sql("client"),
     }
 }
 
