@@ -14,6 +14,7 @@ use anyhow::{bail, Context};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
@@ -233,7 +234,9 @@ fn worker_plans(
         .collect()
 }
 
-/// Runs one step.
+/// Runs one step: starts its workers, waits until every session is open,
+/// starts the clock, merges the intervals as they come in, and assembles
+/// the step.
 fn run_step<W: Workload>(
     workload: Arc<W>,
     plan: &Plan,
@@ -243,73 +246,150 @@ fn run_step<W: Workload>(
     observer: &mut dyn SweepObserver,
 ) -> anyhow::Result<StepResult> {
     let schedule = Arc::new(Schedule::new(plan.warmup, plan.duration, plan.interval));
-    let plans = worker_plans(plan, index, level, &schedule);
-    let workers = plans.len();
-    let (events_tx, events) = mpsc::channel();
-    let mut starters = Vec::with_capacity(workers);
-    let mut handles = Vec::with_capacity(workers);
-    for worker_plan in plans {
-        let (start_tx, start_rx) = mpsc::channel();
-        starters.push(start_tx);
-        let tx = events_tx.clone();
-        let handle = worker::spawn(
-            workload.clone(),
-            worker_plan,
-            tx,
-            start_rx,
-            interrupted.clone(),
-        )
-        .context("cannot start a worker thread")?;
-        handles.push(handle);
-    }
-    drop(events_tx);
-
-    // Every session opens before the clock starts.
-    let mut ready = 0;
-    let mut failure = None;
-    while ready < workers {
-        match events.recv() {
-            Ok(WorkerEvent::Ready) => ready += 1,
-            Ok(WorkerEvent::Failed(e)) => {
-                failure = Some(e);
-                break;
-            }
-            Ok(_) => {}
-            Err(_) => {
-                failure = Some("a worker thread ended before it was ready".to_string());
-                break;
-            }
-        }
-    }
-    if let Some(error) = failure {
-        for s in &starters {
-            let _ = s.send(None);
-        }
-        drop(starters);
-        for h in handles {
-            let _ = h.join();
-        }
-        return Err(SessionsFailed(error).into());
-    }
+    let op_count = workload.op_names().len();
+    let crew = Crew::spawn(
+        workload,
+        worker_plans(plan, index, level, &schedule),
+        interrupted,
+    )?
+    .wait_ready()?;
 
     observer.step_started(index, level, &schedule);
     let usage_start = SelfUsage::start();
     let started_at = SystemTime::now();
     let start = Instant::now() + Duration::from_millis(2);
-    for s in &starters {
+    for s in &crew.starters {
         let _ = s.send(Some(start));
     }
+    let merging = merge_intervals(&crew, &schedule, op_count, observer);
+    let mut panicked = false;
+    for h in crew.handles {
+        panicked |= h.join().is_err();
+    }
+    if panicked {
+        bail!("step {} ({level}): a worker thread panicked", index + 1);
+    }
+    if let Some(error) = merging.failure {
+        bail!("step {} ({level}): {error}", index + 1);
+    }
+    let usage = usage_start.finish(merging.rss_at_end);
+    let (intervals, status) = step_intervals(&schedule, merging.merged, crew.workers, op_count);
+    Ok(StepResult {
+        index,
+        level,
+        started_at,
+        intervals,
+        status,
+        usage,
+    })
+}
 
+/// The worker threads of one step and the channels that drive them.
+struct Crew {
+    workers: usize,
+    /// What the workers report, in the order they report it.
+    events: mpsc::Receiver<WorkerEvent>,
+    /// One per worker: the start instant, or none to give up before starting.
+    starters: Vec<mpsc::Sender<Option<Instant>>>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Crew {
+    /// Starts one worker thread per plan; each opens its sessions and waits.
+    fn spawn<W: Workload>(
+        workload: Arc<W>,
+        plans: Vec<WorkerPlan>,
+        interrupted: &Arc<AtomicBool>,
+    ) -> anyhow::Result<Crew> {
+        let workers = plans.len();
+        let (events_tx, events) = mpsc::channel();
+        let mut starters = Vec::with_capacity(workers);
+        let mut handles = Vec::with_capacity(workers);
+        for worker_plan in plans {
+            let (start_tx, start_rx) = mpsc::channel();
+            starters.push(start_tx);
+            let tx = events_tx.clone();
+            let handle = worker::spawn(
+                workload.clone(),
+                worker_plan,
+                tx,
+                start_rx,
+                interrupted.clone(),
+            )
+            .context("cannot start a worker thread")?;
+            handles.push(handle);
+        }
+        Ok(Crew {
+            workers,
+            events,
+            starters,
+            handles,
+        })
+    }
+
+    /// Waits until every session is open, so that none opens after the
+    /// clock starts; when one cannot open, stops every worker, waits for
+    /// them, and says why.
+    fn wait_ready(self) -> Result<Crew, SessionsFailed> {
+        let mut ready = 0;
+        let mut failure = None;
+        while ready < self.workers {
+            match self.events.recv() {
+                Ok(WorkerEvent::Ready) => ready += 1,
+                Ok(WorkerEvent::Failed(e)) => {
+                    failure = Some(e);
+                    break;
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    failure = Some("a worker thread ended before it was ready".to_string());
+                    break;
+                }
+            }
+        }
+        let Some(error) = failure else {
+            return Ok(self);
+        };
+        for s in &self.starters {
+            let _ = s.send(None);
+        }
+        drop(self.starters);
+        for h in self.handles {
+            let _ = h.join();
+        }
+        Err(SessionsFailed(error))
+    }
+}
+
+/// The intervals of a running step as the workers hand them over.
+struct Merging {
+    /// Per interval of the schedule, then the drain: the merged tally, how
+    /// many workers handed theirs over, and the longest length among them.
+    merged: Vec<(Tally, usize, Duration)>,
+    /// perflab's resident memory when the last measured interval completed.
+    rss_at_end: Option<u64>,
+    /// A worker's failure after the start.
+    failure: Option<String>,
+}
+
+/// Merges the workers' interval tallies until every worker has finished,
+/// showing the observer each interval once all workers completed it.
+fn merge_intervals(
+    crew: &Crew,
+    schedule: &Schedule,
+    op_count: usize,
+    observer: &mut dyn SweepObserver,
+) -> Merging {
     let slots = schedule.intervals.len() + 1;
     let mut merged: Vec<(Tally, usize, Duration)> = (0..slots)
-        .map(|_| (Tally::new(workload.op_names().len()), 0, Duration::ZERO))
+        .map(|_| (Tally::new(op_count), 0, Duration::ZERO))
         .collect();
     let last_measured = schedule.intervals.len().checked_sub(1);
     let mut rss_at_end = None;
     let mut failure = None;
     let mut finished = 0;
-    while finished < workers {
-        match events.recv() {
+    while finished < crew.workers {
+        match crew.events.recv() {
             Ok(WorkerEvent::Interval {
                 index: slot,
                 tally,
@@ -321,7 +401,7 @@ fn run_step<W: Workload>(
                 entry.0.merge(&tally);
                 entry.1 += 1;
                 entry.2 = entry.2.max(length);
-                if entry.1 == workers && slot < schedule.intervals.len() {
+                if entry.1 == crew.workers && slot < schedule.intervals.len() {
                     observer.interval(&schedule.intervals[slot], &entry.0);
                     if Some(slot) == last_measured {
                         rss_at_end = crate::probe::self_rss();
@@ -334,21 +414,23 @@ fn run_step<W: Workload>(
             Err(_) => break,
         }
     }
-    let mut panicked = false;
-    for h in handles {
-        panicked |= h.join().is_err();
+    Merging {
+        merged,
+        rss_at_end,
+        failure,
     }
-    if panicked {
-        bail!("step {} ({level}): a worker thread panicked", index + 1);
-    }
-    if let Some(error) = failure {
-        bail!("step {} ({level}): {error}", index + 1);
-    }
-    let usage = usage_start.finish(rss_at_end);
+}
 
-    // Intervals every worker completed are kept as they are; anything
-    // recorded after the first incomplete one (an interrupt seen at
-    // different boundaries) joins the drain so no operation is lost.
+/// The step's intervals from the merged tallies, and how the step ended.
+/// Intervals every worker completed are kept as they are; anything
+/// recorded after the first incomplete one (an interrupt seen at different
+/// boundaries) joins the drain so no operation is lost.
+fn step_intervals(
+    schedule: &Schedule,
+    merged: Vec<(Tally, usize, Duration)>,
+    workers: usize,
+    op_count: usize,
+) -> (Vec<IntervalRecord>, StepStatus) {
     let complete = merged
         .iter()
         .take(schedule.intervals.len())
@@ -367,7 +449,7 @@ fn run_step<W: Workload>(
             probes: Vec::new(),
         })
         .collect();
-    let mut drain = Tally::new(workload.op_names().len());
+    let mut drain = Tally::new(op_count);
     let mut drain_length = Duration::ZERO;
     for (tally, _, length) in &merged[complete..] {
         drain.merge(tally);
@@ -401,12 +483,5 @@ fn run_step<W: Workload>(
             "interrupted after {measured_intervals} of {expected} measured intervals"
         ))
     };
-    Ok(StepResult {
-        index,
-        level,
-        started_at,
-        intervals,
-        status,
-        usage,
-    })
+    (intervals, status)
 }
