@@ -4,9 +4,10 @@
 //! utilisation is bytes per second against the reported link speed.
 
 use super::process::ProcessSample;
-use super::HostSnapshot;
+use super::{HostSnapshot, NicCounters};
 use procfs_core::CpuTime;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Shares of CPU time by state, each in 0..=1.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -249,13 +250,7 @@ impl HostSample {
 
     /// As [`between`](Self::between), with the elapsed time given (fixtures).
     pub fn between_over(a: &HostSnapshot, b: &HostSnapshot, seconds: f64) -> Self {
-        let rate = |x: u64, y: u64| {
-            if seconds > 0.0 {
-                y.saturating_sub(x) as f64 / seconds
-            } else {
-                0.0
-            }
-        };
+        let rate = PerSecond(seconds);
         let (cpu, cpus, ctxt, procs_running) = match (&a.stat, &b.stat) {
             (Some(sa), Some(sb)) => (
                 CpuSample::between(&sa.total, &sb.total),
@@ -264,143 +259,23 @@ impl HostSample {
                     .zip(&sb.cpu_time)
                     .filter_map(|(x, y)| CpuSample::between(x, y))
                     .collect(),
-                Some(rate(sa.ctxt, sb.ctxt)),
+                Some(rate.of(sa.ctxt, sb.ctxt)),
                 sb.procs_running,
             ),
             _ => (None, Vec::new(), None, None),
         };
-        let interrupts_per_s = a.interrupts.zip(b.interrupts).map(|(x, y)| rate(x, y));
-        let mut irqs: Vec<IrqSample> = b
-            .irqs
-            .iter()
-            .filter_map(|(source, after)| {
-                let before = a.irqs.get(source)?;
-                let per_cpu_per_s: Vec<f64> = before
-                    .iter()
-                    .zip(after)
-                    .map(|(x, y)| rate(*x, *y))
-                    .collect();
-                (per_cpu_per_s.iter().sum::<f64>() > 0.0).then(|| IrqSample {
-                    source: source.clone(),
-                    per_cpu_per_s,
-                })
-            })
-            .collect();
-        let total = |s: &IrqSample| s.per_cpu_per_s.iter().sum::<f64>();
-        irqs.sort_by(|x, y| total(y).total_cmp(&total(x)));
-        let memory = b.meminfo.as_ref().map(|m| {
-            let vm = |key: &str| {
-                a.vmstat
-                    .as_ref()
-                    .zip(b.vmstat.as_ref())
-                    .and_then(|(va, vb)| Some(rate(*va.get(key)? as u64, *vb.get(key)? as u64)))
-            };
-            let scanned = ["pgscan_kswapd", "pgscan_direct"]
-                .iter()
-                .map(|k| vm(k))
-                .try_fold(0.0, |acc, v| v.map(|v| acc + v));
-            MemorySample {
-                total_bytes: m.mem_total,
-                available_bytes: m.mem_available,
-                cached_bytes: m.cached,
-                dirty_bytes: m.dirty,
-                swap_used_bytes: m.swap_total.saturating_sub(m.swap_free),
-                page_faults_per_s: vm("pgfault"),
-                major_faults_per_s: vm("pgmajfault"),
-                swap_in_per_s: vm("pswpin"),
-                swap_out_per_s: vm("pswpout"),
-                pages_scanned_per_s: scanned,
-            }
-        });
-        let ms = seconds * 1000.0;
-        let disks = b
-            .disks
-            .iter()
-            .filter_map(|db| {
-                let da = a.disks.iter().find(|d| d.name == db.name)?;
-                let ios = db.reads.saturating_sub(da.reads) + db.writes.saturating_sub(da.writes);
-                let io_ms = db.time_reading.saturating_sub(da.time_reading)
-                    + db.time_writing.saturating_sub(da.time_writing);
-                Some(DiskSample {
-                    name: db.name.clone(),
-                    reads_per_s: rate(da.reads, db.reads),
-                    writes_per_s: rate(da.writes, db.writes),
-                    read_bytes_per_s: rate(da.sectors_read, db.sectors_read) * 512.0,
-                    write_bytes_per_s: rate(da.sectors_written, db.sectors_written) * 512.0,
-                    busy: if ms > 0.0 {
-                        (db.time_in_progress.saturating_sub(da.time_in_progress) as f64 / ms)
-                            .min(1.0)
-                    } else {
-                        0.0
-                    },
-                    queue: if ms > 0.0 {
-                        db.weighted_time_in_progress
-                            .saturating_sub(da.weighted_time_in_progress)
-                            as f64
-                            / ms
-                    } else {
-                        0.0
-                    },
-                    await_ms: (ios > 0).then(|| io_ms as f64 / ios as f64),
-                })
-            })
-            .collect();
-        let nics = b
-            .nics
-            .iter()
-            .filter_map(|(name, nb)| {
-                let na = a.nics.get(name)?;
-                let (x, y) = (&na.dev, &nb.dev);
-                let count = |p: u64, q: u64| q.saturating_sub(p);
-                let opt =
-                    |p: Option<u64>, q: Option<u64>| p.zip(q).map(|(p, q)| q.saturating_sub(p));
-                let rx = rate(x.recv_bytes, y.recv_bytes);
-                let tx = rate(x.sent_bytes, y.sent_bytes);
-                let capacity = nb.speed_mbps.map(|s| s as f64 * 1e6 / 8.0);
-                Some(NicSample {
-                    name: name.clone(),
-                    rx_bytes_per_s: rx,
-                    tx_bytes_per_s: tx,
-                    rx_packets_per_s: rate(x.recv_packets, y.recv_packets),
-                    tx_packets_per_s: rate(x.sent_packets, y.sent_packets),
-                    rx_errors: count(x.recv_errs, y.recv_errs),
-                    tx_errors: count(x.sent_errs, y.sent_errs),
-                    rx_drops: count(x.recv_drop, y.recv_drop),
-                    tx_drops: count(x.sent_drop, y.sent_drop),
-                    collisions: count(x.sent_colls, y.sent_colls),
-                    rx_crc_errors: opt(na.rx_crc_errors, nb.rx_crc_errors),
-                    tx_window_errors: opt(na.tx_window_errors, nb.tx_window_errors),
-                    carrier_changes: opt(na.carrier_changes, nb.carrier_changes),
-                    speed_mbps: nb.speed_mbps,
-                    duplex: nb.duplex.clone(),
-                    rx_utilisation: capacity.map(|c| rx / c),
-                    tx_utilisation: capacity.map(|c| tx / c),
-                })
-            })
-            .collect();
-        let tcp_count = |key: &str| Some(b.tcp.get(key)?.saturating_sub(*a.tcp.get(key)?));
-        let tcp =
-            (a.tcp.contains_key("OutSegs") && b.tcp.contains_key("OutSegs")).then(|| TcpSample {
-                segments_out_per_s: tcp_count("OutSegs").unwrap_or(0) as f64
-                    / seconds.max(f64::MIN_POSITIVE),
-                retransmits_per_s: tcp_count("RetransSegs").unwrap_or(0) as f64
-                    / seconds.max(f64::MIN_POSITIVE),
-                timeouts: tcp_count("TCPTimeouts"),
-                listen_drops: tcp_count("ListenDrops"),
-                listen_overflows: tcp_count("ListenOverflows"),
-            });
         HostSample {
             seconds,
             cpu,
             cpus,
             context_switches_per_s: ctxt,
-            interrupts_per_s,
-            irqs,
+            interrupts_per_s: a.interrupts.zip(b.interrupts).map(|(x, y)| rate.of(x, y)),
+            irqs: IrqSample::all_between(&a.irqs, &b.irqs, rate),
             procs_running,
-            memory,
-            disks,
-            nics,
-            tcp,
+            memory: MemorySample::between(a, b, rate),
+            disks: DiskSample::all_between(&a.disks, &b.disks, rate),
+            nics: NicSample::all_between(&a.nics, &b.nics, rate),
+            tcp: TcpSample::between(&a.tcp, &b.tcp, seconds),
             pressure: b.pressure,
             processes: b
                 .processes
@@ -441,5 +316,181 @@ impl HostSample {
             .filter(|n| n.name != "lo")
             .map(|n| n.rx_bytes_per_s + n.tx_bytes_per_s)
             .sum()
+    }
+}
+
+/// The time between two snapshots, turning counter increases into rates.
+#[derive(Debug, Clone, Copy)]
+struct PerSecond(f64);
+
+impl PerSecond {
+    /// The increase from `x` to `y` per second (0 over no time; a counter
+    /// that went backwards, reset, counts as no increase).
+    fn of(self, x: u64, y: u64) -> f64 {
+        if self.0 > 0.0 {
+            y.saturating_sub(x) as f64 / self.0
+        } else {
+            0.0
+        }
+    }
+}
+
+impl IrqSample {
+    /// The sources that interrupted between two readings of
+    /// /proc/interrupts, busiest first.
+    fn all_between(
+        a: &BTreeMap<String, Vec<u64>>,
+        b: &BTreeMap<String, Vec<u64>>,
+        rate: PerSecond,
+    ) -> Vec<Self> {
+        let mut irqs: Vec<IrqSample> = b
+            .iter()
+            .filter_map(|(source, after)| {
+                let before = a.get(source)?;
+                let per_cpu_per_s: Vec<f64> = before
+                    .iter()
+                    .zip(after)
+                    .map(|(x, y)| rate.of(*x, *y))
+                    .collect();
+                (per_cpu_per_s.iter().sum::<f64>() > 0.0).then(|| IrqSample {
+                    source: source.clone(),
+                    per_cpu_per_s,
+                })
+            })
+            .collect();
+        let total = |s: &IrqSample| s.per_cpu_per_s.iter().sum::<f64>();
+        irqs.sort_by(|x, y| total(y).total_cmp(&total(x)));
+        irqs
+    }
+}
+
+impl MemorySample {
+    /// Memory as `b` found it, with paging rates from both snapshots'
+    /// /proc/vmstat.
+    fn between(a: &HostSnapshot, b: &HostSnapshot, rate: PerSecond) -> Option<Self> {
+        let m = b.meminfo.as_ref()?;
+        let vm = |key: &str| {
+            a.vmstat
+                .as_ref()
+                .zip(b.vmstat.as_ref())
+                .and_then(|(va, vb)| Some(rate.of(*va.get(key)? as u64, *vb.get(key)? as u64)))
+        };
+        let scanned = ["pgscan_kswapd", "pgscan_direct"]
+            .iter()
+            .map(|k| vm(k))
+            .try_fold(0.0, |acc, v| v.map(|v| acc + v));
+        Some(MemorySample {
+            total_bytes: m.mem_total,
+            available_bytes: m.mem_available,
+            cached_bytes: m.cached,
+            dirty_bytes: m.dirty,
+            swap_used_bytes: m.swap_total.saturating_sub(m.swap_free),
+            page_faults_per_s: vm("pgfault"),
+            major_faults_per_s: vm("pgmajfault"),
+            swap_in_per_s: vm("pswpin"),
+            swap_out_per_s: vm("pswpout"),
+            pages_scanned_per_s: scanned,
+        })
+    }
+}
+
+impl DiskSample {
+    /// Each disk of `b` also in `a`: its rates, busy share (io_ticks over
+    /// the elapsed milliseconds), queue and mean wait.
+    fn all_between(
+        a: &[procfs_core::DiskStat],
+        b: &[procfs_core::DiskStat],
+        rate: PerSecond,
+    ) -> Vec<Self> {
+        let ms = rate.0 * 1000.0;
+        b.iter()
+            .filter_map(|db| {
+                let da = a.iter().find(|d| d.name == db.name)?;
+                let ios = db.reads.saturating_sub(da.reads) + db.writes.saturating_sub(da.writes);
+                let io_ms = db.time_reading.saturating_sub(da.time_reading)
+                    + db.time_writing.saturating_sub(da.time_writing);
+                Some(DiskSample {
+                    name: db.name.clone(),
+                    reads_per_s: rate.of(da.reads, db.reads),
+                    writes_per_s: rate.of(da.writes, db.writes),
+                    read_bytes_per_s: rate.of(da.sectors_read, db.sectors_read) * 512.0,
+                    write_bytes_per_s: rate.of(da.sectors_written, db.sectors_written) * 512.0,
+                    busy: if ms > 0.0 {
+                        (db.time_in_progress.saturating_sub(da.time_in_progress) as f64 / ms)
+                            .min(1.0)
+                    } else {
+                        0.0
+                    },
+                    queue: if ms > 0.0 {
+                        db.weighted_time_in_progress
+                            .saturating_sub(da.weighted_time_in_progress)
+                            as f64
+                            / ms
+                    } else {
+                        0.0
+                    },
+                    await_ms: (ios > 0).then(|| io_ms as f64 / ios as f64),
+                })
+            })
+            .collect()
+    }
+}
+
+impl NicSample {
+    /// Each interface of `b` also in `a`: its rates, error counts and
+    /// utilisation against the link speed it reports.
+    fn all_between(
+        a: &BTreeMap<String, NicCounters>,
+        b: &BTreeMap<String, NicCounters>,
+        rate: PerSecond,
+    ) -> Vec<Self> {
+        b.iter()
+            .filter_map(|(name, nb)| {
+                let na = a.get(name)?;
+                let (x, y) = (&na.dev, &nb.dev);
+                let count = |p: u64, q: u64| q.saturating_sub(p);
+                let opt =
+                    |p: Option<u64>, q: Option<u64>| p.zip(q).map(|(p, q)| q.saturating_sub(p));
+                let rx = rate.of(x.recv_bytes, y.recv_bytes);
+                let tx = rate.of(x.sent_bytes, y.sent_bytes);
+                let capacity = nb.speed_mbps.map(|s| s as f64 * 1e6 / 8.0);
+                Some(NicSample {
+                    name: name.clone(),
+                    rx_bytes_per_s: rx,
+                    tx_bytes_per_s: tx,
+                    rx_packets_per_s: rate.of(x.recv_packets, y.recv_packets),
+                    tx_packets_per_s: rate.of(x.sent_packets, y.sent_packets),
+                    rx_errors: count(x.recv_errs, y.recv_errs),
+                    tx_errors: count(x.sent_errs, y.sent_errs),
+                    rx_drops: count(x.recv_drop, y.recv_drop),
+                    tx_drops: count(x.sent_drop, y.sent_drop),
+                    collisions: count(x.sent_colls, y.sent_colls),
+                    rx_crc_errors: opt(na.rx_crc_errors, nb.rx_crc_errors),
+                    tx_window_errors: opt(na.tx_window_errors, nb.tx_window_errors),
+                    carrier_changes: opt(na.carrier_changes, nb.carrier_changes),
+                    speed_mbps: nb.speed_mbps,
+                    duplex: nb.duplex.clone(),
+                    rx_utilisation: capacity.map(|c| rx / c),
+                    tx_utilisation: capacity.map(|c| tx / c),
+                })
+            })
+            .collect()
+    }
+}
+
+impl TcpSample {
+    /// TCP's rates and counts between two readings of /proc/net/snmp and
+    /// /proc/net/netstat; none unless both have `OutSegs`.
+    fn between(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>, seconds: f64) -> Option<Self> {
+        let tcp_count = |key: &str| Some(b.get(key)?.saturating_sub(*a.get(key)?));
+        (a.contains_key("OutSegs") && b.contains_key("OutSegs")).then(|| TcpSample {
+            segments_out_per_s: tcp_count("OutSegs").unwrap_or(0) as f64
+                / seconds.max(f64::MIN_POSITIVE),
+            retransmits_per_s: tcp_count("RetransSegs").unwrap_or(0) as f64
+                / seconds.max(f64::MIN_POSITIVE),
+            timeouts: tcp_count("TCPTimeouts"),
+            listen_drops: tcp_count("ListenDrops"),
+            listen_overflows: tcp_count("ListenOverflows"),
+        })
     }
 }
