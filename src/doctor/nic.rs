@@ -210,146 +210,185 @@ pub fn check(before: &Root, after: &Root, report: &mut Report) {
         if !is_physical(after, dev) {
             continue;
         }
-        let speed = after.number(&format!("{base}/speed")).filter(|s| *s > 0);
-        let duplex = after.read(&format!("{base}/duplex"));
-        match (speed, duplex.as_deref()) {
-            (Some(s), Some("half")) if s >= 100 => report.add(Finding {
-                severity: Severity::Critical,
+        let (speed, duplex) = speed_and_duplex(after, dev, report);
+        negotiation(after, dev, speed, report);
+        collisions(after, dev, duplex.as_deref() == Some("full"), report);
+        rising_errors(before, after, dev, report);
+        receive_losses(after, dev, report);
+        receive_ring(after, dev, report);
+    }
+}
+
+/// The link's speed (Mb/s) and duplex; half duplex at 100 Mb/s and above
+/// is a finding, a NIC that reports neither a gap.
+fn speed_and_duplex(after: &Root, dev: &str, report: &mut Report) -> (Option<i64>, Option<String>) {
+    let base = format!("sys/class/net/{dev}");
+    let speed = after.number(&format!("{base}/speed")).filter(|s| *s > 0);
+    let duplex = after.read(&format!("{base}/duplex"));
+    match (speed, duplex.as_deref()) {
+        (Some(s), Some("half")) if s >= 100 => report.add(Finding {
+            severity: Severity::Critical,
+            area: "network".to_string(),
+            title: format!("{dev} runs at half duplex at {s} Mb/s"),
+            evidence: vec![
+                shown(&format!("/{base}/speed"), s),
+                shown(&format!("/{base}/duplex"), "half"),
+            ],
+            why: "at half duplex the link cannot send and receive at once; against a full-duplex switch port it collides on every busy exchange, and throughput collapses while the latency tail grows (5,000 tps fell to 800 in one lab)".to_string(),
+            fix: format!("ethtool -s {dev} speed {s} duplex full autoneg on (and set the switch port to auto-negotiate too)"),
+        }),
+        (None, _) => report.missing(format!("{dev}: no link speed or duplex (a virtual NIC reports none)")),
+        _ => {}
+    }
+    (speed, duplex)
+}
+
+/// Auto-negotiation off, or a link trained below the best mode both ends
+/// advertise.
+fn negotiation(after: &Root, dev: &str, speed: Option<i64>, report: &mut Report) {
+    let base = format!("sys/class/net/{dev}");
+    let Some(link) = link_settings(after, dev) else {
+        return;
+    };
+    if !link.autoneg {
+        report.add(Finding {
+            severity: Severity::Warning,
+            area: "network".to_string(),
+            title: format!("{dev} has auto-negotiation off"),
+            evidence: vec![format!("ethtool {dev}: Auto-negotiation: off")],
+            why: "a forced speed and duplex against an auto-negotiating peer is how duplex mismatches are made: the peer falls back to half duplex".to_string(),
+            fix: format!("ethtool -s {dev} autoneg on (and on the switch port)"),
+        });
+    }
+    let best = link
+        .advertised
+        .iter()
+        .filter(|m| link.partner.contains(m))
+        .map(|m| mode_speed(m))
+        .max();
+    if let (Some(best), Some(s)) = (best, speed) {
+        if i64::from(best) > s {
+            report.add(Finding {
+                severity: Severity::Warning,
                 area: "network".to_string(),
-                title: format!("{dev} runs at half duplex at {s} Mb/s"),
+                title: format!("{dev} runs at {s} Mb/s though both ends can do {best} Mb/s"),
                 evidence: vec![
                     shown(&format!("/{base}/speed"), s),
-                    shown(&format!("/{base}/duplex"), "half"),
+                    format!("ethtool {dev}: advertised {}", link.advertised.join(" ")),
+                    format!("ethtool {dev}: link partner advertised {}", link.partner.join(" ")),
                 ],
-                why: "at half duplex the link cannot send and receive at once; against a full-duplex switch port it collides on every busy exchange, and throughput collapses while the latency tail grows (5,000 tps fell to 800 in one lab)".to_string(),
-                fix: format!("ethtool -s {dev} speed {s} duplex full autoneg on (and set the switch port to auto-negotiate too)"),
-            }),
-            (None, _) => report.missing(format!("{dev}: no link speed or duplex (a virtual NIC reports none)")),
-            _ => {}
-        }
-        if let Some(link) = link_settings(after, dev) {
-            if !link.autoneg {
-                report.add(Finding {
-                    severity: Severity::Warning,
-                    area: "network".to_string(),
-                    title: format!("{dev} has auto-negotiation off"),
-                    evidence: vec![format!("ethtool {dev}: Auto-negotiation: off")],
-                    why: "a forced speed and duplex against an auto-negotiating peer is how duplex mismatches are made: the peer falls back to half duplex".to_string(),
-                    fix: format!("ethtool -s {dev} autoneg on (and on the switch port)"),
-                });
-            }
-            let best = link
-                .advertised
-                .iter()
-                .filter(|m| link.partner.contains(m))
-                .map(|m| mode_speed(m))
-                .max();
-            if let (Some(best), Some(s)) = (best, speed) {
-                if i64::from(best) > s {
-                    report.add(Finding {
-                        severity: Severity::Warning,
-                        area: "network".to_string(),
-                        title: format!("{dev} runs at {s} Mb/s though both ends can do {best} Mb/s"),
-                        evidence: vec![
-                            shown(&format!("/{base}/speed"), s),
-                            format!("ethtool {dev}: advertised {}", link.advertised.join(" ")),
-                            format!("ethtool {dev}: link partner advertised {}", link.partner.join(" ")),
-                        ],
-                        why: "the link trained below the fastest mode both ends offer: a cable or port fault (a broken pair drops gigabit to 100 Mb/s)".to_string(),
-                        fix: format!("replace the cable, try another port, then ethtool -r {dev} to renegotiate"),
-                    });
-                }
-            }
-        }
-        let full = duplex.as_deref() == Some("full");
-        let late = stat(after, dev, "tx_window_errors").unwrap_or(0);
-        let collisions = stat(after, dev, "collisions").unwrap_or(0);
-        if full && (late > 0 || collisions > 0) {
-            report.add(Finding {
-                severity: Severity::Critical,
-                area: "network".to_string(),
-                title: format!("{dev} is full duplex but counts collisions: a duplex mismatch"),
-                evidence: vec![
-                    shown(&format!("/{base}/duplex"), "full"),
-                    shown(&format!("/{base}/statistics/collisions"), collisions),
-                    shown(&format!("/{base}/statistics/tx_window_errors"), late),
-                ],
-                why: "a full-duplex link never collides; late collisions mean the other end runs half duplex, and every one costs a retransmission and a stall".to_string(),
-                fix: format!("make both ends agree: auto-negotiation on both (ethtool -s {dev} autoneg on), or the same forced speed and duplex on both"),
-            });
-        } else if late > 0 {
-            report.add(Finding {
-                severity: Severity::Warning,
-                area: "network".to_string(),
-                title: format!("{dev} counts late collisions"),
-                evidence: vec![shown(&format!("/{base}/statistics/tx_window_errors"), late)],
-                why: "late collisions on a half-duplex segment mean it is too long or overloaded, or the other end is full duplex".to_string(),
-                fix: format!("check cabling and the peer's duplex; prefer full duplex (ethtool -s {dev} duplex full)"),
+                why: "the link trained below the fastest mode both ends offer: a cable or port fault (a broken pair drops gigabit to 100 Mb/s)".to_string(),
+                fix: format!("replace the cable, try another port, then ethtool -r {dev} to renegotiate"),
             });
         }
-        let rising = |name: &str| {
-            let (a, b) = (stat(before, dev, name)?, stat(after, dev, name)?);
-            (b > a).then_some((a, b))
-        };
-        if let Some((a, b)) = rising("rx_crc_errors") {
+    }
+}
+
+/// Collisions on a full-duplex link (a duplex mismatch), or late
+/// collisions on a half-duplex one.
+fn collisions(after: &Root, dev: &str, full: bool, report: &mut Report) {
+    let base = format!("sys/class/net/{dev}");
+    let late = stat(after, dev, "tx_window_errors").unwrap_or(0);
+    let collisions = stat(after, dev, "collisions").unwrap_or(0);
+    if full && (late > 0 || collisions > 0) {
+        report.add(Finding {
+            severity: Severity::Critical,
+            area: "network".to_string(),
+            title: format!("{dev} is full duplex but counts collisions: a duplex mismatch"),
+            evidence: vec![
+                shown(&format!("/{base}/duplex"), "full"),
+                shown(&format!("/{base}/statistics/collisions"), collisions),
+                shown(&format!("/{base}/statistics/tx_window_errors"), late),
+            ],
+            why: "a full-duplex link never collides; late collisions mean the other end runs half duplex, and every one costs a retransmission and a stall".to_string(),
+            fix: format!("make both ends agree: auto-negotiation on both (ethtool -s {dev} autoneg on), or the same forced speed and duplex on both"),
+        });
+    } else if late > 0 {
+        report.add(Finding {
+            severity: Severity::Warning,
+            area: "network".to_string(),
+            title: format!("{dev} counts late collisions"),
+            evidence: vec![shown(&format!("/{base}/statistics/tx_window_errors"), late)],
+            why: "late collisions on a half-duplex segment mean it is too long or overloaded, or the other end is full duplex".to_string(),
+            fix: format!("check cabling and the peer's duplex; prefer full duplex (ethtool -s {dev} duplex full)"),
+        });
+    }
+}
+
+/// CRC errors and carrier changes that rose while sampling.
+fn rising_errors(before: &Root, after: &Root, dev: &str, report: &mut Report) {
+    let base = format!("sys/class/net/{dev}");
+    let rising = |name: &str| {
+        let (a, b) = (stat(before, dev, name)?, stat(after, dev, name)?);
+        (b > a).then_some((a, b))
+    };
+    if let Some((a, b)) = rising("rx_crc_errors") {
+        report.add(Finding {
+            severity: Severity::Warning,
+            area: "network".to_string(),
+            title: format!("{dev}'s CRC errors are rising"),
+            evidence: vec![format!("/{base}/statistics/rx_crc_errors: {a} → {b} while sampling")],
+            why: "frames arrive damaged: a bad cable or port, or a duplex mismatch; each is lost and retransmitted by TCP after a timeout".to_string(),
+            fix: format!("replace the cable or port; check duplex on both ends (ethtool {dev})"),
+        });
+    }
+    if let (Some(a), Some(b)) = (
+        before.number(&format!("{base}/carrier_changes")),
+        after.number(&format!("{base}/carrier_changes")),
+    ) {
+        if b > a {
             report.add(Finding {
                 severity: Severity::Warning,
                 area: "network".to_string(),
-                title: format!("{dev}'s CRC errors are rising"),
-                evidence: vec![format!("/{base}/statistics/rx_crc_errors: {a} → {b} while sampling")],
-                why: "frames arrive damaged: a bad cable or port, or a duplex mismatch; each is lost and retransmitted by TCP after a timeout".to_string(),
-                fix: format!("replace the cable or port; check duplex on both ends (ethtool {dev})"),
+                title: format!("{dev}'s link is flapping"),
+                evidence: vec![format!("/{base}/carrier_changes: {a} → {b} while sampling")],
+                why: "each carrier loss drops traffic and renegotiates the link".to_string(),
+                fix: "check the cable, the switch port and power saving (ethtool --show-eee)"
+                    .to_string(),
             });
         }
-        if let (Some(a), Some(b)) = (
-            before.number(&format!("{base}/carrier_changes")),
-            after.number(&format!("{base}/carrier_changes")),
-        ) {
-            if b > a {
-                report.add(Finding {
-                    severity: Severity::Warning,
-                    area: "network".to_string(),
-                    title: format!("{dev}'s link is flapping"),
-                    evidence: vec![format!("/{base}/carrier_changes: {a} → {b} while sampling")],
-                    why: "each carrier loss drops traffic and renegotiates the link".to_string(),
-                    fix: "check the cable, the switch port and power saving (ethtool --show-eee)"
-                        .to_string(),
-                });
-            }
-        }
-        let missed = stat(after, dev, "rx_missed_errors").unwrap_or(0);
-        let dropped = stat(after, dev, "rx_dropped").unwrap_or(0);
-        if missed > 0 {
-            report.add(Finding {
-                severity: Severity::Warning,
-                area: "network".to_string(),
-                title: format!("{dev} missed {missed} frames (receive ring overrun)"),
-                evidence: vec![shown(&format!("/{base}/statistics/rx_missed_errors"), missed)],
-                why: "the NIC had nowhere to put arriving frames: the ring was full because the host did not drain it fast enough".to_string(),
-                fix: format!("raise the ring (ethtool -G {dev} rx MAX) and spread its interrupts"),
-            });
-        } else if dropped > 0 {
-            report.add(Finding {
-                severity: Severity::Info,
-                area: "network".to_string(),
-                title: format!("{dev} dropped {dropped} received packets"),
-                evidence: vec![shown(&format!("/{base}/statistics/rx_dropped"), dropped)],
-                why: "packets the stack discarded (unknown protocol, full backlog); usually harmless unless rising under load".to_string(),
-                fix: "watch it during a run (perflab watch)".to_string(),
-            });
-        }
-        match rx_ring(after, dev) {
-            Some((current, max)) if current < max => report.add(Finding {
-                severity: Severity::Warning,
-                area: "network".to_string(),
-                title: format!("{dev}'s receive ring is {current} of a possible {max}"),
-                evidence: vec![format!("ethtool -g {dev}: rx {current}, maximum {max}")],
-                why: "a short ring overflows under bursts and drops frames; the labs raised buffers to their maximum before testing".to_string(),
-                fix: format!("ethtool -G {dev} rx {max}"),
-            }),
-            Some(_) => {}
-            None => report.missing(format!("{dev}: no ring buffer sizes (the driver does not report them)")),
-        }
+    }
+}
+
+/// Frames the NIC missed (ring overrun), else packets the stack dropped.
+fn receive_losses(after: &Root, dev: &str, report: &mut Report) {
+    let base = format!("sys/class/net/{dev}");
+    let missed = stat(after, dev, "rx_missed_errors").unwrap_or(0);
+    let dropped = stat(after, dev, "rx_dropped").unwrap_or(0);
+    if missed > 0 {
+        report.add(Finding {
+            severity: Severity::Warning,
+            area: "network".to_string(),
+            title: format!("{dev} missed {missed} frames (receive ring overrun)"),
+            evidence: vec![shown(&format!("/{base}/statistics/rx_missed_errors"), missed)],
+            why: "the NIC had nowhere to put arriving frames: the ring was full because the host did not drain it fast enough".to_string(),
+            fix: format!("raise the ring (ethtool -G {dev} rx MAX) and spread its interrupts"),
+        });
+    } else if dropped > 0 {
+        report.add(Finding {
+            severity: Severity::Info,
+            area: "network".to_string(),
+            title: format!("{dev} dropped {dropped} received packets"),
+            evidence: vec![shown(&format!("/{base}/statistics/rx_dropped"), dropped)],
+            why: "packets the stack discarded (unknown protocol, full backlog); usually harmless unless rising under load".to_string(),
+            fix: "watch it during a run (perflab watch)".to_string(),
+        });
+    }
+}
+
+/// A receive ring below its hardware maximum.
+fn receive_ring(after: &Root, dev: &str, report: &mut Report) {
+    match rx_ring(after, dev) {
+        Some((current, max)) if current < max => report.add(Finding {
+            severity: Severity::Warning,
+            area: "network".to_string(),
+            title: format!("{dev}'s receive ring is {current} of a possible {max}"),
+            evidence: vec![format!("ethtool -g {dev}: rx {current}, maximum {max}")],
+            why: "a short ring overflows under bursts and drops frames; the labs raised buffers to their maximum before testing".to_string(),
+            fix: format!("ethtool -G {dev} rx {max}"),
+        }),
+        Some(_) => {}
+        None => report.missing(format!("{dev}: no ring buffer sizes (the driver does not report them)")),
     }
 }
 
@@ -372,8 +411,26 @@ pub fn interrupts(root: &Root, report: &mut Report) {
         pid.chars().all(|c| c.is_ascii_digit())
             && root.read(&format!("proc/{pid}/comm")).as_deref() == Some("irqbalance")
     });
+    let concentrated = concentrated_interrupts(&text, report);
+    if !irqbalance && cpus > 1 {
+        report.add(Finding {
+            severity: if concentrated { Severity::Warning } else { Severity::Info },
+            area: "interrupts".to_string(),
+            title: "irqbalance is not running".to_string(),
+            evidence: vec!["no process named irqbalance in /proc".to_string()],
+            why: "nothing spreads device interrupts over the CPUs; they stay where the kernel first put them".to_string(),
+            fix: "apt-get install irqbalance && systemctl enable --now irqbalance".to_string(),
+        });
+    }
+    packet_steering(root, cpus, report);
+    softnet_backlog(root, report);
+}
+
+/// Devices with 90% or more of 10,000+ interrupts on one CPU; true when
+/// there was one.
+fn concentrated_interrupts(text: &str, report: &mut Report) -> bool {
     let mut concentrated = false;
-    for (source, counts) in crate::probe::counters::interrupts_by_source(&text) {
+    for (source, counts) in crate::probe::counters::interrupts_by_source(text) {
         // Numbered sources are devices; LOC, RES and the like are the CPU's own.
         if !source.chars().next().is_some_and(|c| c.is_ascii_digit()) || counts.len() < 2 {
             continue;
@@ -411,16 +468,12 @@ pub fn interrupts(root: &Root, report: &mut Report) {
             });
         }
     }
-    if !irqbalance && cpus > 1 {
-        report.add(Finding {
-            severity: if concentrated { Severity::Warning } else { Severity::Info },
-            area: "interrupts".to_string(),
-            title: "irqbalance is not running".to_string(),
-            evidence: vec!["no process named irqbalance in /proc".to_string()],
-            why: "nothing spreads device interrupts over the CPUs; they stay where the kernel first put them".to_string(),
-            fix: "apt-get install irqbalance && systemctl enable --now irqbalance".to_string(),
-        });
-    }
+    concentrated
+}
+
+/// Physical NICs that are up with fewer receive queues than CPUs and no
+/// receive packet steering.
+fn packet_steering(root: &Root, cpus: usize, report: &mut Report) {
     for dev in interfaces(root)
         .into_iter()
         .filter(|d| is_physical(root, d))
@@ -452,6 +505,11 @@ pub fn interrupts(root: &Root, report: &mut Report) {
             });
         }
     }
+}
+
+/// Packets the softnet backlog dropped, and receive polls that ran out of
+/// budget (/proc/net/softnet_stat, hexadecimal columns per CPU).
+fn softnet_backlog(root: &Root, report: &mut Report) {
     if let Some(text) = root.read("proc/net/softnet_stat") {
         let (mut dropped, mut squeezed) = (0u64, 0u64);
         for line in text.lines() {
