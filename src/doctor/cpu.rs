@@ -27,6 +27,16 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
                 .is_some_and(|r| !r.is_empty() && r.chars().all(|c| c.is_ascii_digit()))
         })
         .collect();
+    governors(root, &cpus, report);
+    offline(root, report);
+    smt(root, report);
+    numa(root, report);
+    steal(before, after, report);
+    quota(root, scope, cpus.len(), report);
+}
+
+/// CPUs whose frequency governor is not `performance`.
+fn governors(root: &Root, cpus: &[String], report: &mut Report) {
     let governors: Vec<(String, String)> = cpus
         .iter()
         .filter_map(|c| {
@@ -62,6 +72,10 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
             fix: "cpupower frequency-set -g performance (for the length of the tests)".to_string(),
         });
     }
+}
+
+/// CPUs taken offline.
+fn offline(root: &Root, report: &mut Report) {
     if let Some(offline) = root
         .read("sys/devices/system/cpu/offline")
         .filter(|o| !o.is_empty())
@@ -75,6 +89,10 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
             fix: format!("echo 1 > /sys/devices/system/cpu/cpuN/online for each of {offline}"),
         });
     }
+}
+
+/// Simultaneous multithreading, when it is on.
+fn smt(root: &Root, report: &mut Report) {
     if let Some(smt) = root.read("sys/devices/system/cpu/smt/active") {
         if smt == "1" {
             report.add(Finding {
@@ -87,6 +105,10 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
             });
         }
     }
+}
+
+/// More than one NUMA node.
+fn numa(root: &Root, report: &mut Report) {
     let nodes = root
         .list("sys/devices/system/node")
         .into_iter()
@@ -102,6 +124,11 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
             fix: "pin the server and its memory to one node to compare (numactl --cpunodebind=0 --membind=0)".to_string(),
         });
     }
+}
+
+/// Steal time while sampling: a share worth a warning, or the sign of a
+/// virtual machine.
+fn steal(before: &Root, after: &Root, report: &mut Report) {
     if let (Some((s0, t0)), Some((s1, t1))) = (steal_ticks(before), steal_ticks(after)) {
         let share = if t1 > t0 {
             s1.saturating_sub(s0) as f64 / (t1 - t0) as f64
@@ -129,9 +156,13 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
             });
         }
     }
+}
+
+/// A cgroup CPU quota on the server below the host's `cpu_count` CPUs.
+fn quota(root: &Root, scope: &Scope, cpu_count: usize, report: &mut Report) {
     if let Some(pid) = scope.server_pid {
         let limit = crate::probe::cgroup::CpuLimit::read(&root.dir, &pid.to_string());
-        if let Some(quota) = limit.quota_cpus.filter(|q| *q < cpus.len().max(1) as f64) {
+        if let Some(quota) = limit.quota_cpus.filter(|q| *q < cpu_count.max(1) as f64) {
             report.add(Finding {
                 severity: Severity::Warning,
                 area: "cpu".to_string(),
