@@ -32,13 +32,25 @@ const SYSCTLS: &[&str] = &[
 /// Reads the inventory of the host under `root`.
 pub fn host_inventory(root: &Root) -> Inventory {
     let mut inv = Inventory::new();
-    let mut put = |k: String, v: Option<String>| {
-        if let Some(v) = v.filter(|v| !v.is_empty()) {
-            inv.insert(k, v.split_whitespace().collect::<Vec<_>>().join(" "));
-        }
-    };
-    put("kernel".into(), root.read("proc/sys/kernel/osrelease"));
+    system_facts(root, &mut inv);
+    nic_facts(root, &mut inv);
+    disk_facts(root, &mut inv);
+    inv
+}
+
+/// Records a fact with its whitespace folded; an absent or empty value is
+/// left out.
+fn put(inv: &mut Inventory, name: String, value: Option<String>) {
+    if let Some(v) = value.filter(|v| !v.is_empty()) {
+        inv.insert(name, v.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+}
+
+/// Kernel, CPUs, NUMA nodes, memory and the recorded sysctls.
+fn system_facts(root: &Root, inv: &mut Inventory) {
+    put(inv, "kernel".into(), root.read("proc/sys/kernel/osrelease"));
     put(
+        inv,
         "cpu.model".into(),
         root.read("proc/cpuinfo").and_then(|t| {
             t.lines().find_map(|l| {
@@ -52,12 +64,14 @@ pub fn host_inventory(root: &Root) -> Inventory {
             .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
             .count()
     });
-    put("cpu.count".into(), cpus.map(|n| n.to_string()));
+    put(inv, "cpu.count".into(), cpus.map(|n| n.to_string()));
     put(
+        inv,
         "cpu.governor".into(),
         root.read("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
     );
     put(
+        inv,
         "cpu.smt".into(),
         root.read("sys/devices/system/cpu/smt/active"),
     );
@@ -66,48 +80,71 @@ pub fn host_inventory(root: &Root) -> Inventory {
         .into_iter()
         .filter(|n| n.starts_with("node"))
         .count();
-    put("numa.nodes".into(), (nodes > 0).then(|| nodes.to_string()));
+    put(
+        inv,
+        "numa.nodes".into(),
+        (nodes > 0).then(|| nodes.to_string()),
+    );
     let meminfo = |key: &str| {
         root.read("proc/meminfo")?.lines().find_map(|l| {
             let rest = l.strip_prefix(key)?.strip_prefix(':')?;
             Some(format!("{} kB", rest.split_whitespace().next()?))
         })
     };
-    put("memory.total".into(), meminfo("MemTotal"));
-    put("memory.swap".into(), meminfo("SwapTotal"));
+    put(inv, "memory.total".into(), meminfo("MemTotal"));
+    put(inv, "memory.swap".into(), meminfo("SwapTotal"));
     put(
+        inv,
         "memory.transparent_hugepage".into(),
         root.read("sys/kernel/mm/transparent_hugepage/enabled"),
     );
     for s in SYSCTLS {
         put(
+            inv,
             format!("sysctl.{}", s.replace('/', ".")),
             root.read(&format!("proc/sys/{s}")),
         );
     }
+}
+
+/// Every network interface but loopback: state, speed, duplex, MTU,
+/// driver and receive ring.
+fn nic_facts(root: &Root, inv: &mut Inventory) {
     for dev in root.list("sys/class/net").into_iter().filter(|d| d != "lo") {
         let base = format!("sys/class/net/{dev}");
         let key = |f: &str| format!("nic.{dev}.{f}");
-        put(key("operstate"), root.read(&format!("{base}/operstate")));
         put(
+            inv,
+            key("operstate"),
+            root.read(&format!("{base}/operstate")),
+        );
+        put(
+            inv,
             key("speed"),
             root.number(&format!("{base}/speed"))
                 .filter(|s| *s > 0)
                 .map(|s| format!("{s} Mb/s")),
         );
-        put(key("duplex"), root.read(&format!("{base}/duplex")));
-        put(key("mtu"), root.read(&format!("{base}/mtu")));
+        put(inv, key("duplex"), root.read(&format!("{base}/duplex")));
+        put(inv, key("mtu"), root.read(&format!("{base}/mtu")));
         put(
+            inv,
             key("driver"),
             std::fs::read_link(root.path(&format!("{base}/device/driver")))
                 .ok()
                 .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
         );
         put(
+            inv,
             key("rx_ring"),
             super::nic::rx_ring(root, &dev).map(|(c, m)| format!("{c} of {m}")),
         );
     }
+}
+
+/// Every disk but loop, RAM and optical devices: model, size, scheduler
+/// and queue depths.
+fn disk_facts(root: &Root, inv: &mut Inventory) {
     for dev in root.list("sys/block").into_iter().filter(|d| {
         !["loop", "ram", "zram", "sr"]
             .iter()
@@ -115,34 +152,43 @@ pub fn host_inventory(root: &Root) -> Inventory {
     }) {
         let base = format!("sys/block/{dev}");
         let key = |f: &str| format!("disk.{dev}.{f}");
-        put(key("model"), root.read(&format!("{base}/device/model")));
         put(
+            inv,
+            key("model"),
+            root.read(&format!("{base}/device/model")),
+        );
+        put(
+            inv,
             key("size"),
             root.number(&format!("{base}/size"))
                 .map(|s| format!("{} GiB", (s * 512) >> 30)),
         );
         put(
+            inv,
             key("rotational"),
             root.read(&format!("{base}/queue/rotational")),
         );
         put(
+            inv,
             key("scheduler"),
             root.read(&format!("{base}/queue/scheduler")),
         );
         put(
+            inv,
             key("nr_requests"),
             root.read(&format!("{base}/queue/nr_requests")),
         );
         put(
+            inv,
             key("queue_depth"),
             root.read(&format!("{base}/device/queue_depth")),
         );
         put(
+            inv,
             key("write_cache"),
             root.read(&format!("{base}/queue/write_cache")),
         );
     }
-    inv
 }
 
 /// One fact that differs: its value in the first and the second inventory.
