@@ -19,6 +19,13 @@ fn meminfo_kib(root: &Root, key: &str) -> Option<u64> {
 }
 
 pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
+    swap(before, after, report);
+    settings(after, report);
+    server_limit(after, scope, report);
+}
+
+/// Swapping while sampling, and swap in use.
+fn swap(before: &Root, after: &Root, report: &mut Report) {
     let root = after;
     let swapped = |r: &Root| Some(vmstat(r, "pswpin")? + vmstat(r, "pswpout")?);
     if let (Some(a), Some(b)) = (swapped(before), swapped(after)) {
@@ -49,6 +56,10 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
             });
         }
     }
+}
+
+/// Transparent huge pages, vm.swappiness and strict overcommit.
+fn settings(root: &Root, report: &mut Report) {
     if let Some(thp) = root.read("sys/kernel/mm/transparent_hugepage/enabled") {
         if thp.contains("[always]") {
             report.add(Finding {
@@ -84,6 +95,10 @@ pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
             fix: "check vm.overcommit_ratio against the server's needs".to_string(),
         });
     }
+}
+
+/// A memory cgroup limit on the server below the host's memory.
+fn server_limit(root: &Root, scope: &Scope, report: &mut Report) {
     if let Some(pid) = scope.server_pid {
         if let Some(limit) = memory_limit(root, pid) {
             let total = meminfo_kib(root, "MemTotal").unwrap_or(0) * 1024;
