@@ -274,6 +274,92 @@ impl Store {
         Ok(steps)
     }
 
+    /// Fills `tally` with the per-operation counts and histograms of one
+    /// stored interval (`op_stmt` selects them by step and interval).
+    fn load_op_tallies(
+        op_stmt: &mut rusqlite::Statement<'_>,
+        step_id: i64,
+        idx: i64,
+        tally: &mut Tally,
+    ) -> anyhow::Result<()> {
+        let ops = op_stmt
+            .query_map(params![step_id, idx], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, Vec<u8>>(6)?,
+                    r.get::<_, Vec<u8>>(7)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        for (op_idx, ok, refused, errors, retries, bytes, service, response) in ops {
+            let Some(slot) = tally.ops.get_mut(op_idx as usize) else {
+                continue;
+            };
+            *slot = OpTally {
+                ok: ok as u64,
+                refused: refused as u64,
+                errors: serde_json::from_str::<ErrorCounts>(&errors)
+                    .context("damaged error counts")?,
+                retries: retries as u64,
+                bytes: bytes as u64,
+                service: decode_histogram(&service)?,
+                response: decode_histogram(&response)?,
+            };
+        }
+        Ok(())
+    }
+
+    /// What the database and this host reported over one stored interval,
+    /// as stored (JSON), and what each remote probe reported.
+    fn load_interval_samples(
+        &self,
+        step_id: i64,
+        idx: i64,
+    ) -> anyhow::Result<(Option<String>, Option<String>, Vec<ProbeSample>)> {
+        let db: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT sample FROM interval_db WHERE step_id = ?1 AND interval_idx = ?2",
+                params![step_id, idx],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let host: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT sample FROM interval_host WHERE step_id = ?1 AND interval_idx = ?2",
+                params![step_id, idx],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let probes = self
+            .conn
+            .prepare_cached(
+                "SELECT source, sample FROM interval_probe WHERE step_id = ?1 AND interval_idx = ?2 ORDER BY position",
+            )?
+            .query_map(params![step_id, idx], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .map(|(source, sample)| {
+                Ok(ProbeSample {
+                    source,
+                    sample: sample
+                        .map(|s| serde_json::from_str(&s))
+                        .transpose()
+                        .context("damaged probe sample")?,
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok((db, host, probes))
+    }
+
     fn load_intervals(&self, step_id: i64, op_count: usize) -> anyhow::Result<Vec<IntervalRecord>> {
         let mut stmt = self.conn.prepare(
             "SELECT idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks
@@ -304,71 +390,8 @@ impl Store {
             tally.lag = decode_histogram(&lag)?;
             tally.think_total = Duration::from_secs_f64(think_total.max(0.0));
             tally.thinks = thinks as u64;
-            let ops = op_stmt
-                .query_map(params![step_id, idx], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, i64>(4)?,
-                        r.get::<_, i64>(5)?,
-                        r.get::<_, Vec<u8>>(6)?,
-                        r.get::<_, Vec<u8>>(7)?,
-                    ))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            for (op_idx, ok, refused, errors, retries, bytes, service, response) in ops {
-                let Some(slot) = tally.ops.get_mut(op_idx as usize) else {
-                    continue;
-                };
-                *slot = OpTally {
-                    ok: ok as u64,
-                    refused: refused as u64,
-                    errors: serde_json::from_str::<ErrorCounts>(&errors)
-                        .context("damaged error counts")?,
-                    retries: retries as u64,
-                    bytes: bytes as u64,
-                    service: decode_histogram(&service)?,
-                    response: decode_histogram(&response)?,
-                };
-            }
-            let db: Option<String> = self
-                .conn
-                .query_row(
-                    "SELECT sample FROM interval_db WHERE step_id = ?1 AND interval_idx = ?2",
-                    params![step_id, idx],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let host: Option<String> = self
-                .conn
-                .query_row(
-                    "SELECT sample FROM interval_host WHERE step_id = ?1 AND interval_idx = ?2",
-                    params![step_id, idx],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let probes = self
-                .conn
-                .prepare_cached(
-                    "SELECT source, sample FROM interval_probe WHERE step_id = ?1 AND interval_idx = ?2 ORDER BY position",
-                )?
-                .query_map(params![step_id, idx], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
-                })?
-                .collect::<Result<Vec<_>, _>>()?
-                .into_iter()
-                .map(|(source, sample)| {
-                    Ok(ProbeSample {
-                        source,
-                        sample: sample
-                            .map(|s| serde_json::from_str(&s))
-                            .transpose()
-                            .context("damaged probe sample")?,
-                    })
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
+            Self::load_op_tallies(&mut op_stmt, step_id, idx, &mut tally)?;
+            let (db, host, probes) = self.load_interval_samples(step_id, idx)?;
             intervals.push(IntervalRecord {
                 phase: Phase::parse(&phase).ok_or_else(|| anyhow!("unknown phase '{phase}'"))?,
                 start: Duration::from_secs_f64(start.max(0.0)),
