@@ -2,7 +2,7 @@
 //! step, and the final status (with the check) when it ends.
 
 use super::{RunId, RunStatus, Store};
-use crate::engine::StepResult;
+use crate::engine::{IntervalRecord, StepResult};
 use crate::measure::encode_histogram;
 use crate::probe::HostFacts;
 use crate::workload::CheckReport;
@@ -80,73 +80,9 @@ impl Store {
         )?;
         let step_id = tx.last_insert_rowid();
         {
-            let mut interval_stmt = tx.prepare(
-                "INSERT INTO intervals (step_id, idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?;
-            let mut db_stmt = tx.prepare(
-                "INSERT INTO interval_db (step_id, interval_idx, sample) VALUES (?1, ?2, ?3)",
-            )?;
-            let mut host_stmt = tx.prepare(
-                "INSERT INTO interval_host (step_id, interval_idx, sample) VALUES (?1, ?2, ?3)",
-            )?;
-            let mut probe_stmt = tx.prepare(
-                "INSERT INTO interval_probe (step_id, interval_idx, source, position, sample) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?;
-            let mut op_stmt = tx.prepare(
-                "INSERT INTO interval_ops (step_id, interval_idx, op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )?;
+            let mut writer = IntervalWriter::prepare(&tx)?;
             for (idx, interval) in step.intervals.iter().enumerate() {
-                let t = &interval.tally;
-                interval_stmt.execute(params![
-                    step_id,
-                    idx as i64,
-                    interval.phase.as_str(),
-                    interval.start.as_secs_f64(),
-                    interval.length.as_secs_f64(),
-                    t.dropped as i64,
-                    encode_histogram(&t.lag),
-                    t.think_total.as_secs_f64(),
-                    t.thinks as i64,
-                ])?;
-                if let Some(host) = &interval.host {
-                    host_stmt.execute(params![
-                        step_id,
-                        idx as i64,
-                        serde_json::to_string(host)?
-                    ])?;
-                }
-                for (position, probe) in interval.probes.iter().enumerate() {
-                    probe_stmt.execute(params![
-                        step_id,
-                        idx as i64,
-                        probe.source,
-                        position as i64,
-                        probe
-                            .sample
-                            .as_ref()
-                            .map(serde_json::to_string)
-                            .transpose()?
-                    ])?;
-                }
-                if let Some(db) = &interval.db {
-                    db_stmt.execute(params![step_id, idx as i64, serde_json::to_string(db)?])?;
-                }
-                for (op_idx, op) in t.ops.iter().enumerate() {
-                    op_stmt.execute(params![
-                        step_id,
-                        idx as i64,
-                        op_idx as i64,
-                        op.ok as i64,
-                        op.refused as i64,
-                        serde_json::to_string(&op.errors)?,
-                        op.retries as i64,
-                        op.bytes as i64,
-                        encode_histogram(&op.service),
-                        encode_histogram(&op.response),
-                    ])?;
-                }
+                writer.write(step_id, idx, interval)?;
             }
         }
         tx.commit()
@@ -194,6 +130,98 @@ impl Store {
             "UPDATE runs SET verdict = ?2 WHERE id = ?1",
             params![run, serde_json::to_string(verdict)?],
         )?;
+        Ok(())
+    }
+}
+
+/// The statements that write one step's intervals, prepared once per step.
+struct IntervalWriter<'tx> {
+    interval: rusqlite::Statement<'tx>,
+    db: rusqlite::Statement<'tx>,
+    host: rusqlite::Statement<'tx>,
+    probe: rusqlite::Statement<'tx>,
+    op: rusqlite::Statement<'tx>,
+}
+
+impl<'tx> IntervalWriter<'tx> {
+    fn prepare(tx: &'tx rusqlite::Transaction<'_>) -> rusqlite::Result<Self> {
+        let interval_stmt = tx.prepare(
+            "INSERT INTO intervals (step_id, idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        let db_stmt = tx.prepare(
+            "INSERT INTO interval_db (step_id, interval_idx, sample) VALUES (?1, ?2, ?3)",
+        )?;
+        let host_stmt = tx.prepare(
+            "INSERT INTO interval_host (step_id, interval_idx, sample) VALUES (?1, ?2, ?3)",
+        )?;
+        let probe_stmt = tx.prepare(
+            "INSERT INTO interval_probe (step_id, interval_idx, source, position, sample) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        let op_stmt = tx.prepare(
+            "INSERT INTO interval_ops (step_id, interval_idx, op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?;
+        Ok(IntervalWriter {
+            interval: interval_stmt,
+            db: db_stmt,
+            host: host_stmt,
+            probe: probe_stmt,
+            op: op_stmt,
+        })
+    }
+
+    /// Writes interval `idx` of the step `step_id`: its tally, its samples
+    /// and its operations' counts.
+    fn write(&mut self, step_id: i64, idx: usize, interval: &IntervalRecord) -> anyhow::Result<()> {
+        let idx = idx as i64;
+        let t = &interval.tally;
+        self.interval.execute(params![
+            step_id,
+            idx,
+            interval.phase.as_str(),
+            interval.start.as_secs_f64(),
+            interval.length.as_secs_f64(),
+            t.dropped as i64,
+            encode_histogram(&t.lag),
+            t.think_total.as_secs_f64(),
+            t.thinks as i64,
+        ])?;
+        if let Some(host) = &interval.host {
+            self.host
+                .execute(params![step_id, idx, serde_json::to_string(host)?])?;
+        }
+        for (position, probe) in interval.probes.iter().enumerate() {
+            self.probe.execute(params![
+                step_id,
+                idx,
+                probe.source,
+                position as i64,
+                probe
+                    .sample
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()?
+            ])?;
+        }
+        if let Some(db) = &interval.db {
+            self.db
+                .execute(params![step_id, idx, serde_json::to_string(db)?])?;
+        }
+        for (op_idx, op) in t.ops.iter().enumerate() {
+            self.op.execute(params![
+                step_id,
+                idx,
+                op_idx,
+                op.ok as i64,
+                op.refused as i64,
+                serde_json::to_string(&op.errors)?,
+                op.retries as i64,
+                op.bytes as i64,
+                encode_histogram(&op.service),
+                encode_histogram(&op.response),
+            ])?;
+        }
         Ok(())
     }
 }
