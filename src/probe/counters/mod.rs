@@ -187,54 +187,10 @@ impl HostSnapshot {
             .proc_file("vmstat")
             .and_then(|f| procfs_core::VmStat::from_buf_read(f).ok())
             .map(|v| v.0.into_iter().collect());
-        let disks = root
-            .proc_file("diskstats")
-            .and_then(|f| procfs_core::DiskStats::from_buf_read(f).ok())
-            .map(|d| d.0)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|d| !d.name.starts_with("loop") && !d.name.starts_with("ram"))
-            .collect();
-        let nics = root
-            .proc_file("net/dev")
-            .and_then(|f| procfs_core::net::InterfaceDeviceStatus::from_buf_read(f).ok())
-            .map(|s| s.0)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(name, dev)| {
-                let link =
-                    parse::Link::read(|rel| root.text(&format!("sys/class/net/{name}/{rel}")));
-                (
-                    name,
-                    NicCounters {
-                        dev,
-                        speed_mbps: link.speed_mbps,
-                        duplex: link.duplex,
-                        carrier_changes: link.carrier_changes,
-                        rx_crc_errors: link.rx_crc_errors,
-                        tx_window_errors: link.tx_window_errors,
-                    },
-                )
-            })
-            .collect();
-        let mut tcp = BTreeMap::new();
-        if let Some(text) = root.proc_text("net/snmp") {
-            tcp.extend(parse::snmp_table(&text, "Tcp"));
-        }
-        if let Some(text) = root.proc_text("net/netstat") {
-            tcp.extend(parse::snmp_table(&text, "TcpExt"));
-        }
-        let avg10 = |file: &str, kind: &str| {
-            root.proc_text(&format!("pressure/{file}"))
-                .and_then(|t| parse::pressure_avg10(&t, kind))
-        };
-        let pressure = PressureSample {
-            cpu_some: avg10("cpu", "some"),
-            memory_some: avg10("memory", "some"),
-            memory_full: avg10("memory", "full"),
-            io_some: avg10("io", "some"),
-            io_full: avg10("io", "full"),
-        };
+        let disks = read_disks(root);
+        let nics = read_nics(root);
+        let tcp = read_tcp(root);
+        let pressure = read_pressure(root);
         let processes: Vec<_> = groups
             .iter()
             .map(|g| (g.clone(), process::read_group(root, g)))
@@ -243,15 +199,8 @@ impl HostSnapshot {
             .iter()
             .find(|(g, _)| g.label == process::SERVER_LABEL)
             .and_then(|(g, found)| process::first_pid(&g.selector, found));
-        let server_cgroup = server_pid.and_then(|pid| {
-            let (proc, sys) = (root.proc_dir()?, root.sys_dir()?);
-            CgroupCounters::read(
-                proc,
-                &sys.join("fs/cgroup"),
-                &pid.to_string(),
-                meminfo.as_ref().map(|m| m.mem_total),
-            )
-        });
+        let server_cgroup = server_pid
+            .and_then(|pid| read_cgroup(root, pid, meminfo.as_ref().map(|m| m.mem_total)));
         let qdiscs = match (qdiscs, root.proc_dir()) {
             (Some(reader), Some(proc)) => reader.read(proc, server_pid),
             _ => Vec::new(),
@@ -272,6 +221,80 @@ impl HostSnapshot {
             qdiscs,
         }
     }
+}
+
+/// Every disk of /proc/diskstats but loop and RAM devices.
+fn read_disks(root: &HostRoot) -> Vec<procfs_core::DiskStat> {
+    root.proc_file("diskstats")
+        .and_then(|f| procfs_core::DiskStats::from_buf_read(f).ok())
+        .map(|d| d.0)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|d| !d.name.starts_with("loop") && !d.name.starts_with("ram"))
+        .collect()
+}
+
+/// Every interface of /proc/net/dev with its link facts from sysfs.
+fn read_nics(root: &HostRoot) -> BTreeMap<String, NicCounters> {
+    root.proc_file("net/dev")
+        .and_then(|f| procfs_core::net::InterfaceDeviceStatus::from_buf_read(f).ok())
+        .map(|s| s.0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, dev)| {
+            let link = parse::Link::read(|rel| root.text(&format!("sys/class/net/{name}/{rel}")));
+            (
+                name,
+                NicCounters {
+                    dev,
+                    speed_mbps: link.speed_mbps,
+                    duplex: link.duplex,
+                    carrier_changes: link.carrier_changes,
+                    rx_crc_errors: link.rx_crc_errors,
+                    tx_window_errors: link.tx_window_errors,
+                },
+            )
+        })
+        .collect()
+}
+
+/// `Tcp:` of /proc/net/snmp and `TcpExt:` of /proc/net/netstat, in one map.
+fn read_tcp(root: &HostRoot) -> BTreeMap<String, u64> {
+    let mut tcp = BTreeMap::new();
+    if let Some(text) = root.proc_text("net/snmp") {
+        tcp.extend(parse::snmp_table(&text, "Tcp"));
+    }
+    if let Some(text) = root.proc_text("net/netstat") {
+        tcp.extend(parse::snmp_table(&text, "TcpExt"));
+    }
+    tcp
+}
+
+/// The 10 s pressure averages of /proc/pressure.
+fn read_pressure(root: &HostRoot) -> PressureSample {
+    let avg10 = |file: &str, kind: &str| {
+        root.proc_text(&format!("pressure/{file}"))
+            .and_then(|t| parse::pressure_avg10(&t, kind))
+    };
+    PressureSample {
+        cpu_some: avg10("cpu", "some"),
+        memory_some: avg10("memory", "some"),
+        memory_full: avg10("memory", "full"),
+        io_some: avg10("io", "some"),
+        io_full: avg10("io", "full"),
+    }
+}
+
+/// The counters of the cgroup of process `pid`; `mem_total_bytes` is the
+/// host's memory (a limit at or above it binds nothing).
+fn read_cgroup(root: &HostRoot, pid: u32, mem_total_bytes: Option<u64>) -> Option<CgroupCounters> {
+    let (proc, sys) = (root.proc_dir()?, root.sys_dir()?);
+    CgroupCounters::read(
+        proc,
+        &sys.join("fs/cgroup"),
+        &pid.to_string(),
+        mem_total_bytes,
+    )
 }
 
 #[cfg(test)]
