@@ -96,28 +96,9 @@ fn answer(
     ring: &Mutex<Ring>,
     started: Instant,
 ) -> Response {
-    let from = request
-        .remote_addr()
-        .map_or("an unknown address".to_string(), |a| a.to_string());
     if let Some(token) = token {
-        let given = request
-            .headers()
-            .iter()
-            .find(|h| h.field.equiv("Authorization"))
-            .map(|h| {
-                h.value
-                    .as_str()
-                    .trim()
-                    .strip_prefix("Bearer ")
-                    .unwrap_or("")
-            })
-            .unwrap_or("");
-        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
-            eprintln!(
-                "perflab agent: refused a request from {from}: {} token",
-                if given.is_empty() { "no" } else { "a wrong" }
-            );
-            return json_response(401, r#"{"error":"a valid token is required"}"#.to_string());
+        if let Some(refused) = refuse_token(request, token) {
+            return refused;
         }
     }
     if *request.method() != tiny_http::Method::Get {
@@ -125,56 +106,101 @@ fn answer(
     }
     let url = request.url();
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    if path == "/v1/snapshot" {
-        let body = SnapshotBody {
-            seconds: started.elapsed().as_secs_f64(),
-            snapshot: HostSnapshot::read(&HostRoot::live(), &[]),
-        };
-        return match serde_json::to_string(&body) {
-            Ok(body) => json_response(200, body),
-            Err(_) => json_response(500, r#"{"error":"cannot encode the counters"}"#.to_string()),
-        };
-    }
-    if path == "/v1/inventory" {
-        let inventory = crate::doctor::inventory::host_inventory(&crate::doctor::Root::live());
-        return match serde_json::to_string(&inventory) {
-            Ok(body) => json_response(200, body),
-            Err(_) => json_response(
-                500,
-                r#"{"error":"cannot encode the inventory"}"#.to_string(),
-            ),
-        };
-    }
-    if path == "/v1/doctor" {
-        // Two readings `sample` seconds apart (at most 30), as `perflab doctor` takes them.
-        let sample = query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix("sample="))
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .unwrap_or(5.0)
-            .min(30.0);
-        let live = crate::doctor::Root::live();
-        let report = tempfile::tempdir().and_then(|dir| {
-            let before = crate::doctor::snapshot(&live, dir.path())?;
-            std::thread::sleep(Duration::from_secs_f64(sample));
-            Ok(crate::doctor::examine(
-                &before,
-                &live,
-                &crate::doctor::Scope::default(),
-            ))
-        });
-        return match report.ok().and_then(|r| serde_json::to_string(&r).ok()) {
-            Some(body) => json_response(200, body),
-            None => json_response(500, r#"{"error":"cannot examine this host"}"#.to_string()),
-        };
-    }
-    if path != "/v1/samples" {
-        return json_response(
+    match path {
+        "/v1/snapshot" => snapshot(started),
+        "/v1/inventory" => inventory(),
+        "/v1/doctor" => doctor(query),
+        "/v1/samples" => samples(ring, query),
+        _ => json_response(
             404,
             r#"{"error":"the agent serves /v1/samples, /v1/snapshot, /v1/inventory and /v1/doctor"}"#.to_string(),
-        );
+        ),
     }
+}
+
+/// The 401 for a request without the token (logged without what it
+/// carried); none when it carries the token.
+fn refuse_token(request: &tiny_http::Request, token: &str) -> Option<Response> {
+    let from = request
+        .remote_addr()
+        .map_or("an unknown address".to_string(), |a| a.to_string());
+    let given = request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Authorization"))
+        .map(|h| {
+            h.value
+                .as_str()
+                .trim()
+                .strip_prefix("Bearer ")
+                .unwrap_or("")
+        })
+        .unwrap_or("");
+    if constant_time_eq(given.as_bytes(), token.as_bytes()) {
+        return None;
+    }
+    eprintln!(
+        "perflab agent: refused a request from {from}: {} token",
+        if given.is_empty() { "no" } else { "a wrong" }
+    );
+    Some(json_response(
+        401,
+        r#"{"error":"a valid token is required"}"#.to_string(),
+    ))
+}
+
+/// `/v1/snapshot`: this host's counters now, with the agent's clock.
+fn snapshot(started: Instant) -> Response {
+    let body = SnapshotBody {
+        seconds: started.elapsed().as_secs_f64(),
+        snapshot: HostSnapshot::read(&HostRoot::live(), &[]),
+    };
+    match serde_json::to_string(&body) {
+        Ok(body) => json_response(200, body),
+        Err(_) => json_response(500, r#"{"error":"cannot encode the counters"}"#.to_string()),
+    }
+}
+
+/// `/v1/inventory`: this host's inventory.
+fn inventory() -> Response {
+    let inventory = crate::doctor::inventory::host_inventory(&crate::doctor::Root::live());
+    match serde_json::to_string(&inventory) {
+        Ok(body) => json_response(200, body),
+        Err(_) => json_response(
+            500,
+            r#"{"error":"cannot encode the inventory"}"#.to_string(),
+        ),
+    }
+}
+
+/// `/v1/doctor?sample=S`: this host examined by the doctor.
+fn doctor(query: &str) -> Response {
+    // Two readings `sample` seconds apart (at most 30), as `perflab doctor` takes them.
+    let sample = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("sample="))
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(5.0)
+        .min(30.0);
+    let live = crate::doctor::Root::live();
+    let report = tempfile::tempdir().and_then(|dir| {
+        let before = crate::doctor::snapshot(&live, dir.path())?;
+        std::thread::sleep(Duration::from_secs_f64(sample));
+        Ok(crate::doctor::examine(
+            &before,
+            &live,
+            &crate::doctor::Scope::default(),
+        ))
+    });
+    match report.ok().and_then(|r| serde_json::to_string(&r).ok()) {
+        Some(body) => json_response(200, body),
+        None => json_response(500, r#"{"error":"cannot examine this host"}"#.to_string()),
+    }
+}
+
+/// `/v1/samples?since=N`: the samples numbered above N.
+fn samples(ring: &Mutex<Ring>, query: &str) -> Response {
     let since = query
         .split('&')
         .find_map(|kv| kv.strip_prefix("since="))
