@@ -136,6 +136,47 @@ pub fn verdict(
 ) -> Bottleneck {
     let (at, r) = (found.at, found.resource);
     let p = &points[peak];
+    let q = &points[at];
+    let mut evidence = how_busy(points, at, p, r, demands);
+    let mut name = r.name.clone();
+    if let Some(confined) = confined_cpu(r, q, &mut evidence) {
+        name = confined;
+    }
+    if r.kind.is_cpu() {
+        cpu_evidence(q, waits, &mut evidence);
+    }
+    if r.kind == ResourceKind::Disk && memory_short(q, &mut evidence) {
+        name = "memory → disk reads".to_string();
+    }
+    if r.kind == ResourceKind::Link && r.name.ends_with(')') {
+        evidence.push(
+            "the link's capacity is its queueing discipline's rate, not the interface's nominal speed"
+                .to_string(),
+        );
+    }
+    let ruled_out = ruled_out(p, r, demands);
+    // Short memory shows as disk reads: a faster disk is not the cure.
+    let resource = (!name.starts_with("memory")).then(|| r.name.clone());
+    Bottleneck {
+        kind: BottleneckKind::Resource,
+        name,
+        evidence,
+        ruled_out,
+        unreliable: false,
+        next: None,
+        resource,
+    }
+}
+
+/// How busy the resource was where it ran out, step by step, and against
+/// the bound its demand sets at the peak `p`.
+fn how_busy(
+    points: &[StepPoint],
+    at: usize,
+    p: &StepPoint,
+    r: &ResourceUse,
+    demands: &Demands,
+) -> Vec<String> {
     let mut evidence = Vec::new();
     let mut line = format!(
         "{} {} busy at {}",
@@ -169,8 +210,12 @@ pub fn verdict(
             Percent(p.throughput / d.bound)
         ));
     }
-    let mut name = r.name.clone();
-    let q = &points[at];
+    evidence
+}
+
+/// For a CPU the server is confined to (one CPU, a cgroup quota), what
+/// confines it, and the name the verdict gives that limit.
+fn confined_cpu(r: &ResourceUse, q: &StepPoint, evidence: &mut Vec<String>) -> Option<String> {
     let host_cpu = q.resource("cpu").map_or(0.0, |c| c.utilisation);
     match r.kind {
         ResourceKind::OneCpu => {
@@ -182,7 +227,7 @@ pub fn verdict(
             } else {
                 format!("the host's CPUs together were {} busy", Percent(host_cpu))
             });
-            name = "cpu".to_string();
+            Some("cpu".to_string())
         }
         ResourceKind::CpuQuota => {
             let throttled = r.saturation.as_ref().map_or(String::new(), |(_, t)| {
@@ -195,50 +240,59 @@ pub fn verdict(
                 load_text(q),
                 Percent(host_cpu)
             ));
-            name = format!("cpu (the server's cgroup quota of {:.2} CPUs)", r.servers);
+            Some(format!(
+                "cpu (the server's cgroup quota of {:.2} CPUs)",
+                r.servers
+            ))
         }
-        _ => {}
+        _ => None,
     }
-    if r.kind.is_cpu() {
-        if let Some(isr) = q.extras.cpu_isr.filter(|i| *i >= 0.1) {
-            evidence.push(format!(
-                "{} of CPU time went to interrupts (%ISR)",
-                Percent(isr)
-            ));
-        }
-        let g = &q.generator;
-        if g.cpus > 0.0 {
-            evidence.push(format!("perflab itself used {:.2} CPUs of it", g.cpus));
-        }
-        // Sessions queue for a lock whose holder waits for the CPU.
-        let locks = waits.share(WaitMeaning::is_contention);
-        if locks >= 0.2 {
-            evidence.push(format!(
-                "the sessions also waited on locks in {} of samples: a symptom of the saturated CPU (lock holders pre-empted while others queue), not a separate limit",
-                Percent(locks)
-            ));
-        }
+}
+
+/// What else a saturated CPU did at `q`: interrupts, perflab's own share,
+/// lock waits as its symptom.
+fn cpu_evidence(q: &StepPoint, waits: &Waits, evidence: &mut Vec<String>) {
+    if let Some(isr) = q.extras.cpu_isr.filter(|i| *i >= 0.1) {
+        evidence.push(format!(
+            "{} of CPU time went to interrupts (%ISR)",
+            Percent(isr)
+        ));
     }
-    if r.kind == ResourceKind::Disk {
-        let faults = q.extras.major_faults_per_s.unwrap_or(0.0);
-        let swap = q.extras.swap_in_per_s.unwrap_or(0.0);
-        if faults >= 50.0 || swap > 0.0 {
-            evidence.push(format!(
-                "the host faulted {faults:.0} pages/s in from disk and swapped in {swap:.0} pages/s: memory is short"
-            ));
-            name = "memory → disk reads".to_string();
-        } else if let Some(memory) = memory_evidence(q) {
-            evidence.extend(memory);
-            name = "memory → disk reads".to_string();
-        }
+    let g = &q.generator;
+    if g.cpus > 0.0 {
+        evidence.push(format!("perflab itself used {:.2} CPUs of it", g.cpus));
     }
-    if r.kind == ResourceKind::Link && r.name.ends_with(')') {
-        evidence.push(
-            "the link's capacity is its queueing discipline's rate, not the interface's nominal speed"
-                .to_string(),
-        );
+    // Sessions queue for a lock whose holder waits for the CPU.
+    let locks = waits.share(WaitMeaning::is_contention);
+    if locks >= 0.2 {
+        evidence.push(format!(
+            "the sessions also waited on locks in {} of samples: a symptom of the saturated CPU (lock holders pre-empted while others queue), not a separate limit",
+            Percent(locks)
+        ));
     }
-    let ruled_out = demands
+}
+
+/// Whether a busy disk at `q` is memory that is short (faults, swapping,
+/// the server's own reads), with the evidence.
+fn memory_short(q: &StepPoint, evidence: &mut Vec<String>) -> bool {
+    let faults = q.extras.major_faults_per_s.unwrap_or(0.0);
+    let swap = q.extras.swap_in_per_s.unwrap_or(0.0);
+    if faults >= 50.0 || swap > 0.0 {
+        evidence.push(format!(
+            "the host faulted {faults:.0} pages/s in from disk and swapped in {swap:.0} pages/s: memory is short"
+        ));
+        true
+    } else if let Some(memory) = memory_evidence(q) {
+        evidence.extend(memory);
+        true
+    } else {
+        false
+    }
+}
+
+/// The next resource by demand, and how far its bound is from the peak `p`.
+fn ruled_out(p: &StepPoint, r: &ResourceUse, demands: &Demands) -> Vec<String> {
+    demands
         .resources
         .iter()
         .filter(|d| d.resource != r.name && !(d.kind.is_cpu() && r.kind.is_cpu()))
@@ -253,16 +307,5 @@ pub fn verdict(
                 d.bound / p.throughput.max(f64::MIN_POSITIVE)
             ))
         })
-        .collect();
-    // Short memory shows as disk reads: a faster disk is not the cure.
-    let resource = (!name.starts_with("memory")).then(|| r.name.clone());
-    Bottleneck {
-        kind: BottleneckKind::Resource,
-        name,
-        evidence,
-        ruled_out,
-        unreliable: false,
-        next: None,
-        resource,
-    }
+        .collect()
 }
