@@ -112,77 +112,12 @@ fn slope(pairs: &[(f64, f64)]) -> Option<f64> {
 /// Fits the demands of complete points ordered by load; `closed` says
 /// whether load is users (closed loop) or a rate.
 pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Demands {
-    let mut fitted_on: Vec<usize> = points
-        .iter()
-        .enumerate()
-        // Past the peak, contention inflates the work per operation.
-        .filter(|(i, _)| peak.is_none_or(|k| *i <= k))
-        .filter(|(_, p)| {
-            p.throughput > 0.0
-                && !p.resources.is_empty()
-                && p.resources
-                    .iter()
-                    .filter(|r| r.kind != ResourceKind::OneCpu)
-                    .all(|r| r.utilisation < UNSATURATED)
-        })
-        .map(|(i, _)| i)
-        .collect();
-    if fitted_on.is_empty() {
-        if let Some(i) = points.iter().position(|p| p.throughput > 0.0) {
-            fitted_on.push(i);
-        }
-    }
-    let mut names: Vec<(&str, ResourceKind, f64)> = Vec::new();
-    for p in points {
-        for r in &p.resources {
-            if !names.iter().any(|(n, _, _)| *n == r.name) {
-                names.push((&r.name, r.kind, r.servers));
-            }
-        }
-    }
+    let fitted_on = fitting_steps(points, peak);
     let x_max = points.iter().map(|p| p.throughput).fold(0.0, f64::max);
-    let mut resources: Vec<Demand> = names
+    let mut resources: Vec<Demand> = resource_names(points)
         .into_iter()
         .filter_map(|(name, kind, servers)| {
-            let pairs: Vec<(f64, f64)> = fitted_on
-                .iter()
-                .filter_map(|&i| {
-                    let p = &points[i];
-                    let r = p.resource(name)?;
-                    Some((p.throughput, r.servers * r.utilisation))
-                })
-                .collect();
-            // Each step's own demand; the smallest is an upper limit.
-            let own = points
-                .iter()
-                .filter(|p| p.throughput > 0.0)
-                .filter_map(|p| {
-                    let r = p.resource(name)?;
-                    Some(r.servers * r.utilisation / p.throughput)
-                })
-                .filter(|d| *d > 0.0)
-                .min_by(f64::total_cmp);
-            let fitted = slope(&pairs).filter(|s| *s > 0.0);
-            let (seconds, from_steps) = match (fitted, own) {
-                (Some(f), Some(o)) if f * x_max > servers * 1.000_001 || f < 0.8 * o => (o, true),
-                (Some(f), _) => (f, false),
-                (None, Some(o)) => (o, true),
-                (None, None) => return None,
-            };
-            let growth_at_peak = peak.and_then(|i| {
-                let p = &points[i];
-                let r = p.resource(name)?;
-                (p.throughput > 0.0).then(|| r.servers * r.utilisation / p.throughput / seconds)
-            });
-            Some(Demand {
-                resource: name.to_string(),
-                kind,
-                servers,
-                seconds,
-                bound: servers / seconds,
-                from_steps,
-                growth_at_peak,
-            })
+            fit_demand(points, &fitted_on, peak, x_max, name, kind, servers)
         })
         .collect();
     resources.sort_by(|a, b| a.bound.total_cmp(&b.bound));
@@ -204,7 +139,119 @@ pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Deman
     let n_star = d_max
         .filter(|d| closed && *d > 0.0)
         .map(|d| (total_s + think_s) / d);
-    let steps = points
+    let steps = step_bounds(points, &resources, total_s, closed);
+    Demands {
+        fitted_on,
+        resources,
+        total_s,
+        think_s,
+        n_star,
+        steps,
+    }
+}
+
+/// The steps the demands are fitted on: up to the peak, every resource
+/// (but a single CPU) below saturation; else the first step that served.
+fn fitting_steps(points: &[StepPoint], peak: Option<usize>) -> Vec<usize> {
+    let mut fitted_on: Vec<usize> = points
+        .iter()
+        .enumerate()
+        // Past the peak, contention inflates the work per operation.
+        .filter(|(i, _)| peak.is_none_or(|k| *i <= k))
+        .filter(|(_, p)| {
+            p.throughput > 0.0
+                && !p.resources.is_empty()
+                && p.resources
+                    .iter()
+                    .filter(|r| r.kind != ResourceKind::OneCpu)
+                    .all(|r| r.utilisation < UNSATURATED)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if fitted_on.is_empty() {
+        if let Some(i) = points.iter().position(|p| p.throughput > 0.0) {
+            fitted_on.push(i);
+        }
+    }
+    fitted_on
+}
+
+/// Every resource any step measured, in the order first seen: its name,
+/// kind and servers.
+fn resource_names(points: &[StepPoint]) -> Vec<(&str, ResourceKind, f64)> {
+    let mut names: Vec<(&str, ResourceKind, f64)> = Vec::new();
+    for p in points {
+        for r in &p.resources {
+            if !names.iter().any(|(n, _, _)| *n == r.name) {
+                names.push((&r.name, r.kind, r.servers));
+            }
+        }
+    }
+    names
+}
+
+/// One resource's demand: the slope of its busy time over throughput on
+/// the fitting steps, or the smallest demand of one step when the slope
+/// is implausible.
+fn fit_demand(
+    points: &[StepPoint],
+    fitted_on: &[usize],
+    peak: Option<usize>,
+    x_max: f64,
+    name: &str,
+    kind: ResourceKind,
+    servers: f64,
+) -> Option<Demand> {
+    let pairs: Vec<(f64, f64)> = fitted_on
+        .iter()
+        .filter_map(|&i| {
+            let p = &points[i];
+            let r = p.resource(name)?;
+            Some((p.throughput, r.servers * r.utilisation))
+        })
+        .collect();
+    // Each step's own demand; the smallest is an upper limit.
+    let own = points
+        .iter()
+        .filter(|p| p.throughput > 0.0)
+        .filter_map(|p| {
+            let r = p.resource(name)?;
+            Some(r.servers * r.utilisation / p.throughput)
+        })
+        .filter(|d| *d > 0.0)
+        .min_by(f64::total_cmp);
+    let fitted = slope(&pairs).filter(|s| *s > 0.0);
+    let (seconds, from_steps) = match (fitted, own) {
+        (Some(f), Some(o)) if f * x_max > servers * 1.000_001 || f < 0.8 * o => (o, true),
+        (Some(f), _) => (f, false),
+        (None, Some(o)) => (o, true),
+        (None, None) => return None,
+    };
+    let growth_at_peak = peak.and_then(|i| {
+        let p = &points[i];
+        let r = p.resource(name)?;
+        (p.throughput > 0.0).then(|| r.servers * r.utilisation / p.throughput / seconds)
+    });
+    Some(Demand {
+        resource: name.to_string(),
+        kind,
+        servers,
+        seconds,
+        bound: servers / seconds,
+        from_steps,
+        growth_at_peak,
+    })
+}
+
+/// Each step's throughput bound (hardware and, closed, population) and its
+/// Little's law check.
+fn step_bounds(
+    points: &[StepPoint],
+    resources: &[Demand],
+    total_s: f64,
+    closed: bool,
+) -> Vec<StepBound> {
+    points
         .iter()
         .map(|p| {
             let hardware = resources.first().map(|d| d.bound);
@@ -230,13 +277,5 @@ pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Deman
                 little,
             }
         })
-        .collect();
-    Demands {
-        fitted_on,
-        resources,
-        total_s,
-        think_s,
-        n_star,
-        steps,
-    }
+        .collect()
 }
