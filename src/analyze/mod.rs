@@ -156,45 +156,15 @@ fn others_on_the_host(points: &[StepPoint], embedded: bool) -> Vec<String> {
 
 /// The verdict of complete points (any order), for a run of this shape.
 pub fn verdict_of(
-    mut points: Vec<StepPoint>,
+    points: Vec<StepPoint>,
     shape: RunShape,
     slos: &[Slo],
     max_cv: f64,
     seed: u64,
 ) -> Verdict {
-    points.sort_by(|a, b| {
-        a.load
-            .total_cmp(&b.load)
-            .then(a.throughput.total_cmp(&b.throughput))
-    });
-    // Runs of one level (--repeat): the run of median throughput stands
-    // for the level; their spread is its stability; all feed the USL fit.
-    let mut groups: Vec<Vec<StepPoint>> = Vec::new();
-    for p in points {
-        match groups.last_mut() {
-            Some(g) if g[0].load == p.load => g.push(p),
-            _ => groups.push(vec![p]),
-        }
-    }
+    let groups = levels(points);
     let every_run: Vec<StepPoint> = groups.iter().flatten().cloned().collect();
-    let stability = groups
-        .iter()
-        .map(|g| {
-            let (values, across) = if g.len() >= 2 {
-                (g.iter().map(|p| p.throughput).collect(), "runs")
-            } else {
-                (g[0].interval_throughputs.clone(), "intervals")
-            };
-            let cv = (values.len() >= 2).then(|| crate::engine::coefficient_of_variation(&values));
-            Stability {
-                load: g[0].load,
-                runs: g.len(),
-                across,
-                cv,
-                unstable: cv.is_some_and(|c| c > max_cv),
-            }
-        })
-        .collect();
+    let stability = stability(&groups, max_cv);
     let points: Vec<StepPoint> = groups
         .into_iter()
         .map(|mut g| g.swap_remove(g.len() / 2))
@@ -231,18 +201,84 @@ pub fn verdict_of(
     let demands = demands::demands(&points, closed, Some(peak));
     let unstable = !verdict.stability.is_empty() && verdict.stability.iter().all(|s| s.unstable);
     let found = bottleneck::bottleneck(&points, shape, peak, knee.as_ref(), &demands, unstable);
-    let room = (!shape.embedded)
+    let room = host_room(&points[peak], shape);
+    verdict.what_if = whatif::what_if(&points, &demands, &found, closed, peak, room);
+    verdict.bottleneck = Some(found);
+    match usl_of(
+        &every_run,
+        closed,
+        points.iter().any(|p| p.think_s > 0.0),
+        seed,
+    ) {
+        Ok(fit) => verdict.usl = Some(fit),
+        Err(why) => verdict.usl_not_fitted = Some(why),
+    }
+    verdict.peak = Some(peak);
+    verdict.knee = knee;
+    verdict.demands = Some(demands);
+    verdict.points = points;
+    verdict
+}
+
+/// Points sorted by load (then throughput), grouped into the runs of each
+/// level.
+fn levels(mut points: Vec<StepPoint>) -> Vec<Vec<StepPoint>> {
+    points.sort_by(|a, b| {
+        a.load
+            .total_cmp(&b.load)
+            .then(a.throughput.total_cmp(&b.throughput))
+    });
+    // Runs of one level (--repeat): the run of median throughput stands
+    // for the level; their spread is its stability; all feed the USL fit.
+    let mut groups: Vec<Vec<StepPoint>> = Vec::new();
+    for p in points {
+        match groups.last_mut() {
+            Some(g) if g[0].load == p.load => g.push(p),
+            _ => groups.push(vec![p]),
+        }
+    }
+    groups
+}
+
+/// Each level's stability: its runs' throughputs vary (`--repeat`), or its
+/// one run's intervals do.
+fn stability(groups: &[Vec<StepPoint>], max_cv: f64) -> Vec<Stability> {
+    groups
+        .iter()
+        .map(|g| {
+            let (values, across) = if g.len() >= 2 {
+                (g.iter().map(|p| p.throughput).collect(), "runs")
+            } else {
+                (g[0].interval_throughputs.clone(), "intervals")
+            };
+            let cv = (values.len() >= 2).then(|| crate::engine::coefficient_of_variation(&values));
+            Stability {
+                load: g[0].load,
+                runs: g.len(),
+                across,
+                cv,
+                unstable: cv.is_some_and(|c| c > max_cv),
+            }
+        })
+        .collect()
+}
+
+/// What the host leaves for a what-if at the peak `p`: its CPUs and
+/// perflab's share; none for an embedded target (it shares perflab's).
+fn host_room(p: &StepPoint, shape: RunShape) -> Option<whatif::HostRoom> {
+    (!shape.embedded)
         .then(|| {
-            let p = &points[peak];
             Some(whatif::HostRoom {
                 cpus: p.resource("cpu")?.servers,
                 perflab_cpus: p.generator.cpus,
             })
         })
-        .flatten();
-    verdict.what_if = whatif::what_if(&points, &demands, &found, closed, peak, room);
-    verdict.bottleneck = Some(found);
-    let think = points.iter().any(|p| p.think_s > 0.0);
+        .flatten()
+}
+
+/// The USL fitted on every run: concurrency is users for a closed loop
+/// without think time, X·R (Little's law) otherwise.
+fn usl_of(every_run: &[StepPoint], closed: bool, think: bool, seed: u64) -> Result<UslFit, String> {
     let (n, concurrency): (Vec<f64>, &'static str) = if closed && !think {
         (every_run.iter().map(|p| p.load).collect(), "users")
     } else {
@@ -255,15 +291,7 @@ pub fn verdict_of(
         )
     };
     let x: Vec<f64> = every_run.iter().map(|p| p.throughput).collect();
-    match usl::fit(&n, &x, concurrency, seed) {
-        Ok(fit) => verdict.usl = Some(fit),
-        Err(why) => verdict.usl_not_fitted = Some(why),
-    }
-    verdict.peak = Some(peak);
-    verdict.knee = knee;
-    verdict.demands = Some(demands);
-    verdict.points = points;
-    verdict
+    usl::fit(&n, &x, concurrency, seed)
 }
 
 #[cfg(test)]
