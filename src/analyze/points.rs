@@ -222,27 +222,8 @@ impl StepPoint {
             .iter()
             .filter_map(|i| source.sample(i))
             .collect();
-        let mut waits = BTreeMap::new();
-        let mut db_counters = BTreeMap::new();
-        for db in measured_intervals.iter().filter_map(|i| i.db.as_ref()) {
-            for (k, v) in &db.waits {
-                *waits.entry(k.clone()).or_insert(0) += v;
-            }
-            for (k, v) in db.counters.iter().filter(|(k, _)| !k.starts_with("now_")) {
-                *db_counters.entry(k.clone()).or_insert(0.0) += v;
-            }
-        }
-        let wall = step.usage.wall.as_secs_f64();
-        let generator = GeneratorUse {
-            cpus: step.usage.cpu_share(),
-            capacity: step.usage.cpu_capacity,
-            throttled_share: step
-                .usage
-                .throttled
-                .filter(|_| wall > 0.0)
-                .map(|t| t.as_secs_f64() / wall),
-            lag_p99_s: matches!(step.level, Level::Rate(_)).then(|| summary.lag.p99.as_secs_f64()),
-        };
+        let (waits, db_counters) = database_sums(&measured_intervals);
+        let generator = GeneratorUse::of(step, &summary);
         StepPoint {
             index: step.index,
             level: step.level,
@@ -276,13 +257,58 @@ impl StepPoint {
     }
 }
 
+/// The database's wait samples and counter increases over the measured
+/// intervals, summed (gauges, `now_…`, left out).
+fn database_sums(
+    measured_intervals: &[&crate::engine::IntervalRecord],
+) -> (BTreeMap<String, u64>, BTreeMap<String, f64>) {
+    let mut waits = BTreeMap::new();
+    let mut db_counters = BTreeMap::new();
+    for db in measured_intervals.iter().filter_map(|i| i.db.as_ref()) {
+        for (k, v) in &db.waits {
+            *waits.entry(k.clone()).or_insert(0) += v;
+        }
+        for (k, v) in db.counters.iter().filter(|(k, _)| !k.starts_with("now_")) {
+            *db_counters.entry(k.clone()).or_insert(0.0) += v;
+        }
+    }
+    (waits, db_counters)
+}
+
+impl GeneratorUse {
+    /// perflab's own CPU over a step, its allowance and throttling, and
+    /// (open loop) how late it dispatched arrivals.
+    fn of(step: &StepResult, summary: &StepSummary) -> Self {
+        let wall = step.usage.wall.as_secs_f64();
+        GeneratorUse {
+            cpus: step.usage.cpu_share(),
+            capacity: step.usage.cpu_capacity,
+            throttled_share: step
+                .usage
+                .throttled
+                .filter(|_| wall > 0.0)
+                .map(|t| t.as_secs_f64() / wall),
+            lag_p99_s: matches!(step.level, Level::Rate(_)).then(|| summary.lag.p99.as_secs_f64()),
+        }
+    }
+}
+
 /// Every resource the samples show, with its mean use.
 fn resources(samples: &[&HostSample]) -> Vec<ResourceUse> {
-    let mut out = Vec::new();
     let Some(first) = samples.first() else {
-        return out;
+        return Vec::new();
     };
-    let cpus = first.cpus.len();
+    let mut out = cpu_resources(samples, first.cpus.len());
+    out.extend(disk_resources(samples));
+    out.extend(link_resources(samples));
+    out.extend(shaped_links(samples));
+    out
+}
+
+/// The host's CPUs together, each CPU of several, and the server's cgroup
+/// quota; `cpus` is how many the first sample shows.
+fn cpu_resources(samples: &[&HostSample], cpus: usize) -> Vec<ResourceUse> {
+    let mut out = Vec::new();
     if let Some(busy) = weighted_mean(samples, |s| s.cpu.map(|c| c.busy())) {
         out.push(ResourceUse {
             name: "cpu".to_string(),
@@ -321,6 +347,12 @@ fn resources(samples: &[&HostSample]) -> Vec<ResourceUse> {
             });
         }
     }
+    out
+}
+
+/// Every disk any sample shows.
+fn disk_resources(samples: &[&HostSample]) -> Vec<ResourceUse> {
+    let mut out = Vec::new();
     let mut disks: Vec<&str> = samples
         .iter()
         .flat_map(|s| s.disks.iter().map(|d| d.name.as_str()))
@@ -342,6 +374,12 @@ fn resources(samples: &[&HostSample]) -> Vec<ResourceUse> {
             errors: None,
         });
     }
+    out
+}
+
+/// Every interface but loopback, each direction against its link speed.
+fn link_resources(samples: &[&HostSample]) -> Vec<ResourceUse> {
+    let mut out = Vec::new();
     let mut nics: Vec<&str> = samples
         .iter()
         .flat_map(|s| s.nics.iter().map(|n| n.name.as_str()))
@@ -375,7 +413,6 @@ fn resources(samples: &[&HostSample]) -> Vec<ResourceUse> {
             }
         }
     }
-    out.extend(shaped_links(samples));
     out
 }
 
