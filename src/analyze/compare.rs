@@ -157,13 +157,59 @@ pub fn compare(
     costs: &[Option<f64>],
     seed: u64,
 ) -> Comparison {
+    let levels = level_rows(runs, verdicts, seed);
+    let base_peak = peak_point(&verdicts[0]).map(|p| samples(&runs[0], p.load).0);
+    let runs_out = runs
+        .iter()
+        .zip(verdicts)
+        .enumerate()
+        .map(|(i, (run, verdict))| {
+            let peak = peak_point(verdict);
+            let peak_vs_base = match (i, &base_peak, peak) {
+                (1.., Some(base), Some(p)) => difference(base, &samples(run, p.load).0, seed),
+                _ => None,
+            };
+            let score = weighted_score(&verdicts[0], peak, weights);
+            RunSummary {
+                run: run.id,
+                peak_throughput: peak.map(|p| p.throughput),
+                peak_load: peak.map(load_text),
+                knee_load: verdict
+                    .knee
+                    .as_ref()
+                    .map(|k| load_text(&verdict.points[k.at])),
+                bottleneck: verdict.bottleneck.as_ref().map(|b| b.name.clone()),
+                peak_vs_base,
+                score,
+                cost: costs.get(i).copied().flatten().and_then(|c| {
+                    let x = peak?.throughput;
+                    (c > 0.0).then_some((c, x / c))
+                }),
+            }
+        })
+        .collect();
+    Comparison {
+        levels,
+        runs: runs_out,
+        weights: weights.to_vec(),
+    }
+}
+
+/// The peak step of a verdict.
+fn peak_point(v: &Verdict) -> Option<&StepPoint> {
+    v.peak.map(|i| &v.points[i])
+}
+
+/// One row per load level any run has: each run's throughput and p95
+/// there, and how it differs from the first run's.
+fn level_rows(runs: &[StoredRun], verdicts: &[Verdict], seed: u64) -> Vec<LevelRow> {
     let mut loads: Vec<f64> = runs
         .iter()
         .flat_map(|r| r.steps.iter().map(|s| s.level.value()))
         .collect();
     loads.sort_by(f64::total_cmp);
     loads.dedup();
-    let levels = loads
+    loads
         .iter()
         .map(|&load| {
             let base = samples(&runs[0], load).0;
@@ -197,58 +243,30 @@ pub fn compare(
                 .map_or(load.to_string(), |s| s.level.to_string());
             LevelRow { load, label, cells }
         })
-        .collect();
-    fn peak_point(v: &Verdict) -> Option<&StepPoint> {
-        v.peak.map(|i| &v.points[i])
-    }
-    let base_peak = peak_point(&verdicts[0]).map(|p| samples(&runs[0], p.load).0);
-    let runs_out = runs
-        .iter()
-        .zip(verdicts)
-        .enumerate()
-        .map(|(i, (run, verdict))| {
-            let peak = peak_point(verdict);
-            let peak_vs_base = match (i, &base_peak, peak) {
-                (1.., Some(base), Some(p)) => difference(base, &samples(run, p.load).0, seed),
-                _ => None,
-            };
-            let score = (!weights.is_empty())
-                .then(|| {
-                    let base = peak_point(&verdicts[0])?;
-                    let p = peak?;
-                    weights
-                        .iter()
-                        .map(|(name, w)| {
-                            let (b, m) = (metric(base, name)?, metric(p, name)?);
-                            let relative = if name == "throughput" { m / b } else { b / m };
-                            Some(w * relative)
-                        })
-                        .sum::<Option<f64>>()
+        .collect()
+}
+
+/// A run's weighted score at its peak `peak` against the first run's peak
+/// (`base` is the first run's verdict); none without weights or a metric.
+fn weighted_score(
+    base: &Verdict,
+    peak: Option<&StepPoint>,
+    weights: &[(String, f64)],
+) -> Option<f64> {
+    (!weights.is_empty())
+        .then(|| {
+            let base = peak_point(base)?;
+            let p = peak?;
+            weights
+                .iter()
+                .map(|(name, w)| {
+                    let (b, m) = (metric(base, name)?, metric(p, name)?);
+                    let relative = if name == "throughput" { m / b } else { b / m };
+                    Some(w * relative)
                 })
-                .flatten();
-            RunSummary {
-                run: run.id,
-                peak_throughput: peak.map(|p| p.throughput),
-                peak_load: peak.map(load_text),
-                knee_load: verdict
-                    .knee
-                    .as_ref()
-                    .map(|k| load_text(&verdict.points[k.at])),
-                bottleneck: verdict.bottleneck.as_ref().map(|b| b.name.clone()),
-                peak_vs_base,
-                score,
-                cost: costs.get(i).copied().flatten().and_then(|c| {
-                    let x = peak?.throughput;
-                    (c > 0.0).then_some((c, x / c))
-                }),
-            }
+                .sum::<Option<f64>>()
         })
-        .collect();
-    Comparison {
-        levels,
-        runs: runs_out,
-        weights: weights.to_vec(),
-    }
+        .flatten()
 }
 
 #[cfg(test)]
