@@ -36,99 +36,158 @@ pub fn verdict(
     waits: &Waits,
     demands: &Demands,
 ) -> Option<Bottleneck> {
-    let commit = waits.share(|m| m == WaitMeaning::CommitLog);
-    let reads = waits.share(|m| m == WaitMeaning::DataRead || m == WaitMeaning::OtherIo);
-    let other = |m: WaitMeaning| m != WaitMeaning::Cpu && !m.is_io() && m != WaitMeaning::Client;
-    let rival = waits.share(other);
-    let last = &points[points.len() - 1];
-    let window = &points[from..];
-    let locks = waits.share(WaitMeaning::is_contention);
-    let clients = waits.share(|m| m == WaitMeaning::Client);
-    let of_the_rest = commit / (1.0 - locks - clients).max(f64::MIN_POSITIVE);
-    let holders_on_the_log = locks >= DOMINANT && commit >= 0.1 && of_the_rest >= 0.5;
-    if commit >= reads && ((commit >= DOMINANT && commit > rival) || holders_on_the_log) {
-        let (event, _) = waits.top(|m| m == WaitMeaning::CommitLog)?;
-        let mut evidence = vec![format!(
-            "the database's sessions waited on the commit log ({event} most) in {} of samples from {} on",
-            Percent(commit),
-            load_text(&points[from])
-        )];
-        if holders_on_the_log {
-            evidence.push(format!(
-                "the sessions also queued on locks in {} of samples, and of those not queued {} waited on the log: the lock holders were committing, so the lock queue is the log's symptom",
-                Percent(locks),
-                Percent(of_the_rest)
-            ));
-        }
-        evidence.extend(commit_time(last, commit));
-        evidence.extend(devices(window));
-        return Some(Bottleneck {
-            kind: BottleneckKind::Resource,
-            name: "commit I/O (the log's device)".to_string(),
-            evidence,
-            ruled_out: vec![
-                "software contention: the sessions waited on the log, not on each other's locks"
-                    .to_string(),
-            ],
-            unreliable: false,
-            next: Some(
-                "put the log on a faster device or one without a throttle, or group commits (commit_delay, synchronous_commit=off where losing the last commits is acceptable)"
-                    .to_string(),
-            ),
-            resource: None,
-        });
+    let shares = Shares::of(waits);
+    if shares.commit >= shares.reads
+        && ((shares.commit >= DOMINANT && shares.commit > shares.rival)
+            || shares.holders_on_the_log)
+    {
+        return commit_io(points, from, waits, &shares);
     }
-    if reads >= DOMINANT && reads > rival {
-        let (event, _) = waits.top(|m| m == WaitMeaning::DataRead || m == WaitMeaning::OtherIo)?;
-        let mut evidence = vec![format!(
-            "the database's sessions waited on reading data ({event} most) in {} of samples from {} on",
-            Percent(reads),
-            load_text(&points[from])
-        )];
-        evidence.extend(read_figures(last));
-        evidence.extend(devices(window));
-        let memory = memory_evidence(last);
-        let short = memory.is_some();
-        evidence.extend(memory.unwrap_or_default());
-        // With the data in memory the reads go; the CPU is what is left.
-        if let Some(cpu) = demands
-            .resources
-            .iter()
-            .filter(|d| d.kind.is_cpu())
-            .min_by(|a, b| a.bound.total_cmp(&b.bound))
-        {
-            evidence.push(format!(
-                "with its reads served from memory, the next limit would be {} at about {}/s, {:.1}× the peak",
-                cpu.resource,
-                OpsPerSec(cpu.bound),
-                cpu.bound / points.iter().map(|p| p.throughput).fold(f64::MIN_POSITIVE, f64::max)
-            ));
-        }
-        let (name, next) = if short {
-            (
-                "memory → disk reads",
-                "give the server memory for its working set (or a smaller working set): every read it makes from disk is one it would serve from memory",
-            )
-        } else {
-            (
-                "disk reads (the I/O path)",
-                "look at the path to the data's device: a throttle, a remote array or a volume's IOPS limit waits without showing the device busy",
-            )
-        };
-        return Some(Bottleneck {
-            kind: BottleneckKind::Resource,
-            name: name.to_string(),
-            evidence,
-            ruled_out: vec![
-                "software contention: the sessions waited on storage, not on each other's locks"
-                    .to_string(),
-            ],
-            unreliable: false,
-            next: Some(next.to_string()),
-            resource: None,
-        });
+    if shares.reads >= DOMINANT && shares.reads > shares.rival {
+        return data_reads(points, from, waits, shares.reads, demands);
     }
     None
+}
+
+/// Shares of the sessions' wait samples that decide between the log and
+/// the data.
+struct Shares {
+    /// On the commit log.
+    commit: f64,
+    /// On reading data, or on other I/O.
+    reads: f64,
+    /// On anything but the CPU, I/O and the client.
+    rival: f64,
+    /// Queued on locks.
+    locks: f64,
+    /// On the log, of the samples neither queued on locks nor on the client.
+    of_the_rest: f64,
+    /// Sessions queue on locks while those not queued wait on the log.
+    holders_on_the_log: bool,
+}
+
+impl Shares {
+    fn of(waits: &Waits) -> Self {
+        let commit = waits.share(|m| m == WaitMeaning::CommitLog);
+        let reads = waits.share(|m| m == WaitMeaning::DataRead || m == WaitMeaning::OtherIo);
+        let other =
+            |m: WaitMeaning| m != WaitMeaning::Cpu && !m.is_io() && m != WaitMeaning::Client;
+        let rival = waits.share(other);
+        let locks = waits.share(WaitMeaning::is_contention);
+        let clients = waits.share(|m| m == WaitMeaning::Client);
+        let of_the_rest = commit / (1.0 - locks - clients).max(f64::MIN_POSITIVE);
+        let holders_on_the_log = locks >= DOMINANT && commit >= 0.1 && of_the_rest >= 0.5;
+        Shares {
+            commit,
+            reads,
+            rival,
+            locks,
+            of_the_rest,
+            holders_on_the_log,
+        }
+    }
+}
+
+/// Commit I/O: the sessions (or the lock holders) waited on the log.
+fn commit_io(
+    points: &[StepPoint],
+    from: usize,
+    waits: &Waits,
+    shares: &Shares,
+) -> Option<Bottleneck> {
+    let last = &points[points.len() - 1];
+    let window = &points[from..];
+    let (event, _) = waits.top(|m| m == WaitMeaning::CommitLog)?;
+    let mut evidence = vec![format!(
+        "the database's sessions waited on the commit log ({event} most) in {} of samples from {} on",
+        Percent(shares.commit),
+        load_text(&points[from])
+    )];
+    if shares.holders_on_the_log {
+        evidence.push(format!(
+            "the sessions also queued on locks in {} of samples, and of those not queued {} waited on the log: the lock holders were committing, so the lock queue is the log's symptom",
+            Percent(shares.locks),
+            Percent(shares.of_the_rest)
+        ));
+    }
+    evidence.extend(commit_time(last, shares.commit));
+    evidence.extend(devices(window));
+    Some(Bottleneck {
+        kind: BottleneckKind::Resource,
+        name: "commit I/O (the log's device)".to_string(),
+        evidence,
+        ruled_out: vec![
+            "software contention: the sessions waited on the log, not on each other's locks"
+                .to_string(),
+        ],
+        unreliable: false,
+        next: Some(
+            "put the log on a faster device or one without a throttle, or group commits (commit_delay, synchronous_commit=off where losing the last commits is acceptable)"
+                .to_string(),
+        ),
+        resource: None,
+    })
+}
+
+/// Data reads: the sessions waited on reading data, from a short memory or
+/// a slow I/O path.
+fn data_reads(
+    points: &[StepPoint],
+    from: usize,
+    waits: &Waits,
+    reads: f64,
+    demands: &Demands,
+) -> Option<Bottleneck> {
+    let last = &points[points.len() - 1];
+    let window = &points[from..];
+    let (event, _) = waits.top(|m| m == WaitMeaning::DataRead || m == WaitMeaning::OtherIo)?;
+    let mut evidence = vec![format!(
+        "the database's sessions waited on reading data ({event} most) in {} of samples from {} on",
+        Percent(reads),
+        load_text(&points[from])
+    )];
+    evidence.extend(read_figures(last));
+    evidence.extend(devices(window));
+    let memory = memory_evidence(last);
+    let short = memory.is_some();
+    evidence.extend(memory.unwrap_or_default());
+    // With the data in memory the reads go; the CPU is what is left.
+    if let Some(cpu) = demands
+        .resources
+        .iter()
+        .filter(|d| d.kind.is_cpu())
+        .min_by(|a, b| a.bound.total_cmp(&b.bound))
+    {
+        evidence.push(format!(
+            "with its reads served from memory, the next limit would be {} at about {}/s, {:.1}× the peak",
+            cpu.resource,
+            OpsPerSec(cpu.bound),
+            cpu.bound / points.iter().map(|p| p.throughput).fold(f64::MIN_POSITIVE, f64::max)
+        ));
+    }
+    let (name, next) = if short {
+        (
+            "memory → disk reads",
+            "give the server memory for its working set (or a smaller working set): every read it makes from disk is one it would serve from memory",
+        )
+    } else {
+        (
+            "disk reads (the I/O path)",
+            "look at the path to the data's device: a throttle, a remote array or a volume's IOPS limit waits without showing the device busy",
+        )
+    };
+    Some(Bottleneck {
+        kind: BottleneckKind::Resource,
+        name: name.to_string(),
+        evidence,
+        ruled_out: vec![
+            "software contention: the sessions waited on storage, not on each other's locks"
+                .to_string(),
+        ],
+        unreliable: false,
+        next: Some(next.to_string()),
+        resource: None,
+    })
 }
 
 /// The time each transaction waited on the log, by Little's law: the
