@@ -98,20 +98,7 @@ pub fn bottleneck(
 ) -> Bottleneck {
     let generator = generator::evidence(points, shape, demands);
     if !generator.is_empty() {
-        return Bottleneck {
-            kind: BottleneckKind::LoadGenerator,
-            resource: None,
-            name: "load generator".to_string(),
-            evidence: generator,
-            ruled_out: vec![
-                "every other conclusion: the generator, not the server, set the pace".to_string(),
-            ],
-            unreliable: true,
-            next: Some(
-                "give perflab more CPU (another host, fewer competing processes, no CPU quota) and run again"
-                    .to_string(),
-            ),
-        };
+        return load_generator(generator);
     }
     let from = knee.map_or(peak, |k| k.at);
     let waits = Waits::over(&points[from..]);
@@ -122,19 +109,7 @@ pub fn bottleneck(
         // away past it, with the resource no longer saturated and the
         // sessions waiting on each other, is contention.
         let last = &points[points.len() - 1];
-        let eased = last
-            .resource(&found.resource.name)
-            .map_or(0.0, |r| r.utilisation);
-        // Work per operation grown past saturation while operations were
-        // retried: the resource went on retries, not on serving.
-        let growth = demands
-            .resources
-            .iter()
-            .find(|d| d.resource == found.resource.name)
-            .filter(|_| last.throughput > 0.0)
-            .map_or(1.0, |d| {
-                found.resource.servers * eased / last.throughput / d.seconds
-            });
+        let (eased, growth) = after_saturation(last, found, demands);
         let retried = contention::retried(last);
         let falls = fall.is_some_and(|f| f.significant);
         let contended = falls
@@ -144,18 +119,8 @@ pub fn bottleneck(
             return hardware::verdict(points, peak, *found, demands, &waits);
         }
         let mut b = contention::verdict(points, shape, peak, knee, demands, &waits);
-        b.ruled_out.insert(
-            0,
-            format!(
-                "{}: {} busy at {}, but past it throughput fell away while the sessions waited on each other or retried (at {}: {} busy, {:.1}× the work per operation)",
-                found.resource.name,
-                Percent(found.resource.utilisation),
-                load_text(&points[found.at]),
-                load_text(last),
-                Percent(eased),
-                growth
-            ),
-        );
+        b.ruled_out
+            .insert(0, fell_away(&points[found.at], found, last, eased, growth));
         return b;
     }
     if let Some(io) = io::verdict(points, from, &waits, demands) {
@@ -179,6 +144,67 @@ pub fn bottleneck(
         return never_stabilised(found);
     }
     found
+}
+
+/// The verdict when the generator, not the server, set the pace.
+fn load_generator(evidence: Vec<String>) -> Bottleneck {
+    Bottleneck {
+        kind: BottleneckKind::LoadGenerator,
+        resource: None,
+        name: "load generator".to_string(),
+        evidence,
+        ruled_out: vec![
+            "every other conclusion: the generator, not the server, set the pace".to_string(),
+        ],
+        unreliable: true,
+        next: Some(
+            "give perflab more CPU (another host, fewer competing processes, no CPU quota) and run again"
+                .to_string(),
+        ),
+    }
+}
+
+/// How busy a saturated resource still was at the `last` step, and its
+/// work per operation there over its fitted demand (1 without one).
+fn after_saturation(
+    last: &StepPoint,
+    found: &hardware::Busiest<'_>,
+    demands: &Demands,
+) -> (f64, f64) {
+    let eased = last
+        .resource(&found.resource.name)
+        .map_or(0.0, |r| r.utilisation);
+    // Work per operation grown past saturation while operations were
+    // retried: the resource went on retries, not on serving.
+    let growth = demands
+        .resources
+        .iter()
+        .find(|d| d.resource == found.resource.name)
+        .filter(|_| last.throughput > 0.0)
+        .map_or(1.0, |d| {
+            found.resource.servers * eased / last.throughput / d.seconds
+        });
+    (eased, growth)
+}
+
+/// Why a resource saturated at `at` is not the verdict: past it,
+/// throughput fell away to the `last` step.
+fn fell_away(
+    at: &StepPoint,
+    found: &hardware::Busiest<'_>,
+    last: &StepPoint,
+    eased: f64,
+    growth: f64,
+) -> String {
+    format!(
+        "{}: {} busy at {}, but past it throughput fell away while the sessions waited on each other or retried (at {}: {} busy, {:.1}× the work per operation)",
+        found.resource.name,
+        Percent(found.resource.utilisation),
+        load_text(at),
+        load_text(last),
+        Percent(eased),
+        growth
+    )
 }
 
 /// Signs that the server is short of memory at a step: its cgroup at or
