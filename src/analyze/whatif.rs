@@ -233,48 +233,76 @@ pub fn what_if(
     let centres = centres(demands, name);
     let target = centres.iter().find(|c| c.name == name)?.clone();
     let highest = points.iter().map(|p| p.load).fold(0.0, f64::max);
-    if !closed {
-        let baseline = tightest(&centres)?.bound().min(highest);
-        let scenarios = changes(&target, &centres, room)
-            .into_iter()
-            .map(|(change, after)| {
-                let t = tightest(&after);
-                let bound = t.map(Centre::bound);
-                let x = bound.map_or(highest, |b| b.min(highest));
-                Scenario {
-                    change,
-                    load: highest,
-                    throughput: x,
-                    response_s: None,
-                    gain: x / baseline,
-                    limited_by: t.map(|c| c.name.clone()),
-                    still: t.is_some_and(|c| c.name == target.name),
-                    bound,
-                }
-            })
-            .collect();
-        let measured = points.get(peak)?.throughput;
-        return Some(WhatIf {
-            model_error: (baseline - measured).abs() / measured,
-            baseline,
-            measured,
-            scaled: false,
-            credible: true,
-            scenarios,
-        });
+    let changed = changes(&target, &centres, room);
+    if closed {
+        closed_loop(points, demands, peak, &target, &centres, changed, highest)
+    } else {
+        open_loop(points, peak, &target, &centres, changed, highest)
     }
+}
+
+/// An open loop: each change's bound, at the highest rate offered.
+fn open_loop(
+    points: &[StepPoint],
+    peak: usize,
+    target: &Centre,
+    centres: &[Centre],
+    changed: Vec<(String, Vec<Centre>)>,
+    highest: f64,
+) -> Option<WhatIf> {
+    let baseline = tightest(centres)?.bound().min(highest);
+    let scenarios = changed
+        .into_iter()
+        .map(|(change, after)| {
+            let t = tightest(&after);
+            let bound = t.map(Centre::bound);
+            let x = bound.map_or(highest, |b| b.min(highest));
+            Scenario {
+                change,
+                load: highest,
+                throughput: x,
+                response_s: None,
+                gain: x / baseline,
+                limited_by: t.map(|c| c.name.clone()),
+                still: t.is_some_and(|c| c.name == target.name),
+                bound,
+            }
+        })
+        .collect();
+    let measured = points.get(peak)?.throughput;
+    Some(WhatIf {
+        model_error: (baseline - measured).abs() / measured,
+        baseline,
+        measured,
+        scaled: false,
+        credible: true,
+        scenarios,
+    })
+}
+
+/// A closed loop: exact MVA at the highest population, checked against the
+/// steps up to the peak.
+fn closed_loop(
+    points: &[StepPoint],
+    demands: &Demands,
+    peak: usize,
+    target: &Centre,
+    centres: &[Centre],
+    changed: Vec<(String, Vec<Centre>)>,
+    highest: f64,
+) -> Option<WhatIf> {
     let lowest = points.first()?;
-    let delay_s = delay_for(&centres, demands.total_s);
+    let delay_s = delay_for(centres, demands.total_s);
     let think_s = lowest.think_s;
     let users = |load: f64| load.round().max(1.0) as u32;
     let mut model_error: f64 = 0.0;
     for p in points.iter().take(peak + 1) {
-        let (x, _) = solve(&centres, delay_s, think_s, users(p.load))?;
+        let (x, _) = solve(centres, delay_s, think_s, users(p.load))?;
         if p.throughput > 0.0 {
             model_error = model_error.max((x - p.throughput).abs() / p.throughput);
         }
     }
-    let (baseline, _) = solve(&centres, delay_s, think_s, users(highest))?;
+    let (baseline, _) = solve(centres, delay_s, think_s, users(highest))?;
     let measured = points
         .iter()
         .filter(|p| p.load == highest)
@@ -282,7 +310,7 @@ pub fn what_if(
         .fold(0.0, f64::max);
     let scaled = measured > 0.0 && (baseline - measured).abs() > CREDIBLE * measured;
     let mut scenarios = Vec::new();
-    for (change, after) in changes(&target, &centres, room) {
+    for (change, after) in changed {
         let (x, r) = solve(&after, delay_s, think_s, users(highest))?;
         let t = tightest(&after);
         let gain = x / baseline;
