@@ -23,3 +23,6 @@ pub mod target;
 pub mod units;
 pub(crate) mod util;
 pub mod workload;
+
+#[cfg(test)]
+mod layers;
