@@ -1,64 +1,52 @@
-//! The direction of the crate's imports, checked on its own source: the
-//! modules below the command line import nothing above them (DESIGN.md,
-//! "Imports run one way"), and the files of one module do not import each
-//! other in a circle. A test reads `src/` as text: any `crate::NAME` in
+//! The direction of the crate's imports, checked on its own source: every
+//! module sits on a layer and imports only from the layers below it
+//! ([`LAYERS`]; DESIGN.md, "Imports run one way"), so no two modules import
+//! each other, and the files of one module do not import each other in a
+//! circle. A test reads `src/` as text: any `crate::NAME` in
 //! code (comments left out) is an import of module NAME.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// What each module must not import. A module missing from the tree is
-/// skipped, so the rule outlives a module's removal.
-const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("util", ALL),
-    ("error", ALL),
-    ("units", ALL),
-    (
-        "plan",
-        &[
-            "analyze", "agent", "cli", "commands", "doctor", "engine", "report", "store",
-        ],
-    ),
-    (
-        "measure",
-        &[
-            "agent", "analyze", "cli", "commands", "engine", "probe", "report", "store",
-        ],
-    ),
-    (
-        "probe",
-        &[
-            "agent", "analyze", "cli", "commands", "doctor", "engine", "report", "store",
-        ],
-    ),
-    (
-        "workload",
-        &["analyze", "cli", "commands", "report", "store"],
-    ),
-    (
-        "target",
-        &[
-            "agent", "analyze", "cli", "commands", "engine", "report", "store", "workload",
-        ],
-    ),
-    (
-        "engine",
-        &["agent", "analyze", "cli", "commands", "report", "store"],
-    ),
-    ("store", &["analyze", "cli", "commands", "report"]),
-    ("analyze", &["cli", "commands", "report"]),
-    (
-        "doctor",
-        &["agent", "cli", "commands", "engine", "report", "store"],
-    ),
-    ("agent", &["cli", "commands", "engine", "report", "store"]),
+/// The layers, lowest first. A module imports only from the layers below
+/// its own: never from its own layer's other modules, never from above.
+/// Data flows cli → plan → engine (workload sessions, measure recorders,
+/// probe samples) → store → analyze → report → commands; the imports
+/// point down this list.
+const LAYERS: &[&[&str]] = &[
+    &["util", "error", "units"],
+    &["measure"],
+    &["probe"],
+    &["target"],
+    &["plan"],
+    &["workload"],
+    &["engine"],
+    &["store"],
+    &["analyze"],
+    &["doctor"],
+    &["report"],
+    &["agent"],
+    &["cli"],
+    &["commands"],
 ];
 
-/// Every module: for "nothing of the crate".
-const ALL: &[&str] = &[
-    "agent", "analyze", "cli", "commands", "doctor", "engine", "error", "measure", "plan", "probe",
-    "report", "store", "target", "units", "util", "workload",
-];
+/// The layer of `module`; none for a name that is no module of the crate.
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+/// What `module` must not import: its layer's other modules and every
+/// module above.
+fn forbidden_for(module: &str) -> Vec<&'static str> {
+    let Some(layer) = layer_of(module) else {
+        return Vec::new();
+    };
+    LAYERS[layer..]
+        .iter()
+        .flat_map(|l| l.iter().copied())
+        .filter(|m| *m != module)
+        .collect()
+}
 
 /// The `.rs` files of a module: `src/NAME.rs` or everything under `src/NAME/`.
 fn module_files(src: &Path, module: &str) -> Vec<PathBuf> {
@@ -108,17 +96,24 @@ fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
     for (at, _) in code.match_indices(prefix) {
         let rest = &code[at + prefix.len()..];
         if let Some(list) = rest.strip_prefix('{') {
-            let list = &list[..list.find('}').unwrap_or(list.len())];
-            for item in list.split(',') {
-                let name: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() {
-                    names.insert(name);
+            // The first segment of each item at the list's own level
+            // (`{a::{b, c}, d}` names a and d).
+            let mut depth = 0usize;
+            let mut item = String::new();
+            for c in list.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        first_segment(&item, &mut names);
+                        item.clear();
+                    }
+                    c if depth == 0 => item.push(c),
+                    _ => {}
                 }
             }
+            first_segment(&item, &mut names);
             continue;
         }
         let name: String = rest
@@ -132,10 +127,23 @@ fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
     names
 }
 
+/// The first path segment of one item of a `{…}` list, into `names`.
+fn first_segment(item: &str, names: &mut BTreeSet<String>) {
+    let name: String = item
+        .trim()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    if !name.is_empty() && name != "self" {
+        names.insert(name);
+    }
+}
+
 /// Each broken rule: `FILE imports crate::NAME`.
 fn forbidden_imports(src: &Path) -> Vec<String> {
     let mut broken = Vec::new();
-    for (module, forbidden) in FORBIDDEN {
+    for module in LAYERS.iter().flat_map(|l| l.iter()) {
+        let forbidden = forbidden_for(module);
         for file in module_files(src, module) {
             let Ok(text) = std::fs::read_to_string(&file) else {
                 continue;
@@ -219,9 +227,22 @@ mod tests {
     }
 
     #[test]
-    fn the_engine_files_import_one_another_one_way() {
-        let found = circles(&src().join("engine"));
-        assert!(found.is_empty(), "engine files in a circle: {found:?}");
+    fn no_module_s_files_import_one_another_in_a_circle() {
+        let mut found = Vec::new();
+        let mut dirs = vec![src()];
+        while let Some(dir) = dirs.pop() {
+            for path in std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()) {
+                if path.is_dir() {
+                    found.extend(
+                        circles(&path)
+                            .into_iter()
+                            .map(|c| format!("{}: {c}", path.display())),
+                    );
+                    dirs.push(path);
+                }
+            }
+        }
+        assert!(found.is_empty(), "files in a circle: {found:#?}");
     }
 
     /// The checks find what they look for: a fixture tree breaking both rules.
@@ -235,7 +256,11 @@ mod tests {
             "//! Reads `crate::agent` (only a comment).\nuse crate::cli::PlanError;\nlet url = \"http://x\"; // crate::engine\n",
         )
         .unwrap();
-        std::fs::write(src.join("util.rs"), "use crate::{units, plan::Level};\n").unwrap();
+        std::fs::write(
+            src.join("util.rs"),
+            "use crate::{units, plan::{Level, Sweep}};\n",
+        )
+        .unwrap();
         assert_eq!(
             forbidden_imports(src),
             [

@@ -1,6 +1,6 @@
 //! The output seam. A command says *what* it writes (an [`Output`]: a
 //! stored run, a verdict, a comparison, a doctor's findings…) and *in
-//! which form* (a [`Format`]); [`render`] hands it to the one writer of
+//! which form* (a [`Format`]); [`super::render`] hands it to the one writer of
 //! that form — [`super::text`], [`super::json`], [`super::markdown`],
 //! [`super::csv`], [`super::html`] — and returns the exact bytes to print
 //! or save as a [`Document`]. Commands only choose and write; no command
@@ -137,17 +137,6 @@ impl FormatError {
     }
 }
 
-/// Writes `output` in `format`.
-pub fn render(format: Format, output: &Output<'_>) -> Result<Document, FormatError> {
-    match format {
-        Format::Text => super::text::write(output),
-        Format::Json => super::json::write(output),
-        Format::Markdown => super::markdown::write(output),
-        Format::Csv => super::csv::write(output),
-        Format::Html => super::html::write(output),
-    }
-}
-
 /// `text` ending in exactly one line break, as report files are saved.
 pub(super) fn one_final_newline(text: &str) -> String {
     format!("{}\n", text.trim_end_matches('\n'))
@@ -157,6 +146,7 @@ pub(super) fn one_final_newline(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::doctor::{Finding, Report, Severity};
+    use crate::report::render;
 
     fn findings() -> Report {
         Report {
