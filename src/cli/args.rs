@@ -152,8 +152,8 @@ pub struct DiffHostsArgs {
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Time between the two readings of counters that must move to mean something (errors, carrier changes, swapping, steal).
-    #[arg(long, value_name = "TIME", default_value = "5s")]
-    pub sample: String,
+    #[arg(long, value_name = "TIME", default_value = "5s", value_parser = values::duration)]
+    pub sample: Duration,
 
     /// Also check a database's configuration: postgres://… or mysql://…
     #[arg(long, value_name = "DSN")]
@@ -191,8 +191,8 @@ pub struct AnalyzeArgs {
     pub slo: Vec<String>,
 
     /// A step whose interval throughputs vary more than this (coefficient of variation) is flagged.
-    #[arg(long, value_name = "PERCENT")]
-    pub max_cv: Option<String>,
+    #[arg(long, value_name = "PERCENT", value_parser = values::positive_percent)]
+    pub max_cv: Option<f64>,
 
     /// Write the verdict as JSON to FILE, or - for stdout.
     #[arg(long, value_name = "FILE")]
@@ -213,8 +213,8 @@ pub struct AgentArgs {
     pub token_file: Option<PathBuf>,
 
     /// Time between samples.
-    #[arg(long, value_name = "TIME", default_value = "1s")]
-    pub interval: String,
+    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = values::duration)]
+    pub interval: Duration,
 }
 
 /// Where results live.
@@ -338,12 +338,12 @@ pub struct CommonRunArgs {
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// How long to watch (default: until Ctrl-C).
-    #[arg(long, value_name = "TIME")]
-    pub duration: Option<String>,
+    #[arg(long, value_name = "TIME", value_parser = values::duration)]
+    pub duration: Option<Duration>,
 
     /// Time between samples.
-    #[arg(long, value_name = "TIME", default_value = "1s")]
-    pub interval: String,
+    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = values::duration)]
+    pub interval: Duration,
 
     /// One JSON object per sample (the host sample of the run store) instead of text.
     #[arg(long)]

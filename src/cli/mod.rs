@@ -13,4 +13,4 @@ pub use args::{
     WatchArgs,
 };
 pub use args::{DEFAULT_USERS, QUICK_USERS};
-pub use validate::{parse_max_cv, parse_slos, plan_for, plan_from, server_selector};
+pub use validate::{parse_slos, plan_for, plan_from, server_selector};

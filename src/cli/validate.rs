@@ -7,7 +7,7 @@ use super::values;
 use crate::error::PlanError;
 use crate::plan::{LoadModel, Plan, Sweep, ThinkTime};
 use crate::probe::counters::process::ProcessSelector;
-use crate::units::{parse_duration, parse_percent};
+use crate::units::parse_duration;
 use crate::workload::Validated;
 use std::time::Duration;
 
@@ -187,20 +187,6 @@ pub fn parse_slos(given: &[String]) -> Result<Vec<crate::plan::Slo>, PlanError> 
                 .map_err(|e| PlanError::flag("--slo", e, "e.g. --slo p95<50ms or --slo errors<1%"))
         })
         .collect()
-}
-
-/// Validates `--max-cv`.
-pub fn parse_max_cv(given: &str) -> Result<f64, PlanError> {
-    parse_percent(given)
-        .ok()
-        .filter(|v| *v > 0.0)
-        .ok_or_else(|| {
-            PlanError::flag(
-                "--max-cv",
-                format!("'{given}' is not a percentage above 0"),
-                "e.g. --max-cv 5%",
-            )
-        })
 }
 
 /// Validates `--server-pid` / `--server-proc` into the processes to follow.

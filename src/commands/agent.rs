@@ -4,7 +4,6 @@ use super::Exit;
 use crate::agent::{read_token, serve, AgentConfig};
 use crate::cli::AgentArgs;
 use crate::error::PlanError;
-use crate::units::parse_duration;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +17,7 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
             "give IP:PORT, e.g. --listen 127.0.0.1:7071",
         )
     })?;
-    let interval = parse_duration(&args.interval)
-        .map_err(|e| PlanError::flag("--interval", e, "e.g. --interval 1s"))?;
+    let interval = args.interval;
     if interval < Duration::from_millis(100) {
         return Err(PlanError::flag(
             "--interval",

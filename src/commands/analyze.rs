@@ -5,7 +5,7 @@
 use super::output::{write, Destination};
 use super::Exit;
 use crate::analyze::verdict_of_run;
-use crate::cli::{parse_max_cv, parse_slos, AnalyzeArgs};
+use crate::cli::{parse_slos, AnalyzeArgs};
 use crate::report::{Format, Output};
 use anyhow::Context;
 
@@ -16,7 +16,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
     } else {
         Some(parse_slos(&args.slo)?)
     };
-    let max_cv = args.max_cv.as_deref().map(parse_max_cv).transpose()?;
+    let max_cv = args.max_cv;
     let store = super::show::existing_store(&args.store.store)?;
     let id = store.resolve_run(&args.run)?;
     let run = store.load_run(id)?;

@@ -14,8 +14,7 @@ mod watch;
 
 use crate::cli::{Cli, Command};
 use crate::error::PlanError;
-// `run` names it `crate::commands::one_line`.
-pub(crate) use crate::util::one_line;
+use crate::util::one_line;
 use clap::Parser;
 use std::ffi::OsString;
 

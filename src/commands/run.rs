@@ -175,7 +175,7 @@ fn inventory(
             Some(Err(e)) => eprintln!(
                 "warning: no inventory from {}: {}",
                 remote.name(),
-                crate::commands::one_line(&format!("{e:#}"))
+                crate::util::one_line(&format!("{e:#}"))
             ),
             None => {}
         }
@@ -202,7 +202,7 @@ fn local_inventory(endpoint: Option<&Endpoint>) -> std::collections::BTreeMap<St
             }
             Err(e) => eprintln!(
                 "warning: the database's settings are not in the run's inventory: {}",
-                crate::commands::one_line(&format!("{e:#}"))
+                crate::util::one_line(&format!("{e:#}"))
             ),
         }
     }
@@ -303,7 +303,7 @@ fn finish(
             let reason = format!(
                 "lost the target during step {} ({reason}); the check could not run: {}",
                 step + 1,
-                crate::commands::one_line(&format!("{e:#}"))
+                crate::util::one_line(&format!("{e:#}"))
             );
             store.finish_run(run, RunStatus::Partial, Some(&reason), None)?;
             println!();

@@ -12,7 +12,6 @@ use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::qdisc::QdiscReader;
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::report::{Format, Output};
-use crate::units::parse_duration;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -142,19 +141,13 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
 
 /// `--interval` (at least 10 ms) and `--duration` (none: until Ctrl-C).
 fn timing(args: &WatchArgs) -> anyhow::Result<(Duration, Option<Duration>)> {
-    let interval = parse_duration(&args.interval)
-        .map_err(|e| PlanError::flag("--interval", e, "e.g. --interval 1s or 100ms"))?;
+    let interval = args.interval;
     if interval < Duration::from_millis(10) {
         return Err(
             PlanError::flag("--interval", "shorter than 10ms", "give e.g. --interval 1s").into(),
         );
     }
-    let duration = args
-        .duration
-        .as_deref()
-        .map(parse_duration)
-        .transpose()
-        .map_err(|e| PlanError::flag("--duration", e, "e.g. --duration 30s"))?;
+    let duration = args.duration;
     Ok((interval, duration))
 }
 
