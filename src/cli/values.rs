@@ -8,12 +8,13 @@ use std::time::Duration;
 
 /// A duration: `500ms`, `5s`, `1m`.
 pub fn duration(text: &str) -> Result<Duration, String> {
-    parse_duration(text).map_err(|e| format!("{e}; e.g. 500ms, 5s or 1m"))
+    // The unit's error already shows how to write one.
+    parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// A percentage: `5%` or a fraction `0.05`.
 pub fn percent(text: &str) -> Result<f64, String> {
-    parse_percent(text).map_err(|e| format!("{e}; e.g. 5%"))
+    parse_percent(text).map_err(|e| e.to_string())
 }
 
 /// A percentage above 0.
