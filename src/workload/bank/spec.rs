@@ -186,7 +186,7 @@ impl Kind for Bank {
                 driver.drive(workload, started)
             }
             Endpoint::Postgres(pg) => {
-                let (backend, load) = PgBank::prepare(
+                let prepared = PgBank::prepare(
                     (**pg).clone(),
                     scale,
                     spec.mix,
@@ -194,13 +194,10 @@ impl Kind for Bank {
                     spec.isolation,
                     spec.max_tries,
                 )?;
-                started.setup = Some(merged(&opened.setup, load_setup(&load)));
-                started.db_probe = opened.endpoint.stats_probe().and_then(keep_probe);
-                let workload = Arc::new(BankWorkload::new(backend, spec.mix, scale)?);
-                driver.drive(workload, started)
+                drive_server(prepared, spec, &opened, started, driver)
             }
             Endpoint::Mysql(my) => {
-                let (backend, load) = MyBank::prepare(
+                let prepared = MyBank::prepare(
                     my.clone(),
                     scale,
                     spec.mix,
@@ -208,10 +205,7 @@ impl Kind for Bank {
                     spec.isolation,
                     spec.max_tries,
                 )?;
-                started.setup = Some(merged(&opened.setup, load_setup(&load)));
-                started.db_probe = opened.endpoint.stats_probe().and_then(keep_probe);
-                let workload = Arc::new(BankWorkload::new(backend, spec.mix, scale)?);
-                driver.drive(workload, started)
+                drive_server(prepared, spec, &opened, started, driver)
             }
             Endpoint::InProcess => anyhow::bail!("the bank needs a database target"),
         }
@@ -239,6 +233,21 @@ impl Kind for Bank {
             check_database(&figures),
         ))
     }
+}
+
+/// Hands a bank loaded on a database server to the driver, with the
+/// server's setup record and its statistics probe.
+fn drive_server<B: BankBackend, D: Driver>(
+    (backend, load): (B, LoadReport),
+    spec: &BankSpec,
+    opened: &Opened,
+    mut started: Started,
+    driver: D,
+) -> anyhow::Result<D::Output> {
+    started.setup = Some(merged(&opened.setup, load_setup(&load)));
+    started.db_probe = opened.endpoint.stats_probe().and_then(keep_probe);
+    let workload = Arc::new(BankWorkload::new(backend, spec.mix, spec.scale)?);
+    driver.drive(workload, started)
 }
 
 /// A database probe, or a warning and none: statistics are worth having,
