@@ -25,9 +25,11 @@ set -euo pipefail
 #   class               kind regex            name regex
 EXPECT='
 cpu                     ^resource$            ^cpu
+cpu-niced               ^resource$            ^cpu
 cpu-quota               ^resource$            ^cpu
 contention-pg           ^software_contention$ [Ll]ock
 contention-mariadb      ^software_contention$ [Ll]ock
+contention-niced        ^software_contention$ [Ll]ock
 serializable            ^software_contention$ .
 commit-io               ^resource$            commit|log|disk
 memory-disk             ^resource$            ^memory
@@ -35,7 +37,7 @@ link                    ^resource$            ^link
 loss                    ^network_loss$        .
 generator               ^load_generator$      .
 '
-CLASSES=(cpu cpu-quota contention-pg contention-mariadb serializable commit-io memory-disk link loss generator)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable commit-io memory-disk link loss generator)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -248,6 +250,19 @@ stop_pidfile() {
     sleep 0.2
 }
 
+# Ends the CPU hogs whose pids DIR/hog.pids lists, each only while its
+# command line still carries the hogs' name.
+stop_hogs() {
+    local pid
+    [ -f "$1/hog.pids" ] || return 0
+    while read -r pid; do
+        [[ $pid =~ ^[0-9]+$ ]] || continue
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'perflab-scn-hog' || continue
+        kill -TERM "$pid" 2>/dev/null || true
+    done <"$1/hog.pids"
+    rm -f "$1/hog.pids"
+}
+
 # Removes everything named perflab-scn-*: servers in its directories,
 # mounts, loop devices, namespaces, links, cgroups, directories.
 remove_all_scn() {
@@ -259,6 +274,7 @@ remove_all_scn() {
         stop_pidfile "$d/data/postmaster.pid" "$d"
         stop_pidfile "$d/mnt/data/postmaster.pid" "$d"
         stop_pidfile "$d/mariadb.pid" "$d"
+        stop_hogs "$d"
     done
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^perflab-scn-' || true); do
         ip netns del "$ns" 2>/dev/null || true
@@ -450,6 +466,12 @@ scn_cpu() {
         --mix tpcb --scale 8 --pg-set synchronous_commit=off
 }
 
+# 1b. The same beside the niced loops: the pinned CPU still limits.
+scn_cpu_niced() {
+    start_hogs
+    scn_cpu
+}
+
 # PostgreSQL of the scenario's own in cgroup(s) NAME, listening on ADDR.
 # Sets PG_DATA, PG_PORT, PG_PID, PG_DSN.
 own_pg() {
@@ -515,6 +537,37 @@ scn_contention_mariadb() {
     ((ready)) || fail "mariadbd did not start: $(tail -n 3 "$WORK/mariadb.log" 2>/dev/null)"
     sweep "$(users_to 64)" --target "mysql://perflab:scn-pw@127.0.0.1:$port/perflab" \
         --server-pid "$pid" --scale 1
+}
+
+# A nice-19 busy loop on every CPU (a batch job, a build): it takes every
+# idle cycle but gives way to the server and perflab. Each loop stops by
+# itself after 15 minutes; their pids go to WORK/hog.pids.
+start_hogs() {
+    local cpu
+    for cpu in $(seq 0 $(($(nproc) - 1))); do
+        taskset -c "$cpu" nice -n 19 python3 -c \
+            'import time; end = time.monotonic() + 900
+while time.monotonic() < end: pass' perflab-scn-hog &
+        echo $! >>"$WORK/hog.pids"
+    done
+    EVIDENCE=hog_evidence
+}
+
+# 4b. TPC-B at scale 1 on PostgreSQL beside the niced loops: the CPU is
+# not what limits; the row locks are.
+scn_contention_niced() {
+    start_hogs
+    sweep "$(users_to 64)" --target postgres:managed --scale 1
+}
+
+# What the loops took: CPU seconds of each so far.
+hog_evidence() {
+    local pid ticks=0 t
+    while read -r pid; do
+        t=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)
+        ticks=$((ticks + t))
+    done <"$WORK/hog.pids"
+    echo "  $CLASS: the niced loops have run $((ticks / $(getconf CLK_TCK))) CPU seconds"
 }
 
 # 5. TPC-B at scale 1, serializable: conflicts end in serialisation
@@ -688,6 +741,7 @@ run_class() {
         chmod 755 "$WORK"
         cleanup() {
             trap - EXIT INT TERM
+            stop_hogs "$WORK"
             [ -n "${PG_DATA:-}" ] && pg_stop "$PG_DATA"
             remove_all_scn
         }

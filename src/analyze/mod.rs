@@ -151,7 +151,27 @@ fn others_on_the_host(points: &[StepPoint], embedded: bool) -> Vec<String> {
                 )
             })
         });
-    stolen.chain(others).collect()
+    // Niced work of others, once, where it was most.
+    let yielded = points
+        .iter()
+        .filter_map(|p| Some((p, p.extras.yielded_cpus.filter(|y| *y >= 0.1)?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(p, yielded)| {
+            let mut text = format!(
+                "at {} other processes ran {:.2} CPUs at low priority (nice above 0): counted as spare capacity, since the scheduler gives them way to the server and perflab",
+                capacity::load_text(p),
+                yielded
+            );
+            if let Some((waited, share)) = p.run_delay_per_op().filter(|(_, share)| *share >= 0.1) {
+                text.push_str(&format!(
+                    "; yet the server's threads waited for a CPU {} per operation there (schedstat run delay), {} of the response time: that work cost latency, if not capacity",
+                    crate::units::Latency(waited),
+                    crate::units::Percent(share)
+                ));
+            }
+            text
+        });
+    stolen.chain(others).chain(yielded).collect()
 }
 
 /// The verdict of complete points (any order), for a run of this shape.
@@ -386,6 +406,46 @@ mod tests {
             assert_eq!(cleared.change, "disk vda out of the way");
             assert!(within(cleared.bound.unwrap(), 250.0, 0.1), "{cleared:?}");
         }
+    }
+
+    /// Niced work of others is reported once, where it was most, as spare
+    /// capacity; with the server's wait for a CPU when that was a tenth
+    /// or more of the response time. Without niced work, no such caveat.
+    #[test]
+    fn niced_neighbours_are_a_caveat_with_the_latency_they_cost() {
+        let mut points = mva_points(0.0004, 0.0006, 0.0, &[1, 2, 4]);
+        for (p, yielded) in points.iter_mut().zip([1.8, 1.5, 1.2]) {
+            p.extras.yielded_cpus = Some(yielded);
+            p.extras.busy_cpus = Some(0.3);
+            p.extras.server_cpus = Some(0.2);
+            p.generator.cpus = 0.1;
+        }
+        // At 1 user: 0.2 s/s of waiting over its throughput, per operation.
+        let x = points[0].throughput;
+        points[0].extras.server_run_delay = Some(0.2);
+        let per_op = 0.2 / x;
+        let caveats = others_on_the_host(&points, false);
+        assert_eq!(caveats.len(), 1, "{caveats:?}");
+        let c = &caveats[0];
+        assert!(
+            c.starts_with("at 1 user other processes ran 1.80 CPUs at low priority"),
+            "{c}"
+        );
+        let share = per_op / points[0].response_s();
+        assert!(
+            c.contains(&format!(
+                "{} of the response time",
+                crate::units::Percent(share)
+            )),
+            "{c}"
+        );
+        points[0].extras.server_run_delay = Some(0.0);
+        let c = &others_on_the_host(&points, false)[0];
+        assert!(!c.contains("waited for a CPU"), "{c}");
+        for p in &mut points {
+            p.extras.yielded_cpus = Some(0.0);
+        }
+        assert!(others_on_the_host(&points, false).is_empty());
     }
 
     /// Throughput that plateaus with every resource idle is contention.

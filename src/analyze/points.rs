@@ -12,6 +12,7 @@ use crate::plan::Level;
 use crate::probe::counters::{weighted_mean, HostSample};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// What kind of resource: it decides the law applied to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -87,8 +88,15 @@ pub struct HostExtras {
     /// The server under test's processes, in CPUs, when followed.
     pub server_cpus: Option<f64>,
     /// CPUs the host's own processes kept busy (busy share less steal,
-    /// which went to other guests, × CPUs).
+    /// which went to other guests, and less the niced time others yielded
+    /// to the server and perflab, × CPUs).
     pub busy_cpus: Option<f64>,
+    /// CPUs that other processes ran at a nice value above 0: spare
+    /// capacity to the server, not counted in `busy_cpus`.
+    pub yielded_cpus: Option<f64>,
+    /// Seconds per second the server's threads were runnable but waited
+    /// for a CPU (schedstat run delay), when followed.
+    pub server_run_delay: Option<f64>,
     /// Share of CPU time the hypervisor gave to other guests.
     pub steal: Option<f64>,
     /// The server's own reads from storage, bytes per second, and its
@@ -169,6 +177,24 @@ impl StepPoint {
     /// Mean response time, seconds.
     pub fn response_s(&self) -> f64 {
         self.response.mean.as_secs_f64()
+    }
+
+    /// How long the server's threads waited for a CPU per operation
+    /// (schedstat run delay over throughput), and that as a share of the
+    /// mean response time.
+    pub fn run_delay_per_op(&self) -> Option<(Duration, f64)> {
+        let delay = self.extras.server_run_delay?;
+        if self.throughput <= 0.0 {
+            return None;
+        }
+        let per_op = delay / self.throughput;
+        let response = self.response_s();
+        let share = if response > 0.0 {
+            per_op / response
+        } else {
+            0.0
+        };
+        Some((Duration::try_from_secs_f64(per_op).ok()?, share))
     }
 
     /// A resource by name.
@@ -309,7 +335,7 @@ fn resources(samples: &[&HostSample]) -> Vec<ResourceUse> {
 /// quota; `cpus` is how many the first sample shows.
 fn cpu_resources(samples: &[&HostSample], cpus: usize) -> Vec<ResourceUse> {
     let mut out = Vec::new();
-    if let Some(busy) = weighted_mean(samples, |s| s.cpu.map(|c| c.busy())) {
+    if let Some(busy) = weighted_mean(samples, HostSample::cpu_taken) {
         out.push(ResourceUse {
             name: "cpu".to_string(),
             kind: ResourceKind::Cpu,
@@ -322,7 +348,7 @@ fn cpu_resources(samples: &[&HostSample], cpus: usize) -> Vec<ResourceUse> {
     }
     if cpus > 1 {
         for index in 0..cpus {
-            if let Some(busy) = weighted_mean(samples, |s| s.cpus.get(index).map(|c| c.busy())) {
+            if let Some(busy) = weighted_mean(samples, |s| s.cpu_taken_of(index)) {
                 out.push(ResourceUse {
                     name: format!("cpu{index}"),
                     kind: ResourceKind::OneCpu,
@@ -557,10 +583,12 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
                 .map(|p| p.cpu())
         }),
         busy_cpus: weighted_mean(samples, |s| {
-            s.cpu
-                .map(|c| (c.busy() - c.steal).max(0.0) * s.cpus.len() as f64)
+            let steal = s.cpu?.steal;
+            Some((s.cpu_taken()? - steal).max(0.0) * s.cpus.len() as f64)
         }),
+        yielded_cpus: weighted_mean(samples, |s| Some(s.cpu_yielded()? * s.cpus.len() as f64)),
         steal: weighted_mean(samples, |s| s.cpu.map(|c| c.steal)),
+        server_run_delay: weighted_mean(samples, |s| server(s)?.run_delay),
         server_read_bytes_per_s: weighted_mean(samples, |s| server(s)?.read_bytes_per_s),
         server_major_faults_per_s: weighted_mean(samples, |s| server(s)?.major_faults_per_s),
         memory_limit_bytes: weighted_mean(samples, |s| {

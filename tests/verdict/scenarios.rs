@@ -1,10 +1,11 @@
 //! The scenario suite in CI: each class of real bottleneck that
 //! `scripts/scenarios.sh` builds on this machine (a CPU, a CPU quota, lock
-//! contention on PostgreSQL and MariaDB, serialisation retries, a throttled
-//! log device, memory over a throttled disk, a shaped link, packet loss, a
-//! starved generator) is run once with short steps, and its verdict must
-//! name the class. The script makes cgroups, loop devices and network
-//! namespaces, so these tests need root; without it they fail, never pass.
+//! contention on PostgreSQL and MariaDB and beside niced CPU hogs,
+//! serialisation retries, a throttled log device, memory over a throttled
+//! disk, a shaped link, packet loss, a starved generator) is run once with
+//! short steps, and its verdict must name the class. The script makes
+//! cgroups, loop devices and network namespaces, so these tests need root;
+//! without it they fail, never pass.
 
 use std::process::Command;
 
@@ -64,6 +65,11 @@ fn scenario_tpcb_at_scale_one_on_postgres_is_lock_contention() {
 #[test]
 fn scenario_tpcb_at_scale_one_on_mariadb_is_lock_contention() {
     scenario("contention-mariadb");
+}
+
+#[test]
+fn scenario_lock_contention_beside_niced_cpu_hogs_is_still_lock_contention() {
+    scenario("contention-niced");
 }
 
 #[test]

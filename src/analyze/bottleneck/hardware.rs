@@ -5,7 +5,10 @@
 //! room, or its cgroup's CPU quota — is named `cpu` with the confinement
 //! as evidence; a busy disk while memory is short is `memory → disk
 //! reads`; a link shaped by a queueing discipline is judged against the
-//! shaper's rate, not the interface's nominal speed.
+//! shaper's rate, not the interface's nominal speed. CPU busy shares leave
+//! out others' niced time (spare to the server; see
+//! `HostSample::cpu_yielded`), and a saturated CPU's evidence says how
+//! long the server's threads waited for it per operation (run delay).
 
 use super::super::capacity::load_text;
 use super::super::demands::Demands;
@@ -196,6 +199,18 @@ fn how_busy(
         })
         .collect();
     evidence.push(format!("{} by step: {}", r.name, trend.join(" → ")));
+    let cpu = matches!(
+        r.kind,
+        ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota
+    );
+    if let Some((waited, share)) = points[at].run_delay_per_op().filter(|_| cpu) {
+        evidence.push(format!(
+            "the server's threads waited for a CPU {} per operation at {} ({} of the response time; schedstat run delay)",
+            Latency(waited),
+            load_text(&points[at]),
+            Percent(share)
+        ));
+    }
     if let Some(d) = demands
         .resources
         .iter()

@@ -67,6 +67,7 @@ fn a_saturated_pinned_cpu_is_the_bottleneck_whatever_the_last_step_does() {
                 .push(resource("cpu1", ResourceKind::OneCpu, 1.0, 0.3));
             p.resources[0].utilisation = (busy + 0.3) / 2.0;
             p.resources[0].servers = 2.0;
+            p.extras.server_run_delay = Some(busy);
             waits(p, &[("Lock:transactionid", 40), ("CPU", 60)]);
         }
         let v = judge(points);
@@ -77,6 +78,13 @@ fn a_saturated_pinned_cpu_is_the_bottleneck_whatever_the_last_step_does() {
             b.evidence
                 .iter()
                 .any(|e| e.contains("a symptom of the saturated CPU")),
+            "{b:?}"
+        );
+        // The server's wait for its CPU is part of the evidence.
+        assert!(
+            b.evidence
+                .iter()
+                .any(|e| e.starts_with("the server's threads waited for a CPU")),
             "{b:?}"
         );
         // The what-if for a second CPU is made.

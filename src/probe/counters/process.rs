@@ -62,6 +62,14 @@ pub struct PidCounters {
     pub read_bytes: Option<u64>,
     #[serde(default)]
     pub write_bytes: Option<u64>,
+    /// The process's nice value: its user time at nice > 0 is what the
+    /// host's CPU counters file under `nice`.
+    #[serde(default)]
+    pub nice: i64,
+    /// Nanoseconds its threads spent runnable but waiting for a CPU
+    /// (`run_delay`, the second field of schedstat), summed over threads.
+    #[serde(default)]
+    pub run_delay_ns: Option<u64>,
 }
 
 /// A group's processes at one moment, by pid.
@@ -121,10 +129,33 @@ pub fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
                 major_faults: stat.majflt,
                 read_bytes: io.as_ref().map(|io| io.read_bytes),
                 write_bytes: io.as_ref().map(|io| io.write_bytes),
+                nice: stat.nice,
+                run_delay_ns: run_delay(&entry.path(), stat.num_threads),
             },
         );
     }
     out
+}
+
+/// A process's time runnable but waiting for a CPU, ns: its own schedstat
+/// when it has one thread, else the sum over /proc/PID/task/*/schedstat
+/// (the process file counts only its first thread).
+fn run_delay(dir: &std::path::Path, threads: i64) -> Option<u64> {
+    let of = |path: std::path::PathBuf| -> Option<u64> {
+        let text = std::fs::read_to_string(path).ok()?;
+        text.split_ascii_whitespace().nth(1)?.parse().ok()
+    };
+    if threads <= 1 {
+        return of(dir.join("schedstat"));
+    }
+    let tasks = std::fs::read_dir(dir.join("task")).ok()?;
+    let mut sum = None::<u64>;
+    for task in tasks.flatten() {
+        if let Some(ns) = of(task.path().join("schedstat")) {
+            sum = Some(sum.unwrap_or(0).saturating_add(ns));
+        }
+    }
+    sum
 }
 
 /// What a group of processes did over one interval.
@@ -150,6 +181,20 @@ pub struct ProcessSample {
     /// Major page faults per second (pages read in on touch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub major_faults_per_s: Option<f64>,
+    /// User CPU run at a nice value above 0, as a share of one CPU: the
+    /// part of the host's `nice` time that is this group's own.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_niced: f64,
+    /// Time the group's threads were runnable but waited for a CPU, in
+    /// seconds per second (the mean number of its threads kept waiting),
+    /// when schedstat could be read: the CPU's saturation as the group
+    /// felt it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_delay: Option<f64>,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl ProcessSample {
@@ -159,18 +204,26 @@ impl ProcessSample {
         let ticks_per_s = clock_ticks();
         let page = page_size();
         let (mut user, mut system, mut switches, mut major) = (0u64, 0u64, 0u64, 0u64);
+        let mut niced = 0u64;
+        let mut delayed = None::<u64>;
         // Storage bytes: None when no process of the group let its io file
         // be read, rather than a zero that would claim it did no I/O.
         let (mut read, mut written) = (None::<u64>, None::<u64>);
         for (pid, after) in b {
             let before = a.get(pid).copied().unwrap_or_default();
             user += after.utime.saturating_sub(before.utime);
+            if after.nice > 0 {
+                niced += after.utime.saturating_sub(before.utime);
+            }
             system += after.stime.saturating_sub(before.stime);
             switches += after
                 .context_switches
                 .saturating_sub(before.context_switches);
             major += after.major_faults.saturating_sub(before.major_faults);
             let grew = |x: Option<u64>, y: Option<u64>| y.map(|y| y.saturating_sub(x.unwrap_or(0)));
+            if let Some(n) = grew(before.run_delay_ns, after.run_delay_ns) {
+                delayed = Some(delayed.unwrap_or(0) + n);
+            }
             if let Some(n) = grew(before.read_bytes, after.read_bytes) {
                 read = Some(read.unwrap_or(0) + n);
             }
@@ -196,6 +249,8 @@ impl ProcessSample {
             read_bytes_per_s: read.map(per_s),
             write_bytes_per_s: written.map(per_s),
             major_faults_per_s: (!b.is_empty()).then(|| per_s(major)),
+            cpu_niced: per_s(niced) / ticks_per_s,
+            run_delay: delayed.map(|ns| per_s(ns) / 1e9),
         }
     }
 
@@ -260,6 +315,85 @@ mod tests {
             selector: ProcessSelector::Name("no-such-process-name".to_string()),
         };
         assert!(read_group(&HostRoot::live(), &none).is_empty());
+    }
+
+    /// A child running at nice 10 has its user time counted as niced: the
+    /// host files it under `nice`.
+    #[test]
+    fn user_time_at_a_positive_nice_is_counted_as_niced() {
+        // A shell loop bounded in count (about a second of CPU), at nice 10.
+        let mut child = std::process::Command::new("nice")
+            .args([
+                "-n",
+                "10",
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 1000000 ]; do i=$((i+1)); done",
+            ])
+            .spawn()
+            .unwrap();
+        let group = ProcessGroup {
+            label: "hog".to_string(),
+            selector: ProcessSelector::Pid(child.id()),
+        };
+        let root = HostRoot::live();
+        let before = read_group(&root, &group);
+        // Until it has run a few ticks (niced, it may wait behind other
+        // tests), at most 5 s.
+        let start = std::time::Instant::now();
+        let mut after = read_group(&root, &group);
+        while after.values().map(|p| p.utime).sum::<u64>() < 3
+            && start.elapsed() < std::time::Duration::from_secs(5)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            after = read_group(&root, &group);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(after.get(&child.id()).map(|p| p.nice), Some(10));
+        let s = ProcessSample::between("hog", &before, &after, 1.0);
+        assert!(s.cpu_user > 0.0, "the loop ran no CPU");
+        assert_eq!(s.cpu_niced, s.cpu_user);
+    }
+
+    /// Two loops held to one CPU take turns: each waits for it while the
+    /// other runs, and schedstat's run delay shows the wait.
+    #[test]
+    fn threads_waiting_for_a_cpu_are_counted_as_run_delay() {
+        let hog = || {
+            std::process::Command::new("taskset")
+                .args([
+                    "-c",
+                    "0",
+                    "sh",
+                    "-c",
+                    "i=0; while [ $i -lt 1000000 ]; do i=$((i+1)); done",
+                ])
+                .spawn()
+                .unwrap()
+        };
+        let (mut one, mut two) = (hog(), hog());
+        let group = ProcessGroup {
+            label: "hog".to_string(),
+            selector: ProcessSelector::Pid(one.id()),
+        };
+        let root = HostRoot::live();
+        let before = read_group(&root, &group);
+        let start = std::time::Instant::now();
+        let mut after = read_group(&root, &group);
+        while after.values().filter_map(|p| p.run_delay_ns).sum::<u64>() < 10_000_000
+            && start.elapsed() < std::time::Duration::from_secs(5)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            after = read_group(&root, &group);
+        }
+        for child in [&mut one, &mut two] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let s = ProcessSample::between("hog", &before, &after, 1.0);
+        let waited = s.run_delay.expect("/proc/PID/schedstat is readable");
+        assert!(waited > 0.0, "the loop never waited for its CPU");
     }
 
     /// Writing 4 MiB and syncing it sends bytes to storage: the group's

@@ -309,6 +309,44 @@ impl HostSample {
         })
     }
 
+    /// The share of all CPUs' time that processes other than the followed
+    /// groups ran at a nice value above 0. The scheduler gives such work
+    /// way to the server and perflab (nice 19 weighs 15 against nice 0's
+    /// 1024), so it is spare capacity to them, not a busy CPU. Without a
+    /// followed group every niced tick counts as others'.
+    ///
+    /// The host's counters are sampled at the timer tick, which lands on a
+    /// busy loop far more often than on a server's short bursts; the
+    /// groups' own CPU is measured exactly. So the yielded share is at most
+    /// what is busy beyond the groups' own CPU.
+    pub fn cpu_yielded(&self) -> Option<f64> {
+        let cpu = self.cpu?;
+        let cpus = self.cpus.len().max(1) as f64;
+        let own_niced: f64 = self.processes.iter().map(|p| p.cpu_niced).sum();
+        let own: f64 = self.processes.iter().map(ProcessSample::cpu).sum();
+        let beyond_own = (cpu.busy() - own / cpus).max(0.0);
+        Some((cpu.nice - own_niced / cpus).clamp(0.0, beyond_own))
+    }
+
+    /// All CPUs' busy share less the time others yielded
+    /// ([`cpu_yielded`](Self::cpu_yielded)): how much of the host's CPU the
+    /// server and perflab could not have had.
+    pub fn cpu_taken(&self) -> Option<f64> {
+        let cpu = self.cpu?;
+        Some((cpu.busy() - self.cpu_yielded().unwrap_or(0.0)).max(0.0))
+    }
+
+    /// CPU `index`'s busy share less its part of the yielded time (its
+    /// niced time, in the proportion others' niced time bears to all).
+    pub fn cpu_taken_of(&self, index: usize) -> Option<f64> {
+        let one = self.cpus.get(index)?;
+        let others = match (self.cpu, self.cpu_yielded()) {
+            (Some(all), Some(yielded)) if all.nice > 0.0 => (yielded / all.nice).min(1.0),
+            _ => 0.0,
+        };
+        Some((one.busy() - one.nice * others).max(0.0))
+    }
+
     /// Bytes per second over every interface but loopback, both ways.
     pub fn network_bytes_per_s(&self) -> f64 {
         self.nics
@@ -492,5 +530,90 @@ impl TcpSample {
             listen_drops: tcp_count("ListenDrops"),
             listen_overflows: tcp_count("ListenOverflows"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(user: f64, nice: f64) -> CpuSample {
+        CpuSample {
+            user,
+            nice,
+            idle: 1.0 - user - nice,
+            ..CpuSample::default()
+        }
+    }
+
+    /// Two CPUs: cpu0 all the server's (nice 0), cpu1 all a nice-19 hog.
+    fn hog_beside_server(server_niced: f64) -> HostSample {
+        HostSample {
+            seconds: 1.0,
+            cpu: Some(cpu(0.5, 0.5)),
+            cpus: vec![cpu(1.0, 0.0), cpu(0.0, 1.0)],
+            processes: vec![ProcessSample {
+                label: "server".to_string(),
+                cpu_user: 1.0,
+                cpu_niced: server_niced,
+                ..ProcessSample::default()
+            }],
+            ..HostSample::default()
+        }
+    }
+
+    #[test]
+    fn others_niced_time_is_spare_capacity_not_busy() {
+        let s = hog_beside_server(0.0);
+        assert_eq!(s.cpu.map(|c| c.busy()), Some(1.0));
+        assert_eq!(s.cpu_yielded(), Some(0.5));
+        assert_eq!(s.cpu_taken(), Some(0.5));
+        assert_eq!(s.cpu_taken_of(0), Some(1.0));
+        assert_eq!(s.cpu_taken_of(1), Some(0.0));
+        assert_eq!(s.cpu_taken_of(2), None);
+    }
+
+    #[test]
+    fn a_followed_groups_own_niced_time_stays_busy() {
+        // Half of the niced CPU is the server's own (it runs at nice 5).
+        let s = hog_beside_server(0.5);
+        assert_eq!(s.cpu_yielded(), Some(0.25));
+        assert_eq!(s.cpu_taken(), Some(0.75));
+        assert_eq!(s.cpu_taken_of(1), Some(0.5));
+    }
+
+    /// Ticks gave the hogs 98% of the host while the server's own
+    /// counters show it used 0.3 CPU: the yielded share is what is left.
+    #[test]
+    fn the_groups_exact_cpu_bounds_what_ticks_give_to_others() {
+        let s = HostSample {
+            seconds: 1.0,
+            cpu: Some(cpu(0.02, 0.98)),
+            cpus: vec![cpu(0.02, 0.98), cpu(0.02, 0.98)],
+            processes: vec![ProcessSample {
+                label: "server".to_string(),
+                cpu_user: 0.3,
+                ..ProcessSample::default()
+            }],
+            ..HostSample::default()
+        };
+        let yielded = s.cpu_yielded().unwrap();
+        assert!((yielded - 0.85).abs() < 1e-9, "{yielded}");
+        assert!((s.cpu_taken().unwrap() - 0.15).abs() < 1e-9);
+        let one = s.cpu_taken_of(0).unwrap();
+        assert!((one - 0.15).abs() < 1e-9, "{one}");
+    }
+
+    #[test]
+    fn a_host_without_niced_work_is_as_busy_as_it_was() {
+        let s = HostSample {
+            cpu: Some(cpu(0.7, 0.0)),
+            cpus: vec![cpu(0.7, 0.0)],
+            ..HostSample::default()
+        };
+        assert_eq!(s.cpu_yielded(), Some(0.0));
+        assert_eq!(s.cpu_taken(), s.cpu.map(|c| c.busy()));
+        assert_eq!(s.cpu_taken_of(0), Some(0.7));
+        assert_eq!(HostSample::default().cpu_taken(), None);
     }
 }
