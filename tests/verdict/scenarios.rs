@@ -1,11 +1,11 @@
 //! The scenario suite in CI: each class of real bottleneck that
 //! `scripts/scenarios.sh` builds on this machine (a CPU, a CPU quota, lock
-//! contention on PostgreSQL and MariaDB and beside niced CPU hogs,
-//! serialisation retries, a throttled log device, memory over a throttled
-//! disk, a shaped link, packet loss, a starved generator) is run once with
-//! short steps, and its verdict must name the class. The script makes
-//! cgroups, loop devices and network namespaces, so these tests need root;
-//! without it they fail, never pass.
+//! contention on PostgreSQL and MariaDB, serialisation retries, a
+//! throttled log device, memory over a throttled disk, a shaped link,
+//! packet loss, a starved generator; a CPU and lock contention again
+//! beside niced CPU hogs) is run once with short steps, and its verdict
+//! must name the class. The script makes cgroups, loop devices and network
+//! namespaces, so these tests need root; without it they fail, never pass.
 
 use std::process::Command;
 
@@ -50,6 +50,11 @@ fn scenario(class: &str) {
 #[test]
 fn scenario_postgres_on_one_cpu_is_cpu() {
     scenario("cpu");
+}
+
+#[test]
+fn scenario_postgres_on_one_cpu_beside_niced_cpu_hogs_is_cpu() {
+    scenario("cpu-niced");
 }
 
 #[test]
