@@ -13,6 +13,8 @@ pub enum UnitError {
     Duration(String),
     #[error("'{0}' is negative; a duration must be zero or more")]
     NegativeDuration(String),
+    #[error("'{0}' is too long; a duration must be at most 1000000000s (about 31 years)")]
+    LongDuration(String),
     #[error("'{0}' is not a percentage; write it like 5% or 0.5%")]
     Percent(String),
 }
@@ -42,10 +44,24 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
         _ => return Err(UnitError::Duration(text.to_string())),
     };
     let seconds = value * seconds_per_unit;
-    if !seconds.is_finite() || seconds > 1e9 {
-        return Err(UnitError::Duration(text.to_string()));
+    if !seconds.is_finite() || seconds > MAX_DURATION_S {
+        return Err(UnitError::LongDuration(text.to_string()));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Ok(saturating_secs(seconds))
+}
+
+/// The longest duration a flag takes, seconds.
+const MAX_DURATION_S: f64 = 1e9;
+
+/// A duration from seconds that were computed, or read from outside (a
+/// store, a probe): negative or NaN is zero, and past what a `Duration`
+/// holds is its maximum. Never panics, unlike `Duration::from_secs_f64`.
+pub fn saturating_secs(seconds: f64) -> Duration {
+    if seconds.is_nan() || seconds <= 0.0 {
+        Duration::ZERO
+    } else {
+        Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX)
+    }
 }
 
 /// Parses `5%` or `0.5%` into a fraction (0.05, 0.005).
@@ -67,6 +83,14 @@ pub fn parse_percent(text: &str) -> Result<f64, UnitError> {
 /// A latency or duration printed with three significant figures and the
 /// unit that keeps it readable: `850µs`, `1.24ms`, `12.5ms`, `1.20s`.
 pub struct Latency(pub Duration);
+
+impl Latency {
+    /// A latency of `seconds`, however they were come by
+    /// ([`saturating_secs`]).
+    pub fn secs(seconds: f64) -> Self {
+        Latency(saturating_secs(seconds))
+    }
+}
 
 impl fmt::Display for Latency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,6 +1,7 @@
 //! Small helpers below every other module, with no knowledge of perflab's
-//! domain: how a `Duration` is written in stored JSON, and how an error
-//! chain is folded onto the one line the user sees. Anything here may be
+//! domain: how a `Duration` is written in stored JSON, how an error chain
+//! is folded onto the one line the user sees, and how text reaches
+//! standard output and error without a closed pipe stopping the process. Anything here may be
 //! imported from anywhere; it imports nothing of the crate.
 
 /// Durations are stored in plans as seconds (f64), the unit of the JSON export.
@@ -42,5 +43,74 @@ pub(crate) mod serde_duration {
 /// Folds a message onto one line: every run of whitespace (newlines of a
 /// `{:#}` error chain included) becomes one space.
 pub(crate) fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    printable(text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Text that came from outside (a probe's labels, a server's message) made
+/// safe for a terminal: every control character but newline and tab —
+/// the escape that starts a terminal sequence among them — becomes `�`.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if text.chars().any(unsafe_char) {
+        text.chars()
+            .map(|c| if unsafe_char(c) { '\u{fffd}' } else { c })
+            .collect::<String>()
+            .into()
+    } else {
+        text.into()
+    }
+}
+
+/// Set once standard output, or standard error, could not be written (the
+/// reader went away: `| head`): later text for it is dropped.
+static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static STDERR_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes to standard output and flushes. A reader that went away ends
+/// this output, quietly, not the process: a run whose terminal or pipe is
+/// gone goes on measuring into its store. False once output is gone.
+pub fn out(args: std::fmt::Arguments<'_>) -> bool {
+    write_or_drop(&mut std::io::stdout().lock(), args, &STDOUT_GONE)
+}
+
+/// As [`out`], for standard error.
+pub fn err(args: std::fmt::Arguments<'_>) -> bool {
+    write_or_drop(&mut std::io::stderr().lock(), args, &STDERR_GONE)
+}
+
+fn write_or_drop(
+    to: &mut impl std::io::Write,
+    args: std::fmt::Arguments<'_>,
+    gone: &std::sync::atomic::AtomicBool,
+) -> bool {
+    use std::sync::atomic::Ordering;
+    if gone.load(Ordering::Relaxed) {
+        return false;
+    }
+    let written = to.write_fmt(args).and_then(|()| to.flush()).is_ok();
+    if !written {
+        gone.store(true, Ordering::Relaxed);
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_never_reach_a_terminal() {
+        assert_eq!(printable("vda\tsda\n"), "vda\tsda\n");
+        assert_eq!(
+            printable("eth0\x1b[2J\x07\r\u{9b}x"),
+            "eth0\u{fffd}[2J\u{fffd}\u{fffd}\u{fffd}x"
+        );
+        assert_eq!(
+            one_line("a\x1b]0;owned\x07 b\n c"),
+            "a\u{fffd}]0;owned\u{fffd} b c"
+        );
+    }
 }

@@ -4,10 +4,13 @@
 //! It reads counters only and executes nothing it is sent. Every request
 //! needs the token (`Authorization: Bearer …`, compared in constant time);
 //! listening beyond loopback without a token is refused at start-up; a
-//! refused request is logged without the token it carried. Its client and
+//! refused request is logged without the token it carried. Its HTTP
+//! server ([`http`]) bounds what a client can take: request size,
+//! connections at once, time to send a request. Its client and
 //! the bodies it serves are the probes' (`probe::agent_client`): the agent
 //! imports the probes, never the reverse.
 
+mod http;
 mod ring;
 mod server;
 
@@ -22,22 +25,52 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Reads a token file: its first line, trimmed; an empty token is an error.
+/// The shortest token an agent takes, characters.
+pub const MIN_TOKEN: usize = 16;
+
+/// Reads a token file: its first line, trimmed, read from at most its
+/// first 4 KiB (a token file that is a device or a huge file is not read
+/// whole). A token must be at least [`MIN_TOKEN`] visible ASCII characters.
 pub fn read_token(path: &std::path::Path) -> Result<String, crate::error::PlanError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        crate::error::PlanError::new(format!(
-            "cannot read the token file {}: {e}; give --token-file a readable file holding the token",
-            path.display()
-        ))
-    })?;
+    use std::io::Read;
+    let fail = |why: String| {
+        crate::error::PlanError::new(format!("the token file {} {why}", path.display()))
+    };
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .map_err(|e| {
+            fail(format!(
+                "cannot be read: {e}; give --token-file a readable file holding the token"
+            ))
+        })?;
+    let text = String::from_utf8_lossy(&head);
     let token = text.lines().next().unwrap_or_default().trim().to_string();
+    let make = "put one (e.g. from `openssl rand -hex 32`) in it";
     if token.is_empty() {
-        return Err(crate::error::PlanError::new(format!(
-            "the token file {} is empty; put a token (e.g. from `openssl rand -hex 32`) in it",
-            path.display()
+        return Err(fail(format!("holds no token; {make}")));
+    }
+    if !token.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(fail(format!(
+            "holds a token with characters other than visible ASCII; {make}"
+        )));
+    }
+    if token.len() < MIN_TOKEN {
+        return Err(fail(format!(
+            "holds a token of {} characters; a token needs at least {MIN_TOKEN}: {make}",
+            token.len()
         )));
     }
     Ok(token)
+}
+
+/// The token an `Authorization` header carries with the `Bearer` scheme,
+/// whose name is matched in any case (RFC 7235); empty without one.
+pub fn bearer(header: &str) -> &str {
+    match header.trim().split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+        _ => "",
+    }
 }
 
 #[cfg(test)]
@@ -50,5 +83,50 @@ mod tests {
         assert!(!constant_time_eq(b"s3cret", b"s3creT"));
         assert!(!constant_time_eq(b"s3cret", b"s3cre"));
         assert!(!constant_time_eq(b"", b"x"));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case() {
+        assert_eq!(bearer("Bearer abc"), "abc");
+        assert_eq!(bearer("bearer abc"), "abc");
+        assert_eq!(bearer("  BEARER   abc  "), "abc");
+        assert_eq!(bearer("Basic abc"), "");
+        assert_eq!(bearer("Bearer"), "");
+        assert_eq!(bearer(""), "");
+    }
+
+    /// Short, empty, binary and endless token files are refused with what
+    /// is wrong; a good token is read from the first line.
+    #[test]
+    fn token_files_are_read_bounded_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let good = "0123456789abcdef0123";
+        assert_eq!(
+            read_token(&file("good", format!("{good}\nrest\n").as_bytes())).unwrap(),
+            good
+        );
+        for (name, bytes, says) in [
+            ("empty", &b"\n"[..], "holds no token"),
+            ("short", &b"s3cret\n"[..], "at least 16"),
+            ("binary", &[0u8; 64][..], "visible ASCII"),
+            ("spaced", &b"0123456789 abcdef0123\n"[..], "visible ASCII"),
+        ] {
+            let e = read_token(&file(name, bytes)).unwrap_err().to_string();
+            assert!(e.contains(says), "{name}: {e}");
+        }
+        // /dev/zero is read 4 KiB deep, not to the end of memory.
+        let e = read_token(std::path::Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("visible ASCII"), "{e}");
+        let e = read_token(&dir.path().join("missing"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot be read"), "{e}");
     }
 }

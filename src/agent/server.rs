@@ -1,5 +1,7 @@
-//! The agent's HTTP side (tiny_http) and its sampling thread.
+//! The agent's requests (served by [`super::http`]) and its sampling
+//! thread.
 
+use super::http::{Limits, Request, Response};
 use super::{constant_time_eq, Ring};
 use crate::error::PlanError;
 use crate::probe::agent_client::SnapshotBody;
@@ -27,17 +29,24 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let server = tiny_http::Server::http(config.listen).map_err(|e| {
+    if config.token.is_some() && !config.listen.ip().is_loopback() {
+        crate::util::err(format_args!(
+            "warning: the agent listens on {} over plain HTTP: its token and the host's counters cross the network unencrypted; reach it through an SSH tunnel or a private network\n",
+            config.listen
+        ));
+    }
+    let listener = std::net::TcpListener::bind(config.listen).map_err(|e| {
         PlanError::new(format!(
             "cannot listen on {}: {e}; pick a free address with --listen",
             config.listen
         ))
     })?;
-    let bound = server
-        .server_addr()
-        .to_ip()
+    let bound = listener
+        .local_addr()
         .map_or(config.listen.to_string(), |a| a.to_string());
-    println!("perflab agent listening on http://{bound}/v1/samples and /v1/snapshot");
+    crate::util::out(format_args!(
+        "perflab agent listening on http://{bound}/v1/samples and /v1/snapshot\n"
+    ));
     let started = Instant::now();
     let ring = Arc::new(Mutex::new(Ring::default()));
     let sampler = {
@@ -48,15 +57,14 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
             .name("perflab-agent-sampler".to_string())
             .spawn(move || sample_loop(&ring, interval, &stop))?
     };
-    while !stop.load(Ordering::Relaxed) {
-        let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(100)) else {
-            continue;
-        };
-        let response = answer(&request, config.token.as_deref(), &ring, started);
-        let _ = request.respond(response);
-    }
+    let examining = Arc::new(AtomicBool::new(false));
+    let token = config.token.clone();
+    let handle = Arc::new(move |request: &Request| {
+        answer(request, token.as_deref(), &ring, started, &examining)
+    });
+    let served = super::http::serve(listener, Limits::default(), &stop, handle);
     let _ = sampler.join();
-    Ok(())
+    Ok(served?)
 }
 
 fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool) {
@@ -80,36 +88,52 @@ fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool) {
     }
 }
 
-type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;
-
 fn json_response(status: u16, body: String) -> Response {
-    let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..])
-        .expect("a constant header is valid");
-    tiny_http::Response::from_string(body)
-        .with_status_code(status)
-        .with_header(header)
+    Response::json(status, body)
 }
 
 fn answer(
-    request: &tiny_http::Request,
+    request: &Request,
     token: Option<&str>,
     ring: &Mutex<Ring>,
     started: Instant,
+    examining: &AtomicBool,
 ) -> Response {
     if let Some(token) = token {
         if let Some(refused) = refuse_token(request, token) {
             return refused;
         }
     }
-    if *request.method() != tiny_http::Method::Get {
+    if request.method != "GET" {
         return json_response(405, r#"{"error":"only GET is served"}"#.to_string());
     }
-    let url = request.url();
-    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let (path, query) = request
+        .target
+        .split_once('?')
+        .unwrap_or((request.target.as_str(), ""));
     match path {
         "/v1/snapshot" => snapshot(started),
         "/v1/inventory" => inventory(),
-        "/v1/doctor" => doctor(query),
+        // The doctor sleeps through its sample on this connection's own
+        // thread, one examination at a time: samples are served meanwhile.
+        "/v1/doctor" => {
+            if examining.swap(true, Ordering::AcqRel) {
+                return json_response(
+                    503,
+                    r#"{"error":"an examination is under way; ask again when it is done"}"#
+                        .to_string(),
+                );
+            }
+            // Cleared however the examination ends.
+            struct Done<'a>(&'a AtomicBool);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.store(false, Ordering::Release);
+                }
+            }
+            let _done = Done(examining);
+            doctor(doctor_sample(query))
+        }
         "/v1/samples" => samples(ring, query),
         _ => json_response(
             404,
@@ -118,31 +142,30 @@ fn answer(
     }
 }
 
+/// The doctor's sample, seconds: `sample=S` of the query, 5 without one,
+/// at most 30.
+fn doctor_sample(query: &str) -> f64 {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("sample="))
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(5.0)
+        .min(30.0)
+}
+
 /// The 401 for a request without the token (logged without what it
 /// carried); none when it carries the token.
-fn refuse_token(request: &tiny_http::Request, token: &str) -> Option<Response> {
-    let from = request
-        .remote_addr()
-        .map_or("an unknown address".to_string(), |a| a.to_string());
-    let given = request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("Authorization"))
-        .map(|h| {
-            h.value
-                .as_str()
-                .trim()
-                .strip_prefix("Bearer ")
-                .unwrap_or("")
-        })
-        .unwrap_or("");
+fn refuse_token(request: &Request, token: &str) -> Option<Response> {
+    let from = request.peer.to_string();
+    let given = request.header("authorization").map_or("", super::bearer);
     if constant_time_eq(given.as_bytes(), token.as_bytes()) {
         return None;
     }
-    eprintln!(
-        "perflab agent: refused a request from {from}: {} token",
+    crate::util::err(format_args!(
+        "perflab agent: refused a request from {from}: {} token\n",
         if given.is_empty() { "no" } else { "a wrong" }
-    );
+    ));
     Some(json_response(
         401,
         r#"{"error":"a valid token is required"}"#.to_string(),
@@ -173,20 +196,13 @@ fn inventory() -> Response {
     }
 }
 
-/// `/v1/doctor?sample=S`: this host examined by the doctor.
-fn doctor(query: &str) -> Response {
-    // Two readings `sample` seconds apart (at most 30), as `perflab doctor` takes them.
-    let sample = query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("sample="))
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .unwrap_or(5.0)
-        .min(30.0);
+/// `/v1/doctor?sample=S`: this host examined by the doctor, from two
+/// readings `sample` seconds apart, as `perflab doctor` takes them.
+fn doctor(sample: f64) -> Response {
     let live = crate::doctor::Root::live();
     let report = tempfile::tempdir().and_then(|dir| {
         let before = crate::doctor::snapshot(&live, dir.path())?;
-        std::thread::sleep(Duration::from_secs_f64(sample));
+        std::thread::sleep(crate::units::saturating_secs(sample));
         Ok(crate::doctor::examine(
             &before,
             &live,

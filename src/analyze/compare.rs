@@ -126,10 +126,17 @@ pub fn parse_weights(text: &str) -> Result<Vec<(String, f64)>, String> {
             .ok()
             .filter(|w: &f64| w.is_finite() && *w >= 0.0)
             .ok_or_else(|| format!("'{w}' is not a weight"))?;
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(format!("'{name}' is weighted twice"));
+        }
         out.push((name.to_string(), w));
     }
     if out.is_empty() {
         return Err("no weights".to_string());
+    }
+    // Scores are weighted means: at least one weight must count.
+    if out.iter().all(|(_, w)| *w == 0.0) {
+        return Err("every weight is 0".to_string());
     }
     Ok(out)
 }
@@ -280,5 +287,10 @@ mod tests {
         assert!(parse_weights("speed=1").is_err());
         assert!(parse_weights("p95=-1").is_err());
         assert!(parse_weights("").is_err());
+        assert!(parse_weights("p95=inf").is_err());
+        assert!(parse_weights("p95=NaN").is_err());
+        assert!(parse_weights("p95=0,throughput=0").is_err());
+        assert!(parse_weights("p95=1,p95=2").is_err());
+        assert!(parse_weights("p95=0,throughput=1").is_ok());
     }
 }

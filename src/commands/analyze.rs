@@ -37,7 +37,10 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
             if write(&output, Format::Json, to)
                 .with_context(|| format!("writing the verdict of run {id}"))?
             {
-                println!("wrote the verdict of run {id} to {}", file.display());
+                crate::util::out(format_args!(
+                    "wrote the verdict of run {id} to {}\n",
+                    file.display()
+                ));
             }
         }
     }

@@ -69,7 +69,10 @@ fn costs(given: &[String], store: &Store, runs: &[StoredRun]) -> anyhow::Result<
     for c in given {
         let parsed = c.split_once('=').and_then(|(run, amount)| {
             let id = store.resolve_run(run).ok()?;
-            let amount = amount.parse::<f64>().ok().filter(|a| *a > 0.0)?;
+            let amount = amount
+                .parse::<f64>()
+                .ok()
+                .filter(|a| a.is_finite() && *a > 0.0)?;
             Some((id, amount))
         });
         let Some((id, amount)) = parsed else {
@@ -88,6 +91,14 @@ fn costs(given: &[String], store: &Store, runs: &[StoredRun]) -> anyhow::Result<
             )
             .into());
         };
+        if costs[slot].is_some() {
+            return Err(PlanError::flag(
+                "--cost",
+                format!("run {id} is given a cost twice"),
+                "give each run one cost",
+            )
+            .into());
+        }
         costs[slot] = Some(amount);
     }
     Ok(costs)

@@ -31,11 +31,39 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
             .into());
         }
     }
+    // The target is checked before anything is sampled: bad input costs
+    // no waiting.
+    let target = args
+        .target
+        .as_deref()
+        .map(|t| validate_target(Some(t), t))
+        .transpose()?;
+    let embedded_dir = match target.as_ref().and_then(Target::file) {
+        Some(path) => {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            if !dir.is_dir() {
+                return Err(PlanError::flag(
+                    "--target",
+                    format!(
+                        "the directory {} of the database file does not exist",
+                        dir.display()
+                    ),
+                    "give the path of a database file in an existing directory",
+                )
+                .into());
+            }
+            Some(dir.to_path_buf())
+        }
+        None => None,
+    };
     if !args.json && sample > Duration::ZERO {
-        eprintln!(
-            "perflab doctor: reading counters over {}…",
+        crate::util::err(format_args!(
+            "perflab doctor: reading counters over {}…\n",
             crate::units::format_duration(sample)
-        );
+        ));
     }
     let mut report = match args.probe.as_deref() {
         None | Some("local") => {
@@ -75,20 +103,13 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
                 .transpose()?;
             let client = crate::probe::agent_client::AgentClient::new(probe, token)?
                 .with_timeout(sample + Duration::from_secs(10));
-            client.doctor(sample.as_secs_f64())?
+            client
+                .doctor(sample.as_secs_f64())
+                .map_err(|e| crate::probe::remote::not_answering(probe, e))?
         }
     };
-    let target = args
-        .target
-        .as_deref()
-        .map(|t| validate_target(Some(t), t))
-        .transpose()?;
-    if let Some(Target::Sqlite { path }) = &target {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
-        doctor::target_filesystem(&Root::live(), dir, &mut report);
+    if let Some(dir) = embedded_dir {
+        doctor::target_filesystem(&Root::live(), &dir, &mut report);
     } else if let Some(target) = &target {
         let settings = read_settings(target)?;
         if let Some(data) = settings.settings.get("data_directory") {

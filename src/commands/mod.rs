@@ -29,6 +29,8 @@ pub enum Exit {
     BadInput = 2,
     /// Ctrl-C: the finished steps are stored and the run is marked partial.
     Interrupted = 130,
+    /// SIGTERM: the same as Ctrl-C.
+    Terminated = 143,
 }
 
 /// Parses the command line, runs the command, and returns the exit code.
@@ -60,22 +62,32 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
                 let given = args
                     .get(2)
                     .map_or(String::new(), |a| a.to_string_lossy().into_owned());
-                eprintln!(
-                    "error: '{}' is not a workload; use {}",
+                crate::util::err(format_args!(
+                    "error: '{}' is not a workload; use {}\n",
                     crate::target::redact(&given),
                     crate::workload::registry_names()
-                );
+                ));
                 return Exit::BadInput as i32;
             }
-            // clap's first line names the flag and the problem; the rest is usage.
+            // clap's first line names the flag and the problem; the rest is
+            // usage — but a first line ending in ':' lists its subject
+            // (the missing arguments) on the indented lines that follow.
             let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("error: bad arguments");
+            let mut lines = rendered.lines();
+            let mut first = lines.next().unwrap_or("error: bad arguments").to_string();
+            if first.ends_with(':') {
+                let listed: Vec<&str> = lines
+                    .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
+                    .map(str::trim)
+                    .collect();
+                first = format!("{} {}", first, listed.join(", "));
+            }
             // A choice's possible values are on a line of their own.
             let choices = rendered
                 .lines()
                 .find(|l| l.trim_start().starts_with("[possible values:"))
                 .map_or(String::new(), |l| format!(" {}", l.trim()));
-            eprintln!("{first}{choices}; see perflab --help");
+            crate::util::err(format_args!("{first}{choices}; see perflab --help\n"));
             return Exit::BadInput as i32;
         }
     };
@@ -100,7 +112,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     match result {
         Ok(exit) => exit as i32,
         Err(e) => {
-            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            crate::util::err(format_args!("error: {}\n", one_line(&format!("{e:#}"))));
             if e.chain()
                 .any(|cause| cause.downcast_ref::<PlanError>().is_some())
             {

@@ -27,12 +27,12 @@ pub(super) fn write(
     let document = render(format, output)?;
     match (document, to) {
         (Document::Text(text), Destination::Stdout) => {
-            print!("{text}");
+            crate::util::out(format_args!("{}", crate::util::printable(&text)));
             Ok(false)
         }
         (Document::Text(text), Destination::File { path, flag }) => {
             if path.as_os_str() == "-" {
-                print!("{text}");
+                crate::util::out(format_args!("{}", crate::util::printable(&text)));
                 return Ok(false);
             }
             save(path, &text, flag).map(|()| true)
@@ -63,23 +63,63 @@ pub(super) fn write(
     }
 }
 
-/// Saves `text` at `path`; a path that cannot be written is bad input
-/// naming `flag`.
+/// Saves `text` at `path` through a temporary file in the same directory,
+/// renamed over it once whole: a reader never sees half a report, and a
+/// failed write leaves what was there. A path that cannot be written, or
+/// that holds a database (the results store, its journal, any SQLite
+/// file), is bad input naming `flag`.
 fn save(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).map_err(|e| {
+    use std::io::Write;
+    if let Some(what) = database_at(path) {
+        return Err(PlanError::new(format!(
+            "{} is {what}: a report written there would destroy it; give {flag} another path",
+            path.display()
+        ))
+        .into());
+    }
+    let cannot = |e: std::io::Error| -> anyhow::Error {
         PlanError::new(format!(
             "cannot write {}: {e}; give {flag} a writable path",
             path.display()
         ))
         .into()
-    })
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(cannot)?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.flush())
+        .map_err(cannot)?;
+    file.persist(path).map_err(|e| cannot(e.error))?;
+    Ok(())
+}
+
+/// What database `path` holds, if any: a SQLite file (the results store),
+/// or a SQLite write-ahead log or rollback journal beside one.
+fn database_at(path: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    let mut file = std::fs::File::open(path).ok()?;
+    let n = file.read(&mut head).ok()?;
+    let head = &head[..n];
+    if head.starts_with(b"SQLite format 3\0") {
+        return Some("a SQLite database (a results store?)");
+    }
+    // The WAL's magic number, big-endian, either checksum order.
+    if head.starts_with(&[0x37, 0x7f, 0x06, 0x82]) || head.starts_with(&[0x37, 0x7f, 0x06, 0x83]) {
+        return Some("a SQLite write-ahead log");
+    }
+    let name = path.file_name()?.to_string_lossy();
+    (name.ends_with("-journal") || name.ends_with("-wal") || name.ends_with("-shm"))
+        .then_some("a SQLite journal")
 }
 
 /// Prints one part of a stream (`perflab watch`) and flushes it at once.
 /// False when the reader went away (`| head`): that ends the stream,
 /// quietly.
 pub(super) fn stream(output: &Output<'_>, format: Format) -> anyhow::Result<bool> {
-    use std::io::Write;
     let text = match render(format, output)? {
         Document::Text(text) => text,
         Document::Files(_) => {
@@ -90,11 +130,10 @@ pub(super) fn stream(output: &Output<'_>, format: Format) -> anyhow::Result<bool
             ))
         }
     };
-    let mut out = std::io::stdout().lock();
-    Ok(out
-        .write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .is_ok())
+    Ok(crate::util::out(format_args!(
+        "{}",
+        crate::util::printable(&text)
+    )))
 }
 
 #[cfg(test)]
@@ -160,6 +199,61 @@ mod tests {
         assert!(
             format!("{e:#}").contains("give --html a writable path"),
             "{e:#}"
+        );
+    }
+
+    /// A report aimed at the results store (or any SQLite file, or its
+    /// log) is refused, and the store is left whole.
+    #[test]
+    fn a_report_is_never_written_onto_a_database() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = dir.path().join("perflab.db");
+        {
+            let db = rusqlite::Connection::open(&store).expect("store");
+            db.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE runs(id INTEGER); INSERT INTO runs VALUES (1);")
+                .expect("a table");
+            // Open while the report is tried: the WAL file exists too.
+            for (path, flag) in [
+                (store.clone(), "--html"),
+                (dir.path().join("perflab.db-wal"), "--md"),
+            ] {
+                let before = std::fs::read(&path).expect("there");
+                let to = Destination::File { path: &path, flag };
+                let e = write(&empty_report(), Format::Html, to).expect_err("a database");
+                assert!(e.downcast_ref::<PlanError>().is_some(), "{e:#}");
+                let text = format!("{e:#}");
+                assert!(
+                    text.contains("would destroy it") && text.contains(flag),
+                    "{text}"
+                );
+                assert_eq!(std::fs::read(&path).expect("still there"), before);
+            }
+        }
+        let db = rusqlite::Connection::open(&store).expect("store");
+        let n: i64 = db
+            .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+            .expect("runs");
+        assert_eq!(n, 1);
+        // An ordinary file is replaced whole, and no temporary is left.
+        let page = dir.path().join("r.html");
+        std::fs::write(&page, "old").expect("old report");
+        let to = Destination::File {
+            path: &page,
+            flag: "--html",
+        };
+        assert!(write(&empty_report(), Format::Html, to).expect("written"));
+        assert!(std::fs::read_to_string(&page)
+            .expect("new")
+            .contains("<html"));
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(
+            left.iter()
+                .all(|n| !n.to_string_lossy().starts_with(".tmp")),
+            "{left:?}"
         );
     }
 

@@ -40,12 +40,12 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
             flag: "--html",
         };
         write(&output, Format::Html, to)?;
-        println!("wrote {}", path.display());
+        crate::util::out(format_args!("wrote {}\n", path.display()));
     }
     if let Some(path) = &args.md {
         let to = Destination::File { path, flag: "--md" };
         write(&output, Format::Markdown, to)?;
-        println!("wrote {}", path.display());
+        crate::util::out(format_args!("wrote {}\n", path.display()));
     }
     if let Some(dir) = &args.csv {
         let to = Destination::Dir {
@@ -53,7 +53,10 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
             flag: "--csv",
         };
         write(&output, Format::Csv, to)?;
-        println!("wrote {}/steps.csv and intervals.csv", dir.display());
+        crate::util::out(format_args!(
+            "wrote {}/steps.csv and intervals.csv\n",
+            dir.display()
+        ));
     }
     Ok(Exit::Ok)
 }

@@ -19,7 +19,7 @@ use crate::store::{NewRun, RunId, RunStatus, Store};
 use crate::target::Endpoint;
 use crate::units::format_duration;
 use crate::workload::{CheckReport, Driver, Started, Workload};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -27,19 +27,37 @@ use std::time::{Duration, SystemTime};
 pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     let (workload, plan) = plan_from(args)?;
     let common = &args.workload.common;
+    if workload.target().is_file(&common.store.store) {
+        return Err(PlanError::flag(
+            "--store",
+            format!(
+                "{} is the target's database; the results store must be another file",
+                common.store.store.display()
+            ),
+            "give --store another path (the default is perflab.db)",
+        )
+        .into());
+    }
     let remotes = start_remotes(common)?;
     let mut store = Store::open(&common.store.store)?;
     let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second Ctrl-C ends the process at once.
-        signal_hook::flag::register_conditional_shutdown(signal, 130, interrupted.clone())?;
-        signal_hook::flag::register(signal, interrupted.clone())?;
+    // Which signal stopped the run, for its reason and exit code.
+    let signal = Arc::new(AtomicUsize::new(0));
+    for (number, code) in [
+        (signal_hook::consts::SIGINT, Exit::Interrupted),
+        (signal_hook::consts::SIGTERM, Exit::Terminated),
+    ] {
+        // A second one ends the process at once.
+        signal_hook::flag::register_conditional_shutdown(number, code as i32, interrupted.clone())?;
+        signal_hook::flag::register_usize(number, signal.clone(), number as usize)?;
+        signal_hook::flag::register(number, interrupted.clone())?;
     }
     let ctx = RunContext {
         argv,
         started_at: SystemTime::now(),
         store: &mut store,
         interrupted,
+        signal,
         plan: &plan,
         target: workload.target().redacted(),
         remotes,
@@ -152,6 +170,8 @@ struct RunContext<'a> {
     started_at: SystemTime,
     store: &'a mut Store,
     interrupted: Arc<AtomicBool>,
+    /// The signal that interrupted the run (0 while none has).
+    signal: Arc<AtomicUsize>,
     plan: &'a Plan,
     /// The target as stored (no password).
     target: String,
@@ -172,11 +192,13 @@ fn inventory(
                     .into_iter()
                     .map(|(k, v)| (format!("server.{k}"), v)),
             ),
-            Some(Err(e)) => eprintln!(
-                "warning: no inventory from {}: {}",
-                remote.name(),
-                crate::util::one_line(&format!("{e:#}"))
-            ),
+            Some(Err(e)) => {
+                crate::util::err(format_args!(
+                    "warning: no inventory from {}: {}\n",
+                    remote.name(),
+                    crate::util::one_line(&format!("{e:#}"))
+                ));
+            }
             None => {}
         }
     }
@@ -200,10 +222,12 @@ fn local_inventory(endpoint: Option<&Endpoint>) -> std::collections::BTreeMap<St
                     );
                 }
             }
-            Err(e) => eprintln!(
-                "warning: the database's settings are not in the run's inventory: {}",
-                crate::util::one_line(&format!("{e:#}"))
-            ),
+            Err(e) => {
+                crate::util::err(format_args!(
+                    "warning: the database's settings are not in the run's inventory: {}\n",
+                    crate::util::one_line(&format!("{e:#}"))
+                ));
+            }
         }
     }
     inv
@@ -234,6 +258,7 @@ fn execute<W: Workload>(
         started_at,
         store,
         interrupted,
+        signal,
         plan,
         target,
         remotes,
@@ -252,8 +277,8 @@ fn execute<W: Workload>(
         setup: started.setup,
     })?;
     store.save_inventory(run, &inventory(started.endpoint.as_ref(), &remotes))?;
-    println!(
-        "run {run}: {} on {target}, {} steps of {} after {} warm-up, {} threads, seed {}; results in {}",
+    crate::util::out(format_args!(
+        "run {run}: {} on {target}, {} steps of {} after {} warm-up, {} threads, seed {}; results in {}\n",
         plan.workload.name(),
         plan.sweep.levels.len() * plan.repeat as usize,
         format_duration(plan.duration),
@@ -261,7 +286,7 @@ fn execute<W: Workload>(
         plan.threads,
         plan.seed,
         store.path().display()
-    );
+    ));
     let mut observer = RunObserver {
         store,
         run,
@@ -285,7 +310,8 @@ fn execute<W: Workload>(
             return Err(e);
         }
     };
-    finish(store, run, end, workload.check(&counts))
+    let signal = signal.load(std::sync::atomic::Ordering::Relaxed);
+    finish(store, run, end, workload.check(&counts), signal)
 }
 
 /// Ends a swept run: its status from how the sweep ended and the check,
@@ -295,6 +321,7 @@ fn finish(
     run: RunId,
     end: SweepEnd,
     checked: anyhow::Result<Option<CheckReport>>,
+    signal: usize,
 ) -> anyhow::Result<Exit> {
     let check = match (checked, &end) {
         (Ok(check), _) => check,
@@ -306,16 +333,16 @@ fn finish(
                 crate::util::one_line(&format!("{e:#}"))
             );
             store.finish_run(run, RunStatus::Partial, Some(&reason), None)?;
-            println!();
+            crate::util::out(format_args!("\n"));
             write(
                 &Output::Run(&store.load_run(run)?),
                 Format::Text,
                 Destination::Stdout,
             )?;
-            eprintln!(
-                "error: {reason}; the finished steps are stored as run {run} (partial) in {}",
+            crate::util::err(format_args!(
+                "error: {reason}; the finished steps are stored as run {run} (partial) in {}\n",
                 store.path().display()
-            );
+            ));
             return Ok(Exit::Failed);
         }
         (Err(e), _) => {
@@ -326,11 +353,18 @@ fn finish(
     };
     let check_failed = check.as_ref().is_some_and(|c| !c.passed);
     let (status, reason, exit) = match (&end, check_failed) {
-        (SweepEnd::Interrupted, _) => (
-            RunStatus::Partial,
-            Some("interrupted (Ctrl-C); the finished steps are stored".to_string()),
-            Exit::Interrupted,
-        ),
+        (SweepEnd::Interrupted, _) => {
+            let (by, exit) = if signal == signal_hook::consts::SIGTERM as usize {
+                ("SIGTERM", Exit::Terminated)
+            } else {
+                ("Ctrl-C", Exit::Interrupted)
+            };
+            (
+                RunStatus::Partial,
+                Some(format!("interrupted ({by}); the finished steps are stored")),
+                exit,
+            )
+        }
         (SweepEnd::Failed { step, reason }, _) => (
             RunStatus::Failed,
             Some(format!("step {} failed: {reason}", step + 1)),
@@ -352,11 +386,11 @@ fn finish(
         (SweepEnd::Complete, false) => (RunStatus::Complete, None, Exit::Ok),
     };
     store.finish_run(run, status, reason.as_deref(), check.as_ref())?;
-    println!();
+    crate::util::out(format_args!("\n"));
     let stored = store.load_run(run)?;
     write(&Output::Run(&stored), Format::Text, Destination::Stdout)?;
     let verdict = crate::analyze::verdict_of_run(&stored, None, None);
-    println!();
+    crate::util::out(format_args!("\n"));
     write(
         &Output::Verdict {
             verdict: &verdict,
@@ -366,9 +400,9 @@ fn finish(
         Destination::Stdout,
     )?;
     store.save_verdict(run, &serde_json::to_value(&verdict)?)?;
-    println!(
-        "\nstored as run {run} in {}: perflab show {run} --json run-{run}.json",
+    crate::util::out(format_args!(
+        "\nstored as run {run} in {}: perflab show {run} --json run-{run}.json\n",
         store.path().display()
-    );
+    ));
     Ok(exit)
 }

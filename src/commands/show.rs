@@ -20,7 +20,7 @@ pub(super) fn existing_store(path: &Path) -> anyhow::Result<Store> {
         ))
         .into());
     }
-    Store::open(path)
+    Store::open_existing(path)
 }
 
 /// `perflab runs`.
@@ -51,7 +51,7 @@ pub fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
                 flag: "--json",
             };
             if write(&output, Format::Json, to).with_context(|| format!("exporting run {id}"))? {
-                println!("wrote run {id} to {}", file.display());
+                crate::util::out(format_args!("wrote run {id} to {}\n", file.display()));
             }
         }
     }

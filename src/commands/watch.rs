@@ -57,7 +57,7 @@ impl Source {
             Source::Agent { client, answering } => match client.fetch() {
                 Ok(samples) => {
                     if !*answering {
-                        eprintln!("perflab watch: the agent answers again");
+                        crate::util::err(format_args!("perflab watch: the agent answers again\n"));
                         *answering = true;
                     }
                     Ok(samples.into_iter().map(|s| (s.at, s.sample)).collect())
@@ -66,10 +66,10 @@ impl Source {
                 Err(e) => {
                     // A gap, said once; the watch goes on.
                     if *answering {
-                        eprintln!(
-                            "warning: {}; watching on",
+                        crate::util::err(format_args!(
+                            "warning: {}; watching on\n",
                             crate::util::one_line(&format!("{e:#}"))
-                        );
+                        ));
                         *answering = false;
                     }
                     Ok(Vec::new())
@@ -178,8 +178,14 @@ fn open_source(args: &WatchArgs, groups: Vec<ProcessGroup>) -> anyhow::Result<So
                 return Err(local_only().into());
             }
             let token = args.token_file.as_deref().map(read_token).transpose()?;
+            let client = AgentClient::new(probe, token)?;
+            // An agent that does not answer at the start is bad input, as
+            // a node_exporter's is; a gap later is said and waited out.
+            client
+                .snapshot()
+                .map_err(|e| crate::probe::remote::not_answering(probe, e))?;
             Source::Agent {
-                client: AgentClient::new(probe, token)?,
+                client,
                 answering: true,
             }
         }

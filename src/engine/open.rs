@@ -43,7 +43,7 @@ pub(super) fn start_pacer(
     rng: SmallRng,
 ) -> std::io::Result<UnboundedReceiver<Instant>> {
     let (tx, rx) = unbounded_channel();
-    let mean_gap = Duration::from_secs_f64(1.0 / process.rate);
+    let mean_gap = crate::units::saturating_secs(1.0 / process.rate);
     let arrivals = process.arrivals;
     let first = process.first.into_std();
     std::thread::Builder::new()

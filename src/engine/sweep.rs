@@ -215,7 +215,7 @@ fn worker_plans(
                     rate: rate / workers as f64,
                     arrivals,
                     max_outstanding: max_outstanding.div_ceil(workers as u32).max(1),
-                    first_arrival: Duration::from_secs_f64(w as f64 / rate),
+                    first_arrival: crate::units::saturating_secs(w as f64 / rate),
                 },
                 (_, LoadModel::Closed { think }) => WorkerLoad::Closed { think },
                 (Level::Users(_), LoadModel::Open { .. }) => WorkerLoad::Closed {

@@ -164,6 +164,12 @@ impl fmt::Display for Level {
     }
 }
 
+/// The lowest rate a sweep takes, per second (one operation in 1000 s):
+/// below it the gap between arrivals is no length of time worth running.
+pub const MIN_RATE: f64 = 0.001;
+/// The highest rate, per second.
+pub const MAX_RATE: f64 = 10_000_000.0;
+
 /// The ordered load levels of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {
@@ -189,9 +195,9 @@ impl Sweep {
     /// Parses a rate sweep in operations per second: `500`, `100..1000/100`.
     pub fn parse_rates(text: &str) -> Result<Self, String> {
         let values = parse_series(text)?;
-        if values.iter().any(|&v| v <= 0.0 || v > 10_000_000.0) {
+        if values.iter().any(|&v| !(MIN_RATE..=MAX_RATE).contains(&v)) {
             return Err(format!(
-                "'{text}': rates must be above 0 and at most 10000000 per second"
+                "'{text}': rates must be from {MIN_RATE} to {MAX_RATE} per second"
             ));
         }
         Ok(Sweep {
@@ -199,6 +205,9 @@ impl Sweep {
         })
     }
 }
+
+/// The most steps a sweep may have.
+const MAX_STEPS: usize = 10_000;
 
 /// `a..b/step` (inclusive) or a comma list of numbers.
 fn parse_series(text: &str) -> Result<Vec<f64>, String> {
@@ -227,10 +236,15 @@ fn parse_series(text: &str) -> Result<Vec<f64>, String> {
                 "'{text}': the range ends below where it starts; write FROM..TO with FROM <= TO"
             ));
         }
-        let count = ((hi - lo) / step + 1e-9).floor() as usize + 1;
-        if count > 10_000 {
-            return Err(format!("'{text}' has {count} steps; at most 10000"));
+        // Counted in floating point before any cast: a tiny step makes a
+        // count no integer holds.
+        let count = ((hi - lo) / step + 1e-9).floor() + 1.0;
+        if count > MAX_STEPS as f64 {
+            return Err(format!(
+                "'{text}' has {count:.0} steps; at most {MAX_STEPS}: widen the step after '/'"
+            ));
         }
+        let count = count as usize;
         return Ok((0..count).map(|i| lo + step * i as f64).collect());
     }
     if text.contains("..") {
@@ -241,6 +255,13 @@ fn parse_series(text: &str) -> Result<Vec<f64>, String> {
     let values: Vec<f64> = text.split(',').map(number).collect::<Result<_, _>>()?;
     if values.is_empty() {
         return Err("an empty list".to_string());
+    }
+    if values.len() > MAX_STEPS {
+        return Err(format!(
+            "'{}…' has {} steps; at most {MAX_STEPS}",
+            text.chars().take(20).collect::<String>(),
+            values.len()
+        ));
     }
     Ok(values)
 }
@@ -286,6 +307,28 @@ mod tests {
         assert!(Sweep::parse_users("10..5/1").is_err());
         assert!(Sweep::parse_users("1..5").is_err());
         assert!(Sweep::parse_users("1.5").is_err());
+    }
+
+    /// Absurd numbers are refused before any arithmetic on them: a step
+    /// so small that the count overflows, a rate whose gap is no duration.
+    #[test]
+    fn absurd_sweeps_and_rates_are_refused() {
+        let e = Sweep::parse_users("1..2/0.0000000000000000000001").unwrap_err();
+        assert!(e.contains("at most 10000"), "{e}");
+        assert!(Sweep::parse_users("1..1000000/1e-300").is_err());
+        assert!(Sweep::parse_users("1..10001/1").is_err());
+        assert_eq!(
+            Sweep::parse_users("1..10000/1").unwrap().levels.len(),
+            10_000
+        );
+        let many = vec!["1"; 10_001].join(",");
+        assert!(Sweep::parse_users(&many).is_err());
+        for bad in [
+            "1e-300", "0", "-5", "0.0009", "1e308", "20000000", "NaN", "inf",
+        ] {
+            assert!(Sweep::parse_rates(bad).is_err(), "{bad}");
+        }
+        assert!(Sweep::parse_rates("0.001,10000000").is_ok());
     }
 
     #[test]

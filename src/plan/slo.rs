@@ -6,7 +6,6 @@
 use crate::units::{parse_duration, Latency, Percent};
 use serde::Serialize;
 use std::fmt;
-use std::time::Duration;
 
 /// What an objective limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -80,7 +79,7 @@ impl Slo {
         if self.metric == SloMetric::Errors {
             format!("{}", Percent(v))
         } else {
-            Latency(Duration::from_secs_f64(v.max(0.0))).to_string()
+            Latency::secs(v).to_string()
         }
     }
 }

@@ -68,6 +68,32 @@ impl AgentClient {
         }
     }
 
+    /// An answer's body as JSON, read up to [`MAX_BODY`]: an agent (or
+    /// whatever answers in its place) that sends more is refused, not
+    /// buffered.
+    fn json<T: serde::de::DeserializeOwned>(&self, response: ureq::Response) -> anyhow::Result<T> {
+        use std::io::Read;
+        let mut body = Vec::new();
+        response
+            .into_reader()
+            .take(MAX_BODY + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| anyhow::anyhow!("the agent at {} broke off its answer: {e}", self.base))?;
+        if body.len() as u64 > MAX_BODY {
+            anyhow::bail!(
+                "the agent at {} sent an answer over {} MiB; is it a perflab agent?",
+                self.base,
+                MAX_BODY >> 20
+            );
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            anyhow::anyhow!(
+                "the agent at {} answered with what is not its JSON: {e}",
+                self.base
+            )
+        })
+    }
+
     /// The samples the agent took since the last call.
     pub fn fetch(&mut self) -> anyhow::Result<Vec<StampedSample>> {
         #[derive(serde::Deserialize)]
@@ -75,8 +101,8 @@ impl AgentClient {
             samples: Vec<StampedSample>,
         }
         let body: Body = self
-            .get(&format!("/v1/samples?since={}", self.last))?
-            .into_json()?;
+            .get(&format!("/v1/samples?since={}", self.last))
+            .and_then(|r| self.json(r))?;
         if let Some(last) = body.samples.last() {
             self.last = last.seq;
         }
@@ -85,7 +111,7 @@ impl AgentClient {
 
     /// The agent host's inventory.
     pub fn inventory(&self) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
-        Ok(self.get("/v1/inventory")?.into_json()?)
+        self.get("/v1/inventory").and_then(|r| self.json(r))
     }
 
     /// The agent host examined by the doctor over `sample` seconds. The
@@ -95,17 +121,20 @@ impl AgentClient {
         &self,
         sample: f64,
     ) -> anyhow::Result<Report> {
-        Ok(self
-            .get(&format!("/v1/doctor?sample={sample}"))?
-            .into_json()?)
+        self.get(&format!("/v1/doctor?sample={sample}"))
+            .and_then(|r| self.json(r))
     }
 
     /// The agent host's counters now, and the agent's clock in seconds.
     pub fn snapshot(&self) -> anyhow::Result<(f64, HostSnapshot)> {
-        let body: SnapshotBody = self.get("/v1/snapshot")?.into_json()?;
+        let body: SnapshotBody = self.get("/v1/snapshot").and_then(|r| self.json(r))?;
         Ok((body.seconds, body.snapshot))
     }
 }
+
+/// The largest answer read from an agent, bytes: a minute of samples of a
+/// host with hundreds of CPUs, disks and interfaces fits many times over.
+pub const MAX_BODY: u64 = 32 << 20;
 
 /// What `/v1/snapshot` answers.
 #[derive(Serialize, Deserialize)]

@@ -45,6 +45,11 @@ impl Metrics {
                 | prometheus_parse::Value::Untyped(v) => v,
                 _ => continue,
             };
+            // `+Inf`, `-Inf` and `NaN` are valid on a page but are no
+            // counter or gauge perflab can use: absent, never zero.
+            if !value.is_finite() {
+                continue;
+            }
             out.entry(sample.metric)
                 .or_default()
                 .push((sample.labels, value));
@@ -177,7 +182,7 @@ impl Scrape {
     /// (`fallback_s` when it does not report one).
     pub fn between(a: &Scrape, b: &Scrape, fallback_s: f64) -> HostSample {
         let seconds = match (a.time_s, b.time_s) {
-            (Some(x), Some(y)) if y > x => y - x,
+            (Some(x), Some(y)) if y > x && (y - x).is_finite() => y - x,
             _ => fallback_s,
         };
         let mut sample = HostSample::between_over(&a.snapshot(), &b.snapshot(), seconds);
@@ -451,6 +456,28 @@ mod tests {
         // Without per-CPU times there is no CPU sample, not a zero one.
         assert_eq!(s.cpu, None);
         assert_eq!(s.memory, None);
+    }
+
+    /// Non-finite values on a page are dropped where they are read: the
+    /// exporter's clock at +Inf leaves the sample timed by the fallback,
+    /// and a NaN counter is absent rather than a number.
+    #[test]
+    fn non_finite_values_are_absent() {
+        let page = |time: &str, ctxt: &str| {
+            format!(
+                "node_time_seconds {time}\nnode_context_switches_total {ctxt}\nnode_procs_running 1\nnode_cpu_seconds_total{{cpu=\"0\",mode=\"idle\"}} 10\nnode_cpu_seconds_total{{cpu=\"0\",mode=\"user\"}} 5\nnode_pressure_cpu_waiting_seconds_total NaN\n"
+            )
+        };
+        let a = Scrape::parse(&page("+Inf", "NaN")).unwrap();
+        let b = Scrape::parse(&page("+Inf", "100")).unwrap();
+        assert_eq!(a.time_s, None);
+        assert_eq!(a.stalls[0], None);
+        let s = Scrape::between(&a, &b, 2.0);
+        assert_eq!(s.seconds, 2.0);
+        assert_eq!(s.pressure.cpu_some, None);
+        let json = serde_json::to_string(&s).unwrap();
+        let back: HostSample = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.seconds, 2.0);
     }
 
     #[test]

@@ -151,14 +151,7 @@ impl RemoteWatch {
     pub fn start(probe: RemoteProbe) -> Result<Self, PlanError> {
         let first = probe
             .snapshot()
-            .map_err(|e| match e.downcast::<PlanError>() {
-                Ok(plan) => plan,
-                Err(e) => PlanError::new(format!(
-                    "the probe {} does not answer: {}; start it, or drop that --probe",
-                    probe.name,
-                    crate::util::one_line(&format!("{e:#}"))
-                )),
-            })?;
+            .map_err(|e| not_answering(&probe.name, e))?;
         Ok(RemoteWatch {
             probe,
             last: Some(first),
@@ -200,23 +193,35 @@ impl RemoteWatch {
         match self.probe.snapshot() {
             Ok(snapshot) => {
                 if !self.answering {
-                    eprintln!("probe {} answers again", self.probe.name);
+                    crate::util::err(format_args!("probe {} answers again\n", self.probe.name));
                     self.answering = true;
                 }
                 Some(snapshot)
             }
             Err(e) => {
                 if self.answering {
-                    eprintln!(
-                        "warning: probe {} stopped answering ({}); the run goes on and the gap is recorded",
+                    crate::util::err(format_args!(
+                        "warning: probe {} stopped answering ({}); the run goes on and the gap is recorded\n",
                         self.probe.name,
                         crate::util::one_line(&format!("{e:#}"))
-                    );
+                    ));
                     self.answering = false;
                 }
                 None
             }
         }
+    }
+}
+
+/// A probe that did not answer before anything was measured: bad input
+/// (exit 2) naming it; a refused token stays the error it is.
+pub fn not_answering(probe: &str, e: anyhow::Error) -> PlanError {
+    match e.downcast::<PlanError>() {
+        Ok(plan) => plan,
+        Err(e) => PlanError::new(format!(
+            "the probe {probe} does not answer: {}; start it, or drop that --probe",
+            crate::util::one_line(&format!("{e:#}"))
+        )),
     }
 }
 

@@ -8,7 +8,6 @@ use super::grid::Grid;
 use crate::analyze::compare::{Comparison, Difference};
 use crate::units::{Latency, OpsPerSec};
 use std::fmt::Write;
-use std::time::Duration;
 
 fn verdict_mark(d: &Difference) -> &'static str {
     match (d.significant, d.ratio >= 1.0) {
@@ -45,7 +44,7 @@ pub(crate) fn rows(c: &Comparison) -> Vec<Vec<String>> {
             match cell {
                 Some(cell) => {
                     row.push(OpsPerSec(cell.throughput).to_string());
-                    row.push(Latency(Duration::from_secs_f64(cell.p95_s.max(0.0))).to_string());
+                    row.push(Latency::secs(cell.p95_s).to_string());
                     if i > 0 {
                         row.push(cell.vs_base.as_ref().map_or("-".to_string(), diff_text));
                     }

@@ -48,12 +48,12 @@ impl Progress {
         let total = schedule.end();
         self.current = Some((index, level, warmup, total));
         if !self.live {
-            println!(
-                "step {}: {level}, warm-up {}, measuring {}",
+            crate::util::out(format_args!(
+                "step {}: {level}, warm-up {}, measuring {}\n",
                 self.position(index),
                 format_duration(warmup),
                 format_duration(total - warmup)
-            );
+            ));
         }
     }
 
@@ -77,13 +77,13 @@ impl Progress {
                 secs(total - warmup)
             )
         };
-        print!(
+        crate::util::out(format_args!(
             "\r\x1b[2Kstep {} {level}: {phase}  {} tps  p95 {}  errors {}",
             self.position(index),
             OpsPerSec(all.completed() as f64 / seconds),
             Latency(p95),
             all.error_count()
-        );
+        ));
         let _ = std::io::stdout().flush();
     }
 
@@ -100,9 +100,9 @@ impl Progress {
             step.status.as_str()
         );
         if self.live {
-            println!("\r\x1b[2K{line}");
+            crate::util::out(format_args!("\r\x1b[2K{line}\n"));
         } else {
-            println!("{line}");
+            crate::util::out(format_args!("{line}\n"));
         }
     }
 }

@@ -62,9 +62,8 @@ pub fn facts(run: &StoredRun) -> Vec<(&'static str, String)> {
 /// The stored load model in words.
 fn load_model(v: &serde_json::Value) -> String {
     let secs = |v: &serde_json::Value| {
-        v.as_f64().map_or("?".to_string(), |s| {
-            Latency(std::time::Duration::from_secs_f64(s.max(0.0))).to_string()
-        })
+        v.as_f64()
+            .map_or("?".to_string(), |s| Latency::secs(s).to_string())
     };
     let think = &v["think"];
     match (v["kind"].as_str(), think["kind"].as_str()) {
@@ -228,9 +227,9 @@ pub fn step_grid(run: &StoredRun) -> Grid {
             f.errors.to_string(),
             p.retries.to_string(),
             f.dropped.map_or("-".to_string(), |d| d.to_string()),
-            p.generator.lag_p99_s.map_or("-".to_string(), |s| {
-                Latency(std::time::Duration::from_secs_f64(s.max(0.0))).to_string()
-            }),
+            p.generator
+                .lag_p99_s
+                .map_or("-".to_string(), |s| Latency::secs(s).to_string()),
             share(f.cpu),
             share(e.cpu_user),
             share(e.cpu_system),
@@ -462,17 +461,15 @@ pub fn distribution_grid(found: &[Distribution]) -> Grid {
     );
     for (i, q) in QUANTILES.iter().enumerate().skip(1) {
         let mut row = vec![super::svg::percentile(*q)];
-        row.extend(found.iter().map(|d| {
-            Latency(std::time::Duration::from_secs_f64(d.points[i].1.max(0.0))).to_string()
-        }));
+        row.extend(
+            found
+                .iter()
+                .map(|d| Latency::secs(d.points[i].1).to_string()),
+        );
         grid.rows.push(row);
     }
     let mut max = vec!["max".to_string()];
-    max.extend(
-        found
-            .iter()
-            .map(|d| Latency(std::time::Duration::from_secs_f64(d.max_s.max(0.0))).to_string()),
-    );
+    max.extend(found.iter().map(|d| Latency::secs(d.max_s).to_string()));
     grid.rows.push(max);
     grid
 }

@@ -77,7 +77,7 @@ pub fn number(v: f64) -> String {
 
 /// A duration in seconds the way a tick shows it.
 pub fn seconds(v: f64) -> String {
-    crate::units::Latency(std::time::Duration::from_secs_f64(v.max(0.0))).to_string()
+    crate::units::Latency::secs(v).to_string()
 }
 
 /// A share as a percentage.

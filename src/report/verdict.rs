@@ -10,10 +10,9 @@ use crate::analyze::whatif::WhatIf;
 use crate::analyze::{Bottleneck, StepPoint, UslFit, Verdict};
 use crate::units::{Latency, OpsPerSec, Percent};
 use std::fmt::Write;
-use std::time::Duration;
 
 fn secs(s: f64) -> Latency {
-    Latency(Duration::from_secs_f64(s.max(0.0)))
+    Latency::secs(s)
 }
 
 /// The what-if predictions in words: how well the model reproduces the

@@ -3,7 +3,7 @@
 //! append a new one.
 
 use anyhow::{bail, Context};
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 
 const MIGRATIONS: &[&str] = &[
     // 1: runs, steps, intervals and per-operation interval tallies.
@@ -93,26 +93,42 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN verdict TEXT;",
     // 6: the hosts' inventory when the run started (JSON map of facts).
     "ALTER TABLE runs ADD COLUMN inventory TEXT;",
+    // 7: which process writes the run, beyond its pid (which the kernel
+    // reuses): `BOOT_ID:START_TICKS` (see `store::writer`).
+    "ALTER TABLE runs ADD COLUMN writer TEXT;",
 ];
 
 /// The schema version this build writes.
 pub const VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// Brings the schema up to [`VERSION`].
+/// Why a store cannot be used by this build: a newer perflab wrote it.
+pub fn newer_than_this_build(version: i64) -> String {
+    format!(
+        "it was written by a newer perflab (schema {version}, this build knows {VERSION}); use that version of perflab, or another --store"
+    )
+}
+
+/// Brings the schema up to [`VERSION`], in one immediate transaction: two
+/// processes opening a new store at once take turns (the second waits on
+/// the busy timeout, then finds the schema made and does nothing), never
+/// both creating the tables.
 pub fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
-    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Read inside the transaction: another process may have migrated
+    // between this one's open and its lock.
+    let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if current > VERSION {
-        bail!(
-            "it was written by a newer perflab (schema {current}, this build knows {VERSION}); use that version or another --store"
-        );
+        bail!(newer_than_this_build(current));
+    }
+    if current == VERSION {
+        return Ok(());
     }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        let tx = conn.transaction()?;
         tx.execute_batch(sql)
             .with_context(|| format!("migration {} failed", index + 1))?;
-        tx.pragma_update(None, "user_version", index as i64 + 1)?;
-        tx.commit()?;
     }
+    tx.pragma_update(None, "user_version", VERSION)?;
+    tx.commit()?;
     Ok(())
 }
 

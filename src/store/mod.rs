@@ -7,6 +7,7 @@
 mod migrations;
 mod read;
 mod write;
+mod writer;
 
 pub use read::{RunRow, StoredRun};
 pub use write::NewRun;
@@ -80,16 +81,74 @@ impl Store {
             .conn
             .busy_timeout(std::time::Duration::from_secs(10))
             .map_err(|e| fail(e.to_string()))?;
-        store
+        let version: i64 = store
             .conn
-            .pragma_update(None, "journal_mode", "WAL")
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| fail(e.to_string()))?;
+        if version > migrations::VERSION {
+            return Err(PlanError::new(format!(
+                "cannot open the results store {}: {}",
+                path.display(),
+                migrations::newer_than_this_build(version)
+            ))
+            .into());
+        }
+        // Switching to WAL takes the database alone; the busy timeout does
+        // not cover it, so another process opening the store at the same
+        // moment is waited for here, up to the same 10 s.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match store.conn.pragma_update(None, "journal_mode", "WAL") {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(fail(e.to_string()).into()),
+            }
+        }
         store
             .conn
             .pragma_update(None, "synchronous", "FULL")
             .map_err(|e| fail(e.to_string()))?;
         migrations::migrate(&mut store.conn).map_err(|e| fail(format!("{e:#}")))?;
         Ok(store)
+    }
+
+    /// Opens a store that a run already wrote, for reading: a missing or
+    /// empty file, a file that is no SQLite database, or a database that
+    /// holds no perflab results is refused, and left exactly as it was.
+    pub fn open_existing(path: &Path) -> anyhow::Result<Self> {
+        use std::io::Read;
+        let refuse = |why: &str| -> anyhow::Error {
+            PlanError::new(format!(
+                "{} is {why}; give --store the file a perflab run wrote (the default is perflab.db)",
+                path.display()
+            ))
+            .into()
+        };
+        let mut head = [0u8; 16];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| f.read(&mut head))
+            .map_err(|e| refuse(&format!("not readable ({e})")))?;
+        if n == 0 {
+            return Err(refuse("an empty file, not a results store"));
+        }
+        if n < head.len() || &head != b"SQLite format 3\0" {
+            return Err(refuse("not a results store (not a SQLite database)"));
+        }
+        let version: i64 =
+            Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .and_then(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0)))
+                .map_err(|e| refuse(&format!("not a readable database ({e})")))?;
+        if version == 0 {
+            return Err(refuse("a SQLite database with no perflab results"));
+        }
+        Self::open(path)
     }
 
     /// Where the store lives.

@@ -56,13 +56,23 @@ pub struct StoredRun {
 }
 
 /// A `running` run whose writer is no longer alive on this host was cut
-/// short (killed, crashed): it reads as partial.
-fn effective_status(stored: RunStatus, pid: i64, host: &HostFacts) -> RunStatus {
+/// short (killed, crashed): it reads as partial. Alive means its pid is
+/// there and, for a run that stored its writer's identity, is still that
+/// process (a pid the kernel gave to another process since is not).
+fn effective_status(
+    stored: RunStatus,
+    pid: i64,
+    writer: Option<&str>,
+    host: &HostFacts,
+) -> RunStatus {
     if stored != RunStatus::Running {
         return stored;
     }
     let this_host = HostFacts::read().hostname;
-    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let alive = u32::try_from(pid).ok().is_some_and(|pid| match writer {
+        Some(stored) => super::writer::identity(pid).as_deref() == Some(stored),
+        None => std::path::Path::new(&format!("/proc/{pid}")).exists(),
+    });
     if host.hostname == this_host && !alive {
         RunStatus::Partial
     } else {
@@ -85,7 +95,7 @@ impl Store {
                           WHERE j.step_id = i.step_id AND j.phase = 'measured') AS done
                  FROM intervals i WHERE i.phase = 'measured' GROUP BY i.step_id)
              SELECT r.id, r.started_at, r.status, r.pid, r.host, r.workload, r.target,
-                    count(s.id), max(m.done / m.seconds)
+                    count(s.id), max(m.done / m.seconds), r.writer
              FROM runs r
              LEFT JOIN steps s ON s.run_id = r.id
              LEFT JOIN measured m ON m.step_id = s.id
@@ -102,16 +112,17 @@ impl Store {
                 r.get::<_, String>(6)?,
                 r.get::<_, i64>(7)?,
                 r.get::<_, Option<f64>>(8)?,
+                r.get::<_, Option<String>>(9)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, started_at, status, pid, host, workload, target, steps, peak) = row?;
+            let (id, started_at, status, pid, host, workload, target, steps, peak, writer) = row?;
             let host: HostFacts = serde_json::from_str(&host).unwrap_or_default();
             out.push(RunRow {
                 id,
                 started_at,
-                status: effective_status(parse_status(&status)?, pid, &host),
+                status: effective_status(parse_status(&status)?, pid, writer.as_deref(), &host),
                 workload,
                 target,
                 steps: steps as u64,
@@ -160,11 +171,17 @@ impl Store {
 
     /// Loads one run with every step and interval.
     pub fn load_run(&self, id: RunId) -> anyhow::Result<StoredRun> {
+        self.load_run_unnamed(id)
+            .with_context(|| format!("run {id} in the store is damaged"))
+    }
+
+    fn load_run_unnamed(&self, id: RunId) -> anyhow::Result<StoredRun> {
         let mut run = self
             .conn
             .query_row(
                 "SELECT started_at, finished_at, status, status_reason, workload, target, op_names,
-                        plan_given, plan_resolved, tool_version, host, pid, setup, check_report
+                        plan_given, plan_resolved, tool_version, host, pid, setup, check_report,
+                        writer
                  FROM runs WHERE id = ?1",
                 [id],
                 |r| {
@@ -183,6 +200,7 @@ impl Store {
                         r.get::<_, i64>(11)?,
                         r.get::<_, Option<String>>(12)?,
                         r.get::<_, Option<String>>(13)?,
+                        r.get::<_, Option<String>>(14)?,
                     ))
                 },
             )
@@ -196,7 +214,12 @@ impl Store {
                     id,
                     started_at: row.0,
                     finished_at: row.1,
-                    status: effective_status(parse_status(&row.2)?, row.11, &host),
+                    status: effective_status(
+                        parse_status(&row.2)?,
+                        row.11,
+                        row.14.as_deref(),
+                        &host,
+                    ),
                     status_reason: row.3,
                     workload: row.4,
                     target: row.5,
@@ -266,7 +289,9 @@ impl Store {
                 index: idx as usize,
                 level,
                 started_at,
-                intervals: self.load_intervals(step_id, op_count)?,
+                intervals: self
+                    .load_intervals(step_id, op_count)
+                    .with_context(|| format!("step {idx}"))?,
                 status,
                 usage: serde_json::from_str::<SelfUsage>(&usage).unwrap_or_default(),
             });
@@ -347,16 +372,11 @@ impl Store {
             })?
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
-            .map(|(source, sample)| {
-                Ok(ProbeSample {
-                    source,
-                    sample: sample
-                        .map(|s| serde_json::from_str(&s))
-                        .transpose()
-                        .context("damaged probe sample")?,
-                })
+            .map(|(source, sample)| ProbeSample {
+                source,
+                sample: sample.and_then(|s| lenient(&s)),
             })
-            .collect::<anyhow::Result<Vec<_>>>()?;
+            .collect();
         Ok((db, host, probes))
     }
 
@@ -385,31 +405,39 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?;
         let mut intervals = Vec::with_capacity(rows.len());
         for (idx, phase, start, length, dropped, lag, think_total, thinks) in rows {
+            let seconds = |value: f64, field: &str| {
+                Duration::try_from_secs_f64(value.max(0.0)).map_err(|_| {
+                    anyhow!("interval {idx}: {field} = {value:?} is not a length of time")
+                })
+            };
             let mut tally = Tally::new(op_count);
             tally.dropped = dropped as u64;
             tally.lag = decode_histogram(&lag)?;
-            tally.think_total = Duration::from_secs_f64(think_total.max(0.0));
+            tally.think_total = seconds(think_total, "think_total_s")?;
             tally.thinks = thinks as u64;
             Self::load_op_tallies(&mut op_stmt, step_id, idx, &mut tally)?;
             let (db, host, probes) = self.load_interval_samples(step_id, idx)?;
             intervals.push(IntervalRecord {
-                phase: Phase::parse(&phase).ok_or_else(|| anyhow!("unknown phase '{phase}'"))?,
-                start: Duration::from_secs_f64(start.max(0.0)),
-                length: Duration::from_secs_f64(length.max(0.0)),
+                phase: Phase::parse(&phase)
+                    .ok_or_else(|| anyhow!("interval {idx}: unknown phase '{phase}'"))?,
+                start: seconds(start, "start_s")?,
+                length: seconds(length, "length_s")?,
                 tally,
-                db: db
-                    .map(|s| serde_json::from_str(&s))
-                    .transpose()
-                    .context("damaged database sample")?,
-                host: host
-                    .map(|s| serde_json::from_str(&s))
-                    .transpose()
-                    .context("damaged host sample")?,
+                db: db.and_then(|s| lenient(&s)),
+                host: host.and_then(|s| lenient(&s)),
                 probes,
             });
         }
         Ok(intervals)
     }
+}
+
+/// A stored sample, or none when it cannot be read: an older writer
+/// stored a value from outside that was not a finite number as `null`, and
+/// such a sample reads as absent (as if the source had not answered), not
+/// as a run that cannot be read at all.
+fn lenient<T: serde::de::DeserializeOwned>(json: &str) -> Option<T> {
+    serde_json::from_str(json).ok()
 }
 
 /// The stored plan, typed, with the target's traits from its text when the

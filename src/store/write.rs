@@ -38,8 +38,8 @@ impl Store {
         self.conn
             .execute(
                 "INSERT INTO runs (started_at, status, workload, target, op_names, plan_given,
-                    plan_resolved, tool_version, host, pid, setup)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    plan_resolved, tool_version, host, pid, setup, writer)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
                     timestamp(run.started_at),
                     RunStatus::Running.as_str(),
@@ -52,6 +52,7 @@ impl Store {
                     serde_json::to_string(&run.host)?,
                     std::process::id(),
                     run.setup.as_ref().map(|s| s.to_string()),
+                    super::writer::identity(std::process::id()),
                 ],
             )
             .with_context(|| {

@@ -25,6 +25,7 @@ pub mod settings;
 pub use args::{validate_target, ServerOptions, TargetArgs};
 pub use open::{Endpoint, Opened};
 
+use crate::error::PlanError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::path::PathBuf;
@@ -159,6 +160,29 @@ impl Target {
         }
     }
 
+    /// The file of an embedded database target, none for a server.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            Target::Sqlite { path } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Whether the target is the file at `path` (an embedded database
+    /// given the results store's path): compared by their absolute paths,
+    /// symbolic links resolved where the files exist.
+    pub fn is_file(&self, path: &std::path::Path) -> bool {
+        let Target::Sqlite { path: own } = self else {
+            return false;
+        };
+        let resolved = |p: &std::path::Path| {
+            p.canonicalize()
+                .or_else(|_| std::path::absolute(p))
+                .unwrap_or_else(|_| p.to_path_buf())
+        };
+        resolved(own) == resolved(path)
+    }
+
     /// The target as it may be shown and stored: no password.
     pub fn redacted(&self) -> String {
         match self {
@@ -179,32 +203,106 @@ impl fmt::Display for Target {
 /// The schemes `--target` takes, for help texts and error messages.
 pub const SCHEMES: &str = schemes!();
 
-/// Replaces the password of a `scheme://user:password@host` string with `***`.
+/// How long a connection may take from its first packet to a session
+/// ready for queries (TCP, the server's greeting, authentication): a peer
+/// that accepts and then says nothing ends here, not never.
+pub const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The error of a server that accepted a connection and did not complete
+/// the handshake within [`HANDSHAKE`].
+fn silent_peer(kind: &str, at: &str) -> PlanError {
+    PlanError::new(format!(
+        "{at} accepted the connection but did not complete a {kind} handshake within {} s; is a {kind} server listening there, and not overloaded?",
+        HANDSHAKE.as_secs()
+    ))
+}
+
+/// What stands in for a secret in shown and stored text.
+const MASK: &str = "***";
+
+/// Hides every secret a target's text, a command-line argument or an
+/// error message may hold: the password of a URL's userinfo
+/// (`scheme://user:password@host`, where the password may hold `/`, `?`,
+/// `#` or `@` unencoded: the userinfo ends at the last `@`), and the value of every parameter whose name speaks of a
+/// secret (`password`, `Pwd`, `sslpassword`, `token`, `secret`, …; any
+/// case), in a query string (`?password=…&…`) or as `key=value` words
+/// (`host=db password='a b'`), quoted or not. Over-hiding is preferred
+/// to a leak: a text that is not a URL still has its parameters hidden.
 pub fn redact(text: &str) -> String {
-    // A password can also ride in the query string (`?password=…`).
-    let text = &match text.find("password=") {
-        Some(at) => {
-            let value = at + "password=".len();
-            let end = text[value..].find('&').map_or(text.len(), |e| value + e);
-            format!("{}***{}", &text[..value], &text[end..])
-        }
-        None => text.to_string(),
-    };
+    redact_parameters(&redact_userinfo(text))
+}
+
+/// The URL's password replaced with `***`; any other text unchanged.
+fn redact_userinfo(text: &str) -> String {
     let Some(scheme_end) = text.find("://") else {
         return text.to_string();
     };
-    let rest = &text[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match (authority.rfind('@'), authority.find(':')) {
-        (Some(at), Some(colon)) if colon < at => format!(
-            "{}{}:***{}",
-            &text[..scheme_end + 3],
-            &authority[..colon],
-            &text[scheme_end + 3 + at..]
-        ),
-        _ => text.to_string(),
+    let start = scheme_end + 3;
+    let rest = &text[start..];
+    // The userinfo ends at the last '@' anywhere: a password may hold '@',
+    // '/', '?' or '#' unencoded. A query value holding an '@' then hides
+    // more than it must, which is preferred to a password shown.
+    let Some(at) = rest.rfind('@') else {
+        return text.to_string();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!("{}{MASK}{}", &text[..start + colon + 1], &rest[at..]),
+        None => text.to_string(),
     }
+}
+
+/// Whether a parameter's name speaks of a secret.
+fn secret_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "pass",
+        "pwd",
+        "secret",
+        "token",
+        "credential",
+        "apikey",
+        "api_key",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
+}
+
+/// Every `name=value` whose name speaks of a secret, its value replaced
+/// with `***`. A name starts the text or follows `?`, `&`, `;`, a space or
+/// a comma; a value ends at `&`, `;`, a space or a comma (not at `#`: a
+/// password may hold one), or at its closing quote when it starts with one.
+fn redact_parameters(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while let Some(eq) = text[i..].find('=').map(|e| i + e) {
+        let name_start = text[..eq]
+            .rfind(|c: char| matches!(c, '?' | '&' | ';' | ',' | '/') || c.is_whitespace())
+            .map_or(0, |p| p + 1);
+        let value_start = eq + 1;
+        let value_end = match bytes.get(value_start) {
+            Some(&q @ (b'\'' | b'"')) => {
+                // To the closing quote (a backslash escapes one), or the end.
+                let mut j = value_start + 1;
+                while j < bytes.len() && bytes[j] != q {
+                    j += if bytes[j] == b'\\' { 2 } else { 1 };
+                }
+                (j + 1).min(bytes.len())
+            }
+            _ => text[value_start..]
+                .find(|c: char| matches!(c, '&' | ';' | ',') || c.is_whitespace())
+                .map_or(text.len(), |e| value_start + e),
+        };
+        if secret_name(&text[name_start..eq]) && value_end > value_start {
+            out.push_str(&text[copied..value_start]);
+            out.push_str(MASK);
+            copied = value_end;
+        }
+        i = value_end.max(value_start);
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 #[cfg(test)]
@@ -223,6 +321,63 @@ mod tests {
             redact("postgres://db/shop?user=bob&password=pw&sslmode=disable"),
             "postgres://db/shop?user=bob&password=***&sslmode=disable"
         );
+    }
+
+    /// The forms an audit found printed in the clear, and their kin.
+    #[test]
+    fn passwords_holding_url_delimiters_or_in_any_parameter_are_redacted() {
+        for (given, shown) in [
+            (
+                "postgres://u:SEC/RETPW@127.0.0.1:1/db?sslmode=bogus",
+                "postgres://u:***@127.0.0.1:1/db?sslmode=bogus",
+            ),
+            (
+                "mysql://u:SEC/RETPW@127.0.0.1:3306/db",
+                "mysql://u:***@127.0.0.1:3306/db",
+            ),
+            ("mysql://u:a@b@h/db", "mysql://u:***@h/db"),
+            ("postgres://u:p?w#d@h/db", "postgres://u:***@h/db"),
+            ("postgres://u:p@?w@h:1", "postgres://u:***@h:1"),
+            (
+                "postgres://h/db?user=u&Password=SECRETPW&x=1",
+                "postgres://h/db?user=u&Password=***&x=1",
+            ),
+            ("postgres://h/db?PWD=SECRETPW", "postgres://h/db?PWD=***"),
+            (
+                "postgres://h/db?sslpassword=SECRETPW",
+                "postgres://h/db?sslpassword=***",
+            ),
+            (
+                "host=db user=u password='SECRET PW' dbname=x",
+                "host=db user=u password=*** dbname=x",
+            ),
+            ("--token=SECRETPW", "--token=***"),
+            ("Server=db;Uid=u;Pwd=SECRETPW;", "Server=db;Uid=u;Pwd=***;"),
+        ] {
+            assert_eq!(redact(given), shown, "{given}");
+        }
+        // The last '@' anywhere ends the userinfo: a query value holding
+        // one hides more than it must, which is preferred to a password
+        // holding '@' and '?' shown.
+        assert_eq!(
+            redact("postgres://db:5432/shop?user=bob@corp"),
+            "postgres://db:***@corp"
+        );
+        // Odd texts pass through whole, never panic.
+        for odd in [
+            "",
+            "=",
+            "==",
+            "password=",
+            "a=\'",
+            "x://@",
+            "x://:@",
+            "p='",
+            "é=ü password=é",
+        ] {
+            let _ = redact(odd);
+        }
+        assert_eq!(redact("password="), "password=");
     }
 
     #[test]
@@ -247,5 +402,16 @@ mod tests {
             Target::parse("postgres:managed").unwrap(),
             Target::PostgresManaged
         );
+    }
+
+    #[test]
+    fn an_embedded_target_knows_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.db");
+        let target = Target::parse(&format!("sqlite:{}", file.display())).unwrap();
+        assert!(target.is_file(&file));
+        assert!(target.is_file(&dir.path().join("./x.db")));
+        assert!(!target.is_file(&dir.path().join("y.db")));
+        assert!(!Target::PostgresManaged.is_file(&file));
     }
 }

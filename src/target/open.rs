@@ -48,14 +48,14 @@ impl Opened {
             Target::Postgres { url } => Endpoint::Postgres(Box::new(resolve_postgres(url)?)),
             Target::Mysql { url } => Endpoint::Mysql(resolve_mysql(url)?),
             Target::PostgresManaged => {
-                println!("starting a managed PostgreSQL");
+                crate::util::out(format_args!("starting a managed PostgreSQL\n"));
                 let started = ManagedPostgres::start(&server.settings, server.keep, &server.cpus)?;
-                println!(
-                    "{} on 127.0.0.1, pid {}, files in {}",
+                crate::util::out(format_args!(
+                    "{} on 127.0.0.1, pid {}, files in {}\n",
                     started.version,
                     started.pid(),
                     started.dir().display()
-                );
+                ));
                 setup = serde_json::json!({
                     "managed_server": {
                         "version": started.version,

@@ -120,7 +120,7 @@ fn an_agent_serves_samples_only_to_holders_of_the_token() {
     );
 
     let wrong = dir.path().join("wrong");
-    std::fs::write(&wrong, "guess-w0rk").unwrap();
+    std::fs::write(&wrong, "guess-w0rk-0123456789").unwrap();
     let (_, err) = perflab_expect(
         dir.path(),
         &format!(
@@ -155,7 +155,7 @@ fn an_agent_will_not_listen_beyond_loopback_without_a_token() {
 fn the_doctor_examines_an_agents_host() {
     let dir = tempdir();
     let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "d0ct0r-t0ken\n").unwrap();
+    std::fs::write(&token_file, "d0ct0r-t0ken-0123456789\n").unwrap();
     let agent = Agent::start(dir.path(), &token_file);
     let out = crate::support::perflab(dir.path())
         .args(["doctor", "--sample", "0s", "--json", "--probe"])
@@ -173,5 +173,48 @@ fn the_doctor_examines_an_agents_host() {
         2,
     );
     contains(&err, "cannot be examined");
+    agent.stop();
+}
+
+/// A doctor's examination sleeps through its sample on a thread of its
+/// own: samples and snapshots are served meanwhile, a second examination
+/// is told to wait (503), and the first answers when done. The `bearer`
+/// scheme is taken in any case.
+#[test]
+fn an_examination_does_not_block_the_agent() {
+    let dir = tempdir();
+    let token = "ex4m-t0ken-0123456789";
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let agent = Agent::start(dir.path(), &token_file);
+    let base = format!("http://127.0.0.1:{}", agent.port);
+    let get = move |path: &str, scheme: &str| -> u16 {
+        match ureq::get(&format!("{base}{path}"))
+            .timeout(Duration::from_secs(60))
+            .set("Authorization", &format!("{scheme} {token}"))
+            .call()
+        {
+            Ok(r) => r.status(),
+            Err(ureq::Error::Status(code, _)) => code,
+            Err(e) => panic!("{path}: {e}"),
+        }
+    };
+    let examination = {
+        let get = get.clone();
+        std::thread::spawn(move || get("/v1/doctor?sample=8", "Bearer"))
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let during = Instant::now();
+    assert_eq!(get("/v1/snapshot", "bearer"), 200);
+    assert_eq!(get("/v1/samples?since=0", "BEARER"), 200);
+    assert_eq!(get("/v1/doctor?sample=1", "Bearer"), 503);
+    // Served while the examination still slept (it takes 8 s).
+    assert!(
+        !examination.is_finished(),
+        "the examination ended before the other requests were served ({:?})",
+        during.elapsed()
+    );
+    assert_eq!(examination.join().unwrap(), 200);
+    assert_eq!(get("/v1/doctor?sample=0", "Bearer"), 200);
     agent.stop();
 }

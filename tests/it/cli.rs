@@ -1,6 +1,7 @@
 //! The CLI's contract: bad input gets one line and exit 2; a killed run
 //! keeps its finished steps and reads as partial; Ctrl-C saves and exits
-//! 130; the JSON export matches its published schema.
+//! 130, SIGTERM 143; a closed output pipe stops no run; the JSON export
+//! matches its published schema.
 
 use crate::support::{
     contains, last_export, perflab, perflab_expect, perflab_ok, spawn_until_steps, stored_steps,
@@ -45,6 +46,34 @@ fn bad_flags_get_one_line_and_exit_2() {
         "--server-pid",
     );
     one_error_line(&["show", "7", "--store", "/nonexistent/x.db"], "--store");
+    // Absurd numbers, refused before any arithmetic on them.
+    one_error_line(&["run", "null", "--rate", "1e-300"], "--rate");
+    one_error_line(
+        &["run", "null", "--users", "1..2/0.0000000000000000000001"],
+        "--users",
+    );
+    one_error_line(&["run", "null", "--duration", "99999999999s"], "--duration");
+    one_error_line(&["doctor", "--target", "sqlite:/missing/x.db"], "--target");
+    // A probe that does not answer at the start: exit 2, whatever its kind.
+    for probe in ["agent://127.0.0.1:1", "node-exporter://127.0.0.1:1"] {
+        one_error_line(&["watch", "--probe", probe, "--duration", "1s"], probe);
+    }
+    one_error_line(
+        &["doctor", "--probe", "agent://127.0.0.1:1", "--sample", "0s"],
+        "agent://127.0.0.1:1",
+    );
+    // The target's own file as the store.
+    one_error_line(
+        &[
+            "run",
+            "bank",
+            "--target",
+            "sqlite:x.db",
+            "--store",
+            "./x.db",
+        ],
+        "--store",
+    );
 }
 
 /// `--pg-cpus` names CPUs the managed server can be moved to; one that
@@ -116,24 +145,31 @@ fn a_killed_run_keeps_its_finished_steps_and_reads_as_partial() {
     }
 }
 
+/// Ctrl-C (SIGINT) and SIGTERM each keep the finished steps, say which
+/// signal it was, and exit 130 and 143.
 #[test]
-fn ctrl_c_saves_the_finished_steps_and_exits_130() {
-    let dir = tempdir();
-    let mut child = spawn_until_steps(
-        dir.path(),
-        "run null --users 1,2,3,4,5,6,7,8 --warmup 0s --duration 2s --service 1ms",
-        1,
-    );
-    std::thread::sleep(Duration::from_millis(1200));
-    // SAFETY: signalling a child we started, by its PID.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
-    let text = perflab_ok(dir.path(), "show last");
-    contains(&text, "partial");
-    contains(&text, "interrupted");
-    // The step running at Ctrl-C is kept with the intervals it finished.
-    assert!(stored_steps(&dir.path().join("perflab.db")) >= 2);
+fn ctrl_c_and_sigterm_save_the_finished_steps_and_exit_130_and_143() {
+    for (signal, code, said) in [
+        (libc::SIGINT, 130, "interrupted (Ctrl-C)"),
+        (libc::SIGTERM, 143, "interrupted (SIGTERM)"),
+    ] {
+        let dir = tempdir();
+        let mut child = spawn_until_steps(
+            dir.path(),
+            "run null --users 1,2,3,4,5,6,7,8 --warmup 0s --duration 2s --service 1ms",
+            1,
+        );
+        std::thread::sleep(Duration::from_millis(1200));
+        // SAFETY: signalling a child we started, by its PID.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code));
+        let text = perflab_ok(dir.path(), "show last");
+        contains(&text, "partial");
+        contains(&text, said);
+        // The step running at the signal is kept with the intervals it finished.
+        assert!(stored_steps(&dir.path().join("perflab.db")) >= 2);
+    }
 }
 
 #[test]
@@ -188,4 +224,81 @@ fn diff_hosts_lists_what_differs_between_two_runs() {
     contains(&out, "→ 1");
     let (_, err) = perflab_expect(dir.path(), "diff-hosts 1 9", 2);
     contains(&err, "9");
+}
+
+/// A reader that goes away after one byte (`perflab run … | head -c1`)
+/// neither panics nor stops the run: it measures every step into its store
+/// and exits 0. Standard error closed too, the same.
+#[test]
+fn a_closed_output_pipe_does_not_stop_a_run() {
+    use std::io::Read;
+    use std::process::Stdio;
+    for close_stderr in [false, true] {
+        let dir = tempdir();
+        let mut child = crate::support::perflab_process(dir.path())
+            .args("run null --users 1,2,3 --warmup 0s --duration 1s".split_whitespace())
+            .stdout(Stdio::piped())
+            .stderr(if close_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
+            .spawn()
+            .expect("perflab starts");
+        let mut stdout = child.stdout.take().expect("its output");
+        let mut byte = [0u8; 1];
+        stdout.read_exact(&mut byte).expect("a first byte");
+        drop(stdout);
+        drop(child.stderr.take());
+        let status = child.wait().expect("perflab ends");
+        assert_eq!(status.code(), Some(0), "close stderr {close_stderr}");
+        assert_eq!(stored_steps(&dir.path().join("perflab.db")), 3);
+        let export = last_export(dir.path());
+        assert_eq!(export["run"]["status"], "complete", "{}", export["run"]);
+    }
+}
+
+/// Output into a pipe whose reader is already gone ends quietly for
+/// the commands that only print: exit 0, no panic message.
+#[test]
+fn printing_commands_end_quietly_when_the_reader_is_gone() {
+    use std::process::Stdio;
+    let dir = tempdir();
+    perflab_ok(dir.path(), "run null --users 1 --warmup 0s --duration 1s");
+    for args in [
+        "show last --json -",
+        "analyze last",
+        "show last",
+        "runs",
+        "--help",
+    ] {
+        for close_stderr in [false, true] {
+            let (reader, writer) = std::io::pipe().expect("a pipe");
+            drop(reader);
+            let (err_reader, err_writer) = std::io::pipe().expect("a pipe");
+            if close_stderr {
+                drop(err_reader);
+            }
+            let status = crate::support::perflab_process(dir.path())
+                .args(args.split_whitespace())
+                .stdout(Stdio::from(writer))
+                .stderr(Stdio::from(err_writer))
+                .status()
+                .expect("perflab runs");
+            assert_eq!(
+                status.code(),
+                Some(0),
+                "{args} (stderr closed: {close_stderr})"
+            );
+        }
+    }
+    // A command that fails with its reader gone still exits with its code.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let status = crate::support::perflab_process(dir.path())
+        .args(["show", "99"])
+        .stderr(Stdio::from(writer))
+        .status()
+        .expect("perflab runs");
+    assert_eq!(status.code(), Some(2));
 }

@@ -30,7 +30,7 @@ fn probe_samples(export: &serde_json::Value) -> Vec<Vec<serde_json::Value>> {
 fn a_run_stores_the_agents_samples_and_the_gap_when_it_stops() {
     let dir = tempdir();
     let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "probe-t0ken\n").unwrap();
+    std::fs::write(&token_file, "probe-t0ken-0123456789\n").unwrap();
     let agent = Agent::start(dir.path(), &token_file);
     let args = format!(
         "run null --users 1,2 --warmup 0s --duration 3s --probe agent://127.0.0.1:{} --token-file {}",

@@ -16,7 +16,6 @@ use super::super::points::{ResourceKind, StepPoint};
 use super::waits::{WaitMeaning, Waits};
 use super::{Bottleneck, BottleneckKind, RunShape};
 use crate::units::{Latency, OpsPerSec, Percent};
-use std::time::Duration;
 
 /// Share of samples waiting on locks that names contention.
 const LOCK_BOUND: f64 = 0.3;
@@ -202,8 +201,8 @@ fn ruled_out(points: &[StepPoint], peak: usize, demands: &Demands, x: f64) -> Ve
                 d.resource,
                 Percent(r.utilisation),
                 load_text(q),
-                Latency(Duration::from_secs_f64(d.seconds)),
-                Latency(Duration::from_secs_f64(per_op)),
+                Latency::secs(d.seconds),
+                Latency::secs(per_op),
                 growth
             ));
         } else {

@@ -60,7 +60,7 @@ pub fn evidence(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Vec
             out.push(format!(
                 "at {} arrivals were dispatched up to {} late (p99)",
                 load_text(p),
-                crate::units::Latency(std::time::Duration::from_secs_f64(lag))
+                crate::units::Latency::secs(lag)
             ));
         }
     }

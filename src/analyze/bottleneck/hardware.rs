@@ -3,7 +3,9 @@
 //! 1.5× of the fitted demand (the utilisation law; USE method: utilisation
 //! first). A CPU the server is confined to — one CPU while the host has
 //! room, or its cgroup's CPU quota — is named `cpu` with the confinement
-//! as evidence; a busy disk while memory is short is `memory → disk
+//! as evidence; one CPU of several counts only when the server is held to
+//! it or it stands 20 points above the others (not the scheduler's
+//! scatter); a busy disk while memory is short is `memory → disk
 //! reads`; a link shaped by a queueing discipline is judged against the
 //! shaper's rate, not the interface's nominal speed. CPU busy shares leave
 //! out others' niced time (spare to the server; see
@@ -16,7 +18,6 @@ use super::super::points::{ResourceKind, ResourceUse, StepPoint};
 use super::waits::{WaitMeaning, Waits};
 use super::{memory_evidence, Bottleneck, BottleneckKind};
 use crate::units::{Latency, OpsPerSec, Percent};
-use std::time::Duration;
 
 /// Busy share per server from which a resource has run out.
 pub const SATURATED: f64 = 0.9;
@@ -106,6 +107,32 @@ fn neighbours(p: &StepPoint, r: &ResourceUse) -> bool {
     }
 }
 
+/// Points by which one CPU must be busier than the mean of the others to
+/// stand out as a limit of its own when the server may use several: a
+/// thread or an interrupt load held to it, not the scheduler's scatter.
+pub const STANDS_OUT: f64 = 0.2;
+
+/// Whether one CPU can be a limit of its own at a step: the server is
+/// confined to a single CPU (its cpuset or affinity), or this CPU is
+/// [`STANDS_OUT`] busier than the mean of the others. A server free to run
+/// on every CPU is limited by them together, not by the busier of two.
+fn one_cpu_is_a_limit(p: &StepPoint, r: &ResourceUse) -> bool {
+    if p.extras.server_cpus_allowed.is_some_and(|c| c < 1.5) {
+        return true;
+    }
+    let others: Vec<f64> = p
+        .resources
+        .iter()
+        .filter(|o| o.kind == ResourceKind::OneCpu && o.name != r.name)
+        .map(|o| o.utilisation)
+        .collect();
+    if others.is_empty() {
+        return true;
+    }
+    let mean = others.iter().sum::<f64>() / others.len() as f64;
+    r.utilisation - mean >= STANDS_OUT
+}
+
 /// The saturated resources, the likeliest bottleneck first: the busiest,
 /// a quota the server is held to before the host's CPUs, the host's CPUs
 /// before a single CPU unless that one is busier by more than 2 points (a
@@ -115,6 +142,9 @@ pub fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'
         .iter()
         .filter(|b| ran_out(&points[b.at], b.resource, b.growth))
         .filter(|b| !neighbours(&points[b.at], b.resource))
+        .filter(|b| {
+            b.resource.kind != ResourceKind::OneCpu || one_cpu_is_a_limit(&points[b.at], b.resource)
+        })
         .copied()
         .collect();
     let rank = |r: &ResourceUse| {
@@ -199,11 +229,7 @@ fn how_busy(
         })
         .collect();
     evidence.push(format!("{} by step: {}", r.name, trend.join(" → ")));
-    let cpu = matches!(
-        r.kind,
-        ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota
-    );
-    if let Some((waited, share)) = points[at].run_delay_per_op().filter(|_| cpu) {
+    if let Some((waited, share)) = points[at].run_delay_per_op().filter(|_| r.kind.is_cpu()) {
         evidence.push(format!(
             "the server's threads waited for a CPU {} per operation at {} ({} of the response time; schedstat run delay)",
             Latency(waited),
@@ -219,7 +245,7 @@ fn how_busy(
     {
         evidence.push(format!(
             "demand {} per operation → X ≤ {}/s; the peak {}/s is {} of that bound",
-            Latency(Duration::from_secs_f64(d.seconds)),
+            Latency::secs(d.seconds),
             OpsPerSec(d.bound),
             OpsPerSec(p.throughput),
             Percent(p.throughput / d.bound)

@@ -24,7 +24,6 @@ use super::super::points::StepPoint;
 use super::waits::{WaitMeaning, Waits};
 use super::{memory_evidence, Bottleneck, BottleneckKind};
 use crate::units::{Bytes, Latency, OpsPerSec, Percent};
-use std::time::Duration;
 
 /// Share of the sessions' samples from which a wait names the limit.
 pub const DOMINANT: f64 = 0.3;
@@ -201,7 +200,7 @@ fn commit_time(p: &StepPoint, share: f64) -> Option<String> {
     Some(format!(
         "at {} about {waiting:.1} users waited on the log at any time: {} of each operation's {} response, at {}/s",
         load_text(p),
-        Latency(Duration::from_secs_f64(per_op)),
+        Latency::secs(per_op),
         Latency(p.response.mean),
         OpsPerSec(p.throughput)
     ))

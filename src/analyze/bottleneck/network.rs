@@ -62,8 +62,8 @@ pub fn loss(points: &[StepPoint], knee: Option<&Knee>) -> Option<Bottleneck> {
         Some(g) if hit.over_200ms < 0.005 || g.share > hit.over_200ms => format!(
             "{} of operations formed a slow group from {} up (its median {}) while the median was {}",
             Percent(g.share),
-            Latency(std::time::Duration::from_secs_f64(g.from_s)),
-            Latency(std::time::Duration::from_secs_f64(g.median_s)),
+            Latency::secs(g.from_s),
+            Latency::secs(g.median_s),
             Latency(hit.response.p50)
         ),
         _ => format!(

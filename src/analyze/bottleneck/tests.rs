@@ -93,6 +93,45 @@ fn a_saturated_pinned_cpu_is_the_bottleneck_whatever_the_last_step_does() {
     }
 }
 
+/// MariaDB at scale 1 on two CPUs it may both use: at the peak one CPU
+/// is 93% busy and the other 85% (the scheduler's scatter, the host 89%),
+/// then throughput falls, within the steps' noise, while the sessions wait
+/// on row locks and the CPUs ease: contention, not "cpu1".
+#[test]
+fn the_busier_of_two_cpus_a_server_may_use_is_not_its_limit() {
+    let xs = [350.0, 1865.0, 1364.0, 1341.0, 1455.0];
+    let mut points = curve(&xs);
+    for (i, p) in points.iter_mut().enumerate() {
+        let (one, other) = [
+            (0.61, 0.45),
+            (0.933, 0.855),
+            (0.84, 0.79),
+            (0.82, 0.81),
+            (0.82, 0.80),
+        ][i];
+        p.resources[0].servers = 2.0;
+        p.resources[0].utilisation = (one + other) / 2.0;
+        p.resources
+            .push(resource("cpu0", ResourceKind::OneCpu, 1.0, other));
+        p.resources
+            .push(resource("cpu1", ResourceKind::OneCpu, 1.0, one));
+        p.extras.server_cpus_allowed = Some(2.0);
+        p.interval_throughputs = (0..10)
+            .map(|k| p.throughput * if k % 2 == 0 { 0.88 } else { 1.12 })
+            .collect();
+        let locks = [5, 30, 74, 88, 93][i];
+        waits(p, &[("Lock:row lock", locks), ("CPU", 100 - locks)]);
+    }
+    let b = judge(points.clone()).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::SoftwareContention, "{b:?}");
+    // Held to cpu1 (its affinity), the same CPU is the limit.
+    for p in &mut points {
+        p.extras.server_cpus_allowed = Some(1.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.name, "cpu", "{b:?}");
+}
+
 /// A server held to half a CPU by its cgroup: named by its quota, with a
 /// what-if of a larger quota that the host can give.
 #[test]

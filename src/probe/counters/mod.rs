@@ -181,7 +181,8 @@ impl HostSnapshot {
             .map(|t| parse::interrupts_by_source(&t))
             .unwrap_or_default();
         let meminfo = root
-            .proc_file("meminfo")
+            .proc_text("meminfo")
+            .map(|t| std::io::Cursor::new(parse::meminfo_in_range(&t)))
             .and_then(|f| procfs_core::Meminfo::from_buf_read(f).ok());
         let vmstat = root
             .proc_file("vmstat")

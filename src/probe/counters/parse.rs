@@ -1,8 +1,31 @@
 //! Hand parsers for what procfs-core does not cover: the header/value
 //! table pairs of /proc/net/snmp and /proc/net/netstat, the `intr` line of
-//! /proc/stat, PSI lines, and the link attributes under /sys/class/net.
+//! /proc/stat, PSI lines, and the link attributes under /sys/class/net;
+//! and a guard on /proc/meminfo before procfs-core reads it.
 
 use std::collections::BTreeMap;
+
+/// /proc/meminfo without the lines whose size overflows 64 bits once its
+/// unit is applied (procfs-core multiplies unchecked): a damaged or hostile
+/// file (a fixture, a remote host's) loses those lines, not the process.
+pub fn meminfo_in_range(text: &str) -> String {
+    text.lines()
+        .filter(|line| {
+            let mut words = line.split_whitespace().skip(1);
+            let Some(Ok(value)) = words.next().map(str::parse::<u64>) else {
+                return true;
+            };
+            let scale: u64 = match words.next() {
+                Some("KiB" | "kiB" | "kB" | "KB") => 1 << 10,
+                Some("MiB" | "miB" | "MB" | "mB") => 1 << 20,
+                Some("GiB" | "giB" | "GB" | "gB") => 1 << 30,
+                _ => 1,
+            };
+            value.checked_mul(scale).is_some()
+        })
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
 
 /// The named section of an snmp-style file: a `Name: field field…` line
 /// followed by a `Name: value value…` line.

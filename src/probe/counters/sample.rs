@@ -250,6 +250,13 @@ impl HostSample {
 
     /// As [`between`](Self::between), with the elapsed time given (fixtures).
     pub fn between_over(a: &HostSnapshot, b: &HostSnapshot, seconds: f64) -> Self {
+        // Under a millisecond (or no number) is no interval to take rates
+        // over: a rate over it would be no finite number.
+        let seconds = if seconds.is_finite() && seconds >= 1e-3 {
+            seconds
+        } else {
+            0.0
+        };
         let rate = PerSecond(seconds);
         let (cpu, cpus, ctxt, procs_running) = match (&a.stat, &b.stat) {
             (Some(sa), Some(sb)) => (

@@ -106,11 +106,11 @@ impl ServerDir {
 impl Drop for ServerDir {
     fn drop(&mut self) {
         if self.keep {
-            eprintln!(
-                "kept the managed {}'s files in {}",
+            crate::util::err(format_args!(
+                "kept the managed {}'s files in {}\n",
                 self.server,
                 self.path.display()
-            );
+            ));
         } else {
             let _ = std::fs::remove_dir_all(&self.path);
         }

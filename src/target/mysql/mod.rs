@@ -83,7 +83,8 @@ pub fn connect_error(target: &MyTarget, e: &mysql_async::Error) -> PlanError {
 }
 
 pub(crate) async fn connect(target: &MyTarget) -> Result<Conn, PlanError> {
-    Conn::new(target.opts.clone())
+    tokio::time::timeout(super::HANDSHAKE, Conn::new(target.opts.clone()))
         .await
+        .map_err(|_| super::silent_peer("MySQL/MariaDB", &target.display))?
         .map_err(|e| connect_error(target, &e))
 }

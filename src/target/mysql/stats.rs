@@ -128,10 +128,10 @@ impl MyStats {
             }
         }
         if chosen.is_none() {
-            eprintln!(
-                "warning: no MariaDB wait classes for this run: {} (grant PROCESS to the user to see InnoDB's lock waits)",
+            crate::util::err(format_args!(
+                "warning: no MariaDB wait classes for this run: {} (grant PROCESS to the user to see InnoDB's lock waits)\n",
                 refusal.map_or_else(String::new, |e| e.to_string())
-            );
+            ));
         }
         let performance_schema = chosen.as_ref().is_some_and(|(_, ps)| *ps);
         Ok(MyStats {

@@ -140,9 +140,9 @@ pub(crate) async fn connect(
     target: &PgTarget,
     config: &tokio_postgres::Config,
 ) -> anyhow::Result<Client> {
-    let (client, connection) = config
-        .connect(NoTls)
+    let (client, connection) = tokio::time::timeout(super::HANDSHAKE, config.connect(NoTls))
         .await
+        .map_err(|_| super::silent_peer("PostgreSQL", &target.display))?
         .map_err(|e| connect_error(target, &e))?;
     tokio::spawn(connection);
     Ok(client)

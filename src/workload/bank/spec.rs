@@ -169,10 +169,10 @@ impl Kind for Bank {
         // A managed server lives until this function returns.
         let opened = Opened::open(&spec.target, &server)?;
         let scale = spec.scale;
-        println!(
-            "preparing the bank (scale {scale}) in {}",
+        crate::util::out(format_args!(
+            "preparing the bank (scale {scale}) in {}\n",
             opened.endpoint.display()
-        );
+        ));
         let mut started = Started {
             server: opened.server_processes(),
             endpoint: Some(opened.endpoint.clone()),
@@ -256,10 +256,10 @@ fn keep_probe(probe: anyhow::Result<crate::probe::DbProbe>) -> Option<crate::pro
     match probe {
         Ok(probe) => Some(probe),
         Err(e) => {
-            eprintln!(
-                "warning: no database statistics for this run: {}",
+            crate::util::err(format_args!(
+                "warning: no database statistics for this run: {}\n",
                 crate::util::one_line(&format!("{e:#}"))
-            );
+            ));
             None
         }
     }
@@ -277,19 +277,19 @@ fn merged(target: &serde_json::Value, load: serde_json::Value) -> serde_json::Va
 /// Prints how the bank was made ready and returns it for the store.
 fn load_setup(load: &LoadReport) -> serde_json::Value {
     if load.reused {
-        println!(
-            "reused the loaded bank (checked in {})",
+        crate::util::out(format_args!(
+            "reused the loaded bank (checked in {})\n",
             crate::units::Latency(load.elapsed)
-        );
+        ));
         serde_json::json!({ "reused": true, "seconds": load.elapsed.as_secs_f64() })
     } else {
         let rate = load.rows as f64 / load.elapsed.as_secs_f64().max(1e-9);
-        println!(
-            "loaded {} rows in {} ({:.0} rows/s)",
+        crate::util::out(format_args!(
+            "loaded {} rows in {} ({:.0} rows/s)\n",
             load.rows,
             crate::units::Latency(load.elapsed),
             rate
-        );
+        ));
         serde_json::json!({
             "reused": false,
             "rows": load.rows,

@@ -51,13 +51,25 @@ impl SqliteBank {
         timeout: Duration,
     ) -> anyhow::Result<(Self, LoadReport)> {
         let started = Instant::now();
-        let mut conn = open(path).with_context(|| {
-            format!(
-                "cannot open the SQLite database {}; check that its directory exists and is writable",
-                path.display()
+        let bad = |why: String| {
+            crate::error::PlanError::flag(
+                "--target",
+                format!("{} {why}", path.display()),
+                "give sqlite:PATH of a file in a writable directory (made when missing)",
             )
-        })?;
-        let existing = loaded_scale(&conn)?;
+        };
+        if path.is_dir() {
+            return Err(bad("is a directory, not a database file".to_string()).into());
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                return Err(bad(format!("is in {}, which does not exist", dir.display())).into());
+            }
+        }
+        let mut conn =
+            open(path).map_err(|e| bad(format!("cannot be opened as a SQLite database ({e})")))?;
+        let existing = loaded_scale(&conn)
+            .map_err(|e| bad(format!("is not a SQLite database perflab can use ({e:#})")))?;
         let bank = SqliteBank {
             path: path.to_path_buf(),
             timeout,
@@ -94,8 +106,21 @@ impl SqliteBank {
                 path.display()
             )));
         }
-        let conn = open(path)?;
-        if loaded_scale(&conn)?.is_none() {
+        // Looked at read-only: a file that holds no bank (empty, another
+        // database, not a database) is left exactly as it was.
+        let not_a_bank = |why: String| {
+            crate::error::PlanError::new(format!(
+                "{} {why}; give --target sqlite:PATH of a file a bank run loaded (`perflab run bank --target sqlite:PATH`)",
+                path.display()
+            ))
+        };
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| not_a_bank(format!("cannot be opened ({e})")))?;
+        let scale = loaded_scale(&conn).map_err(|e| {
+            not_a_bank(format!("is not a SQLite database perflab can read ({e:#})"))
+        })?;
+        drop(conn);
+        if scale.is_none() {
             anyhow::bail!(crate::error::PlanError::new(format!(
                 "{} holds no perflab bank; run `perflab run bank --target sqlite:{}` first",
                 path.display(),

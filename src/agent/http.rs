@@ -1,0 +1,365 @@
+//! The agent's HTTP/1.1 server, bounded in everything a client controls:
+//! a request's head is at most [`Limits::head_bytes`] and must arrive
+//! whole within [`Limits::deadline`] (a peer that trickles or says nothing
+//! is cut off then); at most [`Limits::connections`] are served at once
+//! (the next are answered 503 and closed, no thread spawned); one request
+//! per connection, no body read. A failure to accept or to start a thread
+//! is logged, once per kind, and survived: the agent never goes deaf.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a client may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Bytes of a request's line and headers.
+    pub head_bytes: usize,
+    /// Connections served at once.
+    pub connections: usize,
+    /// Time from accepting a connection to its whole request head, and to
+    /// write each part of the answer.
+    pub deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            head_bytes: 16 * 1024,
+            connections: 64,
+            deadline: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A request's head.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    /// The request target: path and query.
+    pub target: String,
+    /// Headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub peer: SocketAddr,
+}
+
+impl Request {
+    /// The first header of that (lower-case) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An answer: a status and a JSON body.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Response {
+    pub fn json(status: u16, body: impl Into<String>) -> Self {
+        Response {
+            status,
+            body: body.into(),
+        }
+    }
+}
+
+/// Answers requests on `listener` with `handle`, each connection on a
+/// thread of its own, until `stop` is set.
+pub fn serve(
+    listener: TcpListener,
+    limits: Limits,
+    stop: &AtomicBool,
+    handle: Arc<dyn Fn(&Request) -> Response + Send + Sync>,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut said = Said::default();
+    while !stop.load(Ordering::Relaxed) {
+        let (stream, peer) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            Err(e) => {
+                // Out of file descriptors, a connection reset before it
+                // was taken: said once, then waited out.
+                said.once("accept", &e);
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_write_timeout(Some(limits.deadline));
+        if open.fetch_add(1, Ordering::AcqRel) >= limits.connections {
+            open.fetch_sub(1, Ordering::AcqRel);
+            let mut stream = stream;
+            let _ = write_response(
+                &mut stream,
+                &Response::json(503, r#"{"error":"too many connections; try again"}"#),
+            );
+            continue;
+        }
+        let guard = Open(open.clone());
+        let handle = handle.clone();
+        let spawned = std::thread::Builder::new()
+            .name("perflab-agent-conn".to_string())
+            .spawn(move || {
+                let _guard = guard;
+                connection(stream, peer, limits, handle.as_ref());
+            });
+        if let Err(e) = spawned {
+            // The closure, with its guard, is dropped: the count goes back.
+            said.once("thread", &e);
+        }
+    }
+    Ok(())
+}
+
+/// Counts a connection as open until dropped.
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Failures said once per kind, so that a flood of them is one line each.
+#[derive(Default)]
+struct Said(Vec<&'static str>);
+
+impl Said {
+    fn once(&mut self, kind: &'static str, e: &std::io::Error) {
+        if !self.0.contains(&kind) {
+            self.0.push(kind);
+            crate::util::err(format_args!(
+                "perflab agent: cannot {} a connection ({e}); serving on\n",
+                if kind == "accept" {
+                    "accept"
+                } else {
+                    "start a thread for"
+                }
+            ));
+        }
+    }
+}
+
+/// Reads one request from `stream`, answers it, closes.
+fn connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    limits: Limits,
+    handle: &(dyn Fn(&Request) -> Response + Send + Sync),
+) {
+    let response = match read_head(&mut stream, limits) {
+        Ok(head) => match parse_head(&head, peer) {
+            Some(request) => handle(&request),
+            None => Response::json(400, r#"{"error":"not an HTTP/1 request"}"#),
+        },
+        Err(HeadError::TooLarge) => {
+            Response::json(431, r#"{"error":"the request head is too large"}"#)
+        }
+        // Too slow, or gone: nothing to answer.
+        Err(HeadError::Gone) => return,
+    };
+    let _ = write_response(&mut stream, &response);
+}
+
+enum HeadError {
+    TooLarge,
+    Gone,
+}
+
+/// A request's head, up to its blank line, within the limits.
+fn read_head(stream: &mut TcpStream, limits: Limits) -> Result<Vec<u8>, HeadError> {
+    let deadline = Instant::now() + limits.deadline;
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 2048];
+    loop {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or(HeadError::Gone)?;
+        stream
+            .set_read_timeout(Some(left))
+            .map_err(|_| HeadError::Gone)?;
+        let n = match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return Err(HeadError::Gone),
+            Ok(n) => n,
+        };
+        head.extend_from_slice(&buf[..n]);
+        if let Some(end) = find(&head, b"\r\n\r\n") {
+            head.truncate(end);
+            return Ok(head);
+        }
+        if head.len() > limits.head_bytes {
+            return Err(HeadError::TooLarge);
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The request line and headers; none when they are not HTTP/1.
+fn parse_head(head: &[u8], peer: SocketAddr) -> Option<Request> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let (method, target, version) = (first.next()?, first.next()?, first.next()?);
+    if first.next().is_some() || !version.starts_with("HTTP/1.") || !target.starts_with('/') {
+        return None;
+    }
+    let mut headers = Vec::new();
+    for line in lines {
+        let (name, value) = line.split_once(':')?;
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    Some(Request {
+        method: method.to_string(),
+        target: target.to_string(),
+        headers,
+        peer,
+    })
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+fn write_response(stream: &mut TcpStream, response: &Response) -> std::io::Result<()> {
+    write!(
+        stream,
+        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        response.status,
+        reason(response.status),
+        response.body.len()
+    )?;
+    stream.write_all(response.body.as_bytes())?;
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 9))
+    }
+
+    #[test]
+    fn a_request_head_is_parsed() {
+        let r = parse_head(
+            b"GET /v1/samples?since=3 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer abc",
+            peer(),
+        )
+        .unwrap();
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.target, "/v1/samples?since=3");
+        assert_eq!(r.header("authorization"), Some("Bearer abc"));
+        assert_eq!(r.header("host"), Some("x"));
+        for bad in [
+            &b""[..],
+            b"GET",
+            b"GET /x",
+            b"GET x HTTP/1.1",
+            b"GET /x SMTP/1.0",
+            b"GET /x HTTP/1.1 extra",
+            b"GET /x HTTP/1.1\r\nno colon",
+            b"\xff\xfe /x HTTP/1.1",
+        ] {
+            assert!(parse_head(bad, peer()).is_none(), "{bad:?}");
+        }
+    }
+
+    /// A server with `limits` on loopback, until its flag is set.
+    fn server(limits: Limits) -> (u16, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let handle: Arc<dyn Fn(&Request) -> Response + Send + Sync> =
+                Arc::new(|r: &Request| {
+                    Response::json(200, format!("{{\"target\":\"{}\"}}", r.target))
+                });
+            serve(listener, limits, &stopping, handle).unwrap();
+        });
+        (port, stop, thread)
+    }
+
+    fn ask(port: u16, bytes: &[u8]) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.write_all(bytes).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
+    /// A good request is answered; an endless header line is refused at
+    /// the head limit, not buffered; idle connections past the limit are
+    /// answered 503 without a thread, and once they are gone (cut off at
+    /// the deadline) the server answers again.
+    #[test]
+    fn requests_are_bounded_in_size_count_and_time() {
+        let limits = Limits {
+            head_bytes: 1024,
+            connections: 3,
+            deadline: Duration::from_millis(800),
+        };
+        let (port, stop, thread) = server(limits);
+        let ok = ask(port, b"GET /a HTTP/1.1\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.ends_with("{\"target\":\"/a\"}"), "{ok}");
+        let mut big = b"GET /a HTTP/1.1\r\nX: ".to_vec();
+        big.extend(std::iter::repeat_n(b'a', 64 * 1024));
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _ = s.write_all(&big);
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert!(out.starts_with("HTTP/1.1 431"), "{out}");
+        let idle: Vec<TcpStream> = (0..3)
+            .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let refused = ask(port, b"GET /b HTTP/1.1\r\n\r\n");
+        assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+        // The idle ones are cut off at the deadline; then there is room
+        // (asked again until then, for at most 30 s).
+        let started = Instant::now();
+        let again = loop {
+            let answer = ask(port, b"GET /c HTTP/1.1\r\n\r\n");
+            if answer.starts_with("HTTP/1.1 200") || started.elapsed() > Duration::from_secs(30) {
+                break answer;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert!(again.starts_with("HTTP/1.1 200"), "{again}");
+        drop(idle);
+        let garbage = ask(port, b"\x16\x03\x01\x00\xa5\r\n\r\n");
+        assert!(garbage.starts_with("HTTP/1.1 400"), "{garbage}");
+        stop.store(true, Ordering::Relaxed);
+        thread.join().unwrap();
+    }
+}
