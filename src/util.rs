@@ -1,7 +1,8 @@
 //! Small helpers below every other module, with no knowledge of perflab's
 //! domain: how a `Duration` is written in stored JSON, how an error chain
 //! is folded onto the one line the user sees, and how text reaches
-//! standard output and error without a closed pipe stopping the process. Anything here may be
+//! standard output and error without a closed pipe stopping the process;
+//! the process's interrupt flag, which long preparations look at. Anything here may be
 //! imported from anywhere; it imports nothing of the crate.
 
 /// Durations are stored in plans as seconds (f64), the unit of the JSON export.
@@ -61,6 +62,35 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
             .into()
     } else {
         text.into()
+    }
+}
+
+/// The process's interrupt flag: a command that honours Ctrl-C and SIGTERM
+/// registers them on it before it starts work, and every long phase —
+/// connecting, loading a database, starting a managed server, the sweep —
+/// looks at it.
+pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    INTERRUPT.get_or_init(Default::default).clone()
+}
+
+static INTERRUPT: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::OnceLock::new();
+
+/// The work was stopped by Ctrl-C or SIGTERM while `0` (`loading the
+/// bank`); nothing more is done.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted while {0}")]
+pub struct Interrupted(pub &'static str);
+
+/// An [`Interrupted`] error once the interrupt flag is set.
+pub fn check_interrupt(while_doing: &'static str) -> Result<(), Interrupted> {
+    let set = INTERRUPT
+        .get()
+        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
+    if set {
+        Err(Interrupted(while_doing))
+    } else {
+        Ok(())
     }
 }
 

@@ -38,9 +38,9 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         )
         .into());
     }
-    let remotes = start_remotes(common)?;
-    let mut store = Store::open(&common.store.store)?;
-    let interrupted = Arc::new(AtomicBool::new(false));
+    // Signals are honoured from here on, in every phase: reaching the
+    // probes and the target, loading, starting a managed server, the sweep.
+    let interrupted = crate::util::interrupt_flag();
     // Which signal stopped the run, for its reason and exit code.
     let signal = Arc::new(AtomicUsize::new(0));
     for (number, code) in [
@@ -52,6 +52,17 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         signal_hook::flag::register_usize(number, signal.clone(), number as usize)?;
         signal_hook::flag::register(number, interrupted.clone())?;
     }
+    let by_signal = |signal: &AtomicUsize| {
+        if signal.load(std::sync::atomic::Ordering::Relaxed)
+            == signal_hook::consts::SIGTERM as usize
+        {
+            ("SIGTERM", Exit::Terminated)
+        } else {
+            ("Ctrl-C", Exit::Interrupted)
+        }
+    };
+    let remotes = start_remotes(common)?;
+    let mut store = Store::open(&common.store.store)?;
     let ctx = RunContext {
         argv,
         started_at: SystemTime::now(),
@@ -62,7 +73,21 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         target: workload.target().redacted(),
         remotes,
     };
-    workload.start(&plan, ctx)
+    let signal_seen = ctx.signal.clone();
+    match workload.start(&plan, ctx) {
+        // Stopped before the sweep began: nothing was measured, nothing
+        // stored; a managed server is already stopped and removed.
+        Err(e) if e.chain().any(|c| c.is::<crate::util::Interrupted>()) => {
+            let (by, exit) = by_signal(&signal_seen);
+            let what = e
+                .chain()
+                .find(|c| c.is::<crate::util::Interrupted>())
+                .map_or_else(String::new, ToString::to_string);
+            crate::util::err(format_args!("error: {what} ({by}); nothing was measured\n"));
+            Ok(exit)
+        }
+        other => other,
+    }
 }
 
 impl Driver for RunContext<'_> {

@@ -543,3 +543,44 @@ fn sampler_cpu_while_loaded(url: &str, window: std::time::Duration) -> (f64, f64
     assert!(cpu1 > cpu0, "the sampler's thread ran");
     ((cpu1 - cpu0) as f64 / 1e9 / seconds, seconds, samples)
 }
+
+/// SIGTERM while a managed server starts and loads a large bank is
+/// honoured there, not after the load: one line saying what was under
+/// way, exit 143, the server stopped and its directory removed.
+#[test]
+fn sigterm_while_preparing_ends_the_run_and_removes_the_managed_server() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempdir();
+    let mut child = crate::support::perflab_process(dir.path())
+        .args(
+            "run bank --target postgres:managed --scale 200 --users 1 --warmup 0s --duration 1s"
+                .split_whitespace(),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("perflab starts");
+    // Until it names the managed server's directory (signals are honoured
+    // by then), at most 60 s of lines.
+    let mut lines = BufReader::new(child.stdout.take().expect("its output")).lines();
+    let mut files = None;
+    for line in lines.by_ref().take(50) {
+        let line = line.expect("a line");
+        if let Some(f) = line.split("files in ").nth(1) {
+            files = Some(f.trim().to_string());
+            break;
+        }
+    }
+    let files = files.expect("the managed server's directory is printed");
+    // SAFETY: signalling the child this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("perflab ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    contains(&err, "interrupted while");
+    contains(&err, "(SIGTERM); nothing was measured");
+    assert!(
+        !std::path::Path::new(&files).exists(),
+        "{files} was left behind"
+    );
+}

@@ -175,6 +175,8 @@ pub enum NotReady {
     Exited(String),
     /// It ran but did not answer before the deadline (the last error).
     Timeout(String),
+    /// Ctrl-C or SIGTERM came while it started.
+    Interrupted(crate::util::Interrupted),
 }
 
 impl ServerProcess {
@@ -223,6 +225,8 @@ impl ServerProcess {
             if let Some(status) = self.exited() {
                 return Err(NotReady::Exited(status));
             }
+            crate::util::check_interrupt("starting the managed server")
+                .map_err(NotReady::Interrupted)?;
             match ready() {
                 Ok(()) => return Ok(()),
                 Err(_) if Instant::now() < deadline => std::thread::sleep(every),

@@ -195,6 +195,7 @@ impl ManagedPostgres {
             Err(NotReady::Timeout(e)) => {
                 anyhow::bail!("the managed PostgreSQL did not accept connections in 60 s: {e}")
             }
+            Err(NotReady::Interrupted(i)) => Err(i.into()),
         }
     }
 

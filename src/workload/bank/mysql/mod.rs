@@ -186,6 +186,7 @@ async fn insert_accounts(target: &MyTarget, from: i64, to: i64) -> anyhow::Resul
     let mut conn = connect(target).await?;
     let mut start = from;
     while start <= to {
+        crate::util::check_interrupt("loading the bank")?;
         let end = (start + ROWS_PER_INSERT - 1).min(to);
         let mut sql = String::with_capacity(64 + 32 * ROWS_PER_INSERT as usize);
         sql.push_str("INSERT INTO accounts VALUES ");

@@ -171,6 +171,7 @@ async fn copy_accounts(
         let bid = (aid - 1) / ACCOUNTS_PER_BRANCH + 1;
         let _ = writeln!(chunk, "{aid}\t{bid}\t{balance}\t");
         if chunk.len() > (1 << 20) - 64 {
+            crate::util::check_interrupt("loading the bank")?;
             sink.send(Bytes::from(std::mem::take(&mut chunk))).await?;
             chunk.reserve(1 << 20);
         }
