@@ -104,7 +104,7 @@ fn database_at(path: &Path) -> Option<&'static str> {
     let mut file = std::fs::File::open(path).ok()?;
     let n = file.read(&mut head).ok()?;
     let head = &head[..n];
-    if head.starts_with(b"SQLite format 3\0") {
+    if head.starts_with(crate::store::SQLITE_MAGIC) {
         return Some("a SQLite database (a results store?)");
     }
     // The WAL's magic number, big-endian, either checksum order.

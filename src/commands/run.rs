@@ -52,15 +52,6 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         signal_hook::flag::register_usize(number, signal.clone(), number as usize)?;
         signal_hook::flag::register(number, interrupted.clone())?;
     }
-    let by_signal = |signal: &AtomicUsize| {
-        if signal.load(std::sync::atomic::Ordering::Relaxed)
-            == signal_hook::consts::SIGTERM as usize
-        {
-            ("SIGTERM", Exit::Terminated)
-        } else {
-            ("Ctrl-C", Exit::Interrupted)
-        }
-    };
     let remotes = start_remotes(common)?;
     let mut store = Store::open(&common.store.store)?;
     let ctx = RunContext {
@@ -78,7 +69,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         // Stopped before the sweep began: nothing was measured, nothing
         // stored; a managed server is already stopped and removed.
         Err(e) if e.chain().any(|c| c.is::<crate::util::Interrupted>()) => {
-            let (by, exit) = by_signal(&signal_seen);
+            let (by, exit) = by_signal(signal_seen.load(std::sync::atomic::Ordering::Relaxed));
             let what = e
                 .chain()
                 .find(|c| c.is::<crate::util::Interrupted>())
@@ -95,6 +86,16 @@ impl Driver for RunContext<'_> {
 
     fn drive<W: Workload>(self, workload: Arc<W>, started: Started) -> anyhow::Result<Exit> {
         execute(workload, started, self)
+    }
+}
+
+/// The name of the signal that stopped a run (0 or SIGINT: Ctrl-C), and
+/// the code to exit with.
+fn by_signal(signal: usize) -> (&'static str, Exit) {
+    if signal == signal_hook::consts::SIGTERM as usize {
+        ("SIGTERM", Exit::Terminated)
+    } else {
+        ("Ctrl-C", Exit::Interrupted)
     }
 }
 
@@ -379,11 +380,7 @@ fn finish(
     let check_failed = check.as_ref().is_some_and(|c| !c.passed);
     let (status, reason, exit) = match (&end, check_failed) {
         (SweepEnd::Interrupted, _) => {
-            let (by, exit) = if signal == signal_hook::consts::SIGTERM as usize {
-                ("SIGTERM", Exit::Terminated)
-            } else {
-                ("Ctrl-C", Exit::Interrupted)
-            };
+            let (by, exit) = by_signal(signal);
             (
                 RunStatus::Partial,
                 Some(format!("interrupted ({by}); the finished steps are stored")),

@@ -53,6 +53,9 @@ impl RunStatus {
     }
 }
 
+/// The first 16 bytes of every SQLite database file.
+pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
 /// An open results store.
 pub struct Store {
     conn: Connection,
@@ -138,7 +141,7 @@ impl Store {
         if n == 0 {
             return Err(refuse("an empty file, not a results store"));
         }
-        if n < head.len() || &head != b"SQLite format 3\0" {
+        if n < head.len() || &head != SQLITE_MAGIC {
             return Err(refuse("not a results store (not a SQLite database)"));
         }
         let version: i64 =

@@ -172,7 +172,7 @@ impl Target {
     /// given the results store's path): compared by their absolute paths,
     /// symbolic links resolved where the files exist.
     pub fn is_file(&self, path: &std::path::Path) -> bool {
-        let Target::Sqlite { path: own } = self else {
+        let Some(own) = self.file() else {
             return false;
         };
         let resolved = |p: &std::path::Path| {

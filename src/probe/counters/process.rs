@@ -317,37 +317,49 @@ mod tests {
         assert!(read_group(&HostRoot::live(), &none).is_empty());
     }
 
-    /// A child running at nice 10 has its user time counted as niced: the
-    /// host files it under `nice`.
-    #[test]
-    fn user_time_at_a_positive_nice_is_counted_as_niced() {
-        // A shell loop bounded in count (about a second of CPU), at nice 10.
-        let mut child = std::process::Command::new("nice")
+    /// A shell loop bounded in count (about a second of CPU), run by
+    /// `prefix` (`nice -n 10`, `taskset -c 0`).
+    fn busy_loop(prefix: &[&str]) -> std::process::Child {
+        std::process::Command::new(prefix[0])
+            .args(&prefix[1..])
             .args([
-                "-n",
-                "10",
                 "sh",
                 "-c",
                 "i=0; while [ $i -lt 1000000 ]; do i=$((i+1)); done",
             ])
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Process `pid`'s counters now and once `enough` holds of them (read
+    /// every 20 ms, at most 5 s: a loop may wait behind other tests).
+    fn read_until(
+        pid: u32,
+        enough: impl Fn(&GroupCounters) -> bool,
+    ) -> (GroupCounters, GroupCounters) {
         let group = ProcessGroup {
             label: "hog".to_string(),
-            selector: ProcessSelector::Pid(child.id()),
+            selector: ProcessSelector::Pid(pid),
         };
         let root = HostRoot::live();
         let before = read_group(&root, &group);
-        // Until it has run a few ticks (niced, it may wait behind other
-        // tests), at most 5 s.
         let start = std::time::Instant::now();
         let mut after = read_group(&root, &group);
-        while after.values().map(|p| p.utime).sum::<u64>() < 3
-            && start.elapsed() < std::time::Duration::from_secs(5)
-        {
+        while !enough(&after) && start.elapsed() < std::time::Duration::from_secs(5) {
             std::thread::sleep(std::time::Duration::from_millis(20));
             after = read_group(&root, &group);
         }
+        (before, after)
+    }
+
+    /// A child running at nice 10 has its user time counted as niced: the
+    /// host files it under `nice`.
+    #[test]
+    fn user_time_at_a_positive_nice_is_counted_as_niced() {
+        let mut child = busy_loop(&["nice", "-n", "10"]);
+        let (before, after) = read_until(child.id(), |c| {
+            c.values().map(|p| p.utime).sum::<u64>() >= 3
+        });
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(after.get(&child.id()).map(|p| p.nice), Some(10));
@@ -360,33 +372,13 @@ mod tests {
     /// other runs, and schedstat's run delay shows the wait.
     #[test]
     fn threads_waiting_for_a_cpu_are_counted_as_run_delay() {
-        let hog = || {
-            std::process::Command::new("taskset")
-                .args([
-                    "-c",
-                    "0",
-                    "sh",
-                    "-c",
-                    "i=0; while [ $i -lt 1000000 ]; do i=$((i+1)); done",
-                ])
-                .spawn()
-                .unwrap()
-        };
-        let (mut one, mut two) = (hog(), hog());
-        let group = ProcessGroup {
-            label: "hog".to_string(),
-            selector: ProcessSelector::Pid(one.id()),
-        };
-        let root = HostRoot::live();
-        let before = read_group(&root, &group);
-        let start = std::time::Instant::now();
-        let mut after = read_group(&root, &group);
-        while after.values().filter_map(|p| p.run_delay_ns).sum::<u64>() < 10_000_000
-            && start.elapsed() < std::time::Duration::from_secs(5)
-        {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            after = read_group(&root, &group);
-        }
+        let (mut one, mut two) = (
+            busy_loop(&["taskset", "-c", "0"]),
+            busy_loop(&["taskset", "-c", "0"]),
+        );
+        let (before, after) = read_until(one.id(), |c| {
+            c.values().filter_map(|p| p.run_delay_ns).sum::<u64>() >= 10_000_000
+        });
         for child in [&mut one, &mut two] {
             let _ = child.kill();
             let _ = child.wait();

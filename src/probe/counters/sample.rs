@@ -553,20 +553,28 @@ mod tests {
         }
     }
 
-    /// Two CPUs: cpu0 all the server's (nice 0), cpu1 all a nice-19 hog.
-    fn hog_beside_server(server_niced: f64) -> HostSample {
+    /// A host of these CPUs (all of them, their mean) whose server used
+    /// `user` of a CPU, `niced` of it at a nice value above 0.
+    fn host(cpus: Vec<CpuSample>, user: f64, niced: f64) -> HostSample {
+        let n = cpus.len() as f64;
+        let mean = |f: fn(&CpuSample) -> f64| cpus.iter().map(f).sum::<f64>() / n;
         HostSample {
             seconds: 1.0,
-            cpu: Some(cpu(0.5, 0.5)),
-            cpus: vec![cpu(1.0, 0.0), cpu(0.0, 1.0)],
+            cpu: Some(cpu(mean(|c| c.user), mean(|c| c.nice))),
             processes: vec![ProcessSample {
                 label: "server".to_string(),
-                cpu_user: 1.0,
-                cpu_niced: server_niced,
+                cpu_user: user,
+                cpu_niced: niced,
                 ..ProcessSample::default()
             }],
+            cpus,
             ..HostSample::default()
         }
+    }
+
+    /// Two CPUs: cpu0 all the server's, cpu1 all a nice-19 hog.
+    fn hog_beside_server(server_niced: f64) -> HostSample {
+        host(vec![cpu(1.0, 0.0), cpu(0.0, 1.0)], 1.0, server_niced)
     }
 
     #[test]
@@ -593,17 +601,7 @@ mod tests {
     /// counters show it used 0.3 CPU: the yielded share is what is left.
     #[test]
     fn the_groups_exact_cpu_bounds_what_ticks_give_to_others() {
-        let s = HostSample {
-            seconds: 1.0,
-            cpu: Some(cpu(0.02, 0.98)),
-            cpus: vec![cpu(0.02, 0.98), cpu(0.02, 0.98)],
-            processes: vec![ProcessSample {
-                label: "server".to_string(),
-                cpu_user: 0.3,
-                ..ProcessSample::default()
-            }],
-            ..HostSample::default()
-        };
+        let s = host(vec![cpu(0.02, 0.98), cpu(0.02, 0.98)], 0.3, 0.0);
         let yielded = s.cpu_yielded().unwrap();
         assert!((yielded - 0.85).abs() < 1e-9, "{yielded}");
         assert!((s.cpu_taken().unwrap() - 0.15).abs() < 1e-9);
