@@ -278,8 +278,10 @@ fn redact_parameters(text: &str) -> String {
     let mut i = 0;
     while let Some(eq) = text[i..].find('=').map(|e| i + e) {
         let name_start = text[..eq]
-            .rfind(|c: char| matches!(c, '?' | '&' | ';' | ',' | '/') || c.is_whitespace())
-            .map_or(0, |p| p + 1);
+            .char_indices()
+            .rev()
+            .find(|(_, c)| matches!(c, '?' | '&' | ';' | ',' | '/') || c.is_whitespace())
+            .map_or(0, |(p, c)| p + c.len_utf8());
         let value_start = eq + 1;
         let value_end = match bytes.get(value_start) {
             Some(&q @ (b'\'' | b'"')) => {
@@ -364,6 +366,8 @@ mod tests {
             "postgres://db:***@corp"
         );
         // Odd texts pass through whole, never panic.
+        // A separator of more than one byte (a no-break space) before a name.
+        assert_eq!(redact("a\u{a0}pwd=x"), "a\u{a0}pwd=***");
         for odd in [
             "",
             "=",
