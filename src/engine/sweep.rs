@@ -137,8 +137,9 @@ fn one_step<W: Workload>(
             total.refused += op.refused;
             // A timeout or a lost connection can strike after the server
             // committed: the outcome of those operations is unknown.
-            total.indeterminate +=
-                op.errors.count(ErrorKind::Timeout) + op.errors.count(ErrorKind::Connect);
+            total.indeterminate += op.errors.count(ErrorKind::Timeout)
+                + op.errors.count(ErrorKind::Connect)
+                + op.errors.count(ErrorKind::Reset);
         }
         if !step_ref
             .intervals
@@ -162,7 +163,8 @@ fn one_step<W: Workload>(
             StepStatus::Failed(reason) => {
                 let (tally, _) = step_ref.measured();
                 let all = tally.all_ops();
-                let lost = all.errors.count(ErrorKind::Connect);
+                let lost =
+                    all.errors.count(ErrorKind::Connect) + all.errors.count(ErrorKind::Reset);
                 let reason = reason.clone();
                 let end = if lost * 2 > all.error_count() {
                     SweepEnd::TargetLost {

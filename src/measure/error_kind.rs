@@ -4,7 +4,7 @@
 //! database's error code, an errno, an HTTP status): a worker records it on
 //! the hot path. It becomes text only where it is printed or stored, in the
 //! form stores have always held: `timeout`, `connect`, `busy`, `sql:40001`,
-//! `io:EIO`, `http:503`, `corrupt`. [`ErrorKind::parse`] reads that text
+//! `reset`, `io:EIO`, `http:503`, `corrupt`. [`ErrorKind::parse`] reads that text
 //! back. Errno names are Linux's (`errno(3)`, `asm-generic/errno-base.h`
 //! and `errno.h`).
 
@@ -17,6 +17,8 @@ pub enum ErrorKind {
     Timeout,
     /// Could not reach or open the target, or lost the connection.
     Connect,
+    /// The peer closed or reset the connection in the middle of a reply.
+    Reset,
     /// The target stayed busy (locked) through every retry.
     Busy,
     /// The database returned an error; the code names it (an SQLSTATE, a
@@ -38,6 +40,7 @@ impl ErrorKind {
         let kind = match text {
             "timeout" => ErrorKind::Timeout,
             "connect" => ErrorKind::Connect,
+            "reset" => ErrorKind::Reset,
             "busy" => ErrorKind::Busy,
             "corrupt" => ErrorKind::Corrupt,
             _ => {
@@ -62,6 +65,7 @@ impl fmt::Display for ErrorKind {
         match self {
             ErrorKind::Timeout => f.write_str("timeout"),
             ErrorKind::Connect => f.write_str("connect"),
+            ErrorKind::Reset => f.write_str("reset"),
             ErrorKind::Busy => f.write_str("busy"),
             ErrorKind::Sql(code) => write!(f, "sql:{code}"),
             ErrorKind::Io(errno) => match errno_name(*errno) {

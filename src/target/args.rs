@@ -35,6 +35,10 @@ pub struct ServerOptions {
     pub keep: bool,
     /// The CPUs it may run on (all when empty).
     pub cpus: Vec<usize>,
+    /// A managed web server: the loopback addresses it listens on
+    /// (127.0.0.1 when empty).
+    #[serde(default)]
+    pub addresses: Vec<std::net::IpAddr>,
 }
 
 impl TargetArgs {
@@ -75,7 +79,7 @@ impl TargetArgs {
         let cpus = self
             .pg_cpus
             .as_deref()
-            .map(parse_cpu_list)
+            .map(|t| parse_cpu_list(t, "--pg-cpus"))
             .transpose()?
             .unwrap_or_default();
         Ok((
@@ -84,6 +88,7 @@ impl TargetArgs {
                 settings,
                 keep: self.keep,
                 cpus,
+                addresses: Vec::new(),
             },
         ))
     }
@@ -106,15 +111,15 @@ pub fn validate_target(text: Option<&str>, default: &str) -> Result<Target, Plan
 /// perflab's own mask (`taskset -c 1 perflab … --pg-cpus 0` keeps the
 /// generator off the server's CPU) but not perflab's cpuset cgroup: a
 /// container's CPUs, which need not start at 0.
-fn parse_cpu_list(text: &str) -> Result<Vec<usize>, PlanError> {
+pub fn parse_cpu_list(text: &str, flag: &str) -> Result<Vec<usize>, PlanError> {
     let allowed = placeable_cpus();
     let shown = format_cpu_list(&allowed);
     let bad = |why: String| {
         PlanError::flag(
-            "--pg-cpus",
+            flag,
             why,
             &format!(
-                "give CPUs from {shown}, e.g. --pg-cpus {}",
+                "give CPUs from {shown}, e.g. {flag} {}",
                 allowed.first().copied().unwrap_or(0)
             ),
         )
@@ -227,9 +232,12 @@ mod tests {
         let allowed = placeable_cpus();
         assert!(!allowed.is_empty());
         let first = allowed[0].to_string();
-        assert_eq!(parse_cpu_list(&first).unwrap(), vec![allowed[0]]);
+        assert_eq!(
+            parse_cpu_list(&first, "--pg-cpus").unwrap(),
+            vec![allowed[0]]
+        );
         let outside = (0..).find(|c| !allowed.contains(c)).unwrap();
-        let err = parse_cpu_list(&format!("{first},{outside}"))
+        let err = parse_cpu_list(&format!("{first},{outside}"), "--pg-cpus")
             .unwrap_err()
             .to_string();
         assert!(
@@ -237,6 +245,6 @@ mod tests {
             "{err}"
         );
         assert!(err.contains(&format_cpu_list(&allowed)), "{err}");
-        assert!(parse_cpu_list("1-0").is_err());
+        assert!(parse_cpu_list("1-0", "--pg-cpus").is_err());
     }
 }

@@ -11,18 +11,19 @@
 // The schemes `--target` takes, written once for help texts and errors.
 macro_rules! schemes {
     () => {
-        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed or mysql://USER:PASS@HOST:PORT/DB"
+        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http://HOST:PORT/[,http://…] or nginx:managed"
     };
 }
 
 mod args;
+pub mod http;
 pub mod managed;
 pub mod mysql;
 mod open;
 pub mod postgres;
 pub mod settings;
 
-pub use args::{validate_target, ServerOptions, TargetArgs};
+pub use args::{parse_cpu_list, validate_target, ServerOptions, TargetArgs};
 pub use open::{Endpoint, Opened};
 
 use crate::error::PlanError;
@@ -42,6 +43,10 @@ pub enum Target {
     PostgresManaged,
     /// A MySQL or MariaDB server; the URL is only ever shown redacted.
     Mysql { url: String },
+    /// An HTTP server at one or more base URLs (one per adapter).
+    Http { bases: Vec<http::HttpBase> },
+    /// An nginx that perflab configures, starts and removes.
+    NginxManaged,
     /// No server: the `null` workload's in-process stand-in.
     InProcess,
 }
@@ -93,7 +98,15 @@ pub enum Kind {
     Sqlite,
     Postgres,
     Mysql,
+    Http,
     InProcess,
+}
+
+impl Kind {
+    /// Whether the kind is a database (the bank's targets).
+    pub fn is_database(self) -> bool {
+        matches!(self, Kind::Sqlite | Kind::Postgres | Kind::Mysql)
+    }
 }
 
 impl Target {
@@ -104,6 +117,8 @@ impl Target {
             Target::Postgres { .. } => (Kind::Postgres, false, false, false),
             Target::PostgresManaged => (Kind::Postgres, false, false, true),
             Target::Mysql { .. } => (Kind::Mysql, false, false, false),
+            Target::Http { .. } => (Kind::Http, false, false, false),
+            Target::NginxManaged => (Kind::Http, false, false, true),
             Target::InProcess => (Kind::InProcess, true, false, false),
         };
         Traits {
@@ -144,6 +159,14 @@ impl Target {
         }
         if text == "postgres:managed" {
             return Ok(Target::PostgresManaged);
+        }
+        if text == "nginx:managed" {
+            return Ok(Target::NginxManaged);
+        }
+        if text.starts_with("http://") || text.starts_with("https://") {
+            return Ok(Target::Http {
+                bases: http::parse_bases(text)?,
+            });
         }
         let scheme = text.split(':').next().unwrap_or_default();
         match scheme {
@@ -189,6 +212,12 @@ impl Target {
             Target::Sqlite { path } => format!("sqlite:{}", path.display()),
             Target::Postgres { url } | Target::Mysql { url } => redact(url),
             Target::PostgresManaged => "postgres:managed".to_string(),
+            Target::Http { bases } => bases
+                .iter()
+                .map(http::HttpBase::url)
+                .collect::<Vec<_>>()
+                .join(","),
+            Target::NginxManaged => "nginx:managed".to_string(),
             Target::InProcess => "in-process".to_string(),
         }
     }

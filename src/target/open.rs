@@ -3,6 +3,8 @@
 //! connection failure turned into one line. An [`Opened`] target keeps its
 //! managed server alive until it is dropped.
 
+use super::http::{HttpBase, ServerStatus};
+use super::managed::nginx::ManagedNginx;
 use super::managed::postgres::ManagedPostgres;
 use super::mysql::{self, MyTarget};
 use super::postgres::{self as pg, PgTarget};
@@ -22,6 +24,12 @@ pub enum Endpoint {
     Postgres(Box<PgTarget>),
     /// A MySQL or MariaDB server, credentials resolved.
     Mysql(MyTarget),
+    /// An HTTP server: its base URLs, each resolved to the address to
+    /// connect to, and its status page if one is known.
+    Http {
+        bases: Vec<(HttpBase, std::net::SocketAddr)>,
+        status: Option<String>,
+    },
     /// Nothing to connect to.
     InProcess,
 }
@@ -30,10 +38,25 @@ pub enum Endpoint {
 /// runs one (stopped and removed when this is dropped).
 pub struct Opened {
     pub endpoint: Endpoint,
-    managed: Option<ManagedPostgres>,
+    managed: Option<Managed>,
     /// What was set up, for the run's record (the managed server's version,
     /// CPUs and settings).
     pub setup: serde_json::Value,
+}
+
+/// A server perflab started for the run.
+enum Managed {
+    Postgres(ManagedPostgres),
+    Nginx(ManagedNginx),
+}
+
+impl Managed {
+    fn pid(&self) -> u32 {
+        match self {
+            Managed::Postgres(m) => m.pid(),
+            Managed::Nginx(m) => m.pid(),
+        }
+    }
 }
 
 impl Opened {
@@ -47,6 +70,48 @@ impl Opened {
             Target::InProcess => Endpoint::InProcess,
             Target::Postgres { url } => Endpoint::Postgres(Box::new(resolve_postgres(url)?)),
             Target::Mysql { url } => Endpoint::Mysql(resolve_mysql(url)?),
+            Target::Http { bases } => Endpoint::Http {
+                bases: resolve_http(bases)?,
+                status: None,
+            },
+            Target::NginxManaged => {
+                crate::util::out(format_args!("starting a managed nginx\n"));
+                let started = ManagedNginx::start(
+                    &server.settings,
+                    server.keep,
+                    &server.cpus,
+                    &server.addresses,
+                )?;
+                crate::util::out(format_args!(
+                    "nginx {} on {}, pid {}, files in {}\n",
+                    started.version,
+                    started.base_urls().join(", "),
+                    started.pid(),
+                    started.dir().display()
+                ));
+                setup = serde_json::json!({
+                    "managed_server": {
+                        "version": format!("nginx {}", started.version),
+                        "cpus": server.cpus,
+                        "settings": started
+                            .directives
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>(),
+                    }
+                });
+                let bases = started
+                    .base_urls()
+                    .iter()
+                    .map(|u| HttpBase::parse(u).map_err(anyhow::Error::msg))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let endpoint = Endpoint::Http {
+                    bases: resolve_http(&bases)?,
+                    status: Some(started.status_url()),
+                };
+                managed = Some(Managed::Nginx(started));
+                endpoint
+            }
             Target::PostgresManaged => {
                 crate::util::out(format_args!("starting a managed PostgreSQL\n"));
                 let started = ManagedPostgres::start(&server.settings, server.keep, &server.cpus)?;
@@ -68,7 +133,7 @@ impl Opened {
                     }
                 });
                 let endpoint = Endpoint::Postgres(Box::new(resolve_postgres(&started.url())?));
-                managed = Some(started);
+                managed = Some(Managed::Postgres(started));
                 endpoint
             }
         };
@@ -85,6 +150,14 @@ impl Opened {
             .as_ref()
             .map(|m| ProcessSelector::Tree(m.pid()))
     }
+
+    /// The directory a managed web server serves files from.
+    pub fn docroot(&self) -> Option<std::path::PathBuf> {
+        match &self.managed {
+            Some(Managed::Nginx(m)) => Some(m.docroot()),
+            _ => None,
+        }
+    }
 }
 
 impl Endpoint {
@@ -94,6 +167,11 @@ impl Endpoint {
             Endpoint::Sqlite(path) => path.display().to_string(),
             Endpoint::Postgres(t) => t.display.clone(),
             Endpoint::Mysql(t) => t.display.clone(),
+            Endpoint::Http { bases, .. } => bases
+                .iter()
+                .map(|(b, _)| b.url())
+                .collect::<Vec<_>>()
+                .join(", "),
             Endpoint::InProcess => "in-process".to_string(),
         }
     }
@@ -108,7 +186,10 @@ impl Endpoint {
             Endpoint::Mysql(t) => {
                 mysql::stats::MyStats::connect(t).and_then(|source| Ok(DbProbe::start(source)?))
             }
-            Endpoint::Sqlite(_) | Endpoint::InProcess => return None,
+            Endpoint::Http {
+                status: Some(url), ..
+            } => ServerStatus::connect(url).and_then(|source| Ok(DbProbe::start(source)?)),
+            Endpoint::Sqlite(_) | Endpoint::InProcess | Endpoint::Http { .. } => return None,
         };
         Some(started)
     }
@@ -126,7 +207,7 @@ impl Endpoint {
                 let _ = conn.disconnect().await;
                 s
             })),
-            Endpoint::Sqlite(_) | Endpoint::InProcess => None,
+            Endpoint::Sqlite(_) | Endpoint::InProcess | Endpoint::Http { .. } => None,
         }
     }
 }
@@ -149,6 +230,22 @@ fn resolve_postgres(url: &str) -> Result<PgTarget, PlanError> {
             "e.g. --target postgres://shop@localhost/shop",
         )
     })
+}
+
+/// Each base URL with the address it resolves to.
+fn resolve_http(bases: &[HttpBase]) -> Result<Vec<(HttpBase, std::net::SocketAddr)>, PlanError> {
+    bases
+        .iter()
+        .map(|b| {
+            b.resolve().map(|addr| (b.clone(), addr)).map_err(|e| {
+                PlanError::flag(
+                    "--target",
+                    e,
+                    "give a host name that resolves, or an address",
+                )
+            })
+        })
+        .collect()
 }
 
 /// A `mysql://` URL with the client library's environment variables.

@@ -12,6 +12,7 @@
 pub mod bank;
 pub mod null;
 mod registry;
+pub mod web;
 
 pub use registry::{names_text as registry_names, CheckChoice, RunChoice, Validated, NAMES};
 

@@ -135,4 +135,5 @@ pub fn names_text() -> String {
 workloads! {
     Bank = super::bank::Bank,
     Null = super::null::Null,
+    Web = super::web::Web,
 }

@@ -138,10 +138,18 @@ impl Kind for Bank {
                 "give 1 or more (default 10)",
             ));
         }
+        if !kind.is_database() {
+            return Err(PlanError::flag(
+                "--target",
+                format!("{} is not a database", target.redacted()),
+                "give sqlite:PATH, postgres://…, postgres:managed or mysql://… (perflab run web drives web servers)",
+            ));
+        }
         let ServerOptions {
             settings,
             keep,
             cpus,
+            ..
         } = server;
         Ok(BankSpec {
             target,
@@ -165,6 +173,7 @@ impl Kind for Bank {
             settings: spec.server_settings.clone(),
             keep: spec.keep,
             cpus: spec.server_cpus.clone(),
+            addresses: Vec::new(),
         };
         // A managed server lives until this function returns.
         let opened = Opened::open(&spec.target, &server)?;
@@ -207,7 +216,9 @@ impl Kind for Bank {
                 )?;
                 drive_server(prepared, spec, &opened, started, driver)
             }
-            Endpoint::InProcess => anyhow::bail!("the bank needs a database target"),
+            Endpoint::InProcess | Endpoint::Http { .. } => {
+                anyhow::bail!("the bank needs a database target")
+            }
         }
     }
 
@@ -226,7 +237,9 @@ impl Kind for Bank {
             Endpoint::Sqlite(path) => SqliteBank::existing(path)?.figures()?,
             Endpoint::Postgres(pg) => PgBank::existing((**pg).clone(), args.pgbench)?.figures()?,
             Endpoint::Mysql(my) => MyBank::existing(my.clone())?.figures()?,
-            Endpoint::InProcess => anyhow::bail!("the bank needs a database target"),
+            Endpoint::InProcess | Endpoint::Http { .. } => {
+                anyhow::bail!("the bank needs a database target")
+            }
         };
         Ok((
             format!("bank in {}", target.redacted()),

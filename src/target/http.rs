@@ -1,0 +1,298 @@
+//! HTTP targets: one or several base URLs (`http://10.0.1.1/,http://10.0.2.1/`,
+//! one per network adapter of the server, as in the seed's WebBench lab),
+//! parsed and checked once, and resolved to socket addresses before the
+//! run. Only `http://` is spoken today; `https://` is refused with one line
+//! until TLS is built.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// One base URL of an HTTP target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpBase {
+    /// The host as written (a name or an address; IPv6 without brackets).
+    pub host: String,
+    /// The TCP port (80 when the URL names none).
+    pub port: u16,
+    /// The path every request's path is appended to, ending in `/`.
+    pub path: String,
+}
+
+impl HttpBase {
+    /// Parses `http://HOST[:PORT][/PATH]`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let rest = if let Some(rest) = text.strip_prefix("http://") {
+            rest
+        } else if text.starts_with("https://") {
+            return Err(format!(
+                "'{text}': HTTPS is not spoken yet; give the server's plain http:// address"
+            ));
+        } else {
+            return Err(format!("'{text}' is not an http:// URL"));
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(slash) => (&rest[..slash], &rest[slash..]),
+            None => (rest, "/"),
+        };
+        if authority.contains('@') {
+            return Err(format!(
+                "'{}' holds credentials; perflab's HTTP requests send none",
+                super::redact(text)
+            ));
+        }
+        if path.contains(['?', '#']) || path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Err(format!(
+                "'{text}': a base URL's path may not hold a query, a fragment, spaces or control characters"
+            ));
+        }
+        let (host, port) = split_host_port(authority).ok_or_else(|| {
+            format!("'{text}' has no valid HOST[:PORT], e.g. http://127.0.0.1:8080/")
+        })?;
+        let mut path = path.to_string();
+        if !path.ends_with('/') {
+            path.push('/');
+        }
+        Ok(HttpBase { host, port, path })
+    }
+
+    /// The base as written back: `http://host:port/path/`.
+    pub fn url(&self) -> String {
+        if self.host.contains(':') {
+            format!("http://[{}]:{}{}", self.host, self.port, self.path)
+        } else {
+            format!("http://{}:{}{}", self.host, self.port, self.path)
+        }
+    }
+
+    /// `host:port`, as a Host header and a label carry it.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// The socket address to connect to (the first the name resolves to).
+    pub fn resolve(&self) -> Result<SocketAddr, String> {
+        (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {}: {e}", self.host))?
+            .next()
+            .ok_or_else(|| format!("{} resolves to no address", self.host))
+    }
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`; none when malformed.
+fn split_host_port(authority: &str) -> Option<(String, u16)> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?),
+        };
+        (host, port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    let valid_host = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'));
+    if !valid_host {
+        return None;
+    }
+    let port = match port {
+        Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0)?,
+        None => 80,
+    };
+    Some((host.to_string(), port))
+}
+
+/// Parses a comma-separated list of base URLs; at least one, no repeats.
+pub fn parse_bases(text: &str) -> Result<Vec<HttpBase>, String> {
+    let mut bases: Vec<HttpBase> = Vec::new();
+    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let base = HttpBase::parse(part)?;
+        if bases.contains(&base) {
+            return Err(format!("{} is given twice", base.url()));
+        }
+        bases.push(base);
+    }
+    if bases.is_empty() {
+        return Err(format!("'{text}' names no URL"));
+    }
+    Ok(bases)
+}
+
+/// A web server's own statistics page, read at every interval: nginx's
+/// `stub_status` (accepts, handled and requests as counters; active,
+/// reading, writing and waiting connections as gauges) or Apache's
+/// `server-status?auto` (`Total Accesses` as requests; busy and idle
+/// workers as gauges). Stored like a database's statistics.
+pub struct ServerStatus {
+    addr: SocketAddr,
+    path: String,
+}
+
+/// How long one read of a status page may take.
+const STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl ServerStatus {
+    /// The status page at `url` (`http://HOST:PORT/PATH`), checked by one read.
+    pub fn connect(url: &str) -> anyhow::Result<Self> {
+        let base = HttpBase::parse(url).map_err(|e| {
+            crate::error::PlanError::flag(
+                "--server-status",
+                e,
+                "e.g. --server-status http://127.0.0.1/nginx_status",
+            )
+        })?;
+        let mut status = ServerStatus {
+            addr: base.resolve().map_err(anyhow::Error::msg)?,
+            path: base.path.trim_end_matches('/').to_string(),
+        };
+        if status.path.is_empty() {
+            status.path.push('/');
+        }
+        status.read().map_err(|e| {
+            crate::error::PlanError::flag(
+                "--server-status",
+                format!("{url} gave no status page: {e}"),
+                "give nginx's stub_status or Apache's server-status?auto URL",
+            )
+        })?;
+        Ok(status)
+    }
+
+    /// One read of the page, parsed.
+    fn read(&mut self) -> anyhow::Result<BTreeMap<String, f64>> {
+        let text = super::managed::nginx::get_text(self.addr, &self.path, STATUS_TIMEOUT)
+            .map_err(anyhow::Error::msg)?;
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.split(' ').nth(1).unwrap_or_default();
+        if status != "200" {
+            anyhow::bail!(
+                "HTTP status {}",
+                if status.is_empty() { "none" } else { status }
+            );
+        }
+        parse_status(body).ok_or_else(|| {
+            anyhow::anyhow!("the page is neither stub_status nor server-status?auto")
+        })
+    }
+}
+
+/// The figures of an nginx `stub_status` or Apache `server-status?auto` page.
+pub fn parse_status(body: &str) -> Option<BTreeMap<String, f64>> {
+    let mut out = BTreeMap::new();
+    let mut lines = body.lines();
+    while let Some(line) = lines.next() {
+        let line = line.trim();
+        if let Some(n) = line.strip_prefix("Active connections:") {
+            out.insert("now_active".to_string(), n.trim().parse().ok()?);
+        } else if line.starts_with("server accepts handled requests") {
+            let numbers: Vec<f64> = lines
+                .next()?
+                .split_whitespace()
+                .map(|n| n.parse().ok())
+                .collect::<Option<_>>()?;
+            if numbers.len() < 3 {
+                return None;
+            }
+            for (name, n) in ["accepts", "handled", "requests"].iter().zip(numbers) {
+                out.insert(name.to_string(), n);
+            }
+        } else if line.starts_with("Reading:") {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for pair in words.chunks(2) {
+                if let [name, n] = pair {
+                    let name = name.trim_end_matches(':').to_ascii_lowercase();
+                    out.insert(format!("now_{name}"), n.parse().ok()?);
+                }
+            }
+        } else if let Some((name, value)) = line.split_once(':') {
+            let key = match name.trim() {
+                "Total Accesses" => "requests",
+                "BusyWorkers" => "now_busy_workers",
+                "IdleWorkers" => "now_idle_workers",
+                _ => continue,
+            };
+            out.insert(key.to_string(), value.trim().parse().ok()?);
+        }
+    }
+    out.contains_key("requests").then_some(out)
+}
+
+impl crate::probe::DbStatsSource for ServerStatus {
+    fn sample_waits(&mut self, _waits: &mut BTreeMap<String, u64>) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn counters(&mut self) -> anyhow::Result<BTreeMap<String, f64>> {
+        self.read()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_parse() {
+        let b = HttpBase::parse("http://127.0.0.1:8080").unwrap();
+        assert_eq!(
+            (b.host.as_str(), b.port, b.path.as_str()),
+            ("127.0.0.1", 8080, "/")
+        );
+        assert_eq!(b.url(), "http://127.0.0.1:8080/");
+        let b = HttpBase::parse("http://example.org/static").unwrap();
+        assert_eq!((b.port, b.path.as_str()), (80, "/static/"));
+        let b = HttpBase::parse("http://[::1]:81/").unwrap();
+        assert_eq!(
+            (b.host.as_str(), b.authority()),
+            ("::1", "[::1]:81".to_string())
+        );
+        let two = parse_bases("http://127.0.0.1:1/,http://127.0.0.2:1/").unwrap();
+        assert_eq!(two.len(), 2);
+    }
+
+    #[test]
+    fn status_pages_parse() {
+        let nginx = "Active connections: 291 \nserver accepts handled requests\n 16630948 16630948 31070465 \nReading: 6 Writing: 179 Waiting: 106 \n";
+        let s = parse_status(nginx).unwrap();
+        assert_eq!(s["requests"], 31070465.0);
+        assert_eq!(s["accepts"], 16630948.0);
+        assert_eq!(s["now_writing"], 179.0);
+        assert_eq!(s["now_active"], 291.0);
+        let apache = "Total Accesses: 42\nTotal kBytes: 1\nBusyWorkers: 3\nIdleWorkers: 7\n";
+        let s = parse_status(apache).unwrap();
+        assert_eq!((s["requests"], s["now_busy_workers"]), (42.0, 3.0));
+        assert!(parse_status("<html>hello</html>").is_none());
+        assert!(parse_status("server accepts handled requests\n 1 x 3\n").is_none());
+    }
+
+    #[test]
+    fn bad_urls_say_why() {
+        for (bad, says) in [
+            ("ftp://x/", "not an http:// URL"),
+            ("https://x/", "HTTPS"),
+            ("http://:80/", "HOST[:PORT]"),
+            ("http://x:0/", "HOST[:PORT]"),
+            ("http://x:99999/", "HOST[:PORT]"),
+            ("http://x/a?b=1", "query"),
+            ("http://u:pw@x/", "credentials"),
+            ("http://x/,http://x/", "twice"),
+            (",", "no URL"),
+        ] {
+            let err = parse_bases(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+            assert!(!err.contains("pw"), "{err}");
+        }
+    }
+}

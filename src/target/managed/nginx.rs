@@ -1,0 +1,383 @@
+//! An nginx perflab owns for the length of a run (`--target nginx:managed`):
+//! a fresh directory holding the configuration, the document root (which
+//! the workload fills), the logs and nginx's temporary files; nginx in the
+//! foreground (`daemon off`) as the `www-data` user when perflab is root,
+//! listening on a free port of each loopback address asked for, with
+//! `stub_status` at [`STATUS_PATH`] (loopback only); on drop a fast
+//! shutdown (SIGTERM) and the directory removed unless kept.
+//!
+//! `--nginx-set NAME=VALUE` sets one directive. Where it goes follows
+//! nginx's documentation of each directive's context: the main context
+//! ([`MAIN_DIRECTIVES`]), `events` ([`EVENTS_DIRECTIVES`]), else `http`.
+//! A setting replaces perflab's default of the same name.
+
+use super::{
+    find_programs, free_loopback_port, log_file, server_command, server_user, NotReady, ServerDir,
+    ServerProcess,
+};
+use crate::error::PlanError;
+use anyhow::Context;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long nginx may take to answer its status page.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a fast shutdown may take before nginx is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// nginx's error log, in its directory.
+const LOG: &str = "error.log";
+/// Where the managed nginx answers with `stub_status`.
+pub const STATUS_PATH: &str = "/perflab-nginx-status";
+
+/// Directives of nginx's main context.
+const MAIN_DIRECTIVES: &[&str] = &[
+    "worker_processes",
+    "worker_cpu_affinity",
+    "worker_priority",
+    "worker_rlimit_nofile",
+    "worker_shutdown_timeout",
+    "timer_resolution",
+    "pcre_jit",
+    "thread_pool",
+];
+/// Directives of nginx's `events` block.
+const EVENTS_DIRECTIVES: &[&str] = &[
+    "worker_connections",
+    "multi_accept",
+    "accept_mutex",
+    "accept_mutex_delay",
+    "use",
+];
+
+/// perflab's defaults, each replaced by a setting of the same name: as
+/// many workers as CPUs, connections enough for any sweep, the access
+/// log off (it would measure the log's disk), keep-alive connections
+/// that live through a whole run.
+const DEFAULTS: &[(&str, &str)] = &[
+    ("worker_processes", "auto"),
+    ("worker_rlimit_nofile", "65536"),
+    ("worker_connections", "16384"),
+    ("access_log", "off"),
+    ("sendfile", "on"),
+    ("tcp_nopush", "on"),
+    ("keepalive_requests", "10000000"),
+    ("keepalive_timeout", "300s"),
+    ("open_file_cache", "max=10000 inactive=60s"),
+];
+
+/// A running managed nginx. The process stops before its directory is
+/// removed (fields drop in order).
+pub struct ManagedNginx {
+    process: ServerProcess,
+    dir: ServerDir,
+    port: u16,
+    addresses: Vec<IpAddr>,
+    /// `nginx -v`.
+    pub version: String,
+    /// The directives as written into its configuration, in order.
+    pub directives: Vec<(String, String)>,
+}
+
+/// Finds the nginx program: on PATH or in /usr/sbin.
+pub fn find_nginx() -> Option<PathBuf> {
+    find_programs(&["nginx"], [PathBuf::from("/usr/sbin")]).map(|dir| dir.join("nginx"))
+}
+
+/// Checks a setting's name and value before anything is started: a name
+/// of letters, digits and `_`, a value without `;`, braces or newlines
+/// (it is written into the configuration as one directive).
+pub fn check_setting(name: &str, value: &str) -> Result<(), String> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!("'{name}' is not an nginx directive's name"));
+    }
+    if value.is_empty() || value.contains([';', '{', '}', '\n', '\r', '#']) {
+        return Err(format!(
+            "the value of {name} must be non-empty and hold no ';', '{{', '}}', '#' or line break"
+        ));
+    }
+    Ok(())
+}
+
+impl ManagedNginx {
+    /// Writes the configuration and starts nginx on `addresses` (loopback
+    /// addresses; 127.0.0.1 when empty), one free port for all.
+    pub fn start(
+        settings: &[(String, String)],
+        keep: bool,
+        cpus: &[usize],
+        addresses: &[IpAddr],
+    ) -> anyhow::Result<Self> {
+        let nginx = find_nginx().ok_or_else(|| {
+            PlanError::new(
+                "no nginx on PATH or in /usr/sbin; install it (apt-get install nginx-light) or give --target http://HOST:PORT/",
+            )
+        })?;
+        for (name, value) in settings {
+            check_setting(name, value).map_err(|e| {
+                PlanError::flag("--nginx-set", e, "e.g. --nginx-set worker_processes=2")
+            })?;
+        }
+        let addresses = if addresses.is_empty() {
+            vec![IpAddr::from([127, 0, 0, 1])]
+        } else {
+            addresses.to_vec()
+        };
+        if let Some(a) = addresses.iter().find(|a| !a.is_loopback()) {
+            return Err(PlanError::new(format!(
+                "a managed nginx listens on loopback addresses only, not {a}"
+            ))
+            .into());
+        }
+        let user = server_user("www-data", "nginx")?;
+        let dir = ServerDir::create("nginx", "nginx", user, keep)?;
+        for sub in ["html", "tmp"] {
+            let path = dir.path().join(sub);
+            std::fs::create_dir(&path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            if let Some((uid, gid)) = user {
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
+            }
+        }
+        let version = String::from_utf8_lossy(
+            &std::process::Command::new(&nginx)
+                .arg("-v")
+                .output()
+                .map(|o| o.stderr)
+                .unwrap_or_default(),
+        )
+        .trim()
+        .trim_start_matches("nginx version: ")
+        .to_string();
+        let port = free_loopback_port()?;
+        let directives = merged(settings);
+        let config = configuration(dir.path(), port, &addresses, &directives);
+        let conf_path = dir.path().join("nginx.conf");
+        std::fs::write(&conf_path, config)
+            .with_context(|| format!("cannot write {}", conf_path.display()))?;
+        let mut cmd = server_command(&nginx, user, cpus);
+        cmd.arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&conf_path)
+            .arg("-e")
+            .arg(dir.path().join(LOG));
+        cmd.stderr(log_file(&dir, LOG, user)?);
+        let process = ServerProcess::spawn(cmd, libc::SIGTERM, STOP_TIMEOUT, "nginx")?;
+        let mut server = ManagedNginx {
+            process,
+            dir,
+            port,
+            addresses,
+            version,
+            directives,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    /// Waits until every address answers the status page.
+    fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let addrs: Vec<SocketAddr> = self
+            .addresses
+            .iter()
+            .map(|a| SocketAddr::new(*a, self.port))
+            .collect();
+        let ready = || {
+            addrs
+                .iter()
+                .try_for_each(|addr| status_answers(*addr).map_err(|e| format!("{addr}: {e}")))
+        };
+        match self
+            .process
+            .wait_ready(START_TIMEOUT, Duration::from_millis(50), ready)
+        {
+            Ok(()) => Ok(()),
+            Err(NotReady::Exited(status)) => {
+                let emerg = self.dir.log_lines(LOG, "[emerg]");
+                Err(PlanError::new(format!(
+                    "the managed nginx did not start ({status}): {}; check the --nginx-set values",
+                    if emerg.is_empty() {
+                        "see its log".to_string()
+                    } else {
+                        emerg
+                    }
+                ))
+                .into())
+            }
+            Err(NotReady::Timeout(e)) => anyhow::bail!(
+                "the managed nginx did not answer in {} s: {e}",
+                START_TIMEOUT.as_secs()
+            ),
+            Err(NotReady::Interrupted(i)) => Err(i.into()),
+        }
+    }
+
+    /// The base URLs it serves, one per address.
+    pub fn base_urls(&self) -> Vec<String> {
+        self.addresses
+            .iter()
+            .map(|a| format!("http://{}/", SocketAddr::new(*a, self.port)))
+            .collect()
+    }
+
+    /// The URL of its `stub_status` page.
+    pub fn status_url(&self) -> String {
+        format!(
+            "http://{}{STATUS_PATH}",
+            SocketAddr::new(self.addresses[0], self.port)
+        )
+    }
+
+    /// The directory it serves files from.
+    pub fn docroot(&self) -> PathBuf {
+        self.dir.path().join("html")
+    }
+
+    /// The master process id (its workers are its children).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Where its files are.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// perflab's defaults with the settings put in their place: a setting of
+/// a default's name replaces it, others follow.
+fn merged(settings: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = DEFAULTS
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for (name, value) in settings {
+        match out.iter_mut().find(|(k, _)| k == name) {
+            Some(slot) => slot.1 = value.clone(),
+            None => out.push((name.clone(), value.clone())),
+        }
+    }
+    out
+}
+
+/// The configuration file's text.
+fn configuration(
+    dir: &Path,
+    port: u16,
+    addresses: &[IpAddr],
+    directives: &[(String, String)],
+) -> String {
+    let lines = |names: &dyn Fn(&str) -> bool| {
+        directives
+            .iter()
+            .filter(|(k, _)| names(k))
+            .map(|(k, v)| format!("{k} {v};\n"))
+            .collect::<String>()
+    };
+    let main = lines(&|k| MAIN_DIRECTIVES.contains(&k));
+    let events = lines(&|k| EVENTS_DIRECTIVES.contains(&k));
+    let http = lines(&|k| !MAIN_DIRECTIVES.contains(&k) && !EVENTS_DIRECTIVES.contains(&k));
+    let listen: String = addresses
+        .iter()
+        .map(|a| format!("        listen {};\n", SocketAddr::new(*a, port)))
+        .collect();
+    let d = dir.display();
+    format!(
+        "# Written by perflab for one run.\n\
+         daemon off;\n\
+         master_process on;\n\
+         pid {d}/nginx.pid;\n\
+         error_log {d}/{LOG} warn;\n\
+         {main}\
+         events {{\n{events}}}\n\
+         http {{\n\
+         default_type application/octet-stream;\n\
+         client_body_temp_path {d}/tmp/body;\n\
+         proxy_temp_path {d}/tmp/proxy;\n\
+         fastcgi_temp_path {d}/tmp/fastcgi;\n\
+         uwsgi_temp_path {d}/tmp/uwsgi;\n\
+         scgi_temp_path {d}/tmp/scgi;\n\
+         {http}\
+         server {{\n\
+         {listen}\
+         root {d}/html;\n\
+         location = {STATUS_PATH} {{\n\
+         stub_status;\n\
+         access_log off;\n\
+         allow 127.0.0.0/8;\n\
+         allow ::1;\n\
+         deny all;\n\
+         }}\n\
+         }}\n\
+         }}\n"
+    )
+}
+
+/// One GET of the status page: `Ok` on a 200 reply.
+fn status_answers(addr: SocketAddr) -> Result<(), String> {
+    let text = get_text(addr, STATUS_PATH, Duration::from_secs(2))?;
+    if text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200") {
+        Ok(())
+    } else {
+        Err(text.lines().next().unwrap_or_default().to_string())
+    }
+}
+
+/// A small GET with `Connection: close`, read whole (at most 64 KiB).
+pub fn get_text(addr: SocketAddr, path: &str, timeout: Duration) -> Result<String, String> {
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .and_then(|_| stream.set_write_timeout(Some(timeout)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut body = Vec::new();
+    stream
+        .take(64 * 1024)
+        .read_to_end(&mut body)
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_go_to_their_context_and_replace_defaults() {
+        let directives = merged(&[
+            ("worker_processes".into(), "2".into()),
+            ("sendfile".into(), "off".into()),
+            ("multi_accept".into(), "on".into()),
+        ]);
+        let conf = configuration(
+            Path::new("/tmp/x"),
+            8080,
+            &[IpAddr::from([127, 0, 0, 1]), IpAddr::from([127, 0, 0, 2])],
+            &directives,
+        );
+        let (before_events, rest) = conf.split_once("events {").unwrap();
+        let (events, http) = rest.split_once("http {").unwrap();
+        assert!(before_events.contains("worker_processes 2;"), "{conf}");
+        assert!(!conf.contains("worker_processes auto"), "{conf}");
+        assert!(events.contains("multi_accept on;"), "{conf}");
+        assert!(http.contains("sendfile off;"), "{conf}");
+        assert!(http.contains("listen 127.0.0.2:8080;"), "{conf}");
+        assert_eq!(conf.matches('{').count(), conf.matches('}').count());
+    }
+
+    #[test]
+    fn settings_cannot_inject_directives() {
+        assert!(check_setting("sendfile", "off").is_ok());
+        assert!(check_setting("sendfile", "off; user root").is_err());
+        assert!(check_setting("send file", "off").is_err());
+        assert!(check_setting("x", "}").is_err());
+        assert!(check_setting("x", "").is_err());
+    }
+}

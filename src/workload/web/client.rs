@@ -1,0 +1,447 @@
+//! One user's HTTP/1.1 connection, owned by its session: the request's
+//! bytes were built once before the run and are written as they are; the
+//! reply's head is parsed in place in the session's own buffer
+//! (`httparse`, no allocation), the body is read through that buffer and
+//! counted, and on a sampled share of replies checksummed (CRC-32) against
+//! the file set. No task or channel stands between the user and its
+//! socket, and after the first request a keep-alive exchange allocates
+//! nothing.
+//!
+//! Bodies are delimited by `Content-Length`, by chunked transfer coding
+//! (RFC 9112 §7.1; extensions and trailers skipped), or by the server
+//! closing the connection. A reused keep-alive connection the server
+//! closed while idle (nothing read back, or the write refused) is opened
+//! again once and the request repeated, as browsers do (RFC 9112 §9.3.1).
+
+use crate::measure::{ErrorKind, OpResult, Outcome};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The session's buffer: a reply's head must fit in it.
+pub const BUFFER: usize = 64 * 1024;
+/// How long a client waits for the server to close a connection it asked
+/// it to close.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// Most header lines of a reply.
+const MAX_HEADERS: usize = 64;
+
+/// What one exchange expects of the reply.
+#[derive(Debug, Clone, Copy)]
+pub struct Expect {
+    /// The body's length when the file's size is known.
+    pub size: Option<u64>,
+    /// The body's CRC-32 to compare, when this reply is verified.
+    pub checksum: Option<u32>,
+    /// A HEAD request: no body follows.
+    pub head: bool,
+    /// The request asked the server to close the connection.
+    pub close: bool,
+}
+
+/// A user's connection to one address.
+pub struct Client {
+    addr: SocketAddr,
+    stream: Option<TcpStream>,
+    buf: Box<[u8]>,
+    /// Bytes of the buffer holding data read and not yet used.
+    filled: usize,
+    /// An exchange began and did not end (its future was dropped at a
+    /// timeout): the connection's state is unknown and it is not reused.
+    in_exchange: bool,
+    /// Connections opened so far.
+    pub connects: u64,
+}
+
+/// How a reply's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Framing {
+    Length(u64),
+    Chunked,
+    UntilClose,
+    None,
+}
+
+/// What the head of a reply said.
+struct Head {
+    len: usize,
+    status: u16,
+    framing: Framing,
+    close: bool,
+}
+
+impl Client {
+    /// A client of `addr`; it connects on its first request.
+    pub fn new(addr: SocketAddr) -> Self {
+        Client {
+            addr,
+            stream: None,
+            buf: vec![0; BUFFER].into_boxed_slice(),
+            filled: 0,
+            in_exchange: false,
+            connects: 0,
+        }
+    }
+
+    /// Sends `request` and reads the whole reply.
+    pub async fn exchange(&mut self, request: &[u8], expect: Expect) -> Outcome {
+        if self.in_exchange {
+            self.stream = None;
+        }
+        self.in_exchange = true;
+        let mut outcome = self.attempt(request, expect).await;
+        if let Err(Retry) = outcome {
+            self.stream = None;
+            outcome = self.attempt(request, expect).await;
+        }
+        self.in_exchange = false;
+        outcome.unwrap_or_else(|Retry| Outcome::error(ErrorKind::Reset))
+    }
+
+    /// One try; `Err(Retry)` when a reused connection turned out closed
+    /// before the server read the request.
+    async fn attempt(&mut self, request: &[u8], expect: Expect) -> Result<Outcome, Retry> {
+        let reused = self.stream.is_some();
+        if !reused {
+            match TcpStream::connect(self.addr).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    self.stream = Some(s);
+                    self.connects += 1;
+                    self.filled = 0;
+                }
+                Err(_) => return Ok(Outcome::error(ErrorKind::Connect)),
+            }
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(Outcome::error(ErrorKind::Connect));
+        };
+        if let Err(e) = stream.write_all(request).await {
+            self.stream = None;
+            return if reused {
+                Err(Retry)
+            } else {
+                Ok(Outcome::error(io_kind(&e)))
+            };
+        }
+        let head = match self.read_head().await {
+            Ok(head) => head,
+            Err(HeadError::ClosedEarly) if reused => return Err(Retry),
+            Err(e) => {
+                self.stream = None;
+                return Ok(Outcome::error(e.kind()));
+            }
+        };
+        let outcome = self.read_body(&head, expect).await;
+        let intact = matches!(
+            outcome.result,
+            OpResult::Ok | OpResult::Error(ErrorKind::Http(_))
+        );
+        if !intact {
+            // Where the reply ends is unknown: the connection is not reused.
+            self.stream = None;
+        } else if head.close || expect.close {
+            self.finish_close().await;
+        }
+        Ok(outcome)
+    }
+
+    /// Reads until a whole head is in the buffer and parses it.
+    async fn read_head(&mut self) -> Result<Head, HeadError> {
+        loop {
+            if self.filled > 0 {
+                let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                let mut reply = httparse::Response::new(&mut headers);
+                match reply.parse(&self.buf[..self.filled]) {
+                    Ok(httparse::Status::Complete(len)) => return head_of(&reply, len),
+                    Ok(httparse::Status::Partial) if self.filled < self.buf.len() => {}
+                    Ok(httparse::Status::Partial) | Err(_) => return Err(HeadError::Garbage),
+                }
+            }
+            let Some(stream) = self.stream.as_mut() else {
+                return Err(HeadError::Reset);
+            };
+            match stream.read(&mut self.buf[self.filled..]).await {
+                Ok(0) if self.filled == 0 => return Err(HeadError::ClosedEarly),
+                Ok(0) => return Err(HeadError::Reset),
+                Ok(n) => self.filled += n,
+                Err(_) => return Err(HeadError::Reset),
+            }
+        }
+    }
+
+    /// Reads the body the head announced; the buffer keeps what follows it.
+    async fn read_body(&mut self, head: &Head, expect: Expect) -> Outcome {
+        let error_status = !(200..300).contains(&head.status);
+        let framing = if expect.head || head.status == 204 || head.status == 304 {
+            Framing::None
+        } else {
+            head.framing
+        };
+        // The announced length is checked before the body is read.
+        let announced = match (framing, expect.head, head.framing) {
+            (Framing::Length(n), _, _) | (_, true, Framing::Length(n)) => Some(n),
+            _ => None,
+        };
+        if !error_status {
+            if let (Some(want), Some(got)) = (expect.size, announced) {
+                if want != got {
+                    return Outcome::error(ErrorKind::Corrupt);
+                }
+            }
+        }
+        self.consume(head.len);
+        let mut hasher = expect
+            .checksum
+            .filter(|_| !error_status && !expect.head)
+            .map(|_| crc32fast::Hasher::new());
+        let body = match framing {
+            Framing::None => Ok(0),
+            Framing::Length(n) => self.read_exact_body(n, &mut hasher).await,
+            Framing::UntilClose => self.read_until_close(&mut hasher).await,
+            Framing::Chunked => self.read_chunked(&mut hasher).await,
+        };
+        let bytes = match body {
+            Ok(bytes) => bytes,
+            Err(kind) => return Outcome::error(kind),
+        };
+        if error_status {
+            return Outcome::error(ErrorKind::Http(head.status));
+        }
+        if !expect.head && expect.size.is_some_and(|want| want != bytes) {
+            return Outcome::error(ErrorKind::Corrupt);
+        }
+        if let (Some(hasher), Some(want)) = (hasher, expect.checksum) {
+            if hasher.finalize() != want {
+                return Outcome::error(ErrorKind::Corrupt);
+            }
+        }
+        Outcome {
+            bytes,
+            ..Outcome::ok()
+        }
+    }
+
+    /// Drops the first `n` bytes of the buffer's data.
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.filled);
+        self.buf.copy_within(n..self.filled, 0);
+        self.filled -= n;
+    }
+
+    /// Reads more into the buffer; the bytes read, 0 at the end of the stream.
+    async fn fill(&mut self) -> Result<usize, ErrorKind> {
+        if self.filled == self.buf.len() {
+            return Err(ErrorKind::Corrupt);
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(ErrorKind::Reset);
+        };
+        match stream.read(&mut self.buf[self.filled..]).await {
+            Ok(n) => {
+                self.filled += n;
+                Ok(n)
+            }
+            Err(e) => Err(io_kind(&e)),
+        }
+    }
+
+    /// Takes up to `max` body bytes from the buffer (reading if it is
+    /// empty); 0 at the end of the stream.
+    async fn take(
+        &mut self,
+        max: u64,
+        hasher: &mut Option<crc32fast::Hasher>,
+    ) -> Result<usize, ErrorKind> {
+        if self.filled == 0 && self.fill().await? == 0 {
+            return Ok(0);
+        }
+        let n = self.filled.min(usize::try_from(max).unwrap_or(usize::MAX));
+        if let Some(h) = hasher.as_mut() {
+            h.update(&self.buf[..n]);
+        }
+        self.consume(n);
+        Ok(n)
+    }
+
+    async fn read_exact_body(
+        &mut self,
+        length: u64,
+        hasher: &mut Option<crc32fast::Hasher>,
+    ) -> Result<u64, ErrorKind> {
+        let mut left = length;
+        while left > 0 {
+            match self.take(left, hasher).await? {
+                0 => return Err(ErrorKind::Reset),
+                n => left -= n as u64,
+            }
+        }
+        Ok(length)
+    }
+
+    async fn read_until_close(
+        &mut self,
+        hasher: &mut Option<crc32fast::Hasher>,
+    ) -> Result<u64, ErrorKind> {
+        let mut total = 0;
+        loop {
+            match self.take(u64::MAX, hasher).await? {
+                0 => {
+                    self.stream = None;
+                    return Ok(total);
+                }
+                n => total += n as u64,
+            }
+        }
+    }
+
+    /// Reads a chunked body: `SIZE[;ext]\r\n DATA \r\n` … `0\r\n` trailers `\r\n`.
+    async fn read_chunked(
+        &mut self,
+        hasher: &mut Option<crc32fast::Hasher>,
+    ) -> Result<u64, ErrorKind> {
+        let mut total: u64 = 0;
+        loop {
+            let line = self.line().await?;
+            let size_text = line.split(|&b| b == b';').next().unwrap_or_default();
+            let size = std::str::from_utf8(size_text)
+                .ok()
+                .and_then(|t| u64::from_str_radix(t.trim(), 16).ok())
+                .ok_or(ErrorKind::Corrupt)?;
+            let line_len = line.len();
+            self.consume(line_len);
+            if size == 0 {
+                // Trailer lines up to an empty one.
+                loop {
+                    let trailer = self.line().await?.len();
+                    self.consume(trailer);
+                    if trailer <= 2 {
+                        return Ok(total);
+                    }
+                }
+            }
+            total = total
+                .checked_add(self.read_exact_body(size, hasher).await?)
+                .ok_or(ErrorKind::Corrupt)?;
+            let crlf = self.line().await?.len();
+            if crlf > 2 {
+                return Err(ErrorKind::Corrupt);
+            }
+            self.consume(crlf);
+        }
+    }
+
+    /// The buffer's next line, `\n` included (read in as needed).
+    async fn line(&mut self) -> Result<&[u8], ErrorKind> {
+        loop {
+            if let Some(end) = self.buf[..self.filled].iter().position(|&b| b == b'\n') {
+                return Ok(&self.buf[..=end]);
+            }
+            if self.fill().await? == 0 {
+                return Err(ErrorKind::Reset);
+            }
+        }
+    }
+
+    /// Ends a connection that is not reused: when the server closes it
+    /// (it was asked to), its end holds the TIME_WAIT, so the client waits
+    /// for the close; otherwise the client closes.
+    async fn finish_close(&mut self) {
+        if let Some(mut stream) = self.stream.take() {
+            let mut scrap = [0u8; 512];
+            let drain = async {
+                while let Ok(n) = stream.read(&mut scrap).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            };
+            // A server that keeps the connection open despite being asked
+            // to close it is closed by the client.
+            let _ = tokio::time::timeout(CLOSE_WAIT, drain).await;
+        }
+        self.filled = 0;
+    }
+}
+
+/// A reused connection found closed: try once more on a new one.
+struct Retry;
+
+/// Why a reply's head could not be read.
+enum HeadError {
+    /// The connection ended before any byte of a reply.
+    ClosedEarly,
+    /// It ended or failed inside the reply.
+    Reset,
+    /// Not an HTTP reply, or a head larger than the buffer.
+    Garbage,
+}
+
+impl HeadError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            HeadError::ClosedEarly | HeadError::Reset => ErrorKind::Reset,
+            HeadError::Garbage => ErrorKind::Corrupt,
+        }
+    }
+}
+
+/// The parts of a parsed head the exchange needs.
+fn head_of(reply: &httparse::Response<'_, '_>, len: usize) -> Result<Head, HeadError> {
+    let status = reply.code.ok_or(HeadError::Garbage)?;
+    let mut length = None;
+    let mut chunked = false;
+    let mut close = reply.version == Some(0);
+    for h in reply.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or(HeadError::Garbage)?;
+            if length.is_some_and(|l| l != n) {
+                return Err(HeadError::Garbage);
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = h
+                .value
+                .rsplit(|&b| b == b',')
+                .next()
+                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let token = token.trim_ascii();
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    close = false;
+                }
+            }
+        }
+    }
+    let framing = match (chunked, length) {
+        (true, _) => Framing::Chunked,
+        (false, Some(n)) => Framing::Length(n),
+        (false, None) => {
+            close = true;
+            Framing::UntilClose
+        }
+    };
+    Ok(Head {
+        len,
+        status,
+        framing,
+        close,
+    })
+}
+
+/// The kind of a failed read or write.
+fn io_kind(e: &std::io::Error) -> ErrorKind {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::ConnectionRefused => ErrorKind::Connect,
+        K::TimedOut | K::WouldBlock => ErrorKind::Timeout,
+        _ => ErrorKind::Reset,
+    }
+}
