@@ -20,6 +20,9 @@ if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ] \
     || ! command -v mariadb-install-db >/dev/null 2>&1; then
     need_apt+=(mariadb-server mariadb-client)
 fi
+# The web workload's tests start their own nginx (nginx-light is enough:
+# it has stub_status).
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)
 # The node_exporter probe is tested against a real exporter on loopback.
 command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
 # The HTML report is opened in a real headless browser.

@@ -17,3 +17,4 @@ mod qdisc;
 mod report;
 mod stored;
 mod support;
+mod web;

@@ -180,6 +180,15 @@ impl FileSet {
             .min(self.files.len() - 1)
     }
 
+    /// The index of the file drawn most often.
+    pub fn most_requested(&self) -> usize {
+        self.files
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.weight.total_cmp(&b.1.weight))
+            .map_or(0, |(i, _)| i)
+    }
+
     /// Each class's share of requests (0 to 1), by [`CLASS_NAMES`].
     pub fn class_shares(&self) -> [f64; 4] {
         let total: f64 = self.files.iter().map(|f| f.weight).sum();

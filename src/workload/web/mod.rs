@@ -15,7 +15,7 @@ pub mod fileset;
 
 use super::{CheckReport, Driver, Kind, OpCounts, Session, Started, Workload};
 use crate::error::PlanError;
-use crate::measure::Outcome;
+use crate::measure::{ErrorKind, OpResult, Outcome};
 use crate::plan::Plan;
 use crate::target::{parse_cpu_list, Endpoint, Opened, ServerOptions, Target};
 use client::{Client, Expect};
@@ -279,6 +279,7 @@ impl Kind for Web {
             None => None,
         };
         let workload = Shared::new(spec, files, bases)?;
+        workload.preflight(bases)?;
         let started = Started {
             setup: Some(merged(
                 &opened.setup,
@@ -442,6 +443,8 @@ struct Shared {
     verify_below: u64,
     head: bool,
     close: bool,
+    /// perflab generated the set (a server not managed must have been given its files).
+    files_generated: bool,
 }
 
 impl Shared {
@@ -504,7 +507,72 @@ impl Shared {
             verify_below: (spec.verify_share * 4_294_967_296.0) as u64,
             head: spec.method == Method::Head,
             close: spec.connection == Connection::Close,
+            files_generated: spec.fileset.generated(),
         })
+    }
+}
+
+impl Shared {
+    /// Requests the set's most requested file once at every address
+    /// before the run, so that a server that is not there, does not speak
+    /// HTTP or does not serve the set ends in one line, not a sweep of
+    /// errors. Each exchange has [`crate::target::HANDSHAKE`] to finish.
+    fn preflight(
+        &self,
+        bases: &[(crate::target::http::HttpBase, SocketAddr)],
+    ) -> Result<(), PlanError> {
+        let file = self.files.most_requested();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| PlanError::new(format!("cannot start a runtime: {e}")))?;
+        for (a, (base, addr)) in bases.iter().enumerate() {
+            let mut client = Client::new(*addr);
+            let f = &self.files.files[file];
+            // Only that it speaks HTTP and serves the path: a file served
+            // wrong is the run's to count (as corrupt), not a reason to refuse it.
+            let expect = Expect {
+                size: None,
+                checksum: None,
+                head: self.head,
+                close: self.close,
+            };
+            let request = &self.requests[a * self.files.files.len() + file];
+            let outcome = runtime.block_on(async {
+                tokio::time::timeout(crate::target::HANDSHAKE, client.exchange(request, expect))
+                    .await
+                    .unwrap_or(Outcome::error(ErrorKind::Timeout))
+            });
+            let url = format!("{}{}", base.url(), f.path);
+            let why = match outcome.result {
+                OpResult::Ok | OpResult::Refused => continue,
+                OpResult::Error(ErrorKind::Connect) => format!(
+                    "nothing accepts connections at {addr}; is the server running and listening there?"
+                ),
+                OpResult::Error(ErrorKind::Timeout) => format!(
+                    "{addr} accepted the connection but sent no HTTP reply to GET {url} within {} s; is it a web server, and not overloaded?",
+                    crate::target::HANDSHAKE.as_secs()
+                ),
+                OpResult::Error(ErrorKind::Http(404)) if self.files_generated => format!(
+                    "{url} answered 404: the server does not serve perflab's file set; run with --target nginx:managed, or copy the files it writes (--keep) to your server"
+                ),
+                OpResult::Error(ErrorKind::Http(status)) => {
+                    format!("GET {url} answered HTTP {status}; give a file set the server serves")
+                }
+                OpResult::Error(ErrorKind::Corrupt) => format!(
+                    "{addr} did not answer GET {url} with an HTTP reply (is it a TLS port, or another protocol's server?)"
+                ),
+                OpResult::Error(kind) => format!(
+                    "GET {url} failed ({kind}): the server closed the connection; is it a web server (not a TLS port)?"
+                ),
+            };
+            return Err(PlanError::flag(
+                "--target",
+                why,
+                "see perflab run web --help",
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,336 @@
+//! The web workload against real nginx servers on loopback: a managed one
+//! (perflab writes the files, starts and removes it) and one a test starts
+//! with the library, whose files the test then damages or whose processes
+//! it kills.
+
+use crate::support::{
+    contains, last_export, perflab_expect, perflab_ok, spawn_until_steps, tempdir,
+};
+use perflab::target::managed::nginx::ManagedNginx;
+use perflab::workload::web::fileset::{FileSet, FileSetSpec, CLASS_NAMES, SPECWEB_CLASS_SHARES};
+use std::collections::BTreeMap;
+
+const SHORT: &str = "--warmup 1s --duration 3s";
+
+/// Requests of each operation over a step's measured intervals, from the export.
+fn measured_ops(
+    export: &serde_json::Value,
+    step: usize,
+) -> BTreeMap<String, (u64, u64, BTreeMap<String, u64>)> {
+    let mut out = BTreeMap::new();
+    for op in export["steps"][step]["ops"].as_array().unwrap() {
+        let errors: BTreeMap<String, u64> = op["errors"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+            .collect();
+        out.insert(
+            op["name"].as_str().unwrap().to_string(),
+            (
+                op["ok"].as_u64().unwrap(),
+                op["bytes"].as_u64().unwrap(),
+                errors,
+            ),
+        );
+    }
+    out
+}
+
+/// Sum of a stub_status counter, and of perflab's operations, over every interval of a step.
+fn server_and_client_counts(export: &serde_json::Value, step: usize, counter: &str) -> (f64, u64) {
+    let mut server = 0.0;
+    let mut client = 0;
+    for i in export["steps"][step]["intervals"].as_array().unwrap() {
+        client += i["ok"].as_u64().unwrap()
+            + i["refused"].as_u64().unwrap()
+            + i["errors"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|v| v.as_u64().unwrap())
+                .sum::<u64>();
+        server += i["db"]["counters"][counter].as_f64().unwrap_or(0.0);
+    }
+    (server, client)
+}
+
+/// The directory a managed server's files were in, from its start line.
+fn files_dir(out: &str) -> std::path::PathBuf {
+    out.lines()
+        .find_map(|l| l.split("files in ").nth(1))
+        .expect("the server's directory is printed")
+        .trim()
+        .into()
+}
+
+#[test]
+fn a_managed_nginx_serves_specweb_with_its_class_shares_and_every_body_verified() {
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        "run web --target nginx:managed --fileset specweb:2 --users 4 --verify-share 1 --nginx-set worker_processes=2 --warmup 1s --duration 4s",
+    );
+    contains(&out, "wrote 72 files");
+    let export = last_export(dir.path());
+    let ops = measured_ops(&export, 0);
+    let total: u64 = ops.values().map(|(ok, _, _)| ok).sum();
+    assert!(
+        total >= 50_000,
+        "{total} requests: too few to judge the shares"
+    );
+    for (name, share) in CLASS_NAMES.iter().zip(SPECWEB_CLASS_SHARES) {
+        let (ok, bytes, errors) = &ops[*name];
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        let got = *ok as f64 / total as f64 * 100.0;
+        assert!(
+            (got - share).abs() < 1.0,
+            "{name}: {got:.2}% of requests, SPECweb gives {share}%"
+        );
+        assert!(*bytes > 0);
+    }
+    // Every class was named as the set names it.
+    let names: Vec<&str> = ops.keys().map(String::as_str).collect();
+    let mut want: Vec<&str> = CLASS_NAMES.to_vec();
+    want.sort();
+    assert_eq!(names, want);
+    // nginx's own count of requests matches perflab's: the pre-flight
+    // request and one status read per interval are the difference.
+    let (served, sent) = server_and_client_counts(&export, 0, "requests");
+    let intervals = export["steps"][0]["intervals"].as_array().unwrap().len() as f64;
+    assert!(
+        served >= sent as f64 && served - sent as f64 <= intervals + 2.0,
+        "nginx counted {served} requests, perflab sent {sent}"
+    );
+    // The server's processes (master and workers) were followed.
+    contains(&out, "server cpu");
+    assert_eq!(
+        export["run"]["setup"]["fileset"]["files"],
+        serde_json::json!(72)
+    );
+    let files = files_dir(&out);
+    assert!(!files.exists(), "{} was left behind", files.display());
+}
+
+#[test]
+fn a_connection_per_request_opens_as_many_connections_as_requests() {
+    let dir = tempdir();
+    perflab_ok(
+        dir.path(),
+        &format!("run web --fileset webbench --connection close --users 2 {SHORT}"),
+    );
+    let export = last_export(dir.path());
+    let (accepts, sent) = server_and_client_counts(&export, 0, "accepts");
+    let errors: u64 = measured_ops(&export, 0)
+        .values()
+        .map(|(_, _, e)| e.values().sum::<u64>())
+        .sum();
+    assert_eq!(errors, 0);
+    assert!(sent > 1000, "{sent}");
+    // Plus the pre-flight's connection and one per status read.
+    let intervals = export["steps"][0]["intervals"].as_array().unwrap().len() as f64;
+    assert!(
+        accepts >= sent as f64 && accepts - sent as f64 <= intervals + 2.0,
+        "nginx accepted {accepts} connections for {sent} requests"
+    );
+}
+
+#[test]
+fn users_are_split_over_two_addresses_and_counted_per_address() {
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run web --nginx-listen 127.0.0.1,127.0.0.2 --users 4 {SHORT}"),
+    );
+    contains(&out, "@127.0.0.2:");
+    let ops = measured_ops(&last_export(dir.path()), 0);
+    let per_address = |a: &str| -> u64 {
+        ops.iter()
+            .filter(|(k, _)| k.ends_with(&format!("@{a}")) || k.contains(&format!("@{a}:")))
+            .map(|(_, v)| v.0)
+            .sum()
+    };
+    let (one, two) = (per_address("127.0.0.1"), per_address("127.0.0.2"));
+    assert!(one > 0 && two > 0, "{ops:?}");
+    let ratio = one as f64 / two as f64;
+    assert!(
+        (0.7..1.43).contains(&ratio),
+        "2 users each should do about as much: {one} vs {two}"
+    );
+}
+
+/// A server the test owns: nginx started with the library, SPECweb's
+/// files written into its document root.
+fn own_server() -> (ManagedNginx, FileSet) {
+    let server = ManagedNginx::start(&[], false, &[], &[])
+        .expect("nginx starts (apt-get install nginx-light)");
+    let set = FileSet::build(&FileSetSpec::Specweb { dirs: 1 }).unwrap();
+    set.write_into(&server.docroot()).unwrap();
+    (server, set)
+}
+
+#[test]
+fn a_damaged_file_is_caught_as_corrupt_and_a_missing_one_as_404() {
+    let (server, set) = own_server();
+    let root = server.docroot();
+    // The most requested file of class 1 gets other bytes of the same
+    // length; class 0's most requested is removed.
+    let pick = |class: usize| {
+        set.files
+            .iter()
+            .filter(|f| f.class == class)
+            .max_by(|a, b| a.weight.total_cmp(&b.weight))
+            .unwrap()
+            .clone()
+    };
+    let (damaged, missing) = (pick(1), pick(0));
+    let path = root.join(&damaged.path);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::remove_file(root.join(&missing.path)).unwrap();
+    let dir = tempdir();
+    let base = &server.base_urls()[0];
+    perflab_ok(
+        dir.path(),
+        &format!("run web --target {base} --fileset specweb:1 --verify-share 1 --users 2 --max-error-rate 100% {SHORT}"),
+    );
+    let ops = measured_ops(&last_export(dir.path()), 0);
+    let corrupt = ops["1-10KiB"].2.get("corrupt").copied().unwrap_or(0);
+    let not_found = ops["<1KiB"].2.get("http:404").copied().unwrap_or(0);
+    assert!(corrupt > 100, "{ops:?}");
+    assert!(not_found > 100, "{ops:?}");
+    // Nothing else failed.
+    assert!(
+        ops["10-100KiB"].2.is_empty() && ops[">=100KiB"].2.is_empty(),
+        "{ops:?}"
+    );
+    let shown = perflab_ok(dir.path(), "show last");
+    contains(&shown, "corrupt");
+}
+
+#[test]
+fn a_killed_server_ends_the_run_with_the_steps_before_intact() {
+    let (server, _set) = own_server();
+    let dir = tempdir();
+    let base = &server.base_urls()[0];
+    let child = spawn_until_steps(
+        dir.path(),
+        &format!("run web --target {base} --fileset specweb:1 --users 1,2,3,4,5,6,7,8 --warmup 0s --duration 1s"),
+        2,
+    );
+    // nginx's master and its workers, all killed at once.
+    let master = server.pid() as i32;
+    let mut victims = vec![master];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if ppid == Some(master) {
+            victims.push(pid);
+        }
+    }
+    for &pid in &victims {
+        // SAFETY: signalling the nginx processes this test started, by PID.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(
+        victims.len() >= 2,
+        "nginx's master and a worker: {victims:?}"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = perflab_ok(dir.path(), "runs");
+    contains(&runs, "partial");
+    let shown = perflab_ok(dir.path(), "show last");
+    contains(&shown, "lost the target");
+    let export = last_export(dir.path());
+    let steps = export["steps"].as_array().unwrap();
+    assert!(steps.len() >= 2, "the steps before the kill are kept");
+    let first = measured_ops(&export, 0);
+    assert!(first.values().all(|(_, _, e)| e.is_empty()), "{first:?}");
+}
+
+#[test]
+fn bad_web_input_gets_one_line_and_exit_2() {
+    let dir = tempdir();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let urls = dir.path().join("urls.txt");
+    std::fs::write(&urls, "/index.html 5\n/a.png heavy\n").unwrap();
+    let empty = tempdir();
+    // A port that speaks something else than HTTP: it answers garbage.
+    let garbage = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let garbage_port = garbage.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        // Bounded: serves a few connections, then ends.
+        for stream in garbage.incoming().take(4).flatten() {
+            let mut s = stream;
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"\x15\x03\x01\x00\x02\x02\x46");
+        }
+    });
+    for (args, says) in [
+        (
+            "run web --target http://127.0.0.1:notaport/".to_string(),
+            "--target",
+        ),
+        ("run web --target https://127.0.0.1:1/".to_string(), "HTTPS"),
+        (
+            format!(
+                "run web --target http://127.0.0.1:{closed}/ --urls {}",
+                urls.display()
+            ),
+            "line 2",
+        ),
+        (
+            format!(
+                "run web --target http://127.0.0.1:{closed}/ --fileset tree:{}",
+                empty.path().display()
+            ),
+            "holds no files",
+        ),
+        (
+            format!("run web --target http://127.0.0.1:{closed}/ {SHORT}"),
+            "nothing accepts connections",
+        ),
+        (
+            format!("run web --target http://127.0.0.1:{garbage_port}/ {SHORT}"),
+            "HTTP reply",
+        ),
+        (
+            "run web --target http://127.0.0.1:1/ --nginx-set worker_processes=2".to_string(),
+            "--nginx-set",
+        ),
+        ("run web --nginx-set 'a=b;'".to_string(), "--nginx-set"),
+        ("run web --verify-share 2".to_string(), "--verify-share"),
+        ("run web --header Host:x".to_string(), "--header"),
+        (
+            "run bank --target nginx:managed".to_string(),
+            "not a database",
+        ),
+    ] {
+        let (_, err) = perflab_expect(dir.path(), &args, 2);
+        contains(&err, says);
+        assert_eq!(err.trim().lines().count(), 1, "{args}: {err}");
+    }
+    assert!(
+        !dir.path().join("perflab.db").exists()
+            || crate::support::stored_steps(&dir.path().join("perflab.db")) == 0
+    );
+}
