@@ -130,6 +130,17 @@ impl fmt::Display for OpsPerSec {
     }
 }
 
+/// A transfer rate, bytes per second, printed in decimal megabytes as
+/// the seed labs' tables and the host's `net MB/s` give it (`12.30`).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, serde::Serialize, serde::Deserialize)]
+pub struct BytesPerSec(pub f64);
+
+impl fmt::Display for BytesPerSec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&format!("{:.2}", self.0 / 1e6))
+    }
+}
+
 /// A size in bytes, printed in binary units (`12.3 MiB`).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,

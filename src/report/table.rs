@@ -7,7 +7,7 @@ use crate::measure::LatencySummary;
 use crate::plan::Level;
 use crate::probe::{DbSample, HostFacts};
 use crate::store::StoredRun;
-use crate::units::{Bytes, Latency, OpsPerSec, Percent};
+use crate::units::{Bytes, BytesPerSec, Latency, OpsPerSec, Percent};
 use crate::workload::CheckReport;
 use std::fmt::Write;
 
@@ -16,6 +16,15 @@ pub fn step_table(steps: &[StepResult]) -> String {
     let open = steps.iter().any(|s| matches!(s.level, Level::Rate(_)));
     let db: Vec<Option<DbSample>> = steps.iter().map(|s| s.measured_db()).collect();
     let waits = db.iter().flatten().any(|d| d.top_wait().is_some());
+    // Payload moved per second of the measured window, where a workload counts it.
+    let rates: Vec<f64> = steps
+        .iter()
+        .map(|s| {
+            let (tally, measured) = s.measured();
+            tally.all_ops().bytes as f64 / measured.as_secs_f64().max(f64::MIN_POSITIVE)
+        })
+        .collect();
+    let moved = rates.iter().any(|r| *r > 0.0);
     let mut out = String::new();
     let load = if open { "rate/s" } else { "users" };
     let _ = write!(
@@ -23,6 +32,9 @@ pub fn step_table(steps: &[StepResult]) -> String {
         "{load:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
         "tps", "p50", "p95", "p99", "max", "errors", "refused", "retries"
     );
+    if moved {
+        let _ = write!(out, " {:>8}", "MB/s");
+    }
     if open {
         let _ = write!(out, " {:>8} {:>9}", "dropped", "lag p99");
     }
@@ -31,12 +43,9 @@ pub fn step_table(steps: &[StepResult]) -> String {
         let _ = write!(out, "  {:<14}", "db wait");
     }
     out.push('\n');
-    for (step, db) in steps.iter().zip(&db) {
+    for ((step, db), rate) in steps.iter().zip(&db).zip(&rates) {
         let s = step.summary();
-        let level = match step.level {
-            Level::Users(n) => n.to_string(),
-            Level::Rate(r) => OpsPerSec(r).to_string(),
-        };
+        let level = level_cell(step.level);
         let r = &s.response;
         let _ = write!(
             out,
@@ -50,6 +59,9 @@ pub fn step_table(steps: &[StepResult]) -> String {
             s.refused,
             s.retries,
         );
+        if moved {
+            let _ = write!(out, " {:>8}", BytesPerSec(*rate).to_string());
+        }
         if open {
             let _ = write!(
                 out,
@@ -88,6 +100,14 @@ pub fn step_table(steps: &[StepResult]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A step's load as the tables' first column shows it.
+fn level_cell(level: Level) -> String {
+    match level {
+        Level::Users(n) => n.to_string(),
+        Level::Rate(r) => OpsPerSec(r).to_string(),
+    }
 }
 
 fn latency_cell(summary: &LatencySummary, value: std::time::Duration) -> String {
@@ -170,6 +190,7 @@ pub fn render_run(run: &StoredRun) -> String {
         out.push_str(&step_table(&run.steps));
         out.push_str(&error_kinds(&run.steps));
         out.push_str(&super::host_tables(&run.steps));
+        out.push_str(&server_status_table(&run.steps));
         if run.op_names.len() > 1 {
             out.push('\n');
             out.push_str(&op_breakdown(run));
@@ -178,6 +199,100 @@ pub fn render_run(run: &StoredRun) -> String {
     if let Some(check) = &run.check {
         out.push('\n');
         out.push_str(&render_check(check));
+    }
+    out
+}
+
+/// What a web server's status page (nginx `stub_status`, Apache
+/// `server-status?auto`) said over each step's measured window: its own
+/// count of requests and accepted connections per second, and its
+/// connections by state (means of the interval readings). Empty when no
+/// step has a status reading.
+pub fn server_status_table(steps: &[StepResult]) -> String {
+    let rows: Vec<(&StepResult, Vec<(f64, crate::probe::DbSample)>)> = steps
+        .iter()
+        .map(|s| {
+            let readings = s
+                .intervals
+                .iter()
+                .filter(|i| i.phase == crate::measure::Phase::Measured)
+                .filter_map(|i| i.db.as_ref().map(|d| (i.length.as_secs_f64(), d.clone())))
+                .filter(|(_, d)| d.counters.contains_key("requests"))
+                .collect();
+            (s, readings)
+        })
+        .collect();
+    if rows.iter().all(|(_, r)| r.is_empty()) {
+        return String::new();
+    }
+    let gauges = [
+        "now_active",
+        "now_reading",
+        "now_writing",
+        "now_waiting",
+        "now_busy_workers",
+    ];
+    let shown: Vec<&str> = gauges
+        .iter()
+        .copied()
+        .filter(|g| {
+            rows.iter()
+                .any(|(_, r)| r.iter().any(|(_, d)| d.counters.contains_key(*g)))
+        })
+        .collect();
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "\nthe server's status page during each step:\n{:>7} {:>11} {:>11}",
+        "load", "requests/s", "accepts/s"
+    );
+    for g in &shown {
+        let _ = write!(
+            out,
+            " {:>9}",
+            g.trim_start_matches("now_").replace("_workers", "")
+        );
+    }
+    out.push('\n');
+    for (step, readings) in rows {
+        let seconds: f64 = readings
+            .iter()
+            .map(|(s, _)| s)
+            .sum::<f64>()
+            .max(f64::MIN_POSITIVE);
+        let sum = |k: &str| {
+            readings
+                .iter()
+                .filter_map(|(_, d)| d.counters.get(k))
+                .sum::<f64>()
+        };
+        let per_s = |k: &str| {
+            if readings.iter().any(|(_, d)| d.counters.contains_key(k)) {
+                format!("{:.0}", sum(k) / seconds)
+            } else {
+                "-".to_string()
+            }
+        };
+        let _ = write!(
+            out,
+            "{:>7} {:>11} {:>11}",
+            level_cell(step.level),
+            per_s("requests"),
+            per_s("accepts")
+        );
+        for g in &shown {
+            let n = readings
+                .iter()
+                .filter(|(_, d)| d.counters.contains_key(*g))
+                .count();
+            let cell = if n == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.1}", sum(g) / n as f64)
+            };
+            let _ = write!(out, " {cell:>9}");
+        }
+        out.push('\n');
     }
     out
 }
@@ -211,22 +326,42 @@ fn op_breakdown(run: &StoredRun) -> String {
     let (tally, measured) = peak.measured();
     let seconds = measured.as_secs_f64().max(f64::MIN_POSITIVE);
     let _ = writeln!(out, "by operation at {} (the peak step):", peak.level);
-    let _ = writeln!(
+    let width = run
+        .op_names
+        .iter()
+        .map(|n| n.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
+    let moved = tally.ops.iter().any(|op| op.bytes > 0);
+    let _ = write!(
         out,
-        "{:>10} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "{:>width$} {:>9} {:>9} {:>9} {:>8} {:>8}",
         "operation", "per s", "p50", "p95", "errors", "refused"
     );
+    if moved {
+        let _ = write!(out, " {:>8}", "MB/s");
+    }
+    out.push('\n');
     for (name, op) in run.op_names.iter().zip(&tally.ops) {
         let r = LatencySummary::of(&op.response);
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "{name:>10} {:>9} {:>9} {:>9} {:>8} {:>8}",
+            "{name:>width$} {:>9} {:>9} {:>9} {:>8} {:>8}",
             OpsPerSec(op.completed() as f64 / seconds).to_string(),
             latency_cell(&r, r.p50),
             latency_cell(&r, r.p95),
             op.error_count(),
             op.refused
         );
+        if moved {
+            let _ = write!(
+                out,
+                " {:>8}",
+                BytesPerSec(op.bytes as f64 / seconds).to_string()
+            );
+        }
+        out.push('\n');
     }
     out
 }
