@@ -163,17 +163,13 @@ async fn run_worker<W: Workload>(
                 max_outstanding,
                 first: start + first_arrival,
             };
-            match open::start_pacer(&process, rng) {
-                Ok(paced) => {
-                    tokio::task::spawn_local(open::dispatcher(
-                        state.clone(),
-                        paced,
-                        process.max_outstanding,
-                    ));
+            match open::Timer::new() {
+                Ok(timer) => {
+                    tokio::task::spawn_local(open::dispatcher(state.clone(), process, timer, rng));
                 }
                 Err(e) => {
                     let _ = events.send(WorkerEvent::Failed(format!(
-                        "cannot start the arrival pacer: {e}"
+                        "cannot create the arrival timer (timerfd): {e}"
                     )));
                     return;
                 }
