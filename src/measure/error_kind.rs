@@ -4,7 +4,7 @@
 //! database's error code, an errno, an HTTP status): a worker records it on
 //! the hot path. It becomes text only where it is printed or stored, in the
 //! form stores have always held: `timeout`, `connect`, `busy`, `sql:40001`,
-//! `reset`, `io:EIO`, `http:503`, `corrupt`. [`ErrorKind::parse`] reads that text
+//! `reset`, `tls`, `io:EIO`, `http:503`, `corrupt`. [`ErrorKind::parse`] reads that text
 //! back. Errno names are Linux's (`errno(3)`, `asm-generic/errno-base.h`
 //! and `errno.h`).
 
@@ -19,6 +19,8 @@ pub enum ErrorKind {
     Connect,
     /// The peer closed or reset the connection in the middle of a reply.
     Reset,
+    /// A TLS handshake failed (a certificate refused, no common protocol).
+    Tls,
     /// The target stayed busy (locked) through every retry.
     Busy,
     /// The database returned an error; the code names it (an SQLSTATE, a
@@ -41,6 +43,7 @@ impl ErrorKind {
             "timeout" => ErrorKind::Timeout,
             "connect" => ErrorKind::Connect,
             "reset" => ErrorKind::Reset,
+            "tls" => ErrorKind::Tls,
             "busy" => ErrorKind::Busy,
             "corrupt" => ErrorKind::Corrupt,
             _ => {
@@ -66,6 +69,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Timeout => f.write_str("timeout"),
             ErrorKind::Connect => f.write_str("connect"),
             ErrorKind::Reset => f.write_str("reset"),
+            ErrorKind::Tls => f.write_str("tls"),
             ErrorKind::Busy => f.write_str("busy"),
             ErrorKind::Sql(code) => write!(f, "sql:{code}"),
             ErrorKind::Io(errno) => match errno_name(*errno) {

@@ -39,6 +39,9 @@ pub struct ServerOptions {
     /// (127.0.0.1 when empty).
     #[serde(default)]
     pub addresses: Vec<std::net::IpAddr>,
+    /// A managed web server: its certificate and key (PEM), to serve HTTPS.
+    #[serde(default)]
+    pub tls_files: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl TargetArgs {
@@ -89,6 +92,7 @@ impl TargetArgs {
                 keep: self.keep,
                 cpus,
                 addresses: Vec::new(),
+                tls_files: None,
             },
         ))
     }

@@ -1,8 +1,7 @@
 //! HTTP targets: one or several base URLs (`http://10.0.1.1/,http://10.0.2.1/`,
 //! one per network adapter of the server, as in the seed's WebBench lab),
 //! parsed and checked once, and resolved to socket addresses before the
-//! run. Only `http://` is spoken today; `https://` is refused with one line
-//! until TLS is built.
+//! run. `https://` bases are spoken over TLS ([`super::tls`]).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -11,6 +10,9 @@ use std::net::{SocketAddr, ToSocketAddrs};
 /// One base URL of an HTTP target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpBase {
+    /// `https://`: spoken over TLS.
+    #[serde(default)]
+    pub tls: bool,
     /// The host as written (a name or an address; IPv6 without brackets).
     pub host: String,
     /// The TCP port (80 when the URL names none).
@@ -23,14 +25,12 @@ impl HttpBase {
     /// Parses `http://HOST[:PORT][/PATH]`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        let rest = if let Some(rest) = text.strip_prefix("http://") {
-            rest
-        } else if text.starts_with("https://") {
-            return Err(format!(
-                "'{text}': HTTPS is not spoken yet; give the server's plain http:// address"
-            ));
+        let (tls, rest) = if let Some(rest) = text.strip_prefix("http://") {
+            (false, rest)
+        } else if let Some(rest) = text.strip_prefix("https://") {
+            (true, rest)
         } else {
-            return Err(format!("'{text}' is not an http:// URL"));
+            return Err(format!("'{text}' is not an http:// or https:// URL"));
         };
         let (authority, path) = match rest.find('/') {
             Some(slash) => (&rest[..slash], &rest[slash..]),
@@ -47,23 +47,26 @@ impl HttpBase {
                 "'{text}': a base URL's path may not hold a query, a fragment, spaces or control characters"
             ));
         }
-        let (host, port) = split_host_port(authority).ok_or_else(|| {
-            format!("'{text}' has no valid HOST[:PORT], e.g. http://127.0.0.1:8080/")
-        })?;
+        let (host, port) =
+            split_host_port(authority, if tls { 443 } else { 80 }).ok_or_else(|| {
+                format!("'{text}' has no valid HOST[:PORT], e.g. http://127.0.0.1:8080/")
+            })?;
         let mut path = path.to_string();
         if !path.ends_with('/') {
             path.push('/');
         }
-        Ok(HttpBase { host, port, path })
+        Ok(HttpBase {
+            tls,
+            host,
+            port,
+            path,
+        })
     }
 
     /// The base as written back: `http://host:port/path/`.
     pub fn url(&self) -> String {
-        if self.host.contains(':') {
-            format!("http://[{}]:{}{}", self.host, self.port, self.path)
-        } else {
-            format!("http://{}:{}{}", self.host, self.port, self.path)
-        }
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.authority(), self.path)
     }
 
     /// `host:port`, as a Host header and a label carry it.
@@ -86,7 +89,7 @@ impl HttpBase {
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`; none when malformed.
-fn split_host_port(authority: &str) -> Option<(String, u16)> {
+fn split_host_port(authority: &str, default_port: u16) -> Option<(String, u16)> {
     let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
         let (host, after) = rest.split_once(']')?;
         let port = match after {
@@ -109,7 +112,7 @@ fn split_host_port(authority: &str) -> Option<(String, u16)> {
     }
     let port = match port {
         Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0)?,
-        None => 80,
+        None => default_port,
     };
     Some((host.to_string(), port))
 }
@@ -146,13 +149,21 @@ const STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 impl ServerStatus {
     /// The status page at `url` (`http://HOST:PORT/PATH`), checked by one read.
     pub fn connect(url: &str) -> anyhow::Result<Self> {
-        let base = HttpBase::parse(url).map_err(|e| {
-            crate::error::PlanError::flag(
-                "--server-status",
-                e,
-                "e.g. --server-status http://127.0.0.1/nginx_status",
-            )
-        })?;
+        let base = HttpBase::parse(url)
+            .and_then(|b| {
+                if b.tls {
+                    Err(format!("'{url}': status pages are read over plain HTTP"))
+                } else {
+                    Ok(b)
+                }
+            })
+            .map_err(|e| {
+                crate::error::PlanError::flag(
+                    "--server-status",
+                    e,
+                    "e.g. --server-status http://127.0.0.1/nginx_status",
+                )
+            })?;
         let mut status = ServerStatus {
             addr: base.resolve().map_err(anyhow::Error::msg)?,
             path: base.path.trim_end_matches('/').to_string(),
@@ -258,6 +269,11 @@ mod tests {
             (b.host.as_str(), b.authority()),
             ("::1", "[::1]:81".to_string())
         );
+        let b = HttpBase::parse("https://example.org").unwrap();
+        assert_eq!(
+            (b.tls, b.port, b.url().as_str()),
+            (true, 443, "https://example.org:443/")
+        );
         let two = parse_bases("http://127.0.0.1:1/,http://127.0.0.2:1/").unwrap();
         assert_eq!(two.len(), 2);
     }
@@ -280,8 +296,7 @@ mod tests {
     #[test]
     fn bad_urls_say_why() {
         for (bad, says) in [
-            ("ftp://x/", "not an http:// URL"),
-            ("https://x/", "HTTPS"),
+            ("ftp://x/", "not an http:// or https:// URL"),
             ("http://:80/", "HOST[:PORT]"),
             ("http://x:0/", "HOST[:PORT]"),
             ("http://x:99999/", "HOST[:PORT]"),

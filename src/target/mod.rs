@@ -11,7 +11,7 @@
 // The schemes `--target` takes, written once for help texts and errors.
 macro_rules! schemes {
     () => {
-        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http://HOST:PORT/[,http://…] or nginx:managed"
+        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http(s)://HOST:PORT/[,http://…] or nginx:managed"
     };
 }
 
@@ -22,6 +22,7 @@ pub mod mysql;
 mod open;
 pub mod postgres;
 pub mod settings;
+pub mod tls;
 
 pub use args::{parse_cpu_list, validate_target, ServerOptions, TargetArgs};
 pub use open::{Endpoint, Opened};

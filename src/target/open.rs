@@ -81,6 +81,7 @@ impl Opened {
                     server.keep,
                     &server.cpus,
                     &server.addresses,
+                    server.tls_files.as_ref(),
                 )?;
                 crate::util::out(format_args!(
                     "nginx {} on {}, pid {}, files in {}\n",

@@ -162,7 +162,7 @@ fn users_are_split_over_two_addresses_and_counted_per_address() {
 /// A server the test owns: nginx started with the library, SPECweb's
 /// files written into its document root.
 fn own_server() -> (ManagedNginx, FileSet) {
-    let server = ManagedNginx::start(&[], false, &[], &[])
+    let server = ManagedNginx::start(&[], false, &[], &[], None)
         .expect("nginx starts (apt-get install nginx-light)");
     let set = FileSet::build(&FileSetSpec::Specweb { dirs: 1 }).unwrap();
     set.write_into(&server.docroot()).unwrap();
@@ -290,7 +290,14 @@ fn bad_web_input_gets_one_line_and_exit_2() {
             "run web --target http://127.0.0.1:notaport/".to_string(),
             "--target",
         ),
-        ("run web --target https://127.0.0.1:1/".to_string(), "HTTPS"),
+        (
+            "run web --target https://127.0.0.1:1/ --cacert /nonexistent/ca.pem".to_string(),
+            "--cacert",
+        ),
+        (
+            "run web --target https://127.0.0.1:1/ --cacert x --insecure".to_string(),
+            "--insecure",
+        ),
         (
             format!(
                 "run web --target http://127.0.0.1:{closed}/ --urls {}",
@@ -333,4 +340,94 @@ fn bad_web_input_gets_one_line_and_exit_2() {
         !dir.path().join("perflab.db").exists()
             || crate::support::stored_steps(&dir.path().join("perflab.db")) == 0
     );
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it, as PEM
+/// files in `dir`: (ca.pem, cert.pem, key.pem).
+fn certificates(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "perflab test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, ca_cert.pem()).unwrap();
+    std::fs::write(&paths.1, cert.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    // nginx's workers (www-data) read them.
+    for p in [&paths.1, &paths.2] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (paths.0, paths.1, paths.2)
+}
+
+#[test]
+fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying_so() {
+    let certs = tempdir();
+    let (ca, cert, key) = certificates(certs.path());
+    let tls = (cert.clone(), key.clone());
+    let server =
+        ManagedNginx::start(&[], false, &[], &[], Some(&tls)).expect("nginx starts with TLS");
+    FileSet::build(&FileSetSpec::Webbench)
+        .unwrap()
+        .write_into(&server.docroot())
+        .unwrap();
+    let base = &server.base_urls()[0];
+    assert!(base.starts_with("https://"), "{base}");
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        &format!(
+            "run web --target {base} --cacert {} --verify-share 1 --users 2 {SHORT}",
+            ca.display()
+        ),
+    );
+    let ops = measured_ops(&last_export(dir.path()), 0);
+    let done: u64 = ops.values().map(|(ok, _, _)| ok).sum();
+    assert!(
+        done > 100 && ops.values().all(|(_, _, e)| e.is_empty()),
+        "{ops:?}"
+    );
+    assert!(!out.contains("--insecure"), "{out}");
+    // The system's roots do not know the test's CA.
+    let (_, err) = perflab_expect(dir.path(), &format!("run web --target {base} {SHORT}"), 2);
+    contains(&err, "certificate");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run web --target {base} --insecure --users 1 {SHORT}"),
+    );
+    contains(&out, "--insecure: the server's certificate is not checked");
+    // Plain HTTP to the TLS port.
+    let plain = base.replace("https://", "http://");
+    let (_, err) = perflab_expect(dir.path(), &format!("run web --target {plain} {SHORT}"), 2);
+    contains(&err, "https://");
+    // A managed nginx serves HTTPS with the flags.
+    let out = perflab_ok(
+        dir.path(),
+        &format!(
+            "run web --nginx-tls-cert {} --nginx-tls-key {} --cacert {} --users 1 {SHORT}",
+            cert.display(),
+            key.display(),
+            ca.display()
+        ),
+    );
+    contains(&out, "https://127.0.0.1:");
 }

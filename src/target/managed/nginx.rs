@@ -2,9 +2,10 @@
 //! a fresh directory holding the configuration, the document root (which
 //! the workload fills), the logs and nginx's temporary files; nginx in the
 //! foreground (`daemon off`) as the `www-data` user when perflab is root,
-//! listening on a free port of each loopback address asked for, with
-//! `stub_status` at [`STATUS_PATH`] (loopback only); on drop a fast
-//! shutdown (SIGTERM) and the directory removed unless kept.
+//! listening on a free port of each loopback address asked for (over TLS
+//! when given a certificate and key), with `stub_status` at
+//! [`STATUS_PATH`] on a plain-HTTP port of 127.0.0.1 of its own; on drop a
+//! fast shutdown (SIGTERM) and the directory removed unless kept.
 //!
 //! `--nginx-set NAME=VALUE` sets one directive. Where it goes follows
 //! nginx's documentation of each directive's context: the main context
@@ -73,7 +74,10 @@ pub struct ManagedNginx {
     process: ServerProcess,
     dir: ServerDir,
     port: u16,
+    /// The plain-HTTP port of the status page.
+    status_port: u16,
     addresses: Vec<IpAddr>,
+    tls: bool,
     /// `nginx -v`.
     pub version: String,
     /// The directives as written into its configuration, in order.
@@ -108,6 +112,7 @@ impl ManagedNginx {
         keep: bool,
         cpus: &[usize],
         addresses: &[IpAddr],
+        tls: Option<&(PathBuf, PathBuf)>,
     ) -> anyhow::Result<Self> {
         let nginx = find_nginx().ok_or_else(|| {
             PlanError::new(
@@ -151,8 +156,31 @@ impl ManagedNginx {
         .trim_start_matches("nginx version: ")
         .to_string();
         let port = free_loopback_port()?;
-        let directives = merged(settings);
-        let config = configuration(dir.path(), port, &addresses, &directives);
+        let status_port = free_loopback_port()?;
+        let mut directives = merged(settings);
+        if let Some((cert, key)) = tls {
+            for (what, file) in [("certificate", cert), ("key", key)] {
+                let text = file.display().to_string();
+                if !file.is_file() || text.contains([';', '{', '}', '#', '\n', ' ']) {
+                    return Err(PlanError::flag(
+                        "--nginx-tls-cert",
+                        format!("the {what} {text} is not a readable file with a plain path"),
+                        "give PEM files, e.g. --nginx-tls-cert cert.pem --nginx-tls-key key.pem",
+                    )
+                    .into());
+                }
+            }
+            directives.push(("ssl_certificate".to_string(), cert.display().to_string()));
+            directives.push(("ssl_certificate_key".to_string(), key.display().to_string()));
+        }
+        let config = configuration(
+            dir.path(),
+            port,
+            status_port,
+            &addresses,
+            tls.is_some(),
+            &directives,
+        );
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, config)
             .with_context(|| format!("cannot write {}", conf_path.display()))?;
@@ -169,7 +197,9 @@ impl ManagedNginx {
             process,
             dir,
             port,
+            status_port,
             addresses,
+            tls: tls.is_some(),
             version,
             directives,
         };
@@ -177,18 +207,11 @@ impl ManagedNginx {
         Ok(server)
     }
 
-    /// Waits until every address answers the status page.
+    /// Waits until the status page answers (nginx has bound every
+    /// listening socket by then).
     fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let addrs: Vec<SocketAddr> = self
-            .addresses
-            .iter()
-            .map(|a| SocketAddr::new(*a, self.port))
-            .collect();
-        let ready = || {
-            addrs
-                .iter()
-                .try_for_each(|addr| status_answers(*addr).map_err(|e| format!("{addr}: {e}")))
-        };
+        let status = SocketAddr::new(IpAddr::from([127, 0, 0, 1]), self.status_port);
+        let ready = || status_answers(status).map_err(|e| format!("{status}: {e}"));
         match self
             .process
             .wait_ready(START_TIMEOUT, Duration::from_millis(50), ready)
@@ -218,16 +241,16 @@ impl ManagedNginx {
     pub fn base_urls(&self) -> Vec<String> {
         self.addresses
             .iter()
-            .map(|a| format!("http://{}/", SocketAddr::new(*a, self.port)))
+            .map(|a| {
+                let scheme = if self.tls { "https" } else { "http" };
+                format!("{scheme}://{}/", SocketAddr::new(*a, self.port))
+            })
             .collect()
     }
 
     /// The URL of its `stub_status` page.
     pub fn status_url(&self) -> String {
-        format!(
-            "http://{}{STATUS_PATH}",
-            SocketAddr::new(self.addresses[0], self.port)
-        )
+        format!("http://127.0.0.1:{}{STATUS_PATH}", self.status_port)
     }
 
     /// The directory it serves files from.
@@ -266,7 +289,9 @@ fn merged(settings: &[(String, String)]) -> Vec<(String, String)> {
 fn configuration(
     dir: &Path,
     port: u16,
+    status_port: u16,
     addresses: &[IpAddr],
+    tls: bool,
     directives: &[(String, String)],
 ) -> String {
     let lines = |names: &dyn Fn(&str) -> bool| {
@@ -281,7 +306,10 @@ fn configuration(
     let http = lines(&|k| !MAIN_DIRECTIVES.contains(&k) && !EVENTS_DIRECTIVES.contains(&k));
     let listen: String = addresses
         .iter()
-        .map(|a| format!("        listen {};\n", SocketAddr::new(*a, port)))
+        .map(|a| {
+            let ssl = if tls { " ssl" } else { "" };
+            format!("listen {}{ssl};\n", SocketAddr::new(*a, port))
+        })
         .collect();
     let d = dir.display();
     format!(
@@ -303,11 +331,13 @@ fn configuration(
          server {{\n\
          {listen}\
          root {d}/html;\n\
+         }}\n\
+         server {{\n\
+         listen 127.0.0.1:{status_port};\n\
          location = {STATUS_PATH} {{\n\
          stub_status;\n\
          access_log off;\n\
          allow 127.0.0.0/8;\n\
-         allow ::1;\n\
          deny all;\n\
          }}\n\
          }}\n\
@@ -359,7 +389,9 @@ mod tests {
         let conf = configuration(
             Path::new("/tmp/x"),
             8080,
+            8081,
             &[IpAddr::from([127, 0, 0, 1]), IpAddr::from([127, 0, 0, 2])],
+            true,
             &directives,
         );
         let (before_events, rest) = conf.split_once("events {").unwrap();
@@ -368,7 +400,8 @@ mod tests {
         assert!(!conf.contains("worker_processes auto"), "{conf}");
         assert!(events.contains("multi_accept on;"), "{conf}");
         assert!(http.contains("sendfile off;"), "{conf}");
-        assert!(http.contains("listen 127.0.0.2:8080;"), "{conf}");
+        assert!(http.contains("listen 127.0.0.2:8080 ssl;"), "{conf}");
+        assert!(http.contains("listen 127.0.0.1:8081;"), "{conf}");
         assert_eq!(conf.matches('{').count(), conf.matches('}').count());
     }
 

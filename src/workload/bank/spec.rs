@@ -174,6 +174,7 @@ impl Kind for Bank {
             keep: spec.keep,
             cpus: spec.server_cpus.clone(),
             addresses: Vec::new(),
+            tls_files: None,
         };
         // A managed server lives until this function returns.
         let opened = Opened::open(&spec.target, &server)?;

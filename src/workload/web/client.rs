@@ -7,6 +7,10 @@
 //! socket, and after the first request a keep-alive exchange allocates
 //! nothing.
 //!
+//! Over `https://` the connection is a rustls session (the handshake at
+//! connect; a failed one is an error of kind `tls`): rustls keeps its own
+//! record buffers, so a TLS exchange is not free of allocation.
+//!
 //! Bodies are delimited by `Content-Length`, by chunked transfer coding
 //! (RFC 9112 §7.1; extensions and trailers skipped), or by the server
 //! closing the connection. A reused keep-alive connection the server
@@ -40,10 +44,43 @@ pub struct Expect {
     pub close: bool,
 }
 
+/// How a client reaches its server over TLS.
+#[derive(Clone)]
+pub struct TlsTarget {
+    pub connector: tokio_rustls::TlsConnector,
+    pub name: rustls::pki_types::ServerName<'static>,
+}
+
+/// A connection: plain TCP or a TLS session over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf).await,
+            Stream::Tls(s) => s.read(buf).await,
+        }
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(bytes).await,
+            Stream::Tls(s) => {
+                s.write_all(bytes).await?;
+                s.flush().await
+            }
+        }
+    }
+}
+
 /// A user's connection to one address.
 pub struct Client {
     addr: SocketAddr,
-    stream: Option<TcpStream>,
+    tls: Option<TlsTarget>,
+    stream: Option<Stream>,
     buf: Box<[u8]>,
     /// Bytes of the buffer holding data read and not yet used.
     filled: usize,
@@ -72,10 +109,12 @@ struct Head {
 }
 
 impl Client {
-    /// A client of `addr`; it connects on its first request.
-    pub fn new(addr: SocketAddr) -> Self {
+    /// A client of `addr` (over TLS when `tls` says how); it connects on
+    /// its first request.
+    pub fn new(addr: SocketAddr, tls: Option<TlsTarget>) -> Self {
         Client {
             addr,
+            tls,
             stream: None,
             buf: vec![0; BUFFER].into_boxed_slice(),
             filled: 0,
@@ -104,14 +143,13 @@ impl Client {
     async fn attempt(&mut self, request: &[u8], expect: Expect) -> Result<Outcome, Retry> {
         let reused = self.stream.is_some();
         if !reused {
-            match TcpStream::connect(self.addr).await {
+            match self.connect().await {
                 Ok(s) => {
-                    let _ = s.set_nodelay(true);
                     self.stream = Some(s);
                     self.connects += 1;
                     self.filled = 0;
                 }
-                Err(_) => return Ok(Outcome::error(ErrorKind::Connect)),
+                Err(kind) => return Ok(Outcome::error(kind)),
             }
         }
         let Some(stream) = self.stream.as_mut() else {
@@ -145,6 +183,23 @@ impl Client {
             self.finish_close().await;
         }
         Ok(outcome)
+    }
+
+    /// Opens a connection (and its TLS session).
+    async fn connect(&self) -> Result<Stream, ErrorKind> {
+        let tcp = TcpStream::connect(self.addr)
+            .await
+            .map_err(|_| ErrorKind::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        match &self.tls {
+            None => Ok(Stream::Plain(tcp)),
+            Some(t) => t
+                .connector
+                .connect(t.name.clone(), tcp)
+                .await
+                .map(|s| Stream::Tls(Box::new(s)))
+                .map_err(|_| ErrorKind::Tls),
+        }
     }
 
     /// Reads until a whole head is in the buffer and parses it.
@@ -363,6 +418,17 @@ impl Client {
         }
         self.filled = 0;
     }
+}
+
+/// Why a TLS handshake with `addr` fails, in the TLS library's words; none
+/// when it succeeds (or the TCP connection itself fails).
+pub async fn handshake_error(addr: SocketAddr, tls: &TlsTarget) -> Option<String> {
+    let tcp = TcpStream::connect(addr).await.ok()?;
+    tls.connector
+        .connect(tls.name.clone(), tcp)
+        .await
+        .err()
+        .map(|e| e.to_string())
 }
 
 /// A reused connection found closed: try once more on a new one.

@@ -69,6 +69,14 @@ pub struct WebArgs {
     #[arg(long, value_name = "SHARE", default_value_t = 0.01)]
     pub verify_share: f64,
 
+    /// HTTPS: trust the CA certificates of this PEM file instead of the system's.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
+    /// HTTPS: accept any server certificate (the connection is encrypted, not authenticated).
+    #[arg(long)]
+    pub insecure: bool,
+
     /// The server's status page (nginx stub_status or Apache server-status?auto), sampled each interval.
     #[arg(long, value_name = "URL")]
     pub server_status: Option<String>,
@@ -84,6 +92,22 @@ pub struct WebArgs {
     /// Managed nginx: the loopback addresses it listens on, e.g. 127.0.0.1,127.0.0.2.
     #[arg(long = "nginx-listen", value_name = "ADDRS")]
     pub nginx_listen: Option<String>,
+
+    /// Managed nginx: serve HTTPS with this certificate (PEM); needs --nginx-tls-key.
+    #[arg(
+        long = "nginx-tls-cert",
+        value_name = "FILE",
+        requires = "nginx_tls_key"
+    )]
+    pub nginx_tls_cert: Option<PathBuf>,
+
+    /// Managed nginx: the certificate's private key (PEM).
+    #[arg(
+        long = "nginx-tls-key",
+        value_name = "FILE",
+        requires = "nginx_tls_cert"
+    )]
+    pub nginx_tls_key: Option<PathBuf>,
 
     /// Managed nginx: keep its directory (configuration, files, log) after the run.
     #[arg(long)]
@@ -122,6 +146,8 @@ pub struct WebSpec {
     pub headers: Vec<(String, String)>,
     /// Share of bodies checksummed, 0 to 1.
     pub verify_share: f64,
+    /// How HTTPS servers are checked.
+    pub tls: crate::target::tls::TlsOptions,
     pub server_status: Option<String>,
     /// A managed server's settings, CPUs, addresses, and whether its files are kept.
     pub server: ServerOptions,
@@ -185,6 +211,7 @@ impl Kind for Web {
             (!args.nginx_set.is_empty(), "--nginx-set"),
             (args.nginx_cpus.is_some(), "--nginx-cpus"),
             (args.nginx_listen.is_some(), "--nginx-listen"),
+            (args.nginx_tls_cert.is_some(), "--nginx-tls-cert"),
             (args.keep, "--keep"),
         ]
         .into_iter()
@@ -233,6 +260,19 @@ impl Kind for Web {
             .map(parse_listen)
             .transpose()?
             .unwrap_or_default();
+        let tls = crate::target::tls::TlsOptions {
+            cacert: args.cacert.clone(),
+            insecure: args.insecure,
+        };
+        if tls.cacert.is_some() && tls.insecure {
+            return Err(PlanError::flag(
+                "--insecure",
+                "--cacert checks the certificate and --insecure skips the check",
+                "give one of them",
+            ));
+        }
+        // A bad CA file is refused before anything starts.
+        crate::target::tls::client_config(&tls)?;
         Ok(WebSpec {
             target,
             fileset,
@@ -240,12 +280,14 @@ impl Kind for Web {
             method: args.method,
             headers,
             verify_share: args.verify_share,
+            tls,
             server_status: args.server_status.clone(),
             server: ServerOptions {
                 settings,
                 keep: args.keep,
                 cpus,
                 addresses,
+                tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
             },
         })
     }
@@ -270,6 +312,11 @@ impl Kind for Web {
         let Endpoint::Http { bases, status } = &opened.endpoint else {
             anyhow::bail!("the web workload needs a web server target");
         };
+        if spec.tls.insecure && bases.iter().any(|(b, _)| b.tls) {
+            crate::util::out(format_args!(
+                "--insecure: the server's certificate is not checked (encrypted, not authenticated)\n"
+            ));
+        }
         let status = spec.server_status.clone().or_else(|| status.clone());
         let db_probe = match status {
             Some(url) => Some(
@@ -280,9 +327,16 @@ impl Kind for Web {
         };
         let workload = Shared::new(spec, files, bases)?;
         workload.preflight(bases)?;
+        let mut setup = opened.setup.clone();
+        if bases.iter().any(|(b, _)| b.tls) {
+            setup = merged(
+                &setup,
+                serde_json::json!({ "tls_certificate_checked": !spec.tls.insecure }),
+            );
+        }
         let started = Started {
             setup: Some(merged(
-                &opened.setup,
+                &setup,
                 serde_json::json!({
                     "fileset": {
                         "files": workload.files.files.len(),
@@ -435,6 +489,8 @@ pub struct WebWorkload {
 struct Shared {
     files: FileSet,
     addrs: Vec<SocketAddr>,
+    /// How each address is reached over TLS (none for plain HTTP).
+    tls: Vec<Option<client::TlsTarget>>,
     /// The request of file `f` to address `a`, at `a · files + f`.
     requests: Vec<Box<[u8]>>,
     op_names: Vec<&'static str>,
@@ -498,7 +554,22 @@ impl Shared {
                 );
             }
         }
+        let config = crate::target::tls::client_config(&spec.tls)?;
+        let tls = bases
+            .iter()
+            .map(|(b, _)| {
+                b.tls
+                    .then(|| {
+                        Ok::<_, PlanError>(client::TlsTarget {
+                            connector: tokio_rustls::TlsConnector::from(config.clone()),
+                            name: crate::target::tls::server_name(&b.host)?,
+                        })
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Shared {
+            tls,
             classes: class_names.len(),
             files,
             addrs: bases.iter().map(|(_, a)| *a).collect(),
@@ -527,7 +598,7 @@ impl Shared {
             .build()
             .map_err(|e| PlanError::new(format!("cannot start a runtime: {e}")))?;
         for (a, (base, addr)) in bases.iter().enumerate() {
-            let mut client = Client::new(*addr);
+            let mut client = Client::new(*addr, self.tls[a].clone());
             let f = &self.files.files[file];
             // Only that it speaks HTTP and serves the path: a file served
             // wrong is the run's to count (as corrupt), not a reason to refuse it.
@@ -555,6 +626,30 @@ impl Shared {
                 ),
                 OpResult::Error(ErrorKind::Http(404)) if self.files_generated => format!(
                     "{url} answered 404: the server does not serve perflab's file set; run with --target nginx:managed, or copy the files it writes (--keep) to your server"
+                ),
+                OpResult::Error(ErrorKind::Tls) => {
+                    let detail = match &self.tls[a] {
+                        Some(t) => runtime
+                            .block_on(async {
+                                tokio::time::timeout(
+                                    crate::target::HANDSHAKE,
+                                    client::handshake_error(*addr, t),
+                                )
+                                .await
+                            })
+                            .ok()
+                            .flatten()
+                            .unwrap_or_else(|| "the handshake failed".to_string()),
+                        None => "the handshake failed".to_string(),
+                    };
+                    return Err(PlanError::flag(
+                        "--target",
+                        format!("TLS with {addr} failed: {detail}"),
+                        "give --cacert FILE with the CA that signed the server's certificate, or --insecure to skip the check",
+                    ));
+                }
+                OpResult::Error(ErrorKind::Http(400)) if !base.tls => format!(
+                    "GET {url} answered HTTP 400; if that port speaks TLS, give https://"
                 ),
                 OpResult::Error(ErrorKind::Http(status)) => {
                     format!("GET {url} answered HTTP {status}; give a file set the server serves")
@@ -599,7 +694,7 @@ impl Workload for WebWorkload {
         Ok(WebSession {
             workload: Arc::clone(&self.shared),
             base,
-            client: Client::new(self.shared.addrs[base]),
+            client: Client::new(self.shared.addrs[base], self.shared.tls[base].clone()),
             rng: SmallRng::seed_from_u64(seed),
             next: 0,
         })
