@@ -68,41 +68,8 @@ fn fresh_tally(op_count: usize) -> Tally {
 mod tests {
     use super::*;
     use crate::measure::{ErrorKind, SqlCode};
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
 
-    /// The system allocator, counting the allocations of each thread, so a
-    /// test sees its own and not those of tests running beside it.
-    struct CountingAllocator;
-
-    thread_local! {
-        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-    }
-
-    // SAFETY: every call is passed on to the system allocator unchanged;
-    // the count is a const-initialised thread-local, which never allocates.
-    unsafe impl GlobalAlloc for CountingAllocator {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-            System.alloc(layout)
-        }
-
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            System.dealloc(ptr, layout)
-        }
-
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-            System.realloc(ptr, layout, new_size)
-        }
-    }
-
-    #[global_allocator]
-    static ALLOCATOR: CountingAllocator = CountingAllocator;
-
-    fn allocations() -> u64 {
-        ALLOCATIONS.with(Cell::get)
-    }
+    use crate::util::counting_alloc::allocations;
 
     #[test]
     fn recording_failed_operations_does_not_allocate() {

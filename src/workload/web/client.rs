@@ -511,3 +511,149 @@ fn io_kind(e: &std::io::Error) -> ErrorKind {
         _ => ErrorKind::Reset,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::counting_alloc::allocations;
+    use std::io::{Read, Write};
+
+    /// A loopback peer answering each request on one connection with the
+    /// next of `replies` (cycling), for at most `requests` requests.
+    fn peer(replies: Vec<Vec<u8>>, requests: usize) -> SocketAddr {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut buf = [0u8; 4096];
+            let mut pending = Vec::new();
+            let mut answered = 0;
+            while answered < requests {
+                let Ok(n) = stream.read(&mut buf) else { return };
+                if n == 0 {
+                    return;
+                }
+                pending.extend_from_slice(&buf[..n]);
+                while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                    pending.drain(..end + 4);
+                    if stream
+                        .write_all(&replies[answered % replies.len()])
+                        .is_err()
+                    {
+                        return;
+                    }
+                    answered += 1;
+                }
+            }
+        });
+        addr
+    }
+
+    fn expect(size: u64, checksum: Option<u32>) -> Expect {
+        Expect {
+            size: Some(size),
+            checksum,
+            head: false,
+            close: false,
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_keep_alive_exchange_allocates_nothing_after_the_first() {
+        let body = vec![b'x'; 1024];
+        let mut reply = b"HTTP/1.1 200 OK\r\nServer: t\r\nContent-Length: 1024\r\n\r\n".to_vec();
+        reply.extend_from_slice(&body);
+        let addr = peer(vec![reply], 2_100);
+        let rt = runtime();
+        let mut client = Client::new(addr, None);
+        let request = b"GET /f HTTP/1.1\r\nHost: t\r\n\r\n";
+        let sum = crc32fast::hash(&body);
+        rt.block_on(async {
+            for _ in 0..100 {
+                let o = client.exchange(request, expect(1024, Some(sum))).await;
+                assert_eq!(o.result, OpResult::Ok);
+            }
+            let before = allocations();
+            for i in 0..2_000 {
+                let verify = (i % 10 == 0).then_some(sum);
+                let o = client.exchange(request, expect(1024, verify)).await;
+                assert_eq!((o.result, o.bytes), (OpResult::Ok, 1024));
+            }
+            let per_exchange = (allocations() - before) as f64 / 2_000.0;
+            assert_eq!(per_exchange, 0.0, "allocations per exchange");
+        });
+        assert_eq!(client.connects, 1);
+    }
+
+    #[test]
+    fn chunked_bodies_are_read_whole_and_checked() {
+        let body = b"hello, chunked world";
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\nf\r\n, chunked world\r\n0\r\nX-Trailer: 1\r\n\r\n".to_vec();
+        let addr = peer(vec![chunked], 3);
+        let rt = runtime();
+        let mut client = Client::new(addr, None);
+        let request = b"GET /c HTTP/1.1\r\nHost: t\r\n\r\n";
+        rt.block_on(async {
+            let good = crc32fast::hash(body);
+            let o = client.exchange(request, expect(20, Some(good))).await;
+            assert_eq!((o.result, o.bytes), (OpResult::Ok, 20));
+            let o = client.exchange(request, expect(20, Some(good ^ 1))).await;
+            assert_eq!(o.result, OpResult::Error(ErrorKind::Corrupt));
+        });
+    }
+
+    #[test]
+    fn bad_replies_are_counted_by_kind_and_never_reused() {
+        let rt = runtime();
+        let request = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
+        for (reply, kind) in [
+            (
+                &b"HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nno!"[..],
+                ErrorKind::Http(404),
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nsh",
+                ErrorKind::Reset,
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd",
+                ErrorKind::Corrupt,
+            ),
+            (b"\x15\x03\x01\x00\x02\x02\x46", ErrorKind::Corrupt),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+                ErrorKind::Corrupt,
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                ErrorKind::Corrupt,
+            ),
+        ] {
+            // The peer answers once, then closes.
+            let addr = peer(vec![reply.to_vec()], 1);
+            let mut client = Client::new(addr, None);
+            let o = rt.block_on(client.exchange(request, expect(5, None)));
+            assert_eq!(
+                o.result,
+                OpResult::Error(kind),
+                "{:?}",
+                String::from_utf8_lossy(reply)
+            );
+        }
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let o = rt.block_on(Client::new(closed, None).exchange(request, expect(5, None)));
+        assert_eq!(o.result, OpResult::Error(ErrorKind::Connect));
+    }
+}
