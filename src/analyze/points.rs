@@ -97,6 +97,9 @@ pub struct HostExtras {
     /// Seconds per second the server's threads were runnable but waited
     /// for a CPU (schedstat run delay), when followed.
     pub server_run_delay: Option<f64>,
+    /// The CPU of the server's busiest single-threaded process, as a
+    /// share of one CPU, when followed.
+    pub server_single_thread: Option<f64>,
     /// Share of CPU time the hypervisor gave to other guests.
     pub steal: Option<f64>,
     /// The server's own reads from storage, bytes per second, and its
@@ -589,6 +592,7 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
         yielded_cpus: weighted_mean(samples, |s| Some(s.cpu_yielded()? * s.cpus.len() as f64)),
         steal: weighted_mean(samples, |s| s.cpu.map(|c| c.steal)),
         server_run_delay: weighted_mean(samples, |s| server(s)?.run_delay),
+        server_single_thread: weighted_mean(samples, |s| server(s)?.busiest_single_thread),
         server_read_bytes_per_s: weighted_mean(samples, |s| server(s)?.read_bytes_per_s),
         server_major_faults_per_s: weighted_mean(samples, |s| server(s)?.major_faults_per_s),
         memory_limit_bytes: weighted_mean(samples, |s| {

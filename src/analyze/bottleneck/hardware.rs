@@ -268,6 +268,9 @@ fn confined_cpu(r: &ResourceUse, q: &StepPoint, evidence: &mut Vec<String>) -> O
             } else {
                 format!("the host's CPUs together were {} busy", Percent(host_cpu))
             });
+            if let Some(line) = single_threaded(q) {
+                evidence.push(line);
+            }
             Some("cpu".to_string())
         }
         ResourceKind::CpuQuota => {
@@ -288,6 +291,87 @@ fn confined_cpu(r: &ResourceUse, q: &StepPoint, evidence: &mut Vec<String>) -> O
         }
         _ => None,
     }
+}
+
+/// The server's work at `q` done by one single-threaded process (at least
+/// half a CPU, and 70% of the server's CPU time), which no second CPU can
+/// help: said when the saturated CPU is that process's.
+fn single_threaded(q: &StepPoint) -> Option<String> {
+    let one = q.extras.server_single_thread.filter(|c| *c >= 0.5)?;
+    let all = q.extras.server_cpus.filter(|c| *c > 0.0)?;
+    if q.extras.server_cpus_allowed.is_some_and(|a| a < 1.5) || one < 0.7 * all {
+        return None;
+    }
+    Some(format!(
+        "one single-threaded process of the server ran {:.2} CPUs of the server's {:.2} at {}: it cannot use a second CPU; more worker processes or threads (nginx's worker_processes, a pool) would",
+        one,
+        all,
+        load_text(q)
+    ))
+}
+
+/// Share of one CPU at which a single-threaded process is saturated: its
+/// own time, with the interrupts and the scheduler's gaps on its CPU,
+/// leave no more.
+const ONE_PROCESS_SATURATED: f64 = 0.85;
+
+/// A plateau explained by one single-threaded process of the server that
+/// ran out of its one CPU while the host had CPU to spare (nginx with one
+/// worker): no hardware resource is saturated, and more CPUs would not
+/// help; more workers would. None when the server is pinned to one CPU
+/// (that is the one-CPU verdict) or its work is spread over processes.
+pub fn one_process(points: &[StepPoint], peak: usize) -> Option<Bottleneck> {
+    let p = &points[peak];
+    let one = p
+        .extras
+        .server_single_thread
+        .filter(|c| *c >= ONE_PROCESS_SATURATED)?;
+    let all = p.extras.server_cpus.filter(|c| *c > 0.0)?;
+    if p.extras.server_cpus_allowed.is_some_and(|a| a < 1.5) || one < 0.7 * all {
+        return None;
+    }
+    let trend: Vec<String> = points
+        .iter()
+        .filter_map(|q| q.extras.server_single_thread.map(|c| format!("{c:.2}")))
+        .collect();
+    let mut evidence = vec![
+        format!(
+            "one single-threaded process of the server ran {one:.2} CPUs at {} ({} of the server's CPU time): it cannot go faster, nor use a second CPU",
+            load_text(p),
+            Percent(one / all)
+        ),
+        format!("that process's CPU by step: {}", trend.join(" → ")),
+    ];
+    if let Some(cpu) = p.resource("cpu") {
+        let spare = (1.0 - cpu.utilisation) * cpu.servers;
+        evidence.push(format!(
+            "the host's CPUs were {} busy: {spare:.2} CPUs to spare{}",
+            Percent(cpu.utilisation),
+            if spare < 0.3 {
+                ", so more workers could gain little before the host's CPUs run out too"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(isr) = p.extras.cpu_isr.filter(|i| *i >= 0.1) {
+        evidence.push(format!(
+            "{} of CPU time went to interrupts (%ISR)",
+            Percent(isr)
+        ));
+    }
+    Some(Bottleneck {
+        kind: BottleneckKind::Resource,
+        name: "cpu (one single-threaded server process)".to_string(),
+        evidence,
+        ruled_out: Vec::new(),
+        unreliable: false,
+        next: Some(
+            "give the server more worker processes or threads (nginx: --nginx-set worker_processes=auto)"
+                .to_string(),
+        ),
+        resource: None,
+    })
 }
 
 /// What else a saturated CPU did at `q`: interrupts, perflab's own share,

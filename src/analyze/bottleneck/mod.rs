@@ -13,17 +13,20 @@
 //!    `memory → disk reads` or `disk reads (the I/O path)`.
 //! 4. **network loss** ([`network`]) — retransmissions or a dropping qdisc
 //!    with a latency tail.
-//! 5. **software contention** ([`contention`]) — throughput stopped
+//! 5. **one single-threaded server process** ([`hardware::one_process`])
+//!    — throughput stopped growing while one process of the server ran
+//!    out of its one CPU and the host had CPU to spare.
+//! 6. **software contention** ([`contention`]) — throughput stopped
 //!    growing with load and the sessions waited on each other's locks, or
 //!    operations were retried.
-//! 6. **the network round trip** ([`network`]) — throughput stopped growing
+//! 7. **the network round trip** ([`network`]) — throughput stopped growing
 //!    while the server waited on its client.
-//! 7. **inconclusive** — throughput stopped growing and nothing above
+//! 8. **inconclusive** — throughput stopped growing and nothing above
 //!    explains it, or the only explanation is weak (no retries, lock waits
 //!    under half the samples) and rests on steps that never stabilised:
 //!    the candidates, and the run that would decide between them. A
 //!    confident wrong answer is worse than none.
-//! 8. **not reached** — throughput kept pace with load and nothing was
+//! 9. **not reached** — throughput kept pace with load and nothing was
 //!    saturated: the next load to try is given.
 
 pub mod contention;
@@ -132,6 +135,9 @@ pub fn bottleneck(
     let plateau = knee.is_some() || fall.is_some_and(|f| f.significant);
     if !plateau {
         return not_reached(points, shape, demands);
+    }
+    if let Some(one) = hardware::one_process(points, peak) {
+        return one;
     }
     let found = if contention::evident(points, from, &waits, shape) {
         contention::verdict(points, shape, peak, knee, demands, &waits)

@@ -473,3 +473,72 @@ fn a_cpu_burning_on_retries_past_the_peak_is_contention() {
     assert_eq!(b.kind, BottleneckKind::SoftwareContention, "{b:?}");
     assert!(b.ruled_out[0].contains("retried"), "{b:?}");
 }
+
+/// nginx with one worker on two CPUs: the worker's CPU saturates (its own
+/// time and the interrupts on its CPU) while the other CPU has room. The
+/// limit is named with the process that cannot use a second CPU; with
+/// the work spread over processes, or the server pinned, that is not said.
+#[test]
+fn a_saturated_cpu_held_by_one_single_threaded_process_says_so() {
+    let xs = [580.0, 1300.0, 1610.0, 1620.0, 1865.0];
+    let mut points = curve(&xs);
+    for (i, p) in points.iter_mut().enumerate() {
+        let one = [0.40, 0.66, 0.88, 0.87, 0.975][i];
+        let other = [0.40, 0.68, 0.72, 0.79, 0.66][i];
+        p.resources[0].servers = 2.0;
+        p.resources[0].utilisation = (one + other) / 2.0;
+        p.resources
+            .push(resource("cpu0", ResourceKind::OneCpu, 1.0, one));
+        p.resources
+            .push(resource("cpu1", ResourceKind::OneCpu, 1.0, other));
+        p.extras.server_cpus_allowed = Some(2.0);
+        p.extras.server_cpus = Some(0.66 * one / 0.975);
+        p.extras.server_single_thread = Some(0.65 * one / 0.975);
+    }
+    let b = judge(points.clone()).bottleneck.unwrap();
+    assert_eq!(b.name, "cpu", "{b:?}");
+    assert!(
+        b.evidence
+            .iter()
+            .any(|e| e.contains("one single-threaded process of the server ran 0.65 CPUs")),
+        "{b:?}"
+    );
+    for p in &mut points {
+        p.extras.server_single_thread = p.extras.server_single_thread.map(|c| c / 2.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert!(
+        !b.evidence
+            .iter()
+            .any(|e| e.contains("single-threaded process")),
+        "{b:?}"
+    );
+}
+
+/// nginx with one worker, the worker at 0.91 of a CPU from 8 users on and
+/// the host's CPUs 90% busy with no single CPU saturated: the process, not
+/// "inconclusive", and more workers as the cure. Pinned, it is not said.
+#[test]
+fn a_plateau_at_one_saturated_single_threaded_process_names_it() {
+    let xs = [580.0, 1340.0, 2685.0, 3556.0, 3928.0];
+    let mut points = curve(&xs);
+    for (i, p) in points.iter_mut().enumerate() {
+        let single = [0.38, 0.62, 0.87, 0.92, 0.91][i];
+        let host = [0.39, 0.65, 0.83, 0.89, 0.897][i];
+        p.resources[0].servers = 2.0;
+        p.resources[0].utilisation = host;
+        p.extras.server_cpus_allowed = Some(2.0);
+        p.extras.server_cpus = Some(single + 0.005);
+        p.extras.server_single_thread = Some(single);
+        // The disk idles.
+        p.resources[1].utilisation = 0.01;
+    }
+    let b = judge(points.clone()).bottleneck.unwrap();
+    assert_eq!(b.name, "cpu (one single-threaded server process)", "{b:?}");
+    assert!(b.next.as_deref().unwrap_or("").contains("worker"), "{b:?}");
+    for p in &mut points {
+        p.extras.server_cpus_allowed = Some(1.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_ne!(b.name, "cpu (one single-threaded server process)", "{b:?}");
+}

@@ -191,6 +191,11 @@ pub struct ProcessSample {
     /// felt it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_delay: Option<f64>,
+    /// The CPU of the group's busiest single-threaded process, as a share
+    /// of one CPU: a process that can never use more than one (nginx's
+    /// worker, a PostgreSQL backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_single_thread: Option<f64>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -209,8 +214,13 @@ impl ProcessSample {
         // Storage bytes: None when no process of the group let its io file
         // be read, rather than a zero that would claim it did no I/O.
         let (mut read, mut written) = (None::<u64>, None::<u64>);
+        let mut single = None::<u64>;
         for (pid, after) in b {
             let before = a.get(pid).copied().unwrap_or_default();
+            if after.threads == 1 {
+                let ticks = (after.utime + after.stime).saturating_sub(before.utime + before.stime);
+                single = Some(single.map_or(ticks, |s| s.max(ticks)));
+            }
             user += after.utime.saturating_sub(before.utime);
             if after.nice > 0 {
                 niced += after.utime.saturating_sub(before.utime);
@@ -251,6 +261,7 @@ impl ProcessSample {
             major_faults_per_s: (!b.is_empty()).then(|| per_s(major)),
             cpu_niced: per_s(niced) / ticks_per_s,
             run_delay: delayed.map(|ns| per_s(ns) / 1e9),
+            busiest_single_thread: single.map(|t| per_s(t) / ticks_per_s),
         }
     }
 
