@@ -11,6 +11,10 @@
 //! connect; a failed one is an error of kind `tls`): rustls keeps its own
 //! record buffers, so a TLS exchange is not free of allocation.
 //!
+//! With pipelining ([`Client::send`], [`Client::receive`]) several
+//! requests are written before their replies are read, in order, as wrk's
+//! pipelining does; a connection that fails loses the replies still due.
+//!
 //! Bodies are delimited by `Content-Length`, by chunked transfer coding
 //! (RFC 9112 §7.1; extensions and trailers skipped), or by the server
 //! closing the connection. A reused keep-alive connection the server
@@ -136,6 +140,62 @@ impl Client {
         }
         self.in_exchange = false;
         outcome.unwrap_or_else(|Retry| Outcome::error(ErrorKind::Reset))
+    }
+
+    /// Whether a connection is open (and its replies in order).
+    pub fn connected(&self) -> bool {
+        self.stream.is_some() && !self.in_exchange
+    }
+
+    /// Pipelining: writes `batch` (one or more requests) on the
+    /// connection, opening one if there is none.
+    pub async fn send(&mut self, batch: &[u8]) -> Result<(), ErrorKind> {
+        if self.in_exchange {
+            self.stream = None;
+        }
+        self.in_exchange = true;
+        if self.stream.is_none() {
+            let stream = self.connect().await?;
+            self.stream = Some(stream);
+            self.connects += 1;
+            self.filled = 0;
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(ErrorKind::Connect);
+        };
+        if let Err(e) = stream.write_all(batch).await {
+            self.stream = None;
+            return Err(io_kind(&e));
+        }
+        self.in_exchange = false;
+        Ok(())
+    }
+
+    /// Pipelining: reads the next reply of those sent.
+    pub async fn receive(&mut self, expect: Expect) -> Outcome {
+        if self.in_exchange {
+            self.stream = None;
+        }
+        self.in_exchange = true;
+        let outcome = match self.read_head().await {
+            Ok(head) => {
+                let outcome = self.read_body(&head, expect).await;
+                let intact = matches!(
+                    outcome.result,
+                    OpResult::Ok | OpResult::Error(ErrorKind::Http(_))
+                );
+                if !intact || head.close {
+                    self.stream = None;
+                }
+                outcome
+            }
+            Err(e) => {
+                self.stream = None;
+                Outcome::error(e.kind())
+            }
+        };
+        self.in_exchange = false;
+        outcome
     }
 
     /// One try; `Err(Retry)` when a reused connection turned out closed

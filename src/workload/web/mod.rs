@@ -57,6 +57,10 @@ pub struct WebArgs {
     #[arg(long, value_name = "MODE", value_enum, default_value_t = Connection::KeepAlive)]
     pub connection: Connection,
 
+    /// Requests in flight on each keep-alive connection (HTTP/1.1 pipelining); 1 sends the next only after a reply.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub pipeline: u32,
+
     /// The request method.
     #[arg(long, value_name = "METHOD", value_enum, default_value_t = Method::Get)]
     pub method: Method,
@@ -140,6 +144,9 @@ pub struct WebSpec {
     pub target: Target,
     pub fileset: FileSetSpec,
     pub connection: Connection,
+    /// Requests in flight per connection (1: no pipelining).
+    #[serde(default = "one")]
+    pub pipeline: u32,
     pub method: Method,
     /// Extra request headers (name, value); secret ones are stored masked.
     #[serde(serialize_with = "masked_headers")]
@@ -152,6 +159,13 @@ pub struct WebSpec {
     /// A managed server's settings, CPUs, addresses, and whether its files are kept.
     pub server: ServerOptions,
 }
+
+fn one() -> u32 {
+    1
+}
+
+/// The most requests in flight on one connection.
+pub const MAX_PIPELINE: u32 = 1024;
 
 /// `perflab check web` takes no flags.
 #[derive(Debug, clap::Args)]
@@ -200,6 +214,20 @@ impl Kind for Web {
                 "--verify-share",
                 format!("{} is not a share", args.verify_share),
                 "give 0 to 1, e.g. 0.01 for 1% of bodies",
+            ));
+        }
+        if !(1..=MAX_PIPELINE).contains(&args.pipeline) {
+            return Err(PlanError::flag(
+                "--pipeline",
+                format!("{} requests in flight cannot run", args.pipeline),
+                &format!("give 1 (no pipelining) to {MAX_PIPELINE}"),
+            ));
+        }
+        if args.pipeline > 1 && args.connection == Connection::Close {
+            return Err(PlanError::flag(
+                "--pipeline",
+                "a connection closed after each request carries one request",
+                "drop --connection close, or --pipeline",
             ));
         }
         let headers = args
@@ -277,6 +305,7 @@ impl Kind for Web {
             target,
             fileset,
             connection: args.connection,
+            pipeline: args.pipeline,
             method: args.method,
             headers,
             verify_share: args.verify_share,
@@ -499,6 +528,10 @@ struct Shared {
     verify_below: u64,
     head: bool,
     close: bool,
+    /// Requests in flight per connection.
+    pipeline: usize,
+    /// The longest request, bytes.
+    longest_request: usize,
     /// perflab generated the set (a server not managed must have been given its files).
     files_generated: bool,
 }
@@ -568,7 +601,9 @@ impl Shared {
                     .transpose()
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let longest_request = requests.iter().map(|r| r.len()).max().unwrap_or(0);
         Ok(Shared {
+            longest_request,
             tls,
             classes: class_names.len(),
             files,
@@ -578,6 +613,7 @@ impl Shared {
             verify_below: (spec.verify_share * 4_294_967_296.0) as u64,
             head: spec.method == Method::Head,
             close: spec.connection == Connection::Close,
+            pipeline: spec.pipeline as usize,
             files_generated: spec.fileset.generated(),
         })
     }
@@ -680,6 +716,10 @@ pub struct WebSession {
     rng: SmallRng,
     /// The file chosen for the next request.
     next: usize,
+    /// Pipelining: the files whose requests were sent and replies are due, in order.
+    in_flight: std::collections::VecDeque<usize>,
+    /// Pipelining: the requests written at once.
+    batch: Vec<u8>,
 }
 
 impl Workload for WebWorkload {
@@ -697,6 +737,8 @@ impl Workload for WebWorkload {
             client: Client::new(self.shared.addrs[base], self.shared.tls[base].clone()),
             rng: SmallRng::seed_from_u64(seed),
             next: 0,
+            in_flight: std::collections::VecDeque::with_capacity(self.shared.pipeline),
+            batch: Vec::with_capacity(self.shared.pipeline * self.shared.longest_request),
         })
     }
 
@@ -708,7 +750,11 @@ impl Workload for WebWorkload {
 impl Session for WebSession {
     fn choose(&mut self) -> usize {
         let w = &*self.workload;
-        self.next = w.files.draw(&mut self.rng);
+        self.next = match self.in_flight.front() {
+            // The reply due next is that of a request already sent.
+            Some(&f) if self.client.connected() => f,
+            _ => w.files.draw(&mut self.rng),
+        };
         let class = if w.classes == 1 {
             0
         } else {
@@ -718,6 +764,9 @@ impl Session for WebSession {
     }
 
     async fn execute(&mut self, _op: usize) -> Outcome {
+        if self.workload.pipeline > 1 {
+            return self.pipelined().await;
+        }
         let w = &*self.workload;
         let file = &w.files.files[self.next];
         let verify = u64::from(self.rng.gen::<u32>()) < w.verify_below;
@@ -729,6 +778,54 @@ impl Session for WebSession {
         };
         let request = &w.requests[self.base * w.files.files.len() + self.next];
         self.client.exchange(request, expect).await
+    }
+}
+
+impl WebSession {
+    /// One reply with up to `pipeline` requests in flight: the requests
+    /// missing are drawn and written at once, then the oldest reply is
+    /// read. Its latency counts from this call (its request may have gone
+    /// out earlier, behind the replies before it), as wrk counts.
+    async fn pipelined(&mut self) -> Outcome {
+        let w = &*self.workload;
+        if !self.client.connected() {
+            self.in_flight.clear();
+        }
+        let files = w.files.files.len();
+        self.batch.clear();
+        if self.in_flight.is_empty() {
+            self.in_flight.push_back(self.next);
+            self.batch
+                .extend_from_slice(&w.requests[self.base * files + self.next]);
+        }
+        while self.in_flight.len() < w.pipeline {
+            let f = w.files.draw(&mut self.rng);
+            self.in_flight.push_back(f);
+            self.batch
+                .extend_from_slice(&w.requests[self.base * files + f]);
+        }
+        if let Err(kind) = self.client.send(&self.batch).await {
+            self.in_flight.clear();
+            return Outcome::error(kind);
+        }
+        let Some(f) = self.in_flight.pop_front() else {
+            return Outcome::error(ErrorKind::Reset);
+        };
+        let file = &w.files.files[f];
+        let verify = u64::from(self.rng.gen::<u32>()) < w.verify_below;
+        let outcome = self
+            .client
+            .receive(Expect {
+                size: file.size,
+                checksum: file.checksum.filter(|_| verify),
+                head: w.head,
+                close: false,
+            })
+            .await;
+        if !self.client.connected() {
+            self.in_flight.clear();
+        }
+        outcome
     }
 }
 
