@@ -1,7 +1,9 @@
 //! The web workload against real nginx servers on loopback: a managed one
 //! (perflab writes the files, starts and removes it) and one a test starts
 //! with the library, whose files the test then damages or whose processes
-//! it kills.
+//! it kills. Load is offered at fixed rates (open loop), well under what
+//! the machine can serve, so that these tests leave CPU to the tests
+//! running beside them.
 
 use crate::support::{
     contains, last_export, perflab_expect, perflab_ok, spawn_until_steps, tempdir,
@@ -69,7 +71,7 @@ fn a_managed_nginx_serves_specweb_with_its_class_shares_and_every_body_verified(
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),
-        "run web --target nginx:managed --fileset specweb:2 --users 4 --verify-share 1 --nginx-set worker_processes=2 --warmup 1s --duration 8s",
+        "run web --target nginx:managed --fileset specweb:2 --rate 8000 --connections 32 --max-outstanding 100000 --max-error-rate 100% --verify-share 1 --nginx-set worker_processes=2 --warmup 1s --duration 8s",
     );
     contains(&out, "wrote 72 files");
     let export = last_export(dir.path());
@@ -117,7 +119,9 @@ fn a_connection_per_request_opens_as_many_connections_as_requests() {
     let dir = tempdir();
     perflab_ok(
         dir.path(),
-        &format!("run web --fileset webbench --connection close --users 2 {SHORT}"),
+        &format!(
+            "run web --fileset webbench --connection close --rate 1000 --connections 4 {SHORT}"
+        ),
     );
     let export = last_export(dir.path());
     let (accepts, sent) = server_and_client_counts(&export, 0, "accepts");
@@ -140,7 +144,7 @@ fn users_are_split_over_two_addresses_and_counted_per_address() {
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),
-        &format!("run web --nginx-listen 127.0.0.1,127.0.0.2 --users 4 {SHORT}"),
+        &format!("run web --nginx-listen 127.0.0.1,127.0.0.2 --rate 4000 --connections 4 {SHORT}"),
     );
     contains(&out, "@127.0.0.2:");
     let ops = measured_ops(&last_export(dir.path()), 0);
@@ -152,8 +156,8 @@ fn users_are_split_over_two_addresses_and_counted_per_address() {
     };
     let (one, two) = (per_address("127.0.0.1"), per_address("127.0.0.2"));
     assert!(one > 0 && two > 0, "{ops:?}");
-    // Two users on each address; a busy test machine may favour one side,
-    // but not by more than twice.
+    // Two connections on each address; a busy test machine may favour one
+    // side, but not by more than twice.
     let ratio = one as f64 / two as f64;
     assert!(
         (0.5..2.0).contains(&ratio),
@@ -195,7 +199,7 @@ fn a_damaged_file_is_caught_as_corrupt_and_a_missing_one_as_404() {
     let base = &server.base_urls()[0];
     perflab_ok(
         dir.path(),
-        &format!("run web --target {base} --fileset specweb:1 --verify-share 1 --users 2 --max-error-rate 100% {SHORT}"),
+        &format!("run web --target {base} --fileset specweb:1 --verify-share 1 --rate 3000 --connections 2 --max-error-rate 100% {SHORT}"),
     );
     let ops = measured_ops(&last_export(dir.path()), 0);
     let corrupt = ops["1-10KiB"].2.get("corrupt").copied().unwrap_or(0);
@@ -218,7 +222,7 @@ fn a_killed_server_ends_the_run_with_the_steps_before_intact() {
     let base = &server.base_urls()[0];
     let child = spawn_until_steps(
         dir.path(),
-        &format!("run web --target {base} --fileset specweb:1 --users 1,2,3,4,5,6,7,8 --warmup 0s --duration 1s"),
+        &format!("run web --target {base} --fileset specweb:1 --rate 1000..8000/1000 --connections 4 --warmup 0s --duration 1s"),
         2,
     );
     // nginx's master and its workers, all killed at once.
@@ -402,7 +406,7 @@ fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying
     let out = perflab_ok(
         dir.path(),
         &format!(
-            "run web --target {base} --cacert {} --verify-share 1 --users 2 {SHORT}",
+            "run web --target {base} --cacert {} --verify-share 1 --rate 1000 --connections 2 {SHORT}",
             ca.display()
         ),
     );
@@ -419,7 +423,7 @@ fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     let out = perflab_ok(
         dir.path(),
-        &format!("run web --target {base} --insecure --users 1 {SHORT}"),
+        &format!("run web --target {base} --insecure --rate 500 --connections 1 {SHORT}"),
     );
     contains(&out, "--insecure: the server's certificate is not checked");
     // Plain HTTP to the TLS port.
@@ -430,7 +434,7 @@ fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying
     let out = perflab_ok(
         dir.path(),
         &format!(
-            "run web --nginx-tls-cert {} --nginx-tls-key {} --cacert {} --users 1 {SHORT}",
+            "run web --nginx-tls-cert {} --nginx-tls-key {} --cacert {} --rate 500 --connections 1 {SHORT}",
             cert.display(),
             key.display(),
             ca.display()
@@ -444,7 +448,7 @@ fn pipelined_requests_are_all_answered_and_checked() {
     let dir = tempdir();
     perflab_ok(
         dir.path(),
-        &format!("run web --fileset specweb:1 --pipeline 8 --users 2 --verify-share 1 {SHORT}"),
+        &format!("run web --fileset specweb:1 --pipeline 8 --rate 4000 --connections 2 --verify-share 1 {SHORT}"),
     );
     let export = last_export(dir.path());
     let ops = measured_ops(&export, 0);

@@ -13,8 +13,7 @@
 //! A setting replaces perflab's default of the same name.
 
 use super::{
-    find_programs, free_loopback_port, log_file, server_command, server_user, NotReady, ServerDir,
-    ServerProcess,
+    find_programs, log_file, server_command, server_user, NotReady, ServerDir, ServerProcess,
 };
 use crate::error::PlanError;
 use anyhow::Context;
@@ -155,8 +154,14 @@ impl ManagedNginx {
         .trim()
         .trim_start_matches("nginx version: ")
         .to_string();
-        let port = free_loopback_port()?;
-        let status_port = free_loopback_port()?;
+        // Both ports are found while both are held, so they differ.
+        let (port, status_port) = {
+            let a = std::net::TcpListener::bind("127.0.0.1:0")
+                .context("cannot find a free loopback port")?;
+            let b = std::net::TcpListener::bind("127.0.0.1:0")
+                .context("cannot find a free loopback port")?;
+            (a.local_addr()?.port(), b.local_addr()?.port())
+        };
         let mut directives = merged(settings);
         if let Some((cert, key)) = tls {
             for (what, file) in [("certificate", cert), ("key", key)] {
