@@ -85,6 +85,19 @@ pub struct Started {
     pub endpoint: Option<Endpoint>,
 }
 
+/// A target's setup record (`Opened::setup`) with a workload's own fields
+/// added (how it loaded its data, its file set).
+pub(crate) fn merged_setup(
+    target: &serde_json::Value,
+    more: serde_json::Value,
+) -> serde_json::Value {
+    let mut out = target.clone();
+    if let (Some(obj), serde_json::Value::Object(more)) = (out.as_object_mut(), more) {
+        obj.extend(more);
+    }
+    out
+}
+
 /// The plan's record of a workload's validated spec.
 pub fn spec_of<K: Kind>(spec: &K::Spec) -> Result<WorkloadSpec, PlanError> {
     WorkloadSpec::new(K::NAME, spec).map_err(|e| {

@@ -258,7 +258,10 @@ fn drive_server<B: BankBackend, D: Driver>(
     mut started: Started,
     driver: D,
 ) -> anyhow::Result<D::Output> {
-    started.setup = Some(merged(&opened.setup, load_setup(&load)));
+    started.setup = Some(crate::workload::merged_setup(
+        &opened.setup,
+        load_setup(&load),
+    ));
     started.db_probe = opened.endpoint.stats_probe().and_then(keep_probe);
     let workload = Arc::new(BankWorkload::new(backend, spec.mix, spec.scale)?);
     driver.drive(workload, started)
@@ -277,15 +280,6 @@ fn keep_probe(probe: anyhow::Result<crate::probe::DbProbe>) -> Option<crate::pro
             None
         }
     }
-}
-
-/// The target's setup record with the load's fields added.
-fn merged(target: &serde_json::Value, load: serde_json::Value) -> serde_json::Value {
-    let mut out = target.clone();
-    if let (Some(obj), serde_json::Value::Object(load)) = (out.as_object_mut(), load) {
-        obj.extend(load);
-    }
-    out
 }
 
 /// Prints how the bank was made ready and returns it for the store.
