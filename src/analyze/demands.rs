@@ -17,8 +17,8 @@
 //!   holds what no probe sees: network round trips, locks taken without
 //!   waiting); the resources' summed demands when there is none.
 //! - Little's law `N = X·(R+Z)` holds in every closed loop; a step that
-//!   breaks it by more than 5% was paced by something outside the measured
-//!   cycle — the generator.
+//!   breaks it by more than 5% and more than its window's edges explain
+//!   was paced by something outside the measured cycle — the generator.
 
 use super::points::{ResourceKind, StepPoint};
 use serde::Serialize;

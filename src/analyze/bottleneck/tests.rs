@@ -542,3 +542,26 @@ fn a_plateau_at_one_saturated_single_threaded_process_names_it() {
     let b = judge(points).bottleneck.unwrap();
     assert_ne!(b.name, "cpu (one single-threaded server process)", "{b:?}");
 }
+
+/// Serialisable TPC-B on a shared host: 3-second steps whose slow tail
+/// (p99 209 ms, retries' back-off) leaves X·R 5% short of the users at
+/// 8 of them. The window's edges hold that much: not the generator.
+#[test]
+fn a_shortfall_the_windows_edges_hold_is_not_the_generator() {
+    let mut points = curve(&[454.0, 516.0, 493.0, 235.0, 181.0]);
+    for p in &mut points {
+        p.completed = (p.throughput * 3.0) as u64;
+        p.retries = (p.throughput * 0.5) as u64;
+        waits(p, &[("Lock:transactionid", 50), ("Client:ClientRead", 50)]);
+    }
+    let at8 = &mut points[3];
+    at8.response.mean = Duration::from_secs_f64(7.59 / at8.throughput);
+    at8.response.p99 = Duration::from_millis(209);
+    let b = judge(points.clone()).bottleneck.unwrap();
+    assert_ne!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
+    // A 10% shortfall with a tail too short to hold it is the generator's.
+    points[3].response.mean = Duration::from_secs_f64(7.2 / points[3].throughput);
+    points[3].response.p99 = Duration::from_millis(20);
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
+}
