@@ -147,6 +147,30 @@ impl fmt::Display for BytesPerSec {
 )]
 pub struct Bytes(pub u64);
 
+impl Bytes {
+    /// Reads a size: a count of bytes with an optional binary unit, `512`,
+    /// `4k`, `64KiB`, `1M`, `8GiB` (k, M, G and T are powers of 1024
+    /// whatever their spelling, as fio and Iometer read them).
+    pub fn parse(text: &str) -> Result<Bytes, String> {
+        let t = text.trim();
+        let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let bad = || format!("'{text}' is not a size; give bytes or a unit, e.g. 4k, 64KiB, 8GiB");
+        let count: u64 = t[..digits].parse().map_err(|_| bad())?;
+        let shift = match t[digits..].trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 0,
+            "k" | "kb" | "kib" => 10,
+            "m" | "mb" | "mib" => 20,
+            "g" | "gb" | "gib" => 30,
+            "t" | "tb" | "tib" => 40,
+            _ => return Err(bad()),
+        };
+        count
+            .checked_mul(1u64 << shift)
+            .map(Bytes)
+            .ok_or_else(|| format!("'{text}' is larger than perflab can address"))
+    }
+}
+
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -189,6 +213,18 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(Bytes::parse("512"), Ok(Bytes(512)));
+        assert_eq!(Bytes::parse("4k"), Ok(Bytes(4096)));
+        assert_eq!(Bytes::parse("64KiB"), Ok(Bytes(65536)));
+        assert_eq!(Bytes::parse("1M"), Ok(Bytes(1 << 20)));
+        assert_eq!(Bytes::parse("8GiB"), Ok(Bytes(8 << 30)));
+        for bad in ["", "k", "4x", "-4k", "4.5k", "99999999999T"] {
+            assert!(Bytes::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_parse_with_units() {

@@ -244,8 +244,8 @@ pub struct RunWorkload {
 /// the objectives, the probes and the store.
 #[derive(Debug, Args)]
 pub struct CommonRunArgs {
-    #[arg(long, value_name = "SWEEP", conflicts_with = "rate", help = concat!(
-        "Closed loop: virtual users per step, as N, a list 1,2,4,8 or a range 10..150/10. Default ",
+    #[arg(long, visible_alias = "depth", value_name = "SWEEP", conflicts_with = "rate", help = concat!(
+        "Closed loop: virtual users per step (the disk workload: outstanding I/Os), as N, a list 1,2,4,8 or a range 10..150/10. Default ",
         default_users!(), "."
     ), value_parser = values::users)]
     pub users: Option<Sweep>,

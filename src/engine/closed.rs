@@ -24,7 +24,7 @@ pub(super) async fn user<S: Session>(
     tokio::time::sleep_until(intended).await;
     while !state.stop.get() {
         let ended = state.run_op(&mut session, intended).await;
-        let wait = think.sample(&mut rng);
+        let wait = think.sample(&mut rng) + session.pause();
         state.recorder.borrow_mut().record_think(wait);
         intended = ended + wait;
         if wait.is_zero() {

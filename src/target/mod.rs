@@ -11,7 +11,7 @@
 // The schemes `--target` takes, written once for help texts and errors.
 macro_rules! schemes {
     () => {
-        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http(s)://HOST:PORT/[,http://…] or nginx:managed"
+        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http(s)://HOST:PORT/[,http://…], nginx:managed or file:PATH"
     };
 }
 
@@ -48,6 +48,8 @@ pub enum Target {
     Http { bases: Vec<http::HttpBase> },
     /// An nginx that perflab configures, starts and removes.
     NginxManaged,
+    /// A file the disk workload reads and writes.
+    File { path: PathBuf },
     /// No server: the `null` workload's in-process stand-in.
     InProcess,
 }
@@ -100,6 +102,8 @@ pub enum Kind {
     Postgres,
     Mysql,
     Http,
+    /// A file on a file system: the storage below it is what is measured.
+    File,
     InProcess,
 }
 
@@ -120,6 +124,7 @@ impl Target {
             Target::Mysql { .. } => (Kind::Mysql, false, false, false),
             Target::Http { .. } => (Kind::Http, false, false, false),
             Target::NginxManaged => (Kind::Http, false, false, true),
+            Target::File { .. } => (Kind::File, false, false, false),
             Target::InProcess => (Kind::InProcess, true, false, false),
         };
         Traits {
@@ -161,6 +166,14 @@ impl Target {
         if text == "postgres:managed" {
             return Ok(Target::PostgresManaged);
         }
+        if let Some(path) = text.strip_prefix("file:") {
+            if path.is_empty() {
+                return Err("'file:' needs a path, e.g. file:/tmp/perflab-disk.bin".to_string());
+            }
+            return Ok(Target::File {
+                path: PathBuf::from(path),
+            });
+        }
         if text == "nginx:managed" {
             return Ok(Target::NginxManaged);
         }
@@ -184,10 +197,10 @@ impl Target {
         }
     }
 
-    /// The file of an embedded database target, none for a server.
+    /// The file of an embedded database or a disk target, none for a server.
     pub fn file(&self) -> Option<&std::path::Path> {
         match self {
-            Target::Sqlite { path } => Some(path),
+            Target::Sqlite { path } | Target::File { path } => Some(path),
             _ => None,
         }
     }
@@ -219,6 +232,7 @@ impl Target {
                 .collect::<Vec<_>>()
                 .join(","),
             Target::NginxManaged => "nginx:managed".to_string(),
+            Target::File { path } => format!("file:{}", path.display()),
             Target::InProcess => "in-process".to_string(),
         }
     }

@@ -10,6 +10,7 @@
 //! workload, and `perflab run NAME` and `perflab check NAME` dispatch there.
 
 pub mod bank;
+pub mod disk;
 pub mod null;
 mod registry;
 pub mod web;
@@ -98,6 +99,16 @@ pub(crate) fn merged_setup(
     out
 }
 
+/// Operation names made at run time (by size class, by address), as the
+/// `'static` names [`Workload::op_names`] gives: a handful per run, made
+/// once and kept for the process's life.
+pub(crate) fn leak_names(names: Vec<String>) -> Vec<&'static str> {
+    names
+        .into_iter()
+        .map(|n| &*Box::leak(n.into_boxed_str()))
+        .collect()
+}
+
 /// The plan's record of a workload's validated spec.
 pub fn spec_of<K: Kind>(spec: &K::Spec) -> Result<WorkloadSpec, PlanError> {
     WorkloadSpec::new(K::NAME, spec).map_err(|e| {
@@ -136,6 +147,13 @@ pub trait Session {
 
     /// Runs one operation of the chosen kind.
     fn execute(&mut self, op: usize) -> impl Future<Output = Outcome>;
+
+    /// A closed-loop pause the workload itself owes before the next
+    /// operation (an access spec's delay between bursts), added to the
+    /// think time and counted as it is.
+    fn pause(&mut self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }
 
 /// How many operations of one kind ended each way over a whole run.

@@ -134,6 +134,7 @@ pub fn names_text() -> String {
 
 workloads! {
     Bank = super::bank::Bank,
+    Disk = super::disk::Disk,
     Null = super::null::Null,
     Web = super::web::Web,
 }

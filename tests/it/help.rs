@@ -35,14 +35,39 @@ fn examples(readme: &str) -> Vec<Vec<String>> {
             continue;
         }
         let command = line[at..].split(['>', '|']).next().unwrap_or("");
-        let words = command
-            .replace("\"$(pidof mariadbd)\"", "1")
-            .split_whitespace()
-            .map(|w| w.trim_matches(['\'', '"']).to_string())
-            .collect();
-        out.push(words);
+        out.push(shell_words(&command.replace("\"$(pidof mariadbd)\"", "1")));
     }
     out
+}
+
+/// A command line split as a shell splits it: on blanks outside quotes,
+/// the quotes removed.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote = None;
+    let mut started = false;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                started = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if started || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                started = false;
+            }
+            (None, c) => word.push(c),
+        }
+    }
+    if started || !word.is_empty() {
+        words.push(word);
+    }
+    words
 }
 
 #[test]

@@ -61,10 +61,10 @@ impl Shared {
                 } else {
                     class.to_string()
                 };
-                // A handful of names, made once per run.
-                op_names.push(&*Box::leak(name.into_boxed_str()));
+                op_names.push(name);
             }
         }
+        let op_names = crate::workload::leak_names(op_names);
         let method = match spec.method {
             Method::Get => "GET",
             Method::Head => "HEAD",

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# perflab's disk workload against fio on one file, number for number.
+#
+# perflab makes and preconditions a file (SIZE, default 1 GiB), then fio
+# (ioengine=io_uring direct=1 fixedbufs, one job) and `perflab run disk
+# --threads 1` run the same load on it, alternating, SECONDS each, ROUNDS
+# times:
+#   4k random read at depth 1 and 32, 4k random write at depth 32, and
+#   Intel's file-server spec at depth 32 (fio: rw=randrw rwmixread=80 and
+#   its bssplit; perflab: the same lines aligned to 512 bytes as fio's
+#   bssplit is);
+# median IOPS of each, their ratio, and each one's CPU µs per I/O (user +
+# system, from rusage). Twice: on the file system of the current directory
+# (the virtual disk here) and on ext4 over a RAM-backed block device (zram)
+# where the kernel has one, so that the generators, not the disk, are
+# compared. Installs fio when missing; removes what it made.
+# Usage: bench/fio.sh [SECONDS] [ROUNDS] [SIZE]   (defaults 10, 3, 1GiB)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-10}"
+rounds="${2:-3}"
+size="${3:-1GiB}"
+
+if ! command -v fio >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio
+fi
+cargo build --release --quiet
+perflab="$PWD/target/release/perflab"
+
+work="$(mktemp -d -p "$PWD" .fio-bench.XXXXXX)"
+zram_mount=""
+stop() {
+    if [ -n "$zram_mount" ]; then
+        umount "$zram_mount" 2>/dev/null || true
+        echo 1 >/sys/block/zram0/reset 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap stop EXIT
+
+# Runs a command and prints "<child cpu seconds> <stdout>" on one line.
+measure() {
+    python3 -c '
+import os, resource, subprocess, sys
+out = subprocess.run(sys.argv[1:], capture_output=True, text=True, env={"CI": "true", **os.environ})
+if out.returncode not in (0, 1):
+    sys.exit(out.stderr)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(r.ru_utime + r.ru_stime, out.stdout.replace("\n", " "))' "$@"
+}
+median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+
+fs_bssplit="512/10:1k/5:2k/5:4k/60:8k/2:16k/4:32k/4:64k/10"
+fs_spec="size=512 share=10 read=80 align=512; size=1k share=5 read=80 align=512; size=2k share=5 read=80 align=512; size=4k share=60 read=80 align=512; size=8k share=2 read=80 align=512; size=16k share=4 read=80 align=512; size=32k share=4 read=80 align=512; size=64k share=10 read=80 align=512"
+
+# bench DIR LABEL: the four loads on DIR/t.bin.
+bench() {
+    local dir=$1 label=$2 file="$1/t.bin"
+    "$perflab" run disk --target "file:$file" --size "$size" --spec 4k-randread --depth 1 \
+        --warmup 0s --duration 1s --store "$work/bench.db" | grep -E '^precondition' || true
+    echo
+    echo "$label: $file ($size), fio io_uring direct=1 fixedbufs vs perflab --threads 1 (medians of $rounds rounds of ${seconds} s)"
+    printf '%-22s %6s %10s %10s %7s %14s %16s\n' load depth fio perflab ratio 'fio cpu/io' 'perflab cpu/io'
+    for load in 4k-randread:1 4k-randread:32 4k-randwrite:32 file-server:32; do
+        local name=${load%%:*} depth=${load##*:} fio_args pl_spec
+        case $name in
+        4k-randread) fio_args=(--rw=randread --bs=4k); pl_spec=4k-randread ;;
+        4k-randwrite) fio_args=(--rw=randwrite --bs=4k); pl_spec=4k-randwrite ;;
+        file-server) fio_args=(--rw=randrw --rwmixread=80 --bssplit="$fs_bssplit"); pl_spec=$fs_spec ;;
+        esac
+        local fio_iops=() fio_cpu=() pl_iops=() pl_cpu=()
+        for _ in $(seq "$rounds"); do
+            read -r cpu out < <(measure fio --name=b --filename="$file" --ioengine=io_uring --direct=1 \
+                --fixedbufs --iodepth="$depth" --numjobs=1 --time_based --runtime="$seconds" \
+                --norandommap --randrepeat=0 --output-format=json "${fio_args[@]}")
+            read -r iops ios < <(python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])["jobs"][0]
+print(j["read"]["iops"] + j["write"]["iops"], j["read"]["total_ios"] + j["write"]["total_ios"])' "$out")
+            fio_iops+=("$iops")
+            fio_cpu+=("$(python3 -c "print($cpu / max($ios, 1) * 1e6)")")
+            read -r cpu _ < <(measure "$perflab" run disk --target "file:$file" --spec "$pl_spec" \
+                --depth "$depth" --threads 1 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+            read -r iops ios < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
+import json, sys
+step = json.load(sys.stdin)["steps"][0]
+ios = sum(i["ok"] + i["refused"] + sum(i["errors"].values()) for i in step["intervals"])
+print(step["summary"]["throughput"], ios)')
+            pl_iops+=("$iops")
+            pl_cpu+=("$(python3 -c "print($cpu / max($ios, 1) * 1e6)")")
+        done
+        python3 -c "
+n, d, f, p, fc, pc = '$name', $depth, $(median "${fio_iops[@]}"), $(median "${pl_iops[@]}"), $(median "${fio_cpu[@]}"), $(median "${pl_cpu[@]}")
+print(f'{n:22s} {d:6d} {f:10.0f} {p:10.0f} {p / f:7.2f} {fc:11.2f} µs {pc:13.2f} µs')"
+    done
+}
+
+bench "$work" "this file system"
+
+if [ -e /sys/block/zram0 ] && [ "$(cat /sys/block/zram0/disksize)" = 0 ] && command -v mkfs.ext4 >/dev/null; then
+    echo 2G >/sys/block/zram0/disksize
+    mkfs.ext4 -q /dev/zram0
+    zram_mount="$work/zram"
+    mkdir -p "$zram_mount"
+    mount /dev/zram0 "$zram_mount"
+    echo
+    bench "$zram_mount" "zram (RAM-backed)"
+else
+    echo
+    echo "no free zram device here: the RAM-backed comparison is left out"
+fi

@@ -1,0 +1,591 @@
+//! The disk workload's users. Each user holds one I/O in flight at a time
+//! (so users are the outstanding I/Os: the depth). Per burst it draws a
+//! line of the spec by share; per I/O, read or write and random or
+//! sequential by the line's percentages. A random offset is uniform over
+//! the target at the line's alignment; a sequential one follows the user's
+//! last I/O. Every I/O first claims its 4 KiB chunks of the target, so no
+//! two I/Os in flight overlap (a read beside a write of the same place, or
+//! two writes, would leave what is on the disk undefined); a random draw
+//! that meets a claim is drawn again, a sequential one jumps past it.
+//!
+//! Writes are stamped sector by sector ([`super::block`]) with a new
+//! generation and recorded in the [`Ledger`] when acknowledged; with
+//! `--verify`, every sector read is checked against the ledger.
+
+use super::access::{AccessSpec, Line, SECTOR};
+use super::block;
+use super::ledger::Ledger;
+use super::psync::Psync;
+use super::uring::{Ring, SlotBuf};
+use super::Engine;
+use crate::measure::{ErrorKind, Outcome};
+use crate::workload::{CheckLine, CheckReport, OpCounts, Session, Workload};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The unit of claims on the target.
+const CHUNK: u64 = 4096;
+/// Mismatches described in the check; beyond, only counted.
+const MISMATCHES_KEPT: usize = 10;
+/// Random draws before a user gives up finding a free place and waits.
+const DRAWS: u32 = 64;
+
+/// What every user of a run shares.
+pub struct Shared {
+    pub spec: AccessSpec,
+    pub file: File,
+    pub ledger: Ledger,
+    pub size: u64,
+    pub engine: Engine,
+    pub verify: bool,
+    /// One flag per 4 KiB chunk of the target: an I/O in flight holds it.
+    claims: Vec<AtomicBool>,
+    /// Cumulative weights of the lines (share over burst), for drawing a burst.
+    cumulative: Vec<f64>,
+    names: Vec<&'static str>,
+    /// Counts summed from users as they end.
+    pub tally: Mutex<Tally>,
+}
+
+/// What users counted, summed at their end.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    /// Per line: [read random, read sequential, write random, write sequential].
+    pub per_line: Vec<[u64; 4]>,
+    /// Sectors read back and checked.
+    pub verified: u64,
+    pub mismatches: u64,
+    /// The first mismatches, described.
+    pub described: Vec<String>,
+}
+
+impl Shared {
+    pub fn new(
+        spec: AccessSpec,
+        file: File,
+        ledger: Ledger,
+        engine: Engine,
+        verify: bool,
+    ) -> Shared {
+        let size = ledger.size();
+        let chunks = size.div_ceil(CHUNK) as usize;
+        // A line's share is of I/Os: drawn per burst, it weighs share/burst.
+        let mut acc = 0.0;
+        let cumulative = spec
+            .lines
+            .iter()
+            .map(|l| {
+                acc += l.share / f64::from(l.burst.max(1));
+                acc
+            })
+            .collect();
+        let names = crate::workload::leak_names(spec.op_names());
+        let lines = spec.lines.len();
+        Shared {
+            spec,
+            file,
+            ledger,
+            size,
+            engine,
+            verify,
+            claims: (0..chunks).map(|_| AtomicBool::new(false)).collect(),
+            cumulative,
+            names,
+            tally: Mutex::new(Tally {
+                per_line: vec![[0; 4]; lines],
+                ..Tally::default()
+            }),
+        }
+    }
+
+    /// Claims the chunks of `[offset, offset+len)`; false (nothing held)
+    /// when another I/O holds one.
+    fn claim(&self, offset: u64, len: u64) -> bool {
+        let (first, last) = (offset / CHUNK, (offset + len).div_ceil(CHUNK));
+        for c in first..last {
+            let free = self.claims[c as usize]
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok();
+            if !free {
+                self.release_range(first, c);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn release(&self, offset: u64, len: u64) {
+        self.release_range(offset / CHUNK, (offset + len).div_ceil(CHUNK));
+    }
+
+    fn release_range(&self, first: u64, end: u64) {
+        for c in first..end {
+            self.claims[c as usize].store(false, Ordering::Release);
+        }
+    }
+
+    /// Records a mismatch (rare: off the hot path).
+    fn mismatch(&self, text: String) {
+        let mut t = self.tally.lock().unwrap_or_else(|p| p.into_inner());
+        t.mismatches += 1;
+        if t.described.len() < MISMATCHES_KEPT {
+            t.described.push(text);
+        }
+    }
+}
+
+/// The disk workload as the engine sees it.
+pub struct DiskWorkload {
+    pub shared: Arc<Shared>,
+}
+
+/// How a user reaches the device.
+enum Io {
+    Uring { ring: Rc<Ring>, slot: SlotBuf },
+    Psync(Psync),
+}
+
+/// One user: its engine, its random stream, its place in the spec.
+pub struct DiskSession {
+    shared: Arc<Shared>,
+    io: Io,
+    rng: SmallRng,
+    /// The line of the current burst and the I/Os left in it.
+    line: usize,
+    left: u32,
+    /// The pause owed before the next I/O (a new burst's delay).
+    pause: Duration,
+    /// Whether the next I/O is at a random offset.
+    random: bool,
+    /// Where the user's next sequential I/O starts.
+    cursor: u64,
+    /// Counts kept by the user, summed into the shared tally at its end.
+    per_line: Vec<[u64; 4]>,
+    verified: u64,
+}
+
+impl Workload for DiskWorkload {
+    type Session = DiskSession;
+
+    fn op_names(&self) -> &[&'static str] {
+        &self.shared.names
+    }
+
+    async fn open_session(&self, user: u32, seed: u64) -> anyhow::Result<DiskSession> {
+        let len = self.shared.spec.max_size() as usize;
+        let io = match self.shared.engine {
+            Engine::Uring => {
+                let ring = Ring::for_thread()?;
+                let slot = ring.slot(len)?;
+                Io::Uring { ring, slot }
+            }
+            Engine::Psync => Io::Psync(Psync::start(len)?),
+        };
+        let mut rng = SmallRng::seed_from_u64(seed);
+        // Users start their sequential streams spread over the target.
+        let cursor = align_down(
+            self.shared.size / 64 * u64::from(user % 64) + rng.gen_range(0..SECTOR),
+            SECTOR,
+        );
+        Ok(DiskSession {
+            shared: self.shared.clone(),
+            io,
+            rng,
+            line: 0,
+            left: 0,
+            pause: Duration::ZERO,
+            random: true,
+            cursor,
+            per_line: vec![[0; 4]; self.shared.spec.lines.len()],
+            verified: 0,
+        })
+    }
+
+    fn check(&self, _run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
+        Ok(Some(check_report(&self.shared)))
+    }
+}
+
+/// The run's check: each line's share, read and random percentages as
+/// done against the spec, and the verification's outcome.
+pub fn check_report(shared: &Shared) -> CheckReport {
+    let t = shared
+        .tally
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let total: u64 = t.per_line.iter().flatten().sum();
+    let mut lines = Vec::new();
+    for (i, (line, c)) in shared.spec.lines.iter().zip(&t.per_line).enumerate() {
+        let n: u64 = c.iter().sum();
+        let pct = |part: u64, of: u64| {
+            if of == 0 {
+                0.0
+            } else {
+                100.0 * part as f64 / of as f64
+            }
+        };
+        lines.push(CheckLine {
+            rule: format!("line {} ({})", i + 1, line.text()),
+            // Shares are what the user asked for: they are reported, and
+            // the tests hold them to a point; they are no pass/fail rule.
+            passed: true,
+            detail: format!(
+                "{n} I/Os: share {:.2}%, read {:.2}%, random {:.2}%",
+                pct(n, total),
+                pct(c[0] + c[1], n),
+                pct(c[0] + c[2], n)
+            ),
+        });
+    }
+    if shared.verify {
+        lines.push(CheckLine {
+            rule: "every sector read is the one last written there".to_string(),
+            passed: t.mismatches == 0,
+            detail: if t.mismatches == 0 {
+                format!("{} sectors checked, all intact", t.verified)
+            } else {
+                format!(
+                    "{} of {} sectors checked did not match: {}",
+                    t.mismatches,
+                    t.verified,
+                    t.described.join("; ")
+                )
+            },
+        });
+    }
+    CheckReport::from_lines(lines)
+}
+
+impl Drop for DiskSession {
+    fn drop(&mut self) {
+        let mut t = self.shared.tally.lock().unwrap_or_else(|p| p.into_inner());
+        for (sum, mine) in t.per_line.iter_mut().zip(&self.per_line) {
+            for (a, b) in sum.iter_mut().zip(mine) {
+                *a += b;
+            }
+        }
+        t.verified += self.verified;
+    }
+}
+
+impl Session for DiskSession {
+    fn choose(&mut self) -> usize {
+        if self.left == 0 {
+            // The first burst: no delay is owed before it.
+            self.next_burst();
+            self.pause = Duration::ZERO;
+        }
+        self.left -= 1;
+        let l = &self.shared.spec.lines[self.line];
+        let write = self.rng.gen::<f64>() * 100.0 >= l.read;
+        self.random = self.rng.gen::<f64>() * 100.0 < l.random;
+        let op = self.line * 2 + usize::from(write);
+        if self.left == 0 {
+            // The next burst is drawn now, so that its delay is owed after this I/O.
+            self.next_burst();
+        }
+        op
+    }
+
+    fn pause(&mut self) -> Duration {
+        std::mem::take(&mut self.pause)
+    }
+
+    async fn execute(&mut self, op: usize) -> Outcome {
+        let shared = self.shared.clone();
+        let (index, write) = (op / 2, op % 2 == 1);
+        let Some(line) = shared.spec.lines.get(index) else {
+            return Outcome::error(ErrorKind::Corrupt);
+        };
+        let len = line.size;
+        let Some(offset) = self.place(line).await else {
+            return Outcome::error(ErrorKind::Busy);
+        };
+        let pattern = usize::from(write) * 2 + usize::from(!self.random);
+        self.per_line[index][pattern] += 1;
+        let outcome = self.transfer(&shared, write, offset, len).await;
+        shared.release(offset, len);
+        outcome
+    }
+}
+
+impl DiskSession {
+    /// Draws the line of the next burst (by share over burst, so that
+    /// shares hold of I/Os); its delay is owed before it.
+    fn next_burst(&mut self) {
+        let cumulative = &self.shared.cumulative;
+        let x = self.rng.gen::<f64>() * cumulative.last().copied().unwrap_or(100.0);
+        self.line = cumulative
+            .iter()
+            .position(|c| x < *c)
+            .unwrap_or(cumulative.len() - 1);
+        let l = &self.shared.spec.lines[self.line];
+        self.left = l.burst;
+        self.pause = l.delay;
+    }
+
+    /// Where the next I/O goes, claimed: a random aligned offset, or the
+    /// end of the user's last I/O. None when no place could be claimed
+    /// within the draws (the users hold nearly all of the target).
+    async fn place(&mut self, line: &Line) -> Option<u64> {
+        let shared = &*self.shared;
+        let (len, align) = (line.size, line.align);
+        let room = shared.size - len;
+        for draw in 0..DRAWS * 4 {
+            let offset = if self.random {
+                align_down(self.rng.gen_range(0..=room), align)
+            } else {
+                let at = align_up(self.cursor, align);
+                if at > room {
+                    0
+                } else {
+                    at
+                }
+            };
+            if shared.claim(offset, len) {
+                if !self.random {
+                    self.cursor = offset + len;
+                }
+                return Some(offset);
+            }
+            if !self.random {
+                // Past the I/O in the way.
+                self.cursor = offset + len;
+            }
+            if draw % DRAWS == DRAWS - 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        None
+    }
+
+    /// One transfer at a claimed place: stamped and recorded if a write,
+    /// checked if a verified read.
+    async fn transfer(&mut self, shared: &Shared, write: bool, offset: u64, len: u64) -> Outcome {
+        let fd = shared.file.as_raw_fd();
+        let generation = if write {
+            shared.ledger.next_generation()
+        } else {
+            0
+        };
+        let result = match &mut self.io {
+            Io::Uring { ring, slot } => {
+                ring.settle(slot.index).await;
+                if write {
+                    block::stamp(
+                        slot.bytes(len as usize),
+                        offset,
+                        generation,
+                        shared.ledger.file_id(),
+                    );
+                }
+                ring.io(slot.index, fd, write, offset, len as u32).await
+            }
+            Io::Psync(p) => {
+                if !p.settle().await {
+                    return Outcome::error(ErrorKind::Io(libc::EPIPE));
+                }
+                if write {
+                    block::stamp(
+                        p.buffer(len as usize),
+                        offset,
+                        generation,
+                        shared.ledger.file_id(),
+                    );
+                }
+                p.io(fd, write, offset, len as u32).await
+            }
+        };
+        if result < 0 {
+            return Outcome::error(ErrorKind::Io(-result));
+        }
+        if result as u64 != len {
+            // A short transfer: the target ended or the device gave less.
+            return Outcome::error(ErrorKind::Io(libc::EIO));
+        }
+        if write {
+            shared.ledger.acknowledge(offset, len, generation);
+        } else if shared.verify && !self.verify(shared, offset, len) {
+            return Outcome::error(ErrorKind::Corrupt);
+        }
+        Outcome {
+            bytes: len,
+            ..Outcome::ok()
+        }
+    }
+
+    /// Checks every sector of a read; false on the first mismatch (described).
+    fn verify(&mut self, shared: &Shared, offset: u64, len: u64) -> bool {
+        let buf: &[u8] = match &mut self.io {
+            Io::Uring { slot, .. } => slot.bytes(len as usize),
+            Io::Psync(p) => p.buffer(len as usize),
+        };
+        for (i, sector) in buf.chunks_exact(SECTOR as usize).enumerate() {
+            let at = offset + i as u64 * SECTOR;
+            let acked = shared.ledger.acknowledged(at);
+            self.verified += 1;
+            if let Err(m) = block::check(sector, at, shared.ledger.file_id(), acked) {
+                shared.mismatch(format!("offset {at}: {m}"));
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn align_down(x: u64, align: u64) -> u64 {
+    x - x % align.max(1)
+}
+
+fn align_up(x: u64, align: u64) -> u64 {
+    x.div_ceil(align.max(1)) * align.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A workload on a fresh 4 MiB file (psync: no ring needed).
+    fn workload(spec: &str, dir: &std::path::Path) -> DiskWorkload {
+        let path = dir.join("t.bin");
+        let file = File::create(&path).unwrap();
+        file.set_len(4 << 20).unwrap();
+        let ledger = Ledger::create(&path, 4 << 20, 7).unwrap();
+        let spec = AccessSpec::parse_inline(spec).unwrap();
+        DiskWorkload {
+            shared: Arc::new(Shared::new(spec, file, ledger, Engine::Psync, false)),
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// 200,000 draws of a joint mix with bursts: each line's share of
+    /// I/Os, and its read and random percentages, within a point.
+    #[test]
+    fn draws_honour_shares_of_ios_and_percentages_within_a_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = workload(
+            "size=4k share=60 read=75 random=100; size=8k share=30 read=50 random=50 burst=3; size=16k share=10 read=0 random=0 burst=2",
+            dir.path(),
+        );
+        let mut s = runtime().block_on(w.open_session(0, 11)).unwrap();
+        let n = 200_000;
+        let mut counts = [[0u64; 4]; 3];
+        for _ in 0..n {
+            let op = s.choose();
+            counts[op / 2][usize::from(op % 2 == 1) * 2 + usize::from(!s.random)] += 1;
+        }
+        for (i, (share, read, random)) in
+            [(60.0, 75.0, 100.0), (30.0, 50.0, 50.0), (10.0, 0.0, 0.0)]
+                .into_iter()
+                .enumerate()
+        {
+            let c = counts[i];
+            let total: u64 = c.iter().sum();
+            let pct = |x: u64, of: u64| 100.0 * x as f64 / of as f64;
+            assert!((pct(total, n) - share).abs() < 1.0, "line {i}: {c:?}");
+            assert!(
+                (pct(c[0] + c[1], total) - read).abs() < 1.0,
+                "line {i}: {c:?}"
+            );
+            assert!(
+                (pct(c[0] + c[2], total) - random).abs() < 1.0,
+                "line {i}: {c:?}"
+            );
+        }
+    }
+
+    /// On io_uring, an I/O after warm-up allocates nothing: writes
+    /// stamped and acknowledged, reads verified, through the thread's ring
+    /// and its reaper.
+    #[test]
+    fn an_io_on_the_ring_allocates_nothing() {
+        use crate::util::counting_alloc::allocations;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.bin");
+        let file = File::create(&path).unwrap();
+        file.set_len(4 << 20).unwrap();
+        drop(file);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let ledger = Ledger::create(&path, 4 << 20, 7).unwrap();
+        let spec = AccessSpec::parse_inline("size=4k read=50 random=100").unwrap();
+        let w = DiskWorkload {
+            shared: Arc::new(Shared::new(spec, file, ledger, Engine::Uring, true)),
+        };
+        let rt = runtime();
+        let local = tokio::task::LocalSet::new();
+        let (warm, measured, n) = local.block_on(&rt, async {
+            let mut s = w.open_session(0, 1).await.unwrap();
+            // Write every block once, so that every read is of perflab's writes.
+            for at in (0..4u64 << 20).step_by(4096) {
+                assert!(
+                    s.transfer(&w.shared.clone(), true, at, 4096).await.result
+                        == crate::measure::OpResult::Ok
+                );
+            }
+            let before = allocations();
+            let n = 2000;
+            for _ in 0..n {
+                let op = s.choose();
+                let outcome = s.execute(op).await;
+                assert_eq!(outcome.result, crate::measure::OpResult::Ok);
+            }
+            (before, allocations(), n)
+        });
+        assert_eq!(
+            measured - warm,
+            0,
+            "{} allocations in {n} I/Os",
+            measured - warm
+        );
+        assert!(check_report(&w.shared).passed);
+    }
+
+    /// Offsets are multiples of the line's alignment, inside the file, and
+    /// two claimed places never overlap; a sequential stream follows on.
+    #[test]
+    fn places_are_aligned_claimed_and_never_overlap() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = workload("size=12k align=4k read=100 random=100", dir.path());
+        let rt = runtime();
+        let mut s = rt.block_on(w.open_session(0, 3)).unwrap();
+        let line = w.shared.spec.lines[0].clone();
+        let mut held = Vec::new();
+        // A quarter of the file's chunks held at once, never released.
+        for _ in 0..80 {
+            s.choose();
+            let at = rt.block_on(s.place(&line)).expect("a free place");
+            assert_eq!(at % 4096, 0);
+            assert!(at + line.size <= 4 << 20);
+            for (o, l) in &held {
+                assert!(at + line.size <= *o || o + l <= at, "{at} overlaps {o}");
+            }
+            held.push((at, line.size));
+        }
+        let seq = AccessSpec::parse_inline("size=8k read=100 random=0")
+            .unwrap()
+            .lines[0]
+            .clone();
+        s.random = false;
+        let a = rt.block_on(s.place(&seq)).unwrap();
+        w.shared.release(a, seq.size);
+        let b = rt.block_on(s.place(&seq)).unwrap();
+        assert!(b >= a + seq.size, "{a} then {b}");
+    }
+}

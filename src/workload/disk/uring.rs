@@ -1,0 +1,288 @@
+//! io_uring on a worker thread: one ring per worker, shared by the users
+//! of that thread. Each user owns a slot — a buffer of the spec's largest
+//! transfer, mapped anonymously and registered with the ring (fixed
+//! buffers: pages pinned once, not per I/O) — and has at most one I/O in
+//! flight in it. A user pushes its submission and enters the kernel at
+//! once; completions are announced on an eventfd that a reaper task of the
+//! thread waits on, which hands each result to its slot and wakes the user.
+//! No allocation and no other thread on the way of an I/O.
+//!
+//! An I/O abandoned by its user (a timeout) keeps its slot busy until the
+//! kernel completes it, so its buffer is never reused early; the ring is
+//! closed before the buffers are unmapped.
+
+use io_uring::{opcode, squeue, types, IoUring};
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::task::{Context, Poll, Waker};
+use tokio::io::unix::AsyncFd;
+
+/// Registered buffer slots per ring: users one worker thread can hold.
+pub const MAX_SLOTS: u32 = 4096;
+/// Submission queue entries.
+const ENTRIES: u32 = 1024;
+
+thread_local! {
+    static RING: RefCell<Weak<Ring>> = const { RefCell::new(Weak::new()) };
+}
+
+/// Where one slot's I/O stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Idle,
+    InFlight,
+    Done(i32),
+}
+
+struct Slot {
+    buf: *mut u8,
+    state: Cell<State>,
+    waker: RefCell<Option<Waker>>,
+}
+
+/// A worker thread's ring. Fields drop in order: the ring closes before
+/// the buffers it may still be writing are unmapped.
+pub struct Ring {
+    uring: IoUring,
+    event: AsyncFd<OwnedFd>,
+    slots: RefCell<Vec<Slot>>,
+    arenas: RefCell<Vec<Arena>>,
+}
+
+/// An anonymous mapping holding one slot's buffer, page-aligned as direct
+/// I/O wants.
+struct Arena {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `Ring::slot`, unmapped once.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+impl Ring {
+    /// This worker thread's ring, made (with its reaper task) on first use.
+    /// Must run inside the worker's `LocalSet`.
+    pub fn for_thread() -> std::io::Result<Rc<Ring>> {
+        if let Some(ring) = RING.with(|r| r.borrow().upgrade()) {
+            return Ok(ring);
+        }
+        let uring = IoUring::builder().build(ENTRIES)?;
+        uring.submitter().register_buffers_sparse(MAX_SLOTS)?;
+        // SAFETY: eventfd with flags only; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor just created and owned by nothing else.
+        let event = unsafe { OwnedFd::from_raw_fd(fd) };
+        uring.submitter().register_eventfd(event.as_raw_fd())?;
+        let ring = Rc::new(Ring {
+            uring,
+            // SAFETY: an OwnedFd returns the one descriptor it owns, open
+            // until the AsyncFd (which owns it) is dropped.
+            event: unsafe { AsyncFd::register_with_interest(event, tokio::io::Interest::READABLE) }
+                .map_err(|e| e.into_parts().1)?,
+            slots: RefCell::new(Vec::new()),
+            arenas: RefCell::new(Vec::new()),
+        });
+        tokio::task::spawn_local(reap(ring.clone()));
+        RING.with(|r| *r.borrow_mut() = Rc::downgrade(&ring));
+        Ok(ring)
+    }
+
+    /// A new slot with a registered buffer of `len` bytes, for one user.
+    pub fn slot(&self, len: usize) -> std::io::Result<SlotBuf> {
+        let index = self.slots.borrow().len();
+        if index >= MAX_SLOTS as usize {
+            return Err(std::io::Error::other(format!(
+                "more than {MAX_SLOTS} users on one worker thread; give more --threads"
+            )));
+        }
+        let len = len.max(4096).next_multiple_of(4096);
+        // SAFETY: an anonymous private mapping; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let arena = Arena {
+            base: base.cast(),
+            len,
+        };
+        let iov = libc::iovec {
+            iov_base: base,
+            iov_len: len,
+        };
+        // SAFETY: the buffer stays mapped until the ring is closed (field order).
+        unsafe {
+            self.uring
+                .submitter()
+                .register_buffers_update(index as u32, &[iov], None)?
+        };
+        self.slots.borrow_mut().push(Slot {
+            buf: arena.base,
+            state: Cell::new(State::Idle),
+            waker: RefCell::new(None),
+        });
+        let buf = SlotBuf {
+            index,
+            base: arena.base,
+            len,
+        };
+        self.arenas.borrow_mut().push(arena);
+        Ok(buf)
+    }
+
+    /// Waits for an I/O of slot `index` abandoned at a timeout to end, so
+    /// that its buffer may be reused.
+    pub async fn settle(&self, index: usize) {
+        let busy = self.slots.borrow()[index].state.get();
+        match busy {
+            State::InFlight => {
+                Completion { ring: self, index }.await;
+            }
+            State::Done(_) => self.slots.borrow()[index].state.set(State::Idle),
+            State::Idle => {}
+        }
+    }
+
+    /// Reads (`write` false) or writes `len` bytes of slot `index`'s buffer
+    /// at `offset` of `fd` (after [`Ring::settle`]); the result as the kernel gives it (bytes, or a
+    /// negated errno).
+    pub async fn io(&self, index: usize, fd: RawFd, write: bool, offset: u64, len: u32) -> i32 {
+        let buf = self.slots.borrow()[index].buf;
+        let entry = if write {
+            opcode::WriteFixed::new(types::Fd(fd), buf, len, index as u16)
+                .offset(offset)
+                .build()
+        } else {
+            opcode::ReadFixed::new(types::Fd(fd), buf, len, index as u16)
+                .offset(offset)
+                .build()
+        }
+        .user_data(index as u64);
+        if let Err(e) = self.push(&entry) {
+            return -e.raw_os_error().unwrap_or(libc::EIO);
+        }
+        self.slots.borrow()[index].state.set(State::InFlight);
+        if let Err(e) = self.uring.submit() {
+            self.slots.borrow()[index].state.set(State::Idle);
+            return -e.raw_os_error().unwrap_or(libc::EIO);
+        }
+        Completion { ring: self, index }.await
+    }
+
+    /// Queues one entry, entering the kernel first when the queue is full.
+    fn push(&self, entry: &squeue::Entry) -> std::io::Result<()> {
+        loop {
+            // SAFETY: the entry's buffer is a registered slot that stays
+            // mapped, and the slot is marked in flight before it is submitted.
+            let pushed = unsafe { self.uring.submission_shared().push(entry) };
+            if pushed.is_ok() {
+                return Ok(());
+            }
+            self.uring.submit()?;
+        }
+    }
+
+    /// Hands every completion to its slot and wakes its user.
+    fn drain(&self) {
+        // SAFETY: only the reaper of this thread reads the completion queue.
+        let cq = unsafe { self.uring.completion_shared() };
+        let slots = self.slots.borrow();
+        for cqe in cq {
+            if let Some(slot) = slots.get(cqe.user_data() as usize) {
+                slot.state.set(State::Done(cqe.result()));
+                if let Some(w) = slot.waker.borrow_mut().take() {
+                    w.wake();
+                }
+            }
+        }
+    }
+}
+
+/// One user's slot: its index in the ring and its buffer, which the ring
+/// keeps mapped until it is closed.
+pub struct SlotBuf {
+    pub index: usize,
+    base: *mut u8,
+    len: usize,
+}
+
+impl SlotBuf {
+    /// The first `len` bytes of the buffer, for filling before a write or
+    /// reading after a read: only while no I/O of the slot is in flight
+    /// (after [`Ring::settle`], before [`Ring::io`]).
+    pub fn bytes(&mut self, len: usize) -> &mut [u8] {
+        // SAFETY: the mapping outlives every user of the ring (the ring
+        // unmaps it when closed, after its users), this value is the only
+        // handle to it, and no I/O of the slot is in flight.
+        unsafe { std::slice::from_raw_parts_mut(self.base, len.min(self.len)) }
+    }
+}
+
+/// The completion of slot `index`'s I/O.
+struct Completion<'a> {
+    ring: &'a Ring,
+    index: usize,
+}
+
+impl Future for Completion<'_> {
+    type Output = i32;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<i32> {
+        let slots = self.ring.slots.borrow();
+        let slot = &slots[self.index];
+        match slot.state.get() {
+            State::Done(result) => {
+                slot.state.set(State::Idle);
+                Poll::Ready(result)
+            }
+            State::Idle => Poll::Ready(-libc::ECANCELED),
+            State::InFlight => {
+                let mut waker = slot.waker.borrow_mut();
+                match waker.as_mut() {
+                    Some(w) => w.clone_from(cx.waker()),
+                    None => *waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The reaper of a thread's ring: waits on the eventfd, drains the
+/// completions. Ends with the worker's runtime.
+async fn reap(ring: Rc<Ring>) {
+    loop {
+        let Ok(mut guard) = ring.event.readable().await else {
+            return;
+        };
+        let mut count = [0u8; 8];
+        // SAFETY: reads 8 bytes into a local array from our eventfd.
+        unsafe {
+            libc::read(
+                ring.event.get_ref().as_raw_fd(),
+                count.as_mut_ptr().cast(),
+                8,
+            )
+        };
+        guard.clear_ready();
+        ring.drain();
+    }
+}

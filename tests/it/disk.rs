@@ -1,0 +1,264 @@
+//! The disk workload on real files in temporary directories: the spec's
+//! shares and percentages as done, verification catching a file damaged
+//! behind perflab's back, the ledger surviving `kill -9`, both engines,
+//! and bad input refused before anything is created. I/Os are offered at
+//! fixed rates (open loop), leaving CPU to the tests running beside them.
+
+use crate::support::{
+    contains, last_export, perflab, perflab_expect, perflab_ok, spawn_until_steps, tempdir,
+};
+use std::path::Path;
+
+/// A joint mix of every kind: random and sequential, reads and writes, a
+/// burst and an alignment below the size.
+const MIX: &str = "size=4k share=60 read=75 random=100; size=8k share=30 read=50 random=50 burst=3 align=4k; size=16k share=10 read=0 random=0";
+
+/// Runs `run disk` on `t.bin` with `spec` (one argument, spaces and all)
+/// and the other arguments; its stdout.
+fn run_disk(dir: &Path, spec: &str, args: &str) -> String {
+    let out = perflab(dir)
+        .args(["run", "disk", "--target", "file:t.bin", "--spec", spec])
+        .args(args.split_whitespace())
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The check's line of each spec line: (I/Os, share, read, random), in percent.
+fn line_figures(out: &str) -> Vec<(u64, f64, f64, f64)> {
+    out.lines()
+        .filter(|l| l.contains(" I/Os: share "))
+        .map(|l| {
+            let tail = &l[l.find(") ").expect("a spec line") + 2..];
+            let n: u64 = tail.split_whitespace().next().unwrap().parse().unwrap();
+            let pct = |key: &str| -> f64 {
+                let at = tail.find(key).unwrap() + key.len();
+                tail[at..]
+                    .split('%')
+                    .next()
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap()
+            };
+            (n, pct("share "), pct("read "), pct("random "))
+        })
+        .collect()
+}
+
+/// Asserts each line's figures as the mix's, within four standard errors
+/// of a binomial count (at least a point): the draws are random, and a
+/// test may not fail by chance. The unit tests hold 200,000 draws to a
+/// point.
+fn honoured(out: &str, least: u64) {
+    let figures = line_figures(out);
+    assert_eq!(figures.len(), 3, "{out}");
+    let total: u64 = figures.iter().map(|f| f.0).sum();
+    assert!(total >= least, "only {total} I/Os:\n{out}");
+    let within = |got: f64, want: f64, n: u64| {
+        let p = want / 100.0;
+        let bound = (400.0 * (p * (1.0 - p) / n.max(1) as f64).sqrt()).max(1.0);
+        assert!(
+            (got - want).abs() < bound,
+            "{got} against {want} (bound {bound:.2}):\n{out}"
+        );
+    };
+    for ((n, share, read, random), (s, r, x)) in
+        figures
+            .iter()
+            .zip([(60.0, 75.0, 100.0), (30.0, 50.0, 50.0), (10.0, 0.0, 0.0)])
+    {
+        assert!(*n > 0, "{out}");
+        within(*share, s, total);
+        within(*read, r, *n);
+        within(*random, x, *n);
+    }
+}
+
+/// 24,000 I/Os through the page cache on io_uring: every line's share
+/// of I/Os, and its read and random percentages, as the spec's; reads and
+/// writes are counted apart, with their bytes.
+#[test]
+fn a_joint_mix_is_honoured_and_counted_by_direction() {
+    let dir = tempdir();
+    let out = run_disk(
+        dir.path(),
+        MIX,
+        "--size 8MiB --buffered --engine io_uring --rate 6000 --connections 4 --warmup 0s --duration 4s",
+    );
+    contains(&out, "preconditioning");
+    contains(&out, "--buffered: I/O goes through the page cache");
+    honoured(&out, 20_000);
+    let export = last_export(dir.path());
+    let ops = export["steps"][0]["ops"].as_array().unwrap();
+    let names: Vec<&str> = ops.iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "4k read",
+            "4k write",
+            "8k read",
+            "8k write",
+            "16k read",
+            "16k write"
+        ]
+    );
+    // 16k is written only: its reads are none, its bytes 16 KiB each.
+    assert_eq!(ops[4]["ok"].as_u64(), Some(0));
+    let (n, bytes) = (
+        ops[5]["ok"].as_u64().unwrap(),
+        ops[5]["bytes"].as_u64().unwrap(),
+    );
+    assert!(n > 0 && bytes == n * 16384, "{n} writes, {bytes} bytes");
+}
+
+/// The psync engine on the same spec and seed runs the same mix, and the
+/// file it leaves reads back intact.
+#[test]
+fn the_psync_engine_runs_the_same_mix_and_leaves_an_intact_file() {
+    let dir = tempdir();
+    let out = run_disk(
+        dir.path(),
+        MIX,
+        "--size 8MiB --engine psync --rate 2000 --connections 2 --warmup 0s --duration 3s --seed 5 --verify",
+    );
+    honoured(&out, 5_000);
+    contains(&out, "sectors checked, all intact");
+    let check = perflab_ok(dir.path(), "check disk --target file:t.bin");
+    contains(&check, "16384 sectors checked (8.0 MiB), all intact");
+}
+
+/// A file overwritten behind perflab's back in the middle of a run: the
+/// next verified reads are errors of kind corrupt, the check names the
+/// offset and what was found there, and `perflab check disk` finds the
+/// damage afterwards too.
+#[test]
+fn verify_catches_a_file_overwritten_mid_run() {
+    let dir = tempdir();
+    let args = "run disk --target file:t.bin --size 1MiB --spec 4k-randread --verify --rate 1000,1000 --connections 2 --warmup 0s --duration 2s";
+    let child = spawn_until_steps(dir.path(), args, 1);
+    // Zeros over the middle of the file while the second step reads it.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("t.bin"))
+        .unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &vec![0u8; 256 * 1024], 512 * 1024).unwrap();
+    file.sync_all().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        !out.status.success(),
+        "a corrupt read fails the run's check"
+    );
+    let export = last_export(dir.path());
+    let errors = &export["steps"][1]["ops"][0]["errors"];
+    assert!(errors["corrupt"].as_u64().unwrap_or(0) > 0, "{errors}");
+    let check = export["run"]["check"].to_string();
+    contains(&check, "no perflab header");
+    let (stdout, _) = perflab_expect(dir.path(), "check disk --target file:t.bin", 1);
+    contains(
+        &stdout,
+        "512 of 2048 sectors do not: offset 524288: no perflab header",
+    );
+}
+
+/// A writing run killed with SIGKILL: every write it saw acknowledged is
+/// in the ledger and on the file, so the check passes.
+#[test]
+fn a_run_killed_mid_write_leaves_every_acknowledged_write_intact() {
+    let dir = tempdir();
+    let mut child = spawn_until_steps(
+        dir.path(),
+        "run disk --target file:t.bin --size 4MiB --spec 4k-randwrite --rate 1000,1000 --connections 4 --warmup 0s --duration 1s",
+        1,
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let check = perflab_ok(dir.path(), "check disk --target file:t.bin");
+    contains(&check, "8192 sectors checked (4.0 MiB), all intact");
+}
+
+/// Bad input: one line each, exit 2, and no file created.
+#[test]
+fn bad_disk_input_gets_one_line_and_creates_nothing() {
+    let dir = tempdir();
+    for (spec, args, says) in [
+        (
+            "size=4k share=60; size=8k share=30",
+            "--target file:t.bin --size 1MiB",
+            "shares sum to 90",
+        ),
+        (
+            "size=1000",
+            "--target file:t.bin --size 1MiB",
+            "not a multiple of 512",
+        ),
+        (
+            "size=4k align=8k",
+            "--target file:t.bin --size 1MiB",
+            "larger than the size",
+        ),
+        (
+            "size=2M",
+            "--target file:t.bin --size 1MiB",
+            "larger than the target",
+        ),
+        (
+            "bogus",
+            "--target file:t.bin --size 1MiB",
+            "'bogus' is no built-in spec",
+        ),
+        (
+            "4k-randread",
+            "--target file:nodir/t.bin --size 1MiB",
+            "nodir",
+        ),
+        ("4k-randread", "--target file:t.bin", "its size is needed"),
+        (
+            "4k-randread",
+            "--target file:t.bin --size 3k",
+            "at least 1 MiB",
+        ),
+        (
+            "4k-randread",
+            "--target sqlite:t.bin --size 1MiB",
+            "not a file",
+        ),
+    ] {
+        let out = perflab(dir.path())
+            .args(["run", "disk", "--spec", spec])
+            .args(args.split_whitespace())
+            .assert()
+            .code(2)
+            .get_output()
+            .clone();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{spec} {args}: {err}");
+        contains(&err, says);
+        assert!(
+            !dir.path().join("t.bin").exists(),
+            "{spec} {args} created the file"
+        );
+    }
+    // A file perflab did not make is never written.
+    std::fs::write(dir.path().join("mine.bin"), vec![7u8; 1 << 20]).unwrap();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        "run disk --target file:mine.bin --spec 4k-randwrite",
+        2,
+    );
+    contains(&err, "perflab did not make it");
+    assert_eq!(
+        std::fs::read(dir.path().join("mine.bin")).unwrap(),
+        vec![7u8; 1 << 20]
+    );
+    // Too many I/Os in flight for the file.
+    let (_, err) = perflab_expect(
+        dir.path(),
+        "run disk --target file:t.bin --size 1MiB --spec size=64k --depth 64",
+        2,
+    );
+    contains(&err, "cannot hold 64 I/Os of up to 64.0 KiB in flight");
+    assert!(!dir.path().join("t.bin").exists());
+}
