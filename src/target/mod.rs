@@ -11,11 +11,12 @@
 // The schemes `--target` takes, written once for help texts and errors.
 macro_rules! schemes {
     () => {
-        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http(s)://HOST:PORT/[,http://…], nginx:managed or file:PATH"
+        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http(s)://HOST:PORT/[,http://…], nginx:managed, file:PATH or device:/dev/NAME"
     };
 }
 
 mod args;
+pub mod device;
 pub mod http;
 pub mod managed;
 pub mod mysql;
@@ -50,6 +51,9 @@ pub enum Target {
     NginxManaged,
     /// A file the disk workload reads and writes.
     File { path: PathBuf },
+    /// A block device the disk workload reads (and writes, if told to
+    /// destroy what it holds).
+    Device { path: PathBuf },
     /// No server: the `null` workload's in-process stand-in.
     InProcess,
 }
@@ -102,8 +106,8 @@ pub enum Kind {
     Postgres,
     Mysql,
     Http,
-    /// A file on a file system: the storage below it is what is measured.
-    File,
+    /// A file or a block device: the storage below it is what is measured.
+    Storage,
     InProcess,
 }
 
@@ -124,7 +128,7 @@ impl Target {
             Target::Mysql { .. } => (Kind::Mysql, false, false, false),
             Target::Http { .. } => (Kind::Http, false, false, false),
             Target::NginxManaged => (Kind::Http, false, false, true),
-            Target::File { .. } => (Kind::File, false, false, false),
+            Target::File { .. } | Target::Device { .. } => (Kind::Storage, false, false, false),
             Target::InProcess => (Kind::InProcess, true, false, false),
         };
         Traits {
@@ -174,6 +178,16 @@ impl Target {
                 path: PathBuf::from(path),
             });
         }
+        if let Some(path) = text.strip_prefix("device:") {
+            if !path.starts_with("/dev/") {
+                return Err(format!(
+                    "'{text}' needs a device path, e.g. device:/dev/sdb"
+                ));
+            }
+            return Ok(Target::Device {
+                path: PathBuf::from(path),
+            });
+        }
         if text == "nginx:managed" {
             return Ok(Target::NginxManaged);
         }
@@ -200,7 +214,7 @@ impl Target {
     /// The file of an embedded database or a disk target, none for a server.
     pub fn file(&self) -> Option<&std::path::Path> {
         match self {
-            Target::Sqlite { path } | Target::File { path } => Some(path),
+            Target::Sqlite { path } | Target::File { path } | Target::Device { path } => Some(path),
             _ => None,
         }
     }
@@ -233,6 +247,7 @@ impl Target {
                 .join(","),
             Target::NginxManaged => "nginx:managed".to_string(),
             Target::File { path } => format!("file:{}", path.display()),
+            Target::Device { path } => format!("device:{}", path.display()),
             Target::InProcess => "in-process".to_string(),
         }
     }

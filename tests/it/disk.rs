@@ -262,3 +262,126 @@ fn bad_disk_input_gets_one_line_and_creates_nothing() {
     contains(&err, "cannot hold 64 I/Os of up to 64.0 KiB in flight");
     assert!(!dir.path().join("t.bin").exists());
 }
+
+/// A loop device over a file of `mib` MiB, detached (and its perflab
+/// ledger removed) when dropped, even when the test fails.
+struct LoopDevice {
+    path: String,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopDevice {
+    fn new(mib: u64) -> LoopDevice {
+        let dir = tempdir();
+        let backing = dir.path().join("backing.img");
+        std::fs::File::create(&backing)
+            .unwrap()
+            .set_len(mib << 20)
+            .unwrap();
+        let out = std::process::Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&backing)
+            .output()
+            .expect("losetup runs (util-linux; the tests run as root)");
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        LoopDevice {
+            path: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            _dir: dir,
+        }
+    }
+
+    fn ledger(&self) -> std::path::PathBuf {
+        let name = self.path.rsplit('/').next().unwrap();
+        Path::new("/var/lib/perflab/ledgers").join(format!("{name}.perflab-ledger"))
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.path)
+            .output();
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.path])
+            .output();
+        let _ = std::fs::remove_file(self.ledger());
+    }
+}
+
+/// A device with a file system: a writing spec is refused in one line
+/// naming what was found, a reading one runs, `--destroy-data` writes and
+/// the check passes after; mounted, it is refused even with the flag.
+#[test]
+fn a_device_holding_a_file_system_is_written_only_when_told() {
+    let dev = LoopDevice::new(64);
+    let mkfs = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", &dev.path])
+        .output()
+        .expect("mkfs.ext4 runs (e2fsprogs)");
+    assert!(mkfs.status.success());
+    let dir = tempdir();
+    let target = format!("--target device:{}", dev.path);
+    let short = "--depth 2 --warmup 0s --duration 1s";
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run disk {target} --spec 4k-randwrite {short}"),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(
+        &err,
+        "holds a ext2/3/4 signature; the spec writes and would destroy it",
+    );
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run disk {target} --spec 4k-randread {short}"),
+    );
+    contains(&out, "step 1/1: 2 users");
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run disk {target} --spec 4k-randread --verify {short}"),
+        2,
+    );
+    contains(&err, "nothing to check its reads against");
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run disk {target} --spec oltp --destroy-data --verify {short}"),
+    );
+    contains(&out, "preconditioning");
+    contains(&out, "sectors checked, all intact");
+    let check = perflab_ok(dir.path(), &format!("check disk {target}"));
+    contains(&check, "131072 sectors checked (64.0 MiB), all intact");
+    // Formatted and mounted again: never written, whatever the flag.
+    assert!(std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", &dev.path])
+        .status()
+        .unwrap()
+        .success());
+    let mnt = tempdir();
+    assert!(std::process::Command::new("mount")
+        .arg(&dev.path)
+        .arg(mnt.path())
+        .status()
+        .unwrap()
+        .success());
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run disk {target} --spec 4k-randwrite --destroy-data {short}"),
+        2,
+    );
+    let _ = std::process::Command::new("umount")
+        .arg(mnt.path())
+        .status();
+    contains(&err, "is mounted at");
+    // Not a device at all.
+    let (_, err) = perflab_expect(
+        dir.path(),
+        "run disk --target device:/dev/null --spec 4k-randread",
+        2,
+    );
+    contains(&err, "not a block device");
+}

@@ -202,23 +202,26 @@ impl AccessSpec {
         Ok(AccessSpec { name, lines })
     }
 
-    /// Checks the spec against its target: sizes and alignments in
-    /// sectors for direct I/O, no alignment above its size, no transfer
-    /// larger than the target.
-    pub fn check(&self, target_size: u64, direct: bool) -> Result<(), String> {
+    /// Checks the spec against its target: for direct I/O, sizes and
+    /// alignments in multiples of `direct` (the target's direct I/O
+    /// alignment, at least a sector); no alignment above its size, no
+    /// transfer larger than the target.
+    pub fn check(&self, target_size: u64, direct: Option<u64>) -> Result<(), String> {
         for (i, l) in self.lines.iter().enumerate() {
             let n = i + 1;
-            if direct && l.size % SECTOR != 0 {
-                return Err(format!(
-                    "line {n}: size {} is not a multiple of {SECTOR} bytes, which direct I/O needs (or give --buffered)",
-                    l.size
-                ));
-            }
-            if direct && l.align % SECTOR != 0 {
-                return Err(format!(
-                    "line {n}: align {} is not a multiple of {SECTOR} bytes, which direct I/O needs",
-                    l.align
-                ));
+            if let Some(unit) = direct.map(|d| d.max(SECTOR)) {
+                if l.size % unit != 0 {
+                    return Err(format!(
+                        "line {n}: size {} is not a multiple of {unit} bytes, which direct I/O needs on this target (or give --buffered)",
+                        l.size
+                    ));
+                }
+                if l.align % unit != 0 {
+                    return Err(format!(
+                        "line {n}: align {} is not a multiple of {unit} bytes, which direct I/O needs on this target",
+                        l.align
+                    ));
+                }
             }
             if l.align > l.size {
                 return Err(format!(
@@ -427,18 +430,24 @@ mod tests {
         }
         let odd = AccessSpec::parse_inline("size=1000").unwrap();
         assert!(odd
-            .check(1 << 20, true)
+            .check(1 << 20, Some(512))
             .unwrap_err()
             .contains("multiple of 512"));
-        assert!(odd.check(1 << 20, false).is_ok());
+        assert!(odd.check(1 << 20, None).is_ok());
+        let small = AccessSpec::parse_inline("size=512").unwrap();
+        assert!(small.check(1 << 20, Some(512)).is_ok());
+        assert!(small
+            .check(1 << 20, Some(4096))
+            .unwrap_err()
+            .contains("multiple of 4096"));
         let big_align = AccessSpec::parse_inline("size=4k align=8k").unwrap();
         assert!(big_align
-            .check(1 << 20, true)
+            .check(1 << 20, Some(512))
             .unwrap_err()
             .contains("larger than the size"));
         let huge = AccessSpec::parse_inline("size=2M").unwrap();
         assert!(huge
-            .check(1 << 20, true)
+            .check(1 << 20, Some(512))
             .unwrap_err()
             .contains("larger than the target"));
         assert!(AccessSpec::parse_toml("x = 1").unwrap_err().contains("'x'"));

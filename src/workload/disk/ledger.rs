@@ -36,18 +36,17 @@ unsafe impl Send for Ledger {}
 unsafe impl Sync for Ledger {}
 
 impl Ledger {
-    /// Where the ledger of `target` lives.
+    /// Where the ledger of a target file lives: beside it.
     pub fn path_for(target: &Path) -> PathBuf {
         let mut name = target.as_os_str().to_owned();
         name.push(".perflab-ledger");
         PathBuf::from(name)
     }
 
-    /// The ledger of `target` when it has one; an error when the file
+    /// The ledger at `path` when there is one; an error when the file
     /// there is not a ledger.
-    pub fn open(target: &Path) -> anyhow::Result<Option<Ledger>> {
-        let path = Ledger::path_for(target);
-        let file = match OpenOptions::new().read(true).write(true).open(&path) {
+    pub fn open(path: &Path) -> anyhow::Result<Option<Ledger>> {
+        let file = match OpenOptions::new().read(true).write(true).open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
@@ -76,10 +75,13 @@ impl Ledger {
         Ok(Some(ledger))
     }
 
-    /// A fresh ledger for a file of `size` bytes, with a new id; nothing
-    /// written yet.
-    pub fn create(target: &Path, size: u64, file_id: u64) -> anyhow::Result<Ledger> {
-        let path = Ledger::path_for(target);
+    /// A fresh ledger at `path` for a target of `size` bytes, with a new
+    /// id; nothing written yet.
+    pub fn create(path: &Path, size: u64, file_id: u64) -> anyhow::Result<Ledger> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
         let sectors = size.div_ceil(SECTOR);
         let len = HEADER as u64 + sectors * 8;
         let file = OpenOptions::new()
@@ -87,7 +89,7 @@ impl Ledger {
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&path)
+            .open(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         file.set_len(len)
             .with_context(|| format!("cannot size {}", path.display()))?;
@@ -219,20 +221,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("t.bin");
         {
-            let l = Ledger::create(&target, 1 << 20, 99).unwrap();
+            let l = Ledger::create(&Ledger::path_for(&target), 1 << 20, 99).unwrap();
             assert_eq!(l.next_generation(), 1);
             assert_eq!(l.next_generation(), 2);
             l.acknowledge(4096, 8192, 2);
             assert!(!l.complete());
         }
-        let l = Ledger::open(&target).unwrap().unwrap();
+        let l = Ledger::open(&Ledger::path_for(&target)).unwrap().unwrap();
         assert_eq!((l.size(), l.file_id(), l.generations()), (1 << 20, 99, 3));
         assert_eq!(l.acknowledged(4096), 2);
         assert_eq!(l.acknowledged(4096 + 8191), 2);
         assert_eq!(l.acknowledged(4096 + 8192), 0);
         assert_eq!(l.acknowledged(1 << 30), 0);
         assert!(Ledger::open(&dir.path().join("none")).unwrap().is_none());
-        std::fs::write(Ledger::path_for(&dir.path().join("bad")), b"garbage").unwrap();
+        std::fs::write(dir.path().join("bad"), b"garbage").unwrap();
         assert!(Ledger::open(&dir.path().join("bad")).is_err());
     }
 }

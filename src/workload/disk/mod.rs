@@ -54,9 +54,13 @@ pub enum Engine {
 /// The disk workload's flags.
 #[derive(Debug, clap::Args)]
 pub struct DiskArgs {
-    /// The target: file:PATH (created at --size and preconditioned, or reused).
+    /// The target: file:PATH (created at --size and preconditioned, or reused) or device:/dev/NAME.
     #[arg(long, value_name = "TARGET", required_unless_present = "list_specs")]
     pub target: Option<String>,
+
+    /// A device: write even though it holds a partition table or a file system (never a mounted one).
+    #[arg(long)]
+    pub destroy_data: bool,
 
     /// The file's size when perflab creates it, e.g. 1GiB (default: an existing file's).
     #[arg(long, value_name = "SIZE")]
@@ -106,12 +110,15 @@ pub struct DiskSpec {
     #[serde(default)]
     pub engine_note: Option<String>,
     pub verify: bool,
+    /// A device's contents may be overwritten.
+    #[serde(default)]
+    pub destroy_data: bool,
 }
 
 /// `perflab check disk`.
 #[derive(Debug, clap::Args)]
 pub struct DiskCheckArgs {
-    /// The target file: file:PATH.
+    /// The target: file:PATH or device:/dev/NAME.
     #[arg(long, value_name = "TARGET")]
     pub target: String,
 }
@@ -130,7 +137,8 @@ impl Kind for Disk {
             crate::util::out(format_args!("{}", AccessSpec::list_text()));
             std::process::exit(0);
         }
-        let target = file_target(args.target.as_deref().unwrap_or_default(), "--target")?;
+        let target = storage_target(args.target.as_deref().unwrap_or_default(), "--target")?;
+        let device = matches!(target, Target::Device { .. });
         let path = target.file().map(Path::to_path_buf).unwrap_or_default();
         let spec = match &args.spec_file {
             Some(file) => {
@@ -167,19 +175,56 @@ impl Kind for Disk {
                 )),
             },
         };
-        let size = size_of(&path, args.size.as_deref())?;
+        let size = if device {
+            if args.size.is_some() {
+                return Err(PlanError::flag(
+                    "--size",
+                    "a device's size is its own",
+                    "drop --size",
+                ));
+            }
+            crate::target::device::size(&path).map_err(|e| {
+                PlanError::flag("--target", e, "give a block device, e.g. device:/dev/sdb")
+            })?
+        } else {
+            if args.destroy_data {
+                return Err(PlanError::flag(
+                    "--destroy-data",
+                    "perflab writes only files it made, whatever the flag",
+                    "drop --destroy-data, or give device:/dev/NAME",
+                ));
+            }
+            size_of(&path, args.size.as_deref())?
+        };
+        if device && spec.writes() {
+            check_device_writable(&path, args.destroy_data)?;
+        }
+        if device && args.verify && !spec.writes() {
+            let written = Ledger::open(&ledger_path(&target))
+                .ok()
+                .flatten()
+                .is_some_and(|l| l.complete() && l.size() == size);
+            if !written {
+                return Err(PlanError::flag(
+                    "--verify",
+                    format!("perflab has not written {}, so there is nothing to check its reads against", path.display()),
+                    "run a writing spec on it with --destroy-data first, or drop --verify",
+                ));
+            }
+        }
         let direct = !args.buffered;
-        spec.check(size, direct).map_err(|e| {
-            PlanError::flag(
-                if args.spec_file.is_some() {
-                    "--spec-file"
-                } else {
-                    "--spec"
-                },
-                e,
-                "fit the spec to the target",
-            )
-        })?;
+        spec.check(size, direct.then(|| dio_alignment(&path)))
+            .map_err(|e| {
+                PlanError::flag(
+                    if args.spec_file.is_some() {
+                        "--spec-file"
+                    } else {
+                        "--spec"
+                    },
+                    e,
+                    "fit the spec to the target",
+                )
+            })?;
         let (engine, engine_note) = match args.engine {
             Some(e) => {
                 if e == Engine::Uring {
@@ -211,6 +256,7 @@ impl Kind for Disk {
             engine,
             engine_note,
             verify: args.verify,
+            destroy_data: args.destroy_data,
         })
     }
 
@@ -249,9 +295,32 @@ impl Kind for Disk {
                 "--buffered: I/O goes through the page cache; reads may come from memory, not the device\n"
             ));
         }
-        let (ledger, prepared) = prepare(&path, spec.size, spec.direct)?;
-        let file = open_file(&path, spec.direct)?;
-        let shared = Shared::new(spec.spec.clone(), file, ledger, spec.engine, spec.verify);
+        let at = ledger_path(&spec.target);
+        let writes = spec.spec.writes();
+        let (ledger, prepared) = match spec.target {
+            Target::Device { .. } if !writes => {
+                // Reads only: the ledger of an earlier writing run, if any.
+                let l = Ledger::open(&at)?.filter(|l| l.complete() && l.size() == spec.size);
+                (l, serde_json::json!({ "reused": false, "read_only": true }))
+            }
+            Target::Device { .. } => {
+                let (l, p) = prepare(&path, &at, spec.size, spec.direct, false)?;
+                (Some(l), p)
+            }
+            _ => {
+                let (l, p) = prepare(&path, &at, spec.size, spec.direct, true)?;
+                (Some(l), p)
+            }
+        };
+        let file = open_file(&path, spec.direct, writes)?;
+        let shared = Shared::new(
+            spec.spec.clone(),
+            file,
+            spec.size,
+            ledger,
+            spec.engine,
+            spec.verify,
+        );
         let started = Started {
             setup: Some(serde_json::json!({
                 "file": path.display().to_string(),
@@ -274,24 +343,69 @@ impl Kind for Disk {
     }
 
     fn check(args: &DiskCheckArgs) -> anyhow::Result<(String, CheckReport)> {
-        let target = file_target(&args.target, "--target")?;
+        let target = storage_target(&args.target, "--target")?;
         let path = target.file().map(Path::to_path_buf).unwrap_or_default();
-        let report = read_back(&path)?;
+        let report = read_back(&path, &ledger_path(&target))?;
         Ok((format!("disk {}", path.display()), report))
     }
 }
 
-/// A `file:PATH` target.
-fn file_target(text: &str, flag: &str) -> Result<Target, PlanError> {
-    let target = Target::parse(text).map_err(|e| PlanError::flag(flag, e, "give file:PATH"))?;
-    if target.traits().kind != crate::target::Kind::File {
+/// A `file:PATH` or `device:/dev/NAME` target.
+fn storage_target(text: &str, flag: &str) -> Result<Target, PlanError> {
+    let fix = "give file:PATH or device:/dev/NAME";
+    let target = Target::parse(text).map_err(|e| PlanError::flag(flag, e, fix))?;
+    if target.traits().kind != crate::target::Kind::Storage {
         return Err(PlanError::flag(
             flag,
-            format!("{} is not a file", target.redacted()),
-            "give file:PATH",
+            format!("{} is not a file or a device", target.redacted()),
+            fix,
         ));
     }
     Ok(target)
+}
+
+/// Where a target's ledger lives: beside a file; for a device, in
+/// perflab's state directory (a device has no "beside").
+fn ledger_path(target: &Target) -> PathBuf {
+    match target {
+        Target::Device { path } => {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            PathBuf::from(DEVICE_LEDGERS).join(format!("{name}.perflab-ledger"))
+        }
+        other => Ledger::path_for(other.file().unwrap_or(Path::new(""))),
+    }
+}
+
+/// The directory of devices' ledgers.
+const DEVICE_LEDGERS: &str = "/var/lib/perflab/ledgers";
+
+/// A device a spec would write: never one mounted; one holding a
+/// partition table or a signature only with `--destroy-data`.
+fn check_device_writable(path: &Path, destroy: bool) -> Result<(), PlanError> {
+    use crate::target::device::{in_use, InUse};
+    let found = in_use(path).map_err(|e| PlanError::flag("--target", e, "give a block device"))?;
+    match found {
+        Some(InUse::Mounted(at)) => Err(PlanError::flag(
+            "--target",
+            format!(
+                "{} is mounted at {at}; the spec writes and would corrupt that file system",
+                path.display()
+            ),
+            "unmount it first, or give a read-only spec",
+        )),
+        Some(other) if !destroy => Err(PlanError::flag(
+            "--target",
+            format!(
+                "{}: {other}; the spec writes and would destroy it",
+                path.display()
+            ),
+            "give --destroy-data to write anyway, or a read-only spec",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The target's size: `--size`, else an existing perflab file's; an
@@ -328,7 +442,7 @@ fn size_of(path: &Path, given: Option<&str>) -> Result<u64, PlanError> {
         ));
     }
     let existing = path.exists();
-    let ledger = Ledger::open(path)
+    let ledger = Ledger::open(&Ledger::path_for(path))
         .map_err(|e| PlanError::flag("--target", format!("{e:#}"), "remove both files"))?;
     match (existing, ledger, given) {
         (true, None, _) => Err(PlanError::flag(
@@ -348,6 +462,49 @@ fn size_of(path: &Path, given: Option<&str>) -> Result<u64, PlanError> {
             "e.g. --size 1GiB",
         )),
     }
+}
+
+/// The alignment direct I/O needs on `path`: the file's own (statx), or
+/// for a file not made yet, the logical block size of the device holding
+/// its directory; a sector when neither is known.
+fn dio_alignment(path: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(name) = std::ffi::CString::new(path.as_os_str().as_bytes()) {
+        // SAFETY: a zeroed statx is a valid out-parameter.
+        let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: a NUL-terminated path and a statx to fill; the result is checked.
+        let rc = unsafe {
+            libc::statx(
+                libc::AT_FDCWD,
+                name.as_ptr(),
+                0,
+                libc::STATX_DIOALIGN,
+                &mut stx,
+            )
+        };
+        if rc == 0 && stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0 {
+            return u64::from(stx.stx_dio_offset_align);
+        }
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return SECTOR;
+    };
+    let dev = std::os::unix::fs::MetadataExt::dev(&meta);
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    // A partition's queue is its disk's.
+    [
+        format!("{base}/queue/logical_block_size"),
+        format!("{base}/../queue/logical_block_size"),
+    ]
+    .iter()
+    .find_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+    .filter(|b| *b >= SECTOR)
+    .unwrap_or(SECTOR)
 }
 
 /// Whether io_uring can be used here; why not.
@@ -372,10 +529,10 @@ fn most_outstanding(plan: &Plan) -> u64 {
     }
 }
 
-/// Opens the target for the run.
-fn open_file(path: &Path, direct: bool) -> anyhow::Result<File> {
+/// Opens the target for the run (read-only when nothing is written).
+fn open_file(path: &Path, direct: bool, write: bool) -> anyhow::Result<File> {
     let mut o = OpenOptions::new();
-    o.read(true).write(true);
+    o.read(true).write(write);
     if direct {
         o.custom_flags(libc::O_DIRECT);
     }
@@ -393,13 +550,28 @@ fn open_file(path: &Path, direct: bool) -> anyhow::Result<File> {
     })
 }
 
-/// The file ready for the run: reused when its ledger says it is complete
-/// at `size`, else created (or re-made) and written sequentially end to end.
-/// What was done, for the run's record.
-fn prepare(path: &Path, size: u64, direct: bool) -> anyhow::Result<(Ledger, serde_json::Value)> {
-    if let Some(l) = Ledger::open(path)? {
-        let on_disk = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        if l.complete() && l.size() == size && on_disk == size {
+/// The target ready for a writing run: reused when its ledger (at
+/// `ledger_at`) says it is complete at `size`, else (a file created or
+/// re-made, when `create`) written sequentially end to end. What was done,
+/// for the run's record.
+fn prepare(
+    path: &Path,
+    ledger_at: &Path,
+    size: u64,
+    direct: bool,
+    create: bool,
+) -> anyhow::Result<(Ledger, serde_json::Value)> {
+    if let Some(l) = Ledger::open(ledger_at)? {
+        let on_disk = if create {
+            std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+        } else {
+            size
+        };
+        if l.complete()
+            && l.size() == size
+            && on_disk == size
+            && first_block_is_ours(path, &l, direct)
+        {
             crate::util::out(format_args!(
                 "reusing {} ({}, written by perflab to the end)\n",
                 path.display(),
@@ -409,17 +581,18 @@ fn prepare(path: &Path, size: u64, direct: bool) -> anyhow::Result<(Ledger, serd
         }
     }
     let file_id = rand::random::<u64>() | 1;
-    let ledger = Ledger::create(path, size, file_id)?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-    file.set_len(size)?;
-    drop(file);
-    let file = open_file(path, direct)?;
+    let ledger = Ledger::create(ledger_at, size, file_id)?;
+    if create {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+        file.set_len(size)?;
+    }
+    let file = open_file(path, direct, true)?;
     crate::util::out(format_args!(
         "preconditioning {} ({}): one sequential write pass\n",
         path.display(),
@@ -471,21 +644,43 @@ fn prepare(path: &Path, size: u64, direct: bool) -> anyhow::Result<(Ledger, serd
     ))
 }
 
+/// Whether the target's first block is still the one the ledger knows
+/// (not reformatted or overwritten since), so that the ledger may be reused.
+fn first_block_is_ours(path: &Path, ledger: &Ledger, direct: bool) -> bool {
+    let Ok(file) = open_file(path, direct, false) else {
+        return false;
+    };
+    let Ok(mut buf) = psync::Buffer::new(4096) else {
+        return false;
+    };
+    let bytes = buf.bytes(4096);
+    // SAFETY: reads 4096 bytes into our buffer.
+    let n = unsafe { libc::pread(file.as_raw_fd(), bytes.as_mut_ptr().cast(), 4096, 0) };
+    n == 4096
+        && bytes
+            .chunks_exact(SECTOR as usize)
+            .enumerate()
+            .all(|(i, sector)| {
+                let at = i as u64 * SECTOR;
+                block::check(sector, at, ledger.file_id(), ledger.acknowledged(at)).is_ok()
+            })
+}
+
 /// `perflab check disk`: every sector of the file against the ledger.
-fn read_back(path: &Path) -> anyhow::Result<CheckReport> {
-    let Some(ledger) = Ledger::open(path)? else {
+fn read_back(path: &Path, ledger_at: &Path) -> anyhow::Result<CheckReport> {
+    let Some(ledger) = Ledger::open(ledger_at)? else {
         return Err(PlanError::flag(
             "--target",
             format!(
                 "{} has no ledger ({}): perflab did not write it",
                 path.display(),
-                Ledger::path_for(path).display()
+                ledger_at.display()
             ),
-            "give a file a perflab disk run made",
+            "give a file or device a perflab disk run wrote",
         )
         .into());
     };
-    let file = open_file(path, true).or_else(|_| open_file(path, false))?;
+    let file = open_file(path, true, false).or_else(|_| open_file(path, false, false))?;
     let size = ledger.size();
     let chunk: u64 = 1 << 20;
     let mut buf = psync::Buffer::new(chunk as usize)?;

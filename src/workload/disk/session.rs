@@ -40,7 +40,9 @@ const DRAWS: u32 = 64;
 pub struct Shared {
     pub spec: AccessSpec,
     pub file: File,
-    pub ledger: Ledger,
+    /// The target's ledger: none when a device is only read and perflab
+    /// never wrote it.
+    pub ledger: Option<Ledger>,
     pub size: u64,
     pub engine: Engine,
     pub verify: bool,
@@ -69,11 +71,11 @@ impl Shared {
     pub fn new(
         spec: AccessSpec,
         file: File,
-        ledger: Ledger,
+        size: u64,
+        ledger: Option<Ledger>,
         engine: Engine,
         verify: bool,
     ) -> Shared {
-        let size = ledger.size();
         let chunks = size.div_ceil(CHUNK) as usize;
         // A line's share is of I/Os: drawn per burst, it weighs share/burst.
         let mut acc = 0.0;
@@ -370,21 +372,17 @@ impl DiskSession {
     /// checked if a verified read.
     async fn transfer(&mut self, shared: &Shared, write: bool, offset: u64, len: u64) -> Outcome {
         let fd = shared.file.as_raw_fd();
-        let generation = if write {
-            shared.ledger.next_generation()
-        } else {
-            0
+        // A write needs the ledger (validation gives one to every writing run).
+        let (generation, file_id) = match (&shared.ledger, write) {
+            (Some(l), true) => (l.next_generation(), l.file_id()),
+            (None, true) => return Outcome::error(ErrorKind::Io(libc::EROFS)),
+            (_, false) => (0, 0),
         };
         let result = match &mut self.io {
             Io::Uring { ring, slot } => {
                 ring.settle(slot.index).await;
                 if write {
-                    block::stamp(
-                        slot.bytes(len as usize),
-                        offset,
-                        generation,
-                        shared.ledger.file_id(),
-                    );
+                    block::stamp(slot.bytes(len as usize), offset, generation, file_id);
                 }
                 ring.io(slot.index, fd, write, offset, len as u32).await
             }
@@ -393,12 +391,7 @@ impl DiskSession {
                     return Outcome::error(ErrorKind::Io(libc::EPIPE));
                 }
                 if write {
-                    block::stamp(
-                        p.buffer(len as usize),
-                        offset,
-                        generation,
-                        shared.ledger.file_id(),
-                    );
+                    block::stamp(p.buffer(len as usize), offset, generation, file_id);
                 }
                 p.io(fd, write, offset, len as u32).await
             }
@@ -410,9 +403,9 @@ impl DiskSession {
             // A short transfer: the target ended or the device gave less.
             return Outcome::error(ErrorKind::Io(libc::EIO));
         }
-        if write {
-            shared.ledger.acknowledge(offset, len, generation);
-        } else if shared.verify && !self.verify(shared, offset, len) {
+        if let (true, Some(l)) = (write, &shared.ledger) {
+            l.acknowledge(offset, len, generation);
+        } else if !write && shared.verify && !self.verify(shared, offset, len) {
             return Outcome::error(ErrorKind::Corrupt);
         }
         Outcome {
@@ -423,15 +416,18 @@ impl DiskSession {
 
     /// Checks every sector of a read; false on the first mismatch (described).
     fn verify(&mut self, shared: &Shared, offset: u64, len: u64) -> bool {
+        let Some(ledger) = &shared.ledger else {
+            return true;
+        };
         let buf: &[u8] = match &mut self.io {
             Io::Uring { slot, .. } => slot.bytes(len as usize),
             Io::Psync(p) => p.buffer(len as usize),
         };
         for (i, sector) in buf.chunks_exact(SECTOR as usize).enumerate() {
             let at = offset + i as u64 * SECTOR;
-            let acked = shared.ledger.acknowledged(at);
+            let acked = ledger.acknowledged(at);
             self.verified += 1;
-            if let Err(m) = block::check(sector, at, shared.ledger.file_id(), acked) {
+            if let Err(m) = block::check(sector, at, ledger.file_id(), acked) {
                 shared.mismatch(format!("offset {at}: {m}"));
                 return false;
             }
@@ -457,10 +453,17 @@ mod tests {
         let path = dir.join("t.bin");
         let file = File::create(&path).unwrap();
         file.set_len(4 << 20).unwrap();
-        let ledger = Ledger::create(&path, 4 << 20, 7).unwrap();
+        let ledger = Ledger::create(&Ledger::path_for(&path), 4 << 20, 7).unwrap();
         let spec = AccessSpec::parse_inline(spec).unwrap();
         DiskWorkload {
-            shared: Arc::new(Shared::new(spec, file, ledger, Engine::Psync, false)),
+            shared: Arc::new(Shared::new(
+                spec,
+                file,
+                4 << 20,
+                Some(ledger),
+                Engine::Psync,
+                false,
+            )),
         }
     }
 
@@ -523,10 +526,17 @@ mod tests {
             .write(true)
             .open(&path)
             .unwrap();
-        let ledger = Ledger::create(&path, 4 << 20, 7).unwrap();
+        let ledger = Ledger::create(&Ledger::path_for(&path), 4 << 20, 7).unwrap();
         let spec = AccessSpec::parse_inline("size=4k read=50 random=100").unwrap();
         let w = DiskWorkload {
-            shared: Arc::new(Shared::new(spec, file, ledger, Engine::Uring, true)),
+            shared: Arc::new(Shared::new(
+                spec,
+                file,
+                4 << 20,
+                Some(ledger),
+                Engine::Uring,
+                true,
+            )),
         };
         let rt = runtime();
         let local = tokio::task::LocalSet::new();

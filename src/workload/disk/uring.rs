@@ -2,10 +2,16 @@
 //! of that thread. Each user owns a slot — a buffer of the spec's largest
 //! transfer, mapped anonymously and registered with the ring (fixed
 //! buffers: pages pinned once, not per I/O) — and has at most one I/O in
-//! flight in it. A user pushes its submission and enters the kernel at
-//! once; completions are announced on an eventfd that a reaper task of the
-//! thread waits on, which hands each result to its slot and wakes the user.
-//! No allocation and no other thread on the way of an I/O.
+//! flight in it. A user pushes its submission and wakes the thread's
+//! submitter task, which runs after every user woken before it has pushed
+//! its own: one `io_uring_enter` submits them all. Completions are
+//! announced on an eventfd that a reaper task waits on, which hands each
+//! result to its slot and wakes the user. When every user of the ring has
+//! an I/O in flight (nothing of the thread's can run until one completes),
+//! the submitter waits in the kernel for the first completion itself, at
+//! most 1 ms, with the eventfd muted — one system call per round of I/Os
+//! instead of three. No allocation and no other thread on the way of an
+//! I/O.
 //!
 //! An I/O abandoned by its user (a timeout) keeps its slot busy until the
 //! kernel completes it, so its buffer is never reused early; the ring is
@@ -24,6 +30,8 @@ use tokio::io::unix::AsyncFd;
 pub const MAX_SLOTS: u32 = 4096;
 /// Submission queue entries.
 const ENTRIES: u32 = 1024;
+/// The longest the submitter waits in the kernel for a completion.
+const WAIT_IN_KERNEL: types::Timespec = types::Timespec::new().nsec(1_000_000);
 
 thread_local! {
     static RING: RefCell<Weak<Ring>> = const { RefCell::new(Weak::new()) };
@@ -49,6 +57,11 @@ pub struct Ring {
     uring: IoUring,
     event: AsyncFd<OwnedFd>,
     slots: RefCell<Vec<Slot>>,
+    /// I/Os pushed and not yet submitted, and the submitter's waker.
+    unsubmitted: Cell<u32>,
+    submitter: RefCell<Option<Waker>>,
+    /// I/Os submitted whose completion has not been drained.
+    in_flight: Cell<u32>,
     arenas: RefCell<Vec<Arena>>,
 }
 
@@ -90,9 +103,13 @@ impl Ring {
             event: unsafe { AsyncFd::register_with_interest(event, tokio::io::Interest::READABLE) }
                 .map_err(|e| e.into_parts().1)?,
             slots: RefCell::new(Vec::new()),
+            unsubmitted: Cell::new(0),
+            submitter: RefCell::new(None),
+            in_flight: Cell::new(0),
             arenas: RefCell::new(Vec::new()),
         });
         tokio::task::spawn_local(reap(ring.clone()));
+        tokio::task::spawn_local(submit(ring.clone()));
         RING.with(|r| *r.borrow_mut() = Rc::downgrade(&ring));
         Ok(ring)
     }
@@ -180,9 +197,12 @@ impl Ring {
             return -e.raw_os_error().unwrap_or(libc::EIO);
         }
         self.slots.borrow()[index].state.set(State::InFlight);
-        if let Err(e) = self.uring.submit() {
-            self.slots.borrow()[index].state.set(State::Idle);
-            return -e.raw_os_error().unwrap_or(libc::EIO);
+        self.in_flight.set(self.in_flight.get() + 1);
+        self.unsubmitted.set(self.unsubmitted.get() + 1);
+        if self.unsubmitted.get() == 1 {
+            if let Some(w) = self.submitter.borrow_mut().take() {
+                w.wake();
+            }
         }
         Completion { ring: self, index }.await
     }
@@ -197,6 +217,7 @@ impl Ring {
                 return Ok(());
             }
             self.uring.submit()?;
+            self.unsubmitted.set(0);
         }
     }
 
@@ -207,6 +228,7 @@ impl Ring {
         let slots = self.slots.borrow();
         for cqe in cq {
             if let Some(slot) = slots.get(cqe.user_data() as usize) {
+                self.in_flight.set(self.in_flight.get().saturating_sub(1));
                 slot.state.set(State::Done(cqe.result()));
                 if let Some(w) = slot.waker.borrow_mut().take() {
                     w.wake();
@@ -262,6 +284,43 @@ impl Future for Completion<'_> {
                 }
                 Poll::Pending
             }
+        }
+    }
+}
+
+/// The submitter of a thread's ring: woken by the first I/O pushed, it
+/// runs after the users woken before it, and submits every I/O they
+/// pushed at once. With every user's I/O in flight it waits for the first
+/// completion in the kernel (eventfd muted, at most [`WAIT_IN_KERNEL`]) and
+/// hands the completions out itself. Ends with the worker's runtime.
+async fn submit(ring: Rc<Ring>) {
+    loop {
+        std::future::poll_fn(|cx| {
+            if ring.unsubmitted.get() > 0 {
+                Poll::Ready(())
+            } else {
+                let mut w = ring.submitter.borrow_mut();
+                match w.as_mut() {
+                    Some(w) => w.clone_from(cx.waker()),
+                    None => *w = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+        })
+        .await;
+        ring.unsubmitted.set(0);
+        let everyone_waits = ring.in_flight.get() as usize == ring.slots.borrow().len();
+        if everyone_waits {
+            // SAFETY: only this thread touches the completion queue.
+            let cq = unsafe { ring.uring.completion_shared() };
+            cq.disable_eventfd();
+            let args = types::SubmitArgs::new().timespec(&WAIT_IN_KERNEL);
+            let _ = ring.uring.submitter().submit_with_args(1, &args);
+            cq.enable_eventfd();
+            drop(cq);
+            ring.drain();
+        } else {
+            let _ = ring.uring.submit();
         }
     }
 }
