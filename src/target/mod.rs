@@ -11,7 +11,7 @@
 // The schemes `--target` takes, written once for help texts and errors.
 macro_rules! schemes {
     () => {
-        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http(s)://HOST:PORT/[,http://…], nginx:managed, file:PATH or device:/dev/NAME"
+        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http(s)://HOST:PORT/[,http://…], nginx:managed, file:PATH, device:/dev/NAME or dir:PATH"
     };
 }
 
@@ -54,6 +54,9 @@ pub enum Target {
     /// A block device the disk workload reads (and writes, if told to
     /// destroy what it holds).
     Device { path: PathBuf },
+    /// A directory on any mounted file system (local, NFS, SMB): the file
+    /// server the files workload writes and reads.
+    Dir { path: PathBuf },
     /// No server: the `null` workload's in-process stand-in.
     InProcess,
 }
@@ -128,7 +131,9 @@ impl Target {
             Target::Mysql { .. } => (Kind::Mysql, false, false, false),
             Target::Http { .. } => (Kind::Http, false, false, false),
             Target::NginxManaged => (Kind::Http, false, false, true),
-            Target::File { .. } | Target::Device { .. } => (Kind::Storage, false, false, false),
+            Target::File { .. } | Target::Device { .. } | Target::Dir { .. } => {
+                (Kind::Storage, false, false, false)
+            }
             Target::InProcess => (Kind::InProcess, true, false, false),
         };
         Traits {
@@ -178,6 +183,14 @@ impl Target {
                 path: PathBuf::from(path),
             });
         }
+        if let Some(path) = text.strip_prefix("dir:") {
+            if path.is_empty() {
+                return Err("'dir:' needs a directory, e.g. dir:/mnt/share".to_string());
+            }
+            return Ok(Target::Dir {
+                path: PathBuf::from(path),
+            });
+        }
         if let Some(path) = text.strip_prefix("device:") {
             if !path.starts_with("/dev/") {
                 return Err(format!(
@@ -214,7 +227,10 @@ impl Target {
     /// The file of an embedded database or a disk target, none for a server.
     pub fn file(&self) -> Option<&std::path::Path> {
         match self {
-            Target::Sqlite { path } | Target::File { path } | Target::Device { path } => Some(path),
+            Target::Sqlite { path }
+            | Target::File { path }
+            | Target::Device { path }
+            | Target::Dir { path } => Some(path),
             _ => None,
         }
     }
@@ -248,6 +264,7 @@ impl Target {
             Target::NginxManaged => "nginx:managed".to_string(),
             Target::File { path } => format!("file:{}", path.display()),
             Target::Device { path } => format!("device:{}", path.display()),
+            Target::Dir { path } => format!("dir:{}", path.display()),
             Target::InProcess => "in-process".to_string(),
         }
     }

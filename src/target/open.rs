@@ -67,7 +67,10 @@ impl Opened {
         let mut managed = None;
         let endpoint = match target {
             Target::Sqlite { path } => Endpoint::Sqlite(path.clone()),
-            Target::InProcess | Target::File { .. } | Target::Device { .. } => Endpoint::InProcess,
+            Target::InProcess
+            | Target::File { .. }
+            | Target::Device { .. }
+            | Target::Dir { .. } => Endpoint::InProcess,
             Target::Postgres { url } => Endpoint::Postgres(Box::new(resolve_postgres(url)?)),
             Target::Mysql { url } => Endpoint::Mysql(resolve_mysql(url)?),
             Target::Http { bases } => Endpoint::Http {

@@ -11,6 +11,7 @@
 
 pub mod bank;
 pub mod disk;
+pub mod files;
 pub mod null;
 mod registry;
 pub mod web;

@@ -135,6 +135,7 @@ pub fn names_text() -> String {
 workloads! {
     Bank = super::bank::Bank,
     Disk = super::disk::Disk,
+    Files = super::files::Files,
     Null = super::null::Null,
     Web = super::web::Web,
 }

@@ -7,6 +7,7 @@ mod cli;
 mod disk;
 mod engine;
 mod faults;
+mod files;
 mod golden;
 mod help;
 mod host;

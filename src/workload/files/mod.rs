@@ -1,0 +1,364 @@
+//! The `files` workload: seed 004's file server simulation. Each user owns
+//! a subtree of a directory on any mounted file system (local, NFS, SMB),
+//! thinks (`--think exp:10s`), then writes a new file, reads one of its
+//! files back, stats one or deletes one, drawn by `--mix`; file sizes come
+//! from `--file-size`. Every file's CRC-32 is recorded when written and
+//! checked when read; after the run the whole tree is compared with what
+//! the users wrote: missing, extra and altered files are named.
+//!
+//! Each run works in a directory of its own under the target
+//! (`perflab-files-…`), removed after the run unless `--keep`.
+
+mod sizes;
+mod user;
+
+use super::{CheckLine, CheckReport, Driver, Kind, OpCounts, Session, Started, Workload};
+use crate::error::PlanError;
+use crate::measure::Outcome;
+use crate::plan::Plan;
+use crate::target::Target;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use sizes::FileSizes;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use user::{UserFiles, UserPlan, UserThread, OPS};
+
+/// `perflab run files`.
+pub struct Files;
+
+/// The files workload's flags.
+#[derive(Debug, clap::Args)]
+pub struct FilesArgs {
+    /// The file server: dir:PATH, a directory on any mounted file system.
+    #[arg(long, value_name = "TARGET")]
+    pub target: String,
+
+    /// Weights of the operations, e.g. write=60,read=30,stat=5,delete=5.
+    #[arg(
+        long,
+        value_name = "MIX",
+        default_value = "write=60,read=30,stat=5,delete=5"
+    )]
+    pub mix: String,
+
+    /// Sizes of the files written: 16k, exp:16k or uniform:4k..64k.
+    #[arg(long, value_name = "SIZES", default_value = "exp:16k")]
+    pub file_size: String,
+
+    /// Files each user writes before the first step.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub initial_files: u32,
+
+    /// Each write is made durable (fsync) before its file is closed.
+    #[arg(long)]
+    pub fsync: bool,
+
+    /// Keep the run's directory (its files) after the run.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// The files workload's validated options, as the run's plan stores them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FilesSpec {
+    pub target: Target,
+    /// Weights of write, read, stat and delete.
+    pub mix: [u32; 4],
+    pub sizes: FileSizes,
+    pub initial_files: u32,
+    pub fsync: bool,
+    pub keep: bool,
+}
+
+/// `perflab check files` takes no flags.
+#[derive(Debug, clap::Args)]
+pub struct FilesCheckArgs {}
+
+impl Kind for Files {
+    const NAME: &'static str = "files";
+    const ABOUT: &'static str = "Seed 004's file server: users write, read, stat and delete their files in a directory, every file checked.";
+    const CHECK_ABOUT: &'static str =
+        "The files workload checks its tree after every run (nothing to check after).";
+    type RunArgs = FilesArgs;
+    type CheckArgs = FilesCheckArgs;
+    type Spec = FilesSpec;
+
+    fn validate(args: &FilesArgs) -> Result<FilesSpec, PlanError> {
+        let target = Target::parse(&args.target)
+            .ok()
+            .filter(|t| matches!(t, Target::Dir { .. }))
+            .ok_or_else(|| {
+                PlanError::flag(
+                    "--target",
+                    format!("'{}' is not dir:PATH", crate::target::redact(&args.target)),
+                    "give a directory, e.g. --target dir:/mnt/share",
+                )
+            })?;
+        let dir = target.file().map(Path::to_path_buf).unwrap_or_default();
+        if !dir.is_dir() {
+            return Err(PlanError::flag(
+                "--target",
+                format!("{} is not a directory", dir.display()),
+                "give an existing directory",
+            ));
+        }
+        let mix = parse_mix(&args.mix).map_err(|e| {
+            PlanError::flag("--mix", e, "e.g. --mix write=60,read=30,stat=5,delete=5")
+        })?;
+        let sizes = FileSizes::parse(&args.file_size)
+            .map_err(|e| PlanError::flag("--file-size", e, "e.g. --file-size exp:16k"))?;
+        if args.initial_files == 0 && mix[0] == 0 {
+            return Err(PlanError::flag(
+                "--initial-files",
+                "with no files to start and no writes, there is nothing to read, stat or delete",
+                "give --initial-files 1 or more, or writes in --mix",
+            ));
+        }
+        Ok(FilesSpec {
+            target,
+            mix,
+            sizes,
+            initial_files: args.initial_files,
+            fsync: args.fsync,
+            keep: args.keep,
+        })
+    }
+
+    fn target(spec: &FilesSpec) -> Target {
+        spec.target.clone()
+    }
+
+    fn start<D: Driver>(spec: &FilesSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+        let base = spec
+            .target
+            .file()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let root = base.join(format!(
+            "perflab-files-{}-{:08x}",
+            std::process::id(),
+            plan.seed as u32
+        ));
+        std::fs::create_dir(&root)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", root.display()))?;
+        crate::util::out(format_args!("working in {}\n", root.display()));
+        let workload = Arc::new(FilesWorkload {
+            shared: Arc::new(Shared {
+                spec: spec.clone(),
+                root: root.clone(),
+                users: Mutex::new(HashMap::new()),
+            }),
+        });
+        let started = Started {
+            setup: Some(serde_json::json!({
+                "directory": root.display().to_string(),
+                "mix": OPS.iter().zip(spec.mix).map(|(o, w)| format!("{o}={w}")).collect::<Vec<_>>(),
+                "fsync": spec.fsync,
+            })),
+            ..Started::default()
+        };
+        let out = driver.drive(workload, started);
+        if spec.keep {
+            crate::util::out(format_args!("kept {}\n", root.display()));
+        } else if let Err(e) = std::fs::remove_dir_all(&root) {
+            crate::util::err(format_args!("could not remove {}: {e}\n", root.display()));
+        }
+        out
+    }
+
+    fn check(_args: &FilesCheckArgs) -> anyhow::Result<(String, CheckReport)> {
+        Err(PlanError::new(
+            "the files workload compares its whole tree with what its users wrote after every run; see the run's check",
+        )
+        .into())
+    }
+}
+
+/// `write=60,read=30,stat=5,delete=5` (missing names weigh 0).
+fn parse_mix(text: &str) -> Result<[u32; 4], String> {
+    let mut mix = [0u32; 4];
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, weight) = part
+            .split_once('=')
+            .ok_or_else(|| format!("'{part}' is not NAME=WEIGHT"))?;
+        let i = OPS.iter().position(|o| *o == name.trim()).ok_or_else(|| {
+            format!("'{name}' is not an operation; use write, read, stat, delete")
+        })?;
+        mix[i] = weight
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{weight}' is not a whole weight"))?;
+    }
+    if mix.iter().sum::<u32>() == 0 {
+        return Err("every weight is 0".to_string());
+    }
+    Ok(mix)
+}
+
+/// The files workload as the engine sees it.
+pub struct FilesWorkload {
+    shared: Arc<Shared>,
+}
+
+/// What the users of a run share.
+struct Shared {
+    spec: FilesSpec,
+    root: PathBuf,
+    /// Each user's files, kept between steps.
+    users: Mutex<HashMap<u32, UserFiles>>,
+}
+
+/// One user: its thread, the mix and its random stream.
+pub struct FilesSession {
+    shared: Arc<Shared>,
+    user: u32,
+    thread: UserThread,
+    rng: SmallRng,
+}
+
+impl Workload for FilesWorkload {
+    type Session = FilesSession;
+
+    fn op_names(&self) -> &[&'static str] {
+        &OPS
+    }
+
+    async fn open_session(&self, user: u32, seed: u64) -> anyhow::Result<FilesSession> {
+        let s = &self.shared;
+        let files = s
+            .users
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&user);
+        let fresh = files.is_none();
+        let plan = UserPlan {
+            dir: s.root.join(format!("u{user:05}")),
+            sizes: s.spec.sizes,
+            fsync: s.spec.fsync,
+            seed,
+        };
+        let mut thread = UserThread::start(plan, files.unwrap_or_default())?;
+        if fresh {
+            for _ in 0..s.spec.initial_files {
+                thread.run(0).await;
+            }
+        }
+        Ok(FilesSession {
+            shared: s.clone(),
+            user,
+            thread,
+            rng: SmallRng::seed_from_u64(seed ^ 0x5EED),
+        })
+    }
+
+    fn check(&self, _run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
+        let users = self.shared.users.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(Some(tree_check(&self.shared.root, &users)))
+    }
+}
+
+impl Drop for FilesSession {
+    fn drop(&mut self) {
+        let files = self.thread.finish();
+        self.shared
+            .users
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.user, files);
+    }
+}
+
+impl Session for FilesSession {
+    fn choose(&mut self) -> usize {
+        let mix = &self.shared.spec.mix;
+        let mut x = self.rng.gen_range(0..mix.iter().sum::<u32>());
+        for (i, w) in mix.iter().enumerate() {
+            if x < *w {
+                return i;
+            }
+            x -= w;
+        }
+        0
+    }
+
+    async fn execute(&mut self, op: usize) -> Outcome {
+        self.thread.run(op).await
+    }
+}
+
+/// The run's tree against what its users wrote: every file there with its
+/// size and CRC-32, none missing, none extra.
+fn tree_check(root: &Path, users: &HashMap<u32, UserFiles>) -> CheckReport {
+    let (mut expected, mut missing, mut altered, mut extra) =
+        (0u64, Vec::new(), Vec::new(), Vec::new());
+    let mut mismatched_reads = Vec::new();
+    for (user, files) in users {
+        let dir = root.join(format!("u{user:05}"));
+        let mut known: HashMap<String, user::FileRec> = HashMap::new();
+        for rec in &files.files {
+            known.insert(user::file_name(rec.number), *rec);
+        }
+        expected += files.files.len() as u64;
+        mismatched_reads.extend(files.mismatches.iter().cloned());
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                match known.remove(&name) {
+                    None => extra.push(e.path().display().to_string()),
+                    Some(rec) => {
+                        let intact = std::fs::read(e.path()).is_ok_and(|b| {
+                            b.len() as u64 == rec.size && crc32fast::hash(&b) == rec.crc
+                        });
+                        if !intact {
+                            altered.push(e.path().display().to_string());
+                        }
+                    }
+                }
+            }
+        }
+        missing.extend(known.keys().map(|n| dir.join(n).display().to_string()));
+    }
+    let listed = |v: &mut Vec<String>| {
+        v.sort();
+        let shown: Vec<&str> = v.iter().take(5).map(String::as_str).collect();
+        format!(
+            "{}{}",
+            shown.join(", "),
+            if v.len() > 5 { ", …" } else { "" }
+        )
+    };
+    let line = |rule: &str, v: &mut Vec<String>, ok: String| CheckLine {
+        rule: rule.to_string(),
+        passed: v.is_empty(),
+        detail: if v.is_empty() {
+            ok
+        } else {
+            format!("{}: {}", v.len(), listed(v))
+        },
+    };
+    CheckReport::from_lines(vec![
+        line(
+            "every file written is there",
+            &mut missing,
+            format!("{expected} files"),
+        ),
+        line(
+            "every file holds what was written (size and CRC-32)",
+            &mut altered,
+            "all intact".to_string(),
+        ),
+        line(
+            "no file is there that was not written",
+            &mut extra,
+            "none".to_string(),
+        ),
+        line(
+            "every read gave back what was written",
+            &mut mismatched_reads,
+            "all matched".to_string(),
+        ),
+    ])
+}
