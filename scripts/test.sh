@@ -25,6 +25,10 @@ fi
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)
 # The node_exporter probe is tested against a real exporter on loopback.
 command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
+# The disk workload's device tests make a loop device (losetup) with an
+# ext4 file system on it (mkfs.ext4) and mount it.
+command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
+command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 # The HTML report is opened in a real headless browser.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if ((${#need_apt[@]})); then

@@ -170,6 +170,8 @@ pub struct DiskSession {
     /// Counts kept by the user, summed into the shared tally at its end.
     per_line: Vec<[u64; 4]>,
     verified: u64,
+    /// The place of the I/O in flight (still held if it was abandoned).
+    held: Option<(u64, u64)>,
 }
 
 impl Workload for DiskWorkload {
@@ -206,6 +208,7 @@ impl Workload for DiskWorkload {
             cursor,
             per_line: vec![[0; 4]; self.shared.spec.lines.len()],
             verified: 0,
+            held: None,
         })
     }
 
@@ -307,18 +310,40 @@ impl Session for DiskSession {
             return Outcome::error(ErrorKind::Corrupt);
         };
         let len = line.size;
+        // An I/O abandoned at a timeout holds its place until the kernel
+        // is done with it: wait it out, then give its place back.
+        if !self.settle().await {
+            return Outcome::error(ErrorKind::Io(libc::EPIPE));
+        }
+        if let Some((o, l)) = self.held.take() {
+            shared.release(o, l);
+        }
         let Some(offset) = self.place(line).await else {
             return Outcome::error(ErrorKind::Busy);
         };
+        self.held = Some((offset, len));
         let pattern = usize::from(write) * 2 + usize::from(!self.random);
         self.per_line[index][pattern] += 1;
         let outcome = self.transfer(&shared, write, offset, len).await;
+        self.held = None;
         shared.release(offset, len);
         outcome
     }
 }
 
 impl DiskSession {
+    /// Waits for an I/O abandoned at a timeout to end; false when the
+    /// user's engine is gone.
+    async fn settle(&mut self) -> bool {
+        match &mut self.io {
+            Io::Uring { ring, slot } => {
+                ring.settle(slot.index).await;
+                true
+            }
+            Io::Psync(p) => p.settle().await,
+        }
+    }
+
     /// Draws the line of the next burst (by share over burst, so that
     /// shares hold of I/Os); its delay is owed before it.
     fn next_burst(&mut self) {
@@ -380,16 +405,12 @@ impl DiskSession {
         };
         let result = match &mut self.io {
             Io::Uring { ring, slot } => {
-                ring.settle(slot.index).await;
                 if write {
                     block::stamp(slot.bytes(len as usize), offset, generation, file_id);
                 }
                 ring.io(slot.index, fd, write, offset, len as u32).await
             }
             Io::Psync(p) => {
-                if !p.settle().await {
-                    return Outcome::error(ErrorKind::Io(libc::EPIPE));
-                }
                 if write {
                     block::stamp(p.buffer(len as usize), offset, generation, file_id);
                 }
