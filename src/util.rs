@@ -94,6 +94,23 @@ pub fn check_interrupt(while_doing: &'static str) -> Result<(), Interrupted> {
     }
 }
 
+/// A text file of at most `limit` bytes, for files given on the command
+/// line (a spec, a URL list): `/dev/zero` or a log given by mistake is
+/// refused with its size, never read into memory whole.
+pub fn read_text_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(std::io::Error::other(format!(
+            "longer than {limit} bytes; is it the right file?"
+        )));
+    }
+    Ok(text)
+}
+
 /// Set once standard output, or standard error, could not be written (the
 /// reader went away: `| head`): later text for it is dropped.
 static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -142,6 +159,18 @@ mod tests {
             one_line("a\x1b]0;owned\x07 b\n c"),
             "a\u{fffd}]0;owned\u{fffd} b c"
         );
+    }
+
+    #[test]
+    fn a_text_file_is_read_only_up_to_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.txt");
+        std::fs::write(&f, "size=4k\n").unwrap();
+        assert_eq!(read_text_bounded(&f, 8).unwrap(), "size=4k\n");
+        let err = read_text_bounded(&f, 7).unwrap_err().to_string();
+        assert!(err.contains("longer than 7 bytes"), "{err}");
+        // An endless file ends at the bound.
+        assert!(read_text_bounded(std::path::Path::new("/dev/zero"), 1 << 16).is_err());
     }
 }
 

@@ -241,6 +241,26 @@ fn bad_disk_input_gets_one_line_and_creates_nothing() {
             "{spec} {args} created the file"
         );
     }
+    // A spec file that never ends (or is far too long) is refused, not read.
+    let out = perflab(dir.path())
+        .args([
+            "run",
+            "disk",
+            "--target",
+            "file:t.bin",
+            "--size",
+            "1MiB",
+            "--spec-file",
+            "/dev/zero",
+        ])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    contains(
+        &String::from_utf8_lossy(&out.stderr),
+        "longer than 1048576 bytes",
+    );
     // A file perflab did not make is never written.
     std::fs::write(dir.path().join("mine.bin"), vec![7u8; 1 << 20]).unwrap();
     let (_, err) = perflab_expect(

@@ -21,6 +21,13 @@ use std::time::Duration;
 /// The sector: the unit of alignment of direct I/O and of verification.
 pub const SECTOR: u64 = 512;
 
+/// The largest transfer a line may ask for (each user holds a buffer of
+/// its spec's largest).
+pub const MAX_TRANSFER: u64 = 256 << 20;
+
+/// The longest spec file read.
+pub const MAX_SPEC_FILE: u64 = 1 << 20;
+
 /// One line of a spec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Line {
@@ -331,6 +338,13 @@ impl Line {
         line.size = size
             .filter(|s| *s > 0)
             .ok_or("each line needs size=…, e.g. size=4k")?;
+        if line.size > MAX_TRANSFER {
+            return Err(format!(
+                "size={} is above the largest transfer, {}",
+                Bytes(line.size),
+                Bytes(MAX_TRANSFER)
+            ));
+        }
         if line.align == 0 {
             line.align = line.size;
         }
@@ -424,6 +438,7 @@ mod tests {
             ("size=4k burst=0", "burst=0"),
             ("size", "not key=value"),
             ("", "no line"),
+            ("size=1G", "above the largest transfer"),
         ] {
             let err = AccessSpec::parse_inline(text).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");

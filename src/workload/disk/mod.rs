@@ -142,13 +142,14 @@ impl Kind for Disk {
         let path = target.file().map(Path::to_path_buf).unwrap_or_default();
         let spec = match &args.spec_file {
             Some(file) => {
-                let text = std::fs::read_to_string(file).map_err(|e| {
-                    PlanError::flag(
-                        "--spec-file",
-                        format!("{}: {e}", file.display()),
-                        "give a readable TOML file",
-                    )
-                })?;
+                let text =
+                    crate::util::read_text_bounded(file, access::MAX_SPEC_FILE).map_err(|e| {
+                        PlanError::flag(
+                            "--spec-file",
+                            format!("{}: {e}", file.display()),
+                            "give a readable TOML file",
+                        )
+                    })?;
                 AccessSpec::parse_toml(&text).map_err(|e| {
                     PlanError::flag(
                         "--spec-file",

@@ -190,7 +190,9 @@ fn parse_mix(text: &str) -> Result<[u32; 4], String> {
         mix[i] = weight
             .trim()
             .parse()
-            .map_err(|_| format!("'{weight}' is not a whole weight"))?;
+            .ok()
+            .filter(|w| *w <= 1_000_000)
+            .ok_or_else(|| format!("'{weight}' is not a whole weight of at most 1000000"))?;
     }
     if mix.iter().sum::<u32>() == 0 {
         return Err("every weight is 0".to_string());
@@ -309,9 +311,11 @@ fn tree_check(root: &Path, users: &HashMap<u32, UserFiles>) -> CheckReport {
                 match known.remove(&name) {
                     None => extra.push(e.path().display().to_string()),
                     Some(rec) => {
-                        let intact = std::fs::read(e.path()).is_ok_and(|b| {
-                            b.len() as u64 == rec.size && crc32fast::hash(&b) == rec.crc
-                        });
+                        // The size first: a file grown behind perflab's back is not read whole.
+                        let sized = e.metadata().is_ok_and(|m| m.len() == rec.size);
+                        let intact = sized
+                            && std::fs::read(e.path())
+                                .is_ok_and(|b| crc32fast::hash(&b) == rec.crc);
                         if !intact {
                             altered.push(e.path().display().to_string());
                         }

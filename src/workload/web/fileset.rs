@@ -395,7 +395,8 @@ pub fn parse_urls(text: &str, name: &str) -> Result<Vec<WebFile>, PlanError> {
 }
 
 fn read_urls(file: &Path) -> Result<Vec<WebFile>, PlanError> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
+    // A URL list of a million paths is some tens of MiB.
+    let text = crate::util::read_text_bounded(file, 64 << 20).map_err(|e| {
         PlanError::flag(
             "--urls",
             format!("{}: {e}", file.display()),
