@@ -161,6 +161,8 @@ pub struct StepPoint {
     pub waits: BTreeMap<String, u64>,
     /// Each disk's mean time per completed I/O (await), seconds.
     pub disk_await_s: BTreeMap<String, f64>,
+    /// Each disk's completed I/Os per second, reads and writes.
+    pub disk_iops: BTreeMap<String, f64>,
     /// The database's counters summed over the window (commits,
     /// blocks_hit, blocks_read, row_lock_waits, …).
     pub db: BTreeMap<String, f64>,
@@ -281,7 +283,8 @@ impl StepPoint {
             generator,
             waits,
             db: db_counters,
-            disk_await_s: disk_awaits(&samples),
+            disk_await_s: per_disk(&samples, |d| d.await_ms.map(|ms| ms / 1e3)),
+            disk_iops: per_disk(&samples, |d| Some(d.reads_per_s + d.writes_per_s)),
         }
     }
 }
@@ -535,8 +538,11 @@ pub fn slow_group(h: &hdrhistogram::Histogram<u64>) -> Option<SlowGroup> {
     None
 }
 
-/// Each disk's mean await over the samples, seconds, by resource name.
-fn disk_awaits(samples: &[&HostSample]) -> BTreeMap<String, f64> {
+/// A figure of each disk, its mean over the samples, by resource name.
+fn per_disk(
+    samples: &[&HostSample],
+    figure: impl Fn(&crate::probe::counters::DiskSample) -> Option<f64>,
+) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for name in samples
         .iter()
@@ -545,9 +551,9 @@ fn disk_awaits(samples: &[&HostSample]) -> BTreeMap<String, f64> {
         if out.contains_key(&format!("disk {name}")) {
             continue;
         }
-        let disk = |s: &HostSample| s.disks.iter().find(|d| d.name == name)?.await_ms;
-        if let Some(ms) = weighted_mean(samples, disk) {
-            out.insert(format!("disk {name}"), ms / 1e3);
+        let disk = |s: &HostSample| figure(s.disks.iter().find(|d| d.name == name)?);
+        if let Some(v) = weighted_mean(samples, disk) {
+            out.insert(format!("disk {name}"), v);
         }
     }
     out

@@ -114,6 +114,33 @@ fn a_joint_mix_is_honoured_and_counted_by_direction() {
     assert!(n > 0 && bytes == n * 16384, "{n} writes, {bytes} bytes");
 }
 
+/// A closed loop of 8 outstanding I/Os through the page cache, over
+/// 100,000 I/Os: the mix as the spec's, and never more than 8 I/Os in
+/// flight at once.
+#[test]
+fn a_closed_loop_holds_the_mix_and_never_exceeds_its_depth() {
+    let dir = tempdir();
+    let out = run_disk(
+        dir.path(),
+        MIX,
+        "--size 8MiB --buffered --engine io_uring --depth 8 --warmup 0s --duration 3s --seed 3",
+    );
+    honoured(&out, 100_000);
+    let line = out
+        .lines()
+        .find(|l| l.contains("I/Os in flight never above the depth"))
+        .unwrap_or_else(|| panic!("no in-flight line:\n{out}"));
+    let most: u64 = line
+        .split("at most ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!((1..=8).contains(&most), "{line}");
+    contains(line, "of 8 ");
+    contains(line, "ok ");
+}
+
 /// The psync engine on the same spec and seed runs the same mix, and the
 /// file it leaves reads back intact.
 #[test]

@@ -30,6 +30,7 @@
 //!    saturated: the next load to try is given.
 
 pub mod contention;
+pub mod device;
 pub mod generator;
 pub mod hardware;
 pub mod io;
@@ -329,7 +330,12 @@ fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bott
         load_text(last),
         OpsPerSec(last.throughput)
     )];
-    if let Some(d) = demands.tightest() {
+    let device = device::not_saturated(points);
+    // A busy disk that kept scaling has no bound in its busy share.
+    if let Some(d) = demands
+        .tightest()
+        .filter(|d| device.is_empty() || !d.resource.starts_with("disk "))
+    {
         let u = last.resource(&d.resource).map_or(0.0, |r| r.utilisation);
         evidence.push(format!(
             "the busiest resource, {}, was {} busy; its bound is {}/s",
@@ -338,6 +344,7 @@ fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bott
             OpsPerSec(d.bound)
         ));
     }
+    evidence.extend(device);
     let next = if shape.closed {
         let n = demands
             .n_star

@@ -565,3 +565,61 @@ fn a_shortfall_the_windows_edges_hold_is_not_the_generator() {
     let b = judge(points).bottleneck.unwrap();
     assert_eq!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
 }
+
+/// A disk sweep at depths 1…32: `throughputs` per depth, each operation
+/// one I/O of `vda` (its IOPS the throughput, its queue the depth, its
+/// await the response time), the device busy from the second level on,
+/// the CPUs nearly idle.
+fn disk_sweep(throughputs: &[f64]) -> Vec<StepPoint> {
+    let mut points = curve(throughputs);
+    for p in &mut points {
+        let r = p.load / p.throughput;
+        p.resources.retain(|r| r.kind != ResourceKind::Disk);
+        for r in &mut p.resources {
+            r.utilisation = 0.2;
+        }
+        let mut disk = resource(
+            "disk vda",
+            ResourceKind::Disk,
+            1.0,
+            if p.load > 1.0 { 1.0 } else { 0.7 },
+        );
+        disk.saturation = Some(("queue".to_string(), p.load * 0.97));
+        p.resources.push(disk);
+        p.disk_iops.insert("disk vda".to_string(), p.throughput);
+        p.disk_await_s.insert("disk vda".to_string(), r);
+    }
+    points
+}
+
+/// A device that serves I/Os in parallel, 100% busy from depth 2, while
+/// throughput doubles with every doubling of the depth at the same
+/// latency: not its limit — the depth was too shallow, and the verdict
+/// says so by Little's law at the device, naming no disk.
+#[test]
+fn a_busy_disk_still_scaling_is_a_depth_too_shallow_not_a_saturated_disk() {
+    let xs: Vec<f64> = (0..6).map(|i| 10_000.0 * f64::from(1 << i)).collect();
+    let v = judge(disk_sweep(&xs));
+    let b = v.bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+    let all = b.evidence.join("\n");
+    assert!(all.contains("had not run out"), "{all}");
+    assert!(all.contains("Little's law at disk vda"), "{all}");
+    assert!(all.contains("too shallow to saturate the device"), "{all}");
+    assert!(!all.contains("its bound is"), "{all}");
+}
+
+/// The same device running out at 100,000 IOPS from depth 16: busy,
+/// its queue the depth and its await growing while throughput holds —
+/// the disk, with Little's law at the device as evidence.
+#[test]
+fn a_disk_whose_throughput_stops_while_its_await_grows_is_saturated() {
+    let xs = [10_000.0, 20_000.0, 40_000.0, 80_000.0, 100_000.0, 100_000.0];
+    let v = judge(disk_sweep(&xs));
+    let b = v.bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::Resource, "{b:?}");
+    assert_eq!(b.name, "disk vda", "{b:?}");
+    let all = b.evidence.join("\n");
+    assert!(all.contains("Little's law at disk vda"), "{all}");
+    assert!(all.contains("deeper queues only waited longer"), "{all}");
+}

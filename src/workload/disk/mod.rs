@@ -321,7 +321,8 @@ impl Kind for Disk {
             ledger,
             spec.engine,
             spec.verify,
-        );
+        )
+        .with_depth(most);
         let started = Started {
             setup: Some(serde_json::json!({
                 "file": path.display().to_string(),

@@ -22,12 +22,13 @@ use crate::measure::{ErrorKind, Outcome};
 use crate::workload::{CheckLine, CheckReport, OpCounts, Session, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use std::cell::Cell;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The unit of claims on the target.
 const CHUNK: u64 = 4096;
@@ -53,6 +54,27 @@ pub struct Shared {
     names: Vec<&'static str>,
     /// Counts summed from users as they end.
     pub tally: Mutex<Tally>,
+    /// The most I/Os the plan may hold in flight at once (its depth).
+    depth: u64,
+}
+
+/// A worker thread's places held at once by its users' I/Os (in flight,
+/// or abandoned and not yet settled): the most, and from when to when it
+/// counted them.
+#[derive(Debug, Clone, Copy)]
+pub struct Held {
+    /// The address of the run's [`Shared`] counted for.
+    run: usize,
+    now: u32,
+    pub most: u32,
+    pub since: Instant,
+    pub until: Instant,
+}
+
+thread_local! {
+    /// This thread's count, kept per thread so that counting crosses no
+    /// thread on the hot path.
+    static HELD: Cell<Option<Held>> = const { Cell::new(None) };
 }
 
 /// What users counted, summed at their end.
@@ -63,6 +85,10 @@ pub struct Tally {
     /// Sectors read back and checked.
     pub verified: u64,
     pub mismatches: u64,
+    /// Each worker thread's most I/Os held at once, and when it counted:
+    /// the sum over threads counting at the same time bounds the I/Os in
+    /// flight at any instant.
+    pub most_held: std::collections::HashMap<std::thread::ThreadId, Held>,
     /// The first mismatches, described.
     pub described: Vec<String>,
 }
@@ -103,7 +129,57 @@ impl Shared {
                 per_line: vec![[0; 4]; lines],
                 ..Tally::default()
             }),
+            depth: u64::MAX,
         }
+    }
+
+    /// The same, with the most I/Os the plan may hold in flight, which the
+    /// check holds the run to.
+    pub fn with_depth(self, depth: u64) -> Shared {
+        Shared { depth, ..self }
+    }
+
+    /// Counts a place taken (`+1`) or given back (`-1`) on this thread.
+    fn count_held(&self, taken: bool) {
+        let me = self as *const Shared as usize;
+        HELD.with(|h| {
+            let mut held = match h.get() {
+                Some(held) if held.run == me => held,
+                _ => {
+                    let now = Instant::now();
+                    Held {
+                        run: me,
+                        now: 0,
+                        most: 0,
+                        since: now,
+                        until: now,
+                    }
+                }
+            };
+            held.now = if taken {
+                held.now + 1
+            } else {
+                held.now.saturating_sub(1)
+            };
+            held.most = held.most.max(held.now);
+            h.set(Some(held));
+        });
+    }
+
+    /// This thread's count, into the tally (at a user's end).
+    fn report_held(&self, tally: &mut Tally) {
+        let me = self as *const Shared as usize;
+        let Some(mut held) = HELD.with(Cell::get).filter(|h| h.run == me) else {
+            return;
+        };
+        held.until = Instant::now();
+        let at = tally
+            .most_held
+            .entry(std::thread::current().id())
+            .or_insert(held);
+        at.most = at.most.max(held.most);
+        at.since = at.since.min(held.since);
+        at.until = at.until.max(held.until);
     }
 
     /// Claims the chunks of `[offset, offset+len)`; false (nothing held)
@@ -249,6 +325,17 @@ pub fn check_report(shared: &Shared) -> CheckReport {
             ),
         });
     }
+    let in_flight = most_in_flight(&t.most_held);
+    if shared.depth != u64::MAX {
+        lines.push(CheckLine {
+            rule: "I/Os in flight never above the depth:".to_string(),
+            passed: in_flight <= shared.depth,
+            detail: format!(
+                "at most {in_flight} at once of {} (each worker thread's most, summed over the threads running together)",
+                shared.depth
+            ),
+        });
+    }
     if shared.verify {
         lines.push(CheckLine {
             rule: "every sector read is the one last written there".to_string(),
@@ -268,9 +355,30 @@ pub fn check_report(shared: &Shared) -> CheckReport {
     CheckReport::from_lines(lines)
 }
 
+/// The most I/Os in flight at once, bounded from the threads' counts: at
+/// the start of each thread's counting, the sum of the most of every
+/// thread counting then (worker threads of successive steps do not add up).
+fn most_in_flight(threads: &std::collections::HashMap<std::thread::ThreadId, Held>) -> u64 {
+    threads
+        .values()
+        .map(|at| {
+            threads
+                .values()
+                .filter(|h| h.since <= at.since && at.since <= h.until)
+                .map(|h| u64::from(h.most))
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 impl Drop for DiskSession {
     fn drop(&mut self) {
+        if self.held.take().is_some() {
+            self.shared.count_held(false);
+        }
         let mut t = self.shared.tally.lock().unwrap_or_else(|p| p.into_inner());
+        self.shared.report_held(&mut t);
         for (sum, mine) in t.per_line.iter_mut().zip(&self.per_line) {
             for (a, b) in sum.iter_mut().zip(mine) {
                 *a += b;
@@ -317,16 +425,19 @@ impl Session for DiskSession {
         }
         if let Some((o, l)) = self.held.take() {
             shared.release(o, l);
+            shared.count_held(false);
         }
         let Some(offset) = self.place(line).await else {
             return Outcome::error(ErrorKind::Busy);
         };
         self.held = Some((offset, len));
+        shared.count_held(true);
         let pattern = usize::from(write) * 2 + usize::from(!self.random);
         self.per_line[index][pattern] += 1;
         let outcome = self.transfer(&shared, write, offset, len).await;
         self.held = None;
         shared.release(offset, len);
+        shared.count_held(false);
         outcome
     }
 }
@@ -586,6 +697,69 @@ mod tests {
             measured - warm
         );
         assert!(check_report(&w.shared).passed);
+    }
+
+    /// A writable 4 MiB file and its ledger in `dir`, for `engine`.
+    fn writable(dir: &std::path::Path, spec: &str, engine: Engine) -> DiskWorkload {
+        let path = dir.join("t.bin");
+        File::create(&path).unwrap().set_len(4 << 20).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let ledger = Ledger::create(&Ledger::path_for(&path), 4 << 20, 7).unwrap();
+        DiskWorkload {
+            shared: Arc::new(Shared::new(
+                AccessSpec::parse_inline(spec).unwrap(),
+                file,
+                4 << 20,
+                Some(ledger),
+                engine,
+                false,
+            )),
+        }
+    }
+
+    /// The same seed and spec on psync and on io_uring: the same I/Os, so
+    /// the same counts per line, direction and pattern, and files and
+    /// ledgers identical byte for byte afterwards.
+    #[test]
+    fn psync_and_io_uring_do_the_same_ios_for_a_seed() {
+        let spec = "size=4k share=60 read=75 random=100; size=8k share=30 read=50 random=50 burst=3 align=4k; size=16k share=10 read=0 random=0";
+        let run = |engine: Engine| {
+            let dir = tempfile::tempdir().unwrap();
+            let w = writable(dir.path(), spec, engine);
+            let rt = runtime();
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async {
+                let mut s = w.open_session(3, 42).await.unwrap();
+                for _ in 0..6000 {
+                    let op = s.choose();
+                    let outcome = s.execute(op).await;
+                    assert_eq!(outcome.result, crate::measure::OpResult::Ok);
+                }
+            });
+            drop(local);
+            let tally = w.shared.tally.lock().unwrap().per_line.clone();
+            let ledger = std::fs::read(dir.path().join("t.bin.perflab-ledger")).unwrap();
+            let file = std::fs::read(dir.path().join("t.bin")).unwrap();
+            (tally, ledger, file)
+        };
+        let (uring, psync) = (run(Engine::Uring), run(Engine::Psync));
+        assert_eq!(uring.0, psync.0);
+        assert_eq!(uring.0.iter().flatten().sum::<u64>(), 6000);
+        // [read random, read sequential, write random, write sequential]
+        let t = &uring.0;
+        assert!(
+            t[0][0] > 0 && t[0][1] == 0 && t[0][2] > 0 && t[0][3] == 0,
+            "{t:?}"
+        );
+        assert!(t[1].iter().all(|n| *n > 0), "{t:?}");
+        assert!(t[2][..3].iter().all(|n| *n == 0) && t[2][3] > 0, "{t:?}");
+        assert!(uring.1 == psync.1, "the ledgers differ");
+        assert!(uring.2 == psync.2, "the files differ");
+        assert!(uring.2.iter().any(|b| *b != 0), "nothing was written");
     }
 
     /// Offsets are multiples of the line's alignment, inside the file, and

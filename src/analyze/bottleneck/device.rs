@@ -1,0 +1,126 @@
+//! What a storage device's own figures say, beside its busy share. A
+//! device serves several I/Os at once, so busy (the share of time with any
+//! I/O in flight, `io_ticks`) reaches 100% long before it runs out; its
+//! queue and await decide instead. Little's law holds at the device as at
+//! the users: the I/Os it holds on average are its I/Os per second times
+//! its await (`aqu-sz = IOPS × await`, iostat's columns). When each
+//! operation of the run is one I/O of the device (its IOPS within a
+//! quarter of the throughput), the users are outstanding I/Os, and:
+//!
+//! - **the depth too shallow** — throughput still grew with the users,
+//!   and the device held about the I/Os perflab kept outstanding with no
+//!   queue of its own lengthening their wait: more outstanding I/Os would
+//!   be served in parallel;
+//! - **the device saturated** — throughput stopped growing while the
+//!   device's queue and await grew with the users: deeper queues only
+//!   wait longer.
+
+use super::super::capacity::load_text;
+use super::super::points::{ResourceKind, ResourceUse, StepPoint};
+use super::hardware::{still_scaling, SATURATED};
+use crate::units::{Latency, OpsPerSec, Percent};
+
+/// The device IOPS, within this share of the throughput, that make each
+/// operation one I/O of the device.
+const ONE_IO_PER_OP: f64 = 0.25;
+
+/// The busiest disk of a step.
+fn busiest_disk(p: &StepPoint) -> Option<&ResourceUse> {
+    p.resources
+        .iter()
+        .filter(|r| r.kind == ResourceKind::Disk)
+        .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))
+}
+
+/// The device's queue, IOPS and await at a step, when each operation of
+/// the run is one of its I/Os.
+fn one_io_per_op(p: &StepPoint, disk: &ResourceUse) -> Option<(f64, f64, f64)> {
+    let iops = *p.disk_iops.get(&disk.name)?;
+    let awaited = *p.disk_await_s.get(&disk.name)?;
+    let queue = disk.saturation.as_ref().map(|(_, q)| *q)?;
+    let near = (iops - p.throughput).abs() <= ONE_IO_PER_OP * p.throughput.max(f64::MIN_POSITIVE);
+    near.then_some((queue, iops, awaited))
+}
+
+/// Little's law at the device at step `p`: what it held, served and
+/// waited.
+fn little_line(p: &StepPoint, disk: &ResourceUse, queue: f64, iops: f64, awaited: f64) -> String {
+    format!(
+        "Little's law at {} at {}: {}/s × await {} = {:.1} I/Os held on average (its queue {queue:.1})",
+        disk.name,
+        load_text(p),
+        OpsPerSec(iops),
+        Latency::secs(awaited),
+        iops * awaited,
+    )
+}
+
+/// For a sweep that did not reach a limit: a busy disk that still served
+/// more with each level is not saturated, and when the users are its
+/// outstanding I/Os, the depth was too shallow to saturate it. Empty when
+/// no disk was busy at the last step.
+pub fn not_saturated(points: &[StepPoint]) -> Vec<String> {
+    let at = points.len() - 1;
+    let last = &points[at];
+    let Some(disk) = busiest_disk(last).filter(|d| d.utilisation >= SATURATED) else {
+        return Vec::new();
+    };
+    if at == 0 || !still_scaling(points, at) {
+        return Vec::new();
+    }
+    let before = &points[at - 1];
+    let mut out = vec![format!(
+        "{} was {} busy at {}, yet throughput grew ×{:.2} from {} for ×{:.2} the load: busy counts the time with any I/O in flight, and this device serves several at once, so it had not run out",
+        disk.name,
+        Percent(disk.utilisation),
+        load_text(last),
+        last.throughput / before.throughput,
+        load_text(before),
+        last.load / before.load
+    )];
+    if let Some((queue, iops, awaited)) = one_io_per_op(last, disk) {
+        out.push(little_line(last, disk, queue, iops, awaited));
+        if matches!(last.level, crate::plan::Level::Users(_)) {
+            let first = &points[0];
+            out.push(format!(
+                "each operation was one I/O of {}, so the {:.0} users were its outstanding I/Os, and it held {queue:.1} of them: latency went {} → {} from {} to {} while throughput went {}/s → {}/s — the depth, not the device, set the pace: it is too shallow to saturate the device",
+                disk.name,
+                last.load,
+                Latency::secs(first.response_s()),
+                Latency::secs(last.response_s()),
+                load_text(first),
+                load_text(last),
+                OpsPerSec(first.throughput),
+                OpsPerSec(last.throughput),
+            ));
+        }
+    }
+    out
+}
+
+/// For a saturated disk at step `at`: Little's law at the device, and how
+/// its await grew past the peak while throughput did not.
+pub fn saturated(points: &[StepPoint], peak: usize, at: usize, disk: &ResourceUse) -> Vec<String> {
+    let q = &points[at];
+    let Some((queue, iops, awaited)) = one_io_per_op(q, disk) else {
+        return Vec::new();
+    };
+    let mut out = vec![little_line(q, disk, queue, iops, awaited)];
+    let first = &points[0];
+    if let Some(first_await) = first.disk_await_s.get(&disk.name).filter(|a| **a > 0.0) {
+        if at > 0 && awaited > 1.5 * first_await {
+            out.push(format!(
+                "its await grew ×{:.1} ({} → {}) from {} to {} while throughput grew ×{:.2} (the peak, {}/s, at {}): deeper queues only waited longer",
+                awaited / first_await,
+                Latency::secs(*first_await),
+                Latency::secs(awaited),
+                load_text(first),
+                load_text(q),
+                q.throughput / first.throughput.max(f64::MIN_POSITIVE),
+                OpsPerSec(points[peak].throughput),
+                load_text(&points[peak])
+            ));
+        }
+    }
+    out
+}
