@@ -14,6 +14,7 @@ pub const SHAPE: RunShape = RunShape {
     embedded: false,
     threads: 2,
     single_writer: false,
+    kernel_served: false,
 };
 
 /// A step as exact MVA predicts it for single-server CPU and disk

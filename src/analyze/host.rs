@@ -20,6 +20,8 @@ pub struct StepHost {
     pub context_switches_per_s: Option<f64>,
     /// The disk with the highest mean busy share, and that share.
     pub busiest_disk: Option<(String, f64)>,
+    /// That disk's own figures.
+    pub disk_figures: Option<DiskFigures>,
     /// Bytes per second over every interface but loopback.
     pub network_bytes_per_s: f64,
     /// The highest mean link utilisation of any direction of any interface.
@@ -31,6 +33,19 @@ pub struct StepHost {
     pub perflab_cpu: Option<f64>,
     /// Measured intervals the source did not answer for.
     pub gaps: usize,
+}
+
+/// A disk's figures over a step, means of its samples.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct DiskFigures {
+    pub reads_per_s: f64,
+    pub writes_per_s: f64,
+    /// Bytes read and written per second.
+    pub bytes_per_s: f64,
+    /// I/Os in flight on average (iostat's aqu-sz).
+    pub queue: f64,
+    /// Time per completed I/O, seconds.
+    pub await_s: Option<f64>,
 }
 
 /// Whose samples: this host's, or a remote probe's.
@@ -110,6 +125,18 @@ impl StepHost {
                 Some((name.to_string(), busy))
             })
             .max_by(|a, b| a.1.total_cmp(&b.1));
+        let disk_figures = busiest_disk.as_ref().map(|(name, _)| {
+            let of = |f: &dyn Fn(&crate::probe::counters::DiskSample) -> Option<f64>| {
+                mean(&samples, |s| f(s.disks.iter().find(|d| d.name == *name)?))
+            };
+            DiskFigures {
+                reads_per_s: of(&|d| Some(d.reads_per_s)).unwrap_or(0.0),
+                writes_per_s: of(&|d| Some(d.writes_per_s)).unwrap_or(0.0),
+                bytes_per_s: of(&|d| Some(d.read_bytes_per_s + d.write_bytes_per_s)).unwrap_or(0.0),
+                queue: of(&|d| Some(d.queue)).unwrap_or(0.0),
+                await_s: of(&|d| d.await_ms.map(|ms| ms / 1e3)),
+            }
+        });
         let mut nics: BTreeMap<&str, ()> = BTreeMap::new();
         for s in &samples {
             for n in &s.nics {
@@ -131,6 +158,7 @@ impl StepHost {
             run_queue: mean(&samples, |s| s.procs_running.map(f64::from)),
             context_switches_per_s: mean(&samples, |s| s.context_switches_per_s),
             busiest_disk,
+            disk_figures,
             network_bytes_per_s: mean(&samples, |s| Some(s.network_bytes_per_s())).unwrap_or(0.0),
             link_utilisation,
             retransmits_per_s: mean(&samples, |s| s.tcp.map(|t| t.retransmits_per_s)),

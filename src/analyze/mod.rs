@@ -78,8 +78,13 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let (source, server_host) = server_source(run);
     let mut points = Vec::new();
     let mut left_out = Vec::new();
+    let kernel_served = run.target_traits().kernel_served;
     for step in &run.steps {
-        let p = StepPoint::of(step, source);
+        let mut p = StepPoint::of(step, source);
+        if kernel_served {
+            // No server process: what it would use is in perflab's CPU.
+            p.extras.server_cpus.get_or_insert(0.0);
+        }
         if p.complete && p.completed > 0 {
             points.push(p);
         } else {
@@ -92,6 +97,7 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
         embedded: run.target_traits().embedded,
         threads: run.plan.as_ref().map_or(1, |p| p.threads.max(1)) as u32,
         single_writer: run.target_traits().single_writer,
+        kernel_served,
     };
     let seed = run.seed();
     let mut verdict = verdict_of(points, shape, slos, max_cv, seed);

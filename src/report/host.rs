@@ -8,7 +8,7 @@ use crate::analyze::host::{probe_sources, HostSource, StepHost};
 use crate::engine::StepResult;
 use crate::plan::Level;
 use crate::probe::counters::{HostSample, NicSample};
-use crate::units::{OpsPerSec, Percent};
+use crate::units::{Latency, OpsPerSec, Percent};
 use std::fmt::Write;
 
 /// This host's table and one per remote probe, each after a blank line;
@@ -60,11 +60,8 @@ pub fn host_table(steps: &[StepResult], source: HostSource<'_>) -> String {
         let _ = write!(out, " {:>5}", "gaps");
     }
     out.push('\n');
-    for (level, h) in rows {
-        let level = match level {
-            Level::Users(n) => n.to_string(),
-            Level::Rate(r) => format!("{}/s", OpsPerSec(r)),
-        };
+    for (level, h) in &rows {
+        let level = level_text(*level);
         let disk = h
             .busiest_disk
             .as_ref()
@@ -94,7 +91,54 @@ pub fn host_table(steps: &[StepResult], source: HostSource<'_>) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&disk_table(&rows));
     out
+}
+
+/// Busy share from which the busiest disk's own figures get a table.
+const DISK_TABLE_FROM: f64 = 0.5;
+
+/// The busiest disk's figures step by step — I/Os per second each way,
+/// MB/s, busy, queue and await, as iostat gives them — when it was at
+/// least half busy at some step; empty otherwise.
+fn disk_table(rows: &[(Level, StepHost)]) -> String {
+    let busy = |h: &StepHost| h.busiest_disk.as_ref().map_or(0.0, |(_, b)| *b);
+    if !rows.iter().any(|(_, h)| busy(h) >= DISK_TABLE_FROM) {
+        return String::new();
+    }
+    let mut out = String::from("\nthe busiest disk during each step:\n");
+    let _ = writeln!(
+        out,
+        "{:>7} {:>8} {:>10} {:>10} {:>9} {:>7} {:>8} {:>9}",
+        "load", "disk", "reads/s", "writes/s", "MB/s", "busy", "queue", "await"
+    );
+    for (level, h) in rows {
+        let (Some((name, b)), Some(d)) = (&h.busiest_disk, &h.disk_figures) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "{:>7} {:>8} {:>10} {:>10} {:>9.2} {:>7} {:>8.2} {:>9}",
+            level_text(*level),
+            name,
+            OpsPerSec(d.reads_per_s).to_string(),
+            OpsPerSec(d.writes_per_s).to_string(),
+            d.bytes_per_s / 1e6,
+            Percent(*b).to_string(),
+            d.queue,
+            d.await_s
+                .map_or("-".to_string(), |s| Latency::secs(s).to_string()),
+        );
+    }
+    out
+}
+
+/// A level as the host tables print it.
+fn level_text(level: Level) -> String {
+    match level {
+        Level::Users(n) => n.to_string(),
+        Level::Rate(r) => format!("{}/s", OpsPerSec(r)),
+    }
 }
 
 /// One sample as a line organised by the USE method: for each resource its

@@ -99,6 +99,11 @@ pub struct Traits {
     pub single_writer: bool,
     /// perflab created the server for this run.
     pub managed: bool,
+    /// No process serves the target: the kernel does, in perflab's own
+    /// system calls and its interrupts (a file, a device). Its CPU is
+    /// perflab's; the host's other busy CPU is others'.
+    #[serde(default)]
+    pub kernel_served: bool,
 }
 
 /// The kinds of target.
@@ -141,6 +146,7 @@ impl Target {
             embedded,
             single_writer,
             managed,
+            kernel_served: kind == Kind::Storage,
         }
     }
 
@@ -156,6 +162,7 @@ impl Target {
                 embedded: false,
                 single_writer: false,
                 managed: false,
+                kernel_served: false,
             },
             |t| t.traits(),
         )

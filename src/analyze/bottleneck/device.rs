@@ -17,12 +17,33 @@
 
 use super::super::capacity::load_text;
 use super::super::points::{ResourceKind, ResourceUse, StepPoint};
-use super::hardware::{still_scaling, SATURATED};
 use crate::units::{Latency, OpsPerSec, Percent};
 
 /// The device IOPS, within this share of the throughput, that make each
 /// operation one I/O of the device.
 const ONE_IO_PER_OP: f64 = 0.25;
+
+/// Share of the load's growth from the level before that throughput must
+/// keep for a device to be still scaling at the last level.
+pub const SCALING: f64 = 0.5;
+
+/// Whether throughput was still growing with load at step `at`, the last:
+/// from the level before, it grew by at least [`SCALING`] of the load's
+/// growth. A device serves I/Os in parallel (an SSD's channels, an
+/// array's disks, a virtual disk's host): busy — the share of time with
+/// any I/O in flight — reaches 100% long before it has run out, so a busy
+/// disk is its limit only where throughput stopped growing.
+pub fn still_scaling(points: &[StepPoint], at: usize) -> bool {
+    if at + 1 != points.len() || at == 0 {
+        return false;
+    }
+    let (before, last) = (&points[at - 1], &points[at]);
+    if before.load <= 0.0 || before.throughput <= 0.0 || last.load <= before.load {
+        return false;
+    }
+    let load_growth = last.load / before.load - 1.0;
+    last.throughput / before.throughput - 1.0 >= SCALING * load_growth
+}
 
 /// The busiest disk of a step.
 fn busiest_disk(p: &StepPoint) -> Option<&ResourceUse> {
@@ -58,11 +79,11 @@ fn little_line(p: &StepPoint, disk: &ResourceUse, queue: f64, iops: f64, awaited
 /// For a sweep that did not reach a limit: a busy disk that still served
 /// more with each level is not saturated, and when the users are its
 /// outstanding I/Os, the depth was too shallow to saturate it. Empty when
-/// no disk was busy at the last step.
-pub fn not_saturated(points: &[StepPoint]) -> Vec<String> {
+/// no disk was `busy` (a share) at the last step.
+pub fn not_saturated(points: &[StepPoint], busy: f64) -> Vec<String> {
     let at = points.len() - 1;
     let last = &points[at];
-    let Some(disk) = busiest_disk(last).filter(|d| d.utilisation >= SATURATED) else {
+    let Some(disk) = busiest_disk(last).filter(|d| d.utilisation >= busy) else {
         return Vec::new();
     };
     if at == 0 || !still_scaling(points, at) {
@@ -80,7 +101,9 @@ pub fn not_saturated(points: &[StepPoint]) -> Vec<String> {
     )];
     if let Some((queue, iops, awaited)) = one_io_per_op(last, disk) {
         out.push(little_line(last, disk, queue, iops, awaited));
-        if matches!(last.level, crate::plan::Level::Users(_)) {
+        // The device held the users' I/Os and hardly any others'.
+        let held_ours = (queue - last.load).abs() <= ONE_IO_PER_OP * last.load;
+        if matches!(last.level, crate::plan::Level::Users(_)) && held_ours {
             let first = &points[0];
             out.push(format!(
                 "each operation was one I/O of {}, so the {:.0} users were its outstanding I/Os, and it held {queue:.1} of them: latency went {} → {} from {} to {} while throughput went {}/s → {}/s — the depth, not the device, set the pace: it is too shallow to saturate the device",

@@ -133,28 +133,6 @@ fn one_cpu_is_a_limit(p: &StepPoint, r: &ResourceUse) -> bool {
     r.utilisation - mean >= STANDS_OUT
 }
 
-/// Share of the load's growth from the level before that throughput must
-/// keep for a device to be still scaling at the last level.
-pub const SCALING: f64 = 0.5;
-
-/// Whether throughput was still growing with load at step `at`, the last:
-/// from the level before, it grew by at least [`SCALING`] of the load's
-/// growth. A device serves I/Os in parallel (an SSD's channels, an
-/// array's disks, a virtual disk's host): busy — the share of time with
-/// any I/O in flight — reaches 100% long before it has run out, so a busy
-/// disk is its limit only where throughput stopped growing.
-pub fn still_scaling(points: &[StepPoint], at: usize) -> bool {
-    if at + 1 != points.len() || at == 0 {
-        return false;
-    }
-    let (before, last) = (&points[at - 1], &points[at]);
-    if before.load <= 0.0 || before.throughput <= 0.0 || last.load <= before.load {
-        return false;
-    }
-    let load_growth = last.load / before.load - 1.0;
-    last.throughput / before.throughput - 1.0 >= SCALING * load_growth
-}
-
 /// The saturated resources, the likeliest bottleneck first: the busiest,
 /// a quota the server is held to before the host's CPUs, the host's CPUs
 /// before a single CPU unless that one is busier by more than 2 points (a
@@ -167,7 +145,9 @@ pub fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'
         .filter(|b| {
             b.resource.kind != ResourceKind::OneCpu || one_cpu_is_a_limit(&points[b.at], b.resource)
         })
-        .filter(|b| b.resource.kind != ResourceKind::Disk || !still_scaling(points, b.at))
+        .filter(|b| {
+            b.resource.kind != ResourceKind::Disk || !super::device::still_scaling(points, b.at)
+        })
         .copied()
         .collect();
     let rank = |r: &ResourceUse| {

@@ -88,6 +88,9 @@ pub struct RunShape {
     pub threads: u32,
     /// The target is a single-writer engine (SQLite).
     pub single_writer: bool,
+    /// No server process: the kernel serves the target (a file, a device),
+    /// so there are no server waits to sample.
+    pub kernel_served: bool,
 }
 
 /// Decides the bottleneck of complete points ordered by load; `unstable`
@@ -133,7 +136,10 @@ pub fn bottleneck(
     if let Some(loss) = network::loss(points, knee) {
         return loss;
     }
-    let plateau = knee.is_some() || fall.is_some_and(|f| f.significant);
+    // A busy disk still serving more at the last level is no plateau,
+    // whatever a noisy knee before it says.
+    let plateau = (knee.is_some() || fall.is_some_and(|f| f.significant))
+        && device::not_saturated(points, hardware::SATURATED).is_empty();
     if !plateau {
         return not_reached(points, shape, demands);
     }
@@ -145,7 +151,7 @@ pub fn bottleneck(
     } else if let Some(rtt) = network::round_trip(points, from, &waits) {
         rtt
     } else {
-        return unexplained(points, peak, demands, &waits);
+        return unexplained(points, peak, demands, &waits, shape);
     };
     if unstable && !contention::strong(points, from, &waits) {
         return never_stabilised(found);
@@ -256,7 +262,13 @@ pub fn memory_evidence(p: &StepPoint) -> Option<Vec<String>> {
 }
 
 /// Throughput stopped growing and nothing measured explains it.
-fn unexplained(points: &[StepPoint], peak: usize, demands: &Demands, waits: &Waits) -> Bottleneck {
+fn unexplained(
+    points: &[StepPoint],
+    peak: usize,
+    demands: &Demands,
+    waits: &Waits,
+    shape: RunShape,
+) -> Bottleneck {
     let p = &points[peak];
     let mut evidence = vec![format!(
         "throughput stopped growing at {}/s from {} with no resource saturated, no lock waits and no retries",
@@ -275,7 +287,12 @@ fn unexplained(points: &[StepPoint], peak: usize, demands: &Demands, waits: &Wai
             d.bound / p.throughput.max(f64::MIN_POSITIVE)
         ));
     }
-    if waits.total == 0 {
+    if shape.kernel_served {
+        evidence.push(
+            "candidate: the device's own limit or the path to it (a throttle, a volume's IOPS limit), which its busy share does not show"
+                .to_string(),
+        );
+    } else if waits.total == 0 {
         evidence.push(
             "candidate: software contention — the database's waits were not sampled".to_string(),
         );
@@ -330,7 +347,7 @@ fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bott
         load_text(last),
         OpsPerSec(last.throughput)
     )];
-    let device = device::not_saturated(points);
+    let device = device::not_saturated(points, hardware::SATURATED);
     // A busy disk that kept scaling has no bound in its busy share.
     if let Some(d) = demands
         .tightest()
