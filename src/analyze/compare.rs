@@ -1,7 +1,8 @@
 //! Comparing runs against a baseline, level by level, with statistics that
 //! will not colour noise as a win: at each load level both runs ran, the
-//! throughput samples (per-interval throughputs of the level's run, or one
-//! value per run of the level with `--repeat`) are compared with a
+//! throughput samples (one value per run of the level with `--repeat` of
+//! at least [`MIN_RUNS`], else the per-interval throughputs of every run of
+//! the level) are compared with a
 //! two-sided Mann–Whitney U test at α = 0.05, and the ratio of their means
 //! gets a 95% bootstrap interval. A difference that is not significant is
 //! `~`. The summary compares the peaks, the knees and the bottlenecks
@@ -75,15 +76,22 @@ pub struct Comparison {
     pub weights: Vec<(String, f64)>,
 }
 
+/// Runs of a level from which each run is one sample. With fewer, the
+/// two-sided Mann–Whitney test cannot reach [`ALPHA`] however far apart
+/// the runs are (2 against 2 gives p ≥ 1/3, 3 against 3 p ≥ 0.1; 4
+/// against 4 can give 0.029): their intervals are the samples instead.
+pub const MIN_RUNS: usize = 4;
+
 /// The throughput samples of a run at a load level: one per run of the
-/// level when it ran more than once, else one per measured interval.
+/// level when it ran [`MIN_RUNS`] times or more, else one per measured
+/// interval of every run of the level.
 fn samples(run: &StoredRun, load: f64) -> (Vec<f64>, &'static str) {
     let steps: Vec<_> = run
         .steps
         .iter()
         .filter(|s| s.level.value() == load && s.status == StepStatus::Ok)
         .collect();
-    if steps.len() >= 2 {
+    if steps.len() >= MIN_RUNS {
         return (
             steps.iter().map(|s| s.summary().throughput).collect(),
             "runs",
@@ -279,6 +287,19 @@ fn weighted_score(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Why a level needs [`MIN_RUNS`] runs to be compared run by run: with
+    /// fewer, runs wholly apart are still "no significant difference".
+    #[test]
+    fn fewer_runs_than_the_minimum_can_never_differ_significantly() {
+        let apart = |n: usize| {
+            let low: Vec<f64> = (0..n).map(|i| 100.0 + i as f64).collect();
+            let high: Vec<f64> = (0..n).map(|i| 1000.0 + i as f64).collect();
+            mann_whitney_p(&low, &high).unwrap()
+        };
+        assert!(apart(MIN_RUNS - 1) >= ALPHA, "{}", apart(MIN_RUNS - 1));
+        assert!(apart(MIN_RUNS) < ALPHA, "{}", apart(MIN_RUNS));
+    }
 
     #[test]
     fn weights_parse() {

@@ -204,3 +204,28 @@ fn levels_repeat_until_their_throughput_is_stable_or_the_limit() {
         contains(&err, flag);
     }
 }
+
+/// Two configurations run twice per level (seed 003's protocol): a server
+/// twice as fast is significantly faster — the runs' intervals are the
+/// samples, since two runs a side can never differ significantly.
+#[test]
+fn levels_repeated_twice_still_compare_significantly() {
+    let dir = crate::support::tempdir();
+    for service in ["2ms", "1ms"] {
+        crate::support::perflab_ok(
+            dir.path(),
+            &format!("run null --service {service} --users 1 --repeat 2 --warmup 0s --duration 2s"),
+        );
+    }
+    let c: serde_json::Value = serde_json::from_str(&crate::support::perflab_ok(
+        dir.path(),
+        "compare 1 2 --json",
+    ))
+    .unwrap();
+    let cell = &c["levels"][0]["cells"][1];
+    assert_eq!(cell["across"], "intervals", "{c}");
+    assert!(cell["samples"].as_u64().unwrap() >= 4, "{c}");
+    let diff = &cell["vs_base"];
+    assert_eq!(diff["significant"], true, "{c}");
+    assert!(diff["ratio"].as_f64().unwrap() > 1.2, "{c}");
+}

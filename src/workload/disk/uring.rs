@@ -9,8 +9,13 @@
 //! result to its slot and wakes the user. When every user of the ring has
 //! an I/O in flight (nothing of the thread's can run until one completes),
 //! the submitter waits in the kernel for the first completion itself, at
-//! most 1 ms, with the eventfd muted — one system call per round of I/Os
-//! instead of three. No allocation and no other thread on the way of an
+//! most 50 ms, with the eventfd muted — one system call per round of I/Os
+//! instead of three. The bound only matters to a device that stalls (the
+//! thread's timers — step ends, I/O timeouts — run up to 50 ms late then);
+//! a bound near the I/O's own time arms the CPU's timer on every wait,
+//! which in a virtual machine cost more than the I/O: 1 ms gave 17,000
+//! IOPS at depth 1 on a RAM-backed device at 29 µs of CPU per I/O, 50 ms
+//! 24,000 at 19 µs. No allocation and no other thread on the way of an
 //! I/O.
 //!
 //! An I/O abandoned by its user (a timeout) keeps its slot busy until the
@@ -30,8 +35,10 @@ use tokio::io::unix::AsyncFd;
 pub const MAX_SLOTS: u32 = 4096;
 /// Submission queue entries.
 const ENTRIES: u32 = 1024;
-/// The longest the submitter waits in the kernel for a completion.
-const WAIT_IN_KERNEL: types::Timespec = types::Timespec::new().nsec(1_000_000);
+/// The longest the submitter waits in the kernel for a completion: far
+/// above an I/O's time, so that the kernel's timer for it is not the next
+/// to expire and arming it reprograms nothing.
+const WAIT_IN_KERNEL: types::Timespec = types::Timespec::new().nsec(50_000_000);
 
 thread_local! {
     static RING: RefCell<Weak<Ring>> = const { RefCell::new(Weak::new()) };
