@@ -85,6 +85,10 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
             // No server process: what it would use is in perflab's CPU.
             p.extras.server_cpus.get_or_insert(0.0);
         }
+        if kernel_served || run.target_traits().embedded {
+            // Its storage I/O, too, is perflab's.
+            p.extras.server_io_bytes_per_s.get_or_insert(0.0);
+        }
         if p.complete && p.completed > 0 {
             points.push(p);
         } else {
@@ -177,7 +181,12 @@ fn others_on_the_host(points: &[StepPoint], embedded: bool) -> Vec<String> {
             }
             text
         });
-    stolen.chain(others).chain(yielded).collect()
+    // A busy disk that served others, once, at the highest load it did.
+    let disk = points
+        .iter()
+        .filter_map(bottleneck::device::others_caveat)
+        .next_back();
+    stolen.chain(others).chain(yielded).chain(disk).collect()
 }
 
 /// The verdict of complete points (any order), for a run of this shape.

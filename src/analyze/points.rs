@@ -105,6 +105,10 @@ pub struct HostExtras {
     /// The server's own reads from storage, bytes per second, and its
     /// major page faults per second.
     pub server_read_bytes_per_s: Option<f64>,
+    /// Bytes per second the server's processes and perflab's read from
+    /// and wrote to storage (`/proc/PID/io`), each when followed.
+    pub server_io_bytes_per_s: Option<f64>,
+    pub perflab_io_bytes_per_s: Option<f64>,
     pub server_major_faults_per_s: Option<f64>,
     /// The server's cgroup: memory limit, memory charged, times the limit
     /// was hit over the step, share of time stalled on memory.
@@ -163,6 +167,8 @@ pub struct StepPoint {
     pub disk_await_s: BTreeMap<String, f64>,
     /// Each disk's completed I/Os per second, reads and writes.
     pub disk_iops: BTreeMap<String, f64>,
+    /// Each disk's bytes per second, read and written.
+    pub disk_bytes_per_s: BTreeMap<String, f64>,
     /// The database's counters summed over the window (commits,
     /// blocks_hit, blocks_read, row_lock_waits, …).
     pub db: BTreeMap<String, f64>,
@@ -285,6 +291,9 @@ impl StepPoint {
             db: db_counters,
             disk_await_s: per_disk(&samples, |d| d.await_ms.map(|ms| ms / 1e3)),
             disk_iops: per_disk(&samples, |d| Some(d.reads_per_s + d.writes_per_s)),
+            disk_bytes_per_s: per_disk(&samples, |d| {
+                Some(d.read_bytes_per_s + d.write_bytes_per_s)
+            }),
         }
     }
 }
@@ -559,6 +568,11 @@ fn per_disk(
     out
 }
 
+/// A process group's storage bytes per second, read and written.
+fn io_bytes(p: &crate::probe::counters::process::ProcessSample) -> Option<f64> {
+    Some(p.read_bytes_per_s? + p.write_bytes_per_s?)
+}
+
 /// The server under test's processes in a sample, when followed.
 fn server(s: &HostSample) -> Option<&crate::probe::counters::process::ProcessSample> {
     s.processes.iter().find(|p| p.label == "server")
@@ -600,6 +614,10 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
         server_run_delay: weighted_mean(samples, |s| server(s)?.run_delay),
         server_single_thread: weighted_mean(samples, |s| server(s)?.busiest_single_thread),
         server_read_bytes_per_s: weighted_mean(samples, |s| server(s)?.read_bytes_per_s),
+        server_io_bytes_per_s: weighted_mean(samples, |s| io_bytes(server(s)?)),
+        perflab_io_bytes_per_s: weighted_mean(samples, |s| {
+            io_bytes(s.processes.iter().find(|p| p.label == "perflab")?)
+        }),
         server_major_faults_per_s: weighted_mean(samples, |s| server(s)?.major_faults_per_s),
         memory_limit_bytes: weighted_mean(samples, |s| {
             s.server_cgroup

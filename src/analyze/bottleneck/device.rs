@@ -14,6 +14,10 @@
 //! - **the device saturated** — throughput stopped growing while the
 //!   device's queue and await grew with the users: deeper queues only
 //!   wait longer.
+//!
+//! A disk busy with others' I/O is not the run's limit: when the server's
+//! and perflab's own storage bytes (`/proc/PID/io`) are under a tenth of
+//! what the device moved, the device served someone else.
 
 use super::super::capacity::load_text;
 use super::super::points::{ResourceKind, ResourceUse, StepPoint};
@@ -43,6 +47,44 @@ pub fn still_scaling(points: &[StepPoint], at: usize) -> bool {
     }
     let load_growth = last.load / before.load - 1.0;
     last.throughput / before.throughput - 1.0 >= SCALING * load_growth
+}
+
+/// Share of a disk's bytes below which the run's own I/O leaves the disk
+/// to others.
+pub const OTHERS: f64 = 0.1;
+/// Bytes per second under which a disk moved too little to judge whose.
+const JUDGED_FROM: f64 = 1e6;
+
+/// The share of a disk's bytes at step `p` that the run moved — the
+/// server's and perflab's own reads and writes over the device's; None
+/// when the server's I/O is not known or the disk moved too little.
+pub fn own_share(p: &StepPoint, disk: &ResourceUse) -> Option<f64> {
+    let device = *p.disk_bytes_per_s.get(&disk.name)?;
+    if device < JUDGED_FROM {
+        return None;
+    }
+    let ours = p.extras.server_io_bytes_per_s? + p.extras.perflab_io_bytes_per_s.unwrap_or(0.0);
+    Some((ours / device).min(1.0))
+}
+
+/// Whether a disk at step `p` was busy with others' I/O, not the run's.
+pub fn others_io(p: &StepPoint, disk: &ResourceUse) -> bool {
+    own_share(p, disk).is_some_and(|s| s < OTHERS)
+}
+
+/// The caveat for a busy disk that served others at step `p`.
+pub fn others_caveat(p: &StepPoint) -> Option<String> {
+    let disk = busiest_disk(p).filter(|d| d.utilisation >= 0.5)?;
+    let share = own_share(p, disk).filter(|s| *s < OTHERS)?;
+    let device = p.disk_bytes_per_s.get(&disk.name).copied().unwrap_or(0.0);
+    Some(format!(
+        "at {} {} was {} busy moving {:.1} MB/s, of which the server and perflab moved {}: it was busy with others' I/O, not the run's",
+        load_text(p),
+        disk.name,
+        Percent(disk.utilisation),
+        device / 1e6,
+        Percent(share)
+    ))
 }
 
 /// The busiest disk of a step.
@@ -83,7 +125,8 @@ fn little_line(p: &StepPoint, disk: &ResourceUse, queue: f64, iops: f64, awaited
 pub fn not_saturated(points: &[StepPoint], busy: f64) -> Vec<String> {
     let at = points.len() - 1;
     let last = &points[at];
-    let Some(disk) = busiest_disk(last).filter(|d| d.utilisation >= busy) else {
+    let Some(disk) = busiest_disk(last).filter(|d| d.utilisation >= busy && !others_io(last, d))
+    else {
         return Vec::new();
     };
     if at == 0 || !still_scaling(points, at) {

@@ -146,7 +146,9 @@ pub fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'
             b.resource.kind != ResourceKind::OneCpu || one_cpu_is_a_limit(&points[b.at], b.resource)
         })
         .filter(|b| {
-            b.resource.kind != ResourceKind::Disk || !super::device::still_scaling(points, b.at)
+            b.resource.kind != ResourceKind::Disk
+                || !(super::device::still_scaling(points, b.at)
+                    || super::device::others_io(&points[b.at], b.resource))
         })
         .copied()
         .collect();

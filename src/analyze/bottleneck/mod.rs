@@ -348,10 +348,15 @@ fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bott
         OpsPerSec(last.throughput)
     )];
     let device = device::not_saturated(points, hardware::SATURATED);
-    // A busy disk that kept scaling has no bound in its busy share.
+    // A busy disk that kept scaling has no bound in its busy share, nor
+    // one busy with others' I/O.
+    let others = |name: &str| {
+        last.resource(name)
+            .is_some_and(|r| device::others_io(last, r))
+    };
     if let Some(d) = demands
         .tightest()
-        .filter(|d| device.is_empty() || !d.resource.starts_with("disk "))
+        .filter(|d| (device.is_empty() || !d.resource.starts_with("disk ")) && !others(&d.resource))
     {
         let u = last.resource(&d.resource).map_or(0.0, |r| r.utilisation);
         evidence.push(format!(

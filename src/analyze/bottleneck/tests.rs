@@ -623,3 +623,23 @@ fn a_disk_whose_throughput_stops_while_its_await_grows_is_saturated() {
     assert!(all.contains("Little's law at disk vda"), "{all}");
     assert!(all.contains("deeper queues only waited longer"), "{all}");
 }
+
+/// The saturated device of the test above, but moving 100 MB/s of which
+/// the run's own processes moved 1: another process kept it busy, so it
+/// is not named; with the run moving it all, it is.
+#[test]
+fn a_disk_busy_with_others_io_is_not_the_runs_limit() {
+    let xs = [10_000.0, 20_000.0, 40_000.0, 80_000.0, 100_000.0, 100_000.0];
+    for (ours, named) in [(1e6, false), (99e6, true)] {
+        let mut points = disk_sweep(&xs);
+        for p in &mut points {
+            p.disk_bytes_per_s.insert("disk vda".to_string(), 100e6);
+            p.extras.server_io_bytes_per_s = Some(0.0);
+            p.extras.perflab_io_bytes_per_s = Some(ours);
+        }
+        let caveat = super::device::others_caveat(&points[5]);
+        assert_eq!(caveat.is_some(), !named, "{caveat:?}");
+        let b = judge(points).bottleneck.unwrap();
+        assert_eq!(b.name == "disk vda", named, "{b:?}");
+    }
+}
