@@ -15,6 +15,7 @@
 
 pub mod access;
 pub mod block;
+mod inflight;
 pub mod ledger;
 mod psync;
 mod session;

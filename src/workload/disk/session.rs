@@ -14,6 +14,7 @@
 
 use super::access::{AccessSpec, Line, SECTOR};
 use super::block;
+use super::inflight;
 use super::ledger::Ledger;
 use super::psync::Psync;
 use super::uring::{Ring, SlotBuf};
@@ -22,13 +23,12 @@ use crate::measure::{ErrorKind, Outcome};
 use crate::workload::{CheckLine, CheckReport, OpCounts, Session, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::cell::Cell;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The unit of claims on the target.
 const CHUNK: u64 = 4096;
@@ -58,25 +58,6 @@ pub struct Shared {
     depth: u64,
 }
 
-/// A worker thread's places held at once by its users' I/Os (in flight,
-/// or abandoned and not yet settled): the most, and from when to when it
-/// counted them.
-#[derive(Debug, Clone, Copy)]
-pub struct Held {
-    /// The address of the run's [`Shared`] counted for.
-    run: usize,
-    now: u32,
-    pub most: u32,
-    pub since: Instant,
-    pub until: Instant,
-}
-
-thread_local! {
-    /// This thread's count, kept per thread so that counting crosses no
-    /// thread on the hot path.
-    static HELD: Cell<Option<Held>> = const { Cell::new(None) };
-}
-
 /// What users counted, summed at their end.
 #[derive(Debug, Default, Clone)]
 pub struct Tally {
@@ -88,7 +69,7 @@ pub struct Tally {
     /// Each worker thread's most I/Os held at once, and when it counted:
     /// the sum over threads counting at the same time bounds the I/Os in
     /// flight at any instant.
-    pub most_held: std::collections::HashMap<std::thread::ThreadId, Held>,
+    pub most_held: inflight::PerThread,
     /// The first mismatches, described.
     pub described: Vec<String>,
 }
@@ -139,47 +120,9 @@ impl Shared {
         Shared { depth, ..self }
     }
 
-    /// Counts a place taken (`+1`) or given back (`-1`) on this thread.
-    fn count_held(&self, taken: bool) {
-        let me = self as *const Shared as usize;
-        HELD.with(|h| {
-            let mut held = match h.get() {
-                Some(held) if held.run == me => held,
-                _ => {
-                    let now = Instant::now();
-                    Held {
-                        run: me,
-                        now: 0,
-                        most: 0,
-                        since: now,
-                        until: now,
-                    }
-                }
-            };
-            held.now = if taken {
-                held.now + 1
-            } else {
-                held.now.saturating_sub(1)
-            };
-            held.most = held.most.max(held.now);
-            h.set(Some(held));
-        });
-    }
-
-    /// This thread's count, into the tally (at a user's end).
-    fn report_held(&self, tally: &mut Tally) {
-        let me = self as *const Shared as usize;
-        let Some(mut held) = HELD.with(Cell::get).filter(|h| h.run == me) else {
-            return;
-        };
-        held.until = Instant::now();
-        let at = tally
-            .most_held
-            .entry(std::thread::current().id())
-            .or_insert(held);
-        at.most = at.most.max(held.most);
-        at.since = at.since.min(held.since);
-        at.until = at.until.max(held.until);
+    /// The run's identity for the in-flight counts: this value's address.
+    fn run_id(&self) -> usize {
+        self as *const Shared as usize
     }
 
     /// Claims the chunks of `[offset, offset+len)`; false (nothing held)
@@ -325,7 +268,7 @@ pub fn check_report(shared: &Shared) -> CheckReport {
             ),
         });
     }
-    let in_flight = most_in_flight(&t.most_held);
+    let in_flight = inflight::most(&t.most_held);
     if shared.depth != u64::MAX {
         lines.push(CheckLine {
             rule: "I/Os in flight never above the depth:".to_string(),
@@ -355,30 +298,13 @@ pub fn check_report(shared: &Shared) -> CheckReport {
     CheckReport::from_lines(lines)
 }
 
-/// The most I/Os in flight at once, bounded from the threads' counts: at
-/// the start of each thread's counting, the sum of the most of every
-/// thread counting then (worker threads of successive steps do not add up).
-fn most_in_flight(threads: &std::collections::HashMap<std::thread::ThreadId, Held>) -> u64 {
-    threads
-        .values()
-        .map(|at| {
-            threads
-                .values()
-                .filter(|h| h.since <= at.since && at.since <= h.until)
-                .map(|h| u64::from(h.most))
-                .sum::<u64>()
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 impl Drop for DiskSession {
     fn drop(&mut self) {
         if self.held.take().is_some() {
-            self.shared.count_held(false);
+            inflight::count(self.shared.run_id(), false);
         }
         let mut t = self.shared.tally.lock().unwrap_or_else(|p| p.into_inner());
-        self.shared.report_held(&mut t);
+        inflight::report(self.shared.run_id(), &mut t.most_held);
         for (sum, mine) in t.per_line.iter_mut().zip(&self.per_line) {
             for (a, b) in sum.iter_mut().zip(mine) {
                 *a += b;
@@ -425,19 +351,19 @@ impl Session for DiskSession {
         }
         if let Some((o, l)) = self.held.take() {
             shared.release(o, l);
-            shared.count_held(false);
+            inflight::count(shared.run_id(), false);
         }
         let Some(offset) = self.place(line).await else {
             return Outcome::error(ErrorKind::Busy);
         };
         self.held = Some((offset, len));
-        shared.count_held(true);
+        inflight::count(shared.run_id(), true);
         let pattern = usize::from(write) * 2 + usize::from(!self.random);
         self.per_line[index][pattern] += 1;
         let outcome = self.transfer(&shared, write, offset, len).await;
         self.held = None;
         shared.release(offset, len);
-        shared.count_held(false);
+        inflight::count(shared.run_id(), false);
         outcome
     }
 }
@@ -580,21 +506,25 @@ fn align_up(x: u64, align: u64) -> u64 {
 mod tests {
     use super::*;
 
-    /// A workload on a fresh 4 MiB file (psync: no ring needed).
-    fn workload(spec: &str, dir: &std::path::Path) -> DiskWorkload {
+    /// A workload of `spec` on a fresh, writable 4 MiB file and its ledger
+    /// in `dir`, on `engine`, verifying reads when `verify`.
+    fn writable(dir: &std::path::Path, spec: &str, engine: Engine, verify: bool) -> DiskWorkload {
         let path = dir.join("t.bin");
-        let file = File::create(&path).unwrap();
-        file.set_len(4 << 20).unwrap();
+        File::create(&path).unwrap().set_len(4 << 20).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
         let ledger = Ledger::create(&Ledger::path_for(&path), 4 << 20, 7).unwrap();
-        let spec = AccessSpec::parse_inline(spec).unwrap();
         DiskWorkload {
             shared: Arc::new(Shared::new(
-                spec,
+                AccessSpec::parse_inline(spec).unwrap(),
                 file,
                 4 << 20,
                 Some(ledger),
-                Engine::Psync,
-                false,
+                engine,
+                verify,
             )),
         }
     }
@@ -611,9 +541,11 @@ mod tests {
     #[test]
     fn draws_honour_shares_of_ios_and_percentages_within_a_point() {
         let dir = tempfile::tempdir().unwrap();
-        let w = workload(
-            "size=4k share=60 read=75 random=100; size=8k share=30 read=50 random=50 burst=3; size=16k share=10 read=0 random=0 burst=2",
+        let w = writable(
             dir.path(),
+            "size=4k share=60 read=75 random=100; size=8k share=30 read=50 random=50 burst=3; size=16k share=10 read=0 random=0 burst=2",
+            Engine::Psync,
+            false,
         );
         let mut s = runtime().block_on(w.open_session(0, 11)).unwrap();
         let n = 200_000;
@@ -649,27 +581,12 @@ mod tests {
     fn an_io_on_the_ring_allocates_nothing() {
         use crate::util::counting_alloc::allocations;
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.bin");
-        let file = File::create(&path).unwrap();
-        file.set_len(4 << 20).unwrap();
-        drop(file);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let ledger = Ledger::create(&Ledger::path_for(&path), 4 << 20, 7).unwrap();
-        let spec = AccessSpec::parse_inline("size=4k read=50 random=100").unwrap();
-        let w = DiskWorkload {
-            shared: Arc::new(Shared::new(
-                spec,
-                file,
-                4 << 20,
-                Some(ledger),
-                Engine::Uring,
-                true,
-            )),
-        };
+        let w = writable(
+            dir.path(),
+            "size=4k read=50 random=100",
+            Engine::Uring,
+            true,
+        );
         let rt = runtime();
         let local = tokio::task::LocalSet::new();
         let (warm, measured, n) = local.block_on(&rt, async {
@@ -699,28 +616,6 @@ mod tests {
         assert!(check_report(&w.shared).passed);
     }
 
-    /// A writable 4 MiB file and its ledger in `dir`, for `engine`.
-    fn writable(dir: &std::path::Path, spec: &str, engine: Engine) -> DiskWorkload {
-        let path = dir.join("t.bin");
-        File::create(&path).unwrap().set_len(4 << 20).unwrap();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let ledger = Ledger::create(&Ledger::path_for(&path), 4 << 20, 7).unwrap();
-        DiskWorkload {
-            shared: Arc::new(Shared::new(
-                AccessSpec::parse_inline(spec).unwrap(),
-                file,
-                4 << 20,
-                Some(ledger),
-                engine,
-                false,
-            )),
-        }
-    }
-
     /// The same seed and spec on psync and on io_uring: the same I/Os, so
     /// the same counts per line, direction and pattern, and files and
     /// ledgers identical byte for byte afterwards.
@@ -729,7 +624,7 @@ mod tests {
         let spec = "size=4k share=60 read=75 random=100; size=8k share=30 read=50 random=50 burst=3 align=4k; size=16k share=10 read=0 random=0";
         let run = |engine: Engine| {
             let dir = tempfile::tempdir().unwrap();
-            let w = writable(dir.path(), spec, engine);
+            let w = writable(dir.path(), spec, engine, false);
             let rt = runtime();
             let local = tokio::task::LocalSet::new();
             local.block_on(&rt, async {
@@ -767,7 +662,12 @@ mod tests {
     #[test]
     fn places_are_aligned_claimed_and_never_overlap() {
         let dir = tempfile::tempdir().unwrap();
-        let w = workload("size=12k align=4k read=100 random=100", dir.path());
+        let w = writable(
+            dir.path(),
+            "size=12k align=4k read=100 random=100",
+            Engine::Psync,
+            false,
+        );
         let rt = runtime();
         let mut s = rt.block_on(w.open_session(0, 3)).unwrap();
         let line = w.shared.spec.lines[0].clone();
