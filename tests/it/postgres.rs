@@ -106,6 +106,24 @@ fn both_mixes_run_and_check_on_postgres() {
     contains(&out, "check: passed");
     let export: serde_json::Value = crate::support::last_export(dir.path());
     assert!(export["steps"][0]["summary"]["retries"].as_u64().unwrap() > 0);
+    // Pipelined, a failure surfaces at the transaction's end and the whole
+    // transaction is tried again: retried, counted, and the money checks.
+    for mix in ["tpcb", "atm"] {
+        let out = perflab_ok(
+            dir.path(),
+            &format!(
+                "run bank --target {url} --mix {mix} --pipeline --isolation serializable --max-tries 1000 --users 4 {SHORT}"
+            ),
+        );
+        contains(&out, "check: passed");
+        let export: serde_json::Value = crate::support::last_export(dir.path());
+        let summary = &export["steps"][0]["summary"];
+        assert!(summary["retries"].as_u64().unwrap() > 0, "{mix}: {summary}");
+        assert!(
+            summary["completed"].as_u64().unwrap() > 0,
+            "{mix}: {summary}"
+        );
+    }
     perflab_ok(dir.path(), &format!("check bank --target {url}"));
 
     // A changed balance is caught on the server too.

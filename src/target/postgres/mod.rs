@@ -6,6 +6,7 @@
 //! statistics sampled during a run are in [`stats`].
 
 pub mod stats;
+pub mod wire;
 
 use crate::error::PlanError;
 use tokio_postgres::config::Host;
@@ -150,36 +151,41 @@ pub(crate) async fn connect(
 
 /// Explains a failed connection, naming the server and the fix.
 pub fn connect_error(target: &PgTarget, e: &tokio_postgres::Error) -> PlanError {
+    let cause = std::error::Error::source(e)
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    refusal(target, e.code().map(SqlState::code), &e.to_string(), &cause)
+}
+
+/// The one line for a connection that failed: with the server's SQLSTATE
+/// when it refused, else from the client's text and its cause.
+pub(crate) fn refusal(target: &PgTarget, code: Option<&str>, text: &str, cause: &str) -> PlanError {
     let at = &target.display;
-    let message = match e.code() {
-        Some(c) if *c == SqlState::INVALID_PASSWORD => format!(
+    let message = match code {
+        Some(c) if c == SqlState::INVALID_PASSWORD.code() => format!(
             "PostgreSQL refused the password for {at}; check the URL, PGPASSWORD or ~/.pgpass"
         ),
-        Some(c) if *c == SqlState::INVALID_CATALOG_NAME => format!(
+        Some(c) if c == SqlState::INVALID_CATALOG_NAME.code() => format!(
             "the database of {at} does not exist; create it (createdb) or name another in the URL"
         ),
-        Some(c) if *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
+        Some(c) if c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION.code() => {
             format!("PostgreSQL refused the user of {at}; check the user name and pg_hba.conf")
         }
-        Some(c) => format!(
-            "PostgreSQL at {at} refused the connection ({}: {e})",
-            c.code()
-        ),
+        Some(c) => format!("PostgreSQL at {at} refused the connection ({c}: {text})"),
         None => {
-            let text = e.to_string();
-            let cause = std::error::Error::source(e)
-                .map(|s| s.to_string())
-                .unwrap_or_default();
             if cause.contains("refused") {
                 format!("nothing answers at {at} (connection refused); start PostgreSQL there or fix the host and port")
-            } else if cause.contains("reset by peer") || cause.contains("Broken pipe") {
+            } else if cause.contains("reset by peer")
+                || cause.contains("Broken pipe")
+                || cause.contains("end of file")
+            {
                 format!("{at} closed the connection ({cause}); the server may be shutting down, out of connections, or not PostgreSQL")
             } else if text.contains("timeout") || cause.contains("timed out") {
                 format!(
                     "no PostgreSQL answered at {at} within 10 s; check the host, port and firewall"
                 )
             } else {
-                format!("cannot talk to PostgreSQL at {at} ({text}{}{cause}); is it a PostgreSQL server?", if cause.is_empty() { "" } else { ": " })
+                format!("cannot talk to PostgreSQL at {at} ({text}{}{cause}); is it a PostgreSQL server?", if cause.is_empty() || text.is_empty() { "" } else { ": " })
             }
         }
     };

@@ -80,6 +80,12 @@ impl<D: Driver> ServerConn<D> {
         })
     }
 
+    /// The open connection, if any (for tests that look at it).
+    #[cfg(test)]
+    pub fn link(&self) -> Option<&D::Link> {
+        self.link.as_ref()
+    }
+
     /// Re-opens a lost connection; false (after backing off) if that failed.
     async fn ensure_link(&mut self) -> bool {
         if self.link.as_ref().is_some_and(|l| !D::is_closed(l)) {

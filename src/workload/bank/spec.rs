@@ -52,6 +52,11 @@ pub struct BankArgs {
     /// On a server: tries per transaction on serialisation failures and deadlocks.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub max_tries: u32,
+
+    /// On PostgreSQL: send each transaction's statements together in one
+    /// round trip (pipeline mode) until a result decides what follows.
+    #[arg(long)]
+    pub pipeline: bool,
 }
 
 /// The bank's validated options, as the run's plan stores them.
@@ -67,6 +72,9 @@ pub struct BankSpec {
     pub isolation: Isolation,
     /// Tries per transaction on serialisation failures and deadlocks.
     pub max_tries: u32,
+    /// PostgreSQL: a transaction's statements sent together (pipeline mode).
+    #[serde(default)]
+    pub pipeline: bool,
     /// Settings of a managed server (`--pg-set NAME=VALUE`).
     pub server_settings: Vec<(String, String)>,
     /// Keep a managed server's data directory after the run.
@@ -131,6 +139,13 @@ impl Kind for Bank {
                 "use --target postgres://USER@HOST/DB or postgres:managed",
             ));
         }
+        if args.pipeline && kind != TargetKind::Postgres {
+            return Err(PlanError::flag(
+                "--pipeline",
+                "pipeline mode is PostgreSQL's",
+                "drop --pipeline, or use a postgres:// or postgres:managed target",
+            ));
+        }
         if args.max_tries == 0 {
             return Err(PlanError::flag(
                 "--max-tries",
@@ -158,6 +173,7 @@ impl Kind for Bank {
             reload: args.reload,
             isolation,
             max_tries: args.max_tries,
+            pipeline: args.pipeline,
             server_settings: settings,
             keep,
             server_cpus: cpus,
@@ -203,6 +219,7 @@ impl Kind for Bank {
                     spec.reload,
                     spec.isolation,
                     spec.max_tries,
+                    spec.pipeline,
                 )?;
                 drive_server(prepared, spec, &opened, started, driver)
             }
@@ -338,6 +355,7 @@ mod tests {
             (vec!["--scale", "0"], "--scale"),
             (vec!["--max-tries", "0"], "--max-tries"),
             (vec!["--isolation", "serializable"], "--isolation"),
+            (vec!["--pipeline"], "--pipeline"),
             (vec!["--mix", "pgbench"], "--mix"),
             (vec!["--target", "sqlite:"], "--target"),
             (vec!["--pg-set", "a=b"], "--pg-set"),

@@ -1,8 +1,9 @@
-//! The bank on PostgreSQL, through tokio-postgres: one connection per user,
+//! The bank on PostgreSQL: one connection per user, owning its socket,
 //! every statement prepared once per connection, transactions retried on
 //! serialisation failures and deadlocks up to `--max-tries`, a lost
-//! connection re-opened on the next operation. Loading uses parallel COPY
-//! and adds the primary keys after the data, as pgbench does.
+//! connection re-opened on the next operation. Loading, checking and the
+//! figures go through tokio-postgres, off the hot path; loading uses
+//! parallel COPY and adds the primary keys after the data, as pgbench does.
 
 mod load;
 mod txn;
@@ -25,6 +26,8 @@ pub struct PgBank {
     tables: Tables,
     isolation: Isolation,
     max_tries: u32,
+    /// Send a transaction's statements together (`--pipeline`).
+    pipeline: bool,
     /// Runs the few blocking administrative calls (load, check).
     admin: tokio::runtime::Runtime,
 }
@@ -38,6 +41,7 @@ impl PgBank {
         reload: bool,
         isolation: Isolation,
         max_tries: u32,
+        pipeline: bool,
     ) -> anyhow::Result<(Self, LoadReport)> {
         let admin = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -48,6 +52,7 @@ impl PgBank {
             tables: Tables::of(mix),
             isolation,
             max_tries,
+            pipeline,
             admin,
         };
         let started = Instant::now();
@@ -70,6 +75,7 @@ impl PgBank {
             tables: Tables::of(mix),
             isolation: Isolation::ReadCommitted,
             max_tries: 1,
+            pipeline: false,
             admin: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -109,6 +115,7 @@ impl BankBackend for PgBank {
             target: self.target.clone(),
             tables: self.tables,
             isolation: self.isolation,
+            pipeline: self.pipeline,
         };
         PgConn::open(driver, self.max_tries).await
     }

@@ -1,7 +1,10 @@
-//! One user's PostgreSQL connection and the bank's transactions on it.
-//! Every statement is prepared once per connection (as `pgbench -M
-//! prepared` does), with parameter types fixed to bigint so the same code
-//! serves pgbench's int columns and perflab's bigint ones.
+//! One user's PostgreSQL connection and the bank's transactions on it, on
+//! a connection that owns its socket ([`Wire`]): every statement is
+//! prepared once per connection (as `pgbench -M prepared` does), its
+//! parameters bigint so the same code serves pgbench's int columns and
+//! perflab's bigint ones. One statement is one round trip, as in pgbench;
+//! with `--pipeline` a transaction's statements travel together until a
+//! result decides what comes next (a debit's row count) or it ends.
 
 use super::super::mix::Isolation;
 use super::super::ops::BankOp;
@@ -9,15 +12,14 @@ use super::super::server::{Driver, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
+use crate::target::postgres::wire::{Statement, Wire, WireError};
 use crate::target::postgres::PgTarget;
-use tokio_postgres::error::SqlState;
-use tokio_postgres::types::Type;
-use tokio_postgres::{Client, Statement};
 
 /// The prepared statements of one connection.
 pub struct Statements {
     begin: Statement,
     commit: Statement,
+    rollback: Statement,
     credit: Statement,
     debit_if_covered: Statement,
     balance: Statement,
@@ -31,185 +33,276 @@ pub struct PgDriver {
     pub target: PgTarget,
     pub tables: Tables,
     pub isolation: Isolation,
+    /// Send a transaction's statements together (pipeline mode).
+    pub pipeline: bool,
 }
 
 /// A user's PostgreSQL connection.
 pub type PgConn = ServerConn<PgDriver>;
 
-async fn connect(
-    target: &PgTarget,
-    t: Tables,
-    isolation: Isolation,
-) -> anyhow::Result<(Client, Statements)> {
-    let client = crate::target::postgres::connect(target, &target.config).await?;
-    let big = Type::INT8;
-    let statements = Statements {
-        begin: client
-            .prepare(&format!("BEGIN ISOLATION LEVEL {}", isolation.sql()))
-            .await?,
-        commit: client.prepare("COMMIT").await?,
-        credit: client
-            .prepare_typed(
-                &format!("UPDATE {} SET abalance = abalance + $1 WHERE aid = $2", t.accounts),
-                &[big.clone(), big.clone()],
-            )
-            .await?,
-        debit_if_covered: client
-            .prepare_typed(
-                &format!(
-                    "UPDATE {} SET abalance = abalance - $1 WHERE aid = $2 AND abalance >= $1",
-                    t.accounts
-                ),
-                &[big.clone(), big.clone()],
-            )
-            .await?,
-        balance: client
-            .prepare_typed(
-                &format!("SELECT abalance FROM {} WHERE aid = $1", t.accounts),
-                std::slice::from_ref(&big),
-            )
-            .await?,
-        teller: client
-            .prepare_typed(
-                &format!("UPDATE {} SET tbalance = tbalance + $1 WHERE tid = $2", t.tellers),
-                &[big.clone(), big.clone()],
-            )
-            .await?,
-        branch: client
-            .prepare_typed(
-                &format!("UPDATE {} SET bbalance = bbalance + $1 WHERE bid = $2", t.branches),
-                &[big.clone(), big.clone()],
-            )
-            .await?,
-        history: client
-            .prepare_typed(
-                &format!(
-                    "INSERT INTO {} (tid, bid, aid, delta, mtime) VALUES ($1, $2, $3, $4, CURRENT_TIMESTAMP)",
-                    t.history
-                ),
-                &[big.clone(), big.clone(), big.clone(), big],
-            )
-            .await?,
-    };
-    Ok((client, statements))
+/// An open connection and what it runs.
+pub struct Link {
+    wire: Wire,
+    st: Statements,
+    pipeline: bool,
 }
 
-fn classify(e: &tokio_postgres::Error) -> Failure {
-    if e.is_closed() {
-        return Failure::Lost;
-    }
-    match e.code() {
-        Some(c)
-            if *c == SqlState::T_R_SERIALIZATION_FAILURE
-                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
-        {
-            Failure::retry(c.code())
-        }
-        // Class 08 (connection exception) and 57P0x (the server is shutting
-        // down or ended this session): the connection is gone.
-        Some(c) if c.code().starts_with("08") || c.code().starts_with("57P0") => Failure::Lost,
-        Some(c) => Failure::sql(c.code()),
-        None if std::error::Error::source(e).is_some() => Failure::Lost,
-        None => Failure::sql("client"),
+async fn connect(driver: &PgDriver) -> anyhow::Result<Link> {
+    let target = &driver.target;
+    let t = driver.tables;
+    let mut wire = Wire::connect(target).await?;
+    let mut prepare =
+        async |name: &str, sql: &str, params: usize| wire.prepare(target, name, sql, params).await;
+    let st = Statements {
+        begin: prepare(
+            "begin",
+            &format!("BEGIN ISOLATION LEVEL {}", driver.isolation.sql()),
+            0,
+        )
+        .await?,
+        commit: prepare("commit", "COMMIT", 0).await?,
+        rollback: prepare("rollback", "ROLLBACK", 0).await?,
+        credit: prepare(
+            "credit",
+            &format!("UPDATE {} SET abalance = abalance + $1 WHERE aid = $2", t.accounts),
+            2,
+        )
+        .await?,
+        debit_if_covered: prepare(
+            "debit",
+            &format!(
+                "UPDATE {} SET abalance = abalance - $1 WHERE aid = $2 AND abalance >= $1",
+                t.accounts
+            ),
+            2,
+        )
+        .await?,
+        balance: prepare(
+            "balance",
+            &format!("SELECT abalance FROM {} WHERE aid = $1", t.accounts),
+            1,
+        )
+        .await?,
+        teller: prepare(
+            "teller",
+            &format!("UPDATE {} SET tbalance = tbalance + $1 WHERE tid = $2", t.tellers),
+            2,
+        )
+        .await?,
+        branch: prepare(
+            "branch",
+            &format!("UPDATE {} SET bbalance = bbalance + $1 WHERE bid = $2", t.branches),
+            2,
+        )
+        .await?,
+        history: prepare(
+            "history",
+            &format!(
+                "INSERT INTO {} (tid, bid, aid, delta, mtime) VALUES ($1, $2, $3, $4, CURRENT_TIMESTAMP)",
+                t.history
+            ),
+            4,
+        )
+        .await?,
+    };
+    Ok(Link {
+        wire,
+        st,
+        pipeline: driver.pipeline,
+    })
+}
+
+fn classify(e: &WireError) -> Failure {
+    match e {
+        WireError::Lost => Failure::Lost,
+        WireError::Server(code) if code.is_retryable() => Failure::retry(code),
+        WireError::Server(code) if code.ends_connection() => Failure::Lost,
+        WireError::Server(code) => Failure::sql(code),
     }
 }
 
 impl Driver for PgDriver {
-    type Link = (Client, Statements);
-    type Error = tokio_postgres::Error;
+    type Link = Link;
+    type Error = WireError;
 
-    async fn connect(&self) -> anyhow::Result<Self::Link> {
-        connect(&self.target, self.tables, self.isolation).await
+    async fn connect(&self) -> anyhow::Result<Link> {
+        connect(self).await
     }
 
-    fn is_closed(link: &Self::Link) -> bool {
-        link.0.is_closed()
+    fn is_closed(link: &Link) -> bool {
+        link.wire.is_broken()
     }
 
-    async fn run(link: &mut Self::Link, op: BankOp) -> Result<OpResult, Self::Error> {
+    async fn run(link: &mut Link, op: BankOp) -> Result<OpResult, WireError> {
+        link.wire.discard();
         let mut statements = PgStatements {
-            client: &link.0,
-            st: &link.1,
+            link,
+            in_transaction: false,
         };
         txn::run(&mut statements, op).await
     }
 
-    async fn rollback(link: &mut Self::Link) -> bool {
-        link.0.batch_execute("ROLLBACK").await.is_ok()
+    async fn rollback(link: &mut Link) -> bool {
+        link.wire.discard();
+        link.wire.queue(&link.st.rollback, &[]);
+        link.wire.flush().await.is_ok()
     }
 
-    fn classify(e: &Self::Error) -> Failure {
+    fn classify(e: &WireError) -> Failure {
         classify(e)
     }
 }
 
 /// One connection's statements, borrowed for one transaction.
 struct PgStatements<'a> {
-    client: &'a Client,
-    st: &'a Statements,
+    link: &'a mut Link,
+    /// Between BEGIN and its end: in pipeline mode, statements whose
+    /// result nothing reads wait for the next flush.
+    in_transaction: bool,
+}
+
+impl PgStatements<'_> {
+    /// Queues a statement and, unless it may wait in a pipeline, runs
+    /// everything queued; the last statement's row count.
+    async fn run(
+        &mut self,
+        pick: fn(&Statements) -> &Statement,
+        params: &[i64],
+        needed: bool,
+    ) -> Result<u64, WireError> {
+        let link = &mut *self.link;
+        link.wire.queue(pick(&link.st), params);
+        if link.pipeline && self.in_transaction && !needed {
+            return Ok(0);
+        }
+        link.wire.flush().await.map(|reply| reply.rows)
+    }
 }
 
 impl txn::Statements for PgStatements<'_> {
-    type Error = tokio_postgres::Error;
+    type Error = WireError;
 
-    async fn begin(&mut self) -> Result<(), Self::Error> {
-        self.client.execute(&self.st.begin, &[]).await.map(drop)
+    async fn begin(&mut self) -> Result<(), WireError> {
+        self.in_transaction = true;
+        self.run(|s| &s.begin, &[], false).await.map(drop)
     }
 
-    async fn commit(&mut self) -> Result<(), Self::Error> {
-        self.client.execute(&self.st.commit, &[]).await.map(drop)
+    async fn commit(&mut self) -> Result<(), WireError> {
+        self.in_transaction = false;
+        self.run(|s| &s.commit, &[], true).await.map(drop)
     }
 
-    async fn rollback(&mut self) -> Result<(), Self::Error> {
-        self.client.batch_execute("ROLLBACK").await
+    async fn rollback(&mut self) -> Result<(), WireError> {
+        self.in_transaction = false;
+        self.run(|s| &s.rollback, &[], true).await.map(drop)
     }
 
-    async fn credit(&mut self, aid: i64, amount: i64) -> Result<(), Self::Error> {
-        self.client
-            .execute(&self.st.credit, &[&amount, &aid])
+    async fn credit(&mut self, aid: i64, amount: i64) -> Result<(), WireError> {
+        self.run(|s| &s.credit, &[amount, aid], false)
             .await
             .map(drop)
     }
 
-    async fn debit_if_covered(&mut self, aid: i64, amount: i64) -> Result<bool, Self::Error> {
+    async fn debit_if_covered(&mut self, aid: i64, amount: i64) -> Result<bool, WireError> {
         let rows = self
-            .client
-            .execute(&self.st.debit_if_covered, &[&amount, &aid])
+            .run(|s| &s.debit_if_covered, &[amount, aid], true)
             .await?;
         Ok(rows == 1)
     }
 
-    async fn balance(&mut self, aid: i64) -> Result<(), Self::Error> {
-        self.client
-            .query_opt(&self.st.balance, &[&aid])
+    async fn balance(&mut self, aid: i64) -> Result<(), WireError> {
+        self.run(|s| &s.balance, &[aid], false).await.map(drop)
+    }
+
+    async fn teller(&mut self, tid: i64, delta: i64) -> Result<(), WireError> {
+        self.run(|s| &s.teller, &[delta, tid], false)
             .await
             .map(drop)
     }
 
-    async fn teller(&mut self, tid: i64, delta: i64) -> Result<(), Self::Error> {
-        self.client
-            .execute(&self.st.teller, &[&delta, &tid])
+    async fn branch(&mut self, bid: i64, delta: i64) -> Result<(), WireError> {
+        self.run(|s| &s.branch, &[delta, bid], false)
             .await
             .map(drop)
     }
 
-    async fn branch(&mut self, bid: i64, delta: i64) -> Result<(), Self::Error> {
-        self.client
-            .execute(&self.st.branch, &[&delta, &bid])
+    async fn history(&mut self, tid: i64, bid: i64, aid: i64, delta: i64) -> Result<(), WireError> {
+        self.run(|s| &s.history, &[tid, bid, aid, delta], false)
             .await
             .map(drop)
     }
+}
 
-    async fn history(
-        &mut self,
-        tid: i64,
-        bid: i64,
-        aid: i64,
-        delta: i64,
-    ) -> Result<(), Self::Error> {
-        self.client
-            .execute(&self.st.history, &[&tid, &bid, &aid, &delta])
-            .await
-            .map(drop)
+#[cfg(test)]
+mod tests {
+    use super::super::super::mix::BankMix;
+    use super::super::PgBank;
+    use crate::target::managed::postgres::ManagedPostgres;
+    use crate::util::counting_alloc::allocations;
+    use crate::workload::bank::BankWorkload;
+    use crate::workload::{Session, Workload};
+
+    /// Allocations and round trips per transaction on a warmed-up session,
+    /// with and without pipelining, on a real server.
+    fn per_transaction(pg: &ManagedPostgres, mix: BankMix, pipeline: bool) -> (f64, f64) {
+        let target = crate::target::postgres::resolve(&pg.url(), &|_| None, None).unwrap();
+        let (bank, _) = PgBank::prepare(
+            target,
+            1,
+            mix,
+            false,
+            super::Isolation::ReadCommitted,
+            10,
+            pipeline,
+        )
+        .unwrap();
+        let workload = BankWorkload::new(bank, mix, 1).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut session = workload.open_session(0, 7).await.unwrap();
+            let mut run = async |n: u32| {
+                for _ in 0..n {
+                    let op = session.choose();
+                    let outcome = session.execute(op).await;
+                    assert!(
+                        !matches!(outcome.result, crate::measure::OpResult::Error(_)),
+                        "{:?}",
+                        outcome.result
+                    );
+                }
+            };
+            run(300).await;
+            let before = allocations();
+            run(2_000).await;
+            let allocated = (allocations() - before) as f64 / 2_000.0;
+            let trips = session.conn.link().map_or(0, |l| l.wire.round_trips());
+            (allocated, trips as f64 / 2_300.0)
+        })
+    }
+
+    #[test]
+    fn a_postgres_transaction_allocates_nothing_after_warm_up() {
+        let pg = ManagedPostgres::start(&[], false, &[]).unwrap();
+        // TPC-B's seven statements are seven round trips, or one pipelined;
+        // the ATM mix's withdrawals and transfers wait for their debit.
+        for (mix, pipeline, trips) in [
+            (BankMix::Tpcb, false, 7.0..7.01),
+            (BankMix::Tpcb, true, 1.0..1.01),
+            (BankMix::Atm(Default::default()), false, 3.0..6.0),
+            (BankMix::Atm(Default::default()), true, 1.0..2.0),
+        ] {
+            let (allocated, per) = per_transaction(&pg, mix, pipeline);
+            assert_eq!(
+                allocated, 0.0,
+                "{mix:?} pipeline {pipeline}: {allocated} allocations per transaction"
+            );
+            assert!(
+                trips.contains(&per),
+                "{mix:?} pipeline {pipeline}: {per} round trips per transaction"
+            );
+        }
     }
 }

@@ -1,0 +1,669 @@
+//! A PostgreSQL connection that owns its socket, for the hot path: no
+//! connection task and no channel between a user and the server. It speaks
+//! the extended protocol with `postgres-protocol`'s codec: statements are
+//! parsed once, each one's Bind and Execute messages are encoded once into
+//! a template whose parameters are patched in place, and replies are read
+//! for what a transaction needs (a row count, an error's code) without
+//! building rows. Statements queue until [`Wire::flush`], so one round trip
+//! can carry one statement or a whole pipelined transaction.
+//!
+//! A future dropped mid-exchange (an operation abandoned at its timeout)
+//! leaves the connection usable: replies still owed are read and dropped
+//! before the next exchange; a write cut short marks it broken.
+
+use super::PgTarget;
+use crate::error::PlanError;
+use bytes::BytesMut;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::message::backend::{Header, Message};
+use postgres_protocol::message::frontend;
+use postgres_protocol::IsNull;
+use std::io;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+use tokio_postgres::config::{Host, SslMode};
+
+/// The type of every parameter perflab binds: bigint (`int8`).
+const INT8_OID: u32 = 20;
+/// The longest reply message accepted; a longer one is a protocol error
+/// (no reply to the statements perflab sends comes near it).
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// Why an exchange failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireError {
+    /// The server answered with an error; its SQLSTATE.
+    Server(SqlState),
+    /// The connection is gone (closed, reset, or a reply that makes no sense).
+    Lost,
+}
+
+/// A five-character SQLSTATE, kept inline.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SqlState([u8; 5]);
+
+impl SqlState {
+    /// The code as text (`40001`); `?????` if the server sent no ASCII code.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or("?????")
+    }
+
+    /// A serialisation failure or a deadlock: worth another try.
+    pub fn is_retryable(&self) -> bool {
+        matches!(&self.0, b"40001" | b"40P01")
+    }
+
+    /// Class 08 (connection exception) or 57P0x (the server is shutting
+    /// down or ended this session): the connection is gone.
+    pub fn ends_connection(&self) -> bool {
+        self.0.starts_with(b"08") || self.0.starts_with(b"57P0")
+    }
+}
+
+impl std::fmt::Debug for SqlState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for SqlState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A prepared statement's Bind and Execute messages, encoded once, with the
+/// offsets of its bigint parameters.
+pub struct Statement {
+    template: Box<[u8]>,
+    params: Box<[usize]>,
+}
+
+impl Statement {
+    /// Encodes the Bind (parameters and results in binary) and Execute
+    /// messages of the named statement with `params` bigint parameters.
+    fn new(name: &str, params: usize) -> io::Result<Statement> {
+        let mut template = BytesMut::new();
+        frontend::bind(
+            "",
+            name,
+            std::iter::repeat_n(1, params),
+            std::iter::repeat_n(0i64, params),
+            |v, buf| {
+                buf.extend_from_slice(&v.to_be_bytes());
+                Ok(IsNull::No)
+            },
+            Some(1),
+            &mut template,
+        )
+        .map_err(|_| io::Error::other("a statement's name holds a NUL"))?;
+        // Bind: tag, length, portal "" and the name (each NUL-ended), the
+        // formats (a count and one per parameter), the values' count; then
+        // each value is a length and 8 bytes.
+        let first = 1 + 4 + 1 + name.len() + 1 + 2 + 2 * params + 2;
+        let params = (0..params).map(|i| first + i * 12 + 4).collect();
+        frontend::execute("", 0, &mut template)?;
+        Ok(Statement {
+            template: template.to_vec().into_boxed_slice(),
+            params,
+        })
+    }
+
+    /// How many parameters it binds.
+    pub fn arity(&self) -> usize {
+        self.params.len()
+    }
+}
+
+/// What the statements of one exchange returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reply {
+    /// Rows the last statement affected or returned (its command tag's count).
+    pub rows: u64,
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.write_all(bytes).await,
+            Stream::Unix(s) => s.write_all(bytes).await,
+        }
+    }
+
+    async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read_buf(buf).await,
+            Stream::Unix(s) => s.read_buf(buf).await,
+        }
+    }
+}
+
+/// One connection, owned by one user.
+pub struct Wire {
+    stream: Stream,
+    read: BytesMut,
+    write: BytesMut,
+    /// Syncs sent whose ReadyForQuery has not been read.
+    owed: u32,
+    /// A write was cut short or a reply made no sense: the stream has lost
+    /// its place and the connection cannot be used again.
+    broken: bool,
+    /// Exchanges (Syncs sent) so far: the round trips.
+    round_trips: u64,
+}
+
+impl Wire {
+    /// Connects to the target's first reachable host, starts a session and
+    /// authenticates (trust, password, MD5 or SCRAM-SHA-256), within the
+    /// handshake deadline.
+    pub async fn connect(target: &PgTarget) -> anyhow::Result<Wire> {
+        tokio::time::timeout(super::super::HANDSHAKE, Self::handshake(target))
+            .await
+            .map_err(|_| super::super::silent_peer("PostgreSQL", &target.display))?
+    }
+
+    async fn handshake(target: &PgTarget) -> anyhow::Result<Wire> {
+        let config = &target.config;
+        if config.get_ssl_mode() == SslMode::Require {
+            anyhow::bail!(PlanError::new(format!(
+                "{} asks for sslmode=require; perflab speaks to PostgreSQL without TLS: drop sslmode from the URL",
+                target.display
+            )));
+        }
+        let stream = open_stream(target).await?;
+        let mut wire = Wire {
+            stream,
+            read: BytesMut::with_capacity(8192),
+            write: BytesMut::with_capacity(1024),
+            owed: 0,
+            broken: false,
+            round_trips: 0,
+        };
+        let user = config.get_user().unwrap_or("postgres");
+        let mut params = vec![("user", user), ("client_encoding", "UTF8")];
+        if let Some(db) = config.get_dbname() {
+            params.push(("database", db));
+        }
+        if let Some(app) = config.get_application_name() {
+            params.push(("application_name", app));
+        }
+        if let Some(options) = config.get_options() {
+            params.push(("options", options));
+        }
+        frontend::startup_message(params, &mut wire.write)?;
+        wire.send().await.map_err(|e| lost(target, &e))?;
+        wire.authenticate(target, user.as_bytes()).await?;
+        // Parameter statuses and the key data, then ready.
+        loop {
+            match wire.message().await.map_err(|e| lost(target, &e))? {
+                Message::ReadyForQuery(_) => return Ok(wire),
+                Message::ErrorResponse(body) => {
+                    let (code, text) = error_fields(&body);
+                    anyhow::bail!(super::refusal(target, Some(code.as_str()), &text, ""));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    async fn authenticate(&mut self, target: &PgTarget, user: &[u8]) -> anyhow::Result<()> {
+        let password = || {
+            target.config.get_password().ok_or_else(|| {
+                PlanError::new(format!(
+                    "PostgreSQL at {} asks for a password; give one in the URL, PGPASSWORD or ~/.pgpass",
+                    target.display
+                ))
+            })
+        };
+        let mut scram: Option<ScramSha256> = None;
+        loop {
+            let message = self.message().await.map_err(|e| lost(target, &e))?;
+            match message {
+                Message::AuthenticationOk => return Ok(()),
+                Message::AuthenticationCleartextPassword => {
+                    frontend::password_message(password()?, &mut self.write)?;
+                }
+                Message::AuthenticationMd5Password(body) => {
+                    let hash = postgres_protocol::authentication::md5_hash(
+                        user,
+                        password()?,
+                        body.salt(),
+                    );
+                    frontend::password_message(hash.as_bytes(), &mut self.write)?;
+                }
+                Message::AuthenticationSasl(body) => {
+                    let mut mechanisms = body.mechanisms();
+                    let mut offered = false;
+                    while let Some(m) = mechanisms.next()? {
+                        offered |= m == SCRAM_SHA_256;
+                    }
+                    if !offered {
+                        anyhow::bail!(PlanError::new(format!(
+                            "PostgreSQL at {} offers no SASL mechanism perflab speaks (SCRAM-SHA-256 without channel binding); allow scram-sha-256 or md5 in pg_hba.conf",
+                            target.display
+                        )));
+                    }
+                    let s = ScramSha256::new(password()?, ChannelBinding::unsupported());
+                    frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut self.write)?;
+                    scram = Some(s);
+                }
+                Message::AuthenticationSaslContinue(body) => {
+                    let s = scram.as_mut().ok_or_else(|| protocol(target))?;
+                    s.update(body.data()).map_err(|_| protocol(target))?;
+                    frontend::sasl_response(s.message(), &mut self.write)?;
+                }
+                Message::AuthenticationSaslFinal(body) => {
+                    let s = scram.as_mut().ok_or_else(|| protocol(target))?;
+                    s.finish(body.data()).map_err(|_| {
+                        PlanError::new(format!(
+                            "PostgreSQL at {} could not prove it knows the password (SCRAM); is it the server you meant?",
+                            target.display
+                        ))
+                    })?;
+                    continue;
+                }
+                Message::ErrorResponse(body) => {
+                    let (code, text) = error_fields(&body);
+                    anyhow::bail!(super::refusal(target, Some(code.as_str()), &text, ""));
+                }
+                Message::NoticeResponse(_) | Message::ParameterStatus(_) => continue,
+                _ => anyhow::bail!(PlanError::new(format!(
+                    "PostgreSQL at {} asks for an authentication perflab does not speak (Kerberos, GSS or SSPI); allow scram-sha-256, md5 or password in pg_hba.conf",
+                    target.display
+                ))),
+            }
+            self.send().await.map_err(|e| lost(target, &e))?;
+        }
+    }
+
+    /// Parses `sql` as the named statement, its parameters all bigint, and
+    /// encodes its Bind and Execute messages (parameters and results in
+    /// binary).
+    pub async fn prepare(
+        &mut self,
+        target: &PgTarget,
+        name: &str,
+        sql: &str,
+        params: usize,
+    ) -> anyhow::Result<Statement> {
+        frontend::parse(
+            name,
+            sql,
+            std::iter::repeat_n(INT8_OID, params),
+            &mut self.write,
+        )?;
+        frontend::sync(&mut self.write);
+        self.owed += 1;
+        self.send().await.map_err(|e| lost(target, &e))?;
+        let mut failed = None;
+        while self.owed > 0 {
+            match self.message().await.map_err(|e| lost(target, &e))? {
+                Message::ErrorResponse(body) => failed = Some(error_fields(&body)),
+                Message::ReadyForQuery(_) => self.owed -= 1,
+                _ => {}
+            }
+        }
+        if let Some((code, text)) = failed {
+            anyhow::bail!(PlanError::new(format!(
+                "PostgreSQL at {} cannot prepare `{sql}` ({code}: {text})",
+                target.display
+            )));
+        }
+        Statement::new(name, params).map_err(|_| protocol(target).into())
+    }
+
+    /// Queues a statement with its parameters (as many as it binds).
+    pub fn queue(&mut self, statement: &Statement, params: &[i64]) {
+        let base = self.write.len();
+        self.write.extend_from_slice(&statement.template);
+        for (offset, value) in statement.params.iter().zip(params) {
+            let at = base + offset;
+            self.write[at..at + 8].copy_from_slice(&value.to_be_bytes());
+        }
+    }
+
+    /// Sends what is queued with a Sync and reads the replies up to the
+    /// server's ReadyForQuery. After an error the server skips the rest of
+    /// what was queued; the first error is returned.
+    pub async fn flush(&mut self) -> Result<Reply, WireError> {
+        if self.broken {
+            return Err(WireError::Lost);
+        }
+        self.settle().await?;
+        frontend::sync(&mut self.write);
+        self.owed += 1;
+        self.round_trips += 1;
+        self.broken = true;
+        let sent = self.send().await;
+        if sent.is_err() {
+            return Err(WireError::Lost);
+        }
+        self.broken = false;
+        let mut reply = Reply::default();
+        let mut failed = None;
+        while self.owed > 0 {
+            match self.message().await {
+                Ok(Message::CommandComplete(body)) => {
+                    reply.rows = body.tag().map(rows_of).unwrap_or(0);
+                }
+                Ok(Message::ErrorResponse(body)) => {
+                    failed.get_or_insert(error_fields(&body).0);
+                }
+                Ok(Message::ReadyForQuery(_)) => self.owed -= 1,
+                Ok(_) => {}
+                Err(_) => {
+                    self.broken = true;
+                    return Err(WireError::Lost);
+                }
+            }
+        }
+        match failed {
+            Some(code) => Err(WireError::Server(code)),
+            None => Ok(reply),
+        }
+    }
+
+    /// Drops what was queued and never sent (by an exchange whose caller
+    /// went away before its flush).
+    pub fn discard(&mut self) {
+        if !self.broken {
+            self.write.clear();
+        }
+    }
+
+    /// Round trips (exchanges) so far on this connection.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips
+    }
+
+    /// True when the connection cannot be used again.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Reads and drops the replies of an exchange whose caller went away.
+    async fn settle(&mut self) -> Result<(), WireError> {
+        while self.owed > 0 {
+            match self.message().await {
+                Ok(Message::ReadyForQuery(_)) => self.owed -= 1,
+                Ok(_) => {}
+                Err(_) => {
+                    self.broken = true;
+                    return Err(WireError::Lost);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn send(&mut self) -> io::Result<()> {
+        let sent = self.stream.write_all(&self.write).await;
+        self.write.clear();
+        sent
+    }
+
+    /// The next whole message from the server.
+    async fn message(&mut self) -> io::Result<Message> {
+        loop {
+            if let Some(header) = Header::parse(&self.read)? {
+                let len = usize::try_from(header.len()).unwrap_or(usize::MAX);
+                if len > MAX_MESSAGE {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("a reply of {len} bytes"),
+                    ));
+                }
+            }
+            if let Some(message) = Message::parse(&mut self.read)? {
+                return Ok(message);
+            }
+            if self.stream.read_buf(&mut self.read).await? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    }
+}
+
+/// The row count at the end of a command tag (`UPDATE 1`, `INSERT 0 1`,
+/// `SELECT 1`); 0 for tags without one (`BEGIN`).
+fn rows_of(tag: &str) -> u64 {
+    tag.rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// An error response's SQLSTATE and message.
+fn error_fields(
+    body: &postgres_protocol::message::backend::ErrorResponseBody,
+) -> (SqlState, String) {
+    let mut code = SqlState(*b"?????");
+    let mut text = String::new();
+    let mut fields = body.fields();
+    while let Ok(Some(field)) = fields.next() {
+        match field.type_() {
+            b'C' => {
+                if let Ok(c) = <[u8; 5]>::try_from(field.value_bytes()) {
+                    code = SqlState(c);
+                }
+            }
+            b'M' => text = String::from_utf8_lossy(field.value_bytes()).into_owned(),
+            _ => {}
+        }
+    }
+    (code, text)
+}
+
+/// Connects to the first of the target's hosts that accepts.
+async fn open_stream(target: &PgTarget) -> anyhow::Result<Stream> {
+    let config = &target.config;
+    let ports = config.get_ports();
+    let mut last = None;
+    for (i, host) in config.get_hosts().iter().enumerate() {
+        let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+        let opened = match host {
+            Host::Tcp(name) => TcpStream::connect((name.as_str(), port)).await.map(|s| {
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }),
+            Host::Unix(dir) => UnixStream::connect(dir.join(format!(".s.PGSQL.{port}")))
+                .await
+                .map(Stream::Unix),
+        };
+        match opened {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    let cause = last.map(|e| e.to_string()).unwrap_or_default();
+    Err(super::refusal(target, None, "", &cause).into())
+}
+
+fn lost(target: &PgTarget, e: &io::Error) -> PlanError {
+    super::refusal(target, None, "", &e.to_string())
+}
+
+fn protocol(target: &PgTarget) -> PlanError {
+    PlanError::new(format!(
+        "{} answered the PostgreSQL handshake with nonsense; is it a PostgreSQL server?",
+        target.display
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_tags_give_their_counts() {
+        assert_eq!(rows_of("UPDATE 1"), 1);
+        assert_eq!(rows_of("INSERT 0 1"), 1);
+        assert_eq!(rows_of("SELECT 0"), 0);
+        assert_eq!(rows_of("BEGIN"), 0);
+    }
+
+    #[test]
+    fn sql_states_sort_themselves() {
+        assert!(SqlState(*b"40001").is_retryable());
+        assert!(SqlState(*b"40P01").is_retryable());
+        assert!(!SqlState(*b"23505").is_retryable());
+        assert!(SqlState(*b"57P01").ends_connection());
+        assert!(SqlState(*b"08006").ends_connection());
+        assert_eq!(SqlState(*b"23505").to_string(), "23505");
+    }
+
+    #[test]
+    fn a_patched_template_is_the_bind_the_codec_writes() {
+        let values = [7i64, -5000, i64::MAX];
+        let statement = Statement::new("credit", values.len()).unwrap();
+        let mut expected = BytesMut::new();
+        frontend::bind(
+            "",
+            "credit",
+            [1; 3],
+            values,
+            |v, buf| {
+                buf.extend_from_slice(&v.to_be_bytes());
+                Ok(IsNull::No)
+            },
+            Some(1),
+            &mut expected,
+        )
+        .map_err(drop)
+        .unwrap();
+        frontend::execute("", 0, &mut expected).unwrap();
+        let mut patched = BytesMut::new();
+        patched.extend_from_slice(&statement.template);
+        for (offset, v) in statement.params.iter().zip(values) {
+            patched[*offset..offset + 8].copy_from_slice(&v.to_be_bytes());
+        }
+        assert_eq!(patched, expected);
+    }
+
+    /// A peer that completes the startup and one Parse, then answers each
+    /// later write with the next of `replies` (closing after the last).
+    fn peer(replies: Vec<Vec<u8>>) -> PgTarget {
+        use std::io::{Read, Write};
+        scripted(move |stream| {
+            let mut buf = [0u8; 4096];
+            for answer in &replies {
+                if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(answer).is_err() {
+                    return;
+                }
+            }
+        })
+    }
+
+    /// A peer that completes the startup and one Parse, then hands the
+    /// stream to `script`.
+    fn scripted(script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> PgTarget {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut buf = [0u8; 4096];
+            let ready: &[u8] = b"R\0\0\0\x08\0\0\0\0Z\0\0\0\x05I";
+            let parsed: &[u8] = b"1\0\0\0\x04Z\0\0\0\x05I";
+            for answer in [ready, parsed] {
+                if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(answer).is_err() {
+                    return;
+                }
+            }
+            script(&mut stream);
+        });
+        super::super::resolve(
+            &format!("postgres://u@127.0.0.1:{port}/db"),
+            &|_| None,
+            None,
+        )
+        .unwrap()
+    }
+
+    fn exchange(target: &PgTarget, abandon_first: bool) -> Vec<Result<Reply, WireError>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut wire = Wire::connect(target).await.unwrap();
+            let st = wire.prepare(target, "s", "SELECT $1", 1).await.unwrap();
+            let mut out = Vec::new();
+            for i in 0..2 {
+                wire.discard();
+                wire.queue(&st, &[i]);
+                if i == 0 && abandon_first {
+                    let cut = tokio::time::timeout(Duration::from_millis(50), wire.flush()).await;
+                    assert!(cut.is_err(), "the first exchange was to be abandoned");
+                    continue;
+                }
+                out.push(wire.flush().await);
+            }
+            out
+        })
+    }
+
+    use std::time::Duration;
+
+    const OK: &[u8] = b"2\0\0\0\x04C\0\0\0\x0dSELECT 1\0Z\0\0\0\x05I";
+
+    #[test]
+    fn hostile_replies_end_the_connection_not_the_process() {
+        // A length of 2 GB, half a message then the close, and an HTTP
+        // server's answer: each is a lost connection, and the next
+        // exchange does not try the same stream again.
+        for garbage in [
+            b"D\x7f\xff\xff\xff\0\0".to_vec(),
+            b"2\0\0\0\x04C\0\0\0\x0dSEL".to_vec(),
+            b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(),
+        ] {
+            let results = exchange(&peer(vec![garbage.clone()]), false);
+            assert_eq!(
+                results,
+                vec![Err(WireError::Lost), Err(WireError::Lost)],
+                "{garbage:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_server_error_is_its_code_and_the_connection_goes_on() {
+        let error = b"E\0\0\0\x1aSERROR\0C40001\0Mretry\0\0Z\0\0\0\x05E".to_vec();
+        let results = exchange(&peer(vec![error, OK.to_vec()]), false);
+        assert_eq!(
+            results,
+            vec![
+                Err(WireError::Server(SqlState(*b"40001"))),
+                Ok(Reply { rows: 1 })
+            ]
+        );
+    }
+
+    #[test]
+    fn an_abandoned_exchange_is_settled_before_the_next() {
+        // The first reply comes after its caller gave up; the second
+        // exchange reads and drops it, then gets its own.
+        let target = scripted(|stream| {
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 4096];
+            if stream.read(&mut buf).unwrap_or(0) == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = stream.write_all(OK);
+            if stream.read(&mut buf).unwrap_or(0) > 0 {
+                let _ = stream.write_all(b"2\0\0\0\x04C\0\0\0\x0dUPDATE 3\0Z\0\0\0\x05I");
+            }
+        });
+        let results = exchange(&target, true);
+        assert_eq!(results, vec![Ok(Reply { rows: 3 })]);
+    }
+}
