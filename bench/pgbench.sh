@@ -7,16 +7,19 @@
 # --mix pgbench` (the same transaction on the same tables), alternating,
 # SECONDS each, ROUNDS times. Prints per client count the median tps of
 # each, the ratio of the medians, and each client's median CPU per
-# transaction (user + system, from the process's rusage).
-# Usage: bench/pgbench.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 30, 16, 2)
+# transaction (user + system, from the process's rusage). A second table
+# does the same in pipeline mode: pgbench running the tpcb-like statements
+# between \startpipeline and \endpipeline, perflab with --pipeline.
+# Usage: bench/pgbench.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 30, 16, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 scale="${2:-16}"
-rounds="${3:-2}"
+rounds="${3:-3}"
 bindir="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 cargo build --release --quiet
-perflab="$PWD/target/release/perflab"
+# PERFLAB names another binary (an older build, for a before/after).
+perflab="${PERFLAB:-$PWD/target/release/perflab}"
 
 work="$(mktemp -d)"
 as_pg=()
@@ -47,29 +50,61 @@ r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(r.ru_utime + r.ru_stime, out.stdout.replace("\n", " "))' "$@"
 }
 
-printf '%8s %12s %12s %7s %16s %16s\n' clients pgbench perflab ratio 'pgbench cpu/tx' 'perflab cpu/tx'
-median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
-for clients in 1 2 4 8 16; do
-    threads=$(( clients < 2 ? clients : 2 ))
-    pg_tps_runs=(); pg_cpu_runs=(); pl_tps_runs=(); pl_cpu_runs=()
-    for _ in $(seq "$rounds"); do
-        read -r pg_cpu pg_out < <(measure "$bindir/pgbench" -n -M prepared -c "$clients" -j "$threads" -T "$seconds" "$url")
-        pg_tps_runs+=("$(grep -o 'tps = [0-9.]*' <<<"$pg_out" | head -1 | cut -d' ' -f3)")
-        pg_tx="$(grep -o 'actually processed: [0-9]*' <<<"$pg_out" | cut -d' ' -f3)"
-        pg_cpu_runs+=("$(python3 -c "print($pg_cpu / $pg_tx * 1e6)")")
+# pgbench's tpcb-like transaction, pipelined (pgbench 14 and later).
+cat > "$work/pipeline.sql" <<EOF
+\set aid random(1, 100000 * $scale)
+\set bid random(1, 1 * $scale)
+\set tid random(1, 10 * $scale)
+\set delta random(-5000, 5000)
+\startpipeline
+BEGIN;
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
+UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
+INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
+END;
+\endpipeline
+EOF
 
-        read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix pgbench --scale "$scale" \
-            --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
-        read -r pl_tps pl_tx < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
+median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+
+# One table: $1 names it; pgbench's extra arguments follow up to "--",
+# perflab's extra arguments after it.
+table() {
+    local title="$1"; shift
+    local pg_args=() pl_args=()
+    while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do pg_args+=("$1"); shift; done
+    [ "$#" -gt 0 ] && shift
+    pl_args=("$@")
+    echo "$title"
+    printf '%8s %12s %12s %7s %16s %16s\n' clients pgbench perflab ratio 'pgbench cpu/tx' 'perflab cpu/tx'
+    for clients in 1 2 4 8 16; do
+        threads=$(( clients < 2 ? clients : 2 ))
+        pg_tps_runs=(); pg_cpu_runs=(); pl_tps_runs=(); pl_cpu_runs=()
+        for _ in $(seq "$rounds"); do
+            read -r pg_cpu pg_out < <(measure "$bindir/pgbench" -n -M prepared "${pg_args[@]}" -c "$clients" -j "$threads" -T "$seconds" "$url")
+            pg_tps_runs+=("$(grep -o 'tps = [0-9.]*' <<<"$pg_out" | head -1 | cut -d' ' -f3)")
+            pg_tx="$(grep -o 'actually processed: [0-9]*' <<<"$pg_out" | cut -d' ' -f3)"
+            pg_cpu_runs+=("$(python3 -c "print($pg_cpu / $pg_tx * 1e6)")")
+
+            read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix pgbench --scale "$scale" "${pl_args[@]}" \
+                --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+            read -r pl_tps pl_tx < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
 import json, sys
 run = json.load(sys.stdin)
 step = run["steps"][0]
 total = sum(i["ok"] + i["refused"] + sum(i["errors"].values()) for i in step["intervals"])
 print(step["summary"]["throughput"], total)')
-        pl_tps_runs+=("$pl_tps")
-        pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
-    done
-    python3 -c "
+            pl_tps_runs+=("$pl_tps")
+            pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
+        done
+        python3 -c "
 c, pg, pl, pgc, plc = $clients, $(median "${pg_tps_runs[@]}"), $(median "${pl_tps_runs[@]}"), $(median "${pg_cpu_runs[@]}"), $(median "${pl_cpu_runs[@]}")
 print(f'{c:8d} {pg:12.0f} {pl:12.0f} {pl / pg:7.2f} {pgc:13.1f} µs {plc:13.1f} µs')"
-done
+    done
+}
+
+table "one round trip per statement (pgbench -b tpcb-like, perflab --mix pgbench)" -b tpcb-like --
+echo
+table "pipelined (pgbench \\startpipeline ... \\endpipeline, perflab --pipeline)" -f "$work/pipeline.sql" -- --pipeline

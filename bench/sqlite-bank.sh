@@ -16,7 +16,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 cargo build --release --quiet
-perflab="$PWD/target/release/perflab"
+# PERFLAB names another binary (an older build, for a before/after).
+perflab="${PERFLAB:-$PWD/target/release/perflab}"
 
 cd "$work"
 # Load the bank (and warm the page cache) with a short perflab run.

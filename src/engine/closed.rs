@@ -35,3 +35,110 @@ pub(super) async fn user<S: Session>(
         }
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::super::state::WorkerState;
+    use super::user;
+    use crate::measure::{Outcome, Recorder};
+    use crate::plan::ThinkTime;
+    use crate::util::counting_alloc::allocations;
+    use crate::workload::{Session, Workload};
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// A session that counts the operations it ran.
+    struct Counted<S> {
+        inner: S,
+        done: Rc<Cell<u64>>,
+    }
+
+    impl<S: Session> Session for Counted<S> {
+        fn choose(&mut self) -> usize {
+            self.inner.choose()
+        }
+
+        async fn execute(&mut self, op: usize) -> Outcome {
+            let outcome = self.inner.execute(op).await;
+            self.done.set(self.done.get() + 1);
+            outcome
+        }
+    }
+
+    /// Allocations per operation of one closed-loop user (alone on its
+    /// thread, no think time) once warm, counted on this thread: the
+    /// session, the timeout around it and the recording of each operation.
+    pub(crate) fn allocations_per_op<W: Workload>(workload: &W) -> f64 {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let done = Rc::new(Cell::new(0));
+            let session = Counted {
+                inner: workload.open_session(0, 1, true).await.unwrap(),
+                done: done.clone(),
+            };
+            // A fresh interval's histograms grow as its first slow values
+            // arrive (a few times per interval, not per operation); grown
+            // once here, what is left is the operation's own cost.
+            let mut recorder = Recorder::new(workload.op_names().len());
+            for op in 0..workload.op_names().len() {
+                let slow = Duration::from_secs(60);
+                recorder.record(op, &Outcome::ok(), slow, slow);
+            }
+            let state = Rc::new(WorkerState::new(recorder, Duration::from_secs(10)));
+            let task = tokio::task::spawn_local(user(
+                session,
+                state.clone(),
+                ThinkTime::Zero,
+                SmallRng::seed_from_u64(1),
+                Instant::now(),
+            ));
+            let until = async |n: u64| {
+                while done.get() < n {
+                    tokio::task::yield_now().await;
+                }
+            };
+            until(500).await;
+            let (before, from) = (allocations(), done.get());
+            until(from + 3_000).await;
+            let (after, to) = (allocations(), done.get());
+            state.stop.set(true);
+            task.await.unwrap();
+            (after - before) as f64 / (to - from) as f64
+        })
+    }
+
+    #[test]
+    fn a_null_users_operation_allocates_nothing() {
+        let null = crate::workload::null::NullWorkload::new(Duration::ZERO, None);
+        assert_eq!(allocations_per_op(&null), 0.0);
+    }
+
+    #[test]
+    fn a_sqlite_users_transaction_allocates_nothing() {
+        // perflab's side only: SQLite's own memory comes from its allocator
+        // (malloc), which this count does not see; statements are prepared
+        // once, so it does not parse SQL per transaction either.
+        use crate::workload::bank::{mix::BankMix, sqlite::SqliteBank, BankWorkload};
+        let dir = tempfile::tempdir().unwrap();
+        let (bank, _) = SqliteBank::prepare(
+            &dir.path().join("bank.db"),
+            1,
+            false,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        for mix in [BankMix::Tpcb, BankMix::Atm(Default::default())] {
+            let workload = BankWorkload::new(bank.clone(), mix, 1).unwrap();
+            let per = allocations_per_op(&workload);
+            assert_eq!(per, 0.0, "{mix:?}: {per} allocations per transaction");
+        }
+    }
+}

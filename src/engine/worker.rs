@@ -116,7 +116,11 @@ async fn run_worker<W: Workload>(
     let mut sessions = Vec::with_capacity(plan.users.len());
     for &user in &plan.users {
         match workload
-            .open_session(user, stream_seed(plan.seed, u64::from(user)))
+            .open_session(
+                user,
+                stream_seed(plan.seed, u64::from(user)),
+                plan.users.len() == 1,
+            )
             .await
         {
             Ok(s) => sessions.push((user, s)),

@@ -129,11 +129,14 @@ pub trait Workload: Send + Sync + 'static {
     fn op_names(&self) -> &[&'static str];
 
     /// Opens the session of virtual user `user`, seeded for reproducibility.
-    /// Runs on a worker thread before the step starts.
+    /// Runs on a worker thread before the step starts; `alone` when no
+    /// other session shares that thread (a blocking call there then delays
+    /// nobody else).
     fn open_session(
         &self,
         user: u32,
         seed: u64,
+        alone: bool,
     ) -> impl Future<Output = anyhow::Result<Self::Session>>;
 
     /// After the sweep: proves that nothing was lost, given how many

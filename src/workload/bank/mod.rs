@@ -63,8 +63,9 @@ pub trait BankBackend: Send + Sync + 'static {
     /// One user's connection.
     type Conn: BankConn + 'static;
 
-    /// Opens a connection for one user.
-    fn connect(&self) -> impl Future<Output = anyhow::Result<Self::Conn>>;
+    /// Opens a connection for one user; `alone` when the user has its
+    /// worker thread to itself.
+    fn connect(&self, alone: bool) -> impl Future<Output = anyhow::Result<Self::Conn>>;
 
     /// Reads the figures the check compares (sums, row counts), consistently.
     fn figures(&self) -> anyhow::Result<BankFigures>;
@@ -112,9 +113,14 @@ impl<B: BankBackend> Workload for BankWorkload<B> {
         op_names(self.mix)
     }
 
-    async fn open_session(&self, _user: u32, seed: u64) -> anyhow::Result<Self::Session> {
+    async fn open_session(
+        &self,
+        _user: u32,
+        seed: u64,
+        alone: bool,
+    ) -> anyhow::Result<Self::Session> {
         Ok(BankSession {
-            conn: self.backend.connect().await?,
+            conn: self.backend.connect(alone).await?,
             picker: OpPicker::new(self.mix, self.scale),
             rng: SmallRng::seed_from_u64(seed),
         })

@@ -1,6 +1,8 @@
-//! The bank on embedded SQLite (WAL mode). Each user's connection lives on a
-//! thread of its own, since SQLite calls block; the async session talks to
-//! it over a channel. `SQLITE_BUSY` (another writer holds the lock) is
+//! The bank on embedded SQLite (WAL mode). SQLite's calls block: a user
+//! with its worker thread to itself calls SQLite right there; users that
+//! share a worker each keep their connection on a thread of its own and
+//! talk to it over a channel. Every statement, BEGIN and COMMIT included,
+//! is prepared once per connection. `SQLITE_BUSY` (another writer holds the lock) is
 //! retried with capped exponential backoff and full jitter until the
 //! operation's deadline, and every retry is counted.
 
@@ -11,8 +13,9 @@ use super::{BankBackend, BankConn};
 use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
 use anyhow::Context;
 use futures_util::FutureExt;
-use rand::Rng;
-use rusqlite::{params, Connection, ErrorCode, OpenFlags};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, Statement};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -36,6 +39,7 @@ pub struct LoadReport {
 }
 
 /// The SQLite bank.
+#[derive(Clone)]
 pub struct SqliteBank {
     path: PathBuf,
     /// How long one operation may run before it is a timeout.
@@ -271,18 +275,41 @@ fn read_figures(conn: &Connection) -> anyhow::Result<BankFigures> {
 impl BankBackend for SqliteBank {
     type Conn = SqliteConn;
 
-    async fn connect(&self) -> anyhow::Result<SqliteConn> {
-        let mut conn =
+    async fn connect(&self, alone: bool) -> anyhow::Result<SqliteConn> {
+        let conn =
             open(&self.path).with_context(|| format!("cannot open {}", self.path.display()))?;
         // perflab retries busy itself, so that every retry is counted.
         conn.busy_timeout(Duration::ZERO)?;
-        conn.set_prepared_statement_cache_capacity(32);
-        let (jobs, inbox) = mpsc::channel::<Job>();
+        let path = self.path.display().to_string();
+        let prepare = move |conn| {
+            BankConnection::try_new(conn, |c| Prepared::new(c))
+                .map_err(|e| anyhow::anyhow!("cannot prepare the bank's statements in {path}: {e}"))
+        };
         let timeout = self.timeout;
+        if alone {
+            return Ok(SqliteConn::Inline(Box::new(Inline {
+                conn: prepare(conn)?,
+                timeout,
+                rng: SmallRng::from_entropy(),
+            })));
+        }
+        // A connection's statements stay on the thread that prepared them.
+        let (ready, prepared) = mpsc::sync_channel(1);
+        let (jobs, inbox) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
             .name("perflab-sqlite".to_string())
             .spawn(move || {
-                let mut rng = rand::thread_rng();
+                let mut conn = match prepare(conn) {
+                    Ok(conn) => {
+                        let _ = ready.send(Ok(()));
+                        conn
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                let mut rng = SmallRng::from_entropy();
                 for job in inbox {
                     let deadline = job.started + timeout;
                     let outcome = run_with_retries(&mut conn, job.op, deadline, &mut rng);
@@ -290,10 +317,13 @@ impl BankBackend for SqliteBank {
                 }
             })
             .context("cannot start a SQLite connection thread")?;
-        Ok(SqliteConn {
+        prepared
+            .recv()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the SQLite connection thread ended")))?;
+        Ok(SqliteConn::Threaded(Threaded {
             jobs: Some(jobs),
             thread: Some(thread),
-        })
+        }))
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {
@@ -309,21 +339,46 @@ struct Job {
     reply: oneshot::Sender<Outcome>,
 }
 
-/// A user's connection: a channel to the thread that owns it.
-pub struct SqliteConn {
+/// A user's connection.
+pub enum SqliteConn {
+    /// The user has its worker thread to itself: SQLite's calls run right
+    /// there, with no hop to another thread (a blocking call delays no
+    /// other user).
+    Inline(Box<Inline>),
+    /// Users share the worker thread: the connection lives on a thread of
+    /// its own and answers over a channel.
+    Threaded(Threaded),
+}
+
+/// A connection used on the user's own thread.
+pub struct Inline {
+    conn: BankConnection,
+    timeout: Duration,
+    rng: SmallRng,
+}
+
+/// A channel to the thread that owns a connection.
+pub struct Threaded {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl BankConn for SqliteConn {
     async fn execute(&mut self, op: BankOp) -> Outcome {
+        let threaded = match self {
+            SqliteConn::Inline(inline) => {
+                let deadline = Instant::now() + inline.timeout;
+                return run_with_retries(&mut inline.conn, op, deadline, &mut inline.rng);
+            }
+            SqliteConn::Threaded(threaded) => threaded,
+        };
         let (reply, answer) = oneshot::channel();
         let job = Job {
             op,
             started: Instant::now(),
             reply,
         };
-        let sent = self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
+        let sent = threaded.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
         if !sent {
             return Outcome::error(ErrorKind::Connect);
         }
@@ -333,7 +388,7 @@ impl BankConn for SqliteConn {
     }
 }
 
-impl Drop for SqliteConn {
+impl Drop for Threaded {
     fn drop(&mut self) {
         // Close the channel, then wait for the thread to finish its last
         // transaction, so that nothing writes after the step has ended.
@@ -345,7 +400,7 @@ impl Drop for SqliteConn {
 }
 
 fn run_with_retries(
-    conn: &mut Connection,
+    conn: &mut BankConnection,
     op: BankOp,
     deadline: Instant,
     rng: &mut impl Rng,
@@ -353,7 +408,7 @@ fn run_with_retries(
     let mut retries = 0u32;
     let mut backoff = FIRST_BACKOFF;
     loop {
-        match attempt(conn, op) {
+        match conn.with_dependent_mut(|_, prepared| attempt(prepared, op)) {
             Ok(result) => {
                 return Outcome {
                     result,
@@ -403,13 +458,13 @@ fn sql_error_kind(e: &rusqlite::Error) -> ErrorKind {
 
 /// One try of one transaction. SQLite's calls block and never pend, so the
 /// shared transaction logic's future completes on its first poll.
-fn attempt(conn: &Connection, op: BankOp) -> rusqlite::Result<OpResult> {
-    let result = txn::run(&mut SqliteStatements { conn }, op)
+fn attempt(prepared: &mut Prepared<'_>, op: BankOp) -> rusqlite::Result<OpResult> {
+    let result = txn::run(prepared, op)
         .now_or_never()
         .unwrap_or(Err(rusqlite::Error::InvalidQuery));
     if result.is_err() {
         // Whatever failed, leave no transaction open for the next try.
-        let _ = conn.execute_batch("ROLLBACK");
+        let _ = prepared.rollback.execute([]);
     }
     result
 }
@@ -419,75 +474,88 @@ fn attempt(conn: &Connection, op: BankOp) -> rusqlite::Result<OpResult> {
 const HISTORY_INSERT: &str = "INSERT INTO history (tid, bid, aid, delta, mtime, filler) \
      VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER), '          ')";
 
-/// The bank's statements on one SQLite connection (cached prepared statements).
-struct SqliteStatements<'a> {
-    conn: &'a Connection,
+/// The bank's statements on one connection, each prepared once.
+pub struct Prepared<'c> {
+    begin: Statement<'c>,
+    commit: Statement<'c>,
+    rollback: Statement<'c>,
+    credit: Statement<'c>,
+    debit_if_covered: Statement<'c>,
+    balance: Statement<'c>,
+    teller: Statement<'c>,
+    branch: Statement<'c>,
+    history: Statement<'c>,
 }
 
-impl SqliteStatements<'_> {
-    fn run(&self, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
-        self.conn.prepare_cached(sql)?.execute(params)
+impl<'c> Prepared<'c> {
+    fn new(conn: &'c Connection) -> rusqlite::Result<Self> {
+        Ok(Prepared {
+            // Take the write lock up front: a deferred transaction that must
+            // upgrade later can only fail, never wait, under WAL.
+            begin: conn.prepare("BEGIN IMMEDIATE")?,
+            commit: conn.prepare("COMMIT")?,
+            rollback: conn.prepare("ROLLBACK")?,
+            credit: conn.prepare("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?,
+            debit_if_covered: conn.prepare(
+                "UPDATE accounts SET abalance = abalance - ?1 WHERE aid = ?2 AND abalance >= ?1",
+            )?,
+            balance: conn.prepare("SELECT abalance FROM accounts WHERE aid = ?1")?,
+            teller: conn.prepare("UPDATE tellers SET tbalance = tbalance + ?1 WHERE tid = ?2")?,
+            branch: conn.prepare("UPDATE branches SET bbalance = bbalance + ?1 WHERE bid = ?2")?,
+            history: conn.prepare(HISTORY_INSERT)?,
+        })
     }
 }
 
-impl txn::Statements for SqliteStatements<'_> {
+self_cell::self_cell!(
+    /// A connection and its prepared statements, kept together.
+    pub struct BankConnection {
+        owner: Connection,
+        #[not_covariant]
+        dependent: Prepared,
+    }
+);
+
+impl txn::Statements for Prepared<'_> {
     type Error = rusqlite::Error;
 
     async fn begin(&mut self) -> rusqlite::Result<()> {
-        // Take the write lock up front: a deferred transaction that must
-        // upgrade later can only fail, never wait, under WAL.
-        self.conn.execute_batch("BEGIN IMMEDIATE")
+        self.begin.execute([]).map(drop)
     }
 
     async fn commit(&mut self) -> rusqlite::Result<()> {
-        self.conn.execute_batch("COMMIT")
+        self.commit.execute([]).map(drop)
     }
 
     async fn rollback(&mut self) -> rusqlite::Result<()> {
-        self.conn.execute_batch("ROLLBACK")
+        self.rollback.execute([]).map(drop)
     }
 
     async fn credit(&mut self, aid: i64, amount: i64) -> rusqlite::Result<()> {
-        self.run(
-            "UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2",
-            params![amount, aid],
-        )
-        .map(drop)
+        self.credit.execute(params![amount, aid]).map(drop)
     }
 
     async fn debit_if_covered(&mut self, aid: i64, amount: i64) -> rusqlite::Result<bool> {
-        let debited = self.run(
-            "UPDATE accounts SET abalance = abalance - ?1 WHERE aid = ?2 AND abalance >= ?1",
-            params![amount, aid],
-        )?;
-        Ok(debited == 1)
+        Ok(self.debit_if_covered.execute(params![amount, aid])? == 1)
     }
 
     async fn balance(&mut self, aid: i64) -> rusqlite::Result<()> {
-        self.conn
-            .prepare_cached("SELECT abalance FROM accounts WHERE aid = ?1")?
+        self.balance
             .query_row([aid], |r| r.get::<_, i64>(0))
             .map(drop)
     }
 
     async fn teller(&mut self, tid: i64, delta: i64) -> rusqlite::Result<()> {
-        self.run(
-            "UPDATE tellers SET tbalance = tbalance + ?1 WHERE tid = ?2",
-            params![delta, tid],
-        )
-        .map(drop)
+        self.teller.execute(params![delta, tid]).map(drop)
     }
 
     async fn branch(&mut self, bid: i64, delta: i64) -> rusqlite::Result<()> {
-        self.run(
-            "UPDATE branches SET bbalance = bbalance + ?1 WHERE bid = ?2",
-            params![delta, bid],
-        )
-        .map(drop)
+        self.branch.execute(params![delta, bid]).map(drop)
     }
 
     async fn history(&mut self, tid: i64, bid: i64, aid: i64, delta: i64) -> rusqlite::Result<()> {
-        self.run(HISTORY_INSERT, params![tid, bid, aid, delta])
+        self.history
+            .execute(params![tid, bid, aid, delta])
             .map(drop)
     }
 }

@@ -228,7 +228,12 @@ impl Workload for FilesWorkload {
         &OPS
     }
 
-    async fn open_session(&self, user: u32, seed: u64) -> anyhow::Result<FilesSession> {
+    async fn open_session(
+        &self,
+        user: u32,
+        seed: u64,
+        _alone: bool,
+    ) -> anyhow::Result<FilesSession> {
         let s = &self.shared;
         let files = s
             .users

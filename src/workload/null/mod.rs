@@ -136,7 +136,12 @@ impl Workload for NullWorkload {
         &["null"]
     }
 
-    async fn open_session(&self, _user: u32, _seed: u64) -> anyhow::Result<NullSession> {
+    async fn open_session(
+        &self,
+        _user: u32,
+        _seed: u64,
+        _alone: bool,
+    ) -> anyhow::Result<NullSession> {
         Ok(NullSession {
             service: self.service,
             stall: self.stall,

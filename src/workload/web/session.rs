@@ -234,7 +234,7 @@ impl Workload for WebWorkload {
         &self.shared.op_names
     }
 
-    async fn open_session(&self, user: u32, seed: u64) -> anyhow::Result<WebSession> {
+    async fn open_session(&self, user: u32, seed: u64, _alone: bool) -> anyhow::Result<WebSession> {
         let base = user as usize % self.shared.addrs.len();
         Ok(WebSession {
             workload: Arc::clone(&self.shared),

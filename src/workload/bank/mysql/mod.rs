@@ -266,7 +266,7 @@ async fn figures(conn: &mut Conn) -> anyhow::Result<BankFigures> {
 impl BankBackend for MyBank {
     type Conn = MyConn;
 
-    async fn connect(&self) -> anyhow::Result<MyConn> {
+    async fn connect(&self, _alone: bool) -> anyhow::Result<MyConn> {
         let driver = txn::MyDriver {
             target: self.target.clone(),
             tables: self.tables,

@@ -110,7 +110,7 @@ impl PgBank {
 impl BankBackend for PgBank {
     type Conn = PgConn;
 
-    async fn connect(&self) -> anyhow::Result<PgConn> {
+    async fn connect(&self, _alone: bool) -> anyhow::Result<PgConn> {
         let driver = txn::PgDriver {
             target: self.target.clone(),
             tables: self.tables,
