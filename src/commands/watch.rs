@@ -104,8 +104,12 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
         });
     }
     let stop = Arc::new(AtomicBool::new(false));
+    // A signal sets the flag and writes to the pipe, which wakes the sleep
+    // below at once: no waking in slices to look at the flag.
+    let (wake, waker) = std::os::unix::net::UnixStream::pair()?;
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())?;
+        signal_hook::low_level::pipe::register(signal, waker.try_clone()?)?;
     }
     let mut source = open_source(args, groups)?;
     let format = if args.json {
@@ -116,12 +120,15 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
     let started = Instant::now();
     let mut next = started + interval;
     loop {
-        // Sleep in short slices so Ctrl-C is answered promptly.
-        while Instant::now() < next {
+        loop {
             if stop.load(Ordering::Relaxed) {
                 return Ok(Exit::Interrupted);
             }
-            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+            let now = Instant::now();
+            if now >= next {
+                break;
+            }
+            wait_readable(&wake, next - now);
         }
         for (at, sample) in source.samples()? {
             let output = Output::Sample {
@@ -190,4 +197,21 @@ fn open_source(args: &WatchArgs, groups: Vec<ProcessGroup>) -> anyhow::Result<So
             }
         }
     })
+}
+
+/// Waits until `stream` has something to read (a signal arrived) or
+/// `timeout` has passed.
+fn wait_readable(stream: &std::os::unix::net::UnixStream, timeout: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // Rounded up, so the wait never ends just before the deadline.
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe {
+        libc::poll(&mut fd, 1, ms);
+    }
 }

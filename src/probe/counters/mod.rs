@@ -15,6 +15,7 @@
 //! that is missing (a container, an old kernel, no PSI) leaves its part of
 //! the sample absent — never zero, never an error that stops a run.
 
+mod live;
 mod parse;
 pub use parse::{interrupts_by_source, snmp_table};
 pub mod process;
@@ -80,7 +81,11 @@ impl HostRoot {
                     Some(("sys", rest)) => sys.join(rest),
                     _ => return None,
                 };
-                std::fs::read_to_string(path).ok()
+                if path.starts_with("/proc") || path.starts_with("/sys") {
+                    live::read(&path)
+                } else {
+                    std::fs::read_to_string(path).ok()
+                }
             }
             HostRoot::Texts(files) => files.get(rel).cloned(),
         }
