@@ -263,7 +263,7 @@ fn run_step<W: Workload>(
     for s in &crew.starters {
         let _ = s.send(Some(start));
     }
-    let merging = merge_intervals(&crew, &schedule, op_count, observer);
+    let merging = merge_intervals(&crew, &schedule, observer);
     let mut panicked = false;
     for h in crew.handles {
         panicked |= h.join().is_err();
@@ -367,7 +367,10 @@ impl Crew {
 struct Merging {
     /// Per interval of the schedule, then the drain: the merged tally, how
     /// many workers handed theirs over, and the longest length among them.
-    merged: Vec<(Tally, usize, Duration)>,
+    /// A slot is empty until its first worker reports (a tally holds
+    /// histograms: made for every interval of a long step at its start,
+    /// they took tens of megabytes before any was used).
+    merged: Vec<Option<(Tally, usize, Duration)>>,
     /// perflab's resident memory when the last measured interval completed.
     rss_at_end: Option<u64>,
     /// A worker's failure after the start.
@@ -376,16 +379,9 @@ struct Merging {
 
 /// Merges the workers' interval tallies until every worker has finished,
 /// showing the observer each interval once all workers completed it.
-fn merge_intervals(
-    crew: &Crew,
-    schedule: &Schedule,
-    op_count: usize,
-    observer: &mut dyn SweepObserver,
-) -> Merging {
+fn merge_intervals(crew: &Crew, schedule: &Schedule, observer: &mut dyn SweepObserver) -> Merging {
     let slots = schedule.intervals.len() + 1;
-    let mut merged: Vec<(Tally, usize, Duration)> = (0..slots)
-        .map(|_| (Tally::new(op_count), 0, Duration::ZERO))
-        .collect();
+    let mut merged: Vec<Option<(Tally, usize, Duration)>> = (0..slots).map(|_| None).collect();
     let last_measured = schedule.intervals.len().checked_sub(1);
     let mut rss_at_end = None;
     let mut failure = None;
@@ -400,9 +396,15 @@ fn merge_intervals(
                 let Some(entry) = merged.get_mut(slot) else {
                     continue;
                 };
-                entry.0.merge(&tally);
-                entry.1 += 1;
-                entry.2 = entry.2.max(length);
+                let entry = match entry {
+                    Some(entry) => {
+                        entry.0.merge(&tally);
+                        entry.1 += 1;
+                        entry.2 = entry.2.max(length);
+                        entry
+                    }
+                    None => entry.insert((tally, 1, length)),
+                };
                 if entry.1 == crew.workers && slot < schedule.intervals.len() {
                     observer.interval(&schedule.intervals[slot], &entry.0);
                     if Some(slot) == last_measured {
@@ -429,23 +431,24 @@ fn merge_intervals(
 /// boundaries) joins the drain so no operation is lost.
 fn step_intervals(
     schedule: &Schedule,
-    merged: Vec<(Tally, usize, Duration)>,
+    merged: Vec<Option<(Tally, usize, Duration)>>,
     workers: usize,
     op_count: usize,
 ) -> (Vec<IntervalRecord>, StepStatus) {
     let complete = merged
         .iter()
         .take(schedule.intervals.len())
-        .take_while(|(_, n, _)| *n == workers)
+        .take_while(|slot| slot.as_ref().is_some_and(|(_, n, _)| *n == workers))
         .count();
+    let mut merged = merged.into_iter();
     let mut intervals: Vec<IntervalRecord> = schedule.intervals[..complete]
         .iter()
-        .zip(&merged)
-        .map(|(spec, (tally, _, _))| IntervalRecord {
+        .zip(merged.by_ref())
+        .map(|(spec, slot)| IntervalRecord {
             phase: spec.phase,
             start: spec.start,
             length: spec.end - spec.start,
-            tally: tally.clone(),
+            tally: slot.map_or_else(|| Tally::new(op_count), |(tally, _, _)| tally),
             db: None,
             host: None,
             probes: Vec::new(),
@@ -453,9 +456,9 @@ fn step_intervals(
         .collect();
     let mut drain = Tally::new(op_count);
     let mut drain_length = Duration::ZERO;
-    for (tally, _, length) in &merged[complete..] {
-        drain.merge(tally);
-        drain_length = drain_length.max(*length);
+    for (tally, _, length) in merged.flatten() {
+        drain.merge(&tally);
+        drain_length = drain_length.max(length);
     }
     let measured_intervals = intervals
         .iter()

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The load generator's memory over a long run: 150 users with exponential
+# think time (mean 1 s) on the bank in a PostgreSQL perflab starts, one
+# step of DURATION. perflab's resident memory (VmRSS) is sampled every
+# 10 s; at the end the script prints the maximum, the least-squares slope
+# in MB per hour with its 95% interval, and the verdict against the goal
+# (flat: the interval holds 0 or the slope is under 1 MB/h; at most 50 MB).
+# Usage: bench/soak.sh [DURATION]   (default 15m; e.g. 30m, 2h)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration="${1:-15m}"
+cargo build --release --quiet
+# PERFLAB names another binary (an older build, for a before/after).
+perflab="${PERFLAB:-$PWD/target/release/perflab}"
+work="$(mktemp -d)"
+pid=""
+stop() {
+    # Only the perflab this script started; it removes its managed server.
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill -INT "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap stop EXIT
+
+cd "$work"
+CI=true "$perflab" run bank --target postgres:managed --pg-set max_connections=200 --users 150 --think exp:1s \
+    --warmup 0s --duration "$duration" --store soak.db >run.log 2>&1 &
+pid=$!
+echo "soak: 150 users, think exp:1s, ${duration}; perflab pid $pid; RSS every 10 s"
+: >rss.txt
+start=$(date +%s)
+while kill -0 "$pid" 2>/dev/null; do
+    rss_kb="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)"
+    if [ -n "$rss_kb" ]; then
+        echo "$(( $(date +%s) - start )) $rss_kb" >>rss.txt
+    fi
+    sleep 10
+done
+wait "$pid" || { echo "perflab failed:"; tail -5 run.log; exit 1; }
+pid=""
+grep -E "check:|tps|stored as" run.log | head -5 || true
+python3 - rss.txt <<'PY'
+import math, sys
+rows = [tuple(map(float, line.split())) for line in open(sys.argv[1]) if line.strip()]
+# The first minute is start-up (the managed server, loading, sessions opening).
+steady = [(t, kb / 1024) for t, kb in rows if t >= 60]
+if len(steady) < 3:
+    sys.exit("too few samples after the first minute; give a longer DURATION")
+n = len(steady)
+mt = sum(t for t, _ in steady) / n
+mm = sum(m for _, m in steady) / n
+sxx = sum((t - mt) ** 2 for t, _ in steady)
+slope = sum((t - mt) * (m - mm) for t, m in steady) / sxx  # MB per second
+resid = sum((m - (mm + slope * (t - mt))) ** 2 for t, m in steady)
+se = math.sqrt(resid / (n - 2) / sxx) if n > 2 else float("inf")
+# The 95% two-sided t quantile for n - 2 degrees of freedom (a conservative
+# 2.2 from 11 to 30, 2.0 beyond).
+df = n - 2
+t95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23}.get(df, 2.2 if df <= 30 else 2.0)
+per_h, half = slope * 3600, t95 * se * 3600
+peak = max(m for _, m in rows)
+flat = (per_h - half) <= 0 <= (per_h + half) or abs(per_h) < 1
+print(f"samples {len(rows)} (steady {n}); RSS first {rows[0][1] / 1024:.1f} MB, last {rows[-1][1] / 1024:.1f} MB, max {peak:.1f} MB")
+print(f"slope {per_h:+.2f} MB/h (95% interval {per_h - half:+.2f} .. {per_h + half:+.2f})")
+print(f"goal flat and <= 50 MB: {'met' if flat and peak <= 50 else 'NOT met'}")
+PY
