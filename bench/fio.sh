@@ -28,7 +28,8 @@ if ! command -v fio >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio
 fi
 cargo build --release --quiet
-perflab="$PWD/target/release/perflab"
+# PERFLAB names another binary (an older build, for a before/after).
+perflab="${PERFLAB:-$PWD/target/release/perflab}"
 
 work="$(mktemp -d -p "$PWD" .fio-bench.XXXXXX)"
 ram_mount="" ram_loop="" ram_file=""

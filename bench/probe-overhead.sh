@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 cargo build --release --quiet
-perflab="$PWD/target/release/perflab"
+# PERFLAB names another binary (an older build, for a before/after).
+perflab="${PERFLAB:-$PWD/target/release/perflab}"
 
 # CPU of a whole `perflab watch` run (process start included).
 cpu_of() {

@@ -28,7 +28,8 @@ fi
 export PATH="$PATH:/usr/sbin:$HOME/.cargo/bin"
 command -v oha >/dev/null 2>&1 || cargo install oha --quiet
 cargo build --release --quiet
-perflab="$PWD/target/release/perflab"
+# PERFLAB names another binary (an older build, for a before/after).
+perflab="${PERFLAB:-$PWD/target/release/perflab}"
 
 work="$(mktemp -d)"
 chmod 755 "$work"
