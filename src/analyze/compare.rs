@@ -101,7 +101,7 @@ fn samples(run: &StoredRun, load: f64) -> (Vec<f64>, &'static str) {
         .iter()
         .flat_map(|s| s.intervals.iter())
         .filter(|i| i.phase == Phase::Measured && i.length.as_secs_f64() > 0.0)
-        .map(|i| i.tally.all_ops().completed() as f64 / i.length.as_secs_f64())
+        .map(|i| i.tally.completed() as f64 / i.length.as_secs_f64())
         .collect();
     (values, "intervals")
 }

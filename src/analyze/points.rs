@@ -253,7 +253,7 @@ impl StepPoint {
         let interval_throughputs = measured_intervals
             .iter()
             .filter(|i| i.length.as_secs_f64() > 0.0)
-            .map(|i| i.tally.all_ops().completed() as f64 / i.length.as_secs_f64())
+            .map(|i| i.tally.completed() as f64 / i.length.as_secs_f64())
             .collect();
         let samples: Vec<&HostSample> = measured_intervals
             .iter()

@@ -37,7 +37,7 @@ pub(super) async fn user<S: Session>(
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::super::state::WorkerState;
     use super::user;
     use crate::measure::{Outcome, Recorder};
@@ -72,7 +72,7 @@ pub(super) mod tests {
     /// Allocations per operation of one closed-loop user (alone on its
     /// thread, no think time) once warm, counted on this thread: the
     /// session, the timeout around it and the recording of each operation.
-    pub(crate) fn allocations_per_op<W: Workload>(workload: &W) -> f64 {
+    fn allocations_per_op<W: Workload>(workload: &W) -> f64 {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -119,6 +119,29 @@ pub(super) mod tests {
     fn a_null_users_operation_allocates_nothing() {
         let null = crate::workload::null::NullWorkload::new(Duration::ZERO, None);
         assert_eq!(allocations_per_op(&null), 0.0);
+    }
+
+    #[test]
+    fn a_postgres_users_transaction_allocates_nothing() {
+        use crate::target::managed::postgres::ManagedPostgres;
+        use crate::workload::bank::{mix::BankMix, mix::Isolation, postgres::PgBank, BankWorkload};
+        let pg = ManagedPostgres::start(&[], false, &[]).unwrap();
+        let target = crate::target::postgres::resolve(&pg.url(), &|_| None, None).unwrap();
+        for (mix, pipeline) in [
+            (BankMix::Tpcb, false),
+            (BankMix::Tpcb, true),
+            (BankMix::Atm(Default::default()), false),
+            (BankMix::Atm(Default::default()), true),
+        ] {
+            let isolation = Isolation::ReadCommitted;
+            let (bank, _) =
+                PgBank::prepare(target.clone(), 1, mix, false, isolation, 10, pipeline).unwrap();
+            let per = allocations_per_op(&BankWorkload::new(bank, mix, 1).unwrap());
+            assert_eq!(
+                per, 0.0,
+                "{mix:?} pipeline {pipeline}: {per} allocations per transaction"
+            );
+        }
     }
 
     #[test]

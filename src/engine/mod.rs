@@ -14,10 +14,6 @@ mod step;
 mod sweep;
 mod worker;
 
-/// Test support: allocations per operation of a user on the engine's hot path.
-#[cfg(test)]
-pub(crate) use closed::tests::allocations_per_op;
-
 pub use schedule::{IntervalSpec, Schedule};
 pub use step::{IntervalRecord, StepResult, StepStatus};
 pub use sweep::{coefficient_of_variation, run_sweep, SweepEnd, SweepObserver};

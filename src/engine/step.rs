@@ -1,6 +1,6 @@
 //! The result of one step: its intervals as recorded, and how it ended.
 
-use crate::measure::{Phase, StepSummary, Tally};
+use crate::measure::{PackedTally, Phase, StepSummary, Tally};
 use crate::plan::Level;
 use crate::probe::counters::HostSample;
 use crate::probe::{DbSample, ProbeSample, SelfUsage};
@@ -14,7 +14,8 @@ pub struct IntervalRecord {
     pub start: Duration,
     /// Its length (the drain interval's is however long draining took).
     pub length: Duration,
-    pub tally: Tally,
+    /// Its tally, histograms packed (a long step keeps many).
+    pub tally: PackedTally,
     /// What the database reported over the interval, when a probe watched it.
     pub db: Option<DbSample>,
     /// What this host's counters did over the interval.
@@ -76,7 +77,7 @@ impl StepResult {
         let mut tally = Tally::new(op_count);
         let mut length = Duration::ZERO;
         for interval in self.intervals.iter().filter(|i| keep(i)) {
-            tally.merge(&interval.tally);
+            tally.merge(&interval.tally.unpack());
             length += interval.length;
         }
         (tally, length)

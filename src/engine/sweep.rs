@@ -6,7 +6,7 @@
 use super::schedule::{IntervalSpec, Schedule};
 use super::step::{IntervalRecord, StepResult, StepStatus};
 use super::worker::{self, WorkerEvent, WorkerLoad, WorkerPlan};
-use crate::measure::{ErrorKind, Phase, Tally};
+use crate::measure::{ErrorKind, PackedTally, Phase, Tally};
 use crate::plan::{Level, LoadModel, Plan};
 use crate::probe::SelfUsage;
 use crate::workload::{OpCounts, Workload};
@@ -275,7 +275,7 @@ fn run_step<W: Workload>(
         bail!("step {} ({level}): {error}", index + 1);
     }
     let usage = usage_start.finish(merging.rss_at_end);
-    let (intervals, status) = step_intervals(&schedule, merging.merged, crew.workers, op_count);
+    let (intervals, status) = step_intervals(&schedule, merging.merged, op_count);
     Ok(StepResult {
         index,
         level,
@@ -370,7 +370,7 @@ struct Merging {
     /// A slot is empty until its first worker reports (a tally holds
     /// histograms: made for every interval of a long step at its start,
     /// they took tens of megabytes before any was used).
-    merged: Vec<Option<(Tally, usize, Duration)>>,
+    merged: Vec<Option<Slot>>,
     /// perflab's resident memory when the last measured interval completed.
     rss_at_end: Option<u64>,
     /// A worker's failure after the start.
@@ -379,9 +379,39 @@ struct Merging {
 
 /// Merges the workers' interval tallies until every worker has finished,
 /// showing the observer each interval once all workers completed it.
+/// One interval's tallies as the workers hand them over: merged while some
+/// are missing, packed once all are in (a long step keeps hundreds).
+enum Slot {
+    Filling {
+        tally: Tally,
+        workers: usize,
+        length: Duration,
+    },
+    Packed {
+        tally: PackedTally,
+        length: Duration,
+    },
+}
+
+impl Slot {
+    /// The slot's tally merged into `into`.
+    fn merge_into(self, into: &mut Tally) -> Duration {
+        match self {
+            Slot::Filling { tally, length, .. } => {
+                into.merge(&tally);
+                length
+            }
+            Slot::Packed { tally, length } => {
+                into.merge(&tally.unpack());
+                length
+            }
+        }
+    }
+}
+
 fn merge_intervals(crew: &Crew, schedule: &Schedule, observer: &mut dyn SweepObserver) -> Merging {
     let slots = schedule.intervals.len() + 1;
-    let mut merged: Vec<Option<(Tally, usize, Duration)>> = (0..slots).map(|_| None).collect();
+    let mut merged: Vec<Option<Slot>> = (0..slots).map(|_| None).collect();
     let last_measured = schedule.intervals.len().checked_sub(1);
     let mut rss_at_end = None;
     let mut failure = None;
@@ -396,21 +426,47 @@ fn merge_intervals(crew: &Crew, schedule: &Schedule, observer: &mut dyn SweepObs
                 let Some(entry) = merged.get_mut(slot) else {
                     continue;
                 };
-                let entry = match entry {
-                    Some(entry) => {
-                        entry.0.merge(&tally);
-                        entry.1 += 1;
-                        entry.2 = entry.2.max(length);
-                        entry
+                match entry {
+                    None => {
+                        *entry = Some(Slot::Filling {
+                            tally,
+                            workers: 1,
+                            length,
+                        })
                     }
-                    None => entry.insert((tally, 1, length)),
+                    Some(Slot::Filling {
+                        tally: merged,
+                        workers,
+                        length: longest,
+                    }) => {
+                        merged.merge(&tally);
+                        *workers += 1;
+                        *longest = (*longest).max(length);
+                    }
+                    // Each worker hands each interval over once.
+                    Some(Slot::Packed { .. }) => continue,
+                }
+                let Some(Slot::Filling {
+                    tally,
+                    workers,
+                    length,
+                }) = entry
+                else {
+                    continue;
                 };
-                if entry.1 == crew.workers && slot < schedule.intervals.len() {
-                    observer.interval(&schedule.intervals[slot], &entry.0);
+                if *workers < crew.workers {
+                    continue;
+                }
+                if let Some(spec) = schedule.intervals.get(slot) {
+                    observer.interval(spec, tally);
                     if Some(slot) == last_measured {
                         rss_at_end = crate::probe::self_rss();
                     }
                 }
+                *entry = Some(Slot::Packed {
+                    tally: PackedTally::pack(tally),
+                    length: *length,
+                });
             }
             Ok(WorkerEvent::Finished) => finished += 1,
             Ok(WorkerEvent::Failed(e)) => failure = Some(e),
@@ -431,35 +487,37 @@ fn merge_intervals(crew: &Crew, schedule: &Schedule, observer: &mut dyn SweepObs
 /// boundaries) joins the drain so no operation is lost.
 fn step_intervals(
     schedule: &Schedule,
-    merged: Vec<Option<(Tally, usize, Duration)>>,
-    workers: usize,
+    merged: Vec<Option<Slot>>,
     op_count: usize,
 ) -> (Vec<IntervalRecord>, StepStatus) {
-    let complete = merged
-        .iter()
-        .take(schedule.intervals.len())
-        .take_while(|slot| slot.as_ref().is_some_and(|(_, n, _)| *n == workers))
-        .count();
     let mut merged = merged.into_iter();
-    let mut intervals: Vec<IntervalRecord> = schedule.intervals[..complete]
-        .iter()
-        .zip(merged.by_ref())
-        .map(|(spec, slot)| IntervalRecord {
-            phase: spec.phase,
-            start: spec.start,
-            length: spec.end - spec.start,
-            tally: slot.map_or_else(|| Tally::new(op_count), |(tally, _, _)| tally),
-            db: None,
-            host: None,
-            probes: Vec::new(),
-        })
-        .collect();
+    let mut intervals = Vec::new();
     let mut drain = Tally::new(op_count);
     let mut drain_length = Duration::ZERO;
-    for (tally, _, length) in merged.flatten() {
-        drain.merge(&tally);
-        drain_length = drain_length.max(length);
+    for (spec, slot) in schedule.intervals.iter().zip(merged.by_ref()) {
+        match slot {
+            Some(Slot::Packed { tally, .. }) => intervals.push(IntervalRecord {
+                phase: spec.phase,
+                start: spec.start,
+                length: spec.end - spec.start,
+                tally,
+                db: None,
+                host: None,
+                probes: Vec::new(),
+            }),
+            // The first incomplete interval: it and all after it drain.
+            other => {
+                if let Some(slot) = other {
+                    drain_length = drain_length.max(slot.merge_into(&mut drain));
+                }
+                break;
+            }
+        }
     }
+    for slot in merged.flatten() {
+        drain_length = drain_length.max(slot.merge_into(&mut drain));
+    }
+    let complete = intervals.len();
     let measured_intervals = intervals
         .iter()
         .filter(|i| i.phase == Phase::Measured)
@@ -471,7 +529,7 @@ fn step_intervals(
         phase: Phase::Drain,
         start: stopped_at,
         length: drain_length,
-        tally: drain,
+        tally: PackedTally::pack(&drain),
         db: None,
         host: None,
         probes: Vec::new(),

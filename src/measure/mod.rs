@@ -8,6 +8,7 @@
 mod error_counts;
 mod error_kind;
 mod outcome;
+mod packed;
 mod recorder;
 mod summary;
 mod tally;
@@ -15,6 +16,7 @@ mod tally;
 pub use error_counts::ErrorCounts;
 pub use error_kind::{ErrorKind, SqlCode};
 pub use outcome::{OpResult, Outcome};
+pub use packed::{PackedOp, PackedTally};
 pub use recorder::Recorder;
 pub use summary::{LatencySummary, StepSummary};
 pub use tally::{decode_histogram, encode_histogram, new_histogram, OpTally, Phase, Tally};

@@ -5,7 +5,7 @@
 use super::{RunId, RunStatus, Store};
 use crate::engine::{IntervalRecord, StepResult, StepStatus};
 use crate::error::PlanError;
-use crate::measure::{decode_histogram, ErrorCounts, OpTally, Phase, Tally};
+use crate::measure::{decode_histogram, ErrorCounts, OpTally, PackedTally, Phase, Tally};
 use crate::plan::{Level, Plan};
 use crate::probe::ProbeSample;
 use crate::probe::{HostFacts, SelfUsage};
@@ -422,7 +422,7 @@ impl Store {
                     .ok_or_else(|| anyhow!("interval {idx}: unknown phase '{phase}'"))?,
                 start: seconds(start, "start_s")?,
                 length: seconds(length, "length_s")?,
-                tally,
+                tally: PackedTally::pack(&tally),
                 db: db.and_then(|s| lenient(&s)),
                 host: host.and_then(|s| lenient(&s)),
                 probes,

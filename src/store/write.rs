@@ -3,7 +3,6 @@
 
 use super::{RunId, RunStatus, Store};
 use crate::engine::{IntervalRecord, StepResult};
-use crate::measure::encode_histogram;
 use crate::probe::HostFacts;
 use crate::workload::CheckReport;
 use anyhow::Context;
@@ -184,7 +183,7 @@ impl<'tx> IntervalWriter<'tx> {
             interval.start.as_secs_f64(),
             interval.length.as_secs_f64(),
             t.dropped as i64,
-            encode_histogram(&t.lag),
+            &t.lag,
             t.think_total.as_secs_f64(),
             t.thinks as i64,
         ])?;
@@ -219,8 +218,8 @@ impl<'tx> IntervalWriter<'tx> {
                 serde_json::to_string(&op.errors)?,
                 op.retries as i64,
                 op.bytes as i64,
-                encode_histogram(&op.service),
-                encode_histogram(&op.response),
+                &op.service,
+                &op.response,
             ])?;
         }
         Ok(())

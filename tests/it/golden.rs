@@ -176,7 +176,7 @@ fn step(index: usize, users: u32, x: f64, r: f64, u_disk: f64, c: &Config) -> St
             },
             start: Duration::from_secs(u64::from(i)),
             length: Duration::from_secs(1),
-            tally,
+            tally: (&tally).into(),
             db: Some(DbSample { counters, waits }),
             host: Some(host(xi, users, c)),
             probes: Vec::new(),

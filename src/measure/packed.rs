@@ -1,0 +1,143 @@
+//! A finished interval's tally as a step keeps it: counts as they are,
+//! histograms in HdrHistogram's compressed V2 form (a few hundred bytes
+//! where the live histogram holds a dense array of 16 KB or more). A long
+//! step keeps hundreds of intervals; packed, its memory no longer grows
+//! with its length. Histograms are unpacked only while they are read, one
+//! interval at a time, and the store takes the packed bytes as they are.
+
+use super::error_counts::ErrorCounts;
+use super::tally::{decode_histogram, encode_histogram, new_histogram, OpTally, Tally};
+use hdrhistogram::Histogram;
+use std::time::Duration;
+
+/// One operation kind's counts, its histograms packed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedOp {
+    pub ok: u64,
+    pub refused: u64,
+    pub errors: ErrorCounts,
+    pub retries: u64,
+    pub bytes: u64,
+    /// Service time, µs, packed.
+    pub service: Vec<u8>,
+    /// Response time, µs, packed.
+    pub response: Vec<u8>,
+}
+
+/// A [`Tally`] with its histograms packed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedTally {
+    pub ops: Vec<PackedOp>,
+    pub dropped: u64,
+    /// The open loop's dispatch lag, µs, packed.
+    pub lag: Vec<u8>,
+    pub think_total: Duration,
+    pub thinks: u64,
+}
+
+impl PackedTally {
+    /// Packs a tally.
+    pub fn pack(tally: &Tally) -> Self {
+        PackedTally {
+            ops: tally
+                .ops
+                .iter()
+                .map(|op| PackedOp {
+                    ok: op.ok,
+                    refused: op.refused,
+                    errors: op.errors.clone(),
+                    retries: op.retries,
+                    bytes: op.bytes,
+                    service: encode_histogram(&op.service),
+                    response: encode_histogram(&op.response),
+                })
+                .collect(),
+            dropped: tally.dropped,
+            lag: encode_histogram(&tally.lag),
+            think_total: tally.think_total,
+            thinks: tally.thinks,
+        }
+    }
+
+    /// The tally, histograms and all.
+    pub fn unpack(&self) -> Tally {
+        Tally {
+            ops: self
+                .ops
+                .iter()
+                .map(|op| OpTally {
+                    ok: op.ok,
+                    refused: op.refused,
+                    errors: op.errors.clone(),
+                    retries: op.retries,
+                    bytes: op.bytes,
+                    service: unpacked(&op.service),
+                    response: unpacked(&op.response),
+                })
+                .collect(),
+            dropped: self.dropped,
+            lag: unpacked(&self.lag),
+            think_total: self.think_total,
+            thinks: self.thinks,
+        }
+    }
+
+    /// All operation kinds folded into one (histograms unpacked for it).
+    pub fn all_ops(&self) -> OpTally {
+        self.unpack().all_ops()
+    }
+
+    /// Operations served (ok or refused), of every kind, without unpacking.
+    pub fn completed(&self) -> u64 {
+        self.ops.iter().map(|op| op.ok + op.refused).sum()
+    }
+}
+
+impl From<&Tally> for PackedTally {
+    fn from(tally: &Tally) -> Self {
+        PackedTally::pack(tally)
+    }
+}
+
+/// A packed histogram, unpacked. The bytes were written by
+/// [`encode_histogram`] in this process or checked when read from the
+/// store, so they decode; were they ever damaged, the histogram is empty
+/// rather than the process stopped.
+fn unpacked(bytes: &[u8]) -> Histogram<u64> {
+    decode_histogram(bytes).unwrap_or_else(|_| new_histogram())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::{ErrorKind, Outcome};
+
+    #[test]
+    fn a_packed_tally_unpacks_to_itself_and_is_small() {
+        let mut tally = Tally::new(2);
+        for i in 0..10_000u64 {
+            let op = &mut tally.ops[(i % 2) as usize];
+            let outcome = if i % 97 == 0 {
+                Outcome::error(ErrorKind::Timeout)
+            } else {
+                Outcome::ok()
+            };
+            let service = Duration::from_micros(100 + i * 7 % 40_000);
+            op.record(&outcome, service, service * 2);
+        }
+        tally.dropped = 3;
+        tally.thinks = 9;
+        let packed = PackedTally::pack(&tally);
+        assert_eq!(packed.unpack(), tally);
+        assert_eq!(packed.completed(), tally.all_ops().completed());
+        assert_eq!(packed.all_ops(), tally.all_ops());
+        let bytes: usize = packed
+            .ops
+            .iter()
+            .map(|op| op.service.len() + op.response.len())
+            .sum();
+        // Live, each of these four histograms holds a dense array of at
+        // least 2,048 counts (16 KB).
+        assert!(bytes < 16_384, "{bytes} bytes packed");
+    }
+}
