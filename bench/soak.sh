@@ -60,7 +60,7 @@ se = math.sqrt(resid / (n - 2) / sxx) if n > 2 else float("inf")
 df = n - 2
 t95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23}.get(df, 2.2 if df <= 30 else 2.0)
 per_h, half = slope * 3600, t95 * se * 3600
-peak = max(m for _, m in rows)
+peak = max(kb for _, kb in rows) / 1024
 flat = (per_h - half) <= 0 <= (per_h + half) or abs(per_h) < 1
 print(f"samples {len(rows)} (steady {n}); RSS first {rows[0][1] / 1024:.1f} MB, last {rows[-1][1] / 1024:.1f} MB, max {peak:.1f} MB")
 print(f"slope {per_h:+.2f} MB/h (95% interval {per_h - half:+.2f} .. {per_h + half:+.2f})")
