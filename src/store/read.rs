@@ -5,7 +5,7 @@
 use super::{RunId, RunStatus, Store};
 use crate::engine::{IntervalRecord, StepResult, StepStatus};
 use crate::error::PlanError;
-use crate::measure::{decode_histogram, ErrorCounts, OpTally, PackedTally, Phase, Tally};
+use crate::measure::{decode_histogram, ErrorCounts, PackedOp, PackedTally, Phase, Tally};
 use crate::plan::{Level, Plan};
 use crate::probe::ProbeSample;
 use crate::probe::{HostFacts, SelfUsage};
@@ -305,7 +305,7 @@ impl Store {
         op_stmt: &mut rusqlite::Statement<'_>,
         step_id: i64,
         idx: i64,
-        tally: &mut Tally,
+        tally: &mut PackedTally,
     ) -> anyhow::Result<()> {
         let ops = op_stmt
             .query_map(params![step_id, idx], |r| {
@@ -325,15 +325,19 @@ impl Store {
             let Some(slot) = tally.ops.get_mut(op_idx as usize) else {
                 continue;
             };
-            *slot = OpTally {
+            // Decoded once as the check that they are whole, then kept
+            // packed as stored.
+            decode_histogram(&service)?;
+            decode_histogram(&response)?;
+            *slot = PackedOp {
                 ok: ok as u64,
                 refused: refused as u64,
                 errors: serde_json::from_str::<ErrorCounts>(&errors)
                     .context("damaged error counts")?,
                 retries: retries as u64,
                 bytes: bytes as u64,
-                service: decode_histogram(&service)?,
-                response: decode_histogram(&response)?,
+                service,
+                response,
             };
         }
         Ok(())
@@ -410,9 +414,10 @@ impl Store {
                     anyhow!("interval {idx}: {field} = {value:?} is not a length of time")
                 })
             };
-            let mut tally = Tally::new(op_count);
+            decode_histogram(&lag)?;
+            let mut tally = PackedTally::pack(&Tally::new(op_count));
             tally.dropped = dropped as u64;
-            tally.lag = decode_histogram(&lag)?;
+            tally.lag = lag;
             tally.think_total = seconds(think_total, "think_total_s")?;
             tally.thinks = thinks as u64;
             Self::load_op_tallies(&mut op_stmt, step_id, idx, &mut tally)?;
@@ -422,7 +427,7 @@ impl Store {
                     .ok_or_else(|| anyhow!("interval {idx}: unknown phase '{phase}'"))?,
                 start: seconds(start, "start_s")?,
                 length: seconds(length, "length_s")?,
-                tally: PackedTally::pack(&tally),
+                tally,
                 db: db.and_then(|s| lenient(&s)),
                 host: host.and_then(|s| lenient(&s)),
                 probes,
