@@ -5,7 +5,9 @@ use super::output::{write, Destination};
 use super::Exit;
 use crate::agent::read_token;
 use crate::cli::{plan_from, CommonRunArgs, RunArgs};
-use crate::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, SweepObserver};
+use crate::engine::{
+    run_sweep, FinishedStep, IntervalRecord, IntervalSpec, Schedule, SweepEnd, SweepObserver,
+};
 use crate::error::PlanError;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan};
@@ -13,9 +15,9 @@ use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
 use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use crate::probe::qdisc::QdiscReader;
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
-use crate::probe::{DbProbe, DbSample, HostFacts, ProbeSample};
+use crate::probe::{DbProbe, HostFacts};
 use crate::report::{Format, Output, Progress};
-use crate::store::{NewRun, RunId, RunStatus, Store};
+use crate::store::{NewRun, RunId, RunStatus, StepId, Store};
 use crate::target::Endpoint;
 use crate::units::format_duration;
 use crate::workload::{CheckReport, Driver, Started, Workload};
@@ -119,74 +121,90 @@ fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
     Ok(out)
 }
 
-/// Commits steps to the store, attaches the database's samples, shows progress.
+/// Writes each interval to the store as it ends, with what the probes saw
+/// over it (the database, this host, remote hosts); shows progress.
 struct RunObserver<'a> {
     store: &'a mut Store,
     run: RunId,
     progress: Progress,
     db_probe: Option<DbProbe>,
-    /// The database's samples of the running step's intervals, in order.
-    db_samples: Vec<Option<DbSample>>,
     /// This host's counters at the last interval boundary.
     host_last: Option<HostSnapshot>,
-    /// This host's samples of the running step's intervals, in order.
-    host_samples: Vec<HostSample>,
     /// perflab itself and, when known, the server under test.
     groups: Vec<ProcessGroup>,
     /// Reads the qdiscs, keeping a socket in the server's network namespace.
     qdiscs: QdiscReader,
-    /// Remote hosts' probes, and their samples of the running step's intervals.
+    /// Remote hosts' probes.
     remotes: Vec<RemoteWatch>,
-    probe_samples: Vec<Vec<ProbeSample>>,
+    /// The running step in the store, and how many intervals it has.
+    step: Option<(StepId, usize)>,
+}
+
+impl RunObserver<'_> {
+    fn running(&self) -> anyhow::Result<(StepId, usize)> {
+        self.step
+            .ok_or_else(|| anyhow::anyhow!("an interval came before its step started"))
+    }
 }
 
 impl SweepObserver for RunObserver<'_> {
-    fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule) {
+    fn step_started(
+        &mut self,
+        index: usize,
+        level: Level,
+        schedule: &Schedule,
+    ) -> anyhow::Result<()> {
         // Start the step's counters from here, not from the last step's end.
         if let Some(probe) = &self.db_probe {
             let _ = probe.take();
         }
-        self.db_samples.clear();
-        self.host_samples.clear();
         self.host_last = Some(HostSnapshot::read_with(
             &HostRoot::live(),
             &self.groups,
             Some(&mut self.qdiscs),
         ));
-        self.probe_samples.clear();
         for remote in &mut self.remotes {
             remote.rebase();
         }
+        self.step = Some((self.store.begin_step(self.run, index, level)?, 0));
         self.progress.step_started(index, level, schedule);
+        Ok(())
     }
 
-    fn interval(&mut self, spec: &IntervalSpec, tally: &Tally) {
-        if let Some(probe) = &self.db_probe {
-            self.db_samples.push(probe.take());
-        }
+    fn interval(
+        &mut self,
+        spec: &IntervalSpec,
+        tally: &Tally,
+        mut record: IntervalRecord,
+    ) -> anyhow::Result<()> {
+        let (step, count) = self.running()?;
+        record.db = self.db_probe.as_ref().and_then(DbProbe::take);
         let now = HostSnapshot::read_with(&HostRoot::live(), &self.groups, Some(&mut self.qdiscs));
-        if let Some(last) = &self.host_last {
-            self.host_samples.push(HostSample::between(last, &now));
-        }
+        record.host = self
+            .host_last
+            .as_ref()
+            .map(|last| HostSample::between(last, &now));
         self.host_last = Some(now);
-        self.probe_samples
-            .push(self.remotes.iter_mut().map(RemoteWatch::sample).collect());
+        record.probes = self.remotes.iter_mut().map(RemoteWatch::sample).collect();
+        self.store.write_interval(step, count, &record)?;
+        self.step = Some((step, count + 1));
         self.progress.interval(spec, tally);
+        Ok(())
     }
 
-    fn step_finished(&mut self, step: &mut StepResult) -> anyhow::Result<()> {
-        for (interval, sample) in step.intervals.iter_mut().zip(self.db_samples.drain(..)) {
-            interval.db = sample;
-        }
-        for (interval, sample) in step.intervals.iter_mut().zip(self.host_samples.drain(..)) {
-            interval.host = Some(sample);
-        }
-        for (interval, probes) in step.intervals.iter_mut().zip(self.probe_samples.drain(..)) {
-            interval.probes = probes;
-        }
-        self.store.commit_step(self.run, step)?;
+    fn step_finished(&mut self, step: &mut FinishedStep) -> anyhow::Result<()> {
+        let (id, _) = self.running()?;
+        self.store.finish_step(id, step)?;
+        self.step = None;
         self.progress.step_finished(step);
         Ok(())
+    }
+
+    fn step_dropped(&mut self) -> anyhow::Result<()> {
+        match self.step.take() {
+            Some((id, _)) => self.store.drop_step(id),
+            None => Ok(()),
+        }
     }
 }
 
@@ -318,13 +336,11 @@ fn execute<W: Workload>(
         run,
         progress: Progress::new(plan.sweep.levels.len() * plan.repeat as usize),
         db_probe: started.db_probe,
-        db_samples: Vec::new(),
         host_last: None,
-        host_samples: Vec::new(),
         groups: process_groups(server),
         qdiscs: QdiscReader::new(),
         remotes,
-        probe_samples: Vec::new(),
+        step: None,
     };
     let swept = run_sweep(workload.clone(), plan, interrupted, &mut observer);
     let store = observer.store;

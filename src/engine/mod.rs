@@ -15,5 +15,5 @@ mod sweep;
 mod worker;
 
 pub use schedule::{IntervalSpec, Schedule};
-pub use step::{IntervalRecord, StepResult, StepStatus};
+pub use step::{FinishedStep, IntervalRecord, StepResult, StepStatus};
 pub use sweep::{coefficient_of_variation, run_sweep, SweepEnd, SweepObserver};

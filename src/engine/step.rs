@@ -1,4 +1,6 @@
-//! The result of one step: its intervals as recorded, and how it ended.
+//! The result of one step: its intervals as recorded, and how it ended —
+//! whole as stored ([`StepResult`]), or as the sweep ends it
+//! ([`FinishedStep`]: its intervals already handed over one by one).
 
 use crate::measure::{PackedTally, Phase, StepSummary, Tally};
 use crate::plan::Level;
@@ -49,6 +51,38 @@ impl StepStatus {
             StepStatus::Ok => None,
             StepStatus::Failed(r) | StepStatus::Partial(r) => Some(r),
         }
+    }
+}
+
+/// A step as the sweep ends it. Its complete intervals went to the observer
+/// one by one as they ended (a long step would otherwise hold them all:
+/// hundreds of tallies and host samples); it keeps their merged figures and
+/// its drain.
+#[derive(Debug, Clone)]
+pub struct FinishedStep {
+    pub index: usize,
+    pub level: Level,
+    pub started_at: SystemTime,
+    pub status: StepStatus,
+    /// perflab's own CPU and memory over the step.
+    pub usage: SelfUsage,
+    /// How many intervals went to the observer (the drain's index).
+    pub handed_over: usize,
+    /// The measured intervals among them.
+    pub measured_intervals: usize,
+    /// What ended after the last complete interval.
+    pub drain: IntervalRecord,
+    /// The measured window merged, and its length.
+    pub measured: Tally,
+    pub measured_length: Duration,
+    /// Every interval of every phase merged, the drain included.
+    pub everything: Tally,
+}
+
+impl FinishedStep {
+    /// The step's summary figures.
+    pub fn summary(&self) -> StepSummary {
+        StepSummary::of(&self.measured, self.measured_length)
     }
 }
 

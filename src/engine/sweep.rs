@@ -4,13 +4,13 @@
 //! next one starts.
 
 use super::schedule::{IntervalSpec, Schedule};
-use super::step::{IntervalRecord, StepResult, StepStatus};
+use super::step::{FinishedStep, IntervalRecord, StepStatus};
 use super::worker::{self, WorkerEvent, WorkerLoad, WorkerPlan};
 use crate::measure::{ErrorKind, PackedTally, Phase, Tally};
 use crate::plan::{Level, LoadModel, Plan};
 use crate::probe::SelfUsage;
 use crate::workload::{OpCounts, Workload};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -20,13 +20,30 @@ use tokio::time::Instant;
 
 /// Receives what the sweep produces, as it happens.
 pub trait SweepObserver {
-    /// A step is about to start.
-    fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule);
-    /// An interval of the running step is complete (merged over all workers).
-    fn interval(&mut self, spec: &IntervalSpec, tally: &Tally);
-    /// A step has ended; an error here ends the sweep. The observer may
-    /// attach what its probes saw to the step's intervals.
-    fn step_finished(&mut self, step: &mut StepResult) -> anyhow::Result<()>;
+    /// A step is about to start; an error here ends the sweep before it does.
+    fn step_started(
+        &mut self,
+        index: usize,
+        level: Level,
+        schedule: &Schedule,
+    ) -> anyhow::Result<()>;
+    /// An interval of the running step is complete (merged over all
+    /// workers): `tally` as merged, `record` the same packed, for the
+    /// observer to keep (the step does not: a long step would hold hundreds).
+    /// The observer may attach what its probes saw over the interval. An
+    /// error here ends the sweep once the step has stopped.
+    fn interval(
+        &mut self,
+        spec: &IntervalSpec,
+        tally: &Tally,
+        record: IntervalRecord,
+    ) -> anyhow::Result<()>;
+    /// A step has ended; its drain is the interval after the last one
+    /// handed over. An error here ends the sweep.
+    fn step_finished(&mut self, step: &mut FinishedStep) -> anyhow::Result<()>;
+    /// The started step is not kept (interrupted in its warm-up, or it
+    /// failed): whatever of it the observer kept goes.
+    fn step_dropped(&mut self) -> anyhow::Result<()>;
 }
 
 /// Why a sweep stopped.
@@ -131,8 +148,7 @@ fn one_step<W: Workload>(
             },
         };
         let step_ref = &mut step;
-        let everything = step_ref.everything();
-        for (total, op) in counts.iter_mut().zip(&everything.ops) {
+        for (total, op) in counts.iter_mut().zip(&step_ref.everything.ops) {
             total.ok += op.ok;
             total.refused += op.refused;
             // A timeout or a lost connection can strike after the server
@@ -141,12 +157,9 @@ fn one_step<W: Workload>(
                 + op.errors.count(ErrorKind::Connect)
                 + op.errors.count(ErrorKind::Reset);
         }
-        if !step_ref
-            .intervals
-            .iter()
-            .any(|i| i.phase == Phase::Measured)
-        {
+        if step_ref.measured_intervals == 0 {
             // Interrupted during warm-up: nothing measured, nothing to keep.
+            observer.step_dropped()?;
             return Ok(Err(SweepEnd::Interrupted));
         }
         let summary = step_ref.summary();
@@ -161,8 +174,7 @@ fn one_step<W: Workload>(
         match &step_ref.status {
             StepStatus::Ok => {}
             StepStatus::Failed(reason) => {
-                let (tally, _) = step_ref.measured();
-                let all = tally.all_ops();
+                let all = step_ref.measured.all_ops();
                 let lost =
                     all.errors.count(ErrorKind::Connect) + all.errors.count(ErrorKind::Reset);
                 let reason = reason.clone();
@@ -246,7 +258,7 @@ fn run_step<W: Workload>(
     level: Level,
     interrupted: &Arc<AtomicBool>,
     observer: &mut dyn SweepObserver,
-) -> anyhow::Result<StepResult> {
+) -> anyhow::Result<FinishedStep> {
     let schedule = Arc::new(Schedule::new(plan.warmup, plan.duration, plan.interval));
     let op_count = workload.op_names().len();
     let crew = Crew::spawn(
@@ -256,34 +268,39 @@ fn run_step<W: Workload>(
     )?
     .wait_ready()?;
 
-    observer.step_started(index, level, &schedule);
+    if let Err(e) = observer.step_started(index, level, &schedule) {
+        crew.give_up();
+        return Err(e);
+    }
     let usage_start = SelfUsage::start();
     let started_at = SystemTime::now();
     let start = Instant::now() + Duration::from_millis(2);
     for s in &crew.starters {
         let _ = s.send(Some(start));
     }
-    let merging = merge_intervals(&crew, &schedule, observer);
+    let mut merging = merge_intervals(&crew, &schedule, op_count, observer);
     let mut panicked = false;
     for h in crew.handles {
         panicked |= h.join().is_err();
     }
-    if panicked {
-        bail!("step {} ({level}): a worker thread panicked", index + 1);
-    }
-    if let Some(error) = merging.failure {
-        bail!("step {} ({level}): {error}", index + 1);
+    let failure = if panicked {
+        Some(anyhow::anyhow!(
+            "step {} ({level}): a worker thread panicked",
+            index + 1
+        ))
+    } else {
+        merging
+            .failure
+            .as_ref()
+            .map(|error| anyhow::anyhow!("step {} ({level}): {error}", index + 1))
+    };
+    if let Some(error) = failure.or(merging.observer_error.take()) {
+        // What was handed over of a step that failed is not kept.
+        let _ = observer.step_dropped();
+        return Err(error);
     }
     let usage = usage_start.finish(merging.rss_at_end);
-    let (intervals, status) = step_intervals(&schedule, merging.merged, op_count);
-    Ok(StepResult {
-        index,
-        level,
-        started_at,
-        intervals,
-        status,
-        usage,
-    })
+    Ok(merging.finish(&schedule, index, level, started_at, usage))
 }
 
 /// The worker threads of one step and the channels that drive them.
@@ -352,6 +369,12 @@ impl Crew {
         let Some(error) = failure else {
             return Ok(self);
         };
+        self.give_up();
+        Err(SessionsFailed(error))
+    }
+
+    /// Stops every worker before its start and waits for them.
+    fn give_up(self) {
         for s in &self.starters {
             let _ = s.send(None);
         }
@@ -359,28 +382,35 @@ impl Crew {
         for h in self.handles {
             let _ = h.join();
         }
-        Err(SessionsFailed(error))
     }
 }
 
 /// The intervals of a running step as the workers hand them over.
 struct Merging {
-    /// Per interval of the schedule, then the drain: the merged tally, how
-    /// many workers handed theirs over, and the longest length among them.
-    /// A slot is empty until its first worker reports (a tally holds
-    /// histograms: made for every interval of a long step at its start,
-    /// they took tens of megabytes before any was used).
+    /// Per interval of the schedule, then the drain. A slot is empty until
+    /// its first worker reports (a tally holds histograms: made for every
+    /// interval of a long step at its start, they took tens of megabytes
+    /// before any was used), and handed over once every worker has.
     merged: Vec<Option<Slot>>,
+    /// How many intervals went to the observer, in order.
+    handed_over: usize,
+    /// The measured ones among them, merged, and their length.
+    measured: Tally,
+    measured_length: Duration,
+    measured_intervals: usize,
+    /// Every interval handed over, merged.
+    everything: Tally,
     /// perflab's resident memory when the last measured interval completed.
     rss_at_end: Option<u64>,
     /// A worker's failure after the start.
     failure: Option<String>,
+    /// The observer's first failure to keep an interval.
+    observer_error: Option<anyhow::Error>,
 }
 
-/// Merges the workers' interval tallies until every worker has finished,
-/// showing the observer each interval once all workers completed it.
 /// One interval's tallies as the workers hand them over: merged while some
-/// are missing, packed once all are in (a long step keeps hundreds).
+/// are missing; then handed over to the observer, or packed when one
+/// before it is still missing (it will join the drain).
 enum Slot {
     Filling {
         tally: Tally,
@@ -391,10 +421,11 @@ enum Slot {
         tally: PackedTally,
         length: Duration,
     },
+    HandedOver,
 }
 
 impl Slot {
-    /// The slot's tally merged into `into`.
+    /// The slot's tally merged into `into`, and its length.
     fn merge_into(self, into: &mut Tally) -> Duration {
         match self {
             Slot::Filling { tally, length, .. } => {
@@ -405,16 +436,33 @@ impl Slot {
                 into.merge(&tally.unpack());
                 length
             }
+            Slot::HandedOver => Duration::ZERO,
         }
     }
 }
 
-fn merge_intervals(crew: &Crew, schedule: &Schedule, observer: &mut dyn SweepObserver) -> Merging {
+/// Merges the workers' interval tallies until every worker has finished,
+/// handing each interval to the observer, in order, once all workers
+/// completed it.
+fn merge_intervals(
+    crew: &Crew,
+    schedule: &Schedule,
+    op_count: usize,
+    observer: &mut dyn SweepObserver,
+) -> Merging {
     let slots = schedule.intervals.len() + 1;
-    let mut merged: Vec<Option<Slot>> = (0..slots).map(|_| None).collect();
+    let mut m = Merging {
+        merged: (0..slots).map(|_| None).collect(),
+        handed_over: 0,
+        measured: Tally::new(op_count),
+        measured_length: Duration::ZERO,
+        measured_intervals: 0,
+        everything: Tally::new(op_count),
+        rss_at_end: None,
+        failure: None,
+        observer_error: None,
+    };
     let last_measured = schedule.intervals.len().checked_sub(1);
-    let mut rss_at_end = None;
-    let mut failure = None;
     let mut finished = 0;
     while finished < crew.workers {
         match crew.events.recv() {
@@ -423,7 +471,7 @@ fn merge_intervals(crew: &Crew, schedule: &Schedule, observer: &mut dyn SweepObs
                 tally,
                 length,
             }) => {
-                let Some(entry) = merged.get_mut(slot) else {
+                let Some(entry) = m.merged.get_mut(slot) else {
                     continue;
                 };
                 match entry {
@@ -444,7 +492,7 @@ fn merge_intervals(crew: &Crew, schedule: &Schedule, observer: &mut dyn SweepObs
                         *longest = (*longest).max(length);
                     }
                     // Each worker hands each interval over once.
-                    Some(Slot::Packed { .. }) => continue,
+                    Some(Slot::Packed { .. } | Slot::HandedOver) => continue,
                 }
                 let Some(Slot::Filling {
                     tally,
@@ -457,94 +505,107 @@ fn merge_intervals(crew: &Crew, schedule: &Schedule, observer: &mut dyn SweepObs
                 if *workers < crew.workers {
                     continue;
                 }
-                if let Some(spec) = schedule.intervals.get(slot) {
-                    observer.interval(spec, tally);
-                    if Some(slot) == last_measured {
-                        rss_at_end = crate::probe::self_rss();
+                let Some(spec) = schedule
+                    .intervals
+                    .get(slot)
+                    .filter(|_| slot == m.handed_over)
+                else {
+                    // The drain, or an interval after one still missing.
+                    *entry = Some(Slot::Packed {
+                        tally: PackedTally::pack(tally),
+                        length: *length,
+                    });
+                    continue;
+                };
+                m.everything.merge(tally);
+                if spec.phase == Phase::Measured {
+                    m.measured.merge(tally);
+                    m.measured_length += spec.end - spec.start;
+                    m.measured_intervals += 1;
+                }
+                let record = IntervalRecord {
+                    phase: spec.phase,
+                    start: spec.start,
+                    length: spec.end - spec.start,
+                    tally: PackedTally::pack(tally),
+                    db: None,
+                    host: None,
+                    probes: Vec::new(),
+                };
+                if m.observer_error.is_none() {
+                    if let Err(e) = observer.interval(spec, tally, record) {
+                        m.observer_error = Some(e);
                     }
                 }
-                *entry = Some(Slot::Packed {
-                    tally: PackedTally::pack(tally),
-                    length: *length,
-                });
+                if Some(slot) == last_measured {
+                    m.rss_at_end = crate::probe::self_rss();
+                }
+                *entry = Some(Slot::HandedOver);
+                m.handed_over += 1;
             }
             Ok(WorkerEvent::Finished) => finished += 1,
-            Ok(WorkerEvent::Failed(e)) => failure = Some(e),
+            Ok(WorkerEvent::Failed(e)) => m.failure = Some(e),
             Ok(WorkerEvent::Ready) => {}
             Err(_) => break,
         }
     }
-    Merging {
-        merged,
-        rss_at_end,
-        failure,
-    }
+    m
 }
 
-/// The step's intervals from the merged tallies, and how the step ended.
-/// Intervals every worker completed are kept as they are; anything
-/// recorded after the first incomplete one (an interrupt seen at different
-/// boundaries) joins the drain so no operation is lost.
-fn step_intervals(
-    schedule: &Schedule,
-    merged: Vec<Option<Slot>>,
-    op_count: usize,
-) -> (Vec<IntervalRecord>, StepStatus) {
-    let mut merged = merged.into_iter();
-    let mut intervals = Vec::new();
-    let mut drain = Tally::new(op_count);
-    let mut drain_length = Duration::ZERO;
-    for (spec, slot) in schedule.intervals.iter().zip(merged.by_ref()) {
-        match slot {
-            Some(Slot::Packed { tally, .. }) => intervals.push(IntervalRecord {
-                phase: spec.phase,
-                start: spec.start,
-                length: spec.end - spec.start,
-                tally,
+impl Merging {
+    /// The step once every worker has finished: anything recorded after
+    /// the last interval handed over (an interrupt seen at different
+    /// boundaries, the drain) joins the drain so no operation is lost.
+    fn finish(
+        mut self,
+        schedule: &Schedule,
+        index: usize,
+        level: Level,
+        started_at: SystemTime,
+        usage: SelfUsage,
+    ) -> FinishedStep {
+        let mut drain = Tally::new(self.everything.ops.len());
+        let mut drain_length = Duration::ZERO;
+        for slot in self.merged.into_iter().flatten() {
+            drain_length = drain_length.max(slot.merge_into(&mut drain));
+        }
+        self.everything.merge(&drain);
+        let stopped_at = schedule.intervals[..self.handed_over]
+            .last()
+            .map_or(Duration::ZERO, |s| s.end);
+        let expected = schedule
+            .intervals
+            .iter()
+            .filter(|i| i.phase == Phase::Measured)
+            .count();
+        let status = if self.measured_intervals == expected {
+            StepStatus::Ok
+        } else {
+            StepStatus::Partial(format!(
+                "interrupted after {} of {expected} measured intervals",
+                self.measured_intervals
+            ))
+        };
+        FinishedStep {
+            index,
+            level,
+            started_at,
+            status,
+            usage,
+            handed_over: self.handed_over,
+            measured_intervals: self.measured_intervals,
+            drain: IntervalRecord {
+                phase: Phase::Drain,
+                start: stopped_at,
+                length: drain_length,
+                tally: PackedTally::pack(&drain),
                 db: None,
                 host: None,
                 probes: Vec::new(),
-            }),
-            // The first incomplete interval: it and all after it drain.
-            other => {
-                if let Some(slot) = other {
-                    drain_length = drain_length.max(slot.merge_into(&mut drain));
-                }
-                break;
-            }
+            },
+            measured: self.measured,
+            measured_length: self.measured_length,
+            everything: self.everything,
         }
     }
-    for slot in merged.flatten() {
-        drain_length = drain_length.max(slot.merge_into(&mut drain));
-    }
-    let complete = intervals.len();
-    let measured_intervals = intervals
-        .iter()
-        .filter(|i| i.phase == Phase::Measured)
-        .count();
-    let stopped_at = schedule.intervals[..complete]
-        .last()
-        .map_or(Duration::ZERO, |s| s.end);
-    intervals.push(IntervalRecord {
-        phase: Phase::Drain,
-        start: stopped_at,
-        length: drain_length,
-        tally: PackedTally::pack(&drain),
-        db: None,
-        host: None,
-        probes: Vec::new(),
-    });
-    let expected = schedule
-        .intervals
-        .iter()
-        .filter(|i| i.phase == Phase::Measured)
-        .count();
-    let status = if measured_intervals == expected {
-        StepStatus::Ok
-    } else {
-        StepStatus::Partial(format!(
-            "interrupted after {measured_intervals} of {expected} measured intervals"
-        ))
-    };
-    (intervals, status)
 }

@@ -2,7 +2,7 @@
 //! a terminal, plain lines (one when a step starts, one when it ends) when
 //! stdout is not a terminal or under `CI=true`.
 
-use crate::engine::{IntervalSpec, Schedule, StepResult};
+use crate::engine::{FinishedStep, IntervalSpec, Schedule};
 use crate::measure::{LatencySummary, Phase, StepSummary, Tally};
 use crate::plan::Level;
 use crate::units::{format_duration, Latency, OpsPerSec};
@@ -88,7 +88,7 @@ impl Progress {
     }
 
     /// A step ended (and was stored).
-    pub fn step_finished(&mut self, step: &StepResult) {
+    pub fn step_finished(&mut self, step: &FinishedStep) {
         let s: StepSummary = step.summary();
         let line = format!(
             "step {}: {}: {} tps  p95 {}  errors {}  {}",

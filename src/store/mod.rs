@@ -10,7 +10,7 @@ mod write;
 mod writer;
 
 pub use read::{RunRow, StoredRun};
-pub use write::NewRun;
+pub use write::{NewRun, StepId};
 
 use crate::error::PlanError;
 use rusqlite::Connection;

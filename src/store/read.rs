@@ -97,7 +97,7 @@ impl Store {
              SELECT r.id, r.started_at, r.status, r.pid, r.host, r.workload, r.target,
                     count(s.id), max(m.done / m.seconds), r.writer
              FROM runs r
-             LEFT JOIN steps s ON s.run_id = r.id
+             LEFT JOIN steps s ON s.run_id = r.id AND s.status != 'running'
              LEFT JOIN measured m ON m.step_id = s.id
              GROUP BY r.id ORDER BY r.id",
         )?;
@@ -255,7 +255,7 @@ impl Store {
     fn load_steps(&self, run: RunId, op_count: usize) -> anyhow::Result<Vec<StepResult>> {
         let mut stmt = self.conn.prepare(
             "SELECT id, idx, level_kind, level, status, status_reason, started_at, usage
-             FROM steps WHERE run_id = ?1 ORDER BY idx",
+             FROM steps WHERE run_id = ?1 AND status != 'running' ORDER BY idx",
         )?;
         let rows = stmt
             .query_map([run], |r| {

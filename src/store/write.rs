@@ -1,9 +1,13 @@
-//! Writing runs: a run row when the run starts, one transaction per finished
-//! step, and the final status (with the check) when it ends.
+//! Writing runs: a run row when the run starts; a step row when a step
+//! starts and each interval as it ends, each in its own transaction (a
+//! long step keeps none in memory); the final status (with the check) when
+//! the run ends.
 
 use super::{RunId, RunStatus, Store};
-use crate::engine::{IntervalRecord, StepResult};
+use crate::engine::{FinishedStep, IntervalRecord, StepResult, StepStatus};
+use crate::plan::Level;
 use crate::probe::HostFacts;
+use crate::probe::SelfUsage;
 use crate::workload::CheckReport;
 use anyhow::Context;
 use rusqlite::params;
@@ -24,6 +28,56 @@ pub struct NewRun {
     pub host: HostFacts,
     /// How the target was made ready (the bank's load), if it was.
     pub setup: Option<serde_json::Value>,
+}
+
+/// A step row in the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepId(i64);
+
+/// The status a step has while it runs.
+const STEP_RUNNING: &str = "running";
+
+/// Inserts a step as running.
+fn insert_step(
+    conn: &rusqlite::Connection,
+    run: RunId,
+    index: usize,
+    level: Level,
+) -> rusqlite::Result<i64> {
+    conn.execute(
+        "INSERT INTO steps (run_id, idx, level_kind, level, status, started_at, usage)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, '{}')",
+        params![
+            run,
+            index as i64,
+            level.kind(),
+            level.value(),
+            STEP_RUNNING,
+            timestamp(SystemTime::now()),
+        ],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Gives a running step how it ended.
+fn end_step(
+    conn: &rusqlite::Connection,
+    step_id: i64,
+    status: &StepStatus,
+    started_at: SystemTime,
+    usage: &SelfUsage,
+) -> anyhow::Result<()> {
+    conn.execute(
+        "UPDATE steps SET status = ?2, status_reason = ?3, started_at = ?4, usage = ?5 WHERE id = ?1",
+        params![
+            step_id,
+            status.as_str(),
+            status.reason(),
+            timestamp(started_at),
+            serde_json::to_string(usage)?,
+        ],
+    )?;
+    Ok(())
 }
 
 /// RFC 3339 with milliseconds, UTC: how the store writes every time.
@@ -60,33 +114,76 @@ impl Store {
         Ok(self.conn.last_insert_rowid())
     }
 
-    /// Commits one finished step with all its intervals, in one transaction.
+    /// Commits one whole step with all its intervals, in one transaction.
     pub fn commit_step(&mut self, run: RunId, step: &StepResult) -> anyhow::Result<()> {
         let path = self.path.clone();
         let tx = self.conn.transaction()?;
-        tx.execute(
-            "INSERT INTO steps (run_id, idx, level_kind, level, status, status_reason, started_at, usage)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                run,
-                step.index as i64,
-                step.level.kind(),
-                step.level.value(),
-                step.status.as_str(),
-                step.status.reason(),
-                timestamp(step.started_at),
-                serde_json::to_string(&step.usage)?,
-            ],
-        )?;
-        let step_id = tx.last_insert_rowid();
+        let step_id = insert_step(&tx, run, step.index, step.level)?;
         {
             let mut writer = IntervalWriter::prepare(&tx)?;
             for (idx, interval) in step.intervals.iter().enumerate() {
                 writer.write(step_id, idx, interval)?;
             }
         }
+        end_step(&tx, step_id, &step.status, step.started_at, &step.usage)?;
         tx.commit()
             .with_context(|| format!("cannot commit a step to {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Records a step as it starts, `running` (readers pass over it until it
+    /// ends); its intervals follow one by one as they end.
+    pub fn begin_step(&mut self, run: RunId, index: usize, level: Level) -> anyhow::Result<StepId> {
+        let id = insert_step(&self.conn, run, index, level).with_context(|| {
+            format!("cannot write to the results store {}", self.path.display())
+        })?;
+        Ok(StepId(id))
+    }
+
+    /// Commits interval `idx` of a running step.
+    pub fn write_interval(
+        &mut self,
+        step: StepId,
+        idx: usize,
+        interval: &IntervalRecord,
+    ) -> anyhow::Result<()> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction()?;
+        IntervalWriter::prepare(&tx)?.write(step.0, idx, interval)?;
+        tx.commit()
+            .with_context(|| format!("cannot commit an interval to {}", path.display()))
+    }
+
+    /// Ends a running step: its drain, its status and perflab's usage.
+    pub fn finish_step(&mut self, step: StepId, finished: &FinishedStep) -> anyhow::Result<()> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction()?;
+        IntervalWriter::prepare(&tx)?.write(step.0, finished.handed_over, &finished.drain)?;
+        end_step(
+            &tx,
+            step.0,
+            &finished.status,
+            finished.started_at,
+            &finished.usage,
+        )?;
+        tx.commit()
+            .with_context(|| format!("cannot commit a step to {}", path.display()))
+    }
+
+    /// Removes a running step and what was written of it.
+    pub fn drop_step(&mut self, step: StepId) -> anyhow::Result<()> {
+        let tx = self.conn.transaction()?;
+        for table in [
+            "interval_ops",
+            "interval_db",
+            "interval_host",
+            "interval_probe",
+            "intervals",
+        ] {
+            tx.execute(&format!("DELETE FROM {table} WHERE step_id = ?1"), [step.0])?;
+        }
+        tx.execute("DELETE FROM steps WHERE id = ?1", [step.0])?;
+        tx.commit()?;
         Ok(())
     }
 

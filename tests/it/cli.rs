@@ -4,8 +4,8 @@
 //! matches its published schema.
 
 use crate::support::{
-    contains, last_export, perflab, perflab_expect, perflab_ok, spawn_until_steps, stored_steps,
-    tempdir,
+    contains, last_export, perflab, perflab_expect, perflab_ok, perflab_process, spawn_until_steps,
+    stored_steps, tempdir,
 };
 use std::time::Duration;
 
@@ -170,6 +170,74 @@ fn ctrl_c_and_sigterm_save_the_finished_steps_and_exit_130_and_143() {
         // The step running at the signal is kept with the intervals it finished.
         assert!(stored_steps(&dir.path().join("perflab.db")) >= 2);
     }
+}
+
+/// Intervals of the running step in the newest run of a store, and the
+/// rows of the store's steps and intervals in all.
+fn running_intervals(store: &std::path::Path) -> (i64, i64, i64) {
+    let Ok(conn) = rusqlite::Connection::open(store) else {
+        return (0, 0, 0);
+    };
+    let _ = conn.busy_timeout(Duration::from_secs(5));
+    let count = |sql: &str| conn.query_row(sql, [], |r| r.get(0)).unwrap_or(0);
+    (
+        count(
+            "SELECT count(*) FROM intervals i JOIN steps s ON s.id = i.step_id
+             WHERE s.status = 'running'",
+        ),
+        count("SELECT count(*) FROM steps"),
+        count("SELECT count(*) FROM intervals"),
+    )
+}
+
+/// Waits (at most 30 s) until the running step has `n` intervals stored.
+fn until_running_intervals(store: &std::path::Path, n: i64) -> i64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (running, _, _) = running_intervals(store);
+        if running >= n || std::time::Instant::now() > deadline {
+            return running;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A step's intervals reach the store as each ends, so a long step holds
+/// none in memory: readers pass over the running step; a kill -9 leaves
+/// the run readable (partial, that step unshown); a step interrupted in
+/// its warm-up is removed whole.
+#[test]
+fn a_running_steps_intervals_are_stored_as_they_end() {
+    let dir = tempdir();
+    let store = dir.path().join("perflab.db");
+    let mut child = perflab_process(dir.path())
+        .args("run null --users 2 --service 1ms --warmup 0s --duration 60s".split(' '))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let seen = until_running_intervals(&store, 3);
+    let export = last_export(dir.path());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen >= 3, "{seen} intervals of the running step stored");
+    assert_eq!(export["steps"].as_array().unwrap().len(), 0, "{export}");
+    let text = perflab_ok(dir.path(), "show last");
+    contains(&text, "partial");
+
+    let dir = tempdir();
+    let store = dir.path().join("perflab.db");
+    let mut child = perflab_process(dir.path())
+        .args("run null --users 2 --service 1ms --warmup 60s --duration 1s".split(' '))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let seen = until_running_intervals(&store, 2);
+    // SAFETY: signalling a child we started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(seen >= 2, "{seen} warm-up intervals stored");
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(running_intervals(&store), (0, 0, 0));
 }
 
 #[test]

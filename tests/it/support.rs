@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests.
 
-use perflab::engine::{run_sweep, IntervalSpec, Schedule, StepResult, SweepEnd, SweepObserver};
+use perflab::engine::{
+    run_sweep, FinishedStep, IntervalRecord, IntervalSpec, Schedule, StepResult, SweepEnd,
+    SweepObserver,
+};
 use perflab::measure::Tally;
 use perflab::plan::{Level, LoadModel, Plan, Sweep, WorkloadSpec};
 use perflab::workload::null::NullSpec;
@@ -10,17 +13,43 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Keeps every finished step.
+/// Keeps every finished step, whole.
 #[derive(Default)]
 pub struct Collect {
     pub steps: Vec<StepResult>,
+    /// The running step's intervals as they were handed over.
+    running: Vec<IntervalRecord>,
 }
 
 impl SweepObserver for Collect {
-    fn step_started(&mut self, _: usize, _: Level, _: &Schedule) {}
-    fn interval(&mut self, _: &IntervalSpec, _: &Tally) {}
-    fn step_finished(&mut self, step: &mut StepResult) -> anyhow::Result<()> {
-        self.steps.push(step.clone());
+    fn step_started(&mut self, _: usize, _: Level, _: &Schedule) -> anyhow::Result<()> {
+        self.running.clear();
+        Ok(())
+    }
+    fn interval(
+        &mut self,
+        _: &IntervalSpec,
+        _: &Tally,
+        record: IntervalRecord,
+    ) -> anyhow::Result<()> {
+        self.running.push(record);
+        Ok(())
+    }
+    fn step_finished(&mut self, step: &mut FinishedStep) -> anyhow::Result<()> {
+        let mut intervals = std::mem::take(&mut self.running);
+        intervals.push(step.drain.clone());
+        self.steps.push(StepResult {
+            index: step.index,
+            level: step.level,
+            started_at: step.started_at,
+            intervals,
+            status: step.status.clone(),
+            usage: step.usage,
+        });
+        Ok(())
+    }
+    fn step_dropped(&mut self) -> anyhow::Result<()> {
+        self.running.clear();
         Ok(())
     }
 }
@@ -81,14 +110,14 @@ pub fn perflab_process(dir: &Path) -> std::process::Command {
     cmd
 }
 
-/// Steps committed so far for the newest run in a store.
+/// Steps ended so far for the newest run in a store (not the one running).
 pub fn stored_steps(store: &Path) -> i64 {
     let Ok(conn) = rusqlite::Connection::open(store) else {
         return 0;
     };
     let _ = conn.busy_timeout(Duration::from_secs(5));
     conn.query_row(
-        "SELECT count(*) FROM steps WHERE run_id = (SELECT max(id) FROM runs)",
+        "SELECT count(*) FROM steps WHERE run_id = (SELECT max(id) FROM runs) AND status != 'running'",
         [],
         |r| r.get(0),
     )
