@@ -74,11 +74,40 @@ pub struct QdiscCounters {
 /// so that entering the server's namespace happens once per run.
 #[derive(Debug, Default)]
 pub struct QdiscReader {
-    host: Option<RouteSocket>,
-    /// The server's namespace (its inode) and a socket inside it.
-    server: Option<(u64, RouteSocket)>,
+    host: Option<Namespace>,
+    /// The server's namespace (its inode), a socket inside it.
+    server: Option<(u64, Namespace)>,
     /// Why the last read missed a namespace, if it did.
     pub last_error: Option<String>,
+}
+
+/// A socket in one namespace and the names of its links, dumped again only
+/// when a qdisc names a link not among them (a dump per sample cost as much
+/// as the qdiscs' own).
+#[derive(Debug)]
+struct Namespace {
+    socket: RouteSocket,
+    links: BTreeMap<i32, String>,
+}
+
+impl Namespace {
+    fn new(socket: RouteSocket) -> Self {
+        Namespace {
+            socket,
+            links: BTreeMap::new(),
+        }
+    }
+
+    /// The qdiscs of the namespace with interface names, labelled
+    /// `namespace`; `noqueue` left out.
+    fn read(&mut self, namespace: &str) -> Result<Vec<QdiscCounters>, NetlinkError> {
+        let qdiscs = parse_qdiscs(&self.socket.dump(libc::RTM_GETQDISC, &[0u8; TCMSG_LEN])?);
+        if qdiscs.iter().any(|q| !self.links.contains_key(&q.ifindex)) {
+            let links = self.socket.dump(libc::RTM_GETLINK, &[0u8; IFINFOMSG_LEN])?;
+            self.links = parse_link_names(&links);
+        }
+        Ok(named(qdiscs, &self.links, namespace))
+    }
 }
 
 impl QdiscReader {
@@ -96,12 +125,12 @@ impl QdiscReader {
         let mut out = Vec::new();
         if self.host.is_none() {
             match RouteSocket::open() {
-                Ok(s) => self.host = Some(s),
+                Ok(s) => self.host = Some(Namespace::new(s)),
                 Err(e) => self.last_error = Some(e.to_string()),
             }
         }
-        if let Some(socket) = &mut self.host {
-            match read_namespace(socket, "host") {
+        if let Some(ns) = &mut self.host {
+            match ns.read("host") {
                 Ok(q) => out.extend(q),
                 Err(e) => {
                     self.last_error = Some(e.to_string());
@@ -126,12 +155,12 @@ impl QdiscReader {
         if self.server.as_ref().is_none_or(|(ino, _)| *ino != theirs) {
             self.server = None;
             match RouteSocket::open_in_namespace(&proc.join(pid.to_string()).join("ns/net")) {
-                Ok(s) => self.server = Some((theirs, s)),
+                Ok(s) => self.server = Some((theirs, Namespace::new(s))),
                 Err(e) => self.last_error = Some(e.to_string()),
             }
         }
-        if let Some((_, socket)) = &mut self.server {
-            match read_namespace(socket, "server") {
+        if let Some((_, ns)) = &mut self.server {
+            match ns.read("server") {
                 Ok(q) => out.extend(q),
                 Err(e) => {
                     self.last_error = Some(e.to_string());
@@ -141,21 +170,6 @@ impl QdiscReader {
         }
         out
     }
-}
-
-/// The qdiscs of the namespace `socket` lives in, with interface names,
-/// labelled `namespace`; `noqueue` left out.
-pub fn read_namespace(
-    socket: &mut RouteSocket,
-    namespace: &str,
-) -> Result<Vec<QdiscCounters>, NetlinkError> {
-    let links = socket.dump(libc::RTM_GETLINK, &[0u8; IFINFOMSG_LEN])?;
-    let qdiscs = socket.dump(libc::RTM_GETQDISC, &[0u8; TCMSG_LEN])?;
-    Ok(named(
-        parse_qdiscs(&qdiscs),
-        &parse_link_names(&links),
-        namespace,
-    ))
 }
 
 /// Names and labels parsed qdiscs, leaving out `noqueue`.

@@ -212,6 +212,22 @@ fn the_servers_namespace_shows_its_tbf_rate_and_netem_loss() {
     );
     assert_eq!(shaped.rate_bytes_per_s, Some(250_000.0));
 
+    // Link names are kept between readings: a link made since is named all
+    // the same (its unknown index makes the reader dump the links again).
+    let s = &lab.server_ns;
+    run(&format!("ip -n {s} link add pl-e type veth peer name pl-f"));
+    run(&format!(
+        "tc -n {s} qdisc add dev pl-e root tbf rate 1mbit burst 32kbit latency 400ms"
+    ));
+    let later = reader.read(proc, Some(lab.server_pid()));
+    let added = later
+        .iter()
+        .find(|q| {
+            q.kind == "tbf" && q.namespace == "server" && q.rate_bytes_per_s == Some(125_000.0)
+        })
+        .unwrap_or_else(|| panic!("no 1mbit tbf: {later:#?}"));
+    assert_eq!(added.interface, "pl-e");
+
     if let Some(dir) = std::env::var_os("PERFLAB_CAPTURE_NETLINK") {
         let ns = format!("/var/run/netns/{}", lab.server_ns);
         let mut socket = RouteSocket::open_in_namespace(Path::new(&ns)).unwrap();

@@ -25,8 +25,10 @@ static OPEN: Mutex<Option<HashMap<PathBuf, File>>> = Mutex::new(None);
 pub(super) fn read(path: &Path) -> Option<String> {
     let mut guard = OPEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let files = guard.get_or_insert_with(HashMap::new);
+    // A sysfs attribute is at most a page, given whole by one read.
+    let one_read = path.starts_with("/sys");
     if let Some(file) = files.get(path) {
-        match read_from_start(file) {
+        match read_from_start(file, one_read) {
             Ok(text) => return String::from_utf8(text).ok(),
             // The driver cannot say (the speed of a virtual link): it will
             // not say next time either; keep the file.
@@ -37,7 +39,7 @@ pub(super) fn read(path: &Path) -> Option<String> {
         }
     }
     let file = File::open(path).ok()?;
-    let text = read_from_start(&file);
+    let text = read_from_start(&file, one_read);
     if files.len() >= MAX_OPEN {
         files.clear();
     }
@@ -45,8 +47,10 @@ pub(super) fn read(path: &Path) -> Option<String> {
     String::from_utf8(text.ok()?).ok()
 }
 
-/// Reads a whole file from offset 0, whatever was read before.
-fn read_from_start(file: &File) -> std::io::Result<Vec<u8>> {
+/// Reads a whole file from offset 0, whatever was read before; with
+/// `one_read`, a read shorter than asked for is the end (no second read to
+/// find it).
+fn read_from_start(file: &File, one_read: bool) -> std::io::Result<Vec<u8>> {
     let mut text = Vec::with_capacity(4096);
     let mut chunk = [0u8; 16384];
     loop {
@@ -55,6 +59,9 @@ fn read_from_start(file: &File) -> std::io::Result<Vec<u8>> {
             return Ok(text);
         }
         text.extend_from_slice(&chunk[..n]);
+        if one_read && n < chunk.len() {
+            return Ok(text);
+        }
         if text.len() > MAX_TEXT {
             return Err(std::io::ErrorKind::FileTooLarge.into());
         }

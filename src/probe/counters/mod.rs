@@ -174,13 +174,12 @@ impl HostSnapshot {
             page_size: 4096,
             is_little_endian: cfg!(target_endian = "little"),
         };
-        let stat = root
-            .proc_file("stat")
+        // Read once: the kernel writes the text of every CPU afresh.
+        let stat_text = root.proc_text("stat");
+        let interrupts = stat_text.as_deref().and_then(parse::interrupts_total);
+        let stat = stat_text
+            .map(std::io::Cursor::new)
             .and_then(|f| procfs_core::KernelStats::from_buf_read(f, &system).ok());
-        let interrupts = root
-            .proc_text("stat")
-            .as_deref()
-            .and_then(parse::interrupts_total);
         let irqs = root
             .proc_text("interrupts")
             .map(|t| parse::interrupts_by_source(&t))
@@ -190,9 +189,8 @@ impl HostSnapshot {
             .map(|t| std::io::Cursor::new(parse::meminfo_in_range(&t)))
             .and_then(|f| procfs_core::Meminfo::from_buf_read(f).ok());
         let vmstat = root
-            .proc_file("vmstat")
-            .and_then(|f| procfs_core::VmStat::from_buf_read(f).ok())
-            .map(|v| v.0.into_iter().collect());
+            .proc_text("vmstat")
+            .map(|t| parse::vmstat_fields(&t, |k| sample::VMSTAT_KEYS.contains(&k)));
         let disks = read_disks(root);
         let nics = read_nics(root);
         let tcp = read_tcp(root);
@@ -267,11 +265,12 @@ fn read_nics(root: &HostRoot) -> BTreeMap<String, NicCounters> {
 /// `Tcp:` of /proc/net/snmp and `TcpExt:` of /proc/net/netstat, in one map.
 fn read_tcp(root: &HostRoot) -> BTreeMap<String, u64> {
     let mut tcp = BTreeMap::new();
+    let keep = |k: &str| sample::TCP_KEYS.contains(&k);
     if let Some(text) = root.proc_text("net/snmp") {
-        tcp.extend(parse::snmp_table(&text, "Tcp"));
+        tcp.extend(parse::snmp_fields(&text, "Tcp", keep));
     }
     if let Some(text) = root.proc_text("net/netstat") {
-        tcp.extend(parse::snmp_table(&text, "TcpExt"));
+        tcp.extend(parse::snmp_fields(&text, "TcpExt", keep));
     }
     tcp
 }

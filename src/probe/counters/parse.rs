@@ -9,29 +9,43 @@ use std::collections::BTreeMap;
 /// unit is applied (procfs-core multiplies unchecked): a damaged or hostile
 /// file (a fixture, a remote host's) loses those lines, not the process.
 pub fn meminfo_in_range(text: &str) -> String {
-    text.lines()
-        .filter(|line| {
-            let mut words = line.split_whitespace().skip(1);
-            let Some(Ok(value)) = words.next().map(str::parse::<u64>) else {
-                return true;
-            };
-            let scale: u64 = match words.next() {
-                Some("KiB" | "kiB" | "kB" | "KB") => 1 << 10,
-                Some("MiB" | "miB" | "MB" | "mB") => 1 << 20,
-                Some("GiB" | "giB" | "GB" | "gB") => 1 << 30,
-                _ => 1,
-            };
-            value.checked_mul(scale).is_some()
-        })
-        .map(|line| format!("{line}\n"))
-        .collect()
+    let mut kept = String::with_capacity(text.len() + 1);
+    for line in text.lines().filter(|line| {
+        let mut words = line.split_whitespace().skip(1);
+        let Some(Ok(value)) = words.next().map(str::parse::<u64>) else {
+            return true;
+        };
+        let scale: u64 = match words.next() {
+            Some("KiB" | "kiB" | "kB" | "KB") => 1 << 10,
+            Some("MiB" | "miB" | "MB" | "mB") => 1 << 20,
+            Some("GiB" | "giB" | "GB" | "gB") => 1 << 30,
+            _ => 1,
+        };
+        value.checked_mul(scale).is_some()
+    }) {
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    kept
 }
 
 /// The named section of an snmp-style file: a `Name: field field…` line
 /// followed by a `Name: value value…` line.
 pub fn snmp_table(text: &str, section: &str) -> BTreeMap<String, u64> {
-    let prefix = format!("{section}:");
-    let mut lines = text.lines().filter(|l| l.starts_with(&prefix));
+    snmp_fields(text, section, |_| true)
+}
+
+/// The fields of an snmp-style section that `keep` names (a sampler keeps
+/// the few it reports, not the hundred TcpExt has).
+pub fn snmp_fields(
+    text: &str,
+    section: &str,
+    keep: impl Fn(&str) -> bool,
+) -> BTreeMap<String, u64> {
+    let mut lines = text.lines().filter(|l| {
+        l.strip_prefix(section)
+            .is_some_and(|rest| rest.starts_with(':'))
+    });
     let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
         return BTreeMap::new();
     };
@@ -39,8 +53,18 @@ pub fn snmp_table(text: &str, section: &str) -> BTreeMap<String, u64> {
         .split_whitespace()
         .skip(1)
         .zip(values.split_whitespace().skip(1))
+        .filter(|(n, _)| keep(n))
         // Some fields (MaxConn) are -1: they are settings, not counters.
         .filter_map(|(n, v)| v.parse::<u64>().ok().map(|v| (n.to_string(), v)))
+        .collect()
+}
+
+/// The counters of /proc/vmstat (`name value` lines) that `keep` names.
+pub fn vmstat_fields(text: &str, keep: impl Fn(&str) -> bool) -> BTreeMap<String, i64> {
+    text.lines()
+        .filter_map(|line| line.split_once(' '))
+        .filter(|(name, _)| keep(name))
+        .filter_map(|(name, value)| Some((name.to_string(), value.trim().parse().ok()?)))
         .collect()
 }
 

@@ -409,6 +409,16 @@ impl IrqSample {
     }
 }
 
+/// The /proc/vmstat counters [`MemorySample`] reads: all a snapshot keeps.
+pub(super) const VMSTAT_KEYS: [&str; 6] = [
+    "pgfault",
+    "pgmajfault",
+    "pswpin",
+    "pswpout",
+    "pgscan_kswapd",
+    "pgscan_direct",
+];
+
 impl MemorySample {
     /// Memory as `b` found it, with paging rates from both snapshots'
     /// /proc/vmstat.
@@ -522,6 +532,15 @@ impl NicSample {
             .collect()
     }
 }
+
+/// The `Tcp:` and `TcpExt:` counters [`TcpSample`] reads: all a snapshot keeps.
+pub(super) const TCP_KEYS: [&str; 5] = [
+    "OutSegs",
+    "RetransSegs",
+    "TCPTimeouts",
+    "ListenDrops",
+    "ListenOverflows",
+];
 
 impl TcpSample {
     /// TCP's rates and counts between two readings of /proc/net/snmp and
