@@ -19,6 +19,7 @@
 # Usage: bench/fio.sh [SECONDS] [ROUNDS] [SIZE]   (defaults 10, 3, 1GiB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 seconds="${1:-10}"
 rounds="${2:-3}"
 size="${3:-1GiB}"
@@ -46,18 +47,6 @@ stop() {
     rm -rf "$work"
 }
 trap stop EXIT
-
-# Runs a command and prints "<child cpu seconds> <stdout>" on one line.
-measure() {
-    python3 -c '
-import os, resource, subprocess, sys
-out = subprocess.run(sys.argv[1:], capture_output=True, text=True, env={"CI": "true", **os.environ})
-if out.returncode not in (0, 1):
-    sys.exit(out.stderr)
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(r.ru_utime + r.ru_stime, out.stdout.replace("\n", " "))' "$@"
-}
-median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
 fs_bssplit="512/10:1k/5:2k/5:4k/60:8k/2:16k/4:32k/4:64k/10"
 fs_spec="size=512 share=10 read=80 align=512; size=1k share=5 read=80 align=512; size=2k share=5 read=80 align=512; size=4k share=60 read=80 align=512; size=8k share=2 read=80 align=512; size=16k share=4 read=80 align=512; size=32k share=4 read=80 align=512; size=64k share=10 read=80 align=512"
@@ -87,7 +76,7 @@ bench() {
         esac
         local fio_iops=() fio_cpu=() pl_iops=() pl_cpu=()
         for _ in $(seq "$rounds"); do
-            read -r cpu out < <(measure fio --name=b --filename="$file" --ioengine=io_uring --direct=1 \
+            read -r cpu out < <(ALLOWED_EXIT=1 measure fio --name=b --filename="$file" --ioengine=io_uring --direct=1 \
                 --fixedbufs --iodepth="$depth" --numjobs=1 --time_based --runtime="$seconds" \
                 --norandommap --randrepeat=0 --output-format=json "${fio_args[@]}")
             read -r iops ios < <(python3 -c '
@@ -96,7 +85,7 @@ j = json.loads(sys.argv[1])["jobs"][0]
 print(j["read"]["iops"] + j["write"]["iops"], j["read"]["total_ios"] + j["write"]["total_ios"])' "$out")
             fio_iops+=("$iops")
             fio_cpu+=("$(python3 -c "print($cpu / max($ios, 1) * 1e6)")")
-            read -r cpu _ < <(measure "$perflab" run disk --target "file:$file" --spec "$pl_spec" \
+            read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run disk --target "file:$file" --spec "$pl_spec" \
                 --depth "$depth" --threads 1 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
             read -r iops ios < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
 import json, sys

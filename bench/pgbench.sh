@@ -11,8 +11,10 @@
 # does the same in pipeline mode: pgbench running the tpcb-like statements
 # between \startpipeline and \endpipeline, perflab with --pipeline.
 # Usage: bench/pgbench.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 30, 16, 3)
+# CLIENTS="1 2" runs those client counts only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 seconds="${1:-30}"
 scale="${2:-16}"
 rounds="${3:-3}"
@@ -27,7 +29,7 @@ if [ "$(id -u)" -eq 0 ]; then
     chown postgres "$work"
     as_pg=(runuser -u postgres --)
 fi
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$(free_port)"
 stop() {
     "${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -m fast stop >/dev/null 2>&1 || true
     rm -rf "$work"
@@ -38,17 +40,6 @@ trap stop EXIT
     -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work -c shared_buffers=512MB -c max_wal_size=4GB" >/dev/null
 url="postgres://bench@127.0.0.1:$port/postgres"
 "$bindir/pgbench" -i -q -s "$scale" "$url" >/dev/null 2>&1
-
-# Runs a command and prints "<child cpu seconds> <stdout>" on one line.
-measure() {
-    python3 -c '
-import resource, subprocess, sys
-out = subprocess.run(sys.argv[1:], capture_output=True, text=True, env={"CI": "true", **__import__("os").environ})
-if out.returncode != 0:
-    sys.exit(out.stderr)
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(r.ru_utime + r.ru_stime, out.stdout.replace("\n", " "))' "$@"
-}
 
 # pgbench's tpcb-like transaction, pipelined (pgbench 14 and later).
 cat > "$work/pipeline.sql" <<EOF
@@ -67,8 +58,6 @@ END;
 \endpipeline
 EOF
 
-median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
-
 # One table: $1 names it; pgbench's extra arguments follow up to "--",
 # perflab's extra arguments after it.
 table() {
@@ -79,7 +68,7 @@ table() {
     pl_args=("$@")
     echo "$title"
     printf '%8s %12s %12s %7s %16s %16s\n' clients pgbench perflab ratio 'pgbench cpu/tx' 'perflab cpu/tx'
-    for clients in 1 2 4 8 16; do
+    for clients in ${CLIENTS:-1 2 4 8 16}; do
         threads=$(( clients < 2 ? clients : 2 ))
         pg_tps_runs=(); pg_cpu_runs=(); pl_tps_runs=(); pl_cpu_runs=()
         for _ in $(seq "$rounds"); do
@@ -90,12 +79,7 @@ table() {
 
             read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix pgbench --scale "$scale" "${pl_args[@]}" \
                 --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
-            read -r pl_tps pl_tx < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
-import json, sys
-run = json.load(sys.stdin)
-step = run["steps"][0]
-total = sum(i["ok"] + i["refused"] + sum(i["errors"].values()) for i in step["intervals"])
-print(step["summary"]["throughput"], total)')
+            read -r pl_tps pl_tx < <(step_figures "$perflab" "$work/bench.db")
             pl_tps_runs+=("$pl_tps")
             pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
         done

@@ -118,6 +118,14 @@ impl Store {
             .conn
             .pragma_update(None, "synchronous", "FULL")
             .map_err(|e| fail(e.to_string()))?;
+        // A run writes each interval as it ends and reads little back: a
+        // page cache of SQLite's default 2 MB only held a long step's
+        // pages (the store grows ~5 kB a second), and the kernel caches
+        // the file anyway.
+        store
+            .conn
+            .pragma_update(None, "cache_size", -256)
+            .map_err(|e| fail(e.to_string()))?;
         migrations::migrate(&mut store.conn).map_err(|e| fail(format!("{e:#}")))?;
         Ok(store)
     }

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# perflab against sysbench on one MariaDB server, number for number.
+#
+# Starts a throwaway MariaDB on a free loopback port, loads perflab's bank
+# at SCALE branches (a short perflab run), then for 1, 2, 4, 8 and 16
+# clients runs the TPC-B transaction of `perflab run bank --mix tpcb` from
+# both: perflab itself, and sysbench (C, libmariadb, prepared statements)
+# running a Lua script that issues the same seven statements on the same
+# tables with the same draws (BEGIN; credit; balance; teller; branch;
+# history; COMMIT). Alternating, SECONDS each, ROUNDS times; per client
+# count the median tps of each, the ratio of the medians, and each one's
+# median CPU per transaction (user + system, from rusage).
+# Usage: bench/mariadb-bank.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 20, 4, 3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/common.sh
+seconds="${1:-20}"
+scale="${2:-4}"
+rounds="${3:-3}"
+if ! command -v sysbench >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q sysbench >/dev/null
+fi
+cargo build --release --quiet
+# PERFLAB names another binary (an older build, for a before/after).
+perflab="${PERFLAB:-$PWD/target/release/perflab}"
+
+work="$(mktemp -d)"
+server=""
+stop() {
+    # Only the server this script started, by its PID.
+    if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
+        kill -TERM "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap stop EXIT
+if [ "$(id -u)" -eq 0 ]; then
+    chown mysql:mysql "$work"
+fi
+mariadb-install-db --no-defaults --datadir="$work/data" --user=mysql --skip-test-db >/dev/null 2>&1
+port="$(free_port)"
+mariadbd --no-defaults --datadir="$work/data" --socket="$work/sock" --pid-file="$work/pid" \
+    --log-error="$work/log" --port="$port" --bind-address=127.0.0.1 --user=mysql --skip-log-bin \
+    --innodb-buffer-pool-size=1G --max-connections=200 >/dev/null 2>&1 &
+server=$!
+for _ in $(seq 300); do
+    if mariadb --socket="$work/sock" -u root -e "CREATE USER 'bench'@'127.0.0.1' IDENTIFIED BY 'bench';
+        CREATE DATABASE bench; GRANT ALL ON *.* TO 'bench'@'127.0.0.1';" 2>/dev/null; then
+        break
+    fi
+    sleep 0.2
+done
+url="mysql://bench:bench@127.0.0.1:$port/bench"
+CI=true "$perflab" run bank --target "$url" --scale "$scale" --users 1 --warmup 0s --duration 2s \
+    --store "$work/load.db" >/dev/null
+
+# perflab's TPC-B transaction (bank/txn.rs, --mix tpcb), prepared once per
+# connection, uniform draws as perflab makes them.
+cat > "$work/tpcb.lua" <<'LUA'
+sysbench.cmdline.options = { scale = { "branches loaded", 4 } }
+
+local function prepare(sql, count)
+    local stmt = con:prepare(sql)
+    local params = {}
+    for i = 1, count do
+        params[i] = stmt:bind_create(sysbench.sql.type.BIGINT)
+    end
+    stmt:bind_param(unpack(params))
+    return stmt, params
+end
+
+function thread_init()
+    drv = sysbench.sql.driver()
+    con = drv:connect()
+    credit, credit_p = prepare("UPDATE accounts SET abalance = abalance + ? WHERE aid = ?", 2)
+    balance, balance_p = prepare("SELECT abalance FROM accounts WHERE aid = ?", 1)
+    teller, teller_p = prepare("UPDATE tellers SET tbalance = tbalance + ? WHERE tid = ?", 2)
+    branch, branch_p = prepare("UPDATE branches SET bbalance = bbalance + ? WHERE bid = ?", 2)
+    history, history_p = prepare(
+        "INSERT INTO history (tid, bid, aid, delta, mtime, filler) VALUES (?, ?, ?, ?, NOW(6), '')", 4)
+end
+
+function thread_done()
+    con:disconnect()
+end
+
+function event()
+    local s = sysbench.opt.scale
+    local aid = sysbench.rand.uniform(1, s * 100000)
+    local bid = sysbench.rand.uniform(1, s)
+    local tid = sysbench.rand.uniform(1, s * 10)
+    local delta = sysbench.rand.uniform(-5000, 5000)
+    con:query("BEGIN")
+    credit_p[1]:set(delta); credit_p[2]:set(aid); credit:execute()
+    balance_p[1]:set(aid); balance:execute()
+    teller_p[1]:set(delta); teller_p[2]:set(tid); teller:execute()
+    branch_p[1]:set(delta); branch_p[2]:set(bid); branch:execute()
+    history_p[1]:set(tid); history_p[2]:set(bid); history_p[3]:set(aid); history_p[4]:set(delta)
+    history:execute()
+    con:query("COMMIT")
+end
+LUA
+
+echo "TPC-B on MariaDB $(mariadbd --version | grep -o '[0-9.]*-MariaDB' | head -1), scale $scale (medians of $rounds rounds of ${seconds} s)"
+printf '%8s %12s %12s %7s %16s %16s\n' clients sysbench perflab ratio 'sysbench cpu/tx' 'perflab cpu/tx'
+for clients in 1 2 4 8 16; do
+    threads=$(( clients < 2 ? clients : 2 ))
+    sb_tps_runs=(); sb_cpu_runs=(); pl_tps_runs=(); pl_cpu_runs=()
+    for _ in $(seq "$rounds"); do
+        read -r sb_cpu sb_out < <(measure sysbench "$work/tpcb.lua" --db-driver=mysql \
+            --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=bench --mysql-password=bench \
+            --mysql-db=bench --scale="$scale" --threads="$clients" --time="$seconds" \
+            --rand-type=uniform --report-interval=0 run)
+        sb_tx="$(grep -o 'transactions: *[0-9]*' <<<"$sb_out" | grep -o '[0-9]*$')"
+        sb_tps_runs+=("$(python3 -c "print($sb_tx / $seconds)")")
+        sb_cpu_runs+=("$(python3 -c "print($sb_cpu / $sb_tx * 1e6)")")
+
+        read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix tpcb --scale "$scale" \
+            --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+        read -r pl_tps pl_tx < <(step_figures "$perflab" "$work/bench.db")
+        pl_tps_runs+=("$pl_tps")
+        pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
+    done
+    python3 -c "
+c, sb, pl, sbc, plc = $clients, $(median "${sb_tps_runs[@]}"), $(median "${pl_tps_runs[@]}"), $(median "${sb_cpu_runs[@]}"), $(median "${pl_cpu_runs[@]}")
+print(f'{c:8d} {sb:12.0f} {pl:12.0f} {pl / sb:7.2f} {sbc:13.1f} µs {plc:13.1f} µs')"
+done
