@@ -116,23 +116,6 @@ pub fn read_text_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<
 static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static STDERR_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Waits until `fd` has something to read, at most `timeout` (rounded up
-/// to whole milliseconds, so the wait never ends just before a deadline);
-/// true when it has.
-pub fn poll_readable(fd: std::os::fd::BorrowedFd<'_>, timeout: std::time::Duration) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut pollfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd for the duration of the call; the fd is
-    // borrowed, so open throughout.
-    let ready = unsafe { libc::poll(&mut pollfd, 1, ms) };
-    ready > 0 && pollfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
-}
-
 /// Writes to standard output and flushes. A reader that went away ends
 /// this output, quietly, not the process: a run whose terminal or pipe is
 /// gone goes on measuring into its store. False once output is gone.

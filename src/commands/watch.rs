@@ -128,7 +128,7 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
             if now >= next {
                 break;
             }
-            crate::util::poll_readable(std::os::fd::AsFd::as_fd(&wake), next - now);
+            wait_readable(&wake, next - now);
         }
         for (at, sample) in source.samples()? {
             let output = Output::Sample {
@@ -197,4 +197,21 @@ fn open_source(args: &WatchArgs, groups: Vec<ProcessGroup>) -> anyhow::Result<So
             }
         }
     })
+}
+
+/// Waits until `stream` has something to read (a signal arrived) or
+/// `timeout` has passed.
+fn wait_readable(stream: &std::os::unix::net::UnixStream, timeout: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // Rounded up, so the wait never ends just before the deadline.
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe {
+        libc::poll(&mut fd, 1, ms);
+    }
 }

@@ -20,8 +20,6 @@ use postgres_protocol::message::backend::{Header, Message};
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
 use std::io;
-use std::os::fd::AsFd;
-use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_postgres::config::{Host, SslMode};
@@ -144,33 +142,7 @@ impl Stream {
             Stream::Unix(s) => s.read_buf(buf).await,
         }
     }
-
-    /// Reads what has arrived within `wait`, waiting on this thread in
-    /// poll(2) as a C client does; none when nothing has.
-    fn read_within(&mut self, buf: &mut BytesMut, wait: Duration) -> Option<io::Result<usize>> {
-        let fd = match &*self {
-            Stream::Tcp(s) => s.as_fd(),
-            Stream::Unix(s) => s.as_fd(),
-        };
-        if !crate::util::poll_readable(fd, wait) {
-            return None;
-        }
-        let read = match self {
-            Stream::Tcp(s) => s.try_read_buf(buf),
-            Stream::Unix(s) => s.try_read_buf(buf),
-        };
-        match read {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-            other => Some(other),
-        }
-    }
 }
-
-/// How long a session alone on its thread waits for a reply in poll(2)
-/// before it leaves the wait to the runtime (where a timeout can end it).
-/// A reply on loopback or a LAN comes well within it; the runtime's way
-/// costs a park in epoll and a wake for every statement.
-const WAIT_HERE: Duration = Duration::from_millis(1);
 
 /// One connection, owned by one user.
 pub struct Wire {
@@ -184,9 +156,6 @@ pub struct Wire {
     broken: bool,
     /// Exchanges (Syncs sent) so far: the round trips.
     round_trips: u64,
-    /// The session has its thread to itself: it first waits for a reply
-    /// here, briefly (see [`WAIT_HERE`]).
-    alone: bool,
 }
 
 impl Wire {
@@ -215,7 +184,6 @@ impl Wire {
             owed: 0,
             broken: false,
             round_trips: 0,
-            alone: false,
         };
         let user = config.get_user().unwrap_or("postgres");
         let mut params = vec![("user", user), ("client_encoding", "UTF8")];
@@ -409,12 +377,6 @@ impl Wire {
         }
     }
 
-    /// Says whether the session has its thread to itself, and so may wait
-    /// for replies on it (see [`WAIT_HERE`]).
-    pub fn set_alone(&mut self, alone: bool) {
-        self.alone = alone;
-    }
-
     /// Round trips (exchanges) so far on this connection.
     pub fn round_trips(&self) -> u64 {
         self.round_trips
@@ -461,15 +423,7 @@ impl Wire {
             if let Some(message) = Message::parse(&mut self.read)? {
                 return Ok(message);
             }
-            let read = match self.alone {
-                true => self.stream.read_within(&mut self.read, WAIT_HERE),
-                false => None,
-            };
-            let read = match read {
-                Some(read) => read,
-                None => self.stream.read_buf(&mut self.read).await,
-            };
-            if read? == 0 {
+            if self.stream.read_buf(&mut self.read).await? == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
         }
@@ -634,21 +588,13 @@ mod tests {
         .unwrap()
     }
 
-    /// Two exchanges on a connection to `target`, the first abandoned after
-    /// 50 ms when `abandon_first`; `alone`: the session waits for replies
-    /// on its thread first (as a user alone on its worker does).
-    fn exchange(
-        target: &PgTarget,
-        abandon_first: bool,
-        alone: bool,
-    ) -> Vec<Result<Reply, WireError>> {
+    fn exchange(target: &PgTarget, abandon_first: bool) -> Vec<Result<Reply, WireError>> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async {
             let mut wire = Wire::connect(target).await.unwrap();
-            wire.set_alone(alone);
             let st = wire.prepare(target, "s", "SELECT $1", 1).await.unwrap();
             let mut out = Vec::new();
             for i in 0..2 {
@@ -679,54 +625,45 @@ mod tests {
             b"2\0\0\0\x04C\0\0\0\x0dSEL".to_vec(),
             b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(),
         ] {
-            for alone in [false, true] {
-                let results = exchange(&peer(vec![garbage.clone()]), false, alone);
-                assert_eq!(
-                    results,
-                    vec![Err(WireError::Lost), Err(WireError::Lost)],
-                    "{garbage:?}, alone: {alone}"
-                );
-            }
+            let results = exchange(&peer(vec![garbage.clone()]), false);
+            assert_eq!(
+                results,
+                vec![Err(WireError::Lost), Err(WireError::Lost)],
+                "{garbage:?}"
+            );
         }
     }
 
     #[test]
     fn a_server_error_is_its_code_and_the_connection_goes_on() {
         let error = b"E\0\0\0\x1aSERROR\0C40001\0Mretry\0\0Z\0\0\0\x05E".to_vec();
-        for alone in [false, true] {
-            let results = exchange(&peer(vec![error.clone(), OK.to_vec()]), false, alone);
-            assert_eq!(
-                results,
-                vec![
-                    Err(WireError::Server(SqlState(*b"40001"))),
-                    Ok(Reply { rows: 1 })
-                ],
-                "alone: {alone}"
-            );
-        }
+        let results = exchange(&peer(vec![error, OK.to_vec()]), false);
+        assert_eq!(
+            results,
+            vec![
+                Err(WireError::Server(SqlState(*b"40001"))),
+                Ok(Reply { rows: 1 })
+            ]
+        );
     }
 
     #[test]
     fn an_abandoned_exchange_is_settled_before_the_next() {
-        // The first reply comes after its caller gave up (a session that
-        // waits on its thread first still leaves the wait to the runtime,
-        // so its timeout ends it); the second exchange reads and drops it,
-        // then gets its own.
-        for alone in [false, true] {
-            let target = scripted(|stream| {
-                use std::io::{Read, Write};
-                let mut buf = [0u8; 4096];
-                if stream.read(&mut buf).unwrap_or(0) == 0 {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-                let _ = stream.write_all(OK);
-                if stream.read(&mut buf).unwrap_or(0) > 0 {
-                    let _ = stream.write_all(b"2\0\0\0\x04C\0\0\0\x0dUPDATE 3\0Z\0\0\0\x05I");
-                }
-            });
-            let results = exchange(&target, true, alone);
-            assert_eq!(results, vec![Ok(Reply { rows: 3 })], "alone: {alone}");
-        }
+        // The first reply comes after its caller gave up; the second
+        // exchange reads and drops it, then gets its own.
+        let target = scripted(|stream| {
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 4096];
+            if stream.read(&mut buf).unwrap_or(0) == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = stream.write_all(OK);
+            if stream.read(&mut buf).unwrap_or(0) > 0 {
+                let _ = stream.write_all(b"2\0\0\0\x04C\0\0\0\x0dUPDATE 3\0Z\0\0\0\x05I");
+            }
+        });
+        let results = exchange(&target, true);
+        assert_eq!(results, vec![Ok(Reply { rows: 3 })]);
     }
 }

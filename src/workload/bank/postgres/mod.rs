@@ -110,13 +110,12 @@ impl PgBank {
 impl BankBackend for PgBank {
     type Conn = PgConn;
 
-    async fn connect(&self, alone: bool) -> anyhow::Result<PgConn> {
+    async fn connect(&self, _alone: bool) -> anyhow::Result<PgConn> {
         let driver = txn::PgDriver {
             target: self.target.clone(),
             tables: self.tables,
             isolation: self.isolation,
             pipeline: self.pipeline,
-            alone,
         };
         PgConn::open(driver, self.max_tries).await
     }

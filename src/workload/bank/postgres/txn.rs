@@ -35,8 +35,6 @@ pub struct PgDriver {
     pub isolation: Isolation,
     /// Send a transaction's statements together (pipeline mode).
     pub pipeline: bool,
-    /// The user has its worker thread to itself.
-    pub alone: bool,
 }
 
 /// A user's PostgreSQL connection.
@@ -53,7 +51,6 @@ async fn connect(driver: &PgDriver) -> anyhow::Result<Link> {
     let target = &driver.target;
     let t = driver.tables;
     let mut wire = Wire::connect(target).await?;
-    wire.set_alone(driver.alone);
     let mut prepare =
         async |name: &str, sql: &str, params: usize| wire.prepare(target, name, sql, params).await;
     let st = Statements {
