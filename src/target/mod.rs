@@ -23,6 +23,7 @@ pub mod mysql;
 mod open;
 pub mod postgres;
 pub mod settings;
+mod stream;
 pub mod tls;
 
 pub use args::{parse_cpu_list, validate_target, ServerOptions, TargetArgs};

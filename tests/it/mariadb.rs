@@ -52,6 +52,9 @@ impl MariaDb {
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
             .args(["--user=mysql", "--skip-test-db"])
+            // Its own temporary directory: installs running side by side
+            // in one /tmp now and then lost each other's temporary tables.
+            .arg(format!("--tmpdir={}", dir.display()))
             .output()
             .expect("mariadb-install-db runs (is mariadb-server installed?)");
         assert!(

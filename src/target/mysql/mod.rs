@@ -3,6 +3,7 @@
 //! way a connection can fail.
 
 pub mod stats;
+pub mod wire;
 
 use crate::error::PlanError;
 use mysql_async::{Conn, Opts, OptsBuilder};
@@ -59,27 +60,44 @@ pub fn resolve(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<MyTarg
 
 /// Explains a failed connection in one line.
 pub fn connect_error(target: &MyTarget, e: &mysql_async::Error) -> PlanError {
-    let at = &target.display;
-    let message = match e {
-        mysql_async::Error::Server(s) if s.code == 1045 => format!(
-            "the server refused the password for {at}; check the URL or MYSQL_PWD"
-        ),
-        mysql_async::Error::Server(s) if s.code == 1049 => format!(
-            "the database of {at} does not exist; create it (CREATE DATABASE) or name another in the URL"
-        ),
-        mysql_async::Error::Server(s) => {
-            format!("the server at {at} refused the connection ({}: {})", s.code, s.message)
-        }
+    match e {
+        mysql_async::Error::Server(s) => refusal(target, s.code, &s.message),
+        mysql_async::Error::Io(mysql_async::IoError::Io(io)) => unreachable(target, io),
         other => {
             let text = other.to_string();
             if text.contains("refused") {
-                format!("nothing answers at {at} (connection refused); start MariaDB/MySQL there or fix the host and port")
+                unreachable(target, &std::io::ErrorKind::ConnectionRefused.into())
             } else {
-                format!("cannot talk to MariaDB/MySQL at {at} ({text}); is it a MySQL server?")
+                PlanError::new(format!(
+                    "cannot talk to MariaDB/MySQL at {} ({text}); is it a MySQL server?",
+                    target.display
+                ))
             }
         }
-    };
-    PlanError::new(message)
+    }
+}
+
+/// The server refused the connection with error `code`: one line naming
+/// the fix.
+pub(crate) fn refusal(target: &MyTarget, code: u16, message: &str) -> PlanError {
+    let at = &target.display;
+    PlanError::new(match code {
+        1045 => format!("the server refused the password for {at}; check the URL or MYSQL_PWD"),
+        1049 => format!(
+            "the database of {at} does not exist; create it (CREATE DATABASE) or name another in the URL"
+        ),
+        _ => format!("the server at {at} refused the connection ({code}: {message})"),
+    })
+}
+
+/// The server could not be reached, or went away during the handshake.
+pub(crate) fn unreachable(target: &MyTarget, e: &std::io::Error) -> PlanError {
+    let at = &target.display;
+    PlanError::new(if e.kind() == std::io::ErrorKind::ConnectionRefused {
+        format!("nothing answers at {at} (connection refused); start MariaDB/MySQL there or fix the host and port")
+    } else {
+        format!("cannot talk to MariaDB/MySQL at {at} ({e}); is it a MySQL server?")
+    })
 }
 
 pub(crate) async fn connect(target: &MyTarget) -> Result<Conn, PlanError> {

@@ -13,6 +13,7 @@
 
 use super::PgTarget;
 use crate::error::PlanError;
+use crate::target::stream::Stream;
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
@@ -20,8 +21,6 @@ use postgres_protocol::message::backend::{Header, Message};
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
 use std::io;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixStream};
 use tokio_postgres::config::{Host, SslMode};
 
 /// The type of every parameter perflab binds: bigint (`int8`).
@@ -121,27 +120,6 @@ impl Statement {
 pub struct Reply {
     /// Rows the last statement affected or returned (its command tag's count).
     pub rows: u64,
-}
-
-enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Stream {
-    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.write_all(bytes).await,
-            Stream::Unix(s) => s.write_all(bytes).await,
-        }
-    }
-
-    async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read_buf(buf).await,
-            Stream::Unix(s) => s.read_buf(buf).await,
-        }
-    }
 }
 
 /// One connection, owned by one user.
@@ -468,13 +446,8 @@ async fn open_stream(target: &PgTarget) -> anyhow::Result<Stream> {
     for (i, host) in config.get_hosts().iter().enumerate() {
         let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
         let opened = match host {
-            Host::Tcp(name) => TcpStream::connect((name.as_str(), port)).await.map(|s| {
-                let _ = s.set_nodelay(true);
-                Stream::Tcp(s)
-            }),
-            Host::Unix(dir) => UnixStream::connect(dir.join(format!(".s.PGSQL.{port}")))
-                .await
-                .map(Stream::Unix),
+            Host::Tcp(name) => Stream::tcp(name, port).await,
+            Host::Unix(dir) => Stream::unix(&dir.join(format!(".s.PGSQL.{port}"))).await,
         };
         match opened {
             Ok(stream) => return Ok(stream),

@@ -1,4 +1,5 @@
-//! One user's MySQL/MariaDB connection and the bank's transactions on it.
+//! One user's MySQL/MariaDB connection (perflab's own session, see
+//! `target::mysql::wire`) and the bank's transactions on it.
 
 use super::super::mix::Isolation;
 use super::super::ops::BankOp;
@@ -6,20 +7,23 @@ use super::super::server::{Driver, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
+use crate::target::mysql::wire::{Command, MyError, MyWire};
 use crate::target::mysql::MyTarget;
-use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Statement};
 
 /// ER_LOCK_DEADLOCK and ER_LOCK_WAIT_TIMEOUT: the transaction is worth retrying.
 const RETRYABLE: [u16; 2] = [1213, 1205];
 
+/// A connection's commands, each encoded once.
 pub struct Statements {
-    credit: Statement,
-    debit_if_covered: Statement,
-    balance: Statement,
-    teller: Statement,
-    branch: Statement,
-    history: Statement,
+    begin: Command,
+    commit: Command,
+    rollback: Command,
+    credit: Command,
+    debit_if_covered: Command,
+    balance: Command,
+    teller: Command,
+    branch: Command,
+    history: Command,
 }
 
 /// How to reach MySQL/MariaDB for one user.
@@ -32,77 +36,83 @@ pub struct MyDriver {
 /// A user's MySQL/MariaDB connection.
 pub type MyConn = ServerConn<MyDriver>;
 
-async fn connect(
-    target: &MyTarget,
-    t: Tables,
-    isolation: Isolation,
-) -> anyhow::Result<(Conn, Statements)> {
-    let mut conn = crate::target::mysql::connect(target).await?;
-    conn.query_drop(format!(
-        "SET SESSION TRANSACTION ISOLATION LEVEL {}",
-        isolation.sql()
-    ))
-    .await?;
-    let statements = Statements {
-        credit: conn
-            .prep(format!("UPDATE {} SET abalance = abalance + ? WHERE aid = ?", t.accounts))
-            .await?,
-        debit_if_covered: conn
-            .prep(format!(
-                "UPDATE {} SET abalance = abalance - ? WHERE aid = ? AND abalance >= ?",
-                t.accounts
-            ))
-            .await?,
-        balance: conn
-            .prep(format!("SELECT abalance FROM {} WHERE aid = ?", t.accounts))
-            .await?,
-        teller: conn
-            .prep(format!("UPDATE {} SET tbalance = tbalance + ? WHERE tid = ?", t.tellers))
-            .await?,
-        branch: conn
-            .prep(format!("UPDATE {} SET bbalance = bbalance + ? WHERE bid = ?", t.branches))
-            .await?,
-        history: conn
-            .prep(format!(
-                "INSERT INTO {} (tid, bid, aid, delta, mtime, filler) VALUES (?, ?, ?, ?, NOW(6), '')",
-                t.history
-            ))
-            .await?,
-    };
-    Ok((conn, statements))
+/// An open connection and its commands.
+pub struct Link {
+    wire: MyWire,
+    st: Statements,
 }
 
-fn classify(e: &mysql_async::Error) -> Failure {
+async fn connect(target: &MyTarget, t: Tables, isolation: Isolation) -> anyhow::Result<Link> {
+    let mut wire = MyWire::connect(target).await?;
+    let isolation = Command::query(&format!(
+        "SET SESSION TRANSACTION ISOLATION LEVEL {}",
+        isolation.sql()
+    ));
+    if let Err(e) = wire.run(&isolation, &[]).await {
+        anyhow::bail!("{}: cannot set the isolation level ({e})", target.display);
+    }
+    let mut prepare = async |sql: String| wire.prepare(target, &sql).await;
+    let st = Statements {
+        begin: Command::query("BEGIN"),
+        commit: Command::query("COMMIT"),
+        rollback: Command::query("ROLLBACK"),
+        credit: prepare(format!(
+            "UPDATE {} SET abalance = abalance + ? WHERE aid = ?",
+            t.accounts
+        ))
+        .await?,
+        debit_if_covered: prepare(format!(
+            "UPDATE {} SET abalance = abalance - ? WHERE aid = ? AND abalance >= ?",
+            t.accounts
+        ))
+        .await?,
+        balance: prepare(format!("SELECT abalance FROM {} WHERE aid = ?", t.accounts)).await?,
+        teller: prepare(format!(
+            "UPDATE {} SET tbalance = tbalance + ? WHERE tid = ?",
+            t.tellers
+        ))
+        .await?,
+        branch: prepare(format!(
+            "UPDATE {} SET bbalance = bbalance + ? WHERE bid = ?",
+            t.branches
+        ))
+        .await?,
+        history: prepare(format!(
+            "INSERT INTO {} (tid, bid, aid, delta, mtime, filler) VALUES (?, ?, ?, ?, NOW(6), '')",
+            t.history
+        ))
+        .await?,
+    };
+    Ok(Link { wire, st })
+}
+
+fn classify(e: &MyError) -> Failure {
     match e {
-        mysql_async::Error::Server(s) if RETRYABLE.contains(&s.code) => Failure::retry(s.code),
+        MyError::Server(code) if RETRYABLE.contains(code) => Failure::retry(code),
         // ER_CONNECTION_KILLED and ER_SERVER_SHUTDOWN: the session is gone.
-        mysql_async::Error::Server(s) if s.code == 1927 || s.code == 1053 => Failure::Lost,
-        mysql_async::Error::Server(s) => Failure::sql(s.code),
-        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => Failure::Lost,
-        other => Failure::sql(other),
+        MyError::Server(1927 | 1053) | MyError::Lost => Failure::Lost,
+        MyError::Server(code) => Failure::sql(code),
     }
 }
 
 impl Driver for MyDriver {
-    type Link = (Conn, Statements);
-    type Error = mysql_async::Error;
+    type Link = Link;
+    type Error = MyError;
 
     async fn connect(&self) -> anyhow::Result<Self::Link> {
         connect(&self.target, self.tables, self.isolation).await
     }
 
-    fn is_closed(_link: &Self::Link) -> bool {
-        // mysql_async reports a lost connection as an I/O error on use.
-        false
+    fn is_closed(link: &Self::Link) -> bool {
+        link.wire.is_broken()
     }
 
     async fn run(link: &mut Self::Link, op: BankOp) -> Result<OpResult, Self::Error> {
-        let (conn, st) = link;
-        txn::run(&mut MyStatements { conn, st }, op).await
+        txn::run(link, op).await
     }
 
     async fn rollback(link: &mut Self::Link) -> bool {
-        link.0.query_drop("ROLLBACK").await.is_ok()
+        link.wire.run(&link.st.rollback, &[]).await.is_ok()
     }
 
     fn classify(e: &Self::Error) -> Failure {
@@ -110,49 +120,43 @@ impl Driver for MyDriver {
     }
 }
 
-/// One connection's statements, borrowed for one transaction.
-struct MyStatements<'a> {
-    conn: &'a mut Conn,
-    st: &'a Statements,
-}
-
-impl txn::Statements for MyStatements<'_> {
-    type Error = mysql_async::Error;
+impl txn::Statements for Link {
+    type Error = MyError;
 
     async fn begin(&mut self) -> Result<(), Self::Error> {
-        self.conn.query_drop("BEGIN").await
+        self.wire.run(&self.st.begin, &[]).await.map(drop)
     }
 
     async fn commit(&mut self) -> Result<(), Self::Error> {
-        self.conn.query_drop("COMMIT").await
+        self.wire.run(&self.st.commit, &[]).await.map(drop)
     }
 
     async fn rollback(&mut self) -> Result<(), Self::Error> {
-        self.conn.query_drop("ROLLBACK").await
+        self.wire.run(&self.st.rollback, &[]).await.map(drop)
     }
 
     async fn credit(&mut self, aid: i64, amount: i64) -> Result<(), Self::Error> {
-        self.conn.exec_drop(&self.st.credit, (amount, aid)).await
+        self.wire.run(&self.st.credit, &[amount, aid]).await.map(drop)
     }
 
     async fn debit_if_covered(&mut self, aid: i64, amount: i64) -> Result<bool, Self::Error> {
-        self.conn
-            .exec_drop(&self.st.debit_if_covered, (amount, aid, amount))
+        let reply = self
+            .wire
+            .run(&self.st.debit_if_covered, &[amount, aid, amount])
             .await?;
-        Ok(self.conn.affected_rows() == 1)
+        Ok(reply.affected == 1)
     }
 
     async fn balance(&mut self, aid: i64) -> Result<(), Self::Error> {
-        let _: Option<i64> = self.conn.exec_first(&self.st.balance, (aid,)).await?;
-        Ok(())
+        self.wire.run(&self.st.balance, &[aid]).await.map(drop)
     }
 
     async fn teller(&mut self, tid: i64, delta: i64) -> Result<(), Self::Error> {
-        self.conn.exec_drop(&self.st.teller, (delta, tid)).await
+        self.wire.run(&self.st.teller, &[delta, tid]).await.map(drop)
     }
 
     async fn branch(&mut self, bid: i64, delta: i64) -> Result<(), Self::Error> {
-        self.conn.exec_drop(&self.st.branch, (delta, bid)).await
+        self.wire.run(&self.st.branch, &[delta, bid]).await.map(drop)
     }
 
     async fn history(
@@ -162,8 +166,9 @@ impl txn::Statements for MyStatements<'_> {
         aid: i64,
         delta: i64,
     ) -> Result<(), Self::Error> {
-        self.conn
-            .exec_drop(&self.st.history, (tid, bid, aid, delta))
+        self.wire
+            .run(&self.st.history, &[tid, bid, aid, delta])
             .await
+            .map(drop)
     }
 }

@@ -1,0 +1,818 @@
+//! A MySQL/MariaDB session that owns its socket, for the bank's hot path.
+//!
+//! - **Statements** are prepared once per connection (COM_STMT_PREPARE).
+//!   Each one's COM_STMT_EXECUTE packet is encoded once as a template whose
+//!   BIGINT parameters are patched in place; BEGIN, COMMIT and ROLLBACK are
+//!   COM_QUERY packets made once.
+//! - **Replies** are read whole into one buffer, then reduced to what a
+//!   transaction needs: the affected rows, the rows returned, or the error
+//!   code. No row is built and nothing is allocated per statement.
+//! - **Startup**: `mysql_native_password`, and `caching_sha2_password` when
+//!   the server has the user cached (its fast path); anything else, or TLS,
+//!   is refused in one line.
+//! - **Faults**: a packet over 1 MiB, a reply cut short or one that makes
+//!   no sense ends the connection (`Lost`), never the process. A reply is
+//!   consumed only once whole, so an exchange abandoned at its timeout is
+//!   settled (its reply read and dropped) before the next; a write cut
+//!   short marks the connection broken.
+//!
+//! mysql_async still does everything off the hot path: loading, the
+//! check, statistics.
+
+use super::MyTarget;
+use crate::error::PlanError;
+use crate::target::stream::Stream;
+use bytes::{Buf, BytesMut};
+use sha1::Sha1;
+use sha2::{Digest, Sha256};
+use std::io;
+
+/// The longest reply accepted (one packet or a whole result).
+const MAX_REPLY: usize = 1 << 20;
+
+// Capability flags of the client/server protocol.
+const CLIENT_LONG_PASSWORD: u32 = 1;
+const CLIENT_CONNECT_WITH_DB: u32 = 8;
+const CLIENT_PROTOCOL_41: u32 = 0x200;
+const CLIENT_TRANSACTIONS: u32 = 0x2000;
+const CLIENT_SECURE_CONNECTION: u32 = 0x8000;
+const CLIENT_PLUGIN_AUTH: u32 = 0x8_0000;
+const CLIENT_DEPRECATE_EOF: u32 = 0x100_0000;
+/// utf8mb4_general_ci.
+const CHARSET: u8 = 45;
+
+const COM_QUERY: u8 = 0x03;
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_EXECUTE: u8 = 0x17;
+const MYSQL_TYPE_LONGLONG: u8 = 8;
+
+/// Why an exchange failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MyError {
+    /// The server's error code (1213 deadlock, 1205 lock wait timeout, …).
+    Server(u16),
+    /// The connection is gone or lost its place.
+    Lost,
+}
+
+impl std::fmt::Display for MyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MyError::Server(code) => write!(f, "server error {code}"),
+            MyError::Lost => f.write_str("connection lost"),
+        }
+    }
+}
+
+/// What a statement did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reply {
+    /// Rows an UPDATE or INSERT changed.
+    pub affected: u64,
+    /// Rows a SELECT returned.
+    pub rows: u64,
+}
+
+/// A command ready to send: its whole packet, and where each BIGINT
+/// parameter's 8 bytes go in it.
+pub struct Command {
+    packet: Vec<u8>,
+    params: Vec<usize>,
+}
+
+impl Command {
+    /// A text query (BEGIN, COMMIT, ROLLBACK).
+    pub fn query(sql: &str) -> Command {
+        let mut payload = vec![COM_QUERY];
+        payload.extend_from_slice(sql.as_bytes());
+        Command {
+            packet: packet(0, &payload),
+            params: Vec::new(),
+        }
+    }
+
+    /// The execution of prepared statement `id` with `params` BIGINTs.
+    fn execute(id: u32, params: usize) -> Command {
+        let mut payload = vec![COM_STMT_EXECUTE];
+        payload.extend_from_slice(&id.to_le_bytes());
+        // No cursor, one iteration.
+        payload.push(0);
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        let mut offsets = Vec::with_capacity(params);
+        if params > 0 {
+            // No NULLs; the types follow.
+            payload.extend(std::iter::repeat_n(0u8, params.div_ceil(8)));
+            payload.push(1);
+            for _ in 0..params {
+                payload.extend_from_slice(&[MYSQL_TYPE_LONGLONG, 0]);
+            }
+            for _ in 0..params {
+                offsets.push(4 + payload.len());
+                payload.extend_from_slice(&[0; 8]);
+            }
+        }
+        Command {
+            packet: packet(0, &payload),
+            params: offsets,
+        }
+    }
+
+    /// How many parameters it takes.
+    pub fn arity(&self) -> usize {
+        self.params.len()
+    }
+}
+
+/// A packet: its payload's length (3 bytes), its sequence number, the payload.
+fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut out = Vec::with_capacity(4 + payload.len());
+    out.extend_from_slice(&len.to_le_bytes()[..3]);
+    out.push(seq);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// One connection, owned by one user.
+pub struct MyWire {
+    stream: Stream,
+    read: BytesMut,
+    write: Vec<u8>,
+    /// Commands sent whose reply has not been consumed.
+    owed: u32,
+    /// A write was cut short or a reply made no sense: the stream has lost
+    /// its place and the connection cannot be used again.
+    broken: bool,
+    /// The server ends result sets with an OK packet, not an EOF one.
+    deprecate_eof: bool,
+}
+
+impl MyWire {
+    /// Connects, authenticates and selects the URL's database, within the
+    /// handshake deadline.
+    pub async fn connect(target: &MyTarget) -> anyhow::Result<MyWire> {
+        tokio::time::timeout(super::super::HANDSHAKE, Self::handshake(target))
+            .await
+            .map_err(|_| super::super::silent_peer("MySQL/MariaDB", &target.display))?
+    }
+
+    async fn handshake(target: &MyTarget) -> anyhow::Result<MyWire> {
+        let opts = &target.opts;
+        if opts.ssl_opts().is_some() {
+            anyhow::bail!(PlanError::new(format!(
+                "{} asks for TLS; perflab speaks to MariaDB/MySQL without it: drop the ssl options from the URL",
+                target.display
+            )));
+        }
+        let opened = match opts.socket() {
+            Some(path) => Stream::unix(std::path::Path::new(path)).await,
+            None => Stream::tcp(opts.ip_or_hostname(), opts.tcp_port()).await,
+        };
+        let stream = opened.map_err(|e| super::unreachable(target, &e))?;
+        let mut wire = MyWire {
+            stream,
+            read: BytesMut::with_capacity(8192),
+            write: Vec::with_capacity(256),
+            owed: 0,
+            broken: false,
+            deprecate_eof: false,
+        };
+        let lost = |e: io::Error| super::unreachable(target, &e);
+        let (seq, greeting) = wire.packet().await.map_err(lost)?;
+        if greeting.first() == Some(&0xFF) {
+            anyhow::bail!(server_refusal(target, &greeting));
+        }
+        let hello = Greeting::parse(&greeting).ok_or_else(|| protocol(target))?;
+        let mut caps = CLIENT_LONG_PASSWORD
+            | CLIENT_PROTOCOL_41
+            | CLIENT_TRANSACTIONS
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_PLUGIN_AUTH
+            | CLIENT_DEPRECATE_EOF;
+        if opts.db_name().is_some() {
+            caps |= CLIENT_CONNECT_WITH_DB;
+        }
+        caps &= hello.capabilities;
+        if caps & CLIENT_PROTOCOL_41 == 0 || caps & CLIENT_SECURE_CONNECTION == 0 {
+            anyhow::bail!(protocol(target));
+        }
+        wire.deprecate_eof = caps & CLIENT_DEPRECATE_EOF != 0;
+        let password = opts.pass().unwrap_or("").as_bytes();
+        let plugin = hello.plugin.as_str();
+        let token = auth_token(plugin, password, &hello.scramble)
+            .ok_or_else(|| unsupported_plugin(target, plugin))?;
+        let mut response = Vec::with_capacity(128);
+        response.extend_from_slice(&caps.to_le_bytes());
+        response.extend_from_slice(&(16u32 << 20).to_le_bytes());
+        response.push(CHARSET);
+        response.extend_from_slice(&[0; 23]);
+        response.extend_from_slice(opts.user().unwrap_or("").as_bytes());
+        response.push(0);
+        response.push(token.len() as u8);
+        response.extend_from_slice(&token);
+        if let Some(db) = opts
+            .db_name()
+            .filter(|_| caps & CLIENT_CONNECT_WITH_DB != 0)
+        {
+            response.extend_from_slice(db.as_bytes());
+            response.push(0);
+        }
+        if caps & CLIENT_PLUGIN_AUTH != 0 {
+            response.extend_from_slice(plugin.as_bytes());
+            response.push(0);
+        }
+        wire.send_packet(seq.wrapping_add(1), &response)
+            .await
+            .map_err(lost)?;
+        let mut plugin = plugin.to_string();
+        loop {
+            let (seq, reply) = wire.packet().await.map_err(lost)?;
+            match reply.first() {
+                Some(0x00) => return Ok(wire),
+                Some(0xFF) => anyhow::bail!(server_refusal(target, &reply)),
+                // Switch to another method, with a new scramble.
+                Some(0xFE) => {
+                    let rest = &reply[1..];
+                    let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+                    plugin = String::from_utf8_lossy(&rest[..end]).into_owned();
+                    let scramble = rest.get(end + 1..).unwrap_or_default();
+                    let scramble = scramble.strip_suffix(&[0]).unwrap_or(scramble);
+                    let token = auth_token(&plugin, password, scramble)
+                        .ok_or_else(|| unsupported_plugin(target, &plugin))?;
+                    wire.send_packet(seq.wrapping_add(1), &token)
+                        .await
+                        .map_err(lost)?;
+                }
+                // caching_sha2_password: 3 is "accepted from cache", the OK
+                // follows; 4 asks for the password in full, which needs TLS
+                // or the server's RSA key.
+                Some(0x01) if plugin == "caching_sha2_password" && reply.get(1) == Some(&3) => {}
+                Some(0x01) if plugin == "caching_sha2_password" => {
+                    anyhow::bail!(PlanError::new(format!(
+                        "{} wants the password in full (caching_sha2_password without a cached entry), which needs TLS; log in once with the mysql client to cache it, or give the user mysql_native_password",
+                        target.display
+                    )));
+                }
+                _ => anyhow::bail!(protocol(target)),
+            }
+        }
+    }
+
+    /// Prepares `sql` (its parameters all BIGINT) and returns the command
+    /// that executes it.
+    pub async fn prepare(&mut self, target: &MyTarget, sql: &str) -> anyhow::Result<Command> {
+        let mut payload = vec![COM_STMT_PREPARE];
+        payload.extend_from_slice(sql.as_bytes());
+        let lost = |e: io::Error| super::unreachable(target, &e);
+        self.send_packet(0, &payload).await.map_err(lost)?;
+        let (_, ok) = self.packet().await.map_err(lost)?;
+        if ok.first() == Some(&0xFF) {
+            anyhow::bail!(server_refusal(target, &ok));
+        }
+        let field = |at: usize, len: usize| ok.get(at..at + len).ok_or_else(|| protocol(target));
+        if ok.first() != Some(&0x00) {
+            anyhow::bail!(protocol(target));
+        }
+        let id = u32::from_le_bytes(field(1, 4)?.try_into()?);
+        let columns = u16::from_le_bytes(field(5, 2)?.try_into()?);
+        let params = u16::from_le_bytes(field(7, 2)?.try_into()?);
+        // Each group of definitions ends with an EOF packet unless the
+        // server was told not to send one.
+        for count in [params, columns] {
+            let ending = usize::from(count > 0 && !self.deprecate_eof);
+            for _ in 0..usize::from(count) + ending {
+                self.packet().await.map_err(lost)?;
+            }
+        }
+        Ok(Command::execute(id, usize::from(params)))
+    }
+
+    /// Sends `command` with `params` and reads its reply. An exchange a
+    /// caller abandoned is settled first.
+    pub async fn run(&mut self, command: &Command, params: &[i64]) -> Result<Reply, MyError> {
+        if self.broken {
+            return Err(MyError::Lost);
+        }
+        while self.owed > 0 {
+            // The reply of an exchange whose caller went away: dropped.
+            let _dropped = self.reply().await?;
+        }
+        self.write.clear();
+        self.write.extend_from_slice(&command.packet);
+        for (&at, value) in command.params.iter().zip(params) {
+            self.write[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        }
+        // Broken until the whole packet is written: a write cut short
+        // (its caller gone at a timeout) leaves the stream mid-packet.
+        self.broken = true;
+        if self.stream.write_all(&self.write).await.is_err() {
+            return Err(MyError::Lost);
+        }
+        self.broken = false;
+        self.owed += 1;
+        self.reply().await?.map_err(MyError::Server)
+    }
+
+    /// True when the connection cannot be used again.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// The next whole reply, consumed only once all of it has arrived.
+    async fn reply(&mut self) -> Result<Result<Reply, u16>, MyError> {
+        loop {
+            match scan(&self.read, self.deprecate_eof) {
+                Ok(Some((len, reply))) => {
+                    self.read.advance(len);
+                    self.owed -= 1;
+                    return Ok(reply);
+                }
+                Ok(None) => {}
+                Err(_) => {
+                    self.broken = true;
+                    return Err(MyError::Lost);
+                }
+            }
+            match self.stream.read_buf(&mut self.read).await {
+                Ok(n) if n > 0 => {}
+                _ => {
+                    self.broken = true;
+                    return Err(MyError::Lost);
+                }
+            }
+        }
+    }
+
+    async fn send_packet(&mut self, seq: u8, payload: &[u8]) -> io::Result<()> {
+        self.stream.write_all(&packet(seq, payload)).await
+    }
+
+    /// The next packet, read on its own (startup and prepare only).
+    async fn packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
+        loop {
+            if let Some((start, end)) = packet_at(&self.read, 0)? {
+                let seq = self.read[3];
+                let payload = self.read[start..end].to_vec();
+                self.read.advance(end);
+                return Ok((seq, payload));
+            }
+            if self.stream.read_buf(&mut self.read).await? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    }
+}
+
+/// The payload's bounds of the packet at `at` in `buf`; none until it has
+/// all arrived.
+fn packet_at(buf: &[u8], at: usize) -> io::Result<Option<(usize, usize)>> {
+    let Some(header) = buf.get(at..at + 4) else {
+        return Ok(None);
+    };
+    let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+    if at + 4 + len > MAX_REPLY {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a reply of {} bytes", at + 4 + len),
+        ));
+    }
+    Ok((buf.len() >= at + 4 + len).then_some((at + 4, at + 4 + len)))
+}
+
+/// The length of the whole reply at the front of `buf` and what it says
+/// (what the statement did, or the server's error code); none until all of
+/// it has arrived.
+fn scan(buf: &[u8], deprecate_eof: bool) -> io::Result<Option<(usize, Result<Reply, u16>)>> {
+    let nonsense = || io::Error::new(io::ErrorKind::InvalidData, "a reply out of protocol");
+    let Some((start, end)) = packet_at(buf, 0)? else {
+        return Ok(None);
+    };
+    let first = &buf[start..end];
+    match first.first() {
+        Some(0x00) => {
+            let (affected, _) = lenenc(&first[1..]).ok_or_else(nonsense)?;
+            return Ok(Some((end, Ok(Reply { affected, rows: 0 }))));
+        }
+        Some(0xFF) => return Ok(Some((end, Err(error_code(first).ok_or_else(nonsense)?)))),
+        // LOCAL INFILE requests, and empty packets, are no answer here.
+        Some(0xFB) | None => return Err(nonsense()),
+        Some(_) => {}
+    }
+    // A result set: its column count, the column definitions (and an EOF
+    // packet), rows, and an EOF or OK packet (header 0xFE) at the end; a
+    // binary row begins with 0x00.
+    let (columns, _) = lenenc(first).ok_or_else(nonsense)?;
+    let mut at = end;
+    let definitions = columns + u64::from(!deprecate_eof);
+    for _ in 0..definitions {
+        let Some((_, end)) = packet_at(buf, at)? else {
+            return Ok(None);
+        };
+        at = end;
+    }
+    let mut rows = 0;
+    loop {
+        let Some((start, end)) = packet_at(buf, at)? else {
+            return Ok(None);
+        };
+        match buf[start..end].first() {
+            Some(0xFE) => return Ok(Some((end, Ok(Reply { affected: 0, rows })))),
+            Some(0xFF) => {
+                let code = error_code(&buf[start..end]).ok_or_else(nonsense)?;
+                return Ok(Some((end, Err(code))));
+            }
+            Some(_) => rows += 1,
+            None => return Err(nonsense()),
+        }
+        at = end;
+    }
+}
+
+/// A length-encoded integer and the bytes it took.
+fn lenenc(b: &[u8]) -> Option<(u64, usize)> {
+    let wide = |n: usize| {
+        let mut v = [0u8; 8];
+        v[..n].copy_from_slice(b.get(1..1 + n)?);
+        Some((u64::from_le_bytes(v), 1 + n))
+    };
+    match *b.first()? {
+        n @ 0..=0xFA => Some((u64::from(n), 1)),
+        0xFC => wide(2),
+        0xFD => wide(3),
+        0xFE => wide(8),
+        _ => None,
+    }
+}
+
+/// The code of an ERR packet.
+fn error_code(payload: &[u8]) -> Option<u16> {
+    Some(u16::from_le_bytes(payload.get(1..3)?.try_into().ok()?))
+}
+
+/// The message of an ERR packet (after the `#` and SQLSTATE, when present).
+fn error_message(payload: &[u8]) -> String {
+    let rest = payload.get(3..).unwrap_or_default();
+    let rest = match rest.first() {
+        Some(b'#') => rest.get(6..).unwrap_or_default(),
+        _ => rest,
+    };
+    String::from_utf8_lossy(rest).into_owned()
+}
+
+/// What the server says in its first packet.
+struct Greeting {
+    capabilities: u32,
+    scramble: Vec<u8>,
+    plugin: String,
+}
+
+impl Greeting {
+    fn parse(p: &[u8]) -> Option<Greeting> {
+        if *p.first()? != 10 {
+            return None;
+        }
+        let version_end = 1 + p.get(1..)?.iter().position(|&b| b == 0)?;
+        let mut at = version_end + 1 + 4;
+        let mut scramble = p.get(at..at + 8)?.to_vec();
+        at += 8 + 1;
+        let low = u16::from_le_bytes(p.get(at..at + 2)?.try_into().ok()?);
+        at += 2;
+        let Some(rest) = p.get(at..).filter(|r| r.len() >= 16) else {
+            return Some(Greeting {
+                capabilities: u32::from(low),
+                scramble,
+                plugin: "mysql_native_password".to_string(),
+            });
+        };
+        let high = u16::from_le_bytes(rest[3..5].try_into().ok()?);
+        let capabilities = u32::from(low) | u32::from(high) << 16;
+        let auth_len = usize::from(rest[5]);
+        at += 16;
+        if capabilities & CLIENT_SECURE_CONNECTION != 0 {
+            let len = auth_len.saturating_sub(8).max(13);
+            let part = p.get(at..at + len)?;
+            scramble.extend_from_slice(part.strip_suffix(&[0]).unwrap_or(part));
+            at += len;
+        }
+        let plugin = match p.get(at..) {
+            Some(name) if capabilities & CLIENT_PLUGIN_AUTH != 0 => {
+                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                String::from_utf8_lossy(&name[..end]).into_owned()
+            }
+            _ => "mysql_native_password".to_string(),
+        };
+        Some(Greeting {
+            capabilities,
+            scramble,
+            plugin,
+        })
+    }
+}
+
+/// The answer to a scramble for `plugin`; none for a method not spoken here.
+fn auth_token(plugin: &str, password: &[u8], scramble: &[u8]) -> Option<Vec<u8>> {
+    if password.is_empty() {
+        return Some(Vec::new());
+    }
+    match plugin {
+        // SHA1(password) XOR SHA1(scramble, SHA1(SHA1(password))).
+        "mysql_native_password" => {
+            let once = Sha1::digest(password);
+            let twice = Sha1::digest(once);
+            let mixed = Sha1::new()
+                .chain_update(scramble)
+                .chain_update(twice)
+                .finalize();
+            Some(once.iter().zip(mixed).map(|(a, b)| a ^ b).collect())
+        }
+        // SHA256(password) XOR SHA256(SHA256(SHA256(password)), scramble).
+        "caching_sha2_password" => {
+            let once = Sha256::digest(password);
+            let twice = Sha256::digest(once);
+            let mixed = Sha256::new()
+                .chain_update(twice)
+                .chain_update(scramble)
+                .finalize();
+            Some(once.iter().zip(mixed).map(|(a, b)| a ^ b).collect())
+        }
+        _ => None,
+    }
+}
+
+fn server_refusal(target: &MyTarget, payload: &[u8]) -> PlanError {
+    super::refusal(
+        target,
+        error_code(payload).unwrap_or(0),
+        &error_message(payload),
+    )
+}
+
+fn unsupported_plugin(target: &MyTarget, plugin: &str) -> PlanError {
+    PlanError::new(format!(
+        "{} asks to log in with {plugin}, which perflab's MariaDB/MySQL session does not speak; give the user mysql_native_password (ALTER USER … IDENTIFIED WITH mysql_native_password BY '…')",
+        target.display
+    ))
+}
+
+fn protocol(target: &MyTarget) -> PlanError {
+    PlanError::new(format!(
+        "{} answered the MySQL handshake with nonsense; is it a MySQL or MariaDB server?",
+        target.display
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    #[test]
+    fn the_native_password_token_is_the_protocols() {
+        // Computed independently (Python's hashlib) for this password and
+        // scramble: sha1(pw) XOR sha1(scramble + sha1(sha1(pw))).
+        let scramble = b"abcdefghij0123456789";
+        let token = auth_token("mysql_native_password", b"bank-pw", scramble).unwrap();
+        let hex: String = token.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, NATIVE_TOKEN);
+        assert_eq!(
+            auth_token("mysql_native_password", b"", scramble),
+            Some(Vec::new())
+        );
+        assert_eq!(auth_token("client_ed25519", b"x", scramble), None);
+    }
+
+    const NATIVE_TOKEN: &str = "ac64a1a5090e037b40b8a32f4875cae7bc0cdf72";
+
+    #[test]
+    fn an_execute_template_carries_its_parameters_where_the_protocol_says() {
+        let c = Command::execute(7, 2);
+        assert_eq!(c.arity(), 2);
+        // Header, 0x17, id, flags, iterations, bitmap, bound flag, types.
+        assert_eq!(&c.packet[4..10], &[0x17, 7, 0, 0, 0, 0]);
+        assert_eq!(&c.packet[14..20], &[0, 1, 8, 0, 8, 0]);
+        assert_eq!(c.params, vec![20, 28]);
+        assert_eq!(c.packet.len(), 36);
+        assert_eq!(usize::from(c.packet[0]), c.packet.len() - 4);
+    }
+
+    #[test]
+    fn replies_are_scanned_whole_or_not_at_all() {
+        let ok = packet(1, &[0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00]);
+        assert_eq!(
+            scan(&ok, true).unwrap(),
+            Some((
+                ok.len(),
+                Ok(Reply {
+                    affected: 1,
+                    rows: 0
+                })
+            ))
+        );
+        assert_eq!(scan(&ok[..ok.len() - 1], true).unwrap(), None);
+        let err = packet(1, b"\xff\xbd\x04#40001Deadlock found");
+        assert_eq!(scan(&err, true).unwrap(), Some((err.len(), Err(1213))));
+        assert_eq!(error_message(&err[4..]), "Deadlock found");
+        // One column, its definition, one binary row, the closing OK.
+        let mut set = packet(1, &[1]);
+        set.extend(packet(2, b"\x03def\x00\x08accounts"));
+        set.extend(packet(3, &[0, 0, 42, 0, 0, 0, 0, 0, 0, 0]));
+        set.extend(packet(4, &[0xFE, 0, 0, 2, 0, 0, 0]));
+        assert_eq!(
+            scan(&set, true).unwrap(),
+            Some((
+                set.len(),
+                Ok(Reply {
+                    affected: 0,
+                    rows: 1
+                })
+            ))
+        );
+        for cut in 1..set.len() {
+            assert_eq!(scan(&set[..cut], true).unwrap(), None, "cut at {cut}");
+        }
+        // Without DEPRECATE_EOF an EOF packet follows the definitions.
+        let mut old = packet(1, &[1]);
+        old.extend(packet(2, b"\x03def"));
+        old.extend(packet(3, &[0xFE, 0, 0, 2, 0]));
+        old.extend(packet(4, &[0, 0, 42, 0, 0, 0, 0, 0, 0, 0]));
+        old.extend(packet(5, &[0xFE, 0, 0, 2, 0]));
+        assert_eq!(
+            scan(&old, false).unwrap(),
+            Some((
+                old.len(),
+                Ok(Reply {
+                    affected: 0,
+                    rows: 1
+                })
+            ))
+        );
+        // A 16 MB length, an infile request, an empty packet: nonsense.
+        assert!(scan(&[0xFF, 0xFF, 0xFF, 0, 1], true).is_err());
+        assert!(scan(&packet(1, &[0xFB, b'x']), true).is_err());
+        assert!(scan(&packet(1, &[]), true).is_err());
+    }
+
+    /// A greeting as MariaDB sends it: protocol 10, version, connection id,
+    /// scramble in two parts, capabilities, and the method's name.
+    fn greeting(plugin: &str) -> Vec<u8> {
+        let caps: u32 = CLIENT_LONG_PASSWORD
+            | CLIENT_CONNECT_WITH_DB
+            | CLIENT_PROTOCOL_41
+            | CLIENT_TRANSACTIONS
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_PLUGIN_AUTH
+            | CLIENT_DEPRECATE_EOF;
+        let mut p = vec![10];
+        p.extend_from_slice(b"10.11.19-MariaDB\0");
+        p.extend_from_slice(&9u32.to_le_bytes());
+        p.extend_from_slice(b"abcdefgh\0");
+        p.extend_from_slice(&(caps as u16).to_le_bytes());
+        p.push(CHARSET);
+        p.extend_from_slice(&2u16.to_le_bytes());
+        p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+        p.push(21);
+        p.extend_from_slice(&[0; 10]);
+        p.extend_from_slice(b"ij0123456789\0");
+        p.extend_from_slice(plugin.as_bytes());
+        p.push(0);
+        packet(0, &p)
+    }
+
+    #[test]
+    fn a_greeting_gives_its_scramble_capabilities_and_method() {
+        let g = greeting("mysql_native_password");
+        let hello = Greeting::parse(&g[4..]).unwrap();
+        assert_eq!(hello.scramble, b"abcdefghij0123456789");
+        assert_eq!(hello.plugin, "mysql_native_password");
+        assert!(hello.capabilities & CLIENT_DEPRECATE_EOF != 0);
+        for cut in 0..g.len() - 4 {
+            // Cut anywhere, it is refused or read, never a panic.
+            let _ = Greeting::parse(&g[4..4 + cut]);
+        }
+    }
+
+    /// A server on loopback that greets, accepts any login, answers the
+    /// one prepare, then hands the stream to `script`.
+    fn scripted(script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> MyTarget {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut buf = [0u8; 4096];
+            let ok = packet(2, &[0, 0, 0, 2, 0, 0, 0]);
+            // Statement 1: no columns, one parameter and its definition.
+            let mut prepared = packet(1, &[0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
+            prepared.extend(packet(2, b"\x03def"));
+            if stream
+                .write_all(&greeting("mysql_native_password"))
+                .is_err()
+            {
+                return;
+            }
+            for answer in [ok, prepared] {
+                if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(&answer).is_err() {
+                    return;
+                }
+            }
+            script(&mut stream);
+        });
+        super::super::resolve(&format!("mysql://u:pw@127.0.0.1:{port}/db"), &|_| None).unwrap()
+    }
+
+    /// Answers each later command with the next of `replies` (then closes).
+    fn peer(replies: Vec<Vec<u8>>) -> MyTarget {
+        scripted(move |stream| {
+            let mut buf = [0u8; 4096];
+            for answer in &replies {
+                if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(answer).is_err() {
+                    return;
+                }
+            }
+        })
+    }
+
+    /// Two executions on one connection, the first abandoned after 50 ms
+    /// when `abandon_first`.
+    fn exchange(target: &MyTarget, abandon_first: bool) -> Vec<Result<Reply, MyError>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut wire = MyWire::connect(target).await.unwrap();
+            let st = wire.prepare(target, "SELECT ?").await.unwrap();
+            let mut out = Vec::new();
+            for i in 0..2 {
+                if i == 0 && abandon_first {
+                    let cut =
+                        tokio::time::timeout(Duration::from_millis(50), wire.run(&st, &[i])).await;
+                    assert!(cut.is_err(), "the first exchange was to be abandoned");
+                    continue;
+                }
+                out.push(wire.run(&st, &[i]).await);
+            }
+            out
+        })
+    }
+
+    #[test]
+    fn hostile_replies_end_the_connection_not_the_process() {
+        for garbage in [
+            vec![0xFF, 0xFF, 0xFF, 1, 0, 0],
+            packet(1, &[0x00, 0x01])[..5].to_vec(),
+            b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(),
+        ] {
+            let results = exchange(&peer(vec![garbage.clone()]), false);
+            assert_eq!(
+                results,
+                vec![Err(MyError::Lost), Err(MyError::Lost)],
+                "{garbage:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_server_error_is_its_code_and_the_connection_goes_on() {
+        let deadlock = packet(1, b"\xff\xbd\x04#40001Deadlock found");
+        let ok = packet(1, &[0, 1, 0, 2, 0, 0, 0]);
+        let results = exchange(&peer(vec![deadlock, ok]), false);
+        assert_eq!(
+            results,
+            vec![
+                Err(MyError::Server(1213)),
+                Ok(Reply {
+                    affected: 1,
+                    rows: 0
+                })
+            ]
+        );
+    }
+
+    #[test]
+    fn an_abandoned_exchange_is_settled_before_the_next() {
+        // The first reply comes after its caller gave up; the second
+        // execution reads and drops it, then gets its own.
+        let target = scripted(|stream| {
+            let mut buf = [0u8; 4096];
+            if stream.read(&mut buf).unwrap_or(0) == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = stream.write_all(&packet(1, &[0, 1, 0, 2, 0, 0, 0]));
+            if stream.read(&mut buf).unwrap_or(0) > 0 {
+                let _ = stream.write_all(&packet(1, &[0, 3, 0, 2, 0, 0, 0]));
+            }
+        });
+        let results = exchange(&target, true);
+        assert_eq!(
+            results,
+            vec![Ok(Reply {
+                affected: 3,
+                rows: 0
+            })]
+        );
+    }
+}
