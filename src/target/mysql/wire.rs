@@ -692,6 +692,44 @@ mod tests {
         }
     }
 
+    /// Why connecting to `url` failed.
+    fn refused(url: &str) -> String {
+        let target = super::super::resolve(url, &|_| None).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let e = rt.block_on(MyWire::connect(&target)).err().unwrap();
+        e.to_string()
+    }
+
+    #[test]
+    fn a_login_method_not_spoken_here_is_one_line_naming_the_fix() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let _ = stream.write_all(&greeting("client_ed25519"));
+                let _ = stream.read(&mut [0u8; 512]);
+            }
+        });
+        let e = refused(&format!("mysql://u:pw@127.0.0.1:{port}/db"));
+        assert!(
+            e.contains("client_ed25519") && e.contains("mysql_native_password"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn tls_in_the_url_is_refused_before_connecting() {
+        let e = refused("mysql://u:pw@127.0.0.1:9/db?require_ssl=true");
+        assert!(
+            e.contains("TLS") && e.contains("drop the ssl options"),
+            "{e}"
+        );
+    }
+
     /// A server on loopback that greets, accepts any login, answers the
     /// one prepare, then hands the stream to `script`.
     fn scripted(script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> MyTarget {

@@ -136,7 +136,10 @@ impl txn::Statements for Link {
     }
 
     async fn credit(&mut self, aid: i64, amount: i64) -> Result<(), Self::Error> {
-        self.wire.run(&self.st.credit, &[amount, aid]).await.map(drop)
+        self.wire
+            .run(&self.st.credit, &[amount, aid])
+            .await
+            .map(drop)
     }
 
     async fn debit_if_covered(&mut self, aid: i64, amount: i64) -> Result<bool, Self::Error> {
@@ -152,11 +155,17 @@ impl txn::Statements for Link {
     }
 
     async fn teller(&mut self, tid: i64, delta: i64) -> Result<(), Self::Error> {
-        self.wire.run(&self.st.teller, &[delta, tid]).await.map(drop)
+        self.wire
+            .run(&self.st.teller, &[delta, tid])
+            .await
+            .map(drop)
     }
 
     async fn branch(&mut self, bid: i64, delta: i64) -> Result<(), Self::Error> {
-        self.wire.run(&self.st.branch, &[delta, bid]).await.map(drop)
+        self.wire
+            .run(&self.st.branch, &[delta, bid])
+            .await
+            .map(drop)
     }
 
     async fn history(
