@@ -7,6 +7,7 @@
 //! [`Recorder`]: crate::measure::Recorder
 
 mod closed;
+mod crew;
 mod open;
 mod schedule;
 mod state;

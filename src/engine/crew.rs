@@ -1,0 +1,357 @@
+//! A step's worker threads: started, waited for until every session is
+//! open, and their interval tallies merged as they arrive, each interval
+//! handed on once every worker has completed it.
+
+use super::schedule::{IntervalSpec, Schedule};
+use super::step::{FinishedStep, IntervalRecord, StepStatus};
+use super::worker::{self, WorkerEvent, WorkerPlan};
+use crate::measure::{PackedTally, Phase, Tally};
+use crate::plan::Level;
+use crate::probe::SelfUsage;
+use crate::workload::Workload;
+use anyhow::Context;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+
+/// A step could not open its sessions (the target refused or went away).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct SessionsFailed(pub(super) String);
+
+/// The worker threads of one step and the channels that drive them.
+pub(super) struct Crew {
+    pub(super) workers: usize,
+    /// What the workers report, in the order they report it.
+    events: mpsc::Receiver<WorkerEvent>,
+    /// One per worker: the start instant, or none to give up before starting.
+    starters: Vec<mpsc::Sender<Option<Instant>>>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Crew {
+    /// Starts one worker thread per plan; each opens its sessions and waits.
+    pub(super) fn spawn<W: Workload>(
+        workload: Arc<W>,
+        plans: Vec<WorkerPlan>,
+        interrupted: &Arc<AtomicBool>,
+    ) -> anyhow::Result<Crew> {
+        let workers = plans.len();
+        let (events_tx, events) = mpsc::channel();
+        let mut starters = Vec::with_capacity(workers);
+        let mut handles = Vec::with_capacity(workers);
+        for worker_plan in plans {
+            let (start_tx, start_rx) = mpsc::channel();
+            starters.push(start_tx);
+            let tx = events_tx.clone();
+            let handle = worker::spawn(
+                workload.clone(),
+                worker_plan,
+                tx,
+                start_rx,
+                interrupted.clone(),
+            )
+            .context("cannot start a worker thread")?;
+            handles.push(handle);
+        }
+        Ok(Crew {
+            workers,
+            events,
+            starters,
+            handles,
+        })
+    }
+
+    /// Waits until every session is open, so that none opens after the
+    /// clock starts; when one cannot open, stops every worker, waits for
+    /// them, and says why.
+    pub(super) fn wait_ready(self) -> Result<Crew, SessionsFailed> {
+        let mut ready = 0;
+        let mut failure = None;
+        while ready < self.workers {
+            match self.events.recv() {
+                Ok(WorkerEvent::Ready) => ready += 1,
+                Ok(WorkerEvent::Failed(e)) => {
+                    failure = Some(e);
+                    break;
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    failure = Some("a worker thread ended before it was ready".to_string());
+                    break;
+                }
+            }
+        }
+        let Some(error) = failure else {
+            return Ok(self);
+        };
+        self.give_up();
+        Err(SessionsFailed(error))
+    }
+
+    /// Starts every worker at `start`, merges their intervals (handing
+    /// each to `on_interval` once all have completed it) until every worker
+    /// has finished, and joins them; true beside the merge when a worker
+    /// panicked.
+    pub(super) fn run(
+        self,
+        start: Instant,
+        schedule: &Schedule,
+        op_count: usize,
+        on_interval: &mut OnInterval<'_>,
+    ) -> (Merging, bool) {
+        for s in &self.starters {
+            let _ = s.send(Some(start));
+        }
+        let merging = merge_intervals(&self, schedule, op_count, on_interval);
+        let mut panicked = false;
+        for h in self.handles {
+            panicked |= h.join().is_err();
+        }
+        (merging, panicked)
+    }
+
+    /// Stops every worker before its start and waits for them.
+    pub(super) fn give_up(self) {
+        for s in &self.starters {
+            let _ = s.send(None);
+        }
+        drop(self.starters);
+        for h in self.handles {
+            let _ = h.join();
+        }
+    }
+}
+
+/// What receives each interval once all workers have completed it: its
+/// spec, its merged tally, and the same packed for keeping.
+pub(super) type OnInterval<'a> =
+    dyn FnMut(&IntervalSpec, &Tally, IntervalRecord) -> anyhow::Result<()> + 'a;
+
+/// The intervals of a running step as the workers hand them over.
+pub(super) struct Merging {
+    /// Per interval of the schedule, then the drain. A slot is empty until
+    /// its first worker reports (a tally holds histograms: made for every
+    /// interval of a long step at its start, they took tens of megabytes
+    /// before any was used), and handed over once every worker has.
+    merged: Vec<Option<Slot>>,
+    /// How many intervals went to the observer, in order.
+    handed_over: usize,
+    /// The measured ones among them, merged, and their length.
+    measured: Tally,
+    measured_length: Duration,
+    measured_intervals: usize,
+    /// Every interval handed over, merged.
+    everything: Tally,
+    /// perflab's resident memory when the last measured interval completed.
+    pub(super) rss_at_end: Option<u64>,
+    /// A worker's failure after the start.
+    pub(super) failure: Option<String>,
+    /// The observer's first failure to keep an interval.
+    pub(super) observer_error: Option<anyhow::Error>,
+}
+
+/// One interval's tallies as the workers hand them over: merged while some
+/// are missing; then handed over to the observer, or packed when one
+/// before it is still missing (it will join the drain).
+enum Slot {
+    Filling {
+        tally: Tally,
+        workers: usize,
+        length: Duration,
+    },
+    Packed {
+        tally: PackedTally,
+        length: Duration,
+    },
+    HandedOver,
+}
+
+impl Slot {
+    /// The slot's tally merged into `into`, and its length.
+    fn merge_into(self, into: &mut Tally) -> Duration {
+        match self {
+            Slot::Filling { tally, length, .. } => {
+                into.merge(&tally);
+                length
+            }
+            Slot::Packed { tally, length } => {
+                into.merge(&tally.unpack());
+                length
+            }
+            Slot::HandedOver => Duration::ZERO,
+        }
+    }
+}
+
+/// Merges the workers' interval tallies until every worker has finished,
+/// handing each interval to the observer, in order, once all workers
+/// completed it.
+fn merge_intervals(
+    crew: &Crew,
+    schedule: &Schedule,
+    op_count: usize,
+    on_interval: &mut OnInterval<'_>,
+) -> Merging {
+    let slots = schedule.intervals.len() + 1;
+    let mut m = Merging {
+        merged: (0..slots).map(|_| None).collect(),
+        handed_over: 0,
+        measured: Tally::new(op_count),
+        measured_length: Duration::ZERO,
+        measured_intervals: 0,
+        everything: Tally::new(op_count),
+        rss_at_end: None,
+        failure: None,
+        observer_error: None,
+    };
+    let last_measured = schedule.intervals.len().checked_sub(1);
+    let mut finished = 0;
+    while finished < crew.workers {
+        match crew.events.recv() {
+            Ok(WorkerEvent::Interval {
+                index: slot,
+                tally,
+                length,
+            }) => {
+                let Some(entry) = m.merged.get_mut(slot) else {
+                    continue;
+                };
+                match entry {
+                    None => {
+                        *entry = Some(Slot::Filling {
+                            tally,
+                            workers: 1,
+                            length,
+                        })
+                    }
+                    Some(Slot::Filling {
+                        tally: merged,
+                        workers,
+                        length: longest,
+                    }) => {
+                        merged.merge(&tally);
+                        *workers += 1;
+                        *longest = (*longest).max(length);
+                    }
+                    // Each worker hands each interval over once.
+                    Some(Slot::Packed { .. } | Slot::HandedOver) => continue,
+                }
+                let Some(Slot::Filling {
+                    tally,
+                    workers,
+                    length,
+                }) = entry
+                else {
+                    continue;
+                };
+                if *workers < crew.workers {
+                    continue;
+                }
+                let Some(spec) = schedule
+                    .intervals
+                    .get(slot)
+                    .filter(|_| slot == m.handed_over)
+                else {
+                    // The drain, or an interval after one still missing.
+                    *entry = Some(Slot::Packed {
+                        tally: PackedTally::pack(tally),
+                        length: *length,
+                    });
+                    continue;
+                };
+                m.everything.merge(tally);
+                if spec.phase == Phase::Measured {
+                    m.measured.merge(tally);
+                    m.measured_length += spec.end - spec.start;
+                    m.measured_intervals += 1;
+                }
+                let record = IntervalRecord {
+                    phase: spec.phase,
+                    start: spec.start,
+                    length: spec.end - spec.start,
+                    tally: PackedTally::pack(tally),
+                    db: None,
+                    host: None,
+                    probes: Vec::new(),
+                };
+                if m.observer_error.is_none() {
+                    if let Err(e) = on_interval(spec, tally, record) {
+                        m.observer_error = Some(e);
+                    }
+                }
+                if Some(slot) == last_measured {
+                    m.rss_at_end = crate::probe::self_rss();
+                }
+                *entry = Some(Slot::HandedOver);
+                m.handed_over += 1;
+            }
+            Ok(WorkerEvent::Finished) => finished += 1,
+            Ok(WorkerEvent::Failed(e)) => m.failure = Some(e),
+            Ok(WorkerEvent::Ready) => {}
+            Err(_) => break,
+        }
+    }
+    m
+}
+
+impl Merging {
+    /// The step once every worker has finished: anything recorded after
+    /// the last interval handed over (an interrupt seen at different
+    /// boundaries, the drain) joins the drain so no operation is lost.
+    pub(super) fn finish(
+        mut self,
+        schedule: &Schedule,
+        index: usize,
+        level: Level,
+        started_at: SystemTime,
+        usage: SelfUsage,
+    ) -> FinishedStep {
+        let mut drain = Tally::new(self.everything.ops.len());
+        let mut drain_length = Duration::ZERO;
+        for slot in self.merged.into_iter().flatten() {
+            drain_length = drain_length.max(slot.merge_into(&mut drain));
+        }
+        self.everything.merge(&drain);
+        let stopped_at = schedule.intervals[..self.handed_over]
+            .last()
+            .map_or(Duration::ZERO, |s| s.end);
+        let expected = schedule
+            .intervals
+            .iter()
+            .filter(|i| i.phase == Phase::Measured)
+            .count();
+        let status = if self.measured_intervals == expected {
+            StepStatus::Ok
+        } else {
+            StepStatus::Partial(format!(
+                "interrupted after {} of {expected} measured intervals",
+                self.measured_intervals
+            ))
+        };
+        FinishedStep {
+            index,
+            level,
+            started_at,
+            status,
+            usage,
+            handed_over: self.handed_over,
+            measured_intervals: self.measured_intervals,
+            drain: IntervalRecord {
+                phase: Phase::Drain,
+                start: stopped_at,
+                length: drain_length,
+                tally: PackedTally::pack(&drain),
+                db: None,
+                host: None,
+                probes: Vec::new(),
+            },
+            measured: self.measured,
+            measured_length: self.measured_length,
+            everything: self.everything,
+        }
+    }
+}
