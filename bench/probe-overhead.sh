@@ -1,40 +1,63 @@
 #!/usr/bin/env bash
-# The host probe's own cost: CPU time (user + system, from rusage) that
-# `perflab watch` spends per second of sampling this host at 1 Hz and at
-# 10 Hz, writing every sample as JSON to /dev/null. The goal is at most 0.2%
-# of one core at 1 Hz.
-# Usage: bench/probe-overhead.sh [SECONDS]   (default 30)
+# The host probe's own cost: the CPU time `perflab watch` spends per second
+# of sampling this host at 1 Hz and at 10 Hz, writing every sample as JSON
+# to /dev/null. The goal is at most 0.10% of one core at 1 Hz.
+#
+# The CPU is read from the running process itself, between two moments
+# after its start-up: the sum of its threads' time on a CPU (user and
+# system) from /proc/PID/task/*/schedstat, in nanoseconds. Two runs' rusage
+# (the old way) differ by start-up's own noise, ±20 ms, as much as 30 s of
+# sampling at 1 Hz costs.
+# Usage: bench/probe-overhead.sh [SECONDS] [ROUNDS]   (defaults 30, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-30}"
+rounds="${2:-3}"
 cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
 perflab="${PERFLAB:-$PWD/target/release/perflab}"
 
-# CPU of a whole `perflab watch` run (process start included).
-cpu_of() {
-    python3 - "$@" <<'PY'
-import resource, subprocess, sys
-interval, seconds, perflab = sys.argv[1], sys.argv[2], sys.argv[3]
-subprocess.run([perflab, "watch", "--json", "--interval", interval, "--duration", f"{seconds}s"],
-               stdout=subprocess.DEVNULL, check=True)
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(r.ru_utime + r.ru_stime)
+# Nanoseconds on a CPU of every thread of process $1 so far.
+# (schedstat's first field; the process's ticks in /proc/PID/stat where
+# the kernel keeps no schedstat.)
+cpu_ns() {
+    python3 - "$1" <<'PY'
+import glob, os, sys
+pid = sys.argv[1]
+try:
+    print(sum(int(open(f).read().split()[0]) for f in glob.glob(f"/proc/{pid}/task/*/schedstat")))
+except (OSError, ValueError, IndexError):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    print((int(fields[11]) + int(fields[12])) * 10**9 // os.sysconf("SC_CLK_TCK"))
 PY
 }
 
-# Runs of SECONDS and 2×SECONDS: the difference is the sampling's own cost,
-# free of process start-up.
-measure() {
-    local interval="$1" short long
-    short="$(cpu_of "$interval" "$seconds" "$perflab")"
-    long="$(cpu_of "$interval" "$((seconds * 2))" "$perflab")"
-    python3 -c "
-short, long, s, interval = $short, $long, $seconds, '$interval'
-per_s = (long - short) / s
-print(f'  every {interval:>5}: {per_s * 100:.3f}% of one core ({per_s * 1000:.2f} ms CPU per second; start-up {max(short - per_s * s, 0) * 1000:.0f} ms)')"
+# One round at interval $1: the CPU share of one core between 3 s after
+# start and 3 s + SECONDS.
+round() {
+    local interval="$1" pid before after
+    "$perflab" watch --json --interval "$interval" --duration "$((seconds + 6))s" >/dev/null &
+    pid=$!
+    sleep 3
+    before="$(cpu_ns "$pid")"
+    sleep "$seconds"
+    after="$(cpu_ns "$pid")"
+    wait "$pid"
+    python3 -c "print(($after - $before) / ($seconds * 1e9))"
 }
 
-echo "host probe overhead (perflab watch --json > /dev/null, $(nproc) CPUs)"
+measure() {
+    local interval="$1" runs=()
+    for _ in $(seq "$rounds"); do runs+=("$(round "$interval")"); done
+    python3 - "$interval" "${runs[@]}" <<'PY'
+import statistics, sys
+interval, shares = sys.argv[1], [float(x) for x in sys.argv[2:]]
+m = statistics.median(shares)
+each = " ".join(f"{s * 100:.3f}" for s in shares)
+print(f"  every {interval:>5}: {m * 100:.3f}% of one core ({m * 1000:.2f} ms CPU per second; rounds {each} %)")
+PY
+}
+
+echo "host probe overhead (perflab watch --json > /dev/null, $(nproc) CPUs, ${seconds} s x ${rounds} after 3 s of start-up)"
 measure 1s
 measure 100ms

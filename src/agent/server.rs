@@ -5,7 +5,7 @@ use super::http::{Limits, Request, Response};
 use super::{constant_time_eq, Ring};
 use crate::error::PlanError;
 use crate::probe::agent_client::SnapshotBody;
-use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
+use crate::probe::counters::{HostReader, HostRoot, HostSample, HostSnapshot};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,8 +68,8 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
 }
 
 fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool) {
-    let root = HostRoot::live();
-    let mut last = HostSnapshot::read(&root, &[]);
+    let mut reader = HostReader::new(HostRoot::live());
+    let mut last = reader.read(&[]);
     let mut next = Instant::now() + interval;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -77,7 +77,7 @@ fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool) {
             std::thread::sleep((next - now).min(Duration::from_millis(100)));
             continue;
         }
-        let snapshot = HostSnapshot::read(&root, &[]);
+        let snapshot = reader.read(&[]);
         let sample = HostSample::between(&last, &snapshot);
         last = snapshot;
         let at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();

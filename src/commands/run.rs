@@ -12,8 +12,7 @@ use crate::error::PlanError;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan};
 use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
-use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
-use crate::probe::qdisc::QdiscReader;
+use crate::probe::counters::{HostReader, HostRoot, HostSample, HostSnapshot};
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::probe::{DbProbe, HostFacts};
 use crate::report::{Format, Output, Progress};
@@ -132,8 +131,9 @@ struct RunObserver<'a> {
     host_last: Option<HostSnapshot>,
     /// perflab itself and, when known, the server under test.
     groups: Vec<ProcessGroup>,
-    /// Reads the qdiscs, keeping a socket in the server's network namespace.
-    qdiscs: QdiscReader,
+    /// Reads this host's counters (keeping, among others, a socket in the
+    /// server's network namespace for its qdiscs).
+    host: HostReader,
     /// Remote hosts' probes.
     remotes: Vec<RemoteWatch>,
     /// The running step in the store, and how many intervals it has.
@@ -158,11 +158,7 @@ impl SweepObserver for RunObserver<'_> {
         if let Some(probe) = &self.db_probe {
             let _ = probe.take();
         }
-        self.host_last = Some(HostSnapshot::read_with(
-            &HostRoot::live(),
-            &self.groups,
-            Some(&mut self.qdiscs),
-        ));
+        self.host_last = Some(self.host.read(&self.groups));
         for remote in &mut self.remotes {
             remote.rebase();
         }
@@ -179,7 +175,7 @@ impl SweepObserver for RunObserver<'_> {
     ) -> anyhow::Result<()> {
         let (step, count) = self.running()?;
         record.db = self.db_probe.as_ref().and_then(DbProbe::take);
-        let now = HostSnapshot::read_with(&HostRoot::live(), &self.groups, Some(&mut self.qdiscs));
+        let now = self.host.read(&self.groups);
         record.host = self
             .host_last
             .as_ref()
@@ -338,7 +334,7 @@ fn execute<W: Workload>(
         db_probe: started.db_probe,
         host_last: None,
         groups: process_groups(server),
-        qdiscs: QdiscReader::new(),
+        host: HostReader::new(HostRoot::live()),
         remotes,
         step: None,
     };

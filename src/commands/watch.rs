@@ -8,8 +8,7 @@ use crate::cli::{server_selector, WatchArgs};
 use crate::error::PlanError;
 use crate::probe::agent_client::AgentClient;
 use crate::probe::counters::process::ProcessGroup;
-use crate::probe::counters::{HostRoot, HostSample, HostSnapshot};
-use crate::probe::qdisc::QdiscReader;
+use crate::probe::counters::{HostReader, HostRoot, HostSample, HostSnapshot};
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::report::{Format, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,10 +18,9 @@ use std::time::{Duration, Instant};
 /// Where a watch's samples come from.
 enum Source {
     Local {
-        root: HostRoot,
+        reader: Box<HostReader>,
         last: Box<HostSnapshot>,
         groups: Vec<ProcessGroup>,
-        qdiscs: QdiscReader,
     },
     Agent {
         client: AgentClient,
@@ -38,12 +36,11 @@ impl Source {
     fn samples(&mut self) -> anyhow::Result<Vec<(String, HostSample)>> {
         match self {
             Source::Local {
-                root,
+                reader,
                 last,
                 groups,
-                qdiscs,
             } => {
-                let now = HostSnapshot::read_with(root, groups, Some(qdiscs));
+                let now = reader.read(groups);
                 let sample = HostSample::between(last, &now);
                 **last = now;
                 Ok(vec![(now_stamp(), sample)])
@@ -163,14 +160,12 @@ fn timing(args: &WatchArgs) -> anyhow::Result<(Duration, Option<Duration>)> {
 fn open_source(args: &WatchArgs, groups: Vec<ProcessGroup>) -> anyhow::Result<Source> {
     Ok(match args.probe.as_str() {
         "local" => {
-            let root = HostRoot::live();
-            let mut qdiscs = QdiscReader::new();
-            let last = Box::new(HostSnapshot::read_with(&root, &groups, Some(&mut qdiscs)));
+            let mut reader = Box::new(HostReader::new(HostRoot::live()));
+            let last = Box::new(reader.read(&groups));
             Source::Local {
-                root,
+                reader,
                 last,
                 groups,
-                qdiscs,
             }
         }
         probe if probe.starts_with("node-exporter://") => {

@@ -151,23 +151,47 @@ pub struct HostSnapshot {
 }
 
 impl HostSnapshot {
-    /// Reads every counter under `root`, and those of the processes of
-    /// each group; what is missing stays absent. On the live host the
-    /// qdiscs are read with sockets made for this one reading; a sampler
-    /// that reads every second keeps a [`QdiscReader`] and calls
-    /// [`read_with`](Self::read_with).
+    /// Reads every counter under `root` once, and those of the processes
+    /// of each group; what is missing stays absent. A sampler that reads
+    /// again and again keeps a [`HostReader`] instead.
     pub fn read(root: &HostRoot, groups: &[process::ProcessGroup]) -> Self {
-        let mut qdiscs = (*root == HostRoot::live()).then(QdiscReader::new);
-        Self::read_with(root, groups, qdiscs.as_mut())
+        HostReader::new(root.clone()).read(groups)
+    }
+}
+
+/// A link's facts that change only with its carrier: speed and duplex are
+/// negotiated when the link comes up, so they are read again only when
+/// `carrier_changes` moved (every time where it is not reported).
+#[derive(Debug, Clone)]
+struct LinkFacts {
+    carrier_changes: u64,
+    speed_mbps: Option<u64>,
+    duplex: Option<String>,
+}
+
+/// Reads a host's counters sample after sample, keeping what need not be
+/// found again: the qdisc reader's sockets and link names (on the live
+/// host), and each link's speed and duplex while its carrier holds.
+pub struct HostReader {
+    root: HostRoot,
+    qdiscs: Option<QdiscReader>,
+    links: BTreeMap<String, LinkFacts>,
+}
+
+impl HostReader {
+    /// A reader of `root`; qdiscs are read on the live host only.
+    pub fn new(root: HostRoot) -> Self {
+        let qdiscs = (root == HostRoot::live()).then(QdiscReader::new);
+        HostReader {
+            root,
+            qdiscs,
+            links: BTreeMap::new(),
+        }
     }
 
-    /// As [`read`](Self::read), reading the qdiscs with `qdiscs` (none:
-    /// leave them out, as for a fixture tree).
-    pub fn read_with(
-        root: &HostRoot,
-        groups: &[process::ProcessGroup],
-        qdiscs: Option<&mut QdiscReader>,
-    ) -> Self {
+    /// Every counter now, and those of the processes of each group.
+    pub fn read(&mut self, groups: &[process::ProcessGroup]) -> HostSnapshot {
+        let root = &self.root;
         let system = procfs_core::ExplicitSystemInfo {
             boot_time_secs: 0,
             ticks_per_second: 100,
@@ -192,7 +216,7 @@ impl HostSnapshot {
             .proc_text("vmstat")
             .map(|t| parse::vmstat_fields(&t, |k| sample::VMSTAT_KEYS.contains(&k)));
         let disks = read_disks(root);
-        let nics = read_nics(root);
+        let nics = read_nics(root, &mut self.links);
         let tcp = read_tcp(root);
         let pressure = read_pressure(root);
         let processes: Vec<_> = groups
@@ -205,7 +229,7 @@ impl HostSnapshot {
             .and_then(|(g, found)| process::first_pid(&g.selector, found));
         let server_cgroup = server_pid
             .and_then(|pid| read_cgroup(root, pid, meminfo.as_ref().map(|m| m.mem_total)));
-        let qdiscs = match (qdiscs, root.proc_dir()) {
+        let qdiscs = match (&mut self.qdiscs, root.proc_dir()) {
             (Some(reader), Some(proc)) => reader.read(proc, server_pid),
             _ => Vec::new(),
         };
@@ -238,28 +262,52 @@ fn read_disks(root: &HostRoot) -> Vec<procfs_core::DiskStat> {
         .collect()
 }
 
-/// Every interface of /proc/net/dev with its link facts from sysfs.
-fn read_nics(root: &HostRoot) -> BTreeMap<String, NicCounters> {
-    root.proc_file("net/dev")
+/// Every interface of /proc/net/dev with its link facts from sysfs; a
+/// link's speed and duplex come from `known` while its carrier held, and
+/// `known` is left holding this reading's.
+fn read_nics(
+    root: &HostRoot,
+    known: &mut BTreeMap<String, LinkFacts>,
+) -> BTreeMap<String, NicCounters> {
+    let nics: BTreeMap<String, NicCounters> = root
+        .proc_file("net/dev")
         .and_then(|f| procfs_core::net::InterfaceDeviceStatus::from_buf_read(f).ok())
         .map(|s| s.0)
         .unwrap_or_default()
         .into_iter()
         .map(|(name, dev)| {
-            let link = parse::Link::read(|rel| root.text(&format!("sys/class/net/{name}/{rel}")));
-            (
-                name,
-                NicCounters {
-                    dev,
-                    speed_mbps: link.speed_mbps,
-                    duplex: link.duplex,
-                    carrier_changes: link.carrier_changes,
-                    rx_crc_errors: link.rx_crc_errors,
-                    tx_window_errors: link.tx_window_errors,
-                },
-            )
+            let file = |rel: &str| root.text(&format!("sys/class/net/{name}/{rel}"));
+            let carrier_changes = parse::link_counter(file, "carrier_changes");
+            let (speed_mbps, duplex) = match (known.get(&name), carrier_changes) {
+                (Some(facts), Some(now)) if facts.carrier_changes == now => {
+                    (facts.speed_mbps, facts.duplex.clone())
+                }
+                _ => (parse::link_speed_mbps(file), parse::link_duplex(file)),
+            };
+            let nic = NicCounters {
+                dev,
+                speed_mbps,
+                duplex,
+                carrier_changes,
+                rx_crc_errors: parse::link_counter(file, "statistics/rx_crc_errors"),
+                tx_window_errors: parse::link_counter(file, "statistics/tx_window_errors"),
+            };
+            (name, nic)
         })
-        .collect()
+        .collect();
+    // A link that went away is forgotten with it.
+    *known = nics
+        .iter()
+        .filter_map(|(name, nic)| {
+            let facts = LinkFacts {
+                carrier_changes: nic.carrier_changes?,
+                speed_mbps: nic.speed_mbps,
+                duplex: nic.duplex.clone(),
+            };
+            Some((name.clone(), facts))
+        })
+        .collect();
+    nics
 }
 
 /// `Tcp:` of /proc/net/snmp and `TcpExt:` of /proc/net/netstat, in one map.
@@ -275,18 +323,19 @@ fn read_tcp(root: &HostRoot) -> BTreeMap<String, u64> {
     tcp
 }
 
-/// The 10 s pressure averages of /proc/pressure.
+/// The 10 s pressure averages of /proc/pressure, each file read once.
 fn read_pressure(root: &HostRoot) -> PressureSample {
-    let avg10 = |file: &str, kind: &str| {
-        root.proc_text(&format!("pressure/{file}"))
-            .and_then(|t| parse::pressure_avg10(&t, kind))
+    let [cpu, memory, io] =
+        ["cpu", "memory", "io"].map(|file| root.proc_text(&format!("pressure/{file}")));
+    let avg10 = |text: &Option<String>, kind: &str| {
+        text.as_deref().and_then(|t| parse::pressure_avg10(t, kind))
     };
     PressureSample {
-        cpu_some: avg10("cpu", "some"),
-        memory_some: avg10("memory", "some"),
-        memory_full: avg10("memory", "full"),
-        io_some: avg10("io", "some"),
-        io_full: avg10("io", "full"),
+        cpu_some: avg10(&cpu, "some"),
+        memory_some: avg10(&memory, "some"),
+        memory_full: avg10(&memory, "full"),
+        io_some: avg10(&io, "some"),
+        io_full: avg10(&io, "full"),
     }
 }
 
@@ -351,6 +400,56 @@ mod tests {
         assert_eq!(s.irqs[1].per_cpu_per_s, vec![250.0, 0.0]);
         assert_eq!(s.pressure.memory_full, Some(0.0));
         assert!(s.memory.unwrap().available_bytes.is_some());
+    }
+
+    /// Texts of a host with one link, `eth0`, at the given speed, duplex
+    /// and carrier changes (none: no such file).
+    fn one_link(speed: &str, duplex: &str, carrier_changes: Option<u64>) -> HostRoot {
+        let mut files = BTreeMap::new();
+        files.insert(
+            "proc/net/dev".to_string(),
+            "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n  eth0: 1000 10 0 0 0 0 0 0 2000 20 0 0 0 0 0 0\n".to_string(),
+        );
+        files.insert("sys/class/net/eth0/speed".to_string(), format!("{speed}\n"));
+        files.insert(
+            "sys/class/net/eth0/duplex".to_string(),
+            format!("{duplex}\n"),
+        );
+        if let Some(n) = carrier_changes {
+            files.insert(
+                "sys/class/net/eth0/carrier_changes".to_string(),
+                format!("{n}\n"),
+            );
+        }
+        HostRoot::Texts(files)
+    }
+
+    /// A link's speed and duplex are read again only when its carrier
+    /// changed: a renegotiation to 100 Mb/s half duplex shows at once
+    /// (carrier 2 -> 4), and while the carrier holds the facts are kept.
+    #[test]
+    fn link_speed_and_duplex_are_read_again_when_the_carrier_changes() {
+        let eth0 = |reader: &mut HostReader| {
+            let nic = reader.read(&[]).nics.remove("eth0").unwrap();
+            (nic.speed_mbps, nic.duplex, nic.carrier_changes)
+        };
+        let full = (Some(1000), Some("full".to_string()), Some(2));
+        let mut reader = HostReader::new(one_link("1000", "full", Some(2)));
+        assert_eq!(eth0(&mut reader), full);
+        // Kept while the carrier holds (the files are not read again).
+        reader.root = one_link("100", "half", Some(2));
+        assert_eq!(eth0(&mut reader), full);
+        // The link went down and came up at 100 Mb/s half duplex.
+        reader.root = one_link("100", "half", Some(4));
+        assert_eq!(
+            eth0(&mut reader),
+            (Some(100), Some("half".to_string()), Some(4))
+        );
+        // Without a carrier count, read every time.
+        let mut reader = HostReader::new(one_link("1000", "full", None));
+        assert_eq!(eth0(&mut reader).0, Some(1000));
+        reader.root = one_link("10", "half", None);
+        assert_eq!(eth0(&mut reader).0, Some(10));
     }
 
     /// A 100 Mb/s half-duplex NIC with collisions, late collisions and CRC

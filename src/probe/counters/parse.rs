@@ -85,32 +85,30 @@ pub fn pressure_avg10(text: &str, kind: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// A network interface's attributes from /sys/class/net/NAME.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Link {
-    pub speed_mbps: Option<u64>,
-    pub duplex: Option<String>,
-    pub carrier_changes: Option<u64>,
-    pub rx_crc_errors: Option<u64>,
-    pub tx_window_errors: Option<u64>,
+/// A link's speed, Mb/s, from its directory under /sys/class/net read
+/// through `read`. Reading it on a link that is down, or on a virtual
+/// device, fails with EINVAL or gives -1: not reported.
+pub fn link_speed_mbps(read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    link_number(&read, "speed")
+        .filter(|&s| s > 0)
+        .map(|s| s as u64)
 }
 
-impl Link {
-    /// Reads the link's files through `read` (a path under its directory).
-    pub fn read(read: impl Fn(&str) -> Option<String>) -> Self {
-        // Reading speed or duplex of a link that is down, or of a virtual
-        // device, fails with EINVAL or gives -1: not reported.
-        let number = |rel: &str| read(rel).and_then(|t| t.trim().parse::<i64>().ok());
-        Link {
-            speed_mbps: number("speed").filter(|&s| s > 0).map(|s| s as u64),
-            duplex: read("duplex")
-                .map(|d| d.trim().to_string())
-                .filter(|d| !d.is_empty()),
-            carrier_changes: number("carrier_changes").map(|n| n.max(0) as u64),
-            rx_crc_errors: number("statistics/rx_crc_errors").map(|n| n.max(0) as u64),
-            tx_window_errors: number("statistics/tx_window_errors").map(|n| n.max(0) as u64),
-        }
-    }
+/// A link's duplex, `full`, `half` or `unknown`, when reported.
+pub fn link_duplex(read: impl Fn(&str) -> Option<String>) -> Option<String> {
+    read("duplex")
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty())
+}
+
+/// A counter file under a link's directory (a negative one reads as 0).
+pub fn link_counter(read: impl Fn(&str) -> Option<String>, rel: &str) -> Option<u64> {
+    link_number(&read, rel).map(|n| n.max(0) as u64)
+}
+
+/// The number a link's file `rel` holds.
+fn link_number(read: impl Fn(&str) -> Option<String>, rel: &str) -> Option<i64> {
+    read(rel).and_then(|t| t.trim().parse::<i64>().ok())
 }
 
 #[cfg(test)]

@@ -10,14 +10,44 @@
 use super::PgTarget;
 use crate::probe::DbStatsSource;
 use std::collections::BTreeMap;
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Statement};
 
-/// A statistics connection to PostgreSQL.
+/// The benchmark sessions' waits, by `type:event`. The event's name tells
+/// a commit waiting for the WAL from a row lock; the class alone lumps
+/// them together.
+const WAITS_SQL: &str = "SELECT CASE WHEN wait_event_type IS NULL THEN 'CPU'
+                         WHEN wait_event IS NULL THEN wait_event_type
+                         ELSE wait_event_type || ':' || wait_event END,
+                    count(*)
+             FROM pg_stat_activity
+             WHERE application_name = 'perflab' AND backend_type = 'client backend'
+             GROUP BY 1";
+
+/// The database's counters, in the order of [`DATABASE_COUNTERS`].
+const DATABASE_SQL: &str =
+    "SELECT xact_commit::float8, xact_rollback::float8, blks_hit::float8, blks_read::float8,
+            temp_bytes::float8, deadlocks::float8
+     FROM pg_stat_database WHERE datname = current_database()";
+const DATABASE_COUNTERS: [&str; 6] = [
+    "commits",
+    "rollbacks",
+    "blocks_hit",
+    "blocks_read",
+    "temp_bytes",
+    "deadlocks",
+];
+
+/// A statistics connection to PostgreSQL. Its statements are prepared
+/// once: the waits are sampled ten times a second beside the run, and an
+/// unnamed statement would be parsed and planned by the server and
+/// described to the client each time, one more round trip.
 pub struct PgStats {
     runtime: tokio::runtime::Runtime,
     client: Client,
-    checkpoints_sql: &'static str,
-    has_wal_view: bool,
+    waits: Statement,
+    database: Statement,
+    checkpoints: Statement,
+    wal: Option<Statement>,
 }
 
 impl PgStats {
@@ -32,76 +62,62 @@ impl PgStats {
         let client = runtime.block_on(super::connect(target, &config))?;
         let version: i32 = runtime
             .block_on(client.query_one("SELECT current_setting('server_version_num')::int", &[]))?
-            .get(0);
+            .try_get(0)?;
+        let checkpoints_sql = if version >= 170_000 {
+            "SELECT (num_timed + num_requested)::float8 FROM pg_stat_checkpointer"
+        } else {
+            "SELECT (checkpoints_timed + checkpoints_req)::float8 FROM pg_stat_bgwriter"
+        };
+        let prepare = |sql: &str| runtime.block_on(client.prepare(sql));
+        let (waits, database, checkpoints) = (
+            prepare(WAITS_SQL)?,
+            prepare(DATABASE_SQL)?,
+            prepare(checkpoints_sql)?,
+        );
+        let wal = match version >= 140_000 {
+            true => Some(prepare("SELECT wal_bytes::float8 FROM pg_stat_wal")?),
+            false => None,
+        };
         Ok(PgStats {
             runtime,
             client,
-            checkpoints_sql: if version >= 170_000 {
-                "SELECT (num_timed + num_requested)::float8 FROM pg_stat_checkpointer"
-            } else {
-                "SELECT (checkpoints_timed + checkpoints_req)::float8 FROM pg_stat_bgwriter"
-            },
-            has_wal_view: version >= 140_000,
+            waits,
+            database,
+            checkpoints,
+            wal,
         })
     }
 }
 
 impl DbStatsSource for PgStats {
     fn sample_waits(&mut self, waits: &mut BTreeMap<String, u64>) -> anyhow::Result<()> {
-        // The event's name tells a commit waiting for the WAL from a row lock;
-        // the class alone lumps them together.
-        let rows = self.runtime.block_on(self.client.query(
-            "SELECT CASE WHEN wait_event_type IS NULL THEN 'CPU'
-                         WHEN wait_event IS NULL THEN wait_event_type
-                         ELSE wait_event_type || ':' || wait_event END,
-                    count(*)
-             FROM pg_stat_activity
-             WHERE application_name = 'perflab' AND backend_type = 'client backend'
-             GROUP BY 1",
-            &[],
-        ))?;
+        let rows = self.runtime.block_on(self.client.query(&self.waits, &[]))?;
         for row in rows {
-            let class: String = row.get(0);
-            let n: i64 = row.get(1);
+            let class: String = row.try_get(0)?;
+            let n: i64 = row.try_get(1)?;
             *waits.entry(class).or_insert(0) += u64::try_from(n).unwrap_or(0);
         }
         Ok(())
     }
 
     fn counters(&mut self) -> anyhow::Result<BTreeMap<String, f64>> {
-        let row = self.runtime.block_on(self.client.query_one(
-            "SELECT xact_commit::float8, xact_rollback::float8, blks_hit::float8, blks_read::float8,
-                    temp_bytes::float8, deadlocks::float8
-             FROM pg_stat_database WHERE datname = current_database()",
-            &[],
-        ))?;
+        let row = self
+            .runtime
+            .block_on(self.client.query_one(&self.database, &[]))?;
         let mut out = BTreeMap::new();
-        for (i, name) in [
-            "commits",
-            "rollbacks",
-            "blocks_hit",
-            "blocks_read",
-            "temp_bytes",
-            "deadlocks",
-        ]
-        .iter()
-        .enumerate()
-        {
-            out.insert(name.to_string(), row.get::<_, f64>(i));
+        for (i, name) in DATABASE_COUNTERS.iter().enumerate() {
+            out.insert(name.to_string(), row.try_get::<_, f64>(i)?);
         }
         let checkpoints: f64 = self
             .runtime
-            .block_on(self.client.query_one(self.checkpoints_sql, &[]))?
-            .get(0);
+            .block_on(self.client.query_one(&self.checkpoints, &[]))?
+            .try_get(0)?;
         out.insert("checkpoints".to_string(), checkpoints);
-        if self.has_wal_view {
+        if let Some(wal) = &self.wal {
             let wal: f64 = self
                 .runtime
-                .block_on(
-                    self.client
-                        .query_one("SELECT wal_bytes::float8 FROM pg_stat_wal", &[]),
-                )?
-                .get(0);
+                .block_on(self.client.query_one(wal, &[]))?
+                .try_get(0)?;
             out.insert("wal_bytes".to_string(), wal);
         }
         Ok(out)
