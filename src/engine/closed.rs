@@ -145,6 +145,20 @@ mod tests {
     }
 
     #[test]
+    fn a_mariadb_users_transaction_allocates_nothing() {
+        use crate::target::managed::mariadb::ManagedMariadb;
+        use crate::workload::bank::{mix::BankMix, mix::Isolation, mysql::MyBank, BankWorkload};
+        let server = ManagedMariadb::start(&[], false, &[]).unwrap();
+        for mix in [BankMix::Tpcb, BankMix::Atm(Default::default())] {
+            let isolation = Isolation::ReadCommitted;
+            let (bank, _) =
+                MyBank::prepare(server.target().unwrap(), 1, mix, false, isolation, 10).unwrap();
+            let per = allocations_per_op(&BankWorkload::new(bank, mix, 1).unwrap());
+            assert_eq!(per, 0.0, "{mix:?}: {per} allocations per transaction");
+        }
+    }
+
+    #[test]
     fn a_sqlite_users_transaction_allocates_nothing() {
         // perflab's side only: SQLite's own memory comes from its allocator
         // (malloc), which this count does not see; statements are prepared

@@ -1,5 +1,6 @@
 //! The flags every workload on a server target shares: `--target` and the
-//! options of a server perflab manages (`--pg-set`, `--pg-cpus`, `--keep`),
+//! options of a server perflab manages (`--pg-set`, `--pg-cpus`,
+//! `--mariadb-set`, `--mariadb-cpus`, `--keep`),
 //! validated into a [`Target`] and [`ServerOptions`]. A workload flattens
 //! [`TargetArgs`] into its own flags and names its default target.
 
@@ -21,7 +22,15 @@ pub struct TargetArgs {
     #[arg(long = "pg-cpus", value_name = "LIST")]
     pub pg_cpus: Option<String>,
 
-    /// Managed PostgreSQL: keep the data directory after the run.
+    /// Managed MariaDB: a server option, NAME=VALUE, given to mariadbd as --NAME=VALUE (repeatable).
+    #[arg(long = "mariadb-set", value_name = "NAME=VALUE")]
+    pub mariadb_set: Vec<String>,
+
+    /// Managed MariaDB: run the server on these CPUs only, e.g. 0 or 0-1,3 (its affinity mask).
+    #[arg(long = "mariadb-cpus", value_name = "LIST")]
+    pub mariadb_cpus: Option<String>,
+
+    /// Managed PostgreSQL or MariaDB: keep the data directory after the run.
     #[arg(long)]
     pub keep: bool,
 }
@@ -49,22 +58,49 @@ impl TargetArgs {
     /// server's options, which only a managed target takes.
     pub fn validate(&self, default: &str) -> Result<(Target, ServerOptions), PlanError> {
         let target = validate_target(self.target.as_deref(), default)?;
-        let managed = target.traits().managed;
-        if !managed && (!self.pg_set.is_empty() || self.keep || self.pg_cpus.is_some()) {
+        // Each managed server's flags: its settings, its CPUs, and the
+        // example its errors give.
+        let postgres = ("--pg-set", &self.pg_set, "--pg-cpus", &self.pg_cpus);
+        let mariadb = (
+            "--mariadb-set",
+            &self.mariadb_set,
+            "--mariadb-cpus",
+            &self.mariadb_cpus,
+        );
+        let (own, others, example) = match target {
+            Target::PostgresManaged => (Some(postgres), vec![mariadb], "shared_buffers=128MB"),
+            Target::MariadbManaged => (
+                Some(mariadb),
+                vec![postgres],
+                "innodb_buffer_pool_size=256M",
+            ),
+            _ => (None, vec![postgres, mariadb], ""),
+        };
+        let given = |(set, values, cpus, list): &(&str, &Vec<String>, &str, &Option<String>)| match (
+            values.is_empty(),
+            list.is_some(),
+        ) {
+            (false, _) => Some(set.to_string()),
+            (true, true) => Some(cpus.to_string()),
+            (true, false) => None,
+        };
+        let stray = others
+            .iter()
+            .find_map(given)
+            .or_else(|| (own.is_none() && self.keep).then(|| "--keep".to_string()));
+        if let Some(flag) = stray {
             return Err(PlanError::flag(
-                if self.keep {
-                    "--keep"
-                } else if self.pg_cpus.is_some() {
-                    "--pg-cpus"
+                &flag,
+                if own.is_some() {
+                    format!("is not a setting of {}", target.redacted())
                 } else {
-                    "--pg-set"
+                    "only a managed server can be configured by perflab".to_string()
                 },
-                "only a managed server can be configured by perflab",
-                "use --target postgres:managed, or set it on your server",
+                "use --pg-* with --target postgres:managed and --mariadb-* with mariadb:managed, or set it on your server",
             ));
         }
-        let settings = self
-            .pg_set
+        let (set_flag, values, cpus_flag, list) = own.unwrap_or(postgres);
+        let settings = values
             .iter()
             .map(|kv| {
                 kv.split_once('=')
@@ -72,17 +108,16 @@ impl TargetArgs {
                     .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
                     .ok_or_else(|| {
                         PlanError::flag(
-                            "--pg-set",
+                            set_flag,
                             format!("'{kv}' is not NAME=VALUE"),
-                            "e.g. --pg-set shared_buffers=128MB",
+                            &format!("e.g. {set_flag} {example}"),
                         )
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let cpus = self
-            .pg_cpus
+        let cpus = list
             .as_deref()
-            .map(|t| parse_cpu_list(t, "--pg-cpus"))
+            .map(|t| parse_cpu_list(t, cpus_flag))
             .transpose()?
             .unwrap_or_default();
         Ok((

@@ -11,7 +11,7 @@
 // The schemes `--target` takes, written once for help texts and errors.
 macro_rules! schemes {
     () => {
-        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, http(s)://HOST:PORT/[,http://…], nginx:managed, file:PATH, device:/dev/NAME or dir:PATH"
+        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, mariadb:managed, http(s)://HOST:PORT/[,http://…], nginx:managed, file:PATH, device:/dev/NAME or dir:PATH"
     };
 }
 
@@ -46,6 +46,8 @@ pub enum Target {
     PostgresManaged,
     /// A MySQL or MariaDB server; the URL is only ever shown redacted.
     Mysql { url: String },
+    /// A MariaDB server that perflab creates, starts and removes.
+    MariadbManaged,
     /// An HTTP server at one or more base URLs (one per adapter).
     Http { bases: Vec<http::HttpBase> },
     /// An nginx that perflab configures, starts and removes.
@@ -135,6 +137,7 @@ impl Target {
             Target::Postgres { .. } => (Kind::Postgres, false, false, false),
             Target::PostgresManaged => (Kind::Postgres, false, false, true),
             Target::Mysql { .. } => (Kind::Mysql, false, false, false),
+            Target::MariadbManaged => (Kind::Mysql, false, false, true),
             Target::Http { .. } => (Kind::Http, false, false, false),
             Target::NginxManaged => (Kind::Http, false, false, true),
             Target::File { .. } | Target::Device { .. } | Target::Dir { .. } => {
@@ -182,6 +185,9 @@ impl Target {
         }
         if text == "postgres:managed" {
             return Ok(Target::PostgresManaged);
+        }
+        if text == "mariadb:managed" {
+            return Ok(Target::MariadbManaged);
         }
         if let Some(path) = text.strip_prefix("file:") {
             if path.is_empty() {
@@ -264,6 +270,7 @@ impl Target {
             Target::Sqlite { path } => format!("sqlite:{}", path.display()),
             Target::Postgres { url } | Target::Mysql { url } => redact(url),
             Target::PostgresManaged => "postgres:managed".to_string(),
+            Target::MariadbManaged => "mariadb:managed".to_string(),
             Target::Http { bases } => bases
                 .iter()
                 .map(http::HttpBase::url)

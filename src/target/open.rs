@@ -4,6 +4,7 @@
 //! managed server alive until it is dropped.
 
 use super::http::{HttpBase, ServerStatus};
+use super::managed::mariadb::ManagedMariadb;
 use super::managed::nginx::ManagedNginx;
 use super::managed::postgres::ManagedPostgres;
 use super::mysql::{self, MyTarget};
@@ -47,6 +48,7 @@ pub struct Opened {
 /// A server perflab started for the run.
 enum Managed {
     Postgres(ManagedPostgres),
+    Mariadb(ManagedMariadb),
     Nginx(ManagedNginx),
 }
 
@@ -54,6 +56,7 @@ impl Managed {
     fn pid(&self) -> u32 {
         match self {
             Managed::Postgres(m) => m.pid(),
+            Managed::Mariadb(m) => m.pid(),
             Managed::Nginx(m) => m.pid(),
         }
     }
@@ -125,19 +128,23 @@ impl Opened {
                     started.pid(),
                     started.dir().display()
                 ));
-                setup = serde_json::json!({
-                    "managed_server": {
-                        "version": started.version,
-                        "cpus": server.cpus,
-                        "settings": server
-                            .settings
-                            .iter()
-                            .map(|(k, v)| format!("{k}={v}"))
-                            .collect::<Vec<_>>(),
-                    }
-                });
+                setup = managed_setup(&started.version, server);
                 let endpoint = Endpoint::Postgres(Box::new(resolve_postgres(&started.url())?));
                 managed = Some(Managed::Postgres(started));
+                endpoint
+            }
+            Target::MariadbManaged => {
+                crate::util::out(format_args!("starting a managed MariaDB\n"));
+                let started = ManagedMariadb::start(&server.settings, server.keep, &server.cpus)?;
+                crate::util::out(format_args!(
+                    "{} on 127.0.0.1, pid {}, files in {}\n",
+                    started.version,
+                    started.pid(),
+                    started.dir().display()
+                ));
+                setup = managed_setup(&started.version, server);
+                let endpoint = Endpoint::Mysql(started.target()?);
+                managed = Some(Managed::Mariadb(started));
                 endpoint
             }
         };
@@ -214,6 +221,22 @@ impl Endpoint {
             Endpoint::Sqlite(_) | Endpoint::InProcess | Endpoint::Http { .. } => None,
         }
     }
+}
+
+/// The run's record of a managed database server: its version, CPUs and
+/// settings.
+fn managed_setup(version: &str, server: &ServerOptions) -> serde_json::Value {
+    serde_json::json!({
+        "managed_server": {
+            "version": version,
+            "cpus": server.cpus,
+            "settings": server
+                .settings
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>(),
+        }
+    })
 }
 
 /// Runs one administrative call on a runtime of its own.

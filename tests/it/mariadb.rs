@@ -302,3 +302,154 @@ fn a_wrong_mariadb_password_gets_one_line_and_exit_2() {
     contains(&err, "refused the password");
     assert!(!err.contains("not-it"));
 }
+
+/// `mariadb:managed`: perflab installs a MariaDB in a fresh directory,
+/// starts it with the `--mariadb-set` options and on its CPUs, runs the
+/// bank on it, follows its processes, and removes it all afterwards; a
+/// password drawn for the server reaches neither the output nor the store.
+#[test]
+fn a_managed_mariadb_runs_the_sweep_and_is_removed() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    assert_ne!(online.trim(), "0", "this test needs two CPUs");
+    let dir = tempdir();
+    let args = format!(
+        "run bank --target mariadb:managed --mariadb-set innodb_buffer_pool_size=64M --mariadb-cpus 1 --users 1,2 {SHORT}"
+    );
+    let mut child = crate::support::perflab_process(dir.path())
+        .args(args.split_whitespace())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The password drawn for the server is in its init file, read while
+    // the server runs.
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut out = String::new();
+    let mut password = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        if let Some(files) = line.split("files in ").nth(1) {
+            let init =
+                std::fs::read_to_string(PathBuf::from(files.trim()).join("init.sql")).unwrap();
+            password = init
+                .split("IDENTIFIED BY '")
+                .nth(1)
+                .and_then(|r| r.split('\'').next())
+                .map(str::to_string);
+            break;
+        }
+    }
+    let password = password.expect("the server's init file names its password");
+    assert_eq!(password.len(), 32);
+    for line in lines {
+        out.push_str(&line.unwrap());
+        out.push('\n');
+    }
+    assert!(child.wait().unwrap().success(), "{out}");
+    contains(&out, "starting a managed MariaDB");
+    contains(&out, "check: passed");
+    contains(&out, "server cpu");
+    let export: serde_json::Value = crate::support::last_export(dir.path());
+    let plan = &export["run"]["plan"];
+    assert_eq!(plan["workload"]["target"], "mariadb:managed", "{plan}");
+    assert_eq!(plan["target"]["managed"], true, "{plan}");
+    let text = export.to_string();
+    contains(&text, "innodb_buffer_pool_size=64M");
+    // The server saw the option and ran where it was told.
+    assert_eq!(
+        export["run"]["inventory"]["db.innodb_buffer_pool_size"],
+        "67108864"
+    );
+    let server = export["steps"][0]["intervals"][0]["host"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["label"] == "server")
+        .expect("the server's processes are sampled")
+        .clone();
+    assert!(server["cpu_user"].as_f64().unwrap() + server["cpu_system"].as_f64().unwrap() > 0.0);
+    let files = out
+        .lines()
+        .find_map(|l| l.split("files in ").nth(1))
+        .expect("the server's directory is printed")
+        .trim()
+        .to_string();
+    assert!(
+        !std::path::Path::new(&files).exists(),
+        "{files} was left behind"
+    );
+    let pid: u32 = out
+        .lines()
+        .find_map(|l| l.split(", pid ").nth(1))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|p| p.parse().ok())
+        .expect("the server's pid is printed");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| !c.starts_with("mariadbd")),
+        "mariadbd {pid} still runs"
+    );
+    // The password was neither printed nor stored.
+    let store = std::fs::read(dir.path().join("perflab.db")).unwrap();
+    assert!(!out.contains(&password), "the password is in the output");
+    assert!(
+        !store.windows(32).any(|w| w == password.as_bytes()),
+        "the password is in the store"
+    );
+}
+
+/// An option the server refuses ends the run before it starts, in one
+/// line with the server's own complaint, and leaves nothing behind; the
+/// other server's flags are refused on this one.
+#[test]
+fn a_managed_mariadb_refuses_what_is_not_its_own_in_one_line() {
+    let dir = tempdir();
+    // Its own temporary directory, open to the server's user, to see
+    // that nothing is left in it.
+    let tmp = tempdir();
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = crate::support::perflab(dir.path())
+        .env("TMPDIR", tmp.path())
+        .args(["run", "bank", "--target", "mariadb:managed"])
+        .args(["--mariadb-set", "no_such_option=1", "--users", "1"])
+        .args(SHORT.split_whitespace())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    contains(&err, "the managed MariaDB did not start");
+    contains(&err, "no_such_option");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    for (args, flag) in [
+        ("--target mariadb:managed --pg-set fsync=off", "--pg-set"),
+        (
+            "--target postgres:managed --mariadb-set a=1",
+            "--mariadb-set",
+        ),
+        (
+            "--target postgres:managed --mariadb-cpus 0",
+            "--mariadb-cpus",
+        ),
+        (
+            "--target mysql://u@127.0.0.1:1/x --mariadb-set a=1",
+            "--mariadb-set",
+        ),
+        ("--target mariadb:managed --mariadb-set =1", "--mariadb-set"),
+        (
+            "--target mariadb:managed --mariadb-set a;b=1",
+            "--mariadb-set",
+        ),
+    ] {
+        let (_, err) = perflab_expect(dir.path(), &format!("run bank {args} --users 1 {SHORT}"), 2);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args}: {err}");
+        contains(&err, flag);
+    }
+}

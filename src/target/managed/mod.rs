@@ -4,8 +4,10 @@
 //! loopback port, start the server with its CPUs and its log in that
 //! directory, wait until it answers, follow its processes, and on drop stop
 //! it (a polite signal, then SIGKILL after a deadline) and remove the
-//! directory unless asked to keep it. [`postgres`] and [`nginx`] are built on it.
+//! directory unless asked to keep it. [`postgres`], [`mariadb`] and
+//! [`nginx`] are built on it.
 
+pub mod mariadb;
 pub mod nginx;
 pub mod postgres;
 
