@@ -27,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
     &["report"],
     &["agent"],
     &["cli"],
+    &["lab"],
     &["commands"],
 ];
 

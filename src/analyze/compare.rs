@@ -210,6 +210,21 @@ pub fn compare(
     }
 }
 
+/// The throughput samples of each run at its own peak level, pooled: how
+/// a configuration run several times compares with another.
+pub fn peak_samples(runs: &[(&StoredRun, &Verdict)]) -> Vec<f64> {
+    runs.iter()
+        .filter_map(|(run, verdict)| peak_point(verdict).map(|p| samples(run, p.load).0))
+        .flatten()
+        .collect()
+}
+
+/// How `other`'s samples differ from `base`'s (ratio of the means, its
+/// interval, the Mann–Whitney p-value); none when either is empty.
+pub fn differ(base: &[f64], other: &[f64], seed: u64) -> Option<Difference> {
+    difference(base, other, seed)
+}
+
 /// The peak step of a verdict.
 fn peak_point(v: &Verdict) -> Option<&StepPoint> {
     v.peak.map(|i| &v.points[i])

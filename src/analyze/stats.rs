@@ -2,7 +2,9 @@
 //! (two-sided; the exact distribution of U for small samples without
 //! ties, the normal approximation with tie correction otherwise — Mann and
 //! Whitney, 1947) and a bootstrap percentile interval for the ratio of two
-//! means (Efron and Tibshirani, *An Introduction to the Bootstrap*, 1993).
+//! means (Efron and Tibshirani, *An Introduction to the Bootstrap*, 1993);
+//! and Student's t interval for one sample's mean (two-sided 97.5%
+//! quantiles of t with 1–30 degrees of freedom, from the standard table).
 
 use rand::{Rng, SeedableRng};
 
@@ -161,5 +163,41 @@ mod tests {
         let (r, lo, hi) = ratio_interval(&a, &b, 1).unwrap();
         assert!((r - 2.0).abs() < 1e-12);
         assert!(lo < 2.0 && 2.0 < hi && hi - lo < 0.1, "{lo} {hi}");
+    }
+}
+
+/// t(0.975, df) for df = 1..=30; beyond, the normal 1.96.
+const T_975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+    2.052, 2.048, 2.045, 2.042,
+];
+
+/// The mean of `values` and its 95% interval (Student's t); none for
+/// fewer than two values.
+pub fn mean_interval(values: &[f64]) -> Option<(f64, f64, f64)> {
+    let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let m = mean(values);
+    let variance = values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let t = T_975.get(n - 2).copied().unwrap_or(1.96);
+    let half = t * (variance / n as f64).sqrt();
+    Some((m, m - half, m + half))
+}
+
+#[cfg(test)]
+mod interval_tests {
+    use super::mean_interval;
+
+    #[test]
+    fn the_t_interval_of_a_small_sample() {
+        // 10, 12, 14: mean 12, s = 2, t(2) = 4.303: 12 ± 4.969.
+        let (m, lo, hi) = mean_interval(&[10.0, 12.0, 14.0]).unwrap();
+        assert_eq!(m, 12.0);
+        assert!((hi - m - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-9);
+        assert!((m - lo - (hi - m)).abs() < 1e-9);
+        assert_eq!(mean_interval(&[5.0]), None);
     }
 }

@@ -82,6 +82,46 @@ pub enum Command {
     Compare(CompareArgs),
     /// Write runs as a self-contained HTML report, Markdown or CSV, from the store alone.
     Report(ReportArgs),
+    /// Run a lab file: every variant of the server's configuration, repeated, as one matrix.
+    Lab(LabArgs),
+}
+
+/// `perflab lab FILE.toml`, or `perflab lab report LAB`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct LabArgs {
+    /// The lab file (TOML): workload, target, args, repetitions, and [vary], [zip] or [[variant]].
+    #[arg(required = true, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+
+    /// Print the cells in their order and what each changes; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    #[command(subcommand)]
+    pub command: Option<LabCommand>,
+
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Print a stored lab's matrix: each variant's peak with its 95% interval, bottleneck, and difference from the first.
+    Report(LabReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LabReportArgs {
+    /// The lab (its number, printed when it ran, or last).
+    pub lab: String,
+
+    /// JSON instead of the terminal table.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub store: StoreArg,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ mod analyze;
 mod check;
 mod compare;
 mod doctor;
+mod lab;
 mod output;
 mod report;
 mod run;
@@ -108,6 +109,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::DiffHosts(diff_args) => show::diff_hosts(diff_args),
         Command::Compare(compare_args) => compare::compare(compare_args),
         Command::Report(report_args) => report::report(report_args),
+        Command::Lab(lab_args) => lab::lab(lab_args),
     };
     match result {
         Ok(exit) => exit as i32,

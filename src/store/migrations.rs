@@ -96,6 +96,29 @@ const MIGRATIONS: &[&str] = &[
     // 7: which process writes the run, beyond its pid (which the kernel
     // reuses): `BOOT_ID:START_TICKS` (see `store::writer`).
     "ALTER TABLE runs ADD COLUMN writer TEXT;",
+    // 8: labs (`perflab lab`): the lab file's variants and order, and each
+    // cell (one run of one variant) with the run it became.
+    "CREATE TABLE labs (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        file TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        status TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        pid INTEGER NOT NULL
+    );
+    CREATE TABLE lab_cells (
+        lab_id INTEGER NOT NULL REFERENCES labs(id),
+        position INTEGER NOT NULL,
+        variant INTEGER NOT NULL,
+        repetition INTEGER NOT NULL,
+        args TEXT NOT NULL,
+        status TEXT NOT NULL,
+        status_reason TEXT,
+        run_id INTEGER REFERENCES runs(id),
+        PRIMARY KEY (lab_id, position)
+    );",
 ];
 
 /// The schema version this build writes.

@@ -4,11 +4,13 @@
 //! step that was running. The schema is versioned (`PRAGMA user_version`)
 //! and migrated forward on open.
 
+mod lab;
 mod migrations;
 mod read;
 mod write;
 mod writer;
 
+pub use lab::{LabId, NewCell, StoredCell, StoredLab};
 pub use read::{RunRow, StoredRun};
 pub use write::{NewRun, StepId};
 

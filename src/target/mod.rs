@@ -18,6 +18,7 @@ macro_rules! schemes {
 mod args;
 pub mod device;
 pub mod http;
+pub mod knobs;
 pub mod managed;
 pub mod mysql;
 mod open;

@@ -11,6 +11,7 @@ mod files;
 mod golden;
 mod help;
 mod host;
+mod lab;
 mod mariadb;
 mod postgres;
 mod probes;

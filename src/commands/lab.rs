@@ -1,0 +1,87 @@
+//! `perflab lab FILE.toml`: check the whole lab file before anything is
+//! made, print its cells (`--dry-run` stops there), run them, and print
+//! the matrix; `perflab lab report LAB` prints a stored lab's matrix again.
+
+use super::Exit;
+use crate::cli::{LabArgs, LabCommand, LabReportArgs};
+use crate::error::PlanError;
+use crate::lab::run::{run_lab, LabEnd};
+use crate::lab::{report, LabFile, LabPlan};
+use crate::store::Store;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+/// Runs `perflab lab`.
+pub fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
+    if let Some(LabCommand::Report(report_args)) = &args.command {
+        return lab_report(report_args);
+    }
+    let Some(path) = &args.file else {
+        return Err(
+            PlanError::new("perflab lab needs a lab file; e.g. perflab lab lab.toml").into(),
+        );
+    };
+    let file = LabFile::read(path).map_err(|e| PlanError::new(e.to_string()))?;
+    let plan = LabPlan::of(&file, rand::random()).map_err(|e| PlanError::new(e.to_string()))?;
+    crate::util::out(format_args!(
+        "lab {}: {} on {}, {} variant(s) × {} repetition(s) = {} cells in a seeded order (seed {})\n",
+        file.name,
+        file.workload,
+        file.target.as_deref().unwrap_or("-"),
+        file.variants.len(),
+        file.repetitions,
+        plan.cells.len(),
+        plan.seed
+    ));
+    if args.dry_run {
+        for cell in &plan.cells {
+            crate::util::out(format_args!(
+                "  cell {}: {} (repetition {}): perflab run {}\n",
+                cell.position + 1,
+                file.variants[cell.variant].name,
+                cell.repetition,
+                cell.args.join(" ")
+            ));
+        }
+        return Ok(Exit::Ok);
+    }
+    let stop = crate::util::interrupt_flag();
+    let signal = Arc::new(AtomicUsize::new(0));
+    for number in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(number, signal.clone(), number as usize)?;
+        signal_hook::flag::register(number, stop.clone())?;
+    }
+    let (lab, end) = run_lab(&file, &plan, &args.store.store, &stop, &signal)?;
+    let store = Store::open_existing(&args.store.store)?;
+    let stored = store.load_lab(lab)?;
+    crate::util::out(format_args!(
+        "\n{}",
+        report::summarize(&store, &stored)?.render()
+    ));
+    crate::util::out(format_args!(
+        "\nstored as lab {lab} in {}: perflab lab report {lab}\n",
+        args.store.store.display()
+    ));
+    Ok(match end {
+        LabEnd::Complete { failed: 0 } => Exit::Ok,
+        LabEnd::Complete { .. } => Exit::Failed,
+        LabEnd::Interrupted(143) => Exit::Terminated,
+        LabEnd::Interrupted(_) => Exit::Interrupted,
+    })
+}
+
+/// `perflab lab report LAB`.
+fn lab_report(args: &LabReportArgs) -> anyhow::Result<Exit> {
+    let store = Store::open_existing(&args.store.store)?;
+    let id = store.resolve_lab(&args.lab)?;
+    let summary = report::summarize(&store, &store.load_lab(id)?)?;
+    if args.json {
+        crate::util::out(format_args!(
+            "{}\n",
+            serde_json::to_string_pretty(&summary)?
+        ));
+    } else {
+        crate::util::out(format_args!("{}", summary.render()));
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,576 @@
+//! A lab file (TOML): the workload, its target and run flags, how many
+//! times each configuration runs, and the variants — axes crossed into a
+//! matrix (`[vary]`), axes taken together value by value (`[zip]`), or a
+//! list of named variants (`[[variant]]`). Every mistake is reported as
+//! `FILE:LINE:COLUMN: what is wrong; the fix`, before anything is made.
+//!
+//! ```toml
+//! workload = "bank"
+//! target = "postgres:managed"
+//! args = "--scale 8 --users 1,2,4,8 --warmup 2s --duration 10s"
+//! repetitions = 2
+//! [vary]
+//! cpus = ["0", "0-1"]
+//! "pg.shared_buffers" = ["16MB", "1GB"]
+//! ```
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// The longest lab file read (a lab file is a page, not a data set).
+const MAX_FILE: u64 = 1 << 20;
+/// The most cells (variants × repetitions) one lab may hold.
+pub const MAX_CELLS: usize = 10_000;
+
+/// A mistake in a lab file, placed at its line and column.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct LabFileError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// One configuration: its name and its knobs' values, in the file's order.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Variant {
+    pub name: String,
+    pub knobs: Vec<(String, String)>,
+}
+
+/// How the variants were given, for the matrix report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Axis {
+    /// The knobs of the axis (several for a zipped group).
+    pub knobs: Vec<String>,
+    /// Its values' labels, in order.
+    pub values: Vec<String>,
+}
+
+/// A lab file, read and checked for shape (its knobs and flags are
+/// checked against the target by [`super::plan`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabFile {
+    pub path: PathBuf,
+    pub name: String,
+    pub workload: String,
+    pub target: Option<String>,
+    /// The run flags every cell shares.
+    pub args: Vec<String>,
+    pub repetitions: u32,
+    pub seed: Option<u64>,
+    pub variants: Vec<Variant>,
+    /// The axes, when the variants were crossed or zipped (none for a
+    /// list of named variants).
+    pub axes: Vec<Axis>,
+    /// Where each knob's values are in the file, for later errors.
+    positions: BTreeMap<String, usize>,
+    /// Where the run flags are (or the workload, when no flags are given).
+    args_at: usize,
+    text: String,
+}
+
+/// `args`: one string of flags, or a list of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawArgs {
+    Line(String),
+    List(Vec<String>),
+}
+
+/// Axes as written: each knob's name and its list of values, with places.
+type RawAxes = Spanned<BTreeMap<Spanned<String>, Spanned<Vec<Spanned<toml::Value>>>>>;
+/// A `[[variant]]` table as written.
+type RawVariant = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLab {
+    name: Option<Spanned<String>>,
+    workload: Spanned<String>,
+    target: Option<Spanned<String>>,
+    args: Option<Spanned<RawArgs>>,
+    repetitions: Option<Spanned<i64>>,
+    seed: Option<Spanned<i64>>,
+    vary: Option<RawAxes>,
+    zip: Option<RawAxes>,
+    variant: Option<Vec<RawVariant>>,
+}
+
+impl LabFile {
+    /// Reads and checks the lab file at `path`.
+    pub fn read(path: &Path) -> Result<Self, LabFileError> {
+        let shown = path.display().to_string();
+        let whole = |message: String| LabFileError {
+            file: shown.clone(),
+            line: 1,
+            column: 1,
+            message,
+        };
+        let file = std::fs::File::open(path).map_err(|e| {
+            whole(format!(
+                "cannot read the lab file ({e}); give a TOML file's path"
+            ))
+        })?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_FILE + 1), &mut text)
+            .map_err(|e| whole(format!("cannot read the lab file as text ({e})")))?;
+        if text.len() as u64 > MAX_FILE {
+            return Err(whole(format!(
+                "the lab file is over {} KiB; a lab file names variants, it holds no data",
+                MAX_FILE >> 10
+            )));
+        }
+        Self::parse(path, text)
+    }
+
+    /// Checks the text of a lab file named `path`.
+    pub fn parse(path: &Path, text: String) -> Result<Self, LabFileError> {
+        let shown = path.display().to_string();
+        let at = |offset: usize, message: String| {
+            let (line, column) = line_column(&text, offset);
+            LabFileError {
+                file: shown.clone(),
+                line,
+                column,
+                message,
+            }
+        };
+        let raw: RawLab = toml::from_str(&text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            let message: Vec<&str> = e
+                .message()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            at(offset, message.join("; "))
+        })?;
+        let workload = raw.workload.get_ref().trim().to_string();
+        if workload.is_empty() {
+            return Err(at(
+                raw.workload.span().start,
+                "'workload' is empty; name one, e.g. workload = \"bank\"".into(),
+            ));
+        }
+        let (args, args_at) = match &raw.args {
+            None => (Vec::new(), raw.workload.span().start),
+            Some(a) => (
+                match a.get_ref() {
+                    RawArgs::Line(line) => line.split_whitespace().map(str::to_string).collect(),
+                    RawArgs::List(list) => list.clone(),
+                },
+                a.span().start,
+            ),
+        };
+        let repetitions = match &raw.repetitions {
+            None => 1,
+            Some(r) => u32::try_from(*r.get_ref())
+                .ok()
+                .filter(|&n| (1..=1000).contains(&n))
+                .ok_or_else(|| at(r.span().start, "'repetitions' must be 1 to 1000".into()))?,
+        };
+        let seed = match &raw.seed {
+            None => None,
+            Some(s) => Some(
+                u64::try_from(*s.get_ref())
+                    .map_err(|_| at(s.span().start, "'seed' must be 0 or more".into()))?,
+            ),
+        };
+        let mut positions = BTreeMap::new();
+        let (variants, axes) = match (&raw.variant, &raw.vary, &raw.zip) {
+            (Some(list), None, None) => (named(list, &at, &mut positions)?, Vec::new()),
+            (Some(list), _, _) => {
+                return Err(at(
+                    list.first().map_or(0, |v| v.span().start),
+                    "give either [[variant]] tables or [vary]/[zip] axes, not both".into(),
+                ))
+            }
+            (None, None, None) => {
+                return Err(at(
+                    text.len(),
+                    "the lab has no variants; add a [vary] table of axes (cpus = [\"0\", \"0-1\"]) or [[variant]] tables".into(),
+                ))
+            }
+            (None, vary, zip) => crossed(vary.as_ref(), zip.as_ref(), &at, &mut positions)?,
+        };
+        if variants.len() * repetitions as usize > MAX_CELLS {
+            return Err(at(
+                0,
+                format!(
+                    "{} variants × {repetitions} repetitions is over {MAX_CELLS} cells; vary fewer knobs",
+                    variants.len()
+                ),
+            ));
+        }
+        let name = match &raw.name {
+            Some(n) if n.get_ref().trim().is_empty() || n.get_ref().contains(['\n', '\r']) => {
+                return Err(at(n.span().start, "'name' must be one line of text".into()))
+            }
+            Some(n) => n.get_ref().trim().to_string(),
+            None => path
+                .file_stem()
+                .map_or("lab".to_string(), |s| s.to_string_lossy().into_owned()),
+        };
+        Ok(LabFile {
+            path: path.to_path_buf(),
+            name,
+            workload,
+            target: raw.target.map(|t| t.into_inner()),
+            args,
+            repetitions,
+            seed,
+            variants,
+            axes,
+            positions,
+            args_at,
+            text,
+        })
+    }
+
+    /// An error placed at knob `knob`'s values (at the run flags when the
+    /// file does not name it).
+    pub fn error_at_knob(&self, knob: &str, message: String) -> LabFileError {
+        self.error_at(
+            self.positions.get(knob).copied().unwrap_or(self.args_at),
+            message,
+        )
+    }
+
+    /// An error placed at the run flags.
+    pub fn error_at_args(&self, message: String) -> LabFileError {
+        self.error_at(self.args_at, message)
+    }
+
+    fn error_at(&self, offset: usize, message: String) -> LabFileError {
+        let (line, column) = line_column(&self.text, offset);
+        LabFileError {
+            file: self.path.display().to_string(),
+            line,
+            column,
+            message,
+        }
+    }
+}
+
+/// The 1-based line and column of byte `offset` of `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// A knob's value as text: a string as it is, a number or a boolean as
+/// written; anything else is no value.
+fn value_text(value: &Spanned<toml::Value>) -> Option<String> {
+    match value.get_ref() {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(n) => Some(n.to_string()),
+        toml::Value::Float(x) => Some(x.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+type At<'a> = dyn Fn(usize, String) -> LabFileError + 'a;
+
+/// A knob name as written, checked for being one.
+fn knob_name(key: &Spanned<String>, at: &At) -> Result<String, LabFileError> {
+    let name = key.get_ref().trim();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(at(
+            key.span().start,
+            format!("'{name}' is not a knob's name"),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// The `[[variant]]` list: each table a `name` and its knobs.
+fn named(
+    list: &[RawVariant],
+    at: &At,
+    positions: &mut BTreeMap<String, usize>,
+) -> Result<Vec<Variant>, LabFileError> {
+    let mut out: Vec<Variant> = Vec::new();
+    for table in list {
+        let mut entries: Vec<_> = table.get_ref().iter().collect();
+        entries.sort_by_key(|(k, _)| k.span().start);
+        let mut name = None;
+        let mut knobs = Vec::new();
+        for (key, value) in entries {
+            let text = value_text(value).ok_or_else(|| {
+                at(
+                    value.span().start,
+                    format!("'{}' needs a string or a number", key.get_ref()),
+                )
+            })?;
+            if key.get_ref() == "name" {
+                name = Some(text);
+                continue;
+            }
+            let knob = knob_name(key, at)?;
+            positions.entry(knob.clone()).or_insert(value.span().start);
+            knobs.push((knob, text));
+        }
+        let Some(name) = name.filter(|n| !n.trim().is_empty()) else {
+            return Err(at(
+                table.span().start,
+                "a [[variant]] needs a name, e.g. name = \"two-cpus\"".into(),
+            ));
+        };
+        if out.iter().any(|v| v.name == name) {
+            return Err(at(
+                table.span().start,
+                format!("two variants are named '{name}'; name each once"),
+            ));
+        }
+        out.push(Variant { name, knobs });
+    }
+    Ok(out)
+}
+
+/// `[vary]` axes crossed, first axis slowest; a `[zip]` group is one more
+/// axis whose knobs move together.
+fn crossed(
+    vary: Option<&RawAxes>,
+    zip: Option<&RawAxes>,
+    at: &At,
+    positions: &mut BTreeMap<String, usize>,
+) -> Result<(Vec<Variant>, Vec<Axis>), LabFileError> {
+    // Each axis: its knobs, and per value the knobs' values.
+    let mut axes: Vec<(Vec<String>, Vec<Vec<String>>)> = Vec::new();
+    let mut read_axis = |key: &Spanned<String>,
+                         values: &Spanned<Vec<Spanned<toml::Value>>>|
+     -> Result<(String, Vec<String>), LabFileError> {
+        let knob = knob_name(key, at)?;
+        if positions.contains_key(&knob) {
+            return Err(at(
+                key.span().start,
+                format!("'{knob}' is varied twice; give it once"),
+            ));
+        }
+        if values.get_ref().is_empty() {
+            return Err(at(
+                values.span().start,
+                format!("'{knob}' has no values; give at least one"),
+            ));
+        }
+        let texts = values
+            .get_ref()
+            .iter()
+            .map(|v| {
+                value_text(v).ok_or_else(|| {
+                    at(
+                        v.span().start,
+                        format!("a value of '{knob}' must be a string or a number"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        positions.insert(knob.clone(), values.span().start);
+        Ok((knob, texts))
+    };
+    if let Some(vary) = vary {
+        let mut entries: Vec<_> = vary.get_ref().iter().collect();
+        entries.sort_by_key(|(k, _)| k.span().start);
+        for (key, values) in entries {
+            let (knob, texts) = read_axis(key, values)?;
+            axes.push((vec![knob], texts.into_iter().map(|t| vec![t]).collect()));
+        }
+    }
+    if let Some(zip) = zip {
+        let mut entries: Vec<_> = zip.get_ref().iter().collect();
+        entries.sort_by_key(|(k, _)| k.span().start);
+        let mut group: (Vec<String>, Vec<Vec<String>>) = (Vec::new(), Vec::new());
+        for (key, values) in entries {
+            let (knob, texts) = read_axis(key, values)?;
+            if !group.0.is_empty() && texts.len() != group.1.len() {
+                return Err(at(
+                    values.span().start,
+                    format!(
+                        "'{knob}' has {} values and '{}' {}; zipped knobs need as many values each",
+                        texts.len(),
+                        group.0[0],
+                        group.1.len()
+                    ),
+                ));
+            }
+            if group.1.is_empty() {
+                group.1 = vec![Vec::new(); texts.len()];
+            }
+            for (slot, text) in group.1.iter_mut().zip(texts) {
+                slot.push(text);
+            }
+            group.0.push(knob);
+        }
+        if !group.0.is_empty() {
+            axes.push(group);
+        }
+    }
+    if axes.is_empty() {
+        return Err(at(
+            0,
+            "[vary] and [zip] name no knob; give at least one axis".into(),
+        ));
+    }
+    let mut variants = vec![Vec::<(String, String)>::new()];
+    for (knobs, values) in &axes {
+        variants = variants
+            .iter()
+            .flat_map(|done| {
+                values.iter().map(move |vals| {
+                    let mut v = done.clone();
+                    v.extend(knobs.iter().cloned().zip(vals.iter().cloned()));
+                    v
+                })
+            })
+            .collect();
+        if variants.len() > MAX_CELLS {
+            return Err(at(
+                0,
+                format!("the axes cross into over {MAX_CELLS} variants; vary fewer knobs"),
+            ));
+        }
+    }
+    let variants = variants
+        .into_iter()
+        .map(|knobs| Variant {
+            name: knobs
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            knobs,
+        })
+        .collect();
+    let axes = axes
+        .into_iter()
+        .map(|(knobs, values)| Axis {
+            knobs,
+            values: values.into_iter().map(|v| v.join("/")).collect(),
+        })
+        .collect();
+    Ok((variants, axes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<LabFile, LabFileError> {
+        LabFile::parse(Path::new("lab.toml"), text.to_string())
+    }
+
+    #[test]
+    fn crossed_axes_make_a_matrix_in_the_files_order() {
+        let lab = parse(
+            "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1,2\"\nrepetitions = 2\n[vary]\ncpus = [\"0\", \"0-1\"]\n\"pg.shared_buffers\" = [\"16MB\", \"1GB\", 128]\n",
+        )
+        .unwrap();
+        assert_eq!(lab.name, "lab");
+        assert_eq!(lab.args, ["--users", "1,2"]);
+        assert_eq!(lab.repetitions, 2);
+        assert_eq!(lab.variants.len(), 6);
+        assert_eq!(lab.variants[0].name, "cpus=0 pg.shared_buffers=16MB");
+        assert_eq!(
+            lab.variants[2].knobs[1],
+            ("pg.shared_buffers".into(), "128".into())
+        );
+        assert_eq!(lab.variants[3].name, "cpus=0-1 pg.shared_buffers=16MB");
+        assert_eq!(lab.axes[0].knobs, ["cpus"]);
+        assert_eq!(lab.axes[1].values, ["16MB", "1GB", "128"]);
+    }
+
+    #[test]
+    fn zipped_knobs_move_together_and_named_variants_keep_their_names() {
+        let lab = parse(
+            "workload = \"bank\"\n[vary]\ncpus = [\"0\", \"0-1\"]\n[zip]\n\"pg.shared_buffers\" = [\"16MB\", \"1GB\"]\n\"pg.effective_cache_size\" = [\"64MB\", \"4GB\"]\n",
+        )
+        .unwrap();
+        assert_eq!(lab.variants.len(), 4);
+        assert_eq!(
+            lab.variants[1].name,
+            "cpus=0 pg.shared_buffers=1GB pg.effective_cache_size=4GB"
+        );
+        assert_eq!(lab.axes[1].values, ["16MB/64MB", "1GB/4GB"]);
+        let lab = parse(
+            "workload = \"bank\"\n[[variant]]\nname = \"one\"\ncpus = \"0\"\n[[variant]]\nname = \"two\"\ncpus = \"0-1\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            lab.variants[1],
+            Variant {
+                name: "two".into(),
+                knobs: vec![("cpus".into(), "0-1".into())]
+            }
+        );
+        assert!(lab.axes.is_empty());
+    }
+
+    /// Each mistake is one line placed where it is.
+    #[test]
+    fn mistakes_name_their_line_and_column() {
+        for (text, place, fragment) in [
+            (
+                "workload = \"bank\"\n[vary]\ncpus = []\n",
+                "lab.toml:3:8",
+                "no values",
+            ),
+            (
+                "workload = \"bank\"\n[zip]\ncpus = [\"0\"]\nx = [\"1\", \"2\"]\n",
+                "lab.toml:4:5",
+                "as many values",
+            ),
+            ("workload = \"bank\"\n", "lab.toml:2:1", "no variants"),
+            (
+                "workload = \"bank\"\ncolour = 1\n[vary]\ncpus=[\"0\"]\n",
+                "lab.toml:2:1",
+                "unknown field",
+            ),
+            (
+                "workload = \"bank\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"a\"\n",
+                "lab.toml:4:1",
+                "named 'a'",
+            ),
+            (
+                "workload = \"bank\"\n[[variant]]\ncpus = \"0\"\n",
+                "lab.toml:2:1",
+                "needs a name",
+            ),
+            (
+                "workload = \"bank\"\nrepetitions = 0\n[vary]\ncpus=[\"0\"]\n",
+                "lab.toml:2:15",
+                "1 to 1000",
+            ),
+            (
+                "workload = \"bank\"\n[vary]\ncpus = [[1]]\n",
+                "lab.toml:3:9",
+                "string or a number",
+            ),
+            (
+                "workload = \"bank\"\n[vary]\ncpus = [\"0\"\n",
+                "lab.toml:4:1",
+                "expected `]`",
+            ),
+            (
+                "workload = \"bank\"\n[vary]\ncpus=[\"0\"]\n[[variant]]\nname=\"x\"\n",
+                "lab.toml:4",
+                "not both",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.starts_with(place), "{text:?}: {e}");
+            assert!(e.contains(fragment), "{text:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+}

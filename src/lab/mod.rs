@@ -1,0 +1,49 @@
+//! The configuration lab (`perflab lab FILE.toml`): one experiment file
+//! names a workload, its target and flags, and the variants of the
+//! server's configuration; perflab runs every variant `repetitions` times
+//! in a seeded interleaved order, each cell a run in the store tagged with
+//! the lab, and prints the matrix: each variant's peak throughput with its
+//! 95% interval, its bottleneck, and how it differs from the first.
+//!
+//! [`file`] reads and checks the file, [`plan`] orders the cells and
+//! checks each cell's run as `perflab run` would, [`run`] runs them one by
+//! one as `perflab run` processes and marks them in the store, [`report`]
+//! builds the matrix from the store alone. Which knob a target takes is
+//! the target's to say (`target::knobs`).
+
+pub mod file;
+pub mod plan;
+pub mod report;
+pub mod run;
+
+pub use file::{Axis, LabFile, LabFileError, Variant};
+pub use plan::{Cell, LabPlan};
+
+use serde::{Deserialize, Serialize};
+
+/// What the store keeps of a lab file: enough to rebuild the matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabSpec {
+    pub workload: String,
+    pub target: Option<String>,
+    pub args: Vec<String>,
+    pub repetitions: u32,
+    pub seed: u64,
+    pub variants: Vec<Variant>,
+    pub axes: Vec<Axis>,
+}
+
+impl LabSpec {
+    /// The spec of a checked lab file and its plan.
+    pub fn of(file: &LabFile, plan: &LabPlan) -> Self {
+        LabSpec {
+            workload: file.workload.clone(),
+            target: file.target.clone(),
+            args: file.args.clone(),
+            repetitions: file.repetitions,
+            seed: plan.seed,
+            variants: file.variants.clone(),
+            axes: file.axes.clone(),
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! A lab's cells: every variant run `repetitions` times, each repetition a
+//! round of all variants in a seeded random order (so drift over the hours
+//! of a lab — a warming cache, a neighbour's load — favours no variant),
+//! and each cell's `perflab run` command line, checked as `perflab run`
+//! itself checks one before anything is created.
+
+use super::file::{LabFile, LabFileError};
+use crate::cli::{plan_from, Cli, Command};
+use crate::target::knobs::knob_flags;
+use crate::target::Target;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+/// One run of one variant.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Cell {
+    /// Its place in the lab's order, from 0.
+    pub position: usize,
+    /// Index of its variant in the lab file's order.
+    pub variant: usize,
+    /// Which run of the variant, from 1.
+    pub repetition: u32,
+    /// The flags of its `perflab run` (after `run`, without `--store`).
+    pub args: Vec<String>,
+    /// The flags its knobs added, to show what the cell changes.
+    pub knob_args: Vec<String>,
+}
+
+/// The lab's cells in the order they run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabPlan {
+    pub seed: u64,
+    pub cells: Vec<Cell>,
+}
+
+/// Flags a lab sets itself: a cell's may not.
+const LAB_FLAGS: [&str; 2] = ["--store", "--target"];
+
+impl LabPlan {
+    /// Checks every variant's run against its target and workload, and
+    /// orders the cells; `seed` when the file gives none.
+    pub fn of(lab: &LabFile, seed: u64) -> Result<Self, LabFileError> {
+        let seed = lab.seed.unwrap_or(seed);
+        if let Some(flag) = lab.args.iter().find(|a| {
+            LAB_FLAGS
+                .iter()
+                .any(|f| a.as_str() == *f || a.starts_with(&format!("{f}=")))
+        }) {
+            return Err(lab.error_at_args(format!(
+                "'{flag}' is set by the lab itself; give the target as target = \"…\" and the store with perflab lab --store"
+            )));
+        }
+        let Some(target_text) = &lab.target else {
+            return Err(lab.error_at_args(
+                "the lab names no target; add target = \"postgres:managed\" (or mariadb:managed, nginx:managed)".into(),
+            ));
+        };
+        let target = Target::parse(target_text).map_err(|e| lab.error_at_args(e))?;
+        let mut per_variant = Vec::new();
+        for variant in &lab.variants {
+            let mut knob_args = Vec::new();
+            // Which knob gave which flag, to place a flag's error.
+            let mut sources: Vec<(String, &str)> = Vec::new();
+            for (knob, value) in &variant.knobs {
+                let flags =
+                    knob_flags(&target, knob, value).map_err(|e| lab.error_at_knob(knob, e))?;
+                sources.push((flags[0].clone(), knob));
+                knob_args.extend(flags);
+            }
+            let mut args = vec![
+                lab.workload.clone(),
+                "--target".to_string(),
+                target_text.clone(),
+            ];
+            args.extend(lab.args.iter().cloned());
+            args.extend(knob_args.iter().cloned());
+            check_run(&args).map_err(|message| {
+                match sources
+                    .iter()
+                    .find(|(flag, _)| message.contains(flag.as_str()))
+                {
+                    Some((_, knob)) => {
+                        lab.error_at_knob(knob, format!("{}: {message}", variant.name))
+                    }
+                    None => lab.error_at_args(message),
+                }
+            })?;
+            per_variant.push((args, knob_args));
+        }
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let mut cells = Vec::new();
+        let user_seed = lab
+            .args
+            .iter()
+            .any(|a| a == "--seed" || a.starts_with("--seed="));
+        for repetition in 1..=lab.repetitions {
+            let mut round: Vec<usize> = (0..lab.variants.len()).collect();
+            round.shuffle(&mut rng);
+            for variant in round {
+                let (args, knob_args) = &per_variant[variant];
+                let mut args = args.clone();
+                if !user_seed {
+                    // Each cell its own stream, all from the lab's seed.
+                    let cell_seed = seed
+                        .wrapping_add((cells.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                    args.extend(["--seed".to_string(), cell_seed.to_string()]);
+                }
+                cells.push(Cell {
+                    position: cells.len(),
+                    variant,
+                    repetition,
+                    args,
+                    knob_args: knob_args.clone(),
+                });
+            }
+        }
+        Ok(LabPlan { seed, cells })
+    }
+}
+
+/// Whether `perflab run ARGS` would start: its flags parse and validate
+/// into a plan. The error's text when not (without clap's usage lines).
+fn check_run(args: &[String]) -> Result<(), String> {
+    let argv = ["perflab", "run"]
+        .into_iter()
+        .map(str::to_string)
+        .chain(args.iter().cloned());
+    let cli = <Cli as clap::Parser>::try_parse_from(argv).map_err(|e| {
+        let rendered = e.render().to_string();
+        let first = rendered.lines().next().unwrap_or("bad flags").to_string();
+        first.trim_start_matches("error: ").to_string()
+    })?;
+    let Command::Run(run) = cli.command else {
+        return Err("not a run".to_string());
+    };
+    plan_from(&run).map(|_| ()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn lab(text: &str) -> LabFile {
+        LabFile::parse(Path::new("lab.toml"), text.to_string()).unwrap()
+    }
+
+    #[test]
+    fn each_round_holds_every_variant_once_in_a_seeded_order() {
+        let file = lab("workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1\"\nrepetitions = 3\n[vary]\ncpus = [\"0\", \"0-1\"]\n\"pg.fsync\" = [\"on\", \"off\"]\n");
+        let plan = LabPlan::of(&file, 7).unwrap();
+        assert_eq!(plan.cells.len(), 12);
+        for round in plan.cells.chunks(4) {
+            let mut seen: Vec<usize> = round.iter().map(|c| c.variant).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, [0, 1, 2, 3]);
+        }
+        assert_eq!(
+            plan,
+            LabPlan::of(&file, 7).unwrap(),
+            "the same seed, the same order"
+        );
+        let orders: std::collections::BTreeSet<Vec<usize>> = (0..20)
+            .map(|s| {
+                LabPlan::of(&file, s)
+                    .unwrap()
+                    .cells
+                    .iter()
+                    .map(|c| c.variant)
+                    .collect()
+            })
+            .collect();
+        assert!(orders.len() > 1, "the order depends on the seed");
+        let cell = &plan.cells[0];
+        assert!(cell
+            .args
+            .windows(2)
+            .any(|w| w == ["--target", "postgres:managed"]));
+        assert!(cell.args.contains(&"--seed".to_string()));
+        assert_eq!(cell.knob_args.len(), 4);
+    }
+
+    #[test]
+    fn a_cell_that_would_not_run_is_refused_where_its_cause_is() {
+        let refused = |text: &str| LabPlan::of(&lab(text), 1).unwrap_err().to_string();
+        let e = refused("workload = \"bank\"\ntarget = \"postgres:managed\"\n[vary]\ncpus = [\"0\", \"0,99999\"]\n");
+        assert!(
+            e.starts_with("lab.toml:4:8: cpus=0,99999: --pg-cpus"),
+            "{e}"
+        );
+        let e = refused("workload = \"bank\"\ntarget = \"sqlite:x.db\"\n[vary]\ncpus = [\"0\"]\n");
+        assert!(
+            e.starts_with("lab.toml:4:8:") && e.contains("manages"),
+            "{e}"
+        );
+        let e = refused("workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--userz 3\"\n[vary]\ncpus = [\"0\"]\n");
+        assert!(
+            e.starts_with("lab.toml:3:8:") && e.contains("--userz"),
+            "{e}"
+        );
+        let e = refused("workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--store x.db\"\n[vary]\ncpus = [\"0\"]\n");
+        assert!(e.contains("set by the lab"), "{e}");
+        let e = refused("workload = \"bank\"\n[vary]\ncpus = [\"0\"]\n");
+        assert!(e.contains("names no target"), "{e}");
+    }
+}

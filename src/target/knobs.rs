@@ -1,0 +1,136 @@
+//! The knobs a lab turns on a target: what each one does to a server
+//! perflab manages, said as the run flags that do it. A lab knows knobs by
+//! name only; which target takes which knob, and how, is known here.
+//!
+//! `cpus` is the managed server's affinity mask; `pg.NAME`,
+//! `mariadb.NAME` and `nginx.NAME` are the server's own settings. The
+//! knobs of the later steps (a memory cgroup, a shaped link,
+//! throttled disk I/O, the log on its own directory) are named so that a
+//! lab file using them is refused in one line saying so, rather than read
+//! as an unknown word.
+
+use super::Target;
+
+/// Knobs a lab may name that this build does not apply yet.
+const NOT_YET: [&str; 11] = [
+    "memory",
+    "link.rate",
+    "link.loss",
+    "link.delay",
+    "disk.read_iops",
+    "disk.write_iops",
+    "disk.read_bps",
+    "disk.write_bps",
+    "log_dir",
+    "setup",
+    "teardown",
+];
+
+/// The knobs there are, for error messages.
+pub const KNOBS: &str = "cpus, pg.NAME, mariadb.NAME, nginx.NAME";
+
+/// The run flags that set `knob` to `value` on `target`, or why it cannot
+/// be set there (one sentence naming the fix).
+pub fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String>, String> {
+    let managed = |what: &str| {
+        format!(
+            "{what} acts on a server perflab manages, not on {}; use --target postgres:managed, mariadb:managed or nginx:managed",
+            target.redacted()
+        )
+    };
+    if knob == "cpus" {
+        let flag = match target {
+            Target::PostgresManaged => "--pg-cpus",
+            Target::MariadbManaged => "--mariadb-cpus",
+            Target::NginxManaged => "--nginx-cpus",
+            _ => return Err(managed("'cpus'")),
+        };
+        return Ok(vec![flag.to_string(), value.to_string()]);
+    }
+    if let Some((server, name)) = knob.split_once('.') {
+        let (flag, own) = match server {
+            "pg" => ("--pg-set", matches!(target, Target::PostgresManaged)),
+            "mariadb" => ("--mariadb-set", matches!(target, Target::MariadbManaged)),
+            "nginx" => ("--nginx-set", matches!(target, Target::NginxManaged)),
+            _ => ("", false),
+        };
+        if !flag.is_empty() {
+            if name.is_empty() {
+                return Err(format!("'{knob}' names no setting; write {server}.NAME"));
+            }
+            if !own {
+                return Err(format!(
+                    "'{knob}' is a setting of a managed {}, and the target is {}",
+                    match server {
+                        "pg" => "postgres:managed",
+                        "mariadb" => "mariadb:managed",
+                        _ => "nginx:managed",
+                    },
+                    target.redacted()
+                ));
+            }
+            return Ok(vec![flag.to_string(), format!("{name}={value}")]);
+        }
+    }
+    if NOT_YET.contains(&knob) || knob.starts_with("link.") || knob.starts_with("disk.") {
+        return Err(format!(
+            "the knob '{knob}' is not applied by this perflab yet; the lab sets {KNOBS}"
+        ));
+    }
+    Err(format!("'{knob}' is no knob; use one of {KNOBS}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_knob_becomes_its_servers_flag() {
+        let pg = Target::PostgresManaged;
+        assert_eq!(
+            knob_flags(&pg, "cpus", "0-1").unwrap(),
+            ["--pg-cpus", "0-1"]
+        );
+        assert_eq!(
+            knob_flags(&pg, "pg.shared_buffers", "16MB").unwrap(),
+            ["--pg-set", "shared_buffers=16MB"]
+        );
+        let maria = Target::MariadbManaged;
+        assert_eq!(
+            knob_flags(&maria, "cpus", "0").unwrap(),
+            ["--mariadb-cpus", "0"]
+        );
+        assert_eq!(
+            knob_flags(&maria, "mariadb.innodb_buffer_pool_size", "64M").unwrap(),
+            ["--mariadb-set", "innodb_buffer_pool_size=64M"]
+        );
+        assert_eq!(
+            knob_flags(&Target::NginxManaged, "nginx.worker_processes", "2").unwrap(),
+            ["--nginx-set", "worker_processes=2"]
+        );
+    }
+
+    #[test]
+    fn a_knob_the_target_does_not_take_is_refused() {
+        let pg = Target::PostgresManaged;
+        let remote = Target::parse("postgres://u@db/x").unwrap();
+        assert!(knob_flags(&remote, "cpus", "0")
+            .unwrap_err()
+            .contains("manages"));
+        assert!(knob_flags(&pg, "mariadb.x", "1")
+            .unwrap_err()
+            .contains("mariadb:managed"));
+        assert!(knob_flags(&pg, "pg.", "1")
+            .unwrap_err()
+            .contains("names no setting"));
+        assert!(knob_flags(&pg, "memory", "1GB")
+            .unwrap_err()
+            .contains("not applied"));
+        assert!(knob_flags(&pg, "link.rate", "1mbit")
+            .unwrap_err()
+            .contains("not applied"));
+        assert!(knob_flags(&pg, "colour", "red")
+            .unwrap_err()
+            .contains("no knob"));
+    }
+}

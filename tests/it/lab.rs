@@ -1,0 +1,255 @@
+//! `perflab lab`: a lab file run on a managed PostgreSQL, its matrix,
+//! a failed cell, an interrupted lab, and bad lab files refused in one
+//! line each before anything is made.
+
+use crate::support::{contains, perflab_expect, perflab_process, tempdir};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Writes `text` as `lab.toml` in `dir`.
+fn lab_file(dir: &Path, text: &str) -> String {
+    std::fs::write(dir.join("lab.toml"), text).unwrap();
+    "lab.toml".to_string()
+}
+
+/// A 2×2 lab: one CPU or two, synchronous commits or not. Every cell runs
+/// on a server it configured (its CPUs and setting are in its run's
+/// record), the matrix names both axes and every cell, and `lab report`
+/// prints the same matrix from the store alone.
+#[test]
+fn a_two_by_two_lab_runs_every_cell_and_prints_its_matrix() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    assert_ne!(online.trim(), "0", "this test needs two CPUs");
+    let dir = tempdir();
+    let file = lab_file(
+        dir.path(),
+        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1,2 --warmup 0s --duration 1s\"\nseed = 11\n[vary]\ncpus = [\"0\", \"0-1\"]\n\"pg.synchronous_commit\" = [\"on\", \"off\"]\n",
+    );
+    let (dry, _) = perflab_expect(dir.path(), &format!("lab {file} --dry-run"), 0);
+    assert_eq!(
+        dry.lines()
+            .filter(|l| l.trim_start().starts_with("cell "))
+            .count(),
+        4,
+        "{dry}"
+    );
+    contains(&dry, "--pg-cpus 0-1 --pg-set synchronous_commit=off");
+    assert!(
+        !dir.path().join("perflab.db").exists(),
+        "a dry run made the store"
+    );
+    let (out, _) = perflab_expect(dir.path(), &format!("lab {file}"), 0);
+    contains(&out, "cpus ↓ / pg.synchronous_commit →");
+    for cell in 1..=4 {
+        contains(&out, &format!("cell {cell}/4: "));
+    }
+    // The seeded order: the dry run showed the order the lab ran.
+    let order = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.trim_start().strip_prefix("cell "))
+            .map(|l| {
+                l.split(": ")
+                    .nth(1)
+                    .unwrap_or_default()
+                    .split(" (")
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(order(&dry), order(&out));
+    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let variants = report["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 4);
+    for v in variants {
+        assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v}");
+        assert!(v["peak"].as_f64().unwrap() > 0.0, "{v}");
+        assert_eq!(v["bottlenecks"].as_array().unwrap().len(), 1, "{v}");
+    }
+    // Each run was made on the server its variant asked for.
+    for v in variants {
+        let run = v["runs"][0].as_i64().unwrap();
+        let export = perflab_expect(dir.path(), &format!("show {run} --json -"), 0).0;
+        let export: serde_json::Value = serde_json::from_str(&export).unwrap();
+        let setup = &export["run"]["setup"]["managed_server"];
+        let name = v["name"].as_str().unwrap();
+        let cpus: Vec<u64> = setup["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            cpus,
+            if name.starts_with("cpus=0-1") {
+                vec![0, 1]
+            } else {
+                vec![0]
+            },
+            "{name}"
+        );
+        let commit = name.rsplit('=').next().unwrap();
+        assert_eq!(
+            setup["settings"][0],
+            format!("synchronous_commit={commit}"),
+            "{name}"
+        );
+    }
+    // The matrix again, from the store alone.
+    let again = perflab_expect(dir.path(), "lab report last", 0).0;
+    let table = |text: &str| text[text.find("lab 1 ·").unwrap()..].trim_end().to_string();
+    assert_eq!(
+        table(&again),
+        table(&out[..out.find("\nstored as lab").unwrap()])
+    );
+}
+
+/// A cell whose server refuses its setting is marked failed, the others
+/// run, and the lab exits 1 naming it.
+#[test]
+fn a_cell_the_server_refuses_is_failed_and_the_lab_goes_on() {
+    let dir = tempdir();
+    let file = lab_file(
+        dir.path(),
+        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1 --warmup 0s --duration 1s\"\n[[variant]]\nname = \"good\"\n\"pg.fsync\" = \"on\"\n[[variant]]\nname = \"bad\"\n\"pg.no_such_setting\" = \"1\"\n",
+    );
+    let (out, err) = perflab_expect(dir.path(), &format!("lab {file}"), 1);
+    contains(&err, "no_such_setting");
+    contains(
+        &out,
+        "not done: repetition 1: failed (its run refused to start",
+    );
+    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["status"], "complete");
+    assert_eq!(report["variants"][0]["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(report["variants"][1]["runs"].as_array().unwrap().len(), 0);
+}
+
+/// SIGTERM to the lab reaches its running cell: that run keeps what it
+/// measured, the lab is partial, and it exits 143.
+#[test]
+fn a_terminated_lab_is_partial_and_keeps_its_cells() {
+    let dir = tempdir();
+    let file = lab_file(
+        dir.path(),
+        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1,2,3 --warmup 0s --duration 2s\"\n[vary]\n\"pg.synchronous_commit\" = [\"on\", \"off\"]\n",
+    );
+    let mut child = perflab_process(dir.path())
+        .args(["lab", &file])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let store = dir.path().join("perflab.db");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while crate::support::stored_steps(&store) < 1 {
+        assert!(Instant::now() < deadline, "the first cell stored no step");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: signalling the process this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["status"], "partial");
+    let not_done: Vec<String> = report["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|v| {
+            v["not_done"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_str().unwrap().to_string())
+        })
+        .collect();
+    assert!(
+        not_done.iter().any(|n| n.contains("partial (interrupted)")),
+        "{not_done:?}"
+    );
+    assert!(
+        not_done.iter().any(|n| n.contains("pending")),
+        "{not_done:?}"
+    );
+    // The cut cell's run kept its finished steps.
+    let runs = perflab_expect(dir.path(), "runs", 0).0;
+    contains(&runs, "partial");
+}
+
+/// Bad lab files: one line each naming the file, line and column, exit 2,
+/// and nothing made (no store, no server).
+#[test]
+fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
+    let head = "workload = \"bank\"\ntarget = \"postgres:managed\"\n";
+    for (body, place, fragment) in [
+        ("[vary]\ncolour = [\"red\"]\n", "lab.toml:4:10", "no knob"),
+        (
+            "[vary]\ncpus = [\"0\", \"0,99999\"]\n",
+            "lab.toml:4:8",
+            "--pg-cpus",
+        ),
+        (
+            "[zip]\ncpus = [\"0\"]\n\"pg.fsync\" = [\"on\", \"off\"]\n",
+            "lab.toml:5:14",
+            "as many values",
+        ),
+        ("args = \"--users 1\"\n", "lab.toml:4:1", "no variants"),
+        (
+            "[[variant]]\nname = \"a\"\ncpus = \"0\"\n[[variant]]\nname = \"a\"\ncpus = \"1\"\n",
+            "lab.toml:6:1",
+            "named 'a'",
+        ),
+        (
+            "[vary]\n\"link.rate\" = [\"1mbit\"]\n",
+            "lab.toml:4:15",
+            "not applied by this perflab yet",
+        ),
+        (
+            "[vary]\n\"mariadb.innodb_buffer_pool_size\" = [\"1G\"]\n",
+            "lab.toml:4:37",
+            "mariadb:managed",
+        ),
+        (
+            "args = \"--users 1 --bogus\"\n[vary]\ncpus = [\"0\"]\n",
+            "lab.toml:3:8",
+            "--bogus",
+        ),
+        (
+            "args = \"--store x.db\"\n[vary]\ncpus = [\"0\"]\n",
+            "lab.toml:3:8",
+            "set by the lab",
+        ),
+        (
+            "repetitions = -1\n[vary]\ncpus = [\"0\"]\n",
+            "lab.toml:3:15",
+            "1 to 1000",
+        ),
+        (
+            "colour = 1\n[vary]\ncpus = [\"0\"]\n",
+            "lab.toml:3:1",
+            "unknown field",
+        ),
+        ("[vary]\ncpus = [\"0\"\n", "lab.toml:5:1", "expected `]`"),
+        ("[vary]\ncpus = []\n", "lab.toml:4:8", "no values"),
+    ] {
+        let dir = tempdir();
+        let file = lab_file(dir.path(), &format!("{head}{body}"));
+        let (_, err) = perflab_expect(dir.path(), &format!("lab {file}"), 2);
+        assert_eq!(err.trim_end().lines().count(), 1, "{body}: {err}");
+        assert!(err.starts_with(&format!("error: {place}")), "{body}: {err}");
+        contains(&err, fragment);
+        assert!(
+            !dir.path().join("perflab.db").exists(),
+            "{body}: the store was made"
+        );
+    }
+    let dir = tempdir();
+    let (_, err) = perflab_expect(dir.path(), "lab no-such.toml", 2);
+    contains(&err, "no-such.toml:1:1: cannot read the lab file");
+    let (_, err) = perflab_expect(dir.path(), "lab /dev/zero", 2);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
