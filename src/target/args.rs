@@ -22,6 +22,10 @@ pub struct TargetArgs {
     #[arg(long = "pg-cpus", value_name = "LIST")]
     pub pg_cpus: Option<String>,
 
+    /// Managed PostgreSQL: hold the server and its page cache to SIZE of memory (a cgroup; root), e.g. 256MiB.
+    #[arg(long = "pg-memory", value_name = "SIZE")]
+    pub pg_memory: Option<String>,
+
     /// Managed MariaDB: a server option, NAME=VALUE, given to mariadbd as --NAME=VALUE (repeatable).
     #[arg(long = "mariadb-set", value_name = "NAME=VALUE")]
     pub mariadb_set: Vec<String>,
@@ -29,6 +33,10 @@ pub struct TargetArgs {
     /// Managed MariaDB: run the server on these CPUs only, e.g. 0 or 0-1,3 (its affinity mask).
     #[arg(long = "mariadb-cpus", value_name = "LIST")]
     pub mariadb_cpus: Option<String>,
+
+    /// Managed MariaDB: hold the server and its page cache to SIZE of memory (a cgroup; root), e.g. 256MiB.
+    #[arg(long = "mariadb-memory", value_name = "SIZE")]
+    pub mariadb_memory: Option<String>,
 
     /// Managed PostgreSQL or MariaDB: keep the data directory after the run.
     #[arg(long)]
@@ -44,6 +52,9 @@ pub struct ServerOptions {
     pub keep: bool,
     /// The CPUs it may run on (all when empty).
     pub cpus: Vec<usize>,
+    /// The memory its cgroup holds it (and its page cache) to.
+    #[serde(default)]
+    pub memory: Option<crate::units::Bytes>,
     /// A managed web server: the loopback addresses it listens on
     /// (127.0.0.1 when empty).
     #[serde(default)]
@@ -58,15 +69,18 @@ impl TargetArgs {
     /// server's options, which only a managed target takes.
     pub fn validate(&self, default: &str) -> Result<(Target, ServerOptions), PlanError> {
         let target = validate_target(self.target.as_deref(), default)?;
-        // Each managed server's flags: its settings, its CPUs, and the
-        // example its errors give.
-        let postgres = ("--pg-set", &self.pg_set, "--pg-cpus", &self.pg_cpus);
-        let mariadb = (
-            "--mariadb-set",
-            &self.mariadb_set,
-            "--mariadb-cpus",
-            &self.mariadb_cpus,
-        );
+        // Each managed server's flags: its settings, its CPUs, its
+        // memory, and the example its errors give.
+        let postgres = ManagedFlags {
+            set: ("--pg-set", &self.pg_set),
+            cpus: ("--pg-cpus", &self.pg_cpus),
+            memory: ("--pg-memory", &self.pg_memory),
+        };
+        let mariadb = ManagedFlags {
+            set: ("--mariadb-set", &self.mariadb_set),
+            cpus: ("--mariadb-cpus", &self.mariadb_cpus),
+            memory: ("--mariadb-memory", &self.mariadb_memory),
+        };
         let (own, others, example) = match target {
             Target::PostgresManaged => (Some(postgres), vec![mariadb], "shared_buffers=128MB"),
             Target::MariadbManaged => (
@@ -76,14 +90,7 @@ impl TargetArgs {
             ),
             _ => (None, vec![postgres, mariadb], ""),
         };
-        let given = |(set, values, cpus, list): &(&str, &Vec<String>, &str, &Option<String>)| match (
-            values.is_empty(),
-            list.is_some(),
-        ) {
-            (false, _) => Some(set.to_string()),
-            (true, true) => Some(cpus.to_string()),
-            (true, false) => None,
-        };
+        let given = |flags: &ManagedFlags| flags.given().map(str::to_string);
         let stray = others
             .iter()
             .find_map(given)
@@ -99,7 +106,11 @@ impl TargetArgs {
                 "use --pg-* with --target postgres:managed and --mariadb-* with mariadb:managed, or set it on your server",
             ));
         }
-        let (set_flag, values, cpus_flag, list) = own.unwrap_or(postgres);
+        let ManagedFlags {
+            set: (set_flag, values),
+            cpus: (cpus_flag, list),
+            memory: (memory_flag, memory),
+        } = own.unwrap_or(postgres);
         let settings = values
             .iter()
             .map(|kv| {
@@ -120,16 +131,48 @@ impl TargetArgs {
             .map(|t| parse_cpu_list(t, cpus_flag))
             .transpose()?
             .unwrap_or_default();
+        let memory = memory
+            .as_deref()
+            .map(|t| {
+                crate::units::Bytes::parse(t).map_err(|e| {
+                    PlanError::flag(memory_flag, e, &format!("e.g. {memory_flag} 256MiB"))
+                })
+            })
+            .transpose()?;
         Ok((
             target,
             ServerOptions {
                 settings,
                 keep: self.keep,
                 cpus,
+                memory,
                 addresses: Vec::new(),
                 tls_files: None,
             },
         ))
+    }
+}
+
+/// One managed server's flags, each with its name.
+#[derive(Clone, Copy)]
+struct ManagedFlags<'a> {
+    set: (&'static str, &'a Vec<String>),
+    cpus: (&'static str, &'a Option<String>),
+    memory: (&'static str, &'a Option<String>),
+}
+
+impl ManagedFlags<'_> {
+    /// The first of them that was given.
+    fn given(&self) -> Option<&'static str> {
+        if !self.set.1.is_empty() {
+            Some(self.set.0)
+        } else if self.cpus.1.is_some() {
+            Some(self.cpus.0)
+        } else if self.memory.1.is_some() {
+            Some(self.memory.0)
+        } else {
+            None
+        }
     }
 }
 

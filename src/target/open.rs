@@ -4,6 +4,7 @@
 //! managed server alive until it is dropped.
 
 use super::http::{HttpBase, ServerStatus};
+use super::managed::cgroup::ServerCgroup;
 use super::managed::mariadb::ManagedMariadb;
 use super::managed::nginx::ManagedNginx;
 use super::managed::postgres::ManagedPostgres;
@@ -121,13 +122,19 @@ impl Opened {
             }
             Target::PostgresManaged => {
                 crate::util::out(format_args!("starting a managed PostgreSQL\n"));
-                let started = ManagedPostgres::start(&server.settings, server.keep, &server.cpus)?;
+                let started = ManagedPostgres::start(
+                    &server.settings,
+                    server.keep,
+                    &server.cpus,
+                    server.memory,
+                )?;
                 crate::util::out(format_args!(
                     "{} on 127.0.0.1, pid {}, files in {}\n",
                     started.version,
                     started.pid(),
                     started.dir().display()
                 ));
+                say_cgroup(started.cgroup());
                 setup = managed_setup(&started.version, server);
                 let endpoint = Endpoint::Postgres(Box::new(resolve_postgres(&started.url())?));
                 managed = Some(Managed::Postgres(started));
@@ -135,13 +142,19 @@ impl Opened {
             }
             Target::MariadbManaged => {
                 crate::util::out(format_args!("starting a managed MariaDB\n"));
-                let started = ManagedMariadb::start(&server.settings, server.keep, &server.cpus)?;
+                let started = ManagedMariadb::start(
+                    &server.settings,
+                    server.keep,
+                    &server.cpus,
+                    server.memory,
+                )?;
                 crate::util::out(format_args!(
                     "{} on 127.0.0.1, pid {}, files in {}\n",
                     started.version,
                     started.pid(),
                     started.dir().display()
                 ));
+                say_cgroup(started.cgroup());
                 setup = managed_setup(&started.version, server);
                 let endpoint = Endpoint::Mysql(started.target()?);
                 managed = Some(Managed::Mariadb(started));
@@ -223,6 +236,17 @@ impl Endpoint {
     }
 }
 
+/// Says where a managed server's memory is held, when it is.
+fn say_cgroup(cgroup: Option<&ServerCgroup>) {
+    if let Some(c) = cgroup {
+        crate::util::out(format_args!(
+            "its memory (page cache included) held to {} by the cgroup {}\n",
+            c.limit,
+            c.dir().display()
+        ));
+    }
+}
+
 /// The run's record of a managed database server: its version, CPUs and
 /// settings.
 fn managed_setup(version: &str, server: &ServerOptions) -> serde_json::Value {
@@ -230,6 +254,7 @@ fn managed_setup(version: &str, server: &ServerOptions) -> serde_json::Value {
         "managed_server": {
             "version": version,
             "cpus": server.cpus,
+            "memory_bytes": server.memory.map(|m| m.0),
             "settings": server
                 .settings
                 .iter()

@@ -11,7 +11,7 @@ use std::process::Command;
 const SHORT: &str = "--warmup 0s --duration 1s";
 
 fn server() -> ManagedPostgres {
-    ManagedPostgres::start(&[], false, &[])
+    ManagedPostgres::start(&[], false, &[], None)
         .expect("a PostgreSQL server starts (are the server binaries installed?)")
 }
 
@@ -202,6 +202,59 @@ fn a_managed_server_runs_the_sweep_and_is_removed() {
         2,
     );
     contains(&err, "no_such_setting");
+}
+
+/// `--pg-memory`: the managed server runs in a memory cgroup of its own,
+/// held to the limit (the probe reads the limit and the usage at it from
+/// the server's cgroup), which is removed with the server; a limit too
+/// small, no size, or the other server's flag is one line, exit 2.
+#[test]
+fn a_managed_server_held_to_a_memory_limit_runs_in_its_own_cgroup() {
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target postgres:managed --pg-memory 128MiB --users 2 {SHORT}"),
+    );
+    contains(&out, "check: passed");
+    let cgroup_dir = out
+        .lines()
+        .find_map(|l| l.split("held to 128.0 MiB by the cgroup ").nth(1))
+        .expect("the cgroup is named")
+        .trim()
+        .to_string();
+    assert!(cgroup_dir.contains("perflab-server-"), "{cgroup_dir}");
+    assert!(
+        !std::path::Path::new(&cgroup_dir).exists(),
+        "{cgroup_dir} was left behind"
+    );
+    let export: serde_json::Value = crate::support::last_export(dir.path());
+    assert_eq!(
+        export["run"]["setup"]["managed_server"]["memory_bytes"],
+        134_217_728
+    );
+    let cgroup = &export["steps"][0]["intervals"][0]["host"]["server_cgroup"];
+    assert_eq!(cgroup["memory_limit_bytes"], 134_217_728, "{cgroup}");
+    assert!(
+        cgroup["path"].as_str().unwrap().contains("perflab-server-"),
+        "{cgroup}"
+    );
+    assert!(
+        cgroup["memory_usage_bytes"].as_u64().unwrap() <= 134_217_728,
+        "{cgroup}"
+    );
+    for (flag, fragment) in [
+        ("--pg-memory 1MiB", "less than a database server needs"),
+        ("--pg-memory lots", "is not a size"),
+        ("--mariadb-memory 1GiB", "--mariadb-memory"),
+    ] {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run bank --target postgres:managed {flag} --users 1 {SHORT}"),
+            2,
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{flag}: {err}");
+        contains(&err, fragment);
+    }
 }
 
 /// The managed server is moved to `--pg-cpus` after it starts, so it may
@@ -402,8 +455,13 @@ fn connections_killed_by_the_server_are_reopened_and_counted() {
 /// few connections for the planned users, and the WAL beside the data.
 #[test]
 fn the_doctor_finds_a_servers_traps() {
-    let server = ManagedPostgres::start(&[("fsync".to_string(), "off".to_string())], false, &[])
-        .expect("a PostgreSQL server starts");
+    let server = ManagedPostgres::start(
+        &[("fsync".to_string(), "off".to_string())],
+        false,
+        &[],
+        None,
+    )
+    .expect("a PostgreSQL server starts");
     let dir = tempdir();
     let (out, _) = perflab_expect(
         dir.path(),

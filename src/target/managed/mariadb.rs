@@ -9,6 +9,7 @@
 //! lives only in memory: any other local user who reaches the port still
 //! needs it.
 
+use super::cgroup::ServerCgroup;
 use super::{
     find_programs, free_loopback_port, log_file, server_command, server_user, NotReady, ServerDir,
     ServerProcess,
@@ -32,6 +33,8 @@ const LOG: &str = "mariadb.log";
 /// is removed (fields drop in order).
 pub struct ManagedMariadb {
     process: ServerProcess,
+    /// The memory cgroup it runs in, when it is held to a limit.
+    cgroup: Option<ServerCgroup>,
     dir: ServerDir,
     port: u16,
     password: String,
@@ -92,11 +95,13 @@ fn fresh_password() -> anyhow::Result<String> {
 
 impl ManagedMariadb {
     /// Creates and starts a server with `settings` (option name, value
-    /// pairs); `cpus`, when not empty, is its affinity mask.
+    /// pairs); `cpus`, when not empty, is its affinity mask; `memory`
+    /// holds it and its page cache to a limit (`--mariadb-memory`).
     pub fn start(
         settings: &[(String, String)],
         keep: bool,
         cpus: &[usize],
+        memory: Option<crate::units::Bytes>,
     ) -> anyhow::Result<Self> {
         let (Some(mariadbd), Some(install_db)) = (find("mariadbd"), find("mariadb-install-db"))
         else {
@@ -158,7 +163,13 @@ impl ManagedMariadb {
             std::os::unix::fs::chown(&init, Some(uid), Some(gid))?;
         }
         let port = free_loopback_port()?;
+        let cgroup = memory
+            .map(|limit| ServerCgroup::create(limit, "--mariadb-memory"))
+            .transpose()?;
         let mut cmd = server_command(&mariadbd, user, cpus);
+        if let Some(cgroup) = &cgroup {
+            cgroup.join(&mut cmd);
+        }
         let at = |name: &str| dir.path().join(name).display().to_string();
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", at("data")))
@@ -179,6 +190,7 @@ impl ManagedMariadb {
         let process = ServerProcess::spawn(cmd, libc::SIGTERM, STOP_TIMEOUT, "mariadbd")?;
         let mut server = ManagedMariadb {
             process,
+            cgroup,
             dir,
             port,
             password,
@@ -245,6 +257,11 @@ impl ManagedMariadb {
     /// Where the server's files are.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The memory cgroup it runs in, when it is held to a limit.
+    pub fn cgroup(&self) -> Option<&ServerCgroup> {
+        self.cgroup.as_ref()
     }
 }
 

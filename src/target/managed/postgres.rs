@@ -5,6 +5,7 @@
 //! kept). As root, the server runs as the `postgres` system user, since
 //! PostgreSQL refuses to run as root.
 
+use super::cgroup::ServerCgroup;
 use super::{
     find_programs, free_loopback_port, log_file, server_command, server_user, NotReady, ServerDir,
     ServerProcess,
@@ -26,6 +27,8 @@ const LOG: &str = "postgres.log";
 /// is removed (fields drop in order).
 pub struct ManagedPostgres {
     process: ServerProcess,
+    /// The memory cgroup it runs in, when it is held to a limit.
+    cgroup: Option<ServerCgroup>,
     dir: ServerDir,
     port: u16,
     /// How to start the postmaster again (restart after a crash).
@@ -69,8 +72,12 @@ fn spawn_postmaster(
     port: u16,
     settings: &[(String, String)],
     cpus: &[usize],
+    cgroup: Option<&ServerCgroup>,
 ) -> anyhow::Result<ServerProcess> {
     let mut cmd = server_command(&bindir.join("postgres"), user, cpus);
+    if let Some(cgroup) = cgroup {
+        cgroup.join(&mut cmd);
+    }
     cmd.arg("-D")
         .arg(dir.path().join("data"))
         .args(["-p", &port.to_string()])
@@ -87,11 +94,13 @@ fn spawn_postmaster(
 impl ManagedPostgres {
     /// Creates and starts a server with `settings` (name, value pairs).
     /// `cpus`, when not empty, is the server's affinity mask (its backends
-    /// inherit it from the postmaster).
+    /// inherit it from the postmaster); `memory` holds it and its page
+    /// cache to a limit (`--pg-memory`).
     pub fn start(
         settings: &[(String, String)],
         keep: bool,
         cpus: &[usize],
+        memory: Option<crate::units::Bytes>,
     ) -> anyhow::Result<Self> {
         let bindir = find_bindir().ok_or_else(|| {
             PlanError::new(
@@ -120,9 +129,13 @@ impl ManagedPostgres {
             );
         }
         let port = free_loopback_port()?;
-        let process = spawn_postmaster(&bindir, user, &dir, port, settings, cpus)?;
+        let cgroup = memory
+            .map(|limit| ServerCgroup::create(limit, "--pg-memory"))
+            .transpose()?;
+        let process = spawn_postmaster(&bindir, user, &dir, port, settings, cpus, cgroup.as_ref())?;
         let mut server = ManagedPostgres {
             process,
+            cgroup,
             dir,
             port,
             bindir,
@@ -148,6 +161,7 @@ impl ManagedPostgres {
                 self.port,
                 &self.settings,
                 &self.cpus,
+                self.cgroup.as_ref(),
             )?;
             match self.wait_ready(false) {
                 Ok(()) => return Ok(()),
@@ -212,5 +226,10 @@ impl ManagedPostgres {
     /// Where the server's files are.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The memory cgroup it runs in, when it is held to a limit.
+    pub fn cgroup(&self) -> Option<&ServerCgroup> {
+        self.cgroup.as_ref()
     }
 }

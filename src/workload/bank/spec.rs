@@ -81,6 +81,10 @@ pub struct BankSpec {
     pub keep: bool,
     /// Managed server: the CPUs it may run on (all when empty).
     pub server_cpus: Vec<usize>,
+    /// Managed server: the memory its cgroup holds it to (with its page
+    /// cache), when limited.
+    #[serde(default)]
+    pub server_memory: Option<crate::units::Bytes>,
 }
 
 /// The flags of `perflab check bank`.
@@ -164,6 +168,7 @@ impl Kind for Bank {
             settings,
             keep,
             cpus,
+            memory,
             ..
         } = server;
         Ok(BankSpec {
@@ -177,6 +182,7 @@ impl Kind for Bank {
             server_settings: settings,
             keep,
             server_cpus: cpus,
+            server_memory: memory,
         })
     }
 
@@ -189,6 +195,7 @@ impl Kind for Bank {
             settings: spec.server_settings.clone(),
             keep: spec.keep,
             cpus: spec.server_cpus.clone(),
+            memory: spec.server_memory,
             addresses: Vec::new(),
             tls_files: None,
         };

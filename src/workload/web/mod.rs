@@ -315,6 +315,7 @@ impl Kind for Web {
                 settings,
                 keep: args.keep,
                 cpus,
+                memory: None,
                 addresses,
                 tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
             },
