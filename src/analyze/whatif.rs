@@ -85,6 +85,11 @@ pub struct Scenario {
     /// The changed resource still limits.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub still: bool,
+    /// The CPUs the server has after the change, for a change of its
+    /// CPUs (a lab checks the prediction against the variant that has
+    /// them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpus: Option<f64>,
 }
 
 /// The model's check against the run, and its predictions.
@@ -153,14 +158,14 @@ fn tightest(centres: &[Centre]) -> Option<&Centre> {
         .min_by(|a, b| a.bound().total_cmp(&b.bound()))
 }
 
+/// One change to predict: its words, the network after it, and the CPUs
+/// the server has after it (a change of its CPUs).
+type Change = (String, Vec<Centre>, Option<f64>);
+
 /// The changes worth predicting for a bottleneck centre. A confined
 /// server gets what the host has besides perflab's own use, at most twice
 /// what it had; none when that is no more than it had.
-fn changes(
-    target: &Centre,
-    centres: &[Centre],
-    room: Option<HostRoom>,
-) -> Vec<(String, Vec<Centre>)> {
+fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom>) -> Vec<Change> {
     let spare = |want: f64| room.map_or(want, |r| want.min((r.cpus - r.perflab_cpus).max(0.0)));
     let more = match target.kind {
         ResourceKind::Cpu => target.servers * 2.0,
@@ -207,11 +212,15 @@ fn changes(
         .filter(|c| c.name != target.name)
         .cloned()
         .collect();
+    let cpus_after = match target.kind {
+        ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota => Some(more),
+        ResourceKind::Disk | ResourceKind::Link => None,
+    };
     let mut out = Vec::new();
     if grows {
-        out.push((twice, doubled));
+        out.push((twice, doubled, cpus_after));
     }
-    out.push((format!("{} out of the way", target.name), cleared));
+    out.push((format!("{} out of the way", target.name), cleared, None));
     out
 }
 
@@ -247,13 +256,13 @@ fn open_loop(
     peak: usize,
     target: &Centre,
     centres: &[Centre],
-    changed: Vec<(String, Vec<Centre>)>,
+    changed: Vec<Change>,
     highest: f64,
 ) -> Option<WhatIf> {
     let baseline = tightest(centres)?.bound().min(highest);
     let scenarios = changed
         .into_iter()
-        .map(|(change, after)| {
+        .map(|(change, after, server_cpus)| {
             let t = tightest(&after);
             let bound = t.map(Centre::bound);
             let x = bound.map_or(highest, |b| b.min(highest));
@@ -266,6 +275,7 @@ fn open_loop(
                 limited_by: t.map(|c| c.name.clone()),
                 still: t.is_some_and(|c| c.name == target.name),
                 bound,
+                server_cpus,
             }
         })
         .collect();
@@ -288,7 +298,7 @@ fn closed_loop(
     peak: usize,
     target: &Centre,
     centres: &[Centre],
-    changed: Vec<(String, Vec<Centre>)>,
+    changed: Vec<Change>,
     highest: f64,
 ) -> Option<WhatIf> {
     let lowest = points.first()?;
@@ -310,7 +320,7 @@ fn closed_loop(
         .fold(0.0, f64::max);
     let scaled = measured > 0.0 && (baseline - measured).abs() > CREDIBLE * measured;
     let mut scenarios = Vec::new();
-    for (change, after) in changed {
+    for (change, after, server_cpus) in changed {
         let (x, r) = solve(&after, delay_s, think_s, users(highest))?;
         let t = tightest(&after);
         let gain = x / baseline;
@@ -323,6 +333,7 @@ fn closed_loop(
             limited_by: t.map(|c| c.name.clone()),
             still: t.is_some_and(|c| c.name == target.name),
             bound: t.map(Centre::bound),
+            server_cpus,
         });
     }
     Some(WhatIf {
@@ -375,8 +386,9 @@ mod tests {
         let (x, r) = solve(&c, 0.0, 0.0, 64).unwrap();
         assert!((x - 100.0).abs() < 1e-6, "{x}");
         assert!((r - 0.64).abs() < 1e-6, "{r}");
-        let (twice, after) = changes(&c[0], &c, None).remove(0);
+        let (twice, after, cpus) = changes(&c[0], &c, None).remove(0);
         assert_eq!(twice, "disk vda twice as fast");
+        assert_eq!(cpus, None, "a disk's change is no change of CPUs");
         let (x2, _) = solve(&after, 0.0, 0.0, 64).unwrap();
         assert!((x2 / x - 2.0).abs() < 1e-6);
     }
@@ -393,8 +405,9 @@ mod tests {
         assert!((r1 - 0.01).abs() < 1e-9 && (x1 - 100.0).abs() < 1e-6);
         let (x, _) = solve(&c, delay, 0.0, 500).unwrap();
         assert!(x > 199.0 && x <= 200.0 + 1e-9, "{x}");
-        let (label, after) = changes(&c[0], &c, None).remove(0);
+        let (label, after, cpus) = changes(&c[0], &c, None).remove(0);
         assert_eq!(label, "twice the CPUs (4)");
+        assert_eq!(cpus, Some(4.0));
         let (x4, _) = solve(&after, delay, 0.0, 500).unwrap();
         assert!(x4 > 398.0 && x4 <= 400.0 + 1e-9, "{x4}");
     }

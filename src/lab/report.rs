@@ -5,6 +5,13 @@
 //! samples pooled from each run at its peak). Crossed axes print as seed
 //! 004's table — the first axis down, the second across, further axes as
 //! stacked tables — so the bottleneck is seen moving from cell to cell.
+//!
+//! Predictions are checked where one variant's verdict predicted another
+//! variant's configuration: a server confined to fewer CPUs whose what-if
+//! gave it the CPUs another variant has, every other knob the same. The
+//! prediction (at the sweep's highest load) is set beside what that
+//! variant measured there, with the error. Knobs the what-if has no rule
+//! for are named as such: no prediction is made for them.
 
 use super::LabSpec;
 use crate::analyze::compare::{differ, peak_samples, Difference};
@@ -45,6 +52,24 @@ impl VariantSummary {
     }
 }
 
+/// One variant's what-if checked against the variant that made the change.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PredictionCheck {
+    /// The variant whose verdict predicted, and the one measured.
+    pub from: String,
+    pub to: String,
+    /// The change, as the what-if words it.
+    pub change: String,
+    /// The load both are at: the sweep's highest.
+    pub load: f64,
+    /// Mean predicted throughput over the predicting variant's runs, and
+    /// mean measured throughput over the other's, operations per second.
+    pub predicted: f64,
+    pub measured: f64,
+    /// measured / predicted − 1.
+    pub error: f64,
+}
+
 /// A whole lab's report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LabReport {
@@ -54,6 +79,10 @@ pub struct LabReport {
     pub workload: String,
     pub target: Option<String>,
     pub variants: Vec<VariantSummary>,
+    /// Each prediction a variant made of another, with its error.
+    pub predictions: Vec<PredictionCheck>,
+    /// The varied knobs no what-if predicts.
+    pub unpredicted: Vec<String>,
     #[serde(skip)]
     spec: LabSpec,
 }
@@ -125,8 +154,15 @@ pub fn summarize(store: &Store, stored: &StoredLab) -> anyhow::Result<LabReport>
             }
         })
         .collect();
+    let predictions = predictions(&spec, &runs);
+    let unpredicted = varied_knobs(&spec)
+        .into_iter()
+        .filter(|k| k != "cpus")
+        .collect();
     Ok(LabReport {
         lab: stored.id,
+        predictions,
+        unpredicted,
         name: stored.name.clone(),
         status: stored.status.clone(),
         workload: spec.workload.clone(),
@@ -134,6 +170,99 @@ pub fn summarize(store: &Store, stored: &StoredLab) -> anyhow::Result<LabReport>
         variants,
         spec,
     })
+}
+
+/// The knobs whose values differ between variants, in the file's order.
+fn varied_knobs(spec: &LabSpec) -> Vec<String> {
+    let mut knobs: Vec<String> = Vec::new();
+    for v in &spec.variants {
+        for (k, value) in &v.knobs {
+            let differs = spec
+                .variants
+                .iter()
+                .any(|o| o.knobs.iter().find(|(ok, _)| ok == k).map(|(_, ov)| ov) != Some(value));
+            if differs && !knobs.contains(k) {
+                knobs.push(k.clone());
+            }
+        }
+    }
+    knobs
+}
+
+/// The CPUs a variant's `cpus` knob gives the server, when it names them.
+fn cpu_count(v: &super::Variant) -> Option<usize> {
+    let (_, list) = v.knobs.iter().find(|(k, _)| k == "cpus")?;
+    crate::target::parse_kernel_cpu_list(list).map(|mut cpus| {
+        cpus.sort_unstable();
+        cpus.dedup();
+        cpus.len()
+    })
+}
+
+/// Every variant's CPU what-ifs set against the variant that has those
+/// CPUs and the same other knobs.
+fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<PredictionCheck> {
+    let others_same = |a: &super::Variant, b: &super::Variant| {
+        let rest = |v: &super::Variant| {
+            let mut r: Vec<(String, String)> = v
+                .knobs
+                .iter()
+                .filter(|(k, _)| k != "cpus")
+                .cloned()
+                .collect();
+            r.sort();
+            r
+        };
+        rest(a) == rest(b)
+    };
+    let mut out = Vec::new();
+    for (i, from) in spec.variants.iter().enumerate() {
+        let Some(had) = cpu_count(from) else { continue };
+        // (change, load, predicted, target CPUs) from each run's verdict.
+        let made: Vec<(String, f64, f64, usize)> = runs[i]
+            .iter()
+            .filter_map(|(_, v)| v.what_if.as_ref())
+            .flat_map(|w| w.scenarios.iter())
+            .filter_map(|s| {
+                let cpus = s.server_cpus?.ceil() as usize;
+                (cpus > had).then(|| (s.change.clone(), s.load, s.throughput, cpus))
+            })
+            .collect();
+        for (j, to) in spec.variants.iter().enumerate() {
+            if i == j || !others_same(from, to) {
+                continue;
+            }
+            let Some(has) = cpu_count(to) else { continue };
+            let mine: Vec<&(String, f64, f64, usize)> =
+                made.iter().filter(|m| m.3 == has).collect();
+            let Some(first) = mine.first() else { continue };
+            let load = first.1;
+            let measured: Vec<f64> = runs[j]
+                .iter()
+                .filter_map(|(_, v)| {
+                    v.points
+                        .iter()
+                        .find(|p| p.load == load)
+                        .map(|p| p.throughput)
+                })
+                .collect();
+            if measured.is_empty() {
+                continue;
+            }
+            let predicted = mine.iter().map(|m| m.2).sum::<f64>() / mine.len() as f64;
+            let measured = measured.iter().sum::<f64>() / measured.len() as f64;
+            out.push(PredictionCheck {
+                from: from.name.clone(),
+                to: to.name.clone(),
+                change: first.0.clone(),
+                load,
+                predicted,
+                measured,
+                error: measured / predicted - 1.0,
+            });
+        }
+    }
+    out
 }
 
 /// `1,234/s ±56` (the interval's half width), or `-`.
@@ -213,6 +342,34 @@ impl LabReport {
             for missing in &v.not_done {
                 let _ = writeln!(out, "  {:<width$}          not done: {missing}", "");
             }
+        }
+        if !self.predictions.is_empty() {
+            let _ = writeln!(out, "\n  predictions checked (one variant's what-if against the variant with that change):");
+        }
+        for p in &self.predictions {
+            let _ = writeln!(
+                out,
+                "    {} → {}: {} at load {}: predicted {}/s, measured {}/s ({:+.1}%)",
+                p.from,
+                p.to,
+                p.change,
+                p.load,
+                group(p.predicted),
+                group(p.measured),
+                p.error * 100.0
+            );
+        }
+        if !self.unpredicted.is_empty() {
+            let _ = writeln!(
+                out,
+                "  no prediction is made for {}: the what-if has no rule for {} yet",
+                self.unpredicted.join(", "),
+                if self.unpredicted.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            );
         }
         out
     }

@@ -77,6 +77,7 @@ pub fn run_lab(
             .arg(store_path)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()?;
         let pid = child.id();
         // Its progress lines, shown as they come; the rest of its table is
@@ -91,6 +92,19 @@ pub fn run_lab(
                         crate::util::out(format_args!("  {line}\n"));
                     }
                 }
+            })
+        });
+        // Its error lines, passed on; the last one is why a cell failed.
+        let errors = child.stderr.take().map(|err| {
+            std::thread::spawn(move || {
+                let mut last = None;
+                for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                    crate::util::err(format_args!("{line}\n"));
+                    if !line.trim().is_empty() {
+                        last = Some(line);
+                    }
+                }
+                last
             })
         });
         let mut forwarded = false;
@@ -110,19 +124,18 @@ pub fn run_lab(
         if let Some(progress) = progress {
             let _ = progress.join();
         }
+        let last_error = errors
+            .and_then(|e| e.join().ok().flatten())
+            .map(|line| line.trim().trim_start_matches("error: ").to_string());
         let run = store.run_of_process(pid, before)?;
+        let said = |what: &str| match &last_error {
+            Some(line) => format!("{what}: {line}"),
+            None => what.to_string(),
+        };
         let (state, reason) = match status.code() {
             Some(0) => ("done", None),
-            Some(1) => (
-                "failed",
-                Some(
-                    "its run failed: a step broke the error limit, or the check failed".to_string(),
-                ),
-            ),
-            Some(2) => (
-                "failed",
-                Some("its run refused to start (bad input: see the line above)".to_string()),
-            ),
+            Some(1) => ("failed", Some(said("its run failed"))),
+            Some(2) => ("failed", Some(said("its run refused to start"))),
             Some(130 | 143) => ("partial", Some("interrupted".to_string())),
             Some(code) => (
                 "failed",

@@ -234,7 +234,7 @@ fn parse_cpu_range(part: &str) -> Option<(usize, usize)> {
 }
 
 /// A kernel CPU list (`0-3,6`) as CPU numbers.
-fn parse_kernel_cpu_list(text: &str) -> Option<Vec<usize>> {
+pub fn parse_kernel_cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = parse_cpu_range(part)?;

@@ -296,3 +296,65 @@ fn compare_finds_half_the_service_time_with_a_ratio_of_two() {
     let (_, err) = perflab_expect(dir.path(), "compare 1 2 --cost 7=5", 2);
     contains(&err, "--cost");
 }
+
+/// A lab of one CPU against two, on a read-only mix that keeps a single
+/// CPU busy: the one-CPU variant's what-if (a second CPU) is set beside
+/// what the two-CPU variant measured (perflab held to the other CPU), with its error; a varied knob no
+/// what-if predicts (memory) is named as such.
+#[test]
+fn a_cpu_lab_checks_its_prediction_of_the_second_cpu() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    assert_ne!(online.trim(), "0", "this test needs two CPUs");
+    let _machine = machine();
+    let dir = tempdir();
+    std::fs::write(
+        dir.path().join("lab.toml"),
+        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--scale 4 --mix atm:balance=100,withdraw=0,deposit=0,transfer=0 --users 1,2,4,8,16 --warmup 1s --duration 2s\"\nseed = 3\n[vary]\ncpus = [\"0\", \"0-1\"]\nmemory = [\"1GiB\"]\n",
+    )
+    .unwrap();
+    // perflab on CPU 1 (taskset; its cells inherit it), the server on
+    // CPU 0 or on both: the one-CPU cell is the server's CPU alone.
+    let lab = std::process::Command::new("taskset")
+        .args(["-c", "1"])
+        .arg(assert_cmd::cargo::cargo_bin("perflab"))
+        .args(["lab", "lab.toml"])
+        .current_dir(dir.path())
+        .env("CI", "true")
+        .output()
+        .expect("taskset runs (util-linux)");
+    let out = String::from_utf8_lossy(&lab.stdout).into_owned();
+    assert!(
+        lab.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&lab.stderr)
+    );
+    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let bottlenecks: Vec<&serde_json::Value> = report["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| &v["bottlenecks"])
+        .collect();
+    let predictions = report["predictions"].as_array().unwrap();
+    assert_eq!(predictions.len(), 1, "bottlenecks {bottlenecks:?}\n{out}");
+    let p = &predictions[0];
+    assert_eq!(p["from"], "cpus=0 memory=1GiB");
+    assert_eq!(p["to"], "cpus=0-1 memory=1GiB");
+    assert!(p["change"].as_str().unwrap().contains("second CPU"), "{p}");
+    assert_eq!(p["load"], 16.0);
+    let (predicted, measured) = (
+        p["predicted"].as_f64().unwrap(),
+        p["measured"].as_f64().unwrap(),
+    );
+    assert!(predicted > 0.0 && measured > 0.0, "{p}");
+    assert!((p["error"].as_f64().unwrap() - (measured / predicted - 1.0)).abs() < 1e-9);
+    contains(&out, "predictions checked");
+    contains(&out, "predicted ");
+    // memory took one value: it is not varied, so nothing is said of it.
+    assert_eq!(
+        report["unpredicted"].as_array().unwrap().len(),
+        0,
+        "{report}"
+    );
+}
