@@ -128,14 +128,13 @@ impl Opened {
                     &server.cpus,
                     server.memory,
                 )?;
-                crate::util::out(format_args!(
-                    "{} on 127.0.0.1, pid {}, files in {}\n",
-                    started.version,
+                setup = announce(
+                    &started.version,
                     started.pid(),
-                    started.dir().display()
-                ));
-                say_cgroup(started.cgroup());
-                setup = managed_setup(&started.version, server);
+                    started.dir(),
+                    started.cgroup(),
+                    server,
+                );
                 let endpoint = Endpoint::Postgres(Box::new(resolve_postgres(&started.url())?));
                 managed = Some(Managed::Postgres(started));
                 endpoint
@@ -148,14 +147,13 @@ impl Opened {
                     &server.cpus,
                     server.memory,
                 )?;
-                crate::util::out(format_args!(
-                    "{} on 127.0.0.1, pid {}, files in {}\n",
-                    started.version,
+                setup = announce(
+                    &started.version,
                     started.pid(),
-                    started.dir().display()
-                ));
-                say_cgroup(started.cgroup());
-                setup = managed_setup(&started.version, server);
+                    started.dir(),
+                    started.cgroup(),
+                    server,
+                );
                 let endpoint = Endpoint::Mysql(started.target()?);
                 managed = Some(Managed::Mariadb(started));
                 endpoint
@@ -236,8 +234,20 @@ impl Endpoint {
     }
 }
 
-/// Says where a managed server's memory is held, when it is.
-fn say_cgroup(cgroup: Option<&ServerCgroup>) {
+/// Says which managed database server runs where (and where its memory
+/// is held, when it is), and gives the run's record of it: its version,
+/// CPUs, memory and settings.
+fn announce(
+    version: &str,
+    pid: u32,
+    dir: &std::path::Path,
+    cgroup: Option<&ServerCgroup>,
+    server: &ServerOptions,
+) -> serde_json::Value {
+    crate::util::out(format_args!(
+        "{version} on 127.0.0.1, pid {pid}, files in {}\n",
+        dir.display()
+    ));
     if let Some(c) = cgroup {
         crate::util::out(format_args!(
             "its memory (page cache included) held to {} by the cgroup {}\n",
@@ -245,11 +255,6 @@ fn say_cgroup(cgroup: Option<&ServerCgroup>) {
             c.dir().display()
         ));
     }
-}
-
-/// The run's record of a managed database server: its version, CPUs and
-/// settings.
-fn managed_setup(version: &str, server: &ServerOptions) -> serde_json::Value {
     serde_json::json!({
         "managed_server": {
             "version": version,
