@@ -109,6 +109,17 @@ pub struct LabArgs {
 pub enum LabCommand {
     /// Print a stored lab's matrix: each variant's peak with its 95% interval, bottleneck, and difference from the first.
     Report(LabReportArgs),
+    /// Continue a stopped or killed lab at its first unfinished cell, keeping the finished ones.
+    Resume(LabResumeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LabResumeArgs {
+    /// The lab (its number, or last).
+    pub lab: String,
+
+    #[command(flatten)]
+    pub store: StoreArg,
 }
 
 #[derive(Debug, Args)]

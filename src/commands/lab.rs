@@ -3,9 +3,9 @@
 //! the matrix; `perflab lab report LAB` prints a stored lab's matrix again.
 
 use super::Exit;
-use crate::cli::{LabArgs, LabCommand, LabReportArgs};
+use crate::cli::{LabArgs, LabCommand, LabReportArgs, LabResumeArgs};
 use crate::error::PlanError;
-use crate::lab::run::{run_lab, LabEnd};
+use crate::lab::run::{resume_lab, run_lab, LabEnd};
 use crate::lab::{report, LabFile, LabPlan};
 use crate::store::Store;
 use std::sync::atomic::AtomicUsize;
@@ -13,8 +13,10 @@ use std::sync::Arc;
 
 /// Runs `perflab lab`.
 pub fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
-    if let Some(LabCommand::Report(report_args)) = &args.command {
-        return lab_report(report_args);
+    match &args.command {
+        Some(LabCommand::Report(report_args)) => return lab_report(report_args),
+        Some(LabCommand::Resume(resume_args)) => return lab_resume(resume_args),
+        None => {}
     }
     let Some(path) = &args.file else {
         return Err(
@@ -45,22 +47,40 @@ pub fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
+    let (stop, signal) = signals()?;
+    let (lab, end) = run_lab(&file, &plan, &args.store.store, &stop, &signal)?;
+    finish(&args.store.store, lab, end)
+}
+
+/// `perflab lab resume LAB`.
+fn lab_resume(args: &LabResumeArgs) -> anyhow::Result<Exit> {
+    let (stop, signal) = signals()?;
+    let (lab, end) = resume_lab(&args.store.store, &args.lab, &stop, &signal)?;
+    finish(&args.store.store, lab, end)
+}
+
+/// The flag Ctrl-C and SIGTERM set, and which of them came.
+fn signals() -> anyhow::Result<(Arc<std::sync::atomic::AtomicBool>, Arc<AtomicUsize>)> {
     let stop = crate::util::interrupt_flag();
     let signal = Arc::new(AtomicUsize::new(0));
     for number in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_usize(number, signal.clone(), number as usize)?;
         signal_hook::flag::register(number, stop.clone())?;
     }
-    let (lab, end) = run_lab(&file, &plan, &args.store.store, &stop, &signal)?;
-    let store = Store::open_existing(&args.store.store)?;
-    let stored = store.load_lab(lab)?;
+    Ok((stop, signal))
+}
+
+/// Prints the lab's matrix and says how the process ends.
+fn finish(store: &std::path::Path, lab: i64, end: LabEnd) -> anyhow::Result<Exit> {
+    let opened = Store::open_existing(store)?;
+    let stored = opened.load_lab(lab)?;
     crate::util::out(format_args!(
         "\n{}",
-        report::summarize(&store, &stored)?.render()
+        report::summarize(&opened, &stored)?.render()
     ));
     crate::util::out(format_args!(
         "\nstored as lab {lab} in {}: perflab lab report {lab}\n",
-        args.store.store.display()
+        store.display()
     ));
     Ok(match end {
         LabEnd::Complete { failed: 0 } => Exit::Ok,

@@ -5,14 +5,16 @@
 //! is marked failed and the lab goes on; Ctrl-C or SIGTERM reaches the
 //! running cell (which stores what it measured, as any run does), marks it
 //! partial, and ends the lab there with every finished cell kept.
+//! `perflab lab resume` runs what a stopped or killed lab left.
 
-use super::{LabFile, LabPlan, LabSpec};
+use super::{Cell, LabFile, LabPlan, LabSpec};
+use crate::error::PlanError;
 use crate::store::{LabId, NewCell, Store};
 use std::io::BufRead;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How a lab ended.
@@ -24,17 +26,17 @@ pub enum LabEnd {
     Interrupted(i32),
 }
 
-/// Runs every cell of `plan` on the store at `store_path`, printing each
-/// cell's progress lines; `stop` is set by a signal.
+/// Records the lab of `file` and its cells (all pending) in the store at
+/// `store_path`, then runs them; `stop` is set by a signal.
 pub fn run_lab(
     file: &LabFile,
     plan: &LabPlan,
     store_path: &Path,
     stop: &AtomicBool,
-    signal: &std::sync::atomic::AtomicUsize,
+    signal: &AtomicUsize,
 ) -> anyhow::Result<(LabId, LabEnd)> {
     let mut store = Store::open(store_path)?;
-    let spec = serde_json::to_string(&LabSpec::of(file, plan))?;
+    let spec = LabSpec::of(file, plan);
     let cells: Vec<NewCell> = plan
         .cells
         .iter()
@@ -47,24 +49,150 @@ pub fn run_lab(
             })
         })
         .collect::<anyhow::Result<_>>()?;
-    let lab = store.create_lab(&file.name, &file.path.display().to_string(), &spec, &cells)?;
+    let lab = store.create_lab(
+        &file.name,
+        &file.path.display().to_string(),
+        &serde_json::to_string(&spec)?,
+        &cells,
+    )?;
+    let end = run_cells(
+        &mut store,
+        lab,
+        &spec,
+        &plan.cells,
+        plan.cells.len(),
+        stop,
+        signal,
+    )?;
+    Ok((lab, end))
+}
+
+/// Continues lab `lab` at its first unfinished cell: a cell whose run
+/// completed after its lab was killed keeps that run; a cell cut short or
+/// never started runs again. Refused while the lab or a cell's run is
+/// still going.
+pub fn resume_lab(
+    store_path: &Path,
+    lab: &str,
+    stop: &AtomicBool,
+    signal: &AtomicUsize,
+) -> anyhow::Result<(LabId, LabEnd)> {
+    let mut store = Store::open_existing(store_path)?;
+    let lab = store.resolve_lab(lab)?;
+    let stored = store.load_lab(lab)?;
+    let spec: LabSpec = serde_json::from_str(&stored.spec)
+        .map_err(|e| anyhow::anyhow!("lab {lab} has a spec this perflab cannot read ({e})"))?;
+    if stored.status == "running" && alive(stored.pid) {
+        return Err(PlanError::new(format!(
+            "lab {lab} is still running (pid {}); let it finish, or stop it with Ctrl-C, then resume",
+            stored.pid
+        ))
+        .into());
+    }
+    let mut todo = Vec::new();
+    for cell in &stored.cells {
+        let position = cell.position;
+        match (cell.status.as_str(), cell.pid) {
+            ("done" | "failed", _) => continue,
+            ("running", Some(pid)) if alive(pid) => {
+                return Err(PlanError::new(format!(
+                    "cell {} of lab {lab} is still running (pid {pid}); wait for it to end, then resume",
+                    position + 1
+                ))
+                .into())
+            }
+            ("running", Some(pid)) => {
+                // Its lab was killed; its run may have gone on to the end.
+                let run = store.run_of_process(pid, 0)?;
+                let status = run.map(|r| store.run_status(r)).transpose()?.flatten();
+                if status.as_deref() == Some("complete") {
+                    store.mark_cell(lab, position, "done", None, run)?;
+                    crate::util::out(format_args!(
+                        "cell {}: its run {} completed after the lab stopped; kept\n",
+                        position + 1,
+                        run.unwrap_or_default()
+                    ));
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        let args: Vec<String> = serde_json::from_str(&cell.args).map_err(|e| {
+            anyhow::anyhow!("cell {} of lab {lab} cannot be read ({e})", position + 1)
+        })?;
+        todo.push(Cell {
+            position,
+            variant: cell.variant,
+            repetition: cell.repetition,
+            args,
+            knob_args: Vec::new(),
+        });
+    }
+    crate::util::out(format_args!(
+        "lab {lab}: {} of {} cells to run\n",
+        todo.len(),
+        stored.cells.len()
+    ));
+    store.resume_lab(lab)?;
+    let end = run_cells(
+        &mut store,
+        lab,
+        &spec,
+        &todo,
+        stored.cells.len(),
+        stop,
+        signal,
+    )?;
+    Ok((lab, end))
+}
+
+/// Whether process `pid` is a perflab still running (not a zombie).
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `PID (COMM) STATE …`; the name may hold spaces and parentheses.
+    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        return false;
+    };
+    let state = stat[close + 1..].split_whitespace().next();
+    pid != 0 && stat[open + 1..close] == *"perflab" && !matches!(state, Some("Z" | "X"))
+}
+
+/// Runs `cells` of lab `lab` one by one, then records how the lab ended
+/// (every cell of it finished or not).
+fn run_cells(
+    store: &mut Store,
+    lab: LabId,
+    spec: &LabSpec,
+    cells: &[Cell],
+    total: usize,
+    stop: &AtomicBool,
+    signal: &AtomicUsize,
+) -> anyhow::Result<LabEnd> {
+    let store_path = store.path().to_path_buf();
     let exe = std::env::current_exe()?;
-    let total = plan.cells.len();
+
     let mut failed = 0;
-    for cell in &plan.cells {
+    for cell in cells {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let variant = &file.variants[cell.variant];
+        let name = spec
+            .variants
+            .get(cell.variant)
+            .map_or("?", |v| v.name.as_str());
         crate::util::out(format_args!(
-            "cell {}/{total}: {} (repetition {}/{}): {}\n",
+            "cell {}/{total}: {name} (repetition {}/{}){}\n",
             cell.position + 1,
-            variant.name,
             cell.repetition,
-            file.repetitions,
-            cell.knob_args.join(" ")
+            spec.repetitions,
+            if cell.knob_args.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", cell.knob_args.join(" "))
+            }
         ));
-        store.mark_cell(lab, cell.position, "running", None, None)?;
         let before = store.last_run_id()?;
         // A process group of its own: Ctrl-C at the terminal reaches the
         // lab alone, which passes it on once (a second one would end the
@@ -74,12 +202,13 @@ pub fn run_lab(
             .arg("run")
             .args(&cell.args)
             .arg("--store")
-            .arg(store_path)
+            .arg(&store_path)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
         let pid = child.id();
+        store.cell_started(lab, cell.position, pid)?;
         // Its progress lines, shown as they come; the rest of its table is
         // in the store, and the lab's report shows it.
         let progress = child.stdout.take().map(|out| {
@@ -150,7 +279,7 @@ pub fn run_lab(
         match state {
             "partial" => {
                 store.finish_lab(lab, "partial")?;
-                return Ok((lab, LabEnd::Interrupted(status.code().unwrap_or(130))));
+                return Ok(LabEnd::Interrupted(status.code().unwrap_or(130)));
             }
             "failed" => failed += 1,
             _ => {}
@@ -164,8 +293,8 @@ pub fn run_lab(
         } else {
             130
         };
-        return Ok((lab, LabEnd::Interrupted(code)));
+        return Ok(LabEnd::Interrupted(code));
     }
     store.finish_lab(lab, "complete")?;
-    Ok((lab, LabEnd::Complete { failed }))
+    Ok(LabEnd::Complete { failed })
 }

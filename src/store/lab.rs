@@ -34,6 +34,8 @@ pub struct StoredCell {
     pub status: String,
     pub reason: Option<String>,
     pub run: Option<RunId>,
+    /// The process of its run, once started.
+    pub pid: Option<u32>,
 }
 
 /// A lab as stored.
@@ -45,6 +47,8 @@ pub struct StoredLab {
     pub started_at: String,
     /// `running`, `complete` or `partial`.
     pub status: String,
+    /// The process that ran (or runs) it.
+    pub pid: u32,
     /// The lab's spec, as the lab module wrote it (JSON).
     pub spec: String,
     pub cells: Vec<StoredCell>,
@@ -98,6 +102,32 @@ impl Store {
             params![lab, position, status, reason, run],
         )?;
         Ok(())
+    }
+
+    /// Marks a cell running in process `pid`.
+    pub fn cell_started(&mut self, lab: LabId, position: usize, pid: u32) -> anyhow::Result<()> {
+        self.conn.execute(
+            "UPDATE lab_cells SET status = 'running', status_reason = NULL, pid = ?3 WHERE lab_id = ?1 AND position = ?2",
+            params![lab, position, pid],
+        )?;
+        Ok(())
+    }
+
+    /// Marks a lab running again in this process (`lab resume`).
+    pub fn resume_lab(&mut self, lab: LabId) -> anyhow::Result<()> {
+        self.conn.execute(
+            "UPDATE labs SET status = 'running', finished_at = NULL, pid = ?2 WHERE id = ?1",
+            params![lab, std::process::id()],
+        )?;
+        Ok(())
+    }
+
+    /// The status of run `run`, as stored.
+    pub fn run_status(&self, run: RunId) -> anyhow::Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT status FROM runs WHERE id = ?1", [run], |r| r.get(0))
+            .optional()?)
     }
 
     /// Records how a lab ended.
@@ -154,13 +184,22 @@ impl Store {
 
     /// Loads a lab and its cells, in their order.
     pub fn load_lab(&self, id: LabId) -> anyhow::Result<StoredLab> {
-        let (name, file, started_at, status, spec) = self.conn.query_row(
-            "SELECT name, file, started_at, status, spec FROM labs WHERE id = ?1",
+        let (name, file, started_at, status, spec, pid) = self.conn.query_row(
+            "SELECT name, file, started_at, status, spec, pid FROM labs WHERE id = ?1",
             [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get::<_, i64>(5)?,
+                ))
+            },
         )?;
         let mut stmt = self.conn.prepare(
-            "SELECT position, variant, repetition, args, status, status_reason, run_id FROM lab_cells WHERE lab_id = ?1 ORDER BY position",
+            "SELECT position, variant, repetition, args, status, status_reason, run_id, pid FROM lab_cells WHERE lab_id = ?1 ORDER BY position",
         )?;
         let cells = stmt
             .query_map([id], |r| {
@@ -172,6 +211,9 @@ impl Store {
                     status: r.get(4)?,
                     reason: r.get(5)?,
                     run: r.get(6)?,
+                    pid: r
+                        .get::<_, Option<i64>>(7)?
+                        .and_then(|p| u32::try_from(p).ok()),
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
@@ -181,6 +223,7 @@ impl Store {
             file,
             started_at,
             status,
+            pid: u32::try_from(pid).unwrap_or(0),
             spec,
             cells,
         })

@@ -117,6 +117,7 @@ const MIGRATIONS: &[&str] = &[
         status TEXT NOT NULL,
         status_reason TEXT,
         run_id INTEGER REFERENCES runs(id),
+        pid INTEGER,
         PRIMARY KEY (lab_id, position)
     );",
 ];

@@ -253,3 +253,77 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
     let (_, err) = perflab_expect(dir.path(), "lab /dev/zero", 2);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+/// kill -9 of the lab in its first cell: that cell's run, a process of its
+/// own, goes on to its end; `lab resume` keeps it, runs the cell never
+/// started, and leaves the matrix whole; resuming a complete lab runs
+/// nothing.
+#[test]
+fn a_killed_lab_resumes_at_its_first_unfinished_cell() {
+    let dir = tempdir();
+    let file = lab_file(
+        dir.path(),
+        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1,2 --warmup 0s --duration 1s\"\n[vary]\n\"pg.synchronous_commit\" = [\"on\", \"off\"]\n",
+    );
+    let mut child = perflab_process(dir.path())
+        .args(["lab", &file])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let store = dir.path().join("perflab.db");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while crate::support::stored_steps(&store) < 1 {
+        assert!(Instant::now() < deadline, "the first cell stored no step");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The cell's run, a process of its own, ends by itself; resuming is
+    // refused until it has.
+    let pid: i64 = rusqlite::Connection::open(&store)
+        .unwrap()
+        .query_row(
+            "SELECT pid FROM lab_cells WHERE status = 'running'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let (_, err) = perflab_expect(dir.path(), "lab resume last", 2);
+    contains(
+        &err,
+        &format!("cell 1 of lab 1 is still running (pid {pid})"),
+    );
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    };
+    while running() {
+        assert!(
+            Instant::now() < deadline,
+            "the first cell's run did not end"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (out, _) = perflab_expect(dir.path(), "lab resume last", 0);
+    contains(&out, "lab 1: 1 of 2 cells to run");
+    contains(
+        &out,
+        "cell 1: its run 1 completed after the lab stopped; kept",
+    );
+    contains(&out, "cell 2/2: ");
+    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["status"], "complete");
+    for v in report["variants"].as_array().unwrap() {
+        assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v}");
+    }
+    let (out, _) = perflab_expect(dir.path(), "lab resume last", 0);
+    contains(&out, "lab 1: 0 of 2 cells to run");
+    let (_, err) = perflab_expect(dir.path(), "lab resume 9", 2);
+    contains(&err, "lab 9 is not in");
+}

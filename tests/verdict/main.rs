@@ -306,38 +306,53 @@ fn a_cpu_lab_checks_its_prediction_of_the_second_cpu() {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     assert_ne!(online.trim(), "0", "this test needs two CPUs");
     let _machine = machine();
-    let dir = tempdir();
-    std::fs::write(
-        dir.path().join("lab.toml"),
-        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--scale 4 --mix atm:balance=100,withdraw=0,deposit=0,transfer=0 --users 1,2,4,8,16 --warmup 1s --duration 2s\"\nseed = 3\n[vary]\ncpus = [\"0\", \"0-1\"]\nmemory = [\"1GiB\"]\n",
-    )
-    .unwrap();
-    // perflab on CPU 1 (taskset; its cells inherit it), the server on
-    // CPU 0 or on both: the one-CPU cell is the server's CPU alone.
-    let lab = std::process::Command::new("taskset")
-        .args(["-c", "1"])
-        .arg(assert_cmd::cargo::cargo_bin("perflab"))
-        .args(["lab", "lab.toml"])
-        .current_dir(dir.path())
-        .env("CI", "true")
-        .output()
-        .expect("taskset runs (util-linux)");
-    let out = String::from_utf8_lossy(&lab.stdout).into_owned();
-    assert!(
-        lab.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&lab.stderr)
+    // A verdict of the one-CPU cell that is not the CPU (a short step
+    // judged inconclusive, a host shared with other guests) predicts
+    // nothing: such an attempt is made again, up to three times, as the
+    // one-CPU scenario above does.
+    let mut attempts = Vec::new();
+    for _attempt in 0..3 {
+        let dir = tempdir();
+        std::fs::write(
+            dir.path().join("lab.toml"),
+            "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--mix atm:balance=100,withdraw=0,deposit=0,transfer=0 --users 1,2,4,8,16 --warmup 1s --duration 3s\"\nseed = 3\n[vary]\ncpus = [\"0\", \"0-1\"]\nmemory = [\"1GiB\"]\n",
+        )
+        .unwrap();
+        // perflab on CPU 1 (taskset; its cells inherit it), the server on
+        // CPU 0 or on both: the one-CPU cell is the server's CPU alone.
+        let lab = std::process::Command::new("taskset")
+            .args(["-c", "1"])
+            .arg(assert_cmd::cargo::cargo_bin("perflab"))
+            .args(["lab", "lab.toml"])
+            .current_dir(dir.path())
+            .env("CI", "true")
+            .output()
+            .expect("taskset runs (util-linux)");
+        let out = String::from_utf8_lossy(&lab.stdout).into_owned();
+        assert!(
+            lab.status.success(),
+            "{out}{}",
+            String::from_utf8_lossy(&lab.stderr)
+        );
+        let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+        let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+        if report["variants"][0]["bottlenecks"][0] != "cpu" {
+            attempts.push(out);
+            continue;
+        }
+        return check_cpu_prediction(&report, &out);
+    }
+    panic!(
+        "the one-CPU cell was never judged CPU-bound in three attempts:\n{}",
+        attempts.join("\n")
     );
-    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
-    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
-    let bottlenecks: Vec<&serde_json::Value> = report["variants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| &v["bottlenecks"])
-        .collect();
+}
+
+/// The report of a one-CPU-against-two lab checks the one-CPU cell's
+/// prediction against the two-CPU cell.
+fn check_cpu_prediction(report: &serde_json::Value, out: &str) {
     let predictions = report["predictions"].as_array().unwrap();
-    assert_eq!(predictions.len(), 1, "bottlenecks {bottlenecks:?}\n{out}");
+    assert_eq!(predictions.len(), 1, "{report}\n{out}");
     let p = &predictions[0];
     assert_eq!(p["from"], "cpus=0 memory=1GiB");
     assert_eq!(p["to"], "cpus=0-1 memory=1GiB");
@@ -349,8 +364,8 @@ fn a_cpu_lab_checks_its_prediction_of_the_second_cpu() {
     );
     assert!(predicted > 0.0 && measured > 0.0, "{p}");
     assert!((p["error"].as_f64().unwrap() - (measured / predicted - 1.0)).abs() < 1e-9);
-    contains(&out, "predictions checked");
-    contains(&out, "predicted ");
+    contains(out, "predictions checked");
+    contains(out, "predicted ");
     // memory took one value: it is not varied, so nothing is said of it.
     assert_eq!(
         report["unpredicted"].as_array().unwrap().len(),
