@@ -12,6 +12,28 @@ fn lab_file(dir: &Path, text: &str) -> String {
     "lab.toml".to_string()
 }
 
+/// Starts `perflab lab` on `dir`'s lab.toml of two synchronous_commit
+/// variants with `args`, and returns once its first cell has stored a
+/// step, with the deadline the test goes on with.
+fn lab_in_its_first_cell(dir: &Path, args: &str) -> (std::process::Child, Instant) {
+    let file = lab_file(
+        dir,
+        &format!("workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"{args}\"\n[vary]\n\"pg.synchronous_commit\" = [\"on\", \"off\"]\n"),
+    );
+    let child = perflab_process(dir)
+        .args(["lab", &file])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let store = dir.join("perflab.db");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while crate::support::stored_steps(&store) < 1 {
+        assert!(Instant::now() < deadline, "the first cell stored no step");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, deadline)
+}
+
 /// A 2×2 lab: one CPU or two, synchronous commits or not. Every cell runs
 /// on a server it configured (its CPUs and setting are in its run's
 /// record), the matrix names both axes and every cell, and `lab report`
@@ -133,21 +155,8 @@ fn a_cell_the_server_refuses_is_failed_and_the_lab_goes_on() {
 #[test]
 fn a_terminated_lab_is_partial_and_keeps_its_cells() {
     let dir = tempdir();
-    let file = lab_file(
-        dir.path(),
-        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1,2,3 --warmup 0s --duration 2s\"\n[vary]\n\"pg.synchronous_commit\" = [\"on\", \"off\"]\n",
-    );
-    let mut child = perflab_process(dir.path())
-        .args(["lab", &file])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let store = dir.path().join("perflab.db");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while crate::support::stored_steps(&store) < 1 {
-        assert!(Instant::now() < deadline, "the first cell stored no step");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut child, _) =
+        lab_in_its_first_cell(dir.path(), "--users 1,2,3 --warmup 0s --duration 2s");
     // SAFETY: signalling the process this test started, by its PID.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
@@ -261,21 +270,9 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
 #[test]
 fn a_killed_lab_resumes_at_its_first_unfinished_cell() {
     let dir = tempdir();
-    let file = lab_file(
-        dir.path(),
-        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1,2 --warmup 0s --duration 1s\"\n[vary]\n\"pg.synchronous_commit\" = [\"on\", \"off\"]\n",
-    );
-    let mut child = perflab_process(dir.path())
-        .args(["lab", &file])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut child, deadline) =
+        lab_in_its_first_cell(dir.path(), "--users 1,2 --warmup 0s --duration 1s");
     let store = dir.path().join("perflab.db");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while crate::support::stored_steps(&store) < 1 {
-        assert!(Instant::now() < deadline, "the first cell stored no step");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     child.kill().unwrap();
     child.wait().unwrap();
     // The cell's run, a process of its own, ends by itself; resuming is
