@@ -369,16 +369,7 @@ fn a_managed_mariadb_runs_the_sweep_and_is_removed() {
         .expect("the server's processes are sampled")
         .clone();
     assert!(server["cpu_user"].as_f64().unwrap() + server["cpu_system"].as_f64().unwrap() > 0.0);
-    let files = out
-        .lines()
-        .find_map(|l| l.split("files in ").nth(1))
-        .expect("the server's directory is printed")
-        .trim()
-        .to_string();
-    assert!(
-        !std::path::Path::new(&files).exists(),
-        "{files} was left behind"
-    );
+    crate::support::managed_files_removed(&out);
     let pid: u32 = out
         .lines()
         .find_map(|l| l.split(", pid ").nth(1))

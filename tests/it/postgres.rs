@@ -186,16 +186,7 @@ fn a_managed_server_runs_the_sweep_and_is_removed() {
         .expect("the server's processes are sampled");
     assert!(server["processes"].as_u64().unwrap() >= 3, "{server}");
     assert!(server["cpu_user"].as_f64().unwrap() + server["cpu_system"].as_f64().unwrap() > 0.0);
-    let files = out
-        .lines()
-        .find_map(|l| l.split("files in ").nth(1))
-        .expect("the server's directory is printed")
-        .trim()
-        .to_string();
-    assert!(
-        !std::path::Path::new(&files).exists(),
-        "{files} was left behind"
-    );
+    crate::support::managed_files_removed(&out);
     let (_, err) = perflab_expect(
         dir.path(),
         &format!("run bank --target postgres:managed --pg-set no_such_setting=1 --users 1 {SHORT}"),

@@ -220,3 +220,14 @@ pub fn perflab_on_cpu0(dir: &Path, args: &[&str]) -> std::process::Output {
         .output()
         .expect("taskset runs (util-linux)")
 }
+
+/// Asserts that the directory a managed server's run printed (`files in
+/// DIR`) is gone.
+pub fn managed_files_removed(out: &str) {
+    let files = out
+        .lines()
+        .find_map(|l| l.split("files in ").nth(1))
+        .expect("the server's directory is printed")
+        .trim();
+    assert!(!Path::new(files).exists(), "{files} was left behind");
+}
