@@ -189,6 +189,52 @@ impl fmt::Display for Bytes {
     }
 }
 
+/// A link's rate in bits per second, as tc(8) writes it: `1mbit`,
+/// `500kbit`, `10gbit` (decimal: a kbit is 1000 bits). perflab never
+/// writes tc's `bps`, which tc reads as bytes per second.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct BitsPerSec(pub u64);
+
+impl BitsPerSec {
+    /// Reads `2000bit`, `500kbit`, `1mbit`, `1.5mbit` or `10gbit`.
+    pub fn parse(text: &str) -> Result<BitsPerSec, String> {
+        let t = text.trim().to_ascii_lowercase();
+        let bad = || format!("'{text}' is not a link rate; write it like 500kbit, 1mbit or 10gbit");
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let value: f64 = t[..split].parse().map_err(|_| bad())?;
+        let scale = match &t[split..] {
+            "bit" => 1.0,
+            "kbit" => 1e3,
+            "mbit" => 1e6,
+            "gbit" => 1e9,
+            _ => return Err(bad()),
+        };
+        let bits = value * scale;
+        if !(8_000.0..=100e9).contains(&bits) {
+            return Err(format!(
+                "'{text}' is outside the rates a shaper holds to (8kbit to 100gbit)"
+            ));
+        }
+        Ok(BitsPerSec(bits.round() as u64))
+    }
+}
+
+impl fmt::Display for BitsPerSec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (scale, unit) = match self.0 {
+            b if b >= 1_000_000_000 && b % 1_000_000 == 0 => (1e9, "gbit"),
+            b if b >= 1_000_000 && b % 1_000 == 0 => (1e6, "mbit"),
+            b if b >= 1_000 => (1e3, "kbit"),
+            _ => (1.0, "bit"),
+        };
+        f.pad(&format!("{}{unit}", self.0 as f64 / scale))
+    }
+}
+
 /// A fraction printed as a percentage with one decimal (`2.5%`).
 pub struct Percent(pub f64);
 
@@ -213,6 +259,18 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_rates_read_and_print_as_tc_writes_them() {
+        assert_eq!(BitsPerSec::parse("1mbit"), Ok(BitsPerSec(1_000_000)));
+        assert_eq!(BitsPerSec::parse("1.5Mbit"), Ok(BitsPerSec(1_500_000)));
+        assert_eq!(BitsPerSec::parse("500kbit").unwrap().to_string(), "500kbit");
+        assert_eq!(BitsPerSec(2_500_000).to_string(), "2.5mbit");
+        assert_eq!(BitsPerSec(10_000_000_000).to_string(), "10gbit");
+        for bad in ["1mbps", "fast", "", "1", "-1mbit", "1kbit", "1000gbit"] {
+            assert!(BitsPerSec::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn sizes_parse_in_binary_units() {

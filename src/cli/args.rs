@@ -111,6 +111,8 @@ pub enum LabCommand {
     Report(LabReportArgs),
     /// Continue a stopped or killed lab at its first unfinished cell, keeping the finished ones.
     Resume(LabResumeArgs),
+    /// Remove what the managed servers of killed perflab processes left on this host: server processes, network namespaces, veth pairs, cgroups, directories.
+    Cleanup,
 }
 
 #[derive(Debug, Args)]

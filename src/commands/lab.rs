@@ -1,6 +1,7 @@
 //! `perflab lab FILE.toml`: check the whole lab file before anything is
 //! made, print its cells (`--dry-run` stops there), run them, and print
-//! the matrix; `perflab lab report LAB` prints a stored lab's matrix again.
+//! the matrix; `perflab lab report LAB` prints a stored lab's matrix again;
+//! `perflab lab cleanup` removes what killed runs' managed servers left.
 
 use super::Exit;
 use crate::cli::{LabArgs, LabCommand, LabReportArgs, LabResumeArgs};
@@ -16,6 +17,7 @@ pub fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
     match &args.command {
         Some(LabCommand::Report(report_args)) => return lab_report(report_args),
         Some(LabCommand::Resume(resume_args)) => return lab_resume(resume_args),
+        Some(LabCommand::Cleanup) => return lab_cleanup(),
         None => {}
     }
     let Some(path) = &args.file else {
@@ -52,8 +54,47 @@ pub fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
     finish(&args.store.store, lab, end)
 }
 
+/// `perflab lab cleanup`: exit 1 when a part could not be removed.
+fn lab_cleanup() -> anyhow::Result<Exit> {
+    Ok(match clean_up(true)? {
+        0 => Exit::Ok,
+        _ => Exit::Failed,
+    })
+}
+
+/// Sweeps the ledger of managed servers' parts, a line per part; says so
+/// when there was nothing (if `say_none`). Returns how many parts could
+/// not be removed.
+fn clean_up(say_none: bool) -> anyhow::Result<usize> {
+    let swept = crate::target::managed::ledger::sweep()?;
+    if swept.is_empty() && say_none {
+        crate::util::out(format_args!(
+            "nothing to clean up: no ended perflab left a managed server's parts on this host\n"
+        ));
+    }
+    let mut failed = 0;
+    for s in &swept {
+        match &s.outcome {
+            Ok(()) => {
+                crate::util::out(format_args!("removed the {}'s {}\n", s.server, s.part));
+            }
+            Err(e) => {
+                failed += 1;
+                crate::util::err(format_args!(
+                    "error: cannot remove the {}'s {}: {e}\n",
+                    s.server, s.part
+                ));
+            }
+        }
+    }
+    Ok(failed)
+}
+
 /// `perflab lab resume LAB`.
 fn lab_resume(args: &LabResumeArgs) -> anyhow::Result<Exit> {
+    // What killed cells left goes first, so that the cells resumed start
+    // on the host as it was.
+    clean_up(false)?;
     let (stop, signal) = signals()?;
     let (lab, end) = resume_lab(&args.store.store, &args.lab, &stop, &signal)?;
     finish(&args.store.store, lab, end)

@@ -125,7 +125,7 @@ mod tests {
     fn a_postgres_users_transaction_allocates_nothing() {
         use crate::target::managed::postgres::ManagedPostgres;
         use crate::workload::bank::{mix::BankMix, mix::Isolation, postgres::PgBank, BankWorkload};
-        let pg = ManagedPostgres::start(&[], false, &[], None).unwrap();
+        let pg = ManagedPostgres::start(&Default::default()).unwrap();
         let target = crate::target::postgres::resolve(&pg.url(), &|_| None, None).unwrap();
         for (mix, pipeline) in [
             (BankMix::Tpcb, false),
@@ -148,7 +148,7 @@ mod tests {
     fn a_mariadb_users_transaction_allocates_nothing() {
         use crate::target::managed::mariadb::ManagedMariadb;
         use crate::workload::bank::{mix::BankMix, mix::Isolation, mysql::MyBank, BankWorkload};
-        let server = ManagedMariadb::start(&[], false, &[], None).unwrap();
+        let server = ManagedMariadb::start(&Default::default()).unwrap();
         for mix in [BankMix::Tpcb, BankMix::Atm(Default::default())] {
             let isolation = Isolation::ReadCommitted;
             let (bank, _) =

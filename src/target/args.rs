@@ -38,13 +38,25 @@ pub struct TargetArgs {
     #[arg(long = "mariadb-memory", value_name = "SIZE")]
     pub mariadb_memory: Option<String>,
 
+    /// Managed PostgreSQL or MariaDB: run the server in a network namespace of its own behind a veth pair shaped to RATE each way (tbf; root), e.g. 1mbit; unlimited leaves it unshaped.
+    #[arg(long = "link-rate", value_name = "RATE")]
+    pub link_rate: Option<String>,
+
+    /// Managed PostgreSQL or MariaDB: drop this share of the packets on the server's link at random, both ways (2%) or toward:from the server (2%:0%) (nftables; root).
+    #[arg(long = "link-loss", value_name = "SHARE")]
+    pub link_loss: Option<String>,
+
+    /// Managed PostgreSQL or MariaDB: delay the server's packets by D each way (netem, where the kernel has it; root), e.g. 5ms.
+    #[arg(long = "link-delay", value_name = "D")]
+    pub link_delay: Option<String>,
+
     /// Managed PostgreSQL or MariaDB: keep the data directory after the run.
     #[arg(long)]
     pub keep: bool,
 }
 
 /// How perflab runs a server it manages.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerOptions {
     /// Settings of the server (`--pg-set NAME=VALUE`).
     pub settings: Vec<(String, String)>,
@@ -55,6 +67,9 @@ pub struct ServerOptions {
     /// The memory its cgroup holds it (and its page cache) to.
     #[serde(default)]
     pub memory: Option<crate::units::Bytes>,
+    /// Its link, when it runs behind a shaped one in a namespace of its own.
+    #[serde(default)]
+    pub link: Option<super::managed::link::LinkShape>,
     /// A managed web server: the loopback addresses it listens on
     /// (127.0.0.1 when empty).
     #[serde(default)]
@@ -139,6 +154,21 @@ impl TargetArgs {
                 })
             })
             .transpose()?;
+        let link = super::managed::link::LinkShape::from_flags(
+            self.link_rate.as_deref(),
+            self.link_loss.as_deref(),
+            self.link_delay.as_deref(),
+        )?;
+        if let Some(shape) = &link {
+            if !matches!(target, Target::PostgresManaged | Target::MariadbManaged) {
+                return Err(PlanError::flag(
+                    self.link_flag(),
+                    format!("perflab shapes the link of a server it manages, not of {}", target.redacted()),
+                    "use --target postgres:managed or mariadb:managed, or shape your server's link yourself",
+                ));
+            }
+            super::managed::link::check_can_shape(shape)?;
+        }
         Ok((
             target,
             ServerOptions {
@@ -146,10 +176,22 @@ impl TargetArgs {
                 keep: self.keep,
                 cpus,
                 memory,
+                link,
                 addresses: Vec::new(),
                 tls_files: None,
             },
         ))
+    }
+
+    /// The first `--link-*` flag given, for messages.
+    fn link_flag(&self) -> &'static str {
+        if self.link_rate.is_some() {
+            "--link-rate"
+        } else if self.link_loss.is_some() {
+            "--link-loss"
+        } else {
+            "--link-delay"
+        }
     }
 }
 

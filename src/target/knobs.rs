@@ -3,20 +3,19 @@
 //! name only; which target takes which knob, and how, is known here.
 //!
 //! `cpus` is the managed server's affinity mask; `memory` the limit of a
-//! memory cgroup it runs in (page cache included); `pg.NAME`,
+//! memory cgroup it runs in (page cache included); `link.rate`,
+//! `link.loss` and `link.delay` shape the link to it (a namespace of its
+//! own behind a veth pair); `pg.NAME`,
 //! `mariadb.NAME` and `nginx.NAME` are the server's own settings. The
-//! knobs of the later steps (a memory cgroup, a shaped link,
-//! throttled disk I/O, the log on its own directory) are named so that a
+//! knobs not applied yet (throttled disk I/O, the log on its own
+//! directory, set-up commands) are named so that a
 //! lab file using them is refused in one line saying so, rather than read
 //! as an unknown word.
 
 use super::Target;
 
 /// Knobs a lab may name that this build does not apply yet.
-const NOT_YET: [&str; 10] = [
-    "link.rate",
-    "link.loss",
-    "link.delay",
+const NOT_YET: [&str; 7] = [
     "disk.read_iops",
     "disk.write_iops",
     "disk.read_bps",
@@ -27,7 +26,15 @@ const NOT_YET: [&str; 10] = [
 ];
 
 /// The knobs there are, for error messages.
-pub const KNOBS: &str = "cpus, memory, pg.NAME, mariadb.NAME, nginx.NAME";
+pub const KNOBS: &str =
+    "cpus, memory, link.rate, link.loss, link.delay, pg.NAME, mariadb.NAME, nginx.NAME";
+
+/// The link knobs and the run flags that set them.
+const LINK: [(&str, &str); 3] = [
+    ("link.rate", "--link-rate"),
+    ("link.loss", "--link-loss"),
+    ("link.delay", "--link-delay"),
+];
 
 /// The run flags that set `knob` to `value` on `target`, or why it cannot
 /// be set there (one sentence naming the fix).
@@ -57,6 +64,17 @@ pub fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String
             _ => return Err(managed("'memory'")),
         };
         return Ok(vec![flag.to_string(), value.to_string()]);
+    }
+    if let Some((_, flag)) = LINK.iter().find(|(name, _)| *name == knob) {
+        return match target {
+            Target::PostgresManaged | Target::MariadbManaged => {
+                Ok(vec![flag.to_string(), value.to_string()])
+            }
+            Target::NginxManaged => Err(format!(
+                "'{knob}' is not applied to a managed nginx yet; vary it on postgres:managed or mariadb:managed"
+            )),
+            _ => Err(managed(&format!("'{knob}'"))),
+        };
     }
     if let Some((server, name)) = knob.split_once('.') {
         let (flag, own) = match server {
@@ -141,7 +159,14 @@ mod tests {
         assert!(knob_flags(&remote, "memory", "1GB")
             .unwrap_err()
             .contains("manages"));
-        assert!(knob_flags(&pg, "link.rate", "1mbit")
+        assert_eq!(
+            knob_flags(&pg, "link.loss", "2%").unwrap(),
+            ["--link-loss", "2%"]
+        );
+        assert!(knob_flags(&remote, "link.rate", "1mbit")
+            .unwrap_err()
+            .contains("manages"));
+        assert!(knob_flags(&pg, "disk.read_iops", "100")
             .unwrap_err()
             .contains("not applied"));
         assert!(knob_flags(&pg, "colour", "red")

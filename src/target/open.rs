@@ -5,6 +5,7 @@
 
 use super::http::{HttpBase, ServerStatus};
 use super::managed::cgroup::ServerCgroup;
+use super::managed::link::ServerLink;
 use super::managed::mariadb::ManagedMariadb;
 use super::managed::nginx::ManagedNginx;
 use super::managed::postgres::ManagedPostgres;
@@ -122,17 +123,13 @@ impl Opened {
             }
             Target::PostgresManaged => {
                 crate::util::out(format_args!("starting a managed PostgreSQL\n"));
-                let started = ManagedPostgres::start(
-                    &server.settings,
-                    server.keep,
-                    &server.cpus,
-                    server.memory,
-                )?;
+                let started = ManagedPostgres::start(server)?;
                 setup = announce(
                     &started.version,
                     started.pid(),
                     started.dir(),
                     started.cgroup(),
+                    started.link(),
                     server,
                 );
                 let endpoint = Endpoint::Postgres(Box::new(resolve_postgres(&started.url())?));
@@ -141,17 +138,13 @@ impl Opened {
             }
             Target::MariadbManaged => {
                 crate::util::out(format_args!("starting a managed MariaDB\n"));
-                let started = ManagedMariadb::start(
-                    &server.settings,
-                    server.keep,
-                    &server.cpus,
-                    server.memory,
-                )?;
+                let started = ManagedMariadb::start(server)?;
                 setup = announce(
                     &started.version,
                     started.pid(),
                     started.dir(),
                     started.cgroup(),
+                    started.link(),
                     server,
                 );
                 let endpoint = Endpoint::Mysql(started.target()?);
@@ -242,12 +235,23 @@ fn announce(
     pid: u32,
     dir: &std::path::Path,
     cgroup: Option<&ServerCgroup>,
+    link: Option<&ServerLink>,
     server: &ServerOptions,
 ) -> serde_json::Value {
     crate::util::out(format_args!(
-        "{version} on 127.0.0.1, pid {pid}, files in {}\n",
+        "{version} on {}, pid {pid}, files in {}\n",
+        link.map_or("127.0.0.1".to_string(), |l| l.server_addr.to_string()),
         dir.display()
     ));
+    if let Some(l) = link {
+        crate::util::out(format_args!(
+            "its link: {} (network namespace {}, veth {} at {} on this host's side)\n",
+            l.shape.describe(),
+            l.name(),
+            l.host_interface(),
+            l.host_addr
+        ));
+    }
     if let Some(c) = cgroup {
         crate::util::out(format_args!(
             "its memory (page cache included) held to {} by the cgroup {}\n",
@@ -260,6 +264,14 @@ fn announce(
             "version": version,
             "cpus": server.cpus,
             "memory_bytes": server.memory.map(|m| m.0),
+            "link": link.map(|l| serde_json::json!({
+                "rate_bits_per_sec": l.shape.rate.map(|r| r.0),
+                "loss_to_server": l.shape.loss_to_server,
+                "loss_from_server": l.shape.loss_from_server,
+                "delay_us": l.shape.delay.map(|d| d.as_micros() as u64),
+                "namespace": l.name(),
+                "host_interface": l.host_interface(),
+            })),
             "settings": server
                 .settings
                 .iter()

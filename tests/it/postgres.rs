@@ -11,7 +11,7 @@ use std::process::Command;
 const SHORT: &str = "--warmup 0s --duration 1s";
 
 fn server() -> ManagedPostgres {
-    ManagedPostgres::start(&[], false, &[], None)
+    ManagedPostgres::start(&Default::default())
         .expect("a PostgreSQL server starts (are the server binaries installed?)")
 }
 
@@ -446,12 +446,10 @@ fn connections_killed_by_the_server_are_reopened_and_counted() {
 /// few connections for the planned users, and the WAL beside the data.
 #[test]
 fn the_doctor_finds_a_servers_traps() {
-    let server = ManagedPostgres::start(
-        &[("fsync".to_string(), "off".to_string())],
-        false,
-        &[],
-        None,
-    )
+    let server = ManagedPostgres::start(&perflab::target::ServerOptions {
+        settings: vec![("fsync".to_string(), "off".to_string())],
+        ..Default::default()
+    })
     .expect("a PostgreSQL server starts");
     let dir = tempdir();
     let (out, _) = perflab_expect(

@@ -19,9 +19,7 @@ use crate::units::Bytes;
 use anyhow::Context;
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -49,7 +47,12 @@ pub struct ServerCgroup {
 impl ServerCgroup {
     /// Makes a cgroup holding its processes to `limit` (memory and page
     /// cache), on cgroup v2 or v1's memory hierarchy.
-    pub fn create(limit: Bytes, flag: &str) -> anyhow::Result<Self> {
+    /// The cgroup is written in `leftovers` before it is made.
+    pub fn create(
+        limit: Bytes,
+        flag: &str,
+        leftovers: &mut super::ledger::Leftovers,
+    ) -> anyhow::Result<Self> {
         if limit.0 < MIN_LIMIT {
             return Err(PlanError::flag(
                 flag,
@@ -92,6 +95,7 @@ impl ServerCgroup {
             ));
         }
         let dir = hierarchy.join(&name);
+        leftovers.add(super::ledger::Part::Cgroup { path: dir.clone() })?;
         std::fs::create_dir(&dir)
             .with_context(|| format!("cannot make the server's cgroup {}", dir.display()))?;
         // From here on a failure removes the cgroup (the value dropped).
@@ -131,21 +135,10 @@ impl ServerCgroup {
         }
     }
 
-    /// Makes `cmd`'s process join the cgroup before it runs the program
-    /// (its children are born in it).
-    pub fn join(&self, cmd: &mut Command) {
-        let fd = self.procs.as_raw_fd();
-        // SAFETY: between fork and exec only write(2), which is
-        // async-signal-safe, runs, on a file descriptor that stays open
-        // for as long as `self` lives (the command is spawned before).
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+    /// Its `cgroup.procs`, open for writing: a process that writes `0`
+    /// to it joins the cgroup (see [`super::Placement`]).
+    pub fn procs_fd(&self) -> std::os::fd::RawFd {
+        self.procs.as_raw_fd()
     }
 
     /// The cgroup's directory.

@@ -10,12 +10,15 @@
 //! needs it.
 
 use super::cgroup::ServerCgroup;
+use super::ledger::Leftovers;
+use super::link::ServerLink;
 use super::{
-    find_programs, free_loopback_port, log_file, server_command, server_user, NotReady, ServerDir,
-    ServerProcess,
+    find_programs, free_loopback_port, log_file, placed_command, server_command, server_user,
+    NotReady, Placement, ServerDir, ServerProcess,
 };
 use crate::error::PlanError;
 use crate::target::mysql::{self, MyTarget};
+use crate::target::ServerOptions;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -28,14 +31,20 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 /// The server's error log, in its directory.
 const LOG: &str = "mariadb.log";
+/// Where it listens when its link is not shaped.
+const LOOPBACK: std::net::Ipv4Addr = std::net::Ipv4Addr::LOCALHOST;
 
 /// A running managed server. The process is stopped before its directory
 /// is removed (fields drop in order).
 pub struct ManagedMariadb {
     process: ServerProcess,
+    /// The shaped link it runs behind, when it does.
+    link: Option<ServerLink>,
     /// The memory cgroup it runs in, when it is held to a limit.
     cgroup: Option<ServerCgroup>,
     dir: ServerDir,
+    /// The ledger's record of all the above; struck off last.
+    _leftovers: Leftovers,
     port: u16,
     password: String,
     /// `MariaDB 10.11.14`, from `mariadbd --version`.
@@ -97,12 +106,15 @@ impl ManagedMariadb {
     /// Creates and starts a server with `settings` (option name, value
     /// pairs); `cpus`, when not empty, is its affinity mask; `memory`
     /// holds it and its page cache to a limit (`--mariadb-memory`).
-    pub fn start(
-        settings: &[(String, String)],
-        keep: bool,
-        cpus: &[usize],
-        memory: Option<crate::units::Bytes>,
-    ) -> anyhow::Result<Self> {
+    pub fn start(server: &ServerOptions) -> anyhow::Result<Self> {
+        let ServerOptions {
+            settings,
+            keep,
+            cpus,
+            memory,
+            link,
+            ..
+        } = server;
         let (Some(mariadbd), Some(install_db)) = (find("mariadbd"), find("mariadb-install-db"))
         else {
             return Err(PlanError::new(
@@ -120,7 +132,17 @@ impl ManagedMariadb {
             })?;
         }
         let user = server_user("mysql", "MariaDB")?;
-        let dir = ServerDir::create("mariadb", "MariaDB", user, keep)?;
+        let mut leftovers = Leftovers::begin("MariaDB")?;
+        let dir = ServerDir::create("mariadb", "MariaDB", user, *keep, &mut leftovers)?;
+        let link = link
+            .as_ref()
+            .map(|shape| ServerLink::create(shape, &mut leftovers))
+            .transpose()?;
+        // Where it listens, and where perflab comes from.
+        let (address, client) = match &link {
+            Some(l) => (l.server_addr, l.host_addr),
+            None => (LOOPBACK, LOOPBACK),
+        };
         let version = server_command(&mariadbd, user, &[])
             .arg("--version")
             .output()
@@ -154,8 +176,8 @@ impl ManagedMariadb {
             &init,
             format!(
                 "CREATE DATABASE IF NOT EXISTS perflab;\n\
-                 CREATE USER IF NOT EXISTS 'perflab'@'127.0.0.1' IDENTIFIED BY '{password}';\n\
-                 GRANT ALL ON *.* TO 'perflab'@'127.0.0.1';\n"
+                 CREATE USER IF NOT EXISTS 'perflab'@'{client}' IDENTIFIED BY '{password}';\n\
+                 GRANT ALL ON *.* TO 'perflab'@'{client}';\n"
             ),
         )
         .context("cannot write the managed MariaDB's init file")?;
@@ -164,12 +186,17 @@ impl ManagedMariadb {
         }
         let port = free_loopback_port()?;
         let cgroup = memory
-            .map(|limit| ServerCgroup::create(limit, "--mariadb-memory"))
+            .map(|limit| ServerCgroup::create(limit, "--mariadb-memory", &mut leftovers))
             .transpose()?;
-        let mut cmd = server_command(&mariadbd, user, cpus);
-        if let Some(cgroup) = &cgroup {
-            cgroup.join(&mut cmd);
-        }
+        let mut cmd = placed_command(
+            &mariadbd,
+            &Placement {
+                user,
+                cpus,
+                cgroup: cgroup.as_ref(),
+                link: link.as_ref(),
+            },
+        );
         let at = |name: &str| dir.path().join(name).display().to_string();
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", at("data")))
@@ -179,7 +206,8 @@ impl ManagedMariadb {
             .arg(format!("--log-error={}", at(LOG)))
             .arg(format!("--init-file={}", init.display()))
             .arg(format!("--port={port}"))
-            .args(["--bind-address=127.0.0.1", "--skip-name-resolve"]);
+            .arg(format!("--bind-address={address}"))
+            .arg("--skip-name-resolve");
         if user.is_some() {
             cmd.arg("--user=mysql");
         }
@@ -187,11 +215,14 @@ impl ManagedMariadb {
             cmd.arg(format!("--{name}={value}"));
         }
         cmd.stderr(log_file(&dir, LOG, user)?);
-        let process = ServerProcess::spawn(cmd, libc::SIGTERM, STOP_TIMEOUT, "mariadbd")?;
+        let process =
+            ServerProcess::spawn(cmd, libc::SIGTERM, STOP_TIMEOUT, "mariadbd", &mut leftovers)?;
         let mut server = ManagedMariadb {
             process,
+            link,
             cgroup,
             dir,
+            _leftovers: leftovers,
             port,
             password,
             version,
@@ -243,10 +274,22 @@ impl ManagedMariadb {
     /// never shown).
     pub fn target(&self) -> Result<MyTarget, PlanError> {
         let url = format!(
-            "mysql://perflab:{}@127.0.0.1:{}/perflab",
-            self.password, self.port
+            "mysql://perflab:{}@{}:{}/perflab",
+            self.password,
+            self.address(),
+            self.port
         );
         mysql::resolve(&url, &|_| None).map_err(PlanError::new)
+    }
+
+    /// The address it listens on: loopback, or its end of a shaped link.
+    pub fn address(&self) -> std::net::Ipv4Addr {
+        self.link.as_ref().map_or(LOOPBACK, |l| l.server_addr)
+    }
+
+    /// The shaped link it runs behind, when it does.
+    pub fn link(&self) -> Option<&ServerLink> {
+        self.link.as_ref()
     }
 
     /// The server's process id.

@@ -8,6 +8,8 @@
 //! [`nginx`] are built on it.
 
 pub mod cgroup;
+pub mod ledger;
+pub mod link;
 pub mod mariadb;
 pub mod nginx;
 pub mod postgres;
@@ -72,12 +74,14 @@ pub struct ServerDir {
 }
 
 impl ServerDir {
-    /// Creates `/tmp/perflab-PREFIX-…` for `server`.
+    /// Creates `/tmp/perflab-PREFIX-…` for `server`, written in
+    /// `leftovers` unless it is to be kept.
     pub fn create(
         prefix: &str,
         server: &'static str,
         user: Option<(u32, u32)>,
         keep: bool,
+        leftovers: &mut ledger::Leftovers,
     ) -> anyhow::Result<Self> {
         let path = tempfile::Builder::new()
             .prefix(&format!("perflab-{prefix}-"))
@@ -85,6 +89,11 @@ impl ServerDir {
             .with_context(|| format!("cannot create a directory for the managed {server}"))?
             .keep();
         let dir = ServerDir { path, keep, server };
+        if !keep {
+            leftovers.add(ledger::Part::Dir {
+                path: dir.path.clone(),
+            })?;
+        }
         if let Some((uid, gid)) = user {
             std::os::unix::fs::chown(&dir.path, Some(uid), Some(gid))
                 .with_context(|| format!("cannot hand the {server}'s directory to its user"))?;
@@ -121,31 +130,85 @@ impl Drop for ServerDir {
     }
 }
 
+/// Where and as whom a server's program runs: its user, its CPUs, its
+/// memory cgroup and its network namespace.
+#[derive(Default, Clone, Copy)]
+pub struct Placement<'a> {
+    /// The uid and gid it runs as (perflab's own when `None`).
+    pub user: Option<(u32, u32)>,
+    /// The CPUs it may run on (all when empty).
+    pub cpus: &'a [usize],
+    /// The memory cgroup it joins.
+    pub cgroup: Option<&'a cgroup::ServerCgroup>,
+    /// The shaped link whose namespace it joins.
+    pub link: Option<&'a link::ServerLink>,
+}
+
 /// A program run as `user` on `cpus` (all when empty); a new command.
 pub fn server_command(program: &Path, user: Option<(u32, u32)>, cpus: &[usize]) -> Command {
+    placed_command(
+        program,
+        &Placement {
+            user,
+            cpus,
+            ..Placement::default()
+        },
+    )
+}
+
+/// A program run where `placement` says. Between fork and exec it joins
+/// the cgroup and the namespace while it is still root (joining a
+/// namespace takes CAP_SYS_ADMIN), then becomes its user.
+pub fn placed_command(program: &Path, placement: &Placement) -> Command {
     let mut cmd = Command::new(program);
-    if let Some((uid, gid)) = user {
-        cmd.uid(uid).gid(gid);
-    }
-    if !cpus.is_empty() {
+    let mask = (!placement.cpus.is_empty()).then(|| {
         // SAFETY: CPU_ZERO/CPU_SET on a local set; nothing is shared.
-        let mask = {
-            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            for &cpu in cpus {
-                unsafe { libc::CPU_SET(cpu, &mut set) };
-            }
-            set
-        };
-        // SAFETY: between fork and exec only sched_setaffinity(2), which is
-        // async-signal-safe, runs.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &cpu in placement.cpus {
+            unsafe { libc::CPU_SET(cpu, &mut set) };
         }
+        set
+    });
+    // The descriptors stay open for as long as the cgroup and the link
+    // live, which the caller keeps past the spawn.
+    let cgroup_procs = placement.cgroup.map(cgroup::ServerCgroup::procs_fd);
+    let namespace = placement.link.map(link::ServerLink::namespace_fd);
+    let user = placement.user;
+    if mask.is_none() && cgroup_procs.is_none() && namespace.is_none() && user.is_none() {
+        return cmd;
+    }
+    let fail = || Err(std::io::Error::last_os_error());
+    // SAFETY: between fork and exec only async-signal-safe system calls
+    // run (write, sched_setaffinity, setns, setgroups, setgid, setuid),
+    // on values copied into the closure.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(fd) = cgroup_procs {
+                // Writing `0` moves the writer itself into the cgroup.
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return fail();
+                }
+            }
+            if let Some(mask) = &mask {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) != 0 {
+                    return fail();
+                }
+            }
+            if let Some(fd) = namespace {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return fail();
+                }
+            }
+            if let Some((uid, gid)) = user {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return fail();
+                }
+            }
+            Ok(())
+        });
     }
     cmd
 }
@@ -184,22 +247,31 @@ pub enum NotReady {
 }
 
 impl ServerProcess {
-    /// Starts `cmd` (its stdout discarded).
+    /// Starts `cmd` (its stdout discarded), written in `leftovers` as soon
+    /// as it has a pid.
     pub fn spawn(
         mut cmd: Command,
         stop_signal: libc::c_int,
         stop_timeout: Duration,
         what: &str,
+        leftovers: &mut ledger::Leftovers,
     ) -> anyhow::Result<Self> {
         let child = cmd
             .stdout(Stdio::null())
             .spawn()
             .with_context(|| format!("cannot start {what}"))?;
-        Ok(ServerProcess {
+        let process = ServerProcess {
             child,
             stop_signal,
             stop_timeout,
-        })
+        };
+        if let Some(id) = ledger::ProcessId::of(process.pid()) {
+            leftovers.add(ledger::Part::Process {
+                id,
+                signal: stop_signal,
+            })?;
+        }
+        Ok(process)
     }
 
     /// The server's main process id.

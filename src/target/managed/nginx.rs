@@ -12,6 +12,7 @@
 //! ([`MAIN_DIRECTIVES`]), `events` ([`EVENTS_DIRECTIVES`]), else `http`.
 //! A setting replaces perflab's default of the same name.
 
+use super::ledger::Leftovers;
 use super::{
     find_programs, log_file, server_command, server_user, NotReady, ServerDir, ServerProcess,
 };
@@ -72,6 +73,8 @@ const DEFAULTS: &[(&str, &str)] = &[
 pub struct ManagedNginx {
     process: ServerProcess,
     dir: ServerDir,
+    /// The ledger's record of the two above; struck off last.
+    _leftovers: Leftovers,
     port: u16,
     /// The plain-HTTP port of the status page.
     status_port: u16,
@@ -135,7 +138,8 @@ impl ManagedNginx {
             .into());
         }
         let user = server_user("www-data", "nginx")?;
-        let dir = ServerDir::create("nginx", "nginx", user, keep)?;
+        let mut leftovers = Leftovers::begin("nginx")?;
+        let dir = ServerDir::create("nginx", "nginx", user, keep, &mut leftovers)?;
         for sub in ["html", "tmp"] {
             let path = dir.path().join(sub);
             std::fs::create_dir(&path)
@@ -197,10 +201,12 @@ impl ManagedNginx {
             .arg("-e")
             .arg(dir.path().join(LOG));
         cmd.stderr(log_file(&dir, LOG, user)?);
-        let process = ServerProcess::spawn(cmd, libc::SIGTERM, STOP_TIMEOUT, "nginx")?;
+        let process =
+            ServerProcess::spawn(cmd, libc::SIGTERM, STOP_TIMEOUT, "nginx", &mut leftovers)?;
         let mut server = ManagedNginx {
             process,
             dir,
+            _leftovers: leftovers,
             port,
             status_port,
             addresses,

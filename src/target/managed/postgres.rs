@@ -6,11 +6,14 @@
 //! PostgreSQL refuses to run as root.
 
 use super::cgroup::ServerCgroup;
+use super::ledger::Leftovers;
+use super::link::ServerLink;
 use super::{
-    find_programs, free_loopback_port, log_file, server_command, server_user, NotReady, ServerDir,
-    ServerProcess,
+    find_programs, free_loopback_port, log_file, placed_command, server_command, server_user,
+    NotReady, Placement, ServerDir, ServerProcess,
 };
 use crate::error::PlanError;
+use crate::target::ServerOptions;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,14 +25,20 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// The server's log, in its directory.
 const LOG: &str = "postgres.log";
+/// Where it listens when its link is not shaped.
+const LOOPBACK: std::net::Ipv4Addr = std::net::Ipv4Addr::LOCALHOST;
 
 /// A running managed server. The process is stopped before its directory
 /// is removed (fields drop in order).
 pub struct ManagedPostgres {
     process: ServerProcess,
+    /// The shaped link it runs behind, when it does.
+    link: Option<ServerLink>,
     /// The memory cgroup it runs in, when it is held to a limit.
     cgroup: Option<ServerCgroup>,
     dir: ServerDir,
+    /// The ledger's record of all the above; struck off last.
+    leftovers: Leftovers,
     port: u16,
     /// How to start the postmaster again (restart after a crash).
     bindir: PathBuf,
@@ -64,51 +73,55 @@ pub fn find_bindir() -> Option<PathBuf> {
     find_programs(&["initdb", "postgres"], dirs)
 }
 
-/// Starts postgres on `dir`/data, logging to `dir`/postgres.log.
+/// Starts postgres on `dir`/data, logging to `dir`/postgres.log,
+/// listening on `address`.
 fn spawn_postmaster(
     bindir: &Path,
-    user: Option<(u32, u32)>,
+    placement: &Placement,
     dir: &ServerDir,
+    address: std::net::Ipv4Addr,
     port: u16,
     settings: &[(String, String)],
-    cpus: &[usize],
-    cgroup: Option<&ServerCgroup>,
+    leftovers: &mut Leftovers,
 ) -> anyhow::Result<ServerProcess> {
-    let mut cmd = server_command(&bindir.join("postgres"), user, cpus);
-    if let Some(cgroup) = cgroup {
-        cgroup.join(&mut cmd);
-    }
+    let mut cmd = placed_command(&bindir.join("postgres"), placement);
     cmd.arg("-D")
         .arg(dir.path().join("data"))
         .args(["-p", &port.to_string()])
-        .args(["-c", "listen_addresses=127.0.0.1"])
+        .arg("-c")
+        .arg(format!("listen_addresses={address}"))
         .arg("-c")
         .arg(format!("unix_socket_directories={}", dir.path().display()));
     for (name, value) in settings {
         cmd.arg("-c").arg(format!("{name}={value}"));
     }
-    cmd.stderr(log_file(dir, LOG, user)?);
-    ServerProcess::spawn(cmd, libc::SIGINT, STOP_TIMEOUT, "postgres")
+    cmd.stderr(log_file(dir, LOG, placement.user)?);
+    ServerProcess::spawn(cmd, libc::SIGINT, STOP_TIMEOUT, "postgres", leftovers)
 }
 
 impl ManagedPostgres {
-    /// Creates and starts a server with `settings` (name, value pairs).
-    /// `cpus`, when not empty, is the server's affinity mask (its backends
-    /// inherit it from the postmaster); `memory` holds it and its page
-    /// cache to a limit (`--pg-memory`).
-    pub fn start(
-        settings: &[(String, String)],
-        keep: bool,
-        cpus: &[usize],
-        memory: Option<crate::units::Bytes>,
-    ) -> anyhow::Result<Self> {
+    /// Creates and starts a server with `server`'s settings (name, value
+    /// pairs). Its CPUs, when given, are the server's affinity mask (its
+    /// backends inherit it from the postmaster); its memory holds it and
+    /// its page cache to a limit (`--pg-memory`); its link puts it in a
+    /// namespace of its own behind a shaped veth pair (`--link-*`).
+    pub fn start(server: &ServerOptions) -> anyhow::Result<Self> {
+        let ServerOptions {
+            settings,
+            keep,
+            cpus,
+            memory,
+            link,
+            ..
+        } = server;
         let bindir = find_bindir().ok_or_else(|| {
             PlanError::new(
                 "no PostgreSQL server binaries (initdb, postgres) on PATH, from pg_config or in /usr/lib/postgresql/*/bin; install them (apt-get install postgresql) or give --target postgres://…",
             )
         })?;
         let user = server_user("postgres", "PostgreSQL")?;
-        let dir = ServerDir::create("pg", "PostgreSQL", user, keep)?;
+        let mut leftovers = Leftovers::begin("PostgreSQL")?;
+        let dir = ServerDir::create("pg", "PostgreSQL", user, *keep, &mut leftovers)?;
         let version = server_command(&bindir.join("postgres"), user, &[])
             .arg("--version")
             .output()
@@ -130,13 +143,42 @@ impl ManagedPostgres {
         }
         let port = free_loopback_port()?;
         let cgroup = memory
-            .map(|limit| ServerCgroup::create(limit, "--pg-memory"))
+            .map(|limit| ServerCgroup::create(limit, "--pg-memory", &mut leftovers))
             .transpose()?;
-        let process = spawn_postmaster(&bindir, user, &dir, port, settings, cpus, cgroup.as_ref())?;
+        let link = link
+            .as_ref()
+            .map(|shape| ServerLink::create(shape, &mut leftovers))
+            .transpose()?;
+        if let Some(link) = &link {
+            // initdb trusts loopback only; perflab now comes from the
+            // host's end of the pair.
+            let hba = dir.path().join("data/pg_hba.conf");
+            let mut text = std::fs::read_to_string(&hba).context("cannot read pg_hba.conf")?;
+            text.push_str(&format!("host all all {}/32 trust\n", link.host_addr));
+            std::fs::write(&hba, text).context("cannot write pg_hba.conf")?;
+        }
+        let placement = Placement {
+            user,
+            cpus,
+            cgroup: cgroup.as_ref(),
+            link: link.as_ref(),
+        };
+        let address = link.as_ref().map_or(LOOPBACK, |l| l.server_addr);
+        let process = spawn_postmaster(
+            &bindir,
+            &placement,
+            &dir,
+            address,
+            port,
+            settings,
+            &mut leftovers,
+        )?;
         let mut server = ManagedPostgres {
             process,
+            link,
             cgroup,
             dir,
+            leftovers,
             port,
             bindir,
             user,
@@ -154,14 +196,20 @@ impl ManagedPostgres {
         let _ = self.process.exited();
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
+            let placement = Placement {
+                user: self.user,
+                cpus: &self.cpus,
+                cgroup: self.cgroup.as_ref(),
+                link: self.link.as_ref(),
+            };
             self.process = spawn_postmaster(
                 &self.bindir,
-                self.user,
+                &placement,
                 &self.dir,
+                self.address(),
                 self.port,
                 &self.settings,
-                &self.cpus,
-                self.cgroup.as_ref(),
+                &mut self.leftovers,
             )?;
             match self.wait_ready(false) {
                 Ok(()) => return Ok(()),
@@ -177,7 +225,11 @@ impl ManagedPostgres {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let url = format!("postgres://perflab@127.0.0.1:{}/postgres", self.port);
+        let url = format!(
+            "postgres://perflab@{}:{}/postgres",
+            self.address(),
+            self.port
+        );
         let sql = if create {
             "CREATE DATABASE perflab"
         } else {
@@ -215,7 +267,21 @@ impl ManagedPostgres {
 
     /// The URL to reach the server's `perflab` database.
     pub fn url(&self) -> String {
-        format!("postgres://perflab@127.0.0.1:{}/perflab", self.port)
+        format!(
+            "postgres://perflab@{}:{}/perflab",
+            self.address(),
+            self.port
+        )
+    }
+
+    /// The address it listens on: loopback, or its end of a shaped link.
+    pub fn address(&self) -> std::net::Ipv4Addr {
+        self.link.as_ref().map_or(LOOPBACK, |l| l.server_addr)
+    }
+
+    /// The shaped link it runs behind, when it does.
+    pub fn link(&self) -> Option<&ServerLink> {
+        self.link.as_ref()
     }
 
     /// The postmaster's process id.

@@ -85,6 +85,9 @@ pub struct BankSpec {
     /// cache), when limited.
     #[serde(default)]
     pub server_memory: Option<crate::units::Bytes>,
+    /// Managed server: the shaped link it runs behind, when it does.
+    #[serde(default)]
+    pub server_link: Option<crate::target::managed::link::LinkShape>,
 }
 
 /// The flags of `perflab check bank`.
@@ -169,6 +172,7 @@ impl Kind for Bank {
             keep,
             cpus,
             memory,
+            link,
             ..
         } = server;
         Ok(BankSpec {
@@ -183,6 +187,7 @@ impl Kind for Bank {
             keep,
             server_cpus: cpus,
             server_memory: memory,
+            server_link: link,
         })
     }
 
@@ -196,6 +201,7 @@ impl Kind for Bank {
             keep: spec.keep,
             cpus: spec.server_cpus.clone(),
             memory: spec.server_memory,
+            link: spec.server_link.clone(),
             addresses: Vec::new(),
             tls_files: None,
         };

@@ -316,6 +316,7 @@ impl Kind for Web {
                 keep: args.keep,
                 cpus,
                 memory: None,
+                link: None,
                 addresses,
                 tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
             },

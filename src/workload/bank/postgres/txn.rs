@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_transaction_takes_one_round_trip_per_statement_or_one_pipelined() {
-        let pg = ManagedPostgres::start(&[], false, &[], None).unwrap();
+        let pg = ManagedPostgres::start(&Default::default()).unwrap();
         // TPC-B's seven statements are seven round trips, or one pipelined;
         // the ATM mix's withdrawals and transfers wait for their debit.
         for (mix, pipeline, trips) in [
