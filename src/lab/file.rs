@@ -139,6 +139,12 @@ impl LabFile {
                 message,
             }
         };
+        if let Some((offset, key)) = bare_dotted_knob(&text) {
+            return Err(at(
+                offset,
+                format!("write a knob whose name holds a dot in quotes, \"{key}\" = …: bare, TOML reads {key} as a table"),
+            ));
+        }
         let raw: RawLab = toml::from_str(&text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
             let message: Vec<&str> = e
@@ -257,6 +263,34 @@ impl LabFile {
 }
 
 /// The 1-based line and column of byte `offset` of `text`.
+/// The first knob of `[vary]`, `[zip]` or a `[[variant]]` written as a
+/// bare dotted key (`link.rate = …`), which TOML reads as a table `link`
+/// holding `rate`: its offset and its name.
+fn bare_dotted_knob(text: &str) -> Option<(usize, String)> {
+    let mut in_knobs = false;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            let header: String = trimmed.chars().filter(|c| !c.is_whitespace()).collect();
+            in_knobs = ["[vary]", "[zip]", "[[variant]]"]
+                .iter()
+                .any(|h| header.starts_with(h));
+            continue;
+        }
+        let Some((key, _)) = trimmed.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if in_knobs && key.contains('.') && !key.starts_with(['"', '\'']) {
+            return Some((start + line.len() - trimmed.len(), key.to_string()));
+        }
+    }
+    None
+}
+
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let mut end = offset.min(text.len());
     while !text.is_char_boundary(end) {

@@ -213,9 +213,24 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
             "named 'a'",
         ),
         (
-            "[vary]\n\"link.rate\" = [\"1mbit\"]\n",
-            "lab.toml:4:15",
+            "[vary]\n\"disk.read_iops\" = [\"100\"]\n",
+            "lab.toml:4:20",
             "not applied by this perflab yet",
+        ),
+        (
+            "[vary]\nlink.rate = [\"1mbit\"]\n",
+            "lab.toml:4:1",
+            "in quotes, \"link.rate\" = …",
+        ),
+        (
+            "[vary]\n\"link.loss\" = [\"0%\", \"60%\"]\n",
+            "lab.toml:4:15",
+            "--link-loss: 60% of the packets lost leaves no connection standing",
+        ),
+        (
+            "[[variant]]\nname = \"slow\"\n\"link.rate\" = \"fast\"\n",
+            "lab.toml:5:15",
+            "not a link rate",
         ),
         (
             "[vary]\n\"mariadb.innodb_buffer_pool_size\" = [\"1G\"]\n",

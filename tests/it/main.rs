@@ -12,6 +12,7 @@ mod golden;
 mod help;
 mod host;
 mod lab;
+mod link;
 mod mariadb;
 mod postgres;
 mod probes;

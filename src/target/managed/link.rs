@@ -97,7 +97,7 @@ impl LinkShape {
                         true => Ok(d),
                         false => Err(PlanError::flag(
                             "--link-delay",
-                            format!("{} is longer than a link's delay", format_duration(d)),
+                            format!("{} is longer than a link's delay", text.trim()),
                             "give 10s or less",
                         )),
                     })

@@ -1,0 +1,283 @@
+//! A managed server behind a shaped link (`--link-rate`, `--link-loss`,
+//! `--link-delay`): the namespace, the veth pair, its qdiscs and drop rules
+//! are made for the run, seen by `ip`, `tc` and `nft` while it runs,
+//! recorded in the run, and gone after; a run killed with SIGKILL leaves
+//! them in the ledger, and `perflab lab cleanup` removes every one. These
+//! tests make namespaces and cgroups: they need root, and fail without it.
+
+use crate::support::{contains, perflab_expect, perflab_process, tempdir};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn assert_root() {
+    // SAFETY: geteuid reads the process's own credentials.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "a shaped link is a namespace and qdiscs: run the tests as root"
+    );
+}
+
+/// A network tool's output (`ip …`, `tc …`).
+fn tool(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Starts perflab with `args` in `dir` (stdout to `dir`/out.txt) and waits
+/// until it prints a line holding `marker`; returns the child and the
+/// output so far.
+fn spawn_until(dir: &Path, args: &str, marker: &str) -> (std::process::Child, String) {
+    let out_path = dir.join("out.txt");
+    let child = perflab_process(dir)
+        .args(args.split_whitespace())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let out = std::fs::read_to_string(&out_path).unwrap_or_default();
+        if out.contains(marker) {
+            return (child, out);
+        }
+        assert!(Instant::now() < deadline, "no '{marker}' in:\n{out}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The namespace and host interface a run printed (`its link: … (network
+/// namespace NS, veth IF at …`).
+fn printed_link(out: &str) -> (String, String) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("its link: "))
+        .unwrap_or_else(|| panic!("no link line in:\n{out}"));
+    let after = |word: &str| {
+        line.split(word)
+            .nth(1)
+            .and_then(|rest| rest.split([',', ' ']).next())
+            .unwrap()
+            .to_string()
+    };
+    (after("network namespace "), after("veth "))
+}
+
+fn namespace_exists(name: &str) -> bool {
+    tool("ip", &["netns", "list"])
+        .lines()
+        .any(|l| l.split_whitespace().next() == Some(name))
+}
+
+fn interface_exists(name: &str) -> bool {
+    Path::new("/sys/class/net").join(name).exists()
+}
+
+/// A run behind a 2 Mbit/s link that loses 1% toward the server: while it
+/// runs, the namespace, the veth's tbf at that rate and the drop rule are
+/// there; the run records the link; after it, nothing of it is left.
+#[test]
+fn a_shaped_link_is_made_for_the_run_and_removed_after() {
+    assert_root();
+    let dir = tempdir();
+    let (child, out) = spawn_until(
+        dir.path(),
+        "run bank --target postgres:managed --link-rate 2mbit --link-loss 1%:0% --users 1,2 --warmup 0s --duration 2s",
+        "step 1/2",
+    );
+    contains(
+        &out,
+        "its link: 2mbit each way, 1.0% lost toward the server",
+    );
+    let (namespace, host_if) = printed_link(&out);
+    assert!(namespace_exists(&namespace), "{namespace}\n{out}");
+    let qdisc = tool("tc", &["qdisc", "show", "dev", &host_if]);
+    contains(&qdisc, "tbf");
+    contains(&qdisc, "rate 2Mbit");
+    let rules = tool(
+        "ip",
+        &["netns", "exec", &namespace, "nft", "list", "ruleset"],
+    );
+    contains(&rules, "numgen random mod 100000 < 1000");
+    assert!(
+        !rules.contains("hook output"),
+        "no loss from the server:\n{rules}"
+    );
+    let result = child.wait_with_output().unwrap();
+    assert!(result.status.success());
+    let out = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
+    contains(&out, "check: passed");
+    let export = crate::support::last_export(dir.path());
+    let link = &export["run"]["setup"]["managed_server"]["link"];
+    assert_eq!(link["rate_bits_per_sec"], 2_000_000, "{link}");
+    assert_eq!(link["loss_to_server"], 0.01, "{link}");
+    assert_eq!(link["loss_from_server"], 0.0, "{link}");
+    assert_eq!(link["namespace"], namespace.as_str());
+    assert!(!namespace_exists(&namespace), "{namespace} was left");
+    assert!(!interface_exists(&host_if), "{host_if} was left");
+    crate::support::managed_files_removed(&out);
+}
+
+/// SIGKILL of a run mid-step leaves its managed server, directory, memory
+/// cgroup, namespace and veth pair; `perflab lab cleanup` lists and removes
+/// each, and each is then gone.
+#[test]
+fn what_a_killed_run_left_is_removed_by_lab_cleanup() {
+    assert_root();
+    let dir = tempdir();
+    let (mut child, out) = spawn_until(
+        dir.path(),
+        "run bank --target postgres:managed --link-rate 10mbit --pg-memory 256MiB --users 2 --warmup 0s --duration 60s",
+        "step 1/1",
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (namespace, host_if) = printed_link(&out);
+    let server_pid: u32 = out
+        .lines()
+        .find_map(|l| l.split(", pid ").nth(1))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no server pid in:\n{out}"));
+    let files = out
+        .lines()
+        .find_map(|l| l.split("files in ").nth(1))
+        .unwrap()
+        .trim()
+        .to_string();
+    let cgroup = out
+        .lines()
+        .find_map(|l| l.split("by the cgroup ").nth(1))
+        .unwrap_or_else(|| panic!("no cgroup in:\n{out}"))
+        .trim()
+        .to_string();
+    let server_runs = || {
+        std::fs::read_to_string(format!("/proc/{server_pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    };
+    // Left behind, every one.
+    assert!(server_runs(), "the server {server_pid} ended with its run");
+    assert!(namespace_exists(&namespace));
+    assert!(interface_exists(&host_if));
+    assert!(Path::new(&cgroup).exists(), "{cgroup}");
+    assert!(Path::new(&files).exists(), "{files}");
+
+    let (cleaned, _) = perflab_expect(dir.path(), "lab cleanup", 0);
+    for part in [
+        format!("removed the PostgreSQL's process {server_pid}"),
+        format!("removed the PostgreSQL's network namespace {namespace}"),
+        format!("removed the PostgreSQL's cgroup {cgroup}"),
+        format!("removed the PostgreSQL's directory {files}"),
+    ] {
+        contains(&cleaned, &part);
+    }
+    assert!(!server_runs(), "the server {server_pid} still runs");
+    assert!(!namespace_exists(&namespace), "{namespace}");
+    assert!(!interface_exists(&host_if), "{host_if}");
+    assert!(!Path::new(&cgroup).exists(), "{cgroup}");
+    assert!(!Path::new(&files).exists(), "{files}");
+    // Nothing of this run is left in the ledger.
+    let ledger = std::fs::read_dir("/run/perflab/leftovers")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    assert!(!ledger.contains(&namespace), "{ledger}");
+}
+
+/// Link flags that cannot apply: one line each, exit 2, no namespace made.
+#[test]
+fn link_flags_that_cannot_apply_are_refused_in_one_line() {
+    assert_root();
+    let dir = tempdir();
+    for (args, fragment) in [
+        (
+            "run bank --target sqlite:x.db --link-rate 1mbit",
+            "--link-rate: perflab shapes the link of a server it manages",
+        ),
+        (
+            "run bank --target postgres:managed --link-loss 60%",
+            "--link-loss: 60% of the packets lost leaves no connection standing",
+        ),
+        (
+            "run bank --target postgres:managed --link-rate 1mbps",
+            "--link-rate: '1mbps' is not a link rate",
+        ),
+        (
+            "run bank --target postgres:managed --link-delay 1h",
+            "--link-delay: 1h is longer than a link's delay",
+        ),
+    ] {
+        let (_, err) = perflab_expect(dir.path(), args, 2);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args}: {err}");
+        contains(&err, fragment);
+    }
+    // A delay needs netem: on a kernel without it, one line naming it and
+    // nothing left; on a kernel with it, the delay is in the run's record.
+    let child = perflab_process(dir.path())
+        .args("run bank --target postgres:managed --link-delay 2ms --users 1 --warmup 0s --duration 1s".split_whitespace())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let its_namespaces = format!("perflab-link-{}-", child.id());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(2) => {
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+            contains(
+                &err,
+                "--link-delay: this kernel does not take the netem qdisc",
+            );
+        }
+        Some(0) => {
+            let export = crate::support::last_export(dir.path());
+            assert_eq!(
+                export["run"]["setup"]["managed_server"]["link"]["delay_us"],
+                2000
+            );
+        }
+        code => panic!("exit {code:?}: {err}"),
+    }
+    let left = tool("ip", &["netns", "list"]);
+    assert!(
+        !left.contains(&its_namespaces),
+        "a namespace was left:\n{left}"
+    );
+}
+
+/// Without root, a link is refused before anything is made.
+#[test]
+fn a_link_without_root_is_refused() {
+    assert_root();
+    let dir = tempdir();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("perflab"))
+        .args("run bank --target postgres:managed --link-rate 1mbit".split_whitespace())
+        .current_dir(dir.path())
+        .env("CI", "true")
+        .output()
+        .expect("setpriv runs (util-linux)");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    contains(&err, "--link-rate: a shaped link is a network namespace");
+    contains(&err, "only root can make");
+}
