@@ -33,7 +33,7 @@ fn tool(program: &str, args: &[&str]) -> String {
 /// output so far.
 fn spawn_until(dir: &Path, args: &str, marker: &str) -> (std::process::Child, String) {
     let out_path = dir.join("out.txt");
-    let child = perflab_process(dir)
+    let mut child = perflab_process(dir)
         .args(args.split_whitespace())
         .stdout(std::fs::File::create(&out_path).unwrap())
         .spawn()
@@ -44,7 +44,11 @@ fn spawn_until(dir: &Path, args: &str, marker: &str) -> (std::process::Child, St
         if out.contains(marker) {
             return (child, out);
         }
-        assert!(Instant::now() < deadline, "no '{marker}' in:\n{out}");
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no '{marker}' in:\n{out}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
