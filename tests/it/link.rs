@@ -39,18 +39,17 @@ fn spawn_until(dir: &Path, args: &str, marker: &str) -> (std::process::Child, St
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let out = std::fs::read_to_string(&out_path).unwrap_or_default();
-        if out.contains(marker) {
-            return (child, out);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("no '{marker}' in:\n{out}");
-        }
+    let mut out = String::new();
+    while !out.contains(marker) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
+        out = std::fs::read_to_string(&out_path).unwrap_or_default();
     }
+    if !out.contains(marker) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("no '{marker}' in:\n{out}");
+    }
+    (child, out)
 }
 
 /// The namespace and host interface a run printed (`its link: … (network
