@@ -373,3 +373,55 @@ fn check_cpu_prediction(report: &serde_json::Value, out: &str) {
         "{report}"
     );
 }
+
+/// A link lab on the repository's example (steps shortened): the server
+/// unshaped, behind a link shaped to 2 Mbit/s, and losing 3% of the
+/// packets toward it. The shaped cell names the link, the lossy cell
+/// network loss with perflab's retransmits as evidence, and the unshaped
+/// cell neither; nothing of the three links is left.
+#[test]
+fn a_link_lab_names_the_link_and_the_loss() {
+    // SAFETY: geteuid reads the process's own credentials.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "a link lab needs root");
+    let _machine = machine();
+    let dir = tempdir();
+    let example = std::fs::read_to_string(support::repo_file("labs/pg-link.toml")).unwrap();
+    let shortened = example.replace("--warmup 2s --duration 5s", "--warmup 1s --duration 3s");
+    assert_ne!(example, shortened, "the example's steps were not found");
+    std::fs::write(dir.path().join("lab.toml"), shortened).unwrap();
+    let out = perflab_ok(dir.path(), "lab lab.toml");
+    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let bottleneck = |i: usize| {
+        let v = &report["variants"][i];
+        assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v}");
+        v["bottlenecks"][0].as_str().unwrap().to_string()
+    };
+    let (unshaped, slow, lossy) = (bottleneck(0), bottleneck(1), bottleneck(2));
+    assert!(
+        slow.starts_with("link pl") && slow.ends_with("(tbf)"),
+        "the 2 Mbit/s cell: {slow}\n{out}"
+    );
+    assert_eq!(lossy, "network loss", "{out}");
+    assert!(
+        !unshaped.starts_with("link") && unshaped != "network loss",
+        "the unshaped cell: {unshaped}\n{out}"
+    );
+    // The lossy cell's evidence is its retransmits.
+    let lossy_run = report["variants"][2]["runs"][0].as_i64().unwrap();
+    let verdict = perflab_ok(dir.path(), &format!("analyze {lossy_run}"));
+    contains(&verdict, "TCP segments/s were retransmitted");
+    let namespaces = String::from_utf8_lossy(
+        &std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned();
+    // The verdict tests run one at a time: no other link is made now.
+    assert!(
+        !namespaces.contains("perflab-link-"),
+        "a cell's namespace was left:\n{namespaces}"
+    );
+}
