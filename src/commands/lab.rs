@@ -127,6 +127,7 @@ fn finish(store: &std::path::Path, lab: i64, end: LabEnd) -> anyhow::Result<Exit
         LabEnd::Complete { failed: 0 } => Exit::Ok,
         LabEnd::Complete { .. } => Exit::Failed,
         LabEnd::Interrupted(143) => Exit::Terminated,
+        LabEnd::TeardownFailed => Exit::Failed,
         LabEnd::Interrupted(_) => Exit::Interrupted,
     })
 }

@@ -3,6 +3,8 @@
 //! matrix (`[vary]`), axes taken together value by value (`[zip]`), or a
 //! list of named variants (`[[variant]]`). Every mistake is reported as
 //! `FILE:LINE:COLUMN: what is wrong; the fix`, before anything is made.
+//! `setup` and `teardown` at the top are commands every variant runs
+//! around its cells unless it names its own.
 //!
 //! ```toml
 //! workload = "bank"
@@ -95,6 +97,8 @@ struct RawLab {
     args: Option<Spanned<RawArgs>>,
     repetitions: Option<Spanned<i64>>,
     seed: Option<Spanned<i64>>,
+    setup: Option<Spanned<String>>,
+    teardown: Option<Spanned<String>>,
     vary: Option<RawAxes>,
     zip: Option<RawAxes>,
     variant: Option<Vec<RawVariant>>,
@@ -203,6 +207,26 @@ impl LabFile {
             }
             (None, vary, zip) => crossed(vary.as_ref(), zip.as_ref(), &at, &mut positions)?,
         };
+        // A lab-wide `setup`/`teardown` is every variant's that names none.
+        let mut variants = variants;
+        for (key, command) in [("setup", &raw.setup), ("teardown", &raw.teardown)] {
+            let Some(command) = command else { continue };
+            if command.get_ref().trim().is_empty() {
+                return Err(at(
+                    command.span().start,
+                    format!("'{key}' is empty; give a command, or leave it out"),
+                ));
+            }
+            positions
+                .entry(key.to_string())
+                .or_insert(command.span().start);
+            for v in variants
+                .iter_mut()
+                .filter(|v| v.knobs.iter().all(|(k, _)| k != key))
+            {
+                v.knobs.push((key.to_string(), command.get_ref().clone()));
+            }
+        }
         if variants.len() * repetitions as usize > MAX_CELLS {
             return Err(at(
                 0,

@@ -8,10 +8,12 @@
 //! [`file`] reads and checks the file, [`plan`] orders the cells and
 //! checks each cell's run as `perflab run` would, [`run`] runs them one by
 //! one as `perflab run` processes and marks them in the store, [`report`]
-//! builds the matrix from the store alone. Which knob a target takes is
+//! builds the matrix from the store alone; [`hooks`] runs a variant's own
+//! setup and teardown commands around its cells. Which knob a target takes is
 //! the target's to say (`target::knobs`).
 
 pub mod file;
+pub mod hooks;
 pub mod plan;
 pub mod report;
 pub mod run;
@@ -24,6 +26,9 @@ use serde::{Deserialize, Serialize};
 /// What the store keeps of a lab file: enough to rebuild the matrix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabSpec {
+    /// The lab's name (given to setup and teardown commands).
+    #[serde(default)]
+    pub name: String,
     pub workload: String,
     pub target: Option<String>,
     pub args: Vec<String>,
@@ -37,6 +42,7 @@ impl LabSpec {
     /// The spec of a checked lab file and its plan.
     pub fn of(file: &LabFile, plan: &LabPlan) -> Self {
         LabSpec {
+            name: file.name.clone(),
             workload: file.workload.clone(),
             target: file.target.clone(),
             args: file.args.clone(),

@@ -62,6 +62,11 @@ impl LabPlan {
             // Which knob gave which flag, to place a flag's error.
             let mut sources: Vec<(String, &str)> = Vec::new();
             for (knob, value) in &variant.knobs {
+                if let Some(checked) = super::hooks::lab_knob(knob, value) {
+                    // The lab's own: no flag of the run.
+                    checked.map_err(|e| lab.error_at_knob(knob, e))?;
+                    continue;
+                }
                 let flags =
                     knob_flags(&target, knob, value).map_err(|e| lab.error_at_knob(knob, e))?;
                 sources.push((flags[0].clone(), knob));

@@ -24,6 +24,8 @@ pub enum LabEnd {
     Complete { failed: usize },
     /// Ctrl-C or SIGTERM stopped it (the signal's number).
     Interrupted(i32),
+    /// A cell's teardown command failed, and the lab stopped after it.
+    TeardownFailed,
 }
 
 /// Records the lab of `file` and its cells (all pending) in the store at
@@ -80,8 +82,11 @@ pub fn resume_lab(
     let mut store = Store::open_existing(store_path)?;
     let lab = store.resolve_lab(lab)?;
     let stored = store.load_lab(lab)?;
-    let spec: LabSpec = serde_json::from_str(&stored.spec)
+    let mut spec: LabSpec = serde_json::from_str(&stored.spec)
         .map_err(|e| anyhow::anyhow!("lab {lab} has a spec this perflab cannot read ({e})"))?;
+    if spec.name.is_empty() {
+        spec.name = stored.name.clone();
+    }
     if stored.status == "running" && alive(stored.pid) {
         return Err(PlanError::new(format!(
             "lab {lab} is still running (pid {}); let it finish, or stop it with Ctrl-C, then resume",
@@ -159,6 +164,22 @@ fn alive(pid: u32) -> bool {
     pid != 0 && stat[open + 1..close] == *"perflab" && !matches!(state, Some("Z" | "X"))
 }
 
+/// Stops the lab after a teardown failed: the host may not be as the lab
+/// found it, so no further cell runs on it.
+fn teardown_failed(
+    store: &mut Store,
+    lab: LabId,
+    cell: &Cell,
+    why: &str,
+) -> anyhow::Result<LabEnd> {
+    crate::util::err(format_args!(
+        "error: cell {}: {why}; the lab stops here, since the host may not be as it found it: undo the setup by hand, then perflab lab resume {lab}\n",
+        cell.position + 1
+    ));
+    store.finish_lab(lab, "partial")?;
+    Ok(LabEnd::TeardownFailed)
+}
+
 /// Runs `cells` of lab `lab` one by one, then records how the lab ended
 /// (every cell of it finished or not).
 fn run_cells(
@@ -178,12 +199,12 @@ fn run_cells(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let name = spec
+        let variant_name = spec
             .variants
             .get(cell.variant)
             .map_or("?", |v| v.name.as_str());
         crate::util::out(format_args!(
-            "cell {}/{total}: {name} (repetition {}/{}){}\n",
+            "cell {}/{total}: {variant_name} (repetition {}/{}){}\n",
             cell.position + 1,
             cell.repetition,
             spec.repetitions,
@@ -193,6 +214,44 @@ fn run_cells(
                 format!(": {}", cell.knob_args.join(" "))
             }
         ));
+        let hooks = spec.variants.get(cell.variant).map(|v| {
+            super::hooks::Hooks::of(
+                &spec.name,
+                &v.name,
+                &v.knobs,
+                cell.position,
+                cell.repetition,
+            )
+        });
+        let env = hooks.as_ref().map_or(&[][..], |h| &h.env[..]);
+        // A teardown runs whatever happened to the cell, Ctrl-C included:
+        // it is never stopped, only timed out.
+        let never = AtomicBool::new(false);
+        let teardown = || match hooks.as_ref().and_then(|h| h.teardown.as_ref()) {
+            Some(command) => super::hooks::run_hook("teardown", command, env, &never),
+            None => Ok(()),
+        };
+        if let Some(setup) = hooks.as_ref().and_then(|h| h.setup.as_ref()) {
+            if let Err(why) = super::hooks::run_hook("setup", setup, env, stop) {
+                crate::util::err(format_args!("error: cell {}: {why}\n", cell.position + 1));
+                let interrupted = stop.load(Ordering::Relaxed);
+                store.mark_cell(
+                    lab,
+                    cell.position,
+                    if interrupted { "partial" } else { "failed" },
+                    Some(&why),
+                    None,
+                )?;
+                if let Err(e) = teardown() {
+                    return teardown_failed(store, lab, cell, &e);
+                }
+                if interrupted {
+                    break;
+                }
+                failed += 1;
+                continue;
+            }
+        }
         let before = store.last_run_id()?;
         // A process group of its own: Ctrl-C at the terminal reaches the
         // lab alone, which passes it on once (a second one would end the
@@ -276,6 +335,9 @@ fn run_cells(
             ),
         };
         store.mark_cell(lab, cell.position, state, reason.as_deref(), run)?;
+        if let Err(e) = teardown() {
+            return teardown_failed(store, lab, cell, &e);
+        }
         match state {
             "partial" => {
                 store.finish_lab(lab, "partial")?;

@@ -259,6 +259,16 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
         ),
         ("[vary]\ncpus = [\"0\"\n", "lab.toml:5:1", "expected `]`"),
         ("[vary]\ncpus = []\n", "lab.toml:4:8", "no values"),
+        (
+            "[vary]\n\"var.a-b\" = [\"1\"]\n",
+            "lab.toml:4:13",
+            "no variable's name",
+        ),
+        (
+            "setup = \" \"\n[vary]\ncpus = [\"0\"]\n",
+            "lab.toml:3:9",
+            "'setup' is empty",
+        ),
     ] {
         let dir = tempdir();
         let file = lab_file(dir.path(), &format!("{head}{body}"));
@@ -338,4 +348,83 @@ fn a_killed_lab_resumes_at_its_first_unfinished_cell() {
     contains(&out, "lab 1: 0 of 2 cells to run");
     let (_, err) = perflab_expect(dir.path(), "lab resume 9", 2);
     contains(&err, "lab 9 is not in");
+}
+
+/// A lab on a PostgreSQL it does not manage (the test starts it): a script
+/// of the test's own sets `synchronous_commit` from the variant's value
+/// before each cell and resets it after. Each cell's run records the
+/// setting its setup made; a setup that fails fails its cell with the
+/// script's own words, its teardown still runs, and the other cells run.
+#[test]
+fn setup_and_teardown_configure_a_server_the_lab_does_not_manage() {
+    let server = perflab::target::managed::postgres::ManagedPostgres::start(&Default::default())
+        .expect("a PostgreSQL server starts");
+    let dir = tempdir();
+    std::fs::write(
+        dir.path().join("pg-mode.sh"),
+        "set -e\n\
+         echo \"$1 $PERFLAB_VARIANT $PERFLAB_VAR_SYNC $PERFLAB_CELL\" >> hooks.log\n\
+         if [ \"$1\" = setup ] && [ \"$PERFLAB_VAR_SYNC\" = bogus ]; then\n\
+             echo \"no such mode: bogus\" >&2\n\
+             exit 3\n\
+         fi\n\
+         if [ \"$1\" = setup ]; then\n\
+             psql -XAtq \"$PG_URL\" -c \"ALTER SYSTEM SET synchronous_commit = '$PERFLAB_VAR_SYNC'\" -c 'SELECT pg_reload_conf()'\n\
+         else\n\
+             psql -XAtq \"$PG_URL\" -c 'ALTER SYSTEM RESET synchronous_commit' -c 'SELECT pg_reload_conf()'\n\
+         fi\n",
+    )
+    .unwrap();
+    let file = lab_file(
+        dir.path(),
+        &format!(
+            "workload = \"bank\"\ntarget = \"{}\"\nargs = \"--users 1 --warmup 0s --duration 1s\"\nseed = 4\nsetup = \"sh pg-mode.sh setup\"\nteardown = \"sh pg-mode.sh teardown\"\n[vary]\n\"var.sync\" = [\"off\", \"local\", \"bogus\"]\n",
+            server.url()
+        ),
+    );
+    let out = perflab_process(dir.path())
+        .args(["lab", &file])
+        .env("PG_URL", server.url())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a cell failed:\n{stdout}{stderr}"
+    );
+    contains(
+        &stderr,
+        "the setup command failed (exit status: 3): no such mode: bogus",
+    );
+    contains(&stdout, "  setup: sh pg-mode.sh setup");
+    // Each cell: its setup, then its teardown, with its own values.
+    let log = std::fs::read_to_string(dir.path().join("hooks.log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 6, "{log}");
+    for pair in lines.chunks(2) {
+        let setup: Vec<&str> = pair[0].split(' ').collect();
+        let teardown: Vec<&str> = pair[1].split(' ').collect();
+        assert_eq!(setup[0], "setup", "{log}");
+        assert_eq!(teardown[0], "teardown", "{log}");
+        assert_eq!(setup[1..], teardown[1..], "{log}");
+        assert_eq!(setup[1], format!("var.sync={}", setup[2]), "{log}");
+    }
+    // The two cells that ran recorded the setting their setup made.
+    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    for (i, value) in [(0, "off"), (1, "local")] {
+        let run = report["variants"][i]["runs"][0].as_i64().unwrap();
+        let export: serde_json::Value =
+            serde_json::from_str(&perflab_expect(dir.path(), &format!("show {run} --json -"), 0).0)
+                .unwrap();
+        assert_eq!(
+            export["run"]["inventory"]["db.synchronous_commit"], value,
+            "variant {i}"
+        );
+    }
+    let bogus = &report["variants"][2];
+    assert_eq!(bogus["runs"].as_array().unwrap().len(), 0, "{bogus}");
+    contains(&bogus["not_done"].to_string(), "no such mode: bogus");
 }
