@@ -50,6 +50,26 @@ pub struct TargetArgs {
     #[arg(long = "link-delay", value_name = "D")]
     pub link_delay: Option<String>,
 
+    /// Managed PostgreSQL or MariaDB: hold the server's reads from the disk under its files to N per second (a blkio/io cgroup; root).
+    #[arg(long = "disk-read-iops", value_name = "N")]
+    pub disk_read_iops: Option<String>,
+
+    /// Managed PostgreSQL or MariaDB: hold the server's writes to the disk under its files to N per second (a blkio/io cgroup; root).
+    #[arg(long = "disk-write-iops", value_name = "N")]
+    pub disk_write_iops: Option<String>,
+
+    /// Managed PostgreSQL or MariaDB: hold the server's reads from the disk under its files to SIZE per second, e.g. 10MiB (root).
+    #[arg(long = "disk-read-bps", value_name = "SIZE")]
+    pub disk_read_bps: Option<String>,
+
+    /// Managed PostgreSQL or MariaDB: hold the server's writes to the disk under its files to SIZE per second, e.g. 10MiB (root).
+    #[arg(long = "disk-write-bps", value_name = "SIZE")]
+    pub disk_write_bps: Option<String>,
+
+    /// Managed PostgreSQL: put its write-ahead log in a directory of its own under DIR (initdb --waldir), e.g. on another disk.
+    #[arg(long = "log-dir", value_name = "DIR")]
+    pub log_dir: Option<std::path::PathBuf>,
+
     /// Managed PostgreSQL or MariaDB: keep the data directory after the run.
     #[arg(long)]
     pub keep: bool,
@@ -70,6 +90,12 @@ pub struct ServerOptions {
     /// Its link, when it runs behind a shaped one in a namespace of its own.
     #[serde(default)]
     pub link: Option<super::managed::link::LinkShape>,
+    /// Its disk I/O limits, on the disk under its files.
+    #[serde(default)]
+    pub io: Option<super::managed::disk::IoLimits>,
+    /// The directory its write-ahead log goes in (a new directory inside).
+    #[serde(default)]
+    pub log_dir: Option<std::path::PathBuf>,
     /// A managed web server: the loopback addresses it listens on
     /// (127.0.0.1 when empty).
     #[serde(default)]
@@ -169,6 +195,51 @@ impl TargetArgs {
             }
             super::managed::link::check_can_shape(shape)?;
         }
+        let io = super::managed::disk::IoLimits::from_flags(
+            self.disk_read_iops.as_deref(),
+            self.disk_write_iops.as_deref(),
+            self.disk_read_bps.as_deref(),
+            self.disk_write_bps.as_deref(),
+        )?;
+        if let Some(io) = &io {
+            if !matches!(target, Target::PostgresManaged | Target::MariadbManaged) {
+                return Err(PlanError::flag(
+                    io.flag(),
+                    format!("perflab throttles the disk of a server it manages, not of {}", target.redacted()),
+                    "use --target postgres:managed or mariadb:managed, or throttle your server's disk yourself",
+                ));
+            }
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                return Err(PlanError::flag(
+                    io.flag(),
+                    "a disk throttle is a cgroup, which only root can make",
+                    "run perflab as root, or drop the --disk-* flags",
+                ));
+            }
+        }
+        if let Some(dir) = &self.log_dir {
+            if !matches!(target, Target::PostgresManaged) {
+                return Err(PlanError::flag(
+                    "--log-dir",
+                    format!(
+                        "perflab moves the write-ahead log of a managed PostgreSQL only, not of {}",
+                        target.redacted()
+                    ),
+                    "use --target postgres:managed",
+                ));
+            }
+            if !dir.is_absolute() || !dir.is_dir() {
+                return Err(PlanError::flag(
+                    "--log-dir",
+                    format!(
+                        "{} is not a directory given by its absolute path",
+                        dir.display()
+                    ),
+                    "give one that exists, e.g. --log-dir /dev/shm",
+                ));
+            }
+        }
         Ok((
             target,
             ServerOptions {
@@ -177,6 +248,8 @@ impl TargetArgs {
                 cpus,
                 memory,
                 link,
+                io,
+                log_dir: self.log_dir.clone(),
                 addresses: Vec::new(),
                 tls_files: None,
             },

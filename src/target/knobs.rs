@@ -5,32 +5,25 @@
 //! `cpus` is the managed server's affinity mask; `memory` the limit of a
 //! memory cgroup it runs in (page cache included); `link.rate`,
 //! `link.loss` and `link.delay` shape the link to it (a namespace of its
-//! own behind a veth pair); `pg.NAME`,
-//! `mariadb.NAME` and `nginx.NAME` are the server's own settings. The
-//! knobs not applied yet (throttled disk I/O, the log on its own
-//! directory, set-up commands) are named so that a
-//! lab file using them is refused in one line saying so, rather than read
-//! as an unknown word.
+//! own behind a veth pair); `disk.*` throttle its I/O on the disk under
+//! its files; `log_dir` moves its write-ahead log; `pg.NAME`,
+//! `mariadb.NAME` and `nginx.NAME` are the server's own settings.
 
 use super::Target;
 
-/// Knobs a lab may name that this build does not apply yet.
-const NOT_YET: [&str; 5] = [
-    "disk.read_iops",
-    "disk.write_iops",
-    "disk.read_bps",
-    "disk.write_bps",
-    "log_dir",
-];
-
 /// The knobs there are, for error messages.
-pub const KNOBS: &str = "cpus, memory, link.rate, link.loss, link.delay, pg.NAME, mariadb.NAME, nginx.NAME (and the lab's own setup, teardown and var.NAME)";
+pub const KNOBS: &str = "cpus, memory, link.rate, link.loss, link.delay, disk.read_iops, disk.write_iops, disk.read_bps, disk.write_bps, log_dir, pg.NAME, mariadb.NAME, nginx.NAME (and the lab's own setup, teardown and var.NAME)";
 
-/// The link knobs and the run flags that set them.
-const LINK: [(&str, &str); 3] = [
+/// The knobs of a managed database server's surroundings (its link and
+/// its disk) and the run flags that set them.
+const SURROUNDINGS: [(&str, &str); 7] = [
     ("link.rate", "--link-rate"),
     ("link.loss", "--link-loss"),
     ("link.delay", "--link-delay"),
+    ("disk.read_iops", "--disk-read-iops"),
+    ("disk.write_iops", "--disk-write-iops"),
+    ("disk.read_bps", "--disk-read-bps"),
+    ("disk.write_bps", "--disk-write-bps"),
 ];
 
 /// The run flags that set `knob` to `value` on `target`, or why it cannot
@@ -62,7 +55,17 @@ pub fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String
         };
         return Ok(vec![flag.to_string(), value.to_string()]);
     }
-    if let Some((_, flag)) = LINK.iter().find(|(name, _)| *name == knob) {
+    if knob == "log_dir" {
+        return match target {
+            Target::PostgresManaged => Ok(vec!["--log-dir".to_string(), value.to_string()]),
+            Target::MariadbManaged | Target::NginxManaged => Err(
+                "'log_dir' is applied to a managed PostgreSQL only; vary it on postgres:managed"
+                    .to_string(),
+            ),
+            _ => Err(managed("'log_dir'")),
+        };
+    }
+    if let Some((_, flag)) = SURROUNDINGS.iter().find(|(name, _)| *name == knob) {
         return match target {
             Target::PostgresManaged | Target::MariadbManaged => {
                 Ok(vec![flag.to_string(), value.to_string()])
@@ -97,11 +100,6 @@ pub fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String
             }
             return Ok(vec![flag.to_string(), format!("{name}={value}")]);
         }
-    }
-    if NOT_YET.contains(&knob) || knob.starts_with("link.") || knob.starts_with("disk.") {
-        return Err(format!(
-            "the knob '{knob}' is not applied by this perflab yet; the lab sets {KNOBS}"
-        ));
     }
     Err(format!("'{knob}' is no knob; use one of {KNOBS}"))
 }
@@ -163,9 +161,17 @@ mod tests {
         assert!(knob_flags(&remote, "link.rate", "1mbit")
             .unwrap_err()
             .contains("manages"));
-        assert!(knob_flags(&pg, "disk.read_iops", "100")
+        assert_eq!(
+            knob_flags(&pg, "disk.write_iops", "100").unwrap(),
+            ["--disk-write-iops", "100"]
+        );
+        assert_eq!(
+            knob_flags(&pg, "log_dir", "/dev/shm").unwrap(),
+            ["--log-dir", "/dev/shm"]
+        );
+        assert!(knob_flags(&Target::MariadbManaged, "log_dir", "/dev/shm")
             .unwrap_err()
-            .contains("not applied"));
+            .contains("PostgreSQL only"));
         assert!(knob_flags(&pg, "colour", "red")
             .unwrap_err()
             .contains("no knob"));

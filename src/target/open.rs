@@ -130,6 +130,7 @@ impl Opened {
                     started.dir(),
                     started.cgroup(),
                     started.link(),
+                    started.wal_dir(),
                     server,
                 );
                 let endpoint = Endpoint::Postgres(Box::new(resolve_postgres(&started.url())?));
@@ -145,6 +146,7 @@ impl Opened {
                     started.dir(),
                     started.cgroup(),
                     started.link(),
+                    None,
                     server,
                 );
                 let endpoint = Endpoint::Mysql(started.target()?);
@@ -236,6 +238,7 @@ fn announce(
     dir: &std::path::Path,
     cgroup: Option<&ServerCgroup>,
     link: Option<&ServerLink>,
+    wal_dir: Option<&std::path::Path>,
     server: &ServerOptions,
 ) -> serde_json::Value {
     crate::util::out(format_args!(
@@ -252,18 +255,39 @@ fn announce(
             l.host_addr
         ));
     }
-    if let Some(c) = cgroup {
+    if let Some((limit, dir)) = cgroup.and_then(|c| Some((c.memory?, c.memory_dir()?))) {
         crate::util::out(format_args!(
-            "its memory (page cache included) held to {} by the cgroup {}\n",
-            c.limit,
-            c.dir().display()
+            "its memory (page cache included) held to {limit} by the cgroup {}\n",
+            dir.display()
         ));
+    }
+    if let Some((io, dir)) = cgroup.and_then(|c| Some((c.io.as_ref()?, c.io_dir()?))) {
+        crate::util::out(format_args!(
+            "its I/O on {} ({}:{}) held to {} by the cgroup {}\n",
+            io.disk,
+            io.device.0,
+            io.device.1,
+            io.limits.describe(),
+            dir.display()
+        ));
+    }
+    if let Some(wal) = wal_dir {
+        crate::util::out(format_args!("its write-ahead log in {}\n", wal.display()));
     }
     serde_json::json!({
         "managed_server": {
             "version": version,
             "cpus": server.cpus,
             "memory_bytes": server.memory.map(|m| m.0),
+            "io": cgroup.and_then(|c| c.io.as_ref()).map(|io| serde_json::json!({
+                "disk": io.disk,
+                "device": format!("{}:{}", io.device.0, io.device.1),
+                "read_iops": io.limits.read_iops,
+                "write_iops": io.limits.write_iops,
+                "read_bytes_per_sec": io.limits.read_bps.map(|b| b.0),
+                "write_bytes_per_sec": io.limits.write_bps.map(|b| b.0),
+            })),
+            "log_dir": wal_dir.map(|w| w.display().to_string()),
             "link": link.map(|l| serde_json::json!({
                 "rate_bits_per_sec": l.shape.rate.map(|r| r.0),
                 "loss_to_server": l.shape.loss_to_server,

@@ -213,9 +213,14 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
             "named 'a'",
         ),
         (
-            "[vary]\n\"disk.read_iops\" = [\"100\"]\n",
-            "lab.toml:4:20",
-            "not applied by this perflab yet",
+            "[vary]\n\"disk.write_iops\" = [\"many\"]\n",
+            "lab.toml:4:21",
+            "--disk-write-iops: 'many' is not a number of I/Os per second",
+        ),
+        (
+            "[vary]\nlog_dir = [\"/no/such/dir\"]\n",
+            "lab.toml:4:11",
+            "--log-dir: /no/such/dir is not a directory",
         ),
         (
             "[vary]\nlink.rate = [\"1mbit\"]\n",

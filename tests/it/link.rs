@@ -220,6 +220,22 @@ fn link_flags_that_cannot_apply_are_refused_in_one_line() {
             "run bank --target postgres:managed --link-delay 1h",
             "--link-delay: 1h is longer than a link's delay",
         ),
+        (
+            "run bank --target sqlite:x.db --disk-write-iops 100",
+            "--disk-write-iops: perflab throttles the disk of a server it manages",
+        ),
+        (
+            "run bank --target mariadb:managed --log-dir /dev/shm",
+            "--log-dir: perflab moves the write-ahead log of a managed PostgreSQL only",
+        ),
+        (
+            "run bank --target postgres:managed --log-dir shm",
+            "--log-dir: shm is not a directory given by its absolute path",
+        ),
+        (
+            "run bank --target postgres:managed --disk-read-bps 12",
+            "--disk-read-bps: 12 B a second is less than one page",
+        ),
     ] {
         let (_, err) = perflab_expect(dir.path(), args, 2);
         assert_eq!(err.trim_end().lines().count(), 1, "{args}: {err}");

@@ -425,3 +425,50 @@ fn a_link_lab_names_the_link_and_the_loss() {
         "a cell's namespace was left:\n{namespaces}"
     );
 }
+
+/// Seed 004's log on its own disk, on the repository's example (steps
+/// shortened): with the write-ahead log beside the data on a disk held to
+/// 100 writes a second, the commits wait on the log; with the log on a
+/// device of its own they do not, and the bank runs far faster.
+#[test]
+fn a_log_dir_lab_moves_the_commits_off_the_throttled_disk() {
+    // SAFETY: geteuid reads the process's own credentials.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "a disk throttle needs root");
+    let _machine = machine();
+    let dir = tempdir();
+    let example = std::fs::read_to_string(support::repo_file("labs/pg-log-dir.toml")).unwrap();
+    let shortened = example.replace("--warmup 2s --duration 5s", "--warmup 1s --duration 3s");
+    assert_ne!(example, shortened, "the example's steps were not found");
+    std::fs::write(dir.path().join("lab.toml"), shortened).unwrap();
+    let out = perflab_ok(dir.path(), "lab lab.toml");
+    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let variant = |i: usize| {
+        let v = &report["variants"][i];
+        (
+            v["bottlenecks"][0].as_str().unwrap().to_string(),
+            v["peak"].as_f64().unwrap(),
+            v["runs"][0].as_i64().unwrap(),
+        )
+    };
+    let ((with_data, slow, run), (own, fast, own_run)) = (variant(0), variant(1));
+    assert!(
+        with_data.starts_with("commit I/O"),
+        "the log beside the data: {with_data}\n{out}"
+    );
+    assert!(
+        !own.starts_with("commit"),
+        "the log on its own: {own}\n{out}"
+    );
+    assert!(fast > 5.0 * slow, "{slow}/s against {fast}/s\n{out}");
+    for (run, on_data) in [(run, "yes"), (own_run, "no")] {
+        let export: serde_json::Value =
+            serde_json::from_str(&perflab_ok(dir.path(), &format!("show {run} --json -"))).unwrap();
+        assert_eq!(export["run"]["inventory"]["db.wal_on_data_device"], on_data);
+        assert_eq!(
+            export["run"]["setup"]["managed_server"]["io"]["write_iops"], 100,
+            "{}",
+            export["run"]["setup"]
+        );
+    }
+}

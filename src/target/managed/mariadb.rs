@@ -113,6 +113,7 @@ impl ManagedMariadb {
             cpus,
             memory,
             link,
+            io,
             ..
         } = server;
         let (Some(mariadbd), Some(install_db)) = (find("mariadbd"), find("mariadb-install-db"))
@@ -185,8 +186,12 @@ impl ManagedMariadb {
             std::os::unix::fs::chown(&init, Some(uid), Some(gid))?;
         }
         let port = free_loopback_port()?;
-        let cgroup = memory
-            .map(|limit| ServerCgroup::create(limit, "--mariadb-memory", &mut leftovers))
+        let io = io
+            .as_ref()
+            .map(|limits| super::disk::throttle_under(dir.path(), limits))
+            .transpose()?;
+        let cgroup = (memory.is_some() || io.is_some())
+            .then(|| ServerCgroup::create(*memory, io, "--mariadb-memory", &mut leftovers))
             .transpose()?;
         let mut cmd = placed_command(
             &mariadbd,

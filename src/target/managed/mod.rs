@@ -8,6 +8,7 @@
 //! [`nginx`] are built on it.
 
 pub mod cgroup;
+pub mod disk;
 pub mod ledger;
 pub mod link;
 pub mod mariadb;
@@ -83,9 +84,21 @@ impl ServerDir {
         keep: bool,
         leftovers: &mut ledger::Leftovers,
     ) -> anyhow::Result<Self> {
+        Self::create_in(&std::env::temp_dir(), prefix, server, user, keep, leftovers)
+    }
+
+    /// Creates `PARENT/perflab-PREFIX-…`, as [`ServerDir::create`] does.
+    pub fn create_in(
+        parent: &Path,
+        prefix: &str,
+        server: &'static str,
+        user: Option<(u32, u32)>,
+        keep: bool,
+        leftovers: &mut ledger::Leftovers,
+    ) -> anyhow::Result<Self> {
         let path = tempfile::Builder::new()
             .prefix(&format!("perflab-{prefix}-"))
-            .tempdir()
+            .tempdir_in(parent)
             .with_context(|| format!("cannot create a directory for the managed {server}"))?
             .keep();
         let dir = ServerDir { path, keep, server };
@@ -171,10 +184,12 @@ pub fn placed_command(program: &Path, placement: &Placement) -> Command {
     });
     // The descriptors stay open for as long as the cgroup and the link
     // live, which the caller keeps past the spawn.
-    let cgroup_procs = placement.cgroup.map(cgroup::ServerCgroup::procs_fd);
+    let cgroup_procs = placement
+        .cgroup
+        .map_or([None, None], cgroup::ServerCgroup::procs_fds);
     let namespace = placement.link.map(link::ServerLink::namespace_fd);
     let user = placement.user;
-    if mask.is_none() && cgroup_procs.is_none() && namespace.is_none() && user.is_none() {
+    if mask.is_none() && placement.cgroup.is_none() && namespace.is_none() && user.is_none() {
         return cmd;
     }
     let fail = || Err(std::io::Error::last_os_error());
@@ -183,7 +198,7 @@ pub fn placed_command(program: &Path, placement: &Placement) -> Command {
     // on values copied into the closure.
     unsafe {
         cmd.pre_exec(move || {
-            if let Some(fd) = cgroup_procs {
+            for fd in cgroup_procs.into_iter().flatten() {
                 // Writing `0` moves the writer itself into the cgroup.
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
                     return fail();

@@ -37,6 +37,8 @@ pub struct ManagedPostgres {
     /// The memory cgroup it runs in, when it is held to a limit.
     cgroup: Option<ServerCgroup>,
     dir: ServerDir,
+    /// Its write-ahead log's directory, when it has one of its own.
+    wal_dir: Option<ServerDir>,
     /// The ledger's record of all the above; struck off last.
     leftovers: Leftovers,
     port: u16,
@@ -112,6 +114,8 @@ impl ManagedPostgres {
             cpus,
             memory,
             link,
+            io,
+            log_dir,
             ..
         } = server;
         let bindir = find_bindir().ok_or_else(|| {
@@ -122,6 +126,12 @@ impl ManagedPostgres {
         let user = server_user("postgres", "PostgreSQL")?;
         let mut leftovers = Leftovers::begin("PostgreSQL")?;
         let dir = ServerDir::create("pg", "PostgreSQL", user, *keep, &mut leftovers)?;
+        let wal_dir = log_dir
+            .as_ref()
+            .map(|parent| {
+                ServerDir::create_in(parent, "pg-wal", "PostgreSQL", user, *keep, &mut leftovers)
+            })
+            .transpose()?;
         let version = server_command(&bindir.join("postgres"), user, &[])
             .arg("--version")
             .output()
@@ -131,6 +141,11 @@ impl ManagedPostgres {
             .arg("-D")
             .arg(dir.path().join("data"))
             .args(["-U", "perflab", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .args(
+                wal_dir
+                    .as_ref()
+                    .map(|w| format!("--waldir={}", w.path().display())),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .output()
@@ -142,8 +157,12 @@ impl ManagedPostgres {
             );
         }
         let port = free_loopback_port()?;
-        let cgroup = memory
-            .map(|limit| ServerCgroup::create(limit, "--pg-memory", &mut leftovers))
+        let io = io
+            .as_ref()
+            .map(|limits| super::disk::throttle_under(dir.path(), limits))
+            .transpose()?;
+        let cgroup = (memory.is_some() || io.is_some())
+            .then(|| ServerCgroup::create(*memory, io, "--pg-memory", &mut leftovers))
             .transpose()?;
         let link = link
             .as_ref()
@@ -178,6 +197,7 @@ impl ManagedPostgres {
             link,
             cgroup,
             dir,
+            wal_dir,
             leftovers,
             port,
             bindir,
@@ -277,6 +297,11 @@ impl ManagedPostgres {
     /// The address it listens on: loopback, or its end of a shaped link.
     pub fn address(&self) -> std::net::Ipv4Addr {
         self.link.as_ref().map_or(LOOPBACK, |l| l.server_addr)
+    }
+
+    /// Its write-ahead log's own directory, when it has one.
+    pub fn wal_dir(&self) -> Option<&Path> {
+        self.wal_dir.as_ref().map(ServerDir::path)
     }
 
     /// The shaped link it runs behind, when it does.

@@ -88,6 +88,12 @@ pub struct BankSpec {
     /// Managed server: the shaped link it runs behind, when it does.
     #[serde(default)]
     pub server_link: Option<crate::target::managed::link::LinkShape>,
+    /// Managed server: its disk I/O limits, when held.
+    #[serde(default)]
+    pub server_io: Option<crate::target::managed::disk::IoLimits>,
+    /// Managed server: where its write-ahead log goes, when moved.
+    #[serde(default)]
+    pub server_log_dir: Option<std::path::PathBuf>,
 }
 
 /// The flags of `perflab check bank`.
@@ -173,6 +179,8 @@ impl Kind for Bank {
             cpus,
             memory,
             link,
+            io,
+            log_dir,
             ..
         } = server;
         Ok(BankSpec {
@@ -188,6 +196,8 @@ impl Kind for Bank {
             server_cpus: cpus,
             server_memory: memory,
             server_link: link,
+            server_io: io,
+            server_log_dir: log_dir,
         })
     }
 
@@ -202,6 +212,8 @@ impl Kind for Bank {
             cpus: spec.server_cpus.clone(),
             memory: spec.server_memory,
             link: spec.server_link.clone(),
+            io: spec.server_io.clone(),
+            log_dir: spec.server_log_dir.clone(),
             addresses: Vec::new(),
             tls_files: None,
         };

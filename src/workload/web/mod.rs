@@ -317,6 +317,8 @@ impl Kind for Web {
                 cpus,
                 memory: None,
                 link: None,
+                io: None,
+                log_dir: None,
                 addresses,
                 tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
             },
