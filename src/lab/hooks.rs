@@ -95,6 +95,24 @@ impl Hooks {
     }
 }
 
+/// Reads `from` line by line on a thread of its own, handing each line to
+/// `show`; the thread returns the last line that was not blank.
+pub fn follow_lines<R: std::io::Read + Send + 'static>(
+    from: R,
+    show: impl Fn(&str) -> bool + Send + 'static,
+) -> std::thread::JoinHandle<Option<String>> {
+    std::thread::spawn(move || {
+        let mut last = None;
+        for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+            show(&line);
+            if !line.trim().is_empty() {
+                last = Some(line);
+            }
+        }
+        last
+    })
+}
+
 /// Runs `command` (`what`: setup or teardown) with `env`, showing its
 /// output; stops it when `stop` is set. Why it failed, in one line.
 pub fn run_hook(
@@ -115,34 +133,16 @@ pub fn run_hook(
         .spawn()
         .map_err(|e| format!("cannot run the {what} command with sh ({e})"))?;
     let pid = child.id() as libc::pid_t;
-    let shown = |out: Option<Box<dyn std::io::Read + Send>>, label: String| {
-        out.map(|out| {
-            std::thread::spawn(move || {
-                let mut last = None;
-                for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                    crate::util::out(format_args!("  {label}: {line}\n"));
-                    if !line.trim().is_empty() {
-                        last = Some(line);
-                    }
-                }
-                last
-            })
-        })
-    };
-    let stdout = shown(
-        child
-            .stdout
-            .take()
-            .map(|o| Box::new(o) as Box<dyn std::io::Read + Send>),
-        what.to_string(),
-    );
-    let stderr = shown(
-        child
-            .stderr
-            .take()
-            .map(|o| Box::new(o) as Box<dyn std::io::Read + Send>),
-        what.to_string(),
-    );
+    let show =
+        |what: String| move |line: &str| crate::util::out(format_args!("  {what}: {line}\n"));
+    let stdout = child
+        .stdout
+        .take()
+        .map(|o| follow_lines(o, show(what.to_string())));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|o| follow_lines(o, show(what.to_string())));
     let deadline = Instant::now() + HOOK_TIMEOUT;
     let mut ended_by = None;
     let status = loop {

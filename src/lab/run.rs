@@ -10,7 +10,6 @@
 use super::{Cell, LabFile, LabPlan, LabSpec};
 use crate::error::PlanError;
 use crate::store::{LabId, NewCell, Store};
-use std::io::BufRead;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -271,29 +270,16 @@ fn run_cells(
         // Its progress lines, shown as they come; the rest of its table is
         // in the store, and the lab's report shows it.
         let progress = child.stdout.take().map(|out| {
-            std::thread::spawn(move || {
-                for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                    if line.starts_with("step ")
-                        || line.starts_with("check:")
-                        || line.starts_with("stored as run")
-                    {
-                        crate::util::out(format_args!("  {line}\n"));
-                    }
-                }
+            super::hooks::follow_lines(out, |line| {
+                let shown = line.starts_with("step ")
+                    || line.starts_with("check:")
+                    || line.starts_with("stored as run");
+                shown && crate::util::out(format_args!("  {line}\n"))
             })
         });
         // Its error lines, passed on; the last one is why a cell failed.
         let errors = child.stderr.take().map(|err| {
-            std::thread::spawn(move || {
-                let mut last = None;
-                for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-                    crate::util::err(format_args!("{line}\n"));
-                    if !line.trim().is_empty() {
-                        last = Some(line);
-                    }
-                }
-                last
-            })
+            super::hooks::follow_lines(err, |line| crate::util::err(format_args!("{line}\n")))
         });
         let mut forwarded = false;
         let status = loop {

@@ -374,6 +374,21 @@ fn check_cpu_prediction(report: &serde_json::Value, out: &str) {
     );
 }
 
+/// Runs the repository's example lab `example` in `dir`, its steps
+/// shortened (it makes namespaces or cgroups: root is required), and
+/// returns its output and its report.
+fn example_lab(dir: &Path, example: &str) -> (String, serde_json::Value) {
+    // SAFETY: geteuid reads the process's own credentials.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "{example} needs root");
+    let text = std::fs::read_to_string(support::repo_file(example)).unwrap();
+    let shortened = text.replace("--warmup 2s --duration 5s", "--warmup 1s --duration 3s");
+    assert_ne!(text, shortened, "the example's steps were not found");
+    std::fs::write(dir.join("lab.toml"), shortened).unwrap();
+    let out = perflab_ok(dir, "lab lab.toml");
+    let report = perflab_expect(dir, "lab report last --json", 0).0;
+    (out, serde_json::from_str(&report).unwrap())
+}
+
 /// A link lab on the repository's example (steps shortened): the server
 /// unshaped, behind a link shaped to 2 Mbit/s, and losing 3% of the
 /// packets toward it. The shaped cell names the link, the lossy cell
@@ -381,17 +396,9 @@ fn check_cpu_prediction(report: &serde_json::Value, out: &str) {
 /// cell neither; nothing of the three links is left.
 #[test]
 fn a_link_lab_names_the_link_and_the_loss() {
-    // SAFETY: geteuid reads the process's own credentials.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "a link lab needs root");
     let _machine = machine();
     let dir = tempdir();
-    let example = std::fs::read_to_string(support::repo_file("labs/pg-link.toml")).unwrap();
-    let shortened = example.replace("--warmup 2s --duration 5s", "--warmup 1s --duration 3s");
-    assert_ne!(example, shortened, "the example's steps were not found");
-    std::fs::write(dir.path().join("lab.toml"), shortened).unwrap();
-    let out = perflab_ok(dir.path(), "lab lab.toml");
-    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
-    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let (out, report) = example_lab(dir.path(), "labs/pg-link.toml");
     let bottleneck = |i: usize| {
         let v = &report["variants"][i];
         assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v}");
@@ -432,17 +439,9 @@ fn a_link_lab_names_the_link_and_the_loss() {
 /// device of its own they do not, and the bank runs far faster.
 #[test]
 fn a_log_dir_lab_moves_the_commits_off_the_throttled_disk() {
-    // SAFETY: geteuid reads the process's own credentials.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "a disk throttle needs root");
     let _machine = machine();
     let dir = tempdir();
-    let example = std::fs::read_to_string(support::repo_file("labs/pg-log-dir.toml")).unwrap();
-    let shortened = example.replace("--warmup 2s --duration 5s", "--warmup 1s --duration 3s");
-    assert_ne!(example, shortened, "the example's steps were not found");
-    std::fs::write(dir.path().join("lab.toml"), shortened).unwrap();
-    let out = perflab_ok(dir.path(), "lab lab.toml");
-    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
-    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let (out, report) = example_lab(dir.path(), "labs/pg-log-dir.toml");
     let variant = |i: usize| {
         let v = &report["variants"][i];
         (
