@@ -241,6 +241,24 @@ fn link_flags_that_cannot_apply_are_refused_in_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args}: {err}");
         contains(&err, fragment);
     }
+    // A disk throttle needs a block device under the server's files: with
+    // them on a tmpfs, one line, and nothing of the server left there.
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let out = perflab_process(dir.path())
+        .args("run bank --target postgres:managed --disk-write-iops 100".split_whitespace())
+        .env("TMPDIR", shm.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    contains(&err, "--disk-write-iops: the server's files in");
+    contains(&err, "on no block device");
+    assert_eq!(
+        std::fs::read_dir(shm.path()).unwrap().count(),
+        0,
+        "the server's directory was left"
+    );
     // A delay needs netem: on a kernel without it, one line naming it and
     // nothing left; on a kernel with it, the delay is in the run's record.
     let child = perflab_process(dir.path())

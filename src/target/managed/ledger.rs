@@ -238,13 +238,40 @@ pub fn ledger_dir() -> PathBuf {
     }
 }
 
+/// Checks that `path` is this user's alone: a directory or file, not a
+/// link, owned by the effective user and writable by no one else. The
+/// ledger names processes to stop and directories to remove, so one that
+/// another user could write (a ledger in a shared /tmp made by someone
+/// else first) is never read.
+fn this_users_alone(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.file_type().is_symlink() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+        anyhow::bail!(
+            "{} is not this user's alone (owner {}, mode {:o}); perflab keeps its ledger of managed servers there: remove it and run again",
+            path.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        );
+    }
+    Ok(())
+}
+
 impl Leftovers {
     /// Opens an entry for a managed `server` owned by this process.
     pub fn begin(server: &str) -> anyhow::Result<Leftovers> {
+        use std::os::unix::fs::DirBuilderExt;
         static OPENED: AtomicUsize = AtomicUsize::new(0);
         let dir = ledger_dir();
-        std::fs::create_dir_all(&dir)
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
             .with_context(|| format!("cannot make the ledger directory {}", dir.display()))?;
+        this_users_alone(&dir)?;
         let pid = std::process::id();
         let owner = ProcessId::of(pid).context("cannot read this process's start time")?;
         let path = dir.join(format!(
@@ -315,19 +342,21 @@ pub struct Swept {
 pub fn sweep() -> anyhow::Result<Vec<Swept>> {
     let dir = ledger_dir();
     let mut swept = Vec::new();
-    let files = match std::fs::read_dir(&dir) {
-        Ok(files) => files,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(swept),
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot read the ledger {}", dir.display()))
-        }
-    };
+    if !dir.exists() {
+        return Ok(swept);
+    }
+    this_users_alone(&dir)?;
+    let files = std::fs::read_dir(&dir)
+        .with_context(|| format!("cannot read the ledger {}", dir.display()))?;
     for file in files.filter_map(Result::ok) {
         let path = file.path();
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        let Some(mut entry) = read_entry(&path) else {
+        let Some(mut entry) = this_users_alone(&path)
+            .ok()
+            .and_then(|()| read_entry(&path))
+        else {
             crate::util::err(format_args!(
                 "warning: {} is not a ledger entry perflab wrote; left alone\n",
                 path.display()
@@ -393,6 +422,22 @@ fn read_entry(path: &Path) -> Option<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ledger_another_user_could_write_is_not_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        assert!(this_users_alone(dir.path()).is_ok());
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = this_users_alone(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("not this user's alone") && e.contains("mode 777"),
+            "{e}"
+        );
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("/", &link).unwrap();
+        assert!(this_users_alone(&link).is_err());
+    }
 
     #[test]
     fn a_process_is_known_by_its_start_time() {
