@@ -29,6 +29,13 @@ command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-nod
 # ext4 file system on it (mkfs.ext4) and mount it.
 command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
 command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
+# Shaped links put a managed server in a network namespace behind a veth
+# pair (ip), with tbf (tc) and packet-drop rules (nft); the labs pin
+# perflab with taskset and test a non-root user with setpriv.
+PATH=$PATH:/usr/sbin:/sbin
+{ command -v ip && command -v tc; } >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
+{ command -v taskset && command -v setpriv; } >/dev/null 2>&1 || need_apt+=(util-linux)
 # The HTML report is opened in a real headless browser.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if ((${#need_apt[@]})); then
