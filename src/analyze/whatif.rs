@@ -90,6 +90,16 @@ pub struct Scenario {
     /// them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpus: Option<f64>,
+    /// What was changed, for a lab that looks for the variant with it.
+    pub changed: Changed,
+}
+
+/// The change a scenario makes: the kind of resource, and its capacity's
+/// factor (none: out of the way altogether).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Changed {
+    pub kind: ResourceKind,
+    pub factor: Option<f64>,
 }
 
 /// The model's check against the run, and its predictions.
@@ -158,9 +168,9 @@ fn tightest(centres: &[Centre]) -> Option<&Centre> {
         .min_by(|a, b| a.bound().total_cmp(&b.bound()))
 }
 
-/// One change to predict: its words, the network after it, and the CPUs
-/// the server has after it (a change of its CPUs).
-type Change = (String, Vec<Centre>, Option<f64>);
+/// One change to predict: its words, the network after it, the CPUs
+/// the server has after it (a change of its CPUs), and what it changed.
+type Change = (String, Vec<Centre>, Option<f64>, Changed);
 
 /// The changes worth predicting for a bottleneck centre. A confined
 /// server gets what the host has besides perflab's own use, at most twice
@@ -216,11 +226,26 @@ fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom>) -> Vec<C
         ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota => Some(more),
         ResourceKind::Disk | ResourceKind::Link => None,
     };
+    let factor = match target.kind {
+        ResourceKind::Disk | ResourceKind::Link => 2.0,
+        _ => more / target.servers,
+    };
+    let kind = target.kind;
     let mut out = Vec::new();
     if grows {
-        out.push((twice, doubled, cpus_after));
+        let changed = Changed {
+            kind,
+            factor: Some(factor),
+        };
+        out.push((twice, doubled, cpus_after, changed));
     }
-    out.push((format!("{} out of the way", target.name), cleared, None));
+    let gone = Changed { kind, factor: None };
+    out.push((
+        format!("{} out of the way", target.name),
+        cleared,
+        None,
+        gone,
+    ));
     out
 }
 
@@ -262,7 +287,7 @@ fn open_loop(
     let baseline = tightest(centres)?.bound().min(highest);
     let scenarios = changed
         .into_iter()
-        .map(|(change, after, server_cpus)| {
+        .map(|(change, after, server_cpus, changed)| {
             let t = tightest(&after);
             let bound = t.map(Centre::bound);
             let x = bound.map_or(highest, |b| b.min(highest));
@@ -276,6 +301,7 @@ fn open_loop(
                 still: t.is_some_and(|c| c.name == target.name),
                 bound,
                 server_cpus,
+                changed,
             }
         })
         .collect();
@@ -320,7 +346,7 @@ fn closed_loop(
         .fold(0.0, f64::max);
     let scaled = measured > 0.0 && (baseline - measured).abs() > CREDIBLE * measured;
     let mut scenarios = Vec::new();
-    for (change, after, server_cpus) in changed {
+    for (change, after, server_cpus, what) in changed {
         let (x, r) = solve(&after, delay_s, think_s, users(highest))?;
         let t = tightest(&after);
         let gain = x / baseline;
@@ -334,6 +360,7 @@ fn closed_loop(
             still: t.is_some_and(|c| c.name == target.name),
             bound: t.map(Centre::bound),
             server_cpus,
+            changed: what,
         });
     }
     Some(WhatIf {
@@ -386,7 +413,7 @@ mod tests {
         let (x, r) = solve(&c, 0.0, 0.0, 64).unwrap();
         assert!((x - 100.0).abs() < 1e-6, "{x}");
         assert!((r - 0.64).abs() < 1e-6, "{r}");
-        let (twice, after, cpus) = changes(&c[0], &c, None).remove(0);
+        let (twice, after, cpus, _) = changes(&c[0], &c, None).remove(0);
         assert_eq!(twice, "disk vda twice as fast");
         assert_eq!(cpus, None, "a disk's change is no change of CPUs");
         let (x2, _) = solve(&after, 0.0, 0.0, 64).unwrap();
@@ -405,7 +432,8 @@ mod tests {
         assert!((r1 - 0.01).abs() < 1e-9 && (x1 - 100.0).abs() < 1e-6);
         let (x, _) = solve(&c, delay, 0.0, 500).unwrap();
         assert!(x > 199.0 && x <= 200.0 + 1e-9, "{x}");
-        let (label, after, cpus) = changes(&c[0], &c, None).remove(0);
+        let (label, after, cpus, what) = changes(&c[0], &c, None).remove(0);
+        assert_eq!(what.factor, Some(2.0));
         assert_eq!(label, "twice the CPUs (4)");
         assert_eq!(cpus, Some(4.0));
         let (x4, _) = solve(&after, delay, 0.0, 500).unwrap();

@@ -98,6 +98,9 @@ pub struct LabArgs {
     #[arg(long)]
     pub dry_run: bool,
 
+    #[command(flatten)]
+    pub ask: LabAskArgs,
+
     #[command(subcommand)]
     pub command: Option<LabCommand>,
 
@@ -124,6 +127,18 @@ pub struct LabResumeArgs {
     pub store: StoreArg,
 }
 
+/// The capacity question a lab's report answers.
+#[derive(Debug, Args)]
+pub struct LabAskArgs {
+    /// The throughput needed, operations per second (e.g. 2000 or 2000/s): the report lists the variants that reached it, the smallest of them, and the configurations predicted to.
+    #[arg(long, value_name = "RATE", value_parser = values::need)]
+    pub need: Option<f64>,
+
+    /// A service level objective the needed throughput must be met within, e.g. p95<50ms or errors<1% (repeatable).
+    #[arg(long, value_name = "OBJECTIVE")]
+    pub slo: Vec<String>,
+}
+
 #[derive(Debug, Args)]
 pub struct LabReportArgs {
     /// The lab (its number, printed when it ran, or last).
@@ -132,6 +147,17 @@ pub struct LabReportArgs {
     /// JSON instead of the terminal table.
     #[arg(long)]
     pub json: bool,
+
+    /// Also write the report as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub md: Option<std::path::PathBuf>,
+
+    /// Also write the report as one HTML file (the variants' curves overlaid as inline SVG).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub ask: LabAskArgs,
 
     #[command(flatten)]
     pub store: StoreArg,

@@ -26,6 +26,17 @@ pub fn positive_percent(text: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("'{text}' is not a percentage above 0; e.g. 5%"))
 }
 
+/// A throughput needed: `2000` or `2000/s`, above 0.
+pub fn need(text: &str) -> Result<f64, String> {
+    let number = text.trim().strip_suffix("/s").unwrap_or(text.trim());
+    number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n > 0.0)
+        .ok_or_else(|| format!("'{text}' is not a throughput above 0; e.g. 2000/s"))
+}
+
 /// A users sweep: `8`, `1,2,4,8` or `10..150/10`.
 pub fn users(text: &str) -> Result<Sweep, String> {
     Sweep::parse_users(text).map_err(|e| format!("{e}; e.g. 8, 1,2,4,8 or 10..150/10"))

@@ -4,8 +4,9 @@
 //! `perflab lab cleanup` removes what killed runs' managed servers left.
 
 use super::Exit;
-use crate::cli::{LabArgs, LabCommand, LabReportArgs, LabResumeArgs};
+use crate::cli::{LabArgs, LabAskArgs, LabCommand, LabReportArgs, LabResumeArgs};
 use crate::error::PlanError;
+use crate::lab::capacity::Ask;
 use crate::lab::run::{resume_lab, run_lab, LabEnd};
 use crate::lab::{report, LabFile, LabPlan};
 use crate::store::Store;
@@ -20,6 +21,7 @@ pub fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
         Some(LabCommand::Cleanup) => return lab_cleanup(),
         None => {}
     }
+    let ask = ask_of(&args.ask)?;
     let Some(path) = &args.file else {
         return Err(
             PlanError::new("perflab lab needs a lab file; e.g. perflab lab lab.toml").into(),
@@ -51,7 +53,15 @@ pub fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
     }
     let (stop, signal) = signals()?;
     let (lab, end) = run_lab(&file, &plan, &args.store.store, &stop, &signal)?;
-    finish(&args.store.store, lab, end)
+    finish(&args.store.store, lab, end, &ask)
+}
+
+/// The capacity question of `--need` and `--slo`.
+fn ask_of(args: &LabAskArgs) -> anyhow::Result<Ask> {
+    Ok(Ask {
+        need: args.need,
+        slos: crate::cli::parse_slos(&args.slo)?,
+    })
 }
 
 /// `perflab lab cleanup`: exit 1 when a part could not be removed.
@@ -97,7 +107,7 @@ fn lab_resume(args: &LabResumeArgs) -> anyhow::Result<Exit> {
     clean_up(false)?;
     let (stop, signal) = signals()?;
     let (lab, end) = resume_lab(&args.store.store, &args.lab, &stop, &signal)?;
-    finish(&args.store.store, lab, end)
+    finish(&args.store.store, lab, end, &Ask::default())
 }
 
 /// The flag Ctrl-C and SIGTERM set, and which of them came.
@@ -112,12 +122,12 @@ fn signals() -> anyhow::Result<(Arc<std::sync::atomic::AtomicBool>, Arc<AtomicUs
 }
 
 /// Prints the lab's matrix and says how the process ends.
-fn finish(store: &std::path::Path, lab: i64, end: LabEnd) -> anyhow::Result<Exit> {
+fn finish(store: &std::path::Path, lab: i64, end: LabEnd, ask: &Ask) -> anyhow::Result<Exit> {
     let opened = Store::open_existing(store)?;
     let stored = opened.load_lab(lab)?;
     crate::util::out(format_args!(
         "\n{}",
-        report::summarize(&opened, &stored)?.render()
+        report::summarize(&opened, &stored, ask)?.render()
     ));
     crate::util::out(format_args!(
         "\nstored as lab {lab} in {}: perflab lab report {lab}\n",
@@ -134,9 +144,18 @@ fn finish(store: &std::path::Path, lab: i64, end: LabEnd) -> anyhow::Result<Exit
 
 /// `perflab lab report LAB`.
 fn lab_report(args: &LabReportArgs) -> anyhow::Result<Exit> {
+    let ask = ask_of(&args.ask)?;
     let store = Store::open_existing(&args.store.store)?;
     let id = store.resolve_lab(&args.lab)?;
-    let summary = report::summarize(&store, &store.load_lab(id)?)?;
+    let summary = report::summarize(&store, &store.load_lab(id)?, &ask)?;
+    if let Some(path) = &args.md {
+        super::output::save(path, &summary.markdown(), "--md")?;
+        crate::util::out(format_args!("wrote {}\n", path.display()));
+    }
+    if let Some(path) = &args.html {
+        super::output::save(path, &summary.html(), "--html")?;
+        crate::util::out(format_args!("wrote {}\n", path.display()));
+    }
     if args.json {
         crate::util::out(format_args!(
             "{}\n",

@@ -68,7 +68,7 @@ pub(super) fn write(
 /// failed write leaves what was there. A path that cannot be written, or
 /// that holds a database (the results store, its journal, any SQLite
 /// file), is bad input naming `flag`.
-fn save(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {
+pub(super) fn save(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {
     use std::io::Write;
     if let Some(what) = database_at(path) {
         return Err(PlanError::new(format!(

@@ -16,6 +16,7 @@
 //! "pg.shared_buffers" = ["16MB", "1GB"]
 //! ```
 
+use super::value::{Ratings, Table, Valuation};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,12 @@ pub struct LabFileError {
 pub struct Variant {
     pub name: String,
     pub knobs: Vec<(String, String)>,
+    /// What the variant costs, in the lab's cost unit (`[costs]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// The user's 0–5 ratings on the scorecard's criteria (`[ratings]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ratings: Vec<(String, f64)>,
 }
 
 /// How the variants were given, for the matrix report.
@@ -68,6 +75,8 @@ pub struct LabFile {
     /// The axes, when the variants were crossed or zipped (none for a
     /// list of named variants).
     pub axes: Vec<Axis>,
+    /// The cost unit and the scorecard's weights.
+    pub valuation: Valuation,
     /// Where each knob's values are in the file, for later errors.
     positions: BTreeMap<String, usize>,
     /// Where the run flags are (or the workload, when no flags are given).
@@ -102,6 +111,9 @@ struct RawLab {
     vary: Option<RawAxes>,
     zip: Option<RawAxes>,
     variant: Option<Vec<RawVariant>>,
+    costs: Option<Table>,
+    scorecard: Option<Table>,
+    ratings: Option<Ratings>,
 }
 
 impl LabFile {
@@ -192,7 +204,10 @@ impl LabFile {
         };
         let mut positions = BTreeMap::new();
         let (variants, axes) = match (&raw.variant, &raw.vary, &raw.zip) {
-            (Some(list), None, None) => (named(list, &at, &mut positions)?, Vec::new()),
+            (Some(list), None, None) => (
+                named(list, raw.costs.is_some(), &at, &mut positions)?,
+                Vec::new(),
+            ),
             (Some(list), _, _) => {
                 return Err(at(
                     list.first().map_or(0, |v| v.span().start),
@@ -227,6 +242,13 @@ impl LabFile {
                 v.knobs.push((key.to_string(), command.get_ref().clone()));
             }
         }
+        let valuation = super::value::read(
+            raw.costs.as_ref(),
+            raw.scorecard.as_ref(),
+            raw.ratings.as_ref(),
+            &mut variants,
+            &at,
+        )?;
         if variants.len() * repetitions as usize > MAX_CELLS {
             return Err(at(
                 0,
@@ -255,6 +277,7 @@ impl LabFile {
             seed,
             variants,
             axes,
+            valuation,
             positions,
             args_at,
             text,
@@ -338,7 +361,7 @@ fn value_text(value: &Spanned<toml::Value>) -> Option<String> {
     }
 }
 
-type At<'a> = dyn Fn(usize, String) -> LabFileError + 'a;
+pub(super) type At<'a> = dyn Fn(usize, String) -> LabFileError + 'a;
 
 /// A knob name as written, checked for being one.
 fn knob_name(key: &Spanned<String>, at: &At) -> Result<String, LabFileError> {
@@ -355,6 +378,7 @@ fn knob_name(key: &Spanned<String>, at: &At) -> Result<String, LabFileError> {
 /// The `[[variant]]` list: each table a `name` and its knobs.
 fn named(
     list: &[RawVariant],
+    costs_given: bool,
     at: &At,
     positions: &mut BTreeMap<String, usize>,
 ) -> Result<Vec<Variant>, LabFileError> {
@@ -364,7 +388,12 @@ fn named(
         entries.sort_by_key(|(k, _)| k.span().start);
         let mut name = None;
         let mut knobs = Vec::new();
+        let mut cost = None;
         for (key, value) in entries {
+            if key.get_ref() == "cost" {
+                cost = Some(super::value::own_cost(value, at)?);
+                continue;
+            }
             let text = value_text(value).ok_or_else(|| {
                 at(
                     value.span().start,
@@ -391,7 +420,22 @@ fn named(
                 format!("two variants are named '{name}'; name each once"),
             ));
         }
-        out.push(Variant { name, knobs });
+        out.push(Variant {
+            name,
+            knobs,
+            cost,
+            ratings: Vec::new(),
+        });
+    }
+    // A variant of its own cost beside one without is an unpriced one,
+    // unless [costs] prices it by its knobs (checked with [costs]).
+    if out.iter().any(|v| v.cost.is_some()) && !costs_given {
+        if let Some((table, v)) = list.iter().zip(&out).find(|(_, v)| v.cost.is_none()) {
+            return Err(at(
+                table.span().start,
+                format!("variant '{}' has no cost while others have; give it cost = N, or price the knobs in [costs]", v.name),
+            ));
+        }
     }
     Ok(out)
 }
@@ -508,6 +552,8 @@ fn crossed(
                 .collect::<Vec<_>>()
                 .join(" "),
             knobs,
+            cost: None,
+            ratings: Vec::new(),
         })
         .collect();
     let axes = axes
@@ -568,7 +614,9 @@ mod tests {
             lab.variants[1],
             Variant {
                 name: "two".into(),
-                knobs: vec![("cpus".into(), "0-1".into())]
+                knobs: vec![("cpus".into(), "0-1".into())],
+                cost: None,
+                ratings: Vec::new(),
             }
         );
         assert!(lab.axes.is_empty());

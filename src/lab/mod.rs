@@ -8,15 +8,20 @@
 //! [`file`] reads and checks the file, [`plan`] orders the cells and
 //! checks each cell's run as `perflab run` would, [`run`] runs them one by
 //! one as `perflab run` processes and marks them in the store, [`report`]
-//! builds the matrix from the store alone; [`hooks`] runs a variant's own
+//! builds the matrix from the store alone and [`render`] writes it (terminal,
+//! Markdown, HTML); [`value`] reads costs and the scorecard, [`capacity`]
+//! answers `--need`/`--slo`; [`hooks`] runs a variant's own
 //! setup and teardown commands around its cells. Which knob a target takes is
 //! the target's to say (`target::knobs`).
 
+pub mod capacity;
 pub mod file;
 pub mod hooks;
 pub mod plan;
+pub mod render;
 pub mod report;
 pub mod run;
+pub mod value;
 
 pub use file::{Axis, LabFile, LabFileError, Variant};
 pub use plan::{Cell, LabPlan};
@@ -36,6 +41,10 @@ pub struct LabSpec {
     pub seed: u64,
     pub variants: Vec<Variant>,
     pub axes: Vec<Axis>,
+    /// The cost unit and the scorecard's weights (each variant holds its
+    /// cost and ratings).
+    #[serde(default)]
+    pub valuation: value::Valuation,
 }
 
 impl LabSpec {
@@ -50,6 +59,7 @@ impl LabSpec {
             seed: plan.seed,
             variants: file.variants.clone(),
             axes: file.axes.clone(),
+            valuation: file.valuation.clone(),
         }
     }
 }

@@ -13,12 +13,13 @@
 //! variant measured there, with the error. Knobs the what-if has no rule
 //! for are named as such: no prediction is made for them.
 
+use super::capacity::{answer, Ask, CapacityAnswer};
+use super::value::{scores, value_of, Figures, Score};
 use super::LabSpec;
 use crate::analyze::compare::{differ, peak_samples, Difference};
 use crate::analyze::stats::mean_interval;
 use crate::analyze::{verdict_of_run, Verdict};
 use crate::store::{Store, StoredLab, StoredRun};
-use std::fmt::Write;
 
 /// One variant's figures over its repetitions.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -37,6 +38,26 @@ pub struct VariantSummary {
     pub vs_base: Option<Difference>,
     /// Cells that did not complete, with why.
     pub not_done: Vec<String>,
+    /// Mean over the runs of the p95 response time at each one's peak,
+    /// seconds.
+    pub p95_s: Option<f64>,
+    /// Throughput and p95 at each load, means over the runs that ran it.
+    pub curve: Vec<CurvePoint>,
+    /// What it costs, and its peak per unit of that cost.
+    pub cost: Option<f64>,
+    pub value: Option<f64>,
+    /// Its scorecard, when the lab weighs criteria.
+    pub score: Option<Score>,
+}
+
+/// One load of a variant's curve.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CurvePoint {
+    pub load: f64,
+    /// Operations per second.
+    pub throughput: f64,
+    /// Seconds.
+    pub p95_s: f64,
 }
 
 impl VariantSummary {
@@ -83,12 +104,43 @@ pub struct LabReport {
     pub predictions: Vec<PredictionCheck>,
     /// The varied knobs no what-if predicts.
     pub unpredicted: Vec<String>,
+    /// What costs are counted in, and the scorecard's weights.
+    pub cost_unit: Option<String>,
+    pub weights: Vec<(String, f64)>,
+    /// The answer to `--need`/`--slo`, when asked.
+    pub capacity: Option<CapacityAnswer>,
     #[serde(skip)]
-    spec: LabSpec,
+    pub(super) spec: LabSpec,
 }
 
-/// Reads lab `stored`'s runs from `store` and sums each variant up.
-pub fn summarize(store: &Store, stored: &StoredLab) -> anyhow::Result<LabReport> {
+/// The mean throughput and p95 at each load the runs stepped through.
+fn curve(list: &[(StoredRun, Verdict)]) -> Vec<CurvePoint> {
+    let mut loads: Vec<f64> = list
+        .iter()
+        .flat_map(|(_, v)| v.points.iter().map(|p| p.load))
+        .collect();
+    loads.sort_by(f64::total_cmp);
+    loads.dedup();
+    loads
+        .into_iter()
+        .map(|load| {
+            let at: Vec<_> = list
+                .iter()
+                .filter_map(|(_, v)| v.points.iter().find(|p| p.load == load))
+                .collect();
+            let n = at.len() as f64;
+            CurvePoint {
+                load,
+                throughput: at.iter().map(|p| p.throughput).sum::<f64>() / n,
+                p95_s: at.iter().map(|p| p.response.p95.as_secs_f64()).sum::<f64>() / n,
+            }
+        })
+        .collect()
+}
+
+/// Reads lab `stored`'s runs from `store` and sums each variant up;
+/// answers `ask` when it asks something.
+pub fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow::Result<LabReport> {
     let spec: LabSpec = serde_json::from_str(&stored.spec).map_err(|e| {
         anyhow::anyhow!(
             "lab {} has a spec this perflab cannot read ({e})",
@@ -121,7 +173,7 @@ pub fn summarize(store: &Store, stored: &StoredLab) -> anyhow::Result<LabReport>
         peak_samples(&list.iter().map(|(r, v)| (r, v)).collect::<Vec<_>>())
     };
     let base = runs.first().map(|r| pooled(r)).unwrap_or_default();
-    let variants = spec
+    let mut variants: Vec<VariantSummary> = spec
         .variants
         .iter()
         .zip(&runs)
@@ -133,10 +185,20 @@ pub fn summarize(store: &Store, stored: &StoredLab) -> anyhow::Result<LabReport>
                 .filter_map(|(_, v)| v.peak.map(|p| v.points[p].throughput))
                 .collect();
             let interval = mean_interval(&peaks);
+            let p95s: Vec<f64> = list
+                .iter()
+                .filter_map(|(_, v)| v.peak.map(|p| v.points[p].response.p95.as_secs_f64()))
+                .collect();
+            let peak = (!peaks.is_empty()).then(|| peaks.iter().sum::<f64>() / peaks.len() as f64);
             VariantSummary {
+                p95_s: (!p95s.is_empty()).then(|| p95s.iter().sum::<f64>() / p95s.len() as f64),
+                curve: curve(list),
+                cost: variant.cost,
+                value: value_of(peak, variant.cost),
+                score: None,
                 name: variant.name.clone(),
                 runs: list.iter().map(|(r, _)| r.id).collect(),
-                peak: (!peaks.is_empty()).then(|| peaks.iter().sum::<f64>() / peaks.len() as f64),
+                peak,
                 interval: interval.map(|(_, lo, hi)| (lo, hi)),
                 peaks,
                 bottlenecks: list
@@ -154,13 +216,46 @@ pub fn summarize(store: &Store, stored: &StoredLab) -> anyhow::Result<LabReport>
             }
         })
         .collect();
+    let figures: Vec<Figures<'_>> = variants
+        .iter()
+        .zip(&spec.variants)
+        .map(|(s, v)| Figures {
+            peak: s.peak,
+            p95_s: s.p95_s,
+            cost: s.cost,
+            ratings: &v.ratings,
+        })
+        .collect();
+    if !spec.valuation.weights.is_empty() {
+        let scored = scores(&spec.valuation.weights, &figures);
+        for (s, score) in variants.iter_mut().zip(scored) {
+            s.score = score;
+        }
+    }
+    let capacity = (!ask.is_empty()).then(|| {
+        let verdicts: Vec<Vec<&Verdict>> = runs
+            .iter()
+            .map(|list| list.iter().map(|(_, v)| v).collect())
+            .collect();
+        answer(ask, &spec.variants, &verdicts)
+    });
     let predictions = predictions(&spec, &runs);
+    let mut capacity = capacity;
+    for p in capacity.iter_mut().flat_map(|c| c.predicted.iter_mut()) {
+        p.measured_on = predictions
+            .iter()
+            .find(|c| c.from == p.variant && c.change == p.change)
+            .map(|c| (c.to.clone(), c.measured));
+    }
     let unpredicted = varied_knobs(&spec)
         .into_iter()
-        .filter(|k| k != "cpus")
+        .filter(|k| !checkable(k))
         .collect();
     Ok(LabReport {
         lab: stored.id,
+        cost_unit: spec.valuation.cost_unit.clone(),
+        weights: spec.valuation.weights.clone(),
+        capacity,
         predictions,
         unpredicted,
         name: stored.name.clone(),
@@ -199,44 +294,118 @@ fn cpu_count(v: &super::Variant) -> Option<usize> {
     })
 }
 
-/// Every variant's CPU what-ifs set against the variant that has those
-/// CPUs and the same other knobs.
-fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<PredictionCheck> {
-    let others_same = |a: &super::Variant, b: &super::Variant| {
-        let rest = |v: &super::Variant| {
-            let mut r: Vec<(String, String)> = v
+/// The knobs a prediction can be checked on: the server's CPUs, its
+/// link's rate and its disk's limits.
+fn checkable(knob: &str) -> bool {
+    knob == "cpus" || knob == "link.rate" || knob.starts_with("disk.")
+}
+
+/// A knob's value in `v`, if it sets it.
+fn knob<'a>(v: &'a super::Variant, name: &str) -> Option<&'a str> {
+    v.knobs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, x)| x.as_str())
+}
+
+/// A link rate or disk limit as a number; infinite when unlimited or not
+/// set; none when it is not a number.
+fn limit(knob_name: &str, value: Option<&str>) -> Option<f64> {
+    match value.map(str::trim) {
+        None | Some("unlimited") => Some(f64::INFINITY),
+        Some(v) if knob_name == "link.rate" => {
+            crate::units::BitsPerSec::parse(v).ok().map(|b| b.0 as f64)
+        }
+        Some(v) if knob_name.ends_with("_bps") => {
+            crate::units::Bytes::parse(v).ok().map(|b| b.0 as f64)
+        }
+        Some(v) => v.parse::<u64>().ok().map(|n| n as f64),
+    }
+}
+
+/// Whether variant `to` is variant `from` with the change `s` made:
+/// every other knob the same, and the changed one as the change says —
+/// the CPUs it gives, a link rate or every disk limit multiplied by its
+/// factor (2% either way), or unlimited for a resource out of the way.
+fn made(from: &super::Variant, to: &super::Variant, s: &crate::analyze::whatif::Scenario) -> bool {
+    use crate::analyze::points::ResourceKind;
+    let changes = |k: &str| match s.changed.kind {
+        ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota => k == "cpus",
+        ResourceKind::Link => k == "link.rate",
+        ResourceKind::Disk => k.starts_with("disk."),
+    };
+    let rest = |v: &super::Variant| {
+        let mut r: Vec<(String, String)> = v
+            .knobs
+            .iter()
+            .filter(|(k, _)| !changes(k))
+            .cloned()
+            .collect();
+        r.sort();
+        r
+    };
+    if rest(from) != rest(to) {
+        return false;
+    }
+    let scaled = |name: &str| {
+        let (Some(a), Some(b)) = (limit(name, knob(from, name)), limit(name, knob(to, name)))
+        else {
+            return false;
+        };
+        match s.changed.factor {
+            _ if a.is_infinite() => false,
+            Some(f) => b.is_finite() && (b / (a * f) - 1.0).abs() <= 0.02,
+            None => b.is_infinite(),
+        }
+    };
+    match s.changed.kind {
+        ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota => {
+            match (s.server_cpus, cpu_count(from), cpu_count(to)) {
+                (Some(after), Some(had), Some(has)) => has > had && has == after.ceil() as usize,
+                _ => false,
+            }
+        }
+        ResourceKind::Link => scaled("link.rate"),
+        ResourceKind::Disk => {
+            let limits: Vec<&str> = from
                 .knobs
                 .iter()
-                .filter(|(k, _)| k != "cpus")
-                .cloned()
+                .map(|(k, _)| k.as_str())
+                .filter(|k| k.starts_with("disk."))
                 .collect();
-            r.sort();
-            r
-        };
-        rest(a) == rest(b)
-    };
+            let only_these = to
+                .knobs
+                .iter()
+                .filter(|(k, _)| k.starts_with("disk."))
+                .all(|(k, _)| limits.contains(&k.as_str()));
+            !limits.is_empty() && only_these && limits.iter().all(|k| scaled(k))
+        }
+    }
+}
+
+/// Every variant's what-ifs set against the variant that has the change
+/// (`made`) and the same other knobs.
+fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<PredictionCheck> {
     let mut out = Vec::new();
     for (i, from) in spec.variants.iter().enumerate() {
-        let Some(had) = cpu_count(from) else { continue };
-        // (change, load, predicted, target CPUs) from each run's verdict.
-        let made: Vec<(String, f64, f64, usize)> = runs[i]
+        let scenarios: Vec<&crate::analyze::whatif::Scenario> = runs[i]
             .iter()
             .filter_map(|(_, v)| v.what_if.as_ref())
             .flat_map(|w| w.scenarios.iter())
-            .filter_map(|s| {
-                let cpus = s.server_cpus?.ceil() as usize;
-                (cpus > had).then(|| (s.change.clone(), s.load, s.throughput, cpus))
-            })
             .collect();
         for (j, to) in spec.variants.iter().enumerate() {
-            if i == j || !others_same(from, to) {
+            if i == j {
                 continue;
             }
-            let Some(has) = cpu_count(to) else { continue };
-            let mine: Vec<&(String, f64, f64, usize)> =
-                made.iter().filter(|m| m.3 == has).collect();
+            let mine: Vec<&&crate::analyze::whatif::Scenario> =
+                scenarios.iter().filter(|s| made(from, to, s)).collect();
             let Some(first) = mine.first() else { continue };
-            let load = first.1;
+            let load = first.load;
+            let mine: Vec<f64> = mine
+                .iter()
+                .filter(|s| s.change == first.change && s.load == load)
+                .map(|s| s.throughput)
+                .collect();
             let measured: Vec<f64> = runs[j]
                 .iter()
                 .filter_map(|(_, v)| {
@@ -249,12 +418,12 @@ fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<Predic
             if measured.is_empty() {
                 continue;
             }
-            let predicted = mine.iter().map(|m| m.2).sum::<f64>() / mine.len() as f64;
+            let predicted = mine.iter().sum::<f64>() / mine.len() as f64;
             let measured = measured.iter().sum::<f64>() / measured.len() as f64;
             out.push(PredictionCheck {
                 from: from.name.clone(),
                 to: to.name.clone(),
-                change: first.0.clone(),
+                change: first.change.clone(),
                 load,
                 predicted,
                 measured,
@@ -265,218 +434,73 @@ fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<Predic
     out
 }
 
-/// `1,234/s ±56` (the interval's half width), or `-`.
-fn peak_text(v: &VariantSummary) -> String {
-    match (v.peak, v.interval) {
-        (Some(p), Some((lo, hi))) => format!("{}/s ±{}", group(p), group((hi - lo) / 2.0)),
-        (Some(p), None) => format!("{}/s", group(p)),
-        _ => "-".to_string(),
-    }
-}
-
-/// A number rounded to a whole one, thousands grouped.
-fn group(x: f64) -> String {
-    let n = x.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 {
-        out.insert(0, '-');
-    }
-    out
-}
-
-impl LabReport {
-    /// The terminal text: the matrix (crossed axes), then every variant.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "lab {} · {} · {} on {} · {}",
-            self.lab,
-            self.name,
-            self.workload,
-            self.target.as_deref().unwrap_or("-"),
-            self.status
-        );
-        self.render_matrix(&mut out);
-        let width = self
-            .variants
-            .iter()
-            .map(|v| v.name.len())
-            .max()
-            .unwrap_or(7)
-            .max(7);
-        let _ = writeln!(
-            out,
-            "\n  {:<width$}  {:>6}  {:>20}  {:>28}  bottleneck",
-            "variant", "runs", "peak (95% interval)", "vs first (95% interval, p)"
-        );
-        for (i, v) in self.variants.iter().enumerate() {
-            let vs = match (&v.vs_base, i) {
-                (_, 0) => "baseline".to_string(),
-                (Some(d), _) => format!(
-                    "{:.2}x [{:.2}, {:.2}] p={:.3}{}",
-                    d.ratio,
-                    d.ci.0,
-                    d.ci.1,
-                    d.p_value,
-                    if d.significant { "" } else { " (n.s.)" }
-                ),
-                (None, _) => "-".to_string(),
-            };
-            let _ = writeln!(
-                out,
-                "  {:<width$}  {:>6}  {:>20}  {:>28}  {}",
-                v.name,
-                v.runs.len(),
-                peak_text(v),
-                vs,
-                v.bottleneck()
-            );
-            for missing in &v.not_done {
-                let _ = writeln!(out, "  {:<width$}          not done: {missing}", "");
-            }
-        }
-        if !self.predictions.is_empty() {
-            let _ = writeln!(out, "\n  predictions checked (one variant's what-if against the variant with that change):");
-        }
-        for p in &self.predictions {
-            let _ = writeln!(
-                out,
-                "    {} → {}: {} at load {}: predicted {}/s, measured {}/s ({:+.1}%)",
-                p.from,
-                p.to,
-                p.change,
-                p.load,
-                group(p.predicted),
-                group(p.measured),
-                p.error * 100.0
-            );
-        }
-        if !self.unpredicted.is_empty() {
-            let _ = writeln!(
-                out,
-                "  no prediction is made for {}: the what-if has no rule for {} yet",
-                self.unpredicted.join(", "),
-                if self.unpredicted.len() == 1 {
-                    "it"
-                } else {
-                    "them"
-                }
-            );
-        }
-        out
-    }
-
-    /// Seed 004's table: peak and bottleneck at each crossing of the
-    /// first two axes, one table per value of the axes beyond them.
-    fn render_matrix(&self, out: &mut String) {
-        let axes = &self.spec.axes;
-        if axes.is_empty() || self.variants.len() < 2 {
-            return;
-        }
-        let sizes: Vec<usize> = axes.iter().map(|a| a.values.len()).collect();
-        let index = |coords: &[usize]| coords.iter().zip(&sizes).fold(0, |acc, (c, n)| acc * n + c);
-        let (rows, cols) = (sizes[0], sizes.get(1).copied().unwrap_or(1));
-        let rest: usize = sizes.iter().skip(2).product();
-        for r in 0..rest {
-            // The coordinates of the axes beyond the second, slowest first.
-            let mut extra = Vec::new();
-            let mut left = r;
-            for n in sizes.iter().skip(2).rev() {
-                extra.insert(0, left % n);
-                left /= n;
-            }
-            let title = axes
-                .iter()
-                .skip(2)
-                .zip(&extra)
-                .map(|(a, &i)| format!("{}={}", a.knobs.join("/"), a.values[i]))
-                .collect::<Vec<_>>()
-                .join(" ");
-            let header = match axes.get(1) {
-                Some(a) => format!("{} ↓ / {} →", axes[0].knobs.join("/"), a.knobs.join("/")),
-                None => format!("{} ↓", axes[0].knobs.join("/")),
-            };
-            let _ = writeln!(
-                out,
-                "\n  {header}{}",
-                if title.is_empty() {
-                    String::new()
-                } else {
-                    format!("   ({title})")
-                }
-            );
-            let cell_text = |row: usize, col: usize| {
-                let mut coords = vec![row];
-                if axes.len() > 1 {
-                    coords.push(col);
-                }
-                coords.extend(&extra);
-                self.variants
-                    .get(index(&coords))
-                    .map_or(("-".to_string(), String::new()), |v| {
-                        (peak_text(v), v.bottleneck())
-                    })
-            };
-            let mut width = axes[0]
-                .values
-                .iter()
-                .map(|v| v.len())
-                .max()
-                .unwrap_or(1)
-                .max(8);
-            width = width.min(40);
-            let cell_width = (0..rows)
-                .flat_map(|row| (0..cols).map(move |col| (row, col)))
-                .map(|(row, col)| {
-                    let (a, b) = cell_text(row, col);
-                    a.len().max(b.len())
-                })
-                .chain(
-                    axes.get(1)
-                        .into_iter()
-                        .flat_map(|a| a.values.iter().map(String::len)),
-                )
-                .max()
-                .unwrap_or(8)
-                + 2;
-            let mut line = format!("  {:<width$}", "");
-            for col in 0..cols {
-                let label = axes.get(1).map_or("peak", |a| a.values[col].as_str());
-                let _ = write!(line, "{label:>cell_width$}");
-            }
-            let _ = writeln!(out, "{line}");
-            for row in 0..rows {
-                let (mut peaks, mut names) = (
-                    format!("  {:<width$}", axes[0].values[row]),
-                    format!("  {:<width$}", ""),
-                );
-                for col in 0..cols {
-                    let (peak, name) = cell_text(row, col);
-                    let _ = write!(peaks, "{peak:>cell_width$}");
-                    let _ = write!(names, "{name:>cell_width$}");
-                }
-                let _ = writeln!(out, "{peaks}\n{names}");
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::group;
+    use super::made;
+    use crate::analyze::points::ResourceKind;
+    use crate::analyze::whatif::{Changed, Scenario};
+    use crate::lab::Variant;
 
+    fn variant(knobs: &[(&str, &str)]) -> Variant {
+        Variant {
+            name: String::new(),
+            knobs: knobs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cost: None,
+            ratings: Vec::new(),
+        }
+    }
+
+    fn scenario(kind: ResourceKind, factor: Option<f64>, server_cpus: Option<f64>) -> Scenario {
+        Scenario {
+            change: String::new(),
+            load: 8.0,
+            throughput: 100.0,
+            response_s: None,
+            gain: 2.0,
+            limited_by: None,
+            bound: None,
+            still: false,
+            server_cpus,
+            changed: Changed { kind, factor },
+        }
+    }
+
+    /// A link twice as fast is the variant at twice the rate (2% either
+    /// way), the link out of the way the unlimited one; a disk twice as
+    /// fast has every limit doubled; a change of CPUs is the variant with
+    /// that many; any other knob that differs rules a variant out.
     #[test]
-    fn numbers_are_grouped_by_thousands() {
-        assert_eq!(group(1234567.4), "1,234,567");
-        assert_eq!(group(999.6), "1,000");
-        assert_eq!(group(12.0), "12");
+    fn a_change_is_the_variant_that_has_it_and_nothing_else() {
+        let link = |r: &str| variant(&[("link.rate", r), ("pg.fsync", "on")]);
+        let twice = scenario(ResourceKind::Link, Some(2.0), None);
+        let gone = scenario(ResourceKind::Link, None, None);
+        assert!(made(&link("2mbit"), &link("4mbit"), &twice));
+        assert!(made(&link("2mbit"), &link("4001kbit"), &twice));
+        assert!(!made(&link("2mbit"), &link("5mbit"), &twice));
+        assert!(!made(&link("2mbit"), &link("unlimited"), &twice));
+        assert!(made(&link("2mbit"), &link("unlimited"), &gone));
+        assert!(!made(&link("unlimited"), &link("unlimited"), &gone));
+        let other = variant(&[("link.rate", "4mbit"), ("pg.fsync", "off")]);
+        assert!(!made(&link("2mbit"), &other, &twice));
+        let disk = |r: &str, w: &str| variant(&[("disk.read_iops", r), ("disk.write_bps", w)]);
+        let faster = scenario(ResourceKind::Disk, Some(2.0), None);
+        assert!(made(&disk("300", "1MiB"), &disk("600", "2MiB"), &faster));
+        assert!(!made(&disk("300", "1MiB"), &disk("600", "1MiB"), &faster));
+        let cleared = scenario(ResourceKind::Disk, None, None);
+        assert!(made(&disk("300", "1MiB"), &variant(&[]), &cleared));
+        let second = scenario(ResourceKind::OneCpu, Some(2.0), Some(1.32));
+        assert!(made(
+            &variant(&[("cpus", "0")]),
+            &variant(&[("cpus", "0-1")]),
+            &second
+        ));
+        assert!(!made(
+            &variant(&[("cpus", "0-1")]),
+            &variant(&[("cpus", "0")]),
+            &second
+        ));
     }
 }

@@ -170,7 +170,31 @@ impl Axis {
     }
 }
 
+/// The height of one legend line.
+const LEGEND_ROW: f64 = 14.0;
+/// The longest name a legend of four columns holds.
+const LEGEND_COLUMN_CHARS: usize = 24;
+
 impl Chart {
+    /// Whether the legend is one name per line (more than eight series, or
+    /// a name too long for four columns) rather than two rows of four.
+    fn listed_legend(&self) -> bool {
+        self.series.len() > 8
+            || self
+                .series
+                .iter()
+                .any(|s| s.name.chars().count() > LEGEND_COLUMN_CHARS)
+    }
+
+    /// The height a listed legend adds below the chart's own.
+    fn legend_below(&self) -> f64 {
+        if self.listed_legend() {
+            (self.series.len() as f64 - 2.0).max(0.0) * LEGEND_ROW
+        } else {
+            0.0
+        }
+    }
+
     /// The chart as an inline `<svg>` element, or a note when it has no data.
     pub fn render(&self) -> String {
         let xs = self
@@ -194,7 +218,8 @@ impl Chart {
         let mut out = String::new();
         let _ = write!(
             out,
-            "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{t}\"><title>{t}</title>",
+            "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {:.0}\" role=\"img\" aria-label=\"{t}\"><title>{t}</title>",
+            H + self.legend_below(),
             t = escape(&self.title)
         );
         let _ = write!(
@@ -322,8 +347,14 @@ impl Plot<'_> {
         if !s.dashed {
             self.point_markers(out, s, color);
         }
-        let lx = LEFT + (i % 4) as f64 * (PLOT_W / 4.0);
-        let ly = H - 14.0 + if i >= 4 { 0.0 } else { -12.0 };
+        let (lx, ly) = if self.chart.listed_legend() {
+            (LEFT, H - 26.0 + i as f64 * LEGEND_ROW)
+        } else {
+            (
+                LEFT + (i % 4) as f64 * (PLOT_W / 4.0),
+                H - 14.0 + if i >= 4 { 0.0 } else { -12.0 },
+            )
+        };
         let _ = write!(
             out,
             "<line x1=\"{lx:.1}\" x2=\"{:.1}\" y1=\"{ly:.1}\" y2=\"{ly:.1}\" stroke=\"{color}\" stroke-width=\"2\"{}/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{}</text>",

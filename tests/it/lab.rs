@@ -45,7 +45,9 @@ fn a_two_by_two_lab_runs_every_cell_and_prints_its_matrix() {
     let dir = tempdir();
     let file = lab_file(
         dir.path(),
-        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1,2 --warmup 0s --duration 1s\"\nseed = 11\n[vary]\ncpus = [\"0\", \"0-1\"]\n\"pg.synchronous_commit\" = [\"on\", \"off\"]\n",
+        &format!(
+            "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1,2 --warmup 0s --duration 1s\"\nseed = 11\n[vary]\ncpus = [\"0\", \"0-1\"]\n\"pg.synchronous_commit\" = [\"on\", \"off\"]\n{VALUED}"
+        ),
     );
     let (dry, _) = perflab_expect(dir.path(), &format!("lab {file} --dry-run"), 0);
     assert_eq!(
@@ -85,6 +87,7 @@ fn a_two_by_two_lab_runs_every_cell_and_prints_its_matrix() {
     let report: serde_json::Value = serde_json::from_str(&report).unwrap();
     let variants = report["variants"].as_array().unwrap();
     assert_eq!(variants.len(), 4);
+    let variants = variants.as_slice();
     for v in variants {
         assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v}");
         assert!(v["peak"].as_f64().unwrap() > 0.0, "{v}");
@@ -126,6 +129,122 @@ fn a_two_by_two_lab_runs_every_cell_and_prints_its_matrix() {
         table(&again),
         table(&out[..out.find("\nstored as lab").unwrap()])
     );
+    costs_scores_and_capacity(dir.path(), variants);
+}
+
+/// Costs by knob value, a scorecard of two measured criteria, one rated
+/// one and the value, and each variant's rating.
+const VALUED: &str = "[costs]\nunit = \"USD\"\ncpus = { \"0\" = 400, \"0-1\" = 700 }\n[scorecard]\nthroughput = 40\nvalue = 40\nlatency = 20\nease = 20\n[ratings.\"cpus=0 pg.synchronous_commit=on\"]\nease = 4\n[ratings.\"cpus=0 pg.synchronous_commit=off\"]\nease = 3\n[ratings.\"cpus=0-1 pg.synchronous_commit=on\"]\nease = 4.5\n[ratings.\"cpus=0-1 pg.synchronous_commit=off\"]\nease = 3.5\n";
+
+/// The lab of [`VALUED`] reported with its costs, its scorecard (worked
+/// out again here from the peaks and p95s) and the answer to a need that
+/// the two fastest variants reach; as Markdown and as HTML with every
+/// variant's curves.
+fn costs_scores_and_capacity(dir: &Path, variants: &[serde_json::Value]) {
+    let figure = |v: &serde_json::Value, key: &str| v[key].as_f64().unwrap();
+    let top_peak = variants
+        .iter()
+        .map(|v| figure(v, "peak"))
+        .fold(0.0, f64::max);
+    let low_p95 = variants
+        .iter()
+        .map(|v| figure(v, "p95_s"))
+        .fold(f64::INFINITY, f64::min);
+    let value = |v: &serde_json::Value| figure(v, "peak") / figure(v, "cost");
+    let top_value = variants.iter().map(value).fold(0.0, f64::max);
+    for v in variants {
+        let name = v["name"].as_str().unwrap();
+        let cost = if name.starts_with("cpus=0-1") {
+            700.0
+        } else {
+            400.0
+        };
+        assert_eq!(figure(v, "cost"), cost, "{v}");
+        assert!((figure(v, "value") - value(v)).abs() < 1e-9, "{v}");
+        let ease = match name {
+            "cpus=0 pg.synchronous_commit=on" => 4.0,
+            "cpus=0 pg.synchronous_commit=off" => 3.0,
+            "cpus=0-1 pg.synchronous_commit=on" => 4.5,
+            _ => 3.5,
+        };
+        let expected = (40.0 * 5.0 * figure(v, "peak") / top_peak
+            + 40.0 * 5.0 * value(v) / top_value
+            + 20.0 * 5.0 * low_p95 / figure(v, "p95_s")
+            + 20.0 * ease)
+            / 120.0;
+        let total = v["score"]["total"].as_f64().unwrap();
+        assert!(
+            (total - expected).abs() < 1e-9,
+            "{name}: {total} against {expected}"
+        );
+    }
+    // A need between the second and third highest peaks: the two fastest
+    // variants meet it, the cheaper of them is the smallest.
+    let mut peaks: Vec<(f64, &str, f64)> = variants
+        .iter()
+        .map(|v| {
+            (
+                figure(v, "peak"),
+                v["name"].as_str().unwrap(),
+                figure(v, "cost"),
+            )
+        })
+        .collect();
+    peaks.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let need = (peaks[1].0 + peaks[2].0) / 2.0;
+    let report = perflab_expect(
+        dir,
+        &format!(
+            "lab report last --json --need {need:.1}/s --slo errors<1% --md lab.md --html lab.html"
+        ),
+        0,
+    )
+    .0;
+    let json: serde_json::Value =
+        serde_json::from_str(&report[report.find('{').unwrap()..]).unwrap();
+    let capacity = &json["capacity"];
+    let mut met: Vec<&str> = capacity["met"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["variant"].as_str().unwrap())
+        .collect();
+    met.sort_unstable();
+    let mut fastest = vec![peaks[0].1, peaks[1].1];
+    fastest.sort_unstable();
+    assert_eq!(met, fastest, "{capacity}");
+    let cheapest = if peaks[0].2 <= peaks[1].2 {
+        &peaks[..1]
+    } else {
+        &peaks[1..2]
+    };
+    if peaks[0].2 != peaks[1].2 {
+        assert_eq!(
+            capacity["smallest"],
+            serde_json::json!([cheapest[0].1]),
+            "{capacity}"
+        );
+    }
+    let markdown = std::fs::read_to_string(dir.join("lab.md")).unwrap();
+    for heading in [
+        "## Matrix: cpus ↓ / pg.synchronous_commit →",
+        "## Variants",
+        "## Scorecard",
+        "## capacity: ",
+    ] {
+        contains(&markdown, heading);
+    }
+    contains(&markdown, "| /s per USD |");
+    let html = std::fs::read_to_string(dir.join("lab.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 2, "two charts");
+    assert_eq!(
+        html.matches("<polyline").count(),
+        8,
+        "every variant's curve on each"
+    );
+    for v in variants {
+        contains(&html, v["name"].as_str().unwrap());
+    }
 }
 
 /// A cell whose server refuses its setting is marked failed, the others
@@ -273,6 +392,46 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
             "setup = \" \"\n[vary]\ncpus = [\"0\"]\n",
             "lab.toml:3:9",
             "'setup' is empty",
+        ),
+        (
+            "[vary]\ncpus = [\"0\", \"0-1\"]\n[costs]\ncpus = { \"0\" = 400 }\n",
+            "lab.toml:6:8",
+            "[costs] cpus gives no cost for \"0-1\"",
+        ),
+        (
+            "[vary]\ncpus = [\"0\"]\n[costs]\nmemory = { \"1GiB\" = 3 }\n",
+            "lab.toml:6:1",
+            "no variant sets",
+        ),
+        (
+            "[[variant]]\nname = \"a\"\ncpus = \"0\"\ncost = 5\n[[variant]]\nname = \"b\"\ncpus = \"0-1\"\n",
+            "lab.toml:7:1",
+            "variant 'b' has no cost",
+        ),
+        (
+            "[vary]\ncpus = [\"0\"]\n[scorecard]\nvalue = 40\n",
+            "lab.toml:6:1",
+            "give [costs] too",
+        ),
+        (
+            "[vary]\ncpus = [\"0\"]\n[scorecard]\nthroughput = 0\n",
+            "lab.toml:6:14",
+            "above 0",
+        ),
+        (
+            "[vary]\ncpus = [\"0\"]\n[scorecard]\nease = 10\n",
+            "lab.toml:6:1",
+            "so it is your rating",
+        ),
+        (
+            "[vary]\ncpus = [\"0\"]\n[scorecard]\nease = 10\n[ratings.\"cpus=1\"]\nease = 4\n",
+            "lab.toml:7:1",
+            "which is no variant",
+        ),
+        (
+            "[vary]\ncpus = [\"0\"]\n[scorecard]\nease = 10\n[ratings.\"cpus=0\"]\nease = 7\n",
+            "lab.toml:7:1",
+            "must be 0 to 5",
         ),
     ] {
         let dir = tempdir();

@@ -1,0 +1,386 @@
+//! The lab's capacity answer (`--need 2000/s --slo p95<50ms`): which
+//! variants met the need within the objectives, which is the smallest of
+//! them, and — from each variant's what-ifs — which configurations not
+//! measured are predicted to meet it. Seed 004 asked "how fast a server
+//! does a branch of 20 ATMs need"; this is that question asked of a
+//! matrix.
+//!
+//! A variant meets the need when every run of it has a step whose
+//! throughput reached it with every objective met. "Smallest" is the
+//! cheapest when the lab gives costs; otherwise the variants no other
+//! meeting variant undercuts on every sized knob it varies (CPUs, memory,
+//! link rate, disk limits) with its other knobs equal.
+//!
+//! A prediction is a what-if of a variant that did not meet it: the MVA
+//! throughput at the sweep's highest load and its mean response time.
+//! A percentile objective is estimated as the measured percentile at that
+//! load scaled by predicted over measured mean response time (the shape of
+//! the distribution is assumed to stay); an error objective as the error
+//! rate measured there. "Out of the way" is no configuration one can
+//! have, so only the doubled (or added-CPU) changes are offered.
+
+use super::Variant;
+use crate::analyze::capacity::slo_value;
+use crate::analyze::points::StepPoint;
+use crate::analyze::Verdict;
+use crate::plan::{Slo, SloMetric};
+use std::cmp::Ordering;
+
+/// What the user asks of the lab.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ask {
+    /// Operations per second needed.
+    pub need: Option<f64>,
+    pub slos: Vec<Slo>,
+}
+
+impl Ask {
+    pub fn is_empty(&self) -> bool {
+        self.need.is_none() && self.slos.is_empty()
+    }
+
+    /// `2,000/s within p95<50ms`.
+    pub fn describe(&self) -> String {
+        let need = self
+            .need
+            .map(|n| format!("{}/s", crate::units::OpsPerSec(n)));
+        let slos: Vec<String> = self.slos.iter().map(|s| s.to_string()).collect();
+        match (need, slos.is_empty()) {
+            (Some(n), true) => n,
+            (Some(n), false) => format!("{n} within {}", slos.join(", ")),
+            (None, _) => format!("the highest throughput within {}", slos.join(", ")),
+        }
+    }
+
+    /// Whether step `p` meets the need and every objective.
+    fn met_by(&self, p: &StepPoint) -> bool {
+        self.need.is_none_or(|n| p.throughput >= n)
+            && self.slos.iter().all(|s| slo_value(s, p) < s.limit)
+    }
+}
+
+/// A variant that met the need.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Met {
+    pub variant: String,
+    /// Over its runs: the mean of each run's best step that met it.
+    pub load: f64,
+    pub throughput: f64,
+    pub runs: usize,
+}
+
+/// A configuration predicted to meet the need.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Predicted {
+    pub variant: String,
+    pub change: String,
+    pub load: f64,
+    /// Mean over the variant's runs, operations per second.
+    pub throughput: f64,
+    /// Each objective's estimate, in words (`p95 ≈ 31.2ms`).
+    pub estimates: Vec<String>,
+    /// The variant that has this configuration, when the lab measured
+    /// it, and its throughput at the same load (the report's predictions
+    /// checked).
+    pub measured_on: Option<(String, f64)>,
+}
+
+/// The answer.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CapacityAnswer {
+    pub asked: String,
+    pub met: Vec<Met>,
+    /// The smallest of those met, by name.
+    pub smallest: Vec<String>,
+    /// Variants where some runs met it and some did not.
+    pub unsteady: Vec<String>,
+    pub predicted: Vec<Predicted>,
+    /// The smallest of those predicted.
+    pub smallest_predicted: Vec<String>,
+    /// Changes whose objectives could not be estimated (an open loop's
+    /// what-if predicts no response time).
+    pub not_estimated: Vec<String>,
+}
+
+/// The sized value of a knob: CPUs, bytes, bits or operations per second
+/// (unlimited is infinite); none for a knob that is not a size.
+fn size(knob: &str, value: &str) -> Option<f64> {
+    let value = value.trim();
+    if value == "unlimited" {
+        return knob
+            .starts_with("link.rate")
+            .then_some(f64::INFINITY)
+            .or(knob.starts_with("disk.").then_some(f64::INFINITY));
+    }
+    match knob {
+        "cpus" => crate::target::parse_kernel_cpu_list(value).map(|mut c| {
+            c.sort_unstable();
+            c.dedup();
+            c.len() as f64
+        }),
+        "memory" | "disk.read_bps" | "disk.write_bps" => {
+            crate::units::Bytes::parse(value).ok().map(|b| b.0 as f64)
+        }
+        "link.rate" => crate::units::BitsPerSec::parse(value)
+            .ok()
+            .map(|b| b.0 as f64),
+        "disk.read_iops" | "disk.write_iops" => value.parse::<u64>().ok().map(|n| n as f64),
+        _ => None,
+    }
+}
+
+/// `a` against `b`: Less when `a` is no larger in every sized knob and
+/// smaller in one, every other knob equal; none when they cannot be
+/// ordered.
+fn compare(a: &Variant, b: &Variant) -> Option<Ordering> {
+    let mut order = Ordering::Equal;
+    let knobs = a
+        .knobs
+        .iter()
+        .map(|(k, _)| k)
+        .chain(b.knobs.iter().map(|(k, _)| k));
+    for knob in knobs {
+        let get = |v: &Variant| {
+            v.knobs
+                .iter()
+                .find(|(k, _)| k == knob)
+                .map(|(_, x)| x.clone())
+        };
+        let (x, y) = (get(a), get(b));
+        if x == y {
+            continue;
+        }
+        let here = match (
+            x.as_deref().and_then(|x| size(knob, x)),
+            y.as_deref().and_then(|y| size(knob, y)),
+        ) {
+            (Some(x), Some(y)) => x.partial_cmp(&y)?,
+            _ => return None,
+        };
+        order = match (order, here) {
+            (o, Ordering::Equal) | (Ordering::Equal, o) => o,
+            (o, h) if o == h => o,
+            _ => return None,
+        };
+    }
+    Some(order)
+}
+
+/// The smallest of `names` among `variants`: the cheapest when all have a
+/// cost, else those no other undercuts.
+fn smallest(names: &[&str], variants: &[Variant]) -> Vec<String> {
+    let of: Vec<&Variant> = names
+        .iter()
+        .filter_map(|n| variants.iter().find(|v| v.name == *n))
+        .collect();
+    if !of.is_empty() && of.iter().all(|v| v.cost.is_some()) {
+        let low = of
+            .iter()
+            .filter_map(|v| v.cost)
+            .fold(f64::INFINITY, f64::min);
+        return of
+            .iter()
+            .filter(|v| v.cost == Some(low))
+            .map(|v| v.name.clone())
+            .collect();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for v in &of {
+        let undercut = of
+            .iter()
+            .any(|o| o.name != v.name && compare(o, v) == Some(Ordering::Less));
+        if !undercut && !out.contains(&v.name) {
+            out.push(v.name.clone());
+        }
+    }
+    out
+}
+
+/// The estimate of objective `slo` at step `p` for a predicted mean
+/// response time `r_s`; none when it cannot be estimated.
+fn estimate(slo: &Slo, p: &StepPoint, r_s: Option<f64>) -> Option<f64> {
+    match slo.metric {
+        SloMetric::Errors => Some(p.error_rate),
+        SloMetric::Mean => r_s,
+        _ => {
+            let mean = p.response.mean.as_secs_f64();
+            let r_s = r_s?;
+            (mean > 0.0).then(|| slo_value(slo, p) * r_s / mean)
+        }
+    }
+}
+
+/// One change's predictions over a variant's runs.
+struct Gathered {
+    change: String,
+    load: f64,
+    /// Each run's predicted throughput, operations per second.
+    throughputs: Vec<f64>,
+    /// Each run's estimate of each objective.
+    estimates: Vec<Vec<f64>>,
+}
+
+/// The answer for `ask` over each variant's runs' verdicts.
+pub fn answer(ask: &Ask, variants: &[Variant], verdicts: &[Vec<&Verdict>]) -> CapacityAnswer {
+    let mut met = Vec::new();
+    let mut unsteady = Vec::new();
+    let mut not_met = Vec::new();
+    for (v, runs) in variants.iter().zip(verdicts) {
+        if runs.is_empty() {
+            continue;
+        }
+        let best: Vec<&StepPoint> = runs
+            .iter()
+            .filter_map(|verdict| {
+                verdict
+                    .points
+                    .iter()
+                    .filter(|p| ask.met_by(p))
+                    .max_by(|a, b| a.throughput.total_cmp(&b.throughput))
+            })
+            .collect();
+        if best.len() == runs.len() {
+            let n = best.len() as f64;
+            met.push(Met {
+                variant: v.name.clone(),
+                load: best.iter().map(|p| p.load).sum::<f64>() / n,
+                throughput: best.iter().map(|p| p.throughput).sum::<f64>() / n,
+                runs: runs.len(),
+            });
+        } else {
+            if !best.is_empty() {
+                unsteady.push(v.name.clone());
+            }
+            not_met.push((v, runs));
+        }
+    }
+    let mut predicted = Vec::new();
+    let mut not_estimated = Vec::new();
+    for (v, runs) in not_met {
+        let mut by_change: Vec<Gathered> = Vec::new();
+        for verdict in runs {
+            let Some(w) = &verdict.what_if else { continue };
+            for s in w.scenarios.iter().filter(|s| s.changed.factor.is_some()) {
+                let Some(p) = verdict.points.iter().find(|p| p.load == s.load) else {
+                    continue;
+                };
+                let estimates: Option<Vec<f64>> = ask
+                    .slos
+                    .iter()
+                    .map(|o| estimate(o, p, s.response_s))
+                    .collect();
+                let Some(estimates) = estimates else {
+                    let what = format!("{}: {}", v.name, s.change);
+                    if !not_estimated.contains(&what) {
+                        not_estimated.push(what);
+                    }
+                    continue;
+                };
+                match by_change.iter_mut().find(|c| c.change == s.change) {
+                    Some(c) => {
+                        c.throughputs.push(s.throughput);
+                        c.estimates.push(estimates);
+                    }
+                    None => by_change.push(Gathered {
+                        change: s.change.clone(),
+                        load: s.load,
+                        throughputs: vec![s.throughput],
+                        estimates: vec![estimates],
+                    }),
+                }
+            }
+        }
+        for Gathered {
+            change,
+            load,
+            throughputs: xs,
+            estimates,
+        } in by_change
+        {
+            let n = xs.len() as f64;
+            let throughput = xs.iter().sum::<f64>() / n;
+            let mean_estimate = |i: usize| estimates.iter().map(|e| e[i]).sum::<f64>() / n;
+            let fits = ask.need.is_none_or(|need| throughput >= need)
+                && ask
+                    .slos
+                    .iter()
+                    .enumerate()
+                    .all(|(i, o)| mean_estimate(i) < o.limit);
+            if fits {
+                predicted.push(Predicted {
+                    variant: v.name.clone(),
+                    change,
+                    load,
+                    throughput,
+                    estimates: ask
+                        .slos
+                        .iter()
+                        .enumerate()
+                        .map(|(i, o)| {
+                            let name = o.to_string();
+                            let name = name.split('<').next().unwrap_or_default().to_string();
+                            format!("{name} ≈ {}", o.value_text(mean_estimate(i)))
+                        })
+                        .collect(),
+                    measured_on: None,
+                });
+            }
+        }
+    }
+    let met_names: Vec<&str> = met.iter().map(|m| m.variant.as_str()).collect();
+    let predicted_names: Vec<&str> = predicted.iter().map(|p| p.variant.as_str()).collect();
+    CapacityAnswer {
+        asked: ask.describe(),
+        smallest: smallest(&met_names, variants),
+        smallest_predicted: smallest(&predicted_names, variants),
+        met,
+        unsteady,
+        predicted,
+        not_estimated,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variant(name: &str, knobs: &[(&str, &str)], cost: Option<f64>) -> Variant {
+        Variant {
+            name: name.into(),
+            knobs: knobs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cost,
+            ratings: Vec::new(),
+        }
+    }
+
+    /// One CPU with 1 GiB undercuts two CPUs with 1 GiB; two CPUs with
+    /// 96 MiB and one CPU with 1 GiB cannot be ordered, so both are the
+    /// smallest; with costs, the cheapest is.
+    #[test]
+    fn the_smallest_is_undercut_by_none_or_the_cheapest() {
+        let all = [
+            variant("a", &[("cpus", "0"), ("memory", "1GiB")], None),
+            variant("b", &[("cpus", "0-1"), ("memory", "1GiB")], None),
+            variant("c", &[("cpus", "0-1"), ("memory", "96MiB")], None),
+        ];
+        assert_eq!(smallest(&["a", "b"], &all), ["a"]);
+        assert_eq!(smallest(&["b", "c"], &all), ["c"]);
+        assert_eq!(smallest(&["a", "c"], &all), ["a", "c"]);
+        let priced = [
+            variant("a", &[("cpus", "0")], Some(300.0)),
+            variant("b", &[("cpus", "0-1")], Some(200.0)),
+        ];
+        assert_eq!(smallest(&["a", "b"], &priced), ["b"]);
+        // A setting that is no size makes two variants incomparable.
+        let set = [
+            variant("x", &[("cpus", "0"), ("pg.fsync", "on")], None),
+            variant("y", &[("cpus", "0-1"), ("pg.fsync", "off")], None),
+        ];
+        assert_eq!(compare(&set[0], &set[1]), None);
+        assert_eq!(size("link.rate", "unlimited"), Some(f64::INFINITY));
+        assert_eq!(size("link.rate", "1mbit"), Some(1e6));
+    }
+}
