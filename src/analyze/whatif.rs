@@ -172,6 +172,52 @@ fn tightest(centres: &[Centre]) -> Option<&Centre> {
 /// the server has after it (a change of its CPUs), and what it changed.
 type Change = (String, Vec<Centre>, Option<f64>, Changed);
 
+/// The interface a link centre's name holds: `link eth0 tx`,
+/// `link veth0 (tbf)`, `link veth1 in the server's namespace (tbf)`.
+fn interface(name: &str) -> Option<&str> {
+    name.strip_prefix("link ")?.split(' ').next()
+}
+
+/// The other centres of the link `target` is part of: a link is faster
+/// or gone in both directions at once. They are the centres of the same
+/// interface (its two directions, the queueing discipline on it) and,
+/// for the server's own link (a shaped pair whose far end is in the
+/// server's namespace), the shaped far end — paired when there is one
+/// shaped interface on each side, so that no other shaped link is taken
+/// for it.
+fn same_link(target: &Centre, centres: &[Centre]) -> Vec<String> {
+    if target.kind != ResourceKind::Link {
+        return Vec::new();
+    }
+    let Some(iface) = interface(&target.name) else {
+        return Vec::new();
+    };
+    let links = || centres.iter().filter(|c| c.kind == ResourceKind::Link);
+    let far = |c: &&Centre| c.name.contains(" in the server's namespace ");
+    let shaped = |c: &&Centre| c.name.ends_with(')');
+    let sides: Vec<Option<&str>> = [true, false]
+        .iter()
+        .map(|&in_namespace| {
+            let mut names: Vec<&str> = links()
+                .filter(|c| shaped(c) && far(c) == in_namespace)
+                .filter_map(|c| interface(&c.name))
+                .collect();
+            names.dedup();
+            (names.len() == 1).then(|| names[0])
+        })
+        .collect();
+    let peer = match (sides[0], sides[1]) {
+        (Some(ns), Some(host)) if ns == iface => Some(host),
+        (Some(ns), Some(host)) if host == iface => Some(ns),
+        _ => None,
+    };
+    links()
+        .filter(|c| c.name != target.name)
+        .filter(|c| interface(&c.name).is_some_and(|i| i == iface || Some(i) == peer))
+        .map(|c| c.name.clone())
+        .collect()
+}
+
 /// The changes worth predicting for a bottleneck centre. A confined
 /// server gets what the host has besides perflab's own use, at most twice
 /// what it had; none when that is no more than it had.
@@ -183,11 +229,14 @@ fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom>) -> Vec<C
         ResourceKind::CpuQuota => spare(target.servers * 2.0),
         ResourceKind::Disk | ResourceKind::Link => target.servers,
     };
+    let group = same_link(target, centres);
+    let changed = |c: &Centre| c.name == target.name || group.contains(&c.name);
+    let both = if group.is_empty() { "" } else { " (both ways)" };
     let doubled: Vec<Centre> = centres
         .iter()
         .map(|c| {
             let mut c = c.clone();
-            if c.name == target.name {
+            if changed(&c) {
                 match c.kind {
                     ResourceKind::Disk | ResourceKind::Link => c.demand_s /= 2.0,
                     _ => c.servers = more,
@@ -211,17 +260,13 @@ fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom>) -> Vec<C
             target.servers, more
         ),
         ResourceKind::Disk => format!("{} twice as fast", target.name),
-        ResourceKind::Link => format!("{} at twice the speed", target.name),
+        ResourceKind::Link => format!("{} at twice the speed{both}", target.name),
     };
     let grows = match target.kind {
         ResourceKind::Disk | ResourceKind::Link | ResourceKind::Cpu => true,
         _ => more > target.servers * 1.05,
     };
-    let cleared: Vec<Centre> = centres
-        .iter()
-        .filter(|c| c.name != target.name)
-        .cloned()
-        .collect();
+    let cleared: Vec<Centre> = centres.iter().filter(|c| !changed(c)).cloned().collect();
     let cpus_after = match target.kind {
         ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota => Some(more),
         ResourceKind::Disk | ResourceKind::Link => None,
@@ -241,7 +286,7 @@ fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom>) -> Vec<C
     }
     let gone = Changed { kind, factor: None };
     out.push((
-        format!("{} out of the way", target.name),
+        format!("{} out of the way{both}", target.name),
         cleared,
         None,
         gone,
@@ -438,6 +483,49 @@ mod tests {
         assert_eq!(cpus, Some(4.0));
         let (x4, _) = solve(&after, delay, 0.0, 500).unwrap();
         assert!(x4 > 398.0 && x4 <= 400.0 + 1e-9, "{x4}");
+    }
+
+    /// The server's shaped link is faster at both ends at once (and in
+    /// both directions of its interface); another shaped link on the host
+    /// is left as it is, and with two shaped links on the host side none
+    /// is taken for the far end's peer.
+    #[test]
+    fn a_link_twice_as_fast_is_faster_at_both_ends() {
+        let link = |name: &str, s: f64| demand(name, ResourceKind::Link, 1.0, s);
+        let d = demands(
+            vec![
+                link("link pl9x0h (tbf)", 0.000471),
+                link("link pl9x0s in the server's namespace (tbf)", 0.000442),
+                link("link pl9x0h tx", 0.0000001),
+                link("link eth0 rx", 0.0000001),
+                demand("cpu", ResourceKind::Cpu, 2.0, 0.0000682),
+            ],
+            0.000471,
+        );
+        let c = centres(&d, "link pl9x0h (tbf)");
+        let mut group = same_link(&c[0], &c);
+        group.sort();
+        assert_eq!(
+            group,
+            [
+                "link pl9x0h tx",
+                "link pl9x0s in the server's namespace (tbf)"
+            ]
+        );
+        let (words, after, _, _) = changes(&c[0], &c, None).remove(0);
+        assert_eq!(words, "link pl9x0h (tbf) at twice the speed (both ways)");
+        let bound = tightest(&after).unwrap().bound();
+        assert!((bound - 2.0 / 0.000471).abs() < 1.0, "{bound}");
+        let far = &c[1];
+        assert_eq!(same_link(far, &c), ["link pl9x0h (tbf)", "link pl9x0h tx"]);
+        let mut two = c.clone();
+        two.push(Centre {
+            name: "link other (tbf)".into(),
+            kind: ResourceKind::Link,
+            servers: 1.0,
+            demand_s: 0.0001,
+        });
+        assert_eq!(same_link(far, &two), Vec::<String>::new());
     }
 
     /// The single CPUs stand in for the host's CPUs only when the

@@ -4,6 +4,8 @@
 //! validated into a [`Target`] and [`ServerOptions`]. A workload flattens
 //! [`TargetArgs`] into its own flags and names its default target.
 
+use super::managed::disk::IoLimits;
+use super::managed::link::LinkShape;
 use super::{Target, SCHEMES};
 use crate::error::PlanError;
 use serde::{Deserialize, Serialize};
@@ -38,33 +40,8 @@ pub struct TargetArgs {
     #[arg(long = "mariadb-memory", value_name = "SIZE")]
     pub mariadb_memory: Option<String>,
 
-    /// Managed PostgreSQL or MariaDB: run the server in a network namespace of its own behind a veth pair shaped to RATE each way (tbf; root), e.g. 1mbit; unlimited leaves it unshaped.
-    #[arg(long = "link-rate", value_name = "RATE")]
-    pub link_rate: Option<String>,
-
-    /// Managed PostgreSQL or MariaDB: drop this share of the packets on the server's link at random, both ways (2%) or toward:from the server (2%:0%) (nftables; root).
-    #[arg(long = "link-loss", value_name = "SHARE")]
-    pub link_loss: Option<String>,
-
-    /// Managed PostgreSQL or MariaDB: delay the server's packets by D each way (netem, where the kernel has it; root), e.g. 5ms.
-    #[arg(long = "link-delay", value_name = "D")]
-    pub link_delay: Option<String>,
-
-    /// Managed PostgreSQL or MariaDB: hold the server's reads from the disk under its files to N per second (a blkio/io cgroup; root).
-    #[arg(long = "disk-read-iops", value_name = "N")]
-    pub disk_read_iops: Option<String>,
-
-    /// Managed PostgreSQL or MariaDB: hold the server's writes to the disk under its files to N per second (a blkio/io cgroup; root).
-    #[arg(long = "disk-write-iops", value_name = "N")]
-    pub disk_write_iops: Option<String>,
-
-    /// Managed PostgreSQL or MariaDB: hold the server's reads from the disk under its files to SIZE per second, e.g. 10MiB (root).
-    #[arg(long = "disk-read-bps", value_name = "SIZE")]
-    pub disk_read_bps: Option<String>,
-
-    /// Managed PostgreSQL or MariaDB: hold the server's writes to the disk under its files to SIZE per second, e.g. 10MiB (root).
-    #[arg(long = "disk-write-bps", value_name = "SIZE")]
-    pub disk_write_bps: Option<String>,
+    #[command(flatten)]
+    pub surroundings: SurroundingsArgs,
 
     /// Managed PostgreSQL: put its write-ahead log in a directory of its own under DIR (initdb --waldir), e.g. on another disk.
     #[arg(long = "log-dir", value_name = "DIR")]
@@ -73,6 +50,103 @@ pub struct TargetArgs {
     /// Managed PostgreSQL or MariaDB: keep the data directory after the run.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// What surrounds a managed server: its link and its disk. Every
+/// workload that runs on a managed server flattens these.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SurroundingsArgs {
+    /// Managed server: run the server in a network namespace of its own behind a veth pair shaped to RATE each way (tbf; root), e.g. 1mbit; unlimited leaves it unshaped.
+    #[arg(long = "link-rate", value_name = "RATE")]
+    pub link_rate: Option<String>,
+
+    /// Managed server: drop this share of the packets on the server's link at random, both ways (2%) or toward:from the server (2%:0%) (nftables; root).
+    #[arg(long = "link-loss", value_name = "SHARE")]
+    pub link_loss: Option<String>,
+
+    /// Managed server: delay the server's packets by D each way (netem, where the kernel has it; root), e.g. 5ms.
+    #[arg(long = "link-delay", value_name = "D")]
+    pub link_delay: Option<String>,
+
+    /// Managed server: hold the server's reads from the disk under its files to N per second (a blkio/io cgroup; root).
+    #[arg(long = "disk-read-iops", value_name = "N")]
+    pub disk_read_iops: Option<String>,
+
+    /// Managed server: hold the server's writes to the disk under its files to N per second (a blkio/io cgroup; root).
+    #[arg(long = "disk-write-iops", value_name = "N")]
+    pub disk_write_iops: Option<String>,
+
+    /// Managed server: hold the server's reads from the disk under its files to SIZE per second, e.g. 10MiB (root).
+    #[arg(long = "disk-read-bps", value_name = "SIZE")]
+    pub disk_read_bps: Option<String>,
+
+    /// Managed server: hold the server's writes to the disk under its files to SIZE per second, e.g. 10MiB (root).
+    #[arg(long = "disk-write-bps", value_name = "SIZE")]
+    pub disk_write_bps: Option<String>,
+}
+
+impl SurroundingsArgs {
+    /// The link shape and disk limits asked for, checked against `target`
+    /// (a server perflab manages) and this process's rights.
+    pub fn validate(
+        &self,
+        target: &Target,
+    ) -> Result<(Option<LinkShape>, Option<IoLimits>), PlanError> {
+        let managed = matches!(
+            target,
+            Target::PostgresManaged | Target::MariadbManaged | Target::NginxManaged
+        );
+        let link = LinkShape::from_flags(
+            self.link_rate.as_deref(),
+            self.link_loss.as_deref(),
+            self.link_delay.as_deref(),
+        )?;
+        if let Some(shape) = &link {
+            if !managed {
+                return Err(PlanError::flag(
+                    self.link_flag(),
+                    format!("perflab shapes the link of a server it manages, not of {}", target.redacted()),
+                    "use a managed target (postgres:managed, mariadb:managed, nginx:managed), or shape your server's link yourself",
+                ));
+            }
+            super::managed::link::check_can_shape(shape)?;
+        }
+        let io = IoLimits::from_flags(
+            self.disk_read_iops.as_deref(),
+            self.disk_write_iops.as_deref(),
+            self.disk_read_bps.as_deref(),
+            self.disk_write_bps.as_deref(),
+        )?;
+        if let Some(io) = &io {
+            if !managed {
+                return Err(PlanError::flag(
+                    io.flag(),
+                    format!("perflab throttles the disk of a server it manages, not of {}", target.redacted()),
+                    "use a managed target (postgres:managed, mariadb:managed, nginx:managed), or throttle your server's disk yourself",
+                ));
+            }
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                return Err(PlanError::flag(
+                    io.flag(),
+                    "a disk throttle is a cgroup, which only root can make",
+                    "run perflab as root, or drop the --disk-* flags",
+                ));
+            }
+        }
+        Ok((link, io))
+    }
+
+    /// The first `--link-*` flag given, for messages.
+    fn link_flag(&self) -> &'static str {
+        if self.link_rate.is_some() {
+            "--link-rate"
+        } else if self.link_loss.is_some() {
+            "--link-loss"
+        } else {
+            "--link-delay"
+        }
+    }
 }
 
 /// How perflab runs a server it manages.
@@ -180,44 +254,7 @@ impl TargetArgs {
                 })
             })
             .transpose()?;
-        let link = super::managed::link::LinkShape::from_flags(
-            self.link_rate.as_deref(),
-            self.link_loss.as_deref(),
-            self.link_delay.as_deref(),
-        )?;
-        if let Some(shape) = &link {
-            if !matches!(target, Target::PostgresManaged | Target::MariadbManaged) {
-                return Err(PlanError::flag(
-                    self.link_flag(),
-                    format!("perflab shapes the link of a server it manages, not of {}", target.redacted()),
-                    "use --target postgres:managed or mariadb:managed, or shape your server's link yourself",
-                ));
-            }
-            super::managed::link::check_can_shape(shape)?;
-        }
-        let io = super::managed::disk::IoLimits::from_flags(
-            self.disk_read_iops.as_deref(),
-            self.disk_write_iops.as_deref(),
-            self.disk_read_bps.as_deref(),
-            self.disk_write_bps.as_deref(),
-        )?;
-        if let Some(io) = &io {
-            if !matches!(target, Target::PostgresManaged | Target::MariadbManaged) {
-                return Err(PlanError::flag(
-                    io.flag(),
-                    format!("perflab throttles the disk of a server it manages, not of {}", target.redacted()),
-                    "use --target postgres:managed or mariadb:managed, or throttle your server's disk yourself",
-                ));
-            }
-            // SAFETY: geteuid has no preconditions.
-            if unsafe { libc::geteuid() } != 0 {
-                return Err(PlanError::flag(
-                    io.flag(),
-                    "a disk throttle is a cgroup, which only root can make",
-                    "run perflab as root, or drop the --disk-* flags",
-                ));
-            }
-        }
+        let (link, io) = self.surroundings.validate(&target)?;
         if let Some(dir) = &self.log_dir {
             if !matches!(target, Target::PostgresManaged) {
                 return Err(PlanError::flag(
@@ -254,17 +291,6 @@ impl TargetArgs {
                 tls_files: None,
             },
         ))
-    }
-
-    /// The first `--link-*` flag given, for messages.
-    fn link_flag(&self) -> &'static str {
-        if self.link_rate.is_some() {
-            "--link-rate"
-        } else if self.link_loss.is_some() {
-            "--link-loss"
-        } else {
-            "--link-delay"
-        }
     }
 }
 
