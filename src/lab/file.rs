@@ -16,6 +16,8 @@
 //! "pg.shared_buffers" = ["16MB", "1GB"]
 //! ```
 
+pub use super::place::LabFileError;
+use super::place::{line_column, At};
 use super::value::{Ratings, Table, Valuation};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -26,16 +28,6 @@ use toml::Spanned;
 const MAX_FILE: u64 = 1 << 20;
 /// The most cells (variants × repetitions) one lab may hold.
 pub const MAX_CELLS: usize = 10_000;
-
-/// A mistake in a lab file, placed at its line and column.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{file}:{line}:{column}: {message}")]
-pub struct LabFileError {
-    pub file: String,
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
-}
 
 /// One configuration: its name and its knobs' values, in the file's order.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -309,7 +301,6 @@ impl LabFile {
     }
 }
 
-/// The 1-based line and column of byte `offset` of `text`.
 /// The first knob of `[vary]`, `[zip]` or a `[[variant]]` written as a
 /// bare dotted key (`link.rate = …`), which TOML reads as a table `link`
 /// holding `rate`: its offset and its name.
@@ -338,17 +329,6 @@ fn bare_dotted_knob(text: &str) -> Option<(usize, String)> {
     None
 }
 
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let mut end = offset.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let before = &text[..end];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
-}
-
 /// A knob's value as text: a string as it is, a number or a boolean as
 /// written; anything else is no value.
 fn value_text(value: &Spanned<toml::Value>) -> Option<String> {
@@ -360,8 +340,6 @@ fn value_text(value: &Spanned<toml::Value>) -> Option<String> {
         _ => None,
     }
 }
-
-pub(super) type At<'a> = dyn Fn(usize, String) -> LabFileError + 'a;
 
 /// A knob name as written, checked for being one.
 fn knob_name(key: &Spanned<String>, at: &At) -> Result<String, LabFileError> {

@@ -17,6 +17,7 @@
 pub mod capacity;
 pub mod file;
 pub mod hooks;
+mod place;
 pub mod plan;
 pub mod render;
 pub mod report;

@@ -21,7 +21,7 @@
 //! Σ wᵢ·sᵢ / Σ wᵢ (its weights of 20, 20, 40 and 40% sum to 120%: the
 //! score divides by the weights' sum).
 
-use super::file::{At, LabFileError};
+use super::place::{At, LabFileError};
 use super::Variant;
 use std::collections::BTreeMap;
 use toml::Spanned;

@@ -48,9 +48,7 @@ pub fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String
         let flag = match target {
             Target::PostgresManaged => "--pg-memory",
             Target::MariadbManaged => "--mariadb-memory",
-            Target::NginxManaged => {
-                return Err("'memory' is not applied to a managed nginx yet; vary it on postgres:managed or mariadb:managed".to_string())
-            }
+            Target::NginxManaged => "--nginx-memory",
             _ => return Err(managed("'memory'")),
         };
         return Ok(vec![flag.to_string(), value.to_string()]);
@@ -67,12 +65,9 @@ pub fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String
     }
     if let Some((_, flag)) = SURROUNDINGS.iter().find(|(name, _)| *name == knob) {
         return match target {
-            Target::PostgresManaged | Target::MariadbManaged => {
+            Target::PostgresManaged | Target::MariadbManaged | Target::NginxManaged => {
                 Ok(vec![flag.to_string(), value.to_string()])
             }
-            Target::NginxManaged => Err(format!(
-                "'{knob}' is not applied to a managed nginx yet; vary it on postgres:managed or mariadb:managed"
-            )),
             _ => Err(managed(&format!("'{knob}'"))),
         };
     }

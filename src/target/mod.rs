@@ -27,7 +27,10 @@ pub mod settings;
 mod stream;
 pub mod tls;
 
-pub use args::{parse_cpu_list, parse_kernel_cpu_list, validate_target, ServerOptions, TargetArgs};
+pub use args::{
+    parse_cpu_list, parse_kernel_cpu_list, validate_target, ServerOptions, SurroundingsArgs,
+    TargetArgs,
+};
 pub use open::{Endpoint, Opened};
 
 use crate::error::PlanError;

@@ -84,31 +84,20 @@ impl Opened {
             },
             Target::NginxManaged => {
                 crate::util::out(format_args!("starting a managed nginx\n"));
-                let started = ManagedNginx::start(
-                    &server.settings,
-                    server.keep,
-                    &server.cpus,
-                    &server.addresses,
-                    server.tls_files.as_ref(),
-                )?;
-                crate::util::out(format_args!(
-                    "nginx {} on {}, pid {}, files in {}\n",
-                    started.version,
-                    started.base_urls().join(", "),
-                    started.pid(),
-                    started.dir().display()
-                ));
-                setup = serde_json::json!({
-                    "managed_server": {
-                        "version": format!("nginx {}", started.version),
-                        "cpus": server.cpus,
-                        "settings": started
-                            .directives
-                            .iter()
-                            .map(|(k, v)| format!("{k}={v}"))
-                            .collect::<Vec<_>>(),
-                    }
-                });
+                let started = ManagedNginx::start(server)?;
+                setup = announce(
+                    &Started {
+                        version: &started.version,
+                        pid: started.pid(),
+                        dir: started.dir(),
+                        at: started.base_urls().join(", "),
+                        cgroup: started.cgroup(),
+                        link: started.link(),
+                        wal_dir: None,
+                        settings: written(&started.directives),
+                    },
+                    server,
+                );
                 let bases = started
                     .base_urls()
                     .iter()
@@ -125,12 +114,16 @@ impl Opened {
                 crate::util::out(format_args!("starting a managed PostgreSQL\n"));
                 let started = ManagedPostgres::start(server)?;
                 setup = announce(
-                    &started.version,
-                    started.pid(),
-                    started.dir(),
-                    started.cgroup(),
-                    started.link(),
-                    started.wal_dir(),
+                    &Started {
+                        version: &started.version,
+                        pid: started.pid(),
+                        dir: started.dir(),
+                        at: address(started.link()),
+                        cgroup: started.cgroup(),
+                        link: started.link(),
+                        wal_dir: started.wal_dir(),
+                        settings: written(&server.settings),
+                    },
                     server,
                 );
                 let endpoint = Endpoint::Postgres(Box::new(resolve_postgres(&started.url())?));
@@ -141,12 +134,16 @@ impl Opened {
                 crate::util::out(format_args!("starting a managed MariaDB\n"));
                 let started = ManagedMariadb::start(server)?;
                 setup = announce(
-                    &started.version,
-                    started.pid(),
-                    started.dir(),
-                    started.cgroup(),
-                    started.link(),
-                    None,
+                    &Started {
+                        version: &started.version,
+                        pid: started.pid(),
+                        dir: started.dir(),
+                        at: address(started.link()),
+                        cgroup: started.cgroup(),
+                        link: started.link(),
+                        wal_dir: None,
+                        settings: written(&server.settings),
+                    },
                     server,
                 );
                 let endpoint = Endpoint::Mysql(started.target()?);
@@ -229,21 +226,36 @@ impl Endpoint {
     }
 }
 
-/// Says which managed database server runs where (and where its memory
-/// is held, when it is), and gives the run's record of it: its version,
-/// CPUs, memory and settings.
-fn announce(
-    version: &str,
+/// What a managed server announces of itself when it has started.
+struct Started<'a> {
+    version: &'a str,
     pid: u32,
-    dir: &std::path::Path,
-    cgroup: Option<&ServerCgroup>,
-    link: Option<&ServerLink>,
-    wal_dir: Option<&std::path::Path>,
-    server: &ServerOptions,
-) -> serde_json::Value {
+    dir: &'a std::path::Path,
+    /// Where it answers, for the first line (its address, or its URLs).
+    at: String,
+    cgroup: Option<&'a ServerCgroup>,
+    link: Option<&'a ServerLink>,
+    wal_dir: Option<&'a std::path::Path>,
+    /// Its settings as written (`NAME=VALUE`).
+    settings: Vec<String>,
+}
+
+/// Prints what was started and how it is placed (its link, its memory
+/// and I/O limits, its log's directory), and returns the run's record of it.
+fn announce(started: &Started<'_>, server: &ServerOptions) -> serde_json::Value {
+    let Started {
+        version,
+        pid,
+        dir,
+        at,
+        cgroup,
+        link,
+        wal_dir,
+        settings,
+    } = started;
+    let (cgroup, link, wal_dir) = (*cgroup, *link, *wal_dir);
     crate::util::out(format_args!(
-        "{version} on {}, pid {pid}, files in {}\n",
-        link.map_or("127.0.0.1".to_string(), |l| l.server_addr.to_string()),
+        "{version} on {at}, pid {pid}, files in {}\n",
         dir.display()
     ));
     if let Some(l) = link {
@@ -296,13 +308,19 @@ fn announce(
                 "namespace": l.name(),
                 "host_interface": l.host_interface(),
             })),
-            "settings": server
-                .settings
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>(),
+            "settings": settings,
         }
     })
+}
+
+/// Where a managed database answers: loopback, or its end of its link.
+fn address(link: Option<&ServerLink>) -> String {
+    link.map_or("127.0.0.1".to_string(), |l| l.server_addr.to_string())
+}
+
+/// Settings as they are written, `NAME=VALUE`.
+fn written(settings: &[(String, String)]) -> Vec<String> {
+    settings.iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
 
 /// Runs one administrative call on a runtime of its own.

@@ -124,6 +124,47 @@ fn a_shaped_link_is_made_for_the_run_and_removed_after() {
     crate::support::managed_files_removed(&out);
 }
 
+/// WebBench on a managed nginx behind a 10 Mbit/s link, held to 64 MiB:
+/// the replies cannot pass the link faster than its rate, the verdict
+/// names the shaped link, the run records the link and the memory limit,
+/// and nothing of the link is left after.
+#[test]
+fn a_managed_nginx_behind_a_shaped_link_is_held_to_its_rate() {
+    assert_root();
+    let dir = tempdir();
+    let (out, _) = perflab_expect(
+        dir.path(),
+        "run web --target nginx:managed --link-rate 10mbit --nginx-memory 64MiB --users 8 --warmup 1s --duration 3s",
+        0,
+    );
+    contains(&out, "its link: 10mbit each way");
+    contains(&out, "its memory (page cache included) held to 64.0 MiB");
+    let (namespace, host_if) = printed_link(&out);
+    let export = crate::support::last_export(dir.path());
+    let server = &export["run"]["setup"]["managed_server"];
+    assert_eq!(server["link"]["rate_bits_per_sec"], 10_000_000, "{server}");
+    assert_eq!(server["memory_bytes"], 64 << 20, "{server}");
+    // The replies' bytes over the measured window, against the rate.
+    let step = &export["steps"][0];
+    let bytes: f64 = step["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["bytes"].as_f64().unwrap())
+        .sum();
+    let bytes_per_s = bytes / step["summary"]["measured"].as_f64().unwrap();
+    assert!(bytes_per_s > 0.0, "{step}");
+    assert!(
+        bytes_per_s * 8.0 <= 10e6 * 1.05,
+        "{bytes_per_s} B/s through a 10 Mbit/s link"
+    );
+    let verdict = perflab_expect(dir.path(), "analyze last", 0).0;
+    contains(&verdict, "bottleneck  link pl");
+    contains(&verdict, "(tbf)");
+    assert!(!namespace_exists(&namespace), "{namespace} was left");
+    assert!(!interface_exists(&host_if), "{host_if} was left");
+}
+
 /// SIGKILL of a run mid-step leaves its managed server, directory, memory
 /// cgroup, namespace and veth pair; `perflab lab cleanup` lists and removes
 /// each, and each is then gone.
@@ -235,6 +276,22 @@ fn link_flags_that_cannot_apply_are_refused_in_one_line() {
         (
             "run bank --target postgres:managed --disk-read-bps 12",
             "--disk-read-bps: 12 B a second is less than one page",
+        ),
+        (
+            "run web --target http://127.0.0.1:9/ --link-rate 1mbit",
+            "--link-rate: perflab shapes the link of a server it manages",
+        ),
+        (
+            "run web --target http://127.0.0.1:9/ --nginx-memory 64MiB",
+            "--nginx-memory: only a managed nginx is configured by perflab",
+        ),
+        (
+            "run web --target nginx:managed --link-rate 1mbit --nginx-listen 127.0.0.2",
+            "--nginx-listen: a managed nginx behind a shaped link listens on its link's address",
+        ),
+        (
+            "run web --target nginx:managed --nginx-memory lots",
+            "--nginx-memory:",
         ),
     ] {
         let (_, err) = perflab_expect(dir.path(), args, 2);

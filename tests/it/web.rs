@@ -168,7 +168,7 @@ fn users_are_split_over_two_addresses_and_counted_per_address() {
 /// A server the test owns: nginx started with the library, SPECweb's
 /// files written into its document root.
 fn own_server() -> (ManagedNginx, FileSet) {
-    let server = ManagedNginx::start(&[], false, &[], &[], None)
+    let server = ManagedNginx::start(&perflab::target::ServerOptions::default())
         .expect("nginx starts (apt-get install nginx-light)");
     let set = FileSet::build(&FileSetSpec::Specweb { dirs: 1 }).unwrap();
     set.write_into(&server.docroot()).unwrap();
@@ -394,8 +394,11 @@ fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying
     let certs = tempdir();
     let (ca, cert, key) = certificates(certs.path());
     let tls = (cert.clone(), key.clone());
-    let server =
-        ManagedNginx::start(&[], false, &[], &[], Some(&tls)).expect("nginx starts with TLS");
+    let server = ManagedNginx::start(&perflab::target::ServerOptions {
+        tls_files: Some(tls.clone()),
+        ..Default::default()
+    })
+    .expect("nginx starts with TLS");
     FileSet::build(&FileSetSpec::Webbench)
         .unwrap()
         .write_into(&server.docroot())

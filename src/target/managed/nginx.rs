@@ -12,11 +12,15 @@
 //! ([`MAIN_DIRECTIVES`]), `events` ([`EVENTS_DIRECTIVES`]), else `http`.
 //! A setting replaces perflab's default of the same name.
 
+use super::cgroup::ServerCgroup;
 use super::ledger::Leftovers;
+use super::link::ServerLink;
 use super::{
-    find_programs, log_file, server_command, server_user, NotReady, ServerDir, ServerProcess,
+    find_programs, log_file, placed_command, server_user, NotReady, Placement, ServerDir,
+    ServerProcess,
 };
 use crate::error::PlanError;
+use crate::target::ServerOptions;
 use anyhow::Context;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -72,12 +76,16 @@ const DEFAULTS: &[(&str, &str)] = &[
 /// removed (fields drop in order).
 pub struct ManagedNginx {
     process: ServerProcess,
+    /// Its shaped link and its cgroup, when asked for; gone after it.
+    link: Option<ServerLink>,
+    cgroup: Option<ServerCgroup>,
     dir: ServerDir,
     /// The ledger's record of the two above; struck off last.
     _leftovers: Leftovers,
     port: u16,
-    /// The plain-HTTP port of the status page.
-    status_port: u16,
+    /// The plain-HTTP address of the status page: 127.0.0.1, or the
+    /// server's end of its link.
+    status: SocketAddr,
     addresses: Vec<IpAddr>,
     tls: bool,
     /// `nginx -v`.
@@ -107,15 +115,23 @@ pub fn check_setting(name: &str, value: &str) -> Result<(), String> {
 }
 
 impl ManagedNginx {
-    /// Writes the configuration and starts nginx on `addresses` (loopback
-    /// addresses; 127.0.0.1 when empty), one free port for all.
-    pub fn start(
-        settings: &[(String, String)],
-        keep: bool,
-        cpus: &[usize],
-        addresses: &[IpAddr],
-        tls: Option<&(PathBuf, PathBuf)>,
-    ) -> anyhow::Result<Self> {
+    /// Writes the configuration and starts nginx on `server.addresses`
+    /// (loopback addresses; 127.0.0.1 when empty), one free port for all —
+    /// or, behind a shaped link, on the server's end of it; in a memory
+    /// and I/O cgroup when asked.
+    pub fn start(server: &ServerOptions) -> anyhow::Result<Self> {
+        let ServerOptions {
+            settings,
+            keep,
+            cpus,
+            memory,
+            link,
+            io,
+            addresses,
+            tls_files,
+            ..
+        } = server;
+        let tls = tls_files.as_ref();
         let nginx = find_nginx().ok_or_else(|| {
             PlanError::new(
                 "no nginx on PATH or in /usr/sbin; install it (apt-get install nginx-light) or give --target http://HOST:PORT/",
@@ -126,11 +142,6 @@ impl ManagedNginx {
                 PlanError::flag("--nginx-set", e, "e.g. --nginx-set worker_processes=2")
             })?;
         }
-        let addresses = if addresses.is_empty() {
-            vec![IpAddr::from([127, 0, 0, 1])]
-        } else {
-            addresses.to_vec()
-        };
         if let Some(a) = addresses.iter().find(|a| !a.is_loopback()) {
             return Err(PlanError::new(format!(
                 "a managed nginx listens on loopback addresses only, not {a}"
@@ -139,7 +150,26 @@ impl ManagedNginx {
         }
         let user = server_user("www-data", "nginx")?;
         let mut leftovers = Leftovers::begin("nginx")?;
-        let dir = ServerDir::create("nginx", "nginx", user, keep, &mut leftovers)?;
+        let dir = ServerDir::create("nginx", "nginx", user, *keep, &mut leftovers)?;
+        let link = link
+            .as_ref()
+            .map(|shape| ServerLink::create(shape, &mut leftovers))
+            .transpose()?;
+        // Behind a link it listens on its end of it, status page included,
+        // and answers the status page to perflab's end.
+        let (addresses, status_ip, status_client) = match &link {
+            Some(l) => (
+                vec![IpAddr::V4(l.server_addr)],
+                IpAddr::V4(l.server_addr),
+                Some(l.host_addr),
+            ),
+            None if addresses.is_empty() => (
+                vec![IpAddr::from([127, 0, 0, 1])],
+                IpAddr::from([127, 0, 0, 1]),
+                None,
+            ),
+            None => (addresses.to_vec(), IpAddr::from([127, 0, 0, 1]), None),
+        };
         for sub in ["html", "tmp"] {
             let path = dir.path().join(sub);
             std::fs::create_dir(&path)
@@ -182,10 +212,11 @@ impl ManagedNginx {
             directives.push(("ssl_certificate".to_string(), cert.display().to_string()));
             directives.push(("ssl_certificate_key".to_string(), key.display().to_string()));
         }
+        let status = SocketAddr::new(status_ip, status_port);
         let config = configuration(
             dir.path(),
             port,
-            status_port,
+            (status, status_client),
             &addresses,
             tls.is_some(),
             &directives,
@@ -193,7 +224,22 @@ impl ManagedNginx {
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, config)
             .with_context(|| format!("cannot write {}", conf_path.display()))?;
-        let mut cmd = server_command(&nginx, user, cpus);
+        let io = io
+            .as_ref()
+            .map(|limits| super::disk::throttle_under(dir.path(), limits))
+            .transpose()?;
+        let cgroup = (memory.is_some() || io.is_some())
+            .then(|| ServerCgroup::create(*memory, io, "--nginx-memory", &mut leftovers))
+            .transpose()?;
+        let mut cmd = placed_command(
+            &nginx,
+            &Placement {
+                user,
+                cpus,
+                cgroup: cgroup.as_ref(),
+                link: link.as_ref(),
+            },
+        );
         cmd.arg("-p")
             .arg(dir.path())
             .arg("-c")
@@ -205,10 +251,12 @@ impl ManagedNginx {
             ServerProcess::spawn(cmd, libc::SIGTERM, STOP_TIMEOUT, "nginx", &mut leftovers)?;
         let mut server = ManagedNginx {
             process,
+            link,
+            cgroup,
             dir,
             _leftovers: leftovers,
             port,
-            status_port,
+            status,
             addresses,
             tls: tls.is_some(),
             version,
@@ -221,7 +269,7 @@ impl ManagedNginx {
     /// Waits until the status page answers (nginx has bound every
     /// listening socket by then).
     fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let status = SocketAddr::new(IpAddr::from([127, 0, 0, 1]), self.status_port);
+        let status = self.status;
         let ready = || status_answers(status).map_err(|e| format!("{status}: {e}"));
         match self
             .process
@@ -261,7 +309,17 @@ impl ManagedNginx {
 
     /// The URL of its `stub_status` page.
     pub fn status_url(&self) -> String {
-        format!("http://127.0.0.1:{}{STATUS_PATH}", self.status_port)
+        format!("http://{}{STATUS_PATH}", self.status)
+    }
+
+    /// Its shaped link, when it runs behind one.
+    pub fn link(&self) -> Option<&ServerLink> {
+        self.link.as_ref()
+    }
+
+    /// Its memory and I/O cgroup, when it runs in one.
+    pub fn cgroup(&self) -> Option<&ServerCgroup> {
+        self.cgroup.as_ref()
     }
 
     /// The directory it serves files from.
@@ -300,7 +358,7 @@ fn merged(settings: &[(String, String)]) -> Vec<(String, String)> {
 fn configuration(
     dir: &Path,
     port: u16,
-    status_port: u16,
+    (status, client): (SocketAddr, Option<std::net::Ipv4Addr>),
     addresses: &[IpAddr],
     tls: bool,
     directives: &[(String, String)],
@@ -323,6 +381,7 @@ fn configuration(
         })
         .collect();
     let d = dir.display();
+    let allow_client = client.map_or(String::new(), |c| format!("allow {c};\n"));
     format!(
         "# Written by perflab for one run.\n\
          daemon off;\n\
@@ -344,11 +403,12 @@ fn configuration(
          root {d}/html;\n\
          }}\n\
          server {{\n\
-         listen 127.0.0.1:{status_port};\n\
+         listen {status};\n\
          location = {STATUS_PATH} {{\n\
          stub_status;\n\
          access_log off;\n\
          allow 127.0.0.0/8;\n\
+         {allow_client}\
          deny all;\n\
          }}\n\
          }}\n\
@@ -400,7 +460,7 @@ mod tests {
         let conf = configuration(
             Path::new("/tmp/x"),
             8080,
-            8081,
+            ("127.0.0.1:8081".parse().unwrap(), None),
             &[IpAddr::from([127, 0, 0, 1]), IpAddr::from([127, 0, 0, 2])],
             true,
             &directives,
@@ -414,6 +474,21 @@ mod tests {
         assert!(http.contains("listen 127.0.0.2:8080 ssl;"), "{conf}");
         assert!(http.contains("listen 127.0.0.1:8081;"), "{conf}");
         assert_eq!(conf.matches('{').count(), conf.matches('}').count());
+        // Behind a link: the status page on the server's end, answering
+        // perflab's end.
+        let linked = configuration(
+            Path::new("/tmp/x"),
+            8080,
+            (
+                "10.215.0.2:8081".parse().unwrap(),
+                Some([10, 215, 0, 1].into()),
+            ),
+            &[IpAddr::from([10, 215, 0, 2])],
+            false,
+            &directives,
+        );
+        assert!(linked.contains("listen 10.215.0.2:8081;"), "{linked}");
+        assert!(linked.contains("allow 10.215.0.1;\ndeny all;"), "{linked}");
     }
 
     #[test]

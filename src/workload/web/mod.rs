@@ -113,6 +113,13 @@ pub struct WebArgs {
     )]
     pub nginx_tls_key: Option<PathBuf>,
 
+    /// Managed nginx: hold it and its page cache to SIZE of memory (a cgroup; root), e.g. 64MiB.
+    #[arg(long = "nginx-memory", value_name = "SIZE")]
+    pub nginx_memory: Option<String>,
+
+    #[command(flatten)]
+    pub surroundings: crate::target::SurroundingsArgs,
+
     /// Managed nginx: keep its directory (configuration, files, log) after the run.
     #[arg(long)]
     pub keep: bool,
@@ -240,6 +247,7 @@ impl Kind for Web {
             (args.nginx_cpus.is_some(), "--nginx-cpus"),
             (args.nginx_listen.is_some(), "--nginx-listen"),
             (args.nginx_tls_cert.is_some(), "--nginx-tls-cert"),
+            (args.nginx_memory.is_some(), "--nginx-memory"),
             (args.keep, "--keep"),
         ]
         .into_iter()
@@ -282,6 +290,22 @@ impl Kind for Web {
             .map(|t| parse_cpu_list(t, "--nginx-cpus"))
             .transpose()?
             .unwrap_or_default();
+        let memory = args
+            .nginx_memory
+            .as_deref()
+            .map(|t| {
+                crate::units::Bytes::parse(t)
+                    .map_err(|e| PlanError::flag("--nginx-memory", e, "e.g. --nginx-memory 64MiB"))
+            })
+            .transpose()?;
+        let (link, io) = args.surroundings.validate(&target)?;
+        if link.is_some() && args.nginx_listen.is_some() {
+            return Err(PlanError::flag(
+                "--nginx-listen",
+                "a managed nginx behind a shaped link listens on its link's address",
+                "drop --nginx-listen, or the --link-* flags",
+            ));
+        }
         let addresses = args
             .nginx_listen
             .as_deref()
@@ -315,9 +339,9 @@ impl Kind for Web {
                 settings,
                 keep: args.keep,
                 cpus,
-                memory: None,
-                link: None,
-                io: None,
+                memory,
+                link,
+                io,
                 log_dir: None,
                 addresses,
                 tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
