@@ -43,7 +43,7 @@ pub struct TargetArgs {
     #[command(flatten)]
     pub surroundings: SurroundingsArgs,
 
-    /// Managed PostgreSQL: put its write-ahead log in a directory of its own under DIR (initdb --waldir), e.g. on another disk.
+    /// Managed PostgreSQL or MariaDB: put its log (the write-ahead log, initdb --waldir; the InnoDB redo log, innodb_log_group_home_dir) in a directory of its own under DIR, e.g. on another disk.
     #[arg(long = "log-dir", value_name = "DIR")]
     pub log_dir: Option<std::path::PathBuf>,
 
@@ -256,14 +256,14 @@ impl TargetArgs {
             .transpose()?;
         let (link, io) = self.surroundings.validate(&target)?;
         if let Some(dir) = &self.log_dir {
-            if !matches!(target, Target::PostgresManaged) {
+            if !matches!(target, Target::PostgresManaged | Target::MariadbManaged) {
                 return Err(PlanError::flag(
                     "--log-dir",
                     format!(
-                        "perflab moves the write-ahead log of a managed PostgreSQL only, not of {}",
+                        "perflab moves the log of a managed database only (PostgreSQL's write-ahead log, MariaDB's redo log), not of {}",
                         target.redacted()
                     ),
-                    "use --target postgres:managed",
+                    "use --target postgres:managed or mariadb:managed",
                 ));
             }
             if !dir.is_absolute() || !dir.is_dir() {

@@ -6,7 +6,7 @@
 //! memory cgroup it runs in (page cache included); `link.rate`,
 //! `link.loss` and `link.delay` shape the link to it (a namespace of its
 //! own behind a veth pair); `disk.*` throttle its I/O on the disk under
-//! its files; `log_dir` moves its write-ahead log; `pg.NAME`,
+//! its files; `log_dir` moves its log (write-ahead or redo); `pg.NAME`,
 //! `mariadb.NAME` and `nginx.NAME` are the server's own settings.
 
 use super::Target;
@@ -55,9 +55,11 @@ pub fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String
     }
     if knob == "log_dir" {
         return match target {
-            Target::PostgresManaged => Ok(vec!["--log-dir".to_string(), value.to_string()]),
-            Target::MariadbManaged | Target::NginxManaged => Err(
-                "'log_dir' is applied to a managed PostgreSQL only; vary it on postgres:managed"
+            Target::PostgresManaged | Target::MariadbManaged => {
+                Ok(vec!["--log-dir".to_string(), value.to_string()])
+            }
+            Target::NginxManaged => Err(
+                "'log_dir' moves a database's log; vary it on postgres:managed or mariadb:managed"
                     .to_string(),
             ),
             _ => Err(managed("'log_dir'")),
@@ -164,9 +166,21 @@ mod tests {
             knob_flags(&pg, "log_dir", "/dev/shm").unwrap(),
             ["--log-dir", "/dev/shm"]
         );
-        assert!(knob_flags(&Target::MariadbManaged, "log_dir", "/dev/shm")
+        assert_eq!(
+            knob_flags(&Target::MariadbManaged, "log_dir", "/dev/shm").unwrap(),
+            ["--log-dir", "/dev/shm"]
+        );
+        assert!(knob_flags(&Target::NginxManaged, "log_dir", "/dev/shm")
             .unwrap_err()
-            .contains("PostgreSQL only"));
+            .contains("a database's log"));
+        assert_eq!(
+            knob_flags(&Target::NginxManaged, "memory", "64MiB").unwrap(),
+            ["--nginx-memory", "64MiB"]
+        );
+        assert_eq!(
+            knob_flags(&Target::NginxManaged, "link.rate", "10mbit").unwrap(),
+            ["--link-rate", "10mbit"]
+        );
         assert!(knob_flags(&pg, "colour", "red")
             .unwrap_err()
             .contains("no knob"));

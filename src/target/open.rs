@@ -141,7 +141,7 @@ impl Opened {
                         at: address(started.link()),
                         cgroup: started.cgroup(),
                         link: started.link(),
-                        wal_dir: None,
+                        wal_dir: started.redo_dir(),
                         settings: written(&server.settings),
                     },
                     server,
@@ -284,7 +284,7 @@ fn announce(started: &Started<'_>, server: &ServerOptions) -> serde_json::Value 
         ));
     }
     if let Some(wal) = wal_dir {
-        crate::util::out(format_args!("its write-ahead log in {}\n", wal.display()));
+        crate::util::out(format_args!("its log in {}\n", wal.display()));
     }
     serde_json::json!({
         "managed_server": {

@@ -1,7 +1,8 @@
 //! The settings of a database server that the doctor judges and a run's
 //! inventory records, read with the server's own queries: PostgreSQL's
-//! `pg_settings` (sizes in bytes) and whether pg_wal shares the data
-//! directory's device, MariaDB's global variables.
+//! `pg_settings` (sizes in bytes), MariaDB's global variables, and
+//! whether the log (pg_wal, the InnoDB redo log) shares the data
+//! directory's device.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -14,20 +15,26 @@ pub struct DbSettings {
     pub engine: String,
     /// Setting name → value, sizes in bytes.
     pub settings: BTreeMap<String, String>,
-    /// PostgreSQL: whether pg_wal lies on the data directory's device, when
-    /// the directory is visible from here (a server on this host).
+    /// Whether the log (PostgreSQL's pg_wal, InnoDB's redo log) lies on the
+    /// data directory's device, when the directories are visible from here
+    /// (a server on this host).
     pub wal_on_data_device: Option<(bool, String)>,
 }
 
 /// Whether `data/pg_wal` (a symlink to another disk, or not) shares the
 /// data directory's device.
 pub fn wal_device(data_dir: &Path) -> Option<(bool, String)> {
+    log_device(data_dir, &data_dir.join("pg_wal"), "pg_wal")
+}
+
+/// Whether the log directory `log` shares the data directory's device.
+fn log_device(data_dir: &Path, log: &Path, name: &str) -> Option<(bool, String)> {
     let data = std::fs::metadata(data_dir).ok()?;
-    let wal = std::fs::metadata(data_dir.join("pg_wal")).ok()?;
+    let wal = std::fs::metadata(log).ok()?;
     Some((
         data.dev() == wal.dev(),
         format!(
-            "device of {} = {:#x}, of pg_wal = {:#x}",
+            "device of {} = {:#x}, of {name} = {:#x}",
             data_dir.display(),
             data.dev(),
             wal.dev()
@@ -79,12 +86,22 @@ pub async fn mariadb_settings(conn: &mut mysql_async::Conn) -> anyhow::Result<Db
     use mysql_async::prelude::Queryable;
     let rows: Vec<(String, String)> = conn
         .query(
-            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('innodb_flush_log_at_trx_commit', 'innodb_buffer_pool_size', 'innodb_log_file_size', 'max_connections', 'performance_schema')",
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('innodb_flush_log_at_trx_commit', 'innodb_buffer_pool_size', 'innodb_log_file_size', 'max_connections', 'performance_schema', 'datadir', 'innodb_log_group_home_dir')",
         )
         .await?;
+    let settings: BTreeMap<String, String> = rows.into_iter().collect();
+    // The redo log's directory, relative to the data directory (`./`)
+    // unless moved.
+    let wal_on_data_device = settings.get("datadir").and_then(|data| {
+        let data = Path::new(data);
+        let home = settings
+            .get("innodb_log_group_home_dir")
+            .map_or(data.to_path_buf(), |h| data.join(h));
+        log_device(data, &home, "the redo log's directory")
+    });
     Ok(DbSettings {
         engine: "mariadb".to_string(),
-        settings: rows.into_iter().collect(),
-        wal_on_data_device: None,
+        settings,
+        wal_on_data_device,
     })
 }

@@ -266,8 +266,8 @@ fn link_flags_that_cannot_apply_are_refused_in_one_line() {
             "--disk-write-iops: perflab throttles the disk of a server it manages",
         ),
         (
-            "run bank --target mariadb:managed --log-dir /dev/shm",
-            "--log-dir: perflab moves the write-ahead log of a managed PostgreSQL only",
+            "run bank --target sqlite:x.db --log-dir /dev/shm",
+            "--log-dir: perflab moves the log of a managed database only",
         ),
         (
             "run bank --target postgres:managed --log-dir shm",

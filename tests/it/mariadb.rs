@@ -303,7 +303,8 @@ fn a_wrong_mariadb_password_gets_one_line_and_exit_2() {
     assert!(!err.contains("not-it"));
 }
 
-/// `mariadb:managed`: perflab installs a MariaDB in a fresh directory,
+/// `mariadb:managed`: perflab installs a MariaDB in a fresh directory
+/// (its redo log in another, on a tmpfs: `--log-dir`),
 /// starts it with the `--mariadb-set` options and on its CPUs, runs the
 /// bank on it, follows its processes, and removes it all afterwards; a
 /// password drawn for the server reaches neither the output nor the store.
@@ -312,8 +313,11 @@ fn a_managed_mariadb_runs_the_sweep_and_is_removed() {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     assert_ne!(online.trim(), "0", "this test needs two CPUs");
     let dir = tempdir();
+    // Its redo log on another device (a tmpfs), in a directory of its own.
+    let logs = tempfile::tempdir_in("/dev/shm").unwrap();
     let args = format!(
-        "run bank --target mariadb:managed --mariadb-set innodb_buffer_pool_size=64M --mariadb-cpus 1 --users 1,2 {SHORT}"
+        "run bank --target mariadb:managed --mariadb-set innodb_buffer_pool_size=64M --mariadb-cpus 1 --log-dir {} --users 1,2 {SHORT}",
+        logs.path().display()
     );
     let mut child = crate::support::perflab_process(dir.path())
         .args(args.split_whitespace())
@@ -370,6 +374,16 @@ fn a_managed_mariadb_runs_the_sweep_and_is_removed() {
         .clone();
     assert!(server["cpu_user"].as_f64().unwrap() + server["cpu_system"].as_f64().unwrap() > 0.0);
     crate::support::managed_files_removed(&out);
+    contains(
+        &out,
+        &format!("its log in {}/perflab-mariadb-redo-", logs.path().display()),
+    );
+    assert_eq!(export["run"]["inventory"]["db.wal_on_data_device"], "no");
+    assert_eq!(
+        std::fs::read_dir(logs.path()).unwrap().count(),
+        0,
+        "the redo log's directory was left"
+    );
     let pid: u32 = out
         .lines()
         .find_map(|l| l.split(", pid ").nth(1))

@@ -43,6 +43,8 @@ pub struct ManagedMariadb {
     /// The memory cgroup it runs in, when it is held to a limit.
     cgroup: Option<ServerCgroup>,
     dir: ServerDir,
+    /// The directory of its InnoDB redo log, when it is not the data's.
+    redo_dir: Option<ServerDir>,
     /// The ledger's record of all the above; struck off last.
     _leftovers: Leftovers,
     port: u16,
@@ -114,6 +116,7 @@ impl ManagedMariadb {
             memory,
             link,
             io,
+            log_dir,
             ..
         } = server;
         let (Some(mariadbd), Some(install_db)) = (find("mariadbd"), find("mariadb-install-db"))
@@ -135,6 +138,22 @@ impl ManagedMariadb {
         let user = server_user("mysql", "MariaDB")?;
         let mut leftovers = Leftovers::begin("MariaDB")?;
         let dir = ServerDir::create("mariadb", "MariaDB", user, *keep, &mut leftovers)?;
+        let redo_dir = log_dir
+            .as_ref()
+            .map(|parent| {
+                ServerDir::create_in(
+                    parent,
+                    "mariadb-redo",
+                    "MariaDB",
+                    user,
+                    *keep,
+                    &mut leftovers,
+                )
+            })
+            .transpose()?;
+        let redo_option = redo_dir
+            .as_ref()
+            .map(|r| format!("--innodb-log-group-home-dir={}", r.path().display()));
         let link = link
             .as_ref()
             .map(|shape| ServerLink::create(shape, &mut leftovers))
@@ -156,7 +175,8 @@ impl ManagedMariadb {
             // Its own temporary directory: installs side by side in one
             // /tmp now and then lose each other's temporary tables.
             .arg(format!("--tmpdir={}", dir.path().display()))
-            .args(["--skip-test-db", "--skip-name-resolve"]);
+            .args(["--skip-test-db", "--skip-name-resolve"])
+            .args(&redo_option);
         if user.is_some() {
             install.arg("--user=mysql");
         }
@@ -212,7 +232,8 @@ impl ManagedMariadb {
             .arg(format!("--init-file={}", init.display()))
             .arg(format!("--port={port}"))
             .arg(format!("--bind-address={address}"))
-            .arg("--skip-name-resolve");
+            .arg("--skip-name-resolve")
+            .args(&redo_option);
         if user.is_some() {
             cmd.arg("--user=mysql");
         }
@@ -227,6 +248,7 @@ impl ManagedMariadb {
             link,
             cgroup,
             dir,
+            redo_dir,
             _leftovers: leftovers,
             port,
             password,
@@ -307,7 +329,12 @@ impl ManagedMariadb {
         self.dir.path()
     }
 
-    /// The memory cgroup it runs in, when it is held to a limit.
+    /// The directory of its redo log, when `--log-dir` moved it.
+    pub fn redo_dir(&self) -> Option<&Path> {
+        self.redo_dir.as_ref().map(ServerDir::path)
+    }
+
+    /// Its memory and I/O cgroup, when it runs in one.
     pub fn cgroup(&self) -> Option<&ServerCgroup> {
         self.cgroup.as_ref()
     }
