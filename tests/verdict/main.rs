@@ -414,10 +414,11 @@ fn example_lab_on(dir: &Path, example: &str, cpus: Option<&str>) -> (String, ser
 }
 
 /// A link lab on the repository's example (steps shortened): the server
-/// unshaped, behind a link shaped to 2 Mbit/s, and losing 3% of the
-/// packets toward it. The shaped cell names the link, the lossy cell
+/// unshaped, behind a link shaped to 2 or 4 Mbit/s, and losing 3% of the
+/// packets toward it. The shaped cells name the link, the lossy cell
 /// network loss with perflab's retransmits as evidence, and the unshaped
-/// cell neither; nothing of the three links is left.
+/// cell neither; the 2 Mbit/s cell's prediction of a link twice as fast
+/// is within 15% of the 4 Mbit/s cell; nothing of the links is left.
 #[test]
 fn a_link_lab_names_the_link_and_the_loss() {
     let _machine = machine();
@@ -437,6 +438,32 @@ fn a_link_lab_names_the_link_and_the_loss() {
     assert!(
         !unshaped.starts_with("link") && unshaped != "network loss",
         "the unshaped cell: {unshaped}\n{out}"
+    );
+    assert!(
+        bottleneck(3).starts_with("link pl"),
+        "the 4 Mbit/s cell: {}\n{out}",
+        bottleneck(3)
+    );
+    // The 2 Mbit/s cell's link twice as fast is the 4 Mbit/s cell: the
+    // prediction is checked, and a shaper's rate doubled doubles what
+    // passes it.
+    let doubled = report["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["from"] == "2mbit" && p["to"] == "4mbit")
+        .unwrap_or_else(|| panic!("no 2mbit → 4mbit prediction:\n{out}"));
+    assert!(
+        doubled["change"]
+            .as_str()
+            .unwrap()
+            .contains("twice the speed (both ways)"),
+        "{doubled}"
+    );
+    let error = doubled["error"].as_f64().unwrap();
+    assert!(
+        error.abs() <= 0.15,
+        "the doubled link's prediction missed by {error}:\n{out}"
     );
     // The lossy cell's evidence is its retransmits.
     let lossy_run = report["variants"][2]["runs"][0].as_i64().unwrap();
