@@ -132,6 +132,35 @@ pub fn resume_lab(
             knob_args: Vec::new(),
         });
     }
+    // A teardown owed by a cell of a killed lab runs first, once nothing
+    // of the lab runs any more: the host is put back before any cell runs
+    // on it.
+    for cell in stored.cells.iter().filter(|c| c.teardown_owed) {
+        let Some(v) = spec.variants.get(cell.variant) else {
+            continue;
+        };
+        let hooks = super::hooks::Hooks::of(
+            &spec.name,
+            &v.name,
+            &v.knobs,
+            cell.position,
+            cell.repetition,
+        );
+        let Some(command) = &hooks.teardown else {
+            store.owe_teardown(lab, cell.position, false)?;
+            continue;
+        };
+        crate::util::out(format_args!(
+            "cell {}: its teardown did not run when the lab stopped; running it now\n",
+            cell.position + 1
+        ));
+        let never = AtomicBool::new(false);
+        let ran = super::hooks::run_hook("teardown", command, &hooks.env, &never);
+        store.owe_teardown(lab, cell.position, false)?;
+        if let Err(e) = ran {
+            return Ok((lab, teardown_failed(&mut store, lab, cell.position, &e)?));
+        }
+    }
     crate::util::out(format_args!(
         "lab {lab}: {} of {} cells to run\n",
         todo.len(),
@@ -168,12 +197,12 @@ fn alive(pid: u32) -> bool {
 fn teardown_failed(
     store: &mut Store,
     lab: LabId,
-    cell: &Cell,
+    position: usize,
     why: &str,
 ) -> anyhow::Result<LabEnd> {
     crate::util::err(format_args!(
         "error: cell {}: {why}; the lab stops here, since the host may not be as it found it: undo the setup by hand, then perflab lab resume {lab}\n",
-        cell.position + 1
+        position + 1
     ));
     store.finish_lab(lab, "partial")?;
     Ok(LabEnd::TeardownFailed)
@@ -226,10 +255,21 @@ fn run_cells(
         // A teardown runs whatever happened to the cell, Ctrl-C included:
         // it is never stopped, only timed out.
         let never = AtomicBool::new(false);
-        let teardown = || match hooks.as_ref().and_then(|h| h.teardown.as_ref()) {
-            Some(command) => super::hooks::run_hook("teardown", command, env, &never),
+        let teardown = |store: &mut Store| match hooks.as_ref().and_then(|h| h.teardown.as_ref()) {
+            Some(command) => {
+                let ran = super::hooks::run_hook("teardown", command, env, &never);
+                store
+                    .owe_teardown(lab, cell.position, false)
+                    .map_err(|e| format!("{e:#}"))?;
+                ran
+            }
             None => Ok(()),
         };
+        // Owed before the setup begins: a lab killed from here on leaves
+        // it to `lab resume`.
+        if hooks.as_ref().is_some_and(|h| h.teardown.is_some()) {
+            store.owe_teardown(lab, cell.position, true)?;
+        }
         if let Some(setup) = hooks.as_ref().and_then(|h| h.setup.as_ref()) {
             if let Err(why) = super::hooks::run_hook("setup", setup, env, stop) {
                 crate::util::err(format_args!("error: cell {}: {why}\n", cell.position + 1));
@@ -241,8 +281,8 @@ fn run_cells(
                     Some(&why),
                     None,
                 )?;
-                if let Err(e) = teardown() {
-                    return teardown_failed(store, lab, cell, &e);
+                if let Err(e) = teardown(store) {
+                    return teardown_failed(store, lab, cell.position, &e);
                 }
                 if interrupted {
                     break;
@@ -321,8 +361,8 @@ fn run_cells(
             ),
         };
         store.mark_cell(lab, cell.position, state, reason.as_deref(), run)?;
-        if let Err(e) = teardown() {
-            return teardown_failed(store, lab, cell, &e);
+        if let Err(e) = teardown(store) {
+            return teardown_failed(store, lab, cell.position, &e);
         }
         match state {
             "partial" => {

@@ -36,6 +36,8 @@ pub struct StoredCell {
     pub run: Option<RunId>,
     /// The process of its run, once started.
     pub pid: Option<u32>,
+    /// Its setup ran (or began) and its teardown has not run yet.
+    pub teardown_owed: bool,
 }
 
 /// A lab as stored.
@@ -100,6 +102,16 @@ impl Store {
         self.conn.execute(
             "UPDATE lab_cells SET status = ?3, status_reason = ?4, run_id = coalesce(?5, run_id) WHERE lab_id = ?1 AND position = ?2",
             params![lab, position, status, reason, run],
+        )?;
+        Ok(())
+    }
+
+    /// Records that cell `position` owes its variant's teardown (`true`,
+    /// before its setup runs) or no longer does (once the teardown ran).
+    pub fn owe_teardown(&mut self, lab: LabId, position: usize, owed: bool) -> anyhow::Result<()> {
+        self.conn.execute(
+            "UPDATE lab_cells SET teardown_owed = ?3 WHERE lab_id = ?1 AND position = ?2",
+            params![lab, position, owed],
         )?;
         Ok(())
     }
@@ -199,7 +211,7 @@ impl Store {
             },
         )?;
         let mut stmt = self.conn.prepare(
-            "SELECT position, variant, repetition, args, status, status_reason, run_id, pid FROM lab_cells WHERE lab_id = ?1 ORDER BY position",
+            "SELECT position, variant, repetition, args, status, status_reason, run_id, pid, teardown_owed FROM lab_cells WHERE lab_id = ?1 ORDER BY position",
         )?;
         let cells = stmt
             .query_map([id], |r| {
@@ -214,6 +226,7 @@ impl Store {
                     pid: r
                         .get::<_, Option<i64>>(7)?
                         .and_then(|p| u32::try_from(p).ok()),
+                    teardown_owed: r.get::<_, i64>(8)? != 0,
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;

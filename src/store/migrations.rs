@@ -120,6 +120,10 @@ const MIGRATIONS: &[&str] = &[
         pid INTEGER,
         PRIMARY KEY (lab_id, position)
     );",
+    // 9: a cell whose variant's teardown is owed: set before its setup
+    // runs, cleared once its teardown has run (`lab resume` runs it when
+    // the lab was killed in between).
+    "ALTER TABLE lab_cells ADD COLUMN teardown_owed INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.

@@ -30,7 +30,10 @@ mod tests {
         let (boot, ticks) = me.rsplit_once(':').unwrap();
         assert_eq!(boot.len(), 36, "{me}");
         assert!(ticks.parse::<u64>().is_ok(), "{me}");
-        // Another process has another identity; a gone one, none.
+        // Another process has another identity; a gone one, none. The
+        // start time counts clock ticks (10 ms): a child forked in this
+        // process's own tick would share it, so it starts a tick later.
+        std::thread::sleep(std::time::Duration::from_millis(30));
         let mut child = std::process::Command::new("sleep")
             .arg("5")
             .spawn()

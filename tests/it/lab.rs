@@ -592,3 +592,91 @@ fn setup_and_teardown_configure_a_server_the_lab_does_not_manage() {
     assert_eq!(bogus["runs"].as_array().unwrap().len(), 0, "{bogus}");
     contains(&bogus["not_done"].to_string(), "no such mode: bogus");
 }
+
+/// kill -9 of a lab between a cell's setup and its teardown: the host is
+/// left as the setup made it (the marker file stays), and `lab resume`
+/// runs that cell's teardown before any other cell, so each setup is
+/// undone exactly once and the matrix is finished.
+#[test]
+fn a_teardown_owed_by_a_killed_lab_runs_when_it_resumes() {
+    let dir = tempdir();
+    // The setup makes a marker of its cell; the teardown removes it; both
+    // log what they did, one line each.
+    std::fs::write(
+        dir.path().join("hook.sh"),
+        "echo \"$1 $PERFLAB_CELL $PERFLAB_VAR_MODE\" >> hooks.log\ncase $1 in setup) touch marker-$PERFLAB_CELL ;; teardown) rm marker-$PERFLAB_CELL ;; esac\n",
+    )
+    .unwrap();
+    let file = lab_file(
+        dir.path(),
+        "workload = \"bank\"\ntarget = \"sqlite:bank.db\"\nargs = \"--users 1,2 --warmup 0s --duration 2s\"\nseed = 5\nsetup = \"sh hook.sh setup\"\nteardown = \"sh hook.sh teardown\"\n[vary]\n\"var.mode\" = [\"a\", \"b\"]\n",
+    );
+    let mut child = perflab_process(dir.path())
+        .args(["lab", &file])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let store = dir.path().join("perflab.db");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while crate::support::stored_steps(&store) < 1 {
+        assert!(Instant::now() < deadline, "the first cell stored no step");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = || std::fs::read_to_string(dir.path().join("hooks.log")).unwrap_or_default();
+    assert_eq!(log().lines().collect::<Vec<_>>().len(), 1, "{}", log());
+    let first = log().split_whitespace().nth(1).unwrap().to_string();
+    assert!(dir.path().join(format!("marker-{first}")).exists());
+    // The killed cell's run goes on to its end; then the lab resumes.
+    let (mut out, mut code) = (String::new(), None);
+    while code != Some(0) {
+        assert!(
+            Instant::now() < deadline,
+            "resume was refused to the end: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        let result = perflab_process(dir.path())
+            .args(["lab", "resume", "last"])
+            .output()
+            .unwrap();
+        out = String::from_utf8_lossy(&result.stdout).into_owned();
+        code = result.status.code();
+    }
+    contains(
+        &out,
+        &format!("cell {first}: its teardown did not run when the lab stopped; running it now"),
+    );
+    let lines: Vec<String> = log().lines().map(str::to_string).collect();
+    assert_eq!(
+        lines[1],
+        format!(
+            "teardown {first} {}",
+            lines[0].split_whitespace().nth(2).unwrap()
+        ),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.len(),
+        4,
+        "one setup and one teardown per cell: {lines:?}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("marker-"))
+        .collect();
+    assert!(leftovers.is_empty(), "a setup was not undone: {lines:?}");
+    let owed: i64 = rusqlite::Connection::open(&store)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM lab_cells WHERE teardown_owed != 0",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(owed, 0);
+    let report = perflab_expect(dir.path(), "lab report last --json", 0).0;
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["status"], "complete", "{report}");
+}
