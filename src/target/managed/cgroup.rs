@@ -53,6 +53,67 @@ pub struct ServerCgroup {
     pub io: Option<IoThrottle>,
 }
 
+/// What a server's cgroup is: each directory to make and the files
+/// written in it (a name ending in `?` only where the kernel has it).
+type Plan = Vec<(PathBuf, Vec<(&'static str, String)>)>;
+
+/// The directories and files of cgroup `name` under the hierarchies
+/// mounted at `root`: one directory under v2 (whose root then has the
+/// controllers turned on for its children), one per controller under v1.
+fn plan(
+    root: &Path,
+    name: &str,
+    memory: Option<Bytes>,
+    io: Option<&IoThrottle>,
+    flag: &str,
+) -> anyhow::Result<Plan> {
+    let mut plan: Plan = Vec::new();
+    if root.join("cgroup.controllers").is_file() {
+        let mut files = Vec::new();
+        if let Some(limit) = memory {
+            // The controller must be on for the root's children;
+            // writing it again when it is changes nothing.
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+memory");
+            files.push(("memory.max", limit.0.to_string()));
+            // Not there when the kernel keeps no swap accounting.
+            files.push(("memory.swap.max?", "0".to_string()));
+        }
+        if let Some(io) = io {
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
+            files.push(("io.max", io.limits.v2_line(io.device)));
+        }
+        plan.push((root.join(name), files));
+        return Ok(plan);
+    }
+    if let Some(limit) = memory {
+        plan.push((
+            root.join("memory").join(name),
+            vec![
+                ("memory.limit_in_bytes", limit.0.to_string()),
+                // Memory and swap together, no more than memory alone.
+                ("memory.memsw.limit_in_bytes?", limit.0.to_string()),
+            ],
+        ));
+    }
+    if let Some(io) = io {
+        plan.push((root.join("blkio").join(name), io.limits.v1_files(io.device)));
+    }
+    for (dir, _) in &plan {
+        let hierarchy = dir.parent().unwrap_or(root);
+        if !hierarchy.is_dir() {
+            anyhow::bail!(PlanError::flag(
+                flag,
+                format!(
+                    "this kernel mounts no {} cgroup hierarchy",
+                    hierarchy.display()
+                ),
+                "mount it (cgroup v1 memory and blkio, or v2) or drop the flag",
+            ));
+        }
+    }
+    Ok(plan)
+}
+
 impl ServerCgroup {
     /// Makes a cgroup holding its processes to `memory` (memory and page
     /// cache) and `io`, on cgroup v2 or v1's memory and blkio hierarchies,
@@ -91,62 +152,13 @@ impl ServerCgroup {
             std::process::id(),
             MADE.fetch_add(1, Ordering::Relaxed)
         );
-        let root = Path::new(ROOT);
-        let v2 = root.join("cgroup.controllers").is_file();
         let mut cgroup = ServerCgroup {
             dirs: Vec::new(),
             procs: Vec::new(),
             memory,
             io: io.clone(),
         };
-        // Each controller's directory and what is written in it.
-        let mut plan: Vec<(PathBuf, Vec<(&str, String)>)> = Vec::new();
-        if v2 {
-            let mut files = Vec::new();
-            if let Some(limit) = memory {
-                // The controller must be on for the root's children;
-                // writing it again when it is changes nothing.
-                let _ = std::fs::write(root.join("cgroup.subtree_control"), "+memory");
-                files.push(("memory.max", limit.0.to_string()));
-                // Not there when the kernel keeps no swap accounting.
-                files.push(("memory.swap.max?", "0".to_string()));
-            }
-            if let Some(io) = &io {
-                let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
-                files.push(("io.max", io.limits.v2_line(io.device)));
-            }
-            plan.push((root.join(&name), files));
-        } else {
-            if let Some(limit) = memory {
-                plan.push((
-                    root.join("memory").join(&name),
-                    vec![
-                        ("memory.limit_in_bytes", limit.0.to_string()),
-                        // Memory and swap together, no more than memory alone.
-                        ("memory.memsw.limit_in_bytes?", limit.0.to_string()),
-                    ],
-                ));
-            }
-            if let Some(io) = &io {
-                plan.push((
-                    root.join("blkio").join(&name),
-                    io.limits.v1_files(io.device),
-                ));
-            }
-            for (dir, _) in &plan {
-                let hierarchy = dir.parent().unwrap_or(root);
-                if !hierarchy.is_dir() {
-                    anyhow::bail!(PlanError::flag(
-                        flag,
-                        format!(
-                            "this kernel mounts no {} cgroup hierarchy",
-                            hierarchy.display()
-                        ),
-                        "mount it (cgroup v1 memory and blkio, or v2) or drop the flag",
-                    ));
-                }
-            }
-        }
+        let plan = plan(Path::new(ROOT), &name, memory, io.as_ref(), flag)?;
         // From here on a failure removes what was made (the value dropped).
         for (dir, files) in plan {
             leftovers.add(Part::Cgroup { path: dir.clone() })?;
@@ -218,5 +230,105 @@ impl Drop for ServerCgroup {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::managed::disk::IoLimits;
+
+    fn throttle() -> IoThrottle {
+        IoThrottle {
+            limits: IoLimits {
+                read_iops: Some(300),
+                write_iops: None,
+                read_bps: None,
+                write_bps: Some(Bytes(1 << 20)),
+            },
+            device: (254, 0),
+            disk: "vda".to_string(),
+        }
+    }
+
+    /// Under v2 (a root with `cgroup.controllers`, as a fixture tree) one
+    /// directory holds `memory.max`, `memory.swap.max` and `io.max`, and
+    /// the root's children get both controllers.
+    #[test]
+    fn a_v2_cgroup_is_one_directory_with_both_controllers_turned_on() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("cgroup.controllers"), "cpu io memory\n").unwrap();
+        let plan = plan(
+            root.path(),
+            "perflab-x",
+            Some(Bytes(64 << 20)),
+            Some(&throttle()),
+            "--pg-memory",
+        )
+        .unwrap();
+        assert_eq!(plan.len(), 1);
+        assert_eq!(plan[0].0, root.path().join("perflab-x"));
+        assert_eq!(
+            plan[0].1,
+            [
+                ("memory.max", (64u64 << 20).to_string()),
+                ("memory.swap.max?", "0".to_string()),
+                ("io.max", "254:0 riops=300 wbps=1048576".to_string()),
+            ]
+        );
+        // Written last: +io after +memory (each write turns one on).
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("cgroup.subtree_control")).unwrap(),
+            "+io"
+        );
+    }
+
+    /// Under v1 each controller is its own hierarchy; one that is not
+    /// mounted is refused in one line naming the flag.
+    #[test]
+    fn a_v1_cgroup_is_a_directory_per_controller_and_needs_each_mounted() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("memory")).unwrap();
+        std::fs::create_dir(root.path().join("blkio")).unwrap();
+        let plan = plan(
+            root.path(),
+            "perflab-x",
+            Some(Bytes(64 << 20)),
+            Some(&throttle()),
+            "--pg-memory",
+        )
+        .unwrap();
+        assert_eq!(plan.len(), 2);
+        assert_eq!(plan[0].0, root.path().join("memory/perflab-x"));
+        assert_eq!(
+            plan[0].1[0],
+            ("memory.limit_in_bytes", (64u64 << 20).to_string())
+        );
+        assert_eq!(plan[1].0, root.path().join("blkio/perflab-x"));
+        assert_eq!(
+            plan[1].1,
+            [
+                ("blkio.throttle.read_iops_device", "254:0 300".to_string()),
+                (
+                    "blkio.throttle.write_bps_device",
+                    "254:0 1048576".to_string()
+                ),
+            ]
+        );
+        std::fs::remove_dir(root.path().join("blkio")).unwrap();
+        let e = plan_error(root.path());
+        assert!(
+            e.starts_with("--disk-read-iops: this kernel mounts no "),
+            "{e}"
+        );
+        assert!(e.ends_with("blkio cgroup hierarchy; mount it (cgroup v1 memory and blkio, or v2) or drop the flag"), "{e}");
+    }
+
+    fn plan_error(root: &Path) -> String {
+        let t = throttle();
+        let flag = t.limits.flag();
+        plan(root, "perflab-x", None, Some(&t), flag)
+            .unwrap_err()
+            .to_string()
     }
 }
