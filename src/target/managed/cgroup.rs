@@ -115,6 +115,24 @@ fn plan(
 }
 
 impl ServerCgroup {
+    /// The cgroup a managed server whose files are in `dir` runs in: its
+    /// memory limit and its I/O limits on the disk under `dir`; none when
+    /// it has neither.
+    pub fn for_server(
+        dir: &Path,
+        memory: Option<Bytes>,
+        io: Option<&super::disk::IoLimits>,
+        flag: &str,
+        leftovers: &mut Leftovers,
+    ) -> anyhow::Result<Option<Self>> {
+        let io = io
+            .map(|limits| super::disk::throttle_under(dir, limits))
+            .transpose()?;
+        (memory.is_some() || io.is_some())
+            .then(|| Self::create(memory, io, flag, leftovers))
+            .transpose()
+    }
+
     /// Makes a cgroup holding its processes to `memory` (memory and page
     /// cache) and `io`, on cgroup v2 or v1's memory and blkio hierarchies,
     /// each directory written in `leftovers` before it is made. `flag`

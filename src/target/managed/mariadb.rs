@@ -206,13 +206,13 @@ impl ManagedMariadb {
             std::os::unix::fs::chown(&init, Some(uid), Some(gid))?;
         }
         let port = free_loopback_port()?;
-        let io = io
-            .as_ref()
-            .map(|limits| super::disk::throttle_under(dir.path(), limits))
-            .transpose()?;
-        let cgroup = (memory.is_some() || io.is_some())
-            .then(|| ServerCgroup::create(*memory, io, "--mariadb-memory", &mut leftovers))
-            .transpose()?;
+        let cgroup = ServerCgroup::for_server(
+            dir.path(),
+            *memory,
+            io.as_ref(),
+            "--mariadb-memory",
+            &mut leftovers,
+        )?;
         let mut cmd = placed_command(
             &mariadbd,
             &Placement {

@@ -224,13 +224,13 @@ impl ManagedNginx {
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, config)
             .with_context(|| format!("cannot write {}", conf_path.display()))?;
-        let io = io
-            .as_ref()
-            .map(|limits| super::disk::throttle_under(dir.path(), limits))
-            .transpose()?;
-        let cgroup = (memory.is_some() || io.is_some())
-            .then(|| ServerCgroup::create(*memory, io, "--nginx-memory", &mut leftovers))
-            .transpose()?;
+        let cgroup = ServerCgroup::for_server(
+            dir.path(),
+            *memory,
+            io.as_ref(),
+            "--nginx-memory",
+            &mut leftovers,
+        )?;
         let mut cmd = placed_command(
             &nginx,
             &Placement {

@@ -157,13 +157,13 @@ impl ManagedPostgres {
             );
         }
         let port = free_loopback_port()?;
-        let io = io
-            .as_ref()
-            .map(|limits| super::disk::throttle_under(dir.path(), limits))
-            .transpose()?;
-        let cgroup = (memory.is_some() || io.is_some())
-            .then(|| ServerCgroup::create(*memory, io, "--pg-memory", &mut leftovers))
-            .transpose()?;
+        let cgroup = ServerCgroup::for_server(
+            dir.path(),
+            *memory,
+            io.as_ref(),
+            "--pg-memory",
+            &mut leftovers,
+        )?;
         let link = link
             .as_ref()
             .map(|shape| ServerLink::create(shape, &mut leftovers))
