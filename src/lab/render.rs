@@ -9,6 +9,7 @@
 
 use super::report::{LabReport, VariantSummary};
 use crate::report::grid::Grid;
+use crate::report::markdown::plain;
 use crate::report::svg::{escape, number, seconds, Chart, Series};
 use std::fmt::Write;
 
@@ -396,16 +397,16 @@ impl LabReport {
 
     /// The report as Markdown.
     pub fn markdown(&self) -> String {
-        let mut out = format!("# {}\n", self.title());
+        let mut out = format!("# {}\n", plain(&self.title()));
         for t in self.matrix() {
             let _ = writeln!(
                 out,
                 "\n## Matrix: {}{}\n",
-                t.axes,
+                plain(&t.axes),
                 if t.at.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", t.at)
+                    format!(" ({})", plain(&t.at))
                 }
             );
             let _ = write!(out, "{}", matrix_grid(&t).markdown());
@@ -413,7 +414,7 @@ impl LabReport {
         let _ = write!(out, "\n## Variants\n\n{}", self.variants_grid().markdown());
         for v in &self.variants {
             for missing in &v.not_done {
-                let _ = writeln!(out, "\n- {}: not done: {missing}", v.name);
+                let _ = writeln!(out, "\n- {}: not done: {}", plain(&v.name), plain(missing));
             }
         }
         if !self.predictions.is_empty() {
@@ -424,7 +425,7 @@ impl LabReport {
             );
         }
         if let Some(line) = self.unpredicted_line() {
-            let _ = writeln!(out, "\n{line}.");
+            let _ = writeln!(out, "\n{}.", plain(&line));
         }
         if !self.weights.is_empty() {
             let _ = write!(
@@ -434,9 +435,9 @@ impl LabReport {
             );
         }
         if let Some((heading, lines)) = self.capacity_lines() {
-            let _ = writeln!(out, "\n## {}\n", markdown_text(&heading));
+            let _ = writeln!(out, "\n## {}\n", plain(&heading));
             for l in lines {
-                let _ = writeln!(out, "- {}", markdown_text(&l));
+                let _ = writeln!(out, "- {}", plain(&l));
             }
         }
         out
@@ -539,24 +540,6 @@ impl LabReport {
     }
 }
 
-/// Text for Markdown outside a table: angle brackets and emphasis marks
-/// from outside cannot become markup.
-fn markdown_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '*' | '_' | '`' | '[' | ']' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// A matrix table as a grid: each cell its peak and bottleneck.
 fn matrix_grid(t: &MatrixTable) -> Grid {
     let mut header = vec![String::new()];
@@ -579,20 +562,12 @@ fn matrix_grid(t: &MatrixTable) -> Grid {
 
 #[cfg(test)]
 mod tests {
-    use super::{group, markdown_text};
+    use super::group;
 
     #[test]
     fn numbers_are_grouped_by_thousands() {
         assert_eq!(group(1234567.4), "1,234,567");
         assert_eq!(group(999.6), "1,000");
         assert_eq!(group(12.0), "12");
-    }
-
-    #[test]
-    fn markdown_text_from_outside_makes_no_markup() {
-        assert_eq!(
-            markdown_text("a_b <i>*x*</i>"),
-            "a\\_b &lt;i&gt;\\*x\\*&lt;/i&gt;"
-        );
     }
 }

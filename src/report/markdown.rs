@@ -25,7 +25,7 @@ pub(super) fn write(output: &Output<'_>) -> Result<Document, FormatError> {
 }
 
 /// Text from outside inside Markdown prose: no markup, no raw HTML.
-fn plain(text: &str) -> String {
+pub fn plain(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

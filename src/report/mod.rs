@@ -17,7 +17,7 @@ pub mod format;
 pub mod grid;
 pub mod html;
 mod listing;
-mod markdown;
+pub mod markdown;
 pub mod sections;
 pub mod svg;
 mod text;

@@ -227,7 +227,7 @@ fn costs_scores_and_capacity(dir: &Path, variants: &[serde_json::Value]) {
     }
     let markdown = std::fs::read_to_string(dir.join("lab.md")).unwrap();
     for heading in [
-        "## Matrix: cpus ↓ / pg.synchronous_commit →",
+        "## Matrix: cpus ↓ / pg.synchronous\\_commit →",
         "## Variants",
         "## Scorecard",
         "## capacity: ",
