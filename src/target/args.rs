@@ -241,6 +241,12 @@ impl TargetArgs {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let asked = match target {
+            Target::PostgresManaged => super::managed::asked::postgres(&settings),
+            Target::MariadbManaged => super::managed::asked::mariadb(&settings),
+            _ => Ok(()),
+        };
+        asked.map_err(|e| PlanError::flag(set_flag, e, "fix the setting, or drop it"))?;
         let cpus = list
             .as_deref()
             .map(|t| parse_cpu_list(t, cpus_flag))

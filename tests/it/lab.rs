@@ -247,17 +247,20 @@ fn costs_scores_and_capacity(dir: &Path, variants: &[serde_json::Value]) {
     }
 }
 
-/// A cell whose server refuses its setting is marked failed, the others
-/// run, and the lab exits 1 naming it.
+/// A cell whose server will not start with its setting (one PostgreSQL
+/// takes as a value) is marked failed, the others run, and the lab exits
+/// 1 naming it.
 #[test]
 fn a_cell_the_server_refuses_is_failed_and_the_lab_goes_on() {
     let dir = tempdir();
     let file = lab_file(
         dir.path(),
-        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1 --warmup 0s --duration 1s\"\n[[variant]]\nname = \"good\"\n\"pg.fsync\" = \"on\"\n[[variant]]\nname = \"bad\"\n\"pg.no_such_setting\" = \"1\"\n",
+        "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1 --warmup 0s --duration 1s\"\n[[variant]]\nname = \"good\"\n\"pg.fsync\" = \"on\"\n[[variant]]\nname = \"bad\"\n\"pg.max_connections\" = \"2\"\n",
     );
+    // max_connections=2 is a value PostgreSQL takes, and a server that
+    // cannot start (fewer than its reserved superuser connections).
     let (out, err) = perflab_expect(dir.path(), &format!("lab {file}"), 1);
-    contains(&err, "no_such_setting");
+    contains(&err, "the managed PostgreSQL did not start");
     contains(
         &out,
         "not done: repetition 1: failed (its run refused to start",
@@ -355,6 +358,16 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
             "[[variant]]\nname = \"slow\"\n\"link.rate\" = \"fast\"\n",
             "lab.toml:5:15",
             "not a link rate",
+        ),
+        (
+            "[vary]\n\"pg.synchronous_commit\" = [\"on\", \"sometimes\"]\n",
+            "lab.toml:4:27",
+            "pg.synchronous_commit=sometimes: --pg-set: invalid value for parameter \"synchronous_commit\": \"sometimes\"",
+        ),
+        (
+            "[vary]\n\"pg.no_such_setting\" = [\"1\"]\n",
+            "lab.toml:4:24",
+            "unrecognized configuration parameter \"no_such_setting\"",
         ),
         (
             "[vary]\n\"mariadb.innodb_buffer_pool_size\" = [\"1G\"]\n",

@@ -55,7 +55,7 @@ pub struct ManagedMariadb {
 
 /// The directories that hold `program`: PATH, then where Debian and Red
 /// Hat put MariaDB's.
-fn find(program: &str) -> Option<PathBuf> {
+pub fn find(program: &str) -> Option<PathBuf> {
     let dirs = [
         "/usr/sbin",
         "/usr/bin",

@@ -7,6 +7,7 @@
 //! directory unless asked to keep it. [`postgres`], [`mariadb`] and
 //! [`nginx`] are built on it.
 
+pub mod asked;
 pub mod cgroup;
 pub mod disk;
 pub mod ledger;

@@ -114,6 +114,24 @@ pub fn check_setting(name: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether nginx takes these `--nginx-set` directives, asked with
+/// `nginx -t` over the configuration perflab would write (see
+/// [`super::asked`]).
+pub fn check_settings(settings: &[(String, String)]) -> Result<(), String> {
+    let directives = merged(settings);
+    super::asked::nginx(settings, |dir| {
+        let loopback = IpAddr::from([127, 0, 0, 1]);
+        configuration(
+            dir,
+            8080,
+            (SocketAddr::new(loopback, 8081), None),
+            &[loopback],
+            false,
+            &directives,
+        )
+    })
+}
+
 impl ManagedNginx {
     /// Writes the configuration and starts nginx on `server.addresses`
     /// (loopback addresses; 127.0.0.1 when empty), one free port for all —

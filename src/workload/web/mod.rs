@@ -284,6 +284,10 @@ impl Kind for Web {
                 Ok((k, v))
             })
             .collect::<Result<Vec<_>, PlanError>>()?;
+        if traits.managed {
+            crate::target::managed::nginx::check_settings(&settings)
+                .map_err(|e| PlanError::flag("--nginx-set", e, "fix the directive, or drop it"))?;
+        }
         let cpus = args
             .nginx_cpus
             .as_deref()
