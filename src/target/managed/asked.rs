@@ -160,16 +160,15 @@ pub fn mariadb(settings: &[(String, String)]) -> Result<(), String> {
     })
 }
 
-/// Whether nginx takes `configuration` (the text perflab would write in
-/// `dir`), asked with `nginx -t`.
+/// Whether the nginx program `nginx` takes `configuration` (the text
+/// perflab would write in `dir`, holding `directives`), asked with
+/// `nginx -t`.
 pub fn nginx(
+    nginx: &Path,
     directives: &[(String, String)],
     configuration: impl FnOnce(&Path) -> String,
 ) -> Result<(), String> {
     remembered("nginx", directives, || {
-        let Some(nginx) = super::nginx::find_nginx() else {
-            return Ok(());
-        };
         let Ok(dir) = tempfile::Builder::new()
             .prefix("perflab-nginx-settings-")
             .tempdir()
