@@ -261,6 +261,7 @@ fn a_cell_the_server_refuses_is_failed_and_the_lab_goes_on() {
     // cannot start (fewer than its reserved superuser connections).
     let (out, err) = perflab_expect(dir.path(), &format!("lab {file}"), 1);
     contains(&err, "the managed PostgreSQL did not start");
+    contains(&err, "must be less than max_connections (2)");
     contains(
         &out,
         "not done: repetition 1: failed (its run refused to start",

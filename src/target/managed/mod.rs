@@ -119,6 +119,16 @@ impl ServerDir {
         &self.path
     }
 
+    /// The last line of its log `name` that holds anything, if any.
+    pub fn last_line(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.path.join(name))
+            .ok()?
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+    }
+
     /// The lines of the log file `name` that contain `marker`, joined.
     pub fn log_lines(&self, name: &str, marker: &str) -> String {
         std::fs::read_to_string(self.path.join(name))

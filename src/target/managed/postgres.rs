@@ -274,7 +274,12 @@ impl ManagedPostgres {
                 let fatal = self.dir.log_lines(LOG, "FATAL");
                 Err(PlanError::new(format!(
                     "the managed PostgreSQL did not start ({status}): {}; check the --pg-set values",
-                    if fatal.is_empty() { "see its log".to_string() } else { fatal }
+                    if fatal.is_empty() {
+                        // A check at start (postgres: …) has no FATAL.
+                        self.dir.last_line(LOG).unwrap_or_else(|| "see its log".to_string())
+                    } else {
+                        fatal
+                    }
                 ))
                 .into())
             }
