@@ -5,7 +5,9 @@
 //! packet loss, a starved generator; a CPU and lock contention again
 //! beside niced CPU hogs) is run once with short steps, and its verdict
 //! must name the class (a miss while the hypervisor took 10% or more of
-//! the CPU, the host shared with other guests, is run once more). The script makes cgroups, loop devices and network
+//! the CPU, the host shared with other guests, or while other processes
+//! kept 0.3 CPUs busy, as the verdict's caveat says, is run once more).
+//! The script makes cgroups, loop devices and network
 //! namespaces, so these tests need root; without it they fail, never pass.
 
 use std::process::Command;
