@@ -148,13 +148,22 @@ fn lab_report(args: &LabReportArgs) -> anyhow::Result<Exit> {
     let store = Store::open_existing(&args.store.store)?;
     let id = store.resolve_lab(&args.lab)?;
     let summary = report::summarize(&store, &store.load_lab(id)?, &ask)?;
+    // With --json on standard output, what was written is said on
+    // standard error, so that the output stays one JSON document.
+    let wrote = |path: &std::path::Path| {
+        if args.json {
+            crate::util::err(format_args!("wrote {}\n", path.display()));
+        } else {
+            crate::util::out(format_args!("wrote {}\n", path.display()));
+        }
+    };
     if let Some(path) = &args.md {
         super::output::save(path, &summary.markdown(), "--md")?;
-        crate::util::out(format_args!("wrote {}\n", path.display()));
+        wrote(path);
     }
     if let Some(path) = &args.html {
         super::output::save(path, &summary.html(), "--html")?;
-        crate::util::out(format_args!("wrote {}\n", path.display()));
+        wrote(path);
     }
     if args.json {
         crate::util::out(format_args!(

@@ -200,8 +200,8 @@ fn costs_scores_and_capacity(dir: &Path, variants: &[serde_json::Value]) {
         0,
     )
     .0;
-    let json: serde_json::Value =
-        serde_json::from_str(&report[report.find('{').unwrap()..]).unwrap();
+    // The files written are said on stderr: stdout is the JSON alone.
+    let json: serde_json::Value = serde_json::from_str(&report).unwrap();
     let capacity = &json["capacity"];
     let mut met: Vec<&str> = capacity["met"]
         .as_array()
