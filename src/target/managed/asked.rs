@@ -95,6 +95,17 @@ fn complaint(stderr: &str, marker: &str) -> Option<String> {
     Some(said)
 }
 
+/// The server's complaint as a refusal of the settings when it speaks of
+/// them (one of `about`); any other failure of the check (a directory
+/// the server's user cannot enter, a program that will not run) is no
+/// answer: starting the server will say what is wrong.
+fn refusal(said: Option<String>, about: &[&str]) -> Result<(), String> {
+    match said {
+        Some(said) if about.iter().any(|w| said.to_lowercase().contains(w)) => Err(said),
+        _ => Ok(()),
+    }
+}
+
 /// Whether a PostgreSQL takes `settings` (name and value each).
 pub fn postgres(settings: &[(String, String)]) -> Result<(), String> {
     remembered("postgres", settings, || {
@@ -125,8 +136,7 @@ pub fn postgres(settings: &[(String, String)]) -> Result<(), String> {
             cmd.arg("-c").arg(format!("{name}={value}"));
         }
         match answer_of(cmd) {
-            Some((false, stderr)) => Err(complaint(&stderr, "FATAL:")
-                .unwrap_or_else(|| "PostgreSQL refuses these settings".to_string())),
+            Some((false, stderr)) => refusal(complaint(&stderr, "FATAL:"), &["parameter"]),
             _ => Ok(()),
         }
     })
@@ -152,8 +162,7 @@ pub fn mariadb(settings: &[(String, String)]) -> Result<(), String> {
         cmd.args(["--verbose", "--help"]);
         match answer_of(cmd) {
             Some((ok, stderr)) if !ok || stderr.contains("[ERROR]") => {
-                Err(complaint(&stderr, "[ERROR] ")
-                    .unwrap_or_else(|| "MariaDB refuses these options".to_string()))
+                refusal(complaint(&stderr, "[ERROR] "), &["variable", "option"])
             }
             _ => Ok(()),
         }
@@ -192,9 +201,11 @@ pub fn nginx(
             .arg("-e")
             .arg(dir.path().join("error.log"));
         match answer_of(cmd) {
-            Some((false, stderr)) => Err(complaint(&stderr, "[emerg] ")
-                .map(|c| c.split(" in /").next().unwrap_or(&c).to_string())
-                .unwrap_or_else(|| "nginx refuses these directives".to_string())),
+            Some((false, stderr)) => refusal(
+                complaint(&stderr, "[emerg] ")
+                    .map(|c| c.split(" in /").next().unwrap_or(&c).to_string()),
+                &["directive", "invalid"],
+            ),
             _ => Ok(()),
         }
     })
@@ -217,5 +228,18 @@ mod tests {
             "mariadbd: unknown variable 'no-such-thing=1'"
         );
         assert_eq!(complaint("nothing", "FATAL:"), None);
+    }
+
+    /// Only a complaint about the settings refuses them.
+    #[test]
+    fn a_check_that_fails_for_another_reason_is_no_answer() {
+        use super::refusal;
+        let bad = "unrecognized configuration parameter \"no_such\"".to_string();
+        assert_eq!(refusal(Some(bad.clone()), &["parameter"]), Err(bad));
+        let denied = "could not access directory \"/tmp/x\": Permission denied".to_string();
+        assert_eq!(refusal(Some(denied), &["parameter"]), Ok(()));
+        assert_eq!(refusal(None, &["parameter"]), Ok(()));
+        let nginx = "mkdir() \"/tmp/x/tmp/body\" failed (2: No such file or directory)".to_string();
+        assert_eq!(refusal(Some(nginx), &["directive", "invalid"]), Ok(()));
     }
 }
