@@ -104,7 +104,7 @@ pub struct CapacityAnswer {
 
 /// The sized value of a knob: CPUs, bytes, bits or operations per second
 /// (unlimited is infinite); none for a knob that is not a size.
-fn size(knob: &str, value: &str) -> Option<f64> {
+pub(super) fn size(knob: &str, value: &str) -> Option<f64> {
     let value = value.trim();
     if value == "unlimited" {
         return knob

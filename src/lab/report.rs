@@ -286,12 +286,7 @@ fn varied_knobs(spec: &LabSpec) -> Vec<String> {
 
 /// The CPUs a variant's `cpus` knob gives the server, when it names them.
 fn cpu_count(v: &super::Variant) -> Option<usize> {
-    let (_, list) = v.knobs.iter().find(|(k, _)| k == "cpus")?;
-    crate::target::parse_kernel_cpu_list(list).map(|mut cpus| {
-        cpus.sort_unstable();
-        cpus.dedup();
-        cpus.len()
-    })
+    super::capacity::size("cpus", knob(v, "cpus")?).map(|n| n as usize)
 }
 
 /// The knobs a prediction can be checked on: the server's CPUs, its
@@ -311,15 +306,9 @@ fn knob<'a>(v: &'a super::Variant, name: &str) -> Option<&'a str> {
 /// A link rate or disk limit as a number; infinite when unlimited or not
 /// set; none when it is not a number.
 fn limit(knob_name: &str, value: Option<&str>) -> Option<f64> {
-    match value.map(str::trim) {
-        None | Some("unlimited") => Some(f64::INFINITY),
-        Some(v) if knob_name == "link.rate" => {
-            crate::units::BitsPerSec::parse(v).ok().map(|b| b.0 as f64)
-        }
-        Some(v) if knob_name.ends_with("_bps") => {
-            crate::units::Bytes::parse(v).ok().map(|b| b.0 as f64)
-        }
-        Some(v) => v.parse::<u64>().ok().map(|n| n as f64),
+    match value {
+        None => Some(f64::INFINITY),
+        Some(v) => super::capacity::size(knob_name, v),
     }
 }
 
