@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 /// point down this list.
 const LAYERS: &[&[&str]] = &[
     &["util", "error", "units"],
+    &["wire"],
     &["measure"],
     &["probe"],
     &["target"],

@@ -23,6 +23,7 @@ pub mod store;
 pub mod target;
 pub mod units;
 pub(crate) mod util;
+pub mod wire;
 pub mod workload;
 
 #[cfg(test)]

@@ -5,7 +5,11 @@
 //! (the next are answered 503 and closed, no thread spawned); one request
 //! per connection, no body read. A failure to accept or to start a thread
 //! is logged, once per kind, and survived: the agent never goes deaf.
+//! With a TLS configuration every connection is HTTPS: the handshake is
+//! part of the request's deadline, and a connection over the limit is
+//! closed unanswered (a plain 503 would be noise to a TLS client).
 
+use crate::wire::Wire;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -72,10 +76,11 @@ impl Response {
 }
 
 /// Answers requests on `listener` with `handle`, each connection on a
-/// thread of its own, until `stop` is set.
+/// thread of its own, until `stop` is set; in TLS with `tls`.
 pub fn serve(
     listener: TcpListener,
     limits: Limits,
+    tls: Option<Arc<rustls::ServerConfig>>,
     stop: &AtomicBool,
     handle: Arc<dyn Fn(&Request) -> Response + Send + Sync>,
 ) -> std::io::Result<()> {
@@ -101,20 +106,23 @@ pub fn serve(
         let _ = stream.set_write_timeout(Some(limits.deadline));
         if open.fetch_add(1, Ordering::AcqRel) >= limits.connections {
             open.fetch_sub(1, Ordering::AcqRel);
-            let mut stream = stream;
-            let _ = write_response(
-                &mut stream,
-                &Response::json(503, r#"{"error":"too many connections; try again"}"#),
-            );
+            if tls.is_none() {
+                let mut stream = stream;
+                let _ = write_response(
+                    &mut stream,
+                    &Response::json(503, r#"{"error":"too many connections; try again"}"#),
+                );
+            }
             continue;
         }
         let guard = Open(open.clone());
         let handle = handle.clone();
+        let tls = tls.clone();
         let spawned = std::thread::Builder::new()
             .name("perflab-agent-conn".to_string())
             .spawn(move || {
                 let _guard = guard;
-                connection(stream, peer, limits, handle.as_ref());
+                connection(stream, peer, limits, tls, handle.as_ref());
             });
         if let Err(e) = spawned {
             // The closure, with its guard, is dropped: the count goes back.
@@ -155,12 +163,21 @@ impl Said {
 
 /// Reads one request from `stream`, answers it, closes.
 fn connection(
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
     limits: Limits,
+    tls: Option<Arc<rustls::ServerConfig>>,
     handle: &(dyn Fn(&Request) -> Response + Send + Sync),
 ) {
-    let response = match read_head(&mut stream, limits) {
+    let deadline = Instant::now() + limits.deadline;
+    let mut wire = match tls {
+        None => Wire::plain(stream, deadline),
+        Some(config) => match Wire::server(stream, config, deadline) {
+            Ok(wire) => wire,
+            Err(_) => return,
+        },
+    };
+    let response = match read_head(&mut wire, limits) {
         Ok(head) => match parse_head(&head, peer) {
             Some(request) => handle(&request),
             None => Response::json(400, r#"{"error":"not an HTTP/1 request"}"#),
@@ -168,10 +185,13 @@ fn connection(
         Err(HeadError::TooLarge) => {
             Response::json(431, r#"{"error":"the request head is too large"}"#)
         }
-        // Too slow, or gone: nothing to answer.
+        // Too slow, gone, or a failed handshake: nothing to answer.
         Err(HeadError::Gone) => return,
     };
-    let _ = write_response(&mut stream, &response);
+    wire.set_deadline(Instant::now() + limits.deadline);
+    if write_response(&mut wire, &response).is_ok() {
+        wire.close();
+    }
 }
 
 enum HeadError {
@@ -179,20 +199,13 @@ enum HeadError {
     Gone,
 }
 
-/// A request's head, up to its blank line, within the limits.
-fn read_head(stream: &mut TcpStream, limits: Limits) -> Result<Vec<u8>, HeadError> {
-    let deadline = Instant::now() + limits.deadline;
+/// A request's head, up to its blank line, within the limits (the
+/// wire's deadline bounds the time).
+fn read_head(wire: &mut Wire, limits: Limits) -> Result<Vec<u8>, HeadError> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 2048];
     loop {
-        let left = deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or(HeadError::Gone)?;
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(|_| HeadError::Gone)?;
-        let n = match stream.read(&mut buf) {
+        let n = match wire.read(&mut buf) {
             Ok(0) | Err(_) => return Err(HeadError::Gone),
             Ok(n) => n,
         };
@@ -247,15 +260,17 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn write_response(stream: &mut TcpStream, response: &Response) -> std::io::Result<()> {
-    write!(
-        stream,
+fn write_response(stream: &mut impl Write, response: &Response) -> std::io::Result<()> {
+    // One write: in TLS, one record rather than one per line.
+    let mut bytes = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         response.status,
         reason(response.status),
         response.body.len()
-    )?;
-    stream.write_all(response.body.as_bytes())?;
+    )
+    .into_bytes();
+    bytes.extend_from_slice(response.body.as_bytes());
+    stream.write_all(&bytes)?;
     stream.flush()
 }
 
@@ -303,7 +318,7 @@ mod tests {
                 Arc::new(|r: &Request| {
                     Response::json(200, format!("{{\"target\":\"{}\"}}", r.target))
                 });
-            serve(listener, limits, &stopping, handle).unwrap();
+            serve(listener, limits, None, &stopping, handle).unwrap();
         });
         (port, stop, thread)
     }

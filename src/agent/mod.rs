@@ -3,8 +3,10 @@
 //! JSON to a perflab elsewhere (`perflab watch --probe agent://HOST:PORT`).
 //! It reads counters only and executes nothing it is sent. Every request
 //! needs the token (`Authorization: Bearer …`, compared in constant time);
-//! listening beyond loopback without a token is refused at start-up; a
-//! refused request is logged without the token it carried. Its HTTP
+//! listening beyond loopback without a token, or without TLS
+//! (`--tls-cert`/`--tls-key`, or `--tls-self-signed` whose fingerprint it
+//! prints), is refused at start-up; a refused request is logged without
+//! the token it carried. Its HTTP
 //! server ([`http`]) bounds what a client can take: request size,
 //! connections at once, time to send a request. Its client and
 //! the bodies it serves are the probes' (`probe::agent_client`): the agent

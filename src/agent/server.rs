@@ -18,6 +18,8 @@ pub struct AgentConfig {
     /// Required on every request when set; required to listen beyond loopback.
     pub token: Option<String>,
     pub interval: Duration,
+    /// Served in HTTPS with this certificate; plain HTTP only on loopback.
+    pub tls: Option<crate::wire::tls::Identity>,
 }
 
 /// Serves samples until `stop` is set. Prints the address it listens on.
@@ -29,12 +31,22 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         ))
         .into());
     }
-    if config.token.is_some() && !config.listen.ip().is_loopback() {
-        crate::util::err(format_args!(
-            "warning: the agent listens on {} over plain HTTP: its token and the host's counters cross the network unencrypted; reach it through an SSH tunnel or a private network\n",
+    if config.tls.is_none() && !config.listen.ip().is_loopback() {
+        return Err(PlanError::new(format!(
+            "refusing to listen on {} in plain HTTP: the token and this host's counters would cross the network in clear; give --tls-self-signed (clients pin the fingerprint it prints) or --tls-cert and --tls-key",
             config.listen
-        ));
+        ))
+        .into());
     }
+    let tls = config
+        .tls
+        .as_ref()
+        .map(|identity| {
+            identity
+                .server_config()
+                .map_err(|e| PlanError::new(format!("TLS cannot be set up: {e}")))
+        })
+        .transpose()?;
     let listener = std::net::TcpListener::bind(config.listen).map_err(|e| {
         PlanError::new(format!(
             "cannot listen on {}: {e}; pick a free address with --listen",
@@ -44,9 +56,16 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let bound = listener
         .local_addr()
         .map_or(config.listen.to_string(), |a| a.to_string());
+    let scheme = if tls.is_some() { "https" } else { "http" };
     crate::util::out(format_args!(
-        "perflab agent listening on http://{bound}/v1/samples and /v1/snapshot\n"
+        "perflab agent listening on {scheme}://{bound}/v1/samples and /v1/snapshot\n"
     ));
+    if let Some(identity) = &config.tls {
+        crate::util::out(format_args!(
+            "certificate SHA-256 fingerprint: {}\n",
+            identity.fingerprint()
+        ));
+    }
     let started = Instant::now();
     let ring = Arc::new(Mutex::new(Ring::default()));
     let sampler = {
@@ -62,7 +81,7 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let handle = Arc::new(move |request: &Request| {
         answer(request, token.as_deref(), &ring, started, &examining)
     });
-    let served = super::http::serve(listener, Limits::default(), &stop, handle);
+    let served = super::http::serve(listener, Limits::default(), tls, &stop, handle);
     let _ = sampler.join();
     Ok(served?)
 }

@@ -254,9 +254,8 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "SOURCE")]
     pub probe: Option<String>,
 
-    /// The token for an agent probe (a file whose first line is the token).
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub agent_access: AgentAccessArgs,
 }
 
 #[derive(Debug, Args)]
@@ -283,13 +282,30 @@ pub struct AnalyzeArgs {
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
-    /// Address to listen on; beyond loopback a --token-file is required.
+    /// Address to listen on; beyond loopback a --token-file and TLS are required.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7071")]
     pub listen: String,
 
     /// A file whose first line is the token every request must carry.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+
+    /// Serve HTTPS with this certificate (PEM, its chain after it); with --tls-key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "tls_self_signed"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Serve HTTPS with a certificate made at start; its SHA-256 fingerprint is printed for clients to pin.
+    #[arg(long)]
+    pub tls_self_signed: bool,
 
     /// Time between samples.
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = values::duration)]
@@ -402,9 +418,8 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "SOURCE")]
     pub probe: Vec<String>,
 
-    /// The token for agent probes (a file whose first line is the token).
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent_access: AgentAccessArgs,
 
     /// Seed of every random stream (printed and stored, so a run can be repeated).
     #[arg(long, value_name = "N")]
@@ -432,12 +447,28 @@ pub struct WatchArgs {
     #[arg(long, value_name = "SOURCE", default_value = "local")]
     pub probe: String,
 
-    /// The token for an agent probe (a file whose first line is the token).
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent_access: AgentAccessArgs,
 
     #[command(flatten)]
     pub server: ServerArgs,
+}
+
+/// How perflab reaches its agents: the token, and what it trusts as an
+/// agent's certificate (an agent beyond loopback is always asked in TLS).
+#[derive(Debug, Args, Clone, Default)]
+pub struct AgentAccessArgs {
+    /// The token for agents (a file whose first line is the token).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// Trust the agent whose certificate has this SHA-256 fingerprint (printed by `agent --tls-self-signed`).
+    #[arg(long, value_name = "SHA256", conflicts_with = "agent_cacert")]
+    pub agent_fingerprint: Option<String>,
+
+    /// Trust agents whose certificates this CA (PEM) signed.
+    #[arg(long, value_name = "FILE")]
+    pub agent_cacert: Option<PathBuf>,
 }
 
 /// Which processes are the server under test (followed with the host's counters).

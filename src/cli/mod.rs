@@ -8,9 +8,9 @@ mod validate;
 pub mod values;
 
 pub use args::{
-    AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CommonRunArgs, CompareArgs,
-    DiffHostsArgs, DoctorArgs, LabArgs, LabAskArgs, LabCommand, LabReportArgs, LabResumeArgs,
-    ReportArgs, RunArgs, RunWorkload, ServerArgs, ShowArgs, StoreArg, WatchArgs,
+    AgentAccessArgs, AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CommonRunArgs,
+    CompareArgs, DiffHostsArgs, DoctorArgs, LabArgs, LabAskArgs, LabCommand, LabReportArgs,
+    LabResumeArgs, ReportArgs, RunArgs, RunWorkload, ServerArgs, ShowArgs, StoreArg, WatchArgs,
 };
 pub use args::{DEFAULT_USERS, QUICK_USERS};
-pub use validate::{parse_slos, plan_for, plan_from, server_selector};
+pub use validate::{agent_access, parse_slos, plan_for, plan_from, server_selector};

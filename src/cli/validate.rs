@@ -212,6 +212,31 @@ pub fn server_selector(args: &ServerArgs) -> Result<Option<ProcessSelector>, Pla
     }
 }
 
+/// The token and trust of `--token-file`, `--agent-fingerprint` and
+/// `--agent-cacert`.
+pub fn agent_access(
+    args: &super::AgentAccessArgs,
+) -> Result<crate::probe::agent_client::AgentAccess, PlanError> {
+    use crate::wire::tls::Trust;
+    let token = args
+        .token_file
+        .as_deref()
+        .map(crate::agent::read_token)
+        .transpose()?;
+    let trust = match (&args.agent_fingerprint, &args.agent_cacert) {
+        (Some(pin), _) => Some(Trust::Pinned(crate::wire::tls::parse_fingerprint(
+            pin,
+            "--agent-fingerprint",
+        )?)),
+        (None, Some(file)) => Some(Trust::CaFile {
+            file: file.clone(),
+            flag: "--agent-cacert",
+        }),
+        (None, None) => None,
+    };
+    Ok(crate::probe::agent_client::AgentAccess { token, trust })
+}
+
 /// A seed from the clock and the process id, for runs that did not give one.
 fn random_seed() -> u64 {
     let nanos = std::time::SystemTime::now()

@@ -96,12 +96,8 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
                 )
                 .into());
             }
-            let token = args
-                .token_file
-                .as_deref()
-                .map(crate::agent::read_token)
-                .transpose()?;
-            let client = crate::probe::agent_client::AgentClient::new(probe, token)?
+            let access = crate::cli::agent_access(&args.agent_access)?;
+            let client = crate::probe::agent_client::AgentClient::new(probe, access)?
                 .with_timeout(sample + Duration::from_secs(10));
             client
                 .doctor(sample.as_secs_f64())

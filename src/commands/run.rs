@@ -3,7 +3,6 @@
 
 use super::output::{write, Destination};
 use super::Exit;
-use crate::agent::read_token;
 use crate::cli::{plan_from, CommonRunArgs, RunArgs};
 use crate::engine::{
     run_sweep, FinishedStep, IntervalRecord, IntervalSpec, Schedule, SweepEnd, SweepObserver,
@@ -102,7 +101,7 @@ fn by_signal(signal: usize) -> (&'static str, Exit) {
 
 /// The remote probes of `--probe`, each answering now (`local` is always on).
 fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
-    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let access = crate::cli::agent_access(&args.agent_access)?;
     let mut out = Vec::new();
     for spec in args.probe.iter().filter(|p| p.as_str() != "local") {
         if out.iter().any(|w: &RemoteWatch| w.name() == spec) {
@@ -114,7 +113,7 @@ fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
             .into());
         }
         // A run cannot wait long at an interval boundary for a probe.
-        let probe = RemoteProbe::parse(spec, token.clone(), Duration::from_millis(500))?;
+        let probe = RemoteProbe::parse(spec, &access, Duration::from_millis(500))?;
         out.push(RemoteWatch::start(probe)?);
     }
     Ok(out)

@@ -3,7 +3,6 @@
 //! or one JSON object per sample.
 
 use super::Exit;
-use crate::agent::read_token;
 use crate::cli::{server_selector, WatchArgs};
 use crate::error::PlanError;
 use crate::probe::agent_client::AgentClient;
@@ -172,15 +171,14 @@ fn open_source(args: &WatchArgs, groups: Vec<ProcessGroup>) -> anyhow::Result<So
             if !groups.is_empty() {
                 return Err(local_only().into());
             }
-            let remote = RemoteProbe::parse(probe, None, Duration::from_secs(5))?;
+            let remote = RemoteProbe::parse(probe, &Default::default(), Duration::from_secs(5))?;
             Source::Remote(Box::new(RemoteWatch::start(remote)?))
         }
         probe => {
             if !groups.is_empty() {
                 return Err(local_only().into());
             }
-            let token = args.token_file.as_deref().map(read_token).transpose()?;
-            let client = AgentClient::new(probe, token)?;
+            let client = AgentClient::new(probe, crate::cli::agent_access(&args.agent_access)?)?;
             // An agent that does not answer at the start is bad input, as
             // a node_exporter's is; a gap later is said and waited out.
             client

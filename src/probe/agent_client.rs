@@ -2,25 +2,52 @@
 //! the token: its samples (`GET /v1/samples?since=N`), its counters now
 //! (`GET /v1/snapshot`), its inventory and its doctor's report; and the
 //! bodies the agent (`crate::agent`, which serves them) and this client
-//! exchange. It lives with the probes because a run reads remote hosts
-//! through it; the agent imports these bodies from here, never the reverse.
+//! exchange. One request per connection, over a [`Wire`]: plain HTTP to
+//! a loopback address when no trust is given, TLS otherwise, the whole
+//! exchange (connect, handshake, answer) within one timeout. It lives
+//! with the probes because a run reads remote hosts through it; the agent
+//! imports these bodies from here, never the reverse.
 
 use super::counters::{HostSample, HostSnapshot};
 use crate::error::PlanError;
+use crate::wire::tls::Trust;
+use crate::wire::Wire;
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How a client reaches agents: the token every request carries and what
+/// it accepts as an agent's certificate. Without a trust given, an agent
+/// on a loopback address is spoken to in plain HTTP and any other in TLS
+/// checked against the system's roots: a token never crosses a network
+/// in clear.
+#[derive(Debug, Clone, Default)]
+pub struct AgentAccess {
+    pub token: Option<String>,
+    /// `--agent-fingerprint` or `--agent-cacert`.
+    pub trust: Option<Trust>,
+}
 
 /// A connection to one agent.
 pub struct AgentClient {
-    base: String,
+    /// `agent://HOST:PORT`, as given.
+    name: String,
+    /// `HOST:PORT`.
+    address: String,
+    host: String,
     token: Option<String>,
-    agent: ureq::Agent,
+    /// The TLS set-up of the trust given; none for plain on loopback or
+    /// the system's roots beyond it.
+    tls: Option<Arc<rustls::ClientConfig>>,
+    timeout: Duration,
     last: u64,
 }
 
 impl AgentClient {
     /// Parses `agent://HOST:PORT`.
-    pub fn new(probe: &str, token: Option<String>) -> Result<Self, PlanError> {
+    pub fn new(probe: &str, access: AgentAccess) -> Result<Self, PlanError> {
         let address = probe.strip_prefix("agent://").ok_or_else(|| {
             PlanError::flag(
                 "--probe",
@@ -28,68 +55,163 @@ impl AgentClient {
                 "use local or agent://HOST:PORT",
             )
         })?;
-        if address.is_empty() || address.contains('/') {
-            return Err(PlanError::flag(
-                "--probe",
-                format!("'{probe}' needs HOST:PORT"),
-                "e.g. --probe agent://db1:7071",
-            ));
-        }
+        let host = match address.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                host.trim_start_matches('[').trim_end_matches(']')
+            }
+            _ => {
+                return Err(PlanError::flag(
+                    "--probe",
+                    format!("'{probe}' needs HOST:PORT"),
+                    "e.g. --probe agent://db1:7071",
+                ))
+            }
+        };
+        let tls = access
+            .trust
+            .as_ref()
+            .map(crate::wire::tls::client_config)
+            .transpose()?;
         Ok(AgentClient {
-            base: format!("http://{address}"),
-            token,
-            agent: ureq::AgentBuilder::new()
-                .timeout(Duration::from_secs(5))
-                .build(),
+            name: probe.to_string(),
+            address: address.to_string(),
+            host: host.to_string(),
+            token: access.token,
+            tls,
+            timeout: Duration::from_secs(5),
             last: 0,
         })
     }
 
-    /// Sets how long a request may take (a run cannot wait 5 s per interval).
+    /// Sets how long a request may take, from connecting to the last byte
+    /// of the answer (a run cannot wait 5 s per interval).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.agent = ureq::AgentBuilder::new().timeout(timeout).build();
+        self.timeout = timeout;
         self
     }
 
-    /// `GET path` with the token; a refused token is a [`PlanError`].
-    fn get(&self, path: &str) -> anyhow::Result<ureq::Response> {
-        let mut request = self.agent.get(&format!("{}{path}", self.base));
+    /// `GET path` with the token: the answer's body. A refused token, a
+    /// certificate that is not the one trusted, or a peer in the other
+    /// protocol is a [`PlanError`] (the user's to fix); an agent that is
+    /// not there or breaks off is an error of the moment.
+    fn get(&self, path: &str) -> anyhow::Result<Vec<u8>> {
+        let deadline = Instant::now() + self.timeout;
+        let peer = self.resolve()?;
+        let socket = TcpStream::connect_timeout(&peer, self.timeout)
+            .map_err(|e| anyhow::anyhow!("the agent at {} did not answer: {e}", self.name))?;
+        let _ = socket.set_nodelay(true);
+        let mut wire = match (&self.tls, peer.ip().is_loopback()) {
+            (None, true) => Wire::plain(socket, deadline),
+            (Some(config), _) => self.tls_wire(socket, config.clone(), deadline)?,
+            (None, false) => self.tls_wire(
+                socket,
+                crate::wire::tls::client_config(&Trust::System)?,
+                deadline,
+            )?,
+        };
+        let mut request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
         if let Some(token) = &self.token {
-            request = request.set("Authorization", &format!("Bearer {token}"));
+            request.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
-        match request.call() {
-            Ok(r) => Ok(r),
-            Err(ureq::Error::Status(401, _)) => Err(PlanError::new(format!(
+        request.push_str("Connection: close\r\n\r\n");
+        let answer = wire
+            .write_all(request.as_bytes())
+            .and_then(|()| wire.flush())
+            .and_then(|()| read_answer(&mut wire));
+        let answer = answer.map_err(|e| self.failed(&wire, e))?;
+        wire.close();
+        let (status, body) = match parse_answer(&answer) {
+            Answer::Whole(status, body) => (status, body),
+            Answer::Cut => anyhow::bail!("the agent at {} broke off its answer", self.name),
+            Answer::NotHttp if !wire.is_tls() && answer.first() == Some(&0x15) => {
+                return Err(speaks_tls(&self.name))
+            }
+            Answer::NotHttp => anyhow::bail!(
+                "the agent at {} answered with what is not HTTP; is it a perflab agent?",
+                self.name
+            ),
+        };
+        match status {
+            200 => Ok(body.to_vec()),
+            401 => Err(PlanError::new(format!(
                 "the agent at {} refused the token; give the token its --token-file holds",
-                self.base
+                self.name
             ))
             .into()),
-            Err(e) => anyhow::bail!("the agent at {} did not answer: {e}", self.base),
+            status => anyhow::bail!(
+                "the agent at {} answered {status}: {}",
+                self.name,
+                crate::util::one_line(&String::from_utf8_lossy(&body[..body.len().min(200)]))
+            ),
         }
     }
 
-    /// An answer's body as JSON, read up to [`MAX_BODY`]: an agent (or
-    /// whatever answers in its place) that sends more is refused, not
-    /// buffered.
-    fn json<T: serde::de::DeserializeOwned>(&self, response: ureq::Response) -> anyhow::Result<T> {
-        use std::io::Read;
-        let mut body = Vec::new();
-        response
-            .into_reader()
-            .take(MAX_BODY + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| anyhow::anyhow!("the agent at {} broke off its answer: {e}", self.base))?;
-        if body.len() as u64 > MAX_BODY {
-            anyhow::bail!(
-                "the agent at {} sent an answer over {} MiB; is it a perflab agent?",
-                self.base,
-                MAX_BODY >> 20
-            );
+    /// The agent's address, resolved now (a generator's name may appear
+    /// only once its pod runs).
+    fn resolve(&self) -> anyhow::Result<SocketAddr> {
+        self.address
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut found| found.next())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the agent at {} cannot be found: its host does not resolve",
+                    self.name
+                )
+            })
+    }
+
+    fn tls_wire(
+        &self,
+        socket: TcpStream,
+        config: Arc<rustls::ClientConfig>,
+        deadline: Instant,
+    ) -> anyhow::Result<Wire> {
+        let name = crate::wire::tls::server_name(&self.host, "--probe")?;
+        Ok(Wire::client(socket, config, name, deadline)?)
+    }
+
+    /// What a failed exchange means to the user.
+    fn failed(&self, wire: &Wire, e: std::io::Error) -> anyhow::Error {
+        let name = &self.name;
+        let Some(tls) = e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) else {
+            return if !wire.is_tls() && e.kind() == std::io::ErrorKind::ConnectionReset {
+                // A TLS agent drops a request in plain text after its alert.
+                speaks_tls(name)
+            } else {
+                anyhow::anyhow!("the agent at {name} did not answer: {e}")
+            };
+        };
+        match tls {
+            rustls::Error::General(pin) => PlanError::new(format!(
+                "the agent at {name} is not the one --agent-fingerprint pins: {pin}; give the fingerprint this agent printed when it started"
+            ))
+            .into(),
+            rustls::Error::InvalidCertificate(why) => PlanError::new(format!(
+                "the agent at {name} showed a certificate that is not trusted ({why:?}); give --agent-cacert the CA that signed it, or --agent-fingerprint the fingerprint the agent printed"
+            ))
+            .into(),
+            rustls::Error::InvalidMessage(_) => {
+                PlanError::new(format!(
+                    "the agent at {name} does not speak TLS: beyond loopback its token would cross in clear; start it with --tls-self-signed or --tls-cert/--tls-key"
+                ))
+                .into()
+            }
+            other => anyhow::anyhow!("the agent at {name}: TLS failed: {other}"),
         }
-        serde_json::from_slice(&body).map_err(|e| {
+    }
+
+    /// The agent's address as given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// An answer's body as JSON.
+    fn json<T: serde::de::DeserializeOwned>(&self, body: &[u8]) -> anyhow::Result<T> {
+        serde_json::from_slice(body).map_err(|e| {
             anyhow::anyhow!(
                 "the agent at {} answered with what is not its JSON: {e}",
-                self.base
+                self.name
             )
         })
     }
@@ -102,7 +224,7 @@ impl AgentClient {
         }
         let body: Body = self
             .get(&format!("/v1/samples?since={}", self.last))
-            .and_then(|r| self.json(r))?;
+            .and_then(|b| self.json(&b))?;
         if let Some(last) = body.samples.last() {
             self.last = last.seq;
         }
@@ -111,7 +233,7 @@ impl AgentClient {
 
     /// The agent host's inventory.
     pub fn inventory(&self) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
-        self.get("/v1/inventory").and_then(|r| self.json(r))
+        self.get("/v1/inventory").and_then(|b| self.json(&b))
     }
 
     /// The agent host examined by the doctor over `sample` seconds. The
@@ -122,15 +244,82 @@ impl AgentClient {
         sample: f64,
     ) -> anyhow::Result<Report> {
         self.get(&format!("/v1/doctor?sample={sample}"))
-            .and_then(|r| self.json(r))
+            .and_then(|b| self.json(&b))
     }
 
     /// The agent host's counters now, and the agent's clock in seconds.
     pub fn snapshot(&self) -> anyhow::Result<(f64, HostSnapshot)> {
-        let body: SnapshotBody = self.get("/v1/snapshot").and_then(|r| self.json(r))?;
+        let body: SnapshotBody = self.get("/v1/snapshot").and_then(|b| self.json(&b))?;
         Ok((body.seconds, body.snapshot))
     }
 }
+
+/// The error for an agent in TLS asked in plain text.
+fn speaks_tls(name: &str) -> anyhow::Error {
+    PlanError::new(format!(
+        "the agent at {name} speaks TLS; give --agent-fingerprint with the fingerprint it printed when it started, or --agent-cacert with the CA that signed its certificate"
+    ))
+    .into()
+}
+
+/// An answer whole, up to [`MAX_BODY`] and its head: an agent (or
+/// whatever answers in its place) that sends more is refused, not
+/// buffered.
+fn read_answer(wire: &mut Wire) -> std::io::Result<Vec<u8>> {
+    let mut answer = Vec::new();
+    wire.take(MAX_BODY + MAX_HEAD).read_to_end(&mut answer)?;
+    if answer.len() as u64 >= MAX_BODY + MAX_HEAD {
+        return Err(std::io::Error::other(format!(
+            "an answer over {} MiB; is it a perflab agent?",
+            MAX_BODY >> 20
+        )));
+    }
+    Ok(answer)
+}
+
+/// What came back.
+#[derive(Debug, PartialEq)]
+enum Answer<'a> {
+    /// The status and the body.
+    Whole(u16, &'a [u8]),
+    /// An HTTP head with less body than it announced, or no whole head.
+    Cut,
+    NotHttp,
+}
+
+/// An HTTP/1 answer read to its end.
+fn parse_answer(answer: &[u8]) -> Answer<'_> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut response = httparse::Response::new(&mut headers);
+    let head = match response.parse(answer) {
+        Ok(httparse::Status::Complete(head)) => head,
+        Ok(httparse::Status::Partial) if answer.starts_with(b"HTTP/") => return Answer::Cut,
+        _ => return Answer::NotHttp,
+    };
+    let Some(status) = response.code else {
+        return Answer::NotHttp;
+    };
+    let body = &answer[head..];
+    let length = response
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .and_then(|h| {
+            std::str::from_utf8(h.value)
+                .ok()?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        });
+    match length {
+        Some(n) if body.len() < n => Answer::Cut,
+        Some(n) => Answer::Whole(status, &body[..n]),
+        None => Answer::Whole(status, body),
+    }
+}
+
+/// The most of an answer's head read, bytes.
+const MAX_HEAD: u64 = 64 << 10;
 
 /// The largest answer read from an agent, bytes: a minute of samples of a
 /// host with hundreds of CPUs, disks and interfaces fits many times over.
@@ -151,4 +340,55 @@ pub struct StampedSample {
     /// RFC 3339 time the interval ended.
     pub at: String,
     pub sample: HostSample,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_whole_cut_or_not_http() {
+        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+        assert_eq!(parse_answer(ok), Answer::Whole(200, b"{}"));
+        let closed = b"HTTP/1.1 401 Unauthorized\r\n\r\n{\"error\":1}";
+        assert_eq!(parse_answer(closed), Answer::Whole(401, b"{\"error\":1}"));
+        assert_eq!(
+            parse_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}"),
+            Answer::Cut
+        );
+        assert_eq!(parse_answer(b"HTTP/1.1 200 OK\r\nContent-"), Answer::Cut);
+        assert_eq!(
+            parse_answer(b"\x15\x03\x03\x00\x02\x02\x32"),
+            Answer::NotHttp
+        );
+        assert_eq!(parse_answer(b""), Answer::NotHttp);
+        assert_eq!(parse_answer(b"SSH-2.0-OpenSSH\r\n"), Answer::NotHttp);
+    }
+
+    #[test]
+    fn agent_addresses_need_a_host_and_a_port() {
+        for good in [
+            "agent://127.0.0.1:7071",
+            "agent://db1:7071",
+            "agent://[::1]:7071",
+        ] {
+            assert!(
+                AgentClient::new(good, AgentAccess::default()).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in [
+            "agent://",
+            "agent://db1",
+            "agent://db1:x",
+            "agent://:7071",
+            "agent://h:1/x",
+            "http://h:1",
+        ] {
+            assert!(
+                AgentClient::new(bad, AgentAccess::default()).is_err(),
+                "{bad}"
+            );
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! rates are timed by the source's clock, so network delay does not skew
 //! them.
 
-use super::agent_client::AgentClient;
+use super::agent_client::{AgentAccess, AgentClient};
 use super::counters::{HostSample, HostSnapshot};
 use super::node_exporter::Scrape;
 use crate::error::PlanError;
@@ -48,9 +48,9 @@ pub enum RemoteSnapshot {
 impl RemoteProbe {
     /// Parses `agent://HOST:PORT` or `node-exporter://HOST:PORT`; a request
     /// gives up after `timeout`.
-    pub fn parse(spec: &str, token: Option<String>, timeout: Duration) -> Result<Self, PlanError> {
+    pub fn parse(spec: &str, access: &AgentAccess, timeout: Duration) -> Result<Self, PlanError> {
         let kind = if spec.starts_with("agent://") {
-            Kind::Agent(AgentClient::new(spec, token)?.with_timeout(timeout))
+            Kind::Agent(AgentClient::new(spec, access.clone())?.with_timeout(timeout))
         } else if let Some(address) = spec.strip_prefix("node-exporter://") {
             if address.is_empty() || address.contains('/') {
                 return Err(PlanError::flag(
@@ -232,15 +232,20 @@ mod tests {
     #[test]
     fn probe_specs_are_checked() {
         let t = Duration::from_millis(100);
-        assert!(RemoteProbe::parse("agent://127.0.0.1:7071", None, t).is_ok());
-        assert!(RemoteProbe::parse("node-exporter://127.0.0.1:9100", None, t).is_ok());
+        assert!(RemoteProbe::parse("agent://127.0.0.1:7071", &AgentAccess::default(), t).is_ok());
+        assert!(
+            RemoteProbe::parse("node-exporter://127.0.0.1:9100", &AgentAccess::default(), t)
+                .is_ok()
+        );
         for bad in [
             "node-exporter://",
             "node-exporter://h:1/metrics",
             "http://h:1",
             "agent://",
         ] {
-            let e = RemoteProbe::parse(bad, None, t).err().unwrap();
+            let e = RemoteProbe::parse(bad, &AgentAccess::default(), t)
+                .err()
+                .unwrap();
             assert!(e.to_string().contains("--probe"), "{bad}: {e}");
         }
     }

@@ -1,7 +1,11 @@
 //! `perflab agent` over loopback: samples served to `perflab watch --probe
 //! agent://…` with a token; requests without the token or with a wrong one
 //! refused (and logged without the token); listening beyond loopback
-//! without a token refused at start-up.
+//! without a token, or without TLS, refused at start-up. In TLS: a
+//! self-signed agent reached by its pinned fingerprint, a CA-signed one
+//! through `--agent-cacert`, each wrong trust one line; beyond loopback
+//! (an address in a network namespace the test makes), TLS is spoken
+//! whatever the flags, and a plain-HTTP peer there is refused.
 
 use crate::support::{contains, perflab_expect, tempdir};
 use std::process::{Child, Stdio};
@@ -19,37 +23,75 @@ pub fn free_port() -> u16 {
 pub struct Agent {
     child: Option<Child>,
     pub port: u16,
+    /// The certificate fingerprint it printed, in TLS.
+    pub fingerprint: Option<String>,
 }
 
 impl Agent {
     pub fn start(dir: &std::path::Path, token_file: &std::path::Path) -> Self {
+        Self::start_with(dir, token_file, &[], "127.0.0.1")
+    }
+
+    /// An agent with more flags, listening on `ip`.
+    pub fn start_with(
+        dir: &std::path::Path,
+        token_file: &std::path::Path,
+        more: &[&str],
+        ip: &str,
+    ) -> Self {
+        Self::start_in(dir, token_file, more, ip, &[])
+    }
+
+    /// The same, run after `prefix` (`ip netns exec NS`).
+    pub fn start_in(
+        dir: &std::path::Path,
+        token_file: &std::path::Path,
+        more: &[&str],
+        ip: &str,
+        prefix: &[&str],
+    ) -> Self {
+        use std::io::BufRead;
         let port = free_port();
-        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("perflab"))
+        let perflab = assert_cmd::cargo::cargo_bin("perflab");
+        let mut command = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut c = std::process::Command::new(program);
+                c.args(rest).arg(&perflab);
+                c
+            }
+            None => std::process::Command::new(&perflab),
+        };
+        let mut child = command
             .current_dir(dir)
             .args([
                 "agent",
                 "--listen",
-                &format!("127.0.0.1:{port}"),
+                &format!("{ip}:{port}"),
                 "--interval",
                 "200ms",
             ])
             .arg("--token-file")
             .arg(token_file)
-            .stdout(Stdio::null())
+            .args(more)
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the agent did not start listening"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        // The agent says where it listens, then (in TLS) its fingerprint,
+        // once it is listening.
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let listening = lines.next().and_then(|l| l.ok()).unwrap_or_default();
+        assert!(listening.contains("listening on"), "{listening}");
+        let fingerprint = if listening.contains("https://") {
+            let line = lines.next().unwrap().unwrap();
+            Some(line.rsplit(' ').next().unwrap().to_string())
+        } else {
+            None
+        };
         Agent {
             child: Some(child),
             port,
+            fingerprint,
         }
     }
 
@@ -142,11 +184,172 @@ fn an_agent_serves_samples_only_to_holders_of_the_token() {
 }
 
 #[test]
-fn an_agent_will_not_listen_beyond_loopback_without_a_token() {
+fn an_agent_will_not_listen_beyond_loopback_without_a_token_or_in_clear() {
     let dir = tempdir();
     let (_, err) = perflab_expect(dir.path(), "agent --listen 0.0.0.0:0", 2);
     contains(&err, "refusing to listen on 0.0.0.0:0 without a token");
     assert_eq!(err.trim_end().lines().count(), 1);
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "t0ken-5ecret-4b1d\n").unwrap();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "agent --listen 0.0.0.0:0 --token-file {}",
+            token_file.display()
+        ),
+        2,
+    );
+    contains(&err, "refusing to listen on 0.0.0.0:0 in plain HTTP");
+    contains(&err, "--tls-self-signed");
+    assert_eq!(err.trim_end().lines().count(), 1);
+    for (flags, says) in [
+        ("--tls-cert missing.pem --tls-key missing.pem", "--tls-cert"),
+        ("--tls-cert missing.pem", "--tls-key"),
+        (
+            "--tls-self-signed --tls-cert a --tls-key b",
+            "cannot be used with",
+        ),
+    ] {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("agent --token-file {} {flags}", token_file.display()),
+            2,
+        );
+        contains(&err, says);
+    }
+}
+
+/// `watch` of an agent with `trust` flags: its exit code and what it said
+/// on standard error.
+fn watch_with(
+    dir: &std::path::Path,
+    address: &str,
+    token: &std::path::Path,
+    trust: &str,
+) -> (i32, String) {
+    let out = crate::support::perflab_process(dir)
+        .args([
+            "watch",
+            "--probe",
+            &format!("agent://{address}"),
+            "--duration",
+            "1s",
+            "--interval",
+            "500ms",
+            "--json",
+        ])
+        .arg("--token-file")
+        .arg(token)
+        .args(trust.split_whitespace())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    if out.status.code() == Some(0) {
+        let samples = String::from_utf8_lossy(&out.stdout).lines().count();
+        assert!(samples >= 2, "{samples} samples: {err}");
+    } else {
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    (out.status.code().unwrap_or(-1), err)
+}
+
+/// A self-signed agent serves the client that pins its fingerprint, in
+/// `watch` and in a run; without a trust, with a wrong fingerprint, with
+/// a fingerprint that is none, with a wrong token: one line each, exit 2.
+/// A CA-signed agent serves through `--agent-cacert` and refuses trust in
+/// another CA.
+#[test]
+fn an_agent_in_tls_answers_the_client_that_trusts_it_and_no_other() {
+    let dir = tempdir();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken-5ecret-4b1d\n").unwrap();
+    let wrong_token = dir.path().join("wrong");
+    std::fs::write(&wrong_token, "guess-w0rk-0123456789\n").unwrap();
+    let agent = Agent::start_with(dir.path(), &token, &["--tls-self-signed"], "127.0.0.1");
+    let pin = agent.fingerprint.clone().unwrap();
+    assert_eq!(pin.len(), 95, "{pin}");
+    let at = format!("127.0.0.1:{}", agent.port);
+    assert_eq!(
+        watch_with(
+            dir.path(),
+            &at,
+            &token,
+            &format!("--agent-fingerprint {pin}")
+        )
+        .0,
+        0
+    );
+    let other = format!("00{}", &pin[2..]);
+    for (trust, says) in [
+        (String::new(), "speaks TLS; give --agent-fingerprint"),
+        (
+            format!("--agent-fingerprint {other}"),
+            "is not the one --agent-fingerprint pins",
+        ),
+        (
+            "--agent-fingerprint 12:34".to_string(),
+            "--agent-fingerprint: '12:34' is not a SHA-256 fingerprint",
+        ),
+    ] {
+        let (code, err) = watch_with(dir.path(), &at, &token, &trust);
+        assert_eq!(code, 2, "{trust}: {err}");
+        contains(&err, says);
+    }
+    let (code, err) = watch_with(
+        dir.path(),
+        &at,
+        &wrong_token,
+        &format!("--agent-fingerprint {pin}"),
+    );
+    assert_eq!(code, 2, "{err}");
+    contains(&err, "refused the token");
+    // A run reads the agent through the same flags.
+    perflab_expect(
+        dir.path(),
+        &format!(
+            "run null --users 1 --warmup 0s --duration 1s --probe agent://{at} --token-file {} --agent-fingerprint {pin}",
+            token.display()
+        ),
+        0,
+    );
+    let log = agent.stop();
+    assert!(
+        !log.contains("t0ken-5ecret") && !log.contains("guess-w0rk"),
+        "{log}"
+    );
+
+    let certs = tempdir();
+    let (ca, cert, key) = crate::web::certificates(certs.path());
+    let agent = Agent::start_with(
+        dir.path(),
+        &token,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+        "127.0.0.1",
+    );
+    let at = format!("127.0.0.1:{}", agent.port);
+    let (code, err) = watch_with(
+        dir.path(),
+        &at,
+        &token,
+        &format!("--agent-cacert {}", ca.display()),
+    );
+    assert_eq!(code, 0, "{err}");
+    let elsewhere = tempdir();
+    let (other_ca, _, _) = crate::web::certificates(elsewhere.path());
+    let (code, err) = watch_with(
+        dir.path(),
+        &at,
+        &token,
+        &format!("--agent-cacert {}", other_ca.display()),
+    );
+    assert_eq!(code, 2, "{err}");
+    contains(&err, "not trusted");
+    agent.stop();
 }
 
 /// The doctor examines the agent's host, with the token; only an agent
@@ -217,4 +420,64 @@ fn an_examination_does_not_block_the_agent() {
     assert_eq!(examination.join().unwrap(), 200);
     assert_eq!(get("/v1/doctor?sample=0", "Bearer"), 200);
     agent.stop();
+}
+
+/// Beyond loopback, a client speaks TLS whatever its flags: an agent in a
+/// network namespace answers the pinned client, and a plain-HTTP server
+/// there is refused in one line (a token is never sent to it in clear).
+#[test]
+fn beyond_loopback_an_agent_is_asked_in_tls_only() {
+    let dir = tempdir();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken-5ecret-4b1d\n").unwrap();
+    let island = crate::support::Island::create();
+    let agent = Agent::start_in(
+        dir.path(),
+        &token,
+        &["--tls-self-signed"],
+        &island.ip,
+        &island.exec(),
+    );
+    let at = format!("{}:{}", island.ip, agent.port);
+    let pin = agent.fingerprint.clone().unwrap();
+    let (code, err) = watch_with(
+        dir.path(),
+        &at,
+        &token,
+        &format!("--agent-fingerprint {pin}"),
+    );
+    assert_eq!(code, 0, "{err}");
+    // Without a trust, the system's roots: a self-signed certificate fails.
+    let (code, err) = watch_with(dir.path(), &at, &token, "");
+    assert_eq!(code, 2, "{err}");
+    contains(&err, "not trusted");
+    agent.stop();
+
+    // A plain-HTTP server in the namespace, where an old agent would be:
+    // a thread that moved into it answers each connection with a 200.
+    let port = free_port();
+    let (ns, ip) = (island.name.clone(), island.ip.clone());
+    let (ready, listening) = std::sync::mpsc::channel();
+    let plain = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(format!("/var/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on this thread alone, with a namespace file it holds open.
+        assert_eq!(
+            unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
+            0
+        );
+        let listener = std::net::TcpListener::bind((ip.as_str(), port)).unwrap();
+        ready.send(()).unwrap();
+        if let Ok((mut s, _)) = listener.accept() {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = s.read(&mut [0u8; 4096]);
+            let _ = s.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+        }
+    });
+    listening.recv_timeout(Duration::from_secs(30)).unwrap();
+    let (code, err) = watch_with(dir.path(), &format!("{}:{port}", island.ip), &token, "");
+    plain.join().unwrap();
+    assert_eq!(code, 2, "{err}");
+    contains(&err, "does not speak TLS");
 }

@@ -231,3 +231,65 @@ pub fn managed_files_removed(out: &str) {
         .trim();
     assert!(!Path::new(files).exists(), "{files} was left behind");
 }
+
+/// A network namespace joined to this host by a veth pair: the host's
+/// end at `host_ip`, the namespace's at `ip`, a /30 of 10.218.0.0/16 of
+/// its own. Removed (with its pair) when dropped, also on a failed test.
+pub struct Island {
+    pub name: String,
+    pub ip: String,
+    pub host_ip: String,
+}
+
+impl Island {
+    pub fn create() -> Island {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        assert_eq!(
+            // SAFETY: geteuid has no preconditions.
+            unsafe { libc::geteuid() },
+            0,
+            "this test makes network namespaces: run it as root"
+        );
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let id = std::process::id();
+        let (third, fourth) = (id % 250, (n % 64) * 4);
+        let island = Island {
+            name: format!("perflab-island-{id}-{n}"),
+            ip: format!("10.218.{third}.{}", fourth + 2),
+            host_ip: format!("10.218.{third}.{}", fourth + 1),
+        };
+        let host_end = format!("pli{}x{n}", id % 100_000);
+        let ns = island.name.clone();
+        for cmd in [
+            format!("ip netns add {ns}"),
+            format!("ip link add {host_end} type veth peer name eth0 netns {ns}"),
+            format!("ip addr add {}/30 dev {host_end}", island.host_ip),
+            format!("ip link set {host_end} up"),
+            format!("ip -n {ns} addr add {}/30 dev eth0", island.ip),
+            format!("ip -n {ns} link set eth0 up"),
+            format!("ip -n {ns} link set lo up"),
+        ] {
+            let mut parts = cmd.split_whitespace();
+            let status = std::process::Command::new(parts.next().unwrap())
+                .args(parts)
+                .status()
+                .unwrap_or_else(|e| panic!("{cmd}: {e} (the test needs iproute2)"));
+            assert!(status.success(), "{cmd}: {status}");
+        }
+        island
+    }
+
+    /// The prefix that runs a command inside: `ip netns exec NAME`.
+    pub fn exec(&self) -> [&str; 4] {
+        ["ip", "netns", "exec", &self.name]
+    }
+}
+
+impl Drop for Island {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}

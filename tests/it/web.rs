@@ -355,7 +355,7 @@ fn bad_web_input_gets_one_line_and_exit_2() {
 
 /// A CA and a server certificate for 127.0.0.1 signed by it, as PEM
 /// files in `dir`: (ca.pem, cert.pem, key.pem).
-fn certificates(
+pub fn certificates(
     dir: &std::path::Path,
 ) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     let ca_key = rcgen::KeyPair::generate().unwrap();

@@ -1,0 +1,10 @@
+//! The bytes between perflab and its own peers (its agents, and the
+//! coordinator of many generators): TCP, in plain text on loopback or in
+//! TLS beyond it, every read and write bounded by one deadline. Below the
+//! probes, which read agents through it, and the agent, which serves
+//! through it; the HTTPS targets take their certificate checks from here.
+
+pub mod stream;
+pub mod tls;
+
+pub use stream::Wire;

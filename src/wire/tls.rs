@@ -1,0 +1,362 @@
+//! TLS set-up (rustls with the *ring* provider) for both ends: what a
+//! client trusts — the system's roots, a CA file, one certificate pinned
+//! by its SHA-256 fingerprint, or (`--insecure`) any certificate — and a
+//! server's identity, from PEM files or made on the spot (self-signed,
+//! by rcgen). A fingerprint is written as `openssl x509 -fingerprint
+//! -sha256` writes it: 32 bytes in upper-case hex pairs joined by colons.
+
+use crate::error::PlanError;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use sha2::Digest;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The system's bundle of trusted roots (Debian's ca-certificates).
+const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// What a client accepts as the server's certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// Signed by a root of the system's bundle, for the name asked.
+    System,
+    /// Signed by a certificate of this PEM file (named by `flag` in errors).
+    CaFile { file: PathBuf, flag: &'static str },
+    /// Exactly the certificate with this SHA-256 fingerprint, whatever its
+    /// names and signer: a self-signed agent's.
+    Pinned([u8; 32]),
+    /// Any certificate (the session is encrypted, not authenticated).
+    Any,
+}
+
+/// The client configuration `trust` asks for.
+pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, PlanError> {
+    let provider = provider();
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| PlanError::new(format!("TLS cannot be set up: {e}")))?;
+    let roots = match trust {
+        Trust::Pinned(pin) => {
+            return Ok(Arc::new(
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(Accepting {
+                        provider,
+                        pin: Some(*pin),
+                    }))
+                    .with_no_client_auth(),
+            ))
+        }
+        Trust::Any => {
+            return Ok(Arc::new(
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(Accepting {
+                        provider,
+                        pin: None,
+                    }))
+                    .with_no_client_auth(),
+            ))
+        }
+        Trust::CaFile { file, flag } => roots_from(file, flag)?,
+        Trust::System => roots_from(Path::new(SYSTEM_ROOTS), "the system's CA bundle")
+            .unwrap_or_else(|_| RootCertStore::empty()),
+    };
+    Ok(Arc::new(
+        builder.with_root_certificates(roots).with_no_client_auth(),
+    ))
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificates of a PEM file as roots; at least one. `flag` names
+/// where the file came from.
+fn roots_from(file: &Path, flag: &str) -> Result<RootCertStore, PlanError> {
+    let bad = |why: String| {
+        PlanError::new(format!(
+            "{flag} {}: {why}; give a PEM file holding the CA certificate that signed the server's",
+            file.display()
+        ))
+    };
+    let mut roots = RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(file).map_err(|e| bad(e.to_string()))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| bad(e.to_string()))?;
+        roots.add(cert).map_err(|e| bad(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("it holds no certificate".to_string()));
+    }
+    Ok(roots)
+}
+
+/// The name a server's certificate must carry: the host asked for.
+pub fn server_name(host: &str, flag: &str) -> Result<ServerName<'static>, PlanError> {
+    ServerName::try_from(host.to_string()).map_err(|e| {
+        PlanError::flag(
+            flag,
+            format!("'{host}' cannot name a TLS server: {e}"),
+            "give a DNS name or an IP address",
+        )
+    })
+}
+
+/// A certificate's SHA-256 fingerprint, `AB:CD:…`.
+pub fn fingerprint(certificate: &[u8]) -> String {
+    let digest = sha2::Sha256::digest(certificate);
+    let pairs: Vec<String> = digest.iter().map(|b| format!("{b:02X}")).collect();
+    pairs.join(":")
+}
+
+/// A fingerprint as given: 64 hex digits, with or without colons, in any
+/// case, after an optional `sha256:` or `SHA256 Fingerprint=`.
+pub fn parse_fingerprint(text: &str, flag: &str) -> Result<[u8; 32], PlanError> {
+    let bad = || {
+        PlanError::flag(
+            flag,
+            format!("'{text}' is not a SHA-256 fingerprint"),
+            "give the 64 hex digits the agent printed at start (colons allowed)",
+        )
+    };
+    let lower = text.trim().to_ascii_lowercase();
+    let digits: String = lower
+        .trim_start_matches("sha256 fingerprint=")
+        .trim_start_matches("sha256:")
+        .chars()
+        .filter(|c| *c != ':')
+        .collect();
+    if digits.len() != 64 || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    let mut pin = [0u8; 32];
+    for (i, byte) in pin.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(pin)
+}
+
+/// A server's certificate chain and key.
+pub struct Identity {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+/// Shows the certificate's fingerprint, never the key.
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("fingerprint", &self.fingerprint())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clone for Identity {
+    fn clone(&self) -> Self {
+        Identity {
+            chain: self.chain.clone(),
+            key: self.key.clone_key(),
+        }
+    }
+}
+
+impl Identity {
+    /// From PEM files: the certificate (its chain after it) and its key.
+    pub fn from_files(cert: &Path, key: &Path) -> Result<Self, PlanError> {
+        let bad = |flag: &str, file: &Path, why: String| {
+            PlanError::flag(
+                flag,
+                format!("{}: {why}", file.display()),
+                "give PEM files: the certificate (and its chain) and its private key",
+            )
+        };
+        let chain = CertificateDer::pem_file_iter(cert)
+            .map_err(|e| bad("--tls-cert", cert, e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad("--tls-cert", cert, e.to_string()))?;
+        if chain.is_empty() {
+            return Err(bad("--tls-cert", cert, "it holds no certificate".into()));
+        }
+        let key_der = PrivateKeyDer::from_pem_file(key)
+            .map_err(|e| bad("--tls-key", key, format!("no private key read: {e}")))?;
+        let identity = Identity {
+            chain,
+            key: key_der,
+        };
+        identity.server_config().map_err(|e| {
+            bad(
+                "--tls-key",
+                key,
+                format!("it does not go with the certificate: {e}"),
+            )
+        })?;
+        Ok(identity)
+    }
+
+    /// A self-signed certificate for `names` (DNS names or IP addresses),
+    /// with a key made now and never written anywhere.
+    pub fn self_signed(names: Vec<String>) -> Result<Self, PlanError> {
+        let failed =
+            |e: rcgen::Error| PlanError::new(format!("cannot make a self-signed certificate: {e}"));
+        let made = rcgen::generate_simple_self_signed(names).map_err(failed)?;
+        let key = PrivateKeyDer::try_from(made.signing_key.serialize_der())
+            .map_err(|e| PlanError::new(format!("cannot use the key just made: {e}")))?;
+        Ok(Identity {
+            chain: vec![made.cert.der().clone()],
+            key,
+        })
+    }
+
+    /// The fingerprint of the server's own certificate.
+    pub fn fingerprint(&self) -> String {
+        self.chain.first().map_or(String::new(), |c| fingerprint(c))
+    }
+
+    /// The server's configuration: TLS 1.2 and 1.3, no client certificate.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, rustls::Error> {
+        let config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(self.chain.clone(), self.key.clone_key())?;
+        Ok(Arc::new(config))
+    }
+}
+
+/// Accepts the one pinned certificate, or any without a pin; the
+/// handshake's signatures are checked either way.
+#[derive(Debug)]
+struct Accepting {
+    provider: Arc<CryptoProvider>,
+    pin: Option<[u8; 32]>,
+}
+
+impl ServerCertVerifier for Accepting {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self.pin {
+            Some(pin) if sha2::Sha256::digest(end_entity).as_slice() != pin => {
+                Err(rustls::Error::General(format!(
+                    "its certificate's SHA-256 fingerprint is {}",
+                    fingerprint(end_entity)
+                )))
+            }
+            _ => Ok(ServerCertVerified::assertion()),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_are_read_as_openssl_writes_them() {
+        let identity = Identity::self_signed(vec!["localhost".into()]).unwrap();
+        let printed = identity.fingerprint();
+        assert_eq!(printed.len(), 32 * 3 - 1, "{printed}");
+        let pin = parse_fingerprint(&printed, "--agent-fingerprint").unwrap();
+        for given in [
+            printed.to_lowercase(),
+            printed.replace(':', ""),
+            format!("sha256:{printed}"),
+            format!("SHA256 Fingerprint={printed}"),
+        ] {
+            assert_eq!(parse_fingerprint(&given, "--f").unwrap(), pin, "{given}");
+        }
+        for bad in ["", "AB:CD", &printed[..94], &"zz".repeat(32)] {
+            let e = parse_fingerprint(bad, "--agent-fingerprint")
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("--agent-fingerprint"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_cacert_without_certificates_is_refused_in_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ca.pem");
+        std::fs::write(&file, "not a certificate\n").unwrap();
+        let trust = |file: PathBuf| Trust::CaFile {
+            file,
+            flag: "--cacert",
+        };
+        let err = client_config(&trust(file)).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--cacert") && err.contains("no certificate"),
+            "{err}"
+        );
+        let err = client_config(&trust(dir.path().join("missing.pem")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("--cacert"), "{err}");
+        for trust in [Trust::System, Trust::Any, Trust::Pinned([7; 32])] {
+            assert!(client_config(&trust).is_ok());
+        }
+    }
+
+    /// A key that is not the certificate's is refused at start, not at
+    /// the first handshake.
+    #[test]
+    fn a_key_that_does_not_go_with_the_certificate_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = rcgen::generate_simple_self_signed(vec!["a".to_string()]).unwrap();
+        let other = rcgen::KeyPair::generate().unwrap();
+        let cert = dir.path().join("cert.pem");
+        let key = dir.path().join("key.pem");
+        std::fs::write(&cert, one.cert.pem()).unwrap();
+        std::fs::write(&key, one.signing_key.serialize_pem()).unwrap();
+        assert!(Identity::from_files(&cert, &key).is_ok());
+        std::fs::write(&key, other.serialize_pem()).unwrap();
+        let e = Identity::from_files(&cert, &key).err().unwrap().to_string();
+        assert!(
+            e.starts_with("--tls-key") && e.contains("does not go"),
+            "{e}"
+        );
+        let e = Identity::from_files(&key, &key).err().unwrap().to_string();
+        assert!(e.starts_with("--tls-cert"), "{e}");
+    }
+}
