@@ -3,7 +3,8 @@
 //! whole within [`Limits::deadline`] (a peer that trickles or says nothing
 //! is cut off then); at most [`Limits::connections`] are served at once
 //! (the next are answered 503 and closed, no thread spawned); one request
-//! per connection, no body read. A failure to accept or to start a thread
+//! per connection, its body (by `Content-Length`) at most
+//! [`Limits::body_bytes`], whole by the same deadline. A failure to accept or to start a thread
 //! is logged, once per kind, and survived: the agent never goes deaf.
 //! With a TLS configuration every connection is HTTPS: the handshake is
 //! part of the request's deadline, and a connection over the limit is
@@ -21,6 +22,8 @@ use std::time::{Duration, Instant};
 pub struct Limits {
     /// Bytes of a request's line and headers.
     pub head_bytes: usize,
+    /// Bytes of a request's body.
+    pub body_bytes: usize,
     /// Connections served at once.
     pub connections: usize,
     /// Time from accepting a connection to its whole request head, and to
@@ -32,6 +35,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             head_bytes: 16 * 1024,
+            body_bytes: 4 << 20,
             connections: 64,
             deadline: Duration::from_secs(10),
         }
@@ -47,6 +51,8 @@ pub struct Request {
     /// Headers, names in lower case.
     pub headers: Vec<(String, String)>,
     pub peer: SocketAddr,
+    /// The body, empty without one.
+    pub body: Vec<u8>,
 }
 
 impl Request {
@@ -91,7 +97,10 @@ pub fn serve(
         let (stream, peer) = match listener.accept() {
             Ok(accepted) => accepted,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
+                // Woken at once by a connection (a generator's clock is
+                // read through this: a fixed sleep here would be its
+                // error), else every 100 ms to look at `stop`.
+                wait_readable(&listener, Duration::from_millis(100));
                 continue;
             }
             Err(e) => {
@@ -130,6 +139,18 @@ pub fn serve(
         }
     }
     Ok(())
+}
+
+/// Waits until `listener` has a connection to accept, or `timeout`.
+fn wait_readable(listener: &TcpListener, timeout: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut fds = [libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: one valid pollfd for a descriptor the listener owns.
+    unsafe { libc::poll(fds.as_mut_ptr(), 1, timeout.as_millis() as libc::c_int) };
 }
 
 /// Counts a connection as open until dropped.
@@ -178,8 +199,17 @@ fn connection(
         },
     };
     let response = match read_head(&mut wire, limits) {
-        Ok(head) => match parse_head(&head, peer) {
-            Some(request) => handle(&request),
+        Ok((head, rest)) => match parse_head(&head, peer) {
+            Some(mut request) => match read_body(&mut wire, &request, rest, limits) {
+                Ok(body) => {
+                    request.body = body;
+                    handle(&request)
+                }
+                Err(HeadError::TooLarge) => {
+                    Response::json(413, r#"{"error":"the request body is too large"}"#)
+                }
+                Err(HeadError::Gone) => return,
+            },
             None => Response::json(400, r#"{"error":"not an HTTP/1 request"}"#),
         },
         Err(HeadError::TooLarge) => {
@@ -200,8 +230,8 @@ enum HeadError {
 }
 
 /// A request's head, up to its blank line, within the limits (the
-/// wire's deadline bounds the time).
-fn read_head(wire: &mut Wire, limits: Limits) -> Result<Vec<u8>, HeadError> {
+/// wire's deadline bounds the time), and what came after it.
+fn read_head(wire: &mut Wire, limits: Limits) -> Result<(Vec<u8>, Vec<u8>), HeadError> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 2048];
     loop {
@@ -211,13 +241,40 @@ fn read_head(wire: &mut Wire, limits: Limits) -> Result<Vec<u8>, HeadError> {
         };
         head.extend_from_slice(&buf[..n]);
         if let Some(end) = find(&head, b"\r\n\r\n") {
+            let rest = head.split_off(end + 4);
             head.truncate(end);
-            return Ok(head);
+            return Ok((head, rest));
         }
         if head.len() > limits.head_bytes {
             return Err(HeadError::TooLarge);
         }
     }
+}
+
+/// The body its `Content-Length` announces (none without one), at most
+/// the limit, read by the wire's deadline.
+fn read_body(
+    wire: &mut Wire,
+    request: &Request,
+    mut body: Vec<u8>,
+    limits: Limits,
+) -> Result<Vec<u8>, HeadError> {
+    let length = match request.header("content-length") {
+        None => return Ok(Vec::new()),
+        Some(text) => text.parse::<usize>().map_err(|_| HeadError::TooLarge)?,
+    };
+    if length > limits.body_bytes {
+        return Err(HeadError::TooLarge);
+    }
+    let mut buf = [0u8; 8192];
+    while body.len() < length {
+        match wire.read(&mut buf) {
+            Ok(0) | Err(_) => return Err(HeadError::Gone),
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+        }
+    }
+    body.truncate(length);
+    Ok(body)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -243,6 +300,7 @@ fn parse_head(head: &[u8], peer: SocketAddr) -> Option<Request> {
         target: target.to_string(),
         headers,
         peer,
+        body: Vec::new(),
     })
 }
 
@@ -253,6 +311,9 @@ fn reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        409 => "Conflict",
+        413 => "Content Too Large",
+        422 => "Unprocessable Content",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
@@ -340,6 +401,7 @@ mod tests {
     fn requests_are_bounded_in_size_count_and_time() {
         let limits = Limits {
             head_bytes: 1024,
+            body_bytes: 64,
             connections: 3,
             deadline: Duration::from_millis(800),
         };

@@ -12,6 +12,7 @@
 //! the bodies it serves are the probes' (`probe::agent_client`): the agent
 //! imports the probes, never the reverse.
 
+mod generate;
 mod http;
 mod ring;
 mod server;

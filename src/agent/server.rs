@@ -20,10 +20,20 @@ pub struct AgentConfig {
     pub interval: Duration,
     /// Served in HTTPS with this certificate; plain HTTP only on loopback.
     pub tls: Option<crate::wire::tls::Identity>,
+    /// Also a generator (`--generate`): offers the load a coordinator sends.
+    pub generate: bool,
 }
 
 /// Serves samples until `stop` is set. Prints the address it listens on.
 pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    if config.generate && config.token.is_none() {
+        return Err(PlanError::flag(
+            "--generate",
+            "a generator runs what it is sent, so it needs a token",
+            "give --token-file",
+        )
+        .into());
+    }
     if config.token.is_none() && !config.listen.ip().is_loopback() {
         return Err(PlanError::new(format!(
             "refusing to listen on {} without a token: anyone who can reach it could read this host's counters; give --token-file, or listen on 127.0.0.1",
@@ -78,8 +88,24 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     };
     let examining = Arc::new(AtomicBool::new(false));
     let token = config.token.clone();
+    let generator = config
+        .generate
+        .then(|| Arc::new(super::generate::Generator::default()));
+    if generator.is_some() {
+        crate::util::out(format_args!(
+            "generator role on: workloads {}\n",
+            crate::workload::generator_workloads().join(", ")
+        ));
+    }
     let handle = Arc::new(move |request: &Request| {
-        answer(request, token.as_deref(), &ring, started, &examining)
+        answer(
+            request,
+            token.as_deref(),
+            &ring,
+            started,
+            &examining,
+            generator.as_deref(),
+        )
     });
     let served = super::http::serve(listener, Limits::default(), tls, &stop, handle);
     let _ = sampler.join();
@@ -117,20 +143,29 @@ fn answer(
     ring: &Mutex<Ring>,
     started: Instant,
     examining: &AtomicBool,
+    generator: Option<&super::generate::Generator>,
 ) -> Response {
     if let Some(token) = token {
         if let Some(refused) = refuse_token(request, token) {
             return refused;
         }
     }
-    if request.method != "GET" {
-        return json_response(405, r#"{"error":"only GET is served"}"#.to_string());
-    }
     let (path, query) = request
         .target
         .split_once('?')
         .unwrap_or((request.target.as_str(), ""));
+    if let Some(answer) = generator.and_then(|g| g.answer(request, path, query)) {
+        return answer;
+    }
+    if request.method != "GET" {
+        return json_response(405, r#"{"error":"only GET is served"}"#.to_string());
+    }
     match path {
+        "/v1/hello" => hello(generator.is_some()),
+        "/v1/clock" => json_response(
+            200,
+            format!(r#"{{"unix_ns":{}}}"#, super::generate::unix_ns()),
+        ),
         "/v1/snapshot" => snapshot(started),
         "/v1/inventory" => inventory(),
         // The doctor sleeps through its sample on this connection's own
@@ -158,6 +193,31 @@ fn answer(
             404,
             r#"{"error":"the agent serves /v1/samples, /v1/snapshot, /v1/inventory and /v1/doctor"}"#.to_string(),
         ),
+    }
+}
+
+/// `/v1/hello`: what this agent is: its version, its roles, and the
+/// workloads its generator runs.
+fn hello(generate: bool) -> Response {
+    let mut roles = vec!["probe"];
+    if generate {
+        roles.push("generate");
+    }
+    let body = crate::probe::agent_client::Hello {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        roles: roles.iter().map(ToString::to_string).collect(),
+        workloads: if generate {
+            crate::workload::generator_workloads()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        } else {
+            Vec::new()
+        },
+    };
+    match serde_json::to_string(&body) {
+        Ok(body) => json_response(200, body),
+        Err(_) => json_response(500, r#"{"error":"cannot encode the answer"}"#.to_string()),
     }
 }
 

@@ -307,6 +307,10 @@ pub struct AgentArgs {
     #[arg(long)]
     pub tls_self_signed: bool,
 
+    /// Also generate load: offer the part of each step a coordinator (`run --generators`) sends.
+    #[arg(long)]
+    pub generate: bool,
+
     /// Time between samples.
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = values::duration)]
     pub interval: Duration,
@@ -418,6 +422,14 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "SOURCE")]
     pub probe: Vec<String>,
 
+    /// Offer the load from these generators (perflab agent --generate), comma-separated agent://HOST:PORT; this process then coordinates.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub generators: Vec<String>,
+
+    /// The generators listed in FILE, one agent://HOST:PORT per line (# comments).
+    #[arg(long, value_name = "FILE", conflicts_with = "generators")]
+    pub generators_file: Option<PathBuf>,
+
     #[command(flatten)]
     pub agent_access: AgentAccessArgs,
 
@@ -462,9 +474,9 @@ pub struct AgentAccessArgs {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 
-    /// Trust the agent whose certificate has this SHA-256 fingerprint (printed by `agent --tls-self-signed`).
+    /// Trust the agent whose certificate has this SHA-256 fingerprint (printed by `agent --tls-self-signed`); repeatable, one per agent.
     #[arg(long, value_name = "SHA256", conflicts_with = "agent_cacert")]
-    pub agent_fingerprint: Option<String>,
+    pub agent_fingerprint: Vec<String>,
 
     /// Trust agents whose certificates this CA (PEM) signed.
     #[arg(long, value_name = "FILE")]

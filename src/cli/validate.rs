@@ -46,7 +46,61 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
         max_cv: args.max_cv,
         repeat,
         max_repeat,
+        generators: generators(args)?,
     })
+}
+
+/// The generators of `--generators` or `--generators-file`, each an
+/// `agent://HOST:PORT`, none twice.
+fn generators(args: &CommonRunArgs) -> Result<Vec<String>, PlanError> {
+    let (flag, given) = match &args.generators_file {
+        Some(file) => {
+            use std::io::Read;
+            let mut text = String::new();
+            std::fs::File::open(file)
+                .and_then(|f| f.take(64 << 10).read_to_string(&mut text))
+                .map_err(|e| {
+                    PlanError::flag(
+                        "--generators-file",
+                        format!("{}: {e}", file.display()),
+                        "give a text file with one agent://HOST:PORT per line",
+                    )
+                })?;
+            let lines = text
+                .lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+                .filter(|l| !l.is_empty())
+                .collect();
+            ("--generators-file", lines)
+        }
+        None => ("--generators", args.generators.clone()),
+    };
+    let mut out: Vec<String> = Vec::new();
+    for g in given.iter().map(|g| g.trim()) {
+        crate::probe::agent_client::AgentClient::new(g, Default::default()).map_err(|_| {
+            PlanError::flag(
+                flag,
+                format!("'{g}' is not a generator's address"),
+                "give agent://HOST:PORT, e.g. agent://gen1:7071",
+            )
+        })?;
+        if out.iter().any(|o| o == g) {
+            return Err(PlanError::flag(
+                flag,
+                format!("'{g}' is given twice"),
+                "give each generator once",
+            ));
+        }
+        out.push(g.to_string());
+    }
+    if flag == "--generators-file" && out.is_empty() {
+        return Err(PlanError::flag(
+            flag,
+            "the file names no generator",
+            "give one agent://HOST:PORT per line",
+        ));
+    }
+    Ok(out)
 }
 
 /// The load model and its levels: a closed loop over `--users` (the
@@ -223,16 +277,18 @@ pub fn agent_access(
         .as_deref()
         .map(crate::agent::read_token)
         .transpose()?;
-    let trust = match (&args.agent_fingerprint, &args.agent_cacert) {
-        (Some(pin), _) => Some(Trust::Pinned(crate::wire::tls::parse_fingerprint(
-            pin,
-            "--agent-fingerprint",
-        )?)),
-        (None, Some(file)) => Some(Trust::CaFile {
+    let pins = args
+        .agent_fingerprint
+        .iter()
+        .map(|pin| crate::wire::tls::parse_fingerprint(pin, "--agent-fingerprint"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let trust = match (pins.is_empty(), &args.agent_cacert) {
+        (false, _) => Some(Trust::Pinned(pins)),
+        (true, Some(file)) => Some(Trust::CaFile {
             file: file.clone(),
             flag: "--agent-cacert",
         }),
-        (None, None) => None,
+        (true, None) => None,
     };
     Ok(crate::probe::agent_client::AgentAccess { token, trust })
 }

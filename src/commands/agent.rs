@@ -43,6 +43,7 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
             token,
             interval,
             tls,
+            generate: args.generate,
         },
         stop,
     )?;

@@ -5,11 +5,13 @@ use super::output::{write, Destination};
 use super::Exit;
 use crate::cli::{plan_from, CommonRunArgs, RunArgs};
 use crate::engine::{
-    run_sweep, FinishedStep, IntervalRecord, IntervalSpec, Schedule, SweepEnd, SweepObserver,
+    run_sweep_on, FinishedStep, GeneratorLink, Generators, IntervalRecord, IntervalSpec, Schedule,
+    SweepEnd, SweepObserver,
 };
 use crate::error::PlanError;
 use crate::measure::Tally;
 use crate::plan::{Level, Plan};
+use crate::probe::agent_client::AgentClient;
 use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
 use crate::probe::counters::{HostReader, HostRoot, HostSample, HostSnapshot};
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
@@ -53,6 +55,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         signal_hook::flag::register(number, interrupted.clone())?;
     }
     let remotes = start_remotes(common)?;
+    let generators = connect_generators(common, &plan)?;
     let mut store = Store::open(&common.store.store)?;
     let ctx = RunContext {
         argv,
@@ -63,6 +66,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         plan: &plan,
         target: workload.target().redacted(),
         remotes,
+        generators,
     };
     let signal_seen = ctx.signal.clone();
     match workload.start(&plan, ctx) {
@@ -117,6 +121,32 @@ fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
         out.push(RemoteWatch::start(probe)?);
     }
     Ok(out)
+}
+
+/// The generators of the plan, each answering now as a generator of this
+/// version that runs the workload, its clock offset measured; a wrong
+/// token, certificate or version is bad input, found before anything is
+/// loaded.
+fn connect_generators(
+    args: &CommonRunArgs,
+    plan: &Plan,
+) -> anyhow::Result<Vec<Arc<GeneratorLink>>> {
+    if plan.generators.is_empty() {
+        return Ok(Vec::new());
+    }
+    let access = crate::cli::agent_access(&args.agent_access)?;
+    let mut links = Vec::new();
+    for address in &plan.generators {
+        let client = AgentClient::new(address, access.clone())?;
+        let link = GeneratorLink::connect(client, plan.workload.name())?;
+        crate::util::out(format_args!(
+            "generator {address}: clock offset {:+.3} ms (±{:.3} ms)\n",
+            link.offset_ns as f64 / 1e6,
+            link.delay_ns as f64 / 2e6
+        ));
+        links.push(Arc::new(link));
+    }
+    Ok(links)
 }
 
 /// Writes each interval to the store as it ends, with what the probes saw
@@ -215,6 +245,8 @@ struct RunContext<'a> {
     /// The target as stored (no password).
     target: String,
     remotes: Vec<RemoteWatch>,
+    /// The generators that offer the load, none when this process does.
+    generators: Vec<Arc<GeneratorLink>>,
 }
 
 /// This host's facts, a database target's settings (`db.…`) and the remote
@@ -301,7 +333,23 @@ fn execute<W: Workload>(
         plan,
         target,
         remotes,
+        generators,
     } = ctx;
+    let generators = if generators.is_empty() {
+        None
+    } else {
+        let form = workload.generator_form().ok_or_else(|| {
+            PlanError::new(format!(
+                "the {} workload does not run on generators yet; drop --generators",
+                plan.workload.name()
+            ))
+        })?;
+        Some(Generators {
+            links: generators,
+            workload: plan.workload.name().to_string(),
+            form,
+        })
+    };
     let interrupted = &interrupted;
     // The processes given on the command line win over a managed server's.
     let server = plan.server.clone().or(started.server);
@@ -337,7 +385,13 @@ fn execute<W: Workload>(
         remotes,
         step: None,
     };
-    let swept = run_sweep(workload.clone(), plan, interrupted, &mut observer);
+    let swept = run_sweep_on(
+        workload.clone(),
+        plan,
+        generators.as_ref(),
+        interrupted,
+        &mut observer,
+    );
     let store = observer.store;
     let (end, counts) = match swept {
         Ok(done) => done,

@@ -65,6 +65,20 @@ impl Crew {
         })
     }
 
+    /// A crew of threads already started (the generators' followers).
+    pub(super) fn assemble(
+        events: mpsc::Receiver<WorkerEvent>,
+        starters: Vec<mpsc::Sender<Option<Instant>>>,
+        handles: Vec<JoinHandle<()>>,
+    ) -> Crew {
+        Crew {
+            workers: starters.len(),
+            events,
+            starters,
+            handles,
+        }
+    }
+
     /// Waits until every session is open, so that none opens after the
     /// clock starts; when one cannot open, stops every worker, waits for
     /// them, and says why.
@@ -352,6 +366,7 @@ impl Merging {
             measured: self.measured,
             measured_length: self.measured_length,
             everything: self.everything,
+            generators: Vec::new(),
         }
     }
 }

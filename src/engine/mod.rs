@@ -9,12 +9,18 @@
 mod closed;
 mod crew;
 mod open;
+mod remote;
 mod schedule;
+mod share;
+mod split;
 mod state;
 mod step;
 mod sweep;
 mod worker;
 
+pub use remote::{GeneratorLink, Generators};
 pub use schedule::{IntervalSpec, Schedule};
-pub use step::{FinishedStep, IntervalRecord, StepResult, StepStatus};
-pub use sweep::{coefficient_of_variation, run_sweep, SweepEnd, SweepObserver};
+pub use share::{run_share, Share, ShareEvent};
+pub use split::{Part, Split};
+pub use step::{FinishedStep, GeneratorStep, IntervalRecord, StepResult, StepStatus};
+pub use sweep::{coefficient_of_variation, run_sweep, run_sweep_on, SweepEnd, SweepObserver};

@@ -77,6 +77,9 @@ pub struct FinishedStep {
     pub measured_length: Duration,
     /// Every interval of every phase merged, the drain included.
     pub everything: Tally,
+    /// On generators: what each did (its usage is the step's `usage`
+    /// when it was the busiest); empty for a local run.
+    pub generators: Vec<GeneratorStep>,
 }
 
 impl FinishedStep {
@@ -95,8 +98,11 @@ pub struct StepResult {
     pub started_at: SystemTime,
     pub intervals: Vec<IntervalRecord>,
     pub status: StepStatus,
-    /// perflab's own CPU and memory over the step.
+    /// perflab's own CPU and memory over the step (on generators, the
+    /// busiest generator's).
     pub usage: SelfUsage,
+    /// On generators: what each did; empty for a local run.
+    pub generators: Vec<GeneratorStep>,
 }
 
 impl StepResult {
@@ -138,4 +144,27 @@ impl StepResult {
     pub fn everything(&self) -> Tally {
         self.merged(|_| true).0
     }
+}
+
+/// One generator's part of one step, as the coordinator saw it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GeneratorStep {
+    /// As given: `agent://HOST:PORT`.
+    pub generator: String,
+    /// Its clock minus the coordinator's, seconds, and the round trip
+    /// that was read from (the offset's error is at most half of it).
+    pub clock_offset: f64,
+    pub clock_delay: f64,
+    /// When its clock started, seconds since the Unix epoch by the
+    /// coordinator's clock (its own reading less the offset).
+    pub started: f64,
+    /// Its measured window's figures.
+    pub completed: u64,
+    pub errors: u64,
+    /// Operations per second.
+    pub throughput: f64,
+    /// p95 of the response time, seconds.
+    pub p95: f64,
+    /// Its process's CPU and memory over the step.
+    pub usage: SelfUsage,
 }

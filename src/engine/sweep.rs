@@ -4,11 +4,13 @@
 //! finished step before the next one starts.
 
 use super::crew::{Crew, SessionsFailed};
+use super::remote::Generators;
 use super::schedule::{IntervalSpec, Schedule};
+use super::share::Share;
+use super::split::{worker_plans, Part, Split};
 use super::step::{FinishedStep, IntervalRecord, StepStatus};
-use super::worker::{self, WorkerLoad, WorkerPlan};
 use crate::measure::{ErrorKind, Tally};
-use crate::plan::{Level, LoadModel, Plan};
+use crate::plan::{Level, Plan};
 use crate::probe::SelfUsage;
 use crate::workload::{OpCounts, Workload};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,6 +68,18 @@ pub fn run_sweep<W: Workload>(
     interrupted: &Arc<AtomicBool>,
     observer: &mut dyn SweepObserver,
 ) -> anyhow::Result<(SweepEnd, Vec<OpCounts>)> {
+    run_sweep_on(workload, plan, None, interrupted, observer)
+}
+
+/// [`run_sweep`], the load offered by `generators` when given (this
+/// process then offers none: it coordinates, merges and stores).
+pub fn run_sweep_on<W: Workload>(
+    workload: Arc<W>,
+    plan: &Plan,
+    generators: Option<&Generators>,
+    interrupted: &Arc<AtomicBool>,
+    observer: &mut dyn SweepObserver,
+) -> anyhow::Result<(SweepEnd, Vec<OpCounts>)> {
     let mut counts = vec![OpCounts::default(); workload.op_names().len()];
     let mut index = 0;
     for &level in &plan.sweep.levels {
@@ -76,6 +90,7 @@ pub fn run_sweep<W: Workload>(
             match one_step(
                 &workload,
                 plan,
+                generators,
                 index,
                 level,
                 interrupted,
@@ -115,9 +130,11 @@ pub fn coefficient_of_variation(values: &[f64]) -> f64 {
 
 /// Runs one step and hands it to the observer: its throughput, or how the
 /// sweep ends here.
+#[allow(clippy::too_many_arguments)]
 fn one_step<W: Workload>(
     workload: &Arc<W>,
     plan: &Plan,
+    generators: Option<&Generators>,
     index: usize,
     level: Level,
     interrupted: &Arc<AtomicBool>,
@@ -128,7 +145,15 @@ fn one_step<W: Workload>(
         if interrupted.load(Ordering::Relaxed) {
             return Ok(Err(SweepEnd::Interrupted));
         }
-        let mut step = match run_step(workload.clone(), plan, index, level, interrupted, observer) {
+        let mut step = match run_step(
+            workload.clone(),
+            plan,
+            generators,
+            index,
+            level,
+            interrupted,
+            observer,
+        ) {
             Ok(step) => step,
             Err(e) => match e.downcast::<SessionsFailed>() {
                 Ok(SessionsFailed(reason)) => {
@@ -190,63 +215,14 @@ fn one_step<W: Workload>(
     }
 }
 
-/// Splits a step's load over the worker threads.
-fn worker_plans(
-    plan: &Plan,
-    index: usize,
-    level: Level,
-    schedule: &Arc<Schedule>,
-) -> Vec<WorkerPlan> {
-    let step_seed = worker::stream_seed(plan.seed, index as u64);
-    let (sessions, workers) = match (level, plan.load) {
-        (Level::Users(n), _) => (n, plan.threads.min(n as usize).max(1)),
-        (Level::Rate(_), LoadModel::Open { connections, .. }) => {
-            (connections, plan.threads.min(connections as usize).max(1))
-        }
-        (Level::Rate(_), LoadModel::Closed { .. }) => (1, 1),
-    };
-    (0..workers)
-        .map(|w| {
-            let users: Vec<u32> = (0..sessions)
-                .filter(|u| *u as usize % workers == w)
-                .collect();
-            let load = match (level, plan.load) {
-                (
-                    Level::Rate(rate),
-                    LoadModel::Open {
-                        arrivals,
-                        max_outstanding,
-                        ..
-                    },
-                ) => WorkerLoad::Open {
-                    rate: rate / workers as f64,
-                    arrivals,
-                    max_outstanding: max_outstanding.div_ceil(workers as u32).max(1),
-                    first_arrival: crate::units::saturating_secs(w as f64 / rate),
-                },
-                (_, LoadModel::Closed { think }) => WorkerLoad::Closed { think },
-                (Level::Users(_), LoadModel::Open { .. }) => WorkerLoad::Closed {
-                    think: crate::plan::ThinkTime::Zero,
-                },
-            };
-            WorkerPlan {
-                index: w,
-                users,
-                load,
-                seed: step_seed,
-                schedule: schedule.clone(),
-                timeout: plan.timeout,
-            }
-        })
-        .collect()
-}
-
 /// Runs one step: starts its workers, waits until every session is open,
 /// starts the clock, merges the intervals as they come in, and assembles
 /// the step.
+#[allow(clippy::too_many_arguments)]
 fn run_step<W: Workload>(
     workload: Arc<W>,
     plan: &Plan,
+    generators: Option<&Generators>,
     index: usize,
     level: Level,
     interrupted: &Arc<AtomicBool>,
@@ -254,11 +230,28 @@ fn run_step<W: Workload>(
 ) -> anyhow::Result<FinishedStep> {
     let schedule = Arc::new(Schedule::new(plan.warmup, plan.duration, plan.interval));
     let op_count = workload.op_names().len();
-    let crew = Crew::spawn(
-        workload,
-        worker_plans(plan, index, level, &schedule),
-        interrupted,
-    )?
+    let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let crew = match generators {
+        None => Crew::spawn(
+            workload,
+            worker_plans(&Split::of(plan, Part::WHOLE), index, level, &schedule),
+            interrupted,
+        )?,
+        Some(generators) => {
+            let n = generators.links.len();
+            let shares = (0..n)
+                .map(|k| Share {
+                    index,
+                    level,
+                    split: Split::of(plan, Part { k, n }),
+                    warmup: plan.warmup,
+                    duration: plan.duration,
+                    interval: plan.interval,
+                })
+                .collect();
+            super::remote::spawn_crew(generators, shares, interrupted, &reports)?
+        }
+    }
     .wait_ready()?;
 
     if let Err(e) = observer.step_started(index, level, &schedule) {
@@ -289,5 +282,24 @@ fn run_step<W: Workload>(
         return Err(error);
     }
     let usage = usage_start.finish(merging.rss_at_end);
-    Ok(merging.finish(&schedule, index, level, started_at, usage))
+    let mut step = merging.finish(&schedule, index, level, started_at, usage);
+    let mut reports = reports.lock().map(|r| r.clone()).unwrap_or_default();
+    if !reports.is_empty() {
+        reports.sort_by(|a, b| a.generator.cmp(&b.generator));
+        // The generator check of the verdict reads the step's usage: on
+        // generators, the busiest generator's is the one that can limit.
+        if let Some(busiest) = reports
+            .iter()
+            .max_by(|a, b| busiest_share(&a.usage).total_cmp(&busiest_share(&b.usage)))
+        {
+            step.usage = busiest.usage;
+        }
+        step.generators = reports;
+    }
+    Ok(step)
+}
+
+/// A process's CPU use as a share of the CPUs it may use.
+fn busiest_share(usage: &SelfUsage) -> f64 {
+    usage.cpu_share() / usage.cpu_capacity.unwrap_or(1.0).max(1e-9)
 }

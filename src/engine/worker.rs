@@ -37,6 +37,9 @@ pub(super) enum WorkerLoad {
 /// What one worker runs during a step.
 pub(super) struct WorkerPlan {
     pub index: usize,
+    /// This worker's number among every worker of the step, in every
+    /// process offering part of it: its arrival process's stream.
+    pub stream: u64,
     /// Virtual users (closed) or connections (open) of this worker.
     pub users: Vec<u32>,
     pub load: WorkerLoad,
@@ -160,7 +163,7 @@ async fn run_worker<W: Workload>(
             for (_, session) in sessions {
                 tokio::task::spawn_local(open::server(session, state.clone()));
             }
-            let rng = SmallRng::seed_from_u64(stream_seed(plan.seed, plan.index as u64 | 1 << 41));
+            let rng = SmallRng::seed_from_u64(stream_seed(plan.seed, plan.stream | 1 << 41));
             let process = open::ArrivalProcess {
                 rate,
                 arrivals,

@@ -10,8 +10,9 @@ use super::tally::{decode_histogram, encode_histogram, new_histogram, OpTally, T
 use hdrhistogram::Histogram;
 use std::time::Duration;
 
-/// One operation kind's counts, its histograms packed.
-#[derive(Debug, Clone, PartialEq)]
+/// One operation kind's counts, its histograms packed (in JSON, as
+/// base64: how a generator sends its intervals to the coordinator).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PackedOp {
     pub ok: u64,
     pub refused: u64,
@@ -19,18 +20,22 @@ pub struct PackedOp {
     pub retries: u64,
     pub bytes: u64,
     /// Service time, µs, packed.
+    #[serde(with = "base64_bytes")]
     pub service: Vec<u8>,
     /// Response time, µs, packed.
+    #[serde(with = "base64_bytes")]
     pub response: Vec<u8>,
 }
 
 /// A [`Tally`] with its histograms packed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PackedTally {
     pub ops: Vec<PackedOp>,
     pub dropped: u64,
     /// The open loop's dispatch lag, µs, packed.
+    #[serde(with = "base64_bytes")]
     pub lag: Vec<u8>,
+    #[serde(with = "crate::util::serde_duration")]
     pub think_total: Duration,
     pub thinks: u64,
 }
@@ -82,6 +87,33 @@ impl PackedTally {
         }
     }
 
+    /// The tally, every histogram checked: for bytes from elsewhere (a
+    /// generator), where a damaged one is an error, not an empty one.
+    pub fn unpack_checked(&self) -> anyhow::Result<Tally> {
+        let ops = self
+            .ops
+            .iter()
+            .map(|op| {
+                Ok(OpTally {
+                    ok: op.ok,
+                    refused: op.refused,
+                    errors: op.errors.clone(),
+                    retries: op.retries,
+                    bytes: op.bytes,
+                    service: decode_histogram(&op.service)?,
+                    response: decode_histogram(&op.response)?,
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Tally {
+            ops,
+            dropped: self.dropped,
+            lag: decode_histogram(&self.lag)?,
+            think_total: self.think_total,
+            thinks: self.thinks,
+        })
+    }
+
     /// All operation kinds folded into one (histograms unpacked for it).
     pub fn all_ops(&self) -> OpTally {
         self.unpack().all_ops()
@@ -96,6 +128,23 @@ impl PackedTally {
 impl From<&Tally> for PackedTally {
     fn from(tally: &Tally) -> Self {
         PackedTally::pack(tally)
+    }
+}
+
+/// Bytes as base64 text in JSON.
+mod base64_bytes {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -129,6 +178,13 @@ mod tests {
         tally.thinks = 9;
         let packed = PackedTally::pack(&tally);
         assert_eq!(packed.unpack(), tally);
+        // Through JSON, as a generator sends it, and checked.
+        let sent: PackedTally =
+            serde_json::from_str(&serde_json::to_string(&packed).unwrap()).unwrap();
+        assert_eq!(sent.unpack_checked().unwrap(), tally);
+        let mut damaged = sent.clone();
+        damaged.ops[0].service.truncate(5);
+        assert!(damaged.unpack_checked().is_err());
         assert_eq!(packed.completed(), tally.all_ops().completed());
         assert_eq!(packed.all_ops(), tally.all_ops());
         let bytes: usize = packed

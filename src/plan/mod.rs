@@ -64,6 +64,10 @@ pub struct Plan {
     /// Most runs of a level whose throughputs vary more than `max_cv`.
     #[serde(default = "one")]
     pub max_repeat: u32,
+    /// The generators that offer the load (`agent://HOST:PORT`), none
+    /// when this process does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generators: Vec<String>,
 }
 
 /// The `--max-cv` default, for plans stored before it was.

@@ -95,9 +95,38 @@ impl AgentClient {
     /// protocol is a [`PlanError`] (the user's to fix); an agent that is
     /// not there or breaks off is an error of the moment.
     fn get(&self, path: &str) -> anyhow::Result<Vec<u8>> {
-        let deadline = Instant::now() + self.timeout;
+        self.call("GET", path, None, self.timeout)
+    }
+
+    /// `GET path`, its answer as JSON.
+    pub fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        self.get(path).and_then(|b| self.json(&b))
+    }
+
+    /// `POST path` with `body` as JSON, given `timeout` for the answer;
+    /// the answer as JSON.
+    pub fn post_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+        timeout: Duration,
+    ) -> anyhow::Result<T> {
+        let body = serde_json::to_vec(body)?;
+        self.call("POST", path, Some(&body), timeout)
+            .and_then(|b| self.json(&b))
+    }
+
+    /// One request and its answer's body (see [`AgentClient::get`]).
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        timeout: Duration,
+    ) -> anyhow::Result<Vec<u8>> {
+        let deadline = Instant::now() + timeout;
         let peer = self.resolve()?;
-        let socket = TcpStream::connect_timeout(&peer, self.timeout)
+        let socket = TcpStream::connect_timeout(&peer, timeout)
             .map_err(|e| anyhow::anyhow!("the agent at {} did not answer: {e}", self.name))?;
         let _ = socket.set_nodelay(true);
         let mut wire = match (&self.tls, peer.ip().is_loopback()) {
@@ -109,13 +138,21 @@ impl AgentClient {
                 deadline,
             )?,
         };
-        let mut request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
         if let Some(token) = &self.token {
             request.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
+        if let Some(body) = body {
+            request.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            ));
+        }
         request.push_str("Connection: close\r\n\r\n");
+        let mut request = request.into_bytes();
+        request.extend_from_slice(body.unwrap_or_default());
         let answer = wire
-            .write_all(request.as_bytes())
+            .write_all(&request)
             .and_then(|()| wire.flush())
             .and_then(|()| read_answer(&mut wire));
         let answer = answer.map_err(|e| self.failed(&wire, e))?;
@@ -138,11 +175,22 @@ impl AgentClient {
                 self.name
             ))
             .into()),
-            status => anyhow::bail!(
-                "the agent at {} answered {status}: {}",
-                self.name,
-                crate::util::one_line(&String::from_utf8_lossy(&body[..body.len().min(200)]))
-            ),
+            status => {
+                // Its own error's words when it gave them.
+                #[derive(Deserialize)]
+                struct Said {
+                    error: String,
+                }
+                let said = serde_json::from_slice::<Said>(body).map_or_else(
+                    |_| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+                    |s| s.error,
+                );
+                anyhow::bail!(
+                    "the agent at {} answered {status}: {}",
+                    self.name,
+                    crate::util::one_line(&said)
+                )
+            }
         }
     }
 
@@ -324,6 +372,17 @@ const MAX_HEAD: u64 = 64 << 10;
 /// The largest answer read from an agent, bytes: a minute of samples of a
 /// host with hundreds of CPUs, disks and interfaces fits many times over.
 pub const MAX_BODY: u64 = 32 << 20;
+
+/// What `/v1/hello` answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hello {
+    /// perflab's version on the agent.
+    pub version: String,
+    /// `probe`, and `generate` when it generates load.
+    pub roles: Vec<String>,
+    /// The workloads its generator runs.
+    pub workloads: Vec<String>,
+}
 
 /// What `/v1/snapshot` answers.
 #[derive(Serialize, Deserialize)]

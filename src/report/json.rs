@@ -93,7 +93,7 @@ fn step_json(run: &StoredRun, step: &StepResult) -> Value {
         .map(|(name, op)| op_json(name, op))
         .collect();
     let intervals: Vec<Value> = step.intervals.iter().map(interval_json).collect();
-    json!({
+    let mut out = json!({
         "index": step.index,
         "load": step.level,
         "status": step.status.as_str(),
@@ -104,7 +104,11 @@ fn step_json(run: &StoredRun, step: &StepResult) -> Value {
         "ops": ops,
         "db": step.measured_db(),
         "intervals": intervals,
-    })
+    });
+    if !step.generators.is_empty() {
+        out["generators"] = json!(step.generators);
+    }
+    out
 }
 
 /// One operation kind over a step's measured window, histograms included.

@@ -124,6 +124,9 @@ const MIGRATIONS: &[&str] = &[
     // runs, cleared once its teardown has run (`lab resume` runs it when
     // the lab was killed in between).
     "ALTER TABLE lab_cells ADD COLUMN teardown_owed INTEGER NOT NULL DEFAULT 0;",
+    // 10: a step run on generators: what each did (JSON array of
+    // `GeneratorStep`); null for a local step.
+    "ALTER TABLE steps ADD COLUMN generators TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -254,7 +254,7 @@ impl Store {
 
     fn load_steps(&self, run: RunId, op_count: usize) -> anyhow::Result<Vec<StepResult>> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, idx, level_kind, level, status, status_reason, started_at, usage
+            "SELECT id, idx, level_kind, level, status, status_reason, started_at, usage, generators
              FROM steps WHERE run_id = ?1 AND status != 'running' ORDER BY idx",
         )?;
         let rows = stmt
@@ -268,11 +268,12 @@ impl Store {
                     r.get::<_, Option<String>>(5)?,
                     r.get::<_, String>(6)?,
                     r.get::<_, String>(7)?,
+                    r.get::<_, Option<String>>(8)?,
                 ))
             })?
             .collect::<Result<Vec<_>, _>>()?;
         let mut steps = Vec::with_capacity(rows.len());
-        for (step_id, idx, kind, level, status, reason, started_at, usage) in rows {
+        for (step_id, idx, kind, level, status, reason, started_at, usage, generators) in rows {
             let level = match kind.as_str() {
                 "users" => Level::Users(level as u32),
                 _ => Level::Rate(level),
@@ -294,6 +295,11 @@ impl Store {
                     .with_context(|| format!("step {idx}"))?,
                 status,
                 usage: serde_json::from_str::<SelfUsage>(&usage).unwrap_or_default(),
+                generators: generators
+                    .map(|g| serde_json::from_str(&g))
+                    .transpose()
+                    .with_context(|| format!("step {idx}: damaged generators"))?
+                    .unwrap_or_default(),
             });
         }
         Ok(steps)

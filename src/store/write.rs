@@ -166,6 +166,12 @@ impl Store {
             finished.started_at,
             &finished.usage,
         )?;
+        if !finished.generators.is_empty() {
+            tx.execute(
+                "UPDATE steps SET generators = ?2 WHERE id = ?1",
+                params![step.0, serde_json::to_string(&finished.generators)?],
+            )?;
+        }
         tx.commit()
             .with_context(|| format!("cannot commit a step to {}", path.display()))
     }

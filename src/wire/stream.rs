@@ -190,7 +190,7 @@ mod tests {
             wire.close();
             got
         });
-        let config = client_config(&Trust::Pinned(pin)).unwrap();
+        let config = client_config(&Trust::Pinned(vec![pin])).unwrap();
         let name = crate::wire::tls::server_name("localhost", "--f").unwrap();
         let mut wire = Wire::client(c, config, name, deadline).unwrap();
         wire.write_all(b"ping!").unwrap();

@@ -25,9 +25,9 @@ pub enum Trust {
     System,
     /// Signed by a certificate of this PEM file (named by `flag` in errors).
     CaFile { file: PathBuf, flag: &'static str },
-    /// Exactly the certificate with this SHA-256 fingerprint, whatever its
-    /// names and signer: a self-signed agent's.
-    Pinned([u8; 32]),
+    /// Exactly a certificate with one of these SHA-256 fingerprints,
+    /// whatever its names and signer: self-signed agents'.
+    Pinned(Vec<[u8; 32]>),
     /// Any certificate (the session is encrypted, not authenticated).
     Any,
 }
@@ -45,7 +45,7 @@ pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, PlanError> {
                     .dangerous()
                     .with_custom_certificate_verifier(Arc::new(Accepting {
                         provider,
-                        pin: Some(*pin),
+                        pins: Some(pin.clone()),
                     }))
                     .with_no_client_auth(),
             ))
@@ -56,7 +56,7 @@ pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, PlanError> {
                     .dangerous()
                     .with_custom_certificate_verifier(Arc::new(Accepting {
                         provider,
-                        pin: None,
+                        pins: None,
                     }))
                     .with_no_client_auth(),
             ))
@@ -226,12 +226,12 @@ impl Identity {
     }
 }
 
-/// Accepts the one pinned certificate, or any without a pin; the
+/// Accepts the pinned certificates, or any without pins; the
 /// handshake's signatures are checked either way.
 #[derive(Debug)]
 struct Accepting {
     provider: Arc<CryptoProvider>,
-    pin: Option<[u8; 32]>,
+    pins: Option<Vec<[u8; 32]>>,
 }
 
 impl ServerCertVerifier for Accepting {
@@ -243,8 +243,9 @@ impl ServerCertVerifier for Accepting {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.pin {
-            Some(pin) if sha2::Sha256::digest(end_entity).as_slice() != pin => {
+        let digest = sha2::Sha256::digest(end_entity);
+        match &self.pins {
+            Some(pins) if !pins.iter().any(|p| digest.as_slice() == p) => {
                 Err(rustls::Error::General(format!(
                     "its certificate's SHA-256 fingerprint is {}",
                     fingerprint(end_entity)
@@ -333,7 +334,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("--cacert"), "{err}");
-        for trust in [Trust::System, Trust::Any, Trust::Pinned([7; 32])] {
+        for trust in [Trust::System, Trust::Any, Trust::Pinned(vec![[7; 32]])] {
             assert!(client_config(&trust).is_ok());
         }
     }

@@ -16,7 +16,10 @@ pub mod null;
 mod registry;
 pub mod web;
 
-pub use registry::{names_text as registry_names, CheckChoice, RunChoice, Validated, NAMES};
+pub use registry::{
+    generator_workloads, names_text as registry_names, on_generator, CheckChoice, RunChoice,
+    Validated, NAMES,
+};
 
 use crate::error::PlanError;
 use crate::measure::Outcome;
@@ -61,6 +64,22 @@ pub trait Kind {
 
     /// `perflab check NAME`: what was checked (for the heading) and the report.
     fn check(args: &Self::CheckArgs) -> anyhow::Result<(String, CheckReport)>;
+
+    /// Builds the workload on a generator from what the coordinator's
+    /// started workload sent ([`Workload::generator_form`]) and hands it to
+    /// `driver`; nothing is prepared here (the coordinator did that once).
+    /// A workload that cannot run on generators says so.
+    fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+        let _ = (form, driver);
+        Err(PlanError::new(format!(
+            "the {} workload does not run on generators yet",
+            Self::NAME
+        ))
+        .into())
+    }
+
+    /// Whether [`Kind::on_generator`] builds the workload.
+    const ON_GENERATORS: bool = false;
 }
 
 /// Runs a started workload's sweep: what `perflab run` gives a workload's
@@ -142,6 +161,14 @@ pub trait Workload: Send + Sync + 'static {
     /// After the sweep: proves that nothing was lost, given how many
     /// operations of each kind the run saw end, in every phase.
     fn check(&self, run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>>;
+
+    /// What a generator needs to build this workload as it stands started
+    /// (its target as the coordinator reached it, its secrets included:
+    /// it crosses to the generator in TLS, and is never stored); none for
+    /// a workload that runs only here.
+    fn generator_form(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// One virtual user's state: its connection, its random stream.

@@ -87,6 +87,32 @@ macro_rules! workloads {
             }
         }
 
+        /// Builds the workload named `name` on a generator from its form
+        /// and hands it to `driver`.
+        pub fn on_generator<D: Driver>(
+            name: &str,
+            form: serde_json::Value,
+            driver: D,
+        ) -> anyhow::Result<D::Output> {
+            $(
+                if name == <$kind as Kind>::NAME {
+                    return <$kind as Kind>::on_generator(form, driver);
+                }
+            )+
+            Err(PlanError::new(format!("'{name}' is not a workload of this perflab")).into())
+        }
+
+        /// The workloads that run on generators.
+        pub fn generator_workloads() -> Vec<&'static str> {
+            let mut out = Vec::new();
+            $(
+                if <$kind as Kind>::ON_GENERATORS {
+                    out.push(<$kind as Kind>::NAME);
+                }
+            )+
+            out
+        }
+
         impl CheckChoice {
             /// One subcommand per workload, for `perflab check`.
             pub fn commands() -> Vec<clap::Command> {

@@ -196,6 +196,7 @@ fn step(index: usize, users: u32, x: f64, r: f64, u_disk: f64, c: &Config) -> St
             cpu_capacity: Some(2.0),
             throttled: None,
         },
+        generators: Vec::new(),
     }
 }
 

@@ -8,6 +8,7 @@ mod disk;
 mod engine;
 mod faults;
 mod files;
+mod generators;
 mod golden;
 mod help;
 mod host;

@@ -45,6 +45,7 @@ impl SweepObserver for Collect {
             intervals,
             status: step.status.clone(),
             usage: step.usage,
+            generators: step.generators.clone(),
         });
         Ok(())
     }
@@ -80,6 +81,7 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
         max_cv: 0.05,
         repeat: 1,
         max_repeat: 1,
+        generators: Vec::new(),
     }
 }
 

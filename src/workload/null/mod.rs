@@ -72,6 +72,19 @@ impl Kind for Null {
         driver.drive(workload, Started::default())
     }
 
+    const ON_GENERATORS: bool = true;
+
+    fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+        let form: NullForm = serde_json::from_value(form)
+            .map_err(|e| PlanError::new(format!("the null workload's form is not one: {e}")))?;
+        let now = Instant::now();
+        let workload = NullWorkload {
+            service: form.service,
+            stall: form.stall.map(|s| (now + s.at, now + s.at + s.length)),
+        };
+        driver.drive(Arc::new(workload), Started::default())
+    }
+
     fn check(_args: &NullCheckArgs) -> anyhow::Result<(String, CheckReport)> {
         Err(PlanError::new(
             "the null workload keeps no data, so there is nothing to check; see perflab check --help for the workloads that do",
@@ -123,6 +136,15 @@ impl NullWorkload {
     }
 }
 
+/// What a generator builds a null target from: its service time, and
+/// the stall counted from when the generator builds it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct NullForm {
+    #[serde(with = "serde_duration")]
+    service: Duration,
+    stall: Option<NullStall>,
+}
+
 /// One null user.
 pub struct NullSession {
     service: Duration,
@@ -150,6 +172,21 @@ impl Workload for NullWorkload {
 
     fn check(&self, _run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
         Ok(None)
+    }
+
+    fn generator_form(&self) -> Option<serde_json::Value> {
+        let now = Instant::now();
+        let stall = self.stall.and_then(|(from, until)| {
+            (until > now).then(|| NullStall {
+                at: from.saturating_duration_since(now),
+                length: until - from.max(now),
+            })
+        });
+        serde_json::to_value(NullForm {
+            service: self.service,
+            stall,
+        })
+        .ok()
     }
 }
 

@@ -1,0 +1,328 @@
+//! The coordinator's side of a step run on generators (`perflab run …
+//! --generators`): each generator is one worker of the step's crew. A
+//! thread per generator prepares its share (the generator opens its
+//! sessions), says ready, turns the crew's start instant into a time by
+//! the generator's clock (corrected by the offset measured at connect),
+//! and then hands over the generator's intervals as it reads them, so
+//! the crew merges them exactly as it merges local workers' — histograms
+//! added, never averaged — and the observer stores the same records a
+//! local run stores.
+//!
+//! The clock offset is NTP's: over several round trips of `GET
+//! /v1/clock`, the one with the least delay gives offset = remote −
+//! (sent + received) / 2, with an error of at most half that delay.
+
+use super::crew::Crew;
+use super::schedule::Schedule;
+use super::share::{Share, ShareEvent};
+use super::step::GeneratorStep;
+use super::worker::WorkerEvent;
+use crate::error::PlanError;
+use crate::measure::{Phase, StepSummary, Tally};
+use crate::probe::agent_client::{AgentClient, Hello};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+
+/// Round trips asked to estimate a generator's clock offset.
+const CLOCK_SAMPLES: usize = 8;
+
+/// How long a prepare may take (the generator opens every session).
+const PREPARE_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// A generator reached and checked.
+pub struct GeneratorLink {
+    client: AgentClient,
+    /// Its clock minus ours, ns.
+    pub offset_ns: i128,
+    /// The round trip the offset was read from, ns.
+    pub delay_ns: u128,
+}
+
+impl GeneratorLink {
+    /// Asks the agent behind `client` who it is (its version must be this
+    /// perflab's, its roles must include `generate`, and it must run
+    /// `workload`) and measures its clock offset.
+    pub fn connect(client: AgentClient, workload: &str) -> Result<Self, PlanError> {
+        let name = client.name().to_string();
+        let failed = |e: anyhow::Error| {
+            match e.downcast::<PlanError>() {
+            Ok(plan) => plan,
+            Err(e) => PlanError::new(format!(
+                "the generator {name} does not answer: {}; start `perflab agent --generate` there, or drop it from --generators",
+                crate::util::one_line(&format!("{e:#}"))
+            )),
+        }
+        };
+        let hello: Hello = client.get_json("/v1/hello").map_err(failed)?;
+        let ours = env!("CARGO_PKG_VERSION");
+        if hello.version != ours {
+            return Err(PlanError::new(format!(
+                "the generator {name} runs perflab {} and this is {ours}; run one version everywhere",
+                hello.version
+            )));
+        }
+        if !hello.roles.iter().any(|r| r == "generate") {
+            return Err(PlanError::new(format!(
+                "the agent at {name} is not a generator; start it with --generate"
+            )));
+        }
+        if !hello.workloads.iter().any(|w| w == workload) {
+            return Err(PlanError::new(format!(
+                "the generator {name} does not run the {workload} workload (it runs {})",
+                if hello.workloads.is_empty() {
+                    "none".to_string()
+                } else {
+                    hello.workloads.join(", ")
+                }
+            )));
+        }
+        let mut best: Option<(u128, i128)> = None;
+        for _ in 0..CLOCK_SAMPLES {
+            #[derive(serde::Deserialize)]
+            struct Clock {
+                unix_ns: u128,
+            }
+            let sent = unix_ns();
+            let clock: Clock = client.get_json("/v1/clock").map_err(failed)?;
+            let received = unix_ns();
+            let delay = received.saturating_sub(sent);
+            let offset = clock.unix_ns as i128 - ((sent + received) / 2) as i128;
+            if best.is_none_or(|(d, _)| delay < d) {
+                best = Some((delay, offset));
+            }
+        }
+        let (delay_ns, offset_ns) = best.unwrap_or((0, 0));
+        Ok(GeneratorLink {
+            client,
+            offset_ns,
+            delay_ns,
+        })
+    }
+
+    /// The generator as given: `agent://HOST:PORT`.
+    pub fn name(&self) -> &str {
+        self.client.name()
+    }
+}
+
+/// The run's generators and what they build the workload from.
+pub struct Generators {
+    pub links: Vec<Arc<GeneratorLink>>,
+    /// The workload's name and its form (`Workload::generator_form`).
+    pub workload: String,
+    pub form: serde_json::Value,
+}
+
+fn unix_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// The crew of a step on generators: one thread per generator, each a
+/// worker to the crew. What each generator did is put in `reports`.
+pub(super) fn spawn_crew(
+    generators: &Generators,
+    shares: Vec<Share>,
+    interrupted: &Arc<AtomicBool>,
+    reports: &Arc<Mutex<Vec<GeneratorStep>>>,
+) -> anyhow::Result<Crew> {
+    let (events_tx, events) = mpsc::channel();
+    let mut starters = Vec::new();
+    let mut handles = Vec::new();
+    for (link, share) in generators.links.iter().zip(shares) {
+        let (start_tx, start_rx) = mpsc::channel();
+        starters.push(start_tx);
+        let prepare = serde_json::json!({
+            "workload": generators.workload,
+            "form": generators.form,
+            "share": share,
+        });
+        let remote = Remote {
+            link: link.clone(),
+            schedule: share.schedule(),
+            events: events_tx.clone(),
+            interrupted: interrupted.clone(),
+            reports: reports.clone(),
+        };
+        handles.push(
+            std::thread::Builder::new()
+                .name("perflab-remote".to_string())
+                .spawn(move || remote.run(&prepare, &start_rx))?,
+        );
+    }
+    Ok(Crew::assemble(events, starters, handles))
+}
+
+/// One generator as a worker of the crew.
+struct Remote {
+    link: Arc<GeneratorLink>,
+    schedule: Schedule,
+    events: Sender<WorkerEvent>,
+    interrupted: Arc<AtomicBool>,
+    reports: Arc<Mutex<Vec<GeneratorStep>>>,
+}
+
+impl Remote {
+    fn failed(&self, why: impl std::fmt::Display) {
+        let _ = self.events.send(WorkerEvent::Failed(format!(
+            "generator {}: {why}",
+            self.link.name()
+        )));
+    }
+
+    fn run(self, prepare: &serde_json::Value, start: &Receiver<Option<Instant>>) {
+        let client = &self.link.client;
+        let prepared: anyhow::Result<serde_json::Value> =
+            client.post_json("/v1/generate/prepare", prepare, PREPARE_TIMEOUT);
+        if let Err(e) = prepared {
+            return self.failed(crate::util::one_line(&format!("{e:#}")));
+        }
+        if self.events.send(WorkerEvent::Ready).is_err() {
+            return;
+        }
+        let Ok(Some(at)) = start.recv() else {
+            let _ = client.post_json::<serde_json::Value>(
+                "/v1/generate/stop",
+                &serde_json::json!({}),
+                Duration::from_secs(5),
+            );
+            return;
+        };
+        // The start instant by our clock, then by the generator's.
+        let ours = unix_ns() + at.saturating_duration_since(Instant::now()).as_nanos();
+        let theirs = (ours as i128 + self.link.offset_ns).max(0) as u128;
+        let started: anyhow::Result<serde_json::Value> = client.post_json(
+            "/v1/generate/start",
+            &serde_json::json!({ "at_unix_ns": theirs }),
+            Duration::from_secs(5),
+        );
+        match started {
+            Ok(_) => self.follow(),
+            Err(e) => self.failed(crate::util::one_line(&format!("{e:#}"))),
+        }
+        let _ = self.events.send(WorkerEvent::Finished);
+    }
+
+    /// Reads the generator's events until its share ends, handing each
+    /// interval to the crew.
+    fn follow(&self) {
+        let client = &self.link.client;
+        let interval = self
+            .schedule
+            .intervals
+            .first()
+            .map_or(Duration::from_secs(1), |i| i.end - i.start);
+        let poll = (interval / 4).clamp(Duration::from_millis(20), Duration::from_millis(250));
+        // A generator silent this long is lost.
+        let patience = (interval * 3).max(Duration::from_secs(5));
+        let mut since = 0u64;
+        let mut heard = std::time::Instant::now();
+        let mut stop_sent = false;
+        let mut measured: Option<Tally> = None;
+        let measured_length: Duration = self
+            .schedule
+            .intervals
+            .iter()
+            .filter(|i| i.phase == Phase::Measured)
+            .map(|i| i.end - i.start)
+            .sum();
+        loop {
+            std::thread::sleep(poll);
+            if self.interrupted.load(Ordering::Relaxed) && !stop_sent {
+                stop_sent = client
+                    .post_json::<serde_json::Value>(
+                        "/v1/generate/stop",
+                        &serde_json::json!({}),
+                        Duration::from_secs(2),
+                    )
+                    .is_ok();
+            }
+            #[derive(serde::Deserialize)]
+            struct Events {
+                events: Vec<(u64, ShareEvent)>,
+            }
+            let read: anyhow::Result<Events> =
+                client.get_json(&format!("/v1/generate/events?since={since}"));
+            let events = match read {
+                Ok(e) => e.events,
+                Err(e) if heard.elapsed() > patience => {
+                    return self.failed(format!(
+                        "lost: no answer for {}: {}",
+                        crate::units::format_duration(heard.elapsed()),
+                        crate::util::one_line(&format!("{e:#}"))
+                    ));
+                }
+                Err(_) => continue,
+            };
+            heard = std::time::Instant::now();
+            for (n, event) in events {
+                since = since.max(n);
+                match event {
+                    ShareEvent::Interval {
+                        index,
+                        length,
+                        tally,
+                    } => {
+                        let tally = match tally.unpack_checked() {
+                            Ok(t) => t,
+                            Err(e) => return self.failed(format!("sent a damaged interval: {e}")),
+                        };
+                        if self
+                            .schedule
+                            .intervals
+                            .get(index)
+                            .is_some_and(|i| i.phase == Phase::Measured)
+                        {
+                            match measured.as_mut() {
+                                Some(m) => m.merge(&tally),
+                                None => measured = Some(tally.clone()),
+                            }
+                        }
+                        if self
+                            .events
+                            .send(WorkerEvent::Interval {
+                                index,
+                                tally,
+                                length,
+                            })
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    ShareEvent::Finished {
+                        started_unix_ns,
+                        usage,
+                    } => {
+                        let summary = measured
+                            .as_ref()
+                            .map(|m| StepSummary::of(m, measured_length));
+                        let report = GeneratorStep {
+                            generator: self.link.name().to_string(),
+                            clock_offset: self.link.offset_ns as f64 / 1e9,
+                            clock_delay: self.link.delay_ns as f64 / 1e9,
+                            started: (started_unix_ns as i128 - self.link.offset_ns) as f64 / 1e9,
+                            completed: summary.as_ref().map_or(0, |s| s.completed),
+                            errors: summary.as_ref().map_or(0, |s| s.errors),
+                            throughput: summary.as_ref().map_or(0.0, |s| s.throughput),
+                            p95: summary
+                                .as_ref()
+                                .map_or(0.0, |s| s.response.p95.as_secs_f64()),
+                            usage,
+                        };
+                        if let Ok(mut reports) = self.reports.lock() {
+                            reports.push(report);
+                        }
+                        return;
+                    }
+                    ShareEvent::Failed(why) => return self.failed(why),
+                    ShareEvent::Ready => {}
+                }
+            }
+        }
+    }
+}

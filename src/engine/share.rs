@@ -1,0 +1,134 @@
+//! A generator's side of a step run from elsewhere (`perflab agent
+//! --generate`): its part of the step's load ([`Share`]) offered by its
+//! own worker threads, exactly as a local step offers the whole — the
+//! sessions opened first, the clock started at the instant the
+//! coordinator names, each interval merged over this process's workers
+//! and handed on, packed, as it completes.
+
+use super::crew::Crew;
+use super::schedule::Schedule;
+use super::split::{worker_plans, Split};
+use crate::measure::PackedTally;
+use crate::plan::Level;
+use crate::probe::SelfUsage;
+use crate::workload::Workload;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// One step's part, as the coordinator sends it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Share {
+    /// The step's index in the run.
+    pub index: usize,
+    pub level: Level,
+    pub split: Split,
+    #[serde(with = "crate::util::serde_duration")]
+    pub warmup: Duration,
+    #[serde(with = "crate::util::serde_duration")]
+    pub duration: Duration,
+    #[serde(with = "crate::util::serde_duration")]
+    pub interval: Duration,
+}
+
+impl Share {
+    /// The step's intervals.
+    pub fn schedule(&self) -> Schedule {
+        Schedule::new(self.warmup, self.duration, self.interval)
+    }
+}
+
+/// What a share reports, in order: ready (or failed), its intervals, and
+/// its end.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub enum ShareEvent {
+    /// Every session is open; waiting for the start.
+    Ready,
+    /// The share cannot run, or stopped running.
+    Failed(String),
+    /// Interval `index` merged over this process's workers (the index
+    /// after the schedule's last is the drain).
+    Interval {
+        index: usize,
+        #[serde(with = "crate::util::serde_duration")]
+        length: Duration,
+        tally: PackedTally,
+    },
+    /// The share ran: when its clock started by this host's clock (ns
+    /// since the Unix epoch, taken when the start instant came), and this
+    /// process's CPU and memory over it.
+    Finished {
+        started_unix_ns: u128,
+        usage: SelfUsage,
+    },
+}
+
+/// Runs one share: opens its sessions, says [`ShareEvent::Ready`], waits
+/// for its start (a time by this host's clock; none to give up), runs,
+/// and says every interval and its end to `say`.
+pub fn run_share<W: Workload>(
+    workload: Arc<W>,
+    share: &Share,
+    interrupted: &Arc<AtomicBool>,
+    start: &Receiver<Option<SystemTime>>,
+    say: &mut dyn FnMut(ShareEvent),
+) {
+    let schedule = Arc::new(share.schedule());
+    let op_count = workload.op_names().len();
+    let plans = worker_plans(&share.split, share.index, share.level, &schedule);
+    let crew = match Crew::spawn(workload, plans, interrupted).map(Crew::wait_ready) {
+        Ok(Ok(crew)) => crew,
+        Ok(Err(failed)) => return say(ShareEvent::Failed(failed.0)),
+        Err(e) => return say(ShareEvent::Failed(format!("{e:#}"))),
+    };
+    say(ShareEvent::Ready);
+    let Ok(Some(at)) = start.recv() else {
+        crew.give_up();
+        return;
+    };
+    // The start by this host's clock, as an instant of the runtime's.
+    let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+    let begin = tokio::time::Instant::now() + wait;
+    std::thread::sleep(wait);
+    let started_unix_ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let usage_start = SelfUsage::start();
+    let mut handed = 0;
+    let mut on_interval = |spec: &super::schedule::IntervalSpec,
+                           _tally: &crate::measure::Tally,
+                           record: super::step::IntervalRecord| {
+        say(ShareEvent::Interval {
+            index: handed,
+            length: spec.end - spec.start,
+            tally: record.tally,
+        });
+        handed += 1;
+        Ok(())
+    };
+    let (merging, panicked) = crew.run(begin, &schedule, op_count, &mut on_interval);
+    if panicked {
+        return say(ShareEvent::Failed("a worker thread panicked".to_string()));
+    }
+    if let Some(failure) = &merging.failure {
+        return say(ShareEvent::Failed(failure.clone()));
+    }
+    let usage = usage_start.finish(merging.rss_at_end);
+    let finished = merging.finish(
+        &schedule,
+        share.index,
+        share.level,
+        SystemTime::now(),
+        usage,
+    );
+    say(ShareEvent::Interval {
+        index: schedule.intervals.len(),
+        length: finished.drain.length,
+        tally: finished.drain.tally,
+    });
+    say(ShareEvent::Finished {
+        started_unix_ns,
+        usage,
+    });
+}

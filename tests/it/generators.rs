@@ -1,0 +1,260 @@
+//! Many generators as one run: `perflab agent --generate` processes (one
+//! on loopback, two each in a network namespace of its own, all in TLS)
+//! offer the load of `perflab run … --generators`; the coordinator merges
+//! their intervals into the run's records. The merged counts are the sum
+//! of the generators' exactly, their clocks start together after the
+//! offset correction, an open loop's superposed arrivals are one Poisson
+//! process of the rate asked; and a wrong token, a wrong fingerprint, an
+//! agent that is no generator or runs another version are one line each.
+
+use crate::agent::{free_port, Agent};
+use crate::support::{contains, perflab_expect, tempdir, Island};
+
+/// Three TLS generators: one on loopback, two in namespaces of their own.
+struct Three {
+    agents: Vec<Agent>,
+    _islands: Vec<Island>,
+    /// `--generators …` and one `--agent-fingerprint` per generator.
+    flags: String,
+}
+
+impl Three {
+    fn start(dir: &std::path::Path, token: &std::path::Path) -> Three {
+        let mut agents = vec![Agent::start_with(
+            dir,
+            token,
+            &["--tls-self-signed", "--generate"],
+            "127.0.0.1",
+        )];
+        let mut addresses = vec![format!("agent://127.0.0.1:{}", agents[0].port)];
+        let islands = vec![Island::create(), Island::create()];
+        for island in &islands {
+            let agent = Agent::start_in(
+                dir,
+                token,
+                &["--tls-self-signed", "--generate"],
+                &island.ip,
+                &island.exec(),
+            );
+            addresses.push(format!("agent://{}:{}", island.ip, agent.port));
+            agents.push(agent);
+        }
+        let mut flags = format!(
+            "--generators {} --token-file {}",
+            addresses.join(","),
+            token.display()
+        );
+        for agent in &agents {
+            flags.push_str(&format!(
+                " --agent-fingerprint {}",
+                agent.fingerprint.as_deref().unwrap()
+            ));
+        }
+        Three {
+            agents,
+            _islands: islands,
+            flags,
+        }
+    }
+}
+
+fn token(dir: &std::path::Path) -> std::path::PathBuf {
+    let token = dir.join("token");
+    std::fs::write(&token, "t0ken-5ecret-4b1d-generators\n").unwrap();
+    token
+}
+
+fn export(dir: &std::path::Path) -> serde_json::Value {
+    let (json, _) = perflab_expect(dir, "show last --json -", 0);
+    serde_json::from_str(&json).unwrap()
+}
+
+/// Closed loop on three generators: every step's merged count is the sum
+/// of the generators' counts, each generator served its users, and their
+/// clocks started within 5 ms of each other by the coordinator's clock.
+#[test]
+fn three_generators_make_one_run_whose_counts_add_up_exactly() {
+    let dir = tempdir();
+    let token = token(dir.path());
+    let three = Three::start(dir.path(), &token);
+    let (out, _) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run null --service 1ms --users 3,7 --warmup 1s --duration 2s {}",
+            three.flags
+        ),
+        0,
+    );
+    contains(&out, "clock offset");
+    let run = export(dir.path());
+    assert_eq!(crate::support::schema_problems(&run), Vec::<String>::new());
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for step in steps {
+        let generators = step["generators"].as_array().unwrap();
+        assert_eq!(generators.len(), 3, "{step}");
+        let sum: u64 = generators
+            .iter()
+            .map(|g| g["completed"].as_u64().unwrap())
+            .sum();
+        let merged = step["ops"][0]["response"]["count"].as_u64().unwrap();
+        assert_eq!(merged, sum, "merged histogram vs the generators' counts");
+        assert_eq!(step["summary"]["completed"].as_u64().unwrap(), sum);
+        for g in generators {
+            assert!(g["completed"].as_u64().unwrap() > 0, "{g}");
+            assert!(g["usage"]["cpu_user"].as_f64().is_some(), "{g}");
+        }
+        let starts: Vec<f64> = generators
+            .iter()
+            .map(|g| g["started"].as_f64().unwrap())
+            .collect();
+        let spread = starts.iter().cloned().fold(f64::MIN, f64::max)
+            - starts.iter().cloned().fold(f64::MAX, f64::min);
+        assert!(spread < 0.005, "the generators started {spread} s apart");
+    }
+    for agent in three.agents {
+        agent.stop();
+    }
+}
+
+/// Open loop at 3,000/s over three generators: the merged arrivals are
+/// within 2% of the rate times the window, and their counts per interval
+/// are dispersed as a Poisson process's (the index of dispersion's χ²
+/// test, two-sided at 0.2%): three streams of λ/3 with seeds of their
+/// own, not three copies of one (thrice the variance) nor evenly spaced
+/// arrivals (none).
+#[test]
+fn three_generators_offer_one_poisson_process_of_the_rate_asked() {
+    let dir = tempdir();
+    let token = token(dir.path());
+    let three = Three::start(dir.path(), &token);
+    perflab_expect(
+        dir.path(),
+        &format!(
+            "run null --rate 3000 --warmup 1s --duration 20s {}",
+            three.flags
+        ),
+        0,
+    );
+    let run = export(dir.path());
+    let step = &run["steps"][0];
+    let counts: Vec<f64> = step["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["phase"] == "measured")
+        .map(|i| (i["ok"].as_u64().unwrap() + i["dropped"].as_u64().unwrap()) as f64)
+        .collect();
+    assert_eq!(counts.len(), 20);
+    let total: f64 = counts.iter().sum();
+    assert!(
+        (total - 60_000.0).abs() <= 1_200.0,
+        "{total} arrivals in 20 s at 3,000/s"
+    );
+    let mean = total / counts.len() as f64;
+    let dispersion: f64 = counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / mean;
+    // χ²(19): P(X < 5.407) = P(X > 43.82) = 0.001.
+    assert!(
+        (5.407..43.82).contains(&dispersion),
+        "index of dispersion χ² = {dispersion:.2} over {counts:?}"
+    );
+    for agent in three.agents {
+        agent.stop();
+    }
+}
+
+/// A wrong token, a wrong fingerprint, an agent that is no generator, and
+/// a generator of another version: one line each, exit 2, nothing stored.
+#[test]
+fn generators_that_cannot_serve_the_run_are_one_line_each() {
+    let dir = tempdir();
+    let token = token(dir.path());
+    let generator = Agent::start_with(
+        dir.path(),
+        &token,
+        &["--tls-self-signed", "--generate"],
+        "127.0.0.1",
+    );
+    let pin = generator.fingerprint.clone().unwrap();
+    let at = format!("agent://127.0.0.1:{}", generator.port);
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "guess-w0rk-0123456789\n").unwrap();
+    let probe_only = Agent::start(dir.path(), &token);
+    let other = format!("00{}", &pin[2..]);
+    let old = old_generator();
+    for (flags, says) in [
+        (
+            format!(
+                "--generators {at} --token-file {} --agent-fingerprint {pin}",
+                wrong.display()
+            ),
+            "refused the token",
+        ),
+        (
+            format!(
+                "--generators {at} --token-file {} --agent-fingerprint {other}",
+                token.display()
+            ),
+            "is not the one --agent-fingerprint pins",
+        ),
+        (
+            format!(
+                "--generators agent://127.0.0.1:{} --token-file {}",
+                probe_only.port,
+                token.display()
+            ),
+            "is not a generator; start it with --generate",
+        ),
+        (
+            format!(
+                "--generators agent://127.0.0.1:{old} --token-file {}",
+                token.display()
+            ),
+            "runs perflab 0.0.1 and this is",
+        ),
+        (
+            "--generators agent://127.0.0.1".to_string(),
+            "--generators: 'agent://127.0.0.1' is not a generator's address",
+        ),
+        (format!("--generators {at},{at}"), "is given twice"),
+    ] {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run null --users 2 --warmup 0s --duration 1s --store g.db {flags}"),
+            2,
+        );
+        contains(&err, says);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    assert!(!dir.path().join("g.db").exists(), "a store was made");
+    // A generator started without a token is refused at start.
+    let (_, err) = perflab_expect(dir.path(), "agent --generate", 2);
+    contains(
+        &err,
+        "--generate: a generator runs what it is sent, so it needs a token",
+    );
+    generator.stop();
+    probe_only.stop();
+}
+
+/// A peer on loopback that says it is a generator of perflab 0.0.1 (it
+/// answers every request so, on a thread of the test, until the process
+/// ends).
+fn old_generator() -> u16 {
+    use std::io::{Read, Write};
+    let port = free_port();
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let _ = s.read(&mut [0u8; 4096]);
+            let body = r#"{"version":"0.0.1","roles":["probe","generate"],"workloads":["null"]}"#;
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
