@@ -430,6 +430,10 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "generators")]
     pub generators_file: Option<PathBuf>,
 
+    /// When a generator stops answering mid-step: keep that step (degraded) and go on with the others, or stop there.
+    #[arg(long, value_name = "WHAT", value_enum, default_value = "stop")]
+    pub on_generator_loss: crate::plan::GeneratorLoss,
+
     #[command(flatten)]
     pub agent_access: AgentAccessArgs,
 

@@ -47,6 +47,7 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
         repeat,
         max_repeat,
         generators: generators(args)?,
+        on_generator_loss: args.on_generator_loss,
     })
 }
 

@@ -164,6 +164,10 @@ pub(super) struct Merging {
     pub(super) rss_at_end: Option<u64>,
     /// A worker's failure after the start.
     pub(super) failure: Option<String>,
+    /// Workers (generators) lost during the step, each with why.
+    pub(super) lost: Vec<(usize, String)>,
+    /// Workers still reporting (a lost generator is not waited for).
+    live: Vec<bool>,
     /// The observer's first failure to keep an interval.
     pub(super) observer_error: Option<anyhow::Error>,
 }
@@ -174,7 +178,8 @@ pub(super) struct Merging {
 enum Slot {
     Filling {
         tally: Tally,
-        workers: usize,
+        /// Which workers have reported it.
+        reported: Vec<bool>,
         length: Duration,
     },
     Packed {
@@ -201,9 +206,9 @@ impl Slot {
     }
 }
 
-/// Merges the workers' interval tallies until every worker has finished,
-/// handing each interval to the observer, in order, once all workers
-/// completed it.
+/// Merges the workers' interval tallies until every worker has finished
+/// (or was lost), handing each interval to the observer, in order, once
+/// every live worker completed it.
 fn merge_intervals(
     crew: &Crew,
     schedule: &Schedule,
@@ -220,13 +225,15 @@ fn merge_intervals(
         everything: Tally::new(op_count),
         rss_at_end: None,
         failure: None,
+        lost: Vec::new(),
+        live: vec![true; crew.workers],
         observer_error: None,
     };
-    let last_measured = schedule.intervals.len().checked_sub(1);
     let mut finished = 0;
-    while finished < crew.workers {
+    while finished + m.lost.len() < crew.workers {
         match crew.events.recv() {
             Ok(WorkerEvent::Interval {
+                worker,
                 index: slot,
                 tally,
                 length,
@@ -236,72 +243,43 @@ fn merge_intervals(
                 };
                 match entry {
                     None => {
+                        let mut reported = vec![false; crew.workers];
+                        if let Some(r) = reported.get_mut(worker) {
+                            *r = true;
+                        }
                         *entry = Some(Slot::Filling {
                             tally,
-                            workers: 1,
+                            reported,
                             length,
                         })
                     }
                     Some(Slot::Filling {
                         tally: merged,
-                        workers,
+                        reported,
                         length: longest,
                     }) => {
+                        // Each worker hands each interval over once.
+                        if reported.get(worker).copied().unwrap_or(true) {
+                            continue;
+                        }
+                        reported[worker] = true;
                         merged.merge(&tally);
-                        *workers += 1;
                         *longest = (*longest).max(length);
                     }
-                    // Each worker hands each interval over once.
                     Some(Slot::Packed { .. } | Slot::HandedOver) => continue,
                 }
-                let Some(Slot::Filling {
-                    tally,
-                    workers,
-                    length,
-                }) = entry
-                else {
-                    continue;
-                };
-                if *workers < crew.workers {
-                    continue;
+                m.settle(slot, schedule, on_interval);
+            }
+            Ok(WorkerEvent::Lost { worker, why }) => {
+                m.lost.push((worker, why));
+                // It reports no more: every slot now waits only on the
+                // workers that still report.
+                if let Some(live) = m.live.get_mut(worker) {
+                    *live = false;
                 }
-                let Some(spec) = schedule
-                    .intervals
-                    .get(slot)
-                    .filter(|_| slot == m.handed_over)
-                else {
-                    // The drain, or an interval after one still missing.
-                    *entry = Some(Slot::Packed {
-                        tally: PackedTally::pack(tally),
-                        length: *length,
-                    });
-                    continue;
-                };
-                m.everything.merge(tally);
-                if spec.phase == Phase::Measured {
-                    m.measured.merge(tally);
-                    m.measured_length += spec.end - spec.start;
-                    m.measured_intervals += 1;
+                for slot in m.handed_over..slots {
+                    m.settle(slot, schedule, on_interval);
                 }
-                let record = IntervalRecord {
-                    phase: spec.phase,
-                    start: spec.start,
-                    length: spec.end - spec.start,
-                    tally: PackedTally::pack(tally),
-                    db: None,
-                    host: None,
-                    probes: Vec::new(),
-                };
-                if m.observer_error.is_none() {
-                    if let Err(e) = on_interval(spec, tally, record) {
-                        m.observer_error = Some(e);
-                    }
-                }
-                if Some(slot) == last_measured {
-                    m.rss_at_end = crate::probe::self_rss();
-                }
-                *entry = Some(Slot::HandedOver);
-                m.handed_over += 1;
             }
             Ok(WorkerEvent::Finished) => finished += 1,
             Ok(WorkerEvent::Failed(e)) => m.failure = Some(e),
@@ -313,6 +291,62 @@ fn merge_intervals(
 }
 
 impl Merging {
+    /// Hands slot `slot` to the observer once every live worker has
+    /// reported it and every slot before it went (packs it when one before
+    /// it is missing: it will join the drain).
+    fn settle(&mut self, slot: usize, schedule: &Schedule, on_interval: &mut OnInterval<'_>) {
+        let complete = match self.merged.get(slot) {
+            Some(Some(Slot::Filling { reported, .. })) => reported
+                .iter()
+                .zip(&self.live)
+                .all(|(reported, live)| *reported || !*live),
+            _ => false,
+        };
+        if !complete {
+            return;
+        }
+        let Some(Slot::Filling { tally, length, .. }) = self.merged[slot].take() else {
+            return;
+        };
+        let Some(spec) = schedule
+            .intervals
+            .get(slot)
+            .filter(|_| slot == self.handed_over)
+        else {
+            // The drain, or an interval after one still missing.
+            self.merged[slot] = Some(Slot::Packed {
+                tally: PackedTally::pack(&tally),
+                length,
+            });
+            return;
+        };
+        self.everything.merge(&tally);
+        if spec.phase == Phase::Measured {
+            self.measured.merge(&tally);
+            self.measured_length += spec.end - spec.start;
+            self.measured_intervals += 1;
+        }
+        let record = IntervalRecord {
+            phase: spec.phase,
+            start: spec.start,
+            length: spec.end - spec.start,
+            tally: PackedTally::pack(&tally),
+            db: None,
+            host: None,
+            probes: Vec::new(),
+        };
+        if self.observer_error.is_none() {
+            if let Err(e) = on_interval(spec, &tally, record) {
+                self.observer_error = Some(e);
+            }
+        }
+        if Some(slot) == schedule.intervals.len().checked_sub(1) {
+            self.rss_at_end = crate::probe::self_rss();
+        }
+        self.merged[slot] = Some(Slot::HandedOver);
+        self.handed_over += 1;
+    }
+
     /// The step once every worker has finished: anything recorded after
     /// the last interval handed over (an interrupt seen at different
     /// boundaries, the drain) joins the drain so no operation is lost.
@@ -338,7 +372,10 @@ impl Merging {
             .iter()
             .filter(|i| i.phase == Phase::Measured)
             .count();
-        let status = if self.measured_intervals == expected {
+        let status = if self.measured_intervals == expected && !self.lost.is_empty() {
+            let said: Vec<&str> = self.lost.iter().map(|(_, why)| why.as_str()).collect();
+            StepStatus::Degraded(format!("{}; the step went on without it", said.join("; ")))
+        } else if self.measured_intervals == expected {
             StepStatus::Ok
         } else {
             StepStatus::Partial(format!(
@@ -367,6 +404,7 @@ impl Merging {
             measured_length: self.measured_length,
             everything: self.everything,
             generators: Vec::new(),
+            lost: self.lost.iter().map(|(worker, _)| *worker).collect(),
         }
     }
 }

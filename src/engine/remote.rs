@@ -109,6 +109,7 @@ impl GeneratorLink {
 }
 
 /// The run's generators and what they build the workload from.
+#[derive(Clone)]
 pub struct Generators {
     pub links: Vec<Arc<GeneratorLink>>,
     /// The workload's name and its form (`Workload::generator_form`).
@@ -133,7 +134,7 @@ pub(super) fn spawn_crew(
     let (events_tx, events) = mpsc::channel();
     let mut starters = Vec::new();
     let mut handles = Vec::new();
-    for (link, share) in generators.links.iter().zip(shares) {
+    for (worker, (link, share)) in generators.links.iter().zip(shares).enumerate() {
         let (start_tx, start_rx) = mpsc::channel();
         starters.push(start_tx);
         let prepare = serde_json::json!({
@@ -142,6 +143,7 @@ pub(super) fn spawn_crew(
             "share": share,
         });
         let remote = Remote {
+            worker,
             link: link.clone(),
             schedule: share.schedule(),
             events: events_tx.clone(),
@@ -159,6 +161,8 @@ pub(super) fn spawn_crew(
 
 /// One generator as a worker of the crew.
 struct Remote {
+    /// Its number among the crew's workers.
+    worker: usize,
     link: Arc<GeneratorLink>,
     schedule: Schedule,
     events: Sender<WorkerEvent>,
@@ -200,16 +204,22 @@ impl Remote {
             &serde_json::json!({ "at_unix_ns": theirs }),
             Duration::from_secs(5),
         );
-        match started {
+        let lost = match started {
             Ok(_) => self.follow(),
-            Err(e) => self.failed(crate::util::one_line(&format!("{e:#}"))),
+            Err(e) => {
+                self.failed(crate::util::one_line(&format!("{e:#}")));
+                false
+            }
+        };
+        if !lost {
+            let _ = self.events.send(WorkerEvent::Finished);
         }
-        let _ = self.events.send(WorkerEvent::Finished);
     }
 
     /// Reads the generator's events until its share ends, handing each
-    /// interval to the crew.
-    fn follow(&self) {
+    /// interval to the crew; true when the generator was lost on the way
+    /// (said to the crew as [`WorkerEvent::Lost`]).
+    fn follow(&self) -> bool {
         let client = &self.link.client;
         let interval = self
             .schedule
@@ -217,8 +227,10 @@ impl Remote {
             .first()
             .map_or(Duration::from_secs(1), |i| i.end - i.start);
         let poll = (interval / 4).clamp(Duration::from_millis(20), Duration::from_millis(250));
-        // A generator silent this long is lost.
+        // A generator silent this long is lost; one whose host refuses
+        // the connection (its process is gone) sooner.
         let patience = (interval * 3).max(Duration::from_secs(5));
+        let refused_patience = Duration::from_secs(1);
         let mut since = 0u64;
         let mut heard = std::time::Instant::now();
         let mut stop_sent = false;
@@ -249,14 +261,26 @@ impl Remote {
                 client.get_json(&format!("/v1/generate/events?since={since}"));
             let events = match read {
                 Ok(e) => e.events,
-                Err(e) if heard.elapsed() > patience => {
-                    return self.failed(format!(
-                        "lost: no answer for {}: {}",
-                        crate::units::format_duration(heard.elapsed()),
-                        crate::util::one_line(&format!("{e:#}"))
-                    ));
+                Err(e) => {
+                    let said = crate::util::one_line(&format!("{e:#}"));
+                    let waited = if said.contains("refused") {
+                        refused_patience
+                    } else {
+                        patience
+                    };
+                    if heard.elapsed() <= waited {
+                        continue;
+                    }
+                    let _ = self.events.send(WorkerEvent::Lost {
+                        worker: self.worker,
+                        why: format!(
+                            "generator {} lost: no answer for {}: {said}",
+                            self.link.name(),
+                            crate::units::format_duration(heard.elapsed()),
+                        ),
+                    });
+                    return true;
                 }
-                Err(_) => continue,
             };
             heard = std::time::Instant::now();
             for (n, event) in events {
@@ -269,7 +293,10 @@ impl Remote {
                     } => {
                         let tally = match tally.unpack_checked() {
                             Ok(t) => t,
-                            Err(e) => return self.failed(format!("sent a damaged interval: {e}")),
+                            Err(e) => {
+                                self.failed(format!("sent a damaged interval: {e}"));
+                                return false;
+                            }
                         };
                         if self
                             .schedule
@@ -285,13 +312,14 @@ impl Remote {
                         if self
                             .events
                             .send(WorkerEvent::Interval {
+                                worker: self.worker,
                                 index,
                                 tally,
                                 length,
                             })
                             .is_err()
                         {
-                            return;
+                            return false;
                         }
                     }
                     ShareEvent::Finished {
@@ -317,9 +345,12 @@ impl Remote {
                         if let Ok(mut reports) = self.reports.lock() {
                             reports.push(report);
                         }
-                        return;
+                        return false;
                     }
-                    ShareEvent::Failed(why) => return self.failed(why),
+                    ShareEvent::Failed(why) => {
+                        self.failed(why);
+                        return false;
+                    }
                     ShareEvent::Ready => {}
                 }
             }

@@ -35,6 +35,9 @@ pub enum StepStatus {
     Failed(String),
     /// Cut short (Ctrl-C) after at least one measured interval.
     Partial(String),
+    /// Ran to its end, but a generator was lost in it: its load is
+    /// missing from the rest of the step.
+    Degraded(String),
 }
 
 impl StepStatus {
@@ -43,13 +46,14 @@ impl StepStatus {
             StepStatus::Ok => "ok",
             StepStatus::Failed(_) => "failed",
             StepStatus::Partial(_) => "partial",
+            StepStatus::Degraded(_) => "degraded",
         }
     }
 
     pub fn reason(&self) -> Option<&str> {
         match self {
             StepStatus::Ok => None,
-            StepStatus::Failed(r) | StepStatus::Partial(r) => Some(r),
+            StepStatus::Failed(r) | StepStatus::Partial(r) | StepStatus::Degraded(r) => Some(r),
         }
     }
 }
@@ -80,6 +84,8 @@ pub struct FinishedStep {
     /// On generators: what each did (its usage is the step's `usage`
     /// when it was the busiest); empty for a local run.
     pub generators: Vec<GeneratorStep>,
+    /// The crew's workers lost in the step (generators), by number.
+    pub lost: Vec<usize>,
 }
 
 impl FinishedStep {

@@ -10,7 +10,7 @@ use super::share::Share;
 use super::split::{worker_plans, Part, Split};
 use super::step::{FinishedStep, IntervalRecord, StepStatus};
 use crate::measure::{ErrorKind, Tally};
-use crate::plan::{Level, Plan};
+use crate::plan::{GeneratorLoss, Level, Plan};
 use crate::probe::SelfUsage;
 use crate::workload::{OpCounts, Workload};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,6 +82,9 @@ pub fn run_sweep_on<W: Workload>(
 ) -> anyhow::Result<(SweepEnd, Vec<OpCounts>)> {
     let mut counts = vec![OpCounts::default(); workload.op_names().len()];
     let mut index = 0;
+    // The generators still offering load (one lost is dropped with
+    // --on-generator-loss continue).
+    let mut generators = generators.cloned();
     for &level in &plan.sweep.levels {
         // Each level runs --repeat times, and again (up to --max-repeat)
         // while its runs' throughputs vary more than --max-cv.
@@ -90,7 +93,7 @@ pub fn run_sweep_on<W: Workload>(
             match one_step(
                 &workload,
                 plan,
-                generators,
+                generators.as_mut(),
                 index,
                 level,
                 interrupted,
@@ -134,7 +137,7 @@ pub fn coefficient_of_variation(values: &[f64]) -> f64 {
 fn one_step<W: Workload>(
     workload: &Arc<W>,
     plan: &Plan,
-    generators: Option<&Generators>,
+    generators: Option<&mut Generators>,
     index: usize,
     level: Level,
     interrupted: &Arc<AtomicBool>,
@@ -148,7 +151,7 @@ fn one_step<W: Workload>(
         let mut step = match run_step(
             workload.clone(),
             plan,
-            generators,
+            generators.as_deref(),
             index,
             level,
             interrupted,
@@ -210,6 +213,31 @@ fn one_step<W: Workload>(
                 return Ok(Err(end));
             }
             StepStatus::Partial(_) => return Ok(Err(SweepEnd::Interrupted)),
+            StepStatus::Degraded(reason) => {
+                let left = match generators {
+                    Some(g) => {
+                        let mut worker = 0;
+                        g.links.retain(|_| {
+                            worker += 1;
+                            !step_ref.lost.contains(&(worker - 1))
+                        });
+                        g.links.len()
+                    }
+                    None => 0,
+                };
+                let end = |why: &str| {
+                    Ok(Err(SweepEnd::Failed {
+                        step: index,
+                        reason: format!("{reason}; {why}"),
+                    }))
+                };
+                if plan.on_generator_loss == GeneratorLoss::Stop {
+                    return end("the sweep stops there (--on-generator-loss stop)");
+                }
+                if left == 0 {
+                    return end("no generator is left");
+                }
+            }
         }
         Ok(Ok(summary.throughput))
     }
@@ -285,7 +313,16 @@ fn run_step<W: Workload>(
     let mut step = merging.finish(&schedule, index, level, started_at, usage);
     let mut reports = reports.lock().map(|r| r.clone()).unwrap_or_default();
     if !reports.is_empty() {
-        reports.sort_by(|a, b| a.generator.cmp(&b.generator));
+        // In the order of --generators.
+        let position = |name: &str| {
+            generators.map_or(0, |g| {
+                g.links
+                    .iter()
+                    .position(|l| l.name() == name)
+                    .unwrap_or(usize::MAX)
+            })
+        };
+        reports.sort_by_key(|r| position(&r.generator));
         // The generator check of the verdict reads the step's usage: on
         // generators, the busiest generator's is the one that can limit.
         if let Some(busiest) = reports

@@ -55,12 +55,17 @@ pub(super) enum WorkerEvent {
     Ready,
     /// A session could not be opened; the step cannot run.
     Failed(String),
-    /// The tally of interval `index` (the index after the schedule's last is the drain).
+    /// Worker `worker`'s tally of interval `index` (the index after the
+    /// schedule's last is the drain).
     Interval {
+        worker: usize,
         index: usize,
         tally: Tally,
         length: Duration,
     },
+    /// A generator stopped answering in the middle of the step: the step
+    /// goes on without it (it reports nothing more, not even `Finished`).
+    Lost { worker: usize, why: String },
     /// The worker has stopped and dropped its sessions.
     Finished,
 }
@@ -183,13 +188,22 @@ async fn run_worker<W: Workload>(
             }
         }
     }
-    ticker(&state, &plan.schedule, start, events, &interrupted).await;
+    ticker(
+        &state,
+        plan.index,
+        &plan.schedule,
+        start,
+        events,
+        &interrupted,
+    )
+    .await;
 }
 
 /// Hands over the tally at every boundary, then stops the sessions and
 /// waits (at most the timeout) for operations still running.
 async fn ticker(
     state: &WorkerState,
+    worker: usize,
     schedule: &Schedule,
     start: Instant,
     events: &Sender<WorkerEvent>,
@@ -201,6 +215,7 @@ async fn ticker(
         let length = spec.end - spec.start;
         if events
             .send(WorkerEvent::Interval {
+                worker,
                 index,
                 tally,
                 length,
@@ -220,6 +235,7 @@ async fn ticker(
     }
     let tally = state.recorder.borrow_mut().take();
     let _ = events.send(WorkerEvent::Interval {
+        worker,
         index: schedule.intervals.len(),
         tally,
         length: drain_start.elapsed(),

@@ -68,6 +68,27 @@ pub struct Plan {
     /// when this process does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generators: Vec<String>,
+    /// What a step does when a generator is lost in it.
+    #[serde(default, skip_serializing_if = "GeneratorLoss::is_stop")]
+    pub on_generator_loss: GeneratorLoss,
+}
+
+/// What a run on generators does when one stops answering mid-step: the
+/// step is kept (marked degraded, the generator named) either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum GeneratorLoss {
+    /// The sweep goes on with the generators left.
+    Continue,
+    /// The sweep ends after that step.
+    #[default]
+    Stop,
+}
+
+impl GeneratorLoss {
+    fn is_stop(&self) -> bool {
+        *self == GeneratorLoss::Stop
+    }
 }
 
 /// The `--max-cv` default, for plans stored before it was.

@@ -119,6 +119,7 @@ fn status_text(step: &StepResult) -> String {
         StepStatus::Ok => "ok".to_string(),
         StepStatus::Failed(why) => format!("failed: {why}"),
         StepStatus::Partial(why) => format!("partial: {why}"),
+        StepStatus::Degraded(why) => format!("degraded: {why}"),
     }
 }
 

@@ -96,6 +96,9 @@ pub fn step_table(steps: &[StepResult]) -> String {
             StepStatus::Partial(why) => {
                 let _ = write!(out, "  partial: {why}");
             }
+            StepStatus::Degraded(why) => {
+                let _ = write!(out, "  degraded: {why}");
+            }
         }
         out.push('\n');
     }

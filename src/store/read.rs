@@ -282,6 +282,7 @@ impl Store {
             let status = match status.as_str() {
                 "failed" => StepStatus::Failed(reason),
                 "partial" => StepStatus::Partial(reason),
+                "degraded" => StepStatus::Degraded(reason),
                 _ => StepStatus::Ok,
             };
             let started_at =

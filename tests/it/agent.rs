@@ -95,6 +95,13 @@ impl Agent {
         }
     }
 
+    /// Kills the agent at once (SIGKILL, by its PID): a host that vanished.
+    pub fn kill(mut self) {
+        let mut child = self.child.take().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
     /// Stops the agent and returns what it logged.
     pub fn stop(mut self) -> String {
         let child = self.child.take().unwrap();

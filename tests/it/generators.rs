@@ -163,6 +163,101 @@ fn three_generators_offer_one_poisson_process_of_the_rate_asked() {
     }
 }
 
+/// Intervals stored in `store` so far.
+fn stored_intervals(store: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(store)
+        .and_then(|c| c.query_row("SELECT COUNT(*) FROM intervals", [], |r| r.get(0)))
+        .unwrap_or(0)
+}
+
+/// One of three generators killed in the first step: that step is kept,
+/// degraded, naming the generator; with `continue` the next step runs on
+/// the two left, with `stop` the run ends after it (exit 1), nothing
+/// measured lost either way.
+#[test]
+fn a_generator_lost_mid_step_degrades_that_step_and_the_run_goes_on_or_stops() {
+    for (policy, code) in [("continue", 0), ("stop", 1)] {
+        let dir = tempdir();
+        let token = token(dir.path());
+        let mut agents: Vec<Agent> = (0..3)
+            .map(|_| Agent::start_with(dir.path(), &token, &["--generate"], "127.0.0.1"))
+            .collect();
+        let addresses: Vec<String> = agents
+            .iter()
+            .map(|a| format!("agent://127.0.0.1:{}", a.port))
+            .collect();
+        let lost = addresses[1].clone();
+        let store = dir.path().join("perflab.db");
+        let run = crate::support::perflab_process(dir.path())
+            .args(
+                format!(
+                    "run null --service 1ms --users 3,3 --warmup 0s --duration 4s --generators {} --token-file {} --on-generator-loss {policy}",
+                    addresses.join(","),
+                    token.display()
+                )
+                .split_whitespace(),
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while stored_intervals(&store) < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(stored_intervals(&store) >= 2, "no interval was stored");
+        agents.remove(1).kill();
+        let out = run.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{policy}: {err}");
+        let export = export(dir.path());
+        let steps = export["steps"].as_array().unwrap();
+        let first = &steps[0];
+        assert_eq!(first["status"], "degraded", "{first}");
+        let reason = first["status_reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("generator {lost} lost")),
+            "{reason}"
+        );
+        let served: Vec<&str> = first["generators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["generator"].as_str().unwrap())
+            .collect();
+        assert_eq!(served, vec![addresses[0].as_str(), addresses[2].as_str()]);
+        let sum: u64 = first["generators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["completed"].as_u64().unwrap())
+            .sum();
+        // The lost one's operations before it went are kept too.
+        assert!(
+            first["summary"]["completed"].as_u64().unwrap() > sum,
+            "{first}"
+        );
+        match policy {
+            "continue" => {
+                assert_eq!(steps.len(), 2);
+                assert_eq!(steps[1]["status"], "ok");
+                assert_eq!(steps[1]["generators"].as_array().unwrap().len(), 2);
+            }
+            _ => {
+                assert_eq!(steps.len(), 1);
+                assert_eq!(export["run"]["status"], "failed", "{}", export["run"]);
+                contains(
+                    export["run"]["status_reason"].as_str().unwrap(),
+                    "--on-generator-loss stop",
+                );
+            }
+        }
+        for agent in agents {
+            agent.stop();
+        }
+    }
+}
+
 /// A wrong token, a wrong fingerprint, an agent that is no generator, and
 /// a generator of another version: one line each, exit 2, nothing stored.
 #[test]

@@ -82,6 +82,7 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
         repeat: 1,
         max_repeat: 1,
         generators: Vec::new(),
+        on_generator_loss: Default::default(),
     }
 }
 
