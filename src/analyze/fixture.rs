@@ -68,6 +68,7 @@ pub fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> Vec<Ste
                     resource("disk vda", ResourceKind::Disk, m.utilisation[1] * noise()),
                 ],
                 extras: HostExtras::default(),
+                busiest_generator: None,
                 generator: GeneratorUse {
                     cpus: 0.05,
                     capacity: Some(2.0),

@@ -508,6 +508,26 @@ mod tests {
         );
     }
 
+    /// On generators, the busiest generator's use is the step's, and the
+    /// verdict names that generator when it set the pace.
+    #[test]
+    fn a_saturated_generator_among_several_is_named() {
+        let mut points = mva_points(0.004, 0.006, 0.0, &[1, 2, 4, 8, 16, 32]);
+        points[4].generator.cpus = 1.95;
+        points[4].generator.capacity = Some(2.0);
+        points[4].busiest_generator = Some("agent://gen-2.perflab:7071".to_string());
+        let b = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1)
+            .bottleneck
+            .unwrap();
+        assert_eq!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
+        assert!(b.unreliable);
+        assert!(
+            b.evidence[0]
+                .contains("generator agent://gen-2.perflab:7071 used 1.95 of the 2.00 CPUs"),
+            "{b:?}"
+        );
+    }
+
     /// Throughput that keeps pace with load and idle resources: not reached.
     #[test]
     fn a_sweep_below_saturation_says_what_to_try_next() {

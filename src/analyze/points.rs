@@ -160,6 +160,8 @@ pub struct StepPoint {
     pub resources: Vec<ResourceUse>,
     pub extras: HostExtras,
     pub generator: GeneratorUse,
+    /// On generators: the one whose use `generator` is (the busiest).
+    pub busiest_generator: Option<String>,
     /// Database sessions seen in each wait (`Type:Event`, or a stored
     /// type alone) over the window.
     pub waits: BTreeMap<String, u64>,
@@ -287,6 +289,11 @@ impl StepPoint {
             resources: resources(&samples),
             extras: extras(&samples),
             generator,
+            busiest_generator: step
+                .generators
+                .iter()
+                .find(|g| g.usage == step.usage)
+                .map(|g| g.generator.clone()),
             waits,
             db: db_counters,
             disk_await_s: per_disk(&samples, |d| d.await_ms.map(|ms| ms / 1e3)),

@@ -5,6 +5,7 @@
 //! `markdown`, `csv` and [`html`]. Also the live progress of a running
 //! sweep.
 
+mod generators;
 mod host;
 mod json;
 mod progress;

@@ -86,6 +86,7 @@ fn three_generators_make_one_run_whose_counts_add_up_exactly() {
         0,
     );
     contains(&out, "clock offset");
+    contains(&out, "the generators during each step");
     let run = export(dir.path());
     assert_eq!(crate::support::schema_problems(&run), Vec::<String>::new());
     let steps = run["steps"].as_array().unwrap();

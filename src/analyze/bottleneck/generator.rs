@@ -36,9 +36,14 @@ pub fn evidence(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Vec
     let mut out = Vec::new();
     for p in points {
         let g = &p.generator;
+        // On generators, the busiest one's use is the step's.
+        let who = p
+            .busiest_generator
+            .as_ref()
+            .map_or_else(|| "perflab".to_string(), |name| format!("generator {name}"));
         if let Some(t) = g.throttled_share.filter(|t| *t > 0.05) {
             out.push(format!(
-                "at {} perflab's cgroup CPU quota held it back for {} of the step",
+                "at {} {who}'s cgroup CPU quota held it back for {} of the step",
                 load_text(p),
                 // Throttled time adds up over CPUs: it can exceed the wall.
                 Percent(t.min(1.0))
@@ -53,7 +58,7 @@ pub fn evidence(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Vec
             let capacity = g.capacity.map_or(usable, |c| c.min(usable));
             if capacity > 0.0 && g.cpus >= 0.9 * capacity {
                 out.push(format!(
-                    "at {} perflab used {:.2} of the {:.2} CPUs it could use",
+                    "at {} {who} used {:.2} of the {:.2} CPUs it could use",
                     load_text(p),
                     g.cpus,
                     capacity

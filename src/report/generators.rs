@@ -1,0 +1,49 @@
+//! The generators' table of a run on many generators: per step and
+//! generator, its throughput and p95, its CPU against what it could use
+//! (the figure the verdict's generator check reads), and its clock's
+//! offset from the coordinator's with the estimate's error. Empty for a
+//! local run.
+
+use super::grid::Grid;
+use crate::engine::StepResult;
+use crate::units::Latency;
+
+/// The table, headed; empty when no step ran on generators.
+pub fn generator_table(steps: &[StepResult]) -> String {
+    let mut grid = Grid::new([
+        "load",
+        "generator",
+        "ops/s",
+        "p95",
+        "cpu",
+        "of",
+        "clock offset",
+    ]);
+    grid.left = vec![1];
+    for step in steps {
+        for g in &step.generators {
+            grid.rows.push(vec![
+                super::table::level_cell(step.level),
+                g.generator.clone(),
+                format!("{:.0}", g.throughput),
+                Latency::secs(g.p95).to_string(),
+                format!("{:.2}", g.usage.cpu_share()),
+                g.usage
+                    .cpu_capacity
+                    .map_or("-".to_string(), |c| format!("{c:.2}")),
+                format!(
+                    "{:+.3} ms ±{:.3}",
+                    g.clock_offset * 1e3,
+                    g.clock_delay * 1e3 / 2.0
+                ),
+            ]);
+        }
+    }
+    if grid.rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nthe generators during each step (cpu: CPUs used, of those it could use):\n{}",
+        grid.terminal("")
+    )
+}
