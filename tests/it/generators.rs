@@ -354,3 +354,47 @@ fn old_generator() -> u16 {
     });
     port
 }
+
+/// WebBench on a managed nginx offered by two generators: the
+/// coordinator starts nginx and writes its files once; each generator
+/// builds the workload from what the coordinator sends (files, addresses)
+/// and verifies every body; the merged counts add up.
+#[test]
+fn webbench_on_a_managed_nginx_runs_from_two_generators() {
+    let dir = tempdir();
+    let token = token(dir.path());
+    let agents: Vec<Agent> = (0..2)
+        .map(|_| Agent::start_with(dir.path(), &token, &["--generate"], "127.0.0.1"))
+        .collect();
+    let addresses: Vec<String> = agents
+        .iter()
+        .map(|a| format!("agent://127.0.0.1:{}", a.port))
+        .collect();
+    let (out, _) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run web --target nginx:managed --users 4,8 --warmup 1s --duration 2s --verify-share 1 --generators {} --token-file {}",
+            addresses.join(","),
+            token.display()
+        ),
+        0,
+    );
+    crate::support::managed_files_removed(&out);
+    let run = export(dir.path());
+    for step in run["steps"].as_array().unwrap() {
+        let generators = step["generators"].as_array().unwrap();
+        assert_eq!(generators.len(), 2, "{step}");
+        let sum: u64 = generators
+            .iter()
+            .map(|g| g["completed"].as_u64().unwrap())
+            .sum();
+        assert!(generators
+            .iter()
+            .all(|g| g["completed"].as_u64().unwrap() > 0));
+        assert_eq!(step["summary"]["completed"].as_u64().unwrap(), sum);
+        assert_eq!(step["summary"]["errors"].as_u64().unwrap(), 0, "{step}");
+    }
+    for agent in agents {
+        agent.stop();
+    }
+}

@@ -97,7 +97,7 @@ impl FileSetSpec {
 }
 
 /// One file of the set.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebFile {
     /// Its path below the base URL (no leading `/`), percent-encoded.
     pub path: String,

@@ -12,6 +12,7 @@
 
 pub mod client;
 pub mod fileset;
+mod generator;
 mod session;
 
 use session::Shared;
@@ -357,6 +358,12 @@ impl Kind for Web {
         spec.target.clone()
     }
 
+    const ON_GENERATORS: bool = true;
+
+    fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+        generator::build(form, driver)
+    }
+
     fn start<D: Driver>(spec: &WebSpec, _plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
         let files = FileSet::build(&spec.fileset)?;
         // A managed server lives until this function returns.
@@ -411,9 +418,11 @@ impl Kind for Web {
             server: opened.server_processes(),
             endpoint: Some(opened.endpoint.clone()),
         };
+        let form = generator::form(spec, &workload.files, bases);
         driver.drive(
             Arc::new(WebWorkload {
                 shared: Arc::new(workload),
+                form,
             }),
             started,
         )

@@ -17,6 +17,8 @@ use std::sync::Arc;
 /// The web workload, shared by every worker.
 pub struct WebWorkload {
     pub(super) shared: Arc<Shared>,
+    /// What a generator builds this workload from (`generator::Form`).
+    pub(super) form: Option<serde_json::Value>,
 }
 
 /// What every user of a run reads: the files, the addresses, the requests.
@@ -232,6 +234,10 @@ impl Workload for WebWorkload {
 
     fn op_names(&self) -> &[&'static str] {
         &self.shared.op_names
+    }
+
+    fn generator_form(&self) -> Option<serde_json::Value> {
+        self.form.clone()
     }
 
     async fn open_session(&self, user: u32, seed: u64, _alone: bool) -> anyhow::Result<WebSession> {
