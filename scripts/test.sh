@@ -46,6 +46,16 @@ if ((${#need_apt[@]})); then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
+# The Kubernetes manifests are checked offline against the API's schemas
+# by kubernetes-validate (PyPI, which bundles them), in a venv of its own.
+command -v python3 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv; }
+kube_validate_venv="$(pwd)/target/tools/kube-validate"
+if [ ! -x "$kube_validate_venv/bin/kubernetes-validate" ]; then
+    python3 -m venv "$kube_validate_venv" \
+        || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && python3 -m venv "$kube_validate_venv"; }
+    "$kube_validate_venv/bin/pip" install --quiet kubernetes-validate
+fi
+export PERFLAB_KUBE_VALIDATE="$kube_validate_venv/bin/kubernetes-validate"
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 

@@ -28,7 +28,7 @@ const LAYERS: &[&[&str]] = &[
     &["report"],
     &["agent"],
     &["cli"],
-    &["lab"],
+    &["lab", "kube"],
     &["commands"],
 ];
 

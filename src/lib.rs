@@ -14,6 +14,7 @@ pub mod commands;
 pub mod doctor;
 pub mod engine;
 pub mod error;
+pub mod kube;
 pub mod lab;
 pub mod measure;
 pub mod plan;

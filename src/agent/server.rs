@@ -22,6 +22,8 @@ pub struct AgentConfig {
     pub tls: Option<crate::wire::tls::Identity>,
     /// Also a generator (`--generate`): offers the load a coordinator sends.
     pub generate: bool,
+    /// Exit after this long without a request.
+    pub idle_exit: Option<Duration>,
 }
 
 /// Serves samples until `stop` is set. Prints the address it listens on.
@@ -97,7 +99,32 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
             crate::workload::generator_workloads().join(", ")
         ));
     }
+    // When the last request came, ms after the start (for --idle-exit).
+    let last_request = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    if let Some(idle) = config.idle_exit {
+        let last_request = last_request.clone();
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("perflab-agent-idle".to_string())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    let last = Duration::from_millis(last_request.load(Ordering::Relaxed));
+                    if started.elapsed().saturating_sub(last) >= idle {
+                        crate::util::out(format_args!(
+                            "perflab agent: no request for {}: exiting\n",
+                            crate::units::format_duration(idle)
+                        ));
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            })?;
+    }
     let handle = Arc::new(move |request: &Request| {
+        last_request.store(
+            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         answer(
             request,
             token.as_deref(),

@@ -84,6 +84,40 @@ pub enum Command {
     Report(ReportArgs),
     /// Run a lab file: every variant of the server's configuration, repeated, as one matrix.
     Lab(LabArgs),
+    /// Write the Kubernetes manifests of a run on many generators: an Indexed Job of generators and a coordinator Job.
+    Kube(KubeArgs),
+}
+
+/// `perflab kube --generators N --image IMAGE --out FILE -- run WORKLOAD …`.
+#[derive(Debug, Args)]
+pub struct KubeArgs {
+    /// Generator pods in the Indexed Job.
+    #[arg(long, value_name = "N")]
+    pub generators: u32,
+
+    /// The image built from the Containerfile.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+
+    /// The namespace of every object.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+
+    /// The objects' name prefix.
+    #[arg(long, value_name = "NAME", default_value = "perflab")]
+    pub name: String,
+
+    /// Where to write the manifests (made mode 0600: they hold the token and a key).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// A generator pod leaves after this long without a request, so its Job completes.
+    #[arg(long, value_name = "TIME", default_value = "10m", value_parser = values::duration)]
+    pub generator_idle: Duration,
+
+    /// The run: `run WORKLOAD FLAGS…`, as `perflab run` takes it.
+    #[arg(last = true, required = true, value_name = "RUN")]
+    pub run: Vec<String>,
 }
 
 /// `perflab lab FILE.toml`, or `perflab lab report LAB`.
@@ -311,6 +345,10 @@ pub struct AgentArgs {
     #[arg(long)]
     pub generate: bool,
 
+    /// Exit (status 0) after this long without a request: a generator pod's Job then completes.
+    #[arg(long, value_name = "TIME", value_parser = values::duration)]
+    pub idle_exit: Option<Duration>,
+
     /// Time between samples.
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = values::duration)]
     pub interval: Duration,
@@ -429,6 +467,10 @@ pub struct CommonRunArgs {
     /// The generators listed in FILE, one agent://HOST:PORT per line (# comments).
     #[arg(long, value_name = "FILE", conflicts_with = "generators")]
     pub generators_file: Option<PathBuf>,
+
+    /// Wait up to this long for every generator to answer at the start (pods still being scheduled).
+    #[arg(long, value_name = "TIME", value_parser = values::duration)]
+    pub generators_wait: Option<Duration>,
 
     /// When a generator stops answering mid-step: keep that step (degraded) and go on with the others, or stop there.
     #[arg(long, value_name = "WHAT", value_enum, default_value = "stop")]

@@ -9,8 +9,9 @@ pub mod values;
 
 pub use args::{
     AgentAccessArgs, AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CommonRunArgs,
-    CompareArgs, DiffHostsArgs, DoctorArgs, LabArgs, LabAskArgs, LabCommand, LabReportArgs,
-    LabResumeArgs, ReportArgs, RunArgs, RunWorkload, ServerArgs, ShowArgs, StoreArg, WatchArgs,
+    CompareArgs, DiffHostsArgs, DoctorArgs, KubeArgs, LabArgs, LabAskArgs, LabCommand,
+    LabReportArgs, LabResumeArgs, ReportArgs, RunArgs, RunWorkload, ServerArgs, ShowArgs, StoreArg,
+    WatchArgs,
 };
 pub use args::{DEFAULT_USERS, QUICK_USERS};
 pub use validate::{agent_access, parse_slos, plan_for, plan_from, server_selector};

@@ -44,6 +44,7 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
             interval,
             tls,
             generate: args.generate,
+            idle_exit: args.idle_exit,
         },
         stop,
     )?;

@@ -6,6 +6,7 @@ mod analyze;
 mod check;
 mod compare;
 mod doctor;
+mod kube;
 mod lab;
 mod output;
 mod report;
@@ -110,6 +111,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Compare(compare_args) => compare::compare(compare_args),
         Command::Report(report_args) => report::report(report_args),
         Command::Lab(lab_args) => lab::lab(lab_args),
+        Command::Kube(kube_args) => kube::kube(kube_args),
     };
     match result {
         Ok(exit) => exit as i32,

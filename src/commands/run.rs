@@ -138,7 +138,8 @@ fn connect_generators(
     let mut links = Vec::new();
     for address in &plan.generators {
         let client = AgentClient::new(address, access.clone())?;
-        let link = GeneratorLink::connect(client, plan.workload.name())?;
+        let wait = args.generators_wait.unwrap_or_default();
+        let link = GeneratorLink::connect_within(client, plan.workload.name(), wait)?;
         crate::util::out(format_args!(
             "generator {address}: clock offset {:+.3} ms (±{:.3} ms)\n",
             link.offset_ns as f64 / 1e6,

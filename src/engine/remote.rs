@@ -46,6 +46,28 @@ impl GeneratorLink {
     /// perflab's, its roles must include `generate`, and it must run
     /// `workload`) and measures its clock offset.
     pub fn connect(client: AgentClient, workload: &str) -> Result<Self, PlanError> {
+        Self::connect_within(client, workload, Duration::ZERO)
+    }
+
+    /// [`GeneratorLink::connect`], asking again for up to `wait` while
+    /// the generator does not answer (its name does not resolve yet, its
+    /// port is closed): pods of a Job come up in their own time. A
+    /// generator that answers wrong (token, certificate, version) is not
+    /// waited for.
+    pub fn connect_within(
+        client: AgentClient,
+        workload: &str,
+        wait: Duration,
+    ) -> Result<Self, PlanError> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            match client.get_json::<Hello>("/v1/hello") {
+                Err(e) if !e.is::<PlanError>() && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                _ => break,
+            }
+        }
         let name = client.name().to_string();
         let failed = |e: anyhow::Error| {
             match e.downcast::<PlanError>() {

@@ -6,10 +6,12 @@
 
 use super::grid::Grid;
 use crate::engine::StepResult;
+use crate::plan::Level;
 use crate::units::Latency;
 
-/// The table, headed; empty when no step ran on generators.
-pub fn generator_table(steps: &[StepResult]) -> String {
+/// The table, headed, each step's load written by `load`; empty when no
+/// step ran on generators.
+pub fn generator_table(steps: &[StepResult], load: fn(Level) -> String) -> String {
     let mut grid = Grid::new([
         "load",
         "generator",
@@ -23,7 +25,7 @@ pub fn generator_table(steps: &[StepResult]) -> String {
     for step in steps {
         for g in &step.generators {
             grid.rows.push(vec![
-                super::table::level_cell(step.level),
+                load(step.level),
                 g.generator.clone(),
                 format!("{:.0}", g.throughput),
                 Latency::secs(g.p95).to_string(),

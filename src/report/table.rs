@@ -106,7 +106,7 @@ pub fn step_table(steps: &[StepResult]) -> String {
 }
 
 /// A step's load as the tables' first column shows it.
-pub(super) fn level_cell(level: Level) -> String {
+fn level_cell(level: Level) -> String {
     match level {
         Level::Users(n) => n.to_string(),
         Level::Rate(r) => OpsPerSec(r).to_string(),
@@ -194,7 +194,7 @@ pub fn render_run(run: &StoredRun) -> String {
         out.push_str(&error_kinds(&run.steps));
         out.push_str(&super::host_tables(&run.steps));
         out.push_str(&server_status_table(&run.steps));
-        out.push_str(&super::generators::generator_table(&run.steps));
+        out.push_str(&super::generators::generator_table(&run.steps, level_cell));
         if run.op_names.len() > 1 {
             out.push('\n');
             out.push_str(&op_breakdown(run));

@@ -211,6 +211,22 @@ impl Identity {
         })
     }
 
+    /// The certificate chain and the key as PEM text (for a Kubernetes
+    /// Secret): `(certificates, key)`.
+    pub fn pem(&self) -> (String, String) {
+        let certs: String = self
+            .chain
+            .iter()
+            .map(|c| pem_block("CERTIFICATE", c))
+            .collect();
+        let label = match &self.key {
+            PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",
+            PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
+            _ => "PRIVATE KEY",
+        };
+        (certs, pem_block(label, self.key.secret_der()))
+    }
+
     /// The fingerprint of the server's own certificate.
     pub fn fingerprint(&self) -> String {
         self.chain.first().map_or(String::new(), |c| fingerprint(c))
@@ -224,6 +240,19 @@ impl Identity {
             .with_single_cert(self.chain.clone(), self.key.clone_key())?;
         Ok(Arc::new(config))
     }
+}
+
+/// One PEM block (RFC 7468): base64 in lines of 64.
+fn pem_block(label: &str, der: &[u8]) -> String {
+    use base64::Engine;
+    let text = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in text.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
 }
 
 /// Accepts the pinned certificates, or any without pins; the
@@ -351,6 +380,13 @@ mod tests {
         std::fs::write(&cert, one.cert.pem()).unwrap();
         std::fs::write(&key, one.signing_key.serialize_pem()).unwrap();
         assert!(Identity::from_files(&cert, &key).is_ok());
+        // Written as PEM and read back, an identity is itself.
+        let made = Identity::self_signed(vec!["x".to_string()]).unwrap();
+        let (certs, private) = made.pem();
+        std::fs::write(&cert, certs).unwrap();
+        std::fs::write(&key, private).unwrap();
+        let read = Identity::from_files(&cert, &key).unwrap();
+        assert_eq!(read.fingerprint(), made.fingerprint());
         std::fs::write(&key, other.serialize_pem()).unwrap();
         let e = Identity::from_files(&cert, &key).err().unwrap().to_string();
         assert!(

@@ -12,6 +12,7 @@ mod generators;
 mod golden;
 mod help;
 mod host;
+mod kube;
 mod lab;
 mod link;
 mod mariadb;

@@ -1,0 +1,352 @@
+//! `perflab kube`: the Kubernetes manifests of one run on many
+//! generators. What it writes (one file, JSON documents in YAML's stream,
+//! which `kubectl apply -f` takes):
+//! - a Secret: the agents' token (32 random bytes, hex) and a certificate
+//!   and key made now, shared by every generator and pinned by the
+//!   coordinator through its SHA-256 fingerprint;
+//! - a headless Service, so that pod K of the generators' Job is
+//!   reachable as `NAME-generators-K.NAME-generators` (an Indexed Job's
+//!   pod is named by its index, and the Service is its subdomain);
+//! - an Indexed Job of N generators (`completionMode: Indexed`,
+//!   `parallelism: N`), each `perflab agent --generate` in TLS with the
+//!   token, leaving once idle so the Job completes;
+//! - a claim for the results' volume;
+//! - the coordinator's Job: `perflab run …` on those N generators, waiting
+//!   until each answers, its store on the volume, then the run's JSON
+//!   export printed to its log.
+//!
+//! The run's own flags are checked as `perflab run` checks them before
+//! anything is written; the flags this command sets itself are refused.
+
+use crate::error::PlanError;
+use crate::wire::tls::Identity;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The port every generator listens on.
+pub const PORT: u16 = 7071;
+
+/// Where the Secret is mounted, and the results' volume.
+pub const SECRET_DIR: &str = "/etc/perflab";
+pub const RESULTS_DIR: &str = "/results";
+
+/// The most generators one manifest names.
+pub const MAX_GENERATORS: u32 = 1000;
+
+/// What the manifests are made of.
+#[derive(Debug, Clone)]
+pub struct KubeSpec {
+    /// The objects' prefix (a DNS label).
+    pub name: String,
+    pub namespace: String,
+    pub image: String,
+    pub generators: u32,
+    /// A generator leaves after this long without a request.
+    pub idle_exit: Duration,
+    /// How long the coordinator waits for the generators to answer.
+    pub wait: Duration,
+    /// `run WORKLOAD …`, as `perflab run` takes it.
+    pub run: Vec<String>,
+}
+
+/// The flags `perflab kube` gives the run itself.
+const SET_HERE: &[&str] = &[
+    "--generators",
+    "--generators-file",
+    "--generators-wait",
+    "--token-file",
+    "--agent-fingerprint",
+    "--agent-cacert",
+    "--store",
+];
+
+impl KubeSpec {
+    /// Checks the names, the count and the run's flags (the run's flags
+    /// by `check_run`, which parses them as `perflab run` does).
+    pub fn check(
+        &self,
+        check_run: impl Fn(&[String]) -> Result<(), PlanError>,
+    ) -> Result<(), PlanError> {
+        for (flag, value) in [("--name", &self.name), ("--namespace", &self.namespace)] {
+            let fits = !value.is_empty()
+                && value.len() <= 40
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !value.starts_with('-')
+                && !value.ends_with('-');
+            if !fits {
+                return Err(PlanError::flag(
+                    flag,
+                    format!("'{value}' is not a DNS label of at most 40 characters"),
+                    "use lower-case letters, digits and '-', e.g. perflab",
+                ));
+            }
+        }
+        if self.image.is_empty() || self.image.chars().any(char::is_whitespace) {
+            return Err(PlanError::flag(
+                "--image",
+                format!("'{}' is not an image", self.image),
+                "give the image built from the Containerfile, e.g. registry.example/perflab:0.1.0",
+            ));
+        }
+        if !(1..=MAX_GENERATORS).contains(&self.generators) {
+            return Err(PlanError::flag(
+                "--generators",
+                format!("{} generators", self.generators),
+                "give 1 to 1000",
+            ));
+        }
+        if self.run.first().map(String::as_str) != Some("run") {
+            return Err(PlanError::new(
+                "after -- comes the run, as perflab takes it: -- run WORKLOAD FLAGS…",
+            ));
+        }
+        if let Some(flag) = self.run.iter().find(|a| {
+            SET_HERE
+                .iter()
+                .any(|s| *a == s || a.starts_with(&format!("{s}=")))
+        }) {
+            return Err(PlanError::new(format!(
+                "{flag} is set by perflab kube; drop it from the run's flags"
+            )));
+        }
+        check_run(&self.run)
+    }
+
+    /// The generators' addresses, as the coordinator reaches them.
+    pub fn generator_addresses(&self) -> Vec<String> {
+        let service = format!("{}-generators", self.name);
+        (0..self.generators)
+            .map(|k| format!("agent://{service}-{k}.{service}:{PORT}"))
+            .collect()
+    }
+
+    /// The generators' command.
+    pub fn generator_command(&self) -> Vec<String> {
+        [
+            "perflab",
+            "agent",
+            "--listen",
+            &format!("0.0.0.0:{PORT}"),
+            "--token-file",
+            &format!("{SECRET_DIR}/token"),
+            "--tls-cert",
+            &format!("{SECRET_DIR}/tls.crt"),
+            "--tls-key",
+            &format!("{SECRET_DIR}/tls.key"),
+            "--generate",
+            "--idle-exit",
+            &format!("{}s", self.idle_exit.as_secs().max(1)),
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+    }
+
+    /// The coordinator's shell line: the run, then its export.
+    pub fn coordinator_script(&self, fingerprint: &str) -> String {
+        let mut run: Vec<String> = vec!["perflab".to_string()];
+        run.extend(self.run.iter().cloned());
+        run.extend([
+            "--generators".to_string(),
+            self.generator_addresses().join(","),
+            "--generators-wait".to_string(),
+            format!("{}s", self.wait.as_secs().max(1)),
+            "--token-file".to_string(),
+            format!("{SECRET_DIR}/token"),
+            "--agent-fingerprint".to_string(),
+            fingerprint.to_string(),
+            "--store".to_string(),
+            format!("{RESULTS_DIR}/perflab.db"),
+        ]);
+        let run: Vec<String> = run.iter().map(|a| quoted(a)).collect();
+        format!(
+            "{}; code=$?; perflab show last --store {RESULTS_DIR}/perflab.db --json -; exit $code",
+            run.join(" ")
+        )
+    }
+
+    /// Every manifest, as one file's text.
+    pub fn manifests(&self, token: &str, identity: &Identity) -> String {
+        let labels = |role: &str| json!({ "app.kubernetes.io/name": "perflab", "perflab.dev/run": self.name, "perflab.dev/role": role });
+        let meta = |name: String, role: &str| json!({ "name": name, "namespace": self.namespace, "labels": labels(role) });
+        let (cert, key) = identity.pem();
+        let secret = format!("{}-secret", self.name);
+        let service = format!("{}-generators", self.name);
+        let results = format!("{}-results", self.name);
+        let secret_volume =
+            json!({ "name": "secret", "secret": { "secretName": secret, "defaultMode": 0o400 } });
+        let secret_mount = json!({ "name": "secret", "mountPath": SECRET_DIR, "readOnly": true });
+        let docs: Vec<Value> = vec![
+            json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": meta(secret.clone(), "secret"),
+                "type": "Opaque",
+                "stringData": { "token": token, "tls.crt": cert, "tls.key": key },
+            }),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": meta(service.clone(), "generator"),
+                "spec": {
+                    "clusterIP": "None",
+                    "publishNotReadyAddresses": true,
+                    "selector": { "perflab.dev/run": self.name, "perflab.dev/role": "generator" },
+                    "ports": [{ "name": "agent", "port": PORT, "targetPort": PORT }],
+                },
+            }),
+            json!({
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": meta(service.clone(), "generator"),
+                "spec": {
+                    "completionMode": "Indexed",
+                    "completions": self.generators,
+                    "parallelism": self.generators,
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": { "labels": labels("generator") },
+                        "spec": {
+                            "subdomain": service,
+                            "restartPolicy": "Never",
+                            "containers": [{
+                                "name": "generator",
+                                "image": self.image,
+                                "command": self.generator_command(),
+                                "ports": [{ "name": "agent", "containerPort": PORT }],
+                                "readinessProbe": { "tcpSocket": { "port": PORT }, "periodSeconds": 2 },
+                                "volumeMounts": [secret_mount.clone()],
+                            }],
+                            "volumes": [secret_volume.clone()],
+                        },
+                    },
+                },
+            }),
+            json!({
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": meta(results.clone(), "results"),
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": { "requests": { "storage": "1Gi" } },
+                },
+            }),
+            json!({
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": meta(format!("{}-coordinator", self.name), "coordinator"),
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": { "labels": labels("coordinator") },
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{
+                                "name": "coordinator",
+                                "image": self.image,
+                                "command": ["sh", "-c", self.coordinator_script(&identity.fingerprint())],
+                                "volumeMounts": [
+                                    secret_mount,
+                                    { "name": "results", "mountPath": RESULTS_DIR },
+                                ],
+                            }],
+                            "volumes": [
+                                secret_volume,
+                                { "name": "results", "persistentVolumeClaim": { "claimName": results } },
+                            ],
+                        },
+                    },
+                },
+            }),
+        ];
+        let mut out = String::new();
+        for doc in docs {
+            out.push_str("---\n");
+            out.push_str(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A word for `sh`: as it is when plain, else in single quotes.
+fn quoted(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:,=@%+".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(run: &[&str]) -> KubeSpec {
+        KubeSpec {
+            name: "perflab".to_string(),
+            namespace: "lab".to_string(),
+            image: "registry.example/perflab:0.1.0".to_string(),
+            generators: 3,
+            idle_exit: Duration::from_secs(600),
+            wait: Duration::from_secs(600),
+            run: run.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn words_are_quoted_for_the_shell() {
+        assert_eq!(quoted("--users"), "--users");
+        assert_eq!(quoted("10..1000/10"), "10..1000/10");
+        assert_eq!(quoted("p95<50ms"), "'p95<50ms'");
+        assert_eq!(quoted("it's"), r"'it'\''s'");
+        assert_eq!(quoted(""), "''");
+    }
+
+    #[test]
+    fn the_run_is_checked_and_what_kube_sets_is_refused() {
+        let ok = |_: &[String]| Ok(());
+        assert!(spec(&["run", "null"]).check(ok).is_ok());
+        for (run, says) in [
+            (&["show", "1"][..], "after -- comes the run"),
+            (
+                &["run", "null", "--store", "x.db"][..],
+                "--store is set by perflab kube",
+            ),
+            (
+                &["run", "null", "--token-file=t"][..],
+                "--token-file=t is set by perflab kube",
+            ),
+        ] {
+            let e = spec(run).check(ok).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+        let mut bad = spec(&["run", "null"]);
+        bad.name = "Perf_Lab".to_string();
+        assert!(bad.check(ok).unwrap_err().to_string().starts_with("--name"));
+        bad = spec(&["run", "null"]);
+        bad.generators = 0;
+        assert!(bad
+            .check(ok)
+            .unwrap_err()
+            .to_string()
+            .starts_with("--generators"));
+    }
+
+    #[test]
+    fn the_coordinator_names_every_generator_by_its_pod() {
+        let s = spec(&["run", "web", "--slo", "p95<50ms"]);
+        let script = s.coordinator_script("AB:CD");
+        assert!(script.contains(
+            "--generators agent://perflab-generators-0.perflab-generators:7071,agent://perflab-generators-1.perflab-generators:7071,agent://perflab-generators-2.perflab-generators:7071"
+        ), "{script}");
+        assert!(script.contains("'p95<50ms'"), "{script}");
+        assert!(script.ends_with("--json -; exit $code"), "{script}");
+    }
+}
