@@ -347,6 +347,7 @@ impl Remote {
                     ShareEvent::Finished {
                         started_unix_ns,
                         usage,
+                        host_cpu,
                     } => {
                         let summary = measured
                             .as_ref()
@@ -363,6 +364,8 @@ impl Remote {
                                 .as_ref()
                                 .map_or(0.0, |s| s.response.p95.as_secs_f64()),
                             usage,
+                            host_busy: host_cpu.map(|c| c.busy()),
+                            host_steal: host_cpu.map(|c| c.steal),
                         };
                         if let Ok(mut reports) = self.reports.lock() {
                             reports.push(report);

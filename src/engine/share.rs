@@ -10,6 +10,7 @@ use super::schedule::Schedule;
 use super::split::{worker_plans, Split};
 use crate::measure::PackedTally;
 use crate::plan::Level;
+use crate::probe::counters::{CpuSample, HostRoot, HostSample, HostSnapshot};
 use crate::probe::SelfUsage;
 use crate::workload::Workload;
 use std::sync::atomic::AtomicBool;
@@ -56,11 +57,14 @@ pub enum ShareEvent {
         tally: PackedTally,
     },
     /// The share ran: when its clock started by this host's clock (ns
-    /// since the Unix epoch, taken when the start instant came), and this
-    /// process's CPU and memory over it.
+    /// since the Unix epoch, taken when the start instant came), this
+    /// process's CPU and memory over it, and this host's CPU (all CPUs
+    /// together: busy, and stolen by the hypervisor).
     Finished {
         started_unix_ns: u128,
         usage: SelfUsage,
+        #[serde(default)]
+        host_cpu: Option<CpuSample>,
     },
 }
 
@@ -95,6 +99,8 @@ pub fn run_share<W: Workload>(
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let usage_start = SelfUsage::start();
+    let root = HostRoot::live();
+    let host_before = HostSnapshot::read(&root, &[]);
     let mut handed = 0;
     let mut on_interval = |spec: &super::schedule::IntervalSpec,
                            _tally: &crate::measure::Tally,
@@ -115,6 +121,7 @@ pub fn run_share<W: Workload>(
         return say(ShareEvent::Failed(failure.clone()));
     }
     let usage = usage_start.finish(merging.rss_at_end);
+    let host_cpu = HostSample::between(&host_before, &HostSnapshot::read(&root, &[])).cpu;
     let finished = merging.finish(
         &schedule,
         share.index,
@@ -130,5 +137,6 @@ pub fn run_share<W: Workload>(
     say(ShareEvent::Finished {
         started_unix_ns,
         usage,
+        host_cpu,
     });
 }

@@ -173,4 +173,11 @@ pub struct GeneratorStep {
     pub p95: f64,
     /// Its process's CPU and memory over the step.
     pub usage: SelfUsage,
+    /// Its host's CPU over the step, all CPUs together: busy share, and
+    /// the share stolen by the hypervisor (a generator on a VM whose
+    /// host is oversubscribed is not the generator it seems).
+    #[serde(default)]
+    pub host_busy: Option<f64>,
+    #[serde(default)]
+    pub host_steal: Option<f64>,
 }

@@ -1,13 +1,14 @@
 //! The generators' table of a run on many generators: per step and
 //! generator, its throughput and p95, its CPU against what it could use
-//! (the figure the verdict's generator check reads), and its clock's
+//! (the figure the verdict's generator check reads), its host's CPU busy
+//! and stolen by the hypervisor, and its clock's
 //! offset from the coordinator's with the estimate's error. Empty for a
 //! local run.
 
 use super::grid::Grid;
 use crate::engine::StepResult;
 use crate::plan::Level;
-use crate::units::Latency;
+use crate::units::{Latency, Percent};
 
 /// The table, headed, each step's load written by `load`; empty when no
 /// step ran on generators.
@@ -19,6 +20,8 @@ pub fn generator_table(steps: &[StepResult], load: fn(Level) -> String) -> Strin
         "p95",
         "cpu",
         "of",
+        "host busy",
+        "steal",
         "clock offset",
     ]);
     grid.left = vec![1];
@@ -33,6 +36,10 @@ pub fn generator_table(steps: &[StepResult], load: fn(Level) -> String) -> Strin
                 g.usage
                     .cpu_capacity
                     .map_or("-".to_string(), |c| format!("{c:.2}")),
+                g.host_busy
+                    .map_or("-".to_string(), |b| Percent(b).to_string()),
+                g.host_steal
+                    .map_or("-".to_string(), |b| Percent(b).to_string()),
                 format!(
                     "{:+.3} ms ±{:.3}",
                     g.clock_offset * 1e3,

@@ -104,6 +104,8 @@ fn three_generators_make_one_run_whose_counts_add_up_exactly() {
         for g in generators {
             assert!(g["completed"].as_u64().unwrap() > 0, "{g}");
             assert!(g["usage"]["cpu_user"].as_f64().is_some(), "{g}");
+            assert!(g["host_steal"].as_f64().is_some(), "{g}");
+            assert!(g["host_busy"].as_f64().unwrap() > 0.0, "{g}");
         }
         let starts: Vec<f64> = generators
             .iter()
