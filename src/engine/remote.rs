@@ -149,6 +149,7 @@ fn unix_ns() -> u128 {
 /// worker to the crew. What each generator did is put in `reports`.
 pub(super) fn spawn_crew(
     generators: &Generators,
+    op_count: usize,
     shares: Vec<Share>,
     interrupted: &Arc<AtomicBool>,
     reports: &Arc<Mutex<Vec<GeneratorStep>>>,
@@ -166,6 +167,7 @@ pub(super) fn spawn_crew(
         });
         let remote = Remote {
             worker,
+            op_count,
             link: link.clone(),
             schedule: share.schedule(),
             events: events_tx.clone(),
@@ -185,6 +187,8 @@ pub(super) fn spawn_crew(
 struct Remote {
     /// Its number among the crew's workers.
     worker: usize,
+    /// The workload's operation kinds: every tally must have as many.
+    op_count: usize,
     link: Arc<GeneratorLink>,
     schedule: Schedule,
     events: Sender<WorkerEvent>,
@@ -314,6 +318,14 @@ impl Remote {
                         tally,
                     } => {
                         let tally = match tally.unpack_checked() {
+                            Ok(t) if t.ops.len() != self.op_count => {
+                                self.failed(format!(
+                                    "sent an interval of {} operation kinds; this run has {}",
+                                    t.ops.len(),
+                                    self.op_count
+                                ));
+                                return false;
+                            }
                             Ok(t) => t,
                             Err(e) => {
                                 self.failed(format!("sent a damaged interval: {e}"));

@@ -277,7 +277,7 @@ fn run_step<W: Workload>(
                     interval: plan.interval,
                 })
                 .collect();
-            super::remote::spawn_crew(generators, shares, interrupted, &reports)?
+            super::remote::spawn_crew(generators, op_count, shares, interrupted, &reports)?
         }
     }
     .wait_ready()?;

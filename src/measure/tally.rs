@@ -61,7 +61,7 @@ pub fn encode_histogram(h: &Histogram<u64>) -> Vec<u8> {
 pub fn decode_histogram(bytes: &[u8]) -> anyhow::Result<Histogram<u64>> {
     let mut h: Histogram<u64> = Deserializer::new()
         .deserialize(&mut &bytes[..])
-        .map_err(|e| anyhow::anyhow!("damaged histogram in the store: {e:?}"))?;
+        .map_err(|e| anyhow::anyhow!("damaged histogram: {e:?}"))?;
     h.auto(true);
     Ok(h)
 }

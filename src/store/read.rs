@@ -334,8 +334,8 @@ impl Store {
             };
             // Decoded once as the check that they are whole, then kept
             // packed as stored.
-            decode_histogram(&service)?;
-            decode_histogram(&response)?;
+            decode_histogram(&service).context("in the store")?;
+            decode_histogram(&response).context("in the store")?;
             *slot = PackedOp {
                 ok: ok as u64,
                 refused: refused as u64,
@@ -421,7 +421,7 @@ impl Store {
                     anyhow!("interval {idx}: {field} = {value:?} is not a length of time")
                 })
             };
-            decode_histogram(&lag)?;
+            decode_histogram(&lag).context("in the store")?;
             let mut tally = PackedTally::pack(&Tally::new(op_count));
             tally.dropped = dropped as u64;
             tally.lag = lag;

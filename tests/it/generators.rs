@@ -400,3 +400,82 @@ fn webbench_on_a_managed_nginx_runs_from_two_generators() {
         agent.stop();
     }
 }
+
+/// A peer on loopback that plays a generator up to its first interval,
+/// then sends `interval` as it (a tally the coordinator must refuse).
+fn hostile_generator(interval: String) -> u16 {
+    use std::io::{Read, Write};
+    let port = free_port();
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut head = [0u8; 8192];
+            let n = s.read(&mut head).unwrap_or(0);
+            let head = String::from_utf8_lossy(&head[..n]);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let body = if head.starts_with("GET /v1/hello") {
+                format!(
+                    r#"{{"version":"{}","roles":["probe","generate"],"workloads":["null"]}}"#,
+                    env!("CARGO_PKG_VERSION")
+                )
+            } else if head.starts_with("GET /v1/clock") {
+                format!(r#"{{"unix_ns":{now}}}"#)
+            } else if head.starts_with("GET /v1/generate/events") {
+                format!(r#"{{"events":[[1,{interval}]]}}"#)
+            } else {
+                "{}".to_string()
+            };
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// A generator that sends a damaged histogram, or a tally of other
+/// operation kinds than the run's, ends the run in one line naming it:
+/// nothing it sent is merged, nothing panics.
+#[test]
+fn a_generator_sending_what_cannot_be_merged_is_named_in_one_line() {
+    let damaged = r#"{"Interval":{"index":0,"length":1.0,"tally":{"ops":[{"ok":1,"refused":0,"errors":{},"retries":0,"bytes":0,"service":"AAAA","response":"AAAA"}],"dropped":0,"lag":"AAAA","think_total":0.0,"thinks":0}}}"#;
+    let empty = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(perflab::measure::encode_histogram(
+            &perflab::measure::new_histogram(),
+        ))
+    };
+    let extra = format!(
+        r#"{{"Interval":{{"index":0,"length":1.0,"tally":{{"ops":[],"dropped":0,"lag":"{empty}","think_total":0.0,"thinks":0}}}}}}"#
+    );
+    for (interval, says) in [
+        (damaged.to_string(), "sent a damaged interval"),
+        (
+            extra,
+            "sent an interval of 0 operation kinds; this run has 1",
+        ),
+    ] {
+        let dir = tempdir();
+        let port = hostile_generator(interval);
+        let out = crate::support::perflab_process(dir.path())
+            .args(
+                format!(
+                    "run null --users 2 --warmup 0s --duration 2s --generators agent://127.0.0.1:{port}"
+                )
+                .split_whitespace(),
+            )
+            .output()
+            .unwrap();
+        let all = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{all}");
+        assert!(out.status.code().is_some(), "killed by a signal: {all}");
+        contains(&all, &format!("generator agent://127.0.0.1:{port}: {says}"));
+    }
+}
