@@ -242,11 +242,21 @@ impl Driver for ShareDriver {
                 let _ = start_tx.send(waiting.recv_timeout(START_WAIT).ok().flatten());
             })?;
         let events = self.events;
-        run_share(workload, &self.share, &self.stop, &start_rx, &mut |event| {
-            if let Ok(mut events) = events.lock() {
-                events.push(event);
-            }
-        });
+        // The workload is dropped here, after every worker has ended: a
+        // workload holding a runtime of its own (the bank's) must not be
+        // dropped inside a worker's.
+        run_share(
+            workload.clone(),
+            &self.share,
+            &self.stop,
+            &start_rx,
+            &mut |event| {
+                if let Ok(mut events) = events.lock() {
+                    events.push(event);
+                }
+            },
+        );
+        drop(workload);
         Ok(())
     }
 }

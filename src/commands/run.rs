@@ -134,6 +134,14 @@ fn connect_generators(
     if plan.generators.is_empty() {
         return Ok(Vec::new());
     }
+    if plan.target.as_ref().is_some_and(|t| t.embedded) {
+        return Err(PlanError::flag(
+            "--generators",
+            "an embedded target (sqlite:) lives inside this process, where no generator can reach it",
+            "give a server target (postgres://, mysql://, a managed server) or drop --generators",
+        )
+        .into());
+    }
     let access = crate::cli::agent_access(&args.agent_access)?;
     let mut links = Vec::new();
     for address in &plan.generators {
@@ -341,7 +349,7 @@ fn execute<W: Workload>(
     } else {
         let form = workload.generator_form().ok_or_else(|| {
             PlanError::new(format!(
-                "the {} workload does not run on generators yet; drop --generators",
+                "the {} workload cannot run on generators against this target (it runs only here, or its server is reached through a Unix socket); drop --generators, or reach the server over TCP",
                 plan.workload.name()
             ))
         })?;

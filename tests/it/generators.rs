@@ -479,3 +479,57 @@ fn a_generator_sending_what_cannot_be_merged_is_named_in_one_line() {
         contains(&all, &format!("generator agent://127.0.0.1:{port}: {says}"));
     }
 }
+
+/// The bank on a managed PostgreSQL and on a managed MariaDB, offered by
+/// two generators: the coordinator loads it once, each generator attaches
+/// its sessions to the server the coordinator started, and the check
+/// after the sweep (money conserved, history = committed transactions)
+/// passes with every generator's transactions counted in. An embedded
+/// bank is refused before anything is loaded.
+#[test]
+fn the_bank_runs_from_two_generators_and_its_check_passes() {
+    let dir = tempdir();
+    let token = token(dir.path());
+    let agents: Vec<Agent> = (0..2)
+        .map(|_| Agent::start_with(dir.path(), &token, &["--generate"], "127.0.0.1"))
+        .collect();
+    let flags = format!(
+        "--generators {} --token-file {}",
+        agents
+            .iter()
+            .map(|a| format!("agent://127.0.0.1:{}", a.port))
+            .collect::<Vec<_>>()
+            .join(","),
+        token.display()
+    );
+    for target in ["postgres:managed", "mariadb:managed"] {
+        let (out, _) = perflab_expect(
+            dir.path(),
+            &format!(
+                "run bank --target {target} --scale 1 --users 4 --warmup 0s --duration 2s {flags}"
+            ),
+            0,
+        );
+        contains(&out, "check: passed");
+        crate::support::managed_files_removed(&out);
+        let run = export(dir.path());
+        let step = &run["steps"][0];
+        let generators = step["generators"].as_array().unwrap();
+        assert_eq!(generators.len(), 2, "{target}: {step}");
+        assert!(generators
+            .iter()
+            .all(|g| g["completed"].as_u64().unwrap() > 0));
+        // The password crossed to the generators, never to the store.
+        assert!(!run.to_string().contains("password\":\""), "{target}");
+    }
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run bank --target sqlite:bank.db --users 2 --duration 1s {flags}"),
+        2,
+    );
+    contains(&err, "--generators: an embedded target (sqlite:)");
+    assert!(!dir.path().join("bank.db").exists(), "the bank was loaded");
+    for agent in agents {
+        agent.stop();
+    }
+}

@@ -4,6 +4,7 @@
 //! beside it) runs them. The mixes never see SQL.
 
 mod check;
+mod generator;
 pub mod mix;
 pub mod mysql;
 mod ops;
@@ -84,6 +85,9 @@ pub struct BankWorkload<B> {
     scale: u32,
     /// The database's figures before the run's first transaction.
     baseline: BankFigures,
+    /// What a generator attaches the bank from; none for an embedded
+    /// bank and on a generator.
+    form: Option<serde_json::Value>,
 }
 
 impl<B: BankBackend> BankWorkload<B> {
@@ -95,7 +99,25 @@ impl<B: BankBackend> BankWorkload<B> {
             mix,
             scale,
             baseline,
+            form: None,
         })
+    }
+
+    /// The bank on a generator: no baseline (the coordinator checks).
+    pub fn on_generator(backend: B, mix: BankMix, scale: u32) -> Self {
+        BankWorkload {
+            backend,
+            mix,
+            scale,
+            baseline: BankFigures::default(),
+            form: None,
+        }
+    }
+
+    /// Sets what generators attach the bank from.
+    pub(crate) fn with_form(mut self, form: Option<serde_json::Value>) -> Self {
+        self.form = form;
+        self
     }
 }
 
@@ -111,6 +133,10 @@ impl<B: BankBackend> Workload for BankWorkload<B> {
 
     fn op_names(&self) -> &[&'static str] {
         op_names(self.mix)
+    }
+
+    fn generator_form(&self) -> Option<serde_json::Value> {
+        self.form.clone()
     }
 
     async fn open_session(

@@ -205,6 +205,12 @@ impl Kind for Bank {
         spec.target.clone()
     }
 
+    const ON_GENERATORS: bool = true;
+
+    fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+        super::generator::build(form, driver)
+    }
+
     fn start<D: Driver>(spec: &BankSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
         let server = ServerOptions {
             settings: spec.server_settings.clone(),
@@ -246,7 +252,15 @@ impl Kind for Bank {
                     spec.max_tries,
                     spec.pipeline,
                 )?;
-                drive_server(prepared, spec, &opened, started, driver)
+                let form = super::generator::Form::postgres(
+                    prepared.0.target(),
+                    spec.mix,
+                    scale,
+                    spec.isolation,
+                    spec.max_tries,
+                    spec.pipeline,
+                );
+                drive_server(prepared, form, spec, &opened, started, driver)
             }
             Endpoint::Mysql(my) => {
                 let prepared = MyBank::prepare(
@@ -257,7 +271,14 @@ impl Kind for Bank {
                     spec.isolation,
                     spec.max_tries,
                 )?;
-                drive_server(prepared, spec, &opened, started, driver)
+                let form = super::generator::Form::mysql(
+                    prepared.0.target(),
+                    spec.mix,
+                    scale,
+                    spec.isolation,
+                    spec.max_tries,
+                );
+                drive_server(prepared, form, spec, &opened, started, driver)
             }
             Endpoint::InProcess | Endpoint::Http { .. } => {
                 anyhow::bail!("the bank needs a database target")
@@ -295,6 +316,7 @@ impl Kind for Bank {
 /// server's setup record and its statistics probe.
 fn drive_server<B: BankBackend, D: Driver>(
     (backend, load): (B, LoadReport),
+    form: Option<serde_json::Value>,
     spec: &BankSpec,
     opened: &Opened,
     mut started: Started,
@@ -305,7 +327,7 @@ fn drive_server<B: BankBackend, D: Driver>(
         load_setup(&load),
     ));
     started.db_probe = opened.endpoint.stats_probe().and_then(keep_probe);
-    let workload = Arc::new(BankWorkload::new(backend, spec.mix, spec.scale)?);
+    let workload = Arc::new(BankWorkload::new(backend, spec.mix, spec.scale)?.with_form(form));
     driver.drive(workload, started)
 }
 

@@ -39,6 +39,31 @@ pub struct MyBank {
 }
 
 impl MyBank {
+    /// The bank another perflab loaded, for a generator's sessions: no
+    /// connection is made here, nothing is loaded or read.
+    pub fn attach(
+        target: MyTarget,
+        mix: BankMix,
+        isolation: Isolation,
+        max_tries: u32,
+    ) -> anyhow::Result<Self> {
+        Ok(MyBank {
+            target,
+            tables: Tables::of(mix),
+            isolation,
+            max_tries,
+            admin: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start a runtime")?,
+        })
+    }
+
+    /// How a generator reaches this bank (`generator::Form`).
+    pub fn target(&self) -> &MyTarget {
+        &self.target
+    }
+
     /// Connects, then loads or reuses the bank for `scale` units.
     pub fn prepare(
         target: MyTarget,

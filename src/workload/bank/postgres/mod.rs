@@ -33,6 +33,33 @@ pub struct PgBank {
 }
 
 impl PgBank {
+    /// The bank another perflab loaded, for a generator's sessions: no
+    /// connection is made here, nothing is loaded or read.
+    pub fn attach(
+        target: PgTarget,
+        mix: BankMix,
+        isolation: Isolation,
+        max_tries: u32,
+        pipeline: bool,
+    ) -> anyhow::Result<Self> {
+        Ok(PgBank {
+            target,
+            tables: Tables::of(mix),
+            isolation,
+            max_tries,
+            pipeline,
+            admin: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start a runtime")?,
+        })
+    }
+
+    /// How a generator reaches this bank (`generator::Form`).
+    pub fn target(&self) -> &PgTarget {
+        &self.target
+    }
+
     /// Connects, then loads or reuses the bank for `scale` units.
     pub fn prepare(
         target: PgTarget,
