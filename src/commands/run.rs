@@ -134,7 +134,13 @@ fn connect_generators(
     if plan.generators.is_empty() {
         return Ok(Vec::new());
     }
-    if plan.target.as_ref().is_some_and(|t| t.embedded) {
+    // The null target is in-process too, but stateless: each generator
+    // has its own. An embedded database is one, here.
+    if plan
+        .target
+        .as_ref()
+        .is_some_and(|t| t.kind == crate::target::Kind::Sqlite)
+    {
         return Err(PlanError::flag(
             "--generators",
             "an embedded target (sqlite:) lives inside this process, where no generator can reach it",
