@@ -64,6 +64,27 @@ fn token(dir: &std::path::Path) -> std::path::PathBuf {
     token
 }
 
+/// `n` generators on loopback in plain HTTP, and the run's flags for them.
+fn loopback_generators(
+    dir: &std::path::Path,
+    token: &std::path::Path,
+    n: usize,
+) -> (Vec<Agent>, Vec<String>, String) {
+    let agents: Vec<Agent> = (0..n)
+        .map(|_| Agent::start_with(dir, token, &["--generate"], "127.0.0.1"))
+        .collect();
+    let addresses: Vec<String> = agents
+        .iter()
+        .map(|a| format!("agent://127.0.0.1:{}", a.port))
+        .collect();
+    let flags = format!(
+        "--generators {} --token-file {}",
+        addresses.join(","),
+        token.display()
+    );
+    (agents, addresses, flags)
+}
+
 fn export(dir: &std::path::Path) -> serde_json::Value {
     let (json, _) = perflab_expect(dir, "show last --json -", 0);
     serde_json::from_str(&json).unwrap()
@@ -182,21 +203,13 @@ fn a_generator_lost_mid_step_degrades_that_step_and_the_run_goes_on_or_stops() {
     for (policy, code) in [("continue", 0), ("stop", 1)] {
         let dir = tempdir();
         let token = token(dir.path());
-        let mut agents: Vec<Agent> = (0..3)
-            .map(|_| Agent::start_with(dir.path(), &token, &["--generate"], "127.0.0.1"))
-            .collect();
-        let addresses: Vec<String> = agents
-            .iter()
-            .map(|a| format!("agent://127.0.0.1:{}", a.port))
-            .collect();
+        let (mut agents, addresses, flags) = loopback_generators(dir.path(), &token, 3);
         let lost = addresses[1].clone();
         let store = dir.path().join("perflab.db");
         let run = crate::support::perflab_process(dir.path())
             .args(
                 format!(
-                    "run null --service 1ms --users 3,3 --warmup 0s --duration 4s --generators {} --token-file {} --on-generator-loss {policy}",
-                    addresses.join(","),
-                    token.display()
+                    "run null --service 1ms --users 3,3 --warmup 0s --duration 4s {flags} --on-generator-loss {policy}"
                 )
                 .split_whitespace(),
             )
@@ -365,19 +378,11 @@ fn old_generator() -> u16 {
 fn webbench_on_a_managed_nginx_runs_from_two_generators() {
     let dir = tempdir();
     let token = token(dir.path());
-    let agents: Vec<Agent> = (0..2)
-        .map(|_| Agent::start_with(dir.path(), &token, &["--generate"], "127.0.0.1"))
-        .collect();
-    let addresses: Vec<String> = agents
-        .iter()
-        .map(|a| format!("agent://127.0.0.1:{}", a.port))
-        .collect();
+    let (agents, _, flags) = loopback_generators(dir.path(), &token, 2);
     let (out, _) = perflab_expect(
         dir.path(),
         &format!(
-            "run web --target nginx:managed --users 4,8 --warmup 1s --duration 2s --verify-share 1 --generators {} --token-file {}",
-            addresses.join(","),
-            token.display()
+            "run web --target nginx:managed --users 4,8 --warmup 1s --duration 2s --verify-share 1 {flags}"
         ),
         0,
     );
@@ -490,18 +495,7 @@ fn a_generator_sending_what_cannot_be_merged_is_named_in_one_line() {
 fn the_bank_runs_from_two_generators_and_its_check_passes() {
     let dir = tempdir();
     let token = token(dir.path());
-    let agents: Vec<Agent> = (0..2)
-        .map(|_| Agent::start_with(dir.path(), &token, &["--generate"], "127.0.0.1"))
-        .collect();
-    let flags = format!(
-        "--generators {} --token-file {}",
-        agents
-            .iter()
-            .map(|a| format!("agent://127.0.0.1:{}", a.port))
-            .collect::<Vec<_>>()
-            .join(","),
-        token.display()
-    );
+    let (agents, _, flags) = loopback_generators(dir.path(), &token, 2);
     for target in ["postgres:managed", "mariadb:managed"] {
         let (out, _) = perflab_expect(
             dir.path(),

@@ -80,16 +80,7 @@ impl MyBank {
                 "use tpcb or atm on MySQL/MariaDB"
             ));
         }
-        let bank = MyBank {
-            target,
-            tables: Tables::of(mix),
-            isolation,
-            max_tries,
-            admin: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("cannot start a runtime")?,
-        };
+        let bank = Self::attach(target, mix, isolation, max_tries)?;
         let started = Instant::now();
         let report = bank
             .admin
@@ -100,16 +91,7 @@ impl MyBank {
     /// Starts sampling the server's statistics for the run.
     /// Opens an existing bank for `perflab check bank`.
     pub fn existing(target: MyTarget) -> anyhow::Result<Self> {
-        let bank = MyBank {
-            target,
-            tables: Tables::of(BankMix::Tpcb),
-            isolation: Isolation::ReadCommitted,
-            max_tries: 1,
-            admin: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("cannot start a runtime")?,
-        };
+        let bank = Self::attach(target, BankMix::Tpcb, Isolation::ReadCommitted, 1)?;
         let loaded = bank.admin.block_on(async {
             let mut conn = connect(&bank.target).await?;
             loaded_scale(&mut conn).await

@@ -70,18 +70,7 @@ impl PgBank {
         max_tries: u32,
         pipeline: bool,
     ) -> anyhow::Result<(Self, LoadReport)> {
-        let admin = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start a runtime")?;
-        let bank = PgBank {
-            target,
-            tables: Tables::of(mix),
-            isolation,
-            max_tries,
-            pipeline,
-            admin,
-        };
+        let bank = Self::attach(target, mix, isolation, max_tries, pipeline)?;
         let started = Instant::now();
         let report = bank.admin.block_on(async {
             let client = bank.admin_client().await?;
@@ -97,17 +86,7 @@ impl PgBank {
         } else {
             BankMix::Tpcb
         };
-        let bank = PgBank {
-            target,
-            tables: Tables::of(mix),
-            isolation: Isolation::ReadCommitted,
-            max_tries: 1,
-            pipeline: false,
-            admin: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("cannot start a runtime")?,
-        };
+        let bank = Self::attach(target, mix, Isolation::ReadCommitted, 1, false)?;
         let loaded = bank.admin.block_on(async {
             let client = bank.admin_client().await?;
             load::loaded_scale(&client, bank.tables).await
