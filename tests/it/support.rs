@@ -283,6 +283,25 @@ impl Island {
         island
     }
 
+    /// Routes everything from inside through the host's end, so that
+    /// the host's own addresses (another island's end among them) are
+    /// reached from inside; nothing is forwarded beyond the host.
+    pub fn route_to_host(&self) {
+        let status = std::process::Command::new("ip")
+            .args([
+                "-n",
+                &self.name,
+                "route",
+                "add",
+                "default",
+                "via",
+                &self.host_ip,
+            ])
+            .status()
+            .expect("ip runs");
+        assert!(status.success(), "ip route add default: {status}");
+    }
+
     /// The prefix that runs a command inside: `ip netns exec NAME`.
     pub fn exec(&self) -> [&str; 4] {
         ["ip", "netns", "exec", &self.name]
