@@ -13,6 +13,18 @@ use crate::units::{Latency, Percent};
 /// The table, headed, each step's load written by `load`; empty when no
 /// step ran on generators.
 pub fn generator_table(steps: &[StepResult], load: fn(Level) -> String) -> String {
+    match generator_grid(steps, load) {
+        Some(grid) => format!(
+            "\nthe generators during each step (cpu: CPUs used, of those it could use):\n{}",
+            grid.terminal("")
+        ),
+        None => String::new(),
+    }
+}
+
+/// The table's grid, for every form of report; none when no step ran on
+/// generators.
+pub fn generator_grid(steps: &[StepResult], load: fn(Level) -> String) -> Option<Grid> {
     let mut grid = Grid::new([
         "load",
         "generator",
@@ -48,11 +60,5 @@ pub fn generator_table(steps: &[StepResult], load: fn(Level) -> String) -> Strin
             ]);
         }
     }
-    if grid.rows.is_empty() {
-        return String::new();
-    }
-    format!(
-        "\nthe generators during each step (cpu: CPUs used, of those it could use):\n{}",
-        grid.terminal("")
-    )
+    (!grid.rows.is_empty()).then_some(grid)
 }

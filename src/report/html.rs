@@ -499,6 +499,13 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
         }
         None => out.push_str("<p>No errors in any step.</p>"),
     }
+    if let Some(grid) = super::generators::generator_grid(&r.run.steps, |l| l.to_string()) {
+        let _ = write!(
+            out,
+            "<h3>Run {id}: the generators</h3><p>cpu: CPUs used, of those it could use.</p>{}",
+            grid.html()
+        );
+    }
     let _ = write!(
         out,
         "<h3>Run {id}: stability</h3>{}",

@@ -126,6 +126,13 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
         }
         None => out.push_str("No errors in any step.\n\n"),
     }
+    if let Some(grid) = super::generators::generator_grid(&r.run.steps, |l| l.to_string()) {
+        let _ = writeln!(
+            out,
+            "### The generators\n\ncpu: CPUs used, of those it could use.\n\n{}",
+            grid.markdown()
+        );
+    }
     let _ = writeln!(
         out,
         "### Stability\n\n{}",

@@ -108,6 +108,17 @@ fn three_generators_make_one_run_whose_counts_add_up_exactly() {
     );
     contains(&out, "clock offset");
     contains(&out, "the generators during each step");
+    // The Markdown and HTML reports carry the same table.
+    perflab_expect(
+        dir.path(),
+        "report last --md report.md --html report.html",
+        0,
+    );
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    contains(&md, "### The generators");
+    assert_eq!(md.matches("| agent://").count(), 6, "{md}");
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    contains(&html, "the generators</h3>");
     let run = export(dir.path());
     assert_eq!(crate::support::schema_problems(&run), Vec::<String>::new());
     let steps = run["steps"].as_array().unwrap();
