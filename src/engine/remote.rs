@@ -261,6 +261,7 @@ impl Remote {
         let mut heard = std::time::Instant::now();
         let mut stop_sent = false;
         let mut measured: Option<Tally> = None;
+        let mut used = Vec::new();
         let measured_length: Duration = self
             .schedule
             .intervals
@@ -316,7 +317,12 @@ impl Remote {
                         index,
                         length,
                         tally,
+                        usage,
                     } => {
+                        if let Some(usage) = usage.filter(|_| index < self.schedule.intervals.len())
+                        {
+                            used.push(usage);
+                        }
                         let tally = match tally.unpack_checked() {
                             Ok(t) if t.ops.len() != self.op_count => {
                                 self.failed(format!(
@@ -378,6 +384,7 @@ impl Remote {
                             usage,
                             host_busy: host_cpu.map(|c| c.busy()),
                             host_steal: host_cpu.map(|c| c.steal),
+                            intervals: std::mem::take(&mut used),
                         };
                         if let Ok(mut reports) = self.reports.lock() {
                             reports.push(report);

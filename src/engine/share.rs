@@ -10,7 +10,7 @@ use super::schedule::Schedule;
 use super::split::{worker_plans, Split};
 use crate::measure::PackedTally;
 use crate::plan::Level;
-use crate::probe::counters::{CpuSample, HostRoot, HostSample, HostSnapshot};
+use crate::probe::counters::{host_cpu_times, CpuSample, HostRoot, HostSample, HostSnapshot};
 use crate::probe::SelfUsage;
 use crate::workload::Workload;
 use std::sync::atomic::AtomicBool;
@@ -49,12 +49,15 @@ pub enum ShareEvent {
     /// The share cannot run, or stopped running.
     Failed(String),
     /// Interval `index` merged over this process's workers (the index
-    /// after the schedule's last is the drain).
+    /// after the schedule's last is the drain), and what this process and
+    /// host used over it.
     Interval {
         index: usize,
         #[serde(with = "crate::util::serde_duration")]
         length: Duration,
         tally: PackedTally,
+        #[serde(default)]
+        usage: Option<IntervalUsage>,
     },
     /// The share ran: when its clock started by this host's clock (ns
     /// since the Unix epoch, taken when the start instant came), this
@@ -66,6 +69,45 @@ pub enum ShareEvent {
         #[serde(default)]
         host_cpu: Option<CpuSample>,
     },
+}
+
+/// A generator's own use over one interval.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IntervalUsage {
+    /// CPUs its process used (user + system time over the interval).
+    pub cpu: f64,
+    /// Its host's share of CPU time stolen by the hypervisor.
+    pub steal: Option<f64>,
+}
+
+/// Readings at an interval's start, for [`IntervalUsage`].
+struct UsageReading {
+    process: crate::probe::UsageMark,
+    host: Option<procfs_core::CpuTime>,
+}
+
+impl UsageReading {
+    fn now(root: &HostRoot) -> Self {
+        UsageReading {
+            process: SelfUsage::start(),
+            host: host_cpu_times(root),
+        }
+    }
+
+    /// The use since this reading, and the reading for the next interval.
+    fn next(self, root: &HostRoot) -> (IntervalUsage, Self) {
+        let next = UsageReading::now(root);
+        let usage = IntervalUsage {
+            cpu: self.process.finish(None).cpu_share(),
+            steal: self
+                .host
+                .as_ref()
+                .zip(next.host.as_ref())
+                .and_then(|(a, b)| CpuSample::between(a, b))
+                .map(|c| c.steal),
+        };
+        (usage, next)
+    }
 }
 
 /// Runs one share: opens its sessions, says [`ShareEvent::Ready`], waits
@@ -94,7 +136,13 @@ pub fn run_share<W: Workload>(
     // The start by this host's clock, as an instant of the runtime's.
     let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
     let begin = tokio::time::Instant::now() + wait;
-    std::thread::sleep(wait);
+    // Slept to a millisecond before, then spun: a thread woken early
+    // holds its CPU through the start, where one woken at the start waits
+    // its turn on a busy host (the generators' starts must agree).
+    std::thread::sleep(wait.saturating_sub(Duration::from_millis(1)));
+    while SystemTime::now() < at {
+        std::hint::spin_loop();
+    }
     let started_unix_ns = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -102,13 +150,20 @@ pub fn run_share<W: Workload>(
     let root = HostRoot::live();
     let host_before = HostSnapshot::read(&root, &[]);
     let mut handed = 0;
+    let mut reading = Some(UsageReading::now(&root));
     let mut on_interval = |spec: &super::schedule::IntervalSpec,
                            _tally: &crate::measure::Tally,
                            record: super::step::IntervalRecord| {
+        let usage = reading.take().map(|r| {
+            let (usage, next) = r.next(&root);
+            reading = Some(next);
+            usage
+        });
         say(ShareEvent::Interval {
             index: handed,
             length: spec.end - spec.start,
             tally: record.tally,
+            usage,
         });
         handed += 1;
         Ok(())
@@ -133,6 +188,7 @@ pub fn run_share<W: Workload>(
         index: schedule.intervals.len(),
         length: finished.drain.length,
         tally: finished.drain.tally,
+        usage: None,
     });
     say(ShareEvent::Finished {
         started_unix_ns,

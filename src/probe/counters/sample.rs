@@ -33,7 +33,8 @@ impl CpuSample {
         self.irq + self.softirq
     }
 
-    fn between(a: &CpuTime, b: &CpuTime) -> Option<Self> {
+    /// The shares between two readings of CPU times.
+    pub fn between(a: &CpuTime, b: &CpuTime) -> Option<Self> {
         let d = |x: u64, y: u64| y.saturating_sub(x) as f64;
         let o = |x: Option<u64>, y: Option<u64>| d(x.unwrap_or(0), y.unwrap_or(0));
         let parts = [
