@@ -20,7 +20,7 @@ mod worker;
 
 pub use remote::{GeneratorLink, Generators};
 pub use schedule::{IntervalSpec, Schedule};
-pub use share::{run_share, IntervalUsage, Share, ShareEvent};
+pub use share::{run_share, Share, ShareEvent};
 pub use split::{Part, Split};
 pub use step::{FinishedStep, GeneratorStep, IntervalRecord, StepResult, StepStatus};
 pub use sweep::{coefficient_of_variation, run_sweep, run_sweep_on, SweepEnd, SweepObserver};

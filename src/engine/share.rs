@@ -8,6 +8,7 @@
 use super::crew::Crew;
 use super::schedule::Schedule;
 use super::split::{worker_plans, Split};
+use super::step::IntervalUsage;
 use crate::measure::PackedTally;
 use crate::plan::Level;
 use crate::probe::counters::{host_cpu_times, CpuSample, HostRoot, HostSample, HostSnapshot};
@@ -69,15 +70,6 @@ pub enum ShareEvent {
         #[serde(default)]
         host_cpu: Option<CpuSample>,
     },
-}
-
-/// A generator's own use over one interval.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct IntervalUsage {
-    /// CPUs its process used (user + system time over the interval).
-    pub cpu: f64,
-    /// Its host's share of CPU time stolen by the hypervisor.
-    pub steal: Option<f64>,
 }
 
 /// Readings at an interval's start, for [`IntervalUsage`].

@@ -183,5 +183,14 @@ pub struct GeneratorStep {
     /// Its own use over each interval handed over, in order: CPUs its
     /// process used, and its host's stolen share.
     #[serde(default)]
-    pub intervals: Vec<super::share::IntervalUsage>,
+    pub intervals: Vec<IntervalUsage>,
+}
+
+/// A generator's own use over one interval.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IntervalUsage {
+    /// CPUs its process used (user + system time over the interval).
+    pub cpu: f64,
+    /// Its host's share of CPU time stolen by the hypervisor.
+    pub steal: Option<f64>,
 }
