@@ -60,14 +60,14 @@ impl GeneratorLink {
         wait: Duration,
     ) -> Result<Self, PlanError> {
         let deadline = std::time::Instant::now() + wait;
-        loop {
+        let hello = loop {
             match client.get_json::<Hello>("/v1/hello") {
                 Err(e) if !e.is::<PlanError>() && std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_secs(1));
                 }
-                _ => break,
+                answer => break answer,
             }
-        }
+        };
         let name = client.name().to_string();
         let failed = |e: anyhow::Error| {
             match e.downcast::<PlanError>() {
@@ -78,7 +78,7 @@ impl GeneratorLink {
             )),
         }
         };
-        let hello: Hello = client.get_json("/v1/hello").map_err(failed)?;
+        let hello = hello.map_err(failed)?;
         let ours = env!("CARGO_PKG_VERSION");
         if hello.version != ours {
             return Err(PlanError::new(format!(

@@ -11,7 +11,7 @@ use super::split::{worker_plans, Split};
 use super::step::IntervalUsage;
 use crate::measure::PackedTally;
 use crate::plan::Level;
-use crate::probe::counters::{host_cpu_times, CpuSample, HostRoot, HostSample, HostSnapshot};
+use crate::probe::counters::{host_cpu_times, CpuSample, HostRoot};
 use crate::probe::SelfUsage;
 use crate::workload::Workload;
 use std::sync::atomic::AtomicBool;
@@ -140,7 +140,7 @@ pub fn run_share<W: Workload>(
         .map_or(0, |d| d.as_nanos());
     let usage_start = SelfUsage::start();
     let root = HostRoot::live();
-    let host_before = HostSnapshot::read(&root, &[]);
+    let host_before = host_cpu_times(&root);
     let mut handed = 0;
     let mut reading = Some(UsageReading::now(&root));
     let mut on_interval = |spec: &super::schedule::IntervalSpec,
@@ -168,7 +168,9 @@ pub fn run_share<W: Workload>(
         return say(ShareEvent::Failed(failure.clone()));
     }
     let usage = usage_start.finish(merging.rss_at_end);
-    let host_cpu = HostSample::between(&host_before, &HostSnapshot::read(&root, &[])).cpu;
+    let host_cpu = host_before
+        .zip(host_cpu_times(&root))
+        .and_then(|(a, b)| CpuSample::between(&a, &b));
     let finished = merging.finish(
         &schedule,
         share.index,

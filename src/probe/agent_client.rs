@@ -41,6 +41,9 @@ pub struct AgentClient {
     /// The TLS set-up of the trust given; none for plain on loopback or
     /// the system's roots beyond it.
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// The system's roots, read once, the first time an agent beyond
+    /// loopback is asked without a trust given.
+    system: std::sync::OnceLock<Arc<rustls::ClientConfig>>,
     timeout: Duration,
     last: u64,
 }
@@ -78,6 +81,7 @@ impl AgentClient {
             host: host.to_string(),
             token: access.token,
             tls,
+            system: std::sync::OnceLock::new(),
             timeout: Duration::from_secs(5),
             last: 0,
         })
@@ -132,11 +136,17 @@ impl AgentClient {
         let mut wire = match (&self.tls, peer.ip().is_loopback()) {
             (None, true) => Wire::plain(socket, deadline),
             (Some(config), _) => self.tls_wire(socket, config.clone(), deadline)?,
-            (None, false) => self.tls_wire(
-                socket,
-                crate::wire::tls::client_config(&Trust::System)?,
-                deadline,
-            )?,
+            (None, false) => {
+                let system = match self.system.get() {
+                    Some(config) => config.clone(),
+                    None => {
+                        let config = crate::wire::tls::client_config(&Trust::System)?;
+                        let _ = self.system.set(config.clone());
+                        config
+                    }
+                };
+                self.tls_wire(socket, system, deadline)?
+            }
         };
         let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
         if let Some(token) = &self.token {

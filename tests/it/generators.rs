@@ -126,10 +126,7 @@ fn three_generators_make_one_run_whose_counts_add_up_exactly() {
     for step in steps {
         let generators = step["generators"].as_array().unwrap();
         assert_eq!(generators.len(), 3, "{step}");
-        let sum: u64 = generators
-            .iter()
-            .map(|g| g["completed"].as_u64().unwrap())
-            .sum();
+        let sum = generators_completed(step);
         let merged = step["ops"][0]["response"]["count"].as_u64().unwrap();
         assert_eq!(merged, sum, "merged histogram vs the generators' counts");
         assert_eq!(step["summary"]["completed"].as_u64().unwrap(), sum);
@@ -175,6 +172,16 @@ fn three_generators_make_one_run_whose_counts_add_up_exactly() {
     for agent in three.agents {
         agent.stop();
     }
+}
+
+/// The operations the generators of a step completed, all together.
+fn generators_completed(step: &serde_json::Value) -> u64 {
+    step["generators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["completed"].as_u64().unwrap())
+        .sum()
 }
 
 /// The widest spread of the generators' starts in any step, seconds.
@@ -297,12 +304,7 @@ fn a_generator_lost_mid_step_degrades_that_step_and_the_run_goes_on_or_stops() {
             .map(|g| g["generator"].as_str().unwrap())
             .collect();
         assert_eq!(served, vec![addresses[0].as_str(), addresses[2].as_str()]);
-        let sum: u64 = first["generators"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|g| g["completed"].as_u64().unwrap())
-            .sum();
+        let sum = generators_completed(first);
         // The lost one's operations before it went are kept too.
         assert!(
             first["summary"]["completed"].as_u64().unwrap() > sum,
@@ -446,10 +448,7 @@ fn webbench_on_a_managed_nginx_runs_from_two_generators() {
     for step in run["steps"].as_array().unwrap() {
         let generators = step["generators"].as_array().unwrap();
         assert_eq!(generators.len(), 2, "{step}");
-        let sum: u64 = generators
-            .iter()
-            .map(|g| g["completed"].as_u64().unwrap())
-            .sum();
+        let sum = generators_completed(step);
         assert!(generators
             .iter()
             .all(|g| g["completed"].as_u64().unwrap() > 0));
@@ -679,10 +678,7 @@ fn three_generators_in_their_own_namespaces_load_one_nginx() {
     let step = &run["steps"][0];
     let generators = step["generators"].as_array().unwrap();
     assert_eq!(generators.len(), 3, "{step}");
-    let sum: u64 = generators
-        .iter()
-        .map(|g| g["completed"].as_u64().unwrap())
-        .sum();
+    let sum = generators_completed(step);
     assert!(
         generators
             .iter()
