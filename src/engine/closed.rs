@@ -23,13 +23,18 @@ pub(super) async fn user<S: Session>(
     let mut intended = start + stagger;
     tokio::time::sleep_until(intended).await;
     while !state.stop.get() {
-        let ended = state.run_op(&mut session, intended).await;
+        let ran = state.run_op(&mut session, intended).await;
         let wait = think.sample(&mut rng) + session.pause();
         state.recorder.borrow_mut().record_think(wait);
-        intended = ended + wait;
+        intended = ran.ended + wait;
         if wait.is_zero() {
-            // Let the ticker and the other users of this thread run.
-            tokio::task::yield_now().await;
+            if !ran.waited {
+                // An operation that never waited (an embedded database, a
+                // null target) gave the ticker and the other users of this
+                // thread no turn: give them one. One that waited did, and
+                // a yield would cost an extra poll of the driver.
+                tokio::task::yield_now().await;
+            }
         } else {
             tokio::time::sleep_until(intended).await;
         }
@@ -47,6 +52,7 @@ mod tests {
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
     use std::cell::Cell;
+    use std::future::Future;
     use std::rc::Rc;
     use std::time::Duration;
     use tokio::time::Instant;
@@ -113,6 +119,89 @@ mod tests {
             task.await.unwrap();
             (after - before) as f64 / (to - from) as f64
         })
+    }
+
+    /// A session whose every operation waits once (returns to the
+    /// runtime) or never does.
+    struct Waits {
+        waits: bool,
+    }
+
+    impl Session for Waits {
+        fn choose(&mut self) -> usize {
+            0
+        }
+
+        async fn execute(&mut self, _op: usize) -> Outcome {
+            if self.waits {
+                tokio::task::yield_now().await;
+            }
+            Outcome::ok()
+        }
+    }
+
+    /// Polls of a closed-loop user's task per operation, and the turns
+    /// another task of its thread had meanwhile.
+    fn polls_per_op(waits: bool) -> (f64, u64) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let done = Rc::new(Cell::new(0));
+            let session = Counted {
+                inner: Waits { waits },
+                done: done.clone(),
+            };
+            let state = Rc::new(WorkerState::new(Recorder::new(1), Duration::from_secs(10)));
+            let polls = Rc::new(Cell::new(0u64));
+            let mut task = Box::pin(user(
+                session,
+                state.clone(),
+                ThinkTime::Zero,
+                SmallRng::seed_from_u64(1),
+                Instant::now(),
+            ));
+            let counted = polls.clone();
+            let user = tokio::task::spawn_local(async move {
+                std::future::poll_fn(|cx| {
+                    counted.set(counted.get() + 1);
+                    task.as_mut().poll(cx)
+                })
+                .await
+            });
+            let turns = Rc::new(Cell::new(0u64));
+            let other = turns.clone();
+            let neighbour = tokio::task::spawn_local(async move {
+                loop {
+                    other.set(other.get() + 1);
+                    tokio::task::yield_now().await;
+                }
+            });
+            while done.get() < 1_000 {
+                tokio::task::yield_now().await;
+            }
+            state.stop.set(true);
+            let (ops, at_stop) = (done.get(), polls.get());
+            user.await.unwrap();
+            neighbour.abort();
+            (at_stop as f64 / ops as f64, turns.get())
+        })
+    }
+
+    #[test]
+    fn a_user_yields_after_an_operation_only_if_the_operation_never_waited() {
+        // Waiting on its socket gave the thread's other tasks their turn:
+        // one poll per operation, no extra pass through the runtime.
+        let (polls, turns) = polls_per_op(true);
+        assert!((0.99..1.01).contains(&polls), "{polls} polls per operation");
+        assert!(turns >= 900, "the neighbour ran {turns} times");
+        // An operation that never waited yields after it, so the
+        // neighbour (the ticker, in a worker) still runs between them.
+        let (polls, turns) = polls_per_op(false);
+        assert!((0.99..1.01).contains(&polls), "{polls} polls per operation");
+        assert!(turns >= 900, "the neighbour ran {turns} times");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use crate::measure::{ErrorKind, Outcome, Recorder};
 use crate::workload::Session;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -40,14 +41,21 @@ impl WorkerState {
     }
 
     /// Runs one operation, bounded by the timeout, and records it. Returns
-    /// when it ended.
-    pub async fn run_op<S: Session>(&self, session: &mut S, intended: Instant) -> Instant {
+    /// when it ended, and whether it waited (gave this thread's other tasks
+    /// their turn) on the way.
+    pub async fn run_op<S: Session>(&self, session: &mut S, intended: Instant) -> Ran {
         let op = session.choose();
         self.in_flight.set(self.in_flight.get() + 1);
         let began = Instant::now();
-        let outcome = tokio::time::timeout(self.timeout, session.execute(op))
-            .await
-            .unwrap_or_else(|_| Outcome::error(ErrorKind::Timeout));
+        let mut waited = false;
+        let mut bounded = std::pin::pin!(tokio::time::timeout(self.timeout, session.execute(op)));
+        let outcome = std::future::poll_fn(|cx| {
+            let polled = bounded.as_mut().poll(cx);
+            waited |= polled.is_pending();
+            polled
+        })
+        .await
+        .unwrap_or_else(|_| Outcome::error(ErrorKind::Timeout));
         let ended = Instant::now();
         self.in_flight.set(self.in_flight.get() - 1);
         self.recorder.borrow_mut().record(
@@ -56,6 +64,15 @@ impl WorkerState {
             ended - began,
             ended.saturating_duration_since(intended),
         );
-        ended
+        Ran { ended, waited }
     }
+}
+
+/// How one operation went, for its user's scheduling.
+pub(super) struct Ran {
+    /// When it ended.
+    pub ended: Instant,
+    /// It returned to the runtime at least once (waited on its socket, a
+    /// timer, a thread), so the worker's other tasks had their turn.
+    pub waited: bool,
 }
