@@ -10,14 +10,23 @@ use rand::Rng;
 use std::rc::Rc;
 use tokio::time::Instant;
 
+/// How a user runs on its worker.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pace {
+    pub think: ThinkTime,
+    /// No other user shares the worker's thread.
+    pub alone: bool,
+}
+
 /// The life of one virtual user during a step.
 pub(super) async fn user<S: Session>(
     mut session: S,
     state: Rc<WorkerState>,
-    think: ThinkTime,
+    pace: Pace,
     mut rng: SmallRng,
     start: Instant,
 ) {
+    let think = pace.think;
     // Users with think time start spread over one mean think time, not in lockstep.
     let stagger = think.mean().mul_f64(rng.gen::<f64>());
     let mut intended = start + stagger;
@@ -28,11 +37,13 @@ pub(super) async fn user<S: Session>(
         state.recorder.borrow_mut().record_think(wait);
         intended = ran.ended + wait;
         if wait.is_zero() {
-            if !ran.waited {
-                // An operation that never waited (an embedded database, a
-                // null target) gave the ticker and the other users of this
-                // thread no turn: give them one. One that waited did, and
-                // a yield would cost an extra poll of the driver.
+            // An operation that never waited (an embedded database, a held
+            // socket, a null target) gave the thread's other tasks no turn:
+            // give them one, or, alone on the thread, give the ticker one
+            // once its boundary has passed. An operation that waited gave
+            // them their turn; a yield would cost a poll of the driver.
+            let others_due = !pace.alone || ran.ended >= state.next_boundary.get();
+            if !ran.waited && others_due {
                 tokio::task::yield_now().await;
             }
         } else {
@@ -44,11 +55,11 @@ pub(super) async fn user<S: Session>(
 #[cfg(test)]
 mod tests {
     use super::super::state::WorkerState;
-    use super::user;
+    use super::{user, Pace};
     use crate::measure::{Outcome, Recorder};
     use crate::plan::ThinkTime;
     use crate::util::counting_alloc::allocations;
-    use crate::workload::{Session, Workload};
+    use crate::workload::{Seat, Session, Workload};
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
     use std::cell::Cell;
@@ -56,6 +67,17 @@ mod tests {
     use std::rc::Rc;
     use std::time::Duration;
     use tokio::time::Instant;
+
+    /// A user alone on its thread (its database socket held), and one
+    /// that shares it (its socket driven by the runtime).
+    const ALONE: Seat = Seat::alone(Duration::from_secs(10));
+    const SHARED: Seat = Seat::shared(Duration::from_secs(10));
+
+    /// No think time, other users beside.
+    const SHARED_PACE: Pace = Pace {
+        think: ThinkTime::Zero,
+        alone: false,
+    };
 
     /// A session that counts the operations it ran.
     struct Counted<S> {
@@ -75,10 +97,10 @@ mod tests {
         }
     }
 
-    /// Allocations per operation of one closed-loop user (alone on its
-    /// thread, no think time) once warm, counted on this thread: the
+    /// Allocations per operation of one closed-loop user (seated as
+    /// `seat` says, no think time) once warm, counted on this thread: the
     /// session, the timeout around it and the recording of each operation.
-    fn allocations_per_op<W: Workload>(workload: &W) -> f64 {
+    fn allocations_per_op<W: Workload>(workload: &W, seat: Seat) -> f64 {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -87,7 +109,7 @@ mod tests {
         local.block_on(&rt, async {
             let done = Rc::new(Cell::new(0));
             let session = Counted {
-                inner: workload.open_session(0, 1, true).await.unwrap(),
+                inner: workload.open_session(0, 1, seat).await.unwrap(),
                 done: done.clone(),
             };
             // A fresh interval's histograms grow as its first slow values
@@ -102,7 +124,7 @@ mod tests {
             let task = tokio::task::spawn_local(user(
                 session,
                 state.clone(),
-                ThinkTime::Zero,
+                SHARED_PACE,
                 SmallRng::seed_from_u64(1),
                 Instant::now(),
             ));
@@ -159,7 +181,7 @@ mod tests {
             let mut task = Box::pin(user(
                 session,
                 state.clone(),
-                ThinkTime::Zero,
+                SHARED_PACE,
                 SmallRng::seed_from_u64(1),
                 Instant::now(),
             ));
@@ -205,9 +227,71 @@ mod tests {
     }
 
     #[test]
+    fn a_user_alone_on_its_thread_yields_only_once_the_ticker_is_due() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let done = Rc::new(Cell::new(0));
+            let session = Counted {
+                inner: Waits { waits: false },
+                done: done.clone(),
+            };
+            let state = Rc::new(WorkerState::new(Recorder::new(1), Duration::from_secs(10)));
+            let boundary = Instant::now() + Duration::from_millis(20);
+            state.next_boundary.set(boundary);
+            let polls = Rc::new(Cell::new(0u64));
+            let pace = Pace {
+                think: ThinkTime::Zero,
+                alone: true,
+            };
+            let mut task = Box::pin(user(
+                session,
+                state.clone(),
+                pace,
+                SmallRng::seed_from_u64(1),
+                Instant::now(),
+            ));
+            let counted = polls.clone();
+            let user = tokio::task::spawn_local(async move {
+                std::future::poll_fn(|cx| {
+                    counted.set(counted.get() + 1);
+                    task.as_mut().poll(cx)
+                })
+                .await
+            });
+            // The user's first turn runs operations, never yielding, until
+            // the boundary has passed.
+            while done.get() == 0 {
+                tokio::task::yield_now().await;
+            }
+            assert!(
+                Instant::now() >= boundary,
+                "the user yielded before the boundary"
+            );
+            // Its first poll waited for the start instant; its second ran.
+            assert_eq!(polls.get(), 2, "the user yielded before the boundary");
+            let first_turn = done.get();
+            assert!(first_turn > 1, "{first_turn} operations in the first turn");
+            // Past it, the user yields after every operation until the
+            // ticker (here this test) moves the boundary on.
+            let (from, polled) = (done.get(), polls.get());
+            while done.get() < from + 100 {
+                tokio::task::yield_now().await;
+            }
+            let per = (polls.get() - polled) as f64 / (done.get() - from) as f64;
+            assert!((0.99..1.01).contains(&per), "{per} polls per operation");
+            state.stop.set(true);
+            user.await.unwrap();
+        })
+    }
+
+    #[test]
     fn a_null_users_operation_allocates_nothing() {
         let null = crate::workload::null::NullWorkload::new(Duration::ZERO, None);
-        assert_eq!(allocations_per_op(&null), 0.0);
+        assert_eq!(allocations_per_op(&null, ALONE), 0.0);
     }
 
     #[test]
@@ -225,11 +309,14 @@ mod tests {
             let isolation = Isolation::ReadCommitted;
             let (bank, _) =
                 PgBank::prepare(target.clone(), 1, mix, false, isolation, 10, pipeline).unwrap();
-            let per = allocations_per_op(&BankWorkload::new(bank, mix, 1).unwrap());
-            assert_eq!(
-                per, 0.0,
-                "{mix:?} pipeline {pipeline}: {per} allocations per transaction"
-            );
+            let workload = BankWorkload::new(bank, mix, 1).unwrap();
+            for seat in [ALONE, SHARED] {
+                let per = allocations_per_op(&workload, seat);
+                assert_eq!(
+                    per, 0.0,
+                    "{mix:?} pipeline {pipeline} {seat:?}: {per} allocations per transaction"
+                );
+            }
         }
     }
 
@@ -242,8 +329,14 @@ mod tests {
             let isolation = Isolation::ReadCommitted;
             let (bank, _) =
                 MyBank::prepare(server.target().unwrap(), 1, mix, false, isolation, 10).unwrap();
-            let per = allocations_per_op(&BankWorkload::new(bank, mix, 1).unwrap());
-            assert_eq!(per, 0.0, "{mix:?}: {per} allocations per transaction");
+            let workload = BankWorkload::new(bank, mix, 1).unwrap();
+            for seat in [ALONE, SHARED] {
+                let per = allocations_per_op(&workload, seat);
+                assert_eq!(
+                    per, 0.0,
+                    "{mix:?} {seat:?}: {per} allocations per transaction"
+                );
+            }
         }
     }
 
@@ -254,16 +347,10 @@ mod tests {
         // once, so it does not parse SQL per transaction either.
         use crate::workload::bank::{mix::BankMix, sqlite::SqliteBank, BankWorkload};
         let dir = tempfile::tempdir().unwrap();
-        let (bank, _) = SqliteBank::prepare(
-            &dir.path().join("bank.db"),
-            1,
-            false,
-            Duration::from_secs(10),
-        )
-        .unwrap();
+        let (bank, _) = SqliteBank::prepare(&dir.path().join("bank.db"), 1, false).unwrap();
         for mix in [BankMix::Tpcb, BankMix::Atm(Default::default())] {
             let workload = BankWorkload::new(bank.clone(), mix, 1).unwrap();
-            let per = allocations_per_op(&workload);
+            let per = allocations_per_op(&workload, ALONE);
             assert_eq!(per, 0.0, "{mix:?}: {per} allocations per transaction");
         }
     }

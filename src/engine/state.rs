@@ -24,6 +24,9 @@ pub(super) struct WorkerState {
     /// Open loop: wakes an idle session when an arrival is queued.
     pub arrival: Notify,
     pub timeout: Duration,
+    /// The ticker's next hand-over: a user alone on the thread whose
+    /// operations never wait yields only once it has passed.
+    pub next_boundary: Cell<Instant>,
 }
 
 impl WorkerState {
@@ -37,6 +40,7 @@ impl WorkerState {
             pending: RefCell::new(VecDeque::new()),
             arrival: Notify::new(),
             timeout,
+            next_boundary: Cell::new(Instant::now()),
         }
     }
 

@@ -7,7 +7,7 @@ use super::state::WorkerState;
 use super::{closed, open};
 use crate::measure::{Recorder, Tally};
 use crate::plan::{Arrivals, ThinkTime};
-use crate::workload::Workload;
+use crate::workload::{Seat, Workload};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::rc::Rc;
@@ -127,7 +127,11 @@ async fn run_worker<W: Workload>(
             .open_session(
                 user,
                 stream_seed(plan.seed, u64::from(user)),
-                plan.users.len() == 1,
+                if plan.users.len() == 1 && matches!(plan.load, WorkerLoad::Closed { .. }) {
+                    Seat::alone(plan.timeout)
+                } else {
+                    Seat::shared(plan.timeout)
+                },
             )
             .await
         {
@@ -151,12 +155,14 @@ async fn run_worker<W: Workload>(
         Recorder::new(workload.op_names().len()),
         plan.timeout,
     ));
+    let alone = sessions.len() == 1;
     match plan.load {
         WorkerLoad::Closed { think } => {
             for (user, session) in sessions {
                 let rng =
                     SmallRng::seed_from_u64(stream_seed(plan.seed, u64::from(user) | 1 << 40));
-                tokio::task::spawn_local(closed::user(session, state.clone(), think, rng, start));
+                let pace = closed::Pace { think, alone };
+                tokio::task::spawn_local(closed::user(session, state.clone(), pace, rng, start));
             }
         }
         WorkerLoad::Open {
@@ -210,6 +216,7 @@ async fn ticker(
     interrupted: &AtomicBool,
 ) {
     for (index, spec) in schedule.intervals.iter().enumerate() {
+        state.next_boundary.set(start + spec.end);
         tokio::time::sleep_until(start + spec.end).await;
         let tally = state.recorder.borrow_mut().take();
         let length = spec.end - spec.start;
@@ -227,6 +234,7 @@ async fn ticker(
         }
     }
     state.stop.set(true);
+    state.next_boundary.set(Instant::now());
     state.arrival.notify_waiters();
     let drain_start = Instant::now();
     let deadline = drain_start + state.timeout + Duration::from_millis(100);

@@ -30,6 +30,7 @@ use crate::target::{Endpoint, Target};
 use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The first registered workload: the one examples in messages name.
 pub fn first_name() -> &'static str {
@@ -139,6 +140,37 @@ pub fn spec_of<K: Kind>(spec: &K::Spec) -> Result<WorkloadSpec, PlanError> {
     })
 }
 
+/// Where a session runs, as its worker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seat {
+    /// The session has its worker thread to itself in a closed loop:
+    /// between its operations nothing but the worker's interval ticker
+    /// needs the thread, so a blocking call inside an operation delays no
+    /// other user (an open loop's arrivals share the thread: never alone).
+    pub alone: bool,
+    /// How long one operation may run before it is a timeout (the engine
+    /// bounds every operation by it; a session that blocks bounds its own).
+    pub timeout: Duration,
+}
+
+impl Seat {
+    /// A closed-loop session with its worker thread to itself.
+    pub const fn alone(timeout: Duration) -> Seat {
+        Seat {
+            alone: true,
+            timeout,
+        }
+    }
+
+    /// A session that shares its worker thread.
+    pub const fn shared(timeout: Duration) -> Seat {
+        Seat {
+            alone: false,
+            timeout,
+        }
+    }
+}
+
 /// A kind of load a user can offer.
 pub trait Workload: Send + Sync + 'static {
     /// The per-user state.
@@ -147,15 +179,14 @@ pub trait Workload: Send + Sync + 'static {
     /// The operation kinds, in a fixed order; an operation is named by its index.
     fn op_names(&self) -> &[&'static str];
 
-    /// Opens the session of virtual user `user`, seeded for reproducibility.
-    /// Runs on a worker thread before the step starts; `alone` when no
-    /// other session shares that thread (a blocking call there then delays
-    /// nobody else).
+    /// Opens the session of virtual user `user`, seeded for reproducibility,
+    /// to run where `seat` says. Runs on a worker thread before the step
+    /// starts.
     fn open_session(
         &self,
         user: u32,
         seed: u64,
-        alone: bool,
+        seat: Seat,
     ) -> impl Future<Output = anyhow::Result<Self::Session>>;
 
     /// After the sweep: proves that nothing was lost, given how many

@@ -36,6 +36,10 @@ pub enum WireError {
     Server(SqlState),
     /// The connection is gone (closed, reset, or a reply that makes no sense).
     Lost,
+    /// A held connection's operation passed its deadline waiting for a
+    /// reply; the replies still owed are read and dropped before the next
+    /// exchange.
+    TimedOut,
 }
 
 /// A five-character SQLSTATE, kept inline.
@@ -335,10 +339,7 @@ impl Wire {
                 }
                 Ok(Message::ReadyForQuery(_)) => self.owed -= 1,
                 Ok(_) => {}
-                Err(_) => {
-                    self.broken = true;
-                    return Err(WireError::Lost);
-                }
+                Err(e) => return Err(self.read_failed(&e)),
             }
         }
         match failed {
@@ -353,6 +354,21 @@ impl Wire {
         if !self.broken {
             self.write.clear();
         }
+    }
+
+    /// Holds the connection: its socket is read and written with blocking
+    /// calls, each operation allowed `timeout` (for a user alone on its
+    /// worker thread; see `target::stream`).
+    pub fn hold(self, timeout: std::time::Duration) -> io::Result<Wire> {
+        Ok(Wire {
+            stream: self.stream.hold(timeout)?,
+            ..self
+        })
+    }
+
+    /// An operation starts (a held connection's deadline runs from now).
+    pub fn begin_operation(&mut self) {
+        self.stream.begin_operation();
     }
 
     /// Round trips (exchanges) so far on this connection.
@@ -371,13 +387,22 @@ impl Wire {
             match self.message().await {
                 Ok(Message::ReadyForQuery(_)) => self.owed -= 1,
                 Ok(_) => {}
-                Err(_) => {
-                    self.broken = true;
-                    return Err(WireError::Lost);
-                }
+                Err(e) => return Err(self.read_failed(&e)),
             }
         }
         Ok(())
+    }
+
+    /// What a failed read means: a held connection's deadline passed (the
+    /// connection keeps its place: what is owed is settled later), or the
+    /// connection is lost.
+    fn read_failed(&mut self, e: &io::Error) -> WireError {
+        if e.kind() == io::ErrorKind::TimedOut {
+            WireError::TimedOut
+        } else {
+            self.broken = true;
+            WireError::Lost
+        }
     }
 
     async fn send(&mut self) -> io::Result<()> {
@@ -561,7 +586,13 @@ mod tests {
         .unwrap()
     }
 
-    fn exchange(target: &PgTarget, abandon_first: bool) -> Vec<Result<Reply, WireError>> {
+    /// Two exchanges, the first abandoned after 50 ms when `abandon_first`;
+    /// on a `held` socket (each operation allowed a second) otherwise.
+    fn exchange(
+        target: &PgTarget,
+        abandon_first: bool,
+        held: bool,
+    ) -> Vec<Result<Reply, WireError>> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -569,8 +600,12 @@ mod tests {
         rt.block_on(async {
             let mut wire = Wire::connect(target).await.unwrap();
             let st = wire.prepare(target, "s", "SELECT $1", 1).await.unwrap();
+            if held {
+                wire = wire.hold(Duration::from_secs(1)).unwrap();
+            }
             let mut out = Vec::new();
             for i in 0..2 {
+                wire.begin_operation();
                 wire.discard();
                 wire.queue(&st, &[i]);
                 if i == 0 && abandon_first {
@@ -598,33 +633,36 @@ mod tests {
             b"2\0\0\0\x04C\0\0\0\x0dSEL".to_vec(),
             b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(),
         ] {
-            let results = exchange(&peer(vec![garbage.clone()]), false);
-            assert_eq!(
-                results,
-                vec![Err(WireError::Lost), Err(WireError::Lost)],
-                "{garbage:?}"
-            );
+            for held in [false, true] {
+                let results = exchange(&peer(vec![garbage.clone()]), false, held);
+                assert_eq!(
+                    results,
+                    vec![Err(WireError::Lost), Err(WireError::Lost)],
+                    "{garbage:?} held {held}"
+                );
+            }
         }
     }
 
     #[test]
     fn a_server_error_is_its_code_and_the_connection_goes_on() {
         let error = b"E\0\0\0\x1aSERROR\0C40001\0Mretry\0\0Z\0\0\0\x05E".to_vec();
-        let results = exchange(&peer(vec![error, OK.to_vec()]), false);
-        assert_eq!(
-            results,
-            vec![
-                Err(WireError::Server(SqlState(*b"40001"))),
-                Ok(Reply { rows: 1 })
-            ]
-        );
+        for held in [false, true] {
+            let results = exchange(&peer(vec![error.clone(), OK.to_vec()]), false, held);
+            assert_eq!(
+                results,
+                vec![
+                    Err(WireError::Server(SqlState(*b"40001"))),
+                    Ok(Reply { rows: 1 })
+                ]
+            );
+        }
     }
 
-    #[test]
-    fn an_abandoned_exchange_is_settled_before_the_next() {
-        // The first reply comes after its caller gave up; the second
-        // exchange reads and drops it, then gets its own.
-        let target = scripted(|stream| {
+    /// A peer that answers the first exchange 200 ms late and the second
+    /// at once (`UPDATE 3`).
+    fn late_peer() -> PgTarget {
+        scripted(|stream| {
             use std::io::{Read, Write};
             let mut buf = [0u8; 4096];
             if stream.read(&mut buf).unwrap_or(0) == 0 {
@@ -635,8 +673,40 @@ mod tests {
             if stream.read(&mut buf).unwrap_or(0) > 0 {
                 let _ = stream.write_all(b"2\0\0\0\x04C\0\0\0\x0dUPDATE 3\0Z\0\0\0\x05I");
             }
-        });
-        let results = exchange(&target, true);
+        })
+    }
+
+    #[test]
+    fn an_abandoned_exchange_is_settled_before_the_next() {
+        // The first reply comes after its caller gave up; the second
+        // exchange reads and drops it, then gets its own.
+        let results = exchange(&late_peer(), true, false);
         assert_eq!(results, vec![Ok(Reply { rows: 3 })]);
+    }
+
+    #[test]
+    fn a_held_exchange_past_its_deadline_times_out_and_is_settled_before_the_next() {
+        let target = late_peer();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut wire = Wire::connect(&target).await.unwrap();
+            let st = wire.prepare(&target, "s", "SELECT $1", 1).await.unwrap();
+            let mut wire = wire.hold(Duration::from_millis(150)).unwrap();
+            // The reply comes 200 ms after the request: past the deadline,
+            // a timeout, and the connection keeps its place.
+            wire.begin_operation();
+            wire.queue(&st, &[0]);
+            assert_eq!(wire.flush().await, Err(WireError::TimedOut));
+            assert!(!wire.is_broken());
+            // The next operation reads and drops the late reply (50 ms
+            // into its own deadline), then gets its own.
+            wire.begin_operation();
+            wire.discard();
+            wire.queue(&st, &[1]);
+            assert_eq!(wire.flush().await, Ok(Reply { rows: 3 }));
+        });
     }
 }

@@ -18,7 +18,7 @@ pub use check::{check_database, check_run, ensure_reusable, BankFigures};
 pub use ops::{history_rows, op_names, BankOp, OpPicker, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE};
 pub use spec::{Bank, BankArgs, BankCheckArgs, BankSpec, DEFAULT_TARGET};
 
-use super::{CheckReport, OpCounts, Session, Workload};
+use super::{CheckReport, OpCounts, Seat, Session, Workload};
 use crate::measure::Outcome;
 use mix::BankMix;
 use rand::rngs::SmallRng;
@@ -64,9 +64,8 @@ pub trait BankBackend: Send + Sync + 'static {
     /// One user's connection.
     type Conn: BankConn + 'static;
 
-    /// Opens a connection for one user; `alone` when the user has its
-    /// worker thread to itself.
-    fn connect(&self, alone: bool) -> impl Future<Output = anyhow::Result<Self::Conn>>;
+    /// Opens a connection for one user, to run where `seat` says.
+    fn connect(&self, seat: Seat) -> impl Future<Output = anyhow::Result<Self::Conn>>;
 
     /// Reads the figures the check compares (sums, row counts), consistently.
     fn figures(&self) -> anyhow::Result<BankFigures>;
@@ -143,10 +142,10 @@ impl<B: BankBackend> Workload for BankWorkload<B> {
         &self,
         _user: u32,
         seed: u64,
-        alone: bool,
+        seat: Seat,
     ) -> anyhow::Result<Self::Session> {
         Ok(BankSession {
-            conn: self.backend.connect(alone).await?,
+            conn: self.backend.connect(seat).await?,
             picker: OpPicker::new(self.mix, self.scale),
             rng: SmallRng::seed_from_u64(seed),
         })

@@ -17,6 +17,10 @@ pub enum Failure {
     Retry(SqlCode),
     /// The connection is gone.
     Lost,
+    /// A held connection's operation passed its deadline: the operation
+    /// is a timeout, and its transaction is rolled back before the next
+    /// (as one the engine abandons at its timeout).
+    TimedOut,
     /// Any other database error, by its code.
     Sql(SqlCode),
 }
@@ -42,6 +46,8 @@ pub trait Driver {
 
     /// Opens and prepares a connection.
     fn connect(&self) -> impl Future<Output = anyhow::Result<Self::Link>>;
+    /// An operation starts: a held connection's deadline runs from now.
+    fn begin(link: &mut Self::Link);
     /// True when the connection is known to be gone.
     fn is_closed(link: &Self::Link) -> bool;
     /// One try of one transaction, from BEGIN to COMMIT (or a refusal).
@@ -49,8 +55,8 @@ pub trait Driver {
         link: &mut Self::Link,
         op: BankOp,
     ) -> impl Future<Output = Result<OpResult, Self::Error>>;
-    /// Rolls back whatever transaction is open; false if the connection failed.
-    fn rollback(link: &mut Self::Link) -> impl Future<Output = bool>;
+    /// Rolls back whatever transaction is open.
+    fn rollback(link: &mut Self::Link) -> impl Future<Output = Result<(), Self::Error>>;
     /// Sorts an error into retry, lost connection or SQL error.
     fn classify(e: &Self::Error) -> Failure;
 }
@@ -119,9 +125,18 @@ impl<D: Driver> BankConn for ServerConn<D> {
         let Some(link) = self.link.as_mut() else {
             return Outcome::error(ErrorKind::Connect);
         };
-        if self.open_transaction && !D::rollback(link).await {
-            self.link = None;
-            return Outcome::error(ErrorKind::Connect);
+        D::begin(link);
+        if self.open_transaction {
+            if let Err(e) = D::rollback(link).await {
+                // Still no reply within this operation's deadline: a
+                // timeout again, on the same connection; anything else
+                // and the connection is given up.
+                if let Failure::TimedOut = D::classify(&e) {
+                    return Outcome::error(ErrorKind::Timeout);
+                }
+                self.link = None;
+                return Outcome::error(ErrorKind::Connect);
+            }
         }
         let mut retries = 0;
         loop {
@@ -135,9 +150,12 @@ impl<D: Driver> BankConn for ServerConn<D> {
                         retries,
                     };
                 }
-                Err(e) => D::classify(&e),
+                Err(e) => match D::classify(&e) {
+                    Failure::TimedOut => return Outcome::error(ErrorKind::Timeout),
+                    failure => failure,
+                },
             };
-            let rolled_back = D::rollback(link).await;
+            let rolled_back = D::rollback(link).await.is_ok();
             self.open_transaction = !rolled_back;
             let kind = match failure {
                 Failure::Retry(_) if retries + 1 < self.max_tries && rolled_back => {
@@ -146,6 +164,7 @@ impl<D: Driver> BankConn for ServerConn<D> {
                 }
                 Failure::Retry(code) | Failure::Sql(code) => ErrorKind::Sql(code),
                 Failure::Lost => ErrorKind::Connect,
+                Failure::TimedOut => ErrorKind::Timeout,
             };
             if !rolled_back {
                 self.link = None;

@@ -211,7 +211,7 @@ impl Kind for Bank {
         super::generator::build(form, driver)
     }
 
-    fn start<D: Driver>(spec: &BankSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+    fn start<D: Driver>(spec: &BankSpec, _plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
         let server = ServerOptions {
             settings: spec.server_settings.clone(),
             keep: spec.keep,
@@ -237,7 +237,7 @@ impl Kind for Bank {
         };
         match &opened.endpoint {
             Endpoint::Sqlite(path) => {
-                let (backend, load) = SqliteBank::prepare(path, scale, spec.reload, plan.timeout)?;
+                let (backend, load) = SqliteBank::prepare(path, scale, spec.reload)?;
                 started.setup = Some(load_setup(&load));
                 let workload = Arc::new(BankWorkload::new(backend, spec.mix, scale)?);
                 driver.drive(workload, started)

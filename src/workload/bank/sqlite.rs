@@ -11,6 +11,7 @@ use super::ops::{BankOp, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANC
 use super::txn;
 use super::{BankBackend, BankConn};
 use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
+use crate::workload::Seat;
 use anyhow::Context;
 use futures_util::FutureExt;
 use rand::rngs::SmallRng;
@@ -42,18 +43,11 @@ pub struct LoadReport {
 #[derive(Clone)]
 pub struct SqliteBank {
     path: PathBuf,
-    /// How long one operation may run before it is a timeout.
-    timeout: Duration,
 }
 
 impl SqliteBank {
     /// Opens (loading or reusing) the bank at `path` for `scale` units.
-    pub fn prepare(
-        path: &Path,
-        scale: u32,
-        reload: bool,
-        timeout: Duration,
-    ) -> anyhow::Result<(Self, LoadReport)> {
+    pub fn prepare(path: &Path, scale: u32, reload: bool) -> anyhow::Result<(Self, LoadReport)> {
         let started = Instant::now();
         let bad = |why: String| {
             crate::error::PlanError::flag(
@@ -76,7 +70,6 @@ impl SqliteBank {
             .map_err(|e| bad(format!("is not a SQLite database perflab can use ({e:#})")))?;
         let bank = SqliteBank {
             path: path.to_path_buf(),
-            timeout,
         };
         if existing == Some(i64::from(scale)) && !reload {
             super::ensure_reusable(&read_figures(&conn)?, &path.display().to_string())?;
@@ -133,7 +126,6 @@ impl SqliteBank {
         }
         Ok(SqliteBank {
             path: path.to_path_buf(),
-            timeout: Duration::from_secs(30),
         })
     }
 }
@@ -275,7 +267,7 @@ fn read_figures(conn: &Connection) -> anyhow::Result<BankFigures> {
 impl BankBackend for SqliteBank {
     type Conn = SqliteConn;
 
-    async fn connect(&self, alone: bool) -> anyhow::Result<SqliteConn> {
+    async fn connect(&self, seat: Seat) -> anyhow::Result<SqliteConn> {
         let conn =
             open(&self.path).with_context(|| format!("cannot open {}", self.path.display()))?;
         // perflab retries busy itself, so that every retry is counted.
@@ -285,8 +277,8 @@ impl BankBackend for SqliteBank {
             BankConnection::try_new(conn, |c| Prepared::new(c))
                 .map_err(|e| anyhow::anyhow!("cannot prepare the bank's statements in {path}: {e}"))
         };
-        let timeout = self.timeout;
-        if alone {
+        let timeout = seat.timeout;
+        if seat.alone {
             return Ok(SqliteConn::Inline(Box::new(Inline {
                 conn: prepare(conn)?,
                 timeout,

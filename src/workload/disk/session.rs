@@ -20,7 +20,7 @@ use super::psync::Psync;
 use super::uring::{Ring, SlotBuf};
 use super::Engine;
 use crate::measure::{ErrorKind, Outcome};
-use crate::workload::{CheckLine, CheckReport, OpCounts, Session, Workload};
+use crate::workload::{CheckLine, CheckReport, OpCounts, Seat, Session, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::fs::File;
@@ -200,12 +200,7 @@ impl Workload for DiskWorkload {
         &self.shared.names
     }
 
-    async fn open_session(
-        &self,
-        user: u32,
-        seed: u64,
-        _alone: bool,
-    ) -> anyhow::Result<DiskSession> {
+    async fn open_session(&self, user: u32, seed: u64, _seat: Seat) -> anyhow::Result<DiskSession> {
         let len = self.shared.spec.max_size() as usize;
         let io = match self.shared.engine {
             Engine::Uring => {
@@ -552,7 +547,9 @@ mod tests {
             Engine::Psync,
             false,
         );
-        let mut s = runtime().block_on(w.open_session(0, 11, true)).unwrap();
+        let mut s = runtime()
+            .block_on(w.open_session(0, 11, Seat::alone(Duration::from_secs(10))))
+            .unwrap();
         let n = 200_000;
         let mut counts = [[0u64; 4]; 3];
         for _ in 0..n {
@@ -595,7 +592,10 @@ mod tests {
         let rt = runtime();
         let local = tokio::task::LocalSet::new();
         let (warm, measured, n) = local.block_on(&rt, async {
-            let mut s = w.open_session(0, 1, true).await.unwrap();
+            let mut s = w
+                .open_session(0, 1, Seat::alone(Duration::from_secs(10)))
+                .await
+                .unwrap();
             // Write every block once, so that every read is of perflab's writes.
             for at in (0..4u64 << 20).step_by(4096) {
                 assert!(
@@ -633,7 +633,10 @@ mod tests {
             let rt = runtime();
             let local = tokio::task::LocalSet::new();
             local.block_on(&rt, async {
-                let mut s = w.open_session(3, 42, true).await.unwrap();
+                let mut s = w
+                    .open_session(3, 42, Seat::alone(Duration::from_secs(10)))
+                    .await
+                    .unwrap();
                 for _ in 0..6000 {
                     let op = s.choose();
                     let outcome = s.execute(op).await;
@@ -674,7 +677,9 @@ mod tests {
             false,
         );
         let rt = runtime();
-        let mut s = rt.block_on(w.open_session(0, 3, true)).unwrap();
+        let mut s = rt
+            .block_on(w.open_session(0, 3, Seat::alone(Duration::from_secs(10))))
+            .unwrap();
         let line = w.shared.spec.lines[0].clone();
         let mut held = Vec::new();
         // A quarter of the file's chunks held at once, never released.

@@ -12,7 +12,7 @@
 mod sizes;
 mod user;
 
-use super::{CheckLine, CheckReport, Driver, Kind, OpCounts, Session, Started, Workload};
+use super::{CheckLine, CheckReport, Driver, Kind, OpCounts, Seat, Session, Started, Workload};
 use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::Plan;
@@ -232,7 +232,7 @@ impl Workload for FilesWorkload {
         &self,
         user: u32,
         seed: u64,
-        _alone: bool,
+        _seat: Seat,
     ) -> anyhow::Result<FilesSession> {
         let s = &self.shared;
         let files = s

@@ -3,7 +3,7 @@
 //! while. It exists to test the engine: with nothing else in the way, the
 //! operational laws must hold to the percent.
 
-use super::{CheckReport, Driver, Kind, OpCounts, Session, Started, Workload};
+use super::{CheckReport, Driver, Kind, OpCounts, Seat, Session, Started, Workload};
 use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::Plan;
@@ -162,7 +162,7 @@ impl Workload for NullWorkload {
         &self,
         _user: u32,
         _seed: u64,
-        _alone: bool,
+        _seat: Seat,
     ) -> anyhow::Result<NullSession> {
         Ok(NullSession {
             service: self.service,

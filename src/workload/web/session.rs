@@ -8,7 +8,7 @@ use super::fileset::{FileSet, CLASS_NAMES};
 use super::{Connection, Method, WebSpec};
 use crate::error::PlanError;
 use crate::measure::{ErrorKind, OpResult, Outcome};
-use crate::workload::{CheckReport, OpCounts, Session, Workload};
+use crate::workload::{CheckReport, OpCounts, Seat, Session, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::net::SocketAddr;
@@ -240,7 +240,7 @@ impl Workload for WebWorkload {
         self.form.clone()
     }
 
-    async fn open_session(&self, user: u32, seed: u64, _alone: bool) -> anyhow::Result<WebSession> {
+    async fn open_session(&self, user: u32, seed: u64, _seat: Seat) -> anyhow::Result<WebSession> {
         let base = user as usize % self.shared.addrs.len();
         Ok(WebSession {
             workload: Arc::clone(&self.shared),

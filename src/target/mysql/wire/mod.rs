@@ -53,6 +53,10 @@ pub enum MyError {
     Server(u16),
     /// The connection is gone or lost its place.
     Lost,
+    /// A held connection's operation passed its deadline waiting for a
+    /// reply; the reply still owed is read and dropped before the next
+    /// exchange.
+    TimedOut,
 }
 
 impl std::fmt::Display for MyError {
@@ -60,6 +64,7 @@ impl std::fmt::Display for MyError {
         match self {
             MyError::Server(code) => write!(f, "server error {code}"),
             MyError::Lost => f.write_str("connection lost"),
+            MyError::TimedOut => f.write_str("no reply within the timeout"),
         }
     }
 }
@@ -313,6 +318,21 @@ impl MyWire {
         self.reply().await?.map_err(MyError::Server)
     }
 
+    /// Holds the connection: its socket is read and written with blocking
+    /// calls, each operation allowed `timeout` (for a user alone on its
+    /// worker thread; see `target::stream`).
+    pub fn hold(self, timeout: std::time::Duration) -> io::Result<MyWire> {
+        Ok(MyWire {
+            stream: self.stream.hold(timeout)?,
+            ..self
+        })
+    }
+
+    /// An operation starts (a held connection's deadline runs from now).
+    pub fn begin_operation(&mut self) {
+        self.stream.begin_operation();
+    }
+
     /// True when the connection cannot be used again.
     pub fn is_broken(&self) -> bool {
         self.broken
@@ -335,6 +355,7 @@ impl MyWire {
             }
             match self.stream.read_buf(&mut self.read).await {
                 Ok(n) if n > 0 => {}
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(MyError::TimedOut),
                 _ => {
                     self.broken = true;
                     return Err(MyError::Lost);

@@ -211,8 +211,9 @@ fn peer(replies: Vec<Vec<u8>>) -> MyTarget {
 }
 
 /// Two executions on one connection, the first abandoned after 50 ms
-/// when `abandon_first`.
-fn exchange(target: &MyTarget, abandon_first: bool) -> Vec<Result<Reply, MyError>> {
+/// when `abandon_first`; with the socket `held` (each operation allowed
+/// 150 ms), the first then times out.
+fn exchange(target: &MyTarget, abandon_first: bool, held: bool) -> Vec<Result<Reply, MyError>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -220,8 +221,17 @@ fn exchange(target: &MyTarget, abandon_first: bool) -> Vec<Result<Reply, MyError
     rt.block_on(async {
         let mut wire = MyWire::connect(target).await.unwrap();
         let st = wire.prepare(target, "SELECT ?").await.unwrap();
+        if held {
+            wire = wire.hold(Duration::from_millis(150)).unwrap();
+        }
         let mut out = Vec::new();
         for i in 0..2 {
+            wire.begin_operation();
+            if i == 0 && abandon_first && held {
+                assert_eq!(wire.run(&st, &[i]).await, Err(MyError::TimedOut));
+                assert!(!wire.is_broken());
+                continue;
+            }
             if i == 0 && abandon_first {
                 let cut =
                     tokio::time::timeout(Duration::from_millis(50), wire.run(&st, &[i])).await;
@@ -241,12 +251,14 @@ fn hostile_replies_end_the_connection_not_the_process() {
         packet(1, &[0x00, 0x01])[..5].to_vec(),
         b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(),
     ] {
-        let results = exchange(&peer(vec![garbage.clone()]), false);
-        assert_eq!(
-            results,
-            vec![Err(MyError::Lost), Err(MyError::Lost)],
-            "{garbage:?}"
-        );
+        for held in [false, true] {
+            let results = exchange(&peer(vec![garbage.clone()]), false, held);
+            assert_eq!(
+                results,
+                vec![Err(MyError::Lost), Err(MyError::Lost)],
+                "{garbage:?} held {held}"
+            );
+        }
     }
 }
 
@@ -254,24 +266,40 @@ fn hostile_replies_end_the_connection_not_the_process() {
 fn a_server_error_is_its_code_and_the_connection_goes_on() {
     let deadlock = packet(1, b"\xff\xbd\x04#40001Deadlock found");
     let ok = packet(1, &[0, 1, 0, 2, 0, 0, 0]);
-    let results = exchange(&peer(vec![deadlock, ok]), false);
-    assert_eq!(
-        results,
-        vec![
-            Err(MyError::Server(1213)),
-            Ok(Reply {
-                affected: 1,
-                rows: 0
-            })
-        ]
-    );
+    for held in [false, true] {
+        let results = exchange(&peer(vec![deadlock.clone(), ok.clone()]), false, held);
+        assert_eq!(
+            results,
+            vec![
+                Err(MyError::Server(1213)),
+                Ok(Reply {
+                    affected: 1,
+                    rows: 0
+                })
+            ]
+        );
+    }
 }
 
 #[test]
-fn an_abandoned_exchange_is_settled_before_the_next() {
-    // The first reply comes after its caller gave up; the second
-    // execution reads and drops it, then gets its own.
-    let target = scripted(|stream| {
+fn an_abandoned_or_timed_out_exchange_is_settled_before_the_next() {
+    // The first reply comes after its caller gave up (or, held, after its
+    // deadline); the second execution reads and drops it, then gets its own.
+    for held in [false, true] {
+        let results = exchange(&late_peer(), true, held);
+        assert_eq!(
+            results,
+            vec![Ok(Reply {
+                affected: 3,
+                rows: 0
+            })]
+        );
+    }
+}
+
+/// Answers the first execution 200 ms late and the second at once.
+fn late_peer() -> MyTarget {
+    scripted(|stream| {
         let mut buf = [0u8; 4096];
         if stream.read(&mut buf).unwrap_or(0) == 0 {
             return;
@@ -281,13 +309,5 @@ fn an_abandoned_exchange_is_settled_before_the_next() {
         if stream.read(&mut buf).unwrap_or(0) > 0 {
             let _ = stream.write_all(&packet(1, &[0, 3, 0, 2, 0, 0, 0]));
         }
-    });
-    let results = exchange(&target, true);
-    assert_eq!(
-        results,
-        vec![Ok(Reply {
-            affected: 3,
-            rows: 0
-        })]
-    );
+    })
 }

@@ -16,6 +16,7 @@ use super::sqlite::LoadReport;
 use super::{BankBackend, Tables};
 use crate::error::PlanError;
 use crate::target::mysql::{connect, MyTarget};
+use crate::workload::Seat;
 use anyhow::Context;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
@@ -273,11 +274,12 @@ async fn figures(conn: &mut Conn) -> anyhow::Result<BankFigures> {
 impl BankBackend for MyBank {
     type Conn = MyConn;
 
-    async fn connect(&self, _alone: bool) -> anyhow::Result<MyConn> {
+    async fn connect(&self, seat: Seat) -> anyhow::Result<MyConn> {
         let driver = txn::MyDriver {
             target: self.target.clone(),
             tables: self.tables,
             isolation: self.isolation,
+            held: seat.alone.then_some(seat.timeout),
         };
         MyConn::open(driver, self.max_tries).await
     }

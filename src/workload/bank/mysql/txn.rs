@@ -9,6 +9,8 @@ use super::super::Tables;
 use crate::measure::OpResult;
 use crate::target::mysql::wire::{Command, MyError, MyWire};
 use crate::target::mysql::MyTarget;
+use anyhow::Context;
+use std::time::Duration;
 
 /// ER_LOCK_DEADLOCK and ER_LOCK_WAIT_TIMEOUT: the transaction is worth retrying.
 const RETRYABLE: [u16; 2] = [1213, 1205];
@@ -31,6 +33,9 @@ pub struct MyDriver {
     pub target: MyTarget,
     pub tables: Tables,
     pub isolation: Isolation,
+    /// Hold the socket (blocking calls), each operation allowed this long:
+    /// for a user alone on its worker thread.
+    pub held: Option<Duration>,
 }
 
 /// A user's MySQL/MariaDB connection.
@@ -42,11 +47,12 @@ pub struct Link {
     st: Statements,
 }
 
-async fn connect(target: &MyTarget, t: Tables, isolation: Isolation) -> anyhow::Result<Link> {
+async fn connect(driver: &MyDriver) -> anyhow::Result<Link> {
+    let (target, t) = (&driver.target, driver.tables);
     let mut wire = MyWire::connect(target).await?;
     let isolation = Command::query(&format!(
         "SET SESSION TRANSACTION ISOLATION LEVEL {}",
-        isolation.sql()
+        driver.isolation.sql()
     ));
     if let Err(e) = wire.run(&isolation, &[]).await {
         anyhow::bail!("{}: cannot set the isolation level ({e})", target.display);
@@ -83,6 +89,12 @@ async fn connect(target: &MyTarget, t: Tables, isolation: Isolation) -> anyhow::
         ))
         .await?,
     };
+    let wire = match driver.held {
+        Some(timeout) => wire
+            .hold(timeout)
+            .with_context(|| format!("cannot hold the connection to {}", target.display))?,
+        None => wire,
+    };
     Ok(Link { wire, st })
 }
 
@@ -91,6 +103,7 @@ fn classify(e: &MyError) -> Failure {
         MyError::Server(code) if RETRYABLE.contains(code) => Failure::retry(code),
         // ER_CONNECTION_KILLED and ER_SERVER_SHUTDOWN: the session is gone.
         MyError::Server(1927 | 1053) | MyError::Lost => Failure::Lost,
+        MyError::TimedOut => Failure::TimedOut,
         MyError::Server(code) => Failure::sql(code),
     }
 }
@@ -100,7 +113,11 @@ impl Driver for MyDriver {
     type Error = MyError;
 
     async fn connect(&self) -> anyhow::Result<Self::Link> {
-        connect(&self.target, self.tables, self.isolation).await
+        connect(self).await
+    }
+
+    fn begin(link: &mut Self::Link) {
+        link.wire.begin_operation();
     }
 
     fn is_closed(link: &Self::Link) -> bool {
@@ -111,8 +128,8 @@ impl Driver for MyDriver {
         txn::run(link, op).await
     }
 
-    async fn rollback(link: &mut Self::Link) -> bool {
-        link.wire.run(&link.st.rollback, &[]).await.is_ok()
+    async fn rollback(link: &mut Self::Link) -> Result<(), Self::Error> {
+        link.wire.run(&link.st.rollback, &[]).await.map(drop)
     }
 
     fn classify(e: &Self::Error) -> Failure {

@@ -16,6 +16,7 @@ use super::sqlite::LoadReport;
 use super::{BankBackend, Tables};
 use crate::error::PlanError;
 use crate::target::postgres::{connect, PgTarget};
+use crate::workload::Seat;
 use anyhow::Context;
 use std::time::Instant;
 use tokio_postgres::Client;
@@ -116,12 +117,13 @@ impl PgBank {
 impl BankBackend for PgBank {
     type Conn = PgConn;
 
-    async fn connect(&self, _alone: bool) -> anyhow::Result<PgConn> {
+    async fn connect(&self, seat: Seat) -> anyhow::Result<PgConn> {
         let driver = txn::PgDriver {
             target: self.target.clone(),
             tables: self.tables,
             isolation: self.isolation,
             pipeline: self.pipeline,
+            held: seat.alone.then_some(seat.timeout),
         };
         PgConn::open(driver, self.max_tries).await
     }

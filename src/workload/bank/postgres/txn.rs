@@ -14,6 +14,8 @@ use super::super::Tables;
 use crate::measure::OpResult;
 use crate::target::postgres::wire::{Statement, Wire, WireError};
 use crate::target::postgres::PgTarget;
+use anyhow::Context;
+use std::time::Duration;
 
 /// The prepared statements of one connection.
 pub struct Statements {
@@ -35,6 +37,9 @@ pub struct PgDriver {
     pub isolation: Isolation,
     /// Send a transaction's statements together (pipeline mode).
     pub pipeline: bool,
+    /// Hold the socket (blocking calls), each operation allowed this long:
+    /// for a user alone on its worker thread.
+    pub held: Option<Duration>,
 }
 
 /// A user's PostgreSQL connection.
@@ -105,6 +110,12 @@ async fn connect(driver: &PgDriver) -> anyhow::Result<Link> {
         )
         .await?,
     };
+    let wire = match driver.held {
+        Some(timeout) => wire
+            .hold(timeout)
+            .with_context(|| format!("cannot hold the connection to {}", target.display))?,
+        None => wire,
+    };
     Ok(Link {
         wire,
         st,
@@ -115,6 +126,7 @@ async fn connect(driver: &PgDriver) -> anyhow::Result<Link> {
 fn classify(e: &WireError) -> Failure {
     match e {
         WireError::Lost => Failure::Lost,
+        WireError::TimedOut => Failure::TimedOut,
         WireError::Server(code) if code.is_retryable() => Failure::retry(code),
         WireError::Server(code) if code.ends_connection() => Failure::Lost,
         WireError::Server(code) => Failure::sql(code),
@@ -127,6 +139,10 @@ impl Driver for PgDriver {
 
     async fn connect(&self) -> anyhow::Result<Link> {
         connect(self).await
+    }
+
+    fn begin(link: &mut Link) {
+        link.wire.begin_operation();
     }
 
     fn is_closed(link: &Link) -> bool {
@@ -142,10 +158,10 @@ impl Driver for PgDriver {
         txn::run(&mut statements, op).await
     }
 
-    async fn rollback(link: &mut Link) -> bool {
+    async fn rollback(link: &mut Link) -> Result<(), WireError> {
         link.wire.discard();
         link.wire.queue(&link.st.rollback, &[]);
-        link.wire.flush().await.is_ok()
+        link.wire.flush().await.map(drop)
     }
 
     fn classify(e: &WireError) -> Failure {
@@ -255,7 +271,14 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let mut session = workload.open_session(0, 7, true).await.unwrap();
+            let mut session = workload
+                .open_session(
+                    0,
+                    7,
+                    crate::workload::Seat::alone(std::time::Duration::from_secs(10)),
+                )
+                .await
+                .unwrap();
             let trips = |s: &crate::workload::bank::BankSession<super::PgConn>| {
                 s.conn.link().map_or(0, |l| l.wire.round_trips())
             };
