@@ -442,6 +442,64 @@ fn connections_killed_by_the_server_are_reopened_and_counted() {
     );
 }
 
+/// A server that stops answering a user alone on its thread (whose socket
+/// is held, read with blocking calls): each operation ends at its timeout,
+/// counted as a timeout on the same connection, and the user goes on once
+/// the server answers again, with nothing lost.
+#[test]
+fn a_server_that_stops_answering_a_held_user_gives_timeouts_then_goes_on() {
+    let pg = server();
+    let dir = tempdir();
+    let url = pg.url();
+    perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --users 1 {SHORT}"),
+    );
+    let child = crate::support::spawn_until_steps(
+        dir.path(),
+        &format!(
+            "run bank --target {url} --users 1 --threads 1 --warmup 0s --duration 6s --timeout 1s --max-error-rate 50%"
+        ),
+        0,
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // For 3 s every teller-and-branch update waits on this lock.
+    psql(
+        &pg,
+        "BEGIN; LOCK TABLE branches IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;",
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the run survives a silent server"
+    );
+    let export: serde_json::Value = crate::support::last_export(dir.path());
+    let step = &export["steps"][0];
+    let errors = &step["ops"][0]["errors"];
+    let timeouts = errors["timeout"].as_u64().unwrap_or(0);
+    assert!(
+        (2..=4).contains(&timeouts),
+        "3 s of silence at a 1 s timeout: {errors}"
+    );
+    assert_eq!(
+        errors["connect"].as_u64().unwrap_or(0),
+        0,
+        "the connection kept its place: {errors}"
+    );
+    let intervals = step["intervals"].as_array().unwrap();
+    let last_measured = intervals
+        .iter()
+        .rev()
+        .find(|i| i["phase"] == "measured")
+        .unwrap();
+    assert!(last_measured["ok"].as_u64().unwrap() > 0, "it went on");
+    contains(
+        &perflab_ok(dir.path(), &format!("check bank --target {url}")),
+        "check: passed",
+    );
+}
+
 /// The doctor reads a real server's settings: durability switched off, too
 /// few connections for the planned users, and the WAL beside the data.
 #[test]
