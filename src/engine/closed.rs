@@ -162,6 +162,38 @@ mod tests {
         }
     }
 
+    /// Spawns on this thread's LocalSet a closed-loop user of a session
+    /// that waits once per operation or never: its operations done, the
+    /// polls of its task, the task.
+    fn spawn_counted(
+        waits: bool,
+        pace: Pace,
+        state: &Rc<WorkerState>,
+    ) -> (Rc<Cell<u64>>, Rc<Cell<u64>>, tokio::task::JoinHandle<()>) {
+        let done = Rc::new(Cell::new(0));
+        let session = Counted {
+            inner: Waits { waits },
+            done: done.clone(),
+        };
+        let mut task = Box::pin(user(
+            session,
+            state.clone(),
+            pace,
+            SmallRng::seed_from_u64(1),
+            Instant::now(),
+        ));
+        let polls = Rc::new(Cell::new(0u64));
+        let counted = polls.clone();
+        let handle = tokio::task::spawn_local(async move {
+            std::future::poll_fn(|cx| {
+                counted.set(counted.get() + 1);
+                task.as_mut().poll(cx)
+            })
+            .await
+        });
+        (done, polls, handle)
+    }
+
     /// Polls of a closed-loop user's task per operation, and the turns
     /// another task of its thread had meanwhile.
     fn polls_per_op(waits: bool) -> (f64, u64) {
@@ -171,28 +203,8 @@ mod tests {
             .unwrap();
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async {
-            let done = Rc::new(Cell::new(0));
-            let session = Counted {
-                inner: Waits { waits },
-                done: done.clone(),
-            };
             let state = Rc::new(WorkerState::new(Recorder::new(1), Duration::from_secs(10)));
-            let polls = Rc::new(Cell::new(0u64));
-            let mut task = Box::pin(user(
-                session,
-                state.clone(),
-                SHARED_PACE,
-                SmallRng::seed_from_u64(1),
-                Instant::now(),
-            ));
-            let counted = polls.clone();
-            let user = tokio::task::spawn_local(async move {
-                std::future::poll_fn(|cx| {
-                    counted.set(counted.get() + 1);
-                    task.as_mut().poll(cx)
-                })
-                .await
-            });
+            let (done, polls, user) = spawn_counted(waits, SHARED_PACE, &state);
             let turns = Rc::new(Cell::new(0u64));
             let other = turns.clone();
             let neighbour = tokio::task::spawn_local(async move {
@@ -234,34 +246,14 @@ mod tests {
             .unwrap();
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async {
-            let done = Rc::new(Cell::new(0));
-            let session = Counted {
-                inner: Waits { waits: false },
-                done: done.clone(),
-            };
             let state = Rc::new(WorkerState::new(Recorder::new(1), Duration::from_secs(10)));
             let boundary = Instant::now() + Duration::from_millis(20);
             state.next_boundary.set(boundary);
-            let polls = Rc::new(Cell::new(0u64));
             let pace = Pace {
                 think: ThinkTime::Zero,
                 alone: true,
             };
-            let mut task = Box::pin(user(
-                session,
-                state.clone(),
-                pace,
-                SmallRng::seed_from_u64(1),
-                Instant::now(),
-            ));
-            let counted = polls.clone();
-            let user = tokio::task::spawn_local(async move {
-                std::future::poll_fn(|cx| {
-                    counted.set(counted.get() + 1);
-                    task.as_mut().poll(cx)
-                })
-                .await
-            });
+            let (done, polls, user) = spawn_counted(false, pace, &state);
             // The user's first turn runs operations, never yielding, until
             // the boundary has passed.
             while done.get() == 0 {

@@ -392,8 +392,11 @@ fn passwords_never_reach_the_store_the_terminal_or_the_export() {
     }
 }
 
-#[test]
-fn connections_killed_by_the_server_are_reopened_and_counted() {
+/// Loads the bank on a fresh server, starts `run` (stored steps to wait
+/// for first: `steps`), lets it run 1.5 s more, disturbs the server with
+/// `sql`, and checks the run ends with status 0, still serving in its last
+/// measured interval of step `step`, and the bank checks. That step's errors.
+fn disturbed_run(run: &str, steps: i64, sql: &str, step: usize) -> serde_json::Value {
     let pg = server();
     let dir = tempdir();
     let url = pg.url();
@@ -403,90 +406,16 @@ fn connections_killed_by_the_server_are_reopened_and_counted() {
     );
     let child = crate::support::spawn_until_steps(
         dir.path(),
-        &format!(
-            "run bank --target {url} --users 1,4 --warmup 0s --duration 3s --max-error-rate 50%"
-        ),
-        1,
-    );
-    // Step 2 (4 users) is running: the server ends every benchmark session.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    psql(
-        &pg,
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'perflab'",
-    );
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "the run survives lost connections"
-    );
-    let export: serde_json::Value = crate::support::last_export(dir.path());
-    let step = &export["steps"][1];
-    let lost = step["ops"][0]["errors"]["connect"].as_u64().unwrap_or(0);
-    assert!(
-        lost >= 1,
-        "no connect errors counted: {}",
-        step["ops"][0]["errors"]
-    );
-    // Operations went on after the reconnects: the last interval served some.
-    let intervals = step["intervals"].as_array().unwrap();
-    let last_measured = intervals
-        .iter()
-        .rev()
-        .find(|i| i["phase"] == "measured")
-        .unwrap();
-    assert!(last_measured["ok"].as_u64().unwrap() > 0);
-    contains(
-        &perflab_ok(dir.path(), &format!("check bank --target {url}")),
-        "check: passed",
-    );
-}
-
-/// A server that stops answering a user alone on its thread (whose socket
-/// is held, read with blocking calls): each operation ends at its timeout,
-/// counted as a timeout on the same connection, and the user goes on once
-/// the server answers again, with nothing lost.
-#[test]
-fn a_server_that_stops_answering_a_held_user_gives_timeouts_then_goes_on() {
-    let pg = server();
-    let dir = tempdir();
-    let url = pg.url();
-    perflab_ok(
-        dir.path(),
-        &format!("run bank --target {url} --users 1 {SHORT}"),
-    );
-    let child = crate::support::spawn_until_steps(
-        dir.path(),
-        &format!(
-            "run bank --target {url} --users 1 --threads 1 --warmup 0s --duration 6s --timeout 1s --max-error-rate 50%"
-        ),
-        0,
+        &format!("run bank --target {url} {run}"),
+        steps,
     );
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    // For 3 s every teller-and-branch update waits on this lock.
-    psql(
-        &pg,
-        "BEGIN; LOCK TABLE branches IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;",
-    );
+    psql(&pg, sql);
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "the run survives a silent server"
-    );
+    assert_eq!(out.status.code(), Some(0), "the run survives: {sql}");
     let export: serde_json::Value = crate::support::last_export(dir.path());
-    let step = &export["steps"][0];
-    let errors = &step["ops"][0]["errors"];
-    let timeouts = errors["timeout"].as_u64().unwrap_or(0);
-    assert!(
-        (2..=4).contains(&timeouts),
-        "3 s of silence at a 1 s timeout: {errors}"
-    );
-    assert_eq!(
-        errors["connect"].as_u64().unwrap_or(0),
-        0,
-        "the connection kept its place: {errors}"
-    );
+    let step = &export["steps"][step];
+    // Operations went on after the disturbance: the last interval served some.
     let intervals = step["intervals"].as_array().unwrap();
     let last_measured = intervals
         .iter()
@@ -497,6 +426,45 @@ fn a_server_that_stops_answering_a_held_user_gives_timeouts_then_goes_on() {
     contains(
         &perflab_ok(dir.path(), &format!("check bank --target {url}")),
         "check: passed",
+    );
+    step["ops"][0]["errors"].clone()
+}
+
+#[test]
+fn connections_killed_by_the_server_are_reopened_and_counted() {
+    // Step 2 (4 users) is running: the server ends every benchmark session.
+    let errors = disturbed_run(
+        "--users 1,4 --warmup 0s --duration 3s --max-error-rate 50%",
+        1,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'perflab'",
+        1,
+    );
+    let lost = errors["connect"].as_u64().unwrap_or(0);
+    assert!(lost >= 1, "no connect errors counted: {errors}");
+}
+
+/// A server that stops answering a user alone on its thread (whose socket
+/// is held, read with blocking calls): each operation ends at its timeout,
+/// counted as a timeout on the same connection, and the user goes on once
+/// the server answers again, with nothing lost.
+#[test]
+fn a_server_that_stops_answering_a_held_user_gives_timeouts_then_goes_on() {
+    // For 3 s every teller-and-branch update waits on this lock.
+    let errors = disturbed_run(
+        "--users 1 --threads 1 --warmup 0s --duration 6s --timeout 1s --max-error-rate 50%",
+        0,
+        "BEGIN; LOCK TABLE branches IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;",
+        0,
+    );
+    let timeouts = errors["timeout"].as_u64().unwrap_or(0);
+    assert!(
+        (2..=4).contains(&timeouts),
+        "3 s of silence at a 1 s timeout: {errors}"
+    );
+    assert_eq!(
+        errors["connect"].as_u64().unwrap_or(0),
+        0,
+        "the connection kept its place: {errors}"
     );
 }
 
