@@ -121,18 +121,15 @@ async fn run_worker<W: Workload>(
     start: Receiver<Option<Instant>>,
     interrupted: Arc<AtomicBool>,
 ) {
+    let seat = if plan.users.len() == 1 && matches!(plan.load, WorkerLoad::Closed { .. }) {
+        Seat::alone(plan.timeout)
+    } else {
+        Seat::shared(plan.timeout)
+    };
     let mut sessions = Vec::with_capacity(plan.users.len());
     for &user in &plan.users {
         match workload
-            .open_session(
-                user,
-                stream_seed(plan.seed, u64::from(user)),
-                if plan.users.len() == 1 && matches!(plan.load, WorkerLoad::Closed { .. }) {
-                    Seat::alone(plan.timeout)
-                } else {
-                    Seat::shared(plan.timeout)
-                },
-            )
+            .open_session(user, stream_seed(plan.seed, u64::from(user)), seat)
             .await
         {
             Ok(s) => sessions.push((user, s)),
@@ -155,13 +152,15 @@ async fn run_worker<W: Workload>(
         Recorder::new(workload.op_names().len()),
         plan.timeout,
     ));
-    let alone = sessions.len() == 1;
     match plan.load {
         WorkerLoad::Closed { think } => {
             for (user, session) in sessions {
                 let rng =
                     SmallRng::seed_from_u64(stream_seed(plan.seed, u64::from(user) | 1 << 40));
-                let pace = closed::Pace { think, alone };
+                let pace = closed::Pace {
+                    think,
+                    alone: seat.alone,
+                };
                 tokio::task::spawn_local(closed::user(session, state.clone(), pace, rng, start));
             }
         }
