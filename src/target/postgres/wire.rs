@@ -14,7 +14,7 @@
 use super::PgTarget;
 use crate::error::PlanError;
 use crate::target::stream::Stream;
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
 use postgres_protocol::message::backend::{Header, Message};
@@ -330,17 +330,26 @@ impl Wire {
         let mut reply = Reply::default();
         let mut failed = None;
         while self.owed > 0 {
-            match self.message().await {
-                Ok(Message::CommandComplete(body)) => {
-                    reply.rows = body.tag().map(rows_of).unwrap_or(0);
-                }
-                Ok(Message::ErrorResponse(body)) => {
-                    failed.get_or_insert(error_fields(&body).0);
-                }
-                Ok(Message::ReadyForQuery(_)) => self.owed -= 1,
-                Ok(_) => {}
+            let frame = match self.frame().await {
+                Ok(frame) => frame,
                 Err(e) => return Err(self.read_failed(&e)),
+            };
+            match frame.tag {
+                COMMAND_COMPLETE => reply.rows = rows_of(self.body(frame)),
+                ERROR_RESPONSE => {
+                    // Rare: taken out whole and parsed by the codec.
+                    let mut whole = self.read.split_to(frame.len);
+                    let code = match Message::parse(&mut whole) {
+                        Ok(Some(Message::ErrorResponse(body))) => error_fields(&body).0,
+                        _ => SqlState(*b"?????"),
+                    };
+                    failed.get_or_insert(code);
+                    continue;
+                }
+                READY_FOR_QUERY => self.owed -= 1,
+                _ => {}
             }
+            self.read.advance(frame.len);
         }
         match failed {
             Some(code) => Err(WireError::Server(code)),
@@ -384,9 +393,13 @@ impl Wire {
     /// Reads and drops the replies of an exchange whose caller went away.
     async fn settle(&mut self) -> Result<(), WireError> {
         while self.owed > 0 {
-            match self.message().await {
-                Ok(Message::ReadyForQuery(_)) => self.owed -= 1,
-                Ok(_) => {}
+            match self.frame().await {
+                Ok(frame) => {
+                    if frame.tag == READY_FOR_QUERY {
+                        self.owed -= 1;
+                    }
+                    self.read.advance(frame.len);
+                }
                 Err(e) => return Err(self.read_failed(&e)),
             }
         }
@@ -411,8 +424,17 @@ impl Wire {
         sent
     }
 
-    /// The next whole message from the server.
+    /// The next whole message from the server, parsed by the codec (for
+    /// the exchanges off the hot path: start-up, authentication, prepare).
     async fn message(&mut self) -> io::Result<Message> {
+        self.frame().await?;
+        Message::parse(&mut self.read)?.ok_or_else(|| io::ErrorKind::InvalidData.into())
+    }
+
+    /// Waits until the read buffer starts with a whole message and returns
+    /// its frame; the message stays in the buffer (read in place, then
+    /// dropped with `advance(frame.len)`).
+    async fn frame(&mut self) -> io::Result<Frame> {
         loop {
             if let Some(header) = Header::parse(&self.read)? {
                 let len = usize::try_from(header.len()).unwrap_or(usize::MAX);
@@ -422,23 +444,58 @@ impl Wire {
                         format!("a reply of {len} bytes"),
                     ));
                 }
-            }
-            if let Some(message) = Message::parse(&mut self.read)? {
-                return Ok(message);
+                // The tag byte, then the length, which counts itself.
+                let whole = 1 + len;
+                if self.read.len() >= whole {
+                    return Ok(Frame {
+                        tag: header.tag(),
+                        len: whole,
+                    });
+                }
             }
             if self.stream.read_buf(&mut self.read).await? == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
         }
     }
+
+    /// A framed message's body (after its tag and length).
+    fn body(&self, frame: Frame) -> &[u8] {
+        &self.read[HEADER_LEN..frame.len]
+    }
 }
 
-/// The row count at the end of a command tag (`UPDATE 1`, `INSERT 0 1`,
-/// `SELECT 1`); 0 for tags without one (`BEGIN`).
-fn rows_of(tag: &str) -> u64 {
-    tag.rsplit(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
+/// A whole message at the start of the read buffer.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    /// Its type byte.
+    tag: u8,
+    /// Its length in the buffer, the type byte included.
+    len: usize,
+}
+
+/// A message's tag byte and length field.
+const HEADER_LEN: usize = 5;
+/// The tags the hot path reads in place (PostgreSQL protocol, "Message
+/// Formats").
+const COMMAND_COMPLETE: u8 = b'C';
+const ERROR_RESPONSE: u8 = b'E';
+const READY_FOR_QUERY: u8 = b'Z';
+
+/// The row count at the end of a CommandComplete body, a command tag
+/// ending in NUL (`UPDATE 1`, `INSERT 0 1`, `SELECT 1`); 0 for tags
+/// without one (`BEGIN`).
+fn rows_of(body: &[u8]) -> u64 {
+    let tag = body.strip_suffix(b"\0").unwrap_or(body);
+    let digits = tag.rsplit(|&b| b == b' ').next().unwrap_or_default();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return 0;
+    }
+    digits
+        .iter()
+        .try_fold(0u64, |n, &d| {
+            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })
         .unwrap_or(0)
 }
 
@@ -500,10 +557,20 @@ mod tests {
 
     #[test]
     fn command_tags_give_their_counts() {
-        assert_eq!(rows_of("UPDATE 1"), 1);
-        assert_eq!(rows_of("INSERT 0 1"), 1);
-        assert_eq!(rows_of("SELECT 0"), 0);
-        assert_eq!(rows_of("BEGIN"), 0);
+        assert_eq!(rows_of(b"UPDATE 1\0"), 1);
+        assert_eq!(rows_of(b"INSERT 0 1\0"), 1);
+        assert_eq!(rows_of(b"SELECT 0\0"), 0);
+        assert_eq!(rows_of(b"BEGIN\0"), 0);
+        assert_eq!(rows_of(b"COPY 250000\0"), 250_000);
+    }
+
+    #[test]
+    fn a_command_tag_that_makes_no_sense_counts_no_rows() {
+        assert_eq!(rows_of(b""), 0);
+        assert_eq!(rows_of(b"\0"), 0);
+        assert_eq!(rows_of(b"UPDATE \0"), 0);
+        assert_eq!(rows_of(b"UPDATE 1x\0"), 0);
+        assert_eq!(rows_of(b"UPDATE 99999999999999999999999\0"), 0);
     }
 
     #[test]
