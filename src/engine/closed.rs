@@ -31,8 +31,9 @@ pub(super) async fn user<S: Session>(
     let stagger = think.mean().mul_f64(rng.gen::<f64>());
     let mut intended = start + stagger;
     tokio::time::sleep_until(intended).await;
+    let mut timer = std::pin::pin!(state.timer(intended));
     while !state.stop.get() {
-        let ran = state.run_op(&mut session, intended).await;
+        let ran = state.run_op(&mut session, intended, timer.as_mut()).await;
         let wait = think.sample(&mut rng) + session.pause();
         state.recorder.borrow_mut().record_think(wait);
         intended = ran.ended + wait;

@@ -149,6 +149,7 @@ pub(super) async fn dispatcher(
 
 /// One session serving queued arrivals, one at a time.
 pub(super) async fn server<S: Session>(mut session: S, state: Rc<WorkerState>) {
+    let mut timer = std::pin::pin!(state.timer(Instant::now()));
     loop {
         let intended = loop {
             if state.stop.get() {
@@ -160,6 +161,6 @@ pub(super) async fn server<S: Session>(mut session: S, state: Rc<WorkerState>) {
             }
             state.arrival.notified().await;
         };
-        state.run_op(&mut session, intended).await;
+        state.run_op(&mut session, intended, timer.as_mut()).await;
     }
 }

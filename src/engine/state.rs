@@ -8,9 +8,11 @@ use crate::workload::Session;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// State shared by the tasks of one worker (and only them).
 pub(super) struct WorkerState {
@@ -47,19 +49,40 @@ impl WorkerState {
     /// Runs one operation, bounded by the timeout, and records it. Returns
     /// when it ended, and whether it waited (gave this thread's other tasks
     /// their turn) on the way.
-    pub async fn run_op<S: Session>(&self, session: &mut S, intended: Instant) -> Ran {
+    ///
+    /// `timer` is the calling task's one timer (see [`Self::timer`]). It is
+    /// set to some deadline no later than this operation's (an earlier
+    /// operation's, or this one's) and moved only when it fires before
+    /// this operation's deadline: a task's timer is re-armed about once
+    /// per timeout, not once per operation as a fresh `tokio::time::timeout`
+    /// would be (an insertion into and a removal from the runtime's timer
+    /// wheel, and clock reads, around every operation).
+    pub async fn run_op<S: Session>(
+        &self,
+        session: &mut S,
+        intended: Instant,
+        mut timer: Pin<&mut Sleep>,
+    ) -> Ran {
         let op = session.choose();
         self.in_flight.set(self.in_flight.get() + 1);
         let began = Instant::now();
+        let due = began + self.timeout;
         let mut waited = false;
-        let mut bounded = std::pin::pin!(tokio::time::timeout(self.timeout, session.execute(op)));
+        let mut execute = std::pin::pin!(session.execute(op));
         let outcome = std::future::poll_fn(|cx| {
-            let polled = bounded.as_mut().poll(cx);
-            waited |= polled.is_pending();
-            polled
+            if let Poll::Ready(outcome) = execute.as_mut().poll(cx) {
+                return Poll::Ready(outcome);
+            }
+            waited = true;
+            while timer.as_mut().poll(cx).is_ready() {
+                if Instant::now() >= due {
+                    return Poll::Ready(Outcome::error(ErrorKind::Timeout));
+                }
+                timer.as_mut().reset(due);
+            }
+            Poll::Pending
         })
-        .await
-        .unwrap_or_else(|_| Outcome::error(ErrorKind::Timeout));
+        .await;
         let ended = Instant::now();
         self.in_flight.set(self.in_flight.get() - 1);
         self.recorder.borrow_mut().record(
@@ -70,6 +93,12 @@ impl WorkerState {
         );
         Ran { ended, waited }
     }
+
+    /// A task's timer for [`Self::run_op`], set to the deadline of an
+    /// operation that starts at `start` (no operation starts earlier).
+    pub fn timer(&self, start: Instant) -> Sleep {
+        tokio::time::sleep_until(start + self.timeout)
+    }
 }
 
 /// How one operation went, for its user's scheduling.
@@ -79,4 +108,71 @@ pub(super) struct Ran {
     /// It returned to the runtime at least once (waited on its socket, a
     /// timer, a thread), so the worker's other tasks had their turn.
     pub waited: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Ran, WorkerState};
+    use crate::measure::{Outcome, Recorder};
+    use crate::workload::Session;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// A session whose operations take the given times, in turn.
+    struct Timed(std::vec::IntoIter<Duration>);
+
+    impl Session for Timed {
+        fn choose(&mut self) -> usize {
+            0
+        }
+
+        async fn execute(&mut self, _op: usize) -> Outcome {
+            tokio::time::sleep(self.0.next().unwrap_or_default()).await;
+            Outcome::ok()
+        }
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// One task's operations share one timer, set by the first: each still
+    /// ends at its own deadline (the timeout from its own start), whether
+    /// the timer was set for it or for an earlier one.
+    #[tokio::test(start_paused = true)]
+    async fn each_operation_is_bounded_by_its_own_deadline() {
+        let state = WorkerState::new(Recorder::new(1), 100 * MS);
+        let start = Instant::now();
+        let mut timer = std::pin::pin!(state.timer(start));
+        let mut session = Timed(
+            vec![
+                60 * MS,
+                3_600_000 * MS,
+                99 * MS,
+                101 * MS,
+                250 * MS,
+                10 * MS,
+            ]
+            .into_iter(),
+        );
+        let mut took = Vec::new();
+        let mut began = start;
+        for _ in 0..6 {
+            let Ran { ended, waited } = state.run_op(&mut session, began, timer.as_mut()).await;
+            assert!(waited);
+            took.push(ended - began);
+            began = ended;
+        }
+        // The clock is paused and moves only to the next timer, at whole
+        // milliseconds: the times are exact to a millisecond.
+        let expected = [60, 100, 99, 100, 100, 10].map(|ms: u32| ms * MS);
+        for (i, expected) in expected.into_iter().enumerate() {
+            assert!(
+                took[i].abs_diff(expected) <= MS,
+                "operation {i} took {:?} where {expected:?} was due (all: {took:?})",
+                took[i]
+            );
+        }
+        let tally = state.recorder.borrow_mut().take();
+        assert_eq!(tally.ops[0].ok, 3);
+        assert_eq!(tally.ops[0].error_count(), 3);
+    }
 }
