@@ -7,10 +7,13 @@
 # both: perflab itself, and sysbench (C, libmariadb, prepared statements)
 # running a Lua script that issues the same seven statements on the same
 # tables with the same draws (BEGIN; credit; balance; teller; branch;
-# history; COMMIT). Alternating, SECONDS each, ROUNDS times; per client
-# count the median tps of each, the ratio of the medians, and each one's
-# median CPU per transaction (user + system, from rusage).
+# history; COMMIT). Alternating, SECONDS each, ROUNDS times (odd rounds
+# sysbench first, even rounds perflab first); per client count the median
+# tps of each, the ratio of the medians, the median and range of the
+# per-round ratios, and each one's median CPU per transaction (user +
+# system, from rusage), with the rounds perflab was ahead and leaner.
 # Usage: bench/mariadb-bank.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 20, 4, 3)
+# CLIENTS="1 2" runs those client counts only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
@@ -103,26 +106,35 @@ end
 LUA
 
 echo "TPC-B on MariaDB $(mariadbd --version | grep -o '[0-9.]*-MariaDB' | head -1), scale $scale (medians of $rounds rounds of ${seconds} s)"
-printf '%8s %12s %12s %7s %16s %16s\n' clients sysbench perflab ratio 'sysbench cpu/tx' 'perflab cpu/tx'
-for clients in 1 2 4 8 16; do
+run_sysbench() {
+    read -r sb_cpu sb_out < <(measure sysbench "$work/tpcb.lua" --db-driver=mysql \
+        --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=bench --mysql-password=bench \
+        --mysql-db=bench --scale="$scale" --threads="$clients" --time="$seconds" \
+        --rand-type=uniform --report-interval=0 run)
+    sb_tx="$(grep -o 'transactions: *[0-9]*' <<<"$sb_out" | grep -o '[0-9]*$')"
+    sb_tps_runs+=("$(python3 -c "print($sb_tx / $seconds)")")
+    sb_cpu_runs+=("$(python3 -c "print($sb_cpu / $sb_tx * 1e6)")")
+}
+
+run_perflab() {
+    read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix tpcb --scale "$scale" \
+        --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+    read -r pl_tps pl_tx < <(step_figures "$perflab" "$work/bench.db")
+    pl_tps_runs+=("$pl_tps")
+    pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
+}
+
+paired_header sysbench
+for clients in ${CLIENTS:-1 2 4 8 16}; do
     threads=$(( clients < 2 ? clients : 2 ))
     sb_tps_runs=(); sb_cpu_runs=(); pl_tps_runs=(); pl_cpu_runs=()
-    for _ in $(seq "$rounds"); do
-        read -r sb_cpu sb_out < <(measure sysbench "$work/tpcb.lua" --db-driver=mysql \
-            --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=bench --mysql-password=bench \
-            --mysql-db=bench --scale="$scale" --threads="$clients" --time="$seconds" \
-            --rand-type=uniform --report-interval=0 run)
-        sb_tx="$(grep -o 'transactions: *[0-9]*' <<<"$sb_out" | grep -o '[0-9]*$')"
-        sb_tps_runs+=("$(python3 -c "print($sb_tx / $seconds)")")
-        sb_cpu_runs+=("$(python3 -c "print($sb_cpu / $sb_tx * 1e6)")")
-
-        read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix tpcb --scale "$scale" \
-            --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
-        read -r pl_tps pl_tx < <(step_figures "$perflab" "$work/bench.db")
-        pl_tps_runs+=("$pl_tps")
-        pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
+    for round in $(seq "$rounds"); do
+        if peer_first "$round"; then
+            run_sysbench; run_perflab
+        else
+            run_perflab; run_sysbench
+        fi
     done
-    python3 -c "
-c, sb, pl, sbc, plc = $clients, $(median "${sb_tps_runs[@]}"), $(median "${pl_tps_runs[@]}"), $(median "${sb_cpu_runs[@]}"), $(median "${pl_cpu_runs[@]}")
-print(f'{c:8d} {sb:12.0f} {pl:12.0f} {pl / sb:7.2f} {sbc:13.1f} µs {plc:13.1f} µs')"
+    paired_row "$clients" "$(IFS=,; echo "${sb_tps_runs[*]}")" "$(IFS=,; echo "${pl_tps_runs[*]}")" \
+        "$(IFS=,; echo "${sb_cpu_runs[*]}")" "$(IFS=,; echo "${pl_cpu_runs[*]}")"
 done

@@ -5,11 +5,18 @@
 # tables with `pgbench -i -s SCALE`, then for 1, 2, 4, 8 and 16 clients runs
 # pgbench's built-in tpcb-like script (-M prepared) and `perflab run bank
 # --mix pgbench` (the same transaction on the same tables), alternating,
-# SECONDS each, ROUNDS times. Prints per client count the median tps of
-# each, the ratio of the medians, and each client's median CPU per
-# transaction (user + system, from the process's rusage). A second table
-# does the same in pipeline mode: pgbench running the tpcb-like statements
-# between \startpipeline and \endpipeline, perflab with --pipeline.
+# SECONDS each, ROUNDS times (odd rounds pgbench first, even rounds
+# perflab first). Prints per client count the median tps of each, the
+# ratio of the medians, the median and range of the per-round ratios and
+# the rounds perflab was ahead, and each client's median CPU per
+# transaction (user + system, from the process's rusage) with the rounds
+# perflab used less. A second table does the same in pipeline mode:
+# pgbench running the tpcb-like statements between \startpipeline and
+# \endpipeline, perflab with --pipeline.
+# The server runs without autovacuum and with a checkpoint before each run
+# (none during one), so that neither client meets the other's clean-up:
+# a vacuum or checkpoint that lands in one run and not the next moves a
+# round by more than the clients differ.
 # Usage: bench/pgbench.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 30, 16, 3)
 # CLIENTS="1 2" runs those client counts only.
 set -euo pipefail
@@ -37,7 +44,7 @@ stop() {
 trap stop EXIT
 "${as_pg[@]}" "$bindir/initdb" -D "$work/data" -U bench --auth=trust --no-sync >/dev/null
 "${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/log" -w start \
-    -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work -c shared_buffers=512MB -c max_wal_size=4GB" >/dev/null
+    -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work -c shared_buffers=512MB -c max_wal_size=4GB -c checkpoint_timeout=1h -c autovacuum=off" >/dev/null
 url="postgres://bench@127.0.0.1:$port/postgres"
 "$bindir/pgbench" -i -q -s "$scale" "$url" >/dev/null 2>&1
 
@@ -67,26 +74,41 @@ table() {
     [ "$#" -gt 0 ] && shift
     pl_args=("$@")
     echo "$title"
-    printf '%8s %12s %12s %7s %16s %16s\n' clients pgbench perflab ratio 'pgbench cpu/tx' 'perflab cpu/tx'
+    paired_header pgbench
     for clients in ${CLIENTS:-1 2 4 8 16}; do
         threads=$(( clients < 2 ? clients : 2 ))
         pg_tps_runs=(); pg_cpu_runs=(); pl_tps_runs=(); pl_cpu_runs=()
-        for _ in $(seq "$rounds"); do
-            read -r pg_cpu pg_out < <(measure "$bindir/pgbench" -n -M prepared "${pg_args[@]}" -c "$clients" -j "$threads" -T "$seconds" "$url")
-            pg_tps_runs+=("$(grep -o 'tps = [0-9.]*' <<<"$pg_out" | head -1 | cut -d' ' -f3)")
-            pg_tx="$(grep -o 'actually processed: [0-9]*' <<<"$pg_out" | cut -d' ' -f3)"
-            pg_cpu_runs+=("$(python3 -c "print($pg_cpu / $pg_tx * 1e6)")")
-
-            read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix pgbench --scale "$scale" "${pl_args[@]}" \
-                --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
-            read -r pl_tps pl_tx < <(step_figures "$perflab" "$work/bench.db")
-            pl_tps_runs+=("$pl_tps")
-            pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
+        for round in $(seq "$rounds"); do
+            if peer_first "$round"; then
+                run_pgbench; run_perflab
+            else
+                run_perflab; run_pgbench
+            fi
         done
-        python3 -c "
-c, pg, pl, pgc, plc = $clients, $(median "${pg_tps_runs[@]}"), $(median "${pl_tps_runs[@]}"), $(median "${pg_cpu_runs[@]}"), $(median "${pl_cpu_runs[@]}")
-print(f'{c:8d} {pg:12.0f} {pl:12.0f} {pl / pg:7.2f} {pgc:13.1f} µs {plc:13.1f} µs')"
+        paired_row "$clients" "$(IFS=,; echo "${pg_tps_runs[*]}")" "$(IFS=,; echo "${pl_tps_runs[*]}")" \
+            "$(IFS=,; echo "${pg_cpu_runs[*]}")" "$(IFS=,; echo "${pl_cpu_runs[*]}")"
     done
+}
+
+# A checkpoint before every run, so that none falls inside one (the
+# server's own are an hour apart).
+checkpoint() { "$bindir/psql" -q "$url" -c checkpoint; }
+
+run_pgbench() {
+    checkpoint
+    read -r pg_cpu pg_out < <(measure "$bindir/pgbench" -n -M prepared "${pg_args[@]}" -c "$clients" -j "$threads" -T "$seconds" "$url")
+    pg_tps_runs+=("$(grep -o 'tps = [0-9.]*' <<<"$pg_out" | head -1 | cut -d' ' -f3)")
+    pg_tx="$(grep -o 'actually processed: [0-9]*' <<<"$pg_out" | cut -d' ' -f3)"
+    pg_cpu_runs+=("$(python3 -c "print($pg_cpu / $pg_tx * 1e6)")")
+}
+
+run_perflab() {
+    checkpoint
+    read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix pgbench --scale "$scale" "${pl_args[@]}" \
+        --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+    read -r pl_tps pl_tx < <(step_figures "$perflab" "$work/bench.db")
+    pl_tps_runs+=("$pl_tps")
+    pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
 }
 
 table "one round trip per statement (pgbench -b tpcb-like, perflab --mix pgbench)" -b tpcb-like --
