@@ -98,16 +98,21 @@ mod tests {
         }
     }
 
-    /// Allocations per operation of one closed-loop user (seated as
-    /// `seat` says, no think time) once warm, counted on this thread: the
-    /// session, the timeout around it and the recording of each operation.
-    fn allocations_per_op<W: Workload>(workload: &W, seat: Seat) -> f64 {
+    /// Runs `future` on a LocalSet of a fresh current-thread runtime, as
+    /// a worker runs its users.
+    fn on_local<F: Future>(future: F) -> F::Output {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async {
+        tokio::task::LocalSet::new().block_on(&rt, future)
+    }
+
+    /// Allocations per operation of one closed-loop user (seated as
+    /// `seat` says, no think time) once warm, counted on this thread: the
+    /// session, the timeout around it and the recording of each operation.
+    fn allocations_per_op<W: Workload>(workload: &W, seat: Seat) -> f64 {
+        on_local(async {
             let done = Rc::new(Cell::new(0));
             let session = Counted {
                 inner: workload.open_session(0, 1, seat).await.unwrap(),
@@ -198,12 +203,7 @@ mod tests {
     /// Polls of a closed-loop user's task per operation, and the turns
     /// another task of its thread had meanwhile.
     fn polls_per_op(waits: bool) -> (f64, u64) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async {
+        on_local(async {
             let state = Rc::new(WorkerState::new(Recorder::new(1), Duration::from_secs(10)));
             let (done, polls, user) = spawn_counted(waits, SHARED_PACE, &state);
             let turns = Rc::new(Cell::new(0u64));
@@ -241,12 +241,7 @@ mod tests {
 
     #[test]
     fn a_user_alone_on_its_thread_yields_only_once_the_ticker_is_due() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async {
+        on_local(async {
             let state = Rc::new(WorkerState::new(Recorder::new(1), Duration::from_secs(10)));
             let boundary = Instant::now() + Duration::from_millis(20);
             state.next_boundary.set(boundary);
