@@ -1,0 +1,224 @@
+//! Tests of the PostgreSQL wire: command tags, SQLSTATEs, the patched Bind
+//! template, and exchanges with peers that answer late, cut their replies
+//! or send garbage, the socket held and driven by the runtime.
+
+use super::*;
+
+#[test]
+fn command_tags_give_their_counts_and_tags_that_make_no_sense_none() {
+    let tags: [(&[u8], u64); 10] = [
+        (b"UPDATE 1\0", 1),
+        (b"INSERT 0 1\0", 1),
+        (b"SELECT 0\0", 0),
+        (b"BEGIN\0", 0),
+        (b"COPY 250000\0", 250_000),
+        (b"", 0),
+        (b"\0", 0),
+        (b"UPDATE \0", 0),
+        (b"UPDATE 1x\0", 0),
+        (b"UPDATE 99999999999999999999999\0", 0),
+    ];
+    for (tag, rows) in tags {
+        assert_eq!(rows_of(tag), rows, "{}", String::from_utf8_lossy(tag));
+    }
+}
+
+#[test]
+fn sql_states_sort_themselves() {
+    assert!(SqlState(*b"40001").is_retryable());
+    assert!(SqlState(*b"40P01").is_retryable());
+    assert!(!SqlState(*b"23505").is_retryable());
+    assert!(SqlState(*b"57P01").ends_connection());
+    assert!(SqlState(*b"08006").ends_connection());
+    assert_eq!(SqlState(*b"23505").to_string(), "23505");
+}
+
+#[test]
+fn a_patched_template_is_the_bind_the_codec_writes() {
+    let values = [7i64, -5000, i64::MAX];
+    let statement = Statement::new("credit", values.len()).unwrap();
+    let mut expected = BytesMut::new();
+    frontend::bind(
+        "",
+        "credit",
+        [1; 3],
+        values,
+        |v, buf| {
+            buf.extend_from_slice(&v.to_be_bytes());
+            Ok(IsNull::No)
+        },
+        Some(1),
+        &mut expected,
+    )
+    .map_err(drop)
+    .unwrap();
+    frontend::execute("", 0, &mut expected).unwrap();
+    let mut patched = BytesMut::new();
+    patched.extend_from_slice(&statement.template);
+    for (offset, v) in statement.params.iter().zip(values) {
+        patched[*offset..offset + 8].copy_from_slice(&v.to_be_bytes());
+    }
+    assert_eq!(patched, expected);
+}
+
+/// A peer that completes the startup and one Parse, then answers each
+/// later write with the next of `replies` (closing after the last).
+fn peer(replies: Vec<Vec<u8>>) -> PgTarget {
+    use std::io::{Read, Write};
+    scripted(move |stream| {
+        let mut buf = [0u8; 4096];
+        for answer in &replies {
+            if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(answer).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// A peer that completes the startup and one Parse, then hands the
+/// stream to `script`.
+fn scripted(script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> PgTarget {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        let ready: &[u8] = b"R\0\0\0\x08\0\0\0\0Z\0\0\0\x05I";
+        let parsed: &[u8] = b"1\0\0\0\x04Z\0\0\0\x05I";
+        for answer in [ready, parsed] {
+            if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(answer).is_err() {
+                return;
+            }
+        }
+        script(&mut stream);
+    });
+    super::super::resolve(
+        &format!("postgres://u@127.0.0.1:{port}/db"),
+        &|_| None,
+        None,
+    )
+    .unwrap()
+}
+
+/// Two exchanges, the first abandoned after 50 ms when `abandon_first`;
+/// on a `held` socket (each operation allowed a second) otherwise.
+fn exchange(target: &PgTarget, abandon_first: bool, held: bool) -> Vec<Result<Reply, WireError>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut wire = Wire::connect(target).await.unwrap();
+        let st = wire.prepare(target, "s", "SELECT $1", 1).await.unwrap();
+        if held {
+            wire = wire.hold(Duration::from_secs(1)).unwrap();
+        }
+        let mut out = Vec::new();
+        for i in 0..2 {
+            wire.begin_operation();
+            wire.discard();
+            wire.queue(&st, &[i]);
+            if i == 0 && abandon_first {
+                let cut = tokio::time::timeout(Duration::from_millis(50), wire.flush()).await;
+                assert!(cut.is_err(), "the first exchange was to be abandoned");
+                continue;
+            }
+            out.push(wire.flush().await);
+        }
+        out
+    })
+}
+
+use std::time::Duration;
+
+const OK: &[u8] = b"2\0\0\0\x04C\0\0\0\x0dSELECT 1\0Z\0\0\0\x05I";
+
+#[test]
+fn hostile_replies_end_the_connection_not_the_process() {
+    // A length of 2 GB, half a message then the close, and an HTTP
+    // server's answer: each is a lost connection, and the next
+    // exchange does not try the same stream again.
+    for garbage in [
+        b"D\x7f\xff\xff\xff\0\0".to_vec(),
+        b"2\0\0\0\x04C\0\0\0\x0dSEL".to_vec(),
+        b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(),
+    ] {
+        for held in [false, true] {
+            let results = exchange(&peer(vec![garbage.clone()]), false, held);
+            assert_eq!(
+                results,
+                vec![Err(WireError::Lost), Err(WireError::Lost)],
+                "{garbage:?} held {held}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_server_error_is_its_code_and_the_connection_goes_on() {
+    let error = b"E\0\0\0\x1aSERROR\0C40001\0Mretry\0\0Z\0\0\0\x05E".to_vec();
+    for held in [false, true] {
+        let results = exchange(&peer(vec![error.clone(), OK.to_vec()]), false, held);
+        assert_eq!(
+            results,
+            vec![
+                Err(WireError::Server(SqlState(*b"40001"))),
+                Ok(Reply { rows: 1 })
+            ]
+        );
+    }
+}
+
+/// A peer that answers the first exchange 200 ms late and the second
+/// at once (`UPDATE 3`).
+fn late_peer() -> PgTarget {
+    scripted(|stream| {
+        use std::io::{Read, Write};
+        let mut buf = [0u8; 4096];
+        if stream.read(&mut buf).unwrap_or(0) == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = stream.write_all(OK);
+        if stream.read(&mut buf).unwrap_or(0) > 0 {
+            let _ = stream.write_all(b"2\0\0\0\x04C\0\0\0\x0dUPDATE 3\0Z\0\0\0\x05I");
+        }
+    })
+}
+
+#[test]
+fn an_abandoned_exchange_is_settled_before_the_next() {
+    // The first reply comes after its caller gave up; the second
+    // exchange reads and drops it, then gets its own.
+    let results = exchange(&late_peer(), true, false);
+    assert_eq!(results, vec![Ok(Reply { rows: 3 })]);
+}
+
+#[test]
+fn a_held_exchange_past_its_deadline_times_out_and_is_settled_before_the_next() {
+    let target = late_peer();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut wire = Wire::connect(&target).await.unwrap();
+        let st = wire.prepare(&target, "s", "SELECT $1", 1).await.unwrap();
+        let mut wire = wire.hold(Duration::from_millis(150)).unwrap();
+        // The reply comes 200 ms after the request: past the deadline,
+        // a timeout, and the connection keeps its place.
+        wire.begin_operation();
+        wire.queue(&st, &[0]);
+        assert_eq!(wire.flush().await, Err(WireError::TimedOut));
+        assert!(!wire.is_broken());
+        // The next operation reads and drops the late reply (50 ms
+        // into its own deadline), then gets its own.
+        wire.begin_operation();
+        wire.discard();
+        wire.queue(&st, &[1]);
+        assert_eq!(wire.flush().await, Ok(Reply { rows: 3 }));
+    });
+}
