@@ -26,7 +26,8 @@ if ((${#need_apt[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
 export PATH="$PATH:/usr/sbin:$HOME/.cargo/bin"
-command -v oha >/dev/null 2>&1 || cargo install oha --quiet
+# --locked: oha's own lock file; its newest dependencies may ask for a newer rustc.
+command -v oha >/dev/null 2>&1 || cargo install oha --version 1.16.0 --locked --quiet
 cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
 perflab="${PERFLAB:-$PWD/target/release/perflab}"
