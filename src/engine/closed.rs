@@ -110,7 +110,8 @@ mod tests {
 
     /// Allocations per operation of one closed-loop user (seated as
     /// `seat` says, no think time) once warm, counted on this thread: the
-    /// session, the timeout around it and the recording of each operation.
+    /// session, the task's timer around it and the recording of each
+    /// operation.
     fn allocations_per_op<W: Workload>(workload: &W, seat: Seat) -> f64 {
         on_local(async {
             let done = Rc::new(Cell::new(0));
