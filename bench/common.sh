@@ -62,3 +62,54 @@ paired_header() {
 # Succeeds when round $1 (from 1) runs the peer first: odd rounds do, even
 # rounds run perflab first, so neither always follows the other.
 peer_first() { [ $(( $1 % 2 )) -eq 1 ]; }
+
+# Starts a throwaway PostgreSQL on a free loopback port in a new
+# directory $work, loaded by `pgbench -i -s $1`, and stops and removes it
+# when the script exits. Sets work, bindir (the newest PostgreSQL's
+# binaries) and url. The server runs without autovacuum and with timed
+# checkpoints an hour apart, so that no clean-up lands inside one
+# client's run and not the next.
+start_pgbench_server() {
+    bindir="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+    work="$(mktemp -d)"
+    as_pg=()
+    if [ "$(id -u)" -eq 0 ]; then
+        chown postgres "$work"
+        as_pg=(runuser -u postgres --)
+    fi
+    local port
+    port="$(free_port)"
+    trap stop_pgbench_server EXIT
+    "${as_pg[@]}" "$bindir/initdb" -D "$work/data" -U bench --auth=trust --no-sync >/dev/null
+    "${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/log" -w start \
+        -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work -c shared_buffers=512MB -c max_wal_size=4GB -c checkpoint_timeout=1h -c autovacuum=off" >/dev/null
+    url="postgres://bench@127.0.0.1:$port/postgres"
+    "$bindir/pgbench" -i -q -s "$1" "$url" >/dev/null 2>&1
+}
+
+# Stops and removes the server start_pgbench_server started.
+stop_pgbench_server() {
+    "${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -m fast stop >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+
+# Writes to $1 pgbench's tpcb-like transaction at scale $2 between
+# \startpipeline and \endpipeline (pgbench 14 and later): the statements
+# perflab sends with --pipeline.
+write_pipeline_script() {
+    cat > "$1" <<EOF
+\set aid random(1, 100000 * $2)
+\set bid random(1, 1 * $2)
+\set tid random(1, 10 * $2)
+\set delta random(-5000, 5000)
+\startpipeline
+BEGIN;
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
+UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
+INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
+END;
+\endpipeline
+EOF
+}

@@ -25,49 +25,17 @@ source bench/common.sh
 seconds="${1:-30}"
 scale="${2:-16}"
 rounds="${3:-3}"
-bindir="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
 perflab="${PERFLAB:-$PWD/target/release/perflab}"
 
-work="$(mktemp -d)"
-as_pg=()
-if [ "$(id -u)" -eq 0 ]; then
-    chown postgres "$work"
-    as_pg=(runuser -u postgres --)
-fi
-port="$(free_port)"
-stop() {
-    "${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -m fast stop >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
-trap stop EXIT
-"${as_pg[@]}" "$bindir/initdb" -D "$work/data" -U bench --auth=trust --no-sync >/dev/null
-"${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/log" -w start \
-    -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work -c shared_buffers=512MB -c max_wal_size=4GB -c checkpoint_timeout=1h -c autovacuum=off" >/dev/null
-url="postgres://bench@127.0.0.1:$port/postgres"
-"$bindir/pgbench" -i -q -s "$scale" "$url" >/dev/null 2>&1
+start_pgbench_server "$scale"
 # One unmeasured run first: the first runs after a load touch pages
 # and fill caches that every later run finds ready, and the first round
 # would pay for them.
 "$bindir/pgbench" -n -M prepared -b tpcb-like -c 2 -j 2 -T "$seconds" "$url" >/dev/null 2>&1
 
-# pgbench's tpcb-like transaction, pipelined (pgbench 14 and later).
-cat > "$work/pipeline.sql" <<EOF
-\set aid random(1, 100000 * $scale)
-\set bid random(1, 1 * $scale)
-\set tid random(1, 10 * $scale)
-\set delta random(-5000, 5000)
-\startpipeline
-BEGIN;
-UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
-SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
-UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
-UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
-INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
-END;
-\endpipeline
-EOF
+write_pipeline_script "$work/pipeline.sql" "$scale"
 
 # One table: $1 names it; pgbench's extra arguments follow up to "--",
 # perflab's extra arguments after it.
