@@ -32,31 +32,51 @@ print(step["summary"]["throughput"], total)'
 }
 
 # One row of a perflab-against-a-peer table from paired rounds (round i of
-# each ran back to back): "clients peer_tps perflab_tps ratio paired
-# ahead peer_cpu perflab_cpu leaner". The first three figures are medians
-# over rounds and their ratio; "paired" is the median and range of the
-# per-round ratios (each round's perflab tps over the peer's beside it),
-# which cancels drifts of the machine slower than a round; "ahead" and
-# "leaner" count the rounds where perflab had more tps, and less CPU per
-# transaction, than the peer. Arguments: clients, then four comma lists:
-# peer tps, perflab tps, peer CPU µs/tx, perflab CPU µs/tx.
+# each ran back to back). Arguments: clients, then four comma lists: peer
+# tps, perflab tps, peer CPU µs/tx, perflab CPU µs/tx. Prints the medians
+# of each client's tps and their ratio; the paired ratio (the geometric
+# mean of each round's perflab tps over the peer's beside it, which
+# cancels drifts of the machine slower than a round) with its 95%
+# interval (Student's t on the logarithms of the per-round ratios); what
+# the interval says (ahead: all of it above 1, behind: all of it below,
+# level: it holds 1, so no difference can be told from these rounds); and
+# the rounds perflab was ahead. Then the same for CPU per transaction:
+# the medians, perflab's paired ratio to the peer with its interval and
+# what it says (leaner, heavier or level), and the rounds perflab used
+# less.
 paired_row() {
     python3 -c '
-import statistics as st, sys
+import math, statistics as st, sys
+# Two-sided 95% quantiles of Student t, by degrees of freedom (1..30).
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+       2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+       2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+def paired(before, after, above, below):
+    """Geometric mean of after/before, its 95% interval, and its reading."""
+    logs = [math.log(b / a) for a, b in zip(before, after)]
+    gm = math.exp(st.fmean(logs))
+    if len(logs) < 2:
+        return f"{gm:.2f} (one round)", "-"
+    t = T95[len(logs) - 2] if len(logs) <= 31 else 1.96
+    half = t * st.stdev(logs) / math.sqrt(len(logs))
+    lo, hi = math.exp(st.fmean(logs) - half), math.exp(st.fmean(logs) + half)
+    word = above if lo > 1 else below if hi < 1 else "level"
+    return f"{gm:.2f} ({lo:.2f}-{hi:.2f})", word
 c = int(sys.argv[1])
 pg, pl, pgc, plc = ([float(x) for x in a.split(",")] for a in sys.argv[2:6])
-r = [b / a for a, b in zip(pg, pl)]
+n = len(pg)
 ahead = sum(b > a for a, b in zip(pg, pl))
 leaner = sum(b < a for a, b in zip(pgc, plc))
-n = len(r)
-paired = f"{st.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
-print(f"{c:8d} {st.median(pg):10.0f} {st.median(pl):10.0f} {st.median(pl) / st.median(pg):6.2f} {paired:>17} {ahead:>3d}/{n:<3d}"
-      f" {st.median(pgc):9.1f} µs {st.median(plc):9.1f} µs {leaner:>4d}/{n}")' "$@"
+tps, tps_word = paired(pg, pl, "ahead", "behind")
+cpu, cpu_word = paired(pgc, plc, "heavier", "leaner")
+print(f"{c:7d} {st.median(pg):9.0f} {st.median(pl):9.0f} {st.median(pl) / st.median(pg):5.2f} {tps:>16} {tps_word:>6} {ahead:>3d}/{n:<3d}"
+      f" {st.median(pgc):8.1f} µs {st.median(plc):8.1f} µs {cpu:>16} {cpu_word:>7} {leaner:>3d}/{n}")' "$@"
 }
 
 # The header of a paired_row table, the peer named $1.
 paired_header() {
-    printf '%8s %10s %10s %6s %17s %7s %12s %12s %6s\n' clients "$1" perflab ratio 'paired (range)' ahead "$1 cpu" 'perflab cpu' leaner
+    printf '%7s %9s %9s %5s %16s %6s %7s %11s %11s %16s %7s %6s\n' clients "$1" perflab ratio 'paired (95%)' tps ahead \
+        "$1 cpu" 'perflab cpu' 'cpu (95%)' cpu leaner
 }
 
 # Succeeds when round $1 (from 1) runs the peer first: odd rounds do, even

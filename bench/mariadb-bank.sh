@@ -9,9 +9,10 @@
 # tables with the same draws (BEGIN; credit; balance; teller; branch;
 # history; COMMIT). Alternating, SECONDS each, ROUNDS times (odd rounds
 # sysbench first, even rounds perflab first); per client count the median
-# tps of each, the ratio of the medians, the median and range of the
-# per-round ratios, and each one's median CPU per transaction (user +
-# system, from rusage), with the rounds perflab was ahead and leaner.
+# tps of each, the ratio of the medians, the paired ratio with its 95%
+# interval and what it says (ahead, behind or level), and the same for
+# each one's CPU per transaction (user + system, from rusage), with the
+# rounds perflab was ahead and leaner (see paired_row in common.sh).
 # Usage: bench/mariadb-bank.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 20, 4, 3)
 # CLIENTS="1 2" runs those client counts only.
 set -euo pipefail

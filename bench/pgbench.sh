@@ -7,10 +7,11 @@
 # --mix pgbench` (the same transaction on the same tables), alternating,
 # SECONDS each, ROUNDS times (odd rounds pgbench first, even rounds
 # perflab first). Prints per client count the median tps of each, the
-# ratio of the medians, the median and range of the per-round ratios and
-# the rounds perflab was ahead, and each client's median CPU per
-# transaction (user + system, from the process's rusage) with the rounds
-# perflab used less. A second table does the same in pipeline mode:
+# ratio of the medians, the paired ratio with its 95% interval and what
+# it says (ahead, behind or level: see paired_row in common.sh) and the
+# rounds perflab was ahead; then the same for each client's CPU per
+# transaction (user + system, from the process's rusage), with the
+# rounds perflab used less. A second table does the same in pipeline mode:
 # pgbench running the tpcb-like statements between \startpipeline and
 # \endpipeline, perflab with --pipeline.
 # The server runs without autovacuum and with a checkpoint before each run
