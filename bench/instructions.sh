@@ -26,6 +26,12 @@ source bench/common.sh
 short="${1:-2}"
 long="${2:-6}"
 scale="${3:-16}"
+for value in "$short" "$long" "$scale" ${CLIENTS:-}; do
+    if ! [[ "$value" =~ ^[1-9][0-9]*$ ]]; then
+        echo "instructions.sh: '$value' is not a whole number above 0; e.g. CLIENTS=\"1 4\" bench/instructions.sh 2 6 16" >&2
+        exit 2
+    fi
+done
 if [ "$long" -le "$short" ]; then
     echo "instructions.sh: LONG ($long s) must be longer than SHORT ($short s); e.g. bench/instructions.sh 2 6" >&2
     exit 2
