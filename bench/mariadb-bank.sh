@@ -77,12 +77,12 @@ end
 function thread_init()
     drv = sysbench.sql.driver()
     con = drv:connect()
-    credit, credit_p = prepare("UPDATE accounts SET abalance = abalance + ? WHERE aid = ?", 2)
-    balance, balance_p = prepare("SELECT abalance FROM accounts WHERE aid = ?", 1)
-    teller, teller_p = prepare("UPDATE tellers SET tbalance = tbalance + ? WHERE tid = ?", 2)
-    branch, branch_p = prepare("UPDATE branches SET bbalance = bbalance + ? WHERE bid = ?", 2)
+    credit, credit_p = prepare("UPDATE perflab_accounts SET abalance = abalance + ? WHERE aid = ?", 2)
+    balance, balance_p = prepare("SELECT abalance FROM perflab_accounts WHERE aid = ?", 1)
+    teller, teller_p = prepare("UPDATE perflab_tellers SET tbalance = tbalance + ? WHERE tid = ?", 2)
+    branch, branch_p = prepare("UPDATE perflab_branches SET bbalance = bbalance + ? WHERE bid = ?", 2)
     history, history_p = prepare(
-        "INSERT INTO history (tid, bid, aid, delta, mtime, filler) VALUES (?, ?, ?, ?, NOW(6), '')", 4)
+        "INSERT INTO perflab_history (tid, bid, aid, delta, mtime, filler) VALUES (?, ?, ?, ?, NOW(6), '')", 4)
 end
 
 function thread_done()

@@ -29,7 +29,7 @@ seconds = float(sys.argv[1])
 db = sqlite3.connect("perflab-bank.db", isolation_level=None, check_same_thread=False)
 db.execute("PRAGMA journal_mode=WAL")
 db.execute("PRAGMA synchronous=NORMAL")
-branches = db.execute("SELECT scale FROM perflab_bank").fetchone()[0]
+branches = db.execute("SELECT scale FROM perflab_bank_meta").fetchone()[0]
 rng = random.Random(7)
 def tx():
     tid = rng.randint(1, branches * 10)
@@ -41,11 +41,11 @@ def tx():
     aid = (home - 1) * 100000 + rng.randint(1, 100000)
     delta = rng.randint(-999999, 999999)
     db.execute("BEGIN IMMEDIATE")
-    db.execute("UPDATE accounts SET abalance = abalance + ? WHERE aid = ?", (delta, aid))
-    db.execute("SELECT abalance FROM accounts WHERE aid = ?", (aid,)).fetchone()
-    db.execute("UPDATE tellers SET tbalance = tbalance + ? WHERE tid = ?", (delta, tid))
-    db.execute("UPDATE branches SET bbalance = bbalance + ? WHERE bid = ?", (delta, bid))
-    db.execute("INSERT INTO history (tid, bid, aid, delta, mtime, filler) VALUES (?, ?, ?, ?, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER), '          ')", (tid, bid, aid, delta))
+    db.execute("UPDATE perflab_accounts SET abalance = abalance + ? WHERE aid = ?", (delta, aid))
+    db.execute("SELECT abalance FROM perflab_accounts WHERE aid = ?", (aid,)).fetchone()
+    db.execute("UPDATE perflab_tellers SET tbalance = tbalance + ? WHERE tid = ?", (delta, tid))
+    db.execute("UPDATE perflab_branches SET bbalance = bbalance + ? WHERE bid = ?", (delta, bid))
+    db.execute("INSERT INTO perflab_history (tid, bid, aid, delta, mtime, filler) VALUES (?, ?, ?, ?, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER), '          ')", (tid, bid, aid, delta))
     db.execute("COMMIT")
 # warm-up 2 s, then measure
 end = time.monotonic() + 2

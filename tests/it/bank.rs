@@ -32,7 +32,7 @@ fn the_check_catches_a_changed_balance() {
     perflab_ok(dir.path(), "check bank");
     let conn = rusqlite::Connection::open(dir.path().join("perflab-bank.db")).unwrap();
     conn.execute(
-        "UPDATE accounts SET abalance = abalance + 1 WHERE aid = 4242",
+        "UPDATE perflab_accounts SET abalance = abalance + 1 WHERE aid = 4242",
         [],
     )
     .unwrap();
@@ -58,10 +58,10 @@ fn the_atm_mix_refuses_overdrafts_and_passes_its_check() {
     // books balanced so the check still holds before the run.
     let bank = rusqlite::Connection::open(dir.path().join("perflab-bank.db")).unwrap();
     bank.execute_batch(
-        "UPDATE accounts SET abalance = 50;
-         UPDATE tellers SET tbalance = CASE tid WHEN 1 THEN 5000000 ELSE 0 END;
-         UPDATE branches SET bbalance = 5000000;
-         UPDATE perflab_bank SET initial_total = 5000000 - (SELECT coalesce(sum(delta), 0) FROM history);",
+        "UPDATE perflab_accounts SET abalance = 50;
+         UPDATE perflab_tellers SET tbalance = CASE tid WHEN 1 THEN 5000000 ELSE 0 END;
+         UPDATE perflab_branches SET bbalance = 5000000;
+         UPDATE perflab_bank_meta SET initial_total = 5000000 - (SELECT coalesce(sum(delta), 0) FROM perflab_history);",
     )
     .unwrap();
     drop(bank);
@@ -86,10 +86,113 @@ fn the_atm_mix_refuses_overdrafts_and_passes_its_check() {
     let bank = rusqlite::Connection::open(dir.path().join("perflab-bank.db")).unwrap();
     let negative: i64 = bank
         .query_row(
-            "SELECT count(*) FROM accounts WHERE abalance < 0",
+            "SELECT count(*) FROM perflab_accounts WHERE abalance < 0",
             [],
             |r| r.get(0),
         )
         .unwrap();
     assert_eq!(negative, 0);
+}
+
+/// The user's own tables, named as a bank's (and one named like
+/// perflab's), in the database the bank is pointed at.
+const FOREIGN_TABLES: &str = "CREATE TABLE accounts (aid INTEGER PRIMARY KEY, owner TEXT);
+     INSERT INTO accounts VALUES (1, 'ada'), (2, 'grace');
+     CREATE TABLE history (id INTEGER PRIMARY KEY, what TEXT);
+     INSERT INTO history VALUES (1, 'opened');
+     CREATE TABLE branches (bid INTEGER, city TEXT);
+     INSERT INTO branches VALUES (7, 'Lyon');";
+
+/// Every row of the user's tables, in order, as text.
+fn foreign_rows(db: &std::path::Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut rows = Vec::new();
+    for sql in [
+        "SELECT aid || ':' || owner FROM accounts ORDER BY aid",
+        "SELECT id || ':' || what FROM history ORDER BY id",
+        "SELECT bid || ':' || city FROM branches ORDER BY bid",
+        "SELECT sql FROM sqlite_master WHERE name IN ('accounts', 'history', 'branches') ORDER BY name",
+    ] {
+        let mut st = conn.prepare(sql).unwrap();
+        rows.extend(st.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap));
+    }
+    rows
+}
+
+/// A database of the user's with tables named like the bank's: the bank
+/// is made beside them under perflab's own names, `--reload` replaces
+/// only perflab's tables, and a table named like perflab's that perflab
+/// did not make refuses the run (with or without `--reload`) and leaves
+/// the file byte for byte as it was.
+#[test]
+fn the_bank_never_drops_or_alters_a_table_it_did_not_make() {
+    let dir = tempdir();
+    let db = dir.path().join("app.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(FOREIGN_TABLES).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE perflab_accounts (note TEXT); INSERT INTO perflab_accounts VALUES ('mine');",
+    )
+    .unwrap();
+    drop(conn);
+    let before = std::fs::read(&db).unwrap();
+    let rows = foreign_rows(&db);
+    for reload in ["", " --reload"] {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run bank --target sqlite:app.db --users 1 {SHORT}{reload}"),
+            2,
+        );
+        contains(
+            &err,
+            "already has table perflab_accounts, which perflab did not make",
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert_eq!(std::fs::read(&db).unwrap(), before, "the file changed");
+    }
+    let (_, err) = perflab_expect(dir.path(), "check bank --target sqlite:app.db", 2);
+    contains(&err, "holds no perflab bank");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "check changed the file"
+    );
+
+    // Without the look-alike, the bank goes in beside the user's tables.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch("DROP TABLE perflab_accounts").unwrap();
+    drop(conn);
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target sqlite:app.db --users 1 {SHORT}"),
+    );
+    contains(&out, "check: passed");
+    assert_eq!(foreign_rows(&db), rows);
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target sqlite:app.db --users 1 {SHORT} --reload --scale 2"),
+    );
+    contains(&out, "loaded 200022 rows");
+    perflab_ok(dir.path(), "check bank --target sqlite:app.db");
+    assert_eq!(foreign_rows(&db), rows);
+    // perflab's ledger names exactly the tables it made.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut st = conn
+        .prepare("SELECT table_name FROM perflab_tables ORDER BY table_name")
+        .unwrap();
+    let listed: Vec<String> = st
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "perflab_accounts",
+            "perflab_bank_meta",
+            "perflab_branches",
+            "perflab_history",
+            "perflab_tellers"
+        ]
+    );
 }

@@ -106,6 +106,29 @@ impl MariaDb {
             .is_ok_and(|s| s.success())
     }
 
+    /// `mariadb-dump` of some tables of the perflab database: their
+    /// definitions and every row.
+    fn dump(&self, tables: &[&str]) -> String {
+        let out = Command::new("mariadb-dump")
+            .arg(format!("--socket={}", self.dir.join("sock").display()))
+            .args([
+                "-u",
+                "root",
+                "--skip-dump-date",
+                "--skip-comments",
+                "perflab",
+            ])
+            .args(tables)
+            .output()
+            .expect("mariadb-dump runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     fn url(&self, password: &str) -> String {
         format!("mysql://perflab:{password}@127.0.0.1:{}/perflab", self.port)
     }
@@ -287,6 +310,52 @@ fn row_lock_waits_are_sampled_with_performance_schema() {
     assert!(sampler_uses_performance_schema(&db));
     let waits = row_lock_waits_are_sampled(&db, "ON");
     eprintln!("wait classes with performance_schema: {waits:?}");
+}
+
+/// The user's tables named like a bank's, and one named like perflab's:
+/// the look-alike refuses the load (`--reload` too) with everything left
+/// as it was; without it the bank goes in beside the user's tables, and
+/// `--reload` replaces only perflab's own.
+#[test]
+fn the_bank_never_drops_a_mariadb_table_it_did_not_make() {
+    let db = MariaDb::start();
+    let dir = tempdir();
+    let url = db.url("bank-pw");
+    assert!(db.sql(
+        "CREATE TABLE perflab.accounts (aid INT PRIMARY KEY, owner TEXT);
+         INSERT INTO perflab.accounts VALUES (1, 'ada'), (2, 'grace');
+         CREATE TABLE perflab.history (id INT, what TEXT);
+         INSERT INTO perflab.history VALUES (1, 'opened');
+         CREATE TABLE perflab.perflab_tellers (note TEXT);
+         INSERT INTO perflab.perflab_tellers VALUES ('mine');"
+    ));
+    let all = ["accounts", "history", "perflab_tellers"];
+    let before = db.dump(&all);
+    for reload in ["", " --reload"] {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run bank --target {url} --users 1 {SHORT}{reload}"),
+            2,
+        );
+        contains(
+            &err,
+            "already has table perflab_tellers, which perflab did not make",
+        );
+        assert_eq!(db.dump(&all), before);
+    }
+    assert!(db.sql("DROP TABLE perflab.perflab_tellers"));
+    let users = ["accounts", "history"];
+    let mine = db.dump(&users);
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --users 1 {SHORT}"),
+    );
+    contains(&out, "check: passed");
+    perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --users 1 {SHORT} --reload"),
+    );
+    assert_eq!(db.dump(&users), mine);
 }
 
 #[test]

@@ -120,7 +120,7 @@ fn both_mixes_run_and_check_on_postgres() {
     // A changed balance is caught on the server too.
     psql(
         &pg,
-        "UPDATE accounts SET abalance = abalance + 1 WHERE aid = 7",
+        "UPDATE perflab_accounts SET abalance = abalance + 1 WHERE aid = 7",
     );
     let (out, _) = perflab_expect(dir.path(), &format!("check bank --target {url}"), 1);
     contains(&out, "FAIL money conserved");
@@ -141,6 +141,24 @@ fn the_pgbench_mix_runs_on_tables_pgbench_loaded() {
         String::from_utf8_lossy(&init.stderr)
     );
     let url = pg.url();
+    // pgbench made them: perflab neither drops nor reloads them.
+    let tables = [
+        "pgbench_branches",
+        "pgbench_tellers",
+        "pgbench_accounts",
+        "pgbench_history",
+    ];
+    let made = dump(&pg, &tables);
+    for other in ["--scale 2", "--reload"] {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run bank --target {url} --mix pgbench {other} --users 1 {SHORT}"),
+            2,
+        );
+        contains(&err, "hold scale 1");
+        contains(&err, "perflab did not make them");
+        assert_eq!(dump(&pg, &tables), made, "{other}");
+    }
     let out = perflab_ok(
         dir.path(),
         &format!("run bank --target {url} --mix pgbench --users 2,4 {SHORT}"),
@@ -162,6 +180,76 @@ fn the_pgbench_mix_runs_on_tables_pgbench_loaded() {
         String::from_utf8_lossy(&run.stderr)
     );
     perflab_ok(dir.path(), &format!("check bank --pgbench --target {url}"));
+}
+
+/// `pg_dump` of some tables: their definitions and every row.
+fn dump(server: &ManagedPostgres, tables: &[&str]) -> String {
+    let mut cmd = Command::new("pg_dump");
+    cmd.args(["--no-owner", "--no-comments"]);
+    for t in tables {
+        cmd.args(["-t", t]);
+    }
+    let out = cmd.arg(server.url()).output().expect("pg_dump runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without the random key of each dump's \restrict guard.
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with("\\restrict") && !l.starts_with("\\unrestrict"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The user's tables named like a bank's, and one named like perflab's:
+/// a look-alike refuses the load (`--reload` too) with everything left as
+/// it was; without it the bank goes in beside the user's tables, and
+/// `--reload` replaces only perflab's own.
+#[test]
+fn the_bank_never_drops_a_postgres_table_it_did_not_make() {
+    let pg = server();
+    let dir = tempdir();
+    let url = pg.url();
+    psql(
+        &pg,
+        "CREATE TABLE accounts (aid int PRIMARY KEY, owner text);
+         INSERT INTO accounts VALUES (1, 'ada'), (2, 'grace');
+         CREATE TABLE history (id int, what text);
+         INSERT INTO history VALUES (1, 'opened');
+         CREATE TABLE perflab_history (note text);
+         INSERT INTO perflab_history VALUES ('mine');",
+    );
+    let users = ["accounts", "history"];
+    let before = dump(&pg, &["accounts", "history", "perflab_history"]);
+    for reload in ["", " --reload"] {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run bank --target {url} --users 1 {SHORT}{reload}"),
+            2,
+        );
+        contains(
+            &err,
+            "already has table perflab_history, which perflab did not make",
+        );
+        assert_eq!(
+            dump(&pg, &["accounts", "history", "perflab_history"]),
+            before
+        );
+    }
+    psql(&pg, "DROP TABLE perflab_history");
+    let mine = dump(&pg, &users);
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --users 1 {SHORT}"),
+    );
+    contains(&out, "check: passed");
+    perflab_ok(
+        dir.path(),
+        &format!("run bank --target {url} --users 1 {SHORT} --reload"),
+    );
+    assert_eq!(dump(&pg, &users), mine);
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod generator;
 pub mod mix;
 pub mod mysql;
 mod ops;
+pub mod owned;
 pub mod postgres;
 mod server;
 mod spec;
@@ -25,37 +26,58 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::future::Future;
 
-/// The names of the bank's tables: perflab's own, or pgbench's.
+/// What perflab's layout loaded: scale, opening total, schema version.
+pub const META_TABLE: &str = "perflab_bank_meta";
+
+/// The names of the bank's tables: perflab's own (named `perflab_…`, with
+/// a table of what was loaded), or pgbench's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tables {
     pub branches: &'static str,
     pub tellers: &'static str,
     pub accounts: &'static str,
     pub history: &'static str,
+    /// What was loaded (scale, opening total, schema version); none in
+    /// pgbench's layout.
+    pub meta: Option<&'static str>,
     /// pgbench's layout: int balances opening at 0, no perflab metadata.
     pub pgbench: bool,
 }
 
 impl Tables {
+    /// perflab's own layout.
+    pub const PERFLAB: Tables = Tables {
+        branches: "perflab_branches",
+        tellers: "perflab_tellers",
+        accounts: "perflab_accounts",
+        history: "perflab_history",
+        meta: Some(META_TABLE),
+        pgbench: false,
+    };
+    /// pgbench's layout, as `pgbench -i` makes it.
+    pub const PGBENCH: Tables = Tables {
+        branches: "pgbench_branches",
+        tellers: "pgbench_tellers",
+        accounts: "pgbench_accounts",
+        history: "pgbench_history",
+        meta: None,
+        pgbench: true,
+    };
+
     /// The tables a mix runs on.
     pub fn of(mix: BankMix) -> Self {
         if mix == BankMix::Pgbench {
-            Tables {
-                branches: "pgbench_branches",
-                tellers: "pgbench_tellers",
-                accounts: "pgbench_accounts",
-                history: "pgbench_history",
-                pgbench: true,
-            }
+            Self::PGBENCH
         } else {
-            Tables {
-                branches: "branches",
-                tellers: "tellers",
-                accounts: "accounts",
-                history: "history",
-                pgbench: false,
-            }
+            Self::PERFLAB
         }
+    }
+
+    /// Every table a load makes, in the order it makes them.
+    pub fn all(&self) -> Vec<&'static str> {
+        let mut all = vec![self.branches, self.tellers, self.accounts, self.history];
+        all.extend(self.meta);
+        all
     }
 }
 

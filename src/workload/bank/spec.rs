@@ -41,7 +41,8 @@ pub struct BankArgs {
     #[arg(long, value_name = "MIX", default_value = "tpcb")]
     pub mix: String,
 
-    /// Load the tables afresh even if a loaded database of the same scale exists.
+    /// Load perflab's own tables afresh even if a loaded bank of the same
+    /// scale exists (never a table perflab did not make).
     #[arg(long)]
     pub reload: bool,
 
@@ -66,7 +67,8 @@ pub struct BankSpec {
     /// Scale units: 1 branch, 10 tellers, 100,000 accounts each.
     pub scale: u32,
     pub mix: BankMix,
-    /// Drop and reload the tables even when a loaded database of the same scale exists.
+    /// Drop and reload perflab's own tables even when a loaded bank of the
+    /// same scale exists.
     pub reload: bool,
     /// Isolation level of every transaction (server databases).
     pub isolation: Isolation,

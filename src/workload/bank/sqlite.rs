@@ -8,8 +8,9 @@
 
 use super::check::BankFigures;
 use super::ops::{BankOp, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
+use super::owned::{Catalog, LEDGER, MADE_BY};
 use super::txn;
-use super::{BankBackend, BankConn};
+use super::{BankBackend, BankConn, Tables, META_TABLE};
 use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
 use crate::workload::Seat;
 use anyhow::Context;
@@ -23,6 +24,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
+/// The tables of the bank on SQLite: perflab's layout (the pgbench mix
+/// runs on PostgreSQL only).
+const TABLES: Tables = Tables::PERFLAB;
 /// Version of the bank schema this code writes.
 const SCHEMA_VERSION: i64 = 1;
 /// First backoff after SQLITE_BUSY; doubles up to [`MAX_BACKOFF`].
@@ -64,25 +68,43 @@ impl SqliteBank {
                 return Err(bad(format!("is in {}, which does not exist", dir.display())).into());
             }
         }
-        let mut conn =
-            open(path).map_err(|e| bad(format!("cannot be opened as a SQLite database ({e})")))?;
-        let existing = loaded_scale(&conn)
-            .map_err(|e| bad(format!("is not a SQLite database perflab can use ({e:#})")))?;
+        let location = format!("sqlite:{}", path.display());
         let bank = SqliteBank {
             path: path.to_path_buf(),
         };
-        if existing == Some(i64::from(scale)) && !reload {
-            super::ensure_reusable(&read_figures(&conn)?, &path.display().to_string())?;
-            return Ok((
-                bank,
-                LoadReport {
-                    reused: true,
-                    rows: 0,
-                    elapsed: started.elapsed(),
-                },
-            ));
+        // Looked at read-only first: a file perflab may not write (not a
+        // database, or one whose tables are somebody else's) is refused
+        // byte for byte as it was.
+        if path.exists() {
+            let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .map_err(|e| bad(format!("cannot be opened as a SQLite database ({e})")))?;
+            let found = catalog(&conn)
+                .map_err(|e| bad(format!("is not a SQLite database perflab can use ({e:#})")))?;
+            let existing = if found.owns_all(&TABLES) {
+                loaded_scale(&conn)
+                    .map_err(|e| bad(format!("holds a bank perflab cannot read ({e:#})")))?
+            } else {
+                None
+            };
+            drop(conn);
+            if existing == Some(i64::from(scale)) && !reload {
+                let conn = open(path)
+                    .map_err(|e| bad(format!("cannot be opened as a SQLite database ({e})")))?;
+                super::ensure_reusable(&read_figures(&conn)?, &location)?;
+                return Ok((
+                    bank,
+                    LoadReport {
+                        reused: true,
+                        rows: 0,
+                        elapsed: started.elapsed(),
+                    },
+                ));
+            }
+            found.replaceable(&TABLES, &location)?;
         }
-        let rows = load(&mut conn, scale)
+        let mut conn =
+            open(path).map_err(|e| bad(format!("cannot be opened as a SQLite database ({e})")))?;
+        let rows = load(&mut conn, scale, &location)
             .with_context(|| format!("cannot load the bank into {}", path.display()))?;
         Ok((
             bank,
@@ -113,9 +135,15 @@ impl SqliteBank {
         };
         let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(|e| not_a_bank(format!("cannot be opened ({e})")))?;
-        let scale = loaded_scale(&conn).map_err(|e| {
+        let found = catalog(&conn).map_err(|e| {
             not_a_bank(format!("is not a SQLite database perflab can read ({e:#})"))
         })?;
+        let scale = if found.owns_all(&TABLES) {
+            loaded_scale(&conn)
+                .map_err(|e| not_a_bank(format!("holds a bank perflab cannot read ({e:#})")))?
+        } else {
+            None
+        };
         drop(conn);
         if scale.is_none() {
             anyhow::bail!(crate::error::PlanError::new(format!(
@@ -143,19 +171,46 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// The scale of the bank in this database, if one is loaded.
-fn loaded_scale(conn: &Connection) -> anyhow::Result<Option<i64>> {
-    let has_meta: bool = conn.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'perflab_bank'",
-        [],
-        |r| r.get(0),
-    )?;
-    if !has_meta {
-        return Ok(None);
+/// What the database's catalog says of the bank's tables and perflab's
+/// ledger (SQLite's names are case-insensitive, as the ledger's are read).
+fn catalog(conn: &Connection) -> rusqlite::Result<Catalog> {
+    let mut present = Vec::new();
+    for table in TABLES.all() {
+        let exists: bool = conn.query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1 COLLATE NOCASE",
+            [table],
+            |r| r.get(0),
+        )?;
+        if exists {
+            present.push(table);
+        }
     }
+    let columns: Vec<String> = conn
+        .prepare(&format!("PRAGMA table_info({LEDGER})"))?
+        .query_map([], |r| r.get::<_, String>(1))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut found = Catalog {
+        present,
+        ledger_columns: (!columns.is_empty()).then_some(columns),
+        listed: Vec::new(),
+    };
+    if found.ledger_is_ours() {
+        found.listed = conn
+            .prepare(&format!(
+                "SELECT table_name FROM {LEDGER} WHERE made_by = ?1"
+            ))?
+            .query_map([MADE_BY], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<_>>()?;
+    }
+    Ok(found)
+}
+
+/// The scale of the bank in this database, if one is loaded; read only
+/// once the catalog says every table is perflab's.
+fn loaded_scale(conn: &Connection) -> anyhow::Result<Option<i64>> {
     let scale = conn
         .query_row(
-            "SELECT scale FROM perflab_bank WHERE schema_version = ?1",
+            &format!("SELECT scale FROM {META_TABLE} WHERE schema_version = ?1"),
             [SCHEMA_VERSION],
             |r| r.get(0),
         )
@@ -167,52 +222,81 @@ fn loaded_scale(conn: &Connection) -> anyhow::Result<Option<i64>> {
     Ok(scale)
 }
 
-/// Drops and recreates the tables and fills them: rows padded to TPC-B's
+/// Makes the bank's tables afresh and fills them: rows padded to TPC-B's
 /// 100 bytes (50 for history), primary keys as the rowid so no index is
 /// built after the data. SQLite has one writer, so the load is one
-/// transaction generated inside SQLite rather than parallel inserts.
-fn load(conn: &mut Connection, scale: u32) -> anyhow::Result<u64> {
+/// transaction generated inside SQLite rather than parallel inserts; the
+/// catalog is read again inside it, every table is in perflab's ledger
+/// before it is made, and only tables the ledger lists are dropped.
+fn load(conn: &mut Connection, scale: u32, location: &str) -> anyhow::Result<u64> {
     let scale = i64::from(scale);
     let accounts = scale * ACCOUNTS_PER_BRANCH;
     let tellers = scale * TELLERS_PER_BRANCH;
     let teller_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH / TELLERS_PER_BRANCH;
     let branch_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH;
+    let t = TABLES;
     conn.pragma_update(None, "synchronous", "OFF")?;
-    let tx = conn.transaction()?;
-    tx.execute_batch(
-        "DROP TABLE IF EXISTS perflab_bank;
-         DROP TABLE IF EXISTS history;
-         DROP TABLE IF EXISTS accounts;
-         DROP TABLE IF EXISTS tellers;
-         DROP TABLE IF EXISTS branches;
-         CREATE TABLE branches (bid INTEGER PRIMARY KEY, bbalance INTEGER NOT NULL, filler TEXT NOT NULL);
-         CREATE TABLE tellers (tid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, tbalance INTEGER NOT NULL, filler TEXT NOT NULL);
-         CREATE TABLE accounts (aid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, abalance INTEGER NOT NULL, filler TEXT NOT NULL);
-         CREATE TABLE history (tid INTEGER NOT NULL, bid INTEGER NOT NULL, aid INTEGER NOT NULL, delta INTEGER NOT NULL, mtime INTEGER NOT NULL, filler TEXT NOT NULL);
-         CREATE TABLE perflab_bank (scale INTEGER NOT NULL, initial_total INTEGER NOT NULL, loaded_at TEXT NOT NULL, schema_version INTEGER NOT NULL);",
-    )?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let ours = catalog(&tx)?.replaceable(&t, location)?;
+    tx.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {LEDGER} (table_name TEXT PRIMARY KEY COLLATE NOCASE, made_at TEXT NOT NULL, made_by TEXT NOT NULL)"
+    ))?;
+    for table in t.all() {
+        tx.execute(
+            &format!("INSERT OR IGNORE INTO {LEDGER} VALUES (?1, datetime('now'), ?2)"),
+            [table, MADE_BY],
+        )?;
+    }
+    for table in ours {
+        tx.execute_batch(&format!("DROP TABLE {table}"))?;
+    }
+    tx.execute_batch(&format!(
+        "CREATE TABLE {b} (bid INTEGER PRIMARY KEY, bbalance INTEGER NOT NULL, filler TEXT NOT NULL);
+         CREATE TABLE {te} (tid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, tbalance INTEGER NOT NULL, filler TEXT NOT NULL);
+         CREATE TABLE {a} (aid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, abalance INTEGER NOT NULL, filler TEXT NOT NULL);
+         CREATE TABLE {h} (tid INTEGER NOT NULL, bid INTEGER NOT NULL, aid INTEGER NOT NULL, delta INTEGER NOT NULL, mtime INTEGER NOT NULL, filler TEXT NOT NULL);
+         CREATE TABLE {META_TABLE} (scale INTEGER NOT NULL, initial_total INTEGER NOT NULL, loaded_at TEXT NOT NULL, schema_version INTEGER NOT NULL);",
+        b = t.branches,
+        te = t.tellers,
+        a = t.accounts,
+        h = t.history,
+    ))?;
     // Three 8-byte integers + 76 bytes of filler = 100 bytes per row.
     let filler = " ".repeat(76);
     let series = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)";
     tx.execute(
-        &format!("{series} INSERT INTO branches SELECT i, ?2, ?3 FROM n"),
+        &format!(
+            "{series} INSERT INTO {} SELECT i, ?2, ?3 FROM n",
+            t.branches
+        ),
         params![scale, branch_balance, filler],
     )?;
     tx.execute(
-        &format!("{series} INSERT INTO tellers SELECT i, (i - 1) / ?4 + 1, ?2, ?3 FROM n"),
+        &format!(
+            "{series} INSERT INTO {} SELECT i, (i - 1) / ?4 + 1, ?2, ?3 FROM n",
+            t.tellers
+        ),
         params![tellers, teller_balance, filler, TELLERS_PER_BRANCH],
     )?;
     tx.execute(
-        &format!("{series} INSERT INTO accounts SELECT i, (i - 1) / ?4 + 1, ?2, ?3 FROM n"),
+        &format!(
+            "{series} INSERT INTO {} SELECT i, (i - 1) / ?4 + 1, ?2, ?3 FROM n",
+            t.accounts
+        ),
         params![accounts, INITIAL_BALANCE, filler, ACCOUNTS_PER_BRANCH],
     )?;
     tx.execute(
-        "INSERT INTO perflab_bank VALUES (?1, ?2, datetime('now'), ?3)",
+        &format!("INSERT INTO {META_TABLE} VALUES (?1, ?2, datetime('now'), ?3)"),
         params![scale, accounts * INITIAL_BALANCE, SCHEMA_VERSION],
     )?;
     tx.commit()?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); ANALYZE;")?;
+    // Statistics for perflab's tables only: a bare ANALYZE would rewrite
+    // the statistics of every other table in the database too.
+    conn.execute_batch(&format!(
+        "PRAGMA wal_checkpoint(TRUNCATE); ANALYZE {}; ANALYZE {}; ANALYZE {};",
+        t.branches, t.tellers, t.accounts
+    ))?;
     Ok(u64::try_from(scale + tellers + accounts).unwrap_or(0))
 }
 
@@ -221,27 +305,37 @@ fn read_figures(conn: &Connection) -> anyhow::Result<BankFigures> {
     conn.busy_timeout(Duration::from_secs(30))?;
     conn.execute_batch("BEGIN")?;
     let result = (|| -> rusqlite::Result<BankFigures> {
-        let (scale, initial_total) =
-            conn.query_row("SELECT scale, initial_total FROM perflab_bank", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?;
+        let (scale, initial_total) = conn.query_row(
+            &format!("SELECT scale, initial_total FROM {META_TABLE}"),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
         let (accounts, accounts_sum, negative_accounts, min_balance) = conn.query_row(
-            "SELECT count(*), coalesce(sum(abalance), 0), coalesce(sum(abalance < 0), 0), coalesce(min(abalance), 0) FROM accounts",
+            &format!("SELECT count(*), coalesce(sum(abalance), 0), coalesce(sum(abalance < 0), 0), coalesce(min(abalance), 0) FROM {}", TABLES.accounts),
             [],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
         let (tellers, tellers_sum) = conn.query_row(
-            "SELECT count(*), coalesce(sum(tbalance), 0) FROM tellers",
+            &format!(
+                "SELECT count(*), coalesce(sum(tbalance), 0) FROM {}",
+                TABLES.tellers
+            ),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         let (branches, branches_sum) = conn.query_row(
-            "SELECT count(*), coalesce(sum(bbalance), 0) FROM branches",
+            &format!(
+                "SELECT count(*), coalesce(sum(bbalance), 0) FROM {}",
+                TABLES.branches
+            ),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         let (history_rows, history_sum) = conn.query_row(
-            "SELECT count(*), coalesce(sum(delta), 0) FROM history",
+            &format!(
+                "SELECT count(*), coalesce(sum(delta), 0) FROM {}",
+                TABLES.history
+            ),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
@@ -463,8 +557,13 @@ fn attempt(prepared: &mut Prepared<'_>, op: BankOp) -> rusqlite::Result<OpResult
 
 /// History rows: 4 integers, the time in ms and 10 bytes of filler reach
 /// TPC-B's 50 bytes.
-const HISTORY_INSERT: &str = "INSERT INTO history (tid, bid, aid, delta, mtime, filler) \
-     VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER), '          ')";
+fn history_insert() -> String {
+    format!(
+        "INSERT INTO {} (tid, bid, aid, delta, mtime, filler) \
+         VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER), '          ')",
+        TABLES.history
+    )
+}
 
 /// The bank's statements on one connection, each prepared once.
 pub struct Prepared<'c> {
@@ -481,20 +580,29 @@ pub struct Prepared<'c> {
 
 impl<'c> Prepared<'c> {
     fn new(conn: &'c Connection) -> rusqlite::Result<Self> {
+        let a = TABLES.accounts;
         Ok(Prepared {
             // Take the write lock up front: a deferred transaction that must
             // upgrade later can only fail, never wait, under WAL.
             begin: conn.prepare("BEGIN IMMEDIATE")?,
             commit: conn.prepare("COMMIT")?,
             rollback: conn.prepare("ROLLBACK")?,
-            credit: conn.prepare("UPDATE accounts SET abalance = abalance + ?1 WHERE aid = ?2")?,
-            debit_if_covered: conn.prepare(
-                "UPDATE accounts SET abalance = abalance - ?1 WHERE aid = ?2 AND abalance >= ?1",
-            )?,
-            balance: conn.prepare("SELECT abalance FROM accounts WHERE aid = ?1")?,
-            teller: conn.prepare("UPDATE tellers SET tbalance = tbalance + ?1 WHERE tid = ?2")?,
-            branch: conn.prepare("UPDATE branches SET bbalance = bbalance + ?1 WHERE bid = ?2")?,
-            history: conn.prepare(HISTORY_INSERT)?,
+            credit: conn.prepare(&format!(
+                "UPDATE {a} SET abalance = abalance + ?1 WHERE aid = ?2"
+            ))?,
+            debit_if_covered: conn.prepare(&format!(
+                "UPDATE {a} SET abalance = abalance - ?1 WHERE aid = ?2 AND abalance >= ?1"
+            ))?,
+            balance: conn.prepare(&format!("SELECT abalance FROM {a} WHERE aid = ?1"))?,
+            teller: conn.prepare(&format!(
+                "UPDATE {} SET tbalance = tbalance + ?1 WHERE tid = ?2",
+                TABLES.tellers
+            ))?,
+            branch: conn.prepare(&format!(
+                "UPDATE {} SET bbalance = bbalance + ?1 WHERE bid = ?2",
+                TABLES.branches
+            ))?,
+            history: conn.prepare(&history_insert())?,
         })
     }
 }

@@ -12,8 +12,9 @@ pub use txn::MyConn;
 use super::check::BankFigures;
 use super::mix::{BankMix, Isolation};
 use super::ops::{ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
+use super::owned::{Catalog, LEDGER, MADE_BY};
 use super::sqlite::LoadReport;
-use super::{BankBackend, Tables};
+use super::{BankBackend, Tables, META_TABLE};
 use crate::error::PlanError;
 use crate::target::mysql::{connect, MyTarget};
 use crate::workload::Seat;
@@ -95,7 +96,8 @@ impl MyBank {
         let bank = Self::attach(target, BankMix::Tpcb, Isolation::ReadCommitted, 1)?;
         let loaded = bank.admin.block_on(async {
             let mut conn = connect(&bank.target).await?;
-            loaded_scale(&mut conn).await
+            let found = catalog(&mut conn, &bank.tables).await?;
+            loaded_scale(&mut conn, &bank.tables, &found).await
         })?;
         if loaded.is_none() {
             anyhow::bail!(PlanError::new(format!(
@@ -113,16 +115,21 @@ impl MyBank {
         started: Instant,
     ) -> anyhow::Result<LoadReport> {
         let mut conn = connect(&self.target).await?;
-        if !reload && loaded_scale(&mut conn).await? == Some(scale) {
-            super::ensure_reusable(&figures(&mut conn).await?, &self.target.display)?;
+        let found = catalog(&mut conn, &self.tables).await?;
+        if !reload && loaded_scale(&mut conn, &self.tables, &found).await? == Some(scale) {
+            super::ensure_reusable(
+                &figures(&mut conn, &self.tables).await?,
+                &self.target.display,
+            )?;
             return Ok(LoadReport {
                 reused: true,
                 rows: 0,
                 elapsed: started.elapsed(),
             });
         }
+        let ours = found.replaceable(&self.tables, &self.target.display)?;
         let rows = self
-            .load(&mut conn, scale)
+            .load(&mut conn, scale, &ours)
             .await
             .with_context(|| format!("cannot load the bank into {}", self.target.display))?;
         Ok(LoadReport {
@@ -132,22 +139,45 @@ impl MyBank {
         })
     }
 
-    async fn load(&self, conn: &mut Conn, scale: i64) -> anyhow::Result<u64> {
+    /// Makes the bank's tables afresh and fills them. MySQL commits each
+    /// DDL statement on its own, so the order is what keeps the promise:
+    /// each table goes into perflab's ledger before it is made, and only
+    /// `ours` (tables the ledger lists) are dropped.
+    async fn load(&self, conn: &mut Conn, scale: i64, ours: &[&str]) -> anyhow::Result<u64> {
+        let t = &self.tables;
         let tellers = scale * TELLERS_PER_BRANCH;
         let accounts = scale * ACCOUNTS_PER_BRANCH;
         let teller_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH / TELLERS_PER_BRANCH;
         let branch_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH;
-        conn.query_drop("DROP TABLE IF EXISTS perflab_bank, history, accounts, tellers, branches")
-            .await?;
+        conn.query_drop(format!(
+            "CREATE TABLE IF NOT EXISTS {LEDGER} (table_name VARCHAR(64) NOT NULL PRIMARY KEY, \
+             made_at DATETIME NOT NULL, made_by VARCHAR(16) NOT NULL) ENGINE=InnoDB"
+        ))
+        .await?;
+        let rows: Vec<String> = t
+            .all()
+            .iter()
+            .map(|table| format!("('{table}', NOW(), '{MADE_BY}')"))
+            .collect();
+        conn.query_drop(format!(
+            "INSERT IGNORE INTO {LEDGER} VALUES {}",
+            rows.join(", ")
+        ))
+        .await?;
+        if !ours.is_empty() {
+            conn.query_drop(format!("DROP TABLE {}", ours.join(", ")))
+                .await?;
+        }
         for ddl in [
-            "CREATE TABLE branches (bid INT NOT NULL PRIMARY KEY, bbalance BIGINT NOT NULL, filler CHAR(88) CHARACTER SET latin1) ENGINE=InnoDB",
-            "CREATE TABLE tellers (tid INT NOT NULL PRIMARY KEY, bid INT NOT NULL, tbalance BIGINT NOT NULL, filler CHAR(84) CHARACTER SET latin1) ENGINE=InnoDB",
-            "CREATE TABLE accounts (aid INT NOT NULL PRIMARY KEY, bid INT NOT NULL, abalance BIGINT NOT NULL, filler CHAR(84) CHARACTER SET latin1) ENGINE=InnoDB",
-            "CREATE TABLE history (tid INT, bid INT, aid INT, delta BIGINT, mtime DATETIME(6), filler CHAR(22) CHARACTER SET latin1) ENGINE=InnoDB",
+            format!("CREATE TABLE {} (bid INT NOT NULL PRIMARY KEY, bbalance BIGINT NOT NULL, filler CHAR(88) CHARACTER SET latin1) ENGINE=InnoDB", t.branches),
+            format!("CREATE TABLE {} (tid INT NOT NULL PRIMARY KEY, bid INT NOT NULL, tbalance BIGINT NOT NULL, filler CHAR(84) CHARACTER SET latin1) ENGINE=InnoDB", t.tellers),
+            format!("CREATE TABLE {} (aid INT NOT NULL PRIMARY KEY, bid INT NOT NULL, abalance BIGINT NOT NULL, filler CHAR(84) CHARACTER SET latin1) ENGINE=InnoDB", t.accounts),
+            format!("CREATE TABLE {} (tid INT, bid INT, aid INT, delta BIGINT, mtime DATETIME(6), filler CHAR(22) CHARACTER SET latin1) ENGINE=InnoDB", t.history),
+            format!("CREATE TABLE {META_TABLE} (scale BIGINT NOT NULL, initial_total BIGINT NOT NULL, loaded_at DATETIME NOT NULL, schema_version BIGINT NOT NULL) ENGINE=InnoDB"),
         ] {
             conn.query_drop(ddl).await?;
         }
-        let mut sql = String::from("INSERT INTO branches VALUES ");
+        let mut sql = format!("INSERT INTO {} VALUES ", t.branches);
         for bid in 1..=scale {
             let _ = write!(
                 sql,
@@ -156,7 +186,7 @@ impl MyBank {
             );
         }
         conn.query_drop(sql).await?;
-        let mut sql = String::from("INSERT INTO tellers VALUES ");
+        let mut sql = format!("INSERT INTO {} VALUES ", t.tellers);
         for tid in 1..=tellers {
             let bid = (tid - 1) / TELLERS_PER_BRANCH + 1;
             let _ = write!(
@@ -171,33 +201,32 @@ impl MyBank {
         let streams = (0..INSERT_STREAMS).map(|i| {
             let from = i * per_stream + 1;
             let to = ((i + 1) * per_stream).min(accounts);
-            insert_accounts(&self.target, from, to)
+            insert_accounts(&self.target, t.accounts, from, to)
         });
         futures_util::future::try_join_all(streams).await?;
-        conn.query_drop(
-            "CREATE TABLE perflab_bank (scale BIGINT NOT NULL, initial_total BIGINT NOT NULL, loaded_at DATETIME NOT NULL, schema_version BIGINT NOT NULL) ENGINE=InnoDB",
-        )
-        .await?;
         conn.query_drop(format!(
-            "INSERT INTO perflab_bank VALUES ({scale}, {}, NOW(), {SCHEMA_VERSION})",
+            "INSERT INTO {META_TABLE} VALUES ({scale}, {}, NOW(), {SCHEMA_VERSION})",
             accounts * INITIAL_BALANCE
         ))
         .await?;
-        conn.query_drop("ANALYZE TABLE branches, tellers, accounts")
-            .await?;
+        conn.query_drop(format!(
+            "ANALYZE TABLE {}, {}, {}",
+            t.branches, t.tellers, t.accounts
+        ))
+        .await?;
         Ok(u64::try_from(scale + tellers + accounts).unwrap_or(0))
     }
 }
 
 /// Inserts accounts `from..=to` in multi-row INSERTs on a connection of its own.
-async fn insert_accounts(target: &MyTarget, from: i64, to: i64) -> anyhow::Result<()> {
+async fn insert_accounts(target: &MyTarget, table: &str, from: i64, to: i64) -> anyhow::Result<()> {
     let mut conn = connect(target).await?;
     let mut start = from;
     while start <= to {
         crate::util::check_interrupt("loading the bank")?;
         let end = (start + ROWS_PER_INSERT - 1).min(to);
         let mut sql = String::with_capacity(64 + 32 * ROWS_PER_INSERT as usize);
-        sql.push_str("INSERT INTO accounts VALUES ");
+        let _ = write!(sql, "INSERT INTO {table} VALUES ");
         for aid in start..=end {
             let bid = (aid - 1) / ACCOUNTS_PER_BRANCH + 1;
             let _ = write!(
@@ -213,40 +242,80 @@ async fn insert_accounts(target: &MyTarget, from: i64, to: i64) -> anyhow::Resul
     Ok(())
 }
 
-async fn loaded_scale(conn: &mut Conn) -> anyhow::Result<Option<i64>> {
-    let exists: Option<i64> = conn
-        .query_first(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'perflab_bank'",
-        )
+/// What the catalog says of the bank's tables and perflab's ledger in
+/// the connection's database.
+async fn catalog(conn: &mut Conn, tables: &Tables) -> anyhow::Result<Catalog> {
+    let all = tables.all();
+    let names: Vec<String> = conn
+        .query(format!(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() \
+             AND table_name IN ('{}')",
+            all.join("', '")
+        ))
         .await?;
-    if exists.unwrap_or(0) == 0 {
+    let present = all
+        .into_iter()
+        .filter(|t| names.iter().any(|n| n.eq_ignore_ascii_case(t)))
+        .collect();
+    let columns: Vec<String> = conn
+        .query(format!(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() \
+             AND table_name = '{LEDGER}' ORDER BY ordinal_position"
+        ))
+        .await?;
+    let mut found = Catalog {
+        present,
+        ledger_columns: (!columns.is_empty()).then_some(columns),
+        listed: Vec::new(),
+    };
+    if found.ledger_is_ours() {
+        found.listed = conn
+            .query(format!(
+                "SELECT table_name FROM {LEDGER} WHERE made_by = '{MADE_BY}'"
+            ))
+            .await?;
+    }
+    Ok(found)
+}
+
+/// The scale of the bank, when every one of its tables is perflab's.
+async fn loaded_scale(
+    conn: &mut Conn,
+    tables: &Tables,
+    found: &Catalog,
+) -> anyhow::Result<Option<i64>> {
+    if !found.owns_all(tables) {
         return Ok(None);
     }
     Ok(conn
         .query_first(format!(
-            "SELECT MAX(scale) FROM perflab_bank WHERE schema_version = {SCHEMA_VERSION}"
+            "SELECT MAX(scale) FROM {META_TABLE} WHERE schema_version = {SCHEMA_VERSION}"
         ))
         .await?)
 }
 
 /// The check's figures, read in one consistent snapshot.
-async fn figures(conn: &mut Conn) -> anyhow::Result<BankFigures> {
+async fn figures(conn: &mut Conn, t: &Tables) -> anyhow::Result<BankFigures> {
     conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         .await?;
     conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         .await?;
     let row: Option<mysql_async::Row> = conn
-        .query_first(
-            "SELECT (SELECT MAX(scale) FROM perflab_bank), (SELECT MAX(initial_total) FROM perflab_bank),
-                    (SELECT COUNT(*) FROM branches), (SELECT COUNT(*) FROM tellers), (SELECT COUNT(*) FROM accounts),
-                    (SELECT CAST(COALESCE(SUM(abalance), 0) AS SIGNED) FROM accounts),
-                    (SELECT CAST(COALESCE(SUM(tbalance), 0) AS SIGNED) FROM tellers),
-                    (SELECT CAST(COALESCE(SUM(bbalance), 0) AS SIGNED) FROM branches),
-                    (SELECT COUNT(*) FROM history),
-                    (SELECT CAST(COALESCE(SUM(delta), 0) AS SIGNED) FROM history),
-                    (SELECT COUNT(*) FROM accounts WHERE abalance < 0),
-                    (SELECT COALESCE(MIN(abalance), 0) FROM accounts)",
-        )
+        .query_first(format!(
+            "SELECT (SELECT MAX(scale) FROM {META_TABLE}), (SELECT MAX(initial_total) FROM {META_TABLE}),
+                    (SELECT COUNT(*) FROM {b}), (SELECT COUNT(*) FROM {te}), (SELECT COUNT(*) FROM {a}),
+                    (SELECT CAST(COALESCE(SUM(abalance), 0) AS SIGNED) FROM {a}),
+                    (SELECT CAST(COALESCE(SUM(tbalance), 0) AS SIGNED) FROM {te}),
+                    (SELECT CAST(COALESCE(SUM(bbalance), 0) AS SIGNED) FROM {b}),
+                    (SELECT COUNT(*) FROM {h}),
+                    (SELECT CAST(COALESCE(SUM(delta), 0) AS SIGNED) FROM {h}),
+                    (SELECT COUNT(*) FROM {a} WHERE abalance < 0),
+                    (SELECT COALESCE(MIN(abalance), 0) FROM {a})",
+            b = t.branches,
+            te = t.tellers,
+            a = t.accounts,
+            h = t.history,
+        ))
         .await?;
     conn.query_drop("COMMIT").await?;
     let row = row.context("the figures query returned nothing")?;
@@ -287,7 +356,7 @@ impl BankBackend for MyBank {
     fn figures(&self) -> anyhow::Result<BankFigures> {
         self.admin.block_on(async {
             let mut conn = connect(&self.target).await?;
-            let figures = figures(&mut conn).await;
+            let figures = figures(&mut conn, &self.tables).await;
             let _ = conn.disconnect().await;
             figures
         })

@@ -6,8 +6,10 @@
 
 use super::super::check::BankFigures;
 use super::super::ops::{ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
+use super::super::owned::{Catalog, LEDGER, MADE_BY};
 use super::super::sqlite::LoadReport;
 use super::super::Tables;
+use crate::error::PlanError;
 use crate::target::postgres::PgTarget;
 use anyhow::Context;
 use bytes::Bytes;
@@ -21,7 +23,8 @@ const COPY_STREAMS: i64 = 4;
 /// Version of the perflab layout's schema.
 const SCHEMA_VERSION: i64 = 1;
 
-/// Reuses a loaded bank of the same scale (after checking it) or loads one.
+/// Reuses a loaded bank of the same scale (after checking it) or loads
+/// one, replacing only tables perflab made.
 pub async fn prepare(
     client: &Client,
     target: &PgTarget,
@@ -30,7 +33,9 @@ pub async fn prepare(
     reload: bool,
     started: Instant,
 ) -> anyhow::Result<LoadReport> {
-    if !reload && loaded_scale(client, tables).await? == Some(i64::from(scale)) {
+    let found = catalog(client, tables).await?;
+    let loaded = loaded_scale_in(client, tables, &found).await?;
+    if !reload && loaded == Some(i64::from(scale)) {
         super::super::ensure_reusable(&figures(client, tables).await?, &target.display)?;
         return Ok(LoadReport {
             reused: true,
@@ -38,7 +43,20 @@ pub async fn prepare(
             elapsed: started.elapsed(),
         });
     }
-    let rows = load(client, target, tables, i64::from(scale))
+    let ours = match (found.replaceable(&tables, &target.display), loaded) {
+        (Ok(ours), _) => ours,
+        (Err(_), Some(held)) if tables.pgbench && !found.owns_all(&tables) => {
+            anyhow::bail!(PlanError::new(format!(
+                "pgbench's tables in {} hold scale {held}{}, and perflab did not make them; \
+                 give --scale {held} to run on them as they are, or rebuild them with \
+                 `pgbench -i -s {scale}`",
+                target.display,
+                if reload { " (--reload asked for)" } else { "" },
+            )))
+        }
+        (Err(e), _) => return Err(e.into()),
+    };
+    let rows = load(client, target, tables, i64::from(scale), &ours)
         .await
         .with_context(|| format!("cannot load the bank into {}", target.display))?;
     Ok(LoadReport {
@@ -48,31 +66,83 @@ pub async fn prepare(
     })
 }
 
-/// The scale of the bank in the database, if one is loaded.
-pub async fn loaded_scale(client: &Client, tables: Tables) -> anyhow::Result<Option<i64>> {
-    let meta = if tables.pgbench {
-        tables.branches
-    } else {
-        "perflab_bank"
-    };
-    let exists: bool = client
-        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&meta])
-        .await?
-        .get(0);
-    if !exists {
-        return Ok(None);
+/// What the catalog says of the bank's tables and perflab's ledger, as
+/// the connection's search path resolves their names.
+async fn catalog(client: &Client, tables: Tables) -> anyhow::Result<Catalog> {
+    let mut present = Vec::new();
+    for table in tables.all() {
+        let exists: bool = client
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+            .await?
+            .get(0);
+        if exists {
+            present.push(table);
+        }
     }
-    let sql = if tables.pgbench {
-        format!("SELECT count(*) FROM {}", tables.branches)
-    } else {
-        format!(
-            "SELECT max(scale)::bigint FROM perflab_bank WHERE schema_version = {SCHEMA_VERSION}"
+    let columns: Vec<String> = client
+        .query(
+            "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) \
+             AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            &[&LEDGER],
         )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut found = Catalog {
+        present,
+        ledger_columns: (!columns.is_empty()).then_some(columns),
+        listed: Vec::new(),
+    };
+    if found.ledger_is_ours() {
+        found.listed = client
+            .query(
+                &format!("SELECT table_name::text FROM {LEDGER} WHERE made_by = $1"),
+                &[&MADE_BY],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+    }
+    Ok(found)
+}
+
+/// The scale of the bank in the database, if one is loaded: perflab's
+/// layout only when every table is perflab's; pgbench's when its four
+/// tables are there, whoever made them.
+pub async fn loaded_scale(client: &Client, tables: Tables) -> anyhow::Result<Option<i64>> {
+    let found = catalog(client, tables).await?;
+    loaded_scale_in(client, tables, &found).await
+}
+
+async fn loaded_scale_in(
+    client: &Client,
+    tables: Tables,
+    found: &Catalog,
+) -> anyhow::Result<Option<i64>> {
+    let sql = match tables.meta {
+        None if found.present.len() == tables.all().len() => {
+            format!("SELECT count(*) FROM {}", tables.branches)
+        }
+        Some(meta) if found.owns_all(&tables) => {
+            format!("SELECT max(scale)::bigint FROM {meta} WHERE schema_version = {SCHEMA_VERSION}")
+        }
+        _ => return Ok(None),
     };
     Ok(client.query_one(&sql, &[]).await?.get(0))
 }
 
-async fn load(client: &Client, target: &PgTarget, t: Tables, scale: i64) -> anyhow::Result<u64> {
+/// Makes the layout's tables afresh and fills them. In one transaction,
+/// each table goes into perflab's ledger before it is made, and only
+/// `ours` (tables the ledger lists) are dropped.
+async fn load(
+    client: &Client,
+    target: &PgTarget,
+    t: Tables,
+    scale: i64,
+    ours: &[&str],
+) -> anyhow::Result<u64> {
     // pgbench's layout: int balances from 0; perflab's: bigint balances
     // opening at INITIAL_BALANCE per account (1,000.00).
     let (money, account, teller, branch) = if t.pgbench {
@@ -85,22 +155,41 @@ async fn load(client: &Client, target: &PgTarget, t: Tables, scale: i64) -> anyh
             INITIAL_BALANCE * ACCOUNTS_PER_BRANCH,
         )
     };
-    client
-        .batch_execute(&format!(
-            "DROP TABLE IF EXISTS perflab_bank, {h}, {a}, {te}, {b};
-             CREATE TABLE {b} (bid integer NOT NULL, bbalance {money}, filler char(88)) WITH (fillfactor = 100);
-             CREATE TABLE {te} (tid integer NOT NULL, bid integer, tbalance {money}, filler char(84)) WITH (fillfactor = 100);
-             CREATE TABLE {a} (aid integer NOT NULL, bid integer, abalance {money}, filler char(84)) WITH (fillfactor = 100);
-             CREATE TABLE {h} (tid integer, bid integer, aid integer, delta {money}, mtime timestamp, filler char(22));
-             INSERT INTO {b} SELECT g, {branch}, '' FROM generate_series(1, {scale}) g;
-             INSERT INTO {te} SELECT g, (g - 1) / {TELLERS_PER_BRANCH} + 1, {teller}, '' FROM generate_series(1, {tellers}) g;",
-            h = t.history,
-            a = t.accounts,
-            te = t.tellers,
-            b = t.branches,
-            tellers = scale * TELLERS_PER_BRANCH,
-        ))
-        .await?;
+    let mut ddl = format!(
+        "CREATE TABLE IF NOT EXISTS {LEDGER} (table_name text PRIMARY KEY, \
+         made_at timestamptz NOT NULL DEFAULT now(), made_by text NOT NULL);\n"
+    );
+    for table in t.all() {
+        let _ = writeln!(
+            ddl,
+            "INSERT INTO {LEDGER} VALUES ('{table}', now(), '{MADE_BY}') ON CONFLICT DO NOTHING;"
+        );
+    }
+    if !ours.is_empty() {
+        let _ = writeln!(ddl, "DROP TABLE {};", ours.join(", "));
+    }
+    if let Some(meta) = t.meta {
+        let _ = writeln!(
+            ddl,
+            "CREATE TABLE {meta} (scale bigint NOT NULL, initial_total bigint NOT NULL, \
+             loaded_at timestamptz NOT NULL DEFAULT now(), schema_version bigint NOT NULL);"
+        );
+    }
+    let _ = write!(
+        ddl,
+        "CREATE TABLE {b} (bid integer NOT NULL, bbalance {money}, filler char(88)) WITH (fillfactor = 100);
+         CREATE TABLE {te} (tid integer NOT NULL, bid integer, tbalance {money}, filler char(84)) WITH (fillfactor = 100);
+         CREATE TABLE {a} (aid integer NOT NULL, bid integer, abalance {money}, filler char(84)) WITH (fillfactor = 100);
+         CREATE TABLE {h} (tid integer, bid integer, aid integer, delta {money}, mtime timestamp, filler char(22));
+         INSERT INTO {b} SELECT g, {branch}, '' FROM generate_series(1, {scale}) g;
+         INSERT INTO {te} SELECT g, (g - 1) / {TELLERS_PER_BRANCH} + 1, {teller}, '' FROM generate_series(1, {tellers}) g;",
+        h = t.history,
+        a = t.accounts,
+        te = t.tellers,
+        b = t.branches,
+        tellers = scale * TELLERS_PER_BRANCH,
+    );
+    client.batch_execute(&ddl).await?;
 
     let accounts = scale * ACCOUNTS_PER_BRANCH;
     let per_stream = (accounts + COPY_STREAMS - 1) / COPY_STREAMS;
@@ -127,12 +216,10 @@ async fn load(client: &Client, target: &PgTarget, t: Tables, scale: i64) -> anyh
             }
         });
     futures_util::future::try_join_all(keys).await?;
-    if !t.pgbench {
+    if let Some(meta) = t.meta {
         client
             .batch_execute(&format!(
-                "CREATE TABLE perflab_bank (scale bigint NOT NULL, initial_total bigint NOT NULL,
-                     loaded_at timestamptz NOT NULL DEFAULT now(), schema_version bigint NOT NULL);
-                 INSERT INTO perflab_bank (scale, initial_total, schema_version)
+                "INSERT INTO {meta} (scale, initial_total, schema_version)
                      VALUES ({scale}, {total}, {SCHEMA_VERSION});",
                 total = accounts * account
             ))
@@ -185,10 +272,9 @@ async fn copy_accounts(
 
 /// The check's figures, read in one repeatable-read snapshot.
 pub async fn figures(client: &Client, t: Tables) -> anyhow::Result<BankFigures> {
-    let initial = if t.pgbench {
-        "0::bigint".to_string()
-    } else {
-        "(SELECT initial_total FROM perflab_bank LIMIT 1)".to_string()
+    let initial = match t.meta {
+        None => "0::bigint".to_string(),
+        Some(meta) => format!("(SELECT initial_total FROM {meta} LIMIT 1)"),
     };
     let sql = format!(
         "SELECT (SELECT count(*) FROM {b}),
