@@ -30,7 +30,17 @@ pub(super) struct Crew {
     /// One per worker: the start instant, or none to give up before starting.
     starters: Vec<mpsc::Sender<Option<Instant>>>,
     handles: Vec<JoinHandle<()>>,
+    /// Set by Ctrl-C or SIGTERM: the step ends within [`ABANDON_AFTER`].
+    interrupted: Arc<AtomicBool>,
 }
+
+/// How long after an interrupt the coordinator waits for its workers:
+/// one held in a blocking call (an operation stuck on a socket until its
+/// timeout) is left behind, its operations abandoned, so that a signal
+/// ends the run at once whatever the target does.
+const ABANDON_AFTER: Duration = Duration::from_millis(1500);
+/// How often the coordinator looks at the interrupt while it waits.
+const POLL: Duration = Duration::from_millis(50);
 
 impl Crew {
     /// Starts one worker thread per plan; each opens its sessions and waits.
@@ -62,6 +72,7 @@ impl Crew {
             events,
             starters,
             handles,
+            interrupted: interrupted.clone(),
         })
     }
 
@@ -70,12 +81,14 @@ impl Crew {
         events: mpsc::Receiver<WorkerEvent>,
         starters: Vec<mpsc::Sender<Option<Instant>>>,
         handles: Vec<JoinHandle<()>>,
+        interrupted: &Arc<AtomicBool>,
     ) -> Crew {
         Crew {
             workers: starters.len(),
             events,
             starters,
             handles,
+            interrupted: interrupted.clone(),
         }
     }
 
@@ -123,7 +136,11 @@ impl Crew {
         let merging = merge_intervals(&self, schedule, op_count, on_interval);
         let mut panicked = false;
         for h in self.handles {
-            panicked |= h.join().is_err();
+            // A worker left behind after an interrupt is not waited for:
+            // it ends with the process.
+            if merging.left_behind == 0 || h.is_finished() {
+                panicked |= h.join().is_err();
+            }
         }
         (merging, panicked)
     }
@@ -170,6 +187,12 @@ pub(super) struct Merging {
     live: Vec<bool>,
     /// The observer's first failure to keep an interval.
     pub(super) observer_error: Option<anyhow::Error>,
+    /// Ctrl-C or SIGTERM came before the step ended.
+    interrupted: bool,
+    /// Operations the workers abandoned in flight when interrupted.
+    abandoned: u64,
+    /// Workers that had not stopped [`ABANDON_AFTER`] an interrupt.
+    left_behind: usize,
 }
 
 /// One interval's tallies as the workers hand them over: merged while some
@@ -228,16 +251,32 @@ fn merge_intervals(
         lost: Vec::new(),
         live: vec![true; crew.workers],
         observer_error: None,
+        interrupted: false,
+        abandoned: 0,
+        left_behind: 0,
     };
     let mut finished = 0;
+    let mut interrupted_at = None;
     while finished + m.lost.len() < crew.workers {
-        match crew.events.recv() {
-            Ok(WorkerEvent::Interval {
+        if crew.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+            let at = *interrupted_at.get_or_insert_with(std::time::Instant::now);
+            if at.elapsed() >= ABANDON_AFTER {
+                m.left_behind = crew.workers - finished - m.lost.len();
+                break;
+            }
+        }
+        let event = match crew.events.recv_timeout(POLL) {
+            Ok(event) => event,
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        match event {
+            WorkerEvent::Interval {
                 worker,
                 index: slot,
                 tally,
                 length,
-            }) => {
+            } => {
                 let Some(entry) = m.merged.get_mut(slot) else {
                     continue;
                 };
@@ -270,7 +309,7 @@ fn merge_intervals(
                 }
                 m.settle(slot, schedule, on_interval);
             }
-            Ok(WorkerEvent::Lost { worker, why }) => {
+            WorkerEvent::Lost { worker, why } => {
                 m.lost.push((worker, why));
                 // It reports no more: every slot now waits only on the
                 // workers that still report.
@@ -281,12 +320,13 @@ fn merge_intervals(
                     m.settle(slot, schedule, on_interval);
                 }
             }
-            Ok(WorkerEvent::Finished) => finished += 1,
-            Ok(WorkerEvent::Failed(e)) => m.failure = Some(e),
-            Ok(WorkerEvent::Ready) => {}
-            Err(_) => break,
+            WorkerEvent::Finished => finished += 1,
+            WorkerEvent::Failed(e) => m.failure = Some(e),
+            WorkerEvent::Abandoned(n) => m.abandoned += n,
+            WorkerEvent::Ready => {}
         }
     }
+    m.interrupted = crew.interrupted.load(std::sync::atomic::Ordering::Relaxed);
     m
 }
 
@@ -372,16 +412,30 @@ impl Merging {
             .iter()
             .filter(|i| i.phase == Phase::Measured)
             .count();
-        let status = if self.measured_intervals == expected && !self.lost.is_empty() {
-            let said: Vec<&str> = self.lost.iter().map(|(_, why)| why.as_str()).collect();
-            StepStatus::Degraded(format!("{}; the step went on without it", said.join("; ")))
-        } else if self.measured_intervals == expected {
-            StepStatus::Ok
-        } else {
-            StepStatus::Partial(format!(
+        let status = if self.measured_intervals < expected || self.interrupted {
+            let mut why = format!(
                 "interrupted after {} of {expected} measured intervals",
                 self.measured_intervals
-            ))
+            );
+            if self.abandoned > 0 {
+                why.push_str(&format!(
+                    "; {} operations in flight abandoned",
+                    self.abandoned
+                ));
+            }
+            if self.left_behind > 0 {
+                why.push_str(&format!(
+                    "; {} of {} workers still held in an operation, abandoned",
+                    self.left_behind,
+                    self.live.len()
+                ));
+            }
+            StepStatus::Partial(why)
+        } else if !self.lost.is_empty() {
+            let said: Vec<&str> = self.lost.iter().map(|(_, why)| why.as_str()).collect();
+            StepStatus::Degraded(format!("{}; the step went on without it", said.join("; ")))
+        } else {
+            StepStatus::Ok
         };
         FinishedStep {
             index,

@@ -180,7 +180,7 @@ pub(super) fn spawn_crew(
                 .spawn(move || remote.run(&prepare, &start_rx))?,
         );
     }
-    Ok(Crew::assemble(events, starters, handles))
+    Ok(Crew::assemble(events, starters, handles, interrupted))
 }
 
 /// One generator as a worker of the crew.

@@ -184,7 +184,14 @@ fn one_step<W: Workload>(
             return Ok(Err(SweepEnd::Interrupted));
         }
         let summary = step_ref.summary();
-        if step_ref.status == StepStatus::Ok && summary.error_rate > plan.max_error_rate {
+        if step_ref.status == StepStatus::Ok && summary.completed == 0 && summary.errors == 0 {
+            // Nothing ended at all: a server that stalls is not a server
+            // that served 0/s without error.
+            step_ref.status = StepStatus::Failed(format!(
+                "no operation ended in the {} measured: the target answered nothing",
+                crate::units::format_duration(summary.measured)
+            ));
+        } else if step_ref.status == StepStatus::Ok && summary.error_rate > plan.max_error_rate {
             step_ref.status = StepStatus::Failed(format!(
                 "{:.1}% of operations failed, above --max-error-rate {:.1}%",
                 summary.error_rate * 100.0,

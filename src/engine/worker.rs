@@ -66,6 +66,9 @@ pub(super) enum WorkerEvent {
     /// A generator stopped answering in the middle of the step: the step
     /// goes on without it (it reports nothing more, not even `Finished`).
     Lost { worker: usize, why: String },
+    /// Operations still in flight when an interrupted worker stopped
+    /// waiting for them: abandoned, their outcome unknown.
+    Abandoned(u64),
     /// The worker has stopped and dropped its sessions.
     Finished,
 }
@@ -235,9 +238,17 @@ async fn ticker(
     state.stop.set(true);
     state.next_boundary.set(Instant::now());
     state.arrival.notify_waiters();
+    // Operations still running may finish within their timeout; once the
+    // user has asked to stop, within a short grace only, and the rest are
+    // abandoned (the signal must end the run at once, not in --timeout).
     let drain_start = Instant::now();
-    let deadline = drain_start + state.timeout + Duration::from_millis(100);
+    let mut deadline = drain_start + state.timeout + Duration::from_millis(100);
+    let mut stopping = false;
     while state.in_flight.get() > 0 && Instant::now() < deadline {
+        if !stopping && interrupted.load(Ordering::Relaxed) {
+            stopping = true;
+            deadline = deadline.min(Instant::now() + INTERRUPTED_DRAIN);
+        }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let tally = state.recorder.borrow_mut().take();
@@ -247,4 +258,13 @@ async fn ticker(
         tally,
         length: drain_start.elapsed(),
     });
+    let left = state.in_flight.get();
+    if left > 0 && interrupted.load(Ordering::Relaxed) {
+        let _ = events.send(WorkerEvent::Abandoned(
+            u64::try_from(left).unwrap_or(u64::MAX),
+        ));
+    }
 }
+
+/// How long an interrupted worker waits for the operations in flight.
+const INTERRUPTED_DRAIN: Duration = Duration::from_millis(300);

@@ -172,6 +172,86 @@ fn ctrl_c_and_sigterm_save_the_finished_steps_and_exit_130_and_143() {
     }
 }
 
+/// Waits for a child, ending it and failing the test if it has not ended
+/// by itself within `bound` (a bound on a hang, not a speed).
+fn wait_bounded(child: &mut std::process::Child, bound: Duration, what: &str) -> Option<i32> {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: perflab did not end within {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// With an operation stuck in the target (a stall far longer than the
+/// test waits), the first Ctrl-C or SIGTERM ends the run at once —
+/// whether it comes in the measured window or in the drain after the
+/// last step — not when the operation's timeout expires: the step is
+/// kept as partial, the operation abandoned, exit 130 or 143.
+#[test]
+fn the_first_signal_ends_a_run_with_an_operation_stuck() {
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        for (moment, duration) in [("window", "30s"), ("drain", "1s")] {
+            let dir = tempdir();
+            let store = dir.path().join("perflab.db");
+            let mut child = perflab_process(dir.path())
+                .args(
+                    format!(
+                        "run null --users 1 --warmup 0s --duration {duration} --stall 0s:300s --timeout 600s"
+                    )
+                    .split(' '),
+                )
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            assert!(
+                until_running_intervals(&store, 1) >= 1,
+                "{moment}: no interval stored"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+            // SAFETY: signalling a child we started, by its PID.
+            unsafe { libc::kill(child.id() as i32, signal) };
+            let what = format!("signal {signal} in the {moment}");
+            assert_eq!(
+                wait_bounded(&mut child, Duration::from_secs(60), &what),
+                Some(code),
+                "{what}"
+            );
+            let export: serde_json::Value =
+                serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+            assert_eq!(export["run"]["status"], "partial", "{what}");
+            let step = &export["steps"][0];
+            assert_eq!(step["status"], "partial", "{what}: {step}");
+            let reason = step["status_reason"].as_str().unwrap_or_default();
+            assert!(reason.contains("abandoned"), "{what}: {reason}");
+        }
+    }
+}
+
+/// A target that answers nothing for a whole step: no operation ended,
+/// no error either. That step failed (exit 1); it did not serve 0/s.
+#[test]
+fn a_step_in_which_no_operation_ended_failed() {
+    let dir = tempdir();
+    let (out, _) = perflab_expect(
+        dir.path(),
+        "run null --users 1 --warmup 0s --duration 1s --stall 0s:3s --timeout 30s",
+        1,
+    );
+    contains(&out, "no operation ended");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    assert_eq!(export["run"]["status"], "failed");
+    assert_eq!(export["steps"][0]["status"], "failed");
+}
+
 /// Intervals of the running step in the newest run of a store, and the
 /// rows of the store's steps and intervals in all.
 fn running_intervals(store: &std::path::Path) -> (i64, i64, i64) {
