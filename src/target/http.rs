@@ -3,9 +3,11 @@
 //! parsed and checked once, and resolved to socket addresses before the
 //! run. `https://` bases are spoken over TLS ([`super::tls`]).
 
+use crate::units::format_duration;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
 
 /// One base URL of an HTTP target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,7 +146,7 @@ pub struct ServerStatus {
 }
 
 /// How long one read of a status page may take.
-const STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl ServerStatus {
     /// The status page at `url` (`http://HOST:PORT/PATH`), checked by one read.
@@ -183,8 +185,7 @@ impl ServerStatus {
 
     /// One read of the page, parsed.
     fn read(&mut self) -> anyhow::Result<BTreeMap<String, f64>> {
-        let text = super::managed::nginx::get_text(self.addr, &self.path, STATUS_TIMEOUT)
-            .map_err(anyhow::Error::msg)?;
+        let text = get_text(self.addr, &self.path, STATUS_TIMEOUT).map_err(anyhow::Error::msg)?;
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head.split(' ').nth(1).unwrap_or_default();
         if status != "200" {
@@ -197,6 +198,60 @@ impl ServerStatus {
             anyhow::anyhow!("the page is neither stub_status nor server-status?auto")
         })
     }
+}
+
+/// The most of a reply [`get_text`] keeps.
+const REPLY_LIMIT: usize = 64 * 1024;
+
+/// A small GET with `Connection: close`, read whole (at most 64 KiB) with
+/// the whole exchange, connecting included, held to `within`: a server
+/// that trickles its reply, or never ends it, holds the caller no longer
+/// than that (a timeout on each read alone would wait for ever on a byte
+/// a second).
+pub fn get_text(addr: SocketAddr, path: &str, within: Duration) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + within;
+    let late = || {
+        format!(
+            "no whole reply from {addr} within {}",
+            format_duration(within)
+        )
+    };
+    let mut stream = TcpStream::connect_timeout(&addr, within).map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(within))
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut reply = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    while reply.len() < REPLY_LIMIT {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(late());
+        }
+        stream
+            .set_read_timeout(Some(left))
+            .map_err(|e| e.to_string())?;
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => reply.extend_from_slice(&chunk[..n.min(REPLY_LIMIT - reply.len())]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(late())
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(String::from_utf8_lossy(&reply).into_owned())
 }
 
 /// The figures of an nginx `stub_status` or Apache `server-status?auto` page.
@@ -276,6 +331,37 @@ mod tests {
         );
         let two = parse_bases("http://127.0.0.1:1/,http://127.0.0.2:1/").unwrap();
         assert_eq!(two.len(), 2);
+    }
+
+    /// A page that trickles a byte every 100 ms, for ever, ends in an error
+    /// once the exchange's time is up, not when the server stops.
+    #[test]
+    fn a_trickling_reply_is_cut_at_the_deadline() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = std::thread::spawn(move || {
+            let (mut peer, _) = listener.accept().expect("accept");
+            let mut request = [0u8; 512];
+            let _ = peer.read(&mut request);
+            let _ = peer.write_all(b"HTTP/1.1 200 OK\r\n");
+            // Bounded: stops when the client has gone (a write fails) or
+            // after a minute.
+            for _ in 0..600 {
+                std::thread::sleep(Duration::from_millis(100));
+                if peer.write_all(b"x").is_err() {
+                    break;
+                }
+            }
+        });
+        let e = get_text(addr, "/status", Duration::from_millis(500)).expect_err("trickled");
+        assert!(
+            e.contains("no whole reply") && e.contains("within 500ms"),
+            "{e}"
+        );
+        server
+            .join()
+            .expect("the server thread ends once the client has gone");
     }
 
     #[test]

@@ -22,8 +22,7 @@ use super::{
 use crate::error::PlanError;
 use crate::target::ServerOptions;
 use anyhow::Context;
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -439,32 +438,12 @@ fn configuration(
 
 /// One GET of the status page: `Ok` on a 200 reply.
 fn status_answers(addr: SocketAddr) -> Result<(), String> {
-    let text = get_text(addr, STATUS_PATH, Duration::from_secs(2))?;
+    let text = crate::target::http::get_text(addr, STATUS_PATH, Duration::from_secs(2))?;
     if text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200") {
         Ok(())
     } else {
         Err(text.lines().next().unwrap_or_default().to_string())
     }
-}
-
-/// A small GET with `Connection: close`, read whole (at most 64 KiB).
-pub fn get_text(addr: SocketAddr, path: &str, timeout: Duration) -> Result<String, String> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .and_then(|_| stream.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut body = Vec::new();
-    stream
-        .take(64 * 1024)
-        .read_to_end(&mut body)
-        .map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 #[cfg(test)]
