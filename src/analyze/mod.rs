@@ -26,6 +26,7 @@ pub use usl::UslFit;
 
 use crate::plan::{Level, Slo};
 use crate::store::StoredRun;
+use crate::target::{Network, Target};
 use host::{probe_sources, HostSource};
 use serde::Serialize;
 
@@ -79,8 +80,10 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let mut points = Vec::new();
     let mut left_out = Vec::new();
     let kernel_served = run.target_traits().kernel_served;
+    let network = run_network(run);
     for step in &run.steps {
         let mut p = StepPoint::of(step, source);
+        keep_links_that_carry(&mut p.resources, network);
         if kernel_served {
             // No server process: what it would use is in perflab's CPU.
             p.extras.server_cpus.get_or_insert(0.0);
@@ -111,6 +114,30 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     verdict.server_host = server_host;
     verdict.left_out = left_out;
     verdict
+}
+
+/// Which network the run's traffic crossed, from its stored target.
+fn run_network(run: &StoredRun) -> Network {
+    if run.target == "in-process" {
+        return Network::None;
+    }
+    Target::parse(&run.target).map_or(Network::Any, |t| t.network())
+}
+
+/// Keeps only the links that can have carried the run's traffic: none
+/// when it crossed no network, loopback's alone when every address it
+/// named was a loopback one. A link busy with others' traffic is no
+/// candidate for what stopped the run.
+fn keep_links_that_carry(resources: &mut Vec<points::ResourceUse>, network: Network) {
+    let loopback = |r: &points::ResourceUse| r.name.split(' ').nth(1) == Some("lo");
+    resources.retain(|r| {
+        r.kind != points::ResourceKind::Link
+            || match network {
+                Network::None => false,
+                Network::Loopback => loopback(r) && !r.name.contains("namespace"),
+                Network::Any => true,
+            }
+    });
 }
 
 /// Where a run's server resources were read: its first remote probe when
@@ -337,6 +364,42 @@ mod tests {
     use super::fixture::{mva_points, SHAPE};
     use super::*;
     use std::time::Duration;
+
+    /// A shaped link that carried none of the run's traffic (another
+    /// namespace's veth, a NIC beside a loopback run) is no candidate:
+    /// only loopback's links stay for a loopback run, none for a run that
+    /// crossed no network, all of them otherwise.
+    #[test]
+    fn only_links_that_carried_the_run_are_candidates() {
+        let link = |name: &str| points::ResourceUse {
+            name: name.to_string(),
+            kind: points::ResourceKind::Link,
+            servers: 1.0,
+            utilisation: 1.0,
+            saturation: None,
+            errors: None,
+        };
+        let all = || {
+            vec![
+                link("link veth-other (tbf)"),
+                link("link eth0 tx"),
+                link("link lo (tbf)"),
+                link("link lo in the server's namespace (tbf)"),
+                points::ResourceUse {
+                    kind: points::ResourceKind::Cpu,
+                    ..link("cpu")
+                },
+            ]
+        };
+        let kept = |network| {
+            let mut r = all();
+            keep_links_that_carry(&mut r, network);
+            r.into_iter().map(|r| r.name).collect::<Vec<_>>()
+        };
+        assert_eq!(kept(Network::Loopback), ["link lo (tbf)", "cpu"]);
+        assert_eq!(kept(Network::None), ["cpu"]);
+        assert_eq!(kept(Network::Any).len(), 5);
+    }
 
     fn within(a: f64, b: f64, share: f64) -> bool {
         (a - b).abs() <= share * b

@@ -289,6 +289,85 @@ impl Target {
     }
 }
 
+/// Which network a target's traffic crosses on this host: what a link
+/// must carry to be a candidate for what stopped the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// None: an embedded database, a file, a device, a directory, the
+    /// in-process stand-in, a server reached over a Unix socket.
+    None,
+    /// The loopback interface alone (every address the target names is
+    /// 127.0.0.0/8, ::1 or `localhost`).
+    Loopback,
+    /// Some interface of the host's, or a managed server's own link: any
+    /// link may carry it.
+    Any,
+}
+
+impl Target {
+    /// Which network the target's traffic crosses.
+    pub fn network(&self) -> Network {
+        let of_host = |host: &str| {
+            if host.is_empty() || host.starts_with('/') {
+                Network::None
+            } else if is_loopback_host(host) {
+                Network::Loopback
+            } else {
+                Network::Any
+            }
+        };
+        match self {
+            Target::Sqlite { .. }
+            | Target::File { .. }
+            | Target::Device { .. }
+            | Target::Dir { .. }
+            | Target::InProcess => Network::None,
+            // On loopback, or behind a link of their own in a namespace.
+            Target::PostgresManaged | Target::MariadbManaged | Target::NginxManaged => Network::Any,
+            Target::Http { bases } => {
+                if bases.iter().all(|b| is_loopback_host(&b.host)) {
+                    Network::Loopback
+                } else {
+                    Network::Any
+                }
+            }
+            Target::Postgres { url } | Target::Mysql { url } => of_host(&url_host(url)),
+        }
+    }
+}
+
+/// True for `localhost` and every loopback address.
+fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The host of a `scheme://[user[:password]@]host[:port][/…]` URL (empty
+/// when it names none, as a Unix socket's URL may; then a `host=` query
+/// parameter, when given, is the host).
+fn url_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = hostport.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        hostport.split([':', ',']).next().unwrap_or_default()
+    };
+    if !host.is_empty() {
+        return host.to_string();
+    }
+    rest[authority_end..]
+        .split(['?', '&'])
+        .find_map(|p| p.strip_prefix("host="))
+        .map(|h| h.replace("%2F", "/").replace("%2f", "/"))
+        .unwrap_or_default()
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.redacted())
@@ -405,6 +484,27 @@ fn redact_parameters(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_says_which_network_it_crosses() {
+        let net = |t: &str| Target::parse(t).expect(t).network();
+        assert_eq!(net("sqlite:bank.db"), Network::None);
+        assert_eq!(net("file:/tmp/x.bin"), Network::None);
+        assert_eq!(net("http://127.0.0.1:8080/"), Network::Loopback);
+        assert_eq!(
+            net("http://[::1]:8080/,http://localhost/"),
+            Network::Loopback
+        );
+        assert_eq!(net("http://127.0.0.1/,http://10.0.0.2/"), Network::Any);
+        assert_eq!(net("postgres://u:p@w@127.0.0.2:5432/db"), Network::Loopback);
+        assert_eq!(net("postgres://bank@db.example/bank"), Network::Any);
+        assert_eq!(
+            net("postgres:///bank?host=/var/run/postgresql"),
+            Network::None
+        );
+        assert_eq!(net("mysql://u:***@[::1]:3306/db"), Network::Loopback);
+        assert_eq!(net("nginx:managed"), Network::Any);
+    }
 
     #[test]
     fn passwords_are_redacted() {
