@@ -93,6 +93,8 @@ pub struct Client {
     in_exchange: bool,
     /// Connections opened so far.
     pub connects: u64,
+    /// The status of the last head read, until the next is awaited.
+    head_seen: Option<u16>,
 }
 
 /// How a reply's body is delimited.
@@ -124,6 +126,26 @@ impl Client {
             filled: 0,
             in_exchange: false,
             connects: 0,
+            head_seen: None,
+        }
+    }
+
+    /// What the server had sent of the reply under way when the exchange
+    /// was cut off (by a timeout): for a one-line error.
+    pub fn received(&self) -> String {
+        match self.head_seen {
+            Some(status) => {
+                format!("the head of an HTTP {status} reply, but not the whole body it announced")
+            }
+            None if self.filled == 0 => "nothing".to_string(),
+            None => {
+                let shown = &self.buf[..self.filled.min(48)];
+                format!(
+                    "{} bytes that do not make a whole HTTP head yet ({:?})",
+                    self.filled,
+                    crate::util::printable(&String::from_utf8_lossy(shown))
+                )
+            }
         }
     }
 
@@ -264,12 +286,27 @@ impl Client {
 
     /// Reads until a whole head is in the buffer and parses it.
     async fn read_head(&mut self) -> Result<Head, HeadError> {
+        self.head_seen = None;
         loop {
             if self.filled > 0 {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
                 let mut reply = httparse::Response::new(&mut headers);
                 match reply.parse(&self.buf[..self.filled]) {
-                    Ok(httparse::Status::Complete(len)) => return head_of(&reply, len),
+                    // An interim reply (100 Continue, 103 Early Hints):
+                    // the final one follows it.
+                    Ok(httparse::Status::Complete(len))
+                        if reply
+                            .code
+                            .is_some_and(|c| (100..200).contains(&c) && c != 101) =>
+                    {
+                        self.consume(len);
+                        continue;
+                    }
+                    Ok(httparse::Status::Complete(len)) => {
+                        let head = head_of(&reply, len);
+                        self.head_seen = head.as_ref().ok().map(|h| h.status);
+                        return head;
+                    }
                     Ok(httparse::Status::Partial) if self.filled < self.buf.len() => {}
                     Ok(httparse::Status::Partial) | Err(_) => return Err(HeadError::Garbage),
                 }
@@ -669,6 +706,55 @@ mod tests {
             let o = client.exchange(request, expect(20, Some(good ^ 1))).await;
             assert_eq!(o.result, OpResult::Error(ErrorKind::Corrupt));
         });
+    }
+
+    /// Interim replies before the final one are read past, not taken
+    /// for the reply (nor waited on until a timeout).
+    #[test]
+    fn interim_replies_are_read_past() {
+        let reply = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec();
+        let addr = peer(vec![reply], 2);
+        let rt = runtime();
+        let mut client = Client::new(addr, None);
+        let request = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
+        rt.block_on(async {
+            for _ in 0..2 {
+                let o = client.exchange(request, expect(2, None)).await;
+                assert_eq!((o.result, o.bytes), (OpResult::Ok, 2));
+            }
+        });
+        assert_eq!(client.connects, 1);
+    }
+
+    /// An exchange cut off by a timeout says what the server had sent.
+    #[test]
+    fn a_cut_off_exchange_says_what_arrived() {
+        let rt = runtime();
+        let request = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
+        for (reply, said) in [
+            (&b""[..], "nothing"),
+            (
+                b"HTTP/1.1 200 OK\r\nServ",
+                "21 bytes that do not make a whole HTTP head",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\nsome",
+                "the head of an HTTP 200 reply, but not the whole body",
+            ),
+        ] {
+            // Two requests due: the peer holds the connection open.
+            let addr = peer(vec![reply.to_vec()], 2);
+            let mut client = Client::new(addr, None);
+            let cut = rt.block_on(async {
+                tokio::time::timeout(
+                    Duration::from_millis(300),
+                    client.exchange(request, expect(5, None)),
+                )
+                .await
+            });
+            assert!(cut.is_err(), "{said}: the exchange ended");
+            assert!(client.received().contains(said), "{}", client.received());
+        }
     }
 
     #[test]

@@ -164,7 +164,8 @@ impl Shared {
                     "nothing accepts connections at {addr}; is the server running and listening there?"
                 ),
                 OpResult::Error(ErrorKind::Timeout) => format!(
-                    "{addr} accepted the connection but sent no HTTP reply to GET {url} within {} s; is it a web server, and not overloaded?",
+                    "{addr} accepted the connection but sent {} in answer to GET {url} within {} s; is it a web server, and not overloaded?",
+                    client.received(),
                     crate::target::HANDSHAKE.as_secs()
                 ),
                 OpResult::Error(ErrorKind::Http(404)) if self.files_generated => format!(
