@@ -260,9 +260,7 @@ async fn ticker(
     });
     let left = state.in_flight.get();
     if left > 0 && interrupted.load(Ordering::Relaxed) {
-        let _ = events.send(WorkerEvent::Abandoned(
-            u64::try_from(left).unwrap_or(u64::MAX),
-        ));
+        let _ = events.send(WorkerEvent::Abandoned(u64::from(left)));
     }
 }
 
