@@ -29,7 +29,7 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
     let (load, sweep) = load_and_sweep(args)?;
     let (warmup, duration, timeout) = timing(args)?;
     let (repeat, max_repeat) = repeats(args)?;
-    Ok(Plan {
+    let plan = Plan {
         workload,
         target: Some(target),
         load,
@@ -48,7 +48,42 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
         max_repeat,
         generators: generators(args)?,
         on_generator_loss: args.on_generator_loss,
-    })
+    };
+    if !plan.generators.is_empty() {
+        runs_on_generators(&plan, "--generators")?;
+    }
+    Ok(plan)
+}
+
+/// Whether the plan's workload can be offered by generators (`flag`
+/// names what asked for them): a workload that runs in this process only
+/// (its files or devices are this host's), or an embedded target that
+/// lives inside it, is refused before anything is made.
+pub fn runs_on_generators(plan: &Plan, flag: &str) -> Result<(), PlanError> {
+    let name = plan.workload.name();
+    let on_generators = crate::workload::generator_workloads();
+    if !on_generators.contains(&name) {
+        return Err(PlanError::flag(
+            flag,
+            format!("the {name} workload runs in this process only, not on generators"),
+            &format!(
+                "run it without generators; the workloads that run on generators are {}",
+                on_generators.join(", ")
+            ),
+        ));
+    }
+    if plan
+        .target
+        .as_ref()
+        .is_some_and(|t| t.kind == crate::target::Kind::Sqlite)
+    {
+        return Err(PlanError::flag(
+            flag,
+            "an embedded target (sqlite:) lives inside this process, where no generator can reach it",
+            "give a server target (postgres://, mysql://, a managed server) or drop the generators",
+        ));
+    }
+    Ok(())
 }
 
 /// The generators of `--generators` or `--generators-file`, each an

@@ -395,6 +395,23 @@ fn generators_that_cannot_serve_the_run_are_one_line_each() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
     assert!(!dir.path().join("g.db").exists(), "a store was made");
+    // A workload that runs in this process only is refused before any
+    // generator is asked and before its file is made.
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run disk --size 1MiB --target file:d.bin --duration 1s --store g.db --generators {at} --token-file {}",
+            token.display()
+        ),
+        2,
+    );
+    contains(
+        &err,
+        "--generators: the disk workload runs in this process only, not on generators",
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!dir.path().join("d.bin").exists(), "the disk file was made");
+    assert!(!dir.path().join("g.db").exists(), "a store was made");
     // A generator started without a token is refused at start.
     let (_, err) = perflab_expect(dir.path(), "agent --generate", 2);
     contains(
