@@ -157,11 +157,11 @@ fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError>
                     "drop --think when using --rate",
                 ));
             }
-            if args.connections == 0 {
+            if args.connections == 0 || args.connections > crate::plan::load::MAX_USERS {
                 return Err(PlanError::flag(
                     "--connections",
-                    "0 sessions cannot serve any arrival",
-                    "give 1 or more",
+                    format!("{} sessions cannot serve arrivals", args.connections),
+                    &format!("give 1 to {}", crate::plan::load::MAX_USERS),
                 ));
             }
             if args.max_outstanding == 0 {
@@ -181,6 +181,17 @@ fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError>
             )
         }
         (users, None) => {
+            let longest = match think {
+                ThinkTime::Uniform { max, .. } => max,
+                other => other.mean(),
+            };
+            if longest > crate::engine::MAX_WAIT {
+                return Err(PlanError::flag(
+                    "--think",
+                    "longer than a day",
+                    "give e.g. --think 1s or --think exp:500ms",
+                ));
+            }
             let sweep = match users {
                 Some(sweep) => sweep.clone(),
                 None => values::users(if args.quick { QUICK_USERS } else { DEFAULT_USERS })
@@ -221,6 +232,13 @@ fn timing(args: &CommonRunArgs) -> Result<(Duration, Duration, Duration), PlanEr
             "give e.g. --timeout 30s",
         ));
     }
+    if timeout > crate::engine::MAX_WAIT {
+        return Err(PlanError::flag(
+            "--timeout",
+            "longer than a day",
+            "give e.g. --timeout 30s",
+        ));
+    }
     Ok((warmup, duration, timeout))
 }
 
@@ -232,6 +250,13 @@ fn threads(args: &CommonRunArgs) -> Result<usize, PlanError> {
                 "--threads",
                 "0 threads cannot generate load",
                 "give 1 or more, or leave it out for one per CPU",
+            ))
+        }
+        Some(n) if n > crate::engine::MAX_THREADS => {
+            return Err(PlanError::flag(
+                "--threads",
+                format!("{n} threads is more than one process runs"),
+                &format!("give 1 to {}", crate::engine::MAX_THREADS),
             ))
         }
         Some(n) => n,
@@ -378,6 +403,14 @@ mod tests {
                 "--arrivals",
             ),
             (vec!["null", "--threads", "0"], "--threads"),
+            // Absurd values are refused, as a generator refuses them.
+            (vec!["null", "--threads", "100000"], "--threads"),
+            (vec!["null", "--timeout", "25h"], "--timeout"),
+            (vec!["null", "--think", "uniform:1s..25h"], "--think"),
+            (
+                vec!["null", "--rate", "10", "--connections", "4000000"],
+                "--connections",
+            ),
         ] {
             let err = plan(&args).unwrap_err().to_string();
             assert!(err.contains(flag), "{args:?}: {err}");
