@@ -331,6 +331,19 @@ fn bad_web_input_gets_one_line_and_exit_2() {
             "--nginx-set",
         ),
         ("run web --nginx-set 'a=b;'".to_string(), "--nginx-set"),
+        // Counts nginx would fork or allocate without end, or zero.
+        (
+            "run web --nginx-set worker_processes=99999999999".to_string(),
+            "--nginx-set: worker_processes=99999999999: give auto",
+        ),
+        (
+            "run web --nginx-set worker_processes=0".to_string(),
+            "--nginx-set: worker_processes=0: give auto",
+        ),
+        (
+            "run web --nginx-set worker_connections=99999999999".to_string(),
+            "--nginx-set: worker_connections=99999999999: give 1 to",
+        ),
         ("run web --verify-share 2".to_string(), "--verify-share"),
         ("run web --pipeline 0".to_string(), "--pipeline"),
         (
