@@ -129,15 +129,69 @@ impl ServerDir {
             .map(|l| l.trim().to_string())
     }
 
-    /// The lines of the log file `name` that contain `marker`, joined.
-    pub fn log_lines(&self, name: &str, marker: &str) -> String {
-        std::fs::read_to_string(self.path.join(name))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains(marker))
-            .collect::<Vec<_>>()
-            .join(" / ")
+    /// What the server said on the lines of its log `name` that hold
+    /// `marker`: the text after the marker (nginx's `PID#TID: ` dropped),
+    /// each once — nginx writes its error both to its log and, prefixed,
+    /// to its standard error, which goes to the same file.
+    pub fn said(&self, name: &str, marker: &str) -> Vec<String> {
+        let mut said: Vec<String> = Vec::new();
+        let text = std::fs::read(self.path.join(name)).unwrap_or_default();
+        for line in String::from_utf8_lossy(&text).lines() {
+            let Some(at) = line.find(marker) else {
+                continue;
+            };
+            let mut words = line[at + marker.len()..].trim();
+            if let Some((ids, rest)) = words.split_once(": ") {
+                if !ids.is_empty() && ids.bytes().all(|b| b.is_ascii_digit() || b == b'#') {
+                    words = rest.trim();
+                }
+            }
+            let words = crate::util::one_line(words);
+            if !words.is_empty() && !said.contains(&words) {
+                said.push(words);
+            }
+        }
+        said
     }
+}
+
+/// Why a managed server ended while it started, in one line: its exit
+/// status and its own words, then what to look at — the files it is given
+/// when it could not open one (it runs as `user`), the settings when some
+/// were given with `settings_flag`, and only then.
+pub fn start_failure(
+    server: &str,
+    status: &str,
+    said: &[String],
+    user: Option<&str>,
+    (settings_flag, settings_given): (&str, bool),
+) -> PlanError {
+    let words = if said.is_empty() {
+        "it wrote no error to its log".to_string()
+    } else {
+        format!("it said: {}", said.join(" / "))
+    };
+    let mut look = Vec::new();
+    if said.iter().any(|s| s.contains("Permission denied")) {
+        look.push(match user {
+            Some(user) => format!(
+                "it runs as the {user} user, who must be able to open every file and directory it is given"
+            ),
+            None => "check the permissions of the files and directories it is given".to_string(),
+        });
+    }
+    if settings_given {
+        look.push(format!("check the {settings_flag} values"));
+    }
+    if look.is_empty() {
+        look.push(format!(
+            "no {settings_flag} was given: this is the server's own failure"
+        ));
+    }
+    PlanError::new(format!(
+        "the managed {server} did not start ({status}): {words}; {}",
+        look.join("; ")
+    ))
 }
 
 impl Drop for ServerDir {

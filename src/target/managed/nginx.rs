@@ -33,6 +33,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// nginx's error log, in its directory.
 const LOG: &str = "error.log";
+/// The user nginx runs as when perflab is root.
+const USER: &str = "www-data";
 /// Where the managed nginx answers with `stub_status`.
 pub const STATUS_PATH: &str = "/perflab-nginx-status";
 
@@ -92,6 +94,10 @@ pub struct ManagedNginx {
     pub version: String,
     /// The directives as written into its configuration, in order.
     pub directives: Vec<(String, String)>,
+    /// The user it runs as (none: perflab's own).
+    user: Option<(u32, u32)>,
+    /// Whether `--nginx-set` gave any directive.
+    settings_given: bool,
 }
 
 /// Finds the nginx program: on PATH or in /usr/sbin.
@@ -211,7 +217,7 @@ impl ManagedNginx {
             ))
             .into());
         }
-        let user = server_user("www-data", "nginx")?;
+        let user = server_user(USER, "nginx")?;
         let mut leftovers = Leftovers::begin("nginx")?;
         let dir = ServerDir::create("nginx", "nginx", user, *keep, &mut leftovers)?;
         let link = link
@@ -324,6 +330,8 @@ impl ManagedNginx {
             tls: tls.is_some(),
             version,
             directives,
+            user,
+            settings_given: !settings.is_empty(),
         };
         server.wait_ready()?;
         Ok(server)
@@ -339,18 +347,14 @@ impl ManagedNginx {
             .wait_ready(START_TIMEOUT, Duration::from_millis(50), ready)
         {
             Ok(()) => Ok(()),
-            Err(NotReady::Exited(status)) => {
-                let emerg = self.dir.log_lines(LOG, "[emerg]");
-                Err(PlanError::new(format!(
-                    "the managed nginx did not start ({status}): {}; check the --nginx-set values",
-                    if emerg.is_empty() {
-                        "see its log".to_string()
-                    } else {
-                        emerg
-                    }
-                ))
-                .into())
-            }
+            Err(NotReady::Exited(status)) => Err(super::start_failure(
+                "nginx",
+                &status,
+                &self.dir.said(LOG, "[emerg]"),
+                self.user.map(|_| USER),
+                ("--nginx-set", self.settings_given),
+            )
+            .into()),
             Err(NotReady::Timeout(e)) => anyhow::bail!(
                 "the managed nginx did not answer in {} s: {e}",
                 START_TIMEOUT.as_secs()
