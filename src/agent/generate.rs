@@ -15,6 +15,14 @@
 //!
 //! A prepared share not started within [`START_WAIT`] gives up, so a
 //! coordinator that went away does not hold the sessions open.
+//!
+//! Every request is checked before anything is built: a share's part,
+//! threads, level, load, timeout and intervals within the bounds a plan
+//! takes ([`check_share`], `Split::check`), the workload's form by the
+//! workload (its headers one line each, its numbers in range), a start
+//! no later than [`START_WAIT`] from now. A bad request is a 400 with one
+//! line naming the field. Whatever the share's thread does — fail, give
+//! up, panic — it ends the share, so the next prepare is taken.
 
 use super::http::{Request, Response};
 use crate::engine::{run_share, Share, ShareEvent};
@@ -29,6 +37,63 @@ pub const START_WAIT: Duration = Duration::from_secs(120);
 
 /// How long a prepare may take to open its sessions.
 const PREPARE_WAIT: Duration = Duration::from_secs(120);
+
+/// The shortest interval a share is cut into, and the longest.
+const INTERVALS: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(3600));
+/// The longest step a share runs, warm-up and measured window together.
+const MAX_STEP: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The most intervals a share's step has (each is an event kept until
+/// the coordinator reads it).
+const MAX_INTERVALS: u128 = 1_000_000;
+
+/// Whether a share can run here: its split (part, threads, level, load,
+/// timeout) and its timing (an interval of [`INTERVALS`], a step of at
+/// most [`MAX_STEP`] in at most [`MAX_INTERVALS`] intervals, a measured
+/// window of at least one interval's minimum), in one line naming the
+/// field that cannot.
+fn check_share(share: &Share) -> Result<(), String> {
+    share.split.check(share.level)?;
+    let (shortest, longest) = INTERVALS;
+    if !(shortest..=longest).contains(&share.interval) {
+        return Err(format!(
+            "interval is {:?}; give {shortest:?} to {longest:?}",
+            share.interval
+        ));
+    }
+    if share.duration < shortest {
+        return Err(format!(
+            "duration is {:?}; a measured window under {shortest:?} measures nothing",
+            share.duration
+        ));
+    }
+    let step = share
+        .warmup
+        .checked_add(share.duration)
+        .filter(|step| *step <= MAX_STEP)
+        .ok_or_else(|| {
+            format!(
+                "warmup and duration add up to more than {} days",
+                MAX_STEP.as_secs() / 86_400
+            )
+        })?;
+    let intervals = step.as_nanos().div_ceil(share.interval.as_nanos()) + 1;
+    if intervals > MAX_INTERVALS {
+        return Err(format!(
+            "a step of {step:?} in intervals of {:?} has {intervals} of them; at most {MAX_INTERVALS}",
+            share.interval
+        ));
+    }
+    Ok(())
+}
+
+/// A panic's message, as a share's failure says it.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(ToString::to_string)
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_string())
+}
 
 /// The generator: the share running, if any.
 #[derive(Default)]
@@ -104,6 +169,12 @@ impl Generator {
             Ok(p) => p,
             Err(e) => return error(400, &format!("not a share: {e}")),
         };
+        if let Err(why) = check_share(&prepare.share) {
+            return error(400, &format!("share: {why}"));
+        }
+        if let Err(e) = crate::workload::check_generator_form(&prepare.workload, &prepare.form) {
+            return error(400, &crate::util::one_line(&format!("{e:#}")));
+        }
         let Ok(mut current) = self.current.lock() else {
             return error(500, "the generator's state is lost");
         };
@@ -131,12 +202,25 @@ impl Generator {
                         start: start_rx,
                         events: events.clone(),
                     };
-                    let built =
-                        crate::workload::on_generator(&prepare.workload, prepare.form, driver);
-                    if let Err(e) = built {
-                        if let Ok(mut events) = events.lock() {
-                            events
-                                .push(ShareEvent::Failed(crate::util::one_line(&format!("{e:#}"))));
+                    // A panic ends the share as a failure, as an error does.
+                    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        crate::workload::on_generator(&prepare.workload, prepare.form, driver)
+                    }));
+                    let failure = match built {
+                        Ok(Ok(())) => None,
+                        Ok(Err(e)) => Some(crate::util::one_line(&format!("{e:#}"))),
+                        Err(panic) => Some(format!(
+                            "the share's thread failed: {}",
+                            crate::util::one_line(&panic_message(panic.as_ref()))
+                        )),
+                    };
+                    // However the share ended — run, failed, never started
+                    // — it has ended: the next prepare is taken.
+                    if let Ok(mut events) = events.lock() {
+                        if !events.ended {
+                            events.push(ShareEvent::Failed(failure.unwrap_or_else(|| {
+                                "the share ended without running (no start came)".to_string()
+                            })));
                         }
                     }
                 })
@@ -177,8 +261,23 @@ impl Generator {
             Ok(s) => s,
             Err(e) => return error(400, &format!("not a start: {e}")),
         };
-        let at = SystemTime::UNIX_EPOCH
-            + Duration::from_nanos(u64::try_from(start.at_unix_ns).unwrap_or(u64::MAX));
+        // A start far ahead would hold the share's thread asleep past any
+        // stop: it comes within the wait a prepared share gives it.
+        let latest = unix_ns() + START_WAIT.as_nanos();
+        let Some(at) = u64::try_from(start.at_unix_ns)
+            .ok()
+            .filter(|ns| u128::from(*ns) <= latest)
+            .map(|ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns))
+        else {
+            return error(
+                400,
+                &format!(
+                    "at_unix_ns is {}; a start comes at most {} s from now",
+                    start.at_unix_ns,
+                    START_WAIT.as_secs()
+                ),
+            );
+        };
         let sent = self
             .current
             .lock()

@@ -14,4 +14,6 @@ pub use args::{
     WatchArgs,
 };
 pub use args::{DEFAULT_USERS, QUICK_USERS};
-pub use validate::{agent_access, parse_slos, plan_for, plan_from, server_selector};
+pub use validate::{
+    agent_access, parse_slos, plan_for, plan_from, runs_on_generators, server_selector,
+};

@@ -29,7 +29,7 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
     let (load, sweep) = load_and_sweep(args)?;
     let (warmup, duration, timeout) = timing(args)?;
     let (repeat, max_repeat) = repeats(args)?;
-    Ok(Plan {
+    let plan = Plan {
         workload,
         target: Some(target),
         load,
@@ -48,7 +48,42 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
         max_repeat,
         generators: generators(args)?,
         on_generator_loss: args.on_generator_loss,
-    })
+    };
+    if !plan.generators.is_empty() {
+        runs_on_generators(&plan, "--generators")?;
+    }
+    Ok(plan)
+}
+
+/// Whether the plan's workload can be offered by generators (`flag`
+/// names what asked for them): a workload that runs in this process only
+/// (its files or devices are this host's), or an embedded target that
+/// lives inside it, is refused before anything is made.
+pub fn runs_on_generators(plan: &Plan, flag: &str) -> Result<(), PlanError> {
+    let name = plan.workload.name();
+    let on_generators = crate::workload::generator_workloads();
+    if !on_generators.contains(&name) {
+        return Err(PlanError::flag(
+            flag,
+            format!("the {name} workload runs in this process only, not on generators"),
+            &format!(
+                "run it without generators; the workloads that run on generators are {}",
+                on_generators.join(", ")
+            ),
+        ));
+    }
+    if plan
+        .target
+        .as_ref()
+        .is_some_and(|t| t.kind == crate::target::Kind::Sqlite)
+    {
+        return Err(PlanError::flag(
+            flag,
+            "an embedded target (sqlite:) lives inside this process, where no generator can reach it",
+            "give a server target (postgres://, mysql://, a managed server) or drop the generators",
+        ));
+    }
+    Ok(())
 }
 
 /// The generators of `--generators` or `--generators-file`, each an
@@ -122,11 +157,11 @@ fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError>
                     "drop --think when using --rate",
                 ));
             }
-            if args.connections == 0 {
+            if args.connections == 0 || args.connections > crate::plan::load::MAX_USERS {
                 return Err(PlanError::flag(
                     "--connections",
-                    "0 sessions cannot serve any arrival",
-                    "give 1 or more",
+                    format!("{} sessions cannot serve arrivals", args.connections),
+                    &format!("give 1 to {}", crate::plan::load::MAX_USERS),
                 ));
             }
             if args.max_outstanding == 0 {
@@ -146,6 +181,17 @@ fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError>
             )
         }
         (users, None) => {
+            let longest = match think {
+                ThinkTime::Uniform { max, .. } => max,
+                other => other.mean(),
+            };
+            if longest > crate::engine::MAX_WAIT {
+                return Err(PlanError::flag(
+                    "--think",
+                    "longer than a day",
+                    "give e.g. --think 1s or --think exp:500ms",
+                ));
+            }
             let sweep = match users {
                 Some(sweep) => sweep.clone(),
                 None => values::users(if args.quick { QUICK_USERS } else { DEFAULT_USERS })
@@ -186,6 +232,13 @@ fn timing(args: &CommonRunArgs) -> Result<(Duration, Duration, Duration), PlanEr
             "give e.g. --timeout 30s",
         ));
     }
+    if timeout > crate::engine::MAX_WAIT {
+        return Err(PlanError::flag(
+            "--timeout",
+            "longer than a day",
+            "give e.g. --timeout 30s",
+        ));
+    }
     Ok((warmup, duration, timeout))
 }
 
@@ -197,6 +250,13 @@ fn threads(args: &CommonRunArgs) -> Result<usize, PlanError> {
                 "--threads",
                 "0 threads cannot generate load",
                 "give 1 or more, or leave it out for one per CPU",
+            ))
+        }
+        Some(n) if n > crate::engine::MAX_THREADS => {
+            return Err(PlanError::flag(
+                "--threads",
+                format!("{n} threads is more than one process runs"),
+                &format!("give 1 to {}", crate::engine::MAX_THREADS),
             ))
         }
         Some(n) => n,
@@ -343,6 +403,14 @@ mod tests {
                 "--arrivals",
             ),
             (vec!["null", "--threads", "0"], "--threads"),
+            // Absurd values are refused, as a generator refuses them.
+            (vec!["null", "--threads", "100000"], "--threads"),
+            (vec!["null", "--timeout", "25h"], "--timeout"),
+            (vec!["null", "--think", "uniform:1s..25h"], "--think"),
+            (
+                vec!["null", "--rate", "10", "--connections", "4000000"],
+                "--connections",
+            ),
         ] {
             let err = plan(&args).unwrap_err().to_string();
             assert!(err.contains(flag), "{args:?}: {err}");

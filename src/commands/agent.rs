@@ -1,4 +1,5 @@
-//! `perflab agent`: validate the flags, serve until Ctrl-C.
+//! `perflab agent`: validate the flags, serve until Ctrl-C or SIGTERM
+//! (exit 130 or 143) or `--idle-exit` (exit 0).
 
 use super::Exit;
 use crate::agent::{read_token, serve, AgentConfig};
@@ -34,9 +35,7 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
         _ => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone())?;
-    }
+    let signals = super::StopSignals::register(&stop)?;
     serve(
         AgentConfig {
             listen,
@@ -48,7 +47,8 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
         },
         stop,
     )?;
-    Ok(Exit::Ok)
+    // Stopped by a signal: 130 or 143, as every command; by --idle-exit: 0.
+    Ok(signals.exit(Exit::Ok))
 }
 
 /// The names a self-signed certificate carries: the address listened on

@@ -28,7 +28,9 @@ pub fn kube(args: &KubeArgs) -> anyhow::Result<Exit> {
             ))
         })?;
         match &cli.command {
-            Command::Run(run) => plan_from(run).map(|_| ()),
+            // Every run kube writes is offered by generators.
+            Command::Run(run) => plan_from(run)
+                .and_then(|(_, plan)| crate::cli::runs_on_generators(&plan, "perflab kube")),
             _ => Err(PlanError::new(
                 "after -- comes the run, as perflab takes it: -- run WORKLOAD FLAGS…",
             )),

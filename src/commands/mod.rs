@@ -127,3 +127,36 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
     }
 }
+
+/// Ctrl-C and SIGTERM for a command that serves until told to stop
+/// (`watch`, `agent`): each sets `stop`, and the first one's number is
+/// kept for the exit code ([`StopSignals::exit`]).
+pub(crate) struct StopSignals {
+    /// The number of the signal that came (0: none yet).
+    seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl StopSignals {
+    /// Registers SIGINT and SIGTERM on `stop`.
+    pub(crate) fn register(
+        stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::io::Result<Self> {
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // The number before the flag: whoever sees the flag finds it.
+            signal_hook::flag::register_usize(signal, seen.clone(), signal as usize)?;
+            signal_hook::flag::register(signal, stop.clone())?;
+        }
+        Ok(StopSignals { seen })
+    }
+
+    /// How a command stopped by a signal exits: 143 for SIGTERM, 130 for
+    /// Ctrl-C; `otherwise` when no signal came (a `--duration` ended).
+    pub(crate) fn exit(&self, otherwise: Exit) -> Exit {
+        match self.seen.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => otherwise,
+            n if n == signal_hook::consts::SIGTERM as usize => Exit::Terminated,
+            _ => Exit::Interrupted,
+        }
+    }
+}

@@ -49,8 +49,13 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         (signal_hook::consts::SIGINT, Exit::Interrupted),
         (signal_hook::consts::SIGTERM, Exit::Terminated),
     ] {
-        // A second one ends the process at once.
-        signal_hook::flag::register_conditional_shutdown(number, code as i32, interrupted.clone())?;
+        // A second one ends the process at once — unless a managed server
+        // lives, whose stop it then hurries (see target::managed::stop).
+        crate::target::managed::stop::register_second_signal(
+            number,
+            code as i32,
+            interrupted.clone(),
+        )?;
         signal_hook::flag::register_usize(number, signal.clone(), number as usize)?;
         signal_hook::flag::register(number, interrupted.clone())?;
     }

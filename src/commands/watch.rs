@@ -103,8 +103,8 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
     // A signal sets the flag and writes to the pipe, which wakes the sleep
     // below at once: no waking in slices to look at the flag.
     let (wake, waker) = std::os::unix::net::UnixStream::pair()?;
+    let signals = super::StopSignals::register(&stop)?;
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone())?;
         signal_hook::low_level::pipe::register(signal, waker.try_clone()?)?;
     }
     let mut source = open_source(args, groups)?;
@@ -118,7 +118,7 @@ pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
     loop {
         loop {
             if stop.load(Ordering::Relaxed) {
-                return Ok(Exit::Interrupted);
+                return Ok(signals.exit(Exit::Interrupted));
             }
             let now = Instant::now();
             if now >= next {

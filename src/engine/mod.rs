@@ -21,6 +21,6 @@ mod worker;
 pub use remote::{GeneratorLink, Generators};
 pub use schedule::{IntervalSpec, Schedule};
 pub use share::{run_share, Share, ShareEvent};
-pub use split::{Part, Split};
+pub use split::{Part, Split, MAX_THREADS, MAX_WAIT};
 pub use step::{FinishedStep, GeneratorStep, IntervalRecord, StepResult, StepStatus};
 pub use sweep::{coefficient_of_variation, run_sweep, run_sweep_on, SweepEnd, SweepObserver};

@@ -1,12 +1,22 @@
 //! How a step's load is dealt out: over the processes that offer it (a
 //! run's generators, or this process alone) and, in each, over its worker
-//! threads.
+//! threads. A split that came from outside the process (a coordinator's
+//! share, on a generator) is checked against the bounds here before any
+//! thread or session exists ([`Split::check`]).
 
 use super::schedule::Schedule;
 use super::worker::{self, WorkerLoad, WorkerPlan};
-use crate::plan::{Level, LoadModel, Plan};
+use crate::plan::load::{MAX_RATE, MAX_USERS, MIN_RATE};
+use crate::plan::{Level, LoadModel, Plan, ThinkTime};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The most parts a step's load is dealt into (the generators of a run).
+pub const MAX_PARTS: usize = 10_000;
+/// The most worker threads one process runs a step on.
+pub const MAX_THREADS: usize = 4096;
+/// The longest operation timeout, and the longest think time.
+pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 /// Which part of a step's load one process offers: the `k`-th of `n`
 /// (a generator among the run's generators; 0 of 1 for a local run).
@@ -33,6 +43,63 @@ pub struct Split {
 }
 
 impl Split {
+    /// Whether a step at `level` can run on this split, in one line
+    /// naming the field that cannot: a part within the parts, threads,
+    /// users, connections and rates within the bounds a plan takes, a
+    /// timeout and think times above zero and at most [`MAX_WAIT`].
+    pub fn check(&self, level: Level) -> Result<(), String> {
+        let Part { k, n } = self.part;
+        if !(1..=MAX_PARTS).contains(&n) {
+            return Err(format!(
+                "part.n is {n}; a step is dealt to 1 to {MAX_PARTS} parts"
+            ));
+        }
+        if k >= n {
+            return Err(format!("part.k is {k}; it must be below part.n ({n})"));
+        }
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return Err(format!(
+                "threads is {}; give 1 to {MAX_THREADS}",
+                self.threads
+            ));
+        }
+        if self.timeout.is_zero() || self.timeout > MAX_WAIT {
+            return Err(format!(
+                "timeout is {:?}; give more than 0 and at most {:?}",
+                self.timeout, MAX_WAIT
+            ));
+        }
+        match level {
+            Level::Users(users) if !(1..=MAX_USERS).contains(&users) => {
+                return Err(format!("level is {users} users; give 1 to {MAX_USERS}"))
+            }
+            Level::Rate(rate) if !(MIN_RATE..=MAX_RATE).contains(&rate) => {
+                return Err(format!(
+                    "level is a rate of {rate:e}/s; give {MIN_RATE} to {MAX_RATE} per second"
+                ))
+            }
+            _ => {}
+        }
+        match self.load {
+            LoadModel::Closed { think } => check_think(think),
+            LoadModel::Open {
+                connections,
+                max_outstanding,
+                ..
+            } => {
+                if !(1..=MAX_USERS).contains(&connections) {
+                    return Err(format!(
+                        "load.connections is {connections}; give 1 to {MAX_USERS}"
+                    ));
+                }
+                if max_outstanding == 0 {
+                    return Err("load.max_outstanding is 0; give 1 or more".to_string());
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// The plan's split of a step over this process's threads.
     pub fn of(plan: &Plan, part: Part) -> Self {
         Split {
@@ -43,6 +110,28 @@ impl Split {
             part,
         }
     }
+}
+
+/// A think time that can be drawn: waits at most [`MAX_WAIT`], a uniform
+/// range whose lower bound is not above its upper one.
+fn check_think(think: ThinkTime) -> Result<(), String> {
+    let longest = match think {
+        ThinkTime::Zero => Duration::ZERO,
+        ThinkTime::Fixed { wait } => wait,
+        ThinkTime::Exponential { mean } => mean,
+        ThinkTime::Uniform { min, max } => {
+            if min > max {
+                return Err(format!(
+                    "load.think ranges from {min:?} down to {max:?}; the lower bound must come first"
+                ));
+            }
+            max
+        }
+    };
+    if longest > MAX_WAIT {
+        return Err(format!("load.think is {longest:?}; at most {MAX_WAIT:?}"));
+    }
+    Ok(())
 }
 
 /// Splits a step's load over the worker threads of one part. Closed-loop
@@ -59,6 +148,8 @@ pub(super) fn worker_plans(
     schedule: &Arc<Schedule>,
 ) -> Vec<WorkerPlan> {
     let step_seed = worker::stream_seed(split.seed, index as u64);
+    // Checked splits only reach here; the guards below keep a split that
+    // was not from dividing by zero or overflowing all the same.
     let Part { k, n } = split.part;
     let n = n.max(1);
     let mine = |total: u32| -> Vec<u32> { (0..total).filter(|u| *u as usize % n == k).collect() };
@@ -89,13 +180,16 @@ pub(super) fn worker_plans(
                         ..
                     },
                 ) => {
-                    let all = (workers * n) as f64;
+                    let all = workers.saturating_mul(n) as u64;
                     WorkerLoad::Open {
-                        rate: rate / all,
+                        rate: rate / all as f64,
                         arrivals,
-                        max_outstanding: max_outstanding.div_ceil((workers * n) as u32).max(1),
+                        max_outstanding: u32::try_from(
+                            u64::from(max_outstanding).div_ceil(all).max(1),
+                        )
+                        .unwrap_or(u32::MAX),
                         first_arrival: crate::units::saturating_secs(
-                            (k * workers + w) as f64 / rate,
+                            (k as f64 * workers as f64 + w as f64) / rate,
                         ),
                     }
                 }
@@ -106,7 +200,7 @@ pub(super) fn worker_plans(
             };
             WorkerPlan {
                 index: w,
-                stream: (k * 4096 + w) as u64,
+                stream: (k as u64).wrapping_mul(4096).wrapping_add(w as u64),
                 users,
                 load,
                 seed: step_seed,
@@ -161,6 +255,95 @@ mod tests {
         let whole = worker_plans(&split(closed, 0, 1), 0, Level::Users(10), &schedule());
         assert_eq!(whole[0].users, vec![0, 2, 4, 6, 8]);
         assert_eq!(whole[1].users, vec![1, 3, 5, 7, 9]);
+    }
+
+    /// A split from outside is checked field by field, in one line each;
+    /// a part count past `u32` (which once divided by zero) is refused,
+    /// and even unchecked it deals out without a panic.
+    #[test]
+    fn a_split_from_outside_is_checked_and_never_divides_by_zero() {
+        let open = LoadModel::Open {
+            arrivals: Arrivals::Poisson,
+            connections: 8,
+            max_outstanding: 64,
+        };
+        let closed = LoadModel::Closed {
+            think: ThinkTime::Zero,
+        };
+        assert!(split(open, 0, 3).check(Level::Rate(100.0)).is_ok());
+        assert!(split(closed, 2, 3).check(Level::Users(10)).is_ok());
+        let huge = 4_294_967_296;
+        for (s, level, says) in [
+            (
+                split(open, 0, huge),
+                Level::Rate(100.0),
+                "part.n is 4294967296",
+            ),
+            (split(open, 0, 0), Level::Rate(100.0), "part.n is 0"),
+            (split(open, 3, 3), Level::Rate(100.0), "part.k is 3"),
+            (
+                split(open, 0, 1),
+                Level::Rate(f64::NAN),
+                "level is a rate of NaN",
+            ),
+            (split(open, 0, 1), Level::Rate(0.0), "level is a rate of 0"),
+            (
+                split(open, 0, 1),
+                Level::Rate(f64::INFINITY),
+                "level is a rate of inf",
+            ),
+            (split(closed, 0, 1), Level::Users(0), "level is 0 users"),
+            (
+                split(closed, 0, 1),
+                Level::Users(u32::MAX),
+                "level is 4294967295 users",
+            ),
+            (
+                split(
+                    LoadModel::Closed {
+                        think: ThinkTime::Uniform {
+                            min: Duration::from_secs(2),
+                            max: Duration::from_secs(1),
+                        },
+                    },
+                    0,
+                    1,
+                ),
+                Level::Users(1),
+                "load.think ranges from 2s down to 1s",
+            ),
+            (
+                split(
+                    LoadModel::Open {
+                        arrivals: Arrivals::Uniform,
+                        connections: 0,
+                        max_outstanding: 1,
+                    },
+                    0,
+                    1,
+                ),
+                Level::Rate(1.0),
+                "load.connections is 0",
+            ),
+        ] {
+            let e = s.check(level).unwrap_err();
+            assert!(e.starts_with(says), "{e}");
+        }
+        let mut many = split(closed, 0, 1);
+        many.threads = MAX_THREADS + 1;
+        assert!(many
+            .check(Level::Users(1))
+            .unwrap_err()
+            .starts_with("threads is"));
+        many.threads = 2;
+        many.timeout = Duration::ZERO;
+        assert!(many
+            .check(Level::Users(1))
+            .unwrap_err()
+            .starts_with("timeout is"));
+        // Unchecked, the old divide by zero: (2 workers × 2^32) as u32 = 0.
+        let plans = worker_plans(&split(open, 0, huge), 0, Level::Rate(100.0), &schedule());
+        assert!(!plans.is_empty());
     }
 
     /// An open loop's rate is divided over every worker of every part,

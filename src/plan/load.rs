@@ -164,6 +164,9 @@ impl fmt::Display for Level {
     }
 }
 
+/// The most users (or open-loop connections) a step takes.
+pub const MAX_USERS: u32 = 1_000_000;
+
 /// The lowest rate a sweep takes, per second (one operation in 1000 s):
 /// below it the gap between arrivals is no length of time worth running.
 pub const MIN_RATE: f64 = 0.001;
@@ -182,9 +185,9 @@ impl Sweep {
         let values = parse_series(text)?;
         let mut levels = Vec::with_capacity(values.len());
         for v in values {
-            if v < 1.0 || v.fract() != 0.0 || v > 1_000_000.0 {
+            if v < 1.0 || v.fract() != 0.0 || v > f64::from(MAX_USERS) {
                 return Err(format!(
-                    "'{text}': users must be whole numbers from 1 to 1000000"
+                    "'{text}': users must be whole numbers from 1 to {MAX_USERS}"
                 ));
             }
             levels.push(Level::Users(v as u32));

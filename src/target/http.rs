@@ -65,6 +65,35 @@ impl HttpBase {
         })
     }
 
+    /// Whether a base that came from outside the process (a generator's
+    /// form) is one [`HttpBase::parse`] could have made: a host that fits
+    /// a Host header, a port, a path of visible characters from `/` to
+    /// `/`. One line saying what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        // The characters parse takes in a host.
+        if self.host.is_empty()
+            || !self
+                .host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'))
+        {
+            return Err("the host is not a name or an address".to_string());
+        }
+        if self.port == 0 {
+            return Err("port 0 is no port".to_string());
+        }
+        if !self.path.starts_with('/')
+            || !self.path.ends_with('/')
+            || !self
+                .path
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#')
+        {
+            return Err("the path is not /…/ of visible characters without '?' or '#'".to_string());
+        }
+        Ok(())
+    }
+
     /// The base as written back: `http://host:port/path/`.
     pub fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };

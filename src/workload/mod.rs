@@ -17,8 +17,8 @@ mod registry;
 pub mod web;
 
 pub use registry::{
-    generator_workloads, names_text as registry_names, on_generator, CheckChoice, RunChoice,
-    Validated, NAMES,
+    check_generator_form, generator_workloads, names_text as registry_names, on_generator,
+    CheckChoice, RunChoice, Validated, NAMES,
 };
 
 use crate::error::PlanError;
@@ -81,6 +81,14 @@ pub trait Kind {
 
     /// Whether [`Kind::on_generator`] builds the workload.
     const ON_GENERATORS: bool = false;
+
+    /// Checks a form a generator was sent before anything is built from
+    /// it: it came from outside the process, so every field is checked
+    /// (one line naming the field that is wrong).
+    fn check_form(form: &serde_json::Value) -> Result<(), PlanError> {
+        let _ = form;
+        Ok(())
+    }
 }
 
 /// Runs a started workload's sweep: what `perflab run` gives a workload's

@@ -102,6 +102,27 @@ macro_rules! workloads {
             Err(PlanError::new(format!("'{name}' is not a workload of this perflab")).into())
         }
 
+        /// Checks the form of the workload named `name` that a generator
+        /// was sent: a workload of this perflab that runs on generators,
+        /// its form checked by the workload.
+        pub fn check_generator_form(name: &str, form: &serde_json::Value) -> Result<(), PlanError> {
+            $(
+                if name == <$kind as Kind>::NAME {
+                    if !<$kind as Kind>::ON_GENERATORS {
+                        return Err(PlanError::new(format!(
+                            "workload: {name} does not run on generators; they run {}",
+                            generator_workloads().join(", ")
+                        )));
+                    }
+                    return <$kind as Kind>::check_form(form);
+                }
+            )+
+            Err(PlanError::new(format!(
+                "workload: '{}' is not a workload of this perflab",
+                crate::util::one_line(&name.chars().take(40).collect::<String>())
+            )))
+        }
+
         /// The workloads that run on generators.
         pub fn generator_workloads() -> Vec<&'static str> {
             let mut out = Vec::new();

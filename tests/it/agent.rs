@@ -102,14 +102,23 @@ impl Agent {
         let _ = child.wait();
     }
 
-    /// Stops the agent and returns what it logged.
-    pub fn stop(mut self) -> String {
+    /// Stops the agent with Ctrl-C (exit 130) and returns what it logged.
+    pub fn stop(self) -> String {
+        let (code, log) = self.stop_with(libc::SIGINT);
+        assert_eq!(code, Some(130), "{log}");
+        log
+    }
+
+    /// Sends the agent `signal` (by its PID); its exit code and its log.
+    pub fn stop_with(mut self, signal: i32) -> (Option<i32>, String) {
         let child = self.child.take().unwrap();
         // SAFETY: signalling the agent this test started, by its PID.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        unsafe { libc::kill(child.id() as i32, signal) };
         let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(0));
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 }
 
@@ -487,4 +496,46 @@ fn beyond_loopback_an_agent_is_asked_in_tls_only() {
     plain.join().unwrap();
     assert_eq!(code, 2, "{err}");
     contains(&err, "does not speak TLS");
+}
+
+/// A signal ends the agent and `watch` as it ends a run: 130 for Ctrl-C,
+/// 143 for SIGTERM, whichever command it is.
+#[test]
+fn the_agent_and_watch_exit_130_on_ctrl_c_and_143_on_sigterm() {
+    use std::io::BufRead;
+    let dir = tempdir();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "t0ken-5ecret-4b1d\n").unwrap();
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let agent = Agent::start(dir.path(), &token_file);
+        let (exit, log) = agent.stop_with(signal);
+        assert_eq!(exit, Some(code), "agent, signal {signal}: {log}");
+
+        let mut watch = crate::support::perflab_process(dir.path())
+            .args(["watch", "--interval", "100ms", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Signalled once it is sampling.
+        let mut lines = std::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+        assert!(
+            lines.next().is_some_and(|l| l.is_ok()),
+            "watch printed no sample"
+        );
+        // SAFETY: signalling the watch this test started, by its PID.
+        unsafe { libc::kill(watch.id() as i32, signal) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = watch.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "watch did not end on signal {signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(code), "watch, signal {signal}");
+    }
 }

@@ -395,6 +395,23 @@ fn generators_that_cannot_serve_the_run_are_one_line_each() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
     assert!(!dir.path().join("g.db").exists(), "a store was made");
+    // A workload that runs in this process only is refused before any
+    // generator is asked and before its file is made.
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run disk --size 1MiB --target file:d.bin --duration 1s --store g.db --generators {at} --token-file {}",
+            token.display()
+        ),
+        2,
+    );
+    contains(
+        &err,
+        "--generators: the disk workload runs in this process only, not on generators",
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!dir.path().join("d.bin").exists(), "the disk file was made");
+    assert!(!dir.path().join("g.db").exists(), "a store was made");
     // A generator started without a token is refused at start.
     let (_, err) = perflab_expect(dir.path(), "agent --generate", 2);
     contains(
@@ -691,4 +708,263 @@ fn three_generators_in_their_own_namespaces_load_one_nginx() {
     for agent in three.agents {
         agent.stop();
     }
+}
+
+/// POSTs `body` to a generator's `path` with the token: the status and
+/// the body of the answer.
+fn post_to(port: u16, path: &str, body: &serde_json::Value) -> (u16, String) {
+    let answer = ureq::post(&format!("http://127.0.0.1:{port}{path}"))
+        .set("Authorization", "Bearer t0ken-5ecret-4b1d-generators")
+        .timeout(std::time::Duration::from_secs(150))
+        .send_json(body.clone());
+    match answer {
+        Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
+        Err(e) => panic!("{path}: {e}"),
+    }
+}
+
+/// A share of the null workload, one user for a second.
+fn null_share() -> serde_json::Value {
+    serde_json::json!({
+        "index": 0,
+        "level": {"kind": "users", "value": 1},
+        "split": {
+            "load": {"kind": "closed", "think": {"kind": "zero"}},
+            "threads": 1,
+            "seed": 7,
+            "timeout": 5.0,
+            "part": {"k": 0, "n": 1}
+        },
+        "warmup": 0.0,
+        "duration": 1.0,
+        "interval": 1.0
+    })
+}
+
+/// Sets `value` at the JSON pointer `at` of a copy of `json`.
+fn with(json: &serde_json::Value, at: &str, value: serde_json::Value) -> serde_json::Value {
+    let mut out = json.clone();
+    *out.pointer_mut(at).unwrap_or_else(|| panic!("no {at}")) = value;
+    out
+}
+
+/// Hostile requests, each with the token, to a real generator on
+/// loopback: a part count past `u32` (which divided by zero and wedged
+/// the agent), a zero interval (which ran it out of memory), NaN and
+/// infinite rates, zero and endless numbers everywhere, a request header
+/// holding CRLF (which was sent on to the target as a header of its own),
+/// a start a century ahead. Each is a 400 with one line naming the field;
+/// nothing reaches the target; and the generator takes a good share after
+/// them, and after a share that was prepared and never started.
+#[test]
+fn hostile_shares_are_a_400_in_one_line_and_never_wedge_the_generator() {
+    let dir = tempdir();
+    let token = token(dir.path());
+    let generator = Agent::start_with(dir.path(), &token, &["--generate"], "127.0.0.1");
+    let port = generator.port;
+    let null = |share: serde_json::Value| {
+        serde_json::json!({
+            "workload": "null",
+            "form": {"service": 0.001, "stall": null},
+            "share": share,
+        })
+    };
+    let share = null_share();
+    let rate = with(
+        &with(
+            &share,
+            "/split/load",
+            serde_json::json!({"kind": "open", "arrivals": "poisson", "connections": 2, "max_outstanding": 8}),
+        ),
+        "/level",
+        serde_json::json!({"kind": "rate", "value": 100.0}),
+    );
+    let cases = [
+        (
+            null(with(
+                &rate,
+                "/split/part/n",
+                serde_json::json!(4_294_967_296u64),
+            )),
+            "share: part.n is 4294967296",
+        ),
+        (
+            null(with(&share, "/split/part/n", serde_json::json!(0))),
+            "share: part.n is 0",
+        ),
+        (
+            null(with(&share, "/split/part/k", serde_json::json!(1))),
+            "share: part.k is 1",
+        ),
+        (
+            null(with(&share, "/interval", serde_json::json!(0.0))),
+            "share: interval is 0ns",
+        ),
+        (
+            null(with(&share, "/duration", serde_json::json!(1e12))),
+            "share: warmup and duration add up to more than 30 days",
+        ),
+        (
+            null(with(&share, "/split/threads", serde_json::json!(1_000_000))),
+            "share: threads is 1000000",
+        ),
+        (
+            null(with(&share, "/split/timeout", serde_json::json!(0.0))),
+            "share: timeout is 0ns",
+        ),
+        (
+            null(with(
+                &share,
+                "/level/value",
+                serde_json::json!(4_000_000_000u64),
+            )),
+            "share: level is 4000000000 users",
+        ),
+        (
+            null(with(&rate, "/level/value", serde_json::json!(1e300))),
+            "share: level is a rate of",
+        ),
+        (
+            null(with(
+                &rate,
+                "/split/load/max_outstanding",
+                serde_json::json!(0),
+            )),
+            "share: load.max_outstanding is 0",
+        ),
+        (
+            serde_json::json!({"workload": "null", "form": {"service": 1e15, "stall": null}, "share": share}),
+            "form.service is",
+        ),
+        (
+            serde_json::json!({"workload": "disk", "form": {}, "share": share}),
+            "workload: disk does not run on generators",
+        ),
+        (
+            serde_json::json!({"workload": "nope", "form": {}, "share": share}),
+            "workload: 'nope' is not a workload",
+        ),
+    ];
+    for (body, says) in &cases {
+        let (status, answer) = post_to(port, "/v1/generate/prepare", body);
+        assert_eq!(status, 400, "{says}: {answer}");
+        contains(&answer, says);
+        assert!(!answer.contains('\n'), "{answer}");
+    }
+    // NaN is not JSON: serde refuses it as it is sent.
+    let nan = ureq::post(&format!("http://127.0.0.1:{port}/v1/generate/prepare"))
+        .set("Authorization", "Bearer t0ken-5ecret-4b1d-generators")
+        .send_string(
+            &null(rate.clone())
+                .to_string()
+                .replace("\"value\":100.0", "\"value\":NaN"),
+        );
+    assert!(matches!(nan, Err(ureq::Error::Status(400, _))), "{nan:?}");
+
+    // A web share whose header holds CRLF, aimed at a listener of the
+    // test: refused, and the listener is never reached.
+    let target = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    target.set_nonblocking(true).unwrap();
+    let at = target.local_addr().unwrap();
+    use clap::Parser;
+    let cli = perflab::cli::Cli::try_parse_from([
+        "perflab",
+        "run",
+        "web",
+        "--target",
+        &format!("http://{at}/"),
+    ])
+    .unwrap();
+    let perflab::cli::Command::Run(run) = cli.command else {
+        panic!("not run")
+    };
+    let Ok((perflab::workload::Validated::Web(spec), _)) = perflab::cli::plan_from(&run) else {
+        panic!("not a web run")
+    };
+    let form = |headers: serde_json::Value, path: &str| {
+        serde_json::json!({
+            "spec": spec,
+            "headers": headers,
+            "files": [{"path": path, "size": null, "checksum": null, "class": 0, "weight": 1.0, "source": null, "seed": null}],
+            "bases": [[{"tls": false, "host": "127.0.0.1", "port": at.port(), "path": "/"}, at.to_string()]],
+        })
+    };
+    let web = |form: serde_json::Value| serde_json::json!({"workload": "web", "form": form, "share": share});
+    for (body, says) in [
+        (
+            web(form(
+                serde_json::json!([["X-A", "b\r\nInjected: yes"]]),
+                "a",
+            )),
+            "form.headers[0] (X-A): the value holds a line break",
+        ),
+        (
+            web(form(serde_json::json!([["X-A\r\nInjected", "yes"]]), "a")),
+            "form.headers[0]: the name is not an HTTP token",
+        ),
+        (
+            web(form(
+                serde_json::json!([]),
+                "a HTTP/1.1\r\nInjected: yes\r\n\r\nGET /b",
+            )),
+            "form.files[0].path holds a space",
+        ),
+        (
+            web(with(
+                &form(serde_json::json!([]), "a"),
+                "/bases/0/0/host",
+                serde_json::json!("h\r\nInjected: yes"),
+            )),
+            "form.bases[0]: the host is not a name or an address",
+        ),
+        (
+            web(with(
+                &form(serde_json::json!([]), "a"),
+                "/files/0/class",
+                serde_json::json!(9),
+            )),
+            "form.files[0].class is 9",
+        ),
+        (
+            web(with(
+                &form(serde_json::json!([]), "a"),
+                "/files/0/weight",
+                serde_json::json!(-1.0),
+            )),
+            "form.files[0].weight is -1",
+        ),
+    ] {
+        let (status, answer) = post_to(port, "/v1/generate/prepare", &body);
+        assert_eq!(status, 400, "{says}: {answer}");
+        contains(&answer, says);
+    }
+    assert!(
+        matches!(target.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "a refused share reached the target"
+    );
+
+    // A start centuries ahead would hold the share asleep past any stop.
+    let (status, answer) = post_to(port, "/v1/generate/prepare", &null(share.clone()));
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = post_to(
+        port,
+        "/v1/generate/start",
+        &serde_json::json!({"at_unix_ns": u64::MAX}),
+    );
+    assert_eq!(status, 400, "{answer}");
+    contains(&answer, "at_unix_ns is");
+    // Prepared and never started: stopped, it ends, and the next prepare
+    // is taken (this one then runs to its end).
+    post_to(port, "/v1/generate/stop", &serde_json::json!({}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (status, answer) = loop {
+        let (status, answer) = post_to(port, "/v1/generate/prepare", &null(share.clone()));
+        if status != 409 || std::time::Instant::now() > deadline {
+            break (status, answer);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status, 200, "the generator is wedged: {answer}");
+    generator.stop();
 }

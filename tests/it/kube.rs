@@ -222,6 +222,15 @@ fn a_run_kube_cannot_carry_is_one_line() {
         ("run null --store x.db", "--store is set by perflab kube"),
         ("run null --users 0", "--users"),
         ("show 1", "after -- comes the run"),
+        // Generators cannot offer a workload that runs in one process.
+        (
+            "run disk --size 1MiB --target file:x.bin",
+            "the disk workload runs in this process only, not on generators",
+        ),
+        (
+            "run bank --target sqlite:x.db",
+            "an embedded target (sqlite:)",
+        ),
     ] {
         let (_, err) = perflab_expect(
             dir.path(),
@@ -232,4 +241,6 @@ fn a_run_kube_cannot_carry_is_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
     assert!(!dir.path().join("m.yaml").exists());
+    assert!(!dir.path().join("x.bin").exists());
+    assert!(!dir.path().join("x.db").exists());
 }

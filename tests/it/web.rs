@@ -331,6 +331,19 @@ fn bad_web_input_gets_one_line_and_exit_2() {
             "--nginx-set",
         ),
         ("run web --nginx-set 'a=b;'".to_string(), "--nginx-set"),
+        // Counts nginx would fork or allocate without end, or zero.
+        (
+            "run web --nginx-set worker_processes=99999999999".to_string(),
+            "--nginx-set: worker_processes=99999999999: give auto",
+        ),
+        (
+            "run web --nginx-set worker_processes=0".to_string(),
+            "--nginx-set: worker_processes=0: give auto",
+        ),
+        (
+            "run web --nginx-set worker_connections=99999999999".to_string(),
+            "--nginx-set: worker_connections=99999999999: give 1 to",
+        ),
         ("run web --verify-share 2".to_string(), "--verify-share"),
         ("run web --pipeline 0".to_string(), "--pipeline"),
         (
@@ -465,4 +478,304 @@ fn pipelined_requests_are_all_answered_and_checked() {
         served >= read as f64 && served - read as f64 <= 2.0 * 8.0 + intervals + 2.0,
         "nginx served {served}, perflab read {read}"
     );
+}
+
+/// A key file that nginx's user cannot read (0600, root's) stops a
+/// managed nginx: the one line quotes nginx's own error once and says
+/// who must read the file, and names no --nginx-set when none was given.
+/// With a setting nginx refuses at start, the line names --nginx-set.
+#[test]
+fn a_managed_nginx_that_cannot_start_quotes_nginx_and_blames_only_what_was_given() {
+    use std::os::unix::fs::PermissionsExt;
+    let certs = tempdir();
+    let (_, cert, key) = certificates(certs.path());
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let dir = tempdir();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run web --nginx-tls-cert {} --nginx-tls-key {} --insecure --users 1 {SHORT}",
+            cert.display(),
+            key.display()
+        ),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(&err, "cannot load certificate key");
+    assert_eq!(
+        err.matches("cannot load certificate key").count(),
+        1,
+        "{err}"
+    );
+    contains(&err, "Permission denied");
+    contains(&err, "www-data");
+    assert!(!err.contains("--nginx-set"), "{err}");
+    // A setting `nginx -t` takes (run as root) but nginx's user cannot
+    // follow at start: a log in a directory it cannot write.
+    let closed = tempdir();
+    std::fs::set_permissions(closed.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run web --nginx-set access_log={}/a.log --users 1 {SHORT}",
+            closed.path().display()
+        ),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(&err, "--nginx-set");
+}
+
+/// The processes of the session `sid` (a managed server's), from /proc.
+fn session_members(sid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let fields: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect();
+            fields.first() != Some(&"Z") && fields.get(3) == Some(&sid.to_string().as_str())
+        })
+        .collect()
+}
+
+/// Every process a managed nginx forks is held together — its session,
+/// and its cgroup as root — and killed as one on stop: workers whose
+/// master was killed (left to PID 1, as 602 of them once were) do not
+/// survive the server's drop.
+#[test]
+fn a_managed_nginx_leaves_no_process_behind_even_when_its_master_dies_first() {
+    let server = ManagedNginx::start(&perflab::target::ServerOptions {
+        settings: vec![("worker_processes".to_string(), "4".to_string())],
+        ..Default::default()
+    })
+    .expect("nginx starts");
+    let master = server.pid();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while session_members(master).len() < 5 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let members = session_members(master);
+    assert_eq!(members.len(), 5, "the master and 4 workers: {members:?}");
+    // As root, its cgroup holds them all.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let held = server
+            .cgroup()
+            .and_then(|c| c.holding_dir())
+            .expect("a managed server runs in a cgroup as root")
+            .to_path_buf();
+        let procs = std::fs::read_to_string(held.join("cgroup.procs")).unwrap();
+        for pid in &members {
+            assert!(
+                procs.lines().any(|l| l.trim() == pid.to_string()),
+                "{pid} is not in {}: {procs}",
+                held.display()
+            );
+        }
+    }
+    // The master dies first: its workers are orphans.
+    // SAFETY: signalling the nginx master this test started, by its PID.
+    unsafe { libc::kill(master as i32, libc::SIGKILL) };
+    let dir = server.dir().to_path_buf();
+    drop(server);
+    assert!(
+        session_members(master).is_empty(),
+        "left behind: {:?}",
+        session_members(master)
+    );
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+}
+
+/// The ledger entry of the perflab process `pid`, once it names a
+/// process (nginx has been spawned): its parts as JSON.
+fn ledger_parts(pid: u32) -> Option<Vec<serde_json::Value>> {
+    let dir = perflab::target::managed::ledger::ledger_dir();
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("{pid}-")) && name.ends_with(".json") {
+            let text = std::fs::read_to_string(entry.path()).ok()?;
+            let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+            let parts = json["parts"].as_array()?.clone();
+            if parts.iter().any(|p| p["kind"] == "process") {
+                return Some(parts);
+            }
+        }
+    }
+    None
+}
+
+/// Whether the ledger still has an entry of the perflab process `pid`.
+fn ledger_has(pid: u32) -> bool {
+    std::fs::read_dir(perflab::target::managed::ledger::ledger_dir())
+        .map(|d| {
+            d.flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{pid}-"))
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// The status of the store's newest run, if it has one.
+fn newest_status(store: &std::path::Path) -> Option<String> {
+    let conn = rusqlite::Connection::open(store).ok()?;
+    let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
+    conn.query_row(
+        "SELECT status FROM runs ORDER BY id DESC LIMIT 1",
+        [],
+        |r| r.get(0),
+    )
+    .ok()
+}
+
+/// Intervals stored so far, over all runs.
+fn stored_intervals(store: &std::path::Path) -> i64 {
+    let Ok(conn) = rusqlite::Connection::open(store) else {
+        return 0;
+    };
+    let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
+    conn.query_row("SELECT count(*) FROM intervals", [], |r| r.get(0))
+        .unwrap_or(0)
+}
+
+/// A run on a managed nginx, signalled by the test at three moments —
+/// while nginx starts, under load, and as the run ends and nginx is
+/// stopped — in three ways: two quick SIGTERMs, two quick Ctrl-Cs, and
+/// SIGTERM to perflab then to its whole process group (what `timeout`
+/// does). Each time perflab ends by itself with nothing left behind:
+/// nginx and every process of its session stopped, its directory and its
+/// cgroup removed, its ledger entry cleared, and no run left `running`.
+#[test]
+fn whatever_signals_come_and_whenever_a_managed_nginx_is_stopped_and_removed() {
+    use std::os::unix::process::CommandExt;
+    // Two signals of a kind sent at once may merge into one delivery: the
+    // second is sent a moment after, as a user's second Ctrl-C is.
+    let moment = || std::thread::sleep(std::time::Duration::from_millis(100));
+    type Signals = fn(i32, &dyn Fn());
+    let term_twice: Signals = |pid, moment| {
+        // SAFETY: signalling the perflab this test started, by its PID.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        moment();
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    };
+    let int_twice: Signals = |pid, moment| {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        moment();
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+    };
+    let as_timeout_does: Signals = |pid, moment| {
+        // SAFETY: as above; the group is perflab's own (process_group(0)).
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        moment();
+        // SAFETY: as above.
+        unsafe { libc::kill(-pid, libc::SIGTERM) };
+    };
+    for when in ["start", "load", "stop"] {
+        for (how, send) in [
+            ("two SIGTERMs", term_twice),
+            ("two Ctrl-Cs", int_twice),
+            ("as timeout does", as_timeout_does),
+        ] {
+            let case = format!("{how} at {when}");
+            let dir = tempdir();
+            let store = dir.path().join("perflab.db");
+            let log = std::fs::File::create(dir.path().join("out.txt")).unwrap();
+            let duration = if when == "stop" { "1s" } else { "20s" };
+            let mut child = crate::support::perflab_process(dir.path())
+                .args([
+                    "run",
+                    "web",
+                    "--target",
+                    "nginx:managed",
+                    "--rate",
+                    "200",
+                    "--connections",
+                    "1",
+                    "--warmup",
+                    "0s",
+                    "--duration",
+                    duration,
+                ])
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            let mut parts = None;
+            // Until the moment comes (or perflab ended by itself).
+            loop {
+                assert!(std::time::Instant::now() < deadline, "{case}: no moment");
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if parts.is_none() {
+                    parts = ledger_parts(pid);
+                }
+                let ready = parts.is_some()
+                    && match when {
+                        "start" => true,
+                        "load" => stored_intervals(&store) >= 1,
+                        _ => newest_status(&store).is_some_and(|s| s != "running"),
+                    };
+                if ready {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            let parts = parts.unwrap_or_else(|| panic!("{case}: no ledger entry"));
+            send(pid as i32, &moment);
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{case}: perflab did not end"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            };
+            let said = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
+            assert!(status.code().is_some(), "{case}: killed ({status}): {said}");
+            if when != "stop" {
+                let code = if how == "two Ctrl-Cs" { 130 } else { 143 };
+                assert_eq!(status.code(), Some(code), "{case}: {said}");
+            }
+            assert!(!ledger_has(pid), "{case}: the ledger entry is left: {said}");
+            for part in &parts {
+                match part["kind"].as_str() {
+                    Some("process") => {
+                        let master = part["id"]["pid"].as_u64().unwrap() as u32;
+                        assert!(
+                            session_members(master).is_empty(),
+                            "{case}: nginx's processes are left: {:?}",
+                            session_members(master)
+                        );
+                    }
+                    Some("dir" | "cgroup") => {
+                        let path = std::path::Path::new(part["path"].as_str().unwrap());
+                        assert!(!path.exists(), "{case}: {} is left", path.display());
+                    }
+                    _ => {}
+                }
+            }
+            assert_ne!(
+                newest_status(&store).as_deref(),
+                Some("running"),
+                "{case}: the run is left running: {said}"
+            );
+        }
+    }
 }

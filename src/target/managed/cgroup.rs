@@ -1,4 +1,6 @@
-//! The cgroup made for one managed server: its memory (`--pg-memory`,
+//! The cgroup made for one managed server: every process it forks, kept
+//! together so that all of them are killed as one when it stops (nothing
+//! it forked survives perflab); its memory (`--pg-memory`,
 //! `--mariadb-memory`) and its disk I/O (`--disk-*`, see [`super::disk`]).
 //! For memory, the server and every process it forks are charged
 //! for their memory and their page cache together, and held to the limit
@@ -10,8 +12,15 @@
 //! from the kernel's admin-guide/cgroup-v1/memory.rst and cgroup-v2.rst.
 //!
 //! Under v1 each controller is a hierarchy of its own, so the server's
-//! cgroup is one directory per controller (memory, blkio); under v2 it is
-//! one directory. The server joins it between fork and exec, by writing
+//! cgroup is one directory per controller: freezer (or, without it, pids)
+//! to hold every process, memory and blkio for the limits; under v2 it is
+//! one directory. Perflab makes one for every managed server when it is
+//! root; otherwise only when a limit asks for one (which needs root), and
+//! the server's session is all that holds its processes together
+//! ([`super::stop`]). Its processes are killed as one when it is dropped:
+//! v2's `cgroup.kill`, or the cgroup frozen (no process can fork while
+//! its siblings are killed), each process killed, then thawed. The
+//! server joins it between fork and exec, by writing
 //! `0` (the writer itself) to each `cgroup.procs` through a file opened
 //! before the fork: the
 //! kernel checks the opener's rights, so the server may already have
@@ -44,6 +53,12 @@ pub const PREFIX: &str = "perflab-server-";
 /// The cgroup of one server: a directory per controller (one under v2).
 pub struct ServerCgroup {
     dirs: Vec<PathBuf>,
+    /// The directory that holds every process (v2's one; v1's freezer or
+    /// pids), and how its processes are killed as one.
+    holder: Option<(PathBuf, Holder)>,
+    /// The directories of the memory limit and of the disk limits.
+    memory_dir: Option<PathBuf>,
+    io_dir: Option<PathBuf>,
     /// Each directory's `cgroup.procs`, opened for writing while perflab
     /// is root.
     procs: Vec<File>,
@@ -53,16 +68,39 @@ pub struct ServerCgroup {
     pub io: Option<IoThrottle>,
 }
 
-/// What a server's cgroup is: each directory to make and the files
-/// written in it (a name ending in `?` only where the kernel has it).
-type Plan = Vec<(PathBuf, Vec<(&'static str, String)>)>;
+/// How the processes of a holding cgroup are killed as one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    /// cgroup v2: `cgroup.kill` (Linux 5.14), else frozen with
+    /// `cgroup.freeze` while each is killed.
+    V2,
+    /// v1's freezer: frozen with `freezer.state` while each is killed.
+    Freezer,
+    /// v1's pids: each killed, until none is left.
+    Pids,
+}
+
+/// What each directory of a server's cgroup is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Holds(Holder),
+    Memory,
+    Io,
+}
+
+/// What a server's cgroup is: each directory to make, what it is for,
+/// and the files written in it (a name ending in `?` only where the
+/// kernel has it). Under v2 one directory has every role.
+type Plan = Vec<(PathBuf, Vec<Role>, Vec<(&'static str, String)>)>;
 
 /// The directories and files of cgroup `name` under the hierarchies
 /// mounted at `root`: one directory under v2 (whose root then has the
-/// controllers turned on for its children), one per controller under v1.
+/// controllers turned on for its children), one per controller under v1
+/// — the holding one (freezer, else pids) only when `hold`.
 fn plan(
     root: &Path,
     name: &str,
+    hold: bool,
     memory: Option<Bytes>,
     io: Option<&IoThrottle>,
     flag: &str,
@@ -82,12 +120,28 @@ fn plan(
             let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
             files.push(("io.max", io.limits.v2_line(io.device)));
         }
-        plan.push((root.join(name), files));
+        let mut roles = vec![Role::Holds(Holder::V2)];
+        roles.extend(memory.map(|_| Role::Memory));
+        roles.extend(io.map(|_| Role::Io));
+        plan.push((root.join(name), roles, files));
         return Ok(plan);
+    }
+    if hold {
+        let holder = [("freezer", Holder::Freezer), ("pids", Holder::Pids)]
+            .into_iter()
+            .find(|(hierarchy, _)| root.join(hierarchy).join("cgroup.procs").is_file());
+        if let Some((hierarchy, holder)) = holder {
+            plan.push((
+                root.join(hierarchy).join(name),
+                vec![Role::Holds(holder)],
+                Vec::new(),
+            ));
+        }
     }
     if let Some(limit) = memory {
         plan.push((
             root.join("memory").join(name),
+            vec![Role::Memory],
             vec![
                 ("memory.limit_in_bytes", limit.0.to_string()),
                 // Memory and swap together, no more than memory alone.
@@ -96,9 +150,13 @@ fn plan(
         ));
     }
     if let Some(io) = io {
-        plan.push((root.join("blkio").join(name), io.limits.v1_files(io.device)));
+        plan.push((
+            root.join("blkio").join(name),
+            vec![Role::Io],
+            io.limits.v1_files(io.device),
+        ));
     }
-    for (dir, _) in &plan {
+    for (dir, _, _) in &plan {
         let hierarchy = dir.parent().unwrap_or(root);
         if !hierarchy.is_dir() {
             anyhow::bail!(PlanError::flag(
@@ -115,9 +173,10 @@ fn plan(
 }
 
 impl ServerCgroup {
-    /// The cgroup a managed server whose files are in `dir` runs in: its
-    /// memory limit and its I/O limits on the disk under `dir`; none when
-    /// it has neither.
+    /// The cgroup a managed server whose files are in `dir` runs in: one
+    /// that holds all its processes when perflab is root, with its memory
+    /// limit and its I/O limits on the disk under `dir`; none when
+    /// perflab is not root and no limit is asked for.
     pub fn for_server(
         dir: &Path,
         memory: Option<Bytes>,
@@ -128,9 +187,17 @@ impl ServerCgroup {
         let io = io
             .map(|limits| super::disk::throttle_under(dir, limits))
             .transpose()?;
-        (memory.is_some() || io.is_some())
-            .then(|| Self::create(memory, io, flag, leftovers))
-            .transpose()
+        if memory.is_some() || io.is_some() {
+            return Self::create(memory, io, flag, leftovers).map(Some);
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Ok(None);
+        }
+        // Only to hold the processes: where the hierarchy cannot be
+        // written (a container's read-only cgroupfs), the server's session
+        // is what holds them.
+        Ok(Self::create(None, None, flag, leftovers).ok())
     }
 
     /// Makes a cgroup holding its processes to `memory` (memory and page
@@ -172,17 +239,27 @@ impl ServerCgroup {
         );
         let mut cgroup = ServerCgroup {
             dirs: Vec::new(),
+            holder: None,
+            memory_dir: None,
+            io_dir: None,
             procs: Vec::new(),
             memory,
             io: io.clone(),
         };
-        let plan = plan(Path::new(ROOT), &name, memory, io.as_ref(), flag)?;
+        let plan = plan(Path::new(ROOT), &name, true, memory, io.as_ref(), flag)?;
         // From here on a failure removes what was made (the value dropped).
-        for (dir, files) in plan {
+        for (dir, roles, files) in plan {
             leftovers.add(Part::Cgroup { path: dir.clone() })?;
             std::fs::create_dir(&dir)
                 .with_context(|| format!("cannot make the server's cgroup {}", dir.display()))?;
             cgroup.dirs.push(dir.clone());
+            for role in roles {
+                match role {
+                    Role::Holds(holder) => cgroup.holder = Some((dir.clone(), holder)),
+                    Role::Memory => cgroup.memory_dir = Some(dir.clone()),
+                    Role::Io => cgroup.io_dir = Some(dir.clone()),
+                }
+            }
             for (file, value) in files {
                 // A name ending in `?` is written only where it exists.
                 let (file, optional) = match file.strip_suffix('?') {
@@ -208,28 +285,95 @@ impl ServerCgroup {
 
     /// Each `cgroup.procs`, open for writing: a process that writes `0`
     /// to them joins the cgroup (see [`super::Placement`]).
-    pub fn procs_fds(&self) -> [Option<RawFd>; 2] {
-        [
-            self.procs.first().map(|f| f.as_raw_fd()),
-            self.procs.get(1).map(|f| f.as_raw_fd()),
-        ]
+    pub fn procs_fds(&self) -> Vec<RawFd> {
+        self.procs.iter().map(AsRawFd::as_raw_fd).collect()
     }
 
     /// The directory of its memory limit (v1's memory hierarchy, or v2's).
     pub fn memory_dir(&self) -> Option<&Path> {
-        self.memory?;
-        self.dirs.first().map(PathBuf::as_path)
+        self.memory_dir.as_deref()
     }
 
     /// The directory of its disk limits.
     pub fn io_dir(&self) -> Option<&Path> {
-        self.io.as_ref()?;
-        self.dirs.last().map(PathBuf::as_path)
+        self.io_dir.as_deref()
+    }
+
+    /// The directory that holds every one of its processes, if any.
+    pub fn holding_dir(&self) -> Option<&Path> {
+        self.holder.as_ref().map(|(dir, _)| dir.as_path())
+    }
+
+    /// Kills every process in it, as one: none can fork a new one while
+    /// the others are killed.
+    pub fn kill_all(&self) {
+        if let Some((dir, holder)) = &self.holder {
+            kill_all_in(dir, *holder);
+        }
+    }
+}
+
+/// A cgroup file and a value written to it.
+type FileValue = (&'static str, &'static str);
+
+/// The pids in a cgroup directory.
+fn procs_in(dir: &Path) -> Vec<libc::pid_t> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Kills the processes of the cgroup `dir` as one (see the module's
+/// header), and waits (bounded) until none is left.
+fn kill_all_in(dir: &Path, holder: Holder) {
+    if procs_in(dir).is_empty() {
+        return;
+    }
+    if holder == Holder::V2 && std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {
+        wait_empty(dir);
+        return;
+    }
+    // The file that freezes the cgroup, and what freezes and thaws it.
+    let (freeze, thaw): (Option<FileValue>, Option<FileValue>) = match holder {
+        Holder::V2 => (Some(("cgroup.freeze", "1")), Some(("cgroup.freeze", "0"))),
+        Holder::Freezer => (
+            Some(("freezer.state", "FROZEN")),
+            Some(("freezer.state", "THAWED")),
+        ),
+        Holder::Pids => (None, None),
+    };
+    let deadline = Instant::now() + EMPTY_TIMEOUT;
+    while !procs_in(dir).is_empty() && Instant::now() < deadline {
+        if let Some((file, value)) = freeze {
+            let _ = std::fs::write(dir.join(file), value);
+        }
+        for pid in procs_in(dir) {
+            // SAFETY: a process in the server's own cgroup.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        // A frozen process dies of SIGKILL once thawed.
+        if let Some((file, value)) = thaw {
+            let _ = std::fs::write(dir.join(file), value);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits, at most [`EMPTY_TIMEOUT`], until the cgroup `dir` holds no process.
+fn wait_empty(dir: &Path) {
+    let deadline = Instant::now() + EMPTY_TIMEOUT;
+    while !procs_in(dir).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 impl Drop for ServerCgroup {
     fn drop(&mut self) {
+        // The server's main process has stopped (it is dropped first):
+        // whatever it left in the cgroup is killed.
+        self.kill_all();
         // A cgroup goes once its last process has left it; a server's
         // processes take a moment to end after its main one.
         let deadline = Instant::now() + EMPTY_TIMEOUT;
@@ -279,6 +423,7 @@ mod tests {
         let plan = plan(
             root.path(),
             "perflab-x",
+            true,
             Some(Bytes(64 << 20)),
             Some(&throttle()),
             "--pg-memory",
@@ -286,8 +431,9 @@ mod tests {
         .unwrap();
         assert_eq!(plan.len(), 1);
         assert_eq!(plan[0].0, root.path().join("perflab-x"));
+        assert_eq!(plan[0].1, [Role::Holds(Holder::V2), Role::Memory, Role::Io]);
         assert_eq!(
-            plan[0].1,
+            plan[0].2,
             [
                 ("memory.max", (64u64 << 20).to_string()),
                 ("memory.swap.max?", "0".to_string()),
@@ -308,23 +454,30 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir(root.path().join("memory")).unwrap();
         std::fs::create_dir(root.path().join("blkio")).unwrap();
+        std::fs::create_dir(root.path().join("pids")).unwrap();
+        std::fs::write(root.path().join("pids/cgroup.procs"), "").unwrap();
         let plan = plan(
             root.path(),
             "perflab-x",
+            true,
             Some(Bytes(64 << 20)),
             Some(&throttle()),
             "--pg-memory",
         )
         .unwrap();
-        assert_eq!(plan.len(), 2);
+        assert_eq!(plan.len(), 3);
+        // Without freezer, pids holds the processes.
+        assert_eq!(plan[0].0, root.path().join("pids/perflab-x"));
+        assert_eq!(plan[0].1, [Role::Holds(Holder::Pids)]);
+        let plan = &plan[1..];
         assert_eq!(plan[0].0, root.path().join("memory/perflab-x"));
         assert_eq!(
-            plan[0].1[0],
+            plan[0].2[0],
             ("memory.limit_in_bytes", (64u64 << 20).to_string())
         );
         assert_eq!(plan[1].0, root.path().join("blkio/perflab-x"));
         assert_eq!(
-            plan[1].1,
+            plan[1].2,
             [
                 ("blkio.throttle.read_iops_device", "254:0 300".to_string()),
                 (
@@ -345,7 +498,7 @@ mod tests {
     fn plan_error(root: &Path) -> String {
         let t = throttle();
         let flag = t.limits.flag();
-        plan(root, "perflab-x", None, Some(&t), flag)
+        plan(root, "perflab-x", false, None, Some(&t), flag)
             .unwrap_err()
             .to_string()
     }

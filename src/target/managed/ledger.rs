@@ -225,6 +225,10 @@ struct Entry {
 pub struct Leftovers {
     path: PathBuf,
     entry: Entry,
+    /// Counts the server as alive (a second signal then hurries its stop
+    /// rather than ending the process); dropped after the entry is
+    /// struck off.
+    _live: super::stop::Live,
 }
 
 /// The ledger's directory.
@@ -285,6 +289,7 @@ impl Leftovers {
                 owner,
                 parts: Vec::new(),
             },
+            _live: super::stop::Live::new(),
         };
         leftovers.write()?;
         Ok(leftovers)

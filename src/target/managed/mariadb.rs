@@ -51,6 +51,10 @@ pub struct ManagedMariadb {
     password: String,
     /// `MariaDB 10.11.14`, from `mariadbd --version`.
     pub version: String,
+    /// The user it runs as (none: perflab's own).
+    user: Option<(u32, u32)>,
+    /// Whether `--mariadb-set` gave any option.
+    settings_given: bool,
 }
 
 /// The directories that hold `program`: PATH, then where Debian and Red
@@ -253,6 +257,8 @@ impl ManagedMariadb {
             port,
             password,
             version,
+            user,
+            settings_given: !settings.is_empty(),
         };
         server.wait_ready()?;
         Ok(server)
@@ -278,18 +284,14 @@ impl ManagedMariadb {
             .wait_ready(START_TIMEOUT, Duration::from_millis(100), ready)
         {
             Ok(()) => Ok(()),
-            Err(NotReady::Exited(status)) => {
-                let errors = self.dir.log_lines(LOG, "[ERROR]");
-                Err(PlanError::new(format!(
-                    "the managed MariaDB did not start ({status}): {}; check the --mariadb-set values",
-                    if errors.is_empty() {
-                        "see its log".to_string()
-                    } else {
-                        crate::util::one_line(&errors)
-                    }
-                ))
-                .into())
-            }
+            Err(NotReady::Exited(status)) => Err(super::start_failure(
+                "MariaDB",
+                &status,
+                &self.dir.said(LOG, "[ERROR]"),
+                self.user.map(|_| "mysql"),
+                ("--mariadb-set", self.settings_given),
+            )
+            .into()),
             Err(NotReady::Timeout(e)) => {
                 anyhow::bail!("the managed MariaDB did not accept connections in 60 s: {e}")
             }

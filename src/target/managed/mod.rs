@@ -15,6 +15,7 @@ pub mod link;
 pub mod mariadb;
 pub mod nginx;
 pub mod postgres;
+pub mod stop;
 
 use crate::error::PlanError;
 use anyhow::Context;
@@ -129,15 +130,69 @@ impl ServerDir {
             .map(|l| l.trim().to_string())
     }
 
-    /// The lines of the log file `name` that contain `marker`, joined.
-    pub fn log_lines(&self, name: &str, marker: &str) -> String {
-        std::fs::read_to_string(self.path.join(name))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains(marker))
-            .collect::<Vec<_>>()
-            .join(" / ")
+    /// What the server said on the lines of its log `name` that hold
+    /// `marker`: the text after the marker (nginx's `PID#TID: ` dropped),
+    /// each once — nginx writes its error both to its log and, prefixed,
+    /// to its standard error, which goes to the same file.
+    pub fn said(&self, name: &str, marker: &str) -> Vec<String> {
+        let mut said: Vec<String> = Vec::new();
+        let text = std::fs::read(self.path.join(name)).unwrap_or_default();
+        for line in String::from_utf8_lossy(&text).lines() {
+            let Some(at) = line.find(marker) else {
+                continue;
+            };
+            let mut words = line[at + marker.len()..].trim();
+            if let Some((ids, rest)) = words.split_once(": ") {
+                if !ids.is_empty() && ids.bytes().all(|b| b.is_ascii_digit() || b == b'#') {
+                    words = rest.trim();
+                }
+            }
+            let words = crate::util::one_line(words);
+            if !words.is_empty() && !said.contains(&words) {
+                said.push(words);
+            }
+        }
+        said
     }
+}
+
+/// Why a managed server ended while it started, in one line: its exit
+/// status and its own words, then what to look at — the files it is given
+/// when it could not open one (it runs as `user`), the settings when some
+/// were given with `settings_flag`, and only then.
+pub fn start_failure(
+    server: &str,
+    status: &str,
+    said: &[String],
+    user: Option<&str>,
+    (settings_flag, settings_given): (&str, bool),
+) -> PlanError {
+    let words = if said.is_empty() {
+        "it wrote no error to its log".to_string()
+    } else {
+        format!("it said: {}", said.join(" / "))
+    };
+    let mut look = Vec::new();
+    if said.iter().any(|s| s.contains("Permission denied")) {
+        look.push(match user {
+            Some(user) => format!(
+                "it runs as the {user} user, who must be able to open every file and directory it is given"
+            ),
+            None => "check the permissions of the files and directories it is given".to_string(),
+        });
+    }
+    if settings_given {
+        look.push(format!("check the {settings_flag} values"));
+    }
+    if look.is_empty() {
+        look.push(format!(
+            "no {settings_flag} was given: this is the server's own failure"
+        ));
+    }
+    PlanError::new(format!(
+        "the managed {server} did not start ({status}): {words}; {}",
+        look.join("; ")
+    ))
 }
 
 impl Drop for ServerDir {
@@ -180,9 +235,11 @@ pub fn server_command(program: &Path, user: Option<(u32, u32)>, cpus: &[usize]) 
     )
 }
 
-/// A program run where `placement` says. Between fork and exec it joins
-/// the cgroup and the namespace while it is still root (joining a
-/// namespace takes CAP_SYS_ADMIN), then becomes its user.
+/// A program run where `placement` says. Between fork and exec it starts
+/// a session of its own (signals to perflab's process group, a Ctrl-C at
+/// the terminal among them, do not reach it: perflab stops it, in order;
+/// see [`stop`]), joins the cgroup and the namespace while it is still
+/// root (joining a namespace takes CAP_SYS_ADMIN), then becomes its user.
 pub fn placed_command(program: &Path, placement: &Placement) -> Command {
     let mut cmd = Command::new(program);
     let mask = (!placement.cpus.is_empty()).then(|| {
@@ -197,19 +254,20 @@ pub fn placed_command(program: &Path, placement: &Placement) -> Command {
     // live, which the caller keeps past the spawn.
     let cgroup_procs = placement
         .cgroup
-        .map_or([None, None], cgroup::ServerCgroup::procs_fds);
+        .map(cgroup::ServerCgroup::procs_fds)
+        .unwrap_or_default();
     let namespace = placement.link.map(link::ServerLink::namespace_fd);
     let user = placement.user;
-    if mask.is_none() && placement.cgroup.is_none() && namespace.is_none() && user.is_none() {
-        return cmd;
-    }
     let fail = || Err(std::io::Error::last_os_error());
     // SAFETY: between fork and exec only async-signal-safe system calls
-    // run (write, sched_setaffinity, setns, setgroups, setgid, setuid),
-    // on values copied into the closure.
+    // run (setsid, write, sched_setaffinity, setns, setgroups, setgid,
+    // setuid), on values made before the fork.
     unsafe {
         cmd.pre_exec(move || {
-            for fd in cgroup_procs.into_iter().flatten() {
+            if libc::setsid() < 0 {
+                return fail();
+            }
+            for &fd in &cgroup_procs {
                 // Writing `0` moves the writer itself into the cgroup.
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
                     return fail();
@@ -254,12 +312,18 @@ pub fn log_file(dir: &ServerDir, name: &str, user: Option<(u32, u32)>) -> anyhow
     Ok(Stdio::from(log))
 }
 
-/// A running server process: on drop, asked to stop with `stop_signal`,
-/// then killed if it has not within `stop_timeout`.
+/// A running server process, leading a session of its own (see
+/// [`placed_command`]): on drop, asked to stop with `stop_signal`, then
+/// killed if it has not within `stop_timeout` (at once after a second
+/// signal, [`stop::hurry`]), and whatever is left of its session killed
+/// with it. It is reaped only then: until, its pid holds the session's id
+/// so that no other process can take it.
 pub struct ServerProcess {
     child: Child,
     stop_signal: libc::c_int,
     stop_timeout: Duration,
+    /// How it ended, once it has (it is not reaped before the drop).
+    ended: Option<std::process::ExitStatus>,
 }
 
 /// Why a server did not become ready.
@@ -290,6 +354,7 @@ impl ServerProcess {
             child,
             stop_signal,
             stop_timeout,
+            ended: None,
         };
         if let Some(id) = ledger::ProcessId::of(process.pid()) {
             leftovers.add(ledger::Part::Process {
@@ -305,13 +370,42 @@ impl ServerProcess {
         self.child.id()
     }
 
-    /// Whether the process has ended (reaping it).
+    /// Whether the process has ended, and how (it is left a zombie until
+    /// the drop, which reaps it).
     pub fn exited(&mut self) -> Option<String> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => Some(status.to_string()),
-            Ok(None) => None,
-            Err(e) => Some(e.to_string()),
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(status) = self.ended {
+            return Some(status.to_string());
         }
+        // SAFETY: waitid on our own child, into a zeroed siginfo; WNOWAIT
+        // leaves it to be reaped later.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let waited = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                self.child.id(),
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if waited != 0 {
+            return Some(std::io::Error::last_os_error().to_string());
+        }
+        // SAFETY: filled in by waitid for a child that changed state;
+        // si_pid stays 0 when none has.
+        let (pid, code, value) = unsafe { (info.si_pid(), info.si_code, info.si_status()) };
+        if pid == 0 {
+            return None;
+        }
+        // The wait status the kernel would give: a code, or a signal.
+        let raw = if code == libc::CLD_EXITED {
+            (value & 0xff) << 8
+        } else {
+            value & 0x7f
+        };
+        let status = std::process::ExitStatus::from_raw(raw);
+        self.ended = Some(status);
+        Some(status.to_string())
     }
 
     /// Polls `ready` every `every` until it succeeds, the process ends, or
@@ -347,12 +441,68 @@ impl Drop for ServerProcess {
             }
         }
         let deadline = Instant::now() + self.stop_timeout;
-        while Instant::now() < deadline && self.exited().is_none() {
+        while Instant::now() < deadline && !stop::hurry() && self.exited().is_none() {
             std::thread::sleep(Duration::from_millis(50));
         }
-        if self.exited().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        // The main process, if it still runs, and whatever of its session
+        // outlived it (workers its master left behind), while its pid —
+        // the session's id — is still held by it, alive or a zombie.
+        stop::signal_session(self.child.id(), libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// nginx's error, in its log and again on its standard error (the
+    /// same file), is quoted once, without its pid; the settings flag is
+    /// named only when settings were given.
+    #[test]
+    fn a_failed_start_quotes_the_server_once_and_blames_only_what_was_given() {
+        let mut leftovers = ledger::Leftovers::begin("test").unwrap();
+        let dir = ServerDir::create("said", "test", None, false, &mut leftovers).unwrap();
+        std::fs::write(
+            dir.path().join("error.log"),
+            "2026/11/26 17:58:32 [emerg] 26179#26179: cannot load certificate key \"/k.pem\": BIO_new_file() failed (Permission denied)\n\
+             nginx: [emerg] cannot load certificate key \"/k.pem\": BIO_new_file() failed (Permission denied)\n\
+             2026/11/26 17:58:32 [warn] 26179#26179: something else\n",
+        )
+        .unwrap();
+        let said = dir.said("error.log", "[emerg]");
+        assert_eq!(
+            said,
+            ["cannot load certificate key \"/k.pem\": BIO_new_file() failed (Permission denied)"]
+        );
+        let e = start_failure(
+            "nginx",
+            "exit status: 1",
+            &said,
+            Some("www-data"),
+            ("--nginx-set", false),
+        )
+        .to_string();
+        assert!(e.starts_with("the managed nginx did not start (exit status: 1): it said: cannot load certificate key"), "{e}");
+        assert!(e.contains("runs as the www-data user"), "{e}");
+        assert!(!e.contains("check the --nginx-set"), "{e}");
+        let e =
+            start_failure("nginx", "exit status: 1", &[], None, ("--nginx-set", true)).to_string();
+        assert!(
+            e.ends_with("it wrote no error to its log; check the --nginx-set values"),
+            "{e}"
+        );
+        let e = start_failure(
+            "PostgreSQL",
+            "exit status: 1",
+            &[],
+            None,
+            ("--pg-set", false),
+        )
+        .to_string();
+        assert!(
+            e.ends_with("no --pg-set was given: this is the server's own failure"),
+            "{e}"
+        );
     }
 }

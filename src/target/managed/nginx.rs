@@ -32,6 +32,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// nginx's error log, in its directory.
 const LOG: &str = "error.log";
+/// The user nginx runs as when perflab is root.
+const USER: &str = "www-data";
 /// Where the managed nginx answers with `stub_status`.
 pub const STATUS_PATH: &str = "/perflab-nginx-status";
 
@@ -91,6 +93,10 @@ pub struct ManagedNginx {
     pub version: String,
     /// The directives as written into its configuration, in order.
     pub directives: Vec<(String, String)>,
+    /// The user it runs as (none: perflab's own).
+    user: Option<(u32, u32)>,
+    /// Whether `--nginx-set` gave any directive.
+    settings_given: bool,
 }
 
 /// Finds the nginx program: on PATH or in /usr/sbin.
@@ -110,7 +116,49 @@ pub fn check_setting(name: &str, value: &str) -> Result<(), String> {
             "the value of {name} must be non-empty and hold no ';', '{{', '}}', '#' or line break"
         ));
     }
-    Ok(())
+    check_count(name, value)
+}
+
+/// The most connections a worker is given (nginx allocates each one's
+/// structures at the worker's start), and the most open files.
+const MAX_CONNECTIONS: u64 = 1 << 20;
+/// The most threads in one of nginx's thread pools.
+const MAX_POOL_THREADS: u64 = 1024;
+
+/// The most workers a managed nginx may have: 16 per CPU of this host,
+/// from 16 to nginx's own limit of 1024 processes.
+pub fn max_workers() -> u64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    (cpus * 16).clamp(16, 1024)
+}
+
+/// A directive that sets how many processes, connections or threads
+/// nginx makes takes a count in reason, checked before nginx starts:
+/// nginx itself would fork 99999999999 workers until the host gives out
+/// (602 of them and 5 GB once), and 0 workers would answer nothing.
+fn check_count(name: &str, value: &str) -> Result<(), String> {
+    let count = |text: &str, most: u64| -> Result<(), String> {
+        match text.parse::<u64>() {
+            Ok(n) if (1..=most).contains(&n) => Ok(()),
+            _ => Err(format!("{name}={value}: give 1 to {most}")),
+        }
+    };
+    match name {
+        "worker_processes" if value != "auto" => {
+            let most = max_workers();
+            count(value, most).map_err(|_| {
+                format!(
+                    "{name}={value}: give auto (a worker per CPU) or 1 to {most} (16 per CPU of this host)"
+                )
+            })
+        }
+        "worker_connections" | "worker_rlimit_nofile" => count(value, MAX_CONNECTIONS),
+        "thread_pool" => value
+            .split_whitespace()
+            .filter_map(|word| word.strip_prefix("threads="))
+            .try_for_each(|threads| count(threads, MAX_POOL_THREADS)),
+        _ => Ok(()),
+    }
 }
 
 /// Whether nginx takes these `--nginx-set` directives, asked with
@@ -168,7 +216,7 @@ impl ManagedNginx {
             ))
             .into());
         }
-        let user = server_user("www-data", "nginx")?;
+        let user = server_user(USER, "nginx")?;
         let mut leftovers = Leftovers::begin("nginx")?;
         let dir = ServerDir::create("nginx", "nginx", user, *keep, &mut leftovers)?;
         let link = link
@@ -281,6 +329,8 @@ impl ManagedNginx {
             tls: tls.is_some(),
             version,
             directives,
+            user,
+            settings_given: !settings.is_empty(),
         };
         server.wait_ready()?;
         Ok(server)
@@ -296,18 +346,14 @@ impl ManagedNginx {
             .wait_ready(START_TIMEOUT, Duration::from_millis(50), ready)
         {
             Ok(()) => Ok(()),
-            Err(NotReady::Exited(status)) => {
-                let emerg = self.dir.log_lines(LOG, "[emerg]");
-                Err(PlanError::new(format!(
-                    "the managed nginx did not start ({status}): {}; check the --nginx-set values",
-                    if emerg.is_empty() {
-                        "see its log".to_string()
-                    } else {
-                        emerg
-                    }
-                ))
-                .into())
-            }
+            Err(NotReady::Exited(status)) => Err(super::start_failure(
+                "nginx",
+                &status,
+                &self.dir.said(LOG, "[emerg]"),
+                self.user.map(|_| USER),
+                ("--nginx-set", self.settings_given),
+            )
+            .into()),
             Err(NotReady::Timeout(e)) => anyhow::bail!(
                 "the managed nginx did not answer in {} s: {e}",
                 START_TIMEOUT.as_secs()
@@ -498,5 +544,28 @@ mod tests {
         assert!(check_setting("send file", "off").is_err());
         assert!(check_setting("x", "}").is_err());
         assert!(check_setting("x", "").is_err());
+    }
+
+    /// Counts of processes, connections and threads are refused out of
+    /// reason, zero included, before nginx could fork them.
+    #[test]
+    fn absurd_counts_are_refused_before_nginx_starts() {
+        assert!(check_setting("worker_processes", "auto").is_ok());
+        assert!(check_setting("worker_processes", "2").is_ok());
+        for (name, value) in [
+            ("worker_processes", "99999999999"),
+            ("worker_processes", "0"),
+            ("worker_processes", "-1"),
+            ("worker_processes", "1025"),
+            ("worker_connections", "0"),
+            ("worker_connections", "99999999999"),
+            ("worker_rlimit_nofile", "4294967296"),
+            ("thread_pool", "default threads=100000 max_queue=65536"),
+        ] {
+            let e = check_setting(name, value).unwrap_err();
+            assert!(e.starts_with(&format!("{name}={value}: give ")), "{e}");
+        }
+        assert!(check_setting("worker_connections", "16384").is_ok());
+        assert!(check_setting("thread_pool", "default threads=32").is_ok());
     }
 }

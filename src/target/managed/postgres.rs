@@ -271,16 +271,18 @@ impl ManagedPostgres {
         {
             Ok(()) => Ok(()),
             Err(NotReady::Exited(status)) => {
-                let fatal = self.dir.log_lines(LOG, "FATAL");
-                Err(PlanError::new(format!(
-                    "the managed PostgreSQL did not start ({status}): {}; check the --pg-set values",
-                    if fatal.is_empty() {
-                        // A check at start (postgres: …) has no FATAL.
-                        self.dir.last_line(LOG).unwrap_or_else(|| "see its log".to_string())
-                    } else {
-                        fatal
-                    }
-                ))
+                let mut said = self.dir.said(LOG, "FATAL:");
+                if said.is_empty() {
+                    // A check at start (postgres: …) has no FATAL.
+                    said.extend(self.dir.last_line(LOG));
+                }
+                Err(super::start_failure(
+                    "PostgreSQL",
+                    &status,
+                    &said,
+                    self.user.map(|_| "postgres"),
+                    ("--pg-set", !self.settings.is_empty()),
+                )
                 .into())
             }
             Err(NotReady::Timeout(e)) => {

@@ -125,10 +125,42 @@ impl Form {
     }
 }
 
-/// Attaches the bank from its form and hands it to `driver`.
-pub(super) fn build<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+/// The form a generator was sent, checked as the bank's flags are: a
+/// scale of 1 to [`super::spec::MAX_SCALE`], tries of 1 or more, weights
+/// that can be drawn from, a server named.
+pub(super) fn read(form: serde_json::Value) -> Result<Form, PlanError> {
     let form: Form = serde_json::from_value(form)
         .map_err(|e| PlanError::new(format!("the bank's form is not one: {e}")))?;
+    if !(1..=super::spec::MAX_SCALE).contains(&form.scale) {
+        return Err(PlanError::new(format!(
+            "form.scale is {}; give 1 to {}",
+            form.scale,
+            super::spec::MAX_SCALE
+        )));
+    }
+    if form.max_tries == 0 {
+        return Err(PlanError::new("form.max_tries is 0; give 1 or more"));
+    }
+    form.mix
+        .check()
+        .map_err(|e| PlanError::new(format!("form.mix: {e}")))?;
+    let named = match &form.reach {
+        Reach::Postgres { hosts, ports, .. } => {
+            !hosts.is_empty() && !hosts.iter().any(String::is_empty) && !ports.contains(&0)
+        }
+        Reach::Mysql { host, port, .. } => !host.is_empty() && *port != 0,
+    };
+    if !named {
+        return Err(PlanError::new(
+            "form.reach names no host, or port 0; the coordinator sends the server it prepared",
+        ));
+    }
+    Ok(form)
+}
+
+/// Attaches the bank from its form and hands it to `driver`.
+pub(super) fn build<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+    let form = read(form)?;
     match form.reach {
         Reach::Postgres {
             hosts,

@@ -86,12 +86,30 @@ impl BankMix {
             };
             *slot = value;
         }
-        if weights.balance + weights.withdraw + weights.deposit + weights.transfer == 0 {
+        let mix = BankMix::Atm(weights);
+        mix.check()?;
+        Ok(mix)
+    }
+
+    /// Whether the ATM weights can be drawn from: each at most
+    /// [`MAX_WEIGHT`] (their sum is drawn in 32 bits), not all zero.
+    pub fn check(&self) -> Result<(), String> {
+        let BankMix::Atm(w) = self else {
+            return Ok(());
+        };
+        let each = [w.balance, w.withdraw, w.deposit, w.transfer];
+        if each.iter().any(|&weight| weight > MAX_WEIGHT) {
+            return Err(format!("an ATM weight is above {MAX_WEIGHT}"));
+        }
+        if each.iter().all(|&weight| weight == 0) {
             return Err("the ATM weights add up to zero".to_string());
         }
-        Ok(BankMix::Atm(weights))
+        Ok(())
     }
 }
+
+/// The largest ATM weight: four of them add up within `u32`.
+pub const MAX_WEIGHT: u32 = 1_000_000;
 
 /// Transaction isolation on server databases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

@@ -15,6 +15,9 @@ use crate::workload::{CheckReport, Driver, Kind, Started};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+/// The largest `--scale`: 100,000 units of 100,000 accounts.
+pub const MAX_SCALE: u32 = 100_000;
+
 macro_rules! default_target {
     () => {
         "sqlite:perflab-bank.db"
@@ -124,7 +127,7 @@ impl Kind for Bank {
 
     fn validate(args: &BankArgs) -> Result<BankSpec, PlanError> {
         let (target, server) = args.target.validate(DEFAULT_TARGET)?;
-        if args.scale == 0 || args.scale > 100_000 {
+        if args.scale == 0 || args.scale > MAX_SCALE {
             return Err(PlanError::flag(
                 "--scale",
                 format!("{} is out of range", args.scale),
@@ -208,6 +211,10 @@ impl Kind for Bank {
     }
 
     const ON_GENERATORS: bool = true;
+
+    fn check_form(form: &serde_json::Value) -> Result<(), PlanError> {
+        super::generator::read(form.clone()).map(|_| ())
+    }
 
     fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
         super::generator::build(form, driver)

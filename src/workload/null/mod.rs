@@ -74,9 +74,12 @@ impl Kind for Null {
 
     const ON_GENERATORS: bool = true;
 
+    fn check_form(form: &serde_json::Value) -> Result<(), PlanError> {
+        NullForm::read(form.clone()).map(|_| ())
+    }
+
     fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
-        let form: NullForm = serde_json::from_value(form)
-            .map_err(|e| PlanError::new(format!("the null workload's form is not one: {e}")))?;
+        let form = NullForm::read(form)?;
         let now = Instant::now();
         let workload = NullWorkload {
             service: form.service,
@@ -143,6 +146,32 @@ struct NullForm {
     #[serde(with = "serde_duration")]
     service: Duration,
     stall: Option<NullStall>,
+}
+
+impl NullForm {
+    /// The form a generator was sent, checked: a service time of at most
+    /// the longest wait a plan takes, a stall within a month.
+    fn read(form: serde_json::Value) -> Result<Self, PlanError> {
+        let form: NullForm = serde_json::from_value(form)
+            .map_err(|e| PlanError::new(format!("the null workload's form is not one: {e}")))?;
+        let max_wait = crate::engine::MAX_WAIT;
+        if form.service > max_wait {
+            return Err(PlanError::new(format!(
+                "form.service is {:?}; at most {max_wait:?}",
+                form.service
+            )));
+        }
+        let month = Duration::from_secs(30 * 24 * 3600);
+        if let Some(stall) = form.stall {
+            if stall.at > month || stall.length > month {
+                return Err(PlanError::new(format!(
+                    "form.stall is {:?} after {:?}; each at most 30 days",
+                    stall.length, stall.at
+                )));
+            }
+        }
+        Ok(form)
+    }
 }
 
 /// One null user.

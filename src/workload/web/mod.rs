@@ -360,6 +360,10 @@ impl Kind for Web {
 
     const ON_GENERATORS: bool = true;
 
+    fn check_form(form: &serde_json::Value) -> Result<(), PlanError> {
+        generator::read(form.clone()).map(|_| ())
+    }
+
     fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
         generator::build(form, driver)
     }
