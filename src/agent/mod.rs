@@ -32,15 +32,15 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 pub const MIN_TOKEN: usize = 16;
 
 /// Reads a token file: its first line, trimmed, read from at most its
-/// first 4 KiB (a token file that is a device or a huge file is not read
-/// whole). A token must be at least [`MIN_TOKEN`] visible ASCII characters.
+/// first 4 KiB of a regular file (a device is refused, a huge file is not
+/// read whole). A token must be at least [`MIN_TOKEN`] visible ASCII characters.
 pub fn read_token(path: &std::path::Path) -> Result<String, crate::error::PlanError> {
     use std::io::Read;
     let fail = |why: String| {
         crate::error::PlanError::new(format!("the token file {} {why}", path.display()))
     };
     let mut head = Vec::new();
-    std::fs::File::open(path)
+    crate::util::open_regular(path)
         .and_then(|f| f.take(4096).read_to_end(&mut head))
         .map_err(|e| {
             fail(format!(
