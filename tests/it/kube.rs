@@ -283,7 +283,7 @@ fn the_run_s_secrets_are_in_the_secret_and_in_no_job() {
         let key = env[0]["valueFrom"]["secretKeyRef"]["key"].as_str().unwrap();
         assert!(data[key].as_str().unwrap().contains("SECRETPW"));
         let line = container["command"][2].as_str().unwrap();
-        contains(line, &format!("{}", env[0]["name"].as_str().unwrap()));
+        contains(line, env[0]["name"].as_str().unwrap());
         let mounted = &generators["spec"]["template"]["spec"]["volumes"][0]["secret"]["items"];
         assert_eq!(mounted.as_array().unwrap().len(), 3, "{mounted}");
         let (ok, why) = validates(&out);
