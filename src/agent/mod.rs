@@ -122,11 +122,14 @@ mod tests {
             let e = read_token(&file(name, bytes)).unwrap_err().to_string();
             assert!(e.contains(says), "{name}: {e}");
         }
-        // /dev/zero is read 4 KiB deep, not to the end of memory.
+        // /dev/zero is no token file: refused, never read.
         let e = read_token(std::path::Path::new("/dev/zero"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("visible ASCII"), "{e}");
+        assert!(
+            e.contains("is a character device, not a regular file"),
+            "{e}"
+        );
         let e = read_token(&dir.path().join("missing"))
             .unwrap_err()
             .to_string();
