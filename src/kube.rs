@@ -17,6 +17,12 @@
 //!
 //! The run's own flags are checked as `perflab run` checks them before
 //! anything is written; the flags this command sets itself are refused.
+//! No secret of the run is put in a command, where `kubectl get job -o
+//! yaml` and every reader of the Job would see it: a target holding a
+//! password and each secret header go into the Secret, and reach the
+//! coordinator as environment variables (`secretKeyRef`) that it reads
+//! (`--target env:VAR`, `--header-env VAR`); any other flag holding a
+//! secret is refused.
 
 use crate::error::PlanError;
 use crate::wire::tls::Identity;
@@ -47,6 +53,18 @@ pub struct KubeSpec {
     pub wait: Duration,
     /// `run WORKLOAD …`, as `perflab run` takes it.
     pub run: Vec<String>,
+}
+
+/// A secret of the run's flags, moved into the Secret and given to the
+/// coordinator as an environment variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovedSecret {
+    /// Its key in the Secret.
+    pub key: String,
+    /// The coordinator's environment variable that holds it.
+    pub var: String,
+    /// The secret text.
+    pub value: String,
 }
 
 /// The flags `perflab kube` gives the run itself.
@@ -114,6 +132,73 @@ impl KubeSpec {
         check_run(&self.run)
     }
 
+    /// The run's words with every secret replaced by the environment
+    /// variable that will hold it, and the secrets so moved: a target
+    /// holding a password (`--target env:PERFLAB_TARGET`), each secret
+    /// header (`--header-env PERFLAB_HEADER_N`). A word holding another
+    /// secret (a probe's password) is refused: it would be in the Job.
+    pub fn split_secrets(&self) -> Result<(Vec<String>, Vec<MovedSecret>), PlanError> {
+        let mut words = Vec::with_capacity(self.run.len());
+        let mut moved = Vec::new();
+        let mut given = self.run.iter();
+        while let Some(word) = given.next() {
+            // `--flag VALUE` or `--flag=VALUE`.
+            let (flag, value) = match word.split_once('=') {
+                Some((flag, value)) if flag == "--target" || flag == "--header" => {
+                    (flag, Some(value.to_string()))
+                }
+                _ if word == "--target" || word == "--header" => {
+                    (word.as_str(), given.next().cloned())
+                }
+                _ => {
+                    if crate::secret::redact(word) != *word {
+                        return Err(PlanError::new(format!(
+                            "the run's '{}' holds a secret, which perflab kube would put in the coordinator Job's command; give a password in --target and a secret in --header, which it moves into the Secret",
+                            crate::secret::redact(word)
+                        )));
+                    }
+                    words.push(word.clone());
+                    continue;
+                }
+            };
+            let Some(value) = value else {
+                words.push(word.clone());
+                continue;
+            };
+            let secret = if flag == "--target" {
+                crate::secret::redact(&value) != value
+            } else {
+                crate::secret::redact_header(&value) != value
+            };
+            if !secret {
+                words.extend([flag.to_string(), value]);
+                continue;
+            }
+            if flag == "--target" {
+                let var = "PERFLAB_TARGET".to_string();
+                words.extend([flag.to_string(), format!("env:{var}")]);
+                moved.push(MovedSecret {
+                    key: "target".to_string(),
+                    var,
+                    value,
+                });
+            } else {
+                let n = moved
+                    .iter()
+                    .filter(|m| m.key.starts_with("header-"))
+                    .count();
+                let var = format!("PERFLAB_HEADER_{n}");
+                words.extend(["--header-env".to_string(), var.clone()]);
+                moved.push(MovedSecret {
+                    key: format!("header-{n}"),
+                    var,
+                    value,
+                });
+            }
+        }
+        Ok((words, moved))
+    }
+
     /// The generators' addresses, as the coordinator reaches them.
     pub fn generator_addresses(&self) -> Vec<String> {
         let service = format!("{}-generators", self.name);
@@ -144,10 +229,11 @@ impl KubeSpec {
         .collect()
     }
 
-    /// The coordinator's shell line: the run, then its export.
-    pub fn coordinator_script(&self, fingerprint: &str) -> String {
+    /// The coordinator's shell line: the run (`words`, its secrets moved
+    /// out by [`KubeSpec::split_secrets`]), then its export.
+    pub fn coordinator_script(&self, words: &[String], fingerprint: &str) -> String {
         let mut run: Vec<String> = vec!["perflab".to_string()];
-        run.extend(self.run.iter().cloned());
+        run.extend(words.iter().cloned());
         run.extend([
             "--generators".to_string(),
             self.generator_addresses().join(","),
@@ -167,16 +253,45 @@ impl KubeSpec {
         )
     }
 
-    /// Every manifest, as one file's text.
-    pub fn manifests(&self, token: &str, identity: &Identity) -> String {
+    /// Every manifest, as one file's text; refused when the run holds a
+    /// secret that cannot be moved into the Secret.
+    pub fn manifests(&self, token: &str, identity: &Identity) -> Result<String, PlanError> {
+        let (words, moved) = self.split_secrets()?;
         let labels = |role: &str| json!({ "app.kubernetes.io/name": "perflab", "perflab.dev/run": self.name, "perflab.dev/role": role });
         let meta = |name: String, role: &str| json!({ "name": name, "namespace": self.namespace, "labels": labels(role) });
         let (cert, key) = identity.pem();
         let secret = format!("{}-secret", self.name);
         let service = format!("{}-generators", self.name);
         let results = format!("{}-results", self.name);
-        let secret_volume =
-            json!({ "name": "secret", "secret": { "secretName": secret, "defaultMode": 0o400 } });
+        // The coordinator reads the token from a file; the run's secrets
+        // reach it as environment variables.
+        let secret_volume = json!({ "name": "secret", "secret": {
+            "secretName": secret,
+            "defaultMode": 0o400,
+            "items": [{ "key": "token", "path": "token" }],
+        } });
+        // The generators see the token and their certificate, not the
+        // run's secrets (those they need cross to them in TLS).
+        let generator_volume = json!({ "name": "secret", "secret": {
+            "secretName": secret,
+            "defaultMode": 0o400,
+            "items": [
+                { "key": "token", "path": "token" },
+                { "key": "tls.crt", "path": "tls.crt" },
+                { "key": "tls.key", "path": "tls.key" },
+            ],
+        } });
+        let mut data = serde_json::Map::new();
+        data.insert("token".into(), token.into());
+        data.insert("tls.crt".into(), cert.into());
+        data.insert("tls.key".into(), key.into());
+        for m in &moved {
+            data.insert(m.key.clone(), m.value.clone().into());
+        }
+        let env: Vec<Value> = moved
+            .iter()
+            .map(|m| json!({ "name": m.var, "valueFrom": { "secretKeyRef": { "name": secret, "key": m.key } } }))
+            .collect();
         let secret_mount = json!({ "name": "secret", "mountPath": SECRET_DIR, "readOnly": true });
         let docs: Vec<Value> = vec![
             json!({
@@ -184,7 +299,7 @@ impl KubeSpec {
                 "kind": "Secret",
                 "metadata": meta(secret.clone(), "secret"),
                 "type": "Opaque",
-                "stringData": { "token": token, "tls.crt": cert, "tls.key": key },
+                "stringData": data,
             }),
             json!({
                 "apiVersion": "v1",
@@ -219,7 +334,7 @@ impl KubeSpec {
                                 "readinessProbe": { "tcpSocket": { "port": PORT }, "periodSeconds": 2 },
                                 "volumeMounts": [secret_mount.clone()],
                             }],
-                            "volumes": [secret_volume.clone()],
+                            "volumes": [generator_volume],
                         },
                     },
                 },
@@ -246,7 +361,8 @@ impl KubeSpec {
                             "containers": [{
                                 "name": "coordinator",
                                 "image": self.image,
-                                "command": ["sh", "-c", self.coordinator_script(&identity.fingerprint())],
+                                "command": ["sh", "-c", self.coordinator_script(&words, &identity.fingerprint())],
+                                "env": env,
                                 "volumeMounts": [
                                     secret_mount,
                                     { "name": "results", "mountPath": RESULTS_DIR },
@@ -267,7 +383,7 @@ impl KubeSpec {
             out.push_str(&serde_json::to_string_pretty(&doc).unwrap_or_default());
             out.push('\n');
         }
-        out
+        Ok(out)
     }
 }
 
@@ -339,10 +455,73 @@ mod tests {
             .starts_with("--generators"));
     }
 
+    /// A password in the target and a secret header leave the command
+    /// for the Secret; a header holding none stays; a probe's password,
+    /// which has no way into the Secret, is refused.
+    #[test]
+    fn the_run_s_secrets_move_into_the_secret_and_out_of_the_command() {
+        let s = spec(&[
+            "run",
+            "bank",
+            "--target",
+            "postgres://bob:SECRETPW@db/shop",
+            "--header=Authorization: Bearer SECRETPW",
+            "--header",
+            "Accept: text/html",
+            "--header",
+            "X-Api-Token: SECRETPW",
+        ]);
+        let (words, moved) = s.split_secrets().unwrap();
+        let line = s.coordinator_script(&words, "AB:CD");
+        assert!(!line.contains("SECRETPW"), "{line}");
+        assert!(line.contains("--target env:PERFLAB_TARGET"), "{line}");
+        assert!(line.contains("--header-env PERFLAB_HEADER_0"), "{line}");
+        assert!(line.contains("--header-env PERFLAB_HEADER_1"), "{line}");
+        assert!(line.contains("--header 'Accept: text/html'"), "{line}");
+        let keys: Vec<(&str, &str)> = moved
+            .iter()
+            .map(|m| (m.key.as_str(), m.var.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("target", "PERFLAB_TARGET"),
+                ("header-0", "PERFLAB_HEADER_0"),
+                ("header-1", "PERFLAB_HEADER_1")
+            ]
+        );
+        assert_eq!(moved[0].value, "postgres://bob:SECRETPW@db/shop");
+        assert_eq!(moved[2].value, "X-Api-Token: SECRETPW");
+
+        let identity = Identity::self_signed(vec!["perflab-generators".to_string()]).unwrap();
+        let text = s.manifests("TOKEN", &identity).unwrap();
+        let jobs: Vec<&str> = text
+            .split("---\n")
+            .filter(|d| d.contains("\"Job\""))
+            .collect();
+        assert_eq!(jobs.len(), 2);
+        for job in jobs {
+            assert!(!job.contains("SECRETPW"), "{job}");
+        }
+        assert!(text.contains("\"secretKeyRef\""), "{text}");
+
+        let probe = spec(&[
+            "run",
+            "null",
+            "--probe",
+            "node-exporter://u:SECRETPW@h:9100",
+        ]);
+        let e = probe.split_secrets().unwrap_err().to_string();
+        assert!(
+            e.contains("holds a secret") && !e.contains("SECRETPW"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn the_coordinator_names_every_generator_by_its_pod() {
         let s = spec(&["run", "web", "--slo", "p95<50ms"]);
-        let script = s.coordinator_script("AB:CD");
+        let script = s.coordinator_script(&s.run, "AB:CD");
         assert!(script.contains(
             "--generators agent://perflab-generators-0.perflab-generators:7071,agent://perflab-generators-1.perflab-generators:7071,agent://perflab-generators-2.perflab-generators:7071"
         ), "{script}");

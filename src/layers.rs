@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// probe samples) → store → analyze → report → commands; the imports
 /// point down this list.
 const LAYERS: &[&[&str]] = &[
-    &["util", "error", "units"],
+    &["util", "error", "units", "secret"],
     &["wire"],
     &["measure"],
     &["probe"],

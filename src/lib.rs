@@ -20,6 +20,7 @@ pub mod measure;
 pub mod plan;
 pub mod probe;
 pub mod report;
+pub mod secret;
 pub mod store;
 pub mod target;
 pub mod units;

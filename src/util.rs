@@ -2,7 +2,8 @@
 //! domain: how a `Duration` is written in stored JSON, how an error chain
 //! is folded onto the one line the user sees, and how text reaches
 //! standard output and error without a closed pipe stopping the process;
-//! the process's interrupt flag, which long preparations look at. Anything here may be
+//! the process's interrupt flag, which long preparations look at; how a
+//! file the user named is read (a regular file, under a bound). Anything here may be
 //! imported from anywhere; it imports nothing of the crate.
 
 /// Durations are stored in plans as seconds (f64), the unit of the JSON export.
@@ -94,21 +95,90 @@ pub fn check_interrupt(while_doing: &'static str) -> Result<(), Interrupted> {
     }
 }
 
-/// A text file of at most `limit` bytes, for files given on the command
-/// line (a spec, a URL list): `/dev/zero` or a log given by mistake is
-/// refused with its size, never read into memory whole.
-pub fn read_text_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(limit + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > limit {
-        return Err(std::io::Error::other(format!(
-            "longer than {limit} bytes; is it the right file?"
-        )));
+/// Opens a file the user named (on the command line, in a lab file, in
+/// an environment variable) for reading: it must be a regular file, or a
+/// link to one. A device (`/dev/zero`), a FIFO, a socket or a directory
+/// is refused with what it is, never read: a read from one may never end.
+/// A FIFO is not waited on (the open does not block).
+pub fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Looked at first, so that a device is never opened at all (opening
+    // some has an effect); the open file is looked at again, so that what
+    // was swapped in between is caught too.
+    let not_regular = |kind: std::fs::FileType| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("is {}, not a regular file", kind_of(kind)),
+        )
+    };
+    let kind = std::fs::metadata(path)?.file_type();
+    if !kind.is_file() {
+        return Err(not_regular(kind));
     }
-    Ok(text)
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(not_regular(kind));
+    }
+    Ok(file)
+}
+
+/// What a file is, in words: `a directory`, `a character device`.
+fn kind_of(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_file() {
+        "a regular file"
+    } else {
+        "not a file"
+    }
+}
+
+/// The bytes of a regular file the user named ([`open_regular`]), of at
+/// most `limit` bytes: a file beyond it is refused with its bound, never
+/// read into memory whole.
+pub fn read_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let too_long = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("longer than {limit} bytes; is it the right file?"),
+        )
+    };
+    let file = open_regular(path)?;
+    if file.metadata()?.len() > limit {
+        return Err(too_long());
+    }
+    let mut bytes = Vec::new();
+    // The bound holds even for a file that grows while it is read.
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_long());
+    }
+    Ok(bytes)
+}
+
+/// A text file the user named, as [`read_bounded`] reads it (a spec, a
+/// URL list, a lab file): UTF-8, at most `limit` bytes.
+pub fn read_text_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_bounded(path, limit)?).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "is not text (not UTF-8); is it the right file?",
+        )
+    })
 }
 
 /// Set once standard output, or standard error, could not be written (the
@@ -116,16 +186,36 @@ pub fn read_text_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<
 static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static STDERR_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Writes to standard output and flushes. A reader that went away ends
-/// this output, quietly, not the process: a run whose terminal or pipe is
-/// gone goes on measuring into its store. False once output is gone.
+/// Writes to standard output and flushes, every control character but
+/// newline and tab made [`printable`]: text from outside (a lab's or a
+/// variant's name, a server's message, a hook's output) never reaches a
+/// terminal as an escape sequence. A reader that went away ends this
+/// output, quietly, not the process: a run whose terminal or pipe is gone
+/// goes on measuring into its store. False once output is gone.
 pub fn out(args: std::fmt::Arguments<'_>) -> bool {
+    let text = std::fmt::format(args);
+    write_or_drop(
+        &mut std::io::stdout().lock(),
+        format_args!("{}", printable(&text)),
+        &STDOUT_GONE,
+    )
+}
+
+/// As [`out`], for perflab's own terminal control (the live progress
+/// line's carriage return and line erase), written as it is: `args` must
+/// hold no text from outside.
+pub fn out_control(args: std::fmt::Arguments<'_>) -> bool {
     write_or_drop(&mut std::io::stdout().lock(), args, &STDOUT_GONE)
 }
 
 /// As [`out`], for standard error.
 pub fn err(args: std::fmt::Arguments<'_>) -> bool {
-    write_or_drop(&mut std::io::stderr().lock(), args, &STDERR_GONE)
+    let text = std::fmt::format(args);
+    write_or_drop(
+        &mut std::io::stderr().lock(),
+        format_args!("{}", printable(&text)),
+        &STDERR_GONE,
+    )
 }
 
 fn write_or_drop(
@@ -169,8 +259,42 @@ mod tests {
         assert_eq!(read_text_bounded(&f, 8).unwrap(), "size=4k\n");
         let err = read_text_bounded(&f, 7).unwrap_err().to_string();
         assert!(err.contains("longer than 7 bytes"), "{err}");
-        // An endless file ends at the bound.
-        assert!(read_text_bounded(std::path::Path::new("/dev/zero"), 1 << 16).is_err());
+    }
+
+    /// A device, a FIFO or a directory is refused at once, saying what it
+    /// is: never read (`/dev/zero` would never end), never waited on (a
+    /// FIFO without a writer).
+    #[test]
+    fn only_a_regular_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        for (path, says) in [
+            (std::path::Path::new("/dev/zero"), "is a character device"),
+            (fifo.as_path(), "is a FIFO"),
+            (dir.path(), "is a directory"),
+        ] {
+            let err = read_text_bounded(path, 1 << 16).unwrap_err().to_string();
+            assert_eq!(err, format!("{says}, not a regular file"));
+            assert!(read_bounded(path, 1 << 16).is_err());
+            assert!(open_regular(path).is_err());
+        }
+        // A link to a regular file is read; one to a device is not.
+        let file = dir.path().join("x.pem");
+        std::fs::write(&file, "text").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(read_text_bounded(&link, 4).unwrap(), "text");
+        let zero = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        assert!(read_bounded(&zero, 4).is_err());
+        std::fs::write(&file, [0xff, 0xfe]).unwrap();
+        assert!(read_text_bounded(&file, 4)
+            .unwrap_err()
+            .to_string()
+            .contains("not text"));
     }
 }
 

@@ -32,15 +32,15 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 pub const MIN_TOKEN: usize = 16;
 
 /// Reads a token file: its first line, trimmed, read from at most its
-/// first 4 KiB (a token file that is a device or a huge file is not read
-/// whole). A token must be at least [`MIN_TOKEN`] visible ASCII characters.
+/// first 4 KiB of a regular file (a device is refused, a huge file is not
+/// read whole). A token must be at least [`MIN_TOKEN`] visible ASCII characters.
 pub fn read_token(path: &std::path::Path) -> Result<String, crate::error::PlanError> {
     use std::io::Read;
     let fail = |why: String| {
         crate::error::PlanError::new(format!("the token file {} {why}", path.display()))
     };
     let mut head = Vec::new();
-    std::fs::File::open(path)
+    crate::util::open_regular(path)
         .and_then(|f| f.take(4096).read_to_end(&mut head))
         .map_err(|e| {
             fail(format!(
@@ -122,11 +122,14 @@ mod tests {
             let e = read_token(&file(name, bytes)).unwrap_err().to_string();
             assert!(e.contains(says), "{name}: {e}");
         }
-        // /dev/zero is read 4 KiB deep, not to the end of memory.
+        // /dev/zero is no token file: refused, never read.
         let e = read_token(std::path::Path::new("/dev/zero"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("visible ASCII"), "{e}");
+        assert!(
+            e.contains("is a character device, not a regular file"),
+            "{e}"
+        );
         let e = read_token(&dir.path().join("missing"))
             .unwrap_err()
             .to_string();

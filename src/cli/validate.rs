@@ -91,17 +91,13 @@ pub fn runs_on_generators(plan: &Plan, flag: &str) -> Result<(), PlanError> {
 fn generators(args: &CommonRunArgs) -> Result<Vec<String>, PlanError> {
     let (flag, given) = match &args.generators_file {
         Some(file) => {
-            use std::io::Read;
-            let mut text = String::new();
-            std::fs::File::open(file)
-                .and_then(|f| f.take(64 << 10).read_to_string(&mut text))
-                .map_err(|e| {
-                    PlanError::flag(
-                        "--generators-file",
-                        format!("{}: {e}", file.display()),
-                        "give a text file with one agent://HOST:PORT per line",
-                    )
-                })?;
+            let text = crate::util::read_text_bounded(file, 64 << 10).map_err(|e| {
+                PlanError::flag(
+                    "--generators-file",
+                    format!("{}: {e}", file.display()),
+                    "give a text file with one agent://HOST:PORT per line",
+                )
+            })?;
             let lines = text
                 .lines()
                 .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
@@ -113,17 +109,18 @@ fn generators(args: &CommonRunArgs) -> Result<Vec<String>, PlanError> {
     };
     let mut out: Vec<String> = Vec::new();
     for g in given.iter().map(|g| g.trim()) {
+        let shown = crate::secret::redact(g);
         crate::probe::agent_client::AgentClient::new(g, Default::default()).map_err(|_| {
             PlanError::flag(
                 flag,
-                format!("'{g}' is not a generator's address"),
+                format!("'{shown}' is not a generator's address"),
                 "give agent://HOST:PORT, e.g. agent://gen1:7071",
             )
         })?;
         if out.iter().any(|o| o == g) {
             return Err(PlanError::flag(
                 flag,
-                format!("'{g}' is given twice"),
+                format!("'{shown}' is given twice"),
                 "give each generator once",
             ));
         }

@@ -1,6 +1,8 @@
 //! `perflab kube`: check the run, make the token and the generators'
-//! certificate, write the manifests (mode 0600), say how to apply them.
+//! certificate, write the manifests (mode 0600, or standard output for
+//! `--out -`), say how to apply them.
 
+use super::output::{save, Readers, Saved};
 use super::Exit;
 use crate::cli::{plan_from, Cli, Command, KubeArgs};
 use crate::error::PlanError;
@@ -44,16 +46,30 @@ pub fn kube(args: &KubeArgs) -> anyhow::Result<Exit> {
     ];
     let identity = Identity::self_signed(names)?;
     let token = random_token()?;
-    let text = spec.manifests(&token, &identity);
-    write_private(&args.out, text.as_bytes())?;
-    crate::util::out(format_args!(
-        "wrote {}: a Secret (token, certificate {}), the headless Service {service}, the Indexed Job {service} of {} generators, the claim {}-results and the Job {}-coordinator\napply it with: kubectl apply -f {}\nfollow the run with: kubectl logs -n {} -f job/{}-coordinator\n",
-        args.out.display(),
+    let text = spec.manifests(&token, &identity)?;
+    let saved = save(&args.out, &text, "--out", Readers::Owner)?;
+    let (wrote, file) = match saved {
+        Saved::File => (
+            args.out.display().to_string(),
+            args.out.display().to_string(),
+        ),
+        Saved::Stdout => (
+            "the manifests to standard output".to_string(),
+            "-".to_string(),
+        ),
+    };
+    // With the manifests on standard output, the rest goes to standard
+    // error: `perflab kube … --out - | kubectl apply -f -` works.
+    let say = |text: std::fmt::Arguments<'_>| match saved {
+        Saved::File => crate::util::out(text),
+        Saved::Stdout => crate::util::err(text),
+    };
+    say(format_args!(
+        "wrote {wrote}: a Secret (token, certificate {}, and the run's secrets), the headless Service {service}, the Indexed Job {service} of {} generators, the claim {}-results and the Job {}-coordinator\napply it with: kubectl apply -f {file}\nfollow the run with: kubectl logs -n {} -f job/{}-coordinator\n",
         identity.fingerprint(),
         spec.generators,
         spec.name,
         spec.name,
-        args.out.display(),
         spec.namespace,
         spec.name
     ));
@@ -68,26 +84,4 @@ fn random_token() -> anyhow::Result<String> {
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| PlanError::new(format!("cannot read /dev/urandom for a token: {e}")))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Writes a file only its owner can read, made new (an existing file is
-/// replaced whole).
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<(), PlanError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let failed = |e: std::io::Error| {
-        PlanError::flag(
-            "--out",
-            format!("cannot write {}: {e}", path.display()),
-            "give a file in a directory you can write",
-        )
-    };
-    let _ = std::fs::remove_file(path);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(failed)?;
-    file.write_all(bytes).map_err(failed)
 }

@@ -3,6 +3,7 @@
 //! the matrix; `perflab lab report LAB` prints a stored lab's matrix again;
 //! `perflab lab cleanup` removes what killed runs' managed servers left.
 
+use super::output::{save, Readers, Saved};
 use super::Exit;
 use crate::cli::{LabArgs, LabAskArgs, LabCommand, LabReportArgs, LabResumeArgs};
 use crate::error::PlanError;
@@ -123,7 +124,7 @@ fn signals() -> anyhow::Result<(Arc<std::sync::atomic::AtomicBool>, Arc<AtomicUs
 
 /// Prints the lab's matrix and says how the process ends.
 fn finish(store: &std::path::Path, lab: i64, end: LabEnd, ask: &Ask) -> anyhow::Result<Exit> {
-    let opened = Store::open_existing(store)?;
+    let opened = Store::open_read(store)?;
     let stored = opened.load_lab(lab)?;
     crate::util::out(format_args!(
         "\n{}",
@@ -145,25 +146,33 @@ fn finish(store: &std::path::Path, lab: i64, end: LabEnd, ask: &Ask) -> anyhow::
 /// `perflab lab report LAB`.
 fn lab_report(args: &LabReportArgs) -> anyhow::Result<Exit> {
     let ask = ask_of(&args.ask)?;
-    let store = Store::open_existing(&args.store.store)?;
+    let store = Store::open_read(&args.store.store)?;
     let id = store.resolve_lab(&args.lab)?;
     let summary = report::summarize(&store, &store.load_lab(id)?, &ask)?;
     // With --json on standard output, what was written is said on
     // standard error, so that the output stays one JSON document.
-    let wrote = |path: &std::path::Path| {
-        if args.json {
+    // So is it when a report goes to standard output (`-`).
+    let to_stdout = [&args.md, &args.html]
+        .iter()
+        .any(|p| p.as_deref().is_some_and(super::output::is_stdout));
+    let wrote = |path: &std::path::Path, saved: Saved| {
+        if saved == Saved::Stdout {
+            return;
+        }
+        if args.json || to_stdout {
             crate::util::err(format_args!("wrote {}\n", path.display()));
         } else {
             crate::util::out(format_args!("wrote {}\n", path.display()));
         }
     };
     if let Some(path) = &args.md {
-        super::output::save(path, &summary.markdown(), "--md")?;
-        wrote(path);
+        wrote(
+            path,
+            save(path, &summary.markdown(), "--md", Readers::Umask)?,
+        );
     }
     if let Some(path) = &args.html {
-        super::output::save(path, &summary.html(), "--html")?;
-        wrote(path);
+        wrote(path, save(path, &summary.html(), "--html", Readers::Umask)?);
     }
     if args.json {
         crate::util::out(format_args!(

@@ -93,11 +93,14 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             return Exit::BadInput as i32;
         }
     };
-    // The command line is stored with the run: never with a password.
-    let argv: Vec<String> = args
-        .iter()
-        .map(|a| crate::target::redact(&a.to_string_lossy()))
-        .collect();
+    // The command line is stored with the run: never with a password,
+    // nor a secret header's value.
+    let argv: Vec<String> = crate::secret::redact_args(
+        &args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>(),
+    );
     let result = match &cli.command {
         Command::Run(run_args) => run::run(run_args, argv),
         Command::Runs(store) => show::runs(&store.store),

@@ -2,7 +2,7 @@
 //! (`--html`), Markdown (`--md`) or CSV files (`--csv DIR`), made from the
 //! store alone.
 
-use super::output::{write, Destination};
+use super::output::{is_stdout, write, Destination};
 use super::Exit;
 use crate::analyze::{verdict_of_run, Verdict};
 use crate::cli::ReportArgs;
@@ -34,18 +34,32 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
         runs: &pairs,
         comparison: comparison.as_ref(),
     };
+    // A report on standard output (`-`) is followed by nothing else
+    // there: what was written is then said on standard error.
+    let to_stdout = [&args.html, &args.md]
+        .iter()
+        .any(|p| p.as_deref().is_some_and(is_stdout));
+    let say = |text: std::fmt::Arguments<'_>| {
+        if to_stdout {
+            crate::util::err(text)
+        } else {
+            crate::util::out(text)
+        }
+    };
     if let Some(path) = &args.html {
         let to = Destination::File {
             path,
             flag: "--html",
         };
-        write(&output, Format::Html, to)?;
-        crate::util::out(format_args!("wrote {}\n", path.display()));
+        if write(&output, Format::Html, to)? {
+            say(format_args!("wrote {}\n", path.display()));
+        }
     }
     if let Some(path) = &args.md {
         let to = Destination::File { path, flag: "--md" };
-        write(&output, Format::Markdown, to)?;
-        crate::util::out(format_args!("wrote {}\n", path.display()));
+        if write(&output, Format::Markdown, to)? {
+            say(format_args!("wrote {}\n", path.display()));
+        }
     }
     if let Some(dir) = &args.csv {
         let to = Destination::Dir {
@@ -53,7 +67,7 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
             flag: "--csv",
         };
         write(&output, Format::Csv, to)?;
-        crate::util::out(format_args!(
+        say(format_args!(
             "wrote {}/steps.csv and intervals.csv\n",
             dir.display()
         ));

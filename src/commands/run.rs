@@ -113,10 +113,11 @@ fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
     let access = crate::cli::agent_access(&args.agent_access)?;
     let mut out = Vec::new();
     for spec in args.probe.iter().filter(|p| p.as_str() != "local") {
-        if out.iter().any(|w: &RemoteWatch| w.name() == spec) {
+        let shown = crate::secret::redact(spec);
+        if out.iter().any(|w: &RemoteWatch| w.name() == shown) {
             return Err(PlanError::flag(
                 "--probe",
-                format!("'{spec}' is given twice"),
+                format!("'{shown}' is given twice"),
                 "give each probe once",
             )
             .into());

@@ -10,7 +10,8 @@ use crate::store::Store;
 use anyhow::Context;
 use std::path::Path;
 
-/// Opens a store that must already exist (reading never creates one).
+/// Opens a store that must already exist, read-only (reading never
+/// creates one, nor needs to write it).
 pub(super) fn existing_store(path: &Path) -> anyhow::Result<Store> {
     if !path.exists() {
         return Err(PlanError::new(format!(
@@ -20,7 +21,7 @@ pub(super) fn existing_store(path: &Path) -> anyhow::Result<Store> {
         ))
         .into());
     }
-    Store::open_existing(path)
+    Store::open_read(path)
 }
 
 /// `perflab runs`.

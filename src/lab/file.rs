@@ -118,7 +118,7 @@ impl LabFile {
             column: 1,
             message,
         };
-        let file = std::fs::File::open(path).map_err(|e| {
+        let file = crate::util::open_regular(path).map_err(|e| {
             whole(format!(
                 "cannot read the lab file ({e}); give a TOML file's path"
             ))

@@ -51,13 +51,23 @@ pub struct AgentClient {
 impl AgentClient {
     /// Parses `agent://HOST:PORT`.
     pub fn new(probe: &str, access: AgentAccess) -> Result<Self, PlanError> {
+        let shown = crate::secret::redact(probe);
         let address = probe.strip_prefix("agent://").ok_or_else(|| {
             PlanError::flag(
                 "--probe",
-                format!("'{probe}' is not a probe"),
+                format!("'{shown}' is not a probe"),
                 "use local or agent://HOST:PORT",
             )
         })?;
+        // An agent takes its token from --token-file, never from the
+        // address, where it would be shown and stored.
+        if address.contains('@') {
+            return Err(PlanError::flag(
+                "--probe",
+                format!("'{shown}' holds a user or password"),
+                "give agent://HOST:PORT; the agent's token comes from --token-file",
+            ));
+        }
         let host = match address.rsplit_once(':') {
             Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
                 host.trim_start_matches('[').trim_end_matches(']')
@@ -65,7 +75,7 @@ impl AgentClient {
             _ => {
                 return Err(PlanError::flag(
                     "--probe",
-                    format!("'{probe}' needs HOST:PORT"),
+                    format!("'{shown}' needs HOST:PORT"),
                     "e.g. --probe agent://db1:7071",
                 ))
             }

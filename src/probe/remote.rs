@@ -16,14 +16,15 @@ use std::time::{Duration, Instant};
 /// (a gap, kept so it shows).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProbeSample {
-    /// The probe as given: `agent://db1:7071`, `node-exporter://db1:9100`.
+    /// The probe as given, any password masked: `agent://db1:7071`,
+    /// `node-exporter://db1:9100`.
     pub source: String,
     pub sample: Option<HostSample>,
 }
 
 /// One remote source.
 pub struct RemoteProbe {
-    /// As given: `agent://db1:7071`.
+    /// As given, any password masked: `agent://db1:7071`.
     pub name: String,
     kind: Kind,
 }
@@ -49,13 +50,15 @@ impl RemoteProbe {
     /// Parses `agent://HOST:PORT` or `node-exporter://HOST:PORT`; a request
     /// gives up after `timeout`.
     pub fn parse(spec: &str, access: &AgentAccess, timeout: Duration) -> Result<Self, PlanError> {
+        // What is shown and stored of the probe: never its password.
+        let shown = crate::secret::redact(spec);
         let kind = if spec.starts_with("agent://") {
             Kind::Agent(AgentClient::new(spec, access.clone())?.with_timeout(timeout))
         } else if let Some(address) = spec.strip_prefix("node-exporter://") {
             if address.is_empty() || address.contains('/') {
                 return Err(PlanError::flag(
                     "--probe",
-                    format!("'{spec}' needs HOST:PORT"),
+                    format!("'{shown}' needs HOST:PORT"),
                     "e.g. --probe node-exporter://db1:9100",
                 ));
             }
@@ -66,14 +69,11 @@ impl RemoteProbe {
         } else {
             return Err(PlanError::flag(
                 "--probe",
-                format!("'{spec}' is not a probe"),
+                format!("'{shown}' is not a probe"),
                 "use local, agent://HOST:PORT or node-exporter://HOST:PORT",
             ));
         };
-        Ok(RemoteProbe {
-            name: spec.to_string(),
-            kind,
-        })
+        Ok(RemoteProbe { name: shown, kind })
     }
 
     /// The source host's inventory: an agent's; none from a node_exporter.
@@ -95,12 +95,22 @@ impl RemoteProbe {
                 })
             }
             Kind::NodeExporter { url, http } => {
+                // The URL may carry a user and password (basic
+                // authentication): what is said of it is redacted.
+                let shown = || crate::secret::redact(url);
                 let text = http
                     .get(url)
                     .call()
-                    .map_err(|e| anyhow::anyhow!("node_exporter at {url} did not answer: {e}"))?
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "node_exporter at {} did not answer: {}",
+                            shown(),
+                            crate::secret::redact(&e.to_string())
+                        )
+                    })?
                     .into_string()?;
-                let scrape = Scrape::parse(&text).map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+                let scrape =
+                    Scrape::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", shown()))?;
                 Ok(RemoteSnapshot::NodeExporter {
                     at: Instant::now(),
                     scrape: Box::new(scrape),

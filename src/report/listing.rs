@@ -22,6 +22,15 @@ pub fn render_runs(store: &Path, rows: &[RunRow]) -> String {
         "run", "started", "status", "workload", "steps", "peak tps"
     );
     for row in rows {
+        if let Some(why) = &row.damaged {
+            let _ = writeln!(
+                out,
+                "{:>4}  damaged, not readable: {}",
+                row.id,
+                crate::util::printable(why)
+            );
+            continue;
+        }
         let _ = writeln!(
             out,
             "{:>4}  {:<24}  {:<9}  {:<8}  {:>5}  {:>10}  {}",
@@ -83,10 +92,20 @@ mod tests {
             target: "sqlite:bank.db".to_string(),
             steps: 6,
             peak_throughput: None,
+            damaged: None,
         };
-        let text = render_runs(Path::new("x.db"), &[row]);
+        let damaged = RunRow {
+            id: 8,
+            damaged: Some("Invalid column type Blob at index: 1\x1b[2J".to_string()),
+            ..row.clone()
+        };
+        let text = render_runs(Path::new("x.db"), &[row, damaged]);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(
+            lines[2],
+            "   8  damaged, not readable: Invalid column type Blob at index: 1\u{fffd}[2J"
+        );
         assert!(lines[0].starts_with(" run  started"), "{text}");
         assert!(lines[1].starts_with("   7  2026-11-23T16:00:00Z"), "{text}");
         assert!(lines[1].ends_with("  sqlite:bank.db"), "{text}");

@@ -77,7 +77,7 @@ impl Progress {
                 secs(total - warmup)
             )
         };
-        crate::util::out(format_args!(
+        crate::util::out_control(format_args!(
             "\r\x1b[2Kstep {} {level}: {phase}  {} tps  p95 {}  errors {}",
             self.position(index),
             OpsPerSec(all.completed() as f64 / seconds),
@@ -100,7 +100,7 @@ impl Progress {
             step.status.as_str()
         );
         if self.live {
-            crate::util::out(format_args!("\r\x1b[2K{line}\n"));
+            crate::util::out_control(format_args!("\r\x1b[2K{line}\n"));
         } else {
             crate::util::out(format_args!("{line}\n"));
         }

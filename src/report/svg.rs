@@ -37,7 +37,9 @@ pub struct Chart {
     pub y_format: fn(f64) -> String,
 }
 
-/// Escapes text for HTML and SVG.
+/// Escapes text for HTML and SVG; a control character (but newline and
+/// tab), which no HTML may hold and a terminal showing the page's source
+/// would obey, becomes `�`.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -47,6 +49,7 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }

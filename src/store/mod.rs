@@ -74,8 +74,22 @@ impl Store {
                 path.display()
             ))
         };
-        if path.is_dir() {
-            return Err(fail("it is a directory".to_string()).into());
+        // SQLite would read a device or a FIFO as a database, and make its
+        // journal beside it (`/dev/zero-journal`): only a regular file, or
+        // a new path, is a store.
+        match std::fs::metadata(path) {
+            Ok(m) if !m.is_file() => {
+                return Err(PlanError::new(format!(
+                    "cannot open the results store {}: it {}; pass --store with a file path (the default is perflab.db)",
+                    path.display(),
+                    crate::util::open_regular(path)
+                        .err()
+                        .map_or("is not a regular file".to_string(), |e| e.to_string())
+                        .replace(", not a regular file", ", not a file")
+                ))
+                .into())
+            }
+            _ => {}
         }
         let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
         let mut store = Store {
@@ -132,10 +146,50 @@ impl Store {
         Ok(store)
     }
 
-    /// Opens a store that a run already wrote, for reading: a missing or
-    /// empty file, a file that is no SQLite database, or a database that
-    /// holds no perflab results is refused, and left exactly as it was.
+    /// Opens a store that a run already wrote, to write more to it (a
+    /// lab resumed): a missing or empty file, a file that is no SQLite
+    /// database, or a database that holds no perflab results is refused,
+    /// and left exactly as it was.
     pub fn open_existing(path: &Path) -> anyhow::Result<Self> {
+        Self::check_existing(path)?;
+        Self::open(path)
+    }
+
+    /// Opens a store that a run already wrote, for reading alone (`show`,
+    /// `runs`, `report`, …): refused as [`Store::open_existing`] refuses,
+    /// then opened read-only, so that a store on a read-only mount, or a
+    /// file the user may only read, is read. A store of an older schema
+    /// is migrated first when it can be written, else refused with what
+    /// to do.
+    pub fn open_read(path: &Path) -> anyhow::Result<Self> {
+        let version = Self::check_existing(path)?;
+        if version < migrations::VERSION {
+            return Self::open(path).map_err(|e| {
+                PlanError::new(format!(
+                    "the results store {} was written by an older perflab and must be upgraded before it is read, which needs it writable ({}); copy it to a writable place and give --store the copy",
+                    path.display(),
+                    crate::util::one_line(&format!("{e:#}"))
+                ))
+                .into()
+            });
+        }
+        let conn = read_only(path).map_err(|e| {
+            PlanError::new(format!(
+                "cannot read the results store {}: {e}; give --store the file a perflab run wrote",
+                path.display()
+            ))
+        })?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Refuses what is no results store (a device, an empty file, a file
+    /// that is not SQLite, a database of someone else's, a store of a
+    /// newer perflab), reading it only; its schema version otherwise.
+    fn check_existing(path: &Path) -> anyhow::Result<i64> {
         use std::io::Read;
         let refuse = |why: &str| -> anyhow::Error {
             PlanError::new(format!(
@@ -145,7 +199,7 @@ impl Store {
             .into()
         };
         let mut head = [0u8; 16];
-        let n = std::fs::File::open(path)
+        let n = crate::util::open_regular(path)
             .and_then(|mut f| f.read(&mut head))
             .map_err(|e| refuse(&format!("not readable ({e})")))?;
         if n == 0 {
@@ -154,18 +208,70 @@ impl Store {
         if n < head.len() || &head != SQLITE_MAGIC {
             return Err(refuse("not a results store (not a SQLite database)"));
         }
-        let version: i64 =
-            Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .and_then(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0)))
-                .map_err(|e| refuse(&format!("not a readable database ({e})")))?;
+        let version: i64 = read_only(path)
+            .and_then(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0)))
+            .map_err(|e| refuse(&format!("not a readable database ({e})")))?;
         if version == 0 {
             return Err(refuse("a SQLite database with no perflab results"));
         }
-        Self::open(path)
+        if version > migrations::VERSION {
+            return Err(PlanError::new(format!(
+                "cannot open the results store {}: {}",
+                path.display(),
+                migrations::newer_than_this_build(version)
+            ))
+            .into());
+        }
+        Ok(version)
     }
 
     /// Where the store lives.
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// A read-only connection to the store at `path`. A store in WAL mode
+/// needs its shared-memory file (`-shm`) beside it; where that can be
+/// neither found nor made (a read-only mount, a directory the user may
+/// not write), the file is opened as immutable: nothing can be writing
+/// it there. (What a log left by a killed writer holds is then not seen;
+/// a store closed cleanly has no log left.)
+fn read_only(path: &Path) -> rusqlite::Result<Connection> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let plain = Connection::open_with_flags(path, flags).and_then(|c| {
+        c.query_row("PRAGMA schema_version", [], |_| Ok(()))
+            .map(|()| c)
+    });
+    match plain {
+        Ok(conn) => Ok(conn),
+        Err(first) => {
+            let Some(uri) = immutable_uri(path) else {
+                return Err(first);
+            };
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+                .and_then(|c| {
+                    c.query_row("PRAGMA schema_version", [], |_| Ok(()))
+                        .map(|()| c)
+                })
+                .map_err(|_| first)
+        }
+    }
+}
+
+/// `file:PATH?immutable=1`, the path percent-encoded where a URI needs it;
+/// none for a path that is not UTF-8.
+fn immutable_uri(path: &Path) -> Option<String> {
+    let text = path.to_str()?;
+    let mut uri = String::from("file:");
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    Some(uri)
 }

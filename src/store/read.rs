@@ -26,6 +26,9 @@ pub struct RunRow {
     pub steps: u64,
     /// Highest measured throughput of any step, operations per second.
     pub peak_throughput: Option<f64>,
+    /// Why the run's row could not be read (a damaged store); the other
+    /// fields are then empty.
+    pub damaged: Option<String>,
 }
 
 /// A whole run as stored.
@@ -80,6 +83,40 @@ fn effective_status(
     }
 }
 
+/// One line of `perflab runs` from its row of the query in
+/// [`Store::runs`].
+fn run_row(id: RunId, r: &rusqlite::Row<'_>) -> anyhow::Result<RunRow> {
+    let status: String = r.get(2)?;
+    let host: HostFacts = serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or_default();
+    let writer: Option<String> = r.get(9)?;
+    Ok(RunRow {
+        id,
+        started_at: r.get(1)?,
+        status: effective_status(parse_status(&status)?, r.get(3)?, writer.as_deref(), &host),
+        workload: r.get(5)?,
+        target: r.get(6)?,
+        steps: r.get::<_, i64>(7)?.max(0) as u64,
+        peak_throughput: r.get(8)?,
+        damaged: None,
+    })
+}
+
+impl RunRow {
+    /// The line of a run whose row cannot be read: its id and why.
+    fn damaged(id: RunId, why: &anyhow::Error) -> Self {
+        RunRow {
+            id,
+            started_at: String::new(),
+            status: RunStatus::Failed,
+            workload: String::new(),
+            target: String::new(),
+            steps: 0,
+            peak_throughput: None,
+            damaged: Some(crate::util::one_line(&format!("{why:#}"))),
+        }
+    }
+}
+
 fn parse_status(text: &str) -> anyhow::Result<RunStatus> {
     RunStatus::parse(text).ok_or_else(|| anyhow!("unknown run status '{text}' in the store"))
 }
@@ -101,33 +138,13 @@ impl Store {
              LEFT JOIN measured m ON m.step_id = s.id
              GROUP BY r.id ORDER BY r.id",
         )?;
-        let rows = stmt.query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, i64>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, String>(6)?,
-                r.get::<_, i64>(7)?,
-                r.get::<_, Option<f64>>(8)?,
-                r.get::<_, Option<String>>(9)?,
-            ))
-        })?;
+        let mut rows = stmt.query([])?;
         let mut out = Vec::new();
-        for row in rows {
-            let (id, started_at, status, pid, host, workload, target, steps, peak, writer) = row?;
-            let host: HostFacts = serde_json::from_str(&host).unwrap_or_default();
-            out.push(RunRow {
-                id,
-                started_at,
-                status: effective_status(parse_status(&status)?, pid, writer.as_deref(), &host),
-                workload,
-                target,
-                steps: steps as u64,
-                peak_throughput: peak,
-            });
+        while let Some(row) = rows.next()? {
+            // The id is the table's rowid, always an integer; any other
+            // column may be damaged, and then only this run's line says so.
+            let id: RunId = row.get(0)?;
+            out.push(run_row(id, row).unwrap_or_else(|e| RunRow::damaged(id, &e)));
         }
         Ok(out)
     }

@@ -323,8 +323,25 @@ impl ManagedFlags<'_> {
     }
 }
 
-/// Validates a `--target` (`default` when absent).
+/// Validates a `--target` (`default` when absent). `env:VAR` reads the
+/// target from the environment variable VAR: a DSN holding a password
+/// kept off the command line (perflab kube's coordinator gets it so, from
+/// its Secret).
 pub fn validate_target(text: Option<&str>, default: &str) -> Result<Target, PlanError> {
+    let from_env;
+    let text = match text.and_then(|t| t.strip_prefix("env:")) {
+        Some(var) => {
+            from_env = std::env::var(var).map_err(|_| {
+                PlanError::flag(
+                    "--target",
+                    format!("env:{var}: the environment variable {var} is not set (or not text)"),
+                    "set it to the target, or give the target itself",
+                )
+            })?;
+            Some(from_env.as_str())
+        }
+        None => text,
+    };
     Target::parse(text.unwrap_or(default)).map_err(|e| {
         PlanError::flag(
             "--target",

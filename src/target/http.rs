@@ -27,12 +27,14 @@ impl HttpBase {
     /// Parses `http://HOST[:PORT][/PATH]`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
+        // What an error quotes of the URL: never a secret it may hold.
+        let shown = super::redact(text);
         let (tls, rest) = if let Some(rest) = text.strip_prefix("http://") {
             (false, rest)
         } else if let Some(rest) = text.strip_prefix("https://") {
             (true, rest)
         } else {
-            return Err(format!("'{text}' is not an http:// or https:// URL"));
+            return Err(format!("'{shown}' is not an http:// or https:// URL"));
         };
         let (authority, path) = match rest.find('/') {
             Some(slash) => (&rest[..slash], &rest[slash..]),
@@ -40,18 +42,17 @@ impl HttpBase {
         };
         if authority.contains('@') {
             return Err(format!(
-                "'{}' holds credentials; perflab's HTTP requests send none",
-                super::redact(text)
+                "'{shown}' holds credentials; perflab's HTTP requests send none"
             ));
         }
         if path.contains(['?', '#']) || path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
             return Err(format!(
-                "'{text}': a base URL's path may not hold a query, a fragment, spaces or control characters"
+                "'{shown}': a base URL's path may not hold a query, a fragment, spaces or control characters"
             ));
         }
         let (host, port) =
             split_host_port(authority, if tls { 443 } else { 80 }).ok_or_else(|| {
-                format!("'{text}' has no valid HOST[:PORT], e.g. http://127.0.0.1:8080/")
+                format!("'{shown}' has no valid HOST[:PORT], e.g. http://127.0.0.1:8080/")
             })?;
         let mut path = path.to_string();
         if !path.ends_with('/') {
@@ -183,7 +184,10 @@ impl ServerStatus {
         let base = HttpBase::parse(url)
             .and_then(|b| {
                 if b.tls {
-                    Err(format!("'{url}': status pages are read over plain HTTP"))
+                    Err(format!(
+                        "'{}': status pages are read over plain HTTP",
+                        super::redact(url)
+                    ))
                 } else {
                     Ok(b)
                 }
@@ -205,7 +209,7 @@ impl ServerStatus {
         status.read().map_err(|e| {
             crate::error::PlanError::flag(
                 "--server-status",
-                format!("{url} gave no status page: {e}"),
+                format!("{} gave no status page: {e}", super::redact(url)),
                 "give nginx's stub_status or Apache's server-status?auto URL",
             )
         })?;

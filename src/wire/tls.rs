@@ -74,6 +74,16 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The most a PEM file perflab reads may hold: a certificate chain or a
+/// key is a few kilobytes, a system's whole CA bundle about 250 KiB.
+pub const MAX_PEM: u64 = 4 << 20;
+
+/// A PEM file's bytes: a regular file of at most [`MAX_PEM`] bytes
+/// (`/dev/zero` is refused, not read for ever).
+fn read_pem(file: &Path) -> Result<Vec<u8>, String> {
+    crate::util::read_bounded(file, MAX_PEM).map_err(|e| e.to_string())
+}
+
 /// The certificates of a PEM file as roots; at least one. `flag` names
 /// where the file came from.
 fn roots_from(file: &Path, flag: &str) -> Result<RootCertStore, PlanError> {
@@ -84,8 +94,8 @@ fn roots_from(file: &Path, flag: &str) -> Result<RootCertStore, PlanError> {
         ))
     };
     let mut roots = RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(file).map_err(|e| bad(e.to_string()))?;
-    for cert in certs {
+    let pem = read_pem(file).map_err(bad)?;
+    for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| bad(e.to_string()))?;
         roots.add(cert).map_err(|e| bad(e.to_string()))?;
     }
@@ -174,14 +184,15 @@ impl Identity {
                 "give PEM files: the certificate (and its chain) and its private key",
             )
         };
-        let chain = CertificateDer::pem_file_iter(cert)
-            .map_err(|e| bad("--tls-cert", cert, e.to_string()))?
+        let pem = read_pem(cert).map_err(|e| bad("--tls-cert", cert, e))?;
+        let chain = CertificateDer::pem_slice_iter(&pem)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| bad("--tls-cert", cert, e.to_string()))?;
         if chain.is_empty() {
             return Err(bad("--tls-cert", cert, "it holds no certificate".into()));
         }
-        let key_der = PrivateKeyDer::from_pem_file(key)
+        let pem = read_pem(key).map_err(|e| bad("--tls-key", key, e))?;
+        let key_der = PrivateKeyDer::from_pem_slice(&pem)
             .map_err(|e| bad("--tls-key", key, format!("no private key read: {e}")))?;
         let identity = Identity {
             chain,

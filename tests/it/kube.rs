@@ -244,3 +244,60 @@ fn a_run_kube_cannot_carry_is_one_line() {
     assert!(!dir.path().join("x.bin").exists());
     assert!(!dir.path().join("x.db").exists());
 }
+
+/// A target's password and a secret header go into the Secret and reach
+/// the coordinator from its environment (`secretKeyRef`): no Job holds
+/// them, the generators do not mount them, and the manifests validate.
+#[test]
+fn the_run_s_secrets_are_in_the_secret_and_in_no_job() {
+    let dir = tempdir();
+    let out = dir.path().join("m.yaml");
+    for run in [
+        &[
+            "run",
+            "bank",
+            "--target",
+            "postgres://bob:SECRETPW@127.0.0.1:1/shop",
+        ][..],
+        &[
+            "run",
+            "web",
+            "--target",
+            "http://127.0.0.1:1/",
+            "--header",
+            "Authorization: Bearer SECRETPW",
+            "--header",
+            "Accept: text/html",
+        ][..],
+    ] {
+        let said = crate::support::perflab(dir.path())
+            .args(["kube", "--generators", "1", "--image", "i", "--out"])
+            .arg(&out)
+            .arg("--")
+            .args(run)
+            .assert()
+            .code(0)
+            .get_output()
+            .clone();
+        assert!(!String::from_utf8_lossy(&said.stdout).contains("SECRETPW"));
+        let text = std::fs::read_to_string(&out).unwrap();
+        let docs = documents(&text);
+        let data = &kind(&docs, "Secret", "perflab-secret")["stringData"];
+        let coordinator = kind(&docs, "Job", "perflab-coordinator");
+        let generators = kind(&docs, "Job", "perflab-generators");
+        for job in [coordinator, generators] {
+            assert!(!job.to_string().contains("SECRETPW"), "{job}");
+        }
+        let container = &coordinator["spec"]["template"]["spec"]["containers"][0];
+        let env = container["env"].as_array().unwrap();
+        assert_eq!(env.len(), 1, "{env:?}");
+        let key = env[0]["valueFrom"]["secretKeyRef"]["key"].as_str().unwrap();
+        assert!(data[key].as_str().unwrap().contains("SECRETPW"));
+        let line = container["command"][2].as_str().unwrap();
+        contains(line, env[0]["name"].as_str().unwrap());
+        let mounted = &generators["spec"]["template"]["spec"]["volumes"][0]["secret"]["items"];
+        assert_eq!(mounted.as_array().unwrap().len(), 3, "{mounted}");
+        let (ok, why) = validates(&out);
+        assert!(ok, "{why}");
+    }
+}

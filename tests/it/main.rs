@@ -16,6 +16,7 @@ mod kube;
 mod lab;
 mod link;
 mod mariadb;
+mod outputs;
 mod postgres;
 mod probes;
 mod props;

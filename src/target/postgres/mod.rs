@@ -129,10 +129,11 @@ fn split_escaped(line: &str) -> Vec<String> {
     fields
 }
 
-/// Reads `~/.pgpass` (or `$PGPASSFILE`), if it exists.
+/// Reads `~/.pgpass` (or `$PGPASSFILE`), if it is a regular file of at
+/// most 1 MiB (`PGPASSFILE=/dev/zero` is not read for ever).
 pub fn read_pgpass(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let path = env("PGPASSFILE").or_else(|| env("HOME").map(|h| format!("{h}/.pgpass")))?;
-    std::fs::read_to_string(path).ok()
+    crate::util::read_text_bounded(std::path::Path::new(&path), 1 << 20).ok()
 }
 
 /// Opens a connection with `config` (the target's, or a variant of it) and

@@ -66,9 +66,13 @@ pub struct WebArgs {
     #[arg(long, value_name = "METHOD", value_enum, default_value_t = Method::Get)]
     pub method: Method,
 
-    /// A header sent with every request, "Name: value" (repeatable).
+    /// A header sent with every request, "Name: value" (repeatable). A secret one's value (Authorization, cookies, tokens) is never printed or stored.
     #[arg(long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
+
+    /// A header sent with every request, "Name: value", read from the environment variable VAR (repeatable): a secret kept off the command line, as perflab kube's manifests pass it.
+    #[arg(long = "header-env", value_name = "VAR")]
+    pub header_env: Vec<String>,
 
     /// The share of bodies checksummed against the file set (0 to 1).
     #[arg(long, value_name = "SHARE", default_value_t = 0.01)]
@@ -238,11 +242,26 @@ impl Kind for Web {
                 "drop --connection close, or --pipeline",
             ));
         }
-        let headers = args
+        let mut headers = args
             .headers
             .iter()
             .map(|h| parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
+        for var in &args.header_env {
+            let text = std::env::var(var).map_err(|_| {
+                PlanError::flag(
+                    "--header-env",
+                    format!("the environment variable {var} is not set (or not text)"),
+                    "set it to the header, Name: value",
+                )
+            })?;
+            headers.push(parse_header(&text).map_err(|e| {
+                PlanError::new(format!(
+                    "--header-env {var}: {}",
+                    e.to_string().trim_start_matches("--header: ")
+                ))
+            })?);
+        }
         let managed_flag = [
             (!args.nginx_set.is_empty(), "--nginx-set"),
             (args.nginx_cpus.is_some(), "--nginx-cpus"),
@@ -470,7 +489,7 @@ fn parse_header(text: &str) -> Result<(String, String), PlanError> {
     let bad = |why: &str| {
         PlanError::flag(
             "--header",
-            format!("'{}': {why}", crate::target::redact(text)),
+            format!("'{}': {why}", crate::secret::redact_header(text)),
             "e.g. --header 'Accept-Encoding: gzip'",
         )
     };
@@ -496,16 +515,6 @@ fn parse_header(text: &str) -> Result<(String, String), PlanError> {
     Ok((name.to_string(), value.trim().to_string()))
 }
 
-/// Whether a header carries a secret (its value is never stored).
-fn secret_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    name.contains("authorization")
-        || name.contains("cookie")
-        || ["token", "secret", "key", "pass"]
-            .iter()
-            .any(|w| name.contains(w))
-}
-
 /// Headers as stored: a secret header's value masked.
 fn masked_headers<S: Serializer>(headers: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
     let shown: Vec<(&str, &str)> = headers
@@ -513,7 +522,11 @@ fn masked_headers<S: Serializer>(headers: &[(String, String)], s: S) -> Result<S
         .map(|(k, v)| {
             (
                 k.as_str(),
-                if secret_header(k) { "***" } else { v.as_str() },
+                if crate::secret::secret_header(k) {
+                    crate::secret::MASK
+                } else {
+                    v.as_str()
+                },
             )
         })
         .collect();
