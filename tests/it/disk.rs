@@ -754,3 +754,21 @@ fn a_signal_during_preconditioning_stops_it_and_removes_the_file() {
     assert!(!dir.path().join("x.bin").exists(), "the file was left");
     assert!(!dir.path().join("x.bin.perflab-ledger").exists());
 }
+
+/// A file target in a directory on a read-only file system is bad input:
+/// one line, exit 2.
+#[test]
+fn a_file_on_a_read_only_file_system_is_bad_input() {
+    let fs = Tmpfs::new("ro,size=1m");
+    let dir = tempdir();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run disk --target file:{}/t.bin --size 1MiB --spec 4k-randread --depth 2 --warmup 0s --duration 1s",
+            fs.path().display()
+        ),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(&err, "read-only file system");
+}

@@ -473,6 +473,7 @@ fn size_of(path: &Path, given: Option<&str>, destroy: bool) -> Result<u64, PlanE
             "give a path in an existing directory",
         ));
     }
+    writable_dir(parent)?;
     let ledger_at = Ledger::path_for(path);
     let ledger = Ledger::open(&ledger_at)
         .map_err(|e| PlanError::flag("--target", format!("{e:#}"), "or give another path"))?;
@@ -536,6 +537,31 @@ fn size_of(path: &Path, given: Option<&str>, destroy: bool) -> Result<u64, PlanE
     };
     check_free_space(path, parent, &ledger_at, size)?;
     Ok(size)
+}
+
+/// The directory of a target file must take the file and its ledger: a
+/// read-only file system or a directory perflab may not write is bad
+/// input, found before anything is done.
+fn writable_dir(dir: &Path) -> Result<(), PlanError> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(name) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: a NUL-terminated path; access only reads it.
+    if unsafe { libc::access(name.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    let why = match e.raw_os_error() {
+        Some(libc::EROFS) => "is on a read-only file system".to_string(),
+        Some(libc::EACCES | libc::EPERM) => "is not writable (permission denied)".to_string(),
+        _ => format!("cannot be written in: {e}"),
+    };
+    Err(PlanError::flag(
+        "--target",
+        format!("the directory {} {why}", dir.display()),
+        "give a path perflab may write the file and its ledger in",
+    ))
 }
 
 /// A target path must name a regular file itself: never a link (perflab
