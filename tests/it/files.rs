@@ -287,3 +287,42 @@ fn a_full_file_system_leaves_no_partial_file_called_foreign() {
         "the run's directory was left behind"
     );
 }
+
+/// A file someone else puts in the run's directory during the run is not
+/// perflab's to remove: after the run it is still there (with its
+/// directory), perflab's own files and directories are gone, and perflab
+/// says what it left.
+#[test]
+fn a_file_someone_else_puts_in_the_run_directory_is_left() {
+    let dir = tempdir();
+    let child = perflab_process(dir.path())
+        .args("run files --target dir:. --users 2,2 --mix write=50,read=50 --initial-files 4 --file-size 8k --warmup 0s --duration 2s".split(' '))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let guard = KillOnDrop(child.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let user = loop {
+        if let Some(root) = run_dirs(dir.path()).first() {
+            if root.join("u00001").is_dir() {
+                break root.join("u00001");
+            }
+        }
+        assert!(Instant::now() < deadline, "no run directory");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::fs::write(user.join("notes.txt"), b"mine").unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(guard);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(std::fs::read(user.join("notes.txt")).unwrap(), b"mine");
+    let left: Vec<_> = std::fs::read_dir(&user).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "perflab's files were left: {left:?}");
+    let root = user.parent().unwrap();
+    assert!(
+        !root.join("u00000").exists(),
+        "perflab's directory was left"
+    );
+    contains(&err, "holds files perflab did not write");
+}
