@@ -1,8 +1,12 @@
 //! The disk workload on real files in temporary directories: the spec's
 //! shares and percentages as done, verification catching a file damaged
 //! behind perflab's back, the ledger surviving `kill -9`, both engines,
-//! and bad input refused before anything is created. I/Os are offered at
-//! fixed rates (open loop), leaving CPU to the tests running beside them.
+//! and bad input refused before anything is created. On real loop devices
+//! and small tmpfs mounts: what perflab may never write — a device holding
+//! anything without `--destroy-data`, a device mounted in another mount
+//! namespace or held open, a file it did not make, a size beyond the free
+//! space. I/Os are offered at fixed rates (open loop), leaving CPU to the
+//! tests running beside them.
 
 use crate::support::{
     contains, last_export, perflab, perflab_expect, perflab_ok, spawn_until_steps, tempdir,

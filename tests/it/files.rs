@@ -1,7 +1,10 @@
 //! The files workload on a real directory: seed 004's clients thinking,
 //! then writing, reading, stating and deleting their files; the check
 //! after the run naming files altered, removed or added behind perflab's
-//! back; think time honoured; bad input refused.
+//! back; think time honoured; bad input refused. On small tmpfs mounts: a
+//! full file system stops the initial files in one line and leaves no
+//! partial file behind, a read-only one is bad input; a signal stops the
+//! preparation and removes what it wrote; a stranger's file is left.
 
 use crate::disk::Tmpfs;
 use crate::support::{
