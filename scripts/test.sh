@@ -36,6 +36,11 @@ PATH=$PATH:/usr/sbin:/sbin
 { command -v ip && command -v tc; } >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 { command -v taskset && command -v setpriv; } >/dev/null 2>&1 || need_apt+=(util-linux)
+# A device is judged by util-linux's blkid; the disk tests put minix and
+# cramfs file systems on loop devices and mount ext4 in another mount
+# namespace (unshare).
+{ command -v blkid && command -v mkfs.minix && command -v mkfs.cramfs && command -v unshare; } \
+    >/dev/null 2>&1 || need_apt+=(util-linux)
 # The HTML report is opened in a real headless browser.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if ((${#need_apt[@]})); then

@@ -1,8 +1,12 @@
 //! The disk workload on real files in temporary directories: the spec's
 //! shares and percentages as done, verification catching a file damaged
 //! behind perflab's back, the ledger surviving `kill -9`, both engines,
-//! and bad input refused before anything is created. I/Os are offered at
-//! fixed rates (open loop), leaving CPU to the tests running beside them.
+//! and bad input refused before anything is created. On real loop devices
+//! and small tmpfs mounts: what perflab may never write — a device holding
+//! anything without `--destroy-data`, a device mounted in another mount
+//! namespace or held open, a file it did not make, a size beyond the free
+//! space. I/Os are offered at fixed rates (open loop), leaving CPU to the
+//! tests running beside them.
 
 use crate::support::{
     contains, last_export, perflab, perflab_expect, perflab_ok, spawn_until_steps, tempdir,
@@ -381,7 +385,7 @@ fn a_device_holding_a_file_system_is_written_only_when_told() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     contains(
         &err,
-        "holds a ext2/3/4 signature; the spec writes and would destroy it",
+        "holds an ext4 file system; the spec writes and would destroy it",
     );
     let out = perflab_ok(
         dir.path(),
@@ -431,4 +435,344 @@ fn a_device_holding_a_file_system_is_written_only_when_told() {
         2,
     );
     contains(&err, "not a block device");
+}
+
+/// Writes what a device is to hold before a test: `raw` data with no
+/// signature, or a `minix` or `cramfs` file system.
+fn fill_device(kind: &str, dev: &str) {
+    match kind {
+        "raw" => {
+            let mut data = vec![0u8; 4 << 20];
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            for b in &mut data {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            let file = std::fs::OpenOptions::new().write(true).open(dev).unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&file, &data, 0).unwrap();
+            file.sync_all().unwrap();
+        }
+        "minix" => {
+            let out = std::process::Command::new("mkfs.minix")
+                .arg(dev)
+                .output()
+                .expect("mkfs.minix runs (util-linux)");
+            assert!(out.status.success(), "{out:?}");
+        }
+        "cramfs" => {
+            let src = tempdir();
+            std::fs::write(src.path().join("hello.txt"), b"hello").unwrap();
+            let image = src.path().join("image.cramfs");
+            let out = std::process::Command::new("mkfs.cramfs")
+                .arg(src.path())
+                .arg(&image)
+                .output()
+                .expect("mkfs.cramfs runs (util-linux)");
+            assert!(out.status.success(), "{out:?}");
+            let file = std::fs::OpenOptions::new().write(true).open(dev).unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&file, &std::fs::read(&image).unwrap(), 0)
+                .unwrap();
+            file.sync_all().unwrap();
+        }
+        other => panic!("no such content: {other}"),
+    }
+}
+
+/// Raw data, a minix and a cramfs file system on a device: a writing spec
+/// is refused without `--destroy-data`, in one line naming what blkid
+/// found there, and the device is left byte for byte; with the flag it is
+/// written.
+#[test]
+fn a_device_is_written_only_with_destroy_data_whatever_it_holds() {
+    let dir = tempdir();
+    let short = "--depth 2 --warmup 0s --duration 1s";
+    for (kind, says) in [
+        ("raw", "no signature blkid knows"),
+        ("minix", "a minix file system"),
+        ("cramfs", "a cramfs file system"),
+    ] {
+        let dev = LoopDevice::new(16);
+        fill_device(kind, &dev.path);
+        let before = std::fs::read(&dev.path).unwrap();
+        let target = format!("--target device:{}", dev.path);
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run disk {target} --spec 4k-randwrite {short}"),
+            2,
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{kind}: {err}");
+        contains(&err, says);
+        contains(&err, "--destroy-data");
+        assert!(
+            std::fs::read(&dev.path).unwrap() == before,
+            "{kind}: written without --destroy-data"
+        );
+        assert!(!dev.ledger().exists(), "{kind}: a ledger was made");
+        let out = perflab_ok(
+            dir.path(),
+            &format!("run disk {target} --spec 4k-randwrite --destroy-data {short}"),
+        );
+        contains(&out, "preconditioning");
+        assert!(
+            std::fs::read(&dev.path).unwrap() != before,
+            "{kind}: not written with --destroy-data"
+        );
+    }
+}
+
+/// A process in a mount namespace of its own (`unshare -m`) that holds a
+/// mount of a device there; killed (by its PID) and waited for when
+/// dropped.
+struct NamespaceMount {
+    child: std::process::Child,
+}
+
+impl NamespaceMount {
+    fn new(dev: &str, at: &Path) -> NamespaceMount {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg("mount \"$0\" \"$1\" && echo mounted && exec sleep 600")
+            .arg(dev)
+            .arg(at)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("unshare runs (util-linux)");
+        let mut line = String::new();
+        let stdout = child.stdout.take().unwrap();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        let holder = NamespaceMount { child };
+        assert_eq!(line.trim(), "mounted", "the namespace's mount failed");
+        holder
+    }
+}
+
+impl Drop for NamespaceMount {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An ext4 file system mounted only in another mount namespace: a writing
+/// spec is refused with and without `--destroy-data`, naming the mount and
+/// its namespace's process; nothing is written.
+#[test]
+fn a_device_mounted_in_another_mount_namespace_is_never_written() {
+    let dev = LoopDevice::new(32);
+    assert!(std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", &dev.path])
+        .status()
+        .expect("mkfs.ext4 runs (e2fsprogs)")
+        .success());
+    let mnt = tempdir();
+    let holder = NamespaceMount::new(&dev.path, mnt.path());
+    let ours = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !ours.contains(&mnt.path().display().to_string()),
+        "the mount is visible here: the test would prove nothing"
+    );
+    let dir = tempdir();
+    for flag in ["", "--destroy-data"] {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!(
+                "run disk --target device:{} --spec 4k-randwrite {flag} --depth 2 --warmup 0s --duration 1s",
+                dev.path
+            ),
+            2,
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{flag}: {err}");
+        contains(&err, &format!("is mounted at {}", mnt.path().display()));
+        contains(&err, &format!("process {}", holder.child.id()));
+        assert!(!dev.ledger().exists(), "{flag}: a ledger was made");
+    }
+    drop(holder);
+}
+
+/// A device another program holds open exclusively (as a mount, swap or
+/// device-mapper does) is refused whatever the flags.
+#[test]
+fn a_device_held_open_exclusively_is_never_written() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dev = LoopDevice::new(16);
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(&dev.path)
+        .unwrap();
+    let dir = tempdir();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run disk --target device:{} --spec 4k-randwrite --destroy-data --depth 2 --warmup 0s --duration 1s",
+            dev.path
+        ),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(&err, "is busy");
+    assert!(!dev.ledger().exists());
+    drop(held);
+}
+
+/// A disk run made `x.bin`; the user removed it and wrote a file of their
+/// own there, of the same size or another: the next run refuses it (the
+/// stale ledger notwithstanding) and leaves it as it was; `--destroy-data`
+/// lets perflab take it over.
+#[test]
+fn a_file_replaced_behind_perflabs_back_is_never_overwritten() {
+    let dir = tempdir();
+    let short = "--spec 4k-randwrite --depth 2 --warmup 0s --duration 1s";
+    perflab_ok(
+        dir.path(),
+        &format!("run disk --target file:x.bin --size 1MiB {short}"),
+    );
+    assert!(dir.path().join("x.bin.perflab-ledger").exists());
+    for (size, extra) in [(1u64 << 20, ""), (1 << 20, "--size 1MiB"), (3 << 19, "")] {
+        let x = dir.path().join("x.bin");
+        std::fs::remove_file(&x).unwrap();
+        let mine = vec![7u8; size as usize];
+        std::fs::write(&x, &mine).unwrap();
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run disk --target file:x.bin {extra} {short}"),
+            2,
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        contains(&err, "perflab did not make it");
+        contains(&err, "--destroy-data");
+        assert!(std::fs::read(&x).unwrap() == mine, "{extra}: overwritten");
+    }
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run disk --target file:x.bin --size 1MiB --destroy-data {short}"),
+    );
+    contains(&out, "preconditioning");
+    let check = perflab_ok(dir.path(), "check disk --target file:x.bin");
+    contains(&check, "all intact");
+    // Taken over, the file is perflab's: the next run reuses it.
+    let out = perflab_ok(dir.path(), &format!("run disk --target file:x.bin {short}"));
+    contains(&out, "reusing");
+}
+
+/// A tmpfs mounted on a fresh temporary directory with `options`
+/// (size=…, nr_inodes=…, ro), unmounted when dropped.
+pub(crate) struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    pub(crate) fn new(options: &str) -> Tmpfs {
+        let dir = tempdir();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "perflab-test"])
+            .arg(dir.path())
+            .status()
+            .expect("mount runs (the tests run as root)");
+        assert!(status.success(), "cannot mount a tmpfs");
+        Tmpfs { dir }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A `--size` beyond the free space of the file's file system is refused
+/// before anything is written: one line, exit 2, no file and no ledger.
+#[test]
+fn a_size_beyond_the_free_space_is_refused_before_writing() {
+    let fs = Tmpfs::new("size=8m");
+    let dir = tempdir();
+    let target = fs.path().join("t.bin");
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run disk --target file:{} --size 64MiB --spec 4k-randwrite --depth 2 --warmup 0s --duration 1s",
+            target.display()
+        ),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(&err, "free");
+    assert_eq!(
+        std::fs::read_dir(fs.path()).unwrap().count(),
+        0,
+        "something was written"
+    );
+}
+
+/// Ctrl-C while a new file is preconditioned stops the pass at once (exit
+/// 130, nothing measured) and removes the file and its ledger.
+#[test]
+fn a_signal_during_preconditioning_stops_it_and_removes_the_file() {
+    use std::io::BufRead;
+    let dir = tempdir();
+    let mut child = crate::support::perflab_process(dir.path())
+        .args(
+            "run disk --target file:x.bin --size 4GiB --spec 4k-randwrite --depth 2 --warmup 0s --duration 1s"
+                .split(' '),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let started = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.starts_with("preconditioning"));
+    // SAFETY: a signal to the child this test started, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("Ctrl-C was not obeyed during preconditioning");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(started, "no preconditioning line: {err}");
+    assert_eq!(status.code(), Some(130), "{err}");
+    contains(&err, "interrupted while preconditioning the target");
+    assert!(!dir.path().join("x.bin").exists(), "the file was left");
+    assert!(!dir.path().join("x.bin.perflab-ledger").exists());
+}
+
+/// A file target in a directory on a read-only file system is bad input:
+/// one line, exit 2.
+#[test]
+fn a_file_on_a_read_only_file_system_is_bad_input() {
+    let fs = Tmpfs::new("ro,size=1m");
+    let dir = tempdir();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run disk --target file:{}/t.bin --size 1MiB --spec 4k-randread --depth 2 --warmup 0s --duration 1s",
+            fs.path().display()
+        ),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(&err, "read-only file system");
 }

@@ -1,11 +1,19 @@
 //! The files workload on a real directory: seed 004's clients thinking,
 //! then writing, reading, stating and deleting their files; the check
 //! after the run naming files altered, removed or added behind perflab's
-//! back; think time honoured; bad input refused.
+//! back; think time honoured; bad input refused. On small tmpfs mounts: a
+//! full file system stops the initial files in one line and leaves no
+//! partial file behind, a read-only one is bad input; a signal stops the
+//! preparation and removes what it wrote; a stranger's file is left.
 
+use crate::disk::Tmpfs;
 use crate::support::{
-    contains, last_export, perflab_expect, perflab_ok, spawn_until_steps, tempdir,
+    contains, last_export, perflab, perflab_expect, perflab_ok, perflab_process, spawn_until_steps,
+    tempdir,
 };
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// Users with exponential think time: X·(R+Z) = N within 5% (Little's
 /// law with the think time), every file intact, the run's directory gone.
@@ -125,4 +133,199 @@ fn bad_files_input_gets_one_line() {
         0,
         "something was created"
     );
+}
+
+/// The run directories (`perflab-files-…`) under `dir`.
+fn run_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("perflab-files-")
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// `--initial-files` far beyond what a small file system holds, full of
+/// bytes or of inodes: the preparation stops at the first ENOSPC with one
+/// line, exit 2, and removes every file it made.
+#[test]
+fn initial_files_stop_at_a_full_file_system_and_leave_nothing() {
+    for options in ["size=256k", "size=64m,nr_inodes=64"] {
+        let fs = Tmpfs::new(options);
+        let dir = tempdir();
+        let out = perflab(dir.path())
+            .args(["run", "files", "--target"])
+            .arg(format!("dir:{}", fs.path().display()))
+            .args(
+                "--users 2 --initial-files 100000 --file-size 4k --warmup 0s --duration 1s"
+                    .split(' '),
+            )
+            .timeout(Duration::from_secs(120))
+            .assert()
+            .code(2)
+            .get_output()
+            .clone();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{options}: {err}");
+        contains(&err, "No space left on device");
+        contains(&err, "--initial-files");
+        assert_eq!(
+            std::fs::read_dir(fs.path()).unwrap().count(),
+            0,
+            "{options}: files were left behind"
+        );
+    }
+}
+
+/// A SIGINT or SIGTERM while the users write their initial files stops
+/// the preparation at once (exit 130 or 143, nothing measured) and
+/// removes what it wrote.
+#[test]
+fn a_signal_during_the_initial_files_stops_them_and_removes_them() {
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let dir = tempdir();
+        let mut child = perflab_process(dir.path())
+            .args("run files --target dir:. --users 1 --initial-files 100000000 --file-size 1 --warmup 0s --duration 1s".split(' '))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let guard = KillOnDrop(child.id());
+        // Wait until the user's directory holds files.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let written = run_dirs(dir.path())
+                .first()
+                .and_then(|r| std::fs::read_dir(r.join("u00000")).ok())
+                .map_or(0, |d| d.count());
+            if written >= 100 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no initial files were written");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: a signal to the child this test started.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "signal {signal} was not obeyed during the initial files"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        drop(guard);
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(code), "{err}");
+        contains(&err, "interrupted while writing the initial files");
+        assert!(
+            run_dirs(dir.path()).is_empty(),
+            "the initial files were left behind"
+        );
+    }
+}
+
+/// Kills a process this test started (by its PID) when dropped, if it is
+/// still running: a failed assertion leaves no perflab behind.
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: a signal to the child this test started (a PID not yet
+        // reaped, so not reused).
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
+/// A directory on a read-only file system is bad input: one line, exit 2.
+#[test]
+fn a_read_only_directory_is_bad_input() {
+    let fs = Tmpfs::new("ro,size=1m");
+    let dir = tempdir();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run files --target dir:{} --users 1 --warmup 0s --duration 1s",
+            fs.path().display()
+        ),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(&err, "read-only");
+}
+
+/// Users writing into a file system that fills up mid-run: their writes
+/// fail with ENOSPC, and the run's check calls none of perflab's own
+/// partly written files foreign (none is left: a failed write removes its
+/// file); the directory is removed after.
+#[test]
+fn a_full_file_system_leaves_no_partial_file_called_foreign() {
+    let fs = Tmpfs::new("size=1m");
+    let dir = tempdir();
+    let out = perflab(dir.path())
+        .args(["run", "files", "--target"])
+        .arg(format!("dir:{}", fs.path().display()))
+        .args("--users 2 --initial-files 0 --mix write=100 --file-size 48k --warmup 0s --duration 2s --max-error-rate 100%".split(' '))
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let check = last_export(dir.path())["run"]["check"].to_string();
+    contains(&check, "no file is there that was not written");
+    assert!(
+        !check.contains("perflab-files-"),
+        "perflab's own files are called foreign: {check}\n{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_dir(fs.path()).unwrap().count(),
+        0,
+        "the run's directory was left behind"
+    );
+}
+
+/// A file someone else puts in the run's directory during the run is not
+/// perflab's to remove: after the run it is still there (with its
+/// directory), perflab's own files and directories are gone, and perflab
+/// says what it left.
+#[test]
+fn a_file_someone_else_puts_in_the_run_directory_is_left() {
+    let dir = tempdir();
+    let child = perflab_process(dir.path())
+        .args("run files --target dir:. --users 2,2 --mix write=50,read=50 --initial-files 4 --file-size 8k --warmup 0s --duration 2s".split(' '))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let guard = KillOnDrop(child.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let user = loop {
+        if let Some(root) = run_dirs(dir.path()).first() {
+            if root.join("u00001").is_dir() {
+                break root.join("u00001");
+            }
+        }
+        assert!(Instant::now() < deadline, "no run directory");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::fs::write(user.join("notes.txt"), b"mine").unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(guard);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(std::fs::read(user.join("notes.txt")).unwrap(), b"mine");
+    let left: Vec<_> = std::fs::read_dir(&user).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "perflab's files were left: {left:?}");
+    let root = user.parent().unwrap();
+    assert!(
+        !root.join("u00000").exists(),
+        "perflab's directory was left"
+    );
+    contains(&err, "holds files perflab did not write");
 }

@@ -11,7 +11,11 @@
 //! The target file is created at `--size` and preconditioned by one
 //! sequential write pass (its MB/s reported), or reused when its ledger
 //! says it was written to the end at that size. A file perflab did not make
-//! (no ledger beside it) is never written.
+//! — no ledger beside it, or a ledger made for another file of that name —
+//! is written only with `--destroy-data`, and nothing is written that the
+//! file system has no room for. A device is written only with
+//! `--destroy-data`, and never while anything holds it
+//! ([`crate::target::device`]).
 
 pub mod access;
 pub mod block;
@@ -27,7 +31,8 @@ use crate::plan::{LoadModel, Plan};
 use crate::target::Target;
 use crate::units::Bytes;
 use access::{AccessSpec, SECTOR};
-use ledger::Ledger;
+use anyhow::Context;
+use ledger::{FileIdentity, Ledger};
 use serde::{Deserialize, Serialize};
 use session::{DiskWorkload, Shared};
 use std::fs::{File, OpenOptions};
@@ -59,7 +64,7 @@ pub struct DiskArgs {
     #[arg(long, value_name = "TARGET", required_unless_present = "list_specs")]
     pub target: Option<String>,
 
-    /// A device: write even though it holds a partition table or a file system (never a mounted one).
+    /// Write over what the target holds: a device's data, or an existing file perflab did not make (never a device mounted or held).
     #[arg(long)]
     pub destroy_data: bool,
 
@@ -111,7 +116,7 @@ pub struct DiskSpec {
     #[serde(default)]
     pub engine_note: Option<String>,
     pub verify: bool,
-    /// A device's contents may be overwritten.
+    /// A device's contents, or a file perflab did not make, may be overwritten.
     #[serde(default)]
     pub destroy_data: bool,
 }
@@ -189,14 +194,7 @@ impl Kind for Disk {
                 PlanError::flag("--target", e, "give a block device, e.g. device:/dev/sdb")
             })?
         } else {
-            if args.destroy_data {
-                return Err(PlanError::flag(
-                    "--destroy-data",
-                    "perflab writes only files it made, whatever the flag",
-                    "drop --destroy-data, or give device:/dev/NAME",
-                ));
-            }
-            size_of(&path, args.size.as_deref())?
+            size_of(&path, args.size.as_deref(), args.destroy_data)?
         };
         if device && spec.writes() {
             check_device_writable(&path, args.destroy_data)?;
@@ -299,22 +297,27 @@ impl Kind for Disk {
         }
         let at = ledger_path(&spec.target);
         let writes = spec.spec.writes();
-        let (ledger, prepared) = match spec.target {
+        let (file, ledger, prepared) = match spec.target {
             Target::Device { .. } if !writes => {
                 // Reads only: the ledger of an earlier writing run, if any.
                 let l = Ledger::open(&at)?.filter(|l| l.complete() && l.size() == spec.size);
-                (l, serde_json::json!({ "reused": false, "read_only": true }))
+                (
+                    open_file(&path, spec.direct, false)?,
+                    l,
+                    serde_json::json!({ "reused": false, "read_only": true }),
+                )
             }
             Target::Device { .. } => {
-                let (l, p) = prepare(&path, &at, spec.size, spec.direct, false)?;
-                (Some(l), p)
+                let file = claim_device(&path, spec.direct)?;
+                let (l, p) = ready_device(&file, &path, &at, spec.size)?;
+                (file, Some(l), p)
             }
             _ => {
-                let (l, p) = prepare(&path, &at, spec.size, spec.direct, true)?;
-                (Some(l), p)
+                let (file, l, p) =
+                    prepare_file(&path, &at, spec.size, spec.direct, spec.destroy_data)?;
+                (file, Some(l), p)
             }
         };
-        let file = open_file(&path, spec.direct, writes)?;
         let shared = Shared::new(
             spec.spec.clone(),
             file,
@@ -385,35 +388,60 @@ fn ledger_path(target: &Target) -> PathBuf {
 /// The directory of devices' ledgers.
 const DEVICE_LEDGERS: &str = "/var/lib/perflab/ledgers";
 
-/// A device a spec would write: never one mounted; one holding a
-/// partition table or a signature only with `--destroy-data`.
+/// A device a spec would write: never one anything holds (mounted in
+/// any namespace, swap, device-mapper or md), whatever the flags; any
+/// other only with `--destroy-data`, the refusal saying what blkid finds
+/// on it.
 fn check_device_writable(path: &Path, destroy: bool) -> Result<(), PlanError> {
-    use crate::target::device::{in_use, InUse};
-    let found = in_use(path).map_err(|e| PlanError::flag("--target", e, "give a block device"))?;
-    match found {
-        Some(InUse::Mounted(at)) => Err(PlanError::flag(
+    use crate::target::device::{contents, held};
+    let found = held(path).map_err(|e| PlanError::flag("--target", e, "give a block device"))?;
+    if let Some(held) = found {
+        return Err(PlanError::flag(
             "--target",
             format!(
-                "{} is mounted at {at}; the spec writes and would corrupt that file system",
+                "{}: {held}; the spec writes and would corrupt what uses it",
                 path.display()
             ),
-            "unmount it first, or give a read-only spec",
-        )),
-        Some(other) if !destroy => Err(PlanError::flag(
-            "--target",
-            format!(
-                "{}: {other}; the spec writes and would destroy it",
-                path.display()
-            ),
-            "give --destroy-data to write anyway, or a read-only spec",
-        )),
-        _ => Ok(()),
+            "give a device nothing uses, or a read-only spec (--destroy-data never overrides this)",
+        ));
     }
+    if destroy {
+        return Ok(());
+    }
+    let what = match contents(path) {
+        Ok(c) => c.to_string(),
+        Err(e) => format!("perflab cannot tell what it holds ({e})"),
+    };
+    Err(PlanError::flag(
+        "--target",
+        format!(
+            "{}: {what}; the spec writes and would destroy it",
+            path.display()
+        ),
+        "give --destroy-data to write anyway, or a read-only spec",
+    ))
 }
 
-/// The target's size: `--size`, else an existing perflab file's; an
-/// existing file perflab did not make is refused.
-fn size_of(path: &Path, given: Option<&str>) -> Result<u64, PlanError> {
+/// The device opened for a writing run, claimed exclusively: refused
+/// while anything holds it (the kernel's answer, in every namespace), and
+/// looked at once more now that nothing else can mount it.
+fn claim_device(path: &Path, direct: bool) -> anyhow::Result<File> {
+    let fix = "give a device nothing uses, or a read-only spec";
+    let file = crate::target::device::claim(path, direct)
+        .map_err(|e| PlanError::flag("--target", e, fix))?;
+    if let Some(held) =
+        crate::target::device::held(path).map_err(|e| PlanError::flag("--target", e, fix))?
+    {
+        return Err(PlanError::flag("--target", format!("{}: {held}", path.display()), fix).into());
+    }
+    Ok(file)
+}
+
+/// The target's size: `--size`, else an existing perflab file's (or,
+/// with `destroy`, another file's own). An existing file perflab did not
+/// make is refused without `destroy`; a size the file system has no room
+/// for is refused.
+fn size_of(path: &Path, given: Option<&str>, destroy: bool) -> Result<u64, PlanError> {
     let given = given
         .map(|t| {
             Bytes::parse(t)
@@ -421,8 +449,9 @@ fn size_of(path: &Path, given: Option<&str>) -> Result<u64, PlanError> {
                 .map_err(|e| PlanError::flag("--size", e, "e.g. --size 1GiB"))
         })
         .transpose()?;
+    let whole = |s: u64| s >= 1 << 20 && s % 4096 == 0;
     if let Some(s) = given {
-        if s < 1 << 20 || s % 4096 != 0 {
+        if !whole(s) {
             return Err(PlanError::flag(
                 "--size",
                 format!(
@@ -444,27 +473,207 @@ fn size_of(path: &Path, given: Option<&str>) -> Result<u64, PlanError> {
             "give a path in an existing directory",
         ));
     }
-    let existing = path.exists();
-    let ledger = Ledger::open(&Ledger::path_for(path))
-        .map_err(|e| PlanError::flag("--target", format!("{e:#}"), "remove both files"))?;
-    match (existing, ledger, given) {
-        (true, None, _) => Err(PlanError::flag(
+    writable_dir(parent)?;
+    let ledger_at = Ledger::path_for(path);
+    let ledger = Ledger::open(&ledger_at)
+        .map_err(|e| PlanError::flag("--target", format!("{e:#}"), "or give another path"))?;
+    let existing = match std::fs::symlink_metadata(path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(PlanError::flag(
+                "--target",
+                format!("{}: {e}", path.display()),
+                "give a path perflab may use",
+            ))
+        }
+    };
+    let ours = match (&existing, &ledger) {
+        (Some(m), _) => {
+            regular_file(path, m)?;
+            let file = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
+                .map_err(|e| {
+                    PlanError::flag(
+                        "--target",
+                        format!("{}: {e}", path.display()),
+                        "give a file perflab may read",
+                    )
+                })?;
+            ledger.as_ref().is_some_and(|l| is_ours(&file, l))
+        }
+        (None, _) => false,
+    };
+    if existing.is_some() && !ours && !destroy {
+        return Err(foreign(path, ledger.is_some()));
+    }
+    let size = match (&existing, given) {
+        (_, Some(s)) => s,
+        (Some(_), None) if ours => ledger.as_ref().map_or(0, Ledger::size),
+        (Some(m), None) if whole(m.len()) => m.len(),
+        (Some(m), None) => {
+            return Err(PlanError::flag(
+                "--size",
+                format!(
+                    "{} is {}, not a whole number of 4 KiB blocks of at least 1 MiB",
+                    path.display(),
+                    Bytes(m.len())
+                ),
+                "give --size",
+            ))
+        }
+        (None, None) => {
+            return Err(PlanError::flag(
+                "--size",
+                format!(
+                    "{} does not exist yet, so its size is needed",
+                    path.display()
+                ),
+                "e.g. --size 1GiB",
+            ))
+        }
+    };
+    check_free_space(path, parent, &ledger_at, size)?;
+    Ok(size)
+}
+
+/// The directory of a target file must take the file and its ledger: a
+/// read-only file system or a directory perflab may not write is bad
+/// input, found before anything is done.
+fn writable_dir(dir: &Path) -> Result<(), PlanError> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(name) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: a NUL-terminated path; access only reads it.
+    if unsafe { libc::access(name.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    let why = match e.raw_os_error() {
+        Some(libc::EROFS) => "is on a read-only file system".to_string(),
+        Some(libc::EACCES | libc::EPERM) => "is not writable (permission denied)".to_string(),
+        _ => format!("cannot be written in: {e}"),
+    };
+    Err(PlanError::flag(
+        "--target",
+        format!("the directory {} {why}", dir.display()),
+        "give a path perflab may write the file and its ledger in",
+    ))
+}
+
+/// A target path must name a regular file itself: never a link (perflab
+/// would write where it points), a device (that is `device:`) or anything
+/// else.
+fn regular_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), PlanError> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    let (what, fix) = if kind.is_symlink() {
+        (
+            "a symbolic link",
+            "give the path of the file itself".to_string(),
+        )
+    } else if kind.is_block_device() {
+        (
+            "a block device",
+            format!("give device:{} to run on the device", path.display()),
+        )
+    } else {
+        (
+            "not a regular file",
+            "give the path of a regular file".to_string(),
+        )
+    };
+    Err(PlanError::flag(
+        "--target",
+        format!("{} is {what}", path.display()),
+        &fix,
+    ))
+}
+
+/// The refusal of an existing file perflab did not make.
+fn foreign(path: &Path, has_ledger: bool) -> PlanError {
+    let why = if has_ledger {
+        format!(
+            "its ledger {} was made for another file of that name, or the file was rewritten since",
+            Ledger::path_for(path).display()
+        )
+    } else {
+        format!("no {} beside it", Ledger::path_for(path).display())
+    };
+    PlanError::flag(
+        "--target",
+        format!(
+            "{} exists and perflab did not make it ({why}); perflab overwrites only its own files unless told",
+            path.display()
+        ),
+        "give a path that does not exist yet, or --destroy-data to overwrite it",
+    )
+}
+
+/// Refuses a target file and ledger the file system of `dir` has no room
+/// for, counting what an existing file and ledger there already hold (they
+/// are rewritten). The space kept for root (statvfs's `f_bavail` excludes
+/// it) is left to the host.
+fn check_free_space(path: &Path, dir: &Path, ledger_at: &Path, size: u64) -> Result<(), PlanError> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(name) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: a zeroed statvfs is a valid out-parameter.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs to fill; the result is checked.
+    if unsafe { libc::statvfs(name.as_ptr(), &mut vfs) } != 0 {
+        return Err(PlanError::flag(
             "--target",
             format!(
-                "{} exists and perflab did not make it (no {} beside it); perflab writes only its own files",
-                path.display(),
-                Ledger::path_for(path).display()
+                "cannot tell the free space of {}: {}",
+                dir.display(),
+                std::io::Error::last_os_error()
             ),
-            "give a path that does not exist yet",
-        )),
-        (_, _, Some(s)) => Ok(s),
-        (true, Some(l), None) => Ok(l.size()),
-        (false, _, None) => Err(PlanError::flag(
-            "--size",
-            format!("{} does not exist yet, so its size is needed", path.display()),
-            "e.g. --size 1GiB",
-        )),
+            "give a path on a mounted file system",
+        ));
     }
+    let held = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map_or(0, |m| m.blocks() * 512)
+    };
+    let free = (vfs.f_bavail as u64)
+        .saturating_mul(vfs.f_frsize as u64)
+        .saturating_add(held(path))
+        .saturating_add(held(ledger_at));
+    let need = size.saturating_add(Ledger::bytes_for(size));
+    if need <= free {
+        return Ok(());
+    }
+    // The largest size that fits with its ledger (8 bytes a sector).
+    let fits = free.saturating_sub(8192) / (SECTOR + 8) * SECTOR / 4096 * 4096;
+    let fix = if fits >= 1 << 20 {
+        format!("give --size {} or less, or free space there", Bytes(fits))
+    } else {
+        "free space there, or give a path on another file system".to_string()
+    };
+    Err(PlanError::flag(
+        "--size",
+        format!(
+            "{} and its ledger need {}, but the file system of {} has {} free",
+            path.display(),
+            Bytes(need),
+            std::fs::canonicalize(dir)
+                .unwrap_or_else(|_| dir.to_path_buf())
+                .display(),
+            Bytes(free)
+        ),
+        &fix,
+    ))
 }
 
 /// The alignment direct I/O needs on `path`: the file's own (statx), or
@@ -553,28 +762,137 @@ fn open_file(path: &Path, direct: bool, write: bool) -> anyhow::Result<File> {
     })
 }
 
-/// The target ready for a writing run: reused when its ledger (at
-/// `ledger_at`) says it is complete at `size`, else (a file created or
-/// re-made, when `create`) written sequentially end to end. What was done,
-/// for the run's record.
-fn prepare(
+/// Opens the target file read-write with the run's flags, never through
+/// a symbolic link: an existing one, or (`create`) a new one that must not
+/// exist yet.
+fn open_target(path: &Path, direct: bool, create: bool) -> std::io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.read(true).write(true);
+    if create {
+        o.create_new(true);
+    }
+    o.custom_flags(libc::O_NOFOLLOW | if direct { libc::O_DIRECT } else { 0 });
+    o.open(path)
+}
+
+/// The target file ready for the run, open read-write with the run's
+/// flags, and its ledger: perflab's own file reused when its ledger says
+/// it is complete at `size`, else a new file created, perflab's own
+/// re-made, or (`destroy`) another file taken over, each written end to
+/// end. Whose the file is, is judged again on the open file: it may have
+/// been replaced since the plan was validated. A file made or re-made
+/// here that cannot be made ready (an error, a signal) is removed with
+/// its ledger.
+fn prepare_file(
     path: &Path,
     ledger_at: &Path,
     size: u64,
     direct: bool,
-    create: bool,
+    destroy: bool,
+) -> anyhow::Result<(File, Ledger, serde_json::Value)> {
+    let direct_refused = |e: std::io::Error| -> anyhow::Error {
+        if direct && e.raw_os_error() == Some(libc::EINVAL) {
+            PlanError::flag(
+                "--target",
+                format!("{}'s file system does not take direct I/O", path.display()),
+                "give --buffered, or a file on another file system",
+            )
+            .into()
+        } else {
+            anyhow::anyhow!("cannot open {}: {e}", path.display())
+        }
+    };
+    let ledger = Ledger::open(ledger_at)?;
+    let file = match open_target(path, direct, false) {
+        Ok(file) => {
+            let meta = file.metadata()?;
+            regular_file(path, &meta)?;
+            let ours = ledger.as_ref().is_some_and(|l| is_ours(&file, l));
+            if !ours && !destroy {
+                return Err(foreign(path, ledger.is_some()).into());
+            }
+            if let Some(l) =
+                ledger.filter(|l| ours && l.complete() && l.size() == size && meta.len() == size)
+            {
+                if first_block_is_ours(&file, &l) {
+                    crate::util::out(format_args!(
+                        "reusing {} ({}, written by perflab to the end)\n",
+                        path.display(),
+                        Bytes(size)
+                    ));
+                    return Ok((file, l, serde_json::json!({ "reused": true })));
+                }
+            }
+            file
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            open_target(path, direct, true).map_err(direct_refused)?
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(PlanError::flag(
+                "--target",
+                format!("{} is a symbolic link", path.display()),
+                "give the path of the file itself",
+            )
+            .into())
+        }
+        Err(e) => return Err(direct_refused(e)),
+    };
+    let made = (|| {
+        let identity =
+            FileIdentity::of(&file).with_context(|| format!("cannot stat {}", path.display()))?;
+        let file_id = rand::random::<u64>() | 1;
+        let ledger = Ledger::create(ledger_at, size, file_id, Some(identity))?;
+        // Emptied first: nothing of what it held before is left past the
+        // new size, and no block of it is taken for perflab's.
+        file.set_len(0)
+            .and_then(|()| file.set_len(size))
+            .with_context(|| format!("cannot size {}", path.display()))?;
+        let prepared = precondition(&file, path, &ledger, size)?;
+        anyhow::Ok((ledger, prepared))
+    })();
+    match made {
+        Ok((ledger, prepared)) => Ok((file, ledger, prepared)),
+        Err(e) => {
+            // Half written, the file is of no use to anyone: removed with
+            // its ledger — while the name is still that file's.
+            let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| {
+                use std::os::unix::fs::MetadataExt;
+                (a.dev(), a.ino()) == (b.dev(), b.ino())
+            };
+            let still_ours = match (file.metadata(), std::fs::symlink_metadata(path)) {
+                (Ok(a), Ok(b)) => same(&a, &b),
+                _ => false,
+            };
+            drop(file);
+            let ours: &[&Path] = if still_ours {
+                &[path, ledger_at]
+            } else {
+                &[ledger_at]
+            };
+            for p in ours {
+                if let Err(r) = std::fs::remove_file(p) {
+                    if r.kind() != std::io::ErrorKind::NotFound {
+                        crate::util::err(format_args!("could not remove {}: {r}\n", p.display()));
+                    }
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+/// A device claimed for a writing run made ready: reused when its ledger
+/// says it is complete at `size` and its first block is still perflab's,
+/// else written end to end.
+fn ready_device(
+    file: &File,
+    path: &Path,
+    ledger_at: &Path,
+    size: u64,
 ) -> anyhow::Result<(Ledger, serde_json::Value)> {
     if let Some(l) = Ledger::open(ledger_at)? {
-        let on_disk = if create {
-            std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
-        } else {
-            size
-        };
-        if l.complete()
-            && l.size() == size
-            && on_disk == size
-            && first_block_is_ours(path, &l, direct)
-        {
+        if l.complete() && l.size() == size && first_block_is_ours(file, &l) {
             crate::util::out(format_args!(
                 "reusing {} ({}, written by perflab to the end)\n",
                 path.display(),
@@ -583,19 +901,20 @@ fn prepare(
             return Ok((l, serde_json::json!({ "reused": true })));
         }
     }
-    let file_id = rand::random::<u64>() | 1;
-    let ledger = Ledger::create(ledger_at, size, file_id)?;
-    if create {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-        file.set_len(size)?;
-    }
-    let file = open_file(path, direct, true)?;
+    let ledger = Ledger::create(ledger_at, size, rand::random::<u64>() | 1, None)?;
+    let prepared = precondition(file, path, &ledger, size)?;
+    Ok((ledger, prepared))
+}
+
+/// Writes the target sequentially end to end, every sector stamped and
+/// acknowledged in `ledger`; obeys Ctrl-C and SIGTERM between chunks.
+/// What was done, for the run's record.
+fn precondition(
+    file: &File,
+    path: &Path,
+    ledger: &Ledger,
+    size: u64,
+) -> anyhow::Result<serde_json::Value> {
     crate::util::out(format_args!(
         "preconditioning {} ({}): one sequential write pass\n",
         path.display(),
@@ -606,10 +925,11 @@ fn prepare(
     let mut buf = psync::Buffer::new(chunk as usize)?;
     let mut offset = 0;
     while offset < size {
+        crate::util::check_interrupt("preconditioning the target")?;
         let len = chunk.min(size - offset);
         let generation = ledger.next_generation();
         let bytes = buf.bytes(len as usize);
-        block::stamp(bytes, offset, generation, file_id);
+        block::stamp(bytes, offset, generation, ledger.file_id());
         // SAFETY: writes `len` bytes of our buffer.
         let n = unsafe {
             libc::pwrite(
@@ -641,26 +961,53 @@ fn prepare(
     crate::util::out(format_args!(
         "preconditioned in {seconds:.1} s: {mb_per_s:.0} MB/s sequential write\n"
     ));
-    Ok((
-        ledger,
-        serde_json::json!({ "reused": false, "seconds": seconds, "mb_per_s": mb_per_s }),
-    ))
+    Ok(serde_json::json!({ "reused": false, "seconds": seconds, "mb_per_s": mb_per_s }))
+}
+
+/// The first bytes of an open target, up to 4 KiB, into an aligned buffer
+/// (the file may be open for direct I/O).
+fn read_head(file: &File, buf: &mut psync::Buffer) -> usize {
+    let bytes = buf.bytes(4096);
+    // SAFETY: reads at most 4096 bytes into our buffer.
+    let n = unsafe { libc::pread(file.as_raw_fd(), bytes.as_mut_ptr().cast(), 4096, 0) };
+    usize::try_from(n).unwrap_or(0)
+}
+
+/// Whether `file` is the file `ledger` was made for, as perflab left it:
+/// the same file (device, inode and birth time, where the ledger records
+/// them), whose first sector holds perflab's stamp of that file — or,
+/// where perflab never wrote there, nothing yet (a preconditioning cut
+/// short). A file removed and written again under the same name, or
+/// copied over, is not.
+fn is_ours(file: &File, ledger: &Ledger) -> bool {
+    let same = FileIdentity::of(file)
+        .map(|id| ledger.belongs_to(&id))
+        .unwrap_or(Some(false));
+    if same == Some(false) {
+        return false;
+    }
+    let Ok(mut buf) = psync::Buffer::new(4096) else {
+        return false;
+    };
+    let n = read_head(file, &mut buf);
+    let never_written = same == Some(true) && ledger.acknowledged(0) == 0;
+    if n < SECTOR as usize {
+        return never_written && n == 0;
+    }
+    let first = &buf.bytes(4096)[..SECTOR as usize];
+    block::check(first, 0, ledger.file_id(), 0).is_ok()
+        || (never_written && first.iter().all(|b| *b == 0))
 }
 
 /// Whether the target's first block is still the one the ledger knows
 /// (not reformatted or overwritten since), so that the ledger may be reused.
-fn first_block_is_ours(path: &Path, ledger: &Ledger, direct: bool) -> bool {
-    let Ok(file) = open_file(path, direct, false) else {
-        return false;
-    };
+fn first_block_is_ours(file: &File, ledger: &Ledger) -> bool {
     let Ok(mut buf) = psync::Buffer::new(4096) else {
         return false;
     };
-    let bytes = buf.bytes(4096);
-    // SAFETY: reads 4096 bytes into our buffer.
-    let n = unsafe { libc::pread(file.as_raw_fd(), bytes.as_mut_ptr().cast(), 4096, 0) };
-    n == 4096
-        && bytes
+    read_head(file, &mut buf) == 4096
+        && buf
+            .bytes(4096)
             .chunks_exact(SECTOR as usize)
             .enumerate()
             .all(|(i, sector)| {
@@ -684,6 +1031,20 @@ fn read_back(path: &Path, ledger_at: &Path) -> anyhow::Result<CheckReport> {
         .into());
     };
     let file = open_file(path, true, false).or_else(|_| open_file(path, false, false))?;
+    if let Ok(id) = FileIdentity::of(&file) {
+        if ledger.belongs_to(&id) == Some(false) {
+            return Err(PlanError::flag(
+                "--target",
+                format!(
+                    "{} is not the file perflab wrote: its ledger {} names another (removed and written again since)",
+                    path.display(),
+                    ledger_at.display()
+                ),
+                "give a file or device a perflab disk run wrote",
+            )
+            .into());
+        }
+    }
     let size = ledger.size();
     let chunk: u64 = 1 << 20;
     let mut buf = psync::Buffer::new(chunk as usize)?;

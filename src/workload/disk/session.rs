@@ -516,7 +516,7 @@ mod tests {
             .write(true)
             .open(&path)
             .unwrap();
-        let ledger = Ledger::create(&Ledger::path_for(&path), 4 << 20, 7).unwrap();
+        let ledger = Ledger::create(&Ledger::path_for(&path), 4 << 20, 7, None).unwrap();
         DiskWorkload {
             shared: Arc::new(Shared::new(
                 AccessSpec::parse_inline(spec).unwrap(),

@@ -7,7 +7,12 @@
 //! the users wrote: missing, extra and altered files are named.
 //!
 //! Each run works in a directory of its own under the target
-//! (`perflab-files-…`), removed after the run unless `--keep`.
+//! (`perflab-files-…`). The users' initial files are written there before
+//! the first step, obeying Ctrl-C and SIGTERM and stopping at the first
+//! error (a full file system) with one line. Afterwards — after the run
+//! unless `--keep`, and always after a preparation cut short — perflab
+//! removes the files it wrote and its directories, nothing else: a
+//! directory holding someone else's file is left, and named.
 
 mod sizes;
 mod user;
@@ -15,7 +20,7 @@ mod user;
 use super::{CheckLine, CheckReport, Driver, Kind, OpCounts, Seat, Session, Started, Workload};
 use crate::error::PlanError;
 use crate::measure::Outcome;
-use crate::plan::Plan;
+use crate::plan::{Level, LoadModel, Plan};
 use crate::target::Target;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -24,7 +29,7 @@ use sizes::FileSizes;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use user::{UserFiles, UserPlan, UserThread, OPS};
+use user::{Stopped, UserFiles, UserPlan, UserThread, OPS};
 
 /// `perflab run files`.
 pub struct Files;
@@ -105,6 +110,7 @@ impl Kind for Files {
                 "give an existing directory",
             ));
         }
+        writable(&dir)?;
         let mix = parse_mix(&args.mix).map_err(|e| {
             PlanError::flag("--mix", e, "e.g. --mix write=60,read=30,stat=5,delete=5")
         })?;
@@ -142,16 +148,30 @@ impl Kind for Files {
             std::process::id(),
             plan.seed as u32
         ));
-        std::fs::create_dir(&root)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", root.display()))?;
+        std::fs::create_dir(&root).map_err(|e| match e.raw_os_error() {
+            Some(libc::EROFS | libc::EACCES | libc::EPERM) => not_writable(&base, &e).into(),
+            Some(libc::ENOSPC | libc::EDQUOT) => anyhow::Error::from(PlanError::flag(
+                "--target",
+                format!("cannot create {}: {e}", root.display()),
+                "free space there, or give a directory on another file system",
+            )),
+            _ => anyhow::anyhow!("cannot create {}: {e}", root.display()),
+        })?;
         crate::util::out(format_args!("working in {}\n", root.display()));
-        let workload = Arc::new(FilesWorkload {
-            shared: Arc::new(Shared {
-                spec: spec.clone(),
-                root: root.clone(),
-                users: Mutex::new(HashMap::new()),
-            }),
+        let shared = Arc::new(Shared {
+            spec: spec.clone(),
+            root: root.clone(),
+            users: Mutex::new(HashMap::new()),
         });
+        // From here every way out removes what perflab wrote; --keep holds
+        // only once the preparation is done.
+        let mut removal = Removal {
+            shared: shared.clone(),
+            keep: false,
+        };
+        write_initial_files(&shared, users_of(plan), plan.seed)?;
+        removal.keep = spec.keep;
+        let workload = Arc::new(FilesWorkload { shared });
         let started = Started {
             setup: Some(serde_json::json!({
                 "directory": root.display().to_string(),
@@ -161,11 +181,7 @@ impl Kind for Files {
             ..Started::default()
         };
         let out = driver.drive(workload, started);
-        if spec.keep {
-            crate::util::out(format_args!("kept {}\n", root.display()));
-        } else if let Err(e) = std::fs::remove_dir_all(&root) {
-            crate::util::err(format_args!("could not remove {}: {e}\n", root.display()));
-        }
+        drop(removal);
         out
     }
 
@@ -175,6 +191,156 @@ impl Kind for Files {
         )
         .into())
     }
+}
+
+/// Whether perflab may make its directory in `dir`.
+fn writable(dir: &Path) -> Result<(), PlanError> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(name) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: a NUL-terminated path; access only reads it.
+    if unsafe { libc::access(name.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        return Ok(());
+    }
+    Err(not_writable(dir, &std::io::Error::last_os_error()))
+}
+
+/// The refusal of a directory perflab may not write in.
+fn not_writable(dir: &Path, e: &std::io::Error) -> PlanError {
+    let why = match e.raw_os_error() {
+        Some(libc::EROFS) => "is on a read-only file system".to_string(),
+        Some(libc::EACCES | libc::EPERM) => "is not writable (permission denied)".to_string(),
+        _ => format!("cannot be written in: {e}"),
+    };
+    PlanError::flag(
+        "--target",
+        format!("{} {why}", dir.display()),
+        "give a directory perflab may write in",
+    )
+}
+
+/// The most users any step of the plan opens: users are numbered from 0.
+fn users_of(plan: &Plan) -> u32 {
+    let connections = match plan.load {
+        LoadModel::Open { connections, .. } => connections,
+        LoadModel::Closed { .. } => 1,
+    };
+    plan.sweep
+        .levels
+        .iter()
+        .map(|l| match l {
+            Level::Users(n) => *n,
+            Level::Rate(_) => connections,
+        })
+        .max()
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Each user's directory and `--initial-files`, before the first step.
+/// Stops at the first signal ([`crate::util::Interrupted`]) or error (a
+/// full file system: one line, bad input); the tables of what was written
+/// are kept in `shared` either way, for the removal.
+fn write_initial_files(shared: &Shared, users: u32, seed: u64) -> anyhow::Result<()> {
+    let spec = &shared.spec;
+    let total = u64::from(users) * u64::from(spec.initial_files);
+    if total > 0 {
+        crate::util::out(format_args!(
+            "writing {} initial files for each of {users} users\n",
+            spec.initial_files
+        ));
+    }
+    let started = std::time::Instant::now();
+    let mut written = 0u64;
+    for user in 0..users {
+        let plan = UserPlan {
+            dir: shared.root.join(format!("u{user:05}")),
+            sizes: spec.sizes,
+            fsync: spec.fsync,
+            seed: seed ^ (u64::from(user) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+        };
+        let (files, result) = user::write_initial(plan, spec.initial_files);
+        written += files.files.len() as u64;
+        shared
+            .users
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(user, files);
+        match result {
+            Ok(()) => {}
+            Err(Stopped::Interrupted(i)) => return Err(i.into()),
+            Err(Stopped::Io(e)) if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => {
+                return Err(PlanError::flag(
+                    "--initial-files",
+                    format!(
+                        "the file system of {} is full after {written} of {total} initial files ({e})",
+                        shared.root.display()
+                    ),
+                    "free space there, or give fewer --initial-files or a smaller --file-size",
+                )
+                .into())
+            }
+            Err(Stopped::Io(e)) => anyhow::bail!(
+                "cannot write the initial files in {} after {written} of {total}: {e}",
+                shared.root.display()
+            ),
+        }
+    }
+    if total > 0 {
+        crate::util::out(format_args!(
+            "wrote {written} initial files in {:.1} s\n",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    Ok(())
+}
+
+/// Removes the run's files and directories when dropped — the files the
+/// users' tables name, their directories and the run's, nothing else —
+/// unless `keep`.
+struct Removal {
+    shared: Arc<Shared>,
+    keep: bool,
+}
+
+impl Drop for Removal {
+    fn drop(&mut self) {
+        let root = &self.shared.root;
+        if self.keep {
+            crate::util::out(format_args!("kept {}\n", root.display()));
+            return;
+        }
+        let users = self.shared.users.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = remove_own(root, &users) {
+            crate::util::err(format_args!("could not remove {}: {e}\n", root.display()));
+        }
+    }
+}
+
+/// Removes what the users wrote under `root`, their directories and
+/// `root`; the first thing that could not be removed, and why.
+fn remove_own(root: &Path, users: &HashMap<u32, UserFiles>) -> Result<(), String> {
+    let gone = |r: std::io::Result<()>, p: &Path| match r {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => Err(format!(
+            "{} holds files perflab did not write (left in place)",
+            p.display()
+        )),
+        Err(e) => Err(format!("{}: {e}", p.display())),
+    };
+    let mut first = Ok(());
+    for (user, files) in users {
+        let dir = root.join(format!("u{user:05}"));
+        let numbers = files.files.iter().map(|r| r.number);
+        for number in numbers.chain(files.partial.iter().copied()) {
+            let file = dir.join(user::file_name(number));
+            first = first.and(gone(std::fs::remove_file(&file), &file));
+        }
+        first = first.and(gone(std::fs::remove_dir(&dir), &dir));
+    }
+    first.and(gone(std::fs::remove_dir(root), root))
 }
 
 /// `write=60,read=30,stat=5,delete=5` (missing names weigh 0).
@@ -240,19 +406,15 @@ impl Workload for FilesWorkload {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&user);
-        let fresh = files.is_none();
         let plan = UserPlan {
             dir: s.root.join(format!("u{user:05}")),
             sizes: s.spec.sizes,
             fsync: s.spec.fsync,
             seed,
         };
-        let mut thread = UserThread::start(plan, files.unwrap_or_default())?;
-        if fresh {
-            for _ in 0..s.spec.initial_files {
-                thread.run(0).await;
-            }
-        }
+        // Every user's table was made with its initial files before the
+        // first step ([`write_initial_files`]).
+        let thread = UserThread::start(plan, files.unwrap_or_default())?;
         Ok(FilesSession {
             shared: s.clone(),
             user,
@@ -308,12 +470,16 @@ fn tree_check(root: &Path, users: &HashMap<u32, UserFiles>) -> CheckReport {
         for rec in &files.files {
             known.insert(user::file_name(rec.number), *rec);
         }
+        // Cut short by a failed write (counted as its error), and perflab's.
+        let partial: std::collections::HashSet<String> =
+            files.partial.iter().map(|n| user::file_name(*n)).collect();
         expected += files.files.len() as u64;
         mismatched_reads.extend(files.mismatches.iter().cloned());
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 match known.remove(&name) {
+                    None if partial.contains(&name) => {}
                     None => extra.push(e.path().display().to_string()),
                     Some(rec) => {
                         // The size first: a file grown behind perflab's back is not read whole.

@@ -8,6 +8,9 @@
 //! The user remembers each file it wrote (its number, size and CRC-32),
 //! reads back what it wrote and checks it, and hands its table back when
 //! it ends, for the run's check and the next step's user of that number.
+//! A write makes a file that was not there (never one over another's),
+//! and a write that fails (a full file system) removes the file it cut
+//! short, so that nothing is left that the table does not name.
 
 use super::sizes::FileSizes;
 use crate::measure::{ErrorKind, Outcome};
@@ -37,6 +40,9 @@ pub struct UserFiles {
     pub next: u64,
     /// Reads whose content did not match, described.
     pub mismatches: Vec<String>,
+    /// Files that failed writes cut short and that could not be removed:
+    /// perflab's own, not in the table (their content is not what was meant).
+    pub partial: Vec<u64>,
 }
 
 /// What the thread needs besides its table.
@@ -45,6 +51,35 @@ pub struct UserPlan {
     pub sizes: FileSizes,
     pub fsync: bool,
     pub seed: u64,
+}
+
+/// Why a user's initial files stopped short.
+#[derive(Debug)]
+pub enum Stopped {
+    /// Ctrl-C or SIGTERM.
+    Interrupted(crate::util::Interrupted),
+    /// The file system's error (ENOSPC on a full one).
+    Io(std::io::Error),
+}
+
+/// Makes a user's directory and writes its `count` initial files there,
+/// on the calling thread, looking at the interrupt flag before each: the
+/// user's table (what was written, for the run and its removal) and
+/// whether all were written.
+pub fn write_initial(plan: UserPlan, count: u32) -> (UserFiles, Result<(), Stopped>) {
+    if let Err(e) = std::fs::create_dir(&plan.dir) {
+        return (UserFiles::default(), Err(Stopped::Io(e)));
+    }
+    let mut user = User::new(plan, UserFiles::default());
+    for _ in 0..count {
+        if let Err(i) = crate::util::check_interrupt("writing the initial files") {
+            return (user.files, Err(Stopped::Interrupted(i)));
+        }
+        if let Err(e) = user.write() {
+            return (user.files, Err(Stopped::Io(e)));
+        }
+    }
+    (user.files, Ok(()))
 }
 
 /// The name of file `number` of a user's directory.
@@ -181,12 +216,25 @@ impl User {
         );
         let crc = crc32fast::hash(&self.buf);
         self.point_at(number);
-        let mut f = std::fs::File::create(&self.path)?;
-        f.write_all(&self.buf)?;
-        if self.plan.fsync {
-            f.sync_all()?;
-        }
+        // A new file: a file of that name is not perflab's to replace.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&self.path)?;
+        let written = f.write_all(&self.buf).and_then(|()| {
+            if self.plan.fsync {
+                f.sync_all()
+            } else {
+                Ok(())
+            }
+        });
         drop(f);
+        if let Err(e) = written {
+            if std::fs::remove_file(&self.path).is_err() {
+                self.files.partial.push(number);
+            }
+            return Err(e);
+        }
         self.files.files.push(FileRec { number, size, crc });
         Ok(Outcome {
             bytes: size,
