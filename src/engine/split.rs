@@ -15,8 +15,7 @@ use std::time::Duration;
 pub const MAX_PARTS: usize = 10_000;
 /// The most worker threads one process runs a step on.
 pub const MAX_THREADS: usize = 4096;
-/// The longest operation timeout, and the longest think time.
-pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+pub use crate::plan::MAX_WAIT;
 
 /// Which part of a step's load one process offers: the `k`-th of `n`
 /// (a generator among the run's generators; 0 of 1 for a local run).

@@ -94,6 +94,10 @@ impl GeneratorLoss {
 /// The `--max-cv` default, for plans stored before it was.
 pub const DEFAULT_MAX_CV: f64 = 0.05;
 
+/// The longest operation timeout, and the longest think time (or wait a
+/// workload's form may ask for).
+pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
 fn default_max_cv() -> f64 {
     DEFAULT_MAX_CV
 }

@@ -126,16 +126,16 @@ impl Form {
 }
 
 /// The form a generator was sent, checked as the bank's flags are: a
-/// scale of 1 to [`super::spec::MAX_SCALE`], tries of 1 or more, weights
+/// scale of 1 to [`super::ops::MAX_SCALE`], tries of 1 or more, weights
 /// that can be drawn from, a server named.
 pub(super) fn read(form: serde_json::Value) -> Result<Form, PlanError> {
     let form: Form = serde_json::from_value(form)
         .map_err(|e| PlanError::new(format!("the bank's form is not one: {e}")))?;
-    if !(1..=super::spec::MAX_SCALE).contains(&form.scale) {
+    if !(1..=super::ops::MAX_SCALE).contains(&form.scale) {
         return Err(PlanError::new(format!(
             "form.scale is {}; give 1 to {}",
             form.scale,
-            super::spec::MAX_SCALE
+            super::ops::MAX_SCALE
         )));
     }
     if form.max_tries == 0 {

@@ -9,6 +9,8 @@ use rand::Rng;
 
 /// Accounts per branch (TPC-B clause 4.2).
 pub const ACCOUNTS_PER_BRANCH: i64 = 100_000;
+/// The largest `--scale`: 100,000 units of 100,000 accounts.
+pub const MAX_SCALE: u32 = 100_000;
 /// Tellers per branch.
 pub const TELLERS_PER_BRANCH: i64 = 10;
 /// Every account's opening balance, in cents.

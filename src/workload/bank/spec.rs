@@ -15,8 +15,7 @@ use crate::workload::{CheckReport, Driver, Kind, Started};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// The largest `--scale`: 100,000 units of 100,000 accounts.
-pub const MAX_SCALE: u32 = 100_000;
+use super::ops::MAX_SCALE;
 
 macro_rules! default_target {
     () => {

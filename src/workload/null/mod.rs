@@ -154,7 +154,7 @@ impl NullForm {
     fn read(form: serde_json::Value) -> Result<Self, PlanError> {
         let form: NullForm = serde_json::from_value(form)
             .map_err(|e| PlanError::new(format!("the null workload's form is not one: {e}")))?;
-        let max_wait = crate::engine::MAX_WAIT;
+        let max_wait = crate::plan::MAX_WAIT;
         if form.service > max_wait {
             return Err(PlanError::new(format!(
                 "form.service is {:?}; at most {max_wait:?}",
