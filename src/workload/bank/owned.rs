@@ -30,6 +30,17 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// What was found: the layout's tables present, and the columns of a
+    /// table named like the ledger (empty when there is none). Which
+    /// tables the ledger lists is read next, once [`Self::ledger_is_ours`].
+    pub fn found(present: Vec<&'static str>, ledger_columns: Vec<String>) -> Self {
+        Catalog {
+            present,
+            ledger_columns: (!ledger_columns.is_empty()).then_some(ledger_columns),
+            listed: Vec::new(),
+        }
+    }
+
     /// True when the ledger table exists and has perflab's shape.
     pub fn ledger_is_ours(&self) -> bool {
         self.ledger_columns.as_ref().is_some_and(|columns| {

@@ -189,11 +189,7 @@ fn catalog(conn: &Connection) -> rusqlite::Result<Catalog> {
         .prepare(&format!("PRAGMA table_info({LEDGER})"))?
         .query_map([], |r| r.get::<_, String>(1))?
         .collect::<rusqlite::Result<_>>()?;
-    let mut found = Catalog {
-        present,
-        ledger_columns: (!columns.is_empty()).then_some(columns),
-        listed: Vec::new(),
-    };
+    let mut found = Catalog::found(present, columns);
     if found.ledger_is_ours() {
         found.listed = conn
             .prepare(&format!(

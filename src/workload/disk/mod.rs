@@ -748,18 +748,22 @@ fn open_file(path: &Path, direct: bool, write: bool) -> anyhow::Result<File> {
     if direct {
         o.custom_flags(libc::O_DIRECT);
     }
-    o.open(path).map_err(|e| {
-        if direct && e.raw_os_error() == Some(libc::EINVAL) {
-            PlanError::flag(
-                "--target",
-                format!("{}'s file system does not take direct I/O", path.display()),
-                "give --buffered, or a file on another file system",
-            )
-            .into()
-        } else {
-            anyhow::anyhow!("cannot open {}: {e}", path.display())
-        }
-    })
+    o.open(path).map_err(|e| open_failed(path, direct, e))
+}
+
+/// Why the target could not be opened: a file system that refuses
+/// `O_DIRECT` is bad input with its fix; anything else, as it came.
+fn open_failed(path: &Path, direct: bool, e: std::io::Error) -> anyhow::Error {
+    if direct && e.raw_os_error() == Some(libc::EINVAL) {
+        PlanError::flag(
+            "--target",
+            format!("{}'s file system does not take direct I/O", path.display()),
+            "give --buffered, or a file on another file system",
+        )
+        .into()
+    } else {
+        anyhow::anyhow!("cannot open {}: {e}", path.display())
+    }
 }
 
 /// Opens the target file read-write with the run's flags, never through
@@ -790,18 +794,7 @@ fn prepare_file(
     direct: bool,
     destroy: bool,
 ) -> anyhow::Result<(File, Ledger, serde_json::Value)> {
-    let direct_refused = |e: std::io::Error| -> anyhow::Error {
-        if direct && e.raw_os_error() == Some(libc::EINVAL) {
-            PlanError::flag(
-                "--target",
-                format!("{}'s file system does not take direct I/O", path.display()),
-                "give --buffered, or a file on another file system",
-            )
-            .into()
-        } else {
-            anyhow::anyhow!("cannot open {}: {e}", path.display())
-        }
-    };
+    let direct_refused = |e: std::io::Error| open_failed(path, direct, e);
     let ledger = Ledger::open(ledger_at)?;
     let file = match open_target(path, direct, false) {
         Ok(file) => {

@@ -263,11 +263,7 @@ async fn catalog(conn: &mut Conn, tables: &Tables) -> anyhow::Result<Catalog> {
              AND table_name = '{LEDGER}' ORDER BY ordinal_position"
         ))
         .await?;
-    let mut found = Catalog {
-        present,
-        ledger_columns: (!columns.is_empty()).then_some(columns),
-        listed: Vec::new(),
-    };
+    let mut found = Catalog::found(present, columns);
     if found.ledger_is_ours() {
         found.listed = conn
             .query(format!(

@@ -89,11 +89,7 @@ async fn catalog(client: &Client, tables: Tables) -> anyhow::Result<Catalog> {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    let mut found = Catalog {
-        present,
-        ledger_columns: (!columns.is_empty()).then_some(columns),
-        listed: Vec::new(),
-    };
+    let mut found = Catalog::found(present, columns);
     if found.ledger_is_ours() {
         found.listed = client
             .query(
