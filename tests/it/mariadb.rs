@@ -212,7 +212,7 @@ fn both_mixes_run_and_check_on_mariadb() {
     ] {
         assert!(!text.contains("bank-pw"), "the password is in {what}");
     }
-    assert!(db.sql("UPDATE perflab.tellers SET tbalance = tbalance - 5 WHERE tid = 3"));
+    assert!(db.sql("UPDATE perflab.perflab_tellers SET tbalance = tbalance - 5 WHERE tid = 3"));
     let (out, _) = perflab_expect(dir.path(), &format!("check bank --target {url}"), 1);
     contains(&out, "FAIL money conserved");
 }

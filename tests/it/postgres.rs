@@ -541,7 +541,7 @@ fn a_server_that_stops_answering_a_held_user_gives_timeouts_then_goes_on() {
     let errors = disturbed_run(
         "--users 1 --threads 1 --warmup 0s --duration 6s --timeout 1s --max-error-rate 50%",
         0,
-        "BEGIN; LOCK TABLE branches IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;",
+        "BEGIN; LOCK TABLE perflab_branches IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;",
         0,
     );
     let timeouts = errors["timeout"].as_u64().unwrap_or(0);
