@@ -131,7 +131,7 @@ impl fmt::Display for OpsPerSec {
 }
 
 /// A transfer rate, bytes per second, printed in decimal megabytes as
-/// the seed labs' tables and the host's `net MB/s` give it (`12.30`).
+/// lab tables and the host's `net MB/s` give it (`12.30`).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, serde::Serialize, serde::Deserialize)]
 pub struct BytesPerSec(pub f64);
 

@@ -1,5 +1,5 @@
 //! Latency anatomy: each step's percentiles and its share of operations
-//! over 200 ms and over 1 s — the thresholds at which the seed labs saw
+//! over 200 ms and over 1 s — the thresholds at which lab engineers saw
 //! throughput die while the mean still looked fine — and the tail
 //! anomalies a mean hides:
 //!

@@ -39,7 +39,7 @@ macro_rules! quick_duration {
     };
 }
 
-/// Users of the default sweep: the seed labs' ramp.
+/// Users of the default sweep: the classic lab ramp.
 pub const DEFAULT_USERS: &str = default_users!();
 /// Users of `--quick`.
 pub const QUICK_USERS: &str = quick_users!();

@@ -1,7 +1,7 @@
 //! The lab's capacity answer (`--need 2000/s --slo p95<50ms`): which
 //! variants met the need within the objectives, which is the smallest of
 //! them, and — from each variant's what-ifs — which configurations not
-//! measured are predicted to meet it. Seed 004 asked "how fast a server
+//! measured are predicted to meet it. A capacity planner asks "how fast a server
 //! does a branch of 20 ATMs need"; this is that question asked of a
 //! matrix.
 //!

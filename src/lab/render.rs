@@ -1,7 +1,7 @@
 //! The lab's report written three ways from one [`LabReport`]: for the
 //! terminal, as Markdown, and as one self-contained HTML page whose
 //! charts overlay every variant's curve (throughput and p95 against
-//! load). Each writer takes the same tables — seed 004's matrix, the
+//! load). Each writer takes the same tables — the variants' matrix, the
 //! variants against the first, the predictions checked, the scorecard —
 //! and the same capacity answer; only the markup differs. Everything from
 //! outside (variant names, knob values) is escaped by the grid and chart
@@ -45,7 +45,7 @@ fn short(x: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// One table of seed 004's matrix: the first axis down, the second across,
+/// One table of the variants' matrix: the first axis down, the second across,
 /// at one value of each axis beyond them.
 struct MatrixTable {
     /// `cpus ↓ / memory →`.
@@ -78,7 +78,7 @@ impl LabReport {
         )
     }
 
-    /// Seed 004's tables, when the variants were crossed or zipped.
+    /// The matrix's tables, when the variants were crossed or zipped.
     fn matrix(&self) -> Vec<MatrixTable> {
         let axes = &self.spec.axes;
         if axes.is_empty() || self.variants.len() < 2 {

@@ -1,5 +1,5 @@
-//! What each variant costs and how it scores. Seed 000 set each network's
-//! price beside the throughput it gave; seed 003 weighed performance,
+//! What each variant costs and how it scores. A network lab sets each network's
+//! price beside the throughput it gave; an adapter evaluation weighs performance,
 //! value and the testers' own ratings into one score per adapter. In a
 //! lab file:
 //!
@@ -17,7 +17,7 @@
 //! ```
 //!
 //! A `[[variant]]` may also give its own `cost = N`, added to its knobs'.
-//! Every criterion is on seed 003's 0–5 scale, and the score is
+//! Every criterion is on such an evaluation's 0–5 scale, and the score is
 //! Σ wᵢ·sᵢ / Σ wᵢ (its weights of 20, 20, 40 and 40% sum to 120%: the
 //! score divides by the weights' sum).
 
@@ -342,7 +342,7 @@ pub fn scores(weights: &[(String, f64)], all: &[Figures<'_>]) -> Vec<Option<Scor
 mod tests {
     use super::*;
 
-    /// Weights that sum to 120%, as seed 003's did (installation 20%,
+    /// Weights that sum to 120%, as such an evaluation's did (installation 20%,
     /// compatibility 20%, performance 40%, value 40%): ratings of 3.6,
     /// 3.6 and the best of both measured criteria make 4.53; 4.3, 4.3
     /// and 4/5 of the best make 4.1.

@@ -1,5 +1,5 @@
 //! The host tables: what this machine's counters — and each remote probe's
-//! host's — did during each step's measured window — CPU busy and `%ISR` (seed 001's column), run queue,
+//! host's — did during each step's measured window — CPU busy and `%ISR` (a web lab's column), run queue,
 //! context switches, the busiest disk, network throughput and link use, and
 //! TCP retransmissions — averaged over the window's intervals, weighted by
 //! their length.
@@ -315,7 +315,7 @@ mod tests {
     }
 
     /// A host whose half-duplex NIC counts late collisions and CRC errors
-    /// (the duplex mismatch of the seed labs), with a busy disk and a
+    /// (a duplex mismatch), with a busy disk and a
     /// server process; `lo` and an idle NIC without a speed stay out.
     fn sample() -> HostSample {
         let nic = |name: &str| NicSample {

@@ -1,5 +1,5 @@
 //! HTTP targets: one or several base URLs (`http://10.0.1.1/,http://10.0.2.1/`,
-//! one per network adapter of the server, as in the seed's WebBench lab),
+//! one per network adapter of the server, as in a WebBench lab),
 //! parsed and checked once, and resolved to socket addresses before the
 //! run. `https://` bases are spoken over TLS ([`super::tls`]).
 

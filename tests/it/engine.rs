@@ -205,7 +205,7 @@ fn levels_repeat_until_their_throughput_is_stable_or_the_limit() {
     }
 }
 
-/// Two configurations run twice per level (seed 003's protocol): a server
+/// Two configurations run twice per level (a storage lab's protocol): a server
 /// twice as fast is significantly faster — the runs' intervals are the
 /// samples, since two runs a side can never differ significantly.
 #[test]

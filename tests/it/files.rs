@@ -1,4 +1,4 @@
-//! The files workload on a real directory: seed 004's clients thinking,
+//! The files workload on a real directory: a file server lab's clients thinking,
 //! then writing, reading, stating and deleting their files; the check
 //! after the run naming files altered, removed or added behind perflab's
 //! back; think time honoured; bad input refused. On small tmpfs mounts: a

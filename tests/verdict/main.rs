@@ -297,7 +297,7 @@ fn compare_finds_half_the_service_time_with_a_ratio_of_two() {
     contains(&err, "--cost");
 }
 
-/// Seed 004's 2×2 on the repository's example (steps shortened): one CPU
+/// The 2×2 on the repository's example (steps shortened): one CPU
 /// or two × 96 MiB or 1 GiB of memory, over a disk held to 300 reads a
 /// second, the bank at a scale that does not fit the small memory. The
 /// bottleneck moves: the small-memory cells read from the disk
@@ -484,7 +484,7 @@ fn a_link_lab_names_the_link_and_the_loss() {
     );
 }
 
-/// Seed 004's log on its own disk, on the repository's example (steps
+/// The log on its own disk, on the repository's example (steps
 /// shortened): with the write-ahead log beside the data on a disk held to
 /// 100 writes a second, the commits wait on the log; with the log on a
 /// device of its own they do not, and the bank runs far faster.

@@ -5,7 +5,7 @@
 //! For memory, the server and every process it forks are charged
 //! for their memory and their page cache together, and held to the limit
 //! — the kernel reclaims the cache down to it, so a server whose data no
-//! longer fits reads from the disk again (seed 004's 16 MB against 32 MB).
+//! longer fits reads from the disk again (16 MB against a 32 MB database).
 //! Swap is held to nothing where the kernel accounts it, so the limit is
 //! not met by swapping out. cgroup v1 (`memory.limit_in_bytes`,
 //! `memory.memsw.limit_in_bytes`) and v2 (`memory.max`, `memory.swap.max`),

@@ -2,7 +2,7 @@
 //! (`--link-rate`, `--link-loss`, `--link-delay`): the server runs in a
 //! network namespace of its own, reached through a veth pair whose two
 //! ends hold a token bucket filter at the rate (tc-tbf(8), as a serial
-//! line or a slow LAN in seed 004), drop packets at random in either
+//! line or a slow LAN), drop packets at random in either
 //! direction (nftables `numgen random` in the namespace, which is what
 //! iptables' `statistic --mode random` match becomes under iptables-nft),
 //! and delay them with netem where the kernel has it (tc-netem(8); where

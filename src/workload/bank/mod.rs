@@ -1,4 +1,4 @@
-//! The all-electronic bank of the seed labs: TPC-B's branches, tellers,
+//! The all-electronic bank of the classic labs: TPC-B's branches, tellers,
 //! accounts and history, driven by the `tpcb` or `atm` mix. The mixes draw
 //! [`BankOp`]s; a [`BankBackend`] (SQLite here; PostgreSQL and MariaDB
 //! beside it) runs them. The mixes never see SQL.

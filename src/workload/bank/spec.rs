@@ -26,7 +26,7 @@ macro_rules! default_target {
 /// The bank's database when no `--target` is given.
 pub const DEFAULT_TARGET: &str = default_target!();
 
-/// The all-electronic bank of the seed labs (TPC-B).
+/// The all-electronic bank of TPC-B.
 pub struct Bank;
 
 /// The bank's flags.

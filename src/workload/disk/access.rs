@@ -67,12 +67,12 @@ pub const NAMED: &[(&str, &str, &str)] = &[
     ),
     (
         "hba-small",
-        "seed 003's file-server load: 4K/64K/256K in equal shares, 67% read, random (the seed gives no random share)",
+        "a file server's load: 4K/64K/256K in equal shares, 67% read, random",
         "size=4k share=33.34 read=67; size=64k share=33.33 read=67; size=256k share=33.33 read=67",
     ),
     (
         "hba-large",
-        "seed 003's fat I/O: 1M/2M/16M in equal shares, 90% read, sequential (the seed gives no random share)",
+        "fat I/O: 1M/2M/16M in equal shares, 90% read, sequential",
         "size=1M share=33.34 read=90 random=0; size=2M share=33.33 read=90 random=0; size=16M share=33.33 read=90 random=0",
     ),
     ("oltp", "8 KiB, 67% read, 100% random", "size=8k read=67"),

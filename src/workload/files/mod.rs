@@ -1,4 +1,4 @@
-//! The `files` workload: seed 004's file server simulation. Each user owns
+//! The `files` workload: a file server simulation. Each user owns
 //! a subtree of a directory on any mounted file system (local, NFS, SMB),
 //! thinks (`--think exp:10s`), then writes a new file, reads one of its
 //! files back, stats one or deletes one, drawn by `--mix`; file sizes come
@@ -84,7 +84,7 @@ pub struct FilesCheckArgs {}
 
 impl Kind for Files {
     const NAME: &'static str = "files";
-    const ABOUT: &'static str = "Seed 004's file server: users write, read, stat and delete their files in a directory, every file checked.";
+    const ABOUT: &'static str = "A file server: users write, read, stat and delete their files in a directory, every file checked.";
     const CHECK_ABOUT: &'static str =
         "The files workload checks its tree after every run (nothing to check after).";
     type RunArgs = FilesArgs;

@@ -1,4 +1,4 @@
-//! The `web` workload: WebBench's static test, as seed 001 ran it, on any
+//! The `web` workload: WebBench's static test, as web labs run it, on any
 //! HTTP server or on an nginx perflab manages. Each user keeps one
 //! HTTP/1.1 connection (or opens one per request with `--connection
 //! close`), requests files of a [`fileset`] drawn by their weights, and
