@@ -16,9 +16,12 @@
 //!   the mean response time at the lowest load (at one user R = D; it also
 //!   holds what no probe sees: network round trips, locks taken without
 //!   waiting); the resources' summed demands when there is none.
-//! - Little's law `N = X·(R+Z)` holds in every closed loop; a step that
-//!   breaks it by more than 5% and more than its window's edges explain
-//!   was paced by something outside the measured cycle — the generator.
+//! - Little's law `N = X·(R+Z)` holds in every closed loop, counted on
+//!   every operation attempted: the time spent in failed operations (all
+//!   their tries) is the users' too. A step that breaks it by more than
+//!   5% and more than its window's edges explain spent time outside the
+//!   measured cycle (a caveat; the generator is named only on its own
+//!   signs).
 
 use super::points::{ResourceKind, StepPoint};
 use serde::Serialize;
@@ -263,7 +266,13 @@ fn step_bounds(
             };
             let little =
                 (closed && p.completed as f64 >= 20.0 * p.load && p.load > 0.0).then(|| {
-                    let implied = p.throughput * (p.response_s() + p.think_s);
+                    // Users' time: in served operations, in failed ones
+                    // (every try of a retried one), and thinking after
+                    // each attempt.
+                    let window = p.completed as f64 / p.throughput.max(f64::MIN_POSITIVE);
+                    let implied = p.throughput * p.response_s()
+                        + p.failed_s / window
+                        + p.attempts_per_s() * p.think_s;
                     LittleCheck {
                         users: p.load,
                         implied,

@@ -47,6 +47,7 @@ pub fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> Vec<Ste
                 completed: (m.throughput * 20.0) as u64,
                 error_rate: 0.0,
                 retries: 0,
+                failed_s: 0.0,
                 response: LatencySummary {
                     count: (m.throughput * 20.0) as u64,
                     mean: d(r),

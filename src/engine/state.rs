@@ -175,4 +175,68 @@ mod tests {
         assert_eq!(tally.ops[0].ok, 3);
         assert_eq!(tally.ops[0].error_count(), 3);
     }
+
+    /// A session whose operations retry: each try takes 4 ms with a 2 ms
+    /// back-off after a failed one; every third operation fails after
+    /// five tries, the others succeed at their first, second or third.
+    struct Retrying {
+        n: u32,
+    }
+
+    impl Session for Retrying {
+        fn choose(&mut self) -> usize {
+            0
+        }
+
+        async fn execute(&mut self, _op: usize) -> Outcome {
+            self.n += 1;
+            let (tries, fails) = if self.n % 3 == 0 {
+                (5, true)
+            } else {
+                (self.n % 3, false)
+            };
+            for t in 0..tries {
+                if t > 0 {
+                    tokio::time::sleep(2 * MS).await;
+                }
+                tokio::time::sleep(4 * MS).await;
+            }
+            let mut outcome = if fails {
+                Outcome::error(crate::measure::ErrorKind::Busy)
+            } else {
+                Outcome::ok()
+            };
+            outcome.retries = tries - 1;
+            outcome
+        }
+    }
+
+    /// One user whose operations are retried, a third of them in vain,
+    /// for 3 s: the users' time in served operations and in failed ones
+    /// (every try and back-off) adds up to the one user — Little's law
+    /// X·R + F/T = N holds by construction.
+    #[tokio::test(start_paused = true)]
+    async fn retried_and_failed_operations_keep_their_users_time() {
+        let state = WorkerState::new(Recorder::new(1), 10_000 * MS);
+        let start = Instant::now();
+        let mut timer = std::pin::pin!(state.timer(start));
+        let mut session = Retrying { n: 0 };
+        let mut began = start;
+        while began - start < 3_000 * MS {
+            let Ran { ended, .. } = state.run_op(&mut session, began, timer.as_mut()).await;
+            began = ended;
+        }
+        let window = (began - start).as_secs_f64();
+        let tally = state.recorder.borrow_mut().take();
+        let op = &tally.ops[0];
+        assert!(op.error_count() > 0 && op.retries > op.completed());
+        let x = op.completed() as f64 / window;
+        let r = op.response.mean() / 1e6;
+        let implied = x * r + op.failed_time.as_secs_f64() / window;
+        assert!(
+            (implied - 1.0).abs() < 0.01,
+            "X·R + F/T = {implied:.3} (X {x:.1}/s, R {r:.4}s, failed {:?})",
+            op.failed_time
+        );
+    }
 }

@@ -25,6 +25,10 @@ pub struct PackedOp {
     /// Response time, µs, packed.
     #[serde(with = "base64_bytes")]
     pub response: Vec<u8>,
+    /// Time spent in failed operations (none from a generator or a store
+    /// older than the field).
+    #[serde(with = "crate::util::serde_duration", default)]
+    pub failed_time: Duration,
 }
 
 /// A [`Tally`] with its histograms packed.
@@ -55,6 +59,7 @@ impl PackedTally {
                     bytes: op.bytes,
                     service: encode_histogram(&op.service),
                     response: encode_histogram(&op.response),
+                    failed_time: op.failed_time,
                 })
                 .collect(),
             dropped: tally.dropped,
@@ -78,6 +83,7 @@ impl PackedTally {
                     bytes: op.bytes,
                     service: unpacked(&op.service),
                     response: unpacked(&op.response),
+                    failed_time: op.failed_time,
                 })
                 .collect(),
             dropped: self.dropped,
@@ -102,6 +108,7 @@ impl PackedTally {
                     bytes: op.bytes,
                     service: decode_histogram(&op.service)?,
                     response: decode_histogram(&op.response)?,
+                    failed_time: op.failed_time,
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;

@@ -83,6 +83,11 @@ pub struct OpTally {
     pub service: Histogram<u64>,
     /// Response time (intended start → reply), µs, of ok and refused operations.
     pub response: Histogram<u64>,
+    /// Time users spent in operations that failed, summed, each from its
+    /// intended start to its end (every try and the waits between them):
+    /// failed operations keep no latency, but their users' time counts
+    /// for Little's law.
+    pub failed_time: Duration,
 }
 
 impl Default for OpTally {
@@ -95,6 +100,7 @@ impl Default for OpTally {
             bytes: 0,
             service: new_histogram(),
             response: new_histogram(),
+            failed_time: Duration::ZERO,
         }
     }
 }
@@ -118,6 +124,7 @@ impl OpTally {
             OpResult::Refused => self.refused += 1,
             OpResult::Error(kind) => {
                 self.errors.record(kind);
+                self.failed_time += response;
                 return;
             }
         }
@@ -132,6 +139,7 @@ impl OpTally {
         self.errors.merge(&other.errors);
         self.retries += other.retries;
         self.bytes += other.bytes;
+        self.failed_time += other.failed_time;
         add(&mut self.service, &other.service);
         add(&mut self.response, &other.response);
     }

@@ -127,6 +127,9 @@ const MIGRATIONS: &[&str] = &[
     // 10: a step run on generators: what each did (JSON array of
     // `GeneratorStep`); null for a local step.
     "ALTER TABLE steps ADD COLUMN generators TEXT;",
+    // 11: the time users spent in each operation kind's failed operations,
+    // seconds (failed operations keep no latency; Little's law counts it).
+    "ALTER TABLE interval_ops ADD COLUMN failed_s REAL NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.

@@ -342,10 +342,11 @@ impl Store {
                     r.get::<_, i64>(5)?,
                     r.get::<_, Vec<u8>>(6)?,
                     r.get::<_, Vec<u8>>(7)?,
+                    r.get::<_, f64>(8)?,
                 ))
             })?
             .collect::<Result<Vec<_>, _>>()?;
-        for (op_idx, ok, refused, errors, retries, bytes, service, response) in ops {
+        for (op_idx, ok, refused, errors, retries, bytes, service, response, failed_s) in ops {
             let Some(slot) = tally.ops.get_mut(op_idx as usize) else {
                 continue;
             };
@@ -362,6 +363,7 @@ impl Store {
                 bytes: bytes as u64,
                 service,
                 response,
+                failed_time: std::time::Duration::try_from_secs_f64(failed_s).unwrap_or_default(),
             };
         }
         Ok(())
@@ -414,7 +416,7 @@ impl Store {
              FROM intervals WHERE step_id = ?1 ORDER BY idx",
         )?;
         let mut op_stmt = self.conn.prepare(
-            "SELECT op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist
+            "SELECT op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist, failed_s
              FROM interval_ops WHERE step_id = ?1 AND interval_idx = ?2 ORDER BY op_idx",
         )?;
         let rows = stmt

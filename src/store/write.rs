@@ -262,8 +262,8 @@ impl<'tx> IntervalWriter<'tx> {
             "INSERT INTO interval_probe (step_id, interval_idx, source, position, sample) VALUES (?1, ?2, ?3, ?4, ?5)",
         )?;
         let op_stmt = tx.prepare(
-            "INSERT INTO interval_ops (step_id, interval_idx, op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT INTO interval_ops (step_id, interval_idx, op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist, failed_s)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )?;
         Ok(IntervalWriter {
             interval: interval_stmt,
@@ -323,6 +323,7 @@ impl<'tx> IntervalWriter<'tx> {
                 op.bytes as i64,
                 &op.service,
                 &op.response,
+                op.failed_time.as_secs_f64(),
             ])?;
         }
         Ok(())
