@@ -109,7 +109,8 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let seed = run.seed();
     let mut verdict = verdict_of(points, shape, slos, max_cv, seed);
     if server_host == "this host" {
-        verdict.caveats = others_on_the_host(&verdict.points, shape.embedded);
+        let others = others_on_the_host(&verdict.points, shape.embedded);
+        verdict.caveats.splice(0..0, others);
     }
     verdict.server_host = server_host;
     verdict.left_out = left_out;
@@ -265,6 +266,9 @@ pub fn verdict_of(
     let found = bottleneck::bottleneck(&points, shape, peak, knee.as_ref(), &demands, unstable);
     let room = host_room(&points[peak], shape);
     verdict.what_if = whatif::what_if(&points, &demands, &found, closed, peak, room);
+    if found.kind != bottleneck::BottleneckKind::LoadGenerator {
+        verdict.caveats = bottleneck::generator::little_breaches(&points, &demands);
+    }
     verdict.bottleneck = Some(found);
     match usl_of(
         &every_run,

@@ -97,6 +97,9 @@ pub struct HostExtras {
     /// Seconds per second the server's threads were runnable but waited
     /// for a CPU (schedstat run delay), when followed.
     pub server_run_delay: Option<f64>,
+    /// Seconds per second perflab's own threads were runnable but waited
+    /// for a CPU (its schedstat run delay, summed over its threads).
+    pub perflab_run_delay: Option<f64>,
     /// The CPU of the server's busiest single-threaded process, as a
     /// share of one CPU, when followed.
     pub server_single_thread: Option<f64>,
@@ -143,6 +146,11 @@ pub struct StepPoint {
     pub error_rate: f64,
     pub retries: u64,
     pub response: LatencySummary,
+    /// Seconds users spent in operations that failed, over the window
+    /// (failed operations keep no latency; Little's law counts their
+    /// time). Zero in runs stored before it was kept.
+    #[serde(skip)]
+    pub failed_s: f64,
     /// Shares of operations whose response took over 200 ms and over 1 s.
     pub over_200ms: f64,
     pub over_1s: f64,
@@ -273,6 +281,7 @@ impl StepPoint {
             error_rate: summary.error_rate,
             retries: summary.retries,
             response: summary.response,
+            failed_s: all.failed_time.as_secs_f64(),
             over_200ms: share_over(200_000),
             over_1s: share_over(1_000_000),
             far_tail: share_over(
@@ -619,6 +628,9 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
         yielded_cpus: weighted_mean(samples, |s| Some(s.cpu_yielded()? * s.cpus.len() as f64)),
         steal: weighted_mean(samples, |s| s.cpu.map(|c| c.steal)),
         server_run_delay: weighted_mean(samples, |s| server(s)?.run_delay),
+        perflab_run_delay: weighted_mean(samples, |s| {
+            s.processes.iter().find(|p| p.label == "perflab")?.run_delay
+        }),
         server_single_thread: weighted_mean(samples, |s| server(s)?.busiest_single_thread),
         server_read_bytes_per_s: weighted_mean(samples, |s| server(s)?.read_bytes_per_s),
         server_io_bytes_per_s: weighted_mean(samples, |s| io_bytes(server(s)?)),

@@ -266,6 +266,15 @@ fn row_lock_waits_are_sampled(db: &MariaDb, performance_schema: &str) -> BTreeMa
         counters["now_row_lock_current_waits"].is_number(),
         "{counters}"
     );
+    // MariaDB's own account of its flushes and commits: the fsyncs (its
+    // log's among the data files' on 10.8+), the storage engine's commits,
+    // and the fsyncs and reads in flight looked at ten times a second.
+    for name in ["data_fsyncs", "handler_commits", "pending_looks"] {
+        assert!(counters[name].as_f64().unwrap_or(0.0) > 0.0, "{name}: {counters}");
+    }
+    for name in ["data_fsyncs_pending", "data_reads_pending"] {
+        assert!(counters[name].is_number(), "{name}: {counters}");
+    }
     perflab_ok(
         dir.path(),
         &format!(
@@ -434,6 +443,8 @@ fn a_managed_mariadb_runs_the_sweep_and_is_removed() {
         export["run"]["inventory"]["db.innodb_buffer_pool_size"],
         "67108864"
     );
+    // A managed server collects its waits: performance_schema is on.
+    assert_eq!(export["run"]["inventory"]["db.performance_schema"], "ON");
     let server = export["steps"][0]["intervals"][0]["host"]["processes"]
         .as_array()
         .unwrap()

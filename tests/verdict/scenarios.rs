@@ -86,6 +86,11 @@ fn scenario_serializable_retries_are_software_contention() {
 }
 
 #[test]
+fn scenario_serializable_at_a_hundred_tries_is_contention_not_the_generator() {
+    scenario("serializable-retries");
+}
+
+#[test]
 fn scenario_a_throttled_log_device_limits_commits() {
     scenario("commit-io");
 }

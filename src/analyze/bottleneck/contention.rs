@@ -4,7 +4,10 @@
 //! operations were retried (≥ 0.05 per operation: serialisation
 //! failures, deadlocks, a single writer's busy database) — with
 //! throughput that stopped growing with load. Retries per operation that
-//! rise with load are contention evidence in themselves.
+//! rise with load are contention evidence in themselves. Where the
+//! sessions' waits show no locks (MariaDB without the PROCESS privilege),
+//! the server's own row-lock time ≥ 30% of the response time
+//! ([`super::status::row_lock_evidence`]) is that evidence.
 //!
 //! A fall of throughput past its peak counts only when it is larger than
 //! the steps' own interval-to-interval variation: twice the combined
@@ -62,9 +65,15 @@ fn retries_per_op(p: &StepPoint) -> f64 {
 /// or retries.
 pub fn evident(points: &[StepPoint], from: usize, waits: &Waits, shape: RunShape) -> bool {
     let retried = points[from..].iter().any(retried);
-    waits.share(WaitMeaning::is_contention) >= LOCK_BOUND || retried || {
-        shape.single_writer && points[from..].iter().any(|q| q.retries > 0)
-    }
+    let row_locks = || {
+        points[from..]
+            .iter()
+            .any(|q| super::status::row_lock_evidence(q).is_some())
+    };
+    waits.share(WaitMeaning::is_contention) >= LOCK_BOUND
+        || retried
+        || (shape.single_writer && points[from..].iter().any(|q| q.retries > 0))
+        || row_locks()
 }
 
 /// Evidence that needs no curve to stand on: half the samples on locks,
@@ -115,6 +124,12 @@ pub fn verdict(
         }
         name = format!("software contention ({label})");
     }
+    if top.is_none() {
+        if let Some(rows) = super::status::row_lock_evidence(last) {
+            evidence.push(rows);
+            name = "software contention (row locks)".to_string();
+        }
+    }
     let retries = retries_per_op(last);
     if retries >= RETRY_BOUND {
         evidence.push(format!(
@@ -130,7 +145,7 @@ pub fn verdict(
                 load_text(&points[0])
             ));
         }
-        if top.is_none() {
+        if top.is_none() && !name.contains("row locks") {
             name = if shape.single_writer {
                 "software contention (single writer)".to_string()
             } else {

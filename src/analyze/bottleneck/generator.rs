@@ -1,25 +1,34 @@
-//! Whether the generator, not the server, set the pace: perflab's cgroup
-//! quota throttled it for over 5% of a step; for a target outside
-//! perflab's process, perflab used ≥ 90% of the CPUs it could use
-//! (affinity, quota, worker threads); a closed-loop step broke Little's
-//! law `N = X·(R+Z)` by over 5%; an open loop's dispatch ran over 10 ms
-//! late at p99 (Schroeder, Wierman and Harchol-Balter, *Open versus
-//! closed*, NSDI 2006, on what a generator that sets the pace does to the
-//! figures).
+//! Whether the generator, not the server, set the pace — judged only on
+//! the generator's own signs: perflab's cgroup quota throttled it for over
+//! 5% of a step; for a target outside perflab's process, perflab used
+//! ≥ 90% of the CPUs it could use (affinity, quota, worker threads); its
+//! threads waited for a CPU (schedstat run delay) a quarter of the time or
+//! more while the server's did not wait as long per operation; the
+//! hypervisor took ≥ 10% of the host while perflab used most of what it
+//! could; an open loop's dispatch ran over 10 ms late at p99 (Schroeder,
+//! Wierman and Harchol-Balter, *Open versus closed*, NSDI 2006, on what a
+//! generator that sets the pace does to the figures).
 //!
-//! Little's law counts every operation a user spent time on: a retried
-//! operation's retries are inside its response time, but failed
-//! operations keep no latency, so a step with failures is checked on the
-//! operations attempted, and a shortfall it can explain — time spent in
-//! failures longer than successes — is not laid at the generator's door.
-//! The window's edges move the sum either way: an operation that
-//! straddles its start is counted whole, one still running at its end not
-//! at all, and with a slow tail (a retransmission timeout, a serialisation
-//! retry's back-off) those few operations weigh. An excess or a shortfall
-//! of up to twice the p99 over the window's length is theirs. (A closed
-//! loop's response time runs from the intended start, so a generator that
-//! wakes late shows in R, inside the law; what breaks it beyond the edges
-//! is time spent neither in an operation nor in thinking.)
+//! Little's law `N = X·(R+Z)` is no such sign: a shortfall in it says that
+//! time passed outside the measured cycle, not whose that time was, so it
+//! is a caveat of the run ([`little_breaches`]) and never names the
+//! generator by itself. A retried operation's response time covers every
+//! try and the backoff between them, so retries keep the law; many of
+//! them are the server's contention, judged by its own rule.
+//!
+//! Little's law counts every operation a user spent time on: failed
+//! operations keep no latency, but the time users spent in them is kept
+//! apart and counted (a run stored before it was kept is checked on the
+//! operations attempted, and a shortfall failures longer than successes
+//! could explain is not reported). The window's edges
+//! move the sum either way: an operation that straddles its start is
+//! counted whole, one still running at its end not at all, and with a slow
+//! tail (a retransmission timeout, a serialisation retry's back-off) those
+//! few operations weigh. An excess or a shortfall of up to twice the p99
+//! over the window's length is theirs. (A closed loop's response time runs
+//! from the intended start, so a generator that wakes late shows in R,
+//! inside the law; what breaks it beyond the edges is time spent neither
+//! in an operation nor in thinking.)
 
 use super::super::capacity::load_text;
 use super::super::demands::Demands;
@@ -31,8 +40,15 @@ use crate::units::Percent;
 /// misses.
 const FAILURES_EXPLAIN: f64 = 0.01;
 
+/// Share of the time each of perflab's threads waited for a CPU from which
+/// that wait set the pace.
+const RUN_DELAY_SHARE: f64 = 0.25;
+
+/// Steal from which a generator near its allowance was short of CPU.
+const STEAL: f64 = 0.10;
+
 /// Evidence that the generator set the pace; empty when it did not.
-pub fn evidence(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Vec<String> {
+pub fn evidence(points: &[StepPoint], shape: RunShape) -> Vec<String> {
     let mut out = Vec::new();
     for p in points {
         let g = &p.generator;
@@ -64,7 +80,19 @@ pub fn evidence(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Vec
                     capacity
                 ));
             }
+            if let Some(steal) = p.extras.steal.filter(|s| *s >= STEAL) {
+                if capacity > 0.0 && g.cpus >= 0.7 * capacity {
+                    out.push(format!(
+                        "at {} the hypervisor took {} of the host's CPU time (steal) while {who} used {:.2} of the {:.2} CPUs it could use",
+                        load_text(p),
+                        Percent(steal),
+                        g.cpus,
+                        capacity
+                    ));
+                }
+            }
         }
+        out.extend(run_delay(p, shape));
         if let Some(lag) = g.lag_p99_s.filter(|l| *l > 0.010) {
             out.push(format!(
                 "at {} arrivals were dispatched up to {} late (p99)",
@@ -73,11 +101,43 @@ pub fn evidence(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Vec
             ));
         }
     }
-    out.extend(little_breaches(points, demands));
     out
 }
 
-/// Little's law breaches that failures cannot explain.
+/// perflab's threads waited for a CPU long enough to set the pace: each
+/// waited a quarter of the time or more, and the server's threads waited
+/// less per operation than perflab's wait adds to each (a host whose CPUs
+/// the server saturates delays both; that is the CPU's verdict).
+fn run_delay(p: &StepPoint, shape: RunShape) -> Option<String> {
+    let waited = p.extras.perflab_run_delay?;
+    let threads = f64::from(shape.threads.max(1));
+    let share = waited / threads;
+    if share < RUN_DELAY_SHARE || p.throughput <= 0.0 {
+        return None;
+    }
+    // A user waits when its worker thread does: each operation is held
+    // back by about `share` of its response time.
+    let ours = share * p.response_s();
+    let servers = p.extras.server_run_delay.map(|d| d / p.throughput);
+    if servers.is_some_and(|s| s >= 0.5 * ours) {
+        return None;
+    }
+    Some(format!(
+        "at {} perflab's {} worker thread(s) waited for a CPU {} of the time (schedstat run delay): about {} of each operation's {} response{}",
+        load_text(p),
+        shape.threads.max(1),
+        Percent(share.min(1.0)),
+        crate::units::Latency::secs(ours),
+        crate::units::Latency(p.response.mean),
+        servers.map_or_else(String::new, |s| format!(
+            ", while the server's threads waited {} per operation",
+            crate::units::Latency::secs(s)
+        ))
+    ))
+}
+
+/// Little's law breaches that failures cannot explain: caveats of the
+/// run, never a verdict by themselves.
 pub fn little_breaches(points: &[StepPoint], demands: &Demands) -> Vec<String> {
     demands
         .steps
@@ -96,11 +156,11 @@ pub fn little_breaches(points: &[StepPoint], demands: &Demands) -> Vec<String> {
             // Users' time in failures is not in R: counted on attempts,
             // a shortfall failures can hold is theirs.
             let attempted = p.attempts_per_s() * (p.response_s() + p.think_s);
-            if p.error_rate >= FAILURES_EXPLAIN && attempted <= l.users * 1.05 {
+            if p.failed_s == 0.0 && p.error_rate >= FAILURES_EXPLAIN && attempted <= l.users * 1.05 {
                 return None;
             }
             Some(format!(
-                "Little's law broken at {:.0} users: X·(R+Z) = {:.2} ({:.0}% off): time passed outside the measured cycle",
+                "Little's law broken at {:.0} users: X·(R+Z) = {:.2} ({:.0}% off): time passed outside the measured cycle (the generator is not named on this alone: its CPU, quota and run delay did not show it)",
                 l.users,
                 l.implied,
                 l.deviation * 100.0

@@ -17,10 +17,17 @@
 //!   faults), else the I/O path; with the database's buffer hit ratio and
 //!   the server's own read bytes, since a database reading with read(2)
 //!   shows no page faults.
+//!
+//! Where no wait sample names I/O at all (MariaDB and MySQL without
+//! performance_schema call a running statement `CPU`), the server's own
+//! counters decide instead ([`super::status`]): the log's fsyncs in flight
+//! and their time against the response time for commit I/O, the reads in
+//! flight against the users for data reads.
 
 use super::super::capacity::load_text;
 use super::super::demands::Demands;
 use super::super::points::StepPoint;
+use super::status;
 use super::waits::{WaitMeaning, Waits};
 use super::{memory_evidence, Bottleneck, BottleneckKind};
 use crate::units::{Bytes, Latency, OpsPerSec, Percent};
@@ -45,7 +52,36 @@ pub fn verdict(
     if shares.reads >= DOMINANT && shares.reads > shares.rival {
         return data_reads(points, from, waits, shares.reads, demands);
     }
+    if shares.commit == 0.0 && shares.reads == 0.0 {
+        return from_counters(points, from, demands);
+    }
     None
+}
+
+/// Storage waits the server's counters show where no wait sample named
+/// I/O: the log's flushes holding each commit, or reads in flight holding
+/// the users, at the last step.
+fn from_counters(points: &[StepPoint], from: usize, demands: &Demands) -> Option<Bottleneck> {
+    let last = &points[points.len() - 1];
+    let window = &points[from..];
+    if let Some(flush) = status::commit_bound(last) {
+        let mut evidence = vec![status::commit_evidence(last, &flush)];
+        evidence.extend(
+            status::row_lock_evidence(last)
+                .map(|rows| format!("{rows}: the lock holders were the ones waiting on the log")),
+        );
+        evidence.extend(devices(window));
+        return Some(commit_io_verdict(evidence, false));
+    }
+    let read = status::read_evidence(last)?;
+    let mut evidence = vec![read];
+    evidence.extend(
+        read_figures(last)
+            .into_iter()
+            .filter(|l| !l.starts_with("the database found")),
+    );
+    evidence.extend(devices(window));
+    Some(reads_verdict(points, evidence, demands))
 }
 
 /// Shares of the sessions' wait samples that decide between the log and
@@ -111,21 +147,29 @@ fn commit_io(
     }
     evidence.extend(commit_time(last, shares.commit));
     evidence.extend(devices(window));
-    Some(Bottleneck {
+    Some(commit_io_verdict(evidence, true))
+}
+
+/// The commit I/O verdict on its evidence; `sampled` when the sessions'
+/// waits showed it (else the server's counters did).
+fn commit_io_verdict(evidence: Vec<String>, sampled: bool) -> Bottleneck {
+    let ruled_out = if sampled {
+        "software contention: the sessions waited on the log, not on each other's locks"
+    } else {
+        "software contention: each commit's time went to the log's flushes, by the server's own counters, not to waiting on each other"
+    };
+    Bottleneck {
         kind: BottleneckKind::Resource,
         name: "commit I/O (the log's device)".to_string(),
         evidence,
-        ruled_out: vec![
-            "software contention: the sessions waited on the log, not on each other's locks"
-                .to_string(),
-        ],
+        ruled_out: vec![ruled_out.to_string()],
         unreliable: false,
         next: Some(
-            "put the log on a faster device or one without a throttle, or group commits (commit_delay, synchronous_commit=off where losing the last commits is acceptable)"
+            "put the log on a faster device or one without a throttle, or group commits (commit_delay, synchronous_commit=off, innodb_flush_log_at_trx_commit=2 where losing the last commits is acceptable)"
                 .to_string(),
         ),
         resource: None,
-    })
+    }
 }
 
 /// Data reads: the sessions waited on reading data, from a short memory or
@@ -147,6 +191,13 @@ fn data_reads(
     )];
     evidence.extend(read_figures(last));
     evidence.extend(devices(window));
+    Some(reads_verdict(points, evidence, demands))
+}
+
+/// The data reads verdict on its evidence: memory when the server was
+/// short of it, else the I/O path.
+fn reads_verdict(points: &[StepPoint], mut evidence: Vec<String>, demands: &Demands) -> Bottleneck {
+    let last = &points[points.len() - 1];
     let memory = memory_evidence(last);
     let short = memory.is_some();
     evidence.extend(memory.unwrap_or_default());
@@ -175,7 +226,7 @@ fn data_reads(
             "look at the path to the data's device: a throttle, a remote array or a volume's IOPS limit waits without showing the device busy",
         )
     };
-    Some(Bottleneck {
+    Bottleneck {
         kind: BottleneckKind::Resource,
         name: name.to_string(),
         evidence,
@@ -186,7 +237,7 @@ fn data_reads(
         unreliable: false,
         next: Some(next.to_string()),
         resource: None,
-    })
+    }
 }
 
 /// The time each transaction waited on the log, by Little's law: the

@@ -35,6 +35,7 @@ pub mod generator;
 pub mod hardware;
 pub mod io;
 pub mod network;
+pub mod status;
 pub mod waits;
 
 use super::capacity::{load_text, Knee};
@@ -103,7 +104,7 @@ pub fn bottleneck(
     demands: &Demands,
     unstable: bool,
 ) -> Bottleneck {
-    let generator = generator::evidence(points, shape, demands);
+    let generator = generator::evidence(points, shape);
     if !generator.is_empty() {
         return load_generator(generator);
     }

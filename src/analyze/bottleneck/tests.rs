@@ -559,11 +559,103 @@ fn a_shortfall_the_windows_edges_hold_is_not_the_generator() {
     at8.response.p99 = Duration::from_millis(209);
     let b = judge(points.clone()).bottleneck.unwrap();
     assert_ne!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
-    // A 10% shortfall with a tail too short to hold it is the generator's.
+    // A 10% shortfall with a tail too short to hold it is a caveat, not
+    // the generator: perflab showed none of its own signs.
     points[3].response.mean = Duration::from_secs_f64(7.2 / points[3].throughput);
     points[3].response.p99 = Duration::from_millis(20);
+    let v = judge(points);
+    let b = v.bottleneck.unwrap();
+    assert_ne!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
+    assert!(
+        v.caveats
+            .iter()
+            .any(|c| c.contains("Little's law broken at 8 users")),
+        "{:?}",
+        v.caveats
+    );
+}
+
+/// Serialisable transactions retried up to 100 times: thousands of
+/// serialisation failures a second, perflab at 0.35 of its 2 CPUs with no
+/// quota, and X·(R+Z) 9% short of the users at 4. The retries are the
+/// server's contention; the shortfall alone never names the generator.
+#[test]
+fn a_little_shortfall_with_many_retries_is_contention_not_the_generator() {
+    let mut points = curve(&[420.0, 610.0, 640.0, 600.0, 520.0, 430.0]);
+    for p in &mut points {
+        p.completed = (p.throughput * 10.0) as u64;
+        p.retries = (p.completed as f64 * 0.4 * p.load) as u64;
+        p.generator.cpus = 0.35;
+        p.generator.capacity = Some(2.0);
+        p.extras.perflab_run_delay = Some(0.01);
+        waits(
+            p,
+            &[
+                ("Lock:transactionid", 30),
+                ("CPU", 40),
+                ("Client:ClientRead", 30),
+            ],
+        );
+    }
+    let at4 = &mut points[2];
+    at4.response.mean = Duration::from_secs_f64(3.64 / at4.throughput);
+    let v = judge(points);
+    let b = v.bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::SoftwareContention, "{b:?}");
+    assert!(!b.unreliable, "{b:?}");
+    assert!(
+        v.caveats
+            .iter()
+            .any(|c| c.contains("Little's law broken at 4 users")),
+        "{:?}",
+        v.caveats
+    );
+}
+
+/// The generator's own signs name it: its threads waiting for a CPU a
+/// third of the time while the server's did not, or the hypervisor
+/// taking the host while perflab used most of what it could.
+#[test]
+fn the_generators_run_delay_or_steal_names_it() {
+    let base = || {
+        let mut points = curve(&[900.0, 1700.0, 2000.0, 2050.0, 2040.0]);
+        for p in &mut points {
+            p.generator.capacity = Some(2.0);
+            p.generator.cpus = 0.4;
+            waits(p, &[("CPU", 60), ("Client:ClientRead", 40)]);
+        }
+        points
+    };
+    // SHAPE has two worker threads: each waited 35% of the time.
+    let mut points = base();
+    for p in &mut points[2..] {
+        p.extras.perflab_run_delay = Some(0.7);
+        p.extras.server_run_delay = Some(0.0);
+    }
     let b = judge(points).bottleneck.unwrap();
     assert_eq!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
+    assert!(
+        b.evidence.iter().any(|e| e.contains("waited for a CPU")),
+        "{b:?}"
+    );
+    // The server waited as long per operation: a host short of CPU, not
+    // the generator.
+    let mut points = base();
+    for p in &mut points[2..] {
+        p.extras.perflab_run_delay = Some(0.7);
+        p.extras.server_run_delay = Some(p.load * 0.35);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_ne!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
+    // Steal while perflab used most of its CPUs.
+    let mut points = base();
+    for p in &mut points[2..] {
+        p.extras.steal = Some(0.2);
+        p.generator.cpus = 1.5;
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
+    assert!(b.evidence.iter().any(|e| e.contains("steal")), "{b:?}");
 }
 
 /// A disk sweep at depths 1…32: `throughputs` per depth, each operation
@@ -642,4 +734,54 @@ fn a_disk_busy_with_others_io_is_not_the_runs_limit() {
         let b = judge(points).bottleneck.unwrap();
         assert_eq!(b.name == "disk vda", named, "{b:?}");
     }
+}
+
+/// A commit-bound MariaDB without performance_schema: each commit waits
+/// ~100 ms for its log flush, throughput grows with the users at a flat
+/// response time (group commit), and every running session is sampled as
+/// `CPU`. Its own counters — one fsync in flight nearly all the time, ten
+/// a second — name the log.
+#[test]
+fn a_commit_bound_mariadb_without_wait_events_is_commit_io() {
+    let xs = [19.0, 38.0, 75.0, 150.0, 300.0];
+    let mut points = curve(&xs);
+    for p in &mut points {
+        p.completed = (p.throughput * 10.0) as u64;
+        p.response.mean = Duration::from_millis(105);
+        p.response.p99 = Duration::from_millis(130);
+        waits(p, &[("CPU", 90), ("Client:ClientRead", 10)]);
+        for (k, v) in [
+            ("commits", p.completed as f64),
+            ("data_fsyncs", 95.0),
+            ("data_fsyncs_pending", 97.0),
+            ("pending_looks", 100.0),
+            ("buffer_pool_reads", 0.0),
+            ("buffer_pool_read_requests", 50_000.0),
+        ] {
+            p.db.insert(k.to_string(), v);
+        }
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::Resource, "{b:?}");
+    assert!(b.name.starts_with("commit I/O"), "{b:?}");
+    assert!(b.evidence[0].contains("fsyncs in flight"), "{b:?}");
+}
+
+/// MariaDB's row-lock time, with no lock seen in the wait samples (no
+/// PROCESS privilege: none at all): contention on row locks.
+#[test]
+fn row_lock_time_names_contention_when_no_wait_shows_it() {
+    let mut points = curve(&[500.0, 800.0, 900.0, 700.0, 500.0]);
+    for p in &mut points {
+        p.completed = (p.throughput * 10.0) as u64;
+        let r = p.response_s();
+        p.db.insert("row_lock_waits".to_string(), p.completed as f64);
+        p.db.insert(
+            "row_lock_time_ms".to_string(),
+            p.completed as f64 * r * 1e3 * (0.1 * p.load).min(0.8),
+        );
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::SoftwareContention, "{b:?}");
+    assert_eq!(b.name, "software contention (row locks)", "{b:?}");
 }

@@ -4,7 +4,11 @@
 //! (`--mariadb-set NAME=VALUE` is the server's `--NAME=VALUE`), a database
 //! and a user named `perflab` made by the server's init file before it
 //! takes its first connection, and on drop a shutdown (SIGTERM) and the
-//! directory removed (unless kept). As root, the server runs as the `mysql`
+//! directory removed (unless kept). It starts with performance_schema on,
+//! collecting the waits in progress on file and socket I/O and on locks
+//! (the server's default is off, and it cannot be switched on without a
+//! restart), so the sessions' waits are named, not all `CPU`; a
+//! `--mariadb-set performance_schema=OFF` comes after and wins. As root, the server runs as the `mysql`
 //! system user. The user's password is drawn afresh for each server and
 //! lives only in memory: any other local user who reaches the port still
 //! needs it.
@@ -23,6 +27,17 @@ use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
+
+/// performance_schema on with the events_waits_current consumer and the
+/// instruments of I/O and locks: the waits the sampler names (the
+/// mutexes' instruments are left at the server's default, off: they cost
+/// the most and name the least).
+const PERFORMANCE_SCHEMA: [&str; 4] = [
+    "--performance-schema=ON",
+    "--performance-schema-consumer-events-waits-current=ON",
+    "--performance-schema-instrument=wait/io/%=ON",
+    "--performance-schema-instrument=wait/lock/%=ON",
+];
 
 /// How long the server may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -237,7 +252,8 @@ impl ManagedMariadb {
             .arg(format!("--port={port}"))
             .arg(format!("--bind-address={address}"))
             .arg("--skip-name-resolve")
-            .args(&redo_option);
+            .args(&redo_option)
+            .args(PERFORMANCE_SCHEMA);
         if user.is_some() {
             cmd.arg("--user=mysql");
         }

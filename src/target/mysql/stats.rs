@@ -1,8 +1,19 @@
 //! MariaDB/MySQL's side of the story. Counters from SHOW GLOBAL STATUS:
-//! commits, InnoDB row-lock waits (their count, time and the waits in
-//! progress), buffer-pool reads against read requests, redo-log waits,
-//! write requests, writes, bytes and fsyncs (whichever the server has), and
-//! the running threads (a gauge).
+//! commits (`Com_commit`, and the storage engines' `Handler_commit`),
+//! InnoDB row-lock waits (their count, time and the waits in progress),
+//! buffer-pool reads against read requests, redo-log waits, write
+//! requests, writes, bytes and fsyncs, data-file fsyncs (whichever the
+//! server has: MariaDB 10.8+ has no `Innodb_os_log_fsyncs`, its log's
+//! fsyncs are counted in `Innodb_data_fsyncs`), and the running threads (a
+//! gauge).
+//!
+//! The fsyncs and reads in flight (`Innodb_os_log_pending_fsyncs`,
+//! `Innodb_data_pending_fsyncs`, `Innodb_data_pending_reads`) are gauges that one look a second would
+//! catch by chance: they are read at every wait sample (10 a second) and
+//! kept as running sums with the number of looks (`log_fsyncs_pending`,
+//! `data_fsyncs_pending`, `data_reads_pending`, `pending_looks`), so an interval's increase over
+//! its looks is the mean number in flight — and, by Little's law, that over
+//! the fsyncs per second is the time each took.
 //!
 //! Wait classes, in PostgreSQL's `Type:Event` vocabulary so both servers
 //! read alike: the benchmark's sessions are the URL's user's sessions on its
@@ -37,8 +48,9 @@ use std::collections::BTreeMap;
 
 /// SHOW GLOBAL STATUS names and what perflab calls them (`now_`: a gauge).
 /// A name the server does not have is left out.
-const COUNTERS: [(&str, &str); 12] = [
+const COUNTERS: [(&str, &str); 14] = [
     ("Com_commit", "commits"),
+    ("Handler_commit", "handler_commits"),
     ("Innodb_row_lock_waits", "row_lock_waits"),
     ("Innodb_row_lock_time", "row_lock_time_ms"),
     (
@@ -55,8 +67,24 @@ const COUNTERS: [(&str, &str); 12] = [
     ("Innodb_log_writes", "log_writes"),
     ("Innodb_os_log_written", "log_bytes"),
     ("Innodb_os_log_fsyncs", "log_fsyncs"),
+    ("Innodb_data_fsyncs", "data_fsyncs"),
     ("Threads_running", "now_threads_running"),
 ];
+
+/// The fsyncs in flight, read at every wait sample, and the running sums
+/// they are kept in.
+const PENDING: [(&str, &str); 3] = [
+    ("Innodb_os_log_pending_fsyncs", "log_fsyncs_pending"),
+    ("Innodb_data_pending_fsyncs", "data_fsyncs_pending"),
+    ("Innodb_data_pending_reads", "data_reads_pending"),
+];
+
+/// The running sums' count of looks.
+const PENDING_LOOKS: &str = "pending_looks";
+
+/// The query that reads the fsyncs in flight.
+const PENDING_SQL: &str = "SHOW GLOBAL STATUS WHERE Variable_name IN \
+     ('Innodb_os_log_pending_fsyncs', 'Innodb_data_pending_fsyncs', 'Innodb_data_pending_reads')";
 
 /// The benchmark's sessions: the URL's user on its database, not this one.
 const SESSIONS: &str = "p.USER = SUBSTRING_INDEX(USER(), '@', 1) AND p.DB <=> DATABASE() \
@@ -99,6 +127,9 @@ pub struct MyStats {
     /// see InnoDB's transactions.
     waits_sql: Option<String>,
     performance_schema: bool,
+    /// Running sums of the fsyncs in flight at each look, by perflab's
+    /// name, and the number of looks ([`PENDING_LOOKS`]).
+    pending: BTreeMap<String, f64>,
 }
 
 impl MyStats {
@@ -139,6 +170,7 @@ impl MyStats {
             conn,
             waits_sql: chosen.map(|(sql, _)| sql),
             performance_schema,
+            pending: BTreeMap::new(),
         })
     }
 
@@ -234,6 +266,14 @@ fn count_sessions(rows: Vec<SessionRow>, waits: &mut BTreeMap<String, u64>) {
 
 impl DbStatsSource for MyStats {
     fn sample_waits(&mut self, waits: &mut BTreeMap<String, u64>) -> anyhow::Result<()> {
+        // A failed look at the fsyncs in flight is a gap, as a failed
+        // sample is: neither the look nor its values are counted.
+        if let Ok(rows) = self
+            .runtime
+            .block_on(self.conn.query::<(String, String), _>(PENDING_SQL))
+        {
+            add_pending(&mut self.pending, &rows);
+        }
         let Some(sql) = &self.waits_sql else {
             return Ok(());
         };
@@ -254,7 +294,24 @@ impl DbStatsSource for MyStats {
                 }
             }
         }
+        out.extend(self.pending.iter().map(|(k, v)| (k.clone(), *v)));
         Ok(out)
+    }
+}
+
+/// Adds one look at the fsyncs in flight to the running sums: the values
+/// the server has, and one look.
+fn add_pending(sums: &mut BTreeMap<String, f64>, rows: &[(String, String)]) {
+    let mut seen = false;
+    for (name, value) in rows {
+        let ours = PENDING.iter().find(|(theirs, _)| theirs == name);
+        if let (Some((_, ours)), Ok(v)) = (ours, value.parse::<f64>()) {
+            *sums.entry(ours.to_string()).or_insert(0.0) += v;
+            seen = true;
+        }
+    }
+    if seen {
+        *sums.entry(PENDING_LOOKS.to_string()).or_insert(0.0) += 1.0;
     }
 }
 
@@ -309,6 +366,25 @@ mod tests {
             Some("CPU")
         );
         assert_eq!(class("Connect", None, None), None);
+    }
+
+    /// Each look adds what was in flight and one look; a server without
+    /// the log's gauge (MariaDB 10.8+) sums the data files' alone.
+    #[test]
+    fn fsyncs_in_flight_are_summed_over_looks() {
+        let row = |n: &str, v: &str| (n.to_string(), v.to_string());
+        let mut sums = BTreeMap::new();
+        add_pending(&mut sums, &[row("Innodb_data_pending_fsyncs", "1")]);
+        add_pending(&mut sums, &[row("Innodb_data_pending_fsyncs", "2")]);
+        add_pending(&mut sums, &[row("Innodb_data_pending_fsyncs", "x")]);
+        add_pending(&mut sums, &[]);
+        assert_eq!(
+            sums,
+            BTreeMap::from([
+                ("data_fsyncs_pending".to_string(), 3.0),
+                ("pending_looks".to_string(), 2.0),
+            ])
+        );
     }
 
     #[test]
