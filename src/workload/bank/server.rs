@@ -2,14 +2,39 @@
 //! whatever the server: re-open a lost connection (with backoff, counted as
 //! a `connect` error while it fails), roll back a transaction whose
 //! operation was abandoned at a timeout, and retry serialisation failures
-//! and deadlocks up to `--max-tries`, counting every retry. A [`Driver`]
-//! supplies the server's own calls.
+//! and deadlocks up to `--max-tries`, counting every retry. A retry waits
+//! first, a random time up to a bound that doubles with each failed try
+//! (1 ms, 2 ms, … up to 64 ms): transactions that failed together and
+//! retried at once would collide again, and two users could then fail each
+//! other a hundred times in a row. Every try and every wait is inside the
+//! operation's response time. A [`Driver`] supplies the server's own calls.
 
 use super::ops::BankOp;
 use super::BankConn;
 use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// The bound of the wait before the first retry; it doubles with each
+/// failed try up to [`MAX_RETRY_WAIT`].
+const FIRST_RETRY_WAIT: Duration = Duration::from_millis(1);
+const MAX_RETRY_WAIT: Duration = Duration::from_millis(64);
+
+/// Seeds of the connections' retry waits, one after another: a process's
+/// connections draw distinct, reproducible sequences.
+static NEXT_SEED: AtomicU64 = AtomicU64::new(0x5eed_ba2c_0ff5);
+
+/// The wait before retry number `retry` (1 for the first): uniform up to
+/// a bound that doubles with each failed try.
+fn retry_wait(retry: u32, rng: &mut SmallRng) -> Duration {
+    let bound = FIRST_RETRY_WAIT
+        .saturating_mul(1 << retry.saturating_sub(1).min(16))
+        .min(MAX_RETRY_WAIT);
+    bound.mul_f64(rng.gen::<f64>())
+}
 
 /// Why one try of a transaction failed.
 pub enum Failure {
@@ -71,6 +96,8 @@ pub struct ServerConn<D: Driver> {
     open_transaction: bool,
     /// Wait before the next reconnect attempt after a failed one.
     reconnect_backoff: Duration,
+    /// Draws the waits before retries.
+    rng: SmallRng,
 }
 
 impl<D: Driver> ServerConn<D> {
@@ -83,6 +110,7 @@ impl<D: Driver> ServerConn<D> {
             link: Some(link),
             open_transaction: false,
             reconnect_backoff: Duration::ZERO,
+            rng: SmallRng::seed_from_u64(NEXT_SEED.fetch_add(0x9e37_79b9, Ordering::Relaxed)),
         })
     }
 
@@ -160,6 +188,7 @@ impl<D: Driver> BankConn for ServerConn<D> {
             let kind = match failure {
                 Failure::Retry(_) if retries + 1 < self.max_tries && rolled_back => {
                     retries += 1;
+                    tokio::time::sleep(retry_wait(retries, &mut self.rng)).await;
                     continue;
                 }
                 Failure::Retry(code) | Failure::Sql(code) => ErrorKind::Sql(code),
@@ -174,6 +203,30 @@ impl<D: Driver> BankConn for ServerConn<D> {
                 bytes: 0,
                 retries,
             };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each retry waits under a bound that doubles from 1 ms to 64 ms,
+    /// and the waits spread over it (not one fixed wait that keeps two
+    /// users in step).
+    #[test]
+    fn retry_waits_spread_under_a_doubling_bound() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        for (retry, bound_ms) in [(1, 1), (2, 2), (3, 4), (7, 64), (100, 64)] {
+            let waits: Vec<Duration> = (0..200).map(|_| retry_wait(retry, &mut rng)).collect();
+            let bound = Duration::from_millis(bound_ms);
+            assert!(waits.iter().all(|w| *w < bound), "retry {retry}");
+            let longest = waits.iter().max().copied().unwrap_or_default();
+            let shortest = waits.iter().min().copied().unwrap_or_default();
+            assert!(
+                longest > bound / 2 && shortest < bound / 2,
+                "retry {retry}: {waits:?}"
+            );
         }
     }
 }
