@@ -69,6 +69,10 @@ pub struct Verdict {
     /// What a faster bottleneck, or none, would give (a resource
     /// bottleneck only).
     pub what_if: Option<whatif::WhatIf>,
+    /// Why no prediction is made for the cure of this bottleneck (more
+    /// memory, the log on a device of its own, a link without loss).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_what_if: Option<String>,
 }
 
 /// The coefficient-of-variation bound used when none is given.
@@ -248,6 +252,7 @@ pub fn verdict_of(
         max_cv,
         caveats: Vec::new(),
         what_if: None,
+        no_what_if: None,
     };
     if points.is_empty() {
         verdict.usl_not_fitted = Some("no complete step".to_string());
@@ -266,6 +271,9 @@ pub fn verdict_of(
     let found = bottleneck::bottleneck(&points, shape, peak, knee.as_ref(), &demands, unstable);
     let room = host_room(&points[peak], shape);
     verdict.what_if = whatif::what_if(&points, &demands, &found, closed, peak, room);
+    if verdict.what_if.is_none() {
+        verdict.no_what_if = whatif::not_predicted(&found);
+    }
     if found.kind != bottleneck::BottleneckKind::LoadGenerator {
         verdict.caveats = bottleneck::generator::little_breaches(&points, &demands);
     }
@@ -337,6 +345,11 @@ fn host_room(p: &StepPoint, shape: RunShape) -> Option<whatif::HostRoom> {
             Some(whatif::HostRoom {
                 cpus: p.resource("cpu")?.servers,
                 perflab_cpus: p.generator.cpus,
+                perflab_cpu_per_op_s: if p.throughput > 0.0 {
+                    p.generator.cpus / p.throughput
+                } else {
+                    0.0
+                },
             })
         })
         .flatten()

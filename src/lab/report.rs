@@ -454,6 +454,7 @@ mod tests {
             still: false,
             server_cpus,
             changed: Changed { kind, factor },
+            at_peak: None,
         }
     }
 

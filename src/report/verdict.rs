@@ -30,10 +30,9 @@ pub fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
             Percent(crate::analyze::whatif::CREDIBLE)
         )
     };
-    let lines = w
-        .scenarios
-        .iter()
-        .map(|s| {
+    let basis = format!("predicted from {}", w.basis);
+    let lines = std::iter::once(basis)
+        .chain(w.scenarios.iter().map(|s| {
             let load = if s.response_s.is_some() {
                 crate::plan::Level::Users(s.load.round() as u32).to_string()
             } else {
@@ -59,6 +58,14 @@ pub fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
             if let Some(r) = s.response_s {
                 let _ = write!(line, ", mean response {}", secs(r));
             }
+            if let Some(p) = s.at_peak {
+                let _ = write!(
+                    line,
+                    "; {}/s at {} (the peak's load)",
+                    OpsPerSec(p.throughput),
+                    crate::plan::Level::Users(p.load.round() as u32)
+                );
+            }
             match (&s.limited_by, s.bound) {
                 (Some(name), Some(bound)) if s.still => {
                     let _ = write!(line, "; {name} still limits, at {}/s", OpsPerSec(bound));
@@ -69,7 +76,7 @@ pub fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
                 _ => {}
             }
             line
-        })
+        }))
         .collect();
     (head, lines)
 }
@@ -97,6 +104,8 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
         for line in lines {
             let _ = writeln!(out, "              > {line}");
         }
+    } else if let Some(none) = &v.no_what_if {
+        let _ = writeln!(out, "  what if     {none}");
     }
     out.push_str(&use_table(&v.points));
     demands(&mut out, v);
