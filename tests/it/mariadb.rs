@@ -270,7 +270,10 @@ fn row_lock_waits_are_sampled(db: &MariaDb, performance_schema: &str) -> BTreeMa
     // log's among the data files' on 10.8+), the storage engine's commits,
     // and the fsyncs and reads in flight looked at ten times a second.
     for name in ["data_fsyncs", "handler_commits", "pending_looks"] {
-        assert!(counters[name].as_f64().unwrap_or(0.0) > 0.0, "{name}: {counters}");
+        assert!(
+            counters[name].as_f64().unwrap_or(0.0) > 0.0,
+            "{name}: {counters}"
+        );
     }
     for name in ["data_fsyncs_pending", "data_reads_pending"] {
         assert!(counters[name].is_number(), "{name}: {counters}");
