@@ -8,7 +8,11 @@
 //!    resource is ≥ 90% busy without working harder per operation. A CPU
 //!    the server is confined to (one CPU, its cgroup's quota) comes first:
 //!    lock waits on a saturated CPU are its symptom, said as such.
-//! 3. **storage waits** ([`io`]) — the sessions wait on the commit log or
+//! 3. **a rate limit above the device** ([`limit`]) — throughput flat
+//!    from the first step on while latency grows with concurrency, no
+//!    device busy, no CPU or lock to blame: a throttle or a volume's cap,
+//!    named with its value where a cgroup says it.
+//! 3b. **storage waits** ([`io`]) — the sessions wait on the commit log or
 //!    on reading data, whether or not the device looks busy: `commit I/O`,
 //!    `memory → disk reads` or `disk reads (the I/O path)`.
 //! 4. **network loss** ([`network`]) — retransmissions or a dropping qdisc
@@ -34,6 +38,7 @@ pub mod device;
 pub mod generator;
 pub mod hardware;
 pub mod io;
+pub mod limit;
 pub mod network;
 pub mod waits;
 
@@ -129,6 +134,9 @@ pub fn bottleneck(
         b.ruled_out
             .insert(0, fell_away(&points[found.at], found, last, eased, growth));
         return b;
+    }
+    if let Some(limit) = limit::verdict(points, shape, &waits) {
+        return limit;
     }
     if let Some(io) = io::verdict(points, from, &waits, demands) {
         return io;
