@@ -313,6 +313,10 @@ pub fn device_name(sys: &Path, majmin: &str) -> String {
         .unwrap_or_else(|| majmin.to_string())
 }
 
+/// A device's lowest limit of each kind (read IOPS, write IOPS, read
+/// bytes/s, write bytes/s), each with the cgroup it is set on.
+type KindLimits = [Option<(u64, String)>; 4];
+
 /// The `MAJ:MIN N` lines of a v1 throttle file.
 fn v1_device_values(text: &str) -> Vec<(String, u64)> {
     text.lines()
@@ -569,7 +573,7 @@ impl CgroupDirs {
     /// the cgroup's own I/O per device, and its I/O stalls.
     fn read_io(&self, out: &mut CgroupCounters, sys: &Path) {
         // Per device number: the limits so far, each with where it sits.
-        let mut limits: Vec<(String, [Option<(u64, String)>; 4])> = Vec::new();
+        let mut limits: Vec<(String, KindLimits)> = Vec::new();
         let mut consider = |dev: &str, kind: usize, n: u64, at: &str| {
             let i = match limits.iter().position(|(d, _)| d == dev) {
                 Some(i) => i,

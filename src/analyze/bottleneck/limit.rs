@@ -46,30 +46,37 @@ const STALLED: f64 = 0.3;
 const LOCKED: f64 = 0.2;
 
 /// The verdict when a rate limit above the device holds throughput flat.
-pub fn verdict(points: &[StepPoint], shape: RunShape, waits: &Waits) -> Option<Bottleneck> {
-    if !shape.closed || points.len() < 3 {
+pub fn verdict(all: &[StepPoint], shape: RunShape, waits: &Waits) -> Option<Bottleneck> {
+    if !shape.closed || all.len() < 3 {
         return None;
     }
-    let (first, last) = (&points[0], &points[points.len() - 1]);
+    let (first, last) = (&all[0], &all[all.len() - 1]);
     if first.load <= 0.0 || last.load < LOAD_GROWTH * first.load {
         return None;
     }
+    // A followed cgroup's limit reached from some step on: the curve is
+    // judged from there, since below it the limit did not bind yet (one
+    // user's synced write also waits on the journal, unthrottled).
+    let from = (0..all.len())
+        .find(|&k| all[k..].iter().all(|p| reached_limit(p).is_some()))
+        .filter(|&k| all.len() - k >= 2 && all[all.len() - 1].load >= 2.0 * all[k].load);
+    let points = &all[from.unwrap_or(0)..];
     let (mean, spread, band, noise) = flatness(points)?;
     if spread > band {
         return None;
     }
     // Ruled out first: a CPU near its end, locks, retries, a short memory.
-    let cpu = busiest_cpu(points);
+    let cpu = busiest_cpu(all);
     if cpu.as_ref().is_some_and(|(_, u)| *u >= CPU_BUSY) {
         return None;
     }
-    if waits.share(WaitMeaning::is_contention) >= LOCKED || points.iter().any(|p| p.retries > 0) {
+    if waits.share(WaitMeaning::is_contention) >= LOCKED || all.iter().any(|p| p.retries > 0) {
         return None;
     }
-    if !shape.kernel_served && points.iter().any(|p| memory_evidence(p).is_some()) {
+    if !shape.kernel_served && all.iter().any(|p| memory_evidence(p).is_some()) {
         return None;
     }
-    let busy_device = points
+    let busy_device = all
         .iter()
         .flat_map(|p| &p.resources)
         .filter(|r| r.kind == ResourceKind::Disk)
@@ -77,15 +84,18 @@ pub fn verdict(points: &[StepPoint], shape: RunShape, waits: &Waits) -> Option<B
     if busy_device {
         return None;
     }
-    let named = reached_limit(points);
-    let stall = points
+    let named = reached_limit(last);
+    let stall = all
         .iter()
         .filter_map(|p| p.io_path.stall())
         .max_by(f64::total_cmp);
     if named.is_none() && !shape.kernel_served && stall.is_none_or(|s| s < STALLED) {
         return None;
     }
-    Some(limited(points, mean, spread, noise, named, stall, cpu))
+    let below = &all[..from.unwrap_or(0)];
+    Some(limited(
+        points, below, mean, spread, noise, named, stall, cpu,
+    ))
 }
 
 /// The flat throughput's mean, its widest departure from it (a share),
@@ -132,10 +142,9 @@ fn busiest_cpu(points: &[StepPoint]) -> Option<(String, f64)> {
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
-/// A block-I/O limit of a followed cgroup that its I/O reached at the
-/// last step, with its most used kind.
-fn reached_limit(points: &[StepPoint]) -> Option<(LimitUse, &'static str, u64, f64)> {
-    let last = &points[points.len() - 1];
+/// A block-I/O limit of a followed cgroup that its I/O reached at a step,
+/// with its most used kind.
+fn reached_limit(last: &StepPoint) -> Option<(LimitUse, &'static str, u64, f64)> {
     last.io_path
         .limits
         .iter()
@@ -146,9 +155,12 @@ fn reached_limit(points: &[StepPoint]) -> Option<(LimitUse, &'static str, u64, f
         .max_by(|a, b| a.3.total_cmp(&b.3))
 }
 
-/// The verdict's text.
+/// The verdict's text: `points` the flat steps, `below` those before
+/// them, where the limit did not bind yet.
+#[allow(clippy::too_many_arguments)]
 fn limited(
     points: &[StepPoint],
+    below: &[StepPoint],
     mean: f64,
     spread: f64,
     noise: f64,
@@ -165,8 +177,17 @@ fn limited(
         load_text(last),
         Percent(noise)
     )];
-    let per_step: Vec<String> = points
+    if let Some(b) = below.last() {
+        evidence.push(format!(
+            "below it, at {} and under, the limit did not bind yet ({}/s at {})",
+            load_text(b),
+            OpsPerSec(b.throughput),
+            load_text(b)
+        ));
+    }
+    let per_step: Vec<String> = below
         .iter()
+        .chain(points)
         .map(|p| format!("{} at {}", Latency(p.response.mean), load_text(p)))
         .collect();
     let little = Duration::try_from_secs_f64(
@@ -426,6 +447,42 @@ mod tests {
         assert_eq!(
             b.name,
             "an io.max of 1000 read IOPS on perflab's own cgroup (device loop0)"
+        );
+    }
+
+    /// Synced writes under a 100 write-IOPS throttle: one user's writes
+    /// also wait on the journal and reach 72/s; from two users on the
+    /// cgroup's writes sit at the throttle while the load grows sixteenfold.
+    #[test]
+    fn a_throttle_reached_from_the_second_step_on_is_named() {
+        let mut points = flat(100.0);
+        let xs = [72.0, 95.0, 99.0, 100.0, 100.0, 99.0];
+        for (p, x) in points.iter_mut().zip(xs) {
+            p.throughput = x;
+            p.response.mean = Duration::from_secs_f64(p.load / x);
+            p.interval_throughputs = vec![x; 10];
+            p.io_path.limits.push(LimitUse {
+                owner: "perflab's own cgroup".to_string(),
+                limit: IoLimit {
+                    device: "loop0".to_string(),
+                    write_iops: Some(100),
+                    interface: "blkio throttle".to_string(),
+                    ..IoLimit::default()
+                },
+                writes_per_s: x,
+                ..LimitUse::default_for_tests()
+            });
+        }
+        let b = judge(points, DISK_RUN).bottleneck.unwrap();
+        assert_eq!(
+            b.name, "a blkio throttle of 100 write IOPS on perflab's own cgroup (device loop0)",
+            "{b:#?}"
+        );
+        assert!(
+            b.evidence
+                .iter()
+                .any(|e| e.starts_with("below it, at 1 user")),
+            "{b:#?}"
         );
     }
 
