@@ -6,7 +6,7 @@
 #
 # Each class sets up its server and its limit (cgroups, a loop device with
 # a throttled file system, a network namespace with a shaped link), runs
-# `perflab run bank` over a sweep, reads `perflab analyze --json -`, prints
+# `perflab run bank` (or `run disk`, `run files`) over a sweep, reads `perflab analyze --json -`, prints
 # one line per run and PASS or MISS, and removes everything it made, even
 # on failure. Names of everything made start with perflab-scn-; a run
 # starts by removing the leftovers of a crashed one.
@@ -42,10 +42,13 @@ serializable-retries    ^software_contention$ .
 commit-io               ^resource$            commit|log|disk
 memory-disk             ^resource$            ^memory
 link                    ^resource$            ^link
+disk-throttle           ^resource$            throttle|limit
+files-throttle          ^resource$            throttle|limit
+loop-tmpfs              ^resource$            ^cpu
 loss                    ^network_loss$        .
 generator               ^load_generator$      .
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io memory-disk link loss generator)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io memory-disk link loss generator disk-throttle files-throttle loop-tmpfs)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -293,8 +296,11 @@ remove_all_scn() {
     for mnt in $(findmnt -rn -o TARGET 2>/dev/null | grep '^/tmp/perflab-scn-' | sort -r || true); do
         umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
     done
-    for dev in $(losetup -nl -O NAME,BACK-FILE 2>/dev/null | awk '$2 ~ /\/tmp\/perflab-scn-/ {print $1}' || true); do
+    for dev in $(losetup -nl -O NAME,BACK-FILE 2>/dev/null | awk '$2 ~ /\/(tmp|dev\/shm)\/perflab-scn-/ {print $1}' || true); do
         losetup -d "$dev" 2>/dev/null || true
+    done
+    for d in /dev/shm/perflab-scn-*/; do
+        [ -d "$d" ] && rm -rf "${d%/}"
     done
     for cg in $(cg_all); do
         rmdir "$cg" 2>/dev/null || true
@@ -445,7 +451,9 @@ PY
 
 # sweep USERS [perflab args...]: REPEAT runs of the class's sweep, each
 # judged. A prefix command (taskset, a cgroup) comes from $LAUNCH; a
-# command that shows what the limit did, from $EVIDENCE.
+# command that shows what the limit did, from $EVIDENCE; the workload from
+# $WORKLOAD (bank, disk, files) and the flag its load goes in from
+# $LOAD_FLAG (--users, or --depth for a disk).
 sweep() {
     local users=$1 k out js
     shift
@@ -454,7 +462,7 @@ sweep() {
         out=$WORK/run$k.out
         js=$WORK/run$k.json
         for try in 1 2; do
-            if ! ${LAUNCH:-} "$PERFLAB" run bank "$@" --users "$users" --warmup "$WARMUP" \
+            if ! ${LAUNCH:-} "$PERFLAB" run "${WORKLOAD:-bank}" "$@" "${LOAD_FLAG:---users}" "$users" --warmup "$WARMUP" \
                 --duration "$DURATION" --store "$WORK/perflab.db" >"$out" 2>&1; then
                 echo "$CLASS run $k/$REPEAT: perflab run failed: $(tail -n 2 "$out" | tr '\n' ' ')  MISS"
                 echo "$CLASS|$k|$REPEAT|MISS|perflab run failed|" >>"$RESULTS"
@@ -768,6 +776,65 @@ in_cgroup() {
         cg_join_self "$cg" cpu
         exec "$@"
     )
+}
+
+# in_blkio NAME CMD...: runs CMD inside blkio (v2: io) cgroup NAME.
+in_blkio() {
+    local cg=$1
+    shift
+    (
+        cg_join_self "$cg" blkio
+        exec "$@"
+    )
+}
+
+# 11. A disk run on an ext4 over a loop device (its file on the host's
+# disk), perflab's own cgroup held to THROTTLE_IOPS reads per second on
+# the loop device: the same rate at every depth, the devices idle — a
+# limit above the device, as a cloud volume's cap would give.
+THROTTLE_IOPS=1000
+scn_disk_throttle() {
+    local cg=perflab-scn-disk-throttle
+    loop_fs 512 "$WORK/mnt"
+    cg_make $cg blkio
+    cg_io_limit $cg "$LOOP_MAJMIN" riops $THROTTLE_IOPS
+    # The file is laid out before the sweep (writes are not held back).
+    "$PERFLAB" run disk --target "file:$WORK/mnt/t.bin" --size 64MiB --spec 4k-randread \
+        --depth 1 --warmup 0s --duration 1s --store "$WORK/prepare.db" >"$WORK/prepare.out" 2>&1 ||
+        fail "laying out the file: $(tail -n 2 "$WORK/prepare.out")"
+    EVIDENCE="cg_evidence $cg" LAUNCH="in_blkio $cg" WORKLOAD=disk LOAD_FLAG=--depth \
+        sweep 1,4,16,32 --target "file:$WORK/mnt/t.bin" --size 64MiB --spec 4k-randread
+}
+
+# 12. A file server's synced writes on the same kind of loop device,
+# perflab's own cgroup held to THROTTLE_WIOPS writes per second on it:
+# each fsync waits its turn at the throttle, whatever the users. From two
+# users: one user's cycle also waits on the journal, below the throttle,
+# and there X·R reads 12% over N with perflab at 0.02 CPU — a shortfall
+# the generator rule still takes for the generator's.
+THROTTLE_WIOPS=100
+scn_files_throttle() {
+    local cg=perflab-scn-files-throttle
+    loop_fs 512 "$WORK/mnt"
+    cg_make $cg blkio
+    cg_io_limit $cg "$LOOP_MAJMIN" wiops $THROTTLE_WIOPS
+    EVIDENCE="cg_evidence $cg" LAUNCH="in_blkio $cg" WORKLOAD=files \
+        sweep 2,4,8,16 --target "dir:$WORK/mnt" --mix write=100 --file-size 4k --fsync
+}
+
+# 13. A disk run on an ext4 over a loop device whose file is on tmpfs: its
+# "disk" is memory, every I/O is a copy by the loop device's kernel
+# worker, and perflab and that worker together use up the host's CPUs.
+scn_loop_tmpfs() {
+    local shm
+    shm=$(mktemp -d /dev/shm/perflab-scn-loop.XXXXXX)
+    truncate -s 512M "$shm/disk.img"
+    LOOP_DEV=$(losetup -f --show "$shm/disk.img") || fail "no free loop device"
+    mkfs.ext4 -q -F -L perflab-scn "$LOOP_DEV" >/dev/null
+    mkdir -p "$WORK/mnt"
+    mount "$LOOP_DEV" "$WORK/mnt"
+    WORKLOAD=disk LOAD_FLAG=--depth \
+        sweep 1,2,4,8 --target "file:$WORK/mnt/t.bin" --size 128MiB --spec 4k-randread
 }
 
 # Runs one class in a subshell that undoes what it made when it ends.

@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod compare;
 pub mod demands;
 pub mod host;
+pub mod iopath;
 pub mod latency;
 pub mod mva;
 pub mod points;
@@ -89,8 +90,13 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
         let mut p = StepPoint::of(step, source);
         keep_links_that_carry(&mut p.resources, network);
         if kernel_served {
-            // No server process: what it would use is in perflab's CPU.
-            p.extras.server_cpus.get_or_insert(0.0);
+            // No server process: the kernel serves the target in perflab's
+            // system calls and in the threads of the devices its I/O
+            // passes through (a loop device's worker, a journal): those
+            // threads are the "server".
+            p.extras
+                .server_cpus
+                .get_or_insert(p.io_path.kernel_cpus_total());
         }
         if kernel_served || run.target_traits().embedded {
             // Its storage I/O, too, is perflab's.
@@ -113,7 +119,7 @@ pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let seed = run.seed();
     let mut verdict = verdict_of(points, shape, slos, max_cv, seed);
     if server_host == "this host" {
-        let others = others_on_the_host(&verdict.points, shape.embedded);
+        let others = others_on_the_host(&verdict.points, shape.embedded, shape.kernel_served);
         verdict.caveats.splice(0..0, others);
     }
     verdict.server_host = server_host;
@@ -166,7 +172,7 @@ pub fn verdict_of_run(run: &StoredRun, slos: Option<Vec<Slo>>, max_cv: Option<f6
 
 /// CPU used on this host by processes other than perflab and the server:
 /// a step that shared the host with other work measured that work too.
-fn others_on_the_host(points: &[StepPoint], embedded: bool) -> Vec<String> {
+fn others_on_the_host(points: &[StepPoint], embedded: bool, kernel_served: bool) -> Vec<String> {
     let stolen = points.iter().filter_map(|p| {
         let steal = p.extras.steal.filter(|s| *s >= 0.05)?;
         Some(format!(
@@ -184,7 +190,15 @@ fn others_on_the_host(points: &[StepPoint], embedded: bool) -> Vec<String> {
             } else {
                 p.extras.server_cpus?
             };
-            let others = busy - p.generator.cpus - server;
+            // The kernel threads of the devices the run's I/O passed
+            // through worked for the run (counted already as the server
+            // of a kernel-served target).
+            let kernel = if embedded || kernel_served {
+                0.0
+            } else {
+                p.io_path.kernel_cpus_total()
+            };
+            let others = busy - p.generator.cpus - server - kernel;
             (others >= 0.3).then(|| {
                 format!(
                     "at {} other processes kept {:.2} CPUs busy besides perflab and the server: the host was not quiet",
@@ -519,7 +533,7 @@ mod tests {
         let x = points[0].throughput;
         points[0].extras.server_run_delay = Some(0.2);
         let per_op = 0.2 / x;
-        let caveats = others_on_the_host(&points, false);
+        let caveats = others_on_the_host(&points, false, false);
         assert_eq!(caveats.len(), 1, "{caveats:?}");
         let c = &caveats[0];
         assert!(
@@ -535,12 +549,12 @@ mod tests {
             "{c}"
         );
         points[0].extras.server_run_delay = Some(0.0);
-        let c = &others_on_the_host(&points, false)[0];
+        let c = &others_on_the_host(&points, false, false)[0];
         assert!(!c.contains("waited for a CPU"), "{c}");
         for p in &mut points {
             p.extras.yielded_cpus = Some(0.0);
         }
-        assert!(others_on_the_host(&points, false).is_empty());
+        assert!(others_on_the_host(&points, false, false).is_empty());
     }
 
     /// Throughput that plateaus with every resource idle is contention.

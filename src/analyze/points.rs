@@ -119,7 +119,8 @@ pub struct HostExtras {
     pub memory_usage_bytes: Option<f64>,
     pub memory_limit_hits: Option<f64>,
     pub memory_stall_share: Option<f64>,
-    /// The host's memory pressure (PSI `some`, 10 s average), a share.
+    /// The host's memory pressure (PSI `some`, the stalled share of each
+    /// interval), a share.
     pub memory_pressure: Option<f64>,
     /// The server's cgroup CPU quota in CPUs, the share of periods it was
     /// throttled, and the CPUs its cpuset or affinity allow.
@@ -182,6 +183,9 @@ pub struct StepPoint {
     /// The database's counters summed over the window (commits,
     /// blocks_hit, blocks_read, row_lock_waits, …).
     pub db: BTreeMap<String, f64>,
+    /// What the step's I/O passed through: cgroup I/O limits, I/O
+    /// pressure, stacked disks and their kernel threads' CPU.
+    pub io_path: super::iopath::IoPath,
 }
 
 /// Responses apart from the body of the distribution.
@@ -310,6 +314,7 @@ impl StepPoint {
             disk_bytes_per_s: per_disk(&samples, |d| {
                 Some(d.read_bytes_per_s + d.write_bytes_per_s)
             }),
+            io_path: super::iopath::IoPath::of(&samples),
         }
     }
 }

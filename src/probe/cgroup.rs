@@ -14,6 +14,14 @@
 //! `cpuset.cpus.effective`, `memory.max`, `memory.current`,
 //! `memory.events` (`max`), `memory.pressure` (`some … total=` µs).
 //!
+//! Block I/O (Documentation/admin-guide/cgroup-v1/blkio-controller.rst and
+//! cgroup-v2.rst "IO"): v1 `blkio.throttle.{read,write}_{iops,bps}_device`
+//! (`MAJ:MIN N`) and the I/Os and bytes through the throttle,
+//! `blkio.throttle.io_serviced` / `io_service_bytes` (`MAJ:MIN Read N`);
+//! v2 `io.max` (`MAJ:MIN rbps=N wbps=max riops=N wiops=max`), `io.stat`
+//! (`MAJ:MIN rbytes= wbytes= rios= wios=`) and `io.pressure`. Devices are
+//! named through `/sys/dev/block/MAJ:MIN/uevent` (`DEVNAME=`).
+//!
 //! A limit set on an ancestor binds its descendants too, so quotas and
 //! memory limits are the lowest along the path up to the hierarchy's root,
 //! and the throttling and limit-hit counters are read where that lowest
@@ -93,6 +101,64 @@ pub struct CgroupCounters {
     pub memory_limit_hits: Option<u64>,
     /// Time some of its tasks stalled on memory since it was made, µs.
     pub memory_stall_us: Option<u64>,
+    /// The block-I/O limits that bind it: the lowest of each kind on each
+    /// device along its path.
+    #[serde(default)]
+    pub io_limits: Vec<IoLimit>,
+    /// I/Os and bytes its tasks issued to each device since it was made.
+    #[serde(default)]
+    pub io_devices: Vec<IoCounters>,
+    /// Time some of its tasks stalled on I/O since it was made, µs (v2
+    /// `io.pressure`, or the unified hierarchy's on a hybrid host).
+    #[serde(default)]
+    pub io_stall_us: Option<u64>,
+}
+
+/// The block-I/O limits a cgroup sets on one device; None is no limit.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IoLimit {
+    /// The device's name (`vda`, `loop0`, `dm-0`), or `MAJ:MIN` when sysfs
+    /// does not name it.
+    pub device: String,
+    /// The cgroup the lowest limit is set on (its path in its hierarchy).
+    pub cgroup: String,
+    pub read_iops: Option<u64>,
+    pub write_iops: Option<u64>,
+    /// Bytes per second.
+    pub read_bps: Option<u64>,
+    pub write_bps: Option<u64>,
+    /// `blkio throttle` (v1) or `io.max` (v2).
+    pub interface: String,
+}
+
+impl IoLimit {
+    /// The limits in words: `1000 read IOPS`, `2 MiB/s written`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(n) = self.read_iops {
+            parts.push(format!("{n} read IOPS"));
+        }
+        if let Some(n) = self.write_iops {
+            parts.push(format!("{n} write IOPS"));
+        }
+        if let Some(n) = self.read_bps {
+            parts.push(format!("{}/s read", crate::units::Bytes(n)));
+        }
+        if let Some(n) = self.write_bps {
+            parts.push(format!("{}/s written", crate::units::Bytes(n)));
+        }
+        parts.join(", ")
+    }
+}
+
+/// A cgroup's I/O on one device since it was made.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IoCounters {
+    pub device: String,
+    pub read_ios: u64,
+    pub write_ios: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
 }
 
 impl CgroupCounters {
@@ -114,6 +180,12 @@ impl CgroupCounters {
         };
         dirs.read_cpu(&mut out);
         dirs.read_memory(&mut out, host_memory);
+        // cgroup_fs is SYS/fs/cgroup: device numbers are named under SYS.
+        let sys = cgroup_fs
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(cgroup_fs);
+        dirs.read_io(&mut out, sys);
         let cpuset = dirs.cpuset_cpus();
         let affinity = affinity_cpus(proc, pid).map(|n| n as f64);
         out.cpus_allowed = match (cpuset, affinity) {
@@ -142,7 +214,31 @@ impl CgroupSample {
         let memory_stall_share = grew(a.memory_stall_us, b.memory_stall_us)
             .filter(|_| seconds > 0.0)
             .map(|us| (us as f64 / 1e6 / seconds).min(1.0));
+        let io_stall_share = grew(a.io_stall_us, b.io_stall_us)
+            .filter(|_| seconds > 0.0)
+            .map(|us| (us as f64 / 1e6 / seconds).min(1.0));
+        let io = b
+            .io_devices
+            .iter()
+            .filter(|_| seconds > 0.0)
+            .map(|after| {
+                let before = a.io_devices.iter().find(|d| d.device == after.device);
+                let rate = |f: fn(&IoCounters) -> u64| {
+                    f(after).saturating_sub(before.map_or(f(after), f)) as f64 / seconds
+                };
+                crate::probe::counters::CgroupIoSample {
+                    device: after.device.clone(),
+                    reads_per_s: rate(|d| d.read_ios),
+                    writes_per_s: rate(|d| d.write_ios),
+                    read_bytes_per_s: rate(|d| d.read_bytes),
+                    write_bytes_per_s: rate(|d| d.write_bytes),
+                }
+            })
+            .collect();
         CgroupSample {
+            io_limits: b.io_limits.clone(),
+            io,
+            io_stall_share,
             path: b.path.clone(),
             cpus_allowed: b.cpus_allowed,
             cpu_quota_cpus: b.cpu_quota_cpus,
@@ -204,6 +300,53 @@ fn pressure_some_total_us(text: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// A device's name from its number: `DEVNAME=` of
+/// `SYS/dev/block/MAJ:MIN/uevent`, else the number itself.
+pub fn device_name(sys: &Path, majmin: &str) -> String {
+    text(&sys.join("dev/block").join(majmin), "uevent")
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("DEVNAME="))
+                .map(|n| n.trim().to_string())
+        })
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| majmin.to_string())
+}
+
+/// A device's lowest limit of each kind (read IOPS, write IOPS, read
+/// bytes/s, write bytes/s), each with the cgroup it is set on.
+type KindLimits = [Option<(u64, String)>; 4];
+
+/// The `MAJ:MIN N` lines of a v1 throttle file.
+fn v1_device_values(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let dev = f.next()?.to_string();
+            let n = f.next()?.parse().ok()?;
+            dev.contains(':').then_some((dev, n))
+        })
+        .collect()
+}
+
+/// `MAJ:MIN key=value …` lines (v2 `io.max`, `io.stat`): per device, the
+/// numbers by key (`max` is no number, so no entry).
+fn v2_device_keys(text: &str) -> Vec<(String, Vec<(String, u64)>)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let dev = f.next()?.to_string();
+            let keys = f
+                .filter_map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    Some((k.to_string(), v.parse().ok()?))
+                })
+                .collect();
+            dev.contains(':').then_some((dev, keys))
+        })
+        .collect()
+}
+
 /// A cgroup in one hierarchy: the hierarchy's mount directory and the
 /// cgroup's path inside it.
 #[derive(Debug, Clone)]
@@ -245,6 +388,7 @@ struct CgroupDirs {
     cpuacct: Option<Hierarchy>,
     cpuset: Option<Hierarchy>,
     memory: Option<Hierarchy>,
+    blkio: Option<Hierarchy>,
     /// The v2 (unified) hierarchy: all controllers on a pure v2 host, only
     /// pressure files and those not bound to v1 on a hybrid one.
     unified: Option<Hierarchy>,
@@ -281,6 +425,7 @@ impl CgroupDirs {
                     "cpuacct" => &mut dirs.cpuacct,
                     "cpuset" => &mut dirs.cpuset,
                     "memory" => &mut dirs.memory,
+                    "blkio" => &mut dirs.blkio,
                     _ => continue,
                 };
                 // Co-mounted controllers live in `cpu,cpuacct` (with symlinks
@@ -424,6 +569,130 @@ impl CgroupDirs {
             .and_then(|t| pressure_some_total_us(&t));
     }
 
+    /// The block-I/O limits along the path, lowest of each kind per device,
+    /// the cgroup's own I/O per device, and its I/O stalls.
+    fn read_io(&self, out: &mut CgroupCounters, sys: &Path) {
+        // Per device number: the limits so far, each with where it sits.
+        let mut limits: Vec<(String, KindLimits)> = Vec::new();
+        let mut consider = |dev: &str, kind: usize, n: u64, at: &str| {
+            let i = match limits.iter().position(|(d, _)| d == dev) {
+                Some(i) => i,
+                None => {
+                    limits.push((dev.to_string(), Default::default()));
+                    limits.len() - 1
+                }
+            };
+            let slot = &mut limits[i].1[kind];
+            if slot.as_ref().is_none_or(|(m, _)| n < *m) {
+                *slot = Some((n, at.to_string()));
+            }
+        };
+        let interface;
+        if let Some(blkio) = &self.blkio {
+            interface = "blkio throttle";
+            for dir in blkio.ancestors() {
+                let at = relative(&blkio.mount, &dir);
+                for (kind, file) in [
+                    "blkio.throttle.read_iops_device",
+                    "blkio.throttle.write_iops_device",
+                    "blkio.throttle.read_bps_device",
+                    "blkio.throttle.write_bps_device",
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    for (dev, n) in text(&dir, file)
+                        .map(|t| v1_device_values(&t))
+                        .unwrap_or_default()
+                    {
+                        consider(&dev, kind, n, &at);
+                    }
+                }
+            }
+            let dir = blkio.dir();
+            let ios = text(&dir, "blkio.throttle.io_serviced").unwrap_or_default();
+            let bytes = text(&dir, "blkio.throttle.io_service_bytes").unwrap_or_default();
+            out.io_devices = v1_io_counters(&ios, &bytes)
+                .into_iter()
+                .map(|mut c| {
+                    c.device = device_name(sys, &c.device);
+                    c
+                })
+                .collect();
+        } else if let Some(unified) = self.unified_with("io.stat") {
+            interface = "io.max";
+            for dir in unified.ancestors() {
+                let at = relative(&unified.mount, &dir);
+                for (dev, keys) in text(&dir, "io.max")
+                    .map(|t| v2_device_keys(&t))
+                    .unwrap_or_default()
+                {
+                    for (k, n) in keys {
+                        let kind = match k.as_str() {
+                            "riops" => 0,
+                            "wiops" => 1,
+                            "rbps" => 2,
+                            "wbps" => 3,
+                            _ => continue,
+                        };
+                        consider(&dev, kind, n, &at);
+                    }
+                }
+            }
+            out.io_devices = text(&unified.dir(), "io.stat")
+                .map(|t| v2_device_keys(&t))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(dev, keys)| {
+                    let key = |k: &str| keys.iter().find(|(x, _)| x == k).map_or(0, |(_, v)| *v);
+                    IoCounters {
+                        device: device_name(sys, &dev),
+                        read_ios: key("rios"),
+                        write_ios: key("wios"),
+                        read_bytes: key("rbytes"),
+                        write_bytes: key("wbytes"),
+                    }
+                })
+                .collect();
+        } else {
+            interface = "";
+        }
+        out.io_limits = limits
+            .into_iter()
+            .map(|(dev, kinds)| {
+                // Named after where the tightest of its limits sits.
+                let cgroup = kinds
+                    .iter()
+                    .flatten()
+                    .map(|(_, at)| at.clone())
+                    .next()
+                    .unwrap_or_default();
+                let [r, w, rb, wb] = kinds.map(|k| k.map(|(n, _)| n));
+                IoLimit {
+                    device: device_name(sys, &dev),
+                    cgroup,
+                    read_iops: r,
+                    write_iops: w,
+                    read_bps: rb,
+                    write_bps: wb,
+                    interface: interface.to_string(),
+                }
+            })
+            .filter(|l| {
+                l.read_iops
+                    .or(l.write_iops)
+                    .or(l.read_bps)
+                    .or(l.write_bps)
+                    .is_some()
+            })
+            .collect();
+        out.io_stall_us = self
+            .unified
+            .as_ref()
+            .and_then(|u| text(&u.dir(), "io.pressure"))
+            .and_then(|t| pressure_some_total_us(&t));
+    }
+
     /// CPUs in the cgroup's cpuset.
     fn cpuset_cpus(&self) -> Option<f64> {
         let list = if let Some(cpuset) = &self.cpuset {
@@ -436,6 +705,46 @@ impl CgroupDirs {
         }?;
         cpu_list_len(list.trim()).map(|n| n as f64)
     }
+}
+
+/// A directory's path inside its hierarchy's mount, `/` for the root.
+fn relative(mount: &Path, dir: &Path) -> String {
+    let rel = dir.strip_prefix(mount).unwrap_or(dir).to_string_lossy();
+    format!("/{}", rel.trim_matches('/'))
+}
+
+/// The per-device counters of v1 `io_serviced` and `io_service_bytes`
+/// (`MAJ:MIN Read N` lines; `Total` lines and other operations left out).
+fn v1_io_counters(ios: &str, bytes: &str) -> Vec<IoCounters> {
+    let mut out: Vec<IoCounters> = Vec::new();
+    for (text, is_bytes) in [(ios, false), (bytes, true)] {
+        for line in text.lines() {
+            let mut f = line.split_whitespace();
+            let (Some(dev), Some(op), Some(n)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            let i = match out.iter().position(|c| c.device == dev) {
+                Some(i) => i,
+                None => {
+                    out.push(IoCounters {
+                        device: dev.to_string(),
+                        ..IoCounters::default()
+                    });
+                    out.len() - 1
+                }
+            };
+            let c = &mut out[i];
+            match (op, is_bytes) {
+                ("Read", false) => c.read_ios = n,
+                ("Write", false) => c.write_ios = n,
+                ("Read", true) => c.read_bytes = n,
+                ("Write", true) => c.write_bytes = n,
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 /// A v2 `cpu.max` line (`quota period`, or `max period`) as CPUs.
@@ -569,6 +878,127 @@ mod tests {
         .expect("/proc/self/cgroup");
         assert!(c.cpus_allowed.unwrap_or(0.0) >= 1.0);
         assert!(c.cpu_usage_ns.unwrap_or(0) > 0, "{c:?}");
+    }
+
+    /// A v1 blkio cgroup (hybrid host) under a 1000 read-IOPS throttle on
+    /// loop0 set on its parent (its own says 2000) and 10 MiB/s of writes
+    /// of its own; 1000 reads/s through it over 2 s, its tasks stalled on
+    /// I/O 80% of the time (unified `io.pressure`).
+    #[test]
+    fn a_v1_blkio_throttle_and_its_io_are_read() {
+        let a = counters("cgroup-io-v1", "t0", "500", 8 << 30);
+        let b = counters("cgroup-io-v1", "t1", "500", 8 << 30);
+        assert_eq!(
+            b.io_limits,
+            vec![IoLimit {
+                device: "loop0".to_string(),
+                cgroup: "/perflab-scn".to_string(),
+                read_iops: Some(1000),
+                write_iops: None,
+                read_bps: None,
+                write_bps: Some(10 << 20),
+                interface: "blkio throttle".to_string(),
+            }]
+        );
+        assert_eq!(
+            b.io_limits[0].describe(),
+            "1000 read IOPS, 10.0 MiB/s written"
+        );
+        let s = CgroupSample::between(&a, &b, 2.0);
+        let loop0 =
+            s.io.iter()
+                .find(|d| d.device == "loop0")
+                .expect("loop0's I/O");
+        assert_eq!(loop0.reads_per_s, 1000.0);
+        assert_eq!(loop0.writes_per_s, 10.0);
+        assert_eq!(loop0.read_bytes_per_s, 4_096_000.0);
+        let vda =
+            s.io.iter()
+                .find(|d| d.device == "vda")
+                .expect("vda by its number");
+        assert_eq!(vda.reads_per_s, 0.0);
+        assert_eq!(s.io_stall_share, Some(0.8));
+    }
+
+    /// A v2 cgroup under `io.max` riops=500 on dm-0 from its parent (its
+    /// own says 800) and wbps 2 MiB/s of its own; 500 reads/s over 2 s;
+    /// I/O stalls 90% of the time.
+    #[test]
+    fn a_v2_io_max_and_its_io_are_read() {
+        let a = counters("cgroup-io-v2", "t0", "600", 8 << 30);
+        let b = counters("cgroup-io-v2", "t1", "600", 8 << 30);
+        assert_eq!(b.io_limits.len(), 1, "8:0 is all max: {:?}", b.io_limits);
+        let dm = &b.io_limits[0];
+        assert_eq!(dm.device, "dm-0");
+        assert_eq!(dm.read_iops, Some(500));
+        assert_eq!(dm.write_bps, Some(2 << 20));
+        assert_eq!(dm.cgroup, "/bench.slice");
+        assert_eq!(dm.interface, "io.max");
+        let s = CgroupSample::between(&a, &b, 2.0);
+        let d =
+            s.io.iter()
+                .find(|d| d.device == "dm-0")
+                .expect("dm-0's I/O");
+        assert_eq!(d.reads_per_s, 500.0);
+        assert_eq!(d.read_bytes_per_s, 2_048_000.0);
+        assert_eq!(
+            s.io.iter()
+                .find(|d| d.device == "8:0")
+                .map(|d| d.writes_per_s),
+            Some(0.0)
+        );
+        assert_eq!(s.io_stall_share, Some(0.9));
+    }
+
+    /// This host's v1 blkio: a throttle of 200 read IOPS on a real loop
+    /// device for a cgroup of the test's own, and the direct reads a
+    /// process in it made through the throttle.
+    #[test]
+    fn a_real_v1_blkio_throttle_on_a_loop_device_is_read() {
+        use crate::probe::realdev::{Blkio, Loop};
+        let dev = Loop::new("/var/tmp", "blkio", 8);
+        let mut cg = Blkio::new("blkio");
+        cg.set(
+            "blkio.throttle.read_iops_device",
+            &format!("{} 200", dev.majmin()),
+        );
+        let pid = cg.spawn(&format!(
+            "dd if={} of=/dev/null bs=4k count=40 iflag=direct 2>/dev/null; exec sleep 60",
+            dev.path
+        ));
+        let fs = Path::new("/sys/fs/cgroup");
+        let read = || CgroupCounters::read(Path::new("/proc"), fs, &pid.to_string(), None);
+        // The reads take 0.2 s at 200 IOPS; wait (bounded) until all are counted.
+        let mut c = read();
+        for _ in 0..100 {
+            let done = c
+                .as_ref()
+                .and_then(|c| c.io_devices.iter().find(|d| d.device == dev.name()));
+            if done.is_some_and(|d| d.read_ios >= 40) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            c = read();
+        }
+        let c = c.expect("the process's cgroup");
+        let limit = c
+            .io_limits
+            .iter()
+            .find(|l| l.device == dev.name())
+            .unwrap_or_else(|| panic!("the throttle on {}: {:?}", dev.name(), c.io_limits));
+        assert_eq!(limit.read_iops, Some(200));
+        assert_eq!(limit.interface, "blkio throttle");
+        assert!(
+            limit.cgroup.starts_with("/perflab-test-blkio-"),
+            "{limit:?}"
+        );
+        let io = c
+            .io_devices
+            .iter()
+            .find(|d| d.device == dev.name())
+            .expect("its I/O");
+        assert!(io.read_ios >= 40, "{io:?}");
+        assert!(io.read_bytes >= 40 * 4096, "{io:?}");
     }
 
     /// A v1 host that puts each job in a memory cgroup of its own and

@@ -11,6 +11,8 @@ mod host;
 pub mod netlink;
 pub mod node_exporter;
 pub mod qdisc;
+#[cfg(test)]
+pub(crate) mod realdev;
 pub mod remote;
 mod self_usage;
 

@@ -10,9 +10,8 @@
 //! CPU, memory and threads of individual processes (it has no per-process
 //! collector), interrupts per source (its `interrupts` collector is off by
 //! default), CRC and late-collision counters of a link (only through its
-//! optional ethtool collector), and PSI's 10 s averages (it exports the
-//! stall totals instead, from which the stall share between two scrapes is
-//! computed).
+//! optional ethtool collector). PSI comes, as from /proc/pressure, from
+//! the stall totals: the stalled share between two scrapes.
 
 use super::counters::{HostRoot, HostSample, HostSnapshot, PressureSample};
 use std::collections::BTreeMap;

@@ -395,6 +395,19 @@ fn cpu_evidence(q: &StepPoint, waits: &Waits, evidence: &mut Vec<String>) {
     if g.cpus > 0.0 {
         evidence.push(format!("perflab itself used {:.2} CPUs of it", g.cpus));
     }
+    // The kernel threads of the devices the I/O passes through: a loop
+    // device on tmpfs turns every I/O into a copy on a CPU.
+    for (disk, cpus) in q.io_path.kernel_cpus.iter().filter(|(_, c)| **c >= 0.05) {
+        let below = q.io_path.below(disk);
+        let on = if below.is_empty() {
+            String::new()
+        } else {
+            format!(" (on {})", below.join(" on "))
+        };
+        evidence.push(format!(
+            "the kernel threads serving {disk}{on} used {cpus:.2} CPUs of it: the run's I/O is CPU work there"
+        ));
+    }
     // Sessions queue for a lock whose holder waits for the CPU.
     let locks = waits.share(WaitMeaning::is_contention);
     if locks >= 0.2 {

@@ -8,32 +8,37 @@
 //!    resource is ≥ 90% busy without working harder per operation. A CPU
 //!    the server is confined to (one CPU, its cgroup's quota) comes first:
 //!    lock waits on a saturated CPU are its symptom, said as such.
-//! 3. **storage waits** ([`io`]) — the sessions wait on the commit log or
+//! 3. **a rate limit above the device** ([`limit`]) — throughput flat
+//!    from the first step on while latency grows with concurrency, no
+//!    device busy, no CPU or lock to blame: a throttle or a volume's cap,
+//!    named with its value where a cgroup says it.
+//! 4. **storage waits** ([`io`]) — the sessions wait on the commit log or
 //!    on reading data, whether or not the device looks busy: `commit I/O`,
 //!    `memory → disk reads` or `disk reads (the I/O path)`.
-//! 4. **network loss** ([`network`]) — retransmissions or a dropping qdisc
+//! 5. **network loss** ([`network`]) — retransmissions or a dropping qdisc
 //!    with a latency tail.
-//! 5. **one single-threaded server process** ([`hardware::one_process`])
+//! 6. **one single-threaded server process** ([`hardware::one_process`])
 //!    — throughput stopped growing while one process of the server ran
 //!    out of its one CPU and the host had CPU to spare.
-//! 6. **software contention** ([`contention`]) — throughput stopped
+//! 7. **software contention** ([`contention`]) — throughput stopped
 //!    growing with load and the sessions waited on each other's locks, or
 //!    operations were retried.
-//! 7. **the network round trip** ([`network`]) — throughput stopped growing
+//! 8. **the network round trip** ([`network`]) — throughput stopped growing
 //!    while the server waited on its client.
-//! 8. **inconclusive** — throughput stopped growing and nothing above
+//! 9. **inconclusive** — throughput stopped growing and nothing above
 //!    explains it, or the only explanation is weak (no retries, lock waits
 //!    under half the samples) and rests on steps that never stabilised:
 //!    the candidates, and the run that would decide between them. A
 //!    confident wrong answer is worse than none.
-//! 9. **not reached** — throughput kept pace with load and nothing was
-//!    saturated: the next load to try is given.
+//! 10. **not reached** — throughput kept pace with load and nothing was
+//!     saturated: the next load to try is given.
 
 pub mod contention;
 pub mod device;
 pub mod generator;
 pub mod hardware;
 pub mod io;
+pub mod limit;
 pub mod network;
 pub mod status;
 pub mod waits;
@@ -130,6 +135,9 @@ pub fn bottleneck(
         b.ruled_out
             .insert(0, fell_away(&points[found.at], found, last, eased, growth));
         return b;
+    }
+    if let Some(limit) = limit::verdict(points, shape, &waits) {
+        return limit;
     }
     if let Some(io) = io::verdict(points, from, &waits, demands) {
         return io;

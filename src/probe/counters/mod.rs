@@ -20,10 +20,11 @@ mod parse;
 pub use parse::{interrupts_by_source, snmp_table};
 pub mod process;
 mod sample;
+pub mod stack;
 
 pub use sample::{
-    weighted_mean, CgroupSample, CpuSample, DiskSample, HostSample, MemorySample, NicSample,
-    PressureSample, QdiscSample, TcpSample,
+    stall_percent, weighted_mean, CgroupIoSample, CgroupSample, CpuSample, DiskSample, HostSample,
+    MemorySample, NicSample, PressureSample, PressureTotals, QdiscSample, TcpSample,
 };
 
 use crate::probe::cgroup::CgroupCounters;
@@ -91,6 +92,39 @@ impl HostRoot {
         }
     }
 
+    /// The names in a directory under the root (`sys/block/dm-0/slaves`);
+    /// none when it is absent.
+    pub fn list(&self, rel: &str) -> Vec<String> {
+        match self {
+            HostRoot::Dirs { proc, sys } => {
+                let dir = match rel.split_once('/') {
+                    Some(("proc", rest)) => proc.join(rest),
+                    Some(("sys", rest)) => sys.join(rest),
+                    _ => return Vec::new(),
+                };
+                let mut names: Vec<String> = std::fs::read_dir(dir)
+                    .map(|d| {
+                        d.flatten()
+                            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                names.sort();
+                names
+            }
+            HostRoot::Texts(files) => {
+                let prefix = format!("{}/", rel.trim_end_matches('/'));
+                let mut names: Vec<String> = files
+                    .keys()
+                    .filter_map(|k| k.strip_prefix(&prefix)?.split('/').next())
+                    .map(str::to_string)
+                    .collect();
+                names.dedup();
+                names
+            }
+        }
+    }
+
     /// The sys directory, when there is one (cgroups live only there).
     pub fn sys_dir(&self) -> Option<&Path> {
         match self {
@@ -136,15 +170,28 @@ pub struct HostSnapshot {
     pub meminfo: Option<procfs_core::Meminfo>,
     pub vmstat: Option<BTreeMap<String, i64>>,
     pub disks: Vec<procfs_core::DiskStat>,
+    /// What each stacked disk (loop, dm, md) hands its I/O to: disks, or
+    /// `memory` for a file on tmpfs.
+    #[serde(default)]
+    pub disk_lower: BTreeMap<String, Vec<String>>,
+    /// The kernel threads that serve a stacked disk's I/O, with their CPU.
+    #[serde(default)]
+    pub kernel_workers: Vec<stack::KernelWorker>,
     pub nics: BTreeMap<String, NicCounters>,
     /// `Tcp:` of /proc/net/snmp and `TcpExt:` of /proc/net/netstat.
     pub tcp: BTreeMap<String, u64>,
-    pub pressure: PressureSample,
+    /// The host's stall counters (an older agent's 10 s averages, sent
+    /// under other field names, read as none).
+    #[serde(default)]
+    pub pressure: PressureTotals,
     /// The followed process groups and their processes' counters.
     pub processes: Vec<(process::ProcessGroup, process::GroupCounters)>,
     /// The cgroup of the server group's first process.
     #[serde(default)]
     pub server_cgroup: Option<crate::probe::cgroup::CgroupCounters>,
+    /// The cgroup of perflab's own process, when it is followed.
+    #[serde(default)]
+    pub perflab_cgroup: Option<crate::probe::cgroup::CgroupCounters>,
     /// The qdiscs of the host's namespace and of the server's.
     #[serde(default)]
     pub qdiscs: Vec<crate::probe::qdisc::QdiscCounters>,
@@ -208,6 +255,14 @@ impl HostReader {
             .proc_text("vmstat")
             .map(|t| parse::vmstat_fields(&t, |k| sample::VMSTAT_KEYS.contains(&k)));
         let disks = read_disks(root);
+        let names: Vec<&str> = disks.iter().map(|d| d.name.as_str()).collect();
+        let disk_lower = stack::lower_devices(root, &names);
+        // Kernel threads are looked for only where a stacked disk needs them.
+        let kernel_workers = if disk_lower.is_empty() {
+            Vec::new()
+        } else {
+            stack::kernel_workers(root, &names)
+        };
         let nics = read_nics(root, &mut self.links);
         let tcp = read_tcp(root);
         let pressure = read_pressure(root);
@@ -219,8 +274,13 @@ impl HostReader {
             .iter()
             .find(|(g, _)| g.label == process::SERVER_LABEL)
             .and_then(|(g, found)| process::first_pid(&g.selector, found));
-        let server_cgroup = server_pid
-            .and_then(|pid| read_cgroup(root, pid, meminfo.as_ref().map(|m| m.mem_total)));
+        let mem_total = meminfo.as_ref().map(|m| m.mem_total);
+        let server_cgroup = server_pid.and_then(|pid| read_cgroup(root, pid, mem_total));
+        let perflab_cgroup = processes
+            .iter()
+            .find(|(g, _)| g.label == process::PERFLAB_LABEL)
+            .and_then(|(g, found)| process::first_pid(&g.selector, found))
+            .and_then(|pid| read_cgroup(root, pid, mem_total));
         let qdiscs = match (&mut self.qdiscs, root.proc_dir()) {
             (Some(reader), Some(proc)) => reader.read(proc, server_pid),
             _ => Vec::new(),
@@ -233,24 +293,37 @@ impl HostReader {
             meminfo,
             vmstat,
             disks,
+            disk_lower,
+            kernel_workers,
             nics,
             tcp,
             pressure,
             processes,
             server_cgroup,
+            perflab_cgroup,
             qdiscs,
         }
     }
 }
 
-/// Every disk of /proc/diskstats but loop and RAM devices.
+/// Every disk of /proc/diskstats — loop, device-mapper, md and NVMe
+/// namespaces too, since a run's I/O may pass through any — but RAM disks
+/// (`ram0`, no I/O path) and loop devices with no file behind them and no
+/// I/O counted (the idle `loop0`…`loop7` a host keeps ready).
 fn read_disks(root: &HostRoot) -> Vec<procfs_core::DiskStat> {
     root.proc_file("diskstats")
         .and_then(|f| procfs_core::DiskStats::from_buf_read(f).ok())
         .map(|d| d.0)
         .unwrap_or_default()
         .into_iter()
-        .filter(|d| !d.name.starts_with("loop") && !d.name.starts_with("ram"))
+        .filter(|d| !d.name.starts_with("ram"))
+        .filter(|d| {
+            !d.name.starts_with("loop")
+                || d.reads + d.writes > 0
+                || root
+                    .text(&format!("sys/block/{}/loop/backing_file", d.name))
+                    .is_some()
+        })
         .collect()
 }
 
@@ -315,19 +388,20 @@ fn read_tcp(root: &HostRoot) -> BTreeMap<String, u64> {
     tcp
 }
 
-/// The 10 s pressure averages of /proc/pressure, each file read once.
-fn read_pressure(root: &HostRoot) -> PressureSample {
+/// The stall counters of /proc/pressure, each file read once.
+fn read_pressure(root: &HostRoot) -> PressureTotals {
     let [cpu, memory, io] =
         ["cpu", "memory", "io"].map(|file| root.proc_text(&format!("pressure/{file}")));
-    let avg10 = |text: &Option<String>, kind: &str| {
-        text.as_deref().and_then(|t| parse::pressure_avg10(t, kind))
+    let total = |text: &Option<String>, kind: &str| {
+        text.as_deref()
+            .and_then(|t| parse::pressure_total_us(t, kind))
     };
-    PressureSample {
-        cpu_some: avg10(&cpu, "some"),
-        memory_some: avg10(&memory, "some"),
-        memory_full: avg10(&memory, "full"),
-        io_some: avg10(&io, "some"),
-        io_full: avg10(&io, "full"),
+    PressureTotals {
+        cpu_some_us: total(&cpu, "some"),
+        memory_some_us: total(&memory, "some"),
+        memory_full_us: total(&memory, "full"),
+        io_some_us: total(&io, "some"),
+        io_full_us: total(&io, "full"),
     }
 }
 
@@ -404,7 +478,12 @@ mod tests {
         let lo = s.nics.iter().find(|n| n.name == "lo").unwrap();
         assert_eq!(lo.speed_mbps, None, "loopback reports no speed");
         assert!(s.tcp.is_some());
-        assert_eq!(s.pressure.cpu_some, Some(35.75));
+        // 583,994 µs of CPU stalls in the 2 s (avg10 said 35.75%).
+        assert!(
+            close(s.pressure.cpu_some.unwrap(), 29.1997),
+            "{:?}",
+            s.pressure
+        );
         // Interrupts by source, busiest first, per CPU.
         assert_eq!(s.irqs.len(), 2);
         assert_eq!(s.irqs[0].source, "LOC");
@@ -413,6 +492,54 @@ mod tests {
         assert_eq!(s.irqs[1].per_cpu_per_s, vec![250.0, 0.0]);
         assert_eq!(s.pressure.memory_full, Some(0.0));
         assert!(s.memory.unwrap().available_bytes.is_some());
+    }
+
+    /// A host whose CPUs went idle ten seconds after a load: `avg10` still
+    /// says 33.6%, but no task stalled over the interval; and one whose I/O
+    /// stalled 0.5 s of a 1 s interval while `avg10` still said 2%.
+    #[test]
+    fn pressure_is_the_stalled_share_of_the_interval_not_a_decaying_average() {
+        let psi = |cpu_total: u64, io_total: u64| {
+            let mut files = BTreeMap::new();
+            files.insert(
+                "proc/pressure/cpu".to_string(),
+                format!("some avg10=33.60 avg60=20.00 avg300=5.00 total={cpu_total}\n"),
+            );
+            files.insert(
+                "proc/pressure/io".to_string(),
+                format!(
+                    "some avg10=2.00 avg60=1.00 avg300=0.50 total={io_total}\nfull avg10=1.00 avg60=0.50 avg300=0.10 total={io_total}\n"
+                ),
+            );
+            HostSnapshot::read(&HostRoot::Texts(files), &[])
+        };
+        let s = HostSample::between_over(&psi(9_000_000, 100), &psi(9_000_000, 500_100), 1.0);
+        assert_eq!(s.pressure.cpu_some, Some(0.0), "{:?}", s.pressure);
+        assert_eq!(s.pressure.io_some, Some(50.0));
+        assert_eq!(s.pressure.io_full, Some(50.0));
+        assert_eq!(s.pressure.memory_some, None, "no file, no figure");
+    }
+
+    /// This host's own /proc/pressure, read twice: shares within 0..=100.
+    #[test]
+    fn this_hosts_pressure_is_a_share_of_the_interval() {
+        if !Path::new("/proc/pressure/cpu").exists() {
+            panic!("this kernel has no PSI (/proc/pressure): the test needs it");
+        }
+        let mut reader = HostReader::new(HostRoot::live());
+        let a = reader.read(&[]);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let b = reader.read(&[]);
+        let s = HostSample::between(&a, &b);
+        for share in [
+            s.pressure.cpu_some,
+            s.pressure.io_some,
+            s.pressure.memory_some,
+        ] {
+            let share = share.expect("a reading of each PSI file");
+            assert!((0.0..=100.0).contains(&share), "{:?}", s.pressure);
+        }
+        assert!(a.pressure.io_some_us.unwrap() <= b.pressure.io_some_us.unwrap());
     }
 
     /// Texts of a host with one link, `eth0`, at the given speed, duplex

@@ -76,12 +76,15 @@ pub fn interrupts_total(stat: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
-/// `avg10` of the `some` or `full` line of a /proc/pressure file.
-pub fn pressure_avg10(text: &str, kind: &str) -> Option<f64> {
+/// `total=` of the `some` or `full` line of a pressure file (/proc/pressure
+/// or a cgroup's `*.pressure`): the time stalled since boot, µs. Two
+/// readings give the exact stalled time between them; `avg10`, a 10 s
+/// decaying average, would carry one interval's stalls into the next.
+pub fn pressure_total_us(text: &str, kind: &str) -> Option<u64> {
     text.lines()
-        .find(|l| l.starts_with(kind))?
+        .find(|l| l.split_whitespace().next() == Some(kind))?
         .split_whitespace()
-        .find_map(|field| field.strip_prefix("avg10="))
+        .find_map(|field| field.strip_prefix("total="))
         .and_then(|v| v.parse().ok())
 }
 
@@ -133,8 +136,8 @@ mod tests {
         );
         assert_eq!(interrupts_total("cpu 1 2 3\n"), None);
         let psi = "some avg10=1.50 avg60=0.20 avg300=0.00 total=100\nfull avg10=0.25 avg60=0.00 avg300=0.00 total=7\n";
-        assert_eq!(pressure_avg10(psi, "some"), Some(1.5));
-        assert_eq!(pressure_avg10(psi, "full"), Some(0.25));
+        assert_eq!(pressure_total_us(psi, "some"), Some(100));
+        assert_eq!(pressure_total_us(psi, "full"), Some(7));
     }
 }
 

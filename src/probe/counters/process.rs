@@ -33,6 +33,8 @@ pub struct ProcessGroup {
 
 /// The label of the server under test's group.
 pub const SERVER_LABEL: &str = "server";
+/// The label of perflab's own group.
+pub const PERFLAB_LABEL: &str = "perflab";
 
 /// The group's first process: the one its selector names, else the oldest
 /// found (lowest pid) — for a server, its postmaster or main process, whose

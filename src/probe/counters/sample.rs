@@ -91,6 +91,10 @@ pub struct DiskSample {
     pub queue: f64,
     /// Average time per completed I/O, ms (None when none completed).
     pub await_ms: Option<f64>,
+    /// What a stacked disk hands its I/O to (loop, dm, md): disks, or
+    /// `memory` for a file on tmpfs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lower: Vec<String>,
 }
 
 /// One network interface.
@@ -128,7 +132,11 @@ pub struct TcpSample {
     pub listen_overflows: Option<u64>,
 }
 
-/// Pressure stall information: share of time stalled, 10 s average, %.
+/// Pressure stall information over one interval: the share of it in which
+/// some (or all) non-idle tasks stalled, %, from the difference of the
+/// kernel's `total=` stall counters (Documentation/accounting/psi.rst) —
+/// the exact stalled time of this interval, not the 10 s decaying `avg10`
+/// that carries a load's stalls into the quiet after it.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct PressureSample {
     pub cpu_some: Option<f64>,
@@ -136,6 +144,37 @@ pub struct PressureSample {
     pub memory_full: Option<f64>,
     pub io_some: Option<f64>,
     pub io_full: Option<f64>,
+}
+
+/// The host's stall counters at one moment (`total=` of /proc/pressure's
+/// `some` and `full` lines), µs since boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PressureTotals {
+    pub cpu_some_us: Option<u64>,
+    pub memory_some_us: Option<u64>,
+    pub memory_full_us: Option<u64>,
+    pub io_some_us: Option<u64>,
+    pub io_full_us: Option<u64>,
+}
+
+/// The share of `seconds` that a stall counter grew by from `a` to `b`, %;
+/// None without both readings or without an interval.
+pub fn stall_percent(a: Option<u64>, b: Option<u64>, seconds: f64) -> Option<f64> {
+    let (a, b) = a.zip(b)?;
+    (seconds > 0.0).then(|| (b.saturating_sub(a) as f64 / 1e6 / seconds * 100.0).min(100.0))
+}
+
+impl PressureSample {
+    /// The shares stalled between two readings `seconds` apart.
+    pub fn between(a: &PressureTotals, b: &PressureTotals, seconds: f64) -> Self {
+        PressureSample {
+            cpu_some: stall_percent(a.cpu_some_us, b.cpu_some_us, seconds),
+            memory_some: stall_percent(a.memory_some_us, b.memory_some_us, seconds),
+            memory_full: stall_percent(a.memory_full_us, b.memory_full_us, seconds),
+            io_some: stall_percent(a.io_some_us, b.io_some_us, seconds),
+            io_full: stall_percent(a.io_full_us, b.io_full_us, seconds),
+        }
+    }
 }
 
 /// One interrupt source's rate on each CPU.
@@ -176,6 +215,10 @@ pub struct HostSample {
     pub procs_running: Option<u32>,
     pub memory: Option<MemorySample>,
     pub disks: Vec<DiskSample>,
+    /// CPUs the kernel threads serving each stacked disk used (its loop
+    /// worker, its journal, dm's and md's threads), by disk.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_io_cpus: BTreeMap<String, f64>,
     pub nics: Vec<NicSample>,
     pub tcp: Option<TcpSample>,
     pub pressure: PressureSample,
@@ -185,6 +228,10 @@ pub struct HostSample {
     /// followed: the limits it is held to and how hard they bit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cgroup: Option<CgroupSample>,
+    /// perflab's own cgroup: a disk or files run's I/O is perflab's, and
+    /// so are the limits on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perflab_cgroup: Option<CgroupSample>,
     /// The queueing disciplines on the host's interfaces and on the
     /// server's, when it runs in a network namespace of its own: a shaped
     /// or lossy link shows here, not in the NIC's nominal speed.
@@ -217,6 +264,26 @@ pub struct CgroupSample {
     /// Share of the interval some of its tasks stalled on memory (v2
     /// `memory.pressure`, `some` total).
     pub memory_stall_share: Option<f64>,
+    /// The block-I/O limits that bind it (v1 blkio throttle, v2 io.max).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_limits: Vec<crate::probe::cgroup::IoLimit>,
+    /// Its I/O on each device over the interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io: Vec<CgroupIoSample>,
+    /// Share of the interval some of its tasks stalled on I/O
+    /// (`io.pressure`, `some` total).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_stall_share: Option<f64>,
+}
+
+/// A cgroup's I/O on one device over one interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CgroupIoSample {
+    pub device: String,
+    pub reads_per_s: f64,
+    pub writes_per_s: f64,
+    pub read_bytes_per_s: f64,
+    pub write_bytes_per_s: f64,
 }
 
 /// One queueing discipline over one interval.
@@ -281,10 +348,22 @@ impl HostSample {
             irqs: IrqSample::all_between(&a.irqs, &b.irqs, rate),
             procs_running,
             memory: MemorySample::between(a, b, rate),
-            disks: DiskSample::all_between(&a.disks, &b.disks, rate),
+            disks: DiskSample::all_between(&a.disks, &b.disks, rate)
+                .into_iter()
+                .map(|mut d| {
+                    d.lower = b.disk_lower.get(&d.name).cloned().unwrap_or_default();
+                    d
+                })
+                .collect(),
+            kernel_io_cpus: super::stack::worker_cpus(
+                &a.kernel_workers,
+                &b.kernel_workers,
+                seconds,
+                100.0,
+            ),
             nics: NicSample::all_between(&a.nics, &b.nics, rate),
             tcp: TcpSample::between(&a.tcp, &b.tcp, seconds),
-            pressure: b.pressure,
+            pressure: PressureSample::between(&a.pressure, &b.pressure, seconds),
             processes: b
                 .processes
                 .iter()
@@ -302,6 +381,11 @@ impl HostSample {
                 .server_cgroup
                 .as_ref()
                 .zip(b.server_cgroup.as_ref())
+                .map(|(x, y)| CgroupSample::between(x, y, seconds)),
+            perflab_cgroup: a
+                .perflab_cgroup
+                .as_ref()
+                .zip(b.perflab_cgroup.as_ref())
                 .map(|(x, y)| CgroupSample::between(x, y, seconds)),
             qdiscs: QdiscSample::all_between(&a.qdiscs, &b.qdiscs, seconds),
         }
@@ -486,6 +570,7 @@ impl DiskSample {
                         0.0
                     },
                     await_ms: (ios > 0).then(|| io_ms as f64 / ios as f64),
+                    lower: Vec::new(),
                 })
             })
             .collect()

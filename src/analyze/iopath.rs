@@ -1,0 +1,185 @@
+//! The I/O path of a step: the block-I/O limits on the cgroups of the
+//! server and of perflab itself (a disk or files run's I/O is perflab's),
+//! the I/Os that went through each, the share of time tasks stalled on
+//! I/O (the host's PSI and the cgroups' `io.pressure`, each the stalled
+//! share of its interval), what each stacked disk hands its I/O to, and
+//! the CPU of the kernel threads that serve it (a loop device's worker, a
+//! journal). See `probe::cgroup` and `probe::counters::stack`.
+
+use crate::probe::cgroup::IoLimit;
+use crate::probe::counters::{weighted_mean, CgroupSample, HostSample};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A block-I/O limit on a followed cgroup, and the I/O through it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LimitUse {
+    /// Whose cgroup: `perflab's own cgroup` or `the server's cgroup`.
+    pub owner: String,
+    pub limit: IoLimit,
+    /// The cgroup's reads and writes per second on the limited device,
+    /// and its bytes per second each way, mean over the step.
+    pub reads_per_s: f64,
+    pub writes_per_s: f64,
+    pub read_bytes_per_s: f64,
+    pub write_bytes_per_s: f64,
+}
+
+impl LimitUse {
+    /// An empty use of no limit, to fill in tests.
+    #[cfg(test)]
+    pub fn default_for_tests() -> Self {
+        LimitUse {
+            owner: String::new(),
+            limit: IoLimit::default(),
+            reads_per_s: 0.0,
+            writes_per_s: 0.0,
+            read_bytes_per_s: 0.0,
+            write_bytes_per_s: 0.0,
+        }
+    }
+
+    /// The limit's kinds, each with the share of it the cgroup used:
+    /// (`read IOPS`, limit, used share).
+    pub fn shares(&self) -> Vec<(&'static str, u64, f64)> {
+        let l = &self.limit;
+        [
+            ("read IOPS", l.read_iops, self.reads_per_s),
+            ("write IOPS", l.write_iops, self.writes_per_s),
+            ("read bytes/s", l.read_bps, self.read_bytes_per_s),
+            ("write bytes/s", l.write_bps, self.write_bytes_per_s),
+        ]
+        .into_iter()
+        .filter_map(|(what, limit, used)| {
+            let limit = limit.filter(|n| *n > 0)?;
+            Some((what, limit, used / limit as f64))
+        })
+        .collect()
+    }
+
+    /// The most used of its limits, with its share.
+    pub fn tightest(&self) -> Option<(&'static str, u64, f64)> {
+        self.shares().into_iter().max_by(|a, b| a.2.total_cmp(&b.2))
+    }
+}
+
+/// What a step's I/O passed through.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct IoPath {
+    /// Block-I/O limits on the followed cgroups, with their use.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<LimitUse>,
+    /// Share of the time some of the host's tasks stalled on I/O (PSI).
+    pub io_pressure: Option<f64>,
+    /// Share of the time some tasks of perflab's or the server's cgroup
+    /// stalled on I/O (`io.pressure`), the higher of the two.
+    pub cgroup_io_stall: Option<f64>,
+    /// What each stacked disk hands its I/O to (disks, or `memory`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub lower: BTreeMap<String, Vec<String>>,
+    /// CPUs of the kernel threads serving each stacked disk, mean.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_cpus: BTreeMap<String, f64>,
+}
+
+impl IoPath {
+    /// The step's I/O path over its samples.
+    pub fn of(samples: &[&HostSample]) -> Self {
+        let mut limits = Vec::new();
+        for (owner, pick) in [
+            (
+                "perflab's own cgroup",
+                (|s: &HostSample| s.perflab_cgroup.as_ref())
+                    as fn(&HostSample) -> Option<&CgroupSample>,
+            ),
+            ("the server's cgroup", |s| s.server_cgroup.as_ref()),
+        ] {
+            let Some(last) = samples.iter().rev().find_map(|s| pick(s)) else {
+                continue;
+            };
+            for limit in &last.io_limits {
+                let io = |f: fn(&crate::probe::counters::CgroupIoSample) -> f64| {
+                    weighted_mean(samples, |s| {
+                        pick(s)?.io.iter().find(|d| d.device == limit.device).map(f)
+                    })
+                    .unwrap_or(0.0)
+                };
+                limits.push(LimitUse {
+                    owner: owner.to_string(),
+                    limit: limit.clone(),
+                    reads_per_s: io(|d| d.reads_per_s),
+                    writes_per_s: io(|d| d.writes_per_s),
+                    read_bytes_per_s: io(|d| d.read_bytes_per_s),
+                    write_bytes_per_s: io(|d| d.write_bytes_per_s),
+                });
+            }
+        }
+        let stall = |pick: fn(&HostSample) -> Option<&CgroupSample>| {
+            weighted_mean(samples, |s| pick(s)?.io_stall_share)
+        };
+        let cgroup_io_stall = match (
+            stall(|s| s.perflab_cgroup.as_ref()),
+            stall(|s| s.server_cgroup.as_ref()),
+        ) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let mut lower = BTreeMap::new();
+        for d in samples.iter().flat_map(|s| &s.disks) {
+            if !d.lower.is_empty() {
+                lower.insert(d.name.clone(), d.lower.clone());
+            }
+        }
+        let mut devices: Vec<&String> = samples
+            .iter()
+            .flat_map(|s| s.kernel_io_cpus.keys())
+            .collect();
+        devices.sort();
+        devices.dedup();
+        let kernel_cpus = devices
+            .into_iter()
+            .filter_map(|d| {
+                let cpus =
+                    weighted_mean(samples, |s| Some(*s.kernel_io_cpus.get(d).unwrap_or(&0.0)))?;
+                Some((d.clone(), cpus))
+            })
+            .collect();
+        IoPath {
+            limits,
+            io_pressure: weighted_mean(samples, |s| s.pressure.io_some.map(|p| p / 100.0)),
+            cgroup_io_stall,
+            lower,
+            kernel_cpus,
+        }
+    }
+
+    /// CPUs the kernel's I/O threads used in all.
+    pub fn kernel_cpus_total(&self) -> f64 {
+        self.kernel_cpus.values().sum()
+    }
+
+    /// The devices below `disk`, all the way down (`dm-0` → `loop0` →
+    /// `memory`), nearest first.
+    pub fn below(&self, disk: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut next = vec![disk.to_string()];
+        while let Some(d) = next.pop() {
+            for l in self.lower.get(&d).into_iter().flatten() {
+                if !out.contains(l) && l != disk {
+                    out.push(l.clone());
+                    next.push(l.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The highest share of time tasks stalled on I/O, the host's or a
+    /// followed cgroup's.
+    pub fn stall(&self) -> Option<f64> {
+        match (self.io_pressure, self.cgroup_io_stall) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
