@@ -174,6 +174,9 @@ pub struct StepPoint {
     /// The database's counters summed over the window (commits,
     /// blocks_hit, blocks_read, row_lock_waits, …).
     pub db: BTreeMap<String, f64>,
+    /// Where the server's and perflab's threads spent the window.
+    #[serde(skip_serializing_if = "super::threads::StepThreads::is_empty")]
+    pub threads: super::threads::StepThreads,
 }
 
 /// Responses apart from the body of the distribution.
@@ -301,6 +304,7 @@ impl StepPoint {
             disk_bytes_per_s: per_disk(&samples, |d| {
                 Some(d.read_bytes_per_s + d.write_bytes_per_s)
             }),
+            threads: super::threads::StepThreads::of(&samples),
         }
     }
 }
