@@ -2,7 +2,8 @@
 //! `scripts/scenarios.sh` builds on this machine (a CPU, a CPU quota, lock
 //! contention on PostgreSQL and MariaDB, serialisation retries, a
 //! throttled log device, memory over a throttled disk, a shaped link,
-//! packet loss, a starved generator; a CPU and lock contention again
+//! packet loss, a starved generator, commits waiting on a throttled log
+//! flush that scale with the users; a CPU and lock contention again
 //! beside niced CPU hogs) is run once with short steps, and its verdict
 //! must name the class (a miss while the hypervisor took 10% or more of
 //! the CPU, the host shared with other guests, or while other processes
@@ -108,4 +109,9 @@ fn scenario_three_percent_packet_loss_is_network_loss() {
 #[test]
 fn scenario_a_generator_on_a_sliver_of_cpu_is_the_load_generator() {
     scenario("generator");
+}
+
+#[test]
+fn scenario_commits_waiting_on_a_throttled_log_flush_are_latency_bound() {
+    scenario("commit-latency-mariadb");
 }
