@@ -8,6 +8,13 @@
 # system) from /proc/PID/task/*/schedstat, in nanoseconds. Two runs' rusage
 # (the old way) differ by start-up's own noise, ±20 ms, as much as 30 s of
 # sampling at 1 Hz costs.
+#
+# Then the thread-state probe's cost: the same at 1 Hz following a
+# process of 201 threads, 200 of them asleep (--server-pid), against
+# following one of a single thread; the difference is the CPU each sample
+# spends on the 200 threads (one pread of each one's kept schedstat file;
+# stat, wchan and syscall only of a thread that ran). The goal is at most
+# 0.10% of one core at 1 Hz (measured: 576 µs per sample, 0.058%).
 # Usage: bench/probe-overhead.sh [SECONDS] [ROUNDS]   (defaults 30, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +43,8 @@ PY
 # start and 3 s + SECONDS.
 round() {
     local interval="$1" pid before after
-    "$perflab" watch --json --interval "$interval" --duration "$((seconds + 6))s" >/dev/null &
+    # shellcheck disable=SC2086
+    "$perflab" watch --json --interval "$interval" --duration "$((seconds + 6))s" ${FOLLOW:-} >/dev/null &
     pid=$!
     sleep 3
     before="$(cpu_ns "$pid")"
@@ -58,6 +66,47 @@ print(f"  every {interval:>5}: {m * 100:.3f}% of one core ({m * 1000:.2f} ms CPU
 PY
 }
 
+# The median share of one core of ROUNDS rounds at 1 Hz (FOLLOW set or not).
+median_1s() {
+    local runs=()
+    for _ in $(seq "$rounds"); do runs+=("$(round 1s)"); done
+    python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "${runs[@]}"
+}
+
+# A process of 200 threads asleep on an event (a server's idle pool)
+# against one of a single thread, each followed at 1 Hz (--server-pid):
+# the difference is what a sample spends on 199 more threads, with the
+# cost of following a process (finding it and its children among every
+# process) the same on both sides.
+sleeper() {
+    python3 -c '
+import sys, threading, time
+stop = threading.Event()
+for _ in range(int(sys.argv[1])):
+    threading.Thread(target=stop.wait, daemon=True).start()
+time.sleep(3600)' "$1" &
+}
+
+threads_cost() {
+    local one many base followed
+    sleeper 0
+    one=$!
+    sleeper 200
+    many=$!
+    trap 'kill "$one" "$many" 2>/dev/null || true' RETURN
+    sleep 1
+    base="$(FOLLOW="--server-pid $one" median_1s)"
+    followed="$(FOLLOW="--server-pid $many" median_1s)"
+    python3 - "$base" "$followed" "$(ls /proc/$many/task | wc -l)" <<'PY'
+import sys
+base, followed, threads = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+extra = max(followed - base, 0.0)
+print(f"  thread states at 1 Hz: a {threads}-thread server followed {followed * 100:.3f}% of one core, a 1-thread one {base * 100:.3f}%;"
+      f" the {threads - 1} more threads cost {extra * 1e6:.0f} µs CPU per sample ({extra * 100:.3f}% of one core)")
+PY
+}
+
 echo "host probe overhead (perflab watch --json > /dev/null, $(nproc) CPUs, ${seconds} s x ${rounds} after 3 s of start-up)"
 measure 1s
 measure 100ms
+threads_cost

@@ -47,8 +47,9 @@ files-throttle          ^resource$            throttle|limit
 loop-tmpfs              ^resource$            ^cpu
 loss                    ^network_loss$        .
 generator               ^load_generator$      .
+commit-latency-mariadb  ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io memory-disk link loss generator disk-throttle files-throttle loop-tmpfs)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -549,15 +550,25 @@ scn_contention_pg() {
 
 # 4. The same on MariaDB (InnoDB row locks on the one branch row).
 scn_contention_mariadb() {
-    local data=$WORK/data port pid
+    own_mariadb ""
+    sweep "$(users_to 64)" --target "$MARIADB_URL" --server-pid "$MARIADB_PID" --scale 1
+}
+
+# MariaDB of the scenario's own, its data in WORK/data, in cgroup(s) CG
+# (blkio) when given, with extra server options after it. Sets
+# MARIADB_URL and MARIADB_PID.
+own_mariadb() {
+    local cg=$1 data=$WORK/data port pid
+    shift
     chown mysql:mysql "$WORK"
-    mariadb-install-db --no-defaults --datadir="$data" --user=mysql --skip-test-db \
+    mariadb-install-db --no-defaults --datadir="$data" --user=mysql --skip-test-db "$@" \
         >"$WORK/install.log" 2>&1 || fail "mariadb-install-db: $(tail -n 2 "$WORK/install.log")"
     port=$(free_port)
     (
+        if [ -n "$cg" ]; then cg_join_self "$cg" blkio || exit 1; fi
         exec mariadbd --no-defaults --datadir="$data" --socket="$WORK/sock" \
             --pid-file="$WORK/mariadb.pid" --log-error="$WORK/mariadb.log" --port="$port" \
-            --bind-address=127.0.0.1 --user=mysql --skip-log-bin --max-connections=200 \
+            --bind-address=127.0.0.1 --user=mysql --skip-log-bin --max-connections=200 "$@" \
             </dev/null >/dev/null 2>&1
     ) &
     pid=$!
@@ -571,8 +582,30 @@ scn_contention_mariadb() {
         sleep 0.2
     done
     ((ready)) || fail "mariadbd did not start: $(tail -n 3 "$WORK/mariadb.log" 2>/dev/null)"
-    sweep "$(users_to 64)" --target "mysql://perflab:scn-pw@127.0.0.1:$port/perflab" \
-        --server-pid "$pid" --scale 1
+    MARIADB_URL="mysql://perflab:scn-pw@127.0.0.1:$port/perflab"
+    MARIADB_PID=$pid
+}
+
+# 4c. MariaDB without performance_schema (its default), its redo log on a
+# loop device whose writes are held to LOG_IOPS for the server's cgroup,
+# its data on the host's disk: each commit waits ~100 ms for its log
+# flush, and concurrent commits share one flush (group commit), so
+# throughput grows in proportion to the users at a flat response time.
+# Nothing is saturated: latency-bound, the commit flush where the time
+# goes.
+LOG_IOPS=40
+scn_commit_latency_mariadb() {
+    local cg=perflab-scn-commit-latency
+    loop_fs 256 "$WORK/log"
+    chown mysql:mysql "$WORK/log"
+    cg_make $cg blkio
+    own_mariadb $cg --performance-schema=OFF --innodb-log-group-home-dir="$WORK/log" \
+        --innodb-flush-log-at-trx-commit=1
+    preload --target "$MARIADB_URL" --scale 1
+    cg_io_limit $cg "$LOOP_MAJMIN" wiops $LOG_IOPS
+    EVIDENCE="cg_evidence $cg"
+    sweep "$(users_to 32)" --target "$MARIADB_URL" --server-pid "$MARIADB_PID" --scale 1 \
+        --mix atm:balance=0,withdraw=0,deposit=100,transfer=0
 }
 
 # A nice-19 busy loop on every CPU (a batch job, a build): it takes every

@@ -81,6 +81,7 @@ pub fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> Vec<Ste
                 disk_iops: Default::default(),
                 disk_bytes_per_s: Default::default(),
                 io_path: Default::default(),
+                threads: Default::default(),
             }
         })
         .collect()

@@ -15,6 +15,7 @@ pub mod latency;
 pub mod mva;
 pub mod points;
 pub mod stats;
+pub mod threads;
 pub mod usl;
 pub mod whatif;
 

@@ -186,6 +186,9 @@ pub struct StepPoint {
     /// What the step's I/O passed through: cgroup I/O limits, I/O
     /// pressure, stacked disks and their kernel threads' CPU.
     pub io_path: super::iopath::IoPath,
+    /// Where the server's and perflab's threads spent the window.
+    #[serde(skip_serializing_if = "super::threads::StepThreads::is_empty")]
+    pub threads: super::threads::StepThreads,
 }
 
 /// Responses apart from the body of the distribution.
@@ -315,6 +318,7 @@ impl StepPoint {
                 Some(d.read_bytes_per_s + d.write_bytes_per_s)
             }),
             io_path: super::iopath::IoPath::of(&samples),
+            threads: super::threads::StepThreads::of(&samples),
         }
     }
 }

@@ -201,8 +201,15 @@ pub fn step_grid(run: &StoredRun) -> Grid {
         "db wait",
         "perflab cpus",
         "status",
+        "server threads",
+        "perflab threads",
     ]);
-    grid.left = vec![17, 18, 19, 21, 23];
+    grid.left = vec![17, 18, 19, 21, 23, 24, 25];
+    let threads = |s: Option<&crate::probe::counters::threads::ThreadStates>| {
+        s.map(|s| crate::analyze::threads::shares_text(s, 3))
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| "-".to_string())
+    };
     let named = |v: &Option<(String, f64)>| {
         v.as_ref()
             .map_or("-".to_string(), |(n, s)| format!("{n} {}", Percent(*s)))
@@ -245,6 +252,8 @@ pub fn step_grid(run: &StoredRun) -> Grid {
             named(&f.top_wait),
             format!("{:.2}", p.generator.cpus),
             f.status,
+            threads(p.threads.server.as_ref()),
+            threads(p.threads.perflab.as_ref()),
         ]);
     }
     grid.without_empty_columns()

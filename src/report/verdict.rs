@@ -108,6 +108,7 @@ pub fn render_verdict(v: &Verdict, run: i64) -> String {
         let _ = writeln!(out, "  what if     {none}");
     }
     out.push_str(&use_table(&v.points));
+    out.push_str(&threads_table(&v.points));
     demands(&mut out, v);
     latency_table(&mut out, &v.points);
     tail(&mut out, v);
@@ -452,6 +453,40 @@ fn use_table(points: &[StepPoint]) -> String {
                 .map_or("-".to_string(), |r| format!("{r:.1}")),
             format!("{:.2} cpu", q.generator.cpus),
             top_wait(q)
+        );
+    }
+    out
+}
+
+/// Where the server's and perflab's serving threads spent each step, as
+/// their largest shares; nothing when no step read their threads.
+fn threads_table(points: &[StepPoint]) -> String {
+    let mut out = String::new();
+    if points.iter().all(|q| q.threads.is_empty()) {
+        return out;
+    }
+    let cell = |s: Option<&crate::probe::counters::threads::ThreadStates>| {
+        s.map_or("-".to_string(), |s| {
+            format!(
+                "{} ({:.1}/{} serving)",
+                crate::analyze::threads::shares_text(s, 3),
+                s.active_threads,
+                s.threads
+            )
+        })
+    };
+    let _ = writeln!(
+        out,
+        "  {:>10}  {:<64} perflab threads",
+        "threads", "server threads"
+    );
+    for q in points {
+        let _ = writeln!(
+            out,
+            "  {:>10}  {:<64} {}",
+            load_text(q),
+            cell(q.threads.server.as_ref()),
+            cell(q.threads.perflab.as_ref())
         );
     }
     out

@@ -31,16 +31,24 @@
 //!    the candidates, and the run that would decide between them. A
 //!    confident wrong answer is worse than none.
 //! 10. **not reached** — throughput kept pace with load and nothing was
-//!     saturated: the next load to try is given.
+//!     saturated: the next load to try is given. A closed loop whose
+//!     throughput grew in proportion to its users at a flat response time
+//!     is latency-bound ([`latency_bound`]), checked before the knee is
+//!     believed: a noisy knee does not make it a plateau.
+//!
+//! Every verdict whose run followed the server's threads says where their
+//! time went at its step ([`time_spent`]).
 
 pub mod contention;
 pub mod device;
 pub mod generator;
 pub mod hardware;
 pub mod io;
+pub mod latency_bound;
 pub mod limit;
 pub mod network;
 pub mod status;
+pub mod time_spent;
 pub mod waits;
 
 use super::capacity::{load_text, Knee};
@@ -100,8 +108,28 @@ pub struct RunShape {
 }
 
 /// Decides the bottleneck of complete points ordered by load; `unstable`
-/// says that no level's throughput stabilised within the bound.
+/// says that no level's throughput stabilised within the bound. Where the
+/// server's threads spent their time at the verdict's step is added to
+/// its evidence.
 pub fn bottleneck(
+    points: &[StepPoint],
+    shape: RunShape,
+    peak: usize,
+    knee: Option<&Knee>,
+    demands: &Demands,
+    unstable: bool,
+) -> Bottleneck {
+    let mut found = decide(points, shape, peak, knee, demands, unstable);
+    let at = if found.kind == BottleneckKind::NotReached {
+        points.len().saturating_sub(1)
+    } else {
+        peak
+    };
+    found.evidence.extend(time_spent::evidence(points, at));
+    found
+}
+
+fn decide(
     points: &[StepPoint],
     shape: RunShape,
     peak: usize,
@@ -144,6 +172,9 @@ pub fn bottleneck(
     }
     if let Some(loss) = network::loss(points, knee) {
         return loss;
+    }
+    if latency_bound::evidence(points, shape).is_some() {
+        return latency_bound::verdict(points, shape, not_reached(points, shape, demands));
     }
     // A busy disk still serving more at the last level is no plateau,
     // whatever a noisy knee before it says.

@@ -21,6 +21,7 @@ pub use parse::{interrupts_by_source, snmp_table};
 pub mod process;
 mod sample;
 pub mod stack;
+pub mod threads;
 
 pub use sample::{
     stall_percent, weighted_mean, CgroupIoSample, CgroupSample, CpuSample, DiskSample, HostSample,
@@ -195,6 +196,9 @@ pub struct HostSnapshot {
     /// The qdiscs of the host's namespace and of the server's.
     #[serde(default)]
     pub qdiscs: Vec<crate::probe::qdisc::QdiscCounters>,
+    /// The threads of each followed group, by the group's label.
+    #[serde(default)]
+    pub threads: Vec<(String, threads::GroupThreads)>,
 }
 
 impl HostSnapshot {
@@ -223,16 +227,27 @@ pub struct HostReader {
     root: HostRoot,
     qdiscs: Option<QdiscReader>,
     links: BTreeMap<String, LinkFacts>,
+    /// Each group's threads at the last reading: a thread that has not run
+    /// since keeps its wait without its files being read again.
+    threads: BTreeMap<String, threads::GroupThreads>,
+    /// Delay accounting is on: stat gives each thread's block-I/O delay.
+    delayacct: bool,
+    /// Threads' schedstat files, kept open between samples.
+    kept: threads::KeptFiles,
 }
 
 impl HostReader {
     /// A reader of `root`; qdiscs are read on the live host only.
     pub fn new(root: HostRoot) -> Self {
         let qdiscs = (root == HostRoot::live()).then(QdiscReader::new);
+        let delayacct = root.proc_dir().is_some_and(threads::delay_accounting);
         HostReader {
             root,
             qdiscs,
             links: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            delayacct,
+            kept: threads::KeptFiles::default(),
         }
     }
 
@@ -266,10 +281,19 @@ impl HostReader {
         let nics = read_nics(root, &mut self.links);
         let tcp = read_tcp(root);
         let pressure = read_pressure(root);
-        let processes: Vec<_> = groups
+        // Run delay comes from the threads' reading, where there is one.
+        let tasks = root.proc_dir().is_none();
+        let mut processes: Vec<_> = groups
             .iter()
-            .map(|g| (g.clone(), process::read_group(root, g)))
+            .map(|g| (g.clone(), process::read_group_with(root, g, tasks)))
             .collect();
+        let threads = threads::read_groups(
+            root,
+            &mut processes,
+            &mut self.threads,
+            self.delayacct,
+            &mut self.kept,
+        );
         let server_pid = processes
             .iter()
             .find(|(g, _)| g.label == process::SERVER_LABEL)
@@ -302,6 +326,7 @@ impl HostReader {
             server_cgroup,
             perflab_cgroup,
             qdiscs,
+            threads,
         }
     }
 }

@@ -79,6 +79,17 @@ pub type GroupCounters = BTreeMap<u32, PidCounters>;
 
 /// Reads the counters of every process a group follows.
 pub fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
+    read_group_with(root, group, true)
+}
+
+/// As [`read_group`]; a multi-threaded process's run delay is read from
+/// its threads only with `run_delay_of_tasks` (a reader of the threads
+/// sums it from its own reading instead).
+pub fn read_group_with(
+    root: &HostRoot,
+    group: &ProcessGroup,
+    run_delay_of_tasks: bool,
+) -> GroupCounters {
     let mut out = BTreeMap::new();
     let Some(Ok(entries)) = root.proc_dir().map(std::fs::read_dir) else {
         return out;
@@ -128,7 +139,11 @@ pub fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
                 read_bytes: io.as_ref().map(|io| io.read_bytes),
                 write_bytes: io.as_ref().map(|io| io.write_bytes),
                 nice: stat.nice,
-                run_delay_ns: run_delay(&entry.path(), stat.num_threads),
+                run_delay_ns: if run_delay_of_tasks {
+                    run_delay(&entry.path(), stat.num_threads)
+                } else {
+                    None
+                },
             },
         );
     }
@@ -208,6 +223,11 @@ pub struct ProcessSample {
     /// worker, a PostgreSQL backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busiest_single_thread: Option<f64>,
+    /// Where the group's threads spent the interval: on a CPU, waiting
+    /// for one, in I/O, on locks, on their clients, asleep (see
+    /// [`super::threads`]), when their schedstat could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_states: Option<super::threads::ThreadStates>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -274,6 +294,7 @@ impl ProcessSample {
             cpu_niced: per_s(niced) / ticks_per_s,
             run_delay: delayed.map(|ns| per_s(ns) / 1e9),
             busiest_single_thread: single.map(|t| per_s(t) / ticks_per_s),
+            thread_states: None,
         }
     }
 

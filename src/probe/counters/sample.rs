@@ -374,7 +374,9 @@ impl HostSample {
                         .find(|(g, _)| g == group)
                         .map(|(_, c)| c.clone())
                         .unwrap_or_default();
-                    ProcessSample::between(&group.label, &before, after, seconds)
+                    let mut p = ProcessSample::between(&group.label, &before, after, seconds);
+                    p.thread_states = super::threads::between(a, b, &group.label, seconds);
+                    p
                 })
                 .collect(),
             server_cgroup: a

@@ -1,0 +1,239 @@
+//! Latency-bound is not saturated. In a closed loop, Little's law gives
+//! `X = N / (R + Z)`: while the response time R holds flat, throughput
+//! grows in proportion to the users, whatever R is made of. A run whose
+//! every operation waits ~100 ms for a throttled log flush, and whose
+//! commits share that flush (group commit), serves 16 times as much at
+//! 16 times the users: nothing is saturated, capacity is not reached, and
+//! the answer is more users — not `inconclusive` because one step's
+//! growth fell under the knee's 80% in the noise.
+//!
+//! The test is on the whole sweep, in log–log terms (elasticities): over
+//! at least a fourfold range of users the response time grew at most
+//! [`FLAT_R`] as fast as the load (a saturated centre past its knee gives
+//! 1: R ∝ N), throughput at least [`PROPORTIONAL_X`] as fast, and it still
+//! grew at the last step. Where the time of each operation went comes
+//! from the server's threads (see [`super::time_spent`]).
+
+use super::super::capacity::{growth_efficiency, load_text};
+use super::super::points::StepPoint;
+use super::{time_spent, Bottleneck, BottleneckKind, RunShape};
+use crate::units::{Latency, OpsPerSec};
+use std::time::Duration;
+
+/// The largest elasticity of the response time in the load that is still
+/// flat.
+pub const FLAT_R: f64 = 0.35;
+
+/// The smallest elasticity of throughput in the load that is still in
+/// proportion.
+pub const PROPORTIONAL_X: f64 = 0.65;
+
+/// The smallest growth efficiency of the last step: throughput still
+/// growing where the sweep ended.
+pub const STILL_GROWING: f64 = 0.5;
+
+/// The not-reached verdict `reached` made latency-bound, when throughput
+/// grew in proportion to the users at a flat response time; `reached`
+/// as it was otherwise. Its own evidence (a device still scaling, the
+/// busiest resource's bound) is kept after the rule's.
+pub fn verdict(points: &[StepPoint], shape: RunShape, reached: Bottleneck) -> Bottleneck {
+    let Some(mut evidence) = evidence(points, shape) else {
+        return reached;
+    };
+    // Its first line, that throughput kept pace, the rule says with numbers.
+    evidence.extend(reached.evidence.into_iter().skip(1));
+    Bottleneck {
+        kind: BottleneckKind::NotReached,
+        name: "not reached (latency-bound)".to_string(),
+        evidence,
+        next: reached.next.map(|n| format!("more users: {n}")),
+        ..reached
+    }
+}
+
+/// Whether the run is latency-bound, and its evidence.
+pub fn evidence(points: &[StepPoint], shape: RunShape) -> Option<Vec<String>> {
+    if !shape.closed || points.len() < 3 {
+        return None;
+    }
+    let (first, last) = (&points[0], &points[points.len() - 1]);
+    let range = last.load / first.load;
+    if !(first.load > 0.0 && range >= 4.0 && first.throughput > 0.0 && last.throughput > 0.0) {
+        return None;
+    }
+    let (r0, r1) = (first.response_s(), last.response_s());
+    if r0 <= 0.0 || r1 <= 0.0 {
+        return None;
+    }
+    let elasticity = |a: f64, b: f64| (b / a).ln() / range.ln();
+    let e_r = elasticity(r0, r1);
+    let e_x = elasticity(first.throughput, last.throughput);
+    let pair = &points[points.len() - 2..];
+    let growing = growth_efficiency(&pair[0], &pair[1]).is_some_and(|e| e >= STILL_GROWING);
+    // No step fell below the one before it beyond its own noise.
+    let steady = points.windows(2).all(|w| {
+        let noise = w[1].interval_cv().unwrap_or(0.0).max(0.05);
+        w[1].throughput >= w[0].throughput * (1.0 - 2.0 * noise)
+    });
+    if e_r > FLAT_R || e_x < PROPORTIONAL_X || !growing || !steady {
+        return None;
+    }
+    Some(vec![
+        format!(
+            "capacity not reached up to {}: throughput grew in proportion to the users ({}/s at {} → {}/s at {}, ×{:.1} for ×{:.0} the users) at a flat response time ({} → {})",
+            load_text(last),
+            OpsPerSec(first.throughput),
+            load_text(first),
+            OpsPerSec(last.throughput),
+            load_text(last),
+            last.throughput / first.throughput,
+            range,
+            Latency(first.response.mean),
+            Latency(last.response.mean),
+        ),
+        spent(points, last),
+        "latency-bound, not saturated: by Little's law X = N/(R+Z), more users give more throughput until a resource saturates".to_string(),
+    ])
+}
+
+/// What each operation spends and where, at the `last` step.
+fn spent(points: &[StepPoint], last: &StepPoint) -> String {
+    let r = last.response.mean;
+    let think = (last.think_s > 0.0)
+        .then(|| Duration::try_from_secs_f64(last.think_s).ok())
+        .flatten();
+    let mut line = format!("each operation spends {} in its response", Latency(r));
+    if let Some(z) = think {
+        line.push_str(&format!(" and {} in think time", Latency(z)));
+    }
+    let at = points.len() - 1;
+    match time_spent::dominant(points, at) {
+        Some(where_) => line.push_str(&format!("; it went mostly to {where_}")),
+        None if think.is_some_and(|z| z > r) => {
+            line.push_str("; think time is most of each cycle");
+        }
+        None => line.push_str(
+            "; where it went is not known: the server's threads were not followed (--server-pid or a managed server)",
+        ),
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::fixture::{mva_points, SHAPE};
+    use super::super::super::{verdict_of, DEFAULT_MAX_CV};
+    use super::*;
+    use crate::probe::counters::threads::{ThreadSplit, ThreadStates};
+
+    /// A closed loop at users 2…32 whose response time is `r` seconds at
+    /// each step (Little's law gives the throughput), resources idle.
+    fn sweep(r: &[f64]) -> Vec<StepPoint> {
+        let users = [2, 4, 8, 16, 32];
+        let mut points = mva_points(0.0004, 0.0006, 0.0, &users);
+        for (p, r) in points.iter_mut().zip(r) {
+            p.throughput = p.load / r;
+            let d = Duration::from_secs_f64(*r);
+            p.response.mean = d;
+            p.response.p50 = d;
+            p.response.p95 = d * 2;
+            p.interval_throughputs = vec![p.throughput; 10];
+            for res in &mut p.resources {
+                res.utilisation = p.throughput * 0.0003;
+            }
+        }
+        points
+    }
+
+    /// Commits that wait ~100 ms on a throttled flush: the connection
+    /// threads wait on the group commit's lock while one flushes.
+    fn flushing() -> ThreadStates {
+        let split = ThreadSplit {
+            on_cpu: 0.3,
+            io_journal: 0.9,
+            lock: 6.0,
+            clients: 0.4,
+            ..ThreadSplit::default()
+        };
+        ThreadStates {
+            threads: 40,
+            active_threads: 8.0,
+            all: ThreadSplit {
+                sleep: 20.0,
+                ..split
+            },
+            active: split,
+            channels: vec![("futex_do_wait".to_string(), 6.0)],
+            ..ThreadStates::default()
+        }
+    }
+
+    /// The failure this rule is for: 35/s at 2 users to 318/s at 32 at a
+    /// flat ~100 ms, with a step whose growth fell under 80% (a noisy
+    /// knee). Before it, the verdict was `inconclusive`.
+    #[test]
+    fn throughput_in_proportion_to_users_at_a_flat_response_is_latency_bound() {
+        let mut points = sweep(&[0.057, 0.075, 0.11, 0.098, 0.10]);
+        for p in &mut points {
+            p.threads.server = Some(flushing());
+        }
+        let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+        assert!(v.knee.is_some(), "the noisy knee is there: {:?}", v.knee);
+        let b = v.bottleneck.unwrap();
+        assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+        assert!(b.name.contains("latency-bound"), "{b:?}");
+        let all = b.evidence.join("\n");
+        assert!(all.contains("capacity not reached up to 32 users"), "{all}");
+        assert!(all.contains("each operation spends 100"), "{all}");
+        assert!(all.contains("commit flush"), "{all}");
+        assert!(all.contains("queued behind it"), "{all}");
+        assert!(
+            all.contains("where the server's threads spent their time at 32 users: locks"),
+            "{all}"
+        );
+        assert!(b.next.unwrap().contains("more users"));
+    }
+
+    /// Without the server's threads the rule still holds on the curve,
+    /// and says where the time went is not known.
+    #[test]
+    fn without_the_threads_where_the_time_went_is_not_known() {
+        let points = sweep(&[0.05, 0.052, 0.049, 0.051, 0.05]);
+        let b = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1)
+            .bottleneck
+            .unwrap();
+        assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+        assert!(
+            b.evidence.iter().any(|e| e.contains("not followed")),
+            "{b:?}"
+        );
+        assert!(!b
+            .evidence
+            .iter()
+            .any(|e| e.contains("where the server's threads")));
+    }
+
+    /// A response time that grows with the users is a queue, not a
+    /// latency: a plateau with nothing to explain it stays inconclusive.
+    #[test]
+    fn a_response_growing_with_the_users_is_no_latency_bound() {
+        let points = sweep(&[0.01, 0.012, 0.02, 0.04, 0.08]);
+        let b = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1)
+            .bottleneck
+            .unwrap();
+        assert_eq!(b.kind, BottleneckKind::Inconclusive, "{b:?}");
+        assert!(!b.name.contains("latency-bound"));
+    }
+
+    /// A wait channel the probe could not read is said to be so.
+    #[test]
+    fn unreadable_wait_channels_are_a_caveat() {
+        let mut points = sweep(&[0.1; 5]);
+        let mut states = flushing();
+        states.wchan_unreadable = true;
+        points[4].threads.server = Some(states);
+        let line = time_spent::evidence(&points, 4).unwrap();
+        assert!(line.contains("unreadable"), "{line}");
+        assert!(time_spent::evidence(&points, 3).is_none());
+    }
+}
