@@ -130,6 +130,9 @@ fn scenario_synced_file_writes_under_a_blkio_throttle_are_the_throttle() {
 #[test]
 fn scenario_a_loop_device_on_tmpfs_is_the_cpu_with_its_kernel_worker() {
     scenario("loop-tmpfs");
+}
+
+#[test]
 fn scenario_commits_waiting_on_a_throttled_log_flush_are_latency_bound() {
     scenario("commit-latency-mariadb");
 }
