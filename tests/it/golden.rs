@@ -103,6 +103,7 @@ fn host(x: f64, users: u32, c: &Config) -> HostSample {
             busy: u_disk,
             queue: u_disk / (1.0 - u_disk).max(0.05),
             await_ms: Some(c.disk_s * 1e3 / (1.0 - u_disk).max(0.05)),
+            lower: Vec::new(),
         }],
         nics: vec![NicSample {
             name: "eth0".to_string(),
