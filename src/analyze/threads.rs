@@ -4,7 +4,6 @@
 //! ask of it — where did the server's threads spend their time at a step,
 //! as shares.
 
-use super::points::StepPoint;
 use crate::probe::counters::threads::ThreadStates;
 use crate::probe::counters::HostSample;
 use serde::Serialize;
@@ -37,20 +36,19 @@ impl StepThreads {
         }
     }
 
+    /// Where the server's serving threads spent their time: each class's
+    /// share, largest first (`on CPU`, `waiting for a CPU`,
+    /// `I/O (journal commit)`, `locks`, `clients/network`, `sleep`,
+    /// `other`); none when its threads were not followed.
+    pub fn server_shares(&self) -> Option<Vec<(String, f64)>> {
+        let shares = self.server.as_ref()?.serving().shares();
+        (!shares.is_empty()).then_some(shares)
+    }
+
     /// Neither group's threads were read.
     pub fn is_empty(&self) -> bool {
         self.server.is_none() && self.perflab.is_none()
     }
-}
-
-/// Where the server's serving threads spent their time at step `k`: each
-/// class's share, largest first (`on CPU`, `waiting for a CPU`,
-/// `I/O (journal commit)`, `locks`, `clients/network`, `sleep`, `other`);
-/// none when its threads were not followed.
-pub fn server_shares(points: &[StepPoint], k: usize) -> Option<Vec<(String, f64)>> {
-    let states = points.get(k)?.threads.server.as_ref()?;
-    let shares = states.serving().shares();
-    (!shares.is_empty()).then_some(shares)
 }
 
 /// The largest `n` shares of a group's serving threads, in words

@@ -9,7 +9,6 @@
 
 use super::super::capacity::load_text;
 use super::super::points::StepPoint;
-use super::super::threads::server_shares;
 use crate::probe::counters::threads::{ThreadSplit, ThreadStates};
 use crate::units::Percent;
 
@@ -28,7 +27,7 @@ const LOCKS_BEHIND: f64 = 0.3;
 pub fn evidence(points: &[StepPoint], k: usize) -> Option<String> {
     let p = points.get(k)?;
     let states = p.threads.server.as_ref()?;
-    let shares = server_shares(points, k)?;
+    let shares = points.get(k)?.threads.server_shares()?;
     let ranked: Vec<String> = shares
         .iter()
         .map(|(name, s)| format!("{name} {}", Percent(*s)))

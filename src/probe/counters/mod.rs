@@ -287,7 +287,7 @@ impl HostReader {
             .iter()
             .map(|g| (g.clone(), process::read_group_with(root, g, tasks)))
             .collect();
-        let threads = threads::read_groups(
+        let threads = read_thread_groups(
             root,
             &mut processes,
             &mut self.threads,
@@ -461,6 +461,45 @@ pub fn host_cpu_times(root: &HostRoot) -> Option<procfs_core::CpuTime> {
         .as_deref()
         .and_then(kernel_stats)
         .map(|k| k.total)
+}
+
+/// The threads of every followed group's processes; `previous` holds
+/// each group's last reading and is left holding this one's.
+///
+/// Each process's run delay is summed from its threads' here (each
+/// schedstat is read once per sample, not again by the process reader).
+fn read_thread_groups(
+    root: &HostRoot,
+    processes: &mut [(process::ProcessGroup, process::GroupCounters)],
+    previous: &mut BTreeMap<String, threads::GroupThreads>,
+    delayacct: bool,
+    kept: &mut threads::KeptFiles,
+) -> Vec<(String, threads::GroupThreads)> {
+    let Some(proc) = root.proc_dir() else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(processes.len());
+    for (group, found) in processes.iter_mut() {
+        let threads = threads::read_threads(
+            proc,
+            found.keys().copied(),
+            previous.get(&group.label),
+            delayacct,
+            kept,
+        );
+        let mut delays: BTreeMap<u32, u64> = BTreeMap::new();
+        for t in threads.threads.values() {
+            let sum = delays.entry(t.pid).or_insert(0);
+            *sum = sum.saturating_add(t.run_delay_ns);
+        }
+        for (pid, counters) in found.iter_mut() {
+            counters.run_delay_ns = delays.get(pid).copied().or(counters.run_delay_ns);
+        }
+        out.push((group.label.clone(), threads));
+    }
+    kept.keep_only(|tid| out.iter().any(|(_, g)| g.threads.contains_key(&tid)));
+    *previous = out.iter().cloned().collect();
+    out
 }
 
 #[cfg(test)]

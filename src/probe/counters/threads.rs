@@ -276,45 +276,6 @@ pub fn read_threads(
     out
 }
 
-/// The threads of every followed group's processes; `previous` holds
-/// each group's last reading and is left holding this one's.
-///
-/// Each process's run delay is summed from its threads' here (each
-/// schedstat is read once per sample, not again by the process reader).
-pub fn read_groups(
-    root: &super::HostRoot,
-    processes: &mut [(super::process::ProcessGroup, super::process::GroupCounters)],
-    previous: &mut BTreeMap<String, GroupThreads>,
-    delayacct: bool,
-    kept: &mut KeptFiles,
-) -> Vec<(String, GroupThreads)> {
-    let Some(proc) = root.proc_dir() else {
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(processes.len());
-    for (group, found) in processes.iter_mut() {
-        let threads = read_threads(
-            proc,
-            found.keys().copied(),
-            previous.get(&group.label),
-            delayacct,
-            kept,
-        );
-        let mut delays: BTreeMap<u32, u64> = BTreeMap::new();
-        for t in threads.threads.values() {
-            let sum = delays.entry(t.pid).or_insert(0);
-            *sum = sum.saturating_add(t.run_delay_ns);
-        }
-        for (pid, counters) in found.iter_mut() {
-            counters.run_delay_ns = delays.get(pid).copied().or(counters.run_delay_ns);
-        }
-        out.push((group.label.clone(), threads));
-    }
-    kept.keep_only(|tid| out.iter().any(|(_, g)| g.threads.contains_key(&tid)));
-    *previous = out.iter().cloned().collect();
-    out
-}
-
 /// The thread states of group `label` between two snapshots.
 pub fn between(
     a: &super::HostSnapshot,
