@@ -502,6 +502,18 @@ fn read_thread_groups(
     out
 }
 
+/// The entries of a /proc directory whose names are numbers (processes,
+/// or a process's threads), with that number; none when it cannot be read.
+fn numbered(dir: &Path) -> impl Iterator<Item = (u32, std::fs::DirEntry)> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flat_map(|entries| entries.flatten())
+        .filter_map(|entry| {
+            let n = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            Some((n, entry))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

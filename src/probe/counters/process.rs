@@ -91,17 +91,10 @@ pub fn read_group_with(
     run_delay_of_tasks: bool,
 ) -> GroupCounters {
     let mut out = BTreeMap::new();
-    let Some(Ok(entries)) = root.proc_dir().map(std::fs::read_dir) else {
+    let Some(proc) = root.proc_dir() else {
         return out;
     };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    for (pid, entry) in super::numbered(proc) {
         if let ProcessSelector::Pid(p) = group.selector {
             if p != pid {
                 continue;

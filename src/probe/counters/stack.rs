@@ -178,18 +178,8 @@ pub fn kernel_workers(root: &HostRoot, disks: &[&str]) -> Vec<KernelWorker> {
             Some((n.trim().to_string(), d.to_string()))
         })
         .collect();
-    let Ok(entries) = std::fs::read_dir(proc) else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    for (pid, entry) in super::numbered(proc) {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };

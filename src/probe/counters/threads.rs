@@ -183,20 +183,10 @@ pub fn read_threads(
     // SAFETY: gettid has no preconditions.
     let reader = u32::try_from(unsafe { libc::gettid() }).unwrap_or(0);
     'pids: for pid in pids {
-        let Ok(tasks) = std::fs::read_dir(proc.join(pid.to_string()).join("task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
+        for (tid, task) in super::numbered(&proc.join(pid.to_string()).join("task")) {
             if out.threads.len() >= MAX_THREADS {
                 break 'pids;
             }
-            let Some(tid) = task
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
             let dir = task.path();
             // A thread can end between listing and reading: skip it.
             let Some((on_cpu_ns, run_delay_ns, timeslices)) =
