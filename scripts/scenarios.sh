@@ -9,7 +9,8 @@
 # `perflab run bank` (or `run disk`, `run files`) over a sweep, reads `perflab analyze --json -`, prints
 # one line per run and PASS or MISS, and removes everything it made, even
 # on failure. Names of everything made start with perflab-scn-; a run
-# starts by removing the leftovers of a crashed one.
+# starts by removing the leftovers of a crashed one, so two runs on one
+# host take turns (a lock on /run/perflab-scn.lock).
 #
 # A missed run during which the hypervisor took 10% or more of the CPU
 # time at some step (steal), or other processes than perflab, the server
@@ -894,6 +895,14 @@ run_class() {
         echo "$CLASS|0|0|ERROR|the class ended with status $rc|" >>"$RESULTS"
     fi
 }
+
+# One run at a time on a host: each removes every perflab-scn- leftover,
+# which would be another run's live work. A second run waits for the first.
+exec 9>/run/perflab-scn.lock
+if ! flock -n 9; then
+    echo "scripts/scenarios.sh: another scenario run holds /run/perflab-scn.lock; waiting for it" >&2
+    flock 9
+fi
 
 # What a crashed run left behind goes first.
 remove_all_scn
