@@ -868,7 +868,7 @@ scn_loop_tmpfs() {
     mkdir -p "$WORK/mnt"
     mount "$LOOP_DEV" "$WORK/mnt"
     WORKLOAD=disk LOAD_FLAG=--depth \
-        sweep 1,2,4,8 --target "file:$WORK/mnt/t.bin" --size 128MiB --spec 4k-randread
+        sweep 1,4,16,64 --target "file:$WORK/mnt/t.bin" --size 128MiB --spec 4k-randread
 }
 
 # Runs one class in a subshell that undoes what it made when it ends.

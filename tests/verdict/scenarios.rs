@@ -4,8 +4,8 @@
 //! throttled log device, memory over a throttled disk, a shaped link,
 //! packet loss, a starved generator; a CPU and lock contention again
 //! beside niced CPU hogs; a disk and a file server's synced writes under a
-//! blkio throttle on perflab's own cgroup; a loop device on tmpfs whose
-//! kernel worker shares the CPUs with perflab) is run once with short steps, and its verdict
+//! blkio throttle on perflab's own cgroup; commits waiting on a throttled
+//! log flush; retries at SERIALIZABLE) is run once with short steps, and its verdict
 //! must name the class (a miss while the hypervisor took 10% or more of
 //! the CPU, the host shared with other guests, or while other processes
 //! kept 0.3 CPUs busy, as the verdict's caveat says, is run once more).
@@ -125,11 +125,6 @@ fn scenario_a_disk_under_a_blkio_iops_throttle_is_the_throttle() {
 #[test]
 fn scenario_synced_file_writes_under_a_blkio_throttle_are_the_throttle() {
     scenario("files-throttle");
-}
-
-#[test]
-fn scenario_a_loop_device_on_tmpfs_is_the_cpu_with_its_kernel_worker() {
-    scenario("loop-tmpfs");
 }
 
 #[test]

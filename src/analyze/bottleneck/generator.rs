@@ -81,6 +81,9 @@ pub fn evidence(points: &[StepPoint], shape: RunShape) -> Vec<String> {
                     capacity
                 ));
             }
+            // An embedded target runs in perflab's threads: their wait
+            // for a CPU is the server's too.
+            out.extend(run_delay(p, shape));
             if let Some(steal) = p.extras.steal.filter(|s| *s >= STEAL) {
                 if capacity > 0.0 && g.cpus >= 0.7 * capacity {
                     out.push(format!(
@@ -93,7 +96,6 @@ pub fn evidence(points: &[StepPoint], shape: RunShape) -> Vec<String> {
                 }
             }
         }
-        out.extend(run_delay(p, shape));
         if let Some(lag) = g.lag_p99_s.filter(|l| *l > 0.010) {
             out.push(format!(
                 "at {} arrivals were dispatched up to {} late (p99)",

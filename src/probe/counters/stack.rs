@@ -129,7 +129,8 @@ pub struct KernelWorker {
 }
 
 /// The device a kernel thread's name says it works for, among `disks`
-/// (names) and `numbers` (`MAJ:MIN` → name): `kworker/u8:3-loop0`,
+/// (names) and `numbers` (`MAJ:MIN` → name): `kworker/u8:3-loop0` (or
+/// `+loop0` while it runs that queue's work),
 /// `loop0`, `jbd2/loop0-8`, `kdmflush/253:0`, `kcryptd/253:0`, `md0_raid1`.
 pub fn served_device(
     comm: &str,
@@ -137,9 +138,10 @@ pub fn served_device(
     numbers: &BTreeMap<String, String>,
 ) -> Option<String> {
     let known = |d: &str| disks.contains(&d).then(|| d.to_string());
+    // `-` after the pool: the queue it last ran; `+`: the one it runs now.
     if let Some((_, queue)) = comm
         .strip_prefix("kworker/")
-        .and_then(|w| w.split_once('-'))
+        .and_then(|w| w.split_once(['-', '+']))
     {
         // The work queue: `loop0`, `kcryptd/253:0`, `dm-thin` (no device).
         return known(queue).or_else(|| {
@@ -361,6 +363,11 @@ mod tests {
         let numbers = BTreeMap::from([("253:0".to_string(), "dm-0".to_string())]);
         let served = |c: &str| served_device(c, &disks, &numbers);
         assert_eq!(served("kworker/u8:3-loop0").as_deref(), Some("loop0"));
+        assert_eq!(
+            served("kworker/u8:3+loop0").as_deref(),
+            Some("loop0"),
+            "a worker running the queue's work now"
+        );
         assert_eq!(served("loop0").as_deref(), Some("loop0"));
         assert_eq!(served("jbd2/loop0-8").as_deref(), Some("loop0"));
         assert_eq!(served("jbd2/dm-0-8").as_deref(), Some("dm-0"));
