@@ -26,7 +26,7 @@
 
 use super::http::{Request, Response};
 use crate::engine::{run_share, Share, ShareEvent};
-use crate::workload::{Driver, Started, Workload};
+use crate::workload::{Started, SweepDriver, Workload};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -328,7 +328,7 @@ struct ShareDriver {
     events: Arc<Mutex<Events>>,
 }
 
-impl Driver for ShareDriver {
+impl SweepDriver for ShareDriver {
     type Output = ();
 
     fn drive<W: Workload>(self, workload: Arc<W>, _started: Started) -> anyhow::Result<()> {

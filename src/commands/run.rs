@@ -5,7 +5,7 @@ use super::output::{write, Destination};
 use super::Exit;
 use crate::cli::{plan_from, CommonRunArgs, RunArgs};
 use crate::engine::{
-    run_sweep_on, FinishedStep, GeneratorLink, Generators, IntervalRecord, IntervalSpec, Schedule,
+    run_sweep_on, FinishedStep, GeneratorPeer, Generators, IntervalRecord, IntervalSpec, Schedule,
     SweepEnd, SweepObserver,
 };
 use crate::error::PlanError;
@@ -20,7 +20,7 @@ use crate::report::{Format, Output, Progress};
 use crate::store::{NewRun, RunId, RunStatus, StepId, Store};
 use crate::target::Endpoint;
 use crate::units::format_duration;
-use crate::workload::{CheckReport, Driver, Started, Workload};
+use crate::workload::{CheckReport, Started, SweepDriver, Workload};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -90,7 +90,7 @@ pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     }
 }
 
-impl Driver for RunContext<'_> {
+impl SweepDriver for RunContext<'_> {
     type Output = Exit;
 
     fn drive<W: Workload>(self, workload: Arc<W>, started: Started) -> anyhow::Result<Exit> {
@@ -136,7 +136,7 @@ fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
 fn connect_generators(
     args: &CommonRunArgs,
     plan: &Plan,
-) -> anyhow::Result<Vec<Arc<GeneratorLink>>> {
+) -> anyhow::Result<Vec<Arc<GeneratorPeer>>> {
     if plan.generators.is_empty() {
         return Ok(Vec::new());
     }
@@ -145,7 +145,7 @@ fn connect_generators(
     if plan
         .target
         .as_ref()
-        .is_some_and(|t| t.kind == crate::target::Kind::Sqlite)
+        .is_some_and(|t| t.kind == crate::target::TargetKind::Sqlite)
     {
         return Err(PlanError::flag(
             "--generators",
@@ -159,7 +159,7 @@ fn connect_generators(
     for address in &plan.generators {
         let client = AgentClient::new(address, access.clone())?;
         let wait = args.generators_wait.unwrap_or_default();
-        let link = GeneratorLink::connect_within(client, plan.workload.name(), wait)?;
+        let link = GeneratorPeer::connect_within(client, plan.workload.name(), wait)?;
         crate::util::out(format_args!(
             "generator {address}: clock offset {:+.3} ms (±{:.3} ms)\n",
             link.offset_ns as f64 / 1e6,
@@ -267,7 +267,7 @@ struct RunContext<'a> {
     target: String,
     remotes: Vec<RemoteWatch>,
     /// The generators that offer the load, none when this process does.
-    generators: Vec<Arc<GeneratorLink>>,
+    generators: Vec<Arc<GeneratorPeer>>,
 }
 
 /// This host's facts, a database target's settings (`db.…`) and the remote

@@ -18,7 +18,7 @@ mod step;
 mod sweep;
 mod worker;
 
-pub use remote::{GeneratorLink, Generators};
+pub use remote::{GeneratorPeer, Generators};
 pub use schedule::{IntervalSpec, Schedule};
 pub use share::{run_share, Share, ShareEvent};
 pub use split::{Part, Split, MAX_THREADS, MAX_WAIT};

@@ -33,7 +33,7 @@ const CLOCK_SAMPLES: usize = 8;
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(150);
 
 /// A generator reached and checked.
-pub struct GeneratorLink {
+pub struct GeneratorPeer {
     client: AgentClient,
     /// Its clock minus ours, ns.
     pub offset_ns: i128,
@@ -41,7 +41,7 @@ pub struct GeneratorLink {
     pub delay_ns: u128,
 }
 
-impl GeneratorLink {
+impl GeneratorPeer {
     /// Asks the agent behind `client` who it is (its version must be this
     /// perflab's, its roles must include `generate`, and it must run
     /// `workload`) and measures its clock offset.
@@ -49,7 +49,7 @@ impl GeneratorLink {
         Self::connect_within(client, workload, Duration::ZERO)
     }
 
-    /// [`GeneratorLink::connect`], asking again for up to `wait` while
+    /// [`GeneratorPeer::connect`], asking again for up to `wait` while
     /// the generator does not answer (its name does not resolve yet, its
     /// port is closed): pods of a Job come up in their own time. A
     /// generator that answers wrong (token, certificate, version) is not
@@ -117,7 +117,7 @@ impl GeneratorLink {
             }
         }
         let (delay_ns, offset_ns) = best.unwrap_or((0, 0));
-        Ok(GeneratorLink {
+        Ok(GeneratorPeer {
             client,
             offset_ns,
             delay_ns,
@@ -133,7 +133,7 @@ impl GeneratorLink {
 /// The run's generators and what they build the workload from.
 #[derive(Clone)]
 pub struct Generators {
-    pub links: Vec<Arc<GeneratorLink>>,
+    pub links: Vec<Arc<GeneratorPeer>>,
     /// The workload's name and its form (`Workload::generator_form`).
     pub workload: String,
     pub form: serde_json::Value,
@@ -189,7 +189,7 @@ struct Remote {
     worker: usize,
     /// The workload's operation kinds: every tally must have as many.
     op_count: usize,
-    link: Arc<GeneratorLink>,
+    link: Arc<GeneratorPeer>,
     schedule: Schedule,
     events: Sender<WorkerEvent>,
     interrupted: Arc<AtomicBool>,

@@ -26,10 +26,10 @@ pub struct ProbeSample {
 pub struct RemoteProbe {
     /// As given, any password masked: `agent://db1:7071`.
     pub name: String,
-    kind: Kind,
+    kind: Source,
 }
 
-enum Kind {
+enum Source {
     Agent(AgentClient),
     NodeExporter { url: String, http: ureq::Agent },
 }
@@ -53,7 +53,7 @@ impl RemoteProbe {
         // What is shown and stored of the probe: never its password.
         let shown = crate::secret::redact(spec);
         let kind = if spec.starts_with("agent://") {
-            Kind::Agent(AgentClient::new(spec, access.clone())?.with_timeout(timeout))
+            Source::Agent(AgentClient::new(spec, access.clone())?.with_timeout(timeout))
         } else if let Some(address) = spec.strip_prefix("node-exporter://") {
             if address.is_empty() || address.contains('/') {
                 return Err(PlanError::flag(
@@ -62,7 +62,7 @@ impl RemoteProbe {
                     "e.g. --probe node-exporter://db1:9100",
                 ));
             }
-            Kind::NodeExporter {
+            Source::NodeExporter {
                 url: format!("http://{address}/metrics"),
                 http: ureq::AgentBuilder::new().timeout(timeout).build(),
             }
@@ -79,22 +79,22 @@ impl RemoteProbe {
     /// The source host's inventory: an agent's; none from a node_exporter.
     pub fn inventory(&self) -> Option<anyhow::Result<std::collections::BTreeMap<String, String>>> {
         match &self.kind {
-            Kind::Agent(client) => Some(client.inventory()),
-            Kind::NodeExporter { .. } => None,
+            Source::Agent(client) => Some(client.inventory()),
+            Source::NodeExporter { .. } => None,
         }
     }
 
     /// The source's counters now.
     pub fn snapshot(&self) -> anyhow::Result<RemoteSnapshot> {
         match &self.kind {
-            Kind::Agent(client) => {
+            Source::Agent(client) => {
                 let (seconds, snapshot) = client.snapshot()?;
                 Ok(RemoteSnapshot::Agent {
                     seconds,
                     snapshot: Box::new(snapshot),
                 })
             }
-            Kind::NodeExporter { url, http } => {
+            Source::NodeExporter { url, http } => {
                 // The URL may carry a user and password (basic
                 // authentication): what is said of it is redacted.
                 let shown = || crate::secret::redact(url);

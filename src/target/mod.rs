@@ -99,7 +99,7 @@ impl<'de> Deserialize<'de> for Target {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Traits {
     /// The kind of target.
-    pub kind: Kind,
+    pub kind: TargetKind,
     /// The server runs inside perflab's process (its CPU is perflab's).
     pub embedded: bool,
     /// One writer at a time: writers queue on the database's lock.
@@ -116,7 +116,7 @@ pub struct Traits {
 /// The kinds of target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Kind {
+pub enum TargetKind {
     Sqlite,
     Postgres,
     Mysql,
@@ -126,10 +126,13 @@ pub enum Kind {
     InProcess,
 }
 
-impl Kind {
+impl TargetKind {
     /// Whether the kind is a database (the bank's targets).
     pub fn is_database(self) -> bool {
-        matches!(self, Kind::Sqlite | Kind::Postgres | Kind::Mysql)
+        matches!(
+            self,
+            TargetKind::Sqlite | TargetKind::Postgres | TargetKind::Mysql
+        )
     }
 }
 
@@ -137,24 +140,24 @@ impl Target {
     /// The target's traits.
     pub fn traits(&self) -> Traits {
         let (kind, embedded, single_writer, managed) = match self {
-            Target::Sqlite { .. } => (Kind::Sqlite, true, true, false),
-            Target::Postgres { .. } => (Kind::Postgres, false, false, false),
-            Target::PostgresManaged => (Kind::Postgres, false, false, true),
-            Target::Mysql { .. } => (Kind::Mysql, false, false, false),
-            Target::MariadbManaged => (Kind::Mysql, false, false, true),
-            Target::Http { .. } => (Kind::Http, false, false, false),
-            Target::NginxManaged => (Kind::Http, false, false, true),
+            Target::Sqlite { .. } => (TargetKind::Sqlite, true, true, false),
+            Target::Postgres { .. } => (TargetKind::Postgres, false, false, false),
+            Target::PostgresManaged => (TargetKind::Postgres, false, false, true),
+            Target::Mysql { .. } => (TargetKind::Mysql, false, false, false),
+            Target::MariadbManaged => (TargetKind::Mysql, false, false, true),
+            Target::Http { .. } => (TargetKind::Http, false, false, false),
+            Target::NginxManaged => (TargetKind::Http, false, false, true),
             Target::File { .. } | Target::Device { .. } | Target::Dir { .. } => {
-                (Kind::Storage, false, false, false)
+                (TargetKind::Storage, false, false, false)
             }
-            Target::InProcess => (Kind::InProcess, true, false, false),
+            Target::InProcess => (TargetKind::InProcess, true, false, false),
         };
         Traits {
             kind,
             embedded,
             single_writer,
             managed,
-            kernel_served: kind == Kind::Storage,
+            kernel_served: kind == TargetKind::Storage,
         }
     }
 
@@ -166,7 +169,7 @@ impl Target {
         }
         Target::parse(text).map_or(
             Traits {
-                kind: Kind::InProcess,
+                kind: TargetKind::InProcess,
                 embedded: false,
                 single_writer: false,
                 managed: false,

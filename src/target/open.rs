@@ -86,7 +86,7 @@ impl Opened {
                 crate::util::out(format_args!("starting a managed nginx\n"));
                 let started = ManagedNginx::start(server)?;
                 setup = announce(
-                    &Started {
+                    &Announcement {
                         version: &started.version,
                         pid: started.pid(),
                         dir: started.dir(),
@@ -114,7 +114,7 @@ impl Opened {
                 crate::util::out(format_args!("starting a managed PostgreSQL\n"));
                 let started = ManagedPostgres::start(server)?;
                 setup = announce(
-                    &Started {
+                    &Announcement {
                         version: &started.version,
                         pid: started.pid(),
                         dir: started.dir(),
@@ -134,7 +134,7 @@ impl Opened {
                 crate::util::out(format_args!("starting a managed MariaDB\n"));
                 let started = ManagedMariadb::start(server)?;
                 setup = announce(
-                    &Started {
+                    &Announcement {
                         version: &started.version,
                         pid: started.pid(),
                         dir: started.dir(),
@@ -227,7 +227,7 @@ impl Endpoint {
 }
 
 /// What a managed server announces of itself when it has started.
-struct Started<'a> {
+struct Announcement<'a> {
     version: &'a str,
     pid: u32,
     dir: &'a std::path::Path,
@@ -242,8 +242,8 @@ struct Started<'a> {
 
 /// Prints what was started and how it is placed (its link, its memory
 /// and I/O limits, its log's directory), and returns the run's record of it.
-fn announce(started: &Started<'_>, server: &ServerOptions) -> serde_json::Value {
-    let Started {
+fn announce(started: &Announcement<'_>, server: &ServerOptions) -> serde_json::Value {
+    let Announcement {
         version,
         pid,
         dir,

@@ -5,7 +5,7 @@
 //! one asynchronous code path for every target.
 //!
 //! Each workload owns itself in its folder: its flags, their validation, how
-//! it makes its target ready, its check, its help ([`Kind`]). The rest of
+//! it makes its target ready, its check, its help ([`WorkloadKind`]). The rest of
 //! perflab reaches it only through [`registry`]: one line names each
 //! workload, and `perflab run NAME` and `perflab check NAME` dispatch there.
 
@@ -38,7 +38,7 @@ pub fn first_name() -> &'static str {
 }
 
 /// A workload as the command line and a run see it.
-pub trait Kind {
+pub trait WorkloadKind {
     /// Its name after `perflab run` and `perflab check`.
     const NAME: &'static str;
     /// One line of help for `perflab run NAME`.
@@ -61,7 +61,11 @@ pub trait Kind {
     /// Makes the target ready (starting a managed server, loading data)
     /// and hands the workload to `driver`, which runs the sweep; what the
     /// target needs is torn down when this returns.
-    fn start<D: Driver>(spec: &Self::Spec, plan: &Plan, driver: D) -> anyhow::Result<D::Output>;
+    fn start<D: SweepDriver>(
+        spec: &Self::Spec,
+        plan: &Plan,
+        driver: D,
+    ) -> anyhow::Result<D::Output>;
 
     /// `perflab check NAME`: what was checked (for the heading) and the report.
     fn check(args: &Self::CheckArgs) -> anyhow::Result<(String, CheckReport)>;
@@ -70,7 +74,10 @@ pub trait Kind {
     /// started workload sent ([`Workload::generator_form`]) and hands it to
     /// `driver`; nothing is prepared here (the coordinator did that once).
     /// A workload that cannot run on generators says so.
-    fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+    fn on_generator<D: SweepDriver>(
+        form: serde_json::Value,
+        driver: D,
+    ) -> anyhow::Result<D::Output> {
         let _ = (form, driver);
         Err(PlanError::new(format!(
             "the {} workload does not run on generators yet",
@@ -79,7 +86,7 @@ pub trait Kind {
         .into())
     }
 
-    /// Whether [`Kind::on_generator`] builds the workload.
+    /// Whether [`WorkloadKind::on_generator`] builds the workload.
     const ON_GENERATORS: bool = false;
 
     /// Checks a form a generator was sent before anything is built from
@@ -92,8 +99,8 @@ pub trait Kind {
 }
 
 /// Runs a started workload's sweep: what `perflab run` gives a workload's
-/// [`Kind::start`].
-pub trait Driver {
+/// [`WorkloadKind::start`].
+pub trait SweepDriver {
     type Output;
 
     /// Runs the sweep on `workload`, with what its start made ready.
@@ -139,7 +146,7 @@ pub(crate) fn leak_names(names: Vec<String>) -> Vec<&'static str> {
 }
 
 /// The plan's record of a workload's validated spec.
-pub fn spec_of<K: Kind>(spec: &K::Spec) -> Result<WorkloadSpec, PlanError> {
+pub fn spec_of<K: WorkloadKind>(spec: &K::Spec) -> Result<WorkloadSpec, PlanError> {
     WorkloadSpec::new(K::NAME, spec).map_err(|e| {
         PlanError::new(format!(
             "the {} workload's options cannot be recorded: {e}",

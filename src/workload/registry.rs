@@ -1,9 +1,9 @@
 //! The registered workloads and the one dispatch to them. Adding a
 //! workload is one line in the `workloads!` call at the end of this file;
 //! the macro writes the enums that carry a chosen workload's flags and
-//! spec, and the matches that reach its [`Kind`].
+//! spec, and the matches that reach its [`WorkloadKind`].
 
-use super::{spec_of, CheckReport, Driver, Kind};
+use super::{spec_of, CheckReport, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::{Plan, WorkloadSpec};
 use crate::target::Target;
@@ -11,42 +11,42 @@ use crate::target::Target;
 macro_rules! workloads {
     ($($variant:ident = $kind:ty),+ $(,)?) => {
         /// The workloads' names, in the order help lists them.
-        pub const NAMES: &[&str] = &[$(<$kind as Kind>::NAME),+];
+        pub const NAMES: &[&str] = &[$(<$kind as WorkloadKind>::NAME),+];
 
         /// `perflab run NAME …`: the chosen workload and its own flags.
         #[derive(Debug)]
         pub enum RunChoice {
-            $($variant(<$kind as Kind>::RunArgs)),+
+            $($variant(<$kind as WorkloadKind>::RunArgs)),+
         }
 
         /// A chosen workload's validated spec.
         pub enum Validated {
-            $($variant(<$kind as Kind>::Spec)),+
+            $($variant(<$kind as WorkloadKind>::Spec)),+
         }
 
         /// `perflab check NAME …`: the chosen workload and its flags.
         #[derive(Debug)]
         pub enum CheckChoice {
-            $($variant(<$kind as Kind>::CheckArgs)),+
+            $($variant(<$kind as WorkloadKind>::CheckArgs)),+
         }
 
         impl RunChoice {
             /// One subcommand per workload with its own flags, for `perflab run`.
             pub fn commands() -> Vec<clap::Command> {
                 vec![$(
-                    <<$kind as Kind>::RunArgs as clap::Args>::augment_args(
-                        clap::Command::new(<$kind as Kind>::NAME),
+                    <<$kind as WorkloadKind>::RunArgs as clap::Args>::augment_args(
+                        clap::Command::new(<$kind as WorkloadKind>::NAME),
                     )
-                    .about(<$kind as Kind>::ABOUT)
+                    .about(<$kind as WorkloadKind>::ABOUT)
                 ),+]
             }
 
             /// The workload named `name`, its flags read from `matches`.
             pub fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
                 $(
-                    if name == <$kind as Kind>::NAME {
+                    if name == <$kind as WorkloadKind>::NAME {
                         return Ok(RunChoice::$variant(
-                            <<$kind as Kind>::RunArgs as clap::FromArgMatches>::from_arg_matches(matches)?,
+                            <<$kind as WorkloadKind>::RunArgs as clap::FromArgMatches>::from_arg_matches(matches)?,
                         ));
                     }
                 )+
@@ -59,7 +59,7 @@ macro_rules! workloads {
             /// Validates the workload's flags.
             pub fn validate(&self) -> Result<Validated, PlanError> {
                 Ok(match self {
-                    $(RunChoice::$variant(args) => Validated::$variant(<$kind as Kind>::validate(args)?)),+
+                    $(RunChoice::$variant(args) => Validated::$variant(<$kind as WorkloadKind>::validate(args)?)),+
                 })
             }
         }
@@ -75,28 +75,28 @@ macro_rules! workloads {
             /// Its target.
             pub fn target(&self) -> Target {
                 match self {
-                    $(Validated::$variant(spec) => <$kind as Kind>::target(spec)),+
+                    $(Validated::$variant(spec) => <$kind as WorkloadKind>::target(spec)),+
                 }
             }
 
             /// Makes the target ready and hands the workload to `driver`.
-            pub fn start<D: Driver>(&self, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+            pub fn start<D: SweepDriver>(&self, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
                 match self {
-                    $(Validated::$variant(spec) => <$kind as Kind>::start(spec, plan, driver)),+
+                    $(Validated::$variant(spec) => <$kind as WorkloadKind>::start(spec, plan, driver)),+
                 }
             }
         }
 
         /// Builds the workload named `name` on a generator from its form
         /// and hands it to `driver`.
-        pub fn on_generator<D: Driver>(
+        pub fn on_generator<D: SweepDriver>(
             name: &str,
             form: serde_json::Value,
             driver: D,
         ) -> anyhow::Result<D::Output> {
             $(
-                if name == <$kind as Kind>::NAME {
-                    return <$kind as Kind>::on_generator(form, driver);
+                if name == <$kind as WorkloadKind>::NAME {
+                    return <$kind as WorkloadKind>::on_generator(form, driver);
                 }
             )+
             Err(PlanError::new(format!("'{name}' is not a workload of this perflab")).into())
@@ -107,14 +107,14 @@ macro_rules! workloads {
         /// its form checked by the workload.
         pub fn check_generator_form(name: &str, form: &serde_json::Value) -> Result<(), PlanError> {
             $(
-                if name == <$kind as Kind>::NAME {
-                    if !<$kind as Kind>::ON_GENERATORS {
+                if name == <$kind as WorkloadKind>::NAME {
+                    if !<$kind as WorkloadKind>::ON_GENERATORS {
                         return Err(PlanError::new(format!(
                             "workload: {name} does not run on generators; they run {}",
                             generator_workloads().join(", ")
                         )));
                     }
-                    return <$kind as Kind>::check_form(form);
+                    return <$kind as WorkloadKind>::check_form(form);
                 }
             )+
             Err(PlanError::new(format!(
@@ -127,8 +127,8 @@ macro_rules! workloads {
         pub fn generator_workloads() -> Vec<&'static str> {
             let mut out = Vec::new();
             $(
-                if <$kind as Kind>::ON_GENERATORS {
-                    out.push(<$kind as Kind>::NAME);
+                if <$kind as WorkloadKind>::ON_GENERATORS {
+                    out.push(<$kind as WorkloadKind>::NAME);
                 }
             )+
             out
@@ -138,19 +138,19 @@ macro_rules! workloads {
             /// One subcommand per workload, for `perflab check`.
             pub fn commands() -> Vec<clap::Command> {
                 vec![$(
-                    <<$kind as Kind>::CheckArgs as clap::Args>::augment_args(
-                        clap::Command::new(<$kind as Kind>::NAME),
+                    <<$kind as WorkloadKind>::CheckArgs as clap::Args>::augment_args(
+                        clap::Command::new(<$kind as WorkloadKind>::NAME),
                     )
-                    .about(<$kind as Kind>::CHECK_ABOUT)
+                    .about(<$kind as WorkloadKind>::CHECK_ABOUT)
                 ),+]
             }
 
             /// The workload named `name`, its flags read from `matches`.
             pub fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
                 $(
-                    if name == <$kind as Kind>::NAME {
+                    if name == <$kind as WorkloadKind>::NAME {
                         return Ok(CheckChoice::$variant(
-                            <<$kind as Kind>::CheckArgs as clap::FromArgMatches>::from_arg_matches(matches)?,
+                            <<$kind as WorkloadKind>::CheckArgs as clap::FromArgMatches>::from_arg_matches(matches)?,
                         ));
                     }
                 )+
@@ -163,7 +163,7 @@ macro_rules! workloads {
             /// Runs the workload's check on its own.
             pub fn check(&self) -> anyhow::Result<(String, CheckReport)> {
                 match self {
-                    $(CheckChoice::$variant(args) => <$kind as Kind>::check(args)),+
+                    $(CheckChoice::$variant(args) => <$kind as WorkloadKind>::check(args)),+
                 }
             }
         }

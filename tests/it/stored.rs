@@ -6,7 +6,7 @@
 
 use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
 use perflab::store::Store;
-use perflab::target::Kind;
+use perflab::target::TargetKind;
 
 /// A store built from the SQL text of `tests/fixtures/store/NAME.sql`.
 fn store_from(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
@@ -43,7 +43,7 @@ fn a_store_written_by_0_1_0_opens_shows_and_analyzes() {
     assert_eq!(plan.workload.name, "null");
     assert_eq!(plan.seed, 7);
     let traits = null.target_traits();
-    assert_eq!(traits.kind, Kind::InProcess);
+    assert_eq!(traits.kind, TargetKind::InProcess);
     assert!(traits.embedded && !traits.single_writer);
 
     let bank = store.load_run(2).expect("run 2 loads");
@@ -52,7 +52,7 @@ fn a_store_written_by_0_1_0_opens_shows_and_analyzes() {
     assert_eq!(plan.workload.options["target"], "sqlite:b.db");
     assert_eq!(plan.slos.len(), 1);
     let traits = bank.target_traits();
-    assert_eq!(traits.kind, Kind::Sqlite);
+    assert_eq!(traits.kind, TargetKind::Sqlite);
     assert!(traits.embedded && traits.single_writer && !traits.managed);
 }
 

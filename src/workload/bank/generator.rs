@@ -13,7 +13,7 @@ use super::BankWorkload;
 use crate::error::PlanError;
 use crate::target::mysql::MyTarget;
 use crate::target::postgres::PgTarget;
-use crate::workload::{Driver, Started};
+use crate::workload::{Started, SweepDriver};
 use std::sync::Arc;
 
 /// How a generator reaches the database.
@@ -159,7 +159,10 @@ pub(super) fn read(form: serde_json::Value) -> Result<Form, PlanError> {
 }
 
 /// Attaches the bank from its form and hands it to `driver`.
-pub(super) fn build<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+pub(super) fn build<D: SweepDriver>(
+    form: serde_json::Value,
+    driver: D,
+) -> anyhow::Result<D::Output> {
     let form = read(form)?;
     match form.reach {
         Reach::Postgres {

@@ -7,7 +7,7 @@
 //! (1 ms, 2 ms, … up to 64 ms): transactions that failed together and
 //! retried at once would collide again, and two users could then fail each
 //! other a hundred times in a row. Every try and every wait is inside the
-//! operation's response time. A [`Driver`] supplies the server's own calls.
+//! operation's response time. A [`DbClient`] supplies the server's own calls.
 
 use super::ops::BankOp;
 use super::BankConn;
@@ -64,33 +64,33 @@ impl Failure {
 }
 
 /// One server's client calls.
-pub trait Driver {
+pub trait DbClient {
     /// An open connection with its prepared statements.
-    type Link;
+    type Conn;
     type Error;
 
     /// Opens and prepares a connection.
-    fn connect(&self) -> impl Future<Output = anyhow::Result<Self::Link>>;
+    fn connect(&self) -> impl Future<Output = anyhow::Result<Self::Conn>>;
     /// An operation starts: a held connection's deadline runs from now.
-    fn begin(link: &mut Self::Link);
+    fn begin(conn: &mut Self::Conn);
     /// True when the connection is known to be gone.
-    fn is_closed(link: &Self::Link) -> bool;
+    fn is_closed(conn: &Self::Conn) -> bool;
     /// One try of one transaction, from BEGIN to COMMIT (or a refusal).
     fn run(
-        link: &mut Self::Link,
+        conn: &mut Self::Conn,
         op: BankOp,
     ) -> impl Future<Output = Result<OpResult, Self::Error>>;
     /// Rolls back whatever transaction is open.
-    fn rollback(link: &mut Self::Link) -> impl Future<Output = Result<(), Self::Error>>;
+    fn rollback(conn: &mut Self::Conn) -> impl Future<Output = Result<(), Self::Error>>;
     /// Sorts an error into retry, lost connection or SQL error.
     fn classify(e: &Self::Error) -> Failure;
 }
 
 /// A user's connection to a server.
-pub struct ServerConn<D: Driver> {
+pub struct ServerConn<D: DbClient> {
     driver: D,
     max_tries: u32,
-    link: Option<D::Link>,
+    conn: Option<D::Conn>,
     /// A transaction was begun and not seen to end (its operation was
     /// abandoned at a timeout): roll it back before the next one.
     open_transaction: bool,
@@ -100,14 +100,14 @@ pub struct ServerConn<D: Driver> {
     rng: SmallRng,
 }
 
-impl<D: Driver> ServerConn<D> {
+impl<D: DbClient> ServerConn<D> {
     /// Opens the first connection; failing here fails the step's start.
     pub async fn open(driver: D, max_tries: u32) -> anyhow::Result<Self> {
-        let link = driver.connect().await?;
+        let conn = driver.connect().await?;
         Ok(ServerConn {
             driver,
             max_tries,
-            link: Some(link),
+            conn: Some(conn),
             open_transaction: false,
             reconnect_backoff: Duration::ZERO,
             rng: SmallRng::seed_from_u64(NEXT_SEED.fetch_add(0x9e37_79b9, Ordering::Relaxed)),
@@ -116,27 +116,27 @@ impl<D: Driver> ServerConn<D> {
 
     /// The open connection, if any (for tests that look at it).
     #[cfg(test)]
-    pub fn link(&self) -> Option<&D::Link> {
-        self.link.as_ref()
+    pub fn conn(&self) -> Option<&D::Conn> {
+        self.conn.as_ref()
     }
 
     /// Re-opens a lost connection; false (after backing off) if that failed.
     async fn ensure_link(&mut self) -> bool {
-        if self.link.as_ref().is_some_and(|l| !D::is_closed(l)) {
+        if self.conn.as_ref().is_some_and(|l| !D::is_closed(l)) {
             return true;
         }
         if !self.reconnect_backoff.is_zero() {
             tokio::time::sleep(self.reconnect_backoff).await;
         }
         match self.driver.connect().await {
-            Ok(link) => {
-                self.link = Some(link);
+            Ok(conn) => {
+                self.conn = Some(conn);
                 self.open_transaction = false;
                 self.reconnect_backoff = Duration::ZERO;
                 true
             }
             Err(_) => {
-                self.link = None;
+                self.conn = None;
                 self.reconnect_backoff = (self.reconnect_backoff * 2)
                     .clamp(Duration::from_millis(10), Duration::from_secs(1));
                 false
@@ -145,31 +145,31 @@ impl<D: Driver> ServerConn<D> {
     }
 }
 
-impl<D: Driver> BankConn for ServerConn<D> {
+impl<D: DbClient> BankConn for ServerConn<D> {
     async fn execute(&mut self, op: BankOp) -> Outcome {
         if !self.ensure_link().await {
             return Outcome::error(ErrorKind::Connect);
         }
-        let Some(link) = self.link.as_mut() else {
+        let Some(conn) = self.conn.as_mut() else {
             return Outcome::error(ErrorKind::Connect);
         };
-        D::begin(link);
+        D::begin(conn);
         if self.open_transaction {
-            if let Err(e) = D::rollback(link).await {
+            if let Err(e) = D::rollback(conn).await {
                 // Still no reply within this operation's deadline: a
                 // timeout again, on the same connection; anything else
                 // and the connection is given up.
                 if let Failure::TimedOut = D::classify(&e) {
                     return Outcome::error(ErrorKind::Timeout);
                 }
-                self.link = None;
+                self.conn = None;
                 return Outcome::error(ErrorKind::Connect);
             }
         }
         let mut retries = 0;
         loop {
             self.open_transaction = !matches!(op, BankOp::Balance { .. });
-            let failure = match D::run(link, op).await {
+            let failure = match D::run(conn, op).await {
                 Ok(result) => {
                     self.open_transaction = false;
                     return Outcome {
@@ -183,7 +183,7 @@ impl<D: Driver> BankConn for ServerConn<D> {
                     failure => failure,
                 },
             };
-            let rolled_back = D::rollback(link).await.is_ok();
+            let rolled_back = D::rollback(conn).await.is_ok();
             self.open_transaction = !rolled_back;
             let kind = match failure {
                 Failure::Retry(_) if retries + 1 < self.max_tries && rolled_back => {
@@ -196,7 +196,7 @@ impl<D: Driver> BankConn for ServerConn<D> {
                 Failure::TimedOut => ErrorKind::Timeout,
             };
             if !rolled_back {
-                self.link = None;
+                self.conn = None;
             }
             return Outcome {
                 result: OpResult::Error(kind),

@@ -10,8 +10,8 @@ use super::sqlite::{LoadReport, SqliteBank};
 use super::{check_database, BankBackend, BankWorkload};
 use crate::error::PlanError;
 use crate::plan::Plan;
-use crate::target::{Endpoint, Kind as TargetKind, Opened, ServerOptions, Target, TargetArgs};
-use crate::workload::{CheckReport, Driver, Kind, Started};
+use crate::target::{Endpoint, Opened, ServerOptions, Target, TargetArgs, TargetKind};
+use crate::workload::{CheckReport, Started, SweepDriver, WorkloadKind};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -112,7 +112,7 @@ pub struct BankCheckArgs {
     pub pgbench: bool,
 }
 
-impl Kind for Bank {
+impl WorkloadKind for Bank {
     const NAME: &'static str = "bank";
     const ABOUT: &'static str = concat!(
         "TPC-B's bank on a database: SQLite in process (",
@@ -215,11 +215,18 @@ impl Kind for Bank {
         super::generator::read(form.clone()).map(|_| ())
     }
 
-    fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+    fn on_generator<D: SweepDriver>(
+        form: serde_json::Value,
+        driver: D,
+    ) -> anyhow::Result<D::Output> {
         super::generator::build(form, driver)
     }
 
-    fn start<D: Driver>(spec: &BankSpec, _plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+    fn start<D: SweepDriver>(
+        spec: &BankSpec,
+        _plan: &Plan,
+        driver: D,
+    ) -> anyhow::Result<D::Output> {
         let server = ServerOptions {
             settings: spec.server_settings.clone(),
             keep: spec.keep,
@@ -322,7 +329,7 @@ impl Kind for Bank {
 
 /// Hands a bank loaded on a database server to the driver, with the
 /// server's setup record and its statistics probe.
-fn drive_server<B: BankBackend, D: Driver>(
+fn drive_server<B: BankBackend, D: SweepDriver>(
     (backend, load): (B, LoadReport),
     form: Option<serde_json::Value>,
     spec: &BankSpec,

@@ -27,7 +27,7 @@ mod psync;
 mod session;
 mod uring;
 
-use super::{CheckReport, Driver, Kind, Started};
+use super::{CheckReport, Started, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::{LoadModel, Plan};
 use crate::target::Target;
@@ -129,7 +129,7 @@ pub struct DiskCheckArgs {
     pub target: String,
 }
 
-impl Kind for Disk {
+impl WorkloadKind for Disk {
     const NAME: &'static str = "disk";
     const ABOUT: &'static str = "Iometer's access specs on a file: outstanding I/Os on io_uring, every write stamped and every block verifiable.";
     const CHECK_ABOUT: &'static str =
@@ -264,7 +264,7 @@ impl Kind for Disk {
         spec.target.clone()
     }
 
-    fn start<D: Driver>(spec: &DiskSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+    fn start<D: SweepDriver>(spec: &DiskSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
         let path = spec
             .target
             .file()

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 pub(super) fn storage_target(text: &str, flag: &str) -> Result<Target, PlanError> {
     let fix = "give file:PATH or device:/dev/NAME";
     let target = Target::parse(text).map_err(|e| PlanError::flag(flag, e, fix))?;
-    if target.traits().kind != crate::target::Kind::Storage {
+    if target.traits().kind != crate::target::TargetKind::Storage {
         return Err(PlanError::flag(
             flag,
             format!("{} is not a file or a device", target.redacted()),

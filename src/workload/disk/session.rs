@@ -53,14 +53,14 @@ pub struct Shared {
     cumulative: Vec<f64>,
     names: Vec<&'static str>,
     /// Counts summed from users as they end.
-    pub tally: Mutex<Tally>,
+    pub tally: Mutex<DiskCounts>,
     /// The most I/Os the plan may hold in flight at once (its depth).
     depth: u64,
 }
 
 /// What users counted, summed at their end.
 #[derive(Debug, Default, Clone)]
-pub struct Tally {
+pub struct DiskCounts {
     /// Per line: [read random, read sequential, write random, write sequential].
     pub per_line: Vec<[u64; 4]>,
     /// Sectors read back and checked.
@@ -106,9 +106,9 @@ impl Shared {
             claims: (0..chunks).map(|_| AtomicBool::new(false)).collect(),
             cumulative,
             names,
-            tally: Mutex::new(Tally {
+            tally: Mutex::new(DiskCounts {
                 per_line: vec![[0; 4]; lines],
-                ..Tally::default()
+                ..DiskCounts::default()
             }),
             depth: u64::MAX,
         }

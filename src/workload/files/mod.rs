@@ -17,7 +17,9 @@
 mod sizes;
 mod user;
 
-use super::{CheckLine, CheckReport, Driver, Kind, OpCounts, Seat, Session, Started, Workload};
+use super::{
+    CheckLine, CheckReport, OpCounts, Seat, Session, Started, SweepDriver, Workload, WorkloadKind,
+};
 use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::{Level, LoadModel, Plan};
@@ -82,7 +84,7 @@ pub struct FilesSpec {
 #[derive(Debug, clap::Args)]
 pub struct FilesCheckArgs {}
 
-impl Kind for Files {
+impl WorkloadKind for Files {
     const NAME: &'static str = "files";
     const ABOUT: &'static str = "A file server: users write, read, stat and delete their files in a directory, every file checked.";
     const CHECK_ABOUT: &'static str =
@@ -137,7 +139,11 @@ impl Kind for Files {
         spec.target.clone()
     }
 
-    fn start<D: Driver>(spec: &FilesSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+    fn start<D: SweepDriver>(
+        spec: &FilesSpec,
+        plan: &Plan,
+        driver: D,
+    ) -> anyhow::Result<D::Output> {
         let base = spec
             .target
             .file()

@@ -3,7 +3,7 @@
 //! while. It exists to test the engine: with nothing else in the way, the
 //! operational laws must hold to the percent.
 
-use super::{CheckReport, Driver, Kind, OpCounts, Seat, Session, Started, Workload};
+use super::{CheckReport, OpCounts, Seat, Session, Started, SweepDriver, Workload, WorkloadKind};
 use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::Plan;
@@ -42,7 +42,7 @@ pub struct NullSpec {
 #[derive(Debug, clap::Args)]
 pub struct NullCheckArgs {}
 
-impl Kind for Null {
+impl WorkloadKind for Null {
     const NAME: &'static str = "null";
     const ABOUT: &'static str =
         "The engine's self-test: operations that take a fixed service time, no server.";
@@ -67,7 +67,11 @@ impl Kind for Null {
         Target::InProcess
     }
 
-    fn start<D: Driver>(spec: &NullSpec, _plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+    fn start<D: SweepDriver>(
+        spec: &NullSpec,
+        _plan: &Plan,
+        driver: D,
+    ) -> anyhow::Result<D::Output> {
         let workload = Arc::new(NullWorkload::new(spec.service, spec.stall));
         driver.drive(workload, Started::default())
     }
@@ -78,7 +82,10 @@ impl Kind for Null {
         NullForm::read(form.clone()).map(|_| ())
     }
 
-    fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+    fn on_generator<D: SweepDriver>(
+        form: serde_json::Value,
+        driver: D,
+    ) -> anyhow::Result<D::Output> {
         let form = NullForm::read(form)?;
         let now = Instant::now();
         let workload = NullWorkload {

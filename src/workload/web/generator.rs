@@ -11,7 +11,7 @@ use super::session::{Shared, WebWorkload};
 use super::WebSpec;
 use crate::error::PlanError;
 use crate::target::http::HttpBase;
-use crate::workload::{Driver, Started};
+use crate::workload::{Started, SweepDriver};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -143,7 +143,10 @@ impl Form {
 }
 
 /// Builds the workload from its form and hands it to `driver`.
-pub(super) fn build<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+pub(super) fn build<D: SweepDriver>(
+    form: serde_json::Value,
+    driver: D,
+) -> anyhow::Result<D::Output> {
     let Form {
         mut spec,
         headers,

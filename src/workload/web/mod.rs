@@ -18,7 +18,7 @@ mod session;
 use session::Shared;
 pub use session::WebWorkload;
 
-use super::{CheckReport, Driver, Kind, Started};
+use super::{CheckReport, Started, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::Plan;
 use crate::target::{parse_cpu_list, Endpoint, Opened, ServerOptions, Target};
@@ -183,7 +183,7 @@ pub const MAX_PIPELINE: u32 = 1024;
 #[derive(Debug, clap::Args)]
 pub struct WebCheckArgs {}
 
-impl Kind for Web {
+impl WorkloadKind for Web {
     const NAME: &'static str = "web";
     const ABOUT: &'static str = "WebBench's static test: users requesting a file set over HTTP/1.1 from any web server or a managed nginx.";
     const CHECK_ABOUT: &'static str =
@@ -195,7 +195,7 @@ impl Kind for Web {
     fn validate(args: &WebArgs) -> Result<WebSpec, PlanError> {
         let target = crate::target::validate_target(Some(&args.target), DEFAULT_TARGET)?;
         let traits = target.traits();
-        if traits.kind != crate::target::Kind::Http {
+        if traits.kind != crate::target::TargetKind::Http {
             return Err(PlanError::flag(
                 "--target",
                 format!("{} is not a web server", target.redacted()),
@@ -383,11 +383,14 @@ impl Kind for Web {
         generator::read(form.clone()).map(|_| ())
     }
 
-    fn on_generator<D: Driver>(form: serde_json::Value, driver: D) -> anyhow::Result<D::Output> {
+    fn on_generator<D: SweepDriver>(
+        form: serde_json::Value,
+        driver: D,
+    ) -> anyhow::Result<D::Output> {
         generator::build(form, driver)
     }
 
-    fn start<D: Driver>(spec: &WebSpec, _plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+    fn start<D: SweepDriver>(spec: &WebSpec, _plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
         let files = FileSet::build(&spec.fileset)?;
         // A managed server lives until this function returns.
         let opened = Opened::open(&spec.target, &spec.server)?;

@@ -340,7 +340,7 @@ impl BankBackend for MyBank {
     type Conn = MyConn;
 
     async fn connect(&self, seat: Seat) -> anyhow::Result<MyConn> {
-        let driver = txn::MyDriver {
+        let driver = txn::MyClient {
             target: self.target.clone(),
             tables: self.tables,
             isolation: self.isolation,

@@ -3,7 +3,7 @@
 
 use super::super::mix::Isolation;
 use super::super::ops::BankOp;
-use super::super::server::{Driver, Failure, ServerConn};
+use super::super::server::{DbClient, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
@@ -29,7 +29,7 @@ pub struct Statements {
 }
 
 /// How to reach MySQL/MariaDB for one user.
-pub struct MyDriver {
+pub struct MyClient {
     pub target: MyTarget,
     pub tables: Tables,
     pub isolation: Isolation,
@@ -39,15 +39,15 @@ pub struct MyDriver {
 }
 
 /// A user's MySQL/MariaDB connection.
-pub type MyConn = ServerConn<MyDriver>;
+pub type MyConn = ServerConn<MyClient>;
 
 /// An open connection and its commands.
-pub struct Link {
+pub struct Conn {
     wire: MyWire,
     st: Statements,
 }
 
-async fn connect(driver: &MyDriver) -> anyhow::Result<Link> {
+async fn connect(driver: &MyClient) -> anyhow::Result<Conn> {
     let (target, t) = (&driver.target, driver.tables);
     let mut wire = MyWire::connect(target).await?;
     let isolation = Command::query(&format!(
@@ -95,7 +95,7 @@ async fn connect(driver: &MyDriver) -> anyhow::Result<Link> {
             .with_context(|| format!("cannot hold the connection to {}", target.display))?,
         None => wire,
     };
-    Ok(Link { wire, st })
+    Ok(Conn { wire, st })
 }
 
 fn classify(e: &MyError) -> Failure {
@@ -108,28 +108,28 @@ fn classify(e: &MyError) -> Failure {
     }
 }
 
-impl Driver for MyDriver {
-    type Link = Link;
+impl DbClient for MyClient {
+    type Conn = Conn;
     type Error = MyError;
 
-    async fn connect(&self) -> anyhow::Result<Self::Link> {
+    async fn connect(&self) -> anyhow::Result<Self::Conn> {
         connect(self).await
     }
 
-    fn begin(link: &mut Self::Link) {
-        link.wire.begin_operation();
+    fn begin(conn: &mut Self::Conn) {
+        conn.wire.begin_operation();
     }
 
-    fn is_closed(link: &Self::Link) -> bool {
-        link.wire.is_broken()
+    fn is_closed(conn: &Self::Conn) -> bool {
+        conn.wire.is_broken()
     }
 
-    async fn run(link: &mut Self::Link, op: BankOp) -> Result<OpResult, Self::Error> {
-        txn::run(link, op).await
+    async fn run(conn: &mut Self::Conn, op: BankOp) -> Result<OpResult, Self::Error> {
+        txn::run(conn, op).await
     }
 
-    async fn rollback(link: &mut Self::Link) -> Result<(), Self::Error> {
-        link.wire.run(&link.st.rollback, &[]).await.map(drop)
+    async fn rollback(conn: &mut Self::Conn) -> Result<(), Self::Error> {
+        conn.wire.run(&conn.st.rollback, &[]).await.map(drop)
     }
 
     fn classify(e: &Self::Error) -> Failure {
@@ -137,7 +137,7 @@ impl Driver for MyDriver {
     }
 }
 
-impl txn::Statements for Link {
+impl txn::Statements for Conn {
     type Error = MyError;
 
     async fn begin(&mut self) -> Result<(), Self::Error> {

@@ -118,7 +118,7 @@ impl BankBackend for PgBank {
     type Conn = PgConn;
 
     async fn connect(&self, seat: Seat) -> anyhow::Result<PgConn> {
-        let driver = txn::PgDriver {
+        let driver = txn::PgClient {
             target: self.target.clone(),
             tables: self.tables,
             isolation: self.isolation,

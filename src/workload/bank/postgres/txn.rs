@@ -8,7 +8,7 @@
 
 use super::super::mix::Isolation;
 use super::super::ops::BankOp;
-use super::super::server::{Driver, Failure, ServerConn};
+use super::super::server::{DbClient, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
@@ -31,7 +31,7 @@ pub struct Statements {
 }
 
 /// How to reach PostgreSQL for one user.
-pub struct PgDriver {
+pub struct PgClient {
     pub target: PgTarget,
     pub tables: Tables,
     pub isolation: Isolation,
@@ -43,16 +43,16 @@ pub struct PgDriver {
 }
 
 /// A user's PostgreSQL connection.
-pub type PgConn = ServerConn<PgDriver>;
+pub type PgConn = ServerConn<PgClient>;
 
 /// An open connection and what it runs.
-pub struct Link {
+pub struct Conn {
     wire: Wire,
     st: Statements,
     pipeline: bool,
 }
 
-async fn connect(driver: &PgDriver) -> anyhow::Result<Link> {
+async fn connect(driver: &PgClient) -> anyhow::Result<Conn> {
     let target = &driver.target;
     let t = driver.tables;
     let mut wire = Wire::connect(target).await?;
@@ -116,7 +116,7 @@ async fn connect(driver: &PgDriver) -> anyhow::Result<Link> {
             .with_context(|| format!("cannot hold the connection to {}", target.display))?,
         None => wire,
     };
-    Ok(Link {
+    Ok(Conn {
         wire,
         st,
         pipeline: driver.pipeline,
@@ -133,35 +133,35 @@ fn classify(e: &WireError) -> Failure {
     }
 }
 
-impl Driver for PgDriver {
-    type Link = Link;
+impl DbClient for PgClient {
+    type Conn = Conn;
     type Error = WireError;
 
-    async fn connect(&self) -> anyhow::Result<Link> {
+    async fn connect(&self) -> anyhow::Result<Conn> {
         connect(self).await
     }
 
-    fn begin(link: &mut Link) {
-        link.wire.begin_operation();
+    fn begin(conn: &mut Conn) {
+        conn.wire.begin_operation();
     }
 
-    fn is_closed(link: &Link) -> bool {
-        link.wire.is_broken()
+    fn is_closed(conn: &Conn) -> bool {
+        conn.wire.is_broken()
     }
 
-    async fn run(link: &mut Link, op: BankOp) -> Result<OpResult, WireError> {
-        link.wire.discard();
+    async fn run(conn: &mut Conn, op: BankOp) -> Result<OpResult, WireError> {
+        conn.wire.discard();
         let mut statements = PgStatements {
-            link,
+            conn,
             in_transaction: false,
         };
         txn::run(&mut statements, op).await
     }
 
-    async fn rollback(link: &mut Link) -> Result<(), WireError> {
-        link.wire.discard();
-        link.wire.queue(&link.st.rollback, &[]);
-        link.wire.flush().await.map(drop)
+    async fn rollback(conn: &mut Conn) -> Result<(), WireError> {
+        conn.wire.discard();
+        conn.wire.queue(&conn.st.rollback, &[]);
+        conn.wire.flush().await.map(drop)
     }
 
     fn classify(e: &WireError) -> Failure {
@@ -171,7 +171,7 @@ impl Driver for PgDriver {
 
 /// One connection's statements, borrowed for one transaction.
 struct PgStatements<'a> {
-    link: &'a mut Link,
+    conn: &'a mut Conn,
     /// Between BEGIN and its end: in pipeline mode, statements whose
     /// result nothing reads wait for the next flush.
     in_transaction: bool,
@@ -186,12 +186,12 @@ impl PgStatements<'_> {
         params: &[i64],
         needed: bool,
     ) -> Result<u64, WireError> {
-        let link = &mut *self.link;
-        link.wire.queue(pick(&link.st), params);
-        if link.pipeline && self.in_transaction && !needed {
+        let conn = &mut *self.conn;
+        conn.wire.queue(pick(&conn.st), params);
+        if conn.pipeline && self.in_transaction && !needed {
             return Ok(0);
         }
-        link.wire.flush().await.map(|reply| reply.rows)
+        conn.wire.flush().await.map(|reply| reply.rows)
     }
 }
 
@@ -280,7 +280,7 @@ mod tests {
                 .await
                 .unwrap();
             let trips = |s: &crate::workload::bank::BankSession<super::PgConn>| {
-                s.conn.link().map_or(0, |l| l.wire.round_trips())
+                s.conn.conn().map_or(0, |l| l.wire.round_trips())
             };
             for _ in 0..100 {
                 let op = session.choose();
