@@ -28,7 +28,6 @@
 //! limit sits (the kernel counts them there). Every reader takes the /proc
 //! and cgroup mount directories, so fixture trees stand in for the host.
 
-use crate::probe::counters::CgroupSample;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -71,6 +70,53 @@ impl CpuLimit {
             throttled: cgroup.cpu_throttled_ns.map(Duration::from_nanos),
         }
     }
+}
+
+/// The cgroup of the server under test over one interval (v1 or v2).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CgroupSample {
+    /// The cgroup's path inside its hierarchy (`/system.slice/x.service`).
+    pub path: String,
+    /// CPUs the server may run on (its cpuset, or its affinity), counted.
+    pub cpus_allowed: Option<f64>,
+    /// The CPU quota as CPUs (quota over period), when one is set.
+    pub cpu_quota_cpus: Option<f64>,
+    /// CPUs the cgroup used over the interval (its usage counter).
+    pub cpu_used_cpus: Option<f64>,
+    /// Share of the interval's enforcement periods in which the quota
+    /// throttled it (`nr_throttled / nr_periods` increases).
+    pub throttled_share: Option<f64>,
+    /// The memory limit, when one is set below the host's memory.
+    pub memory_limit_bytes: Option<u64>,
+    /// Memory charged to the cgroup at the end of the interval (with its
+    /// page cache).
+    pub memory_usage_bytes: Option<u64>,
+    /// Times the memory limit was hit over the interval (v1 `failcnt`, v2
+    /// `memory.events` `max`).
+    pub memory_limit_hits: Option<u64>,
+    /// Share of the interval some of its tasks stalled on memory (v2
+    /// `memory.pressure`, `some` total).
+    pub memory_stall_share: Option<f64>,
+    /// The block-I/O limits that bind it (v1 blkio throttle, v2 io.max).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_limits: Vec<IoLimit>,
+    /// Its I/O on each device over the interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io: Vec<CgroupIoSample>,
+    /// Share of the interval some of its tasks stalled on I/O
+    /// (`io.pressure`, `some` total).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_stall_share: Option<f64>,
+}
+
+/// A cgroup's I/O on one device over one interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CgroupIoSample {
+    pub device: String,
+    pub reads_per_s: f64,
+    pub writes_per_s: f64,
+    pub read_bytes_per_s: f64,
+    pub write_bytes_per_s: f64,
 }
 
 /// A cgroup's cumulative counters and current limits at one moment; two of
@@ -226,7 +272,7 @@ impl CgroupSample {
                 let rate = |f: fn(&IoCounters) -> u64| {
                     f(after).saturating_sub(before.map_or(f(after), f)) as f64 / seconds
                 };
-                crate::probe::counters::CgroupIoSample {
+                CgroupIoSample {
                     device: after.device.clone(),
                     reads_per_s: rate(|d| d.read_ios),
                     writes_per_s: rate(|d| d.write_ios),

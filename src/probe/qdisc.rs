@@ -15,7 +15,6 @@
 //! (`PSCHED_SHIFT` 6, include/net/pkt_sched.h); its loss is a share of
 //! `u32::MAX`.
 
-use super::counters::QdiscSample;
 use super::netlink::{self, NetlinkError, RouteSocket};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -40,6 +39,29 @@ const TCA_NETEM_RATE64: u16 = 8;
 const TCA_NETEM_LATENCY64: u16 = 10;
 /// Nanoseconds per packet-scheduler tick.
 const PSCHED_TICK_NS: u64 = 64;
+
+/// One queueing discipline over one interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct QdiscSample {
+    pub interface: String,
+    /// `host`, or `server` for the server's own network namespace.
+    pub namespace: String,
+    /// `tbf`, `netem`, `htb`, `fq_codel`, …
+    pub kind: String,
+    /// The rate it shapes to, bytes per second (tbf, htb), when it shapes.
+    pub rate_bytes_per_s: Option<f64>,
+    /// The share of packets it drops on purpose (netem `loss`).
+    pub loss: Option<f64>,
+    /// The delay it adds, seconds (netem `delay`).
+    pub delay_s: Option<f64>,
+    pub bytes_per_s: f64,
+    pub packets_per_s: f64,
+    /// Counts over the interval.
+    pub drops: u64,
+    pub overlimits: u64,
+    /// Bytes queued at the end of the interval.
+    pub backlog_bytes: u64,
+}
 
 /// One qdisc's counters and settings at one moment.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

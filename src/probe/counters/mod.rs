@@ -20,18 +20,21 @@ mod parse;
 pub use parse::{interrupts_by_source, snmp_table};
 pub mod process;
 mod sample;
+mod snapshot;
 pub mod stack;
 pub mod threads;
 
+pub use crate::probe::cgroup::{CgroupIoSample, CgroupSample};
+pub use crate::probe::qdisc::QdiscSample;
 pub use sample::{
-    stall_percent, weighted_mean, CgroupIoSample, CgroupSample, CpuSample, DiskSample, HostSample,
-    MemorySample, NicSample, PressureSample, PressureTotals, QdiscSample, TcpSample,
+    stall_percent, weighted_mean, CpuSample, DiskSample, HostSample, MemorySample, NicSample,
+    PressureSample, TcpSample,
 };
+pub use snapshot::{HostSnapshot, NicCounters, PressureTotals};
 
 use crate::probe::cgroup::CgroupCounters;
 use crate::probe::qdisc::QdiscReader;
 use procfs_core::{FromBufRead, FromBufReadSI};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -141,64 +144,6 @@ impl HostRoot {
     fn proc_text(&self, rel: &str) -> Option<String> {
         self.text(&format!("proc/{rel}"))
     }
-}
-
-/// Cumulative counters of one link.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct NicCounters {
-    pub dev: procfs_core::net::DeviceStatus,
-    /// Link speed, Mb/s, when the driver reports one.
-    pub speed_mbps: Option<u64>,
-    /// `full`, `half` or `unknown`, when reported.
-    pub duplex: Option<String>,
-    pub carrier_changes: Option<u64>,
-    pub rx_crc_errors: Option<u64>,
-    /// Late collisions, the mark of a duplex mismatch.
-    pub tx_window_errors: Option<u64>,
-}
-
-/// The host's cumulative counters at one moment. It travels as JSON from
-/// an agent; `at` is then the moment it arrived.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HostSnapshot {
-    #[serde(skip, default = "Instant::now")]
-    pub at: Instant,
-    pub stat: Option<procfs_core::KernelStats>,
-    /// Interrupts since boot (the first number of /proc/stat's `intr` line).
-    pub interrupts: Option<u64>,
-    /// Interrupts since boot per source, per CPU (/proc/interrupts).
-    pub irqs: BTreeMap<String, Vec<u64>>,
-    pub meminfo: Option<procfs_core::Meminfo>,
-    pub vmstat: Option<BTreeMap<String, i64>>,
-    pub disks: Vec<procfs_core::DiskStat>,
-    /// What each stacked disk (loop, dm, md) hands its I/O to: disks, or
-    /// `memory` for a file on tmpfs.
-    #[serde(default)]
-    pub disk_lower: BTreeMap<String, Vec<String>>,
-    /// The kernel threads that serve a stacked disk's I/O, with their CPU.
-    #[serde(default)]
-    pub kernel_workers: Vec<stack::KernelWorker>,
-    pub nics: BTreeMap<String, NicCounters>,
-    /// `Tcp:` of /proc/net/snmp and `TcpExt:` of /proc/net/netstat.
-    pub tcp: BTreeMap<String, u64>,
-    /// The host's stall counters (an older agent's 10 s averages, sent
-    /// under other field names, read as none).
-    #[serde(default)]
-    pub pressure: PressureTotals,
-    /// The followed process groups and their processes' counters.
-    pub processes: Vec<(process::ProcessGroup, process::GroupCounters)>,
-    /// The cgroup of the server group's first process.
-    #[serde(default)]
-    pub server_cgroup: Option<crate::probe::cgroup::CgroupCounters>,
-    /// The cgroup of perflab's own process, when it is followed.
-    #[serde(default)]
-    pub perflab_cgroup: Option<crate::probe::cgroup::CgroupCounters>,
-    /// The qdiscs of the host's namespace and of the server's.
-    #[serde(default)]
-    pub qdiscs: Vec<crate::probe::qdisc::QdiscCounters>,
-    /// The threads of each followed group, by the group's label.
-    #[serde(default)]
-    pub threads: Vec<(String, threads::GroupThreads)>,
 }
 
 impl HostSnapshot {

@@ -4,7 +4,9 @@
 //! utilisation is bytes per second against the reported link speed.
 
 use super::process::ProcessSample;
-use super::{HostSnapshot, NicCounters};
+use super::snapshot::{HostSnapshot, NicCounters, PressureTotals};
+use crate::probe::cgroup::CgroupSample;
+use crate::probe::qdisc::QdiscSample;
 use procfs_core::CpuTime;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -146,17 +148,6 @@ pub struct PressureSample {
     pub io_full: Option<f64>,
 }
 
-/// The host's stall counters at one moment (`total=` of /proc/pressure's
-/// `some` and `full` lines), µs since boot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct PressureTotals {
-    pub cpu_some_us: Option<u64>,
-    pub memory_some_us: Option<u64>,
-    pub memory_full_us: Option<u64>,
-    pub io_some_us: Option<u64>,
-    pub io_full_us: Option<u64>,
-}
-
 /// The share of `seconds` that a stall counter grew by from `a` to `b`, %;
 /// None without both readings or without an interval.
 pub fn stall_percent(a: Option<u64>, b: Option<u64>, seconds: f64) -> Option<f64> {
@@ -237,76 +228,6 @@ pub struct HostSample {
     /// or lossy link shows here, not in the NIC's nominal speed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub qdiscs: Vec<QdiscSample>,
-}
-
-/// The cgroup of the server under test over one interval (v1 or v2).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct CgroupSample {
-    /// The cgroup's path inside its hierarchy (`/system.slice/x.service`).
-    pub path: String,
-    /// CPUs the server may run on (its cpuset, or its affinity), counted.
-    pub cpus_allowed: Option<f64>,
-    /// The CPU quota as CPUs (quota over period), when one is set.
-    pub cpu_quota_cpus: Option<f64>,
-    /// CPUs the cgroup used over the interval (its usage counter).
-    pub cpu_used_cpus: Option<f64>,
-    /// Share of the interval's enforcement periods in which the quota
-    /// throttled it (`nr_throttled / nr_periods` increases).
-    pub throttled_share: Option<f64>,
-    /// The memory limit, when one is set below the host's memory.
-    pub memory_limit_bytes: Option<u64>,
-    /// Memory charged to the cgroup at the end of the interval (with its
-    /// page cache).
-    pub memory_usage_bytes: Option<u64>,
-    /// Times the memory limit was hit over the interval (v1 `failcnt`, v2
-    /// `memory.events` `max`).
-    pub memory_limit_hits: Option<u64>,
-    /// Share of the interval some of its tasks stalled on memory (v2
-    /// `memory.pressure`, `some` total).
-    pub memory_stall_share: Option<f64>,
-    /// The block-I/O limits that bind it (v1 blkio throttle, v2 io.max).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub io_limits: Vec<crate::probe::cgroup::IoLimit>,
-    /// Its I/O on each device over the interval.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub io: Vec<CgroupIoSample>,
-    /// Share of the interval some of its tasks stalled on I/O
-    /// (`io.pressure`, `some` total).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub io_stall_share: Option<f64>,
-}
-
-/// A cgroup's I/O on one device over one interval.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct CgroupIoSample {
-    pub device: String,
-    pub reads_per_s: f64,
-    pub writes_per_s: f64,
-    pub read_bytes_per_s: f64,
-    pub write_bytes_per_s: f64,
-}
-
-/// One queueing discipline over one interval.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct QdiscSample {
-    pub interface: String,
-    /// `host`, or `server` for the server's own network namespace.
-    pub namespace: String,
-    /// `tbf`, `netem`, `htb`, `fq_codel`, …
-    pub kind: String,
-    /// The rate it shapes to, bytes per second (tbf, htb), when it shapes.
-    pub rate_bytes_per_s: Option<f64>,
-    /// The share of packets it drops on purpose (netem `loss`).
-    pub loss: Option<f64>,
-    /// The delay it adds, seconds (netem `delay`).
-    pub delay_s: Option<f64>,
-    pub bytes_per_s: f64,
-    pub packets_per_s: f64,
-    /// Counts over the interval.
-    pub drops: u64,
-    pub overlimits: u64,
-    /// Bytes queued at the end of the interval.
-    pub backlog_bytes: u64,
 }
 
 impl HostSample {
