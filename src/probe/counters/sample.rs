@@ -5,6 +5,7 @@
 
 use super::process::ProcessSample;
 use super::snapshot::{HostSnapshot, NicCounters, PressureTotals};
+use super::threads::ThreadStates;
 use crate::probe::cgroup::CgroupSample;
 use crate::probe::qdisc::QdiscSample;
 use procfs_core::CpuTime;
@@ -296,7 +297,10 @@ impl HostSample {
                         .map(|(_, c)| c.clone())
                         .unwrap_or_default();
                     let mut p = ProcessSample::between(&group.label, &before, after, seconds);
-                    p.thread_states = super::threads::between(a, b, &group.label, seconds);
+                    p.thread_states = a
+                        .threads_of(&group.label)
+                        .zip(b.threads_of(&group.label))
+                        .and_then(|(a, b)| ThreadStates::between(a, b, seconds));
                     p
                 })
                 .collect(),

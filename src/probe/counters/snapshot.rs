@@ -66,6 +66,16 @@ pub struct HostSnapshot {
     pub threads: Vec<(String, threads::GroupThreads)>,
 }
 
+impl HostSnapshot {
+    /// The threads of the followed group `label`, when they were read.
+    pub fn threads_of(&self, label: &str) -> Option<&threads::GroupThreads> {
+        self.threads
+            .iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, t)| t)
+    }
+}
+
 /// The host's stall counters at one moment (`total=` of /proc/pressure's
 /// `some` and `full` lines), µs since boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -266,19 +266,6 @@ pub fn read_threads(
     out
 }
 
-/// The thread states of group `label` between two snapshots.
-pub fn between(
-    a: &super::HostSnapshot,
-    b: &super::HostSnapshot,
-    label: &str,
-    seconds: f64,
-) -> Option<ThreadStates> {
-    fn find<'s>(s: &'s super::HostSnapshot, label: &str) -> Option<&'s GroupThreads> {
-        s.threads.iter().find(|(l, _)| l == label).map(|(_, t)| t)
-    }
-    ThreadStates::between(find(a, label)?, find(b, label)?, seconds)
-}
-
 /// Whether delay accounting is on (`kernel.task_delayacct`), so that
 /// stat's field 42 holds each thread's block-I/O delay.
 pub fn delay_accounting(proc: &Path) -> bool {
