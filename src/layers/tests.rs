@@ -136,3 +136,39 @@ fn a_tree_that_cannot_be_read_is_an_error_not_a_pass() {
     let err = problems(dir.path()).unwrap_err();
     assert!(err.contains("util.rs"), "{err}");
 }
+
+/// The folders `docs/ARCHITECTURE.md`'s code map describes
+/// (`### \`src/NAME/\``) and the top-level files it names (`` `src/NAME.rs` ``).
+fn code_map() -> (BTreeSet<String>, String) {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md");
+    let text = std::fs::read_to_string(&doc).unwrap();
+    let folders = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("### `src/")?.strip_suffix("/`"))
+        .map(str::to_string)
+        .collect();
+    (folders, text)
+}
+
+#[test]
+fn the_code_map_names_every_folder_and_file_of_src_and_no_other() {
+    let (folders, text) = code_map();
+    let mut dirs = BTreeSet::new();
+    let mut unnamed = Vec::new();
+    for entry in std::fs::read_dir(src()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() {
+            dirs.insert(name);
+        } else if name.ends_with(".rs") && !text.contains(&format!("`src/{name}`")) {
+            unnamed.push(name);
+        }
+    }
+    assert_eq!(
+        folders, dirs,
+        "docs/ARCHITECTURE.md's code map (### `src/NAME/`) against the folders of src/"
+    );
+    assert!(
+        unnamed.is_empty(),
+        "files of src/ the code map does not name: {unnamed:?}"
+    );
+}
