@@ -257,125 +257,12 @@ impl KubeSpec {
     /// secret that cannot be moved into the Secret.
     pub fn manifests(&self, token: &str, identity: &Identity) -> Result<String, PlanError> {
         let (words, moved) = self.split_secrets()?;
-        let labels = |role: &str| json!({ "app.kubernetes.io/name": "perflab", "perflab.dev/run": self.name, "perflab.dev/role": role });
-        let meta = |name: String, role: &str| json!({ "name": name, "namespace": self.namespace, "labels": labels(role) });
-        let (cert, key) = identity.pem();
-        let secret = format!("{}-secret", self.name);
-        let service = format!("{}-generators", self.name);
-        let results = format!("{}-results", self.name);
-        // The coordinator reads the token from a file; the run's secrets
-        // reach it as environment variables.
-        let secret_volume = json!({ "name": "secret", "secret": {
-            "secretName": secret,
-            "defaultMode": 0o400,
-            "items": [{ "key": "token", "path": "token" }],
-        } });
-        // The generators see the token and their certificate, not the
-        // run's secrets (those they need cross to them in TLS).
-        let generator_volume = json!({ "name": "secret", "secret": {
-            "secretName": secret,
-            "defaultMode": 0o400,
-            "items": [
-                { "key": "token", "path": "token" },
-                { "key": "tls.crt", "path": "tls.crt" },
-                { "key": "tls.key", "path": "tls.key" },
-            ],
-        } });
-        let mut data = serde_json::Map::new();
-        data.insert("token".into(), token.into());
-        data.insert("tls.crt".into(), cert.into());
-        data.insert("tls.key".into(), key.into());
-        for m in &moved {
-            data.insert(m.key.clone(), m.value.clone().into());
-        }
-        let env: Vec<Value> = moved
-            .iter()
-            .map(|m| json!({ "name": m.var, "valueFrom": { "secretKeyRef": { "name": secret, "key": m.key } } }))
-            .collect();
-        let secret_mount = json!({ "name": "secret", "mountPath": SECRET_DIR, "readOnly": true });
         let docs: Vec<Value> = vec![
-            json!({
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": meta(secret.clone(), "secret"),
-                "type": "Opaque",
-                "stringData": data,
-            }),
-            json!({
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": meta(service.clone(), "generator"),
-                "spec": {
-                    "clusterIP": "None",
-                    "publishNotReadyAddresses": true,
-                    "selector": { "perflab.dev/run": self.name, "perflab.dev/role": "generator" },
-                    "ports": [{ "name": "agent", "port": PORT, "targetPort": PORT }],
-                },
-            }),
-            json!({
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": meta(service.clone(), "generator"),
-                "spec": {
-                    "completionMode": "Indexed",
-                    "completions": self.generators,
-                    "parallelism": self.generators,
-                    "backoffLimit": 0,
-                    "template": {
-                        "metadata": { "labels": labels("generator") },
-                        "spec": {
-                            "subdomain": service,
-                            "restartPolicy": "Never",
-                            "containers": [{
-                                "name": "generator",
-                                "image": self.image,
-                                "command": self.generator_command(),
-                                "ports": [{ "name": "agent", "containerPort": PORT }],
-                                "readinessProbe": { "tcpSocket": { "port": PORT }, "periodSeconds": 2 },
-                                "volumeMounts": [secret_mount.clone()],
-                            }],
-                            "volumes": [generator_volume],
-                        },
-                    },
-                },
-            }),
-            json!({
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": meta(results.clone(), "results"),
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": { "requests": { "storage": "1Gi" } },
-                },
-            }),
-            json!({
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": meta(format!("{}-coordinator", self.name), "coordinator"),
-                "spec": {
-                    "backoffLimit": 0,
-                    "template": {
-                        "metadata": { "labels": labels("coordinator") },
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{
-                                "name": "coordinator",
-                                "image": self.image,
-                                "command": ["sh", "-c", self.coordinator_script(&words, &identity.fingerprint())],
-                                "env": env,
-                                "volumeMounts": [
-                                    secret_mount,
-                                    { "name": "results", "mountPath": RESULTS_DIR },
-                                ],
-                            }],
-                            "volumes": [
-                                secret_volume,
-                                { "name": "results", "persistentVolumeClaim": { "claimName": results } },
-                            ],
-                        },
-                    },
-                },
-            }),
+            self.secret(token, identity, &moved),
+            self.service(),
+            self.generators_job(),
+            self.results_claim(),
+            self.coordinator_job(&words, &moved, &identity.fingerprint()),
         ];
         let mut out = String::new();
         for doc in docs {
@@ -384,6 +271,168 @@ impl KubeSpec {
             out.push('\n');
         }
         Ok(out)
+    }
+
+    /// The labels of this run's objects of role `role`.
+    fn labels(&self, role: &str) -> Value {
+        json!({ "app.kubernetes.io/name": "perflab", "perflab.dev/run": self.name, "perflab.dev/role": role })
+    }
+
+    /// An object's metadata: its name, the namespace, its labels.
+    fn meta(&self, name: String, role: &str) -> Value {
+        json!({ "name": name, "namespace": self.namespace, "labels": self.labels(role) })
+    }
+
+    fn secret_name(&self) -> String {
+        format!("{}-secret", self.name)
+    }
+
+    /// The generators' Service and Job (and so their pods' subdomain).
+    fn service_name(&self) -> String {
+        format!("{}-generators", self.name)
+    }
+
+    fn results_name(&self) -> String {
+        format!("{}-results", self.name)
+    }
+
+    /// The Secret: the token, the certificate and key, and the run's
+    /// secrets moved out of its flags.
+    fn secret(&self, token: &str, identity: &Identity, moved: &[MovedSecret]) -> Value {
+        let (cert, key) = identity.pem();
+        let mut data = serde_json::Map::new();
+        data.insert("token".into(), token.into());
+        data.insert("tls.crt".into(), cert.into());
+        data.insert("tls.key".into(), key.into());
+        for m in moved {
+            data.insert(m.key.clone(), m.value.clone().into());
+        }
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": self.meta(self.secret_name(), "secret"),
+            "type": "Opaque",
+            "stringData": data,
+        })
+    }
+
+    /// The headless Service that names each generator's pod.
+    fn service(&self) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": self.meta(self.service_name(), "generator"),
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": true,
+                "selector": { "perflab.dev/run": self.name, "perflab.dev/role": "generator" },
+                "ports": [{ "name": "agent", "port": PORT, "targetPort": PORT }],
+            },
+        })
+    }
+
+    /// The Secret mounted read-only where the agents look for it.
+    fn secret_mount() -> Value {
+        json!({ "name": "secret", "mountPath": SECRET_DIR, "readOnly": true })
+    }
+
+    /// The generators' Indexed Job.
+    fn generators_job(&self) -> Value {
+        // The generators see the token and their certificate, not the
+        // run's secrets (those they need cross to them in TLS).
+        let volume = json!({ "name": "secret", "secret": {
+            "secretName": self.secret_name(),
+            "defaultMode": 0o400,
+            "items": [
+                { "key": "token", "path": "token" },
+                { "key": "tls.crt", "path": "tls.crt" },
+                { "key": "tls.key", "path": "tls.key" },
+            ],
+        } });
+        json!({
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": self.meta(self.service_name(), "generator"),
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": self.generators,
+                "parallelism": self.generators,
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": { "labels": self.labels("generator") },
+                    "spec": {
+                        "subdomain": self.service_name(),
+                        "restartPolicy": "Never",
+                        "containers": [{
+                            "name": "generator",
+                            "image": self.image,
+                            "command": self.generator_command(),
+                            "ports": [{ "name": "agent", "containerPort": PORT }],
+                            "readinessProbe": { "tcpSocket": { "port": PORT }, "periodSeconds": 2 },
+                            "volumeMounts": [Self::secret_mount()],
+                        }],
+                        "volumes": [volume],
+                    },
+                },
+            },
+        })
+    }
+
+    /// The claim for the results' volume.
+    fn results_claim(&self) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": self.meta(self.results_name(), "results"),
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": { "requests": { "storage": "1Gi" } },
+            },
+        })
+    }
+
+    /// The coordinator's Job: the run (`words`) on the generators, its
+    /// store on the results' volume.
+    fn coordinator_job(&self, words: &[String], moved: &[MovedSecret], fingerprint: &str) -> Value {
+        // The coordinator reads the token from a file; the run's secrets
+        // reach it as environment variables.
+        let volume = json!({ "name": "secret", "secret": {
+            "secretName": self.secret_name(),
+            "defaultMode": 0o400,
+            "items": [{ "key": "token", "path": "token" }],
+        } });
+        let env: Vec<Value> = moved
+            .iter()
+            .map(|m| json!({ "name": m.var, "valueFrom": { "secretKeyRef": { "name": self.secret_name(), "key": m.key } } }))
+            .collect();
+        json!({
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": self.meta(format!("{}-coordinator", self.name), "coordinator"),
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": { "labels": self.labels("coordinator") },
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{
+                            "name": "coordinator",
+                            "image": self.image,
+                            "command": ["sh", "-c", self.coordinator_script(words, fingerprint)],
+                            "env": env,
+                            "volumeMounts": [
+                                Self::secret_mount(),
+                                { "name": "results", "mountPath": RESULTS_DIR },
+                            ],
+                        }],
+                        "volumes": [
+                            volume,
+                            { "name": "results", "persistentVolumeClaim": { "claimName": self.results_name() } },
+                        ],
+                    },
+                },
+            },
+        })
     }
 }
 

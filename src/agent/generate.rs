@@ -149,6 +149,41 @@ pub fn unix_ns() -> u128 {
         .map_or(0, |d| d.as_nanos())
 }
 
+/// Runs a share of workload `workload` on a thread of its own; however
+/// it ends — run, failed, panicked, never started — its events end with
+/// it, so the next prepare is taken.
+fn spawn_share(
+    workload: String,
+    form: serde_json::Value,
+    driver: ShareDriver,
+) -> std::io::Result<()> {
+    let events = driver.events.clone();
+    std::thread::Builder::new()
+        .name("perflab-generator".to_string())
+        .spawn(move || {
+            // A panic ends the share as a failure, as an error does.
+            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::workload::on_generator(&workload, form, driver)
+            }));
+            let failure = match built {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(crate::util::one_line(&format!("{e:#}"))),
+                Err(panic) => Some(format!(
+                    "the share's thread failed: {}",
+                    crate::util::one_line(&panic_message(panic.as_ref()))
+                )),
+            };
+            if let Ok(mut events) = events.lock() {
+                if !events.ended {
+                    events.push(ShareEvent::Failed(failure.unwrap_or_else(|| {
+                        "the share ended without running (no start came)".to_string()
+                    })));
+                }
+            }
+        })?;
+    Ok(())
+}
+
 impl Generator {
     /// Answers a request under `/v1/generate/`; none for other paths.
     pub fn answer(&self, request: &Request, path: &str, query: &str) -> Option<Response> {
@@ -164,6 +199,8 @@ impl Generator {
         })
     }
 
+    /// Prepares a share: checks it, starts its thread, and answers once
+    /// its sessions are open (or could not be).
     fn prepare(&self, body: &[u8]) -> Response {
         let prepare: Prepare = match serde_json::from_slice(body) {
             Ok(p) => p,
@@ -190,42 +227,13 @@ impl Generator {
         let events = Arc::new(Mutex::new(Events::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (start_tx, start_rx) = mpsc::channel();
-        let thread = {
-            let events = events.clone();
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("perflab-generator".to_string())
-                .spawn(move || {
-                    let driver = ShareDriver {
-                        share: prepare.share,
-                        stop,
-                        start: start_rx,
-                        events: events.clone(),
-                    };
-                    // A panic ends the share as a failure, as an error does.
-                    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        crate::workload::on_generator(&prepare.workload, prepare.form, driver)
-                    }));
-                    let failure = match built {
-                        Ok(Ok(())) => None,
-                        Ok(Err(e)) => Some(crate::util::one_line(&format!("{e:#}"))),
-                        Err(panic) => Some(format!(
-                            "the share's thread failed: {}",
-                            crate::util::one_line(&panic_message(panic.as_ref()))
-                        )),
-                    };
-                    // However the share ended — run, failed, never started
-                    // — it has ended: the next prepare is taken.
-                    if let Ok(mut events) = events.lock() {
-                        if !events.ended {
-                            events.push(ShareEvent::Failed(failure.unwrap_or_else(|| {
-                                "the share ended without running (no start came)".to_string()
-                            })));
-                        }
-                    }
-                })
+        let driver = ShareDriver {
+            share: prepare.share,
+            stop: stop.clone(),
+            start: start_rx,
+            events: events.clone(),
         };
-        if let Err(e) = thread {
+        if let Err(e) = spawn_share(prepare.workload, prepare.form, driver) {
             return error(500, &format!("cannot start the share's thread: {e}"));
         }
         *current = Some(Running {
@@ -234,7 +242,12 @@ impl Generator {
             stop,
         });
         drop(current);
-        // Answer once the sessions are open, or could not be.
+        self.wait_ready(&events)
+    }
+
+    /// Answers once the share's sessions are open, or could not be, or
+    /// [`PREPARE_WAIT`] has passed (then the share is stopped).
+    fn wait_ready(&self, events: &Mutex<Events>) -> Response {
         let deadline = Instant::now() + PREPARE_WAIT;
         loop {
             let said = events.lock().ok().and_then(|e| {

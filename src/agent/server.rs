@@ -7,7 +7,7 @@ use crate::error::PlanError;
 use crate::probe::agent_client::SnapshotBody;
 use crate::probe::counters::{HostReader, HostRoot, HostSample, HostSnapshot};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,28 +28,7 @@ pub struct AgentConfig {
 
 /// Serves samples until `stop` is set. Prints the address it listens on.
 pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
-    if config.generate && config.token.is_none() {
-        return Err(PlanError::flag(
-            "--generate",
-            "a generator runs what it is sent, so it needs a token",
-            "give --token-file",
-        )
-        .into());
-    }
-    if config.token.is_none() && !config.listen.ip().is_loopback() {
-        return Err(PlanError::new(format!(
-            "refusing to listen on {} without a token: anyone who can reach it could read this host's counters; give --token-file, or listen on 127.0.0.1",
-            config.listen
-        ))
-        .into());
-    }
-    if config.tls.is_none() && !config.listen.ip().is_loopback() {
-        return Err(PlanError::new(format!(
-            "refusing to listen on {} in plain HTTP: the token and this host's counters would cross the network in clear; give --tls-self-signed (clients pin the fingerprint it prints) or --tls-cert and --tls-key",
-            config.listen
-        ))
-        .into());
-    }
+    config.check()?;
     let tls = config
         .tls
         .as_ref()
@@ -65,19 +44,7 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
             config.listen
         ))
     })?;
-    let bound = listener
-        .local_addr()
-        .map_or(config.listen.to_string(), |a| a.to_string());
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    crate::util::out(format_args!(
-        "perflab agent listening on {scheme}://{bound}/v1/samples and /v1/snapshot\n"
-    ));
-    if let Some(identity) = &config.tls {
-        crate::util::out(format_args!(
-            "certificate SHA-256 fingerprint: {}\n",
-            identity.fingerprint()
-        ));
-    }
+    config.announce(&listener, tls.is_some());
     let started = Instant::now();
     let ring = Arc::new(Mutex::new(Ring::default()));
     let sampler = {
@@ -100,25 +67,9 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         ));
     }
     // When the last request came, ms after the start (for --idle-exit).
-    let last_request = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let last_request = Arc::new(AtomicU64::new(0));
     if let Some(idle) = config.idle_exit {
-        let last_request = last_request.clone();
-        let stop = stop.clone();
-        std::thread::Builder::new()
-            .name("perflab-agent-idle".to_string())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(200));
-                    let last = Duration::from_millis(last_request.load(Ordering::Relaxed));
-                    if started.elapsed().saturating_sub(last) >= idle {
-                        crate::util::out(format_args!(
-                            "perflab agent: no request for {}: exiting\n",
-                            crate::units::format_duration(idle)
-                        ));
-                        stop.store(true, Ordering::Relaxed);
-                    }
-                }
-            })?;
+        exit_when_idle(idle, started, last_request.clone(), stop.clone())?;
     }
     let handle = Arc::new(move |request: &Request| {
         last_request.store(
@@ -137,6 +88,76 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let served = super::http::serve(listener, Limits::default(), tls, &stop, handle);
     let _ = sampler.join();
     Ok(served?)
+}
+
+impl AgentConfig {
+    /// Refuses a generator without a token, and listening beyond loopback
+    /// without a token or in plain HTTP.
+    fn check(&self) -> Result<(), PlanError> {
+        if self.generate && self.token.is_none() {
+            return Err(PlanError::flag(
+                "--generate",
+                "a generator runs what it is sent, so it needs a token",
+                "give --token-file",
+            ));
+        }
+        if self.token.is_none() && !self.listen.ip().is_loopback() {
+            return Err(PlanError::new(format!(
+                "refusing to listen on {} without a token: anyone who can reach it could read this host's counters; give --token-file, or listen on 127.0.0.1",
+                self.listen
+            )));
+        }
+        if self.tls.is_none() && !self.listen.ip().is_loopback() {
+            return Err(PlanError::new(format!(
+                "refusing to listen on {} in plain HTTP: the token and this host's counters would cross the network in clear; give --tls-self-signed (clients pin the fingerprint it prints) or --tls-cert and --tls-key",
+                self.listen
+            )));
+        }
+        Ok(())
+    }
+
+    /// Prints where the agent listens, and its certificate's fingerprint.
+    fn announce(&self, listener: &std::net::TcpListener, tls: bool) {
+        let bound = listener
+            .local_addr()
+            .map_or(self.listen.to_string(), |a| a.to_string());
+        let scheme = if tls { "https" } else { "http" };
+        crate::util::out(format_args!(
+            "perflab agent listening on {scheme}://{bound}/v1/samples and /v1/snapshot\n"
+        ));
+        if let Some(identity) = &self.tls {
+            crate::util::out(format_args!(
+                "certificate SHA-256 fingerprint: {}\n",
+                identity.fingerprint()
+            ));
+        }
+    }
+}
+
+/// Sets `stop` once no request came for `idle` (`last_request` is when
+/// the last one came, ms after `started`), on a thread of its own.
+fn exit_when_idle(
+    idle: Duration,
+    started: Instant,
+    last_request: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("perflab-agent-idle".to_string())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                let last = Duration::from_millis(last_request.load(Ordering::Relaxed));
+                if started.elapsed().saturating_sub(last) >= idle {
+                    crate::util::out(format_args!(
+                        "perflab agent: no request for {}: exiting\n",
+                        crate::units::format_duration(idle)
+                    ));
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+        })?;
+    Ok(())
 }
 
 fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool) {

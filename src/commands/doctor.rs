@@ -6,31 +6,18 @@
 use super::output::Destination;
 use super::Exit;
 use crate::cli::DoctorArgs;
-use crate::doctor::{self, database_findings, Root, Scope, Severity};
+use crate::doctor::{self, database_findings, Report, Root, Scope, Severity};
 use crate::error::PlanError;
 use crate::report::{Format, Output};
 use crate::target::settings::DbSettings;
 use crate::target::{validate_target, Opened, ServerOptions, Target};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Runs `perflab doctor`.
 pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
     let sample = args.sample;
-    if sample > Duration::from_secs(600) {
-        return Err(
-            PlanError::flag("--sample", "longer than 10 minutes", "e.g. --sample 5s").into(),
-        );
-    }
-    if let Some(pid) = args.server_pid {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(PlanError::flag(
-                "--server-pid",
-                format!("no process {pid} on this host"),
-                "give the pid of the server's main process",
-            )
-            .into());
-        }
-    }
+    check_flags(args)?;
     // The target is checked before anything is sampled: bad input costs
     // no waiting.
     let target = args
@@ -38,27 +25,7 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
         .as_deref()
         .map(|t| validate_target(Some(t), t))
         .transpose()?;
-    let embedded_dir = match target.as_ref().and_then(Target::file) {
-        Some(path) => {
-            let dir = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(std::path::Path::new("."));
-            if !dir.is_dir() {
-                return Err(PlanError::flag(
-                    "--target",
-                    format!(
-                        "the directory {} of the database file does not exist",
-                        dir.display()
-                    ),
-                    "give the path of a database file in an existing directory",
-                )
-                .into());
-            }
-            Some(dir.to_path_buf())
-        }
-        None => None,
-    };
+    let embedded_dir = target.as_ref().map(embedded_dir).transpose()?.flatten();
     if !args.json && sample > Duration::ZERO {
         crate::util::err(format_args!(
             "perflab doctor: reading counters over {}…\n",
@@ -66,57 +33,13 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
         ));
     }
     let mut report = match args.probe.as_deref() {
-        None | Some("local") => {
-            let live = Root::live();
-            let dir = tempfile::tempdir()?;
-            let before = doctor::snapshot(&live, dir.path())?;
-            std::thread::sleep(sample);
-            doctor::examine(
-                &before,
-                &live,
-                &Scope {
-                    server_pid: args.server_pid,
-                },
-            )
-        }
-        Some(probe) => {
-            if !probe.starts_with("agent://") {
-                return Err(PlanError::flag(
-                    "--probe",
-                    format!("'{probe}' cannot be examined: node_exporter and others give counters, not files"),
-                    "run perflab agent on that host and give --probe agent://HOST:PORT",
-                )
-                .into());
-            }
-            if args.server_pid.is_some() {
-                return Err(PlanError::flag(
-                    "--server-pid",
-                    "processes can only be examined on this host",
-                    "drop --server-pid with an agent probe",
-                )
-                .into());
-            }
-            let access = crate::cli::agent_access(&args.agent_access)?;
-            let client = crate::probe::agent_client::AgentClient::new(probe, access)?
-                .with_timeout(sample + Duration::from_secs(10));
-            client
-                .doctor(sample.as_secs_f64())
-                .map_err(|e| crate::probe::remote::not_answering(probe, e))?
-        }
+        None | Some("local") => examine_here(args)?,
+        Some(probe) => examine_remote(args, probe)?,
     };
     if let Some(dir) = embedded_dir {
         doctor::target_filesystem(&Root::live(), &dir, &mut report);
     } else if let Some(target) = &target {
-        let settings = read_settings(target)?;
-        if let Some(data) = settings.settings.get("data_directory") {
-            if std::path::Path::new(data).exists() {
-                doctor::target_filesystem(&Root::live(), std::path::Path::new(data), &mut report);
-            }
-        }
-        let ram = crate::probe::HostFacts::read().memory_bytes.unwrap_or(0);
-        report
-            .findings
-            .extend(database_findings(&settings, ram, args.users));
+        examine_database(args, target, &mut report)?;
     }
     report.findings.sort_by_key(|f| f.severity);
     let format = if args.json {
@@ -130,6 +53,110 @@ pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
     } else {
         Exit::Ok
     })
+}
+
+/// Refuses a sample over 10 minutes and a server pid this host has not.
+fn check_flags(args: &DoctorArgs) -> Result<(), PlanError> {
+    if args.sample > Duration::from_secs(600) {
+        return Err(PlanError::flag(
+            "--sample",
+            "longer than 10 minutes",
+            "e.g. --sample 5s",
+        ));
+    }
+    if let Some(pid) = args.server_pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(PlanError::flag(
+                "--server-pid",
+                format!("no process {pid} on this host"),
+                "give the pid of the server's main process",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The directory of an embedded database's file (none for a server),
+/// which must exist.
+fn embedded_dir(target: &Target) -> Result<Option<PathBuf>, PlanError> {
+    let Some(path) = target.file() else {
+        return Ok(None);
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !dir.is_dir() {
+        return Err(PlanError::flag(
+            "--target",
+            format!(
+                "the directory {} of the database file does not exist",
+                dir.display()
+            ),
+            "give the path of a database file in an existing directory",
+        ));
+    }
+    Ok(Some(dir.to_path_buf()))
+}
+
+/// Reads this host twice, `--sample` apart, and examines it.
+fn examine_here(args: &DoctorArgs) -> anyhow::Result<Report> {
+    let live = Root::live();
+    let dir = tempfile::tempdir()?;
+    let before = doctor::snapshot(&live, dir.path())?;
+    std::thread::sleep(args.sample);
+    Ok(doctor::examine(
+        &before,
+        &live,
+        &Scope {
+            server_pid: args.server_pid,
+        },
+    ))
+}
+
+/// Has the agent at `probe` examine its host.
+fn examine_remote(args: &DoctorArgs, probe: &str) -> anyhow::Result<Report> {
+    if !probe.starts_with("agent://") {
+        return Err(PlanError::flag(
+            "--probe",
+            format!(
+                "'{probe}' cannot be examined: node_exporter and others give counters, not files"
+            ),
+            "run perflab agent on that host and give --probe agent://HOST:PORT",
+        )
+        .into());
+    }
+    if args.server_pid.is_some() {
+        return Err(PlanError::flag(
+            "--server-pid",
+            "processes can only be examined on this host",
+            "drop --server-pid with an agent probe",
+        )
+        .into());
+    }
+    let access = crate::cli::agent_access(&args.agent_access)?;
+    let client = crate::probe::agent_client::AgentClient::new(probe, access)?
+        .with_timeout(args.sample + Duration::from_secs(10));
+    Ok(client
+        .doctor(args.sample.as_secs_f64())
+        .map_err(|e| crate::probe::remote::not_answering(probe, e))?)
+}
+
+/// Adds the database server's findings: its settings against this host's
+/// memory and `--users`, and its data directory's filesystem when it is
+/// on this host.
+fn examine_database(args: &DoctorArgs, target: &Target, report: &mut Report) -> anyhow::Result<()> {
+    let settings = read_settings(target)?;
+    if let Some(data) = settings.settings.get("data_directory") {
+        if std::path::Path::new(data).exists() {
+            doctor::target_filesystem(&Root::live(), std::path::Path::new(data), report);
+        }
+    }
+    let ram = crate::probe::HostFacts::read().memory_bytes.unwrap_or(0);
+    report
+        .findings
+        .extend(database_findings(&settings, ram, args.users));
+    Ok(())
 }
 
 /// Connects to the target and reads the settings the checks need.

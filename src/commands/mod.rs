@@ -41,57 +41,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     let args: Vec<OsString> = args.into_iter().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(
-                e.kind(),
-                ErrorKind::DisplayHelp
-                    | ErrorKind::DisplayVersion
-                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-            ) {
-                let _ = e.print();
-                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                    Exit::BadInput as i32
-                } else {
-                    Exit::Ok as i32
-                };
-            }
-            // A workload is a subcommand of run and check: name the ones there are.
-            let parent = args.get(1).map(|a| a.to_string_lossy());
-            if e.kind() == ErrorKind::InvalidSubcommand
-                && matches!(parent.as_deref(), Some("run" | "check"))
-            {
-                let given = args
-                    .get(2)
-                    .map_or(String::new(), |a| a.to_string_lossy().into_owned());
-                crate::util::err(format_args!(
-                    "error: '{}' is not a workload; use {}\n",
-                    crate::target::redact(&given),
-                    crate::workload::registry_names()
-                ));
-                return Exit::BadInput as i32;
-            }
-            // clap's first line names the flag and the problem; the rest is
-            // usage — but a first line ending in ':' lists its subject
-            // (the missing arguments) on the indented lines that follow.
-            let rendered = e.render().to_string();
-            let mut lines = rendered.lines();
-            let mut first = lines.next().unwrap_or("error: bad arguments").to_string();
-            if first.ends_with(':') {
-                let listed: Vec<&str> = lines
-                    .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
-                    .map(str::trim)
-                    .collect();
-                first = format!("{} {}", first, listed.join(", "));
-            }
-            // A choice's possible values are on a line of their own.
-            let choices = rendered
-                .lines()
-                .find(|l| l.trim_start().starts_with("[possible values:"))
-                .map_or(String::new(), |l| format!(" {}", l.trim()));
-            crate::util::err(format_args!("{first}{choices}; see perflab --help\n"));
-            return Exit::BadInput as i32;
-        }
+        Err(e) => return refused(&e, &args) as i32,
     };
     // The command line is stored with the run: never with a password,
     // nor a secret header's value.
@@ -101,7 +51,24 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>(),
     );
-    let result = match &cli.command {
+    match dispatch(&cli.command, argv) {
+        Ok(exit) => exit as i32,
+        Err(e) => {
+            crate::util::err(format_args!("error: {}\n", one_line(&format!("{e:#}"))));
+            if e.chain()
+                .any(|cause| cause.downcast_ref::<PlanError>().is_some())
+            {
+                Exit::BadInput as i32
+            } else {
+                Exit::Failed as i32
+            }
+        }
+    }
+}
+
+/// Runs the command; `argv` is the command line, its secrets redacted.
+fn dispatch(command: &Command, argv: Vec<String>) -> anyhow::Result<Exit> {
+    match command {
         Command::Run(run_args) => run::run(run_args, argv),
         Command::Runs(store) => show::runs(&store.store),
         Command::Show(show_args) => show::show(show_args),
@@ -115,20 +82,63 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Report(report_args) => report::report(report_args),
         Command::Lab(lab_args) => lab::lab(lab_args),
         Command::Kube(kube_args) => kube::kube(kube_args),
-    };
-    match result {
-        Ok(exit) => exit as i32,
-        Err(e) => {
-            crate::util::err(format_args!("error: {}\n", one_line(&format!("{e:#}"))));
-            if e.chain()
-                .any(|cause| cause.downcast_ref::<PlanError>().is_some())
-            {
-                Exit::BadInput as i32
-            } else {
-                Exit::Failed as i32
-            }
-        }
     }
+}
+
+/// What a command line clap did not take ends in: help or the version
+/// printed, or one line naming the problem.
+fn refused(e: &clap::Error, args: &[OsString]) -> Exit {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            return Exit::Ok;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return Exit::BadInput;
+        }
+        _ => {}
+    }
+    // A workload is a subcommand of run and check: name the ones there are.
+    let parent = args.get(1).map(|a| a.to_string_lossy());
+    if e.kind() == ErrorKind::InvalidSubcommand
+        && matches!(parent.as_deref(), Some("run" | "check"))
+    {
+        let given = args
+            .get(2)
+            .map_or(String::new(), |a| a.to_string_lossy().into_owned());
+        crate::util::err(format_args!(
+            "error: '{}' is not a workload; use {}\n",
+            crate::target::redact(&given),
+            crate::workload::registry_names()
+        ));
+        return Exit::BadInput;
+    }
+    crate::util::err(format_args!("{}; see perflab --help\n", clap_line(e)));
+    Exit::BadInput
+}
+
+/// clap's error in one line: its first line names the flag and the
+/// problem; the rest is usage — but a first line ending in ':' lists its
+/// subject (the missing arguments) on the indented lines that follow, and
+/// a choice's possible values are on a line of their own.
+fn clap_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let mut lines = rendered.lines();
+    let mut first = lines.next().unwrap_or("error: bad arguments").to_string();
+    if first.ends_with(':') {
+        let listed: Vec<&str> = lines
+            .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
+            .map(str::trim)
+            .collect();
+        first = format!("{} {}", first, listed.join(", "));
+    }
+    let choices = rendered
+        .lines()
+        .find(|l| l.trim_start().starts_with("[possible values:"))
+        .map_or(String::new(), |l| format!(" {}", l.trim()));
+    format!("{first}{choices}")
 }
 
 /// Ctrl-C and SIGTERM for a command that serves until told to stop

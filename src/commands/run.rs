@@ -155,19 +155,19 @@ fn connect_generators(
         .into());
     }
     let access = crate::cli::agent_access(&args.agent_access)?;
-    let mut links = Vec::new();
+    let mut peers = Vec::new();
     for address in &plan.generators {
         let client = AgentClient::new(address, access.clone())?;
         let wait = args.generators_wait.unwrap_or_default();
-        let link = GeneratorPeer::connect_within(client, plan.workload.name(), wait)?;
+        let peer = GeneratorPeer::connect_within(client, plan.workload.name(), wait)?;
         crate::util::out(format_args!(
             "generator {address}: clock offset {:+.3} ms (±{:.3} ms)\n",
-            link.offset_ns as f64 / 1e6,
-            link.delay_ns as f64 / 2e6
+            peer.offset_ns as f64 / 1e6,
+            peer.delay_ns as f64 / 2e6
         ));
-        links.push(Arc::new(link));
+        peers.push(Arc::new(peer));
     }
-    Ok(links)
+    Ok(peers)
 }
 
 /// Writes each interval to the store as it ends, with what the probes saw
@@ -340,6 +340,8 @@ fn process_groups(server: Option<ProcessSelector>) -> Vec<ProcessGroup> {
     groups
 }
 
+/// Runs the sweep of a started workload, its run stored as it goes, then
+/// ends the run ([`finish`]).
 fn execute<W: Workload>(
     workload: Arc<W>,
     started: Started,
@@ -356,22 +358,7 @@ fn execute<W: Workload>(
         remotes,
         generators,
     } = ctx;
-    let generators = if generators.is_empty() {
-        None
-    } else {
-        let form = workload.generator_form().ok_or_else(|| {
-            PlanError::new(format!(
-                "the {} workload cannot run on generators against this target (it runs only here, or its server is reached through a Unix socket); drop --generators, or reach the server over TCP",
-                plan.workload.name()
-            ))
-        })?;
-        Some(Generators {
-            links: generators,
-            workload: plan.workload.name().to_string(),
-            form,
-        })
-    };
-    let interrupted = &interrupted;
+    let generators = on_generators(workload.as_ref(), plan, generators)?;
     // The processes given on the command line win over a managed server's.
     let server = plan.server.clone().or(started.server);
     let run = store.create_run(&NewRun {
@@ -410,7 +397,7 @@ fn execute<W: Workload>(
         workload.clone(),
         plan,
         generators.as_ref(),
-        interrupted,
+        &interrupted,
         &mut observer,
     );
     let store = observer.store;
@@ -424,6 +411,29 @@ fn execute<W: Workload>(
     };
     let signal = signal.load(std::sync::atomic::Ordering::Relaxed);
     finish(store, run, end, workload.check(&counts), signal)
+}
+
+/// The generators the load is offered from (none: from here); refused
+/// when the workload cannot run on them against this target.
+fn on_generators<W: Workload>(
+    workload: &W,
+    plan: &Plan,
+    peers: Vec<Arc<GeneratorPeer>>,
+) -> Result<Option<Generators>, PlanError> {
+    if peers.is_empty() {
+        return Ok(None);
+    }
+    let form = workload.generator_form().ok_or_else(|| {
+        PlanError::new(format!(
+            "the {} workload cannot run on generators against this target (it runs only here, or its server is reached through a Unix socket); drop --generators, or reach the server over TCP",
+            plan.workload.name()
+        ))
+    })?;
+    Ok(Some(Generators {
+        peers,
+        workload: plan.workload.name().to_string(),
+        form,
+    }))
 }
 
 /// Ends a swept run: its status from how the sweep ended and the check,
@@ -464,7 +474,16 @@ fn finish(
         }
     };
     let check_failed = check.as_ref().is_some_and(|c| !c.passed);
-    let (status, reason, exit) = match (&end, check_failed) {
+    let (status, reason, exit) = run_end(&end, check_failed, signal);
+    store.finish_run(run, status, reason.as_deref(), check.as_ref())?;
+    show_stored(store, run)?;
+    Ok(exit)
+}
+
+/// The run's status, why, and the exit code, from how its sweep ended
+/// and whether its check failed.
+fn run_end(end: &SweepEnd, check_failed: bool, signal: usize) -> (RunStatus, Option<String>, Exit) {
+    match (end, check_failed) {
         (SweepEnd::Interrupted, _) => {
             let (by, exit) = by_signal(signal);
             (
@@ -492,8 +511,11 @@ fn finish(
             Exit::Failed,
         ),
         (SweepEnd::Complete, false) => (RunStatus::Complete, None, Exit::Ok),
-    };
-    store.finish_run(run, status, reason.as_deref(), check.as_ref())?;
+    }
+}
+
+/// Prints the stored run's table and its verdict, and stores the verdict.
+fn show_stored(store: &mut Store, run: RunId) -> anyhow::Result<()> {
     crate::util::out(format_args!("\n"));
     let stored = store.load_run(run)?;
     write(&Output::Run(&stored), Format::Text, Destination::Stdout)?;
@@ -512,5 +534,5 @@ fn finish(
         "\nstored as run {run} in {}: perflab show {run} --json run-{run}.json\n",
         store.path().display()
     ));
-    Ok(exit)
+    Ok(())
 }

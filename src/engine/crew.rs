@@ -238,23 +238,7 @@ fn merge_intervals(
     op_count: usize,
     on_interval: &mut OnInterval<'_>,
 ) -> Merging {
-    let slots = schedule.intervals.len() + 1;
-    let mut m = Merging {
-        merged: (0..slots).map(|_| None).collect(),
-        handed_over: 0,
-        measured: Tally::new(op_count),
-        measured_length: Duration::ZERO,
-        measured_intervals: 0,
-        everything: Tally::new(op_count),
-        rss_at_end: None,
-        failure: None,
-        lost: Vec::new(),
-        live: vec![true; crew.workers],
-        observer_error: None,
-        interrupted: false,
-        abandoned: 0,
-        left_behind: 0,
-    };
+    let mut m = Merging::new(schedule.intervals.len() + 1, op_count, crew.workers);
     let mut finished = 0;
     let mut interrupted_at = None;
     while finished + m.lost.len() < crew.workers {
@@ -277,49 +261,11 @@ fn merge_intervals(
                 tally,
                 length,
             } => {
-                let Some(entry) = m.merged.get_mut(slot) else {
-                    continue;
-                };
-                match entry {
-                    None => {
-                        let mut reported = vec![false; crew.workers];
-                        if let Some(r) = reported.get_mut(worker) {
-                            *r = true;
-                        }
-                        *entry = Some(Slot::Filling {
-                            tally,
-                            reported,
-                            length,
-                        })
-                    }
-                    Some(Slot::Filling {
-                        tally: merged,
-                        reported,
-                        length: longest,
-                    }) => {
-                        // Each worker hands each interval over once.
-                        if reported.get(worker).copied().unwrap_or(true) {
-                            continue;
-                        }
-                        reported[worker] = true;
-                        merged.merge(&tally);
-                        *longest = (*longest).max(length);
-                    }
-                    Some(Slot::Packed { .. } | Slot::HandedOver) => continue,
-                }
-                m.settle(slot, schedule, on_interval);
-            }
-            WorkerEvent::Lost { worker, why } => {
-                m.lost.push((worker, why));
-                // It reports no more: every slot now waits only on the
-                // workers that still report.
-                if let Some(live) = m.live.get_mut(worker) {
-                    *live = false;
-                }
-                for slot in m.handed_over..slots {
+                if m.take_interval(worker, slot, tally, length) {
                     m.settle(slot, schedule, on_interval);
                 }
             }
+            WorkerEvent::Lost { worker, why } => m.lose(worker, why, schedule, on_interval),
             WorkerEvent::Finished => finished += 1,
             WorkerEvent::Failed(e) => m.failure = Some(e),
             WorkerEvent::Abandoned(n) => m.abandoned += n,
@@ -331,6 +277,89 @@ fn merge_intervals(
 }
 
 impl Merging {
+    /// Nothing merged yet: `slots` intervals (the drain's included) of
+    /// `op_count` operation kinds, from `workers` workers.
+    fn new(slots: usize, op_count: usize, workers: usize) -> Self {
+        Merging {
+            merged: (0..slots).map(|_| None).collect(),
+            handed_over: 0,
+            measured: Tally::new(op_count),
+            measured_length: Duration::ZERO,
+            measured_intervals: 0,
+            everything: Tally::new(op_count),
+            rss_at_end: None,
+            failure: None,
+            lost: Vec::new(),
+            live: vec![true; workers],
+            observer_error: None,
+            interrupted: false,
+            abandoned: 0,
+            left_behind: 0,
+        }
+    }
+
+    /// Merges worker `worker`'s tally of interval `slot`; whether the
+    /// slot took it (a slot out of range, already packed or handed over,
+    /// or reported before by that worker does not).
+    fn take_interval(
+        &mut self,
+        worker: usize,
+        slot: usize,
+        tally: Tally,
+        length: Duration,
+    ) -> bool {
+        let workers = self.live.len();
+        let Some(entry) = self.merged.get_mut(slot) else {
+            return false;
+        };
+        match entry {
+            None => {
+                let mut reported = vec![false; workers];
+                if let Some(r) = reported.get_mut(worker) {
+                    *r = true;
+                }
+                *entry = Some(Slot::Filling {
+                    tally,
+                    reported,
+                    length,
+                });
+                true
+            }
+            Some(Slot::Filling {
+                tally: merged,
+                reported,
+                length: longest,
+            }) => {
+                // Each worker hands each interval over once.
+                if reported.get(worker).copied().unwrap_or(true) {
+                    return false;
+                }
+                reported[worker] = true;
+                merged.merge(&tally);
+                *longest = (*longest).max(length);
+                true
+            }
+            Some(Slot::Packed { .. } | Slot::HandedOver) => false,
+        }
+    }
+
+    /// Worker `worker` was lost: it reports no more, so every slot now
+    /// waits only on the workers that still report.
+    fn lose(
+        &mut self,
+        worker: usize,
+        why: String,
+        schedule: &Schedule,
+        on_interval: &mut OnInterval<'_>,
+    ) {
+        self.lost.push((worker, why));
+        if let Some(live) = self.live.get_mut(worker) {
+            *live = false;
+        }
+        for slot in self.handed_over..self.merged.len() {
+            self.settle(slot, schedule, on_interval);
+        }
+    }
     /// Hands slot `slot` to the observer once every live worker has
     /// reported it and every slot before it went (packs it when one before
     /// it is missing: it will join the drain).

@@ -15,11 +15,13 @@
 use super::crew::Crew;
 use super::schedule::Schedule;
 use super::share::{Share, ShareEvent};
-use super::step::GeneratorStep;
+use super::step::{GeneratorStep, IntervalUsage};
 use super::worker::WorkerEvent;
 use crate::error::PlanError;
-use crate::measure::{Phase, StepSummary, Tally};
+use crate::measure::{PackedTally, Phase, StepSummary, Tally};
 use crate::probe::agent_client::{AgentClient, Hello};
+use crate::probe::counters::CpuSample;
+use crate::probe::SelfUsage;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -133,7 +135,7 @@ impl GeneratorPeer {
 /// The run's generators and what they build the workload from.
 #[derive(Clone)]
 pub struct Generators {
-    pub links: Vec<Arc<GeneratorPeer>>,
+    pub peers: Vec<Arc<GeneratorPeer>>,
     /// The workload's name and its form (`Workload::generator_form`).
     pub workload: String,
     pub form: serde_json::Value,
@@ -157,7 +159,7 @@ pub(super) fn spawn_crew(
     let (events_tx, events) = mpsc::channel();
     let mut starters = Vec::new();
     let mut handles = Vec::new();
-    for (worker, (link, share)) in generators.links.iter().zip(shares).enumerate() {
+    for (worker, (peer, share)) in generators.peers.iter().zip(shares).enumerate() {
         let (start_tx, start_rx) = mpsc::channel();
         starters.push(start_tx);
         let prepare = serde_json::json!({
@@ -168,7 +170,7 @@ pub(super) fn spawn_crew(
         let remote = Remote {
             worker,
             op_count,
-            link: link.clone(),
+            peer: peer.clone(),
             schedule: share.schedule(),
             events: events_tx.clone(),
             interrupted: interrupted.clone(),
@@ -189,7 +191,7 @@ struct Remote {
     worker: usize,
     /// The workload's operation kinds: every tally must have as many.
     op_count: usize,
-    link: Arc<GeneratorPeer>,
+    peer: Arc<GeneratorPeer>,
     schedule: Schedule,
     events: Sender<WorkerEvent>,
     interrupted: Arc<AtomicBool>,
@@ -200,12 +202,12 @@ impl Remote {
     fn failed(&self, why: impl std::fmt::Display) {
         let _ = self.events.send(WorkerEvent::Failed(format!(
             "generator {}: {why}",
-            self.link.name()
+            self.peer.name()
         )));
     }
 
     fn run(self, prepare: &serde_json::Value, start: &Receiver<Option<Instant>>) {
-        let client = &self.link.client;
+        let client = &self.peer.client;
         let prepared: anyhow::Result<serde_json::Value> =
             client.post_json("/v1/generate/prepare", prepare, PREPARE_TIMEOUT);
         if let Err(e) = prepared {
@@ -224,7 +226,7 @@ impl Remote {
         };
         // The start instant by our clock, then by the generator's.
         let ours = unix_ns() + at.saturating_duration_since(Instant::now()).as_nanos();
-        let theirs = (ours as i128 + self.link.offset_ns).max(0) as u128;
+        let theirs = (ours as i128 + self.peer.offset_ns).max(0) as u128;
         let started: anyhow::Result<serde_json::Value> = client.post_json(
             "/v1/generate/start",
             &serde_json::json!({ "at_unix_ns": theirs }),
@@ -246,158 +248,243 @@ impl Remote {
     /// interval to the crew; true when the generator was lost on the way
     /// (said to the crew as [`WorkerEvent::Lost`]).
     fn follow(&self) -> bool {
-        let client = &self.link.client;
-        let interval = self
-            .schedule
-            .intervals
-            .first()
-            .map_or(Duration::from_secs(1), |i| i.end - i.start);
-        let poll = (interval / 4).clamp(Duration::from_millis(20), Duration::from_millis(250));
-        // A generator silent this long is lost; one whose host refuses
-        // the connection (its process is gone) sooner.
-        let patience = (interval * 3).max(Duration::from_secs(5));
-        let refused_patience = Duration::from_secs(1);
-        let mut since = 0u64;
-        let mut heard = std::time::Instant::now();
-        let mut stop_sent = false;
-        let mut measured: Option<Tally> = None;
-        let mut used = Vec::new();
-        let measured_length: Duration = self
-            .schedule
-            .intervals
-            .iter()
-            .filter(|i| i.phase == Phase::Measured)
-            .map(|i| i.end - i.start)
-            .sum();
+        let mut state = Following::new(&self.schedule);
         loop {
-            std::thread::sleep(poll);
-            if self.interrupted.load(Ordering::Relaxed) && !stop_sent {
-                stop_sent = client
-                    .post_json::<serde_json::Value>(
-                        "/v1/generate/stop",
-                        &serde_json::json!({}),
-                        Duration::from_secs(2),
-                    )
-                    .is_ok();
+            std::thread::sleep(state.poll);
+            if self.interrupted.load(Ordering::Relaxed) && !state.stop_sent {
+                state.stop_sent = self.ask_to_stop();
             }
-            #[derive(serde::Deserialize)]
-            struct Events {
-                events: Vec<(u64, ShareEvent)>,
-            }
-            let read: anyhow::Result<Events> =
-                client.get_json(&format!("/v1/generate/events?since={since}"));
+            let read: anyhow::Result<EventPage> = self
+                .peer
+                .client
+                .get_json(&format!("/v1/generate/events?since={}", state.since));
             let events = match read {
                 Ok(e) => e.events,
-                Err(e) => {
-                    let said = crate::util::one_line(&format!("{e:#}"));
-                    let waited = if said.contains("refused") {
-                        refused_patience
-                    } else {
-                        patience
-                    };
-                    if heard.elapsed() <= waited {
-                        continue;
-                    }
-                    let _ = self.events.send(WorkerEvent::Lost {
-                        worker: self.worker,
-                        why: format!(
-                            "generator {} lost: no answer for {}: {said}",
-                            self.link.name(),
-                            crate::units::format_duration(heard.elapsed()),
-                        ),
-                    });
-                    return true;
-                }
+                Err(e) => match self.unanswered(&state, &e) {
+                    Followed::Going => continue,
+                    followed => return followed == Followed::Lost,
+                },
             };
-            heard = std::time::Instant::now();
+            state.heard = std::time::Instant::now();
             for (n, event) in events {
-                since = since.max(n);
-                match event {
-                    ShareEvent::Interval {
-                        index,
-                        length,
-                        tally,
-                        usage,
-                    } => {
-                        if let Some(usage) = usage.filter(|_| index < self.schedule.intervals.len())
-                        {
-                            used.push(usage);
-                        }
-                        let tally = match tally.unpack_checked() {
-                            Ok(t) if t.ops.len() != self.op_count => {
-                                self.failed(format!(
-                                    "sent an interval of {} operation kinds; this run has {}",
-                                    t.ops.len(),
-                                    self.op_count
-                                ));
-                                return false;
-                            }
-                            Ok(t) => t,
-                            Err(e) => {
-                                self.failed(format!("sent a damaged interval: {e}"));
-                                return false;
-                            }
-                        };
-                        if self
-                            .schedule
-                            .intervals
-                            .get(index)
-                            .is_some_and(|i| i.phase == Phase::Measured)
-                        {
-                            match measured.as_mut() {
-                                Some(m) => m.merge(&tally),
-                                None => measured = Some(tally.clone()),
-                            }
-                        }
-                        if self
-                            .events
-                            .send(WorkerEvent::Interval {
-                                worker: self.worker,
-                                index,
-                                tally,
-                                length,
-                            })
-                            .is_err()
-                        {
-                            return false;
-                        }
-                    }
-                    ShareEvent::Finished {
-                        started_unix_ns,
-                        usage,
-                        host_cpu,
-                    } => {
-                        let summary = measured
-                            .as_ref()
-                            .map(|m| StepSummary::of(m, measured_length));
-                        let report = GeneratorStep {
-                            generator: self.link.name().to_string(),
-                            clock_offset: self.link.offset_ns as f64 / 1e9,
-                            clock_delay: self.link.delay_ns as f64 / 1e9,
-                            started: (started_unix_ns as i128 - self.link.offset_ns) as f64 / 1e9,
-                            completed: summary.as_ref().map_or(0, |s| s.completed),
-                            errors: summary.as_ref().map_or(0, |s| s.errors),
-                            throughput: summary.as_ref().map_or(0.0, |s| s.throughput),
-                            p95: summary
-                                .as_ref()
-                                .map_or(0.0, |s| s.response.p95.as_secs_f64()),
-                            usage,
-                            host_busy: host_cpu.map(|c| c.busy()),
-                            host_steal: host_cpu.map(|c| c.steal),
-                            intervals: std::mem::take(&mut used),
-                        };
-                        if let Ok(mut reports) = self.reports.lock() {
-                            reports.push(report);
-                        }
-                        return false;
-                    }
-                    ShareEvent::Failed(why) => {
-                        self.failed(why);
-                        return false;
-                    }
-                    ShareEvent::Ready => {}
+                state.since = state.since.max(n);
+                match self.on_event(&mut state, event) {
+                    Followed::Going => {}
+                    followed => return followed == Followed::Lost,
                 }
             }
         }
     }
+
+    /// Asks the generator to stop its share early (Ctrl-C); whether it heard.
+    fn ask_to_stop(&self) -> bool {
+        self.peer
+            .client
+            .post_json::<serde_json::Value>(
+                "/v1/generate/stop",
+                &serde_json::json!({}),
+                Duration::from_secs(2),
+            )
+            .is_ok()
+    }
+
+    /// After a read of its events failed: the generator is lost once it
+    /// has been silent too long (sooner when its host refuses the
+    /// connection: its process is gone).
+    fn unanswered(&self, state: &Following, error: &anyhow::Error) -> Followed {
+        let said = crate::util::one_line(&format!("{error:#}"));
+        let waited = if said.contains("refused") {
+            state.refused_patience
+        } else {
+            state.patience
+        };
+        if state.heard.elapsed() <= waited {
+            return Followed::Going;
+        }
+        let _ = self.events.send(WorkerEvent::Lost {
+            worker: self.worker,
+            why: format!(
+                "generator {} lost: no answer for {}: {said}",
+                self.peer.name(),
+                crate::units::format_duration(state.heard.elapsed()),
+            ),
+        });
+        Followed::Lost
+    }
+
+    /// Takes in one event of the generator's share.
+    fn on_event(&self, state: &mut Following, event: ShareEvent) -> Followed {
+        match event {
+            ShareEvent::Interval {
+                index,
+                length,
+                tally,
+                usage,
+            } => {
+                if let Some(usage) = usage.filter(|_| index < self.schedule.intervals.len()) {
+                    state.used.push(usage);
+                }
+                self.on_interval(state, index, length, tally)
+            }
+            ShareEvent::Finished {
+                started_unix_ns,
+                usage,
+                host_cpu,
+            } => {
+                let report = self.report(state, started_unix_ns, usage, host_cpu);
+                if let Ok(mut reports) = self.reports.lock() {
+                    reports.push(report);
+                }
+                Followed::Ended
+            }
+            ShareEvent::Failed(why) => {
+                self.failed(why);
+                Followed::Ended
+            }
+            ShareEvent::Ready => Followed::Going,
+        }
+    }
+
+    /// Checks an interval of the generator's, keeps it when measured, and
+    /// hands it to the crew.
+    fn on_interval(
+        &self,
+        state: &mut Following,
+        index: usize,
+        length: Duration,
+        tally: PackedTally,
+    ) -> Followed {
+        let tally = match tally.unpack_checked() {
+            Ok(t) if t.ops.len() != self.op_count => {
+                self.failed(format!(
+                    "sent an interval of {} operation kinds; this run has {}",
+                    t.ops.len(),
+                    self.op_count
+                ));
+                return Followed::Ended;
+            }
+            Ok(t) => t,
+            Err(e) => {
+                self.failed(format!("sent a damaged interval: {e}"));
+                return Followed::Ended;
+            }
+        };
+        if self
+            .schedule
+            .intervals
+            .get(index)
+            .is_some_and(|i| i.phase == Phase::Measured)
+        {
+            match state.measured.as_mut() {
+                Some(m) => m.merge(&tally),
+                None => state.measured = Some(tally.clone()),
+            }
+        }
+        let sent = self.events.send(WorkerEvent::Interval {
+            worker: self.worker,
+            index,
+            tally,
+            length,
+        });
+        // A crew that stopped listening has ended the step.
+        if sent.is_err() {
+            Followed::Ended
+        } else {
+            Followed::Going
+        }
+    }
+
+    /// What the generator did over the step, once its share finished.
+    fn report(
+        &self,
+        state: &mut Following,
+        started_unix_ns: u128,
+        usage: SelfUsage,
+        host_cpu: Option<CpuSample>,
+    ) -> GeneratorStep {
+        let summary = state
+            .measured
+            .as_ref()
+            .map(|m| StepSummary::of(m, state.measured_length));
+        GeneratorStep {
+            generator: self.peer.name().to_string(),
+            clock_offset: self.peer.offset_ns as f64 / 1e9,
+            clock_delay: self.peer.delay_ns as f64 / 1e9,
+            started: (started_unix_ns as i128 - self.peer.offset_ns) as f64 / 1e9,
+            completed: summary.as_ref().map_or(0, |s| s.completed),
+            errors: summary.as_ref().map_or(0, |s| s.errors),
+            throughput: summary.as_ref().map_or(0.0, |s| s.throughput),
+            p95: summary
+                .as_ref()
+                .map_or(0.0, |s| s.response.p95.as_secs_f64()),
+            usage,
+            host_busy: host_cpu.map(|c| c.busy()),
+            host_steal: host_cpu.map(|c| c.steal),
+            intervals: std::mem::take(&mut state.used),
+        }
+    }
+}
+
+/// A page of a generator's share events, each with its number.
+#[derive(serde::Deserialize)]
+struct EventPage {
+    events: Vec<(u64, ShareEvent)>,
+}
+
+/// Where following a generator's share stands.
+struct Following {
+    /// How often its events are read.
+    poll: Duration,
+    /// A generator silent this long is lost.
+    patience: Duration,
+    /// … and one whose host refuses the connection, this long.
+    refused_patience: Duration,
+    /// The number of the last event read.
+    since: u64,
+    /// When it last answered.
+    heard: std::time::Instant,
+    /// Whether it heard the request to stop early.
+    stop_sent: bool,
+    /// Its measured intervals, merged.
+    measured: Option<Tally>,
+    /// The length of the step's measured window.
+    measured_length: Duration,
+    /// Its own resource use per interval, as it reported it.
+    used: Vec<IntervalUsage>,
+}
+
+impl Following {
+    fn new(schedule: &Schedule) -> Self {
+        let interval = schedule
+            .intervals
+            .first()
+            .map_or(Duration::from_secs(1), |i| i.end - i.start);
+        Following {
+            poll: (interval / 4).clamp(Duration::from_millis(20), Duration::from_millis(250)),
+            patience: (interval * 3).max(Duration::from_secs(5)),
+            refused_patience: Duration::from_secs(1),
+            since: 0,
+            heard: std::time::Instant::now(),
+            stop_sent: false,
+            measured: None,
+            measured_length: schedule
+                .intervals
+                .iter()
+                .filter(|i| i.phase == Phase::Measured)
+                .map(|i| i.end - i.start)
+                .sum(),
+            used: Vec::new(),
+        }
+    }
+}
+
+/// What taking in a generator's answer came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Followed {
+    /// Its share goes on: read again.
+    Going,
+    /// Its share ended: finished, failed, or the crew stopped listening.
+    Ended,
+    /// The generator was lost (said to the crew).
+    Lost,
 }

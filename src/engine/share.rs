@@ -5,14 +5,14 @@
 //! coordinator names, each interval merged over this process's workers
 //! and handed on, packed, as it completes.
 
-use super::crew::Crew;
+use super::crew::{Crew, Merging};
 use super::schedule::Schedule;
 use super::split::{worker_plans, Split};
 use super::step::IntervalUsage;
 use crate::measure::PackedTally;
 use crate::plan::Level;
 use crate::probe::counters::{host_cpu_times, CpuSample, HostRoot};
-use crate::probe::SelfUsage;
+use crate::probe::{SelfUsage, UsageMark};
 use crate::workload::Workload;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Receiver;
@@ -125,29 +125,15 @@ pub fn run_share<W: Workload>(
         crew.give_up();
         return;
     };
-    // The start by this host's clock, as an instant of the runtime's.
-    let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
-    let begin = tokio::time::Instant::now() + wait;
-    // Slept to a millisecond before, then spun: a thread woken early
-    // holds its CPU through the start, where one woken at the start waits
-    // its turn on a busy host (the generators' starts must agree).
-    std::thread::sleep(wait.saturating_sub(Duration::from_millis(1)));
-    while SystemTime::now() < at {
-        std::hint::spin_loop();
-    }
-    let started_unix_ns = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let usage_start = SelfUsage::start();
-    let root = HostRoot::live();
-    let host_before = host_cpu_times(&root);
+    let begin = wait_for_start(at);
+    let measuring = Measuring::start();
     let mut handed = 0;
-    let mut reading = Some(UsageReading::now(&root));
+    let mut reading = Some(UsageReading::now(&measuring.root));
     let mut on_interval = |spec: &super::schedule::IntervalSpec,
                            _tally: &crate::measure::Tally,
                            record: super::step::IntervalRecord| {
         let usage = reading.take().map(|r| {
-            let (usage, next) = r.next(&root);
+            let (usage, next) = r.next(&measuring.root);
             reading = Some(next);
             usage
         });
@@ -167,26 +153,70 @@ pub fn run_share<W: Workload>(
     if let Some(failure) = &merging.failure {
         return say(ShareEvent::Failed(failure.clone()));
     }
-    let usage = usage_start.finish(merging.rss_at_end);
-    let host_cpu = host_before
-        .zip(host_cpu_times(&root))
-        .and_then(|(a, b)| CpuSample::between(&a, &b));
-    let finished = merging.finish(
-        &schedule,
-        share.index,
-        share.level,
-        SystemTime::now(),
-        usage,
-    );
-    say(ShareEvent::Interval {
-        index: schedule.intervals.len(),
-        length: finished.drain.length,
-        tally: finished.drain.tally,
-        usage: None,
-    });
-    say(ShareEvent::Finished {
-        started_unix_ns,
-        usage,
-        host_cpu,
-    });
+    measuring.finish(merging, share, &schedule, say);
+}
+
+/// Waits for the start `at` (by this host's clock), and gives it as an
+/// instant of the runtime's.
+fn wait_for_start(at: SystemTime) -> tokio::time::Instant {
+    let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+    let begin = tokio::time::Instant::now() + wait;
+    // Slept to a millisecond before, then spun: a thread woken early
+    // holds its CPU through the start, where one woken at the start waits
+    // its turn on a busy host (the generators' starts must agree).
+    std::thread::sleep(wait.saturating_sub(Duration::from_millis(1)));
+    while SystemTime::now() < at {
+        std::hint::spin_loop();
+    }
+    begin
+}
+
+/// This process's and this host's use from the share's start on.
+struct Measuring {
+    /// When the share started, ns since the Unix epoch by this host's clock.
+    started_unix_ns: u128,
+    usage_start: UsageMark,
+    root: HostRoot,
+    host_before: Option<procfs_core::CpuTime>,
+}
+
+impl Measuring {
+    fn start() -> Self {
+        let root = HostRoot::live();
+        Measuring {
+            started_unix_ns: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+            usage_start: SelfUsage::start(),
+            host_before: host_cpu_times(&root),
+            root,
+        }
+    }
+
+    /// Says the share's drain and its end, with the use it measured.
+    fn finish(
+        self,
+        merging: Merging,
+        share: &Share,
+        schedule: &Schedule,
+        say: &mut dyn FnMut(ShareEvent),
+    ) {
+        let usage = self.usage_start.finish(merging.rss_at_end);
+        let host_cpu = self
+            .host_before
+            .zip(host_cpu_times(&self.root))
+            .and_then(|(a, b)| CpuSample::between(&a, &b));
+        let finished = merging.finish(schedule, share.index, share.level, SystemTime::now(), usage);
+        say(ShareEvent::Interval {
+            index: schedule.intervals.len(),
+            length: finished.drain.length,
+            tally: finished.drain.tally,
+            usage: None,
+        });
+        say(ShareEvent::Finished {
+            started_unix_ns: self.started_unix_ns,
+            usage,
+            host_cpu,
+        });
+    }
 }

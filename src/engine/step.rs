@@ -50,6 +50,18 @@ impl StepStatus {
         }
     }
 
+    /// The status stored as `word` with `reason` (the same words
+    /// [`StepStatus::as_str`] gives); none for a word no perflab writes.
+    pub fn parse(word: &str, reason: String) -> Option<Self> {
+        Some(match word {
+            "ok" => StepStatus::Ok,
+            "failed" => StepStatus::Failed(reason),
+            "partial" => StepStatus::Partial(reason),
+            "degraded" => StepStatus::Degraded(reason),
+            _ => return None,
+        })
+    }
+
     pub fn reason(&self) -> Option<&str> {
         match self {
             StepStatus::Ok => None,
@@ -193,4 +205,25 @@ pub struct IntervalUsage {
     pub cpu: f64,
     /// Its host's share of CPU time stolen by the hypervisor.
     pub steal: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_status_reads_back_from_its_stored_word() {
+        let why = || "why".to_string();
+        for status in [
+            StepStatus::Ok,
+            StepStatus::Failed(why()),
+            StepStatus::Partial(why()),
+            StepStatus::Degraded(why()),
+        ] {
+            let reason = status.reason().unwrap_or("why").to_string();
+            assert_eq!(StepStatus::parse(status.as_str(), reason), Some(status));
+        }
+        assert_eq!(StepStatus::parse("running", why()), None);
+        assert_eq!(StepStatus::parse("done", why()), None);
+    }
 }

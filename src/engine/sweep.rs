@@ -8,7 +8,7 @@ use super::remote::Generators;
 use super::schedule::{IntervalSpec, Schedule};
 use super::share::Share;
 use super::split::{worker_plans, Part, Split};
-use super::step::{FinishedStep, IntervalRecord, StepStatus};
+use super::step::{FinishedStep, GeneratorStep, IntervalRecord, StepStatus};
 use crate::measure::{ErrorKind, Tally};
 use crate::plan::{GeneratorLoss, Level, Plan};
 use crate::probe::SelfUsage;
@@ -80,28 +80,23 @@ pub fn run_sweep_on<W: Workload>(
     interrupted: &Arc<AtomicBool>,
     observer: &mut dyn SweepObserver,
 ) -> anyhow::Result<(SweepEnd, Vec<OpCounts>)> {
-    let mut counts = vec![OpCounts::default(); workload.op_names().len()];
+    let mut sweep = Sweeper {
+        counts: vec![OpCounts::default(); workload.op_names().len()],
+        workload,
+        plan,
+        generators: generators.cloned(),
+        interrupted,
+        observer,
+    };
     let mut index = 0;
-    // The generators still offering load (one lost is dropped with
-    // --on-generator-loss continue).
-    let mut generators = generators.cloned();
     for &level in &plan.sweep.levels {
         // Each level runs --repeat times, and again (up to --max-repeat)
         // while its runs' throughputs vary more than --max-cv.
         let mut throughputs = Vec::new();
         loop {
-            match one_step(
-                &workload,
-                plan,
-                generators.as_mut(),
-                index,
-                level,
-                interrupted,
-                observer,
-                &mut counts,
-            )? {
-                Ok(throughput) => throughputs.push(throughput),
-                Err(end) => return Ok((end, counts)),
+            match sweep.one_step(index, level)? {
+                StepOutcome::Kept { throughput } => throughputs.push(throughput),
+                StepOutcome::Ends(end) => return Ok((end, sweep.counts)),
             }
             index += 1;
             let runs = throughputs.len() as u32;
@@ -113,7 +108,7 @@ pub fn run_sweep_on<W: Workload>(
             }
         }
     }
-    Ok((SweepEnd::Complete, counts))
+    Ok((SweepEnd::Complete, sweep.counts))
 }
 
 /// The coefficient of variation of some values (0 for fewer than two).
@@ -131,216 +126,251 @@ pub fn coefficient_of_variation(values: &[f64]) -> f64 {
     }
 }
 
-/// Runs one step and hands it to the observer: its throughput, or how the
-/// sweep ends here.
-#[allow(clippy::too_many_arguments)]
-fn one_step<W: Workload>(
-    workload: &Arc<W>,
-    plan: &Plan,
-    generators: Option<&mut Generators>,
-    index: usize,
-    level: Level,
-    interrupted: &Arc<AtomicBool>,
-    observer: &mut dyn SweepObserver,
-    counts: &mut [OpCounts],
-) -> anyhow::Result<Result<f64, SweepEnd>> {
-    {
-        if interrupted.load(Ordering::Relaxed) {
-            return Ok(Err(SweepEnd::Interrupted));
+/// A sweep under way: what each of its steps needs, and what they add up.
+struct Sweeper<'a, W> {
+    workload: Arc<W>,
+    plan: &'a Plan,
+    /// The generators still offering load (one lost is dropped with
+    /// --on-generator-loss continue); none when this process offers it.
+    generators: Option<Generators>,
+    interrupted: &'a Arc<AtomicBool>,
+    observer: &'a mut dyn SweepObserver,
+    /// How many operations of each kind ended each way, so far.
+    counts: Vec<OpCounts>,
+}
+
+/// How one step ended, for the sweep.
+#[derive(Debug, Clone, PartialEq)]
+enum StepOutcome {
+    /// It was kept and the sweep goes on; its throughput in operations per
+    /// second, for --max-cv.
+    Kept { throughput: f64 },
+    /// The sweep ends with this step.
+    Ends(SweepEnd),
+}
+
+impl<W: Workload> Sweeper<'_, W> {
+    /// Runs one step and hands it to the observer.
+    fn one_step(&mut self, index: usize, level: Level) -> anyhow::Result<StepOutcome> {
+        if self.interrupted.load(Ordering::Relaxed) {
+            return Ok(StepOutcome::Ends(SweepEnd::Interrupted));
         }
-        let mut step = match run_step(
-            workload.clone(),
-            plan,
-            generators.as_deref(),
-            index,
-            level,
-            interrupted,
-            observer,
-        ) {
+        let mut step = match self.run_step(index, level) {
             Ok(step) => step,
-            Err(e) => match e.downcast::<SessionsFailed>() {
-                Ok(SessionsFailed(reason)) => {
-                    return Ok(Err(SweepEnd::TargetLost {
+            Err(e) => {
+                return match e.downcast::<SessionsFailed>() {
+                    Ok(SessionsFailed(reason)) => Ok(StepOutcome::Ends(SweepEnd::TargetLost {
                         step: index,
                         reason,
-                    }))
+                    })),
+                    Err(other) => Err(other),
                 }
-                Err(other) => return Err(other),
-            },
+            }
         };
-        let step_ref = &mut step;
-        for (total, op) in counts.iter_mut().zip(&step_ref.everything.ops) {
-            total.ok += op.ok;
-            total.refused += op.refused;
-            // A timeout or a lost connection can strike after the server
-            // committed: the outcome of those operations is unknown.
-            total.indeterminate += op.errors.count(ErrorKind::Timeout)
-                + op.errors.count(ErrorKind::Connect)
-                + op.errors.count(ErrorKind::Reset);
-        }
-        if step_ref.measured_intervals == 0 {
+        add_counts(&mut self.counts, &step);
+        if step.measured_intervals == 0 {
             // Interrupted during warm-up: nothing measured, nothing to keep.
-            observer.step_dropped()?;
-            return Ok(Err(SweepEnd::Interrupted));
+            self.observer.step_dropped()?;
+            return Ok(StepOutcome::Ends(SweepEnd::Interrupted));
         }
-        let summary = step_ref.summary();
-        if step_ref.status == StepStatus::Ok && summary.completed == 0 && summary.errors == 0 {
-            // Nothing ended at all: a server that stalls is not a server
-            // that served 0/s without error.
-            step_ref.status = StepStatus::Failed(format!(
-                "no operation ended in the {} measured: the target answered nothing",
-                crate::units::format_duration(summary.measured)
-            ));
-        } else if step_ref.status == StepStatus::Ok && summary.error_rate > plan.max_error_rate {
-            step_ref.status = StepStatus::Failed(format!(
-                "{:.1}% of operations failed, above --max-error-rate {:.1}%",
-                summary.error_rate * 100.0,
-                plan.max_error_rate * 100.0
-            ));
-        }
-        observer.step_finished(step_ref)?;
-        match &step_ref.status {
-            StepStatus::Ok => {}
-            StepStatus::Failed(reason) => {
-                let all = step_ref.measured.all_ops();
-                let lost =
-                    all.errors.count(ErrorKind::Connect) + all.errors.count(ErrorKind::Reset);
-                let reason = reason.clone();
-                let end = if lost * 2 > all.error_count() {
-                    SweepEnd::TargetLost {
-                        step: index,
-                        reason: format!("{lost} operations could not reach the target"),
-                    }
-                } else {
-                    SweepEnd::Failed {
-                        step: index,
-                        reason,
-                    }
-                };
-                return Ok(Err(end));
+        let throughput = judge_step(&mut step, self.plan.max_error_rate);
+        self.observer.step_finished(&mut step)?;
+        Ok(match &step.status {
+            StepStatus::Ok => StepOutcome::Kept { throughput },
+            StepStatus::Failed(reason) => StepOutcome::Ends(failed_end(&step, reason)),
+            StepStatus::Partial(_) => StepOutcome::Ends(SweepEnd::Interrupted),
+            StepStatus::Degraded(reason) => match self.drop_lost_generators(&step, reason) {
+                Some(end) => StepOutcome::Ends(end),
+                None => StepOutcome::Kept { throughput },
+            },
+        })
+    }
+
+    /// After a step that lost generators: drops them, and gives how the
+    /// sweep ends when it cannot go on without them.
+    fn drop_lost_generators(&mut self, step: &FinishedStep, reason: &str) -> Option<SweepEnd> {
+        let left = match &mut self.generators {
+            Some(g) => {
+                let mut worker = 0;
+                g.peers.retain(|_| {
+                    worker += 1;
+                    !step.lost.contains(&(worker - 1))
+                });
+                g.peers.len()
             }
-            StepStatus::Partial(_) => return Ok(Err(SweepEnd::Interrupted)),
-            StepStatus::Degraded(reason) => {
-                let left = match generators {
-                    Some(g) => {
-                        let mut worker = 0;
-                        g.links.retain(|_| {
-                            worker += 1;
-                            !step_ref.lost.contains(&(worker - 1))
-                        });
-                        g.links.len()
-                    }
-                    None => 0,
-                };
-                let end = |why: &str| {
-                    Ok(Err(SweepEnd::Failed {
-                        step: index,
-                        reason: format!("{reason}; {why}"),
-                    }))
-                };
-                if plan.on_generator_loss == GeneratorLoss::Stop {
-                    return end("the sweep stops there (--on-generator-loss stop)");
-                }
-                if left == 0 {
-                    return end("no generator is left");
-                }
-            }
+            None => 0,
+        };
+        let why = if self.plan.on_generator_loss == GeneratorLoss::Stop {
+            "the sweep stops there (--on-generator-loss stop)"
+        } else if left == 0 {
+            "no generator is left"
+        } else {
+            return None;
+        };
+        Some(SweepEnd::Failed {
+            step: step.index,
+            reason: format!("{reason}; {why}"),
+        })
+    }
+
+    /// Runs one step: starts its workers, waits until every session is open,
+    /// starts the clock, merges the intervals as they come in, and assembles
+    /// the step.
+    fn run_step(&mut self, index: usize, level: Level) -> anyhow::Result<FinishedStep> {
+        let plan = self.plan;
+        let schedule = Arc::new(Schedule::new(plan.warmup, plan.duration, plan.interval));
+        let op_count = self.workload.op_names().len();
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let crew = self
+            .spawn_crew(index, level, &schedule, &reports)?
+            .wait_ready()?;
+        if let Err(e) = self.observer.step_started(index, level, &schedule) {
+            crew.give_up();
+            return Err(e);
         }
-        Ok(Ok(summary.throughput))
+        let usage_start = SelfUsage::start();
+        let started_at = SystemTime::now();
+        let start = Instant::now() + Duration::from_millis(2);
+        let observer = &mut *self.observer;
+        let mut on_interval = |spec: &IntervalSpec, tally: &Tally, record: IntervalRecord| {
+            observer.interval(spec, tally, record)
+        };
+        let (mut merging, panicked) = crew.run(start, &schedule, op_count, &mut on_interval);
+        let failure = if panicked {
+            Some(anyhow::anyhow!(
+                "step {} ({level}): a worker thread panicked",
+                index + 1
+            ))
+        } else {
+            merging
+                .failure
+                .as_ref()
+                .map(|error| anyhow::anyhow!("step {} ({level}): {error}", index + 1))
+        };
+        if let Some(error) = failure.or(merging.observer_error.take()) {
+            // What was handed over of a step that failed is not kept.
+            let _ = self.observer.step_dropped();
+            return Err(error);
+        }
+        let usage = usage_start.finish(merging.rss_at_end);
+        let mut step = merging.finish(&schedule, index, level, started_at, usage);
+        let reports = reports.lock().map(|r| r.clone()).unwrap_or_default();
+        attach_reports(&mut step, reports, self.generators.as_ref());
+        Ok(step)
+    }
+
+    /// The step's crew: worker threads here, or the generators' shares.
+    fn spawn_crew(
+        &self,
+        index: usize,
+        level: Level,
+        schedule: &Arc<Schedule>,
+        reports: &Arc<std::sync::Mutex<Vec<GeneratorStep>>>,
+    ) -> anyhow::Result<Crew> {
+        let plan = self.plan;
+        let Some(generators) = &self.generators else {
+            return Crew::spawn(
+                self.workload.clone(),
+                worker_plans(&Split::of(plan, Part::WHOLE), index, level, schedule),
+                self.interrupted,
+            );
+        };
+        let n = generators.peers.len();
+        let shares = (0..n)
+            .map(|k| Share {
+                index,
+                level,
+                split: Split::of(plan, Part { k, n }),
+                warmup: plan.warmup,
+                duration: plan.duration,
+                interval: plan.interval,
+            })
+            .collect();
+        let op_count = self.workload.op_names().len();
+        super::remote::spawn_crew(generators, op_count, shares, self.interrupted, reports)
     }
 }
 
-/// Runs one step: starts its workers, waits until every session is open,
-/// starts the clock, merges the intervals as they come in, and assembles
-/// the step.
-#[allow(clippy::too_many_arguments)]
-fn run_step<W: Workload>(
-    workload: Arc<W>,
-    plan: &Plan,
-    generators: Option<&Generators>,
-    index: usize,
-    level: Level,
-    interrupted: &Arc<AtomicBool>,
-    observer: &mut dyn SweepObserver,
-) -> anyhow::Result<FinishedStep> {
-    let schedule = Arc::new(Schedule::new(plan.warmup, plan.duration, plan.interval));
-    let op_count = workload.op_names().len();
-    let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let crew = match generators {
-        None => Crew::spawn(
-            workload,
-            worker_plans(&Split::of(plan, Part::WHOLE), index, level, &schedule),
-            interrupted,
-        )?,
-        Some(generators) => {
-            let n = generators.links.len();
-            let shares = (0..n)
-                .map(|k| Share {
-                    index,
-                    level,
-                    split: Split::of(plan, Part { k, n }),
-                    warmup: plan.warmup,
-                    duration: plan.duration,
-                    interval: plan.interval,
-                })
-                .collect();
-            super::remote::spawn_crew(generators, op_count, shares, interrupted, &reports)?
-        }
+/// Adds a step's operations to the run's counts.
+fn add_counts(counts: &mut [OpCounts], step: &FinishedStep) {
+    for (total, op) in counts.iter_mut().zip(&step.everything.ops) {
+        total.ok += op.ok;
+        total.refused += op.refused;
+        // A timeout or a lost connection can strike after the server
+        // committed: the outcome of those operations is unknown.
+        total.indeterminate += op.errors.count(ErrorKind::Timeout)
+            + op.errors.count(ErrorKind::Connect)
+            + op.errors.count(ErrorKind::Reset);
     }
-    .wait_ready()?;
+}
 
-    if let Err(e) = observer.step_started(index, level, &schedule) {
-        crew.give_up();
-        return Err(e);
+/// Fails a step that ran whole but served nothing, or whose failed share
+/// broke `max_error_rate`; gives its throughput (operations per second).
+fn judge_step(step: &mut FinishedStep, max_error_rate: f64) -> f64 {
+    let summary = step.summary();
+    if step.status == StepStatus::Ok && summary.completed == 0 && summary.errors == 0 {
+        // Nothing ended at all: a server that stalls is not a server
+        // that served 0/s without error.
+        step.status = StepStatus::Failed(format!(
+            "no operation ended in the {} measured: the target answered nothing",
+            crate::units::format_duration(summary.measured)
+        ));
+    } else if step.status == StepStatus::Ok && summary.error_rate > max_error_rate {
+        step.status = StepStatus::Failed(format!(
+            "{:.1}% of operations failed, above --max-error-rate {:.1}%",
+            summary.error_rate * 100.0,
+            max_error_rate * 100.0
+        ));
     }
-    let usage_start = SelfUsage::start();
-    let started_at = SystemTime::now();
-    let start = Instant::now() + Duration::from_millis(2);
-    let mut on_interval = |spec: &IntervalSpec, tally: &Tally, record: IntervalRecord| {
-        observer.interval(spec, tally, record)
-    };
-    let (mut merging, panicked) = crew.run(start, &schedule, op_count, &mut on_interval);
-    let failure = if panicked {
-        Some(anyhow::anyhow!(
-            "step {} ({level}): a worker thread panicked",
-            index + 1
-        ))
-    } else {
-        merging
-            .failure
-            .as_ref()
-            .map(|error| anyhow::anyhow!("step {} ({level}): {error}", index + 1))
-    };
-    if let Some(error) = failure.or(merging.observer_error.take()) {
-        // What was handed over of a step that failed is not kept.
-        let _ = observer.step_dropped();
-        return Err(error);
-    }
-    let usage = usage_start.finish(merging.rss_at_end);
-    let mut step = merging.finish(&schedule, index, level, started_at, usage);
-    let mut reports = reports.lock().map(|r| r.clone()).unwrap_or_default();
-    if !reports.is_empty() {
-        // In the order of --generators.
-        let position = |name: &str| {
-            generators.map_or(0, |g| {
-                g.links
-                    .iter()
-                    .position(|l| l.name() == name)
-                    .unwrap_or(usize::MAX)
-            })
-        };
-        reports.sort_by_key(|r| position(&r.generator));
-        // The generator check of the verdict reads the step's usage: on
-        // generators, the busiest generator's is the one that can limit.
-        if let Some(busiest) = reports
-            .iter()
-            .max_by(|a, b| busiest_share(&a.usage).total_cmp(&busiest_share(&b.usage)))
-        {
-            step.usage = busiest.usage;
+    summary.throughput
+}
+
+/// How the sweep ends on a failed step: the target lost when most of its
+/// errors could not reach it, the error limit broken otherwise.
+fn failed_end(step: &FinishedStep, reason: &str) -> SweepEnd {
+    let all = step.measured.all_ops();
+    let lost = all.errors.count(ErrorKind::Connect) + all.errors.count(ErrorKind::Reset);
+    if lost * 2 > all.error_count() {
+        SweepEnd::TargetLost {
+            step: step.index,
+            reason: format!("{lost} operations could not reach the target"),
         }
-        step.generators = reports;
+    } else {
+        SweepEnd::Failed {
+            step: step.index,
+            reason: reason.to_string(),
+        }
     }
-    Ok(step)
+}
+
+/// Gives the step the generators' own reports, in the order of
+/// --generators, and the busiest one's usage.
+fn attach_reports(
+    step: &mut FinishedStep,
+    mut reports: Vec<GeneratorStep>,
+    generators: Option<&Generators>,
+) {
+    if reports.is_empty() {
+        return;
+    }
+    let position = |name: &str| {
+        generators.map_or(0, |g| {
+            g.peers
+                .iter()
+                .position(|p| p.name() == name)
+                .unwrap_or(usize::MAX)
+        })
+    };
+    reports.sort_by_key(|r| position(&r.generator));
+    // The generator check of the verdict reads the step's usage: on
+    // generators, the busiest generator's is the one that can limit.
+    if let Some(busiest) = reports
+        .iter()
+        .max_by(|a, b| busiest_share(&a.usage).total_cmp(&busiest_share(&b.usage)))
+    {
+        step.usage = busiest.usage;
+    }
+    step.generators = reports;
 }
 
 /// A process's CPU use as a share of the CPUs it may use.

@@ -7,7 +7,7 @@ use super::state::WorkerState;
 use super::{closed, open};
 use crate::measure::{Recorder, Tally};
 use crate::plan::{Arrivals, ThinkTime};
-use crate::workload::{Seat, Workload};
+use crate::workload::{Seat, Session, Workload};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::rc::Rc;
@@ -117,6 +117,9 @@ pub(super) fn spawn<W: Workload>(
         })
 }
 
+/// Runs one worker's part of a step: opens its sessions, says ready,
+/// waits for the start, sets its users (or its arrival process) going and
+/// hands over its tally at every boundary.
 async fn run_worker<W: Workload>(
     workload: Arc<W>,
     plan: WorkerPlan,
@@ -129,21 +132,13 @@ async fn run_worker<W: Workload>(
     } else {
         Seat::shared(plan.timeout)
     };
-    let mut sessions = Vec::with_capacity(plan.users.len());
-    for &user in &plan.users {
-        match workload
-            .open_session(user, stream_seed(plan.seed, u64::from(user)), seat)
-            .await
-        {
-            Ok(s) => sessions.push((user, s)),
-            Err(e) => {
-                let _ = events.send(WorkerEvent::Failed(format!(
-                    "cannot open the session of user {user}: {e:#}"
-                )));
-                return;
-            }
+    let sessions = match open_sessions(workload.as_ref(), &plan, seat).await {
+        Ok(sessions) => sessions,
+        Err(why) => {
+            let _ = events.send(WorkerEvent::Failed(why));
+            return;
         }
-    }
+    };
     if events.send(WorkerEvent::Ready).is_err() {
         return;
     }
@@ -155,6 +150,51 @@ async fn run_worker<W: Workload>(
         Recorder::new(workload.op_names().len()),
         plan.timeout,
     ));
+    if let Err(why) = set_going(sessions, &plan, &state, seat, start) {
+        let _ = events.send(WorkerEvent::Failed(why));
+        return;
+    }
+    ticker(
+        &state,
+        plan.index,
+        &plan.schedule,
+        start,
+        events,
+        &interrupted,
+    )
+    .await;
+}
+
+/// Opens the session of each of the worker's users, in order; why not
+/// when one cannot be.
+async fn open_sessions<W: Workload>(
+    workload: &W,
+    plan: &WorkerPlan,
+    seat: Seat,
+) -> Result<Vec<(u32, W::Session)>, String> {
+    let mut sessions = Vec::with_capacity(plan.users.len());
+    for &user in &plan.users {
+        match workload
+            .open_session(user, stream_seed(plan.seed, u64::from(user)), seat)
+            .await
+        {
+            Ok(s) => sessions.push((user, s)),
+            Err(e) => return Err(format!("cannot open the session of user {user}: {e:#}")),
+        }
+    }
+    Ok(sessions)
+}
+
+/// Spawns the worker's load on its thread's task set, from `start`: a
+/// task per user (closed), or a server per session and the arrival
+/// dispatcher (open); why not when the arrival timer cannot be made.
+fn set_going<S: Session + 'static>(
+    sessions: Vec<(u32, S)>,
+    plan: &WorkerPlan,
+    state: &Rc<WorkerState>,
+    seat: Seat,
+    start: Instant,
+) -> Result<(), String> {
     match plan.load {
         WorkerLoad::Closed { think } => {
             for (user, session) in sessions {
@@ -183,28 +223,12 @@ async fn run_worker<W: Workload>(
                 max_outstanding,
                 first: start + first_arrival,
             };
-            match open::Timer::new() {
-                Ok(timer) => {
-                    tokio::task::spawn_local(open::dispatcher(state.clone(), process, timer, rng));
-                }
-                Err(e) => {
-                    let _ = events.send(WorkerEvent::Failed(format!(
-                        "cannot create the arrival timer (timerfd): {e}"
-                    )));
-                    return;
-                }
-            }
+            let timer = open::Timer::new()
+                .map_err(|e| format!("cannot create the arrival timer (timerfd): {e}"))?;
+            tokio::task::spawn_local(open::dispatcher(state.clone(), process, timer, rng));
         }
     }
-    ticker(
-        &state,
-        plan.index,
-        &plan.schedule,
-        start,
-        events,
-        &interrupted,
-    )
-    .await;
+    Ok(())
 }
 
 /// Hands over the tally at every boundary, then stops the sessions and

@@ -222,9 +222,50 @@ struct Gathered {
 
 /// The answer for `ask` over each variant's runs' verdicts.
 pub fn answer(ask: &Ask, variants: &[Variant], verdicts: &[Vec<&Verdict>]) -> CapacityAnswer {
-    let mut met = Vec::new();
-    let mut unsteady = Vec::new();
-    let mut not_met = Vec::new();
+    let measured = measured(ask, variants, verdicts);
+    let mut predicted = Vec::new();
+    let mut not_estimated = Vec::new();
+    for (v, runs) in measured.not_met {
+        for gathered in gather(ask, v, runs, &mut not_estimated) {
+            predicted.extend(gathered.prediction(ask, v));
+        }
+    }
+    let met_names: Vec<&str> = measured.met.iter().map(|m| m.variant.as_str()).collect();
+    let predicted_names: Vec<&str> = predicted.iter().map(|p| p.variant.as_str()).collect();
+    CapacityAnswer {
+        asked: ask.describe(),
+        smallest: smallest(&met_names, variants),
+        smallest_predicted: smallest(&predicted_names, variants),
+        met: measured.met,
+        unsteady: measured.unsteady,
+        predicted,
+        not_estimated,
+    }
+}
+
+/// What the variants' runs measured against the need.
+struct Measured<'a, 'v> {
+    /// The variants every run of which met it.
+    met: Vec<Met>,
+    /// Variants where some runs met it and some did not.
+    unsteady: Vec<String>,
+    /// The variants that ran and did not meet it in every run, with their
+    /// runs' verdicts (their what-ifs may predict a change that would).
+    not_met: Vec<(&'a Variant, &'a [&'v Verdict])>,
+}
+
+/// Sorts the variants that ran into those that met `ask` in every run
+/// and the others.
+fn measured<'a, 'v>(
+    ask: &Ask,
+    variants: &'a [Variant],
+    verdicts: &'a [Vec<&'v Verdict>],
+) -> Measured<'a, 'v> {
+    let mut measured = Measured {
+        met: Vec::new(),
+        unsteady: Vec::new(),
+        not_met: Vec::new(),
+    };
     for (v, runs) in variants.iter().zip(verdicts) {
         if runs.is_empty() {
             continue;
@@ -241,7 +282,7 @@ pub fn answer(ask: &Ask, variants: &[Variant], verdicts: &[Vec<&Verdict>]) -> Ca
             .collect();
         if best.len() == runs.len() {
             let n = best.len() as f64;
-            met.push(Met {
+            measured.met.push(Met {
                 variant: v.name.clone(),
                 load: best.iter().map(|p| p.load).sum::<f64>() / n,
                 throughput: best.iter().map(|p| p.throughput).sum::<f64>() / n,
@@ -249,94 +290,89 @@ pub fn answer(ask: &Ask, variants: &[Variant], verdicts: &[Vec<&Verdict>]) -> Ca
             });
         } else {
             if !best.is_empty() {
-                unsteady.push(v.name.clone());
+                measured.unsteady.push(v.name.clone());
             }
-            not_met.push((v, runs));
+            measured.not_met.push((v, runs));
         }
     }
-    let mut predicted = Vec::new();
-    let mut not_estimated = Vec::new();
-    for (v, runs) in not_met {
-        let mut by_change: Vec<Gathered> = Vec::new();
-        for verdict in runs {
-            let Some(w) = &verdict.what_if else { continue };
-            for s in w.scenarios.iter().filter(|s| s.changed.factor.is_some()) {
-                let Some(p) = verdict.points.iter().find(|p| p.load == s.load) else {
-                    continue;
-                };
-                let estimates: Option<Vec<f64>> = ask
-                    .slos
-                    .iter()
-                    .map(|o| estimate(o, p, s.response_s))
-                    .collect();
-                let Some(estimates) = estimates else {
-                    let what = format!("{}: {}", v.name, s.change);
-                    if !not_estimated.contains(&what) {
-                        not_estimated.push(what);
-                    }
-                    continue;
-                };
-                match by_change.iter_mut().find(|c| c.change == s.change) {
-                    Some(c) => {
-                        c.throughputs.push(s.throughput);
-                        c.estimates.push(estimates);
-                    }
-                    None => by_change.push(Gathered {
-                        change: s.change.clone(),
-                        load: s.load,
-                        throughputs: vec![s.throughput],
-                        estimates: vec![estimates],
-                    }),
+    measured
+}
+
+/// The what-if predictions of variant `v`'s runs, gathered by change;
+/// a change whose objectives cannot be estimated is named in
+/// `not_estimated` instead.
+fn gather(
+    ask: &Ask,
+    v: &Variant,
+    runs: &[&Verdict],
+    not_estimated: &mut Vec<String>,
+) -> Vec<Gathered> {
+    let mut by_change: Vec<Gathered> = Vec::new();
+    for verdict in runs {
+        let Some(w) = &verdict.what_if else { continue };
+        for s in w.scenarios.iter().filter(|s| s.changed.factor.is_some()) {
+            let Some(p) = verdict.points.iter().find(|p| p.load == s.load) else {
+                continue;
+            };
+            let estimates: Option<Vec<f64>> = ask
+                .slos
+                .iter()
+                .map(|o| estimate(o, p, s.response_s))
+                .collect();
+            let Some(estimates) = estimates else {
+                let what = format!("{}: {}", v.name, s.change);
+                if !not_estimated.contains(&what) {
+                    not_estimated.push(what);
                 }
-            }
-        }
-        for Gathered {
-            change,
-            load,
-            throughputs: xs,
-            estimates,
-        } in by_change
-        {
-            let n = xs.len() as f64;
-            let throughput = xs.iter().sum::<f64>() / n;
-            let mean_estimate = |i: usize| estimates.iter().map(|e| e[i]).sum::<f64>() / n;
-            let fits = ask.need.is_none_or(|need| throughput >= need)
-                && ask
-                    .slos
-                    .iter()
-                    .enumerate()
-                    .all(|(i, o)| mean_estimate(i) < o.limit);
-            if fits {
-                predicted.push(Predicted {
-                    variant: v.name.clone(),
-                    change,
-                    load,
-                    throughput,
-                    estimates: ask
-                        .slos
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| {
-                            let name = o.to_string();
-                            let name = name.split('<').next().unwrap_or_default().to_string();
-                            format!("{name} ≈ {}", o.value_text(mean_estimate(i)))
-                        })
-                        .collect(),
-                    measured_on: None,
-                });
+                continue;
+            };
+            match by_change.iter_mut().find(|c| c.change == s.change) {
+                Some(c) => {
+                    c.throughputs.push(s.throughput);
+                    c.estimates.push(estimates);
+                }
+                None => by_change.push(Gathered {
+                    change: s.change.clone(),
+                    load: s.load,
+                    throughputs: vec![s.throughput],
+                    estimates: vec![estimates],
+                }),
             }
         }
     }
-    let met_names: Vec<&str> = met.iter().map(|m| m.variant.as_str()).collect();
-    let predicted_names: Vec<&str> = predicted.iter().map(|p| p.variant.as_str()).collect();
-    CapacityAnswer {
-        asked: ask.describe(),
-        smallest: smallest(&met_names, variants),
-        smallest_predicted: smallest(&predicted_names, variants),
-        met,
-        unsteady,
-        predicted,
-        not_estimated,
+    by_change
+}
+
+impl Gathered {
+    /// The change as a prediction for variant `v`, when its mean over the
+    /// runs meets the need and every objective.
+    fn prediction(self, ask: &Ask, v: &Variant) -> Option<Predicted> {
+        let n = self.throughputs.len() as f64;
+        let throughput = self.throughputs.iter().sum::<f64>() / n;
+        let mean_estimate = |i: usize| self.estimates.iter().map(|e| e[i]).sum::<f64>() / n;
+        let fits = ask.need.is_none_or(|need| throughput >= need)
+            && ask
+                .slos
+                .iter()
+                .enumerate()
+                .all(|(i, o)| mean_estimate(i) < o.limit);
+        fits.then(|| Predicted {
+            variant: v.name.clone(),
+            load: self.load,
+            throughput,
+            estimates: ask
+                .slos
+                .iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    let name = o.to_string();
+                    let name = name.split('<').next().unwrap_or_default().to_string();
+                    format!("{name} ≈ {}", o.value_text(mean_estimate(i)))
+                })
+                .collect(),
+            measured_on: None,
+            change: self.change.clone(),
+        })
     }
 }
 

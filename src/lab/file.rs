@@ -84,8 +84,10 @@ enum RawArgs {
     List(Vec<String>),
 }
 
+/// One knob's list of values as written, with places.
+type RawValues = Spanned<Vec<Spanned<toml::Value>>>;
 /// Axes as written: each knob's name and its list of values, with places.
-type RawAxes = Spanned<BTreeMap<Spanned<String>, Spanned<Vec<Spanned<toml::Value>>>>>;
+type RawAxes = Spanned<BTreeMap<Spanned<String>, RawValues>>;
 /// A `[[variant]]` table as written.
 type RawVariant = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
 
@@ -147,22 +149,7 @@ impl LabFile {
                 message,
             }
         };
-        if let Some((offset, key)) = bare_dotted_knob(&text) {
-            return Err(at(
-                offset,
-                format!("write a knob whose name holds a dot in quotes, \"{key}\" = …: bare, TOML reads {key} as a table"),
-            ));
-        }
-        let raw: RawLab = toml::from_str(&text).map_err(|e| {
-            let offset = e.span().map_or(0, |s| s.start);
-            let message: Vec<&str> = e
-                .message()
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect();
-            at(offset, message.join("; "))
-        })?;
+        let raw = read_raw(&text, &at)?;
         let workload = raw.workload.get_ref().trim().to_string();
         if workload.is_empty() {
             return Err(at(
@@ -170,70 +157,12 @@ impl LabFile {
                 "'workload' is empty; name one, e.g. workload = \"bank\"".into(),
             ));
         }
-        let (args, args_at) = match &raw.args {
-            None => (Vec::new(), raw.workload.span().start),
-            Some(a) => (
-                match a.get_ref() {
-                    RawArgs::Line(line) => line.split_whitespace().map(str::to_string).collect(),
-                    RawArgs::List(list) => list.clone(),
-                },
-                a.span().start,
-            ),
-        };
-        let repetitions = match &raw.repetitions {
-            None => 1,
-            Some(r) => u32::try_from(*r.get_ref())
-                .ok()
-                .filter(|&n| (1..=1000).contains(&n))
-                .ok_or_else(|| at(r.span().start, "'repetitions' must be 1 to 1000".into()))?,
-        };
-        let seed = match &raw.seed {
-            None => None,
-            Some(s) => Some(
-                u64::try_from(*s.get_ref())
-                    .map_err(|_| at(s.span().start, "'seed' must be 0 or more".into()))?,
-            ),
-        };
+        let (args, args_at) = raw.args_and_place();
+        let repetitions = raw.repetitions(&at)?;
+        let seed = raw.seed(&at)?;
         let mut positions = BTreeMap::new();
-        let (variants, axes) = match (&raw.variant, &raw.vary, &raw.zip) {
-            (Some(list), None, None) => (
-                named(list, raw.costs.is_some(), &at, &mut positions)?,
-                Vec::new(),
-            ),
-            (Some(list), _, _) => {
-                return Err(at(
-                    list.first().map_or(0, |v| v.span().start),
-                    "give either [[variant]] tables or [vary]/[zip] axes, not both".into(),
-                ))
-            }
-            (None, None, None) => {
-                return Err(at(
-                    text.len(),
-                    "the lab has no variants; add a [vary] table of axes (cpus = [\"0\", \"0-1\"]) or [[variant]] tables".into(),
-                ))
-            }
-            (None, vary, zip) => crossed(vary.as_ref(), zip.as_ref(), &at, &mut positions)?,
-        };
-        // A lab-wide `setup`/`teardown` is every variant's that names none.
-        let mut variants = variants;
-        for (key, command) in [("setup", &raw.setup), ("teardown", &raw.teardown)] {
-            let Some(command) = command else { continue };
-            if command.get_ref().trim().is_empty() {
-                return Err(at(
-                    command.span().start,
-                    format!("'{key}' is empty; give a command, or leave it out"),
-                ));
-            }
-            positions
-                .entry(key.to_string())
-                .or_insert(command.span().start);
-            for v in variants
-                .iter_mut()
-                .filter(|v| v.knobs.iter().all(|(k, _)| k != key))
-            {
-                v.knobs.push((key.to_string(), command.get_ref().clone()));
-            }
-        }
+        let (mut variants, axes) = raw.variants(text.len(), &at, &mut positions)?;
+        raw.add_lab_hooks(&mut variants, &mut positions, &at)?;
         let valuation = super::value::read(
             raw.costs.as_ref(),
             raw.scorecard.as_ref(),
@@ -250,15 +179,7 @@ impl LabFile {
                 ),
             ));
         }
-        let name = match &raw.name {
-            Some(n) if n.get_ref().trim().is_empty() || n.get_ref().contains(['\n', '\r']) => {
-                return Err(at(n.span().start, "'name' must be one line of text".into()))
-            }
-            Some(n) => n.get_ref().trim().to_string(),
-            None => path
-                .file_stem()
-                .map_or("lab".to_string(), |s| s.to_string_lossy().into_owned()),
-        };
+        let name = raw.name(path, &at)?;
         Ok(LabFile {
             path: path.to_path_buf(),
             name,
@@ -297,6 +218,131 @@ impl LabFile {
             line,
             column,
             message,
+        }
+    }
+}
+
+/// The file as TOML, after a check for a bare dotted knob (which TOML
+/// would read as a table); a TOML error is placed where it is.
+fn read_raw(text: &str, at: &At) -> Result<RawLab, LabFileError> {
+    if let Some((offset, key)) = bare_dotted_knob(text) {
+        return Err(at(
+            offset,
+            format!("write a knob whose name holds a dot in quotes, \"{key}\" = …: bare, TOML reads {key} as a table"),
+        ));
+    }
+    toml::from_str(text).map_err(|e| {
+        let offset = e.span().map_or(0, |s| s.start);
+        let message: Vec<&str> = e
+            .message()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        at(offset, message.join("; "))
+    })
+}
+
+impl RawLab {
+    /// The run flags, and where they are (at the workload when not given).
+    fn args_and_place(&self) -> (Vec<String>, usize) {
+        match &self.args {
+            None => (Vec::new(), self.workload.span().start),
+            Some(a) => (
+                match a.get_ref() {
+                    RawArgs::Line(line) => line.split_whitespace().map(str::to_string).collect(),
+                    RawArgs::List(list) => list.clone(),
+                },
+                a.span().start,
+            ),
+        }
+    }
+
+    /// `repetitions`, 1 to 1000 (1 when not given).
+    fn repetitions(&self, at: &At) -> Result<u32, LabFileError> {
+        match &self.repetitions {
+            None => Ok(1),
+            Some(r) => u32::try_from(*r.get_ref())
+                .ok()
+                .filter(|&n| (1..=1000).contains(&n))
+                .ok_or_else(|| at(r.span().start, "'repetitions' must be 1 to 1000".into())),
+        }
+    }
+
+    /// `seed`, when given: 0 or more.
+    fn seed(&self, at: &At) -> Result<Option<u64>, LabFileError> {
+        self.seed
+            .as_ref()
+            .map(|s| {
+                u64::try_from(*s.get_ref())
+                    .map_err(|_| at(s.span().start, "'seed' must be 0 or more".into()))
+            })
+            .transpose()
+    }
+
+    /// The variants, from `[[variant]]` tables or from `[vary]`/`[zip]`
+    /// axes (never both), and the axes; `end` is the file's length.
+    fn variants(
+        &self,
+        end: usize,
+        at: &At,
+        positions: &mut BTreeMap<String, usize>,
+    ) -> Result<(Vec<Variant>, Vec<Axis>), LabFileError> {
+        match (&self.variant, &self.vary, &self.zip) {
+            (Some(list), None, None) => Ok((
+                named(list, self.costs.is_some(), at, positions)?,
+                Vec::new(),
+            )),
+            (Some(list), _, _) => Err(at(
+                list.first().map_or(0, |v| v.span().start),
+                "give either [[variant]] tables or [vary]/[zip] axes, not both".into(),
+            )),
+            (None, None, None) => Err(at(
+                end,
+                "the lab has no variants; add a [vary] table of axes (cpus = [\"0\", \"0-1\"]) or [[variant]] tables".into(),
+            )),
+            (None, vary, zip) => crossed(vary.as_ref(), zip.as_ref(), at, positions),
+        }
+    }
+
+    /// Gives a lab-wide `setup`/`teardown` to every variant that names none.
+    fn add_lab_hooks(
+        &self,
+        variants: &mut [Variant],
+        positions: &mut BTreeMap<String, usize>,
+        at: &At,
+    ) -> Result<(), LabFileError> {
+        for (key, command) in [("setup", &self.setup), ("teardown", &self.teardown)] {
+            let Some(command) = command else { continue };
+            if command.get_ref().trim().is_empty() {
+                return Err(at(
+                    command.span().start,
+                    format!("'{key}' is empty; give a command, or leave it out"),
+                ));
+            }
+            positions
+                .entry(key.to_string())
+                .or_insert(command.span().start);
+            for v in variants
+                .iter_mut()
+                .filter(|v| v.knobs.iter().all(|(k, _)| k != key))
+            {
+                v.knobs.push((key.to_string(), command.get_ref().clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The lab's name: `name`, one line, or the file's stem.
+    fn name(&self, path: &Path, at: &At) -> Result<String, LabFileError> {
+        match &self.name {
+            Some(n) if n.get_ref().trim().is_empty() || n.get_ref().contains(['\n', '\r']) => {
+                Err(at(n.span().start, "'name' must be one line of text".into()))
+            }
+            Some(n) => Ok(n.get_ref().trim().to_string()),
+            None => Ok(path
+                .file_stem()
+                .map_or("lab".to_string(), |s| s.to_string_lossy().into_owned())),
         }
     }
 }
@@ -418,6 +464,13 @@ fn named(
     Ok(out)
 }
 
+/// An axis as read: its knobs (several for a zipped group), and per
+/// value the knobs' values.
+struct RawAxis {
+    knobs: Vec<String>,
+    values: Vec<Vec<String>>,
+}
+
 /// `[vary]` axes crossed, first axis slowest; a `[zip]` group is one more
 /// axis whose knobs move together.
 fn crossed(
@@ -426,75 +479,16 @@ fn crossed(
     at: &At,
     positions: &mut BTreeMap<String, usize>,
 ) -> Result<(Vec<Variant>, Vec<Axis>), LabFileError> {
-    // Each axis: its knobs, and per value the knobs' values.
-    let mut axes: Vec<(Vec<String>, Vec<Vec<String>>)> = Vec::new();
-    let mut read_axis = |key: &Spanned<String>,
-                         values: &Spanned<Vec<Spanned<toml::Value>>>|
-     -> Result<(String, Vec<String>), LabFileError> {
-        let knob = knob_name(key, at)?;
-        if positions.contains_key(&knob) {
-            return Err(at(
-                key.span().start,
-                format!("'{knob}' is varied twice; give it once"),
-            ));
-        }
-        if values.get_ref().is_empty() {
-            return Err(at(
-                values.span().start,
-                format!("'{knob}' has no values; give at least one"),
-            ));
-        }
-        let texts = values
-            .get_ref()
-            .iter()
-            .map(|v| {
-                value_text(v).ok_or_else(|| {
-                    at(
-                        v.span().start,
-                        format!("a value of '{knob}' must be a string or a number"),
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        positions.insert(knob.clone(), values.span().start);
-        Ok((knob, texts))
-    };
-    if let Some(vary) = vary {
-        let mut entries: Vec<_> = vary.get_ref().iter().collect();
-        entries.sort_by_key(|(k, _)| k.span().start);
-        for (key, values) in entries {
-            let (knob, texts) = read_axis(key, values)?;
-            axes.push((vec![knob], texts.into_iter().map(|t| vec![t]).collect()));
-        }
+    let mut axes = Vec::new();
+    for (key, values) in vary.map(in_file_order).unwrap_or_default() {
+        let (knob, texts) = read_axis(key, values, at, positions)?;
+        axes.push(RawAxis {
+            knobs: vec![knob],
+            values: texts.into_iter().map(|t| vec![t]).collect(),
+        });
     }
-    if let Some(zip) = zip {
-        let mut entries: Vec<_> = zip.get_ref().iter().collect();
-        entries.sort_by_key(|(k, _)| k.span().start);
-        let mut group: (Vec<String>, Vec<Vec<String>>) = (Vec::new(), Vec::new());
-        for (key, values) in entries {
-            let (knob, texts) = read_axis(key, values)?;
-            if !group.0.is_empty() && texts.len() != group.1.len() {
-                return Err(at(
-                    values.span().start,
-                    format!(
-                        "'{knob}' has {} values and '{}' {}; zipped knobs need as many values each",
-                        texts.len(),
-                        group.0[0],
-                        group.1.len()
-                    ),
-                ));
-            }
-            if group.1.is_empty() {
-                group.1 = vec![Vec::new(); texts.len()];
-            }
-            for (slot, text) in group.1.iter_mut().zip(texts) {
-                slot.push(text);
-            }
-            group.0.push(knob);
-        }
-        if !group.0.is_empty() {
-            axes.push(group);
-        }
+    if let Some(group) = zip.map(|z| zipped(z, at, positions)).transpose()?.flatten() {
+        axes.push(group);
     }
     if axes.is_empty() {
         return Err(at(
@@ -502,26 +496,7 @@ fn crossed(
             "[vary] and [zip] name no knob; give at least one axis".into(),
         ));
     }
-    let mut variants = vec![Vec::<(String, String)>::new()];
-    for (knobs, values) in &axes {
-        variants = variants
-            .iter()
-            .flat_map(|done| {
-                values.iter().map(move |vals| {
-                    let mut v = done.clone();
-                    v.extend(knobs.iter().cloned().zip(vals.iter().cloned()));
-                    v
-                })
-            })
-            .collect();
-        if variants.len() > MAX_CELLS {
-            return Err(at(
-                0,
-                format!("the axes cross into over {MAX_CELLS} variants; vary fewer knobs"),
-            ));
-        }
-    }
-    let variants = variants
+    let variants = cross(&axes, at)?
         .into_iter()
         .map(|knobs| Variant {
             name: knobs
@@ -536,12 +511,116 @@ fn crossed(
         .collect();
     let axes = axes
         .into_iter()
-        .map(|(knobs, values)| Axis {
-            knobs,
-            values: values.into_iter().map(|v| v.join("/")).collect(),
+        .map(|axis| Axis {
+            knobs: axis.knobs,
+            values: axis.values.into_iter().map(|v| v.join("/")).collect(),
         })
         .collect();
     Ok((variants, axes))
+}
+
+/// A table of axes' entries, in the order the file gives them.
+fn in_file_order(axes: &RawAxes) -> Vec<(&Spanned<String>, &RawValues)> {
+    let mut entries: Vec<_> = axes.get_ref().iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    entries
+}
+
+/// One axis's knob and its values as text; a knob varied twice, or given
+/// no value, is refused.
+fn read_axis(
+    key: &Spanned<String>,
+    values: &RawValues,
+    at: &At,
+    positions: &mut BTreeMap<String, usize>,
+) -> Result<(String, Vec<String>), LabFileError> {
+    let knob = knob_name(key, at)?;
+    if positions.contains_key(&knob) {
+        return Err(at(
+            key.span().start,
+            format!("'{knob}' is varied twice; give it once"),
+        ));
+    }
+    if values.get_ref().is_empty() {
+        return Err(at(
+            values.span().start,
+            format!("'{knob}' has no values; give at least one"),
+        ));
+    }
+    let texts = values
+        .get_ref()
+        .iter()
+        .map(|v| {
+            value_text(v).ok_or_else(|| {
+                at(
+                    v.span().start,
+                    format!("a value of '{knob}' must be a string or a number"),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    positions.insert(knob.clone(), values.span().start);
+    Ok((knob, texts))
+}
+
+/// The `[zip]` group as one axis (none when it names no knob); its knobs
+/// need as many values each.
+fn zipped(
+    zip: &RawAxes,
+    at: &At,
+    positions: &mut BTreeMap<String, usize>,
+) -> Result<Option<RawAxis>, LabFileError> {
+    let mut group = RawAxis {
+        knobs: Vec::new(),
+        values: Vec::new(),
+    };
+    for (key, values) in in_file_order(zip) {
+        let (knob, texts) = read_axis(key, values, at, positions)?;
+        if !group.knobs.is_empty() && texts.len() != group.values.len() {
+            return Err(at(
+                values.span().start,
+                format!(
+                    "'{knob}' has {} values and '{}' {}; zipped knobs need as many values each",
+                    texts.len(),
+                    group.knobs[0],
+                    group.values.len()
+                ),
+            ));
+        }
+        if group.values.is_empty() {
+            group.values = vec![Vec::new(); texts.len()];
+        }
+        for (slot, text) in group.values.iter_mut().zip(texts) {
+            slot.push(text);
+        }
+        group.knobs.push(knob);
+    }
+    Ok((!group.knobs.is_empty()).then_some(group))
+}
+
+/// Every combination of the axes' values, first axis slowest: each
+/// variant's knobs and values; refused past [`MAX_CELLS`] variants.
+fn cross(axes: &[RawAxis], at: &At) -> Result<Vec<Vec<(String, String)>>, LabFileError> {
+    let mut variants = vec![Vec::<(String, String)>::new()];
+    for axis in axes {
+        variants = variants
+            .iter()
+            .flat_map(|done| {
+                axis.values.iter().map(move |vals| {
+                    let mut v = done.clone();
+                    v.extend(axis.knobs.iter().cloned().zip(vals.iter().cloned()));
+                    v
+                })
+            })
+            .collect();
+        if variants.len() > MAX_CELLS {
+            return Err(at(
+                0,
+                format!("the axes cross into over {MAX_CELLS} variants; vary fewer knobs"),
+            ));
+        }
+    }
+    Ok(variants)
 }
 
 #[cfg(test)]

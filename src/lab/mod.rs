@@ -63,4 +63,22 @@ impl LabSpec {
             valuation: file.valuation.clone(),
         }
     }
+
+    /// The spec a stored lab kept.
+    pub fn of_stored(stored: &crate::store::StoredLab) -> anyhow::Result<Self> {
+        serde_json::from_str(&stored.spec).map_err(|e| {
+            anyhow::anyhow!(
+                "lab {} has a spec this perflab cannot read ({e})",
+                stored.id
+            )
+        })
+    }
+
+    /// The setup and teardown of cell `position` (repetition `repetition`)
+    /// of variant `variant`; none for a variant the spec does not have.
+    pub fn hooks(&self, variant: usize, position: usize, repetition: u32) -> Option<hooks::Hooks> {
+        self.variants
+            .get(variant)
+            .map(|v| hooks::Hooks::of(&self.name, &v.name, &v.knobs, position, repetition))
+    }
 }

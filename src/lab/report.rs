@@ -19,7 +19,7 @@ use super::LabSpec;
 use crate::analyze::compare::{differ, peak_samples, Difference};
 use crate::analyze::stats::mean_interval;
 use crate::analyze::{verdict_of_run, Verdict};
-use crate::store::{Store, StoredLab, StoredRun};
+use crate::store::{CellStatus, LabStatus, Store, StoredLab, StoredRun};
 
 /// One variant's figures over its repetitions.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -96,7 +96,8 @@ pub struct PredictionCheck {
 pub struct LabReport {
     pub lab: i64,
     pub name: String,
-    pub status: String,
+    /// How the lab stands (`running`, `complete`, `partial` in JSON).
+    pub status: LabStatus,
     pub workload: String,
     pub target: Option<String>,
     pub variants: Vec<VariantSummary>,
@@ -138,40 +139,14 @@ fn curve(list: &[(StoredRun, Verdict)]) -> Vec<CurvePoint> {
         .collect()
 }
 
+/// A variant's completed runs, each with its verdict.
+type RunsOf = Vec<(StoredRun, Verdict)>;
+
 /// Reads lab `stored`'s runs from `store` and sums each variant up;
 /// answers `ask` when it asks something.
 pub fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow::Result<LabReport> {
-    let spec: LabSpec = serde_json::from_str(&stored.spec).map_err(|e| {
-        anyhow::anyhow!(
-            "lab {} has a spec this perflab cannot read ({e})",
-            stored.id
-        )
-    })?;
-    let mut runs: Vec<Vec<(StoredRun, Verdict)>> = vec![Vec::new(); spec.variants.len()];
-    let mut not_done: Vec<Vec<String>> = vec![Vec::new(); spec.variants.len()];
-    for cell in &stored.cells {
-        let Some(slot) = runs.get_mut(cell.variant) else {
-            continue;
-        };
-        if cell.status != "done" {
-            not_done[cell.variant].push(format!(
-                "repetition {}: {}{}",
-                cell.repetition,
-                cell.status,
-                cell.reason
-                    .as_ref()
-                    .map_or(String::new(), |r| format!(" ({r})"))
-            ));
-        }
-        if let Some(id) = cell.run.filter(|_| cell.status == "done") {
-            let run = store.load_run(id)?;
-            let verdict = verdict_of_run(&run, None, None);
-            slot.push((run, verdict));
-        }
-    }
-    let pooled = |list: &[(StoredRun, Verdict)]| {
-        peak_samples(&list.iter().map(|(r, v)| (r, v)).collect::<Vec<_>>())
-    };
+    let spec = LabSpec::of_stored(stored)?;
+    let (runs, not_done) = runs_by_variant(store, stored, spec.variants.len())?;
     let base = runs.first().map(|r| pooled(r)).unwrap_or_default();
     let mut variants: Vec<VariantSummary> = spec
         .variants
@@ -180,73 +155,15 @@ pub fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow::Result
         .zip(not_done)
         .enumerate()
         .map(|(i, ((variant, list), not_done))| {
-            let peaks: Vec<f64> = list
-                .iter()
-                .filter_map(|(_, v)| v.peak.map(|p| v.points[p].throughput))
-                .collect();
-            let interval = mean_interval(&peaks);
-            let p95s: Vec<f64> = list
-                .iter()
-                .filter_map(|(_, v)| v.peak.map(|p| v.points[p].response.p95.as_secs_f64()))
-                .collect();
-            let peak = (!peaks.is_empty()).then(|| peaks.iter().sum::<f64>() / peaks.len() as f64);
-            VariantSummary {
-                p95_s: (!p95s.is_empty()).then(|| p95s.iter().sum::<f64>() / p95s.len() as f64),
-                curve: curve(list),
-                cost: variant.cost,
-                value: value_of(peak, variant.cost),
-                score: None,
-                name: variant.name.clone(),
-                runs: list.iter().map(|(r, _)| r.id).collect(),
-                peak,
-                interval: interval.map(|(_, lo, hi)| (lo, hi)),
-                peaks,
-                bottlenecks: list
-                    .iter()
-                    .map(|(_, v)| {
-                        v.bottleneck
-                            .as_ref()
-                            .map_or("none found".to_string(), |b| b.name.clone())
-                    })
-                    .collect(),
-                vs_base: (i > 0)
-                    .then(|| differ(&base, &pooled(list), spec.seed))
-                    .flatten(),
-                not_done,
-            }
+            let vs_base = (i > 0)
+                .then(|| differ(&base, &pooled(list), spec.seed))
+                .flatten();
+            summarize_variant(variant, list, not_done, vs_base)
         })
         .collect();
-    let figures: Vec<Figures<'_>> = variants
-        .iter()
-        .zip(&spec.variants)
-        .map(|(s, v)| Figures {
-            peak: s.peak,
-            p95_s: s.p95_s,
-            cost: s.cost,
-            ratings: &v.ratings,
-        })
-        .collect();
-    if !spec.valuation.weights.is_empty() {
-        let scored = scores(&spec.valuation.weights, &figures);
-        for (s, score) in variants.iter_mut().zip(scored) {
-            s.score = score;
-        }
-    }
-    let capacity = (!ask.is_empty()).then(|| {
-        let verdicts: Vec<Vec<&Verdict>> = runs
-            .iter()
-            .map(|list| list.iter().map(|(_, v)| v).collect())
-            .collect();
-        answer(ask, &spec.variants, &verdicts)
-    });
+    score(&spec, &mut variants);
     let predictions = predictions(&spec, &runs);
-    let mut capacity = capacity;
-    for p in capacity.iter_mut().flat_map(|c| c.predicted.iter_mut()) {
-        p.measured_on = predictions
-            .iter()
-            .find(|c| c.from == p.variant && c.change == p.change)
-            .map(|c| (c.to.clone(), c.measured));
-    }
+    let capacity = (!ask.is_empty()).then(|| capacity(ask, &spec, &runs, &predictions));
     let unpredicted = varied_knobs(&spec)
         .into_iter()
         .filter(|k| !checkable(k))
@@ -259,12 +176,133 @@ pub fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow::Result
         predictions,
         unpredicted,
         name: stored.name.clone(),
-        status: stored.status.clone(),
+        status: stored.status,
         workload: spec.workload.clone(),
         target: spec.target.clone(),
         variants,
         spec,
     })
+}
+
+/// Per variant, the runs its cells completed (with their verdicts) and
+/// the cells that did not complete, with why.
+fn runs_by_variant(
+    store: &Store,
+    stored: &StoredLab,
+    count: usize,
+) -> anyhow::Result<(Vec<RunsOf>, Vec<Vec<String>>)> {
+    let mut runs: Vec<RunsOf> = vec![Vec::new(); count];
+    let mut not_done: Vec<Vec<String>> = vec![Vec::new(); count];
+    for cell in &stored.cells {
+        let Some(slot) = runs.get_mut(cell.variant) else {
+            continue;
+        };
+        if cell.status != CellStatus::Done {
+            not_done[cell.variant].push(format!(
+                "repetition {}: {}{}",
+                cell.repetition,
+                cell.status,
+                cell.reason
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(" ({r})"))
+            ));
+        }
+        if let Some(id) = cell.run.filter(|_| cell.status == CellStatus::Done) {
+            let run = store.load_run(id)?;
+            let verdict = verdict_of_run(&run, None, None);
+            slot.push((run, verdict));
+        }
+    }
+    Ok((runs, not_done))
+}
+
+/// The samples of a variant's runs at their peaks, pooled.
+fn pooled(list: &[(StoredRun, Verdict)]) -> Vec<f64> {
+    peak_samples(&list.iter().map(|(r, v)| (r, v)).collect::<Vec<_>>())
+}
+
+/// One variant's line of the matrix, from its completed runs.
+fn summarize_variant(
+    variant: &super::Variant,
+    list: &[(StoredRun, Verdict)],
+    not_done: Vec<String>,
+    vs_base: Option<Difference>,
+) -> VariantSummary {
+    let peaks: Vec<f64> = list
+        .iter()
+        .filter_map(|(_, v)| v.peak.map(|p| v.points[p].throughput))
+        .collect();
+    let interval = mean_interval(&peaks);
+    let p95s: Vec<f64> = list
+        .iter()
+        .filter_map(|(_, v)| v.peak.map(|p| v.points[p].response.p95.as_secs_f64()))
+        .collect();
+    let peak = (!peaks.is_empty()).then(|| peaks.iter().sum::<f64>() / peaks.len() as f64);
+    VariantSummary {
+        p95_s: (!p95s.is_empty()).then(|| p95s.iter().sum::<f64>() / p95s.len() as f64),
+        curve: curve(list),
+        cost: variant.cost,
+        value: value_of(peak, variant.cost),
+        score: None,
+        name: variant.name.clone(),
+        runs: list.iter().map(|(r, _)| r.id).collect(),
+        peak,
+        interval: interval.map(|(_, lo, hi)| (lo, hi)),
+        peaks,
+        bottlenecks: list
+            .iter()
+            .map(|(_, v)| {
+                v.bottleneck
+                    .as_ref()
+                    .map_or("none found".to_string(), |b| b.name.clone())
+            })
+            .collect(),
+        vs_base,
+        not_done,
+    }
+}
+
+/// Scores each variant on the scorecard, when the lab weighs criteria.
+fn score(spec: &LabSpec, variants: &mut [VariantSummary]) {
+    if spec.valuation.weights.is_empty() {
+        return;
+    }
+    let figures: Vec<Figures<'_>> = variants
+        .iter()
+        .zip(&spec.variants)
+        .map(|(s, v)| Figures {
+            peak: s.peak,
+            p95_s: s.p95_s,
+            cost: s.cost,
+            ratings: &v.ratings,
+        })
+        .collect();
+    let scored = scores(&spec.valuation.weights, &figures);
+    for (s, score) in variants.iter_mut().zip(scored) {
+        s.score = score;
+    }
+}
+
+/// The answer to `ask`, each prediction set beside what another variant
+/// measured of the same change.
+fn capacity(
+    ask: &Ask,
+    spec: &LabSpec,
+    runs: &[RunsOf],
+    predictions: &[PredictionCheck],
+) -> CapacityAnswer {
+    let verdicts: Vec<Vec<&Verdict>> = runs
+        .iter()
+        .map(|list| list.iter().map(|(_, v)| v).collect())
+        .collect();
+    let mut capacity = answer(ask, &spec.variants, &verdicts);
+    for p in capacity.predicted.iter_mut() {
+        p.measured_on = predictions
+            .iter()
+            .find(|c| c.from == p.variant && c.change == p.change)
+            .map(|c| (c.to.clone(), c.measured));
+    }
+    capacity
 }
 
 /// The knobs whose values differ between variants, in the file's order.

@@ -7,12 +7,15 @@
 //! partial, and ends the lab there with every finished cell kept.
 //! `perflab lab resume` runs what a stopped or killed lab left.
 
+use super::hooks::{follow_lines, run_hook, Hooks};
 use super::{Cell, LabFile, LabPlan, LabSpec};
 use crate::error::PlanError;
-use crate::store::{LabId, NewCell, Store};
+use crate::store::{
+    CellStatus, LabId, LabStatus, NewCell, RunId, RunStatus, Store, StoredCell, StoredLab,
+};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -56,15 +59,8 @@ pub fn run_lab(
         &serde_json::to_string(&spec)?,
         &cells,
     )?;
-    let end = run_cells(
-        &mut store,
-        lab,
-        &spec,
-        &plan.cells,
-        plan.cells.len(),
-        stop,
-        signal,
-    )?;
+    let runner = Runner::new(&store, lab, &spec, plan.cells.len(), stop, signal)?;
+    let end = runner.run_cells(&mut store, &plan.cells)?;
     Ok((lab, end))
 }
 
@@ -81,71 +77,103 @@ pub fn resume_lab(
     let mut store = Store::open_existing(store_path)?;
     let lab = store.resolve_lab(lab)?;
     let stored = store.load_lab(lab)?;
-    let mut spec: LabSpec = serde_json::from_str(&stored.spec)
-        .map_err(|e| anyhow::anyhow!("lab {lab} has a spec this perflab cannot read ({e})"))?;
+    let mut spec = LabSpec::of_stored(&stored)?;
     if spec.name.is_empty() {
         spec.name = stored.name.clone();
     }
-    if stored.status == "running" && alive(stored.pid) {
+    if stored.status == LabStatus::Running && alive(stored.pid) {
         return Err(PlanError::new(format!(
             "lab {lab} is still running (pid {}); let it finish, or stop it with Ctrl-C, then resume",
             stored.pid
         ))
         .into());
     }
+    let todo = cells_left(&mut store, &stored)?;
+    if let Some(end) = run_owed_teardowns(&mut store, &stored, &spec)? {
+        return Ok((lab, end));
+    }
+    crate::util::out(format_args!(
+        "lab {lab}: {} of {} cells to run\n",
+        todo.len(),
+        stored.cells.len()
+    ));
+    store.resume_lab(lab)?;
+    let runner = Runner::new(&store, lab, &spec, stored.cells.len(), stop, signal)?;
+    let end = runner.run_cells(&mut store, &todo)?;
+    Ok((lab, end))
+}
+
+/// The cells of `stored` that `lab resume` runs again, in their order;
+/// a cell whose run completed after its lab was killed is marked done
+/// instead. Refused while a cell's run is still going.
+fn cells_left(store: &mut Store, stored: &StoredLab) -> anyhow::Result<Vec<Cell>> {
+    let lab = stored.id;
     let mut todo = Vec::new();
     for cell in &stored.cells {
-        let position = cell.position;
-        match (cell.status.as_str(), cell.pid) {
-            ("done" | "failed", _) => continue,
-            ("running", Some(pid)) if alive(pid) => {
-                return Err(PlanError::new(format!(
-                    "cell {} of lab {lab} is still running (pid {pid}); wait for it to end, then resume",
-                    position + 1
-                ))
-                .into())
-            }
-            ("running", Some(pid)) => {
-                // Its lab was killed; its run may have gone on to the end.
-                let run = store.run_of_process(pid, 0)?;
-                let status = run.map(|r| store.run_status(r)).transpose()?.flatten();
-                if status.as_deref() == Some("complete") {
-                    store.mark_cell(lab, position, "done", None, run)?;
-                    crate::util::out(format_args!(
-                        "cell {}: its run {} completed after the lab stopped; kept\n",
-                        position + 1,
-                        run.unwrap_or_default()
-                    ));
-                    continue;
-                }
-            }
-            _ => {}
+        if cell.status.is_final() || completed_after_its_lab(store, lab, cell)? {
+            continue;
         }
         let args: Vec<String> = serde_json::from_str(&cell.args).map_err(|e| {
-            anyhow::anyhow!("cell {} of lab {lab} cannot be read ({e})", position + 1)
+            anyhow::anyhow!(
+                "cell {} of lab {lab} cannot be read ({e})",
+                cell.position + 1
+            )
         })?;
         todo.push(Cell {
-            position,
+            position: cell.position,
             variant: cell.variant,
             repetition: cell.repetition,
             args,
             knob_args: Vec::new(),
         });
     }
-    // A teardown owed by a cell of a killed lab runs first, once nothing
-    // of the lab runs any more: the host is put back before any cell runs
-    // on it.
+    Ok(todo)
+}
+
+/// Whether running cell `cell` of a killed lab went on to complete its
+/// run (then marked done, keeping that run); an error while it still runs.
+fn completed_after_its_lab(
+    store: &mut Store,
+    lab: LabId,
+    cell: &StoredCell,
+) -> anyhow::Result<bool> {
+    let (CellStatus::Running, Some(pid)) = (cell.status, cell.pid) else {
+        return Ok(false);
+    };
+    if alive(pid) {
+        return Err(PlanError::new(format!(
+            "cell {} of lab {lab} is still running (pid {pid}); wait for it to end, then resume",
+            cell.position + 1
+        ))
+        .into());
+    }
+    let run = store.run_of_process(pid, 0)?;
+    let status = run.map(|r| store.run_status(r)).transpose()?.flatten();
+    if status != Some(RunStatus::Complete) {
+        return Ok(false);
+    }
+    store.mark_cell(lab, cell.position, CellStatus::Done, None, run)?;
+    crate::util::out(format_args!(
+        "cell {}: its run {} completed after the lab stopped; kept\n",
+        cell.position + 1,
+        run.unwrap_or_default()
+    ));
+    Ok(true)
+}
+
+/// Runs the teardowns owed by cells of a killed lab, once nothing of the
+/// lab runs any more: the host is put back before any cell runs on it.
+/// Gives how the lab ended when one of them failed.
+fn run_owed_teardowns(
+    store: &mut Store,
+    stored: &StoredLab,
+    spec: &LabSpec,
+) -> anyhow::Result<Option<LabEnd>> {
+    let lab = stored.id;
     for cell in stored.cells.iter().filter(|c| c.teardown_owed) {
-        let Some(v) = spec.variants.get(cell.variant) else {
+        let Some(hooks) = spec.hooks(cell.variant, cell.position, cell.repetition) else {
             continue;
         };
-        let hooks = super::hooks::Hooks::of(
-            &spec.name,
-            &v.name,
-            &v.knobs,
-            cell.position,
-            cell.repetition,
-        );
         let Some(command) = &hooks.teardown else {
             store.owe_teardown(lab, cell.position, false)?;
             continue;
@@ -155,28 +183,13 @@ pub fn resume_lab(
             cell.position + 1
         ));
         let never = AtomicBool::new(false);
-        let ran = super::hooks::run_hook("teardown", command, &hooks.env, &never);
+        let ran = run_hook("teardown", command, &hooks.env, &never);
         store.owe_teardown(lab, cell.position, false)?;
         if let Err(e) = ran {
-            return Ok((lab, teardown_failed(&mut store, lab, cell.position, &e)?));
+            return Ok(Some(teardown_failed(store, lab, cell.position, &e)?));
         }
     }
-    crate::util::out(format_args!(
-        "lab {lab}: {} of {} cells to run\n",
-        todo.len(),
-        stored.cells.len()
-    ));
-    store.resume_lab(lab)?;
-    let end = run_cells(
-        &mut store,
-        lab,
-        &spec,
-        &todo,
-        stored.cells.len(),
-        stop,
-        signal,
-    )?;
-    Ok((lab, end))
+    Ok(None)
 }
 
 /// Whether process `pid` is a perflab still running (not a zombie).
@@ -204,113 +217,240 @@ fn teardown_failed(
         "error: cell {}: {why}; the lab stops here, since the host may not be as it found it: undo the setup by hand, then perflab lab resume {lab}\n",
         position + 1
     ));
-    store.finish_lab(lab, "partial")?;
+    store.finish_lab(lab, LabStatus::Partial)?;
     Ok(LabEnd::TeardownFailed)
 }
 
-/// Runs `cells` of lab `lab` one by one, then records how the lab ended
-/// (every cell of it finished or not).
-fn run_cells(
-    store: &mut Store,
+/// What running a lab's cells needs besides its store.
+struct Runner<'a> {
     lab: LabId,
-    spec: &LabSpec,
-    cells: &[Cell],
+    spec: &'a LabSpec,
+    /// The lab's number of cells, for the progress lines.
     total: usize,
-    stop: &AtomicBool,
-    signal: &AtomicUsize,
-) -> anyhow::Result<LabEnd> {
-    let store_path = store.path().to_path_buf();
-    let exe = std::env::current_exe()?;
+    /// The store the cells' runs write to (the lab's own).
+    store_path: PathBuf,
+    /// This binary, run once per cell.
+    exe: PathBuf,
+    /// Set by Ctrl-C or SIGTERM.
+    stop: &'a AtomicBool,
+    /// The number of the signal that set `stop`.
+    signal: &'a AtomicUsize,
+}
 
-    let mut failed = 0;
-    for cell in cells {
-        if stop.load(Ordering::Relaxed) {
-            break;
+/// How one cell ended, as the lab's loop needs it.
+enum CellEnd {
+    /// Its run ended (`Done` or `Failed`); the lab goes on.
+    Ran(CellStatus),
+    /// A signal came during its setup; the lab stops.
+    Stopped,
+    /// A signal cut its run short; the lab ends with this exit code.
+    Interrupted(i32),
+    /// Its teardown failed (already recorded); the lab stops.
+    TeardownFailed,
+}
+
+/// A cell's `perflab run` process once it ended.
+struct CellProcess {
+    exit: ExitStatus,
+    /// The run it stored, if it got that far.
+    run: Option<RunId>,
+    /// Its last error line, without `error: `.
+    last_error: Option<String>,
+}
+
+impl CellProcess {
+    /// The cell's status and why, from how its run's process exited.
+    fn outcome(&self) -> (CellStatus, Option<String>) {
+        let said = |what: &str| match &self.last_error {
+            Some(line) => format!("{what}: {line}"),
+            None => what.to_string(),
+        };
+        match self.exit.code() {
+            Some(0) => (CellStatus::Done, None),
+            Some(1) => (CellStatus::Failed, Some(said("its run failed"))),
+            Some(2) => (CellStatus::Failed, Some(said("its run refused to start"))),
+            Some(130 | 143) => (CellStatus::Partial, Some("interrupted".to_string())),
+            Some(code) => (
+                CellStatus::Failed,
+                Some(format!("its run ended with exit code {code}")),
+            ),
+            None => (
+                CellStatus::Failed,
+                Some(format!("its run was ended by a signal ({})", self.exit)),
+            ),
         }
-        let variant_name = spec
+    }
+}
+
+impl<'a> Runner<'a> {
+    fn new(
+        store: &Store,
+        lab: LabId,
+        spec: &'a LabSpec,
+        total: usize,
+        stop: &'a AtomicBool,
+        signal: &'a AtomicUsize,
+    ) -> anyhow::Result<Self> {
+        Ok(Runner {
+            lab,
+            spec,
+            total,
+            store_path: store.path().to_path_buf(),
+            exe: std::env::current_exe()?,
+            stop,
+            signal,
+        })
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Runs `cells` one by one, then records how the lab ended (every
+    /// cell of it finished or not).
+    fn run_cells(&self, store: &mut Store, cells: &[Cell]) -> anyhow::Result<LabEnd> {
+        let mut failed = 0;
+        for cell in cells {
+            if self.stopped() {
+                break;
+            }
+            match self.run_cell(store, cell)? {
+                CellEnd::Ran(CellStatus::Failed) => failed += 1,
+                CellEnd::Ran(_) => {}
+                CellEnd::Stopped => break,
+                CellEnd::Interrupted(code) => {
+                    store.finish_lab(self.lab, LabStatus::Partial)?;
+                    return Ok(LabEnd::Interrupted(code));
+                }
+                CellEnd::TeardownFailed => return Ok(LabEnd::TeardownFailed),
+            }
+        }
+        if self.stopped() {
+            store.finish_lab(self.lab, LabStatus::Partial)?;
+            let number = self.signal.load(Ordering::Relaxed);
+            let code = if number == libc::SIGTERM as usize {
+                143
+            } else {
+                130
+            };
+            return Ok(LabEnd::Interrupted(code));
+        }
+        store.finish_lab(self.lab, LabStatus::Complete)?;
+        Ok(LabEnd::Complete { failed })
+    }
+
+    /// Runs one cell: its setup, its run, its teardown, each marked in the
+    /// store.
+    fn run_cell(&self, store: &mut Store, cell: &Cell) -> anyhow::Result<CellEnd> {
+        self.announce(cell);
+        let hooks = self
+            .spec
+            .hooks(cell.variant, cell.position, cell.repetition);
+        // Owed before the setup begins: a lab killed from here on leaves
+        // it to `lab resume`.
+        if hooks.as_ref().is_some_and(|h| h.teardown.is_some()) {
+            store.owe_teardown(self.lab, cell.position, true)?;
+        }
+        if let Err(why) = self.setup(hooks.as_ref()) {
+            crate::util::err(format_args!("error: cell {}: {why}\n", cell.position + 1));
+            let interrupted = self.stopped();
+            let status = if interrupted {
+                CellStatus::Partial
+            } else {
+                CellStatus::Failed
+            };
+            store.mark_cell(self.lab, cell.position, status, Some(&why), None)?;
+            if let Err(e) = self.teardown(store, cell, hooks.as_ref()) {
+                teardown_failed(store, self.lab, cell.position, &e)?;
+                return Ok(CellEnd::TeardownFailed);
+            }
+            return Ok(if interrupted {
+                CellEnd::Stopped
+            } else {
+                CellEnd::Ran(CellStatus::Failed)
+            });
+        }
+        let process = self.run_process(store, cell)?;
+        let (status, reason) = process.outcome();
+        store.mark_cell(
+            self.lab,
+            cell.position,
+            status,
+            reason.as_deref(),
+            process.run,
+        )?;
+        if let Err(e) = self.teardown(store, cell, hooks.as_ref()) {
+            teardown_failed(store, self.lab, cell.position, &e)?;
+            return Ok(CellEnd::TeardownFailed);
+        }
+        Ok(match status {
+            CellStatus::Partial => CellEnd::Interrupted(process.exit.code().unwrap_or(130)),
+            status => CellEnd::Ran(status),
+        })
+    }
+
+    /// The cell's progress line: which variant, which repetition, its knobs.
+    fn announce(&self, cell: &Cell) {
+        let variant_name = self
+            .spec
             .variants
             .get(cell.variant)
             .map_or("?", |v| v.name.as_str());
         crate::util::out(format_args!(
-            "cell {}/{total}: {variant_name} (repetition {}/{}){}\n",
+            "cell {}/{}: {variant_name} (repetition {}/{}){}\n",
             cell.position + 1,
+            self.total,
             cell.repetition,
-            spec.repetitions,
+            self.spec.repetitions,
             if cell.knob_args.is_empty() {
                 String::new()
             } else {
                 format!(": {}", cell.knob_args.join(" "))
             }
         ));
-        let hooks = spec.variants.get(cell.variant).map(|v| {
-            super::hooks::Hooks::of(
-                &spec.name,
-                &v.name,
-                &v.knobs,
-                cell.position,
-                cell.repetition,
-            )
-        });
-        let env = hooks.as_ref().map_or(&[][..], |h| &h.env[..]);
-        // A teardown runs whatever happened to the cell, Ctrl-C included:
-        // it is never stopped, only timed out.
-        let never = AtomicBool::new(false);
-        let teardown = |store: &mut Store| match hooks.as_ref().and_then(|h| h.teardown.as_ref()) {
-            Some(command) => {
-                let ran = super::hooks::run_hook("teardown", command, env, &never);
-                store
-                    .owe_teardown(lab, cell.position, false)
-                    .map_err(|e| format!("{e:#}"))?;
-                ran
-            }
+    }
+
+    /// Runs the cell's setup command, if it has one; a signal stops it.
+    fn setup(&self, hooks: Option<&Hooks>) -> Result<(), String> {
+        let Some(hooks) = hooks else { return Ok(()) };
+        match &hooks.setup {
+            Some(setup) => run_hook("setup", setup, &hooks.env, self.stop),
             None => Ok(()),
+        }
+    }
+
+    /// Runs the cell's teardown command, if it has one, and records it no
+    /// longer owed. It runs whatever happened to the cell, Ctrl-C
+    /// included: it is never stopped, only timed out.
+    fn teardown(
+        &self,
+        store: &mut Store,
+        cell: &Cell,
+        hooks: Option<&Hooks>,
+    ) -> Result<(), String> {
+        let Some((hooks, command)) = hooks.and_then(|h| Some((h, h.teardown.as_ref()?))) else {
+            return Ok(());
         };
-        // Owed before the setup begins: a lab killed from here on leaves
-        // it to `lab resume`.
-        if hooks.as_ref().is_some_and(|h| h.teardown.is_some()) {
-            store.owe_teardown(lab, cell.position, true)?;
-        }
-        if let Some(setup) = hooks.as_ref().and_then(|h| h.setup.as_ref()) {
-            if let Err(why) = super::hooks::run_hook("setup", setup, env, stop) {
-                crate::util::err(format_args!("error: cell {}: {why}\n", cell.position + 1));
-                let interrupted = stop.load(Ordering::Relaxed);
-                store.mark_cell(
-                    lab,
-                    cell.position,
-                    if interrupted { "partial" } else { "failed" },
-                    Some(&why),
-                    None,
-                )?;
-                if let Err(e) = teardown(store) {
-                    return teardown_failed(store, lab, cell.position, &e);
-                }
-                if interrupted {
-                    break;
-                }
-                failed += 1;
-                continue;
-            }
-        }
+        let never = AtomicBool::new(false);
+        let ran = run_hook("teardown", command, &hooks.env, &never);
+        store
+            .owe_teardown(self.lab, cell.position, false)
+            .map_err(|e| format!("{e:#}"))?;
+        ran
+    }
+
+    /// Runs the cell's `perflab run` process to its end, showing its
+    /// progress lines and passing on its errors and a signal that stops
+    /// the lab.
+    fn run_process(&self, store: &mut Store, cell: &Cell) -> anyhow::Result<CellProcess> {
         let before = store.last_run_id()?;
-        // A process group of its own: Ctrl-C at the terminal reaches the
-        // lab alone, which passes it on once (a second one would end the
-        // run at once, unstored).
-        let mut child = Command::new(&exe)
-            .process_group(0)
-            .arg("run")
-            .args(&cell.args)
-            .arg("--store")
-            .arg(&store_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
+        let mut child = self.spawn(cell)?;
         let pid = child.id();
-        store.cell_started(lab, cell.position, pid)?;
+        store.cell_started(self.lab, cell.position, pid)?;
         // Its progress lines, shown as they come; the rest of its table is
         // in the store, and the lab's report shows it.
         let progress = child.stdout.take().map(|out| {
-            super::hooks::follow_lines(out, |line| {
+            follow_lines(out, |line| {
                 let shown = line.starts_with("step ")
                     || line.starts_with("check:")
                     || line.starts_with("stored as run");
@@ -318,71 +458,111 @@ fn run_cells(
             })
         });
         // Its error lines, passed on; the last one is why a cell failed.
-        let errors = child.stderr.take().map(|err| {
-            super::hooks::follow_lines(err, |line| crate::util::err(format_args!("{line}\n")))
-        });
-        let mut forwarded = false;
-        let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break status;
-            }
-            if stop.load(Ordering::Relaxed) && !forwarded {
-                // The signal that stopped the lab stops the cell.
-                let number = signal.load(Ordering::Relaxed).max(libc::SIGINT as usize) as i32;
-                // SAFETY: signalling the child this lab started, by its PID.
-                unsafe { libc::kill(pid as libc::pid_t, number) };
-                forwarded = true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let errors = child
+            .stderr
+            .take()
+            .map(|err| follow_lines(err, |line| crate::util::err(format_args!("{line}\n"))));
+        let exit = self.wait(&mut child)?;
         if let Some(progress) = progress {
             let _ = progress.join();
         }
         let last_error = errors
             .and_then(|e| e.join().ok().flatten())
             .map(|line| line.trim().trim_start_matches("error: ").to_string());
-        let run = store.run_of_process(pid, before)?;
-        let said = |what: &str| match &last_error {
-            Some(line) => format!("{what}: {line}"),
-            None => what.to_string(),
-        };
-        let (state, reason) = match status.code() {
-            Some(0) => ("done", None),
-            Some(1) => ("failed", Some(said("its run failed"))),
-            Some(2) => ("failed", Some(said("its run refused to start"))),
-            Some(130 | 143) => ("partial", Some("interrupted".to_string())),
-            Some(code) => (
-                "failed",
-                Some(format!("its run ended with exit code {code}")),
-            ),
-            None => (
-                "failed",
-                Some(format!("its run was ended by a signal ({status})")),
-            ),
-        };
-        store.mark_cell(lab, cell.position, state, reason.as_deref(), run)?;
-        if let Err(e) = teardown(store) {
-            return teardown_failed(store, lab, cell.position, &e);
-        }
-        match state {
-            "partial" => {
-                store.finish_lab(lab, "partial")?;
-                return Ok(LabEnd::Interrupted(status.code().unwrap_or(130)));
+        Ok(CellProcess {
+            exit,
+            run: store.run_of_process(pid, before)?,
+            last_error,
+        })
+    }
+
+    /// Starts the cell's `perflab run` on the lab's store.
+    fn spawn(&self, cell: &Cell) -> std::io::Result<Child> {
+        // A process group of its own: Ctrl-C at the terminal reaches the
+        // lab alone, which passes it on once (a second one would end the
+        // run at once, unstored).
+        Command::new(&self.exe)
+            .process_group(0)
+            .arg("run")
+            .args(&cell.args)
+            .arg("--store")
+            .arg(&self.store_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    }
+
+    /// Waits for the cell's process, passing on once the signal that
+    /// stopped the lab.
+    fn wait(&self, child: &mut Child) -> std::io::Result<ExitStatus> {
+        let mut forwarded = false;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
             }
-            "failed" => failed += 1,
-            _ => {}
+            if self.stopped() && !forwarded {
+                let number = self
+                    .signal
+                    .load(Ordering::Relaxed)
+                    .max(libc::SIGINT as usize) as i32;
+                // SAFETY: signalling the child this lab started, by its PID.
+                unsafe { libc::kill(child.id() as libc::pid_t, number) };
+                forwarded = true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
-    if stop.load(Ordering::Relaxed) {
-        store.finish_lab(lab, "partial")?;
-        let number = signal.load(Ordering::Relaxed);
-        let code = if number == libc::SIGTERM as usize {
-            143
-        } else {
-            130
-        };
-        return Ok(LabEnd::Interrupted(code));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    /// A cell process that exited with `code` (or was killed by `signal`).
+    fn ended(code: Option<i32>, signal: i32, last_error: Option<&str>) -> CellProcess {
+        CellProcess {
+            exit: match code {
+                Some(code) => ExitStatus::from_raw(code << 8),
+                None => ExitStatus::from_raw(signal),
+            },
+            run: None,
+            last_error: last_error.map(str::to_string),
+        }
     }
-    store.finish_lab(lab, "complete")?;
-    Ok(LabEnd::Complete { failed })
+
+    #[test]
+    fn a_cell_is_marked_by_how_its_run_exited() {
+        let cases = [
+            (Some(0), None, CellStatus::Done, None),
+            (
+                Some(1),
+                Some("the check failed"),
+                CellStatus::Failed,
+                Some("its run failed: the check failed"),
+            ),
+            (
+                Some(2),
+                None,
+                CellStatus::Failed,
+                Some("its run refused to start"),
+            ),
+            (Some(130), None, CellStatus::Partial, Some("interrupted")),
+            (Some(143), None, CellStatus::Partial, Some("interrupted")),
+            (
+                Some(7),
+                None,
+                CellStatus::Failed,
+                Some("its run ended with exit code 7"),
+            ),
+        ];
+        for (code, said, status, reason) in cases {
+            let (got, why) = ended(code, 0, said).outcome();
+            assert_eq!((got, why.as_deref()), (status, reason), "exit {code:?}");
+        }
+        let (got, why) = ended(None, libc::SIGKILL, None).outcome();
+        assert_eq!(got, CellStatus::Failed);
+        assert!(why.is_some_and(|w| w.starts_with("its run was ended by a signal")));
+    }
 }

@@ -105,6 +105,21 @@ pub fn read(
         }
         return Ok(valuation);
     };
+    valuation.weights = read_weights(scorecard, priced > 0, at)?;
+    if let Some(ratings) = ratings {
+        read_ratings(ratings, &valuation.weights, variants, at)?;
+    }
+    check_rated(scorecard, variants, at)?;
+    Ok(valuation)
+}
+
+/// `[scorecard]`: each criterion's weight, above 0, in the file's order;
+/// `value` only when the variants are priced.
+fn read_weights(
+    scorecard: &Table,
+    priced: bool,
+    at: &At,
+) -> Result<Vec<(String, f64)>, LabFileError> {
     let mut entries: Vec<_> = scorecard.get_ref().iter().collect();
     entries.sort_by_key(|(k, _)| k.span().start);
     if entries.is_empty() {
@@ -113,6 +128,7 @@ pub fn read(
             "[scorecard] has no criterion; weigh some, e.g. throughput = 40, latency = 20".into(),
         ));
     }
+    let mut weights = Vec::new();
     for (key, weight) in entries {
         let name = key.get_ref().trim().to_string();
         let w = number(weight.get_ref(), 0.0..=f64::MAX)
@@ -123,17 +139,20 @@ pub fn read(
                     format!("the weight of '{name}' must be a number above 0, e.g. {name} = 40"),
                 )
             })?;
-        if name == "value" && priced == 0 {
+        if name == "value" && !priced {
             return Err(at(
                 key.span().start,
                 "the scorecard's 'value' is the peak per unit of cost: give [costs] too".into(),
             ));
         }
-        valuation.weights.push((name, w));
+        weights.push((name, w));
     }
-    if let Some(ratings) = ratings {
-        read_ratings(ratings, &valuation.weights, variants, at)?;
-    }
+    Ok(weights)
+}
+
+/// Every criterion of the scorecard perflab does not measure is the
+/// user's rating: each variant needs one.
+fn check_rated(scorecard: &Table, variants: &[Variant], at: &At) -> Result<(), LabFileError> {
     for key in scorecard.get_ref().keys() {
         let name = key.get_ref().trim();
         if MEASURED.contains(&name) {
@@ -153,7 +172,7 @@ pub fn read(
             ));
         }
     }
-    Ok(valuation)
+    Ok(())
 }
 
 /// `[costs]`: its unit, and each knob value's cost added to the variants

@@ -152,6 +152,16 @@ impl Level {
             Level::Rate(_) => "rate",
         }
     }
+
+    /// The level whose [`Level::kind`] is `kind` at `value` (as the store
+    /// keeps it); none for a kind no perflab writes.
+    pub fn of_kind(kind: &str, value: f64) -> Option<Self> {
+        match kind {
+            "users" => Some(Level::Users(value as u32)),
+            "rate" => Some(Level::Rate(value)),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Level {
@@ -290,6 +300,14 @@ mod tests {
     use super::*;
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
+
+    #[test]
+    fn a_level_reads_back_from_its_kind() {
+        for level in [Level::Users(7), Level::Rate(2.5)] {
+            assert_eq!(Level::of_kind(level.kind(), level.value()), Some(level));
+        }
+        assert_eq!(Level::of_kind("connections", 3.0), None);
+    }
 
     #[test]
     fn users_sweeps_parse() {

@@ -4,8 +4,9 @@
 //! cut short keeps its finished cells and names the ones left.
 
 use super::write::timestamp;
-use super::{RunId, Store};
+use super::{CellStatus, LabStatus, RunId, RunStatus, Store, StoredWord};
 use crate::error::PlanError;
+use anyhow::Context;
 use rusqlite::{params, OptionalExtension};
 use std::time::SystemTime;
 
@@ -29,9 +30,7 @@ pub struct StoredCell {
     pub variant: usize,
     pub repetition: u32,
     pub args: String,
-    /// `pending`, `running`, `done` (its run complete), `failed`
-    /// (its run failed or did not start), `partial` (cut short).
-    pub status: String,
+    pub status: CellStatus,
     pub reason: Option<String>,
     pub run: Option<RunId>,
     /// The process of its run, once started.
@@ -47,8 +46,7 @@ pub struct StoredLab {
     pub name: String,
     pub file: String,
     pub started_at: String,
-    /// `running`, `complete` or `partial`.
-    pub status: String,
+    pub status: LabStatus,
     /// The process that ran (or runs) it.
     pub pid: u32,
     /// The lab's spec, as the lab module wrote it (JSON).
@@ -67,13 +65,20 @@ impl Store {
     ) -> anyhow::Result<LabId> {
         let tx = self.conn.transaction()?;
         tx.execute(
-            "INSERT INTO labs (name, file, started_at, status, spec, pid) VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
-            params![name, file, timestamp(SystemTime::now()), spec, std::process::id()],
+            "INSERT INTO labs (name, file, started_at, status, spec, pid) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                name,
+                file,
+                timestamp(SystemTime::now()),
+                LabStatus::Running.word(),
+                spec,
+                std::process::id()
+            ],
         )?;
         let lab = tx.last_insert_rowid();
         {
             let mut insert = tx.prepare(
-                "INSERT INTO lab_cells (lab_id, position, variant, repetition, args, status) VALUES (?1, ?2, ?3, ?4, ?5, 'pending')",
+                "INSERT INTO lab_cells (lab_id, position, variant, repetition, args, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?;
             for cell in cells {
                 insert.execute(params![
@@ -81,7 +86,8 @@ impl Store {
                     cell.position,
                     cell.variant,
                     cell.repetition,
-                    cell.args
+                    cell.args,
+                    CellStatus::Pending.word()
                 ])?;
             }
         }
@@ -95,13 +101,13 @@ impl Store {
         &mut self,
         lab: LabId,
         position: usize,
-        status: &str,
+        status: CellStatus,
         reason: Option<&str>,
         run: Option<RunId>,
     ) -> anyhow::Result<()> {
         self.conn.execute(
             "UPDATE lab_cells SET status = ?3, status_reason = ?4, run_id = coalesce(?5, run_id) WHERE lab_id = ?1 AND position = ?2",
-            params![lab, position, status, reason, run],
+            params![lab, position, status.word(), reason, run],
         )?;
         Ok(())
     }
@@ -119,8 +125,8 @@ impl Store {
     /// Marks a cell running in process `pid`.
     pub fn cell_started(&mut self, lab: LabId, position: usize, pid: u32) -> anyhow::Result<()> {
         self.conn.execute(
-            "UPDATE lab_cells SET status = 'running', status_reason = NULL, pid = ?3 WHERE lab_id = ?1 AND position = ?2",
-            params![lab, position, pid],
+            "UPDATE lab_cells SET status = ?4, status_reason = NULL, pid = ?3 WHERE lab_id = ?1 AND position = ?2",
+            params![lab, position, pid, CellStatus::Running.word()],
         )?;
         Ok(())
     }
@@ -128,25 +134,26 @@ impl Store {
     /// Marks a lab running again in this process (`lab resume`).
     pub fn resume_lab(&mut self, lab: LabId) -> anyhow::Result<()> {
         self.conn.execute(
-            "UPDATE labs SET status = 'running', finished_at = NULL, pid = ?2 WHERE id = ?1",
-            params![lab, std::process::id()],
+            "UPDATE labs SET status = ?3, finished_at = NULL, pid = ?2 WHERE id = ?1",
+            params![lab, std::process::id(), LabStatus::Running.word()],
         )?;
         Ok(())
     }
 
     /// The status of run `run`, as stored.
-    pub fn run_status(&self, run: RunId) -> anyhow::Result<Option<String>> {
-        Ok(self
+    pub fn run_status(&self, run: RunId) -> anyhow::Result<Option<RunStatus>> {
+        let word: Option<String> = self
             .conn
             .query_row("SELECT status FROM runs WHERE id = ?1", [run], |r| r.get(0))
-            .optional()?)
+            .optional()?;
+        word.map(|w| RunStatus::read(&w)).transpose()
     }
 
     /// Records how a lab ended.
-    pub fn finish_lab(&mut self, lab: LabId, status: &str) -> anyhow::Result<()> {
+    pub fn finish_lab(&mut self, lab: LabId, status: LabStatus) -> anyhow::Result<()> {
         self.conn.execute(
             "UPDATE labs SET status = ?2, finished_at = ?3 WHERE id = ?1",
-            params![lab, status, timestamp(SystemTime::now())],
+            params![lab, status.word(), timestamp(SystemTime::now())],
         )?;
         Ok(())
     }
@@ -196,49 +203,145 @@ impl Store {
 
     /// Loads a lab and its cells, in their order.
     pub fn load_lab(&self, id: LabId) -> anyhow::Result<StoredLab> {
-        let (name, file, started_at, status, spec, pid) = self.conn.query_row(
-            "SELECT name, file, started_at, status, spec, pid FROM labs WHERE id = ?1",
-            [id],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get::<_, i64>(5)?,
-                ))
-            },
-        )?;
+        let (name, file, started_at, status, spec, pid): (_, _, _, String, _, i64) =
+            self.conn.query_row(
+                "SELECT name, file, started_at, status, spec, pid FROM labs WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                },
+            )?;
+        Ok(StoredLab {
+            id,
+            name,
+            file,
+            started_at,
+            status: LabStatus::read(&status).with_context(|| format!("lab {id}"))?,
+            pid: u32::try_from(pid).unwrap_or(0),
+            spec,
+            cells: self.load_cells(id)?,
+        })
+    }
+
+    /// The cells of lab `id`, in their order.
+    fn load_cells(&self, id: LabId) -> anyhow::Result<Vec<StoredCell>> {
         let mut stmt = self.conn.prepare(
             "SELECT position, variant, repetition, args, status, status_reason, run_id, pid, teardown_owed FROM lab_cells WHERE lab_id = ?1 ORDER BY position",
         )?;
-        let cells = stmt
+        let rows = stmt
             .query_map([id], |r| {
-                Ok(StoredCell {
+                let status: String = r.get(4)?;
+                let cell = StoredCell {
                     position: r.get::<_, i64>(0)?.max(0) as usize,
                     variant: r.get::<_, i64>(1)?.max(0) as usize,
                     repetition: r.get::<_, i64>(2)?.clamp(0, u32::MAX as i64) as u32,
                     args: r.get(3)?,
-                    status: r.get(4)?,
+                    // Set from the word just below, outside this closure.
+                    status: CellStatus::Pending,
                     reason: r.get(5)?,
                     run: r.get(6)?,
                     pid: r
                         .get::<_, Option<i64>>(7)?
                         .and_then(|p| u32::try_from(p).ok()),
                     teardown_owed: r.get::<_, i64>(8)? != 0,
-                })
+                };
+                Ok((cell, status))
             })?
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(StoredLab {
-            id,
-            name,
-            file,
-            started_at,
-            status,
-            pid: u32::try_from(pid).unwrap_or(0),
-            spec,
-            cells,
-        })
+        rows.into_iter()
+            .map(|(cell, word)| {
+                let status = CellStatus::read(&word)
+                    .with_context(|| format!("lab {id}, cell {}", cell.position + 1))?;
+                Ok(StoredCell { status, ..cell })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store in a temporary directory holding one lab of two cells.
+    fn lab_store() -> (tempfile::TempDir, Store, LabId) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("perflab.db")).unwrap();
+        let cells: Vec<NewCell> = (0..2)
+            .map(|position| NewCell {
+                position,
+                variant: position,
+                repetition: 1,
+                args: "[]".to_string(),
+            })
+            .collect();
+        let lab = store.create_lab("two", "two.toml", "{}", &cells).unwrap();
+        (dir, store, lab)
+    }
+
+    #[test]
+    fn statuses_are_stored_as_their_words_and_read_back() {
+        let (_dir, mut store, lab) = lab_store();
+        let stored = store.load_lab(lab).unwrap();
+        assert_eq!(stored.status, LabStatus::Running);
+        assert!(stored.cells.iter().all(|c| c.status == CellStatus::Pending));
+        store.cell_started(lab, 0, 7).unwrap();
+        assert_eq!(
+            store.load_lab(lab).unwrap().cells[0].status,
+            CellStatus::Running
+        );
+        store
+            .mark_cell(lab, 1, CellStatus::Failed, Some("no"), None)
+            .unwrap();
+        store.finish_lab(lab, LabStatus::Partial).unwrap();
+        let words: (String, String) = store
+            .conn
+            .query_row(
+                "SELECT l.status, c.status FROM labs l JOIN lab_cells c ON c.lab_id = l.id WHERE c.position = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(words, ("partial".to_string(), "failed".to_string()));
+        let stored = store.load_lab(lab).unwrap();
+        assert_eq!(stored.status, LabStatus::Partial);
+        assert_eq!(stored.cells[1].status, CellStatus::Failed);
+    }
+
+    #[test]
+    fn a_cell_status_no_perflab_writes_is_an_error_naming_it() {
+        let (_dir, store, lab) = lab_store();
+        store
+            .conn
+            .execute(
+                "UPDATE lab_cells SET status = 'finished' WHERE position = 1",
+                [],
+            )
+            .unwrap();
+        let e = format!("{:#}", store.load_lab(lab).unwrap_err());
+        assert_eq!(
+            e,
+            format!("lab {lab}, cell 2: unknown cell status 'finished' in the store")
+        );
+    }
+
+    #[test]
+    fn a_lab_status_no_perflab_writes_is_an_error_naming_it() {
+        let (_dir, store, lab) = lab_store();
+        store
+            .conn
+            .execute("UPDATE labs SET status = 'stopped'", [])
+            .unwrap();
+        let e = format!("{:#}", store.load_lab(lab).unwrap_err());
+        assert_eq!(
+            e,
+            format!("lab {lab}: unknown lab status 'stopped' in the store")
+        );
     }
 }

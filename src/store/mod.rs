@@ -7,11 +7,13 @@
 mod lab;
 mod migrations;
 mod read;
+mod status;
 mod write;
 mod writer;
 
 pub use lab::{LabId, NewCell, StoredCell, StoredLab};
 pub use read::{RunRow, StoredRun};
+pub use status::{CellStatus, LabStatus, RunStatus, StoredWord};
 pub use write::{NewRun, StepId};
 
 use crate::error::PlanError;
@@ -20,40 +22,6 @@ use std::path::{Path, PathBuf};
 
 /// Identifies a run in a store.
 pub type RunId = i64;
-
-/// A run's status as stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
-    /// Still being written, or its writer died (then shown as partial).
-    Running,
-    /// Every step ran.
-    Complete,
-    /// Cut short: some steps are missing.
-    Partial,
-    /// A step broke the error limit, or the check failed.
-    Failed,
-}
-
-impl RunStatus {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Complete => "complete",
-            RunStatus::Partial => "partial",
-            RunStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "running" => Some(RunStatus::Running),
-            "complete" => Some(RunStatus::Complete),
-            "partial" => Some(RunStatus::Partial),
-            "failed" => Some(RunStatus::Failed),
-            _ => None,
-        }
-    }
-}
 
 /// The first 16 bytes of every SQLite database file.
 pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";

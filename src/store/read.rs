@@ -2,7 +2,7 @@
 //! into the same types the engine produced, so every report can be made from
 //! the store alone.
 
-use super::{RunId, RunStatus, Store};
+use super::{RunId, RunStatus, Store, StoredWord};
 use crate::engine::{IntervalRecord, StepResult, StepStatus};
 use crate::error::PlanError;
 use crate::measure::{decode_histogram, ErrorCounts, PackedOp, PackedTally, Phase, Tally};
@@ -118,7 +118,7 @@ impl RunRow {
 }
 
 fn parse_status(text: &str) -> anyhow::Result<RunStatus> {
-    RunStatus::parse(text).ok_or_else(|| anyhow!("unknown run status '{text}' in the store"))
+    RunStatus::read(text)
 }
 
 impl Store {
@@ -291,17 +291,12 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?;
         let mut steps = Vec::with_capacity(rows.len());
         for (step_id, idx, kind, level, status, reason, started_at, usage, generators) in rows {
-            let level = match kind.as_str() {
-                "users" => Level::Users(level as u32),
-                _ => Level::Rate(level),
-            };
+            let level = Level::of_kind(&kind, level)
+                .ok_or_else(|| anyhow!("step {idx}: unknown level kind '{kind}' in the store"))?;
             let reason = reason.unwrap_or_default();
-            let status = match status.as_str() {
-                "failed" => StepStatus::Failed(reason),
-                "partial" => StepStatus::Partial(reason),
-                "degraded" => StepStatus::Degraded(reason),
-                _ => StepStatus::Ok,
-            };
+            let status = StepStatus::parse(&status, reason).ok_or_else(|| {
+                anyhow!("step {idx}: unknown step status '{status}' in the store")
+            })?;
             let started_at =
                 humantime::parse_rfc3339(&started_at).unwrap_or(SystemTime::UNIX_EPOCH);
             steps.push(StepResult {

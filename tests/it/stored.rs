@@ -143,6 +143,24 @@ fn damaged_stored_values_are_named_or_read_as_absent_never_a_panic() {
     perflab_ok(dir.path(), "show 2");
 }
 
+/// A step status or level kind no perflab writes is named, never read
+/// as a step that went well or as a rate.
+#[test]
+fn unknown_stored_words_are_named_never_guessed() {
+    let dir = tempdir();
+    let path = store_from(dir.path(), "v0.1.0-two-runs");
+    let db = rusqlite::Connection::open(&path).expect("the store");
+    db.execute_batch("UPDATE steps SET status = 'finished' WHERE run_id = 1 AND idx = 0")
+        .expect("a step status from nowhere");
+    let (_, err) = perflab_expect(dir.path(), "show 1", 1);
+    contains(&err, "step 0: unknown step status 'finished' in the store");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    db.execute_batch("UPDATE steps SET level_kind = 'threads' WHERE run_id = 2 AND idx = 0")
+        .expect("a level kind from nowhere");
+    let (_, err) = perflab_expect(dir.path(), "show 2", 1);
+    contains(&err, "step 0: unknown level kind 'threads' in the store");
+}
+
 /// A run left `running` by a killed perflab whose pid now belongs to
 /// another process reads as partial: the stored writer's start time no
 /// longer matches. A run whose writer is that very process still runs.
