@@ -19,6 +19,7 @@
 pub use super::place::LabFileError;
 use super::place::{line_column, At};
 use super::value::{Ratings, Table, Valuation};
+use super::variant::{Axis, Variant};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,28 +29,6 @@ use toml::Spanned;
 const MAX_FILE: u64 = 1 << 20;
 /// The most cells (variants × repetitions) one lab may hold.
 pub const MAX_CELLS: usize = 10_000;
-
-/// One configuration: its name and its knobs' values, in the file's order.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Variant {
-    pub name: String,
-    pub knobs: Vec<(String, String)>,
-    /// What the variant costs, in the lab's cost unit (`[costs]`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<f64>,
-    /// The user's 0–5 ratings on the scorecard's criteria (`[ratings]`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ratings: Vec<(String, f64)>,
-}
-
-/// How the variants were given, for the matrix report.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Axis {
-    /// The knobs of the axis (several for a zipped group).
-    pub knobs: Vec<String>,
-    /// Its values' labels, in order.
-    pub values: Vec<String>,
-}
 
 /// A lab file, read and checked for shape (its knobs and flags are
 /// checked against the target by [`super::plan`]).

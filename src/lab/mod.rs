@@ -23,9 +23,11 @@ pub mod render;
 pub mod report;
 pub mod run;
 pub mod value;
+mod variant;
 
-pub use file::{Axis, LabFile, LabFileError, Variant};
+pub use file::{LabFile, LabFileError};
 pub use plan::{Cell, LabPlan};
+pub use variant::{Axis, Variant};
 
 use serde::{Deserialize, Serialize};
 

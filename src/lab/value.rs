@@ -22,7 +22,7 @@
 //! score divides by the weights' sum).
 
 use super::place::{At, LabFileError};
-use super::Variant;
+use super::variant::Variant;
 use std::collections::BTreeMap;
 use toml::Spanned;
 
