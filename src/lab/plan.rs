@@ -199,7 +199,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("add target = \"postgres:managed\" (or mariadb:managed, nginx:managed)"),
+            e.contains("add target = \"postgres:managed\" (or mariadb:managed, nginx:managed"),
             "{e}"
         );
         for kind in crate::target::managed::KINDS {
