@@ -4,7 +4,7 @@
 //! and each cell's `perflab run` command line, checked as `perflab run`
 //! itself checks one before anything is created.
 
-use super::file::{LabFile, LabFileError};
+use super::file::{LabFile, LabFileError, Variant};
 use crate::cli::{plan_from, Cli, Command};
 use crate::target::knobs::knob_flags;
 use crate::target::Target;
@@ -41,86 +41,128 @@ impl LabPlan {
     /// orders the cells; `seed` when the file gives none.
     pub fn of(lab: &LabFile, seed: u64) -> Result<Self, LabFileError> {
         let seed = lab.seed.unwrap_or(seed);
-        if let Some(flag) = lab.args.iter().find(|a| {
-            LAB_FLAGS
-                .iter()
-                .any(|f| a.as_str() == *f || a.starts_with(&format!("{f}=")))
-        }) {
-            return Err(lab.error_at_args(format!(
-                "'{flag}' is set by the lab itself; give the target as target = \"…\" and the store with perflab lab --store"
-            )));
-        }
+        check_lab_flags(lab)?;
         let Some(target_text) = &lab.target else {
-            return Err(lab.error_at_args(
-                "the lab names no target; add target = \"postgres:managed\" (or mariadb:managed, nginx:managed)".into(),
-            ));
+            return Err(lab.error_at_args(no_target()));
         };
         let target = Target::parse(target_text).map_err(|e| lab.error_at_args(e))?;
-        let mut per_variant = Vec::new();
-        for variant in &lab.variants {
-            let mut knob_args = Vec::new();
-            // Which knob gave which flag, to place a flag's error.
-            let mut sources: Vec<(String, &str)> = Vec::new();
-            for (knob, value) in &variant.knobs {
-                if let Some(checked) = super::hooks::lab_knob(knob, value) {
-                    // The lab's own: no flag of the run.
-                    checked.map_err(|e| lab.error_at_knob(knob, e))?;
-                    continue;
-                }
-                let flags =
-                    knob_flags(&target, knob, value).map_err(|e| lab.error_at_knob(knob, e))?;
-                sources.push((flags[0].clone(), knob));
-                knob_args.extend(flags);
-            }
-            let mut args = vec![
-                lab.workload.clone(),
-                "--target".to_string(),
-                target_text.clone(),
-            ];
-            args.extend(lab.args.iter().cloned());
-            args.extend(knob_args.iter().cloned());
-            check_run(&args).map_err(|message| {
-                match sources
-                    .iter()
-                    .find(|(flag, _)| message.contains(flag.as_str()))
-                {
-                    Some((_, knob)) => {
-                        lab.error_at_knob(knob, format!("{}: {message}", variant.name))
-                    }
-                    None => lab.error_at_args(message),
-                }
-            })?;
-            per_variant.push((args, knob_args));
-        }
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-        let mut cells = Vec::new();
-        let user_seed = lab
-            .args
+        let per_variant = lab
+            .variants
             .iter()
-            .any(|a| a == "--seed" || a.starts_with("--seed="));
-        for repetition in 1..=lab.repetitions {
-            let mut round: Vec<usize> = (0..lab.variants.len()).collect();
-            round.shuffle(&mut rng);
-            for variant in round {
-                let (args, knob_args) = &per_variant[variant];
-                let mut args = args.clone();
-                if !user_seed {
-                    // Each cell its own stream, all from the lab's seed.
-                    let cell_seed = seed
-                        .wrapping_add((cells.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                    args.extend(["--seed".to_string(), cell_seed.to_string()]);
-                }
-                cells.push(Cell {
-                    position: cells.len(),
-                    variant,
-                    repetition,
-                    args,
-                    knob_args: knob_args.clone(),
-                });
-            }
-        }
+            .map(|variant| variant_run(lab, &target, target_text, variant))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cells = ordered_cells(lab, seed, &per_variant);
         Ok(LabPlan { seed, cells })
     }
+}
+
+/// A variant's run: the flags of its `perflab run`, and those its knobs
+/// added.
+struct VariantRun {
+    args: Vec<String>,
+    knob_args: Vec<String>,
+}
+
+/// The lab's own arguments set none of the flags the lab sets itself.
+fn check_lab_flags(lab: &LabFile) -> Result<(), LabFileError> {
+    let Some(flag) = lab.args.iter().find(|a| {
+        LAB_FLAGS
+            .iter()
+            .any(|f| a.as_str() == *f || a.starts_with(&format!("{f}=")))
+    }) else {
+        return Ok(());
+    };
+    Err(lab.error_at_args(format!(
+        "'{flag}' is set by the lab itself; give the target as target = \"…\" and the store with perflab lab --store"
+    )))
+}
+
+/// `variant`'s run on `target`: its knobs turned into flags, checked as
+/// `perflab run` checks them, an error placed at the knob that gave the
+/// flag it names.
+fn variant_run(
+    lab: &LabFile,
+    target: &Target,
+    target_text: &str,
+    variant: &Variant,
+) -> Result<VariantRun, LabFileError> {
+    let mut knob_args = Vec::new();
+    // Which knob gave which flag, to place a flag's error.
+    let mut sources: Vec<(String, &str)> = Vec::new();
+    for (knob, value) in &variant.knobs {
+        if let Some(checked) = super::hooks::lab_knob(knob, value) {
+            // The lab's own: no flag of the run.
+            checked.map_err(|e| lab.error_at_knob(knob, e))?;
+            continue;
+        }
+        let flags = knob_flags(target, knob, value).map_err(|e| lab.error_at_knob(knob, e))?;
+        sources.push((flags[0].clone(), knob));
+        knob_args.extend(flags);
+    }
+    let mut args = vec![
+        lab.workload.clone(),
+        "--target".to_string(),
+        target_text.to_string(),
+    ];
+    args.extend(lab.args.iter().cloned());
+    args.extend(knob_args.iter().cloned());
+    check_run(&args).map_err(|message| {
+        match sources
+            .iter()
+            .find(|(flag, _)| message.contains(flag.as_str()))
+        {
+            Some((_, knob)) => lab.error_at_knob(knob, format!("{}: {message}", variant.name)),
+            None => lab.error_at_args(message),
+        }
+    })?;
+    Ok(VariantRun { args, knob_args })
+}
+
+/// The cells, a round of all variants in a seeded random order per
+/// repetition; each cell its own seed from the lab's, unless the lab's
+/// arguments give one.
+fn ordered_cells(lab: &LabFile, seed: u64, per_variant: &[VariantRun]) -> Vec<Cell> {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut cells = Vec::new();
+    let user_seed = lab
+        .args
+        .iter()
+        .any(|a| a == "--seed" || a.starts_with("--seed="));
+    for repetition in 1..=lab.repetitions {
+        let mut round: Vec<usize> = (0..lab.variants.len()).collect();
+        round.shuffle(&mut rng);
+        for variant in round {
+            let run = &per_variant[variant];
+            let mut args = run.args.clone();
+            if !user_seed {
+                // Each cell its own stream, all from the lab's seed.
+                let cell_seed =
+                    seed.wrapping_add((cells.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                args.extend(["--seed".to_string(), cell_seed.to_string()]);
+            }
+            cells.push(Cell {
+                position: cells.len(),
+                variant,
+                repetition,
+                args,
+                knob_args: run.knob_args.clone(),
+            });
+        }
+    }
+    cells
+}
+
+/// What a lab that names no target is told: the managed targets, the
+/// first as the example.
+fn no_target() -> String {
+    let schemes = crate::target::managed::schemes(|_| true);
+    let (first, others) = schemes
+        .split_first()
+        .map_or(("", &[][..]), |(f, o)| (*f, o));
+    format!(
+        "the lab names no target; add target = \"{first}\" (or {})",
+        others.join(", ")
+    )
 }
 
 /// Whether `perflab run ARGS` would start: its flags parse and validate
@@ -148,6 +190,21 @@ mod tests {
 
     fn lab(text: &str) -> LabFile {
         LabFile::parse(Path::new("lab.toml"), text.to_string()).unwrap()
+    }
+
+    /// A lab without a target is told every managed target there is.
+    #[test]
+    fn a_lab_without_a_target_is_told_every_managed_one() {
+        let e = LabPlan::of(&lab("workload = \"bank\"\n[vary]\ncpus = [\"0\"]\n"), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("add target = \"postgres:managed\" (or mariadb:managed, nginx:managed"),
+            "{e}"
+        );
+        for kind in crate::target::managed::KINDS {
+            assert!(e.contains(kind.scheme), "{e}");
+        }
     }
 
     #[test]

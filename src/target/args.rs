@@ -6,14 +6,15 @@
 
 use super::managed::disk::IoLimits;
 use super::managed::link::LinkShape;
-use super::{Target, SCHEMES};
+use super::managed::{self, KindEntry};
+use super::{schemes, Target};
 use crate::error::PlanError;
 use serde::{Deserialize, Serialize};
 
 /// `--target` and the managed server's options.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct TargetArgs {
-    #[arg(long, value_name = "DSN", help = concat!("The target: ", schemes!(), "."))]
+    #[arg(long, value_name = "DSN", help = format!("The target: {}.", schemes()))]
     pub target: Option<String>,
 
     /// Managed PostgreSQL: a server setting, NAME=VALUE (repeatable).
@@ -92,10 +93,7 @@ impl SurroundingsArgs {
         &self,
         target: &Target,
     ) -> Result<(Option<LinkShape>, Option<IoLimits>), PlanError> {
-        let managed = matches!(
-            target,
-            Target::PostgresManaged | Target::MariadbManaged | Target::NginxManaged
-        );
+        let managed = matches!(target, Target::Managed(_));
         let link = LinkShape::from_flags(
             self.link_rate.as_deref(),
             self.link_loss.as_deref(),
@@ -105,8 +103,14 @@ impl SurroundingsArgs {
             if !managed {
                 return Err(PlanError::flag(
                     self.link_flag(),
-                    format!("perflab shapes the link of a server it manages, not of {}", target.redacted()),
-                    "use a managed target (postgres:managed, mariadb:managed, nginx:managed), or shape your server's link yourself",
+                    format!(
+                        "perflab shapes the link of a server it manages, not of {}",
+                        target.redacted()
+                    ),
+                    &format!(
+                        "use a managed target ({}), or shape your server's link yourself",
+                        managed::schemes(|_| true).join(", ")
+                    ),
                 ));
             }
             super::managed::link::check_can_shape(shape)?;
@@ -121,8 +125,14 @@ impl SurroundingsArgs {
             if !managed {
                 return Err(PlanError::flag(
                     io.flag(),
-                    format!("perflab throttles the disk of a server it manages, not of {}", target.redacted()),
-                    "use a managed target (postgres:managed, mariadb:managed, nginx:managed), or throttle your server's disk yourself",
+                    format!(
+                        "perflab throttles the disk of a server it manages, not of {}",
+                        target.redacted()
+                    ),
+                    &format!(
+                        "use a managed target ({}), or throttle your server's disk yourself",
+                        managed::schemes(|_| true).join(", ")
+                    ),
                 ));
             }
             // SAFETY: geteuid has no preconditions.
@@ -184,105 +194,19 @@ impl TargetArgs {
     /// server's options, which only a managed target takes.
     pub fn validate(&self, default: &str) -> Result<(Target, ServerOptions), PlanError> {
         let target = validate_target(self.target.as_deref(), default)?;
-        // Each managed server's flags: its settings, its CPUs, its
-        // memory, and the example its errors give.
-        let postgres = ManagedFlags {
-            set: ("--pg-set", &self.pg_set),
-            cpus: ("--pg-cpus", &self.pg_cpus),
-            memory: ("--pg-memory", &self.pg_memory),
+        let own = self.own_flags(&target)?;
+        let settings = own.map_or(Ok(Vec::new()), |(kind, flags)| {
+            let settings = flags.settings(kind.example)?;
+            (kind.ask)(&settings)
+                .map_err(|e| PlanError::flag(kind.set_flag, e, "fix the setting, or drop it"))?;
+            Ok::<_, PlanError>(settings)
+        })?;
+        let (cpus, memory) = match own {
+            Some((_, flags)) => (flags.cpus()?, flags.memory()?),
+            None => (Vec::new(), None),
         };
-        let mariadb = ManagedFlags {
-            set: ("--mariadb-set", &self.mariadb_set),
-            cpus: ("--mariadb-cpus", &self.mariadb_cpus),
-            memory: ("--mariadb-memory", &self.mariadb_memory),
-        };
-        let (own, others, example) = match target {
-            Target::PostgresManaged => (Some(postgres), vec![mariadb], "shared_buffers=128MB"),
-            Target::MariadbManaged => (
-                Some(mariadb),
-                vec![postgres],
-                "innodb_buffer_pool_size=256M",
-            ),
-            _ => (None, vec![postgres, mariadb], ""),
-        };
-        let given = |flags: &ManagedFlags| flags.given().map(str::to_string);
-        let stray = others
-            .iter()
-            .find_map(given)
-            .or_else(|| (own.is_none() && self.keep).then(|| "--keep".to_string()));
-        if let Some(flag) = stray {
-            return Err(PlanError::flag(
-                &flag,
-                if own.is_some() {
-                    format!("is not a setting of {}", target.redacted())
-                } else {
-                    "only a managed server can be configured by perflab".to_string()
-                },
-                "use --pg-* with --target postgres:managed and --mariadb-* with mariadb:managed, or set it on your server",
-            ));
-        }
-        let ManagedFlags {
-            set: (set_flag, values),
-            cpus: (cpus_flag, list),
-            memory: (memory_flag, memory),
-        } = own.unwrap_or(postgres);
-        let settings = values
-            .iter()
-            .map(|kv| {
-                kv.split_once('=')
-                    .filter(|(k, _)| !k.trim().is_empty())
-                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                    .ok_or_else(|| {
-                        PlanError::flag(
-                            set_flag,
-                            format!("'{kv}' is not NAME=VALUE"),
-                            &format!("e.g. {set_flag} {example}"),
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let asked = match target {
-            Target::PostgresManaged => super::managed::asked::postgres(&settings),
-            Target::MariadbManaged => super::managed::asked::mariadb(&settings),
-            _ => Ok(()),
-        };
-        asked.map_err(|e| PlanError::flag(set_flag, e, "fix the setting, or drop it"))?;
-        let cpus = list
-            .as_deref()
-            .map(|t| parse_cpu_list(t, cpus_flag))
-            .transpose()?
-            .unwrap_or_default();
-        let memory = memory
-            .as_deref()
-            .map(|t| {
-                crate::units::Bytes::parse(t).map_err(|e| {
-                    PlanError::flag(memory_flag, e, &format!("e.g. {memory_flag} 256MiB"))
-                })
-            })
-            .transpose()?;
         let (link, io) = self.surroundings.validate(&target)?;
-        if let Some(dir) = &self.log_dir {
-            if !matches!(target, Target::PostgresManaged | Target::MariadbManaged) {
-                return Err(PlanError::flag(
-                    "--log-dir",
-                    format!(
-                        "perflab moves the log of a managed database only (PostgreSQL's write-ahead log, MariaDB's redo log), not of {}",
-                        target.redacted()
-                    ),
-                    "use --target postgres:managed or mariadb:managed",
-                ));
-            }
-            if !dir.is_absolute() || !dir.is_dir() {
-                return Err(PlanError::flag(
-                    "--log-dir",
-                    format!(
-                        "{} is not a directory given by its absolute path",
-                        dir.display()
-                    ),
-                    "give one that exists, e.g. --log-dir /dev/shm",
-                ));
-            }
-        }
+        self.check_log_dir(&target)?;
         Ok((
             target,
             ServerOptions {
@@ -298,6 +222,104 @@ impl TargetArgs {
             },
         ))
     }
+
+    /// The flags of each managed kind that takes its flags here, each
+    /// with its name; [`managed::KINDS`] says which kind they are of.
+    fn managed_flags(&self) -> [ManagedFlags<'_>; 2] {
+        [
+            ManagedFlags {
+                set: ("--pg-set", &self.pg_set),
+                cpus: ("--pg-cpus", &self.pg_cpus),
+                memory: ("--pg-memory", &self.pg_memory),
+            },
+            ManagedFlags {
+                set: ("--mariadb-set", &self.mariadb_set),
+                cpus: ("--mariadb-cpus", &self.mariadb_cpus),
+                memory: ("--mariadb-memory", &self.mariadb_memory),
+            },
+        ]
+    }
+
+    /// The managed target's kind and its flags, when it takes them here;
+    /// an error naming the first flag given for another server (or for
+    /// none: `--keep` on a server perflab does not manage).
+    fn own_flags(
+        &self,
+        target: &Target,
+    ) -> Result<Option<(&'static KindEntry, ManagedFlags<'_>)>, PlanError> {
+        let all = self.managed_flags();
+        let own = match target {
+            Target::Managed(kind) => all
+                .iter()
+                .find(|f| f.set.0 == kind.set_flag)
+                .map(|f| (*kind, *f)),
+            _ => None,
+        };
+        let stray = all
+            .iter()
+            .filter(|f| own.is_none_or(|(_, o)| o.set.0 != f.set.0))
+            .find_map(|f| f.given().map(str::to_string))
+            .or_else(|| (own.is_none() && self.keep).then(|| "--keep".to_string()));
+        let Some(flag) = stray else {
+            return Ok(own);
+        };
+        Err(PlanError::flag(
+            &flag,
+            if own.is_some() {
+                format!("is not a setting of {}", target.redacted())
+            } else {
+                "only a managed server can be configured by perflab".to_string()
+            },
+            &format!("use {}, or set it on your server", flags_per_kind(&all)),
+        ))
+    }
+
+    /// `--log-dir`, given to a kind that has a log to move, names a
+    /// directory by its absolute path.
+    fn check_log_dir(&self, target: &Target) -> Result<(), PlanError> {
+        let Some(dir) = &self.log_dir else {
+            return Ok(());
+        };
+        if !matches!(target, Target::Managed(kind) if kind.moved_log.is_some()) {
+            let moved: Vec<&str> = managed::KINDS.iter().filter_map(|k| k.moved_log).collect();
+            let takers = managed::schemes(|k| k.moved_log.is_some());
+            return Err(PlanError::flag(
+                "--log-dir",
+                format!(
+                    "perflab moves the log of a managed database only ({}), not of {}",
+                    moved.join(", "),
+                    target.redacted()
+                ),
+                &format!("use --target {}", super::in_words(&takers, "or")),
+            ));
+        }
+        if !dir.is_absolute() || !dir.is_dir() {
+            return Err(PlanError::flag(
+                "--log-dir",
+                format!(
+                    "{} is not a directory given by its absolute path",
+                    dir.display()
+                ),
+                "give one that exists, e.g. --log-dir /dev/shm",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `--pg-* with --target postgres:managed and --mariadb-* with
+/// mariadb:managed`: which flags go with which target.
+fn flags_per_kind(all: &[ManagedFlags<'_>]) -> String {
+    let pairs: Vec<String> = all
+        .iter()
+        .filter_map(|f| managed::KINDS.iter().find(|k| k.set_flag == f.set.0))
+        .enumerate()
+        .map(|(at, k)| {
+            let target = if at == 0 { "--target " } else { "" };
+            format!("--{}-* with {target}{}", k.knob, k.scheme)
+        })
+        .collect();
+    pairs.join(" and ")
 }
 
 /// One managed server's flags, each with its name.
@@ -320,6 +342,48 @@ impl ManagedFlags<'_> {
         } else {
             None
         }
+    }
+
+    /// The settings, each `NAME=VALUE` split and trimmed.
+    fn settings(&self, example: &str) -> Result<Vec<(String, String)>, PlanError> {
+        let (flag, values) = self.set;
+        values
+            .iter()
+            .map(|kv| {
+                kv.split_once('=')
+                    .filter(|(k, _)| !k.trim().is_empty())
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                    .ok_or_else(|| {
+                        PlanError::flag(
+                            flag,
+                            format!("'{kv}' is not NAME=VALUE"),
+                            &format!("e.g. {flag} {example}"),
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// The CPUs asked for (all when none).
+    fn cpus(&self) -> Result<Vec<usize>, PlanError> {
+        let (flag, list) = self.cpus;
+        Ok(list
+            .as_deref()
+            .map(|t| parse_cpu_list(t, flag))
+            .transpose()?
+            .unwrap_or_default())
+    }
+
+    /// The memory limit asked for.
+    fn memory(&self) -> Result<Option<crate::units::Bytes>, PlanError> {
+        let (flag, memory) = self.memory;
+        memory
+            .as_deref()
+            .map(|t| {
+                crate::units::Bytes::parse(t)
+                    .map_err(|e| PlanError::flag(flag, e, &format!("e.g. {flag} 256MiB")))
+            })
+            .transpose()
     }
 }
 
@@ -346,7 +410,7 @@ pub fn validate_target(text: Option<&str>, default: &str) -> Result<Target, Plan
         PlanError::flag(
             "--target",
             e,
-            &format!("give one of {SCHEMES}, e.g. --target sqlite:data.db"),
+            &format!("give one of {}, e.g. --target sqlite:data.db", schemes()),
         )
     })
 }
@@ -469,6 +533,57 @@ fn placeable_cpus() -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each server's flags here are a managed kind's, by the same names,
+    /// and the messages that name managed targets name every one.
+    #[test]
+    fn the_managed_flags_and_messages_follow_the_kinds() {
+        let args = TargetArgs::default();
+        for flags in args.managed_flags() {
+            let kind = managed::KINDS
+                .iter()
+                .find(|k| k.set_flag == flags.set.0)
+                .expect(flags.set.0);
+            assert_eq!(
+                (flags.cpus.0, flags.memory.0),
+                (kind.cpus_flag, kind.memory_flag)
+            );
+        }
+        let stray = TargetArgs {
+            target: Some("sqlite:x.db".into()),
+            keep: true,
+            ..TargetArgs::default()
+        };
+        let e = stray.validate("sqlite:x.db").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--keep: only a managed server can be configured by perflab; use --pg-* with --target postgres:managed and --mariadb-* with mariadb:managed, or set it on your server"
+        );
+        let shaped = SurroundingsArgs {
+            link_rate: Some("1mbit".into()),
+            ..SurroundingsArgs::default()
+        };
+        let e = shaped
+            .validate(&Target::parse("sqlite:x.db").unwrap())
+            .unwrap_err()
+            .to_string();
+        for kind in managed::KINDS {
+            assert!(e.contains(kind.scheme), "{e}");
+        }
+        let moved = TargetArgs {
+            log_dir: Some("/tmp".into()),
+            ..TargetArgs::default()
+        };
+        let e = moved.validate("sqlite:x.db").unwrap_err().to_string();
+        assert!(
+            e.contains("(PostgreSQL's write-ahead log, MariaDB's redo log)"),
+            "{e}"
+        );
+        assert!(
+            e.ends_with("use --target postgres:managed or mariadb:managed"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn server_cpus_are_checked_against_the_cpus_a_server_can_get() {

@@ -339,69 +339,10 @@ const BLKID_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What the device at `path` holds, as util-linux's `blkid -p` probes it.
 pub fn contents(path: &Path) -> Result<Contents, String> {
-    // root's PATH has /usr/sbin; another user's often has not.
-    let mut spawned = None;
-    for program in ["blkid", "/usr/sbin/blkid", "/sbin/blkid"] {
-        match Command::new(program)
-            .args(["-p", "-o", "export"])
-            .arg(path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-        {
-            Ok(child) => {
-                spawned = Some(child);
-                break;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(format!("cannot run blkid: {e}")),
-        }
-    }
-    let mut child = spawned
-        .ok_or("blkid is not installed (util-linux's; perflab asks it what a device holds)")?;
-    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(pipe) = pipe {
-                let _ = std::io::Read::read_to_string(
-                    &mut std::io::Read::take(pipe, 1 << 20),
-                    &mut text,
-                );
-            }
-            text
-        })
-    };
-    let out = read(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-    );
-    let err = read(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-    );
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() < BLKID_DEADLINE => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "blkid did not finish probing {} within {} s",
-                    path.display(),
-                    BLKID_DEADLINE.as_secs()
-                ));
-            }
-        }
-    };
+    let mut child = spawn_blkid(path)?;
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let status = wait_for(&mut child, path)?;
     let (out, err) = (
         out.join().unwrap_or_default(),
         err.join().unwrap_or_default(),
@@ -418,6 +359,64 @@ pub fn contents(path: &Path) -> Result<Contents, String> {
             path.display(),
             crate::util::printable(err.lines().next().unwrap_or("no reason given").trim())
         )),
+    }
+}
+
+/// `blkid -p -o export PATH`, found where root's PATH or another user's
+/// has it (root's PATH has /usr/sbin; another user's often has not).
+fn spawn_blkid(path: &Path) -> Result<std::process::Child, String> {
+    for program in ["blkid", "/usr/sbin/blkid", "/sbin/blkid"] {
+        match Command::new(program)
+            .args(["-p", "-o", "export"])
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+        {
+            Ok(child) => return Ok(child),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("cannot run blkid: {e}")),
+        }
+    }
+    Err("blkid is not installed (util-linux's; perflab asks it what a device holds)".to_string())
+}
+
+/// Reads up to 1 MiB of `pipe` on a thread of its own, so that neither
+/// of a child's pipes fills while the other is read.
+fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(pipe) = pipe {
+            let _ =
+                std::io::Read::read_to_string(&mut std::io::Read::take(pipe, 1 << 20), &mut text);
+        }
+        text
+    })
+}
+
+/// Waits for blkid to end, killing it at [`BLKID_DEADLINE`].
+fn wait_for(
+    child: &mut std::process::Child,
+    path: &Path,
+) -> Result<std::process::ExitStatus, String> {
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if started.elapsed() < BLKID_DEADLINE => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "blkid did not finish probing {} within {} s",
+                    path.display(),
+                    BLKID_DEADLINE.as_secs()
+                ));
+            }
+        }
     }
 }
 

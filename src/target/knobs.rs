@@ -9,10 +9,21 @@
 //! its files; `log_dir` moves its log (write-ahead or redo); `pg.NAME`,
 //! `mariadb.NAME` and `nginx.NAME` are the server's own settings.
 
-use super::Target;
+use super::managed::{self, KindEntry};
+use super::{in_words, Target};
 
-/// The knobs there are, for error messages.
-pub const KNOBS: &str = "cpus, memory, link.rate, link.loss, link.delay, disk.read_iops, disk.write_iops, disk.read_bps, disk.write_bps, log_dir, pg.NAME, mariadb.NAME, nginx.NAME (and the lab's own setup, teardown and var.NAME)";
+/// The knobs there are, for error messages: a server's own settings are
+/// `PREFIX.NAME`, a prefix for each managed kind.
+pub fn knobs() -> String {
+    let own: Vec<String> = managed::KINDS
+        .iter()
+        .map(|k| format!("{}.NAME", k.knob))
+        .collect();
+    format!(
+        "cpus, memory, link.rate, link.loss, link.delay, disk.read_iops, disk.write_iops, disk.read_bps, disk.write_bps, log_dir, {} (and the lab's own setup, teardown and var.NAME)",
+        own.join(", ")
+    )
+}
 
 /// The knobs of a managed database server's surroundings (its link and
 /// its disk) and the run flags that set them.
@@ -29,85 +40,107 @@ const SURROUNDINGS: [(&str, &str); 7] = [
 /// The run flags that set `knob` to `value` on `target`, or why it cannot
 /// be set there (one sentence naming the fix).
 pub fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String>, String> {
-    let managed = |what: &str| {
+    let flag_and_value = |flag: &str| Ok(vec![flag.to_string(), value.to_string()]);
+    let kind = match target {
+        Target::Managed(kind) => Some(*kind),
+        _ => None,
+    };
+    let not_managed = |what: &str| {
         format!(
-            "{what} acts on a server perflab manages, not on {}; use --target postgres:managed, mariadb:managed or nginx:managed",
-            target.redacted()
+            "{what} acts on a server perflab manages, not on {}; use --target {}",
+            target.redacted(),
+            in_words(&managed::schemes(|_| true), "or")
         )
     };
-    if knob == "cpus" {
-        let flag = match target {
-            Target::PostgresManaged => "--pg-cpus",
-            Target::MariadbManaged => "--mariadb-cpus",
-            Target::NginxManaged => "--nginx-cpus",
-            _ => return Err(managed("'cpus'")),
-        };
-        return Ok(vec![flag.to_string(), value.to_string()]);
-    }
-    if knob == "memory" {
-        let flag = match target {
-            Target::PostgresManaged => "--pg-memory",
-            Target::MariadbManaged => "--mariadb-memory",
-            Target::NginxManaged => "--nginx-memory",
-            _ => return Err(managed("'memory'")),
-        };
-        return Ok(vec![flag.to_string(), value.to_string()]);
-    }
-    if knob == "log_dir" {
-        return match target {
-            Target::PostgresManaged | Target::MariadbManaged => {
-                Ok(vec!["--log-dir".to_string(), value.to_string()])
+    match knob {
+        "cpus" => kind.map_or_else(
+            || Err(not_managed("'cpus'")),
+            |k| flag_and_value(k.cpus_flag),
+        ),
+        "memory" => kind.map_or_else(
+            || Err(not_managed("'memory'")),
+            |k| flag_and_value(k.memory_flag),
+        ),
+        "log_dir" => match kind {
+            Some(k) if k.moved_log.is_some() => flag_and_value("--log-dir"),
+            Some(_) => Err(format!(
+                "'log_dir' moves a database's log; vary it on {}",
+                in_words(&managed::schemes(|k| k.moved_log.is_some()), "or")
+            )),
+            None => Err(not_managed("'log_dir'")),
+        },
+        _ => {
+            if let Some((_, flag)) = SURROUNDINGS.iter().find(|(name, _)| *name == knob) {
+                return match kind {
+                    Some(_) => flag_and_value(flag),
+                    None => Err(not_managed(&format!("'{knob}'"))),
+                };
             }
-            Target::NginxManaged => Err(
-                "'log_dir' moves a database's log; vary it on postgres:managed or mariadb:managed"
-                    .to_string(),
-            ),
-            _ => Err(managed("'log_dir'")),
-        };
-    }
-    if let Some((_, flag)) = SURROUNDINGS.iter().find(|(name, _)| *name == knob) {
-        return match target {
-            Target::PostgresManaged | Target::MariadbManaged | Target::NginxManaged => {
-                Ok(vec![flag.to_string(), value.to_string()])
-            }
-            _ => Err(managed(&format!("'{knob}'"))),
-        };
-    }
-    if let Some((server, name)) = knob.split_once('.') {
-        let (flag, own) = match server {
-            "pg" => ("--pg-set", matches!(target, Target::PostgresManaged)),
-            "mariadb" => ("--mariadb-set", matches!(target, Target::MariadbManaged)),
-            "nginx" => ("--nginx-set", matches!(target, Target::NginxManaged)),
-            _ => ("", false),
-        };
-        if !flag.is_empty() {
-            if name.is_empty() {
-                return Err(format!("'{knob}' names no setting; write {server}.NAME"));
-            }
-            if !own {
-                return Err(format!(
-                    "'{knob}' is a setting of a managed {}, and the target is {}",
-                    match server {
-                        "pg" => "postgres:managed",
-                        "mariadb" => "mariadb:managed",
-                        _ => "nginx:managed",
-                    },
-                    target.redacted()
-                ));
-            }
-            return Ok(vec![flag.to_string(), format!("{name}={value}")]);
+            setting_flags(target, kind, knob, value)
         }
     }
-    Err(format!("'{knob}' is no knob; use one of {KNOBS}"))
+}
+
+/// A server's own setting, `PREFIX.NAME`: its settings flag, on a
+/// managed server of the kind the prefix names.
+fn setting_flags(
+    target: &Target,
+    kind: Option<&KindEntry>,
+    knob: &str,
+    value: &str,
+) -> Result<Vec<String>, String> {
+    let named = knob.split_once('.').and_then(|(prefix, name)| {
+        let of = managed::KINDS.iter().find(|k| k.knob == prefix)?;
+        Some((prefix, name, of))
+    });
+    let Some((prefix, name, of)) = named else {
+        return Err(format!("'{knob}' is no knob; use one of {}", knobs()));
+    };
+    if name.is_empty() {
+        return Err(format!("'{knob}' names no setting; write {prefix}.NAME"));
+    }
+    if kind != Some(of) {
+        return Err(format!(
+            "'{knob}' is a setting of a managed {}, and the target is {}",
+            of.scheme,
+            target.redacted()
+        ));
+    }
+    Ok(vec![of.set_flag.to_string(), format!("{name}={value}")])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn managed_target(scheme: &str) -> Target {
+        Target::parse(scheme).unwrap()
+    }
+
+    /// Every managed kind's settings are a knob, named in the list of
+    /// knobs, and its own flags follow from its knobs.
+    #[test]
+    fn every_managed_kind_has_its_knobs() {
+        let remote = Target::parse("postgres://u@db/x").unwrap();
+        let refused = knob_flags(&remote, "cpus", "0").unwrap_err();
+        for kind in managed::KINDS {
+            let target = Target::Managed(kind);
+            assert!(knobs().contains(&format!("{}.NAME", kind.knob)));
+            assert!(refused.contains(kind.scheme), "{refused}");
+            assert_eq!(
+                knob_flags(&target, &format!("{}.x", kind.knob), "1").unwrap(),
+                [kind.set_flag, "x=1"]
+            );
+            assert_eq!(
+                knob_flags(&target, "cpus", "0").unwrap(),
+                [kind.cpus_flag, "0"]
+            );
+        }
+    }
+
     #[test]
     fn each_knob_becomes_its_servers_flag() {
-        let pg = Target::PostgresManaged;
+        let pg = managed_target("postgres:managed");
         assert_eq!(
             knob_flags(&pg, "cpus", "0-1").unwrap(),
             ["--pg-cpus", "0-1"]
@@ -116,7 +149,7 @@ mod tests {
             knob_flags(&pg, "pg.shared_buffers", "16MB").unwrap(),
             ["--pg-set", "shared_buffers=16MB"]
         );
-        let maria = Target::MariadbManaged;
+        let maria = managed_target("mariadb:managed");
         assert_eq!(
             knob_flags(&maria, "cpus", "0").unwrap(),
             ["--mariadb-cpus", "0"]
@@ -126,14 +159,19 @@ mod tests {
             ["--mariadb-set", "innodb_buffer_pool_size=64M"]
         );
         assert_eq!(
-            knob_flags(&Target::NginxManaged, "nginx.worker_processes", "2").unwrap(),
+            knob_flags(
+                &managed_target("nginx:managed"),
+                "nginx.worker_processes",
+                "2"
+            )
+            .unwrap(),
             ["--nginx-set", "worker_processes=2"]
         );
     }
 
     #[test]
     fn a_knob_the_target_does_not_take_is_refused() {
-        let pg = Target::PostgresManaged;
+        let pg = managed_target("postgres:managed");
         let remote = Target::parse("postgres://u@db/x").unwrap();
         assert!(knob_flags(&remote, "cpus", "0")
             .unwrap_err()
@@ -167,18 +205,20 @@ mod tests {
             ["--log-dir", "/dev/shm"]
         );
         assert_eq!(
-            knob_flags(&Target::MariadbManaged, "log_dir", "/dev/shm").unwrap(),
+            knob_flags(&managed_target("mariadb:managed"), "log_dir", "/dev/shm").unwrap(),
             ["--log-dir", "/dev/shm"]
         );
-        assert!(knob_flags(&Target::NginxManaged, "log_dir", "/dev/shm")
-            .unwrap_err()
-            .contains("a database's log"));
+        assert!(
+            knob_flags(&managed_target("nginx:managed"), "log_dir", "/dev/shm")
+                .unwrap_err()
+                .contains("a database's log")
+        );
         assert_eq!(
-            knob_flags(&Target::NginxManaged, "memory", "64MiB").unwrap(),
+            knob_flags(&managed_target("nginx:managed"), "memory", "64MiB").unwrap(),
             ["--nginx-memory", "64MiB"]
         );
         assert_eq!(
-            knob_flags(&Target::NginxManaged, "link.rate", "10mbit").unwrap(),
+            knob_flags(&managed_target("nginx:managed"), "link.rate", "10mbit").unwrap(),
             ["--link-rate", "10mbit"]
         );
         assert!(knob_flags(&pg, "colour", "red")

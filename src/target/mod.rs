@@ -8,13 +8,6 @@
 //! Credentials never leave this module unredacted: [`Target::redacted`] is
 //! what the store and reports see.
 
-// The schemes `--target` takes, written once for help texts and errors.
-macro_rules! schemes {
-    () => {
-        "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, mariadb:managed, http(s)://HOST:PORT/[,http://…], nginx:managed, file:PATH, device:/dev/NAME or dir:PATH"
-    };
-}
-
 mod args;
 pub mod device;
 pub mod http;
@@ -46,16 +39,13 @@ pub enum Target {
     /// A PostgreSQL server; the URL may hold a password, so it is only ever
     /// shown or stored redacted.
     Postgres { url: String },
-    /// A PostgreSQL server that perflab creates, starts and removes.
-    PostgresManaged,
     /// A MySQL or MariaDB server; the URL is only ever shown redacted.
     Mysql { url: String },
-    /// A MariaDB server that perflab creates, starts and removes.
-    MariadbManaged,
     /// An HTTP server at one or more base URLs (one per adapter).
     Http { bases: Vec<http::HttpBase> },
-    /// An nginx that perflab configures, starts and removes.
-    NginxManaged,
+    /// A server that perflab creates, starts and removes, of one of the
+    /// kinds in [`managed::KINDS`].
+    Managed(&'static managed::KindEntry),
     /// A file the disk workload reads and writes.
     File { path: PathBuf },
     /// A block device the disk workload reads (and writes, if told to
@@ -142,11 +132,9 @@ impl Target {
         let (kind, embedded, single_writer, managed) = match self {
             Target::Sqlite { .. } => (TargetKind::Sqlite, true, true, false),
             Target::Postgres { .. } => (TargetKind::Postgres, false, false, false),
-            Target::PostgresManaged => (TargetKind::Postgres, false, false, true),
+            Target::Managed(kind) => (kind.target_kind, false, false, true),
             Target::Mysql { .. } => (TargetKind::Mysql, false, false, false),
-            Target::MariadbManaged => (TargetKind::Mysql, false, false, true),
             Target::Http { .. } => (TargetKind::Http, false, false, false),
-            Target::NginxManaged => (TargetKind::Http, false, false, true),
             Target::File { .. } | Target::Device { .. } | Target::Dir { .. } => {
                 (TargetKind::Storage, false, false, false)
             }
@@ -190,11 +178,8 @@ impl Target {
                 path: PathBuf::from(path),
             });
         }
-        if text == "postgres:managed" {
-            return Ok(Target::PostgresManaged);
-        }
-        if text == "mariadb:managed" {
-            return Ok(Target::MariadbManaged);
+        if let Some(kind) = managed::KindEntry::by_scheme(text) {
+            return Ok(Target::Managed(kind));
         }
         if let Some(path) = text.strip_prefix("file:") {
             if path.is_empty() {
@@ -222,9 +207,6 @@ impl Target {
                 path: PathBuf::from(path),
             });
         }
-        if text == "nginx:managed" {
-            return Ok(Target::NginxManaged);
-        }
         if text.starts_with("http://") || text.starts_with("https://") {
             return Ok(Target::Http {
                 bases: http::parse_bases(text)?,
@@ -239,8 +221,9 @@ impl Target {
                 url: text.to_string(),
             }),
             _ => Err(format!(
-                "'{}' is not a target this workload knows; use {SCHEMES}",
-                redact(text)
+                "'{}' is not a target this workload knows; use {}",
+                redact(text),
+                schemes()
             )),
         }
     }
@@ -276,14 +259,12 @@ impl Target {
         match self {
             Target::Sqlite { path } => format!("sqlite:{}", path.display()),
             Target::Postgres { url } | Target::Mysql { url } => redact(url),
-            Target::PostgresManaged => "postgres:managed".to_string(),
-            Target::MariadbManaged => "mariadb:managed".to_string(),
+            Target::Managed(kind) => kind.scheme.to_string(),
             Target::Http { bases } => bases
                 .iter()
                 .map(http::HttpBase::url)
                 .collect::<Vec<_>>()
                 .join(","),
-            Target::NginxManaged => "nginx:managed".to_string(),
             Target::File { path } => format!("file:{}", path.display()),
             Target::Device { path } => format!("device:{}", path.display()),
             Target::Dir { path } => format!("dir:{}", path.display()),
@@ -326,7 +307,7 @@ impl Target {
             | Target::Dir { .. }
             | Target::InProcess => Network::None,
             // On loopback, or behind a link of their own in a namespace.
-            Target::PostgresManaged | Target::MariadbManaged | Target::NginxManaged => Network::Any,
+            Target::Managed(_) => Network::Any,
             Target::Http { bases } => {
                 if bases.iter().all(|b| is_loopback_host(&b.host)) {
                     Network::Loopback
@@ -377,8 +358,53 @@ impl fmt::Display for Target {
     }
 }
 
-/// The schemes `--target` takes, for help texts and error messages.
-pub const SCHEMES: &str = schemes!();
+/// The forms of the targets perflab reaches (not those it manages), by
+/// kind, in the order help texts give them.
+const FORMS: &[(TargetKind, &str)] = &[
+    (TargetKind::Sqlite, "sqlite:PATH"),
+    (TargetKind::Postgres, "postgres://USER:PASS@HOST:PORT/DB"),
+    (TargetKind::Mysql, "mysql://USER:PASS@HOST:PORT/DB"),
+    (TargetKind::Http, "http(s)://HOST:PORT/[,http://…]"),
+    (TargetKind::Storage, "file:PATH"),
+    (TargetKind::Storage, "device:/dev/NAME"),
+    (TargetKind::Storage, "dir:PATH"),
+];
+
+/// The forms `--target` takes whose kind `keep` lets through, each
+/// managed kind after the forms of the protocol it speaks, in words.
+pub fn schemes_of(keep: impl Fn(TargetKind) -> bool) -> String {
+    let mut forms: Vec<&str> = Vec::new();
+    for (at, (kind, form)) in FORMS.iter().enumerate() {
+        if !keep(*kind) {
+            continue;
+        }
+        forms.push(form);
+        let last_of_kind = FORMS.get(at + 1).is_none_or(|(next, _)| next != kind);
+        if last_of_kind {
+            forms.extend(
+                managed::KINDS
+                    .iter()
+                    .filter(|m| m.target_kind == *kind)
+                    .map(|m| m.scheme),
+            );
+        }
+    }
+    in_words(&forms, "or")
+}
+
+/// Every form `--target` takes, for help texts and error messages.
+pub fn schemes() -> String {
+    schemes_of(|_| true)
+}
+
+/// `a, b, c LAST d`: a list in words.
+pub fn in_words(items: &[&str], last: &str) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., end] => format!("{} {last} {end}", init.join(", ")),
+    }
+}
 
 /// How long a connection may take from its first packet to a session
 /// ready for queries (TCP, the server's greeting, authentication): a peer
@@ -399,6 +425,37 @@ pub use crate::secret::redact;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn postgres_managed() -> Target {
+        Target::parse("postgres:managed").unwrap()
+    }
+
+    /// The help's list of targets is the one it always was, and it holds
+    /// every managed kind there is.
+    #[test]
+    fn the_schemes_are_every_form_and_every_managed_kind() {
+        // The text it always was; a new kind joins it after its protocol's.
+        let all = schemes();
+        assert!(
+            all.starts_with("sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, mariadb:managed, http(s)://HOST:PORT/[,http://…], nginx:managed, "),
+            "{all}"
+        );
+        assert!(
+            all.ends_with(", file:PATH, device:/dev/NAME or dir:PATH"),
+            "{all}"
+        );
+        for kind in managed::KINDS {
+            assert!(all.contains(kind.scheme), "{}", kind.scheme);
+            let target = Target::parse(kind.scheme).unwrap();
+            assert_eq!(target.redacted(), kind.scheme);
+            assert!(target.traits().managed);
+            assert_eq!(target.traits().kind, kind.target_kind);
+        }
+        assert_eq!(
+            schemes_of(TargetKind::is_database),
+            "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB or mariadb:managed"
+        );
+    }
 
     #[test]
     fn a_target_says_which_network_it_crosses() {
@@ -441,7 +498,7 @@ mod tests {
         assert!(!format!("{pg:?}").contains("hunter2"));
         assert_eq!(
             Target::parse("postgres:managed").unwrap(),
-            Target::PostgresManaged
+            postgres_managed()
         );
     }
 
@@ -453,6 +510,6 @@ mod tests {
         assert!(target.is_file(&file));
         assert!(target.is_file(&dir.path().join("./x.db")));
         assert!(!target.is_file(&dir.path().join("y.db")));
-        assert!(!Target::PostgresManaged.is_file(&file));
+        assert!(!postgres_managed().is_file(&file));
     }
 }

@@ -6,9 +6,8 @@
 use super::http::{HttpBase, ServerStatus};
 use super::managed::cgroup::ServerCgroup;
 use super::managed::link::ServerLink;
-use super::managed::mariadb::ManagedMariadb;
-use super::managed::nginx::ManagedNginx;
-use super::managed::postgres::ManagedPostgres;
+use super::managed::server::{Reach, Running};
+use super::managed::KindEntry;
 use super::mysql::{self, MyTarget};
 use super::postgres::{self as pg, PgTarget};
 use super::settings::DbSettings;
@@ -41,35 +40,16 @@ pub enum Endpoint {
 /// runs one (stopped and removed when this is dropped).
 pub struct Opened {
     pub endpoint: Endpoint,
-    managed: Option<Managed>,
+    managed: Option<Box<dyn Running>>,
     /// What was set up, for the run's record (the managed server's version,
     /// CPUs and settings).
     pub setup: serde_json::Value,
-}
-
-/// A server perflab started for the run.
-enum Managed {
-    Postgres(ManagedPostgres),
-    Mariadb(ManagedMariadb),
-    Nginx(ManagedNginx),
-}
-
-impl Managed {
-    fn pid(&self) -> u32 {
-        match self {
-            Managed::Postgres(m) => m.pid(),
-            Managed::Mariadb(m) => m.pid(),
-            Managed::Nginx(m) => m.pid(),
-        }
-    }
 }
 
 impl Opened {
     /// Opens `target`: starts a managed server with `server`'s options,
     /// resolves the credentials of a server's URL.
     pub fn open(target: &Target, server: &ServerOptions) -> anyhow::Result<Opened> {
-        let mut setup = serde_json::json!({});
-        let mut managed = None;
         let endpoint = match target {
             Target::Sqlite { path } => Endpoint::Sqlite(path.clone()),
             Target::InProcess
@@ -82,78 +62,37 @@ impl Opened {
                 bases: resolve_http(bases)?,
                 status: None,
             },
-            Target::NginxManaged => {
-                crate::util::out(format_args!("starting a managed nginx\n"));
-                let started = ManagedNginx::start(server)?;
-                setup = announce(
-                    &Announcement {
-                        version: &started.version,
-                        pid: started.pid(),
-                        dir: started.dir(),
-                        at: started.base_urls().join(", "),
-                        cgroup: started.cgroup(),
-                        link: started.link(),
-                        wal_dir: None,
-                        settings: written(&started.directives),
-                    },
-                    server,
-                );
-                let bases = started
-                    .base_urls()
-                    .iter()
-                    .map(|u| HttpBase::parse(u).map_err(anyhow::Error::msg))
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                let endpoint = Endpoint::Http {
-                    bases: resolve_http(&bases)?,
-                    status: Some(started.status_url()),
-                };
-                managed = Some(Managed::Nginx(started));
-                endpoint
-            }
-            Target::PostgresManaged => {
-                crate::util::out(format_args!("starting a managed PostgreSQL\n"));
-                let started = ManagedPostgres::start(server)?;
-                setup = announce(
-                    &Announcement {
-                        version: &started.version,
-                        pid: started.pid(),
-                        dir: started.dir(),
-                        at: address(started.link()),
-                        cgroup: started.cgroup(),
-                        link: started.link(),
-                        wal_dir: started.wal_dir(),
-                        settings: written(&server.settings),
-                    },
-                    server,
-                );
-                let endpoint = Endpoint::Postgres(Box::new(resolve_postgres(&started.url())?));
-                managed = Some(Managed::Postgres(started));
-                endpoint
-            }
-            Target::MariadbManaged => {
-                crate::util::out(format_args!("starting a managed MariaDB\n"));
-                let started = ManagedMariadb::start(server)?;
-                setup = announce(
-                    &Announcement {
-                        version: &started.version,
-                        pid: started.pid(),
-                        dir: started.dir(),
-                        at: address(started.link()),
-                        cgroup: started.cgroup(),
-                        link: started.link(),
-                        wal_dir: started.redo_dir(),
-                        settings: written(&server.settings),
-                    },
-                    server,
-                );
-                let endpoint = Endpoint::Mysql(started.target()?);
-                managed = Some(Managed::Mariadb(started));
-                endpoint
-            }
+            Target::Managed(kind) => return Opened::start(kind, server),
         };
         Ok(Opened {
             endpoint,
-            managed,
+            managed: None,
+            setup: serde_json::json!({}),
+        })
+    }
+
+    /// Starts a managed server of `kind`, announces it, and reaches it as
+    /// any server of its protocol.
+    fn start(kind: &KindEntry, server: &ServerOptions) -> anyhow::Result<Opened> {
+        crate::util::out(format_args!("starting a managed {}\n", kind.name));
+        let started = (kind.start)(server)?;
+        let setup = announce(
+            &Announcement {
+                version: started.version(),
+                pid: started.pid(),
+                dir: started.dir(),
+                at: started.at(),
+                cgroup: started.cgroup(),
+                link: started.link(),
+                wal_dir: started.log_dir(),
+                settings: written(started.settings()),
+            },
+            server,
+        );
+        let endpoint = reach(started.reach()?)?;
+        Ok(Opened {
+            endpoint,
+            managed: Some(started),
             setup,
         })
     }
@@ -167,10 +106,7 @@ impl Opened {
 
     /// The directory a managed web server serves files from.
     pub fn docroot(&self) -> Option<std::path::PathBuf> {
-        match &self.managed {
-            Some(Managed::Nginx(m)) => Some(m.docroot()),
-            _ => None,
-        }
+        self.managed.as_ref().and_then(|m| m.docroot())
     }
 }
 
@@ -313,9 +249,23 @@ fn announce(started: &Announcement<'_>, server: &ServerOptions) -> serde_json::V
     })
 }
 
-/// Where a managed database answers: loopback, or its end of its link.
-fn address(link: Option<&ServerLink>) -> String {
-    link.map_or("127.0.0.1".to_string(), |l| l.server_addr.to_string())
+/// Where a run connects to a managed server: as to any server of its
+/// protocol.
+fn reach(reach: Reach) -> anyhow::Result<Endpoint> {
+    Ok(match reach {
+        Reach::Postgres { url } => Endpoint::Postgres(Box::new(resolve_postgres(&url)?)),
+        Reach::Mysql(target) => Endpoint::Mysql(target),
+        Reach::Http { bases, status } => {
+            let bases = bases
+                .iter()
+                .map(|u| HttpBase::parse(u).map_err(anyhow::Error::msg))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Endpoint::Http {
+                bases: resolve_http(&bases)?,
+                status,
+            }
+        }
+    })
 }
 
 /// Settings as they are written, `NAME=VALUE`.

@@ -11,7 +11,7 @@
 
 use super::{server_command, server_user};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -106,10 +106,14 @@ fn refusal(said: Option<String>, about: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Whether a PostgreSQL takes `settings` (name and value each).
-pub fn postgres(settings: &[(String, String)]) -> Result<(), String> {
+/// Whether a PostgreSQL takes `settings` (name and value each), its
+/// programs in the directory `find_bindir` finds.
+pub fn postgres(
+    settings: &[(String, String)],
+    find_bindir: impl FnOnce() -> Option<PathBuf>,
+) -> Result<(), String> {
     remembered("postgres", settings, || {
-        let Some(bindir) = super::postgres::find_bindir() else {
+        let Some(bindir) = find_bindir() else {
             return Ok(());
         };
         let Ok(user) = server_user("postgres", "PostgreSQL") else {
@@ -142,10 +146,14 @@ pub fn postgres(settings: &[(String, String)]) -> Result<(), String> {
     })
 }
 
-/// Whether a MariaDB takes `settings` as server options.
-pub fn mariadb(settings: &[(String, String)]) -> Result<(), String> {
+/// Whether a MariaDB takes `settings` as server options, asked of the
+/// server program `find_mariadbd` finds.
+pub fn mariadb(
+    settings: &[(String, String)],
+    find_mariadbd: impl FnOnce() -> Option<PathBuf>,
+) -> Result<(), String> {
     remembered("mariadb", settings, || {
-        let Some(mariadbd) = super::mariadb::find("mariadbd") else {
+        let Some(mariadbd) = find_mariadbd() else {
             return Ok(());
         };
         let Ok(user) = server_user("mysql", "MariaDB") else {

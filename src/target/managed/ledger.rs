@@ -439,9 +439,9 @@ mod tests {
             e.contains("not this user's alone") && e.contains("mode 777"),
             "{e}"
         );
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink("/", &link).unwrap();
-        assert!(this_users_alone(&link).is_err());
+        let symlink = dir.path().join("symlink");
+        std::os::unix::fs::symlink("/", &symlink).unwrap();
+        assert!(this_users_alone(&symlink).is_err());
     }
 
     #[test]

@@ -13,19 +13,15 @@
 //! lives only in memory: any other local user who reaches the port still
 //! needs it.
 
-use super::cgroup::ServerCgroup;
-use super::ledger::Leftovers;
-use super::link::ServerLink;
-use super::{
-    find_programs, free_loopback_port, log_file, placed_command, server_command, server_user,
-    NotReady, Placement, ServerDir, ServerProcess,
-};
+use super::find_programs;
+use super::server::{ManagedKind, ManagedServer, MovedLog, Probe, Reach, Site, Start};
+use super::{placed_command, server_command, ServerDir};
 use crate::error::PlanError;
 use crate::target::mysql::{self, MyTarget};
-use crate::target::ServerOptions;
+use crate::target::{ServerOptions, TargetKind};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// performance_schema on with the events_waits_current consumer and the
@@ -39,37 +35,231 @@ const PERFORMANCE_SCHEMA: [&str; 4] = [
     "--performance-schema-instrument=wait/lock/%=ON",
 ];
 
-/// How long the server may take to accept connections.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a shutdown may take before the server is killed (InnoDB
-/// flushes its buffer pool's dirty pages first).
-const STOP_TIMEOUT: Duration = Duration::from_secs(60);
-/// The server's error log, in its directory.
-const LOG: &str = "mariadb.log";
-/// Where it listens when its link is not shaped.
-const LOOPBACK: std::net::Ipv4Addr = std::net::Ipv4Addr::LOCALHOST;
+/// A running managed MariaDB.
+pub type ManagedMariadb = ManagedServer<Mariadb>;
 
-/// A running managed server. The process is stopped before its directory
-/// is removed (fields drop in order).
-pub struct ManagedMariadb {
-    process: ServerProcess,
-    /// The shaped link it runs behind, when it does.
-    link: Option<ServerLink>,
-    /// The memory cgroup it runs in, when it is held to a limit.
-    cgroup: Option<ServerCgroup>,
-    dir: ServerDir,
-    /// The directory of its InnoDB redo log, when it is not the data's.
-    redo_dir: Option<ServerDir>,
-    /// The ledger's record of all the above; struck off last.
-    _leftovers: Leftovers,
+/// The managed MariaDB kind: its server program, its port and the
+/// `perflab` user's password.
+pub struct Mariadb {
+    mariadbd: PathBuf,
     port: u16,
     password: String,
-    /// `MariaDB 10.11.14`, from `mariadbd --version`.
-    pub version: String,
-    /// The user it runs as (none: perflab's own).
-    user: Option<(u32, u32)>,
-    /// Whether `--mariadb-set` gave any option.
-    settings_given: bool,
+}
+
+/// The programs a managed MariaDB runs: the server, and the installer of
+/// its system tables.
+pub struct Programs {
+    mariadbd: PathBuf,
+    install_db: PathBuf,
+}
+
+impl ManagedKind for Mariadb {
+    const SCHEME: &'static str = "mariadb:managed";
+    const TARGET_KIND: TargetKind = TargetKind::Mysql;
+    const NAME: &'static str = "MariaDB";
+    const DIR_PREFIX: &'static str = "mariadb";
+    const MOVED_LOG: Option<MovedLog> = Some(MovedLog {
+        dir_prefix: "mariadb-redo",
+        what: "MariaDB's redo log",
+    });
+    const USER: &'static str = "mysql";
+    const LOG: &'static str = "mariadb.log";
+    const KNOB: &'static str = "mariadb";
+    const SETTINGS_FLAG: &'static str = "--mariadb-set";
+    const CPUS_FLAG: &'static str = "--mariadb-cpus";
+    const MEMORY_FLAG: &'static str = "--mariadb-memory";
+    const EXAMPLE_SETTING: &'static str = "innodb_buffer_pool_size=256M";
+    const PROGRAM: &'static str = "mariadbd";
+    const START_TIMEOUT: Duration = Duration::from_secs(60);
+    const POLL: Duration = Duration::from_millis(100);
+    const READY_MEANS: &'static str = "accept connections";
+    const STOP_SIGNAL: libc::c_int = libc::SIGTERM;
+    /// InnoDB flushes its buffer pool's dirty pages first.
+    const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+    type Programs = Programs;
+
+    fn ask(settings: &[(String, String)]) -> Result<(), String> {
+        super::asked::mariadb(settings, || find("mariadbd"))
+    }
+
+    fn find(options: &ServerOptions) -> anyhow::Result<Programs> {
+        let (Some(mariadbd), Some(install_db)) = (find("mariadbd"), find("mariadb-install-db"))
+        else {
+            return Err(PlanError::new(
+                "no MariaDB server programs (mariadbd, mariadb-install-db) on PATH or in /usr/sbin, /usr/bin; install them (apt-get install mariadb-server) or give --target mysql://…",
+            )
+            .into());
+        };
+        for (name, value) in &options.settings {
+            check_setting(name, value).map_err(|e| {
+                PlanError::flag(
+                    "--mariadb-set",
+                    e,
+                    "e.g. --mariadb-set innodb_buffer_pool_size=256M",
+                )
+            })?;
+        }
+        Ok(Programs {
+            mariadbd,
+            install_db,
+        })
+    }
+
+    fn version(programs: &Programs, user: Option<(u32, u32)>) -> String {
+        server_command(&programs.mariadbd, user, &[])
+            .arg("--version")
+            .output()
+            .map(|o| version_of(&String::from_utf8_lossy(&o.stdout)))
+            .unwrap_or_default()
+    }
+
+    fn prepare(programs: Programs, site: &Site) -> anyhow::Result<Self> {
+        install(&programs.install_db, site)?;
+        let password = fresh_password()?;
+        write_init_file(site, &password)?;
+        let port = super::free_loopback_port()?;
+        Ok(Mariadb {
+            mariadbd: programs.mariadbd,
+            port,
+            password,
+        })
+    }
+
+    /// mariadbd with no option files but perflab's and the user's, its
+    /// init file making the `perflab` user before the first connection.
+    fn command(&self, site: &Site) -> Command {
+        let mut cmd = placed_command(&self.mariadbd, &site.placement());
+        let at = |name: &str| site.dir.path().join(name).display().to_string();
+        cmd.arg("--no-defaults")
+            .arg(format!("--datadir={}", at("data")))
+            .arg(format!("--tmpdir={}", at("")))
+            .arg(format!("--socket={}", at("mariadb.sock")))
+            .arg(format!("--pid-file={}", at("mariadb.pid")))
+            .arg(format!("--log-error={}", at(Self::LOG)))
+            .arg(format!("--init-file={}", at(INIT_FILE)))
+            .arg(format!("--port={}", self.port))
+            .arg(format!("--bind-address={}", site.address()))
+            .arg("--skip-name-resolve")
+            .args(redo_option(site))
+            .args(PERFORMANCE_SCHEMA);
+        if site.user.is_some() {
+            cmd.arg("--user=mysql");
+        }
+        for (name, value) in &site.settings {
+            cmd.arg(format!("--{name}={value}"));
+        }
+        cmd
+    }
+
+    /// A login as the `perflab` user.
+    fn probe<'a>(&'a self, site: &'a Site, _start: Start) -> anyhow::Result<Probe<'a>> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let target = self.target(site)?;
+        Ok(Box::new(move || {
+            runtime
+                .block_on(async {
+                    let conn = mysql::connect(&target).await?;
+                    let _ = conn.disconnect().await;
+                    Ok::<_, PlanError>(())
+                })
+                .map_err(|e| e.to_string())
+        }))
+    }
+
+    fn said(dir: &ServerDir) -> Vec<String> {
+        dir.said(Self::LOG, "[ERROR]")
+    }
+
+    fn reach(&self, site: &Site) -> Result<Reach, PlanError> {
+        Ok(Reach::Mysql(self.target(site)?))
+    }
+}
+
+impl Mariadb {
+    /// The server's `perflab` database, as a target (its password inside,
+    /// never shown).
+    fn target(&self, site: &Site) -> Result<MyTarget, PlanError> {
+        let url = format!(
+            "mysql://perflab:{}@{}:{}/perflab",
+            self.password,
+            site.address(),
+            self.port
+        );
+        mysql::resolve(&url, &|_| None).map_err(PlanError::new)
+    }
+}
+
+/// The server's init file, in its directory.
+const INIT_FILE: &str = "init.sql";
+
+/// The option that puts the InnoDB redo log in its own directory, when
+/// `--log-dir` gave it one.
+fn redo_option(site: &Site) -> Option<String> {
+    site.log_dir
+        .as_ref()
+        .map(|r| format!("--innodb-log-group-home-dir={}", r.path().display()))
+}
+
+/// mariadb-install-db on the site's `data`.
+fn install(install_db: &Path, site: &Site) -> anyhow::Result<()> {
+    let dir = site.dir.path();
+    let mut install = server_command(install_db, None, &[]);
+    install
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", dir.join("data").display()))
+        // Its own temporary directory: installs side by side in one
+        // /tmp now and then lose each other's temporary tables.
+        .arg(format!("--tmpdir={}", dir.display()))
+        .args(["--skip-test-db", "--skip-name-resolve"])
+        .args(redo_option(site));
+    if site.user.is_some() {
+        install.arg("--user=mysql");
+    }
+    let installed = install
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot run mariadb-install-db")?;
+    if !installed.status.success() {
+        anyhow::bail!(
+            "mariadb-install-db failed: {}",
+            crate::util::one_line(String::from_utf8_lossy(&installed.stderr).trim())
+        );
+    }
+    Ok(())
+}
+
+/// The init file: the `perflab` database, and its user with `password`,
+/// reaching it from where perflab comes from.
+fn write_init_file(site: &Site, password: &str) -> anyhow::Result<()> {
+    let client = site.client();
+    let init = site.dir.path().join(INIT_FILE);
+    std::fs::write(
+        &init,
+        format!(
+            "CREATE DATABASE IF NOT EXISTS perflab;\n\
+             CREATE USER IF NOT EXISTS 'perflab'@'{client}' IDENTIFIED BY '{password}';\n\
+             GRANT ALL ON *.* TO 'perflab'@'{client}';\n"
+        ),
+    )
+    .context("cannot write the managed MariaDB's init file")?;
+    site.hand_over(&init)
+}
+
+impl ManagedServer<Mariadb> {
+    /// The server's `perflab` database, as a target (its password inside,
+    /// never shown).
+    pub fn target(&self) -> Result<MyTarget, PlanError> {
+        self.kind().target(self.site())
+    }
+
+    /// The directory of its redo log, when `--log-dir` moved it.
+    pub fn redo_dir(&self) -> Option<&Path> {
+        self.log_dir()
+    }
 }
 
 /// The directories that hold `program`: PATH, then where Debian and Red
@@ -121,241 +311,6 @@ fn fresh_password() -> anyhow::Result<String> {
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
         .context("cannot read /dev/urandom for the managed MariaDB's password")?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-impl ManagedMariadb {
-    /// Creates and starts a server with `settings` (option name, value
-    /// pairs); `cpus`, when not empty, is its affinity mask; `memory`
-    /// holds it and its page cache to a limit (`--mariadb-memory`).
-    pub fn start(server: &ServerOptions) -> anyhow::Result<Self> {
-        let ServerOptions {
-            settings,
-            keep,
-            cpus,
-            memory,
-            link,
-            io,
-            log_dir,
-            ..
-        } = server;
-        let (Some(mariadbd), Some(install_db)) = (find("mariadbd"), find("mariadb-install-db"))
-        else {
-            return Err(PlanError::new(
-                "no MariaDB server programs (mariadbd, mariadb-install-db) on PATH or in /usr/sbin, /usr/bin; install them (apt-get install mariadb-server) or give --target mysql://…",
-            )
-            .into());
-        };
-        for (name, value) in settings {
-            check_setting(name, value).map_err(|e| {
-                PlanError::flag(
-                    "--mariadb-set",
-                    e,
-                    "e.g. --mariadb-set innodb_buffer_pool_size=256M",
-                )
-            })?;
-        }
-        let user = server_user("mysql", "MariaDB")?;
-        let mut leftovers = Leftovers::begin("MariaDB")?;
-        let dir = ServerDir::create("mariadb", "MariaDB", user, *keep, &mut leftovers)?;
-        let redo_dir = log_dir
-            .as_ref()
-            .map(|parent| {
-                ServerDir::create_in(
-                    parent,
-                    "mariadb-redo",
-                    "MariaDB",
-                    user,
-                    *keep,
-                    &mut leftovers,
-                )
-            })
-            .transpose()?;
-        let redo_option = redo_dir
-            .as_ref()
-            .map(|r| format!("--innodb-log-group-home-dir={}", r.path().display()));
-        let link = link
-            .as_ref()
-            .map(|shape| ServerLink::create(shape, &mut leftovers))
-            .transpose()?;
-        // Where it listens, and where perflab comes from.
-        let (address, client) = match &link {
-            Some(l) => (l.server_addr, l.host_addr),
-            None => (LOOPBACK, LOOPBACK),
-        };
-        let version = server_command(&mariadbd, user, &[])
-            .arg("--version")
-            .output()
-            .map(|o| version_of(&String::from_utf8_lossy(&o.stdout)))
-            .unwrap_or_default();
-        let mut install = server_command(&install_db, None, &[]);
-        install
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", dir.path().join("data").display()))
-            // Its own temporary directory: installs side by side in one
-            // /tmp now and then lose each other's temporary tables.
-            .arg(format!("--tmpdir={}", dir.path().display()))
-            .args(["--skip-test-db", "--skip-name-resolve"])
-            .args(&redo_option);
-        if user.is_some() {
-            install.arg("--user=mysql");
-        }
-        let installed = install
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .context("cannot run mariadb-install-db")?;
-        if !installed.status.success() {
-            anyhow::bail!(
-                "mariadb-install-db failed: {}",
-                crate::util::one_line(String::from_utf8_lossy(&installed.stderr).trim())
-            );
-        }
-        let password = fresh_password()?;
-        let init = dir.path().join("init.sql");
-        std::fs::write(
-            &init,
-            format!(
-                "CREATE DATABASE IF NOT EXISTS perflab;\n\
-                 CREATE USER IF NOT EXISTS 'perflab'@'{client}' IDENTIFIED BY '{password}';\n\
-                 GRANT ALL ON *.* TO 'perflab'@'{client}';\n"
-            ),
-        )
-        .context("cannot write the managed MariaDB's init file")?;
-        if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(&init, Some(uid), Some(gid))?;
-        }
-        let port = free_loopback_port()?;
-        let cgroup = ServerCgroup::for_server(
-            dir.path(),
-            *memory,
-            io.as_ref(),
-            "--mariadb-memory",
-            &mut leftovers,
-        )?;
-        let mut cmd = placed_command(
-            &mariadbd,
-            &Placement {
-                user,
-                cpus,
-                cgroup: cgroup.as_ref(),
-                link: link.as_ref(),
-            },
-        );
-        let at = |name: &str| dir.path().join(name).display().to_string();
-        cmd.arg("--no-defaults")
-            .arg(format!("--datadir={}", at("data")))
-            .arg(format!("--tmpdir={}", at("")))
-            .arg(format!("--socket={}", at("mariadb.sock")))
-            .arg(format!("--pid-file={}", at("mariadb.pid")))
-            .arg(format!("--log-error={}", at(LOG)))
-            .arg(format!("--init-file={}", init.display()))
-            .arg(format!("--port={port}"))
-            .arg(format!("--bind-address={address}"))
-            .arg("--skip-name-resolve")
-            .args(&redo_option)
-            .args(PERFORMANCE_SCHEMA);
-        if user.is_some() {
-            cmd.arg("--user=mysql");
-        }
-        for (name, value) in settings {
-            cmd.arg(format!("--{name}={value}"));
-        }
-        cmd.stderr(log_file(&dir, LOG, user)?);
-        let process =
-            ServerProcess::spawn(cmd, libc::SIGTERM, STOP_TIMEOUT, "mariadbd", &mut leftovers)?;
-        let mut server = ManagedMariadb {
-            process,
-            link,
-            cgroup,
-            dir,
-            redo_dir,
-            _leftovers: leftovers,
-            port,
-            password,
-            version,
-            user,
-            settings_given: !settings.is_empty(),
-        };
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    /// Waits until the `perflab` user can log in.
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let target = self.target()?;
-        let ready = || {
-            runtime
-                .block_on(async {
-                    let conn = mysql::connect(&target).await?;
-                    let _ = conn.disconnect().await;
-                    Ok::<_, PlanError>(())
-                })
-                .map_err(|e| e.to_string())
-        };
-        match self
-            .process
-            .wait_ready(START_TIMEOUT, Duration::from_millis(100), ready)
-        {
-            Ok(()) => Ok(()),
-            Err(NotReady::Exited(status)) => Err(super::start_failure(
-                "MariaDB",
-                &status,
-                &self.dir.said(LOG, "[ERROR]"),
-                self.user.map(|_| "mysql"),
-                ("--mariadb-set", self.settings_given),
-            )
-            .into()),
-            Err(NotReady::Timeout(e)) => {
-                anyhow::bail!("the managed MariaDB did not accept connections in 60 s: {e}")
-            }
-            Err(NotReady::Interrupted(i)) => Err(i.into()),
-        }
-    }
-
-    /// The server's `perflab` database, as a target (its password inside,
-    /// never shown).
-    pub fn target(&self) -> Result<MyTarget, PlanError> {
-        let url = format!(
-            "mysql://perflab:{}@{}:{}/perflab",
-            self.password,
-            self.address(),
-            self.port
-        );
-        mysql::resolve(&url, &|_| None).map_err(PlanError::new)
-    }
-
-    /// The address it listens on: loopback, or its end of a shaped link.
-    pub fn address(&self) -> std::net::Ipv4Addr {
-        self.link.as_ref().map_or(LOOPBACK, |l| l.server_addr)
-    }
-
-    /// The shaped link it runs behind, when it does.
-    pub fn link(&self) -> Option<&ServerLink> {
-        self.link.as_ref()
-    }
-
-    /// The server's process id.
-    pub fn pid(&self) -> u32 {
-        self.process.pid()
-    }
-
-    /// Where the server's files are.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// The directory of its redo log, when `--log-dir` moved it.
-    pub fn redo_dir(&self) -> Option<&Path> {
-        self.redo_dir.as_ref().map(ServerDir::path)
-    }
-
-    /// Its memory and I/O cgroup, when it runs in one.
-    pub fn cgroup(&self) -> Option<&ServerCgroup> {
-        self.cgroup.as_ref()
-    }
 }
 
 #[cfg(test)]

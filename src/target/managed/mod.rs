@@ -4,8 +4,9 @@
 //! loopback port, start the server with its CPUs and its log in that
 //! directory, wait until it answers, follow its processes, and on drop stop
 //! it (a polite signal, then SIGKILL after a deadline) and remove the
-//! directory unless asked to keep it. [`postgres`], [`mariadb`] and
-//! [`nginx`] are built on it.
+//! directory unless asked to keep it. [`server`] drives that sequence;
+//! [`postgres`], [`mariadb`] and [`nginx`] each say only what differs,
+//! and [`KINDS`] lists them: a new kind is its file and one line there.
 
 pub mod asked;
 pub mod cgroup;
@@ -15,14 +16,102 @@ pub mod link;
 pub mod mariadb;
 pub mod nginx;
 pub mod postgres;
+pub mod server;
 pub mod stop;
 
 use crate::error::PlanError;
+use crate::target::{ServerOptions, TargetKind};
 use anyhow::Context;
+use server::{ManagedKind, Running};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The kinds of server perflab manages, one line each; every list of
+/// them (the schemes `--target` takes, the knobs, the messages) is made
+/// from this one.
+pub const KINDS: &[KindEntry] = &[
+    KindEntry::of::<postgres::Postgres>(),
+    KindEntry::of::<mariadb::Mariadb>(),
+    KindEntry::of::<nginx::Nginx>(),
+];
+
+/// A server's settings, each a name and a value.
+pub type Settings = [(String, String)];
+
+/// One kind of managed server as the rest of perflab sees it: its
+/// `--target`, its flags, and how to start it.
+pub struct KindEntry {
+    /// Its `--target`, e.g. `postgres:managed`.
+    pub scheme: &'static str,
+    /// How messages name the server, e.g. `PostgreSQL`.
+    pub name: &'static str,
+    /// The protocol it speaks, as a kind of target.
+    pub target_kind: TargetKind,
+    /// The prefix of its lab knobs (`pg` in `pg.NAME`).
+    pub knob: &'static str,
+    /// Its settings flag (`--pg-set`), its CPUs flag and its memory flag.
+    pub set_flag: &'static str,
+    pub cpus_flag: &'static str,
+    pub memory_flag: &'static str,
+    /// A setting it takes, for examples in messages.
+    pub example: &'static str,
+    /// What `--log-dir` moves, for a kind that has a log to move.
+    pub moved_log: Option<&'static str>,
+    /// Whether the server takes these settings, asked before anything is
+    /// made.
+    pub ask: fn(&Settings) -> Result<(), String>,
+    /// Starts one.
+    pub start: fn(&ServerOptions) -> anyhow::Result<Box<dyn Running>>,
+}
+
+impl KindEntry {
+    /// The entry of kind `K`, from what the kind says of itself.
+    pub const fn of<K: ManagedKind + 'static>() -> KindEntry {
+        KindEntry {
+            scheme: K::SCHEME,
+            name: K::NAME,
+            target_kind: K::TARGET_KIND,
+            knob: K::KNOB,
+            set_flag: K::SETTINGS_FLAG,
+            cpus_flag: K::CPUS_FLAG,
+            memory_flag: K::MEMORY_FLAG,
+            example: K::EXAMPLE_SETTING,
+            moved_log: match K::MOVED_LOG {
+                Some(log) => Some(log.what),
+                None => None,
+            },
+            ask: K::ask,
+            start: server::start_boxed::<K>,
+        }
+    }
+
+    /// The entry whose `--target` is `scheme`.
+    pub fn by_scheme(scheme: &str) -> Option<&'static KindEntry> {
+        KINDS.iter().find(|k| k.scheme == scheme)
+    }
+}
+
+impl PartialEq for KindEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.scheme == other.scheme
+    }
+}
+
+impl Eq for KindEntry {}
+
+impl std::fmt::Debug for KindEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.scheme)
+    }
+}
+
+/// The schemes of the managed kinds that `keep` lets through, in
+/// [`KINDS`]'s order.
+pub fn schemes(keep: impl Fn(&KindEntry) -> bool) -> Vec<&'static str> {
+    KINDS.iter().filter(|k| keep(k)).map(|k| k.scheme).collect()
+}
 
 /// The first directory of `dirs` (PATH's first) holding every one of `programs`.
 pub fn find_programs(

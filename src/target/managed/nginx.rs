@@ -12,28 +12,17 @@
 //! ([`MAIN_DIRECTIVES`]), `events` ([`EVENTS_DIRECTIVES`]), else `http`.
 //! A setting replaces perflab's default of the same name.
 
-use super::cgroup::ServerCgroup;
-use super::ledger::Leftovers;
-use super::link::ServerLink;
-use super::{
-    find_programs, log_file, placed_command, server_user, NotReady, Placement, ServerDir,
-    ServerProcess,
-};
+use super::find_programs;
+use super::server::{ManagedKind, ManagedServer, MovedLog, Probe, Reach, Site, Start};
+use super::{placed_command, ServerDir};
 use crate::error::PlanError;
-use crate::target::ServerOptions;
+use crate::target::{ServerOptions, TargetKind};
 use anyhow::Context;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
-/// How long nginx may take to answer its status page.
-const START_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long a fast shutdown may take before nginx is killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-/// nginx's error log, in its directory.
-const LOG: &str = "error.log";
-/// The user nginx runs as when perflab is root.
-const USER: &str = "www-data";
 /// Where the managed nginx answers with `stub_status`.
 pub const STATUS_PATH: &str = "/perflab-nginx-status";
 
@@ -73,30 +62,278 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("open_file_cache", "max=10000 inactive=60s"),
 ];
 
-/// A running managed nginx. The process stops before its directory is
-/// removed (fields drop in order).
-pub struct ManagedNginx {
-    process: ServerProcess,
-    /// Its shaped link and its cgroup, when asked for; gone after it.
-    link: Option<ServerLink>,
-    cgroup: Option<ServerCgroup>,
-    dir: ServerDir,
-    /// The ledger's record of the two above; struck off last.
-    _leftovers: Leftovers,
+/// A running managed nginx.
+pub type ManagedNginx = ManagedServer<Nginx>;
+
+/// The managed nginx kind: its program and configuration, and where it
+/// listens.
+pub struct Nginx {
+    program: PathBuf,
     port: u16,
     /// The plain-HTTP address of the status page: 127.0.0.1, or the
     /// server's end of its link.
     status: SocketAddr,
     addresses: Vec<IpAddr>,
     tls: bool,
-    /// `nginx -v`.
-    pub version: String,
     /// The directives as written into its configuration, in order.
-    pub directives: Vec<(String, String)>,
-    /// The user it runs as (none: perflab's own).
-    user: Option<(u32, u32)>,
-    /// Whether `--nginx-set` gave any directive.
-    settings_given: bool,
+    directives: Vec<(String, String)>,
+}
+
+/// What a managed nginx is given before anything is made: its program,
+/// the addresses asked for and its certificate and key.
+pub struct Programs {
+    nginx: PathBuf,
+    addresses: Vec<IpAddr>,
+    tls_files: Option<(PathBuf, PathBuf)>,
+}
+
+impl ManagedKind for Nginx {
+    const SCHEME: &'static str = "nginx:managed";
+    const TARGET_KIND: TargetKind = TargetKind::Http;
+    const NAME: &'static str = "nginx";
+    const DIR_PREFIX: &'static str = "nginx";
+    const MOVED_LOG: Option<MovedLog> = None;
+    const USER: &'static str = "www-data";
+    const LOG: &'static str = "error.log";
+    const KNOB: &'static str = "nginx";
+    const SETTINGS_FLAG: &'static str = "--nginx-set";
+    const CPUS_FLAG: &'static str = "--nginx-cpus";
+    const MEMORY_FLAG: &'static str = "--nginx-memory";
+    const EXAMPLE_SETTING: &'static str = "worker_processes=2";
+    const PROGRAM: &'static str = "nginx";
+    /// How long it may take to answer its status page.
+    const START_TIMEOUT: Duration = Duration::from_secs(20);
+    const POLL: Duration = Duration::from_millis(50);
+    const READY_MEANS: &'static str = "answer";
+    /// A fast shutdown.
+    const STOP_SIGNAL: libc::c_int = libc::SIGTERM;
+    const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+    type Programs = Programs;
+
+    fn ask(settings: &[(String, String)]) -> Result<(), String> {
+        check_settings(settings)
+    }
+
+    /// Its program, its settings and its addresses (loopback ones only).
+    fn find(options: &ServerOptions) -> anyhow::Result<Programs> {
+        let nginx = find_nginx().ok_or_else(|| {
+            PlanError::new(
+                "no nginx on PATH or in /usr/sbin; install it (apt-get install nginx-light) or give --target http://HOST:PORT/",
+            )
+        })?;
+        for (name, value) in &options.settings {
+            check_setting(name, value).map_err(|e| {
+                PlanError::flag("--nginx-set", e, "e.g. --nginx-set worker_processes=2")
+            })?;
+        }
+        if let Some(a) = options.addresses.iter().find(|a| !a.is_loopback()) {
+            return Err(PlanError::new(format!(
+                "a managed nginx listens on loopback addresses only, not {a}"
+            ))
+            .into());
+        }
+        Ok(Programs {
+            nginx,
+            addresses: options.addresses.clone(),
+            tls_files: options.tls_files.clone(),
+        })
+    }
+
+    fn version(programs: &Programs, _user: Option<(u32, u32)>) -> String {
+        String::from_utf8_lossy(
+            &Command::new(&programs.nginx)
+                .arg("-v")
+                .output()
+                .map(|o| o.stderr)
+                .unwrap_or_default(),
+        )
+        .trim()
+        .trim_start_matches("nginx version: ")
+        .to_string()
+    }
+
+    /// Its document root and temporary directory, its two ports and its
+    /// configuration.
+    fn prepare(programs: Programs, site: &Site) -> anyhow::Result<Self> {
+        for sub in ["html", "tmp"] {
+            let path = site.dir.path().join(sub);
+            std::fs::create_dir(&path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            site.hand_over(&path)?;
+        }
+        let listening = Listening::on(site, &programs.addresses)?;
+        let mut directives = merged(&site.settings);
+        if let Some((cert, key)) = &programs.tls_files {
+            directives.extend(tls_directives(cert, key)?);
+        }
+        let tls = programs.tls_files.is_some();
+        let config = configuration(
+            site.dir.path(),
+            listening.port,
+            (listening.status, listening.status_client),
+            &listening.addresses,
+            tls,
+            &directives,
+        );
+        let conf_path = site.dir.path().join(CONF);
+        std::fs::write(&conf_path, config)
+            .with_context(|| format!("cannot write {}", conf_path.display()))?;
+        Ok(Nginx {
+            program: programs.nginx,
+            port: listening.port,
+            status: listening.status,
+            addresses: listening.addresses,
+            tls,
+            directives,
+        })
+    }
+
+    fn command(&self, site: &Site) -> Command {
+        let dir = site.dir.path();
+        let mut cmd = placed_command(&self.program, &site.placement());
+        cmd.arg("-p")
+            .arg(dir)
+            .arg("-c")
+            .arg(dir.join(CONF))
+            .arg("-e")
+            .arg(dir.join(Self::LOG));
+        cmd
+    }
+
+    /// Its status page answers (nginx has bound every listening socket
+    /// by then).
+    fn probe<'a>(&'a self, _site: &'a Site, _start: Start) -> anyhow::Result<Probe<'a>> {
+        let status = self.status;
+        Ok(Box::new(move || {
+            status_answers(status).map_err(|e| format!("{status}: {e}"))
+        }))
+    }
+
+    fn said(dir: &ServerDir) -> Vec<String> {
+        dir.said(Self::LOG, "[emerg]")
+    }
+
+    fn reach(&self, _site: &Site) -> Result<Reach, PlanError> {
+        Ok(Reach::Http {
+            bases: self.base_urls(),
+            status: Some(self.status_url()),
+        })
+    }
+
+    fn at(&self, _site: &Site) -> String {
+        self.base_urls().join(", ")
+    }
+
+    fn settings<'a>(&'a self, _site: &'a Site) -> &'a [(String, String)] {
+        &self.directives
+    }
+
+    fn docroot(&self, site: &Site) -> Option<PathBuf> {
+        Some(site.dir.path().join("html"))
+    }
+}
+
+/// Its configuration file, in its directory.
+const CONF: &str = "nginx.conf";
+
+/// Where a managed nginx listens: behind a link on its end of it, status
+/// page included, answering the status page to perflab's end.
+struct Listening {
+    addresses: Vec<IpAddr>,
+    port: u16,
+    status: SocketAddr,
+    status_client: Option<std::net::Ipv4Addr>,
+}
+
+impl Listening {
+    /// On the link's address or `asked` (127.0.0.1 when empty), with its
+    /// two free ports.
+    fn on(site: &Site, asked: &[IpAddr]) -> anyhow::Result<Listening> {
+        let loopback = IpAddr::from([127, 0, 0, 1]);
+        let (addresses, status_ip, status_client) = match &site.link {
+            Some(l) => (
+                vec![IpAddr::V4(l.server_addr)],
+                IpAddr::V4(l.server_addr),
+                Some(l.host_addr),
+            ),
+            None if asked.is_empty() => (vec![loopback], loopback, None),
+            None => (asked.to_vec(), loopback, None),
+        };
+        // Both ports are found while both are held, so they differ.
+        let (port, status_port) = {
+            let a = std::net::TcpListener::bind("127.0.0.1:0")
+                .context("cannot find a free loopback port")?;
+            let b = std::net::TcpListener::bind("127.0.0.1:0")
+                .context("cannot find a free loopback port")?;
+            (a.local_addr()?.port(), b.local_addr()?.port())
+        };
+        Ok(Listening {
+            addresses,
+            port,
+            status: SocketAddr::new(status_ip, status_port),
+            status_client,
+        })
+    }
+}
+
+/// The directives that serve HTTPS with `cert` and `key`, which must be
+/// files with plain paths (they are written into the configuration).
+fn tls_directives(cert: &Path, key: &Path) -> Result<[(String, String); 2], PlanError> {
+    for (what, file) in [("certificate", cert), ("key", key)] {
+        let text = file.display().to_string();
+        if !file.is_file() || text.contains([';', '{', '}', '#', '\n', ' ']) {
+            return Err(PlanError::flag(
+                "--nginx-tls-cert",
+                format!("the {what} {text} is not a readable file with a plain path"),
+                "give PEM files, e.g. --nginx-tls-cert cert.pem --nginx-tls-key key.pem",
+            ));
+        }
+    }
+    Ok([
+        ("ssl_certificate".to_string(), cert.display().to_string()),
+        ("ssl_certificate_key".to_string(), key.display().to_string()),
+    ])
+}
+
+impl Nginx {
+    /// The base URLs it serves, one per address.
+    fn base_urls(&self) -> Vec<String> {
+        self.addresses
+            .iter()
+            .map(|a| {
+                let scheme = if self.tls { "https" } else { "http" };
+                format!("{scheme}://{}/", SocketAddr::new(*a, self.port))
+            })
+            .collect()
+    }
+
+    /// The URL of its `stub_status` page.
+    fn status_url(&self) -> String {
+        format!("http://{}{STATUS_PATH}", self.status)
+    }
+}
+
+impl ManagedServer<Nginx> {
+    /// The base URLs it serves, one per address.
+    pub fn base_urls(&self) -> Vec<String> {
+        self.kind().base_urls()
+    }
+
+    /// The URL of its `stub_status` page.
+    pub fn status_url(&self) -> String {
+        self.kind().status_url()
+    }
+
+    /// The directory it serves files from.
+    pub fn docroot(&self) -> PathBuf {
+        self.dir().join("html")
+    }
+
+    /// The directives as written into its configuration, in order.
+    pub fn directives(&self) -> &[(String, String)] {
+        &self.kind().directives
+    }
 }
 
 /// Finds the nginx program: on PATH or in /usr/sbin.
@@ -182,228 +419,6 @@ pub fn check_settings(settings: &[(String, String)]) -> Result<(), String> {
     })
 }
 
-impl ManagedNginx {
-    /// Writes the configuration and starts nginx on `server.addresses`
-    /// (loopback addresses; 127.0.0.1 when empty), one free port for all —
-    /// or, behind a shaped link, on the server's end of it; in a memory
-    /// and I/O cgroup when asked.
-    pub fn start(server: &ServerOptions) -> anyhow::Result<Self> {
-        let ServerOptions {
-            settings,
-            keep,
-            cpus,
-            memory,
-            link,
-            io,
-            addresses,
-            tls_files,
-            ..
-        } = server;
-        let tls = tls_files.as_ref();
-        let nginx = find_nginx().ok_or_else(|| {
-            PlanError::new(
-                "no nginx on PATH or in /usr/sbin; install it (apt-get install nginx-light) or give --target http://HOST:PORT/",
-            )
-        })?;
-        for (name, value) in settings {
-            check_setting(name, value).map_err(|e| {
-                PlanError::flag("--nginx-set", e, "e.g. --nginx-set worker_processes=2")
-            })?;
-        }
-        if let Some(a) = addresses.iter().find(|a| !a.is_loopback()) {
-            return Err(PlanError::new(format!(
-                "a managed nginx listens on loopback addresses only, not {a}"
-            ))
-            .into());
-        }
-        let user = server_user(USER, "nginx")?;
-        let mut leftovers = Leftovers::begin("nginx")?;
-        let dir = ServerDir::create("nginx", "nginx", user, *keep, &mut leftovers)?;
-        let link = link
-            .as_ref()
-            .map(|shape| ServerLink::create(shape, &mut leftovers))
-            .transpose()?;
-        // Behind a link it listens on its end of it, status page included,
-        // and answers the status page to perflab's end.
-        let (addresses, status_ip, status_client) = match &link {
-            Some(l) => (
-                vec![IpAddr::V4(l.server_addr)],
-                IpAddr::V4(l.server_addr),
-                Some(l.host_addr),
-            ),
-            None if addresses.is_empty() => (
-                vec![IpAddr::from([127, 0, 0, 1])],
-                IpAddr::from([127, 0, 0, 1]),
-                None,
-            ),
-            None => (addresses.to_vec(), IpAddr::from([127, 0, 0, 1]), None),
-        };
-        for sub in ["html", "tmp"] {
-            let path = dir.path().join(sub);
-            std::fs::create_dir(&path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            if let Some((uid, gid)) = user {
-                std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
-            }
-        }
-        let version = String::from_utf8_lossy(
-            &std::process::Command::new(&nginx)
-                .arg("-v")
-                .output()
-                .map(|o| o.stderr)
-                .unwrap_or_default(),
-        )
-        .trim()
-        .trim_start_matches("nginx version: ")
-        .to_string();
-        // Both ports are found while both are held, so they differ.
-        let (port, status_port) = {
-            let a = std::net::TcpListener::bind("127.0.0.1:0")
-                .context("cannot find a free loopback port")?;
-            let b = std::net::TcpListener::bind("127.0.0.1:0")
-                .context("cannot find a free loopback port")?;
-            (a.local_addr()?.port(), b.local_addr()?.port())
-        };
-        let mut directives = merged(settings);
-        if let Some((cert, key)) = tls {
-            for (what, file) in [("certificate", cert), ("key", key)] {
-                let text = file.display().to_string();
-                if !file.is_file() || text.contains([';', '{', '}', '#', '\n', ' ']) {
-                    return Err(PlanError::flag(
-                        "--nginx-tls-cert",
-                        format!("the {what} {text} is not a readable file with a plain path"),
-                        "give PEM files, e.g. --nginx-tls-cert cert.pem --nginx-tls-key key.pem",
-                    )
-                    .into());
-                }
-            }
-            directives.push(("ssl_certificate".to_string(), cert.display().to_string()));
-            directives.push(("ssl_certificate_key".to_string(), key.display().to_string()));
-        }
-        let status = SocketAddr::new(status_ip, status_port);
-        let config = configuration(
-            dir.path(),
-            port,
-            (status, status_client),
-            &addresses,
-            tls.is_some(),
-            &directives,
-        );
-        let conf_path = dir.path().join("nginx.conf");
-        std::fs::write(&conf_path, config)
-            .with_context(|| format!("cannot write {}", conf_path.display()))?;
-        let cgroup = ServerCgroup::for_server(
-            dir.path(),
-            *memory,
-            io.as_ref(),
-            "--nginx-memory",
-            &mut leftovers,
-        )?;
-        let mut cmd = placed_command(
-            &nginx,
-            &Placement {
-                user,
-                cpus,
-                cgroup: cgroup.as_ref(),
-                link: link.as_ref(),
-            },
-        );
-        cmd.arg("-p")
-            .arg(dir.path())
-            .arg("-c")
-            .arg(&conf_path)
-            .arg("-e")
-            .arg(dir.path().join(LOG));
-        cmd.stderr(log_file(&dir, LOG, user)?);
-        let process =
-            ServerProcess::spawn(cmd, libc::SIGTERM, STOP_TIMEOUT, "nginx", &mut leftovers)?;
-        let mut server = ManagedNginx {
-            process,
-            link,
-            cgroup,
-            dir,
-            _leftovers: leftovers,
-            port,
-            status,
-            addresses,
-            tls: tls.is_some(),
-            version,
-            directives,
-            user,
-            settings_given: !settings.is_empty(),
-        };
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    /// Waits until the status page answers (nginx has bound every
-    /// listening socket by then).
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let status = self.status;
-        let ready = || status_answers(status).map_err(|e| format!("{status}: {e}"));
-        match self
-            .process
-            .wait_ready(START_TIMEOUT, Duration::from_millis(50), ready)
-        {
-            Ok(()) => Ok(()),
-            Err(NotReady::Exited(status)) => Err(super::start_failure(
-                "nginx",
-                &status,
-                &self.dir.said(LOG, "[emerg]"),
-                self.user.map(|_| USER),
-                ("--nginx-set", self.settings_given),
-            )
-            .into()),
-            Err(NotReady::Timeout(e)) => anyhow::bail!(
-                "the managed nginx did not answer in {} s: {e}",
-                START_TIMEOUT.as_secs()
-            ),
-            Err(NotReady::Interrupted(i)) => Err(i.into()),
-        }
-    }
-
-    /// The base URLs it serves, one per address.
-    pub fn base_urls(&self) -> Vec<String> {
-        self.addresses
-            .iter()
-            .map(|a| {
-                let scheme = if self.tls { "https" } else { "http" };
-                format!("{scheme}://{}/", SocketAddr::new(*a, self.port))
-            })
-            .collect()
-    }
-
-    /// The URL of its `stub_status` page.
-    pub fn status_url(&self) -> String {
-        format!("http://{}{STATUS_PATH}", self.status)
-    }
-
-    /// Its shaped link, when it runs behind one.
-    pub fn link(&self) -> Option<&ServerLink> {
-        self.link.as_ref()
-    }
-
-    /// Its memory and I/O cgroup, when it runs in one.
-    pub fn cgroup(&self) -> Option<&ServerCgroup> {
-        self.cgroup.as_ref()
-    }
-
-    /// The directory it serves files from.
-    pub fn docroot(&self) -> PathBuf {
-        self.dir.path().join("html")
-    }
-
-    /// The master process id (its workers are its children).
-    pub fn pid(&self) -> u32 {
-        self.process.pid()
-    }
-
-    /// Where its files are.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
 /// perflab's defaults with the settings put in their place: a setting of
 /// a default's name replaces it, others follow.
 fn merged(settings: &[(String, String)]) -> Vec<(String, String)> {
@@ -447,13 +462,14 @@ fn configuration(
         })
         .collect();
     let d = dir.display();
+    let log = Nginx::LOG;
     let allow_client = client.map_or(String::new(), |c| format!("allow {c};\n"));
     format!(
         "# Written by perflab for one run.\n\
          daemon off;\n\
          master_process on;\n\
          pid {d}/nginx.pid;\n\
-         error_log {d}/{LOG} warn;\n\
+         error_log {d}/{log} warn;\n\
          {main}\
          events {{\n{events}}}\n\
          http {{\n\

@@ -5,51 +5,23 @@
 //! kept). As root, the server runs as the `postgres` system user, since
 //! PostgreSQL refuses to run as root.
 
-use super::cgroup::ServerCgroup;
-use super::ledger::Leftovers;
-use super::link::ServerLink;
-use super::{
-    find_programs, free_loopback_port, log_file, placed_command, server_command, server_user,
-    NotReady, Placement, ServerDir, ServerProcess,
-};
+use super::find_programs;
+use super::server::{ManagedKind, ManagedServer, MovedLog, Probe, Reach, Site, Start};
+use super::{placed_command, server_command, ServerDir};
 use crate::error::PlanError;
-use crate::target::ServerOptions;
+use crate::target::{ServerOptions, TargetKind};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How long the server may take to accept connections.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a fast shutdown may take before the server is killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(30);
-/// The server's log, in its directory.
-const LOG: &str = "postgres.log";
-/// Where it listens when its link is not shaped.
-const LOOPBACK: std::net::Ipv4Addr = std::net::Ipv4Addr::LOCALHOST;
+/// A running managed PostgreSQL.
+pub type ManagedPostgres = ManagedServer<Postgres>;
 
-/// A running managed server. The process is stopped before its directory
-/// is removed (fields drop in order).
-pub struct ManagedPostgres {
-    process: ServerProcess,
-    /// The shaped link it runs behind, when it does.
-    link: Option<ServerLink>,
-    /// The memory cgroup it runs in, when it is held to a limit.
-    cgroup: Option<ServerCgroup>,
-    dir: ServerDir,
-    /// Its write-ahead log's directory, when it has one of its own.
-    wal_dir: Option<ServerDir>,
-    /// The ledger's record of all the above; struck off last.
-    leftovers: Leftovers,
-    port: u16,
-    /// How to start the postmaster again (restart after a crash).
+/// The managed PostgreSQL kind: its programs' directory and its port.
+pub struct Postgres {
     bindir: PathBuf,
-    user: Option<(u32, u32)>,
-    settings: Vec<(String, String)>,
-    /// The CPUs it runs on (all when empty).
-    cpus: Vec<usize>,
-    /// `postgres --version`.
-    pub version: String,
+    port: u16,
 }
 
 /// Finds the server binaries: on PATH, from `pg_config --bindir`, or the
@@ -75,187 +47,101 @@ pub fn find_bindir() -> Option<PathBuf> {
     find_programs(&["initdb", "postgres"], dirs)
 }
 
-/// Starts postgres on `dir`/data, logging to `dir`/postgres.log,
-/// listening on `address`.
-fn spawn_postmaster(
-    bindir: &Path,
-    placement: &Placement,
-    dir: &ServerDir,
-    address: std::net::Ipv4Addr,
-    port: u16,
-    settings: &[(String, String)],
-    leftovers: &mut Leftovers,
-) -> anyhow::Result<ServerProcess> {
-    let mut cmd = placed_command(&bindir.join("postgres"), placement);
-    cmd.arg("-D")
-        .arg(dir.path().join("data"))
-        .args(["-p", &port.to_string()])
-        .arg("-c")
-        .arg(format!("listen_addresses={address}"))
-        .arg("-c")
-        .arg(format!("unix_socket_directories={}", dir.path().display()));
-    for (name, value) in settings {
-        cmd.arg("-c").arg(format!("{name}={value}"));
-    }
-    cmd.stderr(log_file(dir, LOG, placement.user)?);
-    ServerProcess::spawn(cmd, libc::SIGINT, STOP_TIMEOUT, "postgres", leftovers)
-}
+impl ManagedKind for Postgres {
+    const SCHEME: &'static str = "postgres:managed";
+    const TARGET_KIND: TargetKind = TargetKind::Postgres;
+    const NAME: &'static str = "PostgreSQL";
+    const DIR_PREFIX: &'static str = "pg";
+    const MOVED_LOG: Option<MovedLog> = Some(MovedLog {
+        dir_prefix: "pg-wal",
+        what: "PostgreSQL's write-ahead log",
+    });
+    const USER: &'static str = "postgres";
+    const LOG: &'static str = "postgres.log";
+    const KNOB: &'static str = "pg";
+    const SETTINGS_FLAG: &'static str = "--pg-set";
+    const CPUS_FLAG: &'static str = "--pg-cpus";
+    const MEMORY_FLAG: &'static str = "--pg-memory";
+    const EXAMPLE_SETTING: &'static str = "shared_buffers=128MB";
+    const PROGRAM: &'static str = "postgres";
+    const START_TIMEOUT: Duration = Duration::from_secs(60);
+    const POLL: Duration = Duration::from_millis(100);
+    const READY_MEANS: &'static str = "accept connections";
+    /// A fast shutdown.
+    const STOP_SIGNAL: libc::c_int = libc::SIGINT;
+    const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
-impl ManagedPostgres {
-    /// Creates and starts a server with `server`'s settings (name, value
-    /// pairs). Its CPUs, when given, are the server's affinity mask (its
-    /// backends inherit it from the postmaster); its memory holds it and
-    /// its page cache to a limit (`--pg-memory`); its link puts it in a
-    /// namespace of its own behind a shaped veth pair (`--link-*`).
-    pub fn start(server: &ServerOptions) -> anyhow::Result<Self> {
-        let ServerOptions {
-            settings,
-            keep,
-            cpus,
-            memory,
-            link,
-            io,
-            log_dir,
-            ..
-        } = server;
-        let bindir = find_bindir().ok_or_else(|| {
+    type Programs = PathBuf;
+
+    fn ask(settings: &[(String, String)]) -> Result<(), String> {
+        super::asked::postgres(settings, find_bindir)
+    }
+
+    fn find(_options: &ServerOptions) -> anyhow::Result<PathBuf> {
+        find_bindir().ok_or_else(|| {
             PlanError::new(
                 "no PostgreSQL server binaries (initdb, postgres) on PATH, from pg_config or in /usr/lib/postgresql/*/bin; install them (apt-get install postgresql) or give --target postgres://…",
             )
-        })?;
-        let user = server_user("postgres", "PostgreSQL")?;
-        let mut leftovers = Leftovers::begin("PostgreSQL")?;
-        let dir = ServerDir::create("pg", "PostgreSQL", user, *keep, &mut leftovers)?;
-        let wal_dir = log_dir
-            .as_ref()
-            .map(|parent| {
-                ServerDir::create_in(parent, "pg-wal", "PostgreSQL", user, *keep, &mut leftovers)
-            })
-            .transpose()?;
-        let version = server_command(&bindir.join("postgres"), user, &[])
+            .into()
+        })
+    }
+
+    fn version(bindir: &PathBuf, user: Option<(u32, u32)>) -> String {
+        server_command(&bindir.join("postgres"), user, &[])
             .arg("--version")
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default();
-        let init = server_command(&bindir.join("initdb"), user, &[])
-            .arg("-D")
-            .arg(dir.path().join("data"))
-            .args(["-U", "perflab", "--auth=trust", "-E", "UTF8", "--no-sync"])
-            .args(
-                wal_dir
-                    .as_ref()
-                    .map(|w| format!("--waldir={}", w.path().display())),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .context("cannot run initdb")?;
-        if !init.status.success() {
-            anyhow::bail!(
-                "initdb failed: {}",
-                String::from_utf8_lossy(&init.stderr).trim()
-            );
-        }
-        let port = free_loopback_port()?;
-        let cgroup = ServerCgroup::for_server(
-            dir.path(),
-            *memory,
-            io.as_ref(),
-            "--pg-memory",
-            &mut leftovers,
-        )?;
-        let link = link
-            .as_ref()
-            .map(|shape| ServerLink::create(shape, &mut leftovers))
-            .transpose()?;
-        if let Some(link) = &link {
+            .unwrap_or_default()
+    }
+
+    fn prepare(bindir: PathBuf, site: &Site) -> anyhow::Result<Self> {
+        init_data(&bindir, site)?;
+        if let Some(link) = &site.link {
             // initdb trusts loopback only; perflab now comes from the
             // host's end of the pair.
-            let hba = dir.path().join("data/pg_hba.conf");
+            let hba = site.dir.path().join("data/pg_hba.conf");
             let mut text = std::fs::read_to_string(&hba).context("cannot read pg_hba.conf")?;
             text.push_str(&format!("host all all {}/32 trust\n", link.host_addr));
             std::fs::write(&hba, text).context("cannot write pg_hba.conf")?;
         }
-        let placement = Placement {
-            user,
-            cpus,
-            cgroup: cgroup.as_ref(),
-            link: link.as_ref(),
-        };
-        let address = link.as_ref().map_or(LOOPBACK, |l| l.server_addr);
-        let process = spawn_postmaster(
-            &bindir,
-            &placement,
-            &dir,
-            address,
-            port,
-            settings,
-            &mut leftovers,
-        )?;
-        let mut server = ManagedPostgres {
-            process,
-            link,
-            cgroup,
-            dir,
-            wal_dir,
-            leftovers,
-            port,
-            bindir,
-            user,
-            settings: settings.to_vec(),
-            cpus: cpus.to_vec(),
-            version,
-        };
-        server.wait_ready(true)?;
-        Ok(server)
+        let port = super::free_loopback_port()?;
+        Ok(Postgres { bindir, port })
     }
 
-    /// Starts the postmaster again on the same files and port (after a
-    /// crash), waiting out the old backends' shared memory.
-    pub fn restart(&mut self) -> anyhow::Result<()> {
-        let _ = self.process.exited();
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            let placement = Placement {
-                user: self.user,
-                cpus: &self.cpus,
-                cgroup: self.cgroup.as_ref(),
-                link: self.link.as_ref(),
-            };
-            self.process = spawn_postmaster(
-                &self.bindir,
-                &placement,
-                &self.dir,
-                self.address(),
-                self.port,
-                &self.settings,
-                &mut self.leftovers,
-            )?;
-            match self.wait_ready(false) {
-                Ok(()) => return Ok(()),
-                Err(e) if Instant::now() >= deadline => return Err(e),
-                Err(_) => std::thread::sleep(Duration::from_millis(200)),
-            }
+    /// postgres on the data directory, listening on the site's address,
+    /// with the user's settings.
+    fn command(&self, site: &Site) -> Command {
+        let dir = site.dir.path();
+        let mut cmd = placed_command(&self.bindir.join("postgres"), &site.placement());
+        cmd.arg("-D")
+            .arg(dir.join("data"))
+            .args(["-p", &self.port.to_string()])
+            .arg("-c")
+            .arg(format!("listen_addresses={}", site.address()))
+            .arg("-c")
+            .arg(format!("unix_socket_directories={}", dir.display()));
+        for (name, value) in &site.settings {
+            cmd.arg("-c").arg(format!("{name}={value}"));
         }
+        cmd
     }
 
-    /// Waits until the server accepts connections, then (the first time)
+    /// A connection that runs one statement: the first time, the one that
     /// creates the database.
-    fn wait_ready(&mut self, create: bool) -> anyhow::Result<()> {
+    fn probe<'a>(&'a self, site: &'a Site, start: Start) -> anyhow::Result<Probe<'a>> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         let url = format!(
             "postgres://perflab@{}:{}/postgres",
-            self.address(),
+            site.address(),
             self.port
         );
-        let sql = if create {
-            "CREATE DATABASE perflab"
-        } else {
-            "SELECT 1"
+        let sql = match start {
+            Start::First => "CREATE DATABASE perflab",
+            Start::Again => "SELECT 1",
         };
-        let ready = || {
+        Ok(Box::new(move || {
             runtime
                 .block_on(async {
                     let (client, connection) =
@@ -264,70 +150,69 @@ impl ManagedPostgres {
                     client.batch_execute(sql).await
                 })
                 .map_err(|e| e.to_string())
-        };
-        match self
-            .process
-            .wait_ready(START_TIMEOUT, Duration::from_millis(100), ready)
-        {
-            Ok(()) => Ok(()),
-            Err(NotReady::Exited(status)) => {
-                let mut said = self.dir.said(LOG, "FATAL:");
-                if said.is_empty() {
-                    // A check at start (postgres: …) has no FATAL.
-                    said.extend(self.dir.last_line(LOG));
-                }
-                Err(super::start_failure(
-                    "PostgreSQL",
-                    &status,
-                    &said,
-                    self.user.map(|_| "postgres"),
-                    ("--pg-set", !self.settings.is_empty()),
-                )
-                .into())
-            }
-            Err(NotReady::Timeout(e)) => {
-                anyhow::bail!("the managed PostgreSQL did not accept connections in 60 s: {e}")
-            }
-            Err(NotReady::Interrupted(i)) => Err(i.into()),
-        }
+        }))
     }
 
-    /// The URL to reach the server's `perflab` database.
-    pub fn url(&self) -> String {
+    fn said(dir: &ServerDir) -> Vec<String> {
+        let mut said = dir.said(Self::LOG, "FATAL:");
+        if said.is_empty() {
+            // A check at start (postgres: …) has no FATAL.
+            said.extend(dir.last_line(Self::LOG));
+        }
+        said
+    }
+
+    fn reach(&self, site: &Site) -> Result<Reach, PlanError> {
+        Ok(Reach::Postgres {
+            url: self.url(site),
+        })
+    }
+}
+
+impl Postgres {
+    /// The URL of the server's `perflab` database.
+    fn url(&self, site: &Site) -> String {
         format!(
             "postgres://perflab@{}:{}/perflab",
-            self.address(),
+            site.address(),
             self.port
         )
     }
+}
 
-    /// The address it listens on: loopback, or its end of a shaped link.
-    pub fn address(&self) -> std::net::Ipv4Addr {
-        self.link.as_ref().map_or(LOOPBACK, |l| l.server_addr)
+/// initdb on the site's `data`, its write-ahead log in the log's own
+/// directory when it has one.
+fn init_data(bindir: &Path, site: &Site) -> anyhow::Result<()> {
+    let init = server_command(&bindir.join("initdb"), site.user, &[])
+        .arg("-D")
+        .arg(site.dir.path().join("data"))
+        .args(["-U", "perflab", "--auth=trust", "-E", "UTF8", "--no-sync"])
+        .args(
+            site.log_dir
+                .as_ref()
+                .map(|w| format!("--waldir={}", w.path().display())),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot run initdb")?;
+    if !init.status.success() {
+        anyhow::bail!(
+            "initdb failed: {}",
+            String::from_utf8_lossy(&init.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+impl ManagedServer<Postgres> {
+    /// The URL to reach the server's `perflab` database.
+    pub fn url(&self) -> String {
+        self.kind().url(self.site())
     }
 
     /// Its write-ahead log's own directory, when it has one.
     pub fn wal_dir(&self) -> Option<&Path> {
-        self.wal_dir.as_ref().map(ServerDir::path)
-    }
-
-    /// The shaped link it runs behind, when it does.
-    pub fn link(&self) -> Option<&ServerLink> {
-        self.link.as_ref()
-    }
-
-    /// The postmaster's process id.
-    pub fn pid(&self) -> u32 {
-        self.process.pid()
-    }
-
-    /// Where the server's files are.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// The memory cgroup it runs in, when it is held to a limit.
-    pub fn cgroup(&self) -> Option<&ServerCgroup> {
-        self.cgroup.as_ref()
+        self.log_dir()
     }
 }

@@ -174,7 +174,10 @@ impl WorkloadKind for Bank {
             return Err(PlanError::flag(
                 "--target",
                 format!("{} is not a database", target.redacted()),
-                "give sqlite:PATH, postgres://…, postgres:managed or mysql://… (perflab run web drives web servers)",
+                &format!(
+                    "give {} (perflab run web drives web servers)",
+                    crate::target::schemes_of(TargetKind::is_database)
+                ),
             ));
         }
         let ServerOptions {
@@ -429,6 +432,23 @@ mod tests {
             let err = spec(&args).unwrap_err().to_string();
             assert!(err.starts_with(flag), "{args:?}: {err}");
             assert!(!err.contains('\n'), "one line: {err}");
+        }
+    }
+
+    /// A target that is no database is refused with every database target
+    /// the bank takes, the managed ones included.
+    #[test]
+    fn a_refused_target_names_every_database_target() {
+        let err = spec(&["--target", "file:/tmp/x.bin"])
+            .unwrap_err()
+            .to_string();
+        for kind in crate::target::managed::KINDS {
+            assert_eq!(
+                err.contains(kind.scheme),
+                kind.target_kind.is_database(),
+                "{}: {err}",
+                kind.scheme
+            );
         }
     }
 }

@@ -161,7 +161,32 @@ impl MyWire {
             .map_err(|_| super::super::silent_peer("MySQL/MariaDB", &target.display))?
     }
 
+    /// The connection phase: the server's greeting, perflab's reply with
+    /// its capabilities and credentials, then the server's verdict.
     async fn handshake(target: &MyTarget) -> anyhow::Result<MyWire> {
+        let mut wire = Self::open(target).await?;
+        let lost = |e: io::Error| super::unreachable(target, &e);
+        let (seq, greeting) = wire.packet().await.map_err(lost)?;
+        if greeting.first() == Some(&0xFF) {
+            anyhow::bail!(server_refusal(target, &greeting));
+        }
+        let hello = Greeting::parse(&greeting).ok_or_else(|| protocol(target))?;
+        let caps = capabilities(target, &hello)?;
+        wire.deprecate_eof = caps & CLIENT_DEPRECATE_EOF != 0;
+        let password = target.opts.pass().unwrap_or("").as_bytes();
+        let plugin = hello.plugin.as_str();
+        let token = auth_token(plugin, password, &hello.scramble)
+            .ok_or_else(|| unsupported_plugin(target, plugin))?;
+        let response = handshake_response(target, caps, plugin, &token);
+        wire.send_packet(seq.wrapping_add(1), &response)
+            .await
+            .map_err(lost)?;
+        wire.authenticate(target, plugin, password).await?;
+        Ok(wire)
+    }
+
+    /// The connection, over the URL's Unix socket or TCP (never TLS).
+    async fn open(target: &MyTarget) -> anyhow::Result<MyWire> {
         let opts = &target.opts;
         if opts.ssl_opts().is_some() {
             anyhow::bail!(PlanError::new(format!(
@@ -174,66 +199,31 @@ impl MyWire {
             None => Stream::tcp(opts.ip_or_hostname(), opts.tcp_port()).await,
         };
         let stream = opened.map_err(|e| super::unreachable(target, &e))?;
-        let mut wire = MyWire {
+        Ok(MyWire {
             stream,
             read: BytesMut::with_capacity(8192),
             write: Vec::with_capacity(256),
             owed: 0,
             broken: false,
             deprecate_eof: false,
-        };
+        })
+    }
+
+    /// Reads the server's replies to the credentials until it accepts
+    /// them: a switch to another method answered with a new token, a
+    /// fast-auth step passed over, a refusal said in one line.
+    async fn authenticate(
+        &mut self,
+        target: &MyTarget,
+        plugin: &str,
+        password: &[u8],
+    ) -> anyhow::Result<()> {
         let lost = |e: io::Error| super::unreachable(target, &e);
-        let (seq, greeting) = wire.packet().await.map_err(lost)?;
-        if greeting.first() == Some(&0xFF) {
-            anyhow::bail!(server_refusal(target, &greeting));
-        }
-        let hello = Greeting::parse(&greeting).ok_or_else(|| protocol(target))?;
-        let mut caps = CLIENT_LONG_PASSWORD
-            | CLIENT_PROTOCOL_41
-            | CLIENT_TRANSACTIONS
-            | CLIENT_SECURE_CONNECTION
-            | CLIENT_PLUGIN_AUTH
-            | CLIENT_DEPRECATE_EOF;
-        if opts.db_name().is_some() {
-            caps |= CLIENT_CONNECT_WITH_DB;
-        }
-        caps &= hello.capabilities;
-        if caps & CLIENT_PROTOCOL_41 == 0 || caps & CLIENT_SECURE_CONNECTION == 0 {
-            anyhow::bail!(protocol(target));
-        }
-        wire.deprecate_eof = caps & CLIENT_DEPRECATE_EOF != 0;
-        let password = opts.pass().unwrap_or("").as_bytes();
-        let plugin = hello.plugin.as_str();
-        let token = auth_token(plugin, password, &hello.scramble)
-            .ok_or_else(|| unsupported_plugin(target, plugin))?;
-        let mut response = Vec::with_capacity(128);
-        response.extend_from_slice(&caps.to_le_bytes());
-        response.extend_from_slice(&(16u32 << 20).to_le_bytes());
-        response.push(CHARSET);
-        response.extend_from_slice(&[0; 23]);
-        response.extend_from_slice(opts.user().unwrap_or("").as_bytes());
-        response.push(0);
-        response.push(token.len() as u8);
-        response.extend_from_slice(&token);
-        if let Some(db) = opts
-            .db_name()
-            .filter(|_| caps & CLIENT_CONNECT_WITH_DB != 0)
-        {
-            response.extend_from_slice(db.as_bytes());
-            response.push(0);
-        }
-        if caps & CLIENT_PLUGIN_AUTH != 0 {
-            response.extend_from_slice(plugin.as_bytes());
-            response.push(0);
-        }
-        wire.send_packet(seq.wrapping_add(1), &response)
-            .await
-            .map_err(lost)?;
         let mut plugin = plugin.to_string();
         loop {
-            let (seq, reply) = wire.packet().await.map_err(lost)?;
+            let (seq, reply) = self.packet().await.map_err(lost)?;
             match reply.first() {
-                Some(0x00) => return Ok(wire),
+                Some(0x00) => return Ok(()),
                 Some(0xFF) => anyhow::bail!(server_refusal(target, &reply)),
                 // Switch to another method, with a new scramble.
                 Some(0xFE) => {
@@ -244,7 +234,7 @@ impl MyWire {
                     let scramble = scramble.strip_suffix(&[0]).unwrap_or(scramble);
                     let token = auth_token(&plugin, password, scramble)
                         .ok_or_else(|| unsupported_plugin(target, &plugin))?;
-                    wire.send_packet(seq.wrapping_add(1), &token)
+                    self.send_packet(seq.wrapping_add(1), &token)
                         .await
                         .map_err(lost)?;
                 }
@@ -558,6 +548,53 @@ fn auth_token(plugin: &str, password: &[u8], scramble: &[u8]) -> Option<Vec<u8>>
         }
         _ => None,
     }
+}
+
+/// The capabilities perflab asks for that the server offers; an old
+/// server without the 4.1 protocol and its secure authentication is
+/// refused.
+fn capabilities(target: &MyTarget, hello: &Greeting) -> anyhow::Result<u32> {
+    let mut caps = CLIENT_LONG_PASSWORD
+        | CLIENT_PROTOCOL_41
+        | CLIENT_TRANSACTIONS
+        | CLIENT_SECURE_CONNECTION
+        | CLIENT_PLUGIN_AUTH
+        | CLIENT_DEPRECATE_EOF;
+    if target.opts.db_name().is_some() {
+        caps |= CLIENT_CONNECT_WITH_DB;
+    }
+    caps &= hello.capabilities;
+    if caps & CLIENT_PROTOCOL_41 == 0 || caps & CLIENT_SECURE_CONNECTION == 0 {
+        anyhow::bail!(protocol(target));
+    }
+    Ok(caps)
+}
+
+/// The handshake response: capabilities, packet size, character set,
+/// user, the authentication token, the database and the method.
+fn handshake_response(target: &MyTarget, caps: u32, plugin: &str, token: &[u8]) -> Vec<u8> {
+    let opts = &target.opts;
+    let mut response = Vec::with_capacity(128);
+    response.extend_from_slice(&caps.to_le_bytes());
+    response.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    response.push(CHARSET);
+    response.extend_from_slice(&[0; 23]);
+    response.extend_from_slice(opts.user().unwrap_or("").as_bytes());
+    response.push(0);
+    response.push(token.len() as u8);
+    response.extend_from_slice(token);
+    if let Some(db) = opts
+        .db_name()
+        .filter(|_| caps & CLIENT_CONNECT_WITH_DB != 0)
+    {
+        response.extend_from_slice(db.as_bytes());
+        response.push(0);
+    }
+    if caps & CLIENT_PLUGIN_AUTH != 0 {
+        response.extend_from_slice(plugin.as_bytes());
+        response.push(0);
+    }
+    response
 }
 
 fn server_refusal(target: &MyTarget, payload: &[u8]) -> PlanError {
