@@ -4,7 +4,8 @@
 //! and each cell's `perflab run` command line, checked as `perflab run`
 //! itself checks one before anything is created.
 
-use super::file::{LabFile, LabFileError, Variant};
+use super::file::{LabFile, LabFileError};
+use super::variant::Variant;
 use crate::cli::{plan_from, Cli, Command};
 use crate::target::knobs::knob_flags;
 use crate::target::Target;

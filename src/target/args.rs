@@ -6,10 +6,9 @@
 
 use super::managed::disk::IoLimits;
 use super::managed::link::LinkShape;
-use super::managed::{self, KindEntry};
+use super::managed::{self, KindEntry, ServerOptions};
 use super::{schemes, Target};
 use crate::error::PlanError;
-use serde::{Deserialize, Serialize};
 
 /// `--target` and the managed server's options.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -157,36 +156,6 @@ impl SurroundingsArgs {
             "--link-delay"
         }
     }
-}
-
-/// How perflab runs a server it manages.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ServerOptions {
-    /// Settings of the server (`--pg-set NAME=VALUE`).
-    pub settings: Vec<(String, String)>,
-    /// Keep the server's files after the run.
-    pub keep: bool,
-    /// The CPUs it may run on (all when empty).
-    pub cpus: Vec<usize>,
-    /// The memory its cgroup holds it (and its page cache) to.
-    #[serde(default)]
-    pub memory: Option<crate::units::Bytes>,
-    /// Its link, when it runs behind a shaped one in a namespace of its own.
-    #[serde(default)]
-    pub link: Option<super::managed::link::LinkShape>,
-    /// Its disk I/O limits, on the disk under its files.
-    #[serde(default)]
-    pub io: Option<super::managed::disk::IoLimits>,
-    /// The directory its write-ahead log goes in (a new directory inside).
-    #[serde(default)]
-    pub log_dir: Option<std::path::PathBuf>,
-    /// A managed web server: the loopback addresses it listens on
-    /// (127.0.0.1 when empty).
-    #[serde(default)]
-    pub addresses: Vec<std::net::IpAddr>,
-    /// A managed web server: its certificate and key (PEM), to serve HTTPS.
-    #[serde(default)]
-    pub tls_files: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl TargetArgs {

@@ -21,9 +21,9 @@ mod stream;
 pub mod tls;
 
 pub use args::{
-    parse_cpu_list, parse_kernel_cpu_list, validate_target, ServerOptions, SurroundingsArgs,
-    TargetArgs,
+    parse_cpu_list, parse_kernel_cpu_list, validate_target, SurroundingsArgs, TargetArgs,
 };
+pub use managed::ServerOptions;
 pub use open::{Endpoint, Opened};
 
 use crate::error::PlanError;

@@ -15,12 +15,15 @@ pub mod ledger;
 pub mod link;
 pub mod mariadb;
 pub mod nginx;
+mod options;
 pub mod postgres;
 pub mod server;
 pub mod stop;
 
+pub use options::ServerOptions;
+
 use crate::error::PlanError;
-use crate::target::{ServerOptions, TargetKind};
+use crate::target::TargetKind;
 use anyhow::Context;
 use server::{ManagedKind, Running};
 use std::os::unix::process::CommandExt;
