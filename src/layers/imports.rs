@@ -158,7 +158,7 @@ fn inline_modules(code: &str) -> (String, Vec<(String, String)>) {
             .chars()
             .take_while(|c| is_name_char(*c))
             .collect();
-        let open = after.find(|c: char| c == '{' || c == ';');
+        let open = after.find(['{', ';']);
         let Some(open) = open.filter(|o| after.as_bytes()[*o] == b'{' && !name.is_empty()) else {
             from = found + 3;
             continue;
