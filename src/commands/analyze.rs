@@ -2,12 +2,11 @@
 //! store alone — what the run printed at its end, or the same run judged
 //! by other objectives (`--slo`, `--max-cv`).
 
-use super::output::{write, Destination};
+use super::output::text_or_json;
 use super::Exit;
 use crate::analyze::verdict_of_run;
 use crate::cli::{parse_slos, AnalyzeArgs};
-use crate::report::{Format, Output};
-use anyhow::Context;
+use crate::report::Output;
 
 /// Runs `perflab analyze`.
 pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
@@ -25,24 +24,10 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
         verdict: &verdict,
         run: id,
     };
-    match &args.json {
-        None => {
-            write(&output, Format::Text, Destination::Stdout)?;
-        }
-        Some(file) => {
-            let to = Destination::File {
-                path: file,
-                flag: "--json",
-            };
-            if write(&output, Format::Json, to)
-                .with_context(|| format!("writing the verdict of run {id}"))?
-            {
-                crate::util::out(format_args!(
-                    "wrote the verdict of run {id} to {}\n",
-                    file.display()
-                ));
-            }
-        }
-    }
+    text_or_json(
+        &output,
+        args.json.as_deref(),
+        &format!("the verdict of run {id}"),
+    )?;
     Ok(Exit::Ok)
 }

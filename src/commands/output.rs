@@ -4,6 +4,7 @@
 
 use crate::error::PlanError;
 use crate::report::{render, Document, Format, Output};
+use anyhow::Context;
 use std::path::Path;
 
 /// Where to write.
@@ -15,6 +16,27 @@ pub(super) enum Destination<'a> {
     File { path: &'a Path, flag: &'static str },
     /// A directory, made when missing, one file per part.
     Dir { path: &'a Path, flag: &'static str },
+}
+
+/// Writes `output` as text to standard output, or, with `--json FILE`,
+/// as JSON to that file and says so (`wrote WHAT to FILE`).
+pub(super) fn text_or_json(
+    output: &Output<'_>,
+    json: Option<&Path>,
+    what: &str,
+) -> anyhow::Result<()> {
+    let Some(file) = json else {
+        write(output, Format::Text, Destination::Stdout)?;
+        return Ok(());
+    };
+    let to = Destination::File {
+        path: file,
+        flag: "--json",
+    };
+    if write(output, Format::Json, to).with_context(|| format!("writing {what}"))? {
+        crate::util::out(format_args!("wrote {what} to {}\n", file.display()));
+    }
+    Ok(())
 }
 
 /// Writes `output` in `format` to `to`. True when a file was written

@@ -1,13 +1,12 @@
 //! `perflab runs`, `perflab show` and `perflab diff-hosts`: read the
 //! store, print or export.
 
-use super::output::{write, Destination};
+use super::output::{text_or_json, write, Destination};
 use super::Exit;
 use crate::cli::{DiffHostsArgs, ShowArgs};
 use crate::error::PlanError;
 use crate::report::{Format, Output};
 use crate::store::Store;
-use anyhow::Context;
 use std::path::Path;
 
 /// Opens a store that must already exist, read-only (reading never
@@ -42,20 +41,7 @@ pub fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
     let id = store.resolve_run(&args.run)?;
     let run = store.load_run(id)?;
     let output = Output::Run(&run);
-    match &args.json {
-        None => {
-            write(&output, Format::Text, Destination::Stdout)?;
-        }
-        Some(file) => {
-            let to = Destination::File {
-                path: file,
-                flag: "--json",
-            };
-            if write(&output, Format::Json, to).with_context(|| format!("exporting run {id}"))? {
-                crate::util::out(format_args!("wrote run {id} to {}\n", file.display()));
-            }
-        }
-    }
+    text_or_json(&output, args.json.as_deref(), &format!("run {id}"))?;
     Ok(Exit::Ok)
 }
 

@@ -72,14 +72,7 @@ impl Store {
             .conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| fail(e.to_string()))?;
-        if version > migrations::VERSION {
-            return Err(PlanError::new(format!(
-                "cannot open the results store {}: {}",
-                path.display(),
-                migrations::newer_than_this_build(version)
-            ))
-            .into());
-        }
+        refuse_newer(path, version)?;
         // Switching to WAL takes the database alone; the busy timeout does
         // not cover it, so another process opening the store at the same
         // moment is waited for here, up to the same 10 s.
@@ -182,14 +175,7 @@ impl Store {
         if version == 0 {
             return Err(refuse("a SQLite database with no perflab results"));
         }
-        if version > migrations::VERSION {
-            return Err(PlanError::new(format!(
-                "cannot open the results store {}: {}",
-                path.display(),
-                migrations::newer_than_this_build(version)
-            ))
-            .into());
-        }
+        refuse_newer(path, version)?;
         Ok(version)
     }
 
@@ -242,4 +228,17 @@ fn immutable_uri(path: &Path) -> Option<String> {
     }
     uri.push_str("?immutable=1");
     Some(uri)
+}
+
+/// Refuses a store written by a newer perflab (its schema is ahead of
+/// this build's), naming the store.
+fn refuse_newer(path: &Path, version: i64) -> Result<(), PlanError> {
+    if version <= migrations::VERSION {
+        return Ok(());
+    }
+    Err(PlanError::new(format!(
+        "cannot open the results store {}: {}",
+        path.display(),
+        migrations::newer_than_this_build(version)
+    )))
 }
