@@ -208,12 +208,12 @@ const STEP_COLUMNS: [&str; 26] = [
 pub fn step_grid(run: &StoredRun) -> Grid {
     let mut grid = Grid::new(STEP_COLUMNS);
     grid.left = vec![17, 18, 19, 21, 23, 24, 25];
-    grid.rows = step_figures(run).into_iter().map(step_row).collect();
+    grid.rows = step_figures(run).into_iter().map(grid_row).collect();
     grid.without_empty_columns()
 }
 
 /// One step's row of [`STEP_COLUMNS`].
-fn step_row(f: StepFigures) -> Vec<String> {
+fn grid_row(f: StepFigures) -> Vec<String> {
     let threads = |s: Option<&crate::probe::counters::threads::ThreadStates>| {
         s.map(|s| crate::analyze::threads::shares_text(s, 3))
             .filter(|t| !t.is_empty())

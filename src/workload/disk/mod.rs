@@ -198,7 +198,7 @@ impl WorkloadKind for Disk {
                 "--buffered: I/O goes through the page cache; reads may come from memory, not the device\n"
             ));
         }
-        let (file, ledger, prepared) = open_target(spec, &path)?;
+        let (file, ledger, prepared) = ready_target(spec, &path)?;
         let shared = Shared::new(
             spec.spec.clone(),
             file,
@@ -360,7 +360,7 @@ fn check_room(spec: &DiskSpec, most: u64) -> Result<(), PlanError> {
 /// The target opened for the run, its ledger, and what preparing it did:
 /// a device only read keeps the ledger of an earlier writing run (if any);
 /// a device written is claimed; a file is created or reused.
-fn open_target(
+fn ready_target(
     spec: &DiskSpec,
     path: &Path,
 ) -> anyhow::Result<(std::fs::File, Option<Ledger>, serde_json::Value)> {

@@ -71,7 +71,7 @@ pub(super) fn prepare_file(
     destroy: bool,
 ) -> anyhow::Result<(File, Ledger, serde_json::Value)> {
     let file = match open_for_run(path, ledger_at, size, direct, destroy)? {
-        Opened::Reused(file, ledger) => {
+        FileState::Reused(file, ledger) => {
             crate::util::out(format_args!(
                 "reusing {} ({}, written by perflab to the end)\n",
                 path.display(),
@@ -79,7 +79,7 @@ pub(super) fn prepare_file(
             ));
             return Ok((file, ledger, serde_json::json!({ "reused": true })));
         }
-        Opened::ToWrite(file) => file,
+        FileState::ToWrite(file) => file,
     };
     let made = (|| {
         let identity =
@@ -105,7 +105,7 @@ pub(super) fn prepare_file(
 
 /// A target file opened for a run: perflab's own, complete at the run's
 /// size, or one to write end to end.
-enum Opened {
+enum FileState {
     Reused(File, Ledger),
     ToWrite(File),
 }
@@ -118,7 +118,7 @@ fn open_for_run(
     size: u64,
     direct: bool,
     destroy: bool,
-) -> anyhow::Result<Opened> {
+) -> anyhow::Result<FileState> {
     let direct_refused = |e: std::io::Error| open_failed(path, direct, e);
     let ledger = Ledger::open(ledger_at)?;
     match open_target(path, direct, false) {
@@ -133,12 +133,12 @@ fn open_for_run(
                 ledger.filter(|l| ours && l.complete() && l.size() == size && meta.len() == size)
             {
                 if first_block_is_ours(&file, &l) {
-                    return Ok(Opened::Reused(file, l));
+                    return Ok(FileState::Reused(file, l));
                 }
             }
-            Ok(Opened::ToWrite(file))
+            Ok(FileState::ToWrite(file))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Opened::ToWrite(
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileState::ToWrite(
             open_target(path, direct, true).map_err(direct_refused)?,
         )),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(PlanError::flag(
