@@ -253,28 +253,7 @@ fn same_link(target: &Centre, centres: &[Centre]) -> Vec<String> {
 /// operation shares the server's CPUs. None when that gives no more than
 /// it had.
 fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom>) -> Vec<Change> {
-    let want = match target.kind {
-        ResourceKind::Cpu => target.servers * 2.0,
-        ResourceKind::OneCpu => 2.0,
-        ResourceKind::CpuQuota => target.servers * 2.0,
-        ResourceKind::Disk | ResourceKind::Link => target.servers,
-    };
-    let confined = matches!(target.kind, ResourceKind::OneCpu | ResourceKind::CpuQuota);
-    // The CPUs the host has for the server, and the part of perflab's
-    // work per operation that lands on them when it has to share.
-    let (more, shared_s) = match room.filter(|_| confined) {
-        Some(r) if r.cpus - r.perflab_cpus < want => {
-            let more = want.min(r.cpus);
-            let overlap = (more + r.perflab_cpus - r.cpus).clamp(0.0, r.perflab_cpus);
-            let share = if r.perflab_cpus > 0.0 {
-                overlap / r.perflab_cpus
-            } else {
-                0.0
-            };
-            (more, r.perflab_cpu_per_op_s * share)
-        }
-        _ => (want, 0.0),
-    };
+    let (more, shared_s) = cpus_after_doubling(target, room);
     let group = same_link(target, centres);
     let changed = |c: &Centre| c.name == target.name || group.contains(&c.name);
     let both = if group.is_empty() { "" } else { " (both ways)" };
@@ -294,45 +273,21 @@ fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom>) -> Vec<C
             c
         })
         .collect();
-    let twice = match target.kind {
-        ResourceKind::Cpu => format!("twice the CPUs ({})", target.servers * 2.0),
-        ResourceKind::OneCpu if shared_s > 0.0 => format!(
-            "the server allowed a second CPU besides {} (shared with perflab's {:.2} CPUs)",
-            target.name,
-            room.map_or(0.0, |r| r.perflab_cpus)
-        ),
-        ResourceKind::OneCpu => {
-            format!("the server allowed a second CPU besides {}", target.name)
-        }
-        ResourceKind::CpuQuota if shared_s > 0.0 => format!(
-            "the server's CPU quota raised from {:.2} to {:.2} CPUs (shared with perflab's {:.2})",
-            target.servers,
-            more,
-            room.map_or(0.0, |r| r.perflab_cpus)
-        ),
-        ResourceKind::CpuQuota => format!(
-            "the server's CPU quota raised from {:.2} to {:.2} CPUs",
-            target.servers, more
-        ),
-        ResourceKind::Disk => format!("{} twice as fast", target.name),
-        ResourceKind::Link => format!("{} at twice the speed{both}", target.name),
-    };
     let grows = match target.kind {
         ResourceKind::Disk | ResourceKind::Link | ResourceKind::Cpu => true,
         _ => more / (target.demand_s + shared_s) > target.bound() * 1.05,
     };
     let cleared: Vec<Centre> = centres.iter().filter(|c| !changed(c)).cloned().collect();
-    let cpus_after = match target.kind {
-        ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota => Some(more),
-        ResourceKind::Disk | ResourceKind::Link => None,
-    };
-    let factor = match target.kind {
-        ResourceKind::Disk | ResourceKind::Link => 2.0,
-        _ => more / target.servers,
+    let (cpus_after, factor) = match target.kind {
+        ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota => {
+            (Some(more), more / target.servers)
+        }
+        ResourceKind::Disk | ResourceKind::Link => (None, 2.0),
     };
     let kind = target.kind;
     let mut out = Vec::new();
     if grows {
+        let twice = doubling_words(target, more, shared_s, room, both);
         let changed = Changed {
             kind,
             factor: Some(factor),
@@ -347,6 +302,63 @@ fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom>) -> Vec<C
         gone,
     ));
     out
+}
+
+/// The servers a CPU centre has once doubled (a confined server's at most
+/// the host's CPUs), and the seconds of perflab's work per operation that
+/// land on them when the host has no more room than that.
+fn cpus_after_doubling(target: &Centre, room: Option<HostRoom>) -> (f64, f64) {
+    let want = match target.kind {
+        ResourceKind::Cpu => target.servers * 2.0,
+        ResourceKind::OneCpu => 2.0,
+        ResourceKind::CpuQuota => target.servers * 2.0,
+        ResourceKind::Disk | ResourceKind::Link => target.servers,
+    };
+    let confined = matches!(target.kind, ResourceKind::OneCpu | ResourceKind::CpuQuota);
+    match room.filter(|_| confined) {
+        Some(r) if r.cpus - r.perflab_cpus < want => {
+            let more = want.min(r.cpus);
+            let overlap = (more + r.perflab_cpus - r.cpus).clamp(0.0, r.perflab_cpus);
+            let share = if r.perflab_cpus > 0.0 {
+                overlap / r.perflab_cpus
+            } else {
+                0.0
+            };
+            (more, r.perflab_cpu_per_op_s * share)
+        }
+        _ => (want, 0.0),
+    }
+}
+
+/// The doubling of a centre in words.
+fn doubling_words(
+    target: &Centre,
+    more: f64,
+    shared_s: f64,
+    room: Option<HostRoom>,
+    both: &str,
+) -> String {
+    let perflab_cpus = room.map_or(0.0, |r| r.perflab_cpus);
+    match target.kind {
+        ResourceKind::Cpu => format!("twice the CPUs ({})", target.servers * 2.0),
+        ResourceKind::OneCpu if shared_s > 0.0 => format!(
+            "the server allowed a second CPU besides {} (shared with perflab's {perflab_cpus:.2} CPUs)",
+            target.name,
+        ),
+        ResourceKind::OneCpu => {
+            format!("the server allowed a second CPU besides {}", target.name)
+        }
+        ResourceKind::CpuQuota if shared_s > 0.0 => format!(
+            "the server's CPU quota raised from {:.2} to {:.2} CPUs (shared with perflab's {perflab_cpus:.2})",
+            target.servers, more,
+        ),
+        ResourceKind::CpuQuota => format!(
+            "the server's CPU quota raised from {:.2} to {:.2} CPUs",
+            target.servers, more
+        ),
+        ResourceKind::Disk => format!("{} twice as fast", target.name),
+        ResourceKind::Link => format!("{} at twice the speed{both}", target.name),
+    }
 }
 
 /// Predictions for a run whose bottleneck is a resource; none otherwise
@@ -454,65 +466,114 @@ fn closed_loop(
     changed: Vec<Change>,
     highest: f64,
 ) -> Option<WhatIf> {
-    let lowest = points.first()?;
-    let delay_s = delay_for(centres, demands.total_s);
-    let think_s = lowest.think_s;
-    let users = |load: f64| load.round().max(1.0) as u32;
+    let model = ClosedModel {
+        delay_s: delay_for(centres, demands.total_s),
+        think_s: points.first()?.think_s,
+    };
     let mut model_error: f64 = 0.0;
     for p in points.iter().take(peak + 1) {
-        let (x, _) = solve(centres, delay_s, think_s, users(p.load))?;
+        let (x, _) = model.solve(centres, p.load)?;
         if p.throughput > 0.0 {
             model_error = model_error.max((x - p.throughput).abs() / p.throughput);
         }
     }
-    let (baseline, _) = solve(centres, delay_s, think_s, users(highest))?;
-    let measured = points
-        .iter()
-        .filter(|p| p.load == highest)
-        .map(|p| p.throughput)
-        .fold(0.0, f64::max);
-    let at_peak = &points[peak];
-    let (peak_model, _) = solve(centres, delay_s, think_s, users(at_peak.load))?;
-    let missed = measured > 0.0 && (baseline - measured).abs() > CREDIBLE * measured;
-    // The model held at the peak and the throughput fell away past it:
-    // the work per operation grew with the queue (thrashing), which the
-    // change relieves; predict from the clean demands, not the fall.
-    let thrashed = missed
-        && measured < baseline
-        && highest > at_peak.load
-        && measured < at_peak.throughput * (1.0 - CREDIBLE / 2.0)
-        && (peak_model - at_peak.throughput).abs() <= CREDIBLE * at_peak.throughput;
-    let scaled = missed && !thrashed;
-    let basis = if thrashed {
-        format!(
-            "the demands measured cleanly up to the peak ({}): past it the work per operation grew with the queue ({}/s at {}, {} below the peak), which the change relieves, so the predictions do not start from that fall",
-            load_words(at_peak.load),
-            OpsPerSec(measured),
-            load_words(highest),
-            Percent(1.0 - measured / at_peak.throughput)
+    let fit = model.fit(points, &points[peak], centres, highest)?;
+    let scenarios = changed
+        .into_iter()
+        .map(|change| model.scenario(change, &fit, target))
+        .collect::<Option<Vec<_>>>()?;
+    Some(WhatIf {
+        model_error,
+        baseline: fit.baseline,
+        measured: fit.measured,
+        scaled: fit.scaled,
+        credible: model_error <= CREDIBLE,
+        basis: fit.basis(),
+        scenarios,
+    })
+}
+
+/// A closed loop's model: the centres' delay and the users' think time.
+struct ClosedModel {
+    delay_s: f64,
+    think_s: f64,
+}
+
+/// How the closed-loop model met the run at its highest load and at its
+/// peak.
+struct ClosedFit<'a> {
+    /// The highest load, and the model's and the run's throughput there.
+    highest: f64,
+    baseline: f64,
+    measured: f64,
+    /// The peak step and the model's throughput there.
+    at_peak: &'a StepPoint,
+    peak_model: f64,
+    /// The model missed the highest load's throughput and its predictions
+    /// are scaled to what was measured.
+    scaled: bool,
+    /// The model held at the peak and the throughput fell away past it.
+    thrashed: bool,
+}
+
+impl ClosedModel {
+    /// The model's throughput and response time with `centres` at `load` users.
+    fn solve(&self, centres: &[Centre], load: f64) -> Option<(f64, f64)> {
+        solve(
+            centres,
+            self.delay_s,
+            self.think_s,
+            load.round().max(1.0) as u32,
         )
-    } else if scaled {
-        format!(
-            "the {}/s measured at {} times the model's gain (the model missed it by over {})",
-            OpsPerSec(measured),
-            load_words(highest),
-            Percent(CREDIBLE)
-        )
-    } else {
-        format!(
-            "the demands measured up to the peak ({}), which reproduce the run",
-            load_words(at_peak.load)
-        )
-    };
-    let mut scenarios = Vec::new();
-    for (change, after, server_cpus, what) in changed {
-        let (x, r) = solve(&after, delay_s, think_s, users(highest))?;
+    }
+
+    /// The model against the run at its highest load and its peak.
+    fn fit<'a>(
+        &self,
+        points: &[StepPoint],
+        at_peak: &'a StepPoint,
+        centres: &[Centre],
+        highest: f64,
+    ) -> Option<ClosedFit<'a>> {
+        let (baseline, _) = self.solve(centres, highest)?;
+        let measured = points
+            .iter()
+            .filter(|p| p.load == highest)
+            .map(|p| p.throughput)
+            .fold(0.0, f64::max);
+        let (peak_model, _) = self.solve(centres, at_peak.load)?;
+        let missed = measured > 0.0 && (baseline - measured).abs() > CREDIBLE * measured;
+        // The model held at the peak and the throughput fell away past it:
+        // the work per operation grew with the queue (thrashing), which the
+        // change relieves; predict from the clean demands, not the fall.
+        let thrashed = missed
+            && measured < baseline
+            && highest > at_peak.load
+            && measured < at_peak.throughput * (1.0 - CREDIBLE / 2.0)
+            && (peak_model - at_peak.throughput).abs() <= CREDIBLE * at_peak.throughput;
+        Some(ClosedFit {
+            highest,
+            baseline,
+            measured,
+            at_peak,
+            peak_model,
+            scaled: missed && !thrashed,
+            thrashed,
+        })
+    }
+
+    /// The prediction for one change: at the highest load, and at the
+    /// peak's when that is lower.
+    fn scenario(&self, change: Change, fit: &ClosedFit, target: &Centre) -> Option<Scenario> {
+        let (change, after, server_cpus, what) = change;
+        let (x, r) = self.solve(&after, fit.highest)?;
         let t = tightest(&after);
-        let gain = x / baseline;
-        let peak_prediction = if at_peak.load < highest {
-            let (xp, _) = solve(&after, delay_s, think_s, users(at_peak.load))?;
-            let throughput = if scaled {
-                at_peak.throughput * xp / peak_model
+        let gain = x / fit.baseline;
+        let at_peak = fit.at_peak;
+        let peak_prediction = if at_peak.load < fit.highest {
+            let (xp, _) = self.solve(&after, at_peak.load)?;
+            let throughput = if fit.scaled {
+                at_peak.throughput * xp / fit.peak_model
             } else {
                 xp
             };
@@ -523,10 +584,10 @@ fn closed_loop(
         } else {
             None
         };
-        scenarios.push(Scenario {
+        Some(Scenario {
             change,
-            load: highest,
-            throughput: if scaled { measured * gain } else { x },
+            load: fit.highest,
+            throughput: if fit.scaled { fit.measured * gain } else { x },
             response_s: Some(r),
             gain,
             limited_by: t.map(|c| c.name.clone()),
@@ -535,17 +596,36 @@ fn closed_loop(
             server_cpus,
             changed: what,
             at_peak: peak_prediction,
-        });
+        })
     }
-    Some(WhatIf {
-        model_error,
-        baseline,
-        measured,
-        scaled,
-        credible: model_error <= CREDIBLE,
-        basis,
-        scenarios,
-    })
+}
+
+impl ClosedFit<'_> {
+    /// What the predictions start from, in words.
+    fn basis(&self) -> String {
+        let (measured, highest, at_peak) = (self.measured, self.highest, self.at_peak);
+        if self.thrashed {
+            format!(
+                "the demands measured cleanly up to the peak ({}): past it the work per operation grew with the queue ({}/s at {}, {} below the peak), which the change relieves, so the predictions do not start from that fall",
+                load_words(at_peak.load),
+                OpsPerSec(measured),
+                load_words(highest),
+                Percent(1.0 - measured / at_peak.throughput)
+            )
+        } else if self.scaled {
+            format!(
+                "the {}/s measured at {} times the model's gain (the model missed it by over {})",
+                OpsPerSec(measured),
+                load_words(highest),
+                Percent(CREDIBLE)
+            )
+        } else {
+            format!(
+                "the demands measured up to the peak ({}), which reproduce the run",
+                load_words(at_peak.load)
+            )
+        }
+    }
 }
 
 /// A closed loop's load in words (`16 users`).

@@ -138,39 +138,8 @@ impl AgentClient {
         body: Option<&[u8]>,
         timeout: Duration,
     ) -> anyhow::Result<Vec<u8>> {
-        let deadline = Instant::now() + timeout;
-        let peer = self.resolve()?;
-        let socket = TcpStream::connect_timeout(&peer, timeout)
-            .map_err(|e| anyhow::anyhow!("the agent at {} did not answer: {e}", self.name))?;
-        let _ = socket.set_nodelay(true);
-        let mut wire = match (&self.tls, peer.ip().is_loopback()) {
-            (None, true) => Wire::plain(socket, deadline),
-            (Some(config), _) => self.tls_wire(socket, config.clone(), deadline)?,
-            (None, false) => {
-                let system = match self.system.get() {
-                    Some(config) => config.clone(),
-                    None => {
-                        let config = crate::wire::tls::client_config(&Trust::System)?;
-                        let _ = self.system.set(config.clone());
-                        config
-                    }
-                };
-                self.tls_wire(socket, system, deadline)?
-            }
-        };
-        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
-        if let Some(token) = &self.token {
-            request.push_str(&format!("Authorization: Bearer {token}\r\n"));
-        }
-        if let Some(body) = body {
-            request.push_str(&format!(
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                body.len()
-            ));
-        }
-        request.push_str("Connection: close\r\n\r\n");
-        let mut request = request.into_bytes();
-        request.extend_from_slice(body.unwrap_or_default());
+        let mut wire = self.connect(timeout)?;
+        let request = self.request(method, path, body);
         let answer = wire
             .write_all(&request)
             .and_then(|()| wire.flush())
@@ -188,6 +157,56 @@ impl AgentClient {
                 self.name
             ),
         };
+        self.body_of(status, body)
+    }
+
+    /// A connection to the agent, in TLS unless it is on this host and
+    /// no certificate is given (a remote one is checked against the
+    /// system's CAs); the whole exchange must end within `timeout`.
+    fn connect(&self, timeout: Duration) -> anyhow::Result<Wire> {
+        let deadline = Instant::now() + timeout;
+        let peer = self.resolve()?;
+        let socket = TcpStream::connect_timeout(&peer, timeout)
+            .map_err(|e| anyhow::anyhow!("the agent at {} did not answer: {e}", self.name))?;
+        let _ = socket.set_nodelay(true);
+        Ok(match (&self.tls, peer.ip().is_loopback()) {
+            (None, true) => Wire::plain(socket, deadline),
+            (Some(config), _) => self.tls_wire(socket, config.clone(), deadline)?,
+            (None, false) => {
+                let system = match self.system.get() {
+                    Some(config) => config.clone(),
+                    None => {
+                        let config = crate::wire::tls::client_config(&Trust::System)?;
+                        let _ = self.system.set(config.clone());
+                        config
+                    }
+                };
+                self.tls_wire(socket, system, deadline)?
+            }
+        })
+    }
+
+    /// The request's bytes: its head with the token, then `body` as JSON.
+    fn request(&self, method: &str, path: &str, body: Option<&[u8]>) -> Vec<u8> {
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.address);
+        if let Some(token) = &self.token {
+            request.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        if let Some(body) = body {
+            request.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            ));
+        }
+        request.push_str("Connection: close\r\n\r\n");
+        let mut request = request.into_bytes();
+        request.extend_from_slice(body.unwrap_or_default());
+        request
+    }
+
+    /// The body of an answer with `status`; a refused token is the user's
+    /// to fix, another status an error in the agent's own words.
+    fn body_of(&self, status: u16, body: &[u8]) -> anyhow::Result<Vec<u8>> {
         match status {
             200 => Ok(body.to_vec()),
             401 => Err(PlanError::new(format!(

@@ -169,6 +169,36 @@ pub fn step_figures(run: &StoredRun) -> Vec<StepFigures> {
         .collect()
 }
 
+/// The step grid's columns.
+const STEP_COLUMNS: [&str; 26] = [
+    "load",
+    "tps",
+    "p50",
+    "p95",
+    "p99",
+    "max",
+    "errors",
+    "retries",
+    "dropped",
+    "lag p99",
+    "cpu",
+    "user",
+    "system",
+    "%ISR",
+    "iowait",
+    "steal",
+    "run queue",
+    "busiest disk",
+    "link rx",
+    "link tx",
+    "server cpus",
+    "db wait",
+    "perflab cpus",
+    "status",
+    "server threads",
+    "perflab threads",
+];
+
 /// Every step: load, throughput, response percentiles, errors (and, open
 /// loop, dropped arrivals and dispatch lag), then what
 /// the server host did (CPU busy and its user/system/%ISR/iowait/steal
@@ -176,35 +206,14 @@ pub fn step_figures(run: &StoredRun) -> Vec<StepFigures> {
 /// processes, the database's main wait class) and perflab's CPU. Columns
 /// nothing was measured for are left out.
 pub fn step_grid(run: &StoredRun) -> Grid {
-    let mut grid = Grid::new([
-        "load",
-        "tps",
-        "p50",
-        "p95",
-        "p99",
-        "max",
-        "errors",
-        "retries",
-        "dropped",
-        "lag p99",
-        "cpu",
-        "user",
-        "system",
-        "%ISR",
-        "iowait",
-        "steal",
-        "run queue",
-        "busiest disk",
-        "link rx",
-        "link tx",
-        "server cpus",
-        "db wait",
-        "perflab cpus",
-        "status",
-        "server threads",
-        "perflab threads",
-    ]);
+    let mut grid = Grid::new(STEP_COLUMNS);
     grid.left = vec![17, 18, 19, 21, 23, 24, 25];
+    grid.rows = step_figures(run).into_iter().map(grid_row).collect();
+    grid.without_empty_columns()
+}
+
+/// One step's row of [`STEP_COLUMNS`].
+fn grid_row(f: StepFigures) -> Vec<String> {
     let threads = |s: Option<&crate::probe::counters::threads::ThreadStates>| {
         s.map(|s| crate::analyze::threads::shares_text(s, 3))
             .filter(|t| !t.is_empty())
@@ -214,49 +223,46 @@ pub fn step_grid(run: &StoredRun) -> Grid {
         v.as_ref()
             .map_or("-".to_string(), |(n, s)| format!("{n} {}", Percent(*s)))
     };
-    for f in step_figures(run) {
-        let p = &f.point;
-        let r = &p.response;
-        let latency = |d| {
-            if r.count == 0 {
-                "-".to_string()
-            } else {
-                Latency(d).to_string()
-            }
-        };
-        let e = &p.extras;
-        grid.rows.push(vec![
-            p.level.to_string(),
-            OpsPerSec(p.throughput).to_string(),
-            latency(r.p50),
-            latency(r.p95),
-            latency(r.p99),
-            latency(r.max),
-            f.errors.to_string(),
-            p.retries.to_string(),
-            f.dropped.map_or("-".to_string(), |d| d.to_string()),
-            p.generator
-                .lag_p99_s
-                .map_or("-".to_string(), |s| Latency::secs(s).to_string()),
-            share(f.cpu),
-            share(e.cpu_user),
-            share(e.cpu_system),
-            share(e.cpu_isr),
-            share(e.cpu_iowait),
-            share(e.steal),
-            e.run_queue.map_or("-".to_string(), |q| format!("{q:.1}")),
-            named(&f.disk),
-            named(&f.link_rx),
-            named(&f.link_tx),
-            e.server_cpus.map_or("-".to_string(), |c| format!("{c:.2}")),
-            named(&f.top_wait),
-            format!("{:.2}", p.generator.cpus),
-            f.status,
-            threads(p.threads.server.as_ref()),
-            threads(p.threads.perflab.as_ref()),
-        ]);
-    }
-    grid.without_empty_columns()
+    let p = &f.point;
+    let r = &p.response;
+    let latency = |d| {
+        if r.count == 0 {
+            "-".to_string()
+        } else {
+            Latency(d).to_string()
+        }
+    };
+    let e = &p.extras;
+    vec![
+        p.level.to_string(),
+        OpsPerSec(p.throughput).to_string(),
+        latency(r.p50),
+        latency(r.p95),
+        latency(r.p99),
+        latency(r.max),
+        f.errors.to_string(),
+        p.retries.to_string(),
+        f.dropped.map_or("-".to_string(), |d| d.to_string()),
+        p.generator
+            .lag_p99_s
+            .map_or("-".to_string(), |s| Latency::secs(s).to_string()),
+        share(f.cpu),
+        share(e.cpu_user),
+        share(e.cpu_system),
+        share(e.cpu_isr),
+        share(e.cpu_iowait),
+        share(e.steal),
+        e.run_queue.map_or("-".to_string(), |q| format!("{q:.1}")),
+        named(&f.disk),
+        named(&f.link_rx),
+        named(&f.link_tx),
+        e.server_cpus.map_or("-".to_string(), |c| format!("{c:.2}")),
+        named(&f.top_wait),
+        format!("{:.2}", p.generator.cpus),
+        f.status,
+        threads(p.threads.server.as_ref()),
+        threads(p.threads.perflab.as_ref()),
+    ]
 }
 
 /// Errors by kind (columns) per step (rows); none when no step had one.

@@ -13,9 +13,7 @@ use std::fmt::Write;
 
 /// The per-step table.
 pub fn step_table(steps: &[StepResult]) -> String {
-    let open = steps.iter().any(|s| matches!(s.level, Level::Rate(_)));
     let db: Vec<Option<DbSample>> = steps.iter().map(|s| s.measured_db()).collect();
-    let waits = db.iter().flatten().any(|d| d.top_wait().is_some());
     // Payload moved per second of the measured window, where a workload counts it.
     let rates: Vec<f64> = steps
         .iter()
@@ -24,26 +22,52 @@ pub fn step_table(steps: &[StepResult]) -> String {
             tally.all_ops().bytes as f64 / measured.as_secs_f64().max(f64::MIN_POSITIVE)
         })
         .collect();
-    let moved = rates.iter().any(|r| *r > 0.0);
-    let mut out = String::new();
-    let load = if open { "rate/s" } else { "users" };
-    let _ = write!(
-        out,
-        "{load:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
-        "tps", "p50", "p95", "p99", "max", "errors", "refused", "retries"
-    );
-    if moved {
-        let _ = write!(out, " {:>8}", "MB/s");
-    }
-    if open {
-        let _ = write!(out, " {:>8} {:>9}", "dropped", "lag p99");
-    }
-    let _ = write!(out, " {:>8} {:>10} {:>10}", "cpu", "cpu/op", "rss");
-    if waits {
-        let _ = write!(out, "  {:<14}", "db wait");
-    }
-    out.push('\n');
+    let columns = StepColumns {
+        open: steps.iter().any(|s| matches!(s.level, Level::Rate(_))),
+        moved: rates.iter().any(|r| *r > 0.0),
+        waits: db.iter().flatten().any(|d| d.top_wait().is_some()),
+    };
+    let mut out = columns.header();
     for ((step, db), rate) in steps.iter().zip(&db).zip(&rates) {
+        columns.row(&mut out, step, db.as_ref(), *rate);
+    }
+    out
+}
+
+/// The step table's optional columns: an open loop's (dropped, lag), the
+/// bytes moved, the database's top wait.
+struct StepColumns {
+    open: bool,
+    moved: bool,
+    waits: bool,
+}
+
+impl StepColumns {
+    /// The header line.
+    fn header(&self) -> String {
+        let mut out = String::new();
+        let load = if self.open { "rate/s" } else { "users" };
+        let _ = write!(
+            out,
+            "{load:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+            "tps", "p50", "p95", "p99", "max", "errors", "refused", "retries"
+        );
+        if self.moved {
+            let _ = write!(out, " {:>8}", "MB/s");
+        }
+        if self.open {
+            let _ = write!(out, " {:>8} {:>9}", "dropped", "lag p99");
+        }
+        let _ = write!(out, " {:>8} {:>10} {:>10}", "cpu", "cpu/op", "rss");
+        if self.waits {
+            let _ = write!(out, "  {:<14}", "db wait");
+        }
+        out.push('\n');
+        out
+    }
+
+    /// One step's line, with `rate` its bytes per second.
+    fn row(&self, out: &mut String, step: &StepResult, db: Option<&DbSample>, rate: f64) {
         let s = step.summary();
         let level = level_cell(step.level);
         let r = &s.response;
@@ -59,10 +83,10 @@ pub fn step_table(steps: &[StepResult]) -> String {
             s.refused,
             s.retries,
         );
-        if moved {
-            let _ = write!(out, " {:>8}", BytesPerSec(*rate).to_string());
+        if self.moved {
+            let _ = write!(out, " {:>8}", BytesPerSec(rate).to_string());
         }
-        if open {
+        if self.open {
             let _ = write!(
                 out,
                 " {:>8} {:>9}",
@@ -79,30 +103,27 @@ pub fn step_table(steps: &[StepResult]) -> String {
                 .rss_bytes
                 .map_or("-".to_string(), |b| Bytes(b).to_string())
         );
-        if waits {
+        if self.waits {
             let top = db
-                .as_ref()
                 .and_then(|d| d.top_wait())
                 .map_or("-".to_string(), |(class, share)| {
                     format!("{class} {}", Percent(share))
                 });
             let _ = write!(out, "  {top:<14}");
         }
-        match &step.status {
-            StepStatus::Ok => {}
-            StepStatus::Failed(why) => {
-                let _ = write!(out, "  FAILED: {why}");
-            }
-            StepStatus::Partial(why) => {
-                let _ = write!(out, "  partial: {why}");
-            }
-            StepStatus::Degraded(why) => {
-                let _ = write!(out, "  degraded: {why}");
-            }
-        }
+        out.push_str(&status_note(&step.status));
         out.push('\n');
     }
-    out
+}
+
+/// What a step's line says of a step that did not end well.
+fn status_note(status: &StepStatus) -> String {
+    match status {
+        StepStatus::Ok => String::new(),
+        StepStatus::Failed(why) => format!("  FAILED: {why}"),
+        StepStatus::Partial(why) => format!("  partial: {why}"),
+        StepStatus::Degraded(why) => format!("  degraded: {why}"),
+    }
 }
 
 /// A step's load as the tables' first column shows it.
@@ -207,42 +228,30 @@ pub fn render_run(run: &StoredRun) -> String {
     out
 }
 
+/// The gauges a status page may give, connections by state.
+const STATUS_GAUGES: [&str; 5] = [
+    "now_active",
+    "now_reading",
+    "now_writing",
+    "now_waiting",
+    "now_busy_workers",
+];
+
 /// What a web server's status page (nginx `stub_status`, Apache
 /// `server-status?auto`) said over each step's measured window: its own
 /// count of requests and accepted connections per second, and its
 /// connections by state (means of the interval readings). Empty when no
 /// step has a status reading.
 pub fn server_status_table(steps: &[StepResult]) -> String {
-    let rows: Vec<(&StepResult, Vec<(f64, crate::probe::DbSample)>)> = steps
-        .iter()
-        .map(|s| {
-            let readings = s
-                .intervals
-                .iter()
-                .filter(|i| i.phase == crate::measure::Phase::Measured)
-                .filter_map(|i| i.db.as_ref().map(|d| (i.length.as_secs_f64(), d.clone())))
-                .filter(|(_, d)| d.counters.contains_key("requests"))
-                .collect();
-            (s, readings)
-        })
-        .collect();
-    if rows.iter().all(|(_, r)| r.is_empty()) {
+    let rows: Vec<(&StepResult, StatusReadings)> =
+        steps.iter().map(|s| (s, StatusReadings::of(s))).collect();
+    if rows.iter().all(|(_, r)| r.0.is_empty()) {
         return String::new();
     }
-    let gauges = [
-        "now_active",
-        "now_reading",
-        "now_writing",
-        "now_waiting",
-        "now_busy_workers",
-    ];
-    let shown: Vec<&str> = gauges
+    let shown: Vec<&str> = STATUS_GAUGES
         .iter()
         .copied()
-        .filter(|g| {
-            rows.iter()
-                .any(|(_, r)| r.iter().any(|(_, d)| d.counters.contains_key(*g)))
-        })
+        .filter(|g| rows.iter().any(|(_, r)| r.has(g)))
         .collect();
     let mut out = String::new();
     let _ = write!(
@@ -259,46 +268,76 @@ pub fn server_status_table(steps: &[StepResult]) -> String {
     }
     out.push('\n');
     for (step, readings) in rows {
-        let seconds: f64 = readings
-            .iter()
-            .map(|(s, _)| s)
-            .sum::<f64>()
-            .max(f64::MIN_POSITIVE);
-        let sum = |k: &str| {
-            readings
-                .iter()
-                .filter_map(|(_, d)| d.counters.get(k))
-                .sum::<f64>()
-        };
-        let per_s = |k: &str| {
-            if readings.iter().any(|(_, d)| d.counters.contains_key(k)) {
-                format!("{:.0}", sum(k) / seconds)
-            } else {
-                "-".to_string()
-            }
-        };
         let _ = write!(
             out,
             "{:>7} {:>11} {:>11}",
             level_cell(step.level),
-            per_s("requests"),
-            per_s("accepts")
+            readings.per_s("requests"),
+            readings.per_s("accepts")
         );
         for g in &shown {
-            let n = readings
-                .iter()
-                .filter(|(_, d)| d.counters.contains_key(*g))
-                .count();
-            let cell = if n == 0 {
-                "-".to_string()
-            } else {
-                format!("{:.1}", sum(g) / n as f64)
-            };
-            let _ = write!(out, " {cell:>9}");
+            let _ = write!(out, " {:>9}", readings.mean(g));
         }
         out.push('\n');
     }
     out
+}
+
+/// A step's status-page readings over its measured window: each
+/// interval's length, seconds, and what the page said.
+struct StatusReadings(Vec<(f64, DbSample)>);
+
+impl StatusReadings {
+    fn of(step: &StepResult) -> StatusReadings {
+        StatusReadings(
+            step.intervals
+                .iter()
+                .filter(|i| i.phase == crate::measure::Phase::Measured)
+                .filter_map(|i| i.db.as_ref().map(|d| (i.length.as_secs_f64(), d.clone())))
+                .filter(|(_, d)| d.counters.contains_key("requests"))
+                .collect(),
+        )
+    }
+
+    /// Whether any reading has `key`.
+    fn has(&self, key: &str) -> bool {
+        self.0.iter().any(|(_, d)| d.counters.contains_key(key))
+    }
+
+    fn sum(&self, key: &str) -> f64 {
+        self.0
+            .iter()
+            .filter_map(|(_, d)| d.counters.get(key))
+            .sum::<f64>()
+    }
+
+    /// A counter per second of the readings, or "-".
+    fn per_s(&self, key: &str) -> String {
+        if !self.has(key) {
+            return "-".to_string();
+        }
+        let seconds = self
+            .0
+            .iter()
+            .map(|(s, _)| s)
+            .sum::<f64>()
+            .max(f64::MIN_POSITIVE);
+        format!("{:.0}", self.sum(key) / seconds)
+    }
+
+    /// A gauge's mean over the readings that have it, or "-".
+    fn mean(&self, key: &str) -> String {
+        let n = self
+            .0
+            .iter()
+            .filter(|(_, d)| d.counters.contains_key(key))
+            .count();
+        if n == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1}", self.sum(key) / n as f64)
+        }
+    }
 }
 
 /// For each step with errors, how many of each kind.

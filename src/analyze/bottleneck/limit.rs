@@ -61,8 +61,8 @@ pub fn verdict(all: &[StepPoint], shape: RunShape, waits: &Waits) -> Option<Bott
         .find(|&k| all[k..].iter().all(|p| reached_limit(p).is_some()))
         .filter(|&k| all.len() - k >= 2 && all[all.len() - 1].load >= 2.0 * all[k].load);
     let points = &all[from.unwrap_or(0)..];
-    let (mean, spread, band, noise) = flatness(points)?;
-    if spread > band {
+    let flat = flatness(points)?;
+    if flat.spread > flat.band {
         return None;
     }
     // Ruled out first: a CPU near its end, locks, retries, a short memory.
@@ -92,16 +92,55 @@ pub fn verdict(all: &[StepPoint], shape: RunShape, waits: &Waits) -> Option<Bott
     if named.is_none() && !shape.kernel_served && stall.is_none_or(|s| s < STALLED) {
         return None;
     }
-    let below = &all[..from.unwrap_or(0)];
-    Some(limited(
-        points, below, mean, spread, noise, named, stall, cpu,
-    ))
+    Some(limited(&Findings {
+        points,
+        below: &all[..from.unwrap_or(0)],
+        flat,
+        named,
+        stall,
+        cpu,
+    }))
 }
 
-/// The flat throughput's mean, its widest departure from it (a share),
-/// the band allowed (three times the run's noise, within bounds), and the
-/// run's noise: the median interval CV of the steps.
-fn flatness(points: &[StepPoint]) -> Option<(f64, f64, f64, f64)> {
+/// How flat a run's throughput is.
+struct Flatness {
+    /// The mean throughput, operations per second.
+    mean: f64,
+    /// Its widest departure from the mean, a share.
+    spread: f64,
+    /// The departure allowed: three times the noise, within bounds.
+    band: f64,
+    /// The run's noise: the median interval CV of the steps.
+    noise: f64,
+}
+
+/// A block-I/O limit of a followed cgroup its I/O reached.
+struct Reached {
+    limit: LimitUse,
+    /// The kind of the limit most used ("read IOPS", "write bytes/s", …).
+    what: &'static str,
+    /// The limit's value, in the kind's unit.
+    value: u64,
+    /// The share of it used.
+    share: f64,
+}
+
+/// What the rule found, for the verdict's text.
+struct Findings<'a> {
+    /// The flat steps.
+    points: &'a [StepPoint],
+    /// The steps before them, where the limit did not bind yet.
+    below: &'a [StepPoint],
+    flat: Flatness,
+    named: Option<Reached>,
+    /// The largest share of time tasks stalled on I/O.
+    stall: Option<f64>,
+    /// The busiest CPU and its share.
+    cpu: Option<(String, f64)>,
+}
+
+/// How flat the throughput of `points` is; none without throughput.
+fn flatness(points: &[StepPoint]) -> Option<Flatness> {
     let mean = points.iter().map(|p| p.throughput).sum::<f64>() / points.len() as f64;
     if mean <= 0.0 {
         return None;
@@ -113,7 +152,12 @@ fn flatness(points: &[StepPoint]) -> Option<(f64, f64, f64, f64)> {
     let mut cvs: Vec<f64> = points.iter().filter_map(StepPoint::interval_cv).collect();
     cvs.sort_by(f64::total_cmp);
     let noise = cvs.get(cvs.len() / 2).copied().unwrap_or(0.0);
-    Some((mean, spread, (3.0 * noise).clamp(BAND_MIN, BAND_MAX), noise))
+    Some(Flatness {
+        mean,
+        spread,
+        band: (3.0 * noise).clamp(BAND_MIN, BAND_MAX),
+        noise,
+    })
 }
 
 /// The busiest CPU of the run, whichever way counted, with its share;
@@ -144,40 +188,86 @@ fn busiest_cpu(points: &[StepPoint]) -> Option<(String, f64)> {
 
 /// A block-I/O limit of a followed cgroup that its I/O reached at a step,
 /// with its most used kind.
-fn reached_limit(last: &StepPoint) -> Option<(LimitUse, &'static str, u64, f64)> {
+fn reached_limit(last: &StepPoint) -> Option<Reached> {
     last.io_path
         .limits
         .iter()
         .filter_map(|l| {
             let (what, value, share) = l.tightest()?;
-            (share >= REACHED).then(|| (l.clone(), what, value, share))
+            (share >= REACHED).then(|| Reached {
+                limit: l.clone(),
+                what,
+                value,
+                share,
+            })
         })
-        .max_by(|a, b| a.3.total_cmp(&b.3))
+        .max_by(|a, b| a.share.total_cmp(&b.share))
 }
 
-/// The verdict's text: `points` the flat steps, `below` those before
-/// them, where the limit did not bind yet.
-#[allow(clippy::too_many_arguments)]
-fn limited(
-    points: &[StepPoint],
-    below: &[StepPoint],
-    mean: f64,
-    spread: f64,
-    noise: f64,
-    named: Option<(LimitUse, &'static str, u64, f64)>,
-    stall: Option<f64>,
-    cpu: Option<(String, f64)>,
-) -> Bottleneck {
-    let (first, last) = (&points[0], &points[points.len() - 1]);
+/// The verdict's text.
+fn limited(f: &Findings) -> Bottleneck {
+    let last = &f.points[f.points.len() - 1];
+    let mut evidence = flat_evidence(f);
+    if let Some(disks) = idle_devices(last) {
+        evidence.push(disks);
+    }
+    if let Some(s) = f.stall {
+        evidence.push(format!(
+            "tasks stalled on I/O {} of the time at most (io pressure, the stalled share of each interval)",
+            Percent(s)
+        ));
+    }
+    let name = match &f.named {
+        Some(reached) => {
+            evidence.push(limit_use(reached, last));
+            limit_name(reached)
+        }
+        None => {
+            let figure = match device_rates(f.points) {
+                Some((i, b)) => format!("≈{:.0} IOPS ({}/s)", two_figures(i), Bytes(b as u64)),
+                None => format!("≈{:.0} operations/s", two_figures(f.flat.mean)),
+            };
+            format!("a limit of {figure} above the device (a throttle or a volume's cap)")
+        }
+    };
+    let mut ruled_out = Vec::new();
+    if let Some((cpu, u)) = &f.cpu {
+        ruled_out.push(format!("the CPU: {cpu} at most {} busy", Percent(*u)));
+    }
+    ruled_out.push("software contention: no lock waits and no retries".to_string());
+    ruled_out.push(format!(
+        "the device: none was {} busy or more",
+        Percent(DEVICE_BUSY)
+    ));
+    let next = if f.named.is_some() {
+        "raise or lift the limit, then run again: throughput should follow it".to_string()
+    } else {
+        "look for the limit above the device (the volume's provisioned IOPS or bandwidth, a cgroup's io.max or blkio throttle, a dm target) and run again without it".to_string()
+    };
+    Bottleneck {
+        kind: BottleneckKind::Resource,
+        name,
+        evidence,
+        ruled_out,
+        unreliable: false,
+        next: Some(next),
+        resource: None,
+    }
+}
+
+/// The flat curve's evidence: the throughput held, where the limit did
+/// not bind yet, and the latency growing as Little's law gives.
+fn flat_evidence(f: &Findings) -> Vec<String> {
+    let (first, last) = (&f.points[0], &f.points[f.points.len() - 1]);
     let mut evidence = vec![format!(
         "throughput held at {}/s (within ±{}) from {} to {}, within the steps' own noise (interval CV {})",
-        OpsPerSec(mean),
-        Percent(spread),
+        OpsPerSec(f.flat.mean),
+        Percent(f.flat.spread),
         load_text(first),
         load_text(last),
-        Percent(noise)
+        Percent(f.flat.noise)
     )];
-    if let Some(b) = below.last() {
+    if let Some(b) = f.below.last() {
         evidence.push(format!(
             "below it, at {} and under, the limit did not bind yet ({}/s at {})",
             load_text(b),
@@ -185,9 +275,10 @@ fn limited(
             load_text(b)
         ));
     }
-    let per_step: Vec<String> = below
+    let per_step: Vec<String> = f
+        .below
         .iter()
-        .chain(points)
+        .chain(f.points)
         .map(|p| format!("{} at {}", Latency(p.response.mean), load_text(p)))
         .collect();
     let little = Duration::try_from_secs_f64(
@@ -200,6 +291,12 @@ fn limited(
         load_text(last),
         per_step.join(", ")
     ));
+    evidence
+}
+
+/// The devices the I/O passes through at the last step and how busy each
+/// was (none was busy, or the rule would not stand); none without disks.
+fn idle_devices(last: &StepPoint) -> Option<String> {
     let disks: Vec<String> = last
         .resources
         .iter()
@@ -215,85 +312,55 @@ fn limited(
             format!("{} {} busy{path}", r.name, Percent(r.utilisation))
         })
         .collect();
-    if !disks.is_empty() {
-        evidence.push(format!(
+    (!disks.is_empty()).then(|| {
+        format!(
             "no device the I/O passes through was busy at {}: {}",
             load_text(last),
             disks.join(", ")
-        ));
-    }
-    if let Some(s) = stall {
-        evidence.push(format!(
-            "tasks stalled on I/O {} of the time at most (io pressure, the stalled share of each interval)",
-            Percent(s)
-        ));
-    }
-    let name = match &named {
-        Some((l, what, value, share)) => {
-            let used = match *what {
-                "read IOPS" => format!("{:.0} reads/s", l.reads_per_s),
-                "write IOPS" => format!("{:.0} writes/s", l.writes_per_s),
-                "read bytes/s" => format!("{}/s read", Bytes(l.read_bytes_per_s as u64)),
-                _ => format!("{}/s written", Bytes(l.write_bytes_per_s as u64)),
-            };
-            evidence.push(format!(
-                "{} moved {used} on {} at {}: {} of its limit",
-                capitalised(&l.owner),
-                l.limit.device,
-                load_text(last),
-                Percent(*share)
-            ));
-            let value = match *what {
-                "read bytes/s" | "write bytes/s" => format!("{}/s", Bytes(*value)),
-                _ => value.to_string(),
-            };
-            let what = what.trim_end_matches(" bytes/s");
-            let what = match what {
-                "read" => "read".to_string(),
-                "write" => "written".to_string(),
-                w => w.to_string(),
-            };
-            let article = if l.limit.interface == "io.max" {
-                "an"
-            } else {
-                "a"
-            };
-            format!(
-                "{article} {} of {value} {what} on {} (device {})",
-                l.limit.interface, l.owner, l.limit.device
-            )
-        }
-        None => {
-            let figure = match device_rates(points) {
-                Some((i, b)) => format!("≈{:.0} IOPS ({}/s)", two_figures(i), Bytes(b as u64)),
-                None => format!("≈{:.0} operations/s", two_figures(mean)),
-            };
-            format!("a limit of {figure} above the device (a throttle or a volume's cap)")
-        }
+        )
+    })
+}
+
+/// How much of a reached limit the cgroup's I/O used at the last step.
+fn limit_use(r: &Reached, last: &StepPoint) -> String {
+    let l = &r.limit;
+    let used = match r.what {
+        "read IOPS" => format!("{:.0} reads/s", l.reads_per_s),
+        "write IOPS" => format!("{:.0} writes/s", l.writes_per_s),
+        "read bytes/s" => format!("{}/s read", Bytes(l.read_bytes_per_s as u64)),
+        _ => format!("{}/s written", Bytes(l.write_bytes_per_s as u64)),
     };
-    let mut ruled_out = Vec::new();
-    if let Some((cpu, u)) = cpu {
-        ruled_out.push(format!("the CPU: {cpu} at most {} busy", Percent(u)));
-    }
-    ruled_out.push("software contention: no lock waits and no retries".to_string());
-    ruled_out.push(format!(
-        "the device: none was {} busy or more",
-        Percent(DEVICE_BUSY)
-    ));
-    let next = if named.is_some() {
-        "raise or lift the limit, then run again: throughput should follow it".to_string()
+    format!(
+        "{} moved {used} on {} at {}: {} of its limit",
+        capitalised(&l.owner),
+        l.limit.device,
+        load_text(last),
+        Percent(r.share)
+    )
+}
+
+/// A reached limit named with its interface, value and owner, e.g. "an
+/// io.max of 500 read IOPS on the server's cgroup (device 7:0)".
+fn limit_name(r: &Reached) -> String {
+    let l = &r.limit;
+    let value = match r.what {
+        "read bytes/s" | "write bytes/s" => format!("{}/s", Bytes(r.value)),
+        _ => r.value.to_string(),
+    };
+    let what = match r.what.trim_end_matches(" bytes/s") {
+        "read" => "read",
+        "write" => "written",
+        w => w,
+    };
+    let article = if l.limit.interface == "io.max" {
+        "an"
     } else {
-        "look for the limit above the device (the volume's provisioned IOPS or bandwidth, a cgroup's io.max or blkio throttle, a dm target) and run again without it".to_string()
+        "a"
     };
-    Bottleneck {
-        kind: BottleneckKind::Resource,
-        name,
-        evidence,
-        ruled_out,
-        unreliable: false,
-        next: Some(next),
-        resource: None,
-    }
+    format!(
+        "{article} {} of {value} {what} on {} (device {})",
+        l.limit.interface, l.owner, l.limit.device
+    )
 }
 
 /// The mean IOPS and bytes per second over the steps of the disk that

@@ -114,11 +114,6 @@ impl Waits {
             .filter(|_| self.total > 0)
             .map(|(k, n)| (k.as_str(), *n as f64 / self.total as f64))
     }
-
-    /// Whether any key names an event (`Type:Event`), not a type alone.
-    pub fn has_events(&self) -> bool {
-        self.by_key.keys().any(|k| k.contains(':'))
-    }
 }
 
 #[cfg(test)]

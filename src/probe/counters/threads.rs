@@ -177,11 +177,16 @@ pub fn read_threads(
     kept: &mut KeptFiles,
 ) -> GroupThreads {
     let mut out = GroupThreads::default();
-    let mut buf = Vec::with_capacity(1024);
-    // The thread reading is running as it reads itself; between samples it
-    // sleeps on its interval.
-    // SAFETY: gettid has no preconditions.
-    let reader = u32::try_from(unsafe { libc::gettid() }).unwrap_or(0);
+    let mut reader = ThreadReader {
+        proc,
+        previous,
+        delayacct,
+        buf: Vec::with_capacity(1024),
+        // The thread reading is running as it reads itself; between
+        // samples it sleeps on its interval.
+        // SAFETY: gettid has no preconditions.
+        me: u32::try_from(unsafe { libc::gettid() }).unwrap_or(0),
+    };
     'pids: for pid in pids {
         for (tid, task) in super::numbered(&proc.join(pid.to_string()).join("task")) {
             if out.threads.len() >= MAX_THREADS {
@@ -189,81 +194,126 @@ pub fn read_threads(
             }
             let dir = task.path();
             // A thread can end between listing and reading: skip it.
-            let Some((on_cpu_ns, run_delay_ns, timeslices)) =
-                kept.schedstat(tid, || dir.join("schedstat"))
-            else {
+            let Some(times) = kept.schedstat(tid, || dir.join("schedstat")) else {
                 continue;
             };
-            if let Some(before) = previous
-                .and_then(|p| p.threads.get(&tid))
-                .filter(|b| b.on_cpu_ns == on_cpu_ns && b.timeslices == timeslices)
-            {
-                // It has not run: it is still in the wait it was in.
-                if before.channel.is_none() && before.wait == ThreadWait::Other {
-                    out.wchan_unreadable |= previous.is_some_and(|p| p.wchan_unreadable);
-                }
-                out.threads.insert(
-                    tid,
-                    ThreadReading {
-                        pid,
-                        run_delay_ns,
-                        ..before.clone()
-                    },
-                );
-                continue;
-            }
-            if tid == reader && proc == Path::new("/proc") {
-                let wait = ThreadWait::Sleep;
-                let reading = ThreadReading {
-                    pid,
-                    on_cpu_ns,
-                    run_delay_ns,
-                    timeslices,
-                    wait,
-                    ..ThreadReading::default()
-                };
-                out.threads.insert(tid, reading);
-                continue;
-            }
-            let Some(stat) = read_small(&dir.join("stat"), &mut buf).and_then(parse_stat) else {
-                continue;
-            };
-            let (wait, channel) = if stat.state == b'R' {
-                (ThreadWait::Running, None)
-            } else {
-                let channel =
-                    read_small(&dir.join("wchan"), &mut buf).and_then(|t| channel_name(&t));
-                let syscall = read_small(&dir.join("syscall"), &mut buf);
-                if channel.is_none() && matches!(stat.state, b'S' | b'D') {
-                    out.wchan_unreadable = true;
-                }
-                let fd_is_socket = |fd: u64| {
-                    std::fs::read_link(proc.join(pid.to_string()).join("fd").join(fd.to_string()))
-                        .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
-                };
-                let wait = classify(
-                    stat.state,
-                    channel.as_deref(),
-                    syscall.as_deref(),
-                    fd_is_socket,
-                );
-                (wait, channel)
-            };
-            out.threads.insert(
+            let at = ThreadAt {
+                pid,
                 tid,
-                ThreadReading {
-                    pid,
-                    on_cpu_ns,
-                    run_delay_ns,
-                    timeslices,
-                    wait,
-                    channel,
-                    blkio_ticks: if delayacct { stat.blkio_ticks } else { None },
-                },
-            );
+                dir: &dir,
+            };
+            if let Some(reading) = reader.read(&at, times, &mut out.wchan_unreadable) {
+                out.threads.insert(tid, reading);
+            }
         }
     }
     out
+}
+
+/// What reading one group's threads keeps from thread to thread.
+struct ThreadReader<'a> {
+    proc: &'a Path,
+    previous: Option<&'a GroupThreads>,
+    delayacct: bool,
+    /// The buffer small files are read into.
+    buf: Vec<u8>,
+    /// The reading thread's own id.
+    me: u32,
+}
+
+/// One thread: its process, its id and its /proc directory.
+struct ThreadAt<'a> {
+    pid: u32,
+    tid: u32,
+    dir: &'a Path,
+}
+
+impl ThreadReader<'_> {
+    /// Thread `at` with schedstat's `(on-CPU ns, run delay ns,
+    /// timeslices)`; none when it ended meanwhile. Sets `wchan_unreadable`
+    /// when a sleeping thread's wait channel cannot be read.
+    fn read(
+        &mut self,
+        at: &ThreadAt,
+        (on_cpu_ns, run_delay_ns, timeslices): (u64, u64, u64),
+        wchan_unreadable: &mut bool,
+    ) -> Option<ThreadReading> {
+        let previous = self.previous;
+        if let Some(before) = previous
+            .and_then(|p| p.threads.get(&at.tid))
+            .filter(|b| b.on_cpu_ns == on_cpu_ns && b.timeslices == timeslices)
+        {
+            // It has not run: it is still in the wait it was in.
+            if before.channel.is_none() && before.wait == ThreadWait::Other {
+                *wchan_unreadable |= previous.is_some_and(|p| p.wchan_unreadable);
+            }
+            return Some(ThreadReading {
+                pid: at.pid,
+                run_delay_ns,
+                ..before.clone()
+            });
+        }
+        let fresh = ThreadReading {
+            pid: at.pid,
+            on_cpu_ns,
+            run_delay_ns,
+            timeslices,
+            ..ThreadReading::default()
+        };
+        if at.tid == self.me && self.proc == Path::new("/proc") {
+            return Some(ThreadReading {
+                wait: ThreadWait::Sleep,
+                ..fresh
+            });
+        }
+        let stat = read_small(&at.dir.join("stat"), &mut self.buf).and_then(parse_stat)?;
+        let (wait, channel) = self.wait_of(at, &stat, wchan_unreadable);
+        Some(ThreadReading {
+            wait,
+            channel,
+            blkio_ticks: if self.delayacct {
+                stat.blkio_ticks
+            } else {
+                None
+            },
+            ..fresh
+        })
+    }
+
+    /// Where a thread in `stat`'s state waits, and the kernel function it
+    /// sleeps in when readable.
+    fn wait_of(
+        &mut self,
+        at: &ThreadAt,
+        stat: &ThreadStat,
+        wchan_unreadable: &mut bool,
+    ) -> (ThreadWait, Option<String>) {
+        if stat.state == b'R' {
+            return (ThreadWait::Running, None);
+        }
+        let channel =
+            read_small(&at.dir.join("wchan"), &mut self.buf).and_then(|t| channel_name(&t));
+        let syscall = read_small(&at.dir.join("syscall"), &mut self.buf);
+        if channel.is_none() && matches!(stat.state, b'S' | b'D') {
+            *wchan_unreadable = true;
+        }
+        let fd_is_socket = |fd: u64| {
+            std::fs::read_link(
+                self.proc
+                    .join(at.pid.to_string())
+                    .join("fd")
+                    .join(fd.to_string()),
+            )
+            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        };
+        let wait = classify(
+            stat.state,
+            channel.as_deref(),
+            syscall.as_deref(),
+            fd_is_socket,
+        );
+        (wait, channel)
+    }
 }
 
 /// Whether delay accounting is on (`kernel.task_delayacct`), so that

@@ -18,6 +18,7 @@
 //! little-endian u64 per 512-byte sector of the file.
 
 use super::access::SECTOR;
+use super::mapping::SharedWords;
 use anyhow::{bail, Context};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -72,17 +73,9 @@ impl FileIdentity {
 
 /// A target file's ledger, mapped.
 pub struct Ledger {
-    base: *mut u8,
-    len: usize,
+    words: SharedWords,
     sectors: u64,
-    _file: File,
 }
-
-// SAFETY: the mapping is only read and written through atomics (the header
-// fields and the per-sector words), and it lives as long as the value.
-unsafe impl Send for Ledger {}
-// SAFETY: as above: every access is atomic.
-unsafe impl Sync for Ledger {}
 
 impl Ledger {
     /// Where the ledger of a target file lives: beside it.
@@ -118,11 +111,7 @@ impl Ledger {
             );
         }
         let ledger = Ledger::map(file, len as usize)?;
-        let mut magic = [0u8; 8];
-        for (i, b) in magic.iter_mut().enumerate() {
-            // SAFETY: the header lies inside the mapping.
-            *b = unsafe { *ledger.base.add(i) };
-        }
+        let magic = ledger.header(0).load(Ordering::Relaxed).to_ne_bytes();
         if &magic != MAGIC
             || ledger.header(1).load(Ordering::Relaxed).div_ceil(SECTOR) != ledger.sectors
         {
@@ -165,10 +154,9 @@ impl Ledger {
         file.set_len(len)
             .with_context(|| format!("cannot size {}", path.display()))?;
         let ledger = Ledger::map(file, len as usize)?;
-        for (i, b) in MAGIC.iter().enumerate() {
-            // SAFETY: the header lies inside the mapping, which nothing else uses yet.
-            unsafe { *ledger.base.add(i) = *b };
-        }
+        ledger
+            .header(0)
+            .store(u64::from_ne_bytes(*MAGIC), Ordering::Relaxed);
         ledger.header(1).store(size, Ordering::Relaxed);
         ledger.header(2).store(file_id, Ordering::Relaxed);
         ledger.header(3).store(0, Ordering::Relaxed);
@@ -184,47 +172,23 @@ impl Ledger {
         Ok(ledger)
     }
 
+    /// Maps the whole words of `file`'s first `len` bytes (at least
+    /// [`HEADER`]); a stray tail is left out, as is a sector it cannot hold.
     fn map(file: File, len: usize) -> anyhow::Result<Ledger> {
-        // SAFETY: a shared read-write mapping of a file we hold open, of
-        // its length; the result is checked.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error()).context("cannot map the ledger");
-        }
+        let words = SharedWords::map(file, len / 8 * 8).context("cannot map the ledger")?;
         Ok(Ledger {
-            base: base.cast(),
-            len,
+            words,
             sectors: (len - HEADER) as u64 / 8,
-            _file: file,
         })
     }
 
     /// Header word `i` (0 is the magic).
     fn header(&self, i: usize) -> &AtomicU64 {
-        // SAFETY: word i < 512 lies in the 4 KiB header, 8-aligned (the
-        // mapping is page-aligned), and is only accessed atomically.
-        unsafe { &*self.base.add(i * 8).cast::<AtomicU64>() }
+        &self.words.words()[i]
     }
 
     fn word(&self, sector: u64) -> Option<&AtomicU64> {
-        (sector < self.sectors).then(|| {
-            // SAFETY: inside the mapping (checked above), 8-aligned, atomic only.
-            unsafe {
-                &*self
-                    .base
-                    .add(HEADER + sector as usize * 8)
-                    .cast::<AtomicU64>()
-            }
-        })
+        (sector < self.sectors).then(|| &self.words.words()[HEADER / 8 + sector as usize])
     }
 
     /// The file's size, bytes.
@@ -283,11 +247,6 @@ impl Ledger {
         self.header(4).fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Writes so far (the next generation).
-    pub fn generations(&self) -> u64 {
-        self.header(4).load(Ordering::Relaxed)
-    }
-
     /// The last write acknowledged at the sector holding `offset` (0: none).
     pub fn acknowledged(&self, offset: u64) -> u64 {
         self.word(offset / SECTOR)
@@ -305,20 +264,7 @@ impl Ledger {
 
     /// Flushes the mapping to the file (after preconditioning).
     pub fn sync(&self) -> std::io::Result<()> {
-        // SAFETY: the whole mapping, page-aligned.
-        let rc = unsafe { libc::msync(self.base.cast(), self.len, libc::MS_SYNC) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    }
-}
-
-impl Drop for Ledger {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        self.words.sync()
     }
 }
 
@@ -338,7 +284,10 @@ mod tests {
             assert!(!l.complete());
         }
         let l = Ledger::open(&Ledger::path_for(&target)).unwrap().unwrap();
-        assert_eq!((l.size(), l.file_id(), l.generations()), (1 << 20, 99, 3));
+        assert_eq!(
+            (l.size(), l.file_id(), l.next_generation()),
+            (1 << 20, 99, 3)
+        );
         assert_eq!(l.acknowledged(4096), 2);
         assert_eq!(l.acknowledged(4096 + 8191), 2);
         assert_eq!(l.acknowledged(4096 + 8192), 0);

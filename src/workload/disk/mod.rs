@@ -21,6 +21,7 @@ pub mod access;
 pub mod block;
 mod inflight;
 pub mod ledger;
+mod mapping;
 mod owner;
 mod prepare;
 mod psync;
@@ -34,11 +35,12 @@ use crate::target::Target;
 use crate::units::Bytes;
 use access::{AccessSpec, SECTOR};
 use ledger::{FileIdentity, Ledger};
+use mapping::PageBuffer;
 use owner::{check_device_writable, claim_device, ledger_path, size_of, storage_target};
 use prepare::{open_file, prepare_file, ready_device};
 use serde::{Deserialize, Serialize};
 use session::{DiskWorkload, Shared};
-use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -144,110 +146,26 @@ impl WorkloadKind for Disk {
             std::process::exit(0);
         }
         let target = storage_target(args.target.as_deref().unwrap_or_default(), "--target")?;
-        let device = matches!(target, Target::Device { .. });
         let path = target.file().map(Path::to_path_buf).unwrap_or_default();
-        let spec = match &args.spec_file {
-            Some(file) => {
-                let text =
-                    crate::util::read_text_bounded(file, access::MAX_SPEC_FILE).map_err(|e| {
-                        PlanError::flag(
-                            "--spec-file",
-                            format!("{}: {e}", file.display()),
-                            "give a readable TOML file",
-                        )
-                    })?;
-                AccessSpec::parse_toml(&text).map_err(|e| {
-                    PlanError::flag(
-                        "--spec-file",
-                        format!("{}: {e}", file.display()),
-                        "see perflab run disk --help",
-                    )
-                })?
-            }
-            None => match AccessSpec::named(args.spec.trim()) {
-                Some(s) => s,
-                None if args.spec.contains('=') => {
-                    AccessSpec::parse_inline(&args.spec).map_err(|e| {
-                        PlanError::flag(
-                            "--spec",
-                            e,
-                            "e.g. --spec 'size=4k share=60 read=80; size=64k share=40 read=80'",
-                        )
-                    })?
-                }
-                None => return Err(PlanError::flag(
-                    "--spec",
-                    format!("'{}' is no built-in spec", args.spec),
-                    "see perflab run disk --list-specs, or write lines such as 'size=4k read=70'",
-                )),
-            },
-        };
-        let size = if device {
-            if args.size.is_some() {
-                return Err(PlanError::flag(
-                    "--size",
-                    "a device's size is its own",
-                    "drop --size",
-                ));
-            }
-            crate::target::device::size(&path).map_err(|e| {
-                PlanError::flag("--target", e, "give a block device, e.g. device:/dev/sdb")
-            })?
+        let spec = access_spec(args)?;
+        let size = if matches!(target, Target::Device { .. }) {
+            let size = device_size(args, &path)?;
+            check_device_use(args, &target, &spec, size)?;
+            size
         } else {
             size_of(&path, args.size.as_deref(), args.destroy_data)?
         };
-        if device && spec.writes() {
-            check_device_writable(&path, args.destroy_data)?;
-        }
-        if device && args.verify && !spec.writes() {
-            let written = Ledger::open(&ledger_path(&target))
-                .ok()
-                .flatten()
-                .is_some_and(|l| l.complete() && l.size() == size);
-            if !written {
-                return Err(PlanError::flag(
-                    "--verify",
-                    format!("perflab has not written {}, so there is nothing to check its reads against", path.display()),
-                    "run a writing spec on it with --destroy-data first, or drop --verify",
-                ));
-            }
-        }
         let direct = !args.buffered;
         spec.check(size, direct.then(|| dio_alignment(&path)))
             .map_err(|e| {
-                PlanError::flag(
-                    if args.spec_file.is_some() {
-                        "--spec-file"
-                    } else {
-                        "--spec"
-                    },
-                    e,
-                    "fit the spec to the target",
-                )
+                let flag = if args.spec_file.is_some() {
+                    "--spec-file"
+                } else {
+                    "--spec"
+                };
+                PlanError::flag(flag, e, "fit the spec to the target")
             })?;
-        let (engine, engine_note) = match args.engine {
-            Some(e) => {
-                if e == Engine::Uring {
-                    if let Err(why) = uring_available() {
-                        return Err(PlanError::flag(
-                            "--engine",
-                            format!("io_uring is not available here: {why}"),
-                            "give --engine psync",
-                        ));
-                    }
-                }
-                (e, None)
-            }
-            None => match uring_available() {
-                Ok(()) => (Engine::Uring, None),
-                Err(why) => (
-                    Engine::Psync,
-                    Some(format!(
-                        "io_uring is not available ({why}): pread/pwrite on a thread per user"
-                    )),
-                ),
-            },
-        };
+        let (engine, engine_note) = choose_engine(args.engine)?;
         Ok(DiskSpec {
             target,
             size,
@@ -271,22 +189,7 @@ impl WorkloadKind for Disk {
             .map(Path::to_path_buf)
             .unwrap_or_default();
         let most = most_outstanding(plan);
-        let chunks_per_io = spec.spec.max_size().div_ceil(4096) + 1;
-        if most * chunks_per_io > spec.size / 4096 / 2 {
-            return Err(PlanError::flag(
-                "--size",
-                format!(
-                    "{} cannot hold {most} I/Os of up to {} in flight without overlap",
-                    Bytes(spec.size),
-                    Bytes(spec.spec.max_size())
-                ),
-                &format!(
-                    "give --size {} or more, or a smaller --depth (or --connections)",
-                    Bytes(most * chunks_per_io * 4096 * 2)
-                ),
-            )
-            .into());
-        }
+        check_room(spec, most)?;
         if let Some(note) = &spec.engine_note {
             crate::util::out(format_args!("{note}\n"));
         }
@@ -295,29 +198,7 @@ impl WorkloadKind for Disk {
                 "--buffered: I/O goes through the page cache; reads may come from memory, not the device\n"
             ));
         }
-        let at = ledger_path(&spec.target);
-        let writes = spec.spec.writes();
-        let (file, ledger, prepared) = match spec.target {
-            Target::Device { .. } if !writes => {
-                // Reads only: the ledger of an earlier writing run, if any.
-                let l = Ledger::open(&at)?.filter(|l| l.complete() && l.size() == spec.size);
-                (
-                    open_file(&path, spec.direct, false)?,
-                    l,
-                    serde_json::json!({ "reused": false, "read_only": true }),
-                )
-            }
-            Target::Device { .. } => {
-                let file = claim_device(&path, spec.direct)?;
-                let (l, p) = ready_device(&file, &path, &at, spec.size)?;
-                (file, Some(l), p)
-            }
-            _ => {
-                let (file, l, p) =
-                    prepare_file(&path, &at, spec.size, spec.direct, spec.destroy_data)?;
-                (file, Some(l), p)
-            }
-        };
+        let (file, ledger, prepared) = ready_target(spec, &path)?;
         let shared = Shared::new(
             spec.spec.clone(),
             file,
@@ -354,6 +235,155 @@ impl WorkloadKind for Disk {
         let report = read_back(&path, &ledger_path(&target))?;
         Ok((format!("disk {}", path.display()), report))
     }
+}
+
+/// The access spec: `--spec-file`, or `--spec` as a built-in name or
+/// inline lines.
+fn access_spec(args: &DiskArgs) -> Result<AccessSpec, PlanError> {
+    if let Some(file) = &args.spec_file {
+        let bad = |e: String, fix: &str| {
+            PlanError::flag("--spec-file", format!("{}: {e}", file.display()), fix)
+        };
+        let text = crate::util::read_text_bounded(file, access::MAX_SPEC_FILE)
+            .map_err(|e| bad(e.to_string(), "give a readable TOML file"))?;
+        return AccessSpec::parse_toml(&text)
+            .map_err(|e| bad(e.to_string(), "see perflab run disk --help"));
+    }
+    match AccessSpec::named(args.spec.trim()) {
+        Some(s) => Ok(s),
+        None if args.spec.contains('=') => AccessSpec::parse_inline(&args.spec).map_err(|e| {
+            PlanError::flag(
+                "--spec",
+                e,
+                "e.g. --spec 'size=4k share=60 read=80; size=64k share=40 read=80'",
+            )
+        }),
+        None => Err(PlanError::flag(
+            "--spec",
+            format!("'{}' is no built-in spec", args.spec),
+            "see perflab run disk --list-specs, or write lines such as 'size=4k read=70'",
+        )),
+    }
+}
+
+/// A device's size: its own (`--size` is refused).
+fn device_size(args: &DiskArgs, path: &Path) -> Result<u64, PlanError> {
+    if args.size.is_some() {
+        return Err(PlanError::flag(
+            "--size",
+            "a device's size is its own",
+            "drop --size",
+        ));
+    }
+    crate::target::device::size(path)
+        .map_err(|e| PlanError::flag("--target", e, "give a block device, e.g. device:/dev/sdb"))
+}
+
+/// A device is written only when nothing holds it and `--destroy-data`
+/// says so, and its reads are verified only against perflab's own
+/// complete writing of it.
+fn check_device_use(
+    args: &DiskArgs,
+    target: &Target,
+    spec: &AccessSpec,
+    size: u64,
+) -> Result<(), PlanError> {
+    let path = target.file().unwrap_or(Path::new(""));
+    if spec.writes() {
+        check_device_writable(path, args.destroy_data)?;
+    }
+    if args.verify && !spec.writes() {
+        let written = Ledger::open(&ledger_path(target))
+            .ok()
+            .flatten()
+            .is_some_and(|l| l.complete() && l.size() == size);
+        if !written {
+            return Err(PlanError::flag(
+                "--verify",
+                format!(
+                    "perflab has not written {}, so there is nothing to check its reads against",
+                    path.display()
+                ),
+                "run a writing spec on it with --destroy-data first, or drop --verify",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The engine asked for (io_uring refused where unavailable), or the best
+/// available with a note saying why it is not io_uring.
+fn choose_engine(asked: Option<Engine>) -> Result<(Engine, Option<String>), PlanError> {
+    match asked {
+        Some(Engine::Uring) => match uring_available() {
+            Ok(()) => Ok((Engine::Uring, None)),
+            Err(why) => Err(PlanError::flag(
+                "--engine",
+                format!("io_uring is not available here: {why}"),
+                "give --engine psync",
+            )),
+        },
+        Some(e) => Ok((e, None)),
+        None => Ok(match uring_available() {
+            Ok(()) => (Engine::Uring, None),
+            Err(why) => (
+                Engine::Psync,
+                Some(format!(
+                    "io_uring is not available ({why}): pread/pwrite on a thread per user"
+                )),
+            ),
+        }),
+    }
+}
+
+/// The target must hold `most` I/Os in flight without overlap (each user
+/// claims its place), with room to spare for drawing free places.
+fn check_room(spec: &DiskSpec, most: u64) -> Result<(), PlanError> {
+    let chunks_per_io = spec.spec.max_size().div_ceil(4096) + 1;
+    if most * chunks_per_io > spec.size / 4096 / 2 {
+        return Err(PlanError::flag(
+            "--size",
+            format!(
+                "{} cannot hold {most} I/Os of up to {} in flight without overlap",
+                Bytes(spec.size),
+                Bytes(spec.spec.max_size())
+            ),
+            &format!(
+                "give --size {} or more, or a smaller --depth (or --connections)",
+                Bytes(most * chunks_per_io * 4096 * 2)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The target opened for the run, its ledger, and what preparing it did:
+/// a device only read keeps the ledger of an earlier writing run (if any);
+/// a device written is claimed; a file is created or reused.
+fn ready_target(
+    spec: &DiskSpec,
+    path: &Path,
+) -> anyhow::Result<(std::fs::File, Option<Ledger>, serde_json::Value)> {
+    let at = ledger_path(&spec.target);
+    Ok(match spec.target {
+        Target::Device { .. } if !spec.spec.writes() => {
+            let l = Ledger::open(&at)?.filter(|l| l.complete() && l.size() == spec.size);
+            (
+                open_file(path, spec.direct, false)?,
+                l,
+                serde_json::json!({ "reused": false, "read_only": true }),
+            )
+        }
+        Target::Device { .. } => {
+            let file = claim_device(path, spec.direct)?;
+            let (l, p) = ready_device(&file, path, &at, spec.size)?;
+            (file, Some(l), p)
+        }
+        _ => {
+            let (file, l, p) = prepare_file(path, &at, spec.size, spec.direct, spec.destroy_data)?;
+            (file, Some(l), p)
+        }
+    })
 }
 
 /// The alignment direct I/O needs on `path`: the file's own (statx), or
@@ -423,6 +453,31 @@ fn most_outstanding(plan: &Plan) -> u64 {
 
 /// `perflab check disk`: every sector of the file against the ledger.
 fn read_back(path: &Path, ledger_at: &Path) -> anyhow::Result<CheckReport> {
+    let (file, ledger) = open_written(path, ledger_at)?;
+    let size = ledger.size();
+    let chunk: u64 = 1 << 20;
+    let mut buf = PageBuffer::new(chunk as usize)?;
+    let mut tally = SectorTally::default();
+    let mut offset = 0;
+    while offset < size {
+        let len = chunk.min(size - offset);
+        let bytes = buf.prefix_mut(len as usize);
+        if file.read_at(bytes, offset).ok() != Some(bytes.len()) {
+            anyhow::bail!(
+                "cannot read {} at offset {offset}: the file is shorter than its ledger says",
+                path.display()
+            );
+        }
+        tally.check(bytes, offset, &ledger);
+        offset += len;
+    }
+    Ok(tally.report())
+}
+
+/// The file or device at `path` opened for reading back, with its ledger:
+/// refused when perflab did not write it, or when the ledger names another
+/// file of that name.
+fn open_written(path: &Path, ledger_at: &Path) -> anyhow::Result<(std::fs::File, Ledger)> {
     let Some(ledger) = Ledger::open(ledger_at)? else {
         return Err(PlanError::flag(
             "--target",
@@ -450,68 +505,67 @@ fn read_back(path: &Path, ledger_at: &Path) -> anyhow::Result<CheckReport> {
             .into());
         }
     }
-    let size = ledger.size();
-    let chunk: u64 = 1 << 20;
-    let mut buf = psync::Buffer::new(chunk as usize)?;
-    let (mut checked, mut bad, mut unwritten) = (0u64, 0u64, 0u64);
-    let mut described = Vec::new();
-    let mut offset = 0;
-    while offset < size {
-        let len = chunk.min(size - offset);
-        let bytes = buf.bytes(len as usize);
-        // SAFETY: reads `len` bytes into our buffer.
-        let n = unsafe {
-            libc::pread(
-                file.as_raw_fd(),
-                bytes.as_mut_ptr().cast(),
-                len as usize,
-                offset as i64,
-            )
-        };
-        if n != len as isize {
-            anyhow::bail!(
-                "cannot read {} at offset {offset}: the file is shorter than its ledger says",
-                path.display()
-            );
-        }
+    Ok((file, ledger))
+}
+
+/// What reading a target back found, sector by sector.
+#[derive(Default)]
+struct SectorTally {
+    checked: u64,
+    bad: u64,
+    unwritten: u64,
+    /// The first mismatches, described.
+    described: Vec<String>,
+}
+
+impl SectorTally {
+    /// Checks the sectors of `bytes`, read at `offset`, against the ledger.
+    fn check(&mut self, bytes: &[u8], offset: u64, ledger: &Ledger) {
         for (i, sector) in bytes.chunks_exact(SECTOR as usize).enumerate() {
             let at = offset + i as u64 * SECTOR;
             let acked = ledger.acknowledged(at);
             if acked == 0 {
-                unwritten += 1;
+                self.unwritten += 1;
                 continue;
             }
-            checked += 1;
+            self.checked += 1;
             if let Err(m) = block::check(sector, at, ledger.file_id(), acked) {
-                bad += 1;
-                if described.len() < 10 {
-                    described.push(format!("offset {at}: {m}"));
+                self.bad += 1;
+                if self.described.len() < 10 {
+                    self.described.push(format!("offset {at}: {m}"));
                 }
             }
         }
-        offset += len;
     }
-    let mut lines = vec![crate::workload::CheckLine {
-        rule: "every sector holds the last write acknowledged there".to_string(),
-        passed: bad == 0,
-        detail: if bad == 0 {
-            format!(
-                "{checked} sectors checked ({}), all intact",
-                Bytes(checked * SECTOR)
-            )
-        } else {
-            format!(
-                "{bad} of {checked} sectors do not: {}",
-                described.join("; ")
-            )
-        },
-    }];
-    if unwritten > 0 {
-        lines.push(crate::workload::CheckLine {
-            rule: "every sector was written".to_string(),
-            passed: true,
-            detail: format!("{unwritten} sectors never written by perflab (not checked)"),
-        });
+
+    /// The check's lines.
+    fn report(self) -> CheckReport {
+        let (checked, bad) = (self.checked, self.bad);
+        let mut lines = vec![crate::workload::CheckLine {
+            rule: "every sector holds the last write acknowledged there".to_string(),
+            passed: bad == 0,
+            detail: if bad == 0 {
+                format!(
+                    "{checked} sectors checked ({}), all intact",
+                    Bytes(checked * SECTOR)
+                )
+            } else {
+                format!(
+                    "{bad} of {checked} sectors do not: {}",
+                    self.described.join("; ")
+                )
+            },
+        }];
+        if self.unwritten > 0 {
+            lines.push(crate::workload::CheckLine {
+                rule: "every sector was written".to_string(),
+                passed: true,
+                detail: format!(
+                    "{} sectors never written by perflab (not checked)",
+                    self.unwritten
+                ),
+            });
+        }
+        CheckReport::from_lines(lines)
     }
-    Ok(CheckReport::from_lines(lines))
 }

@@ -6,15 +6,15 @@
 //! refused from `statvfs`.
 
 use super::access::SECTOR;
+use super::block;
 use super::ledger::{FileIdentity, Ledger};
-use super::{block, psync};
+use super::mapping::PageBuffer;
 
 use crate::error::PlanError;
 use crate::target::Target;
 use crate::units::Bytes;
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// A `file:PATH` or `device:/dev/NAME` target.
@@ -103,26 +103,7 @@ pub(super) fn claim_device(path: &Path, direct: bool) -> anyhow::Result<File> {
 /// make is refused without `destroy`; a size the file system has no room
 /// for is refused.
 pub(super) fn size_of(path: &Path, given: Option<&str>, destroy: bool) -> Result<u64, PlanError> {
-    let given = given
-        .map(|t| {
-            Bytes::parse(t)
-                .map(|b| b.0)
-                .map_err(|e| PlanError::flag("--size", e, "e.g. --size 1GiB"))
-        })
-        .transpose()?;
-    let whole = |s: u64| s >= 1 << 20 && s % 4096 == 0;
-    if let Some(s) = given {
-        if !whole(s) {
-            return Err(PlanError::flag(
-                "--size",
-                format!(
-                    "{} is not a whole number of 4 KiB blocks of at least 1 MiB",
-                    Bytes(s)
-                ),
-                "e.g. --size 1GiB",
-            ));
-        }
-    }
+    let given = given.map(given_size).transpose()?;
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -138,34 +119,10 @@ pub(super) fn size_of(path: &Path, given: Option<&str>, destroy: bool) -> Result
     let ledger_at = Ledger::path_for(path);
     let ledger = Ledger::open(&ledger_at)
         .map_err(|e| PlanError::flag("--target", format!("{e:#}"), "or give another path"))?;
-    let existing = match std::fs::symlink_metadata(path) {
-        Ok(m) => Some(m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(PlanError::flag(
-                "--target",
-                format!("{}: {e}", path.display()),
-                "give a path perflab may use",
-            ))
-        }
-    };
-    let ours = match (&existing, &ledger) {
-        (Some(m), _) => {
-            regular_file(path, m)?;
-            let file = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(path)
-                .map_err(|e| {
-                    PlanError::flag(
-                        "--target",
-                        format!("{}: {e}", path.display()),
-                        "give a file perflab may read",
-                    )
-                })?;
-            ledger.as_ref().is_some_and(|l| is_ours(&file, l))
-        }
-        (None, _) => false,
+    let existing = existing_file(path)?;
+    let ours = match &existing {
+        Some(m) => is_ours_at(path, m, ledger.as_ref())?,
+        None => false,
     };
     if existing.is_some() && !ours && !destroy {
         return Err(foreign(path, ledger.is_some()));
@@ -173,7 +130,7 @@ pub(super) fn size_of(path: &Path, given: Option<&str>, destroy: bool) -> Result
     let size = match (&existing, given) {
         (_, Some(s)) => s,
         (Some(_), None) if ours => ledger.as_ref().map_or(0, Ledger::size),
-        (Some(m), None) if whole(m.len()) => m.len(),
+        (Some(m), None) if whole_blocks(m.len()) => m.len(),
         (Some(m), None) => {
             return Err(PlanError::flag(
                 "--size",
@@ -198,6 +155,64 @@ pub(super) fn size_of(path: &Path, given: Option<&str>, destroy: bool) -> Result
     };
     check_free_space(path, parent, &ledger_at, size)?;
     Ok(size)
+}
+
+/// Whether a target file's size is whole 4 KiB blocks of at least 1 MiB.
+fn whole_blocks(size: u64) -> bool {
+    size >= 1 << 20 && size % 4096 == 0
+}
+
+/// `--size`, parsed and checked to be whole blocks.
+fn given_size(text: &str) -> Result<u64, PlanError> {
+    let size = Bytes::parse(text)
+        .map(|b| b.0)
+        .map_err(|e| PlanError::flag("--size", e, "e.g. --size 1GiB"))?;
+    if !whole_blocks(size) {
+        return Err(PlanError::flag(
+            "--size",
+            format!(
+                "{} is not a whole number of 4 KiB blocks of at least 1 MiB",
+                Bytes(size)
+            ),
+            "e.g. --size 1GiB",
+        ));
+    }
+    Ok(size)
+}
+
+/// What is at `path` now, not following a link; none when nothing is.
+fn existing_file(path: &Path) -> Result<Option<std::fs::Metadata>, PlanError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(PlanError::flag(
+            "--target",
+            format!("{}: {e}", path.display()),
+            "give a path perflab may use",
+        )),
+    }
+}
+
+/// Whether the existing file at `path` (a regular file, or refused) is the
+/// one `ledger` was made for.
+fn is_ours_at(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    ledger: Option<&Ledger>,
+) -> Result<bool, PlanError> {
+    regular_file(path, meta)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| {
+            PlanError::flag(
+                "--target",
+                format!("{}: {e}", path.display()),
+                "give a file perflab may read",
+            )
+        })?;
+    Ok(ledger.is_some_and(|l| is_ours(&file, l)))
 }
 
 /// The directory of a target file must take the file and its ledger: a
@@ -344,11 +359,8 @@ pub(super) fn check_free_space(
 
 /// The first bytes of an open target, up to 4 KiB, into an aligned buffer
 /// (the file may be open for direct I/O).
-pub(super) fn read_head(file: &File, buf: &mut psync::Buffer) -> usize {
-    let bytes = buf.bytes(4096);
-    // SAFETY: reads at most 4096 bytes into our buffer.
-    let n = unsafe { libc::pread(file.as_raw_fd(), bytes.as_mut_ptr().cast(), 4096, 0) };
-    usize::try_from(n).unwrap_or(0)
+pub(super) fn read_head(file: &File, buf: &mut PageBuffer) -> usize {
+    file.read_at(buf.prefix_mut(4096), 0).unwrap_or(0)
 }
 
 /// Whether `file` is the file `ledger` was made for, as perflab left it:
@@ -364,7 +376,7 @@ pub(super) fn is_ours(file: &File, ledger: &Ledger) -> bool {
     if same == Some(false) {
         return false;
     }
-    let Ok(mut buf) = psync::Buffer::new(4096) else {
+    let Ok(mut buf) = PageBuffer::new(4096) else {
         return false;
     };
     let n = read_head(file, &mut buf);
@@ -372,7 +384,7 @@ pub(super) fn is_ours(file: &File, ledger: &Ledger) -> bool {
     if n < SECTOR as usize {
         return never_written && n == 0;
     }
-    let first = &buf.bytes(4096)[..SECTOR as usize];
+    let first = &buf.bytes()[..SECTOR as usize];
     block::check(first, 0, ledger.file_id(), 0).is_ok()
         || (never_written && first.iter().all(|b| *b == 0))
 }
@@ -380,12 +392,11 @@ pub(super) fn is_ours(file: &File, ledger: &Ledger) -> bool {
 /// Whether the target's first block is still the one the ledger knows
 /// (not reformatted or overwritten since), so that the ledger may be reused.
 pub(super) fn first_block_is_ours(file: &File, ledger: &Ledger) -> bool {
-    let Ok(mut buf) = psync::Buffer::new(4096) else {
+    let Ok(mut buf) = PageBuffer::new(4096) else {
         return false;
     };
     read_head(file, &mut buf) == 4096
-        && buf
-            .bytes(4096)
+        && buf.bytes()[..4096]
             .chunks_exact(SECTOR as usize)
             .enumerate()
             .all(|(i, sector)| {

@@ -4,17 +4,17 @@
 //! end to end (preconditioned) — and removed again when that is cut short
 //! by a signal or an error; a device claimed and checked likewise.
 
+use super::block;
 use super::ledger::{FileIdentity, Ledger};
+use super::mapping::PageBuffer;
 use super::owner::{first_block_is_ours, foreign, is_ours, regular_file};
-use super::{block, psync};
 use anyhow::Context;
 use std::time::Instant;
 
 use crate::error::PlanError;
 use crate::units::Bytes;
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Opens the target for the run (read-only when nothing is written).
@@ -70,42 +70,16 @@ pub(super) fn prepare_file(
     direct: bool,
     destroy: bool,
 ) -> anyhow::Result<(File, Ledger, serde_json::Value)> {
-    let direct_refused = |e: std::io::Error| open_failed(path, direct, e);
-    let ledger = Ledger::open(ledger_at)?;
-    let file = match open_target(path, direct, false) {
-        Ok(file) => {
-            let meta = file.metadata()?;
-            regular_file(path, &meta)?;
-            let ours = ledger.as_ref().is_some_and(|l| is_ours(&file, l));
-            if !ours && !destroy {
-                return Err(foreign(path, ledger.is_some()).into());
-            }
-            if let Some(l) =
-                ledger.filter(|l| ours && l.complete() && l.size() == size && meta.len() == size)
-            {
-                if first_block_is_ours(&file, &l) {
-                    crate::util::out(format_args!(
-                        "reusing {} ({}, written by perflab to the end)\n",
-                        path.display(),
-                        Bytes(size)
-                    ));
-                    return Ok((file, l, serde_json::json!({ "reused": true })));
-                }
-            }
-            file
+    let file = match open_for_run(path, ledger_at, size, direct, destroy)? {
+        FileState::Reused(file, ledger) => {
+            crate::util::out(format_args!(
+                "reusing {} ({}, written by perflab to the end)\n",
+                path.display(),
+                Bytes(size)
+            ));
+            return Ok((file, ledger, serde_json::json!({ "reused": true })));
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            open_target(path, direct, true).map_err(direct_refused)?
-        }
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(PlanError::flag(
-                "--target",
-                format!("{} is a symbolic link", path.display()),
-                "give the path of the file itself",
-            )
-            .into())
-        }
-        Err(e) => return Err(direct_refused(e)),
+        FileState::ToWrite(file) => file,
     };
     let made = (|| {
         let identity =
@@ -123,30 +97,82 @@ pub(super) fn prepare_file(
     match made {
         Ok((ledger, prepared)) => Ok((file, ledger, prepared)),
         Err(e) => {
-            // Half written, the file is of no use to anyone: removed with
-            // its ledger — while the name is still that file's.
-            let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| {
-                use std::os::unix::fs::MetadataExt;
-                (a.dev(), a.ino()) == (b.dev(), b.ino())
-            };
-            let still_ours = match (file.metadata(), std::fs::symlink_metadata(path)) {
-                (Ok(a), Ok(b)) => same(&a, &b),
-                _ => false,
-            };
-            drop(file);
-            let ours: &[&Path] = if still_ours {
-                &[path, ledger_at]
-            } else {
-                &[ledger_at]
-            };
-            for p in ours {
-                if let Err(r) = std::fs::remove_file(p) {
-                    if r.kind() != std::io::ErrorKind::NotFound {
-                        crate::util::err(format_args!("could not remove {}: {r}\n", p.display()));
-                    }
+            remove_half_written(file, path, ledger_at);
+            Err(e)
+        }
+    }
+}
+
+/// A target file opened for a run: perflab's own, complete at the run's
+/// size, or one to write end to end.
+enum FileState {
+    Reused(File, Ledger),
+    ToWrite(File),
+}
+
+/// Opens (or creates) the target file, and judges on the open file whose
+/// it is: another's is refused without `destroy`, a symbolic link always.
+fn open_for_run(
+    path: &Path,
+    ledger_at: &Path,
+    size: u64,
+    direct: bool,
+    destroy: bool,
+) -> anyhow::Result<FileState> {
+    let direct_refused = |e: std::io::Error| open_failed(path, direct, e);
+    let ledger = Ledger::open(ledger_at)?;
+    match open_target(path, direct, false) {
+        Ok(file) => {
+            let meta = file.metadata()?;
+            regular_file(path, &meta)?;
+            let ours = ledger.as_ref().is_some_and(|l| is_ours(&file, l));
+            if !ours && !destroy {
+                return Err(foreign(path, ledger.is_some()).into());
+            }
+            if let Some(l) =
+                ledger.filter(|l| ours && l.complete() && l.size() == size && meta.len() == size)
+            {
+                if first_block_is_ours(&file, &l) {
+                    return Ok(FileState::Reused(file, l));
                 }
             }
-            Err(e)
+            Ok(FileState::ToWrite(file))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileState::ToWrite(
+            open_target(path, direct, true).map_err(direct_refused)?,
+        )),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(PlanError::flag(
+            "--target",
+            format!("{} is a symbolic link", path.display()),
+            "give the path of the file itself",
+        )
+        .into()),
+        Err(e) => Err(direct_refused(e)),
+    }
+}
+
+/// Removes a file half written (of no use to anyone) with its ledger —
+/// the file only while its name is still that file's.
+fn remove_half_written(file: File, path: &Path, ledger_at: &Path) {
+    let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| {
+        use std::os::unix::fs::MetadataExt;
+        (a.dev(), a.ino()) == (b.dev(), b.ino())
+    };
+    let still_ours = match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => same(&a, &b),
+        _ => false,
+    };
+    drop(file);
+    let ours: &[&Path] = if still_ours {
+        &[path, ledger_at]
+    } else {
+        &[ledger_at]
+    };
+    for p in ours {
+        if let Err(r) = std::fs::remove_file(p) {
+            if r.kind() != std::io::ErrorKind::NotFound {
+                crate::util::err(format_args!("could not remove {}: {r}\n", p.display()));
+            }
         }
     }
 }
@@ -191,33 +217,24 @@ pub(super) fn precondition(
     ));
     let start = Instant::now();
     let chunk: u64 = 1 << 20;
-    let mut buf = psync::Buffer::new(chunk as usize)?;
+    let mut buf = PageBuffer::new(chunk as usize)?;
     let mut offset = 0;
     while offset < size {
         crate::util::check_interrupt("preconditioning the target")?;
         let len = chunk.min(size - offset);
         let generation = ledger.next_generation();
-        let bytes = buf.bytes(len as usize);
+        let bytes = buf.prefix_mut(len as usize);
         block::stamp(bytes, offset, generation, ledger.file_id());
-        // SAFETY: writes `len` bytes of our buffer.
-        let n = unsafe {
-            libc::pwrite(
-                file.as_raw_fd(),
-                bytes.as_ptr().cast(),
-                len as usize,
-                offset as i64,
-            )
-        };
-        if n != len as isize {
-            anyhow::bail!(
-                "preconditioning {} failed at offset {offset}: {}",
-                path.display(),
-                if n < 0 {
-                    std::io::Error::last_os_error().to_string()
-                } else {
-                    format!("wrote {n} of {len} bytes")
-                }
-            );
+        match file.write_at(bytes, offset) {
+            Ok(n) if n as u64 == len => {}
+            Ok(n) => anyhow::bail!(
+                "preconditioning {} failed at offset {offset}: wrote {n} of {len} bytes",
+                path.display()
+            ),
+            Err(e) => anyhow::bail!(
+                "preconditioning {} failed at offset {offset}: {e}",
+                path.display()
+            ),
         }
         ledger.acknowledge(offset, len, generation);
         offset += len;

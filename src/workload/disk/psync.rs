@@ -6,6 +6,7 @@
 //! allocation (the answer's channel) per I/O: io_uring is the engine for
 //! measuring a fast device.
 
+use super::mapping::PageBuffer;
 use std::os::fd::RawFd;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -17,63 +18,17 @@ struct Request {
     write: bool,
     offset: u64,
     len: usize,
-    buf: Buffer,
-    reply: oneshot::Sender<(i32, Buffer)>,
-}
-
-/// A page-aligned buffer, as direct I/O wants.
-pub struct Buffer {
-    base: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the buffer is owned by one side at a time (moved with the request).
-unsafe impl Send for Buffer {}
-
-impl Buffer {
-    pub fn new(len: usize) -> std::io::Result<Buffer> {
-        let len = len.max(4096).next_multiple_of(4096);
-        // SAFETY: an anonymous private mapping; the result is checked.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Buffer {
-            base: base.cast(),
-            len,
-        })
-    }
-
-    /// The first `len` bytes.
-    pub fn bytes(&mut self, len: usize) -> &mut [u8] {
-        // SAFETY: inside the mapping, which this value owns.
-        unsafe { std::slice::from_raw_parts_mut(self.base, len.min(self.len)) }
-    }
-}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, unmapped once.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
+    buf: PageBuffer,
+    reply: oneshot::Sender<(i32, PageBuffer)>,
 }
 
 /// One user's I/O thread, and its buffer while the user holds it.
 pub struct Psync {
     jobs: Option<mpsc::Sender<Request>>,
     thread: Option<JoinHandle<()>>,
-    buf: Option<Buffer>,
+    buf: Option<PageBuffer>,
     /// The answer of an I/O abandoned at a timeout, with the buffer.
-    pending: Option<oneshot::Receiver<(i32, Buffer)>>,
+    pending: Option<oneshot::Receiver<(i32, PageBuffer)>>,
 }
 
 impl Psync {
@@ -84,13 +39,14 @@ impl Psync {
             .name("perflab-psync".to_string())
             .spawn(move || {
                 for mut r in inbox {
-                    let buf = r.buf.bytes(r.len);
-                    // SAFETY: pread/pwrite into/from a buffer of `len` bytes we own.
+                    let buf = r.buf.prefix_mut(r.len);
+                    // SAFETY: pread/pwrite into/from the buffer we own, no
+                    // longer than it.
                     let n = unsafe {
                         if r.write {
-                            libc::pwrite(r.fd, buf.as_ptr().cast(), r.len, r.offset as i64)
+                            libc::pwrite(r.fd, buf.as_ptr().cast(), buf.len(), r.offset as i64)
                         } else {
-                            libc::pread(r.fd, buf.as_mut_ptr().cast(), r.len, r.offset as i64)
+                            libc::pread(r.fd, buf.as_mut_ptr().cast(), buf.len(), r.offset as i64)
                         }
                     };
                     let result = if n < 0 {
@@ -106,7 +62,7 @@ impl Psync {
         Ok(Psync {
             jobs: Some(jobs),
             thread: Some(thread),
-            buf: Some(Buffer::new(len)?),
+            buf: Some(PageBuffer::new(len.max(4096))?),
             pending: None,
         })
     }
@@ -116,7 +72,7 @@ impl Psync {
     /// it first).
     pub fn buffer(&mut self, len: usize) -> &mut [u8] {
         match self.buf.as_mut() {
-            Some(b) => b.bytes(len),
+            Some(b) => b.prefix_mut(len),
             None => &mut [],
         }
     }

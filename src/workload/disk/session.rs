@@ -17,7 +17,7 @@ use super::block;
 use super::inflight;
 use super::ledger::Ledger;
 use super::psync::Psync;
-use super::uring::{Ring, SlotBuf};
+use super::uring::Ring;
 use super::Engine;
 use crate::measure::{ErrorKind, Outcome};
 use crate::workload::{CheckLine, CheckReport, OpCounts, Seat, Session, Workload};
@@ -168,7 +168,7 @@ pub struct DiskWorkload {
 
 /// How a user reaches the device.
 enum Io {
-    Uring { ring: Rc<Ring>, slot: SlotBuf },
+    Uring { ring: Rc<Ring>, slot: usize },
     Psync(Psync),
 }
 
@@ -374,7 +374,7 @@ impl DiskSession {
     async fn settle(&mut self) -> bool {
         match &mut self.io {
             Io::Uring { ring, slot } => {
-                ring.settle(slot.index).await;
+                ring.settle(*slot).await;
                 true
             }
             Io::Psync(p) => p.settle().await,
@@ -443,9 +443,11 @@ impl DiskSession {
         let result = match &mut self.io {
             Io::Uring { ring, slot } => {
                 if write {
-                    block::stamp(slot.bytes(len as usize), offset, generation, file_id);
+                    ring.with_buffer(*slot, len as usize, |b| {
+                        block::stamp(b, offset, generation, file_id)
+                    });
                 }
-                ring.io(slot.index, fd, write, offset, len as u32).await
+                ring.io(*slot, fd, write, offset, len as u32).await
             }
             Io::Psync(p) => {
                 if write {
@@ -477,20 +479,23 @@ impl DiskSession {
         let Some(ledger) = &shared.ledger else {
             return true;
         };
-        let buf: &[u8] = match &mut self.io {
-            Io::Uring { slot, .. } => slot.bytes(len as usize),
-            Io::Psync(p) => p.buffer(len as usize),
-        };
-        for (i, sector) in buf.chunks_exact(SECTOR as usize).enumerate() {
-            let at = offset + i as u64 * SECTOR;
-            let acked = ledger.acknowledged(at);
-            self.verified += 1;
-            if let Err(m) = block::check(sector, at, ledger.file_id(), acked) {
-                shared.mismatch(format!("offset {at}: {m}"));
-                return false;
+        let verified = &mut self.verified;
+        let mut check = |buf: &mut [u8]| {
+            for (i, sector) in buf.chunks_exact(SECTOR as usize).enumerate() {
+                let at = offset + i as u64 * SECTOR;
+                let acked = ledger.acknowledged(at);
+                *verified += 1;
+                if let Err(m) = block::check(sector, at, ledger.file_id(), acked) {
+                    shared.mismatch(format!("offset {at}: {m}"));
+                    return false;
+                }
             }
+            true
+        };
+        match &mut self.io {
+            Io::Uring { ring, slot } => ring.with_buffer(*slot, len as usize, check),
+            Io::Psync(p) => check(p.buffer(len as usize)),
         }
-        true
     }
 }
 

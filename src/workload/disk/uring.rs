@@ -22,6 +22,7 @@
 //! kernel completes it, so its buffer is never reused early; the ring is
 //! closed before the buffers are unmapped.
 
+use super::mapping::PageBuffer;
 use io_uring::{opcode, squeue, types, IoUring};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -53,13 +54,14 @@ enum State {
 }
 
 struct Slot {
-    buf: *mut u8,
+    /// The user's buffer, registered with the ring.
+    buffer: RefCell<PageBuffer>,
     state: Cell<State>,
     waker: RefCell<Option<Waker>>,
 }
 
 /// A worker thread's ring. Fields drop in order: the ring closes before
-/// the buffers it may still be writing are unmapped.
+/// the slots' buffers it may still be writing are unmapped.
 pub struct Ring {
     uring: IoUring,
     event: AsyncFd<OwnedFd>,
@@ -69,21 +71,6 @@ pub struct Ring {
     submitter: RefCell<Option<Waker>>,
     /// I/Os submitted whose completion has not been drained.
     in_flight: Cell<u32>,
-    arenas: RefCell<Vec<Arena>>,
-}
-
-/// An anonymous mapping holding one slot's buffer, page-aligned as direct
-/// I/O wants.
-struct Arena {
-    base: *mut u8,
-    len: usize,
-}
-
-impl Drop for Arena {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `Ring::slot`, unmapped once.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
 }
 
 impl Ring {
@@ -113,7 +100,6 @@ impl Ring {
             unsubmitted: Cell::new(0),
             submitter: RefCell::new(None),
             in_flight: Cell::new(0),
-            arenas: RefCell::new(Vec::new()),
         });
         tokio::task::spawn_local(reap(ring.clone()));
         tokio::task::spawn_local(submit(ring.clone()));
@@ -121,55 +107,43 @@ impl Ring {
         Ok(ring)
     }
 
-    /// A new slot with a registered buffer of `len` bytes, for one user.
-    pub fn slot(&self, len: usize) -> std::io::Result<SlotBuf> {
+    /// A new slot with a registered buffer of `len` bytes, for one user:
+    /// its index. The ring keeps the buffer mapped until it is closed.
+    pub fn slot(&self, len: usize) -> std::io::Result<usize> {
         let index = self.slots.borrow().len();
         if index >= MAX_SLOTS as usize {
             return Err(std::io::Error::other(format!(
                 "more than {MAX_SLOTS} users on one worker thread; give more --threads"
             )));
         }
-        let len = len.max(4096).next_multiple_of(4096);
-        // SAFETY: an anonymous private mapping; the result is checked.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let arena = Arena {
-            base: base.cast(),
-            len,
-        };
+        let mut buffer = PageBuffer::new(len.max(4096))?;
         let iov = libc::iovec {
-            iov_base: base,
-            iov_len: len,
+            iov_base: buffer.as_mut_ptr().cast(),
+            iov_len: buffer.len(),
         };
-        // SAFETY: the buffer stays mapped until the ring is closed (field order).
+        // SAFETY: the buffer stays mapped until the ring is closed (field
+        // order), and the kernel writes it only during an I/O of the slot.
         unsafe {
             self.uring
                 .submitter()
                 .register_buffers_update(index as u32, &[iov], None)?
         };
         self.slots.borrow_mut().push(Slot {
-            buf: arena.base,
+            buffer: RefCell::new(buffer),
             state: Cell::new(State::Idle),
             waker: RefCell::new(None),
         });
-        let buf = SlotBuf {
-            index,
-            base: arena.base,
-            len,
-        };
-        self.arenas.borrow_mut().push(arena);
-        Ok(buf)
+        Ok(index)
+    }
+
+    /// Runs `f` on the first `len` bytes of slot `index`'s buffer, for
+    /// filling before a write or reading after a read: only while no I/O
+    /// of the slot is in flight (after [`Ring::settle`], before
+    /// [`Ring::io`]).
+    pub fn with_buffer<R>(&self, index: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let slots = self.slots.borrow();
+        let mut buffer = slots[index].buffer.borrow_mut();
+        f(buffer.prefix_mut(len))
     }
 
     /// Waits for an I/O of slot `index` abandoned at a timeout to end, so
@@ -189,7 +163,7 @@ impl Ring {
     /// at `offset` of `fd` (after [`Ring::settle`]); the result as the kernel gives it (bytes, or a
     /// negated errno).
     pub async fn io(&self, index: usize, fd: RawFd, write: bool, offset: u64, len: u32) -> i32 {
-        let buf = self.slots.borrow()[index].buf;
+        let buf = self.slots.borrow()[index].buffer.borrow_mut().as_mut_ptr();
         let entry = if write {
             opcode::WriteFixed::new(types::Fd(fd), buf, len, index as u16)
                 .offset(offset)
@@ -242,26 +216,6 @@ impl Ring {
                 }
             }
         }
-    }
-}
-
-/// One user's slot: its index in the ring and its buffer, which the ring
-/// keeps mapped until it is closed.
-pub struct SlotBuf {
-    pub index: usize,
-    base: *mut u8,
-    len: usize,
-}
-
-impl SlotBuf {
-    /// The first `len` bytes of the buffer, for filling before a write or
-    /// reading after a read: only while no I/O of the slot is in flight
-    /// (after [`Ring::settle`], before [`Ring::io`]).
-    pub fn bytes(&mut self, len: usize) -> &mut [u8] {
-        // SAFETY: the mapping outlives every user of the ring (the ring
-        // unmaps it when closed, after its users), this value is the only
-        // handle to it, and no I/O of the slot is in flight.
-        unsafe { std::slice::from_raw_parts_mut(self.base, len.min(self.len)) }
     }
 }
 

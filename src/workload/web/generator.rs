@@ -59,6 +59,27 @@ impl Form {
     /// that would break the request line or the Host header, a size class
     /// or weight out of range, options a run refuses.
     fn check(&self) -> Result<(), String> {
+        self.check_headers()?;
+        if self.files.is_empty() || self.bases.is_empty() {
+            return Err("the web workload's form names no file or no address".to_string());
+        }
+        if self.bases.len() > MAX_BASES {
+            return Err(format!(
+                "form.bases names {} addresses; at most {MAX_BASES}",
+                self.bases.len()
+            ));
+        }
+        for (i, (base, _)) in self.bases.iter().enumerate() {
+            base.check()
+                .map_err(|why| format!("form.bases[{i}]: {why}"))?;
+        }
+        self.check_files()?;
+        self.check_spec()
+    }
+
+    /// Each header is one line of `Name: value`, and none is one perflab
+    /// sets itself.
+    fn check_headers(&self) -> Result<(), String> {
         for (i, (name, value)) in self.headers.iter().enumerate() {
             let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
             if name.is_empty() || !name.bytes().all(token) {
@@ -75,19 +96,12 @@ impl Form {
                 return Err(format!("form.headers[{i}]: perflab sets {name} itself"));
             }
         }
-        if self.files.is_empty() || self.bases.is_empty() {
-            return Err("the web workload's form names no file or no address".to_string());
-        }
-        if self.bases.len() > MAX_BASES {
-            return Err(format!(
-                "form.bases names {} addresses; at most {MAX_BASES}",
-                self.bases.len()
-            ));
-        }
-        for (i, (base, _)) in self.bases.iter().enumerate() {
-            base.check()
-                .map_err(|why| format!("form.bases[{i}]: {why}"))?;
-        }
+        Ok(())
+    }
+
+    /// Each file's path fits a request line, its class exists, its weight
+    /// is positive, and the weights add up to a number.
+    fn check_files(&self) -> Result<(), String> {
         let mut total = 0.0;
         for (i, file) in self.files.iter().enumerate() {
             // Percent-encoded: visible ASCII, no space, no query.
@@ -118,6 +132,11 @@ impl Form {
         if !total.is_finite() {
             return Err("form.files: the weights add up to more than a number".to_string());
         }
+        Ok(())
+    }
+
+    /// The options a run refuses are refused here too.
+    fn check_spec(&self) -> Result<(), String> {
         let spec = &self.spec;
         if !(1..=super::MAX_PIPELINE).contains(&spec.pipeline) {
             return Err(format!(

@@ -193,162 +193,13 @@ impl WorkloadKind for Web {
     type Spec = WebSpec;
 
     fn validate(args: &WebArgs) -> Result<WebSpec, PlanError> {
-        let target = crate::target::validate_target(Some(&args.target), DEFAULT_TARGET)?;
-        let traits = target.traits();
-        if traits.kind != crate::target::TargetKind::Http {
-            return Err(PlanError::flag(
-                "--target",
-                format!("{} is not a web server", target.redacted()),
-                "give http://HOST:PORT/ or nginx:managed",
-            ));
-        }
-        let fileset = match &args.urls {
-            Some(file) => {
-                // Parsed now so that a bad line is reported before anything starts.
-                FileSet::build(&FileSetSpec::Urls { file: file.clone() })?;
-                FileSetSpec::Urls { file: file.clone() }
-            }
-            None => FileSetSpec::parse(&args.fileset)
-                .map_err(|e| PlanError::flag("--fileset", e, "e.g. --fileset specweb:2"))?,
-        };
-        if let FileSetSpec::Tree { dir } = &fileset {
-            check_tree(dir)?;
-        }
-        if traits.managed && matches!(fileset, FileSetSpec::Urls { .. }) {
-            return Err(PlanError::flag(
-                "--urls",
-                "a managed nginx serves a file set perflab writes, and a URL list has no files",
-                "use --fileset webbench, specweb:DIRS or tree:DIR, or give --target http://…",
-            ));
-        }
-        if !(0.0..=1.0).contains(&args.verify_share) {
-            return Err(PlanError::flag(
-                "--verify-share",
-                format!("{} is not a share", args.verify_share),
-                "give 0 to 1, e.g. 0.01 for 1% of bodies",
-            ));
-        }
-        if !(1..=MAX_PIPELINE).contains(&args.pipeline) {
-            return Err(PlanError::flag(
-                "--pipeline",
-                format!("{} requests in flight cannot run", args.pipeline),
-                &format!("give 1 (no pipelining) to {MAX_PIPELINE}"),
-            ));
-        }
-        if args.pipeline > 1 && args.connection == Connection::Close {
-            return Err(PlanError::flag(
-                "--pipeline",
-                "a connection closed after each request carries one request",
-                "drop --connection close, or --pipeline",
-            ));
-        }
-        let mut headers = args
-            .headers
-            .iter()
-            .map(|h| parse_header(h))
-            .collect::<Result<Vec<_>, _>>()?;
-        for var in &args.header_env {
-            let text = std::env::var(var).map_err(|_| {
-                PlanError::flag(
-                    "--header-env",
-                    format!("the environment variable {var} is not set (or not text)"),
-                    "set it to the header, Name: value",
-                )
-            })?;
-            headers.push(parse_header(&text).map_err(|e| {
-                PlanError::new(format!(
-                    "--header-env {var}: {}",
-                    e.to_string().trim_start_matches("--header: ")
-                ))
-            })?);
-        }
-        let managed_flag = [
-            (!args.nginx_set.is_empty(), "--nginx-set"),
-            (args.nginx_cpus.is_some(), "--nginx-cpus"),
-            (args.nginx_listen.is_some(), "--nginx-listen"),
-            (args.nginx_tls_cert.is_some(), "--nginx-tls-cert"),
-            (args.nginx_memory.is_some(), "--nginx-memory"),
-            (args.keep, "--keep"),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag));
-        if let (false, Some(flag)) = (traits.managed, managed_flag) {
-            return Err(PlanError::flag(
-                flag,
-                "only a managed nginx is configured by perflab",
-                "use --target nginx:managed, or configure your server yourself",
-            ));
-        }
-        if traits.managed && args.server_status.is_some() {
-            return Err(PlanError::flag(
-                "--server-status",
-                "a managed nginx's stub_status is read already",
-                "drop --server-status",
-            ));
-        }
-        let settings = args
-            .nginx_set
-            .iter()
-            .map(|kv| {
-                let (k, v) = kv.split_once('=').ok_or_else(|| {
-                    PlanError::flag(
-                        "--nginx-set",
-                        format!("'{kv}' is not NAME=VALUE"),
-                        "e.g. --nginx-set worker_processes=2",
-                    )
-                })?;
-                let (k, v) = (k.trim().to_string(), v.trim().to_string());
-                crate::target::managed::nginx::check_setting(&k, &v).map_err(|e| {
-                    PlanError::flag("--nginx-set", e, "e.g. --nginx-set sendfile=off")
-                })?;
-                Ok((k, v))
-            })
-            .collect::<Result<Vec<_>, PlanError>>()?;
-        if traits.managed {
-            crate::target::managed::nginx::check_settings(&settings)
-                .map_err(|e| PlanError::flag("--nginx-set", e, "fix the directive, or drop it"))?;
-        }
-        let cpus = args
-            .nginx_cpus
-            .as_deref()
-            .map(|t| parse_cpu_list(t, "--nginx-cpus"))
-            .transpose()?
-            .unwrap_or_default();
-        let memory = args
-            .nginx_memory
-            .as_deref()
-            .map(|t| {
-                crate::units::Bytes::parse(t)
-                    .map_err(|e| PlanError::flag("--nginx-memory", e, "e.g. --nginx-memory 64MiB"))
-            })
-            .transpose()?;
-        let (link, io) = args.surroundings.validate(&target)?;
-        if link.is_some() && args.nginx_listen.is_some() {
-            return Err(PlanError::flag(
-                "--nginx-listen",
-                "a managed nginx behind a shaped link listens on its link's address",
-                "drop --nginx-listen, or the --link-* flags",
-            ));
-        }
-        let addresses = args
-            .nginx_listen
-            .as_deref()
-            .map(parse_listen)
-            .transpose()?
-            .unwrap_or_default();
-        let tls = crate::target::tls::TlsOptions {
-            cacert: args.cacert.clone(),
-            insecure: args.insecure,
-        };
-        if tls.cacert.is_some() && tls.insecure {
-            return Err(PlanError::flag(
-                "--insecure",
-                "--cacert checks the certificate and --insecure skips the check",
-                "give one of them",
-            ));
-        }
-        // A bad CA file is refused before anything starts.
-        crate::target::tls::client_config(&tls)?;
+        let target = web_target(args)?;
+        let managed = target.traits().managed;
+        let fileset = fileset_of(args, managed)?;
+        check_requests(args)?;
+        let headers = headers_of(args)?;
+        let server = server_options(args, &target, managed)?;
+        let tls = tls_of(args)?;
         Ok(WebSpec {
             target,
             fileset,
@@ -359,17 +210,7 @@ impl WorkloadKind for Web {
             verify_share: args.verify_share,
             tls,
             server_status: args.server_status.clone(),
-            server: ServerOptions {
-                settings,
-                keep: args.keep,
-                cpus,
-                memory,
-                link,
-                io,
-                log_dir: None,
-                addresses,
-                tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
-            },
+            server,
         })
     }
 
@@ -460,6 +301,220 @@ impl WorkloadKind for Web {
         )
         .into())
     }
+}
+
+/// The `--target`, which must be a web server.
+fn web_target(args: &WebArgs) -> Result<Target, PlanError> {
+    let target = crate::target::validate_target(Some(&args.target), DEFAULT_TARGET)?;
+    if target.traits().kind != crate::target::TargetKind::Http {
+        return Err(PlanError::flag(
+            "--target",
+            format!("{} is not a web server", target.redacted()),
+            "give http://HOST:PORT/ or nginx:managed",
+        ));
+    }
+    Ok(target)
+}
+
+/// The files requested (`--urls` or `--fileset`), read now so that a bad
+/// line or directory is reported before anything starts; a managed nginx
+/// needs files to serve.
+fn fileset_of(args: &WebArgs, managed: bool) -> Result<FileSetSpec, PlanError> {
+    let fileset = match &args.urls {
+        Some(file) => {
+            FileSet::build(&FileSetSpec::Urls { file: file.clone() })?;
+            FileSetSpec::Urls { file: file.clone() }
+        }
+        None => FileSetSpec::parse(&args.fileset)
+            .map_err(|e| PlanError::flag("--fileset", e, "e.g. --fileset specweb:2"))?,
+    };
+    if let FileSetSpec::Tree { dir } = &fileset {
+        check_tree(dir)?;
+    }
+    if managed && matches!(fileset, FileSetSpec::Urls { .. }) {
+        return Err(PlanError::flag(
+            "--urls",
+            "a managed nginx serves a file set perflab writes, and a URL list has no files",
+            "use --fileset webbench, specweb:DIRS or tree:DIR, or give --target http://…",
+        ));
+    }
+    Ok(fileset)
+}
+
+/// `--verify-share`, `--pipeline` and `--connection`, which must agree.
+fn check_requests(args: &WebArgs) -> Result<(), PlanError> {
+    if !(0.0..=1.0).contains(&args.verify_share) {
+        return Err(PlanError::flag(
+            "--verify-share",
+            format!("{} is not a share", args.verify_share),
+            "give 0 to 1, e.g. 0.01 for 1% of bodies",
+        ));
+    }
+    if !(1..=MAX_PIPELINE).contains(&args.pipeline) {
+        return Err(PlanError::flag(
+            "--pipeline",
+            format!("{} requests in flight cannot run", args.pipeline),
+            &format!("give 1 (no pipelining) to {MAX_PIPELINE}"),
+        ));
+    }
+    if args.pipeline > 1 && args.connection == Connection::Close {
+        return Err(PlanError::flag(
+            "--pipeline",
+            "a connection closed after each request carries one request",
+            "drop --connection close, or --pipeline",
+        ));
+    }
+    Ok(())
+}
+
+/// The extra request headers: `--header`, then `--header-env`'s.
+fn headers_of(args: &WebArgs) -> Result<Vec<(String, String)>, PlanError> {
+    let mut headers = args
+        .headers
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    for var in &args.header_env {
+        let text = std::env::var(var).map_err(|_| {
+            PlanError::flag(
+                "--header-env",
+                format!("the environment variable {var} is not set (or not text)"),
+                "set it to the header, Name: value",
+            )
+        })?;
+        headers.push(parse_header(&text).map_err(|e| {
+            PlanError::new(format!(
+                "--header-env {var}: {}",
+                e.to_string().trim_start_matches("--header: ")
+            ))
+        })?);
+    }
+    Ok(headers)
+}
+
+/// The managed nginx's options (`--nginx-*`, `--keep`, the surroundings),
+/// refused for a server perflab does not manage.
+fn server_options(
+    args: &WebArgs,
+    target: &Target,
+    managed: bool,
+) -> Result<ServerOptions, PlanError> {
+    check_managed_only(args, managed)?;
+    let settings = nginx_settings(args, managed)?;
+    let cpus = args
+        .nginx_cpus
+        .as_deref()
+        .map(|t| parse_cpu_list(t, "--nginx-cpus"))
+        .transpose()?
+        .unwrap_or_default();
+    let memory = args
+        .nginx_memory
+        .as_deref()
+        .map(|t| {
+            crate::units::Bytes::parse(t)
+                .map_err(|e| PlanError::flag("--nginx-memory", e, "e.g. --nginx-memory 64MiB"))
+        })
+        .transpose()?;
+    let (link, io) = args.surroundings.validate(target)?;
+    if link.is_some() && args.nginx_listen.is_some() {
+        return Err(PlanError::flag(
+            "--nginx-listen",
+            "a managed nginx behind a shaped link listens on its link's address",
+            "drop --nginx-listen, or the --link-* flags",
+        ));
+    }
+    let addresses = args
+        .nginx_listen
+        .as_deref()
+        .map(parse_listen)
+        .transpose()?
+        .unwrap_or_default();
+    Ok(ServerOptions {
+        settings,
+        keep: args.keep,
+        cpus,
+        memory,
+        link,
+        io,
+        log_dir: None,
+        addresses,
+        tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
+    })
+}
+
+/// Refuses a managed nginx's flag for another server, and
+/// `--server-status` for a managed nginx (whose status is read already).
+fn check_managed_only(args: &WebArgs, managed: bool) -> Result<(), PlanError> {
+    let managed_flag = [
+        (!args.nginx_set.is_empty(), "--nginx-set"),
+        (args.nginx_cpus.is_some(), "--nginx-cpus"),
+        (args.nginx_listen.is_some(), "--nginx-listen"),
+        (args.nginx_tls_cert.is_some(), "--nginx-tls-cert"),
+        (args.nginx_memory.is_some(), "--nginx-memory"),
+        (args.keep, "--keep"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag));
+    if let (false, Some(flag)) = (managed, managed_flag) {
+        return Err(PlanError::flag(
+            flag,
+            "only a managed nginx is configured by perflab",
+            "use --target nginx:managed, or configure your server yourself",
+        ));
+    }
+    if managed && args.server_status.is_some() {
+        return Err(PlanError::flag(
+            "--server-status",
+            "a managed nginx's stub_status is read already",
+            "drop --server-status",
+        ));
+    }
+    Ok(())
+}
+
+/// `--nginx-set`'s directives, each checked, and together for a managed
+/// nginx.
+fn nginx_settings(args: &WebArgs, managed: bool) -> Result<Vec<(String, String)>, PlanError> {
+    let settings = args
+        .nginx_set
+        .iter()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').ok_or_else(|| {
+                PlanError::flag(
+                    "--nginx-set",
+                    format!("'{kv}' is not NAME=VALUE"),
+                    "e.g. --nginx-set worker_processes=2",
+                )
+            })?;
+            let (k, v) = (k.trim().to_string(), v.trim().to_string());
+            crate::target::managed::nginx::check_setting(&k, &v)
+                .map_err(|e| PlanError::flag("--nginx-set", e, "e.g. --nginx-set sendfile=off"))?;
+            Ok((k, v))
+        })
+        .collect::<Result<Vec<_>, PlanError>>()?;
+    if managed {
+        crate::target::managed::nginx::check_settings(&settings)
+            .map_err(|e| PlanError::flag("--nginx-set", e, "fix the directive, or drop it"))?;
+    }
+    Ok(settings)
+}
+
+/// How HTTPS servers are checked: `--cacert` or `--insecure`, not both; a
+/// bad CA file is refused before anything starts.
+fn tls_of(args: &WebArgs) -> Result<crate::target::tls::TlsOptions, PlanError> {
+    let tls = crate::target::tls::TlsOptions {
+        cacert: args.cacert.clone(),
+        insecure: args.insecure,
+    };
+    if tls.cacert.is_some() && tls.insecure {
+        return Err(PlanError::flag(
+            "--insecure",
+            "--cacert checks the certificate and --insecure skips the check",
+            "give one of them",
+        ));
+    }
+    crate::target::tls::client_config(&tls)?;
+    Ok(tls)
 }
 
 /// A tree must exist and hold a file before anything starts.

@@ -141,77 +141,95 @@ impl Shared {
             .build()
             .map_err(|e| PlanError::new(format!("cannot start a runtime: {e}")))?;
         for (a, (base, addr)) in bases.iter().enumerate() {
-            let mut client = Client::new(*addr, self.tls[a].clone());
-            let f = &self.files.files[file];
-            // Only that it speaks HTTP and serves the path: a file served
-            // wrong is the run's to count (as corrupt), not a reason to refuse it.
-            let expect = Expect {
-                size: None,
-                checksum: None,
-                head: self.head,
-                close: self.close,
-            };
-            let request = &self.requests[a * self.files.files.len() + file];
-            let outcome = runtime.block_on(async {
-                tokio::time::timeout(crate::target::HANDSHAKE, client.exchange(request, expect))
-                    .await
-                    .unwrap_or(Outcome::error(ErrorKind::Timeout))
-            });
-            let url = format!("{}{}", base.url(), f.path);
-            let why = match outcome.result {
-                OpResult::Ok | OpResult::Refused => continue,
-                OpResult::Error(ErrorKind::Connect) => format!(
-                    "nothing accepts connections at {addr}; is the server running and listening there?"
-                ),
-                OpResult::Error(ErrorKind::Timeout) => format!(
-                    "{addr} accepted the connection but sent {} in answer to GET {url} within {} s; is it a web server, and not overloaded?",
-                    client.received(),
-                    crate::target::HANDSHAKE.as_secs()
-                ),
-                OpResult::Error(ErrorKind::Http(404)) if self.files_generated => format!(
-                    "{url} answered 404: the server does not serve perflab's file set; run with --target nginx:managed, or copy the files it writes (--keep) to your server"
-                ),
-                OpResult::Error(ErrorKind::Tls) => {
-                    let detail = match &self.tls[a] {
-                        Some(t) => runtime
-                            .block_on(async {
-                                tokio::time::timeout(
-                                    crate::target::HANDSHAKE,
-                                    client::handshake_error(*addr, t),
-                                )
-                                .await
-                            })
-                            .ok()
-                            .flatten()
-                            .unwrap_or_else(|| "the handshake failed".to_string()),
-                        None => "the handshake failed".to_string(),
-                    };
-                    return Err(PlanError::flag(
-                        "--target",
-                        format!("TLS with {addr} failed: {detail}"),
-                        "give --cacert FILE with the CA that signed the server's certificate, or --insecure to skip the check",
-                    ));
-                }
-                OpResult::Error(ErrorKind::Http(400)) if !base.tls => format!(
-                    "GET {url} answered HTTP 400; if that port speaks TLS, give https://"
-                ),
-                OpResult::Error(ErrorKind::Http(status)) => {
-                    format!("GET {url} answered HTTP {status}; give a file set the server serves")
-                }
-                OpResult::Error(ErrorKind::Corrupt) => format!(
-                    "{addr} did not answer GET {url} with an HTTP reply (is it a TLS port, or another protocol's server?)"
-                ),
-                OpResult::Error(kind) => format!(
-                    "GET {url} failed ({kind}): the server closed the connection; is it a web server (not a TLS port)?"
-                ),
-            };
-            return Err(PlanError::flag(
-                "--target",
-                why,
-                "see perflab run web --help",
-            ));
+            self.preflight_at(&runtime, a, base, *addr, file)?;
         }
         Ok(())
+    }
+
+    /// The preflight request of file `file` at address `a` (`base`, `addr`).
+    fn preflight_at(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        a: usize,
+        base: &crate::target::http::HttpBase,
+        addr: SocketAddr,
+        file: usize,
+    ) -> Result<(), PlanError> {
+        let mut client = Client::new(addr, self.tls[a].clone());
+        let f = &self.files.files[file];
+        // Only that it speaks HTTP and serves the path: a file served
+        // wrong is the run's to count (as corrupt), not a reason to refuse it.
+        let expect = Expect {
+            size: None,
+            checksum: None,
+            head: self.head,
+            close: self.close,
+        };
+        let request = &self.requests[a * self.files.files.len() + file];
+        let outcome = runtime.block_on(async {
+            tokio::time::timeout(crate::target::HANDSHAKE, client.exchange(request, expect))
+                .await
+                .unwrap_or(Outcome::error(ErrorKind::Timeout))
+        });
+        let url = format!("{}{}", base.url(), f.path);
+        let why = match outcome.result {
+            OpResult::Ok | OpResult::Refused => return Ok(()),
+            OpResult::Error(ErrorKind::Connect) => format!(
+                "nothing accepts connections at {addr}; is the server running and listening there?"
+            ),
+            OpResult::Error(ErrorKind::Timeout) => format!(
+                "{addr} accepted the connection but sent {} in answer to GET {url} within {} s; is it a web server, and not overloaded?",
+                client.received(),
+                crate::target::HANDSHAKE.as_secs()
+            ),
+            OpResult::Error(ErrorKind::Http(404)) if self.files_generated => format!(
+                "{url} answered 404: the server does not serve perflab's file set; run with --target nginx:managed, or copy the files it writes (--keep) to your server"
+            ),
+            OpResult::Error(ErrorKind::Tls) => return Err(self.tls_failure(runtime, a, addr)),
+            OpResult::Error(ErrorKind::Http(400)) if !base.tls => format!(
+                "GET {url} answered HTTP 400; if that port speaks TLS, give https://"
+            ),
+            OpResult::Error(ErrorKind::Http(status)) => {
+                format!("GET {url} answered HTTP {status}; give a file set the server serves")
+            }
+            OpResult::Error(ErrorKind::Corrupt) => format!(
+                "{addr} did not answer GET {url} with an HTTP reply (is it a TLS port, or another protocol's server?)"
+            ),
+            OpResult::Error(kind) => format!(
+                "GET {url} failed ({kind}): the server closed the connection; is it a web server (not a TLS port)?"
+            ),
+        };
+        Err(PlanError::flag(
+            "--target",
+            why,
+            "see perflab run web --help",
+        ))
+    }
+
+    /// A failed TLS handshake with address `a`, with what a second
+    /// handshake says of it.
+    fn tls_failure(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        a: usize,
+        addr: SocketAddr,
+    ) -> PlanError {
+        let detail = match &self.tls[a] {
+            Some(t) => runtime
+                .block_on(async {
+                    tokio::time::timeout(crate::target::HANDSHAKE, client::handshake_error(addr, t))
+                        .await
+                })
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| "the handshake failed".to_string()),
+            None => "the handshake failed".to_string(),
+        };
+        PlanError::flag(
+            "--target",
+            format!("TLS with {addr} failed: {detail}"),
+            "give --cacert FILE with the CA that signed the server's certificate, or --insecure to skip the check",
+        )
     }
 }
 

@@ -139,18 +139,67 @@ async fn load(
     scale: i64,
     ours: &[&str],
 ) -> anyhow::Result<u64> {
-    // pgbench's layout: int balances from 0; perflab's: bigint balances
-    // opening at INITIAL_BALANCE per account (1,000.00).
-    let (money, account, teller, branch) = if t.pgbench {
-        ("integer", 0, 0, 0)
-    } else {
-        (
-            "bigint",
-            INITIAL_BALANCE,
-            INITIAL_BALANCE * ACCOUNTS_PER_BRANCH / TELLERS_PER_BRANCH,
-            INITIAL_BALANCE * ACCOUNTS_PER_BRANCH,
-        )
-    };
+    let opening = Opening::of(t);
+    client
+        .batch_execute(&make_tables_sql(t, scale, ours, &opening))
+        .await?;
+    let accounts = scale * ACCOUNTS_PER_BRANCH;
+    let per_stream = (accounts + COPY_STREAMS - 1) / COPY_STREAMS;
+    let streams = (0..COPY_STREAMS).map(|i| {
+        let from = i * per_stream + 1;
+        let to = ((i + 1) * per_stream).min(accounts);
+        copy_accounts(target, t.accounts, from, to, opening.account)
+    });
+    futures_util::future::try_join_all(streams).await?;
+    add_keys(target, t).await?;
+    if let Some(meta) = t.meta {
+        client
+            .batch_execute(&format!(
+                "INSERT INTO {meta} (scale, initial_total, schema_version)
+                     VALUES ({scale}, {total}, {SCHEMA_VERSION});",
+                total = accounts * opening.account
+            ))
+            .await?;
+    }
+    client
+        .batch_execute(&format!("VACUUM ANALYZE {}", t.history))
+        .await?;
+    Ok(u64::try_from(scale + scale * TELLERS_PER_BRANCH + accounts).unwrap_or(0))
+}
+
+/// The money column's type and the balances each row opens with.
+/// pgbench's layout: int balances from 0; perflab's: bigint balances
+/// opening at INITIAL_BALANCE per account (1,000.00).
+struct Opening {
+    money: &'static str,
+    account: i64,
+    teller: i64,
+    branch: i64,
+}
+
+impl Opening {
+    fn of(t: Tables) -> Opening {
+        if t.pgbench {
+            Opening {
+                money: "integer",
+                account: 0,
+                teller: 0,
+                branch: 0,
+            }
+        } else {
+            Opening {
+                money: "bigint",
+                account: INITIAL_BALANCE,
+                teller: INITIAL_BALANCE * ACCOUNTS_PER_BRANCH / TELLERS_PER_BRANCH,
+                branch: INITIAL_BALANCE * ACCOUNTS_PER_BRANCH,
+            }
+        }
+    }
+}
+
+/// The one transaction that records the tables in perflab's ledger, drops
+/// `ours`, makes the tables and fills the branches and tellers.
+fn make_tables_sql(t: Tables, scale: i64, ours: &[&str], opening: &Opening) -> String {
     let mut ddl = format!(
         "CREATE TABLE IF NOT EXISTS {LEDGER} (table_name text PRIMARY KEY, \
          made_at timestamptz NOT NULL DEFAULT now(), made_by text NOT NULL);\n"
@@ -171,6 +220,12 @@ async fn load(
              loaded_at timestamptz NOT NULL DEFAULT now(), schema_version bigint NOT NULL);"
         );
     }
+    let Opening {
+        money,
+        teller,
+        branch,
+        ..
+    } = opening;
     let _ = write!(
         ddl,
         "CREATE TABLE {b} (bid integer NOT NULL, bbalance {money}, filler char(88)) WITH (fillfactor = 100);
@@ -185,17 +240,12 @@ async fn load(
         b = t.branches,
         tellers = scale * TELLERS_PER_BRANCH,
     );
-    client.batch_execute(&ddl).await?;
+    ddl
+}
 
-    let accounts = scale * ACCOUNTS_PER_BRANCH;
-    let per_stream = (accounts + COPY_STREAMS - 1) / COPY_STREAMS;
-    let streams = (0..COPY_STREAMS).map(|i| {
-        let from = i * per_stream + 1;
-        let to = ((i + 1) * per_stream).min(accounts);
-        copy_accounts(target, t.accounts, from, to, account)
-    });
-    futures_util::future::try_join_all(streams).await?;
-
+/// Adds the primary keys after the data, a connection per table, each
+/// table vacuumed and analysed after.
+async fn add_keys(target: &PgTarget, t: Tables) -> anyhow::Result<()> {
     let keys =
         [(t.branches, "bid"), (t.tellers, "tid"), (t.accounts, "aid")].map(|(table, key)| {
             let target = target.clone();
@@ -212,19 +262,7 @@ async fn load(
             }
         });
     futures_util::future::try_join_all(keys).await?;
-    if let Some(meta) = t.meta {
-        client
-            .batch_execute(&format!(
-                "INSERT INTO {meta} (scale, initial_total, schema_version)
-                     VALUES ({scale}, {total}, {SCHEMA_VERSION});",
-                total = accounts * account
-            ))
-            .await?;
-    }
-    client
-        .batch_execute(&format!("VACUUM ANALYZE {}", t.history))
-        .await?;
-    Ok(u64::try_from(scale + scale * TELLERS_PER_BRANCH + accounts).unwrap_or(0))
+    Ok(())
 }
 
 async fn connect(target: &PgTarget) -> anyhow::Result<Client> {
