@@ -363,6 +363,126 @@ pub fn device_name(sys: &Path, majmin: &str) -> String {
 /// bytes/s, write bytes/s), each with the cgroup it is set on.
 type KindLimits = [Option<(u64, String)>; 4];
 
+/// The block-I/O limits found along a cgroup's path so far: per device
+/// number, the lowest of each kind (read IOPS, write IOPS, read B/s,
+/// write B/s) with the cgroup it sits in.
+#[derive(Default)]
+struct LimitsFound(Vec<(String, KindLimits)>);
+
+impl LimitsFound {
+    /// A limit of `kind` on `dev`, set in cgroup `at`: kept when it is the
+    /// lowest so far.
+    fn consider(&mut self, dev: &str, kind: usize, n: u64, at: &str) {
+        let i = match self.0.iter().position(|(d, _)| d == dev) {
+            Some(i) => i,
+            None => {
+                self.0.push((dev.to_string(), KindLimits::default()));
+                self.0.len() - 1
+            }
+        };
+        let slot = &mut self.0[i].1[kind];
+        if slot.as_ref().is_none_or(|(m, _)| n < *m) {
+            *slot = Some((n, at.to_string()));
+        }
+    }
+
+    /// One [`IoLimit`] per device that has any, named after the cgroup its
+    /// tightest limit sits in.
+    fn into_limits(self, sys: &Path, interface: &str) -> Vec<IoLimit> {
+        self.0
+            .into_iter()
+            .filter(|(_, kinds)| kinds.iter().any(Option::is_some))
+            .map(|(dev, kinds)| {
+                let cgroup = kinds
+                    .iter()
+                    .flatten()
+                    .map(|(_, at)| at.clone())
+                    .next()
+                    .unwrap_or_default();
+                let [r, w, rb, wb] = kinds.map(|k| k.map(|(n, _)| n));
+                IoLimit {
+                    device: device_name(sys, &dev),
+                    cgroup,
+                    read_iops: r,
+                    write_iops: w,
+                    read_bps: rb,
+                    write_bps: wb,
+                    interface: interface.to_string(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// v1: the blkio throttle limits along the path into `limits`, and the
+/// cgroup's own I/O per device.
+fn v1_io(blkio: &Hierarchy, sys: &Path, limits: &mut LimitsFound) -> Vec<IoCounters> {
+    const FILES: [&str; 4] = [
+        "blkio.throttle.read_iops_device",
+        "blkio.throttle.write_iops_device",
+        "blkio.throttle.read_bps_device",
+        "blkio.throttle.write_bps_device",
+    ];
+    for dir in blkio.ancestors() {
+        let at = relative(&blkio.mount, &dir);
+        for (kind, file) in FILES.into_iter().enumerate() {
+            for (dev, n) in text(&dir, file)
+                .map(|t| v1_device_values(&t))
+                .unwrap_or_default()
+            {
+                limits.consider(&dev, kind, n, &at);
+            }
+        }
+    }
+    let dir = blkio.dir();
+    let ios = text(&dir, "blkio.throttle.io_serviced").unwrap_or_default();
+    let bytes = text(&dir, "blkio.throttle.io_service_bytes").unwrap_or_default();
+    v1_io_counters(&ios, &bytes)
+        .into_iter()
+        .map(|mut c| {
+            c.device = device_name(sys, &c.device);
+            c
+        })
+        .collect()
+}
+
+/// v2: the `io.max` limits along the path into `limits`, and the cgroup's
+/// own I/O per device (`io.stat`).
+fn v2_io(unified: &Hierarchy, sys: &Path, limits: &mut LimitsFound) -> Vec<IoCounters> {
+    for dir in unified.ancestors() {
+        let at = relative(&unified.mount, &dir);
+        for (dev, keys) in text(&dir, "io.max")
+            .map(|t| v2_device_keys(&t))
+            .unwrap_or_default()
+        {
+            for (k, n) in keys {
+                let Some(kind) = ["riops", "wiops", "rbps", "wbps"]
+                    .iter()
+                    .position(|x| *x == k)
+                else {
+                    continue;
+                };
+                limits.consider(&dev, kind, n, &at);
+            }
+        }
+    }
+    text(&unified.dir(), "io.stat")
+        .map(|t| v2_device_keys(&t))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(dev, keys)| {
+            let key = |k: &str| keys.iter().find(|(x, _)| x == k).map_or(0, |(_, v)| *v);
+            IoCounters {
+                device: device_name(sys, &dev),
+                read_ios: key("rios"),
+                write_ios: key("wios"),
+                read_bytes: key("rbytes"),
+                write_bytes: key("wbytes"),
+            }
+        })
+        .collect()
+}
+
 /// The `MAJ:MIN N` lines of a v1 throttle file.
 fn v1_device_values(text: &str) -> Vec<(String, u64)> {
     text.lines()
@@ -618,120 +738,17 @@ impl CgroupDirs {
     /// The block-I/O limits along the path, lowest of each kind per device,
     /// the cgroup's own I/O per device, and its I/O stalls.
     fn read_io(&self, out: &mut CgroupCounters, sys: &Path) {
-        // Per device number: the limits so far, each with where it sits.
-        let mut limits: Vec<(String, KindLimits)> = Vec::new();
-        let mut consider = |dev: &str, kind: usize, n: u64, at: &str| {
-            let i = match limits.iter().position(|(d, _)| d == dev) {
-                Some(i) => i,
-                None => {
-                    limits.push((dev.to_string(), Default::default()));
-                    limits.len() - 1
-                }
-            };
-            let slot = &mut limits[i].1[kind];
-            if slot.as_ref().is_none_or(|(m, _)| n < *m) {
-                *slot = Some((n, at.to_string()));
-            }
-        };
-        let interface;
-        if let Some(blkio) = &self.blkio {
-            interface = "blkio throttle";
-            for dir in blkio.ancestors() {
-                let at = relative(&blkio.mount, &dir);
-                for (kind, file) in [
-                    "blkio.throttle.read_iops_device",
-                    "blkio.throttle.write_iops_device",
-                    "blkio.throttle.read_bps_device",
-                    "blkio.throttle.write_bps_device",
-                ]
-                .into_iter()
-                .enumerate()
-                {
-                    for (dev, n) in text(&dir, file)
-                        .map(|t| v1_device_values(&t))
-                        .unwrap_or_default()
-                    {
-                        consider(&dev, kind, n, &at);
-                    }
-                }
-            }
-            let dir = blkio.dir();
-            let ios = text(&dir, "blkio.throttle.io_serviced").unwrap_or_default();
-            let bytes = text(&dir, "blkio.throttle.io_service_bytes").unwrap_or_default();
-            out.io_devices = v1_io_counters(&ios, &bytes)
-                .into_iter()
-                .map(|mut c| {
-                    c.device = device_name(sys, &c.device);
-                    c
-                })
-                .collect();
+        let mut limits = LimitsFound::default();
+        let interface = if let Some(blkio) = &self.blkio {
+            out.io_devices = v1_io(blkio, sys, &mut limits);
+            "blkio throttle"
         } else if let Some(unified) = self.unified_with("io.stat") {
-            interface = "io.max";
-            for dir in unified.ancestors() {
-                let at = relative(&unified.mount, &dir);
-                for (dev, keys) in text(&dir, "io.max")
-                    .map(|t| v2_device_keys(&t))
-                    .unwrap_or_default()
-                {
-                    for (k, n) in keys {
-                        let kind = match k.as_str() {
-                            "riops" => 0,
-                            "wiops" => 1,
-                            "rbps" => 2,
-                            "wbps" => 3,
-                            _ => continue,
-                        };
-                        consider(&dev, kind, n, &at);
-                    }
-                }
-            }
-            out.io_devices = text(&unified.dir(), "io.stat")
-                .map(|t| v2_device_keys(&t))
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(dev, keys)| {
-                    let key = |k: &str| keys.iter().find(|(x, _)| x == k).map_or(0, |(_, v)| *v);
-                    IoCounters {
-                        device: device_name(sys, &dev),
-                        read_ios: key("rios"),
-                        write_ios: key("wios"),
-                        read_bytes: key("rbytes"),
-                        write_bytes: key("wbytes"),
-                    }
-                })
-                .collect();
+            out.io_devices = v2_io(unified, sys, &mut limits);
+            "io.max"
         } else {
-            interface = "";
-        }
-        out.io_limits = limits
-            .into_iter()
-            .map(|(dev, kinds)| {
-                // Named after where the tightest of its limits sits.
-                let cgroup = kinds
-                    .iter()
-                    .flatten()
-                    .map(|(_, at)| at.clone())
-                    .next()
-                    .unwrap_or_default();
-                let [r, w, rb, wb] = kinds.map(|k| k.map(|(n, _)| n));
-                IoLimit {
-                    device: device_name(sys, &dev),
-                    cgroup,
-                    read_iops: r,
-                    write_iops: w,
-                    read_bps: rb,
-                    write_bps: wb,
-                    interface: interface.to_string(),
-                }
-            })
-            .filter(|l| {
-                l.read_iops
-                    .or(l.write_iops)
-                    .or(l.read_bps)
-                    .or(l.write_bps)
-                    .is_some()
-            })
-            .collect();
+            ""
+        };
+        out.io_limits = limits.into_limits(sys, interface);
         out.io_stall_us = self
             .unified
             .as_ref()
