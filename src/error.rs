@@ -14,14 +14,14 @@ pub struct PlanError {
 
 impl PlanError {
     /// Bad input described by `message`, which names the problem and the fix.
-    pub fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         PlanError {
             message: message.into(),
         }
     }
 
     /// A bad flag value: names the flag, the value's problem and the fix.
-    pub fn flag(flag: &str, problem: impl std::fmt::Display, fix: &str) -> Self {
+    pub(crate) fn flag(flag: &str, problem: impl std::fmt::Display, fix: &str) -> Self {
         PlanError::new(format!("{flag}: {problem}; {fix}"))
     }
 }

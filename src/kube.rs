@@ -30,41 +30,41 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// The port every generator listens on.
-pub const PORT: u16 = 7071;
+pub(crate) const PORT: u16 = 7071;
 
 /// Where the Secret is mounted, and the results' volume.
-pub const SECRET_DIR: &str = "/etc/perflab";
-pub const RESULTS_DIR: &str = "/results";
+pub(crate) const SECRET_DIR: &str = "/etc/perflab";
+pub(crate) const RESULTS_DIR: &str = "/results";
 
 /// The most generators one manifest names.
-pub const MAX_GENERATORS: u32 = 1000;
+pub(crate) const MAX_GENERATORS: u32 = 1000;
 
 /// What the manifests are made of.
 #[derive(Debug, Clone)]
-pub struct KubeSpec {
+pub(crate) struct KubeSpec {
     /// The objects' prefix (a DNS label).
-    pub name: String,
-    pub namespace: String,
-    pub image: String,
-    pub generators: u32,
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) image: String,
+    pub(crate) generators: u32,
     /// A generator leaves after this long without a request.
-    pub idle_exit: Duration,
+    pub(crate) idle_exit: Duration,
     /// How long the coordinator waits for the generators to answer.
-    pub wait: Duration,
+    pub(crate) wait: Duration,
     /// `run WORKLOAD …`, as `perflab run` takes it.
-    pub run: Vec<String>,
+    pub(crate) run: Vec<String>,
 }
 
 /// A secret of the run's flags, moved into the Secret and given to the
 /// coordinator as an environment variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MovedSecret {
+pub(crate) struct MovedSecret {
     /// Its key in the Secret.
-    pub key: String,
+    pub(crate) key: String,
     /// The coordinator's environment variable that holds it.
-    pub var: String,
+    pub(crate) var: String,
     /// The secret text.
-    pub value: String,
+    pub(crate) value: String,
 }
 
 /// The flags `perflab kube` gives the run itself.
@@ -81,7 +81,7 @@ const SET_HERE: &[&str] = &[
 impl KubeSpec {
     /// Checks the names, the count and the run's flags (the run's flags
     /// by `check_run`, which parses them as `perflab run` does).
-    pub fn check(
+    pub(crate) fn check(
         &self,
         check_run: impl Fn(&[String]) -> Result<(), PlanError>,
     ) -> Result<(), PlanError> {
@@ -137,7 +137,7 @@ impl KubeSpec {
     /// holding a password (`--target env:PERFLAB_TARGET`), each secret
     /// header (`--header-env PERFLAB_HEADER_N`). A word holding another
     /// secret (a probe's password) is refused: it would be in the Job.
-    pub fn split_secrets(&self) -> Result<(Vec<String>, Vec<MovedSecret>), PlanError> {
+    pub(crate) fn split_secrets(&self) -> Result<(Vec<String>, Vec<MovedSecret>), PlanError> {
         let mut words = Vec::with_capacity(self.run.len());
         let mut moved = Vec::new();
         let mut given = self.run.iter();
@@ -200,7 +200,7 @@ impl KubeSpec {
     }
 
     /// The generators' addresses, as the coordinator reaches them.
-    pub fn generator_addresses(&self) -> Vec<String> {
+    pub(crate) fn generator_addresses(&self) -> Vec<String> {
         let service = format!("{}-generators", self.name);
         (0..self.generators)
             .map(|k| format!("agent://{service}-{k}.{service}:{PORT}"))
@@ -208,7 +208,7 @@ impl KubeSpec {
     }
 
     /// The generators' command.
-    pub fn generator_command(&self) -> Vec<String> {
+    pub(crate) fn generator_command(&self) -> Vec<String> {
         [
             "perflab",
             "agent",
@@ -231,7 +231,7 @@ impl KubeSpec {
 
     /// The coordinator's shell line: the run (`words`, its secrets moved
     /// out by [`KubeSpec::split_secrets`]), then its export.
-    pub fn coordinator_script(&self, words: &[String], fingerprint: &str) -> String {
+    pub(crate) fn coordinator_script(&self, words: &[String], fingerprint: &str) -> String {
         let mut run: Vec<String> = vec!["perflab".to_string()];
         run.extend(words.iter().cloned());
         run.extend([
@@ -255,7 +255,7 @@ impl KubeSpec {
 
     /// Every manifest, as one file's text; refused when the run holds a
     /// secret that cannot be moved into the Secret.
-    pub fn manifests(&self, token: &str, identity: &Identity) -> Result<String, PlanError> {
+    pub(crate) fn manifests(&self, token: &str, identity: &Identity) -> Result<String, PlanError> {
         let (words, moved) = self.split_secrets()?;
         let docs: Vec<Value> = vec![
             self.secret(token, identity, &moved),

@@ -6,7 +6,7 @@
 //! hidden in all.
 
 /// What stands in for a secret in shown and stored text.
-pub const MASK: &str = "***";
+pub(crate) const MASK: &str = "***";
 
 /// Hides every secret a target's text, a command-line argument or an
 /// error message may hold: the password of a URL's userinfo
@@ -115,7 +115,7 @@ fn redact_parameters(text: &str) -> String {
 /// never printed or stored): `Authorization`, `Proxy-Authorization`,
 /// `Cookie`, `X-Api-Token`, `X-Api-Key`, `X-Auth-*`, session and CSRF
 /// headers, signatures. Over-hiding is preferred to a leak.
-pub fn secret_header(name: &str) -> bool {
+pub(crate) fn secret_header(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     [
         "auth",
@@ -138,7 +138,7 @@ pub fn secret_header(name: &str) -> bool {
 /// A `Name: value` header as it may be shown: a secret header's value
 /// masked (`Authorization: ***`), any other redacted as text is. A text
 /// with no `:` is masked whole: it may be a token given without its name.
-pub fn redact_header(text: &str) -> String {
+pub(crate) fn redact_header(text: &str) -> String {
     match text.split_once(':') {
         Some((name, _)) if secret_header(name.trim()) => format!("{}: {MASK}", name.trim()),
         Some(_) => redact(text),
@@ -152,7 +152,7 @@ const HEADER_FLAGS: &[&str] = &["--header"];
 /// A command line as it may be shown or stored: every word redacted, and
 /// the value of every header flag (`--header VALUE`, `--header=VALUE`)
 /// with a secret header's value masked.
-pub fn redact_args(args: &[String]) -> Vec<String> {
+pub(crate) fn redact_args(args: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut header_next = false;
     for arg in args {

@@ -56,7 +56,7 @@ const MAX_DURATION_S: f64 = 1e9;
 /// A duration from seconds that were computed, or read from outside (a
 /// store, a probe): negative or NaN is zero, and past what a `Duration`
 /// holds is its maximum. Never panics, unlike `Duration::from_secs_f64`.
-pub fn saturating_secs(seconds: f64) -> Duration {
+pub(crate) fn saturating_secs(seconds: f64) -> Duration {
     if seconds.is_nan() || seconds <= 0.0 {
         Duration::ZERO
     } else {
@@ -82,12 +82,12 @@ pub fn parse_percent(text: &str) -> Result<f64, UnitError> {
 
 /// A latency or duration printed with three significant figures and the
 /// unit that keeps it readable: `850µs`, `1.24ms`, `12.5ms`, `1.20s`.
-pub struct Latency(pub Duration);
+pub(crate) struct Latency(pub Duration);
 
 impl Latency {
     /// A latency of `seconds`, however they were come by
     /// ([`saturating_secs`]).
-    pub fn secs(seconds: f64) -> Self {
+    pub(crate) fn secs(seconds: f64) -> Self {
         Latency(saturating_secs(seconds))
     }
 }
@@ -117,7 +117,7 @@ impl fmt::Display for Latency {
 
 /// Operations per second.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, serde::Serialize, serde::Deserialize)]
-pub struct OpsPerSec(pub f64);
+pub(crate) struct OpsPerSec(pub f64);
 
 impl fmt::Display for OpsPerSec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -133,7 +133,7 @@ impl fmt::Display for OpsPerSec {
 /// A transfer rate, bytes per second, printed in decimal megabytes as
 /// lab tables and the host's `net MB/s` give it (`12.30`).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, serde::Serialize, serde::Deserialize)]
-pub struct BytesPerSec(pub f64);
+pub(crate) struct BytesPerSec(pub f64);
 
 impl fmt::Display for BytesPerSec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -151,7 +151,7 @@ impl Bytes {
     /// Reads a size: a count of bytes with an optional binary unit, `512`,
     /// `4k`, `64KiB`, `1M`, `8GiB` (k, M, G and T are powers of 1024
     /// whatever their spelling, as fio and Iometer read them).
-    pub fn parse(text: &str) -> Result<Bytes, String> {
+    pub(crate) fn parse(text: &str) -> Result<Bytes, String> {
         let t = text.trim();
         let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
         let bad = || format!("'{text}' is not a size; give bytes or a unit, e.g. 4k, 64KiB, 8GiB");
@@ -195,11 +195,11 @@ impl fmt::Display for Bytes {
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
-pub struct BitsPerSec(pub u64);
+pub(crate) struct BitsPerSec(pub u64);
 
 impl BitsPerSec {
     /// Reads `2000bit`, `500kbit`, `1mbit`, `1.5mbit` or `10gbit`.
-    pub fn parse(text: &str) -> Result<BitsPerSec, String> {
+    pub(crate) fn parse(text: &str) -> Result<BitsPerSec, String> {
         let t = text.trim().to_ascii_lowercase();
         let bad = || format!("'{text}' is not a link rate; write it like 500kbit, 1mbit or 10gbit");
         let split = t
@@ -236,7 +236,7 @@ impl fmt::Display for BitsPerSec {
 }
 
 /// A fraction printed as a percentage with one decimal (`2.5%`).
-pub struct Percent(pub f64);
+pub(crate) struct Percent(pub f64);
 
 impl fmt::Display for Percent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -11,28 +11,33 @@ pub(crate) mod serde_duration {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let seconds = f64::deserialize(d)?;
         Duration::try_from_secs_f64(seconds).map_err(serde::de::Error::custom)
     }
 
     /// The same for an optional duration (null when absent).
-    pub mod option {
+    pub(crate) mod option {
         use serde::{Deserialize, Deserializer, Serializer};
         use std::time::Duration;
 
-        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        pub(crate) fn serialize<S: Serializer>(
+            d: &Option<Duration>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
             match d {
                 Some(d) => s.serialize_some(&d.as_secs_f64()),
                 None => s.serialize_none(),
             }
         }
 
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<Duration>, D::Error> {
             Option::<f64>::deserialize(d)?
                 .map(|seconds| {
                     Duration::try_from_secs_f64(seconds).map_err(serde::de::Error::custom)
@@ -54,7 +59,7 @@ pub(crate) fn one_line(text: &str) -> String {
 /// Text that came from outside (a probe's labels, a server's message) made
 /// safe for a terminal: every control character but newline and tab —
 /// the escape that starts a terminal sequence among them — becomes `�`.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
     if text.chars().any(unsafe_char) {
         text.chars()
@@ -70,7 +75,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 /// registers them on it before it starts work, and every long phase —
 /// connecting, loading a database, starting a managed server, the sweep —
 /// looks at it.
-pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+pub(crate) fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     INTERRUPT.get_or_init(Default::default).clone()
 }
 
@@ -81,10 +86,10 @@ static INTERRUPT: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBo
 /// bank`); nothing more is done.
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted while {0}")]
-pub struct Interrupted(pub &'static str);
+pub(crate) struct Interrupted(pub &'static str);
 
 /// An [`Interrupted`] error once the interrupt flag is set.
-pub fn check_interrupt(while_doing: &'static str) -> Result<(), Interrupted> {
+pub(crate) fn check_interrupt(while_doing: &'static str) -> Result<(), Interrupted> {
     let set = INTERRUPT
         .get()
         .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
@@ -100,7 +105,7 @@ pub fn check_interrupt(while_doing: &'static str) -> Result<(), Interrupted> {
 /// link to one. A device (`/dev/zero`), a FIFO, a socket or a directory
 /// is refused with what it is, never read: a read from one may never end.
 /// A FIFO is not waited on (the open does not block).
-pub fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     // Looked at first, so that a device is never opened at all (opening
     // some has an effect); the open file is looked at again, so that what
@@ -149,7 +154,7 @@ fn kind_of(kind: std::fs::FileType) -> &'static str {
 /// The bytes of a regular file the user named ([`open_regular`]), of at
 /// most `limit` bytes: a file beyond it is refused with its bound, never
 /// read into memory whole.
-pub fn read_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let too_long = || {
         std::io::Error::new(
@@ -172,7 +177,7 @@ pub fn read_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u
 
 /// A text file the user named, as [`read_bounded`] reads it (a spec, a
 /// URL list, a lab file): UTF-8, at most `limit` bytes.
-pub fn read_text_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
+pub(crate) fn read_text_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
     String::from_utf8(read_bounded(path, limit)?).map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -192,7 +197,7 @@ static STDERR_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 /// terminal as an escape sequence. A reader that went away ends this
 /// output, quietly, not the process: a run whose terminal or pipe is gone
 /// goes on measuring into its store. False once output is gone.
-pub fn out(args: std::fmt::Arguments<'_>) -> bool {
+pub(crate) fn out(args: std::fmt::Arguments<'_>) -> bool {
     let text = std::fmt::format(args);
     write_or_drop(
         &mut std::io::stdout().lock(),
@@ -204,12 +209,12 @@ pub fn out(args: std::fmt::Arguments<'_>) -> bool {
 /// As [`out`], for perflab's own terminal control (the live progress
 /// line's carriage return and line erase), written as it is: `args` must
 /// hold no text from outside.
-pub fn out_control(args: std::fmt::Arguments<'_>) -> bool {
+pub(crate) fn out_control(args: std::fmt::Arguments<'_>) -> bool {
     write_or_drop(&mut std::io::stdout().lock(), args, &STDOUT_GONE)
 }
 
 /// As [`out`], for standard error.
-pub fn err(args: std::fmt::Arguments<'_>) -> bool {
+pub(crate) fn err(args: std::fmt::Arguments<'_>) -> bool {
     let text = std::fmt::format(args);
     write_or_drop(
         &mut std::io::stderr().lock(),
@@ -335,7 +340,7 @@ pub(crate) mod counting_alloc {
     static ALLOCATOR: CountingAllocator = CountingAllocator;
 
     /// Allocations made by this thread so far.
-    pub fn allocations() -> u64 {
+    pub(crate) fn allocations() -> u64 {
         ALLOCATIONS.with(Cell::get)
     }
 }

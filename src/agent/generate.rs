@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long a prepared share waits for its start.
-pub const START_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const START_WAIT: Duration = Duration::from_secs(120);
 
 /// How long a prepare may take to open its sessions.
 const PREPARE_WAIT: Duration = Duration::from_secs(120);
@@ -97,7 +97,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// The generator: the share running, if any.
 #[derive(Default)]
-pub struct Generator {
+pub(crate) struct Generator {
     current: Mutex<Option<Running>>,
 }
 
@@ -143,7 +143,7 @@ fn error(status: u16, message: &str) -> Response {
 }
 
 /// Now by this host's clock, ns since the Unix epoch.
-pub fn unix_ns() -> u128 {
+pub(crate) fn unix_ns() -> u128 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
@@ -186,7 +186,7 @@ fn spawn_share(
 
 impl Generator {
     /// Answers a request under `/v1/generate/`; none for other paths.
-    pub fn answer(&self, request: &Request, path: &str, query: &str) -> Option<Response> {
+    pub(crate) fn answer(&self, request: &Request, path: &str, query: &str) -> Option<Response> {
         Some(match (request.method.as_str(), path) {
             ("POST", "/v1/generate/prepare") => self.prepare(&request.body),
             ("POST", "/v1/generate/start") => self.start(&request.body),

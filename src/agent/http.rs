@@ -19,16 +19,16 @@ use std::time::{Duration, Instant};
 
 /// What a client may take.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Bytes of a request's line and headers.
-    pub head_bytes: usize,
+    pub(crate) head_bytes: usize,
     /// Bytes of a request's body.
-    pub body_bytes: usize,
+    pub(crate) body_bytes: usize,
     /// Connections served at once.
-    pub connections: usize,
+    pub(crate) connections: usize,
     /// Time from accepting a connection to its whole request head, and to
     /// write each part of the answer.
-    pub deadline: Duration,
+    pub(crate) deadline: Duration,
 }
 
 impl Default for Limits {
@@ -44,20 +44,20 @@ impl Default for Limits {
 
 /// A request's head.
 #[derive(Debug, Clone)]
-pub struct Request {
-    pub method: String,
+pub(crate) struct Request {
+    pub(crate) method: String,
     /// The request target: path and query.
-    pub target: String,
+    pub(crate) target: String,
     /// Headers, names in lower case.
-    pub headers: Vec<(String, String)>,
-    pub peer: SocketAddr,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) peer: SocketAddr,
     /// The body, empty without one.
-    pub body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Request {
     /// The first header of that (lower-case) name.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -67,13 +67,13 @@ impl Request {
 
 /// An answer: a status and a JSON body.
 #[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    pub body: String,
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) body: String,
 }
 
 impl Response {
-    pub fn json(status: u16, body: impl Into<String>) -> Self {
+    pub(crate) fn json(status: u16, body: impl Into<String>) -> Self {
         Response {
             status,
             body: body.into(),
@@ -83,7 +83,7 @@ impl Response {
 
 /// Answers requests on `listener` with `handle`, each connection on a
 /// thread of its own, until `stop` is set; in TLS with `tls`.
-pub fn serve(
+pub(crate) fn serve(
     listener: TcpListener,
     limits: Limits,
     tls: Option<Arc<rustls::ServerConfig>>,

@@ -17,11 +17,11 @@ mod http;
 mod ring;
 mod server;
 
-pub use ring::Ring;
-pub use server::{serve, AgentConfig};
+pub(crate) use ring::Ring;
+pub(crate) use server::{serve, AgentConfig};
 
 /// Compares two byte strings in time that depends only on their lengths.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -29,12 +29,12 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// The shortest token an agent takes, characters.
-pub const MIN_TOKEN: usize = 16;
+pub(crate) const MIN_TOKEN: usize = 16;
 
 /// Reads a token file: its first line, trimmed, read from at most its
 /// first 4 KiB of a regular file (a device is refused, a huge file is not
 /// read whole). A token must be at least [`MIN_TOKEN`] visible ASCII characters.
-pub fn read_token(path: &std::path::Path) -> Result<String, crate::error::PlanError> {
+pub(crate) fn read_token(path: &std::path::Path) -> Result<String, crate::error::PlanError> {
     use std::io::Read;
     let fail = |why: String| {
         crate::error::PlanError::new(format!("the token file {} {why}", path.display()))
@@ -69,7 +69,7 @@ pub fn read_token(path: &std::path::Path) -> Result<String, crate::error::PlanEr
 
 /// The token an `Authorization` header carries with the `Bearer` scheme,
 /// whose name is matched in any case (RFC 7235); empty without one.
-pub fn bearer(header: &str) -> &str {
+pub(crate) fn bearer(header: &str) -> &str {
     match header.trim().split_once(' ') {
         Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
         _ => "",

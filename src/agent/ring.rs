@@ -10,14 +10,14 @@ const CAPACITY: usize = 600;
 
 /// The recent samples.
 #[derive(Debug, Default)]
-pub struct Ring {
+pub(crate) struct Ring {
     samples: VecDeque<StampedSample>,
     last: u64,
 }
 
 impl Ring {
     /// Adds a sample, dropping the oldest beyond capacity.
-    pub fn push(&mut self, at: String, sample: HostSample) {
+    pub(crate) fn push(&mut self, at: String, sample: HostSample) {
         self.last += 1;
         self.samples.push_back(StampedSample {
             seq: self.last,
@@ -30,7 +30,7 @@ impl Ring {
     }
 
     /// Every sample numbered above `since`.
-    pub fn since(&self, since: u64) -> Vec<StampedSample> {
+    pub(crate) fn since(&self, since: u64) -> Vec<StampedSample> {
         self.samples
             .iter()
             .filter(|s| s.seq > since)

@@ -13,21 +13,21 @@ use std::time::{Duration, Instant};
 
 /// How an agent runs.
 #[derive(Debug, Clone)]
-pub struct AgentConfig {
-    pub listen: SocketAddr,
+pub(crate) struct AgentConfig {
+    pub(crate) listen: SocketAddr,
     /// Required on every request when set; required to listen beyond loopback.
-    pub token: Option<String>,
-    pub interval: Duration,
+    pub(crate) token: Option<String>,
+    pub(crate) interval: Duration,
     /// Served in HTTPS with this certificate; plain HTTP only on loopback.
-    pub tls: Option<crate::wire::tls::Identity>,
+    pub(crate) tls: Option<crate::wire::tls::Identity>,
     /// Also a generator (`--generate`): offers the load a coordinator sends.
-    pub generate: bool,
+    pub(crate) generate: bool,
     /// Exit after this long without a request.
-    pub idle_exit: Option<Duration>,
+    pub(crate) idle_exit: Option<Duration>,
 }
 
 /// Serves samples until `stop` is set. Prints the address it listens on.
-pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+pub(crate) fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     config.check()?;
     let tls = config
         .tls

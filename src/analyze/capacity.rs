@@ -14,7 +14,7 @@ use serde::Serialize;
 /// Which rule placed the knee.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum KneeRule {
+pub(crate) enum KneeRule {
     /// Throughput grew < 80% as fast as load to the next step.
     ThroughputGrowth,
     /// p95 at the next step exceeded 2× its lowest-load value.
@@ -23,18 +23,18 @@ pub enum KneeRule {
 
 /// The knee of the curve.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Knee {
+pub(crate) struct Knee {
     /// Position in the points.
-    pub at: usize,
-    pub load: f64,
-    pub throughput: f64,
-    pub rule: KneeRule,
+    pub(crate) at: usize,
+    pub(crate) load: f64,
+    pub(crate) throughput: f64,
+    pub(crate) rule: KneeRule,
     /// The figures that fired the rule, in words.
-    pub because: String,
+    pub(crate) because: String,
 }
 
 /// Relative throughput growth over relative load growth from `a` to `b`.
-pub fn growth_efficiency(a: &StepPoint, b: &StepPoint) -> Option<f64> {
+pub(crate) fn growth_efficiency(a: &StepPoint, b: &StepPoint) -> Option<f64> {
     let load = (b.load - a.load) / a.load;
     (a.load > 0.0 && a.throughput > 0.0 && load > 0.0)
         .then(|| ((b.throughput - a.throughput) / a.throughput) / load)
@@ -42,7 +42,7 @@ pub fn growth_efficiency(a: &StepPoint, b: &StepPoint) -> Option<f64> {
 
 /// The knee of complete points ordered by load; none when neither rule
 /// fired (throughput kept pace with load to the last step).
-pub fn knee(points: &[StepPoint]) -> Option<Knee> {
+pub(crate) fn knee(points: &[StepPoint]) -> Option<Knee> {
     let first_p95 = points.first()?.response.p95.as_secs_f64();
     for (i, pair) in points.windows(2).enumerate() {
         let (a, b) = (&pair[0], &pair[1]);
@@ -86,7 +86,7 @@ pub fn knee(points: &[StepPoint]) -> Option<Knee> {
 }
 
 /// A step's load in words: `8 users` or `2000/s`.
-pub fn load_text(p: &StepPoint) -> String {
+pub(crate) fn load_text(p: &StepPoint) -> String {
     match p.level {
         crate::plan::Level::Users(n) => format!("{n} user{}", if n == 1 { "" } else { "s" }),
         crate::plan::Level::Rate(r) => format!("{}/s", crate::units::OpsPerSec(r)),
@@ -95,7 +95,7 @@ pub fn load_text(p: &StepPoint) -> String {
 
 /// The step's value of the objective's metric: seconds for latencies, a
 /// fraction for errors.
-pub fn slo_value(slo: &Slo, p: &StepPoint) -> f64 {
+pub(crate) fn slo_value(slo: &Slo, p: &StepPoint) -> f64 {
     let r = &p.response;
     match slo.metric {
         SloMetric::Mean => r.mean.as_secs_f64(),
@@ -111,17 +111,17 @@ pub fn slo_value(slo: &Slo, p: &StepPoint) -> f64 {
 
 /// How the run fared against its objectives.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SloOutcome {
-    pub objectives: Vec<String>,
+pub(crate) struct SloOutcome {
+    pub(crate) objectives: Vec<String>,
     /// The highest load whose step met every objective, and its throughput.
-    pub max_load: Option<f64>,
-    pub throughput: Option<f64>,
+    pub(crate) max_load: Option<f64>,
+    pub(crate) throughput: Option<f64>,
     /// The first step that missed one, and what it missed, in words.
-    pub first_miss: Option<String>,
+    pub(crate) first_miss: Option<String>,
 }
 
 /// The highest load that met every objective.
-pub fn slo_outcome(points: &[StepPoint], slos: &[Slo]) -> Option<SloOutcome> {
+pub(crate) fn slo_outcome(points: &[StepPoint], slos: &[Slo]) -> Option<SloOutcome> {
     if slos.is_empty() {
         return None;
     }

@@ -18,69 +18,69 @@ use crate::store::StoredRun;
 use serde::Serialize;
 
 /// Significance level of every test.
-pub const ALPHA: f64 = 0.05;
+pub(crate) const ALPHA: f64 = 0.05;
 
 /// A contender's difference from the baseline at one level.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Difference {
+pub(crate) struct Difference {
     /// Contender's mean throughput over the baseline's.
-    pub ratio: f64,
-    pub ci: (f64, f64),
-    pub p_value: f64,
-    pub significant: bool,
+    pub(crate) ratio: f64,
+    pub(crate) ci: (f64, f64),
+    pub(crate) p_value: f64,
+    pub(crate) significant: bool,
 }
 
 /// One run at one level.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Cell {
+pub(crate) struct Cell {
     /// Mean of the samples, operations per second.
-    pub throughput: f64,
-    pub p95_s: f64,
+    pub(crate) throughput: f64,
+    pub(crate) p95_s: f64,
     /// Samples the test used, and what they are.
-    pub samples: usize,
-    pub across: &'static str,
+    pub(crate) samples: usize,
+    pub(crate) across: &'static str,
     /// Against the baseline (none for the baseline itself).
-    pub vs_base: Option<Difference>,
+    pub(crate) vs_base: Option<Difference>,
 }
 
 /// One load level across the runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LevelRow {
-    pub load: f64,
-    pub label: String,
+pub(crate) struct LevelRow {
+    pub(crate) load: f64,
+    pub(crate) label: String,
     /// One per run, in the order given; none where a run lacks the level.
-    pub cells: Vec<Option<Cell>>,
+    pub(crate) cells: Vec<Option<Cell>>,
 }
 
 /// One run's summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunSummary {
-    pub run: i64,
-    pub peak_throughput: Option<f64>,
-    pub peak_load: Option<String>,
-    pub knee_load: Option<String>,
-    pub bottleneck: Option<String>,
+pub(crate) struct RunSummary {
+    pub(crate) run: i64,
+    pub(crate) peak_throughput: Option<f64>,
+    pub(crate) peak_load: Option<String>,
+    pub(crate) knee_load: Option<String>,
+    pub(crate) bottleneck: Option<String>,
     /// The peak against the baseline's peak.
-    pub peak_vs_base: Option<Difference>,
+    pub(crate) peak_vs_base: Option<Difference>,
     /// Weighted score (baseline = the sum of the weights), with `--weights`.
-    pub score: Option<f64>,
+    pub(crate) score: Option<f64>,
     /// `--cost`: the amount, and peak throughput per unit of it.
-    pub cost: Option<(f64, f64)>,
+    pub(crate) cost: Option<(f64, f64)>,
 }
 
 /// The whole comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Comparison {
-    pub levels: Vec<LevelRow>,
-    pub runs: Vec<RunSummary>,
-    pub weights: Vec<(String, f64)>,
+pub(crate) struct Comparison {
+    pub(crate) levels: Vec<LevelRow>,
+    pub(crate) runs: Vec<RunSummary>,
+    pub(crate) weights: Vec<(String, f64)>,
 }
 
 /// Runs of a level from which each run is one sample. With fewer, the
 /// two-sided Mann–Whitney test cannot reach [`ALPHA`] however far apart
 /// the runs are (2 against 2 gives p ≥ 1/3, 3 against 3 p ≥ 0.1; 4
 /// against 4 can give 0.029): their intervals are the samples instead.
-pub const MIN_RUNS: usize = 4;
+pub(crate) const MIN_RUNS: usize = 4;
 
 /// The throughput samples of a run at a load level: one per run of the
 /// level when it ran [`MIN_RUNS`] times or more, else one per measured
@@ -118,7 +118,7 @@ fn difference(base: &[f64], other: &[f64], seed: u64) -> Option<Difference> {
 }
 
 /// Parses `--weights throughput=0.4,p95=0.4,cpu_per_op=0.2`.
-pub fn parse_weights(text: &str) -> Result<Vec<(String, f64)>, String> {
+pub(crate) fn parse_weights(text: &str) -> Result<Vec<(String, f64)>, String> {
     let mut out = Vec::new();
     for part in text.split(',').filter(|p| !p.is_empty()) {
         let (name, w) = part
@@ -165,7 +165,7 @@ fn metric(point: &StepPoint, name: &str) -> Option<f64> {
 
 /// Compares `runs[1..]` with `runs[0]`; `verdicts` in the same order;
 /// `costs` per run (none where not given).
-pub fn compare(
+pub(crate) fn compare(
     runs: &[StoredRun],
     verdicts: &[Verdict],
     weights: &[(String, f64)],
@@ -212,7 +212,7 @@ pub fn compare(
 
 /// The throughput samples of each run at its own peak level, pooled: how
 /// a configuration run several times compares with another.
-pub fn peak_samples(runs: &[(&StoredRun, &Verdict)]) -> Vec<f64> {
+pub(crate) fn peak_samples(runs: &[(&StoredRun, &Verdict)]) -> Vec<f64> {
     runs.iter()
         .filter_map(|(run, verdict)| peak_point(verdict).map(|p| samples(run, p.load).0))
         .flatten()
@@ -221,7 +221,7 @@ pub fn peak_samples(runs: &[(&StoredRun, &Verdict)]) -> Vec<f64> {
 
 /// How `other`'s samples differ from `base`'s (ratio of the means, its
 /// interval, the Mann–Whitney p-value); none when either is empty.
-pub fn differ(base: &[f64], other: &[f64], seed: u64) -> Option<Difference> {
+pub(crate) fn differ(base: &[f64], other: &[f64], seed: u64) -> Option<Difference> {
     difference(base, other, seed)
 }
 

@@ -31,63 +31,63 @@ const UNSATURATED: f64 = 0.8;
 
 /// One resource's demand per operation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Demand {
-    pub resource: String,
-    pub kind: ResourceKind,
-    pub servers: f64,
+pub(crate) struct Demand {
+    pub(crate) resource: String,
+    pub(crate) kind: ResourceKind,
+    pub(crate) servers: f64,
     /// Seconds of the resource per operation (all its servers together).
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// The throughput it allows at most: servers / demand.
-    pub bound: f64,
+    pub(crate) bound: f64,
     /// Taken from the step where the resource did the least work per
     /// operation, because the fit disagreed with the steps.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub from_steps: bool,
+    pub(crate) from_steps: bool,
     /// Demand at the peak step over the fitted demand: far above 1 means
     /// the resource worked harder per operation as load rose (spinning,
     /// retrying), not that it ran out.
-    pub growth_at_peak: Option<f64>,
+    pub(crate) growth_at_peak: Option<f64>,
 }
 
 /// Little's law at one closed-loop step.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct LittleCheck {
-    pub users: f64,
+pub(crate) struct LittleCheck {
+    pub(crate) users: f64,
     /// X·(R+Z).
-    pub implied: f64,
+    pub(crate) implied: f64,
     /// |X·(R+Z) − N| / N.
-    pub deviation: f64,
+    pub(crate) deviation: f64,
 }
 
 /// Measured throughput against the bound at one step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StepBound {
-    pub load: f64,
-    pub throughput: f64,
+pub(crate) struct StepBound {
+    pub(crate) load: f64,
+    pub(crate) throughput: f64,
     /// The asymptotic bound at this load, when demands are known.
-    pub bound: Option<f64>,
+    pub(crate) bound: Option<f64>,
     /// Closed loop, enough operations: Little's law.
-    pub little: Option<LittleCheck>,
+    pub(crate) little: Option<LittleCheck>,
 }
 
 /// Demands, bounds and Little's law over a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Demands {
+pub(crate) struct Demands {
     /// Positions of the points the demands were fitted on.
-    pub fitted_on: Vec<usize>,
+    pub(crate) fitted_on: Vec<usize>,
     /// Every resource, tightest bound first.
-    pub resources: Vec<Demand>,
+    pub(crate) resources: Vec<Demand>,
     /// Demand with no queueing, seconds (see the module header).
-    pub total_s: f64,
-    pub think_s: f64,
+    pub(crate) total_s: f64,
+    pub(crate) think_s: f64,
     /// `N* = (D+Z)/D_max`, closed loops.
-    pub n_star: Option<f64>,
-    pub steps: Vec<StepBound>,
+    pub(crate) n_star: Option<f64>,
+    pub(crate) steps: Vec<StepBound>,
 }
 
 impl Demands {
     /// The tightest bound: the bottleneck's, if hardware is the limit.
-    pub fn tightest(&self) -> Option<&Demand> {
+    pub(crate) fn tightest(&self) -> Option<&Demand> {
         self.resources.first()
     }
 }
@@ -114,7 +114,7 @@ fn slope(pairs: &[(f64, f64)]) -> Option<f64> {
 
 /// Fits the demands of complete points ordered by load; `closed` says
 /// whether load is users (closed loop) or a rate.
-pub fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Demands {
+pub(crate) fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Demands {
     let fitted_on = fitting_steps(points, peak);
     let x_max = points.iter().map(|p| p.throughput).fold(0.0, f64::max);
     let mut resources: Vec<Demand> = resource_names(points)

@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use std::time::Duration;
 
 /// A closed loop on another host's server, two worker threads.
-pub const SHAPE: RunShape = RunShape {
+pub(crate) const SHAPE: RunShape = RunShape {
     closed: true,
     embedded: false,
     threads: 2,
@@ -19,7 +19,7 @@ pub const SHAPE: RunShape = RunShape {
 
 /// A step as exact MVA predicts it for single-server CPU and disk
 /// centres, with ±2% noise on every measured figure.
-pub fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> Vec<StepPoint> {
+pub(crate) fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> Vec<StepPoint> {
     let solved = mva::solve(&[d_cpu, d_disk], think, *users.iter().max().unwrap());
     let mut rng = rand::rngs::SmallRng::seed_from_u64(42);
     let mut noise = move || 1.0 + rng.gen_range(-0.02..0.02);

@@ -13,51 +13,51 @@ use std::collections::BTreeMap;
 
 /// A step's host figures over its measured window.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct StepHost {
-    pub cpu_busy: Option<f64>,
-    pub cpu_isr: Option<f64>,
-    pub run_queue: Option<f64>,
-    pub context_switches_per_s: Option<f64>,
+pub(crate) struct StepHost {
+    pub(crate) cpu_busy: Option<f64>,
+    pub(crate) cpu_isr: Option<f64>,
+    pub(crate) run_queue: Option<f64>,
+    pub(crate) context_switches_per_s: Option<f64>,
     /// The disk with the highest mean busy share, and that share.
-    pub busiest_disk: Option<(String, f64)>,
+    pub(crate) busiest_disk: Option<(String, f64)>,
     /// That disk's own figures.
-    pub disk_figures: Option<DiskFigures>,
+    pub(crate) disk_figures: Option<DiskFigures>,
     /// Bytes per second over every interface but loopback.
-    pub network_bytes_per_s: f64,
+    pub(crate) network_bytes_per_s: f64,
     /// The highest mean link utilisation of any direction of any interface.
-    pub link_utilisation: Option<f64>,
-    pub retransmits_per_s: Option<f64>,
+    pub(crate) link_utilisation: Option<f64>,
+    pub(crate) retransmits_per_s: Option<f64>,
     /// The server under test's CPU, as a share of one CPU.
-    pub server_cpu: Option<f64>,
+    pub(crate) server_cpu: Option<f64>,
     /// perflab's own CPU, as a share of one CPU.
-    pub perflab_cpu: Option<f64>,
+    pub(crate) perflab_cpu: Option<f64>,
     /// Measured intervals the source did not answer for.
-    pub gaps: usize,
+    pub(crate) gaps: usize,
 }
 
 /// A disk's figures over a step, means of its samples.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct DiskFigures {
-    pub reads_per_s: f64,
-    pub writes_per_s: f64,
+pub(crate) struct DiskFigures {
+    pub(crate) reads_per_s: f64,
+    pub(crate) writes_per_s: f64,
     /// Bytes read and written per second.
-    pub bytes_per_s: f64,
+    pub(crate) bytes_per_s: f64,
     /// I/Os in flight on average (iostat's aqu-sz).
-    pub queue: f64,
+    pub(crate) queue: f64,
     /// Time per completed I/O, seconds.
-    pub await_s: Option<f64>,
+    pub(crate) await_s: Option<f64>,
 }
 
 /// Whose samples: this host's, or a remote probe's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostSource<'a> {
+pub(crate) enum HostSource<'a> {
     Local,
     Probe(&'a str),
 }
 
 impl HostSource<'_> {
     /// The interval's sample from this source; `None` when it has none.
-    pub fn sample(self, interval: &IntervalRecord) -> Option<&HostSample> {
+    pub(crate) fn sample(self, interval: &IntervalRecord) -> Option<&HostSample> {
         match self {
             HostSource::Local => interval.host.as_ref(),
             HostSource::Probe(name) => interval
@@ -84,7 +84,7 @@ impl HostSource<'_> {
 }
 
 /// The remote probes that sampled any of these steps, in order.
-pub fn probe_sources(steps: &[StepResult]) -> Vec<&str> {
+pub(crate) fn probe_sources(steps: &[StepResult]) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     for interval in steps.iter().flat_map(|s| &s.intervals) {
         for p in &interval.probes {
@@ -99,7 +99,7 @@ pub fn probe_sources(steps: &[StepResult]) -> Vec<&str> {
 impl StepHost {
     /// Summarises a step's measured samples from `source`; None when it
     /// has none.
-    pub fn of(step: &StepResult, source: HostSource<'_>) -> Option<Self> {
+    pub(crate) fn of(step: &StepResult, source: HostSource<'_>) -> Option<Self> {
         let measured: Vec<&IntervalRecord> = step
             .intervals
             .iter()

@@ -13,22 +13,22 @@ use std::collections::BTreeMap;
 
 /// A block-I/O limit on a followed cgroup, and the I/O through it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LimitUse {
+pub(crate) struct LimitUse {
     /// Whose cgroup: `perflab's own cgroup` or `the server's cgroup`.
-    pub owner: String,
-    pub limit: IoLimit,
+    pub(crate) owner: String,
+    pub(crate) limit: IoLimit,
     /// The cgroup's reads and writes per second on the limited device,
     /// and its bytes per second each way, mean over the step.
-    pub reads_per_s: f64,
-    pub writes_per_s: f64,
-    pub read_bytes_per_s: f64,
-    pub write_bytes_per_s: f64,
+    pub(crate) reads_per_s: f64,
+    pub(crate) writes_per_s: f64,
+    pub(crate) read_bytes_per_s: f64,
+    pub(crate) write_bytes_per_s: f64,
 }
 
 impl LimitUse {
     /// An empty use of no limit, to fill in tests.
     #[cfg(test)]
-    pub fn default_for_tests() -> Self {
+    pub(crate) fn default_for_tests() -> Self {
         LimitUse {
             owner: String::new(),
             limit: IoLimit::default(),
@@ -41,7 +41,7 @@ impl LimitUse {
 
     /// The limit's kinds, each with the share of it the cgroup used:
     /// (`read IOPS`, limit, used share).
-    pub fn shares(&self) -> Vec<(&'static str, u64, f64)> {
+    pub(crate) fn shares(&self) -> Vec<(&'static str, u64, f64)> {
         let l = &self.limit;
         [
             ("read IOPS", l.read_iops, self.reads_per_s),
@@ -58,33 +58,33 @@ impl LimitUse {
     }
 
     /// The most used of its limits, with its share.
-    pub fn tightest(&self) -> Option<(&'static str, u64, f64)> {
+    pub(crate) fn tightest(&self) -> Option<(&'static str, u64, f64)> {
         self.shares().into_iter().max_by(|a, b| a.2.total_cmp(&b.2))
     }
 }
 
 /// What a step's I/O passed through.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
-pub struct IoPath {
+pub(crate) struct IoPath {
     /// Block-I/O limits on the followed cgroups, with their use.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub limits: Vec<LimitUse>,
+    pub(crate) limits: Vec<LimitUse>,
     /// Share of the time some of the host's tasks stalled on I/O (PSI).
-    pub io_pressure: Option<f64>,
+    pub(crate) io_pressure: Option<f64>,
     /// Share of the time some tasks of perflab's or the server's cgroup
     /// stalled on I/O (`io.pressure`), the higher of the two.
-    pub cgroup_io_stall: Option<f64>,
+    pub(crate) cgroup_io_stall: Option<f64>,
     /// What each stacked disk hands its I/O to (disks, or `memory`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub lower: BTreeMap<String, Vec<String>>,
+    pub(crate) lower: BTreeMap<String, Vec<String>>,
     /// CPUs of the kernel threads serving each stacked disk, mean.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub kernel_cpus: BTreeMap<String, f64>,
+    pub(crate) kernel_cpus: BTreeMap<String, f64>,
 }
 
 impl IoPath {
     /// The step's I/O path over its samples.
-    pub fn of(samples: &[&HostSample]) -> Self {
+    pub(crate) fn of(samples: &[&HostSample]) -> Self {
         let mut limits = Vec::new();
         for (owner, pick) in [
             (
@@ -154,13 +154,13 @@ impl IoPath {
     }
 
     /// CPUs the kernel's I/O threads used in all.
-    pub fn kernel_cpus_total(&self) -> f64 {
+    pub(crate) fn kernel_cpus_total(&self) -> f64 {
         self.kernel_cpus.values().sum()
     }
 
     /// The devices below `disk`, all the way down (`dm-0` → `loop0` →
     /// `memory`), nearest first.
-    pub fn below(&self, disk: &str) -> Vec<String> {
+    pub(crate) fn below(&self, disk: &str) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         let mut next = vec![disk.to_string()];
         while let Some(d) = next.pop() {
@@ -176,7 +176,7 @@ impl IoPath {
 
     /// The highest share of time tasks stalled on I/O, the host's or a
     /// followed cgroup's.
-    pub fn stall(&self) -> Option<f64> {
+    pub(crate) fn stall(&self) -> Option<f64> {
         match (self.io_pressure, self.cgroup_io_stall) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),

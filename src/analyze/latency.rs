@@ -21,17 +21,17 @@ use serde::Serialize;
 
 /// A tail the mean does not show.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TailAnomaly {
-    pub load: f64,
+pub(crate) struct TailAnomaly {
+    pub(crate) load: f64,
     /// `slow group` or `tail jump`.
-    pub kind: &'static str,
-    pub detail: String,
+    pub(crate) kind: &'static str,
+    pub(crate) detail: String,
     /// What moved on the host at the same step.
-    pub moved: Vec<String>,
+    pub(crate) moved: Vec<String>,
 }
 
 /// The tail anomalies of points ordered by load.
-pub fn tail_anomalies(points: &[StepPoint]) -> Vec<TailAnomaly> {
+pub(crate) fn tail_anomalies(points: &[StepPoint]) -> Vec<TailAnomaly> {
     let mut out = Vec::new();
     for (i, p) in points.iter().enumerate() {
         let before = i.checked_sub(1).map(|j| &points[j]);

@@ -5,26 +5,26 @@
 //! Scalability Law fit, and the stability of each step. Pure functions of
 //! a stored run: `perflab analyze RUN` gives what the run printed.
 
-pub mod bottleneck;
-pub mod capacity;
-pub mod compare;
-pub mod demands;
-pub mod host;
-pub mod iopath;
-pub mod latency;
+pub(crate) mod bottleneck;
+pub(crate) mod capacity;
+pub(crate) mod compare;
+pub(crate) mod demands;
+pub(crate) mod host;
+pub(crate) mod iopath;
+pub(crate) mod latency;
 pub mod mva;
-pub mod points;
-pub mod stats;
-pub mod threads;
-pub mod usl;
-pub mod whatif;
+pub(crate) mod points;
+pub(crate) mod stats;
+pub(crate) mod threads;
+pub(crate) mod usl;
+pub(crate) mod whatif;
 
-pub use bottleneck::{Bottleneck, BottleneckKind, RunShape};
-pub use capacity::{Knee, SloOutcome};
-pub use demands::Demands;
-pub use latency::TailAnomaly;
-pub use points::StepPoint;
-pub use usl::UslFit;
+pub(crate) use bottleneck::{Bottleneck, RunShape};
+pub(crate) use capacity::{Knee, SloOutcome};
+pub(crate) use demands::Demands;
+pub(crate) use latency::TailAnomaly;
+pub(crate) use points::StepPoint;
+pub(crate) use usl::UslFit;
 
 use crate::plan::{Level, Slo};
 use crate::store::StoredRun;
@@ -34,54 +34,54 @@ use serde::Serialize;
 
 /// A step's throughput from interval to interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Stability {
-    pub load: f64,
+pub(crate) struct Stability {
+    pub(crate) load: f64,
     /// Runs of the level (`--repeat`, `--max-repeat`).
-    pub runs: usize,
+    pub(crate) runs: usize,
     /// What the variation is over: `runs` when the level ran more than
     /// once, else `intervals` (of its one run).
-    pub across: &'static str,
+    pub(crate) across: &'static str,
     /// Coefficient of variation of the throughputs.
-    pub cv: Option<f64>,
+    pub(crate) cv: Option<f64>,
     /// Over the bound (`--max-cv`, 5% by default): never stabilised.
-    pub unstable: bool,
+    pub(crate) unstable: bool,
 }
 
 /// The whole verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// Where the server's resources were read: `this host` or a probe.
-    pub server_host: String,
-    pub points: Vec<StepPoint>,
+    pub(crate) server_host: String,
+    pub(crate) points: Vec<StepPoint>,
     /// Steps left out (failed, cut short), by load.
-    pub left_out: Vec<f64>,
-    pub peak: Option<usize>,
-    pub knee: Option<Knee>,
-    pub slo: Option<SloOutcome>,
-    pub demands: Option<Demands>,
-    pub bottleneck: Option<Bottleneck>,
-    pub tail: Vec<TailAnomaly>,
-    pub usl: Option<UslFit>,
+    pub(crate) left_out: Vec<f64>,
+    pub(crate) peak: Option<usize>,
+    pub(crate) knee: Option<Knee>,
+    pub(crate) slo: Option<SloOutcome>,
+    pub(crate) demands: Option<Demands>,
+    pub(crate) bottleneck: Option<Bottleneck>,
+    pub(crate) tail: Vec<TailAnomaly>,
+    pub(crate) usl: Option<UslFit>,
     /// Why no USL fit, when there is none.
-    pub usl_not_fitted: Option<String>,
-    pub stability: Vec<Stability>,
-    pub max_cv: f64,
+    pub(crate) usl_not_fitted: Option<String>,
+    pub(crate) stability: Vec<Stability>,
+    pub(crate) max_cv: f64,
     /// What may have disturbed the measurement.
-    pub caveats: Vec<String>,
+    pub(crate) caveats: Vec<String>,
     /// What a faster bottleneck, or none, would give (a resource
     /// bottleneck only).
-    pub what_if: Option<whatif::WhatIf>,
+    pub(crate) what_if: Option<whatif::WhatIf>,
     /// Why no prediction is made for the cure of this bottleneck (more
     /// memory, the log on a device of its own, a link without loss).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_what_if: Option<String>,
+    pub(crate) no_what_if: Option<String>,
 }
 
 /// The coefficient-of-variation bound used when none is given.
-pub use crate::plan::DEFAULT_MAX_CV;
+pub(crate) use crate::plan::DEFAULT_MAX_CV;
 
 /// Analyses a stored run against the objectives.
-pub fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
+pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let (source, server_host) = server_source(run);
     let mut points = Vec::new();
     let mut left_out = Vec::new();
@@ -154,7 +154,7 @@ fn keep_links_that_carry(resources: &mut Vec<points::ResourceUse>, network: Netw
 
 /// Where a run's server resources were read: its first remote probe when
 /// it had one (the server's host), else this host; and its name.
-pub fn server_source(run: &StoredRun) -> (HostSource<'_>, String) {
+pub(crate) fn server_source(run: &StoredRun) -> (HostSource<'_>, String) {
     match probe_sources(&run.steps).first() {
         Some(name) => (HostSource::Probe(name), name.to_string()),
         None => (HostSource::Local, "this host".to_string()),
@@ -162,7 +162,11 @@ pub fn server_source(run: &StoredRun) -> (HostSource<'_>, String) {
 }
 
 /// The verdict of a stored run by its own objectives, or by those given.
-pub fn verdict_of_run(run: &StoredRun, slos: Option<Vec<Slo>>, max_cv: Option<f64>) -> Verdict {
+pub(crate) fn verdict_of_run(
+    run: &StoredRun,
+    slos: Option<Vec<Slo>>,
+    max_cv: Option<f64>,
+) -> Verdict {
     let plan = run.plan.as_ref();
     let slos = slos.unwrap_or_else(|| plan.map(|p| p.slos.clone()).unwrap_or_default());
     let max_cv = max_cv
@@ -237,7 +241,7 @@ fn others_on_the_host(points: &[StepPoint], embedded: bool, kernel_served: bool)
 }
 
 /// The verdict of complete points (any order), for a run of this shape.
-pub fn verdict_of(
+pub(crate) fn verdict_of(
     points: Vec<StepPoint>,
     shape: RunShape,
     slos: &[Slo],
@@ -393,6 +397,7 @@ pub(crate) mod fixture;
 
 #[cfg(test)]
 mod tests {
+    use super::bottleneck::BottleneckKind;
     use super::fixture::{mva_points, SHAPE};
     use super::*;
     use std::time::Duration;

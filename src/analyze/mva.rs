@@ -7,7 +7,7 @@
 /// The network's figures at one population.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MvaPoint {
-    pub users: u32,
+    pub(crate) users: u32,
     /// Operations per second.
     pub throughput: f64,
     /// Response time (think excluded), seconds.

@@ -17,7 +17,7 @@ use std::time::Duration;
 /// What kind of resource: it decides the law applied to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ResourceKind {
+pub(crate) enum ResourceKind {
     /// All CPUs of the host together (a multi-server centre).
     Cpu,
     /// One CPU (a server confined to it shows here first).
@@ -32,7 +32,7 @@ pub enum ResourceKind {
 impl ResourceKind {
     /// CPU time, whichever way it is counted (the host's CPUs, one CPU, a
     /// quota): the same seconds, never to be added up.
-    pub fn is_cpu(self) -> bool {
+    pub(crate) fn is_cpu(self) -> bool {
         matches!(
             self,
             ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota
@@ -42,175 +42,175 @@ impl ResourceKind {
 
 /// One resource's use over a step's measured window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ResourceUse {
+pub(crate) struct ResourceUse {
     /// `cpu`, `cpu0`, `disk vda`, `link eth0 tx`.
-    pub name: String,
-    pub kind: ResourceKind,
+    pub(crate) name: String,
+    pub(crate) kind: ResourceKind,
     /// Servers of the centre: CPUs for `cpu`, else 1.
-    pub servers: f64,
+    pub(crate) servers: f64,
     /// Busy share per server, 0..1.
-    pub utilisation: f64,
+    pub(crate) utilisation: f64,
     /// A saturation figure and its name (run queue, disk queue).
-    pub saturation: Option<(String, f64)>,
+    pub(crate) saturation: Option<(String, f64)>,
     /// An error count over the window and its name (link errors).
-    pub errors: Option<(String, f64)>,
+    pub(crate) errors: Option<(String, f64)>,
 }
 
 /// The generator's own CPU over a step.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
-pub struct GeneratorUse {
+pub(crate) struct GeneratorUse {
     /// CPUs perflab used.
-    pub cpus: f64,
+    pub(crate) cpus: f64,
     /// CPUs it could have used, when known.
-    pub capacity: Option<f64>,
+    pub(crate) capacity: Option<f64>,
     /// Share of the step its cgroup's quota held it back.
-    pub throttled_share: Option<f64>,
+    pub(crate) throttled_share: Option<f64>,
     /// Open loop: 99th percentile of dispatch lateness, seconds.
-    pub lag_p99_s: Option<f64>,
+    pub(crate) lag_p99_s: Option<f64>,
 }
 
 /// Host-wide figures that are not a single resource's.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
-pub struct HostExtras {
-    pub retransmits_per_s: Option<f64>,
-    pub segments_out_per_s: Option<f64>,
-    pub tcp_timeouts: Option<f64>,
-    pub major_faults_per_s: Option<f64>,
-    pub swap_in_per_s: Option<f64>,
-    pub pages_scanned_per_s: Option<f64>,
-    pub run_queue: Option<f64>,
-    pub cpu_isr: Option<f64>,
+pub(crate) struct HostExtras {
+    pub(crate) retransmits_per_s: Option<f64>,
+    pub(crate) segments_out_per_s: Option<f64>,
+    pub(crate) tcp_timeouts: Option<f64>,
+    pub(crate) major_faults_per_s: Option<f64>,
+    pub(crate) swap_in_per_s: Option<f64>,
+    pub(crate) pages_scanned_per_s: Option<f64>,
+    pub(crate) run_queue: Option<f64>,
+    pub(crate) cpu_isr: Option<f64>,
     /// Shares of all CPUs' time in user mode (with nice), in the kernel
     /// (system) and waiting on I/O.
-    pub cpu_user: Option<f64>,
-    pub cpu_system: Option<f64>,
-    pub cpu_iowait: Option<f64>,
+    pub(crate) cpu_user: Option<f64>,
+    pub(crate) cpu_system: Option<f64>,
+    pub(crate) cpu_iowait: Option<f64>,
     /// The server under test's processes, in CPUs, when followed.
-    pub server_cpus: Option<f64>,
+    pub(crate) server_cpus: Option<f64>,
     /// CPUs the host's own processes kept busy (busy share less steal,
     /// which went to other guests, and less the niced time others yielded
     /// to the server and perflab, × CPUs).
-    pub busy_cpus: Option<f64>,
+    pub(crate) busy_cpus: Option<f64>,
     /// CPUs that other processes ran at a nice value above 0: spare
     /// capacity to the server, not counted in `busy_cpus`.
-    pub yielded_cpus: Option<f64>,
+    pub(crate) yielded_cpus: Option<f64>,
     /// Seconds per second the server's threads were runnable but waited
     /// for a CPU (schedstat run delay), when followed.
-    pub server_run_delay: Option<f64>,
+    pub(crate) server_run_delay: Option<f64>,
     /// Seconds per second perflab's own threads were runnable but waited
     /// for a CPU (its schedstat run delay, summed over its threads).
-    pub perflab_run_delay: Option<f64>,
+    pub(crate) perflab_run_delay: Option<f64>,
     /// The CPU of the server's busiest single-threaded process, as a
     /// share of one CPU, when followed.
-    pub server_single_thread: Option<f64>,
+    pub(crate) server_single_thread: Option<f64>,
     /// Share of CPU time the hypervisor gave to other guests.
-    pub steal: Option<f64>,
+    pub(crate) steal: Option<f64>,
     /// The server's own reads from storage, bytes per second, and its
     /// major page faults per second.
-    pub server_read_bytes_per_s: Option<f64>,
+    pub(crate) server_read_bytes_per_s: Option<f64>,
     /// Bytes per second the server's processes and perflab's read from
     /// and wrote to storage (`/proc/PID/io`), each when followed.
-    pub server_io_bytes_per_s: Option<f64>,
-    pub perflab_io_bytes_per_s: Option<f64>,
-    pub server_major_faults_per_s: Option<f64>,
+    pub(crate) server_io_bytes_per_s: Option<f64>,
+    pub(crate) perflab_io_bytes_per_s: Option<f64>,
+    pub(crate) server_major_faults_per_s: Option<f64>,
     /// The server's cgroup: memory limit, memory charged, times the limit
     /// was hit over the step, share of time stalled on memory.
-    pub memory_limit_bytes: Option<f64>,
-    pub memory_usage_bytes: Option<f64>,
-    pub memory_limit_hits: Option<f64>,
-    pub memory_stall_share: Option<f64>,
+    pub(crate) memory_limit_bytes: Option<f64>,
+    pub(crate) memory_usage_bytes: Option<f64>,
+    pub(crate) memory_limit_hits: Option<f64>,
+    pub(crate) memory_stall_share: Option<f64>,
     /// The host's memory pressure (PSI `some`, the stalled share of each
     /// interval), a share.
-    pub memory_pressure: Option<f64>,
+    pub(crate) memory_pressure: Option<f64>,
     /// The server's cgroup CPU quota in CPUs, the share of periods it was
     /// throttled, and the CPUs its cpuset or affinity allow.
-    pub cpu_quota_cpus: Option<f64>,
-    pub quota_throttled_share: Option<f64>,
-    pub server_cpus_allowed: Option<f64>,
+    pub(crate) cpu_quota_cpus: Option<f64>,
+    pub(crate) quota_throttled_share: Option<f64>,
+    pub(crate) server_cpus_allowed: Option<f64>,
     /// The highest loss a queueing discipline on the server's path drops
     /// on purpose (netem), a share.
-    pub qdisc_loss: Option<f64>,
+    pub(crate) qdisc_loss: Option<f64>,
 }
 
 /// What the analysis knows of one step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StepPoint {
-    pub index: usize,
-    pub level: Level,
+pub(crate) struct StepPoint {
+    pub(crate) index: usize,
+    pub(crate) level: Level,
     /// Users, or arrivals per second.
-    pub load: f64,
+    pub(crate) load: f64,
     /// The step ran its whole window and did not fail.
-    pub complete: bool,
+    pub(crate) complete: bool,
     /// Operations served per second.
-    pub throughput: f64,
-    pub completed: u64,
-    pub error_rate: f64,
-    pub retries: u64,
-    pub response: LatencySummary,
+    pub(crate) throughput: f64,
+    pub(crate) completed: u64,
+    pub(crate) error_rate: f64,
+    pub(crate) retries: u64,
+    pub(crate) response: LatencySummary,
     /// Seconds users spent in operations that failed, over the window
     /// (failed operations keep no latency; Little's law counts their
     /// time). Zero in runs stored before it was kept.
     #[serde(skip)]
-    pub failed_s: f64,
+    pub(crate) failed_s: f64,
     /// Shares of operations whose response took over 200 ms and over 1 s.
-    pub over_200ms: f64,
-    pub over_1s: f64,
+    pub(crate) over_200ms: f64,
+    pub(crate) over_1s: f64,
     /// Share of operations slower than ten times the 90th percentile: a
     /// group apart from the body of the distribution.
-    pub far_tail: f64,
+    pub(crate) far_tail: f64,
     /// A group of responses separated from the body by an empty stretch
     /// of the histogram, whatever its share.
-    pub slow_group: Option<SlowGroup>,
+    pub(crate) slow_group: Option<SlowGroup>,
     /// Mean think time, seconds (closed loop).
-    pub think_s: f64,
+    pub(crate) think_s: f64,
     /// Throughput of each measured interval.
-    pub interval_throughputs: Vec<f64>,
+    pub(crate) interval_throughputs: Vec<f64>,
     /// The server host's resources.
-    pub resources: Vec<ResourceUse>,
-    pub extras: HostExtras,
-    pub generator: GeneratorUse,
+    pub(crate) resources: Vec<ResourceUse>,
+    pub(crate) extras: HostExtras,
+    pub(crate) generator: GeneratorUse,
     /// On generators: the one whose use `generator` is (the busiest).
-    pub busiest_generator: Option<String>,
+    pub(crate) busiest_generator: Option<String>,
     /// Database sessions seen in each wait (`Type:Event`, or a stored
     /// type alone) over the window.
-    pub waits: BTreeMap<String, u64>,
+    pub(crate) waits: BTreeMap<String, u64>,
     /// Each disk's mean time per completed I/O (await), seconds.
-    pub disk_await_s: BTreeMap<String, f64>,
+    pub(crate) disk_await_s: BTreeMap<String, f64>,
     /// Each disk's completed I/Os per second, reads and writes.
-    pub disk_iops: BTreeMap<String, f64>,
+    pub(crate) disk_iops: BTreeMap<String, f64>,
     /// Each disk's bytes per second, read and written.
-    pub disk_bytes_per_s: BTreeMap<String, f64>,
+    pub(crate) disk_bytes_per_s: BTreeMap<String, f64>,
     /// The database's counters summed over the window (commits,
     /// blocks_hit, blocks_read, row_lock_waits, …).
-    pub db: BTreeMap<String, f64>,
+    pub(crate) db: BTreeMap<String, f64>,
     /// What the step's I/O passed through: cgroup I/O limits, I/O
     /// pressure, stacked disks and their kernel threads' CPU.
-    pub io_path: super::iopath::IoPath,
+    pub(crate) io_path: super::iopath::IoPath,
     /// Where the server's and perflab's threads spent the window.
     #[serde(skip_serializing_if = "super::threads::StepThreads::is_empty")]
-    pub threads: super::threads::StepThreads,
+    pub(crate) threads: super::threads::StepThreads,
 }
 
 /// Responses apart from the body of the distribution.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SlowGroup {
+pub(crate) struct SlowGroup {
     /// Share of the step's operations in the group.
-    pub share: f64,
+    pub(crate) share: f64,
     /// Where the group starts and its median, seconds.
-    pub from_s: f64,
-    pub median_s: f64,
+    pub(crate) from_s: f64,
+    pub(crate) median_s: f64,
 }
 
 impl StepPoint {
     /// Mean response time, seconds.
-    pub fn response_s(&self) -> f64 {
+    pub(crate) fn response_s(&self) -> f64 {
         self.response.mean.as_secs_f64()
     }
 
     /// How long the server's threads waited for a CPU per operation
     /// (schedstat run delay over throughput), and that as a share of the
     /// mean response time.
-    pub fn run_delay_per_op(&self) -> Option<(Duration, f64)> {
+    pub(crate) fn run_delay_per_op(&self) -> Option<(Duration, f64)> {
         let delay = self.extras.server_run_delay?;
         if self.throughput <= 0.0 {
             return None;
@@ -226,19 +226,19 @@ impl StepPoint {
     }
 
     /// A resource by name.
-    pub fn resource(&self, name: &str) -> Option<&ResourceUse> {
+    pub(crate) fn resource(&self, name: &str) -> Option<&ResourceUse> {
         self.resources.iter().find(|r| r.name == name)
     }
 
     /// Coefficient of variation of the step's throughput between its
     /// intervals: the step's own noise.
-    pub fn interval_cv(&self) -> Option<f64> {
+    pub(crate) fn interval_cv(&self) -> Option<f64> {
         (self.interval_throughputs.len() >= 2)
             .then(|| crate::engine::coefficient_of_variation(&self.interval_throughputs))
     }
 
     /// Operations attempted per second: served and failed.
-    pub fn attempts_per_s(&self) -> f64 {
+    pub(crate) fn attempts_per_s(&self) -> f64 {
         if self.error_rate < 1.0 {
             self.throughput / (1.0 - self.error_rate)
         } else {
@@ -247,7 +247,7 @@ impl StepPoint {
     }
 
     /// Reads a stored step; the server host's resources come from `source`.
-    pub fn of(step: &StepResult, source: HostSource<'_>) -> Self {
+    pub(crate) fn of(step: &StepResult, source: HostSource<'_>) -> Self {
         let (tally, measured) = step.measured();
         let summary = StepSummary::of(&tally, measured);
         let all = tally.all_ops();
@@ -533,7 +533,7 @@ fn shaped_links(samples: &[&HostSample]) -> Vec<ResourceUse> {
 /// and at least 0.2% of operations beyond it. A single-humped
 /// distribution, however long its tail, has no such empty stretch; a
 /// retransmission timeout or a stall puts its victims far beyond one.
-pub fn slow_group(h: &hdrhistogram::Histogram<u64>) -> Option<SlowGroup> {
+pub(crate) fn slow_group(h: &hdrhistogram::Histogram<u64>) -> Option<SlowGroup> {
     let total = h.len();
     if total < 100 {
         return None;

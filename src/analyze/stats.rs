@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 
 /// The two-sided p-value of the Mann–Whitney U test of `a` against `b`;
 /// none when either sample is empty.
-pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
+pub(crate) fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
     let (n1, n2) = (a.len(), b.len());
     if n1 == 0 || n2 == 0 {
         return None;
@@ -111,7 +111,7 @@ fn mean(v: &[f64]) -> f64 {
 
 /// The ratio of means `mean(b)/mean(a)` and its 95% bootstrap percentile
 /// interval (2,000 resamples of each sample, seeded).
-pub fn ratio_interval(a: &[f64], b: &[f64], seed: u64) -> Option<(f64, f64, f64)> {
+pub(crate) fn ratio_interval(a: &[f64], b: &[f64], seed: u64) -> Option<(f64, f64, f64)> {
     if a.is_empty() || b.is_empty() || mean(a) <= 0.0 {
         return None;
     }
@@ -175,7 +175,7 @@ const T_975: [f64; 30] = [
 
 /// The mean of `values` and its 95% interval (Student's t); none for
 /// fewer than two values.
-pub fn mean_interval(values: &[f64]) -> Option<(f64, f64, f64)> {
+pub(crate) fn mean_interval(values: &[f64]) -> Option<(f64, f64, f64)> {
     let n = values.len();
     if n < 2 {
         return None;

@@ -10,16 +10,16 @@ use serde::Serialize;
 
 /// The server's and perflab's thread states over a step's window.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
-pub struct StepThreads {
+pub(crate) struct StepThreads {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub server: Option<ThreadStates>,
+    pub(crate) server: Option<ThreadStates>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub perflab: Option<ThreadStates>,
+    pub(crate) perflab: Option<ThreadStates>,
 }
 
 impl StepThreads {
     /// The mean over the samples of a step.
-    pub fn of(samples: &[&HostSample]) -> Self {
+    pub(crate) fn of(samples: &[&HostSample]) -> Self {
         let group = |label: &str| {
             let parts: Vec<(&ThreadStates, f64)> = samples
                 .iter()
@@ -40,20 +40,20 @@ impl StepThreads {
     /// share, largest first (`on CPU`, `waiting for a CPU`,
     /// `I/O (journal commit)`, `locks`, `clients/network`, `sleep`,
     /// `other`); none when its threads were not followed.
-    pub fn server_shares(&self) -> Option<Vec<(String, f64)>> {
+    pub(crate) fn server_shares(&self) -> Option<Vec<(String, f64)>> {
         let shares = self.server.as_ref()?.serving().shares();
         (!shares.is_empty()).then_some(shares)
     }
 
     /// Neither group's threads were read.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.server.is_none() && self.perflab.is_none()
     }
 }
 
 /// The largest `n` shares of a group's serving threads, in words
 /// (`locks 79%, I/O (journal commit) 12%, on CPU 4%`).
-pub fn shares_text(states: &ThreadStates, n: usize) -> String {
+pub(crate) fn shares_text(states: &ThreadStates, n: usize) -> String {
     states
         .serving()
         .shares()

@@ -17,30 +17,30 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 /// Fewest points a fit is attempted on.
-pub const MIN_POINTS: usize = 6;
+pub(crate) const MIN_POINTS: usize = 6;
 
 /// A fitted model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct UslFit {
-    pub lambda: f64,
-    pub sigma: f64,
-    pub kappa: f64,
+pub(crate) struct UslFit {
+    pub(crate) lambda: f64,
+    pub(crate) sigma: f64,
+    pub(crate) kappa: f64,
     /// 95% intervals from the bootstrap.
-    pub lambda_ci: (f64, f64),
-    pub sigma_ci: (f64, f64),
-    pub kappa_ci: (f64, f64),
-    pub r_squared: f64,
+    pub(crate) lambda_ci: (f64, f64),
+    pub(crate) sigma_ci: (f64, f64),
+    pub(crate) kappa_ci: (f64, f64),
+    pub(crate) r_squared: f64,
     /// `√((1−σ)/κ)`, when κ > 0.
-    pub peak_n: Option<f64>,
+    pub(crate) peak_n: Option<f64>,
     /// X at the peak (or λ/σ, the asymptote, when κ = 0).
-    pub max_throughput: Option<f64>,
+    pub(crate) max_throughput: Option<f64>,
     /// Whether N was the users or X·R.
-    pub concurrency: &'static str,
+    pub(crate) concurrency: &'static str,
 }
 
 impl UslFit {
     /// The model's throughput at N.
-    pub fn at(&self, n: f64) -> f64 {
+    pub(crate) fn at(&self, n: f64) -> f64 {
         usl(self.lambda, self.sigma, self.kappa, n)
     }
 }
@@ -133,7 +133,12 @@ fn fit_once(n: &[f64], x: &[f64]) -> Option<(f64, f64, f64)> {
 }
 
 /// Fits the USL to (N, X) points; `Err` says why not.
-pub fn fit(n: &[f64], x: &[f64], concurrency: &'static str, seed: u64) -> Result<UslFit, String> {
+pub(crate) fn fit(
+    n: &[f64],
+    x: &[f64],
+    concurrency: &'static str,
+    seed: u64,
+) -> Result<UslFit, String> {
     let mut distinct: Vec<f64> = n.to_vec();
     distinct.sort_by(f64::total_cmp);
     distinct.dedup_by(|a, b| (*a - *b).abs() < 1e-9);

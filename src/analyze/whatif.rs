@@ -49,7 +49,7 @@ use serde::Serialize;
 
 /// Largest relative miss of the model at a measured load for its
 /// predictions to be called more than rough.
-pub const CREDIBLE: f64 = 0.15;
+pub(crate) const CREDIBLE: f64 = 0.15;
 
 /// Populations above this are solved at this size: MVA's cost grows with N,
 /// and the throughput has long reached its bound by then.
@@ -58,11 +58,11 @@ const MAX_POPULATION: u32 = 20_000;
 /// What the host has besides the server: its CPUs, and those perflab
 /// itself used at the peak.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HostRoom {
-    pub cpus: f64,
-    pub perflab_cpus: f64,
+pub(crate) struct HostRoom {
+    pub(crate) cpus: f64,
+    pub(crate) perflab_cpus: f64,
     /// perflab's CPU seconds per operation at the peak.
-    pub perflab_cpu_per_op_s: f64,
+    pub(crate) perflab_cpu_per_op_s: f64,
 }
 
 /// One queueing centre of the model.
@@ -83,70 +83,70 @@ impl Centre {
 
 /// One predicted configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     /// `disk vda twice as fast`, `cpu out of the way`.
-    pub change: String,
+    pub(crate) change: String,
     /// The load the prediction is for: the run's highest.
-    pub load: f64,
+    pub(crate) load: f64,
     /// Predicted throughput there.
-    pub throughput: f64,
+    pub(crate) throughput: f64,
     /// Predicted mean response time there (closed loops).
-    pub response_s: Option<f64>,
+    pub(crate) response_s: Option<f64>,
     /// Predicted throughput over the model's for the run as measured.
-    pub gain: f64,
+    pub(crate) gain: f64,
     /// The tightest resource after the change, and its bound.
-    pub limited_by: Option<String>,
-    pub bound: Option<f64>,
+    pub(crate) limited_by: Option<String>,
+    pub(crate) bound: Option<f64>,
     /// The changed resource still limits.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub still: bool,
+    pub(crate) still: bool,
     /// The CPUs the server has after the change, for a change of its
     /// CPUs (a lab checks the prediction against the variant that has
     /// them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_cpus: Option<f64>,
+    pub(crate) server_cpus: Option<f64>,
     /// What was changed, for a lab that looks for the variant with it.
-    pub changed: Changed,
+    pub(crate) changed: Changed,
     /// The same change at the peak's load, when that is not the highest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub at_peak: Option<AtLoad>,
+    pub(crate) at_peak: Option<AtLoad>,
 }
 
 /// A prediction at one load.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct AtLoad {
-    pub load: f64,
-    pub throughput: f64,
+pub(crate) struct AtLoad {
+    pub(crate) load: f64,
+    pub(crate) throughput: f64,
 }
 
 /// The change a scenario makes: the kind of resource, and its capacity's
 /// factor (none: out of the way altogether).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Changed {
-    pub kind: ResourceKind,
-    pub factor: Option<f64>,
+pub(crate) struct Changed {
+    pub(crate) kind: ResourceKind,
+    pub(crate) factor: Option<f64>,
 }
 
 /// The model's check against the run, and its predictions.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WhatIf {
+pub(crate) struct WhatIf {
     /// Largest relative miss of the model's throughput at a measured load
     /// up to the peak.
-    pub model_error: f64,
+    pub(crate) model_error: f64,
     /// The model's throughput at the highest load, as measured.
-    pub baseline: f64,
+    pub(crate) baseline: f64,
     /// The throughput measured at the highest load.
-    pub measured: f64,
+    pub(crate) measured: f64,
     /// The model missed the measurement at the highest load by more than
     /// [`CREDIBLE`]: predictions are the measurement times the model's gain.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub scaled: bool,
-    pub credible: bool,
+    pub(crate) scaled: bool,
+    pub(crate) credible: bool,
     /// What the predictions were made from, in words: the demands
     /// measured up to the peak, or the measurement at the highest load
     /// times the model's gain.
-    pub basis: String,
-    pub scenarios: Vec<Scenario>,
+    pub(crate) basis: String,
+    pub(crate) scenarios: Vec<Scenario>,
 }
 
 /// The network's centres: the fitted demands, without the single CPUs
@@ -364,7 +364,7 @@ fn doubling_words(
 /// Predictions for a run whose bottleneck is a resource; none otherwise
 /// (the generator, contention, loss and an unreached limit are not
 /// changed by more hardware).
-pub fn what_if(
+pub(crate) fn what_if(
     points: &[StepPoint],
     demands: &Demands,
     bottleneck: &Bottleneck,
@@ -394,7 +394,7 @@ pub fn what_if(
 /// measured apart), a link without loss (TCP's throughput under loss
 /// depends on the round trip and the loss's pattern, which one run does
 /// not separate). None for the other verdicts.
-pub fn not_predicted(bottleneck: &Bottleneck) -> Option<String> {
+pub(crate) fn not_predicted(bottleneck: &Bottleneck) -> Option<String> {
     let name = bottleneck.name.as_str();
     let why = if bottleneck.kind == BottleneckKind::NetworkLoss {
         "no prediction for a link without loss: TCP's throughput under loss depends on the round trip and the loss's pattern, which one run does not separate — run again without the loss to measure it"

@@ -44,8 +44,8 @@ pub const DEFAULT_USERS: &str = default_users!();
 /// Users of `--quick`.
 pub const QUICK_USERS: &str = quick_users!();
 /// Warm-up and measured window: (default, with `--quick`).
-pub const WARMUP: (&str, &str) = (default_warmup!(), quick_warmup!());
-pub const DURATION: (&str, &str) = (default_duration!(), quick_duration!());
+pub(crate) const WARMUP: (&str, &str) = (default_warmup!(), quick_warmup!());
+pub(crate) const DURATION: (&str, &str) = (default_duration!(), quick_duration!());
 use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -93,31 +93,31 @@ pub enum Command {
 pub struct KubeArgs {
     /// Generator pods in the Indexed Job.
     #[arg(long, value_name = "N")]
-    pub generators: u32,
+    pub(crate) generators: u32,
 
     /// The image built from the Containerfile.
     #[arg(long, value_name = "IMAGE")]
-    pub image: String,
+    pub(crate) image: String,
 
     /// The namespace of every object.
     #[arg(long, value_name = "NS", default_value = "default")]
-    pub namespace: String,
+    pub(crate) namespace: String,
 
     /// The objects' name prefix.
     #[arg(long, value_name = "NAME", default_value = "perflab")]
-    pub name: String,
+    pub(crate) name: String,
 
     /// Where to write the manifests (made mode 0600: they hold the token and a key).
     #[arg(long, value_name = "FILE")]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
 
     /// A generator pod leaves after this long without a request, so its Job completes.
     #[arg(long, value_name = "TIME", default_value = "10m", value_parser = values::duration)]
-    pub generator_idle: Duration,
+    pub(crate) generator_idle: Duration,
 
     /// The run: `run WORKLOAD FLAGS…`, as `perflab run` takes it.
     #[arg(last = true, required = true, value_name = "RUN")]
-    pub run: Vec<String>,
+    pub(crate) run: Vec<String>,
 }
 
 /// `perflab lab FILE.toml`, or `perflab lab report LAB`.
@@ -126,20 +126,20 @@ pub struct KubeArgs {
 pub struct LabArgs {
     /// The lab file (TOML): workload, target, args, repetitions, and [vary], [zip] or [[variant]].
     #[arg(required = true, value_name = "FILE")]
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
 
     /// Print the cells in their order and what each changes; run nothing.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
 
     #[command(flatten)]
-    pub ask: LabAskArgs,
+    pub(crate) ask: LabAskArgs,
 
     #[command(subcommand)]
-    pub command: Option<LabCommand>,
+    pub(crate) command: Option<LabCommand>,
 
     #[command(flatten)]
-    pub store: StoreArg,
+    pub(crate) store: StoreArg,
 }
 
 #[derive(Debug, Subcommand)]
@@ -155,10 +155,10 @@ pub enum LabCommand {
 #[derive(Debug, Args)]
 pub struct LabResumeArgs {
     /// The lab (its number, or last).
-    pub lab: String,
+    pub(crate) lab: String,
 
     #[command(flatten)]
-    pub store: StoreArg,
+    pub(crate) store: StoreArg,
 }
 
 /// The capacity question a lab's report answers.
@@ -166,163 +166,163 @@ pub struct LabResumeArgs {
 pub struct LabAskArgs {
     /// The throughput needed, operations per second (e.g. 2000 or 2000/s): the report lists the variants that reached it, the smallest of them, and the configurations predicted to.
     #[arg(long, value_name = "RATE", value_parser = values::need)]
-    pub need: Option<f64>,
+    pub(crate) need: Option<f64>,
 
     /// A service level objective the needed throughput must be met within, e.g. p95<50ms or errors<1% (repeatable).
     #[arg(long, value_name = "OBJECTIVE")]
-    pub slo: Vec<String>,
+    pub(crate) slo: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct LabReportArgs {
     /// The lab (its number, printed when it ran, or last).
-    pub lab: String,
+    pub(crate) lab: String,
 
     /// JSON instead of the terminal table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 
     /// Also write the report as Markdown to FILE.
     #[arg(long, value_name = "FILE")]
-    pub md: Option<std::path::PathBuf>,
+    pub(crate) md: Option<std::path::PathBuf>,
 
     /// Also write the report as one HTML file (the variants' curves overlaid as inline SVG).
     #[arg(long, value_name = "FILE")]
-    pub html: Option<std::path::PathBuf>,
+    pub(crate) html: Option<std::path::PathBuf>,
 
     #[command(flatten)]
-    pub ask: LabAskArgs,
+    pub(crate) ask: LabAskArgs,
 
     #[command(flatten)]
-    pub store: StoreArg,
+    pub(crate) store: StoreArg,
 }
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// The runs (numbers from `perflab runs`, or last); several overlay their curves.
     #[arg(required = true)]
-    pub runs: Vec<String>,
+    pub(crate) runs: Vec<String>,
 
     /// Write one self-contained HTML file (charts as inline SVG).
     #[arg(long, value_name = "FILE")]
-    pub html: Option<std::path::PathBuf>,
+    pub(crate) html: Option<std::path::PathBuf>,
 
     /// Write Markdown.
     #[arg(long, value_name = "FILE")]
-    pub md: Option<std::path::PathBuf>,
+    pub(crate) md: Option<std::path::PathBuf>,
 
     /// Write steps.csv and intervals.csv into DIR.
     #[arg(long, value_name = "DIR")]
-    pub csv: Option<std::path::PathBuf>,
+    pub(crate) csv: Option<std::path::PathBuf>,
 
     /// The load level whose latency distribution to plot (repeat to
     /// overlay several, e.g. --step 1 --step 32; `peak` is the default).
     #[arg(long = "step", value_name = "LOAD")]
-    pub steps: Vec<String>,
+    pub(crate) steps: Vec<String>,
 
     #[command(flatten)]
-    pub store: StoreArg,
+    pub(crate) store: StoreArg,
 }
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The baseline run, then the runs to compare with it.
     #[arg(required = true, num_args = 2..)]
-    pub runs: Vec<String>,
+    pub(crate) runs: Vec<String>,
 
     /// A scorecard: weights of throughput, p95 and cpu_per_op, e.g. throughput=0.4,p95=0.4,cpu_per_op=0.2.
     #[arg(long, value_name = "WEIGHTS")]
-    pub weights: Option<String>,
+    pub(crate) weights: Option<String>,
 
     /// What a run's setup costs, RUN=AMOUNT (repeatable): prints peak throughput per unit of cost.
     #[arg(long, value_name = "RUN=AMOUNT")]
-    pub cost: Vec<String>,
+    pub(crate) cost: Vec<String>,
 
     /// Markdown instead of the terminal table.
     #[arg(long)]
-    pub md: bool,
+    pub(crate) md: bool,
 
     /// JSON instead of the terminal table.
     #[arg(long, conflicts_with = "md")]
-    pub json: bool,
+    pub(crate) json: bool,
 
     #[command(flatten)]
-    pub store: StoreArg,
+    pub(crate) store: StoreArg,
 }
 
 #[derive(Debug, Args)]
 pub struct DiffHostsArgs {
     /// The first run (a number from `perflab runs`, or last).
-    pub a: String,
+    pub(crate) a: String,
 
     /// The second run.
-    pub b: String,
+    pub(crate) b: String,
 
     #[command(flatten)]
-    pub store: StoreArg,
+    pub(crate) store: StoreArg,
 }
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Time between the two readings of counters that must move to mean something (errors, carrier changes, swapping, steal).
     #[arg(long, value_name = "TIME", default_value = "5s", value_parser = values::duration)]
-    pub sample: Duration,
+    pub(crate) sample: Duration,
 
     /// Also check a database's configuration: postgres://… or mysql://…
     #[arg(long, value_name = "DSN")]
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
 
     /// The most users a sweep will run, for the database's connection limit.
     #[arg(long, value_name = "N")]
-    pub users: Option<u32>,
+    pub(crate) users: Option<u32>,
 
     /// The server's pid, for its cgroup's CPU and memory limits.
     #[arg(long, value_name = "PID")]
-    pub server_pid: Option<u32>,
+    pub(crate) server_pid: Option<u32>,
 
     /// Write the findings as JSON to stdout.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 
     /// Examine another host through its perflab agent: agent://HOST:PORT.
     #[arg(long, value_name = "SOURCE")]
-    pub probe: Option<String>,
+    pub(crate) probe: Option<String>,
 
     #[command(flatten)]
-    pub agent_access: AgentAccessArgs,
+    pub(crate) agent_access: AgentAccessArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
     /// A run number from `perflab runs`, or last.
     #[arg(default_value = "last")]
-    pub run: String,
+    pub(crate) run: String,
 
     /// A service level objective, e.g. p95<50ms or errors<1% (repeatable); replaces the run's own.
     #[arg(long, value_name = "OBJECTIVE")]
-    pub slo: Vec<String>,
+    pub(crate) slo: Vec<String>,
 
     /// A step whose interval throughputs vary more than this (coefficient of variation) is flagged.
     #[arg(long, value_name = "PERCENT", value_parser = values::positive_percent)]
-    pub max_cv: Option<f64>,
+    pub(crate) max_cv: Option<f64>,
 
     /// Write the verdict as JSON to FILE, or - for stdout.
     #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
 
     #[command(flatten)]
-    pub store: StoreArg,
+    pub(crate) store: StoreArg,
 }
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
     /// Address to listen on; beyond loopback a --token-file and TLS are required.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7071")]
-    pub listen: String,
+    pub(crate) listen: String,
 
     /// A file whose first line is the token every request must carry.
     #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    pub(crate) token_file: Option<PathBuf>,
 
     /// Serve HTTPS with this certificate (PEM, its chain after it); with --tls-key.
     #[arg(
@@ -331,27 +331,27 @@ pub struct AgentArgs {
         requires = "tls_key",
         conflicts_with = "tls_self_signed"
     )]
-    pub tls_cert: Option<PathBuf>,
+    pub(crate) tls_cert: Option<PathBuf>,
 
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
+    pub(crate) tls_key: Option<PathBuf>,
 
     /// Serve HTTPS with a certificate made at start; its SHA-256 fingerprint is printed for clients to pin.
     #[arg(long)]
-    pub tls_self_signed: bool,
+    pub(crate) tls_self_signed: bool,
 
     /// Also generate load: offer the part of each step a coordinator (`run --generators`) sends.
     #[arg(long)]
-    pub generate: bool,
+    pub(crate) generate: bool,
 
     /// Exit (status 0) after this long without a request: a generator pod's Job then completes.
     #[arg(long, value_name = "TIME", value_parser = values::duration)]
-    pub idle_exit: Option<Duration>,
+    pub(crate) idle_exit: Option<Duration>,
 
     /// Time between samples.
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = values::duration)]
-    pub interval: Duration,
+    pub(crate) interval: Duration,
 }
 
 /// Where results live.
@@ -359,7 +359,7 @@ pub struct AgentArgs {
 pub struct StoreArg {
     /// The results store (an SQLite file; created if missing).
     #[arg(long, default_value = "perflab.db", value_name = "PATH")]
-    pub store: PathBuf,
+    pub(crate) store: PathBuf,
 }
 
 /// `perflab run WORKLOAD …`: the workload (its own flags live in its
@@ -367,14 +367,14 @@ pub struct StoreArg {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(subcommand)]
-    pub workload: RunWorkload,
+    pub(crate) workload: RunWorkload,
 }
 
 /// The chosen workload and the common flags, given after its name.
 #[derive(Debug)]
 pub struct RunWorkload {
-    pub common: CommonRunArgs,
-    pub choice: RunChoice,
+    pub(crate) common: CommonRunArgs,
+    pub(crate) choice: RunChoice,
 }
 
 /// What every workload's run takes: the load model, the sweep, the timing,
@@ -385,131 +385,131 @@ pub struct CommonRunArgs {
         "Closed loop: virtual users per step (the disk workload: outstanding I/Os), as N, a list 1,2,4,8 or a range 10..150/10. Default ",
         default_users!(), "."
     ), value_parser = values::users)]
-    pub users: Option<Sweep>,
+    pub(crate) users: Option<Sweep>,
 
     /// Open loop: arrivals per second per step, as N, a list or a range 100..1000/100.
     #[arg(long, value_name = "SWEEP", value_parser = values::rates)]
-    pub rate: Option<Sweep>,
+    pub(crate) rate: Option<Sweep>,
 
     /// Closed loop think time: 0, 1s, exp:1s or uniform:0.5s..1.5s.
     #[arg(long, value_name = "TIME", default_value = "0", value_parser = values::think)]
-    pub think: ThinkTime,
+    pub(crate) think: ThinkTime,
 
     /// Open loop arrival process.
     #[arg(long, value_name = "KIND", value_enum, default_value_t = Arrivals::Poisson)]
-    pub arrivals: Arrivals,
+    pub(crate) arrivals: Arrivals,
 
     /// Open loop: sessions (connections) serving arrivals.
     #[arg(long, value_name = "N", default_value_t = 64)]
-    pub connections: u32,
+    pub(crate) connections: u32,
 
     /// Open loop: arrivals beyond this many queued or running operations are dropped.
     #[arg(long, value_name = "N", default_value_t = 1000)]
-    pub max_outstanding: u32,
+    pub(crate) max_outstanding: u32,
 
     #[arg(long, value_name = "TIME", help = concat!(
         "Warm-up before each measured window (not counted). Default ",
         default_warmup!(), " (", quick_warmup!(), " with --quick)."
     ), value_parser = values::duration)]
-    pub warmup: Option<Duration>,
+    pub(crate) warmup: Option<Duration>,
 
     #[arg(long, value_name = "TIME", help = concat!(
         "Measured window of each step. Default ", default_duration!(),
         " (", quick_duration!(), " with --quick)."
     ), value_parser = values::duration)]
-    pub duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
 
     #[arg(long, help = concat!(
         "A short demonstration sweep: users ", quick_users!(), ", warm-up ",
         quick_warmup!(), ", ", quick_duration!(), " per step."
     ))]
-    pub quick: bool,
+    pub(crate) quick: bool,
 
     /// Worker threads generating load. Default: one per CPU.
     #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
 
     /// An operation slower than this is an error of kind timeout.
     #[arg(long, value_name = "TIME", default_value = "30s", value_parser = values::duration)]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 
     /// A step whose failed share of operations is above this ends the sweep.
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = values::percent)]
-    pub max_error_rate: f64,
+    pub(crate) max_error_rate: f64,
 
     /// A service level objective for the verdict, e.g. p95<50ms or errors<1% (repeatable).
     #[arg(long, value_name = "OBJECTIVE")]
-    pub slo: Vec<String>,
+    pub(crate) slo: Vec<String>,
 
     /// The verdict flags a step whose throughputs vary more than this (coefficient of variation); with --max-repeat, a level runs again while its runs do.
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = values::positive_percent)]
-    pub max_cv: f64,
+    pub(crate) max_cv: f64,
 
     /// Run each load level this many times.
     #[arg(long, value_name = "K", default_value_t = 1)]
-    pub repeat: u32,
+    pub(crate) repeat: u32,
 
     /// Run a level again, up to this many times, while its runs' throughputs vary more than --max-cv.
     #[arg(long, value_name = "M")]
-    pub max_repeat: Option<u32>,
+    pub(crate) max_repeat: Option<u32>,
 
     #[command(flatten)]
-    pub server: ServerArgs,
+    pub(crate) server: ServerArgs,
 
     /// Also sample a remote host each interval: agent://HOST:PORT (perflab agent) or node-exporter://HOST:PORT; repeatable. This host is always sampled.
     #[arg(long, value_name = "SOURCE")]
-    pub probe: Vec<String>,
+    pub(crate) probe: Vec<String>,
 
     /// Offer the load from these generators (perflab agent --generate), comma-separated agent://HOST:PORT; this process then coordinates.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub generators: Vec<String>,
+    pub(crate) generators: Vec<String>,
 
     /// The generators listed in FILE, one agent://HOST:PORT per line (# comments).
     #[arg(long, value_name = "FILE", conflicts_with = "generators")]
-    pub generators_file: Option<PathBuf>,
+    pub(crate) generators_file: Option<PathBuf>,
 
     /// Wait up to this long for every generator to answer at the start (pods still being scheduled).
     #[arg(long, value_name = "TIME", value_parser = values::duration)]
-    pub generators_wait: Option<Duration>,
+    pub(crate) generators_wait: Option<Duration>,
 
     /// When a generator stops answering mid-step: keep that step (degraded) and go on with the others, or stop there.
     #[arg(long, value_name = "WHAT", value_enum, default_value = "stop")]
-    pub on_generator_loss: crate::plan::GeneratorLoss,
+    pub(crate) on_generator_loss: crate::plan::GeneratorLoss,
 
     #[command(flatten)]
-    pub agent_access: AgentAccessArgs,
+    pub(crate) agent_access: AgentAccessArgs,
 
     /// Seed of every random stream (printed and stored, so a run can be repeated).
     #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
 
     #[command(flatten)]
-    pub store: StoreArg,
+    pub(crate) store: StoreArg,
 }
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// How long to watch (default: until Ctrl-C).
     #[arg(long, value_name = "TIME", value_parser = values::duration)]
-    pub duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
 
     /// Time between samples.
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = values::duration)]
-    pub interval: Duration,
+    pub(crate) interval: Duration,
 
     /// One JSON object per sample (the host sample of the run store) instead of text.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 
     /// Where the samples come from: local (this host), agent://HOST:PORT or node-exporter://HOST:PORT.
     #[arg(long, value_name = "SOURCE", default_value = "local")]
-    pub probe: String,
+    pub(crate) probe: String,
 
     #[command(flatten)]
-    pub agent_access: AgentAccessArgs,
+    pub(crate) agent_access: AgentAccessArgs,
 
     #[command(flatten)]
-    pub server: ServerArgs,
+    pub(crate) server: ServerArgs,
 }
 
 /// How perflab reaches its agents: the token, and what it trusts as an
@@ -518,15 +518,15 @@ pub struct WatchArgs {
 pub struct AgentAccessArgs {
     /// The token for agents (a file whose first line is the token).
     #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    pub(crate) token_file: Option<PathBuf>,
 
     /// Trust the agent whose certificate has this SHA-256 fingerprint (printed by `agent --tls-self-signed`); repeatable, one per agent.
     #[arg(long, value_name = "SHA256", conflicts_with = "agent_cacert")]
-    pub agent_fingerprint: Vec<String>,
+    pub(crate) agent_fingerprint: Vec<String>,
 
     /// Trust agents whose certificates this CA (PEM) signed.
     #[arg(long, value_name = "FILE")]
-    pub agent_cacert: Option<PathBuf>,
+    pub(crate) agent_cacert: Option<PathBuf>,
 }
 
 /// Which processes are the server under test (followed with the host's counters).
@@ -534,38 +534,38 @@ pub struct AgentAccessArgs {
 pub struct ServerArgs {
     /// The server's process and its children (e.g. the postmaster).
     #[arg(long, value_name = "PID", conflicts_with = "server_proc")]
-    pub server_pid: Option<u32>,
+    pub(crate) server_pid: Option<u32>,
 
     /// The server's processes by command name (e.g. postgres, mariadbd).
     #[arg(long, value_name = "NAME")]
-    pub server_proc: Option<String>,
+    pub(crate) server_proc: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// A run number from `perflab runs`, or last.
     #[arg(default_value = "last")]
-    pub run: String,
+    pub(crate) run: String,
 
     /// Write the run as JSON (schema: schema/run.schema.json) to FILE, or - for stdout.
     #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
 
     #[command(flatten)]
-    pub store: StoreArg,
+    pub(crate) store: StoreArg,
 }
 
 /// `perflab check WORKLOAD …`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     #[command(subcommand)]
-    pub workload: CheckWorkload,
+    pub(crate) workload: CheckWorkload,
 }
 
 /// The workload whose data to check, with its flags.
 #[derive(Debug)]
 pub struct CheckWorkload {
-    pub choice: CheckChoice,
+    pub(crate) choice: CheckChoice,
 }
 
 impl FromArgMatches for RunWorkload {

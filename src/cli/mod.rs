@@ -5,7 +5,7 @@
 
 mod args;
 mod validate;
-pub mod values;
+pub(crate) mod values;
 
 pub use args::{
     AgentAccessArgs, AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CommonRunArgs,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Runs `perflab agent`.
-pub fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
+pub(crate) fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
     let listen = args.listen.parse().map_err(|_| {
         PlanError::flag(
             "--listen",

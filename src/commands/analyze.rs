@@ -9,7 +9,7 @@ use crate::cli::{parse_slos, AnalyzeArgs};
 use crate::report::Output;
 
 /// Runs `perflab analyze`.
-pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
+pub(crate) fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
     let slos = if args.slo.is_empty() {
         None
     } else {

@@ -6,7 +6,7 @@ use crate::cli::CheckArgs;
 use crate::report::{Format, Output};
 
 /// Runs `perflab check`.
-pub fn check(args: &CheckArgs) -> anyhow::Result<Exit> {
+pub(crate) fn check(args: &CheckArgs) -> anyhow::Result<Exit> {
     let (what, report) = args.workload.choice.check()?;
     write(
         &Output::Check {

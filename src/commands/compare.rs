@@ -12,7 +12,7 @@ use crate::report::{Format, Output};
 use crate::store::{Store, StoredRun};
 
 /// Runs `perflab compare`.
-pub fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
+pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
     let weights = args
         .weights
         .as_deref()

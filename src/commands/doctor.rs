@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Runs `perflab doctor`.
-pub fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
+pub(crate) fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
     let sample = args.sample;
     check_flags(args)?;
     // The target is checked before anything is sampled: bad input costs

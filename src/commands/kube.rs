@@ -11,7 +11,7 @@ use crate::wire::tls::Identity;
 use clap::Parser;
 
 /// Runs `perflab kube`.
-pub fn kube(args: &KubeArgs) -> anyhow::Result<Exit> {
+pub(crate) fn kube(args: &KubeArgs) -> anyhow::Result<Exit> {
     let spec = KubeSpec {
         name: args.name.clone(),
         namespace: args.namespace.clone(),

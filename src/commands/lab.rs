@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 /// Runs `perflab lab`.
-pub fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
+pub(crate) fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
     match &args.command {
         Some(LabCommand::Report(report_args)) => return lab_report(report_args),
         Some(LabCommand::Resume(resume_args)) => return lab_resume(resume_args),

@@ -22,7 +22,7 @@ use std::ffi::OsString;
 
 /// How the process ends (documented in the README).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// Everything ran and every check passed.
     Ok = 0,
     /// A step broke the error limit, a check failed, or the run could not go on.

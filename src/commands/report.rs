@@ -12,7 +12,7 @@ use crate::report::{Format, Output, ReportRun};
 use crate::store::StoredRun;
 
 /// Runs `perflab report`.
-pub fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
+pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
     if args.html.is_none() && args.md.is_none() && args.csv.is_none() {
         return Err(
             PlanError::new("say what to write: --html FILE, --md FILE or --csv DIR").into(),

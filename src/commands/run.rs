@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Runs `perflab run`.
-pub fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     let (workload, plan) = plan_from(args)?;
     let common = &args.workload.common;
     if workload.target().is_file(&common.store.store) {

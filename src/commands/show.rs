@@ -24,7 +24,7 @@ pub(super) fn existing_store(path: &Path) -> anyhow::Result<Store> {
 }
 
 /// `perflab runs`.
-pub fn runs(path: &Path) -> anyhow::Result<Exit> {
+pub(crate) fn runs(path: &Path) -> anyhow::Result<Exit> {
     let store = existing_store(path)?;
     let rows = store.runs()?;
     let output = Output::Runs {
@@ -36,7 +36,7 @@ pub fn runs(path: &Path) -> anyhow::Result<Exit> {
 }
 
 /// `perflab show RUN [--json FILE]`.
-pub fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
+pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
     let store = existing_store(&args.store.store)?;
     let id = store.resolve_run(&args.run)?;
     let run = store.load_run(id)?;
@@ -46,7 +46,7 @@ pub fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
 }
 
 /// `perflab diff-hosts A B`: the facts of two runs' hosts that differ.
-pub fn diff_hosts(args: &DiffHostsArgs) -> anyhow::Result<Exit> {
+pub(crate) fn diff_hosts(args: &DiffHostsArgs) -> anyhow::Result<Exit> {
     let store = existing_store(&args.store.store)?;
     let (a, b) = (store.resolve_run(&args.a)?, store.resolve_run(&args.b)?);
     let inventory = |id| -> anyhow::Result<_> {

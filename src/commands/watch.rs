@@ -90,7 +90,7 @@ fn now_stamp() -> String {
 }
 
 /// Runs `perflab watch`.
-pub fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
+pub(crate) fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
     let (interval, duration) = timing(args)?;
     let mut groups = Vec::new();
     if let Some(selector) = server_selector(&args.server)? {

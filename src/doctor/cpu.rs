@@ -17,7 +17,7 @@ fn steal_ticks(root: &Root) -> Option<(u64, u64)> {
     Some((cols.get(7).copied().unwrap_or(0), total))
 }
 
-pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
+pub(crate) fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
     let root = after;
     let cpus: Vec<String> = root
         .list("sys/devices/system/cpu")

@@ -24,7 +24,7 @@ fn gib(b: u64) -> String {
 
 /// The findings of a server's settings, on a host with `ram` bytes, for a
 /// sweep up to `users`.
-pub fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Finding> {
+pub(crate) fn database_findings(s: &DbSettings, ram: u64, users: Option<u32>) -> Vec<Finding> {
     let mut out = Vec::new();
     match s.engine.as_str() {
         "postgresql" => postgres_findings(s, ram, users, &mut out),

@@ -11,7 +11,7 @@ use super::Root;
 use std::collections::BTreeMap;
 
 /// Fact name → value.
-pub type Inventory = BTreeMap<String, String>;
+pub(crate) type Inventory = BTreeMap<String, String>;
 
 /// The sysctls recorded (file under /proc/sys, dotted name).
 const SYSCTLS: &[&str] = &[
@@ -30,7 +30,7 @@ const SYSCTLS: &[&str] = &[
 ];
 
 /// Reads the inventory of the host under `root`.
-pub fn host_inventory(root: &Root) -> Inventory {
+pub(crate) fn host_inventory(root: &Root) -> Inventory {
     let mut inv = Inventory::new();
     system_facts(root, &mut inv);
     nic_facts(root, &mut inv);
@@ -193,14 +193,14 @@ fn disk_facts(root: &Root, inv: &mut Inventory) {
 
 /// One fact that differs: its value in the first and the second inventory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Difference {
-    pub key: String,
-    pub a: Option<String>,
-    pub b: Option<String>,
+pub(crate) struct Difference {
+    pub(crate) key: String,
+    pub(crate) a: Option<String>,
+    pub(crate) b: Option<String>,
 }
 
 /// The facts whose values differ (or exist on one side only).
-pub fn diff(a: &Inventory, b: &Inventory) -> Vec<Difference> {
+pub(crate) fn diff(a: &Inventory, b: &Inventory) -> Vec<Difference> {
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();

@@ -18,7 +18,7 @@ fn meminfo_kib(root: &Root, key: &str) -> Option<u64> {
     })
 }
 
-pub fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
+pub(crate) fn check(before: &Root, after: &Root, scope: &Scope, report: &mut Report) {
     swap(before, after, report);
     settings(after, report);
     server_limit(after, scope, report);

@@ -14,17 +14,17 @@
 //! trees `t0` and `t1`).
 
 mod cpu;
-pub mod database;
-pub mod inventory;
+pub(crate) mod database;
+pub(crate) mod inventory;
 mod memory;
 mod mtu;
 mod nic;
 mod pcie;
-pub mod storage;
+pub(crate) mod storage;
 mod tcp;
 
-pub use database::database_findings;
-pub use storage::target_filesystem;
+pub(crate) use database::database_findings;
+pub(crate) use storage::target_filesystem;
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -32,14 +32,14 @@ use std::path::{Path, PathBuf};
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Severity {
+pub(crate) enum Severity {
     Critical,
     Warning,
     Info,
 }
 
 impl Severity {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Severity::Critical => "critical",
             Severity::Warning => "warning",
@@ -50,23 +50,23 @@ impl Severity {
 
 /// One trap found.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Finding {
-    pub severity: Severity,
+pub(crate) struct Finding {
+    pub(crate) severity: Severity,
     /// `network`, `interrupts`, `pcie`, `cpu`, `storage`, `memory`, `database`.
-    pub area: String,
-    pub title: String,
+    pub(crate) area: String,
+    pub(crate) title: String,
     /// What was read: `file = value`.
-    pub evidence: Vec<String>,
-    pub why: String,
-    pub fix: String,
+    pub(crate) evidence: Vec<String>,
+    pub(crate) why: String,
+    pub(crate) fix: String,
 }
 
 /// Everything the doctor found, and what it could not look at.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, Default)]
-pub struct Report {
-    pub findings: Vec<Finding>,
+pub(crate) struct Report {
+    pub(crate) findings: Vec<Finding>,
     /// What this host does not expose (a virtual NIC's speed, cpufreq).
-    pub unavailable: Vec<String>,
+    pub(crate) unavailable: Vec<String>,
 }
 
 impl Report {
@@ -79,22 +79,22 @@ impl Report {
     }
 
     /// The worst severity found.
-    pub fn worst(&self) -> Option<Severity> {
+    pub(crate) fn worst(&self) -> Option<Severity> {
         self.findings.iter().map(|f| f.severity).min()
     }
 }
 
 /// Where the host's files are: `/` on a live host, a fixture tree in tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Root {
-    pub dir: PathBuf,
+pub(crate) struct Root {
+    pub(crate) dir: PathBuf,
     /// A live host (ioctl for what no file shows) or a fixture tree.
-    pub live: bool,
+    pub(crate) live: bool,
 }
 
 impl Root {
     /// This host.
-    pub fn live() -> Self {
+    pub(crate) fn live() -> Self {
         Root {
             dir: PathBuf::from("/"),
             live: true,
@@ -102,7 +102,7 @@ impl Root {
     }
 
     /// A fixture tree standing in for `/`.
-    pub fn fixture(dir: &Path) -> Self {
+    pub(crate) fn fixture(dir: &Path) -> Self {
         Root {
             dir: dir.to_path_buf(),
             live: false,
@@ -110,19 +110,19 @@ impl Root {
     }
 
     /// A file's text, trimmed; none when missing or unreadable.
-    pub fn read(&self, rel: &str) -> Option<String> {
+    pub(crate) fn read(&self, rel: &str) -> Option<String> {
         std::fs::read_to_string(self.dir.join(rel.trim_start_matches('/')))
             .ok()
             .map(|t| t.trim().to_string())
     }
 
     /// A file's value as a number.
-    pub fn number(&self, rel: &str) -> Option<i64> {
+    pub(crate) fn number(&self, rel: &str) -> Option<i64> {
         self.read(rel)?.parse().ok()
     }
 
     /// Names in a directory, sorted; empty when missing.
-    pub fn list(&self, rel: &str) -> Vec<String> {
+    pub(crate) fn list(&self, rel: &str) -> Vec<String> {
         let mut out: Vec<String> = std::fs::read_dir(self.dir.join(rel.trim_start_matches('/')))
             .map(|d| {
                 d.flatten()
@@ -135,20 +135,20 @@ impl Root {
     }
 
     /// The path of a file under the root.
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel.trim_start_matches('/'))
     }
 }
 
 /// What the doctor is asked to look at beyond the host.
 #[derive(Debug, Clone, Default)]
-pub struct Scope {
+pub(crate) struct Scope {
     /// The server under test's pid, for its cgroup limits.
-    pub server_pid: Option<u32>,
+    pub(crate) server_pid: Option<u32>,
 }
 
 /// Audits a host from two readings of it (`before`, then `after`).
-pub fn examine(before: &Root, after: &Root, scope: &Scope) -> Report {
+pub(crate) fn examine(before: &Root, after: &Root, scope: &Scope) -> Report {
     let mut report = Report::default();
     nic::check(before, after, &mut report);
     tcp::check(before, after, &mut report);
@@ -173,7 +173,7 @@ fn shown(rel: &str, value: impl std::fmt::Display) -> String {
 /// statistics and carrier changes, /proc/stat, /proc/vmstat, TCP's
 /// /proc/net/snmp and /proc/net/netstat) from a live
 /// host into `dir`, a tree [`examine`] can take as its first reading.
-pub fn snapshot(live: &Root, dir: &Path) -> std::io::Result<Root> {
+pub(crate) fn snapshot(live: &Root, dir: &Path) -> std::io::Result<Root> {
     let copy = |rel: &str| -> std::io::Result<()> {
         if let Ok(text) = std::fs::read_to_string(live.path(rel)) {
             let to = dir.join(rel);

@@ -49,7 +49,7 @@ fn stacked(root: &Root) -> BTreeSet<(String, String)> {
 
 /// Reports a bridge or bond whose members' MTUs differ, and a stacked
 /// interface whose MTU is above that of the interface beneath it.
-pub fn check(root: &Root, report: &mut Report) {
+pub(crate) fn check(root: &Root, report: &mut Report) {
     let mut grouped: BTreeSet<(String, String)> = BTreeSet::new();
     for dev in root.list("sys/class/net") {
         let base = format!("sys/class/net/{dev}");

@@ -120,9 +120,9 @@ const MODES: [(u32, &str, u32); 7] = [
 /// Auto-negotiation and the modes this end and its partner advertise.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct LinkSettings {
-    pub autoneg: bool,
-    pub advertised: Vec<&'static str>,
-    pub partner: Vec<&'static str>,
+    pub(crate) autoneg: bool,
+    pub(crate) advertised: Vec<&'static str>,
+    pub(crate) partner: Vec<&'static str>,
 }
 
 fn names(mask: u32) -> Vec<&'static str> {
@@ -198,7 +198,7 @@ fn mode_speed(name: &str) -> u32 {
     MODES.iter().find(|(_, n, _)| *n == name).map_or(0, |m| m.2)
 }
 
-pub fn check(before: &Root, after: &Root, report: &mut Report) {
+pub(crate) fn check(before: &Root, after: &Root, report: &mut Report) {
     for dev in &interfaces(after) {
         let base = format!("sys/class/net/{dev}");
         let operstate = after.read(&format!("{base}/operstate")).unwrap_or_default();
@@ -394,7 +394,7 @@ fn receive_ring(after: &Root, dev: &str, report: &mut Report) {
 
 /// Interrupts per device concentrated on one CPU, irqbalance, RPS and the
 /// softnet backlog.
-pub fn interrupts(root: &Root, report: &mut Report) {
+pub(crate) fn interrupts(root: &Root, report: &mut Report) {
     let cpus = root
         .read("proc/stat")
         .map(|t| {

@@ -10,7 +10,7 @@ fn gts(text: &str) -> Option<f64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
-pub fn check(root: &Root, report: &mut Report) {
+pub(crate) fn check(root: &Root, report: &mut Report) {
     let devices = root.list("sys/bus/pci/devices");
     let mut any = false;
     for dev in devices {

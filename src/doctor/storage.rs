@@ -11,7 +11,7 @@ fn selected(text: &str) -> Option<&str> {
         .or_else(|| text.split_whitespace().next())
 }
 
-pub fn check(root: &Root, report: &mut Report) {
+pub(crate) fn check(root: &Root, report: &mut Report) {
     let disks: Vec<String> = root
         .list("sys/block")
         .into_iter()
@@ -87,7 +87,7 @@ pub fn check(root: &Root, report: &mut Report) {
 
 /// The filesystem holding `path` (a target's data): its mount options from
 /// /proc/mounts and, on a live host, its free space.
-pub fn target_filesystem(root: &Root, path: &std::path::Path, report: &mut Report) {
+pub(crate) fn target_filesystem(root: &Root, path: &std::path::Path, report: &mut Report) {
     let Some(mounts) = root.read("proc/mounts") else {
         report.missing("/proc/mounts");
         return;

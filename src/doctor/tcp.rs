@@ -24,7 +24,7 @@ fn both(before: &Root, after: &Root, file: &str, section: &str, name: &str) -> O
 
 /// Reports retransmissions of at least 1% of the segments sent (and at
 /// least [`MIN_RETRANSMITS`]) between the two readings.
-pub fn check(before: &Root, after: &Root, report: &mut Report) {
+pub(crate) fn check(before: &Root, after: &Root, report: &mut Report) {
     let (Some((r0, r1)), Some((o0, o1))) = (
         both(before, after, "proc/net/snmp", "Tcp", "RetransSegs"),
         both(before, after, "proc/net/snmp", "Tcp", "OutSegs"),

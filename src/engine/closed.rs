@@ -13,9 +13,9 @@ use tokio::time::Instant;
 /// How a user runs on its worker.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Pace {
-    pub think: ThinkTime,
+    pub(crate) think: ThinkTime,
     /// No other user shares the worker's thread.
-    pub alone: bool,
+    pub(crate) alone: bool,
 }
 
 /// The life of one virtual user during a step.

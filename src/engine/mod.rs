@@ -18,9 +18,9 @@ mod step;
 mod sweep;
 mod worker;
 
-pub use remote::{GeneratorPeer, Generators};
+pub(crate) use remote::{GeneratorPeer, Generators};
 pub use schedule::{IntervalSpec, Schedule};
-pub use share::{run_share, Share, ShareEvent};
-pub use split::{Part, Split, MAX_THREADS, MAX_WAIT};
+pub(crate) use share::{run_share, Share, ShareEvent};
+pub(crate) use split::{MAX_THREADS, MAX_WAIT};
 pub use step::{FinishedStep, GeneratorStep, IntervalRecord, StepResult, StepStatus};
 pub use sweep::{coefficient_of_variation, run_sweep, run_sweep_on, SweepEnd, SweepObserver};

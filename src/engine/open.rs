@@ -29,11 +29,11 @@ use tokio::time::Instant;
 /// The arrival process of one worker.
 pub(super) struct ArrivalProcess {
     /// Arrivals per second.
-    pub rate: f64,
-    pub arrivals: Arrivals,
-    pub max_outstanding: u32,
+    pub(crate) rate: f64,
+    pub(crate) arrivals: Arrivals,
+    pub(crate) max_outstanding: u32,
     /// Intended time of the first arrival.
-    pub first: Instant,
+    pub(crate) first: Instant,
 }
 
 /// The longest the dispatcher sleeps before looking whether the step is over.
@@ -46,7 +46,7 @@ pub(super) struct Timer {
 
 impl Timer {
     /// A disarmed timer; must be made inside the worker's runtime.
-    pub fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         // SAFETY: timerfd_create has no memory preconditions; the result is checked.
         let fd = unsafe {
             libc::timerfd_create(

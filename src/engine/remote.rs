@@ -35,28 +35,21 @@ const CLOCK_SAMPLES: usize = 8;
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(150);
 
 /// A generator reached and checked.
-pub struct GeneratorPeer {
+pub(crate) struct GeneratorPeer {
     client: AgentClient,
     /// Its clock minus ours, ns.
-    pub offset_ns: i128,
+    pub(crate) offset_ns: i128,
     /// The round trip the offset was read from, ns.
-    pub delay_ns: u128,
+    pub(crate) delay_ns: u128,
 }
 
 impl GeneratorPeer {
-    /// Asks the agent behind `client` who it is (its version must be this
-    /// perflab's, its roles must include `generate`, and it must run
-    /// `workload`) and measures its clock offset.
-    pub fn connect(client: AgentClient, workload: &str) -> Result<Self, PlanError> {
-        Self::connect_within(client, workload, Duration::ZERO)
-    }
-
     /// [`GeneratorPeer::connect`], asking again for up to `wait` while
     /// the generator does not answer (its name does not resolve yet, its
     /// port is closed): pods of a Job come up in their own time. A
     /// generator that answers wrong (token, certificate, version) is not
     /// waited for.
-    pub fn connect_within(
+    pub(crate) fn connect_within(
         client: AgentClient,
         workload: &str,
         wait: Duration,
@@ -127,7 +120,7 @@ impl GeneratorPeer {
     }
 
     /// The generator as given: `agent://HOST:PORT`.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.client.name()
     }
 }
@@ -135,10 +128,10 @@ impl GeneratorPeer {
 /// The run's generators and what they build the workload from.
 #[derive(Clone)]
 pub struct Generators {
-    pub peers: Vec<Arc<GeneratorPeer>>,
+    pub(crate) peers: Vec<Arc<GeneratorPeer>>,
     /// The workload's name and its form (`Workload::generator_form`).
-    pub workload: String,
-    pub form: serde_json::Value,
+    pub(crate) workload: String,
+    pub(crate) form: serde_json::Value,
 }
 
 fn unix_ns() -> u128 {

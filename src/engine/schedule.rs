@@ -7,22 +7,22 @@ use std::time::Duration;
 /// One interval of a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IntervalSpec {
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// Offset of its start from the step's start.
-    pub start: Duration,
+    pub(crate) start: Duration,
     /// Offset of its end from the step's start.
-    pub end: Duration,
+    pub(crate) end: Duration,
 }
 
 /// The intervals of one step, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
-    pub intervals: Vec<IntervalSpec>,
+    pub(crate) intervals: Vec<IntervalSpec>,
 }
 
 impl Schedule {
     /// Splits warm-up and measured window into intervals of at most `interval`.
-    pub fn new(warmup: Duration, duration: Duration, interval: Duration) -> Self {
+    pub(crate) fn new(warmup: Duration, duration: Duration, interval: Duration) -> Self {
         let mut intervals = Vec::new();
         let mut push = |phase, from: Duration, to: Duration| {
             let mut start = from;
@@ -38,7 +38,7 @@ impl Schedule {
     }
 
     /// When the measured window ends, from the step's start.
-    pub fn end(&self) -> Duration {
+    pub(crate) fn end(&self) -> Duration {
         self.intervals.last().map_or(Duration::ZERO, |i| i.end)
     }
 }

@@ -21,22 +21,22 @@ use std::time::{Duration, SystemTime};
 
 /// One step's part, as the coordinator sends it.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Share {
+pub(crate) struct Share {
     /// The step's index in the run.
-    pub index: usize,
-    pub level: Level,
-    pub split: Split,
+    pub(crate) index: usize,
+    pub(crate) level: Level,
+    pub(crate) split: Split,
     #[serde(with = "crate::util::serde_duration")]
-    pub warmup: Duration,
+    pub(crate) warmup: Duration,
     #[serde(with = "crate::util::serde_duration")]
-    pub duration: Duration,
+    pub(crate) duration: Duration,
     #[serde(with = "crate::util::serde_duration")]
-    pub interval: Duration,
+    pub(crate) interval: Duration,
 }
 
 impl Share {
     /// The step's intervals.
-    pub fn schedule(&self) -> Schedule {
+    pub(crate) fn schedule(&self) -> Schedule {
         Schedule::new(self.warmup, self.duration, self.interval)
     }
 }
@@ -44,7 +44,7 @@ impl Share {
 /// What a share reports, in order: ready (or failed), its intervals, and
 /// its end.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub enum ShareEvent {
+pub(crate) enum ShareEvent {
     /// Every session is open; waiting for the start.
     Ready,
     /// The share cannot run, or stopped running.
@@ -105,7 +105,7 @@ impl UsageReading {
 /// Runs one share: opens its sessions, says [`ShareEvent::Ready`], waits
 /// for its start (a time by this host's clock; none to give up), runs,
 /// and says every interval and its end to `say`.
-pub fn run_share<W: Workload>(
+pub(crate) fn run_share<W: Workload>(
     workload: Arc<W>,
     share: &Share,
     interrupted: &Arc<AtomicBool>,

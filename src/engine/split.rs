@@ -12,33 +12,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The most parts a step's load is dealt into (the generators of a run).
-pub const MAX_PARTS: usize = 10_000;
+pub(crate) const MAX_PARTS: usize = 10_000;
 /// The most worker threads one process runs a step on.
-pub const MAX_THREADS: usize = 4096;
-pub use crate::plan::MAX_WAIT;
+pub(crate) const MAX_THREADS: usize = 4096;
+pub(crate) use crate::plan::MAX_WAIT;
 
 /// Which part of a step's load one process offers: the `k`-th of `n`
 /// (a generator among the run's generators; 0 of 1 for a local run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Part {
-    pub k: usize,
-    pub n: usize,
+pub(crate) struct Part {
+    pub(crate) k: usize,
+    pub(crate) n: usize,
 }
 
 impl Part {
     /// The whole load, offered by one process.
-    pub const WHOLE: Part = Part { k: 0, n: 1 };
+    pub(crate) const WHOLE: Part = Part { k: 0, n: 1 };
 }
 
 /// What splitting a step's load needs of the plan.
 #[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
-pub struct Split {
-    pub load: LoadModel,
-    pub threads: usize,
-    pub seed: u64,
+pub(crate) struct Split {
+    pub(crate) load: LoadModel,
+    pub(crate) threads: usize,
+    pub(crate) seed: u64,
     #[serde(with = "crate::util::serde_duration")]
-    pub timeout: Duration,
-    pub part: Part,
+    pub(crate) timeout: Duration,
+    pub(crate) part: Part,
 }
 
 impl Split {
@@ -46,7 +46,7 @@ impl Split {
     /// naming the field that cannot: a part within the parts, threads,
     /// users, connections and rates within the bounds a plan takes, a
     /// timeout and think times above zero and at most [`MAX_WAIT`].
-    pub fn check(&self, level: Level) -> Result<(), String> {
+    pub(crate) fn check(&self, level: Level) -> Result<(), String> {
         let Part { k, n } = self.part;
         if !(1..=MAX_PARTS).contains(&n) {
             return Err(format!(
@@ -100,7 +100,7 @@ impl Split {
     }
 
     /// The plan's split of a step over this process's threads.
-    pub fn of(plan: &Plan, part: Part) -> Self {
+    pub(crate) fn of(plan: &Plan, part: Part) -> Self {
         Split {
             load: plan.load,
             threads: plan.threads,

@@ -16,25 +16,25 @@ use tokio::time::{Instant, Sleep};
 
 /// State shared by the tasks of one worker (and only them).
 pub(super) struct WorkerState {
-    pub recorder: RefCell<Recorder>,
+    pub(crate) recorder: RefCell<Recorder>,
     /// Set when the measured window is over: no new operation starts.
-    pub stop: Cell<bool>,
+    pub(crate) stop: Cell<bool>,
     /// Operations started and not yet ended.
-    pub in_flight: Cell<u32>,
+    pub(crate) in_flight: Cell<u32>,
     /// Open loop: intended start times of arrivals waiting for a session.
-    pub pending: RefCell<VecDeque<Instant>>,
+    pub(crate) pending: RefCell<VecDeque<Instant>>,
     /// Open loop: wakes an idle session when an arrival is queued.
-    pub arrival: Notify,
-    pub timeout: Duration,
+    pub(crate) arrival: Notify,
+    pub(crate) timeout: Duration,
     /// The ticker's next hand-over: a user alone on the thread whose
     /// operations never wait yields only once it has passed.
-    pub next_boundary: Cell<Instant>,
+    pub(crate) next_boundary: Cell<Instant>,
 }
 
 impl WorkerState {
     /// A worker's state before its first operation: nothing in flight or
     /// queued; an operation slower than `timeout` is an error of kind timeout.
-    pub fn new(recorder: Recorder, timeout: Duration) -> Self {
+    pub(crate) fn new(recorder: Recorder, timeout: Duration) -> Self {
         WorkerState {
             recorder: RefCell::new(recorder),
             stop: Cell::new(false),
@@ -57,7 +57,7 @@ impl WorkerState {
     /// per timeout, not once per operation as a fresh `tokio::time::timeout`
     /// would be (an insertion into and a removal from the runtime's timer
     /// wheel, and clock reads, around every operation).
-    pub async fn run_op<S: Session>(
+    pub(crate) async fn run_op<S: Session>(
         &self,
         session: &mut S,
         intended: Instant,
@@ -96,7 +96,7 @@ impl WorkerState {
 
     /// A task's timer for [`Self::run_op`], set to the deadline of an
     /// operation that starts at `start` (no operation starts earlier).
-    pub fn timer(&self, start: Instant) -> Sleep {
+    pub(crate) fn timer(&self, start: Instant) -> Sleep {
         tokio::time::sleep_until(start + self.timeout)
     }
 }
@@ -104,10 +104,10 @@ impl WorkerState {
 /// How one operation went, for its user's scheduling.
 pub(super) struct Ran {
     /// When it ended.
-    pub ended: Instant,
+    pub(crate) ended: Instant,
     /// It returned to the runtime at least once (waited on its socket, a
     /// timer, a thread), so the worker's other tasks had their turn.
-    pub waited: bool,
+    pub(crate) waited: bool,
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub enum StepStatus {
 }
 
 impl StepStatus {
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             StepStatus::Ok => "ok",
             StepStatus::Failed(_) => "failed",
@@ -52,7 +52,7 @@ impl StepStatus {
 
     /// The status stored as `word` with `reason` (the same words
     /// [`StepStatus::as_str`] gives); none for a word no perflab writes.
-    pub fn parse(word: &str, reason: String) -> Option<Self> {
+    pub(crate) fn parse(word: &str, reason: String) -> Option<Self> {
         Some(match word {
             "ok" => StepStatus::Ok,
             "failed" => StepStatus::Failed(reason),
@@ -62,7 +62,7 @@ impl StepStatus {
         })
     }
 
-    pub fn reason(&self) -> Option<&str> {
+    pub(crate) fn reason(&self) -> Option<&str> {
         match self {
             StepStatus::Ok => None,
             StepStatus::Failed(r) | StepStatus::Partial(r) | StepStatus::Degraded(r) => Some(r),
@@ -83,26 +83,26 @@ pub struct FinishedStep {
     /// perflab's own CPU and memory over the step.
     pub usage: SelfUsage,
     /// How many intervals went to the observer (the drain's index).
-    pub handed_over: usize,
+    pub(crate) handed_over: usize,
     /// The measured intervals among them.
-    pub measured_intervals: usize,
+    pub(crate) measured_intervals: usize,
     /// What ended after the last complete interval.
     pub drain: IntervalRecord,
     /// The measured window merged, and its length.
-    pub measured: Tally,
-    pub measured_length: Duration,
+    pub(crate) measured: Tally,
+    pub(crate) measured_length: Duration,
     /// Every interval of every phase merged, the drain included.
-    pub everything: Tally,
+    pub(crate) everything: Tally,
     /// On generators: what each did (its usage is the step's `usage`
     /// when it was the busiest); empty for a local run.
     pub generators: Vec<GeneratorStep>,
     /// The crew's workers lost in the step (generators), by number.
-    pub lost: Vec<usize>,
+    pub(crate) lost: Vec<usize>,
 }
 
 impl FinishedStep {
     /// The step's summary figures.
-    pub fn summary(&self) -> StepSummary {
+    pub(crate) fn summary(&self) -> StepSummary {
         StepSummary::of(&self.measured, self.measured_length)
     }
 }
@@ -142,7 +142,7 @@ impl StepResult {
     }
 
     /// The database's samples over the measured window, merged.
-    pub fn measured_db(&self) -> Option<DbSample> {
+    pub(crate) fn measured_db(&self) -> Option<DbSample> {
         let mut merged: Option<DbSample> = None;
         for interval in self.intervals.iter().filter(|i| i.phase == Phase::Measured) {
             if let Some(db) = &interval.db {
@@ -159,7 +159,7 @@ impl StepResult {
     }
 
     /// Every interval of every phase merged: all the operations the target saw.
-    pub fn everything(&self) -> Tally {
+    pub(crate) fn everything(&self) -> Tally {
         self.merged(|_| true).0
     }
 }
@@ -168,43 +168,43 @@ impl StepResult {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GeneratorStep {
     /// As given: `agent://HOST:PORT`.
-    pub generator: String,
+    pub(crate) generator: String,
     /// Its clock minus the coordinator's, seconds, and the round trip
     /// that was read from (the offset's error is at most half of it).
-    pub clock_offset: f64,
-    pub clock_delay: f64,
+    pub(crate) clock_offset: f64,
+    pub(crate) clock_delay: f64,
     /// When its clock started, seconds since the Unix epoch by the
     /// coordinator's clock (its own reading less the offset).
-    pub started: f64,
+    pub(crate) started: f64,
     /// Its measured window's figures.
-    pub completed: u64,
-    pub errors: u64,
+    pub(crate) completed: u64,
+    pub(crate) errors: u64,
     /// Operations per second.
-    pub throughput: f64,
+    pub(crate) throughput: f64,
     /// p95 of the response time, seconds.
-    pub p95: f64,
+    pub(crate) p95: f64,
     /// Its process's CPU and memory over the step.
-    pub usage: SelfUsage,
+    pub(crate) usage: SelfUsage,
     /// Its host's CPU over the step, all CPUs together: busy share, and
     /// the share stolen by the hypervisor (a generator on a VM whose
     /// host is oversubscribed is not the generator it seems).
     #[serde(default)]
-    pub host_busy: Option<f64>,
+    pub(crate) host_busy: Option<f64>,
     #[serde(default)]
-    pub host_steal: Option<f64>,
+    pub(crate) host_steal: Option<f64>,
     /// Its own use over each interval handed over, in order: CPUs its
     /// process used, and its host's stolen share.
     #[serde(default)]
-    pub intervals: Vec<IntervalUsage>,
+    pub(crate) intervals: Vec<IntervalUsage>,
 }
 
 /// A generator's own use over one interval.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct IntervalUsage {
+pub(crate) struct IntervalUsage {
     /// CPUs its process used (user + system time over the interval).
-    pub cpu: f64,
+    pub(crate) cpu: f64,
     /// Its host's share of CPU time stolen by the hypervisor.
-    pub steal: Option<f64>,
+    pub(crate) steal: Option<f64>,
 }
 
 #[cfg(test)]

@@ -36,17 +36,17 @@ pub(super) enum WorkerLoad {
 
 /// What one worker runs during a step.
 pub(super) struct WorkerPlan {
-    pub index: usize,
+    pub(crate) index: usize,
     /// This worker's number among every worker of the step, in every
     /// process offering part of it: its arrival process's stream.
-    pub stream: u64,
+    pub(crate) stream: u64,
     /// Virtual users (closed) or connections (open) of this worker.
-    pub users: Vec<u32>,
-    pub load: WorkerLoad,
+    pub(crate) users: Vec<u32>,
+    pub(crate) load: WorkerLoad,
     /// Seed of this step; each session and the arrival process derive theirs from it.
-    pub seed: u64,
-    pub schedule: Arc<Schedule>,
-    pub timeout: Duration,
+    pub(crate) seed: u64,
+    pub(crate) schedule: Arc<Schedule>,
+    pub(crate) timeout: Duration,
 }
 
 /// What a worker tells the coordinator.

@@ -28,19 +28,19 @@ use std::cmp::Ordering;
 
 /// What the user asks of the lab.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Ask {
+pub(crate) struct Ask {
     /// Operations per second needed.
-    pub need: Option<f64>,
-    pub slos: Vec<Slo>,
+    pub(crate) need: Option<f64>,
+    pub(crate) slos: Vec<Slo>,
 }
 
 impl Ask {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.need.is_none() && self.slos.is_empty()
     }
 
     /// `2,000/s within p95<50ms`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let need = self
             .need
             .map(|n| format!("{}/s", crate::units::OpsPerSec(n)));
@@ -61,45 +61,45 @@ impl Ask {
 
 /// A variant that met the need.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Met {
-    pub variant: String,
+pub(crate) struct Met {
+    pub(crate) variant: String,
     /// Over its runs: the mean of each run's best step that met it.
-    pub load: f64,
-    pub throughput: f64,
-    pub runs: usize,
+    pub(crate) load: f64,
+    pub(crate) throughput: f64,
+    pub(crate) runs: usize,
 }
 
 /// A configuration predicted to meet the need.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Predicted {
-    pub variant: String,
-    pub change: String,
-    pub load: f64,
+pub(crate) struct Predicted {
+    pub(crate) variant: String,
+    pub(crate) change: String,
+    pub(crate) load: f64,
     /// Mean over the variant's runs, operations per second.
-    pub throughput: f64,
+    pub(crate) throughput: f64,
     /// Each objective's estimate, in words (`p95 ≈ 31.2ms`).
-    pub estimates: Vec<String>,
+    pub(crate) estimates: Vec<String>,
     /// The variant that has this configuration, when the lab measured
     /// it, and its throughput at the same load (the report's predictions
     /// checked).
-    pub measured_on: Option<(String, f64)>,
+    pub(crate) measured_on: Option<(String, f64)>,
 }
 
 /// The answer.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct CapacityAnswer {
-    pub asked: String,
-    pub met: Vec<Met>,
+pub(crate) struct CapacityAnswer {
+    pub(crate) asked: String,
+    pub(crate) met: Vec<Met>,
     /// The smallest of those met, by name.
-    pub smallest: Vec<String>,
+    pub(crate) smallest: Vec<String>,
     /// Variants where some runs met it and some did not.
-    pub unsteady: Vec<String>,
-    pub predicted: Vec<Predicted>,
+    pub(crate) unsteady: Vec<String>,
+    pub(crate) predicted: Vec<Predicted>,
     /// The smallest of those predicted.
-    pub smallest_predicted: Vec<String>,
+    pub(crate) smallest_predicted: Vec<String>,
     /// Changes whose objectives could not be estimated (an open loop's
     /// what-if predicts no response time).
-    pub not_estimated: Vec<String>,
+    pub(crate) not_estimated: Vec<String>,
 }
 
 /// The sized value of a knob: CPUs, bytes, bits or operations per second
@@ -221,7 +221,11 @@ struct Gathered {
 }
 
 /// The answer for `ask` over each variant's runs' verdicts.
-pub fn answer(ask: &Ask, variants: &[Variant], verdicts: &[Vec<&Verdict>]) -> CapacityAnswer {
+pub(crate) fn answer(
+    ask: &Ask,
+    variants: &[Variant],
+    verdicts: &[Vec<&Verdict>],
+) -> CapacityAnswer {
     let measured = measured(ask, variants, verdicts);
     let mut predicted = Vec::new();
     let mut not_estimated = Vec::new();

@@ -16,7 +16,7 @@
 //! "pg.shared_buffers" = ["16MB", "1GB"]
 //! ```
 
-pub use super::place::LabFileError;
+pub(crate) use super::place::LabFileError;
 use super::place::{line_column, At};
 use super::value::{Ratings, Table, Valuation};
 use super::variant::{Axis, Variant};
@@ -28,26 +28,26 @@ use toml::Spanned;
 /// The longest lab file read (a lab file is a page, not a data set).
 const MAX_FILE: u64 = 1 << 20;
 /// The most cells (variants × repetitions) one lab may hold.
-pub const MAX_CELLS: usize = 10_000;
+pub(crate) const MAX_CELLS: usize = 10_000;
 
 /// A lab file, read and checked for shape (its knobs and flags are
 /// checked against the target by [`super::plan`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct LabFile {
-    pub path: PathBuf,
-    pub name: String,
-    pub workload: String,
-    pub target: Option<String>,
+pub(crate) struct LabFile {
+    pub(crate) path: PathBuf,
+    pub(crate) name: String,
+    pub(crate) workload: String,
+    pub(crate) target: Option<String>,
     /// The run flags every cell shares.
-    pub args: Vec<String>,
-    pub repetitions: u32,
-    pub seed: Option<u64>,
-    pub variants: Vec<Variant>,
+    pub(crate) args: Vec<String>,
+    pub(crate) repetitions: u32,
+    pub(crate) seed: Option<u64>,
+    pub(crate) variants: Vec<Variant>,
     /// The axes, when the variants were crossed or zipped (none for a
     /// list of named variants).
-    pub axes: Vec<Axis>,
+    pub(crate) axes: Vec<Axis>,
     /// The cost unit and the scorecard's weights.
-    pub valuation: Valuation,
+    pub(crate) valuation: Valuation,
     /// Where each knob's values are in the file, for later errors.
     positions: BTreeMap<String, usize>,
     /// Where the run flags are (or the workload, when no flags are given).
@@ -91,7 +91,7 @@ struct RawLab {
 
 impl LabFile {
     /// Reads and checks the lab file at `path`.
-    pub fn read(path: &Path) -> Result<Self, LabFileError> {
+    pub(crate) fn read(path: &Path) -> Result<Self, LabFileError> {
         let shown = path.display().to_string();
         let whole = |message: String| LabFileError {
             file: shown.clone(),
@@ -117,7 +117,7 @@ impl LabFile {
     }
 
     /// Checks the text of a lab file named `path`.
-    pub fn parse(path: &Path, text: String) -> Result<Self, LabFileError> {
+    pub(crate) fn parse(path: &Path, text: String) -> Result<Self, LabFileError> {
         let shown = path.display().to_string();
         let at = |offset: usize, message: String| {
             let (line, column) = line_column(&text, offset);
@@ -178,7 +178,7 @@ impl LabFile {
 
     /// An error placed at knob `knob`'s values (at the run flags when the
     /// file does not name it).
-    pub fn error_at_knob(&self, knob: &str, message: String) -> LabFileError {
+    pub(crate) fn error_at_knob(&self, knob: &str, message: String) -> LabFileError {
         self.error_at(
             self.positions.get(knob).copied().unwrap_or(self.args_at),
             message,
@@ -186,7 +186,7 @@ impl LabFile {
     }
 
     /// An error placed at the run flags.
-    pub fn error_at_args(&self, message: String) -> LabFileError {
+    pub(crate) fn error_at_args(&self, message: String) -> LabFileError {
         self.error_at(self.args_at, message)
     }
 

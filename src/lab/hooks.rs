@@ -20,11 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a setup or teardown command may run.
-pub const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Whether `knob` is the lab's own (a command, or a value for them) and
 /// not the target's; its mistake in words when it is one but is wrong.
-pub fn lab_knob(knob: &str, value: &str) -> Option<Result<(), String>> {
+pub(crate) fn lab_knob(knob: &str, value: &str) -> Option<Result<(), String>> {
     if knob == "setup" || knob == "teardown" {
         return Some(match value.trim().is_empty() {
             true => Err(format!("'{knob}' is empty; give a command")),
@@ -42,7 +42,7 @@ pub fn lab_knob(knob: &str, value: &str) -> Option<Result<(), String>> {
 }
 
 /// The environment variable that carries `knob`'s value.
-pub fn env_name(knob: &str) -> String {
+pub(crate) fn env_name(knob: &str) -> String {
     let upper: String = knob
         .chars()
         .map(|c| match c.is_ascii_alphanumeric() {
@@ -54,15 +54,15 @@ pub fn env_name(knob: &str) -> String {
 }
 
 /// A cell's commands and the environment they run with.
-pub struct Hooks {
-    pub setup: Option<String>,
-    pub teardown: Option<String>,
-    pub env: Vec<(String, String)>,
+pub(crate) struct Hooks {
+    pub(crate) setup: Option<String>,
+    pub(crate) teardown: Option<String>,
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl Hooks {
     /// The hooks of `knobs` (a variant's) for one cell.
-    pub fn of(
+    pub(crate) fn of(
         lab: &str,
         variant: &str,
         knobs: &[(String, String)],
@@ -97,7 +97,7 @@ impl Hooks {
 
 /// Reads `from` line by line on a thread of its own, handing each line to
 /// `show`; the thread returns the last line that was not blank.
-pub fn follow_lines<R: std::io::Read + Send + 'static>(
+pub(crate) fn follow_lines<R: std::io::Read + Send + 'static>(
     from: R,
     show: impl Fn(&str) -> bool + Send + 'static,
 ) -> std::thread::JoinHandle<Option<String>> {
@@ -115,7 +115,7 @@ pub fn follow_lines<R: std::io::Read + Send + 'static>(
 
 /// Runs `command` (`what`: setup or teardown) with `env`, showing its
 /// output; stops it when `stop` is set. Why it failed, in one line.
-pub fn run_hook(
+pub(crate) fn run_hook(
     what: &str,
     command: &str,
     env: &[(String, String)],

@@ -14,45 +14,45 @@
 //! setup and teardown commands around its cells. Which knob a target takes is
 //! the target's to say (`target::knobs`).
 
-pub mod capacity;
-pub mod file;
-pub mod hooks;
+pub(crate) mod capacity;
+pub(crate) mod file;
+pub(crate) mod hooks;
 mod place;
-pub mod plan;
-pub mod render;
-pub mod report;
-pub mod run;
-pub mod value;
+pub(crate) mod plan;
+pub(crate) mod render;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod value;
 mod variant;
 
-pub use file::{LabFile, LabFileError};
-pub use plan::{Cell, LabPlan};
-pub use variant::{Axis, Variant};
+pub(crate) use file::LabFile;
+pub(crate) use plan::{Cell, LabPlan};
+pub(crate) use variant::{Axis, Variant};
 
 use serde::{Deserialize, Serialize};
 
 /// What the store keeps of a lab file: enough to rebuild the matrix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LabSpec {
+pub(crate) struct LabSpec {
     /// The lab's name (given to setup and teardown commands).
     #[serde(default)]
-    pub name: String,
-    pub workload: String,
-    pub target: Option<String>,
-    pub args: Vec<String>,
-    pub repetitions: u32,
-    pub seed: u64,
-    pub variants: Vec<Variant>,
-    pub axes: Vec<Axis>,
+    pub(crate) name: String,
+    pub(crate) workload: String,
+    pub(crate) target: Option<String>,
+    pub(crate) args: Vec<String>,
+    pub(crate) repetitions: u32,
+    pub(crate) seed: u64,
+    pub(crate) variants: Vec<Variant>,
+    pub(crate) axes: Vec<Axis>,
     /// The cost unit and the scorecard's weights (each variant holds its
     /// cost and ratings).
     #[serde(default)]
-    pub valuation: value::Valuation,
+    pub(crate) valuation: value::Valuation,
 }
 
 impl LabSpec {
     /// The spec of a checked lab file and its plan.
-    pub fn of(file: &LabFile, plan: &LabPlan) -> Self {
+    pub(crate) fn of(file: &LabFile, plan: &LabPlan) -> Self {
         LabSpec {
             name: file.name.clone(),
             workload: file.workload.clone(),
@@ -67,7 +67,7 @@ impl LabSpec {
     }
 
     /// The spec a stored lab kept.
-    pub fn of_stored(stored: &crate::store::StoredLab) -> anyhow::Result<Self> {
+    pub(crate) fn of_stored(stored: &crate::store::StoredLab) -> anyhow::Result<Self> {
         serde_json::from_str(&stored.spec).map_err(|e| {
             anyhow::anyhow!(
                 "lab {} has a spec this perflab cannot read ({e})",
@@ -78,7 +78,12 @@ impl LabSpec {
 
     /// The setup and teardown of cell `position` (repetition `repetition`)
     /// of variant `variant`; none for a variant the spec does not have.
-    pub fn hooks(&self, variant: usize, position: usize, repetition: u32) -> Option<hooks::Hooks> {
+    pub(crate) fn hooks(
+        &self,
+        variant: usize,
+        position: usize,
+        repetition: u32,
+    ) -> Option<hooks::Hooks> {
         self.variants
             .get(variant)
             .map(|v| hooks::Hooks::of(&self.name, &v.name, &v.knobs, position, repetition))

@@ -4,18 +4,18 @@
 /// A mistake in a lab file, placed at its line and column.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{file}:{line}:{column}: {message}")]
-pub struct LabFileError {
-    pub file: String,
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
+pub(crate) struct LabFileError {
+    pub(crate) file: String,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
+    pub(crate) message: String,
 }
 
 /// Makes the error for a byte offset of the file and a message.
-pub type At<'a> = dyn Fn(usize, String) -> LabFileError + 'a;
+pub(crate) type At<'a> = dyn Fn(usize, String) -> LabFileError + 'a;
 
 /// The 1-based line and column of byte `offset` of `text`.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let mut end = offset.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;

@@ -14,24 +14,24 @@ use rand::SeedableRng;
 
 /// One run of one variant.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Cell {
+pub(crate) struct Cell {
     /// Its place in the lab's order, from 0.
-    pub position: usize,
+    pub(crate) position: usize,
     /// Index of its variant in the lab file's order.
-    pub variant: usize,
+    pub(crate) variant: usize,
     /// Which run of the variant, from 1.
-    pub repetition: u32,
+    pub(crate) repetition: u32,
     /// The flags of its `perflab run` (after `run`, without `--store`).
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// The flags its knobs added, to show what the cell changes.
-    pub knob_args: Vec<String>,
+    pub(crate) knob_args: Vec<String>,
 }
 
 /// The lab's cells in the order they run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LabPlan {
-    pub seed: u64,
-    pub cells: Vec<Cell>,
+pub(crate) struct LabPlan {
+    pub(crate) seed: u64,
+    pub(crate) cells: Vec<Cell>,
 }
 
 /// Flags a lab sets itself: a cell's may not.
@@ -40,7 +40,7 @@ const LAB_FLAGS: [&str; 2] = ["--store", "--target"];
 impl LabPlan {
     /// Checks every variant's run against its target and workload, and
     /// orders the cells; `seed` when the file gives none.
-    pub fn of(lab: &LabFile, seed: u64) -> Result<Self, LabFileError> {
+    pub(crate) fn of(lab: &LabFile, seed: u64) -> Result<Self, LabFileError> {
         let seed = lab.seed.unwrap_or(seed);
         check_lab_flags(lab)?;
         let Some(target_text) = &lab.target else {

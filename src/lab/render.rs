@@ -318,7 +318,7 @@ impl LabReport {
     }
 
     /// The terminal text.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "{}", self.title());
         for t in self.matrix() {
@@ -396,7 +396,7 @@ impl LabReport {
     }
 
     /// The report as Markdown.
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let mut out = format!("# {}\n", plain(&self.title()));
         for t in self.matrix() {
             let _ = writeln!(
@@ -444,7 +444,7 @@ impl LabReport {
     }
 
     /// The report as one HTML page, with the variants' curves overlaid.
-    pub fn html(&self) -> String {
+    pub(crate) fn html(&self) -> String {
         let title = escape(&self.title());
         let mut out = format!(
             "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>perflab {title}</title><style>{}</style></head><body><h1>{title}</h1>",

@@ -23,46 +23,46 @@ use crate::store::{CellStatus, LabStatus, Store, StoredLab, StoredRun};
 
 /// One variant's figures over its repetitions.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct VariantSummary {
-    pub name: String,
+pub(crate) struct VariantSummary {
+    pub(crate) name: String,
     /// The runs of its cells that ran, in the lab's order.
-    pub runs: Vec<i64>,
+    pub(crate) runs: Vec<i64>,
     /// Each run's peak throughput, operations per second.
-    pub peaks: Vec<f64>,
+    pub(crate) peaks: Vec<f64>,
     /// Mean of the peaks, with the 95% interval when it ran twice or more.
-    pub peak: Option<f64>,
-    pub interval: Option<(f64, f64)>,
+    pub(crate) peak: Option<f64>,
+    pub(crate) interval: Option<(f64, f64)>,
     /// The bottleneck each run's verdict named, in run order.
-    pub bottlenecks: Vec<String>,
+    pub(crate) bottlenecks: Vec<String>,
     /// The peak against the first variant's.
-    pub vs_base: Option<Difference>,
+    pub(crate) vs_base: Option<Difference>,
     /// Cells that did not complete, with why.
-    pub not_done: Vec<String>,
+    pub(crate) not_done: Vec<String>,
     /// Mean over the runs of the p95 response time at each one's peak,
     /// seconds.
-    pub p95_s: Option<f64>,
+    pub(crate) p95_s: Option<f64>,
     /// Throughput and p95 at each load, means over the runs that ran it.
-    pub curve: Vec<CurvePoint>,
+    pub(crate) curve: Vec<CurvePoint>,
     /// What it costs, and its peak per unit of that cost.
-    pub cost: Option<f64>,
-    pub value: Option<f64>,
+    pub(crate) cost: Option<f64>,
+    pub(crate) value: Option<f64>,
     /// Its scorecard, when the lab weighs criteria.
-    pub score: Option<Score>,
+    pub(crate) score: Option<Score>,
 }
 
 /// One load of a variant's curve.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct CurvePoint {
-    pub load: f64,
+pub(crate) struct CurvePoint {
+    pub(crate) load: f64,
     /// Operations per second.
-    pub throughput: f64,
+    pub(crate) throughput: f64,
     /// Seconds.
-    pub p95_s: f64,
+    pub(crate) p95_s: f64,
 }
 
 impl VariantSummary {
     /// The bottleneck its runs named: one name when they agree, else each.
-    pub fn bottleneck(&self) -> String {
+    pub(crate) fn bottleneck(&self) -> String {
         let mut names = self.bottlenecks.clone();
         names.dedup();
         match names.len() {
@@ -75,41 +75,41 @@ impl VariantSummary {
 
 /// One variant's what-if checked against the variant that made the change.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct PredictionCheck {
+pub(crate) struct PredictionCheck {
     /// The variant whose verdict predicted, and the one measured.
-    pub from: String,
-    pub to: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
     /// The change, as the what-if words it.
-    pub change: String,
+    pub(crate) change: String,
     /// The load both are at: the sweep's highest.
-    pub load: f64,
+    pub(crate) load: f64,
     /// Mean predicted throughput over the predicting variant's runs, and
     /// mean measured throughput over the other's, operations per second.
-    pub predicted: f64,
-    pub measured: f64,
+    pub(crate) predicted: f64,
+    pub(crate) measured: f64,
     /// measured / predicted − 1.
-    pub error: f64,
+    pub(crate) error: f64,
 }
 
 /// A whole lab's report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct LabReport {
-    pub lab: i64,
-    pub name: String,
+pub(crate) struct LabReport {
+    pub(crate) lab: i64,
+    pub(crate) name: String,
     /// How the lab stands (`running`, `complete`, `partial` in JSON).
-    pub status: LabStatus,
-    pub workload: String,
-    pub target: Option<String>,
-    pub variants: Vec<VariantSummary>,
+    pub(crate) status: LabStatus,
+    pub(crate) workload: String,
+    pub(crate) target: Option<String>,
+    pub(crate) variants: Vec<VariantSummary>,
     /// Each prediction a variant made of another, with its error.
-    pub predictions: Vec<PredictionCheck>,
+    pub(crate) predictions: Vec<PredictionCheck>,
     /// The varied knobs no what-if predicts.
-    pub unpredicted: Vec<String>,
+    pub(crate) unpredicted: Vec<String>,
     /// What costs are counted in, and the scorecard's weights.
-    pub cost_unit: Option<String>,
-    pub weights: Vec<(String, f64)>,
+    pub(crate) cost_unit: Option<String>,
+    pub(crate) weights: Vec<(String, f64)>,
     /// The answer to `--need`/`--slo`, when asked.
-    pub capacity: Option<CapacityAnswer>,
+    pub(crate) capacity: Option<CapacityAnswer>,
     #[serde(skip)]
     pub(super) spec: LabSpec,
 }
@@ -144,7 +144,7 @@ type RunsOf = Vec<(StoredRun, Verdict)>;
 
 /// Reads lab `stored`'s runs from `store` and sums each variant up;
 /// answers `ask` when it asks something.
-pub fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow::Result<LabReport> {
+pub(crate) fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow::Result<LabReport> {
     let spec = LabSpec::of_stored(stored)?;
     let (runs, not_done) = runs_by_variant(store, stored, spec.variants.len())?;
     let base = runs.first().map(|r| pooled(r)).unwrap_or_default();

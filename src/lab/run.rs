@@ -21,7 +21,7 @@ use std::time::Duration;
 
 /// How a lab ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LabEnd {
+pub(crate) enum LabEnd {
     /// Every cell ran (some may have failed).
     Complete { failed: usize },
     /// Ctrl-C or SIGTERM stopped it (the signal's number).
@@ -32,7 +32,7 @@ pub enum LabEnd {
 
 /// Records the lab of `file` and its cells (all pending) in the store at
 /// `store_path`, then runs them; `stop` is set by a signal.
-pub fn run_lab(
+pub(crate) fn run_lab(
     file: &LabFile,
     plan: &LabPlan,
     store_path: &Path,
@@ -68,7 +68,7 @@ pub fn run_lab(
 /// completed after its lab was killed keeps that run; a cell cut short or
 /// never started runs again. Refused while the lab or a cell's run is
 /// still going.
-pub fn resume_lab(
+pub(crate) fn resume_lab(
     store_path: &Path,
     lab: &str,
     stop: &AtomicBool,

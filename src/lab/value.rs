@@ -27,28 +27,28 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 
 /// A table of a lab file as written: names and values, with places.
-pub type Table = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
+pub(crate) type Table = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
 
 /// `[ratings]` as written: its sub-tables are headed `[ratings."NAME"]`,
 /// which leaves `[ratings]` itself and the names without a place (toml
 /// places no implicit table); each name's ratings have one.
-pub type Ratings = BTreeMap<String, Spanned<toml::Value>>;
+pub(crate) type Ratings = BTreeMap<String, Spanned<toml::Value>>;
 
 /// The criteria perflab measures; any other is the user's rating.
-pub const MEASURED: [&str; 3] = ["throughput", "latency", "value"];
+pub(crate) const MEASURED: [&str; 3] = ["throughput", "latency", "value"];
 
 /// The highest rating, and so the best score of a criterion.
-pub const TOP: f64 = 5.0;
+pub(crate) const TOP: f64 = 5.0;
 
 /// What `[costs]` and `[scorecard]` add to a lab: the unit costs are in,
 /// and the criteria with their weights (each variant's cost and ratings
 /// are on the variant).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Valuation {
+pub(crate) struct Valuation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_unit: Option<String>,
+    pub(crate) cost_unit: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub weights: Vec<(String, f64)>,
+    pub(crate) weights: Vec<(String, f64)>,
 }
 
 /// A number of the file (an integer or a float), finite and in `range`.
@@ -62,7 +62,7 @@ fn number(value: &toml::Value, range: std::ops::RangeInclusive<f64>) -> Option<f
 }
 
 /// A variant's own `cost = N` (in a `[[variant]]` table).
-pub fn own_cost(value: &Spanned<toml::Value>, at: &At) -> Result<f64, LabFileError> {
+pub(crate) fn own_cost(value: &Spanned<toml::Value>, at: &At) -> Result<f64, LabFileError> {
     number(value.get_ref(), 0.0..=f64::MAX).ok_or_else(|| {
         at(
             value.span().start,
@@ -73,7 +73,7 @@ pub fn own_cost(value: &Spanned<toml::Value>, at: &At) -> Result<f64, LabFileErr
 
 /// Reads `[costs]`, `[scorecard]` and `[ratings]` into `variants` (each
 /// one's cost and ratings) and the lab's valuation.
-pub fn read(
+pub(crate) fn read(
     costs: Option<&Table>,
     scorecard: Option<&Table>,
     ratings: Option<&Ratings>,
@@ -301,30 +301,30 @@ fn read_ratings(
 /// One variant's figures a score is made of: its mean peak, its p95 at
 /// the peak (seconds), its cost and its ratings.
 #[derive(Debug, Clone, Copy)]
-pub struct Figures<'a> {
-    pub peak: Option<f64>,
-    pub p95_s: Option<f64>,
-    pub cost: Option<f64>,
-    pub ratings: &'a [(String, f64)],
+pub(crate) struct Figures<'a> {
+    pub(crate) peak: Option<f64>,
+    pub(crate) p95_s: Option<f64>,
+    pub(crate) cost: Option<f64>,
+    pub(crate) ratings: &'a [(String, f64)],
 }
 
 /// One variant's score: each criterion on the 0–5 scale, and the
 /// weighted total.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Score {
-    pub criteria: Vec<(String, f64)>,
-    pub total: f64,
+pub(crate) struct Score {
+    pub(crate) criteria: Vec<(String, f64)>,
+    pub(crate) total: f64,
 }
 
 /// The peak per unit of cost.
-pub fn value_of(peak: Option<f64>, cost: Option<f64>) -> Option<f64> {
+pub(crate) fn value_of(peak: Option<f64>, cost: Option<f64>) -> Option<f64> {
     Some(peak? / cost.filter(|c| *c > 0.0)?)
 }
 
 /// Every variant's score, or none for a variant lacking a measured figure
 /// (no completed run). The best measured figure among the variants
 /// scores [`TOP`], the others in proportion.
-pub fn scores(weights: &[(String, f64)], all: &[Figures<'_>]) -> Vec<Option<Score>> {
+pub(crate) fn scores(weights: &[(String, f64)], all: &[Figures<'_>]) -> Vec<Option<Score>> {
     let best = |f: &dyn Fn(&Figures<'_>) -> Option<f64>, highest: bool| {
         all.iter().filter_map(f).fold(None, |acc: Option<f64>, x| {
             Some(acc.map_or(x, |a| if highest { a.max(x) } else { a.min(x) }))

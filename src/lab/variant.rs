@@ -5,22 +5,22 @@
 
 /// One configuration: its name and its knobs' values, in the file's order.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Variant {
-    pub name: String,
-    pub knobs: Vec<(String, String)>,
+pub(crate) struct Variant {
+    pub(crate) name: String,
+    pub(crate) knobs: Vec<(String, String)>,
     /// What the variant costs, in the lab's cost unit (`[costs]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<f64>,
+    pub(crate) cost: Option<f64>,
     /// The user's 0–5 ratings on the scorecard's criteria (`[ratings]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ratings: Vec<(String, f64)>,
+    pub(crate) ratings: Vec<(String, f64)>,
 }
 
 /// How the variants were given, for the matrix report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Axis {
+pub(crate) struct Axis {
     /// The knobs of the axis (several for a zipped group).
-    pub knobs: Vec<String>,
+    pub(crate) knobs: Vec<String>,
     /// Its values' labels, in order.
-    pub values: Vec<String>,
+    pub(crate) values: Vec<String>,
 }

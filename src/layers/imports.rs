@@ -8,10 +8,10 @@
 /// sees it by (its alias, or its last segment; `*` for a glob).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Import {
-    pub path: Vec<String>,
-    pub seen_as: String,
+    pub(crate) path: Vec<String>,
+    pub(crate) seen_as: String,
     /// Whether it is written in a module of tests (`mod tests { … }`).
-    pub in_tests: bool,
+    pub(crate) in_tests: bool,
 }
 
 /// The code of a file with its comments left out and its string and

@@ -21,17 +21,17 @@ pub struct ErrorCounts {
 impl ErrorCounts {
     /// Makes room for `kinds` more kinds, so that recording them does not
     /// allocate.
-    pub fn reserve(&mut self, kinds: usize) {
+    pub(crate) fn reserve(&mut self, kinds: usize) {
         self.kinds.reserve(kinds);
     }
 
     /// Counts one failed operation.
-    pub fn record(&mut self, kind: ErrorKind) {
+    pub(crate) fn record(&mut self, kind: ErrorKind) {
         self.add(kind, 1);
     }
 
     /// Counts `n` failed operations of one kind.
-    pub fn add(&mut self, kind: ErrorKind, n: u64) {
+    pub(crate) fn add(&mut self, kind: ErrorKind, n: u64) {
         match self.kinds.iter_mut().find(|(k, _)| *k == kind) {
             Some((_, count)) => *count += n,
             None => self.kinds.push((kind, n)),
@@ -39,7 +39,7 @@ impl ErrorCounts {
     }
 
     /// Failed operations of `kind`.
-    pub fn count(&self, kind: ErrorKind) -> u64 {
+    pub(crate) fn count(&self, kind: ErrorKind) -> u64 {
         self.kinds
             .iter()
             .find(|(k, _)| *k == kind)
@@ -47,17 +47,18 @@ impl ErrorCounts {
     }
 
     /// Failed operations of every kind.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.kinds.iter().map(|(_, n)| n).sum::<u64>() + self.named.values().sum::<u64>()
     }
 
+    #[cfg(test)]
     /// True when no kind was counted.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.kinds.is_empty() && self.named.is_empty()
     }
 
     /// Adds the counts of another tally.
-    pub fn merge(&mut self, other: &ErrorCounts) {
+    pub(crate) fn merge(&mut self, other: &ErrorCounts) {
         for (kind, n) in &other.kinds {
             self.add(*kind, *n);
         }
@@ -68,7 +69,7 @@ impl ErrorCounts {
 
     /// The counts by the text that names each kind (`sql:40001`), in text
     /// order: the form that is printed and stored.
-    pub fn to_text(&self) -> BTreeMap<String, u64> {
+    pub(crate) fn to_text(&self) -> BTreeMap<String, u64> {
         let mut text = self.named.clone();
         for (kind, n) in &self.kinds {
             *text.entry(kind.to_string()).or_insert(0) += n;

@@ -12,7 +12,7 @@ use std::fmt::{self, Write as _};
 
 /// Kinds of failure, as counted per step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// Slower than `--timeout`; the outcome on the server is unknown.
     Timeout,
     /// Could not reach or open the target, or lost the connection.
@@ -38,7 +38,7 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// Reads back the text [`Display`](fmt::Display) writes; none for any
     /// other text (a name written by another tool or an older perflab).
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         let kind = match text {
             "timeout" => ErrorKind::Timeout,
             "connect" => ErrorKind::Connect,
@@ -87,7 +87,7 @@ impl fmt::Display for ErrorKind {
 /// (a client library's message where it gives no code) is cut to
 /// [`SqlCode::CAPACITY`] bytes, ending in `…`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SqlCode {
+pub(crate) struct SqlCode {
     // Unused bytes stay zero, so the derived comparisons see only the text.
     bytes: [u8; SqlCode::CAPACITY],
     len: u8,
@@ -95,16 +95,16 @@ pub struct SqlCode {
 
 impl SqlCode {
     /// Most bytes of text kept.
-    pub const CAPACITY: usize = 31;
+    pub(crate) const CAPACITY: usize = 31;
 
     /// The code `text` (cut as the type's doc says when longer).
-    pub fn new(text: &str) -> Self {
+    pub(crate) fn new(text: &str) -> Self {
         Self::of(text)
     }
 
     /// The code `what` prints, written in place without allocating:
     /// `SqlCode::of(format_args!("sqlite-{}", code))`.
-    pub fn of(what: impl fmt::Display) -> Self {
+    pub(crate) fn of(what: impl fmt::Display) -> Self {
         let mut buffer = TextBuffer::<{ SqlCode::CAPACITY }>::default();
         let _ = write!(buffer, "{what}");
         buffer.mark_truncation();
@@ -120,7 +120,7 @@ impl SqlCode {
     }
 
     /// The code's text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         // Only whole characters are ever copied in, so this always succeeds.
         std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
     }

@@ -13,10 +13,10 @@ mod recorder;
 mod summary;
 mod tally;
 
-pub use error_counts::ErrorCounts;
-pub use error_kind::{ErrorKind, SqlCode};
-pub use outcome::{OpResult, Outcome};
-pub use packed::{PackedOp, PackedTally};
-pub use recorder::Recorder;
-pub use summary::{LatencySummary, StepSummary};
+pub(crate) use error_counts::ErrorCounts;
+pub(crate) use error_kind::{ErrorKind, SqlCode};
+pub(crate) use outcome::{OpResult, Outcome};
+pub(crate) use packed::{PackedOp, PackedTally};
+pub(crate) use recorder::Recorder;
+pub(crate) use summary::{LatencySummary, StepSummary};
 pub use tally::{decode_histogram, encode_histogram, new_histogram, OpTally, Phase, Tally};

@@ -6,16 +6,16 @@ use super::error_kind::ErrorKind;
 /// What happened to one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
-    pub result: OpResult,
+    pub(crate) result: OpResult,
     /// Payload bytes moved by the operation (0 where the workload does not count them).
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Times the operation was retried (busy, serialisation failure) before this result.
-    pub retries: u32,
+    pub(crate) retries: u32,
 }
 
 impl Outcome {
     /// A successful operation.
-    pub fn ok() -> Self {
+    pub(crate) fn ok() -> Self {
         Outcome {
             result: OpResult::Ok,
             bytes: 0,
@@ -24,7 +24,7 @@ impl Outcome {
     }
 
     /// A failed operation of the given kind.
-    pub fn error(kind: ErrorKind) -> Self {
+    pub(crate) fn error(kind: ErrorKind) -> Self {
         Outcome {
             result: OpResult::Error(kind),
             bytes: 0,
@@ -35,7 +35,7 @@ impl Outcome {
 
 /// The three ways an operation can end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpResult {
+pub(crate) enum OpResult {
     /// Done as asked.
     Ok,
     /// Served, but declined for a business reason (a withdrawal beyond the

@@ -14,21 +14,21 @@ use std::time::Duration;
 /// base64: how a generator sends its intervals to the coordinator).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PackedOp {
-    pub ok: u64,
-    pub refused: u64,
-    pub errors: ErrorCounts,
-    pub retries: u64,
-    pub bytes: u64,
+    pub(crate) ok: u64,
+    pub(crate) refused: u64,
+    pub(crate) errors: ErrorCounts,
+    pub(crate) retries: u64,
+    pub(crate) bytes: u64,
     /// Service time, µs, packed.
     #[serde(with = "base64_bytes")]
-    pub service: Vec<u8>,
+    pub(crate) service: Vec<u8>,
     /// Response time, µs, packed.
     #[serde(with = "base64_bytes")]
-    pub response: Vec<u8>,
+    pub(crate) response: Vec<u8>,
     /// Time spent in failed operations (none from a generator or a store
     /// older than the field).
     #[serde(with = "crate::util::serde_duration", default)]
-    pub failed_time: Duration,
+    pub(crate) failed_time: Duration,
 }
 
 /// A [`Tally`] with its histograms packed.
@@ -46,7 +46,7 @@ pub struct PackedTally {
 
 impl PackedTally {
     /// Packs a tally.
-    pub fn pack(tally: &Tally) -> Self {
+    pub(crate) fn pack(tally: &Tally) -> Self {
         PackedTally {
             ops: tally
                 .ops
@@ -70,7 +70,7 @@ impl PackedTally {
     }
 
     /// The tally, histograms and all.
-    pub fn unpack(&self) -> Tally {
+    pub(crate) fn unpack(&self) -> Tally {
         Tally {
             ops: self
                 .ops
@@ -95,7 +95,7 @@ impl PackedTally {
 
     /// The tally, every histogram checked: for bytes from elsewhere (a
     /// generator), where a damaged one is an error, not an empty one.
-    pub fn unpack_checked(&self) -> anyhow::Result<Tally> {
+    pub(crate) fn unpack_checked(&self) -> anyhow::Result<Tally> {
         let ops = self
             .ops
             .iter()
@@ -122,12 +122,12 @@ impl PackedTally {
     }
 
     /// All operation kinds folded into one (histograms unpacked for it).
-    pub fn all_ops(&self) -> OpTally {
+    pub(crate) fn all_ops(&self) -> OpTally {
         self.unpack().all_ops()
     }
 
     /// Operations served (ok or refused), of every kind, without unpacking.
-    pub fn completed(&self) -> u64 {
+    pub(crate) fn completed(&self) -> u64 {
         self.ops.iter().map(|op| op.ok + op.refused).sum()
     }
 }
@@ -143,11 +143,11 @@ mod base64_bytes {
     use base64::Engine;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let text = String::deserialize(d)?;
         base64::engine::general_purpose::STANDARD
             .decode(text)

@@ -11,26 +11,26 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LatencySummary {
     /// Operations in the histogram.
-    pub count: u64,
+    pub(crate) count: u64,
     #[serde(with = "crate::util::serde_duration")]
     pub mean: Duration,
     #[serde(with = "crate::util::serde_duration")]
-    pub p50: Duration,
+    pub(crate) p50: Duration,
     #[serde(with = "crate::util::serde_duration")]
-    pub p90: Duration,
+    pub(crate) p90: Duration,
     #[serde(with = "crate::util::serde_duration")]
-    pub p95: Duration,
+    pub(crate) p95: Duration,
     #[serde(with = "crate::util::serde_duration")]
     pub p99: Duration,
     #[serde(with = "crate::util::serde_duration")]
-    pub p999: Duration,
+    pub(crate) p999: Duration,
     #[serde(with = "crate::util::serde_duration")]
     pub max: Duration,
 }
 
 impl LatencySummary {
     /// Reads the percentiles of a microsecond histogram.
-    pub fn of(h: &Histogram<u64>) -> Self {
+    pub(crate) fn of(h: &Histogram<u64>) -> Self {
         let max = h.max();
         let at = |q: f64| Duration::from_micros(h.value_at_quantile(q).min(max));
         LatencySummary {
@@ -51,15 +51,15 @@ impl LatencySummary {
 pub struct StepSummary {
     /// Length of the measured window.
     #[serde(with = "crate::util::serde_duration")]
-    pub measured: Duration,
+    pub(crate) measured: Duration,
     /// Operations served (ok + refused).
     pub completed: u64,
-    pub ok: u64,
-    pub refused: u64,
+    pub(crate) ok: u64,
+    pub(crate) refused: u64,
     pub errors: u64,
     /// Open loop: arrivals dropped.
     pub dropped: u64,
-    pub retries: u64,
+    pub(crate) retries: u64,
     /// Served operations per second.
     pub throughput: f64,
     /// (errors + dropped) / (completed + errors + dropped).
@@ -69,7 +69,7 @@ pub struct StepSummary {
     /// Service time.
     pub service: LatencySummary,
     /// Open loop: lateness of the generator's dispatch.
-    pub lag: LatencySummary,
+    pub(crate) lag: LatencySummary,
     /// Closed loop: mean think time drawn.
     #[serde(with = "crate::util::serde_duration")]
     pub mean_think: Duration,
@@ -77,7 +77,7 @@ pub struct StepSummary {
 
 impl StepSummary {
     /// Summarises a merged measured-window tally.
-    pub fn of(tally: &Tally, measured: Duration) -> Self {
+    pub(crate) fn of(tally: &Tally, measured: Duration) -> Self {
         let all: OpTally = tally.all_ops();
         let errors = all.error_count();
         let attempted = all.completed() + errors + tally.dropped;

@@ -22,7 +22,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Phase::Warmup => "warmup",
             Phase::Measured => "measured",
@@ -30,7 +30,7 @@ impl Phase {
         }
     }
 
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
             "warmup" => Some(Phase::Warmup),
             "measured" => Some(Phase::Measured),
@@ -72,7 +72,7 @@ pub struct OpTally {
     /// Operations done as asked.
     pub ok: u64,
     /// Operations declined for a business reason.
-    pub refused: u64,
+    pub(crate) refused: u64,
     /// Failed operations by kind (`timeout`, `busy`, `sql:…`).
     pub errors: ErrorCounts,
     /// Retries spent (busy, serialisation failures), over all outcomes.
@@ -87,7 +87,7 @@ pub struct OpTally {
     /// intended start to its end (every try and the waits between them):
     /// failed operations keep no latency, but their users' time counts
     /// for Little's law.
-    pub failed_time: Duration,
+    pub(crate) failed_time: Duration,
 }
 
 impl Default for OpTally {
@@ -107,12 +107,12 @@ impl Default for OpTally {
 
 impl OpTally {
     /// Operations that were served (ok or refused).
-    pub fn completed(&self) -> u64 {
+    pub(crate) fn completed(&self) -> u64 {
         self.ok + self.refused
     }
 
     /// Failed operations of every kind.
-    pub fn error_count(&self) -> u64 {
+    pub(crate) fn error_count(&self) -> u64 {
         self.errors.total()
     }
 
@@ -133,7 +133,7 @@ impl OpTally {
     }
 
     /// Adds another tally of the same operation.
-    pub fn merge(&mut self, other: &OpTally) {
+    pub(crate) fn merge(&mut self, other: &OpTally) {
         self.ok += other.ok;
         self.refused += other.refused;
         self.errors.merge(&other.errors);
@@ -175,13 +175,13 @@ pub struct Tally {
     /// One entry per operation kind, in the workload's order.
     pub ops: Vec<OpTally>,
     /// Open loop: arrivals not sent because too many operations were outstanding.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
     /// Open loop: how late the generator dispatched each arrival, µs.
-    pub lag: Histogram<u64>,
+    pub(crate) lag: Histogram<u64>,
     /// Closed loop: total think time drawn.
-    pub think_total: Duration,
+    pub(crate) think_total: Duration,
     /// Closed loop: number of think times drawn.
-    pub thinks: u64,
+    pub(crate) thinks: u64,
 }
 
 impl Tally {
@@ -197,7 +197,7 @@ impl Tally {
     }
 
     /// Adds another tally recorded for the same operation kinds.
-    pub fn merge(&mut self, other: &Tally) {
+    pub(crate) fn merge(&mut self, other: &Tally) {
         if self.ops.len() < other.ops.len() {
             self.ops.resize_with(other.ops.len(), OpTally::default);
         }
@@ -211,7 +211,7 @@ impl Tally {
     }
 
     /// All operation kinds folded into one.
-    pub fn all_ops(&self) -> OpTally {
+    pub(crate) fn all_ops(&self) -> OpTally {
         let mut all = OpTally::default();
         for op in &self.ops {
             all.merge(op);

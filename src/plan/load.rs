@@ -66,7 +66,7 @@ impl ThinkTime {
     }
 
     /// Draws one think time.
-    pub fn sample(&self, rng: &mut impl Rng) -> Duration {
+    pub(crate) fn sample(&self, rng: &mut impl Rng) -> Duration {
         match *self {
             ThinkTime::Zero => Duration::ZERO,
             ThinkTime::Fixed { wait } => wait,
@@ -82,7 +82,7 @@ impl ThinkTime {
     }
 
     /// The mean of the distribution, Z in N = X·(R+Z).
-    pub fn mean(&self) -> Duration {
+    pub(crate) fn mean(&self) -> Duration {
         match *self {
             ThinkTime::Zero => Duration::ZERO,
             ThinkTime::Fixed { wait } => wait,
@@ -93,7 +93,7 @@ impl ThinkTime {
 }
 
 /// An exponentially distributed duration with the given mean (inverse transform).
-pub fn exponential(mean: Duration, rng: &mut impl Rng) -> Duration {
+pub(crate) fn exponential(mean: Duration, rng: &mut impl Rng) -> Duration {
     // 1 - u lies in (0, 1], so the logarithm is finite.
     let u: f64 = rng.gen::<f64>();
     Duration::from_secs_f64(-(1.0 - u).ln() * mean.as_secs_f64())
@@ -146,7 +146,7 @@ impl Level {
     }
 
     /// `users` or `rate`, the name of the level's dimension.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Level::Users(_) => "users",
             Level::Rate(_) => "rate",
@@ -155,7 +155,7 @@ impl Level {
 
     /// The level whose [`Level::kind`] is `kind` at `value` (as the store
     /// keeps it); none for a kind no perflab writes.
-    pub fn of_kind(kind: &str, value: f64) -> Option<Self> {
+    pub(crate) fn of_kind(kind: &str, value: f64) -> Option<Self> {
         match kind {
             "users" => Some(Level::Users(value as u32)),
             "rate" => Some(Level::Rate(value)),
@@ -175,13 +175,13 @@ impl fmt::Display for Level {
 }
 
 /// The most users (or open-loop connections) a step takes.
-pub const MAX_USERS: u32 = 1_000_000;
+pub(crate) const MAX_USERS: u32 = 1_000_000;
 
 /// The lowest rate a sweep takes, per second (one operation in 1000 s):
 /// below it the gap between arrivals is no length of time worth running.
-pub const MIN_RATE: f64 = 0.001;
+pub(crate) const MIN_RATE: f64 = 0.001;
 /// The highest rate, per second.
-pub const MAX_RATE: f64 = 10_000_000.0;
+pub(crate) const MAX_RATE: f64 = 10_000_000.0;
 
 /// The ordered load levels of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

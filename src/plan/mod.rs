@@ -5,7 +5,7 @@
 //! and a stored run reads it back typed (fields that older stores lack
 //! have defaults).
 
-pub mod load;
+pub(crate) mod load;
 mod slo;
 mod workload;
 
@@ -92,11 +92,11 @@ impl GeneratorLoss {
 }
 
 /// The `--max-cv` default, for plans stored before it was.
-pub const DEFAULT_MAX_CV: f64 = 0.05;
+pub(crate) const DEFAULT_MAX_CV: f64 = 0.05;
 
 /// The longest operation timeout, and the longest think time (or wait a
 /// workload's form may ask for).
-pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 fn default_max_cv() -> f64 {
     DEFAULT_MAX_CV

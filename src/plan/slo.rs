@@ -25,9 +25,9 @@ pub enum SloMetric {
 /// One service level objective: `metric < limit`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct Slo {
-    pub metric: SloMetric,
+    pub(crate) metric: SloMetric,
     /// Seconds for latencies, a fraction for errors.
-    pub limit: f64,
+    pub(crate) limit: f64,
 }
 
 impl Slo {
@@ -75,7 +75,7 @@ impl Slo {
 
     /// A value of the metric (seconds, or a fraction for errors) in the
     /// objective's unit.
-    pub fn value_text(&self, v: f64) -> String {
+    pub(crate) fn value_text(&self, v: f64) -> String {
         if self.metric == SloMetric::Errors {
             format!("{}", Percent(v))
         } else {

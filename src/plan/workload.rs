@@ -33,7 +33,7 @@ impl WorkloadSpec {
     }
 
     /// The workload's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 }

@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 /// in clear.
 #[derive(Debug, Clone, Default)]
 pub struct AgentAccess {
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// `--agent-fingerprint` or `--agent-cacert`.
-    pub trust: Option<Trust>,
+    pub(crate) trust: Option<Trust>,
 }
 
 /// A connection to one agent.
-pub struct AgentClient {
+pub(crate) struct AgentClient {
     /// `agent://HOST:PORT`, as given.
     name: String,
     /// `HOST:PORT`.
@@ -50,7 +50,7 @@ pub struct AgentClient {
 
 impl AgentClient {
     /// Parses `agent://HOST:PORT`.
-    pub fn new(probe: &str, access: AgentAccess) -> Result<Self, PlanError> {
+    pub(crate) fn new(probe: &str, access: AgentAccess) -> Result<Self, PlanError> {
         let shown = crate::secret::redact(probe);
         let address = probe.strip_prefix("agent://").ok_or_else(|| {
             PlanError::flag(
@@ -99,7 +99,7 @@ impl AgentClient {
 
     /// Sets how long a request may take, from connecting to the last byte
     /// of the answer (a run cannot wait 5 s per interval).
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+    pub(crate) fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
@@ -113,13 +113,13 @@ impl AgentClient {
     }
 
     /// `GET path`, its answer as JSON.
-    pub fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+    pub(crate) fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
         self.get(path).and_then(|b| self.json(&b))
     }
 
     /// `POST path` with `body` as JSON, given `timeout` for the answer;
     /// the answer as JSON.
-    pub fn post_json<T: serde::de::DeserializeOwned>(
+    pub(crate) fn post_json<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,
         body: &impl Serialize,
@@ -289,7 +289,7 @@ impl AgentClient {
     }
 
     /// The agent's address as given.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
@@ -304,7 +304,7 @@ impl AgentClient {
     }
 
     /// The samples the agent took since the last call.
-    pub fn fetch(&mut self) -> anyhow::Result<Vec<StampedSample>> {
+    pub(crate) fn fetch(&mut self) -> anyhow::Result<Vec<StampedSample>> {
         #[derive(serde::Deserialize)]
         struct Body {
             samples: Vec<StampedSample>,
@@ -319,14 +319,14 @@ impl AgentClient {
     }
 
     /// The agent host's inventory.
-    pub fn inventory(&self) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    pub(crate) fn inventory(&self) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
         self.get("/v1/inventory").and_then(|b| self.json(&b))
     }
 
     /// The agent host examined by the doctor over `sample` seconds. The
     /// report's type is the caller's (`doctor::Report`): the doctor reads
     /// probes, so probes do not name the doctor's types.
-    pub fn doctor<Report: serde::de::DeserializeOwned>(
+    pub(crate) fn doctor<Report: serde::de::DeserializeOwned>(
         &self,
         sample: f64,
     ) -> anyhow::Result<Report> {
@@ -335,7 +335,7 @@ impl AgentClient {
     }
 
     /// The agent host's counters now, and the agent's clock in seconds.
-    pub fn snapshot(&self) -> anyhow::Result<(f64, HostSnapshot)> {
+    pub(crate) fn snapshot(&self) -> anyhow::Result<(f64, HostSnapshot)> {
         let body: SnapshotBody = self.get("/v1/snapshot").and_then(|b| self.json(&b))?;
         Ok((body.seconds, body.snapshot))
     }
@@ -410,34 +410,34 @@ const MAX_HEAD: u64 = 64 << 10;
 
 /// The largest answer read from an agent, bytes: a minute of samples of a
 /// host with hundreds of CPUs, disks and interfaces fits many times over.
-pub const MAX_BODY: u64 = 32 << 20;
+pub(crate) const MAX_BODY: u64 = 32 << 20;
 
 /// What `/v1/hello` answers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Hello {
+pub(crate) struct Hello {
     /// perflab's version on the agent.
-    pub version: String,
+    pub(crate) version: String,
     /// `probe`, and `generate` when it generates load.
-    pub roles: Vec<String>,
+    pub(crate) roles: Vec<String>,
     /// The workloads its generator runs.
-    pub workloads: Vec<String>,
+    pub(crate) workloads: Vec<String>,
 }
 
 /// What `/v1/snapshot` answers.
 #[derive(Serialize, Deserialize)]
-pub struct SnapshotBody {
+pub(crate) struct SnapshotBody {
     /// Seconds on the agent's monotonic clock since it started.
-    pub seconds: f64,
-    pub snapshot: HostSnapshot,
+    pub(crate) seconds: f64,
+    pub(crate) snapshot: HostSnapshot,
 }
 
 /// One sample with its number and time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StampedSample {
-    pub seq: u64,
+pub(crate) struct StampedSample {
+    pub(crate) seq: u64,
     /// RFC 3339 time the interval ended.
-    pub at: String,
-    pub sample: HostSample,
+    pub(crate) at: String,
+    pub(crate) sample: HostSample,
 }
 
 #[cfg(test)]

@@ -34,18 +34,18 @@ use std::time::Duration;
 
 /// A process's CPU allowance and its throttling so far.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct CpuLimit {
+pub(crate) struct CpuLimit {
     /// CPUs in its affinity mask.
-    pub affinity_cpus: Option<usize>,
+    pub(crate) affinity_cpus: Option<usize>,
     /// Its cgroup's quota in CPUs (quota / period); none when unlimited.
-    pub quota_cpus: Option<f64>,
+    pub(crate) quota_cpus: Option<f64>,
     /// Time its cgroup was throttled since the cgroup was made.
-    pub throttled: Option<Duration>,
+    pub(crate) throttled: Option<Duration>,
 }
 
 impl CpuLimit {
     /// The CPUs it can use at most: the smaller of affinity and quota.
-    pub fn capacity(&self) -> Option<f64> {
+    pub(crate) fn capacity(&self) -> Option<f64> {
         match (self.affinity_cpus.map(|n| n as f64), self.quota_cpus) {
             (Some(a), Some(q)) => Some(a.min(q)),
             (a, q) => a.or(q),
@@ -54,7 +54,7 @@ impl CpuLimit {
 
     /// Reads a process's limit; `root` is `/` on a live host, a fixture
     /// tree in tests; `pid` is a number or `self`.
-    pub fn read(root: &Path, pid: &str) -> Self {
+    pub(crate) fn read(root: &Path, pid: &str) -> Self {
         let proc_dir = root.join("proc");
         let affinity_cpus = affinity_cpus(&proc_dir, pid);
         let Some(cgroup) = CgroupCounters::read(&proc_dir, &root.join("sys/fs/cgroup"), pid, None)
@@ -76,110 +76,111 @@ impl CpuLimit {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CgroupSample {
     /// The cgroup's path inside its hierarchy (`/system.slice/x.service`).
-    pub path: String,
+    pub(crate) path: String,
     /// CPUs the server may run on (its cpuset, or its affinity), counted.
-    pub cpus_allowed: Option<f64>,
+    pub(crate) cpus_allowed: Option<f64>,
     /// The CPU quota as CPUs (quota over period), when one is set.
-    pub cpu_quota_cpus: Option<f64>,
+    pub(crate) cpu_quota_cpus: Option<f64>,
     /// CPUs the cgroup used over the interval (its usage counter).
-    pub cpu_used_cpus: Option<f64>,
+    pub(crate) cpu_used_cpus: Option<f64>,
     /// Share of the interval's enforcement periods in which the quota
     /// throttled it (`nr_throttled / nr_periods` increases).
-    pub throttled_share: Option<f64>,
+    pub(crate) throttled_share: Option<f64>,
     /// The memory limit, when one is set below the host's memory.
-    pub memory_limit_bytes: Option<u64>,
+    pub(crate) memory_limit_bytes: Option<u64>,
     /// Memory charged to the cgroup at the end of the interval (with its
     /// page cache).
-    pub memory_usage_bytes: Option<u64>,
+    pub(crate) memory_usage_bytes: Option<u64>,
     /// Times the memory limit was hit over the interval (v1 `failcnt`, v2
     /// `memory.events` `max`).
-    pub memory_limit_hits: Option<u64>,
+    pub(crate) memory_limit_hits: Option<u64>,
     /// Share of the interval some of its tasks stalled on memory (v2
     /// `memory.pressure`, `some` total).
-    pub memory_stall_share: Option<f64>,
+    pub(crate) memory_stall_share: Option<f64>,
     /// The block-I/O limits that bind it (v1 blkio throttle, v2 io.max).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub io_limits: Vec<IoLimit>,
+    pub(crate) io_limits: Vec<IoLimit>,
     /// Its I/O on each device over the interval.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub io: Vec<CgroupIoSample>,
+    pub(crate) io: Vec<CgroupIoSample>,
     /// Share of the interval some of its tasks stalled on I/O
     /// (`io.pressure`, `some` total).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub io_stall_share: Option<f64>,
+    pub(crate) io_stall_share: Option<f64>,
 }
 
 /// A cgroup's I/O on one device over one interval.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct CgroupIoSample {
-    pub device: String,
-    pub reads_per_s: f64,
-    pub writes_per_s: f64,
-    pub read_bytes_per_s: f64,
-    pub write_bytes_per_s: f64,
+pub(crate) struct CgroupIoSample {
+    pub(crate) device: String,
+    pub(crate) reads_per_s: f64,
+    pub(crate) writes_per_s: f64,
+    pub(crate) read_bytes_per_s: f64,
+    pub(crate) write_bytes_per_s: f64,
 }
 
 /// A cgroup's cumulative counters and current limits at one moment; two of
 /// them give a [`CgroupSample`].
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct CgroupCounters {
+pub(crate) struct CgroupCounters {
     /// The cgroup's path inside its hierarchy: the first that is not the
     /// root among the CPU, memory, cpuset and unified hierarchies.
-    pub path: String,
+    pub(crate) path: String,
     /// CPUs the process may run on: the smaller of its cpuset and its
     /// affinity mask.
-    pub cpus_allowed: Option<f64>,
+    pub(crate) cpus_allowed: Option<f64>,
     /// The lowest CPU quota along the path, as CPUs.
-    pub cpu_quota_cpus: Option<f64>,
+    pub(crate) cpu_quota_cpus: Option<f64>,
     /// CPU time the cgroup used since it was made, ns.
-    pub cpu_usage_ns: Option<u64>,
+    pub(crate) cpu_usage_ns: Option<u64>,
     /// Enforcement periods elapsed, and those in which it was throttled,
     /// where the lowest quota sits.
-    pub cpu_periods: Option<u64>,
-    pub cpu_throttled_periods: Option<u64>,
+    pub(crate) cpu_periods: Option<u64>,
+    pub(crate) cpu_throttled_periods: Option<u64>,
     /// Time throttled, ns.
-    pub cpu_throttled_ns: Option<u64>,
+    pub(crate) cpu_throttled_ns: Option<u64>,
     /// The lowest memory limit along the path, when below the host's memory.
-    pub memory_limit_bytes: Option<u64>,
+    pub(crate) memory_limit_bytes: Option<u64>,
     /// Memory charged to the cgroup now, page cache included, bytes.
-    pub memory_usage_bytes: Option<u64>,
+    pub(crate) memory_usage_bytes: Option<u64>,
     /// Times the memory limit was hit since the cgroup was made.
-    pub memory_limit_hits: Option<u64>,
+    pub(crate) memory_limit_hits: Option<u64>,
     /// Time some of its tasks stalled on memory since it was made, µs.
-    pub memory_stall_us: Option<u64>,
+    pub(crate) memory_stall_us: Option<u64>,
     /// The block-I/O limits that bind it: the lowest of each kind on each
     /// device along its path.
     #[serde(default)]
-    pub io_limits: Vec<IoLimit>,
+    pub(crate) io_limits: Vec<IoLimit>,
     /// I/Os and bytes its tasks issued to each device since it was made.
     #[serde(default)]
-    pub io_devices: Vec<IoCounters>,
+    pub(crate) io_devices: Vec<IoCounters>,
     /// Time some of its tasks stalled on I/O since it was made, µs (v2
     /// `io.pressure`, or the unified hierarchy's on a hybrid host).
     #[serde(default)]
-    pub io_stall_us: Option<u64>,
+    pub(crate) io_stall_us: Option<u64>,
 }
 
 /// The block-I/O limits a cgroup sets on one device; None is no limit.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct IoLimit {
+pub(crate) struct IoLimit {
     /// The device's name (`vda`, `loop0`, `dm-0`), or `MAJ:MIN` when sysfs
     /// does not name it.
-    pub device: String,
+    pub(crate) device: String,
     /// The cgroup the lowest limit is set on (its path in its hierarchy).
-    pub cgroup: String,
-    pub read_iops: Option<u64>,
-    pub write_iops: Option<u64>,
+    pub(crate) cgroup: String,
+    pub(crate) read_iops: Option<u64>,
+    pub(crate) write_iops: Option<u64>,
     /// Bytes per second.
-    pub read_bps: Option<u64>,
-    pub write_bps: Option<u64>,
+    pub(crate) read_bps: Option<u64>,
+    pub(crate) write_bps: Option<u64>,
     /// `blkio throttle` (v1) or `io.max` (v2).
-    pub interface: String,
+    pub(crate) interface: String,
 }
 
 impl IoLimit {
+    #[cfg(test)]
     /// The limits in words: `1000 read IOPS`, `2 MiB/s written`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(n) = self.read_iops {
             parts.push(format!("{n} read IOPS"));
@@ -199,12 +200,12 @@ impl IoLimit {
 
 /// A cgroup's I/O on one device since it was made.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct IoCounters {
-    pub device: String,
-    pub read_ios: u64,
-    pub write_ios: u64,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
+pub(crate) struct IoCounters {
+    pub(crate) device: String,
+    pub(crate) read_ios: u64,
+    pub(crate) write_ios: u64,
+    pub(crate) read_bytes: u64,
+    pub(crate) write_bytes: u64,
 }
 
 impl CgroupCounters {
@@ -212,7 +213,7 @@ impl CgroupCounters {
     /// `/proc`, `cgroup_fs` is `/sys/fs/cgroup` (fixture trees in tests),
     /// `host_memory` the host's memory in bytes (a limit at or above it
     /// binds nothing). None when the process or its cgroup file is gone.
-    pub fn read(
+    pub(crate) fn read(
         proc: &Path,
         cgroup_fs: &Path,
         pid: &str,
@@ -244,7 +245,7 @@ impl CgroupCounters {
 
 impl CgroupSample {
     /// What the cgroup did between two readings `seconds` apart.
-    pub fn between(a: &CgroupCounters, b: &CgroupCounters, seconds: f64) -> Self {
+    pub(crate) fn between(a: &CgroupCounters, b: &CgroupCounters, seconds: f64) -> Self {
         let grew = |x: Option<u64>, y: Option<u64>| x.zip(y).map(|(x, y)| y.saturating_sub(x));
         let cpu_used_cpus = grew(a.cpu_usage_ns, b.cpu_usage_ns)
             .filter(|_| seconds > 0.0)
@@ -348,7 +349,7 @@ fn pressure_some_total_us(text: &str) -> Option<u64> {
 
 /// A device's name from its number: `DEVNAME=` of
 /// `SYS/dev/block/MAJ:MIN/uevent`, else the number itself.
-pub fn device_name(sys: &Path, majmin: &str) -> String {
+pub(crate) fn device_name(sys: &Path, majmin: &str) -> String {
     text(&sys.join("dev/block").join(majmin), "uevent")
         .and_then(|t| {
             t.lines()

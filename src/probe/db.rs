@@ -30,7 +30,7 @@ pub struct DbSample {
 
 impl DbSample {
     /// Adds another interval's sample (counters and waits both add up).
-    pub fn merge(&mut self, other: &DbSample) {
+    pub(crate) fn merge(&mut self, other: &DbSample) {
         for (k, v) in &other.counters {
             *self.counters.entry(k.clone()).or_insert(0.0) += v;
         }
@@ -40,7 +40,7 @@ impl DbSample {
     }
 
     /// The most frequent wait class and its share of all samples.
-    pub fn top_wait(&self) -> Option<(&str, f64)> {
+    pub(crate) fn top_wait(&self) -> Option<(&str, f64)> {
         let total: u64 = self.waits.values().sum();
         self.waits
             .iter()

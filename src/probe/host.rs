@@ -20,12 +20,12 @@ pub struct HostFacts {
 
 impl HostFacts {
     /// Reads this host's facts from /proc.
-    pub fn read() -> Self {
+    pub(crate) fn read() -> Self {
         Self::read_from(Path::new("/proc"))
     }
 
     /// Reads the facts from a /proc tree (a fixture in tests).
-    pub fn read_from(proc_root: &Path) -> Self {
+    pub(crate) fn read_from(proc_root: &Path) -> Self {
         let read = |rel: &str| std::fs::read_to_string(proc_root.join(rel)).ok();
         let cpuinfo = read("cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo

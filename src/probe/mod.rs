@@ -3,8 +3,8 @@
 //! the server's cgroup and the qdiscs of its network namespace, the
 //! database's statistics, and the host facts stored with every run.
 
-pub mod agent_client;
-pub mod cgroup;
+pub(crate) mod agent_client;
+pub(crate) mod cgroup;
 pub mod counters;
 mod db;
 mod host;
@@ -13,10 +13,10 @@ pub mod node_exporter;
 pub mod qdisc;
 #[cfg(test)]
 pub(crate) mod realdev;
-pub mod remote;
+pub(crate) mod remote;
 mod self_usage;
 
 pub use db::{DbProbe, DbSample, DbStatsSource};
 pub use host::HostFacts;
-pub use remote::ProbeSample;
+pub(crate) use remote::ProbeSample;
 pub use self_usage::{self_rss, SelfUsage, UsageMark};

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The most bytes one dump may return; beyond it the dump is an error.
-pub const MAX_DUMP_BYTES: usize = 4 << 20;
+pub(crate) const MAX_DUMP_BYTES: usize = 4 << 20;
 
 const NLMSG_HDRLEN: usize = 16;
 const NLMSG_ERROR: u16 = 2;
@@ -60,7 +60,7 @@ pub struct RouteSocket {
 
 impl RouteSocket {
     /// A socket in the calling thread's network namespace.
-    pub fn open() -> Result<Self, NetlinkError> {
+    pub(crate) fn open() -> Result<Self, NetlinkError> {
         // SAFETY: socket(2) takes plain integers; the result is checked.
         let fd = unsafe {
             libc::socket(
@@ -209,18 +209,18 @@ impl RouteSocket {
 
 /// One netlink message.
 #[derive(Debug, Clone, Copy)]
-pub struct Message<'a> {
+pub(crate) struct Message<'a> {
     /// `nlmsg_type`: `RTM_NEWQDISC`, `RTM_NEWLINK`, `NLMSG_DONE`, …
-    pub kind: u16,
-    pub seq: u32,
+    pub(crate) kind: u16,
+    pub(crate) seq: u32,
     /// What follows the header (the family header, then attributes).
-    pub payload: &'a [u8],
+    pub(crate) payload: &'a [u8],
     /// The whole message, header included.
-    pub raw: &'a [u8],
+    pub(crate) raw: &'a [u8],
 }
 
 /// The messages in a buffer, up to the first whose length is malformed.
-pub fn messages(bytes: &[u8]) -> impl Iterator<Item = Message<'_>> {
+pub(crate) fn messages(bytes: &[u8]) -> impl Iterator<Item = Message<'_>> {
     let mut rest = bytes;
     std::iter::from_fn(move || {
         let len = u32_at(rest, 0)? as usize;
@@ -241,7 +241,7 @@ pub fn messages(bytes: &[u8]) -> impl Iterator<Item = Message<'_>> {
 
 /// The attributes (`nlattr`: type and value) in a buffer, up to the first
 /// whose length is malformed. Types are returned without their flag bits.
-pub fn attributes(bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub(crate) fn attributes(bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     let mut rest = bytes;
     std::iter::from_fn(move || {
         let len = usize::from(u16_at(rest, 0)?);
@@ -257,28 +257,28 @@ pub fn attributes(bytes: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 }
 
 /// The bytes after a family header of `len` bytes (aligned), if any.
-pub fn after_header(payload: &[u8], len: usize) -> Option<&[u8]> {
+pub(crate) fn after_header(payload: &[u8], len: usize) -> Option<&[u8]> {
     payload.get(align4(len)..)
 }
 
-pub fn align4(len: usize) -> usize {
+pub(crate) fn align4(len: usize) -> usize {
     (len + 3) & !3
 }
 
-pub fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+pub(crate) fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
-pub fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-pub fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 /// A NUL-terminated string attribute.
-pub fn string(value: &[u8]) -> String {
+pub(crate) fn string(value: &[u8]) -> String {
     let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
     String::from_utf8_lossy(&value[..end]).into_owned()
 }

@@ -21,11 +21,11 @@ use std::fmt::Write;
 /// PSI stall totals.
 #[derive(Debug, Clone)]
 pub struct Scrape {
-    pub root: HostRoot,
+    pub(crate) root: HostRoot,
     /// `node_time_seconds`: the exporter host's clock at the scrape.
-    pub time_s: Option<f64>,
+    pub(crate) time_s: Option<f64>,
     /// PSI totals in seconds: (cpu some, memory some, memory full, io some, io full).
-    pub stalls: [Option<f64>; 5],
+    pub(crate) stalls: [Option<f64>; 5],
 }
 
 /// Metric values by name, then by their labels.
@@ -173,7 +173,7 @@ impl Scrape {
     }
 
     /// The host's counters at this scrape.
-    pub fn snapshot(&self) -> HostSnapshot {
+    pub(crate) fn snapshot(&self) -> HostSnapshot {
         HostSnapshot::read(&self.root, &[])
     }
 

@@ -43,7 +43,7 @@ const PSCHED_TICK_NS: u64 = 64;
 /// One queueing discipline over one interval.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct QdiscSample {
-    pub interface: String,
+    pub(crate) interface: String,
     /// `host`, or `server` for the server's own network namespace.
     pub namespace: String,
     /// `tbf`, `netem`, `htb`, `fq_codel`, …
@@ -51,16 +51,16 @@ pub struct QdiscSample {
     /// The rate it shapes to, bytes per second (tbf, htb), when it shapes.
     pub rate_bytes_per_s: Option<f64>,
     /// The share of packets it drops on purpose (netem `loss`).
-    pub loss: Option<f64>,
+    pub(crate) loss: Option<f64>,
     /// The delay it adds, seconds (netem `delay`).
-    pub delay_s: Option<f64>,
+    pub(crate) delay_s: Option<f64>,
     pub bytes_per_s: f64,
-    pub packets_per_s: f64,
+    pub(crate) packets_per_s: f64,
     /// Counts over the interval.
-    pub drops: u64,
+    pub(crate) drops: u64,
     pub overlimits: u64,
     /// Bytes queued at the end of the interval.
-    pub backlog_bytes: u64,
+    pub(crate) backlog_bytes: u64,
 }
 
 /// One qdisc's counters and settings at one moment.
@@ -69,20 +69,20 @@ pub struct QdiscCounters {
     /// `host`, or `server` for the server's own network namespace.
     pub namespace: String,
     pub interface: String,
-    pub ifindex: i32,
+    pub(crate) ifindex: i32,
     /// Its handle and its parent's (`major << 16 | minor`; the root's
     /// parent is `0xffffffff`).
-    pub handle: u32,
-    pub parent: u32,
+    pub(crate) handle: u32,
+    pub(crate) parent: u32,
     /// `tbf`, `netem`, `fq_codel`, …
     pub kind: String,
     /// Bytes and packets it sent since it was made.
     pub bytes: u64,
     pub packets: u64,
-    pub drops: u64,
-    pub overlimits: u64,
+    pub(crate) drops: u64,
+    pub(crate) overlimits: u64,
     /// Bytes queued now.
-    pub backlog_bytes: u64,
+    pub(crate) backlog_bytes: u64,
     /// The rate it shapes to, bytes per second (tbf, netem `rate`).
     pub rate_bytes_per_s: Option<f64>,
     /// The share of packets it drops on purpose (netem).
@@ -195,7 +195,7 @@ impl QdiscReader {
 }
 
 /// Names and labels parsed qdiscs, leaving out `noqueue`.
-pub fn named(
+pub(crate) fn named(
     qdiscs: Vec<QdiscCounters>,
     names: &BTreeMap<i32, String>,
     namespace: &str,
@@ -215,7 +215,7 @@ pub fn named(
 }
 
 /// Interface names by index, from an `RTM_GETLINK` dump.
-pub fn parse_link_names(dump: &[u8]) -> BTreeMap<i32, String> {
+pub(crate) fn parse_link_names(dump: &[u8]) -> BTreeMap<i32, String> {
     netlink::messages(dump)
         .filter(|m| m.kind == libc::RTM_NEWLINK)
         .filter_map(|m| {
@@ -230,7 +230,7 @@ pub fn parse_link_names(dump: &[u8]) -> BTreeMap<i32, String> {
 
 /// The qdiscs of an `RTM_GETQDISC` dump, unnamed; a message too short for
 /// its header is skipped, a malformed attribute ends that message's walk.
-pub fn parse_qdiscs(dump: &[u8]) -> Vec<QdiscCounters> {
+pub(crate) fn parse_qdiscs(dump: &[u8]) -> Vec<QdiscCounters> {
     netlink::messages(dump)
         .filter(|m| m.kind == libc::RTM_NEWQDISC)
         .filter_map(|m| parse_qdisc(m.payload))

@@ -22,12 +22,12 @@ fn run(cmd: &mut Command) -> String {
 }
 
 /// A directory of its own, removed with everything in it.
-pub struct Dir(pub PathBuf);
+pub(crate) struct Dir(pub PathBuf);
 
 impl Dir {
     /// A fresh directory under `parent` (`/dev/shm` is tmpfs; `/var/tmp`
     /// is the host's disk).
-    pub fn under(parent: &str, tag: &str) -> Self {
+    pub(crate) fn under(parent: &str, tag: &str) -> Self {
         let path = Path::new(parent).join(format!("perflab-test-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("a test directory");
@@ -43,16 +43,16 @@ impl Drop for Dir {
 
 /// A loop device over a file; the file system mounted on it, if any, is
 /// unmounted before the device is detached.
-pub struct Loop {
+pub(crate) struct Loop {
     /// `/dev/loopN`.
-    pub path: String,
-    pub mount: Option<PathBuf>,
-    pub dir: Dir,
+    pub(crate) path: String,
+    pub(crate) mount: Option<PathBuf>,
+    pub(crate) dir: Dir,
 }
 
 impl Loop {
     /// A loop device over a file of `mib` MiB in a directory under `parent`.
-    pub fn new(parent: &str, tag: &str, mib: u64) -> Self {
+    pub(crate) fn new(parent: &str, tag: &str, mib: u64) -> Self {
         let dir = Dir::under(parent, tag);
         let file = dir.0.join("backing.img");
         std::fs::File::create(&file)
@@ -69,12 +69,12 @@ impl Loop {
     }
 
     /// `loopN`.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.path.trim_start_matches("/dev/")
     }
 
     /// `MAJ:MIN`.
-    pub fn majmin(&self) -> String {
+    pub(crate) fn majmin(&self) -> String {
         std::fs::read_to_string(format!("/sys/block/{}/dev", self.name()))
             .expect("the loop device's number")
             .trim()
@@ -82,7 +82,7 @@ impl Loop {
     }
 
     /// An ext4 on the device, mounted in the test's directory.
-    pub fn ext4(&mut self) -> PathBuf {
+    pub(crate) fn ext4(&mut self) -> PathBuf {
         run(Command::new("mkfs.ext4").args(["-q", "-F", &self.path]));
         let mount = self.dir.0.join("mnt");
         std::fs::create_dir_all(&mount).expect("a mount point");
@@ -103,15 +103,15 @@ impl Drop for Loop {
 
 /// A v1 blkio cgroup (`/sys/fs/cgroup/blkio/NAME`), removed when dropped
 /// after its processes are ended.
-pub struct Blkio {
-    pub dir: PathBuf,
+pub(crate) struct Blkio {
+    pub(crate) dir: PathBuf,
     /// The processes started in it.
-    pub children: Vec<Child>,
+    pub(crate) children: Vec<Child>,
 }
 
 impl Blkio {
     /// A new blkio cgroup, or a panic saying the host has no v1 blkio.
-    pub fn new(tag: &str) -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         let root = Path::new("/sys/fs/cgroup/blkio");
         assert!(
             root.join("blkio.throttle.read_iops_device").exists(),
@@ -127,14 +127,14 @@ impl Blkio {
     }
 
     /// Writes `line` to one of its files.
-    pub fn set(&self, file: &str, line: &str) {
+    pub(crate) fn set(&self, file: &str, line: &str) {
         std::fs::write(self.dir.join(file), line)
             .unwrap_or_else(|e| panic!("writing {line:?} to {file}: {e}"));
     }
 
     /// Starts `sh -c SCRIPT` inside the cgroup (it moves itself in first)
     /// and gives its pid.
-    pub fn spawn(&mut self, script: &str) -> u32 {
+    pub(crate) fn spawn(&mut self, script: &str) -> u32 {
         let procs = self.dir.join("cgroup.procs");
         let child = Command::new("sh")
             .arg("-c")

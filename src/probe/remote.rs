@@ -23,9 +23,9 @@ pub struct ProbeSample {
 }
 
 /// One remote source.
-pub struct RemoteProbe {
+pub(crate) struct RemoteProbe {
     /// As given, any password masked: `agent://db1:7071`.
-    pub name: String,
+    pub(crate) name: String,
     kind: Source,
 }
 
@@ -35,7 +35,7 @@ enum Source {
 }
 
 /// A source's counters at one moment.
-pub enum RemoteSnapshot {
+pub(crate) enum RemoteSnapshot {
     Agent {
         seconds: f64,
         snapshot: Box<HostSnapshot>,
@@ -49,7 +49,11 @@ pub enum RemoteSnapshot {
 impl RemoteProbe {
     /// Parses `agent://HOST:PORT` or `node-exporter://HOST:PORT`; a request
     /// gives up after `timeout`.
-    pub fn parse(spec: &str, access: &AgentAccess, timeout: Duration) -> Result<Self, PlanError> {
+    pub(crate) fn parse(
+        spec: &str,
+        access: &AgentAccess,
+        timeout: Duration,
+    ) -> Result<Self, PlanError> {
         // What is shown and stored of the probe: never its password.
         let shown = crate::secret::redact(spec);
         let kind = if spec.starts_with("agent://") {
@@ -77,7 +81,9 @@ impl RemoteProbe {
     }
 
     /// The source host's inventory: an agent's; none from a node_exporter.
-    pub fn inventory(&self) -> Option<anyhow::Result<std::collections::BTreeMap<String, String>>> {
+    pub(crate) fn inventory(
+        &self,
+    ) -> Option<anyhow::Result<std::collections::BTreeMap<String, String>>> {
         match &self.kind {
             Source::Agent(client) => Some(client.inventory()),
             Source::NodeExporter { .. } => None,
@@ -85,7 +91,7 @@ impl RemoteProbe {
     }
 
     /// The source's counters now.
-    pub fn snapshot(&self) -> anyhow::Result<RemoteSnapshot> {
+    pub(crate) fn snapshot(&self) -> anyhow::Result<RemoteSnapshot> {
         match &self.kind {
             Source::Agent(client) => {
                 let (seconds, snapshot) = client.snapshot()?;
@@ -122,7 +128,7 @@ impl RemoteProbe {
 
 impl RemoteSnapshot {
     /// What the host did between two snapshots of one source.
-    pub fn between(a: &RemoteSnapshot, b: &RemoteSnapshot) -> Option<HostSample> {
+    pub(crate) fn between(a: &RemoteSnapshot, b: &RemoteSnapshot) -> Option<HostSample> {
         match (a, b) {
             (
                 RemoteSnapshot::Agent {
@@ -149,7 +155,7 @@ impl RemoteSnapshot {
 
 /// A remote probe followed through a run: the last snapshot, and whether
 /// it answered last time (a change is said once, on standard error).
-pub struct RemoteWatch {
+pub(crate) struct RemoteWatch {
     probe: RemoteProbe,
     last: Option<RemoteSnapshot>,
     answering: bool,
@@ -158,7 +164,7 @@ pub struct RemoteWatch {
 impl RemoteWatch {
     /// Starts following a probe; it must answer now, or the run should not
     /// start (a wrong port or token is better found before loading).
-    pub fn start(probe: RemoteProbe) -> Result<Self, PlanError> {
+    pub(crate) fn start(probe: RemoteProbe) -> Result<Self, PlanError> {
         let first = probe
             .snapshot()
             .map_err(|e| not_answering(&probe.name, e))?;
@@ -170,23 +176,25 @@ impl RemoteWatch {
     }
 
     /// The probe's host inventory (see [`RemoteProbe::inventory`]).
-    pub fn inventory(&self) -> Option<anyhow::Result<std::collections::BTreeMap<String, String>>> {
+    pub(crate) fn inventory(
+        &self,
+    ) -> Option<anyhow::Result<std::collections::BTreeMap<String, String>>> {
         self.probe.inventory()
     }
 
     /// The probe as given.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.probe.name
     }
 
     /// Takes a new base snapshot (a step starts).
-    pub fn rebase(&mut self) {
+    pub(crate) fn rebase(&mut self) {
         self.last = self.take();
     }
 
     /// The sample since the last call; none, a recorded gap, when the probe
     /// did not answer now or last time.
-    pub fn sample(&mut self) -> ProbeSample {
+    pub(crate) fn sample(&mut self) -> ProbeSample {
         let now = self.take();
         let sample = match (&self.last, &now) {
             (Some(a), Some(b)) => RemoteSnapshot::between(a, b),
@@ -225,7 +233,7 @@ impl RemoteWatch {
 
 /// A probe that did not answer before anything was measured: bad input
 /// (exit 2) naming it; a refused token stays the error it is.
-pub fn not_answering(probe: &str, e: anyhow::Error) -> PlanError {
+pub(crate) fn not_answering(probe: &str, e: anyhow::Error) -> PlanError {
     match e.downcast::<PlanError>() {
         Ok(plan) => plan,
         Err(e) => PlanError::new(format!(

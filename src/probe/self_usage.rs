@@ -29,7 +29,7 @@ pub struct SelfUsage {
 
 impl SelfUsage {
     /// Marks the start of a step.
-    pub fn start() -> UsageMark {
+    pub(crate) fn start() -> UsageMark {
         let (cpu_user, cpu_system) = rusage();
         UsageMark {
             at: Instant::now(),
@@ -40,7 +40,7 @@ impl SelfUsage {
     }
 
     /// perflab's CPU use as a share of one CPU.
-    pub fn cpu_share(&self) -> f64 {
+    pub(crate) fn cpu_share(&self) -> f64 {
         let wall = self.wall.as_secs_f64();
         if wall > 0.0 {
             (self.cpu_user + self.cpu_system).as_secs_f64() / wall
@@ -66,7 +66,7 @@ fn own_limit() -> CpuLimit {
 
 impl UsageMark {
     /// The usage since the mark.
-    pub fn finish(self, rss_bytes: Option<u64>) -> SelfUsage {
+    pub(crate) fn finish(self, rss_bytes: Option<u64>) -> SelfUsage {
         let (cpu_user, cpu_system) = rusage();
         let limit = own_limit();
         SelfUsage {

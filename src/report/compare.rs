@@ -121,7 +121,7 @@ pub(crate) fn summary_lines(c: &Comparison) -> Vec<String> {
 }
 
 /// The terminal form.
-pub fn render_compare(c: &Comparison) -> String {
+pub(crate) fn render_compare(c: &Comparison) -> String {
     let mut out = format!(
         "compare: run {} is the baseline; ratio [95% CI], ~ = no significant difference (Mann–Whitney, α = 0.05)\n",
         c.runs[0].run

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 /// The findings in the order given (the doctor sorts them worst first),
 /// then what could not be looked at.
-pub fn render_doctor(report: &Report) -> String {
+pub(crate) fn render_doctor(report: &Report) -> String {
     let mut out = String::new();
     let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
     let _ = writeln!(

@@ -15,7 +15,7 @@ use std::path::Path;
 
 /// A form of output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// For a terminal: aligned tables and lines.
     Text,
     /// Pretty-printed JSON (one compact object per line for a stream of samples).
@@ -30,7 +30,7 @@ pub enum Format {
 
 impl Format {
     /// The form's name in messages.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Format::Text => "text",
             Format::Json => "JSON",
@@ -42,15 +42,15 @@ impl Format {
 }
 
 /// A run and its verdict, as the report writers take them.
-pub struct ReportRun<'a> {
-    pub run: &'a StoredRun,
-    pub verdict: &'a Verdict,
+pub(crate) struct ReportRun<'a> {
+    pub(crate) run: &'a StoredRun,
+    pub(crate) verdict: &'a Verdict,
     /// The latency distributions to show: the chosen steps' (`--step`).
-    pub distributions: Vec<super::sections::Distribution>,
+    pub(crate) distributions: Vec<super::sections::Distribution>,
 }
 
 /// What a command writes.
-pub enum Output<'a> {
+pub(crate) enum Output<'a> {
     /// `perflab runs`: every run in the store at `store`.
     Runs { store: &'a Path, rows: &'a [RunRow] },
     /// `perflab show`: one stored run.
@@ -86,7 +86,7 @@ pub enum Output<'a> {
 
 impl Output<'_> {
     /// What this is, in messages.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Output::Runs { .. } => "the list of runs",
             Output::Run(_) => "a stored run",
@@ -103,7 +103,7 @@ impl Output<'_> {
 
 /// What a writer made: the exact bytes to print or save.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Document {
+pub(crate) enum Document {
     /// One text, for standard output or one file.
     Text(String),
     /// Files of a directory, by name (CSV: `steps.csv`, `intervals.csv`).
@@ -112,7 +112,7 @@ pub enum Document {
 
 /// Why an output could not be written.
 #[derive(Debug, thiserror::Error)]
-pub enum FormatError {
+pub(crate) enum FormatError {
     /// The writer of `format` has no form for this output.
     #[error("there is no {format} form of {what}")]
     Unsupported {

@@ -12,7 +12,7 @@ use crate::units::{Latency, Percent};
 
 /// The table, headed, each step's load written by `load`; empty when no
 /// step ran on generators.
-pub fn generator_table(steps: &[StepResult], load: fn(Level) -> String) -> String {
+pub(crate) fn generator_table(steps: &[StepResult], load: fn(Level) -> String) -> String {
     match generator_grid(steps, load) {
         Some(grid) => format!(
             "\nthe generators during each step (cpu: CPUs used, of those it could use):\n{}",
@@ -24,7 +24,7 @@ pub fn generator_table(steps: &[StepResult], load: fn(Level) -> String) -> Strin
 
 /// The table's grid, for every form of report; none when no step ran on
 /// generators.
-pub fn generator_grid(steps: &[StepResult], load: fn(Level) -> String) -> Option<Grid> {
+pub(crate) fn generator_grid(steps: &[StepResult], load: fn(Level) -> String) -> Option<Grid> {
     let mut grid = Grid::new([
         "load",
         "generator",

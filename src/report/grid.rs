@@ -8,16 +8,16 @@ use std::fmt::Write;
 
 /// A header row and body rows of equal width.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Grid {
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
+pub(crate) struct Grid {
+    pub(crate) header: Vec<String>,
+    pub(crate) rows: Vec<Vec<String>>,
     /// Columns written flush left (text); the rest align right (figures).
-    pub left: Vec<usize>,
+    pub(crate) left: Vec<usize>,
 }
 
 impl Grid {
     /// A grid from a header and no rows yet.
-    pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
+    pub(crate) fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
         Grid {
             header: header.into_iter().map(Into::into).collect(),
             rows: Vec::new(),
@@ -26,7 +26,7 @@ impl Grid {
     }
 
     /// A grid whose first row is the header.
-    pub fn from_rows(mut rows: Vec<Vec<String>>) -> Self {
+    pub(crate) fn from_rows(mut rows: Vec<Vec<String>>) -> Self {
         let header = if rows.is_empty() {
             Vec::new()
         } else {
@@ -40,7 +40,7 @@ impl Grid {
     }
 
     /// Drops every column whose body cells are all `-` (nothing measured).
-    pub fn without_empty_columns(mut self) -> Self {
+    pub(crate) fn without_empty_columns(mut self) -> Self {
         let keep: Vec<bool> = (0..self.header.len())
             .map(|c| {
                 self.rows.is_empty() || self.rows.iter().any(|r| r.get(c).is_some_and(|v| v != "-"))
@@ -85,7 +85,7 @@ impl Grid {
     }
 
     /// Aligned columns, two spaces apart, each line indented by `indent`.
-    pub fn terminal(&self, indent: &str) -> String {
+    pub(crate) fn terminal(&self, indent: &str) -> String {
         let widths = self.widths();
         let mut out = String::new();
         for row in std::iter::once(&self.header).chain(&self.rows) {
@@ -107,7 +107,7 @@ impl Grid {
     }
 
     /// A Markdown (GitHub) table.
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let cell = |v: &String| {
             v.replace('|', "\\|")
                 .replace('<', "&lt;")
@@ -138,7 +138,7 @@ impl Grid {
     }
 
     /// An HTML table, every cell escaped.
-    pub fn html(&self) -> String {
+    pub(crate) fn html(&self) -> String {
         let class = |i: usize| {
             if self.left.contains(&i) {
                 " class=\"l\""

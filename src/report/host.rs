@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 /// This host's table and one per remote probe, each after a blank line;
 /// nothing when no step has samples.
-pub fn host_tables(steps: &[StepResult]) -> String {
+pub(crate) fn host_tables(steps: &[StepResult]) -> String {
     let mut out = String::new();
     for source in std::iter::once(HostSource::Local)
         .chain(probe_sources(steps).into_iter().map(HostSource::Probe))
@@ -28,7 +28,7 @@ pub fn host_tables(steps: &[StepResult]) -> String {
 }
 
 /// One source's table, or nothing when no step has its samples.
-pub fn host_table(steps: &[StepResult], source: HostSource<'_>) -> String {
+pub(crate) fn host_table(steps: &[StepResult], source: HostSource<'_>) -> String {
     let rows: Vec<(Level, StepHost)> = steps
         .iter()
         .filter_map(|s| StepHost::of(s, source).map(|h| (s.level, h)))
@@ -144,7 +144,7 @@ fn level_text(level: Level) -> String {
 /// One sample as a line organised by the USE method: for each resource its
 /// utilisation (U), saturation (S) and errors (E). What the host does not
 /// report is left out.
-pub fn use_line(s: &HostSample) -> String {
+pub(crate) fn use_line(s: &HostSample) -> String {
     let mut parts = Vec::new();
     parts.extend(cpu_part(s));
     parts.extend(memory_part(s));

@@ -18,7 +18,7 @@ use crate::store::StoredRun;
 use std::fmt::Write;
 
 /// The report's style sheet (the lab's report uses it too).
-pub const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;color:#1b1b1b}h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}h3{font-size:15px}table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f2f2f2}td.l,th.l{text-align:left}pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px;white-space:pre-wrap}.chart{width:100%;max-width:760px;height:auto;display:block;margin:12px 0;page-break-inside:avoid}.ctitle{font-size:13px;font-weight:600}.grid{stroke:#e3e3e3}.xtick{font-size:10px;text-anchor:middle;fill:#444}.ytick{font-size:10px;text-anchor:end;fill:#444}.xlabel{font-size:11px;text-anchor:middle}.ylabel{font-size:11px;text-anchor:middle}.legend{font-size:10px}.mark{stroke:#888;stroke-dasharray:2 3}.marklabel{font-size:10px;fill:#555}.bad{color:#a40000;font-weight:600}.nodata{color:#777;font-style:italic}@media print{body{max-width:none}h2{page-break-after:avoid}}";
+pub(crate) const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;color:#1b1b1b}h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}h3{font-size:15px}table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f2f2f2}td.l,th.l{text-align:left}pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px;white-space:pre-wrap}.chart{width:100%;max-width:760px;height:auto;display:block;margin:12px 0;page-break-inside:avoid}.ctitle{font-size:13px;font-weight:600}.grid{stroke:#e3e3e3}.xtick{font-size:10px;text-anchor:middle;fill:#444}.ytick{font-size:10px;text-anchor:end;fill:#444}.xlabel{font-size:11px;text-anchor:middle}.ylabel{font-size:11px;text-anchor:middle}.legend{font-size:10px}.mark{stroke:#888;stroke-dasharray:2 3}.marklabel{font-size:10px;fill:#555}.bad{color:#a40000;font-weight:600}.nodata{color:#777;font-style:italic}@media print{body{max-width:none}h2{page-break-after:avoid}}";
 
 /// `output` as an HTML page.
 pub(super) fn write(output: &Output<'_>) -> Result<Document, FormatError> {
@@ -52,7 +52,7 @@ fn label(r: &ReportRun<'_>, several: bool, what: &str) -> String {
 
 /// The whole report; with several runs, `comparison` compares them with
 /// the first.
-pub fn render_html(
+pub(crate) fn render_html(
     runs: &[ReportRun<'_>],
     comparison: Option<&crate::analyze::compare::Comparison>,
 ) -> String {

@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 /// Identifies the export format and its version.
-pub const SCHEMA_ID: &str = "perflab-run/1";
+pub(crate) const SCHEMA_ID: &str = "perflab-run/1";
 
 /// `output` as JSON.
 pub(super) fn write(output: &Output<'_>) -> Result<Document, FormatError> {
@@ -38,7 +38,10 @@ pub(super) fn write(output: &Output<'_>) -> Result<Document, FormatError> {
 
 /// Any value as pretty-printed JSON ending in a line break; `what` names
 /// it in the error.
-pub fn pretty<T: Serialize + ?Sized>(value: &T, what: &'static str) -> Result<String, FormatError> {
+pub(crate) fn pretty<T: Serialize + ?Sized>(
+    value: &T,
+    what: &'static str,
+) -> Result<String, FormatError> {
     serde_json::to_string_pretty(value)
         .map(|text| text + "\n")
         .map_err(|source| FormatError::Json { what, source })
@@ -56,7 +59,7 @@ fn line<T: Serialize>(sample: &T, at: &str, what: &'static str) -> Result<String
 }
 
 /// The run as a JSON value.
-pub fn run_json(run: &StoredRun) -> Value {
+pub(crate) fn run_json(run: &StoredRun) -> Value {
     let steps: Vec<Value> = run.steps.iter().map(|step| step_json(run, step)).collect();
     json!({
         "schema": SCHEMA_ID,

@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// Every run in the store at `store`, oldest first, or a line saying
 /// there is none.
-pub fn render_runs(store: &Path, rows: &[RunRow]) -> String {
+pub(crate) fn render_runs(store: &Path, rows: &[RunRow]) -> String {
     let mut out = String::new();
     if rows.is_empty() {
         let _ = writeln!(out, "no runs in {}", store.display());
@@ -49,7 +49,12 @@ pub fn render_runs(store: &Path, rows: &[RunRow]) -> String {
 
 /// The facts in which the hosts of runs `a` and `b` differ, of `facts`
 /// recorded: `key  a → b`, aligned on the keys.
-pub fn render_host_diff(a: RunId, b: RunId, facts: usize, differences: &[Difference]) -> String {
+pub(crate) fn render_host_diff(
+    a: RunId,
+    b: RunId,
+    facts: usize,
+    differences: &[Difference],
+) -> String {
     let mut out = String::new();
     if differences.is_empty() {
         let _ = writeln!(

@@ -25,7 +25,7 @@ pub(super) fn write(output: &Output<'_>) -> Result<Document, FormatError> {
 }
 
 /// Text from outside inside Markdown prose: no markup, no raw HTML.
-pub fn plain(text: &str) -> String {
+pub(crate) fn plain(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -43,7 +43,7 @@ pub fn plain(text: &str) -> String {
 }
 
 /// The whole Markdown report.
-pub fn render_markdown(runs: &[ReportRun<'_>], comparison: Option<&Comparison>) -> String {
+pub(crate) fn render_markdown(runs: &[ReportRun<'_>], comparison: Option<&Comparison>) -> String {
     let ids: Vec<String> = runs.iter().map(|r| r.run.id.to_string()).collect();
     let mut out = format!("# perflab report: run {}\n", ids.join(", "));
     for r in runs {
@@ -141,7 +141,7 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
 }
 
 /// A comparison: how to read it, the level table, the summary.
-pub fn render_compare_md(c: &Comparison) -> String {
+pub(crate) fn render_compare_md(c: &Comparison) -> String {
     let mut out = format!(
         "## Comparison with run {}\n\nRatio of mean throughput with its 95% bootstrap interval; `~` = no significant difference (Mann–Whitney U, α = 0.05), `+`/`-` = significantly higher/lower.\n\n",
         c.runs[0].run

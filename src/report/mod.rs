@@ -14,27 +14,25 @@ mod table;
 mod compare;
 mod csv;
 mod doctor;
-pub mod format;
-pub mod grid;
-pub mod html;
+pub(crate) mod format;
+pub(crate) mod grid;
+pub(crate) mod html;
 mod listing;
-pub mod markdown;
-pub mod sections;
-pub mod svg;
+pub(crate) mod markdown;
+pub(crate) mod sections;
+pub(crate) mod svg;
 mod text;
 mod verdict;
-pub use compare::render_compare;
-pub use doctor::render_doctor;
-pub use format::{Document, Format, FormatError, Output, ReportRun};
-pub use host::{host_table, host_tables, use_line};
-pub use json::{pretty, run_json, SCHEMA_ID};
-pub use markdown::{render_compare_md, render_markdown};
-pub use progress::Progress;
-pub use table::{render_check, render_run, step_table};
-pub use verdict::{render_verdict, what_if_lines};
+pub(crate) use compare::render_compare;
+pub(crate) use doctor::render_doctor;
+pub(crate) use format::{Document, Format, FormatError, Output, ReportRun};
+pub(crate) use host::{host_tables, use_line};
+pub(crate) use progress::Progress;
+pub(crate) use table::{render_check, render_run};
+pub(crate) use verdict::{render_verdict, what_if_lines};
 
 /// Writes `output` in `format`.
-pub fn render(format: Format, output: &Output<'_>) -> Result<Document, FormatError> {
+pub(crate) fn render(format: Format, output: &Output<'_>) -> Result<Document, FormatError> {
     match format {
         Format::Text => text::write(output),
         Format::Json => json::write(output),

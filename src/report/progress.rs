@@ -10,7 +10,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 /// Prints a sweep's progress.
-pub struct Progress {
+pub(crate) struct Progress {
     live: bool,
     steps: usize,
     current: Option<(usize, Level, Duration, Duration)>,
@@ -18,7 +18,7 @@ pub struct Progress {
 
 impl Progress {
     /// Live on a terminal outside CI; plain lines otherwise.
-    pub fn new(steps: usize) -> Self {
+    pub(crate) fn new(steps: usize) -> Self {
         let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
         Progress {
             live: std::io::stdout().is_terminal() && !ci,
@@ -38,7 +38,7 @@ impl Progress {
     }
 
     /// A step starts.
-    pub fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule) {
+    pub(crate) fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule) {
         let warmup: Duration = schedule
             .intervals
             .iter()
@@ -58,7 +58,7 @@ impl Progress {
     }
 
     /// An interval of the running step ended.
-    pub fn interval(&mut self, spec: &IntervalSpec, tally: &Tally) {
+    pub(crate) fn interval(&mut self, spec: &IntervalSpec, tally: &Tally) {
         if !self.live {
             return;
         }
@@ -88,7 +88,7 @@ impl Progress {
     }
 
     /// A step ended (and was stored).
-    pub fn step_finished(&mut self, step: &FinishedStep) {
+    pub(crate) fn step_finished(&mut self, step: &FinishedStep) {
         let s: StepSummary = step.summary();
         let line = format!(
             "step {}: {}: {} tps  p95 {}  errors {}  {}",

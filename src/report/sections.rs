@@ -13,7 +13,7 @@ use crate::store::StoredRun;
 use crate::units::{Latency, OpsPerSec, Percent};
 
 /// What was run, where and when: (name, value) rows.
-pub fn facts(run: &StoredRun) -> Vec<(&'static str, String)> {
+pub(crate) fn facts(run: &StoredRun) -> Vec<(&'static str, String)> {
     let plan = &run.plan_resolved;
     let levels: Vec<String> = run.steps.iter().map(|s| s.level.to_string()).collect();
     let text = |v: &serde_json::Value| match v {
@@ -126,25 +126,25 @@ fn status_text(step: &StepResult) -> String {
 /// One step's figures in the report's step table and steps.csv: the
 /// client's view, then the server host's.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StepFigures {
-    pub point: StepPoint,
-    pub errors: u64,
+pub(crate) struct StepFigures {
+    pub(crate) point: StepPoint,
+    pub(crate) errors: u64,
     /// Open loop: arrivals dropped for being over the outstanding limit.
-    pub dropped: Option<u64>,
+    pub(crate) dropped: Option<u64>,
     /// Busy share of all CPUs.
-    pub cpu: Option<f64>,
+    pub(crate) cpu: Option<f64>,
     /// The busiest disk, link direction in and out: name and busy share.
-    pub disk: Option<(String, f64)>,
-    pub link_rx: Option<(String, f64)>,
-    pub link_tx: Option<(String, f64)>,
+    pub(crate) disk: Option<(String, f64)>,
+    pub(crate) link_rx: Option<(String, f64)>,
+    pub(crate) link_tx: Option<(String, f64)>,
     /// The database's commonest wait class and its share of samples.
-    pub top_wait: Option<(String, f64)>,
-    pub status: String,
+    pub(crate) top_wait: Option<(String, f64)>,
+    pub(crate) status: String,
 }
 
 /// The figures of every step of a run, the server's read where the
 /// verdict reads them (the first remote probe, else this host).
-pub fn step_figures(run: &StoredRun) -> Vec<StepFigures> {
+pub(crate) fn step_figures(run: &StoredRun) -> Vec<StepFigures> {
     let (source, _) = server_source(run);
     run.steps
         .iter()
@@ -205,7 +205,7 @@ const STEP_COLUMNS: [&str; 26] = [
 /// split, run queue, busiest disk, busiest link each way, the server's own
 /// processes, the database's main wait class) and perflab's CPU. Columns
 /// nothing was measured for are left out.
-pub fn step_grid(run: &StoredRun) -> Grid {
+pub(crate) fn step_grid(run: &StoredRun) -> Grid {
     let mut grid = Grid::new(STEP_COLUMNS);
     grid.left = vec![17, 18, 19, 21, 23, 24, 25];
     grid.rows = step_figures(run).into_iter().map(grid_row).collect();
@@ -266,7 +266,7 @@ fn grid_row(f: StepFigures) -> Vec<String> {
 }
 
 /// Errors by kind (columns) per step (rows); none when no step had one.
-pub fn error_grid(steps: &[StepResult]) -> Option<Grid> {
+pub(crate) fn error_grid(steps: &[StepResult]) -> Option<Grid> {
     let per_step: Vec<_> = steps
         .iter()
         .map(|s| s.measured().0.all_ops().errors.to_text())
@@ -292,7 +292,7 @@ pub fn error_grid(steps: &[StepResult]) -> Option<Grid> {
 
 /// The coefficient of variation of throughput per load level, and whether
 /// it stayed within the bound.
-pub fn stability_grid(verdict: &Verdict) -> Grid {
+pub(crate) fn stability_grid(verdict: &Verdict) -> Grid {
     let mut grid = Grid::new([
         "load".to_string(),
         "runs".to_string(),
@@ -316,20 +316,20 @@ pub fn stability_grid(verdict: &Verdict) -> Grid {
 /// The verdict in sentences: peak and knee, what stops the server, the
 /// evidence and what was ruled out, and what to look at next.
 #[derive(Debug, Clone, PartialEq)]
-pub struct VerdictText {
+pub(crate) struct VerdictText {
     /// Peak throughput and the knee (empty when no step completed).
-    pub lead: String,
+    pub(crate) lead: String,
     /// What stops it, and whether the verdict is unreliable.
-    pub stop: Option<(String, bool)>,
+    pub(crate) stop: Option<(String, bool)>,
     /// Evidence, then what was ruled out (`Ruled out — …`).
-    pub points: Vec<String>,
-    pub next: Option<String>,
+    pub(crate) points: Vec<String>,
+    pub(crate) next: Option<String>,
     /// What would change: the model's check, then a line per change.
-    pub what_if: Option<(String, Vec<String>)>,
+    pub(crate) what_if: Option<(String, Vec<String>)>,
 }
 
 impl VerdictText {
-    pub fn of(v: &Verdict) -> Self {
+    pub(crate) fn of(v: &Verdict) -> Self {
         let mut lead = String::new();
         if let Some(peak) = v.peak {
             let p = &v.points[peak];
@@ -368,7 +368,7 @@ impl VerdictText {
 
 /// Which step's latency distribution to show.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum StepChoice {
+pub(crate) enum StepChoice {
     /// The step of peak throughput.
     Peak,
     /// The step(s) at this load level (repetitions merged).
@@ -377,7 +377,7 @@ pub enum StepChoice {
 
 impl StepChoice {
     /// Parses `peak` or a load level (`8`, `500`).
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         let text = text.trim();
         if text.eq_ignore_ascii_case("peak") {
             return Some(StepChoice::Peak);
@@ -390,25 +390,25 @@ impl StepChoice {
 }
 
 /// The quantiles of a percentile plot, from the median to 99.999%.
-pub const QUANTILES: [f64; 11] = [
+pub(crate) const QUANTILES: [f64; 11] = [
     0.0, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999,
 ];
 
 /// A chosen step's response times at [`QUANTILES`], in seconds.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Distribution {
+pub(crate) struct Distribution {
     /// `4 users`, with the number of runs merged when the level repeated.
-    pub label: String,
-    pub operations: u64,
+    pub(crate) label: String,
+    pub(crate) operations: u64,
     /// (quantile, seconds).
-    pub points: Vec<(f64, f64)>,
+    pub(crate) points: Vec<(f64, f64)>,
     /// The slowest operation, seconds.
-    pub max_s: f64,
+    pub(crate) max_s: f64,
 }
 
 /// The distribution of the step `choice` picks in `run`; `Err` names the
 /// levels there are when the run has no such step.
-pub fn distribution(
+pub(crate) fn distribution(
     run: &StoredRun,
     verdict: &Verdict,
     choice: StepChoice,
@@ -471,7 +471,7 @@ pub fn distribution(
 }
 
 /// The chosen steps' distributions side by side: a row per quantile.
-pub fn distribution_grid(found: &[Distribution]) -> Grid {
+pub(crate) fn distribution_grid(found: &[Distribution]) -> Grid {
     let mut grid = Grid::new(
         std::iter::once("percentile".to_string()).chain(found.iter().map(|d| d.label.clone())),
     );

@@ -7,40 +7,40 @@ use std::fmt::Write;
 
 /// One line of a chart.
 #[derive(Debug, Clone)]
-pub struct Series {
-    pub name: String,
-    pub points: Vec<(f64, f64)>,
+pub(crate) struct Series {
+    pub(crate) name: String,
+    pub(crate) points: Vec<(f64, f64)>,
     /// Drawn dashed (a model, a bound) and without markers.
-    pub dashed: bool,
+    pub(crate) dashed: bool,
 }
 
 /// A vertical mark at an x value, with a label.
 #[derive(Debug, Clone)]
-pub struct Mark {
-    pub x: f64,
-    pub label: String,
+pub(crate) struct Mark {
+    pub(crate) x: f64,
+    pub(crate) label: String,
 }
 
 /// A chart's axes and content.
 #[derive(Debug, Clone)]
-pub struct Chart {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    pub log_x: bool,
-    pub log_y: bool,
-    pub series: Vec<Series>,
-    pub marks: Vec<Mark>,
+pub(crate) struct Chart {
+    pub(crate) title: String,
+    pub(crate) x_label: String,
+    pub(crate) y_label: String,
+    pub(crate) log_x: bool,
+    pub(crate) log_y: bool,
+    pub(crate) series: Vec<Series>,
+    pub(crate) marks: Vec<Mark>,
     /// How x values are printed on ticks and hovers (the percentile plot
     /// shows 1/(1−p) as a percentile).
-    pub x_format: fn(f64) -> String,
-    pub y_format: fn(f64) -> String,
+    pub(crate) x_format: fn(f64) -> String,
+    pub(crate) y_format: fn(f64) -> String,
 }
 
 /// Escapes text for HTML and SVG; a control character (but newline and
 /// tab), which no HTML may hold and a terminal showing the page's source
 /// would obey, becomes `�`.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -57,13 +57,13 @@ pub fn escape(text: &str) -> String {
 }
 
 /// A quantile as a percentile label: 0.5 → `50%`, 0.99999 → `99.999%`.
-pub fn percentile(q: f64) -> String {
+pub(crate) fn percentile(q: f64) -> String {
     let text = format!("{:.4}", q * 100.0);
     format!("{}%", text.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// A number the way a tick shows it.
-pub fn number(v: f64) -> String {
+pub(crate) fn number(v: f64) -> String {
     let a = v.abs();
     if a >= 1e6 {
         format!("{:.1}M", v / 1e6)
@@ -79,12 +79,12 @@ pub fn number(v: f64) -> String {
 }
 
 /// A duration in seconds the way a tick shows it.
-pub fn seconds(v: f64) -> String {
+pub(crate) fn seconds(v: f64) -> String {
     crate::units::Latency::secs(v).to_string()
 }
 
 /// A share as a percentage.
-pub fn percent(v: f64) -> String {
+pub(crate) fn percent(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
@@ -199,7 +199,7 @@ impl Chart {
     }
 
     /// The chart as an inline `<svg>` element, or a note when it has no data.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let xs = self
             .series
             .iter()

@@ -12,7 +12,7 @@ use crate::workload::CheckReport;
 use std::fmt::Write;
 
 /// The per-step table.
-pub fn step_table(steps: &[StepResult]) -> String {
+pub(crate) fn step_table(steps: &[StepResult]) -> String {
     let db: Vec<Option<DbSample>> = steps.iter().map(|s| s.measured_db()).collect();
     // Payload moved per second of the measured window, where a workload counts it.
     let rates: Vec<f64> = steps
@@ -154,7 +154,7 @@ fn cpu_per_op(step: &StepResult) -> String {
 }
 
 /// The check's lines.
-pub fn render_check(check: &CheckReport) -> String {
+pub(crate) fn render_check(check: &CheckReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -174,7 +174,7 @@ pub fn render_check(check: &CheckReport) -> String {
 }
 
 /// A host's facts on one line: name, CPU model and count, memory, kernel.
-pub fn host_text(host: &HostFacts) -> String {
+pub(crate) fn host_text(host: &HostFacts) -> String {
     format!(
         "{} · {} · {} CPUs · {} · kernel {}",
         host.hostname.as_deref().unwrap_or("?"),
@@ -187,7 +187,7 @@ pub fn host_text(host: &HostFacts) -> String {
 }
 
 /// A whole stored run: header, table, operations of the peak step, check.
-pub fn render_run(run: &StoredRun) -> String {
+pub(crate) fn render_run(run: &StoredRun) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -242,7 +242,7 @@ const STATUS_GAUGES: [&str; 5] = [
 /// count of requests and accepted connections per second, and its
 /// connections by state (means of the interval readings). Empty when no
 /// step has a status reading.
-pub fn server_status_table(steps: &[StepResult]) -> String {
+pub(crate) fn server_status_table(steps: &[StepResult]) -> String {
     let rows: Vec<(&StepResult, StatusReadings)> =
         steps.iter().map(|s| (s, StatusReadings::of(s))).collect();
     if rows.iter().all(|(_, r)| r.0.is_empty()) {

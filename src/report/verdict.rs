@@ -17,7 +17,7 @@ fn secs(s: f64) -> Latency {
 
 /// The what-if predictions in words: how well the model reproduces the
 /// run, then a line per change.
-pub fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
+pub(crate) fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
     let head = if w.credible {
         format!(
             "the measured demands in a queueing model (exact MVA) reproduce the measured throughput within {} up to the peak",
@@ -82,7 +82,7 @@ pub fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
 }
 
 /// The verdict section printed after a run and by `perflab analyze`.
-pub fn render_verdict(v: &Verdict, run: i64) -> String {
+pub(crate) fn render_verdict(v: &Verdict, run: i64) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

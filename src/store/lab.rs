@@ -11,52 +11,52 @@ use rusqlite::{params, OptionalExtension};
 use std::time::SystemTime;
 
 /// Identifies a lab in a store.
-pub type LabId = i64;
+pub(crate) type LabId = i64;
 
 /// A cell as planned: one run of one variant.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewCell {
-    pub position: usize,
-    pub variant: usize,
-    pub repetition: u32,
+pub(crate) struct NewCell {
+    pub(crate) position: usize,
+    pub(crate) variant: usize,
+    pub(crate) repetition: u32,
     /// Its `perflab run` flags, as JSON.
-    pub args: String,
+    pub(crate) args: String,
 }
 
 /// A cell as stored.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StoredCell {
-    pub position: usize,
-    pub variant: usize,
-    pub repetition: u32,
-    pub args: String,
-    pub status: CellStatus,
-    pub reason: Option<String>,
-    pub run: Option<RunId>,
+pub(crate) struct StoredCell {
+    pub(crate) position: usize,
+    pub(crate) variant: usize,
+    pub(crate) repetition: u32,
+    pub(crate) args: String,
+    pub(crate) status: CellStatus,
+    pub(crate) reason: Option<String>,
+    pub(crate) run: Option<RunId>,
     /// The process of its run, once started.
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// Its setup ran (or began) and its teardown has not run yet.
-    pub teardown_owed: bool,
+    pub(crate) teardown_owed: bool,
 }
 
 /// A lab as stored.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StoredLab {
-    pub id: LabId,
-    pub name: String,
-    pub file: String,
-    pub started_at: String,
-    pub status: LabStatus,
+pub(crate) struct StoredLab {
+    pub(crate) id: LabId,
+    pub(crate) name: String,
+    pub(crate) file: String,
+    pub(crate) started_at: String,
+    pub(crate) status: LabStatus,
     /// The process that ran (or runs) it.
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// The lab's spec, as the lab module wrote it (JSON).
-    pub spec: String,
-    pub cells: Vec<StoredCell>,
+    pub(crate) spec: String,
+    pub(crate) cells: Vec<StoredCell>,
 }
 
 impl Store {
     /// Records a lab and all its cells (pending), in one transaction.
-    pub fn create_lab(
+    pub(crate) fn create_lab(
         &mut self,
         name: &str,
         file: &str,
@@ -97,7 +97,7 @@ impl Store {
 
     /// Marks a cell: `running` as it starts, then how it ended and the run
     /// it became.
-    pub fn mark_cell(
+    pub(crate) fn mark_cell(
         &mut self,
         lab: LabId,
         position: usize,
@@ -114,7 +114,12 @@ impl Store {
 
     /// Records that cell `position` owes its variant's teardown (`true`,
     /// before its setup runs) or no longer does (once the teardown ran).
-    pub fn owe_teardown(&mut self, lab: LabId, position: usize, owed: bool) -> anyhow::Result<()> {
+    pub(crate) fn owe_teardown(
+        &mut self,
+        lab: LabId,
+        position: usize,
+        owed: bool,
+    ) -> anyhow::Result<()> {
         self.conn.execute(
             "UPDATE lab_cells SET teardown_owed = ?3 WHERE lab_id = ?1 AND position = ?2",
             params![lab, position, owed],
@@ -123,7 +128,12 @@ impl Store {
     }
 
     /// Marks a cell running in process `pid`.
-    pub fn cell_started(&mut self, lab: LabId, position: usize, pid: u32) -> anyhow::Result<()> {
+    pub(crate) fn cell_started(
+        &mut self,
+        lab: LabId,
+        position: usize,
+        pid: u32,
+    ) -> anyhow::Result<()> {
         self.conn.execute(
             "UPDATE lab_cells SET status = ?4, status_reason = NULL, pid = ?3 WHERE lab_id = ?1 AND position = ?2",
             params![lab, position, pid, CellStatus::Running.word()],
@@ -132,7 +142,7 @@ impl Store {
     }
 
     /// Marks a lab running again in this process (`lab resume`).
-    pub fn resume_lab(&mut self, lab: LabId) -> anyhow::Result<()> {
+    pub(crate) fn resume_lab(&mut self, lab: LabId) -> anyhow::Result<()> {
         self.conn.execute(
             "UPDATE labs SET status = ?3, finished_at = NULL, pid = ?2 WHERE id = ?1",
             params![lab, std::process::id(), LabStatus::Running.word()],
@@ -141,7 +151,7 @@ impl Store {
     }
 
     /// The status of run `run`, as stored.
-    pub fn run_status(&self, run: RunId) -> anyhow::Result<Option<RunStatus>> {
+    pub(crate) fn run_status(&self, run: RunId) -> anyhow::Result<Option<RunStatus>> {
         let word: Option<String> = self
             .conn
             .query_row("SELECT status FROM runs WHERE id = ?1", [run], |r| r.get(0))
@@ -150,7 +160,7 @@ impl Store {
     }
 
     /// Records how a lab ended.
-    pub fn finish_lab(&mut self, lab: LabId, status: LabStatus) -> anyhow::Result<()> {
+    pub(crate) fn finish_lab(&mut self, lab: LabId, status: LabStatus) -> anyhow::Result<()> {
         self.conn.execute(
             "UPDATE labs SET status = ?2, finished_at = ?3 WHERE id = ?1",
             params![lab, status.word(), timestamp(SystemTime::now())],
@@ -159,7 +169,7 @@ impl Store {
     }
 
     /// The newest run written by process `pid` after run `after`.
-    pub fn run_of_process(&self, pid: u32, after: RunId) -> anyhow::Result<Option<RunId>> {
+    pub(crate) fn run_of_process(&self, pid: u32, after: RunId) -> anyhow::Result<Option<RunId>> {
         Ok(self.conn.query_row(
             "SELECT max(id) FROM runs WHERE pid = ?1 AND id > ?2",
             params![pid, after],
@@ -168,14 +178,14 @@ impl Store {
     }
 
     /// The highest run number so far (0 for none).
-    pub fn last_run_id(&self) -> anyhow::Result<RunId> {
+    pub(crate) fn last_run_id(&self) -> anyhow::Result<RunId> {
         Ok(self
             .conn
             .query_row("SELECT coalesce(max(id), 0) FROM runs", [], |r| r.get(0))?)
     }
 
     /// A lab by number, or `last`.
-    pub fn resolve_lab(&self, text: &str) -> anyhow::Result<LabId> {
+    pub(crate) fn resolve_lab(&self, text: &str) -> anyhow::Result<LabId> {
         let id = if text == "last" {
             self.conn
                 .query_row("SELECT max(id) FROM labs", [], |r| {
@@ -202,7 +212,7 @@ impl Store {
     }
 
     /// Loads a lab and its cells, in their order.
-    pub fn load_lab(&self, id: LabId) -> anyhow::Result<StoredLab> {
+    pub(crate) fn load_lab(&self, id: LabId) -> anyhow::Result<StoredLab> {
         let (name, file, started_at, status, spec, pid): (_, _, _, String, _, i64) =
             self.conn.query_row(
                 "SELECT name, file, started_at, status, spec, pid FROM labs WHERE id = ?1",

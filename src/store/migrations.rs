@@ -133,10 +133,10 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this build writes.
-pub const VERSION: i64 = MIGRATIONS.len() as i64;
+pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Why a store cannot be used by this build: a newer perflab wrote it.
-pub fn newer_than_this_build(version: i64) -> String {
+pub(crate) fn newer_than_this_build(version: i64) -> String {
     format!(
         "it was written by a newer perflab (schema {version}, this build knows {VERSION}); use that version of perflab, or another --store"
     )
@@ -146,7 +146,7 @@ pub fn newer_than_this_build(version: i64) -> String {
 /// processes opening a new store at once take turns (the second waits on
 /// the busy timeout, then finds the schema made and does nothing), never
 /// both creating the tables.
-pub fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
+pub(crate) fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Read inside the transaction: another process may have migrated
     // between this one's open and its lock.

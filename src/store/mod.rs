@@ -11,8 +11,8 @@ mod status;
 mod write;
 mod writer;
 
-pub use lab::{LabId, NewCell, StoredCell, StoredLab};
-pub use read::{RunRow, StoredRun};
+pub(crate) use lab::{LabId, NewCell, StoredCell, StoredLab};
+pub(crate) use read::{RunRow, StoredRun};
 pub use status::{CellStatus, LabStatus, RunStatus, StoredWord};
 pub use write::{NewRun, StepId};
 
@@ -21,10 +21,10 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
 /// Identifies a run in a store.
-pub type RunId = i64;
+pub(crate) type RunId = i64;
 
 /// The first 16 bytes of every SQLite database file.
-pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// An open results store.
 pub struct Store {
@@ -111,7 +111,7 @@ impl Store {
     /// lab resumed): a missing or empty file, a file that is no SQLite
     /// database, or a database that holds no perflab results is refused,
     /// and left exactly as it was.
-    pub fn open_existing(path: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn open_existing(path: &Path) -> anyhow::Result<Self> {
         Self::check_existing(path)?;
         Self::open(path)
     }
@@ -122,7 +122,7 @@ impl Store {
     /// file the user may only read, is read. A store of an older schema
     /// is migrated first when it can be written, else refused with what
     /// to do.
-    pub fn open_read(path: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn open_read(path: &Path) -> anyhow::Result<Self> {
         let version = Self::check_existing(path)?;
         if version < migrations::VERSION {
             return Self::open(path).map_err(|e| {

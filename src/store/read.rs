@@ -17,45 +17,45 @@ use std::time::{Duration, SystemTime};
 
 /// One line of `perflab runs`.
 #[derive(Debug, Clone)]
-pub struct RunRow {
-    pub id: RunId,
-    pub started_at: String,
-    pub status: RunStatus,
-    pub workload: String,
-    pub target: String,
-    pub steps: u64,
+pub(crate) struct RunRow {
+    pub(crate) id: RunId,
+    pub(crate) started_at: String,
+    pub(crate) status: RunStatus,
+    pub(crate) workload: String,
+    pub(crate) target: String,
+    pub(crate) steps: u64,
     /// Highest measured throughput of any step, operations per second.
-    pub peak_throughput: Option<f64>,
+    pub(crate) peak_throughput: Option<f64>,
     /// Why the run's row could not be read (a damaged store); the other
     /// fields are then empty.
-    pub damaged: Option<String>,
+    pub(crate) damaged: Option<String>,
 }
 
 /// A whole run as stored.
 #[derive(Debug, Clone)]
 pub struct StoredRun {
-    pub id: RunId,
-    pub started_at: String,
-    pub finished_at: Option<String>,
+    pub(crate) id: RunId,
+    pub(crate) started_at: String,
+    pub(crate) finished_at: Option<String>,
     /// The effective status: a `running` run whose process is gone reads as partial.
-    pub status: RunStatus,
-    pub status_reason: Option<String>,
-    pub workload: String,
-    pub target: String,
-    pub op_names: Vec<String>,
-    pub plan_given: Vec<String>,
+    pub(crate) status: RunStatus,
+    pub(crate) status_reason: Option<String>,
+    pub(crate) workload: String,
+    pub(crate) target: String,
+    pub(crate) op_names: Vec<String>,
+    pub(crate) plan_given: Vec<String>,
     /// The plan as stored (JSON), shown as it is by the export.
-    pub plan_resolved: serde_json::Value,
+    pub(crate) plan_resolved: serde_json::Value,
     /// The same plan, typed; none when the stored plan is not one this
     /// version reads (a store written by a much older perflab).
     pub plan: Option<Plan>,
-    pub tool_version: String,
-    pub host: HostFacts,
-    pub setup: Option<serde_json::Value>,
-    pub check: Option<CheckReport>,
+    pub(crate) tool_version: String,
+    pub(crate) host: HostFacts,
+    pub(crate) setup: Option<serde_json::Value>,
+    pub(crate) check: Option<CheckReport>,
     /// The hosts' facts when the run started (`perflab diff-hosts`).
-    pub inventory: Option<std::collections::BTreeMap<String, String>>,
-    pub steps: Vec<StepResult>,
+    pub(crate) inventory: Option<std::collections::BTreeMap<String, String>>,
+    pub(crate) steps: Vec<StepResult>,
 }
 
 /// A `running` run whose writer is no longer alive on this host was cut
@@ -123,7 +123,7 @@ fn parse_status(text: &str) -> anyhow::Result<RunStatus> {
 
 impl Store {
     /// Every run, oldest first.
-    pub fn runs(&self) -> anyhow::Result<Vec<RunRow>> {
+    pub(crate) fn runs(&self) -> anyhow::Result<Vec<RunRow>> {
         let mut stmt = self.conn.prepare(
             "WITH measured AS (
                  SELECT i.step_id, sum(i.length_s) AS seconds,
@@ -150,14 +150,14 @@ impl Store {
     }
 
     /// The newest run's id.
-    pub fn latest_run(&self) -> anyhow::Result<Option<RunId>> {
+    pub(crate) fn latest_run(&self) -> anyhow::Result<Option<RunId>> {
         Ok(self
             .conn
             .query_row("SELECT max(id) FROM runs", [], |r| r.get(0))?)
     }
 
     /// Resolves `last` or a number to a run id that exists.
-    pub fn resolve_run(&self, text: &str) -> anyhow::Result<RunId> {
+    pub(crate) fn resolve_run(&self, text: &str) -> anyhow::Result<RunId> {
         let id = if text == "last" {
             self.latest_run()?.ok_or_else(|| {
                 PlanError::new(format!(
@@ -485,7 +485,7 @@ impl StoredRun {
     }
 
     /// The run's seed (1 when its plan does not read).
-    pub fn seed(&self) -> u64 {
+    pub(crate) fn seed(&self) -> u64 {
         self.plan.as_ref().map_or(1, |p| p.seed)
     }
 }

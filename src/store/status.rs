@@ -51,7 +51,7 @@ pub enum RunStatus {
 
 impl RunStatus {
     /// Its stored word (also what `perflab runs` shows).
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         self.word()
     }
 }
@@ -128,7 +128,7 @@ pub enum CellStatus {
 
 impl CellStatus {
     /// Whether the cell is over for good: `lab resume` leaves it alone.
-    pub fn is_final(self) -> bool {
+    pub(crate) fn is_final(self) -> bool {
         matches!(self, CellStatus::Done | CellStatus::Failed)
     }
 }

@@ -133,7 +133,12 @@ impl Store {
 
     /// Records a step as it starts, `running` (readers pass over it until it
     /// ends); its intervals follow one by one as they end.
-    pub fn begin_step(&mut self, run: RunId, index: usize, level: Level) -> anyhow::Result<StepId> {
+    pub(crate) fn begin_step(
+        &mut self,
+        run: RunId,
+        index: usize,
+        level: Level,
+    ) -> anyhow::Result<StepId> {
         let id = insert_step(&self.conn, run, index, level).with_context(|| {
             format!("cannot write to the results store {}", self.path.display())
         })?;
@@ -141,7 +146,7 @@ impl Store {
     }
 
     /// Commits interval `idx` of a running step.
-    pub fn write_interval(
+    pub(crate) fn write_interval(
         &mut self,
         step: StepId,
         idx: usize,
@@ -155,7 +160,11 @@ impl Store {
     }
 
     /// Ends a running step: its drain, its status and perflab's usage.
-    pub fn finish_step(&mut self, step: StepId, finished: &FinishedStep) -> anyhow::Result<()> {
+    pub(crate) fn finish_step(
+        &mut self,
+        step: StepId,
+        finished: &FinishedStep,
+    ) -> anyhow::Result<()> {
         let path = self.path.clone();
         let tx = self.conn.transaction()?;
         IntervalWriter::prepare(&tx)?.write(step.0, finished.handed_over, &finished.drain)?;
@@ -177,7 +186,7 @@ impl Store {
     }
 
     /// Removes a running step and what was written of it.
-    pub fn drop_step(&mut self, step: StepId) -> anyhow::Result<()> {
+    pub(crate) fn drop_step(&mut self, step: StepId) -> anyhow::Result<()> {
         let tx = self.conn.transaction()?;
         for table in [
             "interval_ops",
@@ -228,7 +237,11 @@ impl Store {
     }
 
     /// Stores a run's verdict (JSON), replacing any earlier one.
-    pub fn save_verdict(&mut self, run: RunId, verdict: &serde_json::Value) -> anyhow::Result<()> {
+    pub(crate) fn save_verdict(
+        &mut self,
+        run: RunId,
+        verdict: &serde_json::Value,
+    ) -> anyhow::Result<()> {
         self.conn.execute(
             "UPDATE runs SET verdict = ?2 WHERE id = ?1",
             params![run, serde_json::to_string(verdict)?],

@@ -5,7 +5,7 @@
 
 /// `BOOT_ID:START_TICKS` of process `pid` on this host, none when it is
 /// gone or its files cannot be read.
-pub fn identity(pid: u32) -> Option<String> {
+pub(crate) fn identity(pid: u32) -> Option<String> {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     Some(format!("{}:{}", boot.trim(), start_ticks(&stat)?))

@@ -12,83 +12,83 @@ use crate::error::PlanError;
 
 /// `--target` and the managed server's options.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct TargetArgs {
+pub(crate) struct TargetArgs {
     #[arg(long, value_name = "DSN", help = format!("The target: {}.", schemes()))]
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
 
     /// Managed PostgreSQL: a server setting, NAME=VALUE (repeatable).
     #[arg(long = "pg-set", value_name = "NAME=VALUE")]
-    pub pg_set: Vec<String>,
+    pub(crate) pg_set: Vec<String>,
 
     /// Managed PostgreSQL: run the server on these CPUs only, e.g. 0 or 0-1,3 (its affinity mask).
     #[arg(long = "pg-cpus", value_name = "LIST")]
-    pub pg_cpus: Option<String>,
+    pub(crate) pg_cpus: Option<String>,
 
     /// Managed PostgreSQL: hold the server and its page cache to SIZE of memory (a cgroup; root), e.g. 256MiB.
     #[arg(long = "pg-memory", value_name = "SIZE")]
-    pub pg_memory: Option<String>,
+    pub(crate) pg_memory: Option<String>,
 
     /// Managed MariaDB: a server option, NAME=VALUE, given to mariadbd as --NAME=VALUE (repeatable).
     #[arg(long = "mariadb-set", value_name = "NAME=VALUE")]
-    pub mariadb_set: Vec<String>,
+    pub(crate) mariadb_set: Vec<String>,
 
     /// Managed MariaDB: run the server on these CPUs only, e.g. 0 or 0-1,3 (its affinity mask).
     #[arg(long = "mariadb-cpus", value_name = "LIST")]
-    pub mariadb_cpus: Option<String>,
+    pub(crate) mariadb_cpus: Option<String>,
 
     /// Managed MariaDB: hold the server and its page cache to SIZE of memory (a cgroup; root), e.g. 256MiB.
     #[arg(long = "mariadb-memory", value_name = "SIZE")]
-    pub mariadb_memory: Option<String>,
+    pub(crate) mariadb_memory: Option<String>,
 
     #[command(flatten)]
-    pub surroundings: SurroundingsArgs,
+    pub(crate) surroundings: SurroundingsArgs,
 
     /// Managed PostgreSQL or MariaDB: put its log (the write-ahead log, initdb --waldir; the InnoDB redo log, innodb_log_group_home_dir) in a directory of its own under DIR, e.g. on another disk.
     #[arg(long = "log-dir", value_name = "DIR")]
-    pub log_dir: Option<std::path::PathBuf>,
+    pub(crate) log_dir: Option<std::path::PathBuf>,
 
     /// Managed PostgreSQL or MariaDB: keep the data directory after the run.
     #[arg(long)]
-    pub keep: bool,
+    pub(crate) keep: bool,
 }
 
 /// What surrounds a managed server: its link and its disk. Every
 /// workload that runs on a managed server flattens these.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct SurroundingsArgs {
+pub(crate) struct SurroundingsArgs {
     /// Managed server: run the server in a network namespace of its own behind a veth pair shaped to RATE each way (tbf; root), e.g. 1mbit; unlimited leaves it unshaped.
     #[arg(long = "link-rate", value_name = "RATE")]
-    pub link_rate: Option<String>,
+    pub(crate) link_rate: Option<String>,
 
     /// Managed server: drop this share of the packets on the server's link at random, both ways (2%) or toward:from the server (2%:0%) (nftables; root).
     #[arg(long = "link-loss", value_name = "SHARE")]
-    pub link_loss: Option<String>,
+    pub(crate) link_loss: Option<String>,
 
     /// Managed server: delay the server's packets by D each way (netem, where the kernel has it; root), e.g. 5ms.
     #[arg(long = "link-delay", value_name = "D")]
-    pub link_delay: Option<String>,
+    pub(crate) link_delay: Option<String>,
 
     /// Managed server: hold the server's reads from the disk under its files to N per second (a blkio/io cgroup; root).
     #[arg(long = "disk-read-iops", value_name = "N")]
-    pub disk_read_iops: Option<String>,
+    pub(crate) disk_read_iops: Option<String>,
 
     /// Managed server: hold the server's writes to the disk under its files to N per second (a blkio/io cgroup; root).
     #[arg(long = "disk-write-iops", value_name = "N")]
-    pub disk_write_iops: Option<String>,
+    pub(crate) disk_write_iops: Option<String>,
 
     /// Managed server: hold the server's reads from the disk under its files to SIZE per second, e.g. 10MiB (root).
     #[arg(long = "disk-read-bps", value_name = "SIZE")]
-    pub disk_read_bps: Option<String>,
+    pub(crate) disk_read_bps: Option<String>,
 
     /// Managed server: hold the server's writes to the disk under its files to SIZE per second, e.g. 10MiB (root).
     #[arg(long = "disk-write-bps", value_name = "SIZE")]
-    pub disk_write_bps: Option<String>,
+    pub(crate) disk_write_bps: Option<String>,
 }
 
 impl SurroundingsArgs {
     /// The link shape and disk limits asked for, checked against `target`
     /// (a server perflab manages) and this process's rights.
-    pub fn validate(
+    pub(crate) fn validate(
         &self,
         target: &Target,
     ) -> Result<(Option<LinkShape>, Option<IoLimits>), PlanError> {
@@ -161,7 +161,7 @@ impl SurroundingsArgs {
 impl TargetArgs {
     /// Validates the target (`default` when no `--target`) and the managed
     /// server's options, which only a managed target takes.
-    pub fn validate(&self, default: &str) -> Result<(Target, ServerOptions), PlanError> {
+    pub(crate) fn validate(&self, default: &str) -> Result<(Target, ServerOptions), PlanError> {
         let target = validate_target(self.target.as_deref(), default)?;
         let own = self.own_flags(&target)?;
         let settings = own.map_or(Ok(Vec::new()), |(kind, flags)| {
@@ -360,7 +360,7 @@ impl ManagedFlags<'_> {
 /// target from the environment variable VAR: a DSN holding a password
 /// kept off the command line (perflab kube's coordinator gets it so, from
 /// its Secret).
-pub fn validate_target(text: Option<&str>, default: &str) -> Result<Target, PlanError> {
+pub(crate) fn validate_target(text: Option<&str>, default: &str) -> Result<Target, PlanError> {
     let from_env;
     let text = match text.and_then(|t| t.strip_prefix("env:")) {
         Some(var) => {
@@ -390,7 +390,7 @@ pub fn validate_target(text: Option<&str>, default: &str) -> Result<Target, Plan
 /// perflab's own mask (`taskset -c 1 perflab … --pg-cpus 0` keeps the
 /// generator off the server's CPU) but not perflab's cpuset cgroup: a
 /// container's CPUs, which need not start at 0.
-pub fn parse_cpu_list(text: &str, flag: &str) -> Result<Vec<usize>, PlanError> {
+pub(crate) fn parse_cpu_list(text: &str, flag: &str) -> Result<Vec<usize>, PlanError> {
     let allowed = placeable_cpus();
     let shown = format_cpu_list(&allowed);
     let bad = |why: String| {
@@ -431,7 +431,7 @@ fn parse_cpu_range(part: &str) -> Option<(usize, usize)> {
 }
 
 /// A kernel CPU list (`0-3,6`) as CPU numbers.
-pub fn parse_kernel_cpu_list(text: &str) -> Option<Vec<usize>> {
+pub(crate) fn parse_kernel_cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = parse_cpu_range(part)?;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 /// Why nothing may write a device, whatever the flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Held {
+pub(crate) enum Held {
     /// The device or its partition `part` is mounted at `at`, in this
     /// process's mount namespace (`pid` none) or in that of process `pid`.
     Mounted {
@@ -63,7 +63,7 @@ impl std::fmt::Display for Held {
 }
 
 /// A block device's size in bytes, or why it is not one.
-pub fn size(path: &Path) -> Result<u64, String> {
+pub(crate) fn size(path: &Path) -> Result<u64, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if !meta.file_type().is_block_device() {
         return Err(format!("{} is not a block device", path.display()));
@@ -129,7 +129,7 @@ impl Disk {
 const SYS_BLOCK: &str = "/sys/class/block";
 
 /// Why nothing may write the device at `path` now, if anything holds it.
-pub fn held(path: &Path) -> Result<Option<Held>, String> {
+pub(crate) fn held(path: &Path) -> Result<Option<Held>, String> {
     let disk = Disk::of(path)?;
     if let Some(found) = mounted_anywhere(&disk)? {
         return Ok(Some(found));
@@ -312,7 +312,7 @@ fn comm_of(pid: u32) -> Option<String> {
 
 /// What libblkid finds on a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Contents {
+pub(crate) enum Contents {
     /// Signatures, described (`an ext4 file system`, `a dos partition table`).
     Signatures(String),
     /// More than one signature that contradict each other (blkid's
@@ -338,7 +338,7 @@ impl std::fmt::Display for Contents {
 const BLKID_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What the device at `path` holds, as util-linux's `blkid -p` probes it.
-pub fn contents(path: &Path) -> Result<Contents, String> {
+pub(crate) fn contents(path: &Path) -> Result<Contents, String> {
     let mut child = spawn_blkid(path)?;
     let out = drain(child.stdout.take());
     let err = drain(child.stderr.take());
@@ -456,7 +456,7 @@ fn described(export: &str) -> Option<String> {
 /// The device opened read-write for a writing run, claimed exclusively
 /// (`O_EXCL`): refused by the kernel while anything holds it, and keeping
 /// anything from mounting it until the run ends.
-pub fn claim(path: &Path, direct: bool) -> Result<File, String> {
+pub(crate) fn claim(path: &Path, direct: bool) -> Result<File, String> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true).write(true);
     options.custom_flags(libc::O_EXCL | if direct { libc::O_DIRECT } else { 0 });

@@ -14,18 +14,18 @@ use std::time::{Duration, Instant};
 pub struct HttpBase {
     /// `https://`: spoken over TLS.
     #[serde(default)]
-    pub tls: bool,
+    pub(crate) tls: bool,
     /// The host as written (a name or an address; IPv6 without brackets).
-    pub host: String,
+    pub(crate) host: String,
     /// The TCP port (80 when the URL names none).
-    pub port: u16,
+    pub(crate) port: u16,
     /// The path every request's path is appended to, ending in `/`.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl HttpBase {
     /// Parses `http://HOST[:PORT][/PATH]`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         // What an error quotes of the URL: never a secret it may hold.
         let shown = super::redact(text);
@@ -70,7 +70,7 @@ impl HttpBase {
     /// form) is one [`HttpBase::parse`] could have made: a host that fits
     /// a Host header, a port, a path of visible characters from `/` to
     /// `/`. One line saying what is wrong.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         // The characters parse takes in a host.
         if self.host.is_empty()
             || !self
@@ -96,13 +96,13 @@ impl HttpBase {
     }
 
     /// The base as written back: `http://host:port/path/`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}{}", self.authority(), self.path)
     }
 
     /// `host:port`, as a Host header and a label carry it.
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {
@@ -111,7 +111,7 @@ impl HttpBase {
     }
 
     /// The socket address to connect to (the first the name resolves to).
-    pub fn resolve(&self) -> Result<SocketAddr, String> {
+    pub(crate) fn resolve(&self) -> Result<SocketAddr, String> {
         (self.host.as_str(), self.port)
             .to_socket_addrs()
             .map_err(|e| format!("cannot resolve {}: {e}", self.host))?
@@ -150,7 +150,7 @@ fn split_host_port(authority: &str, default_port: u16) -> Option<(String, u16)> 
 }
 
 /// Parses a comma-separated list of base URLs; at least one, no repeats.
-pub fn parse_bases(text: &str) -> Result<Vec<HttpBase>, String> {
+pub(crate) fn parse_bases(text: &str) -> Result<Vec<HttpBase>, String> {
     let mut bases: Vec<HttpBase> = Vec::new();
     for part in text.split(',').filter(|p| !p.trim().is_empty()) {
         let base = HttpBase::parse(part)?;
@@ -170,7 +170,7 @@ pub fn parse_bases(text: &str) -> Result<Vec<HttpBase>, String> {
 /// reading, writing and waiting connections as gauges) or Apache's
 /// `server-status?auto` (`Total Accesses` as requests; busy and idle
 /// workers as gauges). Stored like a database's statistics.
-pub struct ServerStatus {
+pub(crate) struct ServerStatus {
     addr: SocketAddr,
     path: String,
 }
@@ -180,7 +180,7 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl ServerStatus {
     /// The status page at `url` (`http://HOST:PORT/PATH`), checked by one read.
-    pub fn connect(url: &str) -> anyhow::Result<Self> {
+    pub(crate) fn connect(url: &str) -> anyhow::Result<Self> {
         let base = HttpBase::parse(url)
             .and_then(|b| {
                 if b.tls {
@@ -241,7 +241,7 @@ const REPLY_LIMIT: usize = 64 * 1024;
 /// that trickles its reply, or never ends it, holds the caller no longer
 /// than that (a timeout on each read alone would wait for ever on a byte
 /// a second).
-pub fn get_text(addr: SocketAddr, path: &str, within: Duration) -> Result<String, String> {
+pub(crate) fn get_text(addr: SocketAddr, path: &str, within: Duration) -> Result<String, String> {
     use std::io::{Read, Write};
     let deadline = Instant::now() + within;
     let late = || {
@@ -288,7 +288,7 @@ pub fn get_text(addr: SocketAddr, path: &str, within: Duration) -> Result<String
 }
 
 /// The figures of an nginx `stub_status` or Apache `server-status?auto` page.
-pub fn parse_status(body: &str) -> Option<BTreeMap<String, f64>> {
+pub(crate) fn parse_status(body: &str) -> Option<BTreeMap<String, f64>> {
     let mut out = BTreeMap::new();
     let mut lines = body.lines();
     while let Some(line) = lines.next() {

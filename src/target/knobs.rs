@@ -14,7 +14,7 @@ use super::{in_words, Target};
 
 /// The knobs there are, for error messages: a server's own settings are
 /// `PREFIX.NAME`, a prefix for each managed kind.
-pub fn knobs() -> String {
+pub(crate) fn knobs() -> String {
     let own: Vec<String> = managed::KINDS
         .iter()
         .map(|k| format!("{}.NAME", k.knob))
@@ -39,7 +39,7 @@ const SURROUNDINGS: [(&str, &str); 7] = [
 
 /// The run flags that set `knob` to `value` on `target`, or why it cannot
 /// be set there (one sentence naming the fix).
-pub fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String>, String> {
+pub(crate) fn knob_flags(target: &Target, knob: &str, value: &str) -> Result<Vec<String>, String> {
     let flag_and_value = |flag: &str| Ok(vec![flag.to_string(), value.to_string()]);
     let kind = match target {
         Target::Managed(kind) => Some(*kind),

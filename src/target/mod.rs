@@ -9,22 +9,22 @@
 //! what the store and reports see.
 
 mod args;
-pub mod device;
-pub mod http;
-pub mod knobs;
+pub(crate) mod device;
+pub(crate) mod http;
+pub(crate) mod knobs;
 pub mod managed;
 pub mod mysql;
 mod open;
 pub mod postgres;
-pub mod settings;
+pub(crate) mod settings;
 mod stream;
-pub mod tls;
+pub(crate) mod tls;
 
-pub use args::{
+pub(crate) use args::{
     parse_cpu_list, parse_kernel_cpu_list, validate_target, SurroundingsArgs, TargetArgs,
 };
 pub use managed::ServerOptions;
-pub use open::{Endpoint, Opened};
+pub(crate) use open::{Endpoint, Opened};
 
 use crate::error::PlanError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -100,7 +100,7 @@ pub struct Traits {
     /// system calls and its interrupts (a file, a device). Its CPU is
     /// perflab's; the host's other busy CPU is others'.
     #[serde(default)]
-    pub kernel_served: bool,
+    pub(crate) kernel_served: bool,
 }
 
 /// The kinds of target.
@@ -118,7 +118,7 @@ pub enum TargetKind {
 
 impl TargetKind {
     /// Whether the kind is a database (the bank's targets).
-    pub fn is_database(self) -> bool {
+    pub(crate) fn is_database(self) -> bool {
         matches!(
             self,
             TargetKind::Sqlite | TargetKind::Postgres | TargetKind::Mysql
@@ -151,7 +151,7 @@ impl Target {
 
     /// The traits of a target stored as text by a run whose plan predates
     /// stored traits (an unknown text: a server of no known kind).
-    pub fn traits_of_text(text: &str) -> Traits {
+    pub(crate) fn traits_of_text(text: &str) -> Traits {
         if text == "in-process" {
             return Target::InProcess.traits();
         }
@@ -229,7 +229,7 @@ impl Target {
     }
 
     /// The file of an embedded database or a disk target, none for a server.
-    pub fn file(&self) -> Option<&std::path::Path> {
+    pub(crate) fn file(&self) -> Option<&std::path::Path> {
         match self {
             Target::Sqlite { path }
             | Target::File { path }
@@ -242,7 +242,7 @@ impl Target {
     /// Whether the target is the file at `path` (an embedded database
     /// given the results store's path): compared by their absolute paths,
     /// symbolic links resolved where the files exist.
-    pub fn is_file(&self, path: &std::path::Path) -> bool {
+    pub(crate) fn is_file(&self, path: &std::path::Path) -> bool {
         let Some(own) = self.file() else {
             return false;
         };
@@ -276,7 +276,7 @@ impl Target {
 /// Which network a target's traffic crosses on this host: what a link
 /// must carry to be a candidate for what stopped the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Network {
+pub(crate) enum Network {
     /// None: an embedded database, a file, a device, a directory, the
     /// in-process stand-in, a server reached over a Unix socket.
     None,
@@ -290,7 +290,7 @@ pub enum Network {
 
 impl Target {
     /// Which network the target's traffic crosses.
-    pub fn network(&self) -> Network {
+    pub(crate) fn network(&self) -> Network {
         let of_host = |host: &str| {
             if host.is_empty() || host.starts_with('/') {
                 Network::None
@@ -372,7 +372,7 @@ const FORMS: &[(TargetKind, &str)] = &[
 
 /// The forms `--target` takes whose kind `keep` lets through, each
 /// managed kind after the forms of the protocol it speaks, in words.
-pub fn schemes_of(keep: impl Fn(TargetKind) -> bool) -> String {
+pub(crate) fn schemes_of(keep: impl Fn(TargetKind) -> bool) -> String {
     let mut forms: Vec<&str> = Vec::new();
     for (at, (kind, form)) in FORMS.iter().enumerate() {
         if !keep(*kind) {
@@ -393,12 +393,12 @@ pub fn schemes_of(keep: impl Fn(TargetKind) -> bool) -> String {
 }
 
 /// Every form `--target` takes, for help texts and error messages.
-pub fn schemes() -> String {
+pub(crate) fn schemes() -> String {
     schemes_of(|_| true)
 }
 
 /// `a, b, c LAST d`: a list in words.
-pub fn in_words(items: &[&str], last: &str) -> String {
+pub(crate) fn in_words(items: &[&str], last: &str) -> String {
     match items {
         [] => String::new(),
         [one] => one.to_string(),
@@ -409,7 +409,7 @@ pub fn in_words(items: &[&str], last: &str) -> String {
 /// How long a connection may take from its first packet to a session
 /// ready for queries (TCP, the server's greeting, authentication): a peer
 /// that accepts and then says nothing ends here, not never.
-pub const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The error of a server that accepted a connection and did not complete
 /// the handshake within [`HANDSHAKE`].

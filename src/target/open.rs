@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 /// Where a workload connects.
 #[derive(Clone)]
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     /// An embedded SQLite file.
     Sqlite(PathBuf),
     /// A PostgreSQL server, credentials resolved.
@@ -38,18 +38,18 @@ pub enum Endpoint {
 
 /// A target made ready: where to connect, and the managed server if perflab
 /// runs one (stopped and removed when this is dropped).
-pub struct Opened {
-    pub endpoint: Endpoint,
+pub(crate) struct Opened {
+    pub(crate) endpoint: Endpoint,
     managed: Option<Box<dyn Running>>,
     /// What was set up, for the run's record (the managed server's version,
     /// CPUs and settings).
-    pub setup: serde_json::Value,
+    pub(crate) setup: serde_json::Value,
 }
 
 impl Opened {
     /// Opens `target`: starts a managed server with `server`'s options,
     /// resolves the credentials of a server's URL.
-    pub fn open(target: &Target, server: &ServerOptions) -> anyhow::Result<Opened> {
+    pub(crate) fn open(target: &Target, server: &ServerOptions) -> anyhow::Result<Opened> {
         let endpoint = match target {
             Target::Sqlite { path } => Endpoint::Sqlite(path.clone()),
             Target::InProcess
@@ -98,21 +98,21 @@ impl Opened {
     }
 
     /// The managed server's processes (its main process and children).
-    pub fn server_processes(&self) -> Option<ProcessSelector> {
+    pub(crate) fn server_processes(&self) -> Option<ProcessSelector> {
         self.managed
             .as_ref()
             .map(|m| ProcessSelector::Tree(m.pid()))
     }
 
     /// The directory a managed web server serves files from.
-    pub fn docroot(&self) -> Option<std::path::PathBuf> {
+    pub(crate) fn docroot(&self) -> Option<std::path::PathBuf> {
         self.managed.as_ref().and_then(|m| m.docroot())
     }
 }
 
 impl Endpoint {
     /// How messages name it (no password).
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match self {
             Endpoint::Sqlite(path) => path.display().to_string(),
             Endpoint::Postgres(t) => t.display.clone(),
@@ -128,7 +128,7 @@ impl Endpoint {
 
     /// Starts sampling the server's statistics (sessions by wait class,
     /// commits, reads) each interval; none for an embedded database.
-    pub fn stats_probe(&self) -> Option<anyhow::Result<DbProbe>> {
+    pub(crate) fn stats_probe(&self) -> Option<anyhow::Result<DbProbe>> {
         let started = match self {
             Endpoint::Postgres(t) => {
                 pg::stats::PgStats::connect(t).and_then(|source| Ok(DbProbe::start(source)?))
@@ -145,7 +145,7 @@ impl Endpoint {
     }
 
     /// The server's settings (none for an embedded database).
-    pub fn settings(&self) -> Option<anyhow::Result<DbSettings>> {
+    pub(crate) fn settings(&self) -> Option<anyhow::Result<DbSettings>> {
         match self {
             Endpoint::Postgres(t) => Some(block_on(async {
                 let client = pg::connect(t, &t.config).await?;

@@ -10,20 +10,20 @@ use std::path::Path;
 
 /// What was read from the server.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct DbSettings {
+pub(crate) struct DbSettings {
     /// `postgresql` or `mariadb`.
-    pub engine: String,
+    pub(crate) engine: String,
     /// Setting name → value, sizes in bytes.
-    pub settings: BTreeMap<String, String>,
+    pub(crate) settings: BTreeMap<String, String>,
     /// Whether the log (PostgreSQL's pg_wal, InnoDB's redo log) lies on the
     /// data directory's device, when the directories are visible from here
     /// (a server on this host).
-    pub wal_on_data_device: Option<(bool, String)>,
+    pub(crate) wal_on_data_device: Option<(bool, String)>,
 }
 
 /// Whether `data/pg_wal` (a symlink to another disk, or not) shares the
 /// data directory's device.
-pub fn wal_device(data_dir: &Path) -> Option<(bool, String)> {
+pub(crate) fn wal_device(data_dir: &Path) -> Option<(bool, String)> {
     log_device(data_dir, &data_dir.join("pg_wal"), "pg_wal")
 }
 
@@ -43,7 +43,9 @@ fn log_device(data_dir: &Path, log: &Path, name: &str) -> Option<(bool, String)>
 }
 
 /// Reads the settings the checks need from a PostgreSQL server.
-pub async fn postgres_settings(client: &tokio_postgres::Client) -> anyhow::Result<DbSettings> {
+pub(crate) async fn postgres_settings(
+    client: &tokio_postgres::Client,
+) -> anyhow::Result<DbSettings> {
     let rows = client
         .query(
             "SELECT name, setting, coalesce(unit, '') FROM pg_settings WHERE name = ANY($1)",
@@ -82,7 +84,7 @@ pub async fn postgres_settings(client: &tokio_postgres::Client) -> anyhow::Resul
 }
 
 /// Reads the settings the checks need from a MariaDB or MySQL server.
-pub async fn mariadb_settings(conn: &mut mysql_async::Conn) -> anyhow::Result<DbSettings> {
+pub(crate) async fn mariadb_settings(conn: &mut mysql_async::Conn) -> anyhow::Result<DbSettings> {
     use mysql_async::prelude::Queryable;
     let rows: Vec<(String, String)> = conn
         .query(

@@ -13,15 +13,15 @@ use std::sync::Arc;
 
 /// How a client checks an HTTPS server.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TlsOptions {
+pub(crate) struct TlsOptions {
     /// The CA certificates (PEM) to trust instead of the system's.
-    pub cacert: Option<std::path::PathBuf>,
+    pub(crate) cacert: Option<std::path::PathBuf>,
     /// Accept any certificate.
-    pub insecure: bool,
+    pub(crate) insecure: bool,
 }
 
 /// The client configuration `options` ask for.
-pub fn client_config(options: &TlsOptions) -> Result<Arc<ClientConfig>, PlanError> {
+pub(crate) fn client_config(options: &TlsOptions) -> Result<Arc<ClientConfig>, PlanError> {
     crate::wire::tls::client_config(&match (&options.cacert, options.insecure) {
         (_, true) => Trust::Any,
         (Some(file), false) => Trust::CaFile {
@@ -33,6 +33,6 @@ pub fn client_config(options: &TlsOptions) -> Result<Arc<ClientConfig>, PlanErro
 }
 
 /// The name a server's certificate must carry: the URL's host.
-pub fn server_name(host: &str) -> Result<ServerName<'static>, PlanError> {
+pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>, PlanError> {
     crate::wire::tls::server_name(host, "--target")
 }

@@ -4,7 +4,7 @@
 //! probes, which read agents through it, and the agent, which serves
 //! through it; the HTTPS targets take their certificate checks from here.
 
-pub mod stream;
-pub mod tls;
+pub(crate) mod stream;
+pub(crate) mod tls;
 
-pub use stream::Wire;
+pub(crate) use stream::Wire;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// A connection with its deadline.
-pub struct Wire {
+pub(crate) struct Wire {
     socket: TcpStream,
     tls: Option<rustls::Connection>,
     deadline: Instant,
@@ -19,7 +19,7 @@ pub struct Wire {
 
 impl Wire {
     /// Plain text.
-    pub fn plain(socket: TcpStream, deadline: Instant) -> Self {
+    pub(crate) fn plain(socket: TcpStream, deadline: Instant) -> Self {
         Wire {
             socket,
             tls: None,
@@ -29,7 +29,7 @@ impl Wire {
 
     /// The server's side of a TLS session; the handshake happens on the
     /// first read.
-    pub fn server(
+    pub(crate) fn server(
         socket: TcpStream,
         config: Arc<rustls::ServerConfig>,
         deadline: Instant,
@@ -44,7 +44,7 @@ impl Wire {
 
     /// The client's side of a TLS session with `name`; the handshake
     /// happens on the first write.
-    pub fn client(
+    pub(crate) fn client(
         socket: TcpStream,
         config: Arc<rustls::ClientConfig>,
         name: rustls::pki_types::ServerName<'static>,
@@ -59,12 +59,12 @@ impl Wire {
     }
 
     /// Moves the deadline (a server answering after it has read).
-    pub fn set_deadline(&mut self, deadline: Instant) {
+    pub(crate) fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = deadline;
     }
 
     /// Whether the connection is in TLS.
-    pub fn is_tls(&self) -> bool {
+    pub(crate) fn is_tls(&self) -> bool {
         self.tls.is_some()
     }
 
@@ -92,7 +92,7 @@ impl Wire {
     }
 
     /// Ends a TLS session with its close notification (best effort).
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         if let Some(tls) = self.tls.as_mut() {
             tls.send_close_notify();
             let _ = self.flush_tls();

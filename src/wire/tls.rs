@@ -20,7 +20,7 @@ const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// What a client accepts as the server's certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Trust {
+pub(crate) enum Trust {
     /// Signed by a root of the system's bundle, for the name asked.
     System,
     /// Signed by a certificate of this PEM file (named by `flag` in errors).
@@ -33,7 +33,7 @@ pub enum Trust {
 }
 
 /// The client configuration `trust` asks for.
-pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, PlanError> {
+pub(crate) fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, PlanError> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -76,7 +76,7 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// The most a PEM file perflab reads may hold: a certificate chain or a
 /// key is a few kilobytes, a system's whole CA bundle about 250 KiB.
-pub const MAX_PEM: u64 = 4 << 20;
+pub(crate) const MAX_PEM: u64 = 4 << 20;
 
 /// A PEM file's bytes: a regular file of at most [`MAX_PEM`] bytes
 /// (`/dev/zero` is refused, not read for ever).
@@ -106,7 +106,7 @@ fn roots_from(file: &Path, flag: &str) -> Result<RootCertStore, PlanError> {
 }
 
 /// The name a server's certificate must carry: the host asked for.
-pub fn server_name(host: &str, flag: &str) -> Result<ServerName<'static>, PlanError> {
+pub(crate) fn server_name(host: &str, flag: &str) -> Result<ServerName<'static>, PlanError> {
     ServerName::try_from(host.to_string()).map_err(|e| {
         PlanError::flag(
             flag,
@@ -117,7 +117,7 @@ pub fn server_name(host: &str, flag: &str) -> Result<ServerName<'static>, PlanEr
 }
 
 /// A certificate's SHA-256 fingerprint, `AB:CD:…`.
-pub fn fingerprint(certificate: &[u8]) -> String {
+pub(crate) fn fingerprint(certificate: &[u8]) -> String {
     let digest = sha2::Sha256::digest(certificate);
     let pairs: Vec<String> = digest.iter().map(|b| format!("{b:02X}")).collect();
     pairs.join(":")
@@ -125,7 +125,7 @@ pub fn fingerprint(certificate: &[u8]) -> String {
 
 /// A fingerprint as given: 64 hex digits, with or without colons, in any
 /// case, after an optional `sha256:` or `SHA256 Fingerprint=`.
-pub fn parse_fingerprint(text: &str, flag: &str) -> Result<[u8; 32], PlanError> {
+pub(crate) fn parse_fingerprint(text: &str, flag: &str) -> Result<[u8; 32], PlanError> {
     let bad = || {
         PlanError::flag(
             flag,
@@ -151,7 +151,7 @@ pub fn parse_fingerprint(text: &str, flag: &str) -> Result<[u8; 32], PlanError> 
 }
 
 /// A server's certificate chain and key.
-pub struct Identity {
+pub(crate) struct Identity {
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
 }
@@ -176,7 +176,7 @@ impl Clone for Identity {
 
 impl Identity {
     /// From PEM files: the certificate (its chain after it) and its key.
-    pub fn from_files(cert: &Path, key: &Path) -> Result<Self, PlanError> {
+    pub(crate) fn from_files(cert: &Path, key: &Path) -> Result<Self, PlanError> {
         let bad = |flag: &str, file: &Path, why: String| {
             PlanError::flag(
                 flag,
@@ -210,7 +210,7 @@ impl Identity {
 
     /// A self-signed certificate for `names` (DNS names or IP addresses),
     /// with a key made now and never written anywhere.
-    pub fn self_signed(names: Vec<String>) -> Result<Self, PlanError> {
+    pub(crate) fn self_signed(names: Vec<String>) -> Result<Self, PlanError> {
         let failed =
             |e: rcgen::Error| PlanError::new(format!("cannot make a self-signed certificate: {e}"));
         let made = rcgen::generate_simple_self_signed(names).map_err(failed)?;
@@ -224,7 +224,7 @@ impl Identity {
 
     /// The certificate chain and the key as PEM text (for a Kubernetes
     /// Secret): `(certificates, key)`.
-    pub fn pem(&self) -> (String, String) {
+    pub(crate) fn pem(&self) -> (String, String) {
         let certs: String = self
             .chain
             .iter()
@@ -239,12 +239,12 @@ impl Identity {
     }
 
     /// The fingerprint of the server's own certificate.
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         self.chain.first().map_or(String::new(), |c| fingerprint(c))
     }
 
     /// The server's configuration: TLS 1.2 and 1.3, no client certificate.
-    pub fn server_config(&self) -> Result<Arc<ServerConfig>, rustls::Error> {
+    pub(crate) fn server_config(&self) -> Result<Arc<ServerConfig>, rustls::Error> {
         let config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()

@@ -9,9 +9,9 @@
 //! perflab reaches it only through [`registry`]: one line names each
 //! workload, and `perflab run NAME` and `perflab check NAME` dispatch there.
 
-pub mod bank;
-pub mod disk;
-pub mod files;
+pub(crate) mod bank;
+pub(crate) mod disk;
+pub(crate) mod files;
 pub mod null;
 mod registry;
 pub mod web;
@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The first registered workload: the one examples in messages name.
-pub fn first_name() -> &'static str {
+pub(crate) fn first_name() -> &'static str {
     NAMES.first().copied().unwrap_or("WORKLOAD")
 }
 
@@ -113,13 +113,13 @@ pub trait SweepDriver {
 pub struct Started {
     /// How the target was made ready (loaded, reused, a managed server's
     /// version and settings), for the run's record.
-    pub setup: Option<serde_json::Value>,
+    pub(crate) setup: Option<serde_json::Value>,
     /// The server's statistics, sampled each interval.
-    pub db_probe: Option<DbProbe>,
+    pub(crate) db_probe: Option<DbProbe>,
     /// The server's processes, when perflab started it.
-    pub server: Option<ProcessSelector>,
+    pub(crate) server: Option<ProcessSelector>,
     /// Where the server is, for its settings in the run's inventory.
-    pub endpoint: Option<Endpoint>,
+    pub(crate) endpoint: Option<Endpoint>,
 }
 
 /// A target's setup record (`Opened::setup`) with a workload's own fields
@@ -146,7 +146,7 @@ pub(crate) fn leak_names(names: Vec<String>) -> Vec<&'static str> {
 }
 
 /// The plan's record of a workload's validated spec.
-pub fn spec_of<K: WorkloadKind>(spec: &K::Spec) -> Result<WorkloadSpec, PlanError> {
+pub(crate) fn spec_of<K: WorkloadKind>(spec: &K::Spec) -> Result<WorkloadSpec, PlanError> {
     WorkloadSpec::new(K::NAME, spec).map_err(|e| {
         PlanError::new(format!(
             "the {} workload's options cannot be recorded: {e}",
@@ -162,15 +162,15 @@ pub struct Seat {
     /// between its operations nothing but the worker's interval ticker
     /// needs the thread, so a blocking call inside an operation delays no
     /// other user (an open loop's arrivals share the thread: never alone).
-    pub alone: bool,
+    pub(crate) alone: bool,
     /// How long one operation may run before it is a timeout (the engine
     /// bounds every operation by it; a session that blocks bounds its own).
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl Seat {
     /// A closed-loop session with its worker thread to itself.
-    pub const fn alone(timeout: Duration) -> Seat {
+    pub(crate) const fn alone(timeout: Duration) -> Seat {
         Seat {
             alone: true,
             timeout,
@@ -178,7 +178,7 @@ impl Seat {
     }
 
     /// A session that shares its worker thread.
-    pub const fn shared(timeout: Duration) -> Seat {
+    pub(crate) const fn shared(timeout: Duration) -> Seat {
         Seat {
             alone: false,
             timeout,
@@ -236,33 +236,33 @@ pub trait Session {
 /// How many operations of one kind ended each way over a whole run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OpCounts {
-    pub ok: u64,
-    pub refused: u64,
+    pub(crate) ok: u64,
+    pub(crate) refused: u64,
     /// Ended in an error that leaves the outcome on the server unknown (a
     /// timeout, a lost connection).
-    pub indeterminate: u64,
+    pub(crate) indeterminate: u64,
 }
 
 /// The result of a workload's consistency check.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct CheckReport {
     /// True when every rule held.
-    pub passed: bool,
+    pub(crate) passed: bool,
     /// One line per rule: what was compared and the values seen.
-    pub lines: Vec<CheckLine>,
+    pub(crate) lines: Vec<CheckLine>,
 }
 
 /// One rule of a check.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct CheckLine {
-    pub rule: String,
-    pub passed: bool,
-    pub detail: String,
+pub(crate) struct CheckLine {
+    pub(crate) rule: String,
+    pub(crate) passed: bool,
+    pub(crate) detail: String,
 }
 
 impl CheckReport {
     /// Builds a report from its lines; it passes when every line does.
-    pub fn from_lines(lines: Vec<CheckLine>) -> Self {
+    pub(crate) fn from_lines(lines: Vec<CheckLine>) -> Self {
         CheckReport {
             passed: lines.iter().all(|l| l.passed),
             lines,

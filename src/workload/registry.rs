@@ -32,7 +32,7 @@ macro_rules! workloads {
 
         impl RunChoice {
             /// One subcommand per workload with its own flags, for `perflab run`.
-            pub fn commands() -> Vec<clap::Command> {
+            pub(crate) fn commands() -> Vec<clap::Command> {
                 vec![$(
                     <<$kind as WorkloadKind>::RunArgs as clap::Args>::augment_args(
                         clap::Command::new(<$kind as WorkloadKind>::NAME),
@@ -42,7 +42,7 @@ macro_rules! workloads {
             }
 
             /// The workload named `name`, its flags read from `matches`.
-            pub fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+            pub(crate) fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
                 $(
                     if name == <$kind as WorkloadKind>::NAME {
                         return Ok(RunChoice::$variant(
@@ -57,7 +57,7 @@ macro_rules! workloads {
             }
 
             /// Validates the workload's flags.
-            pub fn validate(&self) -> Result<Validated, PlanError> {
+            pub(crate) fn validate(&self) -> Result<Validated, PlanError> {
                 Ok(match self {
                     $(RunChoice::$variant(args) => Validated::$variant(<$kind as WorkloadKind>::validate(args)?)),+
                 })
@@ -66,21 +66,21 @@ macro_rules! workloads {
 
         impl Validated {
             /// What the plan records of the workload.
-            pub fn spec(&self) -> Result<WorkloadSpec, PlanError> {
+            pub(crate) fn spec(&self) -> Result<WorkloadSpec, PlanError> {
                 match self {
                     $(Validated::$variant(spec) => spec_of::<$kind>(spec)),+
                 }
             }
 
             /// Its target.
-            pub fn target(&self) -> Target {
+            pub(crate) fn target(&self) -> Target {
                 match self {
                     $(Validated::$variant(spec) => <$kind as WorkloadKind>::target(spec)),+
                 }
             }
 
             /// Makes the target ready and hands the workload to `driver`.
-            pub fn start<D: SweepDriver>(&self, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+            pub(crate) fn start<D: SweepDriver>(&self, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
                 match self {
                     $(Validated::$variant(spec) => <$kind as WorkloadKind>::start(spec, plan, driver)),+
                 }
@@ -136,7 +136,7 @@ macro_rules! workloads {
 
         impl CheckChoice {
             /// One subcommand per workload, for `perflab check`.
-            pub fn commands() -> Vec<clap::Command> {
+            pub(crate) fn commands() -> Vec<clap::Command> {
                 vec![$(
                     <<$kind as WorkloadKind>::CheckArgs as clap::Args>::augment_args(
                         clap::Command::new(<$kind as WorkloadKind>::NAME),
@@ -146,7 +146,7 @@ macro_rules! workloads {
             }
 
             /// The workload named `name`, its flags read from `matches`.
-            pub fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+            pub(crate) fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
                 $(
                     if name == <$kind as WorkloadKind>::NAME {
                         return Ok(CheckChoice::$variant(
@@ -161,7 +161,7 @@ macro_rules! workloads {
             }
 
             /// Runs the workload's check on its own.
-            pub fn check(&self) -> anyhow::Result<(String, CheckReport)> {
+            pub(crate) fn check(&self) -> anyhow::Result<(String, CheckReport)> {
                 match self {
                     $(CheckChoice::$variant(args) => <$kind as WorkloadKind>::check(args)),+
                 }

@@ -27,16 +27,16 @@ const RETRY_BOUND: f64 = 0.05;
 
 /// A fall of throughput from the peak to the last step.
 #[derive(Debug, Clone, Copy)]
-pub struct Fall {
+pub(crate) struct Fall {
     /// 1 − X_last / X_peak.
-    pub drop: f64,
+    pub(crate) drop: f64,
     /// The two steps' combined interval variation (relative).
-    pub noise: f64,
-    pub significant: bool,
+    pub(crate) noise: f64,
+    pub(crate) significant: bool,
 }
 
 /// The fall past the peak, when the peak is not the last step.
-pub fn fall(points: &[StepPoint], peak: usize) -> Option<Fall> {
+pub(crate) fn fall(points: &[StepPoint], peak: usize) -> Option<Fall> {
     let last = points.last()?;
     if peak + 1 >= points.len() {
         return None;
@@ -53,7 +53,7 @@ pub fn fall(points: &[StepPoint], peak: usize) -> Option<Fall> {
 }
 
 /// Operations retried at a step: at least [`RETRY_BOUND`] per operation.
-pub fn retried(p: &StepPoint) -> bool {
+pub(crate) fn retried(p: &StepPoint) -> bool {
     retries_per_op(p) >= RETRY_BOUND
 }
 
@@ -63,7 +63,7 @@ fn retries_per_op(p: &StepPoint) -> f64 {
 
 /// The positive evidence of contention from point `from` on: lock waits
 /// or retries.
-pub fn evident(points: &[StepPoint], from: usize, waits: &Waits, shape: RunShape) -> bool {
+pub(crate) fn evident(points: &[StepPoint], from: usize, waits: &Waits, shape: RunShape) -> bool {
     let retried = points[from..].iter().any(retried);
     let row_locks = || {
         points[from..]
@@ -78,13 +78,13 @@ pub fn evident(points: &[StepPoint], from: usize, waits: &Waits, shape: RunShape
 
 /// Evidence that needs no curve to stand on: half the samples on locks,
 /// or every other operation retried at some step.
-pub fn strong(points: &[StepPoint], from: usize, waits: &Waits) -> bool {
+pub(crate) fn strong(points: &[StepPoint], from: usize, waits: &Waits) -> bool {
     waits.share(WaitMeaning::is_contention) >= 0.5
         || points[from..].iter().any(|q| retries_per_op(q) >= 0.5)
 }
 
 /// The contention verdict: its name, what shows it, what was ruled out.
-pub fn verdict(
+pub(crate) fn verdict(
     points: &[StepPoint],
     shape: RunShape,
     peak: usize,

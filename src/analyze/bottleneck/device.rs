@@ -29,7 +29,7 @@ const ONE_IO_PER_OP: f64 = 0.25;
 
 /// Share of the load's growth from the level before that throughput must
 /// keep for a device to be still scaling at the last level.
-pub const SCALING: f64 = 0.5;
+pub(crate) const SCALING: f64 = 0.5;
 
 /// Whether throughput was still growing with load at step `at`, the last:
 /// from the level before, it grew by at least [`SCALING`] of the load's
@@ -37,7 +37,7 @@ pub const SCALING: f64 = 0.5;
 /// array's disks, a virtual disk's host): busy — the share of time with
 /// any I/O in flight — reaches 100% long before it has run out, so a busy
 /// disk is its limit only where throughput stopped growing.
-pub fn still_scaling(points: &[StepPoint], at: usize) -> bool {
+pub(crate) fn still_scaling(points: &[StepPoint], at: usize) -> bool {
     if at + 1 != points.len() || at == 0 {
         return false;
     }
@@ -51,14 +51,14 @@ pub fn still_scaling(points: &[StepPoint], at: usize) -> bool {
 
 /// Share of a disk's bytes below which the run's own I/O leaves the disk
 /// to others.
-pub const OTHERS: f64 = 0.1;
+pub(crate) const OTHERS: f64 = 0.1;
 /// Bytes per second under which a disk moved too little to judge whose.
 const JUDGED_FROM: f64 = 1e6;
 
 /// The share of a disk's bytes at step `p` that the run moved — the
 /// server's and perflab's own reads and writes over the device's; None
 /// when the server's I/O is not known or the disk moved too little.
-pub fn own_share(p: &StepPoint, disk: &ResourceUse) -> Option<f64> {
+pub(crate) fn own_share(p: &StepPoint, disk: &ResourceUse) -> Option<f64> {
     let device = *p.disk_bytes_per_s.get(&disk.name)?;
     if device < JUDGED_FROM {
         return None;
@@ -68,12 +68,12 @@ pub fn own_share(p: &StepPoint, disk: &ResourceUse) -> Option<f64> {
 }
 
 /// Whether a disk at step `p` was busy with others' I/O, not the run's.
-pub fn others_io(p: &StepPoint, disk: &ResourceUse) -> bool {
+pub(crate) fn others_io(p: &StepPoint, disk: &ResourceUse) -> bool {
     own_share(p, disk).is_some_and(|s| s < OTHERS)
 }
 
 /// The caveat for a busy disk that served others at step `p`.
-pub fn others_caveat(p: &StepPoint) -> Option<String> {
+pub(crate) fn others_caveat(p: &StepPoint) -> Option<String> {
     let disk = busiest_disk(p).filter(|d| d.utilisation >= 0.5)?;
     let share = own_share(p, disk).filter(|s| *s < OTHERS)?;
     let device = p.disk_bytes_per_s.get(&disk.name).copied().unwrap_or(0.0);
@@ -122,7 +122,7 @@ fn little_line(p: &StepPoint, disk: &ResourceUse, queue: f64, iops: f64, awaited
 /// more with each level is not saturated, and when the users are its
 /// outstanding I/Os, the depth was too shallow to saturate it. Empty when
 /// no disk was `busy` (a share) at the last step.
-pub fn not_saturated(points: &[StepPoint], busy: f64) -> Vec<String> {
+pub(crate) fn not_saturated(points: &[StepPoint], busy: f64) -> Vec<String> {
     let at = points.len() - 1;
     let last = &points[at];
     let Some(disk) = busiest_disk(last).filter(|d| d.utilisation >= busy && !others_io(last, d))
@@ -166,7 +166,12 @@ pub fn not_saturated(points: &[StepPoint], busy: f64) -> Vec<String> {
 
 /// For a saturated disk at step `at`: Little's law at the device, and how
 /// its await grew past the peak while throughput did not.
-pub fn saturated(points: &[StepPoint], peak: usize, at: usize, disk: &ResourceUse) -> Vec<String> {
+pub(crate) fn saturated(
+    points: &[StepPoint],
+    peak: usize,
+    at: usize,
+    disk: &ResourceUse,
+) -> Vec<String> {
     let q = &points[at];
     let Some((queue, iops, awaited)) = one_io_per_op(q, disk) else {
         return Vec::new();

@@ -49,7 +49,7 @@ const RUN_DELAY_SHARE: f64 = 0.5;
 const STEAL: f64 = 0.10;
 
 /// Evidence that the generator set the pace; empty when it did not.
-pub fn evidence(points: &[StepPoint], shape: RunShape) -> Vec<String> {
+pub(crate) fn evidence(points: &[StepPoint], shape: RunShape) -> Vec<String> {
     let mut out = Vec::new();
     for p in points {
         let g = &p.generator;
@@ -142,7 +142,7 @@ fn run_delay(p: &StepPoint, shape: RunShape) -> Option<String> {
 
 /// Little's law breaches that failures cannot explain: caveats of the
 /// run, never a verdict by themselves.
-pub fn little_breaches(points: &[StepPoint], demands: &Demands) -> Vec<String> {
+pub(crate) fn little_breaches(points: &[StepPoint], demands: &Demands) -> Vec<String> {
     demands
         .steps
         .iter()

@@ -20,24 +20,24 @@ use super::{memory_evidence, Bottleneck, BottleneckKind};
 use crate::units::{Latency, OpsPerSec, Percent};
 
 /// Busy share per server from which a resource has run out.
-pub const SATURATED: f64 = 0.9;
+pub(crate) const SATURATED: f64 = 0.9;
 /// Work per operation grown past this multiple of the fitted demand is
 /// spinning or retrying, not serving.
-pub const GROWN: f64 = 1.5;
+pub(crate) const GROWN: f64 = 1.5;
 
 /// A resource at its busiest step from the peak on.
 #[derive(Debug, Clone, Copy)]
-pub struct Busiest<'a> {
-    pub at: usize,
-    pub resource: &'a ResourceUse,
+pub(crate) struct Busiest<'a> {
+    pub(crate) at: usize,
+    pub(crate) resource: &'a ResourceUse,
     /// Work per operation there over the fitted demand.
-    pub growth: Option<f64>,
+    pub(crate) growth: Option<f64>,
 }
 
 /// A CPU the server is confined to (one CPU, a quota) this busy is its
 /// limit even when its work per operation grew: lock holders pre-empted on
 /// it make every operation cost more, unless operations were retried.
-pub const CONFINED: f64 = 0.95;
+pub(crate) const CONFINED: f64 = 0.95;
 
 /// Whether a resource at a step counts as run out: ≥ 90% busy without
 /// working harder per operation, or a confined CPU ≥ 95% busy without
@@ -52,7 +52,11 @@ fn ran_out(q: &StepPoint, r: &ResourceUse, growth: Option<f64>) -> bool {
 
 /// Every resource of the peak step at a step from the peak on where it ran
 /// out (the busiest such), else at its busiest from the peak on.
-pub fn busiest<'a>(points: &'a [StepPoint], peak: usize, demands: &Demands) -> Vec<Busiest<'a>> {
+pub(crate) fn busiest<'a>(
+    points: &'a [StepPoint],
+    peak: usize,
+    demands: &Demands,
+) -> Vec<Busiest<'a>> {
     points[peak]
         .resources
         .iter()
@@ -87,7 +91,7 @@ pub fn busiest<'a>(points: &'a [StepPoint], peak: usize, demands: &Demands) -> V
 /// Whether the host's CPUs at a step were busy mostly with other work than
 /// the followed server's and perflab's: then they are the neighbours'
 /// limit (a caveat says so), not the server's.
-pub fn others_dominate(p: &StepPoint) -> bool {
+pub(crate) fn others_dominate(p: &StepPoint) -> bool {
     let (Some(busy), Some(server)) = (p.extras.busy_cpus, p.extras.server_cpus) else {
         return false;
     };
@@ -110,7 +114,7 @@ fn neighbours(p: &StepPoint, r: &ResourceUse) -> bool {
 /// Points by which one CPU must be busier than the mean of the others to
 /// stand out as a limit of its own when the server may use several: a
 /// thread or an interrupt load held to it, not the scheduler's scatter.
-pub const STANDS_OUT: f64 = 0.2;
+pub(crate) const STANDS_OUT: f64 = 0.2;
 
 /// Whether one CPU can be a limit of its own at a step: the server is
 /// confined to a single CPU (its cpuset or affinity), or this CPU is
@@ -137,7 +141,7 @@ fn one_cpu_is_a_limit(p: &StepPoint, r: &ResourceUse) -> bool {
 /// a quota the server is held to before the host's CPUs, the host's CPUs
 /// before a single CPU unless that one is busier by more than 2 points (a
 /// server held to it).
-pub fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'a>> {
+pub(crate) fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'a>> {
     let mut out: Vec<Busiest<'a>> = all
         .iter()
         .filter(|b| ran_out(&points[b.at], b.resource, b.growth))
@@ -165,7 +169,7 @@ pub fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'
 }
 
 /// The verdict for a saturated resource.
-pub fn verdict(
+pub(crate) fn verdict(
     points: &[StepPoint],
     peak: usize,
     found: Busiest<'_>,
@@ -328,7 +332,7 @@ const ONE_PROCESS_SATURATED: f64 = 0.85;
 /// worker): no hardware resource is saturated, and more CPUs would not
 /// help; more workers would. None when the server is pinned to one CPU
 /// (that is the one-CPU verdict) or its work is spread over processes.
-pub fn one_process(points: &[StepPoint], peak: usize) -> Option<Bottleneck> {
+pub(crate) fn one_process(points: &[StepPoint], peak: usize) -> Option<Bottleneck> {
     let p = &points[peak];
     let one = p
         .extras

@@ -33,10 +33,10 @@ use super::{memory_evidence, Bottleneck, BottleneckKind};
 use crate::units::{Bytes, Latency, OpsPerSec, Percent};
 
 /// Share of the sessions' samples from which a wait names the limit.
-pub const DOMINANT: f64 = 0.3;
+pub(crate) const DOMINANT: f64 = 0.3;
 
 /// The verdict when the sessions mostly waited on storage.
-pub fn verdict(
+pub(crate) fn verdict(
     points: &[StepPoint],
     from: usize,
     waits: &Waits,

@@ -22,21 +22,21 @@ use std::time::Duration;
 
 /// The largest elasticity of the response time in the load that is still
 /// flat.
-pub const FLAT_R: f64 = 0.35;
+pub(crate) const FLAT_R: f64 = 0.35;
 
 /// The smallest elasticity of throughput in the load that is still in
 /// proportion.
-pub const PROPORTIONAL_X: f64 = 0.65;
+pub(crate) const PROPORTIONAL_X: f64 = 0.65;
 
 /// The smallest growth efficiency of the last step: throughput still
 /// growing where the sweep ended.
-pub const STILL_GROWING: f64 = 0.5;
+pub(crate) const STILL_GROWING: f64 = 0.5;
 
 /// The not-reached verdict `reached` made latency-bound, when throughput
 /// grew in proportion to the users at a flat response time; `reached`
 /// as it was otherwise. Its own evidence (a device still scaling, the
 /// busiest resource's bound) is kept after the rule's.
-pub fn verdict(points: &[StepPoint], shape: RunShape, reached: Bottleneck) -> Bottleneck {
+pub(crate) fn verdict(points: &[StepPoint], shape: RunShape, reached: Bottleneck) -> Bottleneck {
     let Some(mut evidence) = evidence(points, shape) else {
         return reached;
     };
@@ -52,7 +52,7 @@ pub fn verdict(points: &[StepPoint], shape: RunShape, reached: Bottleneck) -> Bo
 }
 
 /// Whether the run is latency-bound, and its evidence.
-pub fn evidence(points: &[StepPoint], shape: RunShape) -> Option<Vec<String>> {
+pub(crate) fn evidence(points: &[StepPoint], shape: RunShape) -> Option<Vec<String>> {
     if !shape.closed || points.len() < 3 {
         return None;
     }

@@ -46,7 +46,7 @@ const STALLED: f64 = 0.3;
 const LOCKED: f64 = 0.2;
 
 /// The verdict when a rate limit above the device holds throughput flat.
-pub fn verdict(all: &[StepPoint], shape: RunShape, waits: &Waits) -> Option<Bottleneck> {
+pub(crate) fn verdict(all: &[StepPoint], shape: RunShape, waits: &Waits) -> Option<Bottleneck> {
     if !shape.closed || all.len() < 3 {
         return None;
     }

@@ -39,17 +39,17 @@
 //! Every verdict whose run followed the server's threads says where their
 //! time went at its step ([`time_spent`]).
 
-pub mod contention;
-pub mod device;
-pub mod generator;
-pub mod hardware;
-pub mod io;
-pub mod latency_bound;
-pub mod limit;
-pub mod network;
-pub mod status;
-pub mod time_spent;
-pub mod waits;
+pub(crate) mod contention;
+pub(crate) mod device;
+pub(crate) mod generator;
+pub(crate) mod hardware;
+pub(crate) mod io;
+pub(crate) mod latency_bound;
+pub(crate) mod limit;
+pub(crate) mod network;
+pub(crate) mod status;
+pub(crate) mod time_spent;
+pub(crate) mod waits;
 
 use super::capacity::{load_text, Knee};
 use super::demands::Demands;
@@ -61,7 +61,7 @@ use waits::Waits;
 /// The verdict's classes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BottleneckKind {
+pub(crate) enum BottleneckKind {
     LoadGenerator,
     Resource,
     NetworkLoss,
@@ -74,44 +74,44 @@ pub enum BottleneckKind {
 
 /// The bottleneck and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Bottleneck {
-    pub kind: BottleneckKind,
+pub(crate) struct Bottleneck {
+    pub(crate) kind: BottleneckKind,
     /// `cpu`, `disk vda`, `software contention (Lock waits)`, …
-    pub name: String,
-    pub evidence: Vec<String>,
-    pub ruled_out: Vec<String>,
+    pub(crate) name: String,
+    pub(crate) evidence: Vec<String>,
+    pub(crate) ruled_out: Vec<String>,
     /// True when the generator set the pace: nothing else can be trusted.
-    pub unreliable: bool,
+    pub(crate) unreliable: bool,
     /// What to try next, when the sweep did not reach a limit.
-    pub next: Option<String>,
+    pub(crate) next: Option<String>,
     /// The saturated resource as the probes name it (`cpu0` for a server
     /// held to one CPU, named `cpu`), when more of it is the cure.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub resource: Option<String>,
+    pub(crate) resource: Option<String>,
 }
 
 /// What the analysis must know of the run beyond its points.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunShape {
+pub(crate) struct RunShape {
     /// Users (closed loop) rather than a rate.
-    pub closed: bool,
+    pub(crate) closed: bool,
     /// The target runs inside perflab (embedded SQLite, the null target):
     /// perflab's CPU is the server's too.
-    pub embedded: bool,
+    pub(crate) embedded: bool,
     /// perflab's worker threads.
-    pub threads: u32,
+    pub(crate) threads: u32,
     /// The target is a single-writer engine (SQLite).
-    pub single_writer: bool,
+    pub(crate) single_writer: bool,
     /// No server process: the kernel serves the target (a file, a device),
     /// so there are no server waits to sample.
-    pub kernel_served: bool,
+    pub(crate) kernel_served: bool,
 }
 
 /// Decides the bottleneck of complete points ordered by load; `unstable`
 /// says that no level's throughput stabilised within the bound. Where the
 /// server's threads spent their time at the verdict's step is added to
 /// its evidence.
-pub fn bottleneck(
+pub(crate) fn bottleneck(
     points: &[StepPoint],
     shape: RunShape,
     peak: usize,
@@ -262,7 +262,7 @@ fn fell_away(
 
 /// Signs that the server is short of memory at a step: its cgroup at or
 /// hitting its limit, stalls on memory, the host faulting pages in.
-pub fn memory_evidence(p: &StepPoint) -> Option<Vec<String>> {
+pub(crate) fn memory_evidence(p: &StepPoint) -> Option<Vec<String>> {
     let e = &p.extras;
     let mut out = Vec::new();
     if let Some(limit) = e.memory_limit_bytes.filter(|l| *l > 0.0) {

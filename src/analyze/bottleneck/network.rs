@@ -26,7 +26,7 @@ fn tail(p: &StepPoint) -> bool {
 }
 
 /// Loss that retransmissions and a latency tail show.
-pub fn loss(points: &[StepPoint], knee: Option<&Knee>) -> Option<Bottleneck> {
+pub(crate) fn loss(points: &[StepPoint], knee: Option<&Knee>) -> Option<Bottleneck> {
     let from = knee.map_or(0, |k| k.at);
     let share = |p: &StepPoint| {
         let segs = p.extras.segments_out_per_s?;
@@ -89,7 +89,7 @@ pub fn loss(points: &[StepPoint], knee: Option<&Knee>) -> Option<Bottleneck> {
 }
 
 /// The server waiting on its client while throughput stays flat.
-pub fn round_trip(points: &[StepPoint], from: usize, waits: &Waits) -> Option<Bottleneck> {
+pub(crate) fn round_trip(points: &[StepPoint], from: usize, waits: &Waits) -> Option<Bottleneck> {
     let client = waits.share(|m| m == WaitMeaning::Client);
     // The server idle between statements because it is busy elsewhere
     // (its CPU saturated, its lock holders pre-empted) is not waiting on

@@ -27,19 +27,19 @@ use crate::units::{Latency, Percent};
 
 /// Share of the response time from which a wait the counters show names
 /// the limit (as a wait class's share of samples does).
-pub const DOMINANT: f64 = 0.3;
+pub(crate) const DOMINANT: f64 = 0.3;
 
 /// The log's flushes at one step, from the server's counters.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CommitFlush {
+pub(crate) struct CommitFlush {
     /// Fsyncs per committed transaction (below 1: commits were grouped).
-    pub fsyncs_per_commit: f64,
+    pub(crate) fsyncs_per_commit: f64,
     /// Fsyncs in flight on average: the share of time the log flushed.
-    pub in_flight: f64,
+    pub(crate) in_flight: f64,
     /// Seconds each fsync took (in flight over fsyncs per second).
-    pub per_fsync_s: f64,
+    pub(crate) per_fsync_s: f64,
     /// That time over the mean response time.
-    pub share: f64,
+    pub(crate) share: f64,
 }
 
 /// The step's measured window, seconds.
@@ -53,7 +53,7 @@ fn window_s(p: &StepPoint) -> Option<f64> {
 /// `Innodb_data_pending_fsyncs` stays 0 while its log flushes a thousand
 /// times a second, and the log's LSN is ahead of its flush whenever a
 /// transaction has written, fast disk or not): there nothing is said.
-pub fn commit_flush(p: &StepPoint) -> Option<CommitFlush> {
+pub(crate) fn commit_flush(p: &StepPoint) -> Option<CommitFlush> {
     let db = &p.db;
     let (fsyncs, pending) = (*db.get("log_fsyncs")?, *db.get("log_fsyncs_pending")?);
     let looks = *db.get("pending_looks")?;
@@ -78,12 +78,12 @@ pub fn commit_flush(p: &StepPoint) -> Option<CommitFlush> {
 }
 
 /// The log's flushes set the pace at step `p`.
-pub fn commit_bound(p: &StepPoint) -> Option<CommitFlush> {
+pub(crate) fn commit_bound(p: &StepPoint) -> Option<CommitFlush> {
     commit_flush(p).filter(|f| f.share >= DOMINANT && f.in_flight >= DOMINANT)
 }
 
 /// The evidence of commit I/O at step `p`, from the counters.
-pub fn commit_evidence(p: &StepPoint, f: &CommitFlush) -> String {
+pub(crate) fn commit_evidence(p: &StepPoint, f: &CommitFlush) -> String {
     format!(
         "at {} the server's log was flushing {} of the time (fsyncs in flight, SHOW GLOBAL STATUS), each fsync taking {} by Little's law: {} of each operation's {} response, with {:.2} fsyncs per commit{}",
         load_text(p),
@@ -102,7 +102,7 @@ pub fn commit_evidence(p: &StepPoint, f: &CommitFlush) -> String {
 
 /// Row-lock waits at step `p`: waits per operation, seconds waited per
 /// operation, and that over the mean response time.
-pub fn row_locks(p: &StepPoint) -> Option<(f64, f64, f64)> {
+pub(crate) fn row_locks(p: &StepPoint) -> Option<(f64, f64, f64)> {
     let waited_ms = *p.db.get("row_lock_time_ms")?;
     let waits = p.db.get("row_lock_waits").copied().unwrap_or(0.0);
     let ops = p.completed as f64;
@@ -119,7 +119,7 @@ pub fn row_locks(p: &StepPoint) -> Option<(f64, f64, f64)> {
 
 /// The evidence of row-lock contention at step `p`, from the counters,
 /// when its time is a real share of the response time.
-pub fn row_lock_evidence(p: &StepPoint) -> Option<String> {
+pub(crate) fn row_lock_evidence(p: &StepPoint) -> Option<String> {
     let (waits, per_op, share) = row_locks(p).filter(|(_, _, s)| *s >= DOMINANT)?;
     Some(format!(
         "at {} each operation waited {} on InnoDB row locks ({waits:.2} waits per operation, Innodb_row_lock_time): {} of its {} response",
@@ -133,7 +133,7 @@ pub fn row_lock_evidence(p: &StepPoint) -> Option<String> {
 /// Reads at step `p`: the share of the users' time spent reading (reads in
 /// flight over the users, closed loops), and the buffer pool's misses as a
 /// share of its read requests.
-pub fn reads(p: &StepPoint) -> Option<(f64, Option<f64>)> {
+pub(crate) fn reads(p: &StepPoint) -> Option<(f64, Option<f64>)> {
     let pending = *p.db.get("data_reads_pending")?;
     let looks = *p.db.get("pending_looks")?;
     if looks <= 0.0 || p.load <= 0.0 || !matches!(p.level, crate::plan::Level::Users(_)) {
@@ -150,7 +150,7 @@ pub fn reads(p: &StepPoint) -> Option<(f64, Option<f64>)> {
 }
 
 /// The evidence of reads setting the pace at step `p`, from the counters.
-pub fn read_evidence(p: &StepPoint) -> Option<String> {
+pub(crate) fn read_evidence(p: &StepPoint) -> Option<String> {
     let (share, misses) = reads(p).filter(|(s, _)| *s >= DOMINANT)?;
     Some(format!(
         "at {} the users spent {} of their time waiting on data reads (reads in flight, SHOW GLOBAL STATUS){}",

@@ -15,7 +15,7 @@ use crate::units::Percent;
 /// Mean threads in a flush (journal, fsync/writeback, block layer) from
 /// which lock waiters are said to queue behind it: a flush in progress
 /// more than half the time.
-pub const FLUSH_IN_PROGRESS: f64 = 0.5;
+pub(crate) const FLUSH_IN_PROGRESS: f64 = 0.5;
 
 /// Share of the serving threads' time on locks from which a flush in
 /// progress is offered as what they queue behind.
@@ -24,7 +24,7 @@ const LOCKS_BEHIND: f64 = 0.3;
 /// The evidence line of step `k`: where the server's threads spent their
 /// time, and the caveats of how it was read; none when they were not
 /// followed.
-pub fn evidence(points: &[StepPoint], k: usize) -> Option<String> {
+pub(crate) fn evidence(points: &[StepPoint], k: usize) -> Option<String> {
     let p = points.get(k)?;
     let states = p.threads.server.as_ref()?;
     let shares = points.get(k)?.threads.server_shares()?;
@@ -64,14 +64,14 @@ pub fn evidence(points: &[StepPoint], k: usize) -> Option<String> {
 
 /// Mean threads blocked in a flush: the journal, fsync/writeback and the
 /// block layer.
-pub fn flushing(split: &ThreadSplit) -> f64 {
+pub(crate) fn flushing(split: &ThreadSplit) -> f64 {
     split.io_journal + split.io_flush + split.io_block
 }
 
 /// Lock waiters that queue behind a flush: the serving threads mostly
 /// wait on locks while some thread of the server is in a flush most of
 /// the time (a group commit: one thread flushes, the others wait for it).
-pub fn locks_behind_a_flush(states: &ThreadStates) -> Option<String> {
+pub(crate) fn locks_behind_a_flush(states: &ThreadStates) -> Option<String> {
     let serving = states.serving();
     let total = serving.total();
     let flush = flushing(&states.all);
@@ -87,7 +87,7 @@ pub fn locks_behind_a_flush(states: &ThreadStates) -> Option<String> {
 /// I/O (journal commit)`, `the round trip to the clients`), from the
 /// server's threads at step `k`; none when not followed or nothing stands
 /// out.
-pub fn dominant(points: &[StepPoint], k: usize) -> Option<String> {
+pub(crate) fn dominant(points: &[StepPoint], k: usize) -> Option<String> {
     let states = points.get(k)?.threads.server.as_ref()?;
     let serving = states.serving();
     let total = serving.total();

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 /// What a wait means for the verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum WaitMeaning {
+pub(crate) enum WaitMeaning {
     Cpu,
     Client,
     CommitLog,
@@ -36,7 +36,7 @@ pub enum WaitMeaning {
 
 impl WaitMeaning {
     /// Reads a sampled wait key (`Type:Event`, or a stored type alone).
-    pub fn of(key: &str) -> Self {
+    pub(crate) fn of(key: &str) -> Self {
         let (class, event) = key.split_once(':').unwrap_or((key, ""));
         match (class, event) {
             ("CPU", _) => WaitMeaning::Cpu,
@@ -54,7 +54,7 @@ impl WaitMeaning {
     }
 
     /// Waits that are the server's own contention between sessions.
-    pub fn is_contention(self) -> bool {
+    pub(crate) fn is_contention(self) -> bool {
         matches!(
             self,
             WaitMeaning::RowLock | WaitMeaning::OtherLock | WaitMeaning::InternalLock
@@ -62,7 +62,7 @@ impl WaitMeaning {
     }
 
     /// Waits on storage.
-    pub fn is_io(self) -> bool {
+    pub(crate) fn is_io(self) -> bool {
         matches!(
             self,
             WaitMeaning::CommitLog | WaitMeaning::DataRead | WaitMeaning::OtherIo
@@ -72,15 +72,15 @@ impl WaitMeaning {
 
 /// The sessions' wait samples over a range of steps.
 #[derive(Debug, Clone, Default)]
-pub struct Waits {
+pub(crate) struct Waits {
     /// Samples per key.
-    pub by_key: BTreeMap<String, u64>,
-    pub total: u64,
+    pub(crate) by_key: BTreeMap<String, u64>,
+    pub(crate) total: u64,
 }
 
 impl Waits {
     /// The samples of `points`.
-    pub fn over(points: &[StepPoint]) -> Self {
+    pub(crate) fn over(points: &[StepPoint]) -> Self {
         let mut by_key = BTreeMap::new();
         for p in points {
             for (k, v) in &p.waits {
@@ -92,7 +92,7 @@ impl Waits {
     }
 
     /// Share of samples whose meaning passes `keep`.
-    pub fn share(&self, keep: impl Fn(WaitMeaning) -> bool) -> f64 {
+    pub(crate) fn share(&self, keep: impl Fn(WaitMeaning) -> bool) -> f64 {
         if self.total == 0 {
             return 0.0;
         }
@@ -106,7 +106,7 @@ impl Waits {
     }
 
     /// The most sampled key whose meaning passes `keep`, with its share.
-    pub fn top(&self, keep: impl Fn(WaitMeaning) -> bool) -> Option<(&str, f64)> {
+    pub(crate) fn top(&self, keep: impl Fn(WaitMeaning) -> bool) -> Option<(&str, f64)> {
         self.by_key
             .iter()
             .filter(|(k, _)| keep(WaitMeaning::of(k)))

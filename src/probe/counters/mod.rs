@@ -17,14 +17,14 @@
 
 mod live;
 mod parse;
-pub use parse::{interrupts_by_source, snmp_table};
+pub(crate) use parse::{interrupts_by_source, snmp_table};
 pub mod process;
 mod sample;
 mod snapshot;
-pub mod stack;
-pub mod threads;
+pub(crate) mod stack;
+pub(crate) mod threads;
 
-pub use crate::probe::cgroup::{CgroupIoSample, CgroupSample};
+pub(crate) use crate::probe::cgroup::{CgroupIoSample, CgroupSample};
 pub use crate::probe::qdisc::QdiscSample;
 pub use sample::{
     stall_percent, weighted_mean, CpuSample, DiskSample, HostSample, MemorySample, NicSample,
@@ -61,8 +61,9 @@ impl HostRoot {
         }
     }
 
+    #[cfg(test)]
     /// A fixture tree holding `proc/` and `sys/`.
-    pub fn fixture(dir: &Path) -> Self {
+    pub(crate) fn fixture(dir: &Path) -> Self {
         HostRoot::Dirs {
             proc: dir.join("proc"),
             sys: dir.join("sys"),
@@ -70,7 +71,7 @@ impl HostRoot {
     }
 
     /// The proc directory, when there is one (processes live only there).
-    pub fn proc_dir(&self) -> Option<&Path> {
+    pub(crate) fn proc_dir(&self) -> Option<&Path> {
         match self {
             HostRoot::Dirs { proc, .. } => Some(proc),
             HostRoot::Texts(_) => None,
@@ -78,7 +79,7 @@ impl HostRoot {
     }
 
     /// A file's text by its path under the root (`proc/…` or `sys/…`).
-    pub fn text(&self, rel: &str) -> Option<String> {
+    pub(crate) fn text(&self, rel: &str) -> Option<String> {
         match self {
             HostRoot::Dirs { proc, sys } => {
                 let path = match rel.split_once('/') {
@@ -98,7 +99,7 @@ impl HostRoot {
 
     /// The names in a directory under the root (`sys/block/dm-0/slaves`);
     /// none when it is absent.
-    pub fn list(&self, rel: &str) -> Vec<String> {
+    pub(crate) fn list(&self, rel: &str) -> Vec<String> {
         match self {
             HostRoot::Dirs { proc, sys } => {
                 let dir = match rel.split_once('/') {
@@ -130,7 +131,7 @@ impl HostRoot {
     }
 
     /// The sys directory, when there is one (cgroups live only there).
-    pub fn sys_dir(&self) -> Option<&Path> {
+    pub(crate) fn sys_dir(&self) -> Option<&Path> {
         match self {
             HostRoot::Dirs { sys, .. } => Some(sys),
             HostRoot::Texts(_) => None,
@@ -168,7 +169,7 @@ struct LinkFacts {
 /// Reads a host's counters sample after sample, keeping what need not be
 /// found again: the qdisc reader's sockets and link names (on the live
 /// host), and each link's speed and duplex while its carrier holds.
-pub struct HostReader {
+pub(crate) struct HostReader {
     root: HostRoot,
     qdiscs: Option<QdiscReader>,
     links: BTreeMap<String, LinkFacts>,
@@ -183,7 +184,7 @@ pub struct HostReader {
 
 impl HostReader {
     /// A reader of `root`; qdiscs are read on the live host only.
-    pub fn new(root: HostRoot) -> Self {
+    pub(crate) fn new(root: HostRoot) -> Self {
         let qdiscs = (root == HostRoot::live()).then(QdiscReader::new);
         let delayacct = root.proc_dir().is_some_and(threads::delay_accounting);
         HostReader {
@@ -197,7 +198,7 @@ impl HostReader {
     }
 
     /// Every counter now, and those of the processes of each group.
-    pub fn read(&mut self, groups: &[process::ProcessGroup]) -> HostSnapshot {
+    pub(crate) fn read(&mut self, groups: &[process::ProcessGroup]) -> HostSnapshot {
         let root = &self.root;
         // Read once: the kernel writes the text of every CPU afresh.
         let stat_text = root.proc_text("stat");
@@ -401,7 +402,7 @@ fn kernel_stats(text: &str) -> Option<procfs_core::KernelStats> {
 /// This host's CPU times, all CPUs together: `/proc/stat` alone, for a
 /// share of the CPU between two readings (a generator's busy and stolen
 /// time per interval) without a whole snapshot.
-pub fn host_cpu_times(root: &HostRoot) -> Option<procfs_core::CpuTime> {
+pub(crate) fn host_cpu_times(root: &HostRoot) -> Option<procfs_core::CpuTime> {
     root.proc_text("stat")
         .as_deref()
         .and_then(kernel_stats)

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// /proc/meminfo without the lines whose size overflows 64 bits once its
 /// unit is applied (procfs-core multiplies unchecked): a damaged or hostile
 /// file (a fixture, a remote host's) loses those lines, not the process.
-pub fn meminfo_in_range(text: &str) -> String {
+pub(crate) fn meminfo_in_range(text: &str) -> String {
     let mut kept = String::with_capacity(text.len() + 1);
     for line in text.lines().filter(|line| {
         let mut words = line.split_whitespace().skip(1);
@@ -31,13 +31,13 @@ pub fn meminfo_in_range(text: &str) -> String {
 
 /// The named section of an snmp-style file: a `Name: field field…` line
 /// followed by a `Name: value value…` line.
-pub fn snmp_table(text: &str, section: &str) -> BTreeMap<String, u64> {
+pub(crate) fn snmp_table(text: &str, section: &str) -> BTreeMap<String, u64> {
     snmp_fields(text, section, |_| true)
 }
 
 /// The fields of an snmp-style section that `keep` names (a sampler keeps
 /// the few it reports, not the hundred TcpExt has).
-pub fn snmp_fields(
+pub(crate) fn snmp_fields(
     text: &str,
     section: &str,
     keep: impl Fn(&str) -> bool,
@@ -60,7 +60,7 @@ pub fn snmp_fields(
 }
 
 /// The counters of /proc/vmstat (`name value` lines) that `keep` names.
-pub fn vmstat_fields(text: &str, keep: impl Fn(&str) -> bool) -> BTreeMap<String, i64> {
+pub(crate) fn vmstat_fields(text: &str, keep: impl Fn(&str) -> bool) -> BTreeMap<String, i64> {
     text.lines()
         .filter_map(|line| line.split_once(' '))
         .filter(|(name, _)| keep(name))
@@ -69,7 +69,7 @@ pub fn vmstat_fields(text: &str, keep: impl Fn(&str) -> bool) -> BTreeMap<String
 }
 
 /// Interrupts since boot: the first number of /proc/stat's `intr` line.
-pub fn interrupts_total(stat: &str) -> Option<u64> {
+pub(crate) fn interrupts_total(stat: &str) -> Option<u64> {
     stat.lines()
         .find_map(|l| l.strip_prefix("intr "))
         .and_then(|rest| rest.split_whitespace().next())
@@ -80,7 +80,7 @@ pub fn interrupts_total(stat: &str) -> Option<u64> {
 /// or a cgroup's `*.pressure`): the time stalled since boot, µs. Two
 /// readings give the exact stalled time between them; `avg10`, a 10 s
 /// decaying average, would carry one interval's stalls into the next.
-pub fn pressure_total_us(text: &str, kind: &str) -> Option<u64> {
+pub(crate) fn pressure_total_us(text: &str, kind: &str) -> Option<u64> {
     text.lines()
         .find(|l| l.split_whitespace().next() == Some(kind))?
         .split_whitespace()
@@ -91,21 +91,21 @@ pub fn pressure_total_us(text: &str, kind: &str) -> Option<u64> {
 /// A link's speed, Mb/s, from its directory under /sys/class/net read
 /// through `read`. Reading it on a link that is down, or on a virtual
 /// device, fails with EINVAL or gives -1: not reported.
-pub fn link_speed_mbps(read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+pub(crate) fn link_speed_mbps(read: impl Fn(&str) -> Option<String>) -> Option<u64> {
     link_number(&read, "speed")
         .filter(|&s| s > 0)
         .map(|s| s as u64)
 }
 
 /// A link's duplex, `full`, `half` or `unknown`, when reported.
-pub fn link_duplex(read: impl Fn(&str) -> Option<String>) -> Option<String> {
+pub(crate) fn link_duplex(read: impl Fn(&str) -> Option<String>) -> Option<String> {
     read("duplex")
         .map(|d| d.trim().to_string())
         .filter(|d| !d.is_empty())
 }
 
 /// A counter file under a link's directory (a negative one reads as 0).
-pub fn link_counter(read: impl Fn(&str) -> Option<String>, rel: &str) -> Option<u64> {
+pub(crate) fn link_counter(read: impl Fn(&str) -> Option<String>, rel: &str) -> Option<u64> {
     link_number(&read, rel).map(|n| n.max(0) as u64)
 }
 
@@ -144,7 +144,7 @@ mod tests {
 /// Interrupts since boot of each source, per CPU, from /proc/interrupts.
 /// A numbered IRQ is named `NUMBER:DEVICE` (its last word, e.g.
 /// `28:virtio0-config`); a named one keeps its name (`LOC`, `NMI`).
-pub fn interrupts_by_source(text: &str) -> BTreeMap<String, Vec<u64>> {
+pub(crate) fn interrupts_by_source(text: &str) -> BTreeMap<String, Vec<u64>> {
     let mut lines = text.lines();
     let cpus = lines.next().map_or(0, |header| {
         header

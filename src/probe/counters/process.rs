@@ -27,19 +27,19 @@ pub enum ProcessSelector {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessGroup {
     /// `perflab` or `server`.
-    pub label: String,
-    pub selector: ProcessSelector,
+    pub(crate) label: String,
+    pub(crate) selector: ProcessSelector,
 }
 
 /// The label of the server under test's group.
-pub const SERVER_LABEL: &str = "server";
+pub(crate) const SERVER_LABEL: &str = "server";
 /// The label of perflab's own group.
-pub const PERFLAB_LABEL: &str = "perflab";
+pub(crate) const PERFLAB_LABEL: &str = "perflab";
 
 /// The group's first process: the one its selector names, else the oldest
 /// found (lowest pid) — for a server, its postmaster or main process, whose
 /// cgroup and network namespace its workers share.
-pub fn first_pid(selector: &ProcessSelector, found: &GroupCounters) -> Option<u32> {
+pub(crate) fn first_pid(selector: &ProcessSelector, found: &GroupCounters) -> Option<u32> {
     match selector {
         ProcessSelector::Pid(p) | ProcessSelector::Tree(p) if found.contains_key(p) => Some(*p),
         _ => found.keys().next().copied(),
@@ -48,44 +48,45 @@ pub fn first_pid(selector: &ProcessSelector, found: &GroupCounters) -> Option<u3
 
 /// One process's cumulative counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct PidCounters {
+pub(crate) struct PidCounters {
     /// User and system CPU, clock ticks.
-    pub utime: u64,
-    pub stime: u64,
-    pub rss_pages: u64,
-    pub threads: u64,
-    pub context_switches: u64,
+    pub(crate) utime: u64,
+    pub(crate) stime: u64,
+    pub(crate) rss_pages: u64,
+    pub(crate) threads: u64,
+    pub(crate) context_switches: u64,
     /// Major page faults (`majflt` of /proc/PID/stat).
     #[serde(default)]
-    pub major_faults: u64,
+    pub(crate) major_faults: u64,
     /// Bytes read from and written to storage (/proc/PID/io), when the
     /// file could be read (it needs ptrace access to the process).
     #[serde(default)]
-    pub read_bytes: Option<u64>,
+    pub(crate) read_bytes: Option<u64>,
     #[serde(default)]
-    pub write_bytes: Option<u64>,
+    pub(crate) write_bytes: Option<u64>,
     /// The process's nice value: its user time at nice > 0 is what the
     /// host's CPU counters file under `nice`.
     #[serde(default)]
-    pub nice: i64,
+    pub(crate) nice: i64,
     /// Nanoseconds its threads spent runnable but waiting for a CPU
     /// (`run_delay`, the second field of schedstat), summed over threads.
     #[serde(default)]
-    pub run_delay_ns: Option<u64>,
+    pub(crate) run_delay_ns: Option<u64>,
 }
 
 /// A group's processes at one moment, by pid.
-pub type GroupCounters = BTreeMap<u32, PidCounters>;
+pub(crate) type GroupCounters = BTreeMap<u32, PidCounters>;
 
+#[cfg(test)]
 /// Reads the counters of every process a group follows.
-pub fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
+pub(crate) fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
     read_group_with(root, group, true)
 }
 
 /// As [`read_group`]; a multi-threaded process's run delay is read from
 /// its threads only with `run_delay_of_tasks` (a reader of the threads
 /// sums it from its own reading instead).
-pub fn read_group_with(
+pub(crate) fn read_group_with(
     root: &HostRoot,
     group: &ProcessGroup,
     run_delay_of_tasks: bool,
@@ -230,7 +231,7 @@ fn is_zero(x: &f64) -> bool {
 impl ProcessSample {
     /// Compares two readings of a group; processes that appeared in between
     /// count from zero (they started during the interval).
-    pub fn between(label: &str, a: &GroupCounters, b: &GroupCounters, seconds: f64) -> Self {
+    pub(crate) fn between(label: &str, a: &GroupCounters, b: &GroupCounters, seconds: f64) -> Self {
         let ticks_per_s = clock_ticks();
         let page = page_size();
         let (mut user, mut system, mut switches, mut major) = (0u64, 0u64, 0u64, 0u64);
@@ -292,7 +293,7 @@ impl ProcessSample {
     }
 
     /// User plus system CPU, as a share of one CPU.
-    pub fn cpu(&self) -> f64 {
+    pub(crate) fn cpu(&self) -> f64 {
         self.cpu_user + self.cpu_system
     }
 }

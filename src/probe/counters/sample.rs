@@ -32,12 +32,12 @@ impl CpuSample {
     }
 
     /// `%ISR`: hardware and software interrupt handling.
-    pub fn isr(&self) -> f64 {
+    pub(crate) fn isr(&self) -> f64 {
         self.irq + self.softirq
     }
 
     /// The shares between two readings of CPU times.
-    pub fn between(a: &CpuTime, b: &CpuTime) -> Option<Self> {
+    pub(crate) fn between(a: &CpuTime, b: &CpuTime) -> Option<Self> {
         let d = |x: u64, y: u64| y.saturating_sub(x) as f64;
         let o = |x: Option<u64>, y: Option<u64>| d(x.unwrap_or(0), y.unwrap_or(0));
         let parts = [
@@ -142,11 +142,11 @@ pub struct TcpSample {
 /// that carries a load's stalls into the quiet after it.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct PressureSample {
-    pub cpu_some: Option<f64>,
-    pub memory_some: Option<f64>,
-    pub memory_full: Option<f64>,
-    pub io_some: Option<f64>,
-    pub io_full: Option<f64>,
+    pub(crate) cpu_some: Option<f64>,
+    pub(crate) memory_some: Option<f64>,
+    pub(crate) memory_full: Option<f64>,
+    pub(crate) io_some: Option<f64>,
+    pub(crate) io_full: Option<f64>,
 }
 
 /// The share of `seconds` that a stall counter grew by from `a` to `b`, %;
@@ -158,7 +158,7 @@ pub fn stall_percent(a: Option<u64>, b: Option<u64>, seconds: f64) -> Option<f64
 
 impl PressureSample {
     /// The shares stalled between two readings `seconds` apart.
-    pub fn between(a: &PressureTotals, b: &PressureTotals, seconds: f64) -> Self {
+    pub(crate) fn between(a: &PressureTotals, b: &PressureTotals, seconds: f64) -> Self {
         PressureSample {
             cpu_some: stall_percent(a.cpu_some_us, b.cpu_some_us, seconds),
             memory_some: stall_percent(a.memory_some_us, b.memory_some_us, seconds),
@@ -319,7 +319,7 @@ impl HostSample {
     }
 
     /// The disk with the highest busy share (then the most bytes).
-    pub fn busiest_disk(&self) -> Option<&DiskSample> {
+    pub(crate) fn busiest_disk(&self) -> Option<&DiskSample> {
         let bytes = |d: &DiskSample| d.read_bytes_per_s + d.write_bytes_per_s;
         self.disks.iter().max_by(|a, b| {
             a.busy
@@ -338,7 +338,7 @@ impl HostSample {
     /// busy loop far more often than on a server's short bursts; the
     /// groups' own CPU is measured exactly. So the yielded share is at most
     /// what is busy beyond the groups' own CPU.
-    pub fn cpu_yielded(&self) -> Option<f64> {
+    pub(crate) fn cpu_yielded(&self) -> Option<f64> {
         let cpu = self.cpu?;
         let cpus = self.cpus.len().max(1) as f64;
         let own_niced: f64 = self.processes.iter().map(|p| p.cpu_niced).sum();
@@ -350,14 +350,14 @@ impl HostSample {
     /// All CPUs' busy share less the time others yielded
     /// ([`cpu_yielded`](Self::cpu_yielded)): how much of the host's CPU the
     /// server and perflab could not have had.
-    pub fn cpu_taken(&self) -> Option<f64> {
+    pub(crate) fn cpu_taken(&self) -> Option<f64> {
         let cpu = self.cpu?;
         Some((cpu.busy() - self.cpu_yielded().unwrap_or(0.0)).max(0.0))
     }
 
     /// CPU `index`'s busy share less its part of the yielded time (its
     /// niced time, in the proportion others' niced time bears to all).
-    pub fn cpu_taken_of(&self, index: usize) -> Option<f64> {
+    pub(crate) fn cpu_taken_of(&self, index: usize) -> Option<f64> {
         let one = self.cpus.get(index)?;
         let others = match (self.cpu, self.cpu_yielded()) {
             (Some(all), Some(yielded)) if all.nice > 0.0 => (yielded / all.nice).min(1.0),
@@ -367,7 +367,7 @@ impl HostSample {
     }
 
     /// Bytes per second over every interface but loopback, both ways.
-    pub fn network_bytes_per_s(&self) -> f64 {
+    pub(crate) fn network_bytes_per_s(&self) -> f64 {
         self.nics
             .iter()
             .filter(|n| n.name != "lo")

@@ -11,15 +11,15 @@ use std::time::Instant;
 /// Cumulative counters of one link.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NicCounters {
-    pub dev: procfs_core::net::DeviceStatus,
+    pub(crate) dev: procfs_core::net::DeviceStatus,
     /// Link speed, Mb/s, when the driver reports one.
-    pub speed_mbps: Option<u64>,
+    pub(crate) speed_mbps: Option<u64>,
     /// `full`, `half` or `unknown`, when reported.
-    pub duplex: Option<String>,
-    pub carrier_changes: Option<u64>,
-    pub rx_crc_errors: Option<u64>,
+    pub(crate) duplex: Option<String>,
+    pub(crate) carrier_changes: Option<u64>,
+    pub(crate) rx_crc_errors: Option<u64>,
     /// Late collisions, the mark of a duplex mismatch.
-    pub tx_window_errors: Option<u64>,
+    pub(crate) tx_window_errors: Option<u64>,
 }
 
 /// The host's cumulative counters at one moment. It travels as JSON from
@@ -27,48 +27,48 @@ pub struct NicCounters {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostSnapshot {
     #[serde(skip, default = "Instant::now")]
-    pub at: Instant,
-    pub stat: Option<procfs_core::KernelStats>,
+    pub(crate) at: Instant,
+    pub(crate) stat: Option<procfs_core::KernelStats>,
     /// Interrupts since boot (the first number of /proc/stat's `intr` line).
-    pub interrupts: Option<u64>,
+    pub(crate) interrupts: Option<u64>,
     /// Interrupts since boot per source, per CPU (/proc/interrupts).
-    pub irqs: BTreeMap<String, Vec<u64>>,
-    pub meminfo: Option<procfs_core::Meminfo>,
-    pub vmstat: Option<BTreeMap<String, i64>>,
-    pub disks: Vec<procfs_core::DiskStat>,
+    pub(crate) irqs: BTreeMap<String, Vec<u64>>,
+    pub(crate) meminfo: Option<procfs_core::Meminfo>,
+    pub(crate) vmstat: Option<BTreeMap<String, i64>>,
+    pub(crate) disks: Vec<procfs_core::DiskStat>,
     /// What each stacked disk (loop, dm, md) hands its I/O to: disks, or
     /// `memory` for a file on tmpfs.
     #[serde(default)]
-    pub disk_lower: BTreeMap<String, Vec<String>>,
+    pub(crate) disk_lower: BTreeMap<String, Vec<String>>,
     /// The kernel threads that serve a stacked disk's I/O, with their CPU.
     #[serde(default)]
-    pub kernel_workers: Vec<stack::KernelWorker>,
-    pub nics: BTreeMap<String, NicCounters>,
+    pub(crate) kernel_workers: Vec<stack::KernelWorker>,
+    pub(crate) nics: BTreeMap<String, NicCounters>,
     /// `Tcp:` of /proc/net/snmp and `TcpExt:` of /proc/net/netstat.
-    pub tcp: BTreeMap<String, u64>,
+    pub(crate) tcp: BTreeMap<String, u64>,
     /// The host's stall counters (an older agent's 10 s averages, sent
     /// under other field names, read as none).
     #[serde(default)]
-    pub pressure: PressureTotals,
+    pub(crate) pressure: PressureTotals,
     /// The followed process groups and their processes' counters.
-    pub processes: Vec<(process::ProcessGroup, process::GroupCounters)>,
+    pub(crate) processes: Vec<(process::ProcessGroup, process::GroupCounters)>,
     /// The cgroup of the server group's first process.
     #[serde(default)]
-    pub server_cgroup: Option<crate::probe::cgroup::CgroupCounters>,
+    pub(crate) server_cgroup: Option<crate::probe::cgroup::CgroupCounters>,
     /// The cgroup of perflab's own process, when it is followed.
     #[serde(default)]
-    pub perflab_cgroup: Option<crate::probe::cgroup::CgroupCounters>,
+    pub(crate) perflab_cgroup: Option<crate::probe::cgroup::CgroupCounters>,
     /// The qdiscs of the host's namespace and of the server's.
     #[serde(default)]
-    pub qdiscs: Vec<crate::probe::qdisc::QdiscCounters>,
+    pub(crate) qdiscs: Vec<crate::probe::qdisc::QdiscCounters>,
     /// The threads of each followed group, by the group's label.
     #[serde(default)]
-    pub threads: Vec<(String, threads::GroupThreads)>,
+    pub(crate) threads: Vec<(String, threads::GroupThreads)>,
 }
 
 impl HostSnapshot {
     /// The threads of the followed group `label`, when they were read.
-    pub fn threads_of(&self, label: &str) -> Option<&threads::GroupThreads> {
+    pub(crate) fn threads_of(&self, label: &str) -> Option<&threads::GroupThreads> {
         self.threads
             .iter()
             .find(|(l, _)| l == label)
@@ -80,9 +80,9 @@ impl HostSnapshot {
 /// `some` and `full` lines), µs since boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PressureTotals {
-    pub cpu_some_us: Option<u64>,
-    pub memory_some_us: Option<u64>,
-    pub memory_full_us: Option<u64>,
-    pub io_some_us: Option<u64>,
-    pub io_full_us: Option<u64>,
+    pub(crate) cpu_some_us: Option<u64>,
+    pub(crate) memory_some_us: Option<u64>,
+    pub(crate) memory_full_us: Option<u64>,
+    pub(crate) io_some_us: Option<u64>,
+    pub(crate) io_full_us: Option<u64>,
 }

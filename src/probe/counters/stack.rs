@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 /// The devices (or `memory`) that a stacked device hands its I/O to, by
 /// device name; devices that are not stacked are absent.
-pub fn lower_devices(root: &HostRoot, disks: &[&str]) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn lower_devices(root: &HostRoot, disks: &[&str]) -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
     let mounts = root.text("proc/self/mountinfo").unwrap_or_default();
     for &name in disks {
@@ -120,19 +120,19 @@ fn holder_of(root: &HostRoot, mountinfo: &str, path: &str) -> Option<String> {
 
 /// A kernel thread's CPU so far, and the device it serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelWorker {
-    pub pid: u32,
+pub(crate) struct KernelWorker {
+    pub(crate) pid: u32,
     /// The device whose I/O it served, by the name the kernel gave it.
-    pub device: String,
+    pub(crate) device: String,
     /// User and system time since it started, clock ticks.
-    pub ticks: u64,
+    pub(crate) ticks: u64,
 }
 
 /// The device a kernel thread's name says it works for, among `disks`
 /// (names) and `numbers` (`MAJ:MIN` → name): `kworker/u8:3-loop0` (or
 /// `+loop0` while it runs that queue's work),
 /// `loop0`, `jbd2/loop0-8`, `kdmflush/253:0`, `kcryptd/253:0`, `md0_raid1`.
-pub fn served_device(
+pub(crate) fn served_device(
     comm: &str,
     disks: &[&str],
     numbers: &BTreeMap<String, String>,
@@ -169,7 +169,7 @@ pub fn served_device(
 /// The kernel threads (children of kthreadd, pid 2) that serve one of the
 /// stacked `disks`, with their CPU so far. Read only where there is a
 /// stacked disk to serve.
-pub fn kernel_workers(root: &HostRoot, disks: &[&str]) -> Vec<KernelWorker> {
+pub(crate) fn kernel_workers(root: &HostRoot, disks: &[&str]) -> Vec<KernelWorker> {
     let Some(proc) = root.proc_dir() else {
         return Vec::new();
     };
@@ -210,7 +210,7 @@ pub fn kernel_workers(root: &HostRoot, disks: &[&str]) -> Vec<KernelWorker> {
 /// CPUs each device's kernel workers used between two readings `seconds`
 /// apart (clock ticks of `ticks_per_s`); a worker seen only once counts
 /// from the second reading on.
-pub fn worker_cpus(
+pub(crate) fn worker_cpus(
     a: &[KernelWorker],
     b: &[KernelWorker],
     seconds: f64,

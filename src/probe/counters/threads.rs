@@ -36,20 +36,20 @@ use std::path::{Path, PathBuf};
 /// Timeslices per second from which a thread counts as serving work: a
 /// background thread on a 1 s timer runs once or twice, a connection
 /// thread at a few operations per second several times.
-pub const ACTIVE_SLICES_PER_S: f64 = 4.0;
+pub(crate) const ACTIVE_SLICES_PER_S: f64 = 4.0;
 
 /// Threads read per group at most: the cost stays bounded whatever a
 /// process spawns (the rest are counted in the group's thread total).
-pub const MAX_THREADS: usize = 4096;
+pub(crate) const MAX_THREADS: usize = 4096;
 
 /// Wait channels kept per group and interval, and their names' length.
-pub const MAX_CHANNELS: usize = 8;
+pub(crate) const MAX_CHANNELS: usize = 8;
 const MAX_CHANNEL_CHARS: usize = 40;
 
 /// The I/O path a thread in D state waits on, from its wait channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum IoPath {
+pub(crate) enum IoPath {
     /// The block layer or a throttle in it (`io_schedule`, `rq_qos_wait`,
     /// `blk_*`, `submit_bio_wait`, direct I/O).
     Block,
@@ -66,7 +66,7 @@ pub enum IoPath {
 
 impl IoPath {
     /// The path in words.
-    pub fn text(self) -> &'static str {
+    pub(crate) fn text(self) -> &'static str {
         match self {
             IoPath::Block => "block layer",
             IoPath::Journal => "journal commit",
@@ -80,7 +80,7 @@ impl IoPath {
 /// What a thread was doing at a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
-pub enum ThreadWait {
+pub(crate) enum ThreadWait {
     /// Running or runnable.
     Running,
     /// Blocked in I/O (D state).
@@ -104,7 +104,7 @@ const MAX_KEPT: usize = 512;
 
 /// Each thread's schedstat file, kept open between samples by thread id.
 #[derive(Debug, Default)]
-pub struct KeptFiles {
+pub(crate) struct KeptFiles {
     files: HashMap<u32, File>,
 }
 
@@ -132,44 +132,44 @@ impl KeptFiles {
     }
 
     /// Closes the files of threads not in `seen` (they ended).
-    pub fn keep_only(&mut self, seen: impl Fn(u32) -> bool) {
+    pub(crate) fn keep_only(&mut self, seen: impl Fn(u32) -> bool) {
         self.files.retain(|tid, _| seen(*tid));
     }
 }
 
 /// One thread at one sample.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct ThreadReading {
+pub(crate) struct ThreadReading {
     /// The process the thread belongs to.
     #[serde(default)]
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// Nanoseconds on a CPU, runnable but waiting, and timeslices run.
-    pub on_cpu_ns: u64,
-    pub run_delay_ns: u64,
-    pub timeslices: u64,
-    pub wait: ThreadWait,
+    pub(crate) on_cpu_ns: u64,
+    pub(crate) run_delay_ns: u64,
+    pub(crate) timeslices: u64,
+    pub(crate) wait: ThreadWait,
     /// The kernel function it slept in, when readable (bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub channel: Option<String>,
+    pub(crate) channel: Option<String>,
     /// Clock ticks blocked on block I/O (delay accounting), when on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blkio_ticks: Option<u64>,
+    pub(crate) blkio_ticks: Option<u64>,
 }
 
 /// The threads of a followed group at one sample, by thread id.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct GroupThreads {
-    pub threads: BTreeMap<u32, ThreadReading>,
+pub(crate) struct GroupThreads {
+    pub(crate) threads: BTreeMap<u32, ThreadReading>,
     /// A sleeping thread's wait channel could not be read (no ptrace
     /// access): its off-CPU time is `other`.
     #[serde(default)]
-    pub wchan_unreadable: bool,
+    pub(crate) wchan_unreadable: bool,
 }
 
 /// Reads the threads of processes `pids` under `proc`; a thread whose
 /// on-CPU time and timeslices are those of `previous` keeps its wait.
 /// schedstat files are read through `kept`.
-pub fn read_threads(
+pub(crate) fn read_threads(
     proc: &Path,
     pids: impl Iterator<Item = u32>,
     previous: Option<&GroupThreads>,
@@ -318,7 +318,7 @@ impl ThreadReader<'_> {
 
 /// Whether delay accounting is on (`kernel.task_delayacct`), so that
 /// stat's field 42 holds each thread's block-I/O delay.
-pub fn delay_accounting(proc: &Path) -> bool {
+pub(crate) fn delay_accounting(proc: &Path) -> bool {
     std::fs::read_to_string(proc.join("sys/kernel/task_delayacct")).is_ok_and(|t| t.trim() == "1")
 }
 
@@ -475,7 +475,7 @@ fn syscall_wait(syscall: &str, socket: impl Fn(u64) -> bool) -> Option<ThreadWai
 
 /// What a thread not running was waiting on: its state, then its wait
 /// channel, then its system call.
-pub fn classify(
+pub(crate) fn classify(
     state: u8,
     channel: Option<&str>,
     syscall: Option<&str>,
@@ -502,33 +502,33 @@ pub fn classify(
 
 /// Mean threads (seconds per second) in each state over an interval.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct ThreadSplit {
-    pub on_cpu: f64,
+pub(crate) struct ThreadSplit {
+    pub(crate) on_cpu: f64,
     /// Runnable, waiting for a CPU (run delay).
-    pub cpu_wait: f64,
+    pub(crate) cpu_wait: f64,
     /// Blocked in I/O, by path.
-    pub io_block: f64,
-    pub io_journal: f64,
-    pub io_flush: f64,
-    pub io_fault: f64,
-    pub io_other: f64,
+    pub(crate) io_block: f64,
+    pub(crate) io_journal: f64,
+    pub(crate) io_flush: f64,
+    pub(crate) io_fault: f64,
+    pub(crate) io_other: f64,
     /// Asleep on a futex.
-    pub lock: f64,
+    pub(crate) lock: f64,
     /// Waiting on clients or the network.
-    pub clients: f64,
+    pub(crate) clients: f64,
     /// Asleep on a timer.
-    pub sleep: f64,
-    pub other: f64,
+    pub(crate) sleep: f64,
+    pub(crate) other: f64,
 }
 
 impl ThreadSplit {
     /// All I/O, whatever its path.
-    pub fn io(&self) -> f64 {
+    pub(crate) fn io(&self) -> f64 {
         self.io_block + self.io_journal + self.io_flush + self.io_fault + self.io_other
     }
 
     /// All the time accounted.
-    pub fn total(&self) -> f64 {
+    pub(crate) fn total(&self) -> f64 {
         self.on_cpu + self.cpu_wait + self.io() + self.lock + self.clients + self.sleep + self.other
     }
 
@@ -582,7 +582,7 @@ impl ThreadSplit {
 
     /// Each class's share of the time accounted, largest first, the I/O
     /// named by its largest path; classes under 0.5% left out.
-    pub fn shares(&self) -> Vec<(String, f64)> {
+    pub(crate) fn shares(&self) -> Vec<(String, f64)> {
         let total = self.total();
         if total <= 0.0 {
             return Vec::new();
@@ -618,31 +618,31 @@ impl ThreadSplit {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ThreadStates {
     /// Threads read.
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// Mean threads serving work (run ≥ [`ACTIVE_SLICES_PER_S`]).
     #[serde(default)]
-    pub active_threads: f64,
+    pub(crate) active_threads: f64,
     /// Every thread's time, mean threads in each state.
-    pub all: ThreadSplit,
+    pub(crate) all: ThreadSplit,
     /// The serving threads' time alone.
-    pub active: ThreadSplit,
+    pub(crate) active: ThreadSplit,
     /// The serving threads' off-CPU time by wait channel, mean threads,
     /// largest first (at most [`MAX_CHANNELS`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub channels: Vec<(String, f64)>,
+    pub(crate) channels: Vec<(String, f64)>,
     /// A sleeping thread's wait channel was unreadable.
     #[serde(default)]
-    pub wchan_unreadable: bool,
+    pub(crate) wchan_unreadable: bool,
     /// Block-I/O time came from delay accounting (exact), not the state.
     #[serde(default)]
-    pub delay_accounted: bool,
+    pub(crate) delay_accounted: bool,
 }
 
 impl ThreadStates {
     /// The interval between two readings of a group's threads. A thread
     /// new since `a` has only its CPU time and run delay counted: how long
     /// it lived is unknown.
-    pub fn between(a: &GroupThreads, b: &GroupThreads, seconds: f64) -> Option<Self> {
+    pub(crate) fn between(a: &GroupThreads, b: &GroupThreads, seconds: f64) -> Option<Self> {
         if seconds <= 0.0 || b.threads.is_empty() {
             return None;
         }
@@ -711,7 +711,7 @@ impl ThreadStates {
     }
 
     /// The length-weighted mean of intervals (`(states, seconds)`).
-    pub fn mean(parts: &[(&ThreadStates, f64)]) -> Option<Self> {
+    pub(crate) fn mean(parts: &[(&ThreadStates, f64)]) -> Option<Self> {
         let weight: f64 = parts.iter().map(|(_, w)| *w).sum();
         if weight <= 0.0 {
             return None;
@@ -738,7 +738,7 @@ impl ThreadStates {
 
     /// The split the verdict reads: the serving threads', or every
     /// thread's when none served.
-    pub fn serving(&self) -> &ThreadSplit {
+    pub(crate) fn serving(&self) -> &ThreadSplit {
         if self.active.total() > 0.0 {
             &self.active
         } else {

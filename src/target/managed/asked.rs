@@ -108,7 +108,7 @@ fn refusal(said: Option<String>, about: &[&str]) -> Result<(), String> {
 
 /// Whether a PostgreSQL takes `settings` (name and value each), its
 /// programs in the directory `find_bindir` finds.
-pub fn postgres(
+pub(crate) fn postgres(
     settings: &[(String, String)],
     find_bindir: impl FnOnce() -> Option<PathBuf>,
 ) -> Result<(), String> {
@@ -148,7 +148,7 @@ pub fn postgres(
 
 /// Whether a MariaDB takes `settings` as server options, asked of the
 /// server program `find_mariadbd` finds.
-pub fn mariadb(
+pub(crate) fn mariadb(
     settings: &[(String, String)],
     find_mariadbd: impl FnOnce() -> Option<PathBuf>,
 ) -> Result<(), String> {
@@ -180,7 +180,7 @@ pub fn mariadb(
 /// Whether the nginx program `nginx` takes `configuration` (the text
 /// perflab would write in `dir`, holding `directives`), asked with
 /// `nginx -t`.
-pub fn nginx(
+pub(crate) fn nginx(
     nginx: &Path,
     directives: &[(String, String)],
     configuration: impl FnOnce(&Path) -> String,

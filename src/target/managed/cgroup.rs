@@ -48,7 +48,7 @@ const ROOT: &str = "/sys/fs/cgroup";
 
 /// The prefix of every cgroup perflab makes, so that what a killed
 /// perflab left can be found.
-pub const PREFIX: &str = "perflab-server-";
+pub(crate) const PREFIX: &str = "perflab-server-";
 
 /// The cgroup of one server: a directory per controller (one under v2).
 pub struct ServerCgroup {
@@ -63,9 +63,9 @@ pub struct ServerCgroup {
     /// is root.
     procs: Vec<File>,
     /// The memory limit it holds the server to.
-    pub memory: Option<Bytes>,
+    pub(crate) memory: Option<Bytes>,
     /// The disk I/O limits.
-    pub io: Option<IoThrottle>,
+    pub(crate) io: Option<IoThrottle>,
 }
 
 /// How the processes of a holding cgroup are killed as one.
@@ -177,7 +177,7 @@ impl ServerCgroup {
     /// that holds all its processes when perflab is root, with its memory
     /// limit and its I/O limits on the disk under `dir`; none when
     /// perflab is not root and no limit is asked for.
-    pub fn for_server(
+    pub(crate) fn for_server(
         dir: &Path,
         memory: Option<Bytes>,
         io: Option<&super::disk::IoLimits>,
@@ -204,7 +204,7 @@ impl ServerCgroup {
     /// cache) and `io`, on cgroup v2 or v1's memory and blkio hierarchies,
     /// each directory written in `leftovers` before it is made. `flag`
     /// names the memory flag in messages.
-    pub fn create(
+    pub(crate) fn create(
         memory: Option<Bytes>,
         io: Option<IoThrottle>,
         flag: &str,
@@ -285,17 +285,17 @@ impl ServerCgroup {
 
     /// Each `cgroup.procs`, open for writing: a process that writes `0`
     /// to them joins the cgroup (see [`super::Placement`]).
-    pub fn procs_fds(&self) -> Vec<RawFd> {
+    pub(crate) fn procs_fds(&self) -> Vec<RawFd> {
         self.procs.iter().map(AsRawFd::as_raw_fd).collect()
     }
 
     /// The directory of its memory limit (v1's memory hierarchy, or v2's).
-    pub fn memory_dir(&self) -> Option<&Path> {
+    pub(crate) fn memory_dir(&self) -> Option<&Path> {
         self.memory_dir.as_deref()
     }
 
     /// The directory of its disk limits.
-    pub fn io_dir(&self) -> Option<&Path> {
+    pub(crate) fn io_dir(&self) -> Option<&Path> {
         self.io_dir.as_deref()
     }
 
@@ -306,7 +306,7 @@ impl ServerCgroup {
 
     /// Kills every process in it, as one: none can fork a new one while
     /// the others are killed.
-    pub fn kill_all(&self) {
+    pub(crate) fn kill_all(&self) {
         if let Some((dir, holder)) = &self.holder {
             kill_all_in(dir, *holder);
         }

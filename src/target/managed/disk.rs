@@ -20,15 +20,15 @@ use std::path::Path;
 /// The limits of the server's disk I/O, each `None` when not held.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IoLimits {
-    pub read_iops: Option<u64>,
-    pub write_iops: Option<u64>,
-    pub read_bps: Option<Bytes>,
-    pub write_bps: Option<Bytes>,
+    pub(crate) read_iops: Option<u64>,
+    pub(crate) write_iops: Option<u64>,
+    pub(crate) read_bps: Option<Bytes>,
+    pub(crate) write_bps: Option<Bytes>,
 }
 
 impl IoLimits {
     /// Reads the four flags; `None` when none is given.
-    pub fn from_flags(
+    pub(crate) fn from_flags(
         read_iops: Option<&str>,
         write_iops: Option<&str>,
         read_bps: Option<&str>,
@@ -71,7 +71,7 @@ impl IoLimits {
     }
 
     /// The first of the flags given, for messages.
-    pub fn flag(&self) -> &'static str {
+    pub(crate) fn flag(&self) -> &'static str {
         if self.read_iops.is_some() {
             "--disk-read-iops"
         } else if self.write_iops.is_some() {
@@ -84,7 +84,7 @@ impl IoLimits {
     }
 
     /// In words: `100 writes/s, 10.0 MiB/s read`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(n) = self.read_iops {
             parts.push(format!("{n} reads/s"));
@@ -102,7 +102,7 @@ impl IoLimits {
     }
 
     /// cgroup v1: each `blkio.throttle.*_device` file and its line.
-    pub fn v1_files(&self, device: (u32, u32)) -> Vec<(&'static str, String)> {
+    pub(crate) fn v1_files(&self, device: (u32, u32)) -> Vec<(&'static str, String)> {
         let (major, minor) = device;
         [
             ("blkio.throttle.read_iops_device", self.read_iops),
@@ -119,7 +119,7 @@ impl IoLimits {
     }
 
     /// cgroup v2: the `io.max` line.
-    pub fn v2_line(&self, device: (u32, u32)) -> String {
+    pub(crate) fn v2_line(&self, device: (u32, u32)) -> String {
         let (major, minor) = device;
         let mut line = format!("{major}:{minor}");
         for (key, n) in [
@@ -138,16 +138,16 @@ impl IoLimits {
 
 /// The server's disk I/O limits and the disk they hold on.
 #[derive(Debug, Clone, PartialEq)]
-pub struct IoThrottle {
-    pub limits: IoLimits,
+pub(crate) struct IoThrottle {
+    pub(crate) limits: IoLimits,
     /// The disk's major and minor numbers.
-    pub device: (u32, u32),
+    pub(crate) device: (u32, u32),
     /// Its name (`vda`).
-    pub disk: String,
+    pub(crate) disk: String,
 }
 
 /// The throttle of `limits` on the disk under `dir` (a managed server's).
-pub fn throttle_under(dir: &Path, limits: &IoLimits) -> Result<IoThrottle, PlanError> {
+pub(crate) fn throttle_under(dir: &Path, limits: &IoLimits) -> Result<IoThrottle, PlanError> {
     let (device, disk) = disk_of(dir, Path::new("/sys"), limits.flag())?;
     Ok(IoThrottle {
         limits: limits.clone(),
@@ -159,7 +159,11 @@ pub fn throttle_under(dir: &Path, limits: &IoLimits) -> Result<IoThrottle, PlanE
 /// The whole disk holding `path` (its major and minor numbers, and its
 /// name), under `sys` (`/sys`); one line naming the fix when the path is
 /// on no block device (a tmpfs, an overlay).
-pub fn disk_of(path: &Path, sys: &Path, flag: &str) -> Result<((u32, u32), String), PlanError> {
+pub(crate) fn disk_of(
+    path: &Path,
+    sys: &Path,
+    flag: &str,
+) -> Result<((u32, u32), String), PlanError> {
     use std::os::unix::fs::MetadataExt;
     let not_block = |what: String| {
         PlanError::flag(

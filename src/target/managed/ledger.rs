@@ -30,14 +30,14 @@ const MAX_ENTRY: u64 = 64 * 1024;
 /// `/proc/PID/stat` field 22), so that a pid the kernel gave to another
 /// process since is not taken for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessId {
-    pub pid: u32,
-    pub start: u64,
+pub(crate) struct ProcessId {
+    pub(crate) pid: u32,
+    pub(crate) start: u64,
 }
 
 impl ProcessId {
     /// The process `pid`, if it runs (a zombie has ended).
-    pub fn of(pid: u32) -> Option<ProcessId> {
+    pub(crate) fn of(pid: u32) -> Option<ProcessId> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // The command name, in parentheses, may hold spaces: fields are
         // counted after its closing one (state is field 3).
@@ -53,7 +53,7 @@ impl ProcessId {
     }
 
     /// Whether this very process still runs.
-    pub fn alive(&self) -> bool {
+    pub(crate) fn alive(&self) -> bool {
         ProcessId::of(self.pid) == Some(*self)
     }
 }
@@ -61,7 +61,7 @@ impl ProcessId {
 /// One thing a managed server made on the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Part {
+pub(crate) enum Part {
     /// The server's main process, and the signal that stops it politely.
     Process { id: ProcessId, signal: i32 },
     /// Its directory of files (data, configuration, log).
@@ -77,7 +77,7 @@ pub enum Part {
 
 impl Part {
     /// Whether it is still there.
-    pub fn exists(&self) -> bool {
+    pub(crate) fn exists(&self) -> bool {
         match self {
             Part::Process { id, .. } => id.alive(),
             Part::Dir { path } | Part::Cgroup { path } => path.exists(),
@@ -87,7 +87,7 @@ impl Part {
     }
 
     /// How a line names it.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Part::Process { id, .. } => format!("process {}", id.pid),
             Part::Dir { path } => format!("directory {}", path.display()),
@@ -166,13 +166,13 @@ fn remove_cgroup(path: &Path) -> Result<(), String> {
 }
 
 /// Runs `ip ARGS`, its error as one line.
-pub fn run_ip(args: &[&str]) -> Result<(), String> {
+pub(crate) fn run_ip(args: &[&str]) -> Result<(), String> {
     run_tool("ip", args, None)
 }
 
 /// Runs a network tool (`ip`, `tc`, `nft`) with `input` on its standard
 /// input; its complaint as one line when it fails.
-pub fn run_tool(tool: &str, args: &[&str], input: Option<&str>) -> Result<(), String> {
+pub(crate) fn run_tool(tool: &str, args: &[&str], input: Option<&str>) -> Result<(), String> {
     use std::io::Write;
     let program = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
         .iter()
@@ -222,7 +222,7 @@ struct Entry {
 
 /// A managed server's entry in the ledger, kept current as its parts are
 /// made; dropped last, it strikes off what is gone and leaves what is not.
-pub struct Leftovers {
+pub(crate) struct Leftovers {
     path: PathBuf,
     entry: Entry,
     /// Counts the server as alive (a second signal then hurries its stop
@@ -266,7 +266,7 @@ fn this_users_alone(path: &Path) -> anyhow::Result<()> {
 
 impl Leftovers {
     /// Opens an entry for a managed `server` owned by this process.
-    pub fn begin(server: &str) -> anyhow::Result<Leftovers> {
+    pub(crate) fn begin(server: &str) -> anyhow::Result<Leftovers> {
         use std::os::unix::fs::DirBuilderExt;
         static OPENED: AtomicUsize = AtomicUsize::new(0);
         let dir = ledger_dir();
@@ -296,7 +296,7 @@ impl Leftovers {
     }
 
     /// Writes `part` down (before it is made, or as soon as it has a name).
-    pub fn add(&mut self, part: Part) -> anyhow::Result<()> {
+    pub(crate) fn add(&mut self, part: Part) -> anyhow::Result<()> {
         self.entry.parts.push(part);
         self.write()
     }
@@ -331,20 +331,20 @@ impl Drop for Leftovers {
 }
 
 /// What [`sweep`] did with one part.
-pub struct Swept {
+pub(crate) struct Swept {
     /// The server it belonged to.
-    pub server: String,
+    pub(crate) server: String,
     /// The part, named.
-    pub part: String,
+    pub(crate) part: String,
     /// Removed, or why not.
-    pub outcome: Result<(), String>,
+    pub(crate) outcome: Result<(), String>,
 }
 
 /// Removes what the managed servers of ended perflab processes left:
 /// their processes first, then namespaces, interfaces, cgroups and
 /// directories. Entries of running perflab processes are not touched.
 /// Returns what was there, part by part.
-pub fn sweep() -> anyhow::Result<Vec<Swept>> {
+pub(crate) fn sweep() -> anyhow::Result<Vec<Swept>> {
     let dir = ledger_dir();
     let mut swept = Vec::new();
     if !dir.exists() {

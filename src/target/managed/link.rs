@@ -34,18 +34,18 @@ const MAX_DELAY: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinkShape {
     /// The rate each way; `None` is the veth's own (unshaped).
-    pub rate: Option<BitsPerSec>,
+    pub(crate) rate: Option<BitsPerSec>,
     /// The share of packets dropped on their way to the server (0 to 1).
-    pub loss_to_server: f64,
+    pub(crate) loss_to_server: f64,
     /// The share of packets dropped on their way from it (0 to 1).
-    pub loss_from_server: f64,
+    pub(crate) loss_from_server: f64,
     /// The delay added each way.
-    pub delay: Option<Duration>,
+    pub(crate) delay: Option<Duration>,
 }
 
 impl LinkShape {
     /// Reads the three flags; `None` when none is given (no namespace).
-    pub fn from_flags(
+    pub(crate) fn from_flags(
         rate: Option<&str>,
         loss: Option<&str>,
         delay: Option<&str>,
@@ -114,7 +114,7 @@ impl LinkShape {
 
     /// What the link is, in words: `1mbit each way, 2.0% lost toward the
     /// server`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = vec![match self.rate {
             Some(rate) => format!("{rate} each way"),
             None => "unshaped".to_string(),
@@ -177,22 +177,22 @@ impl LinkShape {
 /// veth pair: the host end has [`ServerLink::host_addr`], the server's
 /// [`ServerLink::server_addr`]. Deleted on drop (the pair, its qdiscs and
 /// the namespace's rules go with it).
-pub struct ServerLink {
+pub(crate) struct ServerLink {
     name: String,
     host_if: String,
     /// The namespace, open, for the server to join between fork and exec.
     namespace: std::fs::File,
     /// The host's end of the veth pair.
-    pub host_addr: Ipv4Addr,
+    pub(crate) host_addr: Ipv4Addr,
     /// The server's end, the address it listens on.
-    pub server_addr: Ipv4Addr,
+    pub(crate) server_addr: Ipv4Addr,
     /// How it is shaped.
-    pub shape: LinkShape,
+    pub(crate) shape: LinkShape,
 }
 
 /// Checks that a link can be shaped here (root, `ip`, `tc`, and `nft` for
 /// loss), before anything is made.
-pub fn check_can_shape(shape: &LinkShape) -> Result<(), PlanError> {
+pub(crate) fn check_can_shape(shape: &LinkShape) -> Result<(), PlanError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(PlanError::flag(
@@ -221,7 +221,10 @@ pub fn check_can_shape(shape: &LinkShape) -> Result<(), PlanError> {
 impl ServerLink {
     /// Makes the namespace, the pair and its shaping, each written in
     /// `leftovers` first.
-    pub fn create(shape: &LinkShape, leftovers: &mut Leftovers) -> anyhow::Result<ServerLink> {
+    pub(crate) fn create(
+        shape: &LinkShape,
+        leftovers: &mut Leftovers,
+    ) -> anyhow::Result<ServerLink> {
         check_can_shape(shape)?;
         static MADE: AtomicUsize = AtomicUsize::new(0);
         let pid = std::process::id();
@@ -344,17 +347,17 @@ impl ServerLink {
     }
 
     /// The namespace's file descriptor, for [`super::Placement`].
-    pub fn namespace_fd(&self) -> RawFd {
+    pub(crate) fn namespace_fd(&self) -> RawFd {
         self.namespace.as_raw_fd()
     }
 
     /// The namespace's name (`ip netns`).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// The host's end of the pair.
-    pub fn host_interface(&self) -> &str {
+    pub(crate) fn host_interface(&self) -> &str {
         &self.host_if
     }
 }

@@ -35,12 +35,13 @@ const PERFORMANCE_SCHEMA: [&str; 4] = [
     "--performance-schema-instrument=wait/lock/%=ON",
 ];
 
+#[cfg(test)]
 /// A running managed MariaDB.
-pub type ManagedMariadb = ManagedServer<Mariadb>;
+pub(crate) type ManagedMariadb = ManagedServer<Mariadb>;
 
 /// The managed MariaDB kind: its server program, its port and the
 /// `perflab` user's password.
-pub struct Mariadb {
+pub(crate) struct Mariadb {
     mariadbd: PathBuf,
     port: u16,
     password: String,
@@ -48,7 +49,7 @@ pub struct Mariadb {
 
 /// The programs a managed MariaDB runs: the server, and the installer of
 /// its system tables.
-pub struct Programs {
+pub(crate) struct Programs {
     mariadbd: PathBuf,
     install_db: PathBuf,
 }
@@ -250,21 +251,17 @@ fn write_init_file(site: &Site, password: &str) -> anyhow::Result<()> {
 }
 
 impl ManagedServer<Mariadb> {
+    #[cfg(test)]
     /// The server's `perflab` database, as a target (its password inside,
     /// never shown).
-    pub fn target(&self) -> Result<MyTarget, PlanError> {
+    pub(crate) fn target(&self) -> Result<MyTarget, PlanError> {
         self.kind().target(self.site())
-    }
-
-    /// The directory of its redo log, when `--log-dir` moved it.
-    pub fn redo_dir(&self) -> Option<&Path> {
-        self.log_dir()
     }
 }
 
 /// The directories that hold `program`: PATH, then where Debian and Red
 /// Hat put MariaDB's.
-pub fn find(program: &str) -> Option<PathBuf> {
+pub(crate) fn find(program: &str) -> Option<PathBuf> {
     let dirs = [
         "/usr/sbin",
         "/usr/bin",
@@ -277,7 +274,7 @@ pub fn find(program: &str) -> Option<PathBuf> {
 /// Validates one `--mariadb-set` pair: a server option's name (letters,
 /// digits, `_` and `-`) and a value on one line; the server itself judges
 /// the value when it starts.
-pub fn check_setting(name: &str, value: &str) -> Result<(), String> {
+pub(crate) fn check_setting(name: &str, value: &str) -> Result<(), String> {
     let name_ok = !name.is_empty()
         && name
             .chars()

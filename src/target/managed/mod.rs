@@ -8,17 +8,17 @@
 //! [`postgres`], [`mariadb`] and [`nginx`] each say only what differs,
 //! and [`KINDS`] lists them: a new kind is its file and one line there.
 
-pub mod asked;
-pub mod cgroup;
-pub mod disk;
+pub(crate) mod asked;
+pub(crate) mod cgroup;
+pub(crate) mod disk;
 pub mod ledger;
-pub mod link;
-pub mod mariadb;
+pub(crate) mod link;
+pub(crate) mod mariadb;
 pub mod nginx;
 mod options;
 pub mod postgres;
-pub mod server;
-pub mod stop;
+pub(crate) mod server;
+pub(crate) mod stop;
 
 pub use options::ServerOptions;
 
@@ -34,44 +34,44 @@ use std::time::{Duration, Instant};
 /// The kinds of server perflab manages, one line each; every list of
 /// them (the schemes `--target` takes, the knobs, the messages) is made
 /// from this one.
-pub const KINDS: &[KindEntry] = &[
+pub(crate) const KINDS: &[KindEntry] = &[
     KindEntry::of::<postgres::Postgres>(),
     KindEntry::of::<mariadb::Mariadb>(),
     KindEntry::of::<nginx::Nginx>(),
 ];
 
 /// A server's settings, each a name and a value.
-pub type Settings = [(String, String)];
+pub(crate) type Settings = [(String, String)];
 
 /// One kind of managed server as the rest of perflab sees it: its
 /// `--target`, its flags, and how to start it.
 pub struct KindEntry {
     /// Its `--target`, e.g. `postgres:managed`.
-    pub scheme: &'static str,
+    pub(crate) scheme: &'static str,
     /// How messages name the server, e.g. `PostgreSQL`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The protocol it speaks, as a kind of target.
-    pub target_kind: TargetKind,
+    pub(crate) target_kind: TargetKind,
     /// The prefix of its lab knobs (`pg` in `pg.NAME`).
-    pub knob: &'static str,
+    pub(crate) knob: &'static str,
     /// Its settings flag (`--pg-set`), its CPUs flag and its memory flag.
-    pub set_flag: &'static str,
-    pub cpus_flag: &'static str,
-    pub memory_flag: &'static str,
+    pub(crate) set_flag: &'static str,
+    pub(crate) cpus_flag: &'static str,
+    pub(crate) memory_flag: &'static str,
     /// A setting it takes, for examples in messages.
-    pub example: &'static str,
+    pub(crate) example: &'static str,
     /// What `--log-dir` moves, for a kind that has a log to move.
-    pub moved_log: Option<&'static str>,
+    pub(crate) moved_log: Option<&'static str>,
     /// Whether the server takes these settings, asked before anything is
     /// made.
-    pub ask: fn(&Settings) -> Result<(), String>,
+    pub(crate) ask: fn(&Settings) -> Result<(), String>,
     /// Starts one.
-    pub start: fn(&ServerOptions) -> anyhow::Result<Box<dyn Running>>,
+    pub(crate) start: fn(&ServerOptions) -> anyhow::Result<Box<dyn Running>>,
 }
 
 impl KindEntry {
     /// The entry of kind `K`, from what the kind says of itself.
-    pub const fn of<K: ManagedKind + 'static>() -> KindEntry {
+    pub(crate) const fn of<K: ManagedKind + 'static>() -> KindEntry {
         KindEntry {
             scheme: K::SCHEME,
             name: K::NAME,
@@ -91,7 +91,7 @@ impl KindEntry {
     }
 
     /// The entry whose `--target` is `scheme`.
-    pub fn by_scheme(scheme: &str) -> Option<&'static KindEntry> {
+    pub(crate) fn by_scheme(scheme: &str) -> Option<&'static KindEntry> {
         KINDS.iter().find(|k| k.scheme == scheme)
     }
 }
@@ -112,12 +112,12 @@ impl std::fmt::Debug for KindEntry {
 
 /// The schemes of the managed kinds that `keep` lets through, in
 /// [`KINDS`]'s order.
-pub fn schemes(keep: impl Fn(&KindEntry) -> bool) -> Vec<&'static str> {
+pub(crate) fn schemes(keep: impl Fn(&KindEntry) -> bool) -> Vec<&'static str> {
     KINDS.iter().filter(|k| keep(k)).map(|k| k.scheme).collect()
 }
 
 /// The first directory of `dirs` (PATH's first) holding every one of `programs`.
-pub fn find_programs(
+pub(crate) fn find_programs(
     programs: &[&str],
     dirs: impl IntoIterator<Item = PathBuf>,
 ) -> Option<PathBuf> {
@@ -132,7 +132,7 @@ pub fn find_programs(
 
 /// The uid and gid to run a server as: none (ours) unless perflab is root,
 /// then the system user `name`'s.
-pub fn server_user(name: &str, server: &str) -> Result<Option<(u32, u32)>, PlanError> {
+pub(crate) fn server_user(name: &str, server: &str) -> Result<Option<(u32, u32)>, PlanError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Ok(None);
@@ -153,7 +153,7 @@ pub fn server_user(name: &str, server: &str) -> Result<Option<(u32, u32)>, PlanE
 }
 
 /// A port on 127.0.0.1 that nothing listened on a moment ago.
-pub fn free_loopback_port() -> anyhow::Result<u16> {
+pub(crate) fn free_loopback_port() -> anyhow::Result<u16> {
     let listener =
         std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free loopback port")?;
     Ok(listener.local_addr()?.port())
@@ -161,7 +161,7 @@ pub fn free_loopback_port() -> anyhow::Result<u16> {
 
 /// A fresh directory for a server's files, owned by the server's user;
 /// removed on drop unless kept.
-pub struct ServerDir {
+pub(crate) struct ServerDir {
     path: PathBuf,
     keep: bool,
     /// How the kept files are named when they are left behind.
@@ -171,7 +171,7 @@ pub struct ServerDir {
 impl ServerDir {
     /// Creates `/tmp/perflab-PREFIX-…` for `server`, written in
     /// `leftovers` unless it is to be kept.
-    pub fn create(
+    pub(crate) fn create(
         prefix: &str,
         server: &'static str,
         user: Option<(u32, u32)>,
@@ -182,7 +182,7 @@ impl ServerDir {
     }
 
     /// Creates `PARENT/perflab-PREFIX-…`, as [`ServerDir::create`] does.
-    pub fn create_in(
+    pub(crate) fn create_in(
         parent: &Path,
         prefix: &str,
         server: &'static str,
@@ -208,12 +208,12 @@ impl ServerDir {
         Ok(dir)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The last line of its log `name` that holds anything, if any.
-    pub fn last_line(&self, name: &str) -> Option<String> {
+    pub(crate) fn last_line(&self, name: &str) -> Option<String> {
         std::fs::read_to_string(self.path.join(name))
             .ok()?
             .lines()
@@ -226,7 +226,7 @@ impl ServerDir {
     /// `marker`: the text after the marker (nginx's `PID#TID: ` dropped),
     /// each once — nginx writes its error both to its log and, prefixed,
     /// to its standard error, which goes to the same file.
-    pub fn said(&self, name: &str, marker: &str) -> Vec<String> {
+    pub(crate) fn said(&self, name: &str, marker: &str) -> Vec<String> {
         let mut said: Vec<String> = Vec::new();
         let text = std::fs::read(self.path.join(name)).unwrap_or_default();
         for line in String::from_utf8_lossy(&text).lines() {
@@ -252,7 +252,7 @@ impl ServerDir {
 /// status and its own words, then what to look at — the files it is given
 /// when it could not open one (it runs as `user`), the settings when some
 /// were given with `settings_flag`, and only then.
-pub fn start_failure(
+pub(crate) fn start_failure(
     server: &str,
     status: &str,
     said: &[String],
@@ -304,19 +304,19 @@ impl Drop for ServerDir {
 /// Where and as whom a server's program runs: its user, its CPUs, its
 /// memory cgroup and its network namespace.
 #[derive(Default, Clone, Copy)]
-pub struct Placement<'a> {
+pub(crate) struct Placement<'a> {
     /// The uid and gid it runs as (perflab's own when `None`).
-    pub user: Option<(u32, u32)>,
+    pub(crate) user: Option<(u32, u32)>,
     /// The CPUs it may run on (all when empty).
-    pub cpus: &'a [usize],
+    pub(crate) cpus: &'a [usize],
     /// The memory cgroup it joins.
-    pub cgroup: Option<&'a cgroup::ServerCgroup>,
+    pub(crate) cgroup: Option<&'a cgroup::ServerCgroup>,
     /// The shaped link whose namespace it joins.
-    pub link: Option<&'a link::ServerLink>,
+    pub(crate) link: Option<&'a link::ServerLink>,
 }
 
 /// A program run as `user` on `cpus` (all when empty); a new command.
-pub fn server_command(program: &Path, user: Option<(u32, u32)>, cpus: &[usize]) -> Command {
+pub(crate) fn server_command(program: &Path, user: Option<(u32, u32)>, cpus: &[usize]) -> Command {
     placed_command(
         program,
         &Placement {
@@ -332,7 +332,7 @@ pub fn server_command(program: &Path, user: Option<(u32, u32)>, cpus: &[usize]) 
 /// the terminal among them, do not reach it: perflab stops it, in order;
 /// see [`stop`]), joins the cgroup and the namespace while it is still
 /// root (joining a namespace takes CAP_SYS_ADMIN), then becomes its user.
-pub fn placed_command(program: &Path, placement: &Placement) -> Command {
+pub(crate) fn placed_command(program: &Path, placement: &Placement) -> Command {
     let mut cmd = Command::new(program);
     let mask = (!placement.cpus.is_empty()).then(|| {
         // SAFETY: CPU_ZERO/CPU_SET on a local set; nothing is shared.
@@ -391,7 +391,11 @@ pub fn placed_command(program: &Path, placement: &Placement) -> Command {
 
 /// Appends a log file in the server's directory (owned by its user) for
 /// the server's standard error.
-pub fn log_file(dir: &ServerDir, name: &str, user: Option<(u32, u32)>) -> anyhow::Result<Stdio> {
+pub(crate) fn log_file(
+    dir: &ServerDir,
+    name: &str,
+    user: Option<(u32, u32)>,
+) -> anyhow::Result<Stdio> {
     let path = dir.path().join(name);
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -410,7 +414,7 @@ pub fn log_file(dir: &ServerDir, name: &str, user: Option<(u32, u32)>) -> anyhow
 /// signal, [`stop::hurry`]), and whatever is left of its session killed
 /// with it. It is reaped only then: until, its pid holds the session's id
 /// so that no other process can take it.
-pub struct ServerProcess {
+pub(crate) struct ServerProcess {
     child: Child,
     stop_signal: libc::c_int,
     stop_timeout: Duration,
@@ -419,7 +423,7 @@ pub struct ServerProcess {
 }
 
 /// Why a server did not become ready.
-pub enum NotReady {
+pub(crate) enum NotReady {
     /// The process ended (its exit status, as text).
     Exited(String),
     /// It ran but did not answer before the deadline (the last error).
@@ -431,7 +435,7 @@ pub enum NotReady {
 impl ServerProcess {
     /// Starts `cmd` (its stdout discarded), written in `leftovers` as soon
     /// as it has a pid.
-    pub fn spawn(
+    pub(crate) fn spawn(
         mut cmd: Command,
         stop_signal: libc::c_int,
         stop_timeout: Duration,
@@ -458,13 +462,13 @@ impl ServerProcess {
     }
 
     /// The server's main process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Whether the process has ended, and how (it is left a zombie until
     /// the drop, which reaps it).
-    pub fn exited(&mut self) -> Option<String> {
+    pub(crate) fn exited(&mut self) -> Option<String> {
         use std::os::unix::process::ExitStatusExt;
         if let Some(status) = self.ended {
             return Some(status.to_string());
@@ -502,7 +506,7 @@ impl ServerProcess {
 
     /// Polls `ready` every `every` until it succeeds, the process ends, or
     /// `timeout` passes.
-    pub fn wait_ready(
+    pub(crate) fn wait_ready(
         &mut self,
         timeout: Duration,
         every: Duration,

@@ -24,7 +24,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Where the managed nginx answers with `stub_status`.
-pub const STATUS_PATH: &str = "/perflab-nginx-status";
+pub(crate) const STATUS_PATH: &str = "/perflab-nginx-status";
 
 /// Directives of nginx's main context.
 const MAIN_DIRECTIVES: &[&str] = &[
@@ -81,7 +81,7 @@ pub struct Nginx {
 
 /// What a managed nginx is given before anything is made: its program,
 /// the addresses asked for and its certificate and key.
-pub struct Programs {
+pub(crate) struct Programs {
     nginx: PathBuf,
     addresses: Vec<IpAddr>,
     tls_files: Option<(PathBuf, PathBuf)>,
@@ -320,31 +320,21 @@ impl ManagedServer<Nginx> {
         self.kind().base_urls()
     }
 
-    /// The URL of its `stub_status` page.
-    pub fn status_url(&self) -> String {
-        self.kind().status_url()
-    }
-
     /// The directory it serves files from.
     pub fn docroot(&self) -> PathBuf {
         self.dir().join("html")
     }
-
-    /// The directives as written into its configuration, in order.
-    pub fn directives(&self) -> &[(String, String)] {
-        &self.kind().directives
-    }
 }
 
 /// Finds the nginx program: on PATH or in /usr/sbin.
-pub fn find_nginx() -> Option<PathBuf> {
+pub(crate) fn find_nginx() -> Option<PathBuf> {
     find_programs(&["nginx"], [PathBuf::from("/usr/sbin")]).map(|dir| dir.join("nginx"))
 }
 
 /// Checks a setting's name and value before anything is started: a name
 /// of letters, digits and `_`, a value without `;`, braces or newlines
 /// (it is written into the configuration as one directive).
-pub fn check_setting(name: &str, value: &str) -> Result<(), String> {
+pub(crate) fn check_setting(name: &str, value: &str) -> Result<(), String> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(format!("'{name}' is not an nginx directive's name"));
     }
@@ -364,7 +354,7 @@ const MAX_POOL_THREADS: u64 = 1024;
 
 /// The most workers a managed nginx may have: 16 per CPU of this host,
 /// from 16 to nginx's own limit of 1024 processes.
-pub fn max_workers() -> u64 {
+pub(crate) fn max_workers() -> u64 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     (cpus * 16).clamp(16, 1024)
 }
@@ -401,7 +391,7 @@ fn check_count(name: &str, value: &str) -> Result<(), String> {
 /// Whether nginx takes these `--nginx-set` directives, asked with
 /// `nginx -t` over the configuration perflab would write (see
 /// [`super::asked`]).
-pub fn check_settings(settings: &[(String, String)]) -> Result<(), String> {
+pub(crate) fn check_settings(settings: &[(String, String)]) -> Result<(), String> {
     let Some(program) = find_nginx() else {
         return Ok(());
     };

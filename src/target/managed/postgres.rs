@@ -26,7 +26,7 @@ pub struct Postgres {
 
 /// Finds the server binaries: on PATH, from `pg_config --bindir`, or the
 /// newest /usr/lib/postgresql/*/bin.
-pub fn find_bindir() -> Option<PathBuf> {
+pub(crate) fn find_bindir() -> Option<PathBuf> {
     let mut dirs = Vec::new();
     if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
         if out.status.success() {
@@ -209,10 +209,5 @@ impl ManagedServer<Postgres> {
     /// The URL to reach the server's `perflab` database.
     pub fn url(&self) -> String {
         self.kind().url(self.site())
-    }
-
-    /// Its write-ahead log's own directory, when it has one.
-    pub fn wal_dir(&self) -> Option<&Path> {
-        self.log_dir()
     }
 }

@@ -27,17 +27,17 @@ use std::time::{Duration, Instant};
 /// Which start a readiness probe follows: the first (a database may be
 /// created then) or a restart on the same files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Start {
+pub(crate) enum Start {
     First,
     Again,
 }
 
 /// Polled until the server answers: `Err` says why it does not yet.
-pub type Probe<'a> = Box<dyn FnMut() -> Result<(), String> + 'a>;
+pub(crate) type Probe<'a> = Box<dyn FnMut() -> Result<(), String> + 'a>;
 
 /// How a run reaches a managed server: by the protocol it speaks, not by
 /// its kind (a cache in front of an origin is reached as any web server).
-pub enum Reach {
+pub(crate) enum Reach {
     /// A PostgreSQL server's URL (libpq's fallbacks apply).
     Postgres { url: String },
     /// A MySQL-protocol server, credentials resolved.
@@ -51,7 +51,7 @@ pub enum Reach {
 
 /// What one kind of managed server says of itself; [`ManagedServer`]
 /// drives the sequence.
-pub trait ManagedKind: Sized {
+pub(crate) trait ManagedKind: Sized {
     /// Its `--target`, e.g. `postgres:managed`.
     const SCHEME: &'static str;
     /// The protocol it speaks, as a kind of target.
@@ -134,35 +134,35 @@ pub trait ManagedKind: Sized {
 }
 
 /// A log a kind keeps apart when `--log-dir` asks.
-pub struct MovedLog {
+pub(crate) struct MovedLog {
     /// Its directory under `--log-dir` is `perflab-PREFIX-…`.
-    pub dir_prefix: &'static str,
+    pub(crate) dir_prefix: &'static str,
     /// What it is, for messages: `PostgreSQL's write-ahead log`.
-    pub what: &'static str,
+    pub(crate) what: &'static str,
 }
 
 /// Where a managed server lives and what it was given. The link and
 /// the cgroup go after the process, the directories after them, the
 /// ledger's record last (fields drop in order).
-pub struct Site {
+pub(crate) struct Site {
     /// The shaped link it runs behind, when it does.
-    pub link: Option<ServerLink>,
+    pub(crate) link: Option<ServerLink>,
     /// Its memory and I/O cgroup, when it is held to a limit.
-    pub cgroup: Option<ServerCgroup>,
-    pub dir: ServerDir,
+    pub(crate) cgroup: Option<ServerCgroup>,
+    pub(crate) dir: ServerDir,
     /// Its log's own directory, when `--log-dir` moved it.
-    pub log_dir: Option<ServerDir>,
+    pub(crate) log_dir: Option<ServerDir>,
     leftovers: Leftovers,
     /// The uid and gid it runs as (perflab's own when `None`).
-    pub user: Option<(u32, u32)>,
+    pub(crate) user: Option<(u32, u32)>,
     /// Its settings as given (`--pg-set NAME=VALUE`, …).
-    pub settings: Vec<(String, String)>,
+    pub(crate) settings: Vec<(String, String)>,
     /// The CPUs it runs on (all when empty).
-    pub cpus: Vec<usize>,
+    pub(crate) cpus: Vec<usize>,
 }
 
 /// Where a server listens when its link is not shaped.
-pub const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
+pub(crate) const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
 impl Site {
     /// The ledger begun, then the directories, the link and the cgroup,
@@ -207,7 +207,7 @@ impl Site {
     }
 
     /// Where its program runs: its user, CPUs, cgroup and namespace.
-    pub fn placement(&self) -> Placement<'_> {
+    pub(crate) fn placement(&self) -> Placement<'_> {
         Placement {
             user: self.user,
             cpus: &self.cpus,
@@ -217,19 +217,19 @@ impl Site {
     }
 
     /// The address it listens on: loopback, or its end of a shaped link.
-    pub fn address(&self) -> Ipv4Addr {
+    pub(crate) fn address(&self) -> Ipv4Addr {
         self.link.as_ref().map_or(LOOPBACK, |l| l.server_addr)
     }
 
     /// The address perflab comes from: loopback, or the host's end of
     /// the link.
-    pub fn client(&self) -> Ipv4Addr {
+    pub(crate) fn client(&self) -> Ipv4Addr {
         self.link.as_ref().map_or(LOOPBACK, |l| l.host_addr)
     }
 
     /// Hands `path`, made by perflab in the server's directory, to the
     /// server's user.
-    pub fn hand_over(&self, path: &Path) -> anyhow::Result<()> {
+    pub(crate) fn hand_over(&self, path: &Path) -> anyhow::Result<()> {
         if let Some((uid, gid)) = self.user {
             std::os::unix::fs::chown(path, Some(uid), Some(gid))?;
         }
@@ -238,7 +238,10 @@ impl Site {
 }
 
 /// A running managed server of kind `K`: stopped, then its surroundings
-/// removed, on drop.
+/// removed, on drop. Public for the integration tests, which start one by
+/// its alias (`ManagedPostgres::start`); the kinds themselves stay the
+/// crate's own.
+#[allow(private_bounds)]
 pub struct ManagedServer<K: ManagedKind> {
     process: ServerProcess,
     kind: K,
@@ -247,6 +250,7 @@ pub struct ManagedServer<K: ManagedKind> {
     version: String,
 }
 
+#[allow(private_bounds)]
 impl<K: ManagedKind> ManagedServer<K> {
     /// Makes everything the server needs, starts it with `options` and
     /// waits until it answers.
@@ -308,18 +312,13 @@ impl<K: ManagedKind> ManagedServer<K> {
     }
 
     /// The kind's own state.
-    pub fn kind(&self) -> &K {
+    pub(crate) fn kind(&self) -> &K {
         &self.kind
     }
 
     /// Where it lives and what it was given.
-    pub fn site(&self) -> &Site {
+    pub(crate) fn site(&self) -> &Site {
         &self.site
-    }
-
-    /// What its program says its version is.
-    pub fn version(&self) -> &str {
-        &self.version
     }
 
     /// The server's main process id (its workers are its children).
@@ -332,13 +331,8 @@ impl<K: ManagedKind> ManagedServer<K> {
         self.site.dir.path()
     }
 
-    /// The address it listens on: loopback, or its end of a shaped link.
-    pub fn address(&self) -> Ipv4Addr {
-        self.site.address()
-    }
-
     /// The shaped link it runs behind, when it does.
-    pub fn link(&self) -> Option<&ServerLink> {
+    pub(crate) fn link(&self) -> Option<&ServerLink> {
         self.site.link.as_ref()
     }
 
@@ -348,7 +342,7 @@ impl<K: ManagedKind> ManagedServer<K> {
     }
 
     /// Its log's own directory, when `--log-dir` moved it.
-    pub fn log_dir(&self) -> Option<&Path> {
+    pub(crate) fn log_dir(&self) -> Option<&Path> {
         self.site.log_dir.as_ref().map(ServerDir::path)
     }
 }
@@ -368,7 +362,7 @@ fn spawn<K: ManagedKind>(kind: &K, site: &mut Site) -> anyhow::Result<ServerProc
 }
 
 /// A managed server of any kind, as a run holds it.
-pub trait Running {
+pub(crate) trait Running {
     /// Its main process id.
     fn pid(&self) -> u32;
     /// What its program says its version is.
@@ -425,7 +419,7 @@ impl<K: ManagedKind> Running for ManagedServer<K> {
 }
 
 /// Starts a server of kind `K`, boxed: what a [`super::KindEntry`] calls.
-pub fn start_boxed<K: ManagedKind + 'static>(
+pub(crate) fn start_boxed<K: ManagedKind + 'static>(
     options: &ServerOptions,
 ) -> anyhow::Result<Box<dyn Running>> {
     Ok(Box::new(ManagedServer::<K>::start(options)?))

@@ -28,10 +28,10 @@ static SIGNALS: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts a managed server as alive until dropped (held by its ledger
 /// entry, which is struck off last).
-pub struct Live(());
+pub(crate) struct Live(());
 
 impl Live {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         LIVE.fetch_add(1, Ordering::SeqCst);
         Live(())
     }
@@ -51,7 +51,7 @@ impl Drop for Live {
 
 /// Whether a stop should not wait for the server to stop politely: a
 /// second signal came.
-pub fn hurry() -> bool {
+pub(crate) fn hurry() -> bool {
     SIGNALS.load(Ordering::SeqCst) >= 2
 }
 
@@ -61,7 +61,7 @@ pub fn hurry() -> bool {
 /// hurried and the command ends as after the first signal, its server
 /// stopped and removed and its run marked. Registered before the action
 /// that sets `stopping`, so that the first signal finds it unset.
-pub fn register_second_signal(
+pub(crate) fn register_second_signal(
     signal: libc::c_int,
     code: i32,
     stopping: Arc<AtomicBool>,
@@ -83,7 +83,7 @@ pub fn register_second_signal(
 /// by `setsid`): its process group and any group its processes made
 /// inside the session. Read from /proc: a session id is a pid that stays
 /// reserved while any process of the session lives.
-pub fn signal_session(sid: u32, signal: libc::c_int) {
+pub(crate) fn signal_session(sid: u32, signal: libc::c_int) {
     // SAFETY: kill on the group the server leads; ESRCH when it is empty.
     unsafe { libc::kill(-(sid as libc::pid_t), signal) };
     for pid in session_members(sid) {
@@ -93,7 +93,7 @@ pub fn signal_session(sid: u32, signal: libc::c_int) {
 }
 
 /// The processes of session `sid`, from /proc.
-pub fn session_members(sid: u32) -> Vec<u32> {
+pub(crate) fn session_members(sid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

@@ -3,7 +3,7 @@
 //! way a connection can fail.
 
 pub mod stats;
-pub mod wire;
+pub(crate) mod wire;
 
 use crate::error::PlanError;
 use mysql_async::{Conn, Opts, OptsBuilder};
@@ -11,9 +11,9 @@ use mysql_async::{Conn, Opts, OptsBuilder};
 /// Connection settings of a MySQL or MariaDB target.
 #[derive(Clone)]
 pub struct MyTarget {
-    pub opts: Opts,
+    pub(crate) opts: Opts,
     /// user@host:port/db: what messages may show.
-    pub display: String,
+    pub(crate) display: String,
 }
 
 /// Resolves a `mysql://` or `mariadb://` URL, with MYSQL_HOST,
@@ -59,7 +59,7 @@ pub fn resolve(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<MyTarg
 }
 
 /// Explains a failed connection in one line.
-pub fn connect_error(target: &MyTarget, e: &mysql_async::Error) -> PlanError {
+pub(crate) fn connect_error(target: &MyTarget, e: &mysql_async::Error) -> PlanError {
     match e {
         mysql_async::Error::Server(s) => refusal(target, s.code, &s.message),
         mysql_async::Error::Io(mysql_async::IoError::Io(io)) => unreachable(target, io),

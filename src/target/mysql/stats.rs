@@ -206,7 +206,11 @@ async fn collects_current_waits(conn: &mut Conn) -> bool {
 
 /// The wait class of one session, or none for a session that is neither
 /// running a statement nor idle (connecting, being killed).
-pub fn wait_class(command: &str, trx_state: Option<&str>, event: Option<&str>) -> Option<String> {
+pub(crate) fn wait_class(
+    command: &str,
+    trx_state: Option<&str>,
+    event: Option<&str>,
+) -> Option<String> {
     if trx_state == Some("LOCK WAIT") {
         return Some("Lock:row lock".to_string());
     }

@@ -6,7 +6,7 @@
 //! statistics sampled during a run are in [`stats`].
 
 pub mod stats;
-pub mod wire;
+pub(crate) mod wire;
 
 use crate::error::PlanError;
 use tokio_postgres::config::Host;
@@ -16,9 +16,9 @@ use tokio_postgres::{Client, Config, NoTls};
 /// The connection settings of a PostgreSQL target.
 #[derive(Clone)]
 pub struct PgTarget {
-    pub config: Config,
+    pub(crate) config: Config,
     /// host:port/dbname as user: what messages may show (no password).
-    pub display: String,
+    pub(crate) display: String,
 }
 
 /// Resolves `dsn` with libpq's fallbacks. `env` reads an environment
@@ -88,7 +88,13 @@ pub fn resolve(
 /// Finds the password for a connection in `.pgpass` text: lines of
 /// `host:port:database:user:password`, `*` matching anything, `\:` and `\\`
 /// escaped, the first match winning.
-pub fn pgpass_lookup(text: &str, host: &str, port: u16, db: &str, user: &str) -> Option<String> {
+pub(crate) fn pgpass_lookup(
+    text: &str,
+    host: &str,
+    port: u16,
+    db: &str,
+    user: &str,
+) -> Option<String> {
     let port = port.to_string();
     text.lines()
         .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
@@ -131,7 +137,7 @@ fn split_escaped(line: &str) -> Vec<String> {
 
 /// Reads `~/.pgpass` (or `$PGPASSFILE`), if it is a regular file of at
 /// most 1 MiB (`PGPASSFILE=/dev/zero` is not read for ever).
-pub fn read_pgpass(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+pub(crate) fn read_pgpass(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let path = env("PGPASSFILE").or_else(|| env("HOME").map(|h| format!("{h}/.pgpass")))?;
     crate::util::read_text_bounded(std::path::Path::new(&path), 1 << 20).ok()
 }
@@ -151,7 +157,7 @@ pub(crate) async fn connect(
 }
 
 /// Explains a failed connection, naming the server and the fix.
-pub fn connect_error(target: &PgTarget, e: &tokio_postgres::Error) -> PlanError {
+pub(crate) fn connect_error(target: &PgTarget, e: &tokio_postgres::Error) -> PlanError {
     let cause = std::error::Error::source(e)
         .map(|s| s.to_string())
         .unwrap_or_default();

@@ -10,24 +10,24 @@ use crate::workload::{CheckLine, CheckReport, OpCounts};
 
 /// What the check reads from the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BankFigures {
+pub(crate) struct BankFigures {
     /// Scale the database was loaded at.
-    pub scale: i64,
+    pub(crate) scale: i64,
     /// Σ of every balance at load time, per table (accounts, tellers and
     /// branches each hold the same total).
-    pub initial_total: i64,
-    pub branches: i64,
-    pub tellers: i64,
-    pub accounts: i64,
-    pub accounts_sum: i64,
-    pub tellers_sum: i64,
-    pub branches_sum: i64,
-    pub history_rows: i64,
-    pub history_sum: i64,
+    pub(crate) initial_total: i64,
+    pub(crate) branches: i64,
+    pub(crate) tellers: i64,
+    pub(crate) accounts: i64,
+    pub(crate) accounts_sum: i64,
+    pub(crate) tellers_sum: i64,
+    pub(crate) branches_sum: i64,
+    pub(crate) history_rows: i64,
+    pub(crate) history_sum: i64,
     /// Accounts with a balance below zero.
-    pub negative_accounts: i64,
+    pub(crate) negative_accounts: i64,
     /// The lowest balance.
-    pub min_balance: i64,
+    pub(crate) min_balance: i64,
 }
 
 fn line(rule: &str, passed: bool, detail: String) -> CheckLine {
@@ -72,7 +72,7 @@ fn database_lines(f: &BankFigures) -> Vec<CheckLine> {
 }
 
 /// Checks a database on its own (`perflab check bank`).
-pub fn check_database(f: &BankFigures) -> CheckReport {
+pub(crate) fn check_database(f: &BankFigures) -> CheckReport {
     let mut lines = database_lines(f);
     lines.push(line(
         "balances",
@@ -87,7 +87,7 @@ pub fn check_database(f: &BankFigures) -> CheckReport {
 
 /// Before reusing a loaded bank: it must pass its check, or the run is
 /// refused with a pointer to `--reload`.
-pub fn ensure_reusable(figures: &BankFigures, location: &str) -> anyhow::Result<()> {
+pub(crate) fn ensure_reusable(figures: &BankFigures, location: &str) -> anyhow::Result<()> {
     let report = check_database(figures);
     if report.passed {
         return Ok(());
@@ -106,7 +106,7 @@ pub fn ensure_reusable(figures: &BankFigures, location: &str) -> anyhow::Result<
 }
 
 /// Checks a database after a run, against what the client saw.
-pub fn check_run(
+pub(crate) fn check_run(
     mix: BankMix,
     before: &BankFigures,
     after: &BankFigures,

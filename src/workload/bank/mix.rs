@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// The transaction mix of the bank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum BankMix {
+pub(crate) enum BankMix {
     /// TPC-B's one transaction profile.
     Tpcb,
     /// Balance inquiries, withdrawals, deposits and transfers.
@@ -18,11 +18,11 @@ pub enum BankMix {
 
 /// Relative weights of the ATM operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AtmWeights {
-    pub balance: u32,
-    pub withdraw: u32,
-    pub deposit: u32,
-    pub transfer: u32,
+pub(crate) struct AtmWeights {
+    pub(crate) balance: u32,
+    pub(crate) withdraw: u32,
+    pub(crate) deposit: u32,
+    pub(crate) transfer: u32,
 }
 
 impl Default for AtmWeights {
@@ -38,7 +38,7 @@ impl Default for AtmWeights {
 
 impl BankMix {
     /// Parses `tpcb`, `atm` or `atm:balance=40,withdraw=30,deposit=20,transfer=10`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if text == "tpcb" {
             return Ok(BankMix::Tpcb);
@@ -93,7 +93,7 @@ impl BankMix {
 
     /// Whether the ATM weights can be drawn from: each at most
     /// [`MAX_WEIGHT`] (their sum is drawn in 32 bits), not all zero.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         let BankMix::Atm(w) = self else {
             return Ok(());
         };
@@ -109,12 +109,12 @@ impl BankMix {
 }
 
 /// The largest ATM weight: four of them add up within `u32`.
-pub const MAX_WEIGHT: u32 = 1_000_000;
+pub(crate) const MAX_WEIGHT: u32 = 1_000_000;
 
 /// Transaction isolation on server databases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
-pub enum Isolation {
+pub(crate) enum Isolation {
     ReadCommitted,
     RepeatableRead,
     Serializable,
@@ -122,7 +122,7 @@ pub enum Isolation {
 
 impl Isolation {
     /// The SQL words for it.
-    pub fn sql(&self) -> &'static str {
+    pub(crate) fn sql(&self) -> &'static str {
         match self {
             Isolation::ReadCommitted => "READ COMMITTED",
             Isolation::RepeatableRead => "REPEATABLE READ",

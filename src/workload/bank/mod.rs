@@ -5,19 +5,19 @@
 
 mod check;
 mod generator;
-pub mod mix;
-pub mod mysql;
+pub(crate) mod mix;
+pub(crate) mod mysql;
 mod ops;
-pub mod owned;
-pub mod postgres;
+pub(crate) mod owned;
+pub(crate) mod postgres;
 mod server;
 mod spec;
-pub mod sqlite;
+pub(crate) mod sqlite;
 mod txn;
 
-pub use check::{check_database, check_run, ensure_reusable, BankFigures};
-pub use ops::{history_rows, op_names, BankOp, OpPicker, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE};
-pub use spec::{Bank, BankArgs, BankCheckArgs, BankSpec, DEFAULT_TARGET};
+pub(crate) use check::{check_database, check_run, ensure_reusable, BankFigures};
+pub(crate) use ops::{op_names, BankOp, OpPicker};
+pub(crate) use spec::Bank;
 
 use super::{CheckReport, OpCounts, Seat, Session, Workload};
 use crate::measure::Outcome;
@@ -27,26 +27,26 @@ use rand::SeedableRng;
 use std::future::Future;
 
 /// What perflab's layout loaded: scale, opening total, schema version.
-pub const META_TABLE: &str = "perflab_bank_meta";
+pub(crate) const META_TABLE: &str = "perflab_bank_meta";
 
 /// The names of the bank's tables: perflab's own (named `perflab_…`, with
 /// a table of what was loaded), or pgbench's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tables {
-    pub branches: &'static str,
-    pub tellers: &'static str,
-    pub accounts: &'static str,
-    pub history: &'static str,
+pub(crate) struct Tables {
+    pub(crate) branches: &'static str,
+    pub(crate) tellers: &'static str,
+    pub(crate) accounts: &'static str,
+    pub(crate) history: &'static str,
     /// What was loaded (scale, opening total, schema version); none in
     /// pgbench's layout.
-    pub meta: Option<&'static str>,
+    pub(crate) meta: Option<&'static str>,
     /// pgbench's layout: int balances opening at 0, no perflab metadata.
-    pub pgbench: bool,
+    pub(crate) pgbench: bool,
 }
 
 impl Tables {
     /// perflab's own layout.
-    pub const PERFLAB: Tables = Tables {
+    pub(crate) const PERFLAB: Tables = Tables {
         branches: "perflab_branches",
         tellers: "perflab_tellers",
         accounts: "perflab_accounts",
@@ -55,7 +55,7 @@ impl Tables {
         pgbench: false,
     };
     /// pgbench's layout, as `pgbench -i` makes it.
-    pub const PGBENCH: Tables = Tables {
+    pub(crate) const PGBENCH: Tables = Tables {
         branches: "pgbench_branches",
         tellers: "pgbench_tellers",
         accounts: "pgbench_accounts",
@@ -65,7 +65,7 @@ impl Tables {
     };
 
     /// The tables a mix runs on.
-    pub fn of(mix: BankMix) -> Self {
+    pub(crate) fn of(mix: BankMix) -> Self {
         if mix == BankMix::Pgbench {
             Self::PGBENCH
         } else {
@@ -74,7 +74,7 @@ impl Tables {
     }
 
     /// Every table a load makes, in the order it makes them.
-    pub fn all(&self) -> Vec<&'static str> {
+    pub(crate) fn all(&self) -> Vec<&'static str> {
         let mut all = vec![self.branches, self.tellers, self.accounts, self.history];
         all.extend(self.meta);
         all
@@ -82,7 +82,7 @@ impl Tables {
 }
 
 /// A database that can hold the bank.
-pub trait BankBackend: Send + Sync + 'static {
+pub(crate) trait BankBackend: Send + Sync + 'static {
     /// One user's connection.
     type Conn: BankConn + 'static;
 
@@ -94,13 +94,13 @@ pub trait BankBackend: Send + Sync + 'static {
 }
 
 /// One connection to the bank.
-pub trait BankConn {
+pub(crate) trait BankConn {
     /// Runs one transaction to its end (commit, refusal or error).
     fn execute(&mut self, op: BankOp) -> impl Future<Output = Outcome>;
 }
 
 /// The bank workload on some backend.
-pub struct BankWorkload<B> {
+pub(crate) struct BankWorkload<B> {
     backend: B,
     mix: BankMix,
     scale: u32,
@@ -113,7 +113,7 @@ pub struct BankWorkload<B> {
 
 impl<B: BankBackend> BankWorkload<B> {
     /// A bank on a loaded backend; reads the baseline figures for the check.
-    pub fn new(backend: B, mix: BankMix, scale: u32) -> anyhow::Result<Self> {
+    pub(crate) fn new(backend: B, mix: BankMix, scale: u32) -> anyhow::Result<Self> {
         let baseline = backend.figures()?;
         Ok(BankWorkload {
             backend,
@@ -143,7 +143,7 @@ impl<B: BankBackend> BankWorkload<B> {
 }
 
 /// One bank user: a connection and a random stream.
-pub struct BankSession<C> {
+pub(crate) struct BankSession<C> {
     conn: C,
     picker: OpPicker,
     rng: SmallRng,

@@ -8,23 +8,23 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 
 /// Accounts per branch (TPC-B clause 4.2).
-pub const ACCOUNTS_PER_BRANCH: i64 = 100_000;
+pub(crate) const ACCOUNTS_PER_BRANCH: i64 = 100_000;
 /// The largest `--scale`: 100,000 units of 100,000 accounts.
-pub const MAX_SCALE: u32 = 100_000;
+pub(crate) const MAX_SCALE: u32 = 100_000;
 /// Tellers per branch.
-pub const TELLERS_PER_BRANCH: i64 = 10;
+pub(crate) const TELLERS_PER_BRANCH: i64 = 10;
 /// Every account's opening balance, in cents.
-pub const INITIAL_BALANCE: i64 = 100_000;
+pub(crate) const INITIAL_BALANCE: i64 = 100_000;
 /// Largest ATM withdrawal, deposit or transfer, in cents.
-pub const MAX_ATM_AMOUNT: i64 = 20_000;
+pub(crate) const MAX_ATM_AMOUNT: i64 = 20_000;
 /// TPC-B's delta range: uniform in ±999,999.
-pub const MAX_TPCB_DELTA: i64 = 999_999;
+pub(crate) const MAX_TPCB_DELTA: i64 = 999_999;
 /// pgbench's tpcb-like delta range: uniform in ±5,000.
-pub const PGBENCH_MAX_DELTA: i64 = 5_000;
+pub(crate) const PGBENCH_MAX_DELTA: i64 = 5_000;
 
 /// One bank transaction with its arguments drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BankOp {
+pub(crate) enum BankOp {
     /// TPC-B: update the account, read its balance, update teller and
     /// branch, insert history, commit.
     Tpcb {
@@ -60,7 +60,7 @@ pub enum BankOp {
 }
 
 /// The operation kinds of a mix, in the order the engine names them.
-pub fn op_names(mix: BankMix) -> &'static [&'static str] {
+pub(crate) fn op_names(mix: BankMix) -> &'static [&'static str] {
     match mix {
         BankMix::Tpcb => &["tpcb"],
         BankMix::Pgbench => &["tpcb-like"],
@@ -69,7 +69,7 @@ pub fn op_names(mix: BankMix) -> &'static [&'static str] {
 }
 
 /// History rows one committed operation of each kind writes.
-pub fn history_rows(mix: BankMix, op: usize) -> u64 {
+pub(crate) fn history_rows(mix: BankMix, op: usize) -> u64 {
     match (mix, op) {
         (BankMix::Tpcb | BankMix::Pgbench, _) => 1,
         (BankMix::Atm(_), 0) => 0,
@@ -80,7 +80,7 @@ pub fn history_rows(mix: BankMix, op: usize) -> u64 {
 
 /// Draws operations for one user.
 #[derive(Debug, Clone)]
-pub struct OpPicker {
+pub(crate) struct OpPicker {
     mix: BankMix,
     branches: i64,
     /// Cumulative ATM weights: balance, withdraw, deposit, transfer.
@@ -88,7 +88,7 @@ pub struct OpPicker {
 }
 
 impl OpPicker {
-    pub fn new(mix: BankMix, scale: u32) -> Self {
+    pub(crate) fn new(mix: BankMix, scale: u32) -> Self {
         let w = match mix {
             BankMix::Atm(w) => w,
             BankMix::Tpcb | BankMix::Pgbench => AtmWeights::default(),
@@ -105,7 +105,7 @@ impl OpPicker {
     }
 
     /// Picks the kind of the next operation.
-    pub fn choose(&self, rng: &mut SmallRng) -> usize {
+    pub(crate) fn choose(&self, rng: &mut SmallRng) -> usize {
         match self.mix {
             BankMix::Tpcb | BankMix::Pgbench => 0,
             BankMix::Atm(_) => {
@@ -116,7 +116,7 @@ impl OpPicker {
     }
 
     /// Draws the arguments of an operation of kind `op`.
-    pub fn draw(&self, op: usize, rng: &mut SmallRng) -> BankOp {
+    pub(crate) fn draw(&self, op: usize, rng: &mut SmallRng) -> BankOp {
         if self.mix == BankMix::Pgbench {
             // pgbench's tpcb-like script: four independent uniform draws.
             return BankOp::Tpcb {

@@ -11,29 +11,29 @@ use super::Tables;
 use crate::error::PlanError;
 
 /// The ledger of the tables perflab made in a database.
-pub const LEDGER: &str = "perflab_tables";
+pub(crate) const LEDGER: &str = "perflab_tables";
 /// The ledger's columns, in order: a table with this name and other
 /// columns is not perflab's, and is neither read as a ledger nor written.
-pub const LEDGER_COLUMNS: [&str; 3] = ["table_name", "made_at", "made_by"];
+pub(crate) const LEDGER_COLUMNS: [&str; 3] = ["table_name", "made_at", "made_by"];
 /// What `made_by` holds in every row perflab writes.
-pub const MADE_BY: &str = "perflab";
+pub(crate) const MADE_BY: &str = "perflab";
 
 /// What the database's catalog says about the bank's tables.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Catalog {
+pub(crate) struct Catalog {
     /// The bank's tables that exist (of [`Tables::all`]).
-    pub present: Vec<&'static str>,
+    pub(crate) present: Vec<&'static str>,
     /// The ledger's columns, when a table named [`LEDGER`] exists.
-    pub ledger_columns: Option<Vec<String>>,
+    pub(crate) ledger_columns: Option<Vec<String>>,
     /// The tables the ledger lists (empty without a ledger).
-    pub listed: Vec<String>,
+    pub(crate) listed: Vec<String>,
 }
 
 impl Catalog {
     /// What was found: the layout's tables present, and the columns of a
     /// table named like the ledger (empty when there is none). Which
     /// tables the ledger lists is read next, once [`Self::ledger_is_ours`].
-    pub fn found(present: Vec<&'static str>, ledger_columns: Vec<String>) -> Self {
+    pub(crate) fn found(present: Vec<&'static str>, ledger_columns: Vec<String>) -> Self {
         Catalog {
             present,
             ledger_columns: (!ledger_columns.is_empty()).then_some(ledger_columns),
@@ -42,7 +42,7 @@ impl Catalog {
     }
 
     /// True when the ledger table exists and has perflab's shape.
-    pub fn ledger_is_ours(&self) -> bool {
+    pub(crate) fn ledger_is_ours(&self) -> bool {
         self.ledger_columns.as_ref().is_some_and(|columns| {
             columns.len() == LEDGER_COLUMNS.len()
                 && columns
@@ -53,12 +53,12 @@ impl Catalog {
     }
 
     /// True when perflab made `table` (the ledger lists it).
-    pub fn owns(&self, table: &str) -> bool {
+    pub(crate) fn owns(&self, table: &str) -> bool {
         self.ledger_is_ours() && self.listed.iter().any(|t| t.eq_ignore_ascii_case(table))
     }
 
     /// True when every table of the layout exists and perflab made each.
-    pub fn owns_all(&self, tables: &Tables) -> bool {
+    pub(crate) fn owns_all(&self, tables: &Tables) -> bool {
         tables
             .all()
             .iter()
@@ -70,7 +70,7 @@ impl Catalog {
     /// naming the others, when any is not; refused too when a table named
     /// like the ledger is not perflab's ledger. `location` names the
     /// database in the message.
-    pub fn replaceable(
+    pub(crate) fn replaceable(
         &self,
         tables: &Tables,
         location: &str,

@@ -37,7 +37,7 @@ fn retry_wait(retry: u32, rng: &mut SmallRng) -> Duration {
 }
 
 /// Why one try of a transaction failed.
-pub enum Failure {
+pub(crate) enum Failure {
     /// Serialisation failure, deadlock or lock-wait timeout (its code): try again.
     Retry(SqlCode),
     /// The connection is gone.
@@ -53,18 +53,18 @@ pub enum Failure {
 impl Failure {
     /// A failure worth another try, by its code (written in place: a
     /// retried try allocates nothing).
-    pub fn retry(code: impl std::fmt::Display) -> Self {
+    pub(crate) fn retry(code: impl std::fmt::Display) -> Self {
         Failure::Retry(SqlCode::of(code))
     }
 
     /// Any other database error, by its code or, without one, its message.
-    pub fn sql(code: impl std::fmt::Display) -> Self {
+    pub(crate) fn sql(code: impl std::fmt::Display) -> Self {
         Failure::Sql(SqlCode::of(code))
     }
 }
 
 /// One server's client calls.
-pub trait DbClient {
+pub(crate) trait DbClient {
     /// An open connection with its prepared statements.
     type Conn;
     type Error;
@@ -87,7 +87,7 @@ pub trait DbClient {
 }
 
 /// A user's connection to a server.
-pub struct ServerConn<D: DbClient> {
+pub(crate) struct ServerConn<D: DbClient> {
     driver: D,
     max_tries: u32,
     conn: Option<D::Conn>,
@@ -102,7 +102,7 @@ pub struct ServerConn<D: DbClient> {
 
 impl<D: DbClient> ServerConn<D> {
     /// Opens the first connection; failing here fails the step's start.
-    pub async fn open(driver: D, max_tries: u32) -> anyhow::Result<Self> {
+    pub(crate) async fn open(driver: D, max_tries: u32) -> anyhow::Result<Self> {
         let conn = driver.connect().await?;
         Ok(ServerConn {
             driver,
@@ -116,7 +116,7 @@ impl<D: DbClient> ServerConn<D> {
 
     /// The open connection, if any (for tests that look at it).
     #[cfg(test)]
-    pub fn conn(&self) -> Option<&D::Conn> {
+    pub(crate) fn conn(&self) -> Option<&D::Conn> {
         self.conn.as_ref()
     }
 

@@ -24,7 +24,7 @@ macro_rules! default_target {
 }
 
 /// The bank's database when no `--target` is given.
-pub const DEFAULT_TARGET: &str = default_target!();
+pub(crate) const DEFAULT_TARGET: &str = default_target!();
 
 /// The all-electronic bank of TPC-B.
 pub struct Bank;
@@ -33,71 +33,71 @@ pub struct Bank;
 #[derive(Debug, clap::Args)]
 pub struct BankArgs {
     #[command(flatten)]
-    pub target: TargetArgs,
+    pub(crate) target: TargetArgs,
 
     /// Scale units (1 branch, 10 tellers, 100,000 accounts each).
     #[arg(long, value_name = "N", default_value_t = 1)]
-    pub scale: u32,
+    pub(crate) scale: u32,
 
     /// The transaction mix: tpcb, atm, atm:balance=40,withdraw=30,deposit=20,transfer=10, or pgbench.
     #[arg(long, value_name = "MIX", default_value = "tpcb")]
-    pub mix: String,
+    pub(crate) mix: String,
 
     /// Load perflab's own tables afresh even if a loaded bank of the same
     /// scale exists (never a table perflab did not make).
     #[arg(long)]
-    pub reload: bool,
+    pub(crate) reload: bool,
 
     /// On a server: transaction isolation.
     #[arg(long, value_name = "LEVEL", value_enum, default_value_t = Isolation::ReadCommitted)]
-    pub isolation: Isolation,
+    pub(crate) isolation: Isolation,
 
     /// On a server: tries per transaction on serialisation failures and deadlocks.
     #[arg(long, value_name = "N", default_value_t = 10)]
-    pub max_tries: u32,
+    pub(crate) max_tries: u32,
 
     /// On PostgreSQL: send each transaction's statements together in one
     /// round trip (pipeline mode) until a result decides what follows.
     #[arg(long)]
-    pub pipeline: bool,
+    pub(crate) pipeline: bool,
 }
 
 /// The bank's validated options, as the run's plan stores them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BankSpec {
-    pub target: Target,
+    pub(crate) target: Target,
     /// Scale units: 1 branch, 10 tellers, 100,000 accounts each.
-    pub scale: u32,
-    pub mix: BankMix,
+    pub(crate) scale: u32,
+    pub(crate) mix: BankMix,
     /// Drop and reload perflab's own tables even when a loaded bank of the
     /// same scale exists.
-    pub reload: bool,
+    pub(crate) reload: bool,
     /// Isolation level of every transaction (server databases).
-    pub isolation: Isolation,
+    pub(crate) isolation: Isolation,
     /// Tries per transaction on serialisation failures and deadlocks.
-    pub max_tries: u32,
+    pub(crate) max_tries: u32,
     /// PostgreSQL: a transaction's statements sent together (pipeline mode).
     #[serde(default)]
-    pub pipeline: bool,
+    pub(crate) pipeline: bool,
     /// Settings of a managed server (`--pg-set NAME=VALUE`).
-    pub server_settings: Vec<(String, String)>,
+    pub(crate) server_settings: Vec<(String, String)>,
     /// Keep a managed server's data directory after the run.
-    pub keep: bool,
+    pub(crate) keep: bool,
     /// Managed server: the CPUs it may run on (all when empty).
-    pub server_cpus: Vec<usize>,
+    pub(crate) server_cpus: Vec<usize>,
     /// Managed server: the memory its cgroup holds it to (with its page
     /// cache), when limited.
     #[serde(default)]
-    pub server_memory: Option<crate::units::Bytes>,
+    pub(crate) server_memory: Option<crate::units::Bytes>,
     /// Managed server: the shaped link it runs behind, when it does.
     #[serde(default)]
-    pub server_link: Option<crate::target::managed::link::LinkShape>,
+    pub(crate) server_link: Option<crate::target::managed::link::LinkShape>,
     /// Managed server: its disk I/O limits, when held.
     #[serde(default)]
-    pub server_io: Option<crate::target::managed::disk::IoLimits>,
+    pub(crate) server_io: Option<crate::target::managed::disk::IoLimits>,
     /// Managed server: where its write-ahead log goes, when moved.
     #[serde(default)]
-    pub server_log_dir: Option<std::path::PathBuf>,
+    pub(crate) server_log_dir: Option<std::path::PathBuf>,
 }
 
 /// The flags of `perflab check bank`.
@@ -105,11 +105,11 @@ pub struct BankSpec {
 pub struct BankCheckArgs {
     /// The bank's database (default sqlite:perflab-bank.db), postgres://… or mysql://…
     #[arg(long, value_name = "DSN")]
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
 
     /// Check pgbench's tables (pgbench_accounts …) instead of perflab's.
     #[arg(long)]
-    pub pgbench: bool,
+    pub(crate) pgbench: bool,
 }
 
 impl WorkloadKind for Bank {

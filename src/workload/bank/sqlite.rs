@@ -35,23 +35,27 @@ const MAX_BACKOFF: Duration = Duration::from_millis(5);
 
 /// How a bank database was made ready.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LoadReport {
+pub(crate) struct LoadReport {
     /// True when a database of the same scale was found, checked and reused.
-    pub reused: bool,
+    pub(crate) reused: bool,
     /// Rows written (0 when reused).
-    pub rows: u64,
-    pub elapsed: Duration,
+    pub(crate) rows: u64,
+    pub(crate) elapsed: Duration,
 }
 
 /// The SQLite bank.
 #[derive(Clone)]
-pub struct SqliteBank {
+pub(crate) struct SqliteBank {
     path: PathBuf,
 }
 
 impl SqliteBank {
     /// Opens (loading or reusing) the bank at `path` for `scale` units.
-    pub fn prepare(path: &Path, scale: u32, reload: bool) -> anyhow::Result<(Self, LoadReport)> {
+    pub(crate) fn prepare(
+        path: &Path,
+        scale: u32,
+        reload: bool,
+    ) -> anyhow::Result<(Self, LoadReport)> {
         let started = Instant::now();
         let bad = |why: String| {
             crate::error::PlanError::flag(
@@ -117,7 +121,7 @@ impl SqliteBank {
     }
 
     /// Opens an existing bank for `perflab check bank`.
-    pub fn existing(path: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn existing(path: &Path) -> anyhow::Result<Self> {
         if !path.exists() {
             anyhow::bail!(crate::error::PlanError::new(format!(
                 "{} does not exist; run `perflab run bank --target sqlite:{}` first",
@@ -422,7 +426,7 @@ struct Job {
 }
 
 /// A user's connection.
-pub enum SqliteConn {
+pub(crate) enum SqliteConn {
     /// The user has its worker thread to itself: SQLite's calls run right
     /// there, with no hop to another thread (a blocking call delays no
     /// other user).
@@ -433,14 +437,14 @@ pub enum SqliteConn {
 }
 
 /// A connection used on the user's own thread.
-pub struct Inline {
+pub(crate) struct Inline {
     conn: BankConnection,
     timeout: Duration,
     rng: SmallRng,
 }
 
 /// A channel to the thread that owns a connection.
-pub struct Threaded {
+pub(crate) struct Threaded {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -562,7 +566,7 @@ fn history_insert() -> String {
 }
 
 /// The bank's statements on one connection, each prepared once.
-pub struct Prepared<'c> {
+pub(crate) struct Prepared<'c> {
     begin: Statement<'c>,
     commit: Statement<'c>,
     rollback: Statement<'c>,
@@ -605,7 +609,7 @@ impl<'c> Prepared<'c> {
 
 self_cell::self_cell!(
     /// A connection and its prepared statements, kept together.
-    pub struct BankConnection {
+    pub(crate) struct BankConnection {
         owner: Connection,
         #[not_covariant]
         dependent: Prepared,

@@ -9,7 +9,7 @@ use crate::measure::OpResult;
 use std::future::Future;
 
 /// The statements one connection can run, each a round trip (or a call).
-pub trait Statements {
+pub(crate) trait Statements {
     type Error;
 
     fn begin(&mut self) -> impl Future<Output = Result<(), Self::Error>>;
@@ -38,7 +38,7 @@ pub trait Statements {
 }
 
 /// One try of one transaction. On an error the caller rolls back.
-pub async fn run<S: Statements>(s: &mut S, op: BankOp) -> Result<OpResult, S::Error> {
+pub(crate) async fn run<S: Statements>(s: &mut S, op: BankOp) -> Result<OpResult, S::Error> {
     if let BankOp::Balance { aid } = op {
         s.balance(aid).await?;
         return Ok(OpResult::Ok);

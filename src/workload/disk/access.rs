@@ -19,45 +19,45 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The sector: the unit of alignment of direct I/O and of verification.
-pub const SECTOR: u64 = 512;
+pub(crate) const SECTOR: u64 = 512;
 
 /// The largest transfer a line may ask for (each user holds a buffer of
 /// its spec's largest).
-pub const MAX_TRANSFER: u64 = 256 << 20;
+pub(crate) const MAX_TRANSFER: u64 = 256 << 20;
 
 /// The longest spec file read.
-pub const MAX_SPEC_FILE: u64 = 1 << 20;
+pub(crate) const MAX_SPEC_FILE: u64 = 1 << 20;
 
 /// One line of a spec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Line {
+pub(crate) struct Line {
     /// Bytes per transfer.
-    pub size: u64,
+    pub(crate) size: u64,
     /// Share of the I/Os, percent; a spec's shares sum to 100.
-    pub share: f64,
+    pub(crate) share: f64,
     /// Percent of the line's I/Os that read (the rest write).
-    pub read: f64,
+    pub(crate) read: f64,
     /// Percent of the line's I/Os at a random offset (the rest follow the
     /// user's last I/O).
-    pub random: f64,
+    pub(crate) random: f64,
     /// Pause before each burst (think time of the I/O stream).
     #[serde(with = "serde_duration")]
-    pub delay: Duration,
+    pub(crate) delay: Duration,
     /// I/Os of this line in a row once it is drawn.
-    pub burst: u32,
+    pub(crate) burst: u32,
     /// Offsets are multiples of this.
-    pub align: u64,
+    pub(crate) align: u64,
 }
 
 /// An access specification: its name and its lines.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AccessSpec {
-    pub name: String,
-    pub lines: Vec<Line>,
+pub(crate) struct AccessSpec {
+    pub(crate) name: String,
+    pub(crate) lines: Vec<Line>,
 }
 
 /// The built-in specs: name, what it is, and its inline text.
-pub const NAMED: &[(&str, &str, &str)] = &[
+pub(crate) const NAMED: &[(&str, &str, &str)] = &[
     (
         "file-server",
         "Intel's classic Iometer file-server spec: 80% read, 100% random",
@@ -92,7 +92,7 @@ pub const NAMED: &[(&str, &str, &str)] = &[
 
 impl AccessSpec {
     /// A built-in spec by name.
-    pub fn named(name: &str) -> Option<AccessSpec> {
+    pub(crate) fn named(name: &str) -> Option<AccessSpec> {
         let (_, _, text) = NAMED.iter().find(|(n, _, _)| *n == name)?;
         let mut spec = AccessSpec::parse_inline(text).ok()?;
         spec.name = name.to_string();
@@ -100,7 +100,7 @@ impl AccessSpec {
     }
 
     /// `--list-specs`: every built-in spec, one block each.
-    pub fn list_text() -> String {
+    pub(crate) fn list_text() -> String {
         let mut out = String::new();
         for (name, about, _) in NAMED {
             out.push_str(&format!("{name}: {about}\n"));
@@ -115,7 +115,7 @@ impl AccessSpec {
 
     /// A spec written inline: lines separated by `;`, each `key=value`
     /// words.
-    pub fn parse_inline(text: &str) -> Result<AccessSpec, String> {
+    pub(crate) fn parse_inline(text: &str) -> Result<AccessSpec, String> {
         let lines = text
             .split(';')
             .map(str::trim)
@@ -137,7 +137,7 @@ impl AccessSpec {
 
     /// A spec from a TOML file: an optional `name` and `[[line]]` tables
     /// with the inline keys (sizes and durations as strings or numbers).
-    pub fn parse_toml(text: &str) -> Result<AccessSpec, String> {
+    pub(crate) fn parse_toml(text: &str) -> Result<AccessSpec, String> {
         let doc: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| format!("not TOML: {}", e.message()))?;
@@ -213,7 +213,7 @@ impl AccessSpec {
     /// alignments in multiples of `direct` (the target's direct I/O
     /// alignment, at least a sector); no alignment above its size, no
     /// transfer larger than the target.
-    pub fn check(&self, target_size: u64, direct: Option<u64>) -> Result<(), String> {
+    pub(crate) fn check(&self, target_size: u64, direct: Option<u64>) -> Result<(), String> {
         for (i, l) in self.lines.iter().enumerate() {
             let n = i + 1;
             if let Some(unit) = direct.map(|d| d.max(SECTOR)) {
@@ -249,18 +249,18 @@ impl AccessSpec {
     }
 
     /// The largest transfer: each user's buffer.
-    pub fn max_size(&self) -> u64 {
+    pub(crate) fn max_size(&self) -> u64 {
         self.lines.iter().map(|l| l.size).max().unwrap_or(SECTOR)
     }
 
     /// Whether any line writes.
-    pub fn writes(&self) -> bool {
+    pub(crate) fn writes(&self) -> bool {
         self.lines.iter().any(|l| l.read < 100.0)
     }
 
     /// The operation kinds: each line's reads and writes, named by size
     /// (and by line number when two lines share a size): `4k read`.
-    pub fn op_names(&self) -> Vec<String> {
+    pub(crate) fn op_names(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(self.lines.len() * 2);
         for (i, l) in self.lines.iter().enumerate() {
             let shared = self.lines.iter().filter(|o| o.size == l.size).count() > 1;
@@ -352,7 +352,7 @@ impl Line {
     }
 
     /// The line as inline text.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut t = format!(
             "size={} share={} read={} random={}",
             size_text(self.size),
@@ -377,7 +377,7 @@ impl Line {
 }
 
 /// A size in the shortest exact unit: `512`, `4k`, `1M`.
-pub fn size_text(bytes: u64) -> String {
+pub(crate) fn size_text(bytes: u64) -> String {
     for (shift, unit) in [(30, "G"), (20, "M"), (10, "k")] {
         if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
             return format!("{}{unit}", bytes >> shift);

@@ -18,7 +18,7 @@ const SECTOR_BYTES: usize = SECTOR as usize;
 
 /// Stamps every sector of `buf` (a whole number of sectors) as written at
 /// `offset` by write `generation` of file `file_id`.
-pub fn stamp(buf: &mut [u8], offset: u64, generation: u64, file_id: u64) {
+pub(crate) fn stamp(buf: &mut [u8], offset: u64, generation: u64, file_id: u64) {
     for (i, sector) in buf.chunks_exact_mut(SECTOR_BYTES).enumerate() {
         let at = offset + i as u64 * SECTOR;
         sector[8..16].copy_from_slice(&at.to_le_bytes());
@@ -37,7 +37,7 @@ pub fn stamp(buf: &mut [u8], offset: u64, generation: u64, file_id: u64) {
 
 /// Why a sector read back is not what perflab wrote there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mismatch {
+pub(crate) enum Mismatch {
     /// No perflab header: never written by perflab, or overwritten.
     NoHeader,
     /// The header is there but the CRC fails: altered or torn inside.
@@ -69,7 +69,12 @@ impl std::fmt::Display for Mismatch {
 
 /// Checks one sector read at `offset`: intact, of this file, and no older
 /// than `acknowledged`. Returns its generation.
-pub fn check(sector: &[u8], offset: u64, file_id: u64, acknowledged: u64) -> Result<u64, Mismatch> {
+pub(crate) fn check(
+    sector: &[u8],
+    offset: u64,
+    file_id: u64,
+    acknowledged: u64,
+) -> Result<u64, Mismatch> {
     let word = |r: std::ops::Range<usize>| {
         let mut b = [0u8; 8];
         b[..r.len()].copy_from_slice(&sector[r]);

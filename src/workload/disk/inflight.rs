@@ -14,24 +14,24 @@ use std::time::Instant;
 /// A worker thread's count for one run: the places held now and at most,
 /// and from when to when it counted them.
 #[derive(Debug, Clone, Copy)]
-pub struct Held {
+pub(crate) struct Held {
     /// The run counted for (its shared state's address).
     run: usize,
     now: u32,
-    pub most: u32,
-    pub since: Instant,
-    pub until: Instant,
+    pub(crate) most: u32,
+    pub(crate) since: Instant,
+    pub(crate) until: Instant,
 }
 
 /// Each worker thread's count, as the run's tally keeps them.
-pub type PerThread = HashMap<ThreadId, Held>;
+pub(crate) type PerThread = HashMap<ThreadId, Held>;
 
 thread_local! {
     static HELD: Cell<Option<Held>> = const { Cell::new(None) };
 }
 
 /// Counts a place taken (`taken`) or given back on this thread for `run`.
-pub fn count(run: usize, taken: bool) {
+pub(crate) fn count(run: usize, taken: bool) {
     HELD.with(|h| {
         let mut held = match h.get() {
             Some(held) if held.run == run => held,
@@ -57,7 +57,7 @@ pub fn count(run: usize, taken: bool) {
 }
 
 /// This thread's count for `run`, into the run's tally (at a user's end).
-pub fn report(run: usize, threads: &mut PerThread) {
+pub(crate) fn report(run: usize, threads: &mut PerThread) {
     let Some(mut held) = HELD.with(Cell::get).filter(|h| h.run == run) else {
         return;
     };
@@ -71,7 +71,7 @@ pub fn report(run: usize, threads: &mut PerThread) {
 /// The most I/Os in flight at once, bounded from the threads' counts: at
 /// the start of each thread's counting, the sum of the most of every
 /// thread counting then.
-pub fn most(threads: &PerThread) -> u64 {
+pub(crate) fn most(threads: &PerThread) -> u64 {
     threads
         .values()
         .map(|at| {

@@ -34,18 +34,18 @@ const HEADER: usize = 4096;
 /// number of a removed file at once), so the birth time is kept too where
 /// the file system records one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileIdentity {
+pub(crate) struct FileIdentity {
     /// The file system's device (`st_dev`).
-    pub dev: u64,
-    pub ino: u64,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
     /// The birth time, seconds and nanoseconds since the epoch; none where
     /// the file system does not report it.
-    pub born: Option<(i64, u32)>,
+    pub(crate) born: Option<(i64, u32)>,
 }
 
 impl FileIdentity {
     /// The identity of the file open as `file`.
-    pub fn of(file: &File) -> std::io::Result<FileIdentity> {
+    pub(crate) fn of(file: &File) -> std::io::Result<FileIdentity> {
         // SAFETY: a zeroed statx is a valid out-parameter.
         let mut stx: libc::statx = unsafe { std::mem::zeroed() };
         // SAFETY: an empty path with AT_EMPTY_PATH names the open file; the
@@ -72,14 +72,14 @@ impl FileIdentity {
 }
 
 /// A target file's ledger, mapped.
-pub struct Ledger {
+pub(crate) struct Ledger {
     words: SharedWords,
     sectors: u64,
 }
 
 impl Ledger {
     /// Where the ledger of a target file lives: beside it.
-    pub fn path_for(target: &Path) -> PathBuf {
+    pub(crate) fn path_for(target: &Path) -> PathBuf {
         let mut name = target.as_os_str().to_owned();
         name.push(".perflab-ledger");
         PathBuf::from(name)
@@ -87,7 +87,7 @@ impl Ledger {
 
     /// The ledger at `path` when there is one; an error when the file
     /// there is not a ledger.
-    pub fn open(path: &Path) -> anyhow::Result<Option<Ledger>> {
+    pub(crate) fn open(path: &Path) -> anyhow::Result<Option<Ledger>> {
         // A ledger is a regular file perflab made, never a link to another.
         let file = match OpenOptions::new()
             .read(true)
@@ -124,7 +124,7 @@ impl Ledger {
     }
 
     /// The bytes of the ledger of a target of `size` bytes.
-    pub fn bytes_for(size: u64) -> u64 {
+    pub(crate) fn bytes_for(size: u64) -> u64 {
         HEADER as u64 + size.div_ceil(SECTOR) * 8
     }
 
@@ -132,7 +132,7 @@ impl Ledger {
     /// id, belonging to the file `identity` names (none: a device);
     /// nothing written yet. It replaces a ledger there (perflab's own:
     /// [`Ledger::open`] said so first) but follows no symbolic link.
-    pub fn create(
+    pub(crate) fn create(
         path: &Path,
         size: u64,
         file_id: u64,
@@ -192,17 +192,17 @@ impl Ledger {
     }
 
     /// The file's size, bytes.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.header(1).load(Ordering::Relaxed)
     }
 
     /// The file's id, in every sector perflab writes.
-    pub fn file_id(&self) -> u64 {
+    pub(crate) fn file_id(&self) -> u64 {
         self.header(2).load(Ordering::Relaxed)
     }
 
     /// The file this ledger belongs to, when it records one.
-    pub fn identity(&self) -> Option<FileIdentity> {
+    pub(crate) fn identity(&self) -> Option<FileIdentity> {
         (self.header(5).load(Ordering::Relaxed) == 1).then(|| {
             let (secs, nanos) = (
                 self.header(8).load(Ordering::Relaxed) as i64,
@@ -220,7 +220,7 @@ impl Ledger {
     /// device and inode, born at the same instant where both birth times
     /// are known. `None` for a ledger that records no file (older ledgers,
     /// a device's): the caller must judge by the file's content.
-    pub fn belongs_to(&self, file: &FileIdentity) -> Option<bool> {
+    pub(crate) fn belongs_to(&self, file: &FileIdentity) -> Option<bool> {
         let mine = self.identity()?;
         Some(
             mine.dev == file.dev
@@ -233,28 +233,28 @@ impl Ledger {
     }
 
     /// Whether a preconditioning pass wrote the file to its end.
-    pub fn complete(&self) -> bool {
+    pub(crate) fn complete(&self) -> bool {
         self.header(3).load(Ordering::Acquire) == 1
     }
 
     /// Records that every sector has been written.
-    pub fn set_complete(&self) {
+    pub(crate) fn set_complete(&self) {
         self.header(3).store(1, Ordering::Release);
     }
 
     /// The generation of a new write.
-    pub fn next_generation(&self) -> u64 {
+    pub(crate) fn next_generation(&self) -> u64 {
         self.header(4).fetch_add(1, Ordering::Relaxed)
     }
 
     /// The last write acknowledged at the sector holding `offset` (0: none).
-    pub fn acknowledged(&self, offset: u64) -> u64 {
+    pub(crate) fn acknowledged(&self, offset: u64) -> u64 {
         self.word(offset / SECTOR)
             .map_or(0, |w| w.load(Ordering::Acquire))
     }
 
     /// Records write `generation` of `len` bytes at `offset` as acknowledged.
-    pub fn acknowledge(&self, offset: u64, len: u64, generation: u64) {
+    pub(crate) fn acknowledge(&self, offset: u64, len: u64, generation: u64) {
         for sector in offset / SECTOR..(offset + len).div_ceil(SECTOR) {
             if let Some(w) = self.word(sector) {
                 w.store(generation, Ordering::Release);
@@ -263,7 +263,7 @@ impl Ledger {
     }
 
     /// Flushes the mapping to the file (after preconditioning).
-    pub fn sync(&self) -> std::io::Result<()> {
+    pub(crate) fn sync(&self) -> std::io::Result<()> {
         self.words.sync()
     }
 }

@@ -75,7 +75,7 @@ impl Drop for Region {
 
 /// A page-aligned buffer of whole pages, anonymous and private: what
 /// direct I/O reads into and writes from.
-pub struct PageBuffer(Region);
+pub(crate) struct PageBuffer(Region);
 
 // SAFETY: `&PageBuffer` gives only `&[u8]` (module header).
 unsafe impl Sync for PageBuffer {}
@@ -83,7 +83,7 @@ unsafe impl Sync for PageBuffer {}
 impl PageBuffer {
     /// A zeroed buffer of at least `len` bytes, rounded up to whole 4 KiB
     /// pages; `len` 0 is an error.
-    pub fn new(len: usize) -> std::io::Result<PageBuffer> {
+    pub(crate) fn new(len: usize) -> std::io::Result<PageBuffer> {
         let pages = len
             .checked_next_multiple_of(4096)
             .ok_or_else(|| std::io::Error::other("a buffer larger than memory"))?;
@@ -91,30 +91,30 @@ impl PageBuffer {
     }
 
     /// Its length, bytes (whole pages).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len
     }
 
     /// The start, for handing to the kernel (io_uring's registered
     /// buffers), which writes there only while the owner waits for it.
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
         self.0.base.as_ptr()
     }
 
     /// The whole buffer.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: module header (private mapping, borrowed from the owner).
         unsafe { std::slice::from_raw_parts(self.0.base.as_ptr(), self.0.len) }
     }
 
     /// The whole buffer, to fill.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: module header (private mapping, borrowed mutably).
         unsafe { std::slice::from_raw_parts_mut(self.0.base.as_ptr(), self.0.len) }
     }
 
     /// The first `len` bytes (all of them when `len` is longer).
-    pub fn prefix_mut(&mut self, len: usize) -> &mut [u8] {
+    pub(crate) fn prefix_mut(&mut self, len: usize) -> &mut [u8] {
         let bytes = self.bytes_mut();
         let len = len.min(bytes.len());
         &mut bytes[..len]
@@ -124,7 +124,7 @@ impl PageBuffer {
 /// A file's first bytes mapped shared, seen as atomic 64-bit words, so
 /// that every store is in the page cache at once (and outlives the
 /// process).
-pub struct SharedWords {
+pub(crate) struct SharedWords {
     region: Region,
     _file: File,
 }
@@ -135,7 +135,7 @@ unsafe impl Sync for SharedWords {}
 impl SharedWords {
     /// Maps the first `len` bytes of `file` (kept open while mapped);
     /// `len` must be a non-zero multiple of 8 no longer than the file.
-    pub fn map(file: File, len: usize) -> std::io::Result<SharedWords> {
+    pub(crate) fn map(file: File, len: usize) -> std::io::Result<SharedWords> {
         if len % 8 != 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -150,7 +150,7 @@ impl SharedWords {
     }
 
     /// The mapping, word by word.
-    pub fn words(&self) -> &[AtomicU64] {
+    pub(crate) fn words(&self) -> &[AtomicU64] {
         // SAFETY: module header (shared mapping seen only atomically,
         // page-aligned, `len` a multiple of 8).
         unsafe {
@@ -162,7 +162,7 @@ impl SharedWords {
     }
 
     /// Flushes the mapping to the file.
-    pub fn sync(&self) -> std::io::Result<()> {
+    pub(crate) fn sync(&self) -> std::io::Result<()> {
         // SAFETY: the whole mapping, page-aligned; msync reads no memory of ours.
         let rc = unsafe {
             libc::msync(

@@ -17,10 +17,10 @@
 //! `--destroy-data`, and never while anything holds it
 //! ([`crate::target::device`]).
 
-pub mod access;
-pub mod block;
+pub(crate) mod access;
+pub(crate) mod block;
 mod inflight;
-pub mod ledger;
+pub(crate) mod ledger;
 mod mapping;
 mod owner;
 mod prepare;
@@ -50,7 +50,7 @@ pub struct Disk;
 /// How I/O reaches the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
-pub enum Engine {
+pub(crate) enum Engine {
     /// io_uring, registered buffers.
     #[value(name = "io_uring")]
     #[serde(rename = "io_uring")]
@@ -64,15 +64,15 @@ pub enum Engine {
 pub struct DiskArgs {
     /// The target: file:PATH (created at --size and preconditioned, or reused) or device:/dev/NAME.
     #[arg(long, value_name = "TARGET", required_unless_present = "list_specs")]
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
 
     /// Write over what the target holds: a device's data, or an existing file perflab did not make (never a device mounted or held).
     #[arg(long)]
-    pub destroy_data: bool,
+    pub(crate) destroy_data: bool,
 
     /// The file's size when perflab creates it, e.g. 1GiB (default: an existing file's).
     #[arg(long, value_name = "SIZE")]
-    pub size: Option<String>,
+    pub(crate) size: Option<String>,
 
     /// The access spec: a name (see --list-specs) or lines, e.g. 'size=4k share=60 read=80; size=64k share=40 read=80'.
     #[arg(
@@ -81,46 +81,46 @@ pub struct DiskArgs {
         default_value = "4k-randread",
         conflicts_with = "spec_file"
     )]
-    pub spec: String,
+    pub(crate) spec: String,
 
     /// The access spec from a TOML file ([[line]] tables of size, share, read, random, delay, burst, align).
     #[arg(long, value_name = "FILE")]
-    pub spec_file: Option<PathBuf>,
+    pub(crate) spec_file: Option<PathBuf>,
 
     /// Print the built-in access specs and exit.
     #[arg(long)]
-    pub list_specs: bool,
+    pub(crate) list_specs: bool,
 
     /// Go through the page cache instead of direct I/O.
     #[arg(long)]
-    pub buffered: bool,
+    pub(crate) buffered: bool,
 
     /// io_uring (default where the kernel allows it) or psync.
     #[arg(long, value_name = "ENGINE", value_enum)]
-    pub engine: Option<Engine>,
+    pub(crate) engine: Option<Engine>,
 
     /// Check every sector read against the last write acknowledged there.
     #[arg(long)]
-    pub verify: bool,
+    pub(crate) verify: bool,
 }
 
 /// The disk workload's validated options, as the run's plan stores them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DiskSpec {
-    pub target: Target,
+    pub(crate) target: Target,
     /// The file's size, bytes.
-    pub size: u64,
-    pub spec: AccessSpec,
+    pub(crate) size: u64,
+    pub(crate) spec: AccessSpec,
     /// Direct I/O (O_DIRECT), not through the page cache.
-    pub direct: bool,
-    pub engine: Engine,
+    pub(crate) direct: bool,
+    pub(crate) engine: Engine,
     /// Why the engine was chosen, when not asked for.
     #[serde(default)]
-    pub engine_note: Option<String>,
-    pub verify: bool,
+    pub(crate) engine_note: Option<String>,
+    pub(crate) verify: bool,
     /// A device's contents, or a file perflab did not make, may be overwritten.
     #[serde(default)]
-    pub destroy_data: bool,
+    pub(crate) destroy_data: bool,
 }
 
 /// `perflab check disk`.
@@ -128,7 +128,7 @@ pub struct DiskSpec {
 pub struct DiskCheckArgs {
     /// The target: file:PATH or device:/dev/NAME.
     #[arg(long, value_name = "TARGET")]
-    pub target: String,
+    pub(crate) target: String,
 }
 
 impl WorkloadKind for Disk {

@@ -23,7 +23,7 @@ struct Request {
 }
 
 /// One user's I/O thread, and its buffer while the user holds it.
-pub struct Psync {
+pub(crate) struct Psync {
     jobs: Option<mpsc::Sender<Request>>,
     thread: Option<JoinHandle<()>>,
     buf: Option<PageBuffer>,
@@ -33,7 +33,7 @@ pub struct Psync {
 
 impl Psync {
     /// Starts the thread of a user whose transfers are at most `len` bytes.
-    pub fn start(len: usize) -> std::io::Result<Psync> {
+    pub(crate) fn start(len: usize) -> std::io::Result<Psync> {
         let (jobs, inbox) = mpsc::channel::<Request>();
         let thread = std::thread::Builder::new()
             .name("perflab-psync".to_string())
@@ -70,7 +70,7 @@ impl Psync {
     /// The buffer, for filling before a write or reading after a read;
     /// empty while an abandoned I/O still holds it (the next I/O waits for
     /// it first).
-    pub fn buffer(&mut self, len: usize) -> &mut [u8] {
+    pub(crate) fn buffer(&mut self, len: usize) -> &mut [u8] {
         match self.buf.as_mut() {
             Some(b) => b.prefix_mut(len),
             None => &mut [],
@@ -79,7 +79,7 @@ impl Psync {
 
     /// Waits for an I/O abandoned at a timeout to give the buffer back;
     /// false when the thread is gone.
-    pub async fn settle(&mut self) -> bool {
+    pub(crate) async fn settle(&mut self) -> bool {
         if self.buf.is_none() {
             let answered = match self.pending.as_mut() {
                 Some(answer) => answer.await.ok(),
@@ -95,7 +95,7 @@ impl Psync {
 
     /// Runs one I/O on the thread (after [`Psync::settle`]); the result as
     /// the kernel gives it.
-    pub async fn io(&mut self, fd: RawFd, write: bool, offset: u64, len: u32) -> i32 {
+    pub(crate) async fn io(&mut self, fd: RawFd, write: bool, offset: u64, len: u32) -> i32 {
         let (Some(jobs), Some(buf)) = (self.jobs.as_ref(), self.buf.take()) else {
             return -libc::EPIPE;
         };

@@ -38,44 +38,44 @@ const MISMATCHES_KEPT: usize = 10;
 const DRAWS: u32 = 64;
 
 /// What every user of a run shares.
-pub struct Shared {
-    pub spec: AccessSpec,
-    pub file: File,
+pub(crate) struct Shared {
+    pub(crate) spec: AccessSpec,
+    pub(crate) file: File,
     /// The target's ledger: none when a device is only read and perflab
     /// never wrote it.
-    pub ledger: Option<Ledger>,
-    pub size: u64,
-    pub engine: Engine,
-    pub verify: bool,
+    pub(crate) ledger: Option<Ledger>,
+    pub(crate) size: u64,
+    pub(crate) engine: Engine,
+    pub(crate) verify: bool,
     /// One flag per 4 KiB chunk of the target: an I/O in flight holds it.
     claims: Vec<AtomicBool>,
     /// Cumulative weights of the lines (share over burst), for drawing a burst.
     cumulative: Vec<f64>,
     names: Vec<&'static str>,
     /// Counts summed from users as they end.
-    pub tally: Mutex<DiskCounts>,
+    pub(crate) tally: Mutex<DiskCounts>,
     /// The most I/Os the plan may hold in flight at once (its depth).
     depth: u64,
 }
 
 /// What users counted, summed at their end.
 #[derive(Debug, Default, Clone)]
-pub struct DiskCounts {
+pub(crate) struct DiskCounts {
     /// Per line: [read random, read sequential, write random, write sequential].
-    pub per_line: Vec<[u64; 4]>,
+    pub(crate) per_line: Vec<[u64; 4]>,
     /// Sectors read back and checked.
-    pub verified: u64,
-    pub mismatches: u64,
+    pub(crate) verified: u64,
+    pub(crate) mismatches: u64,
     /// Each worker thread's most I/Os held at once, and when it counted:
     /// the sum over threads counting at the same time bounds the I/Os in
     /// flight at any instant.
-    pub most_held: inflight::PerThread,
+    pub(crate) most_held: inflight::PerThread,
     /// The first mismatches, described.
-    pub described: Vec<String>,
+    pub(crate) described: Vec<String>,
 }
 
 impl Shared {
-    pub fn new(
+    pub(crate) fn new(
         spec: AccessSpec,
         file: File,
         size: u64,
@@ -116,7 +116,7 @@ impl Shared {
 
     /// The same, with the most I/Os the plan may hold in flight, which the
     /// check holds the run to.
-    pub fn with_depth(self, depth: u64) -> Shared {
+    pub(crate) fn with_depth(self, depth: u64) -> Shared {
         Shared { depth, ..self }
     }
 
@@ -162,8 +162,8 @@ impl Shared {
 }
 
 /// The disk workload as the engine sees it.
-pub struct DiskWorkload {
-    pub shared: Arc<Shared>,
+pub(crate) struct DiskWorkload {
+    pub(crate) shared: Arc<Shared>,
 }
 
 /// How a user reaches the device.
@@ -173,7 +173,7 @@ enum Io {
 }
 
 /// One user: its engine, its random stream, its place in the spec.
-pub struct DiskSession {
+pub(crate) struct DiskSession {
     shared: Arc<Shared>,
     io: Io,
     rng: SmallRng,
@@ -238,7 +238,7 @@ impl Workload for DiskWorkload {
 
 /// The run's check: each line's share, read and random percentages as
 /// done against the spec, and the verification's outcome.
-pub fn check_report(shared: &Shared) -> CheckReport {
+pub(crate) fn check_report(shared: &Shared) -> CheckReport {
     let t = shared
         .tally
         .lock()

@@ -33,7 +33,7 @@ use std::task::{Context, Poll, Waker};
 use tokio::io::unix::AsyncFd;
 
 /// Registered buffer slots per ring: users one worker thread can hold.
-pub const MAX_SLOTS: u32 = 4096;
+pub(crate) const MAX_SLOTS: u32 = 4096;
 /// Submission queue entries.
 const ENTRIES: u32 = 1024;
 /// The longest the submitter waits in the kernel for a completion: far
@@ -62,7 +62,7 @@ struct Slot {
 
 /// A worker thread's ring. Fields drop in order: the ring closes before
 /// the slots' buffers it may still be writing are unmapped.
-pub struct Ring {
+pub(crate) struct Ring {
     uring: IoUring,
     event: AsyncFd<OwnedFd>,
     slots: RefCell<Vec<Slot>>,
@@ -76,7 +76,7 @@ pub struct Ring {
 impl Ring {
     /// This worker thread's ring, made (with its reaper task) on first use.
     /// Must run inside the worker's `LocalSet`.
-    pub fn for_thread() -> std::io::Result<Rc<Ring>> {
+    pub(crate) fn for_thread() -> std::io::Result<Rc<Ring>> {
         if let Some(ring) = RING.with(|r| r.borrow().upgrade()) {
             return Ok(ring);
         }
@@ -109,7 +109,7 @@ impl Ring {
 
     /// A new slot with a registered buffer of `len` bytes, for one user:
     /// its index. The ring keeps the buffer mapped until it is closed.
-    pub fn slot(&self, len: usize) -> std::io::Result<usize> {
+    pub(crate) fn slot(&self, len: usize) -> std::io::Result<usize> {
         let index = self.slots.borrow().len();
         if index >= MAX_SLOTS as usize {
             return Err(std::io::Error::other(format!(
@@ -140,7 +140,12 @@ impl Ring {
     /// filling before a write or reading after a read: only while no I/O
     /// of the slot is in flight (after [`Ring::settle`], before
     /// [`Ring::io`]).
-    pub fn with_buffer<R>(&self, index: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    pub(crate) fn with_buffer<R>(
+        &self,
+        index: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> R {
         let slots = self.slots.borrow();
         let mut buffer = slots[index].buffer.borrow_mut();
         f(buffer.prefix_mut(len))
@@ -148,7 +153,7 @@ impl Ring {
 
     /// Waits for an I/O of slot `index` abandoned at a timeout to end, so
     /// that its buffer may be reused.
-    pub async fn settle(&self, index: usize) {
+    pub(crate) async fn settle(&self, index: usize) {
         let busy = self.slots.borrow()[index].state.get();
         match busy {
             State::InFlight => {
@@ -162,7 +167,14 @@ impl Ring {
     /// Reads (`write` false) or writes `len` bytes of slot `index`'s buffer
     /// at `offset` of `fd` (after [`Ring::settle`]); the result as the kernel gives it (bytes, or a
     /// negated errno).
-    pub async fn io(&self, index: usize, fd: RawFd, write: bool, offset: u64, len: u32) -> i32 {
+    pub(crate) async fn io(
+        &self,
+        index: usize,
+        fd: RawFd,
+        write: bool,
+        offset: u64,
+        len: u32,
+    ) -> i32 {
         let buf = self.slots.borrow()[index].buffer.borrow_mut().as_mut_ptr();
         let entry = if write {
             opcode::WriteFixed::new(types::Fd(fd), buf, len, index as u16)

@@ -41,7 +41,7 @@ pub struct Files;
 pub struct FilesArgs {
     /// The file server: dir:PATH, a directory on any mounted file system.
     #[arg(long, value_name = "TARGET")]
-    pub target: String,
+    pub(crate) target: String,
 
     /// Weights of the operations, e.g. write=60,read=30,stat=5,delete=5.
     #[arg(
@@ -49,35 +49,35 @@ pub struct FilesArgs {
         value_name = "MIX",
         default_value = "write=60,read=30,stat=5,delete=5"
     )]
-    pub mix: String,
+    pub(crate) mix: String,
 
     /// Sizes of the files written: 16k, exp:16k or uniform:4k..64k.
     #[arg(long, value_name = "SIZES", default_value = "exp:16k")]
-    pub file_size: String,
+    pub(crate) file_size: String,
 
     /// Files each user writes before the first step.
     #[arg(long, value_name = "N", default_value_t = 8)]
-    pub initial_files: u32,
+    pub(crate) initial_files: u32,
 
     /// Each write is made durable (fsync) before its file is closed.
     #[arg(long)]
-    pub fsync: bool,
+    pub(crate) fsync: bool,
 
     /// Keep the run's directory (its files) after the run.
     #[arg(long)]
-    pub keep: bool,
+    pub(crate) keep: bool,
 }
 
 /// The files workload's validated options, as the run's plan stores them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FilesSpec {
-    pub target: Target,
+    pub(crate) target: Target,
     /// Weights of write, read, stat and delete.
-    pub mix: [u32; 4],
-    pub sizes: FileSizes,
-    pub initial_files: u32,
-    pub fsync: bool,
-    pub keep: bool,
+    pub(crate) mix: [u32; 4],
+    pub(crate) sizes: FileSizes,
+    pub(crate) initial_files: u32,
+    pub(crate) fsync: bool,
+    pub(crate) keep: bool,
 }
 
 /// `perflab check files` takes no flags.
@@ -373,7 +373,7 @@ fn parse_mix(text: &str) -> Result<[u32; 4], String> {
 }
 
 /// The files workload as the engine sees it.
-pub struct FilesWorkload {
+pub(crate) struct FilesWorkload {
     shared: Arc<Shared>,
 }
 
@@ -386,7 +386,7 @@ struct Shared {
 }
 
 /// One user: its thread, the mix and its random stream.
-pub struct FilesSession {
+pub(crate) struct FilesSession {
     shared: Arc<Shared>,
     user: u32,
     thread: UserThread,

@@ -7,12 +7,12 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 /// The largest file a user writes.
-pub const MAX_FILE: u64 = 1 << 30;
+pub(crate) const MAX_FILE: u64 = 1 << 30;
 
 /// How big each file a user writes is.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FileSizes {
+pub(crate) enum FileSizes {
     Fixed { bytes: u64 },
     Exp { mean: u64 },
     Uniform { low: u64, high: u64 },
@@ -20,7 +20,7 @@ pub enum FileSizes {
 
 impl FileSizes {
     /// Parses `16k`, `exp:16k` or `uniform:4k..64k`.
-    pub fn parse(text: &str) -> Result<FileSizes, String> {
+    pub(crate) fn parse(text: &str) -> Result<FileSizes, String> {
         let sizes = if let Some(mean) = text.strip_prefix("exp:") {
             FileSizes::Exp {
                 mean: Bytes::parse(mean)?.0,
@@ -56,7 +56,7 @@ impl FileSizes {
     }
 
     /// A size drawn from the distribution.
-    pub fn draw(&self, rng: &mut impl Rng) -> u64 {
+    pub(crate) fn draw(&self, rng: &mut impl Rng) -> u64 {
         match *self {
             FileSizes::Fixed { bytes } => bytes,
             FileSizes::Exp { mean } => {

@@ -23,39 +23,39 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 /// The operations, in the workload's order.
-pub const OPS: [&str; 4] = ["write", "read", "stat", "delete"];
+pub(crate) const OPS: [&str; 4] = ["write", "read", "stat", "delete"];
 
 /// A file the user wrote: its number, size and CRC-32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileRec {
-    pub number: u64,
-    pub size: u64,
-    pub crc: u32,
+pub(crate) struct FileRec {
+    pub(crate) number: u64,
+    pub(crate) size: u64,
+    pub(crate) crc: u32,
 }
 
 /// What a user keeps between steps.
 #[derive(Debug, Default)]
-pub struct UserFiles {
-    pub files: Vec<FileRec>,
-    pub next: u64,
+pub(crate) struct UserFiles {
+    pub(crate) files: Vec<FileRec>,
+    pub(crate) next: u64,
     /// Reads whose content did not match, described.
-    pub mismatches: Vec<String>,
+    pub(crate) mismatches: Vec<String>,
     /// Files that failed writes cut short and that could not be removed:
     /// perflab's own, not in the table (their content is not what was meant).
-    pub partial: Vec<u64>,
+    pub(crate) partial: Vec<u64>,
 }
 
 /// What the thread needs besides its table.
-pub struct UserPlan {
-    pub dir: PathBuf,
-    pub sizes: FileSizes,
-    pub fsync: bool,
-    pub seed: u64,
+pub(crate) struct UserPlan {
+    pub(crate) dir: PathBuf,
+    pub(crate) sizes: FileSizes,
+    pub(crate) fsync: bool,
+    pub(crate) seed: u64,
 }
 
 /// Why a user's initial files stopped short.
 #[derive(Debug)]
-pub enum Stopped {
+pub(crate) enum Stopped {
     /// Ctrl-C or SIGTERM.
     Interrupted(crate::util::Interrupted),
     /// The file system's error (ENOSPC on a full one).
@@ -66,7 +66,7 @@ pub enum Stopped {
 /// on the calling thread, looking at the interrupt flag before each: the
 /// user's table (what was written, for the run and its removal) and
 /// whether all were written.
-pub fn write_initial(plan: UserPlan, count: u32) -> (UserFiles, Result<(), Stopped>) {
+pub(crate) fn write_initial(plan: UserPlan, count: u32) -> (UserFiles, Result<(), Stopped>) {
     if let Err(e) = std::fs::create_dir(&plan.dir) {
         return (UserFiles::default(), Err(Stopped::Io(e)));
     }
@@ -83,12 +83,12 @@ pub fn write_initial(plan: UserPlan, count: u32) -> (UserFiles, Result<(), Stopp
 }
 
 /// The name of file `number` of a user's directory.
-pub fn file_name(number: u64) -> String {
+pub(crate) fn file_name(number: u64) -> String {
     format!("f{number:08}")
 }
 
 /// A user's thread and its channels.
-pub struct UserThread {
+pub(crate) struct UserThread {
     jobs: Option<mpsc::SyncSender<usize>>,
     answers: tokio::sync::mpsc::Receiver<Outcome>,
     thread: Option<JoinHandle<UserFiles>>,
@@ -98,7 +98,7 @@ pub struct UserThread {
 
 impl UserThread {
     /// Starts the thread of a user with `files` from earlier steps.
-    pub fn start(plan: UserPlan, files: UserFiles) -> std::io::Result<UserThread> {
+    pub(crate) fn start(plan: UserPlan, files: UserFiles) -> std::io::Result<UserThread> {
         std::fs::create_dir_all(&plan.dir)?;
         let (jobs, inbox) = mpsc::sync_channel::<usize>(1);
         let (reply, answers) = tokio::sync::mpsc::channel::<Outcome>(1);
@@ -123,7 +123,7 @@ impl UserThread {
     }
 
     /// Runs operation `op` (an index into [`OPS`]) on the thread.
-    pub async fn run(&mut self, op: usize) -> Outcome {
+    pub(crate) async fn run(&mut self, op: usize) -> Outcome {
         if self.owed {
             // An operation abandoned at a timeout: its answer comes first.
             if self.answers.recv().await.is_none() {
@@ -144,7 +144,7 @@ impl UserThread {
     }
 
     /// Ends the thread after its last operation; the user's table.
-    pub fn finish(&mut self) -> UserFiles {
+    pub(crate) fn finish(&mut self) -> UserFiles {
         self.jobs.take();
         // An answer still owed must not hold the thread on a full channel.
         self.answers.close();

@@ -23,11 +23,11 @@ pub struct Null;
 pub struct NullArgs {
     /// Service time of each operation.
     #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse_duration)]
-    pub service: Duration,
+    pub(crate) service: Duration,
 
     /// The target stalls from AT (after the run starts) for LENGTH, e.g. 3s:1s.
     #[arg(long, value_name = "AT:LENGTH")]
-    pub stall: Option<String>,
+    pub(crate) stall: Option<String>,
 }
 
 /// The null workload's validated options.
@@ -117,7 +117,7 @@ pub struct NullStall {
 
 impl NullStall {
     /// Parses `AT:LENGTH`, e.g. `3s:1s`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let (at, length) = text
             .split_once(':')
             .ok_or_else(|| format!("'{text}' needs the form AT:LENGTH, e.g. 3s:1s"))?;

@@ -28,7 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The session's buffer: a reply's head must fit in it.
-pub const BUFFER: usize = 64 * 1024;
+pub(crate) const BUFFER: usize = 64 * 1024;
 /// How long a client waits for the server to close a connection it asked
 /// it to close.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
@@ -37,22 +37,22 @@ const MAX_HEADERS: usize = 64;
 
 /// What one exchange expects of the reply.
 #[derive(Debug, Clone, Copy)]
-pub struct Expect {
+pub(crate) struct Expect {
     /// The body's length when the file's size is known.
-    pub size: Option<u64>,
+    pub(crate) size: Option<u64>,
     /// The body's CRC-32 to compare, when this reply is verified.
-    pub checksum: Option<u32>,
+    pub(crate) checksum: Option<u32>,
     /// A HEAD request: no body follows.
-    pub head: bool,
+    pub(crate) head: bool,
     /// The request asked the server to close the connection.
-    pub close: bool,
+    pub(crate) close: bool,
 }
 
 /// How a client reaches its server over TLS.
 #[derive(Clone)]
-pub struct TlsTarget {
-    pub connector: tokio_rustls::TlsConnector,
-    pub name: rustls::pki_types::ServerName<'static>,
+pub(crate) struct TlsTarget {
+    pub(crate) connector: tokio_rustls::TlsConnector,
+    pub(crate) name: rustls::pki_types::ServerName<'static>,
 }
 
 /// A connection: plain TCP or a TLS session over it.
@@ -81,7 +81,7 @@ impl Stream {
 }
 
 /// A user's connection to one address.
-pub struct Client {
+pub(crate) struct Client {
     addr: SocketAddr,
     tls: Option<TlsTarget>,
     stream: Option<Stream>,
@@ -92,7 +92,7 @@ pub struct Client {
     /// timeout): the connection's state is unknown and it is not reused.
     in_exchange: bool,
     /// Connections opened so far.
-    pub connects: u64,
+    pub(crate) connects: u64,
     /// The status of the last head read, until the next is awaited.
     head_seen: Option<u16>,
 }
@@ -117,7 +117,7 @@ struct Head {
 impl Client {
     /// A client of `addr` (over TLS when `tls` says how); it connects on
     /// its first request.
-    pub fn new(addr: SocketAddr, tls: Option<TlsTarget>) -> Self {
+    pub(crate) fn new(addr: SocketAddr, tls: Option<TlsTarget>) -> Self {
         Client {
             addr,
             tls,
@@ -132,7 +132,7 @@ impl Client {
 
     /// What the server had sent of the reply under way when the exchange
     /// was cut off (by a timeout): for a one-line error.
-    pub fn received(&self) -> String {
+    pub(crate) fn received(&self) -> String {
         match self.head_seen {
             Some(status) => {
                 format!("the head of an HTTP {status} reply, but not the whole body it announced")
@@ -150,7 +150,7 @@ impl Client {
     }
 
     /// Sends `request` and reads the whole reply.
-    pub async fn exchange(&mut self, request: &[u8], expect: Expect) -> Outcome {
+    pub(crate) async fn exchange(&mut self, request: &[u8], expect: Expect) -> Outcome {
         if self.in_exchange {
             self.stream = None;
         }
@@ -165,13 +165,13 @@ impl Client {
     }
 
     /// Whether a connection is open (and its replies in order).
-    pub fn connected(&self) -> bool {
+    pub(crate) fn connected(&self) -> bool {
         self.stream.is_some() && !self.in_exchange
     }
 
     /// Pipelining: writes `batch` (one or more requests) on the
     /// connection, opening one if there is none.
-    pub async fn send(&mut self, batch: &[u8]) -> Result<(), ErrorKind> {
+    pub(crate) async fn send(&mut self, batch: &[u8]) -> Result<(), ErrorKind> {
         if self.in_exchange {
             self.stream = None;
         }
@@ -194,7 +194,7 @@ impl Client {
     }
 
     /// Pipelining: reads the next reply of those sent.
-    pub async fn receive(&mut self, expect: Expect) -> Outcome {
+    pub(crate) async fn receive(&mut self, expect: Expect) -> Outcome {
         if self.in_exchange {
             self.stream = None;
         }
@@ -519,7 +519,7 @@ impl Client {
 
 /// Why a TLS handshake with `addr` fails, in the TLS library's words; none
 /// when it succeeds (or the TCP connection itself fails).
-pub async fn handshake_error(addr: SocketAddr, tls: &TlsTarget) -> Option<String> {
+pub(crate) async fn handshake_error(addr: SocketAddr, tls: &TlsTarget) -> Option<String> {
     let tcp = TcpStream::connect(addr).await.ok()?;
     tls.connector
         .connect(tls.name.clone(), tcp)

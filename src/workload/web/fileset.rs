@@ -46,16 +46,16 @@ pub enum FileSetSpec {
 }
 
 /// WebBench's set: its file count and total bytes.
-pub const WEBBENCH_FILES: usize = 100;
-pub const WEBBENCH_BYTES: u64 = 2_500_000;
+pub(crate) const WEBBENCH_FILES: usize = 100;
+pub(crate) const WEBBENCH_BYTES: u64 = 2_500_000;
 /// The largest SPECweb set perflab generates (about 5 GB).
-pub const SPECWEB_MAX_DIRS: u32 = 1000;
+pub(crate) const SPECWEB_MAX_DIRS: u32 = 1000;
 /// The most files a tree or a URL list may hold.
-pub const MAX_FILES: usize = 1_000_000;
+pub(crate) const MAX_FILES: usize = 1_000_000;
 /// SPECweb's class shares of requests, percent.
 pub const SPECWEB_CLASS_SHARES: [f64; 4] = [35.0, 50.0, 14.0, 1.0];
 /// SPECweb99's request frequencies of the nine files of a class, percent.
-pub const SPECWEB_FILE_SHARES: [f64; 9] = [3.9, 5.9, 8.8, 17.7, 35.3, 11.8, 7.1, 5.0, 4.4];
+pub(crate) const SPECWEB_FILE_SHARES: [f64; 9] = [3.9, 5.9, 8.8, 17.7, 35.3, 11.8, 7.1, 5.0, 4.4];
 /// The smallest file of each SPECweb class, bytes (file k is k times it).
 const SPECWEB_UNITS: [u64; 4] = [102, 1024, 10_240, 102_400];
 /// The size classes' names, by the classes' upper bounds (1 KiB, 10 KiB, 100 KiB).
@@ -63,7 +63,7 @@ pub const CLASS_NAMES: [&str; 4] = ["<1KiB", "1-10KiB", "10-100KiB", ">=100KiB"]
 
 impl FileSetSpec {
     /// Parses `--fileset` (`webbench`, `specweb:DIRS`, `tree:DIR`).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         if text == "webbench" {
             return Ok(FileSetSpec::Webbench);
         }
@@ -91,7 +91,7 @@ impl FileSetSpec {
     }
 
     /// Whether perflab makes the files itself (and can write them anywhere).
-    pub fn generated(&self) -> bool {
+    pub(crate) fn generated(&self) -> bool {
         matches!(self, FileSetSpec::Webbench | FileSetSpec::Specweb { .. })
     }
 }
@@ -102,17 +102,17 @@ pub struct WebFile {
     /// Its path below the base URL (no leading `/`), percent-encoded.
     pub path: String,
     /// Its size in bytes, when known.
-    pub size: Option<u64>,
+    pub(crate) size: Option<u64>,
     /// The CRC-32 of its bytes, when known.
-    pub checksum: Option<u32>,
+    pub(crate) checksum: Option<u32>,
     /// Its size class (an index into [`CLASS_NAMES`]).
     pub class: usize,
     /// Its share of requests (any positive scale).
     pub weight: f64,
     /// Where a tree's file is on disk (to copy it into a managed server).
-    pub source: Option<PathBuf>,
+    pub(crate) source: Option<PathBuf>,
     /// Generated files: the index their bytes derive from.
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
 }
 
 /// The files of a run and the draw of the next.
@@ -124,7 +124,7 @@ pub struct FileSet {
 }
 
 /// The size class of a file of `size` bytes.
-pub fn class_of(size: u64) -> usize {
+pub(crate) fn class_of(size: u64) -> usize {
     match size {
         0..=1023 => 0,
         1024..=10_239 => 1,
@@ -134,7 +134,7 @@ pub fn class_of(size: u64) -> usize {
 }
 
 /// The bytes of generated file `seed`, `size` long.
-pub fn generated_content(seed: u64, size: u64) -> Vec<u8> {
+pub(crate) fn generated_content(seed: u64, size: u64) -> Vec<u8> {
     let mut bytes = vec![0u8; usize::try_from(size).unwrap_or(usize::MAX)];
     SmallRng::seed_from_u64(seed ^ 0x0070_6572_666c_6162).fill_bytes(&mut bytes);
     bytes
@@ -159,7 +159,7 @@ impl FileSet {
     }
 
     /// A set of these files (at least one, each with a positive weight).
-    pub fn of(files: Vec<WebFile>) -> Self {
+    pub(crate) fn of(files: Vec<WebFile>) -> Self {
         let total: f64 = files.iter().map(|f| f.weight).sum();
         let mut sum = 0.0;
         let cumulative = files
@@ -173,7 +173,7 @@ impl FileSet {
     }
 
     /// Draws the next file's index.
-    pub fn draw(&self, rng: &mut SmallRng) -> usize {
+    pub(crate) fn draw(&self, rng: &mut SmallRng) -> usize {
         let u: f64 = rng.gen();
         self.cumulative
             .partition_point(|&c| c <= u)
@@ -181,7 +181,7 @@ impl FileSet {
     }
 
     /// The index of the file drawn most often.
-    pub fn most_requested(&self) -> usize {
+    pub(crate) fn most_requested(&self) -> usize {
         self.files
             .iter()
             .enumerate()
@@ -190,7 +190,7 @@ impl FileSet {
     }
 
     /// Each class's share of requests (0 to 1), by [`CLASS_NAMES`].
-    pub fn class_shares(&self) -> [f64; 4] {
+    pub(crate) fn class_shares(&self) -> [f64; 4] {
         let total: f64 = self.files.iter().map(|f| f.weight).sum();
         let mut shares = [0.0; 4];
         for f in &self.files {
@@ -200,7 +200,7 @@ impl FileSet {
     }
 
     /// Bytes of all the files whose size is known.
-    pub fn total_bytes(&self) -> u64 {
+    pub(crate) fn total_bytes(&self) -> u64 {
         self.files.iter().filter_map(|f| f.size).sum()
     }
 
@@ -338,7 +338,7 @@ fn walk_tree(dir: &Path) -> Result<Vec<WebFile>, PlanError> {
 }
 
 /// Parses a URL list: `PATH [WEIGHT]` per line, `#` comments, blank lines.
-pub fn parse_urls(text: &str, name: &str) -> Result<Vec<WebFile>, PlanError> {
+pub(crate) fn parse_urls(text: &str, name: &str) -> Result<Vec<WebFile>, PlanError> {
     let bad = |line: usize, why: String| {
         PlanError::flag(
             "--urls",

@@ -10,13 +10,13 @@
 //! address. The server's own statistics (`stub_status`) are sampled each
 //! interval like a database's.
 
-pub mod client;
+pub(crate) mod client;
 pub mod fileset;
 mod generator;
 mod session;
 
 use session::Shared;
-pub use session::WebWorkload;
+pub(crate) use session::WebWorkload;
 
 use super::{CheckReport, Started, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The web workload's target when none is given.
-pub const DEFAULT_TARGET: &str = "nginx:managed";
+pub(crate) const DEFAULT_TARGET: &str = "nginx:managed";
 
 /// `perflab run web`.
 pub struct Web;
@@ -39,7 +39,7 @@ pub struct Web;
 pub struct WebArgs {
     /// The server: http://HOST:PORT/ (several, comma-separated, one per adapter) or nginx:managed.
     #[arg(long, value_name = "URL", default_value = DEFAULT_TARGET)]
-    pub target: String,
+    pub(crate) target: String,
 
     /// The files requested: webbench, specweb:DIRS or tree:DIR.
     #[arg(
@@ -48,59 +48,59 @@ pub struct WebArgs {
         default_value = "webbench",
         conflicts_with = "urls"
     )]
-    pub fileset: String,
+    pub(crate) fileset: String,
 
     /// Request the paths listed in FILE instead (one "/PATH [WEIGHT]" per line, # comments).
     #[arg(long, value_name = "FILE")]
-    pub urls: Option<PathBuf>,
+    pub(crate) urls: Option<PathBuf>,
 
     /// keep-alive (one connection per user) or close (a connection per request).
     #[arg(long, value_name = "MODE", value_enum, default_value_t = Connection::KeepAlive)]
-    pub connection: Connection,
+    pub(crate) connection: Connection,
 
     /// Requests in flight on each keep-alive connection (HTTP/1.1 pipelining); 1 sends the next only after a reply.
     #[arg(long, value_name = "N", default_value_t = 1)]
-    pub pipeline: u32,
+    pub(crate) pipeline: u32,
 
     /// The request method.
     #[arg(long, value_name = "METHOD", value_enum, default_value_t = Method::Get)]
-    pub method: Method,
+    pub(crate) method: Method,
 
     /// A header sent with every request, "Name: value" (repeatable). A secret one's value (Authorization, cookies, tokens) is never printed or stored.
     #[arg(long = "header", value_name = "HEADER")]
-    pub headers: Vec<String>,
+    pub(crate) headers: Vec<String>,
 
     /// A header sent with every request, "Name: value", read from the environment variable VAR (repeatable): a secret kept off the command line, as perflab kube's manifests pass it.
     #[arg(long = "header-env", value_name = "VAR")]
-    pub header_env: Vec<String>,
+    pub(crate) header_env: Vec<String>,
 
     /// The share of bodies checksummed against the file set (0 to 1).
     #[arg(long, value_name = "SHARE", default_value_t = 0.01)]
-    pub verify_share: f64,
+    pub(crate) verify_share: f64,
 
     /// HTTPS: trust the CA certificates of this PEM file instead of the system's.
     #[arg(long, value_name = "FILE")]
-    pub cacert: Option<PathBuf>,
+    pub(crate) cacert: Option<PathBuf>,
 
     /// HTTPS: accept any server certificate (the connection is encrypted, not authenticated).
     #[arg(long)]
-    pub insecure: bool,
+    pub(crate) insecure: bool,
 
     /// The server's status page (nginx stub_status or Apache server-status?auto), sampled each interval.
     #[arg(long, value_name = "URL")]
-    pub server_status: Option<String>,
+    pub(crate) server_status: Option<String>,
 
     /// Managed nginx: a directive, NAME=VALUE (repeatable), e.g. worker_processes=2.
     #[arg(long = "nginx-set", value_name = "NAME=VALUE")]
-    pub nginx_set: Vec<String>,
+    pub(crate) nginx_set: Vec<String>,
 
     /// Managed nginx: run it on these CPUs only, e.g. 0 or 0-1.
     #[arg(long = "nginx-cpus", value_name = "LIST")]
-    pub nginx_cpus: Option<String>,
+    pub(crate) nginx_cpus: Option<String>,
 
     /// Managed nginx: the loopback addresses it listens on, e.g. 127.0.0.1,127.0.0.2.
     #[arg(long = "nginx-listen", value_name = "ADDRS")]
-    pub nginx_listen: Option<String>,
+    pub(crate) nginx_listen: Option<String>,
 
     /// Managed nginx: serve HTTPS with this certificate (PEM); needs --nginx-tls-key.
     #[arg(
@@ -108,7 +108,7 @@ pub struct WebArgs {
         value_name = "FILE",
         requires = "nginx_tls_key"
     )]
-    pub nginx_tls_cert: Option<PathBuf>,
+    pub(crate) nginx_tls_cert: Option<PathBuf>,
 
     /// Managed nginx: the certificate's private key (PEM).
     #[arg(
@@ -116,24 +116,24 @@ pub struct WebArgs {
         value_name = "FILE",
         requires = "nginx_tls_cert"
     )]
-    pub nginx_tls_key: Option<PathBuf>,
+    pub(crate) nginx_tls_key: Option<PathBuf>,
 
     /// Managed nginx: hold it and its page cache to SIZE of memory (a cgroup; root), e.g. 64MiB.
     #[arg(long = "nginx-memory", value_name = "SIZE")]
-    pub nginx_memory: Option<String>,
+    pub(crate) nginx_memory: Option<String>,
 
     #[command(flatten)]
-    pub surroundings: crate::target::SurroundingsArgs,
+    pub(crate) surroundings: crate::target::SurroundingsArgs,
 
     /// Managed nginx: keep its directory (configuration, files, log) after the run.
     #[arg(long)]
-    pub keep: bool,
+    pub(crate) keep: bool,
 }
 
 /// Connection handling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
-pub enum Connection {
+pub(crate) enum Connection {
     /// One HTTP/1.1 connection per user, reused.
     KeepAlive,
     /// A new connection per request (`Connection: close`).
@@ -143,7 +143,7 @@ pub enum Connection {
 /// The request method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "UPPERCASE")]
-pub enum Method {
+pub(crate) enum Method {
     #[value(name = "GET")]
     Get,
     #[value(name = "HEAD")]
@@ -153,23 +153,23 @@ pub enum Method {
 /// The web workload's validated options, as the run's plan stores them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebSpec {
-    pub target: Target,
-    pub fileset: FileSetSpec,
-    pub connection: Connection,
+    pub(crate) target: Target,
+    pub(crate) fileset: FileSetSpec,
+    pub(crate) connection: Connection,
     /// Requests in flight per connection (1: no pipelining).
     #[serde(default = "one")]
-    pub pipeline: u32,
-    pub method: Method,
+    pub(crate) pipeline: u32,
+    pub(crate) method: Method,
     /// Extra request headers (name, value); secret ones are stored masked.
     #[serde(serialize_with = "masked_headers")]
-    pub headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
     /// Share of bodies checksummed, 0 to 1.
-    pub verify_share: f64,
+    pub(crate) verify_share: f64,
     /// How HTTPS servers are checked.
-    pub tls: crate::target::tls::TlsOptions,
-    pub server_status: Option<String>,
+    pub(crate) tls: crate::target::tls::TlsOptions,
+    pub(crate) server_status: Option<String>,
     /// A managed server's settings, CPUs, addresses, and whether its files are kept.
-    pub server: ServerOptions,
+    pub(crate) server: ServerOptions,
 }
 
 fn one() -> u32 {
@@ -177,7 +177,7 @@ fn one() -> u32 {
 }
 
 /// The most requests in flight on one connection.
-pub const MAX_PIPELINE: u32 = 1024;
+pub(crate) const MAX_PIPELINE: u32 = 1024;
 
 /// `perflab check web` takes no flags.
 #[derive(Debug, clap::Args)]

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The web workload, shared by every worker.
-pub struct WebWorkload {
+pub(crate) struct WebWorkload {
     pub(super) shared: Arc<Shared>,
     /// What a generator builds this workload from (`generator::Form`).
     pub(super) form: Option<serde_json::Value>,
@@ -234,7 +234,7 @@ impl Shared {
 }
 
 /// One web user: its connection and its random stream.
-pub struct WebSession {
+pub(crate) struct WebSession {
     workload: Arc<Shared>,
     /// The address this user's requests go to.
     base: usize,

@@ -48,7 +48,7 @@ const MYSQL_TYPE_LONGLONG: u8 = 8;
 
 /// Why an exchange failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MyError {
+pub(crate) enum MyError {
     /// The server's error code (1213 deadlock, 1205 lock wait timeout, …).
     Server(u16),
     /// The connection is gone or lost its place.
@@ -71,23 +71,23 @@ impl std::fmt::Display for MyError {
 
 /// What a statement did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// Rows an UPDATE or INSERT changed.
-    pub affected: u64,
+    pub(crate) affected: u64,
     /// Rows a SELECT returned.
-    pub rows: u64,
+    pub(crate) rows: u64,
 }
 
 /// A command ready to send: its whole packet, and where each BIGINT
 /// parameter's 8 bytes go in it.
-pub struct Command {
+pub(crate) struct Command {
     packet: Vec<u8>,
     params: Vec<usize>,
 }
 
 impl Command {
     /// A text query (BEGIN, COMMIT, ROLLBACK).
-    pub fn query(sql: &str) -> Command {
+    pub(crate) fn query(sql: &str) -> Command {
         let mut payload = vec![COM_QUERY];
         payload.extend_from_slice(sql.as_bytes());
         Command {
@@ -122,8 +122,9 @@ impl Command {
         }
     }
 
+    #[cfg(test)]
     /// How many parameters it takes.
-    pub fn arity(&self) -> usize {
+    pub(crate) fn arity(&self) -> usize {
         self.params.len()
     }
 }
@@ -139,7 +140,7 @@ fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
 }
 
 /// One connection, owned by one user.
-pub struct MyWire {
+pub(crate) struct MyWire {
     stream: Stream,
     read: BytesMut,
     write: Vec<u8>,
@@ -155,7 +156,7 @@ pub struct MyWire {
 impl MyWire {
     /// Connects, authenticates and selects the URL's database, within the
     /// handshake deadline.
-    pub async fn connect(target: &MyTarget) -> anyhow::Result<MyWire> {
+    pub(crate) async fn connect(target: &MyTarget) -> anyhow::Result<MyWire> {
         tokio::time::timeout(super::super::HANDSHAKE, Self::handshake(target))
             .await
             .map_err(|_| super::super::silent_peer("MySQL/MariaDB", &target.display))?
@@ -255,7 +256,11 @@ impl MyWire {
 
     /// Prepares `sql` (its parameters all BIGINT) and returns the command
     /// that executes it.
-    pub async fn prepare(&mut self, target: &MyTarget, sql: &str) -> anyhow::Result<Command> {
+    pub(crate) async fn prepare(
+        &mut self,
+        target: &MyTarget,
+        sql: &str,
+    ) -> anyhow::Result<Command> {
         let mut payload = vec![COM_STMT_PREPARE];
         payload.extend_from_slice(sql.as_bytes());
         let lost = |e: io::Error| super::unreachable(target, &e);
@@ -284,7 +289,11 @@ impl MyWire {
 
     /// Sends `command` with `params` and reads its reply. An exchange a
     /// caller abandoned is settled first.
-    pub async fn run(&mut self, command: &Command, params: &[i64]) -> Result<Reply, MyError> {
+    pub(crate) async fn run(
+        &mut self,
+        command: &Command,
+        params: &[i64],
+    ) -> Result<Reply, MyError> {
         if self.broken {
             return Err(MyError::Lost);
         }
@@ -311,7 +320,7 @@ impl MyWire {
     /// Holds the connection: its socket is read and written with blocking
     /// calls, each operation allowed `timeout` (for a user alone on its
     /// worker thread; see `target::stream`).
-    pub fn hold(self, timeout: std::time::Duration) -> io::Result<MyWire> {
+    pub(crate) fn hold(self, timeout: std::time::Duration) -> io::Result<MyWire> {
         Ok(MyWire {
             stream: self.stream.hold(timeout)?,
             ..self
@@ -319,12 +328,12 @@ impl MyWire {
     }
 
     /// An operation starts (a held connection's deadline runs from now).
-    pub fn begin_operation(&mut self) {
+    pub(crate) fn begin_operation(&mut self) {
         self.stream.begin_operation();
     }
 
     /// True when the connection cannot be used again.
-    pub fn is_broken(&self) -> bool {
+    pub(crate) fn is_broken(&self) -> bool {
         self.broken
     }
 

@@ -31,7 +31,7 @@ const MAX_MESSAGE: usize = 1 << 20;
 
 /// Why an exchange failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WireError {
+pub(crate) enum WireError {
     /// The server answered with an error; its SQLSTATE.
     Server(SqlState),
     /// The connection is gone (closed, reset, or a reply that makes no sense).
@@ -44,22 +44,22 @@ pub enum WireError {
 
 /// A five-character SQLSTATE, kept inline.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct SqlState([u8; 5]);
+pub(crate) struct SqlState([u8; 5]);
 
 impl SqlState {
     /// The code as text (`40001`); `?????` if the server sent no ASCII code.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).unwrap_or("?????")
     }
 
     /// A serialisation failure or a deadlock: worth another try.
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         matches!(&self.0, b"40001" | b"40P01")
     }
 
     /// Class 08 (connection exception) or 57P0x (the server is shutting
     /// down or ended this session): the connection is gone.
-    pub fn ends_connection(&self) -> bool {
+    pub(crate) fn ends_connection(&self) -> bool {
         self.0.starts_with(b"08") || self.0.starts_with(b"57P0")
     }
 }
@@ -78,7 +78,7 @@ impl std::fmt::Display for SqlState {
 
 /// A prepared statement's Bind and Execute messages, encoded once, with the
 /// offsets of its bigint parameters.
-pub struct Statement {
+pub(crate) struct Statement {
     template: Box<[u8]>,
     params: Box<[usize]>,
 }
@@ -112,22 +112,17 @@ impl Statement {
             params,
         })
     }
-
-    /// How many parameters it binds.
-    pub fn arity(&self) -> usize {
-        self.params.len()
-    }
 }
 
 /// What the statements of one exchange returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// Rows the last statement affected or returned (its command tag's count).
-    pub rows: u64,
+    pub(crate) rows: u64,
 }
 
 /// One connection, owned by one user.
-pub struct Wire {
+pub(crate) struct Wire {
     stream: Stream,
     read: BytesMut,
     write: BytesMut,
@@ -144,7 +139,7 @@ impl Wire {
     /// Connects to the target's first reachable host, starts a session and
     /// authenticates (trust, password, MD5 or SCRAM-SHA-256), within the
     /// handshake deadline.
-    pub async fn connect(target: &PgTarget) -> anyhow::Result<Wire> {
+    pub(crate) async fn connect(target: &PgTarget) -> anyhow::Result<Wire> {
         tokio::time::timeout(super::super::HANDSHAKE, Self::handshake(target))
             .await
             .map_err(|_| super::super::silent_peer("PostgreSQL", &target.display))?
@@ -267,7 +262,7 @@ impl Wire {
     /// Parses `sql` as the named statement, its parameters all bigint, and
     /// encodes its Bind and Execute messages (parameters and results in
     /// binary).
-    pub async fn prepare(
+    pub(crate) async fn prepare(
         &mut self,
         target: &PgTarget,
         name: &str,
@@ -301,7 +296,7 @@ impl Wire {
     }
 
     /// Queues a statement with its parameters (as many as it binds).
-    pub fn queue(&mut self, statement: &Statement, params: &[i64]) {
+    pub(crate) fn queue(&mut self, statement: &Statement, params: &[i64]) {
         let base = self.write.len();
         self.write.extend_from_slice(&statement.template);
         for (offset, value) in statement.params.iter().zip(params) {
@@ -313,7 +308,7 @@ impl Wire {
     /// Sends what is queued with a Sync and reads the replies up to the
     /// server's ReadyForQuery. After an error the server skips the rest of
     /// what was queued; the first error is returned.
-    pub async fn flush(&mut self) -> Result<Reply, WireError> {
+    pub(crate) async fn flush(&mut self) -> Result<Reply, WireError> {
         if self.broken {
             return Err(WireError::Lost);
         }
@@ -359,7 +354,7 @@ impl Wire {
 
     /// Drops what was queued and never sent (by an exchange whose caller
     /// went away before its flush).
-    pub fn discard(&mut self) {
+    pub(crate) fn discard(&mut self) {
         if !self.broken {
             self.write.clear();
         }
@@ -368,7 +363,7 @@ impl Wire {
     /// Holds the connection: its socket is read and written with blocking
     /// calls, each operation allowed `timeout` (for a user alone on its
     /// worker thread; see `target::stream`).
-    pub fn hold(self, timeout: std::time::Duration) -> io::Result<Wire> {
+    pub(crate) fn hold(self, timeout: std::time::Duration) -> io::Result<Wire> {
         Ok(Wire {
             stream: self.stream.hold(timeout)?,
             ..self
@@ -376,17 +371,18 @@ impl Wire {
     }
 
     /// An operation starts (a held connection's deadline runs from now).
-    pub fn begin_operation(&mut self) {
+    pub(crate) fn begin_operation(&mut self) {
         self.stream.begin_operation();
     }
 
+    #[cfg(test)]
     /// Round trips (exchanges) so far on this connection.
-    pub fn round_trips(&self) -> u64 {
+    pub(crate) fn round_trips(&self) -> u64 {
         self.round_trips
     }
 
     /// True when the connection cannot be used again.
-    pub fn is_broken(&self) -> bool {
+    pub(crate) fn is_broken(&self) -> bool {
         self.broken
     }
 

@@ -7,7 +7,7 @@
 
 mod txn;
 
-pub use txn::MyConn;
+pub(crate) use txn::MyConn;
 
 use super::check::BankFigures;
 use super::mix::{BankMix, Isolation};
@@ -32,7 +32,7 @@ const ROWS_PER_INSERT: i64 = 2_000;
 const SCHEMA_VERSION: i64 = 1;
 
 /// A MySQL/MariaDB bank.
-pub struct MyBank {
+pub(crate) struct MyBank {
     target: MyTarget,
     tables: Tables,
     isolation: Isolation,
@@ -43,7 +43,7 @@ pub struct MyBank {
 impl MyBank {
     /// The bank another perflab loaded, for a generator's sessions: no
     /// connection is made here, nothing is loaded or read.
-    pub fn attach(
+    pub(crate) fn attach(
         target: MyTarget,
         mix: BankMix,
         isolation: Isolation,
@@ -62,12 +62,12 @@ impl MyBank {
     }
 
     /// How a generator reaches this bank (`generator::Form`).
-    pub fn target(&self) -> &MyTarget {
+    pub(crate) fn target(&self) -> &MyTarget {
         &self.target
     }
 
     /// Connects, then loads or reuses the bank for `scale` units.
-    pub fn prepare(
+    pub(crate) fn prepare(
         target: MyTarget,
         scale: u32,
         mix: BankMix,
@@ -92,7 +92,7 @@ impl MyBank {
 
     /// Starts sampling the server's statistics for the run.
     /// Opens an existing bank for `perflab check bank`.
-    pub fn existing(target: MyTarget) -> anyhow::Result<Self> {
+    pub(crate) fn existing(target: MyTarget) -> anyhow::Result<Self> {
         let bank = Self::attach(target, BankMix::Tpcb, Isolation::ReadCommitted, 1)?;
         let loaded = bank.admin.block_on(async {
             let mut conn = connect(&bank.target).await?;

@@ -16,7 +16,7 @@ use std::time::Duration;
 const RETRYABLE: [u16; 2] = [1213, 1205];
 
 /// A connection's commands, each encoded once.
-pub struct Statements {
+pub(crate) struct Statements {
     begin: Command,
     commit: Command,
     rollback: Command,
@@ -29,20 +29,20 @@ pub struct Statements {
 }
 
 /// How to reach MySQL/MariaDB for one user.
-pub struct MyClient {
-    pub target: MyTarget,
-    pub tables: Tables,
-    pub isolation: Isolation,
+pub(crate) struct MyClient {
+    pub(crate) target: MyTarget,
+    pub(crate) tables: Tables,
+    pub(crate) isolation: Isolation,
     /// Hold the socket (blocking calls), each operation allowed this long:
     /// for a user alone on its worker thread.
-    pub held: Option<Duration>,
+    pub(crate) held: Option<Duration>,
 }
 
 /// A user's MySQL/MariaDB connection.
-pub type MyConn = ServerConn<MyClient>;
+pub(crate) type MyConn = ServerConn<MyClient>;
 
 /// An open connection and its commands.
-pub struct Conn {
+pub(crate) struct Conn {
     wire: MyWire,
     st: Statements,
 }

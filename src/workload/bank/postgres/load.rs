@@ -25,7 +25,7 @@ const SCHEMA_VERSION: i64 = 1;
 
 /// Reuses a loaded bank of the same scale (after checking it) or loads
 /// one, replacing only tables perflab made.
-pub async fn prepare(
+pub(crate) async fn prepare(
     client: &Client,
     target: &PgTarget,
     tables: Tables,
@@ -107,7 +107,7 @@ async fn catalog(client: &Client, tables: Tables) -> anyhow::Result<Catalog> {
 /// The scale of the bank in the database, if one is loaded: perflab's
 /// layout only when every table is perflab's; pgbench's when its four
 /// tables are there, whoever made them.
-pub async fn loaded_scale(client: &Client, tables: Tables) -> anyhow::Result<Option<i64>> {
+pub(crate) async fn loaded_scale(client: &Client, tables: Tables) -> anyhow::Result<Option<i64>> {
     let found = catalog(client, tables).await?;
     loaded_scale_in(client, tables, &found).await
 }
@@ -305,7 +305,7 @@ async fn copy_accounts(
 }
 
 /// The check's figures, read in one repeatable-read snapshot.
-pub async fn figures(client: &Client, t: Tables) -> anyhow::Result<BankFigures> {
+pub(crate) async fn figures(client: &Client, t: Tables) -> anyhow::Result<BankFigures> {
     let initial = match t.meta {
         None => "0::bigint".to_string(),
         Some(meta) => format!("(SELECT initial_total FROM {meta} LIMIT 1)"),

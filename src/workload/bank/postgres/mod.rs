@@ -8,7 +8,7 @@
 mod load;
 mod txn;
 
-pub use txn::PgConn;
+pub(crate) use txn::PgConn;
 
 use super::check::BankFigures;
 use super::mix::{BankMix, Isolation};
@@ -22,7 +22,7 @@ use std::time::Instant;
 use tokio_postgres::Client;
 
 /// A PostgreSQL bank.
-pub struct PgBank {
+pub(crate) struct PgBank {
     target: PgTarget,
     tables: Tables,
     isolation: Isolation,
@@ -36,7 +36,7 @@ pub struct PgBank {
 impl PgBank {
     /// The bank another perflab loaded, for a generator's sessions: no
     /// connection is made here, nothing is loaded or read.
-    pub fn attach(
+    pub(crate) fn attach(
         target: PgTarget,
         mix: BankMix,
         isolation: Isolation,
@@ -57,12 +57,12 @@ impl PgBank {
     }
 
     /// How a generator reaches this bank (`generator::Form`).
-    pub fn target(&self) -> &PgTarget {
+    pub(crate) fn target(&self) -> &PgTarget {
         &self.target
     }
 
     /// Connects, then loads or reuses the bank for `scale` units.
-    pub fn prepare(
+    pub(crate) fn prepare(
         target: PgTarget,
         scale: u32,
         mix: BankMix,
@@ -81,7 +81,7 @@ impl PgBank {
     }
 
     /// Opens an existing bank for `perflab check bank`.
-    pub fn existing(target: PgTarget, pgbench: bool) -> anyhow::Result<Self> {
+    pub(crate) fn existing(target: PgTarget, pgbench: bool) -> anyhow::Result<Self> {
         let mix = if pgbench {
             BankMix::Pgbench
         } else {

@@ -18,7 +18,7 @@ use anyhow::Context;
 use std::time::Duration;
 
 /// The prepared statements of one connection.
-pub struct Statements {
+pub(crate) struct Statements {
     begin: Statement,
     commit: Statement,
     rollback: Statement,
@@ -31,22 +31,22 @@ pub struct Statements {
 }
 
 /// How to reach PostgreSQL for one user.
-pub struct PgClient {
-    pub target: PgTarget,
-    pub tables: Tables,
-    pub isolation: Isolation,
+pub(crate) struct PgClient {
+    pub(crate) target: PgTarget,
+    pub(crate) tables: Tables,
+    pub(crate) isolation: Isolation,
     /// Send a transaction's statements together (pipeline mode).
-    pub pipeline: bool,
+    pub(crate) pipeline: bool,
     /// Hold the socket (blocking calls), each operation allowed this long:
     /// for a user alone on its worker thread.
-    pub held: Option<Duration>,
+    pub(crate) held: Option<Duration>,
 }
 
 /// A user's PostgreSQL connection.
-pub type PgConn = ServerConn<PgClient>;
+pub(crate) type PgConn = ServerConn<PgClient>;
 
 /// An open connection and what it runs.
-pub struct Conn {
+pub(crate) struct Conn {
     wire: Wire,
     st: Statements,
     pipeline: bool,
