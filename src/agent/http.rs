@@ -403,7 +403,11 @@ mod tests {
             head_bytes: 1024,
             body_bytes: 64,
             connections: 3,
-            deadline: Duration::from_millis(800),
+            // Long enough that a loaded machine cannot stall the test past
+            // it between connecting the idle ones and asking once more (at
+            // 800 ms it did, under CI: the idle ones were cut off first and
+            // the refused request was served).
+            deadline: Duration::from_secs(5),
         };
         let (port, stop, thread) = server(limits);
         let ok = ask(port, b"GET /a HTTP/1.1\r\n\r\n");
