@@ -16,8 +16,8 @@ cd "$(dirname "$0")/.."
 seconds="${1:-10}"
 rounds="${2:-3}"
 source bench/common.sh
-cargo build --release --quiet
-perflab="${PERFLAB:-$PWD/target/release/perflab}"
+# PERFLAB names another binary (an older build, for a before/after).
+perflab_binary
 
 work="$(mktemp -d)"
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
@@ -36,9 +36,14 @@ for k in 1 2 3; do
     pids+=("$!")
     ports+=("$port")
 done
-for port in "${ports[@]}"; do
-    for _ in $(seq 100); do
-        python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null && break
+# Each agent listening within 10 s, or the bench stops with what it said.
+for k in 0 1 2; do
+    for try in $(seq 101); do
+        python3 -c "import socket; socket.create_connection(('127.0.0.1', ${ports[$k]}), 1)" 2>/dev/null && break
+        if [ "$try" -eq 101 ] || ! kill -0 "${pids[$k]}" 2>/dev/null; then
+            echo "generators.sh: agent $((k + 1)) did not listen on 127.0.0.1:${ports[$k]}: $(tail -1 "$work/agent$((k + 1)).out")" >&2
+            exit 1
+        fi
         sleep 0.1
     done
 done
@@ -69,12 +74,14 @@ for round in $(seq "$rounds"); do
     done
 done
 
-one="$(median ${tps[1]})"
-c1="$(median ${cpu[1]})"
+# The median of the figures in the blank-separated list $1.
+median_of() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1].split()))' "$1"; }
+one="$(median_of "${tps[1]}")"
+c1="$(median_of "${cpu[1]}")"
 printf '%-14s %10s %16s %24s %30s\n' "generators" "ops/s" "vs 1 generator" "coordinator ms/interval" "per added generator, µs/interval"
 for n in 0 1 2 3; do
-    x="$(median ${tps[$n]})"
-    c="$(median ${cpu[$n]})"
+    x="$(median_of "${tps[$n]}")"
+    c="$(median_of "${cpu[$n]}")"
     label="$n"
     [ "$n" -eq 0 ] && label="local (none)"
     ratio="$(python3 -c "print(f'{$x / $one:.3f}')")"
@@ -83,4 +90,16 @@ for n in 0 1 2 3; do
     c="$(python3 -c "print(f'{$c:.2f}')")"
     [ "$n" -eq 0 ] && c="$c (load too)"
     printf '%-14s %10.0f %16s %24s %30s\n' "$label" "$x" "$ratio" "$c" "$added"
+done
+
+# The results (see result_row in common.sh): one generator against the
+# local run (its coordinator's CPU alone: the local run's holds the load
+# too), and two and three against one, CPU per interval paired too.
+# Round r of every count ran in the same pass, so they pair.
+commas() { tr -s ' ' ',' <<<"${1% }"; }
+bench_result "1 generator" "local run" ops/s "$(commas "${tps[0]}")" "$(commas "${tps[1]}")" "" "" "" \
+    cpu_unit=ms/interval perflab_cpu="$c1" note="coordinator's CPU per interval"
+for n in 2 3; do
+    bench_result "$n generators" "1 generator" ops/s "$(commas "${tps[1]}")" "$(commas "${tps[$n]}")" \
+        ms/interval "$(commas "${cpu[1]}")" "$(commas "${cpu[$n]}")" note="coordinator's CPU per interval"
 done

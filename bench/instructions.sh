@@ -39,9 +39,8 @@ fi
 if ! command -v valgrind >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null
 fi
-cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
-perflab="${PERFLAB:-$PWD/target/release/perflab}"
+perflab_binary
 
 start_pgbench_server "$scale"
 write_pipeline_script "$work/pipeline.sql" "$scale"

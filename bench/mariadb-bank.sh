@@ -24,9 +24,8 @@ rounds="${3:-3}"
 if ! command -v sysbench >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q sysbench >/dev/null
 fi
-cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
-perflab="${PERFLAB:-$PWD/target/release/perflab}"
+perflab_binary
 
 work="$(mktemp -d)"
 server=""
@@ -137,5 +136,5 @@ for clients in ${CLIENTS:-1 2 4 8 16}; do
         fi
     done
     paired_row "$clients" "$(IFS=,; echo "${sb_tps_runs[*]}")" "$(IFS=,; echo "${pl_tps_runs[*]}")" \
-        "$(IFS=,; echo "${sb_cpu_runs[*]}")" "$(IFS=,; echo "${pl_cpu_runs[*]}")"
+        "$(IFS=,; echo "${sb_cpu_runs[*]}")" "$(IFS=,; echo "${pl_cpu_runs[*]}")" "tpcb c$clients"
 done

@@ -26,9 +26,8 @@ source bench/common.sh
 seconds="${1:-30}"
 scale="${2:-16}"
 rounds="${3:-3}"
-cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
-perflab="${PERFLAB:-$PWD/target/release/perflab}"
+perflab_binary
 
 start_pgbench_server "$scale"
 # One unmeasured run first: the first runs after a load touch pages
@@ -38,10 +37,11 @@ start_pgbench_server "$scale"
 
 write_pipeline_script "$work/pipeline.sql" "$scale"
 
-# One table: $1 names it; pgbench's extra arguments follow up to "--",
-# perflab's extra arguments after it.
+# One table: $1 names it and $2 its cells in the results (see result_row
+# in common.sh); pgbench's extra arguments follow up to "--", perflab's
+# extra arguments after it.
 table() {
-    local title="$1"; shift
+    local title="$1" mode="$2"; shift 2
     local pg_args=() pl_args=()
     while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do pg_args+=("$1"); shift; done
     [ "$#" -gt 0 ] && shift
@@ -59,7 +59,7 @@ table() {
             fi
         done
         paired_row "$clients" "$(IFS=,; echo "${pg_tps_runs[*]}")" "$(IFS=,; echo "${pl_tps_runs[*]}")" \
-            "$(IFS=,; echo "${pg_cpu_runs[*]}")" "$(IFS=,; echo "${pl_cpu_runs[*]}")"
+            "$(IFS=,; echo "${pg_cpu_runs[*]}")" "$(IFS=,; echo "${pl_cpu_runs[*]}")" "$mode c$clients"
     done
 }
 
@@ -84,6 +84,6 @@ run_perflab() {
     pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
 }
 
-table "one round trip per statement (pgbench -b tpcb-like, perflab --mix pgbench)" -b tpcb-like --
+table "one round trip per statement (pgbench -b tpcb-like, perflab --mix pgbench)" tpcb-like -b tpcb-like --
 echo
-table "pipelined (pgbench \\startpipeline ... \\endpipeline, perflab --pipeline)" -f "$work/pipeline.sql" -- --pipeline
+table "pipelined (pgbench \\startpipeline ... \\endpipeline, perflab --pipeline)" pipelined -f "$work/pipeline.sql" -- --pipeline

@@ -18,11 +18,11 @@
 # Usage: bench/probe-overhead.sh [SECONDS] [ROUNDS]   (defaults 30, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 seconds="${1:-30}"
 rounds="${2:-3}"
-cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
-perflab="${PERFLAB:-$PWD/target/release/perflab}"
+perflab_binary
 
 # Nanoseconds on a CPU of every thread of process $1 so far.
 # (schedstat's first field; the process's ticks in /proc/PID/stat where
@@ -54,8 +54,10 @@ round() {
     python3 -c "print(($after - $before) / ($seconds * 1e9))"
 }
 
-measure() {
-    local interval="$1" runs=()
+# ROUNDS rounds at interval $1: the median share and each round's; a
+# results row against the goal $2 (percent of one core) when there is one.
+measure_interval() {
+    local interval="$1" goal="${2:-}" runs=() share
     for _ in $(seq "$rounds"); do runs+=("$(round "$interval")"); done
     python3 - "$interval" "${runs[@]}" <<'PY'
 import statistics, sys
@@ -64,6 +66,13 @@ m = statistics.median(shares)
 each = " ".join(f"{s * 100:.3f}" for s in shares)
 print(f"  every {interval:>5}: {m * 100:.3f}% of one core ({m * 1000:.2f} ms CPU per second; rounds {each} %)")
 PY
+    share="$(python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]) * 100)' "${runs[@]}")"
+    if [ -n "$goal" ]; then
+        result_row cell="watch every $interval" peer=goal unit="% core" perflab="$share" peer_value="$goal" \
+            ratio="$(python3 -c "print($share / $goal)")" rounds="$rounds" note="goal at most $goal% of one core"
+    else
+        result_row cell="watch every $interval" unit="% core" perflab="$share" rounds="$rounds"
+    fi
 }
 
 # The median share of one core of ROUNDS rounds at 1 Hz (FOLLOW set or not).
@@ -97,16 +106,20 @@ threads_cost() {
     sleep 1
     base="$(FOLLOW="--server-pid $one" median_1s)"
     followed="$(FOLLOW="--server-pid $many" median_1s)"
-    python3 - "$base" "$followed" "$(ls /proc/$many/task | wc -l)" <<'PY'
+    python3 - "$base" "$followed" "$(find "/proc/$many/task" -mindepth 1 -maxdepth 1 | wc -l)" <<'PY'
 import sys
 base, followed, threads = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 extra = max(followed - base, 0.0)
 print(f"  thread states at 1 Hz: a {threads}-thread server followed {followed * 100:.3f}% of one core, a 1-thread one {base * 100:.3f}%;"
       f" the {threads - 1} more threads cost {extra * 1e6:.0f} µs CPU per sample ({extra * 100:.3f}% of one core)")
 PY
+    local extra
+    extra="$(python3 -c "print(max($followed - $base, 0.0) * 100)")"
+    result_row cell="thread states, 200 more threads, 1 Hz" peer=goal unit="% core" perflab="$extra" peer_value=0.10 \
+        ratio="$(python3 -c "print($extra / 0.10)")" rounds="$rounds" note="goal at most 0.10% of one core"
 }
 
 echo "host probe overhead (perflab watch --json > /dev/null, $(nproc) CPUs, ${seconds} s x ${rounds} after 3 s of start-up)"
-measure 1s
-measure 100ms
+measure_interval 1s 0.10
+measure_interval 100ms
 threads_cost

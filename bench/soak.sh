@@ -10,10 +10,10 @@
 # Usage: bench/soak.sh [DURATION]   (default 15m; e.g. 30m, 2h)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 duration="${1:-15m}"
-cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
-perflab="${PERFLAB:-$PWD/target/release/perflab}"
+perflab_binary
 work="$(mktemp -d)"
 pid=""
 stop() {

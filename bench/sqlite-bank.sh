@@ -10,14 +10,14 @@
 # Usage: bench/sqlite-bank.sh [SECONDS] [ROUNDS]   (defaults 10 and 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 seconds="${1:-10}"
 rounds="${2:-3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
-perflab="${PERFLAB:-$PWD/target/release/perflab}"
+perflab_binary
 
 cd "$work"
 # Load the bank (and warm the page cache) with a short perflab run.
@@ -81,3 +81,4 @@ echo "SQLite TPC-B, 1 user, ${seconds}s measured, same database file"
 echo "  python sqlite3 loop: ${peer_tps} tps (runs: ${peer_runs[*]}; SQLite ${peer_version})"
 echo "  perflab run bank:    ${perflab_tps} tps (runs: ${perflab_runs[*]}; SQLite bundled with rusqlite)"
 python3 -c "print(f'  ratio perflab/peer: {$perflab_tps / $peer_tps:.2f}')"
+bench_result "tpcb 1 user" "python sqlite3" tps "$(IFS=,; echo "${peer_runs[*]}")" "$(IFS=,; echo "${perflab_runs[*]}")"
