@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# perflab's disk workload against fio on one file, number for number.
+# perflab's disk workload against fio, number for number.
 #
-# perflab makes and preconditions a file (SIZE, default 1 GiB), then fio
-# (ioengine=io_uring direct=1 fixedbufs, one job) and `perflab run disk
-# --threads 1` run the same load on it, alternating, SECONDS each, ROUNDS
-# times:
+# perflab makes and preconditions its file (SIZE, default 1 GiB: one
+# sequential write pass of 1 MiB direct writes), and fio gets a file of
+# its own beside it on the same file system: a copy of perflab's, written
+# by dd in 1 MiB direct writes before fio ever runs. Each tool writes only
+# its own file — perflab refuses a file whose stamps and ledger someone
+# else's writes broke, and rightly — yet the two compare like with like:
+# the same size, the same device and file system, both written end to end
+# the same way before the first round (no holes, no unwritten extents),
+# with the same bytes. Then fio (ioengine=io_uring direct=1 fixedbufs,
+# one job) and `perflab run disk --threads 1` run the same load, each on
+# its file, back to back, SECONDS each, ROUNDS times (odd rounds fio
+# first, even rounds perflab first):
 #   4k random read at depth 1 and 32, 4k random write at depth 32, and
 #   Intel's file-server spec at depth 32 (fio: rw=randrw rwmixread=80 and
 #   its bssplit; perflab: the same lines aligned to 512 bytes as fio's
 #   bssplit is);
-# median IOPS of each, their ratio, and each one's CPU µs per I/O (user +
-# system, from rusage). Twice: on the file system of the current directory
-# (the virtual disk here) and on ext4 over a RAM-backed block device — a
-# loop device over a file in /dev/shm (tmpfs), so that the generators, not
-# the disk, are compared. Not zram: it compresses, and perflab's stamped
-# sectors compress differently from fio's random buffers. Installs fio when
-# missing; removes what it made.
+# per load the median IOPS of each, their ratio, the paired ratio with its
+# 95% interval and what it says (ahead, behind or level), and the same for
+# each one's CPU µs per I/O (user + system, from rusage; leaner, heavier
+# or level): see paired_row in common.sh. Twice: on the file system of the
+# current directory (the virtual disk here) and on ext4 over a RAM-backed
+# block device — a loop device over a file in /dev/shm (tmpfs), so that
+# the generators, not the disk, are compared. Not zram: it compresses, and
+# perflab's stamped sectors compress differently from fio's random
+# buffers. Installs fio when missing; removes what it made.
 # Usage: bench/fio.sh [SECONDS] [ROUNDS] [SIZE]   (defaults 10, 3, 1GiB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,9 +38,8 @@ if ! command -v fio >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio
 fi
-cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
-perflab="${PERFLAB:-$PWD/target/release/perflab}"
+perflab_binary
 
 work="$(mktemp -d -p "$PWD" .fio-bench.XXXXXX)"
 ram_mount="" ram_loop="" ram_file=""
@@ -51,22 +60,28 @@ trap stop EXIT
 fs_bssplit="512/10:1k/5:2k/5:4k/60:8k/2:16k/4:32k/4:64k/10"
 fs_spec="size=512 share=10 read=80 align=512; size=1k share=5 read=80 align=512; size=2k share=5 read=80 align=512; size=4k share=60 read=80 align=512; size=8k share=2 read=80 align=512; size=16k share=4 read=80 align=512; size=32k share=4 read=80 align=512; size=64k share=10 read=80 align=512"
 
-# bench DIR LABEL: the four loads on DIR/t.bin (file-server's 512-byte
-# transfers only where direct I/O takes them).
+# bench DIR LABEL NAME: the four loads on DIR (perflab on DIR/perflab.bin,
+# fio on DIR/fio.bin), the results' cells named "NAME LOAD dDEPTH"
+# (file-server's 512-byte transfers only where direct I/O takes them).
 bench() {
-    local dir=$1 label=$2 file="$1/t.bin"
+    local dir=$1 label=$2 device=$3 file="$1/perflab.bin" fio_file="$1/fio.bin"
     local dev block
     dev="$(stat -c '%Hd:%Ld' "$dir")"
     block="$(cat "/sys/dev/block/$dev/queue/logical_block_size" 2>/dev/null || echo 512)"
     "$perflab" run disk --target "file:$file" --size "$size" --spec 4k-randread --depth 1 \
         --warmup 0s --duration 1s --store "$work/bench.db" | grep -E '^precondition' || true
+    # fio's own file, the same bytes written the same way, before fio runs.
+    dd if="$file" of="$fio_file" bs=1M oflag=direct conv=fsync status=none
+    echo "fio's file: $fio_file, a copy of perflab's (dd, 1 MiB direct writes) made before fio ran"
     echo
-    echo "$label: $file ($size), fio io_uring direct=1 fixedbufs vs perflab --threads 1 (medians of $rounds rounds of ${seconds} s)"
-    printf '%-22s %6s %10s %10s %7s %14s %16s\n' load depth fio perflab ratio 'fio cpu/io' 'perflab cpu/io'
+    echo "$label: $size each, fio io_uring direct=1 fixedbufs vs perflab --threads 1 (medians of $rounds rounds of ${seconds} s, odd rounds fio first)"
+    paired_header fio "$(printf '%-22s %6s' load depth)" IOPS µs/io
     for load in 4k-randread:1 4k-randread:32 4k-randwrite:32 file-server:32; do
-        local name=${load%%:*} depth=${load##*:} fio_args pl_spec
+        local name=${load%%:*} depth=${load##*:}
         if [ "$name" = file-server ] && ((block > 512)); then
             printf '%-22s %6s %s\n' "$name" "$depth" "left out: direct I/O here needs ${block}-byte blocks, the spec has 512-byte transfers"
+            result_row cell="$device $name d$depth" status="left out" peer=fio \
+                note="direct I/O here needs ${block}-byte blocks, the spec has 512-byte transfers"
             continue
         fi
         case $name in
@@ -74,37 +89,60 @@ bench() {
         4k-randwrite) fio_args=(--rw=randwrite --bs=4k); pl_spec=4k-randwrite ;;
         file-server) fio_args=(--rw=randrw --rwmixread=80 --bssplit="$fs_bssplit"); pl_spec=$fs_spec ;;
         esac
-        local fio_iops=() fio_cpu=() pl_iops=() pl_cpu=()
-        for _ in $(seq "$rounds"); do
-            read -r cpu out < <(ALLOWED_EXIT=1 measure fio --name=b --filename="$file" --ioengine=io_uring --direct=1 \
-                --fixedbufs --iodepth="$depth" --numjobs=1 --time_based --runtime="$seconds" \
-                --norandommap --randrepeat=0 --output-format=json "${fio_args[@]}")
-            read -r iops ios < <(python3 -c '
+        fio_iops=() fio_cpu=() pl_iops=() pl_cpu=()
+        for round in $(seq "$rounds"); do
+            if peer_first "$round"; then
+                run_fio; run_perflab
+            else
+                run_perflab; run_fio
+            fi
+        done
+        paired_row "$(printf '%-22s %6d' "$name" "$depth")" "$(IFS=,; echo "${fio_iops[*]}")" "$(IFS=,; echo "${pl_iops[*]}")" \
+            "$(IFS=,; echo "${fio_cpu[*]}")" "$(IFS=,; echo "${pl_cpu[*]}")" "$device $name d$depth"
+    done
+}
+
+# One fio run of the load in fio_args at $depth on $fio_file, its IOPS
+# and CPU µs per I/O added to the round lists.
+run_fio() {
+    local cpu out iops ios
+    read -r cpu out < <(ALLOWED_EXIT=1 measure fio --name=b --filename="$fio_file" --ioengine=io_uring --direct=1 \
+        --fixedbufs --iodepth="$depth" --numjobs=1 --time_based --runtime="$seconds" \
+        --norandommap --randrepeat=0 --output-format=json "${fio_args[@]}")
+    read -r iops ios < <(python3 -c '
 import json, sys
 j = json.loads(sys.argv[1])["jobs"][0]
 print(j["read"]["iops"] + j["write"]["iops"], j["read"]["total_ios"] + j["write"]["total_ios"])' "$out")
-            fio_iops+=("$iops")
-            fio_cpu+=("$(python3 -c "print($cpu / max($ios, 1) * 1e6)")")
-            read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run disk --target "file:$file" --spec "$pl_spec" \
-                --depth "$depth" --threads 1 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
-            read -r iops ios < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
+    fio_iops+=("$iops")
+    fio_cpu+=("$(python3 -c "print($cpu / max($ios, 1) * 1e6)")")
+}
+
+# One perflab run of the load in pl_spec at $depth on $file, likewise.
+run_perflab() {
+    local cpu iops ios
+    read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run disk --target "file:$file" --spec "$pl_spec" \
+        --depth "$depth" --threads 1 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+    read -r iops ios < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
 import json, sys
 step = json.load(sys.stdin)["steps"][0]
 ios = sum(i["ok"] + i["refused"] + sum(i["errors"].values()) for i in step["intervals"])
 print(step["summary"]["throughput"], ios)')
-            pl_iops+=("$iops")
-            pl_cpu+=("$(python3 -c "print($cpu / max($ios, 1) * 1e6)")")
-        done
-        python3 -c "
-n, d, f, p, fc, pc = '$name', $depth, $(median "${fio_iops[@]}"), $(median "${pl_iops[@]}"), $(median "${fio_cpu[@]}"), $(median "${pl_cpu[@]}")
-print(f'{n:22s} {d:6d} {f:10.0f} {p:10.0f} {p / f:7.2f} {fc:11.2f} µs {pc:13.2f} µs')"
-    done
+    pl_iops+=("$iops")
+    pl_cpu+=("$(python3 -c "print($cpu / max($ios, 1) * 1e6)")")
 }
 
-bench "$work" "this file system"
+# The block device under directory $1, by its kernel name (vda, nvme0n1),
+# for the results' cells; "disk" where it has none.
+device_name() {
+    local name
+    name="$(sed -n 's/^DEVNAME=//p' "/sys/dev/block/$(stat -c '%Hd:%Ld' "$1")/uevent" 2>/dev/null || true)"
+    echo "${name:-disk}"
+}
+
+bench "$work" "this file system ($(device_name "$work"))" "$(device_name "$work")"
 
 # The RAM-backed device: ext4 on a loop device over a tmpfs file, the
-# file system a little larger than the target file.
+# file system a little larger than the two files.
 shm_free_kib="$(df -k --output=avail /dev/shm 2>/dev/null | tail -1 || echo 0)"
 size_bytes="$(python3 -c "
 import re, sys
@@ -113,14 +151,14 @@ print(int(m.group(1)) * {'': 1, 'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}[m.grou
 if command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null \
     && ((shm_free_kib * 1024 > 2 * size_bytes + (512 << 20))); then
     ram_file="$(mktemp -p /dev/shm perflab-fio-bench.XXXXXX)"
-    truncate -s $((size_bytes + (256 << 20))) "$ram_file"
+    truncate -s $((2 * size_bytes + (256 << 20))) "$ram_file"
     ram_loop="$(losetup --find --show "$ram_file")"
     mkfs.ext4 -q -b 4096 "$ram_loop"
     ram_mount="$work/ram"
     mkdir -p "$ram_mount"
     mount "$ram_loop" "$ram_mount"
     echo
-    bench "$ram_mount" "RAM-backed ($ram_loop over tmpfs)"
+    bench "$ram_mount" "RAM-backed ($ram_loop over tmpfs)" ram
 else
     echo
     echo "no loop device or too little room in /dev/shm: the RAM-backed comparison is left out"
