@@ -2,19 +2,23 @@
 # perflab against wrk (and oha, paced) on one nginx, number for number.
 #
 # Starts a throwaway nginx (2 workers, access log off) on a free loopback
-# port serving a 1 KiB file and SPECweb's file set (2 directories, written
-# by perflab), then:
+# port serving a 1 KiB file, then, each pair back to back, SECONDS each,
+# ROUNDS times (odd rounds the peer first, even rounds perflab first):
 #  1. closed loop, keep-alive: wrk -t2 -cN and `perflab run web --users N
-#     --threads 2` on the 1 KiB file, N = 8, 32, 128, alternating, SECONDS
-#     each, ROUNDS times: median requests/s of each, their ratio, and each
-#     tool's median CPU µs per request (user + system, from rusage);
+#     --threads 2` on the 1 KiB file, N = 8, 32, 128: per N the median
+#     requests/s of each, their ratio, the paired ratio with its 95%
+#     interval and what it says (ahead, behind or level), and the same for
+#     each tool's CPU µs per request (user + system, from rusage; leaner,
+#     heavier or level): see paired_row in common.sh;
 #  2. open loop: `oha -q RATE` (latency correction on) and `perflab run web
-#     --rate RATE` at 3,000/s and 20,000/s on 32 connections: CPU per
-#     request and the p50/p99 each reports;
+#     --rate RATE` at 3,000/s and 20,000/s on 32 connections: the same
+#     columns (the rate each achieved; CPU per request ÷ oha's is the
+#     figure that matters here), and the median p50/p99 each reports.
 # Installs wrk and nginx (apt-get) and oha (cargo install) when missing.
 # Usage: bench/wrk.sh [SECONDS] [ROUNDS]   (defaults 10, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/common.sh
 seconds="${1:-10}"
 rounds="${2:-3}"
 
@@ -28,13 +32,12 @@ fi
 export PATH="$PATH:/usr/sbin:$HOME/.cargo/bin"
 # --locked: oha's own lock file; its newest dependencies may ask for a newer rustc.
 command -v oha >/dev/null 2>&1 || cargo install oha --version 1.16.0 --locked --quiet
-cargo build --release --quiet
 # PERFLAB names another binary (an older build, for a before/after).
-perflab="${PERFLAB:-$PWD/target/release/perflab}"
+perflab_binary
 
 work="$(mktemp -d)"
 chmod 755 "$work"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$(free_port)"
 mkdir -p "$work/html" "$work/tmp"
 head -c 1024 /dev/urandom > "$work/html/1k.bin"
 printf '/1k.bin\n' > "$work/urls.txt"
@@ -75,20 +78,6 @@ for _ in $(seq 100); do
 done
 base="http://127.0.0.1:$port/"
 
-# Runs a command and prints "<child cpu seconds> <stdout>" on one line.
-measure() {
-    python3 -c '
-import resource, subprocess, sys
-out = subprocess.run(sys.argv[1:], capture_output=True, text=True, env={"CI": "true", **__import__("os").environ})
-if out.returncode not in (0, 1):
-    sys.exit(out.stderr)
-if out.returncode == 1:
-    # perflab exits 1 when a step failed its error bound: its figures stand.
-    sys.stderr.write(out.stderr)
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(r.ru_utime + r.ru_stime, out.stdout.replace("\n", " "))' "$@"
-}
-median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 # perflab's last run in the bench store: "<requests/s> <requests> <p50 µs> <p99 µs>".
 perflab_figures() {
     "$perflab" show last --store "$work/bench.db" --json - | python3 -c '
@@ -100,43 +89,89 @@ s = step["summary"]
 print(s["throughput"], total, s["response"]["p50"] * 1e6, s["response"]["p99"] * 1e6)'
 }
 
-echo "closed loop, keep-alive, 1 KiB file, 2 threads each (medians of $rounds rounds of ${seconds} s)"
-printf '%12s %12s %12s %7s %14s %14s\n' connections wrk perflab ratio 'wrk cpu/req' 'perflab cpu/req'
-for conns in 8 32 128; do
-    wrk_rps=(); wrk_cpu=(); pl_rps=(); pl_cpu=()
-    for _ in $(seq "$rounds"); do
-        read -r cpu out < <(measure wrk -t2 -c"$conns" -d"${seconds}s" "${base}1k.bin")
-        requests="$(grep -o '[0-9]* requests in' <<<"$out" | cut -d' ' -f1)"
-        wrk_rps+=("$(grep -o 'Requests/sec: *[0-9.]*' <<<"$out" | grep -o '[0-9.]*$')")
-        wrk_cpu+=("$(python3 -c "print($cpu / $requests * 1e6)")")
-        read -r cpu _ < <(measure "$perflab" run web --target "$base" --urls "$work/urls.txt" \
-            --users "$conns" --threads 2 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
-        read -r rps total _ _ < <(perflab_figures)
-        pl_rps+=("$rps")
-        pl_cpu+=("$(python3 -c "print($cpu / $total * 1e6)")")
-    done
-    python3 -c "
-c, w, p, wc, pc = $conns, $(median "${wrk_rps[@]}"), $(median "${pl_rps[@]}"), $(median "${wrk_cpu[@]}"), $(median "${pl_cpu[@]}")
-print(f'{c:12d} {w:12.0f} {p:12.0f} {p / w:7.2f} {wc:11.2f} µs {pc:11.2f} µs')"
-done
+# One closed-loop run of each at $conns connections, their figures added
+# to the round lists.
+run_wrk() {
+    local cpu out requests
+    read -r cpu out < <(measure wrk -t2 -c"$conns" -d"${seconds}s" "${base}1k.bin")
+    requests="$(grep -o '[0-9]* requests in' <<<"$out" | cut -d' ' -f1)"
+    peer_rps+=("$(grep -o 'Requests/sec: *[0-9.]*' <<<"$out" | grep -o '[0-9.]*$')")
+    peer_cpu+=("$(python3 -c "print($cpu / $requests * 1e6)")")
+}
+run_perflab_closed() {
+    local cpu rps total
+    read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run web --target "$base" --urls "$work/urls.txt" \
+        --users "$conns" --threads 2 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+    read -r rps total _ _ < <(perflab_figures)
+    pl_rps+=("$rps")
+    pl_cpu+=("$(python3 -c "print($cpu / $total * 1e6)")")
+}
 
-echo
-echo "open loop, 32 connections, 1 KiB file (one round of ${seconds} s each)"
-printf '%8s %14s %14s %7s %20s %20s\n' rate 'oha cpu/req' 'perflab cpu/req' ratio 'oha p50/p99' 'perflab p50/p99'
-for rate in 3000 20000; do
-    read -r cpu out < <(measure oha --no-tui --output-format json -q "$rate" -c 32 -z "${seconds}s" --latency-correction "${base}1k.bin")
-    read -r oha_n oha_p50 oha_p99 < <(python3 -c '
+# One open-loop run of each at $rate per second, their figures (and
+# latencies, µs) added to the round lists.
+run_oha() {
+    local cpu out n rps p50 p99
+    read -r cpu out < <(measure oha --no-tui --output-format json -q "$rate" -c 32 -z "${seconds}s" \
+        --latency-correction "${base}1k.bin")
+    read -r n rps p50 p99 < <(python3 -c '
 import json, sys
 r = json.loads(sys.argv[1])
 n = sum(r["statusCodeDistribution"].values())
 p = r["latencyPercentiles"]
-print(n, p["p50"] * 1e6, p["p99"] * 1e6)' "$out")
-    oha_cpu="$(python3 -c "print($cpu / $oha_n * 1e6)")"
-    read -r cpu _ < <(measure "$perflab" run web --target "$base" --urls "$work/urls.txt" \
+print(n, r["summary"]["requestsPerSec"], p["p50"] * 1e6, p["p99"] * 1e6)' "$out")
+    peer_rps+=("$rps")
+    peer_cpu+=("$(python3 -c "print($cpu / $n * 1e6)")")
+    peer_p50+=("$p50")
+    peer_p99+=("$p99")
+}
+run_perflab_open() {
+    local cpu rps total p50 p99
+    read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run web --target "$base" --urls "$work/urls.txt" \
         --rate "$rate" --connections 32 --threads 2 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
-    read -r _ total p50 p99 < <(perflab_figures)
-    pl_cpu="$(python3 -c "print($cpu / $total * 1e6)")"
-    python3 -c "
-r, oc, pc = $rate, $oha_cpu, $pl_cpu
-print(f'{r:8d} {oc:11.2f} µs {pc:11.2f} µs {pc / oc:7.2f} {$oha_p50:8.0f}/{$oha_p99:.0f} µs {$p50:8.0f}/{$p99:.0f} µs')"
+    read -r rps total p50 p99 < <(perflab_figures)
+    pl_rps+=("$rps")
+    pl_cpu+=("$(python3 -c "print($cpu / $total * 1e6)")")
+    pl_p50+=("$p50")
+    pl_p99+=("$p99")
+}
+# A comma list of the arguments.
+list() { (IFS=,; echo "$*"); }
+
+echo "closed loop, keep-alive, 1 KiB file, 2 threads each (medians of $rounds rounds of ${seconds} s, odd rounds wrk first)"
+paired_header wrk connections req/s µs/req
+for conns in 8 32 128; do
+    peer_rps=(); peer_cpu=(); pl_rps=(); pl_cpu=()
+    for round in $(seq "$rounds"); do
+        if peer_first "$round"; then
+            run_wrk; run_perflab_closed
+        else
+            run_perflab_closed; run_wrk
+        fi
+    done
+    paired_row "$conns" "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \
+        "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")" "closed c$conns"
+done
+
+echo
+echo "open loop, 32 connections, 1 KiB file, latency correction on (medians of $rounds rounds of ${seconds} s, odd rounds oha first)"
+paired_header oha rate req/s µs/req "$(printf '%20s %20s' 'oha p50/p99' 'perflab p50/p99')"
+for rate in 3000 20000; do
+    peer_rps=(); peer_cpu=(); pl_rps=(); pl_cpu=(); peer_p50=(); peer_p99=(); pl_p50=(); pl_p99=()
+    for round in $(seq "$rounds"); do
+        if peer_first "$round"; then
+            run_oha; run_perflab_open
+        else
+            run_perflab_open; run_oha
+        fi
+    done
+    latencies="$(python3 -c '
+import statistics as st, sys
+op50, op99, pp50, pp99 = (st.median(float(x) for x in a.split(",")) for a in sys.argv[1:5])
+print(f"{op50:.0f}/{op99:.0f} µs\t{pp50:.0f}/{pp99:.0f} µs")' "$(list "${peer_p50[@]}")" "$(list "${peer_p99[@]}")" \
+        "$(list "${pl_p50[@]}")" "$(list "${pl_p99[@]}")")"
+    printf '%s %20s %20s\n' "$(paired_row "$rate" "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \
+        "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")")" "${latencies%%$'\t'*}" "${latencies#*$'\t'}"
+    bench_result "open ${rate}/s" oha req/s "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \
+        µs/req "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")" \
+        note="p50/p99 oha ${latencies%%$'\t'*}, perflab ${latencies#*$'\t'}"
 done
