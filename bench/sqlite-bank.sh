@@ -5,8 +5,9 @@
 # behind a thin driver) running the same transaction with the same settings
 # (WAL, synchronous=NORMAL, BEGIN IMMEDIATE) and the same TPC-B draws, one
 # connection, no think time. Both run for the same time on the same
-# freshly reloaded database, alternating, ROUNDS times each; every run, the
-# median of each and the ratio of the medians are printed.
+# freshly reloaded database, back to back, ROUNDS times (odd rounds the
+# peer first, even rounds perflab first); every run, the median of each
+# and the ratio of the medians are printed.
 # Usage: bench/sqlite-bank.sh [SECONDS] [ROUNDS]   (defaults 10 and 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,18 +61,28 @@ while time.monotonic() < end:
 print(f"{n / (time.monotonic() - start):.0f} {sqlite3.sqlite_version}")
 PY
 
-# Alternate peer and perflab, each on a freshly reloaded bank, ROUNDS times.
+# Alternate peer and perflab, each on a freshly reloaded bank, ROUNDS
+# times (odd rounds the peer first, even rounds perflab first).
 peer_runs=()
 perflab_runs=()
-for _ in $(seq "$rounds"); do
+run_peer() {
     CI=true "$perflab" run bank --reload --users 1 --warmup 0s --duration 200ms --store load.db >/dev/null
     read -r tps peer_version < <(python3 peer.py "$seconds")
     peer_runs+=("$tps")
+}
+run_perflab() {
     CI=true "$perflab" run bank --reload --users 1 --warmup 0s --duration 200ms --store load.db >/dev/null
     CI=true "$perflab" run bank --users 1 --warmup 2s --duration "${seconds}s" --store bench.db >/dev/null
     "$perflab" show last --store bench.db --json run.json >/dev/null
     perflab_runs+=("$(python3 -c 'import json; t = json.load(open("run.json"))["steps"][0]["summary"]["throughput"]; print(round(t))')")
     "$perflab" check bank >/dev/null
+}
+for round in $(seq "$rounds"); do
+    if peer_first "$round"; then
+        run_peer; run_perflab
+    else
+        run_perflab; run_peer
+    fi
 done
 median() { python3 -c 'import statistics, sys; print(round(statistics.median(float(x) for x in sys.argv[1:])))' "$@"; }
 peer_tps="$(median "${peer_runs[@]}")"
