@@ -6,6 +6,9 @@ use crate::plan::{Arrivals, Sweep, ThinkTime};
 use crate::workload::{self, CheckChoice, RunChoice};
 use std::time::Duration;
 
+/// `--slack`'s default: see README, "Open loop".
+const DEFAULT_SLACK: &str = "0";
+
 // The defaults of a run, written once: the help texts below and
 // `validate` use the same words.
 macro_rules! default_users {
@@ -406,6 +409,13 @@ pub struct CommonRunArgs {
     /// Open loop: arrivals beyond this many queued or running operations are dropped.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub(crate) max_outstanding: u32,
+
+    /// Open loop: arrivals due within TIME of each other go out from one
+    /// wake-up of the pacer, each up to TIME late (counted in its response
+    /// time and its lag). 0 wakes for every arrival; larger costs less CPU
+    /// per arrival at high rates.
+    #[arg(long, value_name = "TIME", default_value = DEFAULT_SLACK, value_parser = values::duration)]
+    pub(crate) slack: Duration,
 
     #[arg(long, value_name = "TIME", help = concat!(
         "Warm-up before each measured window (not counted). Default ",

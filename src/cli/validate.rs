@@ -168,11 +168,20 @@ fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError>
                     "give 1 or more",
                 ));
             }
+            let most = crate::plan::load::MAX_SLACK;
+            if args.slack > most {
+                return Err(PlanError::flag(
+                    "--slack",
+                    format!("{:?} would release arrivals in bursts", args.slack),
+                    &format!("give at most {most:?}"),
+                ));
+            }
             (
                 LoadModel::Open {
                     arrivals: args.arrivals,
                     connections: args.connections,
                     max_outstanding: args.max_outstanding,
+                    slack: args.slack,
                 },
                 rate.clone(),
             )
@@ -428,5 +437,11 @@ mod tests {
                 ..
             }
         ));
+        let p = plan(&["null", "--rate", "100", "--slack", "300us"]).unwrap();
+        assert!(
+            matches!(p.load, LoadModel::Open { slack, .. } if slack == Duration::from_micros(300))
+        );
+        let e = plan(&["null", "--rate", "100", "--slack", "1s"]).unwrap_err();
+        assert!(e.to_string().contains("--slack"), "{e}");
     }
 }

@@ -6,7 +6,7 @@
 
 use super::schedule::Schedule;
 use super::worker::{self, WorkerLoad, WorkerPlan};
-use crate::plan::load::{MAX_RATE, MAX_USERS, MIN_RATE};
+use crate::plan::load::{MAX_RATE, MAX_SLACK, MAX_USERS, MIN_RATE};
 use crate::plan::{Level, LoadModel, Plan, ThinkTime};
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,6 +84,7 @@ impl Split {
             LoadModel::Open {
                 connections,
                 max_outstanding,
+                slack,
                 ..
             } => {
                 if !(1..=MAX_USERS).contains(&connections) {
@@ -93,6 +94,11 @@ impl Split {
                 }
                 if max_outstanding == 0 {
                     return Err("load.max_outstanding is 0; give 1 or more".to_string());
+                }
+                if slack > MAX_SLACK {
+                    return Err(format!(
+                        "load.slack is {slack:?}; give at most {MAX_SLACK:?}"
+                    ));
                 }
                 Ok(())
             }
@@ -176,6 +182,7 @@ pub(super) fn worker_plans(
                     LoadModel::Open {
                         arrivals,
                         max_outstanding,
+                        slack,
                         ..
                     },
                 ) => {
@@ -183,6 +190,7 @@ pub(super) fn worker_plans(
                     WorkerLoad::Open {
                         rate: rate / all as f64,
                         arrivals,
+                        slack,
                         max_outstanding: u32::try_from(
                             u64::from(max_outstanding).div_ceil(all).max(1),
                         )
@@ -265,6 +273,7 @@ mod tests {
             arrivals: Arrivals::Poisson,
             connections: 8,
             max_outstanding: 64,
+            slack: Duration::ZERO,
         };
         let closed = LoadModel::Closed {
             think: ThinkTime::Zero,
@@ -317,6 +326,7 @@ mod tests {
                         arrivals: Arrivals::Uniform,
                         connections: 0,
                         max_outstanding: 1,
+                        slack: Duration::ZERO,
                     },
                     0,
                     1,
@@ -353,6 +363,7 @@ mod tests {
             arrivals: Arrivals::Poisson,
             connections: 8,
             max_outstanding: 64,
+            slack: Duration::ZERO,
         };
         let mut rate = 0.0;
         let mut streams = Vec::new();

@@ -28,6 +28,8 @@ pub(super) enum WorkerLoad {
         /// This worker's share of the arrival rate, per second.
         rate: f64,
         arrivals: Arrivals,
+        /// Arrivals due within this of each other go out from one wake-up.
+        slack: Duration,
         max_outstanding: u32,
         /// Offset of the first arrival (spreads uniform arrivals across workers).
         first_arrival: Duration,
@@ -210,6 +212,7 @@ fn set_going<S: Session + 'static>(
         WorkerLoad::Open {
             rate,
             arrivals,
+            slack,
             max_outstanding,
             first_arrival,
         } => {
@@ -220,10 +223,11 @@ fn set_going<S: Session + 'static>(
             let process = open::ArrivalProcess {
                 rate,
                 arrivals,
+                slack,
                 max_outstanding,
                 first: start + first_arrival,
             };
-            let timer = open::Timer::new()
+            let timer = crate::util::timer::Timer::new()
                 .map_err(|e| format!("cannot create the arrival timer (timerfd): {e}"))?;
             tokio::task::spawn_local(open::dispatcher(state.clone(), process, timer, rng));
         }

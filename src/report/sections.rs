@@ -84,14 +84,21 @@ fn load_model(v: &serde_json::Value) -> String {
             secs(&think["max"])
         ),
         (Some("open"), _) => format!(
-            "open loop: {} arrivals served over {} connections, at most {} outstanding (the rest dropped)",
+            "open loop: {} arrivals served over {} connections, at most {} outstanding (the rest dropped){}",
             match v["arrivals"].as_str() {
                 Some("poisson") => "Poisson",
                 Some("uniform") => "evenly spaced",
                 _ => "?",
             },
             v["connections"],
-            v["max_outstanding"]
+            v["max_outstanding"],
+            match v["slack"].as_f64() {
+                Some(s) if s > 0.0 => format!(
+                    "; arrivals due within {} of each other released together (each up to that late)",
+                    secs(&v["slack"])
+                ),
+                _ => String::new(),
+            }
         ),
         _ => v.to_string(),
     }

@@ -339,16 +339,36 @@ mod tests {
             selector: ProcessSelector::Pid(std::process::id()),
         };
         let root = HostRoot::live();
+        // The busy loop runs until this thread has had 300 ms of CPU (at
+        // most 30 s, however loaded the machine), and the group's count
+        // must hold at least that much: other tests' threads may add to it.
+        let thread_cpu = || {
+            let mut t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: writes one timespec we own.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+            t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+        };
         let before = read_group(&root, &me);
         let start = std::time::Instant::now();
+        let spent_before = thread_cpu();
         let mut x = 0u64;
-        while start.elapsed() < std::time::Duration::from_millis(300) {
+        while thread_cpu() - spent_before < 0.3 && start.elapsed().as_secs() < 30 {
             x = std::hint::black_box(x.wrapping_add(1));
         }
+        let spent = thread_cpu() - spent_before;
         let after = read_group(&root, &me);
-        let s = ProcessSample::between("perflab", &before, &after, start.elapsed().as_secs_f64());
+        let elapsed = start.elapsed().as_secs_f64();
+        let s = ProcessSample::between("perflab", &before, &after, elapsed);
         assert_eq!(s.processes, 1);
-        assert!(s.cpu() > 0.5, "busy loop at {:.2} of a CPU", s.cpu());
+        // Clock ticks are 10 ms: a tick or two may fall either side.
+        assert!(
+            s.cpu() * elapsed >= spent - 0.03,
+            "counted {:.3} CPU-seconds, the loop's thread alone spent {spent:.3}",
+            s.cpu() * elapsed
+        );
         assert!(s.rss_bytes > 0);
         assert!(s.threads >= 1);
     }

@@ -5,11 +5,12 @@
 
 use super::{CheckReport, OpCounts, Seat, Session, Started, SweepDriver, Workload, WorkloadKind};
 use crate::error::PlanError;
-use crate::measure::Outcome;
+use crate::measure::{ErrorKind, Outcome};
 use crate::plan::Plan;
 use crate::target::Target;
 use crate::units::parse_duration;
 use crate::util::serde_duration;
+use crate::util::timer::Timer;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -185,6 +186,9 @@ impl NullForm {
 pub struct NullSession {
     service: Duration,
     stall: Option<(Instant, Instant)>,
+    /// Its own high-resolution timer: tokio's would round each service
+    /// time up to the next millisecond.
+    timer: Timer,
 }
 
 impl Workload for NullWorkload {
@@ -200,9 +204,12 @@ impl Workload for NullWorkload {
         _seed: u64,
         _seat: Seat,
     ) -> anyhow::Result<NullSession> {
+        let timer = Timer::new()
+            .map_err(|e| anyhow::anyhow!("cannot create a null user's timer (timerfd): {e}"))?;
         Ok(NullSession {
             service: self.service,
             stall: self.stall,
+            timer,
         })
     }
 
@@ -241,7 +248,11 @@ impl Session for NullSession {
             }
         }
         if done > start {
-            tokio::time::sleep_until(done).await;
+            if let Err(e) = self.timer.sleep_until_exact(done).await {
+                // Setting a timerfd that was made fails only with its errno;
+                // the operation says so rather than ending early.
+                return Outcome::error(ErrorKind::Io(e.raw_os_error().unwrap_or(libc::EIO)));
+            }
         }
         Outcome::ok()
     }

@@ -3,8 +3,11 @@
 //! is folded onto the one line the user sees, and how text reaches
 //! standard output and error without a closed pipe stopping the process;
 //! the process's interrupt flag, which long preparations look at; how a
-//! file the user named is read (a regular file, under a bound). Anything here may be
-//! imported from anywhere; it imports nothing of the crate.
+//! file the user named is read (a regular file, under a bound); a timer
+//! finer than tokio's ([`timer`]). Anything here may be imported from
+//! anywhere; it imports nothing of the crate.
+
+pub(crate) mod timer;
 
 /// Durations are stored in plans as seconds (f64), the unit of the JSON export.
 pub(crate) mod serde_duration {
