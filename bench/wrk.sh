@@ -13,7 +13,10 @@
 #  2. open loop: `oha -q RATE` (latency correction on) and `perflab run web
 #     --rate RATE` at 3,000/s and 20,000/s on 32 connections: the same
 #     columns (the rate each achieved; CPU per request ÷ oha's is the
-#     figure that matters here), and the median p50/p99 each reports.
+#     figure that matters here), and the median p50/p99 each reports;
+#     perflab once per slack in SLACKS (default "0 1ms": exact pacing, and
+#     arrivals due within 1 ms released from one wake-up, the granularity
+#     oha's own timer paces at), each against its own oha rounds.
 # Installs wrk and nginx (apt-get) and oha (cargo install) when missing.
 # Usage: bench/wrk.sh [SECONDS] [ROUNDS]   (defaults 10, 3)
 set -euo pipefail
@@ -127,7 +130,8 @@ print(n, r["summary"]["requestsPerSec"], p["p50"] * 1e6, p["p99"] * 1e6)' "$out"
 run_perflab_open() {
     local cpu rps total p50 p99
     read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run web --target "$base" --urls "$work/urls.txt" \
-        --rate "$rate" --connections 32 --threads 2 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+        --rate "$rate" ${slack_flag[@]+"${slack_flag[@]}"} --connections 32 --threads 2 --warmup 0s \
+        --duration "${seconds}s" --store "$work/bench.db")
     read -r rps total p50 p99 < <(perflab_figures)
     pl_rps+=("$rps")
     pl_cpu+=("$(python3 -c "print($cpu / $total * 1e6)")")
@@ -154,8 +158,12 @@ done
 
 echo
 echo "open loop, 32 connections, 1 KiB file, latency correction on (medians of $rounds rounds of ${seconds} s, odd rounds oha first)"
-paired_header oha rate req/s µs/req "$(printf '%20s %20s' 'oha p50/p99' 'perflab p50/p99')"
-for rate in 3000 20000; do
+paired_header oha 'rate, slack' req/s µs/req "$(printf '%20s %20s' 'oha p50/p99' 'perflab p50/p99')"
+for rate_slack in $(for r in 3000 20000; do for s in ${SLACKS:-0 1ms}; do echo "$r:$s"; done; done); do
+    rate=${rate_slack%%:*} slack=${rate_slack##*:}
+    # No flag for 0, perflab's default: a binary older than --slack runs too.
+    slack_flag=()
+    [ "$slack" = 0 ] || slack_flag=(--slack "$slack")
     peer_rps=(); peer_cpu=(); pl_rps=(); pl_cpu=(); peer_p50=(); peer_p99=(); pl_p50=(); pl_p99=()
     for round in $(seq "$rounds"); do
         if peer_first "$round"; then
@@ -169,9 +177,9 @@ import statistics as st, sys
 op50, op99, pp50, pp99 = (st.median(float(x) for x in a.split(",")) for a in sys.argv[1:5])
 print(f"{op50:.0f}/{op99:.0f} µs\t{pp50:.0f}/{pp99:.0f} µs")' "$(list "${peer_p50[@]}")" "$(list "${peer_p99[@]}")" \
         "$(list "${pl_p50[@]}")" "$(list "${pl_p99[@]}")")"
-    printf '%s %20s %20s\n' "$(paired_row "$rate" "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \
+    printf '%s %20s %20s\n' "$(paired_row "$rate $slack" "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \
         "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")")" "${latencies%%$'\t'*}" "${latencies#*$'\t'}"
-    bench_result "open ${rate}/s" oha req/s "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \
+    bench_result "open ${rate}/s slack $slack" oha req/s "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \
         µs/req "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")" \
         note="p50/p99 oha ${latencies%%$'\t'*}, perflab ${latencies#*$'\t'}"
 done
