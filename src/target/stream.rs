@@ -195,10 +195,7 @@ mod tests {
     use std::io::Read;
 
     fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
+        crate::util::test_runtime()
     }
 
     /// A held stream to a loopback peer whose end `peer` runs.

@@ -9,6 +9,15 @@
 
 pub(crate) mod timer;
 
+/// A current-thread runtime with timers and I/O, as a worker runs, for tests.
+#[cfg(test)]
+pub(crate) fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a test's runtime")
+}
+
 /// Durations are stored in plans as seconds (f64), the unit of the JSON export.
 pub(crate) mod serde_duration {
     use serde::{Deserialize, Deserializer, Serializer};

@@ -140,10 +140,7 @@ mod tests {
     use super::*;
 
     fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
+        crate::util::test_runtime()
     }
 
     /// Neither wait returns before its deadline, however short, and a

@@ -535,10 +535,7 @@ mod tests {
     }
 
     fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
+        crate::util::test_runtime()
     }
 
     /// 200,000 draws of a joint mix with bursts: each line's share of
