@@ -205,13 +205,18 @@ impl Ring {
             let _ = self.uring.submit();
             self.unsubmitted.set(0);
         }
-        let everyone_waits = self.in_flight.get() as usize == self.slots.borrow().len();
-        if self.unsubmitted.get() == 1 || everyone_waits {
+        if self.unsubmitted.get() == 1 || self.everyone_waits() {
             if let Some(w) = self.submitter.borrow_mut().take() {
                 w.wake();
             }
         }
         Completion { ring: self, index }.await
+    }
+
+    /// Every user of the ring has an I/O in flight: nothing of the thread's
+    /// can run until one completes.
+    fn everyone_waits(&self) -> bool {
+        self.in_flight.get() as usize == self.slots.borrow().len()
     }
 
     /// Queues one entry, entering the kernel first when the queue is full.
@@ -284,8 +289,7 @@ impl Future for Completion<'_> {
 async fn submit(ring: Rc<Ring>) {
     loop {
         std::future::poll_fn(|cx| {
-            let everyone_waits = ring.in_flight.get() as usize == ring.slots.borrow().len();
-            if ring.unsubmitted.get() > 0 || everyone_waits {
+            if ring.unsubmitted.get() > 0 || ring.everyone_waits() {
                 Poll::Ready(())
             } else {
                 let mut w = ring.submitter.borrow_mut();
@@ -298,8 +302,7 @@ async fn submit(ring: Rc<Ring>) {
         })
         .await;
         ring.unsubmitted.set(0);
-        let everyone_waits = ring.in_flight.get() as usize == ring.slots.borrow().len();
-        if everyone_waits {
+        if ring.everyone_waits() {
             // SAFETY: only this thread touches the completion queue.
             let cq = unsafe { ring.uring.completion_shared() };
             cq.disable_eventfd();
