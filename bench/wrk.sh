@@ -11,7 +11,11 @@
 #     each tool's CPU µs per request (user + system, from rusage; leaner,
 #     heavier or level): see paired_row in common.sh;
 #  2. open loop: `oha -q RATE` (latency correction on) and `perflab run web
-#     --rate RATE` at 3,000/s and 20,000/s on 32 connections: the same
+#     --rate RATE --arrivals uniform` at 3,000/s and 20,000/s on 32
+#     connections (evenly spaced arrivals, as oha's: a Poisson draw's count
+#     in SECONDS varies by about 1/sqrt(RATE × SECONDS), 0.8% at 3,000/s
+#     for 5 s, and the rate column would compare the draws, not the
+#     tools); the same
 #     columns (the rate each achieved; CPU per request ÷ oha's is the
 #     figure that matters here), and the median p50/p99 each reports;
 #     perflab once per slack in SLACKS (default "0 1ms": exact pacing, and
@@ -130,7 +134,7 @@ print(n, r["summary"]["requestsPerSec"], p["p50"] * 1e6, p["p99"] * 1e6)' "$out"
 run_perflab_open() {
     local cpu rps total p50 p99
     read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run web --target "$base" --urls "$work/urls.txt" \
-        --rate "$rate" ${slack_flag[@]+"${slack_flag[@]}"} --connections 32 --threads 2 --warmup 0s \
+        --rate "$rate" --arrivals uniform ${slack_flag[@]+"${slack_flag[@]}"} --connections 32 --threads 2 --warmup 0s \
         --duration "${seconds}s" --store "$work/bench.db")
     read -r rps total p50 p99 < <(perflab_figures)
     pl_rps+=("$rps")
