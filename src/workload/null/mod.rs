@@ -186,9 +186,10 @@ impl NullForm {
 pub struct NullSession {
     service: Duration,
     stall: Option<(Instant, Instant)>,
-    /// Its own high-resolution timer: tokio's would round each service
-    /// time up to the next millisecond.
-    timer: Timer,
+    /// Its own high-resolution timer (tokio's would round each service
+    /// time up to the next millisecond); none when it never waits, so that
+    /// a million users answering at once hold no descriptor each.
+    timer: Option<Timer>,
 }
 
 impl Workload for NullWorkload {
@@ -204,8 +205,15 @@ impl Workload for NullWorkload {
         _seed: u64,
         _seat: Seat,
     ) -> anyhow::Result<NullSession> {
-        let timer = Timer::new()
-            .map_err(|e| anyhow::anyhow!("cannot create a null user's timer (timerfd): {e}"))?;
+        let waits = !self.service.is_zero() || self.stall.is_some();
+        let timer =
+            if waits {
+                Some(Timer::new().map_err(|e| {
+                    anyhow::anyhow!("cannot create a null user's timer (timerfd): {e}")
+                })?)
+            } else {
+                None
+            };
         Ok(NullSession {
             service: self.service,
             stall: self.stall,
@@ -247,8 +255,8 @@ impl Session for NullSession {
                 done = done.max(until);
             }
         }
-        if done > start {
-            if let Err(e) = self.timer.sleep_until_exact(done).await {
+        if let (true, Some(timer)) = (done > start, &self.timer) {
+            if let Err(e) = timer.sleep_until_exact(done).await {
                 // Setting a timerfd that was made fails only with its errno;
                 // the operation says so rather than ending early.
                 return Outcome::error(ErrorKind::Io(e.raw_os_error().unwrap_or(libc::EIO)));
@@ -261,6 +269,33 @@ impl Session for NullSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_users_that_wait_hold_a_timer() {
+        let rt = crate::util::test_runtime();
+        let seat = Seat::alone(Duration::from_secs(1));
+        let timers = |w: NullWorkload| {
+            rt.block_on(async {
+                let mut with_timer = 0;
+                for user in 0..8 {
+                    let session = w.open_session(user, 0, seat).await.unwrap();
+                    with_timer += usize::from(session.timer.is_some());
+                }
+                with_timer
+            })
+        };
+        // Each timer is a descriptor: users that answer at once hold none.
+        assert_eq!(timers(NullWorkload::new(Duration::ZERO, None)), 0);
+        assert_eq!(
+            timers(NullWorkload::new(Duration::from_micros(100), None)),
+            8
+        );
+        let stall = NullStall {
+            at: Duration::ZERO,
+            length: Duration::from_millis(1),
+        };
+        assert_eq!(timers(NullWorkload::new(Duration::ZERO, Some(stall))), 8);
+    }
 
     #[test]
     fn stalls_parse() {
