@@ -14,9 +14,11 @@
 //! them all. Completions are announced on an eventfd that a reaper task
 //! waits on, which hands each result to its slot and wakes the user. When
 //! every user of the ring has an I/O in flight (nothing of the thread's
-//! can run until one completes), the submitter waits in the kernel for the
-//! first completion itself, at most 50 ms, with the eventfd muted — one
-//! system call per round of I/Os instead of three. The bound only matters
+//! can run until one completes), the last user to push waits in the
+//! kernel for the first completion itself, at most 50 ms, with the eventfd
+//! muted — one system call per round of I/Os instead of three, and no
+//! task between (at depth 1, one poll of the user per I/O instead of a
+//! poll of the submitter and a wake-up of the user). The bound only matters
 //! to a device that stalls (the thread's timers — step ends, I/O timeouts
 //! — run up to 50 ms late then); a bound near the I/O's own time arms the
 //! CPU's timer on every wait, which in a virtual machine cost more than
@@ -198,19 +200,41 @@ impl Ring {
         self.slots.borrow()[index].state.set(State::InFlight);
         self.in_flight.set(self.in_flight.get() + 1);
         self.unsubmitted.set(self.unsubmitted.get() + 1);
-        // A device holding fewer than half of the ring's I/Os gets this
-        // one at once, rather than after the users woken with it.
-        let in_kernel = self.in_flight.get() - self.unsubmitted.get();
-        if (in_kernel as usize) < self.slots.borrow().len() / 2 {
-            let _ = self.uring.submit();
-            self.unsubmitted.set(0);
-        }
-        if self.unsubmitted.get() == 1 || self.everyone_waits() {
-            if let Some(w) = self.submitter.borrow_mut().take() {
-                w.wake();
+        if self.everyone_waits() {
+            // The last user to go in flight: nothing of the thread's can
+            // run until an I/O completes, so it submits them all and waits
+            // in the kernel itself (no wake-up of the submitter between).
+            self.wait_in_kernel();
+        } else {
+            // A device holding fewer than half of the ring's I/Os gets
+            // this one at once, rather than after the users woken with it.
+            let in_kernel = self.in_flight.get() - self.unsubmitted.get();
+            if (in_kernel as usize) < self.slots.borrow().len() / 2 {
+                let _ = self.uring.submit();
+                self.unsubmitted.set(0);
+            }
+            if self.unsubmitted.get() == 1 {
+                if let Some(w) = self.submitter.borrow_mut().take() {
+                    w.wake();
+                }
             }
         }
         Completion { ring: self, index }.await
+    }
+
+    /// Submits every I/O pushed and waits in the kernel for the first
+    /// completion (eventfd muted, at most [`WAIT_IN_KERNEL`]), then hands
+    /// the completions out: one system call for a round of I/Os.
+    fn wait_in_kernel(&self) {
+        self.unsubmitted.set(0);
+        // SAFETY: only this thread touches the completion queue.
+        let cq = unsafe { self.uring.completion_shared() };
+        cq.disable_eventfd();
+        let args = types::SubmitArgs::new().timespec(&WAIT_IN_KERNEL);
+        let _ = self.uring.submitter().submit_with_args(1, &args);
+        cq.enable_eventfd();
+        drop(cq);
+        self.drain();
     }
 
     /// Every user of the ring has an I/O in flight: nothing of the thread's
@@ -282,10 +306,10 @@ impl Future for Completion<'_> {
 
 /// The submitter of a thread's ring: woken by the first I/O pushed and not
 /// submitted, it runs after the users woken before it, and submits every
-/// I/O they pushed at once; woken too when the last user's I/O goes in
-/// flight. With every user's I/O in flight it waits for the first
-/// completion in the kernel (eventfd muted, at most [`WAIT_IN_KERNEL`]) and
-/// hands the completions out itself. Ends with the worker's runtime.
+/// I/O they pushed at once; if by then every user's I/O is in flight, it
+/// waits for the first completion in the kernel and hands the completions
+/// out itself (as the last user to push does). Ends with the worker's
+/// runtime.
 async fn submit(ring: Rc<Ring>) {
     loop {
         std::future::poll_fn(|cx| {
@@ -301,17 +325,10 @@ async fn submit(ring: Rc<Ring>) {
             }
         })
         .await;
-        ring.unsubmitted.set(0);
         if ring.everyone_waits() {
-            // SAFETY: only this thread touches the completion queue.
-            let cq = unsafe { ring.uring.completion_shared() };
-            cq.disable_eventfd();
-            let args = types::SubmitArgs::new().timespec(&WAIT_IN_KERNEL);
-            let _ = ring.uring.submitter().submit_with_args(1, &args);
-            cq.enable_eventfd();
-            drop(cq);
-            ring.drain();
+            ring.wait_in_kernel();
         } else {
+            ring.unsubmitted.set(0);
             let _ = ring.uring.submit();
         }
     }
