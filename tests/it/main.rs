@@ -24,4 +24,5 @@ mod qdisc;
 mod report;
 mod stored;
 mod support;
+mod units;
 mod web;

@@ -136,6 +136,7 @@ impl WorkloadKind for Disk {
     const ABOUT: &'static str = "Iometer's access specs on a file: outstanding I/Os on io_uring, every write stamped and every block verifiable.";
     const CHECK_ABOUT: &'static str =
         "Reads a disk target back and checks every sector against the last write acknowledged there.";
+    const RATE_UNIT: crate::units::RateUnit = crate::units::RateUnit::Iops;
     type RunArgs = DiskArgs;
     type CheckArgs = DiskCheckArgs;
     type Spec = DiskSpec;
