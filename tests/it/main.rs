@@ -4,6 +4,7 @@
 mod agent;
 mod bank;
 mod cli;
+mod defaults;
 mod disk;
 mod engine;
 mod faults;
