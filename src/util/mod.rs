@@ -3,11 +3,14 @@
 //! is folded onto the one line the user sees, and how text reaches
 //! standard output and error without a closed pipe stopping the process;
 //! the process's interrupt flag, which long preparations look at; how a
-//! file the user named is read (a regular file, under a bound); a timer
+//! file the user named is read (a regular file, under a bound); the free
+//! space of a file system ([`free_bytes`]); JSON values written as YAML
+//! ([`yaml`]); a timer
 //! finer than tokio's ([`timer`]). Anything here may be imported from
 //! anywhere; it imports nothing of the crate.
 
 pub(crate) mod timer;
+pub(crate) mod yaml;
 
 /// A current-thread runtime with timers and I/O, as a worker runs, for tests.
 #[cfg(test)]
