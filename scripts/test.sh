@@ -43,6 +43,8 @@ command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
     >/dev/null 2>&1 || need_apt+=(util-linux)
 # The HTML report is opened in a real headless browser.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# The Kubernetes manifests (YAML) are read back by PyYAML.
+python3 -c 'import yaml' >/dev/null 2>&1 || need_apt+=(python3-yaml)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
         echo "error: missing ${need_apt[*]}; run this script as root or install them" >&2

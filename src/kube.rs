@@ -1,6 +1,7 @@
 //! `perflab kube`: the Kubernetes manifests of one run on many
-//! generators. What it writes (one file, JSON documents in YAML's stream,
-//! which `kubectl apply -f` takes):
+//! generators. What it writes (one file of YAML documents, which `kubectl
+//! apply -f` takes; strings YAML would misread are quoted, see
+//! [`crate::util::yaml`]):
 //! - a Secret: the agents' token (32 random bytes, hex) and a certificate
 //!   and key made now, shared by every generator and pinned by the
 //!   coordinator through its SHA-256 fingerprint;
@@ -264,13 +265,7 @@ impl KubeSpec {
             self.results_claim(),
             self.coordinator_job(&words, &moved, &identity.fingerprint()),
         ];
-        let mut out = String::new();
-        for doc in docs {
-            out.push_str("---\n");
-            out.push_str(&serde_json::to_string_pretty(&doc).unwrap_or_default());
-            out.push('\n');
-        }
-        Ok(out)
+        Ok(crate::util::yaml::documents(&docs))
     }
 
     /// The labels of this run's objects of role `role`.
@@ -546,13 +541,13 @@ mod tests {
         let text = s.manifests("TOKEN", &identity).unwrap();
         let jobs: Vec<&str> = text
             .split("---\n")
-            .filter(|d| d.contains("\"Job\""))
+            .filter(|d| d.contains("\nkind: Job\n"))
             .collect();
         assert_eq!(jobs.len(), 2);
         for job in jobs {
             assert!(!job.contains("SECRETPW"), "{job}");
         }
-        assert!(text.contains("\"secretKeyRef\""), "{text}");
+        assert!(text.contains("secretKeyRef:"), "{text}");
 
         let probe = spec(&[
             "run",

@@ -115,6 +115,60 @@ impl fmt::Display for Latency {
     }
 }
 
+/// The unit a workload's throughput is counted in: what one of its
+/// operations is to a user of that kind of server. The bank's are
+/// transactions (`tps`, the column pgbench and TPC-B print), the web's
+/// requests (`req/s`, as WebBench's tables had them), a disk's I/Os
+/// (`IOPS`, as Iometer and fio print them); anything else counts
+/// operations (`ops/s`). Each workload names its own
+/// (`WorkloadKind::RATE_UNIT`); a stored run reads it back from its
+/// workload's name, so a report names it without the run having stored it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum RateUnit {
+    /// Transactions per second.
+    #[serde(rename = "tps")]
+    Transactions,
+    /// Requests per second.
+    #[serde(rename = "req/s")]
+    Requests,
+    /// I/Os per second.
+    #[serde(rename = "IOPS")]
+    Iops,
+    /// Operations per second.
+    #[default]
+    #[serde(rename = "ops/s")]
+    Operations,
+}
+
+impl RateUnit {
+    /// The unit as a table column and after a number: `tps`, `req/s`,
+    /// `IOPS`, `ops/s`.
+    pub fn label(self) -> &'static str {
+        match self {
+            RateUnit::Transactions => "tps",
+            RateUnit::Requests => "req/s",
+            RateUnit::Iops => "IOPS",
+            RateUnit::Operations => "ops/s",
+        }
+    }
+}
+
+impl fmt::Display for RateUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.label())
+    }
+}
+
+/// A throughput with its workload's unit: `1250 tps`, `88.5 req/s`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Rate(pub f64, pub RateUnit);
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&format!("{} {}", OpsPerSec(self.0), self.1))
+    }
+}
+
 /// Operations per second.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, serde::Serialize, serde::Deserialize)]
 pub(crate) struct OpsPerSec(pub f64);

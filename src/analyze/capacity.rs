@@ -85,11 +85,12 @@ pub(crate) fn knee(points: &[StepPoint]) -> Option<Knee> {
     None
 }
 
-/// A step's load in words: `8 users` or `2000/s`.
+/// A step's load in words: `8 users` or `2000 req/s` (arrivals offered,
+/// in the workload's unit).
 pub(crate) fn load_text(p: &StepPoint) -> String {
     match p.level {
         crate::plan::Level::Users(n) => format!("{n} user{}", if n == 1 { "" } else { "s" }),
-        crate::plan::Level::Rate(r) => format!("{}/s", crate::units::OpsPerSec(r)),
+        crate::plan::Level::Rate(r) => p.rate(r).to_string(),
     }
 }
 

@@ -57,6 +57,8 @@ pub(crate) struct LevelRow {
 pub(crate) struct RunSummary {
     pub(crate) run: i64,
     pub(crate) peak_throughput: Option<f64>,
+    /// What the run's throughputs count: its workload's unit.
+    pub(crate) rate_unit: crate::units::RateUnit,
     pub(crate) peak_load: Option<String>,
     pub(crate) knee_load: Option<String>,
     pub(crate) bottleneck: Option<String>,
@@ -188,6 +190,7 @@ pub(crate) fn compare(
             RunSummary {
                 run: run.id,
                 peak_throughput: peak.map(|p| p.throughput),
+                rate_unit: run.rate_unit(),
                 peak_load: peak.map(load_text),
                 knee_load: verdict
                     .knee

@@ -44,6 +44,7 @@ pub(crate) fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> 
                 load: f64::from(n),
                 complete: true,
                 throughput: m.throughput * noise(),
+                unit: crate::units::RateUnit::Operations,
                 completed: (m.throughput * 20.0) as u64,
                 error_rate: 0.0,
                 retries: 0,

@@ -29,6 +29,7 @@ pub(crate) use usl::UslFit;
 use crate::plan::{Level, Slo};
 use crate::store::StoredRun;
 use crate::target::{Network, Target};
+use crate::units::RateUnit;
 use host::{probe_sources, HostSource};
 use serde::Serialize;
 
@@ -75,6 +76,8 @@ pub(crate) struct Verdict {
     /// memory, the log on a device of its own, a link without loss).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) no_what_if: Option<String>,
+    /// What the throughputs count: the workload's unit.
+    pub(crate) rate_unit: RateUnit,
 }
 
 /// The coefficient-of-variation bound used when none is given.
@@ -87,8 +90,9 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let mut left_out = Vec::new();
     let kernel_served = run.target_traits().kernel_served;
     let network = run_network(run);
+    let unit = run.rate_unit();
     for step in &run.steps {
-        let mut p = StepPoint::of(step, source);
+        let mut p = StepPoint::of(step, source, unit);
         keep_links_that_carry(&mut p.resources, network);
         if kernel_served {
             // No server process: the kernel serves the target in perflab's
@@ -119,6 +123,7 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     };
     let seed = run.seed();
     let mut verdict = verdict_of(points, shape, slos, max_cv, seed);
+    verdict.rate_unit = unit;
     if server_host == "this host" {
         let others = others_on_the_host(&verdict.points, shape.embedded, shape.kernel_served);
         verdict.caveats.splice(0..0, others);
@@ -272,6 +277,7 @@ pub(crate) fn verdict_of(
         caveats: Vec::new(),
         what_if: None,
         no_what_if: None,
+        rate_unit: points.first().map_or(RateUnit::default(), |p| p.unit),
     };
     if points.is_empty() {
         verdict.usl_not_fitted = Some("no complete step".to_string());

@@ -10,6 +10,7 @@ use crate::engine::{StepResult, StepStatus};
 use crate::measure::{LatencySummary, Phase, StepSummary};
 use crate::plan::Level;
 use crate::probe::counters::{weighted_mean, HostSample};
+use crate::units::{Rate, RateUnit};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -143,6 +144,9 @@ pub(crate) struct StepPoint {
     pub(crate) complete: bool,
     /// Operations served per second.
     pub(crate) throughput: f64,
+    /// What the throughput counts (transactions, requests, I/Os,
+    /// operations): every rate of operations said of this point names it.
+    pub(crate) unit: RateUnit,
     pub(crate) completed: u64,
     pub(crate) error_rate: f64,
     pub(crate) retries: u64,
@@ -202,6 +206,11 @@ pub(crate) struct SlowGroup {
 }
 
 impl StepPoint {
+    /// `x` operations per second, in this point's unit: `1250 tps`.
+    pub(crate) fn rate(&self, x: f64) -> Rate {
+        Rate(x, self.unit)
+    }
+
     /// Mean response time, seconds.
     pub(crate) fn response_s(&self) -> f64 {
         self.response.mean.as_secs_f64()
@@ -247,7 +256,7 @@ impl StepPoint {
     }
 
     /// Reads a stored step; the server host's resources come from `source`.
-    pub(crate) fn of(step: &StepResult, source: HostSource<'_>) -> Self {
+    pub(crate) fn of(step: &StepResult, source: HostSource<'_>, unit: RateUnit) -> Self {
         let (tally, measured) = step.measured();
         let summary = StepSummary::of(&tally, measured);
         let all = tally.all_ops();
@@ -284,6 +293,7 @@ impl StepPoint {
             load: step.level.value(),
             complete: step.status == StepStatus::Ok,
             throughput: summary.throughput,
+            unit,
             completed: summary.completed,
             error_rate: summary.error_rate,
             retries: summary.retries,

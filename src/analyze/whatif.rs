@@ -44,7 +44,7 @@ use super::bottleneck::{Bottleneck, BottleneckKind};
 use super::demands::Demands;
 use super::mva;
 use super::points::{ResourceKind, StepPoint};
-use crate::units::{OpsPerSec, Percent};
+use crate::units::Percent;
 use serde::Serialize;
 
 /// Largest relative miss of the model at a measured load for its
@@ -606,16 +606,16 @@ impl ClosedFit<'_> {
         let (measured, highest, at_peak) = (self.measured, self.highest, self.at_peak);
         if self.thrashed {
             format!(
-                "the demands measured cleanly up to the peak ({}): past it the work per operation grew with the queue ({}/s at {}, {} below the peak), which the change relieves, so the predictions do not start from that fall",
+                "the demands measured cleanly up to the peak ({}): past it the work per operation grew with the queue ({} at {}, {} below the peak), which the change relieves, so the predictions do not start from that fall",
                 load_words(at_peak.load),
-                OpsPerSec(measured),
+                at_peak.rate(measured),
                 load_words(highest),
                 Percent(1.0 - measured / at_peak.throughput)
             )
         } else if self.scaled {
             format!(
-                "the {}/s measured at {} times the model's gain (the model missed it by over {})",
-                OpsPerSec(measured),
+                "the {} measured at {} times the model's gain (the model missed it by over {})",
+                at_peak.rate(measured),
                 load_words(highest),
                 Percent(CREDIBLE)
             )

@@ -377,7 +377,7 @@ mod tests {
         let intervals = std::fs::read_to_string(csv.join("intervals.csv")).expect("intervals");
         assert_eq!(
             intervals,
-            "run,step,load,interval,phase,start_s,length_s,throughput,p95_s\n"
+            "run,step,load,interval,phase,start_s,length_s,throughput,throughput_unit,p95_s\n"
         );
     }
 

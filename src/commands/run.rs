@@ -385,7 +385,10 @@ fn execute<W: Workload>(
     let mut observer = RunObserver {
         store,
         run,
-        progress: Progress::new(plan.sweep.levels.len() * plan.repeat as usize),
+        progress: Progress::new(
+            plan.sweep.levels.len() * plan.repeat as usize,
+            crate::workload::rate_unit(&plan.workload.name),
+        ),
         db_probe: started.db_probe,
         host_last: None,
         groups: process_groups(server),

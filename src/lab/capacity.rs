@@ -39,11 +39,9 @@ impl Ask {
         self.need.is_none() && self.slos.is_empty()
     }
 
-    /// `2,000/s within p95<50ms`.
-    pub(crate) fn describe(&self) -> String {
-        let need = self
-            .need
-            .map(|n| format!("{}/s", crate::units::OpsPerSec(n)));
+    /// `2000 tps within p95<50ms`, the need in `unit`.
+    pub(crate) fn describe(&self, unit: crate::units::RateUnit) -> String {
+        let need = self.need.map(|n| crate::units::Rate(n, unit).to_string());
         let slos: Vec<String> = self.slos.iter().map(|s| s.to_string()).collect();
         match (need, slos.is_empty()) {
             (Some(n), true) => n,
@@ -237,7 +235,13 @@ pub(crate) fn answer(
     let met_names: Vec<&str> = measured.met.iter().map(|m| m.variant.as_str()).collect();
     let predicted_names: Vec<&str> = predicted.iter().map(|p| p.variant.as_str()).collect();
     CapacityAnswer {
-        asked: ask.describe(),
+        asked: ask.describe(
+            verdicts
+                .iter()
+                .flatten()
+                .next()
+                .map_or(crate::units::RateUnit::default(), |v| v.rate_unit),
+        ),
         smallest: smallest(&met_names, variants),
         smallest_predicted: smallest(&predicted_names, variants),
         met: measured.met,

@@ -11,13 +11,14 @@ use super::report::{LabReport, VariantSummary};
 use crate::report::grid::Grid;
 use crate::report::markdown::plain;
 use crate::report::svg::{escape, number, seconds, Chart, Series};
+use crate::units::RateUnit;
 use std::fmt::Write;
 
-/// `1,234/s ±56` (the interval's half width), or `-`.
-fn peak_text(v: &VariantSummary) -> String {
+/// `1,234 tps ±56` (the interval's half width), or `-`.
+fn peak_text(v: &VariantSummary, unit: RateUnit) -> String {
     match (v.peak, v.interval) {
-        (Some(p), Some((lo, hi))) => format!("{}/s ±{}", group(p), group((hi - lo) / 2.0)),
-        (Some(p), None) => format!("{}/s", group(p)),
+        (Some(p), Some((lo, hi))) => format!("{} {unit} ±{}", group(p), group((hi - lo) / 2.0)),
+        (Some(p), None) => format!("{} {unit}", group(p)),
         _ => "-".to_string(),
     }
 }
@@ -58,11 +59,16 @@ struct MatrixTable {
 }
 
 impl LabReport {
-    /// The cost unit's label: `per USD`, or `per unit of cost`.
+    /// What the lab's throughputs count: its workload's unit.
+    fn unit(&self) -> RateUnit {
+        crate::workload::rate_unit(&self.workload)
+    }
+
+    /// The cost unit's label: `tps per USD`, or `tps per unit of cost`.
     fn per_cost(&self) -> String {
         match &self.cost_unit {
-            Some(u) => format!("/s per {u}"),
-            None => "/s per unit of cost".to_string(),
+            Some(u) => format!("{} per {u}", self.unit()),
+            None => format!("{} per unit of cost", self.unit()),
         }
     }
 
@@ -117,7 +123,7 @@ impl LabReport {
                 self.variants
                     .get(index(&coords))
                     .map_or(("-".to_string(), String::new()), |v| {
-                        (peak_text(v), v.bottleneck())
+                        (peak_text(v, self.unit()), v.bottleneck())
                     })
             };
             tables.push(MatrixTable {
@@ -173,7 +179,7 @@ impl LabReport {
             grid.rows.push(vec![
                 v.name.clone(),
                 v.runs.len().to_string(),
-                peak_text(v),
+                peak_text(v, self.unit()),
                 v.p95_s.map_or("-".to_string(), seconds),
                 vs,
                 v.cost.map_or("-".to_string(), short),
@@ -205,8 +211,8 @@ impl LabReport {
                 p.to.clone(),
                 p.change.clone(),
                 short(p.load),
-                format!("{}/s", group(p.predicted)),
-                format!("{}/s", group(p.measured)),
+                format!("{} {}", group(p.predicted), self.unit()),
+                format!("{} {}", group(p.measured), self.unit()),
                 format!("{:+.1}%", p.error * 100.0),
             ]);
         }
@@ -262,9 +268,10 @@ impl LabReport {
         }
         for m in &c.met {
             lines.push(format!(
-                "met by {}: {}/s at load {} (mean of {} run{})",
+                "met by {}: {} {} at load {} (mean of {} run{})",
                 m.variant,
                 group(m.throughput),
+                self.unit(),
                 short(m.load),
                 m.runs,
                 if m.runs == 1 { "" } else { "s" }
@@ -286,14 +293,15 @@ impl LabReport {
                 format!(", {}", p.estimates.join(", "))
             };
             let measured = match &p.measured_on {
-                Some((to, x)) => format!("; measured as {to}: {}/s", group(*x)),
+                Some((to, x)) => format!("; measured as {to}: {} {}", group(*x), self.unit()),
                 None => " (not measured)".to_string(),
             };
             lines.push(format!(
-                "predicted: {} with {}: {}/s at load {}{estimates}{measured}",
+                "predicted: {} with {}: {} {} at load {}{estimates}{measured}",
                 p.variant,
                 p.change,
                 group(p.throughput),
+                self.unit(),
                 short(p.load)
             ));
         }
@@ -529,7 +537,11 @@ impl LabReport {
                 "Throughput against load, every variant".to_string()
             },
             x_label: "load (users, or offered rate /s)".to_string(),
-            y_label: if latency { "p95" } else { "operations/s" }.to_string(),
+            y_label: if latency {
+                "p95".to_string()
+            } else {
+                self.unit().label().to_string()
+            },
             log_x: false,
             log_y: latency,
             series,

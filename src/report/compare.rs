@@ -6,7 +6,7 @@
 
 use super::grid::Grid;
 use crate::analyze::compare::{Comparison, Difference};
-use crate::units::{Latency, OpsPerSec};
+use crate::units::{Latency, OpsPerSec, Rate};
 use std::fmt::Write;
 
 fn verdict_mark(d: &Difference) -> &'static str {
@@ -31,7 +31,7 @@ fn diff_text(d: &Difference) -> String {
 pub(crate) fn rows(c: &Comparison) -> Vec<Vec<String>> {
     let mut header = vec!["load".to_string()];
     for (i, r) in c.runs.iter().enumerate() {
-        header.push(format!("run {} tps", r.run));
+        header.push(format!("run {} {}", r.run, r.rate_unit));
         header.push("p95".to_string());
         if i > 0 {
             header.push(format!("run {} / run {}", r.run, c.runs[0].run));
@@ -67,10 +67,10 @@ pub(crate) fn summary_lines(c: &Comparison) -> Vec<String> {
     let mut out = Vec::new();
     for r in &c.runs {
         let mut line = format!(
-            "run {}: peak {}/s at {}; knee {}; bottleneck {}",
+            "run {}: peak {} at {}; knee {}; bottleneck {}",
             r.run,
             r.peak_throughput
-                .map_or("-".to_string(), |x| OpsPerSec(x).to_string()),
+                .map_or("-".to_string(), |x| Rate(x, r.rate_unit).to_string()),
             r.peak_load.as_deref().unwrap_or("-"),
             r.knee_load
                 .as_deref()
@@ -102,7 +102,11 @@ pub(crate) fn summary_lines(c: &Comparison) -> Vec<String> {
             let _ = write!(line, "; score {score:.2}");
         }
         if let Some((cost, per)) = r.cost {
-            let _ = write!(line, "; {per:.2}/s per unit of cost ({cost})");
+            let _ = write!(
+                line,
+                "; {:.2} {} per unit of cost ({cost})",
+                per, r.rate_unit
+            );
         }
         out.push(line);
     }

@@ -2,7 +2,8 @@
 //! `steps.csv`, a row per step (the client's figures, then the server
 //! host's: CPU and its split, run queue, busiest disk and link each way,
 //! the database's main wait class), and `intervals.csv`, a row per
-//! interval (throughput and p95 over time). Fields follow RFC 4180:
+//! interval (throughput and p95 over time). Each throughput is followed by
+//! its unit (`throughput_unit`: tps, req/s, IOPS or ops/s). Fields follow RFC 4180:
 //! quoted when they hold a comma, quote or line break; a figure that was
 //! not measured is an empty field. Times are seconds, shares fractions.
 
@@ -14,13 +15,14 @@ use crate::store::RunId;
 use std::fmt::Write;
 
 /// The header of `steps.csv`.
-const STEPS_HEADER: &str = "run,step,load_kind,load,status,throughput,p50_s,p95_s,p99_s,max_s,errors,retries,perflab_cpus,\
+const STEPS_HEADER: &str = "run,step,load_kind,load,status,throughput,throughput_unit,p50_s,p95_s,p99_s,max_s,errors,retries,perflab_cpus,\
      cpu_busy,cpu_user,cpu_system,cpu_isr,cpu_iowait,cpu_steal,run_queue,\
      busiest_disk,disk_busy,busiest_link_rx,link_rx_busy,busiest_link_tx,link_tx_busy,\
      server_cpus,db_top_wait,db_top_wait_share\n";
 
 /// The header of `intervals.csv`.
-const INTERVALS_HEADER: &str = "run,step,load,interval,phase,start_s,length_s,throughput,p95_s\n";
+const INTERVALS_HEADER: &str =
+    "run,step,load,interval,phase,start_s,length_s,throughput,throughput_unit,p95_s\n";
 
 /// `output` as CSV files.
 pub(super) fn write(output: &Output<'_>) -> Result<Document, FormatError> {
@@ -73,12 +75,13 @@ fn step_row(out: &mut String, run: RunId, s: &StepResult, f: &StepFigures) {
     let kind = s.level.kind();
     let _ = writeln!(
         out,
-        "{},{},{kind},{},{},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{},{kind},{},{},{:.3},{},{:.6},{:.6},{:.6},{:.6},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{}",
         run,
         s.index,
         s.level.value(),
         s.status.as_str(),
         p.throughput,
+        p.unit,
         p.response.p50.as_secs_f64(),
         p.response.p95.as_secs_f64(),
         p.response.p99.as_secs_f64(),
@@ -111,7 +114,7 @@ fn intervals_csv(runs: &[ReportRun<'_>]) -> String {
                 let all = iv.tally.all_ops();
                 let _ = writeln!(
                     out,
-                    "{},{},{},{i},{},{:.3},{:.3},{:.3},{:.6}",
+                    "{},{},{},{i},{},{:.3},{:.3},{:.3},{},{:.6}",
                     r.run.id,
                     s.index,
                     s.level.value(),
@@ -123,6 +126,7 @@ fn intervals_csv(runs: &[ReportRun<'_>]) -> String {
                     } else {
                         0.0
                     },
+                    r.run.rate_unit(),
                     LatencySummary::of(&all.response).p95.as_secs_f64()
                 );
             }

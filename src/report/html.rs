@@ -200,13 +200,23 @@ fn throughput_chart(runs: &[ReportRun<'_>]) -> Chart {
         title: "Throughput against load, with the knee, the USL fit and the asymptotic bound"
             .to_string(),
         x_label: load_axis(runs).to_string(),
-        y_label: "operations/s".to_string(),
+        y_label: rate_axis(runs),
         log_x: false,
         log_y: false,
         series,
         marks,
         x_format: number,
         y_format: number,
+    }
+}
+
+/// The throughput axis: the runs' unit when they share one (runs of
+/// several workloads count different things: operations/s then).
+fn rate_axis(runs: &[ReportRun<'_>]) -> String {
+    let mut units = runs.iter().map(|r| r.run.rate_unit());
+    match units.next() {
+        Some(first) if units.all(|u| u == first) => first.label().to_string(),
+        _ => "operations/s".to_string(),
     }
 }
 
@@ -448,7 +458,7 @@ fn charts(out: &mut String, runs: &[ReportRun<'_>]) {
             &Chart {
                 title: title("Throughput"),
                 x_label: "seconds since the first step".to_string(),
-                y_label: "operations/s".to_string(),
+                y_label: r.run.rate_unit().label().to_string(),
                 log_x: false,
                 log_y: false,
                 series: vec![Series {

@@ -70,6 +70,7 @@ pub(crate) fn run_json(run: &StoredRun) -> Value {
             "status": run.status.as_str(),
             "status_reason": run.status_reason,
             "workload": run.workload,
+            "rate_unit": run.rate_unit(),
             "target": run.target,
             "tool_version": run.tool_version,
             "host": run.host,

@@ -4,7 +4,7 @@
 
 use crate::doctor::inventory::Difference;
 use crate::store::{RunId, RunRow};
-use crate::units::OpsPerSec;
+use crate::units::Rate;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -18,8 +18,8 @@ pub(crate) fn render_runs(store: &Path, rows: &[RunRow]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:>4}  {:<24}  {:<9}  {:<8}  {:>5}  {:>10}  target",
-        "run", "started", "status", "workload", "steps", "peak tps"
+        "{:>4}  {:<24}  {:<9}  {:<8}  {:>5}  {:>14}  target",
+        "run", "started", "status", "workload", "steps", "peak"
     );
     for row in rows {
         if let Some(why) = &row.damaged {
@@ -33,14 +33,14 @@ pub(crate) fn render_runs(store: &Path, rows: &[RunRow]) -> String {
         }
         let _ = writeln!(
             out,
-            "{:>4}  {:<24}  {:<9}  {:<8}  {:>5}  {:>10}  {}",
+            "{:>4}  {:<24}  {:<9}  {:<8}  {:>5}  {:>14}  {}",
             row.id,
             row.started_at,
             row.status.as_str(),
             row.workload,
             row.steps,
             row.peak_throughput
-                .map_or("-".to_string(), |t| OpsPerSec(t).to_string()),
+                .map_or("-".to_string(), |t| Rate(t, row.rate_unit()).to_string()),
             row.target
         );
     }

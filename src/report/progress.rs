@@ -5,7 +5,7 @@
 use crate::engine::{FinishedStep, IntervalSpec, Schedule};
 use crate::measure::{LatencySummary, Phase, StepSummary, Tally};
 use crate::plan::Level;
-use crate::units::{format_duration, Latency, OpsPerSec};
+use crate::units::{format_duration, Latency, Rate, RateUnit};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
@@ -14,16 +14,20 @@ pub(crate) struct Progress {
     live: bool,
     steps: usize,
     current: Option<(usize, Level, Duration, Duration)>,
+    /// The workload's unit of throughput.
+    unit: RateUnit,
 }
 
 impl Progress {
-    /// Live on a terminal outside CI; plain lines otherwise.
-    pub(crate) fn new(steps: usize) -> Self {
+    /// Live on a terminal outside CI; plain lines otherwise; throughput
+    /// in `unit`.
+    pub(crate) fn new(steps: usize, unit: RateUnit) -> Self {
         let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
         Progress {
             live: std::io::stdout().is_terminal() && !ci,
             steps,
             current: None,
+            unit,
         }
     }
 
@@ -78,9 +82,9 @@ impl Progress {
             )
         };
         crate::util::out_control(format_args!(
-            "\r\x1b[2Kstep {} {level}: {phase}  {} tps  p95 {}  errors {}",
+            "\r\x1b[2Kstep {} {level}: {phase}  {}  p95 {}  errors {}",
             self.position(index),
-            OpsPerSec(all.completed() as f64 / seconds),
+            Rate(all.completed() as f64 / seconds, self.unit),
             Latency(p95),
             all.error_count()
         ));
@@ -91,10 +95,10 @@ impl Progress {
     pub(crate) fn step_finished(&mut self, step: &FinishedStep) {
         let s: StepSummary = step.summary();
         let line = format!(
-            "step {}: {}: {} tps  p95 {}  errors {}  {}",
+            "step {}: {}: {}  p95 {}  errors {}  {}",
             self.position(step.index),
             step.level,
-            OpsPerSec(s.throughput),
+            Rate(s.throughput, self.unit),
             Latency(s.response.p95),
             s.errors,
             step.status.as_str()

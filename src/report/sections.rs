@@ -10,7 +10,7 @@ use crate::analyze::points::StepPoint;
 use crate::analyze::{server_source, Verdict};
 use crate::engine::{StepResult, StepStatus};
 use crate::store::StoredRun;
-use crate::units::{Latency, OpsPerSec, Percent};
+use crate::units::{Latency, OpsPerSec, Percent, Rate};
 
 /// What was run, where and when: (name, value) rows.
 pub(crate) fn facts(run: &StoredRun) -> Vec<(&'static str, String)> {
@@ -156,7 +156,7 @@ pub(crate) fn step_figures(run: &StoredRun) -> Vec<StepFigures> {
     run.steps
         .iter()
         .map(|step| {
-            let point = StepPoint::of(step, source);
+            let point = StepPoint::of(step, source, run.rate_unit());
             let summary = step.summary();
             StepFigures {
                 errors: summary.errors,
@@ -176,10 +176,10 @@ pub(crate) fn step_figures(run: &StoredRun) -> Vec<StepFigures> {
         .collect()
 }
 
-/// The step grid's columns.
+/// The step grid's columns; `throughput` is headed with the run's unit.
 const STEP_COLUMNS: [&str; 26] = [
     "load",
-    "tps",
+    "throughput",
     "p50",
     "p95",
     "p99",
@@ -213,7 +213,8 @@ const STEP_COLUMNS: [&str; 26] = [
 /// processes, the database's main wait class) and perflab's CPU. Columns
 /// nothing was measured for are left out.
 pub(crate) fn step_grid(run: &StoredRun) -> Grid {
-    let mut grid = Grid::new(STEP_COLUMNS);
+    let unit = run.rate_unit().label();
+    let mut grid = Grid::new(STEP_COLUMNS.map(|c| if c == "throughput" { unit } else { c }));
     grid.left = vec![17, 18, 19, 21, 23, 24, 25];
     grid.rows = step_figures(run).into_iter().map(grid_row).collect();
     grid.without_empty_columns()
@@ -341,8 +342,8 @@ impl VerdictText {
         if let Some(peak) = v.peak {
             let p = &v.points[peak];
             lead = format!(
-                "Peak throughput {}/s at {}.",
-                OpsPerSec(p.throughput),
+                "Peak throughput {} at {}.",
+                Rate(p.throughput, v.rate_unit),
                 load_text(p)
             );
             match &v.knee {
@@ -368,7 +369,10 @@ impl VerdictText {
                     .collect()
             }),
             next: b.and_then(|b| b.next.clone()),
-            what_if: v.what_if.as_ref().map(super::what_if_lines),
+            what_if: v
+                .what_if
+                .as_ref()
+                .map(|w| super::what_if_lines(w, v.rate_unit)),
         }
     }
 }

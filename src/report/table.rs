@@ -7,12 +7,12 @@ use crate::measure::LatencySummary;
 use crate::plan::Level;
 use crate::probe::{DbSample, HostFacts};
 use crate::store::StoredRun;
-use crate::units::{Bytes, BytesPerSec, Latency, OpsPerSec, Percent};
+use crate::units::{Bytes, BytesPerSec, Latency, OpsPerSec, Percent, RateUnit};
 use crate::workload::CheckReport;
 use std::fmt::Write;
 
-/// The per-step table.
-pub(crate) fn step_table(steps: &[StepResult]) -> String {
+/// The per-step table, throughput in `unit`.
+pub(crate) fn step_table(steps: &[StepResult], unit: RateUnit) -> String {
     let db: Vec<Option<DbSample>> = steps.iter().map(|s| s.measured_db()).collect();
     // Payload moved per second of the measured window, where a workload counts it.
     let rates: Vec<f64> = steps
@@ -26,6 +26,7 @@ pub(crate) fn step_table(steps: &[StepResult]) -> String {
         open: steps.iter().any(|s| matches!(s.level, Level::Rate(_))),
         moved: rates.iter().any(|r| *r > 0.0),
         waits: db.iter().flatten().any(|d| d.top_wait().is_some()),
+        unit,
     };
     let mut out = columns.header();
     for ((step, db), rate) in steps.iter().zip(&db).zip(&rates) {
@@ -35,11 +36,13 @@ pub(crate) fn step_table(steps: &[StepResult]) -> String {
 }
 
 /// The step table's optional columns: an open loop's (dropped, lag), the
-/// bytes moved, the database's top wait.
+/// bytes moved, the database's top wait; the workload's unit of
+/// throughput.
 struct StepColumns {
     open: bool,
     moved: bool,
     waits: bool,
+    unit: RateUnit,
 }
 
 impl StepColumns {
@@ -50,7 +53,14 @@ impl StepColumns {
         let _ = write!(
             out,
             "{load:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
-            "tps", "p50", "p95", "p99", "max", "errors", "refused", "retries"
+            self.unit.label(),
+            "p50",
+            "p95",
+            "p99",
+            "max",
+            "errors",
+            "refused",
+            "retries"
         );
         if self.moved {
             let _ = write!(out, " {:>8}", "MB/s");
@@ -211,7 +221,7 @@ pub(crate) fn render_run(run: &StoredRun) -> String {
     if run.steps.is_empty() {
         let _ = writeln!(out, "no step finished");
     } else {
-        out.push_str(&step_table(&run.steps));
+        out.push_str(&step_table(&run.steps, run.rate_unit()));
         out.push_str(&error_kinds(&run.steps));
         out.push_str(&super::host_tables(&run.steps));
         out.push_str(&server_status_table(&run.steps));
@@ -380,7 +390,12 @@ fn op_breakdown(run: &StoredRun) -> String {
     let _ = write!(
         out,
         "{:>width$} {:>9} {:>9} {:>9} {:>8} {:>8}",
-        "operation", "per s", "p50", "p95", "errors", "refused"
+        "operation",
+        run.rate_unit().label(),
+        "p50",
+        "p95",
+        "errors",
+        "refused"
     );
     if moved {
         let _ = write!(out, " {:>8}", "MB/s");

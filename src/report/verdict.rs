@@ -8,7 +8,7 @@ use crate::analyze::capacity::load_text;
 use crate::analyze::points::ResourceUse;
 use crate::analyze::whatif::WhatIf;
 use crate::analyze::{Bottleneck, StepPoint, UslFit, Verdict};
-use crate::units::{Latency, OpsPerSec, Percent};
+use crate::units::{Latency, OpsPerSec, Percent, Rate, RateUnit};
 use std::fmt::Write;
 
 fn secs(s: f64) -> Latency {
@@ -16,8 +16,9 @@ fn secs(s: f64) -> Latency {
 }
 
 /// The what-if predictions in words: how well the model reproduces the
-/// run, then a line per change.
-pub(crate) fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
+/// run, then a line per change; throughputs in `unit`.
+pub(crate) fn what_if_lines(w: &WhatIf, unit: RateUnit) -> (String, Vec<String>) {
+    let rate = |x: f64| Rate(x, unit);
     let head = if w.credible {
         format!(
             "the measured demands in a queueing model (exact MVA) reproduce the measured throughput within {} up to the peak",
@@ -36,23 +37,23 @@ pub(crate) fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
             let load = if s.response_s.is_some() {
                 crate::plan::Level::Users(s.load.round() as u32).to_string()
             } else {
-                format!("{}/s offered", OpsPerSec(s.load))
+                format!("{} offered", rate(s.load))
             };
             let mut line = if w.scaled {
                 format!(
-                    "{}: {}/s at {load} (×{:.2} the {}/s measured there, the model's gain)",
+                    "{}: {} at {load} (×{:.2} the {} measured there, the model's gain)",
                     s.change,
-                    OpsPerSec(s.throughput),
+                    rate(s.throughput),
                     s.gain,
-                    OpsPerSec(w.measured)
+                    rate(w.measured)
                 )
             } else {
                 format!(
-                    "{}: {}/s at {load} (×{:.2} the model's {}/s as measured)",
+                    "{}: {} at {load} (×{:.2} the model's {} as measured)",
                     s.change,
-                    OpsPerSec(s.throughput),
+                    rate(s.throughput),
                     s.gain,
-                    OpsPerSec(w.baseline)
+                    rate(w.baseline)
                 )
             };
             if let Some(r) = s.response_s {
@@ -61,17 +62,17 @@ pub(crate) fn what_if_lines(w: &WhatIf) -> (String, Vec<String>) {
             if let Some(p) = s.at_peak {
                 let _ = write!(
                     line,
-                    "; {}/s at {} (the peak's load)",
-                    OpsPerSec(p.throughput),
+                    "; {} at {} (the peak's load)",
+                    rate(p.throughput),
                     crate::plan::Level::Users(p.load.round() as u32)
                 );
             }
             match (&s.limited_by, s.bound) {
                 (Some(name), Some(bound)) if s.still => {
-                    let _ = write!(line, "; {name} still limits, at {}/s", OpsPerSec(bound));
+                    let _ = write!(line, "; {name} still limits, at {}", rate(bound));
                 }
                 (Some(name), Some(bound)) => {
-                    let _ = write!(line, "; then {name} limits, at {}/s", OpsPerSec(bound));
+                    let _ = write!(line, "; then {name} limits, at {}", rate(bound));
                 }
                 _ => {}
             }
@@ -99,7 +100,7 @@ pub(crate) fn render_verdict(v: &Verdict, run: i64) -> String {
         bottleneck(&mut out, b);
     }
     if let Some(w) = &v.what_if {
-        let (head, lines) = what_if_lines(w);
+        let (head, lines) = what_if_lines(w, v.rate_unit);
         let _ = writeln!(out, "  what if     {head}");
         for line in lines {
             let _ = writeln!(out, "              > {line}");
@@ -124,8 +125,8 @@ fn capacity_and_knee(out: &mut String, v: &Verdict) {
     if let Some(peak) = v.peak {
         let _ = writeln!(
             out,
-            "  capacity    peak {}/s at {}",
-            OpsPerSec(p(peak).throughput),
+            "  capacity    peak {} at {}",
+            Rate(p(peak).throughput, v.rate_unit),
             load_text(p(peak))
         );
     }
@@ -133,9 +134,9 @@ fn capacity_and_knee(out: &mut String, v: &Verdict) {
         Some(k) => {
             let _ = writeln!(
                 out,
-                "  knee        at {} ({}/s): {}",
+                "  knee        at {} ({}): {}",
                 load_text(p(k.at)),
-                OpsPerSec(k.throughput),
+                Rate(k.throughput, v.rate_unit),
                 k.because
             );
         }
@@ -161,7 +162,7 @@ fn objectives(out: &mut String, v: &Verdict) {
                 .iter()
                 .find(|q| Some(q.load) == slo.max_load)
                 .map_or(String::new(), load_text);
-            format!("met up to {at} ({}/s)", OpsPerSec(x))
+            format!("met up to {at} ({})", Rate(x, v.rate_unit))
         }
         _ => "met at no load".to_string(),
     };
@@ -194,7 +195,8 @@ fn bottleneck(out: &mut String, b: &Bottleneck) {
 }
 
 /// The service demands and the bound they set, then per step the
-/// throughput against the bound and Little's law.
+/// throughput against the bound (both in the workload's unit) and
+/// Little's law.
 fn demands(out: &mut String, v: &Verdict) {
     let Some(d) = &v.demands else {
         return;
@@ -205,10 +207,10 @@ fn demands(out: &mut String, v: &Verdict) {
         .filter(|r| r.kind != crate::analyze::points::ResourceKind::OneCpu)
         .map(|r| {
             format!(
-                "{} {} → X ≤ {}/s",
+                "{} {} → X ≤ {}",
                 r.resource,
                 secs(r.seconds),
-                OpsPerSec(r.bound)
+                Rate(r.bound, v.rate_unit)
             )
         })
         .collect();
@@ -238,7 +240,11 @@ fn demands(out: &mut String, v: &Verdict) {
     let _ = writeln!(
         out,
         "  {:>10} {:>10} {:>10} {:>8} {:>18}",
-        "load", "X/s", "bound/s", "X/bound", "Little N vs X(R+Z)"
+        "load",
+        format!("X {}", v.rate_unit),
+        "bound",
+        "X/bound",
+        "Little N vs X(R+Z)"
     );
     for (s, q) in d.steps.iter().zip(&v.points) {
         let _ = writeln!(
@@ -308,7 +314,7 @@ fn usl(out: &mut String, v: &Verdict) {
         (Some(f), _) => {
             let _ = write!(
                 out,
-                "  usl         on N = {}: σ = {:.4} [{:.4}, {:.4}], κ = {:.6} [{:.6}, {:.6}], λ = {}/s, R² = {:.3}",
+                "  usl         on N = {}: σ = {:.4} [{:.4}, {:.4}], κ = {:.6} [{:.6}, {:.6}], λ = {}, R² = {:.3}",
                 f.concurrency,
                 f.sigma,
                 f.sigma_ci.0,
@@ -316,10 +322,10 @@ fn usl(out: &mut String, v: &Verdict) {
                 f.kappa,
                 f.kappa_ci.0,
                 f.kappa_ci.1,
-                OpsPerSec(f.lambda),
+                Rate(f.lambda, v.rate_unit),
                 f.r_squared
             );
-            usl_reading(out, f);
+            usl_reading(out, f, v.rate_unit);
             out.push('\n');
         }
         (None, Some(why)) => {
@@ -330,34 +336,35 @@ fn usl(out: &mut String, v: &Verdict) {
 }
 
 /// What a USL fit says: where throughput peaks, or what it approaches.
-fn usl_reading(out: &mut String, f: &UslFit) {
+fn usl_reading(out: &mut String, f: &UslFit, unit: RateUnit) {
+    let rate = |x: f64| Rate(x, unit);
     match (f.peak_n, f.max_throughput) {
         (Some(_), Some(x)) if f.sigma >= 1.0 => {
             let _ = write!(
                 out,
-                "; σ ≥ 1: concurrency gains nothing, throughput is highest at N = 1 ({}/s) and falls beyond it",
-                OpsPerSec(x)
+                "; σ ≥ 1: concurrency gains nothing, throughput is highest at N = 1 ({}) and falls beyond it",
+                rate(x)
             );
         }
         (Some(n), Some(x)) => {
             let _ = write!(
                 out,
-                "; peak at N = {n:.1} ({}/s): coherency-limited (throughput falls beyond it)",
-                OpsPerSec(x)
+                "; peak at N = {n:.1} ({}): coherency-limited (throughput falls beyond it)",
+                rate(x)
             );
         }
         (None, Some(x)) if f.kappa > 0.0 => {
             let _ = write!(
                 out,
-                "; no peak within ten times the loads measured (κ too small to tell from 0): contention-limited, approaching {}/s",
-                OpsPerSec(x)
+                "; no peak within ten times the loads measured (κ too small to tell from 0): contention-limited, approaching {}",
+                rate(x)
             );
         }
         (None, Some(x)) => {
             let _ = write!(
                 out,
-                "; κ = 0 (Amdahl): contention-limited, approaching {}/s",
-                OpsPerSec(x)
+                "; κ = 0 (Amdahl): contention-limited, approaching {}",
+                rate(x)
             );
         }
         _ => {}

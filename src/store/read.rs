@@ -31,6 +31,13 @@ pub(crate) struct RunRow {
     pub(crate) damaged: Option<String>,
 }
 
+impl RunRow {
+    /// The unit the run's throughput is counted in, from its workload.
+    pub(crate) fn rate_unit(&self) -> crate::units::RateUnit {
+        crate::workload::rate_unit(&self.workload)
+    }
+}
+
 /// A whole run as stored.
 #[derive(Debug, Clone)]
 pub struct StoredRun {
@@ -482,6 +489,11 @@ impl StoredRun {
             .as_ref()
             .and_then(|p| p.target)
             .unwrap_or_else(|| Target::traits_of_text(&self.target))
+    }
+
+    /// The unit the run's throughput is counted in, from its workload.
+    pub(crate) fn rate_unit(&self) -> crate::units::RateUnit {
+        crate::workload::rate_unit(&self.workload)
     }
 
     /// The run's seed (1 when its plan does not read).

@@ -18,7 +18,7 @@ pub mod web;
 
 pub use registry::{
     check_generator_form, generator_workloads, names_text as registry_names, on_generator,
-    CheckChoice, RunChoice, Validated, NAMES,
+    rate_unit, CheckChoice, RunChoice, Validated, NAMES,
 };
 
 use crate::error::PlanError;
@@ -45,6 +45,9 @@ pub trait WorkloadKind {
     const ABOUT: &'static str;
     /// One line of help for `perflab check NAME`.
     const CHECK_ABOUT: &'static str;
+    /// The unit its throughput is counted in, wherever a number of its
+    /// operations per second is printed.
+    const RATE_UNIT: crate::units::RateUnit = crate::units::RateUnit::Operations;
     /// The flags of `perflab run NAME` beyond the common ones.
     type RunArgs: clap::Args + clap::FromArgMatches + std::fmt::Debug;
     /// The flags of `perflab check NAME`.

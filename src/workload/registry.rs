@@ -123,6 +123,18 @@ macro_rules! workloads {
             )))
         }
 
+        /// The unit the throughput of the workload named `name` is
+        /// counted in; operations per second for a name this perflab does
+        /// not know (a store written by another version).
+        pub fn rate_unit(name: &str) -> crate::units::RateUnit {
+            $(
+                if name == <$kind as WorkloadKind>::NAME {
+                    return <$kind as WorkloadKind>::RATE_UNIT;
+                }
+            )+
+            crate::units::RateUnit::Operations
+        }
+
         /// The workloads that run on generators.
         pub fn generator_workloads() -> Vec<&'static str> {
             let mut out = Vec::new();

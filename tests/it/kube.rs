@@ -40,12 +40,38 @@ fn validates(file: &Path) -> (bool, String) {
     )
 }
 
-/// The manifests' documents.
+/// The manifests' documents, read as YAML (PyYAML: a YAML 1.1 reader,
+/// as strict about plain words as the go-yaml kubectl uses); each is a
+/// mapping, and the file holds no JSON.
 fn documents(text: &str) -> Vec<serde_json::Value> {
-    text.split("---\n")
-        .filter(|d| !d.trim().is_empty())
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
+    use std::io::Write;
+    assert!(
+        !text.contains("\n{"),
+        "the manifests are JSON, not YAML:\n{text}"
+    );
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, json, yaml; json.dump(list(yaml.safe_load_all(sys.stdin)), sys.stdout)",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs (with PyYAML)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "PyYAML refused the manifests:\n{text}"
+    );
+    let docs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(docs.iter().all(serde_json::Value::is_object), "{text}");
+    docs
 }
 
 fn kind<'a>(docs: &'a [serde_json::Value], kind: &str, name: &str) -> &'a serde_json::Value {
@@ -79,11 +105,7 @@ fn the_manifests_validate_and_their_pods_run_a_sweep_on_two_generators() {
     assert!(ok, "{why}");
     // The validator is no formality: a misspelt field fails it.
     let bad = dir.path().join("bad.yaml");
-    std::fs::write(
-        &bad,
-        text.replace("\"completionMode\"", "\"completionModes\""),
-    )
-    .unwrap();
+    std::fs::write(&bad, text.replace("completionMode:", "completionModes:")).unwrap();
     assert!(!validates(&bad).0, "a misspelt field passed");
 
     let token = kind(&docs, "Secret", "plk-secret")["stringData"]["token"]

@@ -234,7 +234,7 @@ fn costs_scores_and_capacity(dir: &Path, variants: &[serde_json::Value]) {
     ] {
         contains(&markdown, heading);
     }
-    contains(&markdown, "| /s per USD |");
+    contains(&markdown, "| tps per USD |");
     let html = std::fs::read_to_string(dir.join("lab.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 2, "two charts");
     assert_eq!(

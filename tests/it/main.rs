@@ -4,6 +4,7 @@
 mod agent;
 mod bank;
 mod cli;
+mod defaults;
 mod disk;
 mod engine;
 mod faults;
@@ -24,4 +25,5 @@ mod qdisc;
 mod report;
 mod stored;
 mod support;
+mod units;
 mod web;

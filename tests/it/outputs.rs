@@ -96,7 +96,7 @@ fn output_paths_that_are_not_regular_files_are_written_through_never_replaced() 
     perflab_ok(dir.path(), &kube(&null));
     assert!(kind(&null).is_char_device());
     let (manifests, said) = perflab_expect(dir.path(), &kube(Path::new("-")), 0);
-    contains(&manifests, "\"kind\": \"Secret\"");
+    contains(&manifests, "\nkind: Secret\n");
     contains(&said, "kubectl apply -f -");
     let files: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()

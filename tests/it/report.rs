@@ -104,7 +104,7 @@ fn text_from_outside_is_escaped_and_the_store_alone_rebuilds_the_report() {
     // The step table carries the server host's columns.
     contains(
         &md,
-        "| load | tps | p50 | p95 | p99 | max | errors | retries | cpu | user | system |",
+        "| load | ops/s | p50 | p95 | p99 | max | errors | retries | cpu | user | system |",
     );
     let steps = std::fs::read_to_string(dir.path().join("csv/steps.csv")).unwrap();
     assert_eq!(steps.lines().count(), 3, "{steps}");

@@ -256,7 +256,7 @@ fn compare_finds_no_difference_between_runs_of_one_configuration() {
     let md = perflab_ok(dir.path(), "compare 1 2 --md");
     contains(
         &md,
-        "| load | run 1 tps | p95 | run 2 tps | p95 | run 2 / run 1 |",
+        "| load | run 1 ops/s | p95 | run 2 ops/s | p95 | run 2 / run 1 |",
     );
 }
 

@@ -18,7 +18,7 @@ use super::super::demands::Demands;
 use super::super::points::{ResourceKind, StepPoint};
 use super::waits::{WaitMeaning, Waits};
 use super::{Bottleneck, BottleneckKind, RunShape};
-use crate::units::{Latency, OpsPerSec, Percent};
+use crate::units::{Latency, Percent};
 
 /// Share of samples waiting on locks that names contention.
 const LOCK_BOUND: f64 = 0.3;
@@ -171,15 +171,15 @@ fn curve(points: &[StepPoint], peak: usize, knee: Option<&Knee>) -> String {
     let last = &points[points.len() - 1];
     match fall(points, peak) {
         Some(f) if f.significant => format!(
-            "throughput peaked at {}/s at {} and fell to {}/s at {}",
-            OpsPerSec(p.throughput),
+            "throughput peaked at {} at {} and fell to {} at {}",
+            p.rate(p.throughput),
             load_text(p),
-            OpsPerSec(last.throughput),
+            last.rate(last.throughput),
             load_text(last)
         ),
         Some(f) => format!(
-            "throughput levelled off at {}/s from {} (the {} fall to {} is within the steps' own variation, {})",
-            OpsPerSec(p.throughput),
+            "throughput levelled off at {} from {} (the {} fall to {} is within the steps' own variation, {})",
+            p.rate(p.throughput),
             load_text(p),
             Percent(f.drop),
             load_text(last),
@@ -222,11 +222,11 @@ fn ruled_out(points: &[StepPoint], peak: usize, demands: &Demands, x: f64) -> Ve
             ));
         } else {
             out.push(format!(
-                "{}: at most {} busy (at {}); its bound {}/s is {:.1}× the peak",
+                "{}: at most {} busy (at {}); its bound {} is {:.1}× the peak",
                 d.resource,
                 Percent(r.utilisation),
                 load_text(q),
-                OpsPerSec(d.bound),
+                q.rate(d.bound),
                 d.bound / x.max(f64::MIN_POSITIVE)
             ));
         }

@@ -21,7 +21,7 @@
 
 use super::super::capacity::load_text;
 use super::super::points::{ResourceKind, ResourceUse, StepPoint};
-use crate::units::{Latency, OpsPerSec, Percent};
+use crate::units::{Latency, Percent, Rate, RateUnit};
 
 /// The device IOPS, within this share of the throughput, that make each
 /// operation one I/O of the device.
@@ -109,10 +109,10 @@ fn one_io_per_op(p: &StepPoint, disk: &ResourceUse) -> Option<(f64, f64, f64)> {
 /// waited.
 fn little_line(p: &StepPoint, disk: &ResourceUse, queue: f64, iops: f64, awaited: f64) -> String {
     format!(
-        "Little's law at {} at {}: {}/s × await {} = {:.1} I/Os held on average (its queue {queue:.1})",
+        "Little's law at {} at {}: {} × await {} = {:.1} I/Os held on average (its queue {queue:.1})",
         disk.name,
         load_text(p),
-        OpsPerSec(iops),
+        Rate(iops, RateUnit::Iops),
         Latency::secs(awaited),
         iops * awaited,
     )
@@ -149,15 +149,15 @@ pub(crate) fn not_saturated(points: &[StepPoint], busy: f64) -> Vec<String> {
         if matches!(last.level, crate::plan::Level::Users(_)) && held_ours {
             let first = &points[0];
             out.push(format!(
-                "each operation was one I/O of {}, so the {:.0} users were its outstanding I/Os, and it held {queue:.1} of them: latency went {} → {} from {} to {} while throughput went {}/s → {}/s — the depth, not the device, set the pace: it is too shallow to saturate the device",
+                "each operation was one I/O of {}, so the {:.0} users were its outstanding I/Os, and it held {queue:.1} of them: latency went {} → {} from {} to {} while throughput went {} → {} — the depth, not the device, set the pace: it is too shallow to saturate the device",
                 disk.name,
                 last.load,
                 Latency::secs(first.response_s()),
                 Latency::secs(last.response_s()),
                 load_text(first),
                 load_text(last),
-                OpsPerSec(first.throughput),
-                OpsPerSec(last.throughput),
+                first.rate(first.throughput),
+                last.rate(last.throughput),
             ));
         }
     }
@@ -181,14 +181,14 @@ pub(crate) fn saturated(
     if let Some(first_await) = first.disk_await_s.get(&disk.name).filter(|a| **a > 0.0) {
         if at > 0 && awaited > 1.5 * first_await {
             out.push(format!(
-                "its await grew ×{:.1} ({} → {}) from {} to {} while throughput grew ×{:.2} (the peak, {}/s, at {}): deeper queues only waited longer",
+                "its await grew ×{:.1} ({} → {}) from {} to {} while throughput grew ×{:.2} (the peak, {}, at {}): deeper queues only waited longer",
                 awaited / first_await,
                 Latency::secs(*first_await),
                 Latency::secs(awaited),
                 load_text(first),
                 load_text(q),
                 q.throughput / first.throughput.max(f64::MIN_POSITIVE),
-                OpsPerSec(points[peak].throughput),
+                points[peak].rate(points[peak].throughput),
                 load_text(&points[peak])
             ));
         }

@@ -17,7 +17,7 @@ use super::super::demands::Demands;
 use super::super::points::{ResourceKind, ResourceUse, StepPoint};
 use super::waits::{WaitMeaning, Waits};
 use super::{memory_evidence, Bottleneck, BottleneckKind};
-use crate::units::{Latency, OpsPerSec, Percent};
+use crate::units::{Latency, Percent};
 
 /// Busy share per server from which a resource has run out.
 pub(crate) const SATURATED: f64 = 0.9;
@@ -256,10 +256,10 @@ fn how_busy(
         .filter(|d| p.throughput <= 1.05 * d.bound)
     {
         evidence.push(format!(
-            "demand {} per operation → X ≤ {}/s; the peak {}/s is {} of that bound",
+            "demand {} per operation → X ≤ {}; the peak {} is {} of that bound",
             Latency::secs(d.seconds),
-            OpsPerSec(d.bound),
-            OpsPerSec(p.throughput),
+            p.rate(d.bound),
+            p.rate(p.throughput),
             Percent(p.throughput / d.bound)
         ));
     }
@@ -450,10 +450,10 @@ fn ruled_out(p: &StepPoint, r: &ResourceUse, demands: &Demands) -> Vec<String> {
         .filter_map(|d| {
             let u = p.resource(&d.resource)?.utilisation;
             Some(format!(
-                "{}: {} busy at the peak; its bound {}/s is {:.1}× the peak",
+                "{}: {} busy at the peak; its bound {} is {:.1}× the peak",
                 d.resource,
                 Percent(u),
-                OpsPerSec(d.bound),
+                p.rate(d.bound),
                 d.bound / p.throughput.max(f64::MIN_POSITIVE)
             ))
         })

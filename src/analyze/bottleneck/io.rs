@@ -30,7 +30,7 @@ use super::super::points::StepPoint;
 use super::status;
 use super::waits::{WaitMeaning, Waits};
 use super::{memory_evidence, Bottleneck, BottleneckKind};
-use crate::units::{Bytes, Latency, OpsPerSec, Percent};
+use crate::units::{Bytes, Latency, Percent};
 
 /// Share of the sessions' samples from which a wait names the limit.
 pub(crate) const DOMINANT: f64 = 0.3;
@@ -209,9 +209,9 @@ fn reads_verdict(points: &[StepPoint], mut evidence: Vec<String>, demands: &Dema
         .min_by(|a, b| a.bound.total_cmp(&b.bound))
     {
         evidence.push(format!(
-            "with its reads served from memory, the next limit would be {} at about {}/s, {:.1}× the peak",
+            "with its reads served from memory, the next limit would be {} at about {}, {:.1}× the peak",
             cpu.resource,
-            OpsPerSec(cpu.bound),
+            points[0].rate(cpu.bound),
             cpu.bound / points.iter().map(|p| p.throughput).fold(f64::MIN_POSITIVE, f64::max)
         ));
     }
@@ -249,11 +249,11 @@ fn commit_time(p: &StepPoint, share: f64) -> Option<String> {
     let waiting = share * p.load;
     let per_op = waiting / p.throughput;
     Some(format!(
-        "at {} about {waiting:.1} users waited on the log at any time: {} of each operation's {} response, at {}/s",
+        "at {} about {waiting:.1} users waited on the log at any time: {} of each operation's {} response, at {}",
         load_text(p),
         Latency::secs(per_op),
         Latency(p.response.mean),
-        OpsPerSec(p.throughput)
+        p.rate(p.throughput)
     ))
 }
 

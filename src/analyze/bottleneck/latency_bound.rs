@@ -17,7 +17,7 @@
 use super::super::capacity::{growth_efficiency, load_text};
 use super::super::points::StepPoint;
 use super::{time_spent, Bottleneck, BottleneckKind, RunShape};
-use crate::units::{Latency, OpsPerSec};
+use crate::units::Latency;
 use std::time::Duration;
 
 /// The largest elasticity of the response time in the load that is still
@@ -80,11 +80,11 @@ pub(crate) fn evidence(points: &[StepPoint], shape: RunShape) -> Option<Vec<Stri
     }
     Some(vec![
         format!(
-            "capacity not reached up to {}: throughput grew in proportion to the users ({}/s at {} → {}/s at {}, ×{:.1} for ×{:.0} the users) at a flat response time ({} → {})",
+            "capacity not reached up to {}: throughput grew in proportion to the users ({} at {} → {} at {}, ×{:.1} for ×{:.0} the users) at a flat response time ({} → {})",
             load_text(last),
-            OpsPerSec(first.throughput),
+            first.rate(first.throughput),
             load_text(first),
-            OpsPerSec(last.throughput),
+            last.rate(last.throughput),
             load_text(last),
             last.throughput / first.throughput,
             range,

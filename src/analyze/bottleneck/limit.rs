@@ -24,7 +24,7 @@ use super::super::iopath::LimitUse;
 use super::super::points::{ResourceKind, StepPoint};
 use super::waits::{WaitMeaning, Waits};
 use super::{memory_evidence, Bottleneck, BottleneckKind, RunShape};
-use crate::units::{Bytes, Latency, OpsPerSec, Percent};
+use crate::units::{Bytes, Latency, Percent};
 use std::time::Duration;
 
 /// Busy share from which a device is a candidate itself.
@@ -260,8 +260,8 @@ fn limited(f: &Findings) -> Bottleneck {
 fn flat_evidence(f: &Findings) -> Vec<String> {
     let (first, last) = (&f.points[0], &f.points[f.points.len() - 1]);
     let mut evidence = vec![format!(
-        "throughput held at {}/s (within ±{}) from {} to {}, within the steps' own noise (interval CV {})",
-        OpsPerSec(f.flat.mean),
+        "throughput held at {} (within ±{}) from {} to {}, within the steps' own noise (interval CV {})",
+        first.rate(f.flat.mean),
         Percent(f.flat.spread),
         load_text(first),
         load_text(last),
@@ -269,9 +269,9 @@ fn flat_evidence(f: &Findings) -> Vec<String> {
     )];
     if let Some(b) = f.below.last() {
         evidence.push(format!(
-            "below it, at {} and under, the limit did not bind yet ({}/s at {})",
+            "below it, at {} and under, the limit did not bind yet ({} at {})",
             load_text(b),
-            OpsPerSec(b.throughput),
+            b.rate(b.throughput),
             load_text(b)
         ));
     }

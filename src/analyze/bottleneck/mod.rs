@@ -54,7 +54,7 @@ pub(crate) mod waits;
 use super::capacity::{load_text, Knee};
 use super::demands::Demands;
 use super::points::StepPoint;
-use crate::units::{Bytes, OpsPerSec, Percent};
+use crate::units::{Bytes, Percent};
 use serde::Serialize;
 use waits::Waits;
 
@@ -311,8 +311,8 @@ fn unexplained(
 ) -> Bottleneck {
     let p = &points[peak];
     let mut evidence = vec![format!(
-        "throughput stopped growing at {}/s from {} with no resource saturated, no lock waits and no retries",
-        OpsPerSec(p.throughput),
+        "throughput stopped growing at {} from {} with no resource saturated, no lock waits and no retries",
+        p.rate(p.throughput),
         load_text(p)
     )];
     let mut next = Vec::new();
@@ -321,9 +321,9 @@ fn unexplained(
         next.push("a probe on the server's host (--probe agent://… or node-exporter://…)");
     } else if let Some(d) = demands.tightest() {
         evidence.push(format!(
-            "candidate: {} — the tightest bound, {}/s, is {:.1}× the peak",
+            "candidate: {} — the tightest bound, {}, is {:.1}× the peak",
             d.resource,
-            OpsPerSec(d.bound),
+            p.rate(d.bound),
             d.bound / p.throughput.max(f64::MIN_POSITIVE)
         ));
     }
@@ -383,9 +383,9 @@ fn never_stabilised(found: Bottleneck) -> Bottleneck {
 fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bottleneck {
     let last = &points[points.len() - 1];
     let mut evidence = vec![format!(
-        "throughput kept pace with load up to {} ({}/s)",
+        "throughput kept pace with load up to {} ({})",
         load_text(last),
-        OpsPerSec(last.throughput)
+        last.rate(last.throughput)
     )];
     let device = device::not_saturated(points, hardware::SATURATED);
     // A busy disk that kept scaling has no bound in its busy share, nor
@@ -400,10 +400,10 @@ fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bott
     {
         let u = last.resource(&d.resource).map_or(0.0, |r| r.utilisation);
         evidence.push(format!(
-            "the busiest resource, {}, was {} busy; its bound is {}/s",
+            "the busiest resource, {}, was {} busy; its bound is {}",
             d.resource,
             Percent(u),
-            OpsPerSec(d.bound)
+            last.rate(d.bound)
         ));
     }
     evidence.extend(device);

@@ -120,6 +120,7 @@ impl WorkloadKind for Bank {
         " unless --target names another), PostgreSQL or MariaDB/MySQL."
     );
     const CHECK_ABOUT: &'static str = "Check the bank: money conserved, rows present.";
+    const RATE_UNIT: crate::units::RateUnit = crate::units::RateUnit::Transactions;
     type RunArgs = BankArgs;
     type CheckArgs = BankCheckArgs;
     type Spec = BankSpec;

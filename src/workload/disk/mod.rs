@@ -8,6 +8,10 @@
 //! `--verify` checks every sector read against it, and `perflab check
 //! disk` reads the whole file back.
 //!
+//! Without `--target` the target is perflab's own `./perflab-disk.bin`
+//! ([`DEFAULT_TARGET`]), made at 1 GiB and reused after, under the same
+//! ownership rule as any file.
+//!
 //! The target file is created at `--size` and preconditioned by one
 //! sequential write pass (its MB/s reported), or reused when its ledger
 //! says it was written to the end at that size. A file perflab did not make
@@ -47,6 +51,14 @@ use std::sync::Arc;
 /// `perflab run disk`.
 pub struct Disk;
 
+/// The disk's target when no `--target` is given: perflab's own file in
+/// the current directory, made at [`DEFAULT_SIZE`] (then reused), as the
+/// bank starts on `perflab-bank.db`.
+pub(crate) const DEFAULT_TARGET: &str = "file:perflab-disk.bin";
+
+/// The size of [`DEFAULT_TARGET`] when perflab makes it.
+const DEFAULT_SIZE: &str = "1GiB";
+
 /// How I/O reaches the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -62,8 +74,8 @@ pub(crate) enum Engine {
 /// The disk workload's flags.
 #[derive(Debug, clap::Args)]
 pub struct DiskArgs {
-    /// The target: file:PATH (created at --size and preconditioned, or reused) or device:/dev/NAME.
-    #[arg(long, value_name = "TARGET", required_unless_present = "list_specs")]
+    /// The target: file:PATH (created at --size and preconditioned, or reused) or device:/dev/NAME. Default: perflab's own ./perflab-disk.bin, made at 1 GiB.
+    #[arg(long, value_name = "TARGET")]
     pub(crate) target: Option<String>,
 
     /// Write over what the target holds: a device's data, or an existing file perflab did not make (never a device mounted or held).
@@ -121,13 +133,16 @@ pub struct DiskSpec {
     /// A device's contents, or a file perflab did not make, may be overwritten.
     #[serde(default)]
     pub(crate) destroy_data: bool,
+    /// No `--target` was given: the target is [`DEFAULT_TARGET`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) default_target: bool,
 }
 
 /// `perflab check disk`.
 #[derive(Debug, clap::Args)]
 pub struct DiskCheckArgs {
     /// The target: file:PATH or device:/dev/NAME.
-    #[arg(long, value_name = "TARGET")]
+    #[arg(long, value_name = "TARGET", default_value = DEFAULT_TARGET)]
     pub(crate) target: String,
 }
 
@@ -136,6 +151,7 @@ impl WorkloadKind for Disk {
     const ABOUT: &'static str = "Iometer's access specs on a file: outstanding I/Os on io_uring, every write stamped and every block verifiable.";
     const CHECK_ABOUT: &'static str =
         "Reads a disk target back and checks every sector against the last write acknowledged there.";
+    const RATE_UNIT: crate::units::RateUnit = crate::units::RateUnit::Iops;
     type RunArgs = DiskArgs;
     type CheckArgs = DiskCheckArgs;
     type Spec = DiskSpec;
@@ -145,15 +161,22 @@ impl WorkloadKind for Disk {
             crate::util::out(format_args!("{}", AccessSpec::list_text()));
             std::process::exit(0);
         }
-        let target = storage_target(args.target.as_deref().unwrap_or_default(), "--target")?;
+        let default_target = args.target.is_none();
+        let target = storage_target(args.target.as_deref().unwrap_or(DEFAULT_TARGET), "--target")?;
         let path = target.file().map(Path::to_path_buf).unwrap_or_default();
+        // perflab makes its own file at the default size; one it made
+        // before keeps the size it has.
+        let size_given = args
+            .size
+            .as_deref()
+            .or((default_target && !path.exists()).then_some(DEFAULT_SIZE));
         let spec = access_spec(args)?;
         let size = if matches!(target, Target::Device { .. }) {
             let size = device_size(args, &path)?;
             check_device_use(args, &target, &spec, size)?;
             size
         } else {
-            size_of(&path, args.size.as_deref(), args.destroy_data)?
+            size_of(&path, size_given, args.destroy_data)?
         };
         let direct = !args.buffered;
         spec.check(size, direct.then(|| dio_alignment(&path)))
@@ -175,6 +198,7 @@ impl WorkloadKind for Disk {
             engine_note,
             verify: args.verify,
             destroy_data: args.destroy_data,
+            default_target,
         })
     }
 
@@ -190,6 +214,13 @@ impl WorkloadKind for Disk {
             .unwrap_or_default();
         let most = most_outstanding(plan);
         check_room(spec, most)?;
+        if spec.default_target {
+            crate::util::out(format_args!(
+                "no --target: using ./{} ({}, perflab's own)\n",
+                path.display(),
+                Bytes(spec.size)
+            ));
+        }
         if let Some(note) = &spec.engine_note {
             crate::util::out(format_args!("{note}\n"));
         }

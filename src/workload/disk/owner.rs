@@ -288,7 +288,7 @@ pub(super) fn foreign(path: &Path, has_ledger: bool) -> PlanError {
             "{} exists and perflab did not make it ({why}); perflab overwrites only its own files unless told",
             path.display()
         ),
-        "give a path that does not exist yet, or --destroy-data to overwrite it",
+        "give --target file:PATH for a file that does not exist yet, move it away, or give --destroy-data to overwrite it",
     )
 }
 
@@ -302,33 +302,21 @@ pub(super) fn check_free_space(
     ledger_at: &Path,
     size: u64,
 ) -> Result<(), PlanError> {
-    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
-    let Ok(name) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return Ok(());
-    };
-    // SAFETY: a zeroed statvfs is a valid out-parameter.
-    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a statvfs to fill; the result is checked.
-    if unsafe { libc::statvfs(name.as_ptr(), &mut vfs) } != 0 {
-        return Err(PlanError::flag(
+    let free = crate::util::free_bytes(dir).map_err(|e| {
+        PlanError::flag(
             "--target",
-            format!(
-                "cannot tell the free space of {}: {}",
-                dir.display(),
-                std::io::Error::last_os_error()
-            ),
+            format!("cannot tell the free space of {}: {e}", dir.display()),
             "give a path on a mounted file system",
-        ));
-    }
+        )
+    })?;
     let held = |p: &Path| {
         std::fs::symlink_metadata(p)
             .ok()
             .filter(std::fs::Metadata::is_file)
             .map_or(0, |m| m.blocks() * 512)
     };
-    let free = (vfs.f_bavail as u64)
-        .saturating_mul(vfs.f_frsize as u64)
+    let free = free
         .saturating_add(held(path))
         .saturating_add(held(ledger_at));
     let need = size.saturating_add(Ledger::bytes_for(size));

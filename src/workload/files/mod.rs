@@ -6,6 +6,10 @@
 //! checked when read; after the run the whole tree is compared with what
 //! the users wrote: missing, extra and altered files are named.
 //!
+//! Without `--target` the target is perflab's own `./perflab-files/`
+//! ([`DEFAULT_DIR`]): made (and marked as perflab's) when absent, reused
+//! after; a directory of that name without perflab's mark is refused.
+//!
 //! Each run works in a directory of its own under the target
 //! (`perflab-files-…`). The users' initial files are written there before
 //! the first step, obeying Ctrl-C and SIGTERM and stopping at the first
@@ -36,12 +40,22 @@ use user::{Stopped, UserFiles, UserPlan, UserThread, OPS};
 /// `perflab run files`.
 pub struct Files;
 
+/// The directory the files workload works in when no `--target` is given:
+/// perflab's own, in the current directory, made if absent (then reused),
+/// as the bank starts on `perflab-bank.db`.
+pub(crate) const DEFAULT_DIR: &str = "perflab-files";
+
+/// The file that marks [`DEFAULT_DIR`] as perflab's: a directory of that
+/// name without it is someone else's, and perflab does not work in it
+/// unless told with `--target`.
+const OWNER_MARK: &str = ".perflab-files";
+
 /// The files workload's flags.
 #[derive(Debug, clap::Args)]
 pub struct FilesArgs {
-    /// The file server: dir:PATH, a directory on any mounted file system.
+    /// The file server: dir:PATH, a directory on any mounted file system. Default: perflab's own ./perflab-files/, made if absent.
     #[arg(long, value_name = "TARGET")]
-    pub(crate) target: String,
+    pub(crate) target: Option<String>,
 
     /// Weights of the operations, e.g. write=60,read=30,stat=5,delete=5.
     #[arg(
@@ -78,6 +92,9 @@ pub struct FilesSpec {
     pub(crate) initial_files: u32,
     pub(crate) fsync: bool,
     pub(crate) keep: bool,
+    /// No `--target` was given: the target is [`DEFAULT_DIR`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) default_target: bool,
 }
 
 /// `perflab check files` takes no flags.
@@ -94,13 +111,16 @@ impl WorkloadKind for Files {
     type Spec = FilesSpec;
 
     fn validate(args: &FilesArgs) -> Result<FilesSpec, PlanError> {
-        let target = Target::parse(&args.target)
+        let Some(given) = args.target.as_deref() else {
+            return validate_with(args, default_target()?, true);
+        };
+        let target = Target::parse(given)
             .ok()
             .filter(|t| matches!(t, Target::Dir { .. }))
             .ok_or_else(|| {
                 PlanError::flag(
                     "--target",
-                    format!("'{}' is not dir:PATH", crate::target::redact(&args.target)),
+                    format!("'{}' is not dir:PATH", crate::target::redact(given)),
                     "give a directory, e.g. --target dir:/mnt/share",
                 )
             })?;
@@ -113,26 +133,7 @@ impl WorkloadKind for Files {
             ));
         }
         writable(&dir)?;
-        let mix = parse_mix(&args.mix).map_err(|e| {
-            PlanError::flag("--mix", e, "e.g. --mix write=60,read=30,stat=5,delete=5")
-        })?;
-        let sizes = FileSizes::parse(&args.file_size)
-            .map_err(|e| PlanError::flag("--file-size", e, "e.g. --file-size exp:16k"))?;
-        if args.initial_files == 0 && mix[0] == 0 {
-            return Err(PlanError::flag(
-                "--initial-files",
-                "with no files to start and no writes, there is nothing to read, stat or delete",
-                "give --initial-files 1 or more, or writes in --mix",
-            ));
-        }
-        Ok(FilesSpec {
-            target,
-            mix,
-            sizes,
-            initial_files: args.initial_files,
-            fsync: args.fsync,
-            keep: args.keep,
-        })
+        validate_with(args, target, false)
     }
 
     fn target(spec: &FilesSpec) -> Target {
@@ -149,46 +150,15 @@ impl WorkloadKind for Files {
             .file()
             .map(Path::to_path_buf)
             .unwrap_or_default();
+        if spec.default_target {
+            make_default_dir(&base, spec, users_of(plan))?;
+        }
         let root = base.join(format!(
             "perflab-files-{}-{:08x}",
             std::process::id(),
             plan.seed as u32
         ));
-        std::fs::create_dir(&root).map_err(|e| match e.raw_os_error() {
-            Some(libc::EROFS | libc::EACCES | libc::EPERM) => not_writable(&base, &e).into(),
-            Some(libc::ENOSPC | libc::EDQUOT) => anyhow::Error::from(PlanError::flag(
-                "--target",
-                format!("cannot create {}: {e}", root.display()),
-                "free space there, or give a directory on another file system",
-            )),
-            _ => anyhow::anyhow!("cannot create {}: {e}", root.display()),
-        })?;
-        crate::util::out(format_args!("working in {}\n", root.display()));
-        let shared = Arc::new(Shared {
-            spec: spec.clone(),
-            root: root.clone(),
-            users: Mutex::new(HashMap::new()),
-        });
-        // From here every way out removes what perflab wrote; --keep holds
-        // only once the preparation is done.
-        let mut removal = Removal {
-            shared: shared.clone(),
-            keep: false,
-        };
-        write_initial_files(&shared, users_of(plan), plan.seed)?;
-        removal.keep = spec.keep;
-        let workload = Arc::new(FilesWorkload { shared });
-        let started = Started {
-            setup: Some(serde_json::json!({
-                "directory": root.display().to_string(),
-                "mix": OPS.iter().zip(spec.mix).map(|(o, w)| format!("{o}={w}")).collect::<Vec<_>>(),
-                "fsync": spec.fsync,
-            })),
-            ..Started::default()
-        };
-        let out = driver.drive(workload, started);
-        drop(removal);
-        out
+        start_in(spec, plan, driver, base, root)
     }
 
     fn check(_args: &FilesCheckArgs) -> anyhow::Result<(String, CheckReport)> {
@@ -197,6 +167,149 @@ impl WorkloadKind for Files {
         )
         .into())
     }
+}
+
+/// [`DEFAULT_DIR`] as a target: refused when a file or directory of that
+/// name is there that perflab did not make, and when perflab may not make
+/// it in the current directory.
+fn default_target() -> Result<Target, PlanError> {
+    let dir = Path::new(DEFAULT_DIR);
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() && dir.join(OWNER_MARK).is_file() => writable(dir)?,
+        Ok(_) => {
+            return Err(PlanError::flag(
+                "--target",
+                format!(
+                    "./{DEFAULT_DIR} exists and perflab did not make it (no {OWNER_MARK} in it); perflab works only in its own directory unless told"
+                ),
+                &format!("give --target dir:{DEFAULT_DIR} to work in it, --target dir:PATH for another, or move it away"),
+            ))
+        }
+        Err(_) => writable(Path::new("."))?,
+    }
+    Ok(Target::Dir {
+        path: dir.to_path_buf(),
+    })
+}
+
+/// Makes [`DEFAULT_DIR`] perflab's own (the directory and its mark) if it
+/// is not yet, after checking its file system has room for the initial
+/// files of `users` users, and says where the run works.
+fn make_default_dir(dir: &Path, spec: &FilesSpec, users: u32) -> anyhow::Result<()> {
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let need = u64::from(users)
+        .saturating_mul(u64::from(spec.initial_files))
+        .saturating_mul(spec.sizes.mean());
+    let free = crate::util::free_bytes(parent).map_err(|e| {
+        PlanError::flag(
+            "--target",
+            format!("cannot tell the free space of {}: {e}", parent.display()),
+            "give --target dir:PATH on a mounted file system",
+        )
+    })?;
+    if need > free {
+        return Err(PlanError::flag(
+            "--target",
+            format!(
+                "./{DEFAULT_DIR}: {users} users' initial files need about {}, but its file system has {} free",
+                crate::units::Bytes(need),
+                crate::units::Bytes(free)
+            ),
+            "free space there, give fewer --initial-files, or --target dir:PATH on another file system",
+        )
+        .into());
+    }
+    if !dir.join(OWNER_MARK).is_file() {
+        std::fs::create_dir(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create ./{DEFAULT_DIR}: {e}"))?;
+        std::fs::write(
+            dir.join(OWNER_MARK),
+            "made by perflab for the files workload; perflab works in this directory when run without --target\n",
+        )
+        .map_err(|e| anyhow::anyhow!("cannot mark ./{DEFAULT_DIR} as perflab's: {e}"))?;
+    }
+    crate::util::out(format_args!(
+        "no --target: using ./{DEFAULT_DIR}/ (perflab's own)\n"
+    ));
+    Ok(())
+}
+
+/// The flags other than the target, validated; the spec on `target`.
+fn validate_with(
+    args: &FilesArgs,
+    target: Target,
+    default_target: bool,
+) -> Result<FilesSpec, PlanError> {
+    let mix = parse_mix(&args.mix)
+        .map_err(|e| PlanError::flag("--mix", e, "e.g. --mix write=60,read=30,stat=5,delete=5"))?;
+    let sizes = FileSizes::parse(&args.file_size)
+        .map_err(|e| PlanError::flag("--file-size", e, "e.g. --file-size exp:16k"))?;
+    if args.initial_files == 0 && mix[0] == 0 {
+        return Err(PlanError::flag(
+            "--initial-files",
+            "with no files to start and no writes, there is nothing to read, stat or delete",
+            "give --initial-files 1 or more, or writes in --mix",
+        ));
+    }
+    Ok(FilesSpec {
+        target,
+        mix,
+        sizes,
+        initial_files: args.initial_files,
+        fsync: args.fsync,
+        keep: args.keep,
+        default_target,
+    })
+}
+
+/// Makes the run's own directory `root` under `base` and the users'
+/// initial files in it, then hands the workload to `driver`; what perflab
+/// wrote is removed after (unless `--keep`).
+fn start_in<D: SweepDriver>(
+    spec: &FilesSpec,
+    plan: &Plan,
+    driver: D,
+    base: PathBuf,
+    root: PathBuf,
+) -> anyhow::Result<D::Output> {
+    std::fs::create_dir(&root).map_err(|e| match e.raw_os_error() {
+        Some(libc::EROFS | libc::EACCES | libc::EPERM) => not_writable(&base, &e).into(),
+        Some(libc::ENOSPC | libc::EDQUOT) => anyhow::Error::from(PlanError::flag(
+            "--target",
+            format!("cannot create {}: {e}", root.display()),
+            "free space there, or give a directory on another file system",
+        )),
+        _ => anyhow::anyhow!("cannot create {}: {e}", root.display()),
+    })?;
+    crate::util::out(format_args!("working in {}\n", root.display()));
+    let shared = Arc::new(Shared {
+        spec: spec.clone(),
+        root: root.clone(),
+        users: Mutex::new(HashMap::new()),
+    });
+    // From here every way out removes what perflab wrote; --keep holds
+    // only once the preparation is done.
+    let mut removal = Removal {
+        shared: shared.clone(),
+        keep: false,
+    };
+    write_initial_files(&shared, users_of(plan), plan.seed)?;
+    removal.keep = spec.keep;
+    let workload = Arc::new(FilesWorkload { shared });
+    let started = Started {
+        setup: Some(serde_json::json!({
+            "directory": root.display().to_string(),
+            "mix": OPS.iter().zip(spec.mix).map(|(o, w)| format!("{o}={w}")).collect::<Vec<_>>(),
+            "fsync": spec.fsync,
+        })),
+        ..Started::default()
+    };
+    let out = driver.drive(workload, started);
+    drop(removal);
+    out
 }
 
 /// Whether perflab may make its directory in `dir`.

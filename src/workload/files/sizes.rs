@@ -66,6 +66,17 @@ impl FileSizes {
             FileSizes::Uniform { low, high } => rng.gen_range(low..=high),
         }
     }
+
+    /// The mean size of a file, bytes (a file system block at least: an
+    /// empty or tiny file still takes one).
+    pub(crate) fn mean(&self) -> u64 {
+        let mean = match *self {
+            FileSizes::Fixed { bytes } => bytes,
+            FileSizes::Exp { mean } => mean,
+            FileSizes::Uniform { low, high } => low / 2 + high / 2,
+        };
+        mean.max(4096)
+    }
 }
 
 #[cfg(test)]

@@ -188,6 +188,7 @@ impl WorkloadKind for Web {
     const ABOUT: &'static str = "WebBench's static test: users requesting a file set over HTTP/1.1 from any web server or a managed nginx.";
     const CHECK_ABOUT: &'static str =
         "The web workload checks every reply as it runs (nothing to check after).";
+    const RATE_UNIT: crate::units::RateUnit = crate::units::RateUnit::Requests;
     type RunArgs = WebArgs;
     type CheckArgs = WebCheckArgs;
     type Spec = WebSpec;
