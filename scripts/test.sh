@@ -25,6 +25,9 @@ fi
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)
 # The node_exporter probe is tested against a real exporter on loopback.
 command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
+# The live view's /metrics is scraped by a real Prometheus the test starts
+# on loopback (never the packaged service).
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 # The disk workload's device tests make a loop device (losetup) with an
 # ext4 file system on it (mkfs.ext4) and mount it.
 command -v losetup >/dev/null 2>&1 || need_apt+=(mount)

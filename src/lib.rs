@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod kube;
 pub mod lab;
+pub mod live;
 pub mod measure;
 pub mod plan;
 pub mod probe;

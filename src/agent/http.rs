@@ -6,6 +6,9 @@
 //! per connection, its body (by `Content-Length`) at most
 //! [`Limits::body_bytes`], whole by the same deadline. A failure to accept or to start a thread
 //! is logged, once per kind, and survived: the agent never goes deaf.
+//! An answer is a whole body, or a stream (server-sent events) that owns
+//! the connection until it ends, renewing the write deadline per write:
+//! the live view serves its pages and events through the same limits.
 //! With a TLS configuration every connection is HTTPS: the handshake is
 //! part of the request's deadline, and a connection over the limit is
 //! closed unanswered (a plain 503 would be noise to a TLS client).
@@ -29,6 +32,8 @@ pub(crate) struct Limits {
     /// Time from accepting a connection to its whole request head, and to
     /// write each part of the answer.
     pub(crate) deadline: Duration,
+    /// Who serves, in the lines logged (`perflab agent`).
+    pub(crate) who: &'static str,
 }
 
 impl Default for Limits {
@@ -38,6 +43,7 @@ impl Default for Limits {
             body_bytes: 4 << 20,
             connections: 64,
             deadline: Duration::from_secs(10),
+            who: "perflab agent",
         }
     }
 }
@@ -65,18 +71,55 @@ impl Request {
     }
 }
 
-/// An answer: a status and a JSON body.
-#[derive(Debug, Clone)]
+/// Writes a streamed answer's body to the connection until it ends; it
+/// renews the wire's deadline before each write it makes.
+pub(crate) type Streamer = Box<dyn FnOnce(&mut Wire) + Send>;
+
+/// What an answer carries.
+pub(crate) enum Body {
+    /// The whole body, sent with its length.
+    Whole(Vec<u8>),
+    /// A body written as it comes, the connection closed at its end.
+    Stream(Streamer),
+}
+
+/// An answer: a status, a content type and a body.
 pub(crate) struct Response {
     pub(crate) status: u16,
-    pub(crate) body: String,
+    pub(crate) content_type: &'static str,
+    pub(crate) body: Body,
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("content_type", &self.content_type)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Response {
+    /// A JSON body.
     pub(crate) fn json(status: u16, body: impl Into<String>) -> Self {
+        Response::whole(status, "application/json", body.into().into_bytes())
+    }
+
+    /// A whole body of `content_type`.
+    pub(crate) fn whole(status: u16, content_type: &'static str, body: Vec<u8>) -> Self {
         Response {
             status,
-            body: body.into(),
+            content_type,
+            body: Body::Whole(body),
+        }
+    }
+
+    /// A 200 whose body `streamer` writes.
+    pub(crate) fn stream(content_type: &'static str, streamer: Streamer) -> Self {
+        Response {
+            status: 200,
+            content_type,
+            body: Body::Stream(streamer),
         }
     }
 }
@@ -92,7 +135,10 @@ pub(crate) fn serve(
 ) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     let open = Arc::new(AtomicUsize::new(0));
-    let mut said = Said::default();
+    let mut said = Said {
+        who: limits.who,
+        said: Vec::new(),
+    };
     while !stop.load(Ordering::Relaxed) {
         let (stream, peer) = match listener.accept() {
             Ok(accepted) => accepted,
@@ -119,7 +165,9 @@ pub(crate) fn serve(
                 let mut stream = stream;
                 let _ = write_response(
                     &mut stream,
-                    &Response::json(503, r#"{"error":"too many connections; try again"}"#),
+                    503,
+                    "application/json",
+                    br#"{"error":"too many connections; try again"}"#,
                 );
             }
             continue;
@@ -128,7 +176,7 @@ pub(crate) fn serve(
         let handle = handle.clone();
         let tls = tls.clone();
         let spawned = std::thread::Builder::new()
-            .name("perflab-agent-conn".to_string())
+            .name(format!("{}-conn", limits.who.replace(' ', "-")))
             .spawn(move || {
                 let _guard = guard;
                 connection(stream, peer, limits, tls, handle.as_ref());
@@ -163,15 +211,18 @@ impl Drop for Open {
 }
 
 /// Failures said once per kind, so that a flood of them is one line each.
-#[derive(Default)]
-struct Said(Vec<&'static str>);
+struct Said {
+    who: &'static str,
+    said: Vec<&'static str>,
+}
 
 impl Said {
     fn once(&mut self, kind: &'static str, e: &std::io::Error) {
-        if !self.0.contains(&kind) {
-            self.0.push(kind);
+        if !self.said.contains(&kind) {
+            self.said.push(kind);
             crate::util::err(format_args!(
-                "perflab agent: cannot {} a connection ({e}); serving on\n",
+                "{}: cannot {} a connection ({e}); serving on\n",
+                self.who,
                 if kind == "accept" {
                     "accept"
                 } else {
@@ -219,8 +270,18 @@ fn connection(
         Err(HeadError::Gone) => return,
     };
     wire.set_deadline(Instant::now() + limits.deadline);
-    if write_response(&mut wire, &response).is_ok() {
-        wire.close();
+    match response.body {
+        Body::Whole(ref body) => {
+            if write_response(&mut wire, response.status, response.content_type, body).is_ok() {
+                wire.close();
+            }
+        }
+        Body::Stream(streamer) => {
+            if write_stream_head(&mut wire, response.content_type).is_ok() {
+                streamer(&mut wire);
+                wire.close();
+            }
+        }
     }
 }
 
@@ -321,17 +382,32 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn write_response(stream: &mut impl Write, response: &Response) -> std::io::Result<()> {
+fn write_response(
+    stream: &mut impl Write,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
     // One write: in TLS, one record rather than one per line.
     let mut bytes = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        response.status,
-        reason(response.status),
-        response.body.len()
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        reason(status),
+        body.len()
     )
     .into_bytes();
-    bytes.extend_from_slice(response.body.as_bytes());
+    bytes.extend_from_slice(body);
     stream.write_all(&bytes)?;
+    stream.flush()
+}
+
+/// The head of a streamed answer: no length, the end is the connection's.
+fn write_stream_head(stream: &mut impl Write, content_type: &str) -> std::io::Result<()> {
+    stream.write_all(
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )?;
     stream.flush()
 }
 
@@ -408,6 +484,7 @@ mod tests {
             // 800 ms it did, under CI: the idle ones were cut off first and
             // the refused request was served).
             deadline: Duration::from_secs(5),
+            who: "perflab agent",
         };
         let (port, stop, thread) = server(limits);
         let ok = ask(port, b"GET /a HTTP/1.1\r\n\r\n");

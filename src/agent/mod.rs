@@ -13,7 +13,7 @@
 //! imports the probes, never the reverse.
 
 mod generate;
-mod http;
+pub(crate) mod http;
 mod ring;
 mod server;
 

@@ -89,6 +89,8 @@ pub enum Command {
     Lab(LabArgs),
     /// Write the Kubernetes manifests of a run on many generators: an Indexed Job of generators and a coordinator Job.
     Kube(KubeArgs),
+    /// Serve the stored runs in a browser: a list, and each run's report page.
+    Serve(ServeArgs),
 }
 
 /// `perflab kube --generators N --image IMAGE --out FILE -- run WORKLOAD …`.
@@ -492,6 +494,57 @@ pub struct CommonRunArgs {
     /// Seed of every random stream (printed and stored, so a run can be repeated).
     #[arg(long, value_name = "N")]
     pub(crate) seed: Option<u64>,
+
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+
+    /// Serve the run live on ADDR (e.g. 127.0.0.1:8090; port 0 picks one, printed on stderr): a page with the report's charts updated each interval over server-sent events (/events), and Prometheus metrics (/metrics).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) serve: Option<String>,
+
+    /// With --serve: keep serving the final page (and metrics) this long after the run ends, for a last look or a last scrape. Default 0: the server stops with the run.
+    #[arg(long, value_name = "TIME", requires = "serve", value_parser = values::duration)]
+    pub(crate) serve_linger: Option<Duration>,
+
+    #[command(flatten)]
+    pub(crate) serve_access: ServeAccessArgs,
+}
+
+/// Who may see a served run (`--serve`, `perflab serve`): beyond loopback,
+/// a token and TLS.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ServeAccessArgs {
+    /// A file whose first line is the token every request to the served view must carry (Authorization: Bearer TOKEN, or ?token=TOKEN for the page); required beyond loopback, with TLS.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) serve_token_file: Option<PathBuf>,
+
+    /// Serve the view in HTTPS with this certificate (PEM, its chain after it); with --serve-tls-key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "serve_tls_key",
+        conflicts_with = "serve_tls_self_signed"
+    )]
+    pub(crate) serve_tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of --serve-tls-cert.
+    #[arg(long, value_name = "FILE", requires = "serve_tls_cert")]
+    pub(crate) serve_tls_key: Option<PathBuf>,
+
+    /// Serve the view in HTTPS with a certificate made at start (its SHA-256 fingerprint is printed).
+    #[arg(long)]
+    pub(crate) serve_tls_self_signed: bool,
+}
+
+/// `perflab serve`: stored runs in a browser.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to serve on; beyond loopback a --serve-token-file and TLS are required.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8090")]
+    pub(crate) addr: String,
+
+    #[command(flatten)]
+    pub(crate) access: ServeAccessArgs,
 
     #[command(flatten)]
     pub(crate) store: StoreArg,

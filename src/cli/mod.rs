@@ -10,10 +10,11 @@ pub(crate) mod values;
 pub use args::{
     AgentAccessArgs, AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CommonRunArgs,
     CompareArgs, DiffHostsArgs, DoctorArgs, KubeArgs, LabArgs, LabAskArgs, LabCommand,
-    LabReportArgs, LabResumeArgs, ReportArgs, RunArgs, RunWorkload, ServerArgs, ShowArgs, StoreArg,
-    WatchArgs,
+    LabReportArgs, LabResumeArgs, ReportArgs, RunArgs, RunWorkload, ServeArgs, ServerArgs,
+    ShowArgs, StoreArg, WatchArgs,
 };
 pub use args::{DEFAULT_USERS, QUICK_USERS};
 pub use validate::{
     agent_access, parse_slos, plan_for, plan_from, runs_on_generators, server_selector,
 };
+pub(crate) use validate::{live_view, store_view};

@@ -360,6 +360,71 @@ pub fn agent_access(
     Ok(crate::probe::agent_client::AgentAccess { token, trust })
 }
 
+/// The token and TLS of a served view (`--serve-token-file`,
+/// `--serve-tls-…`), for `addr`.
+fn serve_access(
+    addr: std::net::SocketAddr,
+    args: &super::args::ServeAccessArgs,
+    linger: Duration,
+) -> Result<crate::live::ServeConfig, PlanError> {
+    use crate::wire::tls::Identity;
+    let token = args
+        .serve_token_file
+        .as_deref()
+        .map(crate::agent::read_token)
+        .transpose()?;
+    let tls = match (&args.serve_tls_cert, &args.serve_tls_key) {
+        (Some(cert), Some(key)) => Some(Identity::from_files(cert, key)?),
+        _ if args.serve_tls_self_signed => Some(Identity::self_signed(
+            crate::wire::tls::self_signed_names(&addr),
+        )?),
+        _ => None,
+    };
+    let config = crate::live::ServeConfig {
+        addr,
+        token,
+        tls,
+        linger,
+    };
+    config.check()?;
+    Ok(config)
+}
+
+/// An address to serve on, as `flag` gives it.
+fn serve_addr(text: &str, flag: &str) -> Result<std::net::SocketAddr, PlanError> {
+    text.trim().parse().map_err(|_| {
+        PlanError::flag(
+            flag,
+            format!("'{}' is not an address", crate::util::printable(text)),
+            &format!("give IP:PORT, e.g. {flag} 127.0.0.1:8090 (port 0 picks a free one)"),
+        )
+    })
+}
+
+/// The live view of a run (`--serve`), none without it.
+pub(crate) fn live_view(
+    args: &CommonRunArgs,
+) -> Result<Option<crate::live::ServeConfig>, PlanError> {
+    let Some(text) = &args.serve else {
+        return Ok(None);
+    };
+    let addr = serve_addr(text, "--serve")?;
+    serve_access(
+        addr,
+        &args.serve_access,
+        args.serve_linger.unwrap_or_default(),
+    )
+    .map(Some)
+}
+
+/// Where and how `perflab serve` serves the stored runs.
+pub(crate) fn store_view(
+    args: &super::args::ServeArgs,
+) -> Result<crate::live::ServeConfig, PlanError> {
+    let addr = serve_addr(&args.addr, "--addr")?;
+    serve_access(addr, &args.access, Duration::ZERO)
+}
+
 /// A seed from the clock and the process id, for runs that did not give one.
 fn random_seed() -> u64 {
     let nanos = std::time::SystemTime::now()

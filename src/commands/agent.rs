@@ -31,7 +31,9 @@ pub(crate) fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let tls = match (&args.tls_cert, &args.tls_key, args.tls_self_signed) {
         (Some(cert), Some(key), _) => Some(Identity::from_files(cert, key)?),
-        (_, _, true) => Some(Identity::self_signed(self_signed_names(&listen))?),
+        (_, _, true) => Some(Identity::self_signed(crate::wire::tls::self_signed_names(
+            &listen,
+        ))?),
         _ => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -49,28 +51,4 @@ pub(crate) fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
     )?;
     // Stopped by a signal: 130 or 143, as every command; by --idle-exit: 0.
     Ok(signals.exit(Exit::Ok))
-}
-
-/// The names a self-signed certificate carries: the address listened on
-/// (unless it is every address), this host's name, and loopback's. A
-/// client that pins the fingerprint checks no name; one that trusts the
-/// certificate as its CA (`--agent-cacert`) finds its name among these.
-fn self_signed_names(listen: &std::net::SocketAddr) -> Vec<String> {
-    let mut names = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-    ];
-    if !listen.ip().is_unspecified() {
-        names.push(listen.ip().to_string());
-    }
-    if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
-        let host = host.trim();
-        if !host.is_empty() {
-            names.push(host.to_string());
-        }
-    }
-    names.sort();
-    names.dedup();
-    names
 }

@@ -11,6 +11,7 @@ mod lab;
 mod output;
 mod report;
 mod run;
+mod serve;
 mod show;
 mod watch;
 
@@ -82,6 +83,7 @@ fn dispatch(command: &Command, argv: Vec<String>) -> anyhow::Result<Exit> {
         Command::Report(report_args) => report::report(report_args),
         Command::Lab(lab_args) => lab::lab(lab_args),
         Command::Kube(kube_args) => kube::kube(kube_args),
+        Command::Serve(serve_args) => serve::serve(serve_args),
     }
 }
 

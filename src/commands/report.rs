@@ -95,7 +95,7 @@ fn step_choices(given: &[String]) -> anyhow::Result<Vec<StepChoice>> {
 }
 
 /// Each run with its verdict and the chosen steps' distributions.
-fn report_runs<'a>(
+pub(super) fn report_runs<'a>(
     runs: &'a [StoredRun],
     verdicts: &'a [Verdict],
     choices: &[StepChoice],

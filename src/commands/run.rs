@@ -1,5 +1,6 @@
 //! `perflab run`: prepare the target, run the sweep, commit every step as
-//! it ends, check the workload's data, print the table.
+//! it ends, check the workload's data, print the table; with `--serve`,
+//! show the same as it happens on a live page and to Prometheus.
 
 use super::output::{write, Destination};
 use super::Exit;
@@ -9,6 +10,7 @@ use crate::engine::{
     SweepEnd, SweepObserver,
 };
 use crate::error::PlanError;
+use crate::live::{Live, LiveServer};
 use crate::measure::Tally;
 use crate::plan::{Level, Plan};
 use crate::probe::agent_client::AgentClient;
@@ -59,6 +61,20 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         signal_hook::flag::register_usize(number, signal.clone(), number as usize)?;
         signal_hook::flag::register(number, interrupted.clone())?;
     }
+    // Bad input here is found before anything is reached or loaded.
+    let serve = crate::cli::live_view(common)?;
+    let live = match serve {
+        Some(config) => {
+            let live = Live::new(
+                workload.target().redacted(),
+                plan.workload.name().to_string(),
+                plan.sweep.levels.len() * plan.repeat as usize,
+            );
+            let server = LiveServer::start(&config, live.clone())?;
+            Some((live, server))
+        }
+        None => None,
+    };
     let remotes = start_remotes(common)?;
     let generators = connect_generators(common, &plan)?;
     let mut store = Store::open(&common.store.store)?;
@@ -72,6 +88,7 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         target: workload.target().redacted(),
         remotes,
         generators,
+        live,
     };
     let signal_seen = ctx.signal.clone();
     match workload.start(&plan, ctx) {
@@ -188,6 +205,8 @@ struct RunObserver<'a> {
     remotes: Vec<RemoteWatch>,
     /// The running step in the store, and how many intervals it has.
     step: Option<(StepId, usize)>,
+    /// The live view's state, with `--serve`.
+    live: Option<Arc<Live>>,
 }
 
 impl RunObserver<'_> {
@@ -214,6 +233,9 @@ impl SweepObserver for RunObserver<'_> {
         }
         self.step = Some((self.store.begin_step(self.run, index, level)?, 0));
         self.progress.step_started(index, level, schedule);
+        if let Some(live) = &self.live {
+            live.step_started(index, level, schedule);
+        }
         Ok(())
     }
 
@@ -235,6 +257,9 @@ impl SweepObserver for RunObserver<'_> {
         self.store.write_interval(step, count, &record)?;
         self.step = Some((step, count + 1));
         self.progress.interval(spec, tally);
+        if let Some(live) = &self.live {
+            live.interval(spec, tally, &record);
+        }
         Ok(())
     }
 
@@ -243,10 +268,16 @@ impl SweepObserver for RunObserver<'_> {
         self.store.finish_step(id, step)?;
         self.step = None;
         self.progress.step_finished(step);
+        if let Some(live) = &self.live {
+            live.step_finished(step);
+        }
         Ok(())
     }
 
     fn step_dropped(&mut self) -> anyhow::Result<()> {
+        if let Some(live) = &self.live {
+            live.step_dropped();
+        }
         match self.step.take() {
             Some((id, _)) => self.store.drop_step(id),
             None => Ok(()),
@@ -268,6 +299,8 @@ struct RunContext<'a> {
     remotes: Vec<RemoteWatch>,
     /// The generators that offer the load, none when this process does.
     generators: Vec<Arc<GeneratorPeer>>,
+    /// With `--serve`: the live view's state and its server.
+    live: Option<(Arc<Live>, LiveServer)>,
 }
 
 /// This host's facts, a database target's settings (`db.…`) and the remote
@@ -357,7 +390,9 @@ fn execute<W: Workload>(
         target,
         remotes,
         generators,
+        live,
     } = ctx;
+    let (live, live_server) = live.unzip();
     let generators = on_generators(workload.as_ref(), plan, generators)?;
     // The processes given on the command line win over a managed server's.
     let server = plan.server.clone().or(started.server);
@@ -372,6 +407,12 @@ fn execute<W: Workload>(
         setup: started.setup,
     })?;
     store.save_inventory(run, &inventory(started.endpoint.as_ref(), &remotes))?;
+    if let Some(live) = &live {
+        live.run_created(
+            run.to_string(),
+            workload.op_names().iter().map(|s| s.to_string()).collect(),
+        );
+    }
     crate::util::out(format_args!(
         "run {run}: {} on {target}, {} steps of {} after {} warm-up, {} threads, seed {}; results in {}\n",
         plan.workload.name(),
@@ -395,6 +436,7 @@ fn execute<W: Workload>(
         host: HostReader::new(HostRoot::live()),
         remotes,
         step: None,
+        live: live.clone(),
     };
     let swept = run_sweep_on(
         workload.clone(),
@@ -413,7 +455,18 @@ fn execute<W: Workload>(
         }
     };
     let signal = signal.load(std::sync::atomic::Ordering::Relaxed);
-    finish(store, run, end, workload.check(&counts), signal)
+    let finished = finish(
+        store,
+        run,
+        end,
+        workload.check(&counts),
+        signal,
+        live.as_deref(),
+    );
+    if let Some(live_server) = live_server {
+        live_server.finish(&interrupted);
+    }
+    finished
 }
 
 /// The generators the load is offered from (none: from here); refused
@@ -447,6 +500,7 @@ fn finish(
     end: SweepEnd,
     checked: anyhow::Result<Option<CheckReport>>,
     signal: usize,
+    live: Option<&Live>,
 ) -> anyhow::Result<Exit> {
     let check = match (checked, &end) {
         (Ok(check), _) => check,
@@ -468,6 +522,9 @@ fn finish(
                 "error: {reason}; the finished steps are stored as run {run} (partial) in {}\n",
                 store.path().display()
             ));
+            if let Some(live) = live {
+                live.ended(format!("partial: {reason}"), String::new());
+            }
             return Ok(Exit::Failed);
         }
         (Err(e), _) => {
@@ -479,7 +536,14 @@ fn finish(
     let check_failed = check.as_ref().is_some_and(|c| !c.passed);
     let (status, reason, exit) = run_end(&end, check_failed, signal);
     store.finish_run(run, status, reason.as_deref(), check.as_ref())?;
-    show_stored(store, run)?;
+    let verdict = show_stored(store, run)?;
+    if let Some(live) = live {
+        let said = match &reason {
+            Some(why) => format!("{}: {why}", status.as_str()),
+            None => status.as_str().to_string(),
+        };
+        live.ended(said, verdict);
+    }
     Ok(exit)
 }
 
@@ -517,8 +581,9 @@ fn run_end(end: &SweepEnd, check_failed: bool, signal: usize) -> (RunStatus, Opt
     }
 }
 
-/// Prints the stored run's table and its verdict, and stores the verdict.
-fn show_stored(store: &mut Store, run: RunId) -> anyhow::Result<()> {
+/// Prints the stored run's table and its verdict, and stores the verdict;
+/// returns the verdict as printed.
+fn show_stored(store: &mut Store, run: RunId) -> anyhow::Result<String> {
     crate::util::out(format_args!("\n"));
     let stored = store.load_run(run)?;
     write(&Output::Run(&stored), Format::Text, Destination::Stdout)?;
@@ -537,5 +602,5 @@ fn show_stored(store: &mut Store, run: RunId) -> anyhow::Result<()> {
         "\nstored as run {run} in {}: perflab show {run} --json run-{run}.json\n",
         store.path().display()
     ));
-    Ok(())
+    Ok(crate::report::render_verdict(&verdict, run))
 }

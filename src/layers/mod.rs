@@ -33,6 +33,7 @@ const LAYERS: &[&[&str]] = &[
     &["doctor"],
     &["report"],
     &["agent"],
+    &["live"],
     &["cli"],
     &["lab", "kube"],
     &["commands"],

@@ -330,6 +330,30 @@ impl ServerCertVerifier for Accepting {
     }
 }
 
+/// The names a self-signed certificate carries: the address listened on
+/// (unless it is every address), this host's name, and loopback's. A
+/// client that pins the fingerprint checks no name; one that trusts the
+/// certificate as its CA (`--agent-cacert`) finds its name among these.
+pub(crate) fn self_signed_names(listen: &std::net::SocketAddr) -> Vec<String> {
+    let mut names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    if !listen.ip().is_unspecified() {
+        names.push(listen.ip().to_string());
+    }
+    if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        let host = host.trim();
+        if !host.is_empty() {
+            names.push(host.to_string());
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

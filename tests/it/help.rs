@@ -5,9 +5,16 @@
 use clap::{CommandFactory, Parser};
 use perflab::cli::Cli;
 
+/// The README and the guide's pages that show command lines.
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md is readable")
+    ["README.md", "docs/live.md"]
+        .iter()
+        .map(|page| {
+            std::fs::read_to_string(format!("{}/{page}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap_or_else(|e| panic!("{page} is readable: {e}"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The README's example command lines: `perflab …` in code blocks, after

@@ -16,6 +16,7 @@ mod host;
 mod kube;
 mod lab;
 mod link;
+mod live;
 mod mariadb;
 mod outputs;
 mod postgres;
