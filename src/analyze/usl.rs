@@ -1,18 +1,22 @@
 //! The Universal Scalability Law (N. J. Gunther, *Guerrilla Capacity
 //! Planning*, 2007): `X(N) = λN / (1 + σ(N−1) + κN(N−1))`, with contention
-//! σ and coherency κ. Fitted by non-linear least squares
-//! (Levenberg–Marquardt, the levenberg-marquardt crate) with σ, κ ≥ 0
+//! σ and coherency κ. Fitted by non-linear least squares with σ, κ ≥ 0
 //! enforced by fitting their square roots, started from the linear fit of
-//! N/X on (N−1) and N(N−1). Confidence intervals come from a residual
-//! bootstrap (200 refits, 2.5th and 97.5th percentiles). Amdahl's law is
-//! the case κ = 0.
+//! N/X on (N−1) and N(N−1). The least squares are Levenberg–Marquardt's
+//! (K. Levenberg 1944, D. W. Marquardt 1963) with Moré's scaling of each
+//! parameter by its column of the Jacobian (J. J. Moré, "The
+//! Levenberg–Marquardt algorithm: implementation and theory", 1978) and
+//! Nielsen's update of the damping (H. B. Nielsen, IMM-REP-1999-05): each
+//! damped step is the least-squares solution of `[J; √μ·D] δ = −[r; 0]`,
+//! solved by Householder QR so that JᵀJ's squared condition is never
+//! formed. Three parameters need no linear-algebra library. Confidence
+//! intervals come from a residual bootstrap (200 refits, 2.5th and 97.5th
+//! percentiles). Amdahl's law is the case κ = 0.
 //!
 //! N is the concurrency inside the system: the users of a closed loop
 //! without think time, else `N_in = X·R` (Little's law), which is what the
 //! law describes when users think or arrivals are open.
 
-use levenberg_marquardt::{LeastSquaresProblem, LevenbergMarquardt};
-use nalgebra::{storage::Owned, Dyn, OMatrix, OVector, U3};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
@@ -49,85 +53,194 @@ fn usl(lambda: f64, sigma: f64, kappa: f64, n: f64) -> f64 {
     lambda * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
 }
 
-struct Problem<'a> {
-    n: &'a [f64],
-    x: &'a [f64],
-    /// √λ, √σ, √κ.
-    p: OVector<f64, U3>,
+/// The residuals `X_model − X` at the square-root parameters `q`
+/// (√λ, √σ, √κ).
+fn residuals(n: &[f64], x: &[f64], q: [f64; 3], out: &mut Vec<f64>) {
+    let [l, s, k] = q.map(|v| v * v);
+    out.clear();
+    out.extend(n.iter().zip(x).map(|(n, x)| usl(l, s, k, *n) - x));
 }
 
-impl Problem<'_> {
-    fn params(&self) -> (f64, f64, f64) {
-        (
-            self.p[0] * self.p[0],
-            self.p[1] * self.p[1],
-            self.p[2] * self.p[2],
-        )
-    }
+/// The Jacobian of the residuals in the square-root parameters, a row per
+/// point.
+fn jacobian(n: &[f64], q: [f64; 3], out: &mut Vec<[f64; 3]>) {
+    let [l, s, k] = q.map(|v| v * v);
+    out.clear();
+    out.extend(n.iter().map(|n| {
+        let den = 1.0 + s * (n - 1.0) + k * n * (n - 1.0);
+        let d_l = n / den;
+        let d_s = -l * n * (n - 1.0) / (den * den);
+        let d_k = -l * n * n * (n - 1.0) / (den * den);
+        [d_l * 2.0 * q[0], d_s * 2.0 * q[1], d_k * 2.0 * q[2]]
+    }));
 }
 
-impl LeastSquaresProblem<f64, Dyn, U3> for Problem<'_> {
-    type ResidualStorage = Owned<f64, Dyn>;
-    type JacobianStorage = Owned<f64, Dyn, U3>;
-    type ParameterStorage = Owned<f64, U3>;
+fn sum_of_squares(r: &[f64]) -> f64 {
+    r.iter().map(|r| r * r).sum()
+}
 
-    fn set_params(&mut self, p: &OVector<f64, U3>) {
-        self.p.copy_from(p);
-    }
-
-    fn params(&self) -> OVector<f64, U3> {
-        self.p
-    }
-
-    fn residuals(&self) -> Option<OVector<f64, Dyn>> {
-        let (l, s, k) = Problem::params(self);
-        Some(OVector::<f64, Dyn>::from_iterator(
-            self.n.len(),
-            self.n.iter().zip(self.x).map(|(n, x)| usl(l, s, k, *n) - x),
-        ))
-    }
-
-    fn jacobian(&self) -> Option<OMatrix<f64, Dyn, U3>> {
-        let (l, s, k) = Problem::params(self);
-        let mut j = OMatrix::<f64, Dyn, U3>::zeros(self.n.len());
-        for (row, n) in self.n.iter().enumerate() {
-            let den = 1.0 + s * (n - 1.0) + k * n * (n - 1.0);
-            let d_l = n / den;
-            let d_s = -l * n * (n - 1.0) / (den * den);
-            let d_k = -l * n * n * (n - 1.0) / (den * den);
-            j[(row, 0)] = d_l * 2.0 * self.p[0];
-            j[(row, 1)] = d_s * 2.0 * self.p[1];
-            j[(row, 2)] = d_k * 2.0 * self.p[2];
+/// The least-squares solution `z` of `A z ≈ b` for a tall `A` of three
+/// columns, by Householder QR; none when `A`'s columns are dependent.
+fn least_squares3(a: &mut [[f64; 3]], b: &mut [f64]) -> Option<[f64; 3]> {
+    let mut diagonal = [0.0; 3];
+    for col in 0..3 {
+        let norm = a[col..].iter().map(|r| r[col] * r[col]).sum::<f64>().sqrt();
+        if norm == 0.0 || !norm.is_finite() {
+            return None;
         }
-        Some(j)
+        // The reflection sends the column to −sign(a_cc)·‖column‖, the
+        // choice that cancels nothing.
+        let alpha = if a[col][col] > 0.0 { -norm } else { norm };
+        a[col][col] -= alpha;
+        let v_norm2: f64 = a[col..].iter().map(|r| r[col] * r[col]).sum();
+        for other in col + 1..3 {
+            let dot: f64 = a[col..].iter().map(|r| r[col] * r[other]).sum();
+            let f = 2.0 * dot / v_norm2;
+            for row in a[col..].iter_mut() {
+                let v = row[col];
+                row[other] -= f * v;
+            }
+        }
+        let dot: f64 = a[col..]
+            .iter()
+            .zip(&b[col..])
+            .map(|(row, b)| row[col] * b)
+            .sum();
+        let f = 2.0 * dot / v_norm2;
+        for (row, b) in a[col..].iter().zip(b[col..].iter_mut()) {
+            *b -= f * row[col];
+        }
+        diagonal[col] = alpha;
     }
+    let mut z = [0.0; 3];
+    for col in (0..3).rev() {
+        let above: f64 = (col + 1..3).map(|c| a[col][c] * z[c]).sum();
+        z[col] = (b[col] - above) / diagonal[col];
+    }
+    z.iter().all(|v| v.is_finite()).then_some(z)
+}
+
+/// Levenberg–Marquardt from `start` (square-root parameters) to a point
+/// where no step lowers the sum of squares by more than rounding: the
+/// parameters there and that sum.
+fn minimize(n: &[f64], x: &[f64], start: [f64; 3]) -> ([f64; 3], f64) {
+    // As MINPACK's lmder stops: relative changes of 30 machine epsilons.
+    const TOLERANCE: f64 = 30.0 * f64::EPSILON;
+    const MAX_ITERATIONS: usize = 400;
+    let mut q = start;
+    let mut r = Vec::with_capacity(n.len());
+    let mut j = Vec::with_capacity(n.len());
+    let mut trial_r = Vec::with_capacity(n.len());
+    let mut augmented = Vec::with_capacity(n.len() + 3);
+    let mut rhs = Vec::with_capacity(n.len() + 3);
+    residuals(n, x, q, &mut r);
+    let mut cost = sum_of_squares(&r);
+    if !cost.is_finite() {
+        return (q, cost);
+    }
+    let mut scale = [0.0_f64; 3];
+    let mut mu = f64::NAN;
+    let mut nu = 2.0;
+    let mut fresh_jacobian = true;
+    for _ in 0..MAX_ITERATIONS {
+        if fresh_jacobian {
+            jacobian(n, q, &mut j);
+            for (c, d) in scale.iter_mut().enumerate() {
+                let norm = j.iter().map(|row| row[c] * row[c]).sum::<f64>().sqrt();
+                *d = d.max(norm).max(f64::MIN_POSITIVE.sqrt());
+            }
+            if mu.is_nan() {
+                mu = 1e-3;
+            }
+            let gradient: [f64; 3] =
+                std::array::from_fn(|c| j.iter().zip(&r).map(|(row, r)| row[c] * r).sum());
+            if gradient.iter().all(|g| *g == 0.0) {
+                break;
+            }
+            fresh_jacobian = false;
+        }
+        augmented.clear();
+        augmented.extend_from_slice(&j);
+        let damping = mu.sqrt();
+        augmented.extend((0..3).map(|c| {
+            let mut row = [0.0; 3];
+            row[c] = damping * scale[c];
+            row
+        }));
+        rhs.clear();
+        rhs.extend(r.iter().map(|r| -r));
+        rhs.extend([0.0; 3]);
+        let Some(step) = least_squares3(&mut augmented, &mut rhs) else {
+            break;
+        };
+        let trial: [f64; 3] = std::array::from_fn(|c| q[c] + step[c]);
+        residuals(n, x, trial, &mut trial_r);
+        let trial_cost = sum_of_squares(&trial_r);
+        // The reduction the linear model promised: ‖r‖² − ‖r + Jδ‖².
+        let predicted = cost
+            - j.iter()
+                .zip(&r)
+                .map(|(row, r)| {
+                    let fitted = r + row[0] * step[0] + row[1] * step[1] + row[2] * step[2];
+                    fitted * fitted
+                })
+                .sum::<f64>();
+        let scaled_step = (0..3)
+            .map(|c| (scale[c] * step[c]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let scaled_q = (0..3)
+            .map(|c| (scale[c] * q[c]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        if trial_cost.is_finite() && trial_cost < cost {
+            let gain = (cost - trial_cost) / predicted.max(f64::MIN_POSITIVE);
+            let reduction = (cost - trial_cost) / cost;
+            q = trial;
+            std::mem::swap(&mut r, &mut trial_r);
+            cost = trial_cost;
+            mu *= (1.0 - (2.0 * gain - 1.0).powi(3)).max(1.0 / 3.0);
+            nu = 2.0;
+            fresh_jacobian = true;
+            if reduction <= TOLERANCE || cost == 0.0 {
+                break;
+            }
+        } else {
+            mu *= nu;
+            nu *= 2.0;
+            if !mu.is_finite() {
+                break;
+            }
+        }
+        if scaled_step <= TOLERANCE * scaled_q {
+            break;
+        }
+    }
+    (q, cost)
 }
 
 /// The linear start: N/X = a + b(N−1) + cN(N−1), so λ = 1/a, σ = b/a, κ = c/a.
 fn linear_start(n: &[f64], x: &[f64]) -> (f64, f64, f64) {
-    let rows: Vec<[f64; 3]> = n.iter().map(|n| [1.0, n - 1.0, n * (n - 1.0)]).collect();
-    let y: Vec<f64> = n.iter().zip(x).map(|(n, x)| n / x).collect();
-    let a = nalgebra::DMatrix::from_fn(rows.len(), 3, |r, c| rows[r][c]);
-    let b = nalgebra::DVector::from_vec(y);
+    let mut rows: Vec<[f64; 3]> = n.iter().map(|n| [1.0, n - 1.0, n * (n - 1.0)]).collect();
+    let mut y: Vec<f64> = n.iter().zip(x).map(|(n, x)| n / x).collect();
     let fallback = (x[0] / n[0], 0.01, 0.0001);
-    let Ok(solution) = a.clone().svd(true, true).solve(&b, 1e-12) else {
+    let Some([a0, b0, c0]) = least_squares3(&mut rows, &mut y) else {
         return fallback;
     };
-    let (a0, b0, c0) = (solution[0], solution[1], solution[2]);
     if a0 <= 0.0 {
         return fallback;
     }
     (1.0 / a0, (b0 / a0).max(0.0), (c0 / a0).max(0.0))
 }
 
-/// One least-squares fit; none when it does not converge to finite values.
+/// One least-squares fit; none when it does not reach finite values.
 fn fit_once(n: &[f64], x: &[f64]) -> Option<(f64, f64, f64)> {
     let (l, s, k) = linear_start(n, x);
     // A start exactly at zero would have zero gradient in √σ or √κ.
-    let start = OVector::<f64, U3>::new(l.sqrt(), s.max(1e-4).sqrt(), k.max(1e-7).sqrt());
-    let (solved, report) = LevenbergMarquardt::new().minimize(Problem { n, x, p: start });
-    let (l, s, k) = solved.params();
-    (report.termination.was_successful() || report.objective_function.is_finite())
+    let start = [l.sqrt(), s.max(1e-4).sqrt(), k.max(1e-7).sqrt()];
+    let (q, cost) = minimize(n, x, start);
+    let [l, s, k] = q.map(|v| v * v);
+    cost.is_finite()
         .then_some((l, s, k))
         .filter(|(l, s, k)| l.is_finite() && s.is_finite() && k.is_finite() && *l > 0.0)
 }

@@ -6,7 +6,7 @@ use crate::plan::{Arrivals, Sweep, ThinkTime};
 use crate::workload::{self, CheckChoice, RunChoice};
 use std::time::Duration;
 
-/// `--slack`'s default: see README, "Open loop".
+/// `--slack`'s default: see docs/running.md, "Open loop".
 const DEFAULT_SLACK: &str = "0";
 
 // The defaults of a run, written once: the help texts below and

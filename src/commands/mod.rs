@@ -21,7 +21,7 @@ use crate::util::one_line;
 use clap::Parser;
 use std::ffi::OsString;
 
-/// How the process ends (documented in the README).
+/// How the process ends (documented in docs/running.md, "Exit codes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
     /// Everything ran and every check passed.

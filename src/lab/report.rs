@@ -2,9 +2,10 @@
 //! peak throughputs, their mean and 95% interval (Student's t over the
 //! repetitions), the bottleneck each run's verdict named, and the peak
 //! against the first variant's (ratio, interval, Mann–Whitney p, the
-//! samples pooled from each run at its peak). Crossed axes print as seed
-//! 004's table — the first axis down, the second across, further axes as
-//! stacked tables — so the bottleneck is seen moving from cell to cell.
+//! samples pooled from each run at its peak). Crossed axes print as the
+//! classic 2×2 of CPUs by memory does — the first axis down, the second
+//! across, further axes as stacked tables — so the bottleneck is seen
+//! moving from cell to cell.
 //!
 //! Predictions are checked where one variant's verdict predicted another
 //! variant's configuration: a server confined to fewer CPUs whose what-if

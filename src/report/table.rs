@@ -1,5 +1,5 @@
-//! The terminal view of a run: a header saying what ran where, the seed
-//! labs' table (load → throughput, latency percentiles, errors), the
+//! The terminal view of a run: a header saying what ran where, a load
+//! lab's classic table (load → throughput, latency percentiles, errors), the
 //! operations of the busiest step, and the check.
 
 use crate::engine::{StepResult, StepStatus};

@@ -1,13 +1,13 @@
 //! The files a web run requests: their paths, sizes, checksums, size
 //! classes and request weights, and the one draw of the next file.
 //!
-//! - `webbench`: WebBench's static working set ZD_STATIC_V11 as the seed
-//!   used it — 100 files, 2,500,000 bytes in all. WebBench does not
-//!   publish the sizes of its files, so perflab's are a geometric series
-//!   from the smallest to the largest in the ratio 1:1000 (file `i` of
-//!   0…99 is `a·1000^(i/99)` bytes, `a` chosen so the sizes sum to the
-//!   total; rounding is settled on the largest file), each file requested
-//!   equally often.
+//! - `webbench`: WebBench's static working set ZD_STATIC_V11 as a web
+//!   server lab's static test uses it — 100 files, 2,500,000 bytes in all.
+//!   WebBench does not publish the sizes of its files, so perflab's are a
+//!   geometric series from the smallest to the largest in the ratio 1:1000
+//!   (file `i` of 0…99 is `a·1000^(i/99)` bytes, `a` chosen so the sizes
+//!   sum to the total; rounding is settled on the largest file), each file
+//!   requested equally often.
 //! - `specweb:DIRS`: SPECweb96/99's file set. Each directory holds 36
 //!   files in four classes of nine: `102·k`, `1,024·k`, `10,240·k` and
 //!   `102,400·k` bytes for `k` = 1…9. Classes are requested 35% / 50% /
