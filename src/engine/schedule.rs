@@ -41,6 +41,15 @@ impl Schedule {
     pub(crate) fn end(&self) -> Duration {
         self.intervals.last().map_or(Duration::ZERO, |i| i.end)
     }
+
+    /// How long the step warms up before it measures.
+    pub(crate) fn warmup(&self) -> Duration {
+        self.intervals
+            .iter()
+            .filter(|i| i.phase == Phase::Warmup)
+            .map(|i| i.end - i.start)
+            .sum()
+    }
 }
 
 #[cfg(test)]

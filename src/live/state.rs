@@ -228,12 +228,7 @@ impl Live {
         let mut s = self.state();
         let origin = *s.origin.get_or_insert_with(Instant::now);
         let started_at = origin.elapsed().as_secs_f64();
-        let warmup: Duration = schedule
-            .intervals
-            .iter()
-            .filter(|i| i.phase == Phase::Warmup)
-            .map(|i| i.end - i.start)
-            .sum();
+        let warmup = schedule.warmup();
         s.view.marks.push((started_at, level.to_string()));
         s.view.current = Some(Current {
             index,

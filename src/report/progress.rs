@@ -43,12 +43,7 @@ impl Progress {
 
     /// A step starts.
     pub(crate) fn step_started(&mut self, index: usize, level: Level, schedule: &Schedule) {
-        let warmup: Duration = schedule
-            .intervals
-            .iter()
-            .filter(|i| i.phase == Phase::Warmup)
-            .map(|i| i.end - i.start)
-            .sum();
+        let warmup = schedule.warmup();
         let total = schedule.end();
         self.current = Some((index, level, warmup, total));
         if !self.live {

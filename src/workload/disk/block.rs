@@ -31,7 +31,8 @@ const SECTOR_BYTES: usize = SECTOR as usize;
 /// Where the payload starts.
 const PAYLOAD: usize = 32;
 
-/// The seed of the payload of the sector at `at` written by `generation`.
+/// The word that the payload of the sector at `at`, written by
+/// `generation`, is derived from.
 fn payload_seed(at: u64, generation: u64) -> u64 {
     (generation ^ at.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
 }
