@@ -700,7 +700,7 @@ mod tests {
             ),
             (
                 "workload = \"bank\"\n[vary]\ncpus = [\"0\"\n",
-                "lab.toml:4:1",
+                "lab.toml:3:12",
                 "expected `]`",
             ),
             (

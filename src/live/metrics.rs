@@ -373,7 +373,7 @@ mod tests {
         t
     }
 
-    /// The 0.0.4 text parses (prometheus-parse) with the counts and
+    /// The 0.0.4 text parses (`util::prom_text`) with the counts and
     /// buckets it was given; names follow the conventions.
     #[test]
     fn the_text_format_parses_with_the_counts() {
@@ -389,21 +389,12 @@ mod tests {
         };
         let names = vec!["read".to_string(), "write".to_string()];
         let text = render(Flavour::Text, &names, &counts, &gauges);
-        let lines = text.lines().map(|l| Ok(l.to_string()));
-        let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+        let samples = crate::util::prom_text::parse(&text).unwrap();
         let value = |name: &str, labels: &[(&str, &str)]| {
-            scrape
-                .samples
+            samples
                 .iter()
-                .find(|s| {
-                    s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
-                })
-                .map(|s| match s.value {
-                    prometheus_parse::Value::Counter(v)
-                    | prometheus_parse::Value::Gauge(v)
-                    | prometheus_parse::Value::Untyped(v) => v,
-                    _ => f64::NAN,
-                })
+                .find(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+                .map(|s| s.value)
                 .unwrap_or_else(|| panic!("no {name} {labels:?} in\n{text}"))
         };
         let ok = [("op", "read"), ("outcome", "ok")];
@@ -413,24 +404,22 @@ mod tests {
         assert_eq!(value("perflab_users", &[]), 8.0);
         assert_eq!(value("perflab_step", &[]), 2.0);
         assert_eq!(value("perflab_process_cpu_seconds_total", &[]), 1.5);
-        let histogram = scrape
-            .samples
-            .iter()
-            .find(|s| {
-                s.metric == "perflab_response_time_seconds" && s.labels.get("op") == Some("read")
-            })
-            .unwrap();
-        let prometheus_parse::Value::Histogram(buckets) = &histogram.value else {
-            panic!("not a histogram: {:?}", histogram.value)
-        };
         let at = |le: f64| {
-            buckets
+            samples
                 .iter()
-                .find(|b| {
-                    (b.less_than.is_infinite() && le.is_infinite())
-                        || (b.less_than - le).abs() < 1e-12
+                .filter(|s| {
+                    s.name == "perflab_response_time_seconds_bucket"
+                        && s.labels.get("op") == Some("read")
                 })
-                .map(|b| b.count)
+                .find(|s| {
+                    let bound: f64 = match s.labels.get("le") {
+                        Some("+Inf") => f64::INFINITY,
+                        Some(b) => b.parse().unwrap(),
+                        None => panic!("a bucket without le: {s:?}"),
+                    };
+                    (bound.is_infinite() && le.is_infinite()) || (bound - le).abs() < 1e-12
+                })
+                .map(|s| s.value)
         };
         // 50 µs and 700 µs twice each: 2 at 100 µs, 4 at 1 ms, 6 at 5 ms;
         // 20 s only in +Inf.

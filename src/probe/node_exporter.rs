@@ -1,6 +1,6 @@
 //! A Prometheus node_exporter as a sample source
 //! (`--probe node-exporter://HOST:9100`). Its `/metrics` page (the text
-//! exposition format, parsed with the prometheus-parse crate) reports the
+//! exposition format, read by [`crate::util::prom_text`]) reports the
 //! same kernel counters perflab reads from /proc and /sys, renamed and
 //! converted to seconds and bytes. They are converted back into the
 //! kernel's own file formats — ticks, sectors, milliseconds, kB — so one
@@ -14,6 +14,7 @@
 //! the stall totals: the stalled share between two scrapes.
 
 use super::counters::{HostRoot, HostSample, HostSnapshot, PressureSample};
+use crate::util::prom_text::Labels;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -29,29 +30,22 @@ pub struct Scrape {
 }
 
 /// Metric values by name, then by their labels.
-struct Metrics(BTreeMap<String, Vec<(prometheus_parse::Labels, f64)>>);
+struct Metrics(BTreeMap<String, Vec<(Labels, f64)>>);
 
 impl Metrics {
     fn parse(text: &str) -> anyhow::Result<Self> {
-        let lines = text.lines().map(|l| Ok(l.to_string()));
-        let scrape = prometheus_parse::Scrape::parse(lines)
+        let samples = crate::util::prom_text::parse(text)
             .map_err(|e| anyhow::anyhow!("not a Prometheus text page: {e}"))?;
         let mut out: BTreeMap<String, Vec<_>> = BTreeMap::new();
-        for sample in scrape.samples {
-            let value = match sample.value {
-                prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Untyped(v) => v,
-                _ => continue,
-            };
+        for sample in samples {
             // `+Inf`, `-Inf` and `NaN` are valid on a page but are no
             // counter or gauge perflab can use: absent, never zero.
-            if !value.is_finite() {
+            if !sample.value.is_finite() {
                 continue;
             }
-            out.entry(sample.metric)
+            out.entry(sample.name)
                 .or_default()
-                .push((sample.labels, value));
+                .push((sample.labels, sample.value));
         }
         Ok(Metrics(out))
     }
@@ -481,7 +475,15 @@ mod tests {
 
     #[test]
     fn a_page_without_node_metrics_is_refused() {
-        let e = Scrape::parse("<html>hello</html>\nup 1\n").unwrap_err();
+        let e = Scrape::parse("up 1\nprocess_start_time_seconds 1e9\n").unwrap_err();
         assert!(e.to_string().contains("no node_exporter metrics"), "{e}");
+    }
+
+    /// An HTML error page (a proxy's 502, a login page) is not read as
+    /// an empty scrape: it is refused with the line that is not a sample.
+    #[test]
+    fn a_page_that_is_not_prometheus_text_is_refused_with_its_line() {
+        let e = Scrape::parse("up 1\n<html>hello</html>\n").unwrap_err();
+        assert!(e.to_string().contains("not a Prometheus text page: line 2"), "{e}");
     }
 }

@@ -9,6 +9,7 @@
 //! finer than tokio's ([`timer`]). Anything here may be imported from
 //! anywhere; it imports nothing of the crate.
 
+pub(crate) mod prom_text;
 pub(crate) mod timer;
 pub(crate) mod yaml;
 

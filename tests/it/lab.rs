@@ -395,7 +395,7 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
             "lab.toml:3:1",
             "unknown field",
         ),
-        ("[vary]\ncpus = [\"0\"\n", "lab.toml:5:1", "expected `]`"),
+        ("[vary]\ncpus = [\"0\"\n", "lab.toml:4:12", "expected `]`"),
         ("[vary]\ncpus = []\n", "lab.toml:4:8", "no values"),
         (
             "[vary]\n\"var.a-b\" = [\"1\"]\n",
