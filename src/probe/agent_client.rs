@@ -10,10 +10,11 @@
 
 use super::counters::{HostSample, HostSnapshot};
 use crate::error::PlanError;
+use crate::wire::answer::{self, Answer};
 use crate::wire::tls::Trust;
 use crate::wire::Wire;
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,10 +144,10 @@ impl AgentClient {
         let answer = wire
             .write_all(&request)
             .and_then(|()| wire.flush())
-            .and_then(|()| read_answer(&mut wire));
+            .and_then(|()| answer::read(&mut wire, MAX_BODY, "a perflab agent"));
         let answer = answer.map_err(|e| self.failed(&wire, e))?;
         wire.close();
-        let (status, body) = match parse_answer(&answer) {
+        let (status, body) = match answer::parse(&answer) {
             Answer::Whole(status, body) => (status, body),
             Answer::Cut => anyhow::bail!("the agent at {} broke off its answer", self.name),
             Answer::NotHttp if !wire.is_tls() && answer.first() == Some(&0x15) => {
@@ -157,7 +158,7 @@ impl AgentClient {
                 self.name
             ),
         };
-        self.body_of(status, body)
+        self.body_of(status, &body)
     }
 
     /// A connection to the agent, in TLS unless it is on this host and
@@ -349,65 +350,6 @@ fn speaks_tls(name: &str) -> anyhow::Error {
     .into()
 }
 
-/// An answer whole, up to [`MAX_BODY`] and its head: an agent (or
-/// whatever answers in its place) that sends more is refused, not
-/// buffered.
-fn read_answer(wire: &mut Wire) -> std::io::Result<Vec<u8>> {
-    let mut answer = Vec::new();
-    wire.take(MAX_BODY + MAX_HEAD).read_to_end(&mut answer)?;
-    if answer.len() as u64 >= MAX_BODY + MAX_HEAD {
-        return Err(std::io::Error::other(format!(
-            "an answer over {} MiB; is it a perflab agent?",
-            MAX_BODY >> 20
-        )));
-    }
-    Ok(answer)
-}
-
-/// What came back.
-#[derive(Debug, PartialEq)]
-enum Answer<'a> {
-    /// The status and the body.
-    Whole(u16, &'a [u8]),
-    /// An HTTP head with less body than it announced, or no whole head.
-    Cut,
-    NotHttp,
-}
-
-/// An HTTP/1 answer read to its end.
-fn parse_answer(answer: &[u8]) -> Answer<'_> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut response = httparse::Response::new(&mut headers);
-    let head = match response.parse(answer) {
-        Ok(httparse::Status::Complete(head)) => head,
-        Ok(httparse::Status::Partial) if answer.starts_with(b"HTTP/") => return Answer::Cut,
-        _ => return Answer::NotHttp,
-    };
-    let Some(status) = response.code else {
-        return Answer::NotHttp;
-    };
-    let body = &answer[head..];
-    let length = response
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-        .and_then(|h| {
-            std::str::from_utf8(h.value)
-                .ok()?
-                .trim()
-                .parse::<usize>()
-                .ok()
-        });
-    match length {
-        Some(n) if body.len() < n => Answer::Cut,
-        Some(n) => Answer::Whole(status, &body[..n]),
-        None => Answer::Whole(status, body),
-    }
-}
-
-/// The most of an answer's head read, bytes.
-const MAX_HEAD: u64 = 64 << 10;
-
 /// The largest answer read from an agent, bytes: a minute of samples of a
 /// host with hundreds of CPUs, disks and interfaces fits many times over.
 pub(crate) const MAX_BODY: u64 = 32 << 20;
@@ -443,25 +385,6 @@ pub(crate) struct StampedSample {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn answers_are_whole_cut_or_not_http() {
-        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
-        assert_eq!(parse_answer(ok), Answer::Whole(200, b"{}"));
-        let closed = b"HTTP/1.1 401 Unauthorized\r\n\r\n{\"error\":1}";
-        assert_eq!(parse_answer(closed), Answer::Whole(401, b"{\"error\":1}"));
-        assert_eq!(
-            parse_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}"),
-            Answer::Cut
-        );
-        assert_eq!(parse_answer(b"HTTP/1.1 200 OK\r\nContent-"), Answer::Cut);
-        assert_eq!(
-            parse_answer(b"\x15\x03\x03\x00\x02\x02\x32"),
-            Answer::NotHttp
-        );
-        assert_eq!(parse_answer(b""), Answer::NotHttp);
-        assert_eq!(parse_answer(b"SSH-2.0-OpenSSH\r\n"), Answer::NotHttp);
-    }
 
     #[test]
     fn agent_addresses_need_a_host_and_a_port() {

@@ -484,6 +484,9 @@ mod tests {
     #[test]
     fn a_page_that_is_not_prometheus_text_is_refused_with_its_line() {
         let e = Scrape::parse("up 1\n<html>hello</html>\n").unwrap_err();
-        assert!(e.to_string().contains("not a Prometheus text page: line 2"), "{e}");
+        assert!(
+            e.to_string().contains("not a Prometheus text page: line 2"),
+            "{e}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use super::agent_client::{AgentAccess, AgentClient};
 use super::counters::{HostSample, HostSnapshot};
 use super::node_exporter::Scrape;
 use crate::error::PlanError;
+use crate::wire::answer::{self, Answer};
 use std::time::{Duration, Instant};
 
 /// One remote probe's sample of an interval; none when it did not answer
@@ -31,7 +32,7 @@ pub(crate) struct RemoteProbe {
 
 enum Source {
     Agent(AgentClient),
-    NodeExporter { url: String, http: ureq::Agent },
+    NodeExporter(NodeExporter),
 }
 
 /// A source's counters at one moment.
@@ -66,10 +67,7 @@ impl RemoteProbe {
                     "e.g. --probe node-exporter://db1:9100",
                 ));
             }
-            Source::NodeExporter {
-                url: format!("http://{address}/metrics"),
-                http: ureq::AgentBuilder::new().timeout(timeout).build(),
-            }
+            Source::NodeExporter(NodeExporter::new(address, shown.clone(), timeout))
         } else {
             return Err(PlanError::flag(
                 "--probe",
@@ -86,7 +84,7 @@ impl RemoteProbe {
     ) -> Option<anyhow::Result<std::collections::BTreeMap<String, String>>> {
         match &self.kind {
             Source::Agent(client) => Some(client.inventory()),
-            Source::NodeExporter { .. } => None,
+            Source::NodeExporter(_) => None,
         }
     }
 
@@ -100,23 +98,10 @@ impl RemoteProbe {
                     snapshot: Box::new(snapshot),
                 })
             }
-            Source::NodeExporter { url, http } => {
-                // The URL may carry a user and password (basic
-                // authentication): what is said of it is redacted.
-                let shown = || crate::secret::redact(url);
-                let text = http
-                    .get(url)
-                    .call()
-                    .map_err(|e| {
-                        anyhow::anyhow!(
-                            "node_exporter at {} did not answer: {}",
-                            shown(),
-                            crate::secret::redact(&e.to_string())
-                        )
-                    })?
-                    .into_string()?;
+            Source::NodeExporter(exporter) => {
+                let text = exporter.metrics()?;
                 let scrape =
-                    Scrape::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", shown()))?;
+                    Scrape::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", exporter.shown))?;
                 Ok(RemoteSnapshot::NodeExporter {
                     at: Instant::now(),
                     scrape: Box::new(scrape),
@@ -124,6 +109,122 @@ impl RemoteProbe {
             }
         }
     }
+}
+
+/// A node_exporter's `/metrics`, asked in plain HTTP/1.1, one request per
+/// connection, the whole exchange within one timeout. A user and password
+/// before the host (`bob:pw@db1:9100`) go as basic authentication.
+struct NodeExporter {
+    /// `HOST:PORT`.
+    address: String,
+    /// `Basic …`, when the address carried a user.
+    authorization: Option<String>,
+    /// The probe as shown: its password masked.
+    shown: String,
+    timeout: Duration,
+}
+
+/// The largest `/metrics` page read: a host with hundreds of CPUs, disks
+/// and interfaces writes a few MiB.
+const MAX_PAGE: u64 = 32 << 20;
+
+impl NodeExporter {
+    fn new(address: &str, shown: String, timeout: Duration) -> Self {
+        let (user, address) = match address.rsplit_once('@') {
+            Some((user, host)) => (Some(user), host),
+            None => (None, address),
+        };
+        let authorization = user.map(|user| {
+            use base64::Engine;
+            let (name, password) = user.split_once(':').unwrap_or((user, ""));
+            let pair = format!("{}:{}", percent_decoded(name), percent_decoded(password));
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
+        });
+        NodeExporter {
+            address: address.to_string(),
+            authorization,
+            shown,
+            timeout,
+        }
+    }
+
+    /// The page's text.
+    fn metrics(&self) -> anyhow::Result<String> {
+        use std::io::Write;
+        let shown = &self.shown;
+        let failed = |e: &dyn std::fmt::Display| {
+            anyhow::anyhow!("node_exporter at {shown} did not answer: {e}")
+        };
+        let deadline = Instant::now() + self.timeout;
+        let peer = std::net::ToSocketAddrs::to_socket_addrs(&self.address)
+            .ok()
+            .and_then(|mut found| found.next())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "node_exporter at {shown} cannot be found: its host does not resolve"
+                )
+            })?;
+        let socket =
+            std::net::TcpStream::connect_timeout(&peer, self.timeout).map_err(|e| failed(&e))?;
+        let mut wire = crate::wire::Wire::plain(socket, deadline);
+        let mut request = format!(
+            "GET /metrics HTTP/1.1\r\nHost: {}\r\nAccept: text/plain; version=0.0.4\r\nAccept-Encoding: identity\r\n",
+            self.address
+        );
+        if let Some(authorization) = &self.authorization {
+            request.push_str(&format!("Authorization: {authorization}\r\n"));
+        }
+        request.push_str("Connection: close\r\n\r\n");
+        let answer = wire
+            .write_all(request.as_bytes())
+            .and_then(|()| wire.flush())
+            .and_then(|()| answer::read(&mut wire, MAX_PAGE, "a node_exporter"))
+            .map_err(|e| failed(&e))?;
+        let (status, body) = match answer::parse(&answer) {
+            Answer::Whole(status, body) => (status, body),
+            Answer::Cut => anyhow::bail!("node_exporter at {shown} broke off its answer"),
+            Answer::NotHttp => anyhow::bail!(
+                "node_exporter at {shown} answered with what is not HTTP; is it a node_exporter?"
+            ),
+        };
+        if status != 200 {
+            // Its words, on one line and short: never a page of HTML.
+            let said = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            anyhow::bail!(
+                "node_exporter at {shown} answered {status}: {}",
+                crate::secret::redact(&crate::util::one_line(&said))
+            );
+        }
+        String::from_utf8(body.into_owned())
+            .map_err(|_| anyhow::anyhow!("node_exporter at {shown} answered with what is not text"))
+    }
+}
+
+/// `%XX` sequences of a URL's user or password as the bytes they stand for.
+fn percent_decoded(part: &str) -> String {
+    let bytes = part.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl RemoteSnapshot {
