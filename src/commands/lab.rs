@@ -62,10 +62,14 @@ pub(crate) fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
     };
     let ran = run_lab(&file, &plan, &args.store.store, &stop, &signal)
         .and_then(|(lab, end)| finish(&args.store.store, lab, end, &ask));
-    if let Some(server) = server {
+    match (server, &ran) {
         // The final page (the lab's report) stays for the linger, cut
         // short by Ctrl-C or SIGTERM.
-        server.finish(&stop);
+        (Some(server), Ok(_)) => server.finish(&stop),
+        // A lab that could not run has no final page: the error is said
+        // at once.
+        (Some(server), Err(_)) => drop(server),
+        (None, _) => {}
     }
     ran
 }

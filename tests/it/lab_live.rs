@@ -190,3 +190,29 @@ fn sigterm_ends_a_served_lab_and_its_server() {
     let (report, _) = perflab_expect(dir.path(), "lab report last", 0);
     assert!(report.contains("partial"), "{report}");
 }
+
+/// The run's access rules, before anything is made: beyond loopback
+/// without a token, an address that is none; and a lab file whose cells
+/// would each serve on their own.
+#[test]
+fn a_served_lab_is_refused_in_one_line_before_anything_runs() {
+    let dir = tempdir();
+    let file = lab_file(dir.path(), false);
+    for (args, says) in [
+        ("--serve 0.0.0.0:0", "--serve-token-file"),
+        ("--serve localhost-ish", "is not an address"),
+    ] {
+        let (out, err) = perflab_expect(dir.path(), &format!("lab {file} {args}"), 2);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{args}: {err}");
+        assert!(!out.contains("cell 1"), "nothing ran: {out}");
+    }
+    std::fs::write(
+        dir.path().join("lab.toml"),
+        "workload = \"bank\"\ntarget = \"sqlite:bank.db\"\nargs = \"--users 1 --serve 127.0.0.1:0\"\n[vary]\n\"var.v\" = [\"a\", \"b\"]\n",
+    )
+    .unwrap();
+    let (_, err) = perflab_expect(dir.path(), "lab lab.toml", 2);
+    assert!(err.contains("perflab lab FILE --serve"), "{err}");
+    assert!(!dir.path().join("perflab.db").exists());
+}
