@@ -140,6 +140,17 @@ pub struct LabArgs {
     #[command(flatten)]
     pub(crate) ask: LabAskArgs,
 
+    /// Serve the lab live on ADDR (e.g. 127.0.0.1:8090; port 0 picks one, printed on stderr): the matrix of cells as they run, each cell's run at /run/N, the report at the end, and Prometheus metrics (/metrics). The cells' runs do not serve.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) serve: Option<String>,
+
+    /// With --serve: keep serving the final page (and metrics) this long after the lab ends. Default 0: the server stops with the lab.
+    #[arg(long, value_name = "TIME", requires = "serve", value_parser = values::duration)]
+    pub(crate) serve_linger: Option<Duration>,
+
+    #[command(flatten)]
+    pub(crate) serve_access: ServeAccessArgs,
+
     #[command(subcommand)]
     pub(crate) command: Option<LabCommand>,
 

@@ -17,4 +17,4 @@ pub use args::{DEFAULT_USERS, QUICK_USERS};
 pub use validate::{
     agent_access, parse_slos, plan_for, plan_from, runs_on_generators, server_selector,
 };
-pub(crate) use validate::{live_view, store_view};
+pub(crate) use validate::{lab_view, live_view, store_view};

@@ -405,16 +405,27 @@ fn serve_addr(text: &str, flag: &str) -> Result<std::net::SocketAddr, PlanError>
 pub(crate) fn live_view(
     args: &CommonRunArgs,
 ) -> Result<Option<crate::live::ServeConfig>, PlanError> {
-    let Some(text) = &args.serve else {
+    served(args.serve.as_deref(), &args.serve_access, args.serve_linger)
+}
+
+/// The live view of a lab (`perflab lab --serve`), none without it: the
+/// same address and access rules as a run's.
+pub(crate) fn lab_view(
+    args: &super::args::LabArgs,
+) -> Result<Option<crate::live::ServeConfig>, PlanError> {
+    served(args.serve.as_deref(), &args.serve_access, args.serve_linger)
+}
+
+fn served(
+    serve: Option<&str>,
+    access: &super::args::ServeAccessArgs,
+    linger: Option<Duration>,
+) -> Result<Option<crate::live::ServeConfig>, PlanError> {
+    let Some(text) = serve else {
         return Ok(None);
     };
     let addr = serve_addr(text, "--serve")?;
-    serve_access(
-        addr,
-        &args.serve_access,
-        args.serve_linger.unwrap_or_default(),
-    )
-    .map(Some)
+    serve_access(addr, access, linger.unwrap_or_default()).map(Some)
 }
 
 /// Where and how `perflab serve` serves the stored runs.

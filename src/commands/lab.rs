@@ -40,6 +40,8 @@ pub(crate) fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
         plan.cells.len(),
         plan.seed
     ));
+    // Bad input here is found before anything is made.
+    let serve = crate::cli::lab_view(args)?;
     if args.dry_run {
         for cell in &plan.cells {
             crate::util::out(format_args!(
@@ -53,8 +55,39 @@ pub(crate) fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     let (stop, signal) = signals()?;
-    let (lab, end) = run_lab(&file, &plan, &args.store.store, &stop, &signal)?;
-    finish(&args.store.store, lab, end, &ask)
+    // The lab alone serves: its cells' runs are given no --serve.
+    let server = match &serve {
+        Some(config) => Some(serve_lab(config, &args.store.store, &ask)?),
+        None => None,
+    };
+    let ran = run_lab(&file, &plan, &args.store.store, &stop, &signal)
+        .and_then(|(lab, end)| finish(&args.store.store, lab, end, &ask));
+    match (server, &ran) {
+        // The final page (the lab's report) stays for the linger, cut
+        // short by Ctrl-C or SIGTERM.
+        (Some(server), Ok(_)) => server.finish(&stop),
+        // A lab that could not run has no final page: the error is said
+        // at once.
+        (Some(server), Err(_)) => drop(server),
+        (None, _) => {}
+    }
+    ran
+}
+
+/// Serves the lab's live view on `config`: its page and metrics from the
+/// store at `store`, each cell's run as `perflab serve` shows it.
+fn serve_lab(
+    config: &crate::live::ServeConfig,
+    store: &std::path::Path,
+    ask: &Ask,
+) -> anyhow::Result<crate::live::LiveServer> {
+    let view = crate::live::LabView::new(store.to_path_buf(), ask.clone());
+    let path = store.to_path_buf();
+    let runs: crate::live::Pages =
+        Arc::new(move |page: &str| super::serve::run_page_in_process(&path, page));
+    crate::live::LiveServer::start_with(config, move |serving| {
+        crate::live::lab::handler(view, runs, serving)
+    })
 }
 
 /// The capacity question of `--need` and `--slo`.

@@ -19,25 +19,44 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<Exit> {
     let path = args.store.store.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let signals = super::StopSignals::register(&stop)?;
-    let pages: crate::live::Pages = Arc::new(move |page: &str| {
-        match page_of(&path, page) {
-            Ok(found) => found,
-            Err(e) => Some(format!(
-                "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>perflab</title></head><body><p>{}</p></body></html>",
-                escape(&crate::util::one_line(&format!("{e:#}")))
-            )),
-        }
-    });
+    let pages: crate::live::Pages = Arc::new(move |p: &str| page(&path, p));
     crate::live::serve_store(&config, &stop, pages)?;
     Ok(signals.exit(Exit::Ok))
 }
 
+/// The page at `path` of the store at `store`, a store that cannot be
+/// read said on the page; none for a 404.
+fn page(store: &Path, path: &str) -> Option<String> {
+    said(super::show::existing_store(&PathBuf::from(store)).and_then(|s| page_of(&s, path)))
+}
+
+/// The page of run N at `/run/N`, read from the store at `store` by a
+/// process that also writes it (`perflab lab --serve`): none for a 404,
+/// or while the store is being made.
+pub(crate) fn run_page_in_process(store: &Path, path: &str) -> Option<String> {
+    match crate::store::Store::open_in_process(store) {
+        Ok(Some(opened)) if path != "/" => said(page_of(&opened, path)),
+        Ok(_) => None,
+        Err(e) => said(Err(e)),
+    }
+}
+
+/// A page found, or why it could not be made, said on a page.
+fn said(page: anyhow::Result<Option<String>>) -> Option<String> {
+    match page {
+        Ok(found) => found,
+        Err(e) => Some(format!(
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>perflab</title></head><body><p>{}</p></body></html>",
+            escape(&crate::util::one_line(&format!("{e:#}")))
+        )),
+    }
+}
+
 /// The page at `path` of the store at `store`: `/` lists the runs,
 /// `/run/N` is run N's report; none for any other path.
-fn page_of(store: &Path, path: &str) -> anyhow::Result<Option<String>> {
-    let store = super::show::existing_store(&PathBuf::from(store))?;
+fn page_of(store: &crate::store::Store, path: &str) -> anyhow::Result<Option<String>> {
     if path == "/" {
-        return Ok(Some(listing(&store)?));
+        return Ok(Some(listing(store)?));
     }
     let Some(id) = path.strip_prefix("/run/") else {
         return Ok(None);
@@ -49,6 +68,10 @@ fn page_of(store: &Path, path: &str) -> anyhow::Result<Option<String>> {
         return Ok(None);
     };
     let stored = store.load_run(run)?;
+    let running = match stored.status {
+        crate::store::RunStatus::Running => Some(store.run_progress(run)?),
+        _ => None,
+    };
     let verdicts = vec![crate::analyze::verdict_of_run(&stored, None, None)];
     let runs = std::slice::from_ref(&stored);
     let pairs = super::report::report_runs(
@@ -64,8 +87,40 @@ fn page_of(store: &Path, path: &str) -> anyhow::Result<Option<String>> {
         },
     )?;
     match document {
-        crate::report::Document::Text(text) => Ok(Some(text)),
+        crate::report::Document::Text(text) => Ok(Some(match running {
+            Some(progress) => still_running(&text, &progress),
+            None => text,
+        })),
         crate::report::Document::Files(_) => Ok(None),
+    }
+}
+
+/// Seconds between reloads of a running run's page.
+const RELOAD_S: u32 = 2;
+
+/// The report of a run still running (its finished steps), with how far
+/// it has got from the store (the running step's intervals, which the
+/// report leaves out, counted), reloaded every [`RELOAD_S`] seconds.
+fn still_running(report: &str, progress: &crate::store::RunProgress) -> String {
+    let step = progress
+        .running_step
+        .map_or(progress.steps_begun, |i| i + 1);
+    let of = progress
+        .steps_planned
+        .map_or_else(String::new, |n| format!(" of {n}"));
+    let banner = format!(
+        "<p id=\"running\">Running: step {step}{of}, {} intervals and {} operations stored so far; the report below holds its finished steps. This page reloads every {RELOAD_S} s.</p>",
+        progress.intervals,
+        progress.ok + progress.refused + progress.failed
+    );
+    let refresh = format!("<meta http-equiv=\"refresh\" content=\"{RELOAD_S}\">");
+    let with_refresh = report.replacen("<head>", &format!("<head>{refresh}"), 1);
+    match with_refresh.find("<body>") {
+        Some(at) => {
+            let at = at + "<body>".len();
+            format!("{}{banner}{}", &with_refresh[..at], &with_refresh[at..])
+        }
+        None => format!("{with_refresh}{banner}"),
     }
 }
 

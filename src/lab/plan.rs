@@ -66,6 +66,14 @@ struct VariantRun {
 
 /// The lab's own arguments set none of the flags the lab sets itself.
 fn check_lab_flags(lab: &LabFile) -> Result<(), LabFileError> {
+    // Every cell serving on its own would fight for the address: the lab
+    // serves them all.
+    if let Some(flag) = lab.args.iter().find(|a| a.starts_with("--serve")) {
+        let flag = flag.split('=').next().unwrap_or(flag);
+        return Err(lab.error_at_args(format!(
+            "'{flag}' would make every cell's run serve on its own; give it to the lab instead: perflab lab FILE {flag} …, which serves every cell"
+        )));
+    }
     let Some(flag) = lab.args.iter().find(|a| {
         LAB_FLAGS
             .iter()
@@ -263,6 +271,8 @@ mod tests {
         );
         let e = refused("workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--store x.db\"\n[vary]\ncpus = [\"0\"]\n");
         assert!(e.contains("set by the lab"), "{e}");
+        let e = refused("workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--serve 127.0.0.1:0\"\n[vary]\ncpus = [\"0\"]\n");
+        assert!(e.contains("perflab lab FILE --serve"), "{e}");
         let e = refused("workload = \"bank\"\n[vary]\ncpus = [\"0\"]\n");
         assert!(e.contains("names no target"), "{e}");
     }

@@ -181,7 +181,7 @@ impl Flavour {
 }
 
 /// A label value escaped (backslash, double quote, line feed).
-fn label(value: &str) -> String {
+pub(super) fn label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
@@ -189,7 +189,7 @@ fn label(value: &str) -> String {
 }
 
 /// A number as both formats read it.
-fn float(v: f64) -> String {
+pub(super) fn float(v: f64) -> String {
     if v.is_nan() {
         "NaN".to_string()
     } else if v.is_infinite() {
@@ -201,7 +201,14 @@ fn float(v: f64) -> String {
 
 /// A family's metadata: OpenMetrics names a counter's family without its
 /// `_total` and states units; the 0.0.4 text names the sample.
-fn family(out: &mut String, flavour: Flavour, name: &str, kind: &str, unit: &str, help: &str) {
+pub(super) fn family(
+    out: &mut String,
+    flavour: Flavour,
+    name: &str,
+    kind: &str,
+    unit: &str,
+    help: &str,
+) {
     let (family_name, sample_name) = match (flavour, kind) {
         (Flavour::OpenMetrics, "counter") => (name.trim_end_matches("_total"), name),
         _ => (name, name),

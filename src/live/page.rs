@@ -13,7 +13,9 @@ use crate::units::{Latency, OpsPerSec};
 use std::fmt::Write;
 
 /// The page's script: follows `/events` (with the page's own query, which
-/// may carry `token=`), swaps each update in, closes at the end.
+/// may carry `token=`), swaps each update in, closes at the end; a link
+/// to another page of the view (a lab's `/run/N`) is followed with the
+/// page's query too, so that the token goes with it.
 const SCRIPT: &str = r#"(function(){
 var body=document.getElementById('live'),log=document.getElementById('events');
 var es=new EventSource('/events'+location.search);
@@ -21,7 +23,9 @@ function on(name){es.addEventListener(name,function(e){
 var d=JSON.parse(e.data);body.innerHTML=d.html;document.title=d.title;
 var li=document.createElement('li');li.textContent=name+' '+d.seq+' '+(d.live?'live':'replayed');log.appendChild(li);
 if(d.kind==='end'){es.close();}});}
-['state','interval','step','end'].forEach(on);
+['state','interval','step','cell','end'].forEach(on);
+document.addEventListener('click',function(e){var a=e.target.closest?e.target.closest('a'):null;var h=a?a.getAttribute('href'):null;
+if(h&&h.charAt(0)==='/'&&location.search&&h.indexOf('?')<0){a.setAttribute('href',h+location.search);}});
 })();"#;
 
 /// The whole page, its body as `html` is now.

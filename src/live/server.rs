@@ -147,7 +147,7 @@ fn refused(request: &Request, token: Option<&str>) -> Option<Response> {
     Some(text(401, "a valid token is required\n"))
 }
 
-fn text(status: u16, body: &str) -> Response {
+pub(crate) fn text(status: u16, body: &str) -> Response {
     Response::whole(
         status,
         "text/plain; charset=utf-8",
@@ -156,7 +156,7 @@ fn text(status: u16, body: &str) -> Response {
 }
 
 /// The path of a request's target, without its query.
-fn path(request: &Request) -> &str {
+pub(crate) fn path(request: &Request) -> &str {
     request
         .target
         .split_once('?')
@@ -165,7 +165,7 @@ fn path(request: &Request) -> &str {
 
 /// Streams counted while they last (the server waits for them to send
 /// the end before the process goes).
-struct Streaming(Arc<AtomicUsize>);
+pub(crate) struct Streaming(pub(crate) Arc<AtomicUsize>);
 
 impl Drop for Streaming {
     fn drop(&mut self) {
@@ -174,7 +174,7 @@ impl Drop for Streaming {
 }
 
 /// Time between comments on an idle event stream: it finds a client gone.
-const KEEP_ALIVE: Duration = Duration::from_secs(10);
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// A client's event stream: the state so far, then each update, until
 /// the hub drops the client (too slow) or stops; a write that cannot
@@ -216,20 +216,13 @@ fn events(live: Arc<Live>, streams: Arc<AtomicUsize>, deadline: Duration) -> Res
     )
 }
 
-/// Answers one request of the live view.
+/// Answers one request of a run's live view (its token checked).
 fn answer(
     request: &Request,
     live: &Arc<Live>,
-    token: Option<&str>,
     streams: &Arc<AtomicUsize>,
     deadline: Duration,
 ) -> Response {
-    if let Some(refusal) = refused(request, token) {
-        return refusal;
-    }
-    if request.method != "GET" {
-        return text(405, "only GET is served here\n");
-    }
     match path(request) {
         "/" | "/index.html" => {
             let (title, html) = live.last().map_or_else(
@@ -256,9 +249,14 @@ fn answer(
     }
 }
 
-/// A running live view; stopping it (or dropping it) ends its threads.
+/// The handler of a view's requests, once the token is checked.
+pub(crate) type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
+
+/// A running live view (of a run, or of a lab); stopping it (or dropping
+/// it) ends its threads.
 pub(crate) struct LiveServer {
-    live: Arc<Live>,
+    /// A run's hub; none for a lab's view, whose streams read the store.
+    live: Option<Arc<Live>>,
     stop: Arc<AtomicBool>,
     streams: Arc<AtomicUsize>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -267,29 +265,90 @@ pub(crate) struct LiveServer {
     pub(crate) url: String,
 }
 
+/// What a view's handler may use: the flag set when the server stops
+/// (a stream ends on it), the count of open streams (the server waits
+/// for them), and how long a write may take.
+pub(crate) struct Serving {
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) streams: Arc<AtomicUsize>,
+    pub(crate) deadline: Duration,
+}
+
 impl LiveServer {
     /// Checks `config`, binds, says where, and serves `live` until
     /// [`LiveServer::finish`].
     pub(crate) fn start(config: &ServeConfig, live: Arc<Live>) -> anyhow::Result<LiveServer> {
-        config.check()?;
-        let listener = config.bind()?;
-        let tls = config.tls_config()?;
-        let url = config.announce(&listener, "live view", true);
-        let stop = Arc::new(AtomicBool::new(false));
-        let streams = Arc::new(AtomicUsize::new(0));
-        let limits = config.limits();
         let publisher = {
             let live = live.clone();
             std::thread::Builder::new()
                 .name("perflab-live-publish".to_string())
                 .spawn(move || live.publish(super::page::render))?
         };
-        let handle: Arc<dyn Fn(&Request) -> Response + Send + Sync> = {
-            let (live, streams, token) = (live.clone(), streams.clone(), config.token.clone());
+        let hub = live.clone();
+        Self::launch(config, Some(hub), vec![publisher], move |serving| {
             Arc::new(move |request: &Request| {
-                answer(request, &live, token.as_deref(), &streams, limits.deadline)
+                answer(request, &live, &serving.streams, serving.deadline)
             })
+        })
+    }
+
+    /// Checks `config`, binds, says where, and answers each request
+    /// (once its token is checked) with the handler `make` builds, until
+    /// [`LiveServer::finish`]: a lab's view.
+    pub(crate) fn start_with(
+        config: &ServeConfig,
+        make: impl FnOnce(Serving) -> Handler,
+    ) -> anyhow::Result<LiveServer> {
+        Self::launch(config, None, Vec::new(), make)
+    }
+
+    fn launch(
+        config: &ServeConfig,
+        live: Option<Arc<Live>>,
+        threads: Vec<std::thread::JoinHandle<()>>,
+        make: impl FnOnce(Serving) -> Handler,
+    ) -> anyhow::Result<LiveServer> {
+        // Stops what was started for it when it cannot serve.
+        let stop_early = |live: &Option<Arc<Live>>, threads: Vec<std::thread::JoinHandle<()>>| {
+            if let Some(live) = live {
+                live.stop();
+            }
+            for thread in threads {
+                let _ = thread.join();
+            }
         };
+        let bound = config.check().map_err(anyhow::Error::from).and_then(|()| {
+            let listener = config.bind()?;
+            let tls = config.tls_config()?;
+            Ok((listener, tls))
+        });
+        let (listener, tls) = match bound {
+            Ok(bound) => bound,
+            Err(e) => {
+                stop_early(&live, threads);
+                return Err(e);
+            }
+        };
+        let url = config.announce(&listener, "live view", true);
+        let stop = Arc::new(AtomicBool::new(false));
+        let streams = Arc::new(AtomicUsize::new(0));
+        let limits = config.limits();
+        let inner = make(Serving {
+            stop: stop.clone(),
+            streams: streams.clone(),
+            deadline: limits.deadline,
+        });
+        let token = config.token.clone();
+        let handle: Handler = Arc::new(move |request: &Request| {
+            if let Some(refusal) = refused(request, token.as_deref()) {
+                return refusal;
+            }
+            if request.method != "GET" {
+                return text(405, "only GET is served here\n");
+            }
+            inner(request)
+        });
+        let mut threads = threads;
         let server = {
             let stop = stop.clone();
             std::thread::Builder::new()
@@ -299,13 +358,20 @@ impl LiveServer {
                     {
                         crate::util::err(format_args!("perflab live view: stopped serving: {e}\n"));
                     }
-                })?
+                })
         };
+        match server {
+            Ok(server) => threads.push(server),
+            Err(e) => {
+                stop_early(&live, threads);
+                return Err(e.into());
+            }
+        }
         Ok(LiveServer {
             live,
             stop,
             streams,
-            threads: vec![publisher, server],
+            threads,
             linger: config.linger,
             url,
         })
@@ -316,7 +382,9 @@ impl LiveServer {
     /// server stops, once its event streams sent what they hold (a few
     /// seconds at most).
     pub(crate) fn finish(mut self, interrupted: &AtomicBool) {
-        self.live.flush(Duration::from_secs(5));
+        if let Some(live) = &self.live {
+            live.flush(Duration::from_secs(5));
+        }
         if !self.linger.is_zero() && !interrupted.load(Ordering::Relaxed) {
             crate::util::err(format_args!(
                 "live view: serving the final page for {} more ({})\n",
@@ -332,7 +400,9 @@ impl LiveServer {
     }
 
     fn shut(&mut self) {
-        self.live.stop();
+        if let Some(live) = &self.live {
+            live.stop();
+        }
         self.stop.store(true, Ordering::Relaxed);
         for thread in self.threads.drain(..) {
             let _ = thread.join();

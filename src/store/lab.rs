@@ -54,6 +54,41 @@ pub(crate) struct StoredLab {
     pub(crate) cells: Vec<StoredCell>,
 }
 
+/// How far a run has got, read from the store while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RunProgress {
+    pub(crate) status: RunStatus,
+    /// Steps begun, the running one included.
+    pub(crate) steps_begun: usize,
+    /// The running step's index (from 0), if one runs.
+    pub(crate) running_step: Option<usize>,
+    /// Steps its plan holds (levels × repeats); none when its plan does
+    /// not read.
+    pub(crate) steps_planned: Option<usize>,
+    /// Intervals stored so far, every step.
+    pub(crate) intervals: u64,
+    /// Operations stored so far, every step and phase: served, refused
+    /// (declined for a business reason), failed.
+    pub(crate) ok: u64,
+    pub(crate) refused: u64,
+    pub(crate) failed: u64,
+}
+
+impl Default for RunProgress {
+    fn default() -> Self {
+        RunProgress {
+            status: RunStatus::Running,
+            steps_begun: 0,
+            running_step: None,
+            steps_planned: None,
+            intervals: 0,
+            ok: 0,
+            refused: 0,
+            failed: 0,
+        }
+    }
+}
+
 impl Store {
     /// Records a lab and all its cells (pending), in one transaction.
     pub(crate) fn create_lab(
@@ -175,6 +210,80 @@ impl Store {
             params![pid, after],
             |r| r.get::<_, Option<i64>>(0),
         )?)
+    }
+
+    /// The newest run that process `pid` began at or after `since` (a
+    /// stored timestamp): the run of a cell still running, before the
+    /// lab marks the cell with it.
+    pub(crate) fn run_begun_by(&self, pid: u32, since: &str) -> anyhow::Result<Option<RunId>> {
+        Ok(self.conn.query_row(
+            "SELECT max(id) FROM runs WHERE pid = ?1 AND started_at >= ?2",
+            params![pid, since],
+            |r| r.get::<_, Option<i64>>(0),
+        )?)
+    }
+
+    /// The newest lab that process `pid` began after lab `after`: the
+    /// lab a `perflab lab --serve` process is running.
+    pub(crate) fn lab_of_process(&self, pid: u32, after: LabId) -> anyhow::Result<Option<LabId>> {
+        Ok(self.conn.query_row(
+            "SELECT max(id) FROM labs WHERE pid = ?1 AND id > ?2",
+            params![pid, after],
+            |r| r.get::<_, Option<i64>>(0),
+        )?)
+    }
+
+    /// The highest lab number so far (0 for none).
+    pub(crate) fn last_lab_id(&self) -> anyhow::Result<LabId> {
+        Ok(self
+            .conn
+            .query_row("SELECT coalesce(max(id), 0) FROM labs", [], |r| r.get(0))?)
+    }
+
+    /// How far run `run` has got, read while its process writes it: the
+    /// steps begun (the running one too, which a loaded run leaves out),
+    /// the intervals and operations stored so far.
+    pub(crate) fn run_progress(&self, run: RunId) -> anyhow::Result<RunProgress> {
+        let (status, plan, target): (String, String, String) = self.conn.query_row(
+            "SELECT status, plan_resolved, target FROM runs WHERE id = ?1",
+            [run],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        let steps_planned = serde_json::from_str(&plan)
+            .ok()
+            .and_then(|p| super::read::typed_plan(&p, &target))
+            .map(|p| p.sweep.levels.len() * p.repeat.max(1) as usize);
+        let (steps_begun, running_step): (i64, Option<i64>) = self.conn.query_row(
+            "SELECT count(*), max(CASE WHEN status = 'running' THEN idx END) FROM steps WHERE run_id = ?1",
+            [run],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let intervals: i64 = self.conn.query_row(
+            "SELECT count(*) FROM intervals i JOIN steps s ON s.id = i.step_id WHERE s.run_id = ?1",
+            [run],
+            |r| r.get(0),
+        )?;
+        let mut progress = RunProgress {
+            status: RunStatus::read(&status).with_context(|| format!("run {run}"))?,
+            steps_begun: steps_begun.max(0) as usize,
+            running_step: running_step.map(|i| i.max(0) as usize),
+            steps_planned,
+            intervals: intervals.max(0) as u64,
+            ..RunProgress::default()
+        };
+        let mut stmt = self.conn.prepare(
+            "SELECT o.ok, o.refused, o.errors FROM interval_ops o JOIN steps s ON s.id = o.step_id WHERE s.run_id = ?1",
+        )?;
+        let mut rows = stmt.query([run])?;
+        while let Some(row) = rows.next()? {
+            progress.ok += row.get::<_, i64>(0)?.max(0) as u64;
+            progress.refused += row.get::<_, i64>(1)?.max(0) as u64;
+            let errors: String = row.get(2)?;
+            progress.failed += serde_json::from_str::<crate::measure::ErrorCounts>(&errors)
+                .with_context(|| format!("run {run}: damaged error counts"))?
+                .total();
+        }
+        Ok(progress)
     }
 
     /// The highest run number so far (0 for none).

@@ -11,7 +11,7 @@ mod status;
 mod write;
 mod writer;
 
-pub(crate) use lab::{LabId, NewCell, StoredCell, StoredLab};
+pub(crate) use lab::{LabId, NewCell, RunProgress, StoredCell, StoredLab};
 pub(crate) use read::{RunRow, StoredRun};
 pub use status::{CellStatus, LabStatus, RunStatus, StoredWord};
 pub use write::{NewRun, StepId};
@@ -145,6 +145,36 @@ impl Store {
             conn,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Opens the store for reading in a process that also writes it (a
+    /// lab serving its own view while it runs): through SQLite alone. Its
+    /// locks are POSIX advisory locks, which a close of *any* descriptor
+    /// of the file in the process releases; SQLite keeps one process's
+    /// connections from doing that to each other, but a plain open and
+    /// close of the file (as [`Store::open_read`]'s checks do) would drop
+    /// the writer's locks, and another process could then checkpoint and
+    /// remove the log under it: a damaged store. Never migrates, never
+    /// opens the file as immutable. None while there is no store there
+    /// yet, or while it is still being made.
+    pub(crate) fn open_in_process(path: &Path) -> anyhow::Result<Option<Self>> {
+        use rusqlite::OpenFlags;
+        // Its metadata only: no descriptor of the file is opened here.
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version < migrations::VERSION {
+            return Ok(None);
+        }
+        refuse_newer(path, version)?;
+        Ok(Some(Store {
+            conn,
+            path: path.to_path_buf(),
+        }))
     }
 
     /// Refuses what is no results store (a device, an empty file, a file

@@ -475,7 +475,7 @@ fn lenient<T: serde::de::DeserializeOwned>(json: &str) -> Option<T> {
 
 /// The stored plan, typed, with the target's traits from its text when the
 /// run predates stored traits.
-fn typed_plan(stored: &serde_json::Value, target: &str) -> Option<Plan> {
+pub(super) fn typed_plan(stored: &serde_json::Value, target: &str) -> Option<Plan> {
     let mut plan: Plan = serde_json::from_value(stored.clone()).ok()?;
     plan.target
         .get_or_insert_with(|| Target::traits_of_text(target));

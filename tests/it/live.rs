@@ -15,15 +15,15 @@ use std::time::{Duration, Instant};
 
 /// A `perflab run … --serve 127.0.0.1:0` process, killed (by its PID) if
 /// the test ends before it does.
-struct Served {
+pub(crate) struct Served {
     child: Child,
     /// `127.0.0.1:PORT`.
-    addr: String,
+    pub(crate) addr: String,
     stdout: mpsc::Receiver<String>,
 }
 
 impl Served {
-    fn start(dir: &std::path::Path, args: &str) -> Served {
+    pub(crate) fn start(dir: &std::path::Path, args: &str) -> Served {
         let mut child = perflab_process(dir)
             .args(args.split_whitespace())
             .stdout(Stdio::piped())
@@ -59,8 +59,13 @@ impl Served {
         }
     }
 
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Waits for the run to end (bounded): its exit code and stdout.
-    fn wait(mut self, bound: Duration) -> (i32, String) {
+    pub(crate) fn wait(mut self, bound: Duration) -> (i32, String) {
         let until = Instant::now() + bound;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -103,7 +108,7 @@ fn exchange(addr: &str, request: &[u8]) -> (u16, String, String) {
     (status, head.to_string(), body.to_string())
 }
 
-fn get(addr: &str, path: &str) -> (u16, String, String) {
+pub(crate) fn get(addr: &str, path: &str) -> (u16, String, String) {
     exchange(
         addr,
         format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
@@ -112,14 +117,14 @@ fn get(addr: &str, path: &str) -> (u16, String, String) {
 
 /// One server-sent event: its name and its data as JSON.
 #[derive(Debug)]
-struct Event {
-    name: String,
-    data: serde_json::Value,
+pub(crate) struct Event {
+    pub(crate) name: String,
+    pub(crate) data: serde_json::Value,
 }
 
 /// Follows `/events` until the `end` event (or the stream ends, or the
 /// bound passes).
-fn follow(addr: &str, bound: Duration) -> Vec<Event> {
+pub(crate) fn follow(addr: &str, bound: Duration) -> Vec<Event> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(bound)).unwrap();
     s.write_all(format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
@@ -164,7 +169,7 @@ fn follow(addr: &str, bound: Duration) -> Vec<Event> {
 }
 
 /// HTML text back to what it escaped.
-fn unescape(html: &str) -> String {
+pub(crate) fn unescape(html: &str) -> String {
     html.replace("&lt;", "<")
         .replace("&gt;", ">")
         .replace("&quot;", "\"")
@@ -307,23 +312,7 @@ fn the_live_page_updates_in_a_browser_until_the_verdict() {
         dir.path(),
         "run null --service 1ms --users 1,2 --warmup 0s --duration 3s --serve 127.0.0.1:0 --serve-linger 10s",
     );
-    let out = std::process::Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--dump-dom",
-            // Virtual time waits for the open event stream: the DOM is
-            // dumped once the page closed it at the end.
-            "--virtual-time-budget=120000",
-        ])
-        .arg(format!("http://{}/", served.addr))
-        .output()
-        .expect("chromium is installed (scripts/test.sh installs it)");
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (dom, stderr) = dump_dom_when_closed(&format!("http://{}/", served.addr));
     assert!(!stderr.contains(":CONSOLE"), "console output: {stderr}");
     assert!(
         dom.contains("<title>perflab live: run 1 · done · complete</title>"),
@@ -349,6 +338,30 @@ fn the_live_page_updates_in_a_browser_until_the_verdict() {
     assert_eq!(live("end "), 1, "{log:?}");
     let (code, _) = served.wait(Duration::from_secs(60));
     assert_eq!(code, 0);
+}
+
+/// Headless Chromium on `url`: the DOM (and Chromium's standard error)
+/// once the page has closed its event stream, or once 120 s of virtual
+/// time have passed. Virtual time waits for an open event stream, so the
+/// page is followed to its end.
+pub(crate) fn dump_dom_when_closed(url: &str) -> (String, String) {
+    let out = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            "--virtual-time-budget=120000",
+        ])
+        .arg(url)
+        .output()
+        .expect("chromium is installed (scripts/test.sh installs it)");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// A Prometheus server started by a test on loopback, its storage in a

@@ -15,6 +15,7 @@ mod help;
 mod host;
 mod kube;
 mod lab;
+mod lab_live;
 mod link;
 mod live;
 mod mariadb;
