@@ -137,7 +137,9 @@ impl NodeExporter {
         let authorization = user.map(|user| {
             use base64::Engine;
             let (name, password) = user.split_once(':').unwrap_or((user, ""));
-            let pair = format!("{}:{}", percent_decoded(name), percent_decoded(password));
+            let decoded =
+                |part: &str| crate::util::percent_decoded(part).unwrap_or_else(|| part.to_string());
+            let pair = format!("{}:{}", decoded(name), decoded(password));
             format!(
                 "Basic {}",
                 base64::engine::general_purpose::STANDARD.encode(pair)
@@ -201,30 +203,6 @@ impl NodeExporter {
         String::from_utf8(body.into_owned())
             .map_err(|_| anyhow::anyhow!("node_exporter at {shown} answered with what is not text"))
     }
-}
-
-/// `%XX` sequences of a URL's user or password as the bytes they stand for.
-fn percent_decoded(part: &str) -> String {
-    let bytes = part.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl RemoteSnapshot {

@@ -121,7 +121,7 @@ impl HttpBase {
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`; none when malformed.
-fn split_host_port(authority: &str, default_port: u16) -> Option<(String, u16)> {
+pub(crate) fn split_host_port(authority: &str, default_port: u16) -> Option<(String, u16)> {
     let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
         let (host, after) = rest.split_once(']')?;
         let port = match after {

@@ -152,9 +152,9 @@ impl Endpoint {
                 super::settings::postgres_settings(&client).await
             })),
             Endpoint::Mysql(t) => Some(block_on(async {
-                let mut conn = mysql::connect(t).await?;
+                let mut conn = mysql::connect(t, mysql::LOOK_QUERY).await?;
                 let s = super::settings::mariadb_settings(&mut conn).await;
-                let _ = conn.disconnect().await;
+                conn.quit().await;
                 s
             })),
             Endpoint::Sqlite(_) | Endpoint::InProcess | Endpoint::Http { .. } => None,

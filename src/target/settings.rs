@@ -84,14 +84,17 @@ pub(crate) async fn postgres_settings(
 }
 
 /// Reads the settings the checks need from a MariaDB or MySQL server.
-pub(crate) async fn mariadb_settings(conn: &mut mysql_async::Conn) -> anyhow::Result<DbSettings> {
-    use mysql_async::prelude::Queryable;
-    let rows: Vec<(String, String)> = conn
-        .query(
+pub(crate) async fn mariadb_settings(
+    conn: &mut super::mysql::MyWire,
+) -> anyhow::Result<DbSettings> {
+    let rows = conn
+        .query_rows(
             "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('innodb_flush_log_at_trx_commit', 'innodb_buffer_pool_size', 'innodb_log_file_size', 'max_connections', 'performance_schema', 'datadir', 'innodb_log_group_home_dir')",
         )
         .await?;
-    let settings: BTreeMap<String, String> = rows.into_iter().collect();
+    let settings: BTreeMap<String, String> = super::mysql::stats::name_values(&rows)
+        .into_iter()
+        .collect();
     // The redo log's directory, relative to the data directory (`./`)
     // unless moved.
     let wal_on_data_device = settings.get("datadir").and_then(|data| {

@@ -63,6 +63,32 @@ pub(crate) mod serde_duration {
     }
 }
 
+/// A URL part with its `%XX` sequences replaced by the bytes they stand
+/// for (a `%` not followed by two hex digits stays as it is); none when the
+/// bytes are not UTF-8.
+pub(crate) fn percent_decoded(part: &str) -> Option<String> {
+    let bytes = part.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// Folds a message onto one line: every run of whitespace (newlines of a
 /// `{:#}` error chain included) becomes one space.
 pub(crate) fn one_line(text: &str) -> String {

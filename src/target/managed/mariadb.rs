@@ -162,8 +162,8 @@ impl ManagedKind for Mariadb {
         Ok(Box::new(move || {
             runtime
                 .block_on(async {
-                    let conn = mysql::connect(&target).await?;
-                    let _ = conn.disconnect().await;
+                    let conn = mysql::connect(&target, mysql::LOOK_QUERY).await?;
+                    conn.quit().await;
                     Ok::<_, PlanError>(())
                 })
                 .map_err(|e| e.to_string())

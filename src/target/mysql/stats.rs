@@ -40,10 +40,8 @@
 //! Without the PROCESS privilege INNODB_TRX cannot be read; then no wait
 //! classes are sampled (rather than calling every lock wait `CPU`).
 
-use super::MyTarget;
+use super::{MyTarget, MyWire, Row};
 use crate::probe::DbStatsSource;
-use mysql_async::prelude::Queryable;
-use mysql_async::Conn;
 use std::collections::BTreeMap;
 
 /// SHOW GLOBAL STATUS names and what perflab calls them (`now_`: a gauge).
@@ -119,10 +117,34 @@ fn performance_schema_sql() -> String {
 /// A session's row: id, COMMAND, trx_state, EVENT_NAME, EVENT_ID.
 type SessionRow = (u64, String, Option<String>, Option<String>, Option<u64>);
 
+/// The sessions of a result of [`plain_sql`] or [`performance_schema_sql`]
+/// (a row without an id or command, which the server never sends, is
+/// passed over).
+fn session_rows(rows: &[Row]) -> Vec<SessionRow> {
+    rows.iter()
+        .filter_map(|r| {
+            Some((
+                r.get(0)?,
+                r.text(1)?.to_string(),
+                r.text(2).map(str::to_string),
+                r.text(3).map(str::to_string),
+                r.get(4),
+            ))
+        })
+        .collect()
+}
+
+/// The (name, value) pairs of a SHOW … STATUS or VARIABLES result.
+pub(crate) fn name_values(rows: &[Row]) -> Vec<(String, String)> {
+    rows.iter()
+        .filter_map(|r| Some((r.text(0)?.to_string(), r.text(1).unwrap_or("").to_string())))
+        .collect()
+}
+
 /// A statistics connection to MariaDB/MySQL.
 pub struct MyStats {
     runtime: tokio::runtime::Runtime,
-    conn: Conn,
+    conn: MyWire,
     /// The sessions query, or none when the server does not let this user
     /// see InnoDB's transactions.
     waits_sql: Option<String>,
@@ -140,7 +162,7 @@ impl MyStats {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let mut conn = runtime.block_on(super::connect(target))?;
+        let mut conn = runtime.block_on(super::connect(target, super::LOOK_QUERY))?;
         let collecting = runtime.block_on(collects_current_waits(&mut conn));
         let mut candidates = Vec::new();
         if collecting {
@@ -150,7 +172,7 @@ impl MyStats {
         let mut chosen = None;
         let mut refusal = None;
         for (sql, with_ps) in candidates {
-            match runtime.block_on(conn.query::<SessionRow, _>(sql.as_str())) {
+            match runtime.block_on(conn.query_rows(&sql)) {
                 Ok(_) => {
                     chosen = Some((sql, with_ps));
                     break;
@@ -183,16 +205,17 @@ impl MyStats {
 
 /// performance_schema is ON and events_waits_current is consumed (it needs
 /// global and thread instrumentation too).
-async fn collects_current_waits(conn: &mut Conn) -> bool {
-    let on: Option<i64> = conn
+async fn collects_current_waits(conn: &mut MyWire) -> bool {
+    let first = |row: Option<Row>| row.and_then(|r| r.get::<i64>(0));
+    let on = conn
         .query_first("SELECT @@performance_schema")
         .await
         .ok()
-        .flatten();
+        .and_then(first);
     if on != Some(1) {
         return false;
     }
-    let enabled: Option<i64> = conn
+    let enabled = conn
         .query_first(
             "SELECT COUNT(*) FROM performance_schema.setup_consumers
              WHERE NAME IN ('global_instrumentation', 'thread_instrumentation', 'events_waits_current')
@@ -200,7 +223,7 @@ async fn collects_current_waits(conn: &mut Conn) -> bool {
         )
         .await
         .ok()
-        .flatten();
+        .and_then(first);
     enabled == Some(3)
 }
 
@@ -272,26 +295,23 @@ impl DbStatsSource for MyStats {
     fn sample_waits(&mut self, waits: &mut BTreeMap<String, u64>) -> anyhow::Result<()> {
         // A failed look at the fsyncs in flight is a gap, as a failed
         // sample is: neither the look nor its values are counted.
-        if let Ok(rows) = self
-            .runtime
-            .block_on(self.conn.query::<(String, String), _>(PENDING_SQL))
-        {
-            add_pending(&mut self.pending, &rows);
+        if let Ok(rows) = self.runtime.block_on(self.conn.query_rows(PENDING_SQL)) {
+            add_pending(&mut self.pending, &name_values(&rows));
         }
         let Some(sql) = &self.waits_sql else {
             return Ok(());
         };
-        let rows: Vec<SessionRow> = self.runtime.block_on(self.conn.query(sql.as_str()))?;
-        count_sessions(rows, waits);
+        let rows = self.runtime.block_on(self.conn.query_rows(sql))?;
+        count_sessions(session_rows(&rows), waits);
         Ok(())
     }
 
     fn counters(&mut self) -> anyhow::Result<BTreeMap<String, f64>> {
-        let rows: Vec<(String, String)> = self
+        let rows = self
             .runtime
-            .block_on(self.conn.query("SHOW GLOBAL STATUS"))?;
+            .block_on(self.conn.query_rows("SHOW GLOBAL STATUS"))?;
         let mut out = BTreeMap::new();
-        for (name, value) in rows {
+        for (name, value) in name_values(&rows) {
             if let Some((_, ours)) = COUNTERS.iter().find(|(theirs, _)| *theirs == name) {
                 if let Ok(v) = value.parse::<f64>() {
                     out.insert(ours.to_string(), v);

@@ -11,7 +11,7 @@ use super::mysql::MyBank;
 use super::postgres::PgBank;
 use super::BankWorkload;
 use crate::error::PlanError;
-use crate::target::mysql::MyTarget;
+use crate::target::mysql::{MyOpts, MyTarget};
 use crate::target::postgres::PgTarget;
 use crate::workload::{Started, SweepDriver};
 use std::sync::Arc;
@@ -95,11 +95,11 @@ impl Form {
     ) -> Option<serde_json::Value> {
         let opts = &target.opts;
         let reach = Reach::Mysql {
-            host: opts.ip_or_hostname().to_string(),
-            port: opts.tcp_port(),
-            user: opts.user().map(ToString::to_string),
-            password: opts.pass().map(ToString::to_string),
-            db: opts.db_name().map(ToString::to_string),
+            host: opts.host.clone(),
+            port: opts.port,
+            user: opts.user.clone(),
+            password: opts.password.clone(),
+            db: opts.db.clone(),
             display: target.display.clone(),
         };
         Self::value(reach, mix, scale, isolation, max_tries, false)
@@ -212,16 +212,16 @@ pub(super) fn build<D: SweepDriver>(
             db,
             display,
         } => {
-            let opts = mysql_async::OptsBuilder::default()
-                .ip_or_hostname(host)
-                .tcp_port(port)
-                .user(user)
-                .pass(password)
-                .db_name(db);
-            let target = MyTarget {
-                opts: mysql_async::Opts::from(opts),
-                display,
+            let opts = MyOpts {
+                host,
+                port,
+                socket: None,
+                user,
+                password,
+                db,
+                tls: false,
             };
+            let target = MyTarget { opts, display };
             let bank = MyBank::attach(target, form.mix, form.isolation, form.max_tries)?;
             let workload = BankWorkload::on_generator(bank, form.mix, form.scale);
             driver.drive(Arc::new(workload), Started::default())

@@ -1,4 +1,6 @@
-//! A MySQL/MariaDB session that owns its socket, for the bank's hot path.
+//! A MySQL/MariaDB session that owns its socket: the bank's hot path, and
+//! (in `text`) the text protocol for everything else: loading and checking
+//! the bank, statistics, settings.
 //!
 //! - **Statements** are prepared once per connection (COM_STMT_PREPARE).
 //!   Each one's COM_STMT_EXECUTE packet is encoded once as a template whose
@@ -16,9 +18,6 @@
 //!   settled (its reply read and dropped) before the next; a write cut
 //!   short marks the connection broken.
 //!
-//! mysql_async still does everything off the hot path: loading, the
-//! check, statistics.
-
 use super::MyTarget;
 use crate::error::PlanError;
 use crate::target::stream::Stream;
@@ -26,6 +25,11 @@ use bytes::{Buf, BytesMut};
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 use std::io;
+use std::time::Duration;
+
+mod text;
+
+pub(crate) use text::Row;
 
 /// The longest reply accepted (one packet or a whole result).
 const MAX_REPLY: usize = 1 << 20;
@@ -151,12 +155,16 @@ pub(crate) struct MyWire {
     broken: bool,
     /// The server ends result sets with an OK packet, not an EOF one.
     deprecate_eof: bool,
+    /// user@host:port/db, for the text protocol's messages.
+    display: String,
+    /// How long one text-protocol query may take.
+    query_timeout: Duration,
 }
 
 impl MyWire {
     /// Connects, authenticates and selects the URL's database, within the
     /// handshake deadline.
-    pub(crate) async fn connect(target: &MyTarget) -> anyhow::Result<MyWire> {
+    pub(crate) async fn connect(target: &MyTarget) -> Result<MyWire, PlanError> {
         tokio::time::timeout(super::super::HANDSHAKE, Self::handshake(target))
             .await
             .map_err(|_| super::super::silent_peer("MySQL/MariaDB", &target.display))?
@@ -164,17 +172,17 @@ impl MyWire {
 
     /// The connection phase: the server's greeting, perflab's reply with
     /// its capabilities and credentials, then the server's verdict.
-    async fn handshake(target: &MyTarget) -> anyhow::Result<MyWire> {
+    async fn handshake(target: &MyTarget) -> Result<MyWire, PlanError> {
         let mut wire = Self::open(target).await?;
         let lost = |e: io::Error| super::unreachable(target, &e);
         let (seq, greeting) = wire.packet().await.map_err(lost)?;
         if greeting.first() == Some(&0xFF) {
-            anyhow::bail!(server_refusal(target, &greeting));
+            return Err(server_refusal(target, &greeting));
         }
         let hello = Greeting::parse(&greeting).ok_or_else(|| protocol(target))?;
         let caps = capabilities(target, &hello)?;
         wire.deprecate_eof = caps & CLIENT_DEPRECATE_EOF != 0;
-        let password = target.opts.pass().unwrap_or("").as_bytes();
+        let password = target.opts.password.as_deref().unwrap_or("").as_bytes();
         let plugin = hello.plugin.as_str();
         let token = auth_token(plugin, password, &hello.scramble)
             .ok_or_else(|| unsupported_plugin(target, plugin))?;
@@ -187,17 +195,17 @@ impl MyWire {
     }
 
     /// The connection, over the URL's Unix socket or TCP (never TLS).
-    async fn open(target: &MyTarget) -> anyhow::Result<MyWire> {
+    async fn open(target: &MyTarget) -> Result<MyWire, PlanError> {
         let opts = &target.opts;
-        if opts.ssl_opts().is_some() {
-            anyhow::bail!(PlanError::new(format!(
+        if opts.tls {
+            return Err(PlanError::new(format!(
                 "{} asks for TLS; perflab speaks to MariaDB/MySQL without it: drop the ssl options from the URL",
                 target.display
             )));
         }
-        let opened = match opts.socket() {
+        let opened = match &opts.socket {
             Some(path) => Stream::unix(std::path::Path::new(path)).await,
-            None => Stream::tcp(opts.ip_or_hostname(), opts.tcp_port()).await,
+            None => Stream::tcp(&opts.host, opts.port).await,
         };
         let stream = opened.map_err(|e| super::unreachable(target, &e))?;
         Ok(MyWire {
@@ -207,6 +215,8 @@ impl MyWire {
             owed: 0,
             broken: false,
             deprecate_eof: false,
+            display: target.display.clone(),
+            query_timeout: super::BANK_QUERY,
         })
     }
 
@@ -218,14 +228,14 @@ impl MyWire {
         target: &MyTarget,
         plugin: &str,
         password: &[u8],
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), PlanError> {
         let lost = |e: io::Error| super::unreachable(target, &e);
         let mut plugin = plugin.to_string();
         loop {
             let (seq, reply) = self.packet().await.map_err(lost)?;
             match reply.first() {
                 Some(0x00) => return Ok(()),
-                Some(0xFF) => anyhow::bail!(server_refusal(target, &reply)),
+                Some(0xFF) => return Err(server_refusal(target, &reply)),
                 // Switch to another method, with a new scramble.
                 Some(0xFE) => {
                     let rest = &reply[1..];
@@ -244,12 +254,12 @@ impl MyWire {
                 // or the server's RSA key.
                 Some(0x01) if plugin == "caching_sha2_password" && reply.get(1) == Some(&3) => {}
                 Some(0x01) if plugin == "caching_sha2_password" => {
-                    anyhow::bail!(PlanError::new(format!(
+                    return Err(PlanError::new(format!(
                         "{} wants the password in full (caching_sha2_password without a cached entry), which needs TLS; log in once with the mysql client to cache it, or give the user mysql_native_password",
                         target.display
                     )));
                 }
-                _ => anyhow::bail!(protocol(target)),
+                _ => return Err(protocol(target)),
             }
         }
     }
@@ -562,19 +572,19 @@ fn auth_token(plugin: &str, password: &[u8], scramble: &[u8]) -> Option<Vec<u8>>
 /// The capabilities perflab asks for that the server offers; an old
 /// server without the 4.1 protocol and its secure authentication is
 /// refused.
-fn capabilities(target: &MyTarget, hello: &Greeting) -> anyhow::Result<u32> {
+fn capabilities(target: &MyTarget, hello: &Greeting) -> Result<u32, PlanError> {
     let mut caps = CLIENT_LONG_PASSWORD
         | CLIENT_PROTOCOL_41
         | CLIENT_TRANSACTIONS
         | CLIENT_SECURE_CONNECTION
         | CLIENT_PLUGIN_AUTH
         | CLIENT_DEPRECATE_EOF;
-    if target.opts.db_name().is_some() {
+    if target.opts.db.is_some() {
         caps |= CLIENT_CONNECT_WITH_DB;
     }
     caps &= hello.capabilities;
     if caps & CLIENT_PROTOCOL_41 == 0 || caps & CLIENT_SECURE_CONNECTION == 0 {
-        anyhow::bail!(protocol(target));
+        return Err(protocol(target));
     }
     Ok(caps)
 }
@@ -588,12 +598,13 @@ fn handshake_response(target: &MyTarget, caps: u32, plugin: &str, token: &[u8]) 
     response.extend_from_slice(&(16u32 << 20).to_le_bytes());
     response.push(CHARSET);
     response.extend_from_slice(&[0; 23]);
-    response.extend_from_slice(opts.user().unwrap_or("").as_bytes());
+    response.extend_from_slice(opts.user.as_deref().unwrap_or("").as_bytes());
     response.push(0);
     response.push(token.len() as u8);
     response.extend_from_slice(token);
     if let Some(db) = opts
-        .db_name()
+        .db
+        .as_ref()
         .filter(|_| caps & CLIENT_CONNECT_WITH_DB != 0)
     {
         response.extend_from_slice(db.as_bytes());

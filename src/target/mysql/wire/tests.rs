@@ -311,3 +311,320 @@ fn late_peer() -> MyTarget {
         }
     })
 }
+
+// The text protocol (`text`): result sets, errors and bounds.
+
+use super::text::{decode, Fault, QueryError, QueryResult, Row, MAX_RESULT};
+
+/// A column definition named `name`: catalog, schema, table, original
+/// table, name, original name, then the fixed fields (character set,
+/// length, type, flags, decimals).
+fn column(name: &str) -> Vec<u8> {
+    let mut p = Vec::new();
+    for part in ["def", "perflab", "t", "t", name, name] {
+        p.push(part.len() as u8);
+        p.extend_from_slice(part.as_bytes());
+    }
+    p.extend_from_slice(&[0x0c, 45, 0, 20, 0, 0, 0, 8, 0, 0, 0, 0, 0]);
+    p
+}
+
+/// A text row: each value a length-encoded string, or 0xFB for NULL.
+fn text_row(values: &[Option<&str>]) -> Vec<u8> {
+    let mut p = Vec::new();
+    for value in values {
+        match value {
+            None => p.push(0xFB),
+            Some(v) if v.len() < 251 => {
+                p.push(v.len() as u8);
+                p.extend_from_slice(v.as_bytes());
+            }
+            Some(v) => {
+                p.push(0xFC);
+                p.extend_from_slice(&(v.len() as u16).to_le_bytes());
+                p.extend_from_slice(v.as_bytes());
+            }
+        }
+    }
+    p
+}
+
+/// A whole result set as a server that did (`deprecate_eof`) or did not
+/// agree to CLIENT_DEPRECATE_EOF sends it.
+fn result_set(deprecate_eof: bool, names: &[&str], rows: &[Vec<Option<&str>>]) -> Vec<u8> {
+    let mut seq = 1;
+    let mut next = |payload: &[u8]| {
+        seq += 1;
+        packet(seq - 1, payload)
+    };
+    let mut out = next(&[names.len() as u8]);
+    for name in names {
+        out.extend(next(&column(name)));
+    }
+    if !deprecate_eof {
+        out.extend(next(&[0xFE, 0, 0, 2, 0]));
+    }
+    for row in rows {
+        out.extend(next(&text_row(row)));
+    }
+    if deprecate_eof {
+        out.extend(next(&[0xFE, 0, 0, 2, 0, 0, 0]));
+    } else {
+        out.extend(next(&[0xFE, 0, 0, 2, 0]));
+    }
+    out
+}
+
+#[test]
+fn a_result_set_is_read_with_and_without_eof_packets_nulls_included() {
+    let long = "x".repeat(300);
+    let rows = vec![
+        vec![Some("7"), Some("Sleep"), None],
+        vec![Some("8"), Some(long.as_str()), Some("LOCK WAIT")],
+        vec![Some(""), None, None],
+    ];
+    for deprecate_eof in [true, false] {
+        let set = result_set(deprecate_eof, &["ID", "COMMAND", "trx_state"], &rows);
+        let got = decode(&set, deprecate_eof, MAX_RESULT).unwrap().unwrap();
+        assert_eq!(got.columns, ["ID", "COMMAND", "trx_state"]);
+        assert_eq!(
+            got.rows,
+            [Row::of(&rows[0]), Row::of(&rows[1]), Row::of(&rows[2])]
+        );
+        assert_eq!(got.rows[0].get::<u64>(0), Some(7));
+        assert_eq!(got.rows[0].text(2), None);
+        assert_eq!(got.rows[2].get::<u64>(0), None);
+        assert_eq!(got.rows[1].text(1), Some(long.as_str()));
+        // Cut anywhere, it is not whole yet.
+        for cut in 0..set.len() {
+            assert_eq!(
+                decode(&set[..cut], deprecate_eof, MAX_RESULT),
+                Ok(None),
+                "cut at {cut}"
+            );
+        }
+    }
+    // No rows at all.
+    let empty = result_set(true, &["x"], &[]);
+    let got = decode(&empty, true, MAX_RESULT).unwrap().unwrap();
+    assert_eq!((got.columns.len(), got.rows.len()), (1, 0));
+}
+
+#[test]
+fn an_ok_packet_gives_the_rows_changed_and_an_err_packet_its_code_state_and_message() {
+    let ok = packet(1, &[0x00, 0xFC, 0xD0, 0x07, 0x00, 0x02, 0x00, 0x00, 0x00]);
+    assert_eq!(
+        decode(&ok, true, MAX_RESULT),
+        Ok(Some(QueryResult {
+            affected: 2000,
+            ..QueryResult::default()
+        }))
+    );
+    let err = packet(1, b"\xff\x7a\x04#42S02Table 'perflab.x' doesn't exist");
+    let fault = Fault::Server {
+        code: 1146,
+        sqlstate: "42S02".to_string(),
+        message: "Table 'perflab.x' doesn't exist".to_string(),
+    };
+    assert_eq!(decode(&err, true, MAX_RESULT), Err(fault));
+    // Without a SQLSTATE marker, the general one.
+    let bare = packet(1, b"\xff\x15\x04Access denied");
+    assert!(matches!(
+        decode(&bare, true, MAX_RESULT),
+        Err(Fault::Server { code: 1045, ref sqlstate, ref message })
+            if sqlstate == "HY000" && message == "Access denied"
+    ));
+    // An error after some rows (a statement killed mid-way) ends the reply.
+    let mut killed = result_set(true, &["x"], &[vec![Some("1")]]);
+    let end = killed.len() - 11;
+    killed.truncate(end);
+    killed.extend(packet(
+        4,
+        b"\xff\x16\x07#70100Query execution was interrupted",
+    ));
+    assert!(matches!(
+        decode(&killed, true, MAX_RESULT),
+        Err(Fault::Server { code: 1814, .. })
+    ));
+    // The message Display is the server's own shape.
+    let e = QueryError::Server {
+        code: 1146,
+        sqlstate: "42S02".to_string(),
+        message: "Table 'perflab.x' doesn't exist".to_string(),
+    };
+    assert_eq!(
+        e.to_string(),
+        "ERROR 1146 (42S02): Table 'perflab.x' doesn't exist"
+    );
+}
+
+#[test]
+fn truncated_and_garbage_packets_are_nonsense_never_a_panic() {
+    let with_row = |row: Vec<u8>| {
+        let mut set = packet(1, &[2]);
+        set.extend(packet(2, &column("a")));
+        set.extend(packet(3, &column("b")));
+        set.extend(packet(4, &row));
+        set.extend(packet(5, &[0xFE, 0, 0, 2, 0, 0, 0]));
+        set
+    };
+    for bad in [
+        // A value claiming more bytes than its packet holds.
+        with_row(vec![1, b'1', 9, b'a']),
+        // One value where two are declared; bytes after the last value.
+        with_row(vec![1, b'1']),
+        with_row(vec![1, b'1', 0xFB, b'z']),
+        // A length cut short.
+        with_row(vec![0xFD, 1]),
+        // An OK packet cut short, a column definition cut short, an EOF
+        // first, an infile request, an empty packet.
+        packet(1, &[0]),
+        [packet(1, &[1]), packet(2, b"\x03def\x07perf")].concat(),
+        packet(1, &[0xFE, 0, 0, 2, 0]),
+        packet(1, &[0xFB, b'x']),
+        packet(1, &[]),
+    ] {
+        assert_eq!(
+            decode(&bad, true, MAX_RESULT),
+            Err(Fault::Nonsense),
+            "{bad:?}"
+        );
+    }
+    // Without DEPRECATE_EOF, a row where the EOF after the definitions
+    // belongs.
+    let mut set = packet(1, &[1]);
+    set.extend(packet(2, &column("a")));
+    set.extend(packet(3, &text_row(&[Some("1")])));
+    assert_eq!(decode(&set, false, MAX_RESULT), Err(Fault::Nonsense));
+    // Any byte of a good result set changed to anything: an answer or an
+    // error, never a panic.
+    let good = result_set(
+        false,
+        &["a", "b"],
+        &[vec![Some("1"), None], vec![Some("22"), Some("x")]],
+    );
+    for at in 0..good.len() {
+        for byte in [0x00, 0x01, 0xFB, 0xFC, 0xFE, 0xFF] {
+            let mut bent = good.clone();
+            bent[at] = byte;
+            let _ = decode(&bent, false, MAX_RESULT);
+            let _ = decode(&bent, true, MAX_RESULT);
+        }
+    }
+}
+
+#[test]
+fn a_result_over_the_limit_is_one_error_before_it_is_kept() {
+    // A header announcing 16 MiB: refused from the header alone.
+    let huge = [0xFF, 0xFF, 0xFF, 1, 0x00];
+    assert_eq!(decode(&huge, true, MAX_RESULT), Err(Fault::TooLarge));
+    let mut big = packet(1, &[1]);
+    big.extend_from_slice(&[0xFF, 0xFF, 0x7F, 2]);
+    assert_eq!(decode(&big, true, 1 << 20), Err(Fault::TooLarge));
+    // Many small rows: their own size counts, not their bytes alone.
+    let rows: Vec<Vec<Option<&str>>> = (0..1000).map(|_| vec![None]).collect();
+    let set = result_set(true, &["x"], &rows);
+    assert!(set.len() < 8 * 1024);
+    assert_eq!(decode(&set, true, 16 * 1024), Err(Fault::TooLarge));
+    assert_eq!(
+        decode(&set, true, MAX_RESULT).unwrap().unwrap().rows.len(),
+        1000
+    );
+}
+
+/// A server on loopback that greets, accepts any login, then answers
+/// each query with the next of `replies` (an empty one: no answer, the
+/// connection held open until the client leaves), then closes.
+fn text_peer(replies: Vec<Vec<u8>>) -> MyTarget {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        if stream
+            .write_all(&greeting("mysql_native_password"))
+            .is_err()
+            || stream.read(&mut buf).unwrap_or(0) == 0
+            || stream
+                .write_all(&packet(2, &[0, 0, 0, 2, 0, 0, 0]))
+                .is_err()
+        {
+            return;
+        }
+        for answer in &replies {
+            if stream.read(&mut buf).unwrap_or(0) == 0 {
+                return;
+            }
+            if answer.is_empty() {
+                while stream.read(&mut buf).unwrap_or(0) > 0 {}
+                return;
+            }
+            if stream.write_all(answer).is_err() {
+                return;
+            }
+        }
+    });
+    super::super::resolve(&format!("mysql://u:pw@127.0.0.1:{port}/db"), &|_| None).unwrap()
+}
+
+/// The results of `queries` on one connection to `target`, each allowed
+/// `timeout`, as text.
+fn queries(target: &MyTarget, timeout: Duration, count: usize) -> Vec<Result<QueryResult, String>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut wire = super::super::connect(target, timeout).await.unwrap();
+        let mut out = Vec::new();
+        for _ in 0..count {
+            out.push(wire.query("SELECT 1").await.map_err(|e| e.to_string()));
+        }
+        out
+    })
+}
+
+#[test]
+fn queries_on_a_live_connection_end_in_one_line_when_the_peer_fails() {
+    let set = result_set(true, &["1"], &[vec![Some("1")]]);
+    let err = packet(1, b"\xff\x7a\x04#42S02no such table");
+    let cut = set[..set.len() - 3].to_vec();
+    let results = queries(&text_peer(vec![set, err, cut]), Duration::from_secs(10), 4);
+    assert_eq!(results[0].as_ref().unwrap().rows, [Row::of(&[Some("1")])]);
+    assert_eq!(
+        results[1].as_ref().unwrap_err(),
+        "ERROR 1146 (42S02): no such table"
+    );
+    let lost = results[2].as_ref().unwrap_err();
+    assert!(
+        lost.contains("was lost") && lost.contains("u@127.0.0.1"),
+        "{lost}"
+    );
+    assert!(
+        results[3].as_ref().unwrap_err().contains("cut short"),
+        "{results:?}"
+    );
+    // Over the limit: refused from the header, the connection dropped.
+    let huge = vec![0xFF, 0xFF, 0xFF, 1, 0x00];
+    let results = queries(&text_peer(vec![huge]), Duration::from_secs(10), 2);
+    let e = results[0].as_ref().unwrap_err();
+    assert!(e.contains("over 16 MiB") && !e.contains('\n'), "{e}");
+    assert!(results[1].as_ref().unwrap_err().contains("cut short"));
+    // Garbage.
+    let garbage = packet(1, b"HTTP/1.1 400 Bad Request");
+    let results = queries(&text_peer(vec![garbage]), Duration::from_secs(10), 1);
+    assert!(
+        results[0].as_ref().unwrap_err().contains("out of protocol"),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn a_query_without_an_answer_ends_at_its_deadline() {
+    let results = queries(&text_peer(vec![Vec::new()]), Duration::from_millis(200), 2);
+    let e = results[0].as_ref().unwrap_err();
+    assert!(e.contains("did not answer a query within"), "{e}");
+    assert!(results[1].as_ref().unwrap_err().contains("cut short"));
+}

@@ -1,9 +1,13 @@
-//! The bank on MySQL or MariaDB, through mysql_async: one connection per
-//! user, the bank's statements prepared once per connection, deadlocks and
-//! lock-wait timeouts retried up to `--max-tries`. The load inserts rows in
-//! multi-row INSERTs over four connections at once. InnoDB clusters rows by
-//! primary key, so the keys are declared before the data (adding them after
-//! would rebuild every table); rows arrive in key order.
+//! The bank on MySQL or MariaDB, on perflab's own session
+//! (`target::mysql::wire`): one connection per user, the bank's statements
+//! prepared once per connection, deadlocks and lock-wait timeouts retried
+//! up to `--max-tries`. The schema, the load and the check go over the
+//! same session's text protocol. The load inserts rows in multi-row
+//! INSERTs of at most [`ROWS_PER_INSERT`] rows (well inside one packet and
+//! the server's default `max_allowed_packet`), the accounts over four
+//! connections at once. InnoDB clusters rows by primary key, so the keys
+//! are declared before the data (adding them after would rebuild every
+//! table); rows arrive in key order.
 
 mod txn;
 
@@ -16,11 +20,9 @@ use super::owned::{Catalog, LEDGER, MADE_BY};
 use super::sqlite::LoadReport;
 use super::{BankBackend, Tables, META_TABLE};
 use crate::error::PlanError;
-use crate::target::mysql::{connect, MyTarget};
+use crate::target::mysql::{connect, MyTarget, MyWire, Row, BANK_QUERY};
 use crate::workload::Seat;
 use anyhow::Context;
-use mysql_async::prelude::Queryable;
-use mysql_async::Conn;
 use std::fmt::Write;
 use std::time::Instant;
 
@@ -95,9 +97,11 @@ impl MyBank {
     pub(crate) fn existing(target: MyTarget) -> anyhow::Result<Self> {
         let bank = Self::attach(target, BankMix::Tpcb, Isolation::ReadCommitted, 1)?;
         let loaded = bank.admin.block_on(async {
-            let mut conn = connect(&bank.target).await?;
+            let mut conn = connect(&bank.target, BANK_QUERY).await?;
             let found = catalog(&mut conn, &bank.tables).await?;
-            loaded_scale(&mut conn, &bank.tables, &found).await
+            let scale = loaded_scale(&mut conn, &bank.tables, &found).await;
+            conn.quit().await;
+            scale
         })?;
         if loaded.is_none() {
             anyhow::bail!(PlanError::new(format!(
@@ -114,13 +118,22 @@ impl MyBank {
         reload: bool,
         started: Instant,
     ) -> anyhow::Result<LoadReport> {
-        let mut conn = connect(&self.target).await?;
-        let found = catalog(&mut conn, &self.tables).await?;
-        if !reload && loaded_scale(&mut conn, &self.tables, &found).await? == Some(scale) {
-            super::ensure_reusable(
-                &figures(&mut conn, &self.tables).await?,
-                &self.target.display,
-            )?;
+        let mut conn = connect(&self.target, BANK_QUERY).await?;
+        let report = self.prepare_on(&mut conn, scale, reload, started).await;
+        conn.quit().await;
+        report
+    }
+
+    async fn prepare_on(
+        &self,
+        conn: &mut MyWire,
+        scale: i64,
+        reload: bool,
+        started: Instant,
+    ) -> anyhow::Result<LoadReport> {
+        let found = catalog(conn, &self.tables).await?;
+        if !reload && loaded_scale(conn, &self.tables, &found).await? == Some(scale) {
+            super::ensure_reusable(&figures(conn, &self.tables).await?, &self.target.display)?;
             return Ok(LoadReport {
                 reused: true,
                 rows: 0,
@@ -129,7 +142,7 @@ impl MyBank {
         }
         let ours = found.replaceable(&self.tables, &self.target.display)?;
         let rows = self
-            .load(&mut conn, scale, &ours)
+            .load(conn, scale, &ours)
             .await
             .with_context(|| format!("cannot load the bank into {}", self.target.display))?;
         Ok(LoadReport {
@@ -143,13 +156,13 @@ impl MyBank {
     /// DDL statement on its own, so the order is what keeps the promise:
     /// each table goes into perflab's ledger before it is made, and only
     /// `ours` (tables the ledger lists) are dropped.
-    async fn load(&self, conn: &mut Conn, scale: i64, ours: &[&str]) -> anyhow::Result<u64> {
+    async fn load(&self, conn: &mut MyWire, scale: i64, ours: &[&str]) -> anyhow::Result<u64> {
         let t = &self.tables;
         let tellers = scale * TELLERS_PER_BRANCH;
         let accounts = scale * ACCOUNTS_PER_BRANCH;
         let teller_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH / TELLERS_PER_BRANCH;
         let branch_balance = INITIAL_BALANCE * ACCOUNTS_PER_BRANCH;
-        conn.query_drop(format!(
+        conn.query_drop(&format!(
             "CREATE TABLE IF NOT EXISTS {LEDGER} (table_name VARCHAR(64) NOT NULL PRIMARY KEY, \
              made_at DATETIME NOT NULL, made_by VARCHAR(16) NOT NULL) ENGINE=InnoDB"
         ))
@@ -159,13 +172,13 @@ impl MyBank {
             .iter()
             .map(|table| format!("('{table}', NOW(), '{MADE_BY}')"))
             .collect();
-        conn.query_drop(format!(
+        conn.query_drop(&format!(
             "INSERT IGNORE INTO {LEDGER} VALUES {}",
             rows.join(", ")
         ))
         .await?;
         if !ours.is_empty() {
-            conn.query_drop(format!("DROP TABLE {}", ours.join(", ")))
+            conn.query_drop(&format!("DROP TABLE {}", ours.join(", ")))
                 .await?;
         }
         for ddl in [
@@ -175,27 +188,17 @@ impl MyBank {
             format!("CREATE TABLE {} (tid INT, bid INT, aid INT, delta BIGINT, mtime DATETIME(6), filler CHAR(22) CHARACTER SET latin1) ENGINE=InnoDB", t.history),
             format!("CREATE TABLE {META_TABLE} (scale BIGINT NOT NULL, initial_total BIGINT NOT NULL, loaded_at DATETIME NOT NULL, schema_version BIGINT NOT NULL) ENGINE=InnoDB"),
         ] {
-            conn.query_drop(ddl).await?;
+            conn.query_drop(&ddl).await?;
         }
-        let mut sql = format!("INSERT INTO {} VALUES ", t.branches);
-        for bid in 1..=scale {
-            let _ = write!(
-                sql,
-                "{}({bid},{branch_balance},'')",
-                if bid > 1 { "," } else { "" }
-            );
-        }
-        conn.query_drop(sql).await?;
-        let mut sql = format!("INSERT INTO {} VALUES ", t.tellers);
-        for tid in 1..=tellers {
+        insert_rows(conn, t.branches, 1, scale, |bid| {
+            format!("({bid},{branch_balance},'')")
+        })
+        .await?;
+        insert_rows(conn, t.tellers, 1, tellers, |tid| {
             let bid = (tid - 1) / TELLERS_PER_BRANCH + 1;
-            let _ = write!(
-                sql,
-                "{}({tid},{bid},{teller_balance},'')",
-                if tid > 1 { "," } else { "" }
-            );
-        }
-        conn.query_drop(sql).await?;
+            format!("({tid},{bid},{teller_balance},'')")
+        })
+        .await?;
 
         let per_stream = (accounts + INSERT_STREAMS - 1) / INSERT_STREAMS;
         let streams = (0..INSERT_STREAMS).map(|i| {
@@ -204,12 +207,12 @@ impl MyBank {
             insert_accounts(&self.target, t.accounts, from, to)
         });
         futures_util::future::try_join_all(streams).await?;
-        conn.query_drop(format!(
+        conn.query_drop(&format!(
             "INSERT INTO {META_TABLE} VALUES ({scale}, {}, NOW(), {SCHEMA_VERSION})",
             accounts * INITIAL_BALANCE
         ))
         .await?;
-        conn.query_drop(format!(
+        conn.query_drop(&format!(
             "ANALYZE TABLE {}, {}, {}",
             t.branches, t.tellers, t.accounts
         ))
@@ -218,65 +221,93 @@ impl MyBank {
     }
 }
 
-/// Inserts accounts `from..=to` in multi-row INSERTs on a connection of its own.
+/// Inserts accounts `from..=to` on a connection of its own.
 async fn insert_accounts(target: &MyTarget, table: &str, from: i64, to: i64) -> anyhow::Result<()> {
-    let mut conn = connect(target).await?;
+    let mut conn = connect(target, BANK_QUERY).await?;
+    insert_rows(&mut conn, table, from, to, |aid| {
+        let bid = (aid - 1) / ACCOUNTS_PER_BRANCH + 1;
+        format!("({aid},{bid},{INITIAL_BALANCE},'')")
+    })
+    .await?;
+    conn.quit().await;
+    Ok(())
+}
+
+/// Inserts the rows `row(n)` for `n` in `from..=to` into `table`, in
+/// multi-row INSERTs of at most [`ROWS_PER_INSERT`] rows.
+async fn insert_rows(
+    conn: &mut MyWire,
+    table: &str,
+    from: i64,
+    to: i64,
+    row: impl Fn(i64) -> String,
+) -> anyhow::Result<()> {
     let mut start = from;
     while start <= to {
         crate::util::check_interrupt("loading the bank")?;
         let end = (start + ROWS_PER_INSERT - 1).min(to);
         let mut sql = String::with_capacity(64 + 32 * ROWS_PER_INSERT as usize);
         let _ = write!(sql, "INSERT INTO {table} VALUES ");
-        for aid in start..=end {
-            let bid = (aid - 1) / ACCOUNTS_PER_BRANCH + 1;
-            let _ = write!(
-                sql,
-                "{}({aid},{bid},{INITIAL_BALANCE},'')",
-                if aid > start { "," } else { "" }
-            );
+        for n in start..=end {
+            if n > start {
+                sql.push(',');
+            }
+            sql.push_str(&row(n));
         }
-        conn.query_drop(sql).await?;
+        conn.query_drop(&sql).await?;
         start = end + 1;
     }
-    conn.disconnect().await?;
     Ok(())
+}
+
+/// The first column of each row, as text (NULLs left out).
+fn first_column(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| r.text(0).map(str::to_string))
+        .collect()
 }
 
 /// What the catalog says of the bank's tables and perflab's ledger in
 /// the connection's database.
-async fn catalog(conn: &mut Conn, tables: &Tables) -> anyhow::Result<Catalog> {
+async fn catalog(conn: &mut MyWire, tables: &Tables) -> anyhow::Result<Catalog> {
     let all = tables.all();
-    let names: Vec<String> = conn
-        .query(format!(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() \
+    let names = first_column(
+        &conn
+            .query_rows(&format!(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() \
              AND table_name IN ('{}')",
-            all.join("', '")
-        ))
-        .await?;
+                all.join("', '")
+            ))
+            .await?,
+    );
     let present = all
         .into_iter()
         .filter(|t| names.iter().any(|n| n.eq_ignore_ascii_case(t)))
         .collect();
-    let columns: Vec<String> = conn
-        .query(format!(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() \
-             AND table_name = '{LEDGER}' ORDER BY ordinal_position"
-        ))
-        .await?;
+    let columns = first_column(
+        &conn
+            .query_rows(&format!(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() \
+                 AND table_name = '{LEDGER}' ORDER BY ordinal_position"
+            ))
+            .await?,
+    );
     let mut found = Catalog::found(present, columns);
     if found.ledger_is_ours() {
-        found.listed = conn
-            .query(format!(
-                "SELECT table_name FROM {LEDGER} WHERE made_by = '{MADE_BY}'"
-            ))
-            .await?;
+        found.listed = first_column(
+            &conn
+                .query_rows(&format!(
+                    "SELECT table_name FROM {LEDGER} WHERE made_by = '{MADE_BY}'"
+                ))
+                .await?,
+        );
     }
     Ok(found)
 }
 
 /// The scale of the bank, when every one of its tables is perflab's.
 async fn loaded_scale(
-    conn: &mut Conn,
+    conn: &mut MyWire,
     tables: &Tables,
     found: &Catalog,
 ) -> anyhow::Result<Option<i64>> {
@@ -284,20 +315,21 @@ async fn loaded_scale(
         return Ok(None);
     }
     Ok(conn
-        .query_first(format!(
+        .query_first(&format!(
             "SELECT MAX(scale) FROM {META_TABLE} WHERE schema_version = {SCHEMA_VERSION}"
         ))
-        .await?)
+        .await?
+        .and_then(|row| row.get(0)))
 }
 
 /// The check's figures, read in one consistent snapshot.
-async fn figures(conn: &mut Conn, t: &Tables) -> anyhow::Result<BankFigures> {
+async fn figures(conn: &mut MyWire, t: &Tables) -> anyhow::Result<BankFigures> {
     conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         .await?;
     conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         .await?;
-    let row: Option<mysql_async::Row> = conn
-        .query_first(format!(
+    let row = conn
+        .query_first(&format!(
             "SELECT (SELECT MAX(scale) FROM {META_TABLE}), (SELECT MAX(initial_total) FROM {META_TABLE}),
                     (SELECT COUNT(*) FROM {b}), (SELECT COUNT(*) FROM {te}), (SELECT COUNT(*) FROM {a}),
                     (SELECT CAST(COALESCE(SUM(abalance), 0) AS SIGNED) FROM {a}),
@@ -316,8 +348,7 @@ async fn figures(conn: &mut Conn, t: &Tables) -> anyhow::Result<BankFigures> {
     conn.query_drop("COMMIT").await?;
     let row = row.context("the figures query returned nothing")?;
     let get = |i: usize| -> anyhow::Result<i64> {
-        row.get_opt::<i64, usize>(i)
-            .and_then(|v| v.ok())
+        row.get::<i64>(i)
             .with_context(|| format!("figure {i} is not a number"))
     };
     Ok(BankFigures {
@@ -351,9 +382,9 @@ impl BankBackend for MyBank {
 
     fn figures(&self) -> anyhow::Result<BankFigures> {
         self.admin.block_on(async {
-            let mut conn = connect(&self.target).await?;
+            let mut conn = connect(&self.target, BANK_QUERY).await?;
             let figures = figures(&mut conn, &self.tables).await;
-            let _ = conn.disconnect().await;
+            conn.quit().await;
             figures
         })
     }
