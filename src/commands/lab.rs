@@ -81,12 +81,12 @@ fn serve_lab(
     store: &std::path::Path,
     ask: &Ask,
 ) -> anyhow::Result<crate::live::LiveServer> {
-    let view = crate::live::LabView::new(store.to_path_buf(), ask.clone());
+    let view = crate::lab::live::LabView::new(store.to_path_buf(), ask.clone());
     let path = store.to_path_buf();
     let runs: crate::live::Pages =
         Arc::new(move |page: &str| super::serve::run_page_in_process(&path, page));
     crate::live::LiveServer::start_with(config, move |serving| {
-        crate::live::lab::handler(view, runs, serving)
+        crate::lab::live::handler(view, runs, serving)
     })
 }
 

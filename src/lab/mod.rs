@@ -17,6 +17,7 @@
 pub(crate) mod capacity;
 pub(crate) mod file;
 pub(crate) mod hooks;
+pub(crate) mod live;
 mod place;
 pub(crate) mod plan;
 pub(crate) mod render;

@@ -181,7 +181,7 @@ impl Flavour {
 }
 
 /// A label value escaped (backslash, double quote, line feed).
-pub(super) fn label(value: &str) -> String {
+pub(crate) fn label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
@@ -189,7 +189,7 @@ pub(super) fn label(value: &str) -> String {
 }
 
 /// A number as both formats read it.
-pub(super) fn float(v: f64) -> String {
+pub(crate) fn float(v: f64) -> String {
     if v.is_nan() {
         "NaN".to_string()
     } else if v.is_infinite() {
@@ -201,7 +201,7 @@ pub(super) fn float(v: f64) -> String {
 
 /// A family's metadata: OpenMetrics names a counter's family without its
 /// `_total` and states units; the 0.0.4 text names the sample.
-pub(super) fn family(
+pub(crate) fn family(
     out: &mut String,
     flavour: Flavour,
     name: &str,

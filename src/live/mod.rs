@@ -13,15 +13,14 @@
 //! since a browser's EventSource sends no header) and TLS
 //! (`--serve-tls-self-signed`, or `--serve-tls-cert` and `--serve-tls-key`).
 //! `perflab serve` serves stored runs' reports the same way, and
-//! `perflab lab --serve` a lab's cells as they run ([`lab`]).
+//! `perflab lab --serve` a lab's cells as they run (`lab::live`, above
+//! this module, on these pages and this server).
 
-pub(crate) mod lab;
 pub(crate) mod metrics;
 pub(crate) mod page;
-mod server;
+pub(crate) mod server;
 pub(crate) mod state;
 
-pub(crate) use lab::LabView;
 pub(crate) use server::{serve_store, LiveServer, Pages, ServeConfig};
 pub(crate) use state::Live;
 

@@ -12,12 +12,12 @@
 //! body; its event stream (`/events`) reads the store every
 //! [`POLL`] and sends the body when it changed, until the lab ends.
 
-use super::metrics::{family, float, label, Flavour};
-use super::server::{path, text, Handler, Serving, Streaming, KEEP_ALIVE};
-use super::Pages;
+use super::capacity::Ask;
+use super::LabSpec;
 use crate::agent::http::{Request, Response};
-use crate::lab::capacity::Ask;
-use crate::lab::LabSpec;
+use crate::live::metrics::{family, float, label, Flavour};
+use crate::live::server::{path, text, Handler, Serving, Streaming, KEEP_ALIVE};
+use crate::live::Pages;
 use crate::report::svg::escape;
 use crate::store::{CellStatus, LabId, LabStatus, RunId, RunProgress, Store, StoredLab};
 use crate::wire::Wire;
@@ -172,7 +172,7 @@ impl LabView {
             .collect::<anyhow::Result<Vec<_>>>()?;
         let report = match (with_report, stored.status) {
             (true, LabStatus::Complete | LabStatus::Partial) => Some(
-                crate::lab::report::summarize(&store, &stored, &self.ask)
+                super::report::summarize(&store, &stored, &self.ask)
                     .map_or_else(|e| format!("no report: {e:#}\n"), |r| r.render()),
             ),
             _ => None,
@@ -527,7 +527,7 @@ pub(crate) fn handler(view: Arc<LabView>, runs: Pages, serving: Serving) -> Hand
             Response::whole(
                 200,
                 "text/html; charset=utf-8",
-                super::page::page(&body.title, &body.html).into_bytes(),
+                crate::live::page::page(&body.title, &body.html).into_bytes(),
             )
         }
         "/events" => events(view.clone(), &serving),
