@@ -67,6 +67,12 @@ pub(crate) mod serde_duration {
 /// for (a `%` not followed by two hex digits stays as it is); none when the
 /// bytes are not UTF-8.
 pub(crate) fn percent_decoded(part: &str) -> Option<String> {
+    String::from_utf8(percent_decoded_bytes(part)).ok()
+}
+
+/// The bytes a URL part's `%XX` sequences stand for, whatever they are
+/// (a file name need not be UTF-8).
+pub(crate) fn percent_decoded_bytes(part: &str) -> Vec<u8> {
     let bytes = part.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -86,7 +92,7 @@ pub(crate) fn percent_decoded(part: &str) -> Option<String> {
             }
         }
     }
-    String::from_utf8(out).ok()
+    out
 }
 
 /// Folds a message onto one line: every run of whitespace (newlines of a

@@ -5,7 +5,7 @@
 //! the end over the event stream and in headless Chromium, and a cell
 //! whose setup failed shown failed with its reason.
 
-use crate::live::{dump_dom_when_closed, follow, get, unescape, Served};
+use crate::live::{dump_dom_when_closed, event_log, follow, get, taken_live, unescape, Served};
 use crate::support::{perflab_expect, tempdir};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -145,16 +145,8 @@ fn the_lab_page_reaches_its_end_in_a_browser() {
         "{dom}"
     );
     assert!(dom.contains("<pre id=\"report\">"), "{dom}");
-    let log: Vec<&str> = dom
-        .split("<li>")
-        .skip(1)
-        .filter_map(|l| l.split("</li>").next())
-        .collect();
-    let live = |kind: &str| {
-        log.iter()
-            .filter(|l| l.starts_with(kind) && l.ends_with("live"))
-            .count()
-    };
+    let log = event_log(&dom);
+    let live = |kind: &str| taken_live(&log, kind);
     // At least one change taken as it came (how many depends on how
     // soon Chromium starts), then the end.
     assert!(live("cell ") >= 1, "{log:?}");

@@ -323,21 +323,29 @@ fn the_live_page_updates_in_a_browser_until_the_verdict() {
     assert!(dom.matches("<svg class=\"chart\"").count() >= 4, "{dom}");
     // The updates it took as they came: intervals of both steps, both
     // steps' ends, the end.
-    let log: Vec<&str> = dom
-        .split("<li>")
-        .skip(1)
-        .filter_map(|l| l.split("</li>").next())
-        .collect();
-    let live = |kind: &str| {
-        log.iter()
-            .filter(|l| l.starts_with(kind) && l.ends_with("live"))
-            .count()
-    };
+    let log = event_log(&dom);
+    let live = |kind: &str| taken_live(&log, kind);
     assert!(live("interval ") >= 4, "{log:?}");
     assert_eq!(live("step "), 2, "{log:?}");
     assert_eq!(live("end "), 1, "{log:?}");
     let (code, _) = served.wait(Duration::from_secs(60));
     assert_eq!(code, 0);
+}
+
+/// The page's log of the events it received (one `<li>` each).
+pub(crate) fn event_log(dom: &str) -> Vec<&str> {
+    dom.split("<li>")
+        .skip(1)
+        .filter_map(|l| l.split("</li>").next())
+        .collect()
+}
+
+/// How many events of `kind` the log shows taken live, as they came
+/// (not from the state a late page is first given).
+pub(crate) fn taken_live(log: &[&str], kind: &str) -> usize {
+    log.iter()
+        .filter(|l| l.starts_with(kind) && l.ends_with("live"))
+        .count()
 }
 
 /// Headless Chromium on `url`: the DOM (and Chromium's standard error)

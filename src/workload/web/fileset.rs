@@ -422,27 +422,10 @@ fn encode_path(path: &str) -> String {
 
 /// The file path a URL path encoded by [`encode_path`] names.
 fn decode_path(path: &str) -> PathBuf {
-    let bytes = path.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
     use std::os::unix::ffi::OsStringExt;
-    PathBuf::from(std::ffi::OsString::from_vec(out))
+    PathBuf::from(std::ffi::OsString::from_vec(
+        crate::util::percent_decoded_bytes(path),
+    ))
 }
 
 #[cfg(test)]
