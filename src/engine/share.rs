@@ -161,10 +161,13 @@ pub(crate) fn run_share<W: Workload>(
 fn wait_for_start(at: SystemTime) -> tokio::time::Instant {
     let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
     let begin = tokio::time::Instant::now() + wait;
-    // Slept to a millisecond before, then spun: a thread woken early
-    // holds its CPU through the start, where one woken at the start waits
-    // its turn on a busy host (the generators' starts must agree).
-    std::thread::sleep(wait.saturating_sub(Duration::from_millis(1)));
+    // Slept to 200 µs before, then spun: a thread woken early holds its
+    // CPU through the start, where one woken at the start waits its turn
+    // on a busy host (the generators' starts must agree). The spin is
+    // short because generators sharing a host spin at once: a spin of
+    // 1 ms left three of them on two busy CPUs up to 3.6 ms apart, one
+    // of 200 µs 1.2 ms.
+    std::thread::sleep(wait.saturating_sub(Duration::from_micros(200)));
     while SystemTime::now() < at {
         std::hint::spin_loop();
     }

@@ -230,7 +230,11 @@ impl<W: Workload> Sweeper<'_, W> {
         }
         let usage_start = SelfUsage::start();
         let started_at = SystemTime::now();
-        let start = Instant::now() + Duration::from_millis(2);
+        let lead = self
+            .generators
+            .as_ref()
+            .map_or(LOCAL_START_LEAD, Generators::start_lead);
+        let start = Instant::now() + lead;
         let observer = &mut *self.observer;
         let mut on_interval = |spec: &IntervalSpec, tally: &Tally, record: IntervalRecord| {
             observer.interval(spec, tally, record)
@@ -290,6 +294,10 @@ impl<W: Workload> Sweeper<'_, W> {
         super::remote::spawn_crew(generators, op_count, shares, self.interrupted, reports)
     }
 }
+
+/// How far ahead local workers are given the step's start: enough for
+/// every thread to be handed it and asleep before it comes.
+const LOCAL_START_LEAD: Duration = Duration::from_millis(2);
 
 /// Adds a step's operations to the run's counts.
 fn add_counts(counts: &mut [OpCounts], step: &FinishedStep) {

@@ -1,7 +1,8 @@
 //! The generators' table of a run on many generators: per step and
 //! generator, its throughput and p95, its CPU against what it could use
 //! (the figure the verdict's generator check reads), its host's CPU busy
-//! and stolen by the hypervisor, and its clock's
+//! and stolen by the hypervisor, when its clock started after the
+//! step's first generator (by the coordinator's clock), and its clock's
 //! offset from the coordinator's with the estimate's error. Empty for a
 //! local run.
 
@@ -34,10 +35,16 @@ pub(crate) fn generator_grid(steps: &[StepResult], load: fn(Level) -> String) ->
         "of",
         "host busy",
         "steal",
+        "started",
         "clock offset",
     ]);
     grid.left = vec![1];
     for step in steps {
+        let first = step
+            .generators
+            .iter()
+            .map(|g| g.started)
+            .fold(f64::INFINITY, f64::min);
         for g in &step.generators {
             grid.rows.push(vec![
                 load(step.level),
@@ -52,6 +59,7 @@ pub(crate) fn generator_grid(steps: &[StepResult], load: fn(Level) -> String) ->
                     .map_or("-".to_string(), |b| Percent(b).to_string()),
                 g.host_steal
                     .map_or("-".to_string(), |b| Percent(b).to_string()),
+                format!("+{:.1} ms", (g.started - first) * 1e3),
                 format!(
                     "{:+.3} ms ±{:.3}",
                     g.clock_offset * 1e3,

@@ -156,6 +156,7 @@ fn three_generators_make_one_run_whose_counts_add_up_exactly() {
     // with other tests (two run at once on two CPUs): a spread over 5 ms
     // is measured once more before it fails.
     let mut spread = widest_start_spread(&run);
+    eprintln!("the generators started {spread} s apart");
     if spread >= 0.005 {
         eprintln!("the generators started {spread} s apart; measuring again");
         perflab_expect(
