@@ -10,8 +10,10 @@
 //! server ([`http`]) bounds what a client can take: request size,
 //! connections at once, time to send a request. Its client and
 //! the bodies it serves are the probes' (`probe::agent_client`): the agent
-//! imports the probes, never the reverse.
+//! imports the probes, never the reverse. With `--echo` it is also the
+//! far end of `perflab run net` ([`echo`]).
 
+mod echo;
 mod generate;
 pub(crate) mod http;
 mod ring;

@@ -5,6 +5,7 @@ use super::http::{Limits, Request, Response};
 use super::{constant_time_eq, Ring};
 use crate::error::PlanError;
 use crate::probe::agent_client::SnapshotBody;
+use crate::probe::counters::process::{ProcessGroup, ProcessSelector, AGENT_LABEL};
 use crate::probe::counters::{HostReader, HostRoot, HostSample, HostSnapshot};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +25,9 @@ pub(crate) struct AgentConfig {
     pub(crate) generate: bool,
     /// Exit after this long without a request.
     pub(crate) idle_exit: Option<Duration>,
+    /// Also an echo (`--echo`): the far end of `perflab run net`, on this
+    /// port of the listening address (0: any free one).
+    pub(crate) echo: Option<u16>,
 }
 
 /// Serves samples until `stop` is set. Prints the address it listens on.
@@ -55,6 +59,27 @@ pub(crate) fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Resul
             .name("perflab-agent-sampler".to_string())
             .spawn(move || sample_loop(&ring, interval, &stop))?
     };
+    let echo = config
+        .echo
+        .map(|port| {
+            super::echo::start(SocketAddr::new(config.listen.ip(), port), stop.clone()).map_err(
+                |e| {
+                    PlanError::flag(
+                        "--echo-port",
+                        format!("cannot listen on port {port}: {e}"),
+                        "pick a free port, or 0 for any",
+                    )
+                },
+            )
+        })
+        .transpose()?;
+    if let Some(echo) = &echo {
+        crate::util::out(format_args!(
+            "echo role on: port {} (its ticket: GET /v1/echo with the token)\n",
+            echo.port
+        ));
+    }
+    let echo = echo.map(Arc::new);
     let examining = Arc::new(AtomicBool::new(false));
     let token = config.token.clone();
     let generator = config
@@ -83,6 +108,7 @@ pub(crate) fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Resul
             started,
             &examining,
             generator.as_deref(),
+            echo.as_deref(),
         )
     });
     let served = super::http::serve(listener, Limits::default(), tls, &stop, handle);
@@ -98,6 +124,13 @@ impl AgentConfig {
             return Err(PlanError::flag(
                 "--generate",
                 "a generator runs what it is sent, so it needs a token",
+                "give --token-file",
+            ));
+        }
+        if self.echo.is_some() && self.token.is_none() {
+            return Err(PlanError::flag(
+                "--echo",
+                "an echo hands its ticket only to a peer with the token, so it needs one",
                 "give --token-file",
             ));
         }
@@ -160,9 +193,19 @@ fn exit_when_idle(
     Ok(())
 }
 
+/// The agent's own process, followed in every sample and snapshot: a
+/// coordinator takes the echo's CPU per transaction from it.
+fn own_process() -> [ProcessGroup; 1] {
+    [ProcessGroup {
+        label: AGENT_LABEL.to_string(),
+        selector: ProcessSelector::Pid(std::process::id()),
+    }]
+}
+
 fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool) {
     let mut reader = HostReader::new(HostRoot::live());
-    let mut last = reader.read(&[]);
+    let own = own_process();
+    let mut last = reader.read(&own);
     let mut next = Instant::now() + interval;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -170,7 +213,7 @@ fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool) {
             std::thread::sleep((next - now).min(Duration::from_millis(100)));
             continue;
         }
-        let snapshot = reader.read(&[]);
+        let snapshot = reader.read(&own);
         let sample = HostSample::between(&last, &snapshot);
         last = snapshot;
         let at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
@@ -192,6 +235,7 @@ fn answer(
     started: Instant,
     examining: &AtomicBool,
     generator: Option<&super::generate::Generator>,
+    echo: Option<&super::echo::Echo>,
 ) -> Response {
     if let Some(token) = token {
         if let Some(refused) = refuse_token(request, token) {
@@ -209,7 +253,17 @@ fn answer(
         return json_response(405, r#"{"error":"only GET is served"}"#.to_string());
     }
     match path {
-        "/v1/hello" => hello(generator.is_some()),
+        "/v1/hello" => hello(generator.is_some(), echo.is_some()),
+        "/v1/echo" => match echo {
+            Some(echo) => json_response(
+                200,
+                serde_json::json!({ "port": echo.port, "ticket": echo.ticket }).to_string(),
+            ),
+            None => json_response(
+                404,
+                r#"{"error":"this agent has no echo role; start it with --echo"}"#.to_string(),
+            ),
+        },
         "/v1/clock" => json_response(
             200,
             format!(r#"{{"unix_ns":{}}}"#, super::generate::unix_ns()),
@@ -246,10 +300,13 @@ fn answer(
 
 /// `/v1/hello`: what this agent is: its version, its roles, and the
 /// workloads its generator runs.
-fn hello(generate: bool) -> Response {
+fn hello(generate: bool, echo: bool) -> Response {
     let mut roles = vec!["probe"];
     if generate {
         roles.push("generate");
+    }
+    if echo {
+        roles.push("echo");
     }
     let body = crate::probe::agent_client::Hello {
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -303,7 +360,7 @@ fn refuse_token(request: &Request, token: &str) -> Option<Response> {
 fn snapshot(started: Instant) -> Response {
     let body = SnapshotBody {
         seconds: started.elapsed().as_secs_f64(),
-        snapshot: HostSnapshot::read(&HostRoot::live(), &[]),
+        snapshot: HostSnapshot::read(&HostRoot::live(), &own_process()),
     };
     match serde_json::to_string(&body) {
         Ok(body) => json_response(200, body),

@@ -361,6 +361,14 @@ pub struct AgentArgs {
     #[arg(long)]
     pub(crate) generate: bool,
 
+    /// Also echo: answer `perflab run net` (request/response and streams) on --echo-port; needs --token-file.
+    #[arg(long)]
+    pub(crate) echo: bool,
+
+    /// The echo's TCP port on the --listen address (0: any free one, told by GET /v1/echo).
+    #[arg(long, value_name = "PORT", default_value_t = 0, requires = "echo")]
+    pub(crate) echo_port: u16,
+
     /// Exit (status 0) after this long without a request: a generator pod's Job then completes.
     #[arg(long, value_name = "TIME", value_parser = values::duration)]
     pub(crate) idle_exit: Option<Duration>,

@@ -46,6 +46,7 @@ pub(crate) fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
             tls,
             generate: args.generate,
             idle_exit: args.idle_exit,
+            echo: args.echo.then_some(args.echo_port),
         },
         stop,
     )?;

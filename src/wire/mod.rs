@@ -6,6 +6,7 @@
 //! through it; the HTTPS targets take their certificate checks from here.
 
 pub(crate) mod answer;
+pub(crate) mod echo;
 pub(crate) mod stream;
 pub(crate) mod tls;
 

@@ -35,6 +35,8 @@ pub struct ProcessGroup {
 pub(crate) const SERVER_LABEL: &str = "server";
 /// The label of perflab's own group.
 pub(crate) const PERFLAB_LABEL: &str = "perflab";
+/// The label of a perflab agent's own process, in what it samples.
+pub(crate) const AGENT_LABEL: &str = "agent";
 
 /// The group's first process: the one its selector names, else the oldest
 /// found (lowest pid) — for a server, its postmaster or main process, whose
