@@ -13,6 +13,7 @@ pub(crate) mod host;
 pub(crate) mod iopath;
 pub(crate) mod latency;
 pub mod mva;
+pub(crate) mod net;
 pub(crate) mod points;
 pub(crate) mod stats;
 pub(crate) mod threads;

@@ -13,7 +13,7 @@ use crate::error::PlanError;
 use crate::live::{Live, LiveServer};
 use crate::measure::Tally;
 use crate::plan::{Level, Plan};
-use crate::probe::agent_client::AgentClient;
+use crate::probe::agent_client::{AgentAccess, AgentClient};
 use crate::probe::counters::process::{ProcessGroup, ProcessSelector};
 use crate::probe::counters::{HostReader, HostRoot, HostSample, HostSnapshot};
 use crate::probe::remote::{RemoteProbe, RemoteWatch};
@@ -89,6 +89,7 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         remotes,
         generators,
         live,
+        access: crate::cli::agent_access(&common.agent_access)?,
     };
     let signal_seen = ctx.signal.clone();
     match workload.start(&plan, ctx) {
@@ -112,6 +113,10 @@ impl SweepDriver for RunContext<'_> {
 
     fn drive<W: Workload>(self, workload: Arc<W>, started: Started) -> anyhow::Result<Exit> {
         execute(workload, started, self)
+    }
+
+    fn agent_access(&self) -> Option<AgentAccess> {
+        Some(self.access.clone())
     }
 }
 
@@ -301,6 +306,8 @@ struct RunContext<'a> {
     generators: Vec<Arc<GeneratorPeer>>,
     /// With `--serve`: the live view's state and its server.
     live: Option<(Arc<Live>, LiveServer)>,
+    /// How agents are reached (a net run's target is one).
+    access: AgentAccess,
 }
 
 /// This host's facts, a database target's settings (`db.…`) and the remote
@@ -391,6 +398,7 @@ fn execute<W: Workload>(
         remotes,
         generators,
         live,
+        access: _,
     } = ctx;
     let (live, live_server) = live.unzip();
     let generators = on_generators(workload.as_ref(), plan, generators)?;

@@ -60,7 +60,11 @@ fn line<T: Serialize>(sample: &T, at: &str, what: &'static str) -> Result<String
 
 /// The run as a JSON value.
 pub(crate) fn run_json(run: &StoredRun) -> Value {
-    let steps: Vec<Value> = run.steps.iter().map(|step| step_json(run, step)).collect();
+    let mut steps: Vec<Value> = run.steps.iter().map(|step| step_json(run, step)).collect();
+    // A net run's figures per step (none for another workload).
+    for (step, net) in steps.iter_mut().zip(crate::analyze::net::net_steps(run)) {
+        step["net"] = json!(net);
+    }
     json!({
         "schema": SCHEMA_ID,
         "run": {

@@ -133,6 +133,14 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
             grid.markdown()
         );
     }
+    if let Some(grid) = super::net::net_grid(r.run) {
+        let _ = writeln!(
+            out,
+            "### The network path\n\nCPU per {}: perflab's process, this host, the agent's process, its host.\n\n{}",
+            super::net::unit_words(r.run),
+            grid.markdown()
+        );
+    }
     let _ = writeln!(
         out,
         "### Stability\n\n{}",

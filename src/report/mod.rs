@@ -8,6 +8,7 @@
 mod generators;
 mod host;
 mod json;
+mod net;
 mod progress;
 mod table;
 

@@ -54,6 +54,9 @@ pub enum Target {
     /// A directory on any mounted file system (local, NFS, SMB): the file
     /// server the files workload writes and reads.
     Dir { path: PathBuf },
+    /// A perflab agent with its echo role (`agent://HOST:PORT`, its HTTP
+    /// port): the far end of the net workload.
+    Agent { address: String },
     /// No server: the `null` workload's in-process stand-in.
     InProcess,
 }
@@ -113,6 +116,8 @@ pub enum TargetKind {
     Http,
     /// A file or a block device: the storage below it is what is measured.
     Storage,
+    /// A perflab agent's echo: the network path is what is measured.
+    Network,
     InProcess,
 }
 
@@ -138,6 +143,7 @@ impl Target {
             Target::File { .. } | Target::Device { .. } | Target::Dir { .. } => {
                 (TargetKind::Storage, false, false, false)
             }
+            Target::Agent { .. } => (TargetKind::Network, false, false, false),
             Target::InProcess => (TargetKind::InProcess, true, false, false),
         };
         Traits {
@@ -207,6 +213,20 @@ impl Target {
                 path: PathBuf::from(path),
             });
         }
+        if let Some(address) = text.strip_prefix("agent://") {
+            let ok = address
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !ok || address.contains('@') || address.contains('/') {
+                return Err(format!(
+                    "'{}' needs HOST:PORT (the agent's port), e.g. agent://127.0.0.1:7071",
+                    redact(text)
+                ));
+            }
+            return Ok(Target::Agent {
+                address: address.to_string(),
+            });
+        }
         if text.starts_with("http://") || text.starts_with("https://") {
             return Ok(Target::Http {
                 bases: http::parse_bases(text)?,
@@ -268,6 +288,7 @@ impl Target {
             Target::File { path } => format!("file:{}", path.display()),
             Target::Device { path } => format!("device:{}", path.display()),
             Target::Dir { path } => format!("dir:{}", path.display()),
+            Target::Agent { address } => format!("agent://{address}"),
             Target::InProcess => "in-process".to_string(),
         }
     }
@@ -316,6 +337,11 @@ impl Target {
                 }
             }
             Target::Postgres { url } | Target::Mysql { url } => of_host(&url_host(url)),
+            Target::Agent { address } => of_host(
+                address
+                    .rsplit_once(':')
+                    .map_or(address.as_str(), |(h, _)| h),
+            ),
         }
     }
 }
@@ -368,6 +394,7 @@ const FORMS: &[(TargetKind, &str)] = &[
     (TargetKind::Storage, "file:PATH"),
     (TargetKind::Storage, "device:/dev/NAME"),
     (TargetKind::Storage, "dir:PATH"),
+    (TargetKind::Network, "agent://HOST:PORT"),
 ];
 
 /// The forms `--target` takes whose kind `keep` lets through, each
@@ -441,7 +468,7 @@ mod tests {
             "{all}"
         );
         assert!(
-            all.ends_with(", file:PATH, device:/dev/NAME or dir:PATH"),
+            all.ends_with(", file:PATH, device:/dev/NAME, dir:PATH or agent://HOST:PORT"),
             "{all}"
         );
         for kind in managed::KINDS {

@@ -53,6 +53,7 @@ impl Opened {
         let endpoint = match target {
             Target::Sqlite { path } => Endpoint::Sqlite(path.clone()),
             Target::InProcess
+            | Target::Agent { .. }
             | Target::File { .. }
             | Target::Device { .. }
             | Target::Dir { .. } => Endpoint::InProcess,

@@ -12,6 +12,7 @@
 pub(crate) mod bank;
 pub(crate) mod disk;
 pub(crate) mod files;
+pub(crate) mod net;
 pub mod null;
 mod registry;
 pub mod web;
@@ -109,6 +110,13 @@ pub trait SweepDriver {
     /// Runs the sweep on `workload`, with what its start made ready.
     fn drive<W: Workload>(self, workload: Arc<W>, started: Started)
         -> anyhow::Result<Self::Output>;
+
+    /// How this run reaches perflab agents (`--token-file`, the trust
+    /// in their certificates): the net workload's target is one. None
+    /// where no run's flags are at hand (a generator's share).
+    fn agent_access(&self) -> Option<crate::probe::agent_client::AgentAccess> {
+        None
+    }
 }
 
 /// What a workload's start made ready besides the workload itself.

@@ -195,6 +195,7 @@ workloads! {
     Bank = super::bank::Bank,
     Disk = super::disk::Disk,
     Files = super::files::Files,
+    Net = super::net::Net,
     Null = super::null::Null,
     Web = super::web::Web,
 }

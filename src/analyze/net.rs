@@ -1,0 +1,312 @@
+//! A net run's figures per step (`perflab run net`): transactions per
+//! second or bits per second, TCP retransmits on both ends, and the CPU
+//! each transaction (or each gigabyte, for `stream` and `maerts`) cost on
+//! both ends — netperf's *service demand*: CPU time used over the window
+//! divided by the work done in it (the utilisation law `D = U·m / X`).
+//!
+//! This end's figures are the host probe's: perflab's own process group
+//! and the host's CPUs, and /proc/net/snmp's retransmits. The far end's
+//! are the agent's counters the net workload stored with each interval
+//! (`workload::net::costs`): its process's CPU ticks and its host's busy
+//! and total ticks, so the agent's CPU share is ticks over ticks, timed by
+//! the interval's own length. Intervals lacking a figure leave it out of
+//! the sums, and a figure missing from every interval is none.
+
+use crate::engine::StepResult;
+use crate::measure::Phase;
+use crate::probe::counters::process::PERFLAB_LABEL;
+use crate::store::StoredRun;
+use crate::workload::net::costs::{
+    AGENT_CPU_TICKS, HOST_ALL_TICKS, HOST_BUSY_TICKS, HOST_CPUS, RETRANS_SEGS,
+};
+use serde::Serialize;
+
+/// What a net step's costs are counted per.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum CostUnit {
+    /// A transaction (rr, crr).
+    Transaction,
+    /// A gigabyte (10⁹ bytes) moved (stream, maerts).
+    Gigabyte,
+}
+
+/// CPU seconds one unit of work cost, on each side.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub(crate) struct CpuPerUnit {
+    /// perflab's own process, seconds per unit.
+    pub(crate) perflab: Option<f64>,
+    /// This host, all its CPUs.
+    pub(crate) host: Option<f64>,
+    /// The agent's own process.
+    pub(crate) agent: Option<f64>,
+    /// The agent's host, all its CPUs.
+    pub(crate) agent_host: Option<f64>,
+}
+
+impl CpuPerUnit {
+    /// Both processes together (perflab's and the agent's): what the
+    /// path's two ends spent on it, whatever else runs on their hosts.
+    pub(crate) fn both_processes(&self) -> Option<f64> {
+        Some(self.perflab? + self.agent?)
+    }
+}
+
+/// One step of a net run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct NetStep {
+    /// The step's load, as tables show it.
+    pub(crate) load: String,
+    /// Transactions (or stream messages) per second.
+    pub(crate) transactions_per_s: f64,
+    /// Payload bits per second, both ways together.
+    pub(crate) bits_per_s: f64,
+    /// Segments retransmitted over the measured window, here and at the agent.
+    pub(crate) retransmits: Option<u64>,
+    pub(crate) agent_retransmits: Option<u64>,
+    pub(crate) unit: CostUnit,
+    /// CPU seconds per unit over the whole measured window.
+    pub(crate) cpu: CpuPerUnit,
+    /// Both processes' CPU seconds per unit in each measured interval,
+    /// for a comparison's test.
+    #[serde(skip)]
+    pub(crate) per_interval: Vec<f64>,
+}
+
+/// Sums of one step's measured intervals.
+#[derive(Default)]
+struct Sums {
+    seconds: f64,
+    ops: u64,
+    bytes: u64,
+    perflab: Option<f64>,
+    host: Option<f64>,
+    agent: Option<f64>,
+    agent_host: Option<f64>,
+    retransmits: Option<f64>,
+    agent_retransmits: Option<f64>,
+}
+
+fn add(to: &mut Option<f64>, value: Option<f64>) {
+    if let Some(v) = value.filter(|v| v.is_finite()) {
+        *to = Some(to.unwrap_or(0.0) + v);
+    }
+}
+
+/// The CPU seconds each side used over one interval of `seconds`:
+/// perflab's, this host's, the agent's, the agent host's.
+fn interval_cpu(interval: &crate::engine::IntervalRecord, seconds: f64) -> [Option<f64>; 4] {
+    let host = interval.host.as_ref();
+    let perflab = host.and_then(|h| {
+        h.processes
+            .iter()
+            .find(|p| p.label == PERFLAB_LABEL)
+            .map(|p| p.cpu() * seconds)
+    });
+    let busy = host.and_then(|h| {
+        h.cpu
+            .as_ref()
+            .map(|c| c.busy() * h.cpus.len().max(1) as f64 * seconds)
+    });
+    let counter = |name: &str| {
+        interval
+            .db
+            .as_ref()
+            .and_then(|d| d.counters.get(name).copied())
+    };
+    // Ticks over ticks: the agent's share of its host's time, times its
+    // host's CPUs, over this interval's length.
+    let per_cpu_ticks = match (counter(HOST_ALL_TICKS), counter(HOST_CPUS)) {
+        (Some(all), Some(cpus)) if all > 0.0 && cpus > 0.0 => Some(all / cpus),
+        _ => None,
+    };
+    let agent = counter(AGENT_CPU_TICKS)
+        .zip(per_cpu_ticks)
+        .map(|(t, per)| t / per * seconds);
+    let agent_host = counter(HOST_BUSY_TICKS)
+        .zip(per_cpu_ticks)
+        .map(|(t, per)| t / per * seconds);
+    [perflab, busy, agent, agent_host]
+}
+
+/// The figures of a net run's steps; empty for any other workload.
+pub(crate) fn net_steps(run: &StoredRun) -> Vec<NetStep> {
+    if run.workload != "net" {
+        return Vec::new();
+    }
+    let unit = match run.op_names.first().map(String::as_str) {
+        Some("stream" | "maerts") => CostUnit::Gigabyte,
+        _ => CostUnit::Transaction,
+    };
+    run.steps.iter().map(|s| net_step(s, unit)).collect()
+}
+
+/// Units of work in `ops` operations moving `bytes`.
+fn units(unit: CostUnit, ops: u64, bytes: u64) -> f64 {
+    match unit {
+        CostUnit::Transaction => ops as f64,
+        CostUnit::Gigabyte => bytes as f64 / 1e9,
+    }
+}
+
+fn net_step(step: &StepResult, unit: CostUnit) -> NetStep {
+    let mut sums = Sums::default();
+    let mut per_interval = Vec::new();
+    for interval in step.intervals.iter().filter(|i| i.phase == Phase::Measured) {
+        let seconds = interval.length.as_secs_f64();
+        if seconds <= 0.0 {
+            continue;
+        }
+        let tally = interval.tally.all_ops();
+        let ops = tally.completed();
+        sums.seconds += seconds;
+        sums.ops += ops;
+        sums.bytes += tally.bytes;
+        let [perflab, host, agent, agent_host] = interval_cpu(interval, seconds);
+        add(&mut sums.perflab, perflab);
+        add(&mut sums.host, host);
+        add(&mut sums.agent, agent);
+        add(&mut sums.agent_host, agent_host);
+        add(
+            &mut sums.retransmits,
+            interval
+                .host
+                .as_ref()
+                .and_then(|h| h.tcp.as_ref())
+                .map(|t| t.retransmits_per_s * seconds),
+        );
+        add(
+            &mut sums.agent_retransmits,
+            interval
+                .db
+                .as_ref()
+                .and_then(|d| d.counters.get(RETRANS_SEGS).copied()),
+        );
+        let done = units(unit, ops, tally.bytes);
+        if let (Some(p), Some(a), true) = (perflab, agent, done > 0.0) {
+            per_interval.push((p + a) / done);
+        }
+    }
+    let done = units(unit, sums.ops, sums.bytes);
+    let per = |cpu: Option<f64>| cpu.filter(|_| done > 0.0).map(|c| c / done);
+    let rate = |n: f64| {
+        if sums.seconds > 0.0 {
+            n / sums.seconds
+        } else {
+            0.0
+        }
+    };
+    NetStep {
+        load: step.level.to_string(),
+        transactions_per_s: rate(sums.ops as f64),
+        bits_per_s: rate(sums.bytes as f64 * 8.0),
+        retransmits: sums.retransmits.map(|r| r.round() as u64),
+        agent_retransmits: sums.agent_retransmits.map(|r| r.round().max(0.0) as u64),
+        unit,
+        cpu: CpuPerUnit {
+            perflab: per(sums.perflab),
+            host: per(sums.host),
+            agent: per(sums.agent),
+            agent_host: per(sums.agent_host),
+        },
+        per_interval,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{IntervalRecord, StepStatus};
+    use crate::measure::{Outcome, PackedTally, Tally};
+    use crate::probe::counters::process::ProcessSample;
+    use crate::probe::counters::{CpuSample, HostSample};
+    use crate::probe::DbSample;
+    use std::time::{Duration, SystemTime};
+
+    /// One measured second: `ops` transactions of 2 bytes, perflab at
+    /// `cpu` CPUs, the agent at `agent_ticks` of 100 per CPU on 2 CPUs.
+    fn second(ops: u64, cpu: f64, agent_ticks: f64) -> IntervalRecord {
+        let mut tally = Tally::new(1);
+        for _ in 0..ops {
+            let done = Outcome {
+                bytes: 2,
+                ..Outcome::ok()
+            };
+            tally.ops[0].record(&done, Duration::from_micros(10), Duration::from_micros(10));
+        }
+        let mut host: HostSample = serde_json::from_value(serde_json::json!({
+            "seconds": 1.0, "cpu": null, "cpus": [], "context_switches_per_s": null,
+            "interrupts_per_s": null, "irqs": [], "procs_running": null, "memory": null,
+            "disks": [], "nics": [], "tcp": {"segments_out_per_s": 10.0, "retransmits_per_s": 1.0,
+            "timeouts": null, "listen_drops": null, "listen_overflows": null},
+            "pressure": {}, "processes": []
+        }))
+        .unwrap();
+        host.cpu = Some(CpuSample {
+            user: 0.25,
+            idle: 0.75,
+            ..CpuSample::default()
+        });
+        host.cpus = vec![CpuSample::default(); 4];
+        let mut perflab: ProcessSample = serde_json::from_value(serde_json::json!({
+            "label": "perflab", "processes": 1, "cpu_user": 0.0, "cpu_system": 0.0,
+            "rss_bytes": 0, "threads": 1, "context_switches_per_s": 0.0
+        }))
+        .unwrap();
+        perflab.cpu_user = cpu;
+        host.processes = vec![perflab];
+        let db = DbSample {
+            counters: [
+                (AGENT_CPU_TICKS, agent_ticks),
+                (HOST_BUSY_TICKS, 100.0),
+                (HOST_ALL_TICKS, 200.0),
+                (HOST_CPUS, 2.0),
+                (RETRANS_SEGS, 3.0),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            waits: Default::default(),
+        };
+        IntervalRecord {
+            phase: Phase::Measured,
+            start: Duration::ZERO,
+            length: Duration::from_secs(1),
+            tally: PackedTally::pack(&tally),
+            db: Some(db),
+            host: Some(host),
+            probes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_cpu_per_transaction_of_both_ends_is_their_time_over_the_work() {
+        let step = StepResult {
+            index: 0,
+            level: crate::plan::Level::Users(1),
+            started_at: SystemTime::UNIX_EPOCH,
+            intervals: vec![second(1000, 0.5, 20.0), second(1000, 0.5, 20.0)],
+            status: StepStatus::Ok,
+            usage: Default::default(),
+            generators: Vec::new(),
+        };
+        let net = net_step(&step, CostUnit::Transaction);
+        assert_eq!(net.transactions_per_s, 1000.0);
+        assert_eq!(net.bits_per_s, 16_000.0);
+        assert_eq!((net.retransmits, net.agent_retransmits), (Some(2), Some(6)));
+        let close = |a: Option<f64>, b: f64| (a.unwrap() - b).abs() < 1e-12;
+        // perflab: 0.5 CPU over 1000 tps = 500 µs each.
+        assert!(close(net.cpu.perflab, 500e-6), "{:?}", net.cpu);
+        // This host: 25% of 4 CPUs = 1 CPU: 1 ms each.
+        assert!(close(net.cpu.host, 1e-3), "{:?}", net.cpu);
+        // The agent: 20 of 100 ticks per CPU = 0.2 CPU: 200 µs each.
+        assert!(close(net.cpu.agent, 200e-6), "{:?}", net.cpu);
+        // Its host: 100 busy of 200 on 2 CPUs = 1 CPU: 1 ms each.
+        assert!(close(net.cpu.agent_host, 1e-3), "{:?}", net.cpu);
+        assert_eq!(net.per_interval.len(), 2);
+        assert!((net.per_interval[0] - 700e-6).abs() < 1e-12);
+        // Per gigabyte: 2000 bytes a second is 2e-6 GB.
+        let bulk = net_step(&step, CostUnit::Gigabyte);
+        assert!(close(bulk.cpu.perflab, 0.5 / 2e-6));
+    }
+}
