@@ -68,6 +68,41 @@ pub(crate) struct RunSummary {
     pub(crate) score: Option<f64>,
     /// `--cost`: the amount, and peak throughput per unit of it.
     pub(crate) cost: Option<(f64, f64)>,
+    /// A net run: the CPU each transaction (or gigabyte) cost both ends'
+    /// processes at its peak, against the baseline's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) net_cpu: Option<NetCpu>,
+}
+
+/// The CPU a net run's unit of work cost perflab's and the agent's
+/// processes together at the run's peak level (`analyze::net`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct NetCpu {
+    /// CPU seconds per unit, over the level's measured windows.
+    pub(crate) per_unit: f64,
+    pub(crate) unit: super::net::CostUnit,
+    /// Against the baseline's per-interval figures: the ratio is this
+    /// run's over the baseline's, below 1 when this run costs less.
+    pub(crate) vs_base: Option<Difference>,
+}
+
+/// A net run's per-interval CPU per unit at `load`, and its CPU per unit
+/// over every measured window there; none for another workload.
+fn net_cpu_samples(run: &StoredRun, load: f64) -> Option<(Vec<f64>, f64, super::net::CostUnit)> {
+    let nets = super::net::net_steps(run);
+    let at: Vec<_> = nets
+        .iter()
+        .zip(&run.steps)
+        .filter(|(_, s)| s.level.value() == load && s.status == StepStatus::Ok)
+        .map(|(n, _)| n)
+        .collect();
+    let unit = at.first()?.unit;
+    let values: Vec<f64> = at
+        .iter()
+        .flat_map(|n| n.per_interval.iter().copied())
+        .collect();
+    let whole: Vec<f64> = at.iter().filter_map(|n| n.cpu.both_processes()).collect();
+    (!whole.is_empty()).then(|| (values, whole.iter().sum::<f64>() / whole.len() as f64, unit))
 }
 
 /// The whole comparison.
@@ -176,6 +211,7 @@ pub(crate) fn compare(
 ) -> Comparison {
     let levels = level_rows(runs, verdicts, seed);
     let base_peak = peak_point(&verdicts[0]).map(|p| samples(&runs[0], p.load).0);
+    let base_cpu = peak_point(&verdicts[0]).and_then(|p| net_cpu_samples(&runs[0], p.load));
     let runs_out = runs
         .iter()
         .zip(verdicts)
@@ -187,6 +223,18 @@ pub(crate) fn compare(
                 _ => None,
             };
             let score = weighted_score(&verdicts[0], peak, weights);
+            let net_cpu =
+                peak.and_then(|p| net_cpu_samples(run, p.load))
+                    .map(|(values, per_unit, unit)| NetCpu {
+                        per_unit,
+                        unit,
+                        vs_base: match (i, &base_cpu) {
+                            (1.., Some((base, _, base_unit))) if *base_unit == unit => {
+                                difference(base, &values, seed)
+                            }
+                            _ => None,
+                        },
+                    });
             RunSummary {
                 run: run.id,
                 peak_throughput: peak.map(|p| p.throughput),
@@ -203,6 +251,7 @@ pub(crate) fn compare(
                     let x = peak?.throughput;
                     (c > 0.0).then_some((c, x / c))
                 }),
+                net_cpu,
             }
         })
         .collect();

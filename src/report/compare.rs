@@ -27,6 +27,30 @@ fn diff_text(d: &Difference) -> String {
     )
 }
 
+/// A net run's CPU per unit at its peak, and which of it and the
+/// baseline costs less.
+fn net_cpu_text(cpu: &crate::analyze::compare::NetCpu, base: i64) -> String {
+    use crate::analyze::net::CostUnit;
+    let (value, unit, work) = match cpu.unit {
+        CostUnit::Transaction => (cpu.per_unit * 1e6, "CPU-µs", "transaction"),
+        CostUnit::Gigabyte => (cpu.per_unit * 1e3, "CPU-ms", "gigabyte"),
+    };
+    let mut text = format!("{value:.1} {unit} per {work} (perflab + agent)");
+    if let Some(d) = &cpu.vs_base {
+        let word = match (d.significant, d.ratio < 1.0) {
+            (false, _) => format!("no significant difference from run {base}"),
+            (true, true) => format!("costs less CPU per {work} than run {base}"),
+            (true, false) => format!("costs more CPU per {work} than run {base}"),
+        };
+        let _ = write!(
+            text,
+            ", vs run {base}: {:.2} [{:.2}, {:.2}], p = {:.3}: {word}",
+            d.ratio, d.ci.0, d.ci.1, d.p_value
+        );
+    }
+    text
+}
+
 /// The rows of the level table: header, then one row per level.
 pub(crate) fn rows(c: &Comparison) -> Vec<Vec<String>> {
     let mut header = vec!["load".to_string()];
@@ -107,6 +131,9 @@ pub(crate) fn summary_lines(c: &Comparison) -> Vec<String> {
                 "; {:.2} {} per unit of cost ({cost})",
                 per, r.rate_unit
             );
+        }
+        if let Some(cpu) = &r.net_cpu {
+            let _ = write!(line, "; {}", net_cpu_text(cpu, base.run));
         }
         out.push(line);
     }

@@ -19,6 +19,7 @@ mod lab_live;
 mod link;
 mod live;
 mod mariadb;
+mod net;
 mod outputs;
 mod postgres;
 mod probes;

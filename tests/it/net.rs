@@ -1,0 +1,335 @@
+//! `perflab run net` against a real `perflab agent --echo` the test
+//! starts (with a token file, stopped by its PID): rr, crr, stream and
+//! maerts end to end on loopback, their table in `show`, `--json` and
+//! Markdown; rr and stream across a veth pair into a network namespace the
+//! test makes (the agent there in TLS, reached by its pinned fingerprint);
+//! fake echoes that never answer, answer garbage or close mid-reply end
+//! the run in one line with a non-zero exit within a deadline; the agent
+//! refuses a garbage hello, a wrong ticket and oversized sizes (each
+//! logged without the ticket) and goes on serving.
+
+use crate::agent::Agent;
+use crate::support::{
+    contains, last_export, perflab, perflab_ok, schema_problems, tempdir, Island,
+};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A token file in `dir`.
+fn token(dir: &Path) -> PathBuf {
+    let path = dir.join("token");
+    std::fs::write(&path, "net-test-token-0123456789abcdef\n").unwrap();
+    path
+}
+
+/// Every hostile run ends within this (the probe's 5 s deadline, or a
+/// one-second step, and start-up).
+const HOSTILE_DEADLINE: Duration = Duration::from_secs(60);
+
+#[test]
+fn rr_crr_stream_and_maerts_run_end_to_end_on_loopback() {
+    let dir = tempdir();
+    let tok = token(dir.path());
+    let agent = Agent::start_with(dir.path(), &tok, &["--echo"], "127.0.0.1");
+    let target = format!("agent://127.0.0.1:{}", agent.port);
+    for (test, sizes) in [
+        ("rr", "--request-size 1 --response-size 1"),
+        ("crr", "--request-size 64 --response-size 1KiB"),
+        ("stream", "--message-size 64KiB"),
+        ("maerts", "--message-size 64KiB"),
+    ] {
+        let out = perflab_ok(
+            dir.path(),
+            &format!(
+                "run net --target {target} --token-file {} --test {test} {sizes} --users 2 --warmup 0s --duration 2s",
+                tok.display()
+            ),
+        );
+        contains(&out, "the network path");
+        let export = last_export(dir.path());
+        assert_eq!(schema_problems(&export), Vec::<String>::new());
+        let step = &export["steps"][0];
+        assert_eq!(step["status"], "ok", "{test}: {step}");
+        let net = &step["net"];
+        assert!(
+            net["transactions_per_s"].as_f64().unwrap() > 0.0,
+            "{test}: {net}"
+        );
+        assert!(net["bits_per_s"].as_f64().unwrap() > 0.0, "{test}: {net}");
+        let unit = if test == "stream" || test == "maerts" {
+            "gigabyte"
+        } else {
+            "transaction"
+        };
+        assert_eq!(net["unit"], unit, "{test}: {net}");
+        // Both ends' processes and hosts were measured.
+        for side in ["perflab", "host", "agent", "agent_host"] {
+            assert!(
+                net["cpu"][side].as_f64().is_some_and(|c| c > 0.0),
+                "{test}: no {side} CPU in {net}"
+            );
+        }
+        assert!(net["retransmits"].is_u64(), "{test}: {net}");
+        assert!(net["agent_retransmits"].is_u64(), "{test}: {net}");
+        assert_eq!(step["summary"]["errors"], 0, "{test}: {step}");
+    }
+    perflab_ok(dir.path(), "report last --md net.md");
+    let md = std::fs::read_to_string(dir.path().join("net.md")).unwrap();
+    contains(&md, "### The network path");
+    contains(&md, "agent ms/GB");
+    // Two runs compared say which costs less CPU per unit of work.
+    let compared = perflab_ok(dir.path(), "compare 3 4");
+    contains(&compared, "CPU-ms per gigabyte (perflab + agent)");
+    contains(&compared, "vs run 3:");
+    agent.stop();
+}
+
+#[test]
+fn rr_and_stream_cross_a_veth_pair_into_a_namespace() {
+    let dir = tempdir();
+    let tok = token(dir.path());
+    let island = Island::create();
+    let agent = Agent::start_in(
+        dir.path(),
+        &tok,
+        &["--echo", "--tls-self-signed"],
+        &island.ip,
+        &island.exec(),
+    );
+    let fingerprint = agent
+        .fingerprint
+        .clone()
+        .expect("a TLS agent's fingerprint");
+    for test in ["rr", "stream"] {
+        perflab_ok(
+            dir.path(),
+            &format!(
+                "run net --target agent://{}:{} --token-file {} --agent-fingerprint {fingerprint} --test {test} --users 1 --warmup 0s --duration 1s",
+                island.ip,
+                agent.port,
+                tok.display()
+            ),
+        );
+        let export = last_export(dir.path());
+        let net = &export["steps"][0]["net"];
+        assert!(
+            net["transactions_per_s"].as_f64().unwrap() > 0.0,
+            "{test}: {net}"
+        );
+        assert!(net["cpu"]["agent"].as_f64().is_some(), "{test}: {net}");
+    }
+    agent.stop();
+}
+
+/// A fake agent: its HTTP port answers every request with the echo's
+/// port and a ticket; its echo port does what `echo` does with each
+/// connection after the first (the run's probe, answered properly when
+/// `probe_ok`).
+struct Fake {
+    http: u16,
+}
+
+impl Fake {
+    fn start(probe_ok: bool, echo: fn(TcpStream)) -> Fake {
+        let echo_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let echo_port = echo_listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for (n, stream) in echo_listener.incoming().enumerate() {
+                let Ok(mut stream) = stream else { return };
+                if n == 0 && probe_ok {
+                    let mut hello = [0u8; 64];
+                    let _ = stream.read(&mut hello);
+                    let _ = stream.write_all(&[0]);
+                    continue;
+                }
+                std::thread::spawn(move || echo(stream));
+            }
+        });
+        let http = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = http.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in http.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head);
+                let body = format!(r#"{{"port":{echo_port},"ticket":"fake"}}"#);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Fake { http: port }
+    }
+
+    /// `perflab run net` against it: exit code, stdout and stderr, and
+    /// how long it took.
+    fn run(&self, dir: &Path, more: &str) -> (Option<i32>, String, String, Duration) {
+        let started = Instant::now();
+        let out = perflab(dir)
+            .args(
+                format!(
+                    "run net --target agent://127.0.0.1:{} --users 1 --warmup 0s --duration 1s --timeout 1s {more}",
+                    self.http
+                )
+                .split_whitespace(),
+            )
+            .timeout(HOSTILE_DEADLINE)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            started.elapsed(),
+        )
+    }
+}
+
+#[test]
+fn an_echo_that_never_answers_ends_the_run_in_one_line() {
+    let dir = tempdir();
+    let fake = Fake::start(false, |stream| {
+        // Holds the connection, reads, says nothing.
+        let mut stream = stream;
+        let mut sink = [0u8; 1024];
+        while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    let (code, _, err, took) = fake.run(dir.path(), "--test rr");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(took < HOSTILE_DEADLINE, "took {took:?}");
+    contains(&err, "did not answer a request within 5s");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn an_echo_that_answers_garbage_ends_the_run_in_one_line() {
+    let dir = tempdir();
+    let fake = Fake::start(false, |mut stream| {
+        let mut hello = [0u8; 64];
+        let _ = stream.read(&mut hello);
+        let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    });
+    let (code, _, err, _) = fake.run(dir.path(), "--test crr");
+    assert_eq!(code, Some(1), "{err}");
+    contains(&err, "answered with what is not an echo's reply");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn an_echo_that_closes_mid_reply_fails_the_step_not_perflab() {
+    let dir = tempdir();
+    // The probe is answered; every transaction after gets half its reply.
+    let fake = Fake::start(true, |mut stream| {
+        let mut request = [0u8; 256];
+        let _ = stream.read(&mut request);
+        let _ = stream.write_all(&[0u8; 32]);
+    });
+    let (code, out, err, took) = fake.run(dir.path(), "--test crr --response-size 64");
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert!(took < HOSTILE_DEADLINE, "took {took:?}");
+    contains(&format!("{out}{err}"), "reset");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// The echo's port and ticket, asked of the agent with the token.
+fn echo_of(agent_port: u16, token: Option<&str>) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", agent_port)).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "GET /v1/echo HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    (
+        json["port"].as_u64().unwrap_or(0) as u16,
+        json["ticket"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Sends `bytes` to the echo and reads what it answers until it closes
+/// (within the agent's hello deadline and a margin).
+fn answer_to(port: u16, bytes: &[u8]) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A hello: magic, mode, request and response sizes, the ticket.
+fn hello(mode: u8, request: u32, response: u32, ticket: &str) -> Vec<u8> {
+    let mut out = b"PLE1".to_vec();
+    out.push(mode);
+    out.extend_from_slice(&request.to_be_bytes());
+    out.extend_from_slice(&response.to_be_bytes());
+    out.push(ticket.len() as u8);
+    out.extend_from_slice(ticket.as_bytes());
+    out
+}
+
+#[test]
+fn the_echo_refuses_bad_peers_and_goes_on_serving() {
+    let dir = tempdir();
+    let tok = token(dir.path());
+    let token_text = std::fs::read_to_string(&tok).unwrap().trim().to_string();
+    let agent = Agent::start_with(dir.path(), &tok, &["--echo"], "127.0.0.1");
+    // Without the token, no ticket.
+    assert_eq!(echo_of(agent.port, None).0, 0);
+    let (port, ticket) = echo_of(agent.port, Some(&token_text));
+    assert!(port > 0 && ticket.len() == 32, "{port} {ticket}");
+    let garbage = answer_to(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    contains(&garbage, "ERR not a perflab echo hello");
+    let wrong = answer_to(port, &hello(0, 1, 1, "not-the-ticket"));
+    contains(&wrong, "ERR a wrong ticket");
+    let oversized = answer_to(port, &hello(0, 1, (16 << 20) + 1, &ticket));
+    contains(
+        &oversized,
+        "ERR a response size of 16777217 bytes; give 1 to 16777216",
+    );
+    let mode = answer_to(port, &hello(9, 1, 1, &ticket));
+    contains(&mode, "ERR mode 9 is none");
+    // A peer that says nothing is cut off at the hello's deadline.
+    let started = Instant::now();
+    assert_eq!(answer_to(port, b""), "");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    // A good hello and a request are answered.
+    let mut good = hello(0, 3, 5, &ticket);
+    good.extend_from_slice(b"abc");
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(&good).unwrap();
+    let mut reply = [1u8; 5];
+    stream.read_exact(&mut reply).unwrap();
+    assert_eq!(reply, [0u8; 5]);
+    drop(stream);
+    // And a run still goes through.
+    perflab_ok(
+        dir.path(),
+        &format!(
+            "run net --target agent://127.0.0.1:{} --token-file {} --users 1 --warmup 0s --duration 1s",
+            agent.port,
+            tok.display()
+        ),
+    );
+    let log = agent.stop();
+    contains(&log, "echo refused 127.0.0.1:");
+    contains(&log, "a wrong ticket");
+    assert!(!log.contains(&ticket), "the ticket reached the log:\n{log}");
+    assert!(
+        !log.contains(&token_text),
+        "the token reached the log:\n{log}"
+    );
+}
