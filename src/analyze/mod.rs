@@ -131,7 +131,34 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     }
     verdict.server_host = server_host;
     verdict.left_out = left_out;
+    net_evidence(run, &mut verdict);
     verdict
+}
+
+/// A net run's verdict says, at its step, what a transaction cost each
+/// end and whether a shaped link was full (`net::evidence`).
+fn net_evidence(run: &StoredRun, verdict: &mut Verdict) {
+    let nets = net::net_steps(run);
+    let Some(bottleneck) = verdict.bottleneck.as_mut() else {
+        return;
+    };
+    let at = match (bottleneck.kind, verdict.peak) {
+        (bottleneck::BottleneckKind::NotReached, _) | (_, None) => {
+            verdict.points.len().checked_sub(1)
+        }
+        (_, peak) => peak,
+    };
+    let Some(load) = at.and_then(|i| verdict.points.get(i)).map(|p| p.load) else {
+        return;
+    };
+    if let Some(net) = nets
+        .iter()
+        .zip(&run.steps)
+        .find(|(_, s)| s.level.value() == load)
+        .map(|(n, _)| n)
+    {
+        bottleneck.evidence.extend(net::evidence(net));
+    }
 }
 
 /// Which network the run's traffic crossed, from its stored target.

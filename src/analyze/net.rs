@@ -71,6 +71,61 @@ pub(crate) struct NetStep {
     /// for a comparison's test.
     #[serde(skip)]
     pub(crate) per_interval: Vec<f64>,
+    /// The shapers on this host's links (tbf, htb) over the window.
+    #[serde(skip)]
+    pub(crate) shaped: Vec<ShapedLink>,
+}
+
+/// A link a queueing discipline shapes, over a step's measured window.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ShapedLink {
+    /// `veth0`, and `server` when in the server's namespace.
+    pub(crate) interface: String,
+    pub(crate) kind: String,
+    /// The rate it shapes to, and what it carried, bytes per second.
+    pub(crate) rate_bytes_per_s: f64,
+    pub(crate) carried_bytes_per_s: f64,
+}
+
+/// A shaper carrying this share of its rate is full: the link's
+/// bandwidth, not either end's CPU, is what a stream met.
+pub(crate) const FULL_LINK: f64 = 0.9;
+
+/// What the verdict says of a net run's step: the CPU a unit of work cost
+/// each end (netperf's service demand, the figure that compares adapters,
+/// drivers and settings), and a shaped link the step filled.
+pub(crate) fn evidence(net: &NetStep) -> Vec<String> {
+    let mut out = Vec::new();
+    let (scale, unit) = match net.unit {
+        CostUnit::Transaction => (1e6, "µs per transaction"),
+        CostUnit::Gigabyte => (1e3, "ms per gigabyte"),
+    };
+    let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}", v * scale));
+    if net.cpu.perflab.is_some() || net.cpu.agent.is_some() {
+        out.push(format!(
+            "the network path's CPU at {}: perflab's process {}, the agent's {} ({unit}; their hosts' CPUs {} and {})",
+            net.load,
+            show(net.cpu.perflab),
+            show(net.cpu.agent),
+            show(net.cpu.host),
+            show(net.cpu.agent_host),
+        ));
+    }
+    for link in &net.shaped {
+        let share = link.carried_bytes_per_s / link.rate_bytes_per_s;
+        if share >= FULL_LINK {
+            out.push(format!(
+                "the {} on {} shapes to {:.1} Mbit/s and carried {:.1} Mbit/s ({:.0}% of it) at {}: the link's bandwidth is the limit, not either end's CPU",
+                link.kind,
+                link.interface,
+                link.rate_bytes_per_s * 8.0 / 1e6,
+                link.carried_bytes_per_s * 8.0 / 1e6,
+                share * 100.0,
+                net.load
+            ));
+        }
+    }
+    out
 }
 
 /// Sums of one step's measured intervals.
@@ -152,6 +207,8 @@ fn units(unit: CostUnit, ops: u64, bytes: u64) -> f64 {
 fn net_step(step: &StepResult, unit: CostUnit) -> NetStep {
     let mut sums = Sums::default();
     let mut per_interval = Vec::new();
+    // (interface, kind) → (rate, bytes carried, seconds).
+    let mut shapers: Vec<(String, String, f64, f64, f64)> = Vec::new();
     for interval in step.intervals.iter().filter(|i| i.phase == Phase::Measured) {
         let seconds = interval.length.as_secs_f64();
         if seconds <= 0.0 {
@@ -182,6 +239,25 @@ fn net_step(step: &StepResult, unit: CostUnit) -> NetStep {
                 .as_ref()
                 .and_then(|d| d.counters.get(RETRANS_SEGS).copied()),
         );
+        for q in interval.host.iter().flat_map(|h| h.qdiscs.iter()) {
+            let Some(rate) = q.rate_bytes_per_s.filter(|r| *r > 0.0) else {
+                continue;
+            };
+            let name = if q.namespace == "host" {
+                q.interface.clone()
+            } else {
+                format!("{} ({})", q.interface, q.namespace)
+            };
+            match shapers.iter_mut().find(|s| s.0 == name && s.1 == q.kind) {
+                Some(s) => {
+                    s.3 += q.bytes_per_s * seconds;
+                    s.4 += seconds;
+                }
+                None => {
+                    shapers.push((name, q.kind.clone(), rate, q.bytes_per_s * seconds, seconds))
+                }
+            }
+        }
         let done = units(unit, ops, tally.bytes);
         if let (Some(p), Some(a), true) = (perflab, agent, done > 0.0) {
             per_interval.push((p + a) / done);
@@ -210,6 +286,16 @@ fn net_step(step: &StepResult, unit: CostUnit) -> NetStep {
             agent_host: per(sums.agent_host),
         },
         per_interval,
+        shaped: shapers
+            .into_iter()
+            .filter(|s| s.4 > 0.0)
+            .map(|(interface, kind, rate, bytes, secs)| ShapedLink {
+                interface,
+                kind,
+                rate_bytes_per_s: rate,
+                carried_bytes_per_s: bytes / secs,
+            })
+            .collect(),
     }
 }
 
@@ -308,5 +394,42 @@ mod tests {
         // Per gigabyte: 2000 bytes a second is 2e-6 GB.
         let bulk = net_step(&step, CostUnit::Gigabyte);
         assert!(close(bulk.cpu.perflab, 0.5 / 2e-6));
+        // The verdict says both ends' costs.
+        let said = evidence(&net).join("\n");
+        assert!(
+            said.contains("perflab's process 500.0, the agent's 200.0 (µs per transaction; their hosts' CPUs 1000.0 and 1000.0)"),
+            "{said}"
+        );
+    }
+
+    fn stream_through(carried: f64) -> NetStep {
+        NetStep {
+            load: "1 user".to_string(),
+            transactions_per_s: 100.0,
+            bits_per_s: carried * 8.0,
+            retransmits: Some(0),
+            agent_retransmits: Some(0),
+            unit: CostUnit::Gigabyte,
+            cpu: CpuPerUnit::default(),
+            per_interval: Vec::new(),
+            shaped: vec![ShapedLink {
+                interface: "plv0".to_string(),
+                kind: "tbf".to_string(),
+                rate_bytes_per_s: 12.5e6,
+                carried_bytes_per_s: carried,
+            }],
+        }
+    }
+
+    /// A stream that fills the shaped link is held by the link; one that
+    /// does not leaves the link out of the verdict.
+    #[test]
+    fn a_stream_that_fills_a_shaped_link_names_the_link() {
+        let full = evidence(&stream_through(12.2e6)).join("\n");
+        assert!(
+            full.contains("the tbf on plv0 shapes to 100.0 Mbit/s and carried 97.6 Mbit/s (98% of it) at 1 user: the link's bandwidth is the limit"),
+            "{full}"
+        );
+        assert!(evidence(&stream_through(6e6)).is_empty());
     }
 }
