@@ -2,7 +2,9 @@
 //! starts (with a token file, stopped by its PID): rr, crr, stream and
 //! maerts end to end on loopback, their table in `show`, `--json` and
 //! Markdown; rr and stream across a veth pair into a network namespace the
-//! test makes (the agent there in TLS, reached by its pinned fingerprint);
+//! test makes (the agent there in TLS, reached by its pinned fingerprint),
+//! and a stream through a tbf on that pair, which the verdict names as
+//! held by the link;
 //! fake echoes that never answer, answer garbage or close mid-reply end
 //! the run in one line with a non-zero exit within a deadline; the agent
 //! refuses a garbage hello, a wrong ticket and oversized sizes (each
@@ -332,4 +334,70 @@ fn the_echo_refuses_bad_peers_and_goes_on_serving() {
         !log.contains(&token_text),
         "the token reached the log:\n{log}"
     );
+}
+
+/// The host's end of an island's veth pair: the interface holding its
+/// address.
+fn host_end(island: &Island) -> String {
+    let out = std::process::Command::new("ip")
+        .args([
+            "-o",
+            "-4",
+            "addr",
+            "show",
+            "to",
+            &format!("{}/32", island.host_ip),
+        ])
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .expect("the host's end of the pair")
+        .to_string()
+}
+
+#[test]
+fn a_stream_through_a_shaped_veth_names_the_links_bandwidth() {
+    let dir = tempdir();
+    let tok = token(dir.path());
+    let island = Island::create();
+    // 100 Mbit/s from the host into the namespace: the stream's way. The
+    // qdisc goes with the pair when the island is dropped.
+    let dev = host_end(&island);
+    let status = std::process::Command::new("tc")
+        .args([
+            "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "100mbit", "burst", "64kb",
+            "latency", "50ms",
+        ])
+        .status()
+        .expect("tc runs");
+    assert!(status.success(), "tc qdisc add: {status}");
+    let agent = Agent::start_in(
+        dir.path(),
+        &tok,
+        &["--echo", "--tls-self-signed"],
+        &island.ip,
+        &island.exec(),
+    );
+    let fingerprint = agent
+        .fingerprint
+        .clone()
+        .expect("a TLS agent's fingerprint");
+    perflab_ok(
+        dir.path(),
+        &format!(
+            "run net --target agent://{}:{} --token-file {} --agent-fingerprint {fingerprint} --test stream --message-size 64KiB --users 1 --warmup 1s --duration 2s",
+            island.ip,
+            agent.port,
+            tok.display()
+        ),
+    );
+    let verdict = perflab_ok(dir.path(), "analyze last");
+    contains(
+        &verdict,
+        &format!("the tbf on {dev} shapes to 100.0 Mbit/s"),
+    );
+    contains(&verdict, "the link's bandwidth is the limit");
+    agent.stop();
 }
