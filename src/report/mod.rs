@@ -11,6 +11,7 @@ mod json;
 mod progress;
 mod table;
 
+mod cache;
 mod compare;
 mod csv;
 mod doctor;
