@@ -2,7 +2,7 @@
 //! (the cache counters its log gave each step) and the processes of both:
 //!
 //! - **a cache too small for the working set** — the cache answers under
-//!   90% of requests or bytes at the last step, its ratio did not rise
+//!   95% of requests or bytes at the last step, its ratio did not rise
 //!   from the first step to the last (a cold cache warming rises), and the
 //!   origin sent more bytes over the measured windows than the cache
 //!   holds: it sent again what the cache had to drop.
@@ -24,9 +24,13 @@ use super::super::points::{ResourceKind, StepPoint};
 use super::{Bottleneck, BottleneckKind};
 use crate::units::{Bytes, Latency, Percent};
 
-/// A hit ratio, by requests or bytes, under which the cache misses
-/// enough to matter, and over which it serves the load itself.
+/// A hit ratio, by requests or bytes, over which the cache serves the
+/// load itself.
 const SERVES: f64 = 0.9;
+/// A hit ratio, by requests or bytes, under which a cache the origin
+/// overflowed misses enough to matter: a few heavy files refetched weigh
+/// on the bytes long before the requests.
+const MISSES: f64 = 0.95;
 /// How much a warming cache's ratio rises from the first step to the
 /// last.
 const WARMING: f64 = 0.05;
@@ -121,7 +125,7 @@ pub(crate) fn verdict(
 fn too_small(points: &[StepPoint], seen: &[(usize, Seen)]) -> Option<Bottleneck> {
     let (first_at, first) = seen.first()?;
     let (last_at, last) = seen.last()?;
-    if last.ratio() >= SERVES || last.ratio() > first.ratio() + WARMING {
+    if last.ratio() >= MISSES || last.ratio() > first.ratio() + WARMING {
         return None;
     }
     let max = points[*last_at].db.get("cache_max_bytes").copied()?;
