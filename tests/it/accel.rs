@@ -85,6 +85,7 @@ fn a_cache_that_fits_sees_the_set_once_and_a_smaller_one_sends_the_origin_more()
         &out,
         "the cache during each step (the accelerator's own log):",
     );
+    contains(&out, "origin cpu");
     let last = fits["steps"].as_array().unwrap().len() - 1;
     let hit_fits = fits["steps"][last]["cache"]["hit_ratio"].as_f64().unwrap();
     assert!(hit_fits >= 0.97, "hit ratio {hit_fits} once warm:\n{out}");
