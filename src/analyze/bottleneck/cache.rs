@@ -43,7 +43,6 @@ const SATURATED: f64 = 0.9;
 /// What the cache's log said over one step's window.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
-    requests: f64,
     hit_ratio: f64,
     byte_hit_ratio: f64,
     origin_requests: f64,
@@ -62,7 +61,6 @@ impl Seen {
         let request_seconds = get("request_seconds").unwrap_or(0.0);
         let origin_seconds = get("origin_seconds").unwrap_or(0.0);
         Some(Seen {
-            requests,
             hit_ratio: get("cache_hit").unwrap_or(0.0) / requests,
             byte_hit_ratio: if served > 0.0 {
                 (1.0 - origin_bytes / served).clamp(0.0, 1.0)
@@ -133,13 +131,21 @@ fn too_small(points: &[StepPoint], seen: &[(usize, Seen)]) -> Option<Bottleneck>
     if max <= 0.0 || sent <= max {
         return None;
     }
-    let mut evidence = vec![format!(
-        "at {} the cache answered {}; at {} it answered {}: the ratio did not rise as a warming cache's does",
-        load_text(&points[*last_at]),
-        last.ratios_text(),
-        load_text(&points[*first_at]),
-        first.ratios_text()
-    )];
+    let mut evidence = vec![if first_at == last_at {
+        format!(
+            "at {}, measured after its warm-up, the cache answered {}",
+            load_text(&points[*last_at]),
+            last.ratios_text()
+        )
+    } else {
+        format!(
+            "at {} the cache answered {}; at {} it answered {}: the ratio did not rise as a warming cache's does",
+            load_text(&points[*last_at]),
+            last.ratios_text(),
+            load_text(&points[*first_at]),
+            first.ratios_text()
+        )
+    }];
     evidence.push(format!(
         "the origin sent {} in {:.0} requests over the measured windows, {:.1}× the cache's {}: it sent again what the cache had to drop",
         Bytes(sent as u64),
@@ -151,13 +157,9 @@ fn too_small(points: &[StepPoint], seen: &[(usize, Seen)]) -> Option<Bottleneck>
         kind: BottleneckKind::CacheTooSmall,
         name: "cache too small for the working set".to_string(),
         evidence,
-        ruled_out: vec![format!(
-            "a cold cache: it had {:.0} requests to warm on before the last step and its ratio stayed flat",
-            seen[..seen.len() - 1]
-                .iter()
-                .map(|(_, s)| s.requests)
-                .sum::<f64>()
-        )],
+        ruled_out: vec![
+            "a cold cache filling: it fetches each file once, never more than it holds".to_string(),
+        ],
         unreliable: false,
         next: Some(
             "give the cache room for the working set (--nginx-set proxy_cache_max_size=…), or vary it in a lab to find the knee"

@@ -941,3 +941,18 @@ fn a_run_without_a_cache_is_left_to_the_other_rules() {
     let points = curve(&PLATEAU);
     assert!(super::cache::verdict(&points, 3, None).is_none());
 }
+
+/// One step is enough: measured after its warm-up, a cache whose origin
+/// sent more than it holds is too small, said without a rise to compare.
+#[test]
+fn one_step_through_a_cache_too_small_says_so_after_its_warm_up() {
+    let mut points = curve(&[900.0]);
+    cached(&mut points, &[(0.99, 0.84)], 0.1, 2e6);
+    let b = super::cache::verdict(&points, 0, None).unwrap();
+    assert_eq!(b.kind, BottleneckKind::CacheTooSmall, "{b:?}");
+    assert!(
+        b.evidence[0].contains("measured after its warm-up"),
+        "{b:?}"
+    );
+    assert!(b.ruled_out[0].starts_with("a cold cache filling"), "{b:?}");
+}
