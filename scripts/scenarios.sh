@@ -47,10 +47,11 @@ disk-throttle           ^resource$            throttle|limit
 files-throttle          ^resource$            throttle|limit
 loop-tmpfs              ^resource$            ^cpu
 loss                    ^network_loss$        .
+cache-small             ^cache_too_small$     ^cache
 generator               ^load_generator$      .
 commit-latency-mariadb  ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -787,6 +788,16 @@ NFT
 
 loss_evidence() {
     echo "  $CLASS dropped: $(ip netns exec $NS nft list chain inet perflab_scn in | grep -o 'counter packets [0-9]* bytes [0-9]*'), of $(ip netns exec $NS cat /proc/net/snmp | awk '/^Tcp:/ {n++} n==2 && /^Tcp:/ {print $11; exit}') TCP segments the server received"
+}
+
+# 9b. A caching accelerator (a managed nginx) in front of a managed
+# origin, its cache of 2 MiB under a file set of 19.5 MiB, perflab on CPU
+# 1 and the accelerator on CPU 0. nginx trims its cache to its size every 10 s
+# at most, so the step warms up 12 s and measures 20 s, --short or not.
+scn_cache_small() {
+    WORKLOAD=web LOAD_FLAG=--rate WARMUP=12s DURATION=20s LAUNCH="taskset -c 1" sweep 300 \
+        --target nginx:managed --nginx-role accelerator --origin nginx:managed --nginx-cpus 0 \
+        --fileset specweb:4 --nginx-set proxy_cache_max_size=2m --connections 8
 }
 
 # 10. perflab held to 5 ms of CPU per 100 ms against a PostgreSQL outside

@@ -29,6 +29,9 @@ pub(crate) struct StepHost {
     pub(crate) retransmits_per_s: Option<f64>,
     /// The server under test's CPU, as a share of one CPU.
     pub(crate) server_cpu: Option<f64>,
+    /// The origin's CPU behind a caching accelerator, when perflab runs
+    /// the origin, as a share of one CPU.
+    pub(crate) origin_cpu: Option<f64>,
     /// perflab's own CPU, as a share of one CPU.
     pub(crate) perflab_cpu: Option<f64>,
     /// Measured intervals the source did not answer for.
@@ -163,6 +166,7 @@ impl StepHost {
             link_utilisation,
             retransmits_per_s: mean(&samples, |s| s.tcp.map(|t| t.retransmits_per_s)),
             server_cpu: process_cpu(&samples, "server"),
+            origin_cpu: process_cpu(&samples, "origin"),
             perflab_cpu: process_cpu(&samples, "perflab"),
             gaps,
         })

@@ -88,6 +88,9 @@ pub(crate) struct HostExtras {
     pub(crate) cpu_iowait: Option<f64>,
     /// The server under test's processes, in CPUs, when followed.
     pub(crate) server_cpus: Option<f64>,
+    /// CPUs the origin's processes used, when perflab runs the origin
+    /// behind a caching accelerator.
+    pub(crate) origin_cpus: Option<f64>,
     /// CPUs the host's own processes kept busy (busy share less steal,
     /// which went to other guests, and less the niced time others yielded
     /// to the server and perflab, × CPUs).
@@ -334,7 +337,8 @@ impl StepPoint {
 }
 
 /// The database's wait samples and counter increases over the measured
-/// intervals, summed (gauges, `now_…`, left out).
+/// intervals, summed (gauges, `now_…`, left out but for a cache's size,
+/// kept as `cache_max_bytes`: the largest the window saw).
 fn database_sums(
     measured_intervals: &[&crate::engine::IntervalRecord],
 ) -> (BTreeMap<String, u64>, BTreeMap<String, f64>) {
@@ -346,6 +350,12 @@ fn database_sums(
         }
         for (k, v) in db.counters.iter().filter(|(k, _)| !k.starts_with("now_")) {
             *db_counters.entry(k.clone()).or_insert(0.0) += v;
+        }
+        if let Some(max) = db.counters.get("now_cache_max_bytes") {
+            let kept = db_counters
+                .entry("cache_max_bytes".to_string())
+                .or_insert(0.0);
+            *kept = kept.max(*max);
         }
     }
     (waits, db_counters)
@@ -646,6 +656,12 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
         }),
         yielded_cpus: weighted_mean(samples, |s| Some(s.cpu_yielded()? * s.cpus.len() as f64)),
         steal: weighted_mean(samples, |s| s.cpu.map(|c| c.steal)),
+        origin_cpus: weighted_mean(samples, |s| {
+            s.processes
+                .iter()
+                .find(|p| p.label == "origin")
+                .map(|p| p.cpu())
+        }),
         server_run_delay: weighted_mean(samples, |s| server(s)?.run_delay),
         perflab_run_delay: weighted_mean(samples, |s| {
             s.processes.iter().find(|p| p.label == "perflab")?.run_delay

@@ -365,8 +365,12 @@ fn local_inventory(endpoint: Option<&Endpoint>) -> std::collections::BTreeMap<St
     inv
 }
 
-/// perflab itself, and the server under test when known.
-fn process_groups(server: Option<ProcessSelector>) -> Vec<ProcessGroup> {
+/// perflab itself, the server under test when known, and the origin
+/// behind it when perflab runs that too.
+fn process_groups(
+    server: Option<ProcessSelector>,
+    origin: Option<ProcessSelector>,
+) -> Vec<ProcessGroup> {
     let mut groups = vec![ProcessGroup {
         label: "perflab".to_string(),
         selector: ProcessSelector::Pid(std::process::id()),
@@ -374,6 +378,12 @@ fn process_groups(server: Option<ProcessSelector>) -> Vec<ProcessGroup> {
     if let Some(selector) = server {
         groups.push(ProcessGroup {
             label: "server".to_string(),
+            selector,
+        });
+    }
+    if let Some(selector) = origin {
+        groups.push(ProcessGroup {
+            label: "origin".to_string(),
             selector,
         });
     }
@@ -440,7 +450,7 @@ fn execute<W: Workload>(
         ),
         db_probe: started.db_probe,
         host_last: None,
-        groups: process_groups(server),
+        groups: process_groups(server, started.origin),
         host: HostReader::new(HostRoot::live()),
         remotes,
         step: None,

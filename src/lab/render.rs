@@ -160,9 +160,12 @@ impl LabReport {
             "cost".to_string(),
             self.per_cost(),
             "score".to_string(),
+            "hit ratio".to_string(),
+            "byte hit".to_string(),
+            "origin MB/s".to_string(),
             "bottleneck".to_string(),
         ]);
-        grid.left = vec![0, 8];
+        grid.left = vec![0, 11];
         for (i, v) in self.variants.iter().enumerate() {
             let vs = match (&v.vs_base, i) {
                 (_, 0) => "baseline".to_string(),
@@ -187,6 +190,15 @@ impl LabReport {
                 v.score
                     .as_ref()
                     .map_or("-".to_string(), |s| format!("{:.2}", s.total)),
+                v.cache.map_or("-".to_string(), |c| {
+                    crate::units::Percent(c.hit_ratio).to_string()
+                }),
+                v.cache.map_or("-".to_string(), |c| {
+                    crate::units::Percent(c.byte_hit_ratio).to_string()
+                }),
+                v.cache.map_or("-".to_string(), |c| {
+                    crate::units::BytesPerSec(c.origin_bytes_per_s).to_string()
+                }),
                 v.bottleneck(),
             ]);
         }

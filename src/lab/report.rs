@@ -44,11 +44,56 @@ pub(crate) struct VariantSummary {
     pub(crate) p95_s: Option<f64>,
     /// Throughput and p95 at each load, means over the runs that ran it.
     pub(crate) curve: Vec<CurvePoint>,
+    /// Through a caching accelerator: its cache's figures at each run's
+    /// peak, means over the runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cache: Option<CacheAtPeak>,
     /// What it costs, and its peak per unit of that cost.
     pub(crate) cost: Option<f64>,
     pub(crate) value: Option<f64>,
     /// Its scorecard, when the lab weighs criteria.
     pub(crate) score: Option<Score>,
+}
+
+/// A caching accelerator's cache at a run's peak step, from its own
+/// counters.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub(crate) struct CacheAtPeak {
+    /// Requests answered from the cache, over all.
+    pub(crate) hit_ratio: f64,
+    /// Bytes served that did not come from the origin, over all served.
+    pub(crate) byte_hit_ratio: f64,
+    /// Bytes the origin sent per second.
+    pub(crate) origin_bytes_per_s: f64,
+}
+
+impl CacheAtPeak {
+    /// The cache's figures at a step, when it went through a cache.
+    fn of(p: &crate::analyze::points::StepPoint) -> Option<CacheAtPeak> {
+        let get = |k: &str| p.db.get(k).copied().unwrap_or(0.0);
+        let requests = p.db.get("cache_requests").copied().filter(|r| *r > 0.0)?;
+        let served = get("served_bytes");
+        let seconds = p.completed as f64 / p.throughput.max(f64::MIN_POSITIVE);
+        Some(CacheAtPeak {
+            hit_ratio: get("cache_hit") / requests,
+            byte_hit_ratio: if served > 0.0 {
+                (1.0 - get("origin_bytes") / served).clamp(0.0, 1.0)
+            } else {
+                1.0
+            },
+            origin_bytes_per_s: get("origin_bytes") / seconds.max(f64::MIN_POSITIVE),
+        })
+    }
+
+    /// The means of `all`, none when empty.
+    fn mean(all: &[CacheAtPeak]) -> Option<CacheAtPeak> {
+        let n = all.len() as f64;
+        (!all.is_empty()).then(|| CacheAtPeak {
+            hit_ratio: all.iter().map(|c| c.hit_ratio).sum::<f64>() / n,
+            byte_hit_ratio: all.iter().map(|c| c.byte_hit_ratio).sum::<f64>() / n,
+            origin_bytes_per_s: all.iter().map(|c| c.origin_bytes_per_s).sum::<f64>() / n,
+        })
+    }
 }
 
 /// One load of a variant's curve.
@@ -239,7 +284,12 @@ fn summarize_variant(
         .filter_map(|(_, v)| v.peak.map(|p| v.points[p].response.p95.as_secs_f64()))
         .collect();
     let peak = (!peaks.is_empty()).then(|| peaks.iter().sum::<f64>() / peaks.len() as f64);
+    let caches: Vec<CacheAtPeak> = list
+        .iter()
+        .filter_map(|(_, v)| CacheAtPeak::of(&v.points[v.peak?]))
+        .collect();
     VariantSummary {
+        cache: CacheAtPeak::mean(&caches),
         p95_s: (!p95s.is_empty()).then(|| p95s.iter().sum::<f64>() / p95s.len() as f64),
         curve: curve(list),
         cost: variant.cost,

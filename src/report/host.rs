@@ -39,6 +39,7 @@ pub(crate) fn host_table(steps: &[StepResult], source: HostSource<'_>) -> String
     let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| Percent(v).to_string());
     let num = |v: Option<f64>| v.map_or("-".to_string(), |v| OpsPerSec(v).to_string());
     let server = rows.iter().any(|(_, h)| h.server_cpu.is_some());
+    let origin = rows.iter().any(|(_, h)| h.origin_cpu.is_some());
     let own = rows.iter().any(|(_, h)| h.perflab_cpu.is_some());
     let gaps = rows.iter().any(|(_, h)| h.gaps > 0);
     let mut out = match source {
@@ -52,6 +53,9 @@ pub(crate) fn host_table(steps: &[StepResult], source: HostSource<'_>) -> String
     );
     if server {
         let _ = write!(out, " {:>11}", "server cpu");
+    }
+    if origin {
+        let _ = write!(out, " {:>11}", "origin cpu");
     }
     if own {
         let _ = write!(out, " {:>12}", "perflab cpu");
@@ -82,6 +86,9 @@ pub(crate) fn host_table(steps: &[StepResult], source: HostSource<'_>) -> String
         );
         if server {
             let _ = write!(out, " {:>11}", pct(h.server_cpu));
+        }
+        if origin {
+            let _ = write!(out, " {:>11}", pct(h.origin_cpu));
         }
         if own {
             let _ = write!(out, " {:>12}", pct(h.perflab_cpu));

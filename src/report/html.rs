@@ -509,6 +509,13 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
         }
         None => out.push_str("<p>No errors in any step.</p>"),
     }
+    if let Some(grid) = super::cache::cache_grid(&r.run.steps) {
+        let _ = write!(
+            out,
+            "<h3>Run {id}: the cache</h3><p>From the accelerator's own log, over each step's measured window.</p>{}",
+            grid.html()
+        );
+    }
     if let Some(grid) = super::generators::generator_grid(&r.run.steps, |l| l.to_string()) {
         let _ = write!(
             out,

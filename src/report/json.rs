@@ -116,6 +116,9 @@ fn step_json(run: &StoredRun, step: &StepResult) -> Value {
     if !step.generators.is_empty() {
         out["generators"] = json!(step.generators);
     }
+    if let Some(cache) = super::cache::cache_figures(step) {
+        out["cache"] = json!(cache);
+    }
     out
 }
 

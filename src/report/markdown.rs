@@ -126,6 +126,13 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
         }
         None => out.push_str("No errors in any step.\n\n"),
     }
+    if let Some(grid) = super::cache::cache_grid(&r.run.steps) {
+        let _ = writeln!(
+            out,
+            "### The cache\n\nFrom the accelerator's own log, over each step's measured window.\n\n{}",
+            grid.markdown()
+        );
+    }
     if let Some(grid) = super::generators::generator_grid(&r.run.steps, |l| l.to_string()) {
         let _ = writeln!(
             out,

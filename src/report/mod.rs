@@ -12,6 +12,7 @@ mod net;
 mod progress;
 mod table;
 
+mod cache;
 mod compare;
 mod csv;
 mod doctor;

@@ -188,6 +188,7 @@ impl TargetArgs {
                 log_dir: self.log_dir.clone(),
                 addresses: Vec::new(),
                 tls_files: None,
+                origin: None,
             },
         ))
     }

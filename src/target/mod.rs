@@ -9,6 +9,7 @@
 //! what the store and reports see.
 
 mod args;
+pub(crate) mod cache_log;
 pub(crate) mod device;
 pub(crate) mod http;
 pub(crate) mod knobs;
@@ -23,7 +24,7 @@ pub(crate) mod tls;
 pub(crate) use args::{
     parse_cpu_list, parse_kernel_cpu_list, validate_target, SurroundingsArgs, TargetArgs,
 };
-pub use managed::ServerOptions;
+pub use managed::{Origin, ServerOptions};
 pub(crate) use open::{Endpoint, Opened};
 
 use crate::error::PlanError;

@@ -31,6 +31,8 @@ pub(crate) enum Endpoint {
     Http {
         bases: Vec<(HttpBase, std::net::SocketAddr)>,
         status: Option<String>,
+        /// A managed caching proxy's access log, read each interval.
+        cache_log: Option<super::cache_log::CacheAccounting>,
     },
     /// Nothing to connect to.
     InProcess,
@@ -62,6 +64,7 @@ impl Opened {
             Target::Http { bases } => Endpoint::Http {
                 bases: resolve_http(bases)?,
                 status: None,
+                cache_log: None,
             },
             Target::Managed(kind) => return Opened::start(kind, server),
         };
@@ -103,6 +106,14 @@ impl Opened {
         self.managed
             .as_ref()
             .map(|m| ProcessSelector::Tree(m.pid()))
+    }
+
+    /// The processes of a managed accelerator's managed origin.
+    pub(crate) fn origin_processes(&self) -> Option<ProcessSelector> {
+        self.managed
+            .as_ref()
+            .and_then(|m| m.origin_pid())
+            .map(ProcessSelector::Tree)
     }
 
     /// The directory a managed web server serves files from.
@@ -246,6 +257,7 @@ fn announce(started: &Announcement<'_>, server: &ServerOptions) -> serde_json::V
                 "host_interface": l.host_interface(),
             })),
             "settings": settings,
+            "origin": server.origin.as_ref().map(|o| o.describe()),
         }
     })
 }
@@ -256,7 +268,11 @@ fn reach(reach: Reach) -> anyhow::Result<Endpoint> {
     Ok(match reach {
         Reach::Postgres { url } => Endpoint::Postgres(Box::new(resolve_postgres(&url)?)),
         Reach::Mysql(target) => Endpoint::Mysql(target),
-        Reach::Http { bases, status } => {
+        Reach::Http {
+            bases,
+            status,
+            cache_log,
+        } => {
             let bases = bases
                 .iter()
                 .map(|u| HttpBase::parse(u).map_err(anyhow::Error::msg))
@@ -264,6 +280,7 @@ fn reach(reach: Reach) -> anyhow::Result<Endpoint> {
             Endpoint::Http {
                 bases: resolve_http(&bases)?,
                 status,
+                cache_log,
             }
         }
     })

@@ -129,6 +129,8 @@ pub struct Started {
     pub(crate) db_probe: Option<DbProbe>,
     /// The server's processes, when perflab started it.
     pub(crate) server: Option<ProcessSelector>,
+    /// The origin's processes, when perflab runs the server's origin too.
+    pub(crate) origin: Option<ProcessSelector>,
     /// Where the server is, for its settings in the run's inventory.
     pub(crate) endpoint: Option<Endpoint>,
 }

@@ -1,6 +1,7 @@
 //! Integration tests: the engine on the null workload (in process), and the
 //! CLI end to end on the embedded SQLite bank, the results store and bad input.
 
+mod accel;
 mod agent;
 mod bank;
 mod cli;

@@ -5,7 +5,8 @@
 //! packet loss, a starved generator; a CPU and lock contention again
 //! beside niced CPU hogs; a disk and a file server's synced writes under a
 //! blkio throttle on perflab's own cgroup; commits waiting on a throttled
-//! log flush; retries at SERIALIZABLE) is run once with short steps, and its verdict
+//! log flush; retries at SERIALIZABLE; a caching accelerator whose cache is
+//! smaller than its file set) is run once with short steps, and its verdict
 //! must name the class (a miss while the hypervisor took 10% or more of
 //! the CPU, the host shared with other guests, or while other processes
 //! kept 0.3 CPUs busy, as the verdict's caveat says, is run once more).
@@ -130,4 +131,9 @@ fn scenario_synced_file_writes_under_a_blkio_throttle_are_the_throttle() {
 #[test]
 fn scenario_commits_waiting_on_a_throttled_log_flush_are_latency_bound() {
     scenario("commit-latency-mariadb");
+}
+
+#[test]
+fn scenario_a_cache_smaller_than_the_file_set_is_too_small_for_the_working_set() {
+    scenario("cache-small");
 }

@@ -4,7 +4,10 @@
 //!
 //! 1. **load generator** ([`generator`]) — when the generator set the
 //!    pace, every other conclusion is marked unreliable.
-//! 2. **a hardware resource** ([`hardware`]) — at the peak or after it a
+//! 2. **a caching accelerator** ([`cache`]) — a run through one: a cache
+//!    too small for the working set, the origin, the accelerator's CPU or
+//!    the link, told apart by the cache's own accounting.
+//! 3. **a hardware resource** ([`hardware`]) — at the peak or after it a
 //!    resource is ≥ 90% busy without working harder per operation. A CPU
 //!    the server is confined to (one CPU, its cgroup's quota) comes first:
 //!    lock waits on a saturated CPU are its symptom, said as such.
@@ -39,6 +42,7 @@
 //! Every verdict whose run followed the server's threads says where their
 //! time went at its step ([`time_spent`]).
 
+pub(crate) mod cache;
 pub(crate) mod contention;
 pub(crate) mod device;
 pub(crate) mod generator;
@@ -66,6 +70,11 @@ pub(crate) enum BottleneckKind {
     Resource,
     NetworkLoss,
     SoftwareContention,
+    /// A caching accelerator's cache misses because the working set does
+    /// not fit in it.
+    CacheTooSmall,
+    /// The origin behind a caching accelerator sets the pace.
+    Origin,
     /// The evidence conflicts or does not decide: the candidates are
     /// listed with what would decide between them.
     Inconclusive,
@@ -140,6 +149,9 @@ fn decide(
     let generator = generator::evidence(points, shape);
     if !generator.is_empty() {
         return load_generator(generator);
+    }
+    if let Some(found) = cache::verdict(points, peak, knee) {
+        return found;
     }
     let from = knee.map_or(peak, |k| k.at);
     let waits = Waits::over(&points[from..]);

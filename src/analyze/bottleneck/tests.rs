@@ -786,3 +786,173 @@ fn row_lock_time_names_contention_when_no_wait_shows_it() {
     assert_eq!(b.kind, BottleneckKind::SoftwareContention, "{b:?}");
     assert_eq!(b.name, "software contention (row locks)", "{b:?}");
 }
+
+/// What a caching accelerator's log says of every step: its hit ratio
+/// by requests and bytes, the origin's bytes and its share of the
+/// accelerator's time, and the cache's size.
+fn cached(points: &mut [StepPoint], ratios: &[(f64, f64)], origin_share: f64, max_bytes: f64) {
+    for (p, (hit, bytes)) in points.iter_mut().zip(ratios) {
+        let requests = p.throughput * 10.0;
+        let served = requests * 50_000.0;
+        let origin_requests = requests * (1.0 - hit);
+        for (k, v) in [
+            ("cache_requests", requests),
+            ("cache_hit", requests * hit),
+            ("cache_miss", origin_requests),
+            ("served_bytes", served),
+            ("origin_bytes", served * (1.0 - bytes)),
+            ("origin_requests", origin_requests),
+            ("request_seconds", requests * 0.002),
+            ("origin_seconds", requests * 0.002 * origin_share),
+            ("cache_max_bytes", max_bytes),
+        ] {
+            p.db.insert(k.to_string(), v);
+        }
+    }
+}
+
+const PLATEAU: [f64; 6] = [900.0, 1700.0, 2600.0, 3000.0, 3000.0, 3000.0];
+
+/// A cache that stays at 60% while the origin sends many times its size
+/// does not fit the working set; a cache still warming, or one that the
+/// origin never overflowed, is not called too small.
+#[test]
+fn a_cache_missing_what_it_dropped_is_too_small_for_the_working_set() {
+    let mut points = curve(&PLATEAU);
+    cached(&mut points, &[(0.6, 0.55); 6], 0.3, 10e6);
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::CacheTooSmall, "{b:?}");
+    assert!(
+        b.evidence.iter().any(|e| e.contains("the cache's 9.5 MiB")),
+        "{b:?}"
+    );
+    assert!(b.next.as_deref().unwrap().contains("proxy_cache_max_size"));
+
+    let mut warming = curve(&PLATEAU);
+    let rising: Vec<(f64, f64)> = (0..6)
+        .map(|i| (0.3 + 0.1 * f64::from(i), 0.3 + 0.1 * f64::from(i)))
+        .collect();
+    cached(&mut warming, &rising, 0.3, 10e6);
+    let b = judge(warming).bottleneck.unwrap();
+    assert_ne!(b.kind, BottleneckKind::CacheTooSmall, "{b:?}");
+
+    let mut roomy = curve(&PLATEAU);
+    cached(&mut roomy, &[(0.6, 0.55); 6], 0.3, 1e15);
+    let b = judge(roomy).bottleneck.unwrap();
+    assert_ne!(b.kind, BottleneckKind::CacheTooSmall, "{b:?}");
+}
+
+/// Throughput flat while waiting for the origin took most of the
+/// accelerator's time: the origin; the same plateau with the origin
+/// answering fast is not blamed on it.
+#[test]
+fn misses_waiting_on_the_origin_make_the_origin_the_bottleneck() {
+    let mut points = curve(&PLATEAU);
+    cached(&mut points, &[(0.5, 0.5); 6], 0.8, 1e15);
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::Origin, "{b:?}");
+    assert!(
+        b.evidence
+            .iter()
+            .any(|e| e.contains("80.0% of the accelerator's time")),
+        "{b:?}"
+    );
+
+    let mut fast = curve(&PLATEAU);
+    cached(&mut fast, &[(0.5, 0.5); 6], 0.2, 1e15);
+    let b = judge(fast).bottleneck.unwrap();
+    assert_ne!(b.kind, BottleneckKind::Origin, "{b:?}");
+
+    // The origin's processes busier than the accelerator's, misses many.
+    let mut busy = curve(&PLATEAU);
+    cached(&mut busy, &[(0.5, 0.5); 6], 0.2, 1e15);
+    for p in &mut busy {
+        p.extras.origin_cpus = Some(1.5);
+        p.extras.server_cpus = Some(0.4);
+    }
+    let b = judge(busy).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::Origin, "{b:?}");
+}
+
+/// Hits served at a saturated CPU: the accelerator's CPU, with its
+/// interrupt share; the same CPU with the origin's processes the busier
+/// is not the accelerator's.
+#[test]
+fn hits_on_a_saturated_cpu_name_the_accelerators_cpu_and_its_interrupts() {
+    let saturate = |points: &mut [StepPoint]| {
+        for p in points.iter_mut() {
+            p.resources[0].utilisation = (p.throughput / 3000.0 * 0.97).min(0.97);
+            p.extras.cpu_isr = Some(0.3);
+            p.extras.server_cpus = Some(1.6);
+        }
+    };
+    let mut points = curve(&PLATEAU);
+    cached(&mut points, &[(0.99, 0.98); 6], 0.05, 1e15);
+    saturate(&mut points);
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::Resource, "{b:?}");
+    assert_eq!(b.name, "the accelerator's CPU", "{b:?}");
+    assert_eq!(b.resource.as_deref(), Some("cpu"), "{b:?}");
+    assert!(
+        b.evidence
+            .iter()
+            .any(|e| e.contains("interrupts and softirqs") && e.contains("30.0%")),
+        "{b:?}"
+    );
+
+    let mut origin_busier = curve(&PLATEAU);
+    cached(&mut origin_busier, &[(0.99, 0.98); 6], 0.05, 1e15);
+    saturate(&mut origin_busier);
+    for p in &mut origin_busier {
+        p.extras.origin_cpus = Some(1.8);
+    }
+    let b = judge(origin_busier).bottleneck.unwrap();
+    assert_ne!(b.name, "the accelerator's CPU", "{b:?}");
+}
+
+/// Hits filling a link: the link; misses on the same link are not the
+/// link's doing.
+#[test]
+fn hits_filling_a_link_name_the_link() {
+    let fill = |points: &mut [StepPoint]| {
+        for p in points.iter_mut() {
+            let u = (p.throughput / 3000.0 * 0.96).min(0.96);
+            p.resources
+                .push(resource("link veth0 tx", ResourceKind::Link, 1.0, u));
+        }
+    };
+    let mut points = curve(&PLATEAU);
+    cached(&mut points, &[(0.99, 0.99); 6], 0.05, 1e15);
+    fill(&mut points);
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.name, "link veth0 tx", "{b:?}");
+    assert_eq!(b.kind, BottleneckKind::Resource, "{b:?}");
+
+    let mut missing = curve(&PLATEAU);
+    cached(&mut missing, &[(0.5, 0.5); 6], 0.05, 1e15);
+    fill(&mut missing);
+    let b = super::cache::verdict(&missing, 5, None);
+    assert!(b.is_none(), "{b:?}");
+}
+
+/// A run through no accelerator is not the cache rules' to decide.
+#[test]
+fn a_run_without_a_cache_is_left_to_the_other_rules() {
+    let points = curve(&PLATEAU);
+    assert!(super::cache::verdict(&points, 3, None).is_none());
+}
+
+/// One step is enough: measured after its warm-up, a cache whose origin
+/// sent more than it holds is too small, said without a rise to compare.
+#[test]
+fn one_step_through_a_cache_too_small_says_so_after_its_warm_up() {
+    let mut points = curve(&[900.0]);
+    cached(&mut points, &[(0.99, 0.84)], 0.1, 2e6);
+    let b = super::cache::verdict(&points, 0, None).unwrap();
+    assert_eq!(b.kind, BottleneckKind::CacheTooSmall, "{b:?}");
+    assert!(
+        b.evidence[0].contains("measured after its warm-up"),
+        "{b:?}"
+    );
+    assert!(b.ruled_out[0].starts_with("a cold cache filling"), "{b:?}");
+}

@@ -193,7 +193,7 @@ pub(crate) fn nginx(
             return Ok(());
         };
         let conf = dir.path().join("nginx.conf");
-        let made = ["html", "tmp"]
+        let made = ["html", "tmp", "cache"]
             .iter()
             .all(|sub| std::fs::create_dir(dir.path().join(sub)).is_ok());
         if !made || std::fs::write(&conf, configuration(dir.path())).is_err() {

@@ -20,7 +20,7 @@ pub mod postgres;
 pub(crate) mod server;
 pub(crate) mod stop;
 
-pub use options::ServerOptions;
+pub use options::{Origin, ServerOptions};
 
 use crate::error::PlanError;
 use crate::target::TargetKind;

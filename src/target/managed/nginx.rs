@@ -11,12 +11,23 @@
 //! nginx's documentation of each directive's context: the main context
 //! ([`MAIN_DIRECTIVES`]), `events` ([`EVENTS_DIRECTIVES`]), else `http`.
 //! A setting replaces perflab's default of the same name.
+//!
+//! In the accelerator role (`--nginx-role accelerator --origin …`) it is
+//! a reverse-proxy cache in front of an origin: an `http://` URL, or a
+//! second managed nginx ([`Origin::Managed`]) that serves the file set and
+//! lives and dies with it. Its cache is `proxy_cache_path` in its own
+//! directory, sized by perflab's parts of that directive
+//! ([`CACHE_PARTS`], set with `--nginx-set` like any directive), and its
+//! own accounting of every request (`$upstream_cache_status`, the bytes
+//! and time of the origin's reply) goes to [`CACHE_LOG`] in the format
+//! [`crate::target::cache_log`] reads.
 
 use super::find_programs;
 use super::server::{ManagedKind, ManagedServer, MovedLog, Probe, Reach, Site, Start};
 use super::{placed_command, ServerDir};
 use crate::error::PlanError;
-use crate::target::{ServerOptions, TargetKind};
+use crate::target::cache_log::CacheAccounting;
+use crate::target::{Origin, ServerOptions, TargetKind};
 use anyhow::Context;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -62,6 +73,34 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("open_file_cache", "max=10000 inactive=60s"),
 ];
 
+/// The parts of `proxy_cache_path` perflab writes (the directive itself
+/// is perflab's: its directory is in the managed one), each set as if it
+/// were a directive: `--nginx-set proxy_cache_max_size=64m`.
+pub(crate) const CACHE_PARTS: &[&str] = &[
+    "proxy_cache_max_size",
+    "proxy_cache_keys_zone",
+    "proxy_cache_inactive",
+    "proxy_cache_levels",
+];
+
+/// An accelerator's defaults, each replaced by a setting of the same
+/// name: a cache of 256 MiB whose entries live 10 minutes unused, 16 MiB
+/// of keys (about 128,000 of them), and replies of 200 kept 10 minutes.
+const ACCELERATOR_DEFAULTS: &[(&str, &str)] = &[
+    ("proxy_cache_max_size", "256m"),
+    ("proxy_cache_keys_zone", "16m"),
+    ("proxy_cache_inactive", "10m"),
+    ("proxy_cache_levels", "1:2"),
+    ("proxy_cache_valid", "200 10m"),
+];
+
+/// The accelerator's access log, in its directory: one line per request
+/// in the format [`crate::target::cache_log`] reads.
+pub(crate) const CACHE_LOG: &str = "cache.log";
+
+/// The accelerator's cache, in its directory.
+const CACHE_DIR: &str = "cache";
+
 /// A running managed nginx.
 pub type ManagedNginx = ManagedServer<Nginx>;
 
@@ -77,6 +116,34 @@ pub struct Nginx {
     tls: bool,
     /// The directives as written into its configuration, in order.
     directives: Vec<(String, String)>,
+    /// In the accelerator role: the origin, and its managed nginx when
+    /// perflab runs it (stopped after the accelerator: fields drop after
+    /// the server's process).
+    accelerator: Option<Accelerating>,
+}
+
+/// What an accelerator proxies to.
+struct Accelerating {
+    /// The origin's base URL as given, or the managed origin's.
+    origin_url: String,
+    /// The managed origin, when perflab runs it.
+    managed: Option<Box<ManagedNginx>>,
+}
+
+/// The origin as found before anything is made.
+enum OriginPlan {
+    /// An origin that answered at this base URL.
+    Url(String),
+    /// A managed origin, to start (kept when the accelerator is).
+    Managed { keep: bool },
+}
+
+/// Where the accelerator's configuration sends misses.
+struct Upstream {
+    /// `HOST:PORT` of the origin.
+    authority: String,
+    /// The path every request's path is appended to, ending in `/`.
+    path: String,
 }
 
 /// What a managed nginx is given before anything is made: its program,
@@ -85,6 +152,7 @@ pub(crate) struct Programs {
     nginx: PathBuf,
     addresses: Vec<IpAddr>,
     tls_files: Option<(PathBuf, PathBuf)>,
+    origin: Option<OriginPlan>,
 }
 
 impl ManagedKind for Nginx {
@@ -112,7 +180,10 @@ impl ManagedKind for Nginx {
     type Programs = Programs;
 
     fn ask(settings: &[(String, String)]) -> Result<(), String> {
-        check_settings(settings)
+        let accelerating = settings
+            .iter()
+            .any(|(k, _)| CACHE_PARTS.contains(&k.as_str()));
+        check_settings(settings, accelerating)
     }
 
     /// Its program, its settings and its addresses (loopback ones only).
@@ -133,10 +204,16 @@ impl ManagedKind for Nginx {
             ))
             .into());
         }
+        let origin = match &options.origin {
+            None => None,
+            Some(Origin::Managed) => Some(OriginPlan::Managed { keep: options.keep }),
+            Some(Origin::Url(url)) => Some(OriginPlan::Url(origin_answers(url)?)),
+        };
         Ok(Programs {
             nginx,
             addresses: options.addresses.clone(),
             tls_files: options.tls_files.clone(),
+            origin,
         })
     }
 
@@ -156,14 +233,23 @@ impl ManagedKind for Nginx {
     /// Its document root and temporary directory, its two ports and its
     /// configuration.
     fn prepare(programs: Programs, site: &Site) -> anyhow::Result<Self> {
-        for sub in ["html", "tmp"] {
+        let subs: &[&str] = match programs.origin {
+            Some(_) => &["html", "tmp", CACHE_DIR],
+            None => &["html", "tmp"],
+        };
+        for sub in subs {
             let path = site.dir.path().join(sub);
             std::fs::create_dir(&path)
                 .with_context(|| format!("cannot create {}", path.display()))?;
             site.hand_over(&path)?;
         }
+        let accelerator = programs.origin.map(start_origin).transpose()?;
+        let upstream = accelerator
+            .as_ref()
+            .map(|a| upstream_of(&a.origin_url))
+            .transpose()?;
         let listening = Listening::on(site, &programs.addresses)?;
-        let mut directives = merged(&site.settings);
+        let mut directives = merged(&site.settings, accelerator.is_some());
         if let Some((cert, key)) = &programs.tls_files {
             directives.extend(tls_directives(cert, key)?);
         }
@@ -175,6 +261,7 @@ impl ManagedKind for Nginx {
             &listening.addresses,
             tls,
             &directives,
+            upstream.as_ref(),
         );
         let conf_path = site.dir.path().join(CONF);
         std::fs::write(&conf_path, config)
@@ -186,6 +273,7 @@ impl ManagedKind for Nginx {
             addresses: listening.addresses,
             tls,
             directives,
+            accelerator,
         })
     }
 
@@ -214,24 +302,108 @@ impl ManagedKind for Nginx {
         dir.said(Self::LOG, "[emerg]")
     }
 
-    fn reach(&self, _site: &Site) -> Result<Reach, PlanError> {
+    fn reach(&self, site: &Site) -> Result<Reach, PlanError> {
         Ok(Reach::Http {
             bases: self.base_urls(),
             status: Some(self.status_url()),
+            cache_log: self.accelerator.as_ref().map(|_| CacheAccounting {
+                log: site.dir.path().join(CACHE_LOG),
+                max_bytes: self
+                    .directives
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == "proxy_cache_max_size")
+                    .and_then(|(_, v)| nginx_size(v)),
+            }),
         })
     }
 
     fn at(&self, _site: &Site) -> String {
-        self.base_urls().join(", ")
+        let at = self.base_urls().join(", ");
+        match &self.accelerator {
+            Some(a) => format!("{at}, caching {}", a.origin_url),
+            None => at,
+        }
+    }
+
+    fn origin_pid(&self) -> Option<u32> {
+        self.accelerator.as_ref()?.managed.as_ref().map(|m| m.pid())
     }
 
     fn settings<'a>(&'a self, _site: &'a Site) -> &'a [(String, String)] {
         &self.directives
     }
 
+    /// Its own, or its managed origin's; none in front of an origin
+    /// perflab does not run.
     fn docroot(&self, site: &Site) -> Option<PathBuf> {
-        Some(site.dir.path().join("html"))
+        match &self.accelerator {
+            None => Some(site.dir.path().join("html")),
+            Some(a) => a.managed.as_ref().map(|m| m.docroot()),
+        }
     }
+}
+
+/// The origin at `url` (plain HTTP) answers an HTTP GET of its base path
+/// within 3 s, whatever its status: the URL as a base, or one line
+/// naming the problem.
+fn origin_answers(url: &str) -> Result<String, PlanError> {
+    let bad = |why: String| {
+        PlanError::flag(
+            "--origin",
+            why,
+            "give the origin's http://HOST:PORT/ once it runs, or --origin nginx:managed",
+        )
+    };
+    let base = crate::target::http::HttpBase::parse(url).map_err(bad)?;
+    if base.tls {
+        return Err(bad(format!(
+            "'{}': the accelerator reaches its origin over plain HTTP",
+            crate::target::redact(url)
+        )));
+    }
+    let addr = base.resolve().map_err(bad)?;
+    let reply = crate::target::http::get_text(addr, &base.path, Duration::from_secs(3))
+        .map_err(|e| bad(format!("the origin {} does not answer: {e}", base.url())))?;
+    if !reply.starts_with("HTTP/") {
+        return Err(bad(format!(
+            "the origin {} does not answer HTTP",
+            base.url()
+        )));
+    }
+    Ok(base.url())
+}
+
+/// The accelerator's origin: the URL that answered, or a managed nginx
+/// started now (its own directory, port and processes).
+fn start_origin(plan: OriginPlan) -> anyhow::Result<Accelerating> {
+    match plan {
+        OriginPlan::Url(origin_url) => Ok(Accelerating {
+            origin_url,
+            managed: None,
+        }),
+        OriginPlan::Managed { keep } => {
+            let origin = ManagedNginx::start(&ServerOptions {
+                keep,
+                ..ServerOptions::default()
+            })
+            .context("cannot start the accelerator's managed origin")?;
+            let origin_url = origin.base_urls().into_iter().next().unwrap_or_default();
+            Ok(Accelerating {
+                origin_url,
+                managed: Some(Box::new(origin)),
+            })
+        }
+    }
+}
+
+/// Where misses go: the origin's `HOST:PORT` and base path.
+fn upstream_of(origin_url: &str) -> anyhow::Result<Upstream> {
+    let base = crate::target::http::HttpBase::parse(origin_url).map_err(anyhow::Error::msg)?;
+    Ok(Upstream {
+        authority: base.authority(),
+        path: base.path,
+    })
 }
 
 /// Its configuration file, in its directory.
@@ -343,7 +515,59 @@ pub(crate) fn check_setting(name: &str, value: &str) -> Result<(), String> {
             "the value of {name} must be non-empty and hold no ';', '{{', '}}', '#' or line break"
         ));
     }
+    check_cache_part(name, value)?;
     check_count(name, value)
+}
+
+/// `proxy_cache_path` is perflab's (its directory is in the managed
+/// one); its parts are set one by one, each checked: sizes as nginx
+/// writes them (`64m`), a time (`10m`), levels (`1:2`).
+fn check_cache_part(name: &str, value: &str) -> Result<(), String> {
+    let size = |v: &str| {
+        let digits = v.trim_end_matches(['k', 'K', 'm', 'M', 'g', 'G']);
+        v.len() - digits.len() <= 1 && digits.parse::<u64>().is_ok_and(|n| n > 0)
+    };
+    let time = |v: &str| {
+        let digits = v.trim_end_matches(['s', 'm', 'h', 'd']);
+        v.len() - digits.len() <= 1 && digits.parse::<u64>().is_ok_and(|n| n > 0)
+    };
+    let levels = |v: &str| {
+        let parts: Vec<&str> = v.split(':').collect();
+        parts.len() <= 3 && parts.iter().all(|p| *p == "1" || *p == "2")
+    };
+    let (ok, example) = match name {
+        "proxy_cache_path" => {
+            return Err(
+                "proxy_cache_path is perflab's (the cache lives in the managed directory); set its parts: proxy_cache_max_size=64m, proxy_cache_keys_zone=16m, proxy_cache_inactive=10m, proxy_cache_levels=1:2"
+                    .to_string(),
+            )
+        }
+        "proxy_cache_max_size" | "proxy_cache_keys_zone" => (size(value), "64m"),
+        "proxy_cache_inactive" => (time(value), "10m"),
+        "proxy_cache_levels" => (levels(value), "1:2"),
+        _ => return Ok(()),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{name}={value}: give e.g. {name}={example}"))
+    }
+}
+
+/// A size as nginx writes it (`64m`, `512k`, `1g`, bytes), in bytes.
+pub(crate) fn nginx_size(text: &str) -> Option<u64> {
+    let (digits, unit) = match text.char_indices().last()? {
+        (at, c) if c.is_ascii_alphabetic() => (&text[..at], c.to_ascii_lowercase()),
+        _ => (text, 'b'),
+    };
+    let n: u64 = digits.parse().ok()?;
+    n.checked_mul(match unit {
+        'b' => 1,
+        'k' => 1 << 10,
+        'm' => 1 << 20,
+        'g' => 1 << 30,
+        _ => return None,
+    })
 }
 
 /// The most connections a worker is given (nginx allocates each one's
@@ -391,12 +615,24 @@ fn check_count(name: &str, value: &str) -> Result<(), String> {
 /// Whether nginx takes these `--nginx-set` directives, asked with
 /// `nginx -t` over the configuration perflab would write (see
 /// [`super::asked`]).
-pub(crate) fn check_settings(settings: &[(String, String)]) -> Result<(), String> {
+pub(crate) fn check_settings(
+    settings: &[(String, String)],
+    accelerating: bool,
+) -> Result<(), String> {
     let Some(program) = find_nginx() else {
         return Ok(());
     };
-    let directives = merged(settings);
-    super::asked::nginx(&program, settings, |dir| {
+    let directives = merged(settings, accelerating);
+    // The answer is kept per settings and role.
+    let mut asked = settings.to_vec();
+    if accelerating && !asked.is_empty() {
+        asked.push(("perflab_role".to_string(), "accelerator".to_string()));
+    }
+    let upstream = accelerating.then(|| Upstream {
+        authority: "127.0.0.1:8082".to_string(),
+        path: "/".to_string(),
+    });
+    super::asked::nginx(&program, &asked, |dir| {
         let loopback = IpAddr::from([127, 0, 0, 1]);
         configuration(
             dir,
@@ -405,15 +641,22 @@ pub(crate) fn check_settings(settings: &[(String, String)]) -> Result<(), String
             &[loopback],
             false,
             &directives,
+            upstream.as_ref(),
         )
     })
 }
 
 /// perflab's defaults with the settings put in their place: a setting of
 /// a default's name replaces it, others follow.
-fn merged(settings: &[(String, String)]) -> Vec<(String, String)> {
+fn merged(settings: &[(String, String)], accelerating: bool) -> Vec<(String, String)> {
+    let extra: &[(&str, &str)] = if accelerating {
+        ACCELERATOR_DEFAULTS
+    } else {
+        &[]
+    };
     let mut out: Vec<(String, String)> = DEFAULTS
         .iter()
+        .chain(extra)
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     for (name, value) in settings {
@@ -433,6 +676,7 @@ fn configuration(
     addresses: &[IpAddr],
     tls: bool,
     directives: &[(String, String)],
+    upstream: Option<&Upstream>,
 ) -> String {
     let lines = |names: &dyn Fn(&str) -> bool| {
         directives
@@ -443,7 +687,11 @@ fn configuration(
     };
     let main = lines(&|k| MAIN_DIRECTIVES.contains(&k));
     let events = lines(&|k| EVENTS_DIRECTIVES.contains(&k));
-    let http = lines(&|k| !MAIN_DIRECTIVES.contains(&k) && !EVENTS_DIRECTIVES.contains(&k));
+    let http = lines(&|k| {
+        !MAIN_DIRECTIVES.contains(&k)
+            && !EVENTS_DIRECTIVES.contains(&k)
+            && !CACHE_PARTS.contains(&k)
+    });
     let listen: String = addresses
         .iter()
         .map(|a| {
@@ -454,6 +702,10 @@ fn configuration(
     let d = dir.display();
     let log = Nginx::LOG;
     let allow_client = client.map_or(String::new(), |c| format!("allow {c};\n"));
+    let (proxy, serve) = match upstream {
+        None => (String::new(), format!("root {d}/html;\n")),
+        Some(u) => accelerator_blocks(dir, u, directives),
+    };
     format!(
         "# Written by perflab for one run.\n\
          daemon off;\n\
@@ -470,9 +722,10 @@ fn configuration(
          uwsgi_temp_path {d}/tmp/uwsgi;\n\
          scgi_temp_path {d}/tmp/scgi;\n\
          {http}\
+         {proxy}\
          server {{\n\
          {listen}\
-         root {d}/html;\n\
+         {serve}\
          }}\n\
          server {{\n\
          listen {status};\n\
@@ -486,6 +739,50 @@ fn configuration(
          }}\n\
          }}\n"
     )
+}
+
+/// An accelerator's part of the configuration: its cache, its log's
+/// format and its origin (in `http`), and what its server does with a
+/// request (proxy it through the cache, log it).
+fn accelerator_blocks(
+    dir: &Path,
+    upstream: &Upstream,
+    directives: &[(String, String)],
+) -> (String, String) {
+    let part = |name: &str| {
+        directives
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default()
+    };
+    let d = dir.display();
+    let Upstream { authority, path } = upstream;
+    let proxy = format!(
+        "proxy_cache_path {d}/{CACHE_DIR} levels={} keys_zone=perflab_cache:{} max_size={} inactive={} use_temp_path=off;\n\
+         log_format perflab_cache '{}';\n\
+         upstream perflab_origin {{\n\
+         server {authority};\n\
+         keepalive 64;\n\
+         }}\n",
+        part("proxy_cache_levels"),
+        part("proxy_cache_keys_zone"),
+        part("proxy_cache_max_size"),
+        part("proxy_cache_inactive"),
+        crate::target::cache_log::NGINX_FORMAT,
+    );
+    let serve = format!(
+        "access_log {d}/{CACHE_LOG} perflab_cache;\n\
+         location / {{\n\
+         proxy_pass http://perflab_origin{path};\n\
+         proxy_cache perflab_cache;\n\
+         proxy_http_version 1.1;\n\
+         proxy_set_header Connection \"\";\n\
+         proxy_set_header Host {authority};\n\
+         }}\n"
+    );
+    (proxy, serve)
 }
 
 /// One GET of the status page: `Ok` on a 200 reply.
@@ -504,11 +801,14 @@ mod tests {
 
     #[test]
     fn settings_go_to_their_context_and_replace_defaults() {
-        let directives = merged(&[
-            ("worker_processes".into(), "2".into()),
-            ("sendfile".into(), "off".into()),
-            ("multi_accept".into(), "on".into()),
-        ]);
+        let directives = merged(
+            &[
+                ("worker_processes".into(), "2".into()),
+                ("sendfile".into(), "off".into()),
+                ("multi_accept".into(), "on".into()),
+            ],
+            false,
+        );
         let conf = configuration(
             Path::new("/tmp/x"),
             8080,
@@ -516,6 +816,7 @@ mod tests {
             &[IpAddr::from([127, 0, 0, 1]), IpAddr::from([127, 0, 0, 2])],
             true,
             &directives,
+            None,
         );
         let (before_events, rest) = conf.split_once("events {").unwrap();
         let (events, http) = rest.split_once("http {").unwrap();
@@ -538,6 +839,7 @@ mod tests {
             &[IpAddr::from([10, 215, 0, 2])],
             false,
             &directives,
+            None,
         );
         assert!(linked.contains("listen 10.215.0.2:8081;"), "{linked}");
         assert!(linked.contains("allow 10.215.0.1;\ndeny all;"), "{linked}");
@@ -573,5 +875,78 @@ mod tests {
         }
         assert!(check_setting("worker_connections", "16384").is_ok());
         assert!(check_setting("thread_pool", "default threads=32").is_ok());
+    }
+}
+
+#[cfg(test)]
+mod accelerator_tests {
+    use super::*;
+
+    /// The accelerator's cache is perflab's `proxy_cache_path` in its
+    /// directory, with the parts set as settings and none of them written
+    /// as a directive of their own; misses go to the origin's path.
+    #[test]
+    fn the_accelerator_caches_in_its_directory_with_the_parts_it_was_given() {
+        let directives = merged(
+            &[
+                ("proxy_cache_max_size".into(), "64m".into()),
+                ("proxy_cache_valid".into(), "200 1h".into()),
+            ],
+            true,
+        );
+        let conf = configuration(
+            Path::new("/tmp/x"),
+            8080,
+            ("127.0.0.1:8081".parse().unwrap(), None),
+            &[IpAddr::from([127, 0, 0, 1])],
+            false,
+            &directives,
+            Some(&Upstream {
+                authority: "127.0.0.1:9000".into(),
+                path: "/static/".into(),
+            }),
+        );
+        assert!(
+            conf.contains("proxy_cache_path /tmp/x/cache levels=1:2 keys_zone=perflab_cache:16m max_size=64m inactive=10m"),
+            "{conf}"
+        );
+        assert!(conf.contains("proxy_cache_valid 200 1h;"), "{conf}");
+        assert!(!conf.contains("proxy_cache_valid 200 10m"), "{conf}");
+        assert!(!conf.contains("proxy_cache_max_size 64m;"), "{conf}");
+        assert!(conf.contains("server 127.0.0.1:9000;"), "{conf}");
+        assert!(
+            conf.contains("proxy_pass http://perflab_origin/static/;"),
+            "{conf}"
+        );
+        assert!(
+            conf.contains("access_log /tmp/x/cache.log perflab_cache;"),
+            "{conf}"
+        );
+        assert!(!conf.contains("root /tmp/x/html"), "{conf}");
+        assert_eq!(conf.matches('{').count(), conf.matches('}').count());
+    }
+
+    #[test]
+    fn the_caches_parts_are_checked_and_its_path_is_perflabs() {
+        assert!(check_setting("proxy_cache_max_size", "64m").is_ok());
+        assert!(check_setting("proxy_cache_max_size", "1048576").is_ok());
+        assert!(check_setting("proxy_cache_inactive", "30s").is_ok());
+        assert!(check_setting("proxy_cache_levels", "1:2").is_ok());
+        for (name, value) in [
+            ("proxy_cache_max_size", "lots"),
+            ("proxy_cache_max_size", "0"),
+            ("proxy_cache_keys_zone", "16mb"),
+            ("proxy_cache_inactive", "soon"),
+            ("proxy_cache_levels", "3:4"),
+        ] {
+            let e = check_setting(name, value).unwrap_err();
+            assert!(e.starts_with(&format!("{name}={value}: give e.g.")), "{e}");
+        }
+        let e = check_setting("proxy_cache_path", "/etc keys_zone=x:1m").unwrap_err();
+        assert!(e.contains("perflab's"), "{e}");
+        assert_eq!(nginx_size("64m"), Some(64 << 20));
+        assert_eq!(nginx_size("512K"), Some(512 << 10));
+        assert_eq!(nginx_size("1000"), Some(1000));
+        assert_eq!(nginx_size("x"), None);
     }
 }

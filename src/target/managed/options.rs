@@ -33,4 +33,30 @@ pub struct ServerOptions {
     /// A managed web server: its certificate and key (PEM), to serve HTTPS.
     #[serde(default)]
     pub tls_files: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// A managed web server in the accelerator role: the origin it caches
+    /// (none: it serves the files itself).
+    #[serde(default)]
+    pub origin: Option<Origin>,
+}
+
+/// A managed web server in the accelerator role: a caching reverse proxy
+/// in front of an origin, which perflab either reaches at a URL or runs
+/// itself (a second managed server of the same kind, serving the files).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// An origin at a plain-HTTP base URL (`http://HOST:PORT/`).
+    Url(String),
+    /// A second managed server perflab starts, follows and stops.
+    Managed,
+}
+
+impl Origin {
+    /// How messages and the run's record name it.
+    pub fn describe(&self) -> String {
+        match self {
+            Origin::Url(url) => url.clone(),
+            Origin::Managed => "a managed origin".to_string(),
+        }
+    }
 }

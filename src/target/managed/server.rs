@@ -46,6 +46,9 @@ pub(crate) enum Reach {
     Http {
         bases: Vec<String>,
         status: Option<String>,
+        /// A caching proxy's access log in [`crate::target::cache_log`]'s
+        /// format, read each interval.
+        cache_log: Option<crate::target::cache_log::CacheAccounting>,
     },
 }
 
@@ -129,6 +132,12 @@ pub(crate) trait ManagedKind: Sized {
 
     /// The directory a web server serves files from; none for others.
     fn docroot(&self, _site: &Site) -> Option<PathBuf> {
+        None
+    }
+
+    /// The main process of the origin it runs in front of, when perflab
+    /// runs that too (followed like the server's own).
+    fn origin_pid(&self) -> Option<u32> {
         None
     }
 }
@@ -383,6 +392,8 @@ pub(crate) trait Running {
     fn reach(&self) -> Result<Reach, PlanError>;
     /// The directory a web server serves files from.
     fn docroot(&self) -> Option<PathBuf>;
+    /// The main process of its managed origin, when it has one.
+    fn origin_pid(&self) -> Option<u32>;
 }
 
 impl<K: ManagedKind> Running for ManagedServer<K> {
@@ -415,6 +426,9 @@ impl<K: ManagedKind> Running for ManagedServer<K> {
     }
     fn docroot(&self) -> Option<PathBuf> {
         self.kind.docroot(&self.site)
+    }
+    fn origin_pid(&self) -> Option<u32> {
+        self.kind.origin_pid()
     }
 }
 

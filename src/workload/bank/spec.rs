@@ -241,6 +241,7 @@ impl WorkloadKind for Bank {
             log_dir: spec.server_log_dir.clone(),
             addresses: Vec::new(),
             tls_files: None,
+            origin: None,
         };
         // A managed server lives until this function returns.
         let opened = Opened::open(&spec.target, &server)?;

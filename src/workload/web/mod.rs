@@ -21,7 +21,7 @@ pub(crate) use session::WebWorkload;
 use super::{CheckReport, Started, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::Plan;
-use crate::target::{parse_cpu_list, Endpoint, Opened, ServerOptions, Target};
+use crate::target::{parse_cpu_list, Endpoint, Opened, Origin, ServerOptions, Target};
 use fileset::{FileSet, FileSetSpec};
 use serde::{Deserialize, Serialize, Serializer};
 use std::net::IpAddr;
@@ -94,6 +94,14 @@ pub struct WebArgs {
     #[arg(long = "nginx-set", value_name = "NAME=VALUE")]
     pub(crate) nginx_set: Vec<String>,
 
+    /// Managed nginx: server (serves the file set) or accelerator (a caching reverse proxy in front of --origin).
+    #[arg(long = "nginx-role", value_name = "ROLE", value_enum, default_value_t = NginxRole::Server)]
+    pub(crate) nginx_role: NginxRole,
+
+    /// Managed nginx as accelerator: the origin it caches, http://HOST:PORT/ or nginx:managed (a second managed nginx serving the file set).
+    #[arg(long, value_name = "URL")]
+    pub(crate) origin: Option<String>,
+
     /// Managed nginx: run it on these CPUs only, e.g. 0 or 0-1.
     #[arg(long = "nginx-cpus", value_name = "LIST")]
     pub(crate) nginx_cpus: Option<String>,
@@ -138,6 +146,15 @@ pub(crate) enum Connection {
     KeepAlive,
     /// A new connection per request (`Connection: close`).
     Close,
+}
+
+/// What a managed nginx does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum NginxRole {
+    /// Serves the file set perflab writes.
+    Server,
+    /// Caches an origin's replies (`--origin`).
+    Accelerator,
 }
 
 /// The request method.
@@ -245,7 +262,12 @@ impl WorkloadKind for Web {
                 root.display()
             ));
         }
-        let Endpoint::Http { bases, status } = &opened.endpoint else {
+        let Endpoint::Http {
+            bases,
+            status,
+            cache_log,
+        } = &opened.endpoint
+        else {
             anyhow::bail!("the web workload needs a web server target");
         };
         if spec.tls.insecure && bases.iter().any(|(b, _)| b.tls) {
@@ -254,12 +276,18 @@ impl WorkloadKind for Web {
             ));
         }
         let status = spec.server_status.clone().or_else(|| status.clone());
-        let db_probe = match status {
-            Some(url) => Some(
-                crate::target::http::ServerStatus::connect(&url)
-                    .and_then(|s| Ok(crate::probe::DbProbe::start(s)?))?,
-            ),
-            None => None,
+        let status = status
+            .map(|url| crate::target::http::ServerStatus::connect(&url))
+            .transpose()?;
+        let db_probe = match (status, cache_log) {
+            (status, Some(at)) => Some(crate::probe::DbProbe::start(
+                crate::target::cache_log::ProxyStats {
+                    status,
+                    log: crate::target::cache_log::CacheLog::new(at.clone()),
+                },
+            )?),
+            (Some(status), None) => Some(crate::probe::DbProbe::start(status)?),
+            (None, None) => None,
         };
         let workload = Shared::new(spec, files, bases)?;
         workload.preflight(bases)?;
@@ -284,6 +312,7 @@ impl WorkloadKind for Web {
             )),
             db_probe,
             server: opened.server_processes(),
+            origin: opened.origin_processes(),
             endpoint: Some(opened.endpoint.clone()),
         };
         let form = generator::form(spec, &workload.files, bases);
@@ -401,7 +430,8 @@ fn server_options(
     managed: bool,
 ) -> Result<ServerOptions, PlanError> {
     check_managed_only(args, managed)?;
-    let settings = nginx_settings(args, managed)?;
+    let origin = origin_of(args)?;
+    let settings = nginx_settings(args, managed, origin.is_some())?;
     let cpus = args
         .nginx_cpus
         .as_deref()
@@ -440,7 +470,45 @@ fn server_options(
         log_dir: None,
         addresses,
         tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
+        origin,
     })
+}
+
+/// The accelerator's origin: `--origin` with `--nginx-role accelerator`,
+/// one without the other refused.
+fn origin_of(args: &WebArgs) -> Result<Option<Origin>, PlanError> {
+    match (args.nginx_role, &args.origin) {
+        (NginxRole::Server, None) => Ok(None),
+        (NginxRole::Server, Some(_)) => Err(PlanError::flag(
+            "--origin",
+            "only an accelerator has an origin",
+            "add --nginx-role accelerator, or drop --origin",
+        )),
+        (NginxRole::Accelerator, None) => Err(PlanError::flag(
+            "--nginx-role",
+            "an accelerator caches an origin, and none was given",
+            "add --origin http://HOST:PORT/ or --origin nginx:managed",
+        )),
+        (NginxRole::Accelerator, Some(text)) if text.trim() == "nginx:managed" => {
+            Ok(Some(Origin::Managed))
+        }
+        (NginxRole::Accelerator, Some(text)) => {
+            let base = crate::target::http::HttpBase::parse(text).map_err(|e| {
+                PlanError::flag("--origin", e, "give http://HOST:PORT/ or nginx:managed")
+            })?;
+            if base.tls {
+                return Err(PlanError::flag(
+                    "--origin",
+                    format!(
+                        "{}: the accelerator reaches its origin over plain HTTP",
+                        base.url()
+                    ),
+                    "give http://HOST:PORT/ or nginx:managed",
+                ));
+            }
+            Ok(Some(Origin::Url(base.url())))
+        }
+    }
 }
 
 /// Refuses a managed nginx's flag for another server, and
@@ -452,6 +520,7 @@ fn check_managed_only(args: &WebArgs, managed: bool) -> Result<(), PlanError> {
         (args.nginx_listen.is_some(), "--nginx-listen"),
         (args.nginx_tls_cert.is_some(), "--nginx-tls-cert"),
         (args.nginx_memory.is_some(), "--nginx-memory"),
+        (args.nginx_role != NginxRole::Server, "--nginx-role"),
         (args.keep, "--keep"),
     ]
     .into_iter()
@@ -475,7 +544,11 @@ fn check_managed_only(args: &WebArgs, managed: bool) -> Result<(), PlanError> {
 
 /// `--nginx-set`'s directives, each checked, and together for a managed
 /// nginx.
-fn nginx_settings(args: &WebArgs, managed: bool) -> Result<Vec<(String, String)>, PlanError> {
+fn nginx_settings(
+    args: &WebArgs,
+    managed: bool,
+    accelerating: bool,
+) -> Result<Vec<(String, String)>, PlanError> {
     let settings = args
         .nginx_set
         .iter()
@@ -490,11 +563,18 @@ fn nginx_settings(args: &WebArgs, managed: bool) -> Result<Vec<(String, String)>
             let (k, v) = (k.trim().to_string(), v.trim().to_string());
             crate::target::managed::nginx::check_setting(&k, &v)
                 .map_err(|e| PlanError::flag("--nginx-set", e, "e.g. --nginx-set sendfile=off"))?;
+            if !accelerating && crate::target::managed::nginx::CACHE_PARTS.contains(&k.as_str()) {
+                return Err(PlanError::flag(
+                    "--nginx-set",
+                    format!("{k} sizes an accelerator's cache, and this nginx serves files"),
+                    "add --nginx-role accelerator --origin …, or drop it",
+                ));
+            }
             Ok((k, v))
         })
         .collect::<Result<Vec<_>, PlanError>>()?;
     if managed {
-        crate::target::managed::nginx::check_settings(&settings)
+        crate::target::managed::nginx::check_settings(&settings, accelerating)
             .map_err(|e| PlanError::flag("--nginx-set", e, "fix the directive, or drop it"))?;
     }
     Ok(settings)
