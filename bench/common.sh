@@ -27,6 +27,19 @@ print(r.ru_utime + r.ru_stime, out.stdout.replace("\n", " "))' "$@"
 median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
 # A free TCP port on loopback.
+# apt_missing PROGRAM=PACKAGE...: installs, in one apt-get, the packages
+# whose program is not found (on PATH or in /usr/sbin).
+apt_missing() {
+    local want=() pair
+    for pair in "$@"; do
+        command -v "${pair%%=*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${pair%%=*}" ] || want+=("${pair#*=}")
+    done
+    if ((${#want[@]})); then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}"
+    fi
+}
+
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # perflab's throughput and its operations in all (every interval, every

@@ -34,10 +34,7 @@ seconds="${1:-10}"
 rounds="${2:-3}"
 size="${3:-1GiB}"
 
-if ! command -v fio >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio
-fi
+apt_missing fio=fio
 # PERFLAB names another binary (an older build, for a before/after).
 perflab_binary
 

@@ -27,13 +27,7 @@ source bench/common.sh
 seconds="${1:-10}"
 rounds="${2:-3}"
 
-need_apt=()
-command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
-command -v sockperf >/dev/null 2>&1 || need_apt+=(sockperf)
-if ((${#need_apt[@]})); then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
-fi
+apt_missing iperf3=iperf3 sockperf=sockperf
 perflab_binary
 
 work="$(mktemp -d)"

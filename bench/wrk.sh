@@ -29,13 +29,7 @@ source bench/common.sh
 seconds="${1:-10}"
 rounds="${2:-3}"
 
-need_apt=()
-command -v wrk >/dev/null 2>&1 || need_apt+=(wrk)
-command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)
-if ((${#need_apt[@]})); then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
-fi
+apt_missing wrk=wrk nginx=nginx-light
 export PATH="$PATH:/usr/sbin:$HOME/.cargo/bin"
 # --locked: oha's own lock file; its newest dependencies may ask for a newer rustc.
 command -v oha >/dev/null 2>&1 || cargo install oha --version 1.16.0 --locked --quiet

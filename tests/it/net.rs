@@ -88,14 +88,11 @@ fn rr_crr_stream_and_maerts_run_end_to_end_on_loopback() {
     agent.stop();
 }
 
-#[test]
-fn rr_and_stream_cross_a_veth_pair_into_a_namespace() {
-    let dir = tempdir();
-    let tok = token(dir.path());
-    let island = Island::create();
+/// An echo agent in TLS inside `island`, and its certificate's fingerprint.
+fn tls_echo_in(dir: &Path, token: &Path, island: &Island) -> (Agent, String) {
     let agent = Agent::start_in(
-        dir.path(),
-        &tok,
+        dir,
+        token,
         &["--echo", "--tls-self-signed"],
         &island.ip,
         &island.exec(),
@@ -104,6 +101,15 @@ fn rr_and_stream_cross_a_veth_pair_into_a_namespace() {
         .fingerprint
         .clone()
         .expect("a TLS agent's fingerprint");
+    (agent, fingerprint)
+}
+
+#[test]
+fn rr_and_stream_cross_a_veth_pair_into_a_namespace() {
+    let dir = tempdir();
+    let tok = token(dir.path());
+    let island = Island::create();
+    let (agent, fingerprint) = tls_echo_in(dir.path(), &tok, &island);
     for test in ["rr", "stream"] {
         perflab_ok(
             dir.path(),
@@ -373,17 +379,7 @@ fn a_stream_through_a_shaped_veth_names_the_links_bandwidth() {
         .status()
         .expect("tc runs");
     assert!(status.success(), "tc qdisc add: {status}");
-    let agent = Agent::start_in(
-        dir.path(),
-        &tok,
-        &["--echo", "--tls-self-signed"],
-        &island.ip,
-        &island.exec(),
-    );
-    let fingerprint = agent
-        .fingerprint
-        .clone()
-        .expect("a TLS agent's fingerprint");
+    let (agent, fingerprint) = tls_echo_in(dir.path(), &tok, &island);
     perflab_ok(
         dir.path(),
         &format!(
