@@ -4,7 +4,7 @@
 //! one write. Buffers are made when the session opens: an operation
 //! allocates nothing (a `crr` connect is the kernel's and tokio's).
 //!
-//! A reply is zero bytes (the echo never sends anything else after a good
+//! A reply is all 0 bytes (the echo never sends anything else after a good
 //! hello): a reply starting with anything else is the echo refusing
 //! (`ERR …`) or a peer that is no echo, counted `corrupt`.
 
