@@ -48,10 +48,12 @@ files-throttle          ^resource$            throttle|limit
 loop-tmpfs              ^resource$            ^cpu
 loss                    ^network_loss$        .
 cache-small             ^cache_too_small$     ^cache
+net-cpu                 ^resource$            ^cpu
+net-link                ^resource$            ^link
 generator               ^load_generator$      .
 commit-latency-mariadb  ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small net-cpu net-link)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -277,6 +279,23 @@ stop_hogs() {
     rm -f "$1/hog.pids"
 }
 
+# Ends the echo agent of scenario directory DIR, by the pid it wrote, if
+# that process is still the agent reading DIR's token.
+stop_agent() {
+    local pid
+    [ -f "$1/agent.pid" ] || return 0
+    pid=$(cat "$1/agent.pid")
+    if [[ $pid =~ ^[0-9]+$ ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$1/agent.token"; then
+        kill -TERM "$pid" 2>/dev/null || true
+        # Its cgroup and namespace go next: wait for it to be gone.
+        for _ in $(seq 1 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+    fi
+    rm -f "$1/agent.pid"
+}
+
 # Removes everything named perflab-scn-*: servers in its directories,
 # mounts, loop devices, namespaces, links, cgroups, directories.
 remove_all_scn() {
@@ -289,6 +308,7 @@ remove_all_scn() {
         stop_pidfile "$d/mnt/data/postmaster.pid" "$d"
         stop_pidfile "$d/mariadb.pid" "$d"
         stop_hogs "$d"
+        stop_agent "$d"
     done
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^perflab-scn-' || true); do
         ip netns del "$ns" 2>/dev/null || true
@@ -739,6 +759,13 @@ scn_memory_disk() {
 # end is 10.213.0.1. Sets NS, HOST_IF, NS_IF.
 NS=perflab-scn-ns HOST_IF=perflab-scn-h NS_IF=perflab-scn-n
 netns_pg() {
+    netns_up
+    own_pg "" 10.213.0.2 $NS
+    preload --target "$PG_DSN" --scale 1
+}
+
+# The namespace and its veth pair, both ends up, without a server.
+netns_up() {
     ip netns add $NS
     ip link add $HOST_IF type veth peer name $NS_IF
     ip link set $NS_IF netns $NS
@@ -747,8 +774,6 @@ netns_pg() {
     ip netns exec $NS ip addr add 10.213.0.2/24 dev $NS_IF
     ip netns exec $NS ip link set $NS_IF up
     ip netns exec $NS ip link set lo up
-    own_pg "" 10.213.0.2 $NS
-    preload --target "$PG_DSN" --scale 1
 }
 
 # 8. The server's link shaped to 2 Mbit/s both ways (tbf on each end).
@@ -798,6 +823,64 @@ scn_cache_small() {
     WORKLOAD=web LOAD_FLAG=--rate WARMUP=12s DURATION=20s LAUNCH="taskset -c 1" sweep 300 \
         --target nginx:managed --nginx-role accelerator --origin nginx:managed --nginx-cpus 0 \
         --fileset specweb:4 --nginx-set proxy_cache_max_size=2m --connections 8
+}
+
+# An echo agent of the scenario's own (`perflab agent --echo`, the far end
+# of a net run) listening on ADDR, in cpu cgroup CG when given, in
+# namespace NS when given (then in TLS, reached by its fingerprint). Sets
+# AGENT_URL and NET_ACCESS (the flags that reach it); its pid goes to
+# WORK/agent.pid, where cleanup finds it.
+own_echo() {
+    local cg=$1 addr=$2 ns=$3 port tls=() fp=""
+    python3 -c 'import secrets; print(secrets.token_hex(32))' >"$WORK/agent.token"
+    port=$(free_port)
+    [ -n "$ns" ] && tls=(--tls-self-signed)
+    (
+        if [ -n "$cg" ]; then cg_join_self "$cg" cpu || exit 1; fi
+        if [ -n "$ns" ]; then
+            exec ip netns exec "$ns" "$PERFLAB" agent --listen "$addr:$port" \
+                --token-file "$WORK/agent.token" --echo "${tls[@]}"
+        fi
+        exec "$PERFLAB" agent --listen "$addr:$port" --token-file "$WORK/agent.token" --echo
+    ) </dev/null >"$WORK/agent.log" 2>&1 &
+    echo $! >"$WORK/agent.pid"
+    for _ in $(seq 1 100); do
+        grep -q '^echo role on' "$WORK/agent.log" && break
+        kill -0 "$(cat "$WORK/agent.pid")" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q '^echo role on' "$WORK/agent.log" || fail "the echo agent did not start: $(tail -n 2 "$WORK/agent.log")"
+    NET_ACCESS=(--token-file "$WORK/agent.token")
+    fp=$(sed -n 's/^certificate SHA-256 fingerprint: //p' "$WORK/agent.log")
+    [ -n "$fp" ] && NET_ACCESS+=(--agent-fingerprint "$fp")
+    AGENT_URL=agent://$addr:$port
+}
+
+# 9c. The far end of a net run (rr: one byte each way per transaction),
+# an echo agent in a cgroup allowed a fifth of a CPU. The run probes the
+# agent, so the server's resources are the agent's: its quota, used to the
+# full and throttled, is the limit, not the host's CPUs or perflab's.
+scn_net_cpu() {
+    local cg=perflab-scn-net-cpu
+    cg_make $cg cpu
+    cg_cpu_quota $cg 20000 100000
+    own_echo $cg 127.0.0.1 ""
+    EVIDENCE="cg_evidence $cg"
+    WORKLOAD=net sweep "$(users_to 16)" --target "$AGENT_URL" "${NET_ACCESS[@]}" \
+        --probe "$AGENT_URL" --test rr
+}
+
+# 9d. A stream into an echo agent across a veth pair whose host end is
+# shaped to 100 Mbit/s (tbf): the stream fills the shaper at one user and
+# more users share it, so the link's bandwidth is the limit, not either
+# end's CPU.
+scn_net_link() {
+    netns_up
+    tc qdisc add dev $HOST_IF root tbf rate 100mbit burst 64kb latency 50ms
+    own_echo "" 10.213.0.2 $NS
+    EVIDENCE=tbf_evidence
+    WORKLOAD=net sweep 1,2,4 --target "$AGENT_URL" "${NET_ACCESS[@]}" --test stream \
+        --message-size 64KiB
 }
 
 # 10. perflab held to 5 ms of CPU per 100 ms against a PostgreSQL outside
@@ -893,6 +976,7 @@ run_class() {
         cleanup() {
             trap - EXIT INT TERM
             stop_hogs "$WORK"
+            stop_agent "$WORK"
             [ -n "${PG_DATA:-}" ] && pg_stop "$PG_DATA"
             remove_all_scn
         }

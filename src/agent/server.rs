@@ -5,7 +5,7 @@ use super::http::{Limits, Request, Response};
 use super::{constant_time_eq, Ring};
 use crate::error::PlanError;
 use crate::probe::agent_client::SnapshotBody;
-use crate::probe::counters::process::{ProcessGroup, ProcessSelector, AGENT_LABEL};
+use crate::probe::counters::process::{ProcessGroup, ProcessSelector, AGENT_LABEL, SERVER_LABEL};
 use crate::probe::counters::{HostReader, HostRoot, HostSample, HostSnapshot};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -55,9 +55,10 @@ pub(crate) fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Resul
         let ring = ring.clone();
         let stop = stop.clone();
         let interval = config.interval;
+        let echo = config.echo.is_some();
         std::thread::Builder::new()
             .name("perflab-agent-sampler".to_string())
-            .spawn(move || sample_loop(&ring, interval, &stop))?
+            .spawn(move || sample_loop(&ring, interval, &stop, echo))?
     };
     let echo = config
         .echo
@@ -194,17 +195,28 @@ fn exit_when_idle(
 }
 
 /// The agent's own process, followed in every sample and snapshot: a
-/// coordinator takes the echo's CPU per transaction from it.
-fn own_process() -> [ProcessGroup; 1] {
-    [ProcessGroup {
+/// coordinator takes the echo's CPU per transaction from it. With the
+/// echo on, the agent is the server under test of a net run, so it is
+/// followed as the server too: its cgroup's CPU quota and throttling, its
+/// threads' states and its CPU reach the verdict of a run that probes it.
+fn own_process(echo: bool) -> Vec<ProcessGroup> {
+    let me = ProcessSelector::Pid(std::process::id());
+    let mut groups = vec![ProcessGroup {
         label: AGENT_LABEL.to_string(),
-        selector: ProcessSelector::Pid(std::process::id()),
-    }]
+        selector: me.clone(),
+    }];
+    if echo {
+        groups.push(ProcessGroup {
+            label: SERVER_LABEL.to_string(),
+            selector: me,
+        });
+    }
+    groups
 }
 
-fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool) {
+fn sample_loop(ring: &Mutex<Ring>, interval: Duration, stop: &AtomicBool, echo: bool) {
     let mut reader = HostReader::new(HostRoot::live());
-    let own = own_process();
+    let own = own_process(echo);
     let mut last = reader.read(&own);
     let mut next = Instant::now() + interval;
     while !stop.load(Ordering::Relaxed) {
@@ -268,7 +280,7 @@ fn answer(
             200,
             format!(r#"{{"unix_ns":{}}}"#, super::generate::unix_ns()),
         ),
-        "/v1/snapshot" => snapshot(started),
+        "/v1/snapshot" => snapshot(started, echo.is_some()),
         "/v1/inventory" => inventory(),
         // The doctor sleeps through its sample on this connection's own
         // thread, one examination at a time: samples are served meanwhile.
@@ -357,10 +369,10 @@ fn refuse_token(request: &Request, token: &str) -> Option<Response> {
 }
 
 /// `/v1/snapshot`: this host's counters now, with the agent's clock.
-fn snapshot(started: Instant) -> Response {
+fn snapshot(started: Instant, echo: bool) -> Response {
     let body = SnapshotBody {
         seconds: started.elapsed().as_secs_f64(),
-        snapshot: HostSnapshot::read(&HostRoot::live(), &own_process()),
+        snapshot: HostSnapshot::read(&HostRoot::live(), &own_process(echo)),
     };
     match serde_json::to_string(&body) {
         Ok(body) => json_response(200, body),

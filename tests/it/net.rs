@@ -243,19 +243,25 @@ fn an_echo_that_closes_mid_reply_fails_the_step_not_perflab() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// The echo's port and ticket, asked of the agent with the token.
-fn echo_of(agent_port: u16, token: Option<&str>) -> (u16, String) {
+/// The JSON a loopback agent answers to `GET path`, with the token if
+/// given (null when it is not JSON).
+fn agent_json(agent_port: u16, path: &str, token: Option<&str>) -> serde_json::Value {
     let mut stream = TcpStream::connect(("127.0.0.1", agent_port)).unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         stream,
-        "GET /v1/echo HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
-    let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_default()
+}
+
+/// The echo's port and ticket, asked of the agent with the token.
+fn echo_of(agent_port: u16, token: Option<&str>) -> (u16, String) {
+    let json = agent_json(agent_port, "/v1/echo", token);
     (
         json["port"].as_u64().unwrap_or(0) as u16,
         json["ticket"].as_str().unwrap_or_default().to_string(),
@@ -396,4 +402,32 @@ fn a_stream_through_a_shaped_veth_names_the_links_bandwidth() {
     );
     contains(&verdict, "the link's bandwidth is the limit");
     agent.stop();
+}
+
+/// The labels of the process groups an agent's `/v1/snapshot` follows.
+fn followed(agent_port: u16, token: &str) -> Vec<String> {
+    let json = agent_json(agent_port, "/v1/snapshot", Some(token));
+    json["snapshot"]["processes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no processes in the snapshot: {json}"))
+        .iter()
+        .filter_map(|p| p[0]["label"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn an_echo_agent_follows_itself_as_the_server_under_test() {
+    let dir = tempdir();
+    let tok = token(dir.path());
+    let token_text = std::fs::read_to_string(&tok).unwrap().trim().to_string();
+    // With the echo on, the agent is the far end a net run loads: a run
+    // that probes it reads the echo's CPU, threads and cgroup as the
+    // server's.
+    let echo = Agent::start_with(dir.path(), &tok, &["--echo"], "127.0.0.1");
+    assert_eq!(followed(echo.port, &token_text), ["agent", "server"]);
+    echo.stop();
+    // Without it, the agent only watches a host: it serves nothing.
+    let plain = Agent::start(dir.path(), &tok);
+    assert_eq!(followed(plain.port, &token_text), ["agent"]);
+    plain.stop();
 }

@@ -6,7 +6,8 @@
 //! beside niced CPU hogs; a disk and a file server's synced writes under a
 //! blkio throttle on perflab's own cgroup; commits waiting on a throttled
 //! log flush; retries at SERIALIZABLE; a caching accelerator whose cache is
-//! smaller than its file set) is run once with short steps, and its verdict
+//! smaller than its file set; the echo agent of a net run under a CPU
+//! quota, and a stream through a shaped link) is run once with short steps, and its verdict
 //! must name the class (a miss while the hypervisor took 10% or more of
 //! the CPU, the host shared with other guests, or while other processes
 //! kept 0.3 CPUs busy, as the verdict's caveat says, is run once more).
@@ -136,4 +137,14 @@ fn scenario_commits_waiting_on_a_throttled_log_flush_are_latency_bound() {
 #[test]
 fn scenario_a_cache_smaller_than_the_file_set_is_too_small_for_the_working_set() {
     scenario("cache-small");
+}
+
+#[test]
+fn scenario_an_echo_agent_under_a_cpu_quota_is_its_cpu() {
+    scenario("net-cpu");
+}
+
+#[test]
+fn scenario_a_stream_through_a_shaped_veth_is_the_link() {
+    scenario("net-link");
 }
