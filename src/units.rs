@@ -123,6 +123,8 @@ impl fmt::Display for Latency {
 /// operations (`ops/s`). Each workload names its own
 /// (`WorkloadKind::RATE_UNIT`); a stored run reads it back from its
 /// workload's name, so a report names it without the run having stored it.
+/// A net run's bulk tests (`stream`, `maerts`) count messages (`msg/s`),
+/// found by the run's operation's name ([`crate::workload::run_rate_unit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum RateUnit {
     /// Transactions per second.
@@ -138,17 +140,22 @@ pub enum RateUnit {
     #[default]
     #[serde(rename = "ops/s")]
     Operations,
+    /// Messages per second: a bulk transfer's writes or reads, each of
+    /// the run's message size.
+    #[serde(rename = "msg/s")]
+    Messages,
 }
 
 impl RateUnit {
     /// The unit as a table column and after a number: `tps`, `req/s`,
-    /// `IOPS`, `ops/s`.
+    /// `IOPS`, `ops/s`, `msg/s`.
     pub fn label(self) -> &'static str {
         match self {
             RateUnit::Transactions => "tps",
             RateUnit::Requests => "req/s",
             RateUnit::Iops => "IOPS",
             RateUnit::Operations => "ops/s",
+            RateUnit::Messages => "msg/s",
         }
     }
 }

@@ -189,9 +189,14 @@ pub(crate) fn net_steps(run: &StoredRun) -> Vec<NetStep> {
     if run.workload != "net" {
         return Vec::new();
     }
-    let unit = match run.op_names.first().map(String::as_str) {
-        Some("stream" | "maerts") => CostUnit::Gigabyte,
-        _ => CostUnit::Transaction,
+    let bulk = run
+        .op_names
+        .first()
+        .is_some_and(|op| crate::workload::net::NetTest::is_bulk_name(op));
+    let unit = if bulk {
+        CostUnit::Gigabyte
+    } else {
+        CostUnit::Transaction
     };
     run.steps.iter().map(|s| net_step(s, unit)).collect()
 }

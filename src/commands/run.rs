@@ -446,7 +446,10 @@ fn execute<W: Workload>(
         run,
         progress: Progress::new(
             plan.sweep.levels.len() * plan.repeat as usize,
-            crate::workload::rate_unit(&plan.workload.name),
+            crate::workload::run_rate_unit(
+                &plan.workload.name,
+                workload.op_names().first().copied(),
+            ),
         ),
         db_probe: started.db_probe,
         host_last: None,

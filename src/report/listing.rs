@@ -97,6 +97,7 @@ mod tests {
             target: "sqlite:bank.db".to_string(),
             steps: 6,
             peak_throughput: None,
+            first_op: None,
             damaged: None,
         };
         let damaged = RunRow {

@@ -26,15 +26,18 @@ pub(crate) struct RunRow {
     pub(crate) steps: u64,
     /// Highest measured throughput of any step, operations per second.
     pub(crate) peak_throughput: Option<f64>,
+    /// The name of its first operation, which a net run's unit follows.
+    pub(crate) first_op: Option<String>,
     /// Why the run's row could not be read (a damaged store); the other
     /// fields are then empty.
     pub(crate) damaged: Option<String>,
 }
 
 impl RunRow {
-    /// The unit the run's throughput is counted in, from its workload.
+    /// The unit the run's throughput is counted in, from its workload
+    /// and its operation.
     pub(crate) fn rate_unit(&self) -> crate::units::RateUnit {
-        crate::workload::rate_unit(&self.workload)
+        crate::workload::run_rate_unit(&self.workload, self.first_op.as_deref())
     }
 }
 
@@ -96,6 +99,7 @@ fn run_row(id: RunId, r: &rusqlite::Row<'_>) -> anyhow::Result<RunRow> {
     let status: String = r.get(2)?;
     let host: HostFacts = serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or_default();
     let writer: Option<String> = r.get(9)?;
+    let ops: Vec<String> = serde_json::from_str(&r.get::<_, String>(10)?).unwrap_or_default();
     Ok(RunRow {
         id,
         started_at: r.get(1)?,
@@ -104,6 +108,7 @@ fn run_row(id: RunId, r: &rusqlite::Row<'_>) -> anyhow::Result<RunRow> {
         target: r.get(6)?,
         steps: r.get::<_, i64>(7)?.max(0) as u64,
         peak_throughput: r.get(8)?,
+        first_op: ops.into_iter().next(),
         damaged: None,
     })
 }
@@ -119,6 +124,7 @@ impl RunRow {
             target: String::new(),
             steps: 0,
             peak_throughput: None,
+            first_op: None,
             damaged: Some(crate::util::one_line(&format!("{why:#}"))),
         }
     }
@@ -139,7 +145,7 @@ impl Store {
                           WHERE j.step_id = i.step_id AND j.phase = 'measured') AS done
                  FROM intervals i WHERE i.phase = 'measured' GROUP BY i.step_id)
              SELECT r.id, r.started_at, r.status, r.pid, r.host, r.workload, r.target,
-                    count(s.id), max(m.done / m.seconds), r.writer
+                    count(s.id), max(m.done / m.seconds), r.writer, r.op_names
              FROM runs r
              LEFT JOIN steps s ON s.run_id = r.id AND s.status != 'running'
              LEFT JOIN measured m ON m.step_id = s.id
@@ -491,9 +497,10 @@ impl StoredRun {
             .unwrap_or_else(|| Target::traits_of_text(&self.target))
     }
 
-    /// The unit the run's throughput is counted in, from its workload.
+    /// The unit the run's throughput is counted in, from its workload
+    /// and its operation.
     pub(crate) fn rate_unit(&self) -> crate::units::RateUnit {
-        crate::workload::rate_unit(&self.workload)
+        crate::workload::run_rate_unit(&self.workload, self.op_names.first().map(String::as_str))
     }
 
     /// The run's seed (1 when its plan does not read).

@@ -22,6 +22,20 @@ pub use registry::{
     rate_unit, CheckChoice, RunChoice, Validated, NAMES,
 };
 
+/// The unit a run's throughput is counted in: its workload's, except a
+/// net run of a bulk test, whose operations are messages of the run's
+/// size (`msg/s`), not transactions.
+pub(crate) fn run_rate_unit(workload: &str, first_op: Option<&str>) -> crate::units::RateUnit {
+    match first_op {
+        Some(op)
+            if workload == <net::Net as WorkloadKind>::NAME && net::NetTest::is_bulk_name(op) =>
+        {
+            crate::units::RateUnit::Messages
+        }
+        _ => rate_unit(workload),
+    }
+}
+
 use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::{Plan, WorkloadSpec};

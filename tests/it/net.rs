@@ -66,6 +66,12 @@ fn rr_crr_stream_and_maerts_run_end_to_end_on_loopback() {
             "transaction"
         };
         assert_eq!(net["unit"], unit, "{test}: {net}");
+        // A bulk test's operations are messages, a request/response
+        // test's transactions: the run's throughput says which.
+        let rate_unit = if unit == "gigabyte" { "msg/s" } else { "tps" };
+        assert_eq!(export["run"]["rate_unit"], rate_unit, "{test}");
+        contains(&out, &format!("{rate_unit} at"));
+        contains(&perflab_ok(dir.path(), "runs"), &format!(" {rate_unit}  "));
         // Both ends' processes and hosts were measured.
         for side in ["perflab", "host", "agent", "agent_host"] {
             assert!(

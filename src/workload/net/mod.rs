@@ -61,6 +61,13 @@ impl NetTest {
             NetTest::Maerts => "maerts",
         }
     }
+
+    /// Whether the test of this operation's name moves bulk one way
+    /// (`stream`, `maerts`): its operations are messages, its cost is per
+    /// gigabyte.
+    pub(crate) fn is_bulk_name(op: &str) -> bool {
+        op == NetTest::Stream.name() || op == NetTest::Maerts.name()
+    }
 }
 
 /// The net workload's flags.
