@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# perflab's net workload against iperf3 and sockperf on loopback, number
-# for number.
+# perflab's net workload against iperf3 and sockperf, number for number,
+# on loopback and across a veth pair into a network namespace.
 #
-# Starts `perflab agent --echo`, an iperf3 server and a sockperf server on
-# free loopback ports, then, each pair back to back, SECONDS each, ROUNDS
+# For each path it starts `perflab agent --echo`, an iperf3 server and a
+# sockperf server, then, each pair back to back, SECONDS each, ROUNDS
 # times (odd rounds the peer first, even rounds perflab first):
 #  1. stream: `iperf3 -c … -l 128K` (one stream) and `perflab run net
 #     --test stream --message-size 128KiB --users 1`: the throughput each
@@ -16,43 +16,165 @@
 #     CPU per transaction of both ends, then the median latency of each
 #     (sockperf reports half the round trip: it is doubled here, so both
 #     columns are round trips).
+# The paths: loopback (servers on 127.0.0.1), and veth (servers inside a
+# network namespace of the script's own, plbench-PID, reached through a
+# veth pair whose two ends hold a private /30 of 10.217.0.0/16 that exists
+# only inside the pair; the clients stay in the root namespace). The veth
+# path adds what a packet costs crossing a virtual link and a second
+# network stack (the namespace's) to loopback's one; a server's CPU is
+# still read from /proc/PID/stat in the root namespace. The agent beyond
+# loopback listens in TLS (--tls-self-signed, its fingerprint pinned);
+# the echo's bytes cross in plain TCP either way. The namespace and its
+# pair are removed when the script ends, also on a failure or Ctrl-C. The
+# veth path needs root (iproute2's `ip netns`).
 # Per row, as bench/wrk.sh prints them (see paired_row in common.sh): the
-# medians, their ratio, the paired ratio with its 95% interval, and the
-# same for the CPU per unit (leaner, heavier or level).
+# path, the medians, their ratio, the paired ratio with its 95% interval,
+# and the same for the CPU per unit (leaner, heavier or level).
 # Installs iperf3 and sockperf (apt-get) when missing.
-# Usage: bench/net.sh [SECONDS] [ROUNDS]   (defaults 10, 3)
+# Usage: bench/net.sh [--path loopback|veth|both] [SECONDS] [ROUNDS]   (defaults both, 10, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
-seconds="${1:-10}"
-rounds="${2:-3}"
+paths=(loopback veth)
+args=()
+while [ "$#" -gt 0 ]; do
+    case $1 in
+    --path=*) set -- --path "${1#--path=}" "${@:2}" ;;
+    --path)
+        case ${2:-} in
+        loopback | veth) paths=("$2") ;;
+        both) paths=(loopback veth) ;;
+        *)
+            echo "bench/net.sh: --path takes loopback, veth or both, not '${2:-}'" >&2
+            exit 2
+            ;;
+        esac
+        shift 2
+        ;;
+    *)
+        args+=("$1")
+        shift
+        ;;
+    esac
+done
+seconds="${args[0]:-10}"
+rounds="${args[1]:-3}"
+if [[ " ${paths[*]} " == *" veth "* ]] && [ "$(id -u)" -ne 0 ]; then
+    echo "bench/net.sh: the veth path makes a network namespace and needs root: run it as root, or give --path loopback" >&2
+    exit 2
+fi
 
-apt_missing iperf3=iperf3 sockperf=sockperf
+apt_missing iperf3=iperf3 sockperf=sockperf ip=iproute2
 perflab_binary
 
 work="$(mktemp -d)"
 openssl rand -hex 32 > "$work/token"
-agent_port="$(free_port)"
-iperf_port="$(free_port)"
-sockperf_port="$(free_port)"
-"$perflab" agent --listen "127.0.0.1:$agent_port" --token-file "$work/token" --echo >"$work/agent.log" 2>&1 &
-agent_pid=$!
-iperf3 -s -B 127.0.0.1 -p "$iperf_port" >"$work/iperf3.log" 2>&1 &
-iperf_pid=$!
-sockperf server --tcp -i 127.0.0.1 -p "$sockperf_port" >"$work/sockperf.log" 2>&1 &
-sockperf_pid=$!
+# What stop() ends and removes: the servers' PIDs, and the namespace
+# with its veth pair once made.
+server_pids=()
+netns=""
+veth_host=""
 stop() {
-    kill "$agent_pid" "$iperf_pid" "$sockperf_pid" 2>/dev/null || true
-    wait "$agent_pid" "$iperf_pid" "$sockperf_pid" 2>/dev/null || true
+    if ((${#server_pids[@]})); then
+        kill "${server_pids[@]}" 2>/dev/null || true
+        wait "${server_pids[@]}" 2>/dev/null || true
+    fi
+    # The namespace goes once no process is left in it; its end of the
+    # pair goes with it, and the host's end with its peer (deleted here
+    # too in case the namespace could not be).
+    if [ -n "$netns" ]; then
+        ip netns del "$netns" 2>/dev/null || true
+    fi
+    if [ -n "$veth_host" ] && ip link show "$veth_host" >/dev/null 2>&1; then
+        ip link del "$veth_host" 2>/dev/null || true
+    fi
     rm -rf "$work"
 }
 trap stop EXIT
-for _ in $(seq 100); do
-    grep -q "echo role on" "$work/agent.log" 2>/dev/null && break
-    sleep 0.1
+# Ctrl-C or a kill ends the script through its EXIT trap too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Makes the namespace and its veth pair: the host's end at $veth_host_ip,
+# the namespace's (eth0) at $veth_ip, a /30 of 10.217.0.0/16 chosen by
+# this script's PID.
+make_island() {
+    netns="plbench-$$"
+    veth_host="plb$(($$ % 1000000))h"
+    local third=$(($$ % 250)) fourth=$(($$ / 250 % 64 * 4))
+    veth_host_ip="10.217.$third.$((fourth + 1))"
+    veth_ip="10.217.$third.$((fourth + 2))"
+    ip netns add "$netns"
+    ip link add "$veth_host" type veth peer name eth0 netns "$netns"
+    ip addr add "$veth_host_ip/30" dev "$veth_host"
+    ip link set "$veth_host" up
+    ip -n "$netns" addr add "$veth_ip/30" dev eth0
+    ip -n "$netns" link set eth0 up
+    ip -n "$netns" link set lo up
+}
+
+# Starts a path's three servers ($1: loopback or veth) and sets, for that
+# path, host, agent_pid, iperf_pid, sockperf_pid, the ports, target and
+# agent_args (what a perflab run adds to reach the agent).
+declare -A at
+start_servers() {
+    local path="$1" run=() host listen=() port
+    if [ "$path" = veth ]; then
+        make_island
+        run=(ip netns exec "$netns")
+        host="$veth_ip"
+        # Beyond loopback the agent listens in TLS only.
+        listen=(--tls-self-signed)
+    else
+        host=127.0.0.1
+    fi
+    at[$path.host]="$host"
+    for port in agent iperf sockperf; do
+        at[$path.$port.port]="$(free_port)"
+    done
+    # `ip netns exec` execs the server in place: $! is the server's PID.
+    "${run[@]}" "$perflab" agent --listen "$host:${at[$path.agent.port]}" --token-file "$work/token" --echo \
+        "${listen[@]}" >"$work/agent.$path.log" 2>&1 &
+    at[$path.agent.pid]=$!
+    server_pids+=($!)
+    "${run[@]}" iperf3 -s -B "$host" -p "${at[$path.iperf.port]}" >"$work/iperf3.$path.log" 2>&1 &
+    at[$path.iperf.pid]=$!
+    server_pids+=($!)
+    "${run[@]}" sockperf server --tcp -i "$host" -p "${at[$path.sockperf.port]}" >"$work/sockperf.$path.log" 2>&1 &
+    at[$path.sockperf.pid]=$!
+    server_pids+=($!)
+    for _ in $(seq 100); do
+        grep -q "echo role on" "$work/agent.$path.log" 2>/dev/null && break
+        sleep 0.1
+    done
+    if ! grep -q "echo role on" "$work/agent.$path.log"; then
+        echo "bench/net.sh: the echo agent on the $path path did not start within 10 s: $(tail -1 "$work/agent.$path.log")" >&2
+        exit 1
+    fi
+    at[$path.agent_args]=""
+    if [ "$path" = veth ]; then
+        local fingerprint
+        fingerprint="$(sed -n 's/.*fingerprint: *//p' "$work/agent.$path.log" | head -1)"
+        at[$path.agent_args]="--agent-fingerprint $fingerprint"
+    fi
+}
+
+# Makes path $1 the one the runs below use.
+use_path() {
+    host="${at[$1.host]}"
+    agent_pid="${at[$1.agent.pid]}"
+    iperf_pid="${at[$1.iperf.pid]}"
+    sockperf_pid="${at[$1.sockperf.pid]}"
+    iperf_port="${at[$1.iperf.port]}"
+    sockperf_port="${at[$1.sockperf.port]}"
+    target="agent://$host:${at[$1.agent.port]}"
+    read -r -a agent_args <<<"${at[$1.agent_args]}"
+}
+
+for path in "${paths[@]}"; do
+    start_servers "$path"
 done
 sleep 0.5
-target="agent://127.0.0.1:$agent_port"
 
 # CPU seconds (user + system) process $1 has used so far.
 process_cpu() {
@@ -78,7 +200,7 @@ print(net["transactions_per_s"], net["bits_per_s"], s["response"]["p50"] * 1e6,
 run_iperf() {
     local before cpu out server bits bytes
     before="$(process_cpu "$iperf_pid")"
-    read -r cpu out < <(measure iperf3 -c 127.0.0.1 -p "$iperf_port" -t "$seconds" -l 128K -J)
+    read -r cpu out < <(measure iperf3 -c "$host" -p "$iperf_port" -t "$seconds" -l 128K -J)
     server="$(minus "$(process_cpu "$iperf_pid")" "$before")"
     read -r bits bytes < <(python3 -c '
 import json, sys
@@ -90,8 +212,8 @@ print(r["bits_per_second"], r["bytes"])' "$out")
 run_perflab_stream() {
     local before cpu server bits
     before="$(process_cpu "$agent_pid")"
-    read -r cpu _ < <(measure "$perflab" run net --target "$target" --token-file "$work/token" --test stream \
-        --message-size 128KiB --users 1 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+    read -r cpu _ < <(measure "$perflab" run net --target "$target" --token-file "$work/token" "${agent_args[@]}" \
+        --test stream --message-size 128KiB --users 1 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
     server="$(minus "$(process_cpu "$agent_pid")" "$before")"
     read -r _ bits _ _ _ < <(net_figures)
     pl_x+=("$(python3 -c "print($bits / 1e9)")")
@@ -103,7 +225,7 @@ run_perflab_stream() {
 run_sockperf() {
     local before cpu out server rate p50 n
     before="$(process_cpu "$sockperf_pid")"
-    read -r cpu out < <(measure sockperf ping-pong --tcp -i 127.0.0.1 -p "$sockperf_port" -t "$seconds" -m 14)
+    read -r cpu out < <(measure sockperf ping-pong --tcp -i "$host" -p "$sockperf_port" -t "$seconds" -m 14)
     server="$(minus "$(process_cpu "$sockperf_pid")" "$before")"
     read -r rate p50 n < <(python3 -c '
 import re, sys
@@ -119,8 +241,9 @@ print(int(valid.group(2)) / float(valid.group(1)), 2 * float(p50.group(1)), run.
 run_perflab_rr() {
     local before cpu server tps p50 ops
     before="$(process_cpu "$agent_pid")"
-    read -r cpu _ < <(measure "$perflab" run net --target "$target" --token-file "$work/token" --test rr \
-        --request-size 14 --response-size 14 --users 1 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+    read -r cpu _ < <(measure "$perflab" run net --target "$target" --token-file "$work/token" "${agent_args[@]}" \
+        --test rr --request-size 14 --response-size 14 --users 1 --warmup 0s --duration "${seconds}s" \
+        --store "$work/bench.db")
     server="$(minus "$(process_cpu "$agent_pid")" "$before")"
     read -r tps _ p50 _ ops < <(net_figures)
     pl_x+=("$tps")
@@ -129,25 +252,33 @@ run_perflab_rr() {
 }
 list() { (IFS=,; echo "$*"); }
 
-echo "stream, one connection, 128 KiB writes, loopback (medians of $rounds rounds of ${seconds} s, odd rounds iperf3 first; cpu: both ends, µs per MB)"
-paired_header iperf3 test Gbit/s µs/MB
-peer_x=(); peer_cpu=(); pl_x=(); pl_cpu=()
-for round in $(seq "$rounds"); do
-    if peer_first "$round"; then run_iperf; run_perflab_stream; else run_perflab_stream; run_iperf; fi
+echo "stream, one connection, 128 KiB writes (medians of $rounds rounds of ${seconds} s, odd rounds iperf3 first; cpu: both ends, µs per MB)"
+paired_header iperf3 path Gbit/s µs/MB
+for path in "${paths[@]}"; do
+    use_path "$path"
+    peer_x=(); peer_cpu=(); pl_x=(); pl_cpu=()
+    for round in $(seq "$rounds"); do
+        if peer_first "$round"; then run_iperf; run_perflab_stream; else run_perflab_stream; run_iperf; fi
+    done
+    paired_row "$path" "$(list "${peer_x[@]}")" "$(list "${pl_x[@]}")" "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")" \
+        "stream $path"
 done
-paired_row stream "$(list "${peer_x[@]}")" "$(list "${pl_x[@]}")" "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")" stream
 
 echo
-echo "rr, one connection, 14-byte request and reply, loopback (medians of $rounds rounds of ${seconds} s, odd rounds sockperf first; cpu: both ends, µs per transaction)"
-paired_header sockperf test tps µs/tx 'round trip p50 sockperf/perflab'
-peer_x=(); peer_cpu=(); pl_x=(); pl_cpu=(); peer_p50=(); pl_p50=()
-for round in $(seq "$rounds"); do
-    if peer_first "$round"; then run_sockperf; run_perflab_rr; else run_perflab_rr; run_sockperf; fi
-done
-latency="$(python3 -c '
+echo "rr, one connection, 14-byte request and reply (medians of $rounds rounds of ${seconds} s, odd rounds sockperf first; cpu: both ends, µs per transaction)"
+paired_header sockperf path tps µs/tx 'round trip p50 sockperf/perflab'
+for path in "${paths[@]}"; do
+    use_path "$path"
+    peer_x=(); peer_cpu=(); pl_x=(); pl_cpu=(); peer_p50=(); pl_p50=()
+    for round in $(seq "$rounds"); do
+        if peer_first "$round"; then run_sockperf; run_perflab_rr; else run_perflab_rr; run_sockperf; fi
+    done
+    latency="$(python3 -c '
 import statistics as st, sys
 a, b = (st.median(float(x) for x in v.split(",")) for v in sys.argv[1:3])
 print(f"{a:.1f}/{b:.1f} µs")' "$(list "${peer_p50[@]}")" "$(list "${pl_p50[@]}")")"
-printf '%s  %s\n' "$(paired_row rr "$(list "${peer_x[@]}")" "$(list "${pl_x[@]}")" "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")")" "$latency"
-bench_result rr sockperf tps "$(list "${peer_x[@]}")" "$(list "${pl_x[@]}")" µs/tx "$(list "${peer_cpu[@]}")" \
-    "$(list "${pl_cpu[@]}")" note="round trip p50 sockperf/perflab $latency"
+    printf '%s  %s\n' "$(paired_row "$path" "$(list "${peer_x[@]}")" "$(list "${pl_x[@]}")" "$(list "${peer_cpu[@]}")" \
+        "$(list "${pl_cpu[@]}")")" "$latency"
+    bench_result "rr $path" sockperf tps "$(list "${peer_x[@]}")" "$(list "${pl_x[@]}")" µs/tx "$(list "${peer_cpu[@]}")" \
+        "$(list "${pl_cpu[@]}")" note="round trip p50 sockperf/perflab $latency"
+done
