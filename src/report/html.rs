@@ -516,6 +516,14 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
             grid.html()
         );
     }
+    if let Some(grid) = super::net::net_grid(r.run) {
+        let _ = write!(
+            out,
+            "<h3>Run {id}: the network path</h3><p>CPU per {} of perflab's process, this host, the agent's process and the agent's host, over each step's measured window.</p>{}",
+            super::net::unit_words(r.run),
+            grid.html()
+        );
+    }
     if let Some(grid) = super::generators::generator_grid(&r.run.steps, |l| l.to_string()) {
         let _ = write!(
             out,

@@ -83,10 +83,13 @@ fn rr_crr_stream_and_maerts_run_end_to_end_on_loopback() {
         assert!(net["agent_retransmits"].is_u64(), "{test}: {net}");
         assert_eq!(step["summary"]["errors"], 0, "{test}: {step}");
     }
-    perflab_ok(dir.path(), "report last --md net.md");
+    perflab_ok(dir.path(), "report last --md net.md --html net.html");
     let md = std::fs::read_to_string(dir.path().join("net.md")).unwrap();
     contains(&md, "### The network path");
     contains(&md, "agent ms/GB");
+    let html = std::fs::read_to_string(dir.path().join("net.html")).unwrap();
+    contains(&html, "the network path</h3>");
+    contains(&html, "agent ms/GB");
     // Two runs compared say which costs less CPU per unit of work.
     let compared = perflab_ok(dir.path(), "compare 3 4");
     contains(&compared, "CPU-ms per gigabyte (perflab + agent)");
