@@ -373,6 +373,7 @@ fn snapshot(started: Instant, echo: bool) -> Response {
     let body = SnapshotBody {
         seconds: started.elapsed().as_secs_f64(),
         snapshot: HostSnapshot::read(&HostRoot::live(), &own_process(echo)),
+        boot_id: crate::util::boot_id(),
     };
     match serde_json::to_string(&body) {
         Ok(body) => json_response(200, body),

@@ -92,8 +92,16 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let kernel_served = run.target_traits().kernel_served;
     let network = run_network(run);
     let unit = run.rate_unit();
-    for step in &run.steps {
+    let nets = net::net_steps(run);
+    for (i, step) in run.steps.iter().enumerate() {
         let mut p = StepPoint::of(step, source, unit);
+        if matches!(source, HostSource::Local) {
+            // A net run's server is the echo agent: on this host its CPU is
+            // the server's, and other work is what the host did besides.
+            if let Some(cpus) = nets.get(i).and_then(|n| n.agent_cpus_here) {
+                p.extras.server_cpus.get_or_insert(cpus);
+            }
+        }
         keep_links_that_carry(&mut p.resources, network);
         if kernel_served {
             // No server process: the kernel serves the target in perflab's
@@ -138,6 +146,8 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
 /// A net run's verdict says, at its step, what a transaction cost each
 /// end and whether a shaped link was full (`net::evidence`).
 fn net_evidence(run: &StoredRun, verdict: &mut Verdict) {
+    // Read again rather than passed: the verdict's points are the steps
+    // that completed, a subset; the steps are matched by their load.
     let nets = net::net_steps(run);
     let Some(bottleneck) = verdict.bottleneck.as_mut() else {
         return;

@@ -17,7 +17,7 @@ use crate::measure::Phase;
 use crate::probe::counters::process::PERFLAB_LABEL;
 use crate::store::StoredRun;
 use crate::workload::net::costs::{
-    AGENT_CPU_TICKS, HOST_ALL_TICKS, HOST_BUSY_TICKS, HOST_CPUS, RETRANS_SEGS,
+    AGENT_CPU_TICKS, HOST_ALL_TICKS, HOST_BUSY_TICKS, HOST_CPUS, RETRANS_SEGS, SAME_HOST,
 };
 use serde::Serialize;
 
@@ -74,6 +74,10 @@ pub(crate) struct NetStep {
     /// The shapers on this host's links (tbf, htb) over the window.
     #[serde(skip)]
     pub(crate) shaped: Vec<ShapedLink>,
+    /// The agent's process's CPUs over the window when it runs on this
+    /// host: the server's CPU, which the host's CPU also counts.
+    #[serde(skip)]
+    pub(crate) agent_cpus_here: Option<f64>,
 }
 
 /// A link a queueing discipline shapes, over a step's measured window.
@@ -140,6 +144,8 @@ struct Sums {
     agent_host: Option<f64>,
     retransmits: Option<f64>,
     agent_retransmits: Option<f64>,
+    /// Intervals whose agent said it shares this host, and that said not.
+    here: (u32, u32),
 }
 
 fn add(to: &mut Option<f64>, value: Option<f64>) {
@@ -225,6 +231,11 @@ fn net_step(step: &StepResult, unit: CostUnit) -> NetStep {
         sums.ops += ops;
         sums.bytes += tally.bytes;
         let [perflab, host, agent, agent_host] = interval_cpu(interval, seconds);
+        match interval.db.as_ref().and_then(|d| d.counters.get(SAME_HOST)) {
+            Some(same) if *same >= 0.5 => sums.here.0 += 1,
+            Some(_) => sums.here.1 += 1,
+            None => {}
+        }
         add(&mut sums.perflab, perflab);
         add(&mut sums.host, host);
         add(&mut sums.agent, agent);
@@ -301,6 +312,10 @@ fn net_step(step: &StepResult, unit: CostUnit) -> NetStep {
                 carried_bytes_per_s: bytes / secs,
             })
             .collect(),
+        agent_cpus_here: sums
+            .agent
+            .filter(|_| sums.here.0 > 0 && sums.here.1 == 0 && sums.seconds > 0.0)
+            .map(|cpu| cpu / sums.seconds),
     }
 }
 
@@ -407,6 +422,48 @@ mod tests {
         );
     }
 
+    /// The same second, its agent saying whether it shares this host.
+    fn second_where(same_host: f64) -> IntervalRecord {
+        let mut s = second(1000, 0.5, 20.0);
+        if let Some(db) = s.db.as_mut() {
+            db.counters.insert(SAME_HOST.to_string(), same_host);
+        }
+        s
+    }
+
+    /// An echo on this host is the server whose CPU the host's counts: its
+    /// CPUs are known only when every interval's agent said it is here.
+    #[test]
+    fn the_agents_cpu_is_the_servers_here_only_when_it_shares_the_host() {
+        let step = |intervals: Vec<IntervalRecord>| StepResult {
+            index: 0,
+            level: crate::plan::Level::Users(1),
+            started_at: SystemTime::UNIX_EPOCH,
+            intervals,
+            status: StepStatus::Ok,
+            usage: Default::default(),
+            generators: Vec::new(),
+        };
+        let here = net_step(
+            &step(vec![second_where(1.0), second_where(1.0)]),
+            CostUnit::Transaction,
+        );
+        // 20 of 100 ticks per CPU: 0.2 CPU.
+        assert!(
+            (here.agent_cpus_here.unwrap() - 0.2).abs() < 1e-12,
+            "{here:?}"
+        );
+        let elsewhere = net_step(&step(vec![second_where(0.0)]), CostUnit::Transaction);
+        assert_eq!(elsewhere.agent_cpus_here, None);
+        let mixed = net_step(
+            &step(vec![second_where(1.0), second_where(0.0)]),
+            CostUnit::Transaction,
+        );
+        assert_eq!(mixed.agent_cpus_here, None);
+        let untold = net_step(&step(vec![second(1000, 0.5, 20.0)]), CostUnit::Transaction);
+        assert_eq!(untold.agent_cpus_here, None);
+    }
+
     fn stream_through(carried: f64) -> NetStep {
         NetStep {
             load: "1 user".to_string(),
@@ -417,6 +474,7 @@ mod tests {
             unit: CostUnit::Gigabyte,
             cpu: CpuPerUnit::default(),
             per_interval: Vec::new(),
+            agent_cpus_here: None,
             shaped: vec![ShapedLink {
                 interface: "plv0".to_string(),
                 kind: "tbf".to_string(),

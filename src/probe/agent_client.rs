@@ -337,8 +337,13 @@ impl AgentClient {
 
     /// The agent host's counters now, and the agent's clock in seconds.
     pub(crate) fn snapshot(&self) -> anyhow::Result<(f64, HostSnapshot)> {
-        let body: SnapshotBody = self.get("/v1/snapshot").and_then(|b| self.json(&b))?;
+        let body = self.snapshot_body()?;
         Ok((body.seconds, body.snapshot))
+    }
+
+    /// `/v1/snapshot` whole: with the agent host's boot id.
+    pub(crate) fn snapshot_body(&self) -> anyhow::Result<SnapshotBody> {
+        self.get("/v1/snapshot").and_then(|b| self.json(&b))
     }
 }
 
@@ -371,6 +376,11 @@ pub(crate) struct SnapshotBody {
     /// Seconds on the agent's monotonic clock since it started.
     pub(crate) seconds: f64,
     pub(crate) snapshot: HostSnapshot,
+    /// The agent host's boot id ([`crate::util::boot_id`]): a client that
+    /// reads its own there shares the agent's host. Absent from older
+    /// agents.
+    #[serde(default)]
+    pub(crate) boot_id: Option<String>,
 }
 
 /// One sample with its number and time.

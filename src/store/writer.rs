@@ -6,9 +6,9 @@
 /// `BOOT_ID:START_TICKS` of process `pid` on this host, none when it is
 /// gone or its files cannot be read.
 pub(crate) fn identity(pid: u32) -> Option<String> {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let boot = crate::util::boot_id()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    Some(format!("{}:{}", boot.trim(), start_ticks(&stat)?))
+    Some(format!("{boot}:{}", start_ticks(&stat)?))
 }
 
 /// The start time of a /proc/PID/stat line: after the command name (which

@@ -6,7 +6,8 @@
 //! file the user named is read (a regular file, under a bound); the free
 //! space of a file system ([`free_bytes`]); JSON values written as YAML
 //! ([`yaml`]); a timer
-//! finer than tokio's ([`timer`]). Anything here may be imported from
+//! finer than tokio's ([`timer`]); which boot of which host this is
+//! ([`boot_id`]). Anything here may be imported from
 //! anywhere; it imports nothing of the crate.
 
 pub(crate) mod prom_text;
@@ -407,4 +408,14 @@ pub(crate) mod counting_alloc {
     pub(crate) fn allocations() -> u64 {
         ALLOCATIONS.with(Cell::get)
     }
+}
+
+/// The kernel's id of this boot (`/proc/sys/kernel/random/boot_id`): two
+/// processes that read the same one run on the same host, whatever
+/// network namespace or address each is reached at. None where it cannot
+/// be read.
+pub(crate) fn boot_id() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = text.trim();
+    (!id.is_empty()).then(|| id.to_string())
 }

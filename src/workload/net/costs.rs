@@ -3,7 +3,9 @@
 //! time, its host's busy and total CPU time (clock ticks), its host's
 //! CPUs, and the TCP segments it sent and retransmitted (/proc/net/snmp
 //! `OutSegs`, `RetransSegs`). The probe keeps each counter's increase over
-//! the interval; `analyze::net` turns them into CPU per transaction.
+//! the interval; `analyze::net` turns them into CPU per transaction. It
+//! also notes whether the agent shares this host (the same boot id), so
+//! that the verdict counts the echo's CPU as the server's there.
 //! Ticks are divided by ticks (the agent's CPU by its host's total over
 //! the same reading), so the agent's clock rate is never needed.
 
@@ -18,17 +20,25 @@ pub(crate) const HOST_BUSY_TICKS: &str = "agent_host_busy_ticks";
 pub(crate) const HOST_ALL_TICKS: &str = "agent_host_all_ticks";
 /// A gauge: the agent host's CPUs.
 pub(crate) const HOST_CPUS: &str = "now_agent_host_cpus";
+/// A gauge: 1 when the agent runs on this host (the same boot id), 0 when
+/// on another; absent when either cannot tell.
+pub(crate) const SAME_HOST: &str = "now_agent_same_host";
 pub(crate) const RETRANS_SEGS: &str = "agent_retrans_segs";
 pub(crate) const OUT_SEGS: &str = "agent_out_segs";
 
 /// The agent, asked at each interval's end.
 pub(crate) struct AgentCosts {
     client: AgentClient,
+    /// This host's boot id, to tell whether the agent shares it.
+    here: Option<String>,
 }
 
 impl AgentCosts {
     pub(crate) fn new(client: AgentClient) -> Self {
-        AgentCosts { client }
+        AgentCosts {
+            client,
+            here: crate::util::boot_id(),
+        }
     }
 }
 
@@ -38,8 +48,12 @@ impl DbStatsSource for AgentCosts {
     }
 
     fn counters(&mut self) -> anyhow::Result<BTreeMap<String, f64>> {
-        let (_, snapshot) = self.client.snapshot()?;
+        let body = self.client.snapshot_body()?;
+        let snapshot = body.snapshot;
         let mut out = BTreeMap::new();
+        if let (Some(here), Some(there)) = (&self.here, &body.boot_id) {
+            out.insert(SAME_HOST.to_string(), f64::from(u8::from(here == there)));
+        }
         if let Some(stat) = &snapshot.stat {
             let t = &stat.total;
             let idle = t.idle + t.iowait.unwrap_or(0);
