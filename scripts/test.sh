@@ -23,6 +23,9 @@ fi
 # The web workload's tests start their own nginx (nginx-light is enough:
 # it has stub_status).
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)
+# The accelerator's tests start their own Varnish (varnishd and
+# varnishncsa; never the packaged service).
+{ [ -x /usr/sbin/varnishd ] && command -v varnishncsa; } >/dev/null 2>&1 || need_apt+=(varnish)
 # The node_exporter probe is tested against a real exporter on loopback.
 command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
 # The live view's /metrics is scraped by a real Prometheus the test starts

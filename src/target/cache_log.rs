@@ -9,6 +9,19 @@
 //! pc1|MISS|4362|0.002|0.003|4096
 //! ```
 //!
+//! A proxy that logs its fetches from the origin apart from its replies
+//! (Varnish's `varnishncsa`, one line per transaction of either side)
+//! marks a reply's line `pc1c` and a fetch's `pc1b` ([`MARK_REPLY`],
+//! [`MARK_FETCH`]): a reply's line is a request as `pc1`'s is, its origin
+//! fields `-`; a fetch's line is one request to the origin (its bytes and
+//! time) and no request to the cache, its status and request fields `-`.
+//!
+//! ```text
+//! pc1b|-|100204|0.007473|-|100000
+//! pc1c|miss|-|-|0.007752|100000
+//! pc1c|hit|-|-|0.000096|100000
+//! ```
+//!
 //! nginx writes it with `$upstream_cache_status`,
 //! `$upstream_bytes_received`, `$upstream_response_time`, `$request_time`
 //! and `$body_bytes_sent` ([`NGINX_FORMAT`]); an origin tried twice gives
@@ -28,6 +41,24 @@ use std::path::PathBuf;
 
 /// The first field of every line.
 pub(crate) const MARK: &str = "pc1";
+
+/// The first field of a reply's line, its fetch from the origin logged
+/// apart.
+pub(crate) const MARK_REPLY: &str = "pc1c";
+
+/// The first field of a fetch from the origin logged apart from the
+/// reply it served.
+pub(crate) const MARK_FETCH: &str = "pc1b";
+
+/// varnishncsa's format of the accounting (`-c -b`, both sides), marked
+/// by its side (`c` or `b`). A reply's: how Varnish handled it (`hit`,
+/// `miss`, `pass`, `synth`, …), its time from the client's request to
+/// the reply's end (the `Resp` timestamp's time since the start) and
+/// its body's bytes; a fetch's: the bytes received from the origin,
+/// headers included (`BereqAcct`'s sixth field), its time until the
+/// body was fetched (the `BerespBody` timestamp's) and the body's bytes.
+/// Fields a side does not have print `-`.
+pub(crate) const VARNISHNCSA_FORMAT: &str = "pc1%{Varnish:side}x|%{Varnish:handling}x|%{VSL:BereqAcct[6]}x|%{VSL:Timestamp:BerespBody[2]}x|%{VSL:Timestamp:Resp[2]}x|%b";
 
 /// nginx's `log_format` of the accounting.
 pub(crate) const NGINX_FORMAT: &str = "pc1|$upstream_cache_status|$upstream_bytes_received|$upstream_response_time|$request_time|$body_bytes_sent";
@@ -57,7 +88,8 @@ pub(crate) const STATUSES: &[&str] = &[
 /// Where a caching proxy's accounting is, and the most its cache holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct CacheAccounting {
-    /// The access log in [`NGINX_FORMAT`]'s form.
+    /// The access log in the module's format ([`NGINX_FORMAT`],
+    /// [`VARNISHNCSA_FORMAT`]).
     pub(crate) log: PathBuf,
     /// The cache's size limit, bytes, when known.
     pub(crate) max_bytes: Option<u64>,
@@ -180,19 +212,27 @@ impl CacheLog {
 
     /// One line of the log, counted.
     fn line(&mut self, line: &[u8]) {
-        let Some(fields) = std::str::from_utf8(line).ok().and_then(parse_line) else {
+        let Some((side, fields)) = std::str::from_utf8(line).ok().and_then(parse_line) else {
             if !line.is_empty() {
                 self.bad();
             }
             return;
         };
+        if side == Side::Fetch {
+            self.add("origin_requests", 1.0);
+            self.add("origin_bytes", fields.origin_bytes as f64);
+            self.add("origin_seconds", fields.origin_seconds);
+            return;
+        }
         self.add("cache_requests", 1.0);
         self.add(&format!("cache_{}", fields.status), 1.0);
         self.add("origin_requests", fields.origin_requests as f64);
         self.add("origin_bytes", fields.origin_bytes as f64);
         self.add("origin_seconds", fields.origin_seconds);
         self.add("request_seconds", fields.request_seconds);
-        if fields.origin_requests > 0 {
+        // A reply whose fetch is logged apart waited for the origin when
+        // it missed.
+        if fields.origin_requests > 0 || (side == Side::Reply && fields.status == "miss") {
             self.add("miss_request_seconds", fields.request_seconds);
         }
         self.add("served_bytes", fields.served_bytes as f64);
@@ -245,12 +285,27 @@ struct Fields {
     served_bytes: u64,
 }
 
+/// Which part of a request a line accounts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The reply to the client, with its fetch from the origin if any
+    /// (`pc1`).
+    Whole,
+    /// The reply to the client, its fetch logged apart (`pc1c`).
+    Reply,
+    /// A fetch from the origin logged apart (`pc1b`).
+    Fetch,
+}
+
 /// A line in the format, or `None`.
-fn parse_line(line: &str) -> Option<Fields> {
+fn parse_line(line: &str) -> Option<(Side, Fields)> {
     let mut parts = line.trim_end_matches('\r').split('|');
-    if parts.next()? != MARK {
-        return None;
-    }
+    let side = match parts.next()? {
+        MARK => Side::Whole,
+        MARK_REPLY => Side::Reply,
+        MARK_FETCH => Side::Fetch,
+        _ => return None,
+    };
     let status = parts.next()?;
     let bytes = parts.next()?;
     let origin_time = parts.next()?;
@@ -275,14 +330,17 @@ fn parse_line(line: &str) -> Option<Fields> {
     } else {
         served.parse().ok()?
     };
-    Some(Fields {
-        status,
-        origin_requests,
-        origin_bytes,
-        origin_seconds,
-        request_seconds,
-        served_bytes,
-    })
+    Some((
+        side,
+        Fields {
+            status,
+            origin_requests,
+            origin_bytes,
+            origin_seconds,
+            request_seconds,
+            served_bytes,
+        },
+    ))
 }
 
 /// A value an upstream may repeat (`123, 456`, `1 : 2`): how many there
@@ -368,6 +426,40 @@ mod tests {
         assert_eq!(c["served_bytes"], 4096.0 * 2.0 + 90.0);
         assert_eq!(c["cache_log_bad_lines"], 0.0);
         assert_eq!(c["now_cache_max_bytes"], (1 << 20) as f64);
+    }
+
+    /// varnishncsa's two sides (its own lines, as it wrote them for a
+    /// miss and two hits): the fetch is the origin's request and bytes,
+    /// the replies the cache's requests.
+    #[test]
+    fn a_fetch_logged_apart_is_the_origins_and_a_reply_the_caches() {
+        let mut l = log();
+        l.feed(
+            b"pc1b|-|100204|0.007473|-|100000
+pc1c|miss|-|-|0.007752|100000
+",
+        );
+        l.feed(
+            b"pc1c|hit|-|-|0.001558|100000
+pc1c|hit|-|-|0.000096|100000
+",
+        );
+        l.feed(
+            b"pc1c|pass|-|-|0.001|3
+pc1x|hit|-|-|0|0
+",
+        );
+        let c = l.counts();
+        assert_eq!(c["cache_requests"], 4.0);
+        assert_eq!((c["cache_hit"], c["cache_miss"]), (2.0, 1.0));
+        assert_eq!(c["cache_other"], 1.0);
+        assert_eq!(c["origin_requests"], 1.0);
+        assert_eq!(c["origin_bytes"], 100204.0);
+        assert!((c["origin_seconds"] - 0.007473).abs() < 1e-9);
+        assert!((c["request_seconds"] - (0.007752 + 0.001558 + 0.000096 + 0.001)).abs() < 1e-9);
+        assert!((c["miss_request_seconds"] - 0.007752).abs() < 1e-9);
+        assert_eq!(c["served_bytes"], 300003.0);
+        assert_eq!(c["cache_log_bad_lines"], 1.0);
     }
 
     /// Garbage and a line longer than kept are counted, and the reading

@@ -30,4 +30,5 @@ mod report;
 mod stored;
 mod support;
 mod units;
+mod varnish;
 mod web;

@@ -24,7 +24,7 @@ type Answers = HashMap<(&'static str, Vec<(String, String)>), Result<(), String>
 static ASKED: Mutex<Option<Answers>> = Mutex::new(None);
 
 /// The kept answer for `server`'s `settings`, or `ask`'s.
-fn remembered(
+pub(super) fn remembered(
     server: &'static str,
     settings: &[(String, String)],
     ask: impl FnOnce() -> Result<(), String>,
@@ -51,7 +51,7 @@ fn remembered(
 /// Runs `cmd` to its end (killed at [`DEADLINE`]): whether it succeeded,
 /// and what it wrote to stderr. `None` when it could not run or took too
 /// long: no answer.
-fn answer_of(mut cmd: Command) -> Option<(bool, String)> {
+pub(super) fn answer_of(mut cmd: Command) -> Option<(bool, String)> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -83,7 +83,7 @@ fn answer_of(mut cmd: Command) -> Option<(bool, String)> {
 
 /// The server's own complaint: the text after `marker` on the first line
 /// holding it, with a following `HINT:` line.
-fn complaint(stderr: &str, marker: &str) -> Option<String> {
+pub(super) fn complaint(stderr: &str, marker: &str) -> Option<String> {
     let mut lines = stderr.lines();
     let first = lines.by_ref().find(|l| l.contains(marker))?;
     let mut said = first[first.find(marker)? + marker.len()..]

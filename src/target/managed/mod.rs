@@ -5,7 +5,8 @@
 //! directory, wait until it answers, follow its processes, and on drop stop
 //! it (a polite signal, then SIGKILL after a deadline) and remove the
 //! directory unless asked to keep it. [`server`] drives that sequence;
-//! [`postgres`], [`mariadb`] and [`nginx`] each say only what differs,
+//! [`postgres`], [`mariadb`], [`nginx`] and [`varnish`] each say only
+//! what differs (an accelerator's origin is [`origin`]'s),
 //! and [`KINDS`] lists them: a new kind is its file and one line there.
 
 pub(crate) mod asked;
@@ -16,9 +17,11 @@ pub(crate) mod link;
 pub(crate) mod mariadb;
 pub mod nginx;
 mod options;
+pub(crate) mod origin;
 pub mod postgres;
 pub(crate) mod server;
 pub(crate) mod stop;
+pub(crate) mod varnish;
 
 pub use options::{Origin, ServerOptions};
 
@@ -38,6 +41,7 @@ pub(crate) const KINDS: &[KindEntry] = &[
     KindEntry::of::<postgres::Postgres>(),
     KindEntry::of::<mariadb::Mariadb>(),
     KindEntry::of::<nginx::Nginx>(),
+    KindEntry::of::<varnish::Varnish>(),
 ];
 
 /// A server's settings, each a name and a value.

@@ -98,7 +98,7 @@ pub struct WebArgs {
     #[arg(long = "nginx-role", value_name = "ROLE", value_enum, default_value_t = NginxRole::Server)]
     pub(crate) nginx_role: NginxRole,
 
-    /// Managed nginx as accelerator: the origin it caches, http://HOST:PORT/ or nginx:managed (a second managed nginx serving the file set).
+    /// Managed nginx as accelerator, or managed Varnish: the origin it caches, http://HOST:PORT/ or nginx:managed (a managed nginx serving the file set).
     #[arg(long, value_name = "URL")]
     pub(crate) origin: Option<String>,
 
@@ -130,10 +130,22 @@ pub struct WebArgs {
     #[arg(long = "nginx-memory", value_name = "SIZE")]
     pub(crate) nginx_memory: Option<String>,
 
+    /// Managed Varnish: a varnishd parameter, NAME=VALUE (repeatable), or storage=SIZE for its cache's size (default 256m), e.g. storage=64m.
+    #[arg(long = "varnish-set", value_name = "NAME=VALUE")]
+    pub(crate) varnish_set: Vec<String>,
+
+    /// Managed Varnish: run it on these CPUs only, e.g. 0 or 0-1.
+    #[arg(long = "varnish-cpus", value_name = "LIST")]
+    pub(crate) varnish_cpus: Option<String>,
+
+    /// Managed Varnish: hold it to SIZE of memory (a cgroup; root), e.g. 512MiB.
+    #[arg(long = "varnish-memory", value_name = "SIZE")]
+    pub(crate) varnish_memory: Option<String>,
+
     #[command(flatten)]
     pub(crate) surroundings: crate::target::SurroundingsArgs,
 
-    /// Managed nginx: keep its directory (configuration, files, log) after the run.
+    /// Managed nginx or Varnish: keep its directory (configuration, files, log) after the run.
     #[arg(long)]
     pub(crate) keep: bool,
 }
@@ -422,28 +434,39 @@ fn headers_of(args: &WebArgs) -> Result<Vec<(String, String)>, PlanError> {
     Ok(headers)
 }
 
-/// The managed nginx's options (`--nginx-*`, `--keep`, the surroundings),
-/// refused for a server perflab does not manage.
+/// The managed server's options (`--nginx-*` or `--varnish-*`, `--keep`,
+/// the surroundings), refused for a server perflab does not manage.
 fn server_options(
     args: &WebArgs,
     target: &Target,
     managed: bool,
 ) -> Result<ServerOptions, PlanError> {
-    check_managed_only(args, managed)?;
-    let origin = origin_of(args)?;
-    let settings = nginx_settings(args, managed, origin.is_some())?;
-    let cpus = args
-        .nginx_cpus
+    let varnish = matches!(target, Target::Managed(kind) if kind.scheme == VARNISH);
+    check_managed_only(args, managed, varnish)?;
+    let origin = origin_of(args, varnish)?;
+    let (settings, (cpus_flag, cpus), (memory_flag, memory)) = if varnish {
+        (
+            varnish_settings(args)?,
+            ("--varnish-cpus", &args.varnish_cpus),
+            ("--varnish-memory", &args.varnish_memory),
+        )
+    } else {
+        (
+            nginx_settings(args, managed, origin.is_some())?,
+            ("--nginx-cpus", &args.nginx_cpus),
+            ("--nginx-memory", &args.nginx_memory),
+        )
+    };
+    let cpus = cpus
         .as_deref()
-        .map(|t| parse_cpu_list(t, "--nginx-cpus"))
+        .map(|t| parse_cpu_list(t, cpus_flag))
         .transpose()?
         .unwrap_or_default();
-    let memory = args
-        .nginx_memory
+    let memory = memory
         .as_deref()
         .map(|t| {
             crate::units::Bytes::parse(t)
-                .map_err(|e| PlanError::flag("--nginx-memory", e, "e.g. --nginx-memory 64MiB"))
+                .map_err(|e| PlanError::flag(memory_flag, e, &format!("e.g. {memory_flag} 64MiB")))
         })
         .transpose()?;
     let (link, io) = args.surroundings.validate(target)?;
@@ -474,25 +497,33 @@ fn server_options(
     })
 }
 
-/// The accelerator's origin: `--origin` with `--nginx-role accelerator`,
-/// one without the other refused.
-fn origin_of(args: &WebArgs) -> Result<Option<Origin>, PlanError> {
-    match (args.nginx_role, &args.origin) {
-        (NginxRole::Server, None) => Ok(None),
-        (NginxRole::Server, Some(_)) => Err(PlanError::flag(
+/// The managed Varnish's `--target`.
+const VARNISH: &str = "varnish:managed";
+
+/// The accelerator's origin: `--origin` with `--nginx-role accelerator`
+/// or a managed Varnish (an accelerator only), one without the other
+/// refused.
+fn origin_of(args: &WebArgs, varnish: bool) -> Result<Option<Origin>, PlanError> {
+    let accelerating = varnish || args.nginx_role == NginxRole::Accelerator;
+    match (accelerating, &args.origin) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(PlanError::flag(
             "--origin",
             "only an accelerator has an origin",
-            "add --nginx-role accelerator, or drop --origin",
+            "add --nginx-role accelerator, or use --target varnish:managed, or drop --origin",
         )),
-        (NginxRole::Accelerator, None) => Err(PlanError::flag(
+        (true, None) if varnish => Err(PlanError::flag(
+            "--origin",
+            "a managed Varnish caches an origin, and none was given",
+            "add --origin http://HOST:PORT/ or --origin nginx:managed",
+        )),
+        (true, None) => Err(PlanError::flag(
             "--nginx-role",
             "an accelerator caches an origin, and none was given",
             "add --origin http://HOST:PORT/ or --origin nginx:managed",
         )),
-        (NginxRole::Accelerator, Some(text)) if text.trim() == "nginx:managed" => {
-            Ok(Some(Origin::Managed))
-        }
-        (NginxRole::Accelerator, Some(text)) => {
+        (true, Some(text)) if text.trim() == "nginx:managed" => Ok(Some(Origin::Managed)),
+        (true, Some(text)) => {
             let base = crate::target::http::HttpBase::parse(text).map_err(|e| {
                 PlanError::flag("--origin", e, "give http://HOST:PORT/ or nginx:managed")
             })?;
@@ -511,23 +542,48 @@ fn origin_of(args: &WebArgs) -> Result<Option<Origin>, PlanError> {
     }
 }
 
-/// Refuses a managed nginx's flag for another server, and
-/// `--server-status` for a managed nginx (whose status is read already).
-fn check_managed_only(args: &WebArgs, managed: bool) -> Result<(), PlanError> {
-    let managed_flag = [
+/// Refuses a managed nginx's flag for another server and a managed
+/// Varnish's for another, and `--server-status` for a managed server
+/// (whose accounting is read already).
+fn check_managed_only(args: &WebArgs, managed: bool, varnish: bool) -> Result<(), PlanError> {
+    let nginx_flag = [
         (!args.nginx_set.is_empty(), "--nginx-set"),
         (args.nginx_cpus.is_some(), "--nginx-cpus"),
         (args.nginx_listen.is_some(), "--nginx-listen"),
         (args.nginx_tls_cert.is_some(), "--nginx-tls-cert"),
         (args.nginx_memory.is_some(), "--nginx-memory"),
         (args.nginx_role != NginxRole::Server, "--nginx-role"),
-        (args.keep, "--keep"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag));
-    if let (false, Some(flag)) = (managed, managed_flag) {
+    let varnish_flag = [
+        (!args.varnish_set.is_empty(), "--varnish-set"),
+        (args.varnish_cpus.is_some(), "--varnish-cpus"),
+        (args.varnish_memory.is_some(), "--varnish-memory"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag));
+    if let (false, Some(flag)) = (managed && !varnish, nginx_flag) {
         return Err(PlanError::flag(
             flag,
+            "only a managed nginx is configured by perflab",
+            if varnish {
+                "use --varnish-* with a managed Varnish, or --target nginx:managed"
+            } else {
+                "use --target nginx:managed, or configure your server yourself"
+            },
+        ));
+    }
+    if let (false, Some(flag)) = (varnish, varnish_flag) {
+        return Err(PlanError::flag(
+            flag,
+            "only a managed Varnish takes it",
+            "use --target varnish:managed --origin …, or drop it",
+        ));
+    }
+    if !managed && args.keep {
+        return Err(PlanError::flag(
+            "--keep",
             "only a managed nginx is configured by perflab",
             "use --target nginx:managed, or configure your server yourself",
         ));
@@ -535,11 +591,40 @@ fn check_managed_only(args: &WebArgs, managed: bool) -> Result<(), PlanError> {
     if managed && args.server_status.is_some() {
         return Err(PlanError::flag(
             "--server-status",
-            "a managed nginx's stub_status is read already",
+            if varnish {
+                "a managed Varnish's own log is read already"
+            } else {
+                "a managed nginx's stub_status is read already"
+            },
             "drop --server-status",
         ));
     }
     Ok(())
+}
+
+/// `--varnish-set`'s settings, each checked, then together by varnishd.
+fn varnish_settings(args: &WebArgs) -> Result<Vec<(String, String)>, PlanError> {
+    let settings = args
+        .varnish_set
+        .iter()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').ok_or_else(|| {
+                PlanError::flag(
+                    "--varnish-set",
+                    format!("'{kv}' is not NAME=VALUE"),
+                    "e.g. --varnish-set storage=64m",
+                )
+            })?;
+            let (k, v) = (k.trim().to_string(), v.trim().to_string());
+            crate::target::managed::varnish::check_setting(&k, &v).map_err(|e| {
+                PlanError::flag("--varnish-set", e, "e.g. --varnish-set storage=64m")
+            })?;
+            Ok((k, v))
+        })
+        .collect::<Result<Vec<_>, PlanError>>()?;
+    crate::target::managed::varnish::check_settings(&settings)
+        .map_err(|e| PlanError::flag("--varnish-set", e, "fix the parameter, or drop it"))?;
+    Ok(settings)
 }
 
 /// `--nginx-set`'s directives, each checked, and together for a managed

@@ -1,17 +1,12 @@
 //! The accelerator role of a managed nginx (`--nginx-role accelerator
-//! --origin …`): the origin it proxies to (an `http://` URL that must
-//! answer before anything is made, or a second managed nginx started
-//! with it), the parts of its `proxy_cache_path` (perflab's directive,
+//! --origin …`, its origin in [`crate::target::managed::origin`]): the parts of its `proxy_cache_path` (perflab's directive,
 //! its directory in the managed one) each set and checked like a
 //! directive, and its part of the configuration: the cache, the origin
 //! as an upstream, and its own accounting of every request in the log
 //! [`crate::target::cache_log`] reads.
 
-use super::{ManagedNginx, ServerOptions};
-use crate::error::PlanError;
-use anyhow::Context;
+use crate::target::managed::origin::Upstream;
 use std::path::Path;
-use std::time::Duration;
 
 /// The parts of `proxy_cache_path` perflab writes (the directive itself
 /// is perflab's: its directory is in the managed one), each set as if it
@@ -40,92 +35,6 @@ pub(crate) const CACHE_LOG: &str = "cache.log";
 
 /// The accelerator's cache, in its directory.
 pub(super) const CACHE_DIR: &str = "cache";
-
-/// What an accelerator proxies to.
-pub(super) struct Accelerating {
-    /// The origin's base URL as given, or the managed origin's.
-    pub(super) origin_url: String,
-    /// The managed origin, when perflab runs it.
-    pub(super) managed: Option<Box<ManagedNginx>>,
-}
-
-/// The origin as found before anything is made.
-pub(super) enum OriginPlan {
-    /// An origin that answered at this base URL.
-    Url(String),
-    /// A managed origin, to start (kept when the accelerator is).
-    Managed { keep: bool },
-}
-
-/// Where the accelerator's configuration sends misses.
-pub(super) struct Upstream {
-    /// `HOST:PORT` of the origin.
-    pub(super) authority: String,
-    /// The path every request's path is appended to, ending in `/`.
-    pub(super) path: String,
-}
-
-/// The origin at `url` (plain HTTP) answers an HTTP GET of its base path
-/// within 3 s, whatever its status: the URL as a base, or one line
-/// naming the problem.
-pub(super) fn origin_answers(url: &str) -> Result<String, PlanError> {
-    let bad = |why: String| {
-        PlanError::flag(
-            "--origin",
-            why,
-            "give the origin's http://HOST:PORT/ once it runs, or --origin nginx:managed",
-        )
-    };
-    let base = crate::target::http::HttpBase::parse(url).map_err(bad)?;
-    if base.tls {
-        return Err(bad(format!(
-            "'{}': the accelerator reaches its origin over plain HTTP",
-            crate::target::redact(url)
-        )));
-    }
-    let addr = base.resolve().map_err(bad)?;
-    let reply = crate::target::http::get_text(addr, &base.path, Duration::from_secs(3))
-        .map_err(|e| bad(format!("the origin {} does not answer: {e}", base.url())))?;
-    if !reply.starts_with("HTTP/") {
-        return Err(bad(format!(
-            "the origin {} does not answer HTTP",
-            base.url()
-        )));
-    }
-    Ok(base.url())
-}
-
-/// The accelerator's origin: the URL that answered, or a managed nginx
-/// started now (its own directory, port and processes).
-pub(super) fn start_origin(plan: OriginPlan) -> anyhow::Result<Accelerating> {
-    match plan {
-        OriginPlan::Url(origin_url) => Ok(Accelerating {
-            origin_url,
-            managed: None,
-        }),
-        OriginPlan::Managed { keep } => {
-            let origin = ManagedNginx::start(&ServerOptions {
-                keep,
-                ..ServerOptions::default()
-            })
-            .context("cannot start the accelerator's managed origin")?;
-            let origin_url = origin.base_urls().into_iter().next().unwrap_or_default();
-            Ok(Accelerating {
-                origin_url,
-                managed: Some(Box::new(origin)),
-            })
-        }
-    }
-}
-
-/// Where misses go: the origin's `HOST:PORT` and base path.
-pub(super) fn upstream_of(origin_url: &str) -> anyhow::Result<Upstream> {
-    let base = crate::target::http::HttpBase::parse(origin_url).map_err(anyhow::Error::msg)?;
-    Ok(Upstream {
-        authority: base.authority(),
-        path: base.path,
-    })
-}
 
 /// `proxy_cache_path` is perflab's (its directory is in the managed
 /// one); its parts are set one by one, each checked: sizes as nginx
@@ -179,7 +88,9 @@ pub(super) fn accelerator_blocks(
             .unwrap_or_default()
     };
     let d = dir.display();
-    let Upstream { authority, path } = upstream;
+    let Upstream {
+        authority, path, ..
+    } = upstream;
     let proxy = format!(
         "proxy_cache_path {d}/{CACHE_DIR} levels={} keys_zone=perflab_cache:{} max_size={} inactive={} use_temp_path=off;\n\
          log_format perflab_cache '{}';\n\
@@ -232,6 +143,8 @@ mod tests {
             &directives,
             Some(&Upstream {
                 authority: "127.0.0.1:9000".into(),
+                host: "127.0.0.1".into(),
+                port: 9000,
                 path: "/static/".into(),
             }),
         );

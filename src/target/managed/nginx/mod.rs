@@ -14,7 +14,7 @@
 //!
 //! In the accelerator role (`--nginx-role accelerator --origin …`) it is
 //! a reverse-proxy cache in front of an origin: an `http://` URL, or a
-//! second managed nginx ([`Origin::Managed`]) that serves the file set and
+//! second managed nginx ([`crate::target::Origin::Managed`]) that serves the file set and
 //! lives and dies with it. Its cache is `proxy_cache_path` in its own
 //! directory, sized by perflab's parts of that directive
 //! ([`CACHE_PARTS`], set with `--nginx-set` like any directive), and its
@@ -24,18 +24,16 @@
 
 mod accelerator;
 
-use accelerator::{
-    accelerator_blocks, check_cache_part, origin_answers, start_origin, upstream_of, Accelerating,
-    OriginPlan, Upstream, ACCELERATOR_DEFAULTS, CACHE_DIR,
-};
+use accelerator::{accelerator_blocks, check_cache_part, ACCELERATOR_DEFAULTS, CACHE_DIR};
 pub(crate) use accelerator::{CACHE_LOG, CACHE_PARTS};
 
 use super::find_programs;
+use super::origin::{start_origin, upstream_of, Accelerating, OriginPlan, Upstream};
 use super::server::{ManagedKind, ManagedServer, MovedLog, Probe, Reach, Site, Start};
 use super::{placed_command, ServerDir};
 use crate::error::PlanError;
 use crate::target::cache_log::CacheAccounting;
-use crate::target::{Origin, ServerOptions, TargetKind};
+use crate::target::{ServerOptions, TargetKind};
 use anyhow::Context;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -160,11 +158,11 @@ impl ManagedKind for Nginx {
             ))
             .into());
         }
-        let origin = match &options.origin {
-            None => None,
-            Some(Origin::Managed) => Some(OriginPlan::Managed { keep: options.keep }),
-            Some(Origin::Url(url)) => Some(OriginPlan::Url(origin_answers(url)?)),
-        };
+        let origin = options
+            .origin
+            .as_ref()
+            .map(|o| OriginPlan::of(o, options.keep))
+            .transpose()?;
         Ok(Programs {
             nginx,
             addresses: options.addresses.clone(),
@@ -283,7 +281,7 @@ impl ManagedKind for Nginx {
     }
 
     fn origin_pid(&self) -> Option<u32> {
-        self.accelerator.as_ref()?.managed.as_ref().map(|m| m.pid())
+        self.accelerator.as_ref()?.pid()
     }
 
     fn settings<'a>(&'a self, _site: &'a Site) -> &'a [(String, String)] {
@@ -295,7 +293,7 @@ impl ManagedKind for Nginx {
     fn docroot(&self, site: &Site) -> Option<PathBuf> {
         match &self.accelerator {
             None => Some(site.dir.path().join("html")),
-            Some(a) => a.managed.as_ref().map(|m| m.docroot()),
+            Some(a) => a.docroot(),
         }
     }
 }
@@ -489,6 +487,8 @@ pub(crate) fn check_settings(
     }
     let upstream = accelerating.then(|| Upstream {
         authority: "127.0.0.1:8082".to_string(),
+        host: "127.0.0.1".to_string(),
+        port: 8082,
         path: "/".to_string(),
     });
     super::asked::nginx(&program, &asked, |dir| {

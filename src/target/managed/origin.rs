@@ -1,0 +1,142 @@
+//! The origin a caching accelerator sits in front of, whatever the
+//! accelerator (a managed nginx in its accelerator role, a managed
+//! Varnish): an `http://` URL that must answer before anything is made,
+//! or a managed nginx serving the file set ([`OriginPlan::Managed`]),
+//! started with the accelerator and stopped after it. An accelerator
+//! keeps its [`Accelerating`] as its last field, so that the origin
+//! outlives the accelerator's own process.
+
+use super::server::{Reach, Running};
+use super::{KindEntry, ServerOptions};
+use crate::error::PlanError;
+use anyhow::Context;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What an accelerator proxies to.
+pub(crate) struct Accelerating {
+    /// The origin's base URL as given, or the managed origin's.
+    pub(crate) origin_url: String,
+    /// The managed origin, when perflab runs it.
+    pub(crate) managed: Option<Box<dyn Running>>,
+}
+
+/// The managed origin's kind (found among the kinds, not named: an
+/// accelerator's file, nginx's own included, needs no other's).
+const ORIGIN_SCHEME: &str = "nginx:managed";
+
+impl Accelerating {
+    /// The managed origin's main process, when perflab runs it.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.managed.as_ref().map(|m| m.pid())
+    }
+
+    /// The managed origin's document root (where the workload writes the
+    /// file set); none in front of an origin perflab does not run.
+    pub(crate) fn docroot(&self) -> Option<PathBuf> {
+        self.managed.as_ref().and_then(|m| m.docroot())
+    }
+}
+
+/// The origin as found before anything is made.
+pub(crate) enum OriginPlan {
+    /// An origin that answered at this base URL.
+    Url(String),
+    /// A managed origin, to start (kept when the accelerator is).
+    Managed { keep: bool },
+}
+
+impl OriginPlan {
+    /// The origin `--origin` named: a URL that answers now, or a managed
+    /// nginx to start (its files kept when the accelerator's are).
+    pub(crate) fn of(origin: &super::Origin, keep: bool) -> Result<OriginPlan, PlanError> {
+        Ok(match origin {
+            super::Origin::Managed => OriginPlan::Managed { keep },
+            super::Origin::Url(url) => OriginPlan::Url(origin_answers(url)?),
+        })
+    }
+}
+
+/// Where the accelerator sends misses.
+pub(crate) struct Upstream {
+    /// `HOST:PORT` of the origin.
+    pub(crate) authority: String,
+    /// The origin's host (an IPv6 address without brackets) and port.
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// The path every request's path is appended to, ending in `/`.
+    pub(crate) path: String,
+}
+
+/// The origin at `url` (plain HTTP) answers an HTTP GET of its base path
+/// within 3 s, whatever its status: the URL as a base, or one line
+/// naming the problem.
+pub(crate) fn origin_answers(url: &str) -> Result<String, PlanError> {
+    let bad = |why: String| {
+        PlanError::flag(
+            "--origin",
+            why,
+            "give the origin's http://HOST:PORT/ once it runs, or --origin nginx:managed",
+        )
+    };
+    let base = crate::target::http::HttpBase::parse(url).map_err(bad)?;
+    if base.tls {
+        return Err(bad(format!(
+            "'{}': the accelerator reaches its origin over plain HTTP",
+            crate::target::redact(url)
+        )));
+    }
+    let addr = base.resolve().map_err(bad)?;
+    let reply = crate::target::http::get_text(addr, &base.path, Duration::from_secs(3))
+        .map_err(|e| bad(format!("the origin {} does not answer: {e}", base.url())))?;
+    if !reply.starts_with("HTTP/") {
+        return Err(bad(format!(
+            "the origin {} does not answer HTTP",
+            base.url()
+        )));
+    }
+    Ok(base.url())
+}
+
+/// The accelerator's origin: the URL that answered, or a managed nginx
+/// started now (its own directory, port and processes).
+pub(crate) fn start_origin(plan: OriginPlan) -> anyhow::Result<Accelerating> {
+    match plan {
+        OriginPlan::Url(origin_url) => Ok(Accelerating {
+            origin_url,
+            managed: None,
+        }),
+        OriginPlan::Managed { keep } => {
+            let kind = KindEntry::by_scheme(ORIGIN_SCHEME)
+                .with_context(|| format!("no managed server {ORIGIN_SCHEME} to be the origin"))?;
+            let origin = (kind.start)(&ServerOptions {
+                keep,
+                ..ServerOptions::default()
+            })
+            .context("cannot start the accelerator's managed origin")?;
+            let origin_url = match origin.reach()? {
+                Reach::Http { bases, .. } => bases.into_iter().next().unwrap_or_default(),
+                _ => anyhow::bail!("the managed origin {ORIGIN_SCHEME} is no web server"),
+            };
+            Ok(Accelerating {
+                origin_url,
+                managed: Some(origin),
+            })
+        }
+    }
+}
+
+/// Where misses go: the origin's `HOST:PORT` and base path.
+pub(crate) fn upstream_of(origin_url: &str) -> anyhow::Result<Upstream> {
+    let base = crate::target::http::HttpBase::parse(origin_url).map_err(anyhow::Error::msg)?;
+    Ok(Upstream {
+        authority: base.authority(),
+        host: base
+            .host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port: base.port,
+        path: base.path,
+    })
+}
