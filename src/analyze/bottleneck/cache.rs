@@ -162,7 +162,7 @@ fn too_small(points: &[StepPoint], seen: &[(usize, Seen)]) -> Option<Bottleneck>
         ],
         unreliable: false,
         next: Some(
-            "give the cache room for the working set (--nginx-set proxy_cache_max_size=…), or vary it in a lab to find the knee"
+            "give the cache room for the working set (nginx: --nginx-set proxy_cache_max_size=…; Varnish: --varnish-set storage=…), or vary it in a lab to find the knee"
                 .to_string(),
         ),
         resource: None,
@@ -210,7 +210,7 @@ fn origin(p: &StepPoint, here: &Seen) -> Option<Bottleneck> {
         ],
         unreliable: false,
         next: Some(
-            "a faster origin, or more hits: a larger cache or longer proxy_cache_valid".to_string(),
+            "a faster origin, or more hits: a larger cache or a longer time to live (nginx's proxy_cache_valid, Varnish's default_ttl)".to_string(),
         ),
         resource: None,
     })
