@@ -48,12 +48,13 @@ files-throttle          ^resource$            throttle|limit
 loop-tmpfs              ^resource$            ^cpu
 loss                    ^network_loss$        .
 cache-small             ^cache_too_small$     ^cache
+cache-small-varnish     ^cache_too_small$     ^cache
 net-cpu                 ^resource$            ^cpu
 net-link                ^resource$            ^link
 generator               ^load_generator$      .
 commit-latency-mariadb  ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small net-cpu net-link)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -881,6 +882,15 @@ scn_net_link() {
     EVIDENCE=tbf_evidence
     WORKLOAD=net sweep 1,2,4 --target "$AGENT_URL" "${NET_ACCESS[@]}" --test stream \
         --message-size 64KiB
+}
+
+# 9e. The same working set through a managed Varnish whose cache (malloc
+# storage) holds 2 MiB: Varnish evicts as it fills, so the step needs no
+# long warm-up.
+scn_cache_small_varnish() {
+    WORKLOAD=web LOAD_FLAG=--rate WARMUP=3s DURATION=10s LAUNCH="taskset -c 1" sweep 300 \
+        --target varnish:managed --origin nginx:managed --varnish-cpus 0 \
+        --fileset specweb:4 --varnish-set storage=2m --connections 8
 }
 
 # 10. perflab held to 5 ms of CPU per 100 ms against a PostgreSQL outside

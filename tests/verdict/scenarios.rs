@@ -6,7 +6,7 @@
 //! beside niced CPU hogs; a disk and a file server's synced writes under a
 //! blkio throttle on perflab's own cgroup; commits waiting on a throttled
 //! log flush; retries at SERIALIZABLE; a caching accelerator whose cache is
-//! smaller than its file set; the echo agent of a net run under a CPU
+//! smaller than its file set, under nginx and under Varnish; the echo agent of a net run under a CPU
 //! quota, and a stream through a shaped link) is run once with short steps, and its verdict
 //! must name the class (a miss while the hypervisor took 10% or more of
 //! the CPU, the host shared with other guests, or while other processes
@@ -137,6 +137,11 @@ fn scenario_commits_waiting_on_a_throttled_log_flush_are_latency_bound() {
 #[test]
 fn scenario_a_cache_smaller_than_the_file_set_is_too_small_for_the_working_set() {
     scenario("cache-small");
+}
+
+#[test]
+fn scenario_a_varnish_cache_smaller_than_the_file_set_is_too_small_for_the_working_set() {
+    scenario("cache-small-varnish");
 }
 
 #[test]
