@@ -189,6 +189,7 @@ impl TargetArgs {
                 addresses: Vec::new(),
                 tls_files: None,
                 origin: None,
+                origin_of_link: None,
             },
         ))
     }

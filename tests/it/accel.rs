@@ -9,8 +9,9 @@ use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
 use std::path::{Path, PathBuf};
 
 /// The accelerator's directory (its start line) and the origin's (where
-/// the files were written), from a run's output.
-fn both_dirs(out: &str) -> (PathBuf, PathBuf) {
+/// the files were written), from a run's output; the Varnish tests'
+/// too.
+pub(crate) fn both_dirs(out: &str) -> (PathBuf, PathBuf) {
     let accelerator = out
         .lines()
         .find_map(|l| l.split("files in ").nth(1))
@@ -220,4 +221,80 @@ fn bad_accelerator_settings_are_refused_before_anything_starts() {
         assert!(err.contains(says), "{args}: {err}");
         assert!(!out.contains("starting a managed"), "{args}: {out}");
     }
+}
+
+/// Behind a shaped link the accelerator runs in a network namespace of
+/// its own, whose loopback is not this host's: its managed origin listens
+/// on the link's end on this host, where the accelerator reaches it. An
+/// origin URL on this host's loopback, which that namespace cannot
+/// reach, is one line before anything starts.
+#[test]
+fn an_accelerator_behind_a_shaped_link_reaches_its_managed_origin() {
+    let dir = tempdir();
+    let store = format!("{}/link.db", dir.path().display());
+    let out = perflab_ok(
+        dir.path(),
+        &format!(
+            "run web --target nginx:managed --nginx-role accelerator --origin nginx:managed --link-rate 50mbit --fileset specweb:1 --rate 100 --warmup 1s --duration 3s --store {store}"
+        ),
+    );
+    contains(&out, "its link: 50mbit each way");
+    assert!(!out.contains("caching http://127.0.0.1:"), "{out}");
+    let export: serde_json::Value = serde_json::from_str(&perflab_ok(
+        dir.path(),
+        &format!("show last --store {store} --json -"),
+    ))
+    .expect("the export is JSON");
+    let step = &export["steps"][0];
+    assert_eq!(step["status"], "ok", "{out}");
+    assert_eq!(step["summary"]["errors"], 0, "{out}");
+    let hits = step["cache"]["hit_ratio"].as_f64().unwrap_or(0.0);
+    assert!(hits > 0.5, "hit ratio {hits} behind the link:\n{out}");
+    let (requests, _) = origin_traffic(&export);
+    assert!(requests >= 1.0, "the origin saw no request:\n{out}");
+    let (accelerator, origin) = both_dirs(&out);
+    assert!(!accelerator.exists() && !origin.exists(), "{out}");
+
+    // An origin that answers here, on loopback, but not from the link's
+    // namespace.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let answering = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        // The origin's check is one GET; a few more are allowed for.
+        for _ in 0..3 {
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
+            // The whole request head, then the answer.
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    let (out, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run web --target nginx:managed --nginx-role accelerator --origin http://127.0.0.1:{port}/ --link-rate 50mbit --rate 100 --duration 2s"
+        ),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: --origin: ") && err.contains("cannot reach"),
+        "{err}"
+    );
+    assert!(!out.contains("step 1/"), "{out}");
+    // Unblock the origin's accept if fewer than three requests came.
+    for _ in 0..3 {
+        let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+    }
+    let _ = answering.join();
 }

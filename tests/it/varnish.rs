@@ -9,8 +9,9 @@
 //! installs: in CI a missing one fails; elsewhere the tests that start
 //! it say they skip.
 
+use crate::accel::both_dirs;
 use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Whether varnishd is here to start; its absence fails in CI.
 fn varnish_here(test: &str) -> bool {
@@ -23,23 +24,6 @@ fn varnish_here(test: &str) -> bool {
     );
     eprintln!("{test}: skipped, no /usr/sbin/varnishd (apt-get install varnish)");
     false
-}
-
-/// The accelerator's directory (its start line) and the origin's (where
-/// the files were written), from a run's output.
-fn both_dirs(out: &str) -> (PathBuf, PathBuf) {
-    let varnish = out
-        .lines()
-        .find_map(|l| l.split("files in ").nth(1))
-        .expect("Varnish's directory is printed")
-        .trim()
-        .into();
-    let origin = out
-        .lines()
-        .find_map(|l| l.strip_prefix("wrote ")?.split(" into ").nth(1))
-        .map(|docroot| Path::new(docroot.trim()).parent().unwrap().to_path_buf())
-        .expect("the origin's document root is printed");
-    (varnish, origin)
 }
 
 /// A counter of the cache's log summed over every interval of a run,

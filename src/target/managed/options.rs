@@ -37,6 +37,13 @@ pub struct ServerOptions {
     /// (none: it serves the files itself).
     #[serde(default)]
     pub origin: Option<Origin>,
+    /// A managed origin of an accelerator behind a shaped link: the
+    /// host's end of that link, which perflab made and which only the
+    /// link's namespace reaches. It listens there instead of on loopback,
+    /// the accelerator's namespace having a loopback of its own. Never
+    /// from a flag.
+    #[serde(skip)]
+    pub origin_of_link: Option<std::net::Ipv4Addr>,
 }
 
 /// A managed web server in the accelerator role: a caching reverse proxy

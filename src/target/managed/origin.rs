@@ -99,18 +99,43 @@ pub(crate) fn origin_answers(url: &str) -> Result<String, PlanError> {
 }
 
 /// The accelerator's origin: the URL that answered, or a managed nginx
-/// started now (its own directory, port and processes).
-pub(crate) fn start_origin(plan: OriginPlan) -> anyhow::Result<Accelerating> {
+/// started now (its own directory, port and processes). An accelerator
+/// behind a shaped link (`link_host`, the host's end of it) runs in a
+/// namespace of its own: a managed origin then listens on that end, where
+/// the accelerator reaches it, and an origin URL on this host's loopback,
+/// which the namespace cannot reach, is refused.
+pub(crate) fn start_origin(
+    plan: OriginPlan,
+    link_host: Option<std::net::Ipv4Addr>,
+) -> anyhow::Result<Accelerating> {
     match plan {
-        OriginPlan::Url(origin_url) => Ok(Accelerating {
-            origin_url,
-            managed: None,
-        }),
+        OriginPlan::Url(origin_url) => {
+            let loopback = crate::target::http::HttpBase::parse(&origin_url)
+                .ok()
+                .and_then(|b| b.resolve().ok())
+                .is_some_and(|a| a.ip().is_loopback());
+            if link_host.is_some() && loopback {
+                return Err(PlanError::flag(
+                    "--origin",
+                    format!(
+                        "'{}' is on this host's loopback, which the accelerator behind its link (a network namespace of its own) cannot reach",
+                        crate::target::redact(&origin_url)
+                    ),
+                    "give --origin nginx:managed (it then listens on the link's end), an origin on another address, or drop --link-*",
+                )
+                .into());
+            }
+            Ok(Accelerating {
+                origin_url,
+                managed: None,
+            })
+        }
         OriginPlan::Managed { keep } => {
             let kind = KindEntry::by_scheme(ORIGIN_SCHEME)
                 .with_context(|| format!("no managed server {ORIGIN_SCHEME} to be the origin"))?;
             let origin = (kind.start)(&ServerOptions {
                 keep,
+                origin_of_link: link_host,
                 ..ServerOptions::default()
             })
             .context("cannot start the accelerator's managed origin")?;

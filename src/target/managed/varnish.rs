@@ -164,7 +164,8 @@ impl ManagedKind for Varnish {
         let dir = site.dir.path();
         let mut accounting_ledger = Leftovers::begin("varnishncsa")?;
         let accounting = start_accounting(&programs.varnishncsa, site, &mut accounting_ledger)?;
-        let accelerating = start_origin(programs.origin)?;
+        let accelerating =
+            start_origin(programs.origin, site.link.as_ref().map(|_| site.client()))?;
         let upstream = upstream_of(&accelerating.origin_url)?;
         let vcl = dir.join(VCL);
         std::fs::write(&vcl, vcl_text(&upstream))

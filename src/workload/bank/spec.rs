@@ -242,6 +242,7 @@ impl WorkloadKind for Bank {
             addresses: Vec::new(),
             tls_files: None,
             origin: None,
+            origin_of_link: None,
         };
         // A managed server lives until this function returns.
         let opened = Opened::open(&spec.target, &server)?;

@@ -494,6 +494,7 @@ fn server_options(
         addresses,
         tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
         origin,
+        origin_of_link: None,
     })
 }
 

@@ -163,9 +163,15 @@ impl ManagedKind for Nginx {
             .as_ref()
             .map(|o| OriginPlan::of(o, options.keep))
             .transpose()?;
+        // An origin behind an accelerator's link listens on the link's
+        // end on this host (perflab's, reached from its namespace only).
+        let addresses = match options.origin_of_link {
+            Some(end) => vec![IpAddr::V4(end)],
+            None => options.addresses.clone(),
+        };
         Ok(Programs {
             nginx,
-            addresses: options.addresses.clone(),
+            addresses,
             tls_files: options.tls_files.clone(),
             origin,
         })
@@ -197,7 +203,11 @@ impl ManagedKind for Nginx {
                 .with_context(|| format!("cannot create {}", path.display()))?;
             site.hand_over(&path)?;
         }
-        let accelerator = programs.origin.map(start_origin).transpose()?;
+        let link_host = site.link.as_ref().map(|_| site.client());
+        let accelerator = programs
+            .origin
+            .map(|o| start_origin(o, link_host))
+            .transpose()?;
         let upstream = accelerator
             .as_ref()
             .map(|a| upstream_of(&a.origin_url))
