@@ -139,16 +139,15 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     }
     verdict.server_host = server_host;
     verdict.left_out = left_out;
-    net_evidence(run, &mut verdict);
+    net_evidence(run, &nets, &mut verdict);
     verdict
 }
 
 /// A net run's verdict says, at its step, what a transaction cost each
-/// end and whether a shaped link was full (`net::evidence`).
-fn net_evidence(run: &StoredRun, verdict: &mut Verdict) {
-    // Read again rather than passed: the verdict's points are the steps
-    // that completed, a subset; the steps are matched by their load.
-    let nets = net::net_steps(run);
+/// end and whether a shaped link was full (`net::evidence`). `nets` are
+/// the run's steps' figures, in the steps' order; the verdict's points are
+/// the steps that completed, a subset, so the steps are matched by load.
+fn net_evidence(run: &StoredRun, nets: &[net::NetStep], verdict: &mut Verdict) {
     let Some(bottleneck) = verdict.bottleneck.as_mut() else {
         return;
     };

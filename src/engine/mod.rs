@@ -6,6 +6,7 @@
 //!
 //! [`Recorder`]: crate::measure::Recorder
 
+mod batch;
 mod closed;
 mod crew;
 mod open;

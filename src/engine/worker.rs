@@ -4,10 +4,10 @@
 
 use super::schedule::Schedule;
 use super::state::WorkerState;
-use super::{closed, open};
+use super::{batch, closed, open};
 use crate::measure::{Recorder, Tally};
 use crate::plan::{Arrivals, ThinkTime};
-use crate::workload::{Seat, Session, Workload};
+use crate::workload::{Seat, Workload};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::rc::Rc;
@@ -152,7 +152,7 @@ async fn run_worker<W: Workload>(
         Recorder::new(workload.op_names().len()),
         plan.timeout,
     ));
-    if let Err(why) = set_going(sessions, &plan, &state, seat, start) {
+    if let Err(why) = set_going(workload.as_ref(), sessions, &plan, &state, seat, start) {
         let _ = events.send(WorkerEvent::Failed(why));
         return;
     }
@@ -187,11 +187,13 @@ async fn open_sessions<W: Workload>(
     Ok(sessions)
 }
 
-/// Spawns the worker's load on its thread's task set, from `start`: a
-/// task per user (closed), or a server per session and the arrival
-/// dispatcher (open); why not when the arrival timer cannot be made.
-fn set_going<S: Session + 'static>(
-    sessions: Vec<(u32, S)>,
+/// Spawns the worker's load on its thread's task set, from `start`: one
+/// loop for all users when the workload runs them so (closed, no think
+/// time), else a task per user (closed), or a server per session and the
+/// arrival dispatcher (open); why not when the arrival timer cannot be made.
+fn set_going<W: Workload>(
+    workload: &W,
+    sessions: Vec<(u32, W::Session)>,
     plan: &WorkerPlan,
     state: &Rc<WorkerState>,
     seat: Seat,
@@ -199,6 +201,18 @@ fn set_going<S: Session + 'static>(
 ) -> Result<(), String> {
     match plan.load {
         WorkerLoad::Closed { think } => {
+            let sessions = if think.mean().is_zero() {
+                let users: Vec<u32> = sessions.iter().map(|(user, _)| *user).collect();
+                match workload.batch(sessions.into_iter().map(|(_, s)| s).collect()) {
+                    Ok(users) => {
+                        tokio::task::spawn_local(batch::run(users, state.clone(), start));
+                        return Ok(());
+                    }
+                    Err(back) => users.into_iter().zip(back).collect(),
+                }
+            } else {
+                sessions
+            };
             for (user, session) in sessions {
                 let rng =
                     SmallRng::seed_from_u64(stream_seed(plan.seed, u64::from(user) | 1 << 40));

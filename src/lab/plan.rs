@@ -241,7 +241,7 @@ mod tests {
                     .collect()
             })
             .collect();
-        assert!(orders.len() > 1, "the order depends on the seed");
+        assert!(orders.len() > 1, "the order depends on --seed");
         let cell = &plan.cells[0];
         assert!(cell
             .args

@@ -38,6 +38,12 @@ impl Recorder {
         }
     }
 
+    /// What was recorded since the last [`Recorder::take`].
+    #[cfg(test)]
+    pub(crate) fn peek(&self) -> &Tally {
+        &self.tally
+    }
+
     /// Records a think time drawn by a closed-loop user.
     pub(crate) fn record_think(&mut self, think: Duration) {
         self.tally.think_total += think;

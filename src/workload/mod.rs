@@ -10,6 +10,7 @@
 //! workload, and `perflab run NAME` and `perflab check NAME` dispatch there.
 
 pub(crate) mod bank;
+mod batch;
 pub(crate) mod disk;
 pub(crate) mod files;
 pub(crate) mod net;
@@ -42,6 +43,7 @@ use crate::plan::{Plan, WorkloadSpec};
 use crate::probe::counters::process::ProcessSelector;
 use crate::probe::DbProbe;
 use crate::target::{Endpoint, Target};
+pub use batch::{Batch, Issued};
 use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
@@ -234,6 +236,14 @@ pub trait Workload: Send + Sync + 'static {
     /// After the sweep: proves that nothing was lost, given how many
     /// operations of each kind the run saw end, in every phase.
     fn check(&self, run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>>;
+
+    /// The sessions of one worker thread's closed-loop users with no
+    /// think time, as one loop the engine drives ([`Batch`]) when this
+    /// workload can run them so; otherwise the sessions back, each to run
+    /// as a task of its own.
+    fn batch(&self, sessions: Vec<Self::Session>) -> Result<Box<dyn Batch>, Vec<Self::Session>> {
+        Err(sessions)
+    }
 
     /// What a generator needs to build this workload as it stands started
     /// (its target as the coordinator reached it, its secrets included:

@@ -287,6 +287,47 @@ mod tests {
         HostRoot::Texts(f)
     }
 
+    /// On this host the stack is kept between samples: read again when
+    /// the disks listed change or when it is stale, not on every sample.
+    #[test]
+    fn the_stack_is_read_again_when_the_disks_change_or_it_is_stale() {
+        let mut reader = super::super::HostReader::new(stacked_host());
+        reader.stack_fresh = std::time::Duration::from_secs(3600);
+        let lower = |r: &mut super::super::HostReader, d: &str| {
+            r.read(&[]).disk_lower.get(d).cloned().unwrap_or_default()
+        };
+        assert_eq!(lower(&mut reader, "loop0"), ["memory"]);
+        let HostRoot::Texts(files) = &mut reader.root else {
+            unreachable!("a tree of texts")
+        };
+        // loop0 now over a file on the root file system: kept as read.
+        files.insert(
+            "sys/block/loop0/loop/backing_file".to_string(),
+            "/srv/disk.img\n".to_string(),
+        );
+        assert_eq!(lower(&mut reader, "loop0"), ["memory"]);
+        // A disk appears: everything is read again.
+        let HostRoot::Texts(files) = &mut reader.root else {
+            unreachable!("a tree of texts")
+        };
+        let disks = files.get("proc/diskstats").cloned().unwrap_or_default();
+        files.insert(
+            "proc/diskstats".to_string(),
+            format!("{disks}7 3 loop3 1 0 1 10 1 0 1 10 0 20 20\n"),
+        );
+        assert_eq!(lower(&mut reader, "loop0"), ["vda"]);
+        // Stale: read again though the disks stayed the same.
+        let HostRoot::Texts(files) = &mut reader.root else {
+            unreachable!("a tree of texts")
+        };
+        files.insert(
+            "sys/block/loop0/loop/backing_file".to_string(),
+            "/dev/shm/lab/disk.img\n".to_string(),
+        );
+        reader.stack_fresh = std::time::Duration::ZERO;
+        assert_eq!(lower(&mut reader, "loop0"), ["memory"]);
+    }
+
     /// Loop, dm, md and NVMe are disks; each stacked one names what holds
     /// it, down to memory for a file on tmpfs and to the whole disk for a
     /// file on a partition.

@@ -22,6 +22,7 @@
 //! ([`crate::target::device`]).
 
 pub(crate) mod access;
+mod batch;
 pub(crate) mod block;
 mod inflight;
 pub(crate) mod ledger;
@@ -32,7 +33,7 @@ mod psync;
 mod session;
 mod uring;
 
-use super::{CheckReport, Started, SweepDriver, WorkloadKind};
+use super::{Batch, CheckReport, OpCounts, Seat, Started, SweepDriver, Workload, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::{LoadModel, Plan};
 use crate::target::Target;
@@ -43,7 +44,9 @@ use mapping::PageBuffer;
 use owner::{check_device_writable, claim_device, ledger_path, size_of, storage_target};
 use prepare::{open_file, prepare_file, ready_device};
 use serde::{Deserialize, Serialize};
-use session::{DiskWorkload, Shared};
+#[cfg(test)]
+pub(crate) use session::testing;
+use session::{DiskSession, Shared};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -598,5 +601,31 @@ impl SectorTally {
             });
         }
         CheckReport::from_lines(lines)
+    }
+}
+
+/// The disk workload as the engine sees it.
+pub(crate) struct DiskWorkload {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Workload for DiskWorkload {
+    type Session = DiskSession;
+
+    fn op_names(&self) -> &[&'static str] {
+        DiskSession::op_names(&self.shared)
+    }
+
+    async fn open_session(&self, user: u32, seed: u64, _seat: Seat) -> anyhow::Result<DiskSession> {
+        DiskSession::open(&self.shared, user, seed)
+    }
+
+    fn check(&self, _run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
+        Ok(Some(session::check_report(&self.shared)))
+    }
+
+    fn batch(&self, sessions: Vec<DiskSession>) -> Result<Box<dyn Batch>, Vec<DiskSession>> {
+        let batch = batch::DiskBatch::new(sessions, &self.shared)?;
+        Ok(Box::new(batch))
     }
 }

@@ -20,7 +20,7 @@ use super::psync::Psync;
 use super::uring::Ring;
 use super::Engine;
 use crate::measure::{ErrorKind, Outcome};
-use crate::workload::{CheckLine, CheckReport, OpCounts, Seat, Session, Workload};
+use crate::workload::{CheckLine, CheckReport, Session};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::fs::File;
@@ -34,8 +34,11 @@ use std::time::Duration;
 const CHUNK: u64 = 4096;
 /// Mismatches described in the check; beyond, only counted.
 const MISMATCHES_KEPT: usize = 10;
-/// Random draws before a user gives up finding a free place and waits.
-const DRAWS: u32 = 64;
+/// Random draws before a user gives up finding a free place and lets the
+/// users holding the places move.
+pub(super) const DRAWS: u32 = 64;
+/// Turns of [`DRAWS`] draws before an I/O ends as busy (no free place).
+pub(super) const PLACE_ROUNDS: u32 = 4;
 
 /// What every user of a run shares.
 pub(crate) struct Shared {
@@ -161,11 +164,6 @@ impl Shared {
     }
 }
 
-/// The disk workload as the engine sees it.
-pub(crate) struct DiskWorkload {
-    pub(crate) shared: Arc<Shared>,
-}
-
 /// How a user reaches the device.
 enum Io {
     Uring { ring: Rc<Ring>, slot: usize },
@@ -193,16 +191,12 @@ pub(crate) struct DiskSession {
     held: Option<(u64, u64)>,
 }
 
-impl Workload for DiskWorkload {
-    type Session = DiskSession;
-
-    fn op_names(&self) -> &[&'static str] {
-        &self.shared.names
-    }
-
-    async fn open_session(&self, user: u32, seed: u64, _seat: Seat) -> anyhow::Result<DiskSession> {
-        let len = self.shared.spec.max_size() as usize;
-        let io = match self.shared.engine {
+impl DiskSession {
+    /// The session of virtual user `user` of a run, seeded for
+    /// reproducibility, with its buffer on the run's engine.
+    pub(super) fn open(shared: &Arc<Shared>, user: u32, seed: u64) -> anyhow::Result<DiskSession> {
+        let len = shared.spec.max_size() as usize;
+        let io = match shared.engine {
             Engine::Uring => {
                 let ring = Ring::for_thread()?;
                 let slot = ring.slot(len)?;
@@ -213,11 +207,11 @@ impl Workload for DiskWorkload {
         let mut rng = SmallRng::seed_from_u64(seed);
         // Users start their sequential streams spread over the target.
         let cursor = align_down(
-            self.shared.size / 64 * u64::from(user % 64) + rng.gen_range(0..SECTOR),
+            shared.size / 64 * u64::from(user % 64) + rng.gen_range(0..SECTOR),
             SECTOR,
         );
         Ok(DiskSession {
-            shared: self.shared.clone(),
+            shared: shared.clone(),
             io,
             rng,
             line: 0,
@@ -225,14 +219,15 @@ impl Workload for DiskWorkload {
             pause: Duration::ZERO,
             random: true,
             cursor,
-            per_line: vec![[0; 4]; self.shared.spec.lines.len()],
+            per_line: vec![[0; 4]; shared.spec.lines.len()],
             verified: 0,
             held: None,
         })
     }
 
-    fn check(&self, _run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
-        Ok(Some(check_report(&self.shared)))
+    /// The operation kinds' names.
+    pub(super) fn op_names(shared: &Shared) -> &[&'static str] {
+        &shared.names
     }
 }
 
@@ -338,34 +333,42 @@ impl Session for DiskSession {
     }
 
     async fn execute(&mut self, op: usize) -> Outcome {
-        let shared = self.shared.clone();
-        let (index, write) = (op / 2, op % 2 == 1);
-        let Some(line) = shared.spec.lines.get(index) else {
-            return Outcome::error(ErrorKind::Corrupt);
-        };
-        let len = line.size;
         // An I/O abandoned at a timeout holds its place until the kernel
-        // is done with it: wait it out, then give its place back.
+        // is done with it: wait it out (its place is given back next).
         if !self.settle().await {
             return Outcome::error(ErrorKind::Io(libc::EPIPE));
         }
-        if let Some((o, l)) = self.held.take() {
-            shared.release(o, l);
-            inflight::count(shared.run_id(), false);
-        }
-        let Some(offset) = self.place(line).await else {
-            return Outcome::error(ErrorKind::Busy);
+        let mut rounds = 1;
+        let prepared = loop {
+            match self.begin(op, DRAWS) {
+                Ok(Some(prepared)) => break prepared,
+                Ok(None) if rounds < PLACE_ROUNDS => {
+                    // The users of this thread holding the places get a turn.
+                    rounds += 1;
+                    tokio::task::yield_now().await;
+                }
+                Ok(None) => return Outcome::error(ErrorKind::Busy),
+                Err(outcome) => return outcome,
+            }
         };
-        self.held = Some((offset, len));
-        inflight::count(shared.run_id(), true);
-        let pattern = usize::from(write) * 2 + usize::from(!self.random);
-        self.per_line[index][pattern] += 1;
-        let outcome = self.transfer(&shared, write, offset, len).await;
-        self.held = None;
-        shared.release(offset, len);
-        inflight::count(shared.run_id(), false);
-        outcome
+        let fd = self.shared.file.as_raw_fd();
+        let (write, offset, len) = (prepared.write, prepared.offset, prepared.len as u32);
+        let result = match &mut self.io {
+            Io::Uring { ring, slot } => ring.io(*slot, fd, write, offset, len).await,
+            Io::Psync(p) => p.io(fd, write, offset, len).await,
+        };
+        self.finish(prepared, result)
     }
+}
+
+/// An I/O readied at its claimed place: counted, and stamped if a write.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Prepared {
+    pub(super) write: bool,
+    pub(super) offset: u64,
+    pub(super) len: u64,
+    /// The generation a write stamped.
+    generation: u64,
 }
 
 impl DiskSession {
@@ -381,6 +384,106 @@ impl DiskSession {
         }
     }
 
+    /// The ring and slot of a user on io_uring.
+    pub(super) fn ring_slot(&self) -> Option<(&Rc<Ring>, usize)> {
+        match &self.io {
+            Io::Uring { ring, slot } => Some((ring, *slot)),
+            Io::Psync(_) => None,
+        }
+    }
+
+    /// Readies the I/O of kind `op` once the user's last I/O has ended
+    /// (abandoned or not): gives that one's place back, claims a place
+    /// within `draws` draws, counts the I/O and stamps it if a write.
+    /// `Ok(None)` when no place could be claimed: the users holding the
+    /// places must move first.
+    pub(super) fn begin(&mut self, op: usize, draws: u32) -> Result<Option<Prepared>, Outcome> {
+        let shared = &*self.shared;
+        if let Some((o, l)) = self.held.take() {
+            shared.release(o, l);
+            inflight::count(shared.run_id(), false);
+        }
+        let (index, write) = (op / 2, op % 2 == 1);
+        let Some(line) = shared.spec.lines.get(index) else {
+            return Err(Outcome::error(ErrorKind::Corrupt));
+        };
+        // A write needs the ledger (validation gives one to every writing run).
+        let ledger = match (&shared.ledger, write) {
+            (Some(l), true) => Some(l),
+            (None, true) => return Err(Outcome::error(ErrorKind::Io(libc::EROFS))),
+            (_, false) => None,
+        };
+        let Some(offset) = place(
+            shared,
+            line,
+            draws,
+            self.random,
+            &mut self.rng,
+            &mut self.cursor,
+        ) else {
+            return Ok(None);
+        };
+        let len = line.size;
+        self.held = Some((offset, len));
+        inflight::count(shared.run_id(), true);
+        let pattern = usize::from(write) * 2 + usize::from(!self.random);
+        self.per_line[index][pattern] += 1;
+        let generation = match ledger {
+            Some(ledger) => {
+                let (generation, file_id) = (ledger.next_generation(), ledger.file_id());
+                let stamp = |b: &mut [u8]| block::stamp(b, offset, generation, file_id);
+                match &mut self.io {
+                    Io::Uring { ring, slot } => ring.with_buffer(*slot, len as usize, stamp),
+                    Io::Psync(p) => stamp(p.buffer(len as usize)),
+                }
+                generation
+            }
+            None => 0,
+        };
+        Ok(Some(Prepared {
+            write,
+            offset,
+            len,
+            generation,
+        }))
+    }
+
+    /// Ends a readied I/O with the kernel's result (bytes, or a negated
+    /// errno): records a write's generation, checks a verified read, then
+    /// gives the place back.
+    pub(super) fn finish(&mut self, io: Prepared, result: i32) -> Outcome {
+        let shared = &*self.shared;
+        let outcome = if result < 0 {
+            Outcome::error(ErrorKind::Io(-result))
+        } else if result as u64 != io.len {
+            // A short transfer: the target ended or the device gave less.
+            Outcome::error(ErrorKind::Io(libc::EIO))
+        } else if let (true, Some(l)) = (io.write, &shared.ledger) {
+            l.acknowledge(io.offset, io.len, io.generation);
+            Outcome {
+                bytes: io.len,
+                ..Outcome::ok()
+            }
+        } else if !io.write
+            && shared.verify
+            && !verify(shared, &mut self.io, &mut self.verified, io.offset, io.len)
+        {
+            Outcome::error(ErrorKind::Corrupt)
+        } else {
+            Outcome {
+                bytes: io.len,
+                ..Outcome::ok()
+            }
+        };
+        // Given back only now: a write of the place by another user must
+        // not come between this read and its check against the ledger.
+        if let Some((o, l)) = self.held.take() {
+            shared.release(o, l);
+            inflight::count(shared.run_id(), false);
+        }
+        outcome
+    }
+
     /// Draws the line of the next burst (by share over burst, so that
     /// shares hold of I/Os); its delay is owed before it.
     fn next_burst(&mut self) {
@@ -394,108 +497,68 @@ impl DiskSession {
         self.left = l.burst;
         self.pause = l.delay;
     }
+}
 
-    /// Where the next I/O goes, claimed: a random aligned offset, or the
-    /// end of the user's last I/O. None when no place could be claimed
-    /// within the draws (the users hold nearly all of the target).
-    async fn place(&mut self, line: &Line) -> Option<u64> {
-        let shared = &*self.shared;
-        let (len, align) = (line.size, line.align);
-        let room = shared.size - len;
-        for draw in 0..DRAWS * 4 {
-            let offset = if self.random {
-                align_down(self.rng.gen_range(0..=room), align)
+/// Where a user's next I/O of `line` goes, claimed: a random aligned
+/// offset, or the end of the user's last I/O (its `cursor`). None when no
+/// place could be claimed within `draws` draws (the users hold nearly all
+/// of the target).
+fn place(
+    shared: &Shared,
+    line: &Line,
+    draws: u32,
+    random: bool,
+    rng: &mut SmallRng,
+    cursor: &mut u64,
+) -> Option<u64> {
+    let (len, align) = (line.size, line.align);
+    let room = shared.size - len;
+    for _ in 0..draws {
+        let offset = if random {
+            align_down(rng.gen_range(0..=room), align)
+        } else {
+            let at = align_up(*cursor, align);
+            if at > room {
+                0
             } else {
-                let at = align_up(self.cursor, align);
-                if at > room {
-                    0
-                } else {
-                    at
-                }
-            };
-            if shared.claim(offset, len) {
-                if !self.random {
-                    self.cursor = offset + len;
-                }
-                return Some(offset);
-            }
-            if !self.random {
-                // Past the I/O in the way.
-                self.cursor = offset + len;
-            }
-            if draw % DRAWS == DRAWS - 1 {
-                tokio::task::yield_now().await;
-            }
-        }
-        None
-    }
-
-    /// One transfer at a claimed place: stamped and recorded if a write,
-    /// checked if a verified read.
-    async fn transfer(&mut self, shared: &Shared, write: bool, offset: u64, len: u64) -> Outcome {
-        let fd = shared.file.as_raw_fd();
-        // A write needs the ledger (validation gives one to every writing run).
-        let (generation, file_id) = match (&shared.ledger, write) {
-            (Some(l), true) => (l.next_generation(), l.file_id()),
-            (None, true) => return Outcome::error(ErrorKind::Io(libc::EROFS)),
-            (_, false) => (0, 0),
-        };
-        let result = match &mut self.io {
-            Io::Uring { ring, slot } => {
-                if write {
-                    ring.with_buffer(*slot, len as usize, |b| {
-                        block::stamp(b, offset, generation, file_id)
-                    });
-                }
-                ring.io(*slot, fd, write, offset, len as u32).await
-            }
-            Io::Psync(p) => {
-                if write {
-                    block::stamp(p.buffer(len as usize), offset, generation, file_id);
-                }
-                p.io(fd, write, offset, len as u32).await
+                at
             }
         };
-        if result < 0 {
-            return Outcome::error(ErrorKind::Io(-result));
+        if shared.claim(offset, len) {
+            if !random {
+                *cursor = offset + len;
+            }
+            return Some(offset);
         }
-        if result as u64 != len {
-            // A short transfer: the target ended or the device gave less.
-            return Outcome::error(ErrorKind::Io(libc::EIO));
-        }
-        if let (true, Some(l)) = (write, &shared.ledger) {
-            l.acknowledge(offset, len, generation);
-        } else if !write && shared.verify && !self.verify(shared, offset, len) {
-            return Outcome::error(ErrorKind::Corrupt);
-        }
-        Outcome {
-            bytes: len,
-            ..Outcome::ok()
+        if !random {
+            // Past the I/O in the way.
+            *cursor = offset + len;
         }
     }
+    None
+}
 
-    /// Checks every sector of a read; false on the first mismatch (described).
-    fn verify(&mut self, shared: &Shared, offset: u64, len: u64) -> bool {
-        let Some(ledger) = &shared.ledger else {
-            return true;
-        };
-        let verified = &mut self.verified;
-        let mut check = |buf: &mut [u8]| {
-            for (i, sector) in buf.chunks_exact(SECTOR as usize).enumerate() {
-                let at = offset + i as u64 * SECTOR;
-                let acked = ledger.acknowledged(at);
-                *verified += 1;
-                if let Err(m) = block::check(sector, at, ledger.file_id(), acked) {
-                    shared.mismatch(format!("offset {at}: {m}"));
-                    return false;
-                }
+/// Checks every sector of a read in the user's buffer; false on the first
+/// mismatch (described).
+fn verify(shared: &Shared, io: &mut Io, verified: &mut u64, offset: u64, len: u64) -> bool {
+    let Some(ledger) = &shared.ledger else {
+        return true;
+    };
+    let mut check = |buf: &mut [u8]| {
+        for (i, sector) in buf.chunks_exact(SECTOR as usize).enumerate() {
+            let at = offset + i as u64 * SECTOR;
+            let acked = ledger.acknowledged(at);
+            *verified += 1;
+            if let Err(m) = block::check(sector, at, ledger.file_id(), acked) {
+                shared.mismatch(format!("offset {at}: {m}"));
+                return false;
             }
-            true
-        };
-        match &mut self.io {
-            Io::Uring { ring, slot } => ring.with_buffer(*slot, len as usize, check),
-            Io::Psync(p) => check(p.buffer(len as usize)),
         }
+        true
+    };
+    match io {
+        Io::Uring { ring, slot } => ring.with_buffer(*slot, len as usize, check),
+        Io::Psync(p) => check(p.buffer(len as usize)),
     }
 }
 
@@ -507,13 +570,20 @@ fn align_up(x: u64, align: u64) -> u64 {
     x.div_ceil(align.max(1)) * align.max(1)
 }
 
+/// Disk workloads on small files for tests elsewhere in the crate.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
+    use super::super::DiskWorkload;
     use super::*;
 
     /// A workload of `spec` on a fresh, writable 4 MiB file and its ledger
     /// in `dir`, on `engine`, verifying reads when `verify`.
-    fn writable(dir: &std::path::Path, spec: &str, engine: Engine, verify: bool) -> DiskWorkload {
+    pub(crate) fn writable(
+        dir: &std::path::Path,
+        spec: &str,
+        engine: Engine,
+        verify: bool,
+    ) -> DiskWorkload {
         let path = dir.join("t.bin");
         File::create(&path).unwrap().set_len(4 << 20).unwrap();
         let file = std::fs::OpenOptions::new()
@@ -532,6 +602,64 @@ mod tests {
                 verify,
             )),
         }
+    }
+
+    /// Writes `len` bytes at `offset`, a place no other I/O holds, through
+    /// the user's engine: stamped and acknowledged as any write.
+    pub(crate) async fn write_at(s: &mut DiskSession, offset: u64, len: u64) -> Outcome {
+        assert!(s.shared.claim(offset, len));
+        s.held = Some((offset, len));
+        inflight::count(s.shared.run_id(), true);
+        let ledger = s.shared.ledger.as_ref().unwrap();
+        let (generation, file_id) = (ledger.next_generation(), ledger.file_id());
+        let fd = s.shared.file.as_raw_fd();
+        let stamp = |b: &mut [u8]| block::stamp(b, offset, generation, file_id);
+        let result = match &mut s.io {
+            Io::Uring { ring, slot } => {
+                ring.with_buffer(*slot, len as usize, stamp);
+                ring.io(*slot, fd, true, offset, len as u32).await
+            }
+            Io::Psync(p) => {
+                stamp(p.buffer(len as usize));
+                p.io(fd, true, offset, len as u32).await
+            }
+        };
+        let io = Prepared {
+            write: true,
+            offset,
+            len,
+            generation,
+        };
+        s.finish(io, result)
+    }
+
+    /// Writes every 4 KiB block of the workload's 4 MiB file once through
+    /// `s`, so that every later read is of perflab's writes.
+    pub(crate) async fn fill(s: &mut DiskSession) {
+        for at in (0..4u64 << 20).step_by(4096) {
+            let outcome = write_at(s, at, 4096).await;
+            assert!(outcome.result == crate::measure::OpResult::Ok);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{fill, writable};
+    use super::*;
+    use crate::workload::{Seat, Workload};
+
+    /// Where `s`'s next I/O of `line` goes, claimed (within all its draws).
+    fn place_of(s: &mut DiskSession, line: &Line) -> Option<u64> {
+        let shared = s.shared.clone();
+        place(
+            &shared,
+            line,
+            DRAWS * PLACE_ROUNDS,
+            s.random,
+            &mut s.rng,
+            &mut s.cursor,
+        )
     }
 
     fn runtime() -> tokio::runtime::Runtime {
@@ -599,12 +727,7 @@ mod tests {
                 .await
                 .unwrap();
             // Write every block once, so that every read is of perflab's writes.
-            for at in (0..4u64 << 20).step_by(4096) {
-                assert!(
-                    s.transfer(&w.shared.clone(), true, at, 4096).await.result
-                        == crate::measure::OpResult::Ok
-                );
-            }
+            fill(&mut s).await;
             let before = allocations();
             let n = 2000;
             for _ in 0..n {
@@ -687,7 +810,7 @@ mod tests {
         // A quarter of the file's chunks held at once, never released.
         for _ in 0..80 {
             s.choose();
-            let at = rt.block_on(s.place(&line)).expect("a free place");
+            let at = place_of(&mut s, &line).expect("a free place");
             assert_eq!(at % 4096, 0);
             assert!(at + line.size <= 4 << 20);
             for (o, l) in &held {
@@ -700,9 +823,9 @@ mod tests {
             .lines[0]
             .clone();
         s.random = false;
-        let a = rt.block_on(s.place(&seq)).unwrap();
+        let a = place_of(&mut s, &seq).unwrap();
         w.shared.release(a, seq.size);
-        let b = rt.block_on(s.place(&seq)).unwrap();
+        let b = place_of(&mut s, &seq).unwrap();
         assert!(b >= a + seq.size, "{a} then {b}");
     }
 }

@@ -26,6 +26,12 @@
 //! µs of CPU per I/O, 50 ms 24,000 at 19 µs. No allocation and no other
 //! thread on the way of an I/O.
 //!
+//! A thread whose users run as one loop (no think time, no delay between
+//! bursts: [`super::batch`]) drives the ring itself instead: it queues a
+//! round of I/Os, submits them and waits for the first completion in one
+//! `io_uring_enter`, and reaps the completions; the eventfd is muted and
+//! the reaper and submitter tasks end ([`Ring::drive`]).
+//!
 //! An I/O abandoned by its user (a timeout) keeps its slot busy until the
 //! kernel completes it, so its buffer is never reused early; the ring is
 //! closed before the buffers are unmapped.
@@ -79,6 +85,12 @@ pub(crate) struct Ring {
     submitter: RefCell<Option<Waker>>,
     /// I/Os submitted whose completion has not been drained.
     in_flight: Cell<u32>,
+    /// One loop of the thread submits, waits and reaps itself
+    /// ([`Ring::drive`]): the reaper and submitter tasks have ended.
+    driven: Cell<bool>,
+    /// The descriptor registered with the ring as its fixed file 0: its
+    /// I/Os name that, and the kernel takes no reference to the file per I/O.
+    fixed: Cell<Option<RawFd>>,
 }
 
 impl Ring {
@@ -108,6 +120,8 @@ impl Ring {
             unsubmitted: Cell::new(0),
             submitter: RefCell::new(None),
             in_flight: Cell::new(0),
+            driven: Cell::new(false),
+            fixed: Cell::new(None),
         });
         tokio::task::spawn_local(reap(ring.clone()));
         tokio::task::spawn_local(submit(ring.clone()));
@@ -183,36 +197,16 @@ impl Ring {
         offset: u64,
         len: u32,
     ) -> i32 {
-        let buf = self.slots.borrow()[index].buffer.borrow_mut().as_mut_ptr();
-        let entry = if write {
-            opcode::WriteFixed::new(types::Fd(fd), buf, len, index as u16)
-                .offset(offset)
-                .build()
-        } else {
-            opcode::ReadFixed::new(types::Fd(fd), buf, len, index as u16)
-                .offset(offset)
-                .build()
-        }
-        .user_data(index as u64);
-        if let Err(e) = self.push(&entry) {
+        if let Err(e) = self.queue(index, fd, write, offset, len) {
             return -e.raw_os_error().unwrap_or(libc::EIO);
         }
-        self.slots.borrow()[index].state.set(State::InFlight);
-        self.in_flight.set(self.in_flight.get() + 1);
-        self.unsubmitted.set(self.unsubmitted.get() + 1);
         if self.everyone_waits() {
             // The last user to go in flight: nothing of the thread's can
             // run until an I/O completes, so it submits them all and waits
             // in the kernel itself (no wake-up of the submitter between).
             self.wait_in_kernel();
         } else {
-            // A device holding fewer than half of the ring's I/Os gets
-            // this one at once, rather than after the users woken with it.
-            let in_kernel = self.in_flight.get() - self.unsubmitted.get();
-            if (in_kernel as usize) < self.slots.borrow().len() / 2 {
-                let _ = self.uring.submit();
-                self.unsubmitted.set(0);
-            }
+            self.submit_if_short();
             if self.unsubmitted.get() == 1 {
                 if let Some(w) = self.submitter.borrow_mut().take() {
                     w.wake();
@@ -220,6 +214,96 @@ impl Ring {
             }
         }
         Completion { ring: self, index }.await
+    }
+
+    /// Queues a read (`write` false) or write of `len` bytes of slot
+    /// `index`'s buffer at `offset` of `fd`, not yet submitted; the slot is
+    /// in flight from now.
+    pub(crate) fn queue(
+        &self,
+        index: usize,
+        fd: RawFd,
+        write: bool,
+        offset: u64,
+        len: u32,
+    ) -> std::io::Result<()> {
+        let buf = self.slots.borrow()[index].buffer.borrow_mut().as_mut_ptr();
+        let entry = match (write, self.fixed.get() == Some(fd)) {
+            (true, true) => opcode::WriteFixed::new(types::Fixed(0), buf, len, index as u16)
+                .offset(offset)
+                .build(),
+            (true, false) => opcode::WriteFixed::new(types::Fd(fd), buf, len, index as u16)
+                .offset(offset)
+                .build(),
+            (false, true) => opcode::ReadFixed::new(types::Fixed(0), buf, len, index as u16)
+                .offset(offset)
+                .build(),
+            (false, false) => opcode::ReadFixed::new(types::Fd(fd), buf, len, index as u16)
+                .offset(offset)
+                .build(),
+        }
+        .user_data(index as u64);
+        self.push(&entry)?;
+        self.slots.borrow()[index].state.set(State::InFlight);
+        self.in_flight.set(self.in_flight.get() + 1);
+        self.unsubmitted.set(self.unsubmitted.get() + 1);
+        Ok(())
+    }
+
+    /// Submits what is queued at once when the kernel holds fewer than
+    /// half of the ring's I/Os: a device is not left short of work while
+    /// the other users of the round ready theirs.
+    pub(crate) fn submit_if_short(&self) {
+        let in_kernel = self.in_flight.get() - self.unsubmitted.get();
+        if (in_kernel as usize) < self.slots.borrow().len() / 2 {
+            let _ = self.uring.submit();
+            self.unsubmitted.set(0);
+        }
+    }
+
+    /// Hands the ring to one loop that runs every user of the thread and
+    /// submits, waits and reaps itself ([`Ring::submit_and_reap`]), all on
+    /// the file `fd`, which is registered with the ring (where the kernel
+    /// refuses, its I/Os name the descriptor as before): the eventfd is
+    /// muted for good and the reaper and submitter tasks end, so that no
+    /// completion is taken from that loop.
+    pub(crate) fn drive(&self, fd: RawFd) {
+        if self.fixed.get().is_none() && self.uring.submitter().register_files(&[fd]).is_ok() {
+            self.fixed.set(Some(fd));
+        }
+        self.driven.set(true);
+        // SAFETY: only this thread touches the completion queue.
+        unsafe { self.uring.completion_shared() }.disable_eventfd();
+        if let Some(w) = self.submitter.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    /// For a driven ring: submits every I/O queued, waits in the kernel
+    /// until one completes or `bound` has passed (or a signal arrives),
+    /// then gives `done` each completion's slot and result. One system
+    /// call for a round of I/Os.
+    pub(crate) fn submit_and_reap(
+        &self,
+        bound: std::time::Duration,
+        mut done: impl FnMut(usize, i32),
+    ) {
+        self.unsubmitted.set(0);
+        let bound = types::Timespec::from(bound);
+        let args = types::SubmitArgs::new().timespec(&bound);
+        // A timeout (ETIME) or a signal (EINTR) only ends the wait early.
+        let _ = self.uring.submitter().submit_with_args(1, &args);
+        // SAFETY: only this thread touches the completion queue.
+        let cq = unsafe { self.uring.completion_shared() };
+        let slots = self.slots.borrow();
+        for cqe in cq {
+            let index = cqe.user_data() as usize;
+            if let Some(slot) = slots.get(index) {
+                self.in_flight.set(self.in_flight.get().saturating_sub(1));
+                slot.state.set(State::Idle);
+                done(index, cqe.result());
+            }
+        }
     }
 
     /// Submits every I/O pushed and waits in the kernel for the first
@@ -257,8 +341,12 @@ impl Ring {
         }
     }
 
-    /// Hands every completion to its slot and wakes its user.
+    /// Hands every completion to its slot and wakes its user (not on a
+    /// driven ring, whose loop reaps its own).
     fn drain(&self) {
+        if self.driven.get() {
+            return;
+        }
         // SAFETY: only the reaper of this thread reads the completion queue.
         let cq = unsafe { self.uring.completion_shared() };
         let slots = self.slots.borrow();
@@ -313,7 +401,7 @@ impl Future for Completion<'_> {
 async fn submit(ring: Rc<Ring>) {
     loop {
         std::future::poll_fn(|cx| {
-            if ring.unsubmitted.get() > 0 || ring.everyone_waits() {
+            if ring.driven.get() || ring.unsubmitted.get() > 0 || ring.everyone_waits() {
                 Poll::Ready(())
             } else {
                 let mut w = ring.submitter.borrow_mut();
@@ -325,6 +413,9 @@ async fn submit(ring: Rc<Ring>) {
             }
         })
         .await;
+        if ring.driven.get() {
+            return;
+        }
         if ring.everyone_waits() {
             ring.wait_in_kernel();
         } else {
@@ -351,6 +442,9 @@ async fn reap(ring: Rc<Ring>) {
             )
         };
         guard.clear_ready();
+        if ring.driven.get() {
+            return;
+        }
         ring.drain();
     }
 }
