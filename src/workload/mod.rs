@@ -174,6 +174,19 @@ pub(crate) fn leak_names(names: Vec<String>) -> Vec<&'static str> {
         .collect()
 }
 
+/// The bytes free on the file system of `dir`, where a workload is about
+/// to write (root's reserve left to the host), or a `--target` error that
+/// it cannot be told, with `fix`.
+pub(crate) fn free_bytes_at(dir: &std::path::Path, fix: &str) -> Result<u64, PlanError> {
+    crate::util::free_bytes(dir).map_err(|e| {
+        PlanError::flag(
+            "--target",
+            format!("cannot tell the free space of {}: {e}", dir.display()),
+            fix,
+        )
+    })
+}
+
 /// The plan's record of a workload's validated spec.
 pub(crate) fn spec_of<K: WorkloadKind>(spec: &K::Spec) -> Result<WorkloadSpec, PlanError> {
     WorkloadSpec::new(K::NAME, spec).map_err(|e| {

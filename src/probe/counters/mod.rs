@@ -181,42 +181,8 @@ pub(crate) struct HostReader {
     /// Threads' schedstat files, kept open between samples.
     kept: threads::KeptFiles,
     /// The block devices' stack as last read, and how long it holds.
-    stack: StackSeen,
+    stack: stack::StackSeen,
     stack_fresh: Duration,
-}
-
-/// How long the block devices' stack — which loop devices have a file
-/// behind them, what each stacked device is made of — is taken as read
-/// on this host while the disks listed stay the same. Walking those sysfs
-/// paths and formatting /proc/self/mountinfo on every sample was about a
-/// third of a sample's CPU; a loop device attached to another file under
-/// the same name is seen within this time (one that does I/O after being
-/// attached anew shows at once, as the disks followed change).
-const STACK_FRESH: Duration = Duration::from_secs(10);
-
-/// The block devices' stack as last read.
-#[derive(Debug, Default)]
-struct StackSeen {
-    /// Every disk of /proc/diskstats (RAM disks aside) when it was read,
-    /// and the loop devices among them with a file behind them.
-    listed: Vec<String>,
-    backed: Vec<String>,
-    /// The disks followed, and what the stacked ones among them are made of.
-    followed: Vec<String>,
-    lower: BTreeMap<String, Vec<String>>,
-    at: Option<Instant>,
-}
-
-impl StackSeen {
-    /// Whether the stack must be read again for the disks `listed`.
-    fn stale(&self, listed: &[&str], fresh: Duration) -> bool {
-        self.at.is_none_or(|at| at.elapsed() >= fresh)
-            || self
-                .listed
-                .iter()
-                .map(String::as_str)
-                .ne(listed.iter().copied())
-    }
 }
 
 impl HostReader {
@@ -226,7 +192,7 @@ impl HostReader {
         let delayacct = root.proc_dir().is_some_and(threads::delay_accounting);
         // A tree of texts is read afresh every time (its tests change it).
         let stack_fresh = if root == HostRoot::live() {
-            STACK_FRESH
+            stack::STACK_FRESH
         } else {
             Duration::ZERO
         };
@@ -237,7 +203,7 @@ impl HostReader {
             threads: BTreeMap::new(),
             delayacct,
             kept: threads::KeptFiles::default(),
-            stack: StackSeen::default(),
+            stack: stack::StackSeen::default(),
             stack_fresh,
         }
     }
@@ -260,19 +226,9 @@ impl HostReader {
         let vmstat = root
             .proc_text("vmstat")
             .map(|t| parse::vmstat_fields(&t, |k| sample::VMSTAT_KEYS.contains(&k)));
-        let disks = read_disks(root, &mut self.stack, self.stack_fresh);
+        let disks = self.stack.read(root, self.stack_fresh);
         let names: Vec<&str> = disks.iter().map(|d| d.name.as_str()).collect();
-        let seen = &mut self.stack;
-        if seen
-            .followed
-            .iter()
-            .map(String::as_str)
-            .ne(names.iter().copied())
-        {
-            seen.lower = stack::lower_devices(root, &names);
-            seen.followed = names.iter().map(|n| n.to_string()).collect();
-        }
-        let disk_lower = seen.lower.clone();
+        let disk_lower = self.stack.lower().clone();
         // Kernel threads are looked for only where a stacked disk needs them.
         let kernel_workers = if disk_lower.is_empty() {
             Vec::new()
@@ -330,47 +286,6 @@ impl HostReader {
             threads,
         }
     }
-}
-
-/// Every disk of /proc/diskstats — loop, device-mapper, md and NVMe
-/// namespaces too, since a run's I/O may pass through any — but RAM disks
-/// (`ram0`, no I/O path) and loop devices with no file behind them and no
-/// I/O counted (the idle `loop0`…`loop7` a host keeps ready). Which loop
-/// devices have a file is read again when `seen` is stale (`fresh`), and
-/// then what the disks followed are made of too.
-fn read_disks(
-    root: &HostRoot,
-    seen: &mut StackSeen,
-    fresh: Duration,
-) -> Vec<procfs_core::DiskStat> {
-    let all: Vec<procfs_core::DiskStat> = root
-        .proc_file("diskstats")
-        .and_then(|f| procfs_core::DiskStats::from_buf_read(f).ok())
-        .map(|d| d.0)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|d| !d.name.starts_with("ram"))
-        .collect();
-    let listed: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
-    if seen.stale(&listed, fresh) {
-        seen.backed = listed
-            .iter()
-            .filter(|name| name.starts_with("loop"))
-            .filter(|name| {
-                root.text(&format!("sys/block/{name}/loop/backing_file"))
-                    .is_some()
-            })
-            .map(|name| name.to_string())
-            .collect();
-        seen.listed = listed.iter().map(|name| name.to_string()).collect();
-        seen.followed.clear();
-        seen.at = Some(Instant::now());
-    }
-    all.into_iter()
-        .filter(|d| {
-            !d.name.starts_with("loop") || d.reads + d.writes > 0 || seen.backed.contains(&d.name)
-        })
-        .collect()
 }
 
 /// Every interface of /proc/net/dev with its link facts from sysfs; a

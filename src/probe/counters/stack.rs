@@ -21,8 +21,100 @@
 //! counted for the device it names at the end of each interval.
 
 use super::HostRoot;
+use procfs_core::FromBufRead;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How long the block devices' stack — which loop devices have a file
+/// behind them, what each stacked device is made of — is taken as read
+/// on this host while the disks listed stay the same. Walking those sysfs
+/// paths and formatting /proc/self/mountinfo on every sample was about a
+/// third of a sample's CPU; a loop device attached to another file under
+/// the same name is seen within this time (one that does I/O after being
+/// attached anew shows at once, as the disks followed change).
+pub(super) const STACK_FRESH: Duration = Duration::from_secs(10);
+
+/// The block devices' stack as last read.
+#[derive(Debug, Default)]
+pub(super) struct StackSeen {
+    /// Every disk of /proc/diskstats (RAM disks aside) when it was read,
+    /// and the loop devices among them with a file behind them.
+    listed: Vec<String>,
+    backed: Vec<String>,
+    /// The disks followed, and what the stacked ones among them are made of.
+    followed: Vec<String>,
+    lower: BTreeMap<String, Vec<String>>,
+    at: Option<Instant>,
+}
+
+impl StackSeen {
+    /// Whether the stack must be read again for the disks `listed`.
+    fn stale(&self, listed: &[&str], fresh: Duration) -> bool {
+        self.at.is_none_or(|at| at.elapsed() >= fresh)
+            || self
+                .listed
+                .iter()
+                .map(String::as_str)
+                .ne(listed.iter().copied())
+    }
+    /// Every disk of /proc/diskstats — loop, device-mapper, md and NVMe
+    /// namespaces too, since a run's I/O may pass through any — but RAM
+    /// disks (`ram0`, no I/O path) and loop devices with no file behind
+    /// them and no I/O counted (the idle `loop0`…`loop7` a host keeps
+    /// ready). Which loop devices have a file is read again when the stack
+    /// is stale (`fresh`), and what the disks followed are made of whenever
+    /// they change (see [`StackSeen::lower`]).
+    pub(super) fn read(&mut self, root: &HostRoot, fresh: Duration) -> Vec<procfs_core::DiskStat> {
+        let all: Vec<procfs_core::DiskStat> = root
+            .proc_file("diskstats")
+            .and_then(|f| procfs_core::DiskStats::from_buf_read(f).ok())
+            .map(|d| d.0)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| !d.name.starts_with("ram"))
+            .collect();
+        let listed: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
+        if self.stale(&listed, fresh) {
+            self.backed = listed
+                .iter()
+                .filter(|name| name.starts_with("loop"))
+                .filter(|name| {
+                    root.text(&format!("sys/block/{name}/loop/backing_file"))
+                        .is_some()
+                })
+                .map(|name| name.to_string())
+                .collect();
+            self.listed = listed.iter().map(|name| name.to_string()).collect();
+            self.followed.clear();
+            self.at = Some(Instant::now());
+        }
+        let disks: Vec<procfs_core::DiskStat> = all
+            .into_iter()
+            .filter(|d| {
+                !d.name.starts_with("loop")
+                    || d.reads + d.writes > 0
+                    || self.backed.contains(&d.name)
+            })
+            .collect();
+        let names: Vec<&str> = disks.iter().map(|d| d.name.as_str()).collect();
+        if self
+            .followed
+            .iter()
+            .map(String::as_str)
+            .ne(names.iter().copied())
+        {
+            self.lower = lower_devices(root, &names);
+            self.followed = names.iter().map(|n| n.to_string()).collect();
+        }
+        disks
+    }
+
+    /// What the stacked disks of the last [`StackSeen::read`] are made of.
+    pub(super) fn lower(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.lower
+    }
+}
 
 /// The devices (or `memory`) that a stacked device hands its I/O to, by
 /// device name; devices that are not stacked are absent.
@@ -291,41 +383,30 @@ mod tests {
     /// the disks listed change or when it is stale, not on every sample.
     #[test]
     fn the_stack_is_read_again_when_the_disks_change_or_it_is_stale() {
-        let mut reader = super::super::HostReader::new(stacked_host());
-        reader.stack_fresh = std::time::Duration::from_secs(3600);
-        let lower = |r: &mut super::super::HostReader, d: &str| {
-            r.read(&[]).disk_lower.get(d).cloned().unwrap_or_default()
-        };
-        assert_eq!(lower(&mut reader, "loop0"), ["memory"]);
-        let HostRoot::Texts(files) = &mut reader.root else {
+        let HostRoot::Texts(mut files) = stacked_host() else {
             unreachable!("a tree of texts")
         };
+        let mut seen = StackSeen::default();
+        let mut loop0 = |files: &BTreeMap<String, String>, fresh: Duration| {
+            seen.read(&HostRoot::Texts(files.clone()), fresh);
+            seen.lower().get("loop0").cloned().unwrap_or_default()
+        };
+        let hour = Duration::from_secs(3600);
+        assert_eq!(loop0(&files, hour), ["memory"]);
         // loop0 now over a file on the root file system: kept as read.
-        files.insert(
-            "sys/block/loop0/loop/backing_file".to_string(),
-            "/srv/disk.img\n".to_string(),
-        );
-        assert_eq!(lower(&mut reader, "loop0"), ["memory"]);
+        let backing = "sys/block/loop0/loop/backing_file".to_string();
+        files.insert(backing.clone(), "/srv/disk.img\n".to_string());
+        assert_eq!(loop0(&files, hour), ["memory"]);
         // A disk appears: everything is read again.
-        let HostRoot::Texts(files) = &mut reader.root else {
-            unreachable!("a tree of texts")
-        };
         let disks = files.get("proc/diskstats").cloned().unwrap_or_default();
         files.insert(
             "proc/diskstats".to_string(),
             format!("{disks}7 3 loop3 1 0 1 10 1 0 1 10 0 20 20\n"),
         );
-        assert_eq!(lower(&mut reader, "loop0"), ["vda"]);
+        assert_eq!(loop0(&files, hour), ["vda"]);
         // Stale: read again though the disks stayed the same.
-        let HostRoot::Texts(files) = &mut reader.root else {
-            unreachable!("a tree of texts")
-        };
-        files.insert(
-            "sys/block/loop0/loop/backing_file".to_string(),
-            "/dev/shm/lab/disk.img\n".to_string(),
-        );
-        reader.stack_fresh = std::time::Duration::ZERO;
-        assert_eq!(lower(&mut reader, "loop0"), ["memory"]);
+        files.insert(backing, "/dev/shm/lab/disk.img\n".to_string());
+        assert_eq!(loop0(&files, Duration::ZERO), ["memory"]);
     }
 
     /// Loop, dm, md and NVMe are disks; each stacked one names what holds

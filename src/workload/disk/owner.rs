@@ -303,13 +303,7 @@ pub(super) fn check_free_space(
     size: u64,
 ) -> Result<(), PlanError> {
     use std::os::unix::fs::MetadataExt;
-    let free = crate::util::free_bytes(dir).map_err(|e| {
-        PlanError::flag(
-            "--target",
-            format!("cannot tell the free space of {}: {e}", dir.display()),
-            "give a path on a mounted file system",
-        )
-    })?;
+    let free = crate::workload::free_bytes_at(dir, "give a path on a mounted file system")?;
     let held = |p: &Path| {
         std::fs::symlink_metadata(p)
             .ok()

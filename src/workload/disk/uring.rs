@@ -228,19 +228,24 @@ impl Ring {
         len: u32,
     ) -> std::io::Result<()> {
         let buf = self.slots.borrow()[index].buffer.borrow_mut().as_mut_ptr();
-        let entry = match (write, self.fixed.get() == Some(fd)) {
-            (true, true) => opcode::WriteFixed::new(types::Fixed(0), buf, len, index as u16)
+        // The file registered as the ring's fixed file 0 is named by its
+        // index, with the fixed-file flag: the kernel takes no reference
+        // to it per I/O.
+        let fixed = self.fixed.get() == Some(fd);
+        let target = types::Fd(if fixed { 0 } else { fd });
+        let entry = if write {
+            opcode::WriteFixed::new(target, buf, len, index as u16)
                 .offset(offset)
-                .build(),
-            (true, false) => opcode::WriteFixed::new(types::Fd(fd), buf, len, index as u16)
+                .build()
+        } else {
+            opcode::ReadFixed::new(target, buf, len, index as u16)
                 .offset(offset)
-                .build(),
-            (false, true) => opcode::ReadFixed::new(types::Fixed(0), buf, len, index as u16)
-                .offset(offset)
-                .build(),
-            (false, false) => opcode::ReadFixed::new(types::Fd(fd), buf, len, index as u16)
-                .offset(offset)
-                .build(),
+                .build()
+        };
+        let entry = if fixed {
+            entry.flags(squeue::Flags::FIXED_FILE)
+        } else {
+            entry
         }
         .user_data(index as u64);
         self.push(&entry)?;

@@ -203,13 +203,8 @@ fn make_default_dir(dir: &Path, spec: &FilesSpec, users: u32) -> anyhow::Result<
     let need = u64::from(users)
         .saturating_mul(u64::from(spec.initial_files))
         .saturating_mul(spec.sizes.mean());
-    let free = crate::util::free_bytes(parent).map_err(|e| {
-        PlanError::flag(
-            "--target",
-            format!("cannot tell the free space of {}: {e}", parent.display()),
-            "give --target dir:PATH on a mounted file system",
-        )
-    })?;
+    let free =
+        crate::workload::free_bytes_at(parent, "give --target dir:PATH on a mounted file system")?;
     if need > free {
         return Err(PlanError::flag(
             "--target",
