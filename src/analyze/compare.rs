@@ -12,7 +12,6 @@
 use super::capacity::load_text;
 use super::stats::{mann_whitney_p, ratio_interval};
 use super::{StepPoint, Verdict};
-use crate::engine::StepStatus;
 use crate::measure::Phase;
 use crate::store::StoredRun;
 use serde::Serialize;
@@ -93,7 +92,7 @@ fn net_cpu_samples(run: &StoredRun, load: f64) -> Option<(Vec<f64>, f64, super::
     let at: Vec<_> = nets
         .iter()
         .zip(&run.steps)
-        .filter(|(_, s)| s.level.value() == load && s.status == StepStatus::Ok)
+        .filter(|(_, s)| s.level.value() == load && s.status.ran_whole())
         .map(|(n, _)| n)
         .collect();
     let unit = at.first()?.unit;
@@ -126,7 +125,7 @@ fn samples(run: &StoredRun, load: f64) -> (Vec<f64>, &'static str) {
     let steps: Vec<_> = run
         .steps
         .iter()
-        .filter(|s| s.level.value() == load && s.status == StepStatus::Ok)
+        .filter(|s| s.level.value() == load && s.status.ran_whole())
         .collect();
     if steps.len() >= MIN_RUNS {
         return (

@@ -139,8 +139,27 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     }
     verdict.server_host = server_host;
     verdict.left_out = left_out;
+    verdict.caveats.splice(0..0, stalls(run));
     net_evidence(run, &nets, &mut verdict);
     verdict
+}
+
+/// A caveat per step in which the target stalled: its figures hold the
+/// stall (the operations it held counted to the window's end), and a
+/// verdict read off them is one about a server that stopped answering
+/// for a while, not about its steady capacity.
+fn stalls(run: &StoredRun) -> Vec<String> {
+    run.steps
+        .iter()
+        .filter_map(|step| match &step.status {
+            crate::engine::StepStatus::Stalled(why) => Some(format!(
+                "the target stalled in step {} ({}): {why}; its latency counts the held operations to the window's end — look at the server then, or run the step again",
+                step.index + 1,
+                step.level
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A net run's verdict says, at its step, what a transaction cost each

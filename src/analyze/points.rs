@@ -6,7 +6,7 @@
 //! shaping of its links, and the database's waits and counters.
 
 use super::host::HostSource;
-use crate::engine::{StepResult, StepStatus};
+use crate::engine::StepResult;
 use crate::measure::{LatencySummary, Phase, StepSummary};
 use crate::plan::Level;
 use crate::probe::counters::{weighted_mean, HostSample};
@@ -294,7 +294,7 @@ impl StepPoint {
             index: step.index,
             level: step.level,
             load: step.level.value(),
-            complete: step.status == StepStatus::Ok,
+            complete: step.status.ran_whole(),
             throughput: summary.throughput,
             unit,
             completed: summary.completed,

@@ -66,6 +66,7 @@ pub(super) async fn run(mut batch: Box<dyn Batch>, state: Rc<WorkerState>, start
                             began,
                             intended,
                         };
+                        state.flying(u, Some(intended));
                         running += 1;
                     }
                     Issued::Ended(op, outcome) => {
@@ -109,6 +110,7 @@ pub(super) async fn run(mut batch: Box<dyn Batch>, state: Rc<WorkerState>, start
                     Some(outcome),
                 ) => {
                     record(&state, op, &outcome, began, intended, ended);
+                    state.flying(u, None);
                     running -= 1;
                 }
                 (User::Abandoned, None) => abandoned -= 1,
@@ -130,6 +132,7 @@ pub(super) async fn run(mut batch: Box<dyn Batch>, state: Rc<WorkerState>, start
                         batch.abandon(u);
                         let timeout = Outcome::error(ErrorKind::Timeout);
                         record(&state, op, &timeout, began, intended, ended);
+                        state.flying(u, None);
                         *user = User::Abandoned;
                         running -= 1;
                         abandoned += 1;
@@ -250,7 +253,7 @@ mod tests {
             starts: starts.clone(),
             done: Vec::new(),
         };
-        let state = Rc::new(WorkerState::new(Recorder::new(1), 100 * MS));
+        let state = Rc::new(WorkerState::new(Recorder::new(1), 100 * MS, 3));
         let rt = crate::util::test_runtime();
         let local = tokio::task::LocalSet::new();
         let start = local.block_on(&rt, async {
@@ -287,6 +290,40 @@ mod tests {
         assert!(meanwhile > 0, "no start of user 0 while user 2 was stalled");
     }
 
+    /// The window ends 200 ms in while the third user's first operation
+    /// (400 ms) runs: the census counts it, in flight for those 200 ms.
+    #[test]
+    fn an_operation_running_in_the_loop_is_counted_when_the_window_ends() {
+        let timed = Timed {
+            takes: vec![2 * MS, 5 * MS, 2 * MS],
+            first_of_last: 400 * MS,
+            ends: vec![None; 3],
+            starts: Rc::new(RefCell::new(Vec::new())),
+            done: Vec::new(),
+        };
+        let state = Rc::new(WorkerState::new(Recorder::new(1), 1_000 * MS, 3));
+        let rt = crate::util::test_runtime();
+        let local = tokio::task::LocalSet::new();
+        let tally = local.block_on(&rt, async {
+            let start = Instant::now();
+            state.next_boundary.set(start + 200 * MS);
+            let users = tokio::task::spawn_local(run(Box::new(timed), state.clone(), start));
+            tokio::time::sleep_until(start + 200 * MS).await;
+            let mut tally = state.recorder.borrow_mut().take();
+            state.stop.set(true);
+            state.census(&mut tally);
+            state.next_boundary.set(Instant::now());
+            users.await.unwrap();
+            tally
+        });
+        let longest = Duration::from_micros(tally.unfinished.max());
+        assert!(
+            (1..=3).contains(&tally.unfinished.len()) && longest >= 190 * MS,
+            "{} unfinished, the longest {longest:?}",
+            tally.unfinished.len()
+        );
+    }
+
     /// A worker thread's disk users as one loop, on io_uring over a real
     /// file: reads verified, writes stamped and acknowledged, the check
     /// passes, and an I/O allocates nothing once warm.
@@ -318,7 +355,7 @@ mod tests {
                 let slow = Duration::from_secs(60);
                 recorder.record(op, &Outcome::ok(), slow, slow);
             }
-            let state = Rc::new(WorkerState::new(recorder, Duration::from_secs(10)));
+            let state = Rc::new(WorkerState::new(recorder, Duration::from_secs(10), 8));
             // The boundary has passed: the loop yields after every round,
             // and this test runs between them.
             let start = Instant::now();

@@ -18,14 +18,21 @@ pub(super) struct Pace {
     pub(crate) alone: bool,
 }
 
+/// One virtual user on its worker: its number there, and its session.
+pub(super) struct Seated<S> {
+    pub(crate) slot: usize,
+    pub(crate) session: S,
+}
+
 /// The life of one virtual user during a step.
 pub(super) async fn user<S: Session>(
-    mut session: S,
+    seated: Seated<S>,
     state: Rc<WorkerState>,
     pace: Pace,
     mut rng: SmallRng,
     start: Instant,
 ) {
+    let Seated { slot, mut session } = seated;
     let think = pace.think;
     // Users with think time start spread over one mean think time, not in lockstep.
     let stagger = think.mean().mul_f64(rng.gen::<f64>());
@@ -33,7 +40,9 @@ pub(super) async fn user<S: Session>(
     tokio::time::sleep_until(intended).await;
     let mut timer = std::pin::pin!(state.timer(intended));
     while !state.stop.get() {
-        let ran = state.run_op(&mut session, intended, timer.as_mut()).await;
+        let ran = state
+            .run_op(slot, &mut session, intended, timer.as_mut())
+            .await;
         let wait = think.sample(&mut rng) + session.pause();
         state.recorder.borrow_mut().record_think(wait);
         intended = ran.ended + wait;
@@ -56,7 +65,7 @@ pub(super) async fn user<S: Session>(
 #[cfg(test)]
 mod tests {
     use super::super::state::WorkerState;
-    use super::{user, Pace};
+    use super::{user, Pace, Seated};
     use crate::measure::{Outcome, Recorder};
     use crate::plan::ThinkTime;
     use crate::util::counting_alloc::allocations;
@@ -127,9 +136,9 @@ mod tests {
                 let slow = Duration::from_secs(60);
                 recorder.record(op, &Outcome::ok(), slow, slow);
             }
-            let state = Rc::new(WorkerState::new(recorder, Duration::from_secs(10)));
+            let state = Rc::new(WorkerState::new(recorder, Duration::from_secs(10), 1));
             let task = tokio::task::spawn_local(user(
-                session,
+                Seated { slot: 0, session },
                 state.clone(),
                 SHARED_PACE,
                 SmallRng::seed_from_u64(1),
@@ -183,7 +192,7 @@ mod tests {
             done: done.clone(),
         };
         let mut task = Box::pin(user(
-            session,
+            Seated { slot: 0, session },
             state.clone(),
             pace,
             SmallRng::seed_from_u64(1),
@@ -205,7 +214,11 @@ mod tests {
     /// another task of its thread had meanwhile.
     fn polls_per_op(waits: bool) -> (f64, u64) {
         on_local(async {
-            let state = Rc::new(WorkerState::new(Recorder::new(1), Duration::from_secs(10)));
+            let state = Rc::new(WorkerState::new(
+                Recorder::new(1),
+                Duration::from_secs(10),
+                1,
+            ));
             let (done, polls, user) = spawn_counted(waits, SHARED_PACE, &state);
             let turns = Rc::new(Cell::new(0u64));
             let other = turns.clone();
@@ -243,7 +256,11 @@ mod tests {
     #[test]
     fn a_user_alone_on_its_thread_yields_only_once_the_ticker_is_due() {
         on_local(async {
-            let state = Rc::new(WorkerState::new(Recorder::new(1), Duration::from_secs(10)));
+            let state = Rc::new(WorkerState::new(
+                Recorder::new(1),
+                Duration::from_secs(10),
+                1,
+            ));
             let boundary = Instant::now() + Duration::from_millis(20);
             state.next_boundary.set(boundary);
             let pace = Pace {

@@ -433,6 +433,7 @@ impl Merging {
             drain_length = drain_length.max(slot.merge_into(&mut drain));
         }
         self.everything.merge(&drain);
+        self.measured.absorb_late(&drain);
         let stopped_at = schedule.intervals[..self.handed_over]
             .last()
             .map_or(Duration::ZERO, |s| s.end);

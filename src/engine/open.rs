@@ -90,8 +90,9 @@ pub(super) async fn dispatcher(
     }
 }
 
-/// One session serving queued arrivals, one at a time.
-pub(super) async fn server<S: Session>(mut session: S, state: Rc<WorkerState>) {
+/// One session serving queued arrivals, one at a time
+/// (session `slot` of the worker).
+pub(super) async fn server<S: Session>(slot: usize, mut session: S, state: Rc<WorkerState>) {
     let mut timer = std::pin::pin!(state.timer(Instant::now()));
     loop {
         let intended = loop {
@@ -104,6 +105,8 @@ pub(super) async fn server<S: Session>(mut session: S, state: Rc<WorkerState>) {
             }
             state.arrival.notified().await;
         };
-        state.run_op(&mut session, intended, timer.as_mut()).await;
+        state
+            .run_op(slot, &mut session, intended, timer.as_mut())
+            .await;
     }
 }

@@ -3,7 +3,7 @@
 //! way they run an operation. Single-threaded (`Cell`, `RefCell`): only the
 //! tasks of one worker's runtime touch it, so the hot path takes no lock.
 
-use crate::measure::{ErrorKind, Outcome, Recorder};
+use crate::measure::{ErrorKind, Outcome, Recorder, Tally};
 use crate::workload::Session;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -21,6 +21,9 @@ pub(super) struct WorkerState {
     pub(crate) stop: Cell<bool>,
     /// Operations started and not yet ended.
     pub(crate) in_flight: Cell<u32>,
+    /// Per user (or session) of the worker, the intended start of its
+    /// operation in flight: what the window's end counts as unfinished.
+    flights: Box<[Cell<Option<Instant>>]>,
     /// Open loop: intended start times of arrivals waiting for a session.
     pub(crate) pending: RefCell<VecDeque<Instant>>,
     /// Open loop: wakes an idle session when an arrival is queued.
@@ -33,12 +36,14 @@ pub(super) struct WorkerState {
 
 impl WorkerState {
     /// A worker's state before its first operation: nothing in flight or
-    /// queued; an operation slower than `timeout` is an error of kind timeout.
-    pub(crate) fn new(recorder: Recorder, timeout: Duration) -> Self {
+    /// queued; `users` users (or sessions), numbered from 0, whose
+    /// operations slower than `timeout` are errors of kind timeout.
+    pub(crate) fn new(recorder: Recorder, timeout: Duration, users: usize) -> Self {
         WorkerState {
             recorder: RefCell::new(recorder),
             stop: Cell::new(false),
             in_flight: Cell::new(0),
+            flights: (0..users).map(|_| Cell::new(None)).collect(),
             pending: RefCell::new(VecDeque::new()),
             arrival: Notify::new(),
             timeout,
@@ -59,12 +64,14 @@ impl WorkerState {
     /// wheel, and clock reads, around every operation).
     pub(crate) async fn run_op<S: Session>(
         &self,
+        user: usize,
         session: &mut S,
         intended: Instant,
         mut timer: Pin<&mut Sleep>,
     ) -> Ran {
         let op = session.choose();
         self.in_flight.set(self.in_flight.get() + 1);
+        self.flying(user, Some(intended));
         let began = Instant::now();
         let due = began + self.timeout;
         let mut waited = false;
@@ -85,6 +92,7 @@ impl WorkerState {
         .await;
         let ended = Instant::now();
         self.in_flight.set(self.in_flight.get() - 1);
+        self.flying(user, None);
         self.recorder.borrow_mut().record(
             op,
             &outcome,
@@ -92,6 +100,25 @@ impl WorkerState {
             ended.saturating_duration_since(intended),
         );
         Ran { ended, waited }
+    }
+
+    /// Marks user `user`'s operation intended at `intended` as in flight,
+    /// or (none) ended.
+    pub(crate) fn flying(&self, user: usize, intended: Option<Instant>) {
+        if let Some(flight) = self.flights.get(user) {
+            flight.set(intended);
+        }
+    }
+
+    /// Counts into `tally` — the last the worker hands over — every
+    /// operation still in flight and every arrival still queued, each with
+    /// its time so far: the window ends, and what it held is its own.
+    pub(crate) fn census(&self, tally: &mut Tally) {
+        let now = Instant::now();
+        let flying = self.flights.iter().filter_map(Cell::get);
+        for intended in flying.chain(self.pending.borrow().iter().copied()) {
+            tally.record_unfinished(now.saturating_duration_since(intended));
+        }
     }
 
     /// A task's timer for [`Self::run_op`], set to the deadline of an
@@ -139,7 +166,7 @@ mod tests {
     /// the timer was set for it or for an earlier one.
     #[tokio::test(start_paused = true)]
     async fn each_operation_is_bounded_by_its_own_deadline() {
-        let state = WorkerState::new(Recorder::new(1), 100 * MS);
+        let state = WorkerState::new(Recorder::new(1), 100 * MS, 1);
         let start = Instant::now();
         let mut timer = std::pin::pin!(state.timer(start));
         let mut session = Timed(
@@ -156,7 +183,7 @@ mod tests {
         let mut took = Vec::new();
         let mut began = start;
         for _ in 0..6 {
-            let Ran { ended, waited } = state.run_op(&mut session, began, timer.as_mut()).await;
+            let Ran { ended, waited } = state.run_op(0, &mut session, began, timer.as_mut()).await;
             assert!(waited);
             took.push(ended - began);
             began = ended;
@@ -174,6 +201,28 @@ mod tests {
         let tally = state.recorder.borrow_mut().take();
         assert_eq!(tally.ops[0].ok, 3);
         assert_eq!(tally.ops[0].error_count(), 3);
+    }
+
+    /// The census counts each user's operation in flight and each arrival
+    /// still queued, with its time so far, and nothing that ended.
+    #[tokio::test(start_paused = true)]
+    async fn the_census_counts_what_runs_and_what_waits() {
+        let state = WorkerState::new(Recorder::new(1), 100 * MS, 3);
+        let start = Instant::now();
+        state.flying(0, Some(start));
+        state.flying(2, Some(start));
+        state.flying(2, None);
+        state.flying(7, Some(start));
+        state.pending.borrow_mut().push_back(start + 10 * MS);
+        tokio::time::sleep(40 * MS).await;
+        let mut tally = Recorder::new(1).take();
+        state.census(&mut tally);
+        assert_eq!(tally.unfinished.len(), 2);
+        let (min, max) = (tally.unfinished.min(), tally.unfinished.max());
+        assert!(
+            min.abs_diff(30_000) <= 1_000 && max.abs_diff(40_000) <= 1_000,
+            "{min} {max}"
+        );
     }
 
     /// A session whose operations retry: each try takes 4 ms with a 2 ms
@@ -217,13 +266,13 @@ mod tests {
     /// X·R + F/T = N holds by construction.
     #[tokio::test(start_paused = true)]
     async fn retried_and_failed_operations_keep_their_users_time() {
-        let state = WorkerState::new(Recorder::new(1), 10_000 * MS);
+        let state = WorkerState::new(Recorder::new(1), 10_000 * MS, 1);
         let start = Instant::now();
         let mut timer = std::pin::pin!(state.timer(start));
         let mut session = Retrying { n: 0 };
         let mut began = start;
         while began - start < 3_000 * MS {
-            let Ran { ended, .. } = state.run_op(&mut session, began, timer.as_mut()).await;
+            let Ran { ended, .. } = state.run_op(0, &mut session, began, timer.as_mut()).await;
             began = ended;
         }
         let window = (began - start).as_secs_f64();

@@ -38,6 +38,10 @@ pub enum StepStatus {
     /// Ran to its end, but a generator was lost in it: its load is
     /// missing from the rest of the step.
     Degraded(String),
+    /// Ran its whole window, but the target held an operation for much of
+    /// it, longer than any that ended: its figures are what the target did,
+    /// the stall among them.
+    Stalled(String),
 }
 
 impl StepStatus {
@@ -47,6 +51,7 @@ impl StepStatus {
             StepStatus::Failed(_) => "failed",
             StepStatus::Partial(_) => "partial",
             StepStatus::Degraded(_) => "degraded",
+            StepStatus::Stalled(_) => "stalled",
         }
     }
 
@@ -58,6 +63,7 @@ impl StepStatus {
             "failed" => StepStatus::Failed(reason),
             "partial" => StepStatus::Partial(reason),
             "degraded" => StepStatus::Degraded(reason),
+            "stalled" => StepStatus::Stalled(reason),
             _ => return None,
         })
     }
@@ -65,8 +71,17 @@ impl StepStatus {
     pub(crate) fn reason(&self) -> Option<&str> {
         match self {
             StepStatus::Ok => None,
-            StepStatus::Failed(r) | StepStatus::Partial(r) | StepStatus::Degraded(r) => Some(r),
+            StepStatus::Failed(r)
+            | StepStatus::Partial(r)
+            | StepStatus::Degraded(r)
+            | StepStatus::Stalled(r) => Some(r),
         }
+    }
+
+    /// The step ran its whole window with all its load: its figures
+    /// stand for the load (a stalled step's as much as a smooth one's).
+    pub(crate) fn ran_whole(&self) -> bool {
+        matches!(self, StepStatus::Ok | StepStatus::Stalled(_))
     }
 }
 
@@ -88,7 +103,8 @@ pub struct FinishedStep {
     pub(crate) measured_intervals: usize,
     /// What ended after the last complete interval.
     pub drain: IntervalRecord,
-    /// The measured window merged, and its length.
+    /// The measured window merged (the drain's failures absorbed, as
+    /// [`StepResult::measured`] does), and its length.
     pub(crate) measured: Tally,
     pub(crate) measured_length: Duration,
     /// Every interval of every phase merged, the drain included.
@@ -124,9 +140,13 @@ pub struct StepResult {
 }
 
 impl StepResult {
-    /// The measured window merged into one tally, and its length.
+    /// The measured window merged into one tally, and its length; the
+    /// failures of operations in flight at its end, which ended in the
+    /// drain, are the window's (see [`Tally::absorb_late`]).
     pub fn measured(&self) -> (Tally, Duration) {
-        self.merged(|i| i.phase == Phase::Measured)
+        let (mut tally, length) = self.merged(|i| i.phase == Phase::Measured);
+        tally.absorb_late(&self.merged(|i| i.phase == Phase::Drain).0);
+        (tally, length)
     }
 
     /// The intervals that `keep` selects, merged, and their total length.
@@ -219,6 +239,7 @@ mod tests {
             StepStatus::Failed(why()),
             StepStatus::Partial(why()),
             StepStatus::Degraded(why()),
+            StepStatus::Stalled(why()),
         ] {
             let reason = status.reason().unwrap_or("why").to_string();
             assert_eq!(StepStatus::parse(status.as_str(), reason), Some(status));

@@ -176,7 +176,7 @@ impl<W: Workload> Sweeper<'_, W> {
         let throughput = judge_step(&mut step, self.plan.max_error_rate);
         self.observer.step_finished(&mut step)?;
         Ok(match &step.status {
-            StepStatus::Ok => StepOutcome::Kept { throughput },
+            StepStatus::Ok | StepStatus::Stalled(_) => StepOutcome::Kept { throughput },
             StepStatus::Failed(reason) => StepOutcome::Ends(failed_end(&step, reason)),
             StepStatus::Partial(_) => StepOutcome::Ends(SweepEnd::Interrupted),
             StepStatus::Degraded(reason) => match self.drop_lost_generators(&step, reason) {
@@ -313,22 +313,37 @@ fn add_counts(counts: &mut [OpCounts], step: &FinishedStep) {
 }
 
 /// Fails a step that ran whole but served nothing, or whose failed share
-/// broke `max_error_rate`; gives its throughput (operations per second).
+/// broke `max_error_rate`; marks one whose target held an operation for
+/// much of the window as stalled; gives its throughput (operations per
+/// second).
 fn judge_step(step: &mut FinishedStep, max_error_rate: f64) -> f64 {
     let summary = step.summary();
-    if step.status == StepStatus::Ok && summary.completed == 0 && summary.errors == 0 {
-        // Nothing ended at all: a server that stalls is not a server
-        // that served 0/s without error.
-        step.status = StepStatus::Failed(format!(
+    if step.status != StepStatus::Ok {
+        return summary.throughput;
+    }
+    if summary.completed == 0 && summary.errors == summary.late_errors {
+        // Nothing ended in the window: a server that stalls is not a
+        // server that served 0/s without error.
+        let mut why = format!(
             "no operation ended in the {} measured: the target answered nothing",
             crate::units::format_duration(summary.measured)
-        ));
-    } else if step.status == StepStatus::Ok && summary.error_rate > max_error_rate {
-        step.status = StepStatus::Failed(format!(
+        );
+        if summary.unfinished > 0 {
+            why = format!("{why} ({})", summary.stall_words());
+        }
+        step.status = StepStatus::Failed(why);
+    } else if summary.error_rate > max_error_rate {
+        let mut why = format!(
             "{:.1}% of operations failed, above --max-error-rate {:.1}%",
             summary.error_rate * 100.0,
             max_error_rate * 100.0
-        ));
+        );
+        if summary.stalled {
+            why = format!("{why}; {}", summary.stall_words());
+        }
+        step.status = StepStatus::Failed(why);
+    } else if summary.stalled {
+        step.status = StepStatus::Stalled(summary.stall_words());
     }
     summary.throughput
 }

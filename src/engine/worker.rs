@@ -151,6 +151,7 @@ async fn run_worker<W: Workload>(
     let state = Rc::new(WorkerState::new(
         Recorder::new(workload.op_names().len()),
         plan.timeout,
+        plan.users.len(),
     ));
     if let Err(why) = set_going(workload.as_ref(), sessions, &plan, &state, seat, start) {
         let _ = events.send(WorkerEvent::Failed(why));
@@ -213,14 +214,15 @@ fn set_going<W: Workload>(
             } else {
                 sessions
             };
-            for (user, session) in sessions {
+            for (slot, (user, session)) in sessions.into_iter().enumerate() {
                 let rng =
                     SmallRng::seed_from_u64(stream_seed(plan.seed, u64::from(user) | 1 << 40));
                 let pace = closed::Pace {
                     think,
                     alone: seat.alone,
                 };
-                tokio::task::spawn_local(closed::user(session, state.clone(), pace, rng, start));
+                let seated = closed::Seated { slot, session };
+                tokio::task::spawn_local(closed::user(seated, state.clone(), pace, rng, start));
             }
         }
         WorkerLoad::Open {
@@ -230,8 +232,8 @@ fn set_going<W: Workload>(
             max_outstanding,
             first_arrival,
         } => {
-            for (_, session) in sessions {
-                tokio::task::spawn_local(open::server(session, state.clone()));
+            for (slot, (_, session)) in sessions.into_iter().enumerate() {
+                tokio::task::spawn_local(open::server(slot, session, state.clone()));
             }
             let rng = SmallRng::seed_from_u64(stream_seed(plan.seed, plan.stream | 1 << 41));
             let process = open::ArrivalProcess {
@@ -250,7 +252,11 @@ fn set_going<W: Workload>(
 }
 
 /// Hands over the tally at every boundary, then stops the sessions and
-/// waits (at most the timeout) for operations still running.
+/// waits (at most the timeout) for operations still running. The last
+/// interval handed over — the window's last, or the one an interrupt ends
+/// — counts every operation still in flight or queued as unfinished: it
+/// belongs to the step, and what becomes of it in the drain (a timeout
+/// above all) is the step's too.
 async fn ticker(
     state: &WorkerState,
     worker: usize,
@@ -259,10 +265,17 @@ async fn ticker(
     events: &Sender<WorkerEvent>,
     interrupted: &AtomicBool,
 ) {
+    let last = schedule.intervals.len().saturating_sub(1);
     for (index, spec) in schedule.intervals.iter().enumerate() {
         state.next_boundary.set(start + spec.end);
         tokio::time::sleep_until(start + spec.end).await;
-        let tally = state.recorder.borrow_mut().take();
+        let mut tally = state.recorder.borrow_mut().take();
+        let ends = index == last || interrupted.load(Ordering::Relaxed);
+        if ends {
+            // Nothing starts from here; what runs or waits is counted now.
+            state.stop.set(true);
+            state.census(&mut tally);
+        }
         let length = spec.end - spec.start;
         if events
             .send(WorkerEvent::Interval {
@@ -272,7 +285,7 @@ async fn ticker(
                 length,
             })
             .is_err()
-            || interrupted.load(Ordering::Relaxed)
+            || ends
         {
             break;
         }

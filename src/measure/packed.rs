@@ -42,6 +42,10 @@ pub struct PackedTally {
     #[serde(with = "crate::util::serde_duration")]
     pub think_total: Duration,
     pub thinks: u64,
+    /// Operations unfinished at the window's end, each one's time so far,
+    /// µs, packed (empty from a generator or a store older than the field).
+    #[serde(with = "base64_bytes", default)]
+    pub unfinished: Vec<u8>,
 }
 
 impl PackedTally {
@@ -66,6 +70,7 @@ impl PackedTally {
             lag: encode_histogram(&tally.lag),
             think_total: tally.think_total,
             thinks: tally.thinks,
+            unfinished: encode_histogram(&tally.unfinished),
         }
     }
 
@@ -90,6 +95,8 @@ impl PackedTally {
             lag: unpacked(&self.lag),
             think_total: self.think_total,
             thinks: self.thinks,
+            unfinished: unpacked(&self.unfinished),
+            late_errors: 0,
         }
     }
 
@@ -118,6 +125,12 @@ impl PackedTally {
             lag: decode_histogram(&self.lag)?,
             think_total: self.think_total,
             thinks: self.thinks,
+            unfinished: if self.unfinished.is_empty() {
+                new_histogram()
+            } else {
+                decode_histogram(&self.unfinished)?
+            },
+            late_errors: 0,
         })
     }
 
@@ -183,6 +196,7 @@ mod tests {
         }
         tally.dropped = 3;
         tally.thinks = 9;
+        tally.record_unfinished(Duration::from_millis(1_500));
         let packed = PackedTally::pack(&tally);
         assert_eq!(packed.unpack(), tally);
         // Through JSON, as a generator sends it, and checked.

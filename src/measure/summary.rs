@@ -73,6 +73,17 @@ pub struct StepSummary {
     /// Closed loop: mean think time drawn.
     #[serde(with = "crate::util::serde_duration")]
     pub mean_think: Duration,
+    /// Operations still in flight (or queued) when the window ended; their
+    /// times so far are in `response`, their later failures in `errors`.
+    pub unfinished: u64,
+    /// The longest any of them had been in flight at the window's end.
+    #[serde(with = "crate::util::serde_duration")]
+    pub longest_unfinished: Duration,
+    /// Of them, those that failed after the window (in `errors`).
+    pub late_errors: u64,
+    /// One of them had waited longer than every operation that ended, and
+    /// for at least a quarter of the window: the target stalled.
+    pub stalled: bool,
 }
 
 impl StepSummary {
@@ -80,8 +91,17 @@ impl StepSummary {
     pub(crate) fn of(tally: &Tally, measured: Duration) -> Self {
         let all: OpTally = tally.all_ops();
         let errors = all.error_count();
-        let attempted = all.completed() + errors + tally.dropped;
+        let unfinished = tally.unfinished.len();
+        // Each operation of the step once: those that ended in the window,
+        // and those in flight at its end (a late failure among them is
+        // already in `errors`).
+        let attempted = (all.completed() + errors + tally.dropped + unfinished)
+            .saturating_sub(tally.late_errors.min(unfinished));
         let seconds = measured.as_secs_f64();
+        let longest_unfinished = Duration::from_micros(tally.unfinished.max());
+        let served_max = Duration::from_micros(all.response.max());
+        let stalled =
+            unfinished > 0 && longest_unfinished > served_max && longest_unfinished * 4 >= measured;
         StepSummary {
             measured,
             completed: all.completed(),
@@ -100,7 +120,7 @@ impl StepSummary {
             } else {
                 0.0
             },
-            response: LatencySummary::of(&all.response),
+            response: LatencySummary::of(&tally.response()),
             service: LatencySummary::of(&all.service),
             lag: LatencySummary::of(&tally.lag),
             mean_think: if tally.thinks > 0 {
@@ -108,7 +128,31 @@ impl StepSummary {
             } else {
                 Duration::ZERO
             },
+            unfinished,
+            longest_unfinished,
+            late_errors: tally.late_errors,
+            stalled,
         }
+    }
+
+    /// What a stalled step's status says: how many operations were held
+    /// at the window's end, for how long, and how many of them failed
+    /// after it.
+    pub(crate) fn stall_words(&self) -> String {
+        let held = match self.unfinished {
+            1 => "1 operation in flight".to_string(),
+            n => format!("{n} operations in flight at the window's end, the longest"),
+        };
+        let failed = match (self.unfinished, self.late_errors) {
+            (_, 0) => String::new(),
+            (1, _) => "; it failed after the window".to_string(),
+            (_, n) => format!("; {n} of them failed after the window"),
+        };
+        format!(
+            "{held} for the last {} of the {} window{failed}",
+            crate::units::Latency(self.longest_unfinished),
+            crate::units::Latency(self.measured),
+        )
     }
 }
 

@@ -182,6 +182,17 @@ pub struct Tally {
     pub(crate) think_total: Duration,
     /// Closed loop: number of think times drawn.
     pub(crate) thinks: u64,
+    /// Operations still running (or, in an open loop, waiting for a
+    /// session) when the worker handed this interval over as its last:
+    /// each one's time from its intended start to then, µs — a lower
+    /// bound of its response time. They belong to the step (an operation
+    /// in flight when the window ends is the window's), in its latency,
+    /// never in its throughput.
+    pub(crate) unfinished: Histogram<u64>,
+    /// Of the unfinished, how many ended in error after the window (their
+    /// errors are in `ops`): set only on a step's merged tally, by
+    /// [`Tally::absorb_late`].
+    pub(crate) late_errors: u64,
 }
 
 impl Tally {
@@ -193,6 +204,8 @@ impl Tally {
             lag: new_histogram(),
             think_total: Duration::ZERO,
             thinks: 0,
+            unfinished: new_histogram(),
+            late_errors: 0,
         }
     }
 
@@ -208,6 +221,33 @@ impl Tally {
         add(&mut self.lag, &other.lag);
         self.think_total += other.think_total;
         self.thinks += other.thinks;
+        add(&mut self.unfinished, &other.unfinished);
+        self.late_errors += other.late_errors;
+    }
+
+    /// Counts one operation still in flight (or queued) at the end of the
+    /// window, in flight for `so_far` from its intended start.
+    pub(crate) fn record_unfinished(&mut self, so_far: Duration) {
+        record(&mut self.unfinished, micros(so_far));
+    }
+
+    /// Takes into a step's merged window the errors of `after`, what ended
+    /// after the window: every operation there was in flight when the
+    /// window ended (no operation starts after it), so its failure —
+    /// a timeout in the drain above all — is the step's own.
+    pub(crate) fn absorb_late(&mut self, after: &Tally) {
+        for (mine, theirs) in self.ops.iter_mut().zip(&after.ops) {
+            mine.errors.merge(&theirs.errors);
+            self.late_errors += theirs.error_count();
+        }
+    }
+
+    /// The response times of every operation kind, with the unfinished
+    /// operations' times so far: the step's latency.
+    pub(crate) fn response(&self) -> Histogram<u64> {
+        let mut all = self.all_ops().response;
+        add(&mut all, &self.unfinished);
+        all
     }
 
     /// All operation kinds folded into one.

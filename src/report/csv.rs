@@ -111,7 +111,8 @@ fn intervals_csv(runs: &[ReportRun<'_>]) -> String {
         for s in &r.run.steps {
             for (i, iv) in s.intervals.iter().enumerate() {
                 let secs = iv.length.as_secs_f64();
-                let all = iv.tally.all_ops();
+                let tally = iv.tally.unpack();
+                let all = tally.all_ops();
                 let _ = writeln!(
                     out,
                     "{},{},{},{i},{},{:.3},{:.3},{:.3},{},{:.6}",
@@ -127,7 +128,7 @@ fn intervals_csv(runs: &[ReportRun<'_>]) -> String {
                         0.0
                     },
                     r.run.rate_unit(),
-                    LatencySummary::of(&all.response).p95.as_secs_f64()
+                    LatencySummary::of(&tally.response()).p95.as_secs_f64()
                 );
             }
         }

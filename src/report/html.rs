@@ -342,10 +342,11 @@ fn timeline(run: &StoredRun) -> (Points, Points, Vec<Mark>) {
                 continue;
             }
             let t = offset + i.start.as_secs_f64() + secs;
-            let all = i.tally.all_ops();
-            tps.push((t, all.completed() as f64 / secs));
-            if !all.response.is_empty() {
-                p95.push((t, LatencySummary::of(&all.response).p95.as_secs_f64()));
+            let tally = i.tally.unpack();
+            tps.push((t, tally.all_ops().completed() as f64 / secs));
+            let response = tally.response();
+            if !response.is_empty() {
+                p95.push((t, LatencySummary::of(&response).p95.as_secs_f64()));
             }
         }
     }

@@ -142,7 +142,8 @@ fn op_json(name: &str, op: &OpTally) -> Value {
 /// One interval: its phase and times, counts, throughput and response
 /// times, and the samples taken in it.
 fn interval_json(interval: &IntervalRecord) -> Value {
-    let all = interval.tally.all_ops();
+    let tally = interval.tally.unpack();
+    let all = tally.all_ops();
     let seconds = interval.length.as_secs_f64();
     json!({
         "phase": interval.phase.as_str(),
@@ -152,8 +153,9 @@ fn interval_json(interval: &IntervalRecord) -> Value {
         "refused": all.refused,
         "errors": all.errors,
         "dropped": interval.tally.dropped,
+        "unfinished": tally.unfinished.len(),
         "throughput": if seconds > 0.0 { all.completed() as f64 / seconds } else { 0.0 },
-        "response": LatencySummary::of(&all.response),
+        "response": LatencySummary::of(&tally.response()),
         "db": interval.db,
         "host": interval.host,
         "probes": interval.probes,

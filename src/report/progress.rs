@@ -66,7 +66,7 @@ impl Progress {
         };
         let all = tally.all_ops();
         let seconds = (spec.end - spec.start).as_secs_f64().max(f64::MIN_POSITIVE);
-        let p95 = LatencySummary::of(&all.response).p95;
+        let p95 = LatencySummary::of(&tally.response()).p95;
         let phase = if spec.phase == Phase::Warmup {
             format!("warm-up {}/{}", secs(spec.end), secs(warmup))
         } else {
@@ -89,14 +89,17 @@ impl Progress {
     /// A step ended (and was stored).
     pub(crate) fn step_finished(&mut self, step: &FinishedStep) {
         let s: StepSummary = step.summary();
+        let status = match step.status.reason() {
+            Some(why) => format!("{}: {why}", step.status.as_str()),
+            None => step.status.as_str().to_string(),
+        };
         let line = format!(
-            "step {}: {}: {}  p95 {}  errors {}  {}",
+            "step {}: {}: {}  p95 {}  errors {}  {status}",
             self.position(step.index),
             step.level,
             Rate(s.throughput, self.unit),
             Latency(s.response.p95),
             s.errors,
-            step.status.as_str()
         );
         if self.live {
             crate::util::out_control(format_args!("\r\x1b[2K{line}\n"));

@@ -127,6 +127,7 @@ fn status_text(step: &StepResult) -> String {
         StepStatus::Failed(why) => format!("failed: {why}"),
         StepStatus::Partial(why) => format!("partial: {why}"),
         StepStatus::Degraded(why) => format!("degraded: {why}"),
+        StepStatus::Stalled(why) => format!("stalled: {why}"),
     }
 }
 
@@ -452,7 +453,7 @@ pub(crate) fn distribution(
     };
     let mut merged: Option<hdrhistogram::Histogram<u64>> = None;
     for step in &steps {
-        let h = step.measured().0.all_ops().response;
+        let h = step.measured().0.response();
         match &mut merged {
             None => merged = Some(h),
             Some(m) => {

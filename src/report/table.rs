@@ -133,6 +133,7 @@ fn status_note(status: &StepStatus) -> String {
         StepStatus::Failed(why) => format!("  FAILED: {why}"),
         StepStatus::Partial(why) => format!("  partial: {why}"),
         StepStatus::Degraded(why) => format!("  degraded: {why}"),
+        StepStatus::Stalled(why) => format!("  stalled: {why}"),
     }
 }
 

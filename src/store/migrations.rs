@@ -130,6 +130,9 @@ const MIGRATIONS: &[&str] = &[
     // 11: the time users spent in each operation kind's failed operations,
     // seconds (failed operations keep no latency; Little's law counts it).
     "ALTER TABLE interval_ops ADD COLUMN failed_s REAL NOT NULL DEFAULT 0;",
+    // 12: operations still in flight when the window ended, each one's time
+    // so far (µs, an HdrHistogram like the others); null before it.
+    "ALTER TABLE intervals ADD COLUMN unfinished_hist BLOB;",
 ];
 
 /// The schema version this build writes.

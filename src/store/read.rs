@@ -420,7 +420,7 @@ impl Store {
 
     fn load_intervals(&self, step_id: i64, op_count: usize) -> anyhow::Result<Vec<IntervalRecord>> {
         let mut stmt = self.conn.prepare(
-            "SELECT idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks
+            "SELECT idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks, unfinished_hist
              FROM intervals WHERE step_id = ?1 ORDER BY idx",
         )?;
         let mut op_stmt = self.conn.prepare(
@@ -438,22 +438,28 @@ impl Store {
                     r.get::<_, Vec<u8>>(5)?,
                     r.get::<_, f64>(6)?,
                     r.get::<_, i64>(7)?,
+                    r.get::<_, Option<Vec<u8>>>(8)?,
                 ))
             })?
             .collect::<Result<Vec<_>, _>>()?;
         let mut intervals = Vec::with_capacity(rows.len());
-        for (idx, phase, start, length, dropped, lag, think_total, thinks) in rows {
+        for (idx, phase, start, length, dropped, lag, think_total, thinks, unfinished) in rows {
             let seconds = |value: f64, field: &str| {
                 Duration::try_from_secs_f64(value.max(0.0)).map_err(|_| {
                     anyhow!("interval {idx}: {field} = {value:?} is not a length of time")
                 })
             };
             decode_histogram(&lag).context("in the store")?;
+            let unfinished = unfinished.unwrap_or_default();
+            if !unfinished.is_empty() {
+                decode_histogram(&unfinished).context("in the store")?;
+            }
             let mut tally = PackedTally::pack(&Tally::new(op_count));
             tally.dropped = dropped as u64;
             tally.lag = lag;
             tally.think_total = seconds(think_total, "think_total_s")?;
             tally.thinks = thinks as u64;
+            tally.unfinished = unfinished;
             Self::load_op_tallies(&mut op_stmt, step_id, idx, &mut tally)?;
             let (db, host, probes) = self.load_interval_samples(step_id, idx)?;
             intervals.push(IntervalRecord {

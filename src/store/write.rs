@@ -262,8 +262,8 @@ struct IntervalWriter<'tx> {
 impl<'tx> IntervalWriter<'tx> {
     fn prepare(tx: &'tx rusqlite::Transaction<'_>) -> rusqlite::Result<Self> {
         let interval_stmt = tx.prepare(
-            "INSERT INTO intervals (step_id, idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO intervals (step_id, idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks, unfinished_hist)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?;
         let db_stmt = tx.prepare(
             "INSERT INTO interval_db (step_id, interval_idx, sample) VALUES (?1, ?2, ?3)",
@@ -302,6 +302,7 @@ impl<'tx> IntervalWriter<'tx> {
             &t.lag,
             t.think_total.as_secs_f64(),
             t.thinks as i64,
+            &t.unfinished,
         ])?;
         if let Some(host) = &interval.host {
             self.host

@@ -255,6 +255,42 @@ fn a_step_in_which_no_operation_ended_failed() {
     assert_eq!(export["steps"][0]["status"], "failed");
 }
 
+/// A target that stalls 0.5 s into a 2 s window, past its end: the
+/// operation it holds is the step's — in its latency from the store, its
+/// timeout in the drain an error of the step — and the step says it
+/// stalled, on its line, in the export and in the verdict.
+#[test]
+fn a_step_whose_target_stalled_says_so_from_the_store() {
+    let dir = tempdir();
+    let (out, _) = perflab_expect(
+        dir.path(),
+        "run null --users 1 --service 1ms --stall 0.5s:20s --warmup 0s --duration 2s --timeout 3s",
+        0,
+    );
+    contains(
+        &out,
+        "errors 1  stalled: 1 operation in flight for the last 1.",
+    );
+    contains(&out, "caveat      the target stalled in step 1 (1 user)");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    let step = &export["steps"][0];
+    assert_eq!(step["status"], "stalled", "{step}");
+    let summary = &step["summary"];
+    assert_eq!(summary["unfinished"], 1, "{summary}");
+    assert_eq!(summary["late_errors"], 1, "{summary}");
+    assert_eq!(summary["errors"], 1, "{summary}");
+    assert!(
+        summary["longest_unfinished"].as_f64().unwrap_or(0.0) >= 1.4,
+        "{summary}"
+    );
+    assert!(
+        summary["response"]["max"].as_f64().unwrap_or(0.0) >= 1.4,
+        "{summary}"
+    );
+    assert_eq!(export["run"]["status"], "complete");
+}
+
 /// Intervals of the running step in the newest run of a store, and the
 /// rows of the store's steps and intervals in all.
 fn running_intervals(store: &std::path::Path) -> (i64, i64, i64) {

@@ -3,7 +3,7 @@
 //! stalled target shows in response time from the intended start.
 
 use crate::support::{null_plan, sweep};
-use perflab::engine::{StepStatus, SweepEnd};
+use perflab::engine::{StepResult, StepStatus, SweepEnd};
 use perflab::plan::{Arrivals, LoadModel, Sweep, ThinkTime};
 use perflab::workload::null::NullStall;
 use perflab::workload::null::NullWorkload;
@@ -231,4 +231,115 @@ fn levels_repeated_twice_still_compare_significantly() {
     let diff = &cell["vs_base"];
     assert_eq!(diff["significant"], true, "{c}");
     assert!(diff["ratio"].as_f64().unwrap() > 1.2, "{c}");
+}
+
+/// A null target that answers in 1 ms, then stalls from `at` for far
+/// longer than the step, behind a 2 s window with no warm-up and a 3 s
+/// timeout: what was in flight or queued when the window ended.
+fn stalled_step(load: LoadModel, level: Sweep, at: Duration) -> StepResult {
+    let mut plan = null_plan(load, level, Duration::ZERO, Duration::from_secs(2));
+    plan.threads = 1;
+    plan.timeout = Duration::from_secs(3);
+    let stall = NullStall {
+        at,
+        length: Duration::from_secs(60),
+    };
+    let (end, mut steps) = sweep(
+        NullWorkload::new(Duration::from_millis(1), Some(stall)),
+        &plan,
+    );
+    assert_eq!(end, SweepEnd::Complete);
+    steps.remove(0)
+}
+
+/// One user whose operation the target holds from 0.5 s to past the
+/// window's end: that operation is the step's, in its latency (at least
+/// the 1.5 s to the window's end) and, when it times out in the drain, in
+/// its errors; the step says it stalled, and for how long.
+#[test]
+fn an_operation_in_flight_when_the_window_ends_counts_in_its_step() {
+    let step = stalled_step(
+        LoadModel::Closed {
+            think: ThinkTime::Zero,
+        },
+        Sweep::parse_users("1").unwrap(),
+        Duration::from_millis(500),
+    );
+    let s = step.summary();
+    assert_eq!(s.unfinished, 1, "{s:?}");
+    assert!(
+        s.longest_unfinished >= Duration::from_millis(1400),
+        "in flight for {:?}",
+        s.longest_unfinished
+    );
+    assert!(s.response.max >= Duration::from_millis(1400), "{s:?}");
+    // It timed out in the drain: the step's own error.
+    assert_eq!((s.errors, s.late_errors), (1, 1), "{s:?}");
+    assert!(s.stalled);
+    let StepStatus::Stalled(why) = &step.status else {
+        panic!("a stalled step reads {:?}", step.status);
+    };
+    assert!(
+        why.starts_with("1 operation in flight for the last 1.")
+            && why.contains("of the 2.00s window; it failed after the window"),
+        "{why}"
+    );
+    // Its throughput is what ended in the window, the stalled one aside.
+    let (measured, _) = step.measured();
+    assert_eq!(
+        s.completed,
+        measured.ops.iter().map(|op| op.ok).sum::<u64>()
+    );
+    assert!(s.throughput < 300.0, "{} ops/s", s.throughput);
+}
+
+/// The open loop at a target that stalls 1 s into a 2 s window: the
+/// arrivals queued behind the held sessions are the step's too, each
+/// with its wait so far, so the step's p95 shows the stall.
+#[test]
+fn arrivals_queued_when_the_window_ends_count_in_its_step() {
+    let step = stalled_step(
+        LoadModel::Open {
+            arrivals: Arrivals::Uniform,
+            connections: 4,
+            max_outstanding: 10_000,
+            slack: Duration::ZERO,
+        },
+        Sweep::parse_rates("200").unwrap(),
+        Duration::from_secs(1),
+    );
+    let s = step.summary();
+    // About 200 arrivals came in the stall's second: 4 held in sessions,
+    // the rest queued.
+    assert!((150..=250).contains(&s.unfinished), "{s:?}");
+    assert!(s.response.p99 >= Duration::from_millis(500), "{s:?}");
+    assert!(s.response.max >= Duration::from_millis(900), "{s:?}");
+    assert!(s.error_rate < 0.05, "{s:?}");
+    assert!(
+        matches!(step.status, StepStatus::Stalled(_)),
+        "{:?}",
+        step.status
+    );
+}
+
+/// A slow target is not a stalled one: operations of 300 ms each, 4
+/// users, a 2 s window — the four in flight at its end are counted, but
+/// none had waited longer than the operations that ended.
+#[test]
+fn operations_in_flight_at_a_slow_targets_window_end_are_no_stall() {
+    let mut plan = null_plan(
+        LoadModel::Closed {
+            think: ThinkTime::Zero,
+        },
+        Sweep::parse_users("4").unwrap(),
+        Duration::ZERO,
+        Duration::from_secs(2),
+    );
+    plan.threads = 1;
+    let (_, steps) = sweep(NullWorkload::new(Duration::from_millis(300), None), &plan);
+    let s = steps[0].summary();
+    assert_eq!(s.unfinished, 4, "{s:?}");
+    assert!(!s.stalled, "{s:?}");
+    assert_eq!(steps[0].status, StepStatus::Ok);
+    assert_eq!((s.errors, s.late_errors), (0, 0));
 }
