@@ -250,6 +250,20 @@ impl fmt::Display for Bytes {
     }
 }
 
+impl Bytes {
+    /// Two sizes as a refusal sets them side by side ("need A, has B"):
+    /// each with its exact count of bytes too when the rounded figures
+    /// read the same, so that the two never look equal.
+    pub(crate) fn apart(a: Bytes, b: Bytes) -> (String, String) {
+        let (ta, tb) = (a.to_string(), b.to_string());
+        if ta == tb && a != b {
+            (format!("{ta} ({} B)", a.0), format!("{tb} ({} B)", b.0))
+        } else {
+            (ta, tb)
+        }
+    }
+}
+
 /// A link's rate in bits per second, as tc(8) writes it: `1mbit`,
 /// `500kbit`, `10gbit` (decimal: a kbit is 1000 bits). perflab never
 /// writes tc's `bps`, which tc reads as bytes per second.
@@ -320,6 +334,15 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_set_apart_never_read_the_same() {
+        let (need, has) = Bytes::apart(Bytes(2_101_248), Bytes(2_097_152));
+        assert_eq!(need, "2.0 MiB (2101248 B)");
+        assert_eq!(has, "2.0 MiB (2097152 B)");
+        let (need, has) = Bytes::apart(Bytes(4 << 20), Bytes(2 << 20));
+        assert_eq!((need.as_str(), has.as_str()), ("4.0 MiB", "2.0 MiB"));
+    }
 
     #[test]
     fn link_rates_read_and_print_as_tc_writes_them() {

@@ -969,3 +969,33 @@ fn hostile_shares_are_a_400_in_one_line_and_never_wedge_the_generator() {
     assert_eq!(status, 200, "the generator is wedged: {answer}");
     generator.stop();
 }
+
+/// Two generators' users held by a target that stalls 0.5 s into a 2 s
+/// window: each generator counts the operation it holds at the window's
+/// end, and its timeout in the drain, in its share; the merged step has
+/// both, and says it stalled.
+#[test]
+fn operations_generators_hold_at_the_windows_end_count_in_the_step() {
+    let dir = tempdir();
+    let token = token(dir.path());
+    let (agents, _, flags) = loopback_generators(dir.path(), &token, 2);
+    let (out, _) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run null --service 1ms --stall 0.5s:20s --users 2 --warmup 0s --duration 2s --timeout 3s {flags}"
+        ),
+        0,
+    );
+    contains(&out, "stalled: 2 operations in flight at the window's end");
+    let run = export(dir.path());
+    assert_eq!(crate::support::schema_problems(&run), Vec::<String>::new());
+    let step = &run["steps"][0];
+    assert_eq!(step["status"], "stalled", "{step}");
+    let summary = &step["summary"];
+    assert_eq!(summary["unfinished"], 2, "{summary}");
+    assert_eq!(summary["late_errors"], 2, "{summary}");
+    assert_eq!(summary["errors"], 2, "{summary}");
+    for agent in agents {
+        agent.stop();
+    }
+}

@@ -324,16 +324,15 @@ pub(super) fn check_free_space(
     } else {
         "free space there, or give a path on another file system".to_string()
     };
+    let (need, free) = Bytes::apart(Bytes(need), Bytes(free));
     Err(PlanError::flag(
         "--size",
         format!(
-            "{} and its ledger need {}, but the file system of {} has {} free",
+            "{} and its ledger need {need}, but the file system of {} has {free} free",
             path.display(),
-            Bytes(need),
             std::fs::canonicalize(dir)
                 .unwrap_or_else(|_| dir.to_path_buf())
                 .display(),
-            Bytes(free)
         ),
         &fix,
     ))

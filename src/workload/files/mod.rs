@@ -206,12 +206,12 @@ fn make_default_dir(dir: &Path, spec: &FilesSpec, users: u32) -> anyhow::Result<
     let free =
         crate::workload::free_bytes_at(parent, "give --target dir:PATH on a mounted file system")?;
     if need > free {
+        let (need, free) =
+            crate::units::Bytes::apart(crate::units::Bytes(need), crate::units::Bytes(free));
         return Err(PlanError::flag(
             "--target",
             format!(
-                "./{DEFAULT_DIR}: {users} users' initial files need about {}, but its file system has {} free",
-                crate::units::Bytes(need),
-                crate::units::Bytes(free)
+                "./{DEFAULT_DIR}: {users} users' initial files need about {need}, but its file system has {free} free"
             ),
             "free space there, give fewer --initial-files, or --target dir:PATH on another file system",
         )
