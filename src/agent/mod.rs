@@ -43,7 +43,12 @@ pub(crate) fn read_token(path: &std::path::Path) -> Result<String, crate::error:
     };
     let mut head = Vec::new();
     crate::util::open_regular(path)
-        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .and_then(|f| {
+            if let Some(warning) = f.metadata().ok().and_then(|m| open_to_others(path, &m)) {
+                crate::util::err(format_args!("warning: {warning}\n"));
+            }
+            f.take(4096).read_to_end(&mut head)
+        })
         .map_err(|e| {
             fail(format!(
                 "cannot be read: {e}; give --token-file a readable file holding the token"
@@ -69,6 +74,20 @@ pub(crate) fn read_token(path: &std::path::Path) -> Result<String, crate::error:
     Ok(token)
 }
 
+/// What a token file that users other than its owner may read or write
+/// is told: a secret anyone on the host can read is no secret.
+fn open_to_others(path: &std::path::Path, meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = meta.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "the token file {} may be read or written by other users (mode {mode:04o}); `chmod 600 {}` it",
+            path.display(),
+            path.display()
+        )
+    })
+}
+
 /// The token an `Authorization` header carries with the `Bearer` scheme,
 /// whose name is matched in any case (RFC 7235); empty without one.
 pub(crate) fn bearer(header: &str) -> &str {
@@ -81,6 +100,27 @@ pub(crate) fn bearer(header: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_file_others_may_read_is_warned_of() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "0123456789abcdef0123\n").unwrap();
+        let warning = |mode: u32| {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            open_to_others(&path, &std::fs::metadata(&path).unwrap())
+        };
+        let said = warning(0o666).expect("a world-readable token is warned of");
+        assert!(
+            said.contains("mode 0666") && said.contains("chmod 600"),
+            "{said}"
+        );
+        assert!(warning(0o640).is_some());
+        assert_eq!(warning(0o600), None);
+        assert_eq!(warning(0o400), None);
+        assert_eq!(read_token(&path).unwrap(), "0123456789abcdef0123");
+    }
 
     #[test]
     fn tokens_compare_exactly() {

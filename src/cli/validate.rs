@@ -109,7 +109,7 @@ fn generators(args: &CommonRunArgs) -> Result<Vec<String>, PlanError> {
     };
     let mut out: Vec<String> = Vec::new();
     for g in given.iter().map(|g| g.trim()) {
-        let shown = crate::secret::redact(g);
+        let shown = crate::util::clipped(&crate::secret::redact(g)).into_owned();
         crate::probe::agent_client::AgentClient::new(g, Default::default()).map_err(|_| {
             PlanError::flag(
                 flag,

@@ -149,6 +149,18 @@ pub(crate) fn check_interrupt(while_doing: &'static str) -> Result<(), Interrupt
     }
 }
 
+/// A value from outside as an error line quotes it: whole up to 80
+/// characters, else its first 60 and how long it was, so that one line
+/// stays one line whatever was given.
+pub(crate) fn clipped(text: &str) -> std::borrow::Cow<'_, str> {
+    const SHOWN: usize = 60;
+    if text.chars().count() <= 80 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let head: String = text.chars().take(SHOWN).collect();
+    std::borrow::Cow::Owned(format!("{head}… ({} bytes in all)", text.len()))
+}
+
 /// Opens a file the user named (on the command line, in a lab file, in
 /// an environment variable) for reading: it must be a regular file, or a
 /// link to one. A device (`/dev/zero`), a FIFO, a socket or a directory
@@ -307,6 +319,20 @@ fn write_or_drop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_value_is_clipped_to_one_readable_line() {
+        assert_eq!(clipped("agent://gen1:7071"), "agent://gen1:7071");
+        let long = "a".repeat(53_000);
+        let shown = clipped(&long);
+        assert!(
+            shown.len() < 120 && shown.ends_with("(53000 bytes in all)"),
+            "{shown}"
+        );
+        // Never cut inside a character.
+        let wide = "é".repeat(100);
+        assert!(clipped(&wide).starts_with(&"é".repeat(60)));
+    }
 
     #[test]
     fn control_characters_never_reach_a_terminal() {

@@ -363,6 +363,41 @@ impl Drop for LoopDevice {
     }
 }
 
+/// A loop device with no file attached holds nothing: refused in one
+/// line that says so, not as a transfer larger than the target.
+#[test]
+fn a_device_that_holds_nothing_is_named_so() {
+    let dev = LoopDevice::new(1);
+    let detached = std::process::Command::new("losetup")
+        .args(["-d", &dev.path])
+        .status()
+        .unwrap();
+    assert!(detached.success());
+    let dir = tempdir();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run disk --target device:{} --spec 4k-randread --quick",
+            dev.path
+        ),
+        2,
+    );
+    // Another test may have attached a file to the free device meanwhile:
+    // the words are judged only while it still holds nothing.
+    // (`losetup DEVICE` fails, saying so, for a device with no file.)
+    let attached = std::process::Command::new("losetup")
+        .arg(&dev.path)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    if !attached {
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        contains(&err, "holds nothing (0 B)");
+        contains(&err, "losetup");
+    }
+}
+
 /// A device with a file system: a writing spec is refused in one line
 /// naming what was found, a reading one runs, `--destroy-data` writes and
 /// the check passes after; mounted, it is refused even with the flag.

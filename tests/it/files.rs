@@ -133,6 +133,17 @@ fn bad_files_input_gets_one_line() {
         0,
         "something was created"
     );
+    // A file where perflab's own directory would be: the fix is never to
+    // work in it.
+    std::fs::write(dir.path().join("perflab-files"), "mine\n").unwrap();
+    let (_, err) = perflab_expect(dir.path(), "run files --quick", 2);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(&err, "./perflab-files exists and is not a directory");
+    assert!(!err.contains("dir:perflab-files"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("perflab-files")).unwrap(),
+        "mine\n"
+    );
 }
 
 /// The run directories (`perflab-files-…`) under `dir`.
@@ -289,6 +300,38 @@ fn a_full_file_system_leaves_no_partial_file_called_foreign() {
         0,
         "the run's directory was left behind"
     );
+}
+
+/// A user whose table is empty writes whatever it drew, and its failure
+/// on a full file system is counted as the write it was: a read that
+/// never happened is never charged with ENOSPC.
+#[test]
+fn a_full_file_systems_failures_are_charged_to_writes() {
+    let fs = Tmpfs::new("size=64k");
+    let dir = tempdir();
+    perflab(dir.path())
+        .args(["run", "files", "--target"])
+        .arg(format!("dir:{}", fs.path().display()))
+        .args("--users 2 --initial-files 0 --mix write=10,read=90 --file-size 48k --warmup 0s --duration 1s --max-error-rate 100%".split(' '))
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let export = last_export(dir.path());
+    let ops = &export["steps"][0]["ops"];
+    assert_eq!(ops[0]["name"], "write", "{ops}");
+    assert_eq!(ops[1]["name"], "read", "{ops}");
+    let errors = |op: &serde_json::Value| -> u64 {
+        op["errors"].as_object().map_or(0, |kinds| {
+            kinds.values().filter_map(serde_json::Value::as_u64).sum()
+        })
+    };
+    assert!(
+        errors(&ops[0]) > 0,
+        "no write failed on a full file system: {ops}"
+    );
+    for op in ops.as_array().unwrap().iter().skip(1) {
+        assert_eq!(errors(op), 0, "{} charged with failures: {op}", op["name"]);
+    }
 }
 
 /// A file someone else puts in the run's directory during the run is not

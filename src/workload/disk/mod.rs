@@ -309,8 +309,19 @@ fn device_size(args: &DiskArgs, path: &Path) -> Result<u64, PlanError> {
             "drop --size",
         ));
     }
-    crate::target::device::size(path)
-        .map_err(|e| PlanError::flag("--target", e, "give a block device, e.g. device:/dev/sdb"))
+    let size = crate::target::device::size(path)
+        .map_err(|e| PlanError::flag("--target", e, "give a block device, e.g. device:/dev/sdb"))?;
+    if size == 0 {
+        return Err(PlanError::flag(
+            "--target",
+            format!(
+                "{} holds nothing (0 B): a drive with no medium, or a loop device with no file attached",
+                path.display()
+            ),
+            "attach a file to it (losetup) or give another device",
+        ));
+    }
+    Ok(size)
 }
 
 /// A device is written only when nothing holds it and `--destroy-data`

@@ -35,7 +35,7 @@ use sizes::FileSizes;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use user::{Stopped, UserFiles, UserPlan, UserThread, OPS};
+use user::{Stopped, UserFiles, UserPlan, UserThread, DELETE, OPS, WRITE};
 
 /// `perflab run files`.
 pub struct Files;
@@ -176,7 +176,7 @@ fn default_target() -> Result<Target, PlanError> {
     let dir = Path::new(DEFAULT_DIR);
     match std::fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() && dir.join(OWNER_MARK).is_file() => writable(dir)?,
-        Ok(_) => {
+        Ok(m) if m.is_dir() => {
             return Err(PlanError::flag(
                 "--target",
                 format!(
@@ -184,6 +184,14 @@ fn default_target() -> Result<Target, PlanError> {
                 ),
                 &format!("give --target dir:{DEFAULT_DIR} to work in it, --target dir:PATH for another, or move it away"),
             ))
+        }
+        Ok(_) => {
+            // A file or a link of that name: no directory to work in.
+            return Err(PlanError::flag(
+                "--target",
+                format!("./{DEFAULT_DIR} exists and is not a directory"),
+                "move it away, or give --target dir:PATH for a directory to work in",
+            ));
         }
         Err(_) => writable(Path::new("."))?,
     }
@@ -499,6 +507,10 @@ pub(crate) struct FilesSession {
     user: u32,
     thread: UserThread,
     rng: SmallRng,
+    /// Files in the user's table, as its operations' outcomes tell: with
+    /// none, the user writes, and its operation is counted as the write
+    /// it is (a full file system's ENOSPC is never a read's).
+    held: usize,
 }
 
 impl Workload for FilesWorkload {
@@ -528,12 +540,15 @@ impl Workload for FilesWorkload {
         };
         // Every user's table was made with its initial files before the
         // first step ([`write_initial_files`]).
-        let thread = UserThread::start(plan, files.unwrap_or_default())?;
+        let files = files.unwrap_or_default();
+        let held = files.files.len();
+        let thread = UserThread::start(plan, files)?;
         Ok(FilesSession {
             shared: s.clone(),
             user,
             thread,
             rng: SmallRng::seed_from_u64(seed ^ 0x5EED),
+            held,
         })
     }
 
@@ -558,17 +573,32 @@ impl Session for FilesSession {
     fn choose(&mut self) -> usize {
         let mix = &self.shared.spec.mix;
         let mut x = self.rng.gen_range(0..mix.iter().sum::<u32>());
+        let mut chosen = 0;
         for (i, w) in mix.iter().enumerate() {
             if x < *w {
-                return i;
+                chosen = i;
+                break;
             }
             x -= w;
         }
-        0
+        // Nothing to read, stat or delete: the user writes a file instead.
+        if self.held == 0 {
+            0
+        } else {
+            chosen
+        }
     }
 
     async fn execute(&mut self, op: usize) -> Outcome {
-        self.thread.run(op).await
+        let outcome = self.thread.run(op).await;
+        if outcome.result == crate::measure::OpResult::Ok {
+            match op {
+                WRITE => self.held += 1,
+                DELETE => self.held = self.held.saturating_sub(1),
+                _ => {}
+            }
+        }
+        outcome
     }
 }
 

@@ -24,6 +24,9 @@ use std::thread::JoinHandle;
 
 /// The operations, in the workload's order.
 pub(crate) const OPS: [&str; 4] = ["write", "read", "stat", "delete"];
+/// The operations of [`OPS`] that change a user's table.
+pub(crate) const WRITE: usize = 0;
+pub(crate) const DELETE: usize = 3;
 
 /// A file the user wrote: its number, size and CRC-32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,13 +191,14 @@ impl User {
 
     fn run(&mut self, op: usize) -> Outcome {
         // Nothing to read, stat or delete: the user writes a file instead.
-        let op = if op > 0 && self.files.files.is_empty() {
-            0
+        // (The session chooses a write then too: this only guards.)
+        let op = if op != WRITE && self.files.files.is_empty() {
+            WRITE
         } else {
             op
         };
         let result = match op {
-            0 => self.write(),
+            WRITE => self.write(),
             1 => self.read(),
             2 => self.stat(),
             _ => self.delete(),

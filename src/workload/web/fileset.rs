@@ -316,14 +316,14 @@ fn walk_tree(dir: &Path) -> Result<Vec<WebFile>, PlanError> {
                         dir.display()
                     )));
                 }
-                let bytes =
-                    std::fs::read(&path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+                let (size, checksum) =
+                    checksum_of(&path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
                 let relative = path.strip_prefix(dir).unwrap_or(&path);
                 files.push(WebFile {
                     path: encode_path(&relative.to_string_lossy()),
-                    size: Some(bytes.len() as u64),
-                    checksum: Some(crc32fast::hash(&bytes)),
-                    class: class_of(bytes.len() as u64),
+                    size: Some(size),
+                    checksum: Some(checksum),
+                    class: class_of(size),
                     weight: 1.0,
                     source: Some(path),
                     seed: None,
@@ -335,6 +335,26 @@ fn walk_tree(dir: &Path) -> Result<Vec<WebFile>, PlanError> {
         return Err(bad(format!("{} holds no files", dir.display())));
     }
     Ok(files)
+}
+
+/// A file's size and CRC-32, read in pieces: a large file costs a
+/// buffer, not its size in memory.
+fn checksum_of(path: &Path) -> std::io::Result<(u64, u32)> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut size = 0u64;
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => return Ok((size, hasher.finalize())),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        size = size.saturating_add(n as u64);
+    }
 }
 
 /// Parses a URL list: `PATH [WEIGHT]` per line, `#` comments, blank lines.
@@ -471,6 +491,20 @@ mod tests {
         for (n, want) in seen.iter().zip(SPECWEB_CLASS_SHARES) {
             assert!((f64::from(*n) / 1000.0 - want).abs() < 0.5, "{seen:?}");
         }
+    }
+
+    #[test]
+    fn a_trees_file_is_checksummed_in_pieces_as_if_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(
+            checksum_of(&path).unwrap(),
+            (200_000, crc32fast::hash(&bytes))
+        );
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(checksum_of(&path).unwrap(), (0, crc32fast::hash(b"")));
     }
 
     #[test]
