@@ -157,8 +157,9 @@ impl NodeExporter {
     fn metrics(&self) -> anyhow::Result<String> {
         use std::io::Write;
         let shown = &self.shown;
-        let failed = |e: &dyn std::fmt::Display| {
-            anyhow::anyhow!("node_exporter at {shown} did not answer: {e}")
+        let failed = |e: &std::io::Error| match e.kind() {
+            std::io::ErrorKind::TimedOut => anyhow::anyhow!("{shown} {e}"),
+            _ => anyhow::anyhow!("node_exporter at {shown} did not answer: {e}"),
         };
         let deadline = Instant::now() + self.timeout;
         let peer = std::net::ToSocketAddrs::to_socket_addrs(&self.address)
@@ -169,8 +170,8 @@ impl NodeExporter {
                     "node_exporter at {shown} cannot be found: its host does not resolve"
                 )
             })?;
-        let socket =
-            std::net::TcpStream::connect_timeout(&peer, self.timeout).map_err(|e| failed(&e))?;
+        let socket = std::net::TcpStream::connect_timeout(&peer, self.timeout)
+            .map_err(|e| anyhow::anyhow!("node_exporter at {shown} did not answer: {e}"))?;
         let mut wire = crate::wire::Wire::plain(socket, deadline);
         let mut request = format!(
             "GET /metrics HTTP/1.1\r\nHost: {}\r\nAccept: text/plain; version=0.0.4\r\nAccept-Encoding: identity\r\n",
@@ -183,13 +184,16 @@ impl NodeExporter {
         let answer = wire
             .write_all(request.as_bytes())
             .and_then(|()| wire.flush())
-            .and_then(|()| answer::read(&mut wire, MAX_PAGE, "a node_exporter"))
+            .and_then(|()| answer::read(&mut wire, MAX_PAGE, "a node_exporter", self.timeout))
             .map_err(|e| failed(&e))?;
         let (status, body) = match answer::parse(&answer) {
             Answer::Whole(status, body) => (status, body),
             Answer::Cut => anyhow::bail!("node_exporter at {shown} broke off its answer"),
             Answer::NotHttp => anyhow::bail!(
                 "node_exporter at {shown} answered with what is not HTTP; is it a node_exporter?"
+            ),
+            Answer::HugeHead => anyhow::bail!(
+                "node_exporter at {shown} answered with a head over 64 KiB; is it a node_exporter?"
             ),
         };
         if status != 200 {
