@@ -350,4 +350,53 @@ mod tests {
             assert!(e.to_string().contains("--probe"), "{bad}: {e}");
         }
     }
+
+    /// A loopback peer that accepts, reads the request, then answers with
+    /// `answer` (or says nothing, and holds the connection, for none).
+    fn exporter(answer: Option<&'static [u8]>) -> std::net::SocketAddr {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            match answer {
+                Some(answer) => drop(stream.write_all(answer)),
+                None => std::thread::sleep(Duration::from_secs(5)),
+            }
+        });
+        at
+    }
+
+    fn scrape(at: std::net::SocketAddr) -> String {
+        let spec = format!("node-exporter://{at}");
+        let probe =
+            RemoteProbe::parse(&spec, &AgentAccess::default(), Duration::from_millis(300)).unwrap();
+        format!("{:#}", probe.snapshot().err().unwrap())
+    }
+
+    #[test]
+    fn a_silent_or_absurd_node_exporter_is_named_in_one_line() {
+        let at = exporter(None);
+        assert_eq!(
+            scrape(at),
+            format!("node-exporter://{at} sent nothing within 300ms")
+        );
+        let interim =
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy";
+        let at = exporter(Some(interim));
+        assert_eq!(
+            scrape(at),
+            format!("node_exporter at node-exporter://{at} answered 503: busy")
+        );
+        let chunk = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nup 1\r\n0\r\n\r\n";
+        let at = exporter(Some(chunk));
+        assert_eq!(
+            scrape(at),
+            format!("node_exporter at node-exporter://{at} broke off its answer")
+        );
+    }
 }
