@@ -269,7 +269,12 @@ fn answer(
         "/v1/echo" => match echo {
             Some(echo) => json_response(
                 200,
-                serde_json::json!({ "port": echo.port, "ticket": echo.ticket }).to_string(),
+                serde_json::json!({
+                    "port": echo.port,
+                    "ticket": echo.ticket,
+                    "connections": echo.connections,
+                })
+                .to_string(),
             ),
             None => json_response(
                 404,

@@ -144,7 +144,7 @@ impl AgentClient {
         let answer = wire
             .write_all(&request)
             .and_then(|()| wire.flush())
-            .and_then(|()| answer::read(&mut wire, MAX_BODY, "a perflab agent"));
+            .and_then(|()| answer::read(&mut wire, MAX_BODY, "a perflab agent", timeout));
         let answer = answer.map_err(|e| self.failed(&wire, e))?;
         wire.close();
         let (status, body) = match answer::parse(&answer) {
@@ -155,6 +155,10 @@ impl AgentClient {
             }
             Answer::NotHttp => anyhow::bail!(
                 "the agent at {} answered with what is not HTTP; is it a perflab agent?",
+                self.name
+            ),
+            Answer::HugeHead => anyhow::bail!(
+                "the agent at {} answered with a head over 64 KiB; is it a perflab agent?",
                 self.name
             ),
         };
@@ -266,6 +270,8 @@ impl AgentClient {
             return if !wire.is_tls() && e.kind() == std::io::ErrorKind::ConnectionReset {
                 // A TLS agent drops a request in plain text after its alert.
                 speaks_tls(name)
+            } else if e.kind() == std::io::ErrorKind::TimedOut {
+                anyhow::anyhow!("the agent at {name} {e}")
             } else {
                 anyhow::anyhow!("the agent at {name} did not answer: {e}")
             };

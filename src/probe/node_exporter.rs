@@ -229,7 +229,9 @@ fn stat_file(m: &Metrics) -> Option<String> {
     let mut total = [0u64; 8];
     for row in &rows {
         for (t, v) in total.iter_mut().zip(row) {
-            *t += v;
+            // Times near u64::MAX (a page's own absurd figures) stay
+            // there rather than wrap.
+            *t = t.saturating_add(*v);
         }
     }
     let line = |name: &str, r: &[u64; 8]| {

@@ -157,8 +157,9 @@ impl NodeExporter {
     fn metrics(&self) -> anyhow::Result<String> {
         use std::io::Write;
         let shown = &self.shown;
-        let failed = |e: &dyn std::fmt::Display| {
-            anyhow::anyhow!("node_exporter at {shown} did not answer: {e}")
+        let failed = |e: &std::io::Error| match e.kind() {
+            std::io::ErrorKind::TimedOut => anyhow::anyhow!("{shown} {e}"),
+            _ => anyhow::anyhow!("node_exporter at {shown} did not answer: {e}"),
         };
         let deadline = Instant::now() + self.timeout;
         let peer = std::net::ToSocketAddrs::to_socket_addrs(&self.address)
@@ -169,8 +170,8 @@ impl NodeExporter {
                     "node_exporter at {shown} cannot be found: its host does not resolve"
                 )
             })?;
-        let socket =
-            std::net::TcpStream::connect_timeout(&peer, self.timeout).map_err(|e| failed(&e))?;
+        let socket = std::net::TcpStream::connect_timeout(&peer, self.timeout)
+            .map_err(|e| anyhow::anyhow!("node_exporter at {shown} did not answer: {e}"))?;
         let mut wire = crate::wire::Wire::plain(socket, deadline);
         let mut request = format!(
             "GET /metrics HTTP/1.1\r\nHost: {}\r\nAccept: text/plain; version=0.0.4\r\nAccept-Encoding: identity\r\n",
@@ -183,13 +184,16 @@ impl NodeExporter {
         let answer = wire
             .write_all(request.as_bytes())
             .and_then(|()| wire.flush())
-            .and_then(|()| answer::read(&mut wire, MAX_PAGE, "a node_exporter"))
+            .and_then(|()| answer::read(&mut wire, MAX_PAGE, "a node_exporter", self.timeout))
             .map_err(|e| failed(&e))?;
         let (status, body) = match answer::parse(&answer) {
             Answer::Whole(status, body) => (status, body),
             Answer::Cut => anyhow::bail!("node_exporter at {shown} broke off its answer"),
             Answer::NotHttp => anyhow::bail!(
                 "node_exporter at {shown} answered with what is not HTTP; is it a node_exporter?"
+            ),
+            Answer::HugeHead => anyhow::bail!(
+                "node_exporter at {shown} answered with a head over 64 KiB; is it a node_exporter?"
             ),
         };
         if status != 200 {
@@ -345,5 +349,54 @@ mod tests {
                 .unwrap();
             assert!(e.to_string().contains("--probe"), "{bad}: {e}");
         }
+    }
+
+    /// A loopback peer that accepts, reads the request, then answers with
+    /// `answer` (or says nothing, and holds the connection, for none).
+    fn exporter(answer: Option<&'static [u8]>) -> std::net::SocketAddr {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            match answer {
+                Some(answer) => drop(stream.write_all(answer)),
+                None => std::thread::sleep(Duration::from_secs(5)),
+            }
+        });
+        at
+    }
+
+    fn scrape(at: std::net::SocketAddr) -> String {
+        let spec = format!("node-exporter://{at}");
+        let probe =
+            RemoteProbe::parse(&spec, &AgentAccess::default(), Duration::from_millis(300)).unwrap();
+        format!("{:#}", probe.snapshot().err().unwrap())
+    }
+
+    #[test]
+    fn a_silent_or_absurd_node_exporter_is_named_in_one_line() {
+        let at = exporter(None);
+        assert_eq!(
+            scrape(at),
+            format!("node-exporter://{at} sent nothing within 300ms")
+        );
+        let interim =
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy";
+        let at = exporter(Some(interim));
+        assert_eq!(
+            scrape(at),
+            format!("node_exporter at node-exporter://{at} answered 503: busy")
+        );
+        let chunk = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nup 1\r\n0\r\n\r\n";
+        let at = exporter(Some(chunk));
+        assert_eq!(
+            scrape(at),
+            format!("node_exporter at node-exporter://{at} broke off its answer")
+        );
     }
 }

@@ -201,3 +201,51 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod props {
+    //! Pages as a peer might send them: every line is a sample or a line
+    //! number with its reason, never a panic.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A line built from the grammar's pieces, with any of them wrong.
+    fn line() -> impl Strategy<Value = String> {
+        let name = prop_oneof!["[a-z_:][a-z0-9_:]{0,12}", "[0-9{}=\" ]{0,3}"];
+        let value = prop_oneof![
+            "[+-]?(Inf|inf|NaN|nan)",
+            any::<f64>().prop_map(|v| v.to_string()),
+            any::<u64>().prop_map(|v| format!("{v}{v}")),
+            "[0-9eE.+-]{0,12}",
+        ];
+        let label = ("[a-z_]{0,6}", r#"([^"\\]|\\.){0,8}\\?"#, "[,}]?")
+            .prop_map(|(k, v, end)| format!("{k}=\"{v}\"{end}"));
+        (
+            name,
+            prop::option::of(prop::collection::vec(label, 0..4)),
+            value,
+            prop::option::of("[0-9-]{0,14}"),
+        )
+            .prop_map(|(name, labels, value, ts)| {
+                let labels = labels.map_or(String::new(), |l| format!("{{{}", l.join(",")));
+                format!("{name}{labels} {value} {}", ts.unwrap_or_default())
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn pages_never_panic(lines in prop::collection::vec(line(), 0..16)) {
+            let page = lines.join("\n");
+            if let Err(e) = parse(&page) {
+                prop_assert!(e.line >= 1 && e.line <= lines.len());
+            }
+        }
+
+        #[test]
+        fn any_text_never_panics(text in any::<String>()) {
+            let _ = parse(&text);
+        }
+    }
+}

@@ -113,3 +113,31 @@ mod tests {
         assert!(Hello::parse(&head).unwrap_err().contains("response size"));
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Any 14 bytes are a hello or a reason, and a hello's sizes are
+        /// within the bounds.
+        #[test]
+        fn any_hello_head_is_read_or_refused(
+            magic in any::<bool>(),
+            mut head in any::<[u8; HELLO_HEAD]>(),
+        ) {
+            if magic {
+                head[..4].copy_from_slice(MAGIC);
+                head[4] %= 4;
+            }
+            if let Ok((hello, ticket)) = Hello::parse(&head) {
+                prop_assert!((1..=MAX_MESSAGE).contains(&hello.request));
+                prop_assert!((1..=MAX_MESSAGE).contains(&hello.response));
+                prop_assert!(ticket <= 255);
+            }
+        }
+    }
+}

@@ -12,7 +12,7 @@
 
 use crate::agent::Agent;
 use crate::support::{
-    contains, last_export, perflab, perflab_ok, schema_problems, tempdir, Island,
+    contains, last_export, perflab, perflab_expect, perflab_ok, schema_problems, tempdir, Island,
 };
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -355,6 +355,28 @@ fn the_echo_refuses_bad_peers_and_goes_on_serving() {
         !log.contains(&token_text),
         "the token reached the log:\n{log}"
     );
+}
+
+#[test]
+fn a_run_with_more_users_than_the_echo_serves_is_refused_naming_how_many() {
+    let dir = tempdir();
+    let tok = token(dir.path());
+    let agent = Agent::start_with(dir.path(), &tok, &["--echo"], "127.0.0.1");
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run net --target agent://127.0.0.1:{} --token-file {} --users 100,300 --warmup 0s --duration 1s",
+            agent.port,
+            tok.display()
+        ),
+        2,
+    );
+    contains(
+        &err,
+        "would refuse 44 of 300 connections: it serves at most 256 at once; run at most 256 users, or more agents",
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    drop(agent);
 }
 
 /// The host's end of an island's veth pair: the interface holding its

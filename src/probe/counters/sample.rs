@@ -473,9 +473,14 @@ impl DiskSample {
         b.iter()
             .filter_map(|db| {
                 let da = a.iter().find(|d| d.name == db.name)?;
-                let ios = db.reads.saturating_sub(da.reads) + db.writes.saturating_sub(da.writes);
-                let io_ms = db.time_reading.saturating_sub(da.time_reading)
-                    + db.time_writing.saturating_sub(da.time_writing);
+                let ios = db
+                    .reads
+                    .saturating_sub(da.reads)
+                    .saturating_add(db.writes.saturating_sub(da.writes));
+                let io_ms = db
+                    .time_reading
+                    .saturating_sub(da.time_reading)
+                    .saturating_add(db.time_writing.saturating_sub(da.time_writing));
                 Some(DiskSample {
                     name: db.name.clone(),
                     reads_per_s: rate.of(da.reads, db.reads),

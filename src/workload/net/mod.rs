@@ -24,7 +24,7 @@ mod session;
 
 use super::{CheckReport, Started, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
-use crate::plan::Plan;
+use crate::plan::{Level, LoadModel, Plan};
 use crate::target::Target;
 use crate::units::Bytes;
 use crate::wire::echo::{Hello, Mode, MAX_MESSAGE};
@@ -177,7 +177,7 @@ impl WorkloadKind for Net {
         spec.target.clone()
     }
 
-    fn start<D: SweepDriver>(spec: &NetSpec, _plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+    fn start<D: SweepDriver>(spec: &NetSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
         let access = driver.agent_access().unwrap_or_default();
         let shown = spec.target.redacted();
         let client = crate::probe::agent_client::AgentClient::new(&shown, access)?
@@ -191,6 +191,9 @@ impl WorkloadKind for Net {
             )
         })?;
         let address = echo_address(&spec.target, echo.port)?;
+        if let Some(cap) = echo.connections {
+            within_seats(plan, cap, &format!("the echo at {address} of {shown}"))?;
+        }
         let hello = spec.hello().encode(&echo.ticket);
         // A peer that is no echo, never answers or breaks off fails the
         // run here, in one line (exit 1), before anything is measured.
@@ -224,6 +227,34 @@ impl WorkloadKind for Net {
 struct EchoInfo {
     port: u16,
     ticket: String,
+    /// The most connections it serves at once (agents before it said so
+    /// say nothing).
+    #[serde(default)]
+    connections: Option<u64>,
+}
+
+/// Refuses a plan whose users (or open load's connections) are more than
+/// the `cap` connections the echo serves at once: the rest would be
+/// refused, each user's operations failing.
+fn within_seats(plan: &Plan, cap: u64, echo: &str) -> Result<(), PlanError> {
+    let most = plan
+        .sweep
+        .levels
+        .iter()
+        .map(|level| match (level, &plan.load) {
+            (Level::Users(users), _) => u64::from(*users),
+            (Level::Rate(_), LoadModel::Open { connections, .. }) => u64::from(*connections),
+            (Level::Rate(_), LoadModel::Closed { .. }) => 0,
+        })
+        .max()
+        .unwrap_or(0);
+    if most <= cap {
+        return Ok(());
+    }
+    Err(PlanError::new(format!(
+        "{echo} would refuse {} of {most} connections: it serves at most {cap} at once; run at most {cap} users, or more agents",
+        most - cap
+    )))
 }
 
 /// The echo's address: the agent's host at the echo's port.

@@ -5,8 +5,9 @@
 //! allocates nothing (a `crr` connect is the kernel's and tokio's).
 //!
 //! A reply is all 0 bytes (the echo never sends anything else after a good
-//! hello): a reply starting with anything else is the echo refusing
-//! (`ERR …`) or a peer that is no echo, counted `corrupt`.
+//! hello): a reply starting with `ERR ` is the echo refusing the
+//! connection, counted `connect`; one starting with anything else is a
+//! peer that is no echo, counted `corrupt`.
 
 use super::{NetSpec, NetTest};
 use crate::measure::{ErrorKind, Outcome};
@@ -215,7 +216,14 @@ async fn read_reply(
             return Err(ErrorKind::Reset);
         }
         if check && input[..n].iter().any(|b| *b != 0) {
-            return Err(ErrorKind::Corrupt);
+            // A reply's first bytes `ERR ` are the echo refusing the
+            // connection (it is full): not a reply gone wrong.
+            let refused = got == 0 && input[..n].starts_with(&b"ERR "[..n.min(4)]);
+            return Err(if refused {
+                ErrorKind::Connect
+            } else {
+                ErrorKind::Corrupt
+            });
         }
         got += n;
     }

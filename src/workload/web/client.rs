@@ -805,4 +805,76 @@ mod tests {
         let o = rt.block_on(Client::new(closed, None).exchange(request, expect(5, None)));
         assert_eq!(o.result, OpResult::Error(ErrorKind::Connect));
     }
+
+    mod props {
+        //! Replies a server might send, whole, cut or absurd, each from a
+        //! loopback peer that then closes: every exchange ends in an
+        //! outcome (a kind of error at worst), never a panic or a hang.
+        use super::*;
+        use proptest::prelude::*;
+
+        fn chunk_size() -> impl Strategy<Value = String> {
+            prop_oneof![
+                (0u64..64).prop_map(|n| format!("{n:x}")),
+                (0u64..64).prop_map(|n| format!("{:x}", u64::MAX - n)),
+                "[0-9a-fA-F]{1,40}",
+                "[0-9a-z;= -]{0,8}",
+            ]
+        }
+
+        fn reply() -> impl Strategy<Value = Vec<u8>> {
+            (
+                prop::collection::vec((chunk_size(), "[a-z]{0,24}"), 0..5),
+                prop_oneof![
+                    (0u64..64).prop_map(|n| n.to_string()),
+                    (0u64..64).prop_map(|n| (u64::MAX - n).to_string()),
+                    "[0-9]{19,30}",
+                ],
+                0usize..100,
+                any::<bool>(),
+                any::<prop::sample::Index>(),
+            )
+                .prop_map(|(chunks, length, headers, chunked, cut)| {
+                    let mut out = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n".to_vec();
+                    for i in 0..headers {
+                        out.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+                    }
+                    let framing = if chunked {
+                        "Transfer-Encoding: chunked".to_string()
+                    } else {
+                        format!("Content-Length: {length}")
+                    };
+                    out.extend_from_slice(format!("{framing}\r\n\r\n").as_bytes());
+                    for (size, data) in &chunks {
+                        if chunked {
+                            out.extend_from_slice(format!("{size}\r\n").as_bytes());
+                        }
+                        out.extend_from_slice(data.as_bytes());
+                        if chunked {
+                            out.extend_from_slice(b"\r\n");
+                        }
+                    }
+                    out.truncate(cut.index(out.len() + 1));
+                    out
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn any_reply_ends_in_an_outcome(reply in reply()) {
+                let rt = runtime();
+                let addr = peer(vec![reply], 1);
+                let mut client = Client::new(addr, None);
+                let request = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
+                let any_size = Expect { size: None, checksum: None, head: false, close: false };
+                let ended = rt.block_on(async {
+                    tokio::time::timeout(Duration::from_secs(10), client.exchange(request, any_size))
+                        .await
+                });
+                prop_assert!(ended.is_ok(), "no outcome within 10 s");
+            }
+        }
+    }
 }

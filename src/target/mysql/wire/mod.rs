@@ -433,7 +433,11 @@ fn scan(buf: &[u8], deprecate_eof: bool) -> io::Result<Option<(usize, Result<Rep
     // binary row begins with 0x00.
     let (columns, _) = lenenc(first).ok_or_else(nonsense)?;
     let mut at = end;
-    let definitions = columns + u64::from(!deprecate_eof);
+    // A count no reply of at most MAX_REPLY bytes can hold is refused
+    // rather than added to.
+    let definitions = columns
+        .checked_add(u64::from(!deprecate_eof))
+        .ok_or_else(nonsense)?;
     for _ in 0..definitions {
         let Some((_, end)) = packet_at(buf, at)? else {
             return Ok(None);

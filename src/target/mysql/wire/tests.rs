@@ -628,3 +628,75 @@ fn a_query_without_an_answer_ends_at_its_deadline() {
     assert!(e.contains("did not answer a query within"), "{e}");
     assert!(results[1].as_ref().unwrap_err().contains("cut short"));
 }
+
+mod props {
+    //! Replies as a server might send them, whole, cut or absurd: the
+    //! scanner, the result decoder and the greeting's reader give a value
+    //! or an error, never a panic.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A length-encoded integer: small, wide, or near `u64::MAX`.
+    fn lenenc_bytes() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            (0u8..=0xFA).prop_map(|n| vec![n]),
+            any::<u16>().prop_map(|n| [&[0xFC][..], &n.to_le_bytes()].concat()),
+            (0u64..64).prop_map(|n| [&[0xFE][..], &(u64::MAX - n).to_le_bytes()].concat()),
+            any::<u64>().prop_map(|n| [&[0xFE][..], &n.to_le_bytes()].concat()),
+            Just(vec![0xFE]),
+            Just(vec![0xFB]),
+        ]
+    }
+
+    /// A payload that starts like a reply's packets do.
+    fn payload() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            (lenenc_bytes(), prop::collection::vec(any::<u8>(), 0..16))
+                .prop_map(|(head, rest)| [head, rest].concat()),
+            prop::collection::vec(any::<u8>(), 0..32),
+            Just(vec![0xFE, 0, 0, 2, 0]),
+            Just(b"\xff\xbd\x04#40001Deadlock".to_vec()),
+        ]
+    }
+
+    /// Packets with their headers, some lying about their length, cut
+    /// anywhere.
+    fn reply() -> impl Strategy<Value = Vec<u8>> {
+        (
+            prop::collection::vec((payload(), any::<bool>(), any::<u32>()), 0..8),
+            any::<prop::sample::Index>(),
+        )
+            .prop_map(|(packets, cut)| {
+                let mut out = Vec::new();
+                for (i, (payload, lie, len)) in packets.iter().enumerate() {
+                    let mut one = packet(i as u8, payload);
+                    if *lie {
+                        one[..3].copy_from_slice(&len.to_le_bytes()[..3]);
+                    }
+                    out.extend_from_slice(&one);
+                }
+                let keep = cut.index(out.len() + 1);
+                out.truncate(keep);
+                out
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn replies_never_panic(bytes in reply(), deprecate_eof in any::<bool>()) {
+            if let Ok(Some((end, _))) = scan(&bytes, deprecate_eof) {
+                prop_assert!(end <= bytes.len());
+            }
+            let _ = text::decode(&bytes, deprecate_eof, 1 << 16);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            let _ = scan(&bytes, false);
+            let _ = text::decode(&bytes, true, 1 << 16);
+            let _ = Greeting::parse(&bytes);
+        }
+    }
+}
