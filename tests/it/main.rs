@@ -27,6 +27,7 @@ mod probes;
 mod props;
 mod qdisc;
 mod report;
+mod signals;
 mod stored;
 mod support;
 mod units;
