@@ -28,6 +28,7 @@ mod props;
 mod qdisc;
 mod report;
 mod signals;
+mod store_busy;
 mod stored;
 mod support;
 mod units;
