@@ -109,6 +109,18 @@ impl KubeSpec {
                 "give the image built from the Containerfile, e.g. registry.example/perflab:0.1.0",
             ));
         }
+        // The manifest gives whole seconds: a shorter wait would be
+        // written as another than the one asked for.
+        if self.idle_exit.is_zero() || self.idle_exit.subsec_nanos() != 0 {
+            return Err(PlanError::flag(
+                "--generator-idle",
+                format!(
+                    "{} is not a whole number of seconds of at least 1 s",
+                    crate::units::format_duration(self.idle_exit)
+                ),
+                "give whole seconds, e.g. 30s or 10m (the default)",
+            ));
+        }
         if !(1..=MAX_GENERATORS).contains(&self.generators) {
             return Err(PlanError::flag(
                 "--generators",
@@ -223,7 +235,7 @@ impl KubeSpec {
             &format!("{SECRET_DIR}/tls.key"),
             "--generate",
             "--idle-exit",
-            &format!("{}s", self.idle_exit.as_secs().max(1)),
+            &format!("{}s", self.idle_exit.as_secs()),
         ]
         .iter()
         .map(ToString::to_string)
@@ -467,6 +479,20 @@ mod tests {
         assert_eq!(quoted("p95<50ms"), "'p95<50ms'");
         assert_eq!(quoted("it's"), r"'it'\''s'");
         assert_eq!(quoted(""), "''");
+    }
+
+    /// A generator's idle wait is written in whole seconds: 0 s or a
+    /// fraction is refused, never silently made another.
+    #[test]
+    fn a_generator_idle_of_no_whole_second_is_refused() {
+        let ok = |_: &[String]| Ok(());
+        for idle in [Duration::ZERO, Duration::from_millis(1500)] {
+            let mut s = spec(&["run", "null"]);
+            s.idle_exit = idle;
+            let e = s.check(ok).unwrap_err().to_string();
+            assert!(e.starts_with("--generator-idle: "), "{e}");
+            assert!(e.contains("whole seconds"), "{e}");
+        }
     }
 
     #[test]

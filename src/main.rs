@@ -1,8 +1,9 @@
 //! The perflab binary: parse, run, print one error line, exit with a
-//! documented code (0 ok, 1 run failed, 2 bad input, 130 interrupted).
+//! documented code (0 ok, 1 run failed, 2 bad input, 130 interrupted,
+//! 143 terminated or hung up).
 //!
-//! A reader that stops early (`perflab show 1 --json - | head`, a closed
-//! terminal) does not end the process: SIGPIPE stays ignored, as Rust
+//! A reader that stops early (`perflab show 1 --json - | head`) does not
+//! end the process: SIGPIPE stays ignored, as Rust
 //! leaves it, and every line goes through `util::out`/`util::err`, which
 //! drop what can no longer be written — a run goes on measuring into its
 //! store.

@@ -18,7 +18,7 @@ pub(crate) fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
     let max_cv = args.max_cv;
     let store = super::show::existing_store(&args.store.store)?;
     let id = store.resolve_run(&args.run)?;
-    let run = store.load_run(id)?;
+    let run = super::show::load_run(&store, id)?;
     let verdict = verdict_of_run(&run, slos, max_cv);
     let output = Output::Verdict {
         verdict: &verdict,

@@ -29,7 +29,7 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
     let store = super::show::existing_store(&args.store.store)?;
     let mut runs = Vec::new();
     for r in &args.runs {
-        runs.push(store.load_run(store.resolve_run(r)?)?);
+        runs.push(super::show::load_run(&store, store.resolve_run(r)?)?);
     }
     same_load_model(&runs)?;
     let costs = costs(&args.cost, &store, &runs)?;

@@ -62,6 +62,7 @@ pub(crate) fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
     };
     let ran = run_lab(&file, &plan, &args.store.store, &stop, &signal)
         .and_then(|(lab, end)| finish(&args.store.store, lab, end, &ask));
+    let before_linger = signal.load(std::sync::atomic::Ordering::SeqCst);
     match (server, &ran) {
         // The final page (the lab's report) stays for the linger, cut
         // short by Ctrl-C or SIGTERM.
@@ -71,7 +72,18 @@ pub(crate) fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
         (Some(server), Err(_)) => drop(server),
         (None, _) => {}
     }
-    ran
+    let now = signal.load(std::sync::atomic::Ordering::SeqCst);
+    match ran {
+        // A signal while the final page was served: its code all the same.
+        Ok(_) if before_linger == 0 && now != 0 => {
+            let (by, exit) = super::signal_exit(now);
+            crate::util::err(format_args!(
+                "interrupted ({by}) while the live view served the final page; the lab is stored\n"
+            ));
+            Ok(exit)
+        }
+        other => other,
+    }
 }
 
 /// Serves the lab's live view on `config`: its page and metrics from the
@@ -144,15 +156,11 @@ fn lab_resume(args: &LabResumeArgs) -> anyhow::Result<Exit> {
     finish(&args.store.store, lab, end, &Ask::default())
 }
 
-/// The flag Ctrl-C and SIGTERM set, and which of them came.
+/// The flag Ctrl-C, SIGTERM and SIGHUP set, and which of them came first.
 fn signals() -> anyhow::Result<(Arc<std::sync::atomic::AtomicBool>, Arc<AtomicUsize>)> {
     let stop = crate::util::interrupt_flag();
-    let signal = Arc::new(AtomicUsize::new(0));
-    for number in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_usize(number, signal.clone(), number as usize)?;
-        signal_hook::flag::register(number, stop.clone())?;
-    }
-    Ok((stop, signal))
+    let signals = super::StopSignals::register(&stop)?;
+    Ok((stop, signals.shared()))
 }
 
 /// Prints the lab's matrix and says how the process ends.

@@ -143,35 +143,104 @@ fn clap_line(e: &clap::Error) -> String {
     format!("{first}{choices}")
 }
 
-/// Ctrl-C and SIGTERM for a command that serves until told to stop
-/// (`watch`, `agent`): each sets `stop`, and the first one's number is
-/// kept for the exit code ([`StopSignals::exit`]).
+/// The signals that stop a command: Ctrl-C, SIGTERM, and SIGHUP (the
+/// terminal closed), which is treated as SIGTERM: cleaned up after and
+/// exiting 143, as the exit codes have no code of their own for it (the
+/// shell's 128 + 1 = 129 is not used). A SIGHUP that `nohup` ignores
+/// stays ignored.
+pub(crate) const STOP_SIGNALS: [libc::c_int; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+];
+
+/// The stop signals of a command that honours them: each sets `stop`,
+/// and the first one's number is kept for the reason and the exit code
+/// ([`StopSignals::exit`]) — a SIGTERM followed by Ctrl-C still exits
+/// as after SIGTERM.
 pub(crate) struct StopSignals {
-    /// The number of the signal that came (0: none yet).
+    /// The number of the first signal that came (0: none yet).
     seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl StopSignals {
-    /// Registers SIGINT and SIGTERM on `stop`.
+    /// Registers [`STOP_SIGNALS`] on `stop`.
     pub(crate) fn register(
         stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
     ) -> std::io::Result<Self> {
+        Self::register_then(stop, |_| Ok(()))
+    }
+
+    /// Registers [`STOP_SIGNALS`] on `stop`, each after what `before`
+    /// registers for it (a managed server's second-signal rule, which
+    /// must find `stop` unset at the first signal).
+    pub(crate) fn register_then(
+        stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+        before: impl Fn(libc::c_int) -> std::io::Result<()>,
+    ) -> std::io::Result<Self> {
+        use std::sync::atomic::Ordering;
         let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // The number before the flag: whoever sees the flag finds it.
-            signal_hook::flag::register_usize(signal, seen.clone(), signal as usize)?;
-            signal_hook::flag::register(signal, stop.clone())?;
+        for signal in STOP_SIGNALS {
+            // `nohup perflab …` asked for a run that outlives its terminal.
+            if signal == signal_hook::consts::SIGHUP && ignored(signal) {
+                continue;
+            }
+            before(signal)?;
+            let (seen, stop) = (seen.clone(), stop.clone());
+            // SAFETY: the action only touches atomics, which is
+            // async-signal-safe. The number goes in before the flag, so
+            // whoever sees the flag finds it.
+            unsafe {
+                signal_hook::low_level::register(signal, move || {
+                    let _ = seen.compare_exchange(
+                        0,
+                        signal as usize,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    );
+                    stop.store(true, Ordering::SeqCst);
+                })
+            }?;
         }
         Ok(StopSignals { seen })
     }
 
-    /// How a command stopped by a signal exits: 143 for SIGTERM, 130 for
-    /// Ctrl-C; `otherwise` when no signal came (a `--duration` ended).
+    /// The number of the first signal that came (0: none).
+    pub(crate) fn first(&self) -> usize {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The first signal's number, shared (0 while none came).
+    pub(crate) fn shared(&self) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+        self.seen.clone()
+    }
+
+    /// How a command stopped by a signal exits: 143 for SIGTERM or
+    /// SIGHUP, 130 for Ctrl-C; `otherwise` when no signal came (a
+    /// `--duration` ended).
     pub(crate) fn exit(&self, otherwise: Exit) -> Exit {
-        match self.seen.load(std::sync::atomic::Ordering::Relaxed) {
+        match self.first() {
             0 => otherwise,
-            n if n == signal_hook::consts::SIGTERM as usize => Exit::Terminated,
-            _ => Exit::Interrupted,
+            n => signal_exit(n).1,
         }
+    }
+}
+
+/// Whether `signal` is ignored in this process (as `nohup` leaves SIGHUP).
+fn ignored(signal: libc::c_int) -> bool {
+    // SAFETY: a zeroed sigaction is a valid out-parameter; a null new
+    // action only reads the current one.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    let read = unsafe { libc::sigaction(signal, std::ptr::null(), &mut current) };
+    read == 0 && current.sa_sigaction == libc::SIG_IGN
+}
+
+/// The name of a stop signal as the user knows it, and the code a
+/// command it stopped exits with (0 or SIGINT: Ctrl-C, 130).
+pub(crate) fn signal_exit(signal: usize) -> (&'static str, Exit) {
+    match signal as libc::c_int {
+        signal_hook::consts::SIGTERM => ("SIGTERM", Exit::Terminated),
+        signal_hook::consts::SIGHUP => ("SIGHUP", Exit::Terminated),
+        _ => ("Ctrl-C", Exit::Interrupted),
     }
 }

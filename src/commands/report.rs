@@ -21,7 +21,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
     let store = super::show::existing_store(&args.store.store)?;
     let mut runs = Vec::new();
     for r in &args.runs {
-        runs.push(store.load_run(store.resolve_run(r)?)?);
+        runs.push(super::show::load_run(&store, store.resolve_run(r)?)?);
     }
     let choices = step_choices(&args.steps)?;
     let verdicts: Vec<_> = runs.iter().map(|r| verdict_of_run(r, None, None)).collect();

@@ -45,22 +45,17 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     // Signals are honoured from here on, in every phase: reaching the
     // probes and the target, loading, starting a managed server, the sweep.
     let interrupted = crate::util::interrupt_flag();
-    // Which signal stopped the run, for its reason and exit code.
-    let signal = Arc::new(AtomicUsize::new(0));
-    for (number, code) in [
-        (signal_hook::consts::SIGINT, Exit::Interrupted),
-        (signal_hook::consts::SIGTERM, Exit::Terminated),
-    ] {
-        // A second one ends the process at once — unless a managed server
-        // lives, whose stop it then hurries (see target::managed::stop).
+    // Which signal stopped the run, for its reason and exit code. A
+    // second one ends the process at once — unless a managed server
+    // lives, whose stop it then hurries (see target::managed::stop).
+    let signals = super::StopSignals::register_then(&interrupted, |number| {
         crate::target::managed::stop::register_second_signal(
             number,
-            code as i32,
+            super::signal_exit(number as usize).1 as i32,
             interrupted.clone(),
-        )?;
-        signal_hook::flag::register_usize(number, signal.clone(), number as usize)?;
-        signal_hook::flag::register(number, interrupted.clone())?;
-    }
+        )
+    })?;
+    let signal = signals.shared();
     // Bad input here is found before anything is reached or loaded.
     let serve = crate::cli::live_view(common)?;
     let live = match serve {
@@ -96,7 +91,8 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         // Stopped before the sweep began: nothing was measured, nothing
         // stored; a managed server is already stopped and removed.
         Err(e) if e.chain().any(|c| c.is::<crate::util::Interrupted>()) => {
-            let (by, exit) = by_signal(signal_seen.load(std::sync::atomic::Ordering::Relaxed));
+            let (by, exit) =
+                super::signal_exit(signal_seen.load(std::sync::atomic::Ordering::Relaxed));
             let what = e
                 .chain()
                 .find(|c| c.is::<crate::util::Interrupted>())
@@ -117,16 +113,6 @@ impl SweepDriver for RunContext<'_> {
 
     fn agent_access(&self) -> Option<AgentAccess> {
         Some(self.access.clone())
-    }
-}
-
-/// The name of the signal that stopped a run (0 or SIGINT: Ctrl-C), and
-/// the code to exit with.
-fn by_signal(signal: usize) -> (&'static str, Exit) {
-    if signal == signal_hook::consts::SIGTERM as usize {
-        ("SIGTERM", Exit::Terminated)
-    } else {
-        ("Ctrl-C", Exit::Interrupted)
     }
 }
 
@@ -475,19 +461,43 @@ fn execute<W: Workload>(
             return Err(e);
         }
     };
-    let signal = signal.load(std::sync::atomic::Ordering::Relaxed);
-    let finished = finish(
-        store,
-        run,
-        end,
-        workload.check(&counts),
-        signal,
-        live.as_deref(),
-    );
+    let at_sweep_end = signal.load(std::sync::atomic::Ordering::SeqCst);
+    let checked = workload.check(&counts);
+    let finished = finish(store, run, end, checked, &signal, live.as_deref());
     if let Some(live_server) = live_server {
         live_server.finish(&interrupted);
     }
-    finished
+    after_sweep(
+        finished,
+        at_sweep_end,
+        signal.load(std::sync::atomic::Ordering::SeqCst),
+        run,
+    )
+}
+
+/// How a run whose end was decided exits: a signal that came after its
+/// sweep (while it was reported, or its live view served the final page)
+/// still ends the process with that signal's code, said in one line.
+fn after_sweep(
+    finished: anyhow::Result<Exit>,
+    at_sweep_end: usize,
+    now: usize,
+    run: RunId,
+) -> anyhow::Result<Exit> {
+    match finished {
+        Ok(exit)
+            if at_sweep_end == 0
+                && now != 0
+                && !matches!(exit, Exit::Interrupted | Exit::Terminated) =>
+        {
+            let (by, exit) = super::signal_exit(now);
+            crate::util::err(format_args!(
+                "interrupted ({by}) after the sweep; run {run} is stored\n"
+            ));
+            Ok(exit)
+        }
+        other => other,
+    }
 }
 
 /// The generators the load is offered from (none: from here); refused
@@ -520,11 +530,14 @@ fn finish(
     run: RunId,
     end: SweepEnd,
     checked: anyhow::Result<Option<CheckReport>>,
-    signal: usize,
+    signal: &AtomicUsize,
     live: Option<&Live>,
 ) -> anyhow::Result<Exit> {
     let check = match (checked, &end) {
         (Ok(check), _) => check,
+        (Err(e), _) if e.chain().any(|c| c.is::<crate::util::Interrupted>()) => {
+            return check_cut(store, run, signal, live);
+        }
         (Err(e), SweepEnd::TargetLost { step, reason }) => {
             // The server is gone: keep what was measured, say so once.
             let reason = format!(
@@ -555,6 +568,7 @@ fn finish(
         }
     };
     let check_failed = check.as_ref().is_some_and(|c| !c.passed);
+    let signal = signal.load(std::sync::atomic::Ordering::SeqCst);
     let (status, reason, exit) = run_end(&end, check_failed, signal);
     store.finish_run(run, status, reason.as_deref(), check.as_ref())?;
     let verdict = show_stored(store, run)?;
@@ -568,12 +582,36 @@ fn finish(
     Ok(exit)
 }
 
+/// Ends a run whose check a signal cut short: partial, its steps kept
+/// and shown, the exit code the signal's.
+fn check_cut(
+    store: &mut Store,
+    run: RunId,
+    signal: &AtomicUsize,
+    live: Option<&Live>,
+) -> anyhow::Result<Exit> {
+    let (by, exit) = super::signal_exit(signal.load(std::sync::atomic::Ordering::SeqCst));
+    let reason = format!(
+        "interrupted ({by}) during the data check; the finished steps are stored, unchecked"
+    );
+    store.finish_run(run, RunStatus::Partial, Some(&reason), None)?;
+    let verdict = show_stored(store, run)?;
+    crate::util::err(format_args!(
+        "error: {reason} as run {run} (partial) in {}\n",
+        store.path().display()
+    ));
+    if let Some(live) = live {
+        live.ended(format!("partial: {reason}"), verdict);
+    }
+    Ok(exit)
+}
+
 /// The run's status, why, and the exit code, from how its sweep ended
 /// and whether its check failed.
 fn run_end(end: &SweepEnd, check_failed: bool, signal: usize) -> (RunStatus, Option<String>, Exit) {
     match (end, check_failed) {
         (SweepEnd::Interrupted, _) => {
-            let (by, exit) = by_signal(signal);
+            let (by, exit) = super::signal_exit(signal);
             (
                 RunStatus::Partial,
                 Some(format!("interrupted ({by}); the finished steps are stored")),

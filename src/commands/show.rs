@@ -6,7 +6,7 @@ use super::Exit;
 use crate::cli::{DiffHostsArgs, ShowArgs};
 use crate::error::PlanError;
 use crate::report::{Format, Output};
-use crate::store::Store;
+use crate::store::{Store, StoredRun};
 use std::path::Path;
 
 /// Opens a store that must already exist, read-only (reading never
@@ -23,10 +23,47 @@ pub(super) fn existing_store(path: &Path) -> anyhow::Result<Store> {
     Store::open_read(path)
 }
 
+/// A stored run read back: one it cannot be (its plan, host facts or
+/// words damaged, the file's pages malformed) is bad input naming the
+/// store and the fix, not a failed command.
+pub(super) fn load_run(store: &Store, id: crate::store::RunId) -> anyhow::Result<StoredRun> {
+    store
+        .load_run(id)
+        .map_err(|e| damaged(store.path(), e, |_| true))
+}
+
+/// `e` as bad input naming the store at `path` and the fix, when it is
+/// `damage` (or the file is malformed); as it is otherwise.
+pub(super) fn damaged(
+    path: &Path,
+    e: anyhow::Error,
+    damage: impl Fn(&anyhow::Error) -> bool,
+) -> anyhow::Error {
+    let malformed = e.chain().any(|c| {
+        c.downcast_ref::<rusqlite::Error>()
+            .and_then(rusqlite::Error::sqlite_error_code)
+            .is_some_and(|code| {
+                matches!(
+                    code,
+                    rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
+                )
+            })
+    });
+    if e.chain().any(|c| c.is::<PlanError>()) || !(malformed || damage(&e)) {
+        return e;
+    }
+    PlanError::new(format!(
+        "the results store {} is damaged ({}); restore it from a copy, or give --store another store",
+        path.display(),
+        crate::util::one_line(&format!("{e:#}"))
+    ))
+    .into()
+}
+
 /// `perflab runs`.
 pub(crate) fn runs(path: &Path) -> anyhow::Result<Exit> {
     let store = existing_store(path)?;
-    let rows = store.runs()?;
+    let rows = store.runs().map_err(|e| damaged(path, e, |_| false))?;
     let output = Output::Runs {
         store: path,
         rows: &rows,
@@ -39,7 +76,7 @@ pub(crate) fn runs(path: &Path) -> anyhow::Result<Exit> {
 pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
     let store = existing_store(&args.store.store)?;
     let id = store.resolve_run(&args.run)?;
-    let run = store.load_run(id)?;
+    let run = load_run(&store, id)?;
     let output = Output::Run(&run);
     text_or_json(&output, args.json.as_deref(), &format!("run {id}"))?;
     Ok(Exit::Ok)
@@ -50,7 +87,7 @@ pub(crate) fn diff_hosts(args: &DiffHostsArgs) -> anyhow::Result<Exit> {
     let store = existing_store(&args.store.store)?;
     let (a, b) = (store.resolve_run(&args.a)?, store.resolve_run(&args.b)?);
     let inventory = |id| -> anyhow::Result<_> {
-        store.load_run(id)?.inventory.ok_or_else(|| {
+        load_run(&store, id)?.inventory.ok_or_else(|| {
             PlanError::new(format!(
                 "run {id} has no host inventory (runs record one since this version of perflab); compare runs made since"
             ))

@@ -104,7 +104,7 @@ pub(crate) fn watch(args: &WatchArgs) -> anyhow::Result<Exit> {
     // below at once: no waking in slices to look at the flag.
     let (wake, waker) = std::os::unix::net::UnixStream::pair()?;
     let signals = super::StopSignals::register(&stop)?;
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in super::STOP_SIGNALS {
         signal_hook::low_level::pipe::register(signal, waker.try_clone()?)?;
     }
     let mut source = open_source(args, groups)?;

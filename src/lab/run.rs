@@ -231,9 +231,9 @@ struct Runner<'a> {
     store_path: PathBuf,
     /// This binary, run once per cell.
     exe: PathBuf,
-    /// Set by Ctrl-C or SIGTERM.
+    /// Set by Ctrl-C, SIGTERM or SIGHUP.
     stop: &'a AtomicBool,
-    /// The number of the signal that set `stop`.
+    /// The number of the first signal that set `stop`.
     signal: &'a AtomicUsize,
 }
 
@@ -328,7 +328,8 @@ impl<'a> Runner<'a> {
         if self.stopped() {
             store.finish_lab(self.lab, LabStatus::Partial)?;
             let number = self.signal.load(Ordering::Relaxed);
-            let code = if number == libc::SIGTERM as usize {
+            // SIGHUP (a closed terminal) is treated as SIGTERM.
+            let code = if [libc::SIGTERM, libc::SIGHUP].contains(&(number as libc::c_int)) {
                 143
             } else {
                 130
@@ -502,10 +503,12 @@ impl<'a> Runner<'a> {
                 return Ok(status);
             }
             if self.stopped() && !forwarded {
-                let number = self
-                    .signal
-                    .load(Ordering::Relaxed)
-                    .max(libc::SIGINT as usize) as i32;
+                // SIGHUP is passed on as what it stands for here: SIGTERM.
+                let number = match self.signal.load(Ordering::Relaxed) as libc::c_int {
+                    0 => libc::SIGINT,
+                    libc::SIGHUP => libc::SIGTERM,
+                    n => n,
+                };
                 // SAFETY: signalling the child this lab started, by its PID.
                 unsafe { libc::kill(child.id() as libc::pid_t, number) };
                 forwarded = true;

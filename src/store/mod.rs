@@ -2,11 +2,14 @@
 //! run with its plan, host facts and steps. A step is committed in one
 //! transaction the moment it ends, so a crash or Ctrl-C loses at most the
 //! step that was running. The schema is versioned (`PRAGMA user_version`)
-//! and migrated forward on open.
+//! and migrated forward on open. A commit waits through another
+//! process's lock (`retry.rs`); a store that cannot be made is removed
+//! again, when this process made its file.
 
 mod lab;
 mod migrations;
 mod read;
+mod retry;
 mod status;
 mod write;
 mod writer;
@@ -34,14 +37,37 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating and migrating) the store at `path`. Failures are the
-    /// user's to fix, so they come back as a [`PlanError`].
+    /// user's to fix, so they come back as a [`PlanError`] naming the
+    /// cause (another process's lock, a full file system). A store this
+    /// call made that could not be made whole is removed again — only the
+    /// files it made, never one that was there before.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
-        let fail = |why: String| {
-            PlanError::new(format!(
-                "cannot open the results store {}: {why}; pass --store with a writable file path",
-                path.display()
-            ))
+        let made = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            // A path that cannot be made (no such directory, no room):
+            // SQLite says why below.
+            Err(_) => false,
         };
+        let opened = Self::open_made(path);
+        if opened.is_err() && made {
+            for suffix in ["-wal", "-shm", "-journal"] {
+                let mut companion = path.as_os_str().to_owned();
+                companion.push(suffix);
+                let _ = std::fs::remove_file(companion);
+            }
+            let _ = std::fs::remove_file(path);
+        }
+        opened
+    }
+
+    /// [`Store::open`] once the file is there (or cannot be).
+    fn open_made(path: &Path) -> anyhow::Result<Self> {
+        let fail = |why: String| open_failure(path, &why);
         // SQLite would read a device or a FIFO as a database, and make its
         // journal beside it (`/dev/zero-journal`): only a regular file, or
         // a new path, is a store.
@@ -66,7 +92,7 @@ impl Store {
         };
         store
             .conn
-            .busy_timeout(std::time::Duration::from_secs(10))
+            .busy_timeout(retry::BUSY_TIMEOUT)
             .map_err(|e| fail(e.to_string()))?;
         let version: i64 = store
             .conn
@@ -258,6 +284,27 @@ fn immutable_uri(path: &Path) -> Option<String> {
     }
     uri.push_str("?immutable=1");
     Some(uri)
+}
+
+/// Why the store at `path` cannot be opened (`why`, SQLite's words), as
+/// one line naming the real cause and its fix.
+fn open_failure(path: &Path, why: &str) -> PlanError {
+    let at = path.display();
+    let lower = why.to_ascii_lowercase();
+    if lower.contains("locked") || lower.contains("busy") {
+        PlanError::new(format!(
+            "cannot open the results store {at}: it is {} ({why}); wait until it is done, or pass --store with another file",
+            retry::locked_by(path)
+        ))
+    } else if lower.contains("full") || lower.contains("no space") {
+        PlanError::new(format!(
+            "cannot open the results store {at}: the file system is full ({why}); free some space there, or pass --store with a file on another file system"
+        ))
+    } else {
+        PlanError::new(format!(
+            "cannot open the results store {at}: {why}; pass --store with a writable file path"
+        ))
+    }
 }
 
 /// Refuses a store written by a newer perflab (its schema is ahead of

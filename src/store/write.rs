@@ -1,7 +1,8 @@
 //! Writing runs: a run row when the run starts; a step row when a step
 //! starts and each interval as it ends, each in its own transaction (a
 //! long step keeps none in memory); the final status (with the check) when
-//! the run ends.
+//! the run ends. Each commit waits through another process's lock
+//! (`retry.rs`).
 
 use super::{RunId, RunStatus, Store};
 use crate::engine::{FinishedStep, IntervalRecord, StepResult, StepStatus};
@@ -88,30 +89,31 @@ pub(crate) fn timestamp(t: SystemTime) -> String {
 impl Store {
     /// Records a new run as `running`.
     pub fn create_run(&mut self, run: &NewRun) -> anyhow::Result<RunId> {
-        self.conn
-            .execute(
+        let row = params![
+            timestamp(run.started_at),
+            RunStatus::Running.as_str(),
+            run.workload,
+            run.target,
+            serde_json::to_string(&run.op_names)?,
+            serde_json::to_string(&run.plan_given)?,
+            run.plan_resolved.to_string(),
+            env!("CARGO_PKG_VERSION"),
+            serde_json::to_string(&run.host)?,
+            std::process::id(),
+            run.setup.as_ref().map(|s| s.to_string()),
+            super::writer::identity(std::process::id()),
+        ];
+        let path = self.path.display().to_string();
+        self.committed(|conn| {
+            conn.execute(
                 "INSERT INTO runs (started_at, status, workload, target, op_names, plan_given,
                     plan_resolved, tool_version, host, pid, setup, writer)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                params![
-                    timestamp(run.started_at),
-                    RunStatus::Running.as_str(),
-                    run.workload,
-                    run.target,
-                    serde_json::to_string(&run.op_names)?,
-                    serde_json::to_string(&run.plan_given)?,
-                    run.plan_resolved.to_string(),
-                    env!("CARGO_PKG_VERSION"),
-                    serde_json::to_string(&run.host)?,
-                    std::process::id(),
-                    run.setup.as_ref().map(|s| s.to_string()),
-                    super::writer::identity(std::process::id()),
-                ],
+                row,
             )
-            .with_context(|| {
-                format!("cannot write to the results store {}", self.path.display())
-            })?;
-        Ok(self.conn.last_insert_rowid())
+            .with_context(|| format!("cannot write to the results store {path}"))?;
+            Ok(conn.last_insert_rowid())
+        })
     }
 
     /// Commits one whole step with all its intervals, in one transaction.
@@ -139,8 +141,10 @@ impl Store {
         index: usize,
         level: Level,
     ) -> anyhow::Result<StepId> {
-        let id = insert_step(&self.conn, run, index, level).with_context(|| {
-            format!("cannot write to the results store {}", self.path.display())
+        let path = self.path.display().to_string();
+        let id = self.committed(|conn| {
+            insert_step(conn, run, index, level)
+                .with_context(|| format!("cannot write to the results store {path}"))
         })?;
         Ok(StepId(id))
     }
@@ -153,10 +157,12 @@ impl Store {
         interval: &IntervalRecord,
     ) -> anyhow::Result<()> {
         let path = self.path.clone();
-        let tx = self.conn.transaction()?;
-        IntervalWriter::prepare(&tx)?.write(step.0, idx, interval)?;
-        tx.commit()
-            .with_context(|| format!("cannot commit an interval to {}", path.display()))
+        self.committed(|conn| {
+            let tx = conn.transaction()?;
+            IntervalWriter::prepare(&tx)?.write(step.0, idx, interval)?;
+            tx.commit()
+                .with_context(|| format!("cannot commit an interval to {}", path.display()))
+        })
     }
 
     /// Ends a running step: its drain, its status and perflab's usage.
@@ -166,23 +172,25 @@ impl Store {
         finished: &FinishedStep,
     ) -> anyhow::Result<()> {
         let path = self.path.clone();
-        let tx = self.conn.transaction()?;
-        IntervalWriter::prepare(&tx)?.write(step.0, finished.handed_over, &finished.drain)?;
-        end_step(
-            &tx,
-            step.0,
-            &finished.status,
-            finished.started_at,
-            &finished.usage,
-        )?;
-        if !finished.generators.is_empty() {
-            tx.execute(
-                "UPDATE steps SET generators = ?2 WHERE id = ?1",
-                params![step.0, serde_json::to_string(&finished.generators)?],
+        self.committed(|conn| {
+            let tx = conn.transaction()?;
+            IntervalWriter::prepare(&tx)?.write(step.0, finished.handed_over, &finished.drain)?;
+            end_step(
+                &tx,
+                step.0,
+                &finished.status,
+                finished.started_at,
+                &finished.usage,
             )?;
-        }
-        tx.commit()
-            .with_context(|| format!("cannot commit a step to {}", path.display()))
+            if !finished.generators.is_empty() {
+                tx.execute(
+                    "UPDATE steps SET generators = ?2 WHERE id = ?1",
+                    params![step.0, serde_json::to_string(&finished.generators)?],
+                )?;
+            }
+            tx.commit()
+                .with_context(|| format!("cannot commit a step to {}", path.display()))
+        })
     }
 
     /// Removes a running step and what was written of it.
@@ -210,17 +218,15 @@ impl Store {
         reason: Option<&str>,
         check: Option<&CheckReport>,
     ) -> anyhow::Result<()> {
-        self.conn.execute(
-            "UPDATE runs SET status = ?2, status_reason = ?3, check_report = ?4, finished_at = ?5 WHERE id = ?1",
-            params![
-                run,
-                status.as_str(),
-                reason,
-                check.map(serde_json::to_string).transpose()?,
-                timestamp(SystemTime::now()),
-            ],
-        )?;
-        Ok(())
+        let check = check.map(serde_json::to_string).transpose()?;
+        let finished_at = timestamp(SystemTime::now());
+        self.committed(|conn| {
+            conn.execute(
+                "UPDATE runs SET status = ?2, status_reason = ?3, check_report = ?4, finished_at = ?5 WHERE id = ?1",
+                params![run, status.as_str(), reason, check, finished_at],
+            )?;
+            Ok(())
+        })
     }
 
     /// Stores the hosts' inventory of a run.
@@ -229,11 +235,14 @@ impl Store {
         run: RunId,
         inventory: &std::collections::BTreeMap<String, String>,
     ) -> anyhow::Result<()> {
-        self.conn.execute(
-            "UPDATE runs SET inventory = ?2 WHERE id = ?1",
-            params![run, serde_json::to_string(inventory)?],
-        )?;
-        Ok(())
+        let inventory = serde_json::to_string(inventory)?;
+        self.committed(|conn| {
+            conn.execute(
+                "UPDATE runs SET inventory = ?2 WHERE id = ?1",
+                params![run, inventory],
+            )?;
+            Ok(())
+        })
     }
 
     /// Stores a run's verdict (JSON), replacing any earlier one.
@@ -242,11 +251,14 @@ impl Store {
         run: RunId,
         verdict: &serde_json::Value,
     ) -> anyhow::Result<()> {
-        self.conn.execute(
-            "UPDATE runs SET verdict = ?2 WHERE id = ?1",
-            params![run, serde_json::to_string(verdict)?],
-        )?;
-        Ok(())
+        let verdict = serde_json::to_string(verdict)?;
+        self.committed(|conn| {
+            conn.execute(
+                "UPDATE runs SET verdict = ?2 WHERE id = ?1",
+                params![run, verdict],
+            )?;
+            Ok(())
+        })
     }
 }
 

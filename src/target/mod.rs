@@ -439,6 +439,19 @@ pub(crate) fn in_words(items: &[&str], last: &str) -> String {
 /// that accepts and then says nothing ends here, not never.
 pub(crate) const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a look at a database server's statistics, settings or
+/// catalog may take: a server that logs in and then says nothing is
+/// given up here, not at a load's deadline.
+pub(crate) const LOOK_QUERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A server that did not answer a look ([`LOOK_QUERY`]) at `what`.
+pub(crate) fn silent_look(kind: &str, at: &str, what: &str) -> PlanError {
+    PlanError::new(format!(
+        "{at} did not answer a look at {what} within {} s; is the {kind} server overloaded or hung? try again once it answers",
+        LOOK_QUERY.as_secs()
+    ))
+}
+
 /// The error of a server that accepted a connection and did not complete
 /// the handshake within [`HANDSHAKE`].
 fn silent_peer(kind: &str, at: &str) -> PlanError {

@@ -2,7 +2,9 @@
 //! domain: how a `Duration` is written in stored JSON, how an error chain
 //! is folded onto the one line the user sees, and how text reaches
 //! standard output and error without a closed pipe stopping the process;
-//! the process's interrupt flag, which long preparations look at; how a
+//! the process's interrupt flag, which long preparations look at, and
+//! the watches that cut work short at a signal ([`until_interrupted`],
+//! [`InterruptWatch`]); how a
 //! file the user named is read (a regular file, under a bound); the free
 //! space of a file system ([`free_bytes`]); JSON values written as YAML
 //! ([`yaml`]); a timer
@@ -139,10 +141,7 @@ pub(crate) struct Interrupted(pub &'static str);
 
 /// An [`Interrupted`] error once the interrupt flag is set.
 pub(crate) fn check_interrupt(while_doing: &'static str) -> Result<(), Interrupted> {
-    let set = INTERRUPT
-        .get()
-        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
-    if set {
+    if interrupt_set() {
         Err(Interrupted(while_doing))
     } else {
         Ok(())
@@ -159,6 +158,121 @@ pub(crate) fn clipped(text: &str) -> std::borrow::Cow<'_, str> {
     }
     let head: String = text.chars().take(SHOWN).collect();
     std::borrow::Cow::Owned(format!("{head}… ({} bytes in all)", text.len()))
+}
+
+/// How long work that begins once a signal has come may still take: the
+/// bank's check after an interrupted sweep runs, but a silent server or a
+/// large table holds the process no longer than this.
+pub(crate) const GRACE_AFTER_SIGNAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How often a watch looks at the interrupt flag.
+const WATCH_TICK: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// When work begun now must stop: at the next signal, or — when one has
+/// already come — [`GRACE_AFTER_SIGNAL`] from now.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cutoff {
+    /// The end of the grace, when the work began after a signal.
+    grace_until: Option<std::time::Instant>,
+}
+
+impl Cutoff {
+    /// The cutoff of work that begins now.
+    pub(crate) fn from_now() -> Self {
+        Cutoff {
+            grace_until: interrupt_set().then(|| std::time::Instant::now() + GRACE_AFTER_SIGNAL),
+        }
+    }
+
+    /// Whether the work must stop now.
+    pub(crate) fn reached(&self) -> bool {
+        match self.grace_until {
+            None => interrupt_set(),
+            Some(until) => std::time::Instant::now() >= until,
+        }
+    }
+}
+
+fn interrupt_set() -> bool {
+    INTERRUPT
+        .get()
+        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Runs `work` to its end, or until its [`Cutoff`]: a statement a server
+/// never answers, or a load that would go on for minutes, ends within a
+/// tick of the signal as [`Interrupted`] (`while_doing`). Needs a runtime
+/// with timers.
+pub(crate) async fn until_interrupted<F: std::future::Future>(
+    while_doing: &'static str,
+    work: F,
+) -> Result<F::Output, Interrupted> {
+    let cutoff = Cutoff::from_now();
+    let mut work = std::pin::pin!(work);
+    loop {
+        tokio::select! {
+            done = &mut work => return Ok(done),
+            () = tokio::time::sleep(WATCH_TICK) => {
+                if cutoff.reached() {
+                    return Err(Interrupted(while_doing));
+                }
+            }
+        }
+    }
+}
+
+/// A thread that calls `stop` at each tick once the [`Cutoff`] of work
+/// begun now is reached (SQLite's interrupt, which a statement that
+/// starts later would miss if called once), until the watch is dropped.
+pub(crate) struct InterruptWatch {
+    cutoff: Cutoff,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl InterruptWatch {
+    /// Starts watching for the work that begins now.
+    pub(crate) fn start(stop: impl Fn() + Send + 'static) -> Self {
+        use std::sync::atomic::Ordering;
+        let cutoff = Cutoff::from_now();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ended = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("interrupt-watch".to_string())
+            .spawn(move || {
+                while !ended.load(Ordering::Relaxed) {
+                    if cutoff.reached() {
+                        stop();
+                    }
+                    std::thread::sleep(WATCH_TICK);
+                }
+            })
+            .ok();
+        InterruptWatch {
+            cutoff,
+            done,
+            thread,
+        }
+    }
+
+    /// Whether the work was cut: the error it ended with is then an
+    /// [`Interrupted`] (`while_doing`), not the one its cut made.
+    pub(crate) fn cut(&self, while_doing: &'static str) -> Result<(), Interrupted> {
+        if self.cutoff.reached() {
+            Err(Interrupted(while_doing))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for InterruptWatch {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// Opens a file the user named (on the command line, in a lab file, in

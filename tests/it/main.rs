@@ -27,6 +27,8 @@ mod probes;
 mod props;
 mod qdisc;
 mod report;
+mod signals;
+mod store_busy;
 mod stored;
 mod support;
 mod units;

@@ -25,6 +25,9 @@ use std::sync::Arc;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// Ctrl-C and SIGTERM seen by the actions [`register_second_signal`] set.
 static SIGNALS: AtomicUsize = AtomicUsize::new(0);
+/// The exit code of the first of them: a second signal of another kind
+/// (SIGTERM, then Ctrl-C) ends the process as the first would have.
+static FIRST_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// Counts a managed server as alive until dropped (held by its ledger
 /// entry, which is struck off last).
@@ -57,7 +60,7 @@ pub(crate) fn hurry() -> bool {
 
 /// What a second `signal` does to a command that stops on the first
 /// (which sets `stopping`): with no managed server alive, the process
-/// ends at once with `code` (the user insists); with one, its stop is
+/// ends at once with the first signal's `code` (the user insists); with one, its stop is
 /// hurried and the command ends as after the first signal, its server
 /// stopped and removed and its run marked. Registered before the action
 /// that sets `stopping`, so that the first signal finds it unset.
@@ -71,8 +74,9 @@ pub(crate) fn register_second_signal(
     unsafe {
         signal_hook::low_level::register(signal, move || {
             SIGNALS.fetch_add(1, Ordering::SeqCst);
+            let _ = FIRST_CODE.compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst);
             if stopping.load(Ordering::SeqCst) && LIVE.load(Ordering::SeqCst) == 0 {
-                signal_hook::low_level::exit(code);
+                signal_hook::low_level::exit(FIRST_CODE.load(Ordering::SeqCst));
             }
         })
     }?;

@@ -148,8 +148,7 @@ pub fn resolve(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<MyTarg
 /// How long a statement that loads or checks a bank may take before the
 /// connection is given up (a bound on a hang, far above any real one).
 pub(crate) const BANK_QUERY: Duration = Duration::from_secs(30 * 60);
-/// How long a look at the server's statistics or settings may take.
-pub(crate) const LOOK_QUERY: Duration = Duration::from_secs(10);
+pub(crate) use super::LOOK_QUERY;
 
 /// The server refused the connection with error `code`: one line naming
 /// the fix.

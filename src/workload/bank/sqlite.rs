@@ -4,7 +4,8 @@
 //! talk to it over a channel. Every statement, BEGIN and COMMIT included,
 //! is prepared once per connection. `SQLITE_BUSY` (another writer holds the lock) is
 //! retried with capped exponential backoff and full jitter until the
-//! operation's deadline, and every retry is counted.
+//! operation's deadline, and every retry is counted. Loading and checking
+//! stop at the first signal: SQLite interrupts the running statement.
 
 use super::check::BankFigures;
 use super::ops::{BankOp, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANCH};
@@ -94,7 +95,9 @@ impl SqliteBank {
             if existing == Some(i64::from(scale)) && !reload {
                 let conn = open(path)
                     .map_err(|e| bad(format!("cannot be opened as a SQLite database ({e})")))?;
-                super::ensure_reusable(&read_figures(&conn)?, &location)?;
+                let figures =
+                    cut_at_signal(&conn, "checking the loaded bank", || read_figures(&conn))?;
+                super::ensure_reusable(&figures, &location)?;
                 return Ok((
                     bank,
                     LoadReport {
@@ -108,8 +111,14 @@ impl SqliteBank {
         }
         let mut conn =
             open(path).map_err(|e| bad(format!("cannot be opened as a SQLite database ({e})")))?;
-        let rows = load(&mut conn, scale, &location)
-            .with_context(|| format!("cannot load the bank into {}", path.display()))?;
+        let handle = conn.get_interrupt_handle();
+        let watch = crate::util::InterruptWatch::start(move || handle.interrupt());
+        let rows = load(&mut conn, scale, &location);
+        if rows.is_err() {
+            watch.cut("loading the bank")?;
+        }
+        drop(watch);
+        let rows = rows.with_context(|| format!("cannot load the bank into {}", path.display()))?;
         Ok((
             bank,
             LoadReport {
@@ -414,8 +423,25 @@ impl BankBackend for SqliteBank {
 
     fn figures(&self) -> anyhow::Result<BankFigures> {
         let conn = open(&self.path)?;
-        read_figures(&conn)
+        cut_at_signal(&conn, "checking the bank", || read_figures(&conn))
     }
+}
+
+/// Runs `work` on `conn`, its statements interrupted by SQLite at the
+/// first signal (`util::InterruptWatch`): a long read of a large bank
+/// ends then as [`crate::util::Interrupted`] (`while_doing`).
+fn cut_at_signal<T>(
+    conn: &Connection,
+    while_doing: &'static str,
+    work: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let handle = conn.get_interrupt_handle();
+    let watch = crate::util::InterruptWatch::start(move || handle.interrupt());
+    let done = work();
+    if done.is_err() {
+        watch.cut(while_doing)?;
+    }
+    done
 }
 
 /// One operation sent to a connection thread.

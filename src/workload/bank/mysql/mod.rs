@@ -7,7 +7,9 @@
 //! the server's default `max_allowed_packet`), the accounts over four
 //! connections at once. InnoDB clusters rows by primary key, so the keys
 //! are declared before the data (adding them after would rebuild every
-//! table); rows arrive in key order.
+//! table); rows arrive in key order. Preparing and checking end at the
+//! first signal (`util::until_interrupted`); the catalog is read within a
+//! look's deadline (`target::LOOK_QUERY`).
 
 mod txn;
 
@@ -21,6 +23,8 @@ use super::sqlite::LoadReport;
 use super::{BankBackend, Tables, META_TABLE};
 use crate::error::PlanError;
 use crate::target::mysql::{connect, MyTarget, MyWire, Row, BANK_QUERY};
+use crate::target::{silent_look, LOOK_QUERY};
+use crate::util::until_interrupted;
 use crate::workload::Seat;
 use anyhow::Context;
 use std::fmt::Write;
@@ -86,9 +90,10 @@ impl MyBank {
         }
         let bank = Self::attach(target, mix, isolation, max_tries)?;
         let started = Instant::now();
-        let report = bank
-            .admin
-            .block_on(bank.prepare_tables(i64::from(scale), reload, started))?;
+        let report = bank.admin.block_on(until_interrupted(
+            "preparing the bank",
+            bank.prepare_tables(i64::from(scale), reload, started),
+        ))??;
         Ok((bank, report))
     }
 
@@ -96,13 +101,15 @@ impl MyBank {
     /// Opens an existing bank for `perflab check bank`.
     pub(crate) fn existing(target: MyTarget) -> anyhow::Result<Self> {
         let bank = Self::attach(target, BankMix::Tpcb, Isolation::ReadCommitted, 1)?;
-        let loaded = bank.admin.block_on(async {
-            let mut conn = connect(&bank.target, BANK_QUERY).await?;
-            let found = catalog(&mut conn, &bank.tables).await?;
-            let scale = loaded_scale(&mut conn, &bank.tables, &found).await;
-            conn.quit().await;
-            scale
-        })?;
+        let loaded = bank
+            .admin
+            .block_on(until_interrupted("reading the bank", async {
+                let mut conn = connect(&bank.target, BANK_QUERY).await?;
+                let found = catalog(&mut conn, &bank.target, &bank.tables).await?;
+                let scale = loaded_scale(&mut conn, &bank.tables, &found).await;
+                conn.quit().await;
+                scale
+            }))??;
         if loaded.is_none() {
             anyhow::bail!(PlanError::new(format!(
                 "{} holds no perflab bank; load one with `perflab run bank --target mysql://…`",
@@ -131,7 +138,7 @@ impl MyBank {
         reload: bool,
         started: Instant,
     ) -> anyhow::Result<LoadReport> {
-        let found = catalog(conn, &self.tables).await?;
+        let found = catalog(conn, &self.target, &self.tables).await?;
         if !reload && loaded_scale(conn, &self.tables, &found).await? == Some(scale) {
             super::ensure_reusable(&figures(conn, &self.tables).await?, &self.target.display)?;
             return Ok(LoadReport {
@@ -268,8 +275,15 @@ fn first_column(rows: &[Row]) -> Vec<String> {
 }
 
 /// What the catalog says of the bank's tables and perflab's ledger in
-/// the connection's database.
-async fn catalog(conn: &mut MyWire, tables: &Tables) -> anyhow::Result<Catalog> {
+/// the connection's database; within a look's deadline, as the first
+/// statement a server that went silent gets.
+async fn catalog(conn: &mut MyWire, target: &MyTarget, tables: &Tables) -> anyhow::Result<Catalog> {
+    tokio::time::timeout(LOOK_QUERY, catalog_now(conn, tables))
+        .await
+        .map_err(|_| silent_look("MariaDB/MySQL", &target.display, "its catalog"))?
+}
+
+async fn catalog_now(conn: &mut MyWire, tables: &Tables) -> anyhow::Result<Catalog> {
     let all = tables.all();
     let names = first_column(
         &conn
@@ -381,11 +395,12 @@ impl BankBackend for MyBank {
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {
-        self.admin.block_on(async {
-            let mut conn = connect(&self.target, BANK_QUERY).await?;
-            let figures = figures(&mut conn, &self.tables).await;
-            conn.quit().await;
-            figures
-        })
+        self.admin
+            .block_on(until_interrupted("checking the bank", async {
+                let mut conn = connect(&self.target, BANK_QUERY).await?;
+                let figures = figures(&mut conn, &self.tables).await;
+                conn.quit().await;
+                figures
+            }))?
     }
 }

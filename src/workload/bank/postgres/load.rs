@@ -11,6 +11,7 @@ use super::super::sqlite::LoadReport;
 use super::super::Tables;
 use crate::error::PlanError;
 use crate::target::postgres::PgTarget;
+use crate::target::{silent_look, LOOK_QUERY};
 use anyhow::Context;
 use bytes::Bytes;
 use futures_util::SinkExt;
@@ -33,10 +34,10 @@ pub(crate) async fn prepare(
     reload: bool,
     started: Instant,
 ) -> anyhow::Result<LoadReport> {
-    let found = catalog(client, tables).await?;
+    let found = catalog(client, target, tables).await?;
     let loaded = loaded_scale_in(client, tables, &found).await?;
     if !reload && loaded == Some(i64::from(scale)) {
-        super::super::ensure_reusable(&figures(client, tables).await?, &target.display)?;
+        super::super::ensure_reusable(&figures(client, target, tables).await?, &target.display)?;
         return Ok(LoadReport {
             reused: true,
             rows: 0,
@@ -67,8 +68,15 @@ pub(crate) async fn prepare(
 }
 
 /// What the catalog says of the bank's tables and perflab's ledger, as
-/// the connection's search path resolves their names.
-async fn catalog(client: &Client, tables: Tables) -> anyhow::Result<Catalog> {
+/// the connection's search path resolves their names; within a look's
+/// deadline, as the first statement a server that went silent gets.
+async fn catalog(client: &Client, target: &PgTarget, tables: Tables) -> anyhow::Result<Catalog> {
+    tokio::time::timeout(LOOK_QUERY, catalog_now(client, tables))
+        .await
+        .map_err(|_| silent_look("PostgreSQL", &target.display, "its catalog"))?
+}
+
+async fn catalog_now(client: &Client, tables: Tables) -> anyhow::Result<Catalog> {
     let mut present = Vec::new();
     for table in tables.all() {
         let exists: bool = client
@@ -107,8 +115,12 @@ async fn catalog(client: &Client, tables: Tables) -> anyhow::Result<Catalog> {
 /// The scale of the bank in the database, if one is loaded: perflab's
 /// layout only when every table is perflab's; pgbench's when its four
 /// tables are there, whoever made them.
-pub(crate) async fn loaded_scale(client: &Client, tables: Tables) -> anyhow::Result<Option<i64>> {
-    let found = catalog(client, tables).await?;
+pub(crate) async fn loaded_scale(
+    client: &Client,
+    target: &PgTarget,
+    tables: Tables,
+) -> anyhow::Result<Option<i64>> {
+    let found = catalog(client, target, tables).await?;
     loaded_scale_in(client, tables, &found).await
 }
 
@@ -305,7 +317,11 @@ async fn copy_accounts(
 }
 
 /// The check's figures, read in one repeatable-read snapshot.
-pub(crate) async fn figures(client: &Client, t: Tables) -> anyhow::Result<BankFigures> {
+pub(crate) async fn figures(
+    client: &Client,
+    target: &PgTarget,
+    t: Tables,
+) -> anyhow::Result<BankFigures> {
     let initial = match t.meta {
         None => "0::bigint".to_string(),
         Some(meta) => format!("(SELECT initial_total FROM {meta} LIMIT 1)"),
@@ -338,7 +354,7 @@ pub(crate) async fn figures(client: &Client, t: Tables) -> anyhow::Result<BankFi
         scale: if t.pgbench {
             branches
         } else {
-            loaded_scale(client, t).await?.unwrap_or(0)
+            loaded_scale(client, target, t).await?.unwrap_or(0)
         },
         initial_total: row.get(1),
         branches,

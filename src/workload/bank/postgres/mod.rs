@@ -4,6 +4,8 @@
 //! connection re-opened on the next operation. Loading, checking and the
 //! figures go through tokio-postgres, off the hot path; loading uses
 //! parallel COPY and adds the primary keys after the data, as pgbench does.
+//! Each of those ends at the first signal (`util::until_interrupted`), and
+//! the catalog is read within a look's deadline (`target::LOOK_QUERY`).
 
 mod load;
 mod txn;
@@ -16,6 +18,7 @@ use super::sqlite::LoadReport;
 use super::{BankBackend, Tables};
 use crate::error::PlanError;
 use crate::target::postgres::{connect, PgTarget};
+use crate::util::until_interrupted;
 use crate::workload::Seat;
 use anyhow::Context;
 use std::time::Instant;
@@ -73,10 +76,12 @@ impl PgBank {
     ) -> anyhow::Result<(Self, LoadReport)> {
         let bank = Self::attach(target, mix, isolation, max_tries, pipeline)?;
         let started = Instant::now();
-        let report = bank.admin.block_on(async {
-            let client = bank.admin_client().await?;
-            load::prepare(&client, &bank.target, bank.tables, scale, reload, started).await
-        })?;
+        let report = bank
+            .admin
+            .block_on(until_interrupted("preparing the bank", async {
+                let client = bank.admin_client().await?;
+                load::prepare(&client, &bank.target, bank.tables, scale, reload, started).await
+            }))??;
         Ok((bank, report))
     }
 
@@ -88,10 +93,12 @@ impl PgBank {
             BankMix::Tpcb
         };
         let bank = Self::attach(target, mix, Isolation::ReadCommitted, 1, false)?;
-        let loaded = bank.admin.block_on(async {
-            let client = bank.admin_client().await?;
-            load::loaded_scale(&client, bank.tables).await
-        })?;
+        let loaded = bank
+            .admin
+            .block_on(until_interrupted("reading the bank", async {
+                let client = bank.admin_client().await?;
+                load::loaded_scale(&client, &bank.target, bank.tables).await
+            }))??;
         if loaded.is_none() {
             anyhow::bail!(PlanError::new(format!(
                 "{} holds no {} bank; load one with `perflab run bank --target …`{}",
@@ -129,9 +136,10 @@ impl BankBackend for PgBank {
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {
-        self.admin.block_on(async {
-            let client = self.admin_client().await?;
-            load::figures(&client, self.tables).await
-        })
+        self.admin
+            .block_on(until_interrupted("checking the bank", async {
+                let client = self.admin_client().await?;
+                load::figures(&client, &self.target, self.tables).await
+            }))?
     }
 }
