@@ -34,7 +34,7 @@ pub(crate) fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
         "lab {}: {} on {}, {} variant(s) × {} repetition(s) = {} cells in a seeded order (seed {})\n",
         file.name,
         file.workload,
-        file.target.as_deref().unwrap_or("-"),
+        file.target.as_deref().map_or("-".to_string(), crate::secret::redact),
         file.variants.len(),
         file.repetitions,
         plan.cells.len(),
@@ -49,7 +49,7 @@ pub(crate) fn lab(args: &LabArgs) -> anyhow::Result<Exit> {
                 cell.position + 1,
                 file.variants[cell.variant].name,
                 cell.repetition,
-                cell.args.join(" ")
+                crate::secret::redact_args(&cell.args).join(" ")
             ));
         }
         return Ok(Exit::Ok);

@@ -181,7 +181,11 @@ impl LabView {
             id,
             name: stored.name.clone(),
             workload: spec.workload.clone(),
-            target: spec.target.clone().unwrap_or_default(),
+            target: spec
+                .target
+                .as_deref()
+                .map(crate::secret::redact)
+                .unwrap_or_default(),
             variants: spec.variants.iter().map(|v| v.name.clone()).collect(),
             repetitions: spec.repetitions,
             status: stored.status,

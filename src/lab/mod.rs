@@ -52,13 +52,15 @@ pub(crate) struct LabSpec {
 }
 
 impl LabSpec {
-    /// The spec of a checked lab file and its plan.
+    /// The spec of a checked lab file and its plan, as it may be shown
+    /// and stored: the target's password and secret headers masked
+    /// ([`crate::secret`]).
     pub(crate) fn of(file: &LabFile, plan: &LabPlan) -> Self {
         LabSpec {
             name: file.name.clone(),
             workload: file.workload.clone(),
-            target: file.target.clone(),
-            args: file.args.clone(),
+            target: file.target.as_deref().map(crate::secret::redact),
+            args: crate::secret::redact_args(&file.args),
             repetitions: file.repetitions,
             seed: plan.seed,
             variants: file.variants.clone(),

@@ -224,7 +224,8 @@ pub(crate) fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow:
         name: stored.name.clone(),
         status: stored.status,
         workload: spec.workload.clone(),
-        target: spec.target.clone(),
+        // A lab stored before targets were masked in the store.
+        target: spec.target.as_deref().map(crate::secret::redact),
         variants,
         spec,
     })

@@ -6,6 +6,11 @@
 //! running cell (which stores what it measured, as any run does), marks it
 //! partial, and ends the lab there with every finished cell kept.
 //! `perflab lab resume` runs what a stopped or killed lab left.
+//!
+//! The store keeps each cell's command line as [`crate::secret`] masks
+//! it: no password or secret header. A cell that held one is rebuilt for
+//! `lab resume` from the lab file (read again, its cells planned again
+//! with the stored seed), which must still give the same cells.
 
 use super::hooks::{follow_lines, run_hook, Hooks};
 use super::{Cell, LabFile, LabPlan, LabSpec};
@@ -49,7 +54,7 @@ pub(crate) fn run_lab(
                 position: c.position,
                 variant: c.variant,
                 repetition: c.repetition,
-                args: serde_json::to_string(&c.args)?,
+                args: serde_json::to_string(&crate::secret::redact_args(&c.args))?,
             })
         })
         .collect::<anyhow::Result<_>>()?;
@@ -88,7 +93,7 @@ pub(crate) fn resume_lab(
         ))
         .into());
     }
-    let todo = cells_left(&mut store, &stored)?;
+    let todo = with_secrets(cells_left(&mut store, &stored)?, &stored, &spec)?;
     if let Some(end) = run_owed_teardowns(&mut store, &stored, &spec)? {
         return Ok((lab, end));
     }
@@ -101,6 +106,42 @@ pub(crate) fn resume_lab(
     let runner = Runner::new(&store, lab, &spec, stored.cells.len(), stop, signal)?;
     let end = runner.run_cells(&mut store, &todo)?;
     Ok((lab, end))
+}
+
+/// `todo`'s cells with the secrets the store does not keep put back from
+/// the lab file `stored` was read from, planned again with its seed; a
+/// cell that held none is kept as stored. Refused when the file is gone
+/// or now gives other cells.
+fn with_secrets(todo: Vec<Cell>, stored: &StoredLab, spec: &LabSpec) -> anyhow::Result<Vec<Cell>> {
+    let needs = |c: &Cell| c.args.iter().any(|a| a.contains(crate::secret::MASK));
+    if !todo.iter().any(needs) {
+        return Ok(todo);
+    }
+    let refused = |why: &str| {
+        PlanError::new(format!(
+            "lab {}: its cells hold a password or secret header, which the store does not keep, and the lab file {} {why}; restore that file (run lab resume from where the lab was started), or run the lab again",
+            stored.id, stored.file
+        ))
+    };
+    let file = LabFile::read(Path::new(&stored.file)).map_err(|_| refused("cannot be read"))?;
+    let plan = LabPlan::of(&file, spec.seed).map_err(|_| refused("no longer plans"))?;
+    todo.into_iter()
+        .map(|cell| {
+            if !needs(&cell) {
+                return Ok(cell);
+            }
+            let again = plan
+                .cells
+                .iter()
+                .find(|c| c.position == cell.position)
+                .filter(|c| crate::secret::redact_args(&c.args) == cell.args)
+                .ok_or_else(|| refused("gives other cells now"))?;
+            Ok(Cell {
+                args: again.args.clone(),
+                ..cell
+            })
+        })
+        .collect()
 }
 
 /// The cells of `stored` that `lab resume` runs again, in their order;
@@ -522,6 +563,57 @@ impl<'a> Runner<'a> {
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
+
+    /// A lab's cells stored masked are rebuilt for `lab resume` with the
+    /// password of its file; a file that now names another target is
+    /// refused in one line, never run with the mask.
+    #[test]
+    fn a_resumed_cell_gets_its_password_back_from_the_lab_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.toml");
+        let text = |host: &str| {
+            format!("workload = \"bank\"\ntarget = \"postgres://u:SECRETPW@{host}:1/db\"\nargs = \"--users 1\"\n[vary]\n\"var.x\" = [\"a\", \"b\"]\n")
+        };
+        std::fs::write(&path, text("127.0.0.1")).unwrap();
+        let file = LabFile::read(&path).unwrap();
+        let plan = LabPlan::of(&file, 7).unwrap();
+        let spec = LabSpec::of(&file, &plan);
+        assert_eq!(
+            spec.target.as_deref(),
+            Some("postgres://u:***@127.0.0.1:1/db")
+        );
+        let stored_cells: Vec<Cell> = plan
+            .cells
+            .iter()
+            .map(|c| Cell {
+                args: crate::secret::redact_args(&c.args),
+                ..c.clone()
+            })
+            .collect();
+        assert!(stored_cells
+            .iter()
+            .all(|c| !c.args.join(" ").contains("SECRETPW")));
+        let stored = StoredLab {
+            id: 1,
+            name: "lab".into(),
+            file: path.display().to_string(),
+            started_at: String::new(),
+            status: LabStatus::Partial,
+            pid: 0,
+            spec: String::new(),
+            cells: Vec::new(),
+        };
+        let again = with_secrets(stored_cells.clone(), &stored, &spec).unwrap();
+        for (cell, planned) in again.iter().zip(&plan.cells) {
+            assert_eq!(cell.args, planned.args);
+        }
+        std::fs::write(&path, text("127.0.0.2")).unwrap();
+        let e = with_secrets(stored_cells, &stored, &spec)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gives other cells now"), "{e}");
+        assert!(!e.contains("SECRETPW"), "{e}");
+    }
 
     /// A cell process that exited with `code` (or was killed by `signal`).
     fn ended(code: Option<i32>, signal: i32, last_error: Option<&str>) -> CellProcess {

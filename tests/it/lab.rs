@@ -694,3 +694,48 @@ fn a_teardown_owed_by_a_killed_lab_runs_when_it_resumes() {
     let report: serde_json::Value = serde_json::from_str(&report).unwrap();
     assert_eq!(report["status"], "complete", "{report}");
 }
+
+/// A lab whose target holds a password: its dry run, its run (each cell
+/// refused by the closed port, so no server is needed), its reports in
+/// every format and its store hold the password nowhere.
+#[test]
+fn a_labs_target_password_is_shown_and_stored_nowhere() {
+    let dir = tempdir();
+    let file = lab_file(
+        dir.path(),
+        "workload = \"bank\"\ntarget = \"postgres://perflab:SECRETPW@127.0.0.1:1/db\"\nargs = [\"--users\", \"1\", \"--warmup\", \"0s\", \"--duration\", \"1s\", \"--probe\", \"node-exporter://SECRETPW@127.0.0.1:1\"]\n[vary]\n\"var.x\" = [\"a\", \"b\"]\n",
+    );
+    let mut said = Vec::new();
+    let (dry, err) = perflab_expect(dir.path(), &format!("lab {file} --dry-run"), 0);
+    contains(&dry, "postgres://perflab:***@127.0.0.1:1/db");
+    said.extend([dry, err]);
+    let out = perflab_process(dir.path())
+        .args(["lab", &file])
+        .output()
+        .unwrap();
+    said.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    said.push(String::from_utf8_lossy(&out.stderr).into_owned());
+    for format in ["", "--json"] {
+        said.push(perflab_expect(dir.path(), &format!("lab report last {format}"), 0).0);
+    }
+    perflab_expect(
+        dir.path(),
+        "lab report last --md report.md --html report.html",
+        0,
+    );
+    for written in ["report.md", "report.html"] {
+        said.push(std::fs::read_to_string(dir.path().join(written)).unwrap());
+    }
+    for text in &said {
+        assert!(!text.contains("SECRETPW"), "{text}");
+    }
+    contains(&said[4], "postgres://perflab:***@127.0.0.1:1/db");
+    for entry in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("perflab.db") {
+            let bytes = std::fs::read(entry.path()).unwrap();
+            let found = bytes.windows(8).any(|w| w == b"SECRETPW");
+            assert!(!found, "{name} holds the password");
+        }
+    }
+}

@@ -14,6 +14,7 @@ mod generators;
 mod golden;
 mod help;
 mod host;
+mod injection;
 mod kube;
 mod lab;
 mod lab_live;

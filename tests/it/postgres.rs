@@ -322,7 +322,7 @@ fn a_managed_server_held_to_a_memory_limit_runs_in_its_own_cgroup() {
         "{cgroup}"
     );
     for (flag, fragment) in [
-        ("--pg-memory 1MiB", "less than a database server needs"),
+        ("--pg-memory 1MiB", "less than a managed server needs"),
         ("--pg-memory lots", "is not a size"),
         ("--mariadb-memory 1GiB", "--mariadb-memory"),
     ] {

@@ -165,6 +165,10 @@ fn bad_varnish_flags_are_refused_before_anything_starts() {
             "--nginx-role: only a managed nginx".to_string(),
         ),
         (
+            "--target varnish:managed --origin nginx:managed --varnish-set thread_pool_max=many",
+            "--varnish-set: thread_pool_max=many: give 1 to 10000".to_string(),
+        ),
+        (
             "--target nginx:managed --varnish-set storage=64m",
             "--varnish-set: only a managed Varnish".to_string(),
         ),
@@ -181,7 +185,7 @@ fn bad_varnish_flags_are_refused_before_anything_starts() {
             "Unknown parameter \"no_such_parameter\"".to_string(),
         ));
         cases.push((
-            "--target varnish:managed --origin nginx:managed --varnish-set thread_pool_max=many",
+            "--target varnish:managed --origin nginx:managed --varnish-set listen_depth=many",
             "Not a number (many)".to_string(),
         ));
     }

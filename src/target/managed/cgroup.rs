@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// The smallest limit taken: below it no database server starts.
+/// The smallest limit taken: below it no managed server starts.
 const MIN_LIMIT: u64 = 16 << 20;
 /// How long a dropped cgroup waits for its processes to leave.
 const EMPTY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -217,7 +217,7 @@ impl ServerCgroup {
         if let Some(limit) = memory.filter(|l| l.0 < MIN_LIMIT) {
             return Err(PlanError::flag(
                 flag,
-                format!("{limit} is less than a database server needs to start"),
+                format!("{limit} is less than a managed server needs to start"),
                 "give 16MiB or more",
             )
             .into());

@@ -80,7 +80,12 @@ impl ManagedKind for Mariadb {
 
     type Programs = Programs;
 
+    /// Each setting's form and [`super::guard::mariadb`], then all of
+    /// them asked of mariadbd.
     fn ask(settings: &[(String, String)]) -> Result<(), String> {
+        for (name, value) in settings {
+            check_setting(name, value)?;
+        }
         super::asked::mariadb(settings, || find("mariadbd"))
     }
 
@@ -287,7 +292,7 @@ pub(crate) fn check_setting(name: &str, value: &str) -> Result<(), String> {
     if value.contains(['\n', '\r', '\0']) {
         return Err(format!("the value of '{name}' holds a line break"));
     }
-    Ok(())
+    super::guard::mariadb(name, value)
 }
 
 /// `MariaDB 10.11.14` from `mariadbd --version`'s `… Ver

@@ -12,6 +12,7 @@
 pub(crate) mod asked;
 pub(crate) mod cgroup;
 pub(crate) mod disk;
+pub(crate) mod guard;
 pub mod ledger;
 pub(crate) mod link;
 pub(crate) mod mariadb;
@@ -255,13 +256,15 @@ impl ServerDir {
 /// Why a managed server ended while it started, in one line: its exit
 /// status and its own words, then what to look at — the files it is given
 /// when it could not open one (it runs as `user`), the settings when some
-/// were given with `settings_flag`, and only then.
+/// were given with `settings_flag`, the other flags whose values it was
+/// given (`others`: an origin, a certificate), and only then.
 pub(crate) fn start_failure(
     server: &str,
     status: &str,
     said: &[String],
     user: Option<&str>,
     (settings_flag, settings_given): (&str, bool),
+    others: &[&str],
 ) -> PlanError {
     let words = if said.is_empty() {
         "it wrote no error to its log".to_string()
@@ -280,6 +283,7 @@ pub(crate) fn start_failure(
     if settings_given {
         look.push(format!("check the {settings_flag} values"));
     }
+    look.extend(others.iter().map(|flag| format!("check {flag}")));
     if look.is_empty() {
         look.push(format!(
             "no {settings_flag} was given: this is the server's own failure"
@@ -581,13 +585,21 @@ mod tests {
             &said,
             Some("www-data"),
             ("--nginx-set", false),
+            &[],
         )
         .to_string();
         assert!(e.starts_with("the managed nginx did not start (exit status: 1): it said: cannot load certificate key"), "{e}");
         assert!(e.contains("runs as the www-data user"), "{e}");
         assert!(!e.contains("check the --nginx-set"), "{e}");
-        let e =
-            start_failure("nginx", "exit status: 1", &[], None, ("--nginx-set", true)).to_string();
+        let e = start_failure(
+            "nginx",
+            "exit status: 1",
+            &[],
+            None,
+            ("--nginx-set", true),
+            &[],
+        )
+        .to_string();
         assert!(
             e.ends_with("it wrote no error to its log; check the --nginx-set values"),
             "{e}"
@@ -598,10 +610,25 @@ mod tests {
             &[],
             None,
             ("--pg-set", false),
+            &[],
         )
         .to_string();
         assert!(
             e.ends_with("no --pg-set was given: this is the server's own failure"),
+            "{e}"
+        );
+        // An accelerator given an origin URL blames the origin, not itself.
+        let e = start_failure(
+            "Varnish",
+            "exit status: 2",
+            &[],
+            None,
+            ("--varnish-set", false),
+            &["--origin"],
+        )
+        .to_string();
+        assert!(
+            e.ends_with("it wrote no error to its log; check --origin"),
             "{e}"
         );
     }

@@ -31,6 +31,11 @@ impl Accelerating {
         self.managed.as_ref().map(|m| m.pid())
     }
 
+    /// `--origin`, when the origin is a URL given (not perflab's own).
+    pub(crate) fn url_given(&self) -> Option<&'static str> {
+        self.managed.is_none().then_some("--origin")
+    }
+
     /// The managed origin's document root (where the workload writes the
     /// file set); none in front of an origin perflab does not run.
     pub(crate) fn docroot(&self) -> Option<PathBuf> {
@@ -80,6 +85,7 @@ pub(crate) fn origin_answers(url: &str) -> Result<String, PlanError> {
         )
     };
     let base = crate::target::http::HttpBase::parse(url).map_err(bad)?;
+    check_origin_path(&base.path).map_err(bad)?;
     if base.tls {
         return Err(bad(format!(
             "'{}': the accelerator reaches its origin over plain HTTP",
@@ -151,9 +157,41 @@ pub(crate) fn start_origin(
     }
 }
 
-/// Where misses go: the origin's `HOST:PORT` and base path.
+/// The characters an origin's base path may hold besides letters and
+/// digits: RFC 3986's unreserved ones and a few sub-delimiters that mean
+/// nothing to VCL or nginx. It is written into the accelerator's
+/// configuration (a VCL string, nginx's `proxy_pass`), where a quote, a
+/// `;`, a brace, `$`, `\` or a space would change its structure.
+const PATH_MARKS: &str = "-._~/+,=:@!*";
+
+/// Whether `path`, an origin's base path, may be written into an
+/// accelerator's configuration: `/` then letters, digits, [`PATH_MARKS`],
+/// each `%` starting an escape of two hex digits. One sentence why not.
+pub(crate) fn check_origin_path(path: &str) -> Result<(), String> {
+    let bytes = path.as_bytes();
+    let bad = bytes.iter().enumerate().find(|&(at, &b)| {
+        let escape = b == b'%'
+            && bytes
+                .get(at + 1..at + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
+        !(b.is_ascii_alphanumeric() || PATH_MARKS.as_bytes().contains(&b) || escape)
+    });
+    if !path.starts_with('/') || bad.is_some() {
+        return Err(format!(
+            "the origin's path '{}' holds characters an accelerator's configuration cannot take (only letters, digits, {PATH_MARKS} and %XX escapes)",
+            path.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+/// Where misses go: the origin's `HOST:PORT` and base path, a path that
+/// [`check_origin_path`] refuses refused here too (whatever made the URL).
 pub(crate) fn upstream_of(origin_url: &str) -> anyhow::Result<Upstream> {
     let base = crate::target::http::HttpBase::parse(origin_url).map_err(anyhow::Error::msg)?;
+    check_origin_path(&base.path).map_err(|e| {
+        PlanError::flag("--origin", e, "percent-encode the path, e.g. %22 for '\"'")
+    })?;
     Ok(Upstream {
         authority: base.authority(),
         host: base
@@ -164,4 +202,37 @@ pub(crate) fn upstream_of(origin_url: &str) -> anyhow::Result<Upstream> {
         port: base.port,
         path: base.path,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an audit sent through `--origin` (a quote and a statement for
+    /// the VCL; a `;` and a directive for nginx) and its kin are refused
+    /// before any configuration is written; a percent-encoded path is
+    /// taken as it is.
+    #[test]
+    fn an_origin_path_that_could_reshape_a_configuration_is_refused() {
+        for hostile in [
+            "http://127.0.0.1:1/x\"+server.identity+\"/",
+            "http://127.0.0.1:1/x\";}sub\u{a0}vcl_deliver{/",
+            "http://127.0.0.1:1/x;include;/",
+            "http://127.0.0.1:1/x}/",
+            "http://127.0.0.1:1/$host/",
+            "http://127.0.0.1:1/a\\b/",
+            "http://127.0.0.1:1/a'b/",
+            "http://127.0.0.1:1/%zz/",
+            "http://127.0.0.1:1/caf\u{e9}/",
+        ] {
+            let e = upstream_of(hostile).err().map(|e| e.to_string());
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.starts_with("--origin: the origin's path")),
+                "{hostile}: {e:?}"
+            );
+        }
+        let up = upstream_of("http://127.0.0.1:1/static/a%22b/v1.2_x~y/").unwrap();
+        assert_eq!(up.path, "/static/a%22b/v1.2_x~y/");
+    }
 }

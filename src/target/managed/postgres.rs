@@ -73,11 +73,21 @@ impl ManagedKind for Postgres {
 
     type Programs = PathBuf;
 
+    /// Each setting against [`super::guard::postgres`], then all of them
+    /// asked of postgres.
     fn ask(settings: &[(String, String)]) -> Result<(), String> {
+        for (name, value) in settings {
+            super::guard::postgres(name, value)?;
+        }
         super::asked::postgres(settings, find_bindir)
     }
 
-    fn find(_options: &ServerOptions) -> anyhow::Result<PathBuf> {
+    fn find(options: &ServerOptions) -> anyhow::Result<PathBuf> {
+        for (name, value) in &options.settings {
+            super::guard::postgres(name, value).map_err(|e| {
+                PlanError::flag(Self::SETTINGS_FLAG, e, "e.g. --pg-set shared_buffers=128MB")
+            })?;
+        }
         find_bindir().ok_or_else(|| {
             PlanError::new(
                 "no PostgreSQL server binaries (initdb, postgres) on PATH, from pg_config or in /usr/lib/postgresql/*/bin; install them (apt-get install postgresql) or give --target postgres://…",

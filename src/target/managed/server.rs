@@ -97,6 +97,12 @@ pub(crate) trait ManagedKind: Sized {
         Ok(())
     }
 
+    /// The flags besides its settings whose values reach its files (an
+    /// origin's URL, a certificate), for a failed start to name.
+    fn given_flags(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+
     /// Finds its programs and checks `options` against the kind, before
     /// anything is made.
     fn find(options: &ServerOptions) -> anyhow::Result<Self::Programs>;
@@ -308,6 +314,7 @@ impl<K: ManagedKind> ManagedServer<K> {
                 &K::said(&self.site.dir),
                 self.site.user.map(|_| K::USER),
                 (K::SETTINGS_FLAG, !self.site.settings.is_empty()),
+                &self.kind.given_flags(),
             )
             .into()),
             Err(NotReady::Timeout(e)) => anyhow::bail!(

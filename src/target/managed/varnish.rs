@@ -249,6 +249,11 @@ impl ManagedKind for Varnish {
         self.accelerating.pid()
     }
 
+    /// An origin URL it was given (a managed origin is perflab's own).
+    fn given_flags(&self) -> Vec<&'static str> {
+        self.accelerating.url_given().into_iter().collect()
+    }
+
     fn settings<'a>(&'a self, _site: &'a Site) -> &'a [(String, String)] {
         &self.settings
     }
@@ -394,7 +399,7 @@ pub(crate) fn check_setting(name: &str, value: &str) -> Result<(), String> {
             "{name}={value}: give the cache's size, 1m or more, e.g. {name}=64m"
         ));
     }
-    Ok(())
+    super::guard::varnish(name, value, super::guard::available_memory())
 }
 
 /// A size as Varnish reads it (`64m`, `512k`, `1G`, `64MB`, bytes), in

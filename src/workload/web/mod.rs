@@ -225,7 +225,7 @@ impl WorkloadKind for Web {
     fn validate(args: &WebArgs) -> Result<WebSpec, PlanError> {
         let target = web_target(args)?;
         let managed = target.traits().managed;
-        let fileset = fileset_of(args, managed)?;
+        let fileset = fileset_of(args, &target)?;
         check_requests(args)?;
         let headers = headers_of(args)?;
         let server = server_options(args, &target, managed)?;
@@ -359,9 +359,9 @@ fn web_target(args: &WebArgs) -> Result<Target, PlanError> {
 }
 
 /// The files requested (`--urls` or `--fileset`), read now so that a bad
-/// line or directory is reported before anything starts; a managed nginx
-/// needs files to serve.
-fn fileset_of(args: &WebArgs, managed: bool) -> Result<FileSetSpec, PlanError> {
+/// line or directory is reported before anything starts; a managed
+/// server (nginx, or Varnish in front of its origin) needs files to serve.
+fn fileset_of(args: &WebArgs, target: &Target) -> Result<FileSetSpec, PlanError> {
     let fileset = match &args.urls {
         Some(file) => {
             FileSet::build(&FileSetSpec::Urls { file: file.clone() })?;
@@ -373,10 +373,13 @@ fn fileset_of(args: &WebArgs, managed: bool) -> Result<FileSetSpec, PlanError> {
     if let FileSetSpec::Tree { dir } = &fileset {
         check_tree(dir)?;
     }
-    if managed && matches!(fileset, FileSetSpec::Urls { .. }) {
+    if let (Target::Managed(kind), FileSetSpec::Urls { .. }) = (target, &fileset) {
         return Err(PlanError::flag(
             "--urls",
-            "a managed nginx serves a file set perflab writes, and a URL list has no files",
+            format!(
+                "a managed {} serves a file set perflab writes, and a URL list has no files",
+                kind.name
+            ),
             "use --fileset webbench, specweb:DIRS or tree:DIR, or give --target http://…",
         ));
     }
@@ -492,7 +495,12 @@ fn server_options(
         io,
         log_dir: None,
         addresses,
-        tls_files: args.nginx_tls_cert.clone().zip(args.nginx_tls_key.clone()),
+        tls_files: args
+            .nginx_tls_cert
+            .as_deref()
+            .zip(args.nginx_tls_key.as_deref())
+            .map(|(cert, key)| crate::target::managed::nginx::tls_paths(cert, key))
+            .transpose()?,
         origin,
         origin_of_link: None,
     })
@@ -527,6 +535,9 @@ fn origin_of(args: &WebArgs, varnish: bool) -> Result<Option<Origin>, PlanError>
         (true, Some(text)) => {
             let base = crate::target::http::HttpBase::parse(text).map_err(|e| {
                 PlanError::flag("--origin", e, "give http://HOST:PORT/ or nginx:managed")
+            })?;
+            crate::target::managed::origin::check_origin_path(&base.path).map_err(|e| {
+                PlanError::flag("--origin", e, "percent-encode the path, e.g. %22 for '\"'")
             })?;
             if base.tls {
                 return Err(PlanError::flag(

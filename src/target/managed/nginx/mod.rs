@@ -294,6 +294,13 @@ impl ManagedKind for Nginx {
         self.accelerator.as_ref()?.pid()
     }
 
+    /// Its certificate, and an origin URL it was given.
+    fn given_flags(&self) -> Vec<&'static str> {
+        let tls = self.tls.then_some("--nginx-tls-cert");
+        let origin = self.accelerator.as_ref().and_then(Accelerating::url_given);
+        tls.into_iter().chain(origin).collect()
+    }
+
     fn settings<'a>(&'a self, _site: &'a Site) -> &'a [(String, String)] {
         &self.directives
     }
@@ -351,19 +358,40 @@ impl Listening {
     }
 }
 
-/// The directives that serve HTTPS with `cert` and `key`, which must be
-/// files with plain paths (they are written into the configuration).
-fn tls_directives(cert: &Path, key: &Path) -> Result<[(String, String); 2], PlanError> {
-    for (what, file) in [("certificate", cert), ("key", key)] {
-        let text = file.display().to_string();
-        if !file.is_file() || text.contains([';', '{', '}', '#', '\n', ' ']) {
-            return Err(PlanError::flag(
-                "--nginx-tls-cert",
-                format!("the {what} {text} is not a readable file with a plain path"),
+/// The certificate and key (`--nginx-tls-cert`, `--nginx-tls-key`) by
+/// their absolute paths, which must be readable files with plain paths:
+/// they are written into the configuration, and nginx would read a
+/// relative path from its own directory, not from where perflab started.
+pub(crate) fn tls_paths(cert: &Path, key: &Path) -> Result<(PathBuf, PathBuf), PlanError> {
+    let absolute = |what: &str, flag: &str, file: &Path| {
+        let found = std::fs::canonicalize(file).ok().filter(|f| f.is_file());
+        let plain = found.filter(|f| {
+            f.to_str().is_some_and(|t| {
+                t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/._-+,=:@~%".contains(c))
+            })
+        });
+        plain.ok_or_else(|| {
+            PlanError::flag(
+                flag,
+                format!(
+                    "the {what} {} is not a readable file with a plain path (letters, digits, /._-+,=:@~%)",
+                    file.display().to_string().escape_debug()
+                ),
                 "give PEM files, e.g. --nginx-tls-cert cert.pem --nginx-tls-key key.pem",
-            ));
-        }
-    }
+            )
+        })
+    };
+    Ok((
+        absolute("certificate", "--nginx-tls-cert", cert)?,
+        absolute("key", "--nginx-tls-key", key)?,
+    ))
+}
+
+/// The directives that serve HTTPS with `cert` and `key` (see
+/// [`tls_paths`]).
+fn tls_directives(cert: &Path, key: &Path) -> Result<[(String, String); 2], PlanError> {
+    let (cert, key) = tls_paths(cert, key)?;
     Ok([
         ("ssl_certificate".to_string(), cert.display().to_string()),
         ("ssl_certificate_key".to_string(), key.display().to_string()),
@@ -418,6 +446,7 @@ pub(crate) fn check_setting(name: &str, value: &str) -> Result<(), String> {
         ));
     }
     check_cache_part(name, value)?;
+    super::guard::nginx(name, value)?;
     check_count(name, value)
 }
 
