@@ -261,7 +261,7 @@ fn merge_intervals(
                 tally,
                 length,
             } => {
-                if m.take_interval(worker, slot, tally, length) {
+                if m.take_interval(worker, slot, *tally, length) {
                     m.settle(slot, schedule, on_interval);
                 }
             }

@@ -390,7 +390,7 @@ impl Remote {
         let sent = self.events.send(WorkerEvent::Interval {
             worker: self.worker,
             index,
-            tally,
+            tally: Box::new(tally),
             length,
         });
         // A crew that stopped listening has ended the step.

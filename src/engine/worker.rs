@@ -62,7 +62,8 @@ pub(super) enum WorkerEvent {
     Interval {
         worker: usize,
         index: usize,
-        tally: Tally,
+        /// Boxed: an event in the channel is as large as its largest kind.
+        tally: Box<Tally>,
         length: Duration,
     },
     /// A generator stopped answering in the middle of the step: the step
@@ -281,7 +282,7 @@ async fn ticker(
             .send(WorkerEvent::Interval {
                 worker,
                 index,
-                tally,
+                tally: Box::new(tally),
                 length,
             })
             .is_err()
@@ -310,7 +311,7 @@ async fn ticker(
     let _ = events.send(WorkerEvent::Interval {
         worker,
         index: schedule.intervals.len(),
-        tally,
+        tally: Box::new(tally),
         length: drain_start.elapsed(),
     });
     let left = state.in_flight.get();

@@ -35,6 +35,9 @@ pub struct Store {
     path: PathBuf,
 }
 
+/// The files SQLite keeps beside a store.
+const COMPANIONS: [&str; 3] = ["-wal", "-shm", "-journal"];
+
 impl Store {
     /// Opens (creating and migrating) the store at `path`. Failures are the
     /// user's to fix, so they come back as a [`PlanError`] naming the
@@ -42,6 +45,13 @@ impl Store {
     /// call made that could not be made whole is removed again — only the
     /// files it made, never one that was there before.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
+        let companion = |suffix: &str| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            std::path::PathBuf::from(name)
+        };
+        // SQLite's companions already there are not this call's to remove.
+        let before: Vec<bool> = COMPANIONS.iter().map(|s| companion(s).exists()).collect();
         let made = match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -55,10 +65,10 @@ impl Store {
         };
         let opened = Self::open_made(path);
         if opened.is_err() && made {
-            for suffix in ["-wal", "-shm", "-journal"] {
-                let mut companion = path.as_os_str().to_owned();
-                companion.push(suffix);
-                let _ = std::fs::remove_file(companion);
+            for (suffix, was_there) in COMPANIONS.iter().zip(before) {
+                if !was_there {
+                    let _ = std::fs::remove_file(companion(suffix));
+                }
             }
             let _ = std::fs::remove_file(path);
         }
