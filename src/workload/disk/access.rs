@@ -138,9 +138,13 @@ impl AccessSpec {
     /// A spec from a TOML file: an optional `name` and `[[line]]` tables
     /// with the inline keys (sizes and durations as strings or numbers).
     pub(crate) fn parse_toml(text: &str) -> Result<AccessSpec, String> {
-        let doc: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| format!("not TOML: {}", e.message()))?;
+        let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| match e.span() {
+            Some(span) => {
+                let (line, column) = line_and_column(text, span.start);
+                format!("line {line}, column {column}: not TOML: {}", e.message())
+            }
+            None => format!("not TOML: {}", e.message()),
+        })?;
         let mut name = "file".to_string();
         let mut lines = Vec::new();
         for (key, value) in &doc {
@@ -281,6 +285,11 @@ impl Line {
     /// A line from `key=value` pairs; an unset share is NaN until the
     /// spec decides it.
     fn from_pairs(pairs: &[(&str, &str)]) -> Result<Line, String> {
+        for (i, (key, _)) in pairs.iter().enumerate() {
+            if pairs[..i].iter().any(|(earlier, _)| earlier == key) {
+                return Err(format!("{key} is given twice; give it once"));
+            }
+        }
         let mut size = None;
         let mut line = Line {
             size: 0,
@@ -386,6 +395,18 @@ pub(crate) fn size_text(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// The line and column (from 1, in characters) of byte `at` of `text`.
+fn line_and_column(text: &str, at: usize) -> (usize, usize) {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    (line, column)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,6 +424,17 @@ mod tests {
         assert_eq!(fs.lines[3].share, 60.0);
         assert!(fs.lines.iter().all(|l| l.read == 80.0 && l.random == 100.0));
         assert!(AccessSpec::list_text().contains("hba-large: "));
+    }
+
+    #[test]
+    fn a_key_given_twice_and_a_toml_mistake_are_placed() {
+        let e = AccessSpec::parse_inline("size=4k read=100; size=4k size=8k").unwrap_err();
+        assert_eq!(e, "line 2: size is given twice; give it once");
+        let e = AccessSpec::parse_toml("[[line]]\nsize = \"4k\"\nread = 1x\n").unwrap_err();
+        assert!(e.starts_with("line 3, column 8: not TOML: "), "{e}");
+        assert_eq!(line_and_column("ab\ncé\nd", 6), (2, 3));
+        assert_eq!(line_and_column("ab\ncé\nd", 5), (2, 2));
+        assert_eq!(line_and_column("", 9), (1, 1));
     }
 
     #[test]
