@@ -417,6 +417,12 @@ fn named(
                 "a [[variant]] needs a name, e.g. name = \"two-cpus\"".into(),
             ));
         };
+        if name.chars().any(char::is_control) || name.chars().count() > 120 {
+            return Err(at(
+                table.span().start,
+                "a variant's name is one line of at most 120 characters (it heads a row of the lab's tables); give a shorter name without line breaks or tabs".into(),
+            ));
+        }
         if out.iter().any(|v| v.name == name) {
             return Err(at(
                 table.span().start,
@@ -687,6 +693,11 @@ mod tests {
                 "workload = \"bank\"\n[[variant]]\ncpus = \"0\"\n",
                 "lab.toml:2:1",
                 "needs a name",
+            ),
+            (
+                "workload = \"bank\"\n[[variant]]\nname = \"a\\nb\"\n",
+                "lab.toml:2:1",
+                "without line breaks",
             ),
             (
                 "workload = \"bank\"\nrepetitions = 0\n[vary]\ncpus=[\"0\"]\n",
