@@ -50,10 +50,14 @@ impl MyTarget {
         } else {
             opts.host.clone()
         };
+        // Over a Unix socket, the socket is where it is, not a TCP port.
+        let place = match &opts.socket {
+            Some(socket) => format!("unix:{socket}:"),
+            None => format!("{host}:{}", opts.port),
+        };
         let display = format!(
-            "{}@{host}:{}/{}",
+            "{}@{place}/{}",
             opts.user.as_deref().unwrap_or("?"),
-            opts.port,
             opts.db.as_deref().unwrap_or("")
         );
         MyTarget { opts, display }
@@ -166,7 +170,15 @@ pub(crate) fn refusal(target: &MyTarget, code: u16, message: &str) -> PlanError 
 /// The server could not be reached, or went away during the handshake.
 pub(crate) fn unreachable(target: &MyTarget, e: &std::io::Error) -> PlanError {
     let at = &target.display;
-    PlanError::new(if e.kind() == std::io::ErrorKind::ConnectionRefused {
+    let missing = matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+    );
+    PlanError::new(if missing && target.opts.socket.is_some() {
+        format!(
+            "nothing answers at {at} ({e}); start MariaDB/MySQL there or fix ?socket= in the URL"
+        )
+    } else if e.kind() == std::io::ErrorKind::ConnectionRefused {
         format!("nothing answers at {at} (connection refused); start MariaDB/MySQL there or fix the host and port")
     } else {
         format!("cannot talk to MariaDB/MySQL at {at} ({e}); is it a MySQL server?")
@@ -212,7 +224,14 @@ mod tests {
         assert_eq!(o.db.as_deref(), Some("my db"));
         assert_eq!(o.socket.as_deref(), Some("/run/my.sock"));
         assert!(!o.tls);
-        assert_eq!(t.display, "sh@p@[::1]:3310/my db");
+        // Over its socket: no TCP port is named.
+        assert_eq!(t.display, "sh@p@unix:/run/my.sock:/my db");
+        let e = unreachable(&t, &std::io::Error::from(std::io::ErrorKind::NotFound)).to_string();
+        assert!(
+            e.contains("unix:/run/my.sock") && e.contains("?socket="),
+            "{e}"
+        );
+        assert!(!e.contains("3310"), "{e}");
     }
 
     #[test]

@@ -352,10 +352,11 @@ fn text_row(values: &[Option<&str>]) -> Vec<u8> {
 /// A whole result set as a server that did (`deprecate_eof`) or did not
 /// agree to CLIENT_DEPRECATE_EOF sends it.
 fn result_set(deprecate_eof: bool, names: &[&str], rows: &[Vec<Option<&str>>]) -> Vec<u8> {
-    let mut seq = 1;
+    // Sequence ids count modulo 256, as the protocol's do.
+    let mut seq: u8 = 1;
     let mut next = |payload: &[u8]| {
-        seq += 1;
-        packet(seq - 1, payload)
+        seq = seq.wrapping_add(1);
+        packet(seq.wrapping_sub(1), payload)
     };
     let mut out = next(&[names.len() as u8]);
     for name in names {
