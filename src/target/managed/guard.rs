@@ -294,7 +294,7 @@ pub(crate) fn varnish(name: &str, value: &str, available: Option<u64>) -> Result
     match name {
         "thread_pool_max" | "thread_pool_min" => count(MAX_POOL_THREADS),
         "thread_pools" => count(MAX_POOLS),
-        super::varnish::STORAGE => match (super::varnish::varnish_size(value), available) {
+        STORAGE => match (varnish_size(value), available) {
             (Some(size), Some(most)) if size > most => Err(format!(
                 "{name}={value} is more than this host's available memory ({}); give less, e.g. {name}=256m",
                 crate::units::Bytes(most)
@@ -303,6 +303,27 @@ pub(crate) fn varnish(name: &str, value: &str, available: Option<u64>) -> Result
         },
         _ => Ok(()),
     }
+}
+
+/// perflab's own setting: the cache's size, `-s malloc,SIZE`.
+pub(crate) const STORAGE: &str = "storage";
+
+/// A size as Varnish reads it (`64m`, `512k`, `1G`, `64MB`, bytes), in
+/// bytes.
+pub(crate) fn varnish_size(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let unitless = lower.strip_suffix('b').unwrap_or(&lower);
+    let (digits, shift) = match unitless.chars().last()? {
+        'k' => (&unitless[..unitless.len() - 1], 10),
+        'm' => (&unitless[..unitless.len() - 1], 20),
+        'g' => (&unitless[..unitless.len() - 1], 30),
+        't' => (&unitless[..unitless.len() - 1], 40),
+        _ => (unitless, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 /// This host's available memory (`MemAvailable` of /proc/meminfo), bytes.

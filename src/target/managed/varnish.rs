@@ -40,8 +40,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// perflab's own setting: the cache's size, `-s malloc,SIZE`.
-pub(crate) const STORAGE: &str = "storage";
+pub(crate) use super::guard::{varnish_size, STORAGE};
 
 /// perflab's defaults, each replaced by a setting of the same name: a
 /// cache of 256 MiB (as the nginx accelerator's), replies kept 10
@@ -400,24 +399,6 @@ pub(crate) fn check_setting(name: &str, value: &str) -> Result<(), String> {
         ));
     }
     super::guard::varnish(name, value, super::guard::available_memory())
-}
-
-/// A size as Varnish reads it (`64m`, `512k`, `1G`, `64MB`, bytes), in
-/// bytes.
-pub(crate) fn varnish_size(text: &str) -> Option<u64> {
-    let lower = text.to_ascii_lowercase();
-    let unitless = lower.strip_suffix('b').unwrap_or(&lower);
-    let (digits, shift) = match unitless.chars().last()? {
-        'k' => (&unitless[..unitless.len() - 1], 10),
-        'm' => (&unitless[..unitless.len() - 1], 20),
-        'g' => (&unitless[..unitless.len() - 1], 30),
-        't' => (&unitless[..unitless.len() - 1], 40),
-        _ => (unitless, 0),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 /// Whether varnishd takes these settings: `varnishd -C` over a VCL like
