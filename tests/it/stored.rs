@@ -125,14 +125,15 @@ fn damaged_stored_values_are_named_or_read_as_absent_never_a_panic() {
     perflab_ok(dir.path(), "analyze 2");
     perflab_ok(dir.path(), "analyze 2 --json -");
     perflab_ok(dir.path(), "report 2 --html r.html --md r.md --csv csv");
-    // An interval 1e300 s long: one line naming where, exit 1, everywhere.
+    // An interval 1e300 s long: one line naming where, exit 2 (a damaged
+    // store is bad input), everywhere.
     db.execute_batch(
         "UPDATE intervals SET length_s = 1e300
          WHERE step_id = (SELECT id FROM steps WHERE run_id = 1 AND idx = 0) AND idx = 0",
     )
     .expect("a damaged length");
     for command in ["show 1", "analyze 1", "report 1 --md r1.md", "compare 1 2"] {
-        let (_, err) = perflab_expect(dir.path(), command, 1);
+        let (_, err) = perflab_expect(dir.path(), command, 2);
         contains(
             &err,
             "run 1 in the store is damaged: step 0: interval 0: length_s = 1e300",
@@ -152,12 +153,12 @@ fn unknown_stored_words_are_named_never_guessed() {
     let db = rusqlite::Connection::open(&path).expect("the store");
     db.execute_batch("UPDATE steps SET status = 'finished' WHERE run_id = 1 AND idx = 0")
         .expect("a step status from nowhere");
-    let (_, err) = perflab_expect(dir.path(), "show 1", 1);
+    let (_, err) = perflab_expect(dir.path(), "show 1", 2);
     contains(&err, "step 0: unknown step status 'finished' in the store");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     db.execute_batch("UPDATE steps SET level_kind = 'threads' WHERE run_id = 2 AND idx = 0")
         .expect("a level kind from nowhere");
-    let (_, err) = perflab_expect(dir.path(), "show 2", 1);
+    let (_, err) = perflab_expect(dir.path(), "show 2", 2);
     contains(&err, "step 0: unknown level kind 'threads' in the store");
 }
 
