@@ -74,14 +74,14 @@ pub(crate) fn read_token(path: &std::path::Path) -> Result<String, crate::error:
     Ok(token)
 }
 
-/// What a token file that users other than its owner may read or write
-/// is told: a secret anyone on the host can read is no secret.
+/// What a token file that users other than its owner may write is told:
+/// anyone who can write it can set the token every agent trusts.
 fn open_to_others(path: &std::path::Path, meta: &std::fs::Metadata) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let mode = meta.permissions().mode() & 0o777;
-    (mode & 0o077 != 0).then(|| {
+    (mode & 0o022 != 0).then(|| {
         format!(
-            "the token file {} may be read or written by other users (mode {mode:04o}); `chmod 600 {}` it",
+            "the token file {} may be written by other users (mode {mode:04o}); `chmod 600 {}` it",
             path.display(),
             path.display()
         )
@@ -116,7 +116,8 @@ mod tests {
             said.contains("mode 0666") && said.contains("chmod 600"),
             "{said}"
         );
-        assert!(warning(0o640).is_some());
+        assert!(warning(0o620).is_some());
+        assert_eq!(warning(0o644), None);
         assert_eq!(warning(0o600), None);
         assert_eq!(warning(0o400), None);
         assert_eq!(read_token(&path).unwrap(), "0123456789abcdef0123");

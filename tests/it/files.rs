@@ -138,7 +138,10 @@ fn bad_files_input_gets_one_line() {
     std::fs::write(dir.path().join("perflab-files"), "mine\n").unwrap();
     let (_, err) = perflab_expect(dir.path(), "run files --quick", 2);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    contains(&err, "./perflab-files exists and is not a directory");
+    contains(
+        &err,
+        "./perflab-files exists and perflab did not make it: it is not a directory",
+    );
     assert!(!err.contains("dir:perflab-files"), "{err}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("perflab-files")).unwrap(),

@@ -189,7 +189,7 @@ fn default_target() -> Result<Target, PlanError> {
             // A file or a link of that name: no directory to work in.
             return Err(PlanError::flag(
                 "--target",
-                format!("./{DEFAULT_DIR} exists and is not a directory"),
+                format!("./{DEFAULT_DIR} exists and perflab did not make it: it is not a directory"),
                 "move it away, or give --target dir:PATH for a directory to work in",
             ));
         }
