@@ -1,6 +1,6 @@
 //! Capacity: the peak throughput and its load, the knee of the
-//! throughput–load curve, and the highest load that met the user's service
-//! level objectives (`--slo p95<50ms`, `--slo errors<1%`).
+//! throughput–load curve, and a step's value of an objective's metric (the
+//! objectives themselves are judged in [`super::objectives`]).
 //!
 //! The knee rule, stated: walking up the load steps, the knee is the last
 //! step before either (a) throughput grew less than 80% as fast as load did
@@ -8,7 +8,7 @@
 //! (b) p95 response time first exceeded twice its value at the lowest load.
 
 use super::points::StepPoint;
-use crate::plan::{Slo, SloMetric};
+use crate::plan::Slo;
 use serde::Serialize;
 
 /// Which rule placed the knee.
@@ -97,50 +97,6 @@ pub(crate) fn load_text(p: &StepPoint) -> String {
 /// The step's value of the objective's metric: seconds for latencies, a
 /// fraction for errors.
 pub(crate) fn slo_value(slo: &Slo, p: &StepPoint) -> f64 {
-    let r = &p.response;
-    match slo.metric {
-        SloMetric::Mean => r.mean.as_secs_f64(),
-        SloMetric::P50 => r.p50.as_secs_f64(),
-        SloMetric::P90 => r.p90.as_secs_f64(),
-        SloMetric::P95 => r.p95.as_secs_f64(),
-        SloMetric::P99 => r.p99.as_secs_f64(),
-        SloMetric::P999 => r.p999.as_secs_f64(),
-        SloMetric::Max => r.max.as_secs_f64(),
-        SloMetric::Errors => p.error_rate,
-    }
-}
-
-/// How the run fared against its objectives.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct SloOutcome {
-    pub(crate) objectives: Vec<String>,
-    /// The highest load whose step met every objective, and its throughput.
-    pub(crate) max_load: Option<f64>,
-    pub(crate) throughput: Option<f64>,
-    /// The first step that missed one, and what it missed, in words.
-    pub(crate) first_miss: Option<String>,
-}
-
-/// The highest load that met every objective.
-pub(crate) fn slo_outcome(points: &[StepPoint], slos: &[Slo]) -> Option<SloOutcome> {
-    if slos.is_empty() {
-        return None;
-    }
-    let misses = |p: &StepPoint| -> Vec<String> {
-        slos.iter()
-            .filter(|s| slo_value(s, p) >= s.limit)
-            .map(|s| format!("{s} missed: {}", s.value_text(slo_value(s, p))))
-            .collect()
-    };
-    let met = points.iter().rev().find(|p| misses(p).is_empty());
-    let first_miss = points.iter().find_map(|p| {
-        let m = misses(p);
-        (!m.is_empty()).then(|| format!("at {}: {}", load_text(p), m.join(", ")))
-    });
-    Some(SloOutcome {
-        objectives: slos.iter().map(|s| s.to_string()).collect(),
-        max_load: met.map(|p| p.load),
-        throughput: met.map(|p| p.throughput),
-        first_miss,
-    })
+    let offered = crate::engine::offered(p.level);
+    crate::engine::slo_value(slo, &p.response, p.error_rate, p.throughput, offered)
 }

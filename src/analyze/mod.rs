@@ -14,6 +14,7 @@ pub(crate) mod iopath;
 pub(crate) mod latency;
 pub mod mva;
 pub(crate) mod net;
+pub(crate) mod objectives;
 pub(crate) mod points;
 pub(crate) mod stats;
 pub(crate) mod threads;
@@ -21,9 +22,10 @@ pub(crate) mod usl;
 pub(crate) mod whatif;
 
 pub(crate) use bottleneck::{Bottleneck, RunShape};
-pub(crate) use capacity::{Knee, SloOutcome};
+pub(crate) use capacity::Knee;
 pub(crate) use demands::Demands;
 pub(crate) use latency::TailAnomaly;
+pub(crate) use objectives::SloOutcome;
 pub(crate) use points::StepPoint;
 pub(crate) use usl::UslFit;
 
@@ -88,6 +90,7 @@ pub(crate) use crate::plan::DEFAULT_MAX_CV;
 pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let (source, server_host) = server_source(run);
     let mut points = Vec::new();
+    let mut every_step = Vec::new();
     let mut left_out = Vec::new();
     let kernel_served = run.target_traits().kernel_served;
     let network = run_network(run);
@@ -117,10 +120,11 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
             p.extras.server_io_bytes_per_s.get_or_insert(0.0);
         }
         if p.complete && p.completed > 0 {
-            points.push(p);
+            points.push(p.clone());
         } else {
             left_out.push(p.load);
         }
+        every_step.push(p);
     }
     let closed = run.steps.iter().all(|s| matches!(s.level, Level::Users(_)));
     let shape = RunShape {
@@ -131,7 +135,10 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
         kernel_served,
     };
     let seed = run.seed();
-    let mut verdict = verdict_of(points, shape, slos, max_cv, seed);
+    let slo = objectives::outcome(&run.steps, &every_step, slos)
+        .map(|o| objectives::with_verdicts(o, &points, |p| verdict_of(p, shape, max_cv, seed)));
+    let mut verdict = verdict_of(points, shape, max_cv, seed);
+    verdict.slo = slo;
     verdict.rate_unit = unit;
     if server_host == "this host" {
         let others = others_on_the_host(&verdict.points, shape.embedded, shape.kernel_served);
@@ -305,7 +312,6 @@ fn others_on_the_host(points: &[StepPoint], embedded: bool, kernel_served: bool)
 pub(crate) fn verdict_of(
     points: Vec<StepPoint>,
     shape: RunShape,
-    slos: &[Slo],
     max_cv: f64,
     seed: u64,
 ) -> Verdict {
@@ -322,7 +328,7 @@ pub(crate) fn verdict_of(
         left_out: Vec::new(),
         peak: None,
         knee: None,
-        slo: capacity::slo_outcome(&points, slos),
+        slo: None,
         demands: None,
         bottleneck: None,
         tail: latency::tail_anomalies(&points),
@@ -514,7 +520,7 @@ mod tests {
             (0.1, vec![1, 2, 4, 8, 12, 16, 20, 24, 32, 48, 64]),
         ] {
             let points = mva_points(0.004, 0.006, think, &users);
-            let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+            let v = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1);
             let b = v.bottleneck.as_ref().unwrap();
             assert_eq!(b.kind, BottleneckKind::Resource, "{b:?}");
             assert_eq!(b.name, "disk vda", "{b:?}");
@@ -564,7 +570,7 @@ mod tests {
         let users = [1, 2, 4, 8, 12, 16, 24, 32];
         for think in [0.0, 0.1] {
             let points = mva_points(0.004, 0.006, think, &users);
-            let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+            let v = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1);
             let w = v
                 .what_if
                 .as_ref()
@@ -645,7 +651,7 @@ mod tests {
             p.waits.insert("Lock".to_string(), 70);
             p.waits.insert("CPU".to_string(), 30);
         }
-        let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+        let v = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1);
         // More hardware is no cure for contention: no what-if.
         assert!(v.what_if.is_none());
         let b = v.bottleneck.unwrap();
@@ -659,7 +665,7 @@ mod tests {
     fn a_throttled_generator_is_named_and_the_rest_unreliable() {
         let mut points = mva_points(0.004, 0.006, 0.0, &[1, 2, 4, 8, 16, 32]);
         points[3].generator.throttled_share = Some(0.4);
-        let b = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1)
+        let b = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1)
             .bottleneck
             .unwrap();
         assert_eq!(b.kind, BottleneckKind::LoadGenerator);
@@ -678,7 +684,7 @@ mod tests {
         points[4].generator.cpus = 1.95;
         points[4].generator.capacity = Some(2.0);
         points[4].busiest_generator = Some("agent://gen-2.perflab:7071".to_string());
-        let b = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1)
+        let b = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1)
             .bottleneck
             .unwrap();
         assert_eq!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
@@ -694,7 +700,7 @@ mod tests {
     #[test]
     fn a_sweep_below_saturation_says_what_to_try_next() {
         let points = mva_points(0.0004, 0.0006, 1.0, &[1, 2, 4, 8]);
-        let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+        let v = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1);
         let b = v.bottleneck.unwrap();
         assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
         assert!(b.next.unwrap().contains("--users"));

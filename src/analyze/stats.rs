@@ -166,13 +166,6 @@ mod tests {
     }
 }
 
-/// t(0.975, df) for df = 1..=30; beyond, the normal 1.96.
-const T_975: [f64; 30] = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-    2.052, 2.048, 2.045, 2.042,
-];
-
 /// The mean of `values` and its 95% interval (Student's t); none for
 /// fewer than two values.
 pub(crate) fn mean_interval(values: &[f64]) -> Option<(f64, f64, f64)> {
@@ -182,7 +175,7 @@ pub(crate) fn mean_interval(values: &[f64]) -> Option<(f64, f64, f64)> {
     }
     let m = mean(values);
     let variance = values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let t = T_975.get(n - 2).copied().unwrap_or(1.96);
+    let t = crate::util::t_975(n - 1);
     let half = t * (variance / n as f64).sqrt();
     Some((m, m - half, m + half))
 }

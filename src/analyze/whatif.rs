@@ -828,7 +828,7 @@ mod tests {
                 one("cpu1", ResourceKind::OneCpu, 1.0, 0.7),
             ];
         }
-        let v = crate::analyze::verdict_of(points, SHAPE, &[], crate::analyze::DEFAULT_MAX_CV, 1);
+        let v = crate::analyze::verdict_of(points, SHAPE, crate::analyze::DEFAULT_MAX_CV, 1);
         let b = v.bottleneck.as_ref().unwrap();
         assert_eq!(b.resource.as_deref(), Some("cpu0"), "{b:?}");
         let w = v.what_if.expect("a prediction");

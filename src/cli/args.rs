@@ -476,6 +476,18 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = values::positive_percent)]
     pub(crate) max_cv: f64,
 
+    /// Search the highest load that meets --slo instead of running a list: from the first level of --users or --rate, double the load until a level breaks, then narrow the bracket to --precision. Each level is judged meets, breaks or undecided at 95%; an undecided one runs again (up to --max-repeat runs, 3 by default) before the search moves on.
+    #[arg(long)]
+    pub(crate) find: bool,
+
+    /// With --find: how narrow the answer's bracket is, as a share of the load (default 5%; above 0 and below 50%).
+    #[arg(long, value_name = "PERCENT")]
+    pub(crate) precision: Option<String>,
+
+    /// Length of one measured interval: the batches --slo is judged by, and the resolution of the live view and the interval export (100ms to 60s, at most --duration).
+    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = values::duration)]
+    pub(crate) interval: Duration,
+
     /// Run each load level this many times.
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub(crate) repeat: u32,

@@ -36,13 +36,14 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
         sweep,
         warmup,
         duration,
-        interval: Duration::from_secs(1),
+        interval: interval(args, duration)?,
         threads: threads(args)?,
         timeout,
         max_error_rate: args.max_error_rate,
         seed: args.seed.unwrap_or_else(random_seed),
         server: server_selector(&args.server)?,
         slos: parse_slos(&args.slo)?,
+        find: find(args)?,
         max_cv: args.max_cv,
         repeat,
         max_repeat,
@@ -52,6 +53,7 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
     if !plan.generators.is_empty() {
         runs_on_generators(&plan, "--generators")?;
     }
+    objectives_for(&plan)?;
     Ok(plan)
 }
 
@@ -279,7 +281,11 @@ fn repeats(args: &CommonRunArgs) -> Result<(u32, u32), PlanError> {
             "give 1 to 100",
         ));
     }
-    let max_repeat = args.max_repeat.unwrap_or(args.repeat);
+    let max_repeat = args.max_repeat.unwrap_or(if args.find {
+        crate::plan::FIND_REPEATS
+    } else {
+        args.repeat
+    });
     if max_repeat < args.repeat || max_repeat > 100 {
         return Err(PlanError::flag(
             "--max-repeat",
@@ -299,15 +305,82 @@ fn repeats(args: &CommonRunArgs) -> Result<(u32, u32), PlanError> {
     Ok((repeat, max_repeat))
 }
 
-/// Validates `--slo` objectives.
+/// Validates `--slo` objectives: each flag one or several joined with `,`.
 pub fn parse_slos(given: &[String]) -> Result<Vec<crate::plan::Slo>, PlanError> {
     given
         .iter()
+        .flat_map(|s| s.split(','))
         .map(|s| {
             crate::plan::Slo::parse(s)
                 .map_err(|e| PlanError::flag("--slo", e, "e.g. --slo p95<50ms or --slo errors<1%"))
         })
         .collect()
+}
+
+/// `--find` and its `--precision`: a search needs objectives to search by.
+fn find(args: &CommonRunArgs) -> Result<Option<crate::plan::Find>, PlanError> {
+    let precision = match &args.precision {
+        None => crate::plan::DEFAULT_PRECISION,
+        Some(text) => values::percent(text)
+            .ok()
+            .filter(|p| *p > 0.0 && *p < 0.5)
+            .ok_or_else(|| {
+                PlanError::flag(
+                    "--precision",
+                    format!("'{text}' is not a share above 0% and below 50%"),
+                    "e.g. --precision 5%",
+                )
+            })?,
+    };
+    if !args.find {
+        if args.precision.is_some() {
+            return Err(PlanError::flag(
+                "--precision",
+                "it sets how narrow --find's answer is, and --find is not given",
+                "add --find (with --slo), or drop --precision",
+            ));
+        }
+        return Ok(None);
+    }
+    if args.slo.is_empty() {
+        return Err(PlanError::flag(
+            "--find",
+            "a search needs objectives to search by, and no --slo is given",
+            "add one, e.g. --slo p95<200ms",
+        ));
+    }
+    Ok(Some(crate::plan::Find { precision }))
+}
+
+/// The objectives this plan's load can be judged by: `lag` needs an
+/// offered rate.
+fn objectives_for(plan: &Plan) -> Result<(), PlanError> {
+    let open = matches!(plan.load, LoadModel::Open { .. });
+    match plan.slos.iter().find(|s| s.metric == crate::plan::SloMetric::Lag) {
+        Some(s) if !open => Err(PlanError::flag(
+            "--slo",
+            format!("'{s}' judges how far an open loop falls behind its rate, and this run is a closed loop (--users)"),
+            "give --rate for an open loop, or judge p95<…, mean<… or errors<…",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `--interval`: between 100 ms and 60 s, and no longer than the window.
+fn interval(args: &CommonRunArgs, duration: Duration) -> Result<Duration, PlanError> {
+    let i = args.interval;
+    if i < Duration::from_millis(100) || i > Duration::from_secs(60) || i > duration {
+        return Err(PlanError::flag(
+            "--interval",
+            format!(
+                "{} is not between 100ms and the smaller of 60s and --duration ({})",
+                crate::units::format_duration(i),
+                crate::units::format_duration(duration)
+            ),
+            "e.g. --interval 250ms",
+        ));
+    }
+    Ok(i)
 }
 
 /// Validates `--server-pid` / `--server-proc` into the processes to follow.

@@ -431,7 +431,12 @@ fn execute<W: Workload>(
         store,
         run,
         progress: Progress::new(
-            plan.sweep.levels.len() * plan.repeat as usize,
+            // A search's steps are not known in advance.
+            if plan.find.is_some() {
+                0
+            } else {
+                plan.sweep.levels.len() * plan.repeat as usize
+            },
             crate::workload::run_rate_unit(
                 &plan.workload.name,
                 workload.op_names().first().copied(),

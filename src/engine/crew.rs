@@ -489,6 +489,7 @@ impl Merging {
             everything: self.everything,
             generators: Vec::new(),
             lost: self.lost.iter().map(|(worker, _)| *worker).collect(),
+            judgement: None,
         }
     }
 }

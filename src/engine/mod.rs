@@ -9,6 +9,8 @@
 mod batch;
 mod closed;
 mod crew;
+mod find;
+mod judge;
 mod open;
 mod remote;
 mod schedule;
@@ -19,6 +21,9 @@ mod step;
 mod sweep;
 mod worker;
 
+pub(crate) use judge::{
+    judge, offered, value as slo_value, Batch, Decision, Judgement, LevelJudgement,
+};
 pub(crate) use remote::{GeneratorPeer, Generators};
 pub use schedule::{IntervalSpec, Schedule};
 pub(crate) use share::{run_share, Share, ShareEvent};

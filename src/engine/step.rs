@@ -114,6 +114,8 @@ pub struct FinishedStep {
     pub generators: Vec<GeneratorStep>,
     /// The crew's workers lost in the step (generators), by number.
     pub(crate) lost: Vec<usize>,
+    /// The step judged by the run's objectives, when it has any.
+    pub(crate) judgement: Option<super::judge::LevelJudgement>,
 }
 
 impl FinishedStep {

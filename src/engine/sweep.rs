@@ -4,12 +4,14 @@
 //! finished step before the next one starts.
 
 use super::crew::{Crew, SessionsFailed};
+use super::find::{Probe, Search};
+use super::judge::{judge, Batch, Decision};
 use super::remote::Generators;
 use super::schedule::{IntervalSpec, Schedule};
 use super::share::Share;
 use super::split::{worker_plans, Part, Split};
 use super::step::{FinishedStep, GeneratorStep, IntervalRecord, StepStatus};
-use crate::measure::{ErrorKind, Tally};
+use crate::measure::{ErrorKind, Phase, Tally};
 use crate::plan::{GeneratorLoss, Level, Plan};
 use crate::probe::SelfUsage;
 use crate::workload::{OpCounts, Workload};
@@ -87,7 +89,12 @@ pub fn run_sweep_on<W: Workload>(
         generators: generators.cloned(),
         interrupted,
         observer,
+        batches: Vec::new(),
     };
+    if let Some(find) = plan.find {
+        let end = sweep.search(find.precision)?;
+        return Ok((end, sweep.counts));
+    }
     let mut index = 0;
     for &level in &plan.sweep.levels {
         // Each level runs --repeat times, and again (up to --max-repeat)
@@ -95,8 +102,8 @@ pub fn run_sweep_on<W: Workload>(
         let mut throughputs = Vec::new();
         loop {
             match sweep.one_step(index, level)? {
-                StepOutcome::Kept { throughput } => throughputs.push(throughput),
-                StepOutcome::Ends(end) => return Ok((end, sweep.counts)),
+                StepOutcome::Kept { throughput, .. } => throughputs.push(throughput),
+                StepOutcome::Broke(end) | StepOutcome::Ends(end) => return Ok((end, sweep.counts)),
             }
             index += 1;
             let runs = throughputs.len() as u32;
@@ -137,14 +144,21 @@ struct Sweeper<'a, W> {
     observer: &'a mut dyn SweepObserver,
     /// How many operations of each kind ended each way, so far.
     counts: Vec<OpCounts>,
+    /// The running (or last) step's measured intervals, as the objectives
+    /// judge them; empty without objectives.
+    batches: Vec<Batch>,
 }
 
 /// How one step ended, for the sweep.
 #[derive(Debug, Clone, PartialEq)]
 enum StepOutcome {
     /// It was kept and the sweep goes on; its throughput in operations per
-    /// second, for --max-cv.
-    Kept { throughput: f64 },
+    /// second, for --max-cv, and its latency objectives' largest measured
+    /// value over its limit, for the search.
+    Kept { throughput: f64, ratio: Option<f64> },
+    /// It was kept, but broke --max-error-rate: a list ends here, a search
+    /// takes it as a level that broke.
+    Broke(SweepEnd),
     /// The sweep ends with this step.
     Ends(SweepEnd),
 }
@@ -174,16 +188,67 @@ impl<W: Workload> Sweeper<'_, W> {
             return Ok(StepOutcome::Ends(SweepEnd::Interrupted));
         }
         let throughput = judge_step(&mut step, self.plan.max_error_rate);
+        if let Some(last) = self.batches.last_mut() {
+            last.add_late_errors(&self.plan.slos, step.measured.late_errors);
+        }
+        let ratio = latency_ratio(&self.plan.slos, &step.summary());
+        if !self.plan.slos.is_empty() {
+            let mut j = judge(&self.plan.slos, &self.batches);
+            if matches!(step.status, StepStatus::Failed(_)) {
+                j.decision = Decision::Breaks;
+            }
+            step.judgement = Some(j);
+        }
         self.observer.step_finished(&mut step)?;
+        let kept = StepOutcome::Kept { throughput, ratio };
         Ok(match &step.status {
-            StepStatus::Ok | StepStatus::Stalled(_) => StepOutcome::Kept { throughput },
-            StepStatus::Failed(reason) => StepOutcome::Ends(failed_end(&step, reason)),
+            StepStatus::Ok | StepStatus::Stalled(_) => kept,
+            StepStatus::Failed(reason) => match failed_end(&step, reason) {
+                lost @ SweepEnd::TargetLost { .. } => StepOutcome::Ends(lost),
+                broke => StepOutcome::Broke(broke),
+            },
             StepStatus::Partial(_) => StepOutcome::Ends(SweepEnd::Interrupted),
             StepStatus::Degraded(reason) => match self.drop_lost_generators(&step, reason) {
                 Some(end) => StepOutcome::Ends(end),
-                None => StepOutcome::Kept { throughput },
+                None => kept,
             },
         })
+    }
+
+    /// The search of `--find`: each level the search asks for runs, and
+    /// runs again while it is undecided (up to --max-repeat runs, its
+    /// intervals pooled) before the search hears how it fared.
+    fn search(&mut self, precision: f64) -> anyhow::Result<SweepEnd> {
+        let plan = self.plan;
+        let Some(&start) = plan.sweep.levels.first() else {
+            return Ok(SweepEnd::Complete);
+        };
+        let mut search = Search::new(start, precision);
+        let mut index = 0;
+        while let Some(level) = search.next() {
+            let mut pooled = Vec::new();
+            let mut runs = 0;
+            let probe = loop {
+                let outcome = self.one_step(index, level)?;
+                index += 1;
+                runs += 1;
+                pooled.append(&mut self.batches);
+                let (decision, ratio) = match outcome {
+                    StepOutcome::Kept { ratio, .. } => (judge(&plan.slos, &pooled).decision, ratio),
+                    StepOutcome::Broke(_) => (Decision::Breaks, None),
+                    StepOutcome::Ends(end) => return Ok(end),
+                };
+                if decision != Decision::Undecided || runs >= plan.max_repeat {
+                    break Probe {
+                        load: level.value(),
+                        decision,
+                        ratio,
+                    };
+                }
+            };
+            search.record(probe);
+        }
+        Ok(SweepEnd::Complete)
     }
 
     /// After a step that lost generators: drops them, and gives how the
@@ -236,7 +301,13 @@ impl<W: Workload> Sweeper<'_, W> {
             .map_or(LOCAL_START_LEAD, Generators::start_lead);
         let start = Instant::now() + lead;
         let observer = &mut *self.observer;
+        let batches = &mut self.batches;
+        batches.clear();
+        let offered = super::judge::offered(level);
         let mut on_interval = |spec: &IntervalSpec, tally: &Tally, record: IntervalRecord| {
+            if spec.phase == Phase::Measured && !plan.slos.is_empty() {
+                batches.push(Batch::of(&plan.slos, tally, record.length, offered));
+            }
             observer.interval(spec, tally, record)
         };
         let (mut merging, panicked) = crew.run(start, &schedule, op_count, &mut on_interval);
@@ -346,6 +417,18 @@ fn judge_step(step: &mut FinishedStep, max_error_rate: f64) -> f64 {
         step.status = StepStatus::Stalled(summary.stall_words());
     }
     summary.throughput
+}
+
+/// The largest of the latency objectives' measured value over its limit
+/// (under 1 where they hold); none without a latency objective.
+fn latency_ratio(slos: &[crate::plan::Slo], summary: &crate::measure::StepSummary) -> Option<f64> {
+    slos.iter()
+        .filter(|s| !s.metric.is_share())
+        .map(|s| {
+            let value = super::judge::value(s, &summary.response, summary.error_rate, 0.0, None);
+            value / s.limit
+        })
+        .reduce(f64::max)
 }
 
 /// How the sweep ends on a failed step: the target lost when most of its

@@ -198,7 +198,7 @@ fn smallest(names: &[&str], variants: &[Variant]) -> Vec<String> {
 /// response time `r_s`; none when it cannot be estimated.
 fn estimate(slo: &Slo, p: &StepPoint, r_s: Option<f64>) -> Option<f64> {
     match slo.metric {
-        SloMetric::Errors => Some(p.error_rate),
+        SloMetric::Errors | SloMetric::Lag => Some(slo_value(slo, p)),
         SloMetric::Mean => r_s,
         _ => {
             let mean = p.response.mean.as_secs_f64();

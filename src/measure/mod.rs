@@ -19,4 +19,6 @@ pub(crate) use outcome::{OpResult, Outcome};
 pub(crate) use packed::{PackedOp, PackedTally};
 pub(crate) use recorder::Recorder;
 pub(crate) use summary::{LatencySummary, StepSummary};
-pub use tally::{decode_histogram, encode_histogram, new_histogram, OpTally, Phase, Tally};
+pub use tally::{
+    decode_histogram, encode_histogram, new_histogram, OpTally, Phase, Tally, TallyCounts,
+};

@@ -169,6 +169,14 @@ pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// A tally's counts: operations served, failed, and (open loop) dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TallyCounts {
+    pub(crate) completed: u64,
+    pub(crate) errors: u64,
+    pub(crate) dropped: u64,
+}
+
 /// Everything recorded over some span of time, for every operation kind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tally {
@@ -248,6 +256,15 @@ impl Tally {
         let mut all = self.all_ops().response;
         add(&mut all, &self.unfinished);
         all
+    }
+
+    /// Its counts, every operation kind together, without its histograms.
+    pub(crate) fn counts(&self) -> TallyCounts {
+        TallyCounts {
+            completed: self.ops.iter().map(OpTally::completed).sum(),
+            errors: self.ops.iter().map(OpTally::error_count).sum(),
+            dropped: self.dropped,
+        }
     }
 
     /// All operation kinds folded into one.

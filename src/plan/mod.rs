@@ -71,7 +71,26 @@ pub struct Plan {
     /// What a step does when a generator is lost in it.
     #[serde(default, skip_serializing_if = "GeneratorLoss::is_stop")]
     pub on_generator_loss: GeneratorLoss,
+    /// `--find`: the levels are searched for the highest that meets the
+    /// objectives, from the sweep's first, instead of run as listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub find: Option<Find>,
 }
+
+/// How the search of `--find` ends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Find {
+    /// The search stops when the lowest level that did not meet is within
+    /// this fraction above the highest that did.
+    pub precision: f64,
+}
+
+/// The `--precision` default: the bracket within 5%.
+pub(crate) const DEFAULT_PRECISION: f64 = 0.05;
+
+/// The runs of an undecided level under `--find` when `--max-repeat` is
+/// not given.
+pub(crate) const FIND_REPEATS: u32 = 3;
 
 /// What a run on generators does when one stops answering mid-step: the
 /// step is kept (marked degraded, the generator named) either way.

@@ -1,4 +1,5 @@
-//! Service level objectives (`--slo p95<50ms`, `--slo errors<1%`): what the
+//! Service level objectives (`--slo p95<50ms`, `--slo errors<1%`,
+//! `--slo lag<5%`): what the
 //! user asks of a step, as part of the plan. Judging a step by them is the
 //! analysis' work (`analyze::capacity`); this module only reads and writes
 //! them.
@@ -20,6 +21,15 @@ pub enum SloMetric {
     Max,
     /// Failed share of attempted operations.
     Errors,
+    /// Open loop: the share of the offered arrivals per second not served.
+    Lag,
+}
+
+impl SloMetric {
+    /// Whether the objective limits a share (errors, lag) rather than a time.
+    pub(crate) fn is_share(self) -> bool {
+        matches!(self, SloMetric::Errors | SloMetric::Lag)
+    }
 }
 
 /// One service level objective: `metric < limit`.
@@ -31,7 +41,7 @@ pub struct Slo {
 }
 
 impl Slo {
-    /// Parses `p95<50ms`, `p99<1s`, `mean<5ms`, `errors<1%`.
+    /// Parses `p95<50ms`, `p99<1s`, `mean<5ms`, `errors<1%`, `lag<5%`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let (name, value) = text
             .split_once('<')
@@ -45,14 +55,15 @@ impl Slo {
             "p99.9" | "p999" => SloMetric::P999,
             "max" => SloMetric::Max,
             "errors" => SloMetric::Errors,
+            "lag" => SloMetric::Lag,
             other => {
                 return Err(format!(
-                    "'{other}' is not a metric (mean, p50, p90, p95, p99, p99.9, max, errors)"
+                    "'{other}' is not a metric (mean, p50, p90, p95, p99, p99.9, max, errors, lag)"
                 ))
             }
         };
         let value = value.trim();
-        let limit = if metric == SloMetric::Errors {
+        let limit = if metric.is_share() {
             let pct = value
                 .strip_suffix('%')
                 .ok_or_else(|| format!("'{value}' needs a % sign"))?;
@@ -76,7 +87,7 @@ impl Slo {
     /// A value of the metric (seconds, or a fraction for errors) in the
     /// objective's unit.
     pub(crate) fn value_text(&self, v: f64) -> String {
-        if self.metric == SloMetric::Errors {
+        if self.metric.is_share() {
             format!("{}", Percent(v))
         } else {
             Latency::secs(v).to_string()
@@ -95,6 +106,7 @@ impl fmt::Display for Slo {
             SloMetric::P999 => "p99.9",
             SloMetric::Max => "max",
             SloMetric::Errors => "errors",
+            SloMetric::Lag => "lag",
         };
         write!(f, "{name}<{}", self.value_text(self.limit))
     }
@@ -112,7 +124,15 @@ mod tests {
         let e = Slo::parse("errors<1%").unwrap();
         assert!((e.limit - 0.01).abs() < 1e-12);
         assert_eq!(e.to_string(), "errors<1.0%");
-        for bad in ["p95>50ms", "p97<1s", "errors<1", "p95<fast", "errors<0%"] {
+        assert_eq!(Slo::parse("lag<5%").unwrap().to_string(), "lag<5.0%");
+        for bad in [
+            "p95>50ms",
+            "p97<1s",
+            "errors<1",
+            "p95<fast",
+            "errors<0%",
+            "lag<5ms",
+        ] {
             assert!(Slo::parse(bad).is_err(), "{bad}");
         }
     }

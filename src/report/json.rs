@@ -119,6 +119,9 @@ fn step_json(run: &StoredRun, step: &StepResult) -> Value {
     if let Some(cache) = super::cache::cache_figures(step) {
         out["cache"] = json!(cache);
     }
+    if let Some(slos) = run.plan.as_ref().map(|p| &p.slos).filter(|s| !s.is_empty()) {
+        out["slo"] = json!(crate::analyze::objectives::judge_step(step, slos));
+    }
     out
 }
 

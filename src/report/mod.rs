@@ -9,6 +9,7 @@ mod generators;
 mod host;
 mod json;
 mod net;
+mod objectives;
 mod progress;
 mod table;
 

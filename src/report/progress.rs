@@ -32,9 +32,12 @@ impl Progress {
     }
 
     /// `3/6`, or `7+` for a run more of a level whose throughput varied
-    /// over --max-cv.
+    /// over --max-cv; `3` in a search (`--find`), whose steps are not
+    /// known in advance.
     fn position(&self, index: usize) -> String {
-        if index < self.steps {
+        if self.steps == 0 {
+            format!("{}", index + 1)
+        } else if index < self.steps {
             format!("{}/{}", index + 1, self.steps)
         } else {
             format!("{}+", index + 1)
@@ -93,7 +96,7 @@ impl Progress {
             Some(why) => format!("{}: {why}", step.status.as_str()),
             None => step.status.as_str().to_string(),
         };
-        let line = format!(
+        let mut line = format!(
             "step {}: {}: {}  p95 {}  errors {}  {status}",
             self.position(step.index),
             step.level,
@@ -101,6 +104,9 @@ impl Progress {
             Latency(s.response.p95),
             s.errors,
         );
+        if let Some(j) = &step.judgement {
+            line.push_str(&format!("  {}", super::objectives::judgement_words(j)));
+        }
         if self.live {
             crate::util::out_control(format_args!("\r\x1b[2K{line}\n"));
         } else {

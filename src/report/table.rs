@@ -4,7 +4,7 @@
 
 use crate::engine::{StepResult, StepStatus};
 use crate::measure::LatencySummary;
-use crate::plan::Level;
+use crate::plan::{Level, Slo};
 use crate::probe::{DbSample, HostFacts};
 use crate::store::StoredRun;
 use crate::units::{Bytes, BytesPerSec, Latency, OpsPerSec, Percent, RateUnit};
@@ -12,7 +12,7 @@ use crate::workload::CheckReport;
 use std::fmt::Write;
 
 /// The per-step table, throughput in `unit`.
-pub(crate) fn step_table(steps: &[StepResult], unit: RateUnit) -> String {
+pub(crate) fn step_table(steps: &[StepResult], unit: RateUnit, slos: &[Slo]) -> String {
     let db: Vec<Option<DbSample>> = steps.iter().map(|s| s.measured_db()).collect();
     // Payload moved per second of the measured window, where a workload counts it.
     let rates: Vec<f64> = steps
@@ -27,6 +27,7 @@ pub(crate) fn step_table(steps: &[StepResult], unit: RateUnit) -> String {
         moved: rates.iter().any(|r| *r > 0.0),
         waits: db.iter().flatten().any(|d| d.top_wait().is_some()),
         unit,
+        slos,
     };
     let mut out = columns.header();
     for ((step, db), rate) in steps.iter().zip(&db).zip(&rates) {
@@ -38,14 +39,16 @@ pub(crate) fn step_table(steps: &[StepResult], unit: RateUnit) -> String {
 /// The step table's optional columns: an open loop's (dropped, lag), the
 /// bytes moved, the database's top wait; the workload's unit of
 /// throughput.
-struct StepColumns {
+struct StepColumns<'a> {
     open: bool,
     moved: bool,
     waits: bool,
     unit: RateUnit,
+    /// The run's objectives: a column judges each step by them.
+    slos: &'a [Slo],
 }
 
-impl StepColumns {
+impl StepColumns<'_> {
     /// The header line.
     fn header(&self) -> String {
         let mut out = String::new();
@@ -71,6 +74,9 @@ impl StepColumns {
         let _ = write!(out, " {:>8} {:>10} {:>10}", "cpu", "cpu/op", "rss");
         if self.waits {
             let _ = write!(out, "  {:<14}", "db wait");
+        }
+        if !self.slos.is_empty() {
+            let _ = write!(out, "  {:<9}", "slo");
         }
         out.push('\n');
         out
@@ -120,6 +126,10 @@ impl StepColumns {
                     format!("{class} {}", Percent(share))
                 });
             let _ = write!(out, "  {top:<14}");
+        }
+        if !self.slos.is_empty() {
+            let judged = crate::analyze::objectives::judge_step(step, self.slos);
+            let _ = write!(out, "  {:<9}", judged.decision.as_str());
         }
         out.push_str(&status_note(&step.status));
         out.push('\n');
@@ -222,7 +232,8 @@ pub(crate) fn render_run(run: &StoredRun) -> String {
     if run.steps.is_empty() {
         let _ = writeln!(out, "no step finished");
     } else {
-        out.push_str(&step_table(&run.steps, run.rate_unit()));
+        let slos = run.plan.as_ref().map_or(&[][..], |p| &p.slos[..]);
+        out.push_str(&step_table(&run.steps, run.rate_unit(), slos));
         out.push_str(&error_kinds(&run.steps));
         out.push_str(&super::host_tables(&run.steps));
         out.push_str(&server_status_table(&run.steps));

@@ -90,8 +90,12 @@ pub(crate) fn render_verdict(v: &Verdict, run: i64) -> String {
         "verdict (perflab analyze {run}; server resources from {}):",
         v.server_host
     );
+    // The answer to the objectives closes the verdict on a line of its
+    // own, at the start, for scripts to find (`holds …`).
+    let answer = v.slo.as_ref().map(|s| format!("{}\n", s.answer));
     if v.points.is_empty() {
         let _ = writeln!(out, "  no complete step to analyse");
+        out.extend(answer);
         return out;
     }
     capacity_and_knee(&mut out, v);
@@ -116,6 +120,7 @@ pub(crate) fn render_verdict(v: &Verdict, run: i64) -> String {
     usl(&mut out, v);
     stability(&mut out, v);
     caveats_and_left_out(&mut out, v);
+    out.extend(answer);
     out
 }
 
@@ -149,28 +154,12 @@ fn capacity_and_knee(out: &mut String, v: &Verdict) {
     }
 }
 
-/// Up to which load the objectives (`--slo`) were met, and where first
-/// missed.
+/// The objectives (`--slo`): the answer, each level's judgement, and what
+/// stops the server at the boundary.
 fn objectives(out: &mut String, v: &Verdict) {
-    let Some(slo) = &v.slo else {
-        return;
-    };
-    let met = match (slo.max_load, slo.throughput) {
-        (Some(_), Some(x)) => {
-            let at = v
-                .points
-                .iter()
-                .find(|q| Some(q.load) == slo.max_load)
-                .map_or(String::new(), load_text);
-            format!("met up to {at} ({})", Rate(x, v.rate_unit))
-        }
-        _ => "met at no load".to_string(),
-    };
-    let _ = write!(out, "  objectives  {}: {met}", slo.objectives.join(", "));
-    if let Some(miss) = &slo.first_miss {
-        let _ = write!(out, "; first missed {miss}");
+    if let Some(slo) = &v.slo {
+        super::objectives::outcome_lines(out, slo);
     }
-    out.push('\n');
 }
 
 /// What stops the server: its evidence, what was ruled out, whether the

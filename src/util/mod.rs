@@ -9,7 +9,7 @@
 //! space of a file system ([`free_bytes`]); JSON values written as YAML
 //! ([`yaml`]); a timer
 //! finer than tokio's ([`timer`]); which boot of which host this is
-//! ([`boot_id`]). Anything here may be imported from
+//! ([`boot_id`]); Student's t for a 95% interval ([`t_975`]). Anything here may be imported from
 //! anywhere; it imports nothing of the crate.
 
 pub(crate) mod prom_text;
@@ -558,4 +558,19 @@ pub(crate) fn boot_id() -> Option<String> {
     let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     let id = text.trim();
     (!id.is_empty()).then(|| id.to_string())
+}
+
+/// Student's t at 0.975 for 1–30 degrees of freedom (the standard table),
+/// the normal 1.96 beyond, and an infinite half-width for none: the
+/// multiplier of a two-sided 95% interval of a mean from `df + 1` values.
+pub(crate) fn t_975(df: usize) -> f64 {
+    const T_975: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        _ => T_975.get(df - 1).copied().unwrap_or(1.96),
+    }
 }

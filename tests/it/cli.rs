@@ -364,13 +364,28 @@ fn the_json_export_matches_its_schema() {
     let dir = tempdir();
     perflab_ok(
         dir.path(),
-        "run null --rate 200,400 --warmup 0s --duration 1s",
+        "run null --rate 200,400 --warmup 0s --duration 1s --interval 250ms --slo p95<50ms,errors<5%",
     );
     let export: serde_json::Value = crate::support::last_export(dir.path());
     let problems = crate::support::schema_problems(&export);
     assert!(problems.is_empty(), "{problems:#?}");
     assert_eq!(export["steps"].as_array().unwrap().len(), 2);
     assert_eq!(export["steps"][1]["load"]["kind"], "rate");
+    // Each step is judged by the objectives, and the verdict answers.
+    assert_eq!(export["steps"][1]["slo"]["decision"], "meets");
+    assert_eq!(
+        export["steps"][1]["slo"]["objectives"][1]["objective"],
+        "errors<5.0%"
+    );
+    let answer = export["verdict"]["slo"]["answer"].as_str().unwrap_or("");
+    assert!(
+        answer.starts_with("holds p95<50.0ms, errors<5.0% up to "),
+        "{answer}"
+    );
+    assert_eq!(
+        export["verdict"]["slo"]["levels"].as_array().map(Vec::len),
+        Some(2)
+    );
 
     // And the schema is not a rubber stamp: a broken export fails it.
     let mut broken = export.clone();

@@ -10,6 +10,7 @@ mod disk;
 mod engine;
 mod faults;
 mod files;
+mod find;
 mod generators;
 mod golden;
 mod help;

@@ -34,7 +34,8 @@ fn a_store_written_by_0_1_0_opens_shows_and_analyzes() {
     contains(&perflab_ok(dir.path(), "show 2"), "p95");
     contains(&perflab_ok(dir.path(), "show 2 --json -"), "\"seed\": 8");
     let verdict = perflab_ok(dir.path(), "analyze 2");
-    contains(&verdict, "p95<50.0ms: met up to 2 users");
+    contains(&verdict, "holds p95<50.0ms up to ");
+    contains(&verdict, " at 2 users; no load run broke them");
     contains(&verdict, "bottleneck");
 
     let store = Store::open(&path).expect("the store opens");

@@ -83,6 +83,7 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
         max_repeat: 1,
         generators: Vec::new(),
         on_generator_loss: Default::default(),
+        find: None,
     }
 }
 

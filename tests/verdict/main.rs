@@ -51,7 +51,17 @@ fn sqlite_with_many_writers_is_its_single_writer_and_analyze_says_the_same() {
     );
     let printed = verdict_section(&out);
     contains(&printed, "bottleneck  software contention (single writer)");
-    contains(&printed, "objectives  p95<50.0ms, errors<1.0%: met up to");
+    contains(&printed, "objectives  p95<50.0ms, errors<1.0%\n");
+    // The answer closes the verdict, on a line of its own.
+    assert!(
+        printed
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap_or("")
+            .starts_with("holds p95<50.0ms, errors<1.0% up to "),
+        "{printed}"
+    );
     contains(&printed, "retries per operation");
     // The store alone gives the same verdict.
     assert_eq!(
@@ -71,7 +81,10 @@ fn sqlite_with_many_writers_is_its_single_writer_and_analyze_says_the_same() {
     assert!(ruled.iter().any(|r| r.starts_with("cpu:")), "{ruled:?}");
     // Other objectives re-judge the stored run.
     let strict = perflab_ok(dir.path(), "analyze 1 --slo p95<1us");
-    contains(&strict, "objectives  p95<1.00µs: met at no load");
+    contains(
+        &strict,
+        "\nholds p95<1.00µs at no load run; breaks at 1 user (p95 ",
+    );
     let (_, err) = perflab_expect(dir.path(), "analyze 1 --slo p97<1s", 2);
     contains(&err, "--slo");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");

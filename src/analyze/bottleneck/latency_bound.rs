@@ -177,7 +177,7 @@ mod tests {
         for p in &mut points {
             p.threads.server = Some(flushing());
         }
-        let v = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1);
+        let v = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1);
         assert!(v.knee.is_some(), "the noisy knee is there: {:?}", v.knee);
         let b = v.bottleneck.unwrap();
         assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn without_the_threads_where_the_time_went_is_not_known() {
         let points = sweep(&[0.05, 0.052, 0.049, 0.051, 0.05]);
-        let b = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1)
+        let b = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1)
             .bottleneck
             .unwrap();
         assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn a_response_growing_with_the_users_is_no_latency_bound() {
         let points = sweep(&[0.01, 0.012, 0.02, 0.04, 0.08]);
-        let b = verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1)
+        let b = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1)
             .bottleneck
             .unwrap();
         assert_eq!(b.kind, BottleneckKind::Inconclusive, "{b:?}");

@@ -465,7 +465,7 @@ mod tests {
     }
 
     fn judge(points: Vec<StepPoint>, shape: RunShape) -> Verdict {
-        verdict_of(points, shape, &[], DEFAULT_MAX_CV, 1)
+        verdict_of(points, shape, DEFAULT_MAX_CV, 1)
     }
 
     /// 1000 read IOPS at every depth under perflab's own blkio throttle:

@@ -41,7 +41,7 @@ fn curve(throughputs: &[f64]) -> Vec<StepPoint> {
 }
 
 fn judge(points: Vec<StepPoint>) -> Verdict {
-    verdict_of(points, SHAPE, &[], DEFAULT_MAX_CV, 1)
+    verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1)
 }
 
 fn waits(p: &mut StepPoint, pairs: &[(&str, u64)]) {

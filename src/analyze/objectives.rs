@@ -1,0 +1,257 @@
+//! The run judged by its service level objectives (`--slo`): each step,
+//! and each level with its runs' intervals pooled, **meets**, **breaks** or
+//! is **undecided** (the statistics are the engine's, `engine::judge`, so
+//! that a search decides as the report later does); the highest load that
+//! met them below every load that did not; and the answer a planner quotes,
+//! a line that begins `holds`.
+
+use super::capacity::load_text;
+use super::points::StepPoint;
+use crate::engine::{judge, Batch, Decision, LevelJudgement, StepResult, StepStatus};
+use crate::measure::Phase;
+use crate::plan::Slo;
+use crate::units::OpsPerSec;
+use serde::Serialize;
+
+/// The measured intervals of a stored step as the objectives judge them;
+/// the failures of operations in flight at the window's end, which ended
+/// in the drain, are the last interval's.
+pub(crate) fn step_batches(step: &StepResult, slos: &[Slo]) -> Vec<Batch> {
+    let offered = crate::engine::offered(step.level);
+    let mut batches: Vec<Batch> = step
+        .intervals
+        .iter()
+        .filter(|i| i.phase == Phase::Measured)
+        .map(|i| Batch::of(slos, &i.tally.unpack(), i.length, offered))
+        .collect();
+    let late: u64 = step
+        .intervals
+        .iter()
+        .filter(|i| i.phase == Phase::Drain)
+        .map(|i| i.tally.unpack().counts().errors)
+        .sum();
+    if let Some(last) = batches.last_mut() {
+        last.add_late_errors(slos, late);
+    }
+    batches
+}
+
+/// One stored step judged by `slos`: a step that broke --max-error-rate
+/// breaks them.
+pub(crate) fn judge_step(step: &StepResult, slos: &[Slo]) -> LevelJudgement {
+    let mut j = judge(slos, &step_batches(step, slos));
+    if matches!(step.status, StepStatus::Failed(_)) {
+        j.decision = Decision::Breaks;
+    }
+    j
+}
+
+/// One level of the run judged, its runs pooled.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct LevelOutcome {
+    pub(crate) load: f64,
+    /// Its runs, by step position.
+    pub(crate) steps: Vec<usize>,
+    #[serde(flatten)]
+    pub(crate) judgement: LevelJudgement,
+}
+
+/// How the run fared against its objectives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct SloOutcome {
+    pub(crate) objectives: Vec<String>,
+    /// Every level run, by load.
+    pub(crate) levels: Vec<LevelOutcome>,
+    /// The highest load that met every objective below every load that
+    /// did not, and its throughput with the 95% interval of its
+    /// intervals' throughputs.
+    pub(crate) max_load: Option<f64>,
+    pub(crate) throughput: Option<f64>,
+    pub(crate) throughput_interval: Option<(f64, f64)>,
+    /// The lowest load that did not meet them (broke, or too close to
+    /// call), and how.
+    pub(crate) limit_load: Option<f64>,
+    pub(crate) first_miss: Option<String>,
+    /// The answer, one line that begins `holds`.
+    pub(crate) answer: String,
+    /// What stops the server at the highest load that met, and at the
+    /// first that did not: the verdict over the levels up to each.
+    pub(crate) at_max: Option<String>,
+    pub(crate) at_limit: Option<String>,
+}
+
+/// The run's steps judged by `slos`; `points` are its complete steps.
+pub(crate) fn outcome(
+    steps: &[StepResult],
+    points: &[StepPoint],
+    slos: &[Slo],
+) -> Option<SloOutcome> {
+    if slos.is_empty() {
+        return None;
+    }
+    let levels = levels(steps, slos);
+    let limit = levels
+        .iter()
+        .find(|l| l.judgement.decision != Decision::Meets);
+    let met = levels
+        .iter()
+        .filter(|l| l.judgement.decision == Decision::Meets)
+        .rfind(|l| limit.is_none_or(|x| l.load < x.load));
+    let at = |load: f64| points.iter().filter(move |p| p.load == load);
+    let throughput = met.and_then(|m| {
+        let xs: Vec<f64> = at(m.load).map(|p| p.throughput).collect();
+        (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+    });
+    let throughput_interval = met.and_then(|m| {
+        let xs: Vec<f64> = at(m.load)
+            .flat_map(|p| p.interval_throughputs.iter().copied())
+            .collect();
+        super::stats::mean_interval(&xs).map(|(_, lo, hi)| (lo, hi))
+    });
+    let first_miss = limit.map(|l| miss_words(l, points, slos));
+    let mut out = SloOutcome {
+        objectives: slos.iter().map(|s| s.to_string()).collect(),
+        max_load: met.map(|m| m.load),
+        throughput,
+        throughput_interval,
+        limit_load: limit.map(|l| l.load),
+        first_miss,
+        answer: String::new(),
+        at_max: None,
+        at_limit: None,
+        levels: Vec::new(),
+    };
+    out.answer = answer(&out, points);
+    out.levels = levels;
+    Some(out)
+}
+
+/// The outcome with what stops the server at the highest load that met the
+/// objectives and at the first that did not: `verdict` of the complete
+/// `points` up to each.
+pub(crate) fn with_verdicts(
+    mut o: SloOutcome,
+    points: &[StepPoint],
+    verdict: impl Fn(Vec<StepPoint>) -> super::Verdict,
+) -> SloOutcome {
+    let at = |load: Option<f64>| {
+        let load = load?;
+        let upto: Vec<StepPoint> = points.iter().filter(|p| p.load <= load).cloned().collect();
+        let here = upto.iter().find(|p| p.load == load).map(load_text)?;
+        let b = verdict(upto).bottleneck?;
+        let evidence = b
+            .evidence
+            .first()
+            .map_or(String::new(), |e| format!(": {e}"));
+        Some(format!("at {here}: {}{evidence}", b.name))
+    };
+    o.at_max = at(o.max_load);
+    o.at_limit = at(o.limit_load);
+    o
+}
+
+/// Each level run, by load, its runs' intervals pooled.
+fn levels(steps: &[StepResult], slos: &[Slo]) -> Vec<LevelOutcome> {
+    let mut levels: Vec<(f64, Vec<&StepResult>)> = Vec::new();
+    for step in steps.iter().filter(|s| judged(s)) {
+        let load = step.level.value();
+        match levels.iter_mut().find(|(l, _)| *l == load) {
+            Some((_, runs)) => runs.push(step),
+            None => levels.push((load, vec![step])),
+        }
+    }
+    levels.sort_by(|a, b| a.0.total_cmp(&b.0));
+    levels
+        .into_iter()
+        .map(|(load, runs)| {
+            let batches: Vec<Batch> = runs.iter().flat_map(|s| step_batches(s, slos)).collect();
+            let mut judgement = judge(slos, &batches);
+            if runs
+                .iter()
+                .any(|s| matches!(s.status, StepStatus::Failed(_)))
+            {
+                judgement.decision = Decision::Breaks;
+            }
+            LevelOutcome {
+                load,
+                steps: runs.iter().map(|s| s.index).collect(),
+                judgement,
+            }
+        })
+        .collect()
+}
+
+/// Whether a step's figures can be judged: it ran its whole window, or
+/// broke the error limit doing so (cut-short and degraded steps cannot).
+fn judged(step: &StepResult) -> bool {
+    step.status.ran_whole() || matches!(step.status, StepStatus::Failed(_))
+}
+
+/// How a level missed: `breaks at 16 users (p95 260ms over 200ms)`.
+fn miss_words(level: &LevelOutcome, points: &[StepPoint], slos: &[Slo]) -> String {
+    let point = points.iter().find(|p| p.load == level.load);
+    let at = point.map_or_else(|| format!("{}", level.load), load_text);
+    let word = match level.judgement.decision {
+        Decision::Undecided => "too close to call at",
+        _ => "breaks at",
+    };
+    let why: Vec<String> = slos
+        .iter()
+        .zip(&level.judgement.objectives)
+        .filter(|(_, j)| j.decision == level.judgement.decision)
+        .map(|(s, _)| match point {
+            Some(p) => format!(
+                "{} {}",
+                s.to_string().split('<').next().unwrap_or(""),
+                s.value_text(super::capacity::slo_value(s, p))
+            ),
+            None => s.to_string(),
+        })
+        .collect();
+    let why = if why.is_empty() {
+        "it failed".to_string()
+    } else {
+        why.join(", ")
+    };
+    format!("{word} {at} ({why})")
+}
+
+/// The line a planner quotes.
+fn answer(o: &SloOutcome, points: &[StepPoint]) -> String {
+    let objectives = o.objectives.join(", ");
+    let point = |load: f64| points.iter().find(|p| p.load == load);
+    let mut out = match (o.max_load.and_then(point), o.throughput) {
+        (Some(p), Some(x)) => {
+            let mut held = format!("holds {objectives} up to {}", p.rate(x));
+            if let Some((lo, hi)) = o.throughput_interval {
+                held.push_str(&format!(
+                    " (between {} and {}, 95 %)",
+                    OpsPerSec(lo),
+                    OpsPerSec(hi)
+                ));
+            }
+            if matches!(p.level, crate::plan::Level::Users(_)) {
+                held.push_str(&format!(" at {}", load_text(p)));
+            } else {
+                held.push_str(&format!(" at {} offered", load_text(p)));
+            }
+            held
+        }
+        _ => format!("holds {objectives} at no load run"),
+    };
+    match &o.first_miss {
+        Some(miss) => out.push_str(&format!("; {miss}")),
+        None => out.push_str("; no load run broke them: the limit lies beyond the highest"),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_judged_without_objectives() {
+        assert_eq!(outcome(&[], &[], &[]), None);
+    }
+}

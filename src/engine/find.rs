@@ -1,0 +1,330 @@
+//! The search for the highest load that meets the objectives (`--find`):
+//! which level the next step runs, from how the levels judged so far
+//! fared. The sweep runs the steps and judges them ([`super::judge`]); a
+//! level judged undecided runs again, its intervals pooled with the
+//! earlier runs', before the search hears of it, so the search itself only
+//! sees levels that met, broke, or stayed too close to call within the
+//! budget (taken as not met: a capacity is only claimed where it was
+//! shown).
+//!
+//! The search, stated:
+//! 1. From the first level, double the load while levels meet (halve it
+//!    while they do not) until a level that meets lies below one that does
+//!    not: the bracket.
+//! 2. Narrow the bracket until its upper end is within `precision` of its
+//!    lower (or one user apart). Each probe is placed where the latency
+//!    objectives' ratio (measured value over limit) is expected to reach
+//!    1, interpolating its reciprocal linearly in the load between the
+//!    bracket's ends — exact for a single-server queue, whose response
+//!    time percentiles go as 1/(capacity − load), and close for many
+//!    servers near saturation — offset by 40% of the precision towards the
+//!    side the last probe did not fall on, so that the next two probes
+//!    usually close the bracket from both sides. The probe stays at least
+//!    a tenth of the bracket from either end, and when two probes in a row
+//!    did not halve the bracket (or no latency ratio is known) the probe
+//!    is the geometric midpoint: never slower than bisection by more than a
+//!    step in three.
+
+use super::judge::Decision;
+use crate::plan::load::{MAX_RATE, MAX_USERS, MIN_RATE};
+use crate::plan::Level;
+
+/// One level the search has judged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Probe {
+    pub(crate) load: f64,
+    pub(crate) decision: Decision,
+    /// The latency objectives' measured value over their limit (the
+    /// largest of them): under 1 where they hold; none without one.
+    pub(crate) ratio: Option<f64>,
+}
+
+/// A search under way.
+#[derive(Debug, Clone)]
+pub(crate) struct Search {
+    /// Users (whole numbers) or arrivals per second.
+    users: bool,
+    start: f64,
+    precision: f64,
+    probes: Vec<Probe>,
+}
+
+impl Search {
+    /// A search from `start` that stops when the bracket is within
+    /// `precision` (a fraction).
+    pub(crate) fn new(start: Level, precision: f64) -> Self {
+        Search {
+            users: matches!(start, Level::Users(_)),
+            start: start.value(),
+            precision,
+            probes: Vec::new(),
+        }
+    }
+
+    /// Records the judgement of a level.
+    pub(crate) fn record(&mut self, probe: Probe) {
+        self.probes.push(probe);
+    }
+
+    /// The highest load shown to meet below every one that did not, and
+    /// the lowest that did not (broke, or stayed undecided).
+    pub(crate) fn bracket(&self) -> (Option<Probe>, Option<Probe>) {
+        bracket(&self.probes)
+    }
+
+    /// The level of the next step; none when the search is over.
+    pub(crate) fn next(&self) -> Option<Level> {
+        let load = match self.bracket() {
+            _ if self.probes.is_empty() => self.start,
+            (Some(lo), None) => {
+                let up = lo.load * 2.0;
+                if lo.load >= self.ceiling() {
+                    return None;
+                }
+                up.min(self.ceiling())
+            }
+            (None, Some(hi)) => {
+                let down = hi.load / 2.0;
+                if hi.load <= self.floor() {
+                    return None;
+                }
+                down.max(self.floor())
+            }
+            (Some(lo), Some(hi)) => {
+                if self.narrow(lo.load, hi.load) {
+                    return None;
+                }
+                self.inside(lo, hi)
+            }
+            (None, None) => return None,
+        };
+        // A level already judged is not run again: inside a bracket, the
+        // midpoint (or the next whole user up) is tried instead.
+        let fresh = |level: &Level| !self.probes.iter().any(|p| p.load == level.value());
+        let mut candidates = vec![self.level(load)];
+        if let (Some(lo), Some(hi)) = self.bracket() {
+            candidates.push(self.level((lo.load * hi.load).sqrt()));
+            if self.users {
+                candidates.push(self.level(lo.load + 1.0));
+            }
+        }
+        candidates.into_iter().find(fresh)
+    }
+
+    /// Whether the bracket is as narrow as asked.
+    fn narrow(&self, lo: f64, hi: f64) -> bool {
+        hi <= lo * (1.0 + self.precision) || (self.users && hi - lo <= 1.0)
+    }
+
+    /// The next probe inside the bracket.
+    fn inside(&self, lo: Probe, hi: Probe) -> f64 {
+        let span = hi.load - lo.load;
+        let bisect = (lo.load * hi.load).sqrt();
+        let guess = match (lo.ratio, hi.ratio) {
+            (Some(a), Some(b)) if a > 0.0 && !self.stalling() => {
+                let (fa, fb) = (1.0 / a, 1.0 / b.max(1e-9));
+                (fa > fb && fa > 1.0).then(|| lo.load + (fa - 1.0) / (fa - fb) * span)
+            }
+            _ => None,
+        };
+        let Some(guess) = guess else {
+            return bisect;
+        };
+        let last_met = self
+            .probes
+            .last()
+            .is_some_and(|p| p.decision == Decision::Meets);
+        let offset = 0.4 * self.precision;
+        let aimed = if last_met {
+            guess * (1.0 + offset)
+        } else {
+            guess * (1.0 - offset)
+        };
+        aimed.clamp(lo.load + span / 10.0, hi.load - span / 10.0)
+    }
+
+    /// Whether the last two probes inside a bracket failed to halve it.
+    fn stalling(&self) -> bool {
+        let n = self.probes.len();
+        if n < 4 {
+            return false;
+        }
+        let width = |probes: &[Probe]| match bracket(probes) {
+            (Some(lo), Some(hi)) => Some((hi.load / lo.load).ln()),
+            _ => None,
+        };
+        match (width(&self.probes[..n - 2]), width(&self.probes)) {
+            (Some(before), Some(now)) => now > before / 2.0,
+            _ => false,
+        }
+    }
+
+    /// The level nearest `load`: whole users, or a rate to three
+    /// significant figures.
+    fn level(&self, load: f64) -> Level {
+        if self.users {
+            Level::Users(load.round().clamp(1.0, f64::from(MAX_USERS)) as u32)
+        } else {
+            let digits = 10f64.powf(load.log10().floor() - 2.0);
+            Level::Rate(((load / digits).round() * digits).clamp(MIN_RATE, MAX_RATE))
+        }
+    }
+
+    fn ceiling(&self) -> f64 {
+        if self.users {
+            f64::from(MAX_USERS)
+        } else {
+            MAX_RATE
+        }
+    }
+
+    fn floor(&self) -> f64 {
+        if self.users {
+            1.0
+        } else {
+            (self.start / 1024.0).max(MIN_RATE)
+        }
+    }
+}
+
+/// The highest load that met below every one that did not, and the lowest
+/// that did not.
+fn bracket(probes: &[Probe]) -> (Option<Probe>, Option<Probe>) {
+    let hi = probes
+        .iter()
+        .filter(|p| p.decision != Decision::Meets)
+        .min_by(|a, b| a.load.total_cmp(&b.load))
+        .copied();
+    let lo = probes
+        .iter()
+        .filter(|p| p.decision == Decision::Meets && hi.is_none_or(|h| p.load < h.load))
+        .max_by(|a, b| a.load.total_cmp(&b.load))
+        .copied();
+    (lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A single-server queue's p95 over a limit: ln(20)/(μ − λ) against
+    /// `limit`, the capacity within it λ* = μ − ln(20)/limit.
+    fn mm1_ratio(load: f64, mu: f64, limit: f64) -> f64 {
+        if load >= mu {
+            1e6
+        } else {
+            (20f64).ln() / (mu - load) / limit
+        }
+    }
+
+    /// Runs a search against a noiseless judge; gives the steps it took
+    /// and the bracket it ended with.
+    fn search(start: Level, precision: f64, ratio: impl Fn(f64) -> f64) -> (usize, f64, f64) {
+        let mut s = Search::new(start, precision);
+        let mut steps = 0;
+        while let Some(level) = s.next() {
+            steps += 1;
+            assert!(steps < 40, "the search does not end");
+            let r = ratio(level.value());
+            let decision = if r < 1.0 {
+                Decision::Meets
+            } else {
+                Decision::Breaks
+            };
+            s.record(Probe {
+                load: level.value(),
+                decision,
+                ratio: Some(r),
+            });
+        }
+        let (lo, hi) = s.bracket();
+        (
+            steps,
+            lo.map_or(0.0, |p| p.load),
+            hi.map_or(f64::INFINITY, |p| p.load),
+        )
+    }
+
+    #[test]
+    fn the_search_brackets_a_queue_to_the_precision_in_few_steps() {
+        // μ = 1000/s, p95 < 10 ms: λ* = 1000 − 299.6 = 700.4/s.
+        let truth = 1000.0 - (20f64).ln() / 0.01;
+        let (steps, lo, hi) = search(Level::Rate(100.0), 0.05, |l| mm1_ratio(l, 1000.0, 0.01));
+        assert!(lo < truth && truth < hi, "{lo} {truth} {hi}");
+        assert!(hi <= lo * 1.05 + 1e-9, "{lo} {hi}");
+        // Doubling 100 → 800 takes four, the bracket two or three more. A
+        // linear sweep at 5% of the answer would need 20.
+        assert!(steps <= 7, "{steps} steps");
+    }
+
+    #[test]
+    fn without_a_latency_ratio_the_search_bisects() {
+        let (steps, lo, hi) = search(Level::Users(1), 0.05, |l| if l <= 37.0 { 0.5 } else { 2.0 });
+        // Doubling 1 → 64, then bisecting [32, 64] to one user apart.
+        let (steps_b, lo_b, hi_b) = {
+            let mut s = Search::new(Level::Users(1), 0.05);
+            let mut steps = 0;
+            while let Some(level) = s.next() {
+                steps += 1;
+                let meets = level.value() <= 37.0;
+                s.record(Probe {
+                    load: level.value(),
+                    decision: if meets {
+                        Decision::Meets
+                    } else {
+                        Decision::Breaks
+                    },
+                    ratio: None,
+                });
+            }
+            let (lo, hi) = s.bracket();
+            (steps, lo.unwrap().load, hi.unwrap().load)
+        };
+        assert_eq!((lo_b, hi_b), (37.0, 38.0));
+        assert!(steps_b <= 12, "{steps_b}");
+        assert!(
+            lo <= 37.0 && hi >= 38.0 && hi <= lo * 1.05 + 1.0,
+            "{lo} {hi} {steps}"
+        );
+    }
+
+    #[test]
+    fn a_first_level_that_breaks_searches_down() {
+        let (_, lo, hi) = search(Level::Rate(1000.0), 0.05, |l| mm1_ratio(l, 1000.0, 0.01));
+        assert!(lo < 700.4 && 700.4 < hi, "{lo} {hi}");
+        // One user that breaks: nothing lower to try.
+        let mut s = Search::new(Level::Users(1), 0.05);
+        s.record(Probe {
+            load: 1.0,
+            decision: Decision::Breaks,
+            ratio: Some(3.0),
+        });
+        assert_eq!(s.next(), None);
+    }
+
+    #[test]
+    fn an_undecided_level_is_not_claimed() {
+        let mut s = Search::new(Level::Users(8), 0.05);
+        for (load, decision) in [
+            (8.0, Decision::Meets),
+            (16.0, Decision::Undecided),
+            (32.0, Decision::Breaks),
+        ] {
+            s.record(Probe {
+                load,
+                decision,
+                ratio: None,
+            });
+        }
+        let (lo, hi) = s.bracket();
+        assert_eq!((lo.unwrap().load, hi.unwrap().load), (8.0, 16.0));
+        assert_eq!(s.next(), Some(Level::Users(11)));
+    }
+
+    #[test]
+    fn rates_are_probed_at_three_figures() {
+        let s = Search::new(Level::Rate(1.0), 0.05);
+        assert_eq!(s.level(3314.7), Level::Rate(3310.0));
+        assert_eq!(s.level(0.123456), Level::Rate(0.123));
+    }
+}

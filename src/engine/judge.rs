@@ -1,0 +1,429 @@
+//! Judging a step by the run's service level objectives (`--slo`): each
+//! objective **meets**, **breaks** or is **undecided**, by a statistical
+//! decision over the step's intervals rather than a point comparison.
+//!
+//! The statistics, stated. Every objective is a ratio of two sums over the
+//! measured window, compared with a bound:
+//! - `pX<T`: operations slower than T over all operations (those still in
+//!   flight at the window's end counted with their time so far), against
+//!   the share 1 − X/100 (p95<200ms holds while under 5% take over 200 ms);
+//! - `mean<T`: summed response time over operations, against T;
+//! - `errors<x%`: failed and dropped over attempted, against x;
+//! - `lag<x%` (open loop): arrivals offered but not served over those
+//!   offered, against x;
+//! - `max<T`: the longest response against T, a plain comparison (a
+//!   maximum has no sampling interval worth the name).
+//!
+//! The measured intervals are the batches: the ratio's standard error comes
+//! from how the intervals' own ratios scatter about it (the ratio
+//! estimator over batch means, which holds when operations are correlated
+//! within an interval but not across), with Student's t for few batches.
+//! For shares and counts, the interval is never narrower than a Wilson
+//! score interval over the whole count (a few hundred operations, none of
+//! them over the limit, prove less than batch means alone would say). The
+//! objective meets when the 95% interval lies under the bound, breaks when
+//! it lies over it, and is undecided when the bound is inside: too close to
+//! call from this step. A step meets when every objective does, breaks
+//! when one breaks, and is undecided otherwise.
+
+use crate::measure::{LatencySummary, Tally, TallyCounts};
+use crate::plan::{Level, Slo, SloMetric};
+use serde::Serialize;
+use std::time::Duration;
+
+/// The judgement of one objective, or of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Meets,
+    Breaks,
+    Undecided,
+}
+
+impl Decision {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Decision::Meets => "meets",
+            Decision::Breaks => "breaks",
+            Decision::Undecided => "undecided",
+        }
+    }
+
+    /// Several objectives' decisions together: breaks if one breaks,
+    /// meets if all meet.
+    pub(crate) fn all(decisions: impl IntoIterator<Item = Decision>) -> Decision {
+        let mut out = Decision::Meets;
+        for d in decisions {
+            match d {
+                Decision::Breaks => return Decision::Breaks,
+                Decision::Undecided => out = Decision::Undecided,
+                Decision::Meets => {}
+            }
+        }
+        out
+    }
+}
+
+/// What one measured interval gives each objective: the two sums of its
+/// ratio (`x` over `n`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Batch {
+    sums: Vec<(f64, f64)>,
+}
+
+impl Batch {
+    /// One interval's sums for `slos`; `offered` is the open loop's
+    /// arrivals per second (none in a closed loop).
+    pub(crate) fn of(slos: &[Slo], tally: &Tally, length: Duration, offered: Option<f64>) -> Self {
+        let counts = tally.counts();
+        let response = tally.response();
+        let sums = slos
+            .iter()
+            .map(|slo| sums(slo, &counts, &response, length, offered))
+            .collect();
+        Batch { sums }
+    }
+
+    /// Adds `late` failures to the errors of this interval: those of
+    /// operations in flight when the window ended, which ended after it.
+    pub(crate) fn add_late_errors(&mut self, slos: &[Slo], late: u64) {
+        for (slo, (x, n)) in slos.iter().zip(&mut self.sums) {
+            if slo.metric == SloMetric::Errors {
+                *x += late as f64;
+                *n += late as f64;
+            }
+        }
+    }
+}
+
+/// The sums of `slo`'s ratio over one interval.
+fn sums(
+    slo: &Slo,
+    counts: &TallyCounts,
+    response: &hdrhistogram::Histogram<u64>,
+    length: Duration,
+    offered: Option<f64>,
+) -> (f64, f64) {
+    let n = response.len() as f64;
+    let limit_us = (slo.limit * 1e6) as u64;
+    match slo.metric {
+        SloMetric::Errors => {
+            let failed = (counts.errors + counts.dropped) as f64;
+            (failed, failed + counts.completed as f64)
+        }
+        SloMetric::Lag => {
+            let due = offered.unwrap_or(0.0) * length.as_secs_f64();
+            (due - counts.completed as f64, due)
+        }
+        SloMetric::Mean => (response.mean() * n / 1e6, n),
+        SloMetric::Max => ((response.max() as f64 / 1e6), 1.0),
+        _ => {
+            let within = response.count_between(0, limit_us) as f64;
+            ((n - within).max(0.0), n)
+        }
+    }
+}
+
+/// One objective judged over some intervals.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Judgement {
+    /// The objective, as given (`p95<200ms`).
+    pub(crate) objective: String,
+    pub(crate) decision: Decision,
+    /// The ratio judged (the share over the limit, the mean, the failed
+    /// share, the shortfall, the maximum) and its 95% interval.
+    pub(crate) estimate: f64,
+    pub(crate) low: f64,
+    pub(crate) high: f64,
+    /// What the ratio must stay under.
+    pub(crate) bound: f64,
+    /// `share` when the ratio is a fraction (over the limit, failed,
+    /// short), `seconds` when it is a time (mean, max).
+    pub(crate) unit: &'static str,
+}
+
+/// The objectives judged over the intervals of one level (one step, or
+/// the runs of a level pooled).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelJudgement {
+    pub(crate) decision: Decision,
+    pub(crate) objectives: Vec<Judgement>,
+}
+
+/// Judges `slos` over `batches` (each measured interval's sums).
+pub(crate) fn judge(slos: &[Slo], batches: &[Batch]) -> LevelJudgement {
+    let objectives: Vec<Judgement> = slos
+        .iter()
+        .enumerate()
+        .map(|(k, slo)| {
+            let pairs: Vec<(f64, f64)> = batches
+                .iter()
+                .filter_map(|b| b.sums.get(k).copied())
+                .collect();
+            judge_one(slo, &pairs)
+        })
+        .collect();
+    LevelJudgement {
+        decision: Decision::all(objectives.iter().map(|j| j.decision)),
+        objectives,
+    }
+}
+
+/// The share an objective on a percentile allows over its limit: 5% for
+/// p95; none for objectives that are not percentiles.
+fn allowed_share(metric: SloMetric) -> Option<f64> {
+    Some(match metric {
+        SloMetric::P50 => 0.5,
+        SloMetric::P90 => 0.1,
+        SloMetric::P95 => 0.05,
+        SloMetric::P99 => 0.01,
+        SloMetric::P999 => 0.001,
+        _ => return None,
+    })
+}
+
+/// One objective over its intervals' sums.
+fn judge_one(slo: &Slo, pairs: &[(f64, f64)]) -> Judgement {
+    let objective = slo.to_string();
+    if slo.metric == SloMetric::Max {
+        let max = pairs.iter().map(|p| p.0).fold(0.0, f64::max);
+        let decision = if pairs.is_empty() {
+            Decision::Undecided
+        } else if max < slo.limit {
+            Decision::Meets
+        } else {
+            Decision::Breaks
+        };
+        return Judgement {
+            objective,
+            decision,
+            estimate: max,
+            low: max,
+            high: max,
+            bound: slo.limit,
+            unit: "seconds",
+        };
+    }
+    let bound = allowed_share(slo.metric).unwrap_or(slo.limit);
+    let (estimate, mut low, mut high) = batch_interval(pairs);
+    let (x, n) = pairs
+        .iter()
+        .fold((0.0, 0.0), |(x, n), p| (x + p.0, n + p.1));
+    let share = allowed_share(slo.metric).is_some() || slo.metric == SloMetric::Errors;
+    // With one interval there is no scatter to read: the count's own
+    // spread is all there is to go on.
+    let floor = |(l, h): (f64, f64), low: f64, high: f64| {
+        if low.is_finite() {
+            (low.min(l), high.max(h))
+        } else {
+            (l, h)
+        }
+    };
+    if share && n > 0.0 {
+        (low, high) = floor(wilson(x / n, n), low, high);
+    } else if slo.metric == SloMetric::Lag && n > 0.0 {
+        // The served count is a count: at least its Poisson spread.
+        let half = 1.96 * (n - x).max(1.0).sqrt() / n;
+        (low, high) = floor((estimate - half, estimate + half), low, high);
+    }
+    let decision = if !estimate.is_finite() || n <= 0.0 {
+        Decision::Undecided
+    } else if high < bound {
+        Decision::Meets
+    } else if low > bound {
+        Decision::Breaks
+    } else {
+        Decision::Undecided
+    };
+    Judgement {
+        objective,
+        decision,
+        estimate,
+        low,
+        high,
+        bound,
+        unit: if share || slo.metric == SloMetric::Lag {
+            "share"
+        } else {
+            "seconds"
+        },
+    }
+}
+
+/// The ratio Σx/Σn over batches and its 95% interval by batch means;
+/// an unbounded interval with fewer than two batches that hold any.
+fn batch_interval(pairs: &[(f64, f64)]) -> (f64, f64, f64) {
+    let used: Vec<(f64, f64)> = pairs.iter().copied().filter(|p| p.1 > 0.0).collect();
+    let (x, n) = used.iter().fold((0.0, 0.0), |(x, n), p| (x + p.0, n + p.1));
+    if n <= 0.0 {
+        return (f64::NAN, f64::NEG_INFINITY, f64::INFINITY);
+    }
+    let ratio = x / n;
+    let k = used.len();
+    if k < 2 {
+        return (ratio, f64::NEG_INFINITY, f64::INFINITY);
+    }
+    let mean_n = n / k as f64;
+    let scatter = used
+        .iter()
+        .map(|(xi, ni)| (xi - ratio * ni).powi(2))
+        .sum::<f64>()
+        / (k - 1) as f64;
+    let half = crate::util::t_975(k - 1) * (scatter / k as f64).sqrt() / mean_n;
+    (ratio, ratio - half, ratio + half)
+}
+
+/// The Wilson score 95% interval of a share `p` of `n` trials.
+fn wilson(p: f64, n: f64) -> (f64, f64) {
+    let z2 = 1.96f64 * 1.96;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = 1.96 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
+    (centre - half, centre + half)
+}
+
+/// The measured value of `slo`'s metric over a step: seconds for times, a
+/// fraction for shares (`offered`: the open loop's arrivals per second).
+pub(crate) fn value(
+    slo: &Slo,
+    response: &LatencySummary,
+    error_rate: f64,
+    throughput: f64,
+    offered: Option<f64>,
+) -> f64 {
+    let r = response;
+    match slo.metric {
+        SloMetric::Mean => r.mean.as_secs_f64(),
+        SloMetric::P50 => r.p50.as_secs_f64(),
+        SloMetric::P90 => r.p90.as_secs_f64(),
+        SloMetric::P95 => r.p95.as_secs_f64(),
+        SloMetric::P99 => r.p99.as_secs_f64(),
+        SloMetric::P999 => r.p999.as_secs_f64(),
+        SloMetric::Max => r.max.as_secs_f64(),
+        SloMetric::Errors => error_rate,
+        SloMetric::Lag => offered
+            .filter(|o| *o > 0.0)
+            .map_or(0.0, |o| 1.0 - throughput / o),
+    }
+}
+
+/// The open loop's offered arrivals per second of a level; none for a
+/// closed loop.
+pub(crate) fn offered(level: Level) -> Option<f64> {
+    match level {
+        Level::Rate(r) => Some(r),
+        Level::Users(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slo(text: &str) -> Slo {
+        Slo::parse(text).unwrap()
+    }
+
+    /// Batches of `n` operations each with `over` of them over the limit.
+    fn shares(rows: &[(f64, f64)]) -> Vec<Batch> {
+        rows.iter()
+            .map(|&(x, n)| Batch { sums: vec![(x, n)] })
+            .collect()
+    }
+
+    #[test]
+    fn a_share_far_under_or_over_its_bound_is_decided() {
+        let p95 = [slo("p95<200ms")];
+        // 1% over, ten intervals of 1000: meets.
+        let j = judge(&p95, &shares(&[(10.0, 1000.0); 10]));
+        assert_eq!(j.decision, Decision::Meets, "{j:?}");
+        // 12% over: breaks.
+        let j = judge(&p95, &shares(&[(120.0, 1000.0); 10]));
+        assert_eq!(j.decision, Decision::Breaks, "{j:?}");
+    }
+
+    #[test]
+    fn a_share_near_its_bound_or_from_few_operations_is_undecided() {
+        let p95 = [slo("p95<200ms")];
+        // 5.1% over on average, intervals scattered 3–7%: the bound is
+        // inside the interval.
+        let rows: Vec<(f64, f64)> = (0..10)
+            .map(|i| (if i % 2 == 0 { 31.0 } else { 71.0 }, 1000.0))
+            .collect();
+        assert_eq!(judge(&p95, &shares(&rows)).decision, Decision::Undecided);
+        // None of 20 operations over: the Wilson floor keeps it open (its
+        // upper end is about 16%).
+        let j = judge(&p95, &shares(&[(0.0, 10.0), (0.0, 10.0)]));
+        assert_eq!(j.decision, Decision::Undecided, "{j:?}");
+        assert!(j.objectives[0].high > 0.1);
+        // One interval only: no batch interval; a mean is undecided, a
+        // share has its binomial interval.
+        let j = judge(&[slo("mean<5ms")], &shares(&[(0.004 * 100.0, 100.0)]));
+        assert_eq!(j.decision, Decision::Undecided);
+        let j = judge(&[slo("p95<5ms")], &shares(&[(0.0, 5000.0)]));
+        assert_eq!(j.decision, Decision::Meets, "{j:?}");
+    }
+
+    #[test]
+    fn correlated_intervals_widen_the_interval_beyond_the_binomial() {
+        // 4.5% over overall, but in bursts: 0% in half the intervals, 9% in
+        // the others. A binomial interval over 20,000 operations would call
+        // it (±0.3%); the batch means do not.
+        let rows: Vec<(f64, f64)> = (0..20)
+            .map(|i| (if i % 2 == 0 { 0.0 } else { 90.0 }, 1000.0))
+            .collect();
+        let j = judge(&[slo("p95<200ms")], &shares(&rows));
+        assert_eq!(j.decision, Decision::Undecided, "{j:?}");
+        let (lo, hi) = wilson(0.045, 20_000.0);
+        assert!(hi < 0.05 && lo > 0.04, "the binomial alone would say meets");
+    }
+
+    #[test]
+    fn one_breaking_objective_breaks_the_step() {
+        let both = [slo("p95<200ms"), slo("errors<1%")];
+        let batches: Vec<Batch> = (0..5)
+            .map(|_| Batch {
+                sums: vec![(1.0, 1000.0), (100.0, 1000.0)],
+            })
+            .collect();
+        let j = judge(&both, &batches);
+        assert_eq!(j.objectives[0].decision, Decision::Meets);
+        assert_eq!(j.objectives[1].decision, Decision::Breaks);
+        assert_eq!(j.decision, Decision::Breaks);
+        assert_eq!(
+            Decision::all([Decision::Meets, Decision::Undecided]),
+            Decision::Undecided
+        );
+    }
+
+    #[test]
+    fn real_tallies_give_the_sums() {
+        use crate::measure::Outcome;
+        let mut t = Tally::new(1);
+        for ms in [1, 2, 3, 250, 300] {
+            let d = Duration::from_millis(ms);
+            t.ops[0].record(&Outcome::ok(), d, d);
+        }
+        t.ops[0].record(
+            &Outcome::error(crate::measure::ErrorKind::Timeout),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
+        t.record_unfinished(Duration::from_millis(900));
+        let slos = [
+            slo("p95<200ms"),
+            slo("errors<1%"),
+            slo("lag<5%"),
+            slo("max<1s"),
+        ];
+        let b = Batch::of(&slos, &t, Duration::from_secs(1), Some(10.0));
+        // Three of six responses (the unfinished one among them) over 200 ms.
+        assert_eq!(b.sums[0], (3.0, 6.0));
+        assert_eq!(b.sums[1], (1.0, 6.0));
+        // Ten offered, five served.
+        assert_eq!(b.sums[2], (5.0, 10.0));
+        assert!((b.sums[3].0 - 0.9).abs() < 0.01);
+        let mut late = b.clone();
+        late.add_late_errors(&slos, 2);
+        assert_eq!(late.sums[1], (3.0, 8.0));
+    }
+}
