@@ -593,7 +593,7 @@ fn a_generator_histogram_asking_for_100_mb_is_refused_before_it_is_allocated() {
     );
     let dir = tempdir();
     let port = hostile_generator(interval);
-    let child = crate::support::perflab_process(dir.path())
+    let mut child = crate::support::perflab_process(dir.path())
         .args(
             format!(
                 "run null --users 2 --warmup 0s --duration 2s --generators agent://127.0.0.1:{port}"
@@ -605,9 +605,9 @@ fn a_generator_histogram_asking_for_100_mb_is_refused_before_it_is_allocated() {
         .spawn()
         .unwrap();
     let pid = child.id() as i32;
+    let (mut o, mut e) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let out = std::thread::spawn(move || {
         use std::io::Read;
-        let (mut o, mut e) = (child.stdout.unwrap(), child.stderr.unwrap());
         let mut all = String::new();
         let _ = o.read_to_string(&mut all);
         let _ = e.read_to_string(&mut all);
@@ -619,6 +619,8 @@ fn a_generator_histogram_asking_for_100_mb_is_refused_before_it_is_allocated() {
     // SAFETY: `pid` is this test's own child, waited for once, here.
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(waited, pid);
+    // Reaped by wait4 above: this finds it gone.
+    let _ = child.wait();
     let all = out.join().unwrap();
     assert!(libc::WIFEXITED(status), "killed by a signal: {all}");
     assert_ne!(libc::WEXITSTATUS(status), 0, "{all}");
