@@ -35,8 +35,25 @@ pub(crate) const MIN_TOKEN: usize = 16;
 
 /// Reads a token file: its first line, trimmed, read from at most its
 /// first 4 KiB of a regular file (a device is refused, a huge file is not
-/// read whole). A token must be at least [`MIN_TOKEN`] visible ASCII characters.
+/// read whole). A token must be at least [`MIN_TOKEN`] visible ASCII
+/// characters. An error names the file, not a flag: the same reader serves
+/// `--token-file` and `--serve-token-file` (see [`read_token_file`]).
 pub(crate) fn read_token(path: &std::path::Path) -> Result<String, crate::error::PlanError> {
+    read_token_given(path, None)
+}
+
+/// [`read_token`] of the file `flag` gave, whose errors name `flag`.
+pub(crate) fn read_token_file(
+    path: &std::path::Path,
+    flag: &str,
+) -> Result<String, crate::error::PlanError> {
+    read_token_given(path, Some(flag))
+}
+
+fn read_token_given(
+    path: &std::path::Path,
+    flag: Option<&str>,
+) -> Result<String, crate::error::PlanError> {
     use std::io::Read;
     let fail = |why: String| {
         crate::error::PlanError::new(format!("the token file {} {why}", path.display()))
@@ -50,8 +67,9 @@ pub(crate) fn read_token(path: &std::path::Path) -> Result<String, crate::error:
             f.take(4096).read_to_end(&mut head)
         })
         .map_err(|e| {
+            let give = flag.map_or("give".to_string(), |flag| format!("give {flag}"));
             fail(format!(
-                "cannot be read: {e}; give --token-file a readable file holding the token"
+                "cannot be read: {e}; {give} a readable file holding the token"
             ))
         })?;
     let text = String::from_utf8_lossy(&head);

@@ -2,7 +2,7 @@
 //! (exit 130 or 143) or `--idle-exit` (exit 0).
 
 use super::Exit;
-use crate::agent::{read_token, serve, AgentConfig};
+use crate::agent::{read_token_file, serve, AgentConfig};
 use crate::cli::AgentArgs;
 use crate::error::PlanError;
 use crate::wire::tls::Identity;
@@ -28,7 +28,11 @@ pub(crate) fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
         )
         .into());
     }
-    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let token = args
+        .token_file
+        .as_deref()
+        .map(|path| read_token_file(path, "--token-file"))
+        .transpose()?;
     let tls = match (&args.tls_cert, &args.tls_key, args.tls_self_signed) {
         (Some(cert), Some(key), _) => Some(Identity::from_files(cert, key)?),
         (_, _, true) => Some(Identity::self_signed(crate::wire::tls::self_signed_names(

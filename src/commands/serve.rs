@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 /// Runs `perflab serve`.
 pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<Exit> {
+    check_addr(args)?;
     let config = crate::cli::store_view(args)?;
     // Refused at once when there is no store to show.
     drop(super::show::existing_store(&args.store.store)?);
@@ -24,16 +25,39 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<Exit> {
     Ok(signals.exit(Exit::Ok))
 }
 
-/// The page at `path` of the store at `store`, a store that cannot be
-/// read said on the page; none for a 404.
-fn page(store: &Path, path: &str) -> Option<String> {
+/// `--addr` beyond loopback without a token or without TLS, refused in
+/// words of `perflab serve`'s own flags (the live view's rule, which
+/// names `--serve`).
+fn check_addr(args: &ServeArgs) -> Result<(), crate::error::PlanError> {
+    let Ok(addr) = args.addr.trim().parse::<std::net::SocketAddr>() else {
+        // Not an address: said, naming --addr, where it is read.
+        return Ok(());
+    };
+    let access = &args.access;
+    let plain = access.serve_tls_cert.is_none() && !access.serve_tls_self_signed;
+    let why = match (addr.ip().is_loopback(), &access.serve_token_file) {
+        (true, _) => return Ok(()),
+        (false, None) => "without a token: anyone who can reach it would see every run",
+        (false, Some(_)) if plain => "in plain HTTP: the token would cross the network in clear",
+        _ => return Ok(()),
+    };
+    Err(crate::error::PlanError::flag(
+        "--addr",
+        format!("refusing to serve the stored runs on {addr} {why}"),
+        "give --serve-token-file FILE and --serve-tls-self-signed (or --serve-tls-cert and --serve-tls-key), or --addr 127.0.0.1:PORT",
+    ))
+}
+
+/// The page at `path` of the store at `store` and its HTTP status, a
+/// store that cannot be read said on the page (500); none for a 404.
+fn page(store: &Path, path: &str) -> Option<(u16, String)> {
     said(super::show::existing_store(&PathBuf::from(store)).and_then(|s| page_of(&s, path)))
 }
 
 /// The page of run N at `/run/N`, read from the store at `store` by a
 /// process that also writes it (`perflab lab --serve`): none for a 404,
 /// or while the store is being made.
-pub(crate) fn run_page_in_process(store: &Path, path: &str) -> Option<String> {
+pub(crate) fn run_page_in_process(store: &Path, path: &str) -> Option<(u16, String)> {
     match crate::store::Store::open_in_process(store) {
         Ok(Some(opened)) if path != "/" => said(page_of(&opened, path)),
         Ok(_) => None,
@@ -41,14 +65,15 @@ pub(crate) fn run_page_in_process(store: &Path, path: &str) -> Option<String> {
     }
 }
 
-/// A page found, or why it could not be made, said on a page.
-fn said(page: anyhow::Result<Option<String>>) -> Option<String> {
+/// A page found (200), or why it could not be made, said on a page
+/// (500: the store, not the request, is at fault).
+fn said(page: anyhow::Result<Option<String>>) -> Option<(u16, String)> {
     match page {
-        Ok(found) => found,
-        Err(e) => Some(format!(
+        Ok(found) => found.map(|html| (200, html)),
+        Err(e) => Some((500, format!(
             "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>perflab</title></head><body><p>{}</p></body></html>",
             escape(&crate::util::one_line(&format!("{e:#}")))
-        )),
+        ))),
     }
 }
 

@@ -136,6 +136,16 @@ impl LabFile {
                 "'workload' is empty; name one, e.g. workload = \"bank\"".into(),
             ));
         }
+        if !crate::workload::NAMES.contains(&workload.as_str()) {
+            return Err(at(
+                raw.workload.span().start,
+                format!(
+                    "'{}' is not a workload; name one of {}",
+                    crate::util::printable(&workload),
+                    crate::workload::registry_names()
+                ),
+            ));
+        }
         let (args, args_at) = raw.args_and_place();
         let repetitions = raw.repetitions(&at)?;
         let seed = raw.seed(&at)?;

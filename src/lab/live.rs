@@ -544,7 +544,9 @@ pub(crate) fn handler(view: Arc<LabView>, runs: Pages, serving: Serving) -> Hand
             )
         }
         p if p.starts_with("/run/") => match runs(p) {
-            Some(html) => Response::whole(200, "text/html; charset=utf-8", html.into_bytes()),
+            Some((status, html)) => {
+                Response::whole(status, "text/html; charset=utf-8", html.into_bytes())
+            }
             None => text(404, "no such run\n"),
         },
         _ => text(

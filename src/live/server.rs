@@ -422,8 +422,9 @@ impl Drop for LiveServer {
     }
 }
 
-/// Maps a path to its page, none for a 404.
-pub(crate) type Pages = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+/// Maps a path to its page and its HTTP status (500 for a page that
+/// says why it could not be made), none for a 404.
+pub(crate) type Pages = Arc<dyn Fn(&str) -> Option<(u16, String)> + Send + Sync>;
 
 /// Serves pages (`pages` maps a path to a page, none for a 404) until
 /// `stop` is set: `perflab serve`'s stored runs, with the live view's
@@ -447,7 +448,9 @@ pub(crate) fn serve_store(
                 return text(405, "only GET is served here\n");
             }
             match pages(path(request)) {
-                Some(html) => Response::whole(200, "text/html; charset=utf-8", html.into_bytes()),
+                Some((status, html)) => {
+                    Response::whole(status, "text/html; charset=utf-8", html.into_bytes())
+                }
                 None => text(404, "no such page: try /\n"),
             }
         });

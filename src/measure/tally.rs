@@ -57,13 +57,95 @@ pub fn encode_histogram(h: &Histogram<u64>) -> Vec<u8> {
     out
 }
 
-/// Decodes a histogram written by [`encode_histogram`].
+/// The V2 compressed format's cookie (for 8-byte counts), and the cookie
+/// of the V2 form inside its deflate stream.
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+const V2_COOKIE: u32 = 0x1c84_9313;
+/// The V2 header: cookie, payload length, normalising offset, significant
+/// figures (4 bytes each), lowest and highest value, integer-to-double
+/// ratio (8 bytes each).
+const V2_HEADER: usize = 40;
+/// The most counts a histogram of [`new_histogram`]'s precision holds,
+/// grown to every `u64` (55 buckets of 1,024 sub-buckets), each at most
+/// a 9-byte varint: no payload perflab writes is longer.
+const MAX_PAYLOAD: usize = 55 * 1_024 * 9;
+
+/// Decodes a histogram written by [`encode_histogram`]. The bytes may come
+/// from a peer or a damaged store, so the header is checked first: only
+/// the precision and range perflab itself writes (3 significant figures,
+/// lowest value 1, a payload no longer than such a histogram's) are
+/// decoded; another header would make hdrhistogram allocate whatever it
+/// asks for (100 MB and more).
 pub fn decode_histogram(bytes: &[u8]) -> anyhow::Result<Histogram<u64>> {
+    let inner = inflate_v2(bytes)?;
+    check_v2_header(&inner)?;
     let mut h: Histogram<u64> = Deserializer::new()
-        .deserialize(&mut &bytes[..])
+        .deserialize(&mut &inner[..])
         .map_err(|e| anyhow::anyhow!("damaged histogram: {e:?}"))?;
     h.auto(true);
     Ok(h)
+}
+
+/// The V2 form inside a V2 compressed histogram, inflated no further than
+/// the longest histogram perflab writes (one byte more, to tell a longer
+/// one).
+fn inflate_v2(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_be_bytes)
+    };
+    if word(0) != Some(V2_DEFLATE_COOKIE) {
+        anyhow::bail!("damaged histogram: not in HdrHistogram's V2 compressed format");
+    }
+    let length = word(4).and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+    let deflated = bytes.get(8..).unwrap_or_default();
+    let deflated = deflated.get(..length).unwrap_or(deflated);
+    let limit = u64::try_from(V2_HEADER + MAX_PAYLOAD + 1).unwrap_or(u64::MAX);
+    let mut inner = Vec::new();
+    flate2::read::ZlibDecoder::new(deflated)
+        .take(limit)
+        .read_to_end(&mut inner)
+        .map_err(|e| anyhow::anyhow!("damaged histogram: {e}"))?;
+    Ok(inner)
+}
+
+/// Refuses a V2 header perflab would not have written.
+fn check_v2_header(inner: &[u8]) -> anyhow::Result<()> {
+    let field = |at: usize, len: usize| -> u64 {
+        inner
+            .get(at..at + len)
+            .map_or(0, |b| b.iter().fold(0, |n, &byte| n << 8 | u64::from(byte)))
+    };
+    if inner.len() < V2_HEADER || field(0, 4) != u64::from(V2_COOKIE) {
+        anyhow::bail!("damaged histogram: its header is cut short or not HdrHistogram's V2");
+    }
+    let payload = field(4, 4);
+    let figures = field(12, 4);
+    let lowest = field(16, 8);
+    if figures != 3 {
+        anyhow::bail!(
+            "a histogram of {figures} significant figures; perflab writes 3 (the sender is not \
+             perflab or the bytes are damaged)"
+        );
+    }
+    if lowest != 1 {
+        anyhow::bail!(
+            "a histogram whose lowest value is {lowest}; perflab writes 1 (the sender is not \
+             perflab or the bytes are damaged)"
+        );
+    }
+    let longest = u64::try_from(MAX_PAYLOAD).unwrap_or(u64::MAX);
+    let holds = u64::try_from(inner.len() - V2_HEADER).unwrap_or(u64::MAX);
+    if payload > longest || payload > holds {
+        anyhow::bail!(
+            "a histogram that says its counts take {payload} bytes, where it holds {holds} and \
+             perflab writes at most {longest} (the sender is not perflab or the bytes are damaged)"
+        );
+    }
+    Ok(())
 }
 
 /// Counts and latency histograms of one kind of operation.
@@ -331,5 +413,63 @@ mod tests {
         assert_eq!(back.len(), 5);
         assert_eq!(back.max(), h.max());
         assert!(decode_histogram(b"garbage").is_err());
+    }
+
+    /// A V2 compressed histogram with the header given and `payload` bytes
+    /// of counts (not all there): what a hostile peer can send.
+    fn crafted(figures: u32, lowest: u64, highest: u64, payload: u32) -> Vec<u8> {
+        use std::io::Write;
+        let mut inner = Vec::new();
+        inner.extend(V2_COOKIE.to_be_bytes());
+        inner.extend(payload.to_be_bytes());
+        inner.extend(0u32.to_be_bytes());
+        inner.extend(figures.to_be_bytes());
+        inner.extend(lowest.to_be_bytes());
+        inner.extend(highest.to_be_bytes());
+        inner.extend(1.0f64.to_be_bytes());
+        inner.extend([2u8; 16]);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&inner).unwrap();
+        let deflated = z.finish().unwrap();
+        let mut out = V2_DEFLATE_COOKIE.to_be_bytes().to_vec();
+        out.extend(u32::try_from(deflated.len()).unwrap().to_be_bytes());
+        out.extend(deflated);
+        out
+    }
+
+    #[test]
+    fn a_histogram_perflab_would_not_write_is_refused_before_it_is_allocated() {
+        for (bytes, says) in [
+            (
+                crafted(5, 1, u64::MAX, 16),
+                "of 5 significant figures; perflab writes 3",
+            ),
+            (
+                crafted(3, 1_000, u64::MAX, 16),
+                "lowest value is 1000; perflab writes 1",
+            ),
+            (crafted(3, 1, u64::MAX, 100_000_000), "take 100000000 bytes"),
+            (
+                crafted(3, 1, u64::MAX, 17),
+                "take 17 bytes, where it holds 16",
+            ),
+        ] {
+            let e = decode_histogram(&bytes).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_longest_histogram_perflab_writes_decodes() {
+        let widest = Histogram::<u64>::new_with_bounds(1, u64::MAX, 3).unwrap();
+        assert_eq!(widest.distinct_values() * 9, MAX_PAYLOAD);
+        let mut h = new_histogram();
+        for shift in 0..64 {
+            record(&mut h, 1u64 << shift);
+        }
+        record(&mut h, u64::MAX);
+        let back = decode_histogram(&encode_histogram(&h)).unwrap();
+        assert_eq!(back.len(), 65);
     }
 }

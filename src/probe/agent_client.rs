@@ -281,10 +281,7 @@ impl AgentClient {
                 "the agent at {name} is not the one --agent-fingerprint pins: {pin}; give the fingerprint this agent printed when it started"
             ))
             .into(),
-            rustls::Error::InvalidCertificate(why) => PlanError::new(format!(
-                "the agent at {name} showed a certificate that is not trusted ({why:?}); give --agent-cacert the CA that signed it, or --agent-fingerprint the fingerprint the agent printed"
-            ))
-            .into(),
+            rustls::Error::InvalidCertificate(why) => untrusted(name, why).into(),
             rustls::Error::InvalidMessage(_) => {
                 PlanError::new(format!(
                     "the agent at {name} does not speak TLS: beyond loopback its token would cross in clear; start it with --tls-self-signed or --tls-cert/--tls-key"
@@ -396,6 +393,21 @@ pub(crate) struct StampedSample {
     /// RFC 3339 time the interval ended.
     pub(crate) at: String,
     pub(crate) sample: HostSample,
+}
+
+/// An agent's certificate that the client's trust refused, in words: a
+/// CA's certificate shown as the agent's own is named as such (it may
+/// sign a server's certificate, not be one), where rustls says only
+/// `CaUsedAsEndEntity`.
+fn untrusted(name: &str, why: &rustls::CertificateError) -> PlanError {
+    if format!("{why:?}").contains("CaUsedAsEndEntity") {
+        return PlanError::new(format!(
+            "the agent at {name} shows a CA's certificate as its own: a CA certificate signs servers' certificates and cannot be one; start the agent with --tls-cert and --tls-key of a certificate that CA signed for the agent's address, or with --tls-self-signed and give --agent-fingerprint what it prints"
+        ));
+    }
+    PlanError::new(format!(
+        "the agent at {name} showed a certificate that is not trusted ({why}); give --agent-cacert the CA that signed it, or --agent-fingerprint the fingerprint the agent printed"
+    ))
 }
 
 #[cfg(test)]

@@ -201,70 +201,73 @@ impl Store {
 
     /// Loads one run with every step and interval.
     pub fn load_run(&self, id: RunId) -> anyhow::Result<StoredRun> {
-        self.load_run_unnamed(id)
-            .with_context(|| format!("run {id} in the store is damaged"))
+        self.load_run_unnamed(id).map_err(|e| {
+            // A damaged field's line names the run itself.
+            if e.is::<PlanError>() {
+                e
+            } else {
+                e.context(format!("run {id} in the store is damaged"))
+            }
+        })
+    }
+
+    /// Run `id`'s row, as a run of no steps yet.
+    fn run_fields(&self, id: RunId) -> anyhow::Result<StoredRun> {
+        let mut stmt = self.conn.prepare(
+            "SELECT started_at, finished_at, status, status_reason, workload, target, op_names,
+                    plan_given, plan_resolved, tool_version, host, pid, setup, check_report,
+                    writer
+             FROM runs WHERE id = ?1",
+        )?;
+        let mut rows = stmt.query([id])?;
+        let r = rows.next()?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+        let whose = || format!("run {id}");
+        let f = |i| field::<String>(r, i, &whose);
+        let o = |i| field::<Option<String>>(r, i, &whose);
+        let row = (
+            f(0)?,
+            o(1)?,
+            f(2)?,
+            o(3)?,
+            f(4)?,
+            f(5)?,
+            f(6)?,
+            f(7)?,
+            f(8)?,
+            f(9)?,
+            f(10)?,
+            field::<i64>(r, 11, &whose)?,
+            o(12)?,
+            o(13)?,
+            o(14)?,
+        );
+        let host: HostFacts = serde_json::from_str(&row.10).context("damaged host facts")?;
+        let plan_resolved: serde_json::Value =
+            serde_json::from_str(&row.8).context("damaged plan")?;
+        let plan = typed_plan(&plan_resolved, &row.5);
+        Ok(StoredRun {
+            id,
+            started_at: row.0,
+            finished_at: row.1,
+            status: effective_status(parse_status(&row.2)?, row.11, row.14.as_deref(), &host),
+            status_reason: row.3,
+            workload: row.4,
+            target: row.5,
+            op_names: serde_json::from_str(&row.6).context("damaged operation names")?,
+            plan_given: serde_json::from_str(&row.7).context("damaged plan")?,
+            plan,
+            plan_resolved,
+            tool_version: row.9,
+            host,
+            setup: row.12.map(|s| serde_json::from_str(&s)).transpose()?,
+            check: row.13.map(|s| serde_json::from_str(&s)).transpose()?,
+            inventory: None,
+            steps: Vec::new(),
+        })
     }
 
     fn load_run_unnamed(&self, id: RunId) -> anyhow::Result<StoredRun> {
-        let mut run = self
-            .conn
-            .query_row(
-                "SELECT started_at, finished_at, status, status_reason, workload, target, op_names,
-                        plan_given, plan_resolved, tool_version, host, pid, setup, check_report,
-                        writer
-                 FROM runs WHERE id = ?1",
-                [id],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, Option<String>>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, String>(5)?,
-                        r.get::<_, String>(6)?,
-                        r.get::<_, String>(7)?,
-                        r.get::<_, String>(8)?,
-                        r.get::<_, String>(9)?,
-                        r.get::<_, String>(10)?,
-                        r.get::<_, i64>(11)?,
-                        r.get::<_, Option<String>>(12)?,
-                        r.get::<_, Option<String>>(13)?,
-                        r.get::<_, Option<String>>(14)?,
-                    ))
-                },
-            )
-            .map(|row| -> anyhow::Result<StoredRun> {
-                let host: HostFacts =
-                    serde_json::from_str(&row.10).context("damaged host facts")?;
-                let plan_resolved: serde_json::Value =
-                    serde_json::from_str(&row.8).context("damaged plan")?;
-                let plan = typed_plan(&plan_resolved, &row.5);
-                Ok(StoredRun {
-                    id,
-                    started_at: row.0,
-                    finished_at: row.1,
-                    status: effective_status(
-                        parse_status(&row.2)?,
-                        row.11,
-                        row.14.as_deref(),
-                        &host,
-                    ),
-                    status_reason: row.3,
-                    workload: row.4,
-                    target: row.5,
-                    op_names: serde_json::from_str(&row.6).context("damaged operation names")?,
-                    plan_given: serde_json::from_str(&row.7).context("damaged plan")?,
-                    plan,
-                    plan_resolved,
-                    tool_version: row.9,
-                    host,
-                    setup: row.12.map(|s| serde_json::from_str(&s)).transpose()?,
-                    check: row.13.map(|s| serde_json::from_str(&s)).transpose()?,
-                    inventory: None,
-                    steps: Vec::new(),
-                })
-            })??;
+        let mut run = self.run_fields(id)?;
         if run.status == RunStatus::Partial && run.status_reason.is_none() {
             run.status_reason =
                 Some("the perflab process writing it ended before the run finished".to_string());
@@ -287,21 +290,24 @@ impl Store {
             "SELECT id, idx, level_kind, level, status, status_reason, started_at, usage, generators
              FROM steps WHERE run_id = ?1 AND status != 'running' ORDER BY idx",
         )?;
-        let rows = stmt
-            .query_map([run], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, f64>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, Option<String>>(5)?,
-                    r.get::<_, String>(6)?,
-                    r.get::<_, String>(7)?,
-                    r.get::<_, Option<String>>(8)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut rows = Vec::new();
+        let mut query = stmt.query([run])?;
+        while let Some(r) = query.next()? {
+            let row = rows.len();
+            let idx = field::<i64>(r, 1, &|| format!("run {run}'s step in row {row}"))?;
+            let whose = || format!("run {run}'s step {idx}");
+            rows.push((
+                field::<i64>(r, 0, &whose)?,
+                idx,
+                field::<String>(r, 2, &whose)?,
+                field::<f64>(r, 3, &whose)?,
+                field::<String>(r, 4, &whose)?,
+                field::<Option<String>>(r, 5, &whose)?,
+                field::<String>(r, 6, &whose)?,
+                field::<String>(r, 7, &whose)?,
+                field::<Option<String>>(r, 8, &whose)?,
+            ));
+        }
         let mut steps = Vec::with_capacity(rows.len());
         for (step_id, idx, kind, level, status, reason, started_at, usage, generators) in rows {
             let level = Level::of_kind(&kind, level)
@@ -317,8 +323,11 @@ impl Store {
                 level,
                 started_at,
                 intervals: self
-                    .load_intervals(step_id, op_count)
-                    .with_context(|| format!("step {idx}"))?,
+                    .load_intervals(step_id, op_count, &format!("run {run}'s step {idx}"))
+                    .map_err(|e| match e.is::<PlanError>() {
+                        true => e,
+                        false => e.context(format!("step {idx}")),
+                    })?,
                 status,
                 usage: serde_json::from_str::<SelfUsage>(&usage).unwrap_or_default(),
                 generators: generators
@@ -338,22 +347,27 @@ impl Store {
         step_id: i64,
         idx: i64,
         tally: &mut PackedTally,
+        whose: &str,
     ) -> anyhow::Result<()> {
-        let ops = op_stmt
-            .query_map(params![step_id, idx], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, i64>(5)?,
-                    r.get::<_, Vec<u8>>(6)?,
-                    r.get::<_, Vec<u8>>(7)?,
-                    r.get::<_, f64>(8)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut ops = Vec::new();
+        let mut query = op_stmt.query(params![step_id, idx])?;
+        while let Some(r) = query.next()? {
+            let row = ops.len();
+            let whose = || format!("{whose}'s interval {idx}'s operation in row {row}");
+            let int = |i| field::<i64>(r, i, &whose);
+            let bytes = |i| field::<Vec<u8>>(r, i, &whose);
+            ops.push((
+                int(0)?,
+                int(1)?,
+                int(2)?,
+                field::<String>(r, 3, &whose)?,
+                int(4)?,
+                int(5)?,
+                bytes(6)?,
+                bytes(7)?,
+                field::<f64>(r, 8, &whose)?,
+            ));
+        }
         for (op_idx, ok, refused, errors, retries, bytes, service, response, failed_s) in ops {
             let Some(slot) = tally.ops.get_mut(op_idx as usize) else {
                 continue;
@@ -418,7 +432,12 @@ impl Store {
         Ok((db, host, probes))
     }
 
-    fn load_intervals(&self, step_id: i64, op_count: usize) -> anyhow::Result<Vec<IntervalRecord>> {
+    fn load_intervals(
+        &self,
+        step_id: i64,
+        op_count: usize,
+        whose: &str,
+    ) -> anyhow::Result<Vec<IntervalRecord>> {
         let mut stmt = self.conn.prepare(
             "SELECT idx, phase, start_s, length_s, dropped, lag_hist, think_total_s, thinks, unfinished_hist
              FROM intervals WHERE step_id = ?1 ORDER BY idx",
@@ -427,21 +446,27 @@ impl Store {
             "SELECT op_idx, ok, refused, errors, retries, bytes, service_hist, response_hist, failed_s
              FROM interval_ops WHERE step_id = ?1 AND interval_idx = ?2 ORDER BY op_idx",
         )?;
-        let rows = stmt
-            .query_map([step_id], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, f64>(2)?,
-                    r.get::<_, f64>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, Vec<u8>>(5)?,
-                    r.get::<_, f64>(6)?,
-                    r.get::<_, i64>(7)?,
-                    r.get::<_, Option<Vec<u8>>>(8)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut rows = Vec::new();
+        let mut query = stmt.query([step_id])?;
+        while let Some(r) = query.next()? {
+            let row = rows.len();
+            let idx = field::<i64>(r, 0, &|| format!("{whose}'s interval in row {row}"))?;
+            let whose = || format!("{whose}'s interval {idx}");
+            let int = |i| field::<i64>(r, i, &whose);
+            let real = |i| field::<f64>(r, i, &whose);
+            rows.push((
+                idx,
+                field::<String>(r, 1, &whose)?,
+                real(2)?,
+                real(3)?,
+                int(4)?,
+                field::<Vec<u8>>(r, 5, &whose)?,
+                real(6)?,
+                int(7)?,
+                field::<Option<Vec<u8>>>(r, 8, &whose)?,
+            ));
+        }
+        drop(query);
         let mut intervals = Vec::with_capacity(rows.len());
         for (idx, phase, start, length, dropped, lag, think_total, thinks, unfinished) in rows {
             let seconds = |value: f64, field: &str| {
@@ -460,7 +485,7 @@ impl Store {
             tally.think_total = seconds(think_total, "think_total_s")?;
             tally.thinks = thinks as u64;
             tally.unfinished = unfinished;
-            Self::load_op_tallies(&mut op_stmt, step_id, idx, &mut tally)?;
+            Self::load_op_tallies(&mut op_stmt, step_id, idx, &mut tally, whose)?;
             let (db, host, probes) = self.load_interval_samples(step_id, idx)?;
             intervals.push(IntervalRecord {
                 phase: Phase::parse(&phase)
@@ -475,6 +500,53 @@ impl Store {
         }
         Ok(intervals)
     }
+}
+
+/// Column `i` of a stored row, `whose` naming the row ("run 12's step
+/// 3"): a value of another type than perflab writes there is one line
+/// naming the run, the row and the field.
+fn field<T: rusqlite::types::FromSql>(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+    whose: &dyn Fn() -> String,
+) -> anyhow::Result<T> {
+    use rusqlite::types::Type;
+    r.get(i).map_err(|e| {
+        let name = r.as_ref().column_name(i).unwrap_or("?").to_string();
+        let wanted = std::any::type_name::<T>();
+        let wanted = if wanted.contains("String") {
+            "text"
+        } else if wanted.contains("Vec<u8>") {
+            "bytes"
+        } else if wanted.contains("f64") {
+            "a number"
+        } else {
+            "an integer"
+        };
+        let why = match e {
+            rusqlite::Error::InvalidColumnType(_, _, held) => {
+                let held = match held {
+                    Type::Null => "nothing (NULL)",
+                    Type::Integer => "an integer",
+                    Type::Real => "a number with a fraction",
+                    Type::Text => "text",
+                    Type::Blob => "bytes",
+                };
+                format!("it holds {held} where perflab writes {wanted}")
+            }
+            rusqlite::Error::IntegralValueOutOfRange(_, value) => {
+                format!("{value} is out of range")
+            }
+            rusqlite::Error::FromSqlConversionFailure(_, _, why) => why.to_string(),
+            other => other.to_string(),
+        };
+        PlanError::new(format!(
+            "{} has a damaged field `{name}`: {}; the store was written by something else or is damaged",
+            whose(),
+            crate::util::printable(&why)
+        ))
+        .into()
+    })
 }
 
 /// A stored sample, or none when it cannot be read: an older writer

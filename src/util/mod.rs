@@ -307,7 +307,7 @@ pub(crate) fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::F
 }
 
 /// What a file is, in words: `a directory`, `a character device`.
-fn kind_of(kind: std::fs::FileType) -> &'static str {
+pub(crate) fn kind_of(kind: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if kind.is_dir() {
         "a directory"

@@ -368,6 +368,47 @@ fn an_agent_in_tls_answers_the_client_that_trusts_it_and_no_other() {
     agent.stop();
 }
 
+/// An agent started with a CA's own certificate, asked through
+/// `--agent-cacert` of that CA: one line saying the agent shows a CA's
+/// certificate (rustls' `CaUsedAsEndEntity` in words), with a fix that
+/// works, exit 2.
+#[test]
+fn an_agent_showing_a_ca_certificate_as_its_own_is_named_in_words() {
+    let dir = tempdir();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken-5ecret-4b1d\n").unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    let (ca, ca_key) = (dir.path().join("ca.pem"), dir.path().join("ca-key.pem"));
+    std::fs::write(&ca, cert.pem()).unwrap();
+    std::fs::write(&ca_key, key.serialize_pem()).unwrap();
+    let agent = Agent::start_with(
+        dir.path(),
+        &token,
+        &[
+            "--tls-cert",
+            ca.to_str().unwrap(),
+            "--tls-key",
+            ca_key.to_str().unwrap(),
+        ],
+        "127.0.0.1",
+    );
+    let at = format!("127.0.0.1:{}", agent.port);
+    let (code, err) = watch_with(
+        dir.path(),
+        &at,
+        &token,
+        &format!("--agent-cacert {}", ca.display()),
+    );
+    assert_eq!(code, 2, "{err}");
+    contains(&err, "shows a CA's certificate as its own");
+    contains(&err, "--tls-self-signed");
+    assert!(!err.contains("CaUsedAsEndEntity"), "{err}");
+    agent.stop();
+}
+
 /// The doctor examines the agent's host, with the token; only an agent
 /// can be examined.
 #[test]

@@ -4,69 +4,134 @@
 //! matches its published schema.
 
 use crate::support::{
-    contains, last_export, perflab, perflab_expect, perflab_ok, perflab_process, spawn_until_steps,
+    contains, last_export, perflab_expect, perflab_ok, perflab_process, refused, spawn_until_steps,
     stored_steps, tempdir,
 };
 use std::time::Duration;
 
-fn one_error_line(args: &[&str], flag: &str) {
+/// Each refusal names the flag or the thing the user gave: `serve
+/// --addr` its own flag (not the live view's `--serve`), a token file's
+/// reader no other command's flag, a lab's workload its `workload` line
+/// with the workloads there are, a FIFO where a disk target's ledger goes
+/// what it is.
+#[test]
+fn refusals_name_the_flag_or_file_they_are_about() {
     let dir = tempdir();
-    let out = perflab(dir.path())
-        .args(args)
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
-    assert!(stderr.contains(flag), "{args:?}: {stderr}");
-    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    let missing = dir.path().join("missing-token");
+    let missing = missing.to_str().unwrap();
+    refused(
+        &["serve", "--addr", "0.0.0.0:0"],
+        &["--addr: refusing to serve the stored runs on 0.0.0.0:0 without a token"],
+    );
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken-5ecret-4b1d-0123\n").unwrap();
+    refused(
+        &[
+            "serve",
+            "--addr",
+            "0.0.0.0:0",
+            "--serve-token-file",
+            token.to_str().unwrap(),
+        ],
+        &["--addr: refusing to serve the stored runs on 0.0.0.0:0 in plain HTTP"],
+    );
+    refused(
+        &["serve", "--serve-token-file", missing],
+        &["the token file", "give a readable file holding the token"],
+    );
+    refused(
+        &["agent", "--token-file", missing],
+        &["give --token-file a readable file holding the token"],
+    );
+    let lab = dir.path().join("lab.toml");
+    std::fs::write(&lab, "workload = \"nope\"\nargs = \"--users 1\"\ntarget = \"sqlite:x.db\"\n[[variant]]\nname = \"a\"\n").unwrap();
+    let workloads = perflab::workload::registry_names();
+    refused(
+        &["lab", lab.to_str().unwrap()],
+        &[
+            "lab.toml:1:12: 'nope' is not a workload; name one of ",
+            &workloads,
+        ],
+    );
+    let fifo = dir.path().join("t.bin.perflab-ledger");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let target = format!("file:{}", dir.path().join("t.bin").display());
+    refused(
+        &[
+            "run",
+            "disk",
+            "--target",
+            &target,
+            "--size",
+            "1MiB",
+            "--spec",
+            "4k-randread",
+            "--warmup",
+            "0s",
+            "--duration",
+            "1s",
+        ],
+        &["t.bin.perflab-ledger is a FIFO, not a regular file"],
+    );
 }
 
 #[test]
 fn bad_flags_get_one_line_and_exit_2() {
-    one_error_line(&["run", "bank", "--users", "0"], "--users");
-    one_error_line(&["run", "bank", "--users", "10..5/1"], "--users");
-    one_error_line(&["run", "bank", "--think", "exp:-1s"], "--think");
-    one_error_line(&["run", "bank", "--mix", "tpcc"], "--mix");
-    one_error_line(&["run", "bank", "--users", "4", "--rate", "100"], "--rate");
-    one_error_line(&["run", "bank", "--target", "sqlite:"], "--target");
-    one_error_line(&["run", "bank", "--threads", "many"], "--threads");
-    one_error_line(
-        &["run", "bank", "--max-error-rate", "five"],
-        "--max-error-rate",
+    refused(&["run", "bank", "--users", "0"], &["--users"]);
+    refused(&["run", "bank", "--users", "10..5/1"], &["--users"]);
+    refused(&["run", "bank", "--think", "exp:-1s"], &["--think"]);
+    refused(&["run", "bank", "--mix", "tpcc"], &["--mix"]);
+    refused(
+        &["run", "bank", "--users", "4", "--rate", "100"],
+        &["--rate"],
     );
-    one_error_line(
+    refused(&["run", "bank", "--target", "sqlite:"], &["--target"]);
+    refused(&["run", "bank", "--threads", "many"], &["--threads"]);
+    refused(
+        &["run", "bank", "--max-error-rate", "five"],
+        &["--max-error-rate"],
+    );
+    refused(
         &["run", "bank", "--store", "/nonexistent/dir/x.db", "--quick"],
-        "--store",
+        &["--store"],
     );
     // The refusal lists every registered workload, as the registry spells them.
     let workloads = perflab::workload::registry_names();
     assert!(workloads.starts_with("bank, "), "{workloads}");
-    one_error_line(&["run", "tpcc"], &workloads);
-    one_error_line(
+    refused(&["run", "tpcc"], &[&workloads]);
+    refused(
         &["run", "null", "--users", "1", "--server-pid", "999999999"],
-        "--server-pid",
+        &["--server-pid"],
     );
-    one_error_line(&["show", "7", "--store", "/nonexistent/x.db"], "--store");
+    refused(&["show", "7", "--store", "/nonexistent/x.db"], &["--store"]);
     // Absurd numbers, refused before any arithmetic on them.
-    one_error_line(&["run", "null", "--rate", "1e-300"], "--rate");
-    one_error_line(
+    refused(&["run", "null", "--rate", "1e-300"], &["--rate"]);
+    refused(
         &["run", "null", "--users", "1..2/0.0000000000000000000001"],
-        "--users",
+        &["--users"],
     );
-    one_error_line(&["run", "null", "--duration", "99999999999s"], "--duration");
-    one_error_line(&["doctor", "--target", "sqlite:/missing/x.db"], "--target");
+    refused(
+        &["run", "null", "--duration", "99999999999s"],
+        &["--duration"],
+    );
+    refused(
+        &["doctor", "--target", "sqlite:/missing/x.db"],
+        &["--target"],
+    );
     // A probe that does not answer at the start: exit 2, whatever its kind.
     for probe in ["agent://127.0.0.1:1", "node-exporter://127.0.0.1:1"] {
-        one_error_line(&["watch", "--probe", probe, "--duration", "1s"], probe);
+        refused(&["watch", "--probe", probe, "--duration", "1s"], &[probe]);
     }
-    one_error_line(
+    refused(
         &["doctor", "--probe", "agent://127.0.0.1:1", "--sample", "0s"],
-        "agent://127.0.0.1:1",
+        &["agent://127.0.0.1:1"],
     );
     // The target's own file as the store.
-    one_error_line(
+    refused(
         &[
             "run",
             "bank",
@@ -75,7 +140,7 @@ fn bad_flags_get_one_line_and_exit_2() {
             "--store",
             "./x.db",
         ],
-        "--store",
+        &["--store"],
     );
 }
 

@@ -557,6 +557,92 @@ fn a_generator_sending_what_cannot_be_merged_is_named_in_one_line() {
     }
 }
 
+/// A histogram header of HdrHistogram's V2 compressed format asking for
+/// 5 significant figures over every `u64` and 100 MB of counts: what
+/// hdrhistogram would allocate as asked.
+fn histogram_asking_for_100_mb() -> String {
+    use base64::Engine;
+    use std::io::Write;
+    let mut inner = Vec::new();
+    inner.extend(0x1c84_9313u32.to_be_bytes());
+    inner.extend(100_000_000u32.to_be_bytes());
+    inner.extend(0u32.to_be_bytes());
+    inner.extend(5u32.to_be_bytes());
+    inner.extend(1u64.to_be_bytes());
+    inner.extend(u64::MAX.to_be_bytes());
+    inner.extend(1.0f64.to_be_bytes());
+    inner.extend([2u8; 64]);
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&inner).unwrap();
+    let deflated = z.finish().unwrap();
+    let mut bytes = 0x1c84_9314u32.to_be_bytes().to_vec();
+    bytes.extend(u32::try_from(deflated.len()).unwrap().to_be_bytes());
+    bytes.extend(deflated);
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A generator sending a histogram whose header asks for more than
+/// perflab ever writes (5 significant figures, 100 MB of counts) is
+/// refused in one line before anything is allocated for it: the
+/// coordinator's peak memory stays far below what the header asked.
+#[test]
+fn a_generator_histogram_asking_for_100_mb_is_refused_before_it_is_allocated() {
+    let h = histogram_asking_for_100_mb();
+    let interval = format!(
+        r#"{{"Interval":{{"index":0,"length":1.0,"tally":{{"ops":[{{"ok":1,"refused":0,"errors":{{}},"retries":0,"bytes":0,"service":"{h}","response":"{h}"}}],"dropped":0,"lag":"{h}","think_total":0.0,"thinks":0}}}}}}"#
+    );
+    let dir = tempdir();
+    let port = hostile_generator(interval);
+    let mut child = crate::support::perflab_process(dir.path())
+        .args(
+            format!(
+                "run null --users 2 --warmup 0s --duration 2s --generators agent://127.0.0.1:{port}"
+            )
+            .split_whitespace(),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut o, mut e) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut all = String::new();
+        let _ = o.read_to_string(&mut all);
+        let _ = e.read_to_string(&mut all);
+        all
+    });
+    // The coordinator's own high-water mark, read while it runs (its
+    // rusage would carry this test process's, which it was spawned from).
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let hwm = std::fs::read_to_string(&status_file)
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+        peak_kib = peak_kib.max(hwm.unwrap_or(0));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let all = out.join().unwrap();
+    assert!(status.code().is_some(), "killed by a signal: {all}");
+    assert_ne!(status.code(), Some(0), "{all}");
+    contains(
+        &all,
+        &format!("generator agent://127.0.0.1:{port}: sent a damaged interval: a histogram of 5 significant figures; perflab writes 3"),
+    );
+    assert!(peak_kib > 0, "the coordinator's memory was never read");
+    let peak_mib = peak_kib / 1024;
+    assert!(
+        peak_mib < 60,
+        "the coordinator's peak memory was {peak_mib} MiB"
+    );
+}
+
 /// The bank on a managed PostgreSQL and on a managed MariaDB, offered by
 /// two generators: the coordinator loads it once, each generator attaches
 /// its sessions to the server the coordinator started, and the check

@@ -3,26 +3,7 @@
 //! the flag, exit 2, before anything starts (no server is needed: the
 //! refusals come before any is asked or started).
 
-use crate::support::{perflab, tempdir};
-
-/// Runs perflab with `args` (each a whole word) and expects one line on
-/// stderr, exit 2, that contains every one of `says`.
-fn refused(args: &[&str], says: &[&str]) {
-    let dir = tempdir();
-    let out = perflab(dir.path())
-        .args(args)
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-    for s in says {
-        assert!(err.contains(s), "{args:?}: {err}");
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(!stdout.contains("step 1/"), "{args:?}: {stdout}");
-}
+use crate::support::{refused, tempdir};
 
 const WEB: &[&str] = &["run", "web", "--rate", "100", "--duration", "1s"];
 
@@ -164,6 +145,20 @@ fn mariadb_options_that_load_plugins_or_name_files_are_refused() {
                 "--quick",
             ],
             &["--mariadb-set: ", says],
+        );
+    }
+}
+
+/// An `--nginx-set` value that opens a quote and leaves it open (nginx
+/// would read the rest of its configuration as one word, and its own
+/// check says only "unexpected end of file") is refused naming the
+/// setting, as every quote in a value is.
+#[test]
+fn an_nginx_setting_with_a_quote_left_open_is_refused_naming_it() {
+    for value in ["add_header=X-A \"b", "add_header='b"] {
+        refused_web(
+            &["--target", "nginx:managed", "--nginx-set", value],
+            &["--nginx-set", "the value of add_header holds a quote"],
         );
     }
 }

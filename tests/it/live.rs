@@ -528,6 +528,50 @@ fn perflab_serve_browses_the_stored_runs() {
     drop(guard);
 }
 
+/// A stored run with a field of the wrong type (a step's level made
+/// text, in a store a real `perflab run null` wrote): `show` and
+/// `analyze` say in one line, exit 2, which run, step and field is
+/// damaged — no SQLite column index — and `perflab serve` answers that
+/// run's page with 500 and the same words.
+#[test]
+fn a_damaged_stored_field_is_named_by_run_step_and_field_and_served_as_500() {
+    let dir = tempdir();
+    crate::support::perflab_ok(dir.path(), "run null --users 1,2 --warmup 0s --duration 1s");
+    rusqlite::Connection::open(dir.path().join("perflab.db"))
+        .unwrap()
+        .execute_batch("UPDATE steps SET level = 'abc' WHERE run_id = 1 AND idx = 1")
+        .unwrap();
+    let says = "run 1's step 1 has a damaged field `level`: it holds text where perflab writes a number; the store was written by something else or is damaged";
+    for command in ["show 1", "analyze 1"] {
+        let (_, err) = crate::support::perflab_expect(dir.path(), command, 2);
+        assert_eq!(err.trim_end().lines().count(), 1, "{command}: {err}");
+        assert!(err.contains(says), "{command}: {err}");
+        assert!(!err.contains("index"), "{command}: {err}");
+    }
+    let mut child = perflab_process(dir.path())
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let guard = KillOnDrop(child);
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_string();
+    let (status, _, page) = get(&addr, "/run/1");
+    assert_eq!(status, 500, "{page}");
+    assert!(page.contains("has a damaged field `level`"), "{page}");
+    assert!(!page.contains("index"), "{page}");
+    drop(guard);
+}
+
 /// A child process, killed (by its PID) when dropped.
 struct KillOnDrop(Child);
 

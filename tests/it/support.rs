@@ -316,3 +316,23 @@ impl Drop for Island {
             .status();
     }
 }
+
+/// `perflab ARGS` refused as bad input: exit 2, one line on standard
+/// error starting `error: ` and holding each of `says`, and no step run.
+pub fn refused(args: &[&str], says: &[&str]) {
+    let dir = tempdir();
+    let out = perflab(dir.path())
+        .args(args)
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    assert!(err.starts_with("error: "), "{args:?}: {err}");
+    for s in says {
+        assert!(err.contains(s), "{args:?}: {err}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("step 1/"), "{args:?}: {stdout}");
+}

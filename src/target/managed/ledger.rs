@@ -416,7 +416,8 @@ pub(crate) fn sweep() -> anyhow::Result<Vec<Swept>> {
 fn read_entry(path: &Path) -> Option<Entry> {
     use std::io::Read;
     let mut text = String::new();
-    std::fs::File::open(path)
+    // A FIFO named like an entry would hold the sweep until a writer came.
+    crate::util::open_regular(path)
         .ok()?
         .take(MAX_ENTRY)
         .read_to_string(&mut text)
@@ -442,6 +443,25 @@ mod tests {
         let symlink = dir.path().join("symlink");
         std::os::unix::fs::symlink("/", &symlink).unwrap();
         assert!(this_users_alone(&symlink).is_err());
+    }
+
+    /// A FIFO named like an entry is no entry, said at once: opening it
+    /// for reading would wait for a writer that never comes.
+    #[test]
+    fn a_fifo_among_the_entries_is_passed_over_at_once() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("1234.json");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path this test owns.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(read_entry(&fifo).is_none()));
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(2)),
+            Ok(true),
+            "the FIFO was waited on"
+        );
     }
 
     #[test]

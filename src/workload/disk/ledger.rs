@@ -92,7 +92,8 @@ impl Ledger {
         let file = match OpenOptions::new()
             .read(true)
             .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
+            // A FIFO or a device is opened without waiting on it.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
         {
             Ok(f) => f,
@@ -103,7 +104,17 @@ impl Ledger {
             ),
             Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
         };
-        let len = file.metadata()?.len();
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            // Bad input (exit 2): what the user put where the ledger goes.
+            return Err(crate::error::PlanError::new(format!(
+                "{} is {}, not a regular file: it cannot be perflab's ledger of the target beside it; remove it",
+                path.display(),
+                crate::util::kind_of(meta.file_type())
+            ))
+            .into());
+        }
+        let len = meta.len();
         if len < HEADER as u64 {
             bail!(
                 "{} is not a perflab ledger (too short); remove it",
