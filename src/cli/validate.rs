@@ -415,7 +415,7 @@ pub fn agent_access(
     let token = args
         .token_file
         .as_deref()
-        .map(crate::agent::read_token)
+        .map(|p| crate::agent::read_token_file(p, "--token-file"))
         .transpose()?;
     let pins = args
         .agent_fingerprint
@@ -444,7 +444,7 @@ fn serve_access(
     let token = args
         .serve_token_file
         .as_deref()
-        .map(crate::agent::read_token)
+        .map(|p| crate::agent::read_token_file(p, "--serve-token-file"))
         .transpose()?;
     let tls = match (&args.serve_tls_cert, &args.serve_tls_key) {
         (Some(cert), Some(key)) => Some(Identity::from_files(cert, key)?),

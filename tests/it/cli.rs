@@ -37,7 +37,7 @@ fn refusals_name_the_flag_or_file_they_are_about() {
     );
     refused(
         &["serve", "--serve-token-file", missing],
-        &["the token file", "give a readable file holding the token"],
+        &["give --serve-token-file a readable file holding the token"],
     );
     refused(
         &["agent", "--token-file", missing],
