@@ -35,7 +35,7 @@ impl Ledger {
     pub(crate) fn new(servers: u32, now: Instant) -> Self {
         let servers = servers.clamp(1, MAX_SERVERS) as usize;
         Ledger {
-            free_at: Mutex::new(std::iter::repeat(Reverse(now)).take(servers).collect()),
+            free_at: Mutex::new(std::iter::repeat_n(Reverse(now), servers).collect()),
             servers: servers as u32,
         }
     }

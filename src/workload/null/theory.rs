@@ -80,7 +80,7 @@ pub fn response_quantile(
     q: f64,
 ) -> Option<Duration> {
     let mean = service.mean().as_secs_f64();
-    if !(q > 0.0 && q < 1.0) || !stable(servers, mean, rate) {
+    if !((0.0..1.0).contains(&q) && q > 0.0 && stable(servers, mean, rate)) {
         return None;
     }
     let seconds = match service {
