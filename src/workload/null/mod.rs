@@ -212,6 +212,9 @@ impl NullForm {
     fn read(form: serde_json::Value) -> Result<Self, PlanError> {
         let form: NullForm = serde_json::from_value(form)
             .map_err(|e| PlanError::new(format!("the null workload's form is not one: {e}")))?;
+        form.service
+            .check()
+            .map_err(|e| PlanError::new(format!("form.service is {}; {e}", form.service)))?;
         if let Some(servers) = form.servers {
             return Err(PlanError::new(format!(
                 "form.servers is {servers}; a queue split across generators is not one queue, so the null queue runs without generators"
@@ -373,6 +376,33 @@ mod tests {
             allocations() - before
         });
         assert_eq!(per_op, 0);
+    }
+
+    #[test]
+    fn old_generator_forms_read_and_a_queue_or_an_undrawable_time_is_refused() {
+        let form = NullForm::read(serde_json::json!({"service": 0.001, "stall": null})).unwrap();
+        assert_eq!(form.service, ServiceDist::Fixed(Duration::from_millis(1)));
+        assert_eq!(form.servers, None);
+        let drawn =
+            serde_json::json!({"service": {"kind": "exponential", "mean": 0.001}, "stall": null});
+        assert!(NullForm::read(drawn).is_ok());
+        for (form, says) in [
+            (
+                serde_json::json!({"service": 0.001, "stall": null, "servers": 4}),
+                "form.servers is 4",
+            ),
+            (
+                serde_json::json!({"service": {"kind": "exponential", "mean": 0}, "stall": null}),
+                "form.service is exp:0",
+            ),
+            (
+                serde_json::json!({"service": {"kind": "uniform", "min": 2, "max": 1}, "stall": null}),
+                "form.service is",
+            ),
+        ] {
+            let e = NullForm::read(form).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// How long the null target takes to serve one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "ServiceForm", into = "ServiceForm")]
+#[serde(from = "ServiceForm", into = "ServiceForm")]
 pub enum ServiceDist {
     /// Always this long (M/D/c with servers; zero answers at once).
     Fixed(Duration),
@@ -150,17 +150,16 @@ enum Drawn {
     },
 }
 
-impl TryFrom<ServiceForm> for ServiceDist {
-    type Error = String;
-
-    fn try_from(form: ServiceForm) -> Result<Self, String> {
+impl From<ServiceForm> for ServiceDist {
+    fn from(form: ServiceForm) -> Self {
         let dist = match form {
             ServiceForm::Fixed(time) => ServiceDist::Fixed(time),
             ServiceForm::Drawn(Drawn::Exponential { mean }) => ServiceDist::Exponential { mean },
             ServiceForm::Drawn(Drawn::Uniform { min, max }) => ServiceDist::Uniform { min, max },
         };
-        dist.check()?;
-        Ok(dist)
+        // Whether it can be drawn is for its reader to say, naming its
+        // field (a generator's form): the type is only read here.
+        dist
     }
 }
 
@@ -231,7 +230,6 @@ mod tests {
             serde_json::to_string(&ServiceDist::Fixed(Duration::from_millis(2))).unwrap(),
             "0.002"
         );
-        assert!(serde_json::from_str::<ServiceDist>(r#"{"kind":"exponential","mean":0}"#).is_err());
     }
 
     #[test]
