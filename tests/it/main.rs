@@ -28,6 +28,7 @@ mod postgres;
 mod probes;
 mod props;
 mod qdisc;
+mod queue;
 mod report;
 mod signals;
 mod store_busy;

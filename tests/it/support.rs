@@ -6,7 +6,7 @@ use perflab::engine::{
 };
 use perflab::measure::Tally;
 use perflab::plan::{Level, LoadModel, Plan, Sweep, WorkloadSpec};
-use perflab::workload::null::NullSpec;
+use perflab::workload::null::{NullSpec, ServiceDist};
 use perflab::workload::Workload;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -61,8 +61,9 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
         workload: WorkloadSpec::new(
             "null",
             &NullSpec {
-                service: Duration::ZERO,
+                service: ServiceDist::default(),
                 stall: None,
+                servers: None,
             },
         )
         .expect("a null spec records"),

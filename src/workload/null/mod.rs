@@ -1,7 +1,16 @@
 //! The `null` workload: an in-process stand-in for a server that answers
-//! after a fixed service time (or at once), and can be told to stall for a
-//! while. It exists to test the engine: with nothing else in the way, the
-//! operational laws must hold to the percent.
+//! after a service time, fixed or drawn (or at once), and can be told to
+//! stall for a while. It exists to test the engine: with nothing else in
+//! the way, the operational laws must hold to the percent. With
+//! `--servers C` it is a first-come-first-served queue of C servers
+//! ([`queue`]) whose answers are known ([`theory`]): a yardstick for a
+//! search of the load a service level holds.
+
+mod queue;
+mod service;
+pub mod theory;
+
+pub use service::ServiceDist;
 
 use super::{CheckReport, OpCounts, Seat, Session, Started, SweepDriver, Workload, WorkloadKind};
 use crate::error::PlanError;
@@ -11,6 +20,9 @@ use crate::target::Target;
 use crate::units::parse_duration;
 use crate::util::serde_duration;
 use crate::util::timer::Timer;
+use queue::{Ledger, MAX_SERVERS};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,21 +34,37 @@ pub struct Null;
 /// The null workload's flags.
 #[derive(Debug, clap::Args)]
 pub struct NullArgs {
-    /// Service time of each operation.
-    #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse_duration)]
-    pub(crate) service: Duration,
+    /// Service time of each operation: a time (1ms), exp:MEAN (exponential,
+    /// e.g. exp:1ms) or uniform:MIN..MAX (e.g. uniform:0.5ms..1.5ms).
+    #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse_service)]
+    pub(crate) service: ServiceDist,
+
+    /// The target is a first-come-first-served queue of N servers: at most
+    /// N operations in service at once, the others wait in arrival order.
+    /// Without it every operation is served at once.
+    #[arg(long, value_name = "N")]
+    pub(crate) servers: Option<u32>,
 
     /// The target stalls from AT (after the run starts) for LENGTH, e.g. 3s:1s.
     #[arg(long, value_name = "AT:LENGTH")]
     pub(crate) stall: Option<String>,
 }
 
+/// `--service`, as clap reads it: one line naming the fix.
+fn parse_service(text: &str) -> Result<ServiceDist, String> {
+    ServiceDist::parse(text).map_err(|e| format!("{e}; {}", service::SERVICE_FIX))
+}
+
 /// The null workload's validated options.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct NullSpec {
-    #[serde(with = "serde_duration")]
-    pub service: Duration,
+    /// The service time (stored as seconds when fixed, as runs before it
+    /// could be drawn stored it).
+    pub service: ServiceDist,
     pub stall: Option<NullStall>,
+    /// Servers of the FCFS queue; none serves every operation at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servers: Option<u32>,
 }
 
 /// `perflab check null` takes no flags.
@@ -53,8 +81,20 @@ impl WorkloadKind for Null {
     type Spec = NullSpec;
 
     fn validate(args: &NullArgs) -> Result<NullSpec, PlanError> {
+        if let Some(servers) = args.servers {
+            if !(1..=MAX_SERVERS).contains(&servers) {
+                return Err(PlanError::flag(
+                    "--servers",
+                    format!("{servers} servers is no queue perflab runs"),
+                    &format!(
+                        "give 1 to {MAX_SERVERS}, or leave it out to serve every operation at once"
+                    ),
+                ));
+            }
+        }
         Ok(NullSpec {
             service: args.service,
+            servers: args.servers,
             stall: args
                 .stall
                 .as_deref()
@@ -68,13 +108,12 @@ impl WorkloadKind for Null {
         Target::InProcess
     }
 
-    fn start<D: SweepDriver>(
-        spec: &NullSpec,
-        _plan: &Plan,
-        driver: D,
-    ) -> anyhow::Result<D::Output> {
-        let workload = Arc::new(NullWorkload::new(spec.service, spec.stall));
-        driver.drive(workload, Started::default())
+    fn start<D: SweepDriver>(spec: &NullSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+        if let Some(servers) = spec.servers {
+            queue::check_plan(servers, plan)?;
+        }
+        let workload = NullWorkload::queue(spec.service, spec.servers, spec.stall);
+        driver.drive(Arc::new(workload), Started::default())
     }
 
     const ON_GENERATORS: bool = true;
@@ -88,11 +127,7 @@ impl WorkloadKind for Null {
         driver: D,
     ) -> anyhow::Result<D::Output> {
         let form = NullForm::read(form)?;
-        let now = Instant::now();
-        let workload = NullWorkload {
-            service: form.service,
-            stall: form.stall.map(|s| (now + s.at, now + s.at + s.length)),
-        };
+        let workload = NullWorkload::queue(form.service, None, form.stall);
         driver.drive(Arc::new(workload), Started::default())
     }
 
@@ -131,29 +166,44 @@ impl NullStall {
 
 /// The null target.
 pub struct NullWorkload {
-    service: Duration,
+    service: ServiceDist,
     stall: Option<(Instant, Instant)>,
+    /// The FCFS queue every session books its operations in, with
+    /// `--servers`; none serves every operation at once.
+    ledger: Option<Arc<Ledger>>,
 }
 
 impl NullWorkload {
     /// A null target answering after `service`; the stall, if any, is counted
     /// from now (the start of the run).
     pub fn new(service: Duration, stall: Option<NullStall>) -> Self {
+        Self::queue(ServiceDist::Fixed(service), None, stall)
+    }
+
+    /// A null target serving with `service`, through a first-come-first-
+    /// served queue of `servers` when given; the stall, if any, is counted
+    /// from now (the start of the run).
+    pub fn queue(service: ServiceDist, servers: Option<u32>, stall: Option<NullStall>) -> Self {
         let now = Instant::now();
         NullWorkload {
             service,
-            stall: stall.map(|s| (now + s.at, now + s.at + s.length)),
+            stall: queue::stall_window(stall, now),
+            ledger: servers.map(|c| Arc::new(Ledger::new(c, now))),
         }
     }
 }
 
 /// What a generator builds a null target from: its service time, and
-/// the stall counted from when the generator builds it.
+/// the stall counted from when the generator builds it. Forms from before
+/// the service time could be drawn carry its seconds, and no servers.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct NullForm {
-    #[serde(with = "serde_duration")]
-    service: Duration,
+    service: ServiceDist,
     stall: Option<NullStall>,
+    /// A queue's servers: refused, since a queue split over generators
+    /// is one queue per generator, not the one asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    servers: Option<u32>,
 }
 
 impl NullForm {
@@ -162,11 +212,12 @@ impl NullForm {
     fn read(form: serde_json::Value) -> Result<Self, PlanError> {
         let form: NullForm = serde_json::from_value(form)
             .map_err(|e| PlanError::new(format!("the null workload's form is not one: {e}")))?;
-        let max_wait = crate::plan::MAX_WAIT;
-        if form.service > max_wait {
+        form.service
+            .check()
+            .map_err(|e| PlanError::new(format!("form.service is {}; {e}", form.service)))?;
+        if let Some(servers) = form.servers {
             return Err(PlanError::new(format!(
-                "form.service is {:?}; at most {max_wait:?}",
-                form.service
+                "form.servers is {servers}; a queue split across generators is not one queue, so the null queue runs without generators"
             )));
         }
         let month = Duration::from_secs(30 * 24 * 3600);
@@ -184,8 +235,11 @@ impl NullForm {
 
 /// One null user.
 pub struct NullSession {
-    service: Duration,
+    service: ServiceDist,
+    /// Draws this user's service times.
+    rng: SmallRng,
     stall: Option<(Instant, Instant)>,
+    ledger: Option<Arc<Ledger>>,
     /// Its own high-resolution timer (tokio's would round each service
     /// time up to the next millisecond); none when it never waits, so that
     /// a million users answering at once hold no descriptor each.
@@ -202,7 +256,7 @@ impl Workload for NullWorkload {
     async fn open_session(
         &self,
         _user: u32,
-        _seed: u64,
+        seed: u64,
         _seat: Seat,
     ) -> anyhow::Result<NullSession> {
         let waits = !self.service.is_zero() || self.stall.is_some();
@@ -216,7 +270,9 @@ impl Workload for NullWorkload {
             };
         Ok(NullSession {
             service: self.service,
+            rng: SmallRng::seed_from_u64(seed),
             stall: self.stall,
+            ledger: self.ledger.clone(),
             timer,
         })
     }
@@ -236,6 +292,7 @@ impl Workload for NullWorkload {
         serde_json::to_value(NullForm {
             service: self.service,
             stall,
+            servers: self.ledger.as_ref().map(|l| l.servers()),
         })
         .ok()
     }
@@ -248,13 +305,12 @@ impl Session for NullSession {
 
     async fn execute(&mut self, _op: usize) -> Outcome {
         let start = Instant::now();
-        let mut done = start + self.service;
-        if let Some((from, until)) = self.stall {
-            // A stalled server answers nothing until the stall is over.
-            if start < until && done > from {
-                done = done.max(until);
-            }
-        }
+        let service = self.service.sample(&mut self.rng);
+        // A stalled server answers nothing until the stall is over.
+        let done = match &self.ledger {
+            Some(ledger) => ledger.book(start, service, self.stall),
+            None => queue::end_of(start, service, self.stall),
+        };
         if let (true, Some(timer)) = (done > start, &self.timer) {
             if let Err(e) = timer.sleep_until_exact(done).await {
                 // Setting a timerfd that was made fails only with its errno;
@@ -295,6 +351,58 @@ mod tests {
             length: Duration::from_millis(1),
         };
         assert_eq!(timers(NullWorkload::new(Duration::ZERO, Some(stall))), 8);
+    }
+
+    /// A queued operation draws its service time, books its server and
+    /// sleeps to its end without allocating.
+    #[test]
+    fn a_queued_operation_allocates_nothing() {
+        use crate::util::counting_alloc::allocations;
+        let rt = crate::util::test_runtime();
+        let service = ServiceDist::Exponential {
+            mean: Duration::from_micros(2),
+        };
+        let null = NullWorkload::queue(service, Some(2), None);
+        let seat = Seat::alone(Duration::from_secs(1));
+        let per_op = rt.block_on(async {
+            let mut session = null.open_session(0, 7, seat).await.unwrap();
+            for _ in 0..200 {
+                session.execute(0).await;
+            }
+            let before = allocations();
+            for _ in 0..2_000 {
+                session.execute(0).await;
+            }
+            allocations() - before
+        });
+        assert_eq!(per_op, 0);
+    }
+
+    #[test]
+    fn old_generator_forms_read_and_a_queue_or_an_undrawable_time_is_refused() {
+        let form = NullForm::read(serde_json::json!({"service": 0.001, "stall": null})).unwrap();
+        assert_eq!(form.service, ServiceDist::Fixed(Duration::from_millis(1)));
+        assert_eq!(form.servers, None);
+        let drawn =
+            serde_json::json!({"service": {"kind": "exponential", "mean": 0.001}, "stall": null});
+        assert!(NullForm::read(drawn).is_ok());
+        for (form, says) in [
+            (
+                serde_json::json!({"service": 0.001, "stall": null, "servers": 4}),
+                "form.servers is 4",
+            ),
+            (
+                serde_json::json!({"service": {"kind": "exponential", "mean": 0}, "stall": null}),
+                "form.service is exp:0",
+            ),
+            (
+                serde_json::json!({"service": {"kind": "uniform", "min": 2, "max": 1}, "stall": null}),
+                "form.service is",
+            ),
+        ] {
+            let e = NullForm::read(form).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
     }
 
     #[test]
