@@ -36,8 +36,9 @@ pub(crate) const MIN_TOKEN: usize = 16;
 /// Reads a token file: its first line, trimmed, read from at most its
 /// first 4 KiB of a regular file (a device is refused, a huge file is not
 /// read whole). A token must be at least [`MIN_TOKEN`] visible ASCII
-/// characters. An error names the file, not a flag: the same reader serves
-/// `--token-file` and `--serve-token-file` (see [`read_token_file`]).
+/// characters. An error names the file, not a flag (the commands read
+/// through [`read_token_file`], which names theirs).
+#[cfg(test)]
 pub(crate) fn read_token(path: &std::path::Path) -> Result<String, crate::error::PlanError> {
     read_token_given(path, None)
 }

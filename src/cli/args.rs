@@ -476,7 +476,7 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = values::positive_percent)]
     pub(crate) max_cv: f64,
 
-    /// Search the highest load that meets --slo instead of running a list: from the first level of --users or --rate, double the load until a level breaks, then narrow the bracket to --precision. Each level is judged meets, breaks or undecided at 95%; an undecided one runs again (up to --max-repeat runs, 3 by default) before the search moves on.
+    /// Search the highest load that meets --slo instead of running a list: from the first level of --users or --rate, double the load until a level breaks, then narrow the bracket to --precision. Each level is judged meets, breaks or undecided at 95%; an undecided one runs again (up to --max-repeat runs, 2 by default) before the search moves on.
     #[arg(long)]
     pub(crate) find: bool,
 

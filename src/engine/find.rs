@@ -19,7 +19,10 @@
 //!    time percentiles go as 1/(capacity − load), and close for many
 //!    servers near saturation — offset by 40% of the precision towards the
 //!    side the last probe did not fall on, so that the next two probes
-//!    usually close the bracket from both sides. The probe stays at least
+//!    usually close the bracket from both sides. An end kept while the
+//!    other moved twice or more counts for half as much each time (the
+//!    Illinois rule of regula falsi), so that a curve bent one way does
+//!    not creep up on the answer from one side. The probe stays at least
 //!    a tenth of the bracket from either end, and when two probes in a row
 //!    did not halve the bracket (or no latency ratio is known) the probe
 //!    is the geometric midpoint: never slower than bisection by more than a
@@ -122,8 +125,20 @@ impl Search {
         let bisect = (lo.load * hi.load).sqrt();
         let guess = match (lo.ratio, hi.ratio) {
             (Some(a), Some(b)) if a > 0.0 && !self.stalling() => {
-                let (fa, fb) = (1.0 / a, 1.0 / b.max(1e-9));
-                (fa > fb && fa > 1.0).then(|| lo.load + (fa - 1.0) / (fa - fb) * span)
+                // How far each end is from the objective, in the
+                // reciprocal ratio; the end kept while the other moved
+                // twice or more counts for half as much each time (the
+                // Illinois rule: a curve bent one way otherwise creeps
+                // up on the answer from one side).
+                let (mut ga, mut gb) = (1.0 / a - 1.0, 1.0 / b.max(1e-9) - 1.0);
+                let (kept_hi, moves) = self.same_side_run();
+                let weight = 0.5f64.powi(moves.saturating_sub(1).min(30) as i32);
+                if kept_hi {
+                    gb *= weight;
+                } else {
+                    ga *= weight;
+                }
+                (ga > 0.0 && gb < 0.0).then(|| lo.load + ga / (ga - gb) * span)
             }
             _ => None,
         };
@@ -141,6 +156,22 @@ impl Search {
             guess * (1.0 - offset)
         };
         aimed.clamp(lo.load + span / 10.0, hi.load - span / 10.0)
+    }
+
+    /// Whether the latest probes all met (so the bracket's upper end was
+    /// kept while its lower end moved) or all did not, and how many.
+    fn same_side_run(&self) -> (bool, u32) {
+        let Some(last) = self.probes.last() else {
+            return (true, 0);
+        };
+        let met = last.decision == Decision::Meets;
+        let moves = self
+            .probes
+            .iter()
+            .rev()
+            .take_while(|p| (p.decision == Decision::Meets) == met)
+            .count();
+        (met, u32::try_from(moves).unwrap_or(u32::MAX))
     }
 
     /// Whether the last two probes inside a bracket failed to halve it.

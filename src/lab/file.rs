@@ -87,6 +87,10 @@ struct RawLab {
     costs: Option<Table>,
     scorecard: Option<Table>,
     ratings: Option<Ratings>,
+    /// Each cell searches the load that meets the objectives (`--find`).
+    find: Option<Spanned<bool>>,
+    /// The objectives each cell is judged (and searches) by (`--slo`).
+    slo: Option<Spanned<String>>,
 }
 
 impl LabFile {
@@ -146,7 +150,8 @@ impl LabFile {
                 ),
             ));
         }
-        let (args, args_at) = raw.args_and_place();
+        let (mut args, args_at) = raw.args_and_place();
+        raw.search_args(&mut args, &at)?;
         let repetitions = raw.repetitions(&at)?;
         let seed = raw.seed(&at)?;
         let mut positions = BTreeMap::new();
@@ -234,6 +239,29 @@ fn read_raw(text: &str, at: &At) -> Result<RawLab, LabFileError> {
 
 impl RawLab {
     /// The run flags, and where they are (at the workload when not given).
+    /// `slo = "p95<50ms"` and `find = true` as the run flags they stand
+    /// for; a search without objectives is refused at `find`.
+    fn search_args(
+        &self,
+        args: &mut Vec<String>,
+        at: &impl Fn(usize, String) -> LabFileError,
+    ) -> Result<(), LabFileError> {
+        if let Some(slo) = &self.slo {
+            args.extend(["--slo".to_string(), slo.get_ref().clone()]);
+        }
+        let Some(find) = self.find.as_ref().filter(|f| *f.get_ref()) else {
+            return Ok(());
+        };
+        if !args.iter().any(|a| a == "--slo" || a.starts_with("--slo=")) {
+            return Err(at(
+                find.span().start,
+                "find = true searches the load that meets objectives, and none is given; add slo = \"p95<50ms\" (or --slo in args)".into(),
+            ));
+        }
+        args.push("--find".to_string());
+        Ok(())
+    }
+
     fn args_and_place(&self) -> (Vec<String>, usize) {
         match &self.args {
             None => (Vec::new(), self.workload.span().start),
@@ -634,6 +662,22 @@ mod tests {
         .unwrap();
         assert_eq!(lab.name, "lab");
         assert_eq!(lab.args, ["--users", "1,2"]);
+        let searching = LabFile::parse(
+            Path::new("l.toml"),
+            "workload = \"null\"\nargs = \"--users 1\"\nslo = \"p95<5ms\"\nfind = true\n[vary]\ncpus = [\"0\"]\n".into(),
+        )
+        .unwrap();
+        assert_eq!(
+            searching.args,
+            ["--users", "1", "--slo", "p95<5ms", "--find"]
+        );
+        let e = LabFile::parse(
+            Path::new("l.toml"),
+            "workload = \"null\"\nfind = true\n[vary]\ncpus = [\"0\"]\n".into(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("l.toml:2:8: find = true searches"), "{e}");
         assert_eq!(lab.repetitions, 2);
         assert_eq!(lab.variants.len(), 6);
         assert_eq!(lab.variants[0].name, "cpus=0 pg.shared_buffers=16MB");

@@ -90,7 +90,7 @@ pub(crate) const DEFAULT_PRECISION: f64 = 0.05;
 
 /// The runs of an undecided level under `--find` when `--max-repeat` is
 /// not given.
-pub(crate) const FIND_REPEATS: u32 = 3;
+pub(crate) const FIND_REPEATS: u32 = 2;
 
 /// What a run on generators does when one stops answering mid-step: the
 /// step is kept (marked degraded, the generator named) either way.
