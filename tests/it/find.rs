@@ -124,3 +124,40 @@ fn the_search_finds_the_known_capacity_of_a_queue() {
         );
     }
 }
+
+/// The search on real servers: a managed PostgreSQL in a closed loop
+/// (users) and a managed nginx in an open loop (the rate), each from a
+/// load that meets the objective to one that does not, answering with
+/// the line that begins `holds` and what stops the server on either side.
+#[test]
+fn the_search_brackets_a_real_database_and_web_server() {
+    for (args, unit) in [
+        (
+            "run bank --target postgres:managed --users 1 --slo p95<5ms --find",
+            "users",
+        ),
+        ("run web --rate 2000 --slo p95<5ms --find", "rate"),
+    ] {
+        let dir = tempdir();
+        let out = perflab_ok(
+            dir.path(),
+            &format!("{args} --warmup 0.3s --duration 2s --interval 250ms --max-error-rate 100%"),
+        );
+        let export = last_export(dir.path());
+        let slo = &export["verdict"]["slo"];
+        let held = slo["max_load"].as_f64().unwrap_or(0.0);
+        let above = slo["limit_load"].as_f64().unwrap_or(0.0);
+        let said = format!("{args}: held {held}, limit {above}; {}", slo["answer"]);
+        assert!(held > 0.0 && above > held, "{said}");
+        // The bracket is within 5%, or one user wide.
+        assert!(above <= held * 1.05 + 1.0, "{said}");
+        assert_eq!(export["steps"][0]["load"]["kind"], unit, "{said}");
+        let answer = out
+            .lines()
+            .find(|l| l.starts_with("holds p95<5.00ms up to "))
+            .unwrap_or("");
+        assert!(!answer.is_empty(), "{out}");
+        contains(&out, "\n  within      at ");
+        contains(&out, "\n  beyond      at ");
+    }
+}
