@@ -493,13 +493,10 @@ fn prometheus_scrapes_the_runs_operations() {
         .is_some_and(|n| (n - stored as f64).abs() / (stored as f64) <= 0.01));
 }
 
-/// `perflab serve`: the stored runs listed, each run's page the report,
-/// an unknown run a 404; stopped by SIGTERM (by its PID).
-#[test]
-fn perflab_serve_browses_the_stored_runs() {
-    let dir = tempdir();
-    crate::support::perflab_ok(dir.path(), "run null --users 1,2 --warmup 0s --duration 1s");
-    let mut child = perflab_process(dir.path())
+/// `perflab serve` of the store in `dir` on a port of its choosing: the
+/// process (ended when dropped) and the address it printed.
+fn serve_stored(dir: &std::path::Path) -> (KillOnDrop, String) {
+    let mut child = perflab_process(dir)
         .args(["serve", "--addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -516,6 +513,16 @@ fn perflab_serve_browses_the_stored_runs() {
         .and_then(|r| r.split('/').next())
         .unwrap_or_else(|| panic!("no URL in {line:?}"))
         .to_string();
+    (guard, addr)
+}
+
+/// `perflab serve`: the stored runs listed, each run's page the report,
+/// an unknown run a 404; stopped by SIGTERM (by its PID).
+#[test]
+fn perflab_serve_browses_the_stored_runs() {
+    let dir = tempdir();
+    crate::support::perflab_ok(dir.path(), "run null --users 1,2 --warmup 0s --duration 1s");
+    let (guard, addr) = serve_stored(dir.path());
     let (status, _, list) = get(&addr, "/");
     assert_eq!(status, 200);
     assert!(list.contains("<a href=\"/run/1\">1</a>"), "{list}");
@@ -548,23 +555,7 @@ fn a_damaged_stored_field_is_named_by_run_step_and_field_and_served_as_500() {
         assert!(err.contains(says), "{command}: {err}");
         assert!(!err.contains("index"), "{command}: {err}");
     }
-    let mut child = perflab_process(dir.path())
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let guard = KillOnDrop(child);
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .to_string();
+    let (guard, addr) = serve_stored(dir.path());
     let (status, _, page) = get(&addr, "/run/1");
     assert_eq!(status, 500, "{page}");
     assert!(page.contains("has a damaged field `level`"), "{page}");
