@@ -417,26 +417,12 @@ fn execute<W: Workload>(
             workload.op_names().iter().map(|s| s.to_string()).collect(),
         );
     }
-    crate::util::out(format_args!(
-        "run {run}: {} on {target}, {} steps of {} after {} warm-up, {} threads, seed {}; results in {}\n",
-        plan.workload.name(),
-        plan.sweep.levels.len() * plan.repeat as usize,
-        format_duration(plan.duration),
-        format_duration(plan.warmup),
-        plan.threads,
-        plan.seed,
-        store.path().display()
-    ));
+    announce(plan, run, &target, store);
     let mut observer = RunObserver {
         store,
         run,
         progress: Progress::new(
-            // A search's steps are not known in advance.
-            if plan.find.is_some() {
-                0
-            } else {
-                plan.sweep.levels.len() * plan.repeat as usize
-            },
+            steps_planned(plan),
             crate::workload::run_rate_unit(
                 &plan.workload.name,
                 workload.op_names().first().copied(),
@@ -478,6 +464,45 @@ fn execute<W: Workload>(
         signal.load(std::sync::atomic::Ordering::SeqCst),
         run,
     )
+}
+
+/// The steps a plan runs; 0 for a search (`--find`), whose steps are not
+/// known in advance.
+fn steps_planned(plan: &Plan) -> usize {
+    if plan.find.is_some() {
+        0
+    } else {
+        plan.sweep.levels.len() * plan.repeat as usize
+    }
+}
+
+/// The run's first line: what runs where, how, and where it is stored.
+fn announce(plan: &Plan, run: RunId, target: &str, store: &Store) {
+    let steps = match plan.find {
+        Some(find) => format!(
+            "a search (--find) from {} for {} to within {}, steps",
+            plan.sweep
+                .levels
+                .first()
+                .map_or(String::new(), |l| l.to_string()),
+            plan.slos
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            crate::units::Percent(find.precision),
+        ),
+        None => format!("{} steps", steps_planned(plan)),
+    };
+    crate::util::out(format_args!(
+        "run {run}: {} on {target}, {steps} of {} after {} warm-up, {} threads, seed {}; results in {}\n",
+        plan.workload.name(),
+        format_duration(plan.duration),
+        format_duration(plan.warmup),
+        plan.threads,
+        plan.seed,
+        store.path().display()
+    ));
 }
 
 /// How a run whose end was decided exits: a signal that came after its
