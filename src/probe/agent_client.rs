@@ -8,6 +8,7 @@
 //! with the probes because a run reads remote hosts through it; the agent
 //! imports these bodies from here, never the reverse.
 
+use super::counters::untrusted;
 use super::counters::{HostSample, HostSnapshot};
 use crate::error::PlanError;
 use crate::wire::answer::{self, Answer};
@@ -307,7 +308,30 @@ impl AgentClient {
         })
     }
 
-    /// The samples the agent took since the last call.
+    /// An answer's body of the agent's counters or samples as JSON, made
+    /// safe before it is typed: its names cleaned, and with `figures`
+    /// (samples, where every number is a rate, share, count or size) its
+    /// numbers beyond belief made 0 (see [`untrusted`]).
+    fn untrusted_json<T: serde::de::DeserializeOwned>(
+        &self,
+        body: &[u8],
+        figures: bool,
+    ) -> anyhow::Result<T> {
+        let mut value: serde_json::Value = self.json(body)?;
+        untrusted::clean_names(&mut value);
+        if figures {
+            untrusted::clean_figures(&mut value);
+        }
+        serde_json::from_value(value).map_err(|e| {
+            anyhow::anyhow!(
+                "the agent at {} answered with what is not its JSON: {e}",
+                self.name
+            )
+        })
+    }
+
+    /// The samples the agent took since the last call, made safe to show
+    /// (see [`AgentClient::untrusted_json`]).
     pub(crate) fn fetch(&mut self) -> anyhow::Result<Vec<StampedSample>> {
         #[derive(serde::Deserialize)]
         struct Body {
@@ -315,11 +339,18 @@ impl AgentClient {
         }
         let body: Body = self
             .get(&format!("/v1/samples?since={}", self.last))
-            .and_then(|b| self.json(&b))?;
+            .and_then(|b| self.untrusted_json(&b, true))?;
         if let Some(last) = body.samples.last() {
             self.last = last.seq;
         }
-        Ok(body.samples)
+        Ok(body
+            .samples
+            .into_iter()
+            .map(|mut s| {
+                s.sample = s.sample.with_shares_bounded();
+                s
+            })
+            .collect())
     }
 
     /// The agent host's inventory.
@@ -344,9 +375,17 @@ impl AgentClient {
         Ok((body.seconds, body.snapshot))
     }
 
-    /// `/v1/snapshot` whole: with the agent host's boot id.
+    /// `/v1/snapshot` whole: with the agent host's boot id; its names
+    /// cleaned and what no host could show taken for absent
+    /// ([`HostSnapshot::cleaned`]).
     pub(crate) fn snapshot_body(&self) -> anyhow::Result<SnapshotBody> {
-        self.get("/v1/snapshot").and_then(|b| self.json(&b))
+        let body: SnapshotBody = self
+            .get("/v1/snapshot")
+            .and_then(|b| self.untrusted_json(&b, false))?;
+        Ok(SnapshotBody {
+            snapshot: body.snapshot.cleaned(),
+            ..body
+        })
     }
 }
 

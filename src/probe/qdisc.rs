@@ -381,13 +381,10 @@ impl QdiscSample {
         after: &[QdiscCounters],
         seconds: f64,
     ) -> Vec<QdiscSample> {
-        let rate = |n: u64| {
-            if seconds > 0.0 {
-                n as f64 / seconds
-            } else {
-                0.0
-            }
-        };
+        use crate::probe::counters::untrusted::{increase, per_second};
+        // A counter that went backwards or leapt beyond belief grew by none.
+        let grew = |x: u64, y: u64| increase(x, y, seconds);
+        let rate = |n: u64| per_second(n, seconds);
         after
             .iter()
             .filter_map(|b| {
@@ -407,10 +404,10 @@ impl QdiscSample {
                     rate_bytes_per_s: b.rate_bytes_per_s,
                     loss: b.loss,
                     delay_s: b.delay_s,
-                    bytes_per_s: rate(b.bytes.saturating_sub(a.bytes)),
-                    packets_per_s: rate(b.packets.saturating_sub(a.packets)),
-                    drops: b.drops.saturating_sub(a.drops),
-                    overlimits: b.overlimits.saturating_sub(a.overlimits),
+                    bytes_per_s: rate(grew(a.bytes, b.bytes)),
+                    packets_per_s: rate(grew(a.packets, b.packets)),
+                    drops: grew(a.drops, b.drops),
+                    overlimits: grew(a.overlimits, b.overlimits),
                     backlog_bytes: b.backlog_bytes,
                 })
             })

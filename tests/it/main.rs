@@ -15,6 +15,7 @@ mod generators;
 mod golden;
 mod help;
 mod host;
+mod hostile_agent;
 mod injection;
 mod kube;
 mod lab;

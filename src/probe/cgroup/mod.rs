@@ -190,10 +190,14 @@ impl CgroupCounters {
 impl CgroupSample {
     /// What the cgroup did between two readings `seconds` apart.
     pub(crate) fn between(a: &CgroupCounters, b: &CgroupCounters, seconds: f64) -> Self {
-        let grew = |x: Option<u64>, y: Option<u64>| x.zip(y).map(|(x, y)| y.saturating_sub(x));
+        use crate::probe::counters::untrusted::{increase, per_second};
+        // A counter that went backwards or leapt beyond belief grew by none.
+        let grew = |x: Option<u64>, y: Option<u64>| {
+            x.zip(y).map(|(x, y)| increase(x, y, seconds.max(1.0)))
+        };
         let cpu_used_cpus = grew(a.cpu_usage_ns, b.cpu_usage_ns)
             .filter(|_| seconds > 0.0)
-            .map(|ns| ns as f64 / 1e9 / seconds);
+            .map(|ns| per_second(ns, seconds) / 1e9);
         let periods = grew(a.cpu_periods, b.cpu_periods);
         let throttled = grew(a.cpu_throttled_periods, b.cpu_throttled_periods);
         let throttled_share = match (periods, throttled) {
@@ -215,7 +219,8 @@ impl CgroupSample {
             .map(|after| {
                 let before = a.io_devices.iter().find(|d| d.device == after.device);
                 let rate = |f: fn(&IoCounters) -> u64| {
-                    f(after).saturating_sub(before.map_or(f(after), f)) as f64 / seconds
+                    let grew = increase(before.map_or(f(after), f), f(after), seconds);
+                    per_second(grew, seconds)
                 };
                 CgroupIoSample {
                     device: after.device.clone(),

@@ -23,6 +23,7 @@ mod sample;
 mod snapshot;
 pub(crate) mod stack;
 pub(crate) mod threads;
+pub(crate) mod untrusted;
 
 pub(crate) use crate::probe::cgroup::{CgroupIoSample, CgroupSample};
 pub use crate::probe::qdisc::QdiscSample;

@@ -236,6 +236,10 @@ impl ProcessSample {
     pub(crate) fn between(label: &str, a: &GroupCounters, b: &GroupCounters, seconds: f64) -> Self {
         let ticks_per_s = clock_ticks();
         let page = page_size();
+        // Every increase is believed only up to a rate (see
+        // `untrusted::increase`), and sums saturate: the counters may be a
+        // remote agent's.
+        let grew = |x: u64, y: u64| super::untrusted::increase(x, y, seconds);
         let (mut user, mut system, mut switches, mut major) = (0u64, 0u64, 0u64, 0u64);
         let mut niced = 0u64;
         let mut delayed = None::<u64>;
@@ -243,46 +247,50 @@ impl ProcessSample {
         // be read, rather than a zero that would claim it did no I/O.
         let (mut read, mut written) = (None::<u64>, None::<u64>);
         let mut single = None::<u64>;
+        let add = |sum: Option<u64>, n: u64| Some(sum.unwrap_or(0).saturating_add(n));
         for (pid, after) in b {
             let before = a.get(pid).copied().unwrap_or_default();
+            let (cpu_user, cpu_system) = (
+                grew(before.utime, after.utime),
+                grew(before.stime, after.stime),
+            );
             if after.threads == 1 {
-                let ticks = (after.utime + after.stime).saturating_sub(before.utime + before.stime);
+                let ticks = cpu_user.saturating_add(cpu_system);
                 single = Some(single.map_or(ticks, |s| s.max(ticks)));
             }
-            user += after.utime.saturating_sub(before.utime);
+            user = user.saturating_add(cpu_user);
             if after.nice > 0 {
-                niced += after.utime.saturating_sub(before.utime);
+                niced = niced.saturating_add(cpu_user);
             }
-            system += after.stime.saturating_sub(before.stime);
-            switches += after
-                .context_switches
-                .saturating_sub(before.context_switches);
-            major += after.major_faults.saturating_sub(before.major_faults);
-            let grew = |x: Option<u64>, y: Option<u64>| y.map(|y| y.saturating_sub(x.unwrap_or(0)));
-            if let Some(n) = grew(before.run_delay_ns, after.run_delay_ns) {
-                delayed = Some(delayed.unwrap_or(0) + n);
+            system = system.saturating_add(cpu_system);
+            switches =
+                switches.saturating_add(grew(before.context_switches, after.context_switches));
+            major = major.saturating_add(grew(before.major_faults, after.major_faults));
+            let grew_opt = |x: Option<u64>, y: Option<u64>| y.map(|y| grew(x.unwrap_or(0), y));
+            if let Some(n) = grew_opt(before.run_delay_ns, after.run_delay_ns) {
+                delayed = add(delayed, n);
             }
-            if let Some(n) = grew(before.read_bytes, after.read_bytes) {
-                read = Some(read.unwrap_or(0) + n);
+            if let Some(n) = grew_opt(before.read_bytes, after.read_bytes) {
+                read = add(read, n);
             }
-            if let Some(n) = grew(before.write_bytes, after.write_bytes) {
-                written = Some(written.unwrap_or(0) + n);
+            if let Some(n) = grew_opt(before.write_bytes, after.write_bytes) {
+                written = add(written, n);
             }
         }
-        let per_s = |n: u64| {
-            if seconds > 0.0 {
-                n as f64 / seconds
-            } else {
-                0.0
-            }
-        };
+        let per_s = |n: u64| super::untrusted::per_second(n, seconds);
+        let believable = super::untrusted::believable;
         ProcessSample {
             label: label.to_string(),
             processes: b.len(),
             cpu_user: per_s(user) / ticks_per_s,
             cpu_system: per_s(system) / ticks_per_s,
-            rss_bytes: b.values().map(|p| p.rss_pages * page).sum(),
-            threads: b.values().map(|p| p.threads).sum(),
+            rss_bytes: believable(b.values().fold(0u64, |sum, p| {
+                sum.saturating_add(p.rss_pages.saturating_mul(page))
+            })),
+            threads: believable(
+                b.values()
+                    .fold(0u64, |sum, p| sum.saturating_add(p.threads)),
+            ),
             context_switches_per_s: per_s(switches),
             read_bytes_per_s: read.map(per_s),
             write_bytes_per_s: written.map(per_s),

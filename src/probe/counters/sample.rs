@@ -6,6 +6,7 @@
 use super::process::ProcessSample;
 use super::snapshot::{HostSnapshot, NicCounters, PressureTotals};
 use super::threads::ThreadStates;
+use super::untrusted::{increase, per_second, MAX_INTERVAL};
 use crate::probe::cgroup::CgroupSample;
 use crate::probe::qdisc::QdiscSample;
 use procfs_core::CpuTime;
@@ -241,8 +242,9 @@ impl HostSample {
     /// As [`between`](Self::between), with the elapsed time given (fixtures).
     pub fn between_over(a: &HostSnapshot, b: &HostSnapshot, seconds: f64) -> Self {
         // Under a millisecond (or no number) is no interval to take rates
-        // over: a rate over it would be no finite number.
-        let seconds = if seconds.is_finite() && seconds >= 1e-3 {
+        // over: a rate over it would be no finite number. Over 11 days is
+        // no interval either (an agent's clock that leapt).
+        let seconds = if (1e-3..=MAX_INTERVAL).contains(&seconds) {
             seconds
         } else {
             0.0
@@ -284,7 +286,7 @@ impl HostSample {
                 100.0,
             ),
             nics: NicSample::all_between(&a.nics, &b.nics, rate),
-            tcp: TcpSample::between(&a.tcp, &b.tcp, seconds),
+            tcp: TcpSample::between(&a.tcp, &b.tcp, rate),
             pressure: PressureSample::between(&a.pressure, &b.pressure, seconds),
             processes: b
                 .processes
@@ -382,13 +384,20 @@ struct PerSecond(f64);
 
 impl PerSecond {
     /// The increase from `x` to `y` per second (0 over no time; a counter
-    /// that went backwards, reset, counts as no increase).
+    /// that went backwards, reset, or leapt beyond belief counts as no
+    /// increase: see [`increase`]).
     fn of(self, x: u64, y: u64) -> f64 {
-        if self.0 > 0.0 {
-            y.saturating_sub(x) as f64 / self.0
-        } else {
-            0.0
-        }
+        per_second(self.count(x, y), self.0)
+    }
+
+    /// The increase from `x` to `y` over the interval ([`increase`]).
+    fn count(self, x: u64, y: u64) -> u64 {
+        increase(x, y, self.0)
+    }
+
+    /// The increase from `x` to `y`, each `unit` bytes, in bytes per second.
+    fn bytes(self, x: u64, y: u64, unit: u64) -> f64 {
+        per_second(self.count(x, y).saturating_mul(unit), self.0)
     }
 }
 
@@ -440,7 +449,11 @@ impl MemorySample {
             a.vmstat
                 .as_ref()
                 .zip(b.vmstat.as_ref())
-                .and_then(|(va, vb)| Some(rate.of(*va.get(key)? as u64, *vb.get(key)? as u64)))
+                .and_then(|(va, vb)| {
+                    // A counter below zero is no counter (nor a huge one).
+                    let read = |v: &BTreeMap<String, i64>| u64::try_from(*v.get(key)?).ok();
+                    Some(rate.of(read(va)?, read(vb)?))
+                })
         };
         let scanned = ["pgscan_kswapd", "pgscan_direct"]
             .iter()
@@ -473,29 +486,25 @@ impl DiskSample {
         b.iter()
             .filter_map(|db| {
                 let da = a.iter().find(|d| d.name == db.name)?;
-                let ios = db
-                    .reads
-                    .saturating_sub(da.reads)
-                    .saturating_add(db.writes.saturating_sub(da.writes));
-                let io_ms = db
-                    .time_reading
-                    .saturating_sub(da.time_reading)
-                    .saturating_add(db.time_writing.saturating_sub(da.time_writing));
+                let ios = rate
+                    .count(da.reads, db.reads)
+                    .saturating_add(rate.count(da.writes, db.writes));
+                let io_ms = rate
+                    .count(da.time_reading, db.time_reading)
+                    .saturating_add(rate.count(da.time_writing, db.time_writing));
                 Some(DiskSample {
                     name: db.name.clone(),
                     reads_per_s: rate.of(da.reads, db.reads),
                     writes_per_s: rate.of(da.writes, db.writes),
-                    read_bytes_per_s: rate.of(da.sectors_read, db.sectors_read) * 512.0,
-                    write_bytes_per_s: rate.of(da.sectors_written, db.sectors_written) * 512.0,
+                    read_bytes_per_s: rate.bytes(da.sectors_read, db.sectors_read, 512),
+                    write_bytes_per_s: rate.bytes(da.sectors_written, db.sectors_written, 512),
                     busy: if ms > 0.0 {
-                        (db.time_in_progress.saturating_sub(da.time_in_progress) as f64 / ms)
-                            .min(1.0)
+                        (rate.count(da.time_in_progress, db.time_in_progress) as f64 / ms).min(1.0)
                     } else {
                         0.0
                     },
                     queue: if ms > 0.0 {
-                        db.weighted_time_in_progress
-                            .saturating_sub(da.weighted_time_in_progress)
+                        rate.count(da.weighted_time_in_progress, db.weighted_time_in_progress)
                             as f64
                             / ms
                     } else {
@@ -521,12 +530,15 @@ impl NicSample {
             .filter_map(|(name, nb)| {
                 let na = a.get(name)?;
                 let (x, y) = (&na.dev, &nb.dev);
-                let count = |p: u64, q: u64| q.saturating_sub(p);
-                let opt =
-                    |p: Option<u64>, q: Option<u64>| p.zip(q).map(|(p, q)| q.saturating_sub(p));
+                let count = |p: u64, q: u64| rate.count(p, q);
+                let opt = |p: Option<u64>, q: Option<u64>| p.zip(q).map(|(p, q)| count(p, q));
                 let rx = rate.of(x.recv_bytes, y.recv_bytes);
                 let tx = rate.of(x.sent_bytes, y.sent_bytes);
-                let capacity = nb.speed_mbps.map(|s| s as f64 * 1e6 / 8.0);
+                // A link of no speed has no utilisation (not an infinite one).
+                let capacity = nb
+                    .speed_mbps
+                    .filter(|s| *s > 0)
+                    .map(|s| s as f64 * 1e6 / 8.0);
                 Some(NicSample {
                     name: name.clone(),
                     rx_bytes_per_s: rx,
@@ -563,13 +575,16 @@ pub(super) const TCP_KEYS: [&str; 5] = [
 impl TcpSample {
     /// TCP's rates and counts between two readings of /proc/net/snmp and
     /// /proc/net/netstat; none unless both have `OutSegs`.
-    fn between(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>, seconds: f64) -> Option<Self> {
-        let tcp_count = |key: &str| Some(b.get(key)?.saturating_sub(*a.get(key)?));
+    fn between(
+        a: &BTreeMap<String, u64>,
+        b: &BTreeMap<String, u64>,
+        rate: PerSecond,
+    ) -> Option<Self> {
+        let tcp_count = |key: &str| Some(rate.count(*a.get(key)?, *b.get(key)?));
+        let per_s = |key: &str| per_second(tcp_count(key).unwrap_or(0), rate.0);
         (a.contains_key("OutSegs") && b.contains_key("OutSegs")).then(|| TcpSample {
-            segments_out_per_s: tcp_count("OutSegs").unwrap_or(0) as f64
-                / seconds.max(f64::MIN_POSITIVE),
-            retransmits_per_s: tcp_count("RetransSegs").unwrap_or(0) as f64
-                / seconds.max(f64::MIN_POSITIVE),
+            segments_out_per_s: per_s("OutSegs"),
+            retransmits_per_s: per_s("RetransSegs"),
             timeouts: tcp_count("TCPTimeouts"),
             listen_drops: tcp_count("ListenDrops"),
             listen_overflows: tcp_count("ListenOverflows"),

@@ -316,7 +316,9 @@ pub(crate) fn worker_cpus(
         let Some(before) = a.iter().find(|x| x.pid == w.pid) else {
             continue;
         };
-        let used = w.ticks.saturating_sub(before.ticks) as f64 / ticks_per_s / seconds;
+        // A counter that went backwards or leapt beyond belief grew by none.
+        let grew = super::untrusted::increase(before.ticks, w.ticks, seconds);
+        let used = super::untrusted::per_second(grew, seconds) / ticks_per_s;
         *out.entry(w.device.clone()).or_insert(0.0) += used;
     }
     out
