@@ -381,7 +381,7 @@ impl QdiscSample {
         after: &[QdiscCounters],
         seconds: f64,
     ) -> Vec<QdiscSample> {
-        use crate::probe::counters::untrusted::{increase, per_second};
+        use crate::probe::counters::believe::{increase, per_second};
         // A counter that went backwards or leapt beyond belief grew by none.
         let grew = |x: u64, y: u64| increase(x, y, seconds);
         let rate = |n: u64| per_second(n, seconds);

@@ -190,7 +190,7 @@ impl CgroupCounters {
 impl CgroupSample {
     /// What the cgroup did between two readings `seconds` apart.
     pub(crate) fn between(a: &CgroupCounters, b: &CgroupCounters, seconds: f64) -> Self {
-        use crate::probe::counters::untrusted::{increase, per_second};
+        use crate::probe::counters::believe::{increase, per_second};
         // A counter that went backwards or leapt beyond belief grew by none.
         let grew = |x: Option<u64>, y: Option<u64>| {
             x.zip(y).map(|(x, y)| increase(x, y, seconds.max(1.0)))

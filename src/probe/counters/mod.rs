@@ -18,6 +18,7 @@
 mod live;
 mod parse;
 pub(crate) use parse::{interrupts_by_source, snmp_table};
+pub(crate) mod believe;
 pub mod process;
 mod sample;
 mod snapshot;

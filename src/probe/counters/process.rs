@@ -239,7 +239,7 @@ impl ProcessSample {
         // Every increase is believed only up to a rate (see
         // `untrusted::increase`), and sums saturate: the counters may be a
         // remote agent's.
-        let grew = |x: u64, y: u64| super::untrusted::increase(x, y, seconds);
+        let grew = |x: u64, y: u64| super::believe::increase(x, y, seconds);
         let (mut user, mut system, mut switches, mut major) = (0u64, 0u64, 0u64, 0u64);
         let mut niced = 0u64;
         let mut delayed = None::<u64>;
@@ -277,8 +277,8 @@ impl ProcessSample {
                 written = add(written, n);
             }
         }
-        let per_s = |n: u64| super::untrusted::per_second(n, seconds);
-        let believable = super::untrusted::believable;
+        let per_s = |n: u64| super::believe::per_second(n, seconds);
+        let believable = super::believe::believable;
         ProcessSample {
             label: label.to_string(),
             processes: b.len(),

@@ -3,10 +3,10 @@
 //! total across CPUs); disk busy is io_ticks over the elapsed time; link
 //! utilisation is bytes per second against the reported link speed.
 
+use super::believe::{increase, per_second, MAX_INTERVAL};
 use super::process::ProcessSample;
 use super::snapshot::{HostSnapshot, NicCounters, PressureTotals};
 use super::threads::ThreadStates;
-use super::untrusted::{increase, per_second, MAX_INTERVAL};
 use crate::probe::cgroup::CgroupSample;
 use crate::probe::qdisc::QdiscSample;
 use procfs_core::CpuTime;

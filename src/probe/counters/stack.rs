@@ -317,8 +317,8 @@ pub(crate) fn worker_cpus(
             continue;
         };
         // A counter that went backwards or leapt beyond belief grew by none.
-        let grew = super::untrusted::increase(before.ticks, w.ticks, seconds);
-        let used = super::untrusted::per_second(grew, seconds) / ticks_per_s;
+        let grew = super::believe::increase(before.ticks, w.ticks, seconds);
+        let used = super::believe::per_second(grew, seconds) / ticks_per_s;
         *out.entry(w.device.clone()).or_insert(0.0) += used;
     }
     out
