@@ -484,9 +484,9 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "PERCENT")]
     pub(crate) precision: Option<String>,
 
-    /// Length of one measured interval: the batches --slo is judged by, and the resolution of the live view and the interval export (100ms to 60s, at most --duration).
-    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = values::duration)]
-    pub(crate) interval: Duration,
+    /// Length of one measured interval: the batches --slo is judged by, and the resolution of the live view and the interval export (100ms to 60s, at most --duration) [default: 1s, or --duration when shorter].
+    #[arg(long, value_name = "TIME", value_parser = values::duration)]
+    pub(crate) interval: Option<Duration>,
 
     /// Run each load level this many times.
     #[arg(long, value_name = "K", default_value_t = 1)]

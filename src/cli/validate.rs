@@ -366,9 +366,15 @@ fn objectives_for(plan: &Plan) -> Result<(), PlanError> {
     }
 }
 
-/// `--interval`: between 100 ms and 60 s, and no longer than the window.
+/// The interval a run measures by when `--interval` is not given.
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `--interval`: between 100 ms and 60 s, and no longer than the window;
+/// unset, one second or the whole window when that is shorter.
 fn interval(args: &CommonRunArgs, duration: Duration) -> Result<Duration, PlanError> {
-    let i = args.interval;
+    let Some(i) = args.interval else {
+        return Ok(DEFAULT_INTERVAL.min(duration).max(Duration::from_millis(1)));
+    };
     if i < Duration::from_millis(100) || i > Duration::from_secs(60) || i > duration {
         return Err(PlanError::flag(
             "--interval",
