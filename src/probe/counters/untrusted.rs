@@ -21,9 +21,9 @@ pub(crate) const MAX_NAME: usize = 256;
 pub(crate) const MAX_FIGURE: f64 = 9_007_199_254_740_992.0;
 
 /// The fastest a counter is believed to grow, per second; a faster leap
-/// is a reset or a lie, and counts as no increase. A terabyte per second
-/// is beyond any host's memory bandwidth today, a thousand times over for
-/// its disks and links.
+/// is a reset or a lie, and counts as no increase. A petabyte (or a
+/// quadrillion events) per second is a thousand times any host's memory
+/// bandwidth today, and more again for its disks and links.
 pub(crate) const MAX_RATE: f64 = 1e15;
 
 /// The largest memory size believed, bytes (1 PiB).
