@@ -145,7 +145,7 @@ impl LabFile {
                 raw.workload.span().start,
                 format!(
                     "'{}' is not a workload; name one of {}",
-                    crate::util::printable(&workload),
+                    crate::util::clipped(&crate::util::one_line(&workload)),
                     crate::workload::registry_names()
                 ),
             ));
@@ -407,13 +407,34 @@ fn value_text(value: &Spanned<toml::Value>) -> Option<String> {
 /// A knob name as written, checked for being one.
 fn knob_name(key: &Spanned<String>, at: &At) -> Result<String, LabFileError> {
     let name = key.get_ref().trim();
-    if name.is_empty() || name.contains(char::is_whitespace) {
+    if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c.is_control()) {
         return Err(at(
             key.span().start,
-            format!("'{name}' is not a knob's name"),
+            format!(
+                "'{}' is not a knob's name",
+                crate::util::clipped(&crate::util::one_line(name))
+            ),
         ));
     }
     Ok(name.to_string())
+}
+
+/// A knob's value, refused when it holds a line break or another control
+/// character: it names its variant in the lab's tables and goes into a
+/// server's settings, where a line break would begin another line.
+fn one_line_value(
+    knob: &str,
+    text: String,
+    offset: usize,
+    at: &At,
+) -> Result<String, LabFileError> {
+    if text.contains(char::is_control) {
+        return Err(at(
+            offset,
+            format!("a value of '{knob}' holds a line break or a control character; give it on one line"),
+        ));
+    }
+    Ok(text)
 }
 
 /// The `[[variant]]` list: each table a `name` and its knobs.
@@ -446,6 +467,7 @@ fn named(
                 continue;
             }
             let knob = knob_name(key, at)?;
+            let text = one_line_value(&knob, text, value.span().start, at)?;
             positions.entry(knob.clone()).or_insert(value.span().start);
             knobs.push((knob, text));
         }
@@ -574,12 +596,13 @@ fn read_axis(
         .get_ref()
         .iter()
         .map(|v| {
-            value_text(v).ok_or_else(|| {
+            let text = value_text(v).ok_or_else(|| {
                 at(
                     v.span().start,
                     format!("a value of '{knob}' must be a string or a number"),
                 )
-            })
+            })?;
+            one_line_value(&knob, text, v.span().start, at)
         })
         .collect::<Result<Vec<_>, _>>()?;
     positions.insert(knob.clone(), values.span().start);

@@ -16,6 +16,8 @@
 
 pub(crate) mod capacity;
 pub(crate) mod file;
+#[cfg(test)]
+mod file_props;
 pub(crate) mod hooks;
 pub(crate) mod live;
 mod place;

@@ -308,49 +308,23 @@ impl AgentClient {
         })
     }
 
-    /// An answer's body of the agent's counters or samples as JSON, made
-    /// safe before it is typed: its names cleaned, and with `figures`
-    /// (samples, where every number is a rate, share, count or size) its
-    /// numbers beyond belief made 0 (see [`untrusted`]).
-    fn untrusted_json<T: serde::de::DeserializeOwned>(
-        &self,
-        body: &[u8],
-        figures: bool,
-    ) -> anyhow::Result<T> {
-        let mut value: serde_json::Value = self.json(body)?;
-        untrusted::clean_names(&mut value);
-        if figures {
-            untrusted::clean_figures(&mut value);
-        }
-        serde_json::from_value(value).map_err(|e| {
-            anyhow::anyhow!(
-                "the agent at {} answered with what is not its JSON: {e}",
-                self.name
-            )
-        })
+    /// An answer's body that is not what it should be, in words.
+    fn not_its_json(&self, e: serde_json::Error) -> anyhow::Error {
+        anyhow::anyhow!(
+            "the agent at {} answered with what is not its JSON: {e}",
+            self.name
+        )
     }
 
     /// The samples the agent took since the last call, made safe to show
-    /// (see [`AgentClient::untrusted_json`]).
+    /// (see [`decode_samples`]).
     pub(crate) fn fetch(&mut self) -> anyhow::Result<Vec<StampedSample>> {
-        #[derive(serde::Deserialize)]
-        struct Body {
-            samples: Vec<StampedSample>,
-        }
-        let body: Body = self
-            .get(&format!("/v1/samples?since={}", self.last))
-            .and_then(|b| self.untrusted_json(&b, true))?;
-        if let Some(last) = body.samples.last() {
+        let body = self.get(&format!("/v1/samples?since={}", self.last))?;
+        let samples = decode_samples(&body).map_err(|e| self.not_its_json(e))?;
+        if let Some(last) = samples.last() {
             self.last = last.seq;
         }
-        Ok(body
-            .samples
-            .into_iter()
-            .map(|mut s| {
-                s.sample = s.sample.with_shares_bounded();
-                s
-            })
-            .collect())
+        Ok(samples)
     }
 
     /// The agent host's inventory.
@@ -379,14 +353,53 @@ impl AgentClient {
     /// cleaned and what no host could show taken for absent
     /// ([`HostSnapshot::cleaned`]).
     pub(crate) fn snapshot_body(&self) -> anyhow::Result<SnapshotBody> {
-        let body: SnapshotBody = self
-            .get("/v1/snapshot")
-            .and_then(|b| self.untrusted_json(&b, false))?;
-        Ok(SnapshotBody {
-            snapshot: body.snapshot.cleaned(),
-            ..body
-        })
+        let body = self.get("/v1/snapshot")?;
+        decode_snapshot(&body).map_err(|e| self.not_its_json(e))
     }
+}
+
+/// An agent's body of counters or samples as JSON, made safe before it is
+/// typed: its names cleaned, and with `figures` (samples, where every
+/// number is a rate, share, count or size) its numbers beyond belief made
+/// 0 (see [`untrusted`]).
+fn untrusted_json<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    figures: bool,
+) -> serde_json::Result<T> {
+    let mut value: serde_json::Value = serde_json::from_slice(body)?;
+    untrusted::clean_names(&mut value);
+    if figures {
+        untrusted::clean_figures(&mut value);
+    }
+    serde_json::from_value(value)
+}
+
+/// `/v1/snapshot`'s body as the coordinator takes it: names cleaned, and
+/// what no host could show taken for absent ([`HostSnapshot::cleaned`]).
+pub(crate) fn decode_snapshot(body: &[u8]) -> serde_json::Result<SnapshotBody> {
+    let body: SnapshotBody = untrusted_json(body, false)?;
+    Ok(SnapshotBody {
+        snapshot: body.snapshot.cleaned(),
+        ..body
+    })
+}
+
+/// `/v1/samples`'s body as the coordinator takes it: names cleaned,
+/// figures below zero or beyond belief made 0, shares held to 0..=1.
+pub(crate) fn decode_samples(body: &[u8]) -> serde_json::Result<Vec<StampedSample>> {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        samples: Vec<StampedSample>,
+    }
+    let body: Body = untrusted_json(body, true)?;
+    Ok(body
+        .samples
+        .into_iter()
+        .map(|mut s| {
+            s.sample = s.sample.with_shares_bounded();
+            s
+        })
+        .collect())
 }
 
 /// The error for an agent in TLS asked in plain text.

@@ -4,6 +4,8 @@
 //! database's statistics, and the host facts stored with every run.
 
 pub(crate) mod agent_client;
+#[cfg(test)]
+mod agent_props;
 pub(crate) mod cgroup;
 pub mod counters;
 mod db;

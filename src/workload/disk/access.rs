@@ -149,6 +149,11 @@ impl AccessSpec {
         let mut lines = Vec::new();
         for (key, value) in &doc {
             match (key.as_str(), value) {
+                ("name", toml::Value::String(s))
+                    if s.contains(char::is_control) || s.chars().count() > 120 =>
+                {
+                    return Err("the spec's name is one line of at most 120 characters (it is shown and stored with the run); give a shorter name without line breaks".to_string());
+                }
                 ("name", toml::Value::String(s)) => name = s.clone(),
                 ("line", toml::Value::Array(tables)) => {
                     for (i, t) in tables.iter().enumerate() {

@@ -22,6 +22,8 @@
 //! ([`crate::target::device`]).
 
 pub(crate) mod access;
+#[cfg(test)]
+mod access_props;
 mod batch;
 pub(crate) mod block;
 mod inflight;
