@@ -71,6 +71,15 @@ pub(crate) struct SloOutcome {
     /// The lowest load that did not meet them (broke, or too close to
     /// call), and how.
     pub(crate) limit_load: Option<f64>,
+    /// The lowest load above `max_load` shown to break them (not merely
+    /// too close to call): with `max_load`, the 95% interval of the
+    /// capacity (each end is decided at 97.5%).
+    pub(crate) broke_load: Option<f64>,
+    /// The load at which they are expected to be just met, between
+    /// `max_load` and `limit_load`: the latency objectives' ratio
+    /// interpolated as the search places its probes (the geometric
+    /// midpoint without one). None when no load run missed them.
+    pub(crate) capacity: Option<f64>,
     pub(crate) first_miss: Option<String>,
     /// The answer, one line that begins `holds`.
     pub(crate) answer: String,
@@ -109,12 +118,23 @@ pub(crate) fn outcome(
         super::stats::mean_interval(&xs).map(|(_, lo, hi)| (lo, hi))
     });
     let first_miss = limit.map(|l| miss_words(l, points, slos));
+    let broke_load = levels
+        .iter()
+        .filter(|l| l.judgement.decision == Decision::Breaks)
+        .map(|l| l.load)
+        .find(|&l| met.is_some_and(|m| l > m.load));
+    let capacity = match (met, limit) {
+        (Some(m), Some(l)) => Some(capacity(m.load, l.load, broke_load, points, slos)),
+        _ => None,
+    };
     let mut out = SloOutcome {
         objectives: slos.iter().map(|s| s.to_string()).collect(),
         max_load: met.map(|m| m.load),
         throughput,
         throughput_interval,
         limit_load: limit.map(|l| l.load),
+        broke_load,
+        capacity,
         first_miss,
         answer: String::new(),
         at_max: None,
@@ -148,6 +168,43 @@ pub(crate) fn with_verdicts(
     o.at_max = at(o.max_load);
     o.at_limit = at(o.limit_load);
     o
+}
+
+/// The load at which the objectives are expected to be just met, from
+/// the highest load that met them and the lowest that did not: inside
+/// their 95% interval, from `met` to the lowest load that broke them
+/// (`missed` when none did, whose level was too close to call).
+fn capacity(met: f64, missed: f64, broke: Option<f64>, points: &[StepPoint], slos: &[Slo]) -> f64 {
+    let probe = |load: f64, decision| crate::engine::Probe {
+        load,
+        decision,
+        ratio: latency_ratio(load, points, slos),
+    };
+    crate::engine::capacity_estimate(probe(met, Decision::Meets), probe(missed, Decision::Breaks))
+        .map_or((met * missed).sqrt(), |at| {
+            at.clamp(met, broke.unwrap_or(missed).max(met))
+        })
+}
+
+/// The latency objectives' value over their limit at `load` (the largest
+/// of them; its runs' mean): none without a latency objective or a
+/// complete step there.
+fn latency_ratio(load: f64, points: &[StepPoint], slos: &[Slo]) -> Option<f64> {
+    let runs: Vec<&StepPoint> = points.iter().filter(|p| p.load == load).collect();
+    if runs.is_empty() {
+        return None;
+    }
+    slos.iter()
+        .filter(|s| !s.metric.is_share())
+        .map(|s| {
+            let mean = runs
+                .iter()
+                .map(|p| super::capacity::slo_value(s, p))
+                .sum::<f64>()
+                / runs.len() as f64;
+            mean / s.limit
+        })
+        .reduce(f64::max)
 }
 
 /// Each level run, by load, its runs' intervals pooled.
@@ -221,22 +278,7 @@ fn answer(o: &SloOutcome, points: &[StepPoint]) -> String {
     let objectives = o.objectives.join(", ");
     let point = |load: f64| points.iter().find(|p| p.load == load);
     let mut out = match (o.max_load.and_then(point), o.throughput) {
-        (Some(p), Some(x)) => {
-            let mut held = format!("holds {objectives} up to {}", p.rate(x));
-            if let Some((lo, hi)) = o.throughput_interval {
-                held.push_str(&format!(
-                    " (between {} and {}, 95 %)",
-                    OpsPerSec(lo),
-                    OpsPerSec(hi)
-                ));
-            }
-            if matches!(p.level, crate::plan::Level::Users(_)) {
-                held.push_str(&format!(" at {}", load_text(p)));
-            } else {
-                held.push_str(&format!(" at {} offered", load_text(p)));
-            }
-            held
-        }
+        (Some(p), Some(x)) => format!("holds {objectives} up to {}", held(o, p, x)),
         _ => format!("holds {objectives} at no load run"),
     };
     match &o.first_miss {
@@ -244,6 +286,31 @@ fn answer(o: &SloOutcome, points: &[StepPoint]) -> String {
         None => out.push_str("; no load run broke them: the limit lies beyond the highest"),
     }
     out
+}
+
+/// How far the objectives held, from `p`, the highest load that met them
+/// (throughput `x`). In an open loop, the rate at which they are expected
+/// to be just met between the loads that met and broke them; in a closed
+/// loop, the throughput of the most users that met them.
+fn held(o: &SloOutcome, p: &StepPoint, x: f64) -> String {
+    let interval = |lo: f64, hi: Option<f64>, unit: &dyn Fn(f64) -> String| match hi {
+        Some(hi) => format!(" (between {} and {}, 95 %)", unit(lo), unit(hi)),
+        None => format!(" (at least {}, 95 %)", unit(lo)),
+    };
+    match (p.level, o.capacity) {
+        (crate::plan::Level::Rate(lo), Some(rate)) => format!(
+            "{} offered{}",
+            p.rate(rate),
+            interval(lo, o.broke_load, &|r| OpsPerSec(r).to_string())
+        ),
+        (crate::plan::Level::Rate(_), None) => format!("{} offered", load_text(p)),
+        (crate::plan::Level::Users(_), _) => {
+            let through = o.throughput_interval.map_or(String::new(), |(lo, hi)| {
+                interval(lo, Some(hi), &|r| OpsPerSec(r).to_string())
+            });
+            format!("{}{through} at {}", p.rate(x), load_text(p))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -97,7 +97,8 @@ impl Search {
                 if self.narrow(lo.load, hi.load) {
                     return None;
                 }
-                self.inside(lo, hi)
+                self.just_below(lo, hi)
+                    .unwrap_or_else(|| self.inside(lo, hi))
             }
             (None, None) => return None,
         };
@@ -119,28 +120,36 @@ impl Search {
         hi <= lo * (1.0 + self.precision) || (self.users && hi - lo <= 1.0)
     }
 
+    /// Below a level too close to call: the answer lies near it, so the
+    /// probe goes where, if it meets, the bracket is as narrow as asked.
+    /// None when `hi` was decided, or no such level lies inside.
+    fn just_below(&self, lo: Probe, hi: Probe) -> Option<f64> {
+        if hi.decision != Decision::Undecided {
+            return None;
+        }
+        // Rounded up, so that meeting there closes the bracket.
+        let level = self.level_up(hi.load / (1.0 + self.precision)).value();
+        (level > lo.load && level < hi.load && self.narrow(level, hi.load)).then_some(level)
+    }
+
     /// The next probe inside the bracket.
     fn inside(&self, lo: Probe, hi: Probe) -> f64 {
         let span = hi.load - lo.load;
         let bisect = (lo.load * hi.load).sqrt();
-        let guess = match (lo.ratio, hi.ratio) {
-            (Some(a), Some(b)) if a > 0.0 && !self.stalling() => {
-                // How far each end is from the objective, in the
-                // reciprocal ratio; the end kept while the other moved
-                // twice or more counts for half as much each time (the
-                // Illinois rule: a curve bent one way otherwise creeps
-                // up on the answer from one side).
-                let (mut ga, mut gb) = (1.0 / a - 1.0, 1.0 / b.max(1e-9) - 1.0);
-                let (kept_hi, moves) = self.same_side_run();
-                let weight = 0.5f64.powi(moves.saturating_sub(1).min(30) as i32);
-                if kept_hi {
-                    gb *= weight;
-                } else {
-                    ga *= weight;
-                }
-                (ga > 0.0 && gb < 0.0).then(|| lo.load + ga / (ga - gb) * span)
-            }
-            _ => None,
+        let guess = if self.stalling() {
+            None
+        } else {
+            // The end kept while the other moved twice or more counts for
+            // half as much each time (the Illinois rule: a curve bent one
+            // way otherwise creeps up on the answer from one side).
+            let (kept_hi, moves) = self.same_side_run();
+            let weight = 0.5f64.powi(moves.saturating_sub(1).min(30) as i32);
+            let weights = if kept_hi {
+                (1.0, weight)
+            } else {
+                (weight, 1.0)
+            };
+            crossing(lo, hi, weights)
         };
         let Some(guess) = guess else {
             return bisect;
@@ -201,6 +210,15 @@ impl Search {
         }
     }
 
+    /// The lowest level at or above `load`.
+    fn level_up(&self, load: f64) -> Level {
+        if self.users {
+            return self.level(load.ceil());
+        }
+        let digits = 10f64.powf(load.log10().floor() - 2.0);
+        Level::Rate(((load / digits).ceil() * digits).clamp(MIN_RATE, MAX_RATE))
+    }
+
     fn ceiling(&self) -> f64 {
         if self.users {
             f64::from(MAX_USERS)
@@ -216,6 +234,42 @@ impl Search {
             (self.start / 1024.0).max(MIN_RATE)
         }
     }
+}
+
+/// The load at which the latency objectives are expected to be just met,
+/// from a load that met them (`lo`) and one above it (`hi`): the line
+/// through the reciprocals of their latency ratios, followed to 1 (between
+/// them when `hi` missed, beyond it when `hi` was still under). None
+/// without a ratio at both ends, or when the ratio did not rise.
+pub(crate) fn estimate(lo: Probe, hi: Probe) -> Option<f64> {
+    let (a, b) = (lo.ratio?, hi.ratio?);
+    if a <= 0.0 || b <= 0.0 {
+        return None;
+    }
+    root(lo.load, 1.0 / a - 1.0, hi.load, 1.0 / b - 1.0)
+}
+
+/// Where the search expects the objectives to be just met inside its
+/// bracket, each end's distance from them weighed: none unless the ends
+/// lie on either side.
+fn crossing(lo: Probe, hi: Probe, (wa, wb): (f64, f64)) -> Option<f64> {
+    let (a, b) = (lo.ratio?, hi.ratio?);
+    if a <= 0.0 {
+        return None;
+    }
+    // How far each end is from the objective, in the reciprocal ratio.
+    let ga = (1.0 / a - 1.0) * wa;
+    let gb = (1.0 / b.max(1e-9) - 1.0) * wb;
+    if gb >= 0.0 {
+        return None;
+    }
+    root(lo.load, ga, hi.load, gb)
+}
+
+/// Where the line through (x0, g0) and (x1, g1) crosses 0, for g0 above 0
+/// and falling.
+fn root(x0: f64, g0: f64, x1: f64, g1: f64) -> Option<f64> {
+    (g0 > 0.0 && g1 < g0).then(|| x0 + g0 / (g0 - g1) * (x1 - x0))
 }
 
 /// The highest load that met below every one that did not, and the lowest
@@ -350,6 +404,55 @@ mod tests {
         let (lo, hi) = s.bracket();
         assert_eq!((lo.unwrap().load, hi.unwrap().load), (8.0, 16.0));
         assert_eq!(s.next(), Some(Level::Users(11)));
+    }
+
+    #[test]
+    fn a_level_too_close_to_call_is_approached_from_just_below() {
+        let mut s = Search::new(Level::Rate(2000.0), 0.05);
+        for (load, decision, ratio) in [
+            (2000.0, Decision::Meets, 0.7),
+            (4000.0, Decision::Breaks, 9.0),
+            (3310.0, Decision::Undecided, 1.02),
+        ] {
+            s.record(Probe {
+                load,
+                decision,
+                ratio: Some(ratio),
+            });
+        }
+        // 3310 / 1.05 = 3152.4, rounded up to three figures: meeting
+        // there closes the bracket.
+        assert_eq!(s.next(), Some(Level::Rate(3160.0)));
+        s.record(Probe {
+            load: 3160.0,
+            decision: Decision::Meets,
+            ratio: Some(0.9),
+        });
+        assert_eq!(s.next(), None);
+    }
+
+    #[test]
+    fn the_estimate_follows_the_reciprocal_ratio_to_one() {
+        // M/M/1, μ = 1000/s, p95 < 10 ms: the reciprocal ratio is linear
+        // in the load, so two loads give λ* = 700.4/s exactly, from
+        // either side of it or both below.
+        let truth = 1000.0 - (20f64).ln() / 0.01;
+        let probe = |load: f64| Probe {
+            load,
+            decision: Decision::Meets,
+            ratio: Some(mm1_ratio(load, 1000.0, 0.01)),
+        };
+        for (lo, hi) in [(600.0, 800.0), (500.0, 650.0)] {
+            let at = estimate(probe(lo), probe(hi)).unwrap();
+            assert!((at - truth).abs() < 1e-6, "{lo}..{hi}: {at}");
+        }
+        // A ratio that does not rise says nothing of where it reaches 1.
+        let flat = |load| Probe {
+            load,
+            decision: Decision::Meets,
+            ratio: Some(0.5),
+        };
+        assert_eq!(estimate(flat(100.0), flat(200.0)), None);
     }
 
     #[test]

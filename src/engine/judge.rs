@@ -169,6 +169,61 @@ pub(crate) fn judge(slos: &[Slo], batches: &[Batch]) -> LevelJudgement {
     }
 }
 
+/// How much narrower a level's interval is expected to be with its
+/// intervals doubled by another run: 1/√2.
+const NARROWER_BY_A_RUN: f64 = std::f64::consts::FRAC_1_SQRT_2;
+
+impl LevelJudgement {
+    /// A level that broke --max-error-rate: it breaks the objectives
+    /// whatever their figures.
+    pub(crate) fn broken() -> Self {
+        LevelJudgement {
+            decision: Decision::Breaks,
+            objectives: Vec::new(),
+        }
+    }
+
+    /// Whether another run of a level is worth its time: for an
+    /// undecided level, when it is expected to decide it (some undecided
+    /// objective lies further from its bound than its interval's
+    /// half-width would be with twice the intervals; one whose estimate
+    /// sits on the bound is too close to call, and running it again only
+    /// spends the budget); for a decided one, when its estimate lies near
+    /// a bound.
+    pub(crate) fn another_run_may_decide(&self) -> bool {
+        if self.decision != Decision::Undecided {
+            return self.near_a_bound();
+        }
+        self.objectives
+            .iter()
+            .filter(|j| j.decision == Decision::Undecided)
+            .any(|j| {
+                let half = (j.high - j.low) / 2.0;
+                !half.is_finite() || (j.estimate - j.bound).abs() >= NARROWER_BY_A_RUN * half
+            })
+    }
+}
+
+impl LevelJudgement {
+    /// Whether some objective was decided by less than [`MARGIN`] times
+    /// its interval's half-width. One window of a queue near saturation
+    /// can be calm or stormy (at 93% busy, the share of operations over a
+    /// p99 limit scatters from 0.5% to 16% between 3 s windows, and a calm
+    /// one's intervals agree with each other), so a decision that narrow
+    /// rests on the one window as much as on the load: it earns another
+    /// run before the search builds on it.
+    fn near_a_bound(&self) -> bool {
+        self.objectives.iter().any(|j| {
+            let half = (j.high - j.low) / 2.0;
+            half.is_finite() && (j.estimate - j.bound).abs() < MARGIN * half
+        })
+    }
+}
+
+/// How many half-widths of its interval a decided objective must clear
+/// its bound by not to be run again.
+const MARGIN: f64 = 2.0;
+
 /// The share an objective on a percentile allows over its limit: 5% for
 /// p95; none for objectives that are not percentiles.
 fn allowed_share(metric: SloMetric) -> Option<f64> {
@@ -328,6 +383,29 @@ mod tests {
         rows.iter()
             .map(|&(x, n)| Batch { sums: vec![(x, n)] })
             .collect()
+    }
+
+    #[test]
+    fn another_run_is_spent_only_where_it_may_decide() {
+        let undecided = |estimate: f64, low: f64, high: f64| LevelJudgement {
+            decision: Decision::Undecided,
+            objectives: vec![Judgement {
+                objective: "p95<5ms".to_string(),
+                decision: Decision::Undecided,
+                estimate,
+                low,
+                high,
+                bound: 0.05,
+                unit: "share",
+            }],
+        };
+        // On the bound: twice the intervals still straddle it.
+        assert!(!undecided(0.051, 0.03, 0.072).another_run_may_decide());
+        // 1.5 points over with a half-width of 2: the half-width with
+        // twice the intervals, about 1.41, would exclude the bound.
+        assert!(undecided(0.065, 0.045, 0.085).another_run_may_decide());
+        // One interval's count alone: nothing to scale.
+        assert!(undecided(0.05, f64::NEG_INFINITY, f64::INFINITY).another_run_may_decide());
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod step;
 mod sweep;
 mod worker;
 
+pub(crate) use find::{estimate as capacity_estimate, Probe};
 pub(crate) use judge::{
     judge, offered, value as slo_value, Batch, Decision, Judgement, LevelJudgement,
 };

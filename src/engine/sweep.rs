@@ -5,7 +5,7 @@
 
 use super::crew::{Crew, SessionsFailed};
 use super::find::{Probe, Search};
-use super::judge::{judge, Batch, Decision};
+use super::judge::{judge, Batch, Decision, LevelJudgement};
 use super::remote::Generators;
 use super::schedule::{IntervalSpec, Schedule};
 use super::share::Share;
@@ -233,12 +233,13 @@ impl<W: Workload> Sweeper<'_, W> {
                 index += 1;
                 runs += 1;
                 pooled.append(&mut self.batches);
-                let (decision, ratio) = match outcome {
-                    StepOutcome::Kept { ratio, .. } => (judge(&plan.slos, &pooled).decision, ratio),
-                    StepOutcome::Broke(_) => (Decision::Breaks, None),
+                let (judged, ratio) = match outcome {
+                    StepOutcome::Kept { ratio, .. } => (judge(&plan.slos, &pooled), ratio),
+                    StepOutcome::Broke(_) => (LevelJudgement::broken(), None),
                     StepOutcome::Ends(end) => return Ok(end),
                 };
-                if decision != Decision::Undecided || runs >= plan.max_repeat {
+                let decision = judged.decision;
+                if runs >= plan.max_repeat || !judged.another_run_may_decide() {
                     break Probe {
                         load: level.value(),
                         decision,

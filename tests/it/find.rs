@@ -75,16 +75,19 @@ fn a_sweep_with_objectives_judges_each_step_and_answers() {
 /// The search on a queue whose answer is known: four servers of exp:1 ms
 /// (M/M/4), an open loop from 2000/s, 3 s steps in 250 ms intervals. For
 /// each objective the highest rate that meets it is exact (Erlang C). The
-/// search must end with a bracket within 5% and never claim a capacity
-/// above the truth (an undecided level is not claimed). How far below it
-/// lands is the noise band's width and the machine's: near ρ = 0.8 the
-/// share over the limit of a 3 s step scatters by about ±2.5 points, and
-/// other tests running beside this one (as they do in the suite) add
-/// their own wait to the null target's timers, slowing the queue itself;
-/// alone, on a quiet machine, it lands within 8%, and within 25% here
-/// under load. The same goes for the steps (8 alone; at most 12 here,
-/// where a linear sweep at 5% of the answer takes 21). `bench/find.sh`
-/// measures both on five searches per objective.
+/// search must end with a bracket within 5%, never claim to have met a
+/// rate above the truth, and put the capacity it answers with (the
+/// latency ratio followed to 1 between the loads that met and missed)
+/// within 5% above and 12% below the truth, in at most 8 steps; a linear
+/// sweep at 5% of the answer takes 21, a bisection that decides each
+/// level by its point value alone lands anywhere in the noise band (near
+/// ρ = 0.8 the share over the limit of one 3 s step scatters by ±2.5
+/// points, ±4% of the load), and one that counts undecided levels as
+/// broken claims the bracket's lower end, up to 10% low. Alone, on a
+/// quiet machine, `bench/find.sh` measures 5 to 7 steps and the capacity
+/// within 5% in most searches; the 12% below is for the other tests
+/// running beside this one, whose load wakes the queue's timers late and
+/// slows the queue itself.
 #[test]
 fn the_search_finds_the_known_capacity_of_a_queue() {
     use perflab::workload::null::{theory::max_rate, ServiceDist};
@@ -109,21 +112,60 @@ fn the_search_finds_the_known_capacity_of_a_queue() {
         let slo = &export["verdict"]["slo"];
         let held = slo["max_load"].as_f64().unwrap_or(0.0);
         let above = slo["limit_load"].as_f64().unwrap_or(f64::INFINITY);
+        let capacity = slo["capacity"].as_f64().unwrap_or(0.0);
         let said = format!(
-            "{objective}: held {held}, limit {above}, truth {truth:.0}, {steps} steps; {}",
+            "{objective}: held {held}, limit {above}, capacity {capacity:.0}, truth {truth:.0}, {steps} steps; {}",
             slo["answer"]
         );
-        assert!(held <= truth * 1.01 && held >= truth * 0.75, "{said}");
+        assert!(held <= truth * 1.01, "{said}");
         assert!(above <= held * 1.05 + 1.0, "{said}");
-        assert!(steps <= 12, "{said}");
+        assert!(
+            capacity >= held && capacity <= truth * 1.05 && capacity >= truth * 0.88,
+            "{said}"
+        );
+        assert!(steps <= 8, "{said}");
         let answer = out.lines().find(|l| l.starts_with("holds")).unwrap_or("");
         assert!(
             answer.starts_with(&format!(
-                "holds {}",
+                "holds {} up to ",
                 slo["objectives"][0].as_str().unwrap_or("?")
-            )),
+            )) && answer.contains(" offered (between "),
             "{answer}"
         );
+    }
+}
+
+/// A level placed on purpose at the known answer (the rate at which the
+/// M/M/4 queue's p95 is exactly 5 ms) is too close to call: its share
+/// over 5 ms sits on 5%. It is never shown to meet; the search says so,
+/// runs it again only when another run is expected to decide it, and
+/// never claims to have met a rate above the answer. (On a loaded machine
+/// the queue's timers wake late and the queue is a little slower than its
+/// theory, so the level may break instead: never meet.)
+#[test]
+fn a_level_at_the_known_answer_is_too_close_to_call_and_not_claimed() {
+    use perflab::workload::null::{theory::max_rate, ServiceDist};
+    use std::time::Duration;
+    let exp_1ms = ServiceDist::Exponential {
+        mean: Duration::from_millis(1),
+    };
+    let truth = max_rate(4, exp_1ms, 0.95, Duration::from_millis(5)).expect("an answer");
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run null --servers 4 --service exp:1ms --rate {truth:.0} --slo p95<5ms --find --warmup 0.3s --duration 3s --interval 250ms --seed 2"),
+    );
+    let export = last_export(dir.path());
+    let first = &export["steps"][0]["slo"];
+    let slo = &export["verdict"]["slo"];
+    let said = format!("truth {truth:.0}: {first} / {}", slo["answer"]);
+    assert_ne!(first["decision"], "meets", "{said}");
+    let held = slo["max_load"].as_f64().unwrap_or(0.0);
+    assert!(held > 0.0 && held < truth, "{said}");
+    let capacity = slo["capacity"].as_f64().unwrap_or(0.0);
+    assert!(capacity >= held && capacity <= truth * 1.05, "{said}");
+    if first["decision"] == "undecided" {
+        contains(&out, "too close to call");
     }
 }
 
