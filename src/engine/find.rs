@@ -88,7 +88,7 @@ impl Search {
             }
             (None, Some(hi)) => {
                 let down = hi.load / 2.0;
-                if hi.load <= self.floor() {
+                if hi.load <= self.floor() || self.undecided_twice_going_down() {
                     return None;
                 }
                 down.max(self.floor())
@@ -113,6 +113,15 @@ impl Search {
             }
         }
         candidates.into_iter().find(fresh)
+    }
+
+    /// Whether the two lowest levels, with none met, were both too close
+    /// to call: lower loads count fewer operations, which decide less,
+    /// so halving on only runs the search down to its floor.
+    fn undecided_twice_going_down(&self) -> bool {
+        let mut loads: Vec<&Probe> = self.probes.iter().collect();
+        loads.sort_by(|a, b| a.load.total_cmp(&b.load));
+        loads.len() >= 2 && loads[..2].iter().all(|p| p.decision == Decision::Undecided)
     }
 
     /// Whether the bracket is as narrow as asked.
@@ -453,6 +462,20 @@ mod tests {
             ratio: Some(0.5),
         };
         assert_eq!(estimate(flat(100.0), flat(200.0)), None);
+    }
+
+    #[test]
+    fn a_search_down_stops_at_two_levels_too_close_to_call() {
+        let mut s = Search::new(Level::Rate(1000.0), 0.05);
+        for load in [1000.0, 500.0] {
+            assert_eq!(s.next(), Some(Level::Rate(load)));
+            s.record(Probe {
+                load,
+                decision: Decision::Undecided,
+                ratio: Some(1.0),
+            });
+        }
+        assert_eq!(s.next(), None);
     }
 
     #[test]

@@ -50,10 +50,22 @@ impl Ask {
         }
     }
 
-    /// Whether step `p` meets the need and every objective.
-    fn met_by(&self, p: &StepPoint) -> bool {
-        self.need.is_none_or(|n| p.throughput >= n)
-            && self.slos.iter().all(|s| slo_value(s, p) < s.limit)
+    /// Whether step `p` of a run whose verdict is `verdict` meets the need
+    /// and every objective. The objectives are judged as the run's verdict
+    /// judged them (its level's intervals, its runs pooled, and only below
+    /// every level that did not meet them, as a search claims); a verdict
+    /// judged by no objectives is read point by point.
+    fn met_by(&self, verdict: &Verdict, p: &StepPoint) -> bool {
+        let within = match verdict.slo.as_ref().filter(|_| !self.slos.is_empty()) {
+            Some(slo) => {
+                slo.max_load.is_some_and(|top| p.load <= top)
+                    && slo.levels.iter().any(|l| {
+                        l.load == p.load && l.judgement.decision == crate::engine::Decision::Meets
+                    })
+            }
+            None => self.slos.iter().all(|s| slo_value(s, p) < s.limit),
+        };
+        within && self.need.is_none_or(|n| p.throughput >= n)
     }
 }
 
@@ -284,7 +296,7 @@ fn measured<'a, 'v>(
                 verdict
                     .points
                     .iter()
-                    .filter(|p| ask.met_by(p))
+                    .filter(|p| ask.met_by(verdict, p))
                     .max_by(|a, b| a.throughput.total_cmp(&b.throughput))
             })
             .collect();

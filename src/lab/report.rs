@@ -192,7 +192,7 @@ type RunsOf = Vec<(StoredRun, Verdict)>;
 /// answers `ask` when it asks something.
 pub(crate) fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow::Result<LabReport> {
     let spec = LabSpec::of_stored(stored)?;
-    let (runs, not_done) = runs_by_variant(store, stored, spec.variants.len())?;
+    let (runs, not_done) = runs_by_variant(store, stored, spec.variants.len(), &ask.slos)?;
     let base = runs.first().map(|r| pooled(r)).unwrap_or_default();
     let mut variants: Vec<VariantSummary> = spec
         .variants
@@ -209,7 +209,16 @@ pub(crate) fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow:
         .collect();
     score(&spec, &mut variants);
     let predictions = predictions(&spec, &runs);
-    let capacity = (!ask.is_empty()).then(|| capacity(ask, &spec, &runs, &predictions));
+    // A need asked with no objectives is asked within the lab's own.
+    let mut ask = ask.clone();
+    if ask.need.is_some() && ask.slos.is_empty() {
+        ask.slos = runs
+            .iter()
+            .flatten()
+            .find_map(|(run, _)| run.plan.as_ref().map(|p| p.slos.clone()))
+            .unwrap_or_default();
+    }
+    let capacity = (!ask.is_empty()).then(|| capacity(&ask, &spec, &runs, &predictions));
     let unpredicted = varied_knobs(&spec)
         .into_iter()
         .filter(|k| !checkable(k))
@@ -231,12 +240,14 @@ pub(crate) fn summarize(store: &Store, stored: &StoredLab, ask: &Ask) -> anyhow:
     })
 }
 
-/// Per variant, the runs its cells completed (with their verdicts) and
-/// the cells that did not complete, with why.
+/// Per variant, the runs its cells completed (with their verdicts, judged
+/// by `slos` when given, else by the lab's own objectives) and the cells
+/// that did not complete, with why.
 fn runs_by_variant(
     store: &Store,
     stored: &StoredLab,
     count: usize,
+    slos: &[crate::plan::Slo],
 ) -> anyhow::Result<(Vec<RunsOf>, Vec<Vec<String>>)> {
     let mut runs: Vec<RunsOf> = vec![Vec::new(); count];
     let mut not_done: Vec<Vec<String>> = vec![Vec::new(); count];
@@ -256,7 +267,7 @@ fn runs_by_variant(
         }
         if let Some(id) = cell.run.filter(|_| cell.status == CellStatus::Done) {
             let run = store.load_run(id)?;
-            let verdict = verdict_of_run(&run, None, None);
+            let verdict = verdict_of_run(&run, (!slos.is_empty()).then(|| slos.to_vec()), None);
             slot.push((run, verdict));
         }
     }

@@ -127,15 +127,17 @@ fn steps(out: &mut String, view: &View) {
         out.push_str("<p class=\"nodata\">No step has ended yet.</p>");
         return;
     }
+    let judged = view.steps.iter().any(|s| s.slo.is_some());
     let _ = write!(
         out,
-        "<table><tr><th>step</th><th>{}</th><th>throughput</th><th>p95</th><th>errors</th><th class=\"l\">status</th></tr>",
-        load_axis(view)
+        "<table><tr><th>step</th><th>{}</th><th>throughput</th><th>p95</th><th>errors</th><th class=\"l\">status</th>{}</tr>",
+        load_axis(view),
+        if judged { "<th class=\"l\">objectives</th>" } else { "" }
     );
     for s in &view.steps {
         let _ = write!(
             out,
-            "<tr class=\"step\"><td>{}</td><td>{}</td><td>{}/s</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            "<tr class=\"step\"><td>{}</td><td>{}</td><td>{}/s</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>",
             s.index + 1,
             escape(&s.level.to_string()),
             OpsPerSec(s.throughput),
@@ -143,6 +145,14 @@ fn steps(out: &mut String, view: &View) {
             s.errors,
             s.status
         );
+        if judged {
+            let _ = write!(
+                out,
+                "<td class=\"l\">{}</td>",
+                escape(s.slo.as_deref().unwrap_or("-"))
+            );
+        }
+        out.push_str("</tr>");
     }
     out.push_str("</table>");
 }
@@ -281,6 +291,7 @@ mod tests {
             p95: Duration::from_millis(2),
             errors: 0,
             status: "ok",
+            slo: None,
         });
         view.errors.insert("sql:<x>".to_string(), 3);
         let (title, html) = render(&view);

@@ -84,6 +84,8 @@ pub(crate) struct StepRow {
     pub(crate) p95: Duration,
     pub(crate) errors: u64,
     pub(crate) status: &'static str,
+    /// How it fared against `--slo`: `meets p95<5.00ms 1.2% over […]`.
+    pub(crate) slo: Option<String>,
 }
 
 /// Everything the page shows: copied out of the lock to be rendered.
@@ -289,6 +291,7 @@ impl Live {
             p95: summary.response.p95,
             errors: summary.errors,
             status: step.status.as_str(),
+            slo: step.judgement.as_ref().map(crate::report::judgement_words),
         });
         if let Some(current) = s.view.current.as_mut() {
             current.phase = "done".to_string();

@@ -739,3 +739,63 @@ fn a_labs_target_password_is_shown_and_stored_nowhere() {
         }
     }
 }
+
+/// A lab whose cells search (`find = true` with the lab's `slo`): each
+/// cell's run is a search judged by the lab's objectives, and `lab report
+/// --need` answers from the searched levels, within the lab's objectives
+/// when it names none: a variant meets a need at or under the highest
+/// rate its search showed to meet them, and none meets a need beyond.
+#[test]
+fn a_lab_that_searches_answers_the_need_from_its_searches() {
+    let dir = tempdir();
+    std::fs::write(
+        dir.path().join("lab.toml"),
+        r#"name = "web-find"
+workload = "web"
+target = "nginx:managed"
+args = "--rate 2000 --warmup 0.3s --duration 2s --interval 250ms --max-error-rate 100%"
+slo = "p95<5ms"
+find = true
+
+[vary]
+cpus = ["0", "0-1"]
+"#,
+    )
+    .unwrap();
+    let out = perflab_expect(dir.path(), "lab lab.toml", 0).0;
+    contains(&out, "meets p95<5.00ms");
+    let report = |need: &str| -> serde_json::Value {
+        let json = perflab_expect(
+            dir.path(),
+            &format!("lab report last --json --need {need}"),
+            0,
+        )
+        .0;
+        serde_json::from_str(&json).unwrap()
+    };
+    let low = report("500/s");
+    let capacity = &low["capacity"];
+    assert_eq!(
+        capacity["asked"], "500 req/s within p95<5.00ms",
+        "{capacity}"
+    );
+    let met = capacity["met"].as_array().unwrap();
+    assert_eq!(met.len(), 2, "{capacity}");
+    // Each variant is met at its search's highest rate shown to meet.
+    for m in met {
+        let name = m["variant"].as_str().unwrap();
+        let variant = low["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap();
+        let run = variant["runs"][0].as_i64().unwrap();
+        let shown = perflab_expect(dir.path(), &format!("show {run} --json -"), 0).0;
+        let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        let held = shown["verdict"]["slo"]["max_load"].as_f64().unwrap();
+        assert_eq!(m["load"].as_f64().unwrap(), held, "{name}: {m}");
+    }
+    let beyond = report("100000000/s");
+    assert_eq!(beyond["capacity"]["met"], serde_json::json!([]), "{beyond}");
+}
