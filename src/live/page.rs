@@ -300,6 +300,14 @@ mod tests {
         assert!(html.contains("&lt;script&gt;alert(1)"));
         assert!(html.contains("sql:&lt;x&gt;"));
         assert_eq!(html.matches("<svg class=\"chart\"").count(), 4, "{html}");
+        assert!(!html.contains(">objectives</th>"), "{html}");
+        // A step judged by --slo shows its judgement, escaped.
+        view.steps[0].slo = Some("meets p95<5.00ms 0.1% over [0.0%–0.2%]".to_string());
+        let (_, judged) = render(&view);
+        assert!(
+            judged.contains("<td class=\"l\">meets p95&lt;5.00ms 0.1% over"),
+            "{judged}"
+        );
         view.end = Some(("complete".to_string(), "capacity: <1>".to_string()));
         let (title, html) = render(&view);
         assert!(title.contains("done"), "{title}");
