@@ -495,3 +495,82 @@ fn a_signal_ends_perflab_serve() {
         no_panic(&err, name);
     }
 }
+
+/// A generator (`perflab agent --generate`) on loopback with `token`:
+/// the process and its `agent://HOST:PORT`.
+fn generator(dir: &std::path::Path, token: &std::path::Path) -> (Started, String) {
+    let mut child = spawn(
+        dir,
+        &format!(
+            "agent --listen 127.0.0.1:0 --interval 200ms --token-file {} --generate",
+            token.display()
+        ),
+    );
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+    let mut listening = String::new();
+    out.read_line(&mut listening)
+        .expect("the generator's first line");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let at = format!("agent://{}", address_in(&listening));
+    (child, at)
+}
+
+/// A run of the null workload on the generator at `at`, one long step,
+/// once its share has stored an interval.
+fn run_on_generator(dir: &std::path::Path, at: &str, token: &std::path::Path) -> Started {
+    let mut run = spawn(
+        dir,
+        &format!(
+            "run null --service 1ms --users 2 --warmup 0s --duration 5m --generators {at} --token-file {}",
+            token.display()
+        ),
+    );
+    let out = run.stdout.take().expect("piped");
+    std::thread::spawn(move || std::io::copy(&mut { out }, &mut std::io::sink()));
+    let store = dir.join("perflab.db");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let intervals = || {
+        rusqlite::Connection::open(&store)
+            .and_then(|c| c.query_row("SELECT COUNT(*) FROM intervals", [], |r| r.get(0)))
+            .unwrap_or(0i64)
+    };
+    while intervals() < 1 {
+        assert!(Instant::now() < deadline, "the share stored no interval");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run
+}
+
+/// `run … --generators` mid-step: each stop signal to the coordinator
+/// ends it at once with its code (its generator then taking the signal
+/// as an idle agent does); each stop signal to the generator serving
+/// its share ends the generator at once with its code. No panic.
+#[test]
+fn a_signal_ends_a_run_on_generators_and_a_generator_mid_share() {
+    for (signal, code, name) in SIGNALS {
+        let dir = tempdir();
+        let token = token_file(dir.path());
+        let (mut generator_process, at) = generator(dir.path(), &token);
+        let mut run = run_on_generator(dir.path(), &at, &token);
+        let (exit, err) = signal_and_wait(&mut run, signal);
+        assert_eq!(exit, Some(code), "the coordinator, {name}: {err}");
+        no_panic(&err, name);
+        let (shown, _) = perflab_expect(dir.path(), "show last", 0);
+        contains(&shown, &format!("interrupted ({name})"));
+        let (exit, err) = signal_and_wait(&mut generator_process, signal);
+        assert_eq!(
+            exit,
+            Some(code),
+            "the generator after the run, {name}: {err}"
+        );
+        no_panic(&err, name);
+
+        let dir = tempdir();
+        let token = token_file(dir.path());
+        let (mut generator_process, at) = generator(dir.path(), &token);
+        let _run = run_on_generator(dir.path(), &at, &token);
+        let (exit, err) = signal_and_wait(&mut generator_process, signal);
+        assert_eq!(exit, Some(code), "the generator mid-share, {name}: {err}");
+        no_panic(&err, name);
+    }
+}
