@@ -557,6 +557,19 @@ fn a_signal_ends_a_run_on_generators_and_a_generator_mid_share() {
         no_panic(&err, name);
         let (shown, _) = perflab_expect(dir.path(), "show last", 0);
         contains(&shown, &format!("interrupted ({name})"));
+        // The step cut short: its one generator's rate is the step's, over
+        // the window that ran, not the five minutes planned.
+        let (json, _) = perflab_expect(dir.path(), "show last --json -", 0);
+        let export: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        let step = &export["steps"][0];
+        let merged = step["summary"]["throughput"].as_f64().expect("a rate");
+        let served = step["generators"][0]["throughput"]
+            .as_f64()
+            .expect("the generator's rate");
+        assert!(
+            merged > 0.0 && (served - merged).abs() <= merged * 0.01,
+            "{name}: the generator served {served}/s of a step of {merged}/s"
+        );
         let (exit, err) = signal_and_wait(&mut generator_process, signal);
         assert_eq!(
             exit,
