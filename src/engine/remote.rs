@@ -376,16 +376,20 @@ impl Remote {
                 return Followed::Ended;
             }
         };
-        if self
+        if let Some(spec) = self
             .schedule
             .intervals
             .get(index)
-            .is_some_and(|i| i.phase == Phase::Measured)
+            .filter(|i| i.phase == Phase::Measured)
         {
             match state.measured.as_mut() {
                 Some(m) => m.merge(&tally),
                 None => state.measured = Some(tally.clone()),
             }
+            // The window it measured, as the crew counts it: a step cut
+            // short by a signal or a loss divides by what ran, not by
+            // the whole window planned.
+            state.measured_length += spec.end - spec.start;
         }
         let sent = self.events.send(WorkerEvent::Interval {
             worker: self.worker,
@@ -454,7 +458,7 @@ struct Following {
     stop_sent: bool,
     /// Its measured intervals, merged.
     measured: Option<Tally>,
-    /// The length of the step's measured window.
+    /// The length of the measured intervals it sent.
     measured_length: Duration,
     /// Its own resource use per interval, as it reported it.
     used: Vec<IntervalUsage>,
@@ -474,12 +478,7 @@ impl Following {
             heard: std::time::Instant::now(),
             stop_sent: false,
             measured: None,
-            measured_length: schedule
-                .intervals
-                .iter()
-                .filter(|i| i.phase == Phase::Measured)
-                .map(|i| i.end - i.start)
-                .sum(),
+            measured_length: Duration::ZERO,
             used: Vec::new(),
         }
     }

@@ -82,14 +82,42 @@ fn mysql_login(stream: &mut TcpStream) -> std::io::Result<()> {
     stream.write_all(&my_packet(2, &[0, 0, 0, 2, 0, 0, 0]))
 }
 
+/// A perflab this test started, killed (by its PID) and reaped when
+/// dropped unless it has ended: a failing test leaves no process behind.
+struct Started(std::process::Child);
+
+impl std::ops::Deref for Started {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Started {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// perflab started in `dir` with `args`, its output piped.
-fn spawn(dir: &std::path::Path, args: &str) -> std::process::Child {
-    perflab_process(dir)
-        .args(args.split_whitespace())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("perflab starts")
+fn spawn(dir: &std::path::Path, args: &str) -> Started {
+    Started(
+        perflab_process(dir)
+            .args(args.split_whitespace())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("perflab starts"),
+    )
 }
 
 /// Reads `child`'s standard output (on a thread) until a line holding
@@ -109,6 +137,50 @@ fn wait_for_stdout(child: &mut std::process::Child, line: &'static str, settle: 
     saw.recv_timeout(Duration::from_secs(60))
         .unwrap_or_else(|_| panic!("perflab never printed '{line}'"));
     std::thread::sleep(settle);
+}
+
+/// Reads `child`'s standard error (on a thread) until a line holding
+/// `line` appears, then waits `settle`: that line, and the thread, which
+/// goes on reading and hands back all it read once the child has ended.
+fn wait_for_stderr(
+    child: &mut std::process::Child,
+    line: &'static str,
+    settle: Duration,
+) -> (String, std::thread::JoinHandle<String>) {
+    let err = child.stderr.take().expect("piped");
+    let (seen, saw) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if l.contains(line) {
+                let _ = seen.send(l.clone());
+            }
+            all.push_str(&l);
+            all.push('\n');
+        }
+        all
+    });
+    let said = saw
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("perflab never said '{line}'"));
+    std::thread::sleep(settle);
+    (said, reader)
+}
+
+/// The `HOST:PORT` of the first `http://` URL in `line`.
+fn address_in(line: &str) -> String {
+    line.split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string()
+}
+
+/// Neither a panic nor a backtrace in `err`.
+fn no_panic(err: &str, what: &str) {
+    for word in ["panicked", "backtrace", "RUST_BACKTRACE"] {
+        assert!(!err.contains(word), "{what}: {err}");
+    }
 }
 
 /// Sends `signal` to the child this test started and waits, within
@@ -337,4 +409,181 @@ fn sighup_ends_a_lab_and_its_running_cell_leaving_nothing() {
         .map(|e| e.file_name())
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// `perflab watch` between samples (a long interval) and while sampling
+/// often: each stop signal ends it at once with its code, no panic.
+#[test]
+fn a_signal_ends_a_watch() {
+    for interval in ["1h", "100ms"] {
+        for (signal, code, name) in SIGNALS {
+            let dir = tempdir();
+            let mut child = spawn(dir.path(), &format!("watch --interval {interval}"));
+            // Registered before the source opens; the first sample comes
+            // after an interval, so a moment is all a watch of 1h shows.
+            if interval == "1h" {
+                std::thread::sleep(Duration::from_millis(800));
+            } else {
+                wait_for_stdout(&mut child, " cpu U ", Duration::from_millis(300));
+            }
+            let (exit, err) = signal_and_wait(&mut child, signal);
+            assert_eq!(exit, Some(code), "--interval {interval} {name}: {err}");
+            no_panic(&err, name);
+        }
+    }
+}
+
+/// A token file in `dir`, for an agent.
+fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let token = dir.join("token");
+    std::fs::write(&token, "s1gnal-t0ken-0123456789\n").expect("the token file is written");
+    token
+}
+
+/// `perflab agent` in each of its roles (samples; echo; generator), with
+/// a client holding a connection open that says nothing: each stop
+/// signal ends it at once with its code, no panic.
+#[test]
+fn a_signal_ends_an_agent_in_every_role() {
+    for role in ["", "--echo", "--generate", "--echo --generate"] {
+        for (signal, code, name) in SIGNALS {
+            let dir = tempdir();
+            let token = token_file(dir.path());
+            let mut child = spawn(
+                dir.path(),
+                &format!(
+                    "agent --listen 127.0.0.1:0 --interval 200ms --token-file {} {role}",
+                    token.display()
+                ),
+            );
+            let out = child.stdout.take().expect("piped");
+            let mut out = std::io::BufReader::new(out);
+            let mut listening = String::new();
+            out.read_line(&mut listening)
+                .expect("the agent's first line");
+            let at = address_in(&listening);
+            // The rest of its output is drained, so it never blocks on it.
+            std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+            let _idle = TcpStream::connect(&at).expect("the agent takes a connection");
+            std::thread::sleep(Duration::from_millis(500));
+            let (exit, err) = signal_and_wait(&mut child, signal);
+            assert_eq!(exit, Some(code), "agent {role} {name}: {err}");
+            no_panic(&err, name);
+        }
+    }
+}
+
+/// `perflab serve` of a stored run, with a client holding a connection
+/// open that says nothing: each stop signal ends it at once with its
+/// code, no panic.
+#[test]
+fn a_signal_ends_perflab_serve() {
+    let dir = tempdir();
+    perflab_expect(
+        dir.path(),
+        "run null --users 1 --warmup 0s --duration 1s",
+        0,
+    );
+    for (signal, code, name) in SIGNALS {
+        let mut child = spawn(dir.path(), "serve --addr 127.0.0.1:0");
+        let (serving, said) = wait_for_stderr(&mut child, "http://", Duration::ZERO);
+        let _idle = TcpStream::connect(address_in(&serving)).expect("serve takes a connection");
+        std::thread::sleep(Duration::from_millis(500));
+        let (exit, _) = signal_and_wait(&mut child, signal);
+        let err = said.join().expect("standard error is read");
+        assert_eq!(exit, Some(code), "{name}: {err}");
+        no_panic(&err, name);
+    }
+}
+
+/// A generator (`perflab agent --generate`) on loopback with `token`:
+/// the process and its `agent://HOST:PORT`.
+fn generator(dir: &std::path::Path, token: &std::path::Path) -> (Started, String) {
+    let mut child = spawn(
+        dir,
+        &format!(
+            "agent --listen 127.0.0.1:0 --interval 200ms --token-file {} --generate",
+            token.display()
+        ),
+    );
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+    let mut listening = String::new();
+    out.read_line(&mut listening)
+        .expect("the generator's first line");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let at = format!("agent://{}", address_in(&listening));
+    (child, at)
+}
+
+/// A run of the null workload on the generator at `at`, one long step,
+/// once its share has stored an interval.
+fn run_on_generator(dir: &std::path::Path, at: &str, token: &std::path::Path) -> Started {
+    let mut run = spawn(
+        dir,
+        &format!(
+            "run null --service 1ms --users 2 --warmup 0s --duration 5m --generators {at} --token-file {}",
+            token.display()
+        ),
+    );
+    let out = run.stdout.take().expect("piped");
+    std::thread::spawn(move || std::io::copy(&mut { out }, &mut std::io::sink()));
+    let store = dir.join("perflab.db");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let intervals = || {
+        rusqlite::Connection::open(&store)
+            .and_then(|c| c.query_row("SELECT COUNT(*) FROM intervals", [], |r| r.get(0)))
+            .unwrap_or(0i64)
+    };
+    while intervals() < 1 {
+        assert!(Instant::now() < deadline, "the share stored no interval");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run
+}
+
+/// `run … --generators` mid-step: each stop signal to the coordinator
+/// ends it at once with its code (its generator then taking the signal
+/// as an idle agent does); each stop signal to the generator serving
+/// its share ends the generator at once with its code. No panic.
+#[test]
+fn a_signal_ends_a_run_on_generators_and_a_generator_mid_share() {
+    for (signal, code, name) in SIGNALS {
+        let dir = tempdir();
+        let token = token_file(dir.path());
+        let (mut generator_process, at) = generator(dir.path(), &token);
+        let mut run = run_on_generator(dir.path(), &at, &token);
+        let (exit, err) = signal_and_wait(&mut run, signal);
+        assert_eq!(exit, Some(code), "the coordinator, {name}: {err}");
+        no_panic(&err, name);
+        let (shown, _) = perflab_expect(dir.path(), "show last", 0);
+        contains(&shown, &format!("interrupted ({name})"));
+        // The step cut short: its one generator's rate is the step's, over
+        // the window that ran, not the five minutes planned.
+        let (json, _) = perflab_expect(dir.path(), "show last --json -", 0);
+        let export: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        let step = &export["steps"][0];
+        let merged = step["summary"]["throughput"].as_f64().expect("a rate");
+        let served = step["generators"][0]["throughput"]
+            .as_f64()
+            .expect("the generator's rate");
+        assert!(
+            merged > 0.0 && (served - merged).abs() <= merged * 0.01,
+            "{name}: the generator served {served}/s of a step of {merged}/s"
+        );
+        let (exit, err) = signal_and_wait(&mut generator_process, signal);
+        assert_eq!(
+            exit,
+            Some(code),
+            "the generator after the run, {name}: {err}"
+        );
+        no_panic(&err, name);
+
+        let dir = tempdir();
+        let token = token_file(dir.path());
+        let (mut generator_process, at) = generator(dir.path(), &token);
+        let _run = run_on_generator(dir.path(), &at, &token);
+        let (exit, err) = signal_and_wait(&mut generator_process, signal);
+        assert_eq!(exit, Some(code), "the generator mid-share, {name}: {err}");
+        no_panic(&err, name);
+    }
 }
