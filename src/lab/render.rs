@@ -271,6 +271,26 @@ impl LabReport {
         })
     }
 
+    /// What each variant's runs hold within their objectives, a line per
+    /// run: none when no run was judged by objectives.
+    fn holds_lines(&self) -> Option<(String, Vec<String>)> {
+        let lines: Vec<String> = self
+            .variants
+            .iter()
+            .flat_map(|v| {
+                let each = v.holds.len() > 1;
+                v.holds.iter().zip(&v.runs).map(move |(answer, run)| {
+                    if each {
+                        format!("{} (run {run}): {answer}", v.name)
+                    } else {
+                        format!("{}: {answer}", v.name)
+                    }
+                })
+            })
+            .collect();
+        (!lines.is_empty()).then(|| ("within the objectives".to_string(), lines))
+    }
+
     /// The capacity answer as a heading and lines.
     fn capacity_lines(&self) -> Option<(String, Vec<String>)> {
         let c = self.capacity.as_ref()?;
@@ -406,7 +426,7 @@ impl LabReport {
                 self.scorecard_grid().terminal("    ")
             );
         }
-        if let Some((heading, lines)) = self.capacity_lines() {
+        for (heading, lines) in self.holds_lines().into_iter().chain(self.capacity_lines()) {
             let _ = writeln!(out, "\n  {heading}");
             for l in lines {
                 let _ = writeln!(out, "    {l}");
@@ -454,7 +474,7 @@ impl LabReport {
                 self.scorecard_grid().markdown()
             );
         }
-        if let Some((heading, lines)) = self.capacity_lines() {
+        for (heading, lines) in self.holds_lines().into_iter().chain(self.capacity_lines()) {
             let _ = writeln!(out, "\n## {}\n", plain(&heading));
             for l in lines {
                 let _ = writeln!(out, "- {}", plain(&l));
@@ -516,7 +536,7 @@ impl LabReport {
                 self.scorecard_grid().html()
             );
         }
-        if let Some((heading, lines)) = self.capacity_lines() {
+        for (heading, lines) in self.holds_lines().into_iter().chain(self.capacity_lines()) {
             let _ = write!(out, "<h2>{}</h2><ul>", escape(&heading));
             for l in lines {
                 let _ = write!(out, "<li>{}</li>", escape(&l));

@@ -53,6 +53,9 @@ pub(crate) struct VariantSummary {
     pub(crate) value: Option<f64>,
     /// Its scorecard, when the lab weighs criteria.
     pub(crate) score: Option<Score>,
+    /// Each run's answer within the objectives it was judged by (a line
+    /// that begins `holds`), in run order; empty without objectives.
+    pub(crate) holds: Vec<String>,
 }
 
 /// A caching accelerator's cache at a run's peak step, from its own
@@ -322,6 +325,10 @@ fn summarize_variant(
             .collect(),
         vs_base,
         not_done,
+        holds: list
+            .iter()
+            .filter_map(|(_, v)| v.slo.as_ref().map(|o| o.answer.clone()))
+            .collect(),
     }
 }
 

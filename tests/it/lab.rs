@@ -764,6 +764,9 @@ cpus = ["0", "0-1"]
     .unwrap();
     let out = perflab_expect(dir.path(), "lab lab.toml", 0).0;
     contains(&out, "meets p95<5.00ms");
+    // The lab's report says what each variant's search found.
+    contains(&out, "within the objectives");
+    assert_eq!(out.matches(": holds p95<5.00ms").count(), 2, "{out}");
     let report = |need: &str| -> serde_json::Value {
         let json = perflab_expect(
             dir.path(),
@@ -795,6 +798,11 @@ cpus = ["0", "0-1"]
         let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
         let held = shown["verdict"]["slo"]["max_load"].as_f64().unwrap();
         assert_eq!(m["load"].as_f64().unwrap(), held, "{name}: {m}");
+        // Its answer in the lab's report is its run's own.
+        assert_eq!(
+            variant["holds"][0], shown["verdict"]["slo"]["answer"],
+            "{name}: {variant}"
+        );
     }
     let beyond = report("100000000/s");
     assert_eq!(beyond["capacity"]["met"], serde_json::json!([]), "{beyond}");
