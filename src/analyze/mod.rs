@@ -5,6 +5,7 @@
 //! Scalability Law fit, and the stability of each step. Pure functions of
 //! a stored run: `perflab analyze RUN` gives what the run printed.
 
+mod admission;
 pub(crate) mod bottleneck;
 pub(crate) mod capacity;
 pub(crate) mod compare;
@@ -148,6 +149,7 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     verdict.left_out = left_out;
     verdict.caveats.splice(0..0, stalls(run));
     net_evidence(run, &nets, &mut verdict);
+    admission::apply(run, &mut verdict);
     verdict
 }
 

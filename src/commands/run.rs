@@ -661,6 +661,19 @@ fn run_end(end: &SweepEnd, check_failed: bool, signal: usize) -> (RunStatus, Opt
             )),
             Exit::Failed,
         ),
+        (
+            SweepEnd::Refused {
+                step,
+                at,
+                setting,
+                reason,
+            },
+            _,
+        ) => (
+            RunStatus::Partial,
+            Some(crate::engine::refusal::reason(*step, at, setting, reason)),
+            Exit::Failed,
+        ),
         (SweepEnd::Complete, true) => (
             RunStatus::Failed,
             Some("the data check failed".to_string()),

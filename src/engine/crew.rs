@@ -17,10 +17,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
-/// A step could not open its sessions (the target refused or went away).
+/// A step could not open its sessions (the target refused or went away):
+/// why, and the server's setting that refused one when one did.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(super) struct SessionsFailed(pub(super) String);
+#[error("{reason}")]
+pub(super) struct SessionsFailed {
+    pub(super) reason: String,
+    pub(super) refused_by: Option<&'static str>,
+}
 
 /// The worker threads of one step and the channels that drive them.
 pub(super) struct Crew {
@@ -102,21 +106,28 @@ impl Crew {
             match self.events.recv() {
                 Ok(WorkerEvent::Ready) => ready += 1,
                 Ok(WorkerEvent::Failed(e)) => {
-                    failure = Some(e);
+                    failure = Some((e, None));
+                    break;
+                }
+                Ok(WorkerEvent::Refused { reason, setting }) => {
+                    failure = Some((reason, Some(setting)));
                     break;
                 }
                 Ok(_) => {}
                 Err(_) => {
-                    failure = Some("a worker thread ended before it was ready".to_string());
+                    failure = Some((
+                        "a worker thread ended before it was ready".to_string(),
+                        None,
+                    ));
                     break;
                 }
             }
         }
-        let Some(error) = failure else {
+        let Some((reason, refused_by)) = failure else {
             return Ok(self);
         };
         self.give_up();
-        Err(SessionsFailed(error))
+        Err(SessionsFailed { reason, refused_by })
     }
 
     /// Starts every worker at `start`, merges their intervals (handing
@@ -267,7 +278,9 @@ fn merge_intervals(
             }
             WorkerEvent::Lost { worker, why } => m.lose(worker, why, schedule, on_interval),
             WorkerEvent::Finished => finished += 1,
-            WorkerEvent::Failed(e) => m.failure = Some(e),
+            WorkerEvent::Failed(reason) | WorkerEvent::Refused { reason, .. } => {
+                m.failure = Some(reason)
+            }
             WorkerEvent::Abandoned(n) => m.abandoned += n,
             WorkerEvent::Ready => {}
         }

@@ -12,6 +12,7 @@ mod crew;
 mod find;
 mod judge;
 mod open;
+pub(crate) mod refusal;
 mod remote;
 mod schedule;
 mod share;

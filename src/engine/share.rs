@@ -117,7 +117,7 @@ pub(crate) fn run_share<W: Workload>(
     let plans = worker_plans(&share.split, share.index, share.level, &schedule);
     let crew = match Crew::spawn(workload, plans, interrupted).map(Crew::wait_ready) {
         Ok(Ok(crew)) => crew,
-        Ok(Err(failed)) => return say(ShareEvent::Failed(failed.0)),
+        Ok(Err(failed)) => return say(ShareEvent::Failed(failed.reason)),
         Err(e) => return say(ShareEvent::Failed(format!("{e:#}"))),
     };
     say(ShareEvent::Ready);

@@ -58,6 +58,16 @@ pub enum SweepEnd {
     /// A step failed because the target stopped answering (most of its
     /// errors are `connect`): the server went away, not the load's fault.
     TargetLost { step: usize, reason: String },
+    /// The server answered and refused a session at this step's load
+    /// because of its setting `setting` (an admission limit): the steps
+    /// before it are kept.
+    Refused {
+        step: usize,
+        /// The step's load, as said (`16 users`).
+        at: String,
+        setting: &'static str,
+        reason: String,
+    },
     /// Ctrl-C.
     Interrupted,
 }
@@ -173,10 +183,21 @@ impl<W: Workload> Sweeper<'_, W> {
             Ok(step) => step,
             Err(e) => {
                 return match e.downcast::<SessionsFailed>() {
-                    Ok(SessionsFailed(reason)) => Ok(StepOutcome::Ends(SweepEnd::TargetLost {
+                    Ok(SessionsFailed {
+                        reason,
+                        refused_by: Some(setting),
+                    }) => Ok(StepOutcome::Ends(SweepEnd::Refused {
                         step: index,
+                        at: level.to_string(),
+                        setting,
                         reason,
                     })),
+                    Ok(SessionsFailed { reason, .. }) => {
+                        Ok(StepOutcome::Ends(SweepEnd::TargetLost {
+                            step: index,
+                            reason,
+                        }))
+                    }
                     Err(other) => Err(other),
                 }
             }

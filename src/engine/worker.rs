@@ -57,6 +57,12 @@ pub(super) enum WorkerEvent {
     Ready,
     /// A session could not be opened; the step cannot run.
     Failed(String),
+    /// The server answered and refused a session because of its setting
+    /// `setting` (an admission limit); the step cannot run.
+    Refused {
+        reason: String,
+        setting: &'static str,
+    },
     /// Worker `worker`'s tally of interval `index` (the index after the
     /// schedule's last is the drain).
     Interval {
@@ -137,7 +143,11 @@ async fn run_worker<W: Workload>(
     };
     let sessions = match open_sessions(workload.as_ref(), &plan, seat).await {
         Ok(sessions) => sessions,
-        Err(why) => {
+        Err((reason, Some(setting))) => {
+            let _ = events.send(WorkerEvent::Refused { reason, setting });
+            return;
+        }
+        Err((why, None)) => {
             let _ = events.send(WorkerEvent::Failed(why));
             return;
         }
@@ -170,12 +180,13 @@ async fn run_worker<W: Workload>(
 }
 
 /// Opens the session of each of the worker's users, in order; why not
-/// when one cannot be.
+/// when one cannot be, and the server's setting that refused it when one
+/// did.
 async fn open_sessions<W: Workload>(
     workload: &W,
     plan: &WorkerPlan,
     seat: Seat,
-) -> Result<Vec<(u32, W::Session)>, String> {
+) -> Result<Vec<(u32, W::Session)>, (String, Option<&'static str>)> {
     let mut sessions = Vec::with_capacity(plan.users.len());
     for &user in &plan.users {
         match workload
@@ -183,7 +194,13 @@ async fn open_sessions<W: Workload>(
             .await
         {
             Ok(s) => sessions.push((user, s)),
-            Err(e) => return Err(format!("cannot open the session of user {user}: {e:#}")),
+            Err(e) => {
+                let refused = crate::error::PlanError::refusal_in(&e);
+                return Err((
+                    format!("cannot open the session of user {user}: {e:#}"),
+                    refused,
+                ));
+            }
         }
     }
     Ok(sessions)

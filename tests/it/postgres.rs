@@ -1,10 +1,13 @@
 //! The bank on a real PostgreSQL server (started by each test in a
 //! temporary directory on a free loopback port, and stopped when the test
 //! ends, even when it fails): both mixes end to end, pgbench's own tables,
-//! the managed target, a server killed mid-run, bad connection settings,
+//! the managed target, a server killed mid-run, a server that refuses
+//! sessions past its max_connections, bad connection settings,
 //! and no password anywhere it could leak.
 
-use crate::support::{contains, perflab_expect, perflab_ok, spawn_until_steps, tempdir};
+use crate::support::{
+    contains, last_export, perflab_expect, perflab_ok, spawn_until_steps, tempdir,
+};
 use perflab::target::managed::postgres::ManagedPostgres;
 use std::process::Command;
 
@@ -392,6 +395,43 @@ fn a_killed_server_ends_the_run_partial_and_loses_nothing_committed() {
     pg.restart().expect("the server restarts after the crash");
     let check = perflab_ok(dir.path(), &format!("check bank --target {url}"));
     contains(&check, "check: passed");
+}
+
+/// A server whose `max_connections` is below the sweep's users refuses a
+/// session: the run ends there, partial, with the steps below it kept,
+/// says the server refused (not that it was lost), and the verdict is the
+/// admission limit with the setting's value.
+#[test]
+fn a_server_that_refuses_sessions_past_max_connections_is_its_admission_limit() {
+    let dir = tempdir();
+    let (out, err) = perflab_expect(
+        dir.path(),
+        "run bank --target postgres:managed --pg-set max_connections=8 --users 1,2,40 --warmup 0s --duration 1s",
+        1,
+    );
+    let said = format!("{out}{err}");
+    contains(
+        &said,
+        "the server refused a session past its max_connections at step 3 (40 users)",
+    );
+    contains(&said, "53300");
+    assert!(!said.contains("lost the target"), "{said}");
+    let export = last_export(dir.path());
+    assert_eq!(export["run"]["status"], "partial", "{export}");
+    assert_eq!(
+        export["steps"].as_array().map(Vec::len),
+        Some(2),
+        "{export}"
+    );
+    let b = &export["verdict"]["bottleneck"];
+    assert_eq!(b["kind"], "admission_limit", "{b}");
+    assert_eq!(b["name"], "admission limit (max_connections)", "{b}");
+    let evidence = b["evidence"].to_string();
+    contains(&evidence, "max_connections = 8");
+    contains(
+        &evidence,
+        "the highest load every session of which opened: 2 users",
+    );
 }
 
 #[test]

@@ -79,6 +79,9 @@ pub(crate) enum BottleneckKind {
     /// listed with what would decide between them.
     Inconclusive,
     NotReached,
+    /// The server refused sessions past a setting of its own
+    /// (`max_connections`): the sweep could not load it further.
+    AdmissionLimit,
 }
 
 /// The bottleneck and why.

@@ -158,6 +158,17 @@ pub(crate) use super::LOOK_QUERY;
 /// the fix.
 pub(crate) fn refusal(target: &MyTarget, code: u16, message: &str) -> PlanError {
     let at = &target.display;
+    let limit = match code {
+        1040 => Some("max_connections"),
+        1203 => Some("max_user_connections"),
+        _ => None,
+    };
+    if let Some(limit) = limit {
+        return PlanError::new(format!(
+            "the server at {at} refused the session ({code}: {message}); it takes no more connections"
+        ))
+        .refused_by(limit);
+    }
     PlanError::new(match code {
         1045 => format!("the server refused the password for {at}; check the URL or MYSQL_PWD"),
         1049 => format!(

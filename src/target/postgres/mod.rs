@@ -164,6 +164,19 @@ pub(crate) fn connect_error(target: &PgTarget, e: &tokio_postgres::Error) -> Pla
     refusal(target, e.code().map(SqlState::code), &e.to_string(), &cause)
 }
 
+/// Which of PostgreSQL's limits a refusal for too many connections names:
+/// a role's or a database's own `CONNECTION LIMIT`, else the server's
+/// `max_connections` (its slots reserved for superusers included).
+fn connection_limit(text: &str) -> &'static str {
+    if text.contains("for role") {
+        "the role's CONNECTION LIMIT"
+    } else if text.contains("for database") {
+        "the database's CONNECTION LIMIT"
+    } else {
+        "max_connections"
+    }
+}
+
 /// The one line for a connection that failed: with the server's SQLSTATE
 /// when it refused, else from the client's text and its cause.
 pub(crate) fn refusal(target: &PgTarget, code: Option<&str>, text: &str, cause: &str) -> PlanError {
@@ -177,6 +190,12 @@ pub(crate) fn refusal(target: &PgTarget, code: Option<&str>, text: &str, cause: 
         ),
         Some(c) if c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION.code() => {
             format!("PostgreSQL refused the user of {at}; check the user name and pg_hba.conf")
+        }
+        Some(c) if c == SqlState::TOO_MANY_CONNECTIONS.code() => {
+            return PlanError::new(format!(
+                "PostgreSQL at {at} refused the session ({c}: {text}); it takes no more connections"
+            ))
+            .refused_by(connection_limit(text));
         }
         Some(c) => format!("PostgreSQL at {at} refused the connection ({c}: {text})"),
         None => {
