@@ -542,3 +542,35 @@ fn a_managed_mariadb_refuses_what_is_not_its_own_in_one_line() {
         contains(&err, flag);
     }
 }
+
+/// A MariaDB whose `max_connections` (10, the least it takes) is below
+/// the sweep's users refuses a session (error 1040): the run ends there,
+/// partial, its steps below kept, and the verdict is the admission limit
+/// in the same words as on PostgreSQL.
+#[test]
+fn a_mariadb_that_refuses_sessions_past_max_connections_is_its_admission_limit() {
+    let dir = tempdir();
+    let (out, err) = perflab_expect(
+        dir.path(),
+        "run bank --target mariadb:managed --mariadb-set max_connections=10 --users 1,2,40 --warmup 0s --duration 1s",
+        1,
+    );
+    let said = format!("{out}{err}");
+    contains(
+        &said,
+        "the server refused a session past its max_connections at step 3 (40 users)",
+    );
+    contains(&said, "1040");
+    assert!(!said.contains("lost the target"), "{said}");
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir.path(), "show last --json -")).unwrap();
+    assert_eq!(
+        export["steps"].as_array().map(Vec::len),
+        Some(2),
+        "{export}"
+    );
+    let b = &export["verdict"]["bottleneck"];
+    assert_eq!(b["kind"], "admission_limit", "{b}");
+    assert_eq!(b["name"], "admission limit (max_connections)", "{b}");
+    contains(&b["evidence"].to_string(), "max_connections = 10");
+}
