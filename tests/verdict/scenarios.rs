@@ -1,17 +1,18 @@
 //! The scenario suite in CI: each class of real bottleneck that
 //! `scripts/scenarios.sh` builds on this machine (a CPU, a CPU quota, lock
-//! contention on PostgreSQL and MariaDB, serialisation retries, a
-//! throttled log device, memory over a throttled disk, a shaped link,
-//! packet loss, a starved generator; a CPU and lock contention again
-//! beside niced CPU hogs; a disk and a file server's synced writes under a
-//! blkio throttle on perflab's own cgroup; commits waiting on a throttled
-//! log flush; retries at SERIALIZABLE; a caching accelerator whose cache is
-//! smaller than its file set, under nginx and under Varnish; the echo agent of a net run under a CPU
-//! quota, and a stream through a shaped link) is run once with short steps, and its verdict
-//! must name the class (a miss while the hypervisor took 10% or more of
-//! the CPU, the host shared with other guests, or while other processes
-//! kept 0.3 CPUs busy, as the verdict's caveat says, is run once more).
-//! The script makes cgroups, loop devices and network
+//! contention on PostgreSQL and MariaDB, serialisation retries, a throttled
+//! log device, memory over a throttled disk, a shaped link, packet loss, a
+//! starved generator; a CPU and lock contention again beside niced CPU
+//! hogs; a disk and a file server's synced writes under a blkio throttle on
+//! perflab's own cgroup; commits waiting on a throttled log flush; retries
+//! at SERIALIZABLE; a caching accelerator whose cache is smaller than its
+//! file set, under nginx and under Varnish; the echo agent of a net run
+//! under a CPU quota, a stream through a shaped link, and a PostgreSQL and
+//! a MariaDB swept past their max_connections) is run once with short
+//! steps, and its verdict must name the class (a miss while the hypervisor
+//! took 10% or more of the CPU, the host shared with other guests, or while
+//! other processes kept 0.3 CPUs busy, as the verdict's caveat says, is run
+//! once more). The script makes cgroups, loop devices and network
 //! namespaces, so these tests need root; without it they fail, never pass.
 
 use std::process::Command;
@@ -152,4 +153,14 @@ fn scenario_an_echo_agent_under_a_cpu_quota_is_its_cpu() {
 #[test]
 fn scenario_a_stream_through_a_shaped_veth_is_the_link() {
     scenario("net-link");
+}
+
+#[test]
+fn scenario_a_postgres_past_its_max_connections_is_its_admission_limit() {
+    scenario("admission-pg");
+}
+
+#[test]
+fn scenario_a_mariadb_past_its_max_connections_is_its_admission_limit() {
+    scenario("admission-mariadb");
 }
