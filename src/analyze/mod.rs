@@ -10,6 +10,7 @@ pub(crate) mod bottleneck;
 pub(crate) mod capacity;
 pub(crate) mod compare;
 pub(crate) mod demands;
+pub(crate) mod gate;
 pub(crate) mod host;
 pub(crate) mod iopath;
 pub(crate) mod latency;

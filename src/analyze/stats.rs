@@ -112,6 +112,16 @@ fn mean(v: &[f64]) -> f64 {
 /// The ratio of means `mean(b)/mean(a)` and its 95% bootstrap percentile
 /// interval (2,000 resamples of each sample, seeded).
 pub(crate) fn ratio_interval(a: &[f64], b: &[f64], seed: u64) -> Option<(f64, f64, f64)> {
+    ratio_interval_at(a, b, seed, 0.95)
+}
+
+/// [`ratio_interval`] at `confidence` (a fraction under 1).
+pub(crate) fn ratio_interval_at(
+    a: &[f64],
+    b: &[f64],
+    seed: u64,
+    confidence: f64,
+) -> Option<(f64, f64, f64)> {
     if a.is_empty() || b.is_empty() || mean(a) <= 0.0 {
         return None;
     }
@@ -130,8 +140,10 @@ pub(crate) fn ratio_interval(a: &[f64], b: &[f64], seed: u64) -> Option<(f64, f6
         })
         .collect();
     ratios.sort_by(f64::total_cmp);
-    let pick = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
-    Some((ratio, pick(0.025), pick(0.975)))
+    let last = ratios.len().checked_sub(1)?;
+    let pick = |q: f64| ratios[((last as f64 * q).round() as usize).min(last)];
+    let tail = ((1.0 - confidence) / 2.0).clamp(0.0, 0.5);
+    Some((ratio, pick(tail), pick(1.0 - tail)))
 }
 
 #[cfg(test)]

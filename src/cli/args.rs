@@ -242,9 +242,13 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline run, then the runs to compare with it.
+    /// The baseline run, then the runs to compare with it (with --fail-on, each may also be a run's JSON export: perflab show N --json FILE).
     #[arg(required = true, num_args = 2..)]
     pub(crate) runs: Vec<String>,
+
+    /// A CI gate: exit 1 when NEW's change against BASE is beyond a threshold and significant at some load level both ran, e.g. 'throughput<-5%,p95>+10%' (throughput, p50, p90, p95, p99, p99.9; < with a drop, > with a rise).
+    #[arg(long, value_name = "THRESHOLDS")]
+    pub(crate) fail_on: Option<String>,
 
     /// A scorecard: weights of throughput, p95 and cpu_per_op, e.g. throughput=0.4,p95=0.4,cpu_per_op=0.2.
     #[arg(long, value_name = "WEIGHTS")]

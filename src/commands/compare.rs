@@ -13,6 +13,17 @@ use crate::store::{Store, StoredRun};
 
 /// Runs `perflab compare`.
 pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
+    let format = if args.json {
+        Format::Json
+    } else if args.md {
+        Format::Markdown
+    } else {
+        Format::Text
+    };
+    if let Some(text) = &args.fail_on {
+        let thresholds = super::gate::thresholds(text)?;
+        return super::gate::run_gate(&args.runs, &args.store.store, &thresholds, format);
+    }
     let weights = args
         .weights
         .as_deref()
@@ -36,13 +47,6 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
     let verdicts: Vec<_> = runs.iter().map(|r| verdict_of_run(r, None, None)).collect();
     let seed = runs[0].seed();
     let c = crate::analyze::compare::compare(&runs, &verdicts, &weights, &costs, seed);
-    let format = if args.json {
-        Format::Json
-    } else if args.md {
-        Format::Markdown
-    } else {
-        Format::Text
-    };
     write(&Output::Comparison(&c), format, Destination::Stdout)?;
     Ok(Exit::Ok)
 }

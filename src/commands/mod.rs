@@ -6,6 +6,7 @@ mod analyze;
 mod check;
 mod compare;
 mod doctor;
+mod gate;
 mod kube;
 mod lab;
 mod output;

@@ -30,6 +30,7 @@ pub(crate) use compare::render_compare;
 pub(crate) use doctor::render_doctor;
 pub(crate) use format::{Document, Format, FormatError, Output, ReportRun};
 pub(crate) use host::{host_tables, use_line};
+pub(crate) use json::run_json;
 pub(crate) use objectives::judgement_words;
 pub(crate) use progress::Progress;
 pub(crate) use table::{render_check, render_run};

@@ -11,6 +11,7 @@ mod engine;
 mod faults;
 mod files;
 mod find;
+mod gate;
 mod generators;
 mod golden;
 mod help;

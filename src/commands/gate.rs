@@ -1,0 +1,138 @@
+//! `perflab compare BASE NEW --fail-on 'throughput<-5%,p95>+10%'`: the
+//! gate of a CI job. Each run is a run in the store (a number, `last`) or
+//! a JSON export a job kept (`perflab show N --json FILE`); exit 1 when a
+//! threshold fails ([`crate::analyze::gate`]), 0 when none does, 2 for
+//! runs of different plans or a bad threshold.
+
+use super::Exit;
+use crate::analyze::gate::{self, Gate, Threshold};
+use crate::error::PlanError;
+use std::path::Path;
+
+/// The largest export read as a baseline: a run's export is megabytes.
+const MAX_EXPORT_BYTES: u64 = 512 << 20;
+
+/// The thresholds of `--fail-on`.
+pub(super) fn thresholds(text: &str) -> anyhow::Result<Vec<Threshold>> {
+    gate::parse_thresholds(text).map_err(|e| {
+        PlanError::flag("--fail-on", e, "e.g. --fail-on 'throughput<-5%,p95>+10%'").into()
+    })
+}
+
+/// Gates `runs` (the baseline, then the run judged) and prints the lines
+/// as text, Markdown or JSON.
+pub(super) fn run_gate(
+    runs: &[String],
+    store: &Path,
+    thresholds: &[Threshold],
+    format: crate::report::Format,
+) -> anyhow::Result<Exit> {
+    let [base, new] = runs else {
+        return Err(PlanError::flag(
+            "--fail-on",
+            format!("{} runs are given", runs.len()),
+            "the gate judges one run against its baseline: give BASE NEW",
+        )
+        .into());
+    };
+    let (base_json, base_name) = exported(base, store)?;
+    let (new_json, new_name) = exported(new, store)?;
+    if let Some(why) = gate::plan_difference(&base_json, &new_json) {
+        return Err(PlanError::new(format!(
+            "{new_name} cannot be gated against {base_name}: {why}; gate runs of one plan"
+        ))
+        .into());
+    }
+    let seed = base_json
+        .pointer("/run/plan/seed")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(1);
+    let g = gate::judge(
+        &base_json,
+        &new_json,
+        (&base_name, &new_name),
+        thresholds,
+        seed,
+    );
+    let text = match format {
+        crate::report::Format::Json => serde_json::to_string_pretty(&g)? + "\n",
+        crate::report::Format::Markdown => markdown(&g),
+        _ => terminal(&g),
+    };
+    crate::util::out(format_args!("{text}"));
+    Ok(if g.failed { Exit::Failed } else { Exit::Ok })
+}
+
+/// A run's export and its name: the file when `arg` names one, else the
+/// run of that number in the store.
+fn exported(arg: &str, store: &Path) -> anyhow::Result<(serde_json::Value, String)> {
+    let path = Path::new(arg);
+    let is_run = arg == "last" || arg.chars().all(|c| c.is_ascii_digit());
+    if !is_run {
+        return Ok((read_export(path)?, path.display().to_string()));
+    }
+    let store = super::show::existing_store(store)?;
+    let id = store.resolve_run(arg)?;
+    let run = super::show::load_run(&store, id)?;
+    Ok((crate::report::run_json(&run), format!("run {id}")))
+}
+
+/// An exported run read from `path`, refused in one line when it is not
+/// one.
+fn read_export(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let bad = |why: String| -> anyhow::Error {
+        PlanError::new(format!(
+            "{}: {why}; give a run of the store (a number, last) or a file written by `perflab show N --json FILE`",
+            path.display()
+        ))
+        .into()
+    };
+    let meta = std::fs::metadata(path).map_err(|e| bad(format!("cannot be read ({e})")))?;
+    if !meta.is_file() || meta.len() > MAX_EXPORT_BYTES {
+        return Err(bad("is not a run's export".to_string()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot be read ({e})")))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("is not JSON ({e})")))?;
+    if value.get("schema").is_none() || value.get("steps").is_none() {
+        return Err(bad("is JSON but not a run's export".to_string()));
+    }
+    Ok(value)
+}
+
+fn terminal(g: &Gate) -> String {
+    let mut out = format!(
+        "gate: {} against {} (the baseline): {}\n",
+        g.new,
+        g.base,
+        if g.failed { "FAIL" } else { "pass" }
+    );
+    for line in &g.lines {
+        out.push_str(&format!("  {}\n", line.said));
+    }
+    if let Some(moved) = &g.moved {
+        out.push_str(&format!("  {moved}\n"));
+    }
+    out
+}
+
+fn markdown(g: &Gate) -> String {
+    let mut out = format!(
+        "### Gate: {} against {}: {}\n\n| threshold | result | line |\n|---|---|---|\n",
+        g.new,
+        g.base,
+        if g.failed { "**FAIL**" } else { "pass" }
+    );
+    for line in &g.lines {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            line.threshold,
+            if line.failed { "**FAIL**" } else { "pass" },
+            line.said.replace('|', "\\|")
+        ));
+    }
+    if let Some(moved) = &g.moved {
+        out.push_str(&format!("\n{moved}\n"));
+    }
+    out
+}

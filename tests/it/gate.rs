@@ -1,0 +1,70 @@
+//! The CI gate, `perflab compare BASE NEW --fail-on THRESHOLDS`, on real
+//! runs of the null target: a service twice as slow fails the throughput
+//! threshold one way and passes it the other, a JSON export kept by a job
+//! serves as the baseline, and runs of different plans or a malformed
+//! threshold are refused with one line and exit 2.
+
+use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
+
+const STEPS: &str = "--users 1,2 --warmup 0s --duration 1s --interval 100ms";
+
+#[test]
+fn the_gate_fails_a_slower_run_passes_a_faster_one_and_reads_an_export() {
+    let dir = tempdir();
+    perflab_ok(dir.path(), &format!("run null --service 1ms {STEPS}"));
+    perflab_ok(dir.path(), &format!("run null --service 2ms {STEPS}"));
+    let (out, _) = perflab_expect(dir.path(), "compare 1 2 --fail-on throughput<-5%", 1);
+    contains(&out, "gate: run 2 against run 1 (the baseline): FAIL");
+    contains(&out, "FAIL throughput<-5%: -");
+    let (out, _) = perflab_expect(dir.path(), "compare 2 1 --fail-on throughput<-5%", 0);
+    contains(&out, "gate: run 1 against run 2 (the baseline): pass");
+    contains(&out, "within -5.0%");
+    // A baseline kept as an export; p95 doubled too.
+    perflab_ok(dir.path(), "show 1 --json base.json");
+    let (out, _) = perflab_expect(
+        dir.path(),
+        "compare base.json last --fail-on throughput<-5%,p95>+10% --json",
+        1,
+    );
+    let gate: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(gate["failed"], true, "{gate}");
+    assert_eq!(gate["lines"][1]["threshold"], "p95>+10%", "{gate}");
+    assert_eq!(gate["lines"][1]["failed"], true, "{gate}");
+    let (out, _) = perflab_expect(dir.path(), "compare 1 2 --fail-on throughput<-5% --md", 1);
+    contains(&out, "| `throughput<-5%` | **FAIL** |");
+}
+
+#[test]
+fn the_gate_refuses_other_plans_bad_thresholds_and_bad_files() {
+    let dir = tempdir();
+    perflab_ok(dir.path(), &format!("run null --service 1ms {STEPS}"));
+    perflab_ok(
+        dir.path(),
+        "run null --service 1ms --rate 100,200 --warmup 0s --duration 1s --interval 100ms",
+    );
+    std::fs::write(dir.path().join("not.json"), "{\"a\": 1}").unwrap();
+    for (args, said) in [
+        (
+            "compare 1 2 --fail-on throughput<-5%",
+            "differ in their load model",
+        ),
+        (
+            "compare 1 1 --fail-on tps<-5%",
+            "--fail-on: 'tps' is not a metric",
+        ),
+        ("compare 1 1 --fail-on throughput<+5%", "no change at all"),
+        ("compare 1 1 1 --fail-on throughput<-5%", "give BASE NEW"),
+        (
+            "compare not.json 1 --fail-on throughput<-5%",
+            "not a run's export",
+        ),
+        (
+            "compare nothing.json 1 --fail-on throughput<-5%",
+            "cannot be read",
+        ),
+    ] {
+        let (_, err) = perflab_expect(dir.path(), args, 2);
+        contains(&err, said);
+        assert_eq!(err.trim().lines().count(), 1, "{args}: {err}");
+    }
+}
