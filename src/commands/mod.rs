@@ -13,6 +13,7 @@ mod report;
 mod run;
 mod serve;
 mod show;
+mod unstored;
 mod watch;
 
 use crate::cli::{Cli, Command};
