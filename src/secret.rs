@@ -176,9 +176,43 @@ pub(crate) fn redact_args(args: &[String]) -> Vec<String> {
     out
 }
 
+/// The environment variable a lab hands a cell's whole command line in
+/// (JSON, an array of strings), while the cell's visible command line —
+/// `/proc/PID/cmdline`, which every user of the host may read — is the
+/// same line redacted. A process's environment only its own user reads.
+pub(crate) const CELL_ARGS_ENV: &str = "PERFLAB_CELL_ARGS";
+
+/// The words `given` (a lab's [`CELL_ARGS_ENV`]) stands for, when they
+/// are the first of `visible` (the words after the program's name) before
+/// redaction; none otherwise, so a variable left over from another
+/// command never changes this one.
+pub(crate) fn cell_args(visible: &[String], given: &str) -> Option<Vec<String>> {
+    let whole: Vec<String> = serde_json::from_str(given).ok()?;
+    visible.starts_with(&redact_args(&whole)).then_some(whole)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cell's secrets come from the environment only for the command
+    /// line they were redacted from.
+    #[test]
+    fn a_cells_secrets_stand_in_for_its_own_redacted_line_alone() {
+        let whole: Vec<String> = ["run", "bank", "--target", "postgres://u:PW@h/db"]
+            .map(String::from)
+            .to_vec();
+        let visible = redact_args(&whole);
+        assert!(!visible.join(" ").contains("PW@"), "{visible:?}");
+        let given = serde_json::to_string(&whole).unwrap();
+        assert_eq!(cell_args(&visible, &given), Some(whole.clone()));
+        let mut longer = visible.clone();
+        longer.extend(["--store".to_string(), "perflab.db".to_string()]);
+        assert_eq!(cell_args(&longer, &given), Some(whole.clone()));
+        let other: Vec<String> = ["run", "null"].map(String::from).to_vec();
+        assert_eq!(cell_args(&other, &given), None);
+        assert_eq!(cell_args(&visible, "not json"), None);
+    }
 
     #[test]
     fn passwords_are_redacted() {

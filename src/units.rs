@@ -182,7 +182,10 @@ pub(crate) struct OpsPerSec(pub f64);
 
 impl fmt::Display for OpsPerSec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = if self.0 >= 100.0 {
+        // An unbounded or undefined rate is no figure: the tables' `-`.
+        let text = if !self.0.is_finite() {
+            "-".to_string()
+        } else if self.0 >= 100.0 {
             format!("{:.0}", self.0)
         } else {
             format!("{:.1}", self.0)
@@ -315,7 +318,11 @@ pub(crate) struct Percent(pub f64);
 
 impl fmt::Display for Percent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(&format!("{:.1}%", self.0 * 100.0))
+        if self.0.is_finite() {
+            f.pad(&format!("{:.1}%", self.0 * 100.0))
+        } else {
+            f.pad("-")
+        }
     }
 }
 
@@ -334,6 +341,17 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No rate or percentage is ever printed as `inf` or `NaN`.
+    #[test]
+    fn a_rate_or_share_that_is_no_number_prints_as_no_figure() {
+        for x in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+            assert_eq!(OpsPerSec(x).to_string(), "-");
+            assert_eq!(Percent(x).to_string(), "-");
+            assert_eq!(Rate(x, RateUnit::default()).to_string(), "- ops/s");
+        }
+        assert_eq!(OpsPerSec(1234.4).to_string(), "1234");
+    }
 
     #[test]
     fn sizes_set_apart_never_read_the_same() {

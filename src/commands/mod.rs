@@ -14,6 +14,7 @@ mod report;
 mod run;
 mod serve;
 mod show;
+mod unstored;
 mod watch;
 
 use crate::cli::{Cli, Command};
@@ -40,7 +41,7 @@ pub(crate) enum Exit {
 /// Parses the command line, runs the command, and returns the exit code.
 /// Errors are printed here, as one line.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let args: Vec<OsString> = args.into_iter().collect();
+    let args = with_cell_secrets(args.into_iter().collect());
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return refused(&e, &args) as i32,
@@ -65,6 +66,34 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
                 Exit::Failed as i32
             }
         }
+    }
+}
+
+/// A lab's cell (`perflab run` started by `perflab lab`) shows its
+/// command line redacted to every user of the host: its secrets come in
+/// its environment ([`crate::secret::CELL_ARGS_ENV`]), taken here and
+/// removed, so that nothing this process starts inherits them.
+fn with_cell_secrets(args: Vec<OsString>) -> Vec<OsString> {
+    let Some(given) = std::env::var_os(crate::secret::CELL_ARGS_ENV) else {
+        return args;
+    };
+    std::env::remove_var(crate::secret::CELL_ARGS_ENV);
+    let visible: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    match crate::secret::cell_args(&visible, &given.to_string_lossy()) {
+        Some(whole) => {
+            let rest = args.iter().skip(1 + whole.len()).cloned();
+            args.iter()
+                .take(1)
+                .cloned()
+                .chain(whole.into_iter().map(OsString::from))
+                .chain(rest)
+                .collect()
+        }
+        None => args,
     }
 }
 

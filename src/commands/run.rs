@@ -3,6 +3,7 @@
 //! show the same as it happens on a live page and to Prometheus.
 
 use super::output::{write, Destination};
+use super::unstored::{KeptStep, LockedOut};
 use super::Exit;
 use crate::cli::{plan_from, CommonRunArgs, RunArgs};
 use crate::engine::{
@@ -198,12 +199,37 @@ struct RunObserver<'a> {
     step: Option<(StepId, usize)>,
     /// The live view's state, with `--serve`.
     live: Option<Arc<Live>>,
+    /// The run as it was stored, to write a step elsewhere.
+    new_run: NewRun,
+    /// The running step, kept until the store has all of it.
+    kept: Option<KeptStep>,
+    /// Why the store refused the running step (another process held it
+    /// past a commit's patience): its rest is only kept, not stored.
+    locked: Option<String>,
 }
 
 impl RunObserver<'_> {
     fn running(&self) -> anyhow::Result<(StepId, usize)> {
         self.step
             .ok_or_else(|| anyhow::anyhow!("an interval came before its step started"))
+    }
+
+    /// Does `commit` unless the store already stayed locked in this step;
+    /// a lock that outlasts its patience is remembered, not an error.
+    fn store_unless_locked(
+        &mut self,
+        commit: impl FnOnce(&mut Store) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        if self.locked.is_some() {
+            return Ok(());
+        }
+        match commit(self.store) {
+            Err(e) if crate::store::is_locked(&e) => {
+                self.locked = Some(e.to_string());
+                Ok(())
+            }
+            other => other,
+        }
     }
 }
 
@@ -222,7 +248,24 @@ impl SweepObserver for RunObserver<'_> {
         for remote in &mut self.remotes {
             remote.rebase();
         }
-        self.step = Some((self.store.begin_step(self.run, index, level)?, 0));
+        let begun = self.store.begin_step(self.run, index, level).map_err(|e| {
+            if crate::store::is_locked(&e) {
+                LockedOut(format!(
+                    "{e}: step {} ({level}) of run {} was not begun; the steps before it are stored",
+                    index + 1,
+                    self.run
+                ))
+                .into()
+            } else {
+                e
+            }
+        })?;
+        self.step = Some((begun, 0));
+        self.kept = Some(KeptStep {
+            index,
+            level,
+            intervals: Vec::new(),
+        });
         self.progress.step_started(index, level, schedule);
         if let Some(live) = &self.live {
             live.step_started(index, level, schedule);
@@ -245,27 +288,42 @@ impl SweepObserver for RunObserver<'_> {
             .map(|last| HostSample::between(last, &now));
         self.host_last = Some(now);
         record.probes = self.remotes.iter_mut().map(RemoteWatch::sample).collect();
-        self.store.write_interval(step, count, &record)?;
+        self.store_unless_locked(|store| store.write_interval(step, count, &record))?;
         self.step = Some((step, count + 1));
         self.progress.interval(spec, tally);
         if let Some(live) = &self.live {
             live.interval(spec, tally, &record);
+        }
+        if let Some(kept) = &mut self.kept {
+            kept.intervals.push(record);
         }
         Ok(())
     }
 
     fn step_finished(&mut self, step: &mut FinishedStep) -> anyhow::Result<()> {
         let (id, _) = self.running()?;
-        self.store.finish_step(id, step)?;
+        self.store_unless_locked(|store| store.finish_step(id, step))?;
         self.step = None;
+        let kept = self.kept.take();
         self.progress.step_finished(step);
         if let Some(live) = &self.live {
             live.step_finished(step);
         }
-        Ok(())
+        match (&self.locked, kept) {
+            (Some(why), Some(kept)) => Err(super::unstored::spill(
+                self.store.path(),
+                self.run,
+                &self.new_run,
+                &kept,
+                step,
+                why,
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn step_dropped(&mut self) -> anyhow::Result<()> {
+        self.kept = None;
         if let Some(live) = &self.live {
             live.step_dropped();
         }
@@ -398,9 +456,7 @@ fn execute<W: Workload>(
     } = ctx;
     let (live, live_server) = live.unzip();
     let generators = on_generators(workload.as_ref(), plan, generators)?;
-    // The processes given on the command line win over a managed server's.
-    let server = plan.server.clone().or(started.server);
-    let run = store.create_run(&NewRun {
+    let new_run = NewRun {
         started_at,
         workload: plan.workload.name().to_string(),
         target: target.clone(),
@@ -408,8 +464,9 @@ fn execute<W: Workload>(
         plan_given: argv,
         plan_resolved: serde_json::to_value(plan)?,
         host: HostFacts::read(),
-        setup: started.setup,
-    })?;
+        setup: started.setup.clone(),
+    };
+    let run = store.create_run(&new_run)?;
     store.save_inventory(run, &inventory(started.endpoint.as_ref(), &remotes))?;
     if let Some(live) = &live {
         live.run_created(
@@ -418,24 +475,9 @@ fn execute<W: Workload>(
         );
     }
     announce(plan, run, &target, store);
-    let mut observer = RunObserver {
-        store,
-        run,
-        progress: Progress::new(
-            steps_planned(plan),
-            crate::workload::run_rate_unit(
-                &plan.workload.name,
-                workload.op_names().first().copied(),
-            ),
-        ),
-        db_probe: started.db_probe,
-        host_last: None,
-        groups: process_groups(server, started.origin),
-        host: HostReader::new(HostRoot::live()),
-        remotes,
-        step: None,
-        live: live.clone(),
-    };
+    let mut observer = observe(workload.as_ref(), plan, started, store, run, new_run);
+    observer.remotes = remotes;
+    observer.live = live.clone();
     let swept = run_sweep_on(
         workload.clone(),
         plan,
@@ -446,6 +488,8 @@ fn execute<W: Workload>(
     let store = observer.store;
     let (end, counts) = match swept {
         Ok(done) => done,
+        // The store stayed locked: a status would wait as long again.
+        Err(e) if e.chain().any(|c| c.is::<LockedOut>()) => return Err(e),
         Err(e) => {
             let reason = format!("{e:#}");
             let _ = store.finish_run(run, RunStatus::Failed, Some(&reason), None);
@@ -464,6 +508,41 @@ fn execute<W: Workload>(
         signal.load(std::sync::atomic::Ordering::SeqCst),
         run,
     )
+}
+
+/// The observer of run `run` (stored as `new_run`) of a started
+/// workload: no remote probe and no live view yet.
+fn observe<'a, W: Workload>(
+    workload: &W,
+    plan: &Plan,
+    started: Started,
+    store: &'a mut Store,
+    run: RunId,
+    new_run: NewRun,
+) -> RunObserver<'a> {
+    // The processes given on the command line win over a managed server's.
+    let server = plan.server.clone().or(started.server);
+    RunObserver {
+        store,
+        run,
+        progress: Progress::new(
+            steps_planned(plan),
+            crate::workload::run_rate_unit(
+                &plan.workload.name,
+                workload.op_names().first().copied(),
+            ),
+        ),
+        db_probe: started.db_probe,
+        host_last: None,
+        groups: process_groups(server, started.origin),
+        host: HostReader::new(HostRoot::live()),
+        remotes: Vec::new(),
+        step: None,
+        live: None,
+        new_run,
+        kept: None,
+        locked: None,
+    }
 }
 
 /// The steps a plan runs; 0 for a search (`--find`), whose steps are not
@@ -705,4 +784,142 @@ fn show_stored(store: &mut Store, run: RunId) -> anyhow::Result<String> {
         store.path().display()
     ));
     Ok(crate::report::render_verdict(&verdict, run))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::StepStatus;
+    use crate::measure::{OpTally, PackedTally, Phase};
+    use std::time::Duration;
+
+    fn one_second(at: u64) -> (IntervalSpec, Tally, IntervalRecord) {
+        let mut tally = Tally::new(1);
+        let mut op = OpTally {
+            ok: 5,
+            ..OpTally::default()
+        };
+        op.response.record(1_000).unwrap();
+        op.service.record(900).unwrap();
+        tally.ops[0] = op;
+        let spec = IntervalSpec {
+            phase: Phase::Measured,
+            start: Duration::from_secs(at),
+            end: Duration::from_secs(at + 1),
+        };
+        let record = IntervalRecord {
+            phase: Phase::Measured,
+            start: spec.start,
+            length: Duration::from_secs(1),
+            tally: PackedTally::pack(&tally),
+            db: None,
+            host: None,
+            probes: Vec::new(),
+        };
+        (spec, tally, record)
+    }
+
+    fn finished(tally: Tally) -> FinishedStep {
+        FinishedStep {
+            index: 0,
+            level: Level::Users(1),
+            started_at: SystemTime::now(),
+            status: StepStatus::Ok,
+            usage: Default::default(),
+            handed_over: 2,
+            measured_intervals: 2,
+            drain: IntervalRecord {
+                phase: Phase::Drain,
+                ..one_second(2).2
+            },
+            measured: tally.clone(),
+            measured_length: Duration::from_secs(2),
+            everything: tally,
+            generators: Vec::new(),
+            lost: Vec::new(),
+            judgement: None,
+        }
+    }
+
+    /// Another process holds the store past a commit's patience in the
+    /// middle of a step: the step goes on measuring, kept in memory, and
+    /// ends written whole as a JSON export beside the store, named in the
+    /// one line the run ends with.
+    #[test]
+    fn a_step_the_locked_store_refuses_is_written_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perflab.db");
+        let mut store = Store::open(&path)
+            .unwrap()
+            .with_patience(Duration::from_millis(300));
+        let new_run = NewRun {
+            started_at: SystemTime::now(),
+            workload: "null".to_string(),
+            target: "null".to_string(),
+            op_names: vec!["noop".to_string()],
+            plan_given: vec!["perflab".to_string(), "run".to_string()],
+            plan_resolved: serde_json::json!({}),
+            host: HostFacts::default(),
+            setup: None,
+        };
+        let run = store.create_run(&new_run).unwrap();
+        let mut observer = RunObserver {
+            store: &mut store,
+            run,
+            progress: Progress::new(1, crate::workload::run_rate_unit("null", Some("noop"))),
+            db_probe: None,
+            host_last: None,
+            groups: Vec::new(),
+            host: HostReader::new(HostRoot::live()),
+            remotes: Vec::new(),
+            step: None,
+            live: None,
+            new_run,
+            kept: None,
+            locked: None,
+        };
+        let schedule = Schedule::new(
+            Duration::ZERO,
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+        );
+        observer
+            .step_started(0, Level::Users(1), &schedule)
+            .unwrap();
+        let (spec, tally, record) = one_second(0);
+        observer.interval(&spec, &tally, record).unwrap();
+        let holder = rusqlite::Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let (spec, tally, record) = one_second(1);
+        observer.interval(&spec, &tally, record).unwrap();
+        let said = observer
+            .step_finished(&mut finished(tally))
+            .expect_err("the store refused the step")
+            .to_string();
+        holder.execute_batch("COMMIT").unwrap();
+        let export = dir.path().join("perflab-run-1-unstored.json");
+        assert!(said.contains("stayed locked by another process"), "{said}");
+        assert!(said.contains(&export.display().to_string()), "{said}");
+        assert_eq!(said.lines().count(), 1, "{said}");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+        assert_eq!(json["run"]["id"], 1, "{json}");
+        let steps = json["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 1, "{json}");
+        let measured = steps[0]["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["phase"] == "measured")
+            .count();
+        assert_eq!(measured, 2, "{json}");
+        // Nothing of the scratch store is left behind.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with("perflab.db"))
+            .collect();
+        assert_eq!(left, vec!["perflab-run-1-unstored.json".to_string()]);
+    }
 }

@@ -502,6 +502,7 @@ fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<Predic
                 .iter()
                 .filter(|s| s.change == first.change && s.load == load)
                 .map(|s| s.throughput)
+                .filter(|x| x.is_finite())
                 .collect();
             let measured: Vec<f64> = runs[j]
                 .iter()
@@ -512,7 +513,7 @@ fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<Predic
                         .map(|p| p.throughput)
                 })
                 .collect();
-            if measured.is_empty() {
+            if measured.is_empty() || mine.is_empty() {
                 continue;
             }
             let predicted = mine.iter().sum::<f64>() / mine.len() as f64;

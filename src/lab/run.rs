@@ -520,19 +520,30 @@ impl<'a> Runner<'a> {
 
     /// Starts the cell's `perflab run` on the lab's store.
     fn spawn(&self, cell: &Cell) -> std::io::Result<Child> {
-        // A process group of its own: Ctrl-C at the terminal reaches the
-        // lab alone, which passes it on once (a second one would end the
-        // run at once, unstored).
-        Command::new(&self.exe)
-            .process_group(0)
-            .arg("run")
-            .args(&cell.args)
-            .arg("--store")
-            .arg(&self.store_path)
+        self.command(cell)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
+    }
+
+    /// The cell's `perflab run`: its command line redacted, as every user
+    /// of the host may read it, the whole line in its environment.
+    fn command(&self, cell: &Cell) -> Command {
+        let mut whole = vec!["run".to_string()];
+        whole.extend(cell.args.iter().cloned());
+        let visible = crate::secret::redact_args(&whole);
+        let mut command = Command::new(&self.exe);
+        // A process group of its own: Ctrl-C at the terminal reaches the
+        // lab alone, which passes it on once (a second one would end the
+        // run at once, unstored).
+        command.process_group(0).args(&visible);
+        if visible != whole {
+            let given = serde_json::to_string(&whole).unwrap_or_default();
+            command.env(crate::secret::CELL_ARGS_ENV, given);
+        }
+        command.arg("--store").arg(&self.store_path);
+        command
     }
 
     /// Waits for the cell's process, passing on once the signal that
@@ -613,6 +624,54 @@ mod tests {
             .to_string();
         assert!(e.contains("gives other cells now"), "{e}");
         assert!(!e.contains("SECRETPW"), "{e}");
+    }
+
+    /// A cell's process shows every user of the host its command line
+    /// (`/proc/PID/cmdline`): it holds no password, its environment does,
+    /// and the cell reads its whole line back from there.
+    #[test]
+    fn a_cells_command_line_holds_no_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.toml");
+        std::fs::write(
+            &path,
+            "workload = \"bank\"\ntarget = \"postgres://u:SECRETPW@127.0.0.1:1/db\"\nargs = [\"--users\", \"1\", \"--probe\", \"node-exporter://SECRETPW@127.0.0.1:1\"]\n[vary]\n\"var.x\" = [\"a\"]\n",
+        )
+        .unwrap();
+        let file = LabFile::read(&path).unwrap();
+        let plan = LabPlan::of(&file, 7).unwrap();
+        let spec = LabSpec::of(&file, &plan);
+        let (stop, signal) = (AtomicBool::new(false), AtomicUsize::new(0));
+        let runner = Runner {
+            lab: 1,
+            spec: &spec,
+            total: 1,
+            store_path: dir.path().join("perflab.db"),
+            exe: PathBuf::from("perflab"),
+            stop: &stop,
+            signal: &signal,
+        };
+        let cell = &plan.cells[0];
+        assert!(cell.args.join(" ").contains("SECRETPW"));
+        let command = runner.command(cell);
+        let visible: Vec<String> = command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(!visible.join(" ").contains("SECRETPW"), "{visible:?}");
+        assert_eq!(
+            visible.last().map(String::as_str),
+            Some(runner.store_path.to_str().unwrap())
+        );
+        let given = command
+            .get_envs()
+            .find(|(name, _)| *name == crate::secret::CELL_ARGS_ENV)
+            .and_then(|(_, value)| value)
+            .map(|v| v.to_string_lossy().into_owned())
+            .expect("the whole line is in the environment");
+        let whole = crate::secret::cell_args(&visible, &given).expect("it stands for this line");
+        assert_eq!(whole[0], "run");
+        assert_eq!(whole[1..], cell.args[..]);
     }
 
     /// A cell process that exited with `code` (or was killed by `signal`).

@@ -39,6 +39,14 @@ pub(crate) fn what_if_lines(w: &WhatIf, unit: RateUnit) -> (String, Vec<String>)
             } else {
                 format!("{} offered", rate(s.load))
             };
+            if !s.throughput.is_finite() || !s.gain.is_finite() {
+                // Nothing measured is left to queue on: the model's
+                // throughput has no bound, which is no figure to print.
+                return format!(
+                    "{}: no figure at {load}, as no demand on any other resource was measured (nothing the run saw would limit it)",
+                    s.change
+                );
+            }
             let mut line = if w.scaled {
                 format!(
                     "{}: {} at {load} (×{:.2} the {} measured there, the model's gain)",
@@ -59,7 +67,7 @@ pub(crate) fn what_if_lines(w: &WhatIf, unit: RateUnit) -> (String, Vec<String>)
             if let Some(r) = s.response_s {
                 let _ = write!(line, ", mean response {}", secs(r));
             }
-            if let Some(p) = s.at_peak {
+            if let Some(p) = s.at_peak.filter(|p| p.throughput.is_finite()) {
                 let _ = write!(
                     line,
                     "; {} at {} (the peak's load)",
@@ -67,7 +75,7 @@ pub(crate) fn what_if_lines(w: &WhatIf, unit: RateUnit) -> (String, Vec<String>)
                     crate::plan::Level::Users(p.load.round() as u32)
                 );
             }
-            match (&s.limited_by, s.bound) {
+            match (&s.limited_by, s.bound.filter(|b| b.is_finite())) {
                 (Some(name), Some(bound)) if s.still => {
                     let _ = write!(line, "; {name} still limits, at {}", rate(bound));
                 }
@@ -547,4 +555,52 @@ fn top_wait(q: &StepPoint) -> String {
         .map_or("-".to_string(), |(k, n)| {
             format!("{k} {}", Percent(*n as f64 / total as f64))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::points::ResourceKind;
+    use crate::analyze::whatif::{Changed, Scenario};
+
+    /// A run whose only measured demand is the CPU (the null target):
+    /// with the CPU out of the way the model's throughput has no bound,
+    /// said in words, never printed as `inf` or `NaN`.
+    #[test]
+    fn an_unbounded_prediction_is_said_in_words() {
+        let gone = Scenario {
+            change: "cpu out of the way".to_string(),
+            load: 2.0,
+            throughput: f64::INFINITY,
+            response_s: Some(0.0),
+            gain: f64::INFINITY,
+            limited_by: None,
+            bound: None,
+            still: false,
+            server_cpus: None,
+            changed: Changed {
+                kind: ResourceKind::Cpu,
+                factor: None,
+            },
+            at_peak: None,
+        };
+        let w = WhatIf {
+            model_error: 0.01,
+            baseline: 1e6,
+            measured: 1e6,
+            scaled: false,
+            credible: true,
+            basis: "the demands measured up to the peak".to_string(),
+            scenarios: vec![gone],
+        };
+        let (_, lines) = what_if_lines(&w, RateUnit::default());
+        let text = lines.join("\n");
+        for word in ["inf", "NaN"] {
+            assert!(!text.contains(word), "{text}");
+        }
+        assert!(
+            text.contains("cpu out of the way: no figure at 2 users, as no demand on any other resource was measured"),
+            "{text}"
+        );
+    }
 }

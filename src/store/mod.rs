@@ -16,6 +16,7 @@ mod writer;
 
 pub(crate) use lab::{LabId, NewCell, RunProgress, StoredCell, StoredLab};
 pub(crate) use read::{RunRow, StoredRun};
+pub(crate) use retry::is_locked;
 pub use status::{CellStatus, LabStatus, RunStatus, StoredWord};
 pub use write::{NewRun, StepId};
 
@@ -33,6 +34,8 @@ pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// How long a commit waits through another process's lock.
+    patience: std::time::Duration,
 }
 
 /// The files SQLite keeps beside a store.
@@ -99,6 +102,7 @@ impl Store {
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            patience: retry::PATIENCE,
         };
         store
             .conn
@@ -180,6 +184,7 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            patience: retry::PATIENCE,
         })
     }
 
@@ -210,6 +215,7 @@ impl Store {
         Ok(Some(Store {
             conn,
             path: path.to_path_buf(),
+            patience: retry::PATIENCE,
         }))
     }
 

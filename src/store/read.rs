@@ -295,7 +295,8 @@ impl Store {
         while let Some(r) = query.next()? {
             let row = rows.len();
             let idx = field::<i64>(r, 1, &|| format!("run {run}'s step in row {row}"))?;
-            let whose = || format!("run {run}'s step {idx}");
+            // Steps are counted from 1 wherever a user reads them.
+            let whose = || format!("run {run}'s step {}", idx.saturating_add(1));
             rows.push((
                 field::<i64>(r, 0, &whose)?,
                 idx,
@@ -310,11 +311,13 @@ impl Store {
         }
         let mut steps = Vec::with_capacity(rows.len());
         for (step_id, idx, kind, level, status, reason, started_at, usage, generators) in rows {
-            let level = Level::of_kind(&kind, level)
-                .ok_or_else(|| anyhow!("step {idx}: unknown level kind '{kind}' in the store"))?;
+            let number = idx.saturating_add(1);
+            let level = Level::of_kind(&kind, level).ok_or_else(|| {
+                anyhow!("step {number}: unknown level kind '{kind}' in the store")
+            })?;
             let reason = reason.unwrap_or_default();
             let status = StepStatus::parse(&status, reason).ok_or_else(|| {
-                anyhow!("step {idx}: unknown step status '{status}' in the store")
+                anyhow!("step {number}: unknown step status '{status}' in the store")
             })?;
             let started_at =
                 humantime::parse_rfc3339(&started_at).unwrap_or(SystemTime::UNIX_EPOCH);
@@ -323,17 +326,17 @@ impl Store {
                 level,
                 started_at,
                 intervals: self
-                    .load_intervals(step_id, op_count, &format!("run {run}'s step {idx}"))
+                    .load_intervals(step_id, op_count, &format!("run {run}'s step {number}"))
                     .map_err(|e| match e.is::<PlanError>() {
                         true => e,
-                        false => e.context(format!("step {idx}")),
+                        false => e.context(format!("step {number}")),
                     })?,
                 status,
                 usage: serde_json::from_str::<SelfUsage>(&usage).unwrap_or_default(),
                 generators: generators
                     .map(|g| serde_json::from_str(&g))
                     .transpose()
-                    .with_context(|| format!("step {idx}: damaged generators"))?
+                    .with_context(|| format!("step {number}: damaged generators"))?
                     .unwrap_or_default(),
             });
         }

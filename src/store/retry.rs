@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How long a commit waits for another process's lock in all.
-const PATIENCE: Duration = Duration::from_secs(600);
+pub(super) const PATIENCE: Duration = Duration::from_secs(600);
 /// How long one try waits inside SQLite before it is tried again here
 /// (where signals are looked at).
 const ONE_TRY: Duration = Duration::from_millis(200);
@@ -22,7 +22,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Whether `e` is SQLite's "another connection holds the lock".
-pub(super) fn is_locked(e: &anyhow::Error) -> bool {
+pub(crate) fn is_locked(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<rusqlite::Error>()
             .and_then(rusqlite::Error::sqlite_error_code)
@@ -68,9 +68,17 @@ fn holder_in(locks: &str, path: &Path) -> Option<u32> {
 }
 
 impl Store {
+    /// The same store waiting `patience` through another process's lock
+    /// (a test's minute stands for the run's ten).
+    #[cfg(test)]
+    pub(crate) fn with_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
+    }
+
     /// Runs `commit` (one transaction, or one statement) on the store,
     /// again and again while another process holds the store's lock, for
-    /// up to [`PATIENCE`] or until a signal; says so once on standard
+    /// up to its patience ([`PATIENCE`]) or until a signal; says so once on standard
     /// error, and again once it went through.
     pub(super) fn committed<T>(
         &mut self,
@@ -83,7 +91,9 @@ impl Store {
         let _ = self.conn.busy_timeout(ONE_TRY);
         let done = loop {
             match commit(&mut self.conn) {
-                Err(e) if is_locked(&e) && started.elapsed() < PATIENCE && !cutoff.reached() => {
+                Err(e)
+                    if is_locked(&e) && started.elapsed() < self.patience && !cutoff.reached() =>
+                {
                     if !said {
                         said = true;
                         crate::util::err(format_args!(

@@ -548,7 +548,7 @@ fn a_damaged_stored_field_is_named_by_run_step_and_field_and_served_as_500() {
         .unwrap()
         .execute_batch("UPDATE steps SET level = 'abc' WHERE run_id = 1 AND idx = 1")
         .unwrap();
-    let says = "run 1's step 1 has a damaged field `level`: it holds text where perflab writes a number; the store was written by something else or is damaged";
+    let says = "run 1's step 2 has a damaged field `level`: it holds text where perflab writes a number; the store was written by something else or is damaged";
     for command in ["show 1", "analyze 1"] {
         let (_, err) = crate::support::perflab_expect(dir.path(), command, 2);
         assert_eq!(err.trim_end().lines().count(), 1, "{command}: {err}");

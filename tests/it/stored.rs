@@ -137,7 +137,7 @@ fn damaged_stored_values_are_named_or_read_as_absent_never_a_panic() {
         let (_, err) = perflab_expect(dir.path(), command, 2);
         contains(
             &err,
-            "run 1 in the store is damaged: step 0: interval 0: length_s = 1e300",
+            "run 1 in the store is damaged: step 1: interval 0: length_s = 1e300",
         );
         assert_eq!(err.trim_end().lines().count(), 1, "{command}: {err}");
     }
@@ -155,12 +155,12 @@ fn unknown_stored_words_are_named_never_guessed() {
     db.execute_batch("UPDATE steps SET status = 'finished' WHERE run_id = 1 AND idx = 0")
         .expect("a step status from nowhere");
     let (_, err) = perflab_expect(dir.path(), "show 1", 2);
-    contains(&err, "step 0: unknown step status 'finished' in the store");
+    contains(&err, "step 1: unknown step status 'finished' in the store");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     db.execute_batch("UPDATE steps SET level_kind = 'threads' WHERE run_id = 2 AND idx = 0")
         .expect("a level kind from nowhere");
     let (_, err) = perflab_expect(dir.path(), "show 2", 2);
-    contains(&err, "step 0: unknown level kind 'threads' in the store");
+    contains(&err, "step 1: unknown level kind 'threads' in the store");
 }
 
 /// A run left `running` by a killed perflab whose pid now belongs to

@@ -296,7 +296,9 @@ impl ManagedKind for Nginx {
 
     /// Its certificate, and an origin URL it was given.
     fn given_flags(&self) -> Vec<&'static str> {
-        let tls = self.tls.then_some("--nginx-tls-cert");
+        // nginx opens the key as it opens the certificate: either may be
+        // the file it could not read.
+        let tls = self.tls.then_some("--nginx-tls-cert and --nginx-tls-key");
         let origin = self.accelerator.as_ref().and_then(Accelerating::url_given);
         tls.into_iter().chain(origin).collect()
     }
@@ -652,6 +654,37 @@ fn status_answers(addr: SocketAddr) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A managed nginx that could not start over its TLS files points at
+    /// both of them: its own words name the key as often as the
+    /// certificate.
+    #[test]
+    fn a_tls_start_failure_points_at_the_certificate_and_the_key() {
+        let nginx = Nginx {
+            program: PathBuf::from("nginx"),
+            port: 8443,
+            status: "127.0.0.1:8081".parse().unwrap(),
+            addresses: vec![IpAddr::from([127, 0, 0, 1])],
+            tls: true,
+            directives: Vec::new(),
+            accelerator: None,
+        };
+        let said =
+            vec!["cannot load certificate key \"/tmp/k.pem\": Permission denied".to_string()];
+        let e = crate::target::managed::start_failure(
+            "nginx",
+            "exit status: 1",
+            &said,
+            Some("www-data"),
+            ("--nginx-set", false),
+            &nginx.given_flags(),
+        )
+        .to_string();
+        assert!(
+            e.ends_with("; check --nginx-tls-cert and --nginx-tls-key"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn settings_go_to_their_context_and_replace_defaults() {
