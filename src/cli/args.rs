@@ -533,6 +533,14 @@ pub struct CommonRunArgs {
     #[command(flatten)]
     pub(crate) store: StoreArg,
 
+    /// With --fail-on: the run to gate this one against, a run of the store (a number, last) or a run's JSON export (perflab show N --json FILE).
+    #[arg(long, value_name = "RUN|FILE", requires = "fail_on")]
+    pub(crate) baseline: Option<String>,
+
+    /// A CI gate against --baseline: exit 1 when this run's change is beyond a threshold and significant at some level both ran, e.g. 'throughput<-5%,p95>+10%' (as compare --fail-on).
+    #[arg(long, value_name = "THRESHOLDS", requires = "baseline")]
+    pub(crate) fail_on: Option<String>,
+
     /// Serve the run live on ADDR (e.g. 127.0.0.1:8090; port 0 picks one, printed on stderr): a page with the report's charts updated each interval over server-sent events (/events), and Prometheus metrics (/metrics).
     #[arg(long, value_name = "ADDR")]
     pub(crate) serve: Option<String>,

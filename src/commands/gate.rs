@@ -63,6 +63,74 @@ pub(super) fn run_gate(
     Ok(if g.failed { Exit::Failed } else { Exit::Ok })
 }
 
+/// A baseline read before a run (`run --baseline B --fail-on T`), to gate
+/// the run against once it is stored.
+pub(super) struct Baseline {
+    export: serde_json::Value,
+    name: String,
+    thresholds: Vec<Threshold>,
+}
+
+impl Baseline {
+    /// The baseline of `--baseline`, with the thresholds of `--fail-on`;
+    /// none without them. Refused as bad input before anything runs.
+    pub(super) fn of(
+        baseline: Option<&str>,
+        fail_on: Option<&str>,
+        store: &Path,
+    ) -> anyhow::Result<Option<Baseline>> {
+        let (Some(baseline), Some(fail_on)) = (baseline, fail_on) else {
+            return Ok(None);
+        };
+        let thresholds = thresholds(fail_on)?;
+        let (export, name) = exported(baseline, store)?;
+        Ok(Some(Baseline {
+            export,
+            name,
+            thresholds,
+        }))
+    }
+
+    /// Gates stored run `run` against the baseline and prints the lines:
+    /// `exit` as it was, or failed when the gate fails. A run that did not
+    /// end well is not gated.
+    pub(super) fn gate(
+        &self,
+        store: &crate::store::Store,
+        run: crate::store::RunId,
+        exit: Exit,
+    ) -> anyhow::Result<Exit> {
+        if exit != Exit::Ok {
+            crate::util::out(format_args!(
+                "gate: not judged, run {run} did not end well\n"
+            ));
+            return Ok(exit);
+        }
+        let new = crate::report::run_json(&super::show::load_run(store, run)?);
+        if let Some(why) = gate::plan_difference(&self.export, &new) {
+            crate::util::out(format_args!(
+                "gate: run {run} cannot be gated against {}: {why}\n",
+                self.name
+            ));
+            return Ok(Exit::Failed);
+        }
+        let seed = self
+            .export
+            .pointer("/run/plan/seed")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(1);
+        let g = gate::judge(
+            &self.export,
+            &new,
+            (&self.name, &format!("run {run}")),
+            &self.thresholds,
+            seed,
+        );
+        crate::util::out(format_args!("\n{}", terminal(&g)));
+        Ok(if g.failed { Exit::Failed } else { Exit::Ok })
+    }
+}
+
 /// A run's export and its name: the file when `arg` names one, else the
 /// run of that number in the store.
 fn exported(arg: &str, store: &Path) -> anyhow::Result<(serde_json::Value, String)> {

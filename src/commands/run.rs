@@ -59,6 +59,11 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     let signal = signals.shared();
     // Bad input here is found before anything is reached or loaded.
     let serve = crate::cli::live_view(common)?;
+    let baseline = super::gate::Baseline::of(
+        common.baseline.as_deref(),
+        common.fail_on.as_deref(),
+        &common.store.store,
+    )?;
     let live = match serve {
         Some(config) => {
             let live = Live::new(
@@ -86,6 +91,7 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         generators,
         live,
         access: crate::cli::agent_access(&common.agent_access)?,
+        baseline,
     };
     let signal_seen = ctx.signal.clone();
     match workload.start(&plan, ctx) {
@@ -352,6 +358,8 @@ struct RunContext<'a> {
     live: Option<(Arc<Live>, LiveServer)>,
     /// How agents are reached (a net run's target is one).
     access: AgentAccess,
+    /// `--baseline` with `--fail-on`: what the run is gated against.
+    baseline: Option<super::gate::Baseline>,
 }
 
 /// This host's facts, a database target's settings (`db.…`) and the remote
@@ -453,6 +461,7 @@ fn execute<W: Workload>(
         generators,
         live,
         access: _,
+        baseline,
     } = ctx;
     let (live, live_server) = live.unzip();
     let generators = on_generators(workload.as_ref(), plan, generators)?;
@@ -502,12 +511,16 @@ fn execute<W: Workload>(
     if let Some(live_server) = live_server {
         live_server.finish(&interrupted);
     }
-    after_sweep(
+    let exit = after_sweep(
         finished,
         at_sweep_end,
         signal.load(std::sync::atomic::Ordering::SeqCst),
         run,
-    )
+    )?;
+    match baseline {
+        Some(b) => b.gate(store, run, exit),
+        None => Ok(exit),
+    }
 }
 
 /// The observer of run `run` (stored as `new_run`) of a started

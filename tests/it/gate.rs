@@ -1,5 +1,5 @@
-//! The CI gate, `perflab compare BASE NEW --fail-on THRESHOLDS`, on real
-//! runs of the null target: a service twice as slow fails the throughput
+//! The CI gate, `perflab compare BASE NEW --fail-on THRESHOLDS` and `run
+//! --baseline B --fail-on THRESHOLDS`, on real runs of the null target: a service twice as slow fails the throughput
 //! threshold one way and passes it the other, a JSON export kept by a job
 //! serves as the baseline, and runs of different plans or a malformed
 //! threshold are refused with one line and exit 2.
@@ -32,6 +32,43 @@ fn the_gate_fails_a_slower_run_passes_a_faster_one_and_reads_an_export() {
     assert_eq!(gate["lines"][1]["failed"], true, "{gate}");
     let (out, _) = perflab_expect(dir.path(), "compare 1 2 --fail-on throughput<-5% --md", 1);
     contains(&out, "| `throughput<-5%` | **FAIL** |");
+}
+
+/// `run --baseline B --fail-on T` gates the run it makes: exit 1 when it
+/// is slower, 0 when it is not; `--fail-on` alone is refused before any
+/// load.
+#[test]
+fn a_run_gated_against_its_baseline_exits_by_the_gate() {
+    let dir = tempdir();
+    perflab_ok(dir.path(), &format!("run null --service 1ms {STEPS}"));
+    perflab_ok(dir.path(), "show 1 --json base.json");
+    let (out, _) = perflab_expect(
+        dir.path(),
+        &format!("run null --service 2ms {STEPS} --baseline base.json --fail-on throughput<-5%"),
+        1,
+    );
+    contains(&out, "gate: run 2 against base.json (the baseline): FAIL");
+    let (out, _) = perflab_expect(
+        dir.path(),
+        &format!("run null --service 1ms {STEPS} --baseline 1 --fail-on throughput<-20%"),
+        0,
+    );
+    contains(&out, "gate: run 3 against run 1 (the baseline): pass");
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run null {STEPS} --fail-on throughput<-5%"),
+        2,
+    );
+    contains(&err, "--baseline");
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run null {STEPS} --baseline nothing.json --fail-on throughput<-5%"),
+        2,
+    );
+    contains(&err, "nothing.json: cannot be read");
+    // Nothing ran for the refused ones.
+    let runs = perflab_ok(dir.path(), "runs");
+    assert_eq!(runs.matches("null").count(), 3, "{runs}");
 }
 
 #[test]
