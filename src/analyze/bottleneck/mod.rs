@@ -37,7 +37,11 @@
 //!     saturated: the next load to try is given. A closed loop whose
 //!     throughput grew in proportion to its users at a flat response time
 //!     is latency-bound ([`latency_bound`]), checked before the knee is
-//!     believed: a noisy knee does not make it a plateau.
+//!     believed: a noisy knee does not make it a plateau. Nor does a
+//!     curve whose last step still grew beyond the noise ([`rising`]):
+//!     with its latency growing it is approaching a limit, named with
+//!     the bound its demand sets, and the next step is deeper queues or
+//!     more users.
 //!
 //! Every verdict whose run followed the server's threads says where their
 //! time went at its step ([`time_spent`]).
@@ -51,6 +55,7 @@ pub(crate) mod io;
 pub(crate) mod latency_bound;
 pub(crate) mod limit;
 pub(crate) mod network;
+pub(crate) mod rising;
 pub(crate) mod status;
 pub(crate) mod time_spent;
 pub(crate) mod waits;
@@ -187,6 +192,17 @@ fn decide(
     }
     if latency_bound::evidence(points, shape).is_some() {
         return latency_bound::verdict(points, shape, not_reached(points, shape, demands));
+    }
+    // A curve still rising beyond its noise at the last level is no
+    // plateau, whatever a knee before it says.
+    if let Some(rise) = rising::still_rising(points) {
+        // A process out of its one CPU holds the curve, whatever its last
+        // gain: a saturated resource, like the hardware's above.
+        if let Some(one) = hardware::one_process(points, peak) {
+            return one;
+        }
+        let reached = not_reached(points, shape, demands);
+        return rising::verdict(points, shape, demands, rise, reached);
     }
     // A busy disk still serving more at the last level is no plateau,
     // whatever a noisy knee before it says.

@@ -956,3 +956,64 @@ fn one_step_through_a_cache_too_small_says_so_after_its_warm_up() {
     );
     assert!(b.ruled_out[0].starts_with("a cold cache filling"), "{b:?}");
 }
+
+/// A disk sweep still rising at its last depths, as `run disk --quick`
+/// measured it: 45.5k → 58.1k → 71.2k IOPS at depths 8, 16, 32 (×1.23
+/// for the last doubling, a knee by the 80% rule) while p95 went 251 →
+/// 403 → 624 µs, the device's demand bounding it at 81.6k IOPS. Not a
+/// plateau: not reached, approaching the device's limit, the next step
+/// deeper queues — and never the device by its bound alone.
+fn rising_disk(last: f64) -> Vec<StepPoint> {
+    let mut points = mva_points(0.0004, 0.0006, 0.0, &[8, 16, 32]);
+    let xs = [45_500.0, 58_100.0, last];
+    let p95s = [251, 403, 624];
+    for (p, (x, p95)) in points.iter_mut().zip(xs.iter().zip(p95s)) {
+        p.throughput = *x;
+        p.response.mean = Duration::from_secs_f64(p.load / x);
+        p.response.p95 = Duration::from_micros(p95);
+        p.interval_throughputs = vec![x * 0.97, *x, x * 1.03];
+        p.resources = vec![
+            resource("cpu", ResourceKind::Cpu, 1.0, x * 5e-6),
+            resource("disk vda", ResourceKind::Disk, 1.0, x / 81_600.0),
+        ];
+    }
+    points
+}
+
+#[test]
+fn a_disk_curve_still_rising_is_not_reached_approaching_the_device() {
+    let shape = super::RunShape {
+        kernel_served: true,
+        ..SHAPE
+    };
+    let v = verdict_of(rising_disk(71_200.0), shape, DEFAULT_MAX_CV, 1);
+    let b = v.bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+    assert_eq!(
+        b.name, "not reached (approaching disk vda's limit)",
+        "{b:?}"
+    );
+    let all = b.evidence.join("\n");
+    assert!(!all.contains("stopped growing"), "{all}");
+    assert!(
+        all.contains("throughput still grew at the last step"),
+        "{all}"
+    );
+    assert!(
+        all.contains("251µs → 624µs") || all.contains("403µs → 624µs"),
+        "{all}"
+    );
+    assert!(all.contains("bounds throughput at 81600 ops/s"), "{all}");
+    assert!(
+        b.next
+            .as_deref()
+            .is_some_and(|n| n.starts_with("deeper queues")),
+        "{b:?}"
+    );
+    // The same steps, the last no higher than its noise allows: the curve
+    // stopped growing, and the rising rule says nothing.
+    let v = verdict_of(rising_disk(59_000.0), shape, DEFAULT_MAX_CV, 1);
+    let b = v.bottleneck.unwrap();
+    assert!(!b.name.starts_with("not reached (approaching"), "{b:?}");
+    assert!(super::rising::still_rising(&rising_disk(59_000.0)).is_none());
+}
