@@ -3,7 +3,10 @@
 //! step stated in its own module:
 //!
 //! 1. **load generator** ([`generator`]) — when the generator set the
-//!    pace, every other conclusion is marked unreliable.
+//!    pace, every other conclusion is marked unreliable. For a target the
+//!    kernel serves in perflab's own threads, only when perflab's own
+//!    work, not the served work, is what kept its CPUs busy
+//!    ([`in_process`]): otherwise the CPU is the target's limit.
 //! 2. **a caching accelerator** ([`cache`]) — a run through one: a cache
 //!    too small for the working set, the origin, the accelerator's CPU or
 //!    the link, told apart by the cache's own accounting.
@@ -51,6 +54,7 @@ pub(crate) mod contention;
 pub(crate) mod device;
 pub(crate) mod generator;
 pub(crate) mod hardware;
+pub(crate) mod in_process;
 pub(crate) mod io;
 pub(crate) mod latency_bound;
 pub(crate) mod limit;
@@ -161,25 +165,15 @@ fn decide(
     let from = knee.map_or(peak, |k| k.at);
     let waits = Waits::over(&points[from..]);
     let fall = contention::fall(points, peak);
-    let busiest = hardware::busiest(points, peak, demands);
-    if let Some(found) = hardware::saturated(points, &busiest).first() {
-        // A saturated resource holds throughput level; a curve that falls
-        // away past it, with the resource no longer saturated and the
-        // sessions waiting on each other, is contention.
-        let last = &points[points.len() - 1];
-        let (eased, growth) = after_saturation(last, found, demands);
-        let retried = contention::retried(last);
-        let falls = fall.is_some_and(|f| f.significant);
-        let contended = falls
-            && ((eased < hardware::SATURATED && contention::evident(points, from, &waits, shape))
-                || (retried && growth > hardware::GROWN));
-        if !contended {
-            return hardware::verdict(points, peak, *found, demands, &waits);
-        }
-        let mut b = contention::verdict(points, shape, peak, knee, demands, &waits);
-        b.ruled_out
-            .insert(0, fell_away(&points[found.at], found, last, eased, growth));
-        return b;
+    let run = Judged {
+        points,
+        shape,
+        peak,
+        knee,
+        demands,
+    };
+    if let Some(found) = saturated(&run, from, &waits, fall) {
+        return found;
     }
     if let Some(limit) = limit::verdict(points, shape, &waits) {
         return limit;
@@ -225,6 +219,56 @@ fn decide(
         return never_stabilised(found);
     }
     found
+}
+
+/// A run being judged: its points, shape, peak, knee and demands.
+struct Judged<'a> {
+    points: &'a [StepPoint],
+    shape: RunShape,
+    peak: usize,
+    knee: Option<&'a Knee>,
+    demands: &'a Demands,
+}
+
+/// The verdict of a saturated resource, when one is: the resource, or
+/// contention when the curve fell away past it while the sessions waited
+/// on each other or retried.
+fn saturated(
+    run: &Judged<'_>,
+    from: usize,
+    waits: &Waits,
+    fall: Option<contention::Fall>,
+) -> Option<Bottleneck> {
+    let Judged {
+        points,
+        shape,
+        peak,
+        knee,
+        demands,
+    } = *run;
+    let busiest = hardware::busiest(points, peak, demands);
+    let found = *hardware::saturated(points, &busiest).first()?;
+    // A saturated resource holds throughput level; a curve that falls
+    // away past it, with the resource no longer saturated and the
+    // sessions waiting on each other, is contention.
+    let last = &points[points.len() - 1];
+    let (eased, growth) = after_saturation(last, &found, demands);
+    let retried = contention::retried(last);
+    let falls = fall.is_some_and(|f| f.significant);
+    let contended = falls
+        && ((eased < hardware::SATURATED && contention::evident(points, from, waits, shape))
+            || (retried && growth > hardware::GROWN));
+    if !contended {
+        let b = hardware::verdict(points, peak, found, demands, waits);
+        if found.resource.kind.is_cpu() {
+            return Some(in_process::cpu_verdict(b, &points[found.at], shape));
+        }
+        return Some(b);
+    }
+    let mut b = contention::verdict(points, shape, peak, knee, demands, waits);
+    b.ruled_out
+        .insert(0, fell_away(&points[found.at], &found, last, eased, growth));
+    Some(b)
 }
 
 /// The verdict when the generator, not the server, set the pace.
