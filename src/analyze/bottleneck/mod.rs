@@ -208,6 +208,9 @@ fn decide(
     if let Some(one) = hardware::one_process(points, peak) {
         return one;
     }
+    if let Some(device) = device::queued(points) {
+        return device;
+    }
     let found = if contention::evident(points, from, &waits, shape) {
         contention::verdict(points, shape, peak, knee, demands, &waits)
     } else if let Some(rtt) = network::round_trip(points, from, &waits) {

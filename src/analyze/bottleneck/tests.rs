@@ -1161,3 +1161,35 @@ fn the_cpu_serving_an_in_process_target_is_its_limit_not_the_generator() {
     let v = verdict_of(served_in_process(0.30, 1.60), SHAPE, DEFAULT_MAX_CV, 1);
     assert_eq!(v.bottleneck.unwrap().kind, BottleneckKind::LoadGenerator);
 }
+
+/// A virtual disk that stopped at 99k IOPS from depth 16 to 32 while its
+/// queue and await doubled, as a noisy `run disk --quick` measured it:
+/// the last level read 86% busy, the one before 96%, the last a hair
+/// higher in throughput (so the peak). The device ran out — deeper
+/// queues only waited longer — whatever its busy share at the peak.
+#[test]
+fn a_device_whose_queue_and_await_grow_at_a_flat_throughput_ran_out() {
+    let xs = [13_500.0, 16_400.0, 36_900.0, 60_100.0, 98_785.0, 98_864.0];
+    let mut points = disk_sweep(&xs);
+    for (p, busy) in points
+        .iter_mut()
+        .zip([0.69, 0.71, 0.80, 0.79, 0.955, 0.856])
+    {
+        if let Some(d) = p.resources.iter_mut().find(|r| r.name == "disk vda") {
+            d.utilisation = busy;
+        }
+    }
+    let b = judge(points.clone()).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::Resource, "{b:#?}");
+    assert_eq!(b.name, "disk vda", "{b:#?}");
+    let all = b.evidence.join("\n");
+    assert!(all.contains("deeper queues only waited longer"), "{all}");
+    assert!(all.contains("Little's law at disk vda"), "{all}");
+    // Its await holding while the depth doubled: not the device's queue.
+    for p in &mut points[5..] {
+        p.disk_await_s
+            .insert("disk vda".to_string(), 16.0 / 98_785.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_ne!(b.name, "disk vda", "{b:#?}");
+}
