@@ -7,7 +7,8 @@
 //! blkio throttle on perflab's own cgroup; commits waiting on a throttled
 //! log flush; retries at SERIALIZABLE; a caching accelerator whose cache is
 //! smaller than its file set, under nginx and under Varnish; the echo agent of a net run under a CPU
-//! quota, and a stream through a shaped link) is run once with short steps, and its verdict
+//! quota, and a stream through a shaped link; the disk and files quick
+//! starts a newcomer runs first) is run once with short steps, and its verdict
 //! must name the class (a miss while the hypervisor took 10% or more of
 //! the CPU, the host shared with other guests, or while other processes
 //! kept 0.3 CPUs busy, as the verdict's caveat says, is run once more).
@@ -152,4 +153,14 @@ fn scenario_an_echo_agent_under_a_cpu_quota_is_its_cpu() {
 #[test]
 fn scenario_a_stream_through_a_shaped_veth_is_the_link() {
     scenario("net-link");
+}
+
+#[test]
+fn scenario_the_disk_quick_start_is_not_reached_or_the_device() {
+    scenario("disk-quick");
+}
+
+#[test]
+fn scenario_the_files_quick_start_is_the_cpu_serving_the_file_system() {
+    scenario("files-quick");
 }
