@@ -33,7 +33,7 @@ pub(crate) const SCALING: f64 = 0.5;
 
 /// Whether throughput was still growing with load at step `at`, the last:
 /// from the level before, it grew by at least [`SCALING`] of the load's
-/// growth. A device serves I/Os in parallel (an SSD's channels, an
+/// growth, or beyond the two steps' noise ([`super::rising`]). A device serves I/Os in parallel (an SSD's channels, an
 /// array's disks, a virtual disk's host): busy — the share of time with
 /// any I/O in flight — reaches 100% long before it has run out, so a busy
 /// disk is its limit only where throughput stopped growing.
@@ -47,6 +47,7 @@ pub(crate) fn still_scaling(points: &[StepPoint], at: usize) -> bool {
     }
     let load_growth = last.load / before.load - 1.0;
     last.throughput / before.throughput - 1.0 >= SCALING * load_growth
+        || super::rising::still_rising(points).is_some()
 }
 
 /// Share of a disk's bytes below which the run's own I/O leaves the disk
