@@ -53,7 +53,7 @@ net-cpu                 ^resource$            ^cpu
 net-link                ^resource$            ^link
 generator               ^load_generator$      .
 commit-latency-mariadb  ^not_reached$         latency-bound
-disk-quick              ^(not_reached|resource)$ ^(not reached|disk )
+disk-quick              ^(not_reached|resource)$ ^(not.reached|disk.)
 files-quick             ^resource$            ^cpu
 '
 CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link disk-quick files-quick)
