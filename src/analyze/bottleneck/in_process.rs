@@ -59,9 +59,10 @@ impl Split {
     }
 }
 
-/// The split at step `p`, in words: the served work and perflab's own
+/// The split at step `at`, in words: the served work and perflab's own
 /// share, with its CPU per operation.
-pub(crate) fn evidence(p: &StepPoint, shape: RunShape) -> Option<String> {
+pub(crate) fn evidence(points: &[StepPoint], at: usize, shape: RunShape) -> Option<String> {
+    let p = points.get(at)?;
     let s = Split::of(p, shape)?;
     let per_op = (p.throughput > 0.0).then(|| s.own_cpus / p.throughput);
     Some(format!(
@@ -78,7 +79,7 @@ pub(crate) fn evidence(p: &StepPoint, shape: RunShape) -> Option<String> {
 /// perflab's own use, and, when the served work kept it busy, named as
 /// the CPU serving the I/O.
 pub(crate) fn cpu_verdict(mut b: Bottleneck, q: &StepPoint, shape: RunShape) -> Bottleneck {
-    let Some(line) = evidence(q, shape) else {
+    let Some(line) = evidence(std::slice::from_ref(q), 0, shape) else {
         return b;
     };
     let after = b

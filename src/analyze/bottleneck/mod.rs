@@ -144,6 +144,13 @@ pub(crate) fn bottleneck(
         peak
     };
     found.evidence.extend(time_spent::evidence(points, at));
+    if found.kind == BottleneckKind::NotReached {
+        // Served in perflab's threads, the last step's CPU was partly the
+        // target's: how much was perflab's own says how far it can go.
+        found
+            .evidence
+            .extend(in_process::evidence(points, at, shape));
+    }
     found
 }
 

@@ -972,6 +972,8 @@ fn rising_disk(last: f64) -> Vec<StepPoint> {
         p.response.mean = Duration::from_secs_f64(p.load / x);
         p.response.p95 = Duration::from_micros(p95);
         p.interval_throughputs = vec![x * 0.97, *x, x * 1.03];
+        p.generator.user_cpus = Some(0.1);
+        p.generator.system_cpus = Some(0.5);
         p.resources = vec![
             resource("cpu", ResourceKind::Cpu, 1.0, x * 5e-6),
             resource("disk vda", ResourceKind::Disk, 1.0, x / 81_600.0),
@@ -1009,6 +1011,11 @@ fn a_disk_curve_still_rising_is_not_reached_approaching_the_device() {
             .as_deref()
             .is_some_and(|n| n.starts_with("deeper queues")),
         "{b:?}"
+    );
+    // perflab's own share of its CPU at the last step is stated.
+    assert!(
+        all.contains("0.10 CPUs of perflab's own code as the generator (user time: 16.7%"),
+        "{all}"
     );
     // The same steps, the last no higher than its noise allows: the curve
     // stopped growing, and the rising rule says nothing.
