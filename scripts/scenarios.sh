@@ -55,8 +55,10 @@ generator               ^load_generator$      .
 commit-latency-mariadb  ^not_reached$         latency-bound
 admission-pg            ^admission_limit$     max_connections
 admission-mariadb       ^admission_limit$     max_connections
+disk-quick              ^(not_reached|resource)$ ^(not.reached|disk.)
+files-quick             ^resource$            ^cpu
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb disk-quick files-quick)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -999,6 +1001,24 @@ scn_loop_tmpfs() {
     mount "$LOOP_DEV" "$WORK/mnt"
     WORKLOAD=disk LOAD_FLAG=--depth \
         sweep 1,4,16,64 --target "file:$WORK/mnt/t.bin" --size 128MiB --spec 4k-randread
+}
+
+# 14. The quick starts a newcomer runs first (README), in the class's own
+# directory: `run disk` on perflab's own ./perflab-disk.bin on this host's
+# disk and `run files` in its own ./perflab-files/, over the quick sweep
+# (users 1 to 32). The virtual disk serves many I/Os at once: the sweep
+# ends short of its limit (not reached, approaching it) or on it, its
+# queue and await growing at a flat throughput — never inconclusive while
+# throughput still rises. The file system's work is the kernel's, in
+# perflab's own system calls: the CPU serving it, not the generator.
+scn_disk_quick() {
+    cd "$WORK"
+    WORKLOAD=disk sweep 1,2,4,8,16,32
+}
+
+scn_files_quick() {
+    cd "$WORK"
+    WORKLOAD=files sweep 1,2,4,8,16,32
 }
 
 # Runs one class in a subshell that undoes what it made when it ends.

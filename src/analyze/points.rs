@@ -68,6 +68,12 @@ pub(crate) struct GeneratorUse {
     pub(crate) throttled_share: Option<f64>,
     /// Open loop: 99th percentile of dispatch lateness, seconds.
     pub(crate) lag_p99_s: Option<f64>,
+    /// Of `cpus`, those in user mode and in the kernel (system time),
+    /// when the step kept them apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) user_cpus: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) system_cpus: Option<f64>,
 }
 
 /// Host-wide figures that are not a single resource's.
@@ -221,14 +227,25 @@ impl StepPoint {
 
     /// How long the server's threads waited for a CPU per operation
     /// (schedstat run delay over throughput), and that as a share of the
-    /// mean response time.
+    /// mean response time. The delay is its serving threads' when their
+    /// states were read (a background thread's wait is no operation's),
+    /// and an operation's wait is part of its response, so never more
+    /// than it: what the threads waited beyond that they waited between
+    /// operations.
     pub(crate) fn run_delay_per_op(&self) -> Option<(Duration, f64)> {
-        let delay = self.extras.server_run_delay?;
+        let serving = self
+            .threads
+            .server
+            .as_ref()
+            .map(|s| s.serving())
+            .filter(|s| s.total() > 0.0)
+            .map(|s| s.cpu_wait);
+        let delay = serving.or(self.extras.server_run_delay)?;
         if self.throughput <= 0.0 {
             return None;
         }
-        let per_op = delay / self.throughput;
         let response = self.response_s();
+        let per_op = (delay / self.throughput).min(response);
         let share = if response > 0.0 {
             per_op / response
         } else {
@@ -366,7 +383,13 @@ impl GeneratorUse {
     /// (open loop) how late it dispatched arrivals.
     fn of(step: &StepResult, summary: &StepSummary) -> Self {
         let wall = step.usage.wall.as_secs_f64();
+        let (user, system) = (step.usage.cpu_user, step.usage.cpu_system);
+        // A step stored before user and system time were kept has neither.
+        let split = (wall > 0.0 && !(user + system).is_zero())
+            .then(|| (user.as_secs_f64() / wall, system.as_secs_f64() / wall));
         GeneratorUse {
+            user_cpus: split.map(|s| s.0),
+            system_cpus: split.map(|s| s.1),
             cpus: step.usage.cpu_share(),
             capacity: step.usage.cpu_capacity,
             throttled_share: step

@@ -8,12 +8,13 @@
 //! at SERIALIZABLE; a caching accelerator whose cache is smaller than its
 //! file set, under nginx and under Varnish; the echo agent of a net run
 //! under a CPU quota, a stream through a shaped link, and a PostgreSQL and
-//! a MariaDB swept past their max_connections) is run once with short
-//! steps, and its verdict must name the class (a miss while the hypervisor
-//! took 10% or more of the CPU, the host shared with other guests, or while
-//! other processes kept 0.3 CPUs busy, as the verdict's caveat says, is run
-//! once more). The script makes cgroups, loop devices and network
-//! namespaces, so these tests need root; without it they fail, never pass.
+//! a MariaDB swept past their max_connections; the disk and files quick
+//! starts a newcomer runs first) is run once with short steps, and its
+//! verdict must name the class (a miss while the hypervisor took 10% or
+//! more of the CPU, the host shared with other guests, or while other
+//! processes kept 0.3 CPUs busy, as the verdict's caveat says, is run once
+//! more). The script makes cgroups, loop devices and network namespaces, so
+//! these tests need root; without it they fail, never pass.
 
 use std::process::Command;
 
@@ -163,4 +164,14 @@ fn scenario_a_postgres_past_its_max_connections_is_its_admission_limit() {
 #[test]
 fn scenario_a_mariadb_past_its_max_connections_is_its_admission_limit() {
     scenario("admission-mariadb");
+}
+
+#[test]
+fn scenario_the_disk_quick_start_is_not_reached_or_the_device() {
+    scenario("disk-quick");
+}
+
+#[test]
+fn scenario_the_files_quick_start_is_the_cpu_serving_the_file_system() {
+    scenario("files-quick");
 }

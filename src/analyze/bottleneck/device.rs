@@ -33,7 +33,7 @@ pub(crate) const SCALING: f64 = 0.5;
 
 /// Whether throughput was still growing with load at step `at`, the last:
 /// from the level before, it grew by at least [`SCALING`] of the load's
-/// growth. A device serves I/Os in parallel (an SSD's channels, an
+/// growth, or beyond the two steps' noise ([`super::rising`]). A device serves I/Os in parallel (an SSD's channels, an
 /// array's disks, a virtual disk's host): busy — the share of time with
 /// any I/O in flight — reaches 100% long before it has run out, so a busy
 /// disk is its limit only where throughput stopped growing.
@@ -47,6 +47,7 @@ pub(crate) fn still_scaling(points: &[StepPoint], at: usize) -> bool {
     }
     let load_growth = last.load / before.load - 1.0;
     last.throughput / before.throughput - 1.0 >= SCALING * load_growth
+        || super::rising::still_rising(points).is_some()
 }
 
 /// Share of a disk's bytes below which the run's own I/O leaves the disk
@@ -194,4 +195,66 @@ pub(crate) fn saturated(
         }
     }
     out
+}
+
+/// Growth of the device's await and queue, from the level before, that
+/// says its I/Os queued instead of being served in parallel.
+const QUEUED: f64 = 1.5;
+
+/// Busy share under which a device is not judged out of room by its
+/// queue alone.
+const QUEUED_BUSY: f64 = 0.5;
+
+/// A device that ran out though its busy share at the last level is under
+/// [`super::hardware::SATURATED`]: throughput stopped growing at the last
+/// level (the caller has ruled out a rise beyond the noise), each
+/// operation one I/O of the device, while its queue and await grew with
+/// the users — deeper queues only waited longer. A busy share is the time
+/// with any I/O in flight: a device serving several at once can run out
+/// short of 100%, and a noisy level can read under the one before.
+pub(crate) fn queued(points: &[StepPoint]) -> Option<super::Bottleneck> {
+    let [.., before, last] = points else {
+        return None;
+    };
+    let disk =
+        busiest_disk(last).filter(|d| d.utilisation >= QUEUED_BUSY && !others_io(last, d))?;
+    let (queue, iops, awaited) = one_io_per_op(last, disk)?;
+    let before_disk = before.resource(&disk.name)?;
+    let (queue_before, _, await_before) = one_io_per_op(before, before_disk)?;
+    let deeper = last.load / before.load.max(f64::MIN_POSITIVE);
+    if deeper <= 1.0
+        || queue < QUEUED * queue_before
+        || awaited < QUEUED * await_before
+        || await_before <= 0.0
+    {
+        return None;
+    }
+    let evidence = vec![
+        format!(
+            "throughput stopped growing: {} at {} → {} at {} (×{:.2} for ×{deeper:.2} the depth)",
+            before.rate(before.throughput),
+            load_text(before),
+            last.rate(last.throughput),
+            load_text(last),
+            last.throughput / before.throughput.max(f64::MIN_POSITIVE),
+        ),
+        format!(
+            "{}'s queue grew {queue_before:.1} → {queue:.1} and its await ×{:.1} ({} → {}) while it served no more: deeper queues only waited longer, so it had run out, though {} busy (the time with any I/O in flight)",
+            disk.name,
+            awaited / await_before,
+            Latency::secs(await_before),
+            Latency::secs(awaited),
+            Percent(disk.utilisation)
+        ),
+        little_line(last, disk, queue, iops, awaited),
+    ];
+    Some(super::Bottleneck {
+        kind: super::BottleneckKind::Resource,
+        name: disk.name.clone(),
+        evidence,
+        ruled_out: Vec::new(),
+        unreliable: false,
+        next: None,
+        resource: Some(disk.name.clone()),
+    })
 }

@@ -3,7 +3,10 @@
 //! step stated in its own module:
 //!
 //! 1. **load generator** ([`generator`]) — when the generator set the
-//!    pace, every other conclusion is marked unreliable.
+//!    pace, every other conclusion is marked unreliable. For a target the
+//!    kernel serves in perflab's own threads, only when perflab's own
+//!    work, not the served work, is what kept its CPUs busy
+//!    ([`in_process`]): otherwise the CPU is the target's limit.
 //! 2. **a caching accelerator** ([`cache`]) — a run through one: a cache
 //!    too small for the working set, the origin, the accelerator's CPU or
 //!    the link, told apart by the cache's own accounting.
@@ -37,7 +40,11 @@
 //!     saturated: the next load to try is given. A closed loop whose
 //!     throughput grew in proportion to its users at a flat response time
 //!     is latency-bound ([`latency_bound`]), checked before the knee is
-//!     believed: a noisy knee does not make it a plateau.
+//!     believed: a noisy knee does not make it a plateau. Nor does a
+//!     curve whose last step still grew beyond the noise ([`rising`]):
+//!     with its latency growing it is approaching a limit, named with
+//!     the bound its demand sets, and the next step is deeper queues or
+//!     more users.
 //!
 //! Every verdict whose run followed the server's threads says where their
 //! time went at its step ([`time_spent`]).
@@ -47,10 +54,12 @@ pub(crate) mod contention;
 pub(crate) mod device;
 pub(crate) mod generator;
 pub(crate) mod hardware;
+pub(crate) mod in_process;
 pub(crate) mod io;
 pub(crate) mod latency_bound;
 pub(crate) mod limit;
 pub(crate) mod network;
+pub(crate) mod rising;
 pub(crate) mod status;
 pub(crate) mod time_spent;
 pub(crate) mod waits;
@@ -138,6 +147,13 @@ pub(crate) fn bottleneck(
         peak
     };
     found.evidence.extend(time_spent::evidence(points, at));
+    if found.kind == BottleneckKind::NotReached {
+        // Served in perflab's threads, the last step's CPU was partly the
+        // target's: how much was perflab's own says how far it can go.
+        found
+            .evidence
+            .extend(in_process::evidence(points, at, shape));
+    }
     found
 }
 
@@ -159,25 +175,15 @@ fn decide(
     let from = knee.map_or(peak, |k| k.at);
     let waits = Waits::over(&points[from..]);
     let fall = contention::fall(points, peak);
-    let busiest = hardware::busiest(points, peak, demands);
-    if let Some(found) = hardware::saturated(points, &busiest).first() {
-        // A saturated resource holds throughput level; a curve that falls
-        // away past it, with the resource no longer saturated and the
-        // sessions waiting on each other, is contention.
-        let last = &points[points.len() - 1];
-        let (eased, growth) = after_saturation(last, found, demands);
-        let retried = contention::retried(last);
-        let falls = fall.is_some_and(|f| f.significant);
-        let contended = falls
-            && ((eased < hardware::SATURATED && contention::evident(points, from, &waits, shape))
-                || (retried && growth > hardware::GROWN));
-        if !contended {
-            return hardware::verdict(points, peak, *found, demands, &waits);
-        }
-        let mut b = contention::verdict(points, shape, peak, knee, demands, &waits);
-        b.ruled_out
-            .insert(0, fell_away(&points[found.at], found, last, eased, growth));
-        return b;
+    let run = Judged {
+        points,
+        shape,
+        peak,
+        knee,
+        demands,
+    };
+    if let Some(found) = saturated(&run, from, &waits, fall) {
+        return found;
     }
     if let Some(limit) = limit::verdict(points, shape, &waits) {
         return limit;
@@ -191,6 +197,17 @@ fn decide(
     if latency_bound::evidence(points, shape).is_some() {
         return latency_bound::verdict(points, shape, not_reached(points, shape, demands));
     }
+    // A curve still rising beyond its noise at the last level is no
+    // plateau, whatever a knee before it says.
+    if let Some(rise) = rising::still_rising(points) {
+        // A process out of its one CPU holds the curve, whatever its last
+        // gain: a saturated resource, like the hardware's above.
+        if let Some(one) = hardware::one_process(points, peak) {
+            return one;
+        }
+        let reached = not_reached(points, shape, demands);
+        return rising::verdict(points, shape, demands, rise, reached);
+    }
     // A busy disk still serving more at the last level is no plateau,
     // whatever a noisy knee before it says.
     let plateau = (knee.is_some() || fall.is_some_and(|f| f.significant))
@@ -200,6 +217,9 @@ fn decide(
     }
     if let Some(one) = hardware::one_process(points, peak) {
         return one;
+    }
+    if let Some(device) = device::queued(points) {
+        return device;
     }
     let found = if contention::evident(points, from, &waits, shape) {
         contention::verdict(points, shape, peak, knee, demands, &waits)
@@ -212,6 +232,56 @@ fn decide(
         return never_stabilised(found);
     }
     found
+}
+
+/// A run being judged: its points, shape, peak, knee and demands.
+struct Judged<'a> {
+    points: &'a [StepPoint],
+    shape: RunShape,
+    peak: usize,
+    knee: Option<&'a Knee>,
+    demands: &'a Demands,
+}
+
+/// The verdict of a saturated resource, when one is: the resource, or
+/// contention when the curve fell away past it while the sessions waited
+/// on each other or retried.
+fn saturated(
+    run: &Judged<'_>,
+    from: usize,
+    waits: &Waits,
+    fall: Option<contention::Fall>,
+) -> Option<Bottleneck> {
+    let Judged {
+        points,
+        shape,
+        peak,
+        knee,
+        demands,
+    } = *run;
+    let busiest = hardware::busiest(points, peak, demands);
+    let found = *hardware::saturated(points, &busiest).first()?;
+    // A saturated resource holds throughput level; a curve that falls
+    // away past it, with the resource no longer saturated and the
+    // sessions waiting on each other, is contention.
+    let last = &points[points.len() - 1];
+    let (eased, growth) = after_saturation(last, &found, demands);
+    let retried = contention::retried(last);
+    let falls = fall.is_some_and(|f| f.significant);
+    let contended = falls
+        && ((eased < hardware::SATURATED && contention::evident(points, from, waits, shape))
+            || (retried && growth > hardware::GROWN));
+    if !contended {
+        let b = hardware::verdict(points, peak, found, demands, waits);
+        if found.resource.kind.is_cpu() {
+            return Some(in_process::cpu_verdict(b, &points[found.at], shape));
+        }
+        return Some(b);
+    }
+    let mut b = contention::verdict(points, shape, peak, knee, demands, waits);
+    b.ruled_out
+        .insert(0, fell_away(&points[found.at], &found, last, eased, growth));
+    Some(b)
 }
 
 /// The verdict when the generator, not the server, set the pace.

@@ -956,3 +956,269 @@ fn one_step_through_a_cache_too_small_says_so_after_its_warm_up() {
     );
     assert!(b.ruled_out[0].starts_with("a cold cache filling"), "{b:?}");
 }
+
+/// A disk sweep still rising at its last depths, as `run disk --quick`
+/// measured it: 45.5k → 58.1k → 71.2k IOPS at depths 8, 16, 32 (×1.23
+/// for the last doubling, a knee by the 80% rule) while p95 went 251 →
+/// 403 → 624 µs, the device's demand bounding it at 81.6k IOPS. Not a
+/// plateau: not reached, approaching the device's limit, the next step
+/// deeper queues — and never the device by its bound alone.
+fn rising_disk(last: f64) -> Vec<StepPoint> {
+    let mut points = mva_points(0.0004, 0.0006, 0.0, &[8, 16, 32]);
+    let xs = [45_500.0, 58_100.0, last];
+    let p95s = [251, 403, 624];
+    for (p, (x, p95)) in points.iter_mut().zip(xs.iter().zip(p95s)) {
+        p.throughput = *x;
+        p.response.mean = Duration::from_secs_f64(p.load / x);
+        p.response.p95 = Duration::from_micros(p95);
+        p.interval_throughputs = vec![x * 0.97, *x, x * 1.03];
+        p.generator.user_cpus = Some(0.1);
+        p.generator.system_cpus = Some(0.5);
+        p.resources = vec![
+            resource("cpu", ResourceKind::Cpu, 1.0, x * 5e-6),
+            resource("disk vda", ResourceKind::Disk, 1.0, x / 81_600.0),
+        ];
+    }
+    points
+}
+
+#[test]
+fn a_disk_curve_still_rising_is_not_reached_approaching_the_device() {
+    let shape = super::RunShape {
+        kernel_served: true,
+        ..SHAPE
+    };
+    let v = verdict_of(rising_disk(71_200.0), shape, DEFAULT_MAX_CV, 1);
+    let b = v.bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+    assert_eq!(
+        b.name, "not reached (approaching disk vda's limit)",
+        "{b:?}"
+    );
+    let all = b.evidence.join("\n");
+    assert!(!all.contains("stopped growing"), "{all}");
+    assert!(
+        all.contains("throughput still grew at the last step"),
+        "{all}"
+    );
+    assert!(
+        all.contains("251µs → 624µs") || all.contains("403µs → 624µs"),
+        "{all}"
+    );
+    assert!(all.contains("bounds throughput at 81600 ops/s"), "{all}");
+    assert!(
+        b.next
+            .as_deref()
+            .is_some_and(|n| n.starts_with("deeper queues")),
+        "{b:?}"
+    );
+    // perflab's own share of its CPU at the last step is stated.
+    assert!(
+        all.contains("0.10 CPUs of perflab's own code as the generator (user time: 16.7%"),
+        "{all}"
+    );
+    // The same steps, the last no higher than its noise allows: the curve
+    // stopped growing, and the rising rule says nothing.
+    let v = verdict_of(rising_disk(59_000.0), shape, DEFAULT_MAX_CV, 1);
+    let b = v.bottleneck.unwrap();
+    assert!(!b.name.starts_with("not reached (approaching"), "{b:?}");
+    assert!(super::rising::still_rising(&rising_disk(59_000.0)).is_none());
+}
+
+/// One thread's schedstat and state at a reading: nanoseconds on a CPU
+/// and waiting for one, timeslices, the wait it was seen in.
+fn reading(
+    on_cpu_s: f64,
+    run_delay_s: f64,
+    slices: u64,
+) -> crate::probe::counters::threads::ThreadReading {
+    crate::probe::counters::threads::ThreadReading {
+        pid: 7,
+        on_cpu_ns: (on_cpu_s * 1e9) as u64,
+        run_delay_ns: (run_delay_s * 1e9) as u64,
+        timeslices: slices,
+        wait: crate::probe::counters::threads::ThreadWait::Clients,
+        ..Default::default()
+    }
+}
+
+/// A contrived schedstat series of perflab's threads: four worker threads
+/// that each, every second, ran 0.3 s and waited 0.6 s for a CPU, and a
+/// sampler thread that ran twice and waited 0.9 s. Summed over the
+/// process and divided by its two configured workers that is 165% of the
+/// time and 1.65 responses per operation — impossible figures. Of the
+/// serving threads' own time it is 60%, and each operation waits 0.6 of
+/// its response; with no thread states, at most the whole response.
+#[test]
+fn the_generators_wait_for_a_cpu_is_a_share_of_its_threads_time_within_each_response() {
+    use crate::probe::counters::threads::{GroupThreads, ThreadStates};
+    let group = |seconds: f64| {
+        let mut g = GroupThreads::default();
+        for tid in 10..14 {
+            g.threads.insert(
+                tid,
+                reading(0.3 * seconds, 0.6 * seconds, 100 * seconds as u64),
+            );
+        }
+        g.threads.insert(
+            20,
+            reading(0.01 * seconds, 0.9 * seconds, 2 * seconds as u64),
+        );
+        g
+    };
+    let (a, b) = (group(10.0), group(11.0));
+    let states = ThreadStates::between(&a, &b, 1.0).expect("two readings");
+    let mut points = curve(&[900.0, 1700.0, 2000.0, 2050.0, 2040.0]);
+    for p in &mut points {
+        p.generator.capacity = Some(2.0);
+        p.generator.cpus = 0.4;
+        waits(p, &[("CPU", 60), ("Client:ClientRead", 40)]);
+        p.extras.perflab_run_delay = Some(4.0 * 0.6 + 0.9);
+        p.extras.server_run_delay = Some(0.0);
+        p.threads.perflab = Some(states.clone());
+    }
+    for p in &points {
+        let w = super::generator::PerflabWait::of(p, SHAPE).expect("a wait");
+        assert!((w.share - 0.6).abs() < 1e-9, "{w:?}");
+        assert!((w.threads - 4.0).abs() < 1e-9, "{w:?}");
+        assert!(w.per_op_s <= p.response_s(), "{w:?} vs {}", p.response_s());
+        assert!((w.per_op_s - 0.6 * p.response_s()).abs() < 1e-12, "{w:?}");
+    }
+    let b = judge(points.clone()).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::LoadGenerator, "{b:?}");
+    let p = &points[4];
+    let expected = format!(
+        "at 16 users perflab's 4.0 serving threads waited for a CPU 60.0% of their time (schedstat run delay; the rest on a CPU, in I/O or asleep): about {} of each operation's {} response",
+        crate::units::Latency::secs(0.6 * p.response_s()),
+        crate::units::Latency(p.response.mean)
+    );
+    assert!(
+        b.evidence.iter().any(|e| e.starts_with(&expected)),
+        "{expected}\n{b:#?}"
+    );
+    assert!(!b.evidence.join("\n").contains("100.0% of"), "{b:#?}");
+    // Without the threads' states: the process's run delay over its two
+    // worker threads, never more than all their time.
+    for p in &mut points {
+        p.threads.perflab = None;
+    }
+    for p in &points {
+        let w = super::generator::PerflabWait::of(p, SHAPE).expect("a wait");
+        assert!(w.share <= 1.0 && w.per_op_s <= p.response_s(), "{w:?}");
+    }
+}
+
+/// A file tree served by the kernel in perflab's own threads, as `run
+/// files --quick` measured it: perflab used 1.90 of the host's 2 CPUs,
+/// 97% busy, its threads waiting for a CPU most of their time, and
+/// throughput flat. With 1.60 of those CPUs system time (the file
+/// system's work) and 0.30 its own user time, the CPU serving the I/O is
+/// the limit, the split its evidence; with the shares the other way round
+/// the generator's own work is what limits, and it is named.
+fn served_in_process(user: f64, system: f64) -> Vec<StepPoint> {
+    let xs = [8_000.0, 15_000.0, 19_000.0, 19_500.0, 19_400.0];
+    let mut points = curve(&xs);
+    for p in &mut points {
+        let x = p.throughput;
+        p.resources = vec![resource("cpu", ResourceKind::Cpu, 2.0, x * 1e-4 / 2.0)];
+        let busy = (x * 1e-4).min(1.9);
+        p.generator.capacity = Some(2.0);
+        p.generator.cpus = busy;
+        p.generator.user_cpus = Some(busy * user / (user + system));
+        p.generator.system_cpus = Some(busy * system / (user + system));
+        p.extras.perflab_run_delay = Some(busy * 0.8);
+    }
+    points
+}
+
+#[test]
+fn the_cpu_serving_an_in_process_target_is_its_limit_not_the_generator() {
+    let shape = super::RunShape {
+        kernel_served: true,
+        ..SHAPE
+    };
+    let v = verdict_of(served_in_process(0.30, 1.60), shape, DEFAULT_MAX_CV, 1);
+    let b = v.bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::Resource, "{b:#?}");
+    assert_eq!(b.name, "cpu (the kernel serving the run's I/O)", "{b:#?}");
+    assert!(!b.unreliable);
+    let all = b.evidence.join("\n");
+    assert!(all.contains("perflab itself used 1.90 CPUs"), "{all}");
+    assert!(
+        all.contains("1.60 CPUs in the kernel serving the run's I/O"),
+        "{all}"
+    );
+    assert!(
+        all.contains(
+            "0.30 CPUs of perflab's own code as the generator (user time: 15.8% of perflab's CPU"
+        ),
+        "{all}"
+    );
+    // The generator's own code the larger part: it is what limits.
+    let v = verdict_of(served_in_process(1.60, 0.30), shape, DEFAULT_MAX_CV, 1);
+    let b = v.bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::LoadGenerator, "{b:#?}");
+    let all = b.evidence.join("\n");
+    assert!(
+        all.contains("used 1.90 of the 2.00 CPUs it could use"),
+        "{all}"
+    );
+    assert!(all.contains("(user time: 84.2% of perflab's CPU"), "{all}");
+    // A target outside perflab's process: its CPU is the generator's own.
+    let v = verdict_of(served_in_process(0.30, 1.60), SHAPE, DEFAULT_MAX_CV, 1);
+    assert_eq!(v.bottleneck.unwrap().kind, BottleneckKind::LoadGenerator);
+}
+
+/// A virtual disk that stopped at 99k IOPS from depth 16 to 32 while its
+/// queue and await doubled, as a noisy `run disk --quick` measured it:
+/// the last level read 86% busy, the one before 96%, the last a hair
+/// higher in throughput (so the peak). The device ran out — deeper
+/// queues only waited longer — whatever its busy share at the peak.
+#[test]
+fn a_device_whose_queue_and_await_grow_at_a_flat_throughput_ran_out() {
+    let xs = [13_500.0, 16_400.0, 36_900.0, 60_100.0, 98_785.0, 98_864.0];
+    let mut points = disk_sweep(&xs);
+    for (p, busy) in points
+        .iter_mut()
+        .zip([0.69, 0.71, 0.80, 0.79, 0.955, 0.856])
+    {
+        if let Some(d) = p.resources.iter_mut().find(|r| r.name == "disk vda") {
+            d.utilisation = busy;
+        }
+    }
+    let b = judge(points.clone()).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::Resource, "{b:#?}");
+    assert_eq!(b.name, "disk vda", "{b:#?}");
+    let all = b.evidence.join("\n");
+    assert!(all.contains("deeper queues only waited longer"), "{all}");
+    assert!(all.contains("Little's law at disk vda"), "{all}");
+    // Its await holding while the depth doubled: not the device's queue.
+    for p in &mut points[5..] {
+        p.disk_await_s
+            .insert("disk vda".to_string(), 16.0 / 98_785.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_ne!(b.name, "disk vda", "{b:#?}");
+}
+
+/// The disk quick start on a noisy host: 62.7k → 66.8k → 89.8k IOPS at
+/// depths 8, 16, 32, the device 91.5% busy at the last and its await
+/// growing. Throughput still rose ×1.34 beyond its noise: the device was
+/// approaching its limit, not out of it — its busy share is no verdict.
+#[test]
+fn a_busy_disk_whose_throughput_still_rises_beyond_the_noise_is_not_yet_its_limit() {
+    let xs = [10_579.0, 24_536.0, 37_003.0, 62_656.0, 66_804.0, 89_756.0];
+    let mut points = disk_sweep(&xs);
+    for (p, busy) in points
+        .iter_mut()
+        .zip([0.756, 0.831, 0.835, 0.819, 0.902, 0.915])
+    {
+        if let Some(d) = p.resources.iter_mut().find(|r| r.name == "disk vda") {
+            d.utilisation = busy;
+        }
+        p.response.p95 = Duration::from_secs_f64(p.load / p.throughput * 1.5);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::NotReached, "{b:#?}");
+    assert!(b.name.starts_with("not reached"), "{b:#?}");
+}

@@ -1,0 +1,156 @@
+//! A curve still rising is no plateau. Throughput has "stopped growing"
+//! only when its last step's gain over the step before lies within the
+//! run's noise: each step's mean throughput has a 95% interval from its
+//! intervals (Student's t, [`crate::analyze::stats::mean_interval`]), and
+//! the gain must exceed the two half-widths combined in quadrature, and
+//! at least [`MIN_GROWTH`], to count as growth. A knee (growth under 80%
+//! of the load's) says the curve bends; it does not say it has flattened.
+//!
+//! Throughput still growing while the response time grows is a system
+//! approaching a limit it has not reached: queues lengthen as a centre
+//! nears saturation (the utilisation law `U = X·D`: the resource with the
+//! largest demand bounds throughput at `1/D_max`). That bound is evidence
+//! of where the curve heads, never the verdict by itself: a device that
+//! serves several I/Os at once, or a demand fitted at low load, can put it
+//! anywhere near the last step without having run out.
+
+use super::super::capacity::load_text;
+use super::super::demands::{Demand, Demands};
+use super::super::points::StepPoint;
+use super::super::stats::mean_interval;
+use super::{device, hardware, Bottleneck, BottleneckKind, RunShape};
+use crate::units::{Latency, Percent};
+
+/// The smallest gain of the last step over the one before that counts as
+/// growth whatever the noise: steps repeated on one host agree within
+/// about this much.
+pub(crate) const MIN_GROWTH: f64 = 0.05;
+
+/// p95 grown by more than this share at the last step: queues lengthen.
+const LATENCY_GREW: f64 = 0.10;
+
+/// The last step's gain over the step before, beyond the noise.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Rise {
+    /// X_last / X_before − 1.
+    pub(crate) growth: f64,
+    /// The gain the noise could make: the two steps' 95% half-widths,
+    /// relative to their means, combined (0 without intervals).
+    pub(crate) noise: f64,
+}
+
+/// A step's 95% half-width relative to its mean throughput, from its
+/// intervals; 0 when it has fewer than two.
+fn relative_half_width(p: &StepPoint) -> f64 {
+    mean_interval(&p.interval_throughputs)
+        .filter(|(m, _, _)| *m > 0.0)
+        .map_or(0.0, |(m, _, hi)| (hi - m) / m)
+}
+
+/// Whether throughput still grew at the last step beyond the noise of
+/// the two last steps; none for fewer than two steps or a last step
+/// that did not raise the load.
+pub(crate) fn still_rising(points: &[StepPoint]) -> Option<Rise> {
+    let [.., before, last] = points else {
+        return None;
+    };
+    if before.throughput <= 0.0 || last.load <= before.load {
+        return None;
+    }
+    let growth = last.throughput / before.throughput - 1.0;
+    let noise = relative_half_width(before).hypot(relative_half_width(last));
+    (growth > noise.max(MIN_GROWTH)).then_some(Rise { growth, noise })
+}
+
+/// Whether the p95 response time grew at the last step.
+fn latency_grew(points: &[StepPoint]) -> bool {
+    let [.., before, last] = points else {
+        return false;
+    };
+    let (a, b) = (before.response.p95, last.response.p95);
+    !a.is_zero() && b.as_secs_f64() > a.as_secs_f64() * (1.0 + LATENCY_GREW)
+}
+
+/// The resource with the tightest bound that the run's own work kept
+/// busy at the `last` step: not a disk busy with others' I/O, nor the
+/// host's CPUs busy mostly with other processes.
+fn approached<'a>(demands: &'a Demands, last: &StepPoint) -> Option<&'a Demand> {
+    demands.resources.iter().find(|d| {
+        let Some(r) = last.resource(&d.resource) else {
+            return false;
+        };
+        let others = if r.kind.is_cpu() {
+            hardware::others_dominate(last)
+        } else {
+            device::others_io(last, r)
+        };
+        !others && d.bound > 0.0
+    })
+}
+
+/// The verdict of a run whose throughput still rose at its last step
+/// while its latency grew: not reached, approaching the tightest bound's
+/// resource; `reached` (the plain not-reached verdict) when the latency
+/// held, its next step kept either way.
+pub(crate) fn verdict(
+    points: &[StepPoint],
+    shape: RunShape,
+    demands: &Demands,
+    rise: Rise,
+    reached: Bottleneck,
+) -> Bottleneck {
+    if !latency_grew(points) {
+        return reached;
+    }
+    let [.., before, last] = points else {
+        return reached;
+    };
+    let mut evidence = vec![format!(
+        "throughput still grew at the last step: {} at {} → {} at {} (×{:.2} for ×{:.2} the load), beyond what noise could make of it (±{}: the two steps' 95% intervals combined, at least {}): the curve had not flattened",
+        before.rate(before.throughput),
+        load_text(before),
+        last.rate(last.throughput),
+        load_text(last),
+        1.0 + rise.growth,
+        last.load / before.load,
+        Percent(rise.noise.max(MIN_GROWTH)),
+        Percent(MIN_GROWTH),
+    )];
+    evidence.push(format!(
+        "while p95 grew {} → {}: operations queue longer as the load nears a limit",
+        Latency(before.response.p95),
+        Latency(last.response.p95)
+    ));
+    let limit = approached(demands, last);
+    if let Some(d) = limit {
+        let u = last.resource(&d.resource).map_or(0.0, |r| r.utilisation);
+        evidence.push(format!(
+            "{} was {} busy at {}; its demand {} per operation bounds throughput at {}, and the last step reached {} of that bound: the limit it approaches, not yet reached",
+            d.resource,
+            Percent(u),
+            load_text(last),
+            Latency::secs(d.seconds),
+            last.rate(d.bound),
+            Percent(last.throughput / d.bound)
+        ));
+    }
+    evidence.extend(device::not_saturated(points, hardware::SATURATED));
+    let name = limit.map_or_else(
+        || "not reached".to_string(),
+        |d| format!("not reached (approaching {}'s limit)", d.resource),
+    );
+    let deeper = if shape.kernel_served {
+        "deeper queues"
+    } else if shape.closed {
+        "more users"
+    } else {
+        "a higher rate"
+    };
+    Bottleneck {
+        kind: BottleneckKind::NotReached,
+        name,
+        evidence,
+        next: reached.next.map(|n| format!("{deeper}: {n}")),
+        ..reached
+    }
+}
