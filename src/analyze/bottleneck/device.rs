@@ -47,7 +47,7 @@ pub(crate) fn still_scaling(points: &[StepPoint], at: usize) -> bool {
     }
     let load_growth = last.load / before.load - 1.0;
     last.throughput / before.throughput - 1.0 >= SCALING * load_growth
-        || super::rising::still_rising(points).is_some()
+        || super::growth::still_rising(points).is_some()
 }
 
 /// Share of a disk's bytes below which the run's own I/O leaves the disk

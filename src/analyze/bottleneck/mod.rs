@@ -53,6 +53,7 @@ pub(crate) mod cache;
 pub(crate) mod contention;
 pub(crate) mod device;
 pub(crate) mod generator;
+pub(crate) mod growth;
 pub(crate) mod hardware;
 pub(crate) mod in_process;
 pub(crate) mod io;
@@ -199,7 +200,7 @@ fn decide(
     }
     // A curve still rising beyond its noise at the last level is no
     // plateau, whatever a knee before it says.
-    if let Some(rise) = rising::still_rising(points) {
+    if let Some(rise) = growth::still_rising(points) {
         // A process out of its one CPU holds the curve, whatever its last
         // gain: a saturated resource, like the hardware's above.
         if let Some(one) = hardware::one_process(points, peak) {

@@ -1022,7 +1022,7 @@ fn a_disk_curve_still_rising_is_not_reached_approaching_the_device() {
     let v = verdict_of(rising_disk(59_000.0), shape, DEFAULT_MAX_CV, 1);
     let b = v.bottleneck.unwrap();
     assert!(!b.name.starts_with("not reached (approaching"), "{b:?}");
-    assert!(super::rising::still_rising(&rising_disk(59_000.0)).is_none());
+    assert!(super::growth::still_rising(&rising_disk(59_000.0)).is_none());
 }
 
 /// One thread's schedstat and state at a reading: nanoseconds on a CPU
