@@ -222,3 +222,103 @@ fn a_held_exchange_past_its_deadline_times_out_and_is_settled_before_the_next() 
         assert_eq!(wire.flush().await, Ok(Reply { rows: 3 }));
     });
 }
+
+/// Whatever a peer sends, as the reply to an exchange or as the answer to
+/// the startup, the wire ends in an answer, a server error or a lost
+/// connection, never a panic and never a hang (the peer closes after
+/// sending). Replies are built message by message (the tags perflab reads
+/// and others, lengths right, wrong or huge, bodies of anything, cut
+/// anywhere), or are any bytes at all: 512 cases each.
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A peer that answers the startup message with `answer` and closes.
+    fn startup_peer(answer: Vec<u8>) -> PgTarget {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut buf = [0u8; 4096];
+            if stream.read(&mut buf).unwrap_or(0) > 0 {
+                let _ = stream.write_all(&answer);
+            }
+        });
+        super::super::super::resolve(
+            &format!("postgres://u@127.0.0.1:{port}/db"),
+            &|_| None,
+            None,
+        )
+        .unwrap()
+    }
+
+    /// Messages in the protocol's framing: a tag, a length that is right,
+    /// off by a little, or anything, and a body; the whole cut anywhere.
+    fn messages() -> impl Strategy<Value = Vec<u8>> {
+        let tag = prop_oneof![
+            prop::sample::select(b"CEZD2R1SKNnt3I".to_vec()),
+            any::<u8>(),
+        ];
+        let body = prop::collection::vec(any::<u8>(), 0..48);
+        let len = prop_oneof![
+            Just(None),
+            any::<u32>().prop_map(Some),
+            (-3i64..4).prop_map(|d| Some(d as u32))
+        ];
+        let message = (tag, len, body).prop_map(|(tag, len, body)| {
+            let right = u32::try_from(body.len() + 4).unwrap_or(u32::MAX);
+            let len = match len {
+                None => right,
+                Some(d) if !(8..=u32::MAX - 8).contains(&d) => right.wrapping_add(d),
+                Some(any) => any,
+            };
+            let mut out = vec![tag];
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(&body);
+            out
+        });
+        (
+            prop::collection::vec(message, 0..6),
+            any::<prop::sample::Index>(),
+        )
+            .prop_map(|(messages, cut)| {
+                let mut out = messages.concat();
+                let keep = cut.index(out.len() + 1);
+                out.truncate(keep);
+                out
+            })
+    }
+
+    fn replies() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![messages(), prop::collection::vec(any::<u8>(), 0..128)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn any_reply_ends_the_exchange_without_a_panic(reply in replies()) {
+            let results = exchange(&peer(vec![reply]), false, false);
+            prop_assert_eq!(results.len(), 2);
+            // The peer closed after its reply: the second exchange never
+            // has an answer of its own.
+            prop_assert!(results[1].is_err());
+        }
+
+        #[test]
+        fn any_startup_answer_is_a_session_or_one_line(answer in replies()) {
+            let target = startup_peer(answer);
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            if let Err(e) = rt.block_on(Wire::connect(&target)) {
+                let said = format!("{e:#}");
+                prop_assert!(!said.is_empty() && !said.contains('\n'), "{}", said);
+            }
+        }
+    }
+}
