@@ -697,7 +697,8 @@ fn a_teardown_owed_by_a_killed_lab_runs_when_it_resumes() {
 
 /// A lab whose target holds a password: its dry run, its run (each cell
 /// refused by the closed port, so no server is needed), its reports in
-/// every format and its store hold the password nowhere.
+/// every format and its store hold the password nowhere; nor does a web
+/// lab's dry run hold its secret header or its probe's password.
 #[test]
 fn a_labs_target_password_is_shown_and_stored_nowhere() {
     let dir = tempdir();
@@ -738,6 +739,18 @@ fn a_labs_target_password_is_shown_and_stored_nowhere() {
             assert!(!found, "{name} holds the password");
         }
     }
+    // A web lab's secret header, and its probe's password, are masked in
+    // its dry run as its runs mask them.
+    let file = lab_file(
+        dir.path(),
+        "workload = \"web\"\ntarget = \"http://127.0.0.1:1/\"\nargs = [\"--rate\", \"10\", \"--header\", \"Authorization: Bearer SECRETPW\", \"--probe\", \"node-exporter://tok:SECRETPW@127.0.0.1:1\"]\n[vary]\n\"var.x\" = [\"a\", \"b\"]\n",
+    );
+    let (dry, err) = perflab_expect(dir.path(), &format!("lab {file} --dry-run"), 0);
+    assert!(
+        !dry.contains("SECRETPW") && !err.contains("SECRETPW"),
+        "{dry}{err}"
+    );
+    contains(&dry, "Authorization");
 }
 
 /// A lab whose cells search (`find = true` with the lab's `slo`): each

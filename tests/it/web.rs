@@ -648,9 +648,9 @@ fn stored_intervals(store: &std::path::Path) -> i64 {
 
 /// A run on a managed nginx, signalled by the test at three moments —
 /// while nginx starts, under load, and as the run ends and nginx is
-/// stopped — in three ways: two quick SIGTERMs, two quick Ctrl-Cs, and
+/// stopped — in four ways: two quick SIGTERMs, two quick Ctrl-Cs,
 /// SIGTERM to perflab then to its whole process group (what `timeout`
-/// does). Each time perflab ends by itself with nothing left behind:
+/// does), and one SIGHUP (a closed terminal, taken as SIGTERM). Each time perflab ends by itself with nothing left behind:
 /// nginx and every process of its session stopped, its directory and its
 /// cgroup removed, its ledger entry cleared, and no run left `running`.
 #[test]
@@ -681,11 +681,17 @@ fn whatever_signals_come_and_whenever_a_managed_nginx_is_stopped_and_removed() {
         // SAFETY: as above.
         unsafe { libc::kill(-pid, libc::SIGTERM) };
     };
+    // A closed terminal: one SIGHUP, taken as SIGTERM.
+    let hangup: Signals = |pid, _| {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGHUP) };
+    };
     for when in ["start", "load", "stop"] {
         for (how, send) in [
             ("two SIGTERMs", term_twice),
             ("two Ctrl-Cs", int_twice),
             ("as timeout does", as_timeout_does),
+            ("a hangup", hangup),
         ] {
             let case = format!("{how} at {when}");
             let dir = tempdir();
