@@ -64,18 +64,9 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         common.fail_on.as_deref(),
         &common.store.store,
     )?;
-    let live = match serve {
-        Some(config) => {
-            let live = Live::new(
-                workload.target().redacted(),
-                plan.workload.name().to_string(),
-                plan.sweep.levels.len() * plan.repeat as usize,
-            );
-            let server = LiveServer::start(&config, live.clone())?;
-            Some((live, server))
-        }
-        None => None,
-    };
+    let live = serve
+        .map(|config| live_view(&config, workload.target().redacted(), &plan))
+        .transpose()?;
     let remotes = start_remotes(common)?;
     let generators = connect_generators(common, &plan)?;
     let mut store = Store::open(&common.store.store)?;
@@ -121,6 +112,21 @@ impl SweepDriver for RunContext<'_> {
     fn agent_access(&self) -> Option<AgentAccess> {
         Some(self.access.clone())
     }
+}
+
+/// The live view of `--serve` at `config`, its server started.
+fn live_view(
+    config: &crate::live::ServeConfig,
+    target: String,
+    plan: &Plan,
+) -> anyhow::Result<(Arc<Live>, LiveServer)> {
+    let live = Live::new(
+        target,
+        plan.workload.name().to_string(),
+        plan.sweep.levels.len() * plan.repeat as usize,
+    );
+    let server = LiveServer::start(config, live.clone())?;
+    Ok((live, server))
 }
 
 /// The remote probes of `--probe`, each answering now (`local` is always on).
