@@ -16,6 +16,8 @@ pub(crate) mod files;
 pub(crate) mod net;
 pub mod null;
 mod registry;
+pub(crate) mod server_conn;
+pub(crate) mod sql;
 pub mod web;
 
 pub use registry::{

@@ -197,5 +197,6 @@ workloads! {
     Files = super::files::Files,
     Net = super::net::Net,
     Null = super::null::Null,
+    Sql = super::sql::Sql,
     Web = super::web::Web,
 }

@@ -10,7 +10,6 @@ pub(crate) mod mysql;
 mod ops;
 pub(crate) mod owned;
 pub(crate) mod postgres;
-mod server;
 mod spec;
 pub(crate) mod sqlite;
 mod txn;
@@ -176,6 +175,14 @@ impl<B: BankBackend> Workload for BankWorkload<B> {
     fn check(&self, run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
         let after = self.backend.figures()?;
         Ok(Some(check_run(self.mix, &self.baseline, &after, run)))
+    }
+}
+
+impl<D: crate::workload::server_conn::DbClient<Op = BankOp>> BankConn
+    for crate::workload::server_conn::ServerConn<D>
+{
+    async fn execute(&mut self, mut op: BankOp) -> Outcome {
+        crate::workload::server_conn::ServerConn::execute(self, &mut op).await
     }
 }
 

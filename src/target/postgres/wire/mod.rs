@@ -23,6 +23,9 @@ use postgres_protocol::IsNull;
 use std::io;
 use tokio_postgres::config::{Host, SslMode};
 
+mod text;
+pub(crate) use text::columns_of;
+
 /// The type of every parameter perflab binds: bigint (`int8`).
 const INT8_OID: u32 = 20;
 /// The longest reply message accepted; a longer one is a protocol error
@@ -119,6 +122,8 @@ impl Statement {
 pub(crate) struct Reply {
     /// Rows the last statement affected or returned (its command tag's count).
     pub(crate) rows: u64,
+    /// Data rows read, when they were asked for ([`Wire::flush_keeping`]).
+    pub(crate) data_rows: u64,
 }
 
 /// One connection, owned by one user.
@@ -309,11 +314,49 @@ impl Wire {
     /// server's ReadyForQuery. After an error the server skips the rest of
     /// what was queued; the first error is returned.
     pub(crate) async fn flush(&mut self) -> Result<Reply, WireError> {
+        self.flush_keeping(None).await
+    }
+
+    /// [`Wire::flush`], keeping the first data row's body in `first_row`
+    /// (its columns read by [`columns_of`]) and counting the rows returned
+    /// in the reply's `data_rows`.
+    pub(crate) async fn flush_keeping(
+        &mut self,
+        first_row: Option<&mut Vec<u8>>,
+    ) -> Result<Reply, WireError> {
+        self.exchange(None, first_row).await
+    }
+
+    /// Sends `sql` as one simple query (its text whole, no parameters) and
+    /// reads its reply as [`Wire::flush_keeping`] does. A NUL in `sql`
+    /// would end it early: the caller writes none.
+    pub(crate) async fn query_keeping(
+        &mut self,
+        sql: &str,
+        first_row: Option<&mut Vec<u8>>,
+    ) -> Result<Reply, WireError> {
+        self.exchange(Some(sql), first_row).await
+    }
+
+    /// One round trip: what is queued and a Sync, or a simple query.
+    async fn exchange(
+        &mut self,
+        query: Option<&str>,
+        mut first_row: Option<&mut Vec<u8>>,
+    ) -> Result<Reply, WireError> {
         if self.broken {
             return Err(WireError::Lost);
         }
         self.settle().await?;
-        frontend::sync(&mut self.write);
+        match query {
+            None => frontend::sync(&mut self.write),
+            Some(sql) => {
+                if frontend::query(sql, &mut self.write).is_err() {
+                    self.write.clear();
+                    return Err(WireError::Server(SqlState(*b"54000")));
+                }
+            }
+        }
         self.owed += 1;
         self.round_trips += 1;
         self.broken = true;
@@ -331,6 +374,15 @@ impl Wire {
             };
             match frame.tag {
                 COMMAND_COMPLETE => reply.rows = rows_of(self.body(frame)),
+                DATA_ROW if first_row.is_some() => {
+                    if reply.data_rows == 0 {
+                        if let Some(keep) = first_row.as_deref_mut() {
+                            keep.clear();
+                            keep.extend_from_slice(self.body(frame));
+                        }
+                    }
+                    reply.data_rows = reply.data_rows.saturating_add(1);
+                }
                 ERROR_RESPONSE => {
                     // Rare: taken out whole and parsed by the codec.
                     let mut whole = self.read.split_to(frame.len);
@@ -477,6 +529,7 @@ const HEADER_LEN: usize = 5;
 const COMMAND_COMPLETE: u8 = b'C';
 const ERROR_RESPONSE: u8 = b'E';
 const READY_FOR_QUERY: u8 = b'Z';
+const DATA_ROW: u8 = b'D';
 
 /// The row count at the end of a CommandComplete body, a command tag
 /// ending in NUL (`UPDATE 1`, `INSERT 0 1`, `SELECT 1`); 0 for tags

@@ -3,7 +3,7 @@
 
 use super::super::mix::Isolation;
 use super::super::ops::BankOp;
-use super::super::server::{DbClient, Failure, ServerConn};
+use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
@@ -111,6 +111,7 @@ fn classify(e: &MyError) -> Failure {
 impl DbClient for MyClient {
     type Conn = Conn;
     type Error = MyError;
+    type Op = BankOp;
 
     async fn connect(&self) -> anyhow::Result<Self::Conn> {
         connect(self).await
@@ -124,8 +125,8 @@ impl DbClient for MyClient {
         conn.wire.is_broken()
     }
 
-    async fn run(conn: &mut Self::Conn, op: BankOp) -> Result<OpResult, Self::Error> {
-        txn::run(conn, op).await
+    async fn run(conn: &mut Self::Conn, op: &mut BankOp) -> Result<OpResult, Self::Error> {
+        txn::run(conn, *op).await
     }
 
     async fn rollback(conn: &mut Self::Conn) -> Result<(), Self::Error> {
@@ -134,6 +135,10 @@ impl DbClient for MyClient {
 
     fn classify(e: &Self::Error) -> Failure {
         classify(e)
+    }
+
+    fn opens_transaction(op: &BankOp) -> bool {
+        !matches!(op, BankOp::Balance { .. })
     }
 }
 

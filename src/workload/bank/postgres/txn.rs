@@ -8,7 +8,7 @@
 
 use super::super::mix::Isolation;
 use super::super::ops::BankOp;
-use super::super::server::{DbClient, Failure, ServerConn};
+use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
@@ -123,19 +123,10 @@ async fn connect(driver: &PgClient) -> anyhow::Result<Conn> {
     })
 }
 
-fn classify(e: &WireError) -> Failure {
-    match e {
-        WireError::Lost => Failure::Lost,
-        WireError::TimedOut => Failure::TimedOut,
-        WireError::Server(code) if code.is_retryable() => Failure::retry(code),
-        WireError::Server(code) if code.ends_connection() => Failure::Lost,
-        WireError::Server(code) => Failure::sql(code),
-    }
-}
-
 impl DbClient for PgClient {
     type Conn = Conn;
     type Error = WireError;
+    type Op = BankOp;
 
     async fn connect(&self) -> anyhow::Result<Conn> {
         connect(self).await
@@ -149,13 +140,13 @@ impl DbClient for PgClient {
         conn.wire.is_broken()
     }
 
-    async fn run(conn: &mut Conn, op: BankOp) -> Result<OpResult, WireError> {
+    async fn run(conn: &mut Conn, op: &mut BankOp) -> Result<OpResult, WireError> {
         conn.wire.discard();
         let mut statements = PgStatements {
             conn,
             in_transaction: false,
         };
-        txn::run(&mut statements, op).await
+        txn::run(&mut statements, *op).await
     }
 
     async fn rollback(conn: &mut Conn) -> Result<(), WireError> {
@@ -165,7 +156,11 @@ impl DbClient for PgClient {
     }
 
     fn classify(e: &WireError) -> Failure {
-        classify(e)
+        Failure::of_pg(e)
+    }
+
+    fn opens_transaction(op: &BankOp) -> bool {
+        !matches!(op, BankOp::Balance { .. })
     }
 }
 

@@ -7,11 +7,12 @@
 //! (1 ms, 2 ms, … up to 64 ms): transactions that failed together and
 //! retried at once would collide again, and two users could then fail each
 //! other a hundred times in a row. Every try and every wait is inside the
-//! operation's response time. A [`DbClient`] supplies the server's own calls.
+//! operation's response time. A [`DbClient`] supplies the server's own calls,
+//! and runs the workload's own kind of operation (a bank transaction, a
+//! user's script).
 
-use super::ops::BankOp;
-use super::BankConn;
 use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
+use crate::target::postgres::wire::WireError;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::future::Future;
@@ -61,6 +62,17 @@ impl Failure {
     pub(crate) fn sql(code: impl std::fmt::Display) -> Self {
         Failure::Sql(SqlCode::of(code))
     }
+
+    /// What a failed exchange on perflab's own PostgreSQL connection means.
+    pub(crate) fn of_pg(e: &WireError) -> Self {
+        match e {
+            WireError::Lost => Failure::Lost,
+            WireError::TimedOut => Failure::TimedOut,
+            WireError::Server(code) if code.is_retryable() => Failure::retry(code),
+            WireError::Server(code) if code.ends_connection() => Failure::Lost,
+            WireError::Server(code) => Failure::sql(code),
+        }
+    }
 }
 
 /// One server's client calls.
@@ -68,6 +80,8 @@ pub(crate) trait DbClient {
     /// An open connection with its prepared statements.
     type Conn;
     type Error;
+    /// What one operation runs (a transaction, a script and its state).
+    type Op;
 
     /// Opens and prepares a connection.
     fn connect(&self) -> impl Future<Output = anyhow::Result<Self::Conn>>;
@@ -78,12 +92,15 @@ pub(crate) trait DbClient {
     /// One try of one transaction, from BEGIN to COMMIT (or a refusal).
     fn run(
         conn: &mut Self::Conn,
-        op: BankOp,
+        op: &mut Self::Op,
     ) -> impl Future<Output = Result<OpResult, Self::Error>>;
     /// Rolls back whatever transaction is open.
     fn rollback(conn: &mut Self::Conn) -> impl Future<Output = Result<(), Self::Error>>;
     /// Sorts an error into retry, lost connection or SQL error.
     fn classify(e: &Self::Error) -> Failure;
+    /// Whether the operation may leave a transaction open when it is
+    /// abandoned (one to roll back before the next).
+    fn opens_transaction(op: &Self::Op) -> bool;
 }
 
 /// A user's connection to a server.
@@ -145,8 +162,10 @@ impl<D: DbClient> ServerConn<D> {
     }
 }
 
-impl<D: DbClient> BankConn for ServerConn<D> {
-    async fn execute(&mut self, op: BankOp) -> Outcome {
+impl<D: DbClient> ServerConn<D> {
+    /// Runs one operation to its end: reconnecting, rolling back what an
+    /// abandoned one left open, retrying what is worth another try.
+    pub(crate) async fn execute(&mut self, op: &mut D::Op) -> Outcome {
         if !self.ensure_link().await {
             return Outcome::error(ErrorKind::Connect);
         }
@@ -168,7 +187,7 @@ impl<D: DbClient> BankConn for ServerConn<D> {
         }
         let mut retries = 0;
         loop {
-            self.open_transaction = !matches!(op, BankOp::Balance { .. });
+            self.open_transaction = D::opens_transaction(op);
             let failure = match D::run(conn, op).await {
                 Ok(result) => {
                     self.open_transaction = false;

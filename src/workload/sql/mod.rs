@@ -1,0 +1,342 @@
+//! `perflab run sql`: the user's own transactions, as SQL scripts in
+//! pgbench's format (`--script FILE[@WEIGHT]`, repeatable, or a built-in
+//! by name), with variables given by `-D NAME=VALUE`. One run of a script
+//! is one operation; each script is an operation kind of its own, with its
+//! latency, errors and retries. perflab creates nothing and drops nothing
+//! in the database for a script: the tables are the user's (made by
+//! `--init FILE`, a script of plain SQL run once before the load, or
+//! beforehand).
+
+mod builtin;
+mod pg;
+mod program;
+pub(crate) mod script;
+
+use super::{CheckReport, OpCounts, Seat, Session, Started, SweepDriver, Workload, WorkloadKind};
+use crate::error::PlanError;
+use crate::measure::Outcome;
+use crate::plan::Plan;
+use crate::target::{Endpoint, Opened, ServerOptions, Target, TargetArgs, TargetKind};
+use program::{Scripts, State};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The target when none is given: a PostgreSQL perflab starts (the
+/// scripts' tables made by `--init`).
+const DEFAULT_TARGET: &str = "postgres:managed";
+
+/// `perflab run sql`.
+pub struct Sql;
+
+/// The flags of `perflab run sql`.
+#[derive(Debug, clap::Args)]
+pub struct SqlArgs {
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+
+    /// A script in pgbench's format, FILE or FILE@WEIGHT (repeatable), or a
+    /// built-in: tpcb-like, simple-update, select-only.
+    #[arg(long, value_name = "FILE[@WEIGHT]", required = true)]
+    pub(crate) script: Vec<String>,
+
+    /// A variable every script starts with, NAME=VALUE (repeatable).
+    #[arg(short = 'D', long = "define", value_name = "NAME=VALUE")]
+    pub(crate) define: Vec<String>,
+
+    /// The value of :scale (default: the branches in pgbench_branches for
+    /// a built-in script, else 1).
+    #[arg(long, value_name = "N")]
+    pub(crate) scale: Option<u32>,
+
+    /// Plain SQL run once before the load (CREATE TABLE, INSERT …): the
+    /// scripts' tables.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) init: Option<std::path::PathBuf>,
+
+    /// Tries per script run on serialisation failures and deadlocks.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub(crate) max_tries: u32,
+}
+
+/// One script as the plan records it: its name, weight and text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptSpec {
+    pub(crate) name: String,
+    pub(crate) weight: u32,
+    pub(crate) text: String,
+}
+
+/// The validated options of `perflab run sql`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SqlSpec {
+    pub(crate) target: Target,
+    pub(crate) scripts: Vec<ScriptSpec>,
+    pub(crate) defines: Vec<(String, String)>,
+    pub(crate) scale: Option<u32>,
+    pub(crate) init: Option<ScriptSpec>,
+    pub(crate) max_tries: u32,
+    pub(crate) server: ServerOptions,
+}
+
+/// `perflab check sql` takes no flags.
+#[derive(Debug, clap::Args)]
+pub struct SqlCheckArgs {}
+
+/// The most scripts one run takes.
+const MAX_SCRIPTS: usize = 32;
+
+impl WorkloadKind for Sql {
+    const NAME: &'static str = "sql";
+    const ABOUT: &'static str =
+        "Your own transactions: SQL scripts in pgbench's format on PostgreSQL.";
+    const CHECK_ABOUT: &'static str = "A script's data is the user's: nothing to check.";
+    const RATE_UNIT: crate::units::RateUnit = crate::units::RateUnit::Transactions;
+    type RunArgs = SqlArgs;
+    type CheckArgs = SqlCheckArgs;
+    type Spec = SqlSpec;
+
+    fn validate(args: &SqlArgs) -> Result<SqlSpec, PlanError> {
+        let (target, server) = args.target.validate(DEFAULT_TARGET)?;
+        if target.traits().kind != TargetKind::Postgres {
+            return Err(PlanError::flag(
+                "--target",
+                format!("{} is not PostgreSQL", target.redacted()),
+                "scripts run on postgres://USER@HOST/DB or postgres:managed (SQLite and MariaDB are not supported yet)",
+            ));
+        }
+        if args.max_tries == 0 {
+            return Err(PlanError::flag("--max-tries", "0 tries runs nothing", "give 1 or more (default 10)"));
+        }
+        if args.script.len() > MAX_SCRIPTS {
+            return Err(PlanError::flag("--script", format!("{} scripts", args.script.len()), &format!("give at most {MAX_SCRIPTS}")));
+        }
+        let scripts = args
+            .script
+            .iter()
+            .map(|s| read_script(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let defines = args
+            .define
+            .iter()
+            .map(|d| read_define(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        let init = args.init.as_deref().map(read_init).transpose()?;
+        let spec = SqlSpec {
+            target,
+            scripts,
+            defines,
+            scale: args.scale,
+            init,
+            max_tries: args.max_tries,
+            server,
+        };
+        // Every script is read now, so that a mistake fails before any load.
+        compile(&spec, spec.scale.unwrap_or(1), 0).map_err(PlanError::new)?;
+        Ok(spec)
+    }
+
+    fn target(spec: &SqlSpec) -> Target {
+        spec.target.clone()
+    }
+
+    fn start<D: SweepDriver>(spec: &SqlSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
+        let opened = Opened::open(&spec.target, &spec.server)?;
+        let Endpoint::Postgres(pg) = &opened.endpoint else {
+            anyhow::bail!("scripts run on PostgreSQL");
+        };
+        let target = (**pg).clone();
+        let scale = prepare(spec, &target)?;
+        let scripts = Arc::new(compile(spec, scale, plan.seed).map_err(PlanError::new)?);
+        let started = Started {
+            server: opened.server_processes(),
+            endpoint: Some(opened.endpoint.clone()),
+            setup: Some(crate::workload::merged_setup(
+                &opened.setup,
+                serde_json::json!({ "scale": scale }),
+            )),
+            db_probe: opened.endpoint.stats_probe().and_then(Result::ok),
+            ..Started::default()
+        };
+        let names = super::leak_names(unique_names(&spec.scripts));
+        let workload = SqlWorkload {
+            target,
+            scripts,
+            names,
+            max_tries: spec.max_tries,
+        };
+        driver.drive(Arc::new(workload), started)
+    }
+
+    fn check(_args: &SqlCheckArgs) -> anyhow::Result<(String, CheckReport)> {
+        Err(PlanError::new(
+            "a script's data is the user's, so perflab has nothing to check; see perflab check --help for the workloads that do",
+        )
+        .into())
+    }
+}
+
+/// Reads `--script FILE[@WEIGHT]` or a built-in's name.
+fn read_script(arg: &str) -> Result<ScriptSpec, PlanError> {
+    let (name, weight) = match arg.rsplit_once('@') {
+        Some((name, w)) => {
+            let weight = w.parse::<u32>().ok().filter(|w| (1..=1_000_000).contains(w)).ok_or_else(|| {
+                PlanError::flag("--script", format!("`{w}` is no weight"), "give FILE@WEIGHT with a weight from 1 to 1000000, e.g. buy.sql@3")
+            })?;
+            (name, weight)
+        }
+        None => (arg, 1),
+    };
+    let text = match builtin::text(name) {
+        Some(text) => text,
+        None => crate::util::read_text_bounded(std::path::Path::new(name), script::MAX_SCRIPT as u64)
+            .map_err(|e| {
+                PlanError::flag(
+                    "--script",
+                    format!("cannot read {name}: {e}"),
+                    &format!("give a script file, or a built-in: {}", builtin::NAMES.join(", ")),
+                )
+            })?,
+    };
+    Ok(ScriptSpec {
+        name: name.to_string(),
+        weight,
+        text,
+    })
+}
+
+fn read_init(path: &std::path::Path) -> Result<ScriptSpec, PlanError> {
+    let text = crate::util::read_text_bounded(path, script::MAX_SCRIPT as u64).map_err(|e| {
+        PlanError::flag("--init", format!("cannot read {}: {e}", path.display()), "give a file of SQL statements")
+    })?;
+    Ok(ScriptSpec {
+        name: path.display().to_string(),
+        weight: 1,
+        text,
+    })
+}
+
+/// Reads `-D NAME=VALUE`.
+fn read_define(arg: &str) -> Result<(String, String), PlanError> {
+    match arg.split_once('=') {
+        Some((name, value)) if script::is_name(name) => Ok((name.to_string(), value.to_string())),
+        _ => Err(PlanError::flag("-D", format!("`{arg}` is not NAME=VALUE"), "e.g. -D accounts=100000")),
+    }
+}
+
+/// The scripts read into one program, with `:scale` and the seed.
+fn compile(spec: &SqlSpec, scale: u32, seed: u64) -> Result<Scripts, String> {
+    let mut slots = script::vars::Slots::default();
+    let mut read = Vec::new();
+    for s in &spec.scripts {
+        let mut parsed = script::parse(&s.name, &s.text, &mut slots)?;
+        parsed.weight = s.weight;
+        read.push(parsed);
+    }
+    let mut given = vec![
+        ("scale".to_string(), scale.to_string()),
+        ("random_seed".to_string(), seed.to_string()),
+        ("default_seed".to_string(), seed.to_string()),
+    ];
+    given.extend(spec.defines.iter().cloned());
+    Scripts::new(read, slots, given, seed)
+}
+
+/// Each script's operation name: its own, numbered when two share one.
+fn unique_names(scripts: &[ScriptSpec]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for s in scripts {
+        let mut name = s.name.clone();
+        let mut n = 1;
+        while names.contains(&name) {
+            n += 1;
+            name = format!("{}#{n}", s.name);
+        }
+        names.push(name);
+    }
+    names
+}
+
+/// Runs `--init` and reads `:scale` where it comes from the tables; the
+/// scale to run with.
+fn prepare(spec: &SqlSpec, target: &crate::target::postgres::PgTarget) -> anyhow::Result<u32> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(crate::util::until_interrupted("preparing the scripts", async {
+        let client = crate::target::postgres::connect(target, &target.config).await?;
+        if let Some(init) = &spec.init {
+            crate::util::out(format_args!("running {} once\n", init.name));
+            client
+                .batch_execute(&init.text)
+                .await
+                .map_err(|e| PlanError::flag("--init", format!("{} failed: {}", init.name, crate::util::one_line(&e.to_string())), "fix the statement it names"))?;
+        }
+        if let Some(scale) = spec.scale {
+            return Ok(scale);
+        }
+        if !spec.scripts.iter().any(|s| builtin::NAMES.contains(&s.name.as_str())) {
+            return Ok(1);
+        }
+        let row = tokio::time::timeout(crate::target::LOOK_QUERY, client.query_one("SELECT count(*) FROM pgbench_branches", &[]))
+            .await
+            .map_err(|_| PlanError::new(format!("{} did not answer a count of pgbench_branches in time", target.display)))?
+            .map_err(|e| PlanError::flag("--script", format!("the built-in scripts run on pgbench's tables, and {} has none ({})", target.display, crate::util::one_line(&e.to_string())), "make them with pgbench -i, or perflab run bank --mix pgbench"))?;
+        let branches: i64 = row.get(0);
+        u32::try_from(branches).ok().filter(|s| *s > 0).ok_or_else(|| {
+            anyhow::anyhow!(PlanError::flag("--scale", "pgbench_branches is empty", "load pgbench's tables, or give --scale"))
+        })
+    }))?
+}
+
+/// The scripts on a PostgreSQL server.
+struct SqlWorkload {
+    target: crate::target::postgres::PgTarget,
+    scripts: Arc<Scripts>,
+    names: Vec<&'static str>,
+    max_tries: u32,
+}
+
+/// One user: its connection, its next script and its state.
+struct SqlSession {
+    conn: pg::PgConn,
+    turn: pg::Turn,
+}
+
+impl Workload for SqlWorkload {
+    type Session = SqlSession;
+
+    fn op_names(&self) -> &[&'static str] {
+        &self.names
+    }
+
+    async fn open_session(&self, user: u32, seed: u64, seat: Seat) -> anyhow::Result<SqlSession> {
+        let driver = pg::PgScripts {
+            target: self.target.clone(),
+            scripts: self.scripts.clone(),
+            held: seat.alone.then_some(seat.timeout),
+        };
+        let conn = crate::workload::server_conn::ServerConn::open(driver, self.max_tries).await?;
+        Ok(SqlSession {
+            conn,
+            turn: pg::Turn {
+                script: 0,
+                state: State::new(self.scripts.vars_for(user), seed),
+                scripts: self.scripts.clone(),
+            },
+        })
+    }
+
+    fn check(&self, _run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
+        Ok(None)
+    }
+}
+
+impl Session for SqlSession {
+    fn choose(&mut self) -> usize {
+        self.turn.scripts.choose(&mut self.turn.state.rng)
+    }
+
+    async fn execute(&mut self, op: usize) -> Outcome {
+        self.turn.script = op;
+        self.turn.state.mark();
+        self.conn.execute(&mut self.turn).await
+    }
+}
