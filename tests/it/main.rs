@@ -33,6 +33,7 @@ mod qdisc;
 mod queue;
 mod report;
 mod signals;
+mod sql;
 mod store_busy;
 mod stored;
 mod support;

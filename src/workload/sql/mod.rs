@@ -105,10 +105,18 @@ impl WorkloadKind for Sql {
             ));
         }
         if args.max_tries == 0 {
-            return Err(PlanError::flag("--max-tries", "0 tries runs nothing", "give 1 or more (default 10)"));
+            return Err(PlanError::flag(
+                "--max-tries",
+                "0 tries runs nothing",
+                "give 1 or more (default 10)",
+            ));
         }
         if args.script.len() > MAX_SCRIPTS {
-            return Err(PlanError::flag("--script", format!("{} scripts", args.script.len()), &format!("give at most {MAX_SCRIPTS}")));
+            return Err(PlanError::flag(
+                "--script",
+                format!("{} scripts", args.script.len()),
+                &format!("give at most {MAX_SCRIPTS}"),
+            ));
         }
         let scripts = args
             .script
@@ -147,6 +155,7 @@ impl WorkloadKind for Sql {
         let target = (**pg).clone();
         let scale = prepare(spec, &target)?;
         let scripts = Arc::new(compile(spec, scale, plan.seed).map_err(PlanError::new)?);
+        check_statements(&target, &scripts)?;
         let started = Started {
             server: opened.server_processes(),
             endpoint: Some(opened.endpoint.clone()),
@@ -179,23 +188,36 @@ impl WorkloadKind for Sql {
 fn read_script(arg: &str) -> Result<ScriptSpec, PlanError> {
     let (name, weight) = match arg.rsplit_once('@') {
         Some((name, w)) => {
-            let weight = w.parse::<u32>().ok().filter(|w| (1..=1_000_000).contains(w)).ok_or_else(|| {
-                PlanError::flag("--script", format!("`{w}` is no weight"), "give FILE@WEIGHT with a weight from 1 to 1000000, e.g. buy.sql@3")
-            })?;
+            let weight = w
+                .parse::<u32>()
+                .ok()
+                .filter(|w| (1..=1_000_000).contains(w))
+                .ok_or_else(|| {
+                    PlanError::flag(
+                        "--script",
+                        format!("`{w}` is no weight"),
+                        "give FILE@WEIGHT with a weight from 1 to 1000000, e.g. buy.sql@3",
+                    )
+                })?;
             (name, weight)
         }
         None => (arg, 1),
     };
     let text = match builtin::text(name) {
         Some(text) => text,
-        None => crate::util::read_text_bounded(std::path::Path::new(name), script::MAX_SCRIPT as u64)
-            .map_err(|e| {
-                PlanError::flag(
-                    "--script",
-                    format!("cannot read {name}: {e}"),
-                    &format!("give a script file, or a built-in: {}", builtin::NAMES.join(", ")),
-                )
-            })?,
+        None => {
+            crate::util::read_text_bounded(std::path::Path::new(name), script::MAX_SCRIPT as u64)
+                .map_err(|e| {
+                    PlanError::flag(
+                        "--script",
+                        format!("cannot read {name}: {e}"),
+                        &format!(
+                            "give a script file, or a built-in: {}",
+                            builtin::NAMES.join(", ")
+                        ),
+                    )
+                })?
+        }
     };
     Ok(ScriptSpec {
         name: name.to_string(),
@@ -206,7 +228,11 @@ fn read_script(arg: &str) -> Result<ScriptSpec, PlanError> {
 
 fn read_init(path: &std::path::Path) -> Result<ScriptSpec, PlanError> {
     let text = crate::util::read_text_bounded(path, script::MAX_SCRIPT as u64).map_err(|e| {
-        PlanError::flag("--init", format!("cannot read {}: {e}", path.display()), "give a file of SQL statements")
+        PlanError::flag(
+            "--init",
+            format!("cannot read {}: {e}", path.display()),
+            "give a file of SQL statements",
+        )
     })?;
     Ok(ScriptSpec {
         name: path.display().to_string(),
@@ -219,7 +245,11 @@ fn read_init(path: &std::path::Path) -> Result<ScriptSpec, PlanError> {
 fn read_define(arg: &str) -> Result<(String, String), PlanError> {
     match arg.split_once('=') {
         Some((name, value)) if script::is_name(name) => Ok((name.to_string(), value.to_string())),
-        _ => Err(PlanError::flag("-D", format!("`{arg}` is not NAME=VALUE"), "e.g. -D accounts=100000")),
+        _ => Err(PlanError::flag(
+            "-D",
+            format!("`{arg}` is not NAME=VALUE"),
+            "e.g. -D accounts=100000",
+        )),
     }
 }
 
@@ -259,31 +289,97 @@ fn unique_names(scripts: &[ScriptSpec]) -> Vec<String> {
 /// Runs `--init` and reads `:scale` where it comes from the tables; the
 /// scale to run with.
 fn prepare(spec: &SqlSpec, target: &crate::target::postgres::PgTarget) -> anyhow::Result<u32> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(crate::util::until_interrupted("preparing the scripts", async {
-        let client = crate::target::postgres::connect(target, &target.config).await?;
-        if let Some(init) = &spec.init {
-            crate::util::out(format_args!("running {} once\n", init.name));
-            client
-                .batch_execute(&init.text)
-                .await
-                .map_err(|e| PlanError::flag("--init", format!("{} failed: {}", init.name, crate::util::one_line(&e.to_string())), "fix the statement it names"))?;
-        }
-        if let Some(scale) = spec.scale {
-            return Ok(scale);
-        }
-        if !spec.scripts.iter().any(|s| builtin::NAMES.contains(&s.name.as_str())) {
-            return Ok(1);
-        }
-        let row = tokio::time::timeout(crate::target::LOOK_QUERY, client.query_one("SELECT count(*) FROM pgbench_branches", &[]))
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(crate::util::until_interrupted(
+        "preparing the scripts",
+        async {
+            let client = crate::target::postgres::connect(target, &target.config).await?;
+            if let Some(init) = &spec.init {
+                crate::util::out(format_args!("running {} once\n", init.name));
+                client.batch_execute(&init.text).await.map_err(|e| {
+                    PlanError::flag(
+                        "--init",
+                        format!(
+                            "{} failed: {}",
+                            init.name,
+                            crate::util::one_line(&e.to_string())
+                        ),
+                        "fix the statement it names",
+                    )
+                })?;
+            }
+            if let Some(scale) = spec.scale {
+                return Ok(scale);
+            }
+            if !spec
+                .scripts
+                .iter()
+                .any(|s| builtin::NAMES.contains(&s.name.as_str()))
+            {
+                return Ok(1);
+            }
+            let row = tokio::time::timeout(
+                crate::target::LOOK_QUERY,
+                client.query_one("SELECT count(*) FROM pgbench_branches", &[]),
+            )
             .await
-            .map_err(|_| PlanError::new(format!("{} did not answer a count of pgbench_branches in time", target.display)))?
-            .map_err(|e| PlanError::flag("--script", format!("the built-in scripts run on pgbench's tables, and {} has none ({})", target.display, crate::util::one_line(&e.to_string())), "make them with pgbench -i, or perflab run bank --mix pgbench"))?;
-        let branches: i64 = row.get(0);
-        u32::try_from(branches).ok().filter(|s| *s > 0).ok_or_else(|| {
-            anyhow::anyhow!(PlanError::flag("--scale", "pgbench_branches is empty", "load pgbench's tables, or give --scale"))
-        })
-    }))?
+            .map_err(|_| {
+                PlanError::new(format!(
+                    "{} did not answer a count of pgbench_branches in time",
+                    target.display
+                ))
+            })?
+            .map_err(|e| {
+                PlanError::flag(
+                    "--script",
+                    format!(
+                        "the built-in scripts run on pgbench's tables, and {} has none ({})",
+                        target.display,
+                        crate::util::one_line(&e.to_string())
+                    ),
+                    "make them with pgbench -i, or perflab run bank --mix pgbench",
+                )
+            })?;
+            let branches: i64 = row.get(0);
+            u32::try_from(branches)
+                .ok()
+                .filter(|s| *s > 0)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(PlanError::flag(
+                        "--scale",
+                        "pgbench_branches is empty",
+                        "load pgbench's tables, or give --scale"
+                    ))
+                })
+        },
+    ))?
+}
+
+/// Prepares every statement once on a connection of its own, so that a
+/// statement the server refuses (a syntax error, a missing table) is one
+/// line naming its script and line before any load, not an error of every
+/// operation.
+fn check_statements(
+    target: &crate::target::postgres::PgTarget,
+    scripts: &Arc<Scripts>,
+) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let driver = pg::PgScripts {
+        target: target.clone(),
+        scripts: scripts.clone(),
+        held: None,
+    };
+    runtime
+        .block_on(crate::util::until_interrupted(
+            "checking the scripts",
+            pg::connect(&driver),
+        ))?
+        .map(drop)
+        .map_err(|e| PlanError::new(crate::util::one_line(&format!("{e:#}"))).into())
 }
 
 /// The scripts on a PostgreSQL server.

@@ -83,7 +83,10 @@ pub(crate) async fn connect(driver: &PgScripts) -> anyhow::Result<Conn> {
         for (j, st) in script.statements.iter().enumerate() {
             let sql = st.render(|n| format!("${n}"));
             let name = format!("perflab_s{i}_{j}");
-            let columns = match wire.prepare_text(target, &name, &sql, st.params.len()).await {
+            let columns = match wire
+                .prepare_text(target, &name, &sql, st.params.len())
+                .await
+            {
                 Ok(statement) => statement.columns,
                 Err(e) if st.gset.is_none() && untyped_only(&e) => Vec::new(),
                 Err(e) => {
@@ -185,7 +188,12 @@ impl Exec for Conn {
         }
         drop(params);
         if statement.gset.is_none() {
-            return self.wire.query_keeping(&self.sql, None).await.map(drop).map_err(Fail::Db);
+            return self
+                .wire
+                .query_keeping(&self.sql, None)
+                .await
+                .map(drop)
+                .map_err(Fail::Db);
         }
         let reply = self
             .wire
@@ -222,9 +230,11 @@ fn literal(out: &mut String, param: Param<'_>) {
         Param::Int(i) if i < 0 => write!(out, "({i})"),
         Param::Int(i) => write!(out, "{i}"),
         Param::Double(d) if d.is_nan() => out.write_str("'NaN'::float8"),
-        Param::Double(d) if d.is_infinite() => {
-            out.write_str(if d > 0.0 { "'Infinity'::float8" } else { "'-Infinity'::float8" })
-        }
+        Param::Double(d) if d.is_infinite() => out.write_str(if d > 0.0 {
+            "'Infinity'::float8"
+        } else {
+            "'-Infinity'::float8"
+        }),
         Param::Double(d) if d < 0.0 => write!(out, "({d:?})"),
         Param::Double(d) => write!(out, "{d:?}"),
         Param::Text(t) => {
@@ -233,7 +243,11 @@ fn literal(out: &mut String, param: Param<'_>) {
                 return literal(out, Param::Int(i));
             }
             if let Ok(d) = trimmed.parse::<f64>() {
-                if d.is_finite() && trimmed.bytes().all(|b| b.is_ascii_digit() || b".-+eE".contains(&b)) {
+                if d.is_finite()
+                    && trimmed
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || b".-+eE".contains(&b))
+                {
                     return literal(out, Param::Double(d));
                 }
             }

@@ -55,7 +55,11 @@ impl Scripts {
                 .chain(client_id)
                 .collect();
             let names = slots.names();
-            if let Some((slot, name)) = names.iter().enumerate().find(|(slot, _)| !set.contains(slot)) {
+            if let Some((slot, name)) = names
+                .iter()
+                .enumerate()
+                .find(|(slot, _)| !set.contains(slot))
+            {
                 let (script, line) = first_use(&scripts, slot).unwrap_or(("the scripts", 0));
                 return Err(format!(
                     "{script}:{line}: :{name} is never set; set it with \\set {name} … or give it with -D {name}=VALUE"
@@ -105,7 +109,12 @@ impl Scripts {
 
     /// For each statement of each script, the variable each returned
     /// column sets (`\gset`), given the columns the server said it returns.
-    pub(crate) fn captures(&self, script: usize, stmt: usize, columns: &[String]) -> Vec<Option<usize>> {
+    pub(crate) fn captures(
+        &self,
+        script: usize,
+        stmt: usize,
+        columns: &[String],
+    ) -> Vec<Option<usize>> {
         let Some(prefix) = self
             .scripts
             .get(script)
@@ -237,7 +246,8 @@ pub(crate) async fn run<X: Exec>(
                     },
                 };
                 let micros = u64::try_from(n).unwrap_or(0).saturating_mul(*unit_us);
-                conn.sleep(Duration::from_micros(micros).min(MAX_SLEEP)).await;
+                conn.sleep(Duration::from_micros(micros).min(MAX_SLEEP))
+                    .await;
             }
         }
     }

@@ -166,7 +166,10 @@ fn a_server_error_is_its_code_and_the_connection_goes_on() {
             results,
             vec![
                 Err(WireError::Server(SqlState(*b"40001"))),
-                Ok(Reply { rows: 1 })
+                Ok(Reply {
+                    rows: 1,
+                    data_rows: 0
+                })
             ]
         );
     }
@@ -194,7 +197,13 @@ fn an_abandoned_exchange_is_settled_before_the_next() {
     // The first reply comes after its caller gave up; the second
     // exchange reads and drops it, then gets its own.
     let results = exchange(&late_peer(), true, false);
-    assert_eq!(results, vec![Ok(Reply { rows: 3 })]);
+    assert_eq!(
+        results,
+        vec![Ok(Reply {
+            rows: 3,
+            data_rows: 0
+        })]
+    );
 }
 
 #[test]
@@ -219,7 +228,13 @@ fn a_held_exchange_past_its_deadline_times_out_and_is_settled_before_the_next() 
         wire.begin_operation();
         wire.discard();
         wire.queue(&st, &[1]);
-        assert_eq!(wire.flush().await, Ok(Reply { rows: 3 }));
+        assert_eq!(
+            wire.flush().await,
+            Ok(Reply {
+                rows: 3,
+                data_rows: 0
+            })
+        );
     });
 }
 

@@ -3,8 +3,8 @@
 //! type, to learn whether the server takes it and which columns it
 //! returns; and a reply's data row is read column by column.
 
-use super::{error_fields, lost, protocol, Wire};
 use super::super::PgTarget;
+use super::{error_fields, lost, protocol, Wire};
 use crate::error::PlanError;
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::Message;
@@ -28,7 +28,12 @@ impl Wire {
         sql: &str,
         params: usize,
     ) -> anyhow::Result<TextStatement> {
-        frontend::parse(name, sql, std::iter::repeat_n(0u32, params), &mut self.write)?;
+        frontend::parse(
+            name,
+            sql,
+            std::iter::repeat_n(0u32, params),
+            &mut self.write,
+        )?;
         frontend::describe(b'S', name, &mut self.write)?;
         frontend::sync(&mut self.write);
         self.owed += 1;

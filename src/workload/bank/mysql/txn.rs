@@ -3,12 +3,12 @@
 
 use super::super::mix::Isolation;
 use super::super::ops::BankOp;
-use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
 use crate::target::mysql::wire::{Command, MyError, MyWire};
 use crate::target::mysql::MyTarget;
+use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use anyhow::Context;
 use std::time::Duration;
 

@@ -8,12 +8,12 @@
 
 use super::super::mix::Isolation;
 use super::super::ops::BankOp;
-use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
 use crate::target::postgres::wire::{Statement, Wire, WireError};
 use crate::target::postgres::PgTarget;
+use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use anyhow::Context;
 use std::time::Duration;
 

@@ -15,7 +15,7 @@
 //!
 //! Every bound is checked: a range wider than bigint holds is an error.
 
-use super::expr::EvalError;
+use super::value::EvalError;
 use rand::rngs::SmallRng;
 use rand::Rng;
 
@@ -47,7 +47,9 @@ pub(crate) fn check_exponential(p: f64) -> Result<(), String> {
     if p > 0.0 && p.is_finite() {
         Ok(())
     } else {
-        Err(format!("random_exponential's parameter must be above 0, not {p}"))
+        Err(format!(
+            "random_exponential's parameter must be above 0, not {p}"
+        ))
     }
 }
 
@@ -171,7 +173,13 @@ mod tests {
     #[test]
     fn every_draw_stays_in_its_bounds_even_at_bigints_edges() {
         let mut rng = SmallRng::seed_from_u64(5);
-        for (lb, ub) in [(1, 1), (1, 10), (-5, 5), (i64::MIN, i64::MAX), (i64::MAX - 1, i64::MAX)] {
+        for (lb, ub) in [
+            (1, 1),
+            (1, 10),
+            (-5, 5),
+            (i64::MIN, i64::MAX),
+            (i64::MAX - 1, i64::MAX),
+        ] {
             for _ in 0..2_000 {
                 for x in [
                     uniform(&mut rng, lb, ub).unwrap(),

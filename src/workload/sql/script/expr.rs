@@ -10,80 +10,9 @@
 //! operation's error, never a panic.
 
 use super::draw;
+pub(crate) use super::value::{EvalError, Val};
 use super::vars::{Slots, Vars};
 use rand::rngs::SmallRng;
-
-/// A value an expression computes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Val {
-    Null,
-    Bool(bool),
-    Int(i64),
-    Double(f64),
-}
-
-impl Val {
-    /// Whether `\if` takes its branch: true, a non-zero number; NULL is false.
-    pub(crate) fn truthy(self) -> Result<bool, EvalError> {
-        Ok(match self {
-            Val::Null => false,
-            Val::Bool(b) => b,
-            Val::Int(i) => i != 0,
-            Val::Double(d) => d != 0.0,
-        })
-    }
-
-    fn int(self) -> Result<i64, EvalError> {
-        match self {
-            Val::Int(i) => Ok(i),
-            Val::Double(d) if d.is_finite() && d >= i64::MIN as f64 && d < i64::MAX as f64 => {
-                Ok(d as i64)
-            }
-            Val::Double(_) => Err(EvalError::OutOfRange),
-            Val::Bool(b) => Ok(i64::from(b)),
-            Val::Null => Err(EvalError::Null),
-        }
-    }
-
-    fn double(self) -> Result<f64, EvalError> {
-        match self {
-            Val::Int(i) => Ok(i as f64),
-            Val::Double(d) => Ok(d),
-            Val::Bool(b) => Ok(f64::from(u8::from(b))),
-            Val::Null => Err(EvalError::Null),
-        }
-    }
-}
-
-/// Why an expression could not be computed: the operation's error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum EvalError {
-    /// An integer result out of bigint's range.
-    OutOfRange,
-    DivisionByZero,
-    /// NULL where a number is needed.
-    Null,
-    /// A variable read before anything set it.
-    Unset,
-    /// A variable's text that is no number.
-    NotANumber,
-    /// A function's argument outside what it accepts (`random(5, 1)`).
-    BadArgument,
-}
-
-impl EvalError {
-    /// The error code the step counts it under.
-    pub(crate) fn code(self) -> &'static str {
-        match self {
-            EvalError::OutOfRange => "script-out-of-range",
-            EvalError::DivisionByZero => "script-division-by-zero",
-            EvalError::Null => "script-null",
-            EvalError::Unset => "script-unset-variable",
-            EvalError::NotANumber => "script-not-a-number",
-            EvalError::BadArgument => "script-bad-argument",
-        }
-    }
-}
 
 /// Binary operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,7 +162,10 @@ fn binary(op: Op, a: &Expr, b: &Expr, env: &mut Env<'_>) -> Result<Val, EvalErro
     if x == Val::Null || y == Val::Null {
         return Ok(Val::Null);
     }
-    let ints = matches!((x, y), (Val::Int(_) | Val::Bool(_), Val::Int(_) | Val::Bool(_)));
+    let ints = matches!(
+        (x, y),
+        (Val::Int(_) | Val::Bool(_), Val::Int(_) | Val::Bool(_))
+    );
     Ok(match op {
         Op::Add | Op::Sub | Op::Mul | Op::Div if ints => {
             let (x, y) = (x.int()?, y.int()?);
@@ -263,12 +195,14 @@ fn binary(op: Op, a: &Expr, b: &Expr, env: &mut Env<'_>) -> Result<Val, EvalErro
         Op::Shl | Op::Shr => {
             let by = u32::try_from(y.int()?).map_err(|_| EvalError::OutOfRange)?;
             let x = x.int()?;
-            Val::Int(if op == Op::Shl {
-                x.checked_shl(by)
-            } else {
-                x.checked_shr(by)
-            }
-            .ok_or(EvalError::OutOfRange)?)
+            Val::Int(
+                if op == Op::Shl {
+                    x.checked_shl(by)
+                } else {
+                    x.checked_shr(by)
+                }
+                .ok_or(EvalError::OutOfRange)?,
+            )
         }
         Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
             let ord = if ints {
@@ -314,7 +248,10 @@ fn nth(args: &[Expr], i: usize, env: &mut Env<'_>) -> Result<Val, EvalError> {
 }
 
 fn call(f: Func, args: &[Expr], env: &mut Env<'_>) -> Result<Val, EvalError> {
-    if matches!(f, Func::Random | Func::RandomExponential | Func::RandomGaussian | Func::RandomZipfian) {
+    if matches!(
+        f,
+        Func::Random | Func::RandomExponential | Func::RandomGaussian | Func::RandomZipfian
+    ) {
         return draw_call(f, args, env);
     }
     let mut arg = |i: usize| nth(args, i, env);
@@ -448,8 +385,8 @@ impl Tok {
 
 /// The operators, longest first so that `<=` is not read as `<`.
 const SYMBOLS: &[&str] = &[
-    "<<", ">>", "<=", ">=", "<>", "!=", "=", "<", ">", "+", "-", "*", "/", "%", "&", "|", "#",
-    "~", "(", ")", ",",
+    "<<", ">>", "<=", ">=", "<>", "!=", "=", "<", ">", "+", "-", "*", "/", "%", "&", "|", "#", "~",
+    "(", ")", ",",
 ];
 
 fn lex(text: &str) -> Result<Vec<Tok>, String> {
@@ -460,7 +397,9 @@ fn lex(text: &str) -> Result<Vec<Tok>, String> {
         let c = bytes[i];
         if c.is_ascii_whitespace() {
             i += 1;
-        } else if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+        } else if c.is_ascii_digit()
+            || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit))
+        {
             let start = i;
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'.') {
                 let exponent = matches!(bytes[i], b'e' | b'E');
@@ -616,7 +555,11 @@ impl Parser<'_, '_> {
             (">", Op::Gt),
         ] {
             if self.eat_sym(sym) {
-                return Ok(Expr::Binary(op, Box::new(e), Box::new(self.binary_level(0)?)));
+                return Ok(Expr::Binary(
+                    op,
+                    Box::new(e),
+                    Box::new(self.binary_level(0)?),
+                ));
             }
         }
         Ok(e)
@@ -708,7 +651,11 @@ impl Parser<'_, '_> {
             }
         }
         if !arity.contains(&args.len()) {
-            return Err(format!("{w}() takes {} arguments, not {}", arity_text(&arity), args.len()));
+            return Err(format!(
+                "{w}() takes {} arguments, not {}",
+                arity_text(&arity),
+                args.len()
+            ));
         }
         check_constants(func, &args)?;
         Ok(Expr::Call(func, args))
@@ -808,8 +755,14 @@ mod tests {
             ("1 = 1 OR 1 / 0 = 1", Val::Bool(true)),
             ("NULL IS NULL", Val::Bool(true)),
             ("1 + NULL", Val::Null),
-            ("CASE WHEN 1 > 2 THEN 10 WHEN 2 > 1 THEN 20 ELSE 30 END", Val::Int(20)),
-            ("abs(-5) + greatest(1, 9, 3) - least(4, 2.5)", Val::Double(11.5)),
+            (
+                "CASE WHEN 1 > 2 THEN 10 WHEN 2 > 1 THEN 20 ELSE 30 END",
+                Val::Int(20),
+            ),
+            (
+                "abs(-5) + greatest(1, 9, 3) - least(4, 2.5)",
+                Val::Double(11.5),
+            ),
             ("int(3.9) + mod(-7, 3)", Val::Int(2)),
             ("-9223372036854775808", Val::Int(i64::MIN)),
         ] {
@@ -863,7 +816,9 @@ mod tests {
             assert!(err.contains(needle), "{text}: {err}");
         }
         let deep = format!("{}1{}", "(".repeat(500), ")".repeat(500));
-        assert!(parse(&deep, &mut Slots::default()).unwrap_err().contains("nests"));
+        assert!(parse(&deep, &mut Slots::default())
+            .unwrap_err()
+            .contains("nests"));
     }
 
     mod props {

@@ -15,6 +15,7 @@
 pub(crate) mod draw;
 pub(crate) mod expr;
 mod sql_text;
+mod value;
 pub(crate) mod vars;
 
 use expr::Expr;
@@ -111,7 +112,9 @@ pub(crate) fn parse(name: &str, text: &str, slots: &mut Slots) -> Result<Script,
             reader.sql_line(line, number)?;
         }
         if reader.script.program.len() > MAX_COMMANDS {
-            return Err(format!("{name}:{number}: more than {MAX_COMMANDS} commands; split the script"));
+            return Err(format!(
+                "{name}:{number}: more than {MAX_COMMANDS} commands; split the script"
+            ));
         }
     }
     reader.finish()
@@ -143,8 +146,7 @@ impl Reader<'_> {
 
     fn push_statement(&mut self, command: sql_text::Command) -> Result<(), String> {
         let line = command.line;
-        let statement =
-            Statement::read(&command, self.slots).map_err(|e| self.at(line, e))?;
+        let statement = Statement::read(&command, self.slots).map_err(|e| self.at(line, e))?;
         self.script.statements.push(statement);
         let stmt = self.script.statements.len() - 1;
         self.script.program.push(Step::Sql { stmt });
@@ -152,7 +154,7 @@ impl Reader<'_> {
     }
 
     fn meta(&mut self, text: &str, line: usize) -> Result<(), String> {
-        let body = &text[1..];
+        let body = text.strip_prefix('\\').unwrap_or(text);
         let (word, rest) = body
             .split_once(char::is_whitespace)
             .map_or((body, ""), |(w, r)| (w, r.trim()));
@@ -177,6 +179,7 @@ impl Reader<'_> {
                 format_args!("\\{word}: pipelines in scripts are not supported; remove the pipeline commands (each statement then takes its own round trip)"),
             )),
             "gset" | "aset" => Err(self.at(line, format_args!("\\{word} must follow an SQL command on the same line, in place of its `;`"))),
+            "" => Err(self.at(line, "a lone backslash; a backslash command needs its name, e.g. \\set")),
             _ => Err(self.at(
                 line,
                 format_args!("unknown command \\{word}; perflab runs \\set, \\sleep, \\if, \\elif, \\else, \\endif and \\gset"),
@@ -192,11 +195,17 @@ impl Reader<'_> {
     }
 
     fn set(&mut self, rest: &str, line: usize) -> Result<(), String> {
-        let (name, text) = rest
-            .split_once(char::is_whitespace)
-            .ok_or_else(|| self.at(line, "\\set needs a name and an expression, e.g. \\set aid random(1, 100000)"))?;
+        let (name, text) = rest.split_once(char::is_whitespace).ok_or_else(|| {
+            self.at(
+                line,
+                "\\set needs a name and an expression, e.g. \\set aid random(1, 100000)",
+            )
+        })?;
         if !sql_text::is_name(name) {
-            return Err(self.at(line, format_args!("`{name}` is no variable name (letters, digits, _)")));
+            return Err(self.at(
+                line,
+                format_args!("`{name}` is no variable name (letters, digits, _)"),
+            ));
         }
         let slot = self.slots.slot(name).map_err(|e| self.at(line, e))?;
         let expr = self.expr(text.trim(), line)?;
@@ -207,25 +216,36 @@ impl Reader<'_> {
 
     fn sleep(&mut self, rest: &str, line: usize) -> Result<(), String> {
         let mut words = rest.split_whitespace();
-        let amount = words.next().ok_or_else(|| self.at(line, "\\sleep needs a time, e.g. \\sleep 10 ms"))?;
+        let amount = words
+            .next()
+            .ok_or_else(|| self.at(line, "\\sleep needs a time, e.g. \\sleep 10 ms"))?;
         let unit_us = match words.next().map(str::to_ascii_lowercase).as_deref() {
             None | Some("s") => 1_000_000,
             Some("ms") => 1_000,
             Some("us") => 1,
-            Some(other) => return Err(self.at(line, format_args!("\\sleep's unit is us, ms or s, not `{other}`"))),
+            Some(other) => {
+                return Err(self.at(
+                    line,
+                    format_args!("\\sleep's unit is us, ms or s, not `{other}`"),
+                ))
+            }
         };
         if let Some(extra) = words.next() {
-            return Err(self.at(line, format_args!("\\sleep takes a time and a unit; `{extra}` is one word too many")));
+            return Err(self.at(
+                line,
+                format_args!("\\sleep takes a time and a unit; `{extra}` is one word too many"),
+            ));
         }
         let amount = match amount.strip_prefix(':') {
             Some(var) => Amount::Var(self.slots.slot(var).map_err(|e| self.at(line, e))?),
-            None => Amount::Const(
-                amount
-                    .parse::<i64>()
-                    .ok()
-                    .filter(|n| *n >= 0)
-                    .ok_or_else(|| self.at(line, format_args!("\\sleep's time `{amount}` is no whole number")))?,
-            ),
+            None => Amount::Const(amount.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(
+                || {
+                    self.at(
+                        line,
+                        format_args!("\\sleep's time `{amount}` is no whole number"),
+                    )
+                },
+            )?),
         };
         self.script.program.push(Step::Sleep { amount, unit_us });
         Ok(())
@@ -237,7 +257,10 @@ impl Reader<'_> {
             return Err(self.at(line, format_args!("\\{word} without \\if")));
         };
         if open.seen_else {
-            return Err(format!("{}:{line}: \\{word} after \\else (the \\if of line {})", self.name, open.line));
+            return Err(format!(
+                "{}:{line}: \\{word} after \\else (the \\if of line {})",
+                self.name, open.line
+            ));
         }
         // The branch before ends by jumping to the \endif.
         open.exits.push(here);
@@ -277,10 +300,7 @@ impl Reader<'_> {
     }
 
     fn finish(mut self) -> Result<Script, String> {
-        let last = self
-            .sql
-            .finish()
-            .map_err(|e| format!("{}{e}", self.name))?;
+        let last = self.sql.finish().map_err(|e| format!("{}{e}", self.name))?;
         if let Some(command) = last {
             self.push_statement(command)?;
         }

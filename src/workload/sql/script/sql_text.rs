@@ -87,7 +87,13 @@ impl Statement {
                 Piece::Text(t) => out.push_str(t),
                 Piece::Param => {
                     out.push(':');
-                    out.push_str(params.next().and_then(|s| names.get(*s)).copied().unwrap_or("?"));
+                    out.push_str(
+                        params
+                            .next()
+                            .and_then(|s| names.get(*s))
+                            .copied()
+                            .unwrap_or("?"),
+                    );
                 }
             }
         }
@@ -163,7 +169,12 @@ impl Pending {
                     }
                 }
                 Quote::Dollar(tag) => {
-                    if chars[i..].iter().take(tag.chars().count()).copied().eq(tag.chars()) {
+                    if chars[i..]
+                        .iter()
+                        .take(tag.chars().count())
+                        .copied()
+                        .eq(tag.chars())
+                    {
                         let n = tag.chars().count();
                         self.text.push_str(tag);
                         self.quote = Quote::None;
@@ -202,14 +213,20 @@ impl Pending {
         let c = chars[i];
         let next = chars.get(i + 1).copied();
         match c {
-            ';' => return Ok(Step::End { next: i + 1, gset: None }),
+            ';' => {
+                return Ok(Step::End {
+                    next: i + 1,
+                    gset: None,
+                })
+            }
             '\'' | '"' | '`' => self.quote = Quote::Char(c),
             '/' if next == Some('*') => {
                 self.quote = Quote::Comment(1);
                 return Ok(Step::Next(i + 2));
             }
             '$' => {
-                let prev_word = i > 0 && (chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '_');
+                let prev_word =
+                    i > 0 && (chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '_');
                 let tag_end = chars[i + 1..]
                     .iter()
                     .position(|c| !(c.is_ascii_alphabetic() || *c == '_'))
@@ -253,7 +270,9 @@ impl Pending {
                     return Err(format!("\\gset's prefix `{prefix}` is no variable name"));
                 }
                 if let Some(extra) = words.next() {
-                    return Err(format!("`{extra}` after \\gset {prefix}; \\gset takes one prefix at most"));
+                    return Err(format!(
+                        "`{extra}` after \\gset {prefix}; \\gset takes one prefix at most"
+                    ));
                 }
                 Ok(Step::End {
                     next: chars.len(),
@@ -284,7 +303,10 @@ impl Pending {
         let mut command = std::mem::take(&mut self.command);
         command.gset = gset;
         trim(&mut command.pieces);
-        let blank = command.pieces.iter().all(|p| matches!(p, RawPiece::Text(t) if t.trim().is_empty()));
+        let blank = command
+            .pieces
+            .iter()
+            .all(|p| matches!(p, RawPiece::Text(t) if t.trim().is_empty()));
         (!blank).then_some(command)
     }
 

@@ -42,10 +42,9 @@ fn a_transaction_script_reads_into_sets_and_parameterised_statements() {
 
 #[test]
 fn quotes_dollar_quotes_and_comments_hide_semicolons_and_colons() {
-    let (script, _) = read(
-        "SELECT $$a;b:c$$, \"x;y\", 1 /* ; :no */ ; SELECT $f$ ; $f$;\nSELECT 'it''s; :no';",
-    )
-    .unwrap();
+    let (script, _) =
+        read("SELECT $$a;b:c$$, \"x;y\", 1 /* ; :no */ ; SELECT $f$ ; $f$;\nSELECT 'it''s; :no';")
+            .unwrap();
     let texts: Vec<String> = script
         .statements
         .iter()
@@ -53,7 +52,11 @@ fn quotes_dollar_quotes_and_comments_hide_semicolons_and_colons() {
         .collect();
     assert_eq!(
         texts,
-        ["SELECT $$a;b:c$$, \"x;y\", 1", "SELECT $f$ ; $f$", "SELECT 'it''s; :no'"]
+        [
+            "SELECT $$a;b:c$$, \"x;y\", 1",
+            "SELECT $f$ ; $f$",
+            "SELECT 'it''s; :no'"
+        ]
     );
     assert!(script.statements.iter().all(|s| s.params.is_empty()));
 }
@@ -81,8 +84,14 @@ fn if_chains_become_jumps_that_skip_the_branches_not_taken() {
 #[test]
 fn what_perflab_does_not_run_is_refused_with_the_file_and_line() {
     for (text, needle) in [
-        ("SELECT 1;\n\\shell rm -rf /\n", "s.sql:2: perflab runs no shell command"),
-        ("\\setshell x echo 1\nSELECT 1;", "s.sql:1: perflab runs no shell"),
+        (
+            "SELECT 1;\n\\shell rm -rf /\n",
+            "s.sql:2: perflab runs no shell command",
+        ),
+        (
+            "\\setshell x echo 1\nSELECT 1;",
+            "s.sql:1: perflab runs no shell",
+        ),
         ("\\nosuch\nSELECT 1;", "s.sql:1: unknown command \\nosuch"),
         ("\\set x random(1,\nSELECT 1;", "s.sql:1: "),
         ("\\set 1x 5\nSELECT 1;", "no variable name"),
@@ -106,7 +115,9 @@ fn what_perflab_does_not_run_is_refused_with_the_file_and_line() {
 #[test]
 fn a_backslash_line_continues_on_the_next() {
     let (script, _) = read("\\set x 1 + \\\n 2\nSELECT :x;").unwrap();
-    assert!(matches!(&script.program[0], Step::Set { expr, .. } if *expr != expr::Expr::Const(expr::Val::Int(1))));
+    assert!(
+        matches!(&script.program[0], Step::Set { expr, .. } if *expr != expr::Expr::Const(expr::Val::Int(1)))
+    );
     assert_eq!(script.statements.len(), 1);
 }
 

@@ -5,7 +5,7 @@
 //! text value keeps its buffer between operations: setting it again
 //! allocates nothing once it is long enough.
 
-use super::expr::{EvalError, Val};
+use super::value::{EvalError, Val};
 use std::collections::BTreeMap;
 
 /// The most distinct variables the scripts of one run may name.

@@ -1,0 +1,231 @@
+//! A user's own SQL scripts (`perflab run sql`) on a real PostgreSQL
+//! started by each test: a shop's scripts with random draws, a branch, a
+//! `\gset` whose values the next statement uses, weights and `-D`; the
+//! built-in scripts on pgbench's tables, money conserved; and bad scripts
+//! refused in one line naming their file and line.
+
+use crate::support::{contains, last_export, perflab_expect, perflab_ok, tempdir};
+use perflab::target::managed::postgres::ManagedPostgres;
+use std::process::Command;
+
+const SHORT: &str = "--warmup 0s --duration 2s";
+
+fn server() -> ManagedPostgres {
+    ManagedPostgres::start(&Default::default())
+        .expect("a PostgreSQL server starts (are the server binaries installed?)")
+}
+
+/// One value from the server's perflab database, by psql.
+fn psql_value(server: &ManagedPostgres, sql: &str) -> String {
+    let out = Command::new("psql")
+        .arg(server.url())
+        .args(["-v", "ON_ERROR_STOP=1", "-tAc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+const INIT: &str = "CREATE TABLE shop_items (id bigint PRIMARY KEY, stock bigint NOT NULL, price numeric NOT NULL);
+INSERT INTO shop_items SELECT g, 100000, g * 0.5 FROM generate_series(1, 50) g;
+-- item 7 is sold out: buying it takes the other branch
+UPDATE shop_items SET stock = 0 WHERE id = 7;
+CREATE TABLE shop_orders (id bigserial PRIMARY KEY, item bigint, qty bigint, total numeric);
+CREATE TABLE shop_misses (item bigint);
+";
+
+const BUY: &str = "-- buy one to three of an item, if it is in stock
+\\set item random(1, :items)
+\\set qty random(1, 3)
+BEGIN;
+SELECT stock, price AS unit_price
+  FROM shop_items WHERE id = :item \\gset
+\\if :stock >= :qty
+UPDATE shop_items SET stock = stock - :qty WHERE id = :item;
+INSERT INTO shop_orders (item, qty, total) VALUES (:item, :qty, :unit_price * :qty);
+\\else
+INSERT INTO shop_misses VALUES (:item);
+\\endif
+END;
+";
+
+const LOOK: &str = "\\set item random(1, :items)
+SELECT price FROM shop_items WHERE id = :item;
+";
+
+#[test]
+fn a_users_scripts_run_with_their_draws_branches_gset_and_weights() {
+    let pg = server();
+    let dir = tempdir();
+    for (name, text) in [("init.sql", INIT), ("buy.sql", BUY), ("look.sql", LOOK)] {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let out = perflab_ok(
+        dir.path(),
+        &format!(
+            "run sql --target {} --init init.sql --script buy.sql@3 --script look.sql -D items=50 --users 1,2 {SHORT}",
+            pg.url()
+        ),
+    );
+    contains(&out, "running init.sql once");
+    contains(&out, "buy.sql");
+    contains(&out, "look.sql");
+    // Every order's total is its item's price times its quantity: the
+    // price came back through \gset and went into the INSERT.
+    let wrong = psql_value(
+        &pg,
+        "SELECT count(*) FROM shop_orders o JOIN shop_items i ON i.id = o.item WHERE o.total <> i.price * o.qty",
+    );
+    assert_eq!(wrong, "0");
+    // The stock fell by exactly what was ordered, and the sold-out item
+    // took the other branch every time it was drawn.
+    let (sold, orders): (i64, i64) = {
+        let v = psql_value(
+            &pg,
+            "SELECT coalesce(sum(qty), 0) || ' ' || count(*) FROM shop_orders",
+        );
+        let mut it = v.split(' ').map(|x| x.parse::<i64>().unwrap());
+        (it.next().unwrap(), it.next().unwrap())
+    };
+    let stock: i64 = psql_value(&pg, "SELECT sum(stock) FROM shop_items")
+        .parse()
+        .unwrap();
+    assert_eq!(stock, 49 * 100_000 - sold);
+    assert!(orders > 100, "{orders} orders");
+    assert_eq!(
+        psql_value(&pg, "SELECT count(*) FROM shop_orders WHERE item = 7"),
+        "0"
+    );
+    let misses: i64 = psql_value(&pg, "SELECT count(*) FROM shop_misses WHERE item = 7")
+        .parse()
+        .unwrap();
+    assert!(misses > 0, "item 7 was never drawn");
+    assert_eq!(
+        psql_value(&pg, "SELECT count(*) FROM shop_misses WHERE item <> 7"),
+        "0"
+    );
+    // Each script is an operation of its own, drawn 3 to 1.
+    let export = last_export(dir.path());
+    let ops = export["steps"][1]["ops"].as_array().unwrap();
+    let count = |name: &str| {
+        ops.iter()
+            .find(|o| o["name"] == name)
+            .map(|o| o["ok"].as_f64().unwrap())
+            .unwrap_or(0.0)
+    };
+    let (buy, look) = (count("buy.sql"), count("look.sql"));
+    assert!(look > 50.0, "{look} looks");
+    assert!(
+        (2.5..3.5).contains(&(buy / look)),
+        "{buy} buys against {look} looks"
+    );
+    assert_eq!(
+        export["steps"][1]["summary"]["errors"]
+            .as_f64()
+            .unwrap_or(0.0),
+        0.0
+    );
+}
+
+#[test]
+fn the_built_in_scripts_run_on_pgbenchs_tables_and_conserve_the_money() {
+    let pg = server();
+    let dir = tempdir();
+    let init = Command::new("pgbench")
+        .args(["-i", "-q", "-s", "1", &pg.url()])
+        .output()
+        .expect("pgbench runs");
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let out = perflab_ok(
+        dir.path(),
+        &format!(
+            "run sql --target {} --script tpcb-like --script select-only@2 --users 2 {SHORT}",
+            pg.url()
+        ),
+    );
+    contains(&out, "tpcb-like");
+    contains(&out, "select-only");
+    let sums = psql_value(
+        &pg,
+        "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' || (SELECT sum(tbalance) FROM pgbench_tellers) || ' ' || (SELECT sum(bbalance) FROM pgbench_branches) || ' ' || (SELECT sum(delta) FROM pgbench_history)",
+    );
+    let sums: Vec<&str> = sums.split(' ').collect();
+    assert!(sums.iter().all(|s| *s == sums[0]), "{sums:?}");
+    let history: i64 = psql_value(&pg, "SELECT count(*) FROM pgbench_history")
+        .parse()
+        .unwrap();
+    assert!(history > 100, "{history} transactions");
+}
+
+#[test]
+fn a_bad_script_is_one_line_naming_its_file_and_line() {
+    let pg = server();
+    let dir = tempdir();
+    let url = pg.url();
+    for (text, says) in [
+        (
+            "SELECT 1;\n\\shell rm -rf /tmp/x\n",
+            "bad.sql:2: perflab runs no shell command",
+        ),
+        ("\\set x random(1,\nSELECT :x;\n", "bad.sql:1: "),
+        (
+            "\\set x nosuch(1)\nSELECT :x;\n",
+            "bad.sql:1: `nosuch` is no function",
+        ),
+        ("\\nope\nSELECT 1;\n", "bad.sql:1: unknown command \\nope"),
+        ("SELECT :never_set;\n", "bad.sql:1: :never_set is never set"),
+        ("\\set x 1\nSELEC :x;\n", "bad.sql:2: `SELEC :x`"),
+        (
+            "SELECT * FROM no_such_table;\n",
+            "bad.sql:1: `SELECT * FROM no_such_table`",
+        ),
+        (
+            "\\set z random_zipfian(1, 10, 0.2)\nSELECT :z;\n",
+            "bad.sql:1: random_zipfian",
+        ),
+    ] {
+        std::fs::write(dir.path().join("bad.sql"), text).unwrap();
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run sql --target {url} --script bad.sql --users 1 {SHORT}"),
+            2,
+        );
+        contains(&err, says);
+        assert_eq!(err.trim().lines().count(), 1, "{text:?}: {err}");
+    }
+    for (args, says) in [
+        ("--script missing.sql", "--script: cannot read missing.sql"),
+        ("--script bad.sql@0", "--script: `0` is no weight"),
+        ("--script tpcb-like -D 1x=3", "-D: `1x=3` is not NAME=VALUE"),
+        ("--script tpcb-like --max-tries 0", "--max-tries"),
+    ] {
+        let (_, err) = perflab_expect(
+            dir.path(),
+            &format!("run sql --target {url} {args} --users 1 {SHORT}"),
+            2,
+        );
+        contains(&err, says);
+    }
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run sql --target sqlite:x.db --script tpcb-like --users 1 {SHORT}"),
+        2,
+    );
+    contains(&err, "--target: sqlite:x.db is not PostgreSQL");
+    // Nothing of perflab's was made in the user's database.
+    assert_eq!(
+        psql_value(
+            &pg,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+        ),
+        "0"
+    );
+}
