@@ -18,6 +18,7 @@ pub mod mysql;
 mod open;
 pub mod postgres;
 pub(crate) mod settings;
+pub(crate) mod sqlite;
 mod stream;
 pub(crate) mod tls;
 

@@ -11,6 +11,7 @@
 
 pub(crate) mod bank;
 mod batch;
+pub(crate) mod blocking_conn;
 pub(crate) mod disk;
 pub(crate) mod files;
 pub(crate) mod net;

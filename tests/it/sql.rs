@@ -1,6 +1,7 @@
 //! A user's own SQL scripts (`perflab run sql`) on a real PostgreSQL
 //! started by each test: a shop's scripts with random draws, a branch, a
-//! `\gset` whose values the next statement uses, weights and `-D`; the
+//! `\gset` whose values the next statement uses, weights and `-D`, the
+//! same scripts unchanged on SQLite; the
 //! built-in scripts on pgbench's tables, money conserved; and bad scripts
 //! refused in one line naming their file and line.
 
@@ -57,18 +58,27 @@ const LOOK: &str = "\\set item random(1, :items)
 SELECT price FROM shop_items WHERE id = :item;
 ";
 
-#[test]
-fn a_users_scripts_run_with_their_draws_branches_gset_and_weights() {
-    let pg = server();
+/// The same scripts on SQLite: its own init (no bigserial, no
+/// generate_series), the scripts unchanged.
+const INIT_SQLITE: &str = "CREATE TABLE shop_items (id INTEGER PRIMARY KEY, stock INTEGER NOT NULL, price NUMERIC NOT NULL);
+WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 50)
+INSERT INTO shop_items SELECT n, 100000, n * 0.5 FROM g;
+UPDATE shop_items SET stock = 0 WHERE id = 7;
+CREATE TABLE shop_orders (id INTEGER PRIMARY KEY, item INTEGER, qty INTEGER, total NUMERIC);
+CREATE TABLE shop_misses (item INTEGER);
+";
+
+/// Runs the shop's scripts on `target` after `init`, then checks what
+/// they did through `value` (one value of a query).
+fn run_the_shop(target: &str, init: &str, value: &dyn Fn(&str) -> String) {
     let dir = tempdir();
-    for (name, text) in [("init.sql", INIT), ("buy.sql", BUY), ("look.sql", LOOK)] {
+    for (name, text) in [("init.sql", init), ("buy.sql", BUY), ("look.sql", LOOK)] {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
     let out = perflab_ok(
         dir.path(),
         &format!(
-            "run sql --target {} --init init.sql --script buy.sql@3 --script look.sql -D items=50 --users 1,2 {SHORT}",
-            pg.url()
+            "run sql --target {target} --init init.sql --script buy.sql@3 --script look.sql -D items=50 --users 1,2 {SHORT}"
         ),
     );
     contains(&out, "running init.sql once");
@@ -76,36 +86,29 @@ fn a_users_scripts_run_with_their_draws_branches_gset_and_weights() {
     contains(&out, "look.sql");
     // Every order's total is its item's price times its quantity: the
     // price came back through \gset and went into the INSERT.
-    let wrong = psql_value(
-        &pg,
+    let wrong = value(
         "SELECT count(*) FROM shop_orders o JOIN shop_items i ON i.id = o.item WHERE o.total <> i.price * o.qty",
     );
     assert_eq!(wrong, "0");
     // The stock fell by exactly what was ordered, and the sold-out item
     // took the other branch every time it was drawn.
-    let (sold, orders): (i64, i64) = {
-        let v = psql_value(
-            &pg,
-            "SELECT coalesce(sum(qty), 0) || ' ' || count(*) FROM shop_orders",
-        );
-        let mut it = v.split(' ').map(|x| x.parse::<i64>().unwrap());
-        (it.next().unwrap(), it.next().unwrap())
-    };
-    let stock: i64 = psql_value(&pg, "SELECT sum(stock) FROM shop_items")
+    let sold: i64 = value("SELECT coalesce(sum(qty), 0) FROM shop_orders")
         .parse()
         .unwrap();
+    let orders: i64 = value("SELECT count(*) FROM shop_orders").parse().unwrap();
+    let stock: i64 = value("SELECT sum(stock) FROM shop_items").parse().unwrap();
     assert_eq!(stock, 49 * 100_000 - sold);
     assert!(orders > 100, "{orders} orders");
     assert_eq!(
-        psql_value(&pg, "SELECT count(*) FROM shop_orders WHERE item = 7"),
+        value("SELECT count(*) FROM shop_orders WHERE item = 7"),
         "0"
     );
-    let misses: i64 = psql_value(&pg, "SELECT count(*) FROM shop_misses WHERE item = 7")
+    let misses: i64 = value("SELECT count(*) FROM shop_misses WHERE item = 7")
         .parse()
         .unwrap();
     assert!(misses > 0, "item 7 was never drawn");
     assert_eq!(
-        psql_value(&pg, "SELECT count(*) FROM shop_misses WHERE item <> 7"),
+        value("SELECT count(*) FROM shop_misses WHERE item <> 7"),
         "0"
     );
     // Each script is an operation of its own, drawn 3 to 1.
@@ -123,12 +126,38 @@ fn a_users_scripts_run_with_their_draws_branches_gset_and_weights() {
         (2.5..3.5).contains(&(buy / look)),
         "{buy} buys against {look} looks"
     );
-    assert_eq!(
-        export["steps"][1]["summary"]["errors"]
-            .as_f64()
-            .unwrap_or(0.0),
-        0.0
-    );
+    let errors: f64 = ops
+        .iter()
+        .map(|o| {
+            o["errors"]
+                .as_object()
+                .map_or(0.0, |e| e.values().filter_map(|v| v.as_f64()).sum())
+        })
+        .sum();
+    assert_eq!(errors, 0.0, "{ops:?}");
+}
+
+#[test]
+fn a_users_scripts_run_with_their_draws_branches_gset_and_weights() {
+    let pg = server();
+    run_the_shop(&pg.url(), INIT, &|sql| psql_value(&pg, sql));
+}
+
+#[test]
+fn the_same_scripts_run_unchanged_on_sqlite() {
+    let db = tempdir();
+    let path = db.path().join("shop.db");
+    run_the_shop(&format!("sqlite:{}", path.display()), INIT_SQLITE, &|sql| {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.query_row(sql, [], |r| r.get::<_, rusqlite::types::Value>(0))
+            .map(|v| match v {
+                rusqlite::types::Value::Integer(i) => i.to_string(),
+                rusqlite::types::Value::Real(d) => d.to_string(),
+                rusqlite::types::Value::Text(t) => t,
+                other => format!("{other:?}"),
+            })
+            .unwrap()
+    });
 }
 
 #[test]
@@ -216,10 +245,13 @@ fn a_bad_script_is_one_line_naming_its_file_and_line() {
     }
     let (_, err) = perflab_expect(
         dir.path(),
-        &format!("run sql --target sqlite:x.db --script tpcb-like --users 1 {SHORT}"),
+        &format!("run sql --target file:/tmp/x.bin --script tpcb-like --users 1 {SHORT}"),
         2,
     );
-    contains(&err, "--target: sqlite:x.db is not PostgreSQL");
+    contains(
+        &err,
+        "--target: file:/tmp/x.bin is neither PostgreSQL nor SQLite",
+    );
     // Nothing of perflab's was made in the user's database.
     assert_eq!(
         psql_value(

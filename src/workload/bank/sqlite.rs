@@ -1,7 +1,7 @@
 //! The bank on embedded SQLite (WAL mode). SQLite's calls block: a user
 //! with its worker thread to itself calls SQLite right there; users that
-//! share a worker each keep their connection on a thread of its own and
-//! talk to it over a channel. Every statement, BEGIN and COMMIT included,
+//! share a worker each keep their connection on a thread of its own
+//! ([`BlockingConn`]). Every statement, BEGIN and COMMIT included,
 //! is prepared once per connection. `SQLITE_BUSY` (another writer holds the lock) is
 //! retried with capped exponential backoff and full jitter until the
 //! operation's deadline, and every retry is counted. Loading and checking
@@ -12,18 +12,16 @@ use super::ops::{BankOp, ACCOUNTS_PER_BRANCH, INITIAL_BALANCE, TELLERS_PER_BRANC
 use super::owned::{Catalog, LEDGER, MADE_BY};
 use super::txn;
 use super::{BankBackend, BankConn, Tables, META_TABLE};
-use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
+use crate::measure::{ErrorKind, OpResult, Outcome};
+use crate::workload::blocking_conn::{Blocking, BlockingConn};
 use crate::workload::Seat;
 use anyhow::Context;
 use futures_util::FutureExt;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rusqlite::{params, Connection, ErrorCode, OpenFlags, Statement};
+use rusqlite::{params, Connection, OpenFlags, Statement};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 /// The tables of the bank on SQLite: perflab's layout (the pgbench mix
 /// runs on PostgreSQL only).
@@ -376,49 +374,17 @@ impl BankBackend for SqliteBank {
         // perflab retries busy itself, so that every retry is counted.
         conn.busy_timeout(Duration::ZERO)?;
         let path = self.path.display().to_string();
-        let prepare = move |conn| {
-            BankConnection::try_new(conn, |c| Prepared::new(c))
-                .map_err(|e| anyhow::anyhow!("cannot prepare the bank's statements in {path}: {e}"))
-        };
-        let timeout = seat.timeout;
-        if seat.alone {
-            return Ok(SqliteConn::Inline(Box::new(Inline {
-                conn: prepare(conn)?,
-                timeout,
-                rng: SmallRng::from_entropy(),
-            })));
-        }
         // A connection's statements stay on the thread that prepared them.
-        let (ready, prepared) = mpsc::sync_channel(1);
-        let (jobs, inbox) = mpsc::channel::<Job>();
-        let thread = std::thread::Builder::new()
-            .name("perflab-sqlite".to_string())
-            .spawn(move || {
-                let mut conn = match prepare(conn) {
-                    Ok(conn) => {
-                        let _ = ready.send(Ok(()));
-                        conn
-                    }
-                    Err(e) => {
-                        let _ = ready.send(Err(e));
-                        return;
-                    }
-                };
-                let mut rng = SmallRng::from_entropy();
-                for job in inbox {
-                    let deadline = job.started + timeout;
-                    let outcome = run_with_retries(&mut conn, job.op, deadline, &mut rng);
-                    let _ = job.reply.send(outcome);
-                }
+        let conn = BlockingConn::open(seat, "perflab-sqlite", move || {
+            let conn = BankConnection::try_new(conn, |c| Prepared::new(c)).map_err(|e| {
+                anyhow::anyhow!("cannot prepare the bank's statements in {path}: {e}")
+            })?;
+            Ok(Runner {
+                conn,
+                rng: SmallRng::from_entropy(),
             })
-            .context("cannot start a SQLite connection thread")?;
-        prepared
-            .recv()
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the SQLite connection thread ended")))?;
-        Ok(SqliteConn::Threaded(Threaded {
-            jobs: Some(jobs),
-            thread: Some(thread),
-        }))
+        })?;
+        Ok(SqliteConn(conn))
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {
@@ -444,70 +410,27 @@ fn cut_at_signal<T>(
     done
 }
 
-/// One operation sent to a connection thread.
-struct Job {
-    op: BankOp,
-    started: Instant,
-    reply: oneshot::Sender<Outcome>,
-}
+/// A user's connection: its statements and the stream its retries'
+/// waits are drawn from, blocking ([`BlockingConn`]).
+pub(crate) struct SqliteConn(BlockingConn<Runner>);
 
-/// A user's connection.
-pub(crate) enum SqliteConn {
-    /// The user has its worker thread to itself: SQLite's calls run right
-    /// there, with no hop to another thread (a blocking call delays no
-    /// other user).
-    Inline(Box<Inline>),
-    /// Users share the worker thread: the connection lives on a thread of
-    /// its own and answers over a channel.
-    Threaded(Threaded),
-}
-
-/// A connection used on the user's own thread.
-pub(crate) struct Inline {
+/// A connection on the thread that calls it.
+pub(crate) struct Runner {
     conn: BankConnection,
-    timeout: Duration,
     rng: SmallRng,
 }
 
-/// A channel to the thread that owns a connection.
-pub(crate) struct Threaded {
-    jobs: Option<mpsc::Sender<Job>>,
-    thread: Option<JoinHandle<()>>,
+impl Blocking for Runner {
+    type Op = BankOp;
+
+    fn run(&mut self, op: BankOp, deadline: Instant) -> Outcome {
+        run_with_retries(&mut self.conn, op, deadline, &mut self.rng)
+    }
 }
 
 impl BankConn for SqliteConn {
     async fn execute(&mut self, op: BankOp) -> Outcome {
-        let threaded = match self {
-            SqliteConn::Inline(inline) => {
-                let deadline = Instant::now() + inline.timeout;
-                return run_with_retries(&mut inline.conn, op, deadline, &mut inline.rng);
-            }
-            SqliteConn::Threaded(threaded) => threaded,
-        };
-        let (reply, answer) = oneshot::channel();
-        let job = Job {
-            op,
-            started: Instant::now(),
-            reply,
-        };
-        let sent = threaded.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
-        if !sent {
-            return Outcome::error(ErrorKind::Connect);
-        }
-        answer
-            .await
-            .unwrap_or_else(|_| Outcome::error(ErrorKind::Connect))
-    }
-}
-
-impl Drop for Threaded {
-    fn drop(&mut self) {
-        // Close the channel, then wait for the thread to finish its last
-        // transaction, so that nothing writes after the step has ended.
-        self.jobs.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.0.execute(op).await
     }
 }
 
@@ -528,7 +451,7 @@ fn run_with_retries(
                     retries,
                 }
             }
-            Err(e) if is_busy(&e) => {
+            Err(e) if crate::target::sqlite::is_busy(&e) => {
                 let wait = backoff.mul_f64(rng.gen::<f64>());
                 if Instant::now() + wait >= deadline {
                     return Outcome {
@@ -543,28 +466,12 @@ fn run_with_retries(
             }
             Err(e) => {
                 return Outcome {
-                    result: OpResult::Error(sql_error_kind(&e)),
+                    result: OpResult::Error(crate::target::sqlite::error_kind(&e)),
                     bytes: 0,
                     retries,
                 }
             }
         }
-    }
-}
-
-fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    )
-}
-
-fn sql_error_kind(e: &rusqlite::Error) -> ErrorKind {
-    match e {
-        rusqlite::Error::SqliteFailure(code, _) => {
-            ErrorKind::Sql(SqlCode::of(format_args!("sqlite-{}", code.extended_code)))
-        }
-        other => ErrorKind::Sql(SqlCode::of(other)),
     }
 }
 

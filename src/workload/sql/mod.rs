@@ -1,5 +1,5 @@
 //! `perflab run sql`: the user's own transactions, as SQL scripts in
-//! pgbench's format (`--script FILE[@WEIGHT]`, repeatable, or a built-in
+//! pgbench's format, on PostgreSQL or SQLite (`--script FILE[@WEIGHT]`, repeatable, or a built-in
 //! by name), with variables given by `-D NAME=VALUE`. One run of a script
 //! is one operation; each script is an operation kind of its own, with its
 //! latency, errors and retries. perflab creates nothing and drops nothing
@@ -11,6 +11,7 @@ mod builtin;
 mod pg;
 mod program;
 pub(crate) mod script;
+mod sqlite;
 
 use super::{CheckReport, OpCounts, Seat, Session, Started, SweepDriver, Workload, WorkloadKind};
 use crate::error::PlanError;
@@ -88,7 +89,7 @@ const MAX_SCRIPTS: usize = 32;
 impl WorkloadKind for Sql {
     const NAME: &'static str = "sql";
     const ABOUT: &'static str =
-        "Your own transactions: SQL scripts in pgbench's format on PostgreSQL.";
+        "Your own transactions: SQL scripts in pgbench's format on PostgreSQL or SQLite.";
     const CHECK_ABOUT: &'static str = "A script's data is the user's: nothing to check.";
     const RATE_UNIT: crate::units::RateUnit = crate::units::RateUnit::Transactions;
     type RunArgs = SqlArgs;
@@ -97,11 +98,14 @@ impl WorkloadKind for Sql {
 
     fn validate(args: &SqlArgs) -> Result<SqlSpec, PlanError> {
         let (target, server) = args.target.validate(DEFAULT_TARGET)?;
-        if target.traits().kind != TargetKind::Postgres {
+        if !matches!(
+            target.traits().kind,
+            TargetKind::Postgres | TargetKind::Sqlite
+        ) {
             return Err(PlanError::flag(
                 "--target",
-                format!("{} is not PostgreSQL", target.redacted()),
-                "scripts run on postgres://USER@HOST/DB or postgres:managed (SQLite and MariaDB are not supported yet)",
+                format!("{} is neither PostgreSQL nor SQLite", target.redacted()),
+                "scripts run on postgres://USER@HOST/DB, postgres:managed or sqlite:FILE (MariaDB/MySQL is not supported yet)",
             ));
         }
         if args.max_tries == 0 {
@@ -149,13 +153,16 @@ impl WorkloadKind for Sql {
 
     fn start<D: SweepDriver>(spec: &SqlSpec, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
         let opened = Opened::open(&spec.target, &spec.server)?;
-        let Endpoint::Postgres(pg) = &opened.endpoint else {
-            anyhow::bail!("scripts run on PostgreSQL");
+        let (backend, scale) = match &opened.endpoint {
+            Endpoint::Postgres(pg) => {
+                let scale = prepare_pg(spec, pg)?;
+                (Backend::Pg(pg.clone()), scale)
+            }
+            Endpoint::Sqlite(path) => (Backend::Sqlite(path.clone()), prepare_sqlite(spec, path)?),
+            _ => anyhow::bail!("scripts run on PostgreSQL or SQLite"),
         };
-        let target = (**pg).clone();
-        let scale = prepare(spec, &target)?;
         let scripts = Arc::new(compile(spec, scale, plan.seed).map_err(PlanError::new)?);
-        check_statements(&target, &scripts)?;
+        backend.check_statements(&scripts)?;
         let started = Started {
             server: opened.server_processes(),
             endpoint: Some(opened.endpoint.clone()),
@@ -168,7 +175,7 @@ impl WorkloadKind for Sql {
         };
         let names = super::leak_names(unique_names(&spec.scripts));
         let workload = SqlWorkload {
-            target,
+            backend,
             scripts,
             names,
             max_tries: spec.max_tries,
@@ -286,9 +293,76 @@ fn unique_names(scripts: &[ScriptSpec]) -> Vec<String> {
     names
 }
 
-/// Runs `--init` and reads `:scale` where it comes from the tables; the
-/// scale to run with.
-fn prepare(spec: &SqlSpec, target: &crate::target::postgres::PgTarget) -> anyhow::Result<u32> {
+/// Whether `:scale` comes from pgbench's tables: no `--scale`, and a
+/// built-in script among the scripts.
+fn scale_from_tables(spec: &SqlSpec) -> bool {
+    spec.scale.is_none()
+        && spec
+            .scripts
+            .iter()
+            .any(|s| builtin::NAMES.contains(&s.name.as_str()))
+}
+
+/// The scale read from pgbench's branches, or why not.
+fn branches_scale(branches: Result<i64, String>, at: &str) -> Result<u32, PlanError> {
+    let branches = branches.map_err(|e| {
+        PlanError::flag(
+            "--script",
+            format!(
+                "the built-in scripts run on pgbench's tables, and {at} has none ({})",
+                crate::util::one_line(&e)
+            ),
+            "make them with pgbench -i, or perflab run bank --mix pgbench",
+        )
+    })?;
+    u32::try_from(branches)
+        .ok()
+        .filter(|s| *s > 0)
+        .ok_or_else(|| {
+            PlanError::flag(
+                "--scale",
+                "pgbench_branches is empty",
+                "load pgbench's tables, or give --scale",
+            )
+        })
+}
+
+/// On SQLite: runs `--init`, reads `:scale`; the scale to run with. A
+/// signal interrupts the statement running.
+fn prepare_sqlite(spec: &SqlSpec, path: &std::path::Path) -> anyhow::Result<u32> {
+    let conn = sqlite::open(path)?;
+    let handle = conn.get_interrupt_handle();
+    let watch = crate::util::InterruptWatch::start(move || handle.interrupt());
+    let done = (|| -> anyhow::Result<u32> {
+        if let Some(init) = &spec.init {
+            crate::util::out(format_args!("running {} once\n", init.name));
+            conn.execute_batch(&init.text).map_err(|e| {
+                PlanError::flag(
+                    "--init",
+                    format!("{} failed: {e}", init.name),
+                    "fix the statement it names",
+                )
+            })?;
+        }
+        if !scale_from_tables(spec) {
+            return Ok(spec.scale.unwrap_or(1));
+        }
+        let branches = conn
+            .query_row("SELECT count(*) FROM pgbench_branches", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map_err(|e| e.to_string());
+        Ok(branches_scale(branches, &path.display().to_string())?)
+    })();
+    if done.is_err() {
+        watch.cut("preparing the scripts")?;
+    }
+    done
+}
+
+/// On PostgreSQL: runs `--init` and reads `:scale` where it comes from
+/// the tables; the scale to run with.
+fn prepare_pg(spec: &SqlSpec, target: &crate::target::postgres::PgTarget) -> anyhow::Result<u32> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -357,43 +431,60 @@ fn prepare(spec: &SqlSpec, target: &crate::target::postgres::PgTarget) -> anyhow
     ))?
 }
 
-/// Prepares every statement once on a connection of its own, so that a
-/// statement the server refuses (a syntax error, a missing table) is one
-/// line naming its script and line before any load, not an error of every
-/// operation.
-fn check_statements(
-    target: &crate::target::postgres::PgTarget,
-    scripts: &Arc<Scripts>,
-) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let driver = pg::PgScripts {
-        target: target.clone(),
-        scripts: scripts.clone(),
-        held: None,
-    };
-    runtime
-        .block_on(crate::util::until_interrupted(
-            "checking the scripts",
-            pg::connect(&driver),
-        ))?
-        .map(drop)
-        .map_err(|e| PlanError::new(crate::util::one_line(&format!("{e:#}"))).into())
+/// Where the scripts run.
+enum Backend {
+    Pg(Box<crate::target::postgres::PgTarget>),
+    Sqlite(std::path::PathBuf),
 }
 
-/// The scripts on a PostgreSQL server.
+impl Backend {
+    /// Prepares every statement once on a connection of its own, so that
+    /// a statement the server refuses (a syntax error, a missing table) is
+    /// one line naming its script and line before any load, not an error
+    /// of every operation.
+    fn check_statements(&self, scripts: &Arc<Scripts>) -> anyhow::Result<()> {
+        let checked = match self {
+            Backend::Sqlite(path) => sqlite::Runner::new(path, scripts.clone(), 0, 0).map(drop),
+            Backend::Pg(target) => {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                let driver = pg::PgScripts {
+                    target: (**target).clone(),
+                    scripts: scripts.clone(),
+                    held: None,
+                };
+                runtime
+                    .block_on(crate::util::until_interrupted(
+                        "checking the scripts",
+                        pg::connect(&driver),
+                    ))?
+                    .map(drop)
+            }
+        };
+        checked.map_err(|e| PlanError::new(crate::util::one_line(&format!("{e:#}"))).into())
+    }
+}
+
+/// The scripts on their database.
 struct SqlWorkload {
-    target: crate::target::postgres::PgTarget,
+    backend: Backend,
     scripts: Arc<Scripts>,
     names: Vec<&'static str>,
     max_tries: u32,
 }
 
-/// One user: its connection, its next script and its state.
+/// One user: its connection, the stream that draws its next script, and
+/// (on PostgreSQL) the state its scripts run with.
 struct SqlSession {
-    conn: pg::PgConn,
-    turn: pg::Turn,
+    conn: Conn,
+    choice: rand::rngs::SmallRng,
+    scripts: Arc<Scripts>,
+}
+
+enum Conn {
+    Pg(Box<(pg::PgConn, pg::Turn)>),
+    Sqlite(crate::workload::blocking_conn::BlockingConn<sqlite::Runner>),
 }
 
 impl Workload for SqlWorkload {
@@ -404,19 +495,36 @@ impl Workload for SqlWorkload {
     }
 
     async fn open_session(&self, user: u32, seed: u64, seat: Seat) -> anyhow::Result<SqlSession> {
-        let driver = pg::PgScripts {
-            target: self.target.clone(),
-            scripts: self.scripts.clone(),
-            held: seat.alone.then_some(seat.timeout),
+        let scripts = self.scripts.clone();
+        let conn = match &self.backend {
+            Backend::Pg(target) => {
+                let driver = pg::PgScripts {
+                    target: (**target).clone(),
+                    scripts: scripts.clone(),
+                    held: seat.alone.then_some(seat.timeout),
+                };
+                let conn =
+                    crate::workload::server_conn::ServerConn::open(driver, self.max_tries).await?;
+                let turn = pg::Turn {
+                    script: 0,
+                    state: State::new(scripts.vars_for(user), seed),
+                    scripts: scripts.clone(),
+                };
+                Conn::Pg(Box::new((conn, turn)))
+            }
+            Backend::Sqlite(path) => {
+                let (path, for_runner) = (path.clone(), scripts.clone());
+                Conn::Sqlite(crate::workload::blocking_conn::BlockingConn::open(
+                    seat,
+                    "perflab-sqlite",
+                    move || sqlite::Runner::new(&path, for_runner, user, seed),
+                )?)
+            }
         };
-        let conn = crate::workload::server_conn::ServerConn::open(driver, self.max_tries).await?;
         Ok(SqlSession {
             conn,
-            turn: pg::Turn {
-                script: 0,
-                state: State::new(self.scripts.vars_for(user), seed),
-                scripts: self.scripts.clone(),
-            },
+            choice: rand::SeedableRng::seed_from_u64(seed.rotate_left(17)),
+            scripts,
         })
     }
 
@@ -427,12 +535,18 @@ impl Workload for SqlWorkload {
 
 impl Session for SqlSession {
     fn choose(&mut self) -> usize {
-        self.turn.scripts.choose(&mut self.turn.state.rng)
+        self.scripts.choose(&mut self.choice)
     }
 
     async fn execute(&mut self, op: usize) -> Outcome {
-        self.turn.script = op;
-        self.turn.state.mark();
-        self.conn.execute(&mut self.turn).await
+        match &mut self.conn {
+            Conn::Pg(pair) => {
+                let (conn, turn) = &mut **pair;
+                turn.script = op;
+                turn.state.mark();
+                conn.execute(turn).await
+            }
+            Conn::Sqlite(conn) => conn.execute(op).await,
+        }
     }
 }
