@@ -39,3 +39,4 @@ mod support;
 mod units;
 mod varnish;
 mod web;
+mod web_targets;
