@@ -312,3 +312,50 @@ fn bad_targets_files_are_refused_in_one_line_naming_file_and_line() {
     );
     assert!(err.contains("give paths"), "{err}");
 }
+
+#[test]
+fn a_managed_nginx_takes_paths_into_its_file_set_and_each_request_keeps_its_figures() {
+    let dir = tempdir();
+    std::fs::write(dir.path().join("b.txt"), "hello").unwrap();
+    std::fs::write(
+        dir.path().join("t.txt"),
+        "GET /webbench/file000.html\n\nHEAD /webbench/file050.html\n\n# name: post\nPOST /webbench/file001.html\nContent-Type: text/plain\n@b.txt\n",
+    )
+    .unwrap();
+    perflab_ok(
+        dir.path(),
+        "run web --targets t.txt --rate 600 --connections 2 --max-error-rate 100% --warmup 1s --duration 2s",
+    );
+    let export = last_export(dir.path());
+    let ops = ops(&export);
+    let get = &ops["GET /webbench/file000.html"];
+    let head = &ops["HEAD /webbench/file050.html"];
+    // A static file server refuses a POST: an error of that request only.
+    let post = &ops["post"];
+    assert!(get.0 > 200 && get.1.is_empty(), "{ops:?}");
+    assert!(head.0 > 200 && head.1.is_empty(), "{ops:?}");
+    assert_eq!(post.0, 0, "{ops:?}");
+    assert!(post.1["http:405"] > 200, "{ops:?}");
+    // The file's bytes were read, the same for every reply; a head's not.
+    let bytes = |name: &str| {
+        export["steps"][0]["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .unwrap()["bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    let got = bytes("GET /webbench/file000.html");
+    assert!(
+        got > 0 && got % get.0 == 0,
+        "{got} bytes in {} replies",
+        get.0
+    );
+    assert_eq!(bytes("HEAD /webbench/file050.html"), 0);
+    let shown = perflab_ok(dir.path(), "show last");
+    for name in ops.keys() {
+        assert!(shown.contains(name.as_str()), "no {name} in:\n{shown}");
+    }
+}

@@ -516,3 +516,115 @@ impl WebSession {
         outcome
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::counting_alloc::allocations;
+    use std::io::{Read, Write};
+
+    /// A loopback peer answering `requests` requests on one connection:
+    /// `ok`, or a head alone to a HEAD; it records each request line.
+    fn peer(requests: usize) -> (SocketAddr, std::thread::JoinHandle<Vec<String>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let (mut pending, mut buf, mut lines) = (Vec::new(), [0u8; 4096], Vec::new());
+            while lines.len() < requests {
+                let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    }
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&pending[..end]).to_ascii_lowercase();
+                let length: usize = head
+                    .split("content-length: ")
+                    .nth(1)
+                    .and_then(|v| v.split('\r').next())
+                    .map_or(0, |v| v.parse().unwrap());
+                while pending.len() < end + 4 + length {
+                    let n = stream.read(&mut buf).unwrap();
+                    pending.extend_from_slice(&buf[..n]);
+                }
+                let line = head.lines().next().unwrap_or_default().to_string();
+                let reply: &[u8] = if line.starts_with("head ") {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"
+                } else {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                };
+                stream.write_all(reply).unwrap();
+                pending.drain(..end + 4 + length);
+                lines.push(line);
+            }
+            lines
+        });
+        (addr, handle)
+    }
+
+    #[test]
+    fn a_targets_files_requests_go_in_turn_and_allocate_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("b.json"), "{\"a\":1}").unwrap();
+        let file = dir.path().join("t.txt");
+        std::fs::write(&file, "GET /a\n\nPOST /b\n@b.json\n\nHEAD /c\n").unwrap();
+        let (addr, server) = peer(1_103);
+        let base = crate::target::http::HttpBase::parse(&format!("http://{addr}/")).unwrap();
+        let targets =
+            targets::read(&file, targets::Allowed::Bases(std::slice::from_ref(&base))).unwrap();
+        let spec = WebSpec {
+            target: crate::target::Target::Http {
+                bases: vec![base.clone()],
+            },
+            fileset: super::super::fileset::FileSetSpec::Webbench,
+            targets: Some(file),
+            connection: Connection::KeepAlive,
+            pipeline: 1,
+            method: Method::Get,
+            headers: Vec::new(),
+            verify_share: 0.0,
+            tls: crate::target::tls::TlsOptions {
+                cacert: None,
+                insecure: false,
+            },
+            server_status: None,
+            server: Box::default(),
+        };
+        let shared = Shared::new(
+            &spec,
+            FileSet::of(Vec::new()),
+            &[(base, addr)],
+            Some(targets),
+        );
+        let workload = WebWorkload {
+            shared: Arc::new(shared.unwrap()),
+            form: None,
+        };
+        crate::util::test_runtime().block_on(async {
+            let seat = Seat::alone(std::time::Duration::from_secs(5));
+            // User 1 starts one request along.
+            let mut session = workload.open_session(1, 7, seat).await.unwrap();
+            let mut kinds = Vec::new();
+            for _ in 0..103 {
+                let kind = session.choose();
+                kinds.push(kind);
+                assert_eq!(session.execute(kind).await.result, OpResult::Ok);
+            }
+            assert_eq!(kinds[..4], [1, 2, 0, 1]);
+            let before = allocations();
+            for _ in 0..1_000 {
+                let kind = session.choose();
+                assert_eq!(session.execute(kind).await.result, OpResult::Ok);
+            }
+            assert_eq!(allocations() - before, 0, "allocations in 1,000 requests");
+        });
+        let lines = server.join().unwrap();
+        assert_eq!(
+            lines[..3],
+            ["post /b http/1.1", "head /c http/1.1", "get /a http/1.1"]
+        );
+        assert_eq!(lines.len(), 1_103);
+    }
+}
