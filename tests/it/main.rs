@@ -40,3 +40,4 @@ mod support;
 mod units;
 mod varnish;
 mod web;
+mod web_targets;

@@ -138,6 +138,12 @@ impl Form {
     /// The options a run refuses are refused here too.
     fn check_spec(&self) -> Result<(), String> {
         let spec = &self.spec;
+        if spec.targets.is_some() {
+            return Err(
+                "form.spec.targets: a targets file's requests are sent by the run that read it"
+                    .to_string(),
+            );
+        }
         if !(1..=super::MAX_PIPELINE).contains(&spec.pipeline) {
             return Err(format!(
                 "form.spec.pipeline is {}; give 1 to {}",
@@ -173,7 +179,7 @@ pub(super) fn build<D: SweepDriver>(
         bases,
     } = read(form)?;
     spec.headers = headers;
-    let shared = Shared::new(&spec, FileSet::of(files), &bases)?;
+    let shared = Shared::new(&spec, FileSet::of(files), &bases, None)?;
     driver.drive(
         Arc::new(WebWorkload {
             shared: Arc::new(shared),

@@ -14,6 +14,7 @@ pub(crate) mod client;
 pub mod fileset;
 mod generator;
 mod session;
+pub(crate) mod targets;
 
 use session::Shared;
 pub(crate) use session::WebWorkload;
@@ -53,6 +54,10 @@ pub struct WebArgs {
     /// Request the paths listed in FILE instead (one "/PATH [WEIGHT]" per line, # comments).
     #[arg(long, value_name = "FILE")]
     pub(crate) urls: Option<PathBuf>,
+
+    /// Send the requests of FILE in turn (vegeta's text form: "METHOD URL", "Name: value" lines, "@body-file"; see docs/web.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["urls", "method"])]
+    pub(crate) targets: Option<PathBuf>,
 
     /// keep-alive (one connection per user) or close (a connection per request).
     #[arg(long, value_name = "MODE", value_enum, default_value_t = Connection::KeepAlive)]
@@ -142,8 +147,9 @@ pub struct WebArgs {
     #[arg(long = "varnish-memory", value_name = "SIZE")]
     pub(crate) varnish_memory: Option<String>,
 
+    // Boxed: the workloads' flags share one enum, kept small.
     #[command(flatten)]
-    pub(crate) surroundings: crate::target::SurroundingsArgs,
+    pub(crate) surroundings: Box<crate::target::SurroundingsArgs>,
 
     /// Managed nginx or Varnish: keep its directory (configuration, files, log) after the run.
     #[arg(long)]
@@ -184,6 +190,9 @@ pub(crate) enum Method {
 pub struct WebSpec {
     pub(crate) target: Target,
     pub(crate) fileset: FileSetSpec,
+    /// `--targets`: the file of requests sent instead of the file set's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) targets: Option<PathBuf>,
     pub(crate) connection: Connection,
     /// Requests in flight per connection (1: no pipelining).
     #[serde(default = "one")]
@@ -197,8 +206,9 @@ pub struct WebSpec {
     /// How HTTPS servers are checked.
     pub(crate) tls: crate::target::tls::TlsOptions,
     pub(crate) server_status: Option<String>,
-    /// A managed server's settings, CPUs, addresses, and whether its files are kept.
-    pub(crate) server: ServerOptions,
+    /// A managed server's settings, CPUs, addresses, and whether its files
+    /// are kept (boxed: the workloads' specs share one enum, kept small).
+    pub(crate) server: Box<ServerOptions>,
 }
 
 fn one() -> u32 {
@@ -227,12 +237,16 @@ impl WorkloadKind for Web {
         let managed = target.traits().managed;
         let fileset = fileset_of(args, &target)?;
         check_requests(args)?;
+        if let Some(file) = &args.targets {
+            read_targets(file, &target)?;
+        }
         let headers = headers_of(args)?;
         let server = server_options(args, &target, managed)?;
         let tls = tls_of(args)?;
         Ok(WebSpec {
             target,
             fileset,
+            targets: args.targets.clone(),
             connection: args.connection,
             pipeline: args.pipeline,
             method: args.method,
@@ -240,7 +254,7 @@ impl WorkloadKind for Web {
             verify_share: args.verify_share,
             tls,
             server_status: args.server_status.clone(),
-            server,
+            server: Box::new(server),
         })
     }
 
@@ -301,7 +315,13 @@ impl WorkloadKind for Web {
             (Some(status), None) => Some(crate::probe::DbProbe::start(status)?),
             (None, None) => None,
         };
-        let workload = Shared::new(spec, files, bases)?;
+        // Read again here, once, with every body: the run sends them from memory.
+        let targets = spec
+            .targets
+            .as_deref()
+            .map(|file| read_targets(file, &spec.target))
+            .transpose()?;
+        let workload = Shared::new(spec, files, bases, targets)?;
         workload.preflight(bases)?;
         let mut setup = opened.setup.clone();
         if bases.iter().any(|(b, _)| b.tls) {
@@ -320,6 +340,12 @@ impl WorkloadKind for Web {
                         "class_shares": workload.files.class_shares(),
                     },
                     "addresses": bases.iter().map(|(b, a)| format!("{} ({a})", b.url())).collect::<Vec<_>>(),
+                    "targets": workload.targets.as_ref().map(|t| serde_json::json!({
+                        "file": spec.targets,
+                        "requests": t.requests(),
+                        "names": t.names,
+                        "body_bytes": t.body_bytes,
+                    })),
                 }),
             )),
             db_probe,
@@ -327,7 +353,10 @@ impl WorkloadKind for Web {
             origin: opened.origin_processes(),
             endpoint: Some(opened.endpoint.clone()),
         };
-        let form = generator::form(spec, &workload.files, bases);
+        // A targets file's requests are sent from here only.
+        let form = (spec.targets.is_none())
+            .then(|| generator::form(spec, &workload.files, bases))
+            .flatten();
         driver.drive(
             Arc::new(WebWorkload {
                 shared: Arc::new(workload),
@@ -384,6 +413,19 @@ fn fileset_of(args: &WebArgs, target: &Target) -> Result<FileSetSpec, PlanError>
         ));
     }
     Ok(fileset)
+}
+
+/// `--targets`' requests, checked against the target: one line naming
+/// the file and line when one cannot be sent.
+pub(super) fn read_targets(
+    file: &std::path::Path,
+    target: &Target,
+) -> Result<targets::Targets, PlanError> {
+    let allowed = match target {
+        Target::Http { bases } => targets::Allowed::Bases(bases),
+        _ => targets::Allowed::Managed,
+    };
+    targets::read(file, allowed).map_err(|e| PlanError::new(format!("--targets: {e}")))
 }
 
 /// `--verify-share`, `--pipeline` and `--connection`, which must agree.
