@@ -68,7 +68,8 @@ fn a_random_mix_with_a_bssplit_runs_as_the_job_says() {
     assert!(dir.path().join("t.bin").exists(), "perflab made t.bin");
     let export = last_export(dir.path());
     let plan = &export["run"]["plan"];
-    assert_eq!(plan["sweep"]["levels"][0].as_f64(), Some(32.0), "{plan}");
+    assert_eq!(plan["sweep"]["levels"].as_array().map(Vec::len), Some(1));
+    assert_eq!(plan["sweep"]["levels"][0]["value"], 32, "{plan}");
     assert_eq!(plan["duration"].as_f64(), Some(2.0), "{plan}");
     let job = &plan["workload"]["fio_job"];
     assert_eq!(job["file"], "mix.fio");
@@ -103,29 +104,33 @@ fn a_sequential_read_job_reads_in_order() {
         .lines()
         .find(|l| l.contains(" I/Os: share "))
         .unwrap_or_else(|| panic!("no line figures:\n{out}"));
-    contains(line, "read 100.0%");
-    contains(line, "random 0.0%");
+    contains(line, "read 100.00%");
+    contains(line, "random 0.00%");
     let export = last_export(dir.path());
     assert_eq!(export["run"]["plan"]["workload"]["engine"], "psync");
-    assert_eq!(
-        export["run"]["plan"]["sweep"]["levels"][0].as_f64(),
-        Some(2.0)
-    );
+    assert_eq!(export["run"]["plan"]["sweep"]["levels"][0]["value"], 2);
     let ops = counts(&export);
     assert_eq!(ops[0].0, "128k read");
     assert!(ops[0].1 > 0, "{ops:?}");
     assert_eq!(ops[1], ("128k write".to_string(), 0));
 }
 
-/// A `--depth` sweep replaces the job's iodepth: one step per level.
+/// A job's `rate_iops` is an open loop at that rate, its iodepth the
+/// connections serving it; a `--depth` sweep replaces both: one step per
+/// level.
 #[test]
-fn a_depth_sweep_replaces_the_jobs_iodepth() {
+fn a_jobs_rate_is_an_open_loop_and_a_depth_sweep_replaces_it() {
     let dir = tempdir();
     job_file(
         dir.path(),
         "r.fio",
-        "[r]\nrw=randread\nsize=8m\nfilename=t.bin\niodepth=16\n",
+        "[r]\nrw=randread\nsize=8m\nfilename=t.bin\niodepth=3\nrate_iops=100\nnumjobs=2\nruntime=300ms\n",
     );
+    run_job(dir.path(), "r.fio", "--warmup 0s");
+    let plan = &last_export(dir.path())["run"]["plan"];
+    assert_eq!(plan["load"]["kind"], "open", "{plan}");
+    assert_eq!(plan["load"]["connections"], 6, "{plan}");
+    assert_eq!(plan["sweep"]["levels"][0]["value"].as_f64(), Some(200.0));
     run_job(
         dir.path(),
         "r.fio",
@@ -134,6 +139,8 @@ fn a_depth_sweep_replaces_the_jobs_iodepth() {
     let export = last_export(dir.path());
     let levels = &export["run"]["plan"]["sweep"]["levels"];
     assert_eq!(levels.as_array().map(Vec::len), Some(2), "{levels}");
+    assert_eq!(export["run"]["plan"]["load"]["kind"], "closed");
+    assert_eq!(levels[1]["value"], 2, "{levels}");
     assert_eq!(export["run"]["plan"]["duration"].as_f64(), Some(0.3));
 }
 
@@ -161,7 +168,12 @@ fn what_a_job_asks_that_perflab_does_not_run_is_refused_on_its_line() {
             "bad.fio:2:",
             "not a size",
         ),
-        ("[j]\nsize=12qb\n", "", "bad.fio:2:", "size=12qb: not a size"),
+        (
+            "[j]\nsize=12qb\n",
+            "",
+            "bad.fio:2:",
+            "size=12qb: not a size",
+        ),
         ("[a]\n[b]\n", "--section c", "bad.fio:1:", "no section [c]"),
     ] {
         let dir = tempdir();
@@ -190,7 +202,10 @@ fn a_jobs_file_perflab_did_not_make_is_left_alone() {
     );
     let (_, stderr) = perflab_expect(dir.path(), "run disk --fio-job w.fio", 2);
     contains(&stderr, "--destroy-data");
-    assert_eq!(std::fs::read(dir.path().join("theirs.bin")).unwrap(), theirs);
+    assert_eq!(
+        std::fs::read(dir.path().join("theirs.bin")).unwrap(),
+        theirs
+    );
     let (_, stderr) = perflab_expect(
         dir.path(),
         "run disk --fio-job w.fio --target file:other.bin",

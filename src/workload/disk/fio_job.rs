@@ -139,7 +139,10 @@ fn sections(text: &str) -> Result<Vec<Section>, JobError> {
         let n = i + 1;
         let line = raw.trim();
         if line.contains(|c: char| c.is_control() && c != '\t') {
-            return Err(JobError::at(n, "the line holds control characters; a job file is text"));
+            return Err(JobError::at(
+                n,
+                "the line holds control characters; a job file is text",
+            ));
         }
         if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
             continue;
@@ -149,13 +152,18 @@ fn sections(text: &str) -> Result<Vec<Section>, JobError> {
                 .strip_suffix(']')
                 .map(str::trim)
                 .filter(|s| !s.is_empty() && !s.contains(['[', ']']))
-                .ok_or_else(|| JobError::at(n, format!("'{}' is not a [section] line", clip(line))))?;
+                .ok_or_else(|| {
+                    JobError::at(n, format!("'{}' is not a [section] line", clip(line)))
+                })?;
             if name == "global" {
                 in_global = Some(true);
                 continue;
             }
             if jobs.iter().any(|j| j.name == name) {
-                return Err(JobError::at(n, format!("the section [{}] is given twice", clip(name))));
+                return Err(JobError::at(
+                    n,
+                    format!("the section [{}] is given twice", clip(name)),
+                ));
             }
             jobs.push(Section {
                 name: name.to_string(),
@@ -169,7 +177,12 @@ fn sections(text: &str) -> Result<Vec<Section>, JobError> {
         match (in_global, jobs.last_mut()) {
             (Some(true), _) => global.push(entry),
             (Some(false), Some(job)) => job.entries.push(entry),
-            _ => return Err(JobError::at(n, "an option before any [section]; put it under [global] or a job's section")),
+            _ => {
+                return Err(JobError::at(
+                    n,
+                    "an option before any [section]; put it under [global] or a job's section",
+                ))
+            }
         }
     }
     Ok(jobs)
@@ -182,7 +195,10 @@ fn entry(line: &str, n: usize) -> Result<Entry, JobError> {
         None => (line, None),
     };
     if key.is_empty() || key.contains(char::is_whitespace) {
-        return Err(JobError::at(n, format!("'{}' is not key=value", clip(line))));
+        return Err(JobError::at(
+            n,
+            format!("'{}' is not key=value", clip(line)),
+        ));
     }
     if value.as_deref().is_some_and(|v| v.contains("${")) {
         return Err(JobError::at(
@@ -204,11 +220,18 @@ fn choose<'a>(jobs: &'a [Section], wanted: Option<&str>) -> Result<&'a Section, 
             let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
             JobError::at(
                 1,
-                format!("no section [{}]; its job sections are: {}", clip(w), names.join(", ")),
+                format!(
+                    "no section [{}]; its job sections are: {}",
+                    clip(w),
+                    names.join(", ")
+                ),
             )
         }),
         (None, [only]) => Ok(only),
-        (None, []) => Err(JobError::at(1, "no job section, only [global]; add a [job] section")),
+        (None, []) => Err(JobError::at(
+            1,
+            "no job section, only [global]; add a [job] section",
+        )),
         (None, [_, second, ..]) => Err(JobError::at(
             second.line,
             format!(
@@ -362,7 +385,9 @@ impl Settings {
         };
         let sizes = match (&self.bssplit, self.bsrange) {
             (Some(split), _) => split.clone(),
-            (None, Some((low, high, at))) => range_sizes(low, high).map_err(|m| JobError::at(at, m))?,
+            (None, Some((low, high, at))) => {
+                range_sizes(low, high).map_err(|m| JobError::at(at, m))?
+            }
             (None, None) => vec![(self.bs.unwrap_or(4096), 100.0)],
         };
         let align = sizes.iter().map(|(s, _)| *s).min().unwrap_or(4096);
@@ -490,11 +515,17 @@ fn block_size(key: &str, v: &str) -> Result<u64, String> {
 /// percentage share what the others leave, equally; the shares sum to 100.
 fn bssplit(v: &str) -> Result<Vec<(u64, f64)>, String> {
     if v.contains(',') {
-        return Err(format!("bssplit={}: separate read and write splits are not run; give one split", clip(v)));
+        return Err(format!(
+            "bssplit={}: separate read and write splits are not run; give one split",
+            clip(v)
+        ));
     }
     let parts: Vec<&str> = v.split(':').collect();
     if parts.len() > MAX_SIZES {
-        return Err(format!("bssplit: {} sizes; perflab runs at most {MAX_SIZES}", parts.len()));
+        return Err(format!(
+            "bssplit: {} sizes; perflab runs at most {MAX_SIZES}",
+            parts.len()
+        ));
     }
     let mut given = Vec::with_capacity(parts.len());
     for part in parts {
@@ -508,7 +539,10 @@ fn bssplit(v: &str) -> Result<Vec<(u64, f64)>, String> {
     let set: u32 = given.iter().filter_map(|(_, p)| *p).sum();
     let unset = given.iter().filter(|(_, p)| p.is_none()).count();
     if set > 100 || (unset == 0 && set != 100) || (unset > 0 && set == 100) {
-        return Err(format!("bssplit={}: the percentages sum to {set}, not 100", clip(v)));
+        return Err(format!(
+            "bssplit={}: the percentages sum to {set}, not 100",
+            clip(v)
+        ));
     }
     let rest = f64::from(100 - set) / unset.max(1) as f64;
     Ok(given
@@ -526,7 +560,10 @@ fn bsrange(v: &str, line: usize) -> Result<(u64, u64, usize), String> {
         .ok_or_else(|| format!("bsrange={}: give low-high, e.g. 4k-64k", clip(v)))?;
     let (low, high) = (block_size("bsrange", low)?, block_size("bsrange", high)?);
     if low > high {
-        return Err(format!("bsrange={}: the low size is above the high one", clip(v)));
+        return Err(format!(
+            "bsrange={}: the low size is above the high one",
+            clip(v)
+        ));
     }
     Ok((low, high, line))
 }
@@ -593,17 +630,24 @@ fn rate(v: &str) -> Result<u64, String> {
             clip(v)
         ));
     }
-    v.parse::<u64>()
-        .ok()
-        .filter(|r| *r >= 1)
-        .ok_or_else(|| format!("rate_iops={}: not a whole number of I/Os per second", clip(v)))
+    v.parse::<u64>().ok().filter(|r| *r >= 1).ok_or_else(|| {
+        format!(
+            "rate_iops={}: not a whole number of I/Os per second",
+            clip(v)
+        )
+    })
 }
 
 /// A time: a whole number in `unit` (fio's default for the option) or
 /// with us, ms, s, m, h or d.
 fn time(key: &str, v: &str, unit: Duration) -> Result<Duration, String> {
     let digits = v.len() - v.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-    let bad = || format!("{key}={}: not a time; give e.g. 30s, 500ms or a whole number", clip(v));
+    let bad = || {
+        format!(
+            "{key}={}: not a time; give e.g. 30s, 500ms or a whole number",
+            clip(v)
+        )
+    };
     let n: u32 = v[..digits].parse().map_err(|_| bad())?;
     let unit = match v[digits..].to_ascii_lowercase().as_str() {
         "" => unit,

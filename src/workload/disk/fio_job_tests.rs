@@ -26,7 +26,9 @@ fn a_random_mix_with_a_bssplit_is_one_line_per_size() {
     let lines = &j.spec.lines;
     assert_eq!(lines.len(), 2);
     assert_eq!((lines[0].size, lines[1].size), (4096, 65536));
-    assert!(lines.iter().all(|l| l.share == 50.0 && l.read == 70.0 && l.random == 100.0));
+    assert!(lines
+        .iter()
+        .all(|l| l.share == 50.0 && l.read == 70.0 && l.random == 100.0));
     // fio aligns to the smallest block size.
     assert!(lines.iter().all(|l| l.align == 4096));
 }
@@ -72,7 +74,10 @@ fn sections_globals_and_options_combine_as_fio_reads_them() {
     let s = job("[j]\nbssplit=4k/60:8k:16k\n");
     let shares: Vec<f64> = s.spec.lines.iter().map(|l| l.share).collect();
     assert_eq!(shares, [60.0, 20.0, 20.0]);
-    assert_eq!(job("[j]\nfilename=/tmp/x.bin\n").filename.as_deref(), Some("/tmp/x.bin"));
+    assert_eq!(
+        job("[j]\nfilename=/tmp/x.bin\n").filename.as_deref(),
+        Some("/tmp/x.bin")
+    );
     assert!(job("[j]\noffset=0\ndirect=0\nioengine=psync\n").engine == Some(Engine::Psync));
 }
 
@@ -101,8 +106,14 @@ fn sizes_and_times_read_as_fio_reads_them() {
     }
     let t = |v: &str, unit| time("runtime", v, unit);
     assert_eq!(t("30", Duration::from_secs(1)), Ok(Duration::from_secs(30)));
-    assert_eq!(t("2m", Duration::from_secs(1)), Ok(Duration::from_secs(120)));
-    assert_eq!(t("10", Duration::from_micros(1)), Ok(Duration::from_micros(10)));
+    assert_eq!(
+        t("2m", Duration::from_secs(1)),
+        Ok(Duration::from_secs(120))
+    );
+    assert_eq!(
+        t("10", Duration::from_micros(1)),
+        Ok(Duration::from_micros(10))
+    );
     assert!(t("4294967295d", Duration::from_secs(1)).is_err());
     assert!(t("2d", Duration::from_secs(1)).is_err());
     assert!(t("1.5s", Duration::from_secs(1)).is_err());
@@ -111,7 +122,11 @@ fn sizes_and_times_read_as_fio_reads_them() {
 #[test]
 fn what_is_not_run_is_refused_on_its_line() {
     for (text, line, says) in [
-        ("[j]\nrw=randread\nverify=crc32c\n", 3, "the option 'verify' is not one perflab runs"),
+        (
+            "[j]\nrw=randread\nverify=crc32c\n",
+            3,
+            "the option 'verify' is not one perflab runs",
+        ),
         ("[j]\nrw=trim\n", 2, "rw=trim: perflab runs read"),
         ("[j]\nrw=randread:8\n", 2, "offset modifier"),
         ("[j]\nbs=4q\n", 2, "bs=4q: not a size"),
@@ -127,17 +142,29 @@ fn what_is_not_run_is_refused_on_its_line() {
         ("[j]\nfilename=a:b\n", 2, "several files"),
         ("[j]\noffset=1m\n", 2, "region inside the file"),
         ("[j]\niodepth=0\n", 2, "iodepth=0: not a count"),
-        ("[j]\nrate_iops=100,50\n", 2, "separate read and write rates"),
+        (
+            "[j]\nrate_iops=100,50\n",
+            2,
+            "separate read and write rates",
+        ),
         ("[j]\nrw\n", 2, "rw needs a value"),
         ("[j]\ndirect=yes\n", 2, "give 0 or 1"),
-        ("[j]\nrwmixread=70\nrwmixwrite=40\nrw=randrw\n", 3, "do not sum to 100"),
+        (
+            "[j]\nrwmixread=70\nrwmixwrite=40\nrw=randrw\n",
+            3,
+            "do not sum to 100",
+        ),
         ("[j]\nfilename=${HOME}/x\n", 2, "environment variables"),
         ("bs=4k\n[j]\n", 1, "before any [section]"),
         ("[j\n", 1, "not a [section] line"),
         ("[j]\n[j]\n", 2, "given twice"),
         ("[global]\nbs=4k\n", 1, "no job section"),
         ("[a]\n\n[b]\n", 3, "choose one with --section NAME"),
-        ("[j]\niodepth=1000000\nnumjobs=2\n", 1, "iodepth 1000000 × numjobs 2"),
+        (
+            "[j]\niodepth=1000000\nnumjobs=2\n",
+            1,
+            "iodepth 1000000 × numjobs 2",
+        ),
     ] {
         let e = refused(text, None);
         assert_eq!(e.line, line, "{text}: {e:?}");
@@ -145,7 +172,12 @@ fn what_is_not_run_is_refused_on_its_line() {
         assert!(!e.message.contains('\n'), "{text}: {}", e.message);
     }
     let e = refused("[a]\n[b]\n", Some("c"));
-    assert!(e.message.contains("no section [c]; its job sections are: a, b"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("no section [c]; its job sections are: a, b"),
+        "{}",
+        e.message
+    );
 }
 
 /// Option lines of a job: keys perflab reads and others, values of every kind.
