@@ -29,6 +29,9 @@ const MAX_SIZES: usize = 64;
 /// The longest text option (`name`, `description`, `filename`) taken.
 const MAX_TEXT: usize = 4096;
 
+/// The longest time option taken: a day, as the engine's longest wait.
+const LONGEST: Duration = Duration::from_secs(86_400);
+
 /// The options read, as the refusal of any other lists them.
 const OPTIONS: &str = "rw, readwrite, rwmixread, rwmixwrite, bs, bssplit, bsrange, iodepth, size, filename, direct, numjobs, offset, rate_iops, thinktime, time_based, runtime, ioengine, name, description";
 
@@ -660,7 +663,7 @@ fn time(key: &str, v: &str, unit: Duration) -> Result<Duration, String> {
         _ => return Err(bad()),
     };
     let t = unit.checked_mul(n).ok_or_else(bad)?;
-    if t > crate::engine::MAX_WAIT {
+    if t > LONGEST {
         return Err(format!("{key}={}: longer than a day", clip(v)));
     }
     Ok(t)
