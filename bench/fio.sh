@@ -17,6 +17,10 @@
 #   Intel's file-server spec at depth 32 (fio: rw=randrw rwmixread=80 and
 #   its bssplit; perflab: the same lines aligned to 512 bytes as fio's
 #   bssplit is);
+#   and a user's own job file, the same file given to both (fio: `fio
+#   JOB` with a [global] filename= line put first; perflab: `perflab run
+#   disk --fio-job JOB --target file:...`): a 70/30 random read/write mix
+#   of 4k/50:64k/50 at iodepth 32, direct, io_uring, time_based;
 # per load the median IOPS of each, their ratio, the paired ratio with its
 # 95% interval and what it says (ahead, behind or level), and the same for
 # each one's CPU µs per I/O (user + system, from rusage; leaner, heavier
@@ -97,15 +101,74 @@ bench() {
         paired_row "$(printf '%-22s %6d' "$name" "$depth")" "$(IFS=,; echo "${fio_iops[*]}")" "$(IFS=,; echo "${pl_iops[*]}")" \
             "$(IFS=,; echo "${fio_cpu[*]}")" "$(IFS=,; echo "${pl_cpu[*]}")" "$device $name d$depth"
     done
+    job_cell
+}
+
+# The user's job file: one job file, run by fio and by perflab's --fio-job.
+user_job() {
+    cat <<JOB
+; a 70/30 random read/write mix of two sizes, as a user writes it
+[global]
+ioengine=io_uring
+direct=1
+iodepth=32
+time_based
+runtime=$seconds
+
+[mix]
+rw=randrw
+rwmixread=70
+bssplit=4k/50:64k/50
+JOB
+}
+
+# The job file cell: fio runs it with a filename= line put first (its
+# own file), perflab with --fio-job and --target (perflab's file).
+job_cell() {
+    local job="$work/mix.fio" fio_job="$work/mix-fio.fio" depth=32
+    user_job >"$job"
+    { printf '[global]\nfilename=%s\n' "$fio_file"; cat "$job"; } >"$fio_job"
+    fio_iops=() fio_cpu=() pl_iops=() pl_cpu=()
+    for round in $(seq "$rounds"); do
+        if peer_first "$round"; then
+            run_fio_job; run_perflab_job
+        else
+            run_perflab_job; run_fio_job
+        fi
+    done
+    paired_row "$(printf '%-22s %6d' "job file mix.fio" "$depth")" "$(IFS=,; echo "${fio_iops[*]}")" "$(IFS=,; echo "${pl_iops[*]}")" \
+        "$(IFS=,; echo "${fio_cpu[*]}")" "$(IFS=,; echo "${pl_cpu[*]}")" "$device job-file d$depth"
+}
+
+# fio on the job file (its filename= first), its IOPS and CPU µs per I/O.
+run_fio_job() {
+    local cpu out
+    read -r cpu out < <(ALLOWED_EXIT=1 measure fio --output-format=json "$fio_job")
+    add_fio "$cpu" "$out"
+}
+
+# perflab on the same job file, on its own file, one worker thread.
+run_perflab_job() {
+    local cpu
+    read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run disk --fio-job "$job" --target "file:$file" \
+        --threads 1 --warmup 0s --store "$work/bench.db")
+    add_perflab "$cpu"
 }
 
 # One fio run of the load in fio_args at $depth on $fio_file, its IOPS
 # and CPU µs per I/O added to the round lists.
 run_fio() {
-    local cpu out iops ios
+    local cpu out
     read -r cpu out < <(ALLOWED_EXIT=1 measure fio --name=b --filename="$fio_file" --ioengine=io_uring --direct=1 \
         --fixedbufs --iodepth="$depth" --numjobs=1 --time_based --runtime="$seconds" \
         --norandommap --randrepeat=0 --output-format=json "${fio_args[@]}")
+    add_fio "$cpu" "$out"
+}
+
+# Adds fio's IOPS and CPU µs per I/O, from CPU seconds $1 and its JSON $2,
+# to the round lists.
+add_fio() {
+    local cpu=$1 out=$2 iops ios
     read -r iops ios < <(python3 -c '
 import json, sys
 j = json.loads(sys.argv[1])["jobs"][0]
@@ -116,9 +179,16 @@ print(j["read"]["iops"] + j["write"]["iops"], j["read"]["total_ios"] + j["write"
 
 # One perflab run of the load in pl_spec at $depth on $file, likewise.
 run_perflab() {
-    local cpu iops ios
+    local cpu
     read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run disk --target "file:$file" --spec "$pl_spec" \
         --depth "$depth" --threads 1 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+    add_perflab "$cpu"
+}
+
+# Adds perflab's IOPS and CPU µs per I/O of its newest run, from CPU
+# seconds $1, to the round lists.
+add_perflab() {
+    local cpu=$1 iops ios
     read -r iops ios < <("$perflab" show last --store "$work/bench.db" --json - | python3 -c '
 import json, sys
 step = json.load(sys.stdin)["steps"][0]

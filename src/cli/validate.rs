@@ -5,7 +5,7 @@ use super::args::{
 };
 use super::values;
 use crate::error::PlanError;
-use crate::plan::{LoadModel, Plan, Sweep, ThinkTime};
+use crate::plan::{LoadModel, Plan, StepDefaults, Sweep, ThinkTime};
 use crate::probe::counters::process::ProcessSelector;
 use crate::units::parse_duration;
 use crate::workload::Validated;
@@ -26,8 +26,9 @@ pub fn plan_from(args: &RunArgs) -> Result<(Validated, Plan), PlanError> {
 pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, PlanError> {
     let target = workload.target().traits();
     let workload = workload.spec()?;
-    let (load, sweep) = load_and_sweep(args)?;
-    let (warmup, duration, timeout) = timing(args)?;
+    let steps = workload.steps();
+    let (load, sweep) = load_and_sweep(args, &steps)?;
+    let (warmup, duration, timeout) = timing(args, &steps)?;
     let (repeat, max_repeat) = repeats(args)?;
     let plan = Plan {
         workload,
@@ -140,9 +141,13 @@ fn generators(args: &CommonRunArgs) -> Result<Vec<String>, PlanError> {
 
 /// The load model and its levels: a closed loop over `--users` (the
 /// default or quick sweep when absent) or an open loop over `--rate`.
-fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError> {
+fn load_and_sweep(
+    args: &CommonRunArgs,
+    steps: &StepDefaults,
+) -> Result<(LoadModel, Sweep), PlanError> {
     let think = args.think;
-    Ok(match (&args.users, &args.rate) {
+    let (users, rate, connections) = with_steps(args, steps)?;
+    Ok(match (&users, &rate) {
         (Some(_), Some(_)) => {
             return Err(PlanError::new(
                 "--users and --rate both given; choose a closed loop (--users) or an open loop (--rate)",
@@ -156,10 +161,10 @@ fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError>
                     "drop --think when using --rate",
                 ));
             }
-            if args.connections == 0 || args.connections > crate::plan::load::MAX_USERS {
+            if connections == 0 || connections > crate::plan::load::MAX_USERS {
                 return Err(PlanError::flag(
                     "--connections",
-                    format!("{} sessions cannot serve arrivals", args.connections),
+                    format!("{connections} sessions cannot serve arrivals"),
                     &format!("give 1 to {}", crate::plan::load::MAX_USERS),
                 ));
             }
@@ -181,7 +186,7 @@ fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError>
             (
                 LoadModel::Open {
                     arrivals: args.arrivals,
-                    connections: args.connections,
+                    connections,
                     max_outstanding: args.max_outstanding,
                     slack: args.slack,
                 },
@@ -210,8 +215,37 @@ fn load_and_sweep(args: &CommonRunArgs) -> Result<(LoadModel, Sweep), PlanError>
     })
 }
 
+/// The flags' users, rate and connections; where neither `--users` nor
+/// `--rate` is given, the workload's own steps (one level of users, or a
+/// rate served by that many connections).
+fn with_steps(
+    args: &CommonRunArgs,
+    steps: &StepDefaults,
+) -> Result<(Option<Sweep>, Option<Sweep>, u32), PlanError> {
+    if args.users.is_some() || args.rate.is_some() {
+        return Ok((args.users.clone(), args.rate.clone(), args.connections));
+    }
+    let bad = |e: String| PlanError::new(format!("the workload's own steps: {e}"));
+    Ok(match (steps.rate, steps.users) {
+        (Some(rate), users) => (
+            None,
+            Some(values::rates(&rate.to_string()).map_err(bad)?),
+            users.unwrap_or(args.connections),
+        ),
+        (None, Some(users)) => (
+            Some(values::users(&users.to_string()).map_err(bad)?),
+            None,
+            args.connections,
+        ),
+        (None, None) => (None, None, args.connections),
+    })
+}
+
 /// Warm-up, measured window and operation timeout.
-fn timing(args: &CommonRunArgs) -> Result<(Duration, Duration, Duration), PlanError> {
+fn timing(
+    args: &CommonRunArgs,
+    steps: &StepDefaults,
+) -> Result<(Duration, Duration, Duration), PlanError> {
     let (default_warmup, default_duration) = if args.quick {
         (WARMUP.1, DURATION.1)
     } else {
@@ -221,7 +255,7 @@ fn timing(args: &CommonRunArgs) -> Result<(Duration, Duration, Duration), PlanEr
         Some(warmup) => warmup,
         None => duration_flag("--warmup", default_warmup)?,
     };
-    let duration = match args.duration {
+    let duration = match args.duration.or(steps.duration) {
         Some(duration) => duration,
         None => duration_flag("--duration", default_duration)?,
     };

@@ -11,7 +11,7 @@ mod workload;
 
 pub use load::{Arrivals, Level, LoadModel, Sweep, ThinkTime};
 pub use slo::{Slo, SloMetric};
-pub use workload::WorkloadSpec;
+pub use workload::{StepDefaults, WorkloadSpec};
 
 use crate::target::Traits;
 use crate::util::serde_duration;

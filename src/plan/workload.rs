@@ -36,4 +36,30 @@ impl WorkloadSpec {
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
+
+    /// What the workload's own input (a job file) sets for the steps where
+    /// no flag does: its recorded `steps`, or nothing.
+    pub(crate) fn steps(&self) -> StepDefaults {
+        self.options
+            .get(STEPS)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// The key of a workload's recorded options that holds its [`StepDefaults`].
+pub(crate) const STEPS: &str = "steps";
+
+/// The steps a workload's input asks for, each taken only where its flag
+/// is not given: one level of `users` (or, with `rate`, an offered rate
+/// served by `users` connections) and the measured window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepDefaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<u32>,
+    /// Operations per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<std::time::Duration>,
 }

@@ -11,6 +11,7 @@ mod engine;
 mod faults;
 mod files;
 mod find;
+mod fio_job;
 mod gate;
 mod generators;
 mod golden;

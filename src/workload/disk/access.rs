@@ -198,7 +198,7 @@ impl AccessSpec {
 
     /// Checks what holds of the lines alone: at least one, shares summing
     /// to 100, a one-line spec's share defaulting to 100.
-    fn from_lines(name: String, mut lines: Vec<Line>) -> Result<AccessSpec, String> {
+    pub(super) fn from_lines(name: String, mut lines: Vec<Line>) -> Result<AccessSpec, String> {
         if lines.is_empty() {
             return Err("the spec has no line; give at least size=…".to_string());
         }

@@ -24,8 +24,10 @@
 pub(crate) mod access;
 #[cfg(test)]
 mod access_props;
+mod asked;
 mod batch;
 pub(crate) mod block;
+mod fio_job;
 mod inflight;
 pub(crate) mod ledger;
 mod mapping;
@@ -41,6 +43,7 @@ use crate::plan::{LoadModel, Plan};
 use crate::target::Target;
 use crate::units::Bytes;
 use access::{AccessSpec, SECTOR};
+use asked::Asked;
 use ledger::{FileIdentity, Ledger};
 use mapping::PageBuffer;
 use owner::{check_device_writable, claim_device, ledger_path, size_of, storage_target};
@@ -119,6 +122,18 @@ pub struct DiskArgs {
     /// Check every sector read against the last write acknowledged there.
     #[arg(long)]
     pub(crate) verify: bool,
+
+    /// Run a fio job file's job: its rw, mix, block sizes, iodepth, size, filename, direct, ioengine and runtime (see docs/disk.md); what perflab does not run is refused.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["spec", "spec_file", "buffered", "engine", "list_specs"]
+    )]
+    pub(crate) fio_job: Option<PathBuf>,
+
+    /// The job section of --fio-job to run, when the file has several.
+    #[arg(long, value_name = "NAME", requires = "fio_job")]
+    pub(crate) section: Option<String>,
 }
 
 /// The disk workload's validated options, as the run's plan stores them.
@@ -141,6 +156,13 @@ pub struct DiskSpec {
     /// No `--target` was given: the target is [`DEFAULT_TARGET`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) default_target: bool,
+    /// The fio job the spec came from (`--fio-job`), resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fio_job: Option<fio_job::FioJob>,
+    /// The steps the job asks for where no flag does: its outstanding
+    /// I/Os, its rate, its runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) steps: Option<crate::plan::StepDefaults>,
 }
 
 /// `perflab check disk`.
@@ -166,44 +188,46 @@ impl WorkloadKind for Disk {
             crate::util::out(format_args!("{}", AccessSpec::list_text()));
             std::process::exit(0);
         }
-        let default_target = args.target.is_none();
-        let target = storage_target(args.target.as_deref().unwrap_or(DEFAULT_TARGET), "--target")?;
+        let asked = Asked::of(args)?;
+        let default_target = asked.default_target;
+        let flag = if asked.job.as_ref().is_some_and(|j| j.filename.is_some()) {
+            "--fio-job"
+        } else {
+            "--target"
+        };
+        let target = storage_target(&asked.target, flag)?;
         let path = target.file().map(Path::to_path_buf).unwrap_or_default();
         // perflab makes its own file at the default size; one it made
         // before keeps the size it has.
-        let size_given = args
+        let size_given = asked
             .size
             .as_deref()
             .or((default_target && !path.exists()).then_some(DEFAULT_SIZE));
-        let spec = access_spec(args)?;
         let size = if matches!(target, Target::Device { .. }) {
-            let size = device_size(args, &path)?;
-            check_device_use(args, &target, &spec, size)?;
+            let size = device_size(asked.size.is_some(), &path)?;
+            check_device_use(args, &target, &asked.spec, size)?;
             size
         } else {
             size_of(&path, size_given, args.destroy_data)?
         };
-        let direct = !args.buffered;
-        spec.check(size, direct.then(|| dio_alignment(&path)))
-            .map_err(|e| {
-                let flag = if args.spec_file.is_some() {
-                    "--spec-file"
-                } else {
-                    "--spec"
-                };
-                PlanError::flag(flag, e, "fit the spec to the target")
-            })?;
-        let (engine, engine_note) = choose_engine(args.engine)?;
+        asked
+            .spec
+            .check(size, asked.direct.then(|| dio_alignment(&path)))
+            .map_err(|e| PlanError::flag(asked.spec_flag, e, "fit the spec to the target"))?;
+        let (engine, engine_note) = choose_engine(asked.engine)?;
+        let steps = asked.steps();
         Ok(DiskSpec {
             target,
             size,
-            spec,
-            direct,
+            spec: asked.spec,
+            direct: asked.direct,
             engine,
             engine_note,
             verify: args.verify,
             destroy_data: args.destroy_data,
             default_target,
+            fio_job: asked.job,
+            steps,
         })
     }
 
@@ -225,6 +249,9 @@ impl WorkloadKind for Disk {
                 path.display(),
                 Bytes(spec.size)
             ));
+        }
+        if let Some(job) = &spec.fio_job {
+            crate::util::out(format_args!("{}\n", job.summary()));
         }
         if let Some(note) = &spec.engine_note {
             crate::util::out(format_args!("{note}\n"));
@@ -254,6 +281,7 @@ impl WorkloadKind for Disk {
                 "spec": spec.spec.name,
                 "lines": spec.spec.lines.iter().map(access::Line::text).collect::<Vec<_>>(),
                 "prepared": prepared,
+                "fio_job": spec.fio_job,
             })),
             ..Started::default()
         };
@@ -302,13 +330,13 @@ fn access_spec(args: &DiskArgs) -> Result<AccessSpec, PlanError> {
     }
 }
 
-/// A device's size: its own (`--size` is refused).
-fn device_size(args: &DiskArgs, path: &Path) -> Result<u64, PlanError> {
-    if args.size.is_some() {
+/// A device's size: its own (`--size`, or a job's `size=`, is refused).
+fn device_size(size_given: bool, path: &Path) -> Result<u64, PlanError> {
+    if size_given {
         return Err(PlanError::flag(
             "--size",
             "a device's size is its own",
-            "drop --size",
+            "drop --size (or the job's size=)",
         ));
     }
     let size = crate::target::device::size(path)
