@@ -36,6 +36,7 @@ mod signals;
 mod store_busy;
 mod stored;
 mod support;
+mod trust;
 mod units;
 mod varnish;
 mod web;
