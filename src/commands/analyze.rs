@@ -10,6 +10,7 @@ use crate::report::Output;
 
 /// Runs `perflab analyze`.
 pub(crate) fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
+    let signals = super::report_signals::end_at_signal("analyzing the run")?;
     let slos = if args.slo.is_empty() {
         None
     } else {
@@ -29,5 +30,5 @@ pub(crate) fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
         args.json.as_deref(),
         &format!("the verdict of run {id}"),
     )?;
-    Ok(Exit::Ok)
+    Ok(signals.exit(Exit::Ok))
 }

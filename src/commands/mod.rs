@@ -11,6 +11,7 @@ mod kube;
 mod lab;
 mod output;
 mod report;
+mod report_signals;
 mod run;
 mod serve;
 mod show;

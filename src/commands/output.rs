@@ -155,7 +155,11 @@ pub(super) fn save(path: &Path, text: &str, flag: &str, readers: Readers) -> any
     // No file perflab writes holds a terminal's escape sequence either
     // (`cat report.md`): text from outside reaches it made printable.
     let text = crate::util::printable(text);
-    match sink(path, flag)? {
+    let sink = sink(path, flag)?;
+    // A file is whole or untouched, even when a signal ends the command.
+    let _hold = matches!(sink, Sink::Replace | Sink::Through { file: true, .. })
+        .then(crate::util::writing_file);
+    match sink {
         Sink::Stdout => {
             crate::util::out(format_args!("{text}"));
             Ok(Saved::Stdout)

@@ -18,6 +18,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
             PlanError::new("say what to write: --html FILE, --md FILE or --csv DIR").into(),
         );
     }
+    let signals = super::report_signals::end_at_signal("making the report")?;
     let store = super::show::existing_store(&args.store.store)?;
     let mut runs = Vec::new();
     for r in &args.runs {
@@ -72,7 +73,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<Exit> {
             dir.display()
         ));
     }
-    Ok(Exit::Ok)
+    Ok(signals.exit(Exit::Ok))
 }
 
 /// The steps whose latency distribution to show (`--step`): the peak

@@ -62,6 +62,7 @@ pub(super) fn damaged(
 
 /// `perflab runs`.
 pub(crate) fn runs(path: &Path) -> anyhow::Result<Exit> {
+    let signals = super::report_signals::end_at_signal("listing the runs")?;
     let store = existing_store(path)?;
     let rows = store.runs().map_err(|e| damaged(path, e, |_| false))?;
     let output = Output::Runs {
@@ -69,21 +70,23 @@ pub(crate) fn runs(path: &Path) -> anyhow::Result<Exit> {
         rows: &rows,
     };
     write(&output, Format::Text, Destination::Stdout)?;
-    Ok(Exit::Ok)
+    Ok(signals.exit(Exit::Ok))
 }
 
 /// `perflab show RUN [--json FILE]`.
 pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<Exit> {
+    let signals = super::report_signals::end_at_signal("showing the run")?;
     let store = existing_store(&args.store.store)?;
     let id = store.resolve_run(&args.run)?;
     let run = load_run(&store, id)?;
     let output = Output::Run(&run);
     text_or_json(&output, args.json.as_deref(), &format!("run {id}"))?;
-    Ok(Exit::Ok)
+    Ok(signals.exit(Exit::Ok))
 }
 
 /// `perflab diff-hosts A B`: the facts of two runs' hosts that differ.
 pub(crate) fn diff_hosts(args: &DiffHostsArgs) -> anyhow::Result<Exit> {
+    let signals = super::report_signals::end_at_signal("comparing the hosts")?;
     let store = existing_store(&args.store.store)?;
     let (a, b) = (store.resolve_run(&args.a)?, store.resolve_run(&args.b)?);
     let inventory = |id| -> anyhow::Result<_> {
@@ -103,5 +106,5 @@ pub(crate) fn diff_hosts(args: &DiffHostsArgs) -> anyhow::Result<Exit> {
         differences: &differences,
     };
     write(&output, Format::Text, Destination::Stdout)?;
-    Ok(Exit::Ok)
+    Ok(signals.exit(Exit::Ok))
 }

@@ -4,7 +4,8 @@
 //! standard output and error without a closed pipe stopping the process;
 //! the process's interrupt flag, which long preparations look at, and
 //! the watches that cut work short at a signal ([`until_interrupted`],
-//! [`InterruptWatch`]); how a
+//! [`InterruptWatch`]), and the hold a file being written puts on an exit
+//! at a signal ([`writing_file`]); how a
 //! file the user named is read (a regular file, under a bound); the free
 //! space of a file system ([`free_bytes`]); JSON values written as YAML
 //! ([`yaml`]); a timer
@@ -271,6 +272,41 @@ impl Drop for InterruptWatch {
         self.done.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+    }
+}
+
+/// Held while a file the user named is being written (a report, an
+/// export): a command that ends at a signal without unwinding
+/// ([`end_at_signal_hold`]) waits for it, so that the file is the one
+/// that was there or the whole new one, and no temporary is left beside
+/// it.
+static WRITING_FILE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds off an exit at a signal while a file is written (see
+/// [`WRITING_FILE`]), until the guard is dropped.
+pub(crate) fn writing_file() -> std::sync::MutexGuard<'static, ()> {
+    WRITING_FILE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// For an exit at a signal: waits, at most `within`, until no file is
+/// being written, and returns the hold, which keeps any other write from
+/// starting; none when a write went on longer (a slow device), to exit
+/// anyway.
+pub(crate) fn end_at_signal_hold(
+    within: std::time::Duration,
+) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let until = std::time::Instant::now() + within;
+    loop {
+        match WRITING_FILE.try_lock() {
+            Ok(hold) => return Some(hold),
+            Err(std::sync::TryLockError::Poisoned(held)) => return Some(held.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
         }
     }
 }

@@ -38,6 +38,7 @@ mod sql;
 mod store_busy;
 mod stored;
 mod support;
+mod trust;
 mod units;
 mod varnish;
 mod web;

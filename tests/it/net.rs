@@ -6,9 +6,14 @@
 //! and a stream through a tbf on that pair, which the verdict names as
 //! held by the link;
 //! fake echoes that never answer, answer garbage or close mid-reply end
-//! the run in one line with a non-zero exit within a deadline; the agent
-//! refuses a garbage hello, a wrong ticket and oversized sizes (each
-//! logged without the ticket) and goes on serving.
+//! the run in one line with a non-zero exit within a deadline; one that
+//! takes the hello and then holds every operation (stops reading a
+//! stream, never sends a maerts message or an rr reply) makes a stalled
+//! step, its held operation counted, in bounded time; the agent refuses a
+//! garbage hello, a wrong ticket and oversized sizes (each logged without
+//! the ticket) and goes on serving; it cuts a peer trickling a message
+//! and one that stops reading at one whole-message deadline, serving a
+//! peer that behaves meanwhile.
 
 use crate::agent::Agent;
 use crate::support::{
@@ -252,6 +257,74 @@ fn an_echo_that_closes_mid_reply_fails_the_step_not_perflab() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// How long a peer of the stream test below holds its connection unread:
+/// far beyond the run's window, its drain and its margin.
+const HOLD_UNREAD: Duration = Duration::from_secs(40);
+
+#[test]
+fn a_stream_into_an_echo_that_stops_reading_is_a_stalled_step_in_bounded_time() {
+    let dir = tempdir();
+    let tok = token(dir.path());
+    // The same peer stalls the others: a maerts message never comes, an
+    // rr reply never does.
+    for test in ["stream", "maerts", "rr"] {
+        // The probe is answered; every connection after has its hello
+        // read, then nothing more, the socket held open: a stream's
+        // writes fill both ends' buffers and the next one never ends.
+        let fake = Fake::start(true, |mut stream| {
+            let mut hello = [0u8; 14 + 4];
+            let _ = stream.read_exact(&mut hello);
+            std::thread::sleep(HOLD_UNREAD);
+            drop(stream);
+        });
+        held_step_is_stalled(dir.path(), &tok, fake.http, test);
+    }
+}
+
+/// One step of `test` against a peer that holds every operation: said
+/// stalled, its held operation counted, within the window, the drain's
+/// timeout and a margin.
+fn held_step_is_stalled(dir: &Path, tok: &Path, http: u16, test: &str) {
+    let (window, timeout) = (Duration::from_secs(3), Duration::from_secs(5));
+    // Start-up (the probe, the host's first sample) and the report.
+    let margin = Duration::from_secs(15);
+    let started = Instant::now();
+    let out = perflab(dir)
+        .args(
+            format!(
+                "run net --target agent://127.0.0.1:{http} --token-file {} --test {test} --message-size 128KiB --users 1 --warmup 0s --duration 3s --timeout 5s",
+                tok.display()
+            )
+            .split_whitespace(),
+        )
+        .timeout(HOSTILE_DEADLINE)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        took < window + timeout + margin,
+        "{test}: took {took:?}\n{stdout}\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // The step is not a healthy one: the message held in flight at the
+    // window's end counts in it, said on its line.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("step 1/1: 1 user:"))
+        .unwrap_or_else(|| panic!("{test}: no step line\n{stdout}\n{stderr}"));
+    assert!(
+        line.contains("1 operation in flight for the last"),
+        "{test}: {line}\n{stdout}\n{stderr}"
+    );
+    let export = last_export(dir);
+    let step = &export["steps"][0];
+    assert_ne!(step["status"], "ok", "{test}: {step}");
+}
+
 /// The JSON a loopback agent answers to `GET path`, with the token if
 /// given (null when it is not JSON).
 fn agent_json(agent_port: u16, path: &str, token: Option<&str>) -> serde_json::Value {
@@ -355,6 +428,119 @@ fn the_echo_refuses_bad_peers_and_goes_on_serving() {
         !log.contains(&token_text),
         "the token reached the log:\n{log}"
     );
+}
+
+/// The echo's deadline for a whole message (each 128 KiB of a longer
+/// one), as docs/net.md states it.
+const ECHO_MESSAGE_DEADLINE: Duration = Duration::from_secs(60);
+/// How late past that deadline a cut may be seen: a loaded machine's
+/// scheduling and a trickle's period.
+const CUT_MARGIN: Duration = Duration::from_secs(5);
+/// A slow peer's pace: far under the deadline, so that a deadline per
+/// read would never cut it.
+const TRICKLE: Duration = Duration::from_millis(100);
+
+/// A connection to the echo at `port` that has sent `hello`, and when.
+fn opened(port: u16, hello: &[u8]) -> (TcpStream, Instant) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(hello).unwrap();
+    (stream, Instant::now())
+}
+
+/// Sends a zero byte every [`TRICKLE`] until a write fails: how long
+/// after `since` that was; none when the echo still took bytes at the
+/// deadline and its margin.
+fn trickled_until_cut(mut stream: TcpStream, since: Instant) -> Option<Duration> {
+    while since.elapsed() < ECHO_MESSAGE_DEADLINE + CUT_MARGIN {
+        if stream.write_all(&[0]).is_err() {
+            return Some(since.elapsed());
+        }
+        std::thread::sleep(TRICKLE);
+    }
+    None
+}
+
+/// One transaction of a peer that behaves, on a connection of its own,
+/// within `within`: whether its reply came whole.
+fn served_within(port: u16, ticket: &str, within: Duration) -> bool {
+    let mut bytes = hello(0, 1, 1, ticket);
+    bytes.push(7);
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(within));
+    let mut reply = [9u8; 1];
+    stream.write_all(&bytes).is_ok() && stream.read_exact(&mut reply).is_ok() && reply == [0]
+}
+
+#[test]
+fn the_echo_cuts_slow_and_stuck_peers_at_one_message_deadline_and_serves_others() {
+    let dir = tempdir();
+    let tok = token(dir.path());
+    let token_text = std::fs::read_to_string(&tok).unwrap().trim().to_string();
+    let agent = Agent::start_with(dir.path(), &tok, &["--echo"], "127.0.0.1");
+    let (port, ticket) = echo_of(agent.port, Some(&token_text));
+    // Slow lorises after a good hello: a request of 4 KiB (rr) and a
+    // stream message of 64 KiB, a byte every 100 ms: whole only after
+    // minutes, progress all along.
+    let slow: Vec<_> = [hello(0, 4096, 1, &ticket), hello(1, 64 << 10, 1, &ticket)]
+        .into_iter()
+        .map(|bytes| {
+            let (stream, since) = opened(port, &bytes);
+            std::thread::spawn(move || trickled_until_cut(stream, since))
+        })
+        .collect();
+    // A maerts peer that reads its first message and then stops reading.
+    let (mut stuck, _) = opened(port, &hello(2, 1, 64 << 10, &ticket));
+    stuck
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut message = vec![0u8; 64 << 10];
+    stuck.read_exact(&mut message).unwrap();
+    let stopped = Instant::now();
+    // Meanwhile, a peer that behaves is served, again and again.
+    let mut served = 0;
+    while slow.iter().any(|t| !t.is_finished()) {
+        assert!(
+            served_within(port, &ticket, Duration::from_secs(5)),
+            "a behaving peer was not served after {served} transactions"
+        );
+        served += 1;
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    for (what, thread) in ["rr", "stream"].into_iter().zip(slow) {
+        let cut = thread.join().unwrap();
+        // Cut at the deadline (not before: it is one instant, not a time
+        // per read), and not much after.
+        assert!(
+            cut.is_some_and(|at| at >= ECHO_MESSAGE_DEADLINE - TRICKLE * 2),
+            "{what}: trickling peer cut after {cut:?}, the deadline is {ECHO_MESSAGE_DEADLINE:?}"
+        );
+    }
+    assert!(served > 10, "only {served} transactions served meanwhile");
+    // The stuck reader: by its deadline and the margin, the echo has cut
+    // it; what it had queued is read, then the close.
+    let wait = (ECHO_MESSAGE_DEADLINE + CUT_MARGIN).saturating_sub(stopped.elapsed());
+    std::thread::sleep(wait);
+    let (mut queued, until) = (0u64, Instant::now() + Duration::from_secs(10));
+    let closed = loop {
+        match stuck.read(&mut message) {
+            Ok(0) | Err(_) => break true,
+            Ok(n) => queued += n as u64,
+        }
+        // A writer not cut would go on at loopback's pace.
+        if queued > 64 << 20 || Instant::now() > until {
+            break false;
+        }
+    };
+    assert!(closed, "the maerts peer not cut: {queued} bytes more");
+    let log = agent.stop();
+    contains(&log, "reading a request: not whole within 60s");
+    contains(&log, "reading a stream: not whole within 60s");
+    contains(&log, "writing a stream: not whole within 60s");
 }
 
 #[test]
