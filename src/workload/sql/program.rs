@@ -35,7 +35,7 @@ impl Scripts {
     /// that a typo fails before any load).
     pub(crate) fn new(
         scripts: Vec<Script>,
-        mut slots: Slots,
+        slots: Slots,
         given: Vec<(String, String)>,
         seed: u64,
     ) -> Result<Scripts, String> {
@@ -74,7 +74,6 @@ impl Scripts {
                 total
             })
             .collect();
-        slots = slots.clone();
         Ok(Scripts {
             scripts,
             slots,
@@ -262,8 +261,8 @@ fn env<'a>(scripts: &Scripts, state: &'a mut State) -> Env<'a> {
     }
 }
 
-/// The parameters of `statement` as `vars` holds them, each converted by
-/// `to`; the first unset variable is the statement's error.
+/// Checks that every variable `statement` binds is set: the first unset
+/// one is the statement's error.
 pub(crate) fn check_params(statement: &Statement, vars: &Vars) -> Result<(), EvalError> {
     for slot in &statement.params {
         vars.param(*slot)?;

@@ -301,20 +301,7 @@ impl WorkloadKind for Web {
                 "--insecure: the server's certificate is not checked (encrypted, not authenticated)\n"
             ));
         }
-        let status = spec.server_status.clone().or_else(|| status.clone());
-        let status = status
-            .map(|url| crate::target::http::ServerStatus::connect(&url))
-            .transpose()?;
-        let db_probe = match (status, cache_log) {
-            (status, Some(at)) => Some(crate::probe::DbProbe::start(
-                crate::target::cache_log::ProxyStats {
-                    status,
-                    log: crate::target::cache_log::CacheLog::new(at.clone()),
-                },
-            )?),
-            (Some(status), None) => Some(crate::probe::DbProbe::start(status)?),
-            (None, None) => None,
-        };
+        let db_probe = server_probe(spec, status, cache_log)?;
         // Read again here, once, with every body: the run sends them from memory.
         let targets = spec
             .targets
@@ -323,31 +310,8 @@ impl WorkloadKind for Web {
             .transpose()?;
         let workload = Shared::new(spec, files, bases, targets)?;
         workload.preflight(bases)?;
-        let mut setup = opened.setup.clone();
-        if bases.iter().any(|(b, _)| b.tls) {
-            setup = super::merged_setup(
-                &setup,
-                serde_json::json!({ "tls_certificate_checked": !spec.tls.insecure }),
-            );
-        }
         let started = Started {
-            setup: Some(super::merged_setup(
-                &setup,
-                serde_json::json!({
-                    "fileset": {
-                        "files": workload.files.files.len(),
-                        "bytes": workload.files.total_bytes(),
-                        "class_shares": workload.files.class_shares(),
-                    },
-                    "addresses": bases.iter().map(|(b, a)| format!("{} ({a})", b.url())).collect::<Vec<_>>(),
-                    "targets": workload.targets.as_ref().map(|t| serde_json::json!({
-                        "file": spec.targets,
-                        "requests": t.requests(),
-                        "names": t.names,
-                        "body_bytes": t.body_bytes,
-                    })),
-                }),
-            )),
+            setup: Some(setup_record(spec, &opened.setup, &workload, bases)),
             db_probe,
             server: opened.server_processes(),
             origin: opened.origin_processes(),
@@ -372,6 +336,64 @@ impl WorkloadKind for Web {
         )
         .into())
     }
+}
+
+/// The server's own statistics each interval: its status page (`--server-status`
+/// or the managed server's), with a caching proxy's log when it writes one.
+fn server_probe(
+    spec: &WebSpec,
+    status: &Option<String>,
+    cache_log: &Option<crate::target::cache_log::CacheAccounting>,
+) -> anyhow::Result<Option<crate::probe::DbProbe>> {
+    let status = spec.server_status.clone().or_else(|| status.clone());
+    let status = status
+        .map(|url| crate::target::http::ServerStatus::connect(&url))
+        .transpose()?;
+    Ok(match (status, cache_log) {
+        (status, Some(at)) => Some(crate::probe::DbProbe::start(
+            crate::target::cache_log::ProxyStats {
+                status,
+                log: crate::target::cache_log::CacheLog::new(at.clone()),
+            },
+        )?),
+        (Some(status), None) => Some(crate::probe::DbProbe::start(status)?),
+        (None, None) => None,
+    })
+}
+
+/// The run's record of how the web target was made ready: the target's
+/// own, whether its certificate was checked, the file set, the addresses
+/// and a targets file's requests.
+fn setup_record(
+    spec: &WebSpec,
+    target: &serde_json::Value,
+    workload: &Shared,
+    bases: &[(crate::target::http::HttpBase, std::net::SocketAddr)],
+) -> serde_json::Value {
+    let mut setup = target.clone();
+    if bases.iter().any(|(b, _)| b.tls) {
+        setup = super::merged_setup(
+            &setup,
+            serde_json::json!({ "tls_certificate_checked": !spec.tls.insecure }),
+        );
+    }
+    super::merged_setup(
+        &setup,
+        serde_json::json!({
+            "fileset": {
+                "files": workload.files.files.len(),
+                "bytes": workload.files.total_bytes(),
+                "class_shares": workload.files.class_shares(),
+            },
+            "addresses": bases.iter().map(|(b, a)| format!("{} ({a})", b.url())).collect::<Vec<_>>(),
+            "targets": workload.targets.as_ref().map(|t| serde_json::json!({
+                "file": spec.targets,
+                "requests": t.requests(),
+                "names": t.names,
+                "body_bytes": t.body_bytes,
+            })),
+        }),
+    )
 }
 
 /// The `--target`, which must be a web server.

@@ -204,23 +204,27 @@ fn binary(op: Op, a: &Expr, b: &Expr, env: &mut Env<'_>) -> Result<Val, EvalErro
                 .ok_or(EvalError::OutOfRange)?,
             )
         }
-        Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => {
-            let ord = if ints {
-                x.int()?.partial_cmp(&y.int()?)
-            } else {
-                x.double()?.partial_cmp(&y.double()?)
-            };
-            let ord = ord.ok_or(EvalError::NotANumber)?;
-            Val::Bool(match op {
-                Op::Eq => ord.is_eq(),
-                Op::Ne => ord.is_ne(),
-                Op::Lt => ord.is_lt(),
-                Op::Le => ord.is_le(),
-                Op::Gt => ord.is_gt(),
-                _ => ord.is_ge(),
-            })
-        }
+        Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => Val::Bool(compare(op, x, y, ints)?),
         Op::And | Op::Or => unreachable_logic()?,
+    })
+}
+
+/// A comparison of two values that are not NULL: as integers when both
+/// are, else as doubles.
+fn compare(op: Op, x: Val, y: Val, ints: bool) -> Result<bool, EvalError> {
+    let ord = if ints {
+        x.int()?.partial_cmp(&y.int()?)
+    } else {
+        x.double()?.partial_cmp(&y.double()?)
+    };
+    let ord = ord.ok_or(EvalError::NotANumber)?;
+    Ok(match op {
+        Op::Eq => ord.is_eq(),
+        Op::Ne => ord.is_ne(),
+        Op::Lt => ord.is_lt(),
+        Op::Le => ord.is_le(),
+        Op::Gt => ord.is_gt(),
+        _ => ord.is_ge(),
     })
 }
 
