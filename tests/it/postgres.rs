@@ -20,16 +20,7 @@ fn server() -> ManagedPostgres {
 
 /// Runs SQL on the server's perflab database with psql.
 fn psql(server: &ManagedPostgres, sql: &str) {
-    let out = Command::new("psql")
-        .arg(server.url())
-        .args(["-v", "ON_ERROR_STOP=1", "-qc", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::psql(server, sql);
 }
 
 /// Creates a role that must log in with its password over TCP (the test

@@ -18,17 +18,7 @@ fn server() -> ManagedPostgres {
 
 /// One value from the server's perflab database, by psql.
 fn psql_value(server: &ManagedPostgres, sql: &str) -> String {
-    let out = Command::new("psql")
-        .arg(server.url())
-        .args(["-v", "ON_ERROR_STOP=1", "-tAc", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    crate::support::psql(server, sql)
 }
 
 const INIT: &str = "CREATE TABLE shop_items (id bigint PRIMARY KEY, stock bigint NOT NULL, price numeric NOT NULL);

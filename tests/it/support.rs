@@ -337,3 +337,19 @@ pub fn refused(args: &[&str], says: &[&str]) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains("step 1/"), "{args:?}: {stdout}");
 }
+
+/// Runs `sql` with psql on a managed PostgreSQL's perflab database (stopping
+/// at the first error) and returns what it printed, unaligned and trimmed.
+pub fn psql(server: &perflab::target::managed::postgres::ManagedPostgres, sql: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .arg(server.url())
+        .args(["-v", "ON_ERROR_STOP=1", "-tAc", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
