@@ -6,8 +6,9 @@
 //! end the process: SIGPIPE stays ignored, as Rust
 //! leaves it, and every line goes through `util::out`/`util::err`, which
 //! drop what can no longer be written — a run goes on measuring into its
-//! store.
+//! store. A panic, a bug, is one line too (`commands::panic_line`).
 
 fn main() {
+    perflab::commands::one_line_panics();
     std::process::exit(perflab::commands::main_with_args(std::env::args_os()));
 }

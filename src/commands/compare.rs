@@ -13,6 +13,7 @@ use crate::store::{Store, StoredRun};
 
 /// Runs `perflab compare`.
 pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
+    let signals = super::report_signals::end_at_signal("comparing the runs")?;
     let format = if args.json {
         Format::Json
     } else if args.md {
@@ -22,7 +23,8 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
     };
     if let Some(text) = &args.fail_on {
         let thresholds = super::gate::thresholds(text)?;
-        return super::gate::run_gate(&args.runs, &args.store.store, &thresholds, format);
+        let exit = super::gate::run_gate(&args.runs, &args.store.store, &thresholds, format)?;
+        return Ok(signals.exit(exit));
     }
     let weights = args
         .weights
@@ -48,7 +50,7 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
     let seed = runs[0].seed();
     let c = crate::analyze::compare::compare(&runs, &verdicts, &weights, &costs, seed);
     write(&Output::Comparison(&c), format, Destination::Stdout)?;
-    Ok(Exit::Ok)
+    Ok(signals.exit(Exit::Ok))
 }
 
 /// Runs that swept users and runs that swept arrival rates do not compare.

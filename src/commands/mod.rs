@@ -10,6 +10,7 @@ mod gate;
 mod kube;
 mod lab;
 mod output;
+mod panic_line;
 mod report;
 mod report_signals;
 mod run;
@@ -17,6 +18,8 @@ mod serve;
 mod show;
 mod unstored;
 mod watch;
+
+pub use panic_line::one_line_panics;
 
 use crate::cli::{Cli, Command};
 use crate::error::PlanError;

@@ -1,6 +1,6 @@
 //! The signals of the commands that only read the store and write what
-//! they make of it (`report`, `show`, `runs`, `diff-hosts`, `analyze`):
-//! their work is reading and rendering, with nothing of their own to
+//! they make of it (`report`, `show`, `runs`, `diff-hosts`, `analyze`,
+//! `compare`): their work is reading and rendering, with nothing of their own to
 //! undo, so the first SIGINT, SIGTERM or SIGHUP ends the process from a
 //! watching thread within a tick, with the code every command exits with
 //! at a signal (130 for Ctrl-C, 143 for SIGTERM and SIGHUP, a closed

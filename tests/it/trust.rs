@@ -85,14 +85,16 @@ fn signalled(
 }
 
 #[test]
-fn a_signal_ends_report_show_and_analyze_at_once_and_never_leaves_part_of_a_file() {
+fn a_signal_ends_report_show_analyze_and_compare_at_once_and_never_leaves_part_of_a_file() {
     let dir = tempdir();
     let store = big_run(dir.path());
     let store = store.to_str().unwrap();
-    let commands: [&[&str]; 3] = [
+    let commands: [&[&str]; 5] = [
         &["report", "last", "--store", store, "--html", "out"],
         &["show", "last", "--store", store, "--json", "out"],
         &["analyze", "last", "--store", store],
+        &["compare", "last", "last", "--store", store],
+        &["compare", "last", "last", "--store", store, "--fail-on", "p95>+10%"],
     ];
     let mut before = names(dir.path());
     before.retain(|n| !n.starts_with("big.db-"));
@@ -132,5 +134,5 @@ fn a_signal_ends_report_show_and_analyze_at_once_and_never_leaves_part_of_a_file
     }
     // Enough signals came while the work went on for the test to say
     // something (the commands are quick: most come at the first look).
-    assert!(caught >= 4, "only {caught} of 18 signals came in time");
+    assert!(caught >= 6, "only {caught} of 30 signals came in time");
 }
