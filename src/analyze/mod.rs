@@ -137,8 +137,13 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
         kernel_served,
     };
     let seed = run.seed();
-    let slo = objectives::outcome(&run.steps, &every_step, slos)
-        .map(|o| objectives::with_verdicts(o, &points, |p| verdict_of(p, shape, max_cv, seed)));
+    let find = run.plan.as_ref().and_then(|p| p.find);
+    let slo = objectives::outcome(&run.steps, &every_step, slos).map(|mut o| {
+        if let Some(find) = find {
+            objectives::note_budget(&mut o, run.steps.len(), find, closed);
+        }
+        objectives::with_verdicts(o, &points, |p| verdict_of(p, shape, max_cv, seed))
+    });
     let mut verdict = verdict_of(points, shape, max_cv, seed);
     verdict.slo = slo;
     verdict.rate_unit = unit;

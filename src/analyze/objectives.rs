@@ -9,7 +9,7 @@ use super::capacity::load_text;
 use super::points::StepPoint;
 use crate::engine::{judge, Batch, Decision, LevelJudgement, StepResult, StepStatus};
 use crate::measure::Phase;
-use crate::plan::Slo;
+use crate::plan::{Find, Slo};
 use crate::units::OpsPerSec;
 use serde::Serialize;
 
@@ -273,6 +273,28 @@ fn miss_words(level: &LevelOutcome, points: &[StepPoint], slos: &[Slo]) -> Strin
     format!("{word} {at} ({why})")
 }
 
+/// Says in the answer when a search (`--find`) ended at its budget of
+/// steps (`steps_run` of `find.max_steps`) before its bracket was as
+/// narrow as asked: the bracket it gives is the one it reached. `users`
+/// when the load is users (a bracket one user wide is as narrow as they
+/// go).
+pub(crate) fn note_budget(o: &mut SloOutcome, steps_run: usize, find: Find, users: bool) {
+    if steps_run < find.max_steps as usize {
+        return;
+    }
+    let narrow = match (o.max_load, o.limit_load) {
+        (Some(lo), Some(hi)) => hi <= lo * (1.0 + find.precision) || (users && hi - lo <= 1.0),
+        _ => false,
+    };
+    if !narrow {
+        o.answer.push_str(&format!(
+            "; the search stopped at its budget of {} steps (--max-steps) before its bracket was within {:.0}%",
+            find.max_steps,
+            find.precision * 100.0
+        ));
+    }
+}
+
 /// The line a planner quotes.
 fn answer(o: &SloOutcome, points: &[StepPoint]) -> String {
     let objectives = o.objectives.join(", ");
@@ -320,5 +342,46 @@ mod tests {
     #[test]
     fn nothing_is_judged_without_objectives() {
         assert_eq!(outcome(&[], &[], &[]), None);
+    }
+
+    fn bracket(max_load: Option<f64>, limit_load: Option<f64>) -> SloOutcome {
+        SloOutcome {
+            objectives: vec!["p95<5.00ms".into()],
+            levels: Vec::new(),
+            max_load,
+            throughput: None,
+            throughput_interval: None,
+            limit_load,
+            broke_load: None,
+            capacity: None,
+            first_miss: None,
+            answer: "holds p95<5.00ms up to 3000 ops/s offered".into(),
+            at_max: None,
+            at_limit: None,
+        }
+    }
+
+    #[test]
+    fn a_search_cut_by_its_budget_says_so_and_one_that_narrowed_does_not() {
+        let find = Find {
+            precision: 0.05,
+            max_steps: 4,
+        };
+        let said = |o: SloOutcome, steps: usize, users: bool| {
+            let mut o = o;
+            note_budget(&mut o, steps, find, users);
+            o.answer.contains("stopped at its budget of 4 steps (--max-steps) before its bracket was within 5%")
+        };
+        // Wide, at the budget: said.
+        assert!(said(bracket(Some(2000.0), Some(4000.0)), 4, false));
+        // Nothing broke yet, at the budget: said.
+        assert!(said(bracket(Some(2000.0), None), 4, false));
+        // Wide, under the budget (the search ended another way): not said.
+        assert!(!said(bracket(Some(2000.0), Some(4000.0)), 3, false));
+        // Narrow at the budget: the search was done anyway.
+        assert!(!said(bracket(Some(3000.0), Some(3100.0)), 4, false));
+        // One user apart is as narrow as users go.
+        assert!(!said(bracket(Some(7.0), Some(8.0)), 4, true));
+        assert!(said(bracket(Some(7.0), Some(8.0)), 4, false));
     }
 }

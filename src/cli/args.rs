@@ -488,6 +488,10 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "PERCENT")]
     pub(crate) precision: Option<String>,
 
+    /// With --find: the most steps the search runs, runs again of an undecided level included (default 30; 1 to 1000). At this budget the search stops and the answer gives the bracket it reached.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_steps: Option<u32>,
+
     /// Length of one measured interval: the batches --slo is judged by, and the resolution of the live view and the interval export (100ms to 60s, at most --duration) [default: 1s, or --duration when shorter].
     #[arg(long, value_name = "TIME", value_parser = values::duration)]
     pub(crate) interval: Option<Duration>,

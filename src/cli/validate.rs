@@ -351,7 +351,8 @@ pub fn parse_slos(given: &[String]) -> Result<Vec<crate::plan::Slo>, PlanError> 
         .collect()
 }
 
-/// `--find` and its `--precision`: a search needs objectives to search by.
+/// `--find` with its `--precision` and `--max-steps`: a search needs
+/// objectives to search by.
 fn find(args: &CommonRunArgs) -> Result<Option<crate::plan::Find>, PlanError> {
     let precision = match &args.precision {
         None => crate::plan::DEFAULT_PRECISION,
@@ -366,13 +367,26 @@ fn find(args: &CommonRunArgs) -> Result<Option<crate::plan::Find>, PlanError> {
                 )
             })?,
     };
+    let max_steps = args.max_steps.unwrap_or(crate::plan::DEFAULT_MAX_STEPS);
+    if !(1..=1000).contains(&max_steps) {
+        return Err(PlanError::flag(
+            "--max-steps",
+            format!("{max_steps} is not between 1 and 1000"),
+            "e.g. --max-steps 12",
+        ));
+    }
     if !args.find {
-        if args.precision.is_some() {
-            return Err(PlanError::flag(
-                "--precision",
-                "it sets how narrow --find's answer is, and --find is not given",
-                "add --find (with --slo), or drop --precision",
-            ));
+        for (given, flag, what) in [
+            (args.precision.is_some(), "--precision", "how narrow --find's answer is"),
+            (args.max_steps.is_some(), "--max-steps", "how long --find searches"),
+        ] {
+            if given {
+                return Err(PlanError::flag(
+                    flag,
+                    format!("it sets {what}, and --find is not given"),
+                    &format!("add --find (with --slo), or drop {flag}"),
+                ));
+            }
         }
         return Ok(None);
     }
@@ -383,7 +397,10 @@ fn find(args: &CommonRunArgs) -> Result<Option<crate::plan::Find>, PlanError> {
             "add one, e.g. --slo p95<200ms",
         ));
     }
-    Ok(Some(crate::plan::Find { precision }))
+    Ok(Some(crate::plan::Find {
+        precision,
+        max_steps,
+    }))
 }
 
 /// The objectives this plan's load can be judged by: `lag` needs an

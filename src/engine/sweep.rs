@@ -102,7 +102,7 @@ pub fn run_sweep_on<W: Workload>(
         batches: Vec::new(),
     };
     if let Some(find) = plan.find {
-        let end = sweep.search(find.precision)?;
+        let end = sweep.search(find)?;
         return Ok((end, sweep.counts));
     }
     let mut index = 0;
@@ -238,15 +238,17 @@ impl<W: Workload> Sweeper<'_, W> {
 
     /// The search of `--find`: each level the search asks for runs, and
     /// runs again while it is undecided (up to --max-repeat runs, its
-    /// intervals pooled) before the search hears how it fared.
-    fn search(&mut self, precision: f64) -> anyhow::Result<SweepEnd> {
+    /// intervals pooled) before the search hears how it fared; at its
+    /// budget of steps it stops with the bracket it has.
+    fn search(&mut self, find: crate::plan::Find) -> anyhow::Result<SweepEnd> {
         let plan = self.plan;
         let Some(&start) = plan.sweep.levels.first() else {
             return Ok(SweepEnd::Complete);
         };
-        let mut search = Search::new(start, precision);
+        let mut search = Search::new(start, find.precision);
         let mut index = 0;
-        while let Some(level) = search.next() {
+        let budget = find.max_steps as usize;
+        while let Some(level) = search.next().filter(|_| index < budget) {
             let mut pooled = Vec::new();
             let mut runs = 0;
             let probe = loop {
@@ -260,7 +262,7 @@ impl<W: Workload> Sweeper<'_, W> {
                     StepOutcome::Ends(end) => return Ok(end),
                 };
                 let decision = judged.decision;
-                if runs >= plan.max_repeat || !judged.another_run_may_decide() {
+                if runs >= plan.max_repeat || !judged.another_run_may_decide() || index >= budget {
                     break Probe {
                         load: level.value(),
                         decision,

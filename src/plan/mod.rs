@@ -83,6 +83,18 @@ pub struct Find {
     /// The search stops when the lowest level that did not meet is within
     /// this fraction above the highest that did.
     pub precision: f64,
+    /// The most steps the search runs, runs again of an undecided level
+    /// included: at this budget it stops with the bracket it has.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+}
+
+/// The `--max-steps` default: about five times what a search to 5% of a
+/// queue takes, so that only a search that wanders is cut.
+pub(crate) const DEFAULT_MAX_STEPS: u32 = 30;
+
+fn default_max_steps() -> u32 {
+    DEFAULT_MAX_STEPS
 }
 
 /// The `--precision` default: the bracket within 5%.

@@ -42,6 +42,12 @@ fn log_device(data_dir: &Path, log: &Path, name: &str) -> Option<(bool, String)>
     ))
 }
 
+/// Not a setting: the client sessions the server held, besides the one
+/// reading its settings, when the run started (they count against its
+/// connection limit), and how many of them were perflab's own.
+pub(crate) const SESSIONS_OPEN: &str = "sessions_open_at_start";
+pub(crate) const SESSIONS_OPEN_PERFLAB: &str = "sessions_open_at_start_perflab";
+
 /// Reads the settings the checks need from a PostgreSQL server.
 pub(crate) async fn postgres_settings(
     client: &tokio_postgres::Client,
@@ -55,6 +61,8 @@ pub(crate) async fn postgres_settings(
                 "full_page_writes",
                 "shared_buffers",
                 "max_connections",
+                "superuser_reserved_connections",
+                "reserved_connections",
                 "data_directory",
             ]],
         )
@@ -72,6 +80,19 @@ pub(crate) async fn postgres_settings(
             _ => value,
         };
         settings.insert(name, value);
+    }
+    // The client sessions already open besides this one: they count
+    // against max_connections before the sweep's first user.
+    if let Ok(row) = client
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE application_name LIKE 'perflab%') FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+    {
+        let (open, own): (i64, i64) = (row.get(0), row.get(1));
+        settings.insert(SESSIONS_OPEN.to_string(), open.to_string());
+        settings.insert(SESSIONS_OPEN_PERFLAB.to_string(), own.to_string());
     }
     let wal_on_data_device = settings
         .get("data_directory")
@@ -92,9 +113,21 @@ pub(crate) async fn mariadb_settings(
             "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('innodb_flush_log_at_trx_commit', 'innodb_buffer_pool_size', 'innodb_log_file_size', 'max_connections', 'performance_schema', 'datadir', 'innodb_log_group_home_dir')",
         )
         .await?;
-    let settings: BTreeMap<String, String> = super::mysql::stats::name_values(&rows)
+    let mut settings: BTreeMap<String, String> = super::mysql::stats::name_values(&rows)
         .into_iter()
         .collect();
+    // The client sessions already open besides this one (all of them
+    // with the PROCESS privilege, this user's own without it).
+    if let Ok(rows) = conn
+        .query_rows(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', 'Binlog Dump')",
+        )
+        .await
+    {
+        if let Some(open) = rows.first().and_then(|r| r.text(0)).and_then(|t| t.parse::<u64>().ok()) {
+            settings.insert(SESSIONS_OPEN.to_string(), open.to_string());
+        }
+    }
     // The redo log's directory, relative to the data directory (`./`)
     // unless moved.
     let wal_on_data_device = settings.get("datadir").and_then(|data| {

@@ -26,6 +26,14 @@ fn bad_objectives_and_search_flags_get_one_line() {
             "--precision: '0%' is not a share",
         ),
         (
+            "run null --slo p95<1ms --max-steps 3",
+            "--max-steps: it sets how long --find searches, and --find is not given",
+        ),
+        (
+            "run null --slo p95<1ms --find --max-steps 0",
+            "--max-steps: 0 is not between 1 and 1000",
+        ),
+        (
             "run null --users 4 --slo lag<5%",
             "--slo: 'lag<5.0%' judges how far an open loop",
         ),
@@ -137,6 +145,32 @@ fn the_search_finds_the_known_capacity_of_a_queue() {
             "{answer}"
         );
     }
+}
+
+/// A search cut by its budget of steps runs no more than it, keeps every
+/// step it ran, and says in its answer that its bracket is the one it
+/// reached, not one as narrow as asked.
+#[test]
+fn a_search_stops_at_its_budget_of_steps_and_says_so() {
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        "run null --servers 4 --service exp:1ms --rate 500 --slo p95<5ms --find --max-steps 3 --warmup 0.2s --duration 1s --interval 250ms --seed 1",
+    );
+    let export = last_export(dir.path());
+    let steps = export["steps"].as_array().map_or(0, Vec::len);
+    // From 500/s, doubling: 500, 1000, 2000 all meet p95 < 5 ms (the
+    // queue holds about 3,260/s), so the budget ends it before a break.
+    assert_eq!(steps, 3, "{out}");
+    let answer = out.lines().find(|l| l.starts_with("holds")).unwrap_or("");
+    assert!(
+        answer.ends_with(
+            "; the search stopped at its budget of 3 steps (--max-steps) before its bracket was within 5%"
+        ),
+        "{answer}"
+    );
+    let plan = &export["run"]["plan"];
+    assert_eq!(plan["find"]["max_steps"], 3, "{plan}");
 }
 
 /// A level placed on purpose at the known answer (the rate at which the

@@ -419,6 +419,14 @@ fn a_server_that_refuses_sessions_past_max_connections_is_its_admission_limit() 
     assert_eq!(b["name"], "admission limit (max_connections)", "{b}");
     let evidence = b["evidence"].to_string();
     contains(&evidence, "max_connections = 8");
+    // The slots the server keeps for superusers, and the sessions open
+    // before the first user, perflab's statistics among them.
+    contains(
+        &evidence,
+        "3 of them are kept for privileged roles (superuser_reserved_connections = 3): other roles may open 5",
+    );
+    contains(&evidence, "when the run started the server ");
+    contains(&evidence, "besides perflab's look at its settings");
     contains(
         &evidence,
         "the highest load every session of which opened: 2 users",
