@@ -8,6 +8,8 @@
 //! drop what can no longer be written — a run goes on measuring into its
 //! store.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 fn main() {
     std::process::exit(perflab::commands::main_with_args(std::env::args_os()));
 }
