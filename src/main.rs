@@ -8,6 +8,8 @@
 //! drop what can no longer be written — a run goes on measuring into its
 //! store. A panic, a bug, is one line too (`commands::panic_line`).
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 fn main() {
     perflab::commands::one_line_panics();
     std::process::exit(perflab::commands::main_with_args(std::env::args_os()));

@@ -60,27 +60,7 @@ pub(crate) fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Resul
             .name("perflab-agent-sampler".to_string())
             .spawn(move || sample_loop(&ring, interval, &stop, echo))?
     };
-    let echo = config
-        .echo
-        .map(|port| {
-            super::echo::start(SocketAddr::new(config.listen.ip(), port), stop.clone()).map_err(
-                |e| {
-                    PlanError::flag(
-                        "--echo-port",
-                        format!("cannot listen on port {port}: {e}"),
-                        "pick a free port, or 0 for any",
-                    )
-                },
-            )
-        })
-        .transpose()?;
-    if let Some(echo) = &echo {
-        crate::util::out(format_args!(
-            "echo role on: port {} (its ticket: GET /v1/echo with the token)\n",
-            echo.port
-        ));
-    }
-    let echo = echo.map(Arc::new);
+    let echo = config.start_echo(&stop)?.map(Arc::new);
     let examining = Arc::new(AtomicBool::new(false));
     let token = config.token.clone();
     let generator = config
@@ -118,6 +98,30 @@ pub(crate) fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Resul
 }
 
 impl AgentConfig {
+    /// Starts the echo role when asked (`--echo`) and says its port.
+    fn start_echo(&self, stop: &Arc<AtomicBool>) -> Result<Option<super::echo::Echo>, PlanError> {
+        let echo =
+            self.echo
+                .map(|port| {
+                    super::echo::start(SocketAddr::new(self.listen.ip(), port), stop.clone())
+                        .map_err(|e| {
+                            PlanError::flag(
+                                "--echo-port",
+                                format!("cannot listen on port {port}: {e}"),
+                                "pick a free port, or 0 for any",
+                            )
+                        })
+                })
+                .transpose()?;
+        if let Some(echo) = &echo {
+            crate::util::out(format_args!(
+                "echo role on: port {} (its ticket: GET /v1/echo with the token)\n",
+                echo.port
+            ));
+        }
+        Ok(echo)
+    }
+
     /// Refuses a generator without a token, and listening beyond loopback
     /// without a token or in plain HTTP.
     fn check(&self) -> Result<(), PlanError> {

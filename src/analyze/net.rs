@@ -12,7 +12,7 @@
 //! the interval's own length. Intervals lacking a figure leave it out of
 //! the sums, and a figure missing from every interval is none.
 
-use crate::engine::StepResult;
+use crate::engine::{IntervalRecord, StepResult};
 use crate::measure::Phase;
 use crate::probe::counters::process::PERFLAB_LABEL;
 use crate::store::StoredRun;
@@ -215,11 +215,14 @@ fn units(unit: CostUnit, ops: u64, bytes: u64) -> f64 {
     }
 }
 
+/// A shaped link seen in a step: (interface, kind, rate, bytes carried,
+/// seconds).
+type Shaper = (String, String, f64, f64, f64);
+
 fn net_step(step: &StepResult, unit: CostUnit) -> NetStep {
     let mut sums = Sums::default();
     let mut per_interval = Vec::new();
-    // (interface, kind) → (rate, bytes carried, seconds).
-    let mut shapers: Vec<(String, String, f64, f64, f64)> = Vec::new();
+    let mut shapers: Vec<Shaper> = Vec::new();
     for interval in step.intervals.iter().filter(|i| i.phase == Phase::Measured) {
         let seconds = interval.length.as_secs_f64();
         if seconds <= 0.0 {
@@ -230,50 +233,8 @@ fn net_step(step: &StepResult, unit: CostUnit) -> NetStep {
         sums.seconds += seconds;
         sums.ops += ops;
         sums.bytes += tally.bytes;
-        let [perflab, host, agent, agent_host] = interval_cpu(interval, seconds);
-        match interval.db.as_ref().and_then(|d| d.counters.get(SAME_HOST)) {
-            Some(same) if *same >= 0.5 => sums.here.0 += 1,
-            Some(_) => sums.here.1 += 1,
-            None => {}
-        }
-        add(&mut sums.perflab, perflab);
-        add(&mut sums.host, host);
-        add(&mut sums.agent, agent);
-        add(&mut sums.agent_host, agent_host);
-        add(
-            &mut sums.retransmits,
-            interval
-                .host
-                .as_ref()
-                .and_then(|h| h.tcp.as_ref())
-                .map(|t| t.retransmits_per_s * seconds),
-        );
-        add(
-            &mut sums.agent_retransmits,
-            interval
-                .db
-                .as_ref()
-                .and_then(|d| d.counters.get(RETRANS_SEGS).copied()),
-        );
-        for q in interval.host.iter().flat_map(|h| h.qdiscs.iter()) {
-            let Some(rate) = q.rate_bytes_per_s.filter(|r| *r > 0.0) else {
-                continue;
-            };
-            let name = if q.namespace == "host" {
-                q.interface.clone()
-            } else {
-                format!("{} ({})", q.interface, q.namespace)
-            };
-            match shapers.iter_mut().find(|s| s.0 == name && s.1 == q.kind) {
-                Some(s) => {
-                    s.3 += q.bytes_per_s * seconds;
-                    s.4 += seconds;
-                }
-                None => {
-                    shapers.push((name, q.kind.clone(), rate, q.bytes_per_s * seconds, seconds))
-                }
-            }
-        }
+        let [perflab, _, agent, _] = add_interval(&mut sums, interval, seconds);
+        add_shapers(&mut shapers, interval, seconds);
         let done = units(unit, ops, tally.bytes);
         if let (Some(p), Some(a), true) = (perflab, agent, done > 0.0) {
             per_interval.push((p + a) / done);
@@ -316,6 +277,59 @@ fn net_step(step: &StepResult, unit: CostUnit) -> NetStep {
             .agent
             .filter(|_| sums.here.0 > 0 && sums.here.1 == 0 && sums.seconds > 0.0)
             .map(|cpu| cpu / sums.seconds),
+    }
+}
+
+/// Adds one measured interval's CPU, placement and retransmits to `sums`;
+/// returns its CPU figures (perflab, host, agent, agent's host).
+fn add_interval(sums: &mut Sums, interval: &IntervalRecord, seconds: f64) -> [Option<f64>; 4] {
+    let cpu = interval_cpu(interval, seconds);
+    let [perflab, host, agent, agent_host] = cpu;
+    match interval.db.as_ref().and_then(|d| d.counters.get(SAME_HOST)) {
+        Some(same) if *same >= 0.5 => sums.here.0 += 1,
+        Some(_) => sums.here.1 += 1,
+        None => {}
+    }
+    add(&mut sums.perflab, perflab);
+    add(&mut sums.host, host);
+    add(&mut sums.agent, agent);
+    add(&mut sums.agent_host, agent_host);
+    add(
+        &mut sums.retransmits,
+        interval
+            .host
+            .as_ref()
+            .and_then(|h| h.tcp.as_ref())
+            .map(|t| t.retransmits_per_s * seconds),
+    );
+    add(
+        &mut sums.agent_retransmits,
+        interval
+            .db
+            .as_ref()
+            .and_then(|d| d.counters.get(RETRANS_SEGS).copied()),
+    );
+    cpu
+}
+
+/// Adds one interval's shaped links (by interface and kind) to `shapers`.
+fn add_shapers(shapers: &mut Vec<Shaper>, interval: &IntervalRecord, seconds: f64) {
+    for q in interval.host.iter().flat_map(|h| h.qdiscs.iter()) {
+        let Some(rate) = q.rate_bytes_per_s.filter(|r| *r > 0.0) else {
+            continue;
+        };
+        let name = if q.namespace == "host" {
+            q.interface.clone()
+        } else {
+            format!("{} ({})", q.interface, q.namespace)
+        };
+        match shapers.iter_mut().find(|s| s.0 == name && s.1 == q.kind) {
+            Some(s) => {
+                s.3 += q.bytes_per_s * seconds;
+                s.4 += seconds;
+            }
+            None => shapers.push((name, q.kind.clone(), rate, q.bytes_per_s * seconds, seconds)),
+        }
     }
 }
 

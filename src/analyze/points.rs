@@ -643,20 +643,28 @@ fn io_bytes(p: &crate::probe::counters::process::ProcessSample) -> Option<f64> {
 
 /// The server under test's processes in a sample, when followed.
 fn server(s: &HostSample) -> Option<&crate::probe::counters::process::ProcessSample> {
-    s.processes.iter().find(|p| p.label == "server")
+    labelled(s, "server")
+}
+
+/// The process group of a sample with `label`, when followed.
+fn labelled<'a>(
+    s: &'a HostSample,
+    label: &str,
+) -> Option<&'a crate::probe::counters::process::ProcessSample> {
+    s.processes.iter().find(|p| p.label == label)
+}
+
+/// The sum of a count over the samples that have it; none when none has.
+fn total(samples: &[&HostSample], pick: impl Fn(&HostSample) -> Option<u64>) -> Option<f64> {
+    let v: Vec<u64> = samples.iter().filter_map(|s| pick(s)).collect();
+    (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64)
 }
 
 fn extras(samples: &[&HostSample]) -> HostExtras {
     HostExtras {
         retransmits_per_s: weighted_mean(samples, |s| s.tcp.map(|t| t.retransmits_per_s)),
         segments_out_per_s: weighted_mean(samples, |s| s.tcp.map(|t| t.segments_out_per_s)),
-        tcp_timeouts: {
-            let v: Vec<u64> = samples
-                .iter()
-                .filter_map(|s| s.tcp.and_then(|t| t.timeouts))
-                .collect();
-            (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64)
-        },
+        tcp_timeouts: total(samples, |s| s.tcp.and_then(|t| t.timeouts)),
         major_faults_per_s: weighted_mean(samples, |s| s.memory.and_then(|m| m.major_faults_per_s)),
         swap_in_per_s: weighted_mean(samples, |s| s.memory.and_then(|m| m.swap_in_per_s)),
         pages_scanned_per_s: weighted_mean(samples, |s| {
@@ -667,34 +675,20 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
         cpu_user: weighted_mean(samples, |s| s.cpu.map(|c| c.user + c.nice)),
         cpu_system: weighted_mean(samples, |s| s.cpu.map(|c| c.system)),
         cpu_iowait: weighted_mean(samples, |s| s.cpu.map(|c| c.iowait)),
-        server_cpus: weighted_mean(samples, |s| {
-            s.processes
-                .iter()
-                .find(|p| p.label == "server")
-                .map(|p| p.cpu())
-        }),
+        server_cpus: weighted_mean(samples, |s| server(s).map(|p| p.cpu())),
         busy_cpus: weighted_mean(samples, |s| {
             let steal = s.cpu?.steal;
             Some((s.cpu_taken()? - steal).max(0.0) * s.cpus.len() as f64)
         }),
         yielded_cpus: weighted_mean(samples, |s| Some(s.cpu_yielded()? * s.cpus.len() as f64)),
         steal: weighted_mean(samples, |s| s.cpu.map(|c| c.steal)),
-        origin_cpus: weighted_mean(samples, |s| {
-            s.processes
-                .iter()
-                .find(|p| p.label == "origin")
-                .map(|p| p.cpu())
-        }),
+        origin_cpus: weighted_mean(samples, |s| labelled(s, "origin").map(|p| p.cpu())),
         server_run_delay: weighted_mean(samples, |s| server(s)?.run_delay),
-        perflab_run_delay: weighted_mean(samples, |s| {
-            s.processes.iter().find(|p| p.label == "perflab")?.run_delay
-        }),
+        perflab_run_delay: weighted_mean(samples, |s| labelled(s, "perflab")?.run_delay),
         server_single_thread: weighted_mean(samples, |s| server(s)?.busiest_single_thread),
         server_read_bytes_per_s: weighted_mean(samples, |s| server(s)?.read_bytes_per_s),
         server_io_bytes_per_s: weighted_mean(samples, |s| io_bytes(server(s)?)),
-        perflab_io_bytes_per_s: weighted_mean(samples, |s| {
-            io_bytes(s.processes.iter().find(|p| p.label == "perflab")?)
-        }),
+        perflab_io_bytes_per_s: weighted_mean(samples, |s| io_bytes(labelled(s, "perflab")?)),
         server_major_faults_per_s: weighted_mean(samples, |s| server(s)?.major_faults_per_s),
         memory_limit_bytes: weighted_mean(samples, |s| {
             s.server_cgroup
@@ -708,13 +702,7 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
                 .memory_usage_bytes
                 .map(|b| b as f64)
         }),
-        memory_limit_hits: {
-            let v: Vec<u64> = samples
-                .iter()
-                .filter_map(|s| s.server_cgroup.as_ref()?.memory_limit_hits)
-                .collect();
-            (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64)
-        },
+        memory_limit_hits: total(samples, |s| s.server_cgroup.as_ref()?.memory_limit_hits),
         memory_stall_share: weighted_mean(samples, |s| {
             s.server_cgroup.as_ref()?.memory_stall_share
         }),

@@ -159,40 +159,16 @@ fn minimize(n: &[f64], x: &[f64], start: [f64; 3]) -> ([f64; 3], f64) {
             }
             fresh_jacobian = false;
         }
-        augmented.clear();
-        augmented.extend_from_slice(&j);
-        let damping = mu.sqrt();
-        augmented.extend((0..3).map(|c| {
-            let mut row = [0.0; 3];
-            row[c] = damping * scale[c];
-            row
-        }));
-        rhs.clear();
-        rhs.extend(r.iter().map(|r| -r));
-        rhs.extend([0.0; 3]);
-        let Some(step) = least_squares3(&mut augmented, &mut rhs) else {
+        let Some(step) = damped_step(&j, &r, scale, mu, &mut augmented, &mut rhs) else {
             break;
         };
         let trial: [f64; 3] = std::array::from_fn(|c| q[c] + step[c]);
         residuals(n, x, trial, &mut trial_r);
         let trial_cost = sum_of_squares(&trial_r);
         // The reduction the linear model promised: ‖r‖² − ‖r + Jδ‖².
-        let predicted = cost
-            - j.iter()
-                .zip(&r)
-                .map(|(row, r)| {
-                    let fitted = r + row[0] * step[0] + row[1] * step[1] + row[2] * step[2];
-                    fitted * fitted
-                })
-                .sum::<f64>();
-        let scaled_step = (0..3)
-            .map(|c| (scale[c] * step[c]).powi(2))
-            .sum::<f64>()
-            .sqrt();
-        let scaled_q = (0..3)
-            .map(|c| (scale[c] * q[c]).powi(2))
-            .sum::<f64>()
-            .sqrt();
+        let predicted = cost - linear_sum_of_squares(&j, &r, step);
+        let scaled_step = scaled_norm(scale, step);
+        let scaled_q = scaled_norm(scale, q);
         if trial_cost.is_finite() && trial_cost < cost {
             let gain = (cost - trial_cost) / predicted.max(f64::MIN_POSITIVE);
             let reduction = (cost - trial_cost) / cost;
@@ -217,6 +193,49 @@ fn minimize(n: &[f64], x: &[f64], start: [f64; 3]) -> ([f64; 3], f64) {
         }
     }
     (q, cost)
+}
+
+/// The damped Gauss–Newton step: least squares of `[J; √μ·D] δ = [−r; 0]`
+/// (`augmented` and `rhs` are reused buffers); none when it is singular.
+fn damped_step(
+    j: &[[f64; 3]],
+    r: &[f64],
+    scale: [f64; 3],
+    mu: f64,
+    augmented: &mut Vec<[f64; 3]>,
+    rhs: &mut Vec<f64>,
+) -> Option<[f64; 3]> {
+    augmented.clear();
+    augmented.extend_from_slice(j);
+    let damping = mu.sqrt();
+    augmented.extend((0..3).map(|c| {
+        let mut row = [0.0; 3];
+        row[c] = damping * scale[c];
+        row
+    }));
+    rhs.clear();
+    rhs.extend(r.iter().map(|r| -r));
+    rhs.extend([0.0; 3]);
+    least_squares3(augmented, rhs)
+}
+
+/// ‖r + Jδ‖², the sum of squares the linear model predicts after `step`.
+fn linear_sum_of_squares(j: &[[f64; 3]], r: &[f64], step: [f64; 3]) -> f64 {
+    j.iter()
+        .zip(r)
+        .map(|(row, r)| {
+            let fitted = r + row[0] * step[0] + row[1] * step[1] + row[2] * step[2];
+            fitted * fitted
+        })
+        .sum::<f64>()
+}
+
+/// The length of `v` with each parameter scaled by `scale`.
+fn scaled_norm(scale: [f64; 3], v: [f64; 3]) -> f64 {
+    (0..3)
+        .map(|c| (scale[c] * v[c]).powi(2))
+        .sum::<f64>()
+        .sqrt()
 }
 
 /// The linear start: N/X = a + b(N−1) + cN(N−1), so λ = 1/a, σ = b/a, κ = c/a.

@@ -167,13 +167,6 @@ pub(crate) fn target_filesystem(root: &Root, path: &std::path::Path, report: &mu
 
 /// Free and total bytes of the filesystem holding `path`.
 fn free_space(path: &std::path::Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs writes into the struct we pass, reading the C string.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let frsize = st.f_frsize as u64;
-    Some((st.f_bavail as u64 * frsize, st.f_blocks as u64 * frsize))
+    let space = crate::util::sys::space(path).ok()?;
+    Some((space.free, space.total))
 }

@@ -44,43 +44,14 @@ enum User {
 /// waits for their operations still running (the ticker bounds that wait).
 pub(super) async fn run(mut batch: Box<dyn Batch>, state: Rc<WorkerState>, start: Instant) {
     tokio::time::sleep_until(start).await;
-    let n = batch.users();
-    let mut users = vec![User::Idle { intended: start }; n];
-    // Users to start this round, and those whose operation ended before it
-    // reached the kernel: they try again next round, not in a spin.
-    let mut idle: Vec<usize> = (0..n).rev().collect();
-    let mut later: Vec<usize> = Vec::with_capacity(n);
-    let (mut running, mut abandoned) = (0usize, 0usize);
+    let mut users = Users::new(batch.users(), start);
     let mut next_scan = start + LONGEST_WAIT;
     loop {
         if !state.stop.get() {
-            while let Some(u) = idle.pop() {
-                let User::Idle { intended } = users[u] else {
-                    continue;
-                };
-                let began = Instant::now();
-                match batch.start(u) {
-                    Issued::Queued(op) => {
-                        users[u] = User::Running {
-                            op,
-                            began,
-                            intended,
-                        };
-                        state.flying(u, Some(intended));
-                        running += 1;
-                    }
-                    Issued::Ended(op, outcome) => {
-                        let ended = Instant::now();
-                        record(&state, op, &outcome, began, intended, ended);
-                        users[u] = User::Idle { intended: ended };
-                        later.push(u);
-                    }
-                }
-            }
-            std::mem::swap(&mut idle, &mut later);
+            users.start_idle(batch.as_mut(), &state);
         }
-        state.in_flight.set(running as u32);
-        if running == 0 && (abandoned == 0 || state.stop.get()) {
+        state.in_flight.set(users.running as u32);
+        if users.running == 0 && (users.abandoned == 0 || state.stop.get()) {
             if state.stop.get() {
                 return;
             }
@@ -99,8 +70,79 @@ pub(super) async fn run(mut batch: Box<dyn Batch>, state: Rc<WorkerState>, start
         };
         batch.wait(bound);
         let ended = Instant::now();
+        users.collect_ended(batch.as_mut(), &state, ended);
+        if ended >= next_scan {
+            next_scan = ended + LONGEST_WAIT;
+            users.abandon_late(batch.as_mut(), &state, ended);
+        }
+        state.in_flight.set(users.running as u32);
+        if ended >= state.next_boundary.get() {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// The thread's users and the lists the loop keeps of them, made once
+/// before the first operation (nothing here allocates per operation).
+struct Users {
+    /// Where each user stands.
+    users: Vec<User>,
+    /// Users to start this round.
+    idle: Vec<usize>,
+    /// Users whose operation ended before it reached the kernel: they try
+    /// again next round, not in a spin.
+    later: Vec<usize>,
+    /// Operations in the kernel, counted in their step.
+    running: usize,
+    /// Operations given up at a timeout, still in the kernel.
+    abandoned: usize,
+}
+
+impl Users {
+    fn new(n: usize, start: Instant) -> Self {
+        Users {
+            users: vec![User::Idle { intended: start }; n],
+            idle: (0..n).rev().collect(),
+            later: Vec::with_capacity(n),
+            running: 0,
+            abandoned: 0,
+        }
+    }
+
+    /// Starts every idle user's operation.
+    #[inline]
+    fn start_idle(&mut self, batch: &mut dyn Batch, state: &WorkerState) {
+        while let Some(u) = self.idle.pop() {
+            let User::Idle { intended } = self.users[u] else {
+                continue;
+            };
+            let began = Instant::now();
+            match batch.start(u) {
+                Issued::Queued(op) => {
+                    self.users[u] = User::Running {
+                        op,
+                        began,
+                        intended,
+                    };
+                    state.flying(u, Some(intended));
+                    self.running += 1;
+                }
+                Issued::Ended(op, outcome) => {
+                    let ended = Instant::now();
+                    record(state, op, &outcome, began, intended, ended);
+                    self.users[u] = User::Idle { intended: ended };
+                    self.later.push(u);
+                }
+            }
+        }
+        std::mem::swap(&mut self.idle, &mut self.later);
+    }
+
+    /// Records every operation the kernel has ended, at `ended`.
+    #[inline]
+    fn collect_ended(&mut self, batch: &mut dyn Batch, state: &WorkerState, ended: Instant) {
         while let Some((u, outcome)) = batch.next_done() {
-            match (users[u], outcome) {
+            match (self.users[u], outcome) {
                 (
                     User::Running {
                         op,
@@ -109,40 +151,38 @@ pub(super) async fn run(mut batch: Box<dyn Batch>, state: Rc<WorkerState>, start
                     },
                     Some(outcome),
                 ) => {
-                    record(&state, op, &outcome, began, intended, ended);
+                    record(state, op, &outcome, began, intended, ended);
                     state.flying(u, None);
-                    running -= 1;
+                    self.running -= 1;
                 }
-                (User::Abandoned, None) => abandoned -= 1,
+                (User::Abandoned, None) => self.abandoned -= 1,
                 _ => continue,
             }
-            users[u] = User::Idle { intended: ended };
-            idle.push(u);
+            self.users[u] = User::Idle { intended: ended };
+            self.idle.push(u);
         }
-        if ended >= next_scan {
-            next_scan = ended + LONGEST_WAIT;
-            for (u, user) in users.iter_mut().enumerate() {
-                if let User::Running {
-                    op,
-                    began,
-                    intended,
-                } = *user
-                {
-                    if ended >= began + state.timeout {
-                        batch.abandon(u);
-                        let timeout = Outcome::error(ErrorKind::Timeout);
-                        record(&state, op, &timeout, began, intended, ended);
-                        state.flying(u, None);
-                        *user = User::Abandoned;
-                        running -= 1;
-                        abandoned += 1;
-                    }
+    }
+
+    /// Gives up, as timed out, every operation running past the timeout.
+    #[inline]
+    fn abandon_late(&mut self, batch: &mut dyn Batch, state: &WorkerState, ended: Instant) {
+        for (u, user) in self.users.iter_mut().enumerate() {
+            if let User::Running {
+                op,
+                began,
+                intended,
+            } = *user
+            {
+                if ended >= began + state.timeout {
+                    batch.abandon(u);
+                    let timeout = Outcome::error(ErrorKind::Timeout);
+                    record(state, op, &timeout, began, intended, ended);
+                    state.flying(u, None);
+                    *user = User::Abandoned;
+                    self.running -= 1;
+                    self.abandoned += 1;
                 }
             }
-        }
-        state.in_flight.set(running as u32);
-        if ended >= state.next_boundary.get() {
-            tokio::task::yield_now().await;
         }
     }
 }

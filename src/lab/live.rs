@@ -481,15 +481,29 @@ fn metrics(flavour: Flavour, lab: Option<&LabNow>) -> String {
         "perflab_lab_ended {}",
         u8::from(lab.is_some_and(|l| l.status != LabStatus::Running))
     );
+    running_cell(&mut out, flavour, running.as_ref());
+    if flavour == Flavour::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
+    out
+}
+
+/// The running cell's operations so far and its step (the family's
+/// metadata always, its samples while a cell runs).
+fn running_cell(
+    out: &mut String,
+    flavour: Flavour,
+    running: Option<&(&CellNow, Option<RunId>, Option<RunProgress>)>,
+) {
     family(
-        &mut out,
+        out,
         flavour,
         "perflab_lab_cell_operations_total",
         "counter",
         "",
         "The running cell's operations so far, every step and phase, as its run stored them (an interval at a time), by outcome.",
     );
-    if let Some((cell, Some(run), Some(progress))) = &running {
+    if let Some((cell, Some(run), Some(progress))) = running {
         for (outcome, n) in [
             ("ok", progress.ok),
             ("refused", progress.refused),
@@ -503,7 +517,7 @@ fn metrics(flavour: Flavour, lab: Option<&LabNow>) -> String {
             );
         }
         family(
-            &mut out,
+            out,
             flavour,
             "perflab_lab_cell_step",
             "gauge",
@@ -515,10 +529,6 @@ fn metrics(flavour: Flavour, lab: Option<&LabNow>) -> String {
             .map_or(progress.steps_begun, |i| i + 1);
         let _ = writeln!(out, "perflab_lab_cell_step {}", float(step as f64));
     }
-    if flavour == Flavour::OpenMetrics {
-        out.push_str("# EOF\n");
-    }
-    out
 }
 
 /// The handler of a lab's view: `/`, `/events`, `/metrics`, and `/run/N`

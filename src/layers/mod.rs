@@ -6,6 +6,7 @@
 //! is an import, followed through re-exports to the file that defines what
 //! it names.
 
+mod code_map;
 mod imports;
 #[cfg(test)]
 mod tests;

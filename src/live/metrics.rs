@@ -228,10 +228,25 @@ pub(crate) fn render(
     counts: &Counts,
     gauges: &Gauges,
 ) -> String {
-    let name = |i: usize| op_names.get(i).cloned().unwrap_or_else(|| format!("op{i}"));
     let mut out = String::new();
+    render_operations(&mut out, flavour, op_names, counts);
+    render_times(&mut out, flavour, op_names, counts);
+    render_gauges(&mut out, flavour, gauges);
+    if flavour == Flavour::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
+    out
+}
+
+/// The name of operation kind `i` (`op<N>` when it has none).
+fn op_name(op_names: &[String], i: usize) -> String {
+    op_names.get(i).cloned().unwrap_or_else(|| format!("op{i}"))
+}
+
+/// The operations counter, by kind and outcome.
+fn render_operations(out: &mut String, flavour: Flavour, op_names: &[String], counts: &Counts) {
     family(
-        &mut out,
+        out,
         flavour,
         "perflab_operations_total",
         "counter",
@@ -239,7 +254,7 @@ pub(crate) fn render(
         "Operations ended since the run began, every phase, by kind and outcome (ok, refused, or the error's kind).",
     );
     for (i, op) in counts.0.iter().enumerate() {
-        let op_label = label(&name(i));
+        let op_label = label(&op_name(op_names, i));
         let mut outcomes: Vec<(String, u64)> = vec![
             ("ok".to_string(), op.ok),
             ("refused".to_string(), op.refused),
@@ -253,6 +268,10 @@ pub(crate) fn render(
             );
         }
     }
+}
+
+/// The response and service time histograms, by kind.
+fn render_times(out: &mut String, flavour: Flavour, op_names: &[String], counts: &Counts) {
     for (metric, help, pick) in [
         (
             "perflab_response_time_seconds",
@@ -265,9 +284,9 @@ pub(crate) fn render(
             |o: &OpCounts| &o.service,
         ),
     ] {
-        family(&mut out, flavour, metric, "histogram", "seconds", help);
+        family(out, flavour, metric, "histogram", "seconds", help);
         for (i, op) in counts.0.iter().enumerate() {
-            let op_label = label(&name(i));
+            let op_label = label(&op_name(op_names, i));
             let b = pick(op);
             for (bound, n) in BUCKETS.iter().zip(b.at_or_below) {
                 let _ = writeln!(
@@ -289,9 +308,13 @@ pub(crate) fn render(
             let _ = writeln!(out, "{metric}_count{{op=\"{op_label}\"}} {}", b.count);
         }
     }
+}
+
+/// The gauges of the running step and perflab's own CPU time.
+fn render_gauges(out: &mut String, flavour: Flavour, gauges: &Gauges) {
     if let Some(users) = gauges.users {
         family(
-            &mut out,
+            out,
             flavour,
             "perflab_users",
             "gauge",
@@ -302,7 +325,7 @@ pub(crate) fn render(
     }
     if let Some(rate) = gauges.rate {
         family(
-            &mut out,
+            out,
             flavour,
             "perflab_offered_rate_per_second",
             "gauge",
@@ -312,7 +335,7 @@ pub(crate) fn render(
         let _ = writeln!(out, "perflab_offered_rate_per_second {}", float(rate));
     }
     family(
-        &mut out,
+        out,
         flavour,
         "perflab_step",
         "gauge",
@@ -321,7 +344,7 @@ pub(crate) fn render(
     );
     let _ = writeln!(out, "perflab_step {}", gauges.step);
     family(
-        &mut out,
+        out,
         flavour,
         "perflab_steps",
         "gauge",
@@ -330,7 +353,7 @@ pub(crate) fn render(
     );
     let _ = writeln!(out, "perflab_steps {}", gauges.steps);
     family(
-        &mut out,
+        out,
         flavour,
         "perflab_process_cpu_seconds_total",
         "counter",
@@ -342,10 +365,6 @@ pub(crate) fn render(
         "perflab_process_cpu_seconds_total {}",
         float(gauges.cpu.as_secs_f64())
     );
-    if flavour == Flavour::OpenMetrics {
-        out.push_str("# EOF\n");
-    }
-    out
 }
 
 /// perflab's own CPU time so far (user and system, every thread).

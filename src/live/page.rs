@@ -166,7 +166,40 @@ fn charts(out: &mut String, view: &View) {
             label: label.clone(),
         })
         .collect();
-    let series = |name: &str, pick: &dyn Fn(&super::state::Point) -> Option<f64>| Series {
+    out.push_str(
+        &over_time(
+            &marks,
+            "Throughput per interval across the run",
+            "operations/s",
+            false,
+            vec![
+                series(view, "throughput", &|p| Some(p.throughput)),
+                series(view, "errors", &|p| Some(p.errors)),
+            ],
+        )
+        .render(),
+    );
+    out.push_str(
+        &over_time(
+            &marks,
+            "Response time per interval across the run",
+            "response time",
+            true,
+            vec![
+                series(view, "p50", &|p| p.p50),
+                series(view, "p95", &|p| p.p95),
+                series(view, "p99", &|p| p.p99),
+            ],
+        )
+        .render(),
+    );
+    out.push_str(&against_load(view).render());
+    out.push_str(&resources(view, &marks).render());
+}
+
+/// One series of the points across the run, by what `pick` reads of each.
+fn series(view: &View, name: &str, pick: &dyn Fn(&super::state::Point) -> Option<f64>) -> Series {
+    Series {
         name: name.to_string(),
         points: view
             .points
@@ -174,65 +207,55 @@ fn charts(out: &mut String, view: &View) {
             .filter_map(|p| pick(p).map(|v| (p.at, v)))
             .collect(),
         dashed: false,
-    };
-    let over_time = |title: &str, y_label: &str, log_y: bool, series: Vec<Series>| Chart {
+    }
+}
+
+/// A chart over the run's time, with the steps' marks.
+fn over_time(
+    marks: &[Mark],
+    title: &str,
+    y_label: &str,
+    log_y: bool,
+    series: Vec<Series>,
+) -> Chart {
+    Chart {
         title: title.to_string(),
         x_label: "seconds since the first step (warm-up included)".to_string(),
         y_label: y_label.to_string(),
         log_x: false,
         log_y,
         series,
-        marks: marks.clone(),
+        marks: marks.to_vec(),
         x_format: number,
         y_format: if log_y { seconds } else { number },
-    };
-    out.push_str(
-        &over_time(
-            "Throughput per interval across the run",
-            "operations/s",
-            false,
-            vec![
-                series("throughput", &|p| Some(p.throughput)),
-                series("errors", &|p| Some(p.errors)),
-            ],
-        )
-        .render(),
-    );
-    out.push_str(
-        &over_time(
-            "Response time per interval across the run",
-            "response time",
-            true,
-            vec![
-                series("p50", &|p| p.p50),
-                series("p95", &|p| p.p95),
-                series("p99", &|p| p.p99),
-            ],
-        )
-        .render(),
-    );
-    out.push_str(
-        &Chart {
-            title: "Throughput and p95 against load, steps ended so far".to_string(),
-            x_label: load_axis(view).to_string(),
-            y_label: "operations/s".to_string(),
-            log_x: false,
-            log_y: false,
-            series: vec![Series {
-                name: "throughput".to_string(),
-                points: view
-                    .steps
-                    .iter()
-                    .map(|s| (s.level.value(), s.throughput))
-                    .collect(),
-                dashed: false,
-            }],
-            marks: Vec::new(),
-            x_format: number,
-            y_format: number,
-        }
-        .render(),
-    );
+    }
+}
+
+/// Throughput against load, of the steps ended so far.
+fn against_load(view: &View) -> Chart {
+    Chart {
+        title: "Throughput and p95 against load, steps ended so far".to_string(),
+        x_label: load_axis(view).to_string(),
+        y_label: "operations/s".to_string(),
+        log_x: false,
+        log_y: false,
+        series: vec![Series {
+            name: "throughput".to_string(),
+            points: view
+                .steps
+                .iter()
+                .map(|s| (s.level.value(), s.throughput))
+                .collect(),
+            dashed: false,
+        }],
+        marks: Vec::new(),
+        x_format: number,
+        y_format: number,
+    }
+}
+
+/// Each resource's utilisation across the run, one series per resource.
+fn resources(view: &View, marks: &[Mark]) -> Chart {
     let mut names: Vec<&str> = view
         .points
         .iter()
@@ -243,19 +266,20 @@ fn charts(out: &mut String, view: &View) {
     let resources = names
         .iter()
         .map(|name| {
-            series(name, &|p| {
+            series(view, name, &|p| {
                 p.resources.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
             })
         })
         .collect();
     let mut chart = over_time(
+        marks,
         "Resources per interval: CPU busy, of each host's CPUs",
         "utilisation",
         false,
         resources,
     );
     chart.y_format = percent;
-    out.push_str(&chart.render());
+    chart
 }
 
 #[cfg(test)]

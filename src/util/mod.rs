@@ -8,12 +8,14 @@
 //! at a signal ([`writing_file`]); how a
 //! file the user named is read (a regular file, under a bound); the free
 //! space of a file system ([`free_bytes`]); JSON values written as YAML
-//! ([`yaml`]); a timer
+//! ([`yaml`]); the system calls several modules make, wrapped once
+//! ([`sys`]); a timer
 //! finer than tokio's ([`timer`]); which boot of which host this is
 //! ([`boot_id`]); Student's t for a 95% interval ([`t_975`]). Anything here may be imported from
 //! anywhere; it imports nothing of the crate.
 
 pub(crate) mod prom_text;
+pub(crate) mod sys;
 pub(crate) mod timer;
 pub(crate) mod yaml;
 
@@ -390,16 +392,7 @@ pub(crate) fn read_bounded(path: &std::path::Path, limit: u64) -> std::io::Resul
 /// `dir` (statvfs's `f_bavail`: the space kept for root is left to the
 /// host).
 pub(crate) fn free_bytes(dir: &std::path::Path) -> std::io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let name = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: a zeroed statvfs is a valid out-parameter.
-    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a statvfs to fill; the result is checked.
-    if unsafe { libc::statvfs(name.as_ptr(), &mut vfs) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64))
+    Ok(sys::space(dir)?.free)
 }
 
 /// A text file the user named, as [`read_bounded`] reads it (a spec, a

@@ -7,6 +7,7 @@
 //! went to or came from the block layer, proc(5)).
 
 use super::HostRoot;
+use crate::util::sys::clock_ticks;
 use procfs_core::FromRead;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -305,16 +306,6 @@ impl ProcessSample {
     /// User plus system CPU, as a share of one CPU.
     pub(crate) fn cpu(&self) -> f64 {
         self.cpu_user + self.cpu_system
-    }
-}
-
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
     }
 }
 

@@ -26,6 +26,7 @@
 //! by a timer are not, and their waits say nothing of a response time, so
 //! the split of active threads is kept apart from that of all threads.
 
+use crate::util::sys::clock_ticks;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -753,16 +754,6 @@ fn top_channels(mut all: Vec<(String, f64)>) -> Vec<(String, f64)> {
     all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     all.truncate(MAX_CHANNELS);
     all
-}
-
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
-    }
 }
 
 #[cfg(test)]

@@ -112,6 +112,33 @@ pub struct BankCheckArgs {
     pub(crate) pgbench: bool,
 }
 
+/// Refuses what the target's kind cannot run: an isolation level SQLite
+/// lacks, pgbench's mix or pipeline mode outside PostgreSQL.
+fn check_for_kind(args: &BankArgs, kind: TargetKind, mix: &BankMix) -> Result<(), PlanError> {
+    if kind == TargetKind::Sqlite && args.isolation != Isolation::ReadCommitted {
+        return Err(PlanError::flag(
+            "--isolation",
+            "SQLite transactions are always serializable",
+            "drop --isolation, or use a postgres:// target",
+        ));
+    }
+    if kind != TargetKind::Postgres && *mix == BankMix::Pgbench {
+        return Err(PlanError::flag(
+            "--mix",
+            "pgbench runs on pgbench's tables in PostgreSQL",
+            "use --target postgres://USER@HOST/DB or postgres:managed",
+        ));
+    }
+    if args.pipeline && kind != TargetKind::Postgres {
+        return Err(PlanError::flag(
+            "--pipeline",
+            "pipeline mode is PostgreSQL's",
+            "drop --pipeline, or use a postgres:// or postgres:managed target",
+        ));
+    }
+    Ok(())
+}
+
 impl WorkloadKind for Bank {
     const NAME: &'static str = "bank";
     const ABOUT: &'static str = concat!(
@@ -143,27 +170,7 @@ impl WorkloadKind for Bank {
         })?;
         let isolation = args.isolation;
         let kind = target.traits().kind;
-        if kind == TargetKind::Sqlite && isolation != Isolation::ReadCommitted {
-            return Err(PlanError::flag(
-                "--isolation",
-                "SQLite transactions are always serializable",
-                "drop --isolation, or use a postgres:// target",
-            ));
-        }
-        if kind != TargetKind::Postgres && mix == BankMix::Pgbench {
-            return Err(PlanError::flag(
-                "--mix",
-                "pgbench runs on pgbench's tables in PostgreSQL",
-                "use --target postgres://USER@HOST/DB or postgres:managed",
-            ));
-        }
-        if args.pipeline && kind != TargetKind::Postgres {
-            return Err(PlanError::flag(
-                "--pipeline",
-                "pipeline mode is PostgreSQL's",
-                "drop --pipeline, or use a postgres:// or postgres:managed target",
-            ));
-        }
+        check_for_kind(args, kind, &mix)?;
         if args.max_tries == 0 {
             return Err(PlanError::flag(
                 "--max-tries",

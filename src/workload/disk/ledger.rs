@@ -46,22 +46,13 @@ pub(crate) struct FileIdentity {
 impl FileIdentity {
     /// The identity of the file open as `file`.
     pub(crate) fn of(file: &File) -> std::io::Result<FileIdentity> {
-        // SAFETY: a zeroed statx is a valid out-parameter.
-        let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: an empty path with AT_EMPTY_PATH names the open file; the
-        // result is checked.
-        let rc = unsafe {
-            libc::statx(
-                file.as_raw_fd(),
-                c"".as_ptr(),
-                libc::AT_EMPTY_PATH,
-                libc::STATX_INO | libc::STATX_BTIME,
-                &mut stx,
-            )
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        // An empty path with AT_EMPTY_PATH names the open file.
+        let stx = crate::util::sys::statx(
+            file.as_raw_fd(),
+            c"",
+            libc::AT_EMPTY_PATH,
+            libc::STATX_INO | libc::STATX_BTIME,
+        )?;
         Ok(FileIdentity {
             dev: libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
             ino: stx.stx_ino,

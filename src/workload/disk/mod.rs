@@ -467,20 +467,10 @@ fn ready_target(
 fn dio_alignment(path: &Path) -> u64 {
     use std::os::unix::ffi::OsStrExt;
     if let Ok(name) = std::ffi::CString::new(path.as_os_str().as_bytes()) {
-        // SAFETY: a zeroed statx is a valid out-parameter.
-        let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: a NUL-terminated path and a statx to fill; the result is checked.
-        let rc = unsafe {
-            libc::statx(
-                libc::AT_FDCWD,
-                name.as_ptr(),
-                0,
-                libc::STATX_DIOALIGN,
-                &mut stx,
-            )
-        };
-        if rc == 0 && stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0 {
-            return u64::from(stx.stx_dio_offset_align);
+        if let Ok(stx) = crate::util::sys::statx(libc::AT_FDCWD, &name, 0, libc::STATX_DIOALIGN) {
+            if stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0 {
+                return u64::from(stx.stx_dio_offset_align);
+            }
         }
     }
     let dir = path
