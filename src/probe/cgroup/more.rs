@@ -109,8 +109,7 @@ impl CgroupDirs {
             out.pids_current = text(&h.dir(), "pids.current").and_then(|t| t.trim().parse().ok());
             if let Some((n, dir)) = lowest(h, "pids.max") {
                 out.pids_max = Some(n);
-                out.pids_limit_hits =
-                    text(&dir, "pids.events").and_then(|t| stat_value(&t, "max"));
+                out.pids_limit_hits = text(&dir, "pids.events").and_then(|t| stat_value(&t, "max"));
             }
         }
         out
