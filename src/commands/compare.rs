@@ -22,7 +22,11 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
     };
     if let Some(text) = &args.fail_on {
         let thresholds = super::gate::thresholds(text)?;
-        return super::gate::run_gate(&args.runs, &args.store.store, &thresholds, format);
+        let files = super::gate::CiFiles {
+            junit: args.junit.clone(),
+            markdown: args.markdown.clone(),
+        };
+        return super::gate::run_gate(&args.runs, &args.store.store, &thresholds, format, &files);
     }
     let weights = args
         .weights
