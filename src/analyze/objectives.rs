@@ -370,7 +370,9 @@ mod tests {
         let said = |o: SloOutcome, steps: usize, users: bool| {
             let mut o = o;
             note_budget(&mut o, steps, find, users);
-            o.answer.contains("stopped at its budget of 4 steps (--max-steps) before its bracket was within 5%")
+            o.answer.contains(
+                "stopped at its budget of 4 steps (--max-steps) before its bracket was within 5%",
+            )
         };
         // Wide, at the budget: said.
         assert!(said(bracket(Some(2000.0), Some(4000.0)), 4, false));

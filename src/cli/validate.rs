@@ -377,8 +377,16 @@ fn find(args: &CommonRunArgs) -> Result<Option<crate::plan::Find>, PlanError> {
     }
     if !args.find {
         for (given, flag, what) in [
-            (args.precision.is_some(), "--precision", "how narrow --find's answer is"),
-            (args.max_steps.is_some(), "--max-steps", "how long --find searches"),
+            (
+                args.precision.is_some(),
+                "--precision",
+                "how narrow --find's answer is",
+            ),
+            (
+                args.max_steps.is_some(),
+                "--max-steps",
+                "how long --find searches",
+            ),
         ] {
             if given {
                 return Err(PlanError::flag(

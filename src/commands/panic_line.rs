@@ -73,11 +73,18 @@ mod tests {
             .collect();
         assert_eq!(seen.len(), 2, "{seen:?}");
         let line = &seen[0];
-        assert!(line.starts_with("error: internal error in perflab"), "{line}");
+        assert!(
+            line.starts_with("error: internal error in perflab"),
+            "{line}"
+        );
         assert!(line.contains("attempt to add with overflow"), "{line}");
         assert!(line.contains("src/commands/panic_line.rs:"), "{line}");
         assert!(line.ends_with("in thread 'perflab-worker-7'"), "{line}");
-        assert!(seen[1].ends_with("in thread 'perflab-worker-8'"), "{}", seen[1]);
+        assert!(
+            seen[1].ends_with("in thread 'perflab-worker-8'"),
+            "{}",
+            seen[1]
+        );
         assert_eq!(seen[1].lines().count(), 1, "{}", seen[1]);
         assert!(seen[1].contains("first second third"), "{}", seen[1]);
     }

@@ -94,7 +94,15 @@ fn a_signal_ends_report_show_analyze_and_compare_at_once_and_never_leaves_part_o
         &["show", "last", "--store", store, "--json", "out"],
         &["analyze", "last", "--store", store],
         &["compare", "last", "last", "--store", store],
-        &["compare", "last", "last", "--store", store, "--fail-on", "p95>+10%"],
+        &[
+            "compare",
+            "last",
+            "last",
+            "--store",
+            store,
+            "--fail-on",
+            "p95>+10%",
+        ],
     ];
     let mut before = names(dir.path());
     before.retain(|n| !n.starts_with("big.db-"));
