@@ -16,7 +16,6 @@ mod gate;
 mod generators;
 mod golden;
 mod help;
-mod history;
 mod host;
 mod hostile_agent;
 mod injection;
