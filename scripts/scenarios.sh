@@ -53,12 +53,14 @@ net-cpu                 ^resource$            ^cpu
 net-link                ^resource$            ^link
 generator               ^load_generator$      .
 commit-latency-mariadb  ^not_reached$         latency-bound
+server-throttle-mariadb ^not_reached$         ^commit.I/O.\((a.blkio.throttle|an.io\.max).of.100.write.IOPS.on.the.server.s.cgroup.*latency-bound
+server-throttle-pg      ^(not_reached|resource)$ ^commit.I/O.\((a.blkio.throttle|an.io\.max).of.100.write.IOPS.on.the.server.s.cgroup.*(latency-bound|saturat)
 admission-pg            ^admission_limit$     max_connections
 admission-mariadb       ^admission_limit$     max_connections
 disk-quick              ^(not_reached|resource)$ ^(not.reached|disk.)
 files-quick             ^resource$            ^cpu
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb disk-quick files-quick)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb disk-quick files-quick)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -589,7 +591,7 @@ scn_contention_mariadb() {
 # (blkio) when given, with extra server options after it. Sets
 # MARIADB_URL and MARIADB_PID.
 own_mariadb() {
-    local cg=$1 data=$WORK/data port pid
+    local cg=$1 data=${MARIADB_DATA:-$WORK/data} port pid
     shift
     chown mysql:mysql "$WORK"
     mariadb-install-db --no-defaults --datadir="$data" --user=mysql --skip-test-db "$@" \
@@ -637,6 +639,53 @@ scn_commit_latency_mariadb() {
     EVIDENCE="cg_evidence $cg"
     sweep "$(users_to 32)" --target "$MARIADB_URL" --server-pid "$MARIADB_PID" --scale 1 \
         --mix atm:balance=0,withdraw=0,deposit=100,transfer=0
+}
+
+# 4d. The server's own cgroup holds the device of its data directory to
+# SERVER_WIOPS writes per second (v1 blkio throttle, v2 io.max): MariaDB
+# with its data and redo log on a loop device, the server (all its
+# threads: one process) in the cgroup, each commit's redo flush waiting
+# its turn at the throttle while commits share flushes (group commit).
+# The verdict must name the throttle on the server's cgroup with its
+# value: commit I/O, latency-bound.
+SERVER_WIOPS=100
+scn_server_throttle_mariadb() {
+    local cg=perflab-scn-server-throttle
+    loop_fs 512 "$WORK/disk"
+    mkdir -p "$WORK/disk/data"
+    chown mysql:mysql "$WORK/disk/data"
+    cg_make $cg blkio
+    MARIADB_DATA=$WORK/disk/data own_mariadb $cg --performance-schema=OFF \
+        --innodb-flush-log-at-trx-commit=1
+    preload --target "$MARIADB_URL" --scale 1
+    cg_io_limit $cg "$LOOP_MAJMIN" wiops $SERVER_WIOPS
+    EVIDENCE="cg_evidence $cg"
+    sweep "$(users_to 32)" --target "$MARIADB_URL" --server-pid "$MARIADB_PID" --scale 1 \
+        --mix atm:balance=0,withdraw=0,deposit=100,transfer=0
+}
+
+# 4e. The same throttle on PostgreSQL: its data directory (the WAL in
+# it) on a loop device held to SERVER_WIOPS writes per second for the
+# server's cgroup, which the postmaster joins before it starts, so every
+# backend it forks is in it. The WAL is written with O_DIRECT (wal_level
+# minimal, open_datasync) so that its writes are the server's own.
+scn_server_throttle_pg() {
+    local cg=perflab-scn-server-throttle-pg
+    loop_fs 512 "$WORK/disk"
+    mkdir -p "$WORK/disk/data"
+    chown postgres:postgres "$WORK/disk/data"
+    chmod 700 "$WORK/disk/data"
+    PG_DATA=$WORK/disk/data
+    cg_make $cg blkio
+    CG_CTRLS=blkio own_pg $cg 127.0.0.1 "" -c wal_level=minimal -c max_wal_senders=0 \
+        -c wal_sync_method=open_datasync
+    preload --target "$PG_DSN" --scale 8
+    cg_io_limit $cg "$LOOP_MAJMIN" wiops $SERVER_WIOPS
+    local procs=$CGROOT/blkio/$cg/cgroup.procs
+    ((CGV == 2)) && procs=$CGROOT/$cg/cgroup.procs
+    echo "  $CLASS: $(wc -l <"$procs") server processes in $cg (the postmaster $PG_PID and its children)"
+    EVIDENCE="cg_evidence $cg"
+    sweep "$(users_to 16)" --target "$PG_DSN" --server-pid "$PG_PID" --scale 8
 }
 
 # A nice-19 busy loop on every CPU (a batch job, a build): it takes every

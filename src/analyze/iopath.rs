@@ -4,9 +4,11 @@
 //! I/O (the host's PSI and the cgroups' `io.pressure`, each the stalled
 //! share of its interval), what each stacked disk hands its I/O to, and
 //! the CPU of the kernel threads that serve it (a loop device's worker, a
-//! journal). See `probe::cgroup` and `probe::counters::stack`.
+//! journal). See `probe::cgroup` and `probe::counters::stack`. Beside
+//! them, the server cgroup's other limits a flush or a fork meets
+//! (`memory.high` and its reclaim, `pids.max`).
 
-use crate::probe::cgroup::IoLimit;
+use crate::probe::cgroup::{IoLimit, MoreLimitsSample};
 use crate::probe::counters::{weighted_mean, CgroupSample, HostSample};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -80,6 +82,54 @@ pub(crate) struct IoPath {
     /// CPUs of the kernel threads serving each stacked disk, mean.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) kernel_cpus: BTreeMap<String, f64>,
+    /// The server cgroup's memory.high and pids.max, and what they did.
+    #[serde(skip_serializing_if = "ServerLimits::is_empty")]
+    pub(crate) server_limits: ServerLimits,
+}
+
+/// The server cgroup's memory.high and pids.max over a step.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub(crate) struct ServerLimits {
+    /// The memory.high that binds it, bytes.
+    pub(crate) memory_high_bytes: Option<u64>,
+    /// Times it went over memory.high in the step.
+    pub(crate) memory_high_hits: Option<f64>,
+    /// Pages reclaimed from it per second, mean.
+    pub(crate) reclaimed_pages_per_s: Option<f64>,
+    /// Its tasks at most.
+    pub(crate) pids_current: Option<f64>,
+    /// The pids.max that binds it.
+    pub(crate) pids_max: Option<u64>,
+    /// Forks refused at pids.max in the step.
+    pub(crate) pids_limit_hits: Option<f64>,
+}
+
+impl ServerLimits {
+    fn is_empty(&self) -> bool {
+        *self == ServerLimits::default()
+    }
+
+    /// The step's limits over its samples.
+    fn of(samples: &[&HostSample]) -> Self {
+        let more = |s: &HostSample| s.server_cgroup.as_ref()?.more.clone();
+        let all: Vec<MoreLimitsSample> = samples.iter().filter_map(|s| more(s)).collect();
+        let sum = |f: fn(&MoreLimitsSample) -> Option<u64>| {
+            let v: Vec<u64> = all.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64)
+        };
+        ServerLimits {
+            memory_high_bytes: all.iter().rev().find_map(|m| m.memory_high_bytes),
+            memory_high_hits: sum(|m| m.memory_high_hits),
+            reclaimed_pages_per_s: weighted_mean(samples, |s| more(s)?.reclaimed_pages_per_s),
+            pids_current: all
+                .iter()
+                .filter_map(|m| m.pids_current)
+                .max()
+                .map(|n| n as f64),
+            pids_max: all.iter().rev().find_map(|m| m.pids_max),
+            pids_limit_hits: sum(|m| m.pids_limit_hits),
+        }
+    }
 }
 
 impl IoPath {
@@ -150,6 +200,7 @@ impl IoPath {
             cgroup_io_stall,
             lower,
             kernel_cpus,
+            server_limits: ServerLimits::of(samples),
         }
     }
 

@@ -27,9 +27,9 @@
 use super::super::capacity::load_text;
 use super::super::demands::Demands;
 use super::super::points::StepPoint;
-use super::status;
 use super::waits::{WaitMeaning, Waits};
 use super::{memory_evidence, Bottleneck, BottleneckKind};
+use super::{server_cgroup, status};
 use crate::units::{Bytes, Latency, Percent};
 
 /// Share of the sessions' samples from which a wait names the limit.
@@ -71,7 +71,7 @@ fn from_counters(points: &[StepPoint], from: usize, demands: &Demands) -> Option
                 .map(|rows| format!("{rows}: the lock holders were the ones waiting on the log")),
         );
         evidence.extend(devices(window));
-        return Some(commit_io_verdict(evidence, false));
+        return Some(commit_io_verdict(last, evidence, false));
     }
     let read = status::read_evidence(last)?;
     let mut evidence = vec![read];
@@ -147,12 +147,24 @@ fn commit_io(
     }
     evidence.extend(commit_time(last, shares.commit));
     evidence.extend(devices(window));
-    Some(commit_io_verdict(evidence, true))
+    Some(commit_io_verdict(last, evidence, true))
 }
 
-/// The commit I/O verdict on its evidence; `sampled` when the sessions'
-/// waits showed it (else the server's counters did).
-fn commit_io_verdict(evidence: Vec<String>, sampled: bool) -> Bottleneck {
+/// What the devices' line guesses of a wait above an idle device.
+const PATH_GUESS: &str = "(a throttle, a remote or fsync-bound device)";
+
+/// The commit I/O verdict on its evidence at the `last` step; `sampled`
+/// when the sessions' waits showed it (else the server's counters did).
+/// A write limit on the server's cgroup that its writes reached is named.
+fn commit_io_verdict(last: &StepPoint, mut evidence: Vec<String>, sampled: bool) -> Bottleneck {
+    let limit = server_cgroup::write_limit(last);
+    if let Some(l) = &limit {
+        // The path's guess gives way to the limit read from the cgroup.
+        for line in &mut evidence {
+            *line = line.replace(PATH_GUESS, "in the throttle on the server's cgroup");
+        }
+        evidence.insert(1.min(evidence.len()), l.evidence(last));
+    }
     let ruled_out = if sampled {
         "software contention: the sessions waited on the log, not on each other's locks"
     } else {
@@ -160,15 +172,25 @@ fn commit_io_verdict(evidence: Vec<String>, sampled: bool) -> Bottleneck {
     };
     Bottleneck {
         kind: BottleneckKind::Resource,
-        name: "commit I/O (the log's device)".to_string(),
+        name: commit_name(last),
         evidence,
         ruled_out: vec![ruled_out.to_string()],
         unreliable: false,
-        next: Some(
-            "put the log on a faster device or one without a throttle, or group commits (commit_delay, synchronous_commit=off, innodb_flush_log_at_trx_commit=2 where losing the last commits is acceptable)"
+        next: Some(limit.map_or_else(
+            || "put the log on a faster device or one without a throttle, or group commits (commit_delay, synchronous_commit=off, innodb_flush_log_at_trx_commit=2 where losing the last commits is acceptable)"
                 .to_string(),
-        ),
+            |l| l.next(),
+        )),
         resource: None,
+    }
+}
+
+/// The commit I/O verdict's name at the `last` step: the write limit of
+/// the server's cgroup its writes reached, else the log's device.
+pub(crate) fn commit_name(last: &StepPoint) -> String {
+    match server_cgroup::write_limit(last) {
+        Some(l) => format!("commit I/O ({})", l.name()),
+        None => "commit I/O (the log's device)".to_string(),
     }
 }
 

@@ -13,10 +13,17 @@
 //! 1: R ∝ N), throughput at least [`PROPORTIONAL_X`] as fast, and it still
 //! grew at the last step. Where the time of each operation went comes
 //! from the server's threads (see [`super::time_spent`]).
+//!
+//! A commit that waits on its flush is `commit I/O` whichever server
+//! shows it (PostgreSQL's wait events, MariaDB's threads or counters),
+//! with its property beside it: `latency-bound: not reached` when this
+//! rule holds, else `saturated` (throughput stopped growing) or
+//! `approaching saturation`. The flush's limit on the server's cgroup,
+//! when its writes reached one, is named with its value ([`super::server_cgroup`]).
 
 use super::super::capacity::{growth_efficiency, load_text};
 use super::super::points::StepPoint;
-use super::{time_spent, Bottleneck, BottleneckKind, RunShape};
+use super::{growth, io, server_cgroup, time_spent, Bottleneck, BottleneckKind, RunShape};
 use crate::units::Latency;
 use std::time::Duration;
 
@@ -40,14 +47,72 @@ pub(crate) fn verdict(points: &[StepPoint], shape: RunShape, reached: Bottleneck
     let Some(mut evidence) = evidence(points, shape) else {
         return reached;
     };
+    let last = &points[points.len() - 1];
+    let flush = time_spent::dominant(points, points.len() - 1)
+        .is_some_and(|d| d.starts_with("the commit flush"));
+    let limit = server_cgroup::write_limit(last);
+    evidence.extend(limit.as_ref().map(|l| l.evidence(last)));
     // Its first line, that throughput kept pace, the rule says with numbers.
     evidence.extend(reached.evidence.into_iter().skip(1));
+    let (name, next) = if flush {
+        let cure = limit.map_or_else(
+            || "or shorten each flush (a faster log device, one without a throttle)".to_string(),
+            |l| format!("or {}", l.next()),
+        );
+        (
+            format!("{}, {LATENCY_BOUND}", io::commit_name(last)),
+            Some(format!(
+                "more users give more commits per flush: {}; {cure}",
+                reached.next.unwrap_or_default()
+            )),
+        )
+    } else {
+        (
+            "not reached (latency-bound)".to_string(),
+            reached.next.map(|n| format!("more users: {n}")),
+        )
+    };
     Bottleneck {
         kind: BottleneckKind::NotReached,
-        name: "not reached (latency-bound)".to_string(),
+        name,
         evidence,
-        next: reached.next.map(|n| format!("more users: {n}")),
+        next,
         ..reached
+    }
+}
+
+/// The property of a commit I/O verdict that rests on a latency-bound run.
+const LATENCY_BOUND: &str = "latency-bound: not reached";
+
+/// A commit I/O verdict `found` with its property beside its name:
+/// latency-bound when throughput grew in proportion to the users at a
+/// flat response (the kind becomes not reached), saturated when it
+/// stopped growing, approaching saturation while it still rose. Any
+/// other verdict as it was.
+pub(crate) fn commit_io(points: &[StepPoint], shape: RunShape, found: Bottleneck) -> Bottleneck {
+    if !found.name.starts_with("commit I/O") {
+        return found;
+    }
+    if let Some(mut evidence) = evidence(points, shape) {
+        evidence.extend(found.evidence);
+        return Bottleneck {
+            kind: BottleneckKind::NotReached,
+            name: format!("{}, {LATENCY_BOUND}", found.name),
+            evidence,
+            next: found.next.map(|n| {
+                format!("more users give more commits per flush; to raise the rate per user: {n}")
+            }),
+            ..found
+        };
+    }
+    let property = if growth::still_rising(points).is_some() {
+        "approaching saturation"
+    } else {
+        "saturated"
+    };
+    Bottleneck {
+        name: format!("{}, {property}", found.name),
+        ..found
     }
 }
 
@@ -181,7 +246,10 @@ mod tests {
         assert!(v.knee.is_some(), "the noisy knee is there: {:?}", v.knee);
         let b = v.bottleneck.unwrap();
         assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
-        assert!(b.name.contains("latency-bound"), "{b:?}");
+        assert_eq!(
+            b.name, "commit I/O (the log's device), latency-bound: not reached",
+            "the commit flush in the same words as on PostgreSQL: {b:?}"
+        );
         let all = b.evidence.join("\n");
         assert!(all.contains("capacity not reached up to 32 users"), "{all}");
         assert!(all.contains("each operation spends 100"), "{all}");
@@ -192,6 +260,47 @@ mod tests {
             "{all}"
         );
         assert!(b.next.unwrap().contains("more users"));
+    }
+
+    /// The same flush held by a write throttle on the server's cgroup,
+    /// found through its threads alone: the throttle is named with its
+    /// value, and what the server wrote against it.
+    #[test]
+    fn a_flush_held_by_the_servers_throttle_names_it() {
+        use super::super::super::iopath::LimitUse;
+        use crate::probe::cgroup::IoLimit;
+        let mut points = sweep(&[0.1, 0.1, 0.11, 0.1, 0.1]);
+        for p in &mut points {
+            p.threads.server = Some(flushing());
+            p.io_path.limits.push(LimitUse {
+                owner: "the server's cgroup".to_string(),
+                limit: IoLimit {
+                    device: "vda".to_string(),
+                    number: "254:0".to_string(),
+                    cgroup: "/db".to_string(),
+                    dir: "/sys/fs/cgroup/unified/db".to_string(),
+                    write_iops: Some(10),
+                    interface: "io.max".to_string(),
+                    ..IoLimit::default()
+                },
+                writes_per_s: 10.0,
+                ..LimitUse::default_for_tests()
+            });
+        }
+        let b = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1)
+            .bottleneck
+            .unwrap();
+        assert_eq!(
+            b.name,
+            "commit I/O (an io.max of 10 write IOPS on the server's cgroup, device vda), latency-bound: not reached",
+            "{b:?}"
+        );
+        let all = b.evidence.join("\n");
+        assert!(all.contains("write IOPS limited to 10 on vda (254:0) by the server's cgroup /sys/fs/cgroup/unified/db (io.max); the server wrote 10/s against it at 32 users"), "{all}");
+        assert!(b
+            .next
+            .unwrap()
+            .contains("raise or lift the io.max of 10 write IOPS"));
     }
 
     /// Without the server's threads the rule still holds on the curve,

@@ -61,6 +61,7 @@ pub(crate) mod latency_bound;
 pub(crate) mod limit;
 pub(crate) mod network;
 pub(crate) mod rising;
+pub(crate) mod server_cgroup;
 pub(crate) mod status;
 pub(crate) mod time_spent;
 pub(crate) mod waits;
@@ -148,6 +149,10 @@ pub(crate) fn bottleneck(
         peak
     };
     found.evidence.extend(time_spent::evidence(points, at));
+    // A task limit the server sat at binds whatever the verdict.
+    found
+        .evidence
+        .extend(points.iter().find_map(server_cgroup::pids));
     if found.kind == BottleneckKind::NotReached {
         // Served in perflab's threads, the last step's CPU was partly the
         // target's: how much was perflab's own says how far it can go.
@@ -190,7 +195,7 @@ fn decide(
         return limit;
     }
     if let Some(io) = io::verdict(points, from, &waits, demands) {
-        return io;
+        return latency_bound::commit_io(points, shape, io);
     }
     if let Some(loss) = network::loss(points, knee) {
         return loss;
@@ -363,6 +368,7 @@ pub(crate) fn memory_evidence(p: &StepPoint) -> Option<Vec<String>> {
             ));
         }
     }
+    out.extend(server_cgroup::memory_high(p));
     if let Some(stall) = e.memory_stall_share.filter(|s| *s >= 0.05) {
         out.push(format!(
             "its tasks stalled on memory {} of the time (memory.pressure)",

@@ -186,7 +186,7 @@ fn commit_waits_on_an_idle_looking_device_are_commit_io() {
     }
     let b = judge(points).bottleneck.unwrap();
     assert_eq!(b.kind, BottleneckKind::Resource, "{b:?}");
-    assert_eq!(b.name, "commit I/O (the log's device)");
+    assert_eq!(b.name, "commit I/O (the log's device), saturated");
     assert!(b.evidence[0].contains("LWLock:WALWrite most"), "{b:?}");
     assert!(b.evidence.iter().any(|e| e.contains("vdb")), "{b:?}");
 }
@@ -419,7 +419,7 @@ fn lock_holders_waiting_on_the_log_are_commit_io() {
         );
     }
     let b = judge(points).bottleneck.unwrap();
-    assert_eq!(b.name, "commit I/O (the log's device)", "{b:?}");
+    assert_eq!(b.name, "commit I/O (the log's device), saturated", "{b:?}");
     assert!(
         b.evidence.iter().any(|e| e.contains("the log's symptom")),
         "{b:?}"
@@ -763,9 +763,17 @@ fn a_commit_bound_mariadb_without_wait_events_is_commit_io() {
         }
     }
     let b = judge(points).bottleneck.unwrap();
-    assert_eq!(b.kind, BottleneckKind::Resource, "{b:?}");
-    assert!(b.name.starts_with("commit I/O"), "{b:?}");
-    assert!(b.evidence[0].contains("fsyncs in flight"), "{b:?}");
+    // Throughput in proportion to the users at a flat response: the
+    // commit I/O is latency-bound, not saturated.
+    assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+    assert_eq!(
+        b.name, "commit I/O (the log's device), latency-bound: not reached",
+        "{b:?}"
+    );
+    assert!(
+        b.evidence.iter().any(|e| e.contains("fsyncs in flight")),
+        "{b:?}"
+    );
 }
 
 /// MariaDB's row-lock time, with no lock seen in the wait samples (no
@@ -1221,4 +1229,170 @@ fn a_busy_disk_whose_throughput_still_rises_beyond_the_noise_is_not_yet_its_limi
     let b = judge(points).bottleneck.unwrap();
     assert_eq!(b.kind, BottleneckKind::NotReached, "{b:#?}");
     assert!(b.name.starts_with("not reached"), "{b:#?}");
+}
+
+/// A write limit of `limit` IOPS on dm-0 set on the server's v1 blkio
+/// cgroup, which the server's writes used at `writes` per second.
+fn server_throttle(p: &mut StepPoint, limit: u64, writes: f64) {
+    use super::super::iopath::LimitUse;
+    use crate::probe::cgroup::IoLimit;
+    p.io_path.limits.push(LimitUse {
+        owner: "the server's cgroup".to_string(),
+        limit: IoLimit {
+            device: "dm-0".to_string(),
+            number: "253:0".to_string(),
+            cgroup: "/lab/db".to_string(),
+            dir: "/sys/fs/cgroup/blkio/lab/db".to_string(),
+            write_iops: Some(limit),
+            interface: "blkio throttle".to_string(),
+            ..IoLimit::default()
+        },
+        writes_per_s: writes,
+        ..LimitUse::default_for_tests()
+    });
+}
+
+/// The words every commit flush held by the server's 100-IOPS throttle
+/// is named in, whichever server.
+const THROTTLED_COMMITS: &str =
+    "commit I/O (a blkio throttle of 100 write IOPS on the server's cgroup, device dm-0)";
+
+/// A PostgreSQL whose sessions wait on the WAL while its cgroup's write
+/// throttle holds its flushes, and throughput stops growing: the
+/// throttle is named with its value, where it is set and what the server
+/// wrote against it — not guessed at as "a throttle, a remote or
+/// fsync-bound device".
+#[test]
+fn commit_waits_under_the_servers_write_throttle_name_it() {
+    let mut points = curve(&[150.0, 190.0, 200.0, 201.0, 199.0]);
+    for p in &mut points {
+        p.resources
+            .push(resource("disk dm-0", ResourceKind::Disk, 1.0, 0.05));
+        waits(
+            p,
+            &[("LWLock:WALWrite", 55), ("IO:WALSync", 20), ("CPU", 25)],
+        );
+        server_throttle(p, 100, 98.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::Resource, "{b:?}");
+    assert_eq!(b.name, format!("{THROTTLED_COMMITS}, saturated"));
+    let all = b.evidence.join("\n");
+    assert!(
+        all.contains("write IOPS limited to 100 on dm-0 (253:0) by the server's cgroup /sys/fs/cgroup/blkio/lab/db (blkio throttle); the server wrote 98/s against it at 16 users, 98% of the limit"),
+        "{all}"
+    );
+    assert!(
+        !all.contains("fsync-bound"),
+        "no guess beside the limit: {all}"
+    );
+    assert!(b.next.unwrap().contains("raise or lift the blkio throttle of 100 write IOPS on the server's cgroup (/sys/fs/cgroup/blkio/lab/db)"));
+}
+
+/// The same throttle under group commit: throughput grows with the users
+/// at a flat ~105 ms. PostgreSQL says it through its WAL waits, MariaDB
+/// without performance_schema through its log fsyncs in flight; both
+/// verdicts are commit I/O under the server's throttle, latency-bound.
+#[test]
+fn a_throttled_commit_flush_is_the_same_words_on_postgresql_and_mariadb() {
+    let xs = [19.0, 38.0, 75.0, 150.0, 300.0];
+    let sweep = |server: &dyn Fn(&mut StepPoint)| {
+        let mut points = curve(&xs);
+        for p in &mut points {
+            p.completed = (p.throughput * 10.0) as u64;
+            p.response.mean = Duration::from_millis(105);
+            server_throttle(p, 100, 97.0);
+            server(p);
+        }
+        judge(points).bottleneck.unwrap()
+    };
+    let postgres = sweep(&|p| {
+        waits(
+            p,
+            &[("LWLock:WALWrite", 50), ("IO:WALSync", 30), ("CPU", 20)],
+        )
+    });
+    let mariadb = sweep(&|p| {
+        waits(p, &[("CPU", 90), ("Client:ClientRead", 10)]);
+        for (k, v) in [
+            ("commits", p.completed as f64),
+            ("log_fsyncs", 95.0),
+            ("log_fsyncs_pending", 97.0),
+            ("pending_looks", 100.0),
+        ] {
+            p.db.insert(k.to_string(), v);
+        }
+    });
+    for b in [&postgres, &mariadb] {
+        assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+        assert_eq!(
+            b.name,
+            format!("{THROTTLED_COMMITS}, latency-bound: not reached")
+        );
+        let all = b.evidence.join("\n");
+        assert!(all.contains("capacity not reached up to 16 users"), "{all}");
+        assert!(all.contains("write IOPS limited to 100 on dm-0 (253:0) by the server's cgroup /sys/fs/cgroup/blkio/lab/db"), "{all}");
+        assert!(all.contains("the server wrote 97/s against it"), "{all}");
+    }
+}
+
+/// A throttle the server's writes stayed well under is not named.
+#[test]
+fn a_write_throttle_the_server_did_not_reach_is_not_named() {
+    let mut points = curve(&[150.0, 190.0, 200.0, 201.0, 199.0]);
+    for p in &mut points {
+        waits(
+            p,
+            &[("LWLock:WALWrite", 55), ("IO:WALSync", 20), ("CPU", 25)],
+        );
+        server_throttle(p, 1000, 98.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.name, "commit I/O (the log's device), saturated", "{b:?}");
+    assert!(!b.evidence.join("\n").contains("limited to"), "{b:?}");
+}
+
+/// The server's cgroup at its pids.max, forks refused: said whatever the
+/// verdict; under it, nothing.
+#[test]
+fn a_server_cgroup_at_its_pids_max_is_said() {
+    let run = |current: f64, refused: f64| {
+        let mut points = curve(&[150.0, 190.0, 200.0, 201.0, 199.0]);
+        for p in &mut points {
+            let s = &mut p.io_path.server_limits;
+            s.pids_max = Some(64);
+            s.pids_current = Some(current);
+            s.pids_limit_hits = Some(refused);
+        }
+        judge(points).bottleneck.unwrap().evidence.join("\n")
+    };
+    let at = run(64.0, 12.0);
+    assert!(
+        at.contains(
+            "the server's cgroup held 64 tasks at its pids.max of 64 at 1 user (12 forks refused)"
+        ),
+        "{at}"
+    );
+    assert!(!run(40.0, 0.0).contains("pids.max"));
+}
+
+/// Reads past a memory.high the server's cgroup keeps going over: its
+/// memory is short, said with the limit and the reclaim.
+#[test]
+fn a_memory_high_the_server_went_over_is_memory_evidence() {
+    let mut points = curve(&[300.0, 520.0, 600.0, 610.0, 605.0]);
+    for p in &mut points {
+        waits(p, &[("IO:DataFileRead", 80), ("CPU", 20)]);
+        let s = &mut p.io_path.server_limits;
+        s.memory_high_bytes = Some(256 << 20);
+        s.memory_high_hits = Some(30.0);
+        s.reclaimed_pages_per_s = Some(1000.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert!(b.name.starts_with("memory"), "{b:?}");
+    let all = b.evidence.join("\n");
+    assert!(
+        all.contains("the server's cgroup went over its memory.high of 256.0 MiB 30 times at 16 users, 1000 pages/s reclaimed from it"),
+        "{all}"
+    );
 }

@@ -25,8 +25,17 @@ pub(crate) struct IoLimit {
     /// The device's name (`vda`, `loop0`, `dm-0`), or `MAJ:MIN` when sysfs
     /// does not name it.
     pub(crate) device: String,
+    /// The device's number, `MAJ:MIN` (empty in runs stored before it
+    /// was kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) number: String,
     /// The cgroup the lowest limit is set on (its path in its hierarchy).
     pub(crate) cgroup: String,
+    /// That cgroup's directory as the host names it
+    /// (`/sys/fs/cgroup/blkio/lab/db`; empty in runs stored before it was
+    /// kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) dir: String,
     pub(crate) read_iops: Option<u64>,
     pub(crate) write_iops: Option<u64>,
     /// Bytes per second.
@@ -80,9 +89,34 @@ fn device_name(sys: &Path, majmin: &str) -> String {
         .unwrap_or_else(|| majmin.to_string())
 }
 
+/// Where a limit is set: the cgroup's path in its hierarchy, and its
+/// directory as the host names it.
+#[derive(Clone)]
+struct SetOn {
+    cgroup: String,
+    dir: String,
+}
+
+impl SetOn {
+    /// The cgroup of directory `dir` in hierarchy `h`, whose mount the
+    /// host names `mount_name` (`/sys/fs/cgroup/blkio`).
+    fn new(h: &Hierarchy, mount_name: &str, dir: &Path) -> Self {
+        let cgroup = relative(&h.mount, dir);
+        let dir = format!(
+            "{}/{}",
+            mount_name.trim_end_matches('/'),
+            cgroup.trim_start_matches('/')
+        );
+        SetOn {
+            dir: dir.trim_end_matches('/').to_string(),
+            cgroup,
+        }
+    }
+}
+
 /// A device's lowest limit of each kind (read IOPS, write IOPS, read
 /// bytes/s, write bytes/s), each with the cgroup it is set on.
-type KindLimits = [Option<(u64, String)>; 4];
+type KindLimits = [Option<(u64, SetOn)>; 4];
 
 /// The block-I/O limits found along a cgroup's path so far: per device
 /// number, the lowest of each kind (read IOPS, write IOPS, read B/s,
@@ -93,7 +127,7 @@ struct LimitsFound(Vec<(String, KindLimits)>);
 impl LimitsFound {
     /// A limit of `kind` on `dev`, set in cgroup `at`: kept when it is the
     /// lowest so far.
-    fn consider(&mut self, dev: &str, kind: usize, n: u64, at: &str) {
+    fn consider(&mut self, dev: &str, kind: usize, n: u64, at: &SetOn) {
         let i = match self.0.iter().position(|(d, _)| d == dev) {
             Some(i) => i,
             None => {
@@ -103,7 +137,7 @@ impl LimitsFound {
         };
         let slot = &mut self.0[i].1[kind];
         if slot.as_ref().is_none_or(|(m, _)| n < *m) {
-            *slot = Some((n, at.to_string()));
+            *slot = Some((n, at.clone()));
         }
     }
 
@@ -114,16 +148,13 @@ impl LimitsFound {
             .into_iter()
             .filter(|(_, kinds)| kinds.iter().any(Option::is_some))
             .map(|(dev, kinds)| {
-                let cgroup = kinds
-                    .iter()
-                    .flatten()
-                    .map(|(_, at)| at.clone())
-                    .next()
-                    .unwrap_or_default();
+                let at = kinds.iter().flatten().map(|(_, at)| at.clone()).next();
                 let [r, w, rb, wb] = kinds.map(|k| k.map(|(n, _)| n));
                 IoLimit {
                     device: device_name(sys, &dev),
-                    cgroup,
+                    cgroup: at.as_ref().map(|a| a.cgroup.clone()).unwrap_or_default(),
+                    dir: at.map(|a| a.dir).unwrap_or_default(),
+                    number: dev,
                     read_iops: r,
                     write_iops: w,
                     read_bps: rb,
@@ -138,6 +169,7 @@ impl LimitsFound {
 /// v1: the blkio throttle limits along the path into `limits`, and the
 /// cgroup's own I/O per device.
 fn v1_io(blkio: &Hierarchy, sys: &Path, limits: &mut LimitsFound) -> Vec<IoCounters> {
+    let mount_name = host_name(sys, &blkio.mount);
     const FILES: [&str; 4] = [
         "blkio.throttle.read_iops_device",
         "blkio.throttle.write_iops_device",
@@ -145,7 +177,7 @@ fn v1_io(blkio: &Hierarchy, sys: &Path, limits: &mut LimitsFound) -> Vec<IoCount
         "blkio.throttle.write_bps_device",
     ];
     for dir in blkio.ancestors() {
-        let at = relative(&blkio.mount, &dir);
+        let at = SetOn::new(blkio, &mount_name, &dir);
         for (kind, file) in FILES.into_iter().enumerate() {
             for (dev, n) in text(&dir, file)
                 .map(|t| v1_device_values(&t))
@@ -170,8 +202,9 @@ fn v1_io(blkio: &Hierarchy, sys: &Path, limits: &mut LimitsFound) -> Vec<IoCount
 /// v2: the `io.max` limits along the path into `limits`, and the cgroup's
 /// own I/O per device (`io.stat`).
 fn v2_io(unified: &Hierarchy, sys: &Path, limits: &mut LimitsFound) -> Vec<IoCounters> {
+    let mount_name = host_name(sys, &unified.mount);
     for dir in unified.ancestors() {
-        let at = relative(&unified.mount, &dir);
+        let at = SetOn::new(unified, &mount_name, &dir);
         for (dev, keys) in text(&dir, "io.max")
             .map(|t| v2_device_keys(&t))
             .unwrap_or_default()
@@ -202,6 +235,15 @@ fn v2_io(unified: &Hierarchy, sys: &Path, limits: &mut LimitsFound) -> Vec<IoCou
             }
         })
         .collect()
+}
+
+/// A hierarchy's mount as the host names it: `SYS` (a fixture tree in
+/// tests) read as `/sys`.
+fn host_name(sys: &Path, mount: &Path) -> String {
+    match mount.strip_prefix(sys) {
+        Ok(rest) => format!("/sys/{}", rest.to_string_lossy()),
+        Err(_) => mount.to_string_lossy().into_owned(),
+    }
 }
 
 /// The `MAJ:MIN N` lines of a v1 throttle file.
@@ -309,7 +351,9 @@ mod tests {
             b.io_limits,
             vec![IoLimit {
                 device: "loop0".to_string(),
+                number: "7:0".to_string(),
                 cgroup: "/perflab-scn".to_string(),
+                dir: "/sys/fs/cgroup/blkio/perflab-scn".to_string(),
                 read_iops: Some(1000),
                 write_iops: None,
                 read_bps: None,
@@ -350,6 +394,8 @@ mod tests {
         assert_eq!(dm.read_iops, Some(500));
         assert_eq!(dm.write_bps, Some(2 << 20));
         assert_eq!(dm.cgroup, "/bench.slice");
+        assert_eq!(dm.number, "253:0");
+        assert_eq!(dm.dir, "/sys/fs/cgroup/bench.slice", "as the host names it");
         assert_eq!(dm.interface, "io.max");
         let s = CgroupSample::between(&a, &b, 2.0);
         let d =

@@ -32,7 +32,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod io;
+mod more;
 pub(crate) use io::{CgroupIoSample, IoCounters, IoLimit};
+pub(crate) use more::MoreLimitsSample;
 
 /// A process's CPU allowance and its throttling so far.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -109,6 +111,9 @@ pub struct CgroupSample {
     /// (`io.pressure`, `some` total).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) io_stall_share: Option<f64>,
+    /// Its other limits (memory.high, reclaim, pids.max) over the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) more: Option<more::MoreLimitsSample>,
 }
 
 /// A cgroup's cumulative counters and current limits at one moment; two of
@@ -150,6 +155,9 @@ pub(crate) struct CgroupCounters {
     /// `io.pressure`, or the unified hierarchy's on a hybrid host).
     #[serde(default)]
     pub(crate) io_stall_us: Option<u64>,
+    /// Its other limits (memory.high, reclaim, pids.max) and their counters.
+    #[serde(default)]
+    pub(crate) more: more::MoreLimits,
 }
 
 impl CgroupCounters {
@@ -177,6 +185,7 @@ impl CgroupCounters {
             .and_then(Path::parent)
             .unwrap_or(cgroup_fs);
         dirs.read_io(&mut out, sys);
+        out.more = dirs.read_more(host_memory);
         let cpuset = dirs.cpuset_cpus();
         let affinity = affinity_cpus(proc, pid).map(|n| n as f64);
         out.cpus_allowed = match (cpuset, affinity) {
@@ -232,6 +241,7 @@ impl CgroupSample {
             })
             .collect();
         CgroupSample {
+            more: MoreLimitsSample::between(&a.more, &b.more, seconds),
             io_limits: b.io_limits.clone(),
             io,
             io_stall_share,
@@ -338,6 +348,7 @@ struct CgroupDirs {
     cpuset: Option<Hierarchy>,
     memory: Option<Hierarchy>,
     blkio: Option<Hierarchy>,
+    pids: Option<Hierarchy>,
     /// The v2 (unified) hierarchy: all controllers on a pure v2 host, only
     /// pressure files and those not bound to v1 on a hybrid one.
     unified: Option<Hierarchy>,
@@ -375,6 +386,7 @@ impl CgroupDirs {
                     "cpuset" => &mut dirs.cpuset,
                     "memory" => &mut dirs.memory,
                     "blkio" => &mut dirs.blkio,
+                    "pids" => &mut dirs.pids,
                     _ => continue,
                 };
                 // Co-mounted controllers live in `cpu,cpuacct` (with symlinks
