@@ -161,7 +161,7 @@ fn commit_io_verdict(last: &StepPoint, mut evidence: Vec<String>, sampled: bool)
     if let Some(l) = &limit {
         // The path's guess gives way to the limit read from the cgroup.
         for line in &mut evidence {
-            *line = line.replace(PATH_GUESS, "in the throttle on the server's cgroup");
+            *line = line.replace(PATH_GUESS, "(the throttle on the server's cgroup)");
         }
         evidence.insert(1.min(evidence.len()), l.evidence(last));
     }
