@@ -38,7 +38,7 @@ impl GateMetric {
         })
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             GateMetric::Throughput => "throughput",
             GateMetric::Latency("p999") => "p99.9",
@@ -193,7 +193,7 @@ pub(crate) fn plan_difference(base: &Value, new: &Value) -> Option<String> {
 }
 
 /// The load levels of an exported run, as the export states them.
-fn levels(run: &Value) -> Vec<Value> {
+pub(crate) fn levels(run: &Value) -> Vec<Value> {
     let mut out: Vec<Value> = steps(run).filter_map(|s| s.get("load").cloned()).collect();
     out.dedup();
     out
@@ -208,7 +208,7 @@ fn steps(run: &Value) -> impl Iterator<Item = &Value> {
 
 /// `metric`'s samples at `level`: every measured interval of the steps
 /// there that ran their whole window.
-fn samples(run: &Value, level: &Value, metric: GateMetric) -> Vec<f64> {
+pub(crate) fn samples(run: &Value, level: &Value, metric: GateMetric) -> Vec<f64> {
     steps(run)
         .filter(|s| s.get("load") == Some(level))
         .filter(|s| {
@@ -234,7 +234,7 @@ fn samples(run: &Value, level: &Value, metric: GateMetric) -> Vec<f64> {
 }
 
 /// A level as said: `8 users`, `2000/s`.
-fn level_words(level: &Value) -> String {
+pub(crate) fn level_words(level: &Value) -> String {
     let value = level.get("value").and_then(Value::as_f64).unwrap_or(0.0);
     match level.get("kind").and_then(Value::as_str) {
         Some("users") if value == 1.0 => "1 user".to_string(),
@@ -244,7 +244,7 @@ fn level_words(level: &Value) -> String {
 }
 
 /// The bottleneck the run's verdict named.
-fn bottleneck(run: &Value) -> Option<&str> {
+pub(crate) fn bottleneck(run: &Value) -> Option<&str> {
     run.pointer("/verdict/bottleneck/name")
         .and_then(Value::as_str)
 }

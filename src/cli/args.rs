@@ -83,6 +83,8 @@ pub enum Command {
     DiffHosts(DiffHostsArgs),
     /// Compare runs with a baseline, level by level, with significance tests.
     Compare(CompareArgs),
+    /// The runs of one plan as series per load level and metric, with their change points.
+    History(HistoryArgs),
     /// Write runs as a self-contained HTML report, Markdown or CSV, from the store alone.
     Report(ReportArgs),
     /// Run a lab file: every variant of the server's configuration, repeated, as one matrix.
@@ -249,6 +251,14 @@ pub struct CompareArgs {
     /// A CI gate: exit 1 when NEW's change against BASE is beyond a threshold and significant at some load level both ran, e.g. 'throughput<-5%,p95>+10%' (throughput, p50, p90, p95, p99, p99.9; < with a drop, > with a rise).
     #[arg(long, value_name = "THRESHOLDS")]
     pub(crate) fail_on: Option<String>,
+
+    /// With --fail-on: also write the gate as JUnit XML to FILE (one test case per threshold, a failed one as <failure>), for a CI system's test report.
+    #[arg(long, value_name = "FILE", requires = "fail_on")]
+    pub(crate) junit: Option<PathBuf>,
+
+    /// With --fail-on: also write the gate as a Markdown table to FILE (e.g. $GITHUB_STEP_SUMMARY).
+    #[arg(long, value_name = "FILE", requires = "fail_on")]
+    pub(crate) markdown: Option<PathBuf>,
 
     /// A scorecard: weights of throughput, p95 and cpu_per_op, e.g. throughput=0.4,p95=0.4,cpu_per_op=0.2.
     #[arg(long, value_name = "WEIGHTS")]
@@ -545,6 +555,18 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "THRESHOLDS", requires = "baseline")]
     pub(crate) fail_on: Option<String>,
 
+    /// With --fail-on: also write the gate as JUnit XML to FILE (one test case per threshold, a failed one as <failure>), for a CI system's test report.
+    #[arg(long, value_name = "FILE", requires = "fail_on")]
+    pub(crate) junit: Option<PathBuf>,
+
+    /// With --fail-on: also write the gate as a Markdown table to FILE (e.g. $GITHUB_STEP_SUMMARY).
+    #[arg(long, value_name = "FILE", requires = "fail_on")]
+    pub(crate) markdown: Option<PathBuf>,
+
+    /// A label stored with the run, KEY=VALUE (repeatable, at most 32), e.g. --label commit=abc123 --label branch=main: shown by runs, show and the reports, and filtered on by perflab history.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub(crate) labels: Vec<String>,
+
     /// Serve the run live on ADDR (e.g. 127.0.0.1:8090; port 0 picks one, printed on stderr): a page with the report's charts updated each interval over server-sent events (/events), and Prometheus metrics (/metrics).
     #[arg(long, value_name = "ADDR")]
     pub(crate) serve: Option<String>,
@@ -649,6 +671,33 @@ pub struct ServerArgs {
     /// The server's processes by command name (e.g. postgres, mariadbd).
     #[arg(long, value_name = "NAME")]
     pub(crate) server_proc: Option<String>,
+}
+
+/// `perflab history [RUN] [--label KEY=VALUE]…`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The run whose plan's history to show (its workload, target kind and load shape): a number from `perflab runs`, or last.
+    #[arg(default_value = "last")]
+    pub(crate) run: String,
+
+    /// Only the runs with this label, KEY=VALUE (repeatable: all must match), e.g. --label branch=main.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub(crate) labels: Vec<String>,
+
+    /// How sure a change must be: the penalty of one change point, in units of the series' noise squared, per ln n (higher finds fewer).
+    #[arg(long, value_name = "FACTOR", default_value_t = crate::analyze::history::detect::PENALTY_PER_LN_N)]
+    pub(crate) penalty: f64,
+
+    /// Write the history as JSON to FILE, or - for stdout.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+
+    /// Write the history as an HTML page of charts, the change points marked, to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
 }
 
 #[derive(Debug, Args)]

@@ -9,7 +9,7 @@ pub(crate) mod values;
 
 pub use args::{
     AgentAccessArgs, AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CommonRunArgs,
-    CompareArgs, DiffHostsArgs, DoctorArgs, KubeArgs, LabArgs, LabAskArgs, LabCommand,
+    CompareArgs, DiffHostsArgs, DoctorArgs, HistoryArgs, KubeArgs, LabArgs, LabAskArgs, LabCommand,
     LabReportArgs, LabResumeArgs, ReportArgs, RunArgs, RunWorkload, ServeArgs, ServerArgs,
     ShowArgs, StoreArg, WatchArgs,
 };

@@ -23,7 +23,12 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
     };
     if let Some(text) = &args.fail_on {
         let thresholds = super::gate::thresholds(text)?;
-        let exit = super::gate::run_gate(&args.runs, &args.store.store, &thresholds, format)?;
+        let files = super::gate::CiFiles {
+            junit: args.junit.clone(),
+            markdown: args.markdown.clone(),
+        };
+        let exit =
+            super::gate::run_gate(&args.runs, &args.store.store, &thresholds, format, &files)?;
         return Ok(signals.exit(exit));
     }
     let weights = args

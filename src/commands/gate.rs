@@ -7,7 +7,37 @@
 use super::Exit;
 use crate::analyze::gate::{self, Gate, Threshold};
 use crate::error::PlanError;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The files a CI system reads that the gate also writes: JUnit XML
+/// (`--junit`) and a Markdown job summary (`--markdown`).
+#[derive(Debug, Clone, Default)]
+pub(super) struct CiFiles {
+    pub(super) junit: Option<PathBuf>,
+    pub(super) markdown: Option<PathBuf>,
+}
+
+impl CiFiles {
+    /// Writes the gate to each file asked for, and says so.
+    fn write(&self, g: &Gate) -> anyhow::Result<()> {
+        use super::output::{save, Readers, Saved};
+        let files = [
+            (&self.junit, "--junit", junit(g)),
+            (&self.markdown, "--markdown", markdown(g)),
+        ];
+        for (path, flag, text) in files {
+            let Some(path) = path else { continue };
+            if save(path, &text, flag, Readers::Umask)? == Saved::File {
+                crate::util::out(format_args!(
+                    "gate: wrote {} to {}\n",
+                    &flag[2..],
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The largest export read as a baseline: a run's export is megabytes.
 const MAX_EXPORT_BYTES: u64 = 512 << 20;
@@ -26,6 +56,7 @@ pub(super) fn run_gate(
     store: &Path,
     thresholds: &[Threshold],
     format: crate::report::Format,
+    files: &CiFiles,
 ) -> anyhow::Result<Exit> {
     let [base, new] = runs else {
         return Err(PlanError::flag(
@@ -60,6 +91,7 @@ pub(super) fn run_gate(
         _ => terminal(&g),
     };
     crate::util::out(format_args!("{text}"));
+    files.write(&g)?;
     Ok(if g.failed { Exit::Failed } else { Exit::Ok })
 }
 
@@ -69,6 +101,7 @@ pub(super) struct Baseline {
     export: serde_json::Value,
     name: String,
     thresholds: Vec<Threshold>,
+    files: CiFiles,
 }
 
 impl Baseline {
@@ -78,6 +111,7 @@ impl Baseline {
         baseline: Option<&str>,
         fail_on: Option<&str>,
         store: &Path,
+        files: CiFiles,
     ) -> anyhow::Result<Option<Baseline>> {
         let (Some(baseline), Some(fail_on)) = (baseline, fail_on) else {
             return Ok(None);
@@ -88,6 +122,7 @@ impl Baseline {
             export,
             name,
             thresholds,
+            files,
         }))
     }
 
@@ -127,6 +162,7 @@ impl Baseline {
             seed,
         );
         crate::util::out(format_args!("\n{}", terminal(&g)));
+        self.files.write(&g)?;
         Ok(if g.failed { Exit::Failed } else { Exit::Ok })
     }
 }
@@ -204,3 +240,64 @@ fn markdown(g: &Gate) -> String {
     }
     out
 }
+
+/// `text` escaped for XML text and attribute values; characters XML 1.0
+/// cannot hold at all (most control characters) become U+FFFD.
+pub(crate) fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The gate as JUnit XML: one test suite, one test case per threshold,
+/// a failed threshold's case holding a `<failure>`; the moved bottleneck
+/// in the suite's `<system-out>`.
+pub(crate) fn junit(g: &Gate) -> String {
+    let failures = g.lines.iter().filter(|l| l.failed).count();
+    let suite = xml_escape(&format!("perflab gate: {} against {}", g.new, g.base));
+    let mut out = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"perflab\" tests=\"{n}\" failures=\"{failures}\" errors=\"0\">\n  <testsuite name=\"{suite}\" tests=\"{n}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n",
+        n = g.lines.len()
+    );
+    for line in &g.lines {
+        let name = xml_escape(&line.threshold);
+        out.push_str(&format!(
+            "    <testcase classname=\"perflab.gate\" name=\"{name}\">\n"
+        ));
+        if line.failed {
+            out.push_str(&format!(
+                "      <failure type=\"threshold\" message=\"{}\">{}</failure>\n",
+                xml_escape(&line.said),
+                xml_escape(&line.said)
+            ));
+        } else {
+            out.push_str(&format!(
+                "      <system-out>{}</system-out>\n",
+                xml_escape(&line.said)
+            ));
+        }
+        out.push_str("    </testcase>\n");
+    }
+    if let Some(moved) = &g.moved {
+        out.push_str(&format!(
+            "    <system-out>{}</system-out>\n",
+            xml_escape(moved)
+        ));
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -7,6 +7,7 @@ mod check;
 mod compare;
 mod doctor;
 mod gate;
+mod history;
 mod kube;
 mod lab;
 mod output;
@@ -114,6 +115,7 @@ fn dispatch(command: &Command, argv: Vec<String>) -> anyhow::Result<Exit> {
         Command::Doctor(doctor_args) => doctor::doctor(doctor_args),
         Command::DiffHosts(diff_args) => show::diff_hosts(diff_args),
         Command::Compare(compare_args) => compare::compare(compare_args),
+        Command::History(history_args) => history::history(history_args),
         Command::Report(report_args) => report::report(report_args),
         Command::Lab(lab_args) => lab::lab(lab_args),
         Command::Kube(kube_args) => kube::kube(kube_args),

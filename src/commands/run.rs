@@ -63,7 +63,18 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         common.baseline.as_deref(),
         common.fail_on.as_deref(),
         &common.store.store,
+        super::gate::CiFiles {
+            junit: common.junit.clone(),
+            markdown: common.markdown.clone(),
+        },
     )?;
+    let labels = crate::store::parse_labels(&common.labels).map_err(|e| {
+        PlanError::flag(
+            "--label",
+            e,
+            "e.g. --label commit=abc123 --label branch=main",
+        )
+    })?;
     let live = serve
         .map(|config| live_view(&config, workload.target().redacted(), &plan))
         .transpose()?;
@@ -83,6 +94,7 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         live,
         access: crate::cli::agent_access(&common.agent_access)?,
         baseline,
+        labels,
     };
     let signal_seen = ctx.signal.clone();
     match workload.start(&plan, ctx) {
@@ -366,6 +378,8 @@ struct RunContext<'a> {
     access: AgentAccess,
     /// `--baseline` with `--fail-on`: what the run is gated against.
     baseline: Option<super::gate::Baseline>,
+    /// `--label KEY=VALUE`: stored with the run.
+    labels: crate::store::Labels,
 }
 
 /// This host's facts, a database target's settings (`db.…`) and the remote
@@ -468,6 +482,7 @@ fn execute<W: Workload>(
         live,
         access: _,
         baseline,
+        labels,
     } = ctx;
     let (live, live_server) = live.unzip();
     let generators = on_generators(workload.as_ref(), plan, generators)?;
@@ -482,6 +497,7 @@ fn execute<W: Workload>(
         setup: started.setup.clone(),
     };
     let run = store.create_run(&new_run)?;
+    store.save_labels(run, &labels)?;
     store.save_inventory(run, &inventory(started.endpoint.as_ref(), &remotes))?;
     if let Some(live) = &live {
         live.run_created(

@@ -84,6 +84,7 @@ pub(crate) fn run_json(run: &StoredRun) -> Value {
             "op_names": run.op_names,
             "check": run.check,
             "inventory": run.inventory,
+            "labels": run.labels,
         },
         "steps": steps,
         "verdict": crate::analyze::verdict_of_run(run, None, None),

@@ -43,6 +43,9 @@ pub(crate) fn render_runs(store: &Path, rows: &[RunRow]) -> String {
                 .map_or("-".to_string(), |t| Rate(t, row.rate_unit()).to_string()),
             row.target
         );
+        if !row.labels.is_empty() {
+            let _ = writeln!(out, "      {}", crate::store::labels_text(&row.labels));
+        }
     }
     out
 }
@@ -99,7 +102,9 @@ mod tests {
             peak_throughput: None,
             first_op: None,
             damaged: None,
+            labels: crate::store::Labels::new(),
         };
+        let base = row.clone();
         let damaged = RunRow {
             id: 8,
             damaged: Some("Invalid column type Blob at index: 1\x1b[2J".to_string()),
@@ -113,6 +118,12 @@ mod tests {
             "   8  damaged, not readable: Invalid column type Blob at index: 1\u{fffd}[2J"
         );
         assert!(lines[0].starts_with(" run  started"), "{text}");
+        let mut labelled = base;
+        labelled
+            .labels
+            .insert("commit".to_string(), "abc123".to_string());
+        let text = render_runs(Path::new("x.db"), &[labelled]);
+        assert_eq!(text.lines().nth(2), Some("      commit=abc123"), "{text}");
         assert!(lines[1].starts_with("   7  2026-11-23T16:00:00Z"), "{text}");
         assert!(lines[1].ends_with("  sqlite:bank.db"), "{text}");
         assert_eq!(

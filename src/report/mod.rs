@@ -19,6 +19,7 @@ mod csv;
 mod doctor;
 pub(crate) mod format;
 pub(crate) mod grid;
+pub(crate) mod history;
 pub(crate) mod html;
 mod listing;
 pub(crate) mod markdown;

@@ -21,7 +21,7 @@ pub(crate) fn facts(run: &StoredRun) -> Vec<(&'static str, String)> {
         serde_json::Value::Null => "?".to_string(),
         other => other.to_string(),
     };
-    vec![
+    let mut rows = vec![
         ("workload", run.workload.clone()),
         ("target", run.target.clone()),
         ("load model", load_model(&plan["load"])),
@@ -56,7 +56,11 @@ pub(crate) fn facts(run: &StoredRun) -> Vec<(&'static str, String)> {
                     .map_or(String::new(), |r| format!(": {r}"))
             ),
         ),
-    ]
+    ];
+    if !run.labels.is_empty() {
+        rows.push(("labels", crate::store::labels_text(&run.labels)));
+    }
+    rows
 }
 
 /// The stored load model in words.

@@ -228,6 +228,9 @@ pub(crate) fn render_run(run: &StoredRun) -> String {
         host_text(&run.host),
         run.tool_version
     );
+    if !run.labels.is_empty() {
+        let _ = writeln!(out, "labels {}", crate::store::labels_text(&run.labels));
+    }
     out.push('\n');
     if run.steps.is_empty() {
         let _ = writeln!(out, "no step finished");

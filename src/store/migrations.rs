@@ -133,6 +133,9 @@ const MIGRATIONS: &[&str] = &[
     // 12: operations still in flight when the window ended, each one's time
     // so far (µs, an HdrHistogram like the others); null before it.
     "ALTER TABLE intervals ADD COLUMN unfinished_hist BLOB;",
+    // 13: the run's labels (`run --label KEY=VALUE`: its commit, branch,
+    // build), a JSON object; null for none.
+    "ALTER TABLE runs ADD COLUMN labels TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -7,6 +7,7 @@
 //! again, when this process made its file.
 
 mod lab;
+mod labels;
 mod migrations;
 mod read;
 mod retry;
@@ -15,6 +16,7 @@ mod write;
 mod writer;
 
 pub(crate) use lab::{LabId, NewCell, RunProgress, StoredCell, StoredLab};
+pub(crate) use labels::{labels_text, parse_labels, Labels};
 pub(crate) use read::{RunRow, StoredRun};
 pub(crate) use retry::is_locked;
 pub use status::{CellStatus, LabStatus, RunStatus, StoredWord};

@@ -31,6 +31,8 @@ pub(crate) struct RunRow {
     /// Why the run's row could not be read (a damaged store); the other
     /// fields are then empty.
     pub(crate) damaged: Option<String>,
+    /// Its labels (`run --label KEY=VALUE`).
+    pub(crate) labels: super::Labels,
 }
 
 impl RunRow {
@@ -65,6 +67,8 @@ pub struct StoredRun {
     pub(crate) check: Option<CheckReport>,
     /// The hosts' facts when the run started (`perflab diff-hosts`).
     pub(crate) inventory: Option<std::collections::BTreeMap<String, String>>,
+    /// Its labels (`run --label KEY=VALUE`).
+    pub(crate) labels: super::Labels,
     pub(crate) steps: Vec<StepResult>,
 }
 
@@ -110,6 +114,7 @@ fn run_row(id: RunId, r: &rusqlite::Row<'_>) -> anyhow::Result<RunRow> {
         peak_throughput: r.get(8)?,
         first_op: ops.into_iter().next(),
         damaged: None,
+        labels: super::labels::read_labels(r.get::<_, Option<String>>(11)?.as_deref()),
     })
 }
 
@@ -126,6 +131,7 @@ impl RunRow {
             peak_throughput: None,
             first_op: None,
             damaged: Some(crate::util::one_line(&format!("{why:#}"))),
+            labels: super::Labels::new(),
         }
     }
 }
@@ -145,7 +151,7 @@ impl Store {
                           WHERE j.step_id = i.step_id AND j.phase = 'measured') AS done
                  FROM intervals i WHERE i.phase = 'measured' GROUP BY i.step_id)
              SELECT r.id, r.started_at, r.status, r.pid, r.host, r.workload, r.target,
-                    count(s.id), max(m.done / m.seconds), r.writer, r.op_names
+                    count(s.id), max(m.done / m.seconds), r.writer, r.op_names, r.labels
              FROM runs r
              LEFT JOIN steps s ON s.run_id = r.id AND s.status != 'running'
              LEFT JOIN measured m ON m.step_id = s.id
@@ -262,6 +268,7 @@ impl Store {
             setup: row.12.map(|s| serde_json::from_str(&s)).transpose()?,
             check: row.13.map(|s| serde_json::from_str(&s)).transpose()?,
             inventory: None,
+            labels: super::Labels::new(),
             steps: Vec::new(),
         })
     }
@@ -281,6 +288,7 @@ impl Store {
             .map(|s| serde_json::from_str(&s))
             .transpose()
             .context("damaged inventory")?;
+        run.labels = self.labels(id)?;
         run.steps = self.load_steps(id, run.op_names.len())?;
         Ok(run)
     }

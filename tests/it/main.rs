@@ -16,6 +16,7 @@ mod gate;
 mod generators;
 mod golden;
 mod help;
+mod history;
 mod host;
 mod hostile_agent;
 mod injection;
