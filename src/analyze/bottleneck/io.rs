@@ -81,7 +81,7 @@ fn from_counters(points: &[StepPoint], from: usize, demands: &Demands) -> Option
             .filter(|l| !l.starts_with("the database found")),
     );
     evidence.extend(devices(window));
-    Some(reads_verdict(points, evidence, demands))
+    Some(reads_verdict(points, from, evidence, demands))
 }
 
 /// Shares of the sessions' wait samples that decide between the log and
@@ -213,14 +213,21 @@ fn data_reads(
     )];
     evidence.extend(read_figures(last));
     evidence.extend(devices(window));
-    Some(reads_verdict(points, evidence, demands))
+    Some(reads_verdict(points, from, evidence, demands))
 }
 
 /// The data reads verdict on its evidence: memory when the server was
-/// short of it, else the I/O path.
-fn reads_verdict(points: &[StepPoint], mut evidence: Vec<String>, demands: &Demands) -> Bottleneck {
-    let last = &points[points.len() - 1];
-    let memory = memory_evidence(last);
+/// short of it at a step from `from` on (the last such step's figures:
+/// a cgroup's usage swings below its limit as the kernel reclaims, so
+/// the last step alone can miss what the steps before it showed), else
+/// the I/O path.
+fn reads_verdict(
+    points: &[StepPoint],
+    from: usize,
+    mut evidence: Vec<String>,
+    demands: &Demands,
+) -> Bottleneck {
+    let memory = points[from..].iter().rev().find_map(memory_evidence);
     let short = memory.is_some();
     evidence.extend(memory.unwrap_or_default());
     // With the data in memory the reads go; the CPU is what is left.

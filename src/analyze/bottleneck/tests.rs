@@ -226,6 +226,38 @@ fn reads_past_a_full_memory_cgroup_are_memory() {
     assert_eq!(b.name, "disk reads (the I/O path)", "{b:?}");
 }
 
+/// A memory cgroup at its limit in the steps where the reads held the
+/// users, but reclaimed a little below it at the last step, is still
+/// short of memory: the evidence is the last step that showed it.
+#[test]
+fn reads_past_a_memory_cgroup_full_before_the_last_step_are_memory() {
+    let mut points = curve(&[269.0, 258.0, 265.0, 267.0, 243.0]);
+    let last = points.len() - 1;
+    for (i, p) in points.iter_mut().enumerate() {
+        waits(p, &[("IO:DataFileRead", 80), ("CPU", 20)]);
+        p.extras.memory_limit_bytes = Some(96.0 * 1048576.0);
+        let usage = if i == last { 80.0 } else { 95.5 };
+        p.extras.memory_usage_bytes = Some(usage * 1048576.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.name, "memory → disk reads", "{b:?}");
+    assert!(
+        b.evidence
+            .iter()
+            .any(|e| e.contains("95.5 MiB of its 96.0 MiB memory limit at 8 users")),
+        "{b:?}"
+    );
+    // At no step near its limit: the I/O path.
+    let mut points = curve(&[269.0, 258.0, 265.0, 267.0, 243.0]);
+    for p in &mut points {
+        waits(p, &[("IO:DataFileRead", 80), ("CPU", 20)]);
+        p.extras.memory_limit_bytes = Some(96.0 * 1048576.0);
+        p.extras.memory_usage_bytes = Some(80.0 * 1048576.0);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.name, "disk reads (the I/O path)", "{b:?}");
+}
+
 /// The server waits on its client while nothing is busy: the round trip,
 /// never contention.
 #[test]
