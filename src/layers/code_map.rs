@@ -202,16 +202,8 @@ fn names_something(tree: &Tree, path: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// A repository with `src/` holding `files`.
-    fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        dir
-    }
+    // A repository with `src/` holding `files`.
+    use super::super::tests::tree as repo;
 
     const FILES: &[(&str, &str)] = &[
         ("src/lib.rs", "pub mod engine;\npub mod workload;\n"),

