@@ -171,12 +171,14 @@ fn a_search_stops_at_its_budget_of_steps_and_says_so() {
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),
-        "run null --servers 4 --service exp:1ms --rate 500 --slo p95<5ms --find --max-steps 3 --warmup 0.2s --duration 1s --interval 250ms --seed 1",
+        "run null --servers 4 --service exp:1ms --rate 100 --slo p95<50ms --find --max-steps 3 --warmup 0.2s --duration 1s --interval 250ms --seed 1",
     );
     let export = last_export(dir.path());
     let steps = export["steps"].as_array().map_or(0, Vec::len);
-    // From 500/s, doubling: 500, 1000, 2000 all meet p95 < 5 ms (the
-    // queue holds about 3,260/s), so the budget ends it before a break.
+    // From 100/s, doubling: 100, 200, 400 all meet p95 < 50 ms by far (the
+    // queue holds about 3,900/s; a share over 50 ms of e^-50 at the least
+    // load, and a timer late by less than 50 ms changes none of it), so
+    // the budget ends it before a break.
     assert_eq!(steps, 3, "{out}");
     let answer = out.lines().find(|l| l.starts_with("holds")).unwrap_or("");
     assert!(
