@@ -27,7 +27,7 @@ pub mod probe;
 pub mod report;
 pub mod secret;
 pub mod store;
-pub mod target;
+pub mod sut;
 pub mod units;
 pub(crate) mod util;
 pub mod wire;

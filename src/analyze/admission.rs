@@ -59,7 +59,7 @@ fn limit(run: &StoredRun, verdict: &Verdict, reason: &str, setting: &str, at: &s
 /// take, and the sessions already open before the sweep's first user
 /// (perflab's own among them).
 fn slots(inv: &std::collections::BTreeMap<String, String>, setting: &str) -> Vec<String> {
-    use crate::target::settings::{SESSIONS_OPEN, SESSIONS_OPEN_PERFLAB};
+    use crate::sut::settings::{SESSIONS_OPEN, SESSIONS_OPEN_PERFLAB};
     let number = |key: &str| inv.get(&format!("db.{key}"))?.parse::<u64>().ok();
     let mut out = Vec::new();
     let Some(value) = inv.get(&format!("db.{setting}")) else {

@@ -34,7 +34,7 @@ pub(crate) use usl::UslFit;
 
 use crate::plan::{Level, Slo};
 use crate::store::StoredRun;
-use crate::target::{Network, Target};
+use crate::sut::{Network, Target};
 use crate::units::RateUnit;
 use host::{probe_sources, HostSource};
 use serde::Serialize;

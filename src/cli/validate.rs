@@ -78,7 +78,7 @@ pub fn runs_on_generators(plan: &Plan, flag: &str) -> Result<(), PlanError> {
     if plan
         .target
         .as_ref()
-        .is_some_and(|t| t.kind == crate::target::TargetKind::Sqlite)
+        .is_some_and(|t| t.kind == crate::sut::TargetKind::Sqlite)
     {
         return Err(PlanError::flag(
             flag,

@@ -9,8 +9,8 @@ use crate::cli::DoctorArgs;
 use crate::doctor::{self, database_findings, Report, Root, Scope, Severity};
 use crate::error::PlanError;
 use crate::report::{Format, Output};
-use crate::target::settings::DbSettings;
-use crate::target::{validate_target, Opened, ServerOptions, Target};
+use crate::sut::settings::DbSettings;
+use crate::sut::{validate_target, Opened, ServerOptions, Target};
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -122,7 +122,7 @@ fn lab_cleanup() -> anyhow::Result<Exit> {
 /// when there was nothing (if `say_none`). Returns how many parts could
 /// not be removed.
 fn clean_up(say_none: bool) -> anyhow::Result<usize> {
-    let swept = crate::target::managed::ledger::sweep()?;
+    let swept = crate::sut::managed::ledger::sweep()?;
     if swept.is_empty() && say_none {
         crate::util::out(format_args!(
             "nothing to clean up: no ended perflab left a managed server's parts on this host\n"

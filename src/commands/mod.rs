@@ -148,7 +148,7 @@ fn refused(e: &clap::Error, args: &[OsString]) -> Exit {
             .map_or(String::new(), |a| a.to_string_lossy().into_owned());
         crate::util::err(format_args!(
             "error: '{}' is not a workload; use {}\n",
-            crate::target::redact(&given),
+            crate::sut::redact(&given),
             crate::workload::registry_names()
         ));
         return Exit::BadInput;

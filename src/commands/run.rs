@@ -21,7 +21,7 @@ use crate::probe::remote::{RemoteProbe, RemoteWatch};
 use crate::probe::{DbProbe, HostFacts};
 use crate::report::{Format, Output, Progress};
 use crate::store::{NewRun, RunId, RunStatus, StepId, Store};
-use crate::target::Endpoint;
+use crate::sut::Endpoint;
 use crate::units::format_duration;
 use crate::workload::{CheckReport, Started, SweepDriver, Workload};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -48,9 +48,9 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     let interrupted = crate::util::interrupt_flag();
     // Which signal stopped the run, for its reason and exit code. A
     // second one ends the process at once — unless a managed server
-    // lives, whose stop it then hurries (see target::managed::stop).
+    // lives, whose stop it then hurries (see sut::managed::stop).
     let signals = super::StopSignals::register_then(&interrupted, |number| {
-        crate::target::managed::stop::register_second_signal(
+        crate::sut::managed::stop::register_second_signal(
             number,
             super::signal_exit(number as usize).1 as i32,
             interrupted.clone(),
@@ -178,7 +178,7 @@ fn connect_generators(
     if plan
         .target
         .as_ref()
-        .is_some_and(|t| t.kind == crate::target::TargetKind::Sqlite)
+        .is_some_and(|t| t.kind == crate::sut::TargetKind::Sqlite)
     {
         return Err(PlanError::flag(
             "--generators",

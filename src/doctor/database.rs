@@ -4,11 +4,11 @@
 //! synchronous_commit, full_page_writes), shared_buffers against RAM,
 //! max_connections against the planned users; MariaDB's
 //! innodb_flush_log_at_trx_commit, buffer pool against RAM and redo log
-//! size. The settings are read by the target (`target::settings`); the
+//! size. The settings are read by the target (`sut::settings`); the
 //! checks are pure functions of them.
 
 use super::{Finding, Severity};
-use crate::target::settings::DbSettings;
+use crate::sut::settings::DbSettings;
 
 fn get<'a>(s: &'a DbSettings, name: &str) -> Option<&'a str> {
     s.settings.get(name).map(String::as_str)
@@ -139,7 +139,7 @@ fn mariadb_findings(s: &DbSettings, ram: u64, out: &mut Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::settings::wal_device;
+    use crate::sut::settings::wal_device;
     use std::path::Path;
 
     fn pg(pairs: &[(&str, &str)]) -> DbSettings {

@@ -302,10 +302,10 @@ mod tests {
 
     #[test]
     fn a_postgres_users_transaction_allocates_nothing() {
-        use crate::target::managed::postgres::ManagedPostgres;
+        use crate::sut::managed::postgres::ManagedPostgres;
         use crate::workload::bank::{mix::BankMix, mix::Isolation, postgres::PgBank, BankWorkload};
         let pg = ManagedPostgres::start(&Default::default()).unwrap();
-        let target = crate::target::postgres::resolve(&pg.url(), &|_| None, None).unwrap();
+        let target = crate::sut::postgres::resolve(&pg.url(), &|_| None, None).unwrap();
         for (mix, pipeline) in [
             (BankMix::Tpcb, false),
             (BankMix::Tpcb, true),
@@ -328,7 +328,7 @@ mod tests {
 
     #[test]
     fn a_mariadb_users_transaction_allocates_nothing() {
-        use crate::target::managed::mariadb::ManagedMariadb;
+        use crate::sut::managed::mariadb::ManagedMariadb;
         use crate::workload::bank::{mix::BankMix, mix::Isolation, mysql::MyBank, BankWorkload};
         let server = ManagedMariadb::start(&Default::default()).unwrap();
         for mix in [BankMix::Tpcb, BankMix::Atm(Default::default())] {

@@ -123,7 +123,7 @@ pub(super) fn size(knob: &str, value: &str) -> Option<f64> {
             .or(knob.starts_with("disk.").then_some(f64::INFINITY));
     }
     match knob {
-        "cpus" => crate::target::parse_kernel_cpu_list(value).map(|mut c| {
+        "cpus" => crate::sut::parse_kernel_cpu_list(value).map(|mut c| {
             c.sort_unstable();
             c.dedup();
             c.len() as f64

@@ -12,7 +12,7 @@
 //! Markdown, HTML); [`value`] reads costs and the scorecard, [`capacity`]
 //! answers `--need`/`--slo`; [`hooks`] runs a variant's own
 //! setup and teardown commands around its cells. Which knob a target takes is
-//! the target's to say (`target::knobs`).
+//! the target's to say (`sut::knobs`).
 
 pub(crate) mod capacity;
 pub(crate) mod file;

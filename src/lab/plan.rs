@@ -7,8 +7,8 @@
 use super::file::{LabFile, LabFileError};
 use super::variant::Variant;
 use crate::cli::{plan_from, Cli, Command};
-use crate::target::knobs::knob_flags;
-use crate::target::Target;
+use crate::sut::knobs::knob_flags;
+use crate::sut::Target;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
@@ -164,7 +164,7 @@ fn ordered_cells(lab: &LabFile, seed: u64, per_variant: &[VariantRun]) -> Vec<Ce
 /// What a lab that names no target is told: the managed targets, the
 /// first as the example.
 fn no_target() -> String {
-    let schemes = crate::target::managed::schemes(|_| true);
+    let schemes = crate::sut::managed::schemes(|_| true);
     let (first, others) = schemes
         .split_first()
         .map_or(("", &[][..]), |(f, o)| (*f, o));
@@ -211,7 +211,7 @@ mod tests {
             e.contains("add target = \"postgres:managed\" (or mariadb:managed, nginx:managed"),
             "{e}"
         );
-        for kind in crate::target::managed::KINDS {
+        for kind in crate::sut::managed::KINDS {
             assert!(e.contains(kind.scheme), "{e}");
         }
     }

@@ -25,7 +25,7 @@ const LAYERS: &[&[&str]] = &[
     &["wire"],
     &["measure"],
     &["probe"],
-    &["target"],
+    &["sut"],
     &["plan"],
     &["workload"],
     &["engine"],

@@ -13,7 +13,7 @@ pub use load::{Arrivals, Level, LoadModel, Sweep, ThinkTime};
 pub use slo::{Slo, SloMetric};
 pub use workload::{StepDefaults, WorkloadSpec};
 
-use crate::target::Traits;
+use crate::sut::Traits;
 use crate::util::serde_duration;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

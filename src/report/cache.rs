@@ -1,5 +1,5 @@
 //! A caching accelerator's own accounting over each step's measured
-//! window, as its access log said it (see `target::cache_log`): its hit
+//! window, as its access log said it (see `sut::cache_log`): its hit
 //! ratio by requests and by bytes, each cache status's count, and what
 //! reached the origin. One grid, written for the terminal, Markdown and
 //! HTML, and the same figures in the JSON export.
@@ -38,7 +38,7 @@ pub(crate) fn cache_figures(step: &StepResult) -> Option<CacheFigures> {
     let requests = *c.get("cache_requests")?;
     let get = |k: &str| c.get(k).copied().unwrap_or(0.0);
     let seconds = step.measured().1.as_secs_f64().max(f64::MIN_POSITIVE);
-    let statuses = crate::target::cache_log::STATUSES
+    let statuses = crate::sut::cache_log::STATUSES
         .iter()
         .map(|s| (s.to_string(), get(&format!("cache_{s}")) as u64))
         .filter(|(_, n)| *n > 0)

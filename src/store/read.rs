@@ -9,7 +9,7 @@ use crate::measure::{decode_histogram, ErrorCounts, PackedOp, PackedTally, Phase
 use crate::plan::{Level, Plan};
 use crate::probe::ProbeSample;
 use crate::probe::{HostFacts, SelfUsage};
-use crate::target::{Target, Traits};
+use crate::sut::{Target, Traits};
 use crate::workload::CheckReport;
 use anyhow::{anyhow, Context};
 use rusqlite::{params, OptionalExtension};

@@ -45,7 +45,7 @@ use crate::measure::Outcome;
 use crate::plan::{Plan, WorkloadSpec};
 use crate::probe::counters::process::ProcessSelector;
 use crate::probe::DbProbe;
-use crate::target::{Endpoint, Target};
+use crate::sut::{Endpoint, Target};
 pub use batch::{Batch, Issued};
 use serde::Serialize;
 use std::future::Future;

@@ -6,7 +6,7 @@
 use super::{spec_of, CheckReport, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::{Plan, WorkloadSpec};
-use crate::target::Target;
+use crate::sut::Target;
 
 macro_rules! workloads {
     ($($variant:ident = $kind:ty),+ $(,)?) => {

@@ -12,7 +12,7 @@
 //! user's script).
 
 use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
-use crate::target::postgres::wire::WireError;
+use crate::sut::postgres::wire::WireError;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::future::Future;

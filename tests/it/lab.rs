@@ -535,7 +535,7 @@ fn a_killed_lab_resumes_at_its_first_unfinished_cell() {
 /// script's own words, its teardown still runs, and the other cells run.
 #[test]
 fn setup_and_teardown_configure_a_server_the_lab_does_not_manage() {
-    let server = perflab::target::managed::postgres::ManagedPostgres::start(&Default::default())
+    let server = perflab::sut::managed::postgres::ManagedPostgres::start(&Default::default())
         .expect("a PostgreSQL server starts");
     let dir = tempdir();
     std::fs::write(

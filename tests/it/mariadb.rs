@@ -296,8 +296,8 @@ fn row_lock_waits_are_sampled(db: &MariaDb, performance_schema: &str) -> BTreeMa
 /// Whether the sampler of `db` reads performance_schema's current waits.
 fn sampler_uses_performance_schema(db: &MariaDb) -> bool {
     let env = |_: &str| None;
-    let target = perflab::target::mysql::resolve(&db.url("bank-pw"), &env).unwrap();
-    perflab::target::mysql::stats::MyStats::connect(&target)
+    let target = perflab::sut::mysql::resolve(&db.url("bank-pw"), &env).unwrap();
+    perflab::sut::mysql::stats::MyStats::connect(&target)
         .unwrap()
         .uses_performance_schema()
 }

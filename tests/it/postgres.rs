@@ -8,7 +8,7 @@
 use crate::support::{
     contains, last_export, perflab_expect, perflab_ok, spawn_until_steps, tempdir,
 };
-use perflab::target::managed::postgres::ManagedPostgres;
+use perflab::sut::managed::postgres::ManagedPostgres;
 use std::process::Command;
 
 const SHORT: &str = "--warmup 0s --duration 1s";
@@ -599,7 +599,7 @@ fn a_server_that_stops_answering_a_held_user_gives_timeouts_then_goes_on() {
 /// few connections for the planned users, and the WAL beside the data.
 #[test]
 fn the_doctor_finds_a_servers_traps() {
-    let server = ManagedPostgres::start(&perflab::target::ServerOptions {
+    let server = ManagedPostgres::start(&perflab::sut::ServerOptions {
         settings: vec![("fsync".to_string(), "off".to_string())],
         ..Default::default()
     })
@@ -707,7 +707,7 @@ fn wait_events_are_named_and_the_server_is_followed() {
 /// CPU), the window in seconds, and the wait samples it took.
 fn sampler_cpu_while_loaded(url: &str, window: std::time::Duration) -> (f64, f64, u64) {
     use perflab::probe::DbProbe;
-    use perflab::target::postgres::{self as config, stats::PgStats};
+    use perflab::sut::postgres::{self as config, stats::PgStats};
     let tasks = || -> std::collections::BTreeSet<String> {
         std::fs::read_dir("/proc/self/task")
             .unwrap()

@@ -8,7 +8,7 @@
 use perflab::plan::{Slo, Sweep, ThinkTime};
 use perflab::probe::counters::{HostRoot, HostSample, HostSnapshot};
 use perflab::probe::node_exporter::Scrape;
-use perflab::target::{redact, Target};
+use perflab::sut::{redact, Target};
 use perflab::units::{format_duration, parse_duration, parse_percent};
 use proptest::prelude::*;
 use std::collections::BTreeMap;

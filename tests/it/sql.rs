@@ -6,7 +6,7 @@
 //! refused in one line naming their file and line.
 
 use crate::support::{contains, last_export, perflab_expect, perflab_ok, tempdir};
-use perflab::target::managed::postgres::ManagedPostgres;
+use perflab::sut::managed::postgres::ManagedPostgres;
 use std::process::Command;
 
 const SHORT: &str = "--warmup 0s --duration 2s";

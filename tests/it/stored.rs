@@ -6,7 +6,7 @@
 
 use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
 use perflab::store::Store;
-use perflab::target::TargetKind;
+use perflab::sut::TargetKind;
 
 /// A store built from the SQL text of `tests/fixtures/store/NAME.sql`.
 fn store_from(dir: &std::path::Path, name: &str) -> std::path::PathBuf {

@@ -67,7 +67,7 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
             },
         )
         .expect("a null spec records"),
-        target: Some(perflab::target::Target::InProcess.traits()),
+        target: Some(perflab::sut::Target::InProcess.traits()),
         load,
         sweep,
         warmup,
@@ -340,7 +340,7 @@ pub fn refused(args: &[&str], says: &[&str]) {
 
 /// Runs `sql` with psql on a managed PostgreSQL's perflab database (stopping
 /// at the first error) and returns what it printed, unaligned and trimmed.
-pub fn psql(server: &perflab::target::managed::postgres::ManagedPostgres, sql: &str) -> String {
+pub fn psql(server: &perflab::sut::managed::postgres::ManagedPostgres, sql: &str) -> String {
     let out = std::process::Command::new("psql")
         .arg(server.url())
         .args(["-v", "ON_ERROR_STOP=1", "-tAc", sql])

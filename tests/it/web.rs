@@ -8,7 +8,7 @@
 use crate::support::{
     contains, last_export, perflab_expect, perflab_ok, spawn_until_steps, tempdir,
 };
-use perflab::target::managed::nginx::ManagedNginx;
+use perflab::sut::managed::nginx::ManagedNginx;
 use perflab::workload::web::fileset::{FileSet, FileSetSpec, CLASS_NAMES, SPECWEB_CLASS_SHARES};
 use std::collections::BTreeMap;
 
@@ -168,7 +168,7 @@ fn users_are_split_over_two_addresses_and_counted_per_address() {
 /// A server the test owns: nginx started with the library, SPECweb's
 /// files written into its document root.
 fn own_server() -> (ManagedNginx, FileSet) {
-    let server = ManagedNginx::start(&perflab::target::ServerOptions::default())
+    let server = ManagedNginx::start(&perflab::sut::ServerOptions::default())
         .expect("nginx starts (apt-get install nginx-light)");
     let set = FileSet::build(&FileSetSpec::Specweb { dirs: 1 }).unwrap();
     set.write_into(&server.docroot()).unwrap();
@@ -407,7 +407,7 @@ fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying
     let certs = tempdir();
     let (ca, cert, key) = certificates(certs.path());
     let tls = (cert.clone(), key.clone());
-    let server = ManagedNginx::start(&perflab::target::ServerOptions {
+    let server = ManagedNginx::start(&perflab::sut::ServerOptions {
         tls_files: Some(tls.clone()),
         ..Default::default()
     })
@@ -551,7 +551,7 @@ fn session_members(sid: u32) -> Vec<u32> {
 /// survive the server's drop.
 #[test]
 fn a_managed_nginx_leaves_no_process_behind_even_when_its_master_dies_first() {
-    let server = ManagedNginx::start(&perflab::target::ServerOptions {
+    let server = ManagedNginx::start(&perflab::sut::ServerOptions {
         settings: vec![("worker_processes".to_string(), "4".to_string())],
         ..Default::default()
     })
@@ -596,7 +596,7 @@ fn a_managed_nginx_leaves_no_process_behind_even_when_its_master_dies_first() {
 /// The ledger entry of the perflab process `pid`, once it names a
 /// process (nginx has been spawned): its parts as JSON.
 fn ledger_parts(pid: u32) -> Option<Vec<serde_json::Value>> {
-    let dir = perflab::target::managed::ledger::ledger_dir();
+    let dir = perflab::sut::managed::ledger::ledger_dir();
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with(&format!("{pid}-")) && name.ends_with(".json") {
@@ -613,7 +613,7 @@ fn ledger_parts(pid: u32) -> Option<Vec<serde_json::Value>> {
 
 /// Whether the ledger still has an entry of the perflab process `pid`.
 fn ledger_has(pid: u32) -> bool {
-    std::fs::read_dir(perflab::target::managed::ledger::ledger_dir())
+    std::fs::read_dir(perflab::sut::managed::ledger::ledger_dir())
         .map(|d| {
             d.flatten().any(|e| {
                 e.file_name()

@@ -11,8 +11,8 @@ use super::mysql::MyBank;
 use super::postgres::PgBank;
 use super::BankWorkload;
 use crate::error::PlanError;
-use crate::target::mysql::{MyOpts, MyTarget};
-use crate::target::postgres::PgTarget;
+use crate::sut::mysql::{MyOpts, MyTarget};
+use crate::sut::postgres::PgTarget;
 use crate::workload::{Started, SweepDriver};
 use std::sync::Arc;
 

@@ -10,7 +10,7 @@ use super::sqlite::{LoadReport, SqliteBank};
 use super::{check_database, BankBackend, BankWorkload};
 use crate::error::PlanError;
 use crate::plan::Plan;
-use crate::target::{Endpoint, Opened, ServerOptions, Target, TargetArgs, TargetKind};
+use crate::sut::{Endpoint, Opened, ServerOptions, Target, TargetArgs, TargetKind};
 use crate::workload::{CheckReport, Started, SweepDriver, WorkloadKind};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -91,10 +91,10 @@ pub struct BankSpec {
     pub(crate) server_memory: Option<crate::units::Bytes>,
     /// Managed server: the shaped link it runs behind, when it does.
     #[serde(default)]
-    pub(crate) server_link: Option<crate::target::managed::link::LinkShape>,
+    pub(crate) server_link: Option<crate::sut::managed::link::LinkShape>,
     /// Managed server: its disk I/O limits, when held.
     #[serde(default)]
-    pub(crate) server_io: Option<crate::target::managed::disk::IoLimits>,
+    pub(crate) server_io: Option<crate::sut::managed::disk::IoLimits>,
     /// Managed server: where its write-ahead log goes, when moved.
     #[serde(default)]
     pub(crate) server_log_dir: Option<std::path::PathBuf>,
@@ -184,7 +184,7 @@ impl WorkloadKind for Bank {
                 format!("{} is not a database", target.redacted()),
                 &format!(
                     "give {} (perflab run web drives web servers)",
-                    crate::target::schemes_of(TargetKind::is_database)
+                    crate::sut::schemes_of(TargetKind::is_database)
                 ),
             ));
         }
@@ -315,7 +315,7 @@ impl WorkloadKind for Bank {
     }
 
     fn check(args: &BankCheckArgs) -> anyhow::Result<(String, CheckReport)> {
-        let target = crate::target::validate_target(args.target.as_deref(), DEFAULT_TARGET)?;
+        let target = crate::sut::validate_target(args.target.as_deref(), DEFAULT_TARGET)?;
         if target.traits().managed {
             return Err(PlanError::flag(
                 "--target",
@@ -452,7 +452,7 @@ mod tests {
         let err = spec(&["--target", "file:/tmp/x.bin"])
             .unwrap_err()
             .to_string();
-        for kind in crate::target::managed::KINDS {
+        for kind in crate::sut::managed::KINDS {
             assert_eq!(
                 err.contains(kind.scheme),
                 kind.target_kind.is_database(),

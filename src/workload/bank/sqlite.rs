@@ -451,7 +451,7 @@ fn run_with_retries(
                     retries,
                 }
             }
-            Err(e) if crate::target::sqlite::is_busy(&e) => {
+            Err(e) if crate::sut::sqlite::is_busy(&e) => {
                 let wait = backoff.mul_f64(rng.gen::<f64>());
                 if Instant::now() + wait >= deadline {
                     return Outcome {
@@ -466,7 +466,7 @@ fn run_with_retries(
             }
             Err(e) => {
                 return Outcome {
-                    result: OpResult::Error(crate::target::sqlite::error_kind(&e)),
+                    result: OpResult::Error(crate::sut::sqlite::error_kind(&e)),
                     bytes: 0,
                     retries,
                 }

@@ -19,7 +19,7 @@
 //! is written only with `--destroy-data`, and nothing is written that the
 //! file system has no room for. A device is written only with
 //! `--destroy-data`, and never while anything holds it
-//! ([`crate::target::device`]).
+//! ([`crate::sut::device`]).
 
 pub(crate) mod access;
 #[cfg(test)]
@@ -40,7 +40,7 @@ mod uring;
 use super::{Batch, CheckReport, OpCounts, Seat, Started, SweepDriver, Workload, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::{LoadModel, Plan};
-use crate::target::Target;
+use crate::sut::Target;
 use crate::units::Bytes;
 use access::{AccessSpec, SECTOR};
 use asked::Asked;
@@ -339,7 +339,7 @@ fn device_size(size_given: bool, path: &Path) -> Result<u64, PlanError> {
             "drop --size (or the job's size=)",
         ));
     }
-    let size = crate::target::device::size(path)
+    let size = crate::sut::device::size(path)
         .map_err(|e| PlanError::flag("--target", e, "give a block device, e.g. device:/dev/sdb"))?;
     if size == 0 {
         return Err(PlanError::flag(

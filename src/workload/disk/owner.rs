@@ -11,7 +11,7 @@ use super::ledger::{FileIdentity, Ledger};
 use super::mapping::PageBuffer;
 
 use crate::error::PlanError;
-use crate::target::Target;
+use crate::sut::Target;
 use crate::units::Bytes;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 pub(super) fn storage_target(text: &str, flag: &str) -> Result<Target, PlanError> {
     let fix = "give file:PATH or device:/dev/NAME";
     let target = Target::parse(text).map_err(|e| PlanError::flag(flag, e, fix))?;
-    if target.traits().kind != crate::target::TargetKind::Storage {
+    if target.traits().kind != crate::sut::TargetKind::Storage {
         return Err(PlanError::flag(
             flag,
             format!("{} is not a file or a device", target.redacted()),
@@ -54,7 +54,7 @@ pub(super) const DEVICE_LEDGERS: &str = "/var/lib/perflab/ledgers";
 /// other only with `--destroy-data`, the refusal saying what blkid finds
 /// on it.
 pub(super) fn check_device_writable(path: &Path, destroy: bool) -> Result<(), PlanError> {
-    use crate::target::device::{contents, held};
+    use crate::sut::device::{contents, held};
     let found = held(path).map_err(|e| PlanError::flag("--target", e, "give a block device"))?;
     if let Some(held) = found {
         return Err(PlanError::flag(
@@ -88,10 +88,10 @@ pub(super) fn check_device_writable(path: &Path, destroy: bool) -> Result<(), Pl
 /// looked at once more now that nothing else can mount it.
 pub(super) fn claim_device(path: &Path, direct: bool) -> anyhow::Result<File> {
     let fix = "give a device nothing uses, or a read-only spec";
-    let file = crate::target::device::claim(path, direct)
-        .map_err(|e| PlanError::flag("--target", e, fix))?;
+    let file =
+        crate::sut::device::claim(path, direct).map_err(|e| PlanError::flag("--target", e, fix))?;
     if let Some(held) =
-        crate::target::device::held(path).map_err(|e| PlanError::flag("--target", e, fix))?
+        crate::sut::device::held(path).map_err(|e| PlanError::flag("--target", e, fix))?
     {
         return Err(PlanError::flag("--target", format!("{}: {held}", path.display()), fix).into());
     }

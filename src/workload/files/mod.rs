@@ -27,7 +27,7 @@ use super::{
 use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::{Level, LoadModel, Plan};
-use crate::target::Target;
+use crate::sut::Target;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -120,7 +120,7 @@ impl WorkloadKind for Files {
             .ok_or_else(|| {
                 PlanError::flag(
                     "--target",
-                    format!("'{}' is not dir:PATH", crate::target::redact(given)),
+                    format!("'{}' is not dir:PATH", crate::sut::redact(given)),
                     "give a directory, e.g. --target dir:/mnt/share",
                 )
             })?;

@@ -25,7 +25,7 @@ mod session;
 use super::{CheckReport, Started, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::{Level, LoadModel, Plan};
-use crate::target::Target;
+use crate::sut::Target;
 use crate::units::Bytes;
 use crate::wire::echo::{Hello, Mode, MAX_MESSAGE};
 use serde::{Deserialize, Serialize};

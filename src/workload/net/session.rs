@@ -326,7 +326,7 @@ mod tests {
     fn a_request_response_transaction_allocates_nothing() {
         let addr = echo_peer();
         let spec = NetSpec {
-            target: crate::target::Target::InProcess,
+            target: crate::sut::Target::InProcess,
             test: NetTest::Rr,
             request_size: 1,
             response_size: 1,

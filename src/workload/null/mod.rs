@@ -16,7 +16,7 @@ use super::{CheckReport, OpCounts, Seat, Session, Started, SweepDriver, Workload
 use crate::error::PlanError;
 use crate::measure::{ErrorKind, Outcome};
 use crate::plan::Plan;
-use crate::target::Target;
+use crate::sut::Target;
 use crate::units::parse_duration;
 use crate::util::serde_duration;
 use crate::util::timer::Timer;

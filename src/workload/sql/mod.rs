@@ -17,7 +17,7 @@ use super::{CheckReport, OpCounts, Seat, Session, Started, SweepDriver, Workload
 use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::Plan;
-use crate::target::{Endpoint, Opened, ServerOptions, Target, TargetArgs, TargetKind};
+use crate::sut::{Endpoint, Opened, ServerOptions, Target, TargetArgs, TargetKind};
 use program::{Scripts, State};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -362,14 +362,14 @@ fn prepare_sqlite(spec: &SqlSpec, path: &std::path::Path) -> anyhow::Result<u32>
 
 /// On PostgreSQL: runs `--init` and reads `:scale` where it comes from
 /// the tables; the scale to run with.
-fn prepare_pg(spec: &SqlSpec, target: &crate::target::postgres::PgTarget) -> anyhow::Result<u32> {
+fn prepare_pg(spec: &SqlSpec, target: &crate::sut::postgres::PgTarget) -> anyhow::Result<u32> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(crate::util::until_interrupted(
         "preparing the scripts",
         async {
-            let client = crate::target::postgres::connect(target, &target.config).await?;
+            let client = crate::sut::postgres::connect(target, &target.config).await?;
             if let Some(init) = &spec.init {
                 crate::util::out(format_args!("running {} once\n", init.name));
                 client.batch_execute(&init.text).await.map_err(|e| {
@@ -395,7 +395,7 @@ fn prepare_pg(spec: &SqlSpec, target: &crate::target::postgres::PgTarget) -> any
                 return Ok(1);
             }
             let row = tokio::time::timeout(
-                crate::target::LOOK_QUERY,
+                crate::sut::LOOK_QUERY,
                 client.query_one("SELECT count(*) FROM pgbench_branches", &[]),
             )
             .await
@@ -433,7 +433,7 @@ fn prepare_pg(spec: &SqlSpec, target: &crate::target::postgres::PgTarget) -> any
 
 /// Where the scripts run.
 enum Backend {
-    Pg(Box<crate::target::postgres::PgTarget>),
+    Pg(Box<crate::sut::postgres::PgTarget>),
     Sqlite(std::path::PathBuf),
 }
 

@@ -12,7 +12,7 @@ use super::program::{self, Exec, Fail, Scripts, State, GSET_ROWS};
 use super::script::vars::{Param, Vars};
 use super::script::Statement;
 use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
-use crate::target::sqlite::{error_kind, is_busy};
+use crate::sut::sqlite::{error_kind, is_busy};
 use crate::workload::blocking_conn::Blocking;
 use futures_util::FutureExt;
 use rand::rngs::SmallRng;

@@ -10,7 +10,7 @@ use super::fileset::{FileSet, WebFile};
 use super::session::{Shared, WebWorkload};
 use super::WebSpec;
 use crate::error::PlanError;
-use crate::target::http::HttpBase;
+use crate::sut::http::HttpBase;
 use crate::workload::{Started, SweepDriver};
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -22,7 +22,7 @@ pub(crate) use session::WebWorkload;
 use super::{CheckReport, Started, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::Plan;
-use crate::target::{parse_cpu_list, Endpoint, Opened, Origin, ServerOptions, Target};
+use crate::sut::{parse_cpu_list, Endpoint, Opened, Origin, ServerOptions, Target};
 use fileset::{FileSet, FileSetSpec};
 use serde::{Deserialize, Serialize, Serializer};
 use std::net::IpAddr;
@@ -149,7 +149,7 @@ pub struct WebArgs {
 
     // Boxed: the workloads' flags share one enum, kept small.
     #[command(flatten)]
-    pub(crate) surroundings: Box<crate::target::SurroundingsArgs>,
+    pub(crate) surroundings: Box<crate::sut::SurroundingsArgs>,
 
     /// Managed nginx or Varnish: keep its directory (configuration, files, log) after the run.
     #[arg(long)]
@@ -204,7 +204,7 @@ pub struct WebSpec {
     /// Share of bodies checksummed, 0 to 1.
     pub(crate) verify_share: f64,
     /// How HTTPS servers are checked.
-    pub(crate) tls: crate::target::tls::TlsOptions,
+    pub(crate) tls: crate::sut::tls::TlsOptions,
     pub(crate) server_status: Option<String>,
     /// A managed server's settings, CPUs, addresses, and whether its files
     /// are kept (boxed: the workloads' specs share one enum, kept small).
@@ -343,17 +343,17 @@ impl WorkloadKind for Web {
 fn server_probe(
     spec: &WebSpec,
     status: &Option<String>,
-    cache_log: &Option<crate::target::cache_log::CacheAccounting>,
+    cache_log: &Option<crate::sut::cache_log::CacheAccounting>,
 ) -> anyhow::Result<Option<crate::probe::DbProbe>> {
     let status = spec.server_status.clone().or_else(|| status.clone());
     let status = status
-        .map(|url| crate::target::http::ServerStatus::connect(&url))
+        .map(|url| crate::sut::http::ServerStatus::connect(&url))
         .transpose()?;
     Ok(match (status, cache_log) {
         (status, Some(at)) => Some(crate::probe::DbProbe::start(
-            crate::target::cache_log::ProxyStats {
+            crate::sut::cache_log::ProxyStats {
                 status,
-                log: crate::target::cache_log::CacheLog::new(at.clone()),
+                log: crate::sut::cache_log::CacheLog::new(at.clone()),
             },
         )?),
         (Some(status), None) => Some(crate::probe::DbProbe::start(status)?),
@@ -368,7 +368,7 @@ fn setup_record(
     spec: &WebSpec,
     target: &serde_json::Value,
     workload: &Shared,
-    bases: &[(crate::target::http::HttpBase, std::net::SocketAddr)],
+    bases: &[(crate::sut::http::HttpBase, std::net::SocketAddr)],
 ) -> serde_json::Value {
     let mut setup = target.clone();
     if bases.iter().any(|(b, _)| b.tls) {
@@ -398,8 +398,8 @@ fn setup_record(
 
 /// The `--target`, which must be a web server.
 fn web_target(args: &WebArgs) -> Result<Target, PlanError> {
-    let target = crate::target::validate_target(Some(&args.target), DEFAULT_TARGET)?;
-    if target.traits().kind != crate::target::TargetKind::Http {
+    let target = crate::sut::validate_target(Some(&args.target), DEFAULT_TARGET)?;
+    if target.traits().kind != crate::sut::TargetKind::Http {
         return Err(PlanError::flag(
             "--target",
             format!("{} is not a web server", target.redacted()),
@@ -563,7 +563,7 @@ fn server_options(
             .nginx_tls_cert
             .as_deref()
             .zip(args.nginx_tls_key.as_deref())
-            .map(|(cert, key)| crate::target::managed::nginx::tls_paths(cert, key))
+            .map(|(cert, key)| crate::sut::managed::nginx::tls_paths(cert, key))
             .transpose()?,
         origin,
         origin_of_link: None,
@@ -597,10 +597,10 @@ fn origin_of(args: &WebArgs, varnish: bool) -> Result<Option<Origin>, PlanError>
         )),
         (true, Some(text)) if text.trim() == "nginx:managed" => Ok(Some(Origin::Managed)),
         (true, Some(text)) => {
-            let base = crate::target::http::HttpBase::parse(text).map_err(|e| {
+            let base = crate::sut::http::HttpBase::parse(text).map_err(|e| {
                 PlanError::flag("--origin", e, "give http://HOST:PORT/ or nginx:managed")
             })?;
-            crate::target::managed::origin::check_origin_path(&base.path).map_err(|e| {
+            crate::sut::managed::origin::check_origin_path(&base.path).map_err(|e| {
                 PlanError::flag("--origin", e, "percent-encode the path, e.g. %22 for '\"'")
             })?;
             if base.tls {
@@ -692,13 +692,13 @@ fn varnish_settings(args: &WebArgs) -> Result<Vec<(String, String)>, PlanError> 
                 )
             })?;
             let (k, v) = (k.trim().to_string(), v.trim().to_string());
-            crate::target::managed::varnish::check_setting(&k, &v).map_err(|e| {
+            crate::sut::managed::varnish::check_setting(&k, &v).map_err(|e| {
                 PlanError::flag("--varnish-set", e, "e.g. --varnish-set storage=64m")
             })?;
             Ok((k, v))
         })
         .collect::<Result<Vec<_>, PlanError>>()?;
-    crate::target::managed::varnish::check_settings(&settings)
+    crate::sut::managed::varnish::check_settings(&settings)
         .map_err(|e| PlanError::flag("--varnish-set", e, "fix the parameter, or drop it"))?;
     Ok(settings)
 }
@@ -722,9 +722,9 @@ fn nginx_settings(
                 )
             })?;
             let (k, v) = (k.trim().to_string(), v.trim().to_string());
-            crate::target::managed::nginx::check_setting(&k, &v)
+            crate::sut::managed::nginx::check_setting(&k, &v)
                 .map_err(|e| PlanError::flag("--nginx-set", e, "e.g. --nginx-set sendfile=off"))?;
-            if !accelerating && crate::target::managed::nginx::CACHE_PARTS.contains(&k.as_str()) {
+            if !accelerating && crate::sut::managed::nginx::CACHE_PARTS.contains(&k.as_str()) {
                 return Err(PlanError::flag(
                     "--nginx-set",
                     format!("{k} sizes an accelerator's cache, and this nginx serves files"),
@@ -735,7 +735,7 @@ fn nginx_settings(
         })
         .collect::<Result<Vec<_>, PlanError>>()?;
     if managed {
-        crate::target::managed::nginx::check_settings(&settings, accelerating)
+        crate::sut::managed::nginx::check_settings(&settings, accelerating)
             .map_err(|e| PlanError::flag("--nginx-set", e, "fix the directive, or drop it"))?;
     }
     Ok(settings)
@@ -743,8 +743,8 @@ fn nginx_settings(
 
 /// How HTTPS servers are checked: `--cacert` or `--insecure`, not both; a
 /// bad CA file is refused before anything starts.
-fn tls_of(args: &WebArgs) -> Result<crate::target::tls::TlsOptions, PlanError> {
-    let tls = crate::target::tls::TlsOptions {
+fn tls_of(args: &WebArgs) -> Result<crate::sut::tls::TlsOptions, PlanError> {
+    let tls = crate::sut::tls::TlsOptions {
         cacert: args.cacert.clone(),
         insecure: args.insecure,
     };
@@ -755,7 +755,7 @@ fn tls_of(args: &WebArgs) -> Result<crate::target::tls::TlsOptions, PlanError> {
             "give one of them",
         ));
     }
-    crate::target::tls::client_config(&tls)?;
+    crate::sut::tls::client_config(&tls)?;
     Ok(tls)
 }
 

@@ -75,7 +75,7 @@ impl Shared {
     pub(super) fn new(
         spec: &WebSpec,
         files: FileSet,
-        bases: &[(crate::target::http::HttpBase, SocketAddr)],
+        bases: &[(crate::sut::http::HttpBase, SocketAddr)],
         targets: Option<Targets>,
     ) -> anyhow::Result<Self> {
         let sized = files.files.iter().all(|f| f.size.is_some());
@@ -175,7 +175,7 @@ impl Shared {
 /// address added when there are several.
 fn op_names_of(
     class_names: &[&str],
-    bases: &[(crate::target::http::HttpBase, SocketAddr)],
+    bases: &[(crate::sut::http::HttpBase, SocketAddr)],
 ) -> Vec<String> {
     let mut op_names = Vec::new();
     for (base, _) in bases {
@@ -194,7 +194,7 @@ fn op_names_of(
 fn file_requests(
     spec: &WebSpec,
     files: &FileSet,
-    bases: &[(crate::target::http::HttpBase, SocketAddr)],
+    bases: &[(crate::sut::http::HttpBase, SocketAddr)],
 ) -> Vec<Box<[u8]>> {
     let method = match spec.method {
         Method::Get => "GET",
@@ -230,7 +230,7 @@ fn file_requests(
 fn target_requests(
     spec: &WebSpec,
     targets: &Targets,
-    bases: &[(crate::target::http::HttpBase, SocketAddr)],
+    bases: &[(crate::sut::http::HttpBase, SocketAddr)],
 ) -> Vec<Box<[u8]>> {
     let close = spec.connection == Connection::Close;
     bases
@@ -247,9 +247,9 @@ fn target_requests(
 /// How each address is reached over TLS (none for plain HTTP).
 fn tls_targets(
     spec: &WebSpec,
-    bases: &[(crate::target::http::HttpBase, SocketAddr)],
+    bases: &[(crate::sut::http::HttpBase, SocketAddr)],
 ) -> anyhow::Result<Vec<Option<client::TlsTarget>>> {
-    let config = crate::target::tls::client_config(&spec.tls)?;
+    let config = crate::sut::tls::client_config(&spec.tls)?;
     Ok(bases
         .iter()
         .map(|(b, _)| {
@@ -257,7 +257,7 @@ fn tls_targets(
                 .then(|| {
                     Ok::<_, PlanError>(client::TlsTarget {
                         connector: tokio_rustls::TlsConnector::from(config.clone()),
-                        name: crate::target::tls::server_name(&b.host)?,
+                        name: crate::sut::tls::server_name(&b.host)?,
                     })
                 })
                 .transpose()
@@ -269,10 +269,10 @@ impl Shared {
     /// Requests the set's most requested file once at every address
     /// before the run, so that a server that is not there, does not speak
     /// HTTP or does not serve the set ends in one line, not a sweep of
-    /// errors. Each exchange has [`crate::target::HANDSHAKE`] to finish.
+    /// errors. Each exchange has [`crate::sut::HANDSHAKE`] to finish.
     pub(super) fn preflight(
         &self,
-        bases: &[(crate::target::http::HttpBase, SocketAddr)],
+        bases: &[(crate::sut::http::HttpBase, SocketAddr)],
     ) -> Result<(), PlanError> {
         // The file set's most requested file, or the targets file's first request.
         let item = if self.targets.is_some() {
@@ -295,7 +295,7 @@ impl Shared {
         &self,
         runtime: &tokio::runtime::Runtime,
         a: usize,
-        base: &crate::target::http::HttpBase,
+        base: &crate::sut::http::HttpBase,
         addr: SocketAddr,
         item: usize,
     ) -> Result<(), PlanError> {
@@ -309,7 +309,7 @@ impl Shared {
         };
         let request = self.request(a, item);
         let outcome = runtime.block_on(async {
-            tokio::time::timeout(crate::target::HANDSHAKE, client.exchange(request, expect))
+            tokio::time::timeout(crate::sut::HANDSHAKE, client.exchange(request, expect))
                 .await
                 .unwrap_or(Outcome::error(ErrorKind::Timeout))
         });
@@ -327,7 +327,7 @@ impl Shared {
             OpResult::Error(ErrorKind::Timeout) => format!(
                 "{addr} accepted the connection but sent {} in answer to {asked} within {} s; is it a web server, and not overloaded?",
                 client.received(),
-                crate::target::HANDSHAKE.as_secs()
+                crate::sut::HANDSHAKE.as_secs()
             ),
             OpResult::Error(ErrorKind::Http(404)) if self.files_generated && self.targets.is_none() => format!(
                 "{url} answered 404: the server does not serve perflab's file set; run with --target nginx:managed, or copy the files it writes (--keep) to your server"
@@ -364,7 +364,7 @@ impl Shared {
         let detail = match &self.tls[a] {
             Some(t) => runtime
                 .block_on(async {
-                    tokio::time::timeout(crate::target::HANDSHAKE, client::handshake_error(addr, t))
+                    tokio::time::timeout(crate::sut::HANDSHAKE, client::handshake_error(addr, t))
                         .await
                 })
                 .ok()
@@ -382,7 +382,7 @@ impl Shared {
 
 /// A request as an error line shows it, `POST http://host:port/path`,
 /// and its URL: from the request's own first line.
-fn asked_of(base: &crate::target::http::HttpBase, request: &[u8]) -> (String, String) {
+fn asked_of(base: &crate::sut::http::HttpBase, request: &[u8]) -> (String, String) {
     let line = request.split(|&b| b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut words = line.split(' ');
@@ -571,11 +571,11 @@ mod tests {
         let file = dir.path().join("t.txt");
         std::fs::write(&file, "GET /a\n\nPOST /b\n@b.json\n\nHEAD /c\n").unwrap();
         let (addr, server) = peer(1_103);
-        let base = crate::target::http::HttpBase::parse(&format!("http://{addr}/")).unwrap();
+        let base = crate::sut::http::HttpBase::parse(&format!("http://{addr}/")).unwrap();
         let targets =
             targets::read(&file, targets::Allowed::Bases(std::slice::from_ref(&base))).unwrap();
         let spec = WebSpec {
-            target: crate::target::Target::Http {
+            target: crate::sut::Target::Http {
                 bases: vec![base.clone()],
             },
             fileset: super::super::fileset::FileSetSpec::Webbench,
@@ -585,7 +585,7 @@ mod tests {
             method: Method::Get,
             headers: Vec::new(),
             verify_share: 0.0,
-            tls: crate::target::tls::TlsOptions {
+            tls: crate::sut::tls::TlsOptions {
                 cacert: None,
                 insecure: false,
             },

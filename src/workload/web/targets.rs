@@ -14,7 +14,7 @@
 //! [`MAX_BODIES`]; the run writes them from memory. What this module
 //! refuses it refuses in one line naming the file and line.
 
-use crate::target::http::{split_host_port, HttpBase};
+use crate::sut::http::{split_host_port, HttpBase};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! The bank on MySQL or MariaDB, on perflab's own session
-//! (`target::mysql::wire`): one connection per user, the bank's statements
+//! (`sut::mysql::wire`): one connection per user, the bank's statements
 //! prepared once per connection, deadlocks and lock-wait timeouts retried
 //! up to `--max-tries`. The schema, the load and the check go over the
 //! same session's text protocol. The load inserts rows in multi-row
@@ -9,7 +9,7 @@
 //! are declared before the data (adding them after would rebuild every
 //! table); rows arrive in key order. Preparing and checking end at the
 //! first signal (`util::until_interrupted`); the catalog is read within a
-//! look's deadline (`target::LOOK_QUERY`).
+//! look's deadline (`sut::LOOK_QUERY`).
 
 mod txn;
 
@@ -22,8 +22,8 @@ use super::owned::{Catalog, LEDGER, MADE_BY};
 use super::sqlite::LoadReport;
 use super::{BankBackend, Tables, META_TABLE};
 use crate::error::PlanError;
-use crate::target::mysql::{connect, MyTarget, MyWire, Row, BANK_QUERY};
-use crate::target::{silent_look, LOOK_QUERY};
+use crate::sut::mysql::{connect, MyTarget, MyWire, Row, BANK_QUERY};
+use crate::sut::{silent_look, LOOK_QUERY};
 use crate::util::until_interrupted;
 use crate::workload::Seat;
 use anyhow::Context;

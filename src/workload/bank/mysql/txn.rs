@@ -1,13 +1,13 @@
 //! One user's MySQL/MariaDB connection (perflab's own session, see
-//! `target::mysql::wire`) and the bank's transactions on it.
+//! `sut::mysql::wire`) and the bank's transactions on it.
 
 use super::super::mix::Isolation;
 use super::super::ops::BankOp;
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
-use crate::target::mysql::wire::{Command, MyError, MyWire};
-use crate::target::mysql::MyTarget;
+use crate::sut::mysql::wire::{Command, MyError, MyWire};
+use crate::sut::mysql::MyTarget;
 use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use anyhow::Context;
 use std::time::Duration;

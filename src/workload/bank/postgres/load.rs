@@ -10,8 +10,8 @@ use super::super::owned::{Catalog, LEDGER, MADE_BY};
 use super::super::sqlite::LoadReport;
 use super::super::Tables;
 use crate::error::PlanError;
-use crate::target::postgres::PgTarget;
-use crate::target::{silent_look, LOOK_QUERY};
+use crate::sut::postgres::PgTarget;
+use crate::sut::{silent_look, LOOK_QUERY};
 use anyhow::Context;
 use bytes::Bytes;
 use futures_util::SinkExt;
@@ -278,7 +278,7 @@ async fn add_keys(target: &PgTarget, t: Tables) -> anyhow::Result<()> {
 }
 
 async fn connect(target: &PgTarget) -> anyhow::Result<Client> {
-    crate::target::postgres::connect(target, &target.config).await
+    crate::sut::postgres::connect(target, &target.config).await
 }
 
 /// Streams accounts `from..=to` into the table with COPY on a connection of its own.

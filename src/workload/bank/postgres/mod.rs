@@ -5,7 +5,7 @@
 //! figures go through tokio-postgres, off the hot path; loading uses
 //! parallel COPY and adds the primary keys after the data, as pgbench does.
 //! Each of those ends at the first signal (`util::until_interrupted`), and
-//! the catalog is read within a look's deadline (`target::LOOK_QUERY`).
+//! the catalog is read within a look's deadline (`sut::LOOK_QUERY`).
 
 mod load;
 mod txn;
@@ -17,7 +17,7 @@ use super::mix::{BankMix, Isolation};
 use super::sqlite::LoadReport;
 use super::{BankBackend, Tables};
 use crate::error::PlanError;
-use crate::target::postgres::{connect, PgTarget};
+use crate::sut::postgres::{connect, PgTarget};
 use crate::util::until_interrupted;
 use crate::workload::Seat;
 use anyhow::Context;

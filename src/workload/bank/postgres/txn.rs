@@ -11,8 +11,8 @@ use super::super::ops::BankOp;
 use super::super::txn;
 use super::super::Tables;
 use crate::measure::OpResult;
-use crate::target::postgres::wire::{Statement, Wire, WireError};
-use crate::target::postgres::PgTarget;
+use crate::sut::postgres::wire::{Statement, Wire, WireError};
+use crate::sut::postgres::PgTarget;
 use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use anyhow::Context;
 use std::time::Duration;
@@ -248,12 +248,12 @@ impl txn::Statements for PgStatements<'_> {
 mod tests {
     use super::super::super::mix::BankMix;
     use super::super::PgBank;
-    use crate::target::managed::postgres::ManagedPostgres;
+    use crate::sut::managed::postgres::ManagedPostgres;
     use crate::workload::bank::BankWorkload;
     use crate::workload::{Session, Workload};
 
     fn bank(pg: &ManagedPostgres, mix: BankMix, pipeline: bool) -> BankWorkload<PgBank> {
-        let target = crate::target::postgres::resolve(&pg.url(), &|_| None, None).unwrap();
+        let target = crate::sut::postgres::resolve(&pg.url(), &|_| None, None).unwrap();
         let isolation = super::Isolation::ReadCommitted;
         let (bank, _) = PgBank::prepare(target, 1, mix, false, isolation, 10, pipeline).unwrap();
         BankWorkload::new(bank, mix, 1).unwrap()

@@ -117,7 +117,7 @@ pub fn resolve(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<MyTarg
                 .unwrap_or(DEFAULT_PORT),
         )
     } else {
-        crate::target::http::split_host_port(hostport, DEFAULT_PORT)
+        crate::sut::http::split_host_port(hostport, DEFAULT_PORT)
             .ok_or_else(|| not_one(&"its HOST:PORT is not valid"))?
     };
     let (user, password) = match userinfo.map(|u| u.split_once(':').unwrap_or((u, ""))) {

@@ -398,7 +398,7 @@ impl Drop for ServerCgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::managed::disk::IoLimits;
+    use crate::sut::managed::disk::IoLimits;
 
     fn throttle() -> IoThrottle {
         IoThrottle {

@@ -14,13 +14,13 @@
 //!
 //! In the accelerator role (`--nginx-role accelerator --origin …`) it is
 //! a reverse-proxy cache in front of an origin: an `http://` URL, or a
-//! second managed nginx ([`crate::target::Origin::Managed`]) that serves the file set and
+//! second managed nginx ([`crate::sut::Origin::Managed`]) that serves the file set and
 //! lives and dies with it. Its cache is `proxy_cache_path` in its own
 //! directory, sized by perflab's parts of that directive
 //! ([`CACHE_PARTS`], set with `--nginx-set` like any directive), and its
 //! own accounting of every request (`$upstream_cache_status`, the bytes
 //! and time of the origin's reply) goes to [`CACHE_LOG`] in the format
-//! [`crate::target::cache_log`] reads.
+//! [`crate::sut::cache_log`] reads.
 
 mod accelerator;
 
@@ -32,8 +32,8 @@ use super::origin::{start_origin, upstream_of, Accelerating, OriginPlan, Upstrea
 use super::server::{ManagedKind, ManagedServer, MovedLog, Probe, Reach, Site, Start};
 use super::{placed_command, ServerDir};
 use crate::error::PlanError;
-use crate::target::cache_log::CacheAccounting;
-use crate::target::{ServerOptions, TargetKind};
+use crate::sut::cache_log::CacheAccounting;
+use crate::sut::{ServerOptions, TargetKind};
 use anyhow::Context;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -643,7 +643,7 @@ fn configuration(
 
 /// One GET of the status page: `Ok` on a 200 reply.
 fn status_answers(addr: SocketAddr) -> Result<(), String> {
-    let text = crate::target::http::get_text(addr, STATUS_PATH, Duration::from_secs(2))?;
+    let text = crate::sut::http::get_text(addr, STATUS_PATH, Duration::from_secs(2))?;
     if text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200") {
         Ok(())
     } else {
@@ -671,7 +671,7 @@ mod tests {
         };
         let said =
             vec!["cannot load certificate key \"/tmp/k.pem\": Permission denied".to_string()];
-        let e = crate::target::managed::start_failure(
+        let e = crate::sut::managed::start_failure(
             "nginx",
             "exit status: 1",
             &said,

@@ -19,7 +19,7 @@
 //! The cache's accounting: a `varnishncsa` of the same working
 //! directory, started with varnishd and stopped after it (its own pid,
 //! in the ledger), writes one line per transaction of both sides in
-//! [`crate::target::cache_log`]'s format ([`VARNISHNCSA_FORMAT`]): each
+//! [`crate::sut::cache_log`]'s format ([`VARNISHNCSA_FORMAT`]): each
 //! reply with how Varnish handled it (`hit`, `miss`, `pass`, …), each
 //! fetch from the origin apart. What varnishncsa cannot give exactly is
 //! approximated: the origin's bytes are those Varnish received (headers
@@ -32,8 +32,8 @@ use super::origin::{start_origin, upstream_of, Accelerating, OriginPlan, Upstrea
 use super::server::{ManagedKind, MovedLog, Probe, Reach, Site, Start};
 use super::{find_programs, log_file, placed_command, Placement, ServerDir, ServerProcess};
 use crate::error::PlanError;
-use crate::target::cache_log::{CacheAccounting, VARNISHNCSA_FORMAT};
-use crate::target::{ServerOptions, TargetKind};
+use crate::sut::cache_log::{CacheAccounting, VARNISHNCSA_FORMAT};
+use crate::sut::{ServerOptions, TargetKind};
 use anyhow::Context;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -203,7 +203,7 @@ impl ManagedKind for Varnish {
         let address = self.address;
         let log = site.dir.path().join(CACHE_LOG);
         Ok(Box::new(move || {
-            let reply = crate::target::http::get_text(address, READY_PATH, Duration::from_secs(2))
+            let reply = crate::sut::http::get_text(address, READY_PATH, Duration::from_secs(2))
                 .map_err(|e| format!("{address}: {e}"))?;
             if !reply.starts_with("HTTP/1.1 200") {
                 return Err(format!(

@@ -20,7 +20,7 @@
 //!
 use super::MyTarget;
 use crate::error::PlanError;
-use crate::target::stream::Stream;
+use crate::sut::stream::Stream;
 use bytes::{Buf, BytesMut};
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
@@ -329,7 +329,7 @@ impl MyWire {
 
     /// Holds the connection: its socket is read and written with blocking
     /// calls, each operation allowed `timeout` (for a user alone on its
-    /// worker thread; see `target::stream`).
+    /// worker thread; see `sut::stream`).
     pub(crate) fn hold(self, timeout: std::time::Duration) -> io::Result<MyWire> {
         Ok(MyWire {
             stream: self.stream.hold(timeout)?,

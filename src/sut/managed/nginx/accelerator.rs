@@ -1,11 +1,11 @@
 //! The accelerator role of a managed nginx (`--nginx-role accelerator
-//! --origin …`, its origin in [`crate::target::managed::origin`]): the parts of its `proxy_cache_path` (perflab's directive,
+//! --origin …`, its origin in [`crate::sut::managed::origin`]): the parts of its `proxy_cache_path` (perflab's directive,
 //! its directory in the managed one) each set and checked like a
 //! directive, and its part of the configuration: the cache, the origin
 //! as an upstream, and its own accounting of every request in the log
-//! [`crate::target::cache_log`] reads.
+//! [`crate::sut::cache_log`] reads.
 
-use crate::target::managed::origin::Upstream;
+use crate::sut::managed::origin::Upstream;
 use std::path::Path;
 
 /// The parts of `proxy_cache_path` perflab writes (the directive itself
@@ -30,7 +30,7 @@ pub(super) const ACCELERATOR_DEFAULTS: &[(&str, &str)] = &[
 ];
 
 /// The accelerator's access log, in its directory: one line per request
-/// in the format [`crate::target::cache_log`] reads.
+/// in the format [`crate::sut::cache_log`] reads.
 pub(crate) const CACHE_LOG: &str = "cache.log";
 
 /// The accelerator's cache, in its directory.
@@ -102,7 +102,7 @@ pub(super) fn accelerator_blocks(
         part("proxy_cache_keys_zone"),
         part("proxy_cache_max_size"),
         part("proxy_cache_inactive"),
-        crate::target::cache_log::NGINX_FORMAT,
+        crate::sut::cache_log::NGINX_FORMAT,
     );
     let serve = format!(
         "access_log {d}/{CACHE_LOG} perflab_cache;\n\

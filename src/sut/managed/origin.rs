@@ -84,16 +84,16 @@ pub(crate) fn origin_answers(url: &str) -> Result<String, PlanError> {
             "give the origin's http://HOST:PORT/ once it runs, or --origin nginx:managed",
         )
     };
-    let base = crate::target::http::HttpBase::parse(url).map_err(bad)?;
+    let base = crate::sut::http::HttpBase::parse(url).map_err(bad)?;
     check_origin_path(&base.path).map_err(bad)?;
     if base.tls {
         return Err(bad(format!(
             "'{}': the accelerator reaches its origin over plain HTTP",
-            crate::target::redact(url)
+            crate::sut::redact(url)
         )));
     }
     let addr = base.resolve().map_err(bad)?;
-    let reply = crate::target::http::get_text(addr, &base.path, Duration::from_secs(3))
+    let reply = crate::sut::http::get_text(addr, &base.path, Duration::from_secs(3))
         .map_err(|e| bad(format!("the origin {} does not answer: {e}", base.url())))?;
     if !reply.starts_with("HTTP/") {
         return Err(bad(format!(
@@ -116,7 +116,7 @@ pub(crate) fn start_origin(
 ) -> anyhow::Result<Accelerating> {
     match plan {
         OriginPlan::Url(origin_url) => {
-            let loopback = crate::target::http::HttpBase::parse(&origin_url)
+            let loopback = crate::sut::http::HttpBase::parse(&origin_url)
                 .ok()
                 .and_then(|b| b.resolve().ok())
                 .is_some_and(|a| a.ip().is_loopback());
@@ -125,7 +125,7 @@ pub(crate) fn start_origin(
                     "--origin",
                     format!(
                         "'{}' is on this host's loopback, which the accelerator behind its link (a network namespace of its own) cannot reach",
-                        crate::target::redact(&origin_url)
+                        crate::sut::redact(&origin_url)
                     ),
                     "give --origin nginx:managed (it then listens on the link's end), an origin on another address, or drop --link-*",
                 )
@@ -188,7 +188,7 @@ pub(crate) fn check_origin_path(path: &str) -> Result<(), String> {
 /// Where misses go: the origin's `HOST:PORT` and base path, a path that
 /// [`check_origin_path`] refuses refused here too (whatever made the URL).
 pub(crate) fn upstream_of(origin_url: &str) -> anyhow::Result<Upstream> {
-    let base = crate::target::http::HttpBase::parse(origin_url).map_err(anyhow::Error::msg)?;
+    let base = crate::sut::http::HttpBase::parse(origin_url).map_err(anyhow::Error::msg)?;
     check_origin_path(&base.path).map_err(|e| {
         PlanError::flag("--origin", e, "percent-encode the path, e.g. %22 for '\"'")
     })?;

@@ -17,8 +17,8 @@ use super::ledger::Leftovers;
 use super::link::ServerLink;
 use super::{log_file, server_user, NotReady, Placement, ServerDir, ServerProcess};
 use crate::error::PlanError;
-use crate::target::mysql::MyTarget;
-use crate::target::{ServerOptions, TargetKind};
+use crate::sut::mysql::MyTarget;
+use crate::sut::{ServerOptions, TargetKind};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -46,9 +46,9 @@ pub(crate) enum Reach {
     Http {
         bases: Vec<String>,
         status: Option<String>,
-        /// A caching proxy's access log in [`crate::target::cache_log`]'s
+        /// A caching proxy's access log in [`crate::sut::cache_log`]'s
         /// format, read each interval.
-        cache_log: Option<crate::target::cache_log::CacheAccounting>,
+        cache_log: Option<crate::sut::cache_log::CacheAccounting>,
     },
 }
 

@@ -13,7 +13,7 @@
 
 use super::PgTarget;
 use crate::error::PlanError;
-use crate::target::stream::Stream;
+use crate::sut::stream::Stream;
 use bytes::{Buf, BytesMut};
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
@@ -414,7 +414,7 @@ impl Wire {
 
     /// Holds the connection: its socket is read and written with blocking
     /// calls, each operation allowed `timeout` (for a user alone on its
-    /// worker thread; see `target::stream`).
+    /// worker thread; see `sut::stream`).
     pub(crate) fn hold(self, timeout: std::time::Duration) -> io::Result<Wire> {
         Ok(Wire {
             stream: self.stream.hold(timeout)?,

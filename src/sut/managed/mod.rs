@@ -27,7 +27,7 @@ pub(crate) mod varnish;
 pub use options::{Origin, ServerOptions};
 
 use crate::error::PlanError;
-use crate::target::TargetKind;
+use crate::sut::TargetKind;
 use anyhow::Context;
 use server::{ManagedKind, Running};
 use std::os::unix::process::CommandExt;

@@ -9,7 +9,7 @@ use super::find_programs;
 use super::server::{ManagedKind, ManagedServer, MovedLog, Probe, Reach, Site, Start};
 use super::{placed_command, server_command, ServerDir};
 use crate::error::PlanError;
-use crate::target::{ServerOptions, TargetKind};
+use crate::sut::{ServerOptions, TargetKind};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
