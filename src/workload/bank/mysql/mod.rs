@@ -344,15 +344,16 @@ async fn figures(conn: &mut MyWire, t: &Tables) -> anyhow::Result<BankFigures> {
         .await?;
     let row = conn
         .query_first(&format!(
+            // One scan of each table (a bank larger than the buffer pool
+            // is read from its disk once per scan).
             "SELECT (SELECT MAX(scale) FROM {META_TABLE}), (SELECT MAX(initial_total) FROM {META_TABLE}),
-                    (SELECT COUNT(*) FROM {b}), (SELECT COUNT(*) FROM {te}), (SELECT COUNT(*) FROM {a}),
-                    (SELECT CAST(COALESCE(SUM(abalance), 0) AS SIGNED) FROM {a}),
-                    (SELECT CAST(COALESCE(SUM(tbalance), 0) AS SIGNED) FROM {te}),
-                    (SELECT CAST(COALESCE(SUM(bbalance), 0) AS SIGNED) FROM {b}),
-                    (SELECT COUNT(*) FROM {h}),
-                    (SELECT CAST(COALESCE(SUM(delta), 0) AS SIGNED) FROM {h}),
-                    (SELECT COUNT(*) FROM {a} WHERE abalance < 0),
-                    (SELECT COALESCE(MIN(abalance), 0) FROM {a})",
+                    b.n, te.n, a.n, a.total, te.total, b.total, h.n, h.total, a.negative, a.lowest
+             FROM (SELECT COUNT(*) AS n, CAST(COALESCE(SUM(bbalance), 0) AS SIGNED) AS total FROM {b}) AS b,
+                  (SELECT COUNT(*) AS n, CAST(COALESCE(SUM(tbalance), 0) AS SIGNED) AS total FROM {te}) AS te,
+                  (SELECT COUNT(*) AS n, CAST(COALESCE(SUM(abalance), 0) AS SIGNED) AS total,
+                          CAST(COALESCE(SUM(abalance < 0), 0) AS SIGNED) AS negative,
+                          COALESCE(MIN(abalance), 0) AS lowest FROM {a}) AS a,
+                  (SELECT COUNT(*) AS n, CAST(COALESCE(SUM(delta), 0) AS SIGNED) AS total FROM {h}) AS h",
             b = t.branches,
             te = t.tellers,
             a = t.accounts,

@@ -326,18 +326,17 @@ pub(crate) async fn figures(
         None => "0::bigint".to_string(),
         Some(meta) => format!("(SELECT initial_total FROM {meta} LIMIT 1)"),
     };
+    // One scan of each table: a bank larger than the server's memory is
+    // read from its disk once per scan.
     let sql = format!(
-        "SELECT (SELECT count(*) FROM {b}),
-                {initial},
-                (SELECT count(*) FROM {te}),
-                (SELECT count(*) FROM {a}),
-                (SELECT coalesce(sum(abalance), 0)::bigint FROM {a}),
-                (SELECT coalesce(sum(tbalance), 0)::bigint FROM {te}),
-                (SELECT coalesce(sum(bbalance), 0)::bigint FROM {b}),
-                (SELECT count(*) FROM {h}),
-                (SELECT coalesce(sum(delta), 0)::bigint FROM {h}),
-                (SELECT count(*) FROM {a} WHERE abalance < 0),
-                (SELECT coalesce(min(abalance), 0)::bigint FROM {a})",
+        "SELECT b.n, {initial}, te.n, a.n, a.total, te.total, b.total, h.n, h.total,
+                a.negative, a.lowest
+         FROM (SELECT count(*) AS n, coalesce(sum(bbalance), 0)::bigint AS total FROM {b}) AS b,
+              (SELECT count(*) AS n, coalesce(sum(tbalance), 0)::bigint AS total FROM {te}) AS te,
+              (SELECT count(*) AS n, coalesce(sum(abalance), 0)::bigint AS total,
+                      count(*) FILTER (WHERE abalance < 0) AS negative,
+                      coalesce(min(abalance), 0)::bigint AS lowest FROM {a}) AS a,
+              (SELECT count(*) AS n, coalesce(sum(delta), 0)::bigint AS total FROM {h}) AS h",
         b = t.branches,
         te = t.tellers,
         a = t.accounts,
