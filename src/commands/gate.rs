@@ -7,6 +7,7 @@
 use super::Exit;
 use crate::analyze::gate::{self, Gate, Threshold};
 use crate::error::PlanError;
+use crate::report::svg::escape;
 use std::path::{Path, PathBuf};
 
 /// The files a CI system reads that the gate also writes: JUnit XML
@@ -241,59 +242,37 @@ fn markdown(g: &Gate) -> String {
     out
 }
 
-/// `text` escaped for XML text and attribute values; characters XML 1.0
-/// cannot hold at all (most control characters) become U+FFFD.
-pub(crate) fn xml_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// The gate as JUnit XML: one test suite, one test case per threshold,
 /// a failed threshold's case holding a `<failure>`; the moved bottleneck
 /// in the suite's `<system-out>`.
 pub(crate) fn junit(g: &Gate) -> String {
     let failures = g.lines.iter().filter(|l| l.failed).count();
-    let suite = xml_escape(&format!("perflab gate: {} against {}", g.new, g.base));
+    let suite = escape(&format!("perflab gate: {} against {}", g.new, g.base));
     let mut out = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"perflab\" tests=\"{n}\" failures=\"{failures}\" errors=\"0\">\n  <testsuite name=\"{suite}\" tests=\"{n}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n",
         n = g.lines.len()
     );
     for line in &g.lines {
-        let name = xml_escape(&line.threshold);
+        let name = escape(&line.threshold);
         out.push_str(&format!(
             "    <testcase classname=\"perflab.gate\" name=\"{name}\">\n"
         ));
         if line.failed {
             out.push_str(&format!(
                 "      <failure type=\"threshold\" message=\"{}\">{}</failure>\n",
-                xml_escape(&line.said),
-                xml_escape(&line.said)
+                escape(&line.said),
+                escape(&line.said)
             ));
         } else {
             out.push_str(&format!(
                 "      <system-out>{}</system-out>\n",
-                xml_escape(&line.said)
+                escape(&line.said)
             ));
         }
         out.push_str("    </testcase>\n");
     }
     if let Some(moved) = &g.moved {
-        out.push_str(&format!(
-            "    <system-out>{}</system-out>\n",
-            xml_escape(moved)
-        ));
+        out.push_str(&format!("    <system-out>{}</system-out>\n", escape(moved)));
     }
     out.push_str("  </testsuite>\n</testsuites>\n");
     out

@@ -37,9 +37,10 @@ pub(crate) struct Chart {
     pub(crate) y_format: fn(f64) -> String,
 }
 
-/// Escapes text for HTML and SVG; a control character (but newline and
-/// tab), which no HTML may hold and a terminal showing the page's source
-/// would obey, becomes `�`.
+/// Escapes text for HTML, SVG and any XML (the gate's JUnit file); a
+/// control character (but newline and tab), which no HTML may hold and a
+/// terminal showing the page's source would obey, and the two
+/// noncharacters XML 1.0 cannot hold (U+FFFE, U+FFFF) become `�`.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -49,7 +50,12 @@ pub(crate) fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            c if (c.is_control() && c != '\n' && c != '\t')
+                || c == '\u{fffe}'
+                || c == '\u{ffff}' =>
+            {
+                out.push('\u{fffd}')
+            }
             c => out.push(c),
         }
     }
@@ -397,6 +403,11 @@ mod tests {
         assert_eq!(
             escape("<script>a&b</script>\""),
             "&lt;script&gt;a&amp;b&lt;/script&gt;&quot;"
+        );
+        // What no XML 1.0 document may hold, and a terminal's escapes.
+        assert_eq!(
+            escape("it's\u{1b}[31m\r\u{85}\u{fffe}\u{ffff}\n\tok"),
+            "it&#39;s\u{fffd}[31m\u{fffd}\u{fffd}\u{fffd}\u{fffd}\n\tok"
         );
         let chart = Chart {
             title: "<b>x</b>".to_string(),
