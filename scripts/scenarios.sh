@@ -6,7 +6,7 @@
 #
 # Each class sets up its server and its limit (cgroups, a loop device with
 # a throttled file system, a network namespace with a shaped link), runs
-# `perflab run bank` (or `run disk`, `run files`) over a sweep, reads `perflab analyze --json -`, prints
+# `perflab run bank` (or `run disk`, `files`, `web`, `net`, `null`) over a sweep, reads `perflab analyze --json -`, prints
 # one line per run and PASS or MISS, and removes everything it made, even
 # on failure. Names of everything made start with perflab-scn-; a run
 # starts by removing the leftovers of a crashed one, so two runs on one
@@ -59,8 +59,12 @@ admission-pg            ^admission_limit$     max_connections
 admission-mariadb       ^admission_limit$     max_connections
 disk-quick              ^(not_reached|resource)$ ^(not.reached|disk.)
 files-quick             ^resource$            ^cpu
+bank-quick              ^software_contention$ single.writer
+web-quick               ^resource$            ^cpu
+net-quick               ^resource$            ^cpu
+null-quick              ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb disk-quick files-quick)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb disk-quick files-quick bank-quick web-quick net-quick null-quick)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -110,6 +114,9 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 2
 fi
 
+# A PERFLAB given relative to the caller's directory, made absolute: the
+# classes run in directories of their own.
+[ -n "${PERFLAB:-}" ] && PERFLAB=$(realpath -m -- "$PERFLAB")
 cd "$(dirname "$0")/.."
 REPO=$PWD
 
@@ -1068,6 +1075,35 @@ scn_disk_quick() {
 scn_files_quick() {
     cd "$WORK"
     WORKLOAD=files sweep 1,2,4,8,16,32
+}
+
+# The other quick starts. The bank on its embedded SQLite file, which
+# takes one writer at a time: more users queue for that lock, and
+# throughput falls past two. The web test on a managed nginx that shares
+# the host's two CPUs with perflab: their sum is the limit. The network
+# path's request/response test against an echo agent on this host, both
+# ends on the same two CPUs: the CPU again. The engine's self-test with
+# a fixed 10 ms service time: throughput in proportion to the users at a
+# flat response time, nothing saturated, capacity not reached.
+scn_bank_quick() {
+    cd "$WORK"
+    sweep 1,2,4,8,16,32
+}
+
+scn_web_quick() {
+    cd "$WORK"
+    WORKLOAD=web sweep 1,2,4,8,16,32
+}
+
+scn_net_quick() {
+    cd "$WORK"
+    own_echo "" 127.0.0.1 ""
+    WORKLOAD=net sweep 1,2,4,8,16,32 --target "$AGENT_URL" "${NET_ACCESS[@]}" --test rr
+}
+
+scn_null_quick() {
+    cd "$WORK"
+    WORKLOAD=null sweep 1,4,16 --service 10ms
 }
 
 # Runs one class in a subshell that undoes what it made when it ends.

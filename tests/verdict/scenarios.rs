@@ -8,8 +8,9 @@
 //! at SERIALIZABLE; a caching accelerator whose cache is smaller than its
 //! file set, under nginx and under Varnish; the echo agent of a net run
 //! under a CPU quota, a stream through a shaped link, and a PostgreSQL and
-//! a MariaDB swept past their max_connections; the disk and files quick
-//! starts a newcomer runs first) is run once with short steps, and its
+//! a MariaDB swept past their max_connections; every quick start a
+//! newcomer runs first: bank, web, disk, files, net against a local echo
+//! agent, and the engine's self-test) is run once with short steps, and its
 //! verdict must name the class (a miss while the hypervisor took 10% or
 //! more of the CPU, the host shared with other guests, or while other
 //! processes kept 0.3 CPUs busy, as the verdict's caveat says, is run once
@@ -174,4 +175,24 @@ fn scenario_the_disk_quick_start_is_not_reached_or_the_device() {
 #[test]
 fn scenario_the_files_quick_start_is_the_cpu_serving_the_file_system() {
     scenario("files-quick");
+}
+
+#[test]
+fn scenario_the_bank_quick_start_is_sqlites_single_writer() {
+    scenario("bank-quick");
+}
+
+#[test]
+fn scenario_the_web_quick_start_is_the_cpu_nginx_and_perflab_share() {
+    scenario("web-quick");
+}
+
+#[test]
+fn scenario_the_net_quick_start_against_a_local_echo_is_the_cpu() {
+    scenario("net-quick");
+}
+
+#[test]
+fn scenario_the_null_quick_start_at_ten_milliseconds_is_not_reached() {
+    scenario("null-quick");
 }
