@@ -72,6 +72,29 @@ export PERFLAB_KUBE_VALIDATE="$kube_validate_venv/bin/kubernetes-validate"
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 
-cargo fmt --check
-cargo clippy --all-targets -- -D warnings
-cargo test --release --all-targets
+# Each group in turn, timed; a failing group does not hide the others'
+# results: every group runs, and the script fails if any did. The verdict
+# suite prints what each scenario's runs concluded even when they pass.
+failed=()
+timings=()
+group() {
+    local name=$1 start=$SECONDS rc=0
+    shift
+    echo "== $name: $*"
+    "$@" || rc=$?
+    timings+=("$(printf '%-8s %5d s  %s' "$name" $((SECONDS - start)) "$( ((rc == 0)) && echo ok || echo "FAILED (status $rc)")")")
+    ((rc == 0)) || failed+=("$name")
+}
+group fmt cargo fmt --check
+group clippy cargo clippy --all-targets -- -D warnings
+group build cargo test --release --all-targets --no-run
+group unit cargo test --release --lib --bins
+group it cargo test --release --test it
+group verdict cargo test --release --test verdict -- --show-output
+echo
+echo "time per group"
+printf '  %s\n' "${timings[@]}"
+if ((${#failed[@]})); then
+    echo "error: failed: ${failed[*]}" >&2
+    exit 1
+fi
