@@ -108,10 +108,12 @@ fn exchange(addr: &str, request: &[u8]) -> (u16, String, String) {
     (status, head.to_string(), body.to_string())
 }
 
+/// A GET that asks the peer to close after its answer: a keep-alive peer
+/// (Prometheus) otherwise holds the read open until its timeout.
 pub(crate) fn get(addr: &str, path: &str) -> (u16, String, String) {
     exchange(
         addr,
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
     )
 }
 
