@@ -330,6 +330,45 @@ fn a_managed_server_held_to_a_memory_limit_runs_in_its_own_cgroup() {
     }
 }
 
+/// `--disk-read-iops` holds the managed server's reads from the first
+/// step on, and not while the bank is loaded: the run says the limit is
+/// lifted while the data are prepared, and every interval of every step
+/// reads the throttle of 300 reads a second back from the server's cgroup.
+/// The bank (about 120 MiB) does not fit in the server's 96 MiB, so the
+/// steps read from the disk through the throttle.
+#[test]
+fn a_disk_throttle_holds_from_the_first_step_and_not_while_the_bank_loads() {
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        "run bank --target postgres:managed --scale 8 --pg-memory 96MiB --pg-set shared_buffers=16MB --disk-read-iops 300 --mix atm:balance=100,withdraw=0,deposit=0,transfer=0 --users 1,2 --warmup 0s --duration 1s",
+    );
+    contains(&out, "held to 300 reads/s by the cgroup");
+    contains(
+        &out,
+        "its I/O limit is lifted while the data are prepared, and holds from the first step",
+    );
+    contains(&out, "check: passed");
+    let export = crate::support::last_export(dir.path());
+    assert_eq!(
+        export["run"]["setup"]["managed_server"]["io"]["read_iops"],
+        300
+    );
+    let steps = export["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for step in steps {
+        let measured = step["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["phase"] == "measured");
+        for interval in measured {
+            let limits = &interval["host"]["server_cgroup"]["io_limits"];
+            assert_eq!(limits[0]["read_iops"], 300, "{limits}");
+        }
+    }
+}
+
 /// The managed server is moved to `--pg-cpus` after it starts, so it may
 /// run on a CPU outside perflab's own `taskset` mask: the way to keep the
 /// load generator off the server's CPU.

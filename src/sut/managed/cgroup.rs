@@ -304,6 +304,33 @@ impl ServerCgroup {
         self.holder.as_ref().map(|(dir, _)| dir.as_path())
     }
 
+    /// Puts its disk limits on (`held`) or lifts them, in the files they
+    /// were first written to; nothing when it holds no disk limit.
+    pub(crate) fn hold_io(&self, held: bool) -> anyhow::Result<()> {
+        let (Some(io), Some(dir)) = (&self.io, &self.io_dir) else {
+            return Ok(());
+        };
+        let files = match dir.join("io.max").is_file() {
+            true => vec![(
+                "io.max",
+                match held {
+                    true => io.limits.v2_line(io.device),
+                    false => io.limits.v2_lifted(io.device),
+                },
+            )],
+            false => match held {
+                true => io.limits.v1_files(io.device),
+                false => io.limits.v1_lifted(io.device),
+            },
+        };
+        for (file, value) in files {
+            std::fs::write(dir.join(file), &value).with_context(|| {
+                format!("cannot write {value} to {}", dir.join(file).display())
+            })?;
+        }
+        Ok(())
+    }
+
     /// Kills every process in it, as one: none can fork a new one while
     /// the others are killed.
     pub(crate) fn kill_all(&self) {

@@ -118,6 +118,28 @@ impl IoLimits {
         .collect()
     }
 
+    /// cgroup v1: the same files, each with the line that lifts its
+    /// limit (`0`, no limit).
+    pub(crate) fn v1_lifted(&self, device: (u32, u32)) -> Vec<(&'static str, String)> {
+        let (major, minor) = device;
+        self.v1_files(device)
+            .into_iter()
+            .map(|(file, _)| (file, format!("{major}:{minor} 0")))
+            .collect()
+    }
+
+    /// cgroup v2: the `io.max` line that lifts each limit it sets (`max`).
+    pub(crate) fn v2_lifted(&self, device: (u32, u32)) -> String {
+        let held = self.v2_line(device);
+        let mut words = held.split(' ');
+        let mut line = words.next().unwrap_or_default().to_string();
+        for word in words {
+            let key = word.split_once('=').map_or(word, |(k, _)| k);
+            line.push_str(&format!(" {key}=max"));
+        }
+        line
+    }
+
     /// cgroup v2: the `io.max` line.
     pub(crate) fn v2_line(&self, device: (u32, u32)) -> String {
         let (major, minor) = device;
@@ -224,6 +246,15 @@ mod tests {
             ]
         );
         assert_eq!(l.v2_line((8, 16)), "8:16 wiops=100 wbps=10485760");
+        // Lifted while a workload prepares its data, the same files.
+        assert_eq!(
+            l.v1_lifted((254, 0)),
+            vec![
+                ("blkio.throttle.write_iops_device", "254:0 0".to_string()),
+                ("blkio.throttle.write_bps_device", "254:0 0".to_string()),
+            ]
+        );
+        assert_eq!(l.v2_lifted((8, 16)), "8:16 wiops=max wbps=max");
         assert_eq!(l.flag(), "--disk-write-iops");
         for (args, flag) in [
             ([Some("0"), None, None, None], "--disk-read-iops"),

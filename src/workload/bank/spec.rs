@@ -271,15 +271,17 @@ impl WorkloadKind for Bank {
                 driver.drive(workload, started)
             }
             Endpoint::Postgres(pg) => {
-                let prepared = PgBank::prepare(
-                    (**pg).clone(),
-                    scale,
-                    spec.mix,
-                    spec.reload,
-                    spec.isolation,
-                    spec.max_tries,
-                    spec.pipeline,
-                )?;
+                let prepared = opened.unthrottled(|| {
+                    PgBank::prepare(
+                        (**pg).clone(),
+                        scale,
+                        spec.mix,
+                        spec.reload,
+                        spec.isolation,
+                        spec.max_tries,
+                        spec.pipeline,
+                    )
+                })?;
                 let form = super::generator::Form::postgres(
                     prepared.0.target(),
                     spec.mix,
@@ -291,14 +293,16 @@ impl WorkloadKind for Bank {
                 drive_server(prepared, form, spec, &opened, started, driver)
             }
             Endpoint::Mysql(my) => {
-                let prepared = MyBank::prepare(
-                    my.clone(),
-                    scale,
-                    spec.mix,
-                    spec.reload,
-                    spec.isolation,
-                    spec.max_tries,
-                )?;
+                let prepared = opened.unthrottled(|| {
+                    MyBank::prepare(
+                        my.clone(),
+                        scale,
+                        spec.mix,
+                        spec.reload,
+                        spec.isolation,
+                        spec.max_tries,
+                    )
+                })?;
                 let form = super::generator::Form::mysql(
                     prepared.0.target(),
                     spec.mix,

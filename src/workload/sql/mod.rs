@@ -155,7 +155,7 @@ impl WorkloadKind for Sql {
         let opened = Opened::open(&spec.target, &spec.server)?;
         let (backend, scale) = match &opened.endpoint {
             Endpoint::Postgres(pg) => {
-                let scale = prepare_pg(spec, pg)?;
+                let scale = opened.unthrottled(|| prepare_pg(spec, pg))?;
                 (Backend::Pg(pg.clone()), scale)
             }
             Endpoint::Sqlite(path) => (Backend::Sqlite(path.clone()), prepare_sqlite(spec, path)?),
