@@ -138,6 +138,16 @@ fn scenario_commits_waiting_on_a_throttled_log_flush_are_latency_bound() {
 }
 
 #[test]
+fn scenario_a_mariadb_whose_own_cgroup_throttles_its_log_names_that_throttle() {
+    scenario("server-throttle-mariadb");
+}
+
+#[test]
+fn scenario_a_postgres_whose_own_cgroup_throttles_its_log_names_that_throttle() {
+    scenario("server-throttle-pg");
+}
+
+#[test]
 fn scenario_a_cache_smaller_than_the_file_set_is_too_small_for_the_working_set() {
     scenario("cache-small");
 }
