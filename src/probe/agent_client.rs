@@ -452,11 +452,14 @@ pub(crate) struct StampedSample {
 /// sign a server's certificate, not be one), where rustls says only
 /// `CaUsedAsEndEntity`.
 fn untrusted(name: &str, why: &rustls::CertificateError) -> PlanError {
-    if format!("{why:?}").contains("CaUsedAsEndEntity") {
+    use crate::wire::tls::Refusal;
+    let refusal = Refusal::of(why);
+    if refusal == Some(Refusal::CaAsServer) {
         return PlanError::new(format!(
             "the agent at {name} shows a CA's certificate as its own: a CA certificate signs servers' certificates and cannot be one; start the agent with --tls-cert and --tls-key of a certificate that CA signed for the agent's address, or with --tls-self-signed and give --agent-fingerprint what it prints"
         ));
     }
+    let why = refusal.map_or_else(|| why.to_string(), |r| r.words().to_string());
     PlanError::new(format!(
         "the agent at {name} showed a certificate that is not trusted ({why}); give --agent-cacert the CA that signed it, or --agent-fingerprint the fingerprint the agent printed"
     ))

@@ -15,6 +15,55 @@ use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Why a peer's certificate was refused, for the refusals users meet:
+/// rustls names them only by a variant (`UnknownIssuer`, …), and a CA's
+/// certificate shown as a server's only inside `Other`
+/// (`CaUsedAsEndEntity`, from webpki).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    CaAsServer,
+    UnknownIssuer,
+    WrongName,
+    Expired,
+    NotYetValid,
+    BadSignature,
+    Revoked,
+}
+
+impl Refusal {
+    /// The refusal `why` is, if it is one of these.
+    pub(crate) fn of(why: &rustls::CertificateError) -> Option<Refusal> {
+        use rustls::CertificateError as E;
+        Some(match why {
+            E::UnknownIssuer => Refusal::UnknownIssuer,
+            E::NotValidForName | E::NotValidForNameContext { .. } => Refusal::WrongName,
+            E::Expired | E::ExpiredContext { .. } => Refusal::Expired,
+            E::NotValidYet | E::NotValidYetContext { .. } => Refusal::NotYetValid,
+            E::BadSignature => Refusal::BadSignature,
+            E::Revoked => Refusal::Revoked,
+            E::Other(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+                Refusal::CaAsServer
+            }
+            _ => return None,
+        })
+    }
+
+    /// In words a user can act on.
+    pub(crate) fn words(self) -> &'static str {
+        match self {
+            Refusal::CaAsServer => {
+                "it shows a CA's certificate as its own: a CA certificate signs certificates and cannot be a server's"
+            }
+            Refusal::UnknownIssuer => "its certificate is signed by no CA this side trusts",
+            Refusal::WrongName => "its certificate is not for the name it was reached by",
+            Refusal::Expired => "its certificate has expired",
+            Refusal::NotYetValid => "its certificate is not valid yet",
+            Refusal::BadSignature => "its certificate's signature does not verify",
+            Refusal::Revoked => "its certificate is revoked",
+        }
+    }
+}
+
 /// The system's bundle of trusted roots (Debian's ca-certificates).
 const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 

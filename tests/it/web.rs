@@ -435,7 +435,7 @@ fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying
     assert!(!out.contains("--insecure"), "{out}");
     // The system's roots do not know the test's CA.
     let (_, err) = perflab_expect(dir.path(), &format!("run web --target {base} {SHORT}"), 2);
-    contains(&err, "certificate");
+    contains(&err, "its certificate is signed by no CA this side trusts");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     let out = perflab_ok(
         dir.path(),
@@ -457,6 +457,36 @@ fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying
         ),
     );
     contains(&out, "https://127.0.0.1:");
+    // A CA's certificate served as the server's own, with that CA given:
+    // said in words (rustls: `CaUsedAsEndEntity`), with a fix that works.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let own = params.self_signed(&key).unwrap();
+    let (own_cert, own_key) = (
+        certs.path().join("own.pem"),
+        certs.path().join("own-key.pem"),
+    );
+    std::fs::write(&own_cert, own.pem()).unwrap();
+    std::fs::write(&own_key, key.serialize_pem()).unwrap();
+    for p in [&own_cert, &own_key] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run web --nginx-tls-cert {} --nginx-tls-key {} --cacert {} --rate 500 --connections 1 {SHORT}",
+            own_cert.display(),
+            own_key.display(),
+            own_cert.display()
+        ),
+        2,
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    contains(&err, "shows a CA's certificate as its own");
+    contains(&err, "give the server a certificate that its CA signed");
+    assert!(!err.contains("CaUsedAsEndEntity"), "{err}");
 }
 
 #[test]

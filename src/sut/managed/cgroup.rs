@@ -324,9 +324,8 @@ impl ServerCgroup {
             },
         };
         for (file, value) in files {
-            std::fs::write(dir.join(file), &value).with_context(|| {
-                format!("cannot write {value} to {}", dir.join(file).display())
-            })?;
+            std::fs::write(dir.join(file), &value)
+                .with_context(|| format!("cannot write {value} to {}", dir.join(file).display()))?;
         }
         Ok(())
     }

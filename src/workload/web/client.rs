@@ -519,13 +519,9 @@ impl Client {
 
 /// Why a TLS handshake with `addr` fails, in the TLS library's words; none
 /// when it succeeds (or the TCP connection itself fails).
-pub(crate) async fn handshake_error(addr: SocketAddr, tls: &TlsTarget) -> Option<String> {
+pub(crate) async fn handshake_error(addr: SocketAddr, tls: &TlsTarget) -> Option<std::io::Error> {
     let tcp = TcpStream::connect(addr).await.ok()?;
-    tls.connector
-        .connect(tls.name.clone(), tcp)
-        .await
-        .err()
-        .map(|e| e.to_string())
+    tls.connector.connect(tls.name.clone(), tcp).await.err()
 }
 
 /// A reused connection found closed: try once more on a new one.

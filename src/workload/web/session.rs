@@ -361,23 +361,45 @@ impl Shared {
         a: usize,
         addr: SocketAddr,
     ) -> PlanError {
-        let detail = match &self.tls[a] {
-            Some(t) => runtime
+        let failure = self.tls[a].as_ref().and_then(|t| {
+            runtime
                 .block_on(async {
                     tokio::time::timeout(crate::sut::HANDSHAKE, client::handshake_error(addr, t))
                         .await
                 })
                 .ok()
                 .flatten()
-                .unwrap_or_else(|| "the handshake failed".to_string()),
-            None => "the handshake failed".to_string(),
-        };
-        PlanError::flag(
-            "--target",
-            format!("TLS with {addr} failed: {detail}"),
-            "give --cacert FILE with the CA that signed the server's certificate, or --insecure to skip the check",
-        )
+        });
+        tls_refusal(addr, failure.as_ref())
     }
+}
+
+/// A failed TLS handshake with the server at `addr` in one line: a
+/// certificate refused is said in words, with the fix that fits it.
+fn tls_refusal(addr: SocketAddr, failure: Option<&std::io::Error>) -> PlanError {
+    use crate::wire::tls::Refusal;
+    let refusal = failure
+        .and_then(|e| e.get_ref())
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .and_then(|e| match e {
+            rustls::Error::InvalidCertificate(why) => Refusal::of(why),
+            _ => None,
+        });
+    let fix = match refusal {
+        Some(Refusal::CaAsServer) => {
+            "give the server a certificate that its CA signed for the name in --target (and that CA to --cacert), or --insecure to skip the check"
+        }
+        Some(Refusal::WrongName) => {
+            "reach the server by a name its certificate is for, or --insecure to skip the check"
+        }
+        _ => "give --cacert FILE with the CA that signed the server's certificate, or --insecure to skip the check",
+    };
+    let detail = match (refusal, failure) {
+        (Some(refusal), _) => refusal.words().to_string(),
+        (None, Some(e)) => e.to_string(),
+        (None, None) => "the handshake failed".to_string(),
+    };
+    PlanError::flag("--target", format!("TLS with {addr} failed: {detail}"), fix)
 }
 
 /// A request as an error line shows it, `POST http://host:port/path`,
