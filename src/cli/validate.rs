@@ -499,9 +499,10 @@ pub fn agent_access(
 }
 
 /// The token and TLS of a served view (`--serve-token-file`,
-/// `--serve-tls-…`), for `addr`.
+/// `--serve-tls-…`), for `addr` given by `flag`.
 fn serve_access(
     addr: std::net::SocketAddr,
+    flag: &'static str,
     args: &super::args::ServeAccessArgs,
     linger: Duration,
 ) -> Result<crate::live::ServeConfig, PlanError> {
@@ -520,6 +521,7 @@ fn serve_access(
     };
     let config = crate::live::ServeConfig {
         addr,
+        flag,
         token,
         tls,
         linger,
@@ -563,7 +565,7 @@ fn served(
         return Ok(None);
     };
     let addr = serve_addr(text, "--serve")?;
-    serve_access(addr, access, linger.unwrap_or_default()).map(Some)
+    serve_access(addr, "--serve", access, linger.unwrap_or_default()).map(Some)
 }
 
 /// Where and how `perflab serve` serves the stored runs.
@@ -571,7 +573,7 @@ pub(crate) fn store_view(
     args: &super::args::ServeArgs,
 ) -> Result<crate::live::ServeConfig, PlanError> {
     let addr = serve_addr(&args.addr, "--addr")?;
-    serve_access(addr, &args.access, Duration::ZERO)
+    serve_access(addr, "--addr", &args.access, Duration::ZERO)
 }
 
 /// A seed from the clock and the process id, for runs that did not give one.

@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub(crate) struct ServeConfig {
     pub(crate) addr: SocketAddr,
+    /// The flag that gave the address (`--serve`, or `perflab serve`'s
+    /// `--addr`), named in its errors.
+    pub(crate) flag: &'static str,
     /// Required on every request when set; required beyond loopback.
     pub(crate) token: Option<String>,
     /// Served in HTTPS with this certificate; plain HTTP only on loopback.
@@ -37,7 +40,7 @@ impl ServeConfig {
         }
         if self.token.is_none() {
             return Err(PlanError::flag(
-                "--serve",
+                self.flag,
                 format!(
                     "refusing to serve the live view on {} without a token: anyone who can reach it would see the run",
                     self.addr
@@ -47,7 +50,7 @@ impl ServeConfig {
         }
         if self.tls.is_none() {
             return Err(PlanError::flag(
-                "--serve",
+                self.flag,
                 format!(
                     "refusing to serve the live view on {} in plain HTTP: the token would cross the network in clear",
                     self.addr
@@ -62,7 +65,7 @@ impl ServeConfig {
     fn bind(&self) -> Result<TcpListener, PlanError> {
         TcpListener::bind(self.addr).map_err(|e| {
             PlanError::flag(
-                "--serve",
+                self.flag,
                 format!("cannot listen on {}: {e}", self.addr),
                 "give a free address, or port 0 for any free port",
             )
@@ -492,11 +495,13 @@ mod tests {
     fn beyond_loopback_needs_a_token_and_tls() {
         let mut config = ServeConfig {
             addr: "0.0.0.0:0".parse().unwrap(),
+            flag: "--addr",
             token: None,
             tls: None,
             linger: Duration::ZERO,
         };
         let e = config.check().unwrap_err().to_string();
+        assert!(e.starts_with("--addr: "), "{e}");
         assert!(e.contains("--serve-token-file"), "{e}");
         config.token = Some("0123456789abcdef".to_string());
         let e = config.check().unwrap_err().to_string();

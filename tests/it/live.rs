@@ -537,6 +537,22 @@ fn perflab_serve_browses_the_stored_runs() {
     drop(guard);
 }
 
+/// `perflab serve --addr` on an address already taken: one line naming
+/// `--addr` (the flag given, not the run's `--serve`), exit 2.
+#[test]
+fn perflab_serve_on_a_taken_address_names_its_own_flag() {
+    let dir = tempdir();
+    crate::support::perflab_ok(dir.path(), "run null --users 1 --warmup 0s --duration 1s");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let (_, err) = crate::support::perflab_expect(dir.path(), &format!("serve --addr {addr}"), 2);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("error: --addr: cannot listen on {addr}")),
+        "{err}"
+    );
+}
+
 /// A stored run with a field of the wrong type (a step's level made
 /// text, in a store a real `perflab run null` wrote): `show` and
 /// `analyze` say in one line, exit 2, which run, step and field is
