@@ -88,7 +88,9 @@ impl AgentClient {
             .map(crate::wire::tls::client_config)
             .transpose()?;
         Ok(AgentClient {
-            name: probe.to_string(),
+            // Named in every message about it: a name of thousands of
+            // bytes would make each of them as long.
+            name: crate::util::clipped(probe).into_owned(),
             address: address.to_string(),
             host: host.to_string(),
             token: access.token,

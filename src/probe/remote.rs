@@ -320,7 +320,8 @@ pub(crate) fn not_answering(probe: &str, e: anyhow::Error) -> PlanError {
     match e.downcast::<PlanError>() {
         Ok(plan) => plan,
         Err(e) => PlanError::new(format!(
-            "the probe {probe} does not answer: {}; start it, or drop that --probe",
+            "the probe {} does not answer: {}; start it, or drop that --probe",
+            crate::util::clipped(probe),
             crate::util::one_line(&format!("{e:#}"))
         )),
     }

@@ -144,6 +144,49 @@ fn bad_flags_get_one_line_and_exit_2() {
     );
 }
 
+/// An agent's address of 53,000 bytes (a generator or a probe that does
+/// not resolve): one line naming it by its first characters and its
+/// length, never the whole value (twice, in the generator's line).
+#[test]
+fn a_huge_agent_address_is_clipped_in_its_refusal() {
+    let dir = tempdir();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken-5ecret-4b1d\n").unwrap();
+    let huge = format!("agent://{}:7071", "a".repeat(53_000));
+    let token = token.to_str().unwrap();
+    for flags in [
+        ["--generators", huge.as_str(), "--token-file", token],
+        ["--probe", huge.as_str(), "--token-file", token],
+    ] {
+        let mut args = vec![
+            "run",
+            "null",
+            "--users",
+            "1",
+            "--warmup",
+            "0s",
+            "--duration",
+            "1s",
+        ];
+        args.extend(flags);
+        let out = crate::support::perflab(dir.path())
+            .args(&args)
+            .assert()
+            .code(2)
+            .get_output()
+            .clone();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{}",
+            &err[..err.len().min(300)]
+        );
+        assert!(err.len() < 1_000, "{} bytes: {}", err.len(), &err[..300]);
+        assert!(err.contains("(53013 bytes in all)"), "{err}");
+    }
+}
+
 /// `--pg-cpus` names CPUs the managed server can be moved to; one that
 /// this machine does not give perflab is refused in one line, naming the
 /// CPUs it does give (perflab's own `taskset` mask is no bound: see
