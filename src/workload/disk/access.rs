@@ -129,10 +129,10 @@ impl AccessSpec {
                             .ok_or_else(|| format!("line {}: '{word}' is not key=value", i + 1))
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                Line::from_pairs(&pairs).map_err(|e| format!("line {}: {e}", i + 1))
+                Line::from_pairs(&pairs).map_err(|(_, e)| format!("line {}: {e}", i + 1))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        AccessSpec::from_lines("inline".to_string(), lines)
+        AccessSpec::from_lines("inline".to_string(), lines, |i| format!("line {}", i + 1))
     }
 
     /// A spec from a TOML file: an optional `name` and `[[line]]` tables
@@ -145,6 +145,17 @@ impl AccessSpec {
             }
             None => format!("not TOML: {}", e.message()),
         })?;
+        let places = table_places(text);
+        // Where the file has the `[[line]]` table `i` (its key `key`).
+        let at = |i: usize, key: Option<&str>| match places.get(i) {
+            Some((table, keys)) => {
+                let line = key
+                    .and_then(|k| keys.iter().find(|(name, _)| name == k))
+                    .map_or(*table, |(_, line)| *line);
+                format!("line {line}")
+            }
+            None => format!("[[line]] {}", i + 1),
+        };
         let mut name = "file".to_string();
         let mut lines = Vec::new();
         for (key, value) in &doc {
@@ -158,7 +169,7 @@ impl AccessSpec {
                 ("line", toml::Value::Array(tables)) => {
                     for (i, t) in tables.iter().enumerate() {
                         let toml::Value::Table(t) = t else {
-                            return Err(format!("line {}: not a [[line]] table", i + 1));
+                            return Err(format!("{}: not a [[line]] table", at(i, None)));
                         };
                         let texts: Vec<(String, String)> = t
                             .iter()
@@ -169,8 +180,8 @@ impl AccessSpec {
                                     toml::Value::Float(x) => x.to_string(),
                                     other => {
                                         return Err(format!(
-                                            "line {}: {k} = {other} is not a number or a text",
-                                            i + 1
+                                            "{}: {k} = {other} is not a number or a text",
+                                            at(i, Some(k))
                                         ))
                                     }
                                 };
@@ -181,9 +192,9 @@ impl AccessSpec {
                             .iter()
                             .map(|(k, v)| (k.as_str(), v.as_str()))
                             .collect();
-                        lines.push(
-                            Line::from_pairs(&pairs).map_err(|e| format!("line {}: {e}", i + 1))?,
-                        );
+                        lines.push(Line::from_pairs(&pairs).map_err(|(pair, e)| {
+                            format!("{}: {e}", at(i, pair.map(|p| pairs[p].0)))
+                        })?);
                     }
                 }
                 _ => {
@@ -193,12 +204,16 @@ impl AccessSpec {
                 }
             }
         }
-        AccessSpec::from_lines(name, lines)
+        AccessSpec::from_lines(name, lines, |i| at(i, Some("share")))
     }
 
     /// Checks what holds of the lines alone: at least one, shares summing
     /// to 100, a one-line spec's share defaulting to 100.
-    pub(super) fn from_lines(name: String, mut lines: Vec<Line>) -> Result<AccessSpec, String> {
+    pub(super) fn from_lines(
+        name: String,
+        mut lines: Vec<Line>,
+        place: impl Fn(usize) -> String,
+    ) -> Result<AccessSpec, String> {
         if lines.is_empty() {
             return Err("the spec has no line; give at least size=…".to_string());
         }
@@ -207,8 +222,8 @@ impl AccessSpec {
         }
         if let Some(i) = lines.iter().position(|l| l.share.is_nan()) {
             return Err(format!(
-                "line {}: a spec of several lines needs share=… on each",
-                i + 1
+                "{}: a spec of several lines needs share=… on each",
+                place(i)
             ));
         }
         let sum: f64 = lines.iter().map(|l| l.share).sum();
@@ -288,11 +303,12 @@ impl AccessSpec {
 
 impl Line {
     /// A line from `key=value` pairs; an unset share is NaN until the
-    /// spec decides it.
-    fn from_pairs(pairs: &[(&str, &str)]) -> Result<Line, String> {
+    /// spec decides it. An error comes with the index of the pair it is
+    /// about, when it is about one.
+    fn from_pairs(pairs: &[(&str, &str)]) -> Result<Line, (Option<usize>, String)> {
         for (i, (key, _)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(earlier, _)| earlier == key) {
-                return Err(format!("{key} is given twice; give it once"));
+                return Err((Some(i), format!("{key} is given twice; give it once")));
             }
         }
         let mut size = None;
@@ -305,64 +321,64 @@ impl Line {
             burst: 1,
             align: 0,
         };
-        let percent = |key: &str, v: &str| -> Result<f64, String> {
-            let x: f64 = v
-                .trim_end_matches('%')
-                .parse()
-                .map_err(|_| format!("{key}={v} is not a percentage"))?;
-            if !(0.0..=100.0).contains(&x) {
-                return Err(format!("{key}={v} is not between 0 and 100"));
-            }
-            Ok(x)
-        };
-        for (key, value) in pairs {
-            match *key {
-                "size" => size = Some(Bytes::parse(value)?.0),
-                "share" => {
-                    let x = percent(key, value)?;
-                    if x <= 0.0 {
-                        return Err("share=0 never runs; drop the line".to_string());
-                    }
-                    line.share = x;
-                }
-                "read" => line.read = percent(key, value)?,
-                "random" => line.random = percent(key, value)?,
-                "delay" => {
-                    line.delay = if *value == "0" {
-                        Duration::ZERO
-                    } else {
-                        parse_duration(value).map_err(|e| format!("delay={value}: {e}"))?
-                    }
-                }
-                "burst" => {
-                    line.burst = value
-                        .parse()
-                        .ok()
-                        .filter(|b| *b >= 1)
-                        .ok_or_else(|| format!("burst={value} is not a count of 1 or more"))?
-                }
-                "align" => line.align = Bytes::parse(value)?.0,
-                other => {
-                    return Err(format!(
-                        "'{other}' is not a key; use size, share, read, random, delay, burst, align"
-                    ))
-                }
-            }
+        for (i, (key, value)) in pairs.iter().enumerate() {
+            line.set(&mut size, key, value).map_err(|e| (Some(i), e))?;
         }
         line.size = size
             .filter(|s| *s > 0)
-            .ok_or("each line needs size=…, e.g. size=4k")?;
+            .ok_or((None, "each line needs size=…, e.g. size=4k".to_string()))?;
         if line.size > MAX_TRANSFER {
-            return Err(format!(
-                "size={} is above the largest transfer, {}",
-                Bytes(line.size),
-                Bytes(MAX_TRANSFER)
+            return Err((
+                pairs.iter().position(|(k, _)| *k == "size"),
+                format!(
+                    "size={} is above the largest transfer, {}",
+                    Bytes(line.size),
+                    Bytes(MAX_TRANSFER)
+                ),
             ));
         }
         if line.align == 0 {
             line.align = line.size;
         }
         Ok(line)
+    }
+
+    /// Sets the line's `key` to `value` (`size` into `size`, checked once
+    /// every key is read).
+    fn set(&mut self, size: &mut Option<u64>, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "size" => *size = Some(Bytes::parse(value)?.0),
+            "share" => {
+                let x = percent(key, value)?;
+                if x <= 0.0 {
+                    return Err("share=0 never runs; drop the line".to_string());
+                }
+                self.share = x;
+            }
+            "read" => self.read = percent(key, value)?,
+            "random" => self.random = percent(key, value)?,
+            "delay" => {
+                self.delay = if value == "0" {
+                    Duration::ZERO
+                } else {
+                    parse_duration(value).map_err(|e| format!("delay={value}: {e}"))?
+                }
+            }
+            "burst" => {
+                self.burst = value
+                    .parse()
+                    .ok()
+                    .filter(|b| *b >= 1)
+                    .ok_or_else(|| format!("burst={value} is not a count of 1 or more"))?
+            }
+            "align" => self.align = Bytes::parse(value)?.0,
+            other => {
+                return Err(format!(
+                    "'{other}' is not a key; use size, share, read, random, delay, burst, align"
+                ))
+            }
+        }
+        Ok(())
     }
 
     /// The line as inline text.
@@ -401,6 +417,45 @@ pub(crate) fn size_text(bytes: u64) -> String {
 }
 
 /// The line and column (from 1, in characters) of byte `at` of `text`.
+/// Where each `[[line]]` table of a spec file is: the file's line of its
+/// start, and of each of its keys (empty when the text is not TOML, which
+/// is said before this is asked).
+fn table_places(text: &str) -> Vec<(usize, Vec<(String, usize)>)> {
+    let Ok(doc) = toml::de::DeTable::parse(text) else {
+        return Vec::new();
+    };
+    let line_of = |at: usize| line_and_column(text, at).0;
+    let Some(toml::de::DeValue::Array(tables)) = doc.get_ref().get("line").map(|v| v.get_ref())
+    else {
+        return Vec::new();
+    };
+    tables
+        .iter()
+        .map(|table| {
+            let keys = match table.get_ref() {
+                toml::de::DeValue::Table(t) => t
+                    .iter()
+                    .map(|(k, _)| (k.get_ref().to_string(), line_of(k.span().start)))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            (line_of(table.span().start), keys)
+        })
+        .collect()
+}
+
+/// A percentage `key=v`, `%` optional, 0 to 100.
+fn percent(key: &str, v: &str) -> Result<f64, String> {
+    let x: f64 = v
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{key}={v} is not a percentage"))?;
+    if !(0.0..=100.0).contains(&x) {
+        return Err(format!("{key}={v} is not between 0 and 100"));
+    }
+    Ok(x)
+}
+
 fn line_and_column(text: &str, at: usize) -> (usize, usize) {
     let mut at = at.min(text.len());
     while !text.is_char_boundary(at) {
@@ -437,6 +492,27 @@ mod tests {
         assert_eq!(e, "line 2: size is given twice; give it once");
         let e = AccessSpec::parse_toml("[[line]]\nsize = \"4k\"\nread = 1x\n").unwrap_err();
         assert!(e.starts_with("line 3, column 8: not TOML: "), "{e}");
+        // A spec file's mistakes are placed at the file's line of the key
+        // (or of its table), not at the table's rank.
+        let file = "name = 'mine'\n\n[[line]]\nsize = '4k'\nshare = 50\n\n[[line]]\nsize = '8k'\nshare = 'lots'\n";
+        assert_eq!(
+            AccessSpec::parse_toml(file).unwrap_err(),
+            "line 9: share=lots is not a percentage"
+        );
+        let unknown = "[[line]]\nsize = '4k'\n\nbogus = 1\n";
+        assert!(AccessSpec::parse_toml(unknown)
+            .unwrap_err()
+            .starts_with("line 4: 'bogus' is not a key"));
+        let sizeless = "[[line]]\nshare = 50\n[[line]]\nsize = '4k'\nshare = 50\n";
+        assert_eq!(
+            AccessSpec::parse_toml(sizeless).unwrap_err(),
+            "line 1: each line needs size=…, e.g. size=4k"
+        );
+        let shareless = "[[line]]\nsize = '4k'\nshare = 50\n[[line]]\nsize = '8k'\n";
+        assert_eq!(
+            AccessSpec::parse_toml(shareless).unwrap_err(),
+            "line 4: a spec of several lines needs share=… on each"
+        );
         assert_eq!(line_and_column("ab\ncé\nd", 6), (2, 3));
         assert_eq!(line_and_column("ab\ncé\nd", 5), (2, 2));
         assert_eq!(line_and_column("", 9), (1, 1));

@@ -406,7 +406,8 @@ impl Settings {
                 align,
             })
             .collect();
-        AccessSpec::from_lines(name.to_string(), lines).map_err(|m| JobError::at(line, m))
+        AccessSpec::from_lines(name.to_string(), lines, |i| format!("block size {}", i + 1))
+            .map_err(|m| JobError::at(line, m))
     }
 
     /// A mixed pattern's read percentage: `rwmixread`, or 100 less
