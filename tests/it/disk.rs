@@ -748,6 +748,19 @@ fn a_size_beyond_the_free_space_is_refused_before_writing() {
         0,
         "something was written"
     );
+    // The size it offers fits (a rounded "8.0 MiB" would not).
+    let offered = err
+        .split("give --size ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no size offered: {err}"));
+    perflab_ok(
+        dir.path(),
+        &format!(
+            "run disk --target file:{} --size {offered} --spec 4k-randwrite --depth 2 --warmup 0s --duration 1s",
+            target.display()
+        ),
+    );
 }
 
 /// Ctrl-C while a new file is preconditioned stops the pass at once (exit

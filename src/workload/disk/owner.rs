@@ -320,7 +320,13 @@ pub(super) fn check_free_space(
     // The largest size that fits with its ledger (8 bytes a sector).
     let fits = free.saturating_sub(8192) / (SECTOR + 8) * SECTOR / 4096 * 4096;
     let fix = if fits >= 1 << 20 {
-        format!("give --size {} or less, or free space there", Bytes(fits))
+        // Exact, in the unit the flag takes: a rounded "2.0 MiB" may be
+        // more than fits.
+        let size = match fits % (1 << 20) {
+            0 => format!("{}MiB", fits >> 20),
+            _ => format!("{}KiB", fits >> 10),
+        };
+        format!("give --size {size} or less, or free space there")
     } else {
         "free space there, or give a path on another file system".to_string()
     };
