@@ -78,8 +78,10 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     let live = serve
         .map(|config| live_view(&config, workload.target().redacted(), &plan))
         .transpose()?;
-    let remotes = start_remotes(common)?;
-    let generators = connect_generators(common, &plan)?;
+    // The token file is read once: its warnings are said once.
+    let access = crate::cli::agent_access(&common.agent_access)?;
+    let remotes = start_remotes(common, &access)?;
+    let generators = connect_generators(common, &access, &plan)?;
     let mut store = Store::open(&common.store.store)?;
     let ctx = RunContext {
         argv,
@@ -92,7 +94,7 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
         remotes,
         generators,
         live,
-        access: crate::cli::agent_access(&common.agent_access)?,
+        access,
         baseline,
         labels,
     };
@@ -142,8 +144,7 @@ fn live_view(
 }
 
 /// The remote probes of `--probe`, each answering now (`local` is always on).
-fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
-    let access = crate::cli::agent_access(&args.agent_access)?;
+fn start_remotes(args: &CommonRunArgs, access: &AgentAccess) -> anyhow::Result<Vec<RemoteWatch>> {
     let mut out = Vec::new();
     for spec in args.probe.iter().filter(|p| p.as_str() != "local") {
         let shown = crate::secret::redact(spec);
@@ -156,7 +157,7 @@ fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
             .into());
         }
         // A run cannot wait long at an interval boundary for a probe.
-        let probe = RemoteProbe::parse(spec, &access, Duration::from_millis(500))?;
+        let probe = RemoteProbe::parse(spec, access, Duration::from_millis(500))?;
         out.push(RemoteWatch::start(probe)?);
     }
     Ok(out)
@@ -168,6 +169,7 @@ fn start_remotes(args: &CommonRunArgs) -> anyhow::Result<Vec<RemoteWatch>> {
 /// loaded.
 fn connect_generators(
     args: &CommonRunArgs,
+    access: &AgentAccess,
     plan: &Plan,
 ) -> anyhow::Result<Vec<Arc<GeneratorPeer>>> {
     if plan.generators.is_empty() {
@@ -187,7 +189,6 @@ fn connect_generators(
         )
         .into());
     }
-    let access = crate::cli::agent_access(&args.agent_access)?;
     let mut peers = Vec::new();
     for address in &plan.generators {
         let client = AgentClient::new(address, access.clone())?;

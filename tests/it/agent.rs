@@ -190,6 +190,27 @@ fn an_agent_serves_samples_only_to_holders_of_the_token() {
     );
     contains(&err, "refused the token");
 
+    // A token file others may write is used, with one warning per run
+    // however many parts of the run read it.
+    let open = dir.path().join("open-token");
+    std::fs::write(&open, "t0ken-5ecret-4b1d\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!(
+            "run null --users 1 --warmup 0s --duration 1s --probe agent://127.0.0.1:{} --token-file {}",
+            agent.port,
+            open.display()
+        ),
+        0,
+    );
+    assert_eq!(
+        err.matches("may be written by other users").count(),
+        1,
+        "{err}"
+    );
+
     let log = agent.stop();
     contains(&log, "refused a request");
     assert!(
