@@ -161,6 +161,57 @@ pub(crate) struct Gate {
     pub(crate) failed: bool,
     /// The two verdicts' bottlenecks, when they differ.
     pub(crate) moved: Option<String>,
+    /// The two verdicts side by side (the baseline's, the new run's),
+    /// when their bottlenecks differ.
+    pub(crate) verdicts: Option<(VerdictSide, VerdictSide)>,
+}
+
+/// One run's verdict as the gate shows it beside the other's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct VerdictSide {
+    pub(crate) bottleneck: String,
+    /// `17432 tps at 4 users`.
+    pub(crate) peak: Option<String>,
+    /// The 95th percentile at the peak, as said (`414µs`).
+    pub(crate) p95: Option<String>,
+    /// The verdict's first line of evidence.
+    pub(crate) evidence: Option<String>,
+}
+
+impl VerdictSide {
+    /// The verdict of the exported `run`, if it has one.
+    fn of(run: &Value) -> Option<VerdictSide> {
+        let verdict = run.get("verdict")?;
+        let point = verdict
+            .get("peak")
+            .and_then(Value::as_u64)
+            .and_then(|i| verdict.pointer(&format!("/points/{i}")));
+        let unit = verdict
+            .get("rate_unit")
+            .and_then(Value::as_str)
+            .unwrap_or("/s");
+        let peak = point.and_then(|p| {
+            let throughput = p.get("throughput").and_then(Value::as_f64)?;
+            Some(format!(
+                "{throughput:.0} {unit} at {}",
+                level_words(p.get("level")?)
+            ))
+        });
+        let p95 = point
+            .and_then(|p| p.pointer("/response/p95"))
+            .and_then(Value::as_f64)
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| crate::units::Latency(std::time::Duration::from_secs_f64(s)).to_string());
+        Some(VerdictSide {
+            bottleneck: bottleneck(run)?.to_string(),
+            peak,
+            p95,
+            evidence: verdict
+                .pointer("/bottleneck/evidence/0")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        })
+    }
 }
 
 /// The plan fields two runs must share to be gated against each other.
@@ -269,12 +320,16 @@ pub(crate) fn judge(
         (Some(a), Some(b)) if a != b => Some(format!("the bottleneck moved from {a} to {b}")),
         _ => None,
     };
+    let verdicts = moved
+        .as_ref()
+        .and_then(|_| Some((VerdictSide::of(base)?, VerdictSide::of(new)?)));
     Gate {
         base: names.0.to_string(),
         new: names.1.to_string(),
         failed: lines.iter().any(|l| l.failed),
         lines,
         moved,
+        verdicts,
     }
 }
 

@@ -5,7 +5,7 @@
 //! runs of different plans or a bad threshold.
 
 use super::Exit;
-use crate::analyze::gate::{self, Gate, Threshold};
+use crate::analyze::gate::{self, Gate, Threshold, VerdictSide};
 use crate::error::PlanError;
 use crate::report::svg::escape;
 use std::path::{Path, PathBuf};
@@ -218,6 +218,20 @@ fn terminal(g: &Gate) -> String {
     if let Some(moved) = &g.moved {
         out.push_str(&format!("  {moved}\n"));
     }
+    if let Some((base, new)) = &g.verdicts {
+        for (name, side) in [(&g.base, base), (&g.new, new)] {
+            let mut said = side.bottleneck.clone();
+            for (what, value) in [("peak", &side.peak), ("p95 there", &side.p95)] {
+                if let Some(value) = value {
+                    said.push_str(&format!(", {what} {value}"));
+                }
+            }
+            if let Some(evidence) = &side.evidence {
+                said.push_str(&format!("; {evidence}"));
+            }
+            out.push_str(&format!("    {name}: {said}\n"));
+        }
+    }
     out
 }
 
@@ -233,13 +247,35 @@ fn markdown(g: &Gate) -> String {
             "| `{}` | {} | {} |\n",
             line.threshold,
             if line.failed { "**FAIL**" } else { "pass" },
-            line.said.replace('|', "\\|")
+            cell(&line.said)
         ));
     }
     if let Some(moved) = &g.moved {
         out.push_str(&format!("\n{moved}\n"));
     }
+    if let Some((base, new)) = &g.verdicts {
+        out.push_str(&format!(
+            "\n| verdict | {} (baseline) | {} |\n|---|---|---|\n",
+            cell(&g.base),
+            cell(&g.new)
+        ));
+        let rows: [(&str, fn(&VerdictSide) -> Option<&str>); 4] = [
+            ("bottleneck", |v| Some(&v.bottleneck)),
+            ("peak", |v| v.peak.as_deref()),
+            ("p95 at the peak", |v| v.p95.as_deref()),
+            ("evidence", |v| v.evidence.as_deref()),
+        ];
+        for (what, field) in rows {
+            let shown = |v| field(v).map_or("-".to_string(), cell);
+            out.push_str(&format!("| {what} | {} | {} |\n", shown(base), shown(new)));
+        }
+    }
     out
+}
+
+/// Text in a Markdown table's cell: a `|` escaped, a line break a space.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
 /// The gate as JUnit XML: one test suite, one test case per threshold,

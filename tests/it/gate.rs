@@ -34,6 +34,29 @@ fn the_gate_fails_a_slower_run_passes_a_faster_one_and_reads_an_export() {
     contains(&out, "| `throughput<-5%` | **FAIL** |");
 }
 
+/// When the two verdicts name different bottlenecks (a service of 10 ms
+/// that two users never saturate, against no service time, where the CPU
+/// is all), the gate says the bottleneck moved and shows both verdicts
+/// side by side: in the terminal a line each, in Markdown a table.
+#[test]
+fn the_gate_shows_the_two_verdicts_side_by_side_when_the_bottleneck_moved() {
+    let dir = tempdir();
+    perflab_ok(dir.path(), &format!("run null --service 10ms {STEPS}"));
+    perflab_ok(dir.path(), &format!("run null {STEPS}"));
+    let (out, _) = perflab_expect(dir.path(), "compare 1 2 --fail-on p95>+10%", 0);
+    contains(&out, "the bottleneck moved from not reached to ");
+    contains(&out, "    run 1: not reached, peak ");
+    contains(&out, " at 2 users, p95 there 10.");
+    let (md, _) = perflab_expect(dir.path(), "compare 1 2 --fail-on p95>+10% --md", 0);
+    contains(
+        &md,
+        "| verdict | run 1 (baseline) | run 2 |\n|---|---|---|\n",
+    );
+    contains(&md, "| bottleneck | not reached | ");
+    contains(&md, "| peak | ");
+    contains(&md, "| evidence | throughput kept pace with load");
+}
+
 /// `run --baseline B --fail-on T` gates the run it makes: exit 1 when it
 /// is slower, 0 when it is not; `--fail-on` alone is refused before any
 /// load.

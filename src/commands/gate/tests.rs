@@ -1,5 +1,6 @@
 use super::*;
 use crate::analyze::gate::GateLine;
+use crate::analyze::gate::VerdictSide;
 
 fn line(threshold: &str, failed: bool, said: &str) -> GateLine {
     GateLine {
@@ -32,6 +33,20 @@ fn a_gate() -> Gate {
         ],
         failed: true,
         moved: Some("the bottleneck moved from cpu to software contention (row locks)".to_string()),
+        verdicts: Some((
+            VerdictSide {
+                bottleneck: "cpu".to_string(),
+                peak: Some("2100 tps at 8 users".to_string()),
+                p95: Some("5.20ms".to_string()),
+                evidence: Some("cpu 99.0% busy at 8 users".to_string()),
+            },
+            VerdictSide {
+                bottleneck: "software contention (row locks)".to_string(),
+                peak: Some("1700 tps at 4 users".to_string()),
+                p95: None,
+                evidence: Some("sessions waiting on a lock | 61%".to_string()),
+            },
+        )),
     }
 }
 
@@ -95,5 +110,30 @@ fn the_markdown_summary_is_a_table_of_one_row_per_threshold() {
         md.contains("| threshold | result | line |\n|---|---|---|"),
         "{md}"
     );
-    assert!(md.ends_with("software contention (row locks)\n"), "{md}");
+    assert!(
+        md.contains("the bottleneck moved from cpu to software contention (row locks)\n"),
+        "{md}"
+    );
+    // The two verdicts side by side: a row per field, the baseline first;
+    // what one verdict lacks is a dash, a `|` in a cell escaped.
+    assert!(
+        md.contains("| verdict | base <1> & \"old\".json (baseline) | run 2 |\n|---|---|---|\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| bottleneck | cpu | software contention (row locks) |\n"),
+        "{md}"
+    );
+    assert!(md.contains("| p95 at the peak | 5.20ms | - |\n"), "{md}");
+    assert!(
+        md.ends_with(
+            "| evidence | cpu 99.0% busy at 8 users | sessions waiting on a lock \\| 61% |\n"
+        ),
+        "{md}"
+    );
+    let text = terminal(&a_gate());
+    assert!(
+        text.contains("    run 2: software contention (row locks), peak 1700 tps at 4 users; sessions waiting"),
+        "{text}"
+    );
 }
