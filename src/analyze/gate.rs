@@ -179,6 +179,16 @@ pub(crate) struct VerdictSide {
 }
 
 impl VerdictSide {
+    /// Each field as a table shows it: its name and its value.
+    pub(crate) fn rows(&self) -> [(&'static str, Option<&str>); 4] {
+        [
+            ("bottleneck", Some(&self.bottleneck)),
+            ("peak", self.peak.as_deref()),
+            ("p95 at the peak", self.p95.as_deref()),
+            ("evidence", self.evidence.as_deref()),
+        ]
+    }
+
     /// The verdict of the exported `run`, if it has one.
     fn of(run: &Value) -> Option<VerdictSide> {
         let verdict = run.get("verdict")?;

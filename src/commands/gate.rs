@@ -5,7 +5,7 @@
 //! runs of different plans or a bad threshold.
 
 use super::Exit;
-use crate::analyze::gate::{self, Gate, Threshold, VerdictSide};
+use crate::analyze::gate::{self, Gate, Threshold};
 use crate::error::PlanError;
 use crate::report::svg::escape;
 use std::path::{Path, PathBuf};
@@ -259,15 +259,9 @@ fn markdown(g: &Gate) -> String {
             cell(&g.base),
             cell(&g.new)
         ));
-        let rows: [(&str, fn(&VerdictSide) -> Option<&str>); 4] = [
-            ("bottleneck", |v| Some(&v.bottleneck)),
-            ("peak", |v| v.peak.as_deref()),
-            ("p95 at the peak", |v| v.p95.as_deref()),
-            ("evidence", |v| v.evidence.as_deref()),
-        ];
-        for (what, field) in rows {
-            let shown = |v| field(v).map_or("-".to_string(), cell);
-            out.push_str(&format!("| {what} | {} | {} |\n", shown(base), shown(new)));
+        for ((what, a), (_, b)) in base.rows().into_iter().zip(new.rows()) {
+            let shown = |v: Option<&str>| v.map_or("-".to_string(), cell);
+            out.push_str(&format!("| {what} | {} | {} |\n", shown(a), shown(b)));
         }
     }
     out
