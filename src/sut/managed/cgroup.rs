@@ -310,18 +310,12 @@ impl ServerCgroup {
         let (Some(io), Some(dir)) = (&self.io, &self.io_dir) else {
             return Ok(());
         };
-        let files = match dir.join("io.max").is_file() {
-            true => vec![(
-                "io.max",
-                match held {
-                    true => io.limits.v2_line(io.device),
-                    false => io.limits.v2_lifted(io.device),
-                },
-            )],
-            false => match held {
-                true => io.limits.v1_files(io.device),
-                false => io.limits.v1_lifted(io.device),
-            },
+        let (limits, device) = (&io.limits, io.device);
+        let files = match (dir.join("io.max").is_file(), held) {
+            (true, true) => vec![("io.max", limits.v2_line(device))],
+            (true, false) => vec![("io.max", limits.v2_lifted(device))],
+            (false, true) => limits.v1_files(device),
+            (false, false) => limits.v1_lifted(device),
         };
         for (file, value) in files {
             std::fs::write(dir.join(file), &value)

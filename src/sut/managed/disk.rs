@@ -130,18 +130,16 @@ impl IoLimits {
 
     /// cgroup v2: the `io.max` line that lifts each limit it sets (`max`).
     pub(crate) fn v2_lifted(&self, device: (u32, u32)) -> String {
-        let held = self.v2_line(device);
-        let mut words = held.split(' ');
-        let mut line = words.next().unwrap_or_default().to_string();
-        for word in words {
-            let key = word.split_once('=').map_or(word, |(k, _)| k);
-            line.push_str(&format!(" {key}=max"));
-        }
-        line
+        self.v2_with(device, |_| "max".to_string())
     }
 
     /// cgroup v2: the `io.max` line.
     pub(crate) fn v2_line(&self, device: (u32, u32)) -> String {
+        self.v2_with(device, |n| n.to_string())
+    }
+
+    /// The `io.max` line with each limit set written by `value`.
+    fn v2_with(&self, device: (u32, u32), value: impl Fn(u64) -> String) -> String {
         let (major, minor) = device;
         let mut line = format!("{major}:{minor}");
         for (key, n) in [
@@ -151,7 +149,7 @@ impl IoLimits {
             ("wbps", self.write_bps.map(|b| b.0)),
         ] {
             if let Some(n) = n {
-                line.push_str(&format!(" {key}={n}"));
+                line.push_str(&format!(" {key}={}", value(n)));
             }
         }
         line
