@@ -427,6 +427,39 @@ fn a_killed_server_ends_the_run_partial_and_loses_nothing_committed() {
     contains(&check, "check: passed");
 }
 
+/// While the sweep runs, the server holds perflab's user sessions (named
+/// `perflab`, the ones the wait samples count) and its statistics session
+/// (`perflab-probe`), nothing else: the session that loaded the bank is
+/// closed before the first step, where it used to stay open, idle in
+/// `ClientRead`, as half the wait samples of a one-user step.
+#[test]
+fn while_the_sweep_runs_perflab_holds_its_users_sessions_and_its_probe_only() {
+    let pg = server();
+    let dir = tempdir();
+    let url = pg.url();
+    let mut child = crate::support::perflab_process(dir.path())
+        .args(["run", "bank", "--target", &url, "--users", "1"])
+        .args(["--warmup", "0s", "--duration", "3s"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("perflab starts");
+    let sessions = "SELECT application_name || '=' || count(*) FROM pg_stat_activity \
+         WHERE backend_type = 'client backend' AND application_name LIKE 'perflab%' \
+         GROUP BY application_name ORDER BY 1";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = std::collections::BTreeSet::new();
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        let now = crate::support::psql(&pg, sessions);
+        if now.contains("perflab-probe=") {
+            seen.insert(now.replace('\n', " "));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(child.wait().unwrap().success());
+    let seen: Vec<String> = seen.into_iter().collect();
+    assert_eq!(seen, ["perflab-probe=1 perflab=1"], "{seen:?}");
+}
+
 /// A server whose `max_connections` is below the sweep's users refuses a
 /// session: the run ends there, partial, with the steps below it kept,
 /// says the server refused (not that it was lost), and the verdict is the

@@ -142,18 +142,63 @@ pub(crate) fn read_pgpass(env: &dyn Fn(&str) -> Option<String>) -> Option<String
     crate::util::read_text_bounded(std::path::Path::new(&path), 1 << 20).ok()
 }
 
+/// The name perflab's administrative sessions (loading, checking,
+/// reading the bank) give themselves, so that the wait samples, which
+/// count the sessions named `perflab`, never count them as the benchmark's.
+pub(crate) const ADMIN_NAME: &str = "perflab-admin";
+
+/// How long a closing administrative session may take to say goodbye.
+const ADMIN_CLOSE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Opens a connection with `config` (the target's, or a variant of it) and
 /// runs its socket on the current runtime.
 pub(crate) async fn connect(
     target: &PgTarget,
     config: &tokio_postgres::Config,
 ) -> anyhow::Result<Client> {
+    let (client, _) = open(target, config).await?;
+    Ok(client)
+}
+
+/// A connection and the task that runs its socket.
+async fn open(
+    target: &PgTarget,
+    config: &tokio_postgres::Config,
+) -> anyhow::Result<(Client, tokio::task::JoinHandle<()>)> {
     let (client, connection) = tokio::time::timeout(super::HANDSHAKE, config.connect(NoTls))
         .await
         .map_err(|_| super::silent_peer("PostgreSQL", &target.display))?
         .map_err(|e| connect_error(target, &e))?;
-    tokio::spawn(connection);
-    Ok(client)
+    let task = tokio::spawn(async move {
+        // A socket that fails after the handshake fails the calls made
+        // on the client, which say so; the task itself has nothing to add.
+        let _ = connection.await;
+    });
+    Ok((client, task))
+}
+
+/// Runs `work` on an administrative session of its own (named
+/// [`ADMIN_NAME`]) and closes it before returning: on a runtime that is
+/// only driven by `block_on`, a connection left to close by itself would
+/// stay open, idle, for the rest of the run, holding one of the server's
+/// `max_connections` and showing among its sessions.
+pub(crate) async fn with_admin<T>(
+    target: &PgTarget,
+    work: impl AsyncFnOnce(&Client) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let (client, task) = open(target, &admin_config(target)).await?;
+    let out = work(&client).await;
+    drop(client);
+    // The client gone, the connection says Terminate and ends.
+    let _ = tokio::time::timeout(ADMIN_CLOSE, task).await;
+    out
+}
+
+/// The target's settings under the administrative sessions' name.
+pub(crate) fn admin_config(target: &PgTarget) -> Config {
+    let mut config = target.config.clone();
+    config.application_name(ADMIN_NAME);
+    config
 }
 
 /// Explains a failed connection, naming the server and the fix.

@@ -368,8 +368,7 @@ fn prepare_pg(spec: &SqlSpec, target: &crate::sut::postgres::PgTarget) -> anyhow
         .build()?;
     runtime.block_on(crate::util::until_interrupted(
         "preparing the scripts",
-        async {
-            let client = crate::sut::postgres::connect(target, &target.config).await?;
+        crate::sut::postgres::with_admin(target, async |client| {
             if let Some(init) = &spec.init {
                 crate::util::out(format_args!("running {} once\n", init.name));
                 client.batch_execute(&init.text).await.map_err(|e| {
@@ -427,7 +426,7 @@ fn prepare_pg(spec: &SqlSpec, target: &crate::sut::postgres::PgTarget) -> anyhow
                         "load pgbench's tables, or give --scale"
                     ))
                 })
-        },
+        }),
     ))?
 }
 

@@ -277,8 +277,10 @@ async fn add_keys(target: &PgTarget, t: Tables) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A loading connection: an administrative session, never counted
+/// among the benchmark's.
 async fn connect(target: &PgTarget) -> anyhow::Result<Client> {
-    crate::sut::postgres::connect(target, &target.config).await
+    crate::sut::postgres::connect(target, &crate::sut::postgres::admin_config(target)).await
 }
 
 /// Streams accounts `from..=to` into the table with COPY on a connection of its own.

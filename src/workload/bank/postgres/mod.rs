@@ -17,12 +17,11 @@ use super::mix::{BankMix, Isolation};
 use super::sqlite::LoadReport;
 use super::{BankBackend, Tables};
 use crate::error::PlanError;
-use crate::sut::postgres::{connect, PgTarget};
+use crate::sut::postgres::{with_admin, PgTarget};
 use crate::util::until_interrupted;
 use crate::workload::Seat;
 use anyhow::Context;
 use std::time::Instant;
-use tokio_postgres::Client;
 
 /// A PostgreSQL bank.
 pub(crate) struct PgBank {
@@ -76,12 +75,12 @@ impl PgBank {
     ) -> anyhow::Result<(Self, LoadReport)> {
         let bank = Self::attach(target, mix, isolation, max_tries, pipeline)?;
         let started = Instant::now();
-        let report = bank
-            .admin
-            .block_on(until_interrupted("preparing the bank", async {
-                let client = bank.admin_client().await?;
-                load::prepare(&client, &bank.target, bank.tables, scale, reload, started).await
-            }))??;
+        let report = bank.admin.block_on(until_interrupted(
+            "preparing the bank",
+            with_admin(&bank.target, async |client| {
+                load::prepare(client, &bank.target, bank.tables, scale, reload, started).await
+            }),
+        ))??;
         Ok((bank, report))
     }
 
@@ -93,12 +92,12 @@ impl PgBank {
             BankMix::Tpcb
         };
         let bank = Self::attach(target, mix, Isolation::ReadCommitted, 1, false)?;
-        let loaded = bank
-            .admin
-            .block_on(until_interrupted("reading the bank", async {
-                let client = bank.admin_client().await?;
-                load::loaded_scale(&client, &bank.target, bank.tables).await
-            }))??;
+        let loaded = bank.admin.block_on(until_interrupted(
+            "reading the bank",
+            with_admin(&bank.target, async |client| {
+                load::loaded_scale(client, &bank.target, bank.tables).await
+            }),
+        ))??;
         if loaded.is_none() {
             anyhow::bail!(PlanError::new(format!(
                 "{} holds no {} bank; load one with `perflab run bank --target …`{}",
@@ -112,12 +111,6 @@ impl PgBank {
             )));
         }
         Ok(bank)
-    }
-
-    /// An administrative connection; connection failures become one clear
-    /// line (wrong password, unknown database, nothing listening).
-    async fn admin_client(&self) -> anyhow::Result<Client> {
-        connect(&self.target, &self.target.config).await
     }
 }
 
@@ -136,10 +129,11 @@ impl BankBackend for PgBank {
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {
-        self.admin
-            .block_on(until_interrupted("checking the bank", async {
-                let client = self.admin_client().await?;
-                load::figures(&client, &self.target, self.tables).await
-            }))?
+        self.admin.block_on(until_interrupted(
+            "checking the bank",
+            with_admin(&self.target, async |client| {
+                load::figures(client, &self.target, self.tables).await
+            }),
+        ))?
     }
 }
