@@ -49,6 +49,10 @@ command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
     >/dev/null 2>&1 || need_apt+=(util-linux)
 # The HTML report is opened in a real headless browser.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# The gate's JUnit XML is validated against the JUnit schema by xmllint,
+# and its Markdown rendered by GitHub's own renderer, cmark-gfm.
+command -v xmllint >/dev/null 2>&1 || need_apt+=(libxml2-utils)
+command -v cmark-gfm >/dev/null 2>&1 || need_apt+=(cmark-gfm)
 # The Kubernetes manifests (YAML) are read back by PyYAML.
 python3 -c 'import yaml' >/dev/null 2>&1 || need_apt+=(python3-yaml)
 if ((${#need_apt[@]})); then
@@ -69,6 +73,21 @@ if [ ! -x "$kube_validate_venv/bin/kubernetes-validate" ]; then
     "$kube_validate_venv/bin/pip" install --quiet kubernetes-validate
 fi
 export PERFLAB_KUBE_VALIDATE="$kube_validate_venv/bin/kubernetes-validate"
+# The common JUnit schema (Jenkins' junit-4.xsd), as the junit-report
+# crate ships it among its tests: cargo fetches the crate, and the schema
+# is taken out of its archive.
+junit_schema="$(pwd)/target/tools/junit-schema"
+if [ ! -s "$junit_schema/JUnit.xsd" ]; then
+    mkdir -p "$junit_schema/fetch/src"
+    printf '[package]\nname = "junit-schema-fetch"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\njunit-report = "=0.9.1"\n' \
+        >"$junit_schema/fetch/Cargo.toml"
+    : >"$junit_schema/fetch/src/lib.rs"
+    cargo fetch --quiet --manifest-path "$junit_schema/fetch/Cargo.toml"
+    crate=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/junit-report-0.9.1.crate | head -1)
+    tar -xzf "$crate" -O junit-report-0.9.1/tests/JUnit.xsd >"$junit_schema/JUnit.xsd.part"
+    mv "$junit_schema/JUnit.xsd.part" "$junit_schema/JUnit.xsd"
+fi
+export PERFLAB_JUNIT_XSD="$junit_schema/JUnit.xsd"
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 

@@ -1,8 +1,11 @@
 //! The CI gate, `perflab compare BASE NEW --fail-on THRESHOLDS` and `run
-//! --baseline B --fail-on THRESHOLDS`, on real runs of the null target: a service twice as slow fails the throughput
-//! threshold one way and passes it the other, a JSON export kept by a job
-//! serves as the baseline, and runs of different plans or a malformed
-//! threshold are refused with one line and exit 2.
+//! --baseline B --fail-on THRESHOLDS`, on real runs of the null target: a
+//! service twice as slow fails the throughput threshold one way and
+//! passes it the other, a JSON export kept by a job serves as the
+//! baseline, and runs of different plans or a malformed threshold are
+//! refused with one line and exit 2. On a real PostgreSQL, durable
+//! commits against asynchronous ones fail the gate with the verdict's
+//! move to commit I/O stated.
 
 use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
 
@@ -127,4 +130,51 @@ fn the_gate_refuses_other_plans_bad_thresholds_and_bad_files() {
         contains(&err, said);
         assert_eq!(err.trim().lines().count(), 1, "{args}: {err}");
     }
+}
+
+/// A configuration change on a real server: PostgreSQL's commits through
+/// a throttle of 100 write IOPS on its cgroup, asynchronous
+/// (`synchronous_commit=off`, the baseline) and durable (the default).
+/// Gated against the asynchronous run, the durable one fails, and the
+/// gate says the bottleneck moved to commit I/O, naming the throttle; the
+/// other way round it passes. The files a CI job keeps: the JUnit XML
+/// validates against the JUnit schema, the Markdown renders as tables.
+#[test]
+fn the_gate_fails_durable_commits_against_asynchronous_ones_and_says_the_bottleneck_moved() {
+    let dir = tempdir();
+    let run = "run bank --target postgres:managed --disk-write-iops 100 \
+        --mix atm:balance=0,withdraw=0,deposit=100,transfer=0 \
+        --users 1,2 --warmup 0s --duration 2s --interval 200ms";
+    perflab_ok(
+        dir.path(),
+        &format!("{run} --pg-set synchronous_commit=off"),
+    );
+    perflab_ok(dir.path(), run);
+    let (out, _) = perflab_expect(
+        dir.path(),
+        "compare 1 2 --fail-on throughput<-5% --junit gate.xml --markdown gate.md",
+        1,
+    );
+    contains(&out, "gate: run 2 against run 1 (the baseline): FAIL");
+    contains(&out, "FAIL throughput<-5%: -");
+    contains(&out, " to commit I/O (a ");
+    contains(&out, "100 write IOPS on the server's cgroup");
+    assert!(
+        out.contains("the bottleneck moved from ") && !out.contains("moved from commit I/O"),
+        "{out}"
+    );
+    crate::support::assert_valid_junit(&dir.path().join("gate.xml"));
+    let html = crate::support::rendered_markdown(&dir.path().join("gate.md"));
+    contains(
+        &html,
+        "<td><code>throughput&lt;-5%</code></td>\n<td><strong>FAIL</strong></td>",
+    );
+    contains(
+        &html,
+        "<th>verdict</th>\n<th>run 1 (baseline)</th>\n<th>run 2</th>",
+    );
+    contains(&html, "<td>commit I/O (a ");
+    let (out, _) = perflab_expect(dir.path(), "compare 2 1 --fail-on throughput<-5%", 0);
+    contains(&out, "gate: run 1 against run 2 (the baseline): pass");
+    contains(&out, "the bottleneck moved from commit I/O (a ");
 }

@@ -1,8 +1,9 @@
 //! Labels and `perflab history` on real runs of the null target: runs
 //! carry their labels into `runs`, `show` and the export; a service made
 //! twice as slow is a change point in the history, told with the first
-//! run after it and its labels; the gate writes JUnit XML and Markdown
-//! files; bad input (a malformed label, an unknown run, a history of one
+//! run after it and its labels; the gate writes JUnit XML that validates
+//! against the JUnit schema and Markdown that GitHub's renderer makes
+//! into tables; bad input (a malformed label, an unknown run, a history of one
 //! run) is one line and exit 2.
 
 use crate::support::{contains, perflab_expect, perflab_ok, tempdir};
@@ -77,9 +78,18 @@ fn the_gate_writes_junit_xml_and_a_markdown_summary() {
     assert_eq!(xml.matches("<testcase ").count(), 2, "{xml}");
     assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
     contains(&xml, "name=\"throughput&lt;-5%\"");
+    crate::support::assert_valid_junit(&dir.path().join("gate.xml"));
     let md = std::fs::read_to_string(dir.path().join("gate.md")).unwrap();
     contains(&md, "| `throughput<-5%` | **FAIL** |");
     contains(&md, "| `p95>+500%` | pass |");
+    // As a job summary shows it: a table of a row per threshold.
+    let html = crate::support::rendered_markdown(&dir.path().join("gate.md"));
+    contains(&html, "<th>threshold</th>\n<th>result</th>\n<th>line</th>");
+    contains(
+        &html,
+        "<td><code>throughput&lt;-5%</code></td>\n<td><strong>FAIL</strong></td>",
+    );
+    contains(&html, "<td><code>p95&gt;+500%</code></td>\n<td>pass</td>");
     let (out, _) = perflab_expect(
         dir.path(),
         &format!(
@@ -92,6 +102,7 @@ fn the_gate_writes_junit_xml_and_a_markdown_summary() {
         &std::fs::read_to_string(dir.path().join("run.xml")).unwrap(),
         "<failure ",
     );
+    crate::support::assert_valid_junit(&dir.path().join("run.xml"));
 }
 
 #[test]

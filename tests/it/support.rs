@@ -353,3 +353,47 @@ pub fn psql(server: &perflab::sut::managed::postgres::ManagedPostgres, sql: &str
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+/// Checks `xml` against the common JUnit schema (Jenkins' junit-4.xsd,
+/// which `scripts/test.sh` fetches) with xmllint, failing the test with
+/// what the validator said.
+pub fn assert_valid_junit(xml: &Path) {
+    let schema = std::env::var("PERFLAB_JUNIT_XSD").map_or_else(
+        |_| repo_file("target/tools/junit-schema/JUnit.xsd"),
+        PathBuf::from,
+    );
+    assert!(
+        schema.exists(),
+        "the JUnit schema is missing: run scripts/test.sh, which fetches it"
+    );
+    let out = std::process::Command::new("xmllint")
+        .arg("--noout")
+        .arg("--schema")
+        .arg(&schema)
+        .arg(xml)
+        .output()
+        .expect("xmllint runs (libxml2-utils)");
+    assert!(
+        out.status.success(),
+        "{} does not validate against {}: {}",
+        xml.display(),
+        schema.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The Markdown file `md` rendered to HTML by GitHub's renderer
+/// (cmark-gfm with its table extension), as a job summary shows it.
+pub fn rendered_markdown(md: &Path) -> String {
+    let out = std::process::Command::new("cmark-gfm")
+        .args(["--extension", "table"])
+        .arg(md)
+        .output()
+        .expect("cmark-gfm runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("the rendering is UTF-8")
+}
