@@ -1,10 +1,12 @@
 //! A sweep the server's own admission limit ended: the server answered
 //! and refused a session because of a setting (PostgreSQL's or MariaDB's
-//! `max_connections`). That limit, not a resource, is what stopped the
+//! `max_connections`), or turned requests away with the HTTP replies that
+//! say so (429, 503: nginx's `limit_req` and `limit_conn`, a proxy's or a
+//! gateway's limit). That limit, not a resource, is what stopped the
 //! load from growing, so it is the verdict, with the setting's value as
 //! the server reported it when the run started, the load it refused at,
-//! the highest load every session of which opened, and what the steps
-//! below it showed.
+//! the highest load every session of which opened (or the rate it served
+//! while turning the rest away), and what the steps below it showed.
 
 use super::bottleneck::{Bottleneck, BottleneckKind};
 use super::Verdict;
@@ -13,17 +15,153 @@ use crate::store::StoredRun;
 /// Makes the verdict of a run a refusal ended the server's admission
 /// limit; leaves any other verdict as it is.
 pub(super) fn apply(run: &StoredRun, verdict: &mut Verdict) {
-    let Some(reason) = run.status_reason.as_deref() else {
+    let refused = run
+        .status_reason
+        .as_deref()
+        .and_then(|reason| Some((reason, crate::engine::refusal::read(reason)?)));
+    if let Some((reason, (setting, at))) = refused {
+        verdict.bottleneck = Some(limit(run, verdict, reason, setting, at));
+        verdict.what_if = None;
+        verdict.no_what_if = Some(format!(
+            "past {setting} the server takes no more sessions: what it would do with them was not measured"
+        ));
         return;
-    };
-    let Some((setting, at)) = crate::engine::refusal::read(reason) else {
-        return;
-    };
-    verdict.bottleneck = Some(limit(run, verdict, reason, setting, at));
-    verdict.what_if = None;
-    verdict.no_what_if = Some(format!(
-        "past {setting} the server takes no more sessions: what it would do with them was not measured"
-    ));
+    }
+    let unit = verdict.rate_unit;
+    let turned: Vec<TurnedAway> = run
+        .steps
+        .iter()
+        .filter_map(|s| turned_away(s, unit))
+        .collect();
+    if !turned.is_empty() {
+        // What the steps showed, when the last complete one was not
+        // turned away itself.
+        let below = match (verdict.bottleneck.as_ref(), verdict.points.last()) {
+            (Some(b), Some(top)) if top.error_rate < TURNED_AWAY_SHARE => Some(b.name.clone()),
+            _ => None,
+        };
+        verdict.bottleneck = Some(http_limit(&turned, unit, below.as_deref()));
+        verdict.what_if = None;
+        verdict.no_what_if = Some(
+            "past its admission limit the server turned the work away: what it would do with it was not measured"
+                .to_string(),
+        );
+    }
+}
+
+/// The replies by which an HTTP server turns work away past a limit it is
+/// configured with, rather than failing at it: 429 (a rate limit that
+/// says so) and 503 (nginx's `limit_req` and `limit_conn` by default, a
+/// proxy with no free upstream, a server shedding load).
+const TURNING_AWAY: [(&str, &str); 2] = [
+    ("http:429", "429 Too Many Requests"),
+    ("http:503", "503 Service Unavailable"),
+];
+
+/// The share of a step's requests turned away from which the step
+/// measured the limit rather than the server's work (the default
+/// `--max-error-rate`).
+const TURNED_AWAY_SHARE: f64 = 0.05;
+
+/// A step's requests turned away.
+#[derive(Debug, Clone, PartialEq)]
+struct TurnedAway {
+    /// The step's load, as said.
+    load: String,
+    /// The reply most of them got.
+    reply: &'static str,
+    turned: u64,
+    /// Every request the step ended: served, declined, failed.
+    requests: u64,
+    /// The requests served (answered as asked or declined by the
+    /// workload's rules) per second of the measured window.
+    served_per_s: f64,
+}
+
+/// What `step` turned away, if at least [`TURNED_AWAY_SHARE`] of its
+/// requests were.
+fn turned_away(
+    step: &crate::engine::StepResult,
+    unit: crate::units::RateUnit,
+) -> Option<TurnedAway> {
+    let (tally, length) = step.measured();
+    let all = tally.all_ops();
+    let errors = all.errors.to_text();
+    let (reply, turned) = TURNING_AWAY
+        .iter()
+        .map(|(kind, reply)| (*reply, errors.get(*kind).copied().unwrap_or(0)))
+        .max_by_key(|(_, n)| *n)?;
+    let requests = all.completed().saturating_add(all.error_count());
+    let seconds = length.as_secs_f64();
+    (turned > 0 && turned as f64 >= TURNED_AWAY_SHARE * requests as f64 && seconds > 0.0).then(
+        || TurnedAway {
+            load: match step.level {
+                crate::plan::Level::Rate(r) => crate::units::Rate(r, unit).to_string(),
+                users => users.to_string(),
+            },
+            reply,
+            turned,
+            requests,
+            served_per_s: all.completed() as f64 / seconds,
+        },
+    )
+}
+
+/// The admission limit of an HTTP server that turned requests away in
+/// the steps of `turned`: what each step was answered, whether the rate
+/// served held while the load grew (a rate limit) or grew with it (a
+/// limit on connections), and what the steps below showed.
+fn http_limit(
+    turned: &[TurnedAway],
+    unit: crate::units::RateUnit,
+    below: Option<&str>,
+) -> Bottleneck {
+    let rate = |r: f64| crate::units::Rate(r, unit).to_string();
+    let first = &turned[0];
+    let mut evidence: Vec<String> = turned
+        .iter()
+        .map(|t| {
+            format!(
+                "at {} the server answered {} to {} of {} requests ({}), serving {}",
+                t.load,
+                t.reply,
+                t.turned,
+                t.requests,
+                crate::units::Percent(t.turned as f64 / t.requests.max(1) as f64),
+                rate(t.served_per_s)
+            )
+        })
+        .collect();
+    let served: Vec<f64> = turned.iter().map(|t| t.served_per_s).collect();
+    let (low, high) = served
+        .iter()
+        .fold((f64::MAX, 0.0_f64), |(l, h), &r| (l.min(r), h.max(r)));
+    let last = &turned[turned.len() - 1];
+    evidence.push(match turned.len() {
+        1 => "a limit the server is configured with turned the rest away (nginx's limit_req or limit_conn, a proxy's or a gateway's limit): what it served is the limit's rate, not its capacity".to_string(),
+        _ if high - low <= 0.15 * high => format!(
+            "the rate served held {} while the load grew from {} to {}: a limit on the request rate (nginx's limit_req, a proxy's or a gateway's rate limit)",
+            if rate(low) == rate(high) { format!("at {}", rate(low)) } else { format!("between {} and {}", rate(low), rate(high)) },
+            first.load, last.load
+        ),
+        _ => format!(
+            "the rate served grew from {} to {} with the load while requests were turned away: a limit on connections or requests in flight (nginx's limit_conn, a pool's size)",
+            rate(served[0]), rate(served[served.len() - 1])
+        ),
+    });
+    evidence.extend(below.map(|b| format!("the steps below it showed: {b}")));
+    Bottleneck {
+        kind: BottleneckKind::AdmissionLimit,
+        name: format!("admission limit (requests turned away: {})", first.reply),
+        evidence,
+        ruled_out: Vec::new(),
+        unreliable: false,
+        next: Some(format!(
+            "raise the limit (nginx's limit_req rate and burst, limit_conn, the proxy's or gateway's) to measure the server behind it, or keep the load under {} to measure it within the limit",
+            rate(low)
+        )),
+        resource: None,
+    }
 }
 
 fn limit(run: &StoredRun, verdict: &Verdict, reason: &str, setting: &str, at: &str) -> Bottleneck {
@@ -103,7 +241,59 @@ fn slots(inv: &std::collections::BTreeMap<String, String>, setting: &str) -> Vec
 
 #[cfg(test)]
 mod tests {
-    use super::slots;
+    use super::{http_limit, slots, TurnedAway};
+    use crate::units::RateUnit;
+
+    fn turned(load: &str, turned: u64, requests: u64, served_per_s: f64) -> TurnedAway {
+        TurnedAway {
+            load: load.to_string(),
+            reply: "429 Too Many Requests",
+            turned,
+            requests,
+            served_per_s,
+        }
+    }
+
+    /// A rate served flat while the load grew is a rate limit; one that
+    /// grew with the load while requests were turned away is a limit on
+    /// connections; what the steps below showed closes the evidence.
+    #[test]
+    fn requests_turned_away_are_a_rate_limit_when_the_rate_served_holds() {
+        let rate = [
+            turned("8 users", 50, 250, 200.0),
+            turned("16 users", 600, 800, 201.0),
+        ];
+        let b = http_limit(&rate, RateUnit::Requests, Some("cpu"));
+        assert_eq!(
+            b.name,
+            "admission limit (requests turned away: 429 Too Many Requests)"
+        );
+        assert_eq!(
+            b.evidence[0],
+            "at 8 users the server answered 429 Too Many Requests to 50 of 250 requests (20.0%), serving 200 req/s"
+        );
+        assert!(
+            b.evidence[2].starts_with("the rate served held between 200 req/s and 201 req/s while the load grew from 8 users to 16 users: a limit on the request rate"),
+            "{:?}",
+            b.evidence
+        );
+        assert_eq!(b.evidence[3], "the steps below it showed: cpu");
+        assert!(b
+            .next
+            .unwrap()
+            .ends_with("keep the load under 200 req/s to measure it within the limit"));
+        let conns = [
+            turned("8 users", 50, 250, 200.0),
+            turned("16 users", 90, 490, 400.0),
+        ];
+        let b = http_limit(&conns, RateUnit::Requests, None);
+        assert!(
+            b.evidence[2].starts_with("the rate served grew from 200 req/s to 400 req/s with the load while requests were turned away: a limit on connections"),
+            "{:?}",
+            b.evidence
+        );
+        assert_eq!(b.evidence.len(), 3);
+    }
 
     #[test]
     fn the_slots_name_the_limit_the_reserved_and_the_sessions_already_open() {

@@ -103,6 +103,13 @@ pub(crate) fn render_verdict(v: &Verdict, run: i64) -> String {
     let answer = v.slo.as_ref().map(|s| format!("{}\n", s.answer));
     if v.points.is_empty() {
         let _ = writeln!(out, "  no complete step to analyse");
+        // A limit that turned the first step's work away is still said.
+        if let Some(b) = &v.bottleneck {
+            bottleneck(&mut out, b);
+        }
+        if let Some(none) = &v.no_what_if {
+            let _ = writeln!(out, "  what if     {none}");
+        }
         out.extend(answer);
         return out;
     }

@@ -11,13 +11,7 @@ use crate::support::{contains, perflab_expect, tempdir};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use crate::support::free_port;
 
 /// A running agent; stopped with SIGINT (by its PID) when dropped.
 pub struct Agent {

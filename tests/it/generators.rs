@@ -703,74 +703,6 @@ fn the_bank_runs_from_two_generators_and_its_check_passes() {
     }
 }
 
-/// An nginx the test starts (not managed: a managed nginx listens on
-/// loopback only), serving WebBench's files on `ip`, until dropped.
-struct OwnNginx {
-    child: std::process::Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl OwnNginx {
-    fn start(ip: &str) -> OwnNginx {
-        use perflab::workload::web::fileset::{FileSet, FileSetSpec};
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempdir();
-        let root = dir.path().join("html");
-        std::fs::create_dir_all(&root).unwrap();
-        FileSet::build(&FileSetSpec::Webbench)
-            .unwrap()
-            .write_into(&root)
-            .unwrap();
-        // Its workers (nobody) read the files.
-        for entry in [
-            dir.path().to_path_buf(),
-            root.clone(),
-            root.join("webbench"),
-        ] {
-            std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        let port = free_port();
-        let tmp = dir.path().join("tmp");
-        std::fs::create_dir_all(&tmp).unwrap();
-        let conf = dir.path().join("nginx.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {t}/body;\n proxy_temp_path {t}/proxy;\n fastcgi_temp_path {t}/fastcgi;\n uwsgi_temp_path {t}/uwsgi;\n scgi_temp_path {t}/scgi;\n server {{ listen {ip}:{port}; root {r}; }}\n}}\n",
-                d = dir.path().display(),
-                t = tmp.display(),
-                r = root.display(),
-            ),
-        )
-        .unwrap();
-        let child = std::process::Command::new("/usr/sbin/nginx")
-            .arg("-c")
-            .arg(&conf)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("nginx starts (apt-get install nginx-light)");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::net::TcpStream::connect((ip, port)).is_err() {
-            assert!(std::time::Instant::now() < deadline, "nginx did not listen");
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        OwnNginx {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for OwnNginx {
-    fn drop(&mut self) {
-        // SAFETY: signalling the nginx this test started, by its PID.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGQUIT) };
-        let _ = self.child.wait();
-    }
-}
-
 /// WebBench against one nginx from three generators in TLS: one on
 /// loopback and two each in a network namespace of its own, routed to the
 /// nginx through the host. Every body is verified; the merged counts are
@@ -786,7 +718,7 @@ fn three_generators_in_their_own_namespaces_load_one_nginx() {
     // nginx on the host's end of the first island: a host address that
     // every generator reaches (loopback's would be each namespace's own).
     let ip = three.islands[0].host_ip.clone();
-    let nginx = OwnNginx::start(&ip);
+    let nginx = crate::support::OwnNginx::start(&ip);
     perflab_expect(
         dir.path(),
         &format!(

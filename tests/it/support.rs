@@ -397,3 +397,93 @@ pub fn rendered_markdown(md: &Path) -> String {
     );
     String::from_utf8(out.stdout).expect("the rendering is UTF-8")
 }
+
+/// An nginx the test starts (not managed: a managed nginx listens on
+/// loopback only), serving WebBench's files on `ip`, until dropped.
+pub struct OwnNginx {
+    child: std::process::Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl OwnNginx {
+    pub fn start(ip: &str) -> OwnNginx {
+        Self::start_with(ip, "", "")
+    }
+
+    /// As [`OwnNginx::start`], with directives added to its `http` block
+    /// and to its server's.
+    pub fn start_with(ip: &str, http: &str, server: &str) -> OwnNginx {
+        use perflab::workload::web::fileset::{FileSet, FileSetSpec};
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempdir();
+        let root = dir.path().join("html");
+        std::fs::create_dir_all(&root).unwrap();
+        FileSet::build(&FileSetSpec::Webbench)
+            .unwrap()
+            .write_into(&root)
+            .unwrap();
+        // Its workers (nobody) read the files.
+        for entry in [
+            dir.path().to_path_buf(),
+            root.clone(),
+            root.join("webbench"),
+        ] {
+            std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let port = free_port();
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let conf = dir.path().join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {t}/body;\n proxy_temp_path {t}/proxy;\n fastcgi_temp_path {t}/fastcgi;\n uwsgi_temp_path {t}/uwsgi;\n scgi_temp_path {t}/scgi;\n {http}\n server {{ listen {ip}:{port}; root {r}; {server} }}\n}}\n",
+                d = dir.path().display(),
+                t = tmp.display(),
+                r = root.display(),
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("/usr/sbin/nginx")
+            .arg("-c")
+            .arg(&conf)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nginx starts (apt-get install nginx-light)");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect((ip, port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "nginx did not listen");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        OwnNginx {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl OwnNginx {
+    /// Its master process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for OwnNginx {
+    fn drop(&mut self) {
+        // SAFETY: signalling the nginx this test started, by its PID.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGQUIT) };
+        let _ = self.child.wait();
+    }
+}
+
+/// A TCP port free on loopback when asked.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -815,3 +815,68 @@ fn whatever_signals_come_and_whenever_a_managed_nginx_is_stopped_and_removed() {
         }
     }
 }
+
+/// An nginx whose `limit_req` holds requests to 100/s (a burst of 5, the
+/// rest answered 503): a rate sweep past it is the admission limit, with
+/// the replies counted and the rate served stated, held while the load
+/// doubled, never a resource; a first step turned away is still said.
+#[test]
+fn an_nginx_rate_limit_is_its_admission_limit_with_the_rate_it_served() {
+    let nginx = crate::support::OwnNginx::start_with(
+        "127.0.0.1",
+        "limit_req_zone $host zone=held:1m rate=100r/s;",
+        "limit_req zone=held burst=5 nodelay;",
+    );
+    let dir = tempdir();
+    let target = format!("http://127.0.0.1:{}/", nginx.port);
+    let pid = nginx.pid();
+    let out = perflab_ok(
+        dir.path(),
+        &format!(
+            "run web --target {target} --server-pid {pid} --rate 50,300,600 --max-error-rate 100% --warmup 0s --duration 2s"
+        ),
+    );
+    contains(
+        &out,
+        "bottleneck  admission limit (requests turned away: 503 Service Unavailable)",
+    );
+    contains(
+        &out,
+        "at 300 req/s the server answered 503 Service Unavailable to ",
+    );
+    contains(
+        &out,
+        "while the load grew from 300 req/s to 600 req/s: a limit on the request rate",
+    );
+    let served: Vec<f64> = out
+        .match_indices("), serving ")
+        .map(|(i, m)| {
+            let rest = &out[i + m.len()..];
+            rest[..rest.find(' ').unwrap()].parse().unwrap()
+        })
+        .collect();
+    assert_eq!(served.len(), 2, "{out}");
+    for s in served {
+        assert!(
+            (90.0..=115.0).contains(&s),
+            "served {s}/s against 100/s: {out}"
+        );
+    }
+    contains(
+        &out,
+        "what if     past its admission limit the server turned the work away",
+    );
+    // Closed loop, one user: the first step fails on its errors, and the
+    // verdict still names the limit.
+    let (out, _) = perflab_expect(
+        dir.path(),
+        &format!("run web --target {target} --users 1 --warmup 0s --duration 2s"),
+        1,
+    );
+    contains(&out, "no complete step to analyse");
+    contains(
+        &out,
+        "bottleneck  admission limit (requests turned away: 503 Service Unavailable)",
+    );
+    contains(&out, "what it served is the limit's rate, not its capacity");
+}
