@@ -57,6 +57,7 @@ server-throttle-mariadb ^not_reached$         ^commit.I/O.\((a.blkio.throttle|an
 server-throttle-pg      ^(not_reached|resource)$ ^commit.I/O.\((a.blkio.throttle|an.io\.max).of.100.write.IOPS.on.the.server.s.cgroup.*(latency-bound|saturat)
 admission-pg            ^admission_limit$     max_connections
 admission-mariadb       ^admission_limit$     max_connections
+admission-nginx         ^admission_limit$     requests.turned.away
 disk-quick              ^(not_reached|resource)$ ^(not.reached|disk.)
 files-quick             ^resource$            ^cpu
 bank-quick              ^software_contention$ single.writer
@@ -64,7 +65,7 @@ web-quick               ^resource$            ^cpu
 net-quick               ^resource$            ^cpu
 null-quick              ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb disk-quick files-quick bank-quick web-quick net-quick null-quick)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -321,6 +322,7 @@ remove_all_scn() {
         stop_pidfile "$d/data/postmaster.pid" "$d"
         stop_pidfile "$d/mnt/data/postmaster.pid" "$d"
         stop_pidfile "$d/mariadb.pid" "$d"
+        stop_pidfile "$d/nginx.pid" "$d"
         stop_hogs "$d"
         stop_agent "$d"
     done
@@ -975,6 +977,53 @@ scn_admission_mariadb() {
     preload --target "$MARIADB_URL" --scale 1
     ENDS_EARLY=1 sweep 1,2,4,8,16,32 --target "$MARIADB_URL" --server-pid "$MARIADB_PID" --scale 1 \
         --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
+}
+
+# 11c. An nginx of the scenario's own whose limit_req holds requests to
+# 300/s (a burst of 20, the rest answered 503), swept by rate past it
+# with every reply kept in the steps (--max-error-rate 100%): the rate
+# served holds at the limit while the load doubles. The verdict is the
+# admission limit, the requests turned away.
+scn_admission_nginx() {
+    own_nginx 'limit_req_zone $host zone=held:1m rate=300r/s;' 'limit_req zone=held burst=20 nodelay;'
+    WORKLOAD=web LOAD_FLAG=--rate sweep 100,200,400,800 --target "$NGINX_URL" \
+        --server-pid "$NGINX_PID" --urls "$WORK/urls.txt" --max-error-rate 100%
+}
+
+# An nginx of the scenario's own on loopback serving one small page
+# (WORK/urls.txt names it), with HTTP_DIRECTIVES in its http block and
+# SERVER_DIRECTIVES in its server's. Sets NGINX_URL and NGINX_PID.
+own_nginx() {
+    local http=$1 server=$2 port
+    port=$(free_port)
+    mkdir -p "$WORK/html" "$WORK/nginx-tmp"
+    echo "perflab's page" >"$WORK/html/index.html"
+    echo "/index.html" >"$WORK/urls.txt"
+    cat >"$WORK/nginx.conf" <<EOF
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $WORK/nginx-tmp/body;
+    proxy_temp_path $WORK/nginx-tmp/proxy;
+    fastcgi_temp_path $WORK/nginx-tmp/fastcgi;
+    uwsgi_temp_path $WORK/nginx-tmp/uwsgi;
+    scgi_temp_path $WORK/nginx-tmp/scgi;
+    $http
+    server { listen 127.0.0.1:$port; root $WORK/html; $server }
+}
+EOF
+    /usr/sbin/nginx -p "$WORK" -c "$WORK/nginx.conf" 2>"$WORK/nginx-start.log" \
+        || fail "nginx did not start: $(tail -n 2 "$WORK/nginx-start.log")"
+    for _ in $(seq 1 100); do
+        [ -s "$WORK/nginx.pid" ] && break
+        sleep 0.1
+    done
+    [ -s "$WORK/nginx.pid" ] || fail "nginx wrote no pid file"
+    NGINX_URL=http://127.0.0.1:$port/
+    NGINX_PID=$(head -n 1 "$WORK/nginx.pid")
 }
 
 # 10. perflab held to 5 ms of CPU per 100 ms against a PostgreSQL outside

@@ -178,6 +178,11 @@ fn scenario_a_mariadb_past_its_max_connections_is_its_admission_limit() {
 }
 
 #[test]
+fn scenario_an_nginx_rate_limit_is_its_admission_limit() {
+    scenario("admission-nginx");
+}
+
+#[test]
 fn scenario_the_disk_quick_start_is_not_reached_or_the_device() {
     scenario("disk-quick");
 }
