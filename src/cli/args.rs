@@ -310,6 +310,10 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "PID")]
     pub(crate) server_pid: Option<u32>,
 
+    /// Time flushes (an 8 KiB write and fdatasync, one writer, for 2 s) in a file perflab makes and removes in DIR: what a commit would wait with its log on that device.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) flush_latency: Option<PathBuf>,
+
     /// Write the findings as JSON to stdout.
     #[arg(long)]
     pub(crate) json: bool,

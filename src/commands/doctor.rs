@@ -41,6 +41,18 @@ pub(crate) fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
     } else if let Some(target) = &target {
         examine_database(args, target, &mut report)?;
     }
+    if let Some(dir) = &args.flush_latency {
+        if !args.json {
+            crate::util::err(format_args!(
+                "perflab doctor: timing flushes in {} for {}…\n",
+                dir.display(),
+                crate::units::format_duration(FLUSH_TIME)
+            ));
+        }
+        let measured = doctor::flush::measure(dir, FLUSH_TIME)?;
+        report.findings.push(measured.finding());
+        report.flush = Some(measured);
+    }
     report.findings.sort_by_key(|f| f.severity);
     let format = if args.json {
         Format::Json
@@ -55,8 +67,31 @@ pub(crate) fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
     })
 }
 
-/// Refuses a sample over 10 minutes and a server pid this host has not.
+/// How long `--flush-latency` times flushes.
+const FLUSH_TIME: Duration = Duration::from_secs(2);
+
+/// Refuses a sample over 10 minutes, a server pid this host has not, and
+/// a flush probe of a directory that is not one (or of another host).
 fn check_flags(args: &DoctorArgs) -> Result<(), PlanError> {
+    if let Some(dir) = &args.flush_latency {
+        if args.probe.as_deref().is_some_and(|p| p != "local") {
+            return Err(PlanError::flag(
+                "--flush-latency",
+                "flushes are timed in a directory of this host",
+                "run perflab doctor --flush-latency DIR on the host that has the directory",
+            ));
+        }
+        if !dir.is_dir() {
+            return Err(PlanError::flag(
+                "--flush-latency",
+                format!(
+                    "{} is not a directory",
+                    crate::util::clipped(&dir.display().to_string())
+                ),
+                "give a directory on the device to measure",
+            ));
+        }
+    }
     if args.sample > Duration::from_secs(600) {
         return Err(PlanError::flag(
             "--sample",

@@ -4,7 +4,9 @@
 //! path, a PCIe link trained below its capability, one device's
 //! interrupts all on one CPU, ring buffers below their maximum, a CPU
 //! governor that is not `performance`, a VM's steal time, swapping, a
-//! database's log on the data's device, durability switched off. Each
+//! database's log on the data's device, durability switched off, and
+//! (`--flush-latency DIR`) how long a flush takes on a directory's
+//! device. Each
 //! finding carries its severity, the evidence (the file and the value
 //! read), why it matters, and the command that fixes it.
 //!
@@ -15,6 +17,7 @@
 
 mod cpu;
 pub(crate) mod database;
+pub(crate) mod flush;
 pub(crate) mod inventory;
 mod memory;
 mod mtu;
@@ -67,6 +70,9 @@ pub(crate) struct Report {
     pub(crate) findings: Vec<Finding>,
     /// What this host does not expose (a virtual NIC's speed, cpufreq).
     pub(crate) unavailable: Vec<String>,
+    /// The flush latency of `--flush-latency DIR`, when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) flush: Option<flush::FlushLatency>,
 }
 
 impl Report {

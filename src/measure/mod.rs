@@ -19,6 +19,7 @@ pub(crate) use outcome::{OpResult, Outcome};
 pub(crate) use packed::{PackedOp, PackedTally};
 pub(crate) use recorder::Recorder;
 pub(crate) use summary::{LatencySummary, StepSummary};
+pub(crate) use tally::record;
 pub use tally::{
     decode_histogram, encode_histogram, new_histogram, OpTally, Phase, Tally, TallyCounts,
 };

@@ -159,6 +159,7 @@ mod tests {
                 fix: "set full duplex".to_string(),
             }],
             unavailable: vec!["cpufreq".to_string()],
+            flush: None,
         }
     }
 

@@ -200,3 +200,68 @@ fn the_doctor_examines_this_machine() {
         crate::support::perflab_expect(dir.path(), "doctor --sample 0s --target redis://x", 2);
     crate::support::contains(&err, "--target");
 }
+
+/// `perflab doctor --flush-latency DIR` times flushes in a file of its
+/// own in DIR and removes it: the finding and the JSON's figures; a path
+/// that is no directory, or a directory asked of another host, is one
+/// line and exit 2 before anything is sampled.
+#[test]
+fn the_doctor_times_flushes_in_a_directory_and_leaves_it_as_it_was() {
+    let dir = crate::support::tempdir();
+    let logs = dir.path().join("log");
+    std::fs::create_dir(&logs).unwrap();
+    std::fs::write(logs.join("000000010000000000000001"), "theirs").unwrap();
+    let out = crate::support::perflab(dir.path())
+        .args(["doctor", "--sample", "0s", "--json", "--flush-latency"])
+        .arg(&logs)
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flush = &report["flush"];
+    assert!(flush["flushes"].as_u64().unwrap() >= 1, "{flush}");
+    let p50 = flush["p50"].as_f64().unwrap();
+    assert!(
+        p50 > 1e-7 && p50 <= flush["p99"].as_f64().unwrap(),
+        "{flush}"
+    );
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| {
+            f["title"]
+                .as_str()
+                .unwrap()
+                .starts_with("flush latency of ")
+        })
+        .expect("a flush finding");
+    contains(
+        finding["why"].as_str().unwrap(),
+        "a commit waits for its log's flush",
+    );
+    let left: Vec<_> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["000000010000000000000001"]);
+    let file = logs.join("000000010000000000000001");
+    let (_, err) = crate::support::perflab_expect(
+        dir.path(),
+        &format!("doctor --sample 0s --flush-latency {}", file.display()),
+        2,
+    );
+    contains(&err, "--flush-latency: ");
+    contains(&err, "is not a directory");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (_, err) = crate::support::perflab_expect(
+        dir.path(),
+        &format!(
+            "doctor --sample 0s --flush-latency {} --probe agent://127.0.0.1:1",
+            logs.display()
+        ),
+        2,
+    );
+    contains(&err, "flushes are timed in a directory of this host");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "theirs");
+}
