@@ -49,7 +49,15 @@ fn the_gate_shows_the_two_verdicts_side_by_side_when_the_bottleneck_moved() {
     let (out, _) = perflab_expect(dir.path(), "compare 1 2 --fail-on p95>+10%", 0);
     contains(&out, "the bottleneck moved from not reached to ");
     contains(&out, "    run 1: not reached, peak ");
-    contains(&out, " at 2 users, p95 there 10.");
+    // The p95 at the peak is the service's 10 ms and what scheduling
+    // added on a loaded machine (11.0ms was seen in CI).
+    let p95: f64 = out
+        .split(" at 2 users, p95 there ")
+        .nth(1)
+        .and_then(|rest| rest.split("ms;").next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("no p95 in milliseconds at 2 users in:\n{out}"));
+    assert!((10.0..40.0).contains(&p95), "p95 {p95} ms:\n{out}");
     let (md, _) = perflab_expect(dir.path(), "compare 1 2 --fail-on p95>+10% --md", 0);
     contains(
         &md,
