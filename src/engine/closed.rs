@@ -100,6 +100,10 @@ mod tests {
             self.inner.choose()
         }
 
+        fn intended(&mut self, at: tokio::time::Instant) {
+            self.inner.intended(at);
+        }
+
         async fn execute(&mut self, op: usize) -> Outcome {
             let outcome = self.inner.execute(op).await;
             self.done.set(self.done.get() + 1);

@@ -70,6 +70,7 @@ impl WorkerState {
         mut timer: Pin<&mut Sleep>,
     ) -> Ran {
         let op = session.choose();
+        session.intended(intended);
         self.in_flight.set(self.in_flight.get() + 1);
         self.flying(user, Some(intended));
         let began = Instant::now();

@@ -278,6 +278,15 @@ pub trait Session {
     /// Runs one operation of the chosen kind.
     fn execute(&mut self, op: usize) -> impl Future<Output = Outcome>;
 
+    /// Told before [`Self::execute`]: the instant the operation was meant
+    /// to start (its arrival in an open loop, the end of its user's think
+    /// time in a closed one), from which its response time counts. A
+    /// workload that models the server itself (the null queue) books the
+    /// operation from there, so that a generator dispatching late does
+    /// not change the queue the model is; a real server sees the request
+    /// when it is sent, and its workloads ignore this.
+    fn intended(&mut self, _at: tokio::time::Instant) {}
+
     /// A closed-loop pause the workload itself owes before the next
     /// operation (an access spec's delay between bursts), added to the
     /// think time and counted as it is.

@@ -240,6 +240,12 @@ pub struct NullSession {
     rng: SmallRng,
     stall: Option<(Instant, Instant)>,
     ledger: Option<Arc<Ledger>>,
+    /// When the operation about to run was meant to start: the queue
+    /// books it from there ([`Session::intended`]).
+    arrival: Option<Instant>,
+    /// When this user's last operation was due to end: an arrival that
+    /// waited for the user, not for the generator, arrives no earlier.
+    free_from: Option<Instant>,
     /// Its own high-resolution timer (tokio's would round each service
     /// time up to the next millisecond); none when it never waits, so that
     /// a million users answering at once hold no descriptor each.
@@ -273,6 +279,8 @@ impl Workload for NullWorkload {
             rng: SmallRng::seed_from_u64(seed),
             stall: self.stall,
             ledger: self.ledger.clone(),
+            arrival: None,
+            free_from: None,
             timer,
         })
     }
@@ -303,14 +311,29 @@ impl Session for NullSession {
         0
     }
 
+    fn intended(&mut self, at: Instant) {
+        self.arrival = Some(at);
+    }
+
     async fn execute(&mut self, _op: usize) -> Outcome {
         let start = Instant::now();
         let service = self.service.sample(&mut self.rng);
+        // The queue sees the arrival when it was meant to come, as the
+        // model's arrival process has it: a generator late to dispatch
+        // adds nothing to the queue's wait unless it is later than the
+        // reply was due. An arrival that waited for this user to be free
+        // (every session busy) arrives when it was, as before.
+        let arrived = match (self.arrival.take(), self.free_from) {
+            (Some(at), Some(free)) => at.max(free).min(start),
+            (Some(at), None) => at.min(start),
+            (None, _) => start,
+        };
         // A stalled server answers nothing until the stall is over.
         let done = match &self.ledger {
-            Some(ledger) => ledger.book(start, service, self.stall),
-            None => queue::end_of(start, service, self.stall),
+            Some(ledger) => ledger.book(arrived, service, self.stall),
+            None => queue::end_of(arrived, service, self.stall),
         };
+        self.free_from = Some(done);
         if let (true, Some(timer)) = (done > start, &self.timer) {
             if let Err(e) = timer.sleep_until_exact(done).await {
                 // Setting a timerfd that was made fails only with its errno;
@@ -376,6 +399,36 @@ mod tests {
             allocations() - before
         });
         assert_eq!(per_op, 0);
+    }
+
+    /// A queue of one server, 20 ms a service: an operation dispatched
+    /// 15 ms after it was meant to arrive ends 20 ms after its arrival
+    /// (the generator's lateness is not the queue's); the next, meant to
+    /// arrive while the user was still busy, waits for the user as it
+    /// would for the server.
+    #[test]
+    fn the_queue_books_an_operation_when_it_was_meant_to_arrive() {
+        let rt = crate::util::test_runtime();
+        let service = ServiceDist::Fixed(Duration::from_millis(20));
+        let null = NullWorkload::queue(service, Some(1), None);
+        let seat = Seat::alone(Duration::from_secs(1));
+        let (late, queued) = rt.block_on(async {
+            let mut session = null.open_session(0, 7, seat).await.unwrap();
+            let meant = Instant::now();
+            tokio::time::sleep(Duration::from_millis(15)).await;
+            session.intended(meant);
+            session.execute(0).await;
+            let late = meant.elapsed();
+            // Meant 5 ms after the first, which ended 20 ms after it.
+            let second = meant + Duration::from_millis(5);
+            session.intended(second);
+            session.execute(0).await;
+            (late, second.elapsed())
+        });
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        assert!((20.0..30.0).contains(&ms(late)), "{late:?}");
+        // 15 ms waiting for the first, then its own 20 ms.
+        assert!((35.0..45.0).contains(&ms(queued)), "{queued:?}");
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //!
 //! The queue is a ledger in virtual time: the instants at which each
 //! server is next free, in a min-heap behind one mutex. An operation that
-//! arrives at `now` takes the server that frees first, starts at
-//! max(now, free), and books it until its own end, which it then sleeps
-//! to on its session's timer. Booking in arrival order is FCFS; no
+//! arrives at `at` (its intended start: [`crate::workload::Session::intended`])
+//! takes the server that frees first, starts at max(at, free), and books
+//! it until its own end, which it then sleeps to on its session's timer. Booking in arrival order is FCFS; no
 //! operation waits on another's wake-up, and there is no thread, channel
 //! or allocation per operation (the heap is made once, C entries).
 
@@ -45,13 +45,13 @@ impl Ledger {
         self.servers
     }
 
-    /// Books an operation that arrives at `now` and needs `service` on the
+    /// Books an operation that arrives at `at` and needs `service` on the
     /// server that frees first, and returns when it ends. A stall that
     /// its service touches holds its end until the stall is over (a
     /// stalled server answers nothing, and frees nothing, before then).
     pub(crate) fn book(
         &self,
-        now: Instant,
+        at: Instant,
         service: Duration,
         stall: Option<(Instant, Instant)>,
     ) -> Instant {
@@ -62,9 +62,9 @@ impl Ledger {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(mut first) = free_at.peek_mut() else {
-            return end_of(now, service, stall);
+            return end_of(at, service, stall);
         };
-        let start = first.0.max(now);
+        let start = first.0.max(at);
         let end = end_of(start, service, stall);
         first.0 = end;
         end
