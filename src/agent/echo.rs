@@ -97,13 +97,9 @@ pub(crate) struct Echo {
     pub(crate) connections: usize,
 }
 
-/// Listens on `address` (port 0: any free one) with the agent's bounds and
-/// serves connections on threads of their own until `stop` is set.
-pub(crate) fn start(address: SocketAddr, stop: Arc<AtomicBool>) -> io::Result<Echo> {
-    start_bounded(address, stop, Bounds::AGENT)
-}
-
-/// [`start`] with the given bounds.
+/// Listens on `address` (port 0: any free one) with `bounds` (the agent's,
+/// [`Bounds::AGENT`], its message deadline as `--echo-deadline` sets it)
+/// and serves connections on threads of their own until `stop` is set.
 pub(crate) fn start_bounded(
     address: SocketAddr,
     stop: Arc<AtomicBool>,

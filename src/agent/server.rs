@@ -28,6 +28,8 @@ pub(crate) struct AgentConfig {
     /// Also an echo (`--echo`): the far end of `perflab run net`, on this
     /// port of the listening address (0: any free one).
     pub(crate) echo: Option<u16>,
+    /// The echo's deadline for a message (`--echo-deadline`).
+    pub(crate) echo_deadline: Duration,
 }
 
 /// Serves samples until `stop` is set. Prints the address it listens on.
@@ -100,19 +102,27 @@ pub(crate) fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> anyhow::Resul
 impl AgentConfig {
     /// Starts the echo role when asked (`--echo`) and says its port.
     fn start_echo(&self, stop: &Arc<AtomicBool>) -> Result<Option<super::echo::Echo>, PlanError> {
-        let echo =
-            self.echo
-                .map(|port| {
-                    super::echo::start(SocketAddr::new(self.listen.ip(), port), stop.clone())
-                        .map_err(|e| {
-                            PlanError::flag(
-                                "--echo-port",
-                                format!("cannot listen on port {port}: {e}"),
-                                "pick a free port, or 0 for any",
-                            )
-                        })
+        let echo = self
+            .echo
+            .map(|port| {
+                let bounds = super::echo::Bounds {
+                    message: self.echo_deadline,
+                    ..super::echo::Bounds::AGENT
+                };
+                super::echo::start_bounded(
+                    SocketAddr::new(self.listen.ip(), port),
+                    stop.clone(),
+                    bounds,
+                )
+                .map_err(|e| {
+                    PlanError::flag(
+                        "--echo-port",
+                        format!("cannot listen on port {port}: {e}"),
+                        "pick a free port, or 0 for any",
+                    )
                 })
-                .transpose()?;
+            })
+            .transpose()?;
         if let Some(echo) = &echo {
             crate::util::out(format_args!(
                 "echo role on: port {} (its ticket: GET /v1/echo with the token)\n",

@@ -387,6 +387,10 @@ pub struct AgentArgs {
     #[arg(long, value_name = "PORT", default_value_t = 0, requires = "echo")]
     pub(crate) echo_port: u16,
 
+    /// The echo's deadline for each message (each 128 KiB of a longer one), from its first byte: a peer slower than it is cut off. 1s to 1h.
+    #[arg(long, value_name = "TIME", default_value = "60s", value_parser = values::duration, requires = "echo")]
+    pub(crate) echo_deadline: Duration,
+
     /// Exit (status 0) after this long without a request: a generator pod's Job then completes.
     #[arg(long, value_name = "TIME", value_parser = values::duration)]
     pub(crate) idle_exit: Option<Duration>,

@@ -28,6 +28,15 @@ pub(crate) fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
         )
         .into());
     }
+    let deadline = args.echo_deadline;
+    if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&deadline) {
+        return Err(PlanError::flag(
+            "--echo-deadline",
+            format!("{deadline:?} is outside 1s to 1h"),
+            "give e.g. --echo-deadline 60s (the default)",
+        )
+        .into());
+    }
     let token = args
         .token_file
         .as_deref()
@@ -51,6 +60,7 @@ pub(crate) fn agent(args: &AgentArgs) -> anyhow::Result<Exit> {
             generate: args.generate,
             idle_exit: args.idle_exit,
             echo: args.echo.then_some(args.echo_port),
+            echo_deadline: args.echo_deadline,
         },
         stop,
     )?;
