@@ -33,14 +33,26 @@ pub(super) fn apply(run: &StoredRun, verdict: &mut Verdict) {
         .iter()
         .filter_map(|s| turned_away(s, unit))
         .collect();
-    if !turned.is_empty() {
+    let closed: Vec<TurnedAway> = if unit == crate::units::RateUnit::Requests {
+        run.steps
+            .iter()
+            .filter_map(|s| closed_on(s, unit))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !turned.is_empty() || !closed.is_empty() {
         // What the steps showed, when the last complete one was not
         // turned away itself.
         let below = match (verdict.bottleneck.as_ref(), verdict.points.last()) {
             (Some(b), Some(top)) if top.error_rate < TURNED_AWAY_SHARE => Some(b.name.clone()),
             _ => None,
         };
-        verdict.bottleneck = Some(http_limit(&turned, unit, below.as_deref()));
+        verdict.bottleneck = Some(if turned.is_empty() {
+            connection_limit(&closed, unit, below.as_deref(), &nginx_connections(run))
+        } else {
+            http_limit(&turned, unit, below.as_deref())
+        });
         verdict.what_if = None;
         verdict.no_what_if = Some(
             "past its admission limit the server turned the work away: what it would do with it was not measured"
@@ -105,6 +117,134 @@ fn turned_away(
             served_per_s: all.completed() as f64 / seconds,
         },
     )
+}
+
+/// The share of a step's requests whose connections were reset or
+/// refused above which the server is taken to have gone, not to limit.
+const MOSTLY_CLOSED: f64 = 0.9;
+
+/// What `step` lost to connections the server reset or refused while it
+/// went on answering the rest to the step's end (a server that had gone
+/// would answer none): at least [`TURNED_AWAY_SHARE`] of its requests,
+/// at most [`MOSTLY_CLOSED`].
+fn closed_on(step: &crate::engine::StepResult, unit: crate::units::RateUnit) -> Option<TurnedAway> {
+    let (tally, length) = step.measured();
+    let all = tally.all_ops();
+    let errors = all.errors.to_text();
+    let closed = ["reset", "connect"]
+        .iter()
+        .map(|k| errors.get(*k).copied().unwrap_or(0))
+        .sum::<u64>();
+    let requests = all.completed().saturating_add(all.error_count());
+    let seconds = length.as_secs_f64();
+    let share = closed as f64 / requests.max(1) as f64;
+    // Still answering at the step's end: a server that went away during
+    // it is lost, not limiting.
+    let answering = step
+        .intervals
+        .iter()
+        .rev()
+        .find(|i| i.phase == crate::measure::Phase::Measured)
+        .is_some_and(|i| {
+            let last = i.tally.unpack();
+            last.all_ops().completed() > 0
+        });
+    let seen = closed > 0 && (TURNED_AWAY_SHARE..=MOSTLY_CLOSED).contains(&share);
+    (seen && answering && seconds > 0.0).then(|| TurnedAway {
+        load: match step.level {
+            crate::plan::Level::Rate(r) => crate::units::Rate(r, unit).to_string(),
+            users => users.to_string(),
+        },
+        reply: "a reset or refused connection",
+        turned: closed,
+        requests,
+        served_per_s: all.completed() as f64 / seconds,
+    })
+}
+
+/// What a managed nginx was configured with for connections: its
+/// `worker_connections` and `worker_processes`, as the run stored them;
+/// empty for any other server.
+fn nginx_connections(run: &StoredRun) -> Vec<(String, String)> {
+    let settings = run
+        .setup
+        .as_ref()
+        .and_then(|s| s.pointer("/managed_server/settings"))
+        .and_then(|s| s.as_array());
+    let is_nginx = run
+        .setup
+        .as_ref()
+        .and_then(|s| s.pointer("/managed_server/version"))
+        .and_then(|v| v.as_str())
+        .is_some_and(|v| v.starts_with("nginx"));
+    if !is_nginx {
+        return Vec::new();
+    }
+    settings
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str()?.split_once('='))
+        .filter(|(k, _)| matches!(*k, "worker_connections" | "worker_processes"))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The admission limit of an HTTP server that reset or refused
+/// connections in the steps of `closed` while it answered the rest: a
+/// limit on the connections it holds, named from a managed nginx's
+/// settings (`nginx`) when they are known.
+fn connection_limit(
+    closed: &[TurnedAway],
+    unit: crate::units::RateUnit,
+    below: Option<&str>,
+    nginx: &[(String, String)],
+) -> Bottleneck {
+    let rate = |r: f64| crate::units::Rate(r, unit).to_string();
+    let mut evidence: Vec<String> = closed
+        .iter()
+        .map(|t| {
+            format!(
+                "at {} the server reset or refused the connection of {} of {} requests ({}) and answered the rest, serving {}",
+                t.load,
+                t.turned,
+                t.requests,
+                crate::units::Percent(t.turned as f64 / t.requests.max(1) as f64),
+                rate(t.served_per_s)
+            )
+        })
+        .collect();
+    let setting = nginx.iter().find(|(k, _)| k == "worker_connections");
+    if let Some((_, value)) = setting {
+        let workers = nginx
+            .iter()
+            .find(|(k, _)| k == "worker_processes")
+            .map_or("1".to_string(), |(_, v)| v.clone());
+        evidence.push(format!(
+            "the managed nginx ran with worker_connections = {value} per worker (worker_processes = {workers}; auto is one per CPU), its listening sockets and upstream connections counting against it: past it a worker closes what it cannot hold (its error log: \"worker_connections are not enough\")"
+        ));
+    } else {
+        evidence.push(
+            "a server that answers most requests and closes the connections of the rest holds fewer connections than the load opened: a limit on connections (nginx's worker_connections, a proxy's maxconn, a full listen backlog, a file-descriptor limit)".to_string(),
+        );
+    }
+    evidence.extend(below.map(|b| format!("the steps below it showed: {b}")));
+    let name = match setting {
+        Some(_) => "admission limit (worker_connections)".to_string(),
+        None => "admission limit (connections reset or refused)".to_string(),
+    };
+    Bottleneck {
+        kind: BottleneckKind::AdmissionLimit,
+        name,
+        evidence,
+        ruled_out: Vec::new(),
+        unreliable: false,
+        next: Some(format!(
+            "raise the server's limit on connections ({}) to measure it past {}, or give fewer users",
+            if setting.is_some() { "worker_connections, and worker_rlimit_nofile with it" } else { "worker_connections, maxconn, the listen backlog, the open-file limit" },
+            closed[0].load
+        )),
+        resource: None,
+    }
 }
 
 /// The admission limit of an HTTP server that turned requests away in
@@ -241,7 +381,7 @@ fn slots(inv: &std::collections::BTreeMap<String, String>, setting: &str) -> Vec
 
 #[cfg(test)]
 mod tests {
-    use super::{http_limit, slots, TurnedAway};
+    use super::{connection_limit, http_limit, slots, TurnedAway};
     use crate::units::RateUnit;
 
     fn turned(load: &str, turned: u64, requests: u64, served_per_s: f64) -> TurnedAway {
@@ -293,6 +433,36 @@ mod tests {
             b.evidence
         );
         assert_eq!(b.evidence.len(), 3);
+    }
+
+    /// Connections reset while the rest was answered: named by a managed
+    /// nginx's worker_connections when it is known, as a limit on
+    /// connections otherwise.
+    #[test]
+    fn connections_closed_on_the_load_are_a_limit_on_connections() {
+        let mut closed = turned("48 users", 900, 9000, 4000.0);
+        closed.reply = "a reset or refused connection";
+        let nginx = [
+            ("worker_processes".to_string(), "auto".to_string()),
+            ("worker_connections".to_string(), "16".to_string()),
+        ];
+        let b = connection_limit(
+            std::slice::from_ref(&closed),
+            RateUnit::Requests,
+            Some("cpu"),
+            &nginx,
+        );
+        assert_eq!(b.name, "admission limit (worker_connections)");
+        assert_eq!(
+            b.evidence[0],
+            "at 48 users the server reset or refused the connection of 900 of 9000 requests (10.0%) and answered the rest, serving 4000 req/s"
+        );
+        assert!(b.evidence[1].starts_with("the managed nginx ran with worker_connections = 16 per worker (worker_processes = auto;"), "{:?}", b.evidence);
+        assert_eq!(b.evidence[2], "the steps below it showed: cpu");
+        let b = connection_limit(&[closed], RateUnit::Requests, None, &[]);
+        assert_eq!(b.name, "admission limit (connections reset or refused)");
+        assert_eq!(b.evidence.len(), 2);
+        assert!(b.next.unwrap().contains("past 48 users"));
     }
 
     #[test]

@@ -456,11 +456,21 @@ fn latency_ratio(slos: &[crate::plan::Slo], summary: &crate::measure::StepSummar
 }
 
 /// How the sweep ends on a failed step: the target lost when most of its
-/// errors could not reach it, the error limit broken otherwise.
+/// errors could not reach it and it answered fewer operations than that;
+/// the error limit broken otherwise (a server that answered most of the
+/// step and closed the connections of the rest was there: it limits).
 fn failed_end(step: &FinishedStep, reason: &str) -> SweepEnd {
     let all = step.measured.all_ops();
     let lost = all.errors.count(ErrorKind::Connect) + all.errors.count(ErrorKind::Reset);
-    if lost * 2 > all.error_count() {
+    if lost * 2 > all.error_count() && all.completed() > lost {
+        SweepEnd::Failed {
+            step: step.index,
+            reason: format!(
+                "{reason}: the server reset or refused the connections of {lost} operations while it answered {}",
+                all.completed()
+            ),
+        }
+    } else if lost * 2 > all.error_count() {
         SweepEnd::TargetLost {
             step: step.index,
             reason: format!("{lost} operations could not reach the target"),

@@ -816,6 +816,32 @@ fn whatever_signals_come_and_whenever_a_managed_nginx_is_stopped_and_removed() {
     }
 }
 
+/// A managed nginx held to 16 connections a worker (`worker_connections`)
+/// swept past them: it answers most requests and closes the connections
+/// of the rest. The step says so in those words (not "lost the target"),
+/// and the verdict is the admission limit named by the setting, with its
+/// value and the steps below it; never the CPU the steps below showed.
+#[test]
+fn an_nginx_past_its_worker_connections_is_its_admission_limit() {
+    let dir = tempdir();
+    let (out, _) = perflab_expect(
+        dir.path(),
+        "run web --target nginx:managed --nginx-set worker_connections=16 --users 4,48 --warmup 0.5s --duration 2s",
+        1,
+    );
+    contains(&out, "the server reset or refused the connections of ");
+    assert!(!out.contains("lost the target"), "{out}");
+    let verdict = perflab_ok(dir.path(), "analyze last");
+    contains(&verdict, "bottleneck  admission limit (worker_connections)");
+    contains(
+        &verdict,
+        "at 48 users the server reset or refused the connection of ",
+    );
+    contains(&verdict, "worker_connections = 16 per worker");
+    contains(&verdict, "the steps below it showed: ");
+    contains(&verdict, "raise the server's limit on connections");
+}
+
 /// An nginx whose `limit_req` holds requests to 100/s (a burst of 5, the
 /// rest answered 503): a rate sweep past it is the admission limit, with
 /// the replies counted and the rate served stated, held while the load
