@@ -58,6 +58,7 @@ server-throttle-pg      ^(not_reached|resource)$ ^commit.I/O.\((a.blkio.throttle
 admission-pg            ^admission_limit$     max_connections
 admission-mariadb       ^admission_limit$     max_connections
 admission-nginx         ^admission_limit$     requests.turned.away
+connections-nginx       ^admission_limit$     worker_connections
 disk-quick              ^(not_reached|resource)$ ^(not.reached|disk.)
 files-quick             ^resource$            ^cpu
 bank-quick              ^software_contention$ single.writer
@@ -65,7 +66,7 @@ web-quick               ^resource$            ^cpu
 net-quick               ^resource$            ^cpu
 null-quick              ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx connections-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -988,6 +989,15 @@ scn_admission_nginx() {
     own_nginx 'limit_req_zone $host zone=held:1m rate=300r/s;' 'limit_req zone=held burst=20 nodelay;'
     WORKLOAD=web LOAD_FLAG=--rate sweep 100,200,400,800 --target "$NGINX_URL" \
         --server-pid "$NGINX_PID" --urls "$WORK/urls.txt" --max-error-rate 100%
+}
+
+# 11d. A managed nginx held to 16 connections a worker (worker_connections;
+# one worker a CPU), swept from 1 to 64 users on kept-alive connections:
+# past its slots it answers most requests and closes the connections of
+# the rest, and the run ends on that step.
+scn_connections_nginx() {
+    WORKLOAD=web ENDS_EARLY=1 sweep 1,4,16,64 --target nginx:managed \
+        --nginx-set worker_connections=16
 }
 
 # An nginx of the scenario's own on loopback serving one small page

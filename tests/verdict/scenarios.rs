@@ -183,6 +183,11 @@ fn scenario_an_nginx_rate_limit_is_its_admission_limit() {
 }
 
 #[test]
+fn scenario_an_nginx_past_its_worker_connections_is_its_admission_limit() {
+    scenario("connections-nginx");
+}
+
+#[test]
 fn scenario_the_disk_quick_start_is_not_reached_or_the_device() {
     scenario("disk-quick");
 }
