@@ -66,12 +66,14 @@ fn a_sweep_with_objectives_judges_each_step_and_answers() {
     // 2 ms per operation against p95 < 1 ms: every step breaks, and says
     // by how much.
     contains(&out, "breaks p95<1.00ms 100.0% over");
+    // The p95 of a 2 ms service: 2 ms and over (a loaded machine wakes
+    // the timer late: 3.19 ms was seen beside the suite's other tests).
     let answer = out.lines().find(|l| l.starts_with("holds")).unwrap_or("");
-    assert!(
-        answer
-            .starts_with("holds p95<1.00ms, errors<1.0% at no load run; breaks at 1 user (p95 2."),
-        "{out}"
-    );
+    let p95 = answer
+        .strip_prefix("holds p95<1.00ms, errors<1.0% at no load run; breaks at 1 user (p95 ")
+        .and_then(|rest| rest.split("ms").next())
+        .and_then(|ms| ms.parse::<f64>().ok());
+    assert!(p95.is_some_and(|ms| (2.0..20.0).contains(&ms)), "{out}");
     let export = last_export(dir.path());
     assert_eq!(export["steps"][0]["slo"]["decision"], "breaks");
     assert_eq!(
