@@ -107,16 +107,22 @@ fn turned_away(
     let seconds = length.as_secs_f64();
     (turned > 0 && turned as f64 >= TURNED_AWAY_SHARE * requests as f64 && seconds > 0.0).then(
         || TurnedAway {
-            load: match step.level {
-                crate::plan::Level::Rate(r) => crate::units::Rate(r, unit).to_string(),
-                users => users.to_string(),
-            },
+            load: load_said(step, unit),
             reply,
             turned,
             requests,
             served_per_s: all.completed() as f64 / seconds,
         },
     )
+}
+
+/// A step's load as the evidence says it: a rate in the run's unit, or
+/// users.
+fn load_said(step: &crate::engine::StepResult, unit: crate::units::RateUnit) -> String {
+    match step.level {
+        crate::plan::Level::Rate(r) => crate::units::Rate(r, unit).to_string(),
+        users => users.to_string(),
+    }
 }
 
 /// The share of a step's requests whose connections were reset or
@@ -151,10 +157,7 @@ fn closed_on(step: &crate::engine::StepResult, unit: crate::units::RateUnit) -> 
         });
     let seen = closed > 0 && (TURNED_AWAY_SHARE..=MOSTLY_CLOSED).contains(&share);
     (seen && answering && seconds > 0.0).then(|| TurnedAway {
-        load: match step.level {
-            crate::plan::Level::Rate(r) => crate::units::Rate(r, unit).to_string(),
-            users => users.to_string(),
-        },
+        load: load_said(step, unit),
         reply: "a reset or refused connection",
         turned: closed,
         requests,
