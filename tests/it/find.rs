@@ -233,12 +233,20 @@ fn a_level_at_the_known_answer_is_too_close_to_call_and_not_claimed() {
 /// the line that begins `holds` and what stops the server on either side.
 #[test]
 fn the_search_brackets_a_real_database_and_web_server() {
-    for (args, unit) in [
+    // The bank's objective is well above one user's p95 on a busy host
+    // (3.6 ms quiet, up to 5.6 ms beside two busy loops), so the search
+    // always has a level that meets it to climb from.
+    for (args, unit, opening) in [
         (
-            "run bank --target postgres:managed --users 1 --slo p95<5ms --find",
+            "run bank --target postgres:managed --users 1 --slo p95<20ms --find",
             "users",
+            "holds p95<20.0ms up to ",
         ),
-        ("run web --rate 2000 --slo p95<5ms --find", "rate"),
+        (
+            "run web --rate 2000 --slo p95<5ms --find",
+            "rate",
+            "holds p95<5.00ms up to ",
+        ),
     ] {
         let dir = tempdir();
         let out = perflab_ok(
@@ -254,10 +262,7 @@ fn the_search_brackets_a_real_database_and_web_server() {
         // The bracket is within 5%, or one user wide.
         assert!(above <= held * 1.05 + 1.0, "{said}");
         assert_eq!(export["steps"][0]["load"]["kind"], unit, "{said}");
-        let answer = out
-            .lines()
-            .find(|l| l.starts_with("holds p95<5.00ms up to "))
-            .unwrap_or("");
+        let answer = out.lines().find(|l| l.starts_with(opening)).unwrap_or("");
         assert!(!answer.is_empty(), "{out}");
         contains(&out, "\n  within      at ");
         contains(&out, "\n  beyond      at ");
