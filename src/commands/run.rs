@@ -707,9 +707,12 @@ fn finish(
             return Ok(Exit::Failed);
         }
         (Err(e), _) => {
+            // The sweep reached the target with the same settings: a check
+            // that cannot is the target's failure, never bad input (exit 1,
+            // not 2), whatever the error's own kind.
             let reason = format!("the check could not run: {e:#}");
             let _ = store.finish_run(run, RunStatus::Failed, Some(&reason), None);
-            return Err(e.context("the check could not run"));
+            return Err(anyhow::anyhow!("{reason}"));
         }
     };
     let check_failed = check.as_ref().is_some_and(|c| !c.passed);
@@ -864,6 +867,7 @@ mod tests {
             usage: Default::default(),
             handed_over: 2,
             measured_intervals: 2,
+            last_measured_completed: 1,
             drain: IntervalRecord {
                 phase: Phase::Drain,
                 ..one_second(2).2

@@ -186,6 +186,8 @@ pub(super) struct Merging {
     measured: Tally,
     measured_length: Duration,
     measured_intervals: usize,
+    /// Operations the last measured interval handed over completed.
+    last_measured_completed: u64,
     /// Every interval handed over, merged.
     everything: Tally,
     /// perflab's resident memory when the last measured interval completed.
@@ -299,6 +301,7 @@ impl Merging {
             measured: Tally::new(op_count),
             measured_length: Duration::ZERO,
             measured_intervals: 0,
+            last_measured_completed: 0,
             everything: Tally::new(op_count),
             rss_at_end: None,
             failure: None,
@@ -407,6 +410,7 @@ impl Merging {
             self.measured.merge(&tally);
             self.measured_length += spec.end - spec.start;
             self.measured_intervals += 1;
+            self.last_measured_completed = tally.all_ops().completed();
         }
         let record = IntervalRecord {
             phase: spec.phase,
@@ -488,6 +492,7 @@ impl Merging {
             usage,
             handed_over: self.handed_over,
             measured_intervals: self.measured_intervals,
+            last_measured_completed: self.last_measured_completed,
             drain: IntervalRecord {
                 phase: Phase::Drain,
                 start: stopped_at,

@@ -101,6 +101,9 @@ pub struct FinishedStep {
     pub(crate) handed_over: usize,
     /// The measured intervals among them.
     pub(crate) measured_intervals: usize,
+    /// Operations completed in the last of them: a server that still
+    /// answered at the window's end, or one that had gone.
+    pub(crate) last_measured_completed: u64,
     /// What ended after the last complete interval.
     pub drain: IntervalRecord,
     /// The measured window merged (the drain's failures absorbed, as

@@ -456,13 +456,16 @@ fn latency_ratio(slos: &[crate::plan::Slo], summary: &crate::measure::StepSummar
 }
 
 /// How the sweep ends on a failed step: the target lost when most of its
-/// errors could not reach it and it answered fewer operations than that;
-/// the error limit broken otherwise (a server that answered most of the
-/// step and closed the connections of the rest was there: it limits).
+/// errors could not reach it and it answered fewer operations than that,
+/// or answered none in the window's last interval (killed late in the
+/// step); the error limit broken otherwise (a server that answered most
+/// of the step, to its end, and closed the connections of the rest was
+/// there: it limits).
 fn failed_end(step: &FinishedStep, reason: &str) -> SweepEnd {
     let all = step.measured.all_ops();
     let lost = all.errors.count(ErrorKind::Connect) + all.errors.count(ErrorKind::Reset);
-    if lost * 2 > all.error_count() && all.completed() > lost {
+    let answering = step.last_measured_completed > 0;
+    if lost * 2 > all.error_count() && all.completed() > lost && answering {
         SweepEnd::Failed {
             step: step.index,
             reason: format!(
@@ -516,4 +519,67 @@ fn attach_reports(
 /// A process's CPU use as a share of the CPUs it may use.
 fn busiest_share(usage: &SelfUsage) -> f64 {
     usage.cpu_share() / usage.cpu_capacity.unwrap_or(1.0).max(1e-9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::PackedTally;
+
+    /// A one-user step that completed `ok` operations and lost `lost` to
+    /// refused connections, `last` of the completions in its last
+    /// measured interval.
+    fn step(ok: u64, lost: u64, last: u64) -> FinishedStep {
+        let mut tally = Tally::new(1);
+        tally.ops[0].ok = ok;
+        for _ in 0..lost {
+            tally.ops[0].errors.record(ErrorKind::Connect);
+        }
+        let drain = IntervalRecord {
+            phase: Phase::Drain,
+            start: Duration::from_secs(2),
+            length: Duration::ZERO,
+            tally: PackedTally::pack(&Tally::new(1)),
+            db: None,
+            host: None,
+            probes: Vec::new(),
+        };
+        FinishedStep {
+            index: 4,
+            level: Level::Users(5),
+            started_at: SystemTime::now(),
+            status: StepStatus::Ok,
+            usage: SelfUsage::default(),
+            handed_over: 2,
+            measured_intervals: 2,
+            last_measured_completed: last,
+            drain,
+            measured: tally.clone(),
+            measured_length: Duration::from_secs(2),
+            everything: tally,
+            generators: Vec::new(),
+            lost: Vec::new(),
+            judgement: None,
+        }
+    }
+
+    /// A server that answered most of a step and refused the rest limits
+    /// while it still answers at the window's end; one that answered
+    /// nothing in the last interval was killed late in the step: lost,
+    /// as one that answered less than it refused.
+    #[test]
+    fn a_server_that_stopped_answering_before_the_windows_end_is_lost() {
+        let limited = failed_end(&step(900, 100, 300), "too many errors");
+        assert!(
+            matches!(&limited, SweepEnd::Failed { reason, .. } if reason.contains("reset or refused the connections of 100 operations while it answered 900")),
+            "{limited:?}"
+        );
+        for (ok, lost, last) in [(900, 100, 0), (100, 900, 50)] {
+            let end = failed_end(&step(ok, lost, last), "too many errors");
+            assert!(
+                matches!(&end, SweepEnd::TargetLost { step: 4, reason } if reason == &format!("{lost} operations could not reach the target")),
+                "{ok} {lost} {last}: {end:?}"
+            );
+        }
+    }
 }

@@ -88,27 +88,50 @@ pub(crate) fn busiest<'a>(
         .collect()
 }
 
+/// The CPUs the server's own processes used at a step: none of their own
+/// for a target that runs in perflab's threads (embedded SQLite, the null
+/// target), whose CPU is counted as perflab's.
+fn own_server_cpus(p: &StepPoint, embedded: bool) -> Option<f64> {
+    if embedded {
+        Some(0.0)
+    } else {
+        p.extras.server_cpus
+    }
+}
+
 /// Whether the host's CPUs at a step were busy mostly with other work than
 /// the followed server's and perflab's: then they are the neighbours'
 /// limit (a caveat says so), not the server's.
-pub(crate) fn others_dominate(p: &StepPoint) -> bool {
-    let (Some(busy), Some(server)) = (p.extras.busy_cpus, p.extras.server_cpus) else {
+pub(crate) fn others_dominate(p: &StepPoint, embedded: bool) -> bool {
+    let (Some(busy), Some(server)) = (p.extras.busy_cpus, own_server_cpus(p, embedded)) else {
         return false;
     };
     busy > 0.0 && server + p.generator.cpus < 0.5 * busy
 }
 
 /// A CPU resource kept busy by others: the host's CPUs mostly with other
-/// work, or one CPU on which the server used under half of what was busy.
-fn neighbours(p: &StepPoint, r: &ResourceUse) -> bool {
+/// work, or one CPU on which the server (perflab's threads, for an
+/// embedded target) used under half of what was busy — all of its CPU
+/// time on that one CPU could not have kept it that busy.
+fn neighbours(p: &StepPoint, r: &ResourceUse, embedded: bool) -> bool {
     match r.kind {
-        ResourceKind::Cpu => others_dominate(p),
-        ResourceKind::OneCpu => p
-            .extras
-            .server_cpus
-            .is_some_and(|server| server < 0.5 * r.utilisation),
+        ResourceKind::Cpu => others_dominate(p, embedded),
+        ResourceKind::OneCpu => {
+            let server = if embedded {
+                Some(p.generator.cpus)
+            } else {
+                p.extras.server_cpus
+            };
+            server.is_some_and(|server| server < 0.5 * r.utilisation)
+        }
         _ => false,
     }
+}
+
+/// Whether others' work, not the run's, kept a resource busy at a step:
+/// a CPU (see [`neighbours`]) or a disk busy with others' I/O.
+pub(crate) fn others_kept_busy(p: &StepPoint, r: &ResourceUse, embedded: bool) -> bool {
+    neighbours(p, r, embedded) || super::device::others_io(p, r)
 }
 
 /// Points by which one CPU must be busier than the mean of the others to
@@ -141,11 +164,15 @@ fn one_cpu_is_a_limit(p: &StepPoint, r: &ResourceUse) -> bool {
 /// a quota the server is held to before the host's CPUs, the host's CPUs
 /// before a single CPU unless that one is busier by more than 2 points (a
 /// server held to it).
-pub(crate) fn saturated<'a>(points: &[StepPoint], all: &[Busiest<'a>]) -> Vec<Busiest<'a>> {
+pub(crate) fn saturated<'a>(
+    points: &[StepPoint],
+    all: &[Busiest<'a>],
+    embedded: bool,
+) -> Vec<Busiest<'a>> {
     let mut out: Vec<Busiest<'a>> = all
         .iter()
         .filter(|b| ran_out(&points[b.at], b.resource, b.growth))
-        .filter(|b| !neighbours(&points[b.at], b.resource))
+        .filter(|b| !neighbours(&points[b.at], b.resource, embedded))
         .filter(|b| {
             b.resource.kind != ResourceKind::OneCpu || one_cpu_is_a_limit(&points[b.at], b.resource)
         })

@@ -266,7 +266,7 @@ fn saturated(
         demands,
     } = *run;
     let busiest = hardware::busiest(points, peak, demands);
-    let found = *hardware::saturated(points, &busiest).first()?;
+    let found = *hardware::saturated(points, &busiest, shape.embedded).first()?;
     // A saturated resource holds throughput level; a curve that falls
     // away past it, with the resource no longer saturated and the
     // sessions waiting on each other, is contention.
@@ -481,10 +481,10 @@ fn not_reached(points: &[StepPoint], shape: RunShape, demands: &Demands) -> Bott
     )];
     let device = device::not_saturated(points, hardware::SATURATED);
     // A busy disk that kept scaling has no bound in its busy share, nor
-    // one busy with others' I/O.
+    // a disk or a CPU busy with others' work.
     let others = |name: &str| {
         last.resource(name)
-            .is_some_and(|r| device::others_io(last, r))
+            .is_some_and(|r| hardware::others_kept_busy(last, r, shape.embedded))
     };
     if let Some(d) = demands
         .tightest()

@@ -32,13 +32,13 @@ fn latency_grew(points: &[StepPoint]) -> bool {
 /// The resource with the tightest bound that the run's own work kept
 /// busy at the `last` step: not a disk busy with others' I/O, nor the
 /// host's CPUs busy mostly with other processes.
-fn approached<'a>(demands: &'a Demands, last: &StepPoint) -> Option<&'a Demand> {
+fn approached<'a>(demands: &'a Demands, last: &StepPoint, embedded: bool) -> Option<&'a Demand> {
     demands.resources.iter().find(|d| {
         let Some(r) = last.resource(&d.resource) else {
             return false;
         };
         let others = if r.kind.is_cpu() {
-            hardware::others_dominate(last)
+            hardware::others_dominate(last, embedded)
         } else {
             device::others_io(last, r)
         };
@@ -79,7 +79,7 @@ pub(crate) fn verdict(
         Latency(before.response.p95),
         Latency(last.response.p95)
     ));
-    let limit = approached(demands, last);
+    let limit = approached(demands, last, shape.embedded);
     if let Some(d) = limit {
         let u = last.resource(&d.resource).map_or(0.0, |r| r.utilisation);
         evidence.push(format!(

@@ -1428,3 +1428,39 @@ fn a_memory_high_the_server_went_over_is_memory_evidence() {
         "{all}"
     );
 }
+
+/// The null target at 10 ms a call, two users, beside a process that
+/// keeps one CPU busy: the busy CPU is the neighbour's, not the target's
+/// (it runs in perflab's threads, which used 0.05 CPUs). Throughput kept
+/// pace with the users: not reached, whether the busy CPU is one of two
+/// or the host's CPUs together.
+#[test]
+fn an_embedded_target_beside_a_cpu_hog_is_not_held_by_the_hogs_cpu() {
+    let shape = super::RunShape {
+        embedded: true,
+        ..SHAPE
+    };
+    for (cpu, one) in [(0.52, 1.0), (0.99, 1.0)] {
+        let mut points = curve(&[99.0, 198.0]);
+        for p in &mut points {
+            p.response.mean = Duration::from_millis(10);
+            p.response.p50 = Duration::from_millis(10);
+            p.response.p95 = Duration::from_micros(10_100);
+            p.resources = vec![
+                resource("cpu", ResourceKind::Cpu, 2.0, cpu),
+                resource("cpu0", ResourceKind::OneCpu, 1.0, one),
+                resource("cpu1", ResourceKind::OneCpu, 1.0, 2.0 * cpu - one),
+            ];
+            p.extras.busy_cpus = Some(2.0 * cpu);
+            p.extras.server_cpus = None;
+            p.generator.cpus = 0.05;
+        }
+        let b = verdict_of(points, shape, DEFAULT_MAX_CV, 1)
+            .bottleneck
+            .unwrap();
+        assert_eq!(b.kind, BottleneckKind::NotReached, "{cpu}: {b:?}");
+        assert!(!b.name.contains("cpu"), "{cpu}: {b:?}");
+        let all = b.evidence.join("\n");
+        assert!(!all.contains("cpu"), "{cpu}: {all}");
+    }
+}
