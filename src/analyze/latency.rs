@@ -124,6 +124,11 @@ fn moved(a: &StepPoint, b: &StepPoint) -> Vec<String> {
         ),
         ("tcp timeouts", a.extras.tcp_timeouts, b.extras.tcp_timeouts),
         (
+            "listen queue overflows",
+            a.extras.listen_overflows,
+            b.extras.listen_overflows,
+        ),
+        (
             "major faults/s",
             a.extras.major_faults_per_s,
             b.extras.major_faults_per_s,
@@ -142,4 +147,60 @@ fn moved(a: &StepPoint, b: &StepPoint) -> Vec<String> {
         }
     }
     out
+}
+
+/// Listen-queue overflows on the server's host from which a step's slow
+/// connections are named: fewer are a passing burst.
+const OVERFLOWS_SEEN: f64 = 10.0;
+
+/// The caveat for connections a full listen (accept) queue on the
+/// server's host turned away, once, at the step where most were: each
+/// such connection waits for the client's SYN retransmit (1 s, then
+/// 3 s), which is a tail no resource of the server shows.
+pub(crate) fn listen_overflows(points: &[StepPoint], host: &str) -> Option<String> {
+    let (p, overflows) = points
+        .iter()
+        .filter_map(|p| {
+            Some((
+                p,
+                p.extras.listen_overflows.filter(|n| *n >= OVERFLOWS_SEEN)?,
+            ))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some(format!(
+        "at {} a full listen queue on {host} turned away {overflows:.0} connection attempts (TCP ListenOverflows): each waits for the client's SYN retransmit, 1 s and then 3 s, and {} of operations there took over 1 s; a longer listen backlog (the server's listen() backlog, which net.core.somaxconn caps) or a server that accepts sooner removes that wait",
+        load_text(p),
+        crate::units::Percent(p.over_1s)
+    ))
+}
+
+#[cfg(test)]
+mod overflow_tests {
+    use super::*;
+    use crate::analyze::fixture::mva_points;
+
+    /// The step with the most overflows is named with its count and its
+    /// share over 1 s; a handful of overflows, or none counted, is not.
+    #[test]
+    fn a_full_listen_queue_is_named_at_the_step_where_it_turned_most_away() {
+        let mut points = mva_points(0.0004, 0.0002, 0.0, &[1, 8, 32]);
+        for (p, n) in points.iter_mut().zip([Some(0.0), Some(12.0), Some(240.0)]) {
+            p.extras.listen_overflows = n;
+            p.over_1s = 0.003;
+        }
+        let said = listen_overflows(&points, "this host").unwrap();
+        assert!(
+            said.starts_with(
+                "at 32 users a full listen queue on this host turned away 240 connection attempts"
+            ),
+            "{said}"
+        );
+        assert!(
+            said.contains("0.3% of operations there took over 1 s"),
+            "{said}"
+        );
+        points[2].extras.listen_overflows = Some(9.0);
+        points[1].extras.listen_overflows = None;
+        assert_eq!(listen_overflows(&points, "this host"), None);
+    }
 }

@@ -82,6 +82,10 @@ pub(crate) struct HostExtras {
     pub(crate) retransmits_per_s: Option<f64>,
     pub(crate) segments_out_per_s: Option<f64>,
     pub(crate) tcp_timeouts: Option<f64>,
+    /// Connections a full listen (accept) queue on the host turned away
+    /// over the step: each waits for the client's SYN retransmit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) listen_overflows: Option<f64>,
     pub(crate) major_faults_per_s: Option<f64>,
     pub(crate) swap_in_per_s: Option<f64>,
     pub(crate) pages_scanned_per_s: Option<f64>,
@@ -665,6 +669,7 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
         retransmits_per_s: weighted_mean(samples, |s| s.tcp.map(|t| t.retransmits_per_s)),
         segments_out_per_s: weighted_mean(samples, |s| s.tcp.map(|t| t.segments_out_per_s)),
         tcp_timeouts: total(samples, |s| s.tcp.and_then(|t| t.timeouts)),
+        listen_overflows: total(samples, |s| s.tcp.and_then(|t| t.listen_overflows)),
         major_faults_per_s: weighted_mean(samples, |s| s.memory.and_then(|m| m.major_faults_per_s)),
         swap_in_per_s: weighted_mean(samples, |s| s.memory.and_then(|m| m.swap_in_per_s)),
         pages_scanned_per_s: weighted_mean(samples, |s| {
