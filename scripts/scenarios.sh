@@ -59,6 +59,7 @@ admission-pg            ^admission_limit$     max_connections
 admission-mariadb       ^admission_limit$     max_connections
 admission-nginx         ^admission_limit$     requests.turned.away
 connections-nginx       ^admission_limit$     worker_connections
+backlog-nginx           ^admission_limit$     listen.backlog
 disk-quick              ^(not_reached|resource)$ ^(not.reached|disk.)
 files-quick             ^resource$            ^cpu
 bank-quick              ^software_contention$ single.writer
@@ -66,7 +67,7 @@ web-quick               ^resource$            ^cpu
 net-quick               ^resource$            ^cpu
 null-quick              ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx connections-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx connections-nginx backlog-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -1000,11 +1001,24 @@ scn_connections_nginx() {
         --nginx-set worker_connections=16
 }
 
+# 11e. An nginx of the scenario's own with one worker listening with a
+# backlog of 4, swept to 32 users in --connection close (a connection per
+# request): connections arrive faster than its one worker accepts them,
+# the kernel turns the SYNs past the listen queue away, and each such
+# client waits a second for its SYN retransmit while the server is not
+# busy. The verdict is the admission limit, the listen backlog.
+scn_backlog_nginx() {
+    own_nginx '' '' 'backlog=4'
+    WORKLOAD=web sweep 1,8,32 --target "$NGINX_URL" --server-pid "$NGINX_PID" \
+        --urls "$WORK/urls.txt" --connection close
+}
+
 # An nginx of the scenario's own on loopback serving one small page
-# (WORK/urls.txt names it), with HTTP_DIRECTIVES in its http block and
-# SERVER_DIRECTIVES in its server's. Sets NGINX_URL and NGINX_PID.
+# (WORK/urls.txt names it), with HTTP_DIRECTIVES in its http block,
+# SERVER_DIRECTIVES in its server's and LISTEN_PARAMETERS on its listen
+# line. Sets NGINX_URL and NGINX_PID.
 own_nginx() {
-    local http=$1 server=$2 port
+    local http=$1 server=$2 listen=${3:-} port
     port=$(free_port)
     mkdir -p "$WORK/html" "$WORK/nginx-tmp"
     echo "perflab's page" >"$WORK/html/index.html"
@@ -1022,7 +1036,7 @@ http {
     uwsgi_temp_path $WORK/nginx-tmp/uwsgi;
     scgi_temp_path $WORK/nginx-tmp/scgi;
     $http
-    server { listen 127.0.0.1:$port; root $WORK/html; $server }
+    server { listen 127.0.0.1:$port $listen; root $WORK/html; $server }
 }
 EOF
     /usr/sbin/nginx -p "$WORK" -c "$WORK/nginx.conf" 2>"$WORK/nginx-start.log" \

@@ -27,6 +27,17 @@ pub(super) fn apply(run: &StoredRun, verdict: &mut Verdict) {
         ));
         return;
     }
+    if verdict
+        .bottleneck
+        .as_ref()
+        .is_some_and(|b| b.name == super::bottleneck::backlog::NAME)
+    {
+        verdict.what_if = None;
+        verdict.no_what_if = Some(
+            "the clients waited in the listen queue, before the server's resources: a model of those resources has nothing to change for them"
+                .to_string(),
+        );
+    }
     let unit = verdict.rate_unit;
     let turned: Vec<TurnedAway> = run
         .steps

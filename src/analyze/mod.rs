@@ -152,9 +152,16 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
         let others = others_on_the_host(&verdict.points, shape.embedded, shape.kernel_served);
         verdict.caveats.splice(0..0, others);
     }
-    verdict
-        .caveats
-        .extend(latency::listen_overflows(&verdict.points, &server_host));
+    // Said once: the verdict's evidence when the overflows are its limit.
+    if verdict
+        .bottleneck
+        .as_ref()
+        .is_none_or(|b| b.name != bottleneck::backlog::NAME)
+    {
+        verdict
+            .caveats
+            .extend(latency::listen_overflows(&verdict.points, &server_host));
+    }
     verdict.server_host = server_host;
     verdict.left_out = left_out;
     verdict.caveats.splice(0..0, stalls(run));

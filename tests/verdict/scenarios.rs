@@ -188,6 +188,11 @@ fn scenario_an_nginx_past_its_worker_connections_is_its_admission_limit() {
 }
 
 #[test]
+fn scenario_an_nginx_whose_listen_queue_overflows_is_its_listen_backlog() {
+    scenario("backlog-nginx");
+}
+
+#[test]
 fn scenario_the_disk_quick_start_is_not_reached_or_the_device() {
     scenario("disk-quick");
 }

@@ -49,6 +49,7 @@
 //! Every verdict whose run followed the server's threads says where their
 //! time went at its step ([`time_spent`]).
 
+pub(crate) mod backlog;
 pub(crate) mod cache;
 pub(crate) mod contention;
 pub(crate) mod device;
@@ -189,6 +190,9 @@ fn decide(
         demands,
     };
     if let Some(found) = saturated(&run, from, &waits, fall) {
+        return found;
+    }
+    if let Some(found) = backlog::verdict(points, shape, peak) {
         return found;
     }
     if let Some(limit) = limit::verdict(points, shape, &waits) {

@@ -1464,3 +1464,42 @@ fn an_embedded_target_beside_a_cpu_hog_is_not_held_by_the_hogs_cpu() {
         assert!(!all.contains("cpu"), "{cpu}: {all}");
     }
 }
+
+/// A closed loop whose connections a full listen queue turned away: the
+/// users spent a third of their time waiting for SYN retransmits while
+/// no resource was busy. The listen backlog is the limit; a few
+/// overflows, or operations over 1 s holding little of the users' time,
+/// are not.
+#[test]
+fn a_listen_queue_that_overflows_is_the_listen_backlog() {
+    let judged = |overflows: f64, over_1s: f64| {
+        let mut points = curve(&[1800.0, 5800.0, 6300.0, 6200.0]);
+        for (i, p) in points.iter_mut().enumerate() {
+            p.extras.listen_overflows = Some([0.0, 2.0, overflows, overflows * 1.2][i]);
+            p.over_1s = [0.0, 0.0, over_1s, over_1s][i];
+            p.completed = (p.throughput * 3.0) as u64;
+            for r in &mut p.resources {
+                r.utilisation = 0.3;
+            }
+        }
+        judge(points).bottleneck.unwrap()
+    };
+    // At 4 users over 3 s, 0.02% of 18,900 operations over 1 s hold at
+    // least 3.8 s of the users' 12 s (31%); 0.001% hold 0.2 s (2%).
+    let b = judged(144.0, 0.0002);
+    assert_eq!(b.kind, BottleneckKind::AdmissionLimit, "{b:?}");
+    assert_eq!(b.name, "admission limit (listen backlog)", "{b:?}");
+    let all = b.evidence.join("\n");
+    assert!(
+        all.contains("turned away 144 connection attempts at 4 users"),
+        "{all}"
+    );
+    assert!(all.contains("by step: 0 → 2 → 144 → 173"), "{all}");
+    for (overflows, over_1s) in [(5.0, 0.0002), (144.0, 0.00001)] {
+        let b = judged(overflows, over_1s);
+        assert_ne!(
+            b.name, "admission limit (listen backlog)",
+            "{overflows} {over_1s}: {b:?}"
+        );
+    }
+}
