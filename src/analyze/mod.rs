@@ -292,11 +292,18 @@ fn others_on_the_host(points: &[StepPoint], embedded: bool, kernel_served: bool)
             };
             let others = busy - p.generator.cpus - server - kernel;
             (others >= 0.3).then(|| {
-                format!(
+                let mut text = format!(
                     "at {} other processes kept {:.2} CPUs busy besides perflab and the server: the host was not quiet",
                     capacity::load_text(p),
                     others
-                )
+                );
+                if let Some(niced) = p.extras.niced_unyielded_cpus.filter(|n| *n >= 0.1) {
+                    text.push_str(&format!(
+                        "; {:.2} CPUs of it ran at low priority (nice above 0), which gave no way: the kernel schedules each session as a group of equal weight (autogroup, /proc/sys/kernel/sched_autogroup_enabled), whatever its nice values",
+                        niced.min(others)
+                    ));
+                }
+                text
             })
         });
     // Niced work of others, once, where it was most.
@@ -648,6 +655,17 @@ mod tests {
             p.extras.yielded_cpus = Some(0.0);
         }
         assert!(others_on_the_host(&points, false, false).is_empty());
+        // Under autogroup the niced work gave no way: it is others' busy
+        // CPU, and the caveat says why it counts.
+        points[2].extras.busy_cpus = Some(1.5);
+        points[2].extras.niced_unyielded_cpus = Some(1.2);
+        let caveats = others_on_the_host(&points, false, false);
+        assert_eq!(caveats.len(), 1, "{caveats:?}");
+        assert!(
+            caveats[0].starts_with("at 4 users other processes kept 1.20 CPUs busy")
+                && caveats[0].contains("; 1.20 CPUs of it ran at low priority (nice above 0), which gave no way: the kernel schedules each session as a group"),
+            "{caveats:?}"
+        );
     }
 
     /// Throughput that plateaus with every resource idle is contention.

@@ -108,6 +108,10 @@ pub(crate) struct HostExtras {
     /// CPUs that other processes ran at a nice value above 0: spare
     /// capacity to the server, not counted in `busy_cpus`.
     pub(crate) yielded_cpus: Option<f64>,
+    /// CPUs that other processes ran at a nice value above 0 while the
+    /// kernel grouped each session for scheduling (autogroup): work that
+    /// did not give way, counted in `busy_cpus`.
+    pub(crate) niced_unyielded_cpus: Option<f64>,
     /// Seconds per second the server's threads were runnable but waited
     /// for a CPU (schedstat run delay), when followed.
     pub(crate) server_run_delay: Option<f64>,
@@ -686,6 +690,10 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
             Some((s.cpu_taken()? - steal).max(0.0) * s.cpus.len() as f64)
         }),
         yielded_cpus: weighted_mean(samples, |s| Some(s.cpu_yielded()? * s.cpus.len() as f64)),
+        niced_unyielded_cpus: weighted_mean(samples, |s| {
+            let unyielded = s.cpu_niced_by_others()? - s.cpu_yielded()?;
+            Some(unyielded * s.cpus.len() as f64)
+        }),
         steal: weighted_mean(samples, |s| s.cpu.map(|c| c.steal)),
         origin_cpus: weighted_mean(samples, |s| labelled(s, "origin").map(|p| p.cpu())),
         server_run_delay: weighted_mean(samples, |s| server(s)?.run_delay),

@@ -828,7 +828,6 @@ fn show_stored(store: &mut Store, run: RunId) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::StepStatus;
     use crate::measure::{OpTally, PackedTally, Phase};
     use std::time::Duration;
 
@@ -859,26 +858,11 @@ mod tests {
     }
 
     fn finished(tally: Tally) -> FinishedStep {
-        FinishedStep {
-            index: 0,
-            level: Level::Users(1),
-            started_at: SystemTime::now(),
-            status: StepStatus::Ok,
-            usage: Default::default(),
-            handed_over: 2,
-            measured_intervals: 2,
-            last_measured_completed: 1,
-            drain: IntervalRecord {
-                phase: Phase::Drain,
-                ..one_second(2).2
-            },
-            measured: tally.clone(),
-            measured_length: Duration::from_secs(2),
-            everything: tally,
-            generators: Vec::new(),
-            lost: Vec::new(),
-            judgement: None,
-        }
+        let drain = IntervalRecord {
+            phase: Phase::Drain,
+            ..one_second(2).2
+        };
+        FinishedStep::of_two_seconds(0, Level::Users(1), tally, 1, drain)
     }
 
     /// Another process holds the store past a commit's patience in the

@@ -126,6 +126,36 @@ impl FinishedStep {
     pub(crate) fn summary(&self) -> StepSummary {
         StepSummary::of(&self.measured, self.measured_length)
     }
+
+    /// A step of two measured seconds that ran whole, for tests: `tally`
+    /// is its measured window and everything it did, `last` the
+    /// completions of its last interval.
+    #[cfg(test)]
+    pub(crate) fn of_two_seconds(
+        index: usize,
+        level: Level,
+        tally: Tally,
+        last: u64,
+        drain: IntervalRecord,
+    ) -> Self {
+        FinishedStep {
+            index,
+            level,
+            started_at: SystemTime::now(),
+            status: StepStatus::Ok,
+            usage: SelfUsage::default(),
+            handed_over: 2,
+            measured_intervals: 2,
+            last_measured_completed: last,
+            drain,
+            measured: tally.clone(),
+            measured_length: Duration::from_secs(2),
+            everything: tally,
+            generators: Vec::new(),
+            lost: Vec::new(),
+            judgement: None,
+        }
+    }
 }
 
 /// Everything one step recorded.

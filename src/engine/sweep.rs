@@ -544,23 +544,7 @@ mod tests {
             host: None,
             probes: Vec::new(),
         };
-        FinishedStep {
-            index: 4,
-            level: Level::Users(5),
-            started_at: SystemTime::now(),
-            status: StepStatus::Ok,
-            usage: SelfUsage::default(),
-            handed_over: 2,
-            measured_intervals: 2,
-            last_measured_completed: last,
-            drain,
-            measured: tally.clone(),
-            measured_length: Duration::from_secs(2),
-            everything: tally,
-            generators: Vec::new(),
-            lost: Vec::new(),
-            judgement: None,
-        }
+        FinishedStep::of_two_seconds(4, Level::Users(5), tally, last, drain)
     }
 
     /// A server that answered most of a step and refused the rest limits

@@ -286,6 +286,9 @@ impl HostReader {
             perflab_cgroup,
             qdiscs,
             threads,
+            autogroup: root
+                .proc_text("sys/kernel/sched_autogroup_enabled")
+                .and_then(|t| parse::flag(&t)),
         }
     }
 }
@@ -506,6 +509,18 @@ mod tests {
         assert_eq!(s.irqs[1].per_cpu_per_s, vec![250.0, 0.0]);
         assert_eq!(s.pressure.memory_full, Some(0.0));
         assert!(s.memory.unwrap().available_bytes.is_some());
+        // The later snapshot's scheduler switch: each session a group.
+        assert_eq!(s.autogroup, Some(true));
+        assert_eq!(fixture("host-vm", "t0").autogroup, None);
+    }
+
+    #[test]
+    fn a_kernel_switch_is_zero_or_one_and_nothing_else() {
+        assert_eq!(parse::flag("1\n"), Some(true));
+        assert_eq!(parse::flag("0"), Some(false));
+        for text in ["", "2", "yes", "-1", "1 1"] {
+            assert_eq!(parse::flag(text), None, "{text:?}");
+        }
     }
 
     /// A host whose CPUs went idle ten seconds after a load: `avg10` still

@@ -88,6 +88,16 @@ pub(crate) fn pressure_total_us(text: &str, kind: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// A kernel switch (`0` or `1`, as under /proc/sys); anything else is
+/// unknown.
+pub(crate) fn flag(text: &str) -> Option<bool> {
+    match text.trim() {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    }
+}
+
 /// A link's speed, Mb/s, from its directory under /sys/class/net read
 /// through `read`. Reading it on a link that is down, or on a virtual
 /// device, fails with EINVAL or gives -1: not reported.

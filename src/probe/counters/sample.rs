@@ -230,6 +230,11 @@ pub struct HostSample {
     /// or lossy link shows here, not in the NIC's nominal speed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub qdiscs: Vec<QdiscSample>,
+    /// The kernel groups each session for scheduling (autogroup): others'
+    /// niced work in sessions of their own does not give way to the
+    /// server's (see [`cpu_yielded`](Self::cpu_yielded)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autogroup: Option<bool>,
 }
 
 impl HostSample {
@@ -317,6 +322,7 @@ impl HostSample {
                 .zip(b.perflab_cgroup.as_ref())
                 .map(|(x, y)| CgroupSample::between(x, y, seconds)),
             qdiscs: QdiscSample::all_between(&a.qdiscs, &b.qdiscs, seconds),
+            autogroup: b.autogroup,
         }
     }
 
@@ -331,22 +337,38 @@ impl HostSample {
     }
 
     /// The share of all CPUs' time that processes other than the followed
-    /// groups ran at a nice value above 0. The scheduler gives such work
-    /// way to the server and perflab (nice 19 weighs 15 against nice 0's
-    /// 1024), so it is spare capacity to them, not a busy CPU. Without a
-    /// followed group every niced tick counts as others'.
-    ///
-    /// The host's counters are sampled at the timer tick, which lands on a
-    /// busy loop far more often than on a server's short bursts; the
-    /// groups' own CPU is measured exactly. So the yielded share is at most
-    /// what is busy beyond the groups' own CPU.
-    pub(crate) fn cpu_yielded(&self) -> Option<f64> {
+    /// groups ran at a nice value above 0. The host's counters are sampled
+    /// at the timer tick, which lands on a busy loop far more often than on
+    /// a server's short bursts; the groups' own CPU is measured exactly. So
+    /// the share is at most what is busy beyond the groups' own CPU.
+    /// Without a followed group every niced tick counts as others'.
+    pub(crate) fn cpu_niced_by_others(&self) -> Option<f64> {
         let cpu = self.cpu?;
         let cpus = self.cpus.len().max(1) as f64;
         let own_niced: f64 = self.processes.iter().map(|p| p.cpu_niced).sum();
         let own: f64 = self.processes.iter().map(ProcessSample::cpu).sum();
         let beyond_own = (cpu.busy() - own / cpus).max(0.0);
         Some((cpu.nice - own_niced / cpus).clamp(0.0, beyond_own))
+    }
+
+    /// The share of others' niced work ([`cpu_niced_by_others`]) that
+    /// gave way to the server and perflab: spare capacity to them, not a
+    /// busy CPU, since the scheduler weighs nice 19 at 15 against nice
+    /// 0's 1024. None of it where the kernel groups each session for
+    /// scheduling (autogroup): a session weighs as much as any other
+    /// whatever its nice values, and the server, started in a session of
+    /// its own, gets no more than its share against a niced loop in
+    /// another (measured here: 137 ticks to the nice-19 loop, 151 to the
+    /// nice-0 one on one CPU; 1 to 285 in one session).
+    ///
+    /// [`cpu_niced_by_others`]: Self::cpu_niced_by_others
+    pub(crate) fn cpu_yielded(&self) -> Option<f64> {
+        let niced = self.cpu_niced_by_others()?;
+        Some(if self.autogroup == Some(true) {
+            0.0
+        } else {
+            niced
+        })
     }
 
     /// All CPUs' busy share less the time others yielded
@@ -638,6 +660,26 @@ mod tests {
         assert_eq!(s.cpu_taken_of(0), Some(1.0));
         assert_eq!(s.cpu_taken_of(1), Some(0.0));
         assert_eq!(s.cpu_taken_of(2), None);
+    }
+
+    /// With the kernel grouping each session (autogroup), a nice-19 loop
+    /// in another session weighs as much as the server's session: its
+    /// time is busy, not spare, and still counted as others' niced work.
+    #[test]
+    fn others_niced_time_under_autogroup_is_busy() {
+        let s = HostSample {
+            autogroup: Some(true),
+            ..hog_beside_server(0.0)
+        };
+        assert_eq!(s.cpu_niced_by_others(), Some(0.5));
+        assert_eq!(s.cpu_yielded(), Some(0.0));
+        assert_eq!(s.cpu_taken(), Some(1.0));
+        assert_eq!(s.cpu_taken_of(1), Some(1.0));
+        let off = HostSample {
+            autogroup: Some(false),
+            ..hog_beside_server(0.0)
+        };
+        assert_eq!(off.cpu_yielded(), Some(0.5));
     }
 
     #[test]

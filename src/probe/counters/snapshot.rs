@@ -64,6 +64,11 @@ pub struct HostSnapshot {
     /// The threads of each followed group, by the group's label.
     #[serde(default)]
     pub(crate) threads: Vec<(String, threads::GroupThreads)>,
+    /// The kernel schedules each session as a group of its own
+    /// (`/proc/sys/kernel/sched_autogroup_enabled`): a nice value then
+    /// weighs only within its session.
+    #[serde(default)]
+    pub(crate) autogroup: Option<bool>,
 }
 
 impl HostSnapshot {
