@@ -39,10 +39,12 @@ fn scenario(class: &str) {
         .expect("bash runs scripts/scenarios.sh");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    // The verdict lines, for the test log whether it passes or not.
+    // The verdict lines and the class's line of the summary (with its
+    // time), for the test log whether it passes or not.
+    let summary = format!("  {class} ");
     for line in stdout
         .lines()
-        .filter(|l| l.starts_with(&format!("{class} run ")))
+        .filter(|l| l.starts_with(&format!("{class} run ")) || l.starts_with(&summary))
     {
         println!("{line}");
     }
