@@ -826,7 +826,7 @@ fn an_nginx_past_its_worker_connections_is_its_admission_limit() {
     let dir = tempdir();
     let (out, _) = perflab_expect(
         dir.path(),
-        "run web --target nginx:managed --nginx-set worker_connections=16 --users 4,48 --warmup 0.5s --duration 2s",
+        "run web --target nginx:managed --nginx-set worker_connections=16 --users 4,36 --warmup 0.5s --duration 2s",
         1,
     );
     contains(&out, "the server reset or refused the connections of ");
@@ -835,7 +835,7 @@ fn an_nginx_past_its_worker_connections_is_its_admission_limit() {
     contains(&verdict, "bottleneck  admission limit (worker_connections)");
     contains(
         &verdict,
-        "at 48 users the server reset or refused the connection of ",
+        "at 36 users the server reset or refused the connection of ",
     );
     contains(&verdict, "worker_connections = 16 per worker");
     contains(&verdict, "the steps below it showed: ");
