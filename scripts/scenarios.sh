@@ -289,6 +289,11 @@ stop_pidfile() {
 # command line still carries the hogs' name.
 stop_hogs() {
     local pid
+    # Set back first: a run killed before its loops started owes it too.
+    if [ -f "$1/autogroup.was" ]; then
+        cat "$1/autogroup.was" >"$AUTOGROUP" 2>/dev/null || true
+        rm -f "$1/autogroup.was"
+    fi
     [ -f "$1/hog.pids" ] || return 0
     while read -r pid; do
         [[ $pid =~ ^[0-9]+$ ]] || continue
@@ -296,10 +301,6 @@ stop_hogs() {
         kill -TERM "$pid" 2>/dev/null || true
     done <"$1/hog.pids"
     rm -f "$1/hog.pids"
-    if [ -f "$1/autogroup.was" ]; then
-        cat "$1/autogroup.was" >"$AUTOGROUP" 2>/dev/null || true
-        rm -f "$1/autogroup.was"
-    fi
 }
 
 # Ends the echo agent of scenario directory DIR, by the pid it wrote, if
