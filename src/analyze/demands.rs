@@ -8,7 +8,11 @@
 //!   background work from three steps on, through the origin below that),
 //!   over the steps up to the peak where no resource was above 80% busy
 //!   (no contention has yet inflated the work per operation); with none
-//!   such, the lowest load alone.
+//!   such (a shaped link or a throttled disk full from the first user),
+//!   each resource's least demand of one step up to the peak. Work from
+//!   outside the run (a neighbour's burst, a hypervisor's steal) only ever
+//!   adds busy time, so one step alone can be inflated many times over
+//!   while the least of several is the one such work touched least.
 //! - Asymptotic bounds: `X ≤ m_k/D_k` for every resource, the tightest
 //!   being the bottleneck's; for a closed loop with N users and think time
 //!   Z, `X(N) ≤ min(N/(D+Z), m/D_max)` and the knee is near
@@ -27,7 +31,7 @@ use super::points::{ResourceKind, StepPoint};
 use serde::Serialize;
 
 /// Unqueued steps are those with every resource under this share busy.
-const UNSATURATED: f64 = 0.8;
+pub(crate) const UNSATURATED: f64 = 0.8;
 
 /// One resource's demand per operation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,7 +44,8 @@ pub(crate) struct Demand {
     /// The throughput it allows at most: servers / demand.
     pub(crate) bound: f64,
     /// Taken from the step where the resource did the least work per
-    /// operation, because the fit disagreed with the steps.
+    /// operation, because the fit disagreed with the steps or no step was
+    /// below saturation.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) from_steps: bool,
     /// Demand at the peak step over the fitted demand: far above 1 means
@@ -75,6 +80,9 @@ pub(crate) struct StepBound {
 pub(crate) struct Demands {
     /// Positions of the points the demands were fitted on.
     pub(crate) fitted_on: Vec<usize>,
+    /// Those points were below saturation; false: none was, and each
+    /// demand is its least of one step up to the peak.
+    pub(crate) unqueued: bool,
     /// Every resource, tightest bound first.
     pub(crate) resources: Vec<Demand>,
     /// Demand with no queueing, seconds (see the module header).
@@ -115,12 +123,19 @@ fn slope(pairs: &[(f64, f64)]) -> Option<f64> {
 /// Fits the demands of complete points ordered by load; `closed` says
 /// whether load is users (closed loop) or a rate.
 pub(crate) fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -> Demands {
-    let fitted_on = fitting_steps(points, peak);
+    let (fitted_on, unqueued) = fitting_steps(points, peak);
     let x_max = points.iter().map(|p| p.throughput).fold(0.0, f64::max);
     let mut resources: Vec<Demand> = resource_names(points)
         .into_iter()
         .filter_map(|(name, kind, servers)| {
-            fit_demand(points, &fitted_on, peak, x_max, name, kind, servers)
+            let fit = Fit {
+                points,
+                on: &fitted_on,
+                unqueued,
+                peak,
+                x_max,
+            };
+            fit.demand(name, kind, servers)
         })
         .collect();
     resources.sort_by(|a, b| a.bound.total_cmp(&b.bound));
@@ -145,6 +160,7 @@ pub(crate) fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -
     let steps = step_bounds(points, &resources, total_s, closed);
     Demands {
         fitted_on,
+        unqueued,
         resources,
         total_s,
         think_s,
@@ -154,8 +170,9 @@ pub(crate) fn demands(points: &[StepPoint], closed: bool, peak: Option<usize>) -
 }
 
 /// The steps the demands are fitted on: up to the peak, every resource
-/// (but a single CPU) below saturation; else the first step that served.
-fn fitting_steps(points: &[StepPoint], peak: Option<usize>) -> Vec<usize> {
+/// (but a single CPU) below saturation, and true; else the first step
+/// that served, and false.
+fn fitting_steps(points: &[StepPoint], peak: Option<usize>) -> (Vec<usize>, bool) {
     let mut fitted_on: Vec<usize> = points
         .iter()
         .enumerate()
@@ -171,12 +188,13 @@ fn fitting_steps(points: &[StepPoint], peak: Option<usize>) -> Vec<usize> {
         })
         .map(|(i, _)| i)
         .collect();
-    if fitted_on.is_empty() {
+    let unqueued = !fitted_on.is_empty();
+    if !unqueued {
         if let Some(i) = points.iter().position(|p| p.throughput > 0.0) {
             fitted_on.push(i);
         }
     }
-    fitted_on
+    (fitted_on, unqueued)
 }
 
 /// Every resource any step measured, in the order first seen: its name,
@@ -193,57 +211,79 @@ fn resource_names(points: &[StepPoint]) -> Vec<(&str, ResourceKind, f64)> {
     names
 }
 
-/// One resource's demand: the slope of its busy time over throughput on
-/// the fitting steps, or the smallest demand of one step when the slope
-/// is implausible.
-fn fit_demand(
-    points: &[StepPoint],
-    fitted_on: &[usize],
+/// What one resource's demand is fitted from.
+struct Fit<'a> {
+    points: &'a [StepPoint],
+    /// The fitting steps ([`fitting_steps`]).
+    on: &'a [usize],
+    /// They are below saturation (else the lowest load alone).
+    unqueued: bool,
     peak: Option<usize>,
     x_max: f64,
-    name: &str,
-    kind: ResourceKind,
-    servers: f64,
-) -> Option<Demand> {
-    let pairs: Vec<(f64, f64)> = fitted_on
-        .iter()
-        .filter_map(|&i| {
-            let p = &points[i];
+}
+
+impl Fit<'_> {
+    /// The least of the served steps' own demands of `name` (busy servers
+    /// over throughput), over the steps up to `upto` (all with none).
+    fn least(&self, name: &str, upto: Option<usize>) -> Option<f64> {
+        self.points
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| p.throughput > 0.0 && upto.is_none_or(|k| *i <= k))
+            .filter_map(|(_, p)| {
+                let r = p.resource(name)?;
+                Some(r.servers * r.utilisation / p.throughput)
+            })
+            .filter(|d| *d > 0.0)
+            .min_by(f64::total_cmp)
+    }
+
+    /// The slope of busy servers over throughput on the fitting steps.
+    fn slope(&self, name: &str) -> Option<f64> {
+        let pairs: Vec<(f64, f64)> = self
+            .on
+            .iter()
+            .filter_map(|&i| {
+                let p = &self.points[i];
+                let r = p.resource(name)?;
+                Some((p.throughput, r.servers * r.utilisation))
+            })
+            .collect();
+        slope(&pairs).filter(|s| *s > 0.0)
+    }
+
+    /// One resource's demand: the slope of its busy time over throughput
+    /// on the fitting steps, or the smallest demand of one step when the
+    /// slope is implausible or no step was below saturation.
+    fn demand(&self, name: &str, kind: ResourceKind, servers: f64) -> Option<Demand> {
+        // Each step's own demand; the smallest is an upper limit.
+        let own = self.least(name, None);
+        let fitted = if self.unqueued {
+            self.slope(name)
+        } else {
+            self.least(name, self.peak)
+        };
+        let (seconds, from_steps) = match (fitted, own) {
+            (Some(f), Some(o)) if f * self.x_max > servers * 1.000_001 || f < 0.8 * o => (o, true),
+            (Some(f), _) => (f, !self.unqueued),
+            (None, Some(o)) => (o, true),
+            (None, None) => return None,
+        };
+        let growth_at_peak = self.peak.and_then(|i| {
+            let p = &self.points[i];
             let r = p.resource(name)?;
-            Some((p.throughput, r.servers * r.utilisation))
+            (p.throughput > 0.0).then(|| r.servers * r.utilisation / p.throughput / seconds)
+        });
+        Some(Demand {
+            resource: name.to_string(),
+            kind,
+            servers,
+            seconds,
+            bound: servers / seconds,
+            from_steps,
+            growth_at_peak,
         })
-        .collect();
-    // Each step's own demand; the smallest is an upper limit.
-    let own = points
-        .iter()
-        .filter(|p| p.throughput > 0.0)
-        .filter_map(|p| {
-            let r = p.resource(name)?;
-            Some(r.servers * r.utilisation / p.throughput)
-        })
-        .filter(|d| *d > 0.0)
-        .min_by(f64::total_cmp);
-    let fitted = slope(&pairs).filter(|s| *s > 0.0);
-    let (seconds, from_steps) = match (fitted, own) {
-        (Some(f), Some(o)) if f * x_max > servers * 1.000_001 || f < 0.8 * o => (o, true),
-        (Some(f), _) => (f, false),
-        (None, Some(o)) => (o, true),
-        (None, None) => return None,
-    };
-    let growth_at_peak = peak.and_then(|i| {
-        let p = &points[i];
-        let r = p.resource(name)?;
-        (p.throughput > 0.0).then(|| r.servers * r.utilisation / p.throughput / seconds)
-    });
-    Some(Demand {
-        resource: name.to_string(),
-        kind,
-        servers,
-        seconds,
-        bound: servers / seconds,
-        from_steps,
-        growth_at_peak,
-    })
+    }
 }
 
 /// Each step's throughput bound (hardware and, closed, population) and its
@@ -287,4 +327,52 @@ fn step_bounds(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::fixture::mva_points;
+
+    /// A link full from the first user (a shaper), the throughput flat:
+    /// no step is below saturation. A neighbour's burst during the first
+    /// step put the CPU at 70% busy there, against 14% on every other:
+    /// the CPU's demand is the least of one step, not the burst's, and
+    /// its bound is five times what the burst would have made it.
+    #[test]
+    fn a_burst_in_the_one_step_does_not_make_the_demand() {
+        let mut points = mva_points(0.0001, 0.0004, 0.0, &[1, 2, 4, 8]);
+        for (i, p) in points.iter_mut().enumerate() {
+            p.throughput = 2_000.0;
+            p.resources[1].utilisation = 0.99;
+            p.resources[0].utilisation = if i == 0 { 0.70 } else { 0.14 };
+        }
+        let d = demands(&points, true, Some(3));
+        assert!(!d.unqueued);
+        let cpu = d.resources.iter().find(|r| r.resource == "cpu").unwrap();
+        assert!((cpu.seconds - 0.14 / 2_000.0).abs() < 1e-9, "{cpu:?}");
+        assert!((cpu.bound - 2_000.0 / 0.14).abs() < 1.0, "{cpu:?}");
+        assert!(cpu.from_steps);
+        let disk = d.tightest().unwrap();
+        assert_eq!(disk.resource, "disk vda");
+        assert!((disk.bound - 2_000.0 / 0.99).abs() < 1.0, "{disk:?}");
+    }
+
+    /// Below saturation the demand is still the slope over the steps:
+    /// the background's share is its intercept, not part of the demand.
+    #[test]
+    fn below_saturation_the_demand_is_the_slope() {
+        let mut points = mva_points(0.0001, 0.0002, 0.01, &[1, 2, 4, 8]);
+        for (i, p) in points.iter_mut().enumerate() {
+            p.throughput = 100.0 * (i + 1) as f64;
+            p.resources[0].utilisation = 0.005 + 0.0001 * p.throughput;
+            p.resources[1].utilisation = 0.0002 * p.throughput;
+        }
+        let d = demands(&points, true, Some(3));
+        assert!(d.unqueued);
+        assert_eq!(d.fitted_on, vec![0, 1, 2, 3]);
+        let cpu = d.resources.iter().find(|r| r.resource == "cpu").unwrap();
+        assert!((cpu.seconds - 0.0001).abs() < 1e-9, "{cpu:?}");
+        assert!(!cpu.from_steps);
+    }
 }

@@ -653,6 +653,7 @@ mod tests {
     fn demands(resources: Vec<Demand>, total_s: f64) -> Demands {
         Demands {
             fitted_on: vec![0],
+            unqueued: true,
             resources,
             total_s,
             think_s: 0.0,

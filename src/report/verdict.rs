@@ -218,20 +218,28 @@ fn demands(out: &mut String, v: &Verdict) {
             )
         })
         .collect();
-    let fitted: Vec<String> = d
-        .fitted_on
-        .iter()
-        .map(|&i| load_text(&v.points[i]))
-        .collect();
+    let fitted = if d.unqueued {
+        let loads: Vec<String> = d
+            .fitted_on
+            .iter()
+            .map(|&i| load_text(&v.points[i]))
+            .collect();
+        format!("fitted on {}", loads.join(", "))
+    } else {
+        format!(
+            "no step under {} busy: each the least of one step up to the peak",
+            crate::units::Percent(crate::analyze::demands::UNSATURATED)
+        )
+    };
     let _ = writeln!(
         out,
-        "  demands     {} (fitted on {}); D = {}, Z = {}{}",
+        "  demands     {} ({}); D = {}, Z = {}{}",
         if shown.is_empty() {
             "no resource samples".to_string()
         } else {
             shown.join("; ")
         },
-        fitted.join(", "),
+        fitted,
         secs(d.total_s),
         if d.think_s > 0.0 {
             secs(d.think_s).to_string()
