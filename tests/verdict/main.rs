@@ -168,7 +168,7 @@ fn compare_finds_no_difference_between_runs_of_one_configuration() {
     for _ in 0..2 {
         perflab_ok(
             dir.path(),
-            "run null --rate 200,400 --seed 7 --warmup 0s --duration 6s",
+            "run null --rate 200,400 --seed 7 --warmup 0s --duration 3s --interval 500ms",
         );
     }
     let out = perflab_ok(dir.path(), "compare 1 2");
@@ -199,11 +199,11 @@ fn compare_finds_half_the_service_time_with_a_ratio_of_two() {
     let dir = tempdir();
     perflab_ok(
         dir.path(),
-        "run null --service 400ms --users 8 --warmup 1s --duration 6s",
+        "run null --service 200ms --users 8 --warmup 1s --duration 3s --interval 500ms",
     );
     perflab_ok(
         dir.path(),
-        "run null --service 200ms --users 8 --warmup 1s --duration 6s",
+        "run null --service 100ms --users 8 --warmup 1s --duration 3s --interval 500ms",
     );
     let c: serde_json::Value = serde_json::from_str(&perflab_ok(
         dir.path(),
