@@ -862,7 +862,9 @@ mod tests {
             phase: Phase::Drain,
             ..one_second(2).2
         };
-        FinishedStep::of_two_seconds(0, Level::Users(1), tally, 1, drain)
+        let mut answering = crate::engine::Answering::default();
+        answering.interval(1, 0);
+        FinishedStep::of_two_seconds(0, Level::Users(1), tally, answering, drain)
     }
 
     /// Another process holds the store past a commit's patience in the

@@ -3,9 +3,9 @@
 //! handed on once every worker has completed it.
 
 use super::schedule::{IntervalSpec, Schedule};
-use super::step::{FinishedStep, IntervalRecord, StepStatus};
+use super::step::{Answering, FinishedStep, IntervalRecord, StepStatus};
 use super::worker::{self, WorkerEvent, WorkerPlan};
-use crate::measure::{PackedTally, Phase, Tally};
+use crate::measure::{ErrorKind, PackedTally, Phase, Tally};
 use crate::plan::Level;
 use crate::probe::SelfUsage;
 use crate::workload::Workload;
@@ -186,8 +186,8 @@ pub(super) struct Merging {
     measured: Tally,
     measured_length: Duration,
     measured_intervals: usize,
-    /// Operations the last measured interval handed over completed.
-    last_measured_completed: u64,
+    /// Whether the server answered in the measured intervals handed over.
+    answering: Answering,
     /// Every interval handed over, merged.
     everything: Tally,
     /// perflab's resident memory when the last measured interval completed.
@@ -301,7 +301,7 @@ impl Merging {
             measured: Tally::new(op_count),
             measured_length: Duration::ZERO,
             measured_intervals: 0,
-            last_measured_completed: 0,
+            answering: Answering::default(),
             everything: Tally::new(op_count),
             rss_at_end: None,
             failure: None,
@@ -410,7 +410,9 @@ impl Merging {
             self.measured.merge(&tally);
             self.measured_length += spec.end - spec.start;
             self.measured_intervals += 1;
-            self.last_measured_completed = tally.all_ops().completed();
+            let ops = tally.all_ops();
+            let lost = ops.errors.count(ErrorKind::Connect) + ops.errors.count(ErrorKind::Reset);
+            self.answering.interval(ops.completed(), lost);
         }
         let record = IntervalRecord {
             phase: spec.phase,
@@ -492,7 +494,7 @@ impl Merging {
             usage,
             handed_over: self.handed_over,
             measured_intervals: self.measured_intervals,
-            last_measured_completed: self.last_measured_completed,
+            answering: self.answering,
             drain: IntervalRecord {
                 phase: Phase::Drain,
                 start: stopped_at,

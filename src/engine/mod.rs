@@ -30,5 +30,7 @@ pub(crate) use remote::{GeneratorPeer, Generators};
 pub use schedule::{IntervalSpec, Schedule};
 pub(crate) use share::{run_share, Share, ShareEvent};
 pub(crate) use split::{MAX_THREADS, MAX_WAIT};
+#[cfg(test)]
+pub(crate) use step::Answering;
 pub use step::{FinishedStep, GeneratorStep, IntervalRecord, StepResult, StepStatus};
 pub use sweep::{coefficient_of_variation, run_sweep, run_sweep_on, SweepEnd, SweepObserver};

@@ -85,6 +85,32 @@ impl StepStatus {
     }
 }
 
+/// Whether the server still answered as a step's measured window went
+/// on: a server killed in the step answers nothing after the interval in
+/// which its connections went; one that refuses the connections past its
+/// limit answers in every interval after the first refusal.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Answering {
+    /// Operations completed in the last measured interval.
+    pub(crate) last_interval: u64,
+    /// Measured intervals with operations completed after the first in
+    /// which a connection was reset or refused.
+    pub(crate) after_lost: u32,
+    lost_seen: bool,
+}
+
+impl Answering {
+    /// The next measured interval: `completed` operations, `lost` of them
+    /// to a connection reset or refused.
+    pub(crate) fn interval(&mut self, completed: u64, lost: u64) {
+        self.last_interval = completed;
+        if self.lost_seen && completed > 0 {
+            self.after_lost = self.after_lost.saturating_add(1);
+        }
+        self.lost_seen |= lost > 0;
+    }
+}
+
 /// A step as the sweep ends it. Its complete intervals went to the observer
 /// one by one as they ended (a long step would otherwise hold them all:
 /// hundreds of tallies and host samples); it keeps their merged figures and
@@ -101,9 +127,8 @@ pub struct FinishedStep {
     pub(crate) handed_over: usize,
     /// The measured intervals among them.
     pub(crate) measured_intervals: usize,
-    /// Operations completed in the last of them: a server that still
-    /// answered at the window's end, or one that had gone.
-    pub(crate) last_measured_completed: u64,
+    /// Whether the server still answered as the window went on.
+    pub(crate) answering: Answering,
     /// What ended after the last complete interval.
     pub drain: IntervalRecord,
     /// The measured window merged (the drain's failures absorbed, as
@@ -128,14 +153,14 @@ impl FinishedStep {
     }
 
     /// A step of two measured seconds that ran whole, for tests: `tally`
-    /// is its measured window and everything it did, `last` the
-    /// completions of its last interval.
+    /// is its measured window and everything it did, `answering` how the
+    /// server answered in its intervals.
     #[cfg(test)]
     pub(crate) fn of_two_seconds(
         index: usize,
         level: Level,
         tally: Tally,
-        last: u64,
+        answering: Answering,
         drain: IntervalRecord,
     ) -> Self {
         FinishedStep {
@@ -146,7 +171,7 @@ impl FinishedStep {
             usage: SelfUsage::default(),
             handed_over: 2,
             measured_intervals: 2,
-            last_measured_completed: last,
+            answering,
             drain,
             measured: tally.clone(),
             measured_length: Duration::from_secs(2),

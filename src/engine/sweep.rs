@@ -456,16 +456,18 @@ fn latency_ratio(slos: &[crate::plan::Slo], summary: &crate::measure::StepSummar
 }
 
 /// How the sweep ends on a failed step: the target lost when most of its
-/// errors could not reach it and it answered fewer operations than that,
-/// or answered none in the window's last interval (killed late in the
-/// step); the error limit broken otherwise (a server that answered most
-/// of the step, to its end, and closed the connections of the rest was
-/// there: it limits).
+/// errors could not reach it and it answered none in the window's last
+/// interval (killed late in the step), or answered fewer operations than
+/// it lost and in no interval after the first loss (killed early); the
+/// error limit broken otherwise (a server that answered to the window's
+/// end and closed the connections of the rest, even of most, was there:
+/// it limits).
 fn failed_end(step: &FinishedStep, reason: &str) -> SweepEnd {
     let all = step.measured.all_ops();
     let lost = all.errors.count(ErrorKind::Connect) + all.errors.count(ErrorKind::Reset);
-    let answering = step.last_measured_completed > 0;
-    if lost * 2 > all.error_count() && all.completed() > lost && answering {
+    let answering = step.answering.last_interval > 0
+        && (all.completed() > lost || step.answering.after_lost > 0);
+    if lost * 2 > all.error_count() && answering {
         SweepEnd::Failed {
             step: step.index,
             reason: format!(
@@ -524,12 +526,14 @@ fn busiest_share(usage: &SelfUsage) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Answering;
     use crate::measure::PackedTally;
 
     /// A one-user step that completed `ok` operations and lost `lost` to
     /// refused connections, `last` of the completions in its last
-    /// measured interval.
-    fn step(ok: u64, lost: u64, last: u64) -> FinishedStep {
+    /// measured interval, `after` intervals with completions after the
+    /// first refusal.
+    fn step(ok: u64, lost: u64, last: u64, after: u32) -> FinishedStep {
         let mut tally = Tally::new(1);
         tally.ops[0].ok = ok;
         for _ in 0..lost {
@@ -544,22 +548,33 @@ mod tests {
             host: None,
             probes: Vec::new(),
         };
-        FinishedStep::of_two_seconds(4, Level::Users(5), tally, last, drain)
+        let mut answering = Answering::default();
+        answering.interval(ok - last, lost);
+        answering.interval(last, 0);
+        answering.after_lost = after;
+        FinishedStep::of_two_seconds(4, Level::Users(5), tally, answering, drain)
     }
 
     /// A server that answered most of a step and refused the rest limits
-    /// while it still answers at the window's end; one that answered
-    /// nothing in the last interval was killed late in the step: lost,
-    /// as one that answered less than it refused.
+    /// while it still answers at the window's end, as one that refused
+    /// more than it answered but answered on after its first refusal;
+    /// one that answered nothing in the last interval was killed late in
+    /// the step: lost, as one that answered less than it refused and in
+    /// no interval after the first refusal.
     #[test]
     fn a_server_that_stopped_answering_before_the_windows_end_is_lost() {
-        let limited = failed_end(&step(900, 100, 300), "too many errors");
-        assert!(
-            matches!(&limited, SweepEnd::Failed { reason, .. } if reason.contains("reset or refused the connections of 100 operations while it answered 900")),
-            "{limited:?}"
-        );
+        for (ok, lost, after) in [(900, 100, 0), (400, 600, 1)] {
+            let limited = failed_end(&step(ok, lost, 200, after), "too many errors");
+            let said = format!(
+                "reset or refused the connections of {lost} operations while it answered {ok}"
+            );
+            assert!(
+                matches!(&limited, SweepEnd::Failed { reason, .. } if reason.contains(&said)),
+                "{limited:?}"
+            );
+        }
         for (ok, lost, last) in [(900, 100, 0), (100, 900, 50)] {
-            let end = failed_end(&step(ok, lost, last), "too many errors");
+            let end = failed_end(&step(ok, lost, last, 0), "too many errors");
             assert!(
                 matches!(&end, SweepEnd::TargetLost { step: 4, reason } if reason == &format!("{lost} operations could not reach the target")),
                 "{ok} {lost} {last}: {end:?}"
