@@ -200,8 +200,25 @@ fn a_search_stops_at_its_budget_of_steps_and_says_so() {
 /// never claims to have met a rate above the answer. (On a loaded machine
 /// the queue's timers wake late and the queue is a little slower than its
 /// theory, so the level may break instead: never meet.)
+///
+/// The decision is a statistical one: at the answer itself its bound
+/// excludes 5% by chance in about one window in forty (97.5%, one side),
+/// as one CI run saw (3.2% over 5 ms, bound 4.3%). A level called met is
+/// run again with other arrivals, where such a chance is not repeated;
+/// a search that claims the answer twice is wrong.
 #[test]
 fn a_level_at_the_known_answer_is_too_close_to_call_and_not_claimed() {
+    let first = at_the_answer(2);
+    if let Err(said) = first {
+        if let Err(again) = at_the_answer(3) {
+            panic!("{said}\nand again, other arrivals: {again}");
+        }
+    }
+}
+
+/// One search from the known answer with the arrivals of `seed`; what it
+/// said when it claimed that level or a rate above the answer.
+fn at_the_answer(seed: u32) -> Result<(), String> {
     use perflab::workload::null::{theory::max_rate, ServiceDist};
     use std::time::Duration;
     let exp_1ms = ServiceDist::Exponential {
@@ -211,20 +228,24 @@ fn a_level_at_the_known_answer_is_too_close_to_call_and_not_claimed() {
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),
-        &format!("run null --servers 4 --service exp:1ms --rate {truth:.0} --slo p95<5ms --find --warmup 0.3s --duration 3s --interval 250ms --seed 2"),
+        &format!("run null --servers 4 --service exp:1ms --rate {truth:.0} --slo p95<5ms --find --warmup 0.3s --duration 3s --interval 250ms --seed {seed}"),
     );
     let export = last_export(dir.path());
     let first = &export["steps"][0]["slo"];
     let slo = &export["verdict"]["slo"];
     let said = format!("truth {truth:.0}: {first} / {}", slo["answer"]);
-    assert_ne!(first["decision"], "meets", "{said}");
     let held = slo["max_load"].as_f64().unwrap_or(0.0);
-    assert!(held > 0.0 && held < truth, "{said}");
     let capacity = slo["capacity"].as_f64().unwrap_or(0.0);
-    assert!(capacity >= held && capacity <= truth * 1.05, "{said}");
+    if first["decision"] == "meets"
+        || !(held > 0.0 && held < truth)
+        || !(capacity >= held && capacity <= truth * 1.05)
+    {
+        return Err(said);
+    }
     if first["decision"] == "undecided" {
         contains(&out, "too close to call");
     }
+    Ok(())
 }
 
 /// The search on real servers: a managed PostgreSQL in a closed loop
