@@ -5,7 +5,7 @@
 use super::schedule::{IntervalSpec, Schedule};
 use super::step::{Answering, FinishedStep, IntervalRecord, StepStatus};
 use super::worker::{self, WorkerEvent, WorkerPlan};
-use crate::measure::{ErrorKind, PackedTally, Phase, Tally};
+use crate::measure::{PackedTally, Phase, Tally};
 use crate::plan::Level;
 use crate::probe::SelfUsage;
 use crate::workload::Workload;
@@ -411,8 +411,8 @@ impl Merging {
             self.measured_length += spec.end - spec.start;
             self.measured_intervals += 1;
             let ops = tally.all_ops();
-            let lost = ops.errors.count(ErrorKind::Connect) + ops.errors.count(ErrorKind::Reset);
-            self.answering.interval(ops.completed(), lost);
+            self.answering
+                .interval(ops.completed(), ops.errors.unreached());
         }
         let record = IntervalRecord {
             phase: spec.phase,

@@ -464,7 +464,7 @@ fn latency_ratio(slos: &[crate::plan::Slo], summary: &crate::measure::StepSummar
 /// it limits).
 fn failed_end(step: &FinishedStep, reason: &str) -> SweepEnd {
     let all = step.measured.all_ops();
-    let lost = all.errors.count(ErrorKind::Connect) + all.errors.count(ErrorKind::Reset);
+    let lost = all.errors.unreached();
     let answering = step.answering.last_interval > 0
         && (all.completed() > lost || step.answering.after_lost > 0);
     if lost * 2 > all.error_count() && answering {

@@ -46,6 +46,13 @@ impl ErrorCounts {
             .map_or(0, |(_, n)| *n)
     }
 
+    /// Failed operations whose connection the server refused or reset:
+    /// those that could not reach it.
+    pub(crate) fn unreached(&self) -> u64 {
+        self.count(ErrorKind::Connect)
+            .saturating_add(self.count(ErrorKind::Reset))
+    }
+
     /// Failed operations of every kind.
     pub(crate) fn total(&self) -> u64 {
         self.kinds.iter().map(|(_, n)| n).sum::<u64>() + self.named.values().sum::<u64>()
