@@ -112,6 +112,11 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
             crate::util::err(format_args!("error: {what} ({by}); nothing was measured\n"));
             Ok(exit)
         }
+        // A signal after the run was stored (while its files were removed
+        // or its managed server stopped) still ends it as a signal does.
+        Ok(Exit::Ok) if signal_seen.load(std::sync::atomic::Ordering::Relaxed) != 0 => {
+            Ok(super::signal_exit(signal_seen.load(std::sync::atomic::Ordering::Relaxed)).1)
+        }
         other => other,
     }
 }

@@ -18,6 +18,7 @@
 //! removes the files it wrote and its directories, nothing else: a
 //! directory holding someone else's file is left, and named.
 
+mod removal;
 mod sizes;
 mod user;
 
@@ -30,6 +31,7 @@ use crate::plan::{Level, LoadModel, Plan};
 use crate::sut::Target;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use removal::Removal;
 use serde::{Deserialize, Serialize};
 use sizes::FileSizes;
 use std::collections::HashMap;
@@ -416,53 +418,6 @@ fn write_initial_files(shared: &Shared, users: u32, seed: u64) -> anyhow::Result
         ));
     }
     Ok(())
-}
-
-/// Removes the run's files and directories when dropped — the files the
-/// users' tables name, their directories and the run's, nothing else —
-/// unless `keep`.
-struct Removal {
-    shared: Arc<Shared>,
-    keep: bool,
-}
-
-impl Drop for Removal {
-    fn drop(&mut self) {
-        let root = &self.shared.root;
-        if self.keep {
-            crate::util::out(format_args!("kept {}\n", root.display()));
-            return;
-        }
-        let users = self.shared.users.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = remove_own(root, &users) {
-            crate::util::err(format_args!("could not remove {}: {e}\n", root.display()));
-        }
-    }
-}
-
-/// Removes what the users wrote under `root`, their directories and
-/// `root`; the first thing that could not be removed, and why.
-fn remove_own(root: &Path, users: &HashMap<u32, UserFiles>) -> Result<(), String> {
-    let gone = |r: std::io::Result<()>, p: &Path| match r {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => Err(format!(
-            "{} holds files perflab did not write (left in place)",
-            p.display()
-        )),
-        Err(e) => Err(format!("{}: {e}", p.display())),
-    };
-    let mut first = Ok(());
-    for (user, files) in users {
-        let dir = root.join(format!("u{user:05}"));
-        let numbers = files.files.iter().map(|r| r.number);
-        for number in numbers.chain(files.partial.iter().copied()) {
-            let file = dir.join(user::file_name(number));
-            first = first.and(gone(std::fs::remove_file(&file), &file));
-        }
-        first = first.and(gone(std::fs::remove_dir(&dir), &dir));
-    }
-    first.and(gone(std::fs::remove_dir(root), root))
 }
 
 /// `write=60,read=30,stat=5,delete=5` (missing names weigh 0).
