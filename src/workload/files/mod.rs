@@ -509,7 +509,7 @@ impl Workload for FilesWorkload {
 
     fn check(&self, _run: &[OpCounts]) -> anyhow::Result<Option<CheckReport>> {
         let users = self.shared.users.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(Some(tree_check(&self.shared.root, &users)))
+        Ok(Some(tree_check(&self.shared.root, &users)?))
     }
 }
 
@@ -558,8 +558,13 @@ impl Session for FilesSession {
 }
 
 /// The run's tree against what its users wrote: every file there with its
-/// size and CRC-32, none missing, none extra.
-fn tree_check(root: &Path, users: &HashMap<u32, UserFiles>) -> CheckReport {
+/// size and CRC-32, none missing, none extra. Reading a few hundred
+/// thousand files back can be long on a slow file system: it stops at
+/// Ctrl-C or SIGTERM, and the run is stored unchecked.
+fn tree_check(
+    root: &Path,
+    users: &HashMap<u32, UserFiles>,
+) -> Result<CheckReport, crate::util::Interrupted> {
     let (mut expected, mut missing, mut altered, mut extra) =
         (0u64, Vec::new(), Vec::new(), Vec::new());
     let mut mismatched_reads = Vec::new();
@@ -576,6 +581,7 @@ fn tree_check(root: &Path, users: &HashMap<u32, UserFiles>) -> CheckReport {
         mismatched_reads.extend(files.mismatches.iter().cloned());
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
+                crate::util::check_interrupt("checking the files the users wrote")?;
                 let name = e.file_name().to_string_lossy().into_owned();
                 match known.remove(&name) {
                     None if partial.contains(&name) => {}
@@ -613,7 +619,7 @@ fn tree_check(root: &Path, users: &HashMap<u32, UserFiles>) -> CheckReport {
             format!("{}: {}", v.len(), listed(v))
         },
     };
-    CheckReport::from_lines(vec![
+    Ok(CheckReport::from_lines(vec![
         line(
             "every file written is there",
             &mut missing,
@@ -634,5 +640,5 @@ fn tree_check(root: &Path, users: &HashMap<u32, UserFiles>) -> CheckReport {
             &mut mismatched_reads,
             "all matched".to_string(),
         ),
-    ])
+    ]))
 }
