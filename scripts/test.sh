@@ -108,7 +108,10 @@ group fmt cargo fmt --check
 group clippy cargo clippy --all-targets -- -D warnings
 group build cargo test --release --all-targets --no-run
 group unit cargo test --release --lib --bins
-group it cargo test --release --test it
+# Four threads: the tests that load the machine for seconds take one of
+# two slots (`support::heavy` in tests/it/support.rs), so no more of them
+# share the CPUs than with two threads, and the short ones run beside them.
+group it cargo test --release --test it -- --test-threads 4
 group verdict cargo test --release --test verdict -- --show-output
 echo
 echo "time per group"

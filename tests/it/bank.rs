@@ -8,6 +8,7 @@ const SHORT: &str = "--warmup 0s --duration 1s";
 
 #[test]
 fn quick_bank_run_completes_checks_and_is_stored() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = perflab_ok(dir.path(), "run bank --quick");
     contains(&out, "loaded 100011 rows");

@@ -260,6 +260,7 @@ fn a_killed_run_keeps_its_finished_steps_and_reads_as_partial() {
 /// signal it was, and exit 130 and 143.
 #[test]
 fn ctrl_c_and_sigterm_save_the_finished_steps_and_exit_130_and_143() {
+    let _heavy = crate::support::heavy();
     for (signal, code, said) in [
         (libc::SIGINT, 130, "interrupted (Ctrl-C)"),
         (libc::SIGTERM, 143, "interrupted (SIGTERM)"),
@@ -307,6 +308,7 @@ fn wait_bounded(child: &mut std::process::Child, bound: Duration, what: &str) ->
 /// kept as partial, the operation abandoned, exit 130 or 143.
 #[test]
 fn the_first_signal_ends_a_run_with_an_operation_stuck() {
+    let _heavy = crate::support::heavy();
     for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
         for (moment, duration) in [("window", "30s"), ("drain", "1s")] {
             let dir = tempdir();
@@ -435,6 +437,7 @@ fn until_running_intervals(store: &std::path::Path, n: i64) -> i64 {
 /// its warm-up is removed whole.
 #[test]
 fn a_running_steps_intervals_are_stored_as_they_end() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let store = dir.path().join("perflab.db");
     let mut child = perflab_process(dir.path())
@@ -541,6 +544,7 @@ fn diff_hosts_lists_what_differs_between_two_runs() {
 /// and exits 0. Standard error closed too, the same.
 #[test]
 fn a_closed_output_pipe_does_not_stop_a_run() {
+    let _heavy = crate::support::heavy();
     use std::io::Read;
     use std::process::Stdio;
     for close_stderr in [false, true] {

@@ -14,6 +14,7 @@ const SHORT: &str = "--users 1 --warmup 0s --duration 1s";
 
 #[test]
 fn the_disk_starts_on_its_own_file_and_reuses_it() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = perflab_ok(dir.path(), &format!("run disk {SHORT}"));
     contains(

@@ -38,11 +38,13 @@ fn little(think: ThinkTime, users: &str, service: Duration) {
 
 #[test]
 fn closed_loop_obeys_littles_law_without_think_time() {
+    let _heavy = crate::support::heavy();
     little(ThinkTime::Zero, "4,16", Duration::from_millis(10));
 }
 
 #[test]
 fn closed_loop_obeys_littles_law_with_think_time() {
+    let _heavy = crate::support::heavy();
     little(
         ThinkTime::Exponential {
             mean: Duration::from_millis(20),
@@ -172,6 +174,7 @@ fn timeouts_are_errors_and_end_the_sweep() {
 /// which levels never stabilised.
 #[test]
 fn levels_repeat_until_their_throughput_is_stable_or_the_limit() {
+    let _heavy = crate::support::heavy();
     use crate::support::{contains, perflab_expect, perflab_ok, stored_steps, tempdir};
     let dir = tempdir();
     let store = dir.path().join("perflab.db");
@@ -213,6 +216,7 @@ fn levels_repeat_until_their_throughput_is_stable_or_the_limit() {
 /// samples, since two runs a side can never differ significantly.
 #[test]
 fn levels_repeated_twice_still_compare_significantly() {
+    let _heavy = crate::support::heavy();
     let dir = crate::support::tempdir();
     for service in ["2ms", "1ms"] {
         crate::support::perflab_ok(

@@ -185,6 +185,7 @@ fn each_fault_ends_in_one_line(command: &str, opening: &'static [u8]) {
 
 #[test]
 fn postgres_peers_that_misbehave_end_in_one_line() {
+    let _heavy = crate::support::heavy();
     // The start of an AuthenticationOk message.
     each_fault_ends_in_one_line(
         "run bank --target postgres://perflab@127.0.0.1:PORT/perflab --users 1 --warmup 0s --duration 1s",
@@ -194,6 +195,7 @@ fn postgres_peers_that_misbehave_end_in_one_line() {
 
 #[test]
 fn mysql_peers_that_misbehave_end_in_one_line() {
+    let _heavy = crate::support::heavy();
     // The start of a protocol 10 greeting.
     each_fault_ends_in_one_line(
         "run bank --target mysql://perflab:pw@127.0.0.1:PORT/perflab --users 1 --warmup 0s --duration 1s",
@@ -203,6 +205,7 @@ fn mysql_peers_that_misbehave_end_in_one_line() {
 
 #[test]
 fn agent_peers_that_misbehave_end_in_one_line() {
+    let _heavy = crate::support::heavy();
     each_fault_ends_in_one_line(
         "watch --probe agent://127.0.0.1:PORT --duration 1s",
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"samples\":",
@@ -211,6 +214,7 @@ fn agent_peers_that_misbehave_end_in_one_line() {
 
 #[test]
 fn node_exporter_peers_that_misbehave_end_in_one_line() {
+    let _heavy = crate::support::heavy();
     each_fault_ends_in_one_line(
         "watch --probe node-exporter://127.0.0.1:PORT --duration 1s",
         b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nnode_time_seconds 1\n",

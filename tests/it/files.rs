@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 /// law with the think time), every file intact, the run's directory gone.
 #[test]
 fn users_think_write_and_read_and_leave_an_intact_tree() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),
@@ -343,6 +344,7 @@ fn a_full_file_systems_failures_are_charged_to_writes() {
 /// says what it left.
 #[test]
 fn a_file_someone_else_puts_in_the_run_directory_is_left() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let child = perflab_process(dir.path())
         .args("run files --target dir:. --users 2,2 --mix write=50,read=50 --initial-files 4 --file-size 8k --warmup 0s --duration 2s".split(' '))

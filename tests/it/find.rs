@@ -104,6 +104,7 @@ fn a_sweep_with_objectives_judges_each_step_and_answers() {
 /// capacity within 5% above and 20% below the truth; at most 10 steps.
 #[test]
 fn the_search_finds_the_known_capacity_of_a_queue() {
+    let _heavy = crate::support::heavy();
     for (objective, q, limit_ms) in [
         ("p95<5ms", 0.95, 5.0),
         ("p99<10ms", 0.99, 10.0),
@@ -208,6 +209,7 @@ fn a_search_stops_at_its_budget_of_steps_and_says_so() {
 /// a search that claims the answer twice is wrong.
 #[test]
 fn a_level_at_the_known_answer_is_too_close_to_call_and_not_claimed() {
+    let _heavy = crate::support::heavy();
     let first = at_the_answer(2);
     if let Err(said) = first {
         if let Err(again) = at_the_answer(3) {
@@ -254,6 +256,7 @@ fn at_the_answer(seed: u32) -> Result<(), String> {
 /// the line that begins `holds` and what stops the server on either side.
 #[test]
 fn the_search_brackets_a_real_database_and_web_server() {
+    let _heavy = crate::support::heavy();
     // The bank's objective is well above one user's p95 on a busy host
     // (3.6 ms quiet, up to 5.6 ms beside two busy loops), so the search
     // always has a level that meets it to climb from.

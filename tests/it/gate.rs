@@ -73,6 +73,7 @@ fn the_gate_shows_the_two_verdicts_side_by_side_when_the_bottleneck_moved() {
 /// load.
 #[test]
 fn a_run_gated_against_its_baseline_exits_by_the_gate() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     perflab_ok(dir.path(), &format!("run null --service 1ms {STEPS}"));
     perflab_ok(dir.path(), "show 1 --json base.json");
@@ -149,6 +150,7 @@ fn the_gate_refuses_other_plans_bad_thresholds_and_bad_files() {
 /// validates against the JUnit schema, the Markdown renders as tables.
 #[test]
 fn the_gate_fails_durable_commits_against_asynchronous_ones_and_says_the_bottleneck_moved() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let run = "run bank --target postgres:managed --disk-write-iops 100 \
         --mix atm:balance=0,withdraw=0,deposit=100,transfer=0 \

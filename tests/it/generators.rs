@@ -95,6 +95,7 @@ fn export(dir: &std::path::Path) -> serde_json::Value {
 /// clocks started within 5 ms of each other by the coordinator's clock.
 #[test]
 fn three_generators_make_one_run_whose_counts_add_up_exactly() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let token = token(dir.path());
     let three = Three::start(dir.path(), &token);
@@ -218,6 +219,7 @@ fn widest_start_spread(run: &serde_json::Value) -> f64 {
 /// seldom is, so one miss is run once more.
 #[test]
 fn three_generators_offer_one_poisson_process_of_the_rate_asked() {
+    let _heavy = crate::support::heavy();
     if let Err(said) = three_generators_once() {
         if let Err(again) = three_generators_once() {
             panic!("{said}\nand again: {again}");
@@ -280,6 +282,7 @@ fn stored_intervals(store: &std::path::Path) -> i64 {
 /// measured lost either way.
 #[test]
 fn a_generator_lost_mid_step_degrades_that_step_and_the_run_goes_on_or_stops() {
+    let _heavy = crate::support::heavy();
     for (policy, code) in [("continue", 0), ("stop", 1)] {
         let dir = tempdir();
         let token = token(dir.path());
@@ -468,6 +471,7 @@ fn old_generator() -> u16 {
 /// and verifies every body; the merged counts add up.
 #[test]
 fn webbench_on_a_managed_nginx_runs_from_two_generators() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let token = token(dir.path());
     let (agents, _, flags) = loopback_generators(dir.path(), &token, 2);
@@ -668,6 +672,7 @@ fn a_generator_histogram_asking_for_100_mb_is_refused_before_it_is_allocated() {
 /// bank is refused before anything is loaded.
 #[test]
 fn the_bank_runs_from_two_generators_and_its_check_passes() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let token = token(dir.path());
     let (agents, _, flags) = loopback_generators(dir.path(), &token, 2);

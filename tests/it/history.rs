@@ -12,6 +12,7 @@ const STEPS: &str = "--users 1,2 --warmup 0s --duration 1s --interval 100ms";
 
 #[test]
 fn a_slower_service_is_a_change_point_at_the_first_slower_run() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     for (service, commit) in [
         ("1ms", "a1"),

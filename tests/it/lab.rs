@@ -40,6 +40,7 @@ fn lab_in_its_first_cell(dir: &Path, args: &str) -> (std::process::Child, Instan
 /// prints the same matrix from the store alone.
 #[test]
 fn a_two_by_two_lab_runs_every_cell_and_prints_its_matrix() {
+    let _heavy = crate::support::heavy();
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     assert_ne!(online.trim(), "0", "this test needs two CPUs");
     let dir = tempdir();
@@ -252,6 +253,7 @@ fn costs_scores_and_capacity(dir: &Path, variants: &[serde_json::Value]) {
 /// 1 naming it.
 #[test]
 fn a_cell_the_server_refuses_is_failed_and_the_lab_goes_on() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let file = lab_file(
         dir.path(),
@@ -277,6 +279,7 @@ fn a_cell_the_server_refuses_is_failed_and_the_lab_goes_on() {
 /// measured, the lab is partial, and it exits 143.
 #[test]
 fn a_terminated_lab_is_partial_and_keeps_its_cells() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let (mut child, _) =
         lab_in_its_first_cell(dir.path(), "--users 1,2,3 --warmup 0s --duration 2s");
@@ -472,6 +475,7 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
 /// nothing.
 #[test]
 fn a_killed_lab_resumes_at_its_first_unfinished_cell() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let (mut child, deadline) =
         lab_in_its_first_cell(dir.path(), "--users 1,2 --warmup 0s --duration 1s");
@@ -535,6 +539,7 @@ fn a_killed_lab_resumes_at_its_first_unfinished_cell() {
 /// script's own words, its teardown still runs, and the other cells run.
 #[test]
 fn setup_and_teardown_configure_a_server_the_lab_does_not_manage() {
+    let _heavy = crate::support::heavy();
     let server = perflab::sut::managed::postgres::ManagedPostgres::start(&Default::default())
         .expect("a PostgreSQL server starts");
     let dir = tempdir();
@@ -613,6 +618,7 @@ fn setup_and_teardown_configure_a_server_the_lab_does_not_manage() {
 /// undone exactly once and the matrix is finished.
 #[test]
 fn a_teardown_owed_by_a_killed_lab_runs_when_it_resumes() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     // The setup makes a marker of its cell; the teardown removes it; both
     // log what they did, one line each.
@@ -760,6 +766,7 @@ fn a_labs_target_password_is_shown_and_stored_nowhere() {
 /// rate its search showed to meet them, and none meets a need beyond.
 #[test]
 fn a_lab_that_searches_answers_the_need_from_its_searches() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     std::fs::write(
         dir.path().join("lab.toml"),

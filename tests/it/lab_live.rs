@@ -59,6 +59,7 @@ fn intervals_in_banner(page: &str) -> u64 {
 /// both cells done and the report the terminal printed; the store whole.
 #[test]
 fn a_served_lab_shows_its_cells_as_they_run_and_its_report_at_the_end() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let file = lab_file(dir.path(), false);
     let served = Served::start(
@@ -126,6 +127,7 @@ fn a_served_lab_shows_its_cells_as_they_run_and_its_report_at_the_end() {
 /// with its run, the failed cell with why, the report.
 #[test]
 fn the_lab_page_reaches_its_end_in_a_browser() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let file = lab_file(dir.path(), true);
     let served = Served::start(

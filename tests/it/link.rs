@@ -84,6 +84,7 @@ fn interface_exists(name: &str) -> bool {
 /// there; the run records the link; after it, nothing of it is left.
 #[test]
 fn a_shaped_link_is_made_for_the_run_and_removed_after() {
+    let _heavy = crate::support::heavy();
     assert_root();
     let dir = tempdir();
     let (child, out) = spawn_until(
@@ -130,6 +131,7 @@ fn a_shaped_link_is_made_for_the_run_and_removed_after() {
 /// and nothing of the link is left after.
 #[test]
 fn a_managed_nginx_behind_a_shaped_link_is_held_to_its_rate() {
+    let _heavy = crate::support::heavy();
     assert_root();
     let dir = tempdir();
     let (out, _) = perflab_expect(

@@ -153,6 +153,7 @@ impl Drop for MariaDb {
 
 #[test]
 fn both_mixes_run_and_check_on_mariadb() {
+    let _heavy = crate::support::heavy();
     let db = MariaDb::start();
     let dir = tempdir();
     let url = db.url("bank-pw");
@@ -304,6 +305,7 @@ fn sampler_uses_performance_schema(db: &MariaDb) -> bool {
 
 #[test]
 fn row_lock_waits_are_sampled_without_performance_schema() {
+    let _heavy = crate::support::heavy();
     let db = MariaDb::start();
     assert!(!sampler_uses_performance_schema(&db));
     let waits = row_lock_waits_are_sampled(&db, "OFF");
@@ -318,6 +320,7 @@ fn row_lock_waits_are_sampled_without_performance_schema() {
 
 #[test]
 fn row_lock_waits_are_sampled_with_performance_schema() {
+    let _heavy = crate::support::heavy();
     let db = MariaDb::start_with(&PERFORMANCE_SCHEMA);
     assert!(sampler_uses_performance_schema(&db));
     let waits = row_lock_waits_are_sampled(&db, "ON");
@@ -330,6 +333,7 @@ fn row_lock_waits_are_sampled_with_performance_schema() {
 /// `--reload` replaces only perflab's own.
 #[test]
 fn the_bank_never_drops_a_mariadb_table_it_did_not_make() {
+    let _heavy = crate::support::heavy();
     let db = MariaDb::start();
     let dir = tempdir();
     let url = db.url("bank-pw");
@@ -391,6 +395,7 @@ fn a_wrong_mariadb_password_gets_one_line_and_exit_2() {
 /// password drawn for the server reaches neither the output nor the store.
 #[test]
 fn a_managed_mariadb_runs_the_sweep_and_is_removed() {
+    let _heavy = crate::support::heavy();
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     assert_ne!(online.trim(), "0", "this test needs two CPUs");
     let dir = tempdir();
@@ -549,6 +554,7 @@ fn a_managed_mariadb_refuses_what_is_not_its_own_in_one_line() {
 /// in the same words as on PostgreSQL.
 #[test]
 fn a_mariadb_that_refuses_sessions_past_max_connections_is_its_admission_limit() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let (out, err) = perflab_expect(
         dir.path(),

@@ -48,6 +48,7 @@ fn password_role(server: &ManagedPostgres, role: &str, password: &str, options: 
 
 #[test]
 fn both_mixes_run_and_check_on_postgres() {
+    let _heavy = crate::support::heavy();
     let pg = server();
     let dir = tempdir();
     let url = pg.url();
@@ -122,6 +123,7 @@ fn both_mixes_run_and_check_on_postgres() {
 
 #[test]
 fn the_pgbench_mix_runs_on_tables_pgbench_loaded() {
+    let _heavy = crate::support::heavy();
     let pg = server();
     let dir = tempdir();
     let init = Command::new("pgbench")
@@ -203,6 +205,7 @@ fn dump(server: &ManagedPostgres, tables: &[&str]) -> String {
 /// `--reload` replaces only perflab's own.
 #[test]
 fn the_bank_never_drops_a_postgres_table_it_did_not_make() {
+    let _heavy = crate::support::heavy();
     let pg = server();
     let dir = tempdir();
     let url = pg.url();
@@ -338,6 +341,7 @@ fn a_managed_server_held_to_a_memory_limit_runs_in_its_own_cgroup() {
 /// steps read from the disk through the throttle.
 #[test]
 fn a_disk_throttle_holds_from_the_first_step_and_not_while_the_bank_loads() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),
@@ -402,6 +406,7 @@ fn a_managed_server_may_run_outside_perflabs_own_cpus() {
 
 #[test]
 fn a_killed_server_ends_the_run_partial_and_loses_nothing_committed() {
+    let _heavy = crate::support::heavy();
     let mut pg = server();
     let dir = tempdir();
     let url = pg.url();
@@ -434,6 +439,7 @@ fn a_killed_server_ends_the_run_partial_and_loses_nothing_committed() {
 /// `ClientRead`, as half the wait samples of a one-user step.
 #[test]
 fn while_the_sweep_runs_perflab_holds_its_users_sessions_and_its_probe_only() {
+    let _heavy = crate::support::heavy();
     let pg = server();
     let dir = tempdir();
     let url = pg.url();
@@ -643,6 +649,7 @@ fn disturbed_run(run: &str, steps: i64, sql: &str, step: usize) -> serde_json::V
 
 #[test]
 fn connections_killed_by_the_server_are_reopened_and_counted() {
+    let _heavy = crate::support::heavy();
     // Step 2 (4 users) is running: the server ends every benchmark session.
     let errors = disturbed_run(
         "--users 1,4 --warmup 0s --duration 3s --max-error-rate 50%",
@@ -660,6 +667,7 @@ fn connections_killed_by_the_server_are_reopened_and_counted() {
 /// the server answers again, with nothing lost.
 #[test]
 fn a_server_that_stops_answering_a_held_user_gives_timeouts_then_goes_on() {
+    let _heavy = crate::support::heavy();
     // For 3 s every teller-and-branch update waits on this lock.
     let errors = disturbed_run(
         "--users 1 --threads 1 --warmup 0s --duration 6s --timeout 1s --max-error-rate 50%",
@@ -728,6 +736,7 @@ fn the_doctor_finds_a_servers_traps() {
 /// its thread (printed; the test asserts only that it is measured).
 #[test]
 fn wait_events_are_named_and_the_server_is_followed() {
+    let _heavy = crate::support::heavy();
     let pg = server();
     let dir = tempdir();
     let url = pg.url();

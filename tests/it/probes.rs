@@ -28,6 +28,7 @@ fn probe_samples(export: &serde_json::Value) -> Vec<Vec<serde_json::Value>> {
 
 #[test]
 fn a_run_stores_the_agents_samples_and_the_gap_when_it_stops() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "probe-t0ken-0123456789\n").unwrap();

@@ -66,6 +66,7 @@ fn within(what: &str, got: f64, want: f64, (below, above): (f64, f64), late: f64
 /// under each lower bound at 0.75 and 0.85.
 #[test]
 fn the_null_queue_answers_as_m_m_4() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     perflab_ok(
         dir.path(),

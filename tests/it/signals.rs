@@ -281,6 +281,7 @@ fn a_signal_ends_check_bank_on_a_silent_server() {
 /// one line naming it, exit 2.
 #[test]
 fn a_silent_server_is_given_up_at_the_look_deadline() {
+    let _heavy = crate::support::heavy();
     let port = silent_server(postgres_login);
     let dir = tempdir();
     let started = Instant::now();
@@ -370,6 +371,7 @@ fn sighup_ends_a_run_as_sigterm_does() {
 /// server's directory is removed, and the lab exits as after SIGTERM.
 #[test]
 fn sighup_ends_a_lab_and_its_running_cell_leaving_nothing() {
+    let _heavy = crate::support::heavy();
     use std::os::unix::fs::PermissionsExt;
     let dir = tempdir();
     // The managed server's directory is made here, to be looked at after.
@@ -445,6 +447,7 @@ fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
 /// signal ends it at once with its code, no panic.
 #[test]
 fn a_signal_ends_an_agent_in_every_role() {
+    let _heavy = crate::support::heavy();
     for role in ["", "--echo", "--generate", "--echo --generate"] {
         for (signal, code, name) in SIGNALS {
             let dir = tempdir();
@@ -547,6 +550,7 @@ fn run_on_generator(dir: &std::path::Path, at: &str, token: &std::path::Path) ->
 /// its share ends the generator at once with its code. No panic.
 #[test]
 fn a_signal_ends_a_run_on_generators_and_a_generator_mid_share() {
+    let _heavy = crate::support::heavy();
     for (signal, code, name) in SIGNALS {
         let dir = tempdir();
         let token = token_file(dir.path());

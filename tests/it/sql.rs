@@ -129,6 +129,7 @@ fn run_the_shop(target: &str, init: &str, value: &dyn Fn(&str) -> String) {
 
 #[test]
 fn a_users_scripts_run_with_their_draws_branches_gset_and_weights() {
+    let _heavy = crate::support::heavy();
     let pg = server();
     run_the_shop(&pg.url(), INIT, &|sql| psql_value(&pg, sql));
 }
@@ -152,6 +153,7 @@ fn the_same_scripts_run_unchanged_on_sqlite() {
 
 #[test]
 fn the_built_in_scripts_run_on_pgbenchs_tables_and_conserve_the_money() {
+    let _heavy = crate::support::heavy();
     let pg = server();
     let dir = tempdir();
     let init = Command::new("pgbench")

@@ -487,3 +487,38 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// How many tests that load the machine run at once: the host's two
+/// CPUs, as when the suite ran two tests at a time.
+const HEAVY_AT_ONCE: usize = 2;
+
+/// Slots taken by the tests that load the machine.
+static HEAVY: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+static HEAVY_FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// A slot for a test that loads the machine for seconds: a sweep at full
+/// speed, managed servers under load, a search that judges latencies.
+/// At most [`HEAVY_AT_ONCE`] of them run at once, so that they share the
+/// host as they did when the suite ran two tests at a time; the short
+/// tests (bad input, help, fixtures, runs of a second or two) run beside
+/// them in the suite's other threads (`--test-threads 4` in
+/// `scripts/test.sh`). Held until the returned guard drops.
+pub fn heavy() -> HeavySlot {
+    let mut taken = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    while *taken >= HEAVY_AT_ONCE {
+        taken = HEAVY_FREED.wait(taken).unwrap_or_else(|p| p.into_inner());
+    }
+    *taken += 1;
+    HeavySlot
+}
+
+/// A slot of [`heavy`]; given back when dropped, a failed test's too.
+pub struct HeavySlot;
+
+impl Drop for HeavySlot {
+    fn drop(&mut self) {
+        let mut taken = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        *taken = taken.saturating_sub(1);
+        HEAVY_FREED.notify_one();
+    }
+}

@@ -86,6 +86,7 @@ fn signalled(
 
 #[test]
 fn a_signal_ends_report_show_analyze_and_compare_at_once_and_never_leaves_part_of_a_file() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let store = big_run(dir.path());
     let store = store.to_str().unwrap();

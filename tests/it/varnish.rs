@@ -63,6 +63,7 @@ fn run_through_varnish(dir: &Path, storage: &str, rates: &str) -> (String, serde
 /// are the server's, the nginx behind it the origin's.
 #[test]
 fn varnish_serves_hits_and_sends_the_origin_its_misses() {
+    let _heavy = crate::support::heavy();
     if !varnish_here("varnish_serves_hits_and_sends_the_origin_its_misses") {
         return;
     }
@@ -112,6 +113,7 @@ fn varnish_serves_hits_and_sends_the_origin_its_misses() {
 /// dropped, and `analyze --json` names it.
 #[test]
 fn a_varnish_too_small_for_the_set_is_named() {
+    let _heavy = crate::support::heavy();
     if !varnish_here("a_varnish_too_small_for_the_set_is_named") {
         return;
     }

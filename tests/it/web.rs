@@ -68,6 +68,7 @@ fn files_dir(out: &str) -> std::path::PathBuf {
 
 #[test]
 fn a_managed_nginx_serves_specweb_with_its_class_shares_and_every_body_verified() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),
@@ -404,6 +405,7 @@ pub fn certificates(
 
 #[test]
 fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying_so() {
+    let _heavy = crate::support::heavy();
     let certs = tempdir();
     let (ca, cert, key) = certificates(certs.path());
     let tls = (cert.clone(), key.clone());
@@ -685,6 +687,7 @@ fn stored_intervals(store: &std::path::Path) -> i64 {
 /// cgroup removed, its ledger entry cleared, and no run left `running`.
 #[test]
 fn whatever_signals_come_and_whenever_a_managed_nginx_is_stopped_and_removed() {
+    let _heavy = crate::support::heavy();
     use std::os::unix::process::CommandExt;
     // Two signals of a kind sent at once may merge into one delivery: the
     // second is sent a moment after, as a user's second Ctrl-C is.
@@ -823,6 +826,7 @@ fn whatever_signals_come_and_whenever_a_managed_nginx_is_stopped_and_removed() {
 /// value and the steps below it; never the CPU the steps below showed.
 #[test]
 fn an_nginx_past_its_worker_connections_is_its_admission_limit() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let (out, _) = perflab_expect(
         dir.path(),
@@ -848,6 +852,7 @@ fn an_nginx_past_its_worker_connections_is_its_admission_limit() {
 /// doubled, never a resource; a first step turned away is still said.
 #[test]
 fn an_nginx_rate_limit_is_its_admission_limit_with_the_rate_it_served() {
+    let _heavy = crate::support::heavy();
     let nginx = crate::support::OwnNginx::start_with(
         "127.0.0.1",
         "limit_req_zone $host zone=held:1m rate=100r/s;",
