@@ -108,7 +108,7 @@ group fmt cargo fmt --check
 group clippy cargo clippy --all-targets -- -D warnings
 group build cargo test --release --all-targets --no-run
 group unit cargo test --release --lib --bins
-# Four threads: the tests that load the machine for seconds take one of
+# Four threads: the tests that load the machine or its disk take one of
 # two slots (`support::heavy` in tests/it/support.rs), so no more of them
 # share the CPUs than with two threads, and the short ones run beside them.
 group it cargo test --release --test it -- --test-threads 4

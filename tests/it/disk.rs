@@ -94,6 +94,7 @@ fn honoured(out: &str, least: u64) {
 /// writes are counted apart, with their bytes.
 #[test]
 fn a_joint_mix_is_honoured_and_counted_by_direction() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = run_disk(
         dir.path(),
@@ -131,6 +132,7 @@ fn a_joint_mix_is_honoured_and_counted_by_direction() {
 /// flight at once.
 #[test]
 fn a_closed_loop_holds_the_mix_and_never_exceeds_its_depth() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = run_disk(
         dir.path(),
@@ -157,6 +159,7 @@ fn a_closed_loop_holds_the_mix_and_never_exceeds_its_depth() {
 /// file it leaves reads back intact.
 #[test]
 fn the_psync_engine_runs_the_same_mix_and_leaves_an_intact_file() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = run_disk(
         dir.path(),
@@ -175,6 +178,7 @@ fn the_psync_engine_runs_the_same_mix_and_leaves_an_intact_file() {
 /// damage afterwards too.
 #[test]
 fn verify_catches_a_file_overwritten_mid_run() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let args = "run disk --target file:t.bin --size 1MiB --spec 4k-randread --verify --rate 1000,1000 --connections 2 --warmup 0s --duration 2s";
     let child = spawn_until_steps(dir.path(), args, 1);
@@ -411,6 +415,7 @@ fn a_device_that_holds_nothing_is_named_so() {
 /// the check passes after; mounted, it is refused even with the flag.
 #[test]
 fn a_device_holding_a_file_system_is_written_only_when_told() {
+    let _heavy = crate::support::heavy();
     let dev = LoopDevice::new(64);
     let mkfs = std::process::Command::new("mkfs.ext4")
         .args(["-q", "-F", &dev.path])
@@ -529,6 +534,7 @@ fn fill_device(kind: &str, dev: &str) {
 /// written.
 #[test]
 fn a_device_is_written_only_with_destroy_data_whatever_it_holds() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let short = "--depth 2 --warmup 0s --duration 1s";
     for (kind, says) in [
@@ -669,6 +675,7 @@ fn a_device_held_open_exclusively_is_never_written() {
 /// lets perflab take it over.
 #[test]
 fn a_file_replaced_behind_perflabs_back_is_never_overwritten() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let short = "--spec 4k-randwrite --depth 2 --warmup 0s --duration 1s";
     perflab_ok(

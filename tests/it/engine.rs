@@ -78,16 +78,19 @@ fn open_rate(arrivals: Arrivals, rate: f64) {
 
 #[test]
 fn open_loop_meets_a_uniform_rate() {
+    let _heavy = crate::support::heavy();
     open_rate(Arrivals::Uniform, 2000.0);
 }
 
 #[test]
 fn open_loop_meets_a_poisson_rate() {
+    let _heavy = crate::support::heavy();
     open_rate(Arrivals::Poisson, 3000.0);
 }
 
 #[test]
 fn a_stall_shows_in_response_time_not_only_in_service_time() {
+    let _heavy = crate::support::heavy();
     let mut plan = null_plan(
         LoadModel::Open {
             arrivals: Arrivals::Uniform,
@@ -127,6 +130,7 @@ fn a_stall_shows_in_response_time_not_only_in_service_time() {
 
 #[test]
 fn arrivals_beyond_the_bound_are_dropped_and_counted() {
+    let _heavy = crate::support::heavy();
     let plan = null_plan(
         LoadModel::Open {
             arrivals: Arrivals::Uniform,
@@ -262,6 +266,7 @@ fn stalled_step(load: LoadModel, level: Sweep, at: Duration) -> StepResult {
 /// its errors; the step says it stalled, and for how long.
 #[test]
 fn an_operation_in_flight_when_the_window_ends_counts_in_its_step() {
+    let _heavy = crate::support::heavy();
     let step = stalled_step(
         LoadModel::Closed {
             think: ThinkTime::Zero,
@@ -302,6 +307,7 @@ fn an_operation_in_flight_when_the_window_ends_counts_in_its_step() {
 /// with its wait so far, so the step's p95 shows the stall.
 #[test]
 fn arrivals_queued_when_the_window_ends_count_in_its_step() {
+    let _heavy = crate::support::heavy();
     let step = stalled_step(
         LoadModel::Open {
             arrivals: Arrivals::Uniform,

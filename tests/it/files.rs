@@ -73,6 +73,7 @@ fn users_think_write_and_read_and_leave_an_intact_tree() {
 /// perflab's back: the check names each, and the run fails its check.
 #[test]
 fn the_check_names_files_altered_removed_and_added() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let child = spawn_until_steps(
         dir.path(),
@@ -283,6 +284,7 @@ fn a_read_only_directory_is_bad_input() {
 /// file); the directory is removed after.
 #[test]
 fn a_full_file_system_leaves_no_partial_file_called_foreign() {
+    let _heavy = crate::support::heavy();
     let fs = Tmpfs::new("size=1m");
     let dir = tempdir();
     let out = perflab(dir.path())

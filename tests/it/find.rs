@@ -58,6 +58,7 @@ fn bad_objectives_and_search_flags_get_one_line() {
 /// export and the verdict, whose last line is the answer.
 #[test]
 fn a_sweep_with_objectives_judges_each_step_and_answers() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),
@@ -171,6 +172,7 @@ fn one_search(objective: &str, q: f64, limit_ms: f64) -> Result<(), String> {
 /// reached, not one as narrow as asked.
 #[test]
 fn a_search_stops_at_its_budget_of_steps_and_says_so() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),

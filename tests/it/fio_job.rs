@@ -57,6 +57,7 @@ fn within(got: f64, want: f64, n: u64, what: &str) {
 /// read share and size shares.
 #[test]
 fn a_random_mix_with_a_bssplit_runs_as_the_job_says() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     job_file(
         dir.path(),
@@ -92,6 +93,7 @@ fn a_random_mix_with_a_bssplit_runs_as_the_job_says() {
 /// following the last (the check's random share is 0), at its depth.
 #[test]
 fn a_sequential_read_job_reads_in_order() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     job_file(
         dir.path(),
@@ -120,6 +122,7 @@ fn a_sequential_read_job_reads_in_order() {
 /// level.
 #[test]
 fn a_jobs_rate_is_an_open_loop_and_a_depth_sweep_replaces_it() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     job_file(
         dir.path(),

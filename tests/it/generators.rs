@@ -714,6 +714,7 @@ fn the_bank_runs_from_two_generators_and_its_check_passes() {
 /// the generators' sum; each generator served its users.
 #[test]
 fn three_generators_in_their_own_namespaces_load_one_nginx() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let token = token(dir.path());
     let three = Three::start(dir.path(), &token);
@@ -1016,6 +1017,7 @@ fn hostile_shares_are_a_400_in_one_line_and_never_wedge_the_generator() {
 /// both, and says it stalled.
 #[test]
 fn operations_generators_hold_at_the_windows_end_count_in_the_step() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let token = token(dir.path());
     let (agents, _, flags) = loopback_generators(dir.path(), &token, 2);

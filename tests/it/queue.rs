@@ -107,6 +107,7 @@ fn the_null_queue_answers_as_m_m_4() {
 /// (ln 20 ms = 3.0 ms), where the queue of four would make it 5.8 ms.
 #[test]
 fn the_null_target_without_servers_queues_nothing() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     perflab_ok(
         dir.path(),

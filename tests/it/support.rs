@@ -496,8 +496,12 @@ const HEAVY_AT_ONCE: usize = 2;
 static HEAVY: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
 static HEAVY_FREED: std::sync::Condvar = std::sync::Condvar::new();
 
-/// A slot for a test that loads the machine for seconds: a sweep at full
-/// speed, managed servers under load, a search that judges latencies.
+/// A slot for a test that loads the machine for seconds (a sweep at full
+/// speed, managed servers under load, a search that judges latencies) or
+/// its disk (a disk or files run at a rate), or whose figures hang on
+/// timely wake-ups (an open loop's rate, what ends in a window): four
+/// disk tests at once, side by side in the suite's order, once failed a
+/// psync run at 2000/s on a disk 76% busy with the others' writes.
 /// At most [`HEAVY_AT_ONCE`] of them run at once, so that they share the
 /// host as they did when the suite ran two tests at a time; the short
 /// tests (bad input, help, fixtures, runs of a second or two) run beside

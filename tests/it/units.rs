@@ -103,6 +103,7 @@ fn the_null_target_counts_operations_per_second() {
 
 #[test]
 fn the_disk_counts_iops() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = short_run(
         dir.path(),
@@ -114,6 +115,7 @@ fn the_disk_counts_iops() {
 
 #[test]
 fn the_files_count_operations_per_second() {
+    let _heavy = crate::support::heavy();
     let dir = tempdir();
     let out = short_run(dir.path(), "files", "--target dir:.");
     names_its_unit(dir.path(), &out, "ops/s");
