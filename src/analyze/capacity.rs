@@ -33,6 +33,9 @@ pub(crate) struct Knee {
     pub(crate) because: String,
 }
 
+/// The growth efficiency under which a step bends the curve: a knee.
+pub(crate) const KNEE_EFFICIENCY: f64 = 0.8;
+
 /// Relative throughput growth over relative load growth from `a` to `b`.
 pub(crate) fn growth_efficiency(a: &StepPoint, b: &StepPoint) -> Option<f64> {
     let load = (b.load - a.load) / a.load;
@@ -47,7 +50,7 @@ pub(crate) fn knee(points: &[StepPoint]) -> Option<Knee> {
     for (i, pair) in points.windows(2).enumerate() {
         let (a, b) = (&pair[0], &pair[1]);
         let growth = growth_efficiency(a, b);
-        let fired = if let Some(e) = growth.filter(|e| *e < 0.8) {
+        let fired = if let Some(e) = growth.filter(|e| *e < KNEE_EFFICIENCY) {
             Some((
                 KneeRule::ThroughputGrowth,
                 format!(

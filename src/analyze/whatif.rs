@@ -32,6 +32,17 @@
 //! thrashing point; [`WhatIf::basis`] says which was done. Each
 //! prediction is given at the highest load and at the peak's.
 //!
+//! Every prediction carries a 95% interval, the prediction times
+//! 1 ± w, where w combines two errors independent of each other, to first
+//! order: the noise of the throughput the prediction starts from (the 95%
+//! half-width over its step's intervals, relative to its mean; a
+//! saturated resource's demand is its busy share over that throughput,
+//! so the bound it sets is as noisy) and the model's largest miss on this
+//! run up to the peak (what the model gets wrong that no noise explains),
+//! as `w = √(noise² + miss²)`. A lab checks each prediction against the
+//! variant that made the change: within 10%, or the interval overlaps
+//! the measured step's and is no wider than ±15% ([`judge`]).
+//!
 //! More CPU for a server confined to one CPU or a quota is what the host
 //! has: where that is more than the host has besides perflab's own use,
 //! the server's CPUs are shared with perflab, whose work per operation
@@ -40,6 +51,7 @@
 //! fixed "spare" share would overstate the gain. A doubled resource that
 //! still limits is said to, not named as the next.
 
+use super::bottleneck::growth::relative_half_width;
 use super::bottleneck::{Bottleneck, BottleneckKind};
 use super::demands::Demands;
 use super::mva;
@@ -110,6 +122,10 @@ pub(crate) struct Scenario {
     /// The same change at the peak's load, when that is not the highest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) at_peak: Option<AtLoad>,
+    /// The prediction's 95% interval, operations per second (none for a
+    /// prediction with no figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) interval: Option<[f64; 2]>,
 }
 
 /// A prediction at one load.
@@ -117,6 +133,76 @@ pub(crate) struct Scenario {
 pub(crate) struct AtLoad {
     pub(crate) load: f64,
     pub(crate) throughput: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) interval: Option<[f64; 2]>,
+}
+
+/// The 95% interval of a prediction `x` whose relative half-width is
+/// `width`; none for a figure that is not one.
+fn band(x: f64, width: f64) -> Option<[f64; 2]> {
+    (x.is_finite() && width.is_finite()).then(|| [(x * (1.0 - width)).max(0.0), x * (1.0 + width)])
+}
+
+/// Largest error of a prediction, relative to the measurement, that
+/// holds whatever its interval.
+pub(crate) const WITHIN: f64 = 0.10;
+
+/// Widest relative half-width of an interval that can hold a
+/// measurement a prediction missed by more than [`WITHIN`].
+pub(crate) const NARROW: f64 = 0.15;
+
+/// How a prediction fared against a measurement of the change it
+/// predicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Held {
+    /// Within [`WITHIN`] of the measured throughput.
+    Within,
+    /// Further off, but its interval, no wider than [`NARROW`], overlaps
+    /// the measured step's: the difference is within the noise.
+    Interval,
+    /// Further off, and its interval is wider than [`NARROW`]: too rough
+    /// to say it held.
+    Rough,
+    /// Further off, and the intervals do not meet.
+    Missed,
+}
+
+impl Held {
+    /// In words, for a table's cell.
+    pub(crate) fn words(self) -> &'static str {
+        match self {
+            Held::Within => "yes, within 10%",
+            Held::Interval => "yes, the intervals meet",
+            Held::Rough => "no, its interval is over ±15%",
+            Held::Missed => "no",
+        }
+    }
+}
+
+/// A prediction of `predicted` with its interval, against the
+/// `measured` throughput with the measured step's interval.
+pub(crate) fn judge(
+    predicted: f64,
+    interval: Option<[f64; 2]>,
+    measured: f64,
+    measured_interval: Option<[f64; 2]>,
+) -> Held {
+    if predicted > 0.0 && (measured / predicted - 1.0).abs() <= WITHIN {
+        return Held::Within;
+    }
+    let Some([lo, hi]) = interval else {
+        return Held::Missed;
+    };
+    if predicted <= 0.0 || (hi - lo) / 2.0 > NARROW * predicted {
+        return Held::Rough;
+    }
+    let [mlo, mhi] = measured_interval.unwrap_or([measured, measured]);
+    if lo <= mhi && mlo <= hi {
+        Held::Interval
+    } else {
+        Held::Missed
+    }
 }
 
 /// The change a scenario makes: the kind of resource, and its capacity's
@@ -142,6 +228,12 @@ pub(crate) struct WhatIf {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) scaled: bool,
     pub(crate) credible: bool,
+    /// The relative 95% half-width of the throughput the predictions
+    /// start from, over its step's intervals.
+    pub(crate) noise: f64,
+    /// Each prediction's relative 95% half-width: the noise and the
+    /// model's miss combined.
+    pub(crate) width: f64,
     /// What the predictions were made from, in words: the demands
     /// measured up to the peak, or the measurement at the highest load
     /// times the model's gain.
@@ -440,19 +532,37 @@ fn open_loop(
                 server_cpus,
                 changed,
                 at_peak: None,
+                interval: None,
             }
         })
         .collect();
-    let measured = points.get(peak)?.throughput;
-    Some(WhatIf {
-        model_error: (baseline - measured).abs() / measured,
+    let at = points.get(peak)?;
+    let measured = at.throughput;
+    let model_error = (baseline - measured).abs() / measured;
+    Some(with_intervals(WhatIf {
+        model_error,
         baseline,
         measured,
         scaled: false,
         credible: true,
+        noise: relative_half_width(at),
+        width: 0.0,
         basis: "the bounds of the demands measured, at the highest rate offered".to_string(),
         scenarios,
-    })
+    }))
+}
+
+/// `w` with each prediction's 95% interval: its noise and the model's
+/// miss combined.
+fn with_intervals(mut w: WhatIf) -> WhatIf {
+    w.width = w.noise.hypot(w.model_error);
+    for s in &mut w.scenarios {
+        s.interval = band(s.throughput, w.width);
+        if let Some(p) = &mut s.at_peak {
+            p.interval = band(p.throughput, w.width);
+        }
+    }
+    w
 }
 
 /// A closed loop: exact MVA at the highest population (and at the
@@ -482,15 +592,28 @@ fn closed_loop(
         .into_iter()
         .map(|change| model.scenario(change, &fit, target))
         .collect::<Option<Vec<_>>>()?;
-    Some(WhatIf {
+    // The noise of what the predictions start from: the highest load's
+    // measurement when they are scaled to it, the peak's otherwise.
+    let start = if fit.scaled {
+        points
+            .iter()
+            .filter(|p| p.load == highest)
+            .max_by(|a, b| a.throughput.total_cmp(&b.throughput))
+            .unwrap_or(fit.at_peak)
+    } else {
+        fit.at_peak
+    };
+    Some(with_intervals(WhatIf {
         model_error,
         baseline: fit.baseline,
         measured: fit.measured,
         scaled: fit.scaled,
         credible: model_error <= CREDIBLE,
-        basis: fit.basis(),
+        noise: relative_half_width(start),
+        width: 0.0,
+        basis: fit.basis(model_error <= CREDIBLE),
         scenarios,
-    })
+    }))
 }
 
 /// A closed loop's model: the centres' delay and the users' think time.
@@ -580,6 +703,7 @@ impl ClosedModel {
             Some(AtLoad {
                 load: at_peak.load,
                 throughput,
+                interval: None,
             })
         } else {
             None
@@ -596,13 +720,15 @@ impl ClosedModel {
             server_cpus,
             changed: what,
             at_peak: peak_prediction,
+            interval: None,
         })
     }
 }
 
 impl ClosedFit<'_> {
-    /// What the predictions start from, in words.
-    fn basis(&self) -> String {
+    /// What the predictions start from, in words; `credible` when the
+    /// model reproduced the run up to its peak.
+    fn basis(&self, credible: bool) -> String {
         let (measured, highest, at_peak) = (self.measured, self.highest, self.at_peak);
         if self.thrashed {
             format!(
@@ -620,8 +746,13 @@ impl ClosedFit<'_> {
                 Percent(CREDIBLE)
             )
         } else {
+            let reproduce = if credible {
+                "which reproduce the run"
+            } else {
+                "which reproduce the highest load's throughput but not every lower load's"
+            };
             format!(
-                "the demands measured up to the peak ({}), which reproduce the run",
+                "the demands measured up to the peak ({}), {reproduce}",
                 load_words(at_peak.load)
             )
         }
@@ -851,5 +982,63 @@ mod tests {
         let at_peak = second.at_peak.expect("a prediction at the peak's load");
         assert_eq!(at_peak.load, 2.0);
         assert!(at_peak.throughput > 15_600.0, "{at_peak:?}");
+        // Steady intervals: the interval is the model's miss alone.
+        assert_eq!(w.noise, 0.0);
+        assert!((w.width - w.model_error).abs() < 1e-12, "{w:?}");
+        let [lo, hi] = second.interval.expect("an interval");
+        let x = second.throughput;
+        assert!((lo - x * (1.0 - w.width)).abs() < 1e-6 && (hi - x * (1.0 + w.width)).abs() < 1e-6);
+        assert!(at_peak.interval.is_some());
+    }
+
+    /// The interval widens with the noise of the step the predictions
+    /// start from, combined with the model's miss: 5% of each makes 7.1%.
+    #[test]
+    fn an_interval_combines_the_steps_noise_and_the_models_miss() {
+        use crate::analyze::fixture::{mva_points, SHAPE};
+        let mut points = mva_points(0.001, 0.0, 0.0, &[1, 2, 4, 8]);
+        // Intervals whose 95% half-width is 5% of their mean at every step.
+        for p in &mut points {
+            let x = p.throughput;
+            let t = crate::util::t_975(9);
+            let d = 0.05 * x * (10.0f64).sqrt() / t;
+            // Ten values with sample standard deviation d: five at x − e
+            // and five at x + e, e = d·√(9/10).
+            let e = d * (0.9f64).sqrt();
+            p.interval_throughputs = (0..10)
+                .map(|i| if i % 2 == 0 { x - e } else { x + e })
+                .collect();
+        }
+        let v = crate::analyze::verdict_of(points, SHAPE, crate::analyze::DEFAULT_MAX_CV, 1);
+        let w = v.what_if.expect("a prediction");
+        assert!((w.noise - 0.05).abs() < 1e-9, "{w:?}");
+        assert!((w.width - w.noise.hypot(w.model_error)).abs() < 1e-12);
+        for s in w.scenarios.iter().filter(|s| s.throughput.is_finite()) {
+            let [lo, hi] = s.interval.expect("an interval");
+            assert!(lo < s.throughput && s.throughput < hi, "{s:?}");
+        }
+    }
+
+    /// Within 10% holds whatever the interval; beyond, an interval no
+    /// wider than ±15% holds when it meets the measured one, and a wider
+    /// one never does.
+    #[test]
+    fn a_prediction_is_judged_by_its_error_then_its_interval() {
+        assert_eq!(judge(100.0, None, 109.0, None), Held::Within);
+        assert_eq!(judge(100.0, None, 85.0, None), Held::Missed);
+        let narrow = Some([88.0, 112.0]);
+        assert_eq!(
+            judge(100.0, narrow, 115.0, Some([110.0, 120.0])),
+            Held::Interval
+        );
+        assert_eq!(
+            judge(100.0, narrow, 115.0, Some([113.0, 117.0])),
+            Held::Missed
+        );
+        assert_eq!(judge(100.0, narrow, 111.5, None), Held::Interval);
+        assert_eq!(
+            judge(100.0, Some([80.0, 120.0]), 115.0, Some([110.0, 120.0])),
+            Held::Rough
+        );
     }
 }

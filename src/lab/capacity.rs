@@ -67,6 +67,26 @@ impl Ask {
         };
         within && self.need.is_none_or(|n| p.throughput >= n)
     }
+
+    /// The step of a run that answers `self`: of the steps that meet it,
+    /// the highest load when its verdict judged the objectives (the load
+    /// the run's own answer names, whatever noise made a lower step's
+    /// throughput higher), the highest throughput otherwise.
+    fn best_step<'v>(&self, verdict: &'v Verdict) -> Option<&'v StepPoint> {
+        let judged = verdict.slo.is_some() && !self.slos.is_empty();
+        verdict
+            .points
+            .iter()
+            .filter(|p| self.met_by(verdict, p))
+            .max_by(|a, b| {
+                let by_load = if judged {
+                    a.load.total_cmp(&b.load)
+                } else {
+                    std::cmp::Ordering::Equal
+                };
+                by_load.then(a.throughput.total_cmp(&b.throughput))
+            })
+    }
 }
 
 /// A variant that met the need.
@@ -292,13 +312,7 @@ fn measured<'a, 'v>(
         }
         let best: Vec<&StepPoint> = runs
             .iter()
-            .filter_map(|verdict| {
-                verdict
-                    .points
-                    .iter()
-                    .filter(|p| ask.met_by(verdict, p))
-                    .max_by(|a, b| a.throughput.total_cmp(&b.throughput))
-            })
+            .filter_map(|verdict| ask.best_step(verdict))
             .collect();
         if best.len() == runs.len() {
             let n = best.len() as f64;

@@ -212,20 +212,26 @@ impl LabReport {
             "measured on",
             "change",
             "load",
-            "predicted",
-            "measured",
+            "predicted [95%]",
+            "measured [95%]",
             "error",
+            "held",
         ]);
-        grid.left = vec![0, 1, 2];
+        grid.left = vec![0, 1, 2, 7];
+        let figure = |x: f64, interval: Option<[f64; 2]>| match interval {
+            Some([lo, hi]) => format!("{} [{}–{}] {}", group(x), group(lo), group(hi), self.unit()),
+            None => format!("{} {}", group(x), self.unit()),
+        };
         for p in &self.predictions {
             grid.rows.push(vec![
                 p.from.clone(),
                 p.to.clone(),
                 p.change.clone(),
                 short(p.load),
-                format!("{} {}", group(p.predicted), self.unit()),
-                format!("{} {}", group(p.measured), self.unit()),
+                figure(p.predicted, p.interval),
+                figure(p.measured, p.measured_interval),
                 format!("{:+.1}%", p.error * 100.0),
+                p.held.words().to_string(),
             ]);
         }
         grid

@@ -19,7 +19,8 @@ use super::value::{scores, value_of, Figures, Score};
 use super::LabSpec;
 use crate::analyze::compare::{differ, peak_samples, Difference};
 use crate::analyze::stats::mean_interval;
-use crate::analyze::{verdict_of_run, Verdict};
+use crate::analyze::whatif::{judge, AtLoad, Held, Scenario};
+use crate::analyze::{verdict_of_run, StepPoint, Verdict};
 use crate::store::{CellStatus, LabStatus, Store, StoredLab, StoredRun};
 
 /// One variant's figures over its repetitions.
@@ -130,14 +131,22 @@ pub(crate) struct PredictionCheck {
     pub(crate) to: String,
     /// The change, as the what-if words it.
     pub(crate) change: String,
-    /// The load both are at: the sweep's highest.
+    /// The load both are at: the sweep's highest, or the predicting
+    /// variant's peak's.
     pub(crate) load: f64,
     /// Mean predicted throughput over the predicting variant's runs, and
     /// mean measured throughput over the other's, operations per second.
     pub(crate) predicted: f64,
+    /// The prediction's 95% interval (the mean of the runs' bounds).
+    pub(crate) interval: Option<[f64; 2]>,
     pub(crate) measured: f64,
+    /// The measured step's 95% interval: over the runs' throughputs, or
+    /// over one run's intervals.
+    pub(crate) measured_interval: Option<[f64; 2]>,
     /// measured / predicted − 1.
     pub(crate) error: f64,
+    /// Whether the prediction held.
+    pub(crate) held: Held,
 }
 
 /// A whole lab's report.
@@ -367,9 +376,15 @@ fn capacity(
         .collect();
     let mut capacity = answer(ask, &spec.variants, &verdicts);
     for p in capacity.predicted.iter_mut() {
-        p.measured_on = predictions
-            .iter()
-            .find(|c| c.from == p.variant && c.change == p.change)
+        // The check at the prediction's own load, else at the highest.
+        let of_it = || {
+            predictions
+                .iter()
+                .filter(|c| c.from == p.variant && c.change == p.change)
+        };
+        p.measured_on = of_it()
+            .find(|c| c.load == p.load)
+            .or_else(|| of_it().next())
             .map(|c| (c.to.clone(), c.measured));
     }
     capacity
@@ -485,7 +500,7 @@ fn made(from: &super::Variant, to: &super::Variant, s: &crate::analyze::whatif::
 fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<PredictionCheck> {
     let mut out = Vec::new();
     for (i, from) in spec.variants.iter().enumerate() {
-        let scenarios: Vec<&crate::analyze::whatif::Scenario> = runs[i]
+        let scenarios: Vec<&Scenario> = runs[i]
             .iter()
             .filter_map(|(_, v)| v.what_if.as_ref())
             .flat_map(|w| w.scenarios.iter())
@@ -494,42 +509,95 @@ fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<Predic
             if i == j {
                 continue;
             }
-            let mine: Vec<&&crate::analyze::whatif::Scenario> =
-                scenarios.iter().filter(|s| made(from, to, s)).collect();
-            let Some(first) = mine.first() else { continue };
-            let load = first.load;
-            let mine: Vec<f64> = mine
+            let mine: Vec<&Scenario> = scenarios
                 .iter()
-                .filter(|s| s.change == first.change && s.load == load)
-                .map(|s| s.throughput)
-                .filter(|x| x.is_finite())
+                .copied()
+                .filter(|s| made(from, to, s))
                 .collect();
-            let measured: Vec<f64> = runs[j]
+            let Some(first) = mine.first() else { continue };
+            let mine: Vec<&Scenario> = mine
                 .iter()
-                .filter_map(|(_, v)| {
-                    v.points
-                        .iter()
-                        .find(|p| p.load == load)
-                        .map(|p| p.throughput)
+                .copied()
+                .filter(|s| s.change == first.change && s.load == first.load)
+                .collect();
+            // At the highest load, then at the peak's when it is lower.
+            let highest: Vec<AtLoad> = mine
+                .iter()
+                .map(|s| AtLoad {
+                    load: s.load,
+                    throughput: s.throughput,
+                    interval: s.interval,
                 })
                 .collect();
-            if measured.is_empty() || mine.is_empty() {
-                continue;
+            let peaks: Vec<AtLoad> = mine.iter().filter_map(|s| s.at_peak).collect();
+            for at in [highest, peaks] {
+                let Some(check) = checked(&at, &runs[j]) else {
+                    continue;
+                };
+                out.push(PredictionCheck {
+                    from: from.name.clone(),
+                    to: to.name.clone(),
+                    change: first.change.clone(),
+                    ..check
+                });
             }
-            let predicted = mine.iter().sum::<f64>() / mine.len() as f64;
-            let measured = measured.iter().sum::<f64>() / measured.len() as f64;
-            out.push(PredictionCheck {
-                from: from.name.clone(),
-                to: to.name.clone(),
-                change: first.change.clone(),
-                load,
-                predicted,
-                measured,
-                error: measured / predicted - 1.0,
-            });
         }
     }
     out
+}
+
+/// The predictions `at` one load (one per run of the predicting
+/// variant, all at the same load) against what the runs of the variant
+/// with the change measured there; none when either has no figure.
+fn checked(at: &[AtLoad], runs: &[(StoredRun, Verdict)]) -> Option<PredictionCheck> {
+    let load = at.first()?.load;
+    let at: Vec<&AtLoad> = at
+        .iter()
+        .filter(|a| a.load == load && a.throughput.is_finite())
+        .collect();
+    let steps: Vec<&StepPoint> = runs
+        .iter()
+        .filter_map(|(_, v)| v.points.iter().find(|p| p.load == load))
+        .collect();
+    if at.is_empty() || steps.is_empty() {
+        return None;
+    }
+    let mean = |xs: &mut dyn Iterator<Item = f64>| {
+        let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+        sum / n as f64
+    };
+    let predicted = mean(&mut at.iter().map(|a| a.throughput));
+    let interval = at
+        .iter()
+        .map(|a| a.interval)
+        .collect::<Option<Vec<[f64; 2]>>>()
+        .map(|v| {
+            [
+                mean(&mut v.iter().map(|b| b[0])),
+                mean(&mut v.iter().map(|b| b[1])),
+            ]
+        });
+    let throughputs: Vec<f64> = steps.iter().map(|p| p.throughput).collect();
+    let measured = mean(&mut throughputs.iter().copied());
+    // Several runs: the interval of their mean; one: of its intervals'.
+    let spread = if steps.len() >= 2 {
+        mean_interval(&throughputs)
+    } else {
+        mean_interval(&steps[0].interval_throughputs)
+    };
+    let measured_interval = spread.map(|(_, lo, hi)| [lo, hi]);
+    Some(PredictionCheck {
+        from: String::new(),
+        to: String::new(),
+        change: String::new(),
+        load,
+        predicted,
+        interval,
+        measured,
+        measured_interval,
+        error: measured / predicted - 1.0,
+        held: judge(predicted, interval, measured, measured_interval),
+    })
 }
 
 #[cfg(test)]
@@ -564,6 +632,7 @@ mod tests {
             server_cpus,
             changed: Changed { kind, factor },
             at_peak: None,
+            interval: None,
         }
     }
 

@@ -6,7 +6,7 @@
 
 use crate::analyze::capacity::load_text;
 use crate::analyze::points::ResourceUse;
-use crate::analyze::whatif::WhatIf;
+use crate::analyze::whatif::{Scenario, WhatIf};
 use crate::analyze::{Bottleneck, StepPoint, UslFit, Verdict};
 use crate::units::{Latency, OpsPerSec, Percent, Rate, RateUnit};
 use std::fmt::Write;
@@ -18,7 +18,6 @@ fn secs(s: f64) -> Latency {
 /// The what-if predictions in words: how well the model reproduces the
 /// run, then a line per change; throughputs in `unit`.
 pub(crate) fn what_if_lines(w: &WhatIf, unit: RateUnit) -> (String, Vec<String>) {
-    let rate = |x: f64| Rate(x, unit);
     let head = if w.credible {
         format!(
             "the measured demands in a queueing model (exact MVA) reproduce the measured throughput within {} up to the peak",
@@ -31,63 +30,79 @@ pub(crate) fn what_if_lines(w: &WhatIf, unit: RateUnit) -> (String, Vec<String>)
             Percent(crate::analyze::whatif::CREDIBLE)
         )
     };
-    let basis = format!("predicted from {}", w.basis);
+    let basis = format!(
+        "predicted from {}; each figure within ±{} (95%: the noise of the throughput it starts from, ±{}, and the model's miss on this run, {}, combined)",
+        w.basis,
+        Percent(w.width),
+        Percent(w.noise),
+        Percent(w.model_error)
+    );
     let lines = std::iter::once(basis)
-        .chain(w.scenarios.iter().map(|s| {
-            let load = if s.response_s.is_some() {
-                crate::plan::Level::Users(s.load.round() as u32).to_string()
-            } else {
-                format!("{} offered", rate(s.load))
-            };
-            if !s.throughput.is_finite() || !s.gain.is_finite() {
-                // Nothing measured is left to queue on: the model's
-                // throughput has no bound, which is no figure to print.
-                return format!(
-                    "{}: no figure at {load}, as no demand on any other resource was measured (nothing the run saw would limit it)",
-                    s.change
-                );
-            }
-            let mut line = if w.scaled {
-                format!(
-                    "{}: {} at {load} (×{:.2} the {} measured there, the model's gain)",
-                    s.change,
-                    rate(s.throughput),
-                    s.gain,
-                    rate(w.measured)
-                )
-            } else {
-                format!(
-                    "{}: {} at {load} (×{:.2} the model's {} as measured)",
-                    s.change,
-                    rate(s.throughput),
-                    s.gain,
-                    rate(w.baseline)
-                )
-            };
-            if let Some(r) = s.response_s {
-                let _ = write!(line, ", mean response {}", secs(r));
-            }
-            if let Some(p) = s.at_peak.filter(|p| p.throughput.is_finite()) {
-                let _ = write!(
-                    line,
-                    "; {} at {} (the peak's load)",
-                    rate(p.throughput),
-                    crate::plan::Level::Users(p.load.round() as u32)
-                );
-            }
-            match (&s.limited_by, s.bound.filter(|b| b.is_finite())) {
-                (Some(name), Some(bound)) if s.still => {
-                    let _ = write!(line, "; {name} still limits, at {}", rate(bound));
-                }
-                (Some(name), Some(bound)) => {
-                    let _ = write!(line, "; then {name} limits, at {}", rate(bound));
-                }
-                _ => {}
-            }
-            line
-        }))
+        .chain(w.scenarios.iter().map(|s| scenario_line(w, s, unit)))
         .collect();
     (head, lines)
+}
+
+/// A prediction's 95% interval, ` [lo–hi]`; nothing without one.
+fn band(interval: Option<[f64; 2]>) -> String {
+    interval.map_or(String::new(), |[lo, hi]| {
+        format!(" [{}–{}]", OpsPerSec(lo), OpsPerSec(hi))
+    })
+}
+
+/// One change's prediction in words: at the highest load with its
+/// interval, at the peak's, and what limits after it.
+fn scenario_line(w: &WhatIf, s: &Scenario, unit: RateUnit) -> String {
+    let rate = |x: f64| Rate(x, unit);
+    let load = if s.response_s.is_some() {
+        crate::plan::Level::Users(s.load.round() as u32).to_string()
+    } else {
+        format!("{} offered", rate(s.load))
+    };
+    if !s.throughput.is_finite() || !s.gain.is_finite() {
+        // Nothing measured is left to queue on: the model's
+        // throughput has no bound, which is no figure to print.
+        return format!(
+            "{}: no figure at {load}, as no demand on any other resource was measured (nothing the run saw would limit it)",
+            s.change
+        );
+    }
+    let (from, what) = if w.scaled {
+        (w.measured, "measured there, the model's gain")
+    } else {
+        (w.baseline, "as measured")
+    };
+    let of = if w.scaled { "the" } else { "the model's" };
+    let mut line = format!(
+        "{}: {}{} at {load} (×{:.2} {of} {} {what})",
+        s.change,
+        rate(s.throughput),
+        band(s.interval),
+        s.gain,
+        rate(from)
+    );
+    if let Some(r) = s.response_s {
+        let _ = write!(line, ", mean response {}", secs(r));
+    }
+    if let Some(p) = s.at_peak.filter(|p| p.throughput.is_finite()) {
+        let _ = write!(
+            line,
+            "; {}{} at {} (the peak's load)",
+            rate(p.throughput),
+            band(p.interval),
+            crate::plan::Level::Users(p.load.round() as u32)
+        );
+    }
+    match (&s.limited_by, s.bound.filter(|b| b.is_finite())) {
+        (Some(name), Some(bound)) if s.still => {
+            let _ = write!(line, "; {name} still limits, at {}", rate(bound));
+        }
+        (Some(name), Some(bound)) => {
+            let _ = write!(line, "; then {name} limits, at {}", rate(bound));
+        }
+        _ => {}
+    }
+    line
 }
 
 /// The verdict section printed after a run and by `perflab analyze`.
@@ -576,7 +591,7 @@ fn top_wait(q: &StepPoint) -> String {
 mod tests {
     use super::*;
     use crate::analyze::points::ResourceKind;
-    use crate::analyze::whatif::{Changed, Scenario};
+    use crate::analyze::whatif::Changed;
 
     /// A run whose only measured demand is the CPU (the null target):
     /// with the CPU out of the way the model's throughput has no bound,
@@ -598,6 +613,7 @@ mod tests {
                 factor: None,
             },
             at_peak: None,
+            interval: None,
         };
         let w = WhatIf {
             model_error: 0.01,
@@ -605,6 +621,8 @@ mod tests {
             measured: 1e6,
             scaled: false,
             credible: true,
+            noise: 0.02,
+            width: 0.0224,
             basis: "the demands measured up to the peak".to_string(),
             scenarios: vec![gone],
         };

@@ -26,7 +26,7 @@ pub(crate) struct Rise {
 
 /// A step's 95% half-width relative to its mean throughput, from its
 /// intervals; 0 when it has fewer than two.
-fn relative_half_width(p: &StepPoint) -> f64 {
+pub(crate) fn relative_half_width(p: &StepPoint) -> f64 {
     mean_interval(&p.interval_throughputs)
         .filter(|(m, _, _)| *m > 0.0)
         .map_or(0.0, |(m, _, hi)| (hi - m) / m)

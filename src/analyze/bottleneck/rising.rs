@@ -10,7 +10,7 @@
 //! serves several I/Os at once, or a demand fitted at low load, can put it
 //! anywhere near the last step without having run out.
 
-use super::super::capacity::load_text;
+use super::super::capacity::{growth_efficiency, load_text, KNEE_EFFICIENCY};
 use super::super::demands::{Demand, Demands};
 use super::super::points::StepPoint;
 use super::growth::{Rise, MIN_GROWTH};
@@ -46,24 +46,10 @@ fn approached<'a>(demands: &'a Demands, last: &StepPoint, embedded: bool) -> Opt
     })
 }
 
-/// The verdict of a run whose throughput still rose at its last step
-/// while its latency grew: not reached, approaching the tightest bound's
-/// resource; `reached` (the plain not-reached verdict) when the latency
-/// held, its next step kept either way.
-pub(crate) fn verdict(
-    points: &[StepPoint],
-    shape: RunShape,
-    demands: &Demands,
-    rise: Rise,
-    reached: Bottleneck,
-) -> Bottleneck {
-    if !latency_grew(points) {
-        return reached;
-    }
-    let [.., before, last] = points else {
-        return reached;
-    };
-    let mut evidence = vec![format!(
+/// The last step's gain in words: how much throughput grew for how much
+/// more load, beyond the noise.
+fn still_grew(before: &StepPoint, last: &StepPoint, rise: Rise) -> String {
+    format!(
         "throughput still grew at the last step: {} at {} → {} at {} (×{:.2} for ×{:.2} the load), beyond what noise could make of it (±{}: the two steps' 95% intervals combined, at least {}): the curve had not flattened",
         before.rate(before.throughput),
         load_text(before),
@@ -73,7 +59,33 @@ pub(crate) fn verdict(
         last.load / before.load,
         Percent(rise.noise.max(MIN_GROWTH)),
         Percent(MIN_GROWTH),
-    )];
+    )
+}
+
+/// The verdict of a run whose throughput still rose at its last step
+/// while its latency grew: not reached, approaching the tightest bound's
+/// resource. When the latency held, `reached` (the plain not-reached
+/// verdict), its next step kept — but where the last step grew less
+/// than the load did (the knee's bend), its first line says how much it
+/// grew rather than that it kept pace.
+pub(crate) fn verdict(
+    points: &[StepPoint],
+    shape: RunShape,
+    demands: &Demands,
+    rise: Rise,
+    mut reached: Bottleneck,
+) -> Bottleneck {
+    let [.., before, last] = points else {
+        return reached;
+    };
+    if !latency_grew(points) {
+        let bent = growth_efficiency(before, last).is_some_and(|e| e < KNEE_EFFICIENCY);
+        if let Some(first) = reached.evidence.first_mut().filter(|_| bent) {
+            *first = still_grew(before, last, rise);
+        }
+        return reached;
+    }
+    let mut evidence = vec![still_grew(before, last, rise)];
     evidence.push(format!(
         "while p95 grew {} → {}: operations queue longer as the load nears a limit",
         Latency(before.response.p95),

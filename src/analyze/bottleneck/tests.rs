@@ -1065,6 +1065,32 @@ fn a_disk_curve_still_rising_is_not_reached_approaching_the_device() {
     assert!(super::growth::still_rising(&rising_disk(59_000.0)).is_none());
 }
 
+/// The same rising curve with a flat p95 (latencies under the clock's
+/// resolution, as an in-process target's are): not reached, and its
+/// first line says how much the last step grew for the load, never that
+/// throughput kept pace with it after a knee of 23%.
+#[test]
+fn a_bent_curve_with_a_flat_latency_is_not_said_to_have_kept_pace() {
+    let mut points = rising_disk(71_200.0);
+    for p in &mut points {
+        p.response.p95 = Duration::from_micros(300);
+    }
+    let shape = super::RunShape {
+        kernel_served: true,
+        ..SHAPE
+    };
+    let v = verdict_of(points, shape, DEFAULT_MAX_CV, 1);
+    let b = v.bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+    let first = &b.evidence[0];
+    assert!(
+        first.starts_with("throughput still grew at the last step: 58100 ops/s at ")
+            && first.contains("(×1.23 for ×2.00 the load)"),
+        "{b:?}"
+    );
+    assert!(!b.evidence.join("\n").contains("kept pace"), "{b:?}");
+}
+
 /// One thread's schedstat and state at a reading: nanoseconds on a CPU
 /// and waiting for one, timeslices, the wait it was seen in.
 fn reading(
