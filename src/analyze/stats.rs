@@ -105,7 +105,8 @@ fn normal_upper_tail(z: f64) -> f64 {
     0.5 * poly * (-x * x).exp()
 }
 
-fn mean(v: &[f64]) -> f64 {
+/// The mean of `v`, 0 for none.
+pub(crate) fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 

@@ -18,7 +18,7 @@ use super::capacity::{answer, Ask, CapacityAnswer};
 use super::value::{scores, value_of, Figures, Score};
 use super::LabSpec;
 use crate::analyze::compare::{differ, peak_samples, Difference};
-use crate::analyze::stats::mean_interval;
+use crate::analyze::stats::{mean, mean_interval};
 use crate::analyze::whatif::{judge, AtLoad, Held, Scenario};
 use crate::analyze::{verdict_of_run, StepPoint, Verdict};
 use crate::store::{CellStatus, LabStatus, Store, StoredLab, StoredRun};
@@ -562,23 +562,16 @@ fn checked(at: &[AtLoad], runs: &[(StoredRun, Verdict)]) -> Option<PredictionChe
     if at.is_empty() || steps.is_empty() {
         return None;
     }
-    let mean = |xs: &mut dyn Iterator<Item = f64>| {
-        let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
-        sum / n as f64
-    };
-    let predicted = mean(&mut at.iter().map(|a| a.throughput));
-    let interval = at
-        .iter()
-        .map(|a| a.interval)
-        .collect::<Option<Vec<[f64; 2]>>>()
-        .map(|v| {
-            [
-                mean(&mut v.iter().map(|b| b[0])),
-                mean(&mut v.iter().map(|b| b[1])),
-            ]
-        });
+    let of = |f: &dyn Fn(&AtLoad) -> f64| mean(&at.iter().map(|a| f(a)).collect::<Vec<f64>>());
+    let predicted = of(&|a| a.throughput);
+    let interval = at.iter().all(|a| a.interval.is_some()).then(|| {
+        [
+            of(&|a| a.interval.map_or(0.0, |b| b[0])),
+            of(&|a| a.interval.map_or(0.0, |b| b[1])),
+        ]
+    });
     let throughputs: Vec<f64> = steps.iter().map(|p| p.throughput).collect();
-    let measured = mean(&mut throughputs.iter().copied());
+    let measured = mean(&throughputs);
     // Several runs: the interval of their mean; one: of its intervals'.
     let spread = if steps.len() >= 2 {
         mean_interval(&throughputs)
