@@ -11,6 +11,7 @@ pub(crate) mod capacity;
 pub(crate) mod compare;
 pub(crate) mod demands;
 pub(crate) mod gate;
+pub(crate) mod held;
 pub(crate) mod history;
 pub(crate) mod host;
 pub(crate) mod iopath;

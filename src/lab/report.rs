@@ -18,8 +18,9 @@ use super::capacity::{answer, Ask, CapacityAnswer};
 use super::value::{scores, value_of, Figures, Score};
 use super::LabSpec;
 use crate::analyze::compare::{differ, peak_samples, Difference};
+use crate::analyze::held::{judge, Held};
 use crate::analyze::stats::{mean, mean_interval};
-use crate::analyze::whatif::{judge, AtLoad, Held, Scenario};
+use crate::analyze::whatif::{AtLoad, Scenario};
 use crate::analyze::{verdict_of_run, StepPoint, Verdict};
 use crate::store::{CellStatus, LabStatus, Store, StoredLab, StoredRun};
 
