@@ -60,6 +60,7 @@ admission-mariadb       ^admission_limit$     max_connections
 admission-nginx         ^admission_limit$     requests.turned.away
 connections-nginx       ^admission_limit$     worker_connections
 backlog-nginx           ^admission_limit$     listen.backlog
+open-files-nginx        ^admission_limit$     open.files
 disk-quick              ^(not_reached|resource)$ ^(not.reached|disk.)
 files-quick             ^resource$            ^cpu
 bank-quick              ^software_contention$ single.writer
@@ -67,7 +68,7 @@ web-quick               ^resource$            ^cpu
 net-quick               ^resource$            ^cpu
 null-quick              ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx connections-nginx backlog-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx connections-nginx backlog-nginx open-files-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -1030,10 +1031,24 @@ scn_backlog_nginx() {
         --urls "$WORK/urls.txt" --connection close
 }
 
+# 11f. An nginx of the scenario's own started under `ulimit -n 64` (its
+# one worker inherits it; its worker_connections of 1024 far above),
+# swept to 128 users on kept-alive connections: past some 55 connections
+# its worker can accept no more (EMFILE, "Too many open files"), the
+# clients it cannot accept wait in its listen queue and the step stalls.
+# The verdict is the admission limit, the open files, read from the
+# worker's descriptors against its /proc/PID/limits.
+scn_open_files_nginx() {
+    NOFILE=64 own_nginx '' ''
+    WORKLOAD=web ENDS_EARLY=1 sweep 1,8,32,128 --target "$NGINX_URL" \
+        --server-pid "$NGINX_PID" --urls "$WORK/urls.txt"
+}
+
 # An nginx of the scenario's own on loopback serving one small page
 # (WORK/urls.txt names it), with HTTP_DIRECTIVES in its http block,
 # SERVER_DIRECTIVES in its server's and LISTEN_PARAMETERS on its listen
-# line. Sets NGINX_URL and NGINX_PID.
+# line; under `ulimit -n $NOFILE` when NOFILE is set. Sets NGINX_URL and
+# NGINX_PID.
 own_nginx() {
     local http=$1 server=$2 listen=${3:-} port
     port=$(free_port)
@@ -1056,7 +1071,10 @@ http {
     server { listen 127.0.0.1:$port $listen; root $WORK/html; $server }
 }
 EOF
-    /usr/sbin/nginx -p "$WORK" -c "$WORK/nginx.conf" 2>"$WORK/nginx-start.log" \
+    (
+        if [ -n "${NOFILE:-}" ]; then ulimit -n "$NOFILE"; fi
+        exec /usr/sbin/nginx -p "$WORK" -c "$WORK/nginx.conf"
+    ) 2>"$WORK/nginx-start.log" \
         || fail "nginx did not start: $(tail -n 2 "$WORK/nginx-start.log")"
     for _ in $(seq 1 100); do
         [ -s "$WORK/nginx.pid" ] && break

@@ -27,6 +27,9 @@ pub(super) fn apply(run: &StoredRun, verdict: &mut Verdict) {
         ));
         return;
     }
+    if super::open_files::apply(run, verdict) {
+        return;
+    }
     if verdict
         .bottleneck
         .as_ref()
@@ -118,22 +121,13 @@ fn turned_away(
     let seconds = length.as_secs_f64();
     (turned > 0 && turned as f64 >= TURNED_AWAY_SHARE * requests as f64 && seconds > 0.0).then(
         || TurnedAway {
-            load: load_said(step, unit),
+            load: super::capacity::load_said(step, unit),
             reply,
             turned,
             requests,
             served_per_s: all.completed() as f64 / seconds,
         },
     )
-}
-
-/// A step's load as the evidence says it: a rate in the run's unit, or
-/// users.
-fn load_said(step: &crate::engine::StepResult, unit: crate::units::RateUnit) -> String {
-    match step.level {
-        crate::plan::Level::Rate(r) => crate::units::Rate(r, unit).to_string(),
-        users => users.to_string(),
-    }
 }
 
 /// The share of a step's requests whose connections were reset or
@@ -168,7 +162,7 @@ fn closed_on(step: &crate::engine::StepResult, unit: crate::units::RateUnit) -> 
         });
     let seen = closed > 0 && (TURNED_AWAY_SHARE..=MOSTLY_CLOSED).contains(&share);
     (seen && answering && seconds > 0.0).then(|| TurnedAway {
-        load: load_said(step, unit),
+        load: super::capacity::load_said(step, unit),
         reply: "a reset or refused connection",
         turned: closed,
         requests,
@@ -180,27 +174,7 @@ fn closed_on(step: &crate::engine::StepResult, unit: crate::units::RateUnit) -> 
 /// `worker_connections` and `worker_processes`, as the run stored them;
 /// empty for any other server.
 fn nginx_connections(run: &StoredRun) -> Vec<(String, String)> {
-    let settings = run
-        .setup
-        .as_ref()
-        .and_then(|s| s.pointer("/managed_server/settings"))
-        .and_then(|s| s.as_array());
-    let is_nginx = run
-        .setup
-        .as_ref()
-        .and_then(|s| s.pointer("/managed_server/version"))
-        .and_then(|v| v.as_str())
-        .is_some_and(|v| v.starts_with("nginx"));
-    if !is_nginx {
-        return Vec::new();
-    }
-    settings
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str()?.split_once('='))
-        .filter(|(k, _)| matches!(*k, "worker_connections" | "worker_processes"))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    super::capacity::nginx_settings(run, &["worker_connections", "worker_processes"])
 }
 
 /// The admission limit of an HTTP server that reset or refused

@@ -1,6 +1,7 @@
 //! Capacity: the peak throughput and its load, the knee of the
-//! throughput–load curve, and a step's value of an objective's metric (the
-//! objectives themselves are judged in [`super::objectives`]).
+//! throughput–load curve, a step's value of an objective's metric (the
+//! objectives themselves are judged in [`super::objectives`]), and how
+//! the evidence says a step's load and a managed nginx's settings.
 //!
 //! The knee rule, stated: walking up the load steps, the knee is the last
 //! step before either (a) throughput grew less than 80% as fast as load did
@@ -95,6 +96,44 @@ pub(crate) fn load_text(p: &StepPoint) -> String {
         crate::plan::Level::Users(n) => format!("{n} user{}", if n == 1 { "" } else { "s" }),
         crate::plan::Level::Rate(r) => p.rate(r).to_string(),
     }
+}
+
+/// A step's load as the evidence says it: a rate in the run's unit, or
+/// users.
+pub(crate) fn load_said(step: &crate::engine::StepResult, unit: crate::units::RateUnit) -> String {
+    match step.level {
+        crate::plan::Level::Rate(r) => crate::units::Rate(r, unit).to_string(),
+        users => users.to_string(),
+    }
+}
+
+/// The settings of `keys` a managed nginx ran with, as the run stored
+/// them; empty for any other server.
+pub(crate) fn nginx_settings(
+    run: &crate::store::StoredRun,
+    keys: &[&str],
+) -> Vec<(String, String)> {
+    let settings = run
+        .setup
+        .as_ref()
+        .and_then(|s| s.pointer("/managed_server/settings"))
+        .and_then(|s| s.as_array());
+    let is_nginx = run
+        .setup
+        .as_ref()
+        .and_then(|s| s.pointer("/managed_server/version"))
+        .and_then(|v| v.as_str())
+        .is_some_and(|v| v.starts_with("nginx"));
+    if !is_nginx {
+        return Vec::new();
+    }
+    settings
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str()?.split_once('='))
+        .filter(|(k, _)| keys.contains(k))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// The step's value of the objective's metric: seconds for latencies, a

@@ -19,6 +19,7 @@ pub(crate) mod latency;
 pub mod mva;
 pub(crate) mod net;
 pub(crate) mod objectives;
+mod open_files;
 pub(crate) mod points;
 pub(crate) mod stats;
 pub(crate) mod threads;

@@ -94,7 +94,14 @@ fn varnish_serves_hits_and_sends_the_origin_its_misses() {
     );
     let files = export["run"]["setup"]["fileset"]["files"].as_f64().unwrap();
     assert!(misses >= 1.0 && misses <= files, "{misses} misses:\n{out}");
-    assert_eq!(fetches, misses, "origin requests against misses:\n{out}");
+    // varnishncsa logs a miss's fetch when the fetch ends and its reply
+    // when the reply does: a miss still in flight when the run's last
+    // interval is read has its fetch counted and not its reply, at most
+    // one per connection. A fetch per miss, never two.
+    assert!(
+        fetches >= misses && fetches <= misses + 8.0,
+        "{fetches} origin requests against {misses} misses:\n{out}"
+    );
     let processes = &steps[0]["intervals"][1]["host"]["processes"];
     let count = |label: &str| {
         processes

@@ -8,7 +8,8 @@
 //! caching accelerator whose cache is smaller than its file set, under
 //! nginx and under Varnish; the echo agent of a net run under a CPU quota,
 //! a stream through a shaped link, a PostgreSQL and a MariaDB swept past
-//! their max_connections, an nginx's rate and connection limits; the quick
+//! their max_connections, an nginx's rate, connection and open-file
+//! limits; the quick
 //! starts of web, disk, files and net, and the engine's self-test) is run
 //! once with short steps, and its verdict must name the class (a miss
 //! while the hypervisor took 10% or more of the CPU, the host shared with
@@ -181,6 +182,11 @@ fn scenario_an_nginx_rate_limit_is_its_admission_limit() {
 #[test]
 fn scenario_an_nginx_past_its_worker_connections_is_its_admission_limit() {
     scenario("connections-nginx");
+}
+
+#[test]
+fn scenario_an_nginx_at_its_open_file_limit_is_its_admission_limit() {
+    scenario("open-files-nginx");
 }
 
 #[test]

@@ -16,6 +16,7 @@
 //! the sample absent — never zero, never an error that stops a run.
 
 mod live;
+pub(crate) mod open_files;
 mod parse;
 pub(crate) use parse::{interrupts_by_source, snmp_table};
 pub(crate) mod believe;
@@ -185,6 +186,26 @@ pub(crate) struct HostReader {
     /// The block devices' stack as last read, and how long it holds.
     stack: stack::StackSeen,
     stack_fresh: Duration,
+    /// The followed processes' open-file limits, read once each.
+    limits: open_files::Limits,
+}
+
+/// Every followed group's processes, read with `run_delay_of_tasks`,
+/// their open-file limits kept in `limits` between readings.
+fn read_processes(
+    root: &HostRoot,
+    groups: &[process::ProcessGroup],
+    run_delay_of_tasks: bool,
+    limits: &mut open_files::Limits,
+) -> Vec<(process::ProcessGroup, process::GroupCounters)> {
+    limits.begin();
+    groups
+        .iter()
+        .map(|g| {
+            let found = process::read_group_with(root, g, run_delay_of_tasks, limits);
+            (g.clone(), found)
+        })
+        .collect()
 }
 
 impl HostReader {
@@ -205,6 +226,7 @@ impl HostReader {
             threads: BTreeMap::new(),
             delayacct,
             kept: threads::KeptFiles::default(),
+            limits: open_files::Limits::default(),
             stack: stack::StackSeen::default(),
             stack_fresh,
         }
@@ -242,10 +264,7 @@ impl HostReader {
         let pressure = read_pressure(root);
         // Run delay comes from the threads' reading, where there is one.
         let tasks = root.proc_dir().is_none();
-        let mut processes: Vec<_> = groups
-            .iter()
-            .map(|g| (g.clone(), process::read_group_with(root, g, tasks)))
-            .collect();
+        let mut processes = read_processes(root, groups, tasks, &mut self.limits);
         let threads = read_thread_groups(
             root,
             &mut processes,

@@ -75,6 +75,10 @@ pub(crate) struct PidCounters {
     /// (`run_delay`, the second field of schedstat), summed over threads.
     #[serde(default)]
     pub(crate) run_delay_ns: Option<u64>,
+    /// The descriptors it held and its soft limit on them, when both
+    /// could be read (see [`super::open_files`]).
+    #[serde(default)]
+    pub(crate) open_files: Option<(u64, u64)>,
 }
 
 /// A group's processes at one moment, by pid.
@@ -83,16 +87,18 @@ pub(crate) type GroupCounters = BTreeMap<u32, PidCounters>;
 #[cfg(test)]
 /// Reads the counters of every process a group follows.
 pub(crate) fn read_group(root: &HostRoot, group: &ProcessGroup) -> GroupCounters {
-    read_group_with(root, group, true)
+    read_group_with(root, group, true, &mut super::open_files::Limits::default())
 }
 
 /// As [`read_group`]; a multi-threaded process's run delay is read from
 /// its threads only with `run_delay_of_tasks` (a reader of the threads
-/// sums it from its own reading instead).
+/// sums it from its own reading instead); each process's open-file limit
+/// from `limits`, which keeps it between readings.
 pub(crate) fn read_group_with(
     root: &HostRoot,
     group: &ProcessGroup,
     run_delay_of_tasks: bool,
+    limits: &mut super::open_files::Limits,
 ) -> GroupCounters {
     let mut out = BTreeMap::new();
     let Some(proc) = root.proc_dir() else {
@@ -119,8 +125,8 @@ pub(crate) fn read_group_with(
         if !wanted {
             continue;
         }
-        let context_switches = std::fs::read_to_string(entry.path().join("status"))
-            .map_or(0, |text| context_switches(&text));
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let context_switches = context_switches(&status);
         let io = std::fs::File::open(entry.path().join("io"))
             .ok()
             .and_then(|f| procfs_core::process::Io::from_read(f).ok());
@@ -141,6 +147,7 @@ pub(crate) fn read_group_with(
                 } else {
                     None
                 },
+                open_files: limits.read(&entry.path(), pid, stat.starttime, &status),
             },
         );
     }
@@ -225,6 +232,10 @@ pub struct ProcessSample {
     /// [`super::threads`]), when their schedstat could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_states: Option<super::threads::ThreadStates>,
+    /// The group's process nearest its open-file limit at the
+    /// interval's end, when its descriptors and limits could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_files: Option<super::open_files::OpenFiles>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -300,6 +311,9 @@ impl ProcessSample {
             run_delay: delayed.map(|ns| per_s(ns) / 1e9),
             busiest_single_thread: single.map(|t| per_s(t) / ticks_per_s),
             thread_states: None,
+            open_files: super::open_files::OpenFiles::nearest(
+                b.iter().filter_map(|(pid, p)| Some((*pid, p.open_files?))),
+            ),
         }
     }
 
