@@ -12,12 +12,17 @@ use std::time::{Duration, Instant};
 
 /// Writes `lab.toml` in `dir`: the bank on a SQLite file, one user then
 /// two for 2 s each, two variants (`good` and `other`, or `good` and a
-/// `broken` one whose setup fails).
+/// `broken` one whose setup fails). With `broken`, the good cell's setup
+/// waits (at most 60 s) for a file `go` in `dir`, which the test makes
+/// once a browser is connected.
 fn lab_file(dir: &Path, broken: bool) -> String {
     let second = if broken {
-        "[[variant]]\nname = \"broken\"\nsetup = \"echo no such device >&2; exit 3\"\n"
+        format!(
+            "setup = \"i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\"\n[[variant]]\nname = \"broken\"\nsetup = \"echo no such device >&2; exit 3\"\n",
+            dir.join("go").display()
+        )
     } else {
-        "[[variant]]\nname = \"other\"\n\"var.v\" = \"b\"\n"
+        "[[variant]]\nname = \"other\"\n\"var.v\" = \"b\"\n".to_string()
     };
     std::fs::write(
         dir.join("lab.toml"),
@@ -27,6 +32,18 @@ fn lab_file(dir: &Path, broken: bool) -> String {
     )
     .unwrap();
     "lab.toml".to_string()
+}
+
+/// Whether a connection to this host's `port` on loopback is established
+/// (the server's side of an accepted connection in /proc/net/tcp).
+fn accepted(port: u16) -> bool {
+    let local = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
+        t.lines().skip(1).any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1] == local && f[3] == "01"
+        })
+    })
 }
 
 /// Asks `path` until `done` says the page is what the test waits for
@@ -134,7 +151,24 @@ fn the_lab_page_reaches_its_end_in_a_browser() {
         dir.path(),
         &format!("lab {file} --serve 127.0.0.1:0 --serve-linger 10s"),
     );
-    let (dom, stderr) = dump_dom_when_closed(&format!("http://{}/", served.addr));
+    // The good cell waits for Chromium: started late on a busy host, it
+    // had come after both cells and taken only the end as it came.
+    let browser = {
+        let url = format!("http://{}/", served.addr);
+        std::thread::spawn(move || dump_dom_when_closed(&url))
+    };
+    let port: u16 = served
+        .addr
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the lab's port");
+    let until = Instant::now() + Duration::from_secs(60);
+    while !accepted(port) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let (dom, stderr) = browser.join().unwrap();
     assert!(!stderr.contains(":CONSOLE"), "console output: {stderr}");
     assert!(
         dom.contains("<title>perflab lab 1 · done · complete</title>"),

@@ -83,6 +83,42 @@ pub(crate) fn strong(points: &[StepPoint], from: usize, waits: &Waits) -> bool {
         || points[from..].iter().any(|q| retries_per_op(q) >= 0.5)
 }
 
+/// The contention verdict of a curve still rising at its last step past
+/// a knee, with half the sessions' samples on locks (or every other
+/// operation retried, [`strong`]): each user added less than the one
+/// before because more sessions queue on the same locks, which, not a
+/// resource the curve approaches, set its pace. Said beside the curve.
+pub(super) fn still_rising(
+    run: &super::Judged<'_>,
+    waits: &Waits,
+    rise: super::growth::Rise,
+) -> Bottleneck {
+    let super::Judged {
+        points,
+        shape,
+        peak,
+        knee,
+        demands,
+    } = *run;
+    let mut b = verdict(points, shape, peak, knee, demands, waits);
+    let [.., before, last] = points else {
+        return b;
+    };
+    b.evidence.insert(
+        1,
+        format!(
+            "throughput still grew at the last step, {} at {} → {} at {} (×{:.2} for ×{:.2} the load): each user added less, queueing on the same locks",
+            before.rate(before.throughput),
+            load_text(before),
+            last.rate(last.throughput),
+            load_text(last),
+            1.0 + rise.growth,
+            last.load / before.load
+        ),
+    );
+    b
+}
+
 /// The contention verdict: its name, what shows it, what was ruled out.
 pub(crate) fn verdict(
     points: &[StepPoint],

@@ -215,6 +215,9 @@ fn decide(
         if let Some(one) = hardware::one_process(points, peak) {
             return one;
         }
+        if knee.is_some() && contention::strong(points, from, &waits) {
+            return contention::still_rising(&run, &waits, rise);
+        }
         let reached = not_reached(points, shape, demands);
         return rising::verdict(points, shape, demands, rise, reached);
     }

@@ -335,6 +335,32 @@ fn row_locks_and_rising_retries_name_contention() {
     );
 }
 
+/// A curve past its knee still rising at its last step (×1.36 for ×2
+/// the load) while most of the sessions' samples are on a row lock, the
+/// CPU a third busy: contention, the rise said beside it, not a limit
+/// the curve approaches. The same rise with the samples on the CPU is
+/// not reached.
+#[test]
+fn a_curve_still_rising_under_lock_waits_is_contention() {
+    let rising = || curve(&[245.0, 308.0, 378.0, 441.0, 601.0]);
+    let mut points = rising();
+    for p in &mut points {
+        waits(p, &[("Lock:transactionid", 87), ("CPU", 13)]);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::SoftwareContention, "{b:?}");
+    assert!(
+        b.evidence[1].starts_with("throughput still grew at the last step, 441 ops/s at 8 users → 601 ops/s at 16 users (×1.36 for ×2.00 the load)"),
+        "{b:?}"
+    );
+    let mut points = rising();
+    for p in &mut points {
+        waits(p, &[("Lock:transactionid", 20), ("CPU", 80)]);
+    }
+    let b = judge(points).bottleneck.unwrap();
+    assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+}
+
 /// A last step 3% under the peak, inside steps whose intervals vary by 4%,
 /// is not a fall.
 #[test]

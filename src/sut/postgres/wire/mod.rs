@@ -357,6 +357,13 @@ impl Wire {
                 }
             }
         }
+        // A server that said it was ready again unasked is out of step:
+        // what it says next answers no exchange of this one's.
+        if ready_unasked(&self.read) {
+            self.broken = true;
+            self.write.clear();
+            return Err(WireError::Lost);
+        }
         self.owed += 1;
         self.round_trips += 1;
         self.broken = true;
@@ -530,6 +537,26 @@ const COMMAND_COMPLETE: u8 = b'C';
 const ERROR_RESPONSE: u8 = b'E';
 const READY_FOR_QUERY: u8 = b'Z';
 const DATA_ROW: u8 = b'D';
+
+/// Whether `read`, what was read beyond the last exchange's
+/// ReadyForQuery, holds another whole one: the messages a server may
+/// send unasked (a notice, a parameter's new value, a notification) are
+/// passed over; anything else ends the look.
+fn ready_unasked(read: &[u8]) -> bool {
+    let mut rest = read;
+    while let [tag, a, b, c, d, ..] = *rest {
+        let len = u32::from_be_bytes([a, b, c, d]) as usize;
+        let Some(whole) = len.checked_add(1).filter(|w| *w <= rest.len() && len >= 4) else {
+            return false;
+        };
+        match tag {
+            READY_FOR_QUERY => return true,
+            b'N' | b'S' | b'A' => rest = &rest[whole..],
+            _ => return false,
+        }
+    }
+    false
+}
 
 /// The row count at the end of a CommandComplete body, a command tag
 /// ending in NUL (`UPDATE 1`, `INSERT 0 1`, `SELECT 1`); 0 for tags
