@@ -93,27 +93,22 @@ pub(super) fn still_rising(
     waits: &Waits,
     rise: super::growth::Rise,
 ) -> Bottleneck {
-    let super::Judged {
-        points,
-        shape,
-        peak,
-        knee,
-        demands,
-    } = *run;
-    let mut b = verdict(points, shape, peak, knee, demands, waits);
-    let [.., before, last] = points else {
+    let mut b = verdict(
+        run.points,
+        run.shape,
+        run.peak,
+        run.knee,
+        run.demands,
+        waits,
+    );
+    let [.., before, last] = run.points else {
         return b;
     };
     b.evidence.insert(
         1,
         format!(
-            "throughput still grew at the last step, {} at {} → {} at {} (×{:.2} for ×{:.2} the load): each user added less, queueing on the same locks",
-            before.rate(before.throughput),
-            load_text(before),
-            last.rate(last.throughput),
-            load_text(last),
-            1.0 + rise.growth,
-            last.load / before.load
+            "throughput still grew at the last step, {}: each user added less, queueing on the same locks",
+            super::growth::gain_text(before, last, rise)
         ),
     );
     b

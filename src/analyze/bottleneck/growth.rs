@@ -46,3 +46,17 @@ pub(crate) fn still_rising(points: &[StepPoint]) -> Option<Rise> {
     let noise = relative_half_width(before).hypot(relative_half_width(last));
     (growth > noise.max(MIN_GROWTH)).then_some(Rise { growth, noise })
 }
+
+/// The last step's gain as the evidence says it: `X at L → X' at L'
+/// (×g for ×l the load)`.
+pub(crate) fn gain_text(before: &StepPoint, last: &StepPoint, rise: Rise) -> String {
+    format!(
+        "{} at {} → {} at {} (×{:.2} for ×{:.2} the load)",
+        before.rate(before.throughput),
+        super::super::capacity::load_text(before),
+        last.rate(last.throughput),
+        super::super::capacity::load_text(last),
+        1.0 + rise.growth,
+        last.load / before.load
+    )
+}

@@ -50,13 +50,8 @@ fn approached<'a>(demands: &'a Demands, last: &StepPoint, embedded: bool) -> Opt
 /// more load, beyond the noise.
 fn still_grew(before: &StepPoint, last: &StepPoint, rise: Rise) -> String {
     format!(
-        "throughput still grew at the last step: {} at {} → {} at {} (×{:.2} for ×{:.2} the load), beyond what noise could make of it (±{}: the two steps' 95% intervals combined, at least {}): the curve had not flattened",
-        before.rate(before.throughput),
-        load_text(before),
-        last.rate(last.throughput),
-        load_text(last),
-        1.0 + rise.growth,
-        last.load / before.load,
+        "throughput still grew at the last step: {}, beyond what noise could make of it (±{}: the two steps' 95% intervals combined, at least {}): the curve had not flattened",
+        super::growth::gain_text(before, last, rise),
         Percent(rise.noise.max(MIN_GROWTH)),
         Percent(MIN_GROWTH),
     )
