@@ -12,6 +12,7 @@
 //! user's script).
 
 use crate::measure::{ErrorKind, OpResult, Outcome, SqlCode};
+use crate::sut::mysql::wire::MyError;
 use crate::sut::postgres::wire::WireError;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -71,6 +72,21 @@ impl Failure {
             WireError::Server(code) if code.is_retryable() => Failure::retry(code),
             WireError::Server(code) if code.ends_connection() => Failure::Lost,
             WireError::Server(code) => Failure::sql(code),
+        }
+    }
+
+    /// What a failed exchange on perflab's own MySQL/MariaDB connection
+    /// means: deadlocks (1213) and lock-wait timeouts (1205) are worth
+    /// another try; a killed connection (1927) or a server shutting down
+    /// (1053) is gone.
+    pub(crate) fn of_my(e: &MyError) -> Self {
+        match e {
+            MyError::Server(code @ (1213 | 1205)) => Failure::retry(code),
+            MyError::Server(1927 | 1053) | MyError::Lost => Failure::Lost,
+            MyError::TimedOut => Failure::TimedOut,
+            MyError::Server(code) => Failure::sql(code),
+            MyError::TooLarge => Failure::sql("reply-too-large"),
+            MyError::TooLong => Failure::sql("statement-too-long"),
         }
     }
 }

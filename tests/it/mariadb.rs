@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const SHORT: &str = "--warmup 0s --duration 1s";
 
 /// A MariaDB server of the test's own.
-struct MariaDb {
+pub(crate) struct MariaDb {
     dir: PathBuf,
     child: Child,
     port: u16,
@@ -28,7 +28,7 @@ const PERFORMANCE_SCHEMA: [&str; 3] = [
 ];
 
 impl MariaDb {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with(&[])
     }
 
@@ -97,13 +97,28 @@ impl MariaDb {
     }
 
     /// Runs SQL as root over the server's socket.
-    fn sql(&self, sql: &str) -> bool {
+    pub(crate) fn sql(&self, sql: &str) -> bool {
         Command::new("mariadb")
             .arg(format!("--socket={}", self.dir.join("sock").display()))
             .args(["-u", "root", "-e", sql])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
+    }
+
+    /// One value of a query on the perflab database, as root.
+    pub(crate) fn value(&self, sql: &str) -> String {
+        let out = Command::new("mariadb")
+            .arg(format!("--socket={}", self.dir.join("sock").display()))
+            .args(["-u", "root", "-N", "-B", "perflab", "-e", sql])
+            .output()
+            .expect("mariadb runs");
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// `mariadb-dump` of some tables of the perflab database: their
@@ -129,7 +144,7 @@ impl MariaDb {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn url(&self, password: &str) -> String {
+    pub(crate) fn url(&self, password: &str) -> String {
         format!("mysql://perflab:{password}@127.0.0.1:{}/perflab", self.port)
     }
 }

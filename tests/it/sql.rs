@@ -1,9 +1,10 @@
 //! A user's own SQL scripts (`perflab run sql`) on a real PostgreSQL
 //! started by each test: a shop's scripts with random draws, a branch, a
 //! `\gset` whose values the next statement uses, weights and `-D`, the
-//! same scripts unchanged on SQLite; the
-//! built-in scripts on pgbench's tables, money conserved; and bad scripts
-//! refused in one line naming their file and line.
+//! same scripts unchanged on SQLite and on a real MariaDB; the
+//! built-in scripts on pgbench's tables, money conserved, on PostgreSQL
+//! and on MariaDB; a value that tries to end its string stays a value;
+//! and bad scripts refused in one line naming their file and line.
 
 use crate::support::{contains, last_export, perflab_expect, perflab_ok, tempdir};
 use perflab::sut::managed::postgres::ManagedPostgres;
@@ -41,7 +42,7 @@ INSERT INTO shop_orders (item, qty, total) VALUES (:item, :qty, :unit_price * :q
 \\else
 INSERT INTO shop_misses VALUES (:item);
 \\endif
-END;
+COMMIT;
 ";
 
 const LOOK: &str = "\\set item random(1, :items)
@@ -56,6 +57,15 @@ INSERT INTO shop_items SELECT n, 100000, n * 0.5 FROM g;
 UPDATE shop_items SET stock = 0 WHERE id = 7;
 CREATE TABLE shop_orders (id INTEGER PRIMARY KEY, item INTEGER, qty INTEGER, total NUMERIC);
 CREATE TABLE shop_misses (item INTEGER);
+";
+
+/// The same scripts on MariaDB: its own init (AUTO_INCREMENT, the
+/// sequence engine), the scripts unchanged.
+const INIT_MARIADB: &str = "CREATE TABLE shop_items (id bigint PRIMARY KEY, stock bigint NOT NULL, price decimal(12,2) NOT NULL);
+INSERT INTO shop_items SELECT seq, 100000, seq * 0.5 FROM seq_1_to_50;
+UPDATE shop_items SET stock = 0 WHERE id = 7;
+CREATE TABLE shop_orders (id bigint AUTO_INCREMENT PRIMARY KEY, item bigint, qty bigint, total decimal(12,2));
+CREATE TABLE shop_misses (item bigint);
 ";
 
 /// Runs the shop's scripts on `target` after `init`, then checks what
@@ -252,10 +262,7 @@ fn a_bad_script_is_one_line_naming_its_file_and_line() {
         &format!("run sql --target file:/tmp/x.bin --script tpcb-like --users 1 {SHORT}"),
         2,
     );
-    contains(
-        &err,
-        "--target: file:/tmp/x.bin is neither PostgreSQL nor SQLite",
-    );
+    contains(&err, "--target: file:/tmp/x.bin is no SQL database");
     // Nothing of perflab's was made in the user's database.
     assert_eq!(
         psql_value(
@@ -264,4 +271,96 @@ fn a_bad_script_is_one_line_naming_its_file_and_line() {
         ),
         "0"
     );
+}
+
+#[test]
+fn the_same_scripts_run_unchanged_on_mariadb_and_a_value_stays_a_value() {
+    let _heavy = crate::support::heavy();
+    let db = crate::mariadb::MariaDb::start();
+    let url = db.url("bank-pw");
+    run_the_shop(&url, INIT_MARIADB, &|sql| db.value(sql));
+    // A value that would end its string under MariaDB's default sql_mode
+    // (a backslash before the quote) and then drop the table is stored
+    // as the text it is.
+    let dir = tempdir();
+    assert!(db.sql("CREATE TABLE perflab.notes (body text)"));
+    std::fs::write(
+        dir.path().join("note.sql"),
+        "INSERT INTO notes (body) VALUES (:body);\n",
+    )
+    .unwrap();
+    let hostile = r"x\' ; DROP TABLE notes; #";
+    let out = crate::support::perflab_process(dir.path())
+        .args(["run", "sql", "--target", &url, "--script", "note.sql"])
+        .args(["-D", &format!("body={hostile}")])
+        .args(["--users", "1", "--warmup", "0s", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bodies = db.value("SELECT count(*), count(DISTINCT body), min(body) FROM notes");
+    let fields: Vec<&str> = bodies.split('\t').collect();
+    assert!(fields[0].parse::<u64>().unwrap() > 10, "{bodies}");
+    assert_eq!(fields[1], "1", "{bodies}");
+    // mariadb -B writes a backslash as two.
+    assert_eq!(fields[2].replace(r"\\", r"\"), hostile, "{bodies}");
+    // A statement MariaDB refuses is one line naming the script's line.
+    std::fs::write(dir.path().join("bad.sql"), "\\set x 1\nSELEC :x;\n").unwrap();
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run sql --target {url} --script bad.sql --users 1 {SHORT}"),
+        2,
+    );
+    contains(
+        &err,
+        "bad.sql:2: `SELEC :x`: the server cannot prepare it (1064:",
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// pgbench's four tables at scale 1, in MariaDB's SQL.
+const PGBENCH_MARIADB: &str = "CREATE TABLE pgbench_branches (bid int PRIMARY KEY, bbalance int, filler char(88));
+CREATE TABLE pgbench_tellers (tid int PRIMARY KEY, bid int, tbalance int, filler char(84));
+CREATE TABLE pgbench_accounts (aid int PRIMARY KEY, bid int, abalance int, filler char(84));
+CREATE TABLE pgbench_history (tid int, bid int, aid int, delta int, mtime timestamp, filler char(22));
+INSERT INTO pgbench_branches SELECT seq, 0, '' FROM seq_1_to_1;
+INSERT INTO pgbench_tellers SELECT seq, 1, 0, '' FROM seq_1_to_10;
+INSERT INTO pgbench_accounts SELECT seq, 1, 0, '' FROM seq_1_to_100000;
+";
+
+#[test]
+fn the_built_in_scripts_run_on_mariadb_and_conserve_the_money() {
+    let _heavy = crate::support::heavy();
+    let db = crate::mariadb::MariaDb::start();
+    let url = db.url("bank-pw");
+    let dir = tempdir();
+    // Without pgbench's tables, one line says how to make them here.
+    let (_, err) = perflab_expect(
+        dir.path(),
+        &format!("run sql --target {url} --script select-only --users 1 {SHORT}"),
+        2,
+    );
+    contains(&err, "has none");
+    contains(&err, "--init");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    std::fs::write(dir.path().join("pgbench.sql"), PGBENCH_MARIADB).unwrap();
+    let out = perflab_ok(
+        dir.path(),
+        &format!("run sql --target {url} --init pgbench.sql --script tpcb-like --script select-only@2 --users 2 {SHORT}"),
+    );
+    contains(&out, "tpcb-like");
+    contains(&out, "select-only");
+    let sums = db.value(
+        "SELECT (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers), (SELECT sum(bbalance) FROM pgbench_branches), (SELECT sum(delta) FROM pgbench_history)",
+    );
+    let sums: Vec<&str> = sums.split('\t').collect();
+    assert!(sums.iter().all(|s| *s == sums[0]), "{sums:?}");
+    let history: i64 = db
+        .value("SELECT count(*) FROM pgbench_history")
+        .parse()
+        .unwrap();
+    assert!(history > 50, "{history} transactions");
 }

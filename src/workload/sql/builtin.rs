@@ -2,7 +2,8 @@
 //! update and its select-only variant, on pgbench's tables
 //! (`pgbench_accounts`, `pgbench_tellers`, `pgbench_branches`,
 //! `pgbench_history`, made by `pgbench -i` or `perflab run bank --mix
-//! pgbench`). Their `:scale` is the tables' own (their branches' count)
+//! pgbench`). Each transaction ends in COMMIT (pgbench's own say END,
+//! which MySQL and MariaDB do not take). Their `:scale` is the tables' own (their branches' count)
 //! unless `--scale` says otherwise.
 
 /// The built-in scripts' names, as `--script` takes them.
@@ -24,7 +25,7 @@ SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
 UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
 UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
 INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
-END;
+COMMIT;
 "
         }
         "simple-update" => {
@@ -32,7 +33,7 @@ END;
 UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
 SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
 INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
-END;
+COMMIT;
 "
         }
         "select-only" => {

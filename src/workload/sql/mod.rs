@@ -1,5 +1,5 @@
 //! `perflab run sql`: the user's own transactions, as SQL scripts in
-//! pgbench's format, on PostgreSQL or SQLite (`--script FILE[@WEIGHT]`, repeatable, or a built-in
+//! pgbench's format, on PostgreSQL, MySQL/MariaDB or SQLite (`--script FILE[@WEIGHT]`, repeatable, or a built-in
 //! by name), with variables given by `-D NAME=VALUE`. One run of a script
 //! is one operation; each script is an operation kind of its own, with its
 //! latency, errors and retries. perflab creates nothing and drops nothing
@@ -8,7 +8,10 @@
 //! beforehand).
 
 mod builtin;
+mod literal;
+mod my;
 mod pg;
+mod prepare;
 mod program;
 pub(crate) mod script;
 mod sqlite;
@@ -17,8 +20,8 @@ use super::{CheckReport, OpCounts, Seat, Session, Started, SweepDriver, Workload
 use crate::error::PlanError;
 use crate::measure::Outcome;
 use crate::plan::Plan;
-use crate::sut::{Endpoint, Opened, ServerOptions, Target, TargetArgs, TargetKind};
-use program::{Scripts, State};
+use crate::sut::{Endpoint, Opened, ServerOptions, Target, TargetArgs};
+use program::{Scripts, State, Turn};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -89,7 +92,7 @@ const MAX_SCRIPTS: usize = 32;
 impl WorkloadKind for Sql {
     const NAME: &'static str = "sql";
     const ABOUT: &'static str =
-        "Your own transactions: SQL scripts in pgbench's format on PostgreSQL or SQLite.";
+        "Your own transactions: SQL scripts in pgbench's format on PostgreSQL, MySQL/MariaDB or SQLite.";
     const CHECK_ABOUT: &'static str = "A script's data is the user's: nothing to check.";
     const RATE_UNIT: crate::units::RateUnit = crate::units::RateUnit::Transactions;
     type RunArgs = SqlArgs;
@@ -98,14 +101,11 @@ impl WorkloadKind for Sql {
 
     fn validate(args: &SqlArgs) -> Result<SqlSpec, PlanError> {
         let (target, server) = args.target.validate(DEFAULT_TARGET)?;
-        if !matches!(
-            target.traits().kind,
-            TargetKind::Postgres | TargetKind::Sqlite
-        ) {
+        if !target.traits().kind.is_database() {
             return Err(PlanError::flag(
                 "--target",
-                format!("{} is neither PostgreSQL nor SQLite", target.redacted()),
-                "scripts run on postgres://USER@HOST/DB, postgres:managed or sqlite:FILE (MariaDB/MySQL is not supported yet)",
+                format!("{} is no SQL database", target.redacted()),
+                "scripts run on postgres://USER@HOST/DB, postgres:managed, mysql://USER@HOST/DB, mariadb:managed or sqlite:FILE",
             ));
         }
         if args.max_tries == 0 {
@@ -155,11 +155,15 @@ impl WorkloadKind for Sql {
         let opened = Opened::open(&spec.target, &spec.server)?;
         let (backend, scale) = match &opened.endpoint {
             Endpoint::Postgres(pg) => {
-                let scale = opened.unthrottled(|| prepare_pg(spec, pg))?;
+                let scale = opened.unthrottled(|| prepare::pg(spec, pg))?;
                 (Backend::Pg(pg.clone()), scale)
             }
-            Endpoint::Sqlite(path) => (Backend::Sqlite(path.clone()), prepare_sqlite(spec, path)?),
-            _ => anyhow::bail!("scripts run on PostgreSQL or SQLite"),
+            Endpoint::Mysql(my) => {
+                let scale = opened.unthrottled(|| prepare::my(spec, my))?;
+                (Backend::My(my.clone()), scale)
+            }
+            Endpoint::Sqlite(path) => (Backend::Sqlite(path.clone()), prepare::sqlite(spec, path)?),
+            _ => anyhow::bail!("scripts run on PostgreSQL, MySQL/MariaDB or SQLite"),
         };
         let scripts = Arc::new(compile(spec, scale, plan.seed).map_err(PlanError::new)?);
         backend.check_statements(&scripts)?;
@@ -293,146 +297,10 @@ fn unique_names(scripts: &[ScriptSpec]) -> Vec<String> {
     names
 }
 
-/// Whether `:scale` comes from pgbench's tables: no `--scale`, and a
-/// built-in script among the scripts.
-fn scale_from_tables(spec: &SqlSpec) -> bool {
-    spec.scale.is_none()
-        && spec
-            .scripts
-            .iter()
-            .any(|s| builtin::NAMES.contains(&s.name.as_str()))
-}
-
-/// The scale read from pgbench's branches, or why not.
-fn branches_scale(branches: Result<i64, String>, at: &str) -> Result<u32, PlanError> {
-    let branches = branches.map_err(|e| {
-        PlanError::flag(
-            "--script",
-            format!(
-                "the built-in scripts run on pgbench's tables, and {at} has none ({})",
-                crate::util::one_line(&e)
-            ),
-            "make them with pgbench -i, or perflab run bank --mix pgbench",
-        )
-    })?;
-    u32::try_from(branches)
-        .ok()
-        .filter(|s| *s > 0)
-        .ok_or_else(|| {
-            PlanError::flag(
-                "--scale",
-                "pgbench_branches is empty",
-                "load pgbench's tables, or give --scale",
-            )
-        })
-}
-
-/// On SQLite: runs `--init`, reads `:scale`; the scale to run with. A
-/// signal interrupts the statement running.
-fn prepare_sqlite(spec: &SqlSpec, path: &std::path::Path) -> anyhow::Result<u32> {
-    let conn = sqlite::open(path)?;
-    let handle = conn.get_interrupt_handle();
-    let watch = crate::util::InterruptWatch::start(move || handle.interrupt());
-    let done = (|| -> anyhow::Result<u32> {
-        if let Some(init) = &spec.init {
-            crate::util::out(format_args!("running {} once\n", init.name));
-            conn.execute_batch(&init.text).map_err(|e| {
-                PlanError::flag(
-                    "--init",
-                    format!("{} failed: {e}", init.name),
-                    "fix the statement it names",
-                )
-            })?;
-        }
-        if !scale_from_tables(spec) {
-            return Ok(spec.scale.unwrap_or(1));
-        }
-        let branches = conn
-            .query_row("SELECT count(*) FROM pgbench_branches", [], |r| {
-                r.get::<_, i64>(0)
-            })
-            .map_err(|e| e.to_string());
-        Ok(branches_scale(branches, &path.display().to_string())?)
-    })();
-    if done.is_err() {
-        watch.cut("preparing the scripts")?;
-    }
-    done
-}
-
-/// On PostgreSQL: runs `--init` and reads `:scale` where it comes from
-/// the tables; the scale to run with.
-fn prepare_pg(spec: &SqlSpec, target: &crate::sut::postgres::PgTarget) -> anyhow::Result<u32> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(crate::util::until_interrupted(
-        "preparing the scripts",
-        crate::sut::postgres::with_admin(target, async |client| {
-            if let Some(init) = &spec.init {
-                crate::util::out(format_args!("running {} once\n", init.name));
-                client.batch_execute(&init.text).await.map_err(|e| {
-                    PlanError::flag(
-                        "--init",
-                        format!(
-                            "{} failed: {}",
-                            init.name,
-                            crate::util::one_line(&e.to_string())
-                        ),
-                        "fix the statement it names",
-                    )
-                })?;
-            }
-            if let Some(scale) = spec.scale {
-                return Ok(scale);
-            }
-            if !spec
-                .scripts
-                .iter()
-                .any(|s| builtin::NAMES.contains(&s.name.as_str()))
-            {
-                return Ok(1);
-            }
-            let row = tokio::time::timeout(
-                crate::sut::LOOK_QUERY,
-                client.query_one("SELECT count(*) FROM pgbench_branches", &[]),
-            )
-            .await
-            .map_err(|_| {
-                PlanError::new(format!(
-                    "{} did not answer a count of pgbench_branches in time",
-                    target.display
-                ))
-            })?
-            .map_err(|e| {
-                PlanError::flag(
-                    "--script",
-                    format!(
-                        "the built-in scripts run on pgbench's tables, and {} has none ({})",
-                        target.display,
-                        crate::util::one_line(&e.to_string())
-                    ),
-                    "make them with pgbench -i, or perflab run bank --mix pgbench",
-                )
-            })?;
-            let branches: i64 = row.get(0);
-            u32::try_from(branches)
-                .ok()
-                .filter(|s| *s > 0)
-                .ok_or_else(|| {
-                    anyhow::anyhow!(PlanError::flag(
-                        "--scale",
-                        "pgbench_branches is empty",
-                        "load pgbench's tables, or give --scale"
-                    ))
-                })
-        }),
-    ))?
-}
-
 /// Where the scripts run.
 enum Backend {
     Pg(Box<crate::sut::postgres::PgTarget>),
+    My(crate::sut::mysql::MyTarget),
     Sqlite(std::path::PathBuf),
 }
 
@@ -460,8 +328,33 @@ impl Backend {
                     ))?
                     .map(drop)
             }
+            Backend::My(target) => {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                let driver = my::MyScripts {
+                    target: target.clone(),
+                    scripts: scripts.clone(),
+                    held: None,
+                };
+                runtime
+                    .block_on(crate::util::until_interrupted(
+                        "checking the scripts",
+                        my::connect(&driver),
+                    ))?
+                    .map(drop)
+            }
         };
         checked.map_err(|e| PlanError::new(crate::util::one_line(&format!("{e:#}"))).into())
+    }
+}
+
+/// A session's turn before its first operation.
+fn first_turn(scripts: &Arc<Scripts>, user: u32, seed: u64) -> Turn {
+    Turn {
+        script: 0,
+        state: State::new(scripts.vars_for(user), seed),
+        scripts: scripts.clone(),
     }
 }
 
@@ -482,7 +375,8 @@ struct SqlSession {
 }
 
 enum Conn {
-    Pg(Box<(pg::PgConn, pg::Turn)>),
+    Pg(Box<(pg::PgConn, Turn)>),
+    My(Box<(my::MyConn, Turn)>),
     Sqlite(crate::workload::blocking_conn::BlockingConn<sqlite::Runner>),
 }
 
@@ -504,12 +398,17 @@ impl Workload for SqlWorkload {
                 };
                 let conn =
                     crate::workload::server_conn::ServerConn::open(driver, self.max_tries).await?;
-                let turn = pg::Turn {
-                    script: 0,
-                    state: State::new(scripts.vars_for(user), seed),
+                Conn::Pg(Box::new((conn, first_turn(&scripts, user, seed))))
+            }
+            Backend::My(target) => {
+                let driver = my::MyScripts {
+                    target: target.clone(),
                     scripts: scripts.clone(),
+                    held: seat.alone.then_some(seat.timeout),
                 };
-                Conn::Pg(Box::new((conn, turn)))
+                let conn =
+                    crate::workload::server_conn::ServerConn::open(driver, self.max_tries).await?;
+                Conn::My(Box::new((conn, first_turn(&scripts, user, seed))))
             }
             Backend::Sqlite(path) => {
                 let (path, for_runner) = (path.clone(), scripts.clone());
@@ -541,9 +440,11 @@ impl Session for SqlSession {
         match &mut self.conn {
             Conn::Pg(pair) => {
                 let (conn, turn) = &mut **pair;
-                turn.script = op;
-                turn.state.mark();
-                conn.execute(turn).await
+                conn.execute(turn.next(op)).await
+            }
+            Conn::My(pair) => {
+                let (conn, turn) = &mut **pair;
+                conn.execute(turn.next(op)).await
             }
             Conn::Sqlite(conn) => conn.execute(op).await,
         }

@@ -10,9 +10,10 @@
 //! serialisation failures and deadlocks are the shared server connection's
 //! ([`ServerConn`]).
 
-use super::program::{self, Exec, Fail, Scripts, State, GSET_ROWS};
-use super::script::vars::{Param, Vars};
-use super::script::{Piece, Statement};
+use super::literal::{write_statement, Dialect};
+use super::program::{self, Exec, Fail, Scripts, Turn, GSET_ROWS};
+use super::script::vars::Vars;
+use super::script::Statement;
 use crate::measure::OpResult;
 use crate::sut::postgres::wire::{columns_of, Wire, WireError};
 use crate::sut::postgres::PgTarget;
@@ -55,20 +56,6 @@ pub(crate) struct Conn {
     row: Vec<u8>,
     /// The statement being sent, its variables written in.
     sql: String,
-}
-
-/// One operation: which script, and the session's state it runs with.
-pub(crate) struct Turn {
-    pub(crate) script: usize,
-    pub(crate) state: State,
-    pub(crate) scripts: Arc<Scripts>,
-}
-
-/// Why a try failed.
-#[derive(Debug)]
-pub(crate) enum ScriptError {
-    Db(WireError),
-    Script(&'static str),
 }
 
 /// Prepares every statement of every script on a new connection; a
@@ -119,7 +106,7 @@ pub(crate) async fn connect(driver: &PgScripts) -> anyhow::Result<Conn> {
 
 impl DbClient for PgScripts {
     type Conn = Conn;
-    type Error = ScriptError;
+    type Error = Fail<WireError>;
     type Op = Turn;
 
     async fn connect(&self) -> anyhow::Result<Conn> {
@@ -134,28 +121,24 @@ impl DbClient for PgScripts {
         conn.wire.is_broken()
     }
 
-    async fn run(conn: &mut Conn, turn: &mut Turn) -> Result<OpResult, ScriptError> {
+    async fn run(conn: &mut Conn, turn: &mut Turn) -> Result<OpResult, Fail<WireError>> {
         conn.wire.discard();
-        match program::run(conn, &turn.scripts, turn.script, &mut turn.state).await {
-            Ok(()) => Ok(OpResult::Ok),
-            Err(Fail::Db(e)) => Err(ScriptError::Db(e)),
-            Err(Fail::Script(code)) => Err(ScriptError::Script(code)),
-        }
+        turn.run(conn).await
     }
 
-    async fn rollback(conn: &mut Conn) -> Result<(), ScriptError> {
+    async fn rollback(conn: &mut Conn) -> Result<(), Fail<WireError>> {
         conn.wire.discard();
         conn.wire
             .query_keeping("ROLLBACK", None)
             .await
             .map(drop)
-            .map_err(ScriptError::Db)
+            .map_err(Fail::Db)
     }
 
-    fn classify(e: &ScriptError) -> Failure {
+    fn classify(e: &Fail<WireError>) -> Failure {
         match e {
-            ScriptError::Db(e) => Failure::of_pg(e),
-            ScriptError::Script(code) => Failure::sql(code),
+            Fail::Db(e) => Failure::of_pg(e),
+            Fail::Script(code) => Failure::sql(code),
         }
     }
 
@@ -178,15 +161,7 @@ impl Exec for Conn {
         let Some(prepared) = self.prepared.get(script).and_then(|s| s.get(stmt)) else {
             return Ok(());
         };
-        self.sql.clear();
-        let mut params = program::params(statement, vars);
-        for piece in &statement.pieces {
-            match piece {
-                Piece::Text(t) => self.sql.push_str(t),
-                Piece::Param => literal(&mut self.sql, params.next().unwrap_or(Param::Null)),
-            }
-        }
-        drop(params);
+        write_statement(&mut self.sql, statement, vars, Dialect::Postgres).map_err(Fail::Script)?;
         if statement.gset.is_none() {
             return self
                 .wire
@@ -203,92 +178,11 @@ impl Exec for Conn {
         if reply.data_rows != 1 {
             return Err(Fail::Script(GSET_ROWS));
         }
-        for (column, slot) in columns_of(&self.row).zip(&prepared.capture) {
-            let Some(slot) = *slot else { continue };
-            match column {
-                None => vars.set_null(slot),
-                Some(bytes) => vars.set_text(slot, &String::from_utf8_lossy(bytes)),
-            }
-        }
+        program::keep_row(vars, &prepared.capture, columns_of(&self.row));
         Ok(())
     }
 
     async fn sleep(&mut self, for_: Duration) {
         tokio::time::sleep(for_).await;
-    }
-}
-
-/// Writes a variable's value into SQL as a literal: a number as itself
-/// (in parentheses when negative, so that `-:x` never becomes a comment),
-/// a text holding a number as that number, any other text as a quoted
-/// string (its quotes doubled, NULs dropped): never as SQL of its own.
-fn literal(out: &mut String, param: Param<'_>) {
-    use std::fmt::Write as _;
-    let _ = match param {
-        Param::Null => out.write_str("NULL"),
-        Param::Bool(b) => out.write_str(if b { "true" } else { "false" }),
-        Param::Int(i) if i < 0 => write!(out, "({i})"),
-        Param::Int(i) => write!(out, "{i}"),
-        Param::Double(d) if d.is_nan() => out.write_str("'NaN'::float8"),
-        Param::Double(d) if d.is_infinite() => out.write_str(if d > 0.0 {
-            "'Infinity'::float8"
-        } else {
-            "'-Infinity'::float8"
-        }),
-        Param::Double(d) if d < 0.0 => write!(out, "({d:?})"),
-        Param::Double(d) => write!(out, "{d:?}"),
-        Param::Text(t) => {
-            let trimmed = t.trim();
-            if let Ok(i) = trimmed.parse::<i64>() {
-                return literal(out, Param::Int(i));
-            }
-            if let Ok(d) = trimmed.parse::<f64>() {
-                if d.is_finite()
-                    && trimmed
-                        .bytes()
-                        .all(|b| b.is_ascii_digit() || b".-+eE".contains(&b))
-                {
-                    return literal(out, Param::Double(d));
-                }
-            }
-            out.push('\'');
-            for c in t.chars().filter(|c| *c != '\0') {
-                if c == '\'' {
-                    out.push('\'');
-                }
-                out.push(c);
-            }
-            out.push('\'');
-            Ok(())
-        }
-    };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_value_is_written_as_a_literal_never_as_sql() {
-        for (param, want) in [
-            (Param::Int(5), "5"),
-            (Param::Int(-5), "(-5)"),
-            (Param::Double(1.5), "1.5"),
-            (Param::Double(-0.25), "(-0.25)"),
-            (Param::Double(f64::INFINITY), "'Infinity'::float8"),
-            (Param::Null, "NULL"),
-            (Param::Bool(true), "true"),
-            (Param::Text(" 42 "), "42"),
-            (Param::Text("9.99"), "9.99"),
-            (Param::Text("-3"), "(-3)"),
-            (Param::Text("it's"), "'it''s'"),
-            (Param::Text("1; DROP TABLE x; --"), "'1; DROP TABLE x; --'"),
-            (Param::Text("inf"), "'inf'"),
-            (Param::Text("a\0b"), "'ab'"),
-        ] {
-            let mut out = String::new();
-            literal(&mut out, param);
-            assert_eq!(out, want, "{param:?}");
-        }
     }
 }

@@ -165,6 +165,32 @@ impl State {
     }
 }
 
+/// One operation on a server's connection: which script, and the
+/// session's state it runs with.
+pub(crate) struct Turn {
+    pub(crate) script: usize,
+    pub(crate) state: State,
+    pub(crate) scripts: std::sync::Arc<Scripts>,
+}
+
+impl Turn {
+    /// The turn of operation `script`: its retries replay from here.
+    pub(crate) fn next(&mut self, script: usize) -> &mut Turn {
+        self.script = script;
+        self.state.mark();
+        self
+    }
+
+    /// One try of the turn's script on `conn`.
+    pub(crate) async fn run<X: Exec>(
+        &mut self,
+        conn: &mut X,
+    ) -> Result<crate::measure::OpResult, Fail<X::Error>> {
+        run(conn, &self.scripts, self.script, &mut self.state).await?;
+        Ok(crate::measure::OpResult::Ok)
+    }
+}
+
 /// Why a script's run failed.
 #[derive(Debug)]
 pub(crate) enum Fail<E> {
@@ -268,6 +294,22 @@ pub(crate) fn check_params(statement: &Statement, vars: &Vars) -> Result<(), Eva
         vars.param(*slot)?;
     }
     Ok(())
+}
+
+/// Keeps a `\gset` row's values as variables: each column's value (as
+/// text, or NULL) goes to the slot `capture` names for it.
+pub(crate) fn keep_row<'r>(
+    vars: &mut Vars,
+    capture: &[Option<usize>],
+    values: impl Iterator<Item = Option<&'r [u8]>>,
+) {
+    for (value, slot) in values.zip(capture) {
+        let Some(slot) = *slot else { continue };
+        match value {
+            None => vars.set_null(slot),
+            Some(bytes) => vars.set_text(slot, &String::from_utf8_lossy(bytes)),
+        }
+    }
 }
 
 /// The parameters of `statement`, once [`check_params`] has passed.

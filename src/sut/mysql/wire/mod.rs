@@ -1,19 +1,22 @@
-//! A MySQL/MariaDB session that owns its socket: the bank's hot path, and
-//! (in `text`) the text protocol for everything else: loading and checking
-//! the bank, statistics, settings.
+//! A MySQL/MariaDB session that owns its socket: the hot path of the bank
+//! and of a user's scripts, and (in `text`) the text protocol for
+//! everything else: loading and checking the bank, statistics, settings.
 //!
 //! - **Statements** are prepared once per connection (COM_STMT_PREPARE).
 //!   Each one's COM_STMT_EXECUTE packet is encoded once as a template whose
 //!   BIGINT parameters are patched in place; BEGIN, COMMIT and ROLLBACK are
-//!   COM_QUERY packets made once.
+//!   COM_QUERY packets made once. A script's statement is a text query
+//!   written into the connection's own buffer, its first row kept when
+//!   asked (`\gset`); it is prepared only to be checked and described.
 //! - **Replies** are read whole into one buffer, then reduced to what a
 //!   transaction needs: the affected rows, the rows returned, or the error
 //!   code. No row is built and nothing is allocated per statement.
-//! - **Startup**: `mysql_native_password`, and `caching_sha2_password` when
-//!   the server has the user cached (its fast path); anything else, or TLS,
-//!   is refused in one line.
-//! - **Faults**: a packet over 1 MiB, a reply cut short or one that makes
-//!   no sense ends the connection (`Lost`), never the process. A reply is
+//! - **Startup** (in `startup`): `mysql_native_password`, and
+//!   `caching_sha2_password` when the server has the user cached (its fast
+//!   path); anything else, or TLS, is refused in one line.
+//! - **Faults**: a reply over 1 MiB (16 MiB for a script's; `TooLarge`),
+//!   a reply cut short or one that makes no sense ends the connection
+//!   (`Lost`), never the process. A reply is
 //!   consumed only once whole, so an exchange abandoned at its timeout is
 //!   settled (its reply read and dropped) before the next; a write cut
 //!   short marks the connection broken.
@@ -22,32 +25,25 @@ use super::MyTarget;
 use crate::error::PlanError;
 use crate::sut::stream::Stream;
 use bytes::{Buf, BytesMut};
-use sha1::Sha1;
-use sha2::{Digest, Sha256};
 use std::io;
 use std::time::Duration;
 
+mod startup;
 mod text;
 
 pub(crate) use text::Row;
 
-/// The longest reply accepted (one packet or a whole result).
+/// The longest reply accepted on the bank's path (one packet or a whole
+/// result).
 const MAX_REPLY: usize = 1 << 20;
-
-// Capability flags of the client/server protocol.
-const CLIENT_LONG_PASSWORD: u32 = 1;
-const CLIENT_CONNECT_WITH_DB: u32 = 8;
-const CLIENT_PROTOCOL_41: u32 = 0x200;
-const CLIENT_TRANSACTIONS: u32 = 0x2000;
-const CLIENT_SECURE_CONNECTION: u32 = 0x8000;
-const CLIENT_PLUGIN_AUTH: u32 = 0x8_0000;
-const CLIENT_DEPRECATE_EOF: u32 = 0x100_0000;
-/// utf8mb4_general_ci.
-const CHARSET: u8 = 45;
+/// The longest reply a script's statement may have: a user's query can
+/// return many rows, and its whole reply is held until it has all come.
+pub(crate) const MAX_SCRIPT_REPLY: usize = 16 << 20;
 
 const COM_QUERY: u8 = 0x03;
 const COM_STMT_PREPARE: u8 = 0x16;
 const COM_STMT_EXECUTE: u8 = 0x17;
+const COM_STMT_CLOSE: u8 = 0x19;
 const MYSQL_TYPE_LONGLONG: u8 = 8;
 
 /// Why an exchange failed.
@@ -61,6 +57,11 @@ pub(crate) enum MyError {
     /// reply; the reply still owed is read and dropped before the next
     /// exchange.
     TimedOut,
+    /// A reply longer than the connection accepts; the connection is
+    /// dropped unread.
+    TooLarge,
+    /// A statement longer than one packet holds; nothing was sent.
+    TooLong,
 }
 
 impl std::fmt::Display for MyError {
@@ -69,6 +70,8 @@ impl std::fmt::Display for MyError {
             MyError::Server(code) => write!(f, "server error {code}"),
             MyError::Lost => f.write_str("connection lost"),
             MyError::TimedOut => f.write_str("no reply within the timeout"),
+            MyError::TooLarge => f.write_str("a reply over the most perflab holds"),
+            MyError::TooLong => f.write_str("a statement over one packet"),
         }
     }
 }
@@ -133,6 +136,13 @@ impl Command {
     }
 }
 
+/// A statement the server prepared.
+struct Prepared {
+    id: u32,
+    params: usize,
+    columns: Vec<String>,
+}
+
 /// A packet: its payload's length (3 bytes), its sequence number, the payload.
 fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
     let len = payload.len() as u32;
@@ -159,6 +169,8 @@ pub(crate) struct MyWire {
     display: String,
     /// How long one text-protocol query may take.
     query_timeout: Duration,
+    /// The longest reply a hot-path exchange accepts.
+    reply_limit: usize,
 }
 
 impl MyWire {
@@ -168,30 +180,6 @@ impl MyWire {
         tokio::time::timeout(super::super::HANDSHAKE, Self::handshake(target))
             .await
             .map_err(|_| super::super::silent_peer("MySQL/MariaDB", &target.display))?
-    }
-
-    /// The connection phase: the server's greeting, perflab's reply with
-    /// its capabilities and credentials, then the server's verdict.
-    async fn handshake(target: &MyTarget) -> Result<MyWire, PlanError> {
-        let mut wire = Self::open(target).await?;
-        let lost = |e: io::Error| super::unreachable(target, &e);
-        let (seq, greeting) = wire.packet().await.map_err(lost)?;
-        if greeting.first() == Some(&0xFF) {
-            return Err(server_refusal(target, &greeting));
-        }
-        let hello = Greeting::parse(&greeting).ok_or_else(|| protocol(target))?;
-        let caps = capabilities(target, &hello)?;
-        wire.deprecate_eof = caps & CLIENT_DEPRECATE_EOF != 0;
-        let password = target.opts.password.as_deref().unwrap_or("").as_bytes();
-        let plugin = hello.plugin.as_str();
-        let token = auth_token(plugin, password, &hello.scramble)
-            .ok_or_else(|| unsupported_plugin(target, plugin))?;
-        let response = handshake_response(target, caps, plugin, &token);
-        wire.send_packet(seq.wrapping_add(1), &response)
-            .await
-            .map_err(lost)?;
-        wire.authenticate(target, plugin, password).await?;
-        Ok(wire)
     }
 
     /// The connection, over the URL's Unix socket or TCP (never TLS).
@@ -217,51 +205,8 @@ impl MyWire {
             deprecate_eof: false,
             display: target.display.clone(),
             query_timeout: super::BANK_QUERY,
+            reply_limit: MAX_REPLY,
         })
-    }
-
-    /// Reads the server's replies to the credentials until it accepts
-    /// them: a switch to another method answered with a new token, a
-    /// fast-auth step passed over, a refusal said in one line.
-    async fn authenticate(
-        &mut self,
-        target: &MyTarget,
-        plugin: &str,
-        password: &[u8],
-    ) -> Result<(), PlanError> {
-        let lost = |e: io::Error| super::unreachable(target, &e);
-        let mut plugin = plugin.to_string();
-        loop {
-            let (seq, reply) = self.packet().await.map_err(lost)?;
-            match reply.first() {
-                Some(0x00) => return Ok(()),
-                Some(0xFF) => return Err(server_refusal(target, &reply)),
-                // Switch to another method, with a new scramble.
-                Some(0xFE) => {
-                    let rest = &reply[1..];
-                    let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-                    plugin = String::from_utf8_lossy(&rest[..end]).into_owned();
-                    let scramble = rest.get(end + 1..).unwrap_or_default();
-                    let scramble = scramble.strip_suffix(&[0]).unwrap_or(scramble);
-                    let token = auth_token(&plugin, password, scramble)
-                        .ok_or_else(|| unsupported_plugin(target, &plugin))?;
-                    self.send_packet(seq.wrapping_add(1), &token)
-                        .await
-                        .map_err(lost)?;
-                }
-                // caching_sha2_password: 3 is "accepted from cache", the OK
-                // follows; 4 asks for the password in full, which needs TLS
-                // or the server's RSA key.
-                Some(0x01) if plugin == "caching_sha2_password" && reply.get(1) == Some(&3) => {}
-                Some(0x01) if plugin == "caching_sha2_password" => {
-                    return Err(PlanError::new(format!(
-                        "{} wants the password in full (caching_sha2_password without a cached entry), which needs TLS; log in once with the mysql client to cache it, or give the user mysql_native_password",
-                        target.display
-                    )));
-                }
-                _ => return Err(protocol(target)),
-            }
-        }
     }
 
     /// Prepares `sql` (its parameters all BIGINT) and returns the command
@@ -271,13 +216,47 @@ impl MyWire {
         target: &MyTarget,
         sql: &str,
     ) -> anyhow::Result<Command> {
+        match self.prepare_statement(target, sql).await? {
+            Ok(prepared) => Ok(Command::execute(prepared.id, prepared.params)),
+            Err((code, message)) => anyhow::bail!(super::refusal(target, code, &message)),
+        }
+    }
+
+    /// Prepares `sql` to learn the names of the columns it returns, then
+    /// closes it: a statement the server refuses is its error's code and
+    /// message; a connection lost, an error.
+    pub(crate) async fn describe(
+        &mut self,
+        target: &MyTarget,
+        sql: &str,
+    ) -> anyhow::Result<Result<Vec<String>, (u16, String)>> {
+        let prepared = match self.prepare_statement(target, sql).await? {
+            Ok(prepared) => prepared,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let mut close = vec![COM_STMT_CLOSE];
+        close.extend_from_slice(&prepared.id.to_le_bytes());
+        // COM_STMT_CLOSE has no reply.
+        self.send_packet(0, &close)
+            .await
+            .map_err(|e| super::unreachable(target, &e))?;
+        Ok(Ok(prepared.columns))
+    }
+
+    /// COM_STMT_PREPARE: the statement's id, parameters and column names,
+    /// or the server's error code and message.
+    async fn prepare_statement(
+        &mut self,
+        target: &MyTarget,
+        sql: &str,
+    ) -> anyhow::Result<Result<Prepared, (u16, String)>> {
         let mut payload = vec![COM_STMT_PREPARE];
         payload.extend_from_slice(sql.as_bytes());
         let lost = |e: io::Error| super::unreachable(target, &e);
         self.send_packet(0, &payload).await.map_err(lost)?;
         let (_, ok) = self.packet().await.map_err(lost)?;
         if ok.first() == Some(&0xFF) {
-            anyhow::bail!(server_refusal(target, &ok));
+            return Ok(Err((error_code(&ok).unwrap_or(0), error_message(&ok))));
         }
         let field = |at: usize, len: usize| ok.get(at..at + len).ok_or_else(|| protocol(target));
         if ok.first() != Some(&0x00) {
@@ -286,15 +265,23 @@ impl MyWire {
         let id = u32::from_le_bytes(field(1, 4)?.try_into()?);
         let columns = u16::from_le_bytes(field(5, 2)?.try_into()?);
         let params = u16::from_le_bytes(field(7, 2)?.try_into()?);
+        let mut names = Vec::with_capacity(usize::from(columns));
         // Each group of definitions ends with an EOF packet unless the
         // server was told not to send one.
-        for count in [params, columns] {
+        for (count, keep) in [(params, false), (columns, true)] {
             let ending = usize::from(count > 0 && !self.deprecate_eof);
-            for _ in 0..usize::from(count) + ending {
-                self.packet().await.map_err(lost)?;
+            for i in 0..usize::from(count) + ending {
+                let (_, definition) = self.packet().await.map_err(lost)?;
+                if keep && i < usize::from(count) {
+                    names.push(text::column_name(&definition).ok_or_else(|| protocol(target))?);
+                }
             }
         }
-        Ok(Command::execute(id, usize::from(params)))
+        Ok(Ok(Prepared {
+            id,
+            params: usize::from(params),
+            columns: names,
+        }))
     }
 
     /// Sends `command` with `params` and reads its reply. An exchange a
@@ -309,7 +296,7 @@ impl MyWire {
         }
         while self.owed > 0 {
             // The reply of an exchange whose caller went away: dropped.
-            let _dropped = self.reply().await?;
+            let _dropped = self.reply(None).await?;
         }
         self.write.clear();
         self.write.extend_from_slice(&command.packet);
@@ -324,7 +311,47 @@ impl MyWire {
         }
         self.broken = false;
         self.owed += 1;
-        self.reply().await?.map_err(MyError::Server)
+        self.reply(None).await?.map_err(MyError::Server)
+    }
+
+    /// Runs `sql` as a text query (COM_QUERY) on the hot path: the packet
+    /// is written into the connection's own buffer, and the reply reduced
+    /// as [`MyWire::run`]'s is. With `first_row`, the first row's payload
+    /// (its values as length-encoded text, see [`row_values`]) is copied
+    /// there, or the buffer is left empty when no row came.
+    pub(crate) async fn query_keeping(
+        &mut self,
+        sql: &str,
+        first_row: Option<&mut Vec<u8>>,
+    ) -> Result<Reply, MyError> {
+        if self.broken {
+            return Err(MyError::Lost);
+        }
+        let len = sql.len().saturating_add(1);
+        if len >= 0xFF_FFFF {
+            return Err(MyError::TooLong);
+        }
+        while self.owed > 0 {
+            let _dropped = self.reply(None).await?;
+        }
+        self.write.clear();
+        self.write
+            .extend_from_slice(&(len as u32).to_le_bytes()[..3]);
+        self.write.extend_from_slice(&[0, COM_QUERY]);
+        self.write.extend_from_slice(sql.as_bytes());
+        self.broken = true;
+        if self.stream.write_all(&self.write).await.is_err() {
+            return Err(MyError::Lost);
+        }
+        self.broken = false;
+        self.owed += 1;
+        self.reply(first_row).await?.map_err(MyError::Server)
+    }
+
+    /// Accepts replies of up to `limit` bytes on the hot path (a script's
+    /// statements: [`MAX_SCRIPT_REPLY`]).
+    pub(crate) fn accept_replies(&mut self, limit: usize) {
+        self.reply_limit = limit;
     }
 
     /// Holds the connection: its socket is read and written with blocking
@@ -347,19 +374,33 @@ impl MyWire {
         self.broken
     }
 
-    /// The next whole reply, consumed only once all of it has arrived.
-    async fn reply(&mut self) -> Result<Result<Reply, u16>, MyError> {
+    /// The next whole reply, consumed only once all of it has arrived;
+    /// its first row's payload copied into `first_row` when given.
+    async fn reply(
+        &mut self,
+        mut first_row: Option<&mut Vec<u8>>,
+    ) -> Result<Result<Reply, u16>, MyError> {
         loop {
-            match scan(&self.read, self.deprecate_eof) {
+            match scan(&self.read, self.deprecate_eof, self.reply_limit) {
                 Ok(Some((len, reply))) => {
+                    if let Some(row) = first_row.as_deref_mut() {
+                        row.clear();
+                        if let Some((start, end)) = first_row_at(&self.read[..len]) {
+                            row.extend_from_slice(&self.read[start..end]);
+                        }
+                    }
                     self.read.advance(len);
                     self.owed -= 1;
                     return Ok(reply);
                 }
                 Ok(None) => {}
-                Err(_) => {
+                Err(e) => {
                     self.broken = true;
-                    return Err(MyError::Lost);
+                    return Err(if e.kind() == io::ErrorKind::InvalidInput {
+                        MyError::TooLarge
+                    } else {
+                        MyError::Lost
+                    });
                 }
             }
             match self.stream.read_buf(&mut self.read).await {
@@ -380,7 +421,7 @@ impl MyWire {
     /// The next packet, read on its own (startup and prepare only).
     async fn packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
         loop {
-            if let Some((start, end)) = packet_at(&self.read, 0)? {
+            if let Some((start, end)) = packet_at(&self.read, 0, MAX_REPLY)? {
                 let seq = self.read[3];
                 let payload = self.read[start..end].to_vec();
                 self.read.advance(end);
@@ -394,15 +435,16 @@ impl MyWire {
 }
 
 /// The payload's bounds of the packet at `at` in `buf`; none until it has
-/// all arrived.
-fn packet_at(buf: &[u8], at: usize) -> io::Result<Option<(usize, usize)>> {
+/// all arrived. A packet that would take the reply past `limit` bytes is
+/// an `InvalidInput` error (a reply out of protocol is `InvalidData`).
+fn packet_at(buf: &[u8], at: usize, limit: usize) -> io::Result<Option<(usize, usize)>> {
     let Some(header) = buf.get(at..at + 4) else {
         return Ok(None);
     };
     let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
-    if at + 4 + len > MAX_REPLY {
+    if at + 4 + len > limit {
         return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
+            io::ErrorKind::InvalidInput,
             format!("a reply of {} bytes", at + 4 + len),
         ));
     }
@@ -412,9 +454,13 @@ fn packet_at(buf: &[u8], at: usize) -> io::Result<Option<(usize, usize)>> {
 /// The length of the whole reply at the front of `buf` and what it says
 /// (what the statement did, or the server's error code); none until all of
 /// it has arrived.
-fn scan(buf: &[u8], deprecate_eof: bool) -> io::Result<Option<(usize, Result<Reply, u16>)>> {
+fn scan(
+    buf: &[u8],
+    deprecate_eof: bool,
+    limit: usize,
+) -> io::Result<Option<(usize, Result<Reply, u16>)>> {
     let nonsense = || io::Error::new(io::ErrorKind::InvalidData, "a reply out of protocol");
-    let Some((start, end)) = packet_at(buf, 0)? else {
+    let Some((start, end)) = packet_at(buf, 0, limit)? else {
         return Ok(None);
     };
     let first = &buf[start..end];
@@ -439,14 +485,14 @@ fn scan(buf: &[u8], deprecate_eof: bool) -> io::Result<Option<(usize, Result<Rep
         .checked_add(u64::from(!deprecate_eof))
         .ok_or_else(nonsense)?;
     for _ in 0..definitions {
-        let Some((_, end)) = packet_at(buf, at)? else {
+        let Some((_, end)) = packet_at(buf, at, limit)? else {
             return Ok(None);
         };
         at = end;
     }
     let mut rows = 0;
     loop {
-        let Some((start, end)) = packet_at(buf, at)? else {
+        let Some((start, end)) = packet_at(buf, at, limit)? else {
             return Ok(None);
         };
         match buf[start..end].first() {
@@ -460,6 +506,49 @@ fn scan(buf: &[u8], deprecate_eof: bool) -> io::Result<Option<(usize, Result<Rep
         }
         at = end;
     }
+}
+
+/// The payload's bounds of the first row of a whole result set in
+/// `reply` (already checked by [`scan`]); none for an OK or ERR packet or
+/// a result without rows.
+fn first_row_at(reply: &[u8]) -> Option<(usize, usize)> {
+    let (start, end) = packet_at(reply, 0, usize::MAX).ok()??;
+    if matches!(reply[start..end].first(), Some(0x00 | 0xFF) | None) {
+        return None;
+    }
+    let (columns, _) = lenenc(&reply[start..end])?;
+    let mut at = end;
+    // The definitions, and the EOF packet after them when the server
+    // sends one (its header 0xFE, under 9 bytes).
+    for _ in 0..columns {
+        at = packet_at(reply, at, usize::MAX).ok()??.1;
+    }
+    let (start, end) = packet_at(reply, at, usize::MAX).ok()??;
+    let (start, end) = match reply[start..end].first() {
+        Some(0xFE) if end - start < 9 => packet_at(reply, end, usize::MAX).ok()??,
+        _ => (start, end),
+    };
+    match reply[start..end].first() {
+        Some(0xFE | 0xFF) => None,
+        _ => Some((start, end)),
+    }
+}
+
+/// The values of a text row: each a length-encoded string, or NULL
+/// (0xFB); the iteration ends at the first value that does not fit.
+pub(crate) fn row_values(payload: &[u8]) -> impl Iterator<Item = Option<&[u8]>> {
+    let mut rest = payload;
+    std::iter::from_fn(move || {
+        if rest.first() == Some(&0xFB) {
+            rest = &rest[1..];
+            return Some(None);
+        }
+        let (len, used) = lenenc(rest)?;
+        let end = used.checked_add(usize::try_from(len).ok()?)?;
+        let value = rest.get(used..end)?;
+        rest = &rest[end..];
+        Some(Some(value))
+    })
 }
 
 /// A length-encoded integer and the bytes it took.
@@ -493,147 +582,12 @@ fn error_message(payload: &[u8]) -> String {
     String::from_utf8_lossy(rest).into_owned()
 }
 
-/// What the server says in its first packet.
-struct Greeting {
-    capabilities: u32,
-    scramble: Vec<u8>,
-    plugin: String,
-}
-
-impl Greeting {
-    fn parse(p: &[u8]) -> Option<Greeting> {
-        if *p.first()? != 10 {
-            return None;
-        }
-        let version_end = 1 + p.get(1..)?.iter().position(|&b| b == 0)?;
-        let mut at = version_end + 1 + 4;
-        let mut scramble = p.get(at..at + 8)?.to_vec();
-        at += 8 + 1;
-        let low = u16::from_le_bytes(p.get(at..at + 2)?.try_into().ok()?);
-        at += 2;
-        let Some(rest) = p.get(at..).filter(|r| r.len() >= 16) else {
-            return Some(Greeting {
-                capabilities: u32::from(low),
-                scramble,
-                plugin: "mysql_native_password".to_string(),
-            });
-        };
-        let high = u16::from_le_bytes(rest[3..5].try_into().ok()?);
-        let capabilities = u32::from(low) | u32::from(high) << 16;
-        let auth_len = usize::from(rest[5]);
-        at += 16;
-        if capabilities & CLIENT_SECURE_CONNECTION != 0 {
-            let len = auth_len.saturating_sub(8).max(13);
-            let part = p.get(at..at + len)?;
-            scramble.extend_from_slice(part.strip_suffix(&[0]).unwrap_or(part));
-            at += len;
-        }
-        let plugin = match p.get(at..) {
-            Some(name) if capabilities & CLIENT_PLUGIN_AUTH != 0 => {
-                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-                String::from_utf8_lossy(&name[..end]).into_owned()
-            }
-            _ => "mysql_native_password".to_string(),
-        };
-        Some(Greeting {
-            capabilities,
-            scramble,
-            plugin,
-        })
-    }
-}
-
-/// The answer to a scramble for `plugin`; none for a method not spoken here.
-fn auth_token(plugin: &str, password: &[u8], scramble: &[u8]) -> Option<Vec<u8>> {
-    if password.is_empty() {
-        return Some(Vec::new());
-    }
-    match plugin {
-        // SHA1(password) XOR SHA1(scramble, SHA1(SHA1(password))).
-        "mysql_native_password" => {
-            let once = Sha1::digest(password);
-            let twice = Sha1::digest(once);
-            let mixed = Sha1::new()
-                .chain_update(scramble)
-                .chain_update(twice)
-                .finalize();
-            Some(once.iter().zip(mixed).map(|(a, b)| a ^ b).collect())
-        }
-        // SHA256(password) XOR SHA256(SHA256(SHA256(password)), scramble).
-        "caching_sha2_password" => {
-            let once = Sha256::digest(password);
-            let twice = Sha256::digest(once);
-            let mixed = Sha256::new()
-                .chain_update(twice)
-                .chain_update(scramble)
-                .finalize();
-            Some(once.iter().zip(mixed).map(|(a, b)| a ^ b).collect())
-        }
-        _ => None,
-    }
-}
-
-/// The capabilities perflab asks for that the server offers; an old
-/// server without the 4.1 protocol and its secure authentication is
-/// refused.
-fn capabilities(target: &MyTarget, hello: &Greeting) -> Result<u32, PlanError> {
-    let mut caps = CLIENT_LONG_PASSWORD
-        | CLIENT_PROTOCOL_41
-        | CLIENT_TRANSACTIONS
-        | CLIENT_SECURE_CONNECTION
-        | CLIENT_PLUGIN_AUTH
-        | CLIENT_DEPRECATE_EOF;
-    if target.opts.db.is_some() {
-        caps |= CLIENT_CONNECT_WITH_DB;
-    }
-    caps &= hello.capabilities;
-    if caps & CLIENT_PROTOCOL_41 == 0 || caps & CLIENT_SECURE_CONNECTION == 0 {
-        return Err(protocol(target));
-    }
-    Ok(caps)
-}
-
-/// The handshake response: capabilities, packet size, character set,
-/// user, the authentication token, the database and the method.
-fn handshake_response(target: &MyTarget, caps: u32, plugin: &str, token: &[u8]) -> Vec<u8> {
-    let opts = &target.opts;
-    let mut response = Vec::with_capacity(128);
-    response.extend_from_slice(&caps.to_le_bytes());
-    response.extend_from_slice(&(16u32 << 20).to_le_bytes());
-    response.push(CHARSET);
-    response.extend_from_slice(&[0; 23]);
-    response.extend_from_slice(opts.user.as_deref().unwrap_or("").as_bytes());
-    response.push(0);
-    response.push(token.len() as u8);
-    response.extend_from_slice(token);
-    if let Some(db) = opts
-        .db
-        .as_ref()
-        .filter(|_| caps & CLIENT_CONNECT_WITH_DB != 0)
-    {
-        response.extend_from_slice(db.as_bytes());
-        response.push(0);
-    }
-    if caps & CLIENT_PLUGIN_AUTH != 0 {
-        response.extend_from_slice(plugin.as_bytes());
-        response.push(0);
-    }
-    response
-}
-
 fn server_refusal(target: &MyTarget, payload: &[u8]) -> PlanError {
     super::refusal(
         target,
         error_code(payload).unwrap_or(0),
         &error_message(payload),
     )
-}
-
-fn unsupported_plugin(target: &MyTarget, plugin: &str) -> PlanError {
-    PlanError::new(format!(
-        "{} asks to log in with {plugin}, which perflab's MariaDB/MySQL session does not speak; give the user mysql_native_password (ALTER USER … IDENTIFIED WITH mysql_native_password BY '…')",
-        target.display
-    ))
 }
 
 fn protocol(target: &MyTarget) -> PlanError {

@@ -1,6 +1,7 @@
 //! The MySQL/MariaDB session against bytes laid out as the protocol
 //! says, and against scripted peers on loopback that misbehave.
 
+use super::startup::*;
 use super::*;
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -38,7 +39,7 @@ fn an_execute_template_carries_its_parameters_where_the_protocol_says() {
 fn replies_are_scanned_whole_or_not_at_all() {
     let ok = packet(1, &[0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00]);
     assert_eq!(
-        scan(&ok, true).unwrap(),
+        scan(&ok, true, MAX_REPLY).unwrap(),
         Some((
             ok.len(),
             Ok(Reply {
@@ -47,9 +48,12 @@ fn replies_are_scanned_whole_or_not_at_all() {
             })
         ))
     );
-    assert_eq!(scan(&ok[..ok.len() - 1], true).unwrap(), None);
+    assert_eq!(scan(&ok[..ok.len() - 1], true, MAX_REPLY).unwrap(), None);
     let err = packet(1, b"\xff\xbd\x04#40001Deadlock found");
-    assert_eq!(scan(&err, true).unwrap(), Some((err.len(), Err(1213))));
+    assert_eq!(
+        scan(&err, true, MAX_REPLY).unwrap(),
+        Some((err.len(), Err(1213)))
+    );
     assert_eq!(error_message(&err[4..]), "Deadlock found");
     // One column, its definition, one binary row, the closing OK.
     let mut set = packet(1, &[1]);
@@ -57,7 +61,7 @@ fn replies_are_scanned_whole_or_not_at_all() {
     set.extend(packet(3, &[0, 0, 42, 0, 0, 0, 0, 0, 0, 0]));
     set.extend(packet(4, &[0xFE, 0, 0, 2, 0, 0, 0]));
     assert_eq!(
-        scan(&set, true).unwrap(),
+        scan(&set, true, MAX_REPLY).unwrap(),
         Some((
             set.len(),
             Ok(Reply {
@@ -67,7 +71,11 @@ fn replies_are_scanned_whole_or_not_at_all() {
         ))
     );
     for cut in 1..set.len() {
-        assert_eq!(scan(&set[..cut], true).unwrap(), None, "cut at {cut}");
+        assert_eq!(
+            scan(&set[..cut], true, MAX_REPLY).unwrap(),
+            None,
+            "cut at {cut}"
+        );
     }
     // Without DEPRECATE_EOF an EOF packet follows the definitions.
     let mut old = packet(1, &[1]);
@@ -76,7 +84,7 @@ fn replies_are_scanned_whole_or_not_at_all() {
     old.extend(packet(4, &[0, 0, 42, 0, 0, 0, 0, 0, 0, 0]));
     old.extend(packet(5, &[0xFE, 0, 0, 2, 0]));
     assert_eq!(
-        scan(&old, false).unwrap(),
+        scan(&old, false, MAX_REPLY).unwrap(),
         Some((
             old.len(),
             Ok(Reply {
@@ -86,9 +94,53 @@ fn replies_are_scanned_whole_or_not_at_all() {
         ))
     );
     // A 16 MB length, an infile request, an empty packet: nonsense.
-    assert!(scan(&[0xFF, 0xFF, 0xFF, 0, 1], true).is_err());
-    assert!(scan(&packet(1, &[0xFB, b'x']), true).is_err());
-    assert!(scan(&packet(1, &[]), true).is_err());
+    assert!(scan(&[0xFF, 0xFF, 0xFF, 0, 1], true, MAX_REPLY).is_err());
+    assert!(scan(&packet(1, &[0xFB, b'x']), true, MAX_REPLY).is_err());
+    assert!(scan(&packet(1, &[]), true, MAX_REPLY).is_err());
+}
+
+#[test]
+fn a_text_result_gives_its_first_row_and_a_reply_over_the_limit_is_too_large() {
+    // Two columns, their definitions, two text rows (a NULL, then a
+    // value of 3 bytes), the closing EOF; with and without DEPRECATE_EOF.
+    for deprecate_eof in [true, false] {
+        let mut set = packet(1, &[2]);
+        set.extend(packet(2, b"\x03def\x00\x00\x00\x05stock\x00"));
+        set.extend(packet(3, b"\x03def\x00\x00\x00\x05price\x00"));
+        if !deprecate_eof {
+            set.extend(packet(4, &[0xFE, 0, 0, 2, 0]));
+        }
+        set.extend(packet(5, b"\xfb\x033.5"));
+        set.extend(packet(6, b"\x0212\x011"));
+        set.extend(packet(7, &[0xFE, 0, 0, 2, 0, 0, 0]));
+        let (len, reply) = scan(&set, deprecate_eof, MAX_REPLY).unwrap().unwrap();
+        assert_eq!(
+            (len, reply),
+            (
+                set.len(),
+                Ok(Reply {
+                    affected: 0,
+                    rows: 2
+                })
+            )
+        );
+        let (start, end) = first_row_at(&set).unwrap();
+        let values: Vec<Option<&[u8]>> = row_values(&set[start..end]).collect();
+        assert_eq!(values, vec![None, Some(&b"3.5"[..])]);
+        // The same reply is too large for a limit below its length: an
+        // InvalidInput error, which the connection reports as TooLarge.
+        let e = scan(&set, deprecate_eof, set.len() - 1).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    }
+    // No row: nothing to keep; an OK packet: nothing either.
+    let mut empty = packet(1, &[1]);
+    empty.extend(packet(2, b"\x03def\x00\x00\x00\x01x\x00"));
+    empty.extend(packet(3, &[0xFE, 0, 0, 2, 0, 0, 0]));
+    assert_eq!(first_row_at(&empty), None);
+    assert_eq!(first_row_at(&packet(1, &[0, 1, 0, 2, 0, 0, 0])), None);
+    // A value whose length runs past the row ends the values there.
+    assert_eq!(row_values(b"\x05ab").count(), 0);
+    assert_eq!(row_values(b"\x01a\xfc\xff").count(), 1);
 }
 
 /// A greeting as MariaDB sends it: protocol 10, version, connection id,
@@ -246,16 +298,22 @@ fn exchange(target: &MyTarget, abandon_first: bool, held: bool) -> Vec<Result<Re
 
 #[test]
 fn hostile_replies_end_the_connection_not_the_process() {
-    for garbage in [
-        vec![0xFF, 0xFF, 0xFF, 1, 0, 0],
-        packet(1, &[0x00, 0x01])[..5].to_vec(),
-        b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(),
+    // A header announcing 16 MB (or an HTTP reply, read as 5.5 MB) is too
+    // large, and ends the connection as a cut packet does: the next
+    // exchange finds it lost.
+    for (garbage, first) in [
+        (vec![0xFF, 0xFF, 0xFF, 1, 0, 0], MyError::TooLarge),
+        (packet(1, &[0x00, 0x01])[..5].to_vec(), MyError::Lost),
+        (
+            b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(),
+            MyError::TooLarge,
+        ),
     ] {
         for held in [false, true] {
             let results = exchange(&peer(vec![garbage.clone()]), false, held);
             assert_eq!(
                 results,
-                vec![Err(MyError::Lost), Err(MyError::Lost)],
+                vec![Err(first), Err(MyError::Lost)],
                 "{garbage:?} held {held}"
             );
         }
@@ -687,7 +745,7 @@ mod props {
 
         #[test]
         fn replies_never_panic(bytes in reply(), deprecate_eof in any::<bool>()) {
-            if let Ok(Some((end, _))) = scan(&bytes, deprecate_eof) {
+            if let Ok(Some((end, _))) = scan(&bytes, deprecate_eof, MAX_REPLY) {
                 prop_assert!(end <= bytes.len());
             }
             let _ = text::decode(&bytes, deprecate_eof, 1 << 16);
@@ -695,7 +753,7 @@ mod props {
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-            let _ = scan(&bytes, false);
+            let _ = scan(&bytes, false, MAX_REPLY);
             let _ = text::decode(&bytes, true, 1 << 16);
             let _ = Greeting::parse(&bytes);
         }

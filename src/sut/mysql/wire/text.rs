@@ -244,7 +244,7 @@ fn lenenc_bytes(b: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// The name in a column definition (catalog, schema, table, original
 /// table, then the name, each a length-encoded string).
-fn column_name(payload: &[u8]) -> Option<String> {
+pub(super) fn column_name(payload: &[u8]) -> Option<String> {
     let mut rest = payload;
     for _ in 0..4 {
         rest = lenenc_bytes(rest)?.1;
@@ -338,7 +338,7 @@ impl MyWire {
         }
         while self.owed > 0 {
             // A hot-path exchange whose caller went away: its reply dropped.
-            if self.reply().await.is_err() {
+            if self.reply(None).await.is_err() {
                 return Err(self.lost("an earlier exchange was cut short"));
             }
         }

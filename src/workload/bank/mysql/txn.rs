@@ -12,9 +12,6 @@ use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use anyhow::Context;
 use std::time::Duration;
 
-/// ER_LOCK_DEADLOCK and ER_LOCK_WAIT_TIMEOUT: the transaction is worth retrying.
-const RETRYABLE: [u16; 2] = [1213, 1205];
-
 /// A connection's commands, each encoded once.
 pub(crate) struct Statements {
     begin: Command,
@@ -98,16 +95,6 @@ async fn connect(driver: &MyClient) -> anyhow::Result<Conn> {
     Ok(Conn { wire, st })
 }
 
-fn classify(e: &MyError) -> Failure {
-    match e {
-        MyError::Server(code) if RETRYABLE.contains(code) => Failure::retry(code),
-        // ER_CONNECTION_KILLED and ER_SERVER_SHUTDOWN: the session is gone.
-        MyError::Server(1927 | 1053) | MyError::Lost => Failure::Lost,
-        MyError::TimedOut => Failure::TimedOut,
-        MyError::Server(code) => Failure::sql(code),
-    }
-}
-
 impl DbClient for MyClient {
     type Conn = Conn;
     type Error = MyError;
@@ -134,7 +121,7 @@ impl DbClient for MyClient {
     }
 
     fn classify(e: &Self::Error) -> Failure {
-        classify(e)
+        Failure::of_my(e)
     }
 
     fn opens_transaction(op: &BankOp) -> bool {

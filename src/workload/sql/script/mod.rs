@@ -19,7 +19,7 @@ mod value;
 pub(crate) mod vars;
 
 use expr::Expr;
-pub(crate) use sql_text::{is_name, Piece, Statement};
+pub(crate) use sql_text::{is_name, plain_statements, Piece, Statement};
 use vars::Slots;
 
 /// The longest script read (bytes).

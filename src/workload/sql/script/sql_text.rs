@@ -101,6 +101,38 @@ impl Statement {
     }
 }
 
+/// The statements of a file of plain SQL (`--init` on a server that
+/// takes one statement at a time), each with its first line: split where
+/// a script's are (at a `;` outside quotes and comments, comments
+/// dropped), a `:name` left as written. An error is `:LINE: problem`.
+pub(crate) fn plain_statements(text: &str) -> Result<Vec<(usize, String)>, String> {
+    let mut pending = Pending::default();
+    let mut commands = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        commands.extend(
+            pending
+                .feed(line, number)
+                .map_err(|e| format!(":{number}: {e}"))?,
+        );
+    }
+    commands.extend(pending.finish()?);
+    Ok(commands
+        .into_iter()
+        .map(|c| {
+            let sql = c
+                .pieces
+                .iter()
+                .map(|p| match p {
+                    RawPiece::Text(t) => t.clone(),
+                    RawPiece::Var(name) => format!(":{name}"),
+                })
+                .collect();
+            (c.line, sql)
+        })
+        .collect())
+}
+
 /// Whether `name` is a variable's name: a letter or `_`, then letters, digits, `_`.
 pub(crate) fn is_name(name: &str) -> bool {
     let mut chars = name.chars();

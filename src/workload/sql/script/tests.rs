@@ -137,3 +137,22 @@ mod props {
         }
     }
 }
+
+#[test]
+fn an_init_file_is_split_into_its_statements_as_written() {
+    let text = "CREATE TABLE t (a int, b text); -- a comment\nINSERT INTO t VALUES (1, 'x;y'),\n  (2, ':not_a_var');\n/* gone */ SELECT a FROM t WHERE b = :kept\n";
+    let got = super::plain_statements(text).unwrap();
+    assert_eq!(
+        got,
+        vec![
+            (1, "CREATE TABLE t (a int, b text)".to_string()),
+            (
+                2,
+                "INSERT INTO t VALUES (1, 'x;y'),\n  (2, ':not_a_var')".to_string()
+            ),
+            (4, "SELECT a FROM t WHERE b = :kept".to_string()),
+        ]
+    );
+    let e = super::plain_statements("SELECT 1;\nSELECT 'open;\n").unwrap_err();
+    assert!(e.contains(":2:") && e.contains("never closes"), "{e}");
+}
