@@ -13,6 +13,10 @@
 # interval and what it says (ahead, behind or level), and the same for
 # each one's CPU per transaction (user + system, from rusage), with the
 # rounds perflab was ahead and leaner (see paired_row in common.sh).
+# MODE=script runs the same transaction as a user's script instead:
+# `perflab run sql --script` (each statement one text query, its values
+# written in) against sysbench sending the same text queries
+# (con:query), so that both make the server parse every statement.
 # Usage: bench/mariadb-bank.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 20, 4, 3)
 # CLIENTS="1 2" runs those client counts only.
 set -euo pipefail
@@ -105,9 +109,59 @@ function event()
 end
 LUA
 
-echo "TPC-B on MariaDB $(mariadbd --version | grep -o '[0-9.]*-MariaDB' | head -1), scale $scale (medians of $rounds rounds of ${seconds} s)"
+# The same transaction as text queries, for MODE=script: sysbench's Lua
+# and perflab's script in pgbench's format.
+cat > "$work/tpcb-text.lua" <<'LUA'
+sysbench.cmdline.options = { scale = { "branches loaded", 4 } }
+
+function thread_init()
+    drv = sysbench.sql.driver()
+    con = drv:connect()
+end
+
+function thread_done()
+    con:disconnect()
+end
+
+function event()
+    local s = sysbench.opt.scale
+    local aid = sysbench.rand.uniform(1, s * 100000)
+    local bid = sysbench.rand.uniform(1, s)
+    local tid = sysbench.rand.uniform(1, s * 10)
+    local delta = sysbench.rand.uniform(-5000, 5000)
+    con:query("BEGIN")
+    con:query(string.format("UPDATE perflab_accounts SET abalance = abalance + %d WHERE aid = %d", delta, aid))
+    con:query(string.format("SELECT abalance FROM perflab_accounts WHERE aid = %d", aid))
+    con:query(string.format("UPDATE perflab_tellers SET tbalance = tbalance + %d WHERE tid = %d", delta, tid))
+    con:query(string.format("UPDATE perflab_branches SET bbalance = bbalance + %d WHERE bid = %d", delta, bid))
+    con:query(string.format(
+        "INSERT INTO perflab_history (tid, bid, aid, delta, mtime, filler) VALUES (%d, %d, %d, %d, NOW(6), '')",
+        tid, bid, aid, delta))
+    con:query("COMMIT")
+end
+LUA
+cat > "$work/tpcb.sql" <<'SQL'
+\set aid random(1, 100000 * :scale)
+\set bid random(1, :scale)
+\set tid random(1, 10 * :scale)
+\set delta random(-5000, 5000)
+BEGIN;
+UPDATE perflab_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+SELECT abalance FROM perflab_accounts WHERE aid = :aid;
+UPDATE perflab_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
+UPDATE perflab_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
+INSERT INTO perflab_history (tid, bid, aid, delta, mtime, filler) VALUES (:tid, :bid, :aid, :delta, NOW(6), '');
+COMMIT;
+SQL
+mode="${MODE:-bank}"
+lua="$work/tpcb.lua"
+if [ "$mode" = script ]; then
+    lua="$work/tpcb-text.lua"
+fi
+
+echo "TPC-B ($mode) on MariaDB $(mariadbd --version | grep -o '[0-9.]*-MariaDB' | head -1), scale $scale (medians of $rounds rounds of ${seconds} s)"
 run_sysbench() {
-    read -r sb_cpu sb_out < <(measure sysbench "$work/tpcb.lua" --db-driver=mysql \
+    read -r sb_cpu sb_out < <(measure sysbench "$lua" --db-driver=mysql \
         --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=bench --mysql-password=bench \
         --mysql-db=bench --scale="$scale" --threads="$clients" --time="$seconds" \
         --rand-type=uniform --report-interval=0 run)
@@ -117,7 +171,11 @@ run_sysbench() {
 }
 
 run_perflab() {
-    read -r pl_cpu _ < <(measure "$perflab" run bank --target "$url" --mix tpcb --scale "$scale" \
+    local workload=(bank --mix tpcb)
+    if [ "$mode" = script ]; then
+        workload=(sql --script "$work/tpcb.sql")
+    fi
+    read -r pl_cpu _ < <(measure "$perflab" run "${workload[@]}" --target "$url" --scale "$scale" \
         --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
     read -r pl_tps pl_tx < <(step_figures "$perflab" "$work/bench.db")
     pl_tps_runs+=("$pl_tps")
