@@ -105,7 +105,10 @@ impl WorkloadKind for Sql {
             return Err(PlanError::flag(
                 "--target",
                 format!("{} is no SQL database", target.redacted()),
-                "scripts run on postgres://USER@HOST/DB, postgres:managed, mysql://USER@HOST/DB, mariadb:managed or sqlite:FILE",
+                &format!(
+                    "scripts run on {}",
+                    crate::sut::schemes_of(crate::sut::TargetKind::is_database)
+                ),
             ));
         }
         if args.max_tries == 0 {

@@ -296,6 +296,82 @@ fn exchange(target: &MyTarget, abandon_first: bool, held: bool) -> Vec<Result<Re
     })
 }
 
+/// What one text query gave: its reply and its first row's values.
+type Kept = Result<(Reply, Vec<Option<Vec<u8>>>), MyError>;
+
+/// A script's text query on a connection to `target` (after the one
+/// prepare the peer answers), `n` times.
+fn text_queries(target: &MyTarget, n: usize) -> Vec<Kept> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut wire = MyWire::connect(target).await.unwrap();
+        wire.prepare(target, "SELECT ?").await.unwrap();
+        wire.accept_replies(MAX_SCRIPT_REPLY);
+        let mut row = Vec::new();
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let reply = wire.query_keeping("SELECT 1", Some(&mut row)).await;
+            out.push(reply.map(|r| (r, row_values(&row).map(|v| v.map(<[u8]>::to_vec)).collect())));
+        }
+        out
+    })
+}
+
+#[test]
+fn a_scripts_text_query_keeps_its_first_row_and_a_hostile_reply_ends_the_connection() {
+    let mut set = packet(1, &[2]);
+    set.extend(packet(2, b"\x03def\x00\x00\x00\x01a\x00"));
+    set.extend(packet(3, b"\x03def\x00\x00\x00\x01b\x00"));
+    set.extend(packet(4, b"\x0242\xfb"));
+    set.extend(packet(5, b"\x0243\x01x"));
+    set.extend(packet(6, &[0xFE, 0, 0, 2, 0, 0, 0]));
+    let ok = packet(1, &[0, 1, 0, 2, 0, 0, 0]);
+    let got = text_queries(&peer(vec![set, ok]), 2);
+    assert_eq!(
+        got[0],
+        Ok((
+            Reply {
+                affected: 0,
+                rows: 2
+            },
+            vec![Some(b"42".to_vec()), None]
+        ))
+    );
+    // An OK packet has no row: the kept row is empty.
+    assert_eq!(
+        got[1],
+        Ok((
+            Reply {
+                affected: 1,
+                rows: 0
+            },
+            vec![]
+        ))
+    );
+    // A reply announcing more than a script's 16 MiB, in packets of
+    // 16 MiB - 1 each, is too large before it is read; one cut short is
+    // lost; either way the next exchange finds the connection gone.
+    let mut huge = packet(1, &[1]);
+    huge.extend([0xFF, 0xFF, 0xFF, 2]);
+    for (reply, first) in [(huge, MyError::TooLarge), (set_cut(), MyError::Lost)] {
+        assert_eq!(
+            text_queries(&peer(vec![reply]), 2)
+                .into_iter()
+                .map(|r| r.err())
+                .collect::<Vec<_>>(),
+            vec![Some(first), Some(MyError::Lost)]
+        );
+    }
+}
+
+/// A result set cut after its column count (the peer then closes).
+fn set_cut() -> Vec<u8> {
+    packet(1, &[1])
+}
+
 #[test]
 fn hostile_replies_end_the_connection_not_the_process() {
     // A header announcing 16 MB (or an HTTP reply, read as 5.5 MB) is too
