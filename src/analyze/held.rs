@@ -28,6 +28,8 @@ pub(crate) enum Held {
     Rough,
     /// Further off, and the intervals do not meet.
     Missed,
+    /// A floor the measurement is above (or within 10% below).
+    Floor,
 }
 
 impl Held {
@@ -38,6 +40,7 @@ impl Held {
             Held::Interval => "yes, the intervals meet",
             Held::Rough => "no, its interval is over ±15%",
             Held::Missed => "no",
+            Held::Floor => "a floor: the measurement is above it",
         }
     }
 }
@@ -62,6 +65,22 @@ pub(crate) fn judge(
     let [mlo, mhi] = measured_interval.unwrap_or([measured, measured]);
     if lo <= mhi && mlo <= hi {
         Held::Interval
+    } else {
+        Held::Missed
+    }
+}
+
+/// A floor of `predicted` against the `measured` throughput: held when
+/// the measurement, or its interval's top, is no more than [`WITHIN`]
+/// below it.
+pub(crate) fn judge_floor(
+    predicted: f64,
+    measured: f64,
+    measured_interval: Option<[f64; 2]>,
+) -> Held {
+    let top = measured_interval.map_or(measured, |[_, hi]| hi.max(measured));
+    if top >= predicted * (1.0 - WITHIN) {
+        Held::Floor
     } else {
         Held::Missed
     }
@@ -92,5 +111,14 @@ mod tests {
             judge(100.0, Some([80.0, 120.0]), 115.0, Some([110.0, 120.0])),
             Held::Rough
         );
+    }
+
+    /// A floor holds where the measurement reaches it, or comes within
+    /// 10% under it.
+    #[test]
+    fn a_floor_holds_when_the_measurement_is_above_it() {
+        assert_eq!(judge_floor(100.0, 300.0, None), Held::Floor);
+        assert_eq!(judge_floor(100.0, 85.0, Some([80.0, 92.0])), Held::Floor);
+        assert_eq!(judge_floor(100.0, 85.0, Some([80.0, 88.0])), Held::Missed);
     }
 }

@@ -135,6 +135,9 @@ pub(crate) struct HostExtras {
     /// was hit over the step, share of time stalled on memory.
     pub(crate) memory_limit_bytes: Option<f64>,
     pub(crate) memory_usage_bytes: Option<f64>,
+    /// Of the memory charged, the processes' own (anonymous), which no
+    /// cache can use.
+    pub(crate) memory_anon_bytes: Option<f64>,
     pub(crate) memory_limit_hits: Option<f64>,
     pub(crate) memory_stall_share: Option<f64>,
     /// The host's memory pressure (PSI `some`, the stalled share of each
@@ -362,8 +365,9 @@ impl StepPoint {
 }
 
 /// The database's wait samples and counter increases over the measured
-/// intervals, summed (gauges, `now_…`, left out but for a cache's size,
-/// kept as `cache_max_bytes`: the largest the window saw).
+/// intervals, summed (gauges, `now_…`, left out but for sizes — a cache's,
+/// kept as `cache_max_bytes`, and each relation's — at the largest the
+/// window saw).
 fn database_sums(
     measured_intervals: &[&crate::engine::IntervalRecord],
 ) -> (BTreeMap<String, u64>, BTreeMap<String, f64>) {
@@ -376,11 +380,17 @@ fn database_sums(
         for (k, v) in db.counters.iter().filter(|(k, _)| !k.starts_with("now_")) {
             *db_counters.entry(k.clone()).or_insert(0.0) += v;
         }
-        if let Some(max) = db.counters.get("now_cache_max_bytes") {
-            let kept = db_counters
-                .entry("cache_max_bytes".to_string())
-                .or_insert(0.0);
-            *kept = kept.max(*max);
+        // Sizes are kept at the largest the window saw.
+        for (k, v) in &db.counters {
+            let kept = if k == "now_cache_max_bytes" {
+                "cache_max_bytes".to_string()
+            } else if let Some(name) = k.strip_prefix(crate::probe::RELATION_BYTES_NOW) {
+                format!("{}{name}", crate::probe::RELATION_BYTES)
+            } else {
+                continue;
+            };
+            let kept = db_counters.entry(kept).or_insert(0.0);
+            *kept = kept.max(*v);
         }
     }
     (waits, db_counters)
@@ -713,6 +723,12 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
             s.server_cgroup
                 .as_ref()?
                 .memory_usage_bytes
+                .map(|b| b as f64)
+        }),
+        memory_anon_bytes: weighted_mean(samples, |s| {
+            s.server_cgroup
+                .as_ref()?
+                .memory_anon_bytes
                 .map(|b| b as f64)
         }),
         memory_limit_hits: total(samples, |s| s.server_cgroup.as_ref()?.memory_limit_hits),

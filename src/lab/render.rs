@@ -228,7 +228,11 @@ impl LabReport {
                 p.to.clone(),
                 p.change.clone(),
                 short(p.load),
-                figure(p.predicted, p.interval),
+                format!(
+                    "{}{}",
+                    if p.at_least { "at least " } else { "" },
+                    figure(p.predicted, p.interval)
+                ),
                 figure(p.measured, p.measured_interval),
                 format!("{:+.1}%", p.error * 100.0),
                 p.held.words().to_string(),

@@ -148,6 +148,9 @@ pub(crate) struct PredictionCheck {
     pub(crate) error: f64,
     /// Whether the prediction held.
     pub(crate) held: Held,
+    /// The prediction is a floor, not a figure.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) at_least: bool,
 }
 
 /// A whole lab's report.
@@ -414,9 +417,39 @@ fn cpu_count(v: &super::Variant) -> Option<usize> {
 }
 
 /// The knobs a prediction can be checked on: the server's CPUs, its
-/// link's rate and its disk's limits.
+/// memory, its link's rate and its disk's limits.
 fn checkable(knob: &str) -> bool {
-    knob == "cpus" || knob == "link.rate" || knob.starts_with("disk.")
+    knob == "cpus" || knob == "memory" || knob == "link.rate" || knob.starts_with("disk.")
+}
+
+/// The memory limit of `to`, when it differs from `from` in that alone.
+fn memory_change(from: &super::Variant, to: &super::Variant) -> Option<f64> {
+    fn rest(v: &super::Variant) -> Vec<&(String, String)> {
+        let mut r: Vec<&(String, String)> = v.knobs.iter().filter(|(k, _)| k != "memory").collect();
+        r.sort();
+        r
+    }
+    let (a, b) = (knob(from, "memory")?, knob(to, "memory")?);
+    let b = super::capacity::size("memory", b)?;
+    (rest(from) == rest(to) && super::capacity::size("memory", a)? != b).then_some(b)
+}
+
+/// What the run of verdict `v` predicts for the server with a memory
+/// limit of `bytes`.
+fn at_memory(v: &Verdict, bytes: f64) -> Option<Scenario> {
+    let peak = v
+        .points
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.throughput.total_cmp(&b.1.throughput))?
+        .0;
+    crate::analyze::whatif::at_memory(
+        &v.points,
+        v.demands.as_ref()?,
+        v.bottleneck.as_ref()?,
+        peak,
+        bytes,
+    )
 }
 
 /// A knob's value in `v`, if it sets it.
@@ -510,15 +543,21 @@ fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<Predic
             if i == j {
                 continue;
             }
-            let mine: Vec<&Scenario> = scenarios
-                .iter()
-                .copied()
-                .filter(|s| made(from, to, s))
-                .collect();
+            // A memory limit is predicted at the other variant's own.
+            let mine: Vec<Scenario> = match memory_change(from, to) {
+                Some(bytes) => runs[i]
+                    .iter()
+                    .filter_map(|(_, v)| at_memory(v, bytes))
+                    .collect(),
+                None => scenarios
+                    .iter()
+                    .filter(|s| made(from, to, s))
+                    .map(|s| (*s).clone())
+                    .collect(),
+            };
             let Some(first) = mine.first() else { continue };
             let mine: Vec<&Scenario> = mine
                 .iter()
-                .copied()
                 .filter(|s| s.change == first.change && s.load == first.load)
                 .collect();
             // At the highest load, then at the peak's when it is lower.
@@ -527,6 +566,7 @@ fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<Predic
                 .map(|s| AtLoad {
                     load: s.load,
                     throughput: s.throughput,
+                    at_least: s.at_least,
                     interval: s.interval,
                 })
                 .collect();
@@ -580,6 +620,12 @@ fn checked(at: &[AtLoad], runs: &[(StoredRun, Verdict)]) -> Option<PredictionChe
         mean_interval(&steps[0].interval_throughputs)
     };
     let measured_interval = spread.map(|(_, lo, hi)| [lo, hi]);
+    let at_least = at.iter().all(|a| a.at_least);
+    let held = if at_least {
+        crate::analyze::held::judge_floor(predicted, measured, measured_interval)
+    } else {
+        judge(predicted, interval, measured, measured_interval)
+    };
     Some(PredictionCheck {
         from: String::new(),
         to: String::new(),
@@ -590,7 +636,8 @@ fn checked(at: &[AtLoad], runs: &[(StoredRun, Verdict)]) -> Option<PredictionChe
         measured,
         measured_interval,
         error: measured / predicted - 1.0,
-        held: judge(predicted, interval, measured, measured_interval),
+        held,
+        at_least,
     })
 }
 
@@ -624,6 +671,9 @@ mod tests {
             bound: None,
             still: false,
             server_cpus,
+            server_memory: None,
+            ends: None,
+            at_least: false,
             changed: Changed { kind, factor },
             at_peak: None,
             interval: None,

@@ -15,6 +15,14 @@ use std::time::Duration;
 /// How often the sessions' wait events are sampled.
 const WAIT_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
+/// The prefix of a relation's counter of the blocks asked of it (found in
+/// the server's buffers or read): `relation_accesses:public.accounts`.
+pub(crate) const RELATION_ACCESSES: &str = "relation_accesses:";
+/// The prefix of a relation's size in bytes, a gauge.
+pub(crate) const RELATION_BYTES_NOW: &str = "now_relation_bytes:";
+/// The prefix a step keeps a relation's largest size under.
+pub(crate) const RELATION_BYTES: &str = "relation_bytes:";
+
 /// What the database reported over one interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DbSample {

@@ -19,6 +19,7 @@ pub(crate) mod remote;
 mod self_usage;
 
 pub use db::{DbProbe, DbSample, DbStatsSource};
+pub(crate) use db::{RELATION_ACCESSES, RELATION_BYTES, RELATION_BYTES_NOW};
 pub use host::HostFacts;
 pub(crate) use remote::ProbeSample;
 pub use self_usage::{self_rss, SelfUsage, UsageMark};

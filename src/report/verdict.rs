@@ -73,8 +73,9 @@ fn scenario_line(w: &WhatIf, s: &Scenario, unit: RateUnit) -> String {
         (w.baseline, "as measured")
     };
     let of = if w.scaled { "the" } else { "the model's" };
+    let least = if s.at_least { "at least " } else { "" };
     let mut line = format!(
-        "{}: {}{} at {load} (×{:.2} {of} {} {what})",
+        "{}: {least}{}{} at {load} (×{:.2} {of} {} {what})",
         s.change,
         rate(s.throughput),
         band(s.interval),
@@ -87,7 +88,8 @@ fn scenario_line(w: &WhatIf, s: &Scenario, unit: RateUnit) -> String {
     if let Some(p) = s.at_peak.filter(|p| p.throughput.is_finite()) {
         let _ = write!(
             line,
-            "; {}{} at {} (the peak's load)",
+            "; {}{}{} at {} (the peak's load)",
+            if p.at_least { "at least " } else { "" },
             rate(p.throughput),
             band(p.interval),
             crate::plan::Level::Users(p.load.round() as u32)
@@ -608,6 +610,9 @@ mod tests {
             bound: None,
             still: false,
             server_cpus: None,
+            server_memory: None,
+            ends: None,
+            at_least: false,
             changed: Changed {
                 kind: ResourceKind::Cpu,
                 factor: None,

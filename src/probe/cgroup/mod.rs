@@ -8,11 +8,11 @@
 //! cgroup-v2.rst: v1 `cpu.cfs_quota_us`/`cpu.cfs_period_us`, `cpu.stat`
 //! (`nr_periods`, `nr_throttled`, `throttled_time` ns), `cpuacct.usage` ns,
 //! `cpuset.effective_cpus`/`cpuset.cpus`, `memory.stat`
-//! (`hierarchical_memory_limit`), `memory.limit_in_bytes`,
+//! (`hierarchical_memory_limit`, `total_rss`), `memory.limit_in_bytes`,
 //! `memory.usage_in_bytes`, `memory.failcnt`; v2 `cpu.max`, `cpu.stat`
 //! (`usage_usec`, `nr_periods`, `nr_throttled`, `throttled_usec`),
-//! `cpuset.cpus.effective`, `memory.max`, `memory.current`,
-//! `memory.events` (`max`), `memory.pressure` (`some … total=` µs).
+//! `cpuset.cpus.effective`, `memory.max`, `memory.current`, `memory.stat`
+//! (`anon`), `memory.events` (`max`), `memory.pressure` (`some … total=` µs).
 //!
 //! Block I/O (Documentation/admin-guide/cgroup-v1/blkio-controller.rst and
 //! cgroup-v2.rst "IO"): [`io`] — v1 `blkio.throttle.{read,write}_{iops,bps}_device`
@@ -95,6 +95,10 @@ pub struct CgroupSample {
     /// Memory charged to the cgroup at the end of the interval (with its
     /// page cache).
     pub(crate) memory_usage_bytes: Option<u64>,
+    /// Of it, the processes' own memory (anonymous pages), which no cache
+    /// can use: v1 `memory.stat` `total_rss`, v2 `anon`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) memory_anon_bytes: Option<u64>,
     /// Times the memory limit was hit over the interval (v1 `failcnt`, v2
     /// `memory.events` `max`).
     pub(crate) memory_limit_hits: Option<u64>,
@@ -140,6 +144,9 @@ pub(crate) struct CgroupCounters {
     pub(crate) memory_limit_bytes: Option<u64>,
     /// Memory charged to the cgroup now, page cache included, bytes.
     pub(crate) memory_usage_bytes: Option<u64>,
+    /// Of it, the processes' anonymous memory, bytes.
+    #[serde(default)]
+    pub(crate) memory_anon_bytes: Option<u64>,
     /// Times the memory limit was hit since the cgroup was made.
     pub(crate) memory_limit_hits: Option<u64>,
     /// Time some of its tasks stalled on memory since it was made, µs.
@@ -252,6 +259,7 @@ impl CgroupSample {
             throttled_share,
             memory_limit_bytes: b.memory_limit_bytes,
             memory_usage_bytes: b.memory_usage_bytes,
+            memory_anon_bytes: b.memory_anon_bytes,
             memory_limit_hits: grew(a.memory_limit_hits, b.memory_limit_hits),
             memory_stall_share,
         }
@@ -503,6 +511,8 @@ impl CgroupDirs {
             }
             out.memory_usage_bytes =
                 text(&dir, "memory.usage_in_bytes").and_then(|t| t.trim().parse().ok());
+            out.memory_anon_bytes =
+                text(&dir, "memory.stat").and_then(|t| stat_value(&t, "total_rss"));
             let hits_dir = lowest.as_ref().map_or(dir, |(_, d)| d.clone());
             out.memory_limit_hits =
                 text(&hits_dir, "memory.failcnt").and_then(|t| t.trim().parse().ok());
@@ -518,6 +528,7 @@ impl CgroupDirs {
             let dir = unified.dir();
             out.memory_usage_bytes =
                 text(&dir, "memory.current").and_then(|t| t.trim().parse().ok());
+            out.memory_anon_bytes = text(&dir, "memory.stat").and_then(|t| stat_value(&t, "anon"));
             let hits_dir = lowest.as_ref().map_or(dir, |(_, d)| d.clone());
             out.memory_limit_hits =
                 text(&hits_dir, "memory.events").and_then(|t| stat_value(&t, "max"));
@@ -640,6 +651,11 @@ mod tests {
         assert_eq!(s.throttled_share, Some(0.75));
         assert_eq!(s.memory_limit_bytes, Some(256 << 20));
         assert_eq!(s.memory_usage_bytes, Some(268_066_816));
+        assert_eq!(
+            s.memory_anon_bytes,
+            Some(60 << 20),
+            "the cgroup's and its children's"
+        );
         assert_eq!(s.memory_limit_hits, Some(40));
         assert_eq!(s.memory_stall_share, None, "v1 has no memory.pressure");
     }
@@ -660,6 +676,7 @@ mod tests {
         assert_eq!(s.throttled_share, Some(0.25));
         assert_eq!(s.memory_limit_bytes, Some(512 << 20), "the parent's limit");
         assert_eq!(s.memory_usage_bytes, Some(536_805_376));
+        assert_eq!(s.memory_anon_bytes, Some(100 << 20));
         assert_eq!(s.memory_limit_hits, Some(120));
         assert_eq!(s.memory_stall_share, Some(0.3));
     }

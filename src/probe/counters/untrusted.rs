@@ -104,6 +104,7 @@ impl HostSnapshot {
             cgroup.cpu_quota_cpus = within(cgroup.cpu_quota_cpus, 0.0..=1e6);
             cgroup.memory_limit_bytes = cgroup.memory_limit_bytes.filter(|b| *b <= MAX_MEMORY);
             cgroup.memory_usage_bytes = cgroup.memory_usage_bytes.filter(|b| *b <= MAX_MEMORY);
+            cgroup.memory_anon_bytes = cgroup.memory_anon_bytes.filter(|b| *b <= MAX_MEMORY);
             let high = &mut cgroup.more.memory_high_bytes;
             *high = high.filter(|b| *b <= MAX_MEMORY);
         }

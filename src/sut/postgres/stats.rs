@@ -37,6 +37,27 @@ const DATABASE_COUNTERS: [&str; 6] = [
     "deadlocks",
 ];
 
+/// The relations the sessions touched most, each with the blocks it was
+/// asked for (found in the buffers or read) and its size: what a cache
+/// model needs to say what fits in more or less memory. Tables and
+/// indexes apart, since an index's pages are hotter than its table's; at
+/// most [`RELATIONS`] of them, by accesses.
+const RELATIONS_SQL: &str = "SELECT name, accesses, bytes FROM (
+        SELECT schemaname || '.' || relname AS name,
+               (coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0))::float8 AS accesses,
+               coalesce(pg_relation_size(relid), 0)::float8 AS bytes
+        FROM pg_statio_user_tables
+        UNION ALL
+        SELECT schemaname || '.' || indexrelname,
+               (coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0))::float8,
+               coalesce(pg_relation_size(indexrelid), 0)::float8
+        FROM pg_statio_user_indexes) r
+     WHERE accesses > 0 ORDER BY accesses DESC LIMIT 16";
+
+/// How many relations [`RELATIONS_SQL`] keeps: the hot ones decide what a
+/// cache holds, and each costs two values in every interval's record.
+pub(crate) const RELATIONS: usize = 16;
+
 /// A statistics connection to PostgreSQL. Its statements are prepared
 /// once: the waits are sampled ten times a second beside the run, and an
 /// unnamed statement would be parsed and planned by the server and
@@ -48,6 +69,7 @@ pub struct PgStats {
     database: Statement,
     checkpoints: Statement,
     wal: Option<Statement>,
+    relations: Option<Statement>,
 }
 
 impl PgStats {
@@ -78,6 +100,9 @@ impl PgStats {
             true => Some(prepare("SELECT wal_bytes::float8 FROM pg_stat_wal")?),
             false => None,
         };
+        // Not every role may size every relation: without them the run
+        // still has the database's counters.
+        let relations = prepare(RELATIONS_SQL).ok();
         Ok(PgStats {
             runtime,
             client,
@@ -85,6 +110,7 @@ impl PgStats {
             database,
             checkpoints,
             wal,
+            relations,
         })
     }
 }
@@ -119,6 +145,25 @@ impl DbStatsSource for PgStats {
                 .block_on(self.client.query_one(wal, &[]))?
                 .try_get(0)?;
             out.insert("wal_bytes".to_string(), wal);
+        }
+        if let Some(relations) = &self.relations {
+            // A relation dropped while it is read, or one the role may not
+            // size, costs this sample its relations, not its counters.
+            let rows = self.runtime.block_on(self.client.query(relations, &[]));
+            for row in rows.iter().flatten().take(RELATIONS) {
+                let (Ok(name), Ok(accesses), Ok(bytes)) = (
+                    row.try_get::<_, String>(0),
+                    row.try_get::<_, f64>(1),
+                    row.try_get::<_, f64>(2),
+                ) else {
+                    continue;
+                };
+                out.insert(
+                    format!("{}{name}", crate::probe::RELATION_ACCESSES),
+                    accesses,
+                );
+                out.insert(format!("{}{name}", crate::probe::RELATION_BYTES_NOW), bytes);
+            }
         }
         Ok(out)
     }

@@ -1,0 +1,423 @@
+//! What more or less memory would do for a server that caches its data in
+//! it: how many of an operation's page accesses would miss the cache and
+//! go to storage, from what one run measured.
+//!
+//! The cache is taken as one LRU over the relations the server reports
+//! (PostgreSQL's tables and indexes apart: an index's pages are hotter
+//! than its table's), each page of a relation asked for as often as the
+//! others — the independent reference model, solved by Che's
+//! approximation (Che, Tung and Wang, 2002; its accuracy for LRU shown by
+//! Fricker, Robert and Roberts, 2012): a page stays while it is asked for
+//! again within the cache's characteristic time T, which solves
+//! `Σ n_i (1 − e^(−a_i T / n_i)) = C` for relations of `n_i` pages asked
+//! for `a_i` times per operation and a cache of `C` pages; an operation
+//! then misses `Σ a_i e^(−a_i T / n_i)` pages.
+//!
+//! The cache a server has is found from what it missed: the size at which
+//! the model misses as many pages per operation as the server read from
+//! storage. It is not the memory limit less the processes' own memory:
+//! on this lab's PostgreSQL under a 96 MiB limit (10 MiB of it the
+//! processes'), the reads said 25 MiB, as the server's buffers hold
+//! pages the page cache holds too and the kernel's reclaim keeps no
+//! ideal LRU. So a run whose data fit in memory says nothing of the cache
+//! a smaller limit would leave, and gets no prediction for one. A change
+//! of memory from a run that read gives the cache between two ends: all
+//! of the added memory a cache (the found cache plus the difference) and
+//! the cache keeping its share of the limit (the found cache times the
+//! limits' ratio).
+
+use super::points::StepPoint;
+use crate::units::Bytes;
+
+/// The bytes of a page the server reads and reports accesses in:
+/// PostgreSQL's block size as built by default.
+pub(crate) const PAGE_BYTES: f64 = 8192.0;
+
+/// A relation the server reported: its pages and how many times an
+/// operation asked for one of them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Relation {
+    pub(crate) name: String,
+    pub(crate) pages: f64,
+    pub(crate) per_op: f64,
+}
+
+/// Pages an operation misses with a cache of `cache` pages over
+/// `relations`.
+pub(crate) fn misses(relations: &[Relation], cache: f64) -> f64 {
+    let total: f64 = relations.iter().map(|r| r.pages).sum();
+    if cache >= total {
+        return 0.0;
+    }
+    let asked: f64 = relations.iter().map(|r| r.per_op).sum();
+    if cache <= 0.0 {
+        return asked;
+    }
+    let held = |t: f64| -> f64 {
+        relations
+            .iter()
+            .map(|r| r.pages * (1.0 - (-r.per_op * t / r.pages).exp()))
+            .sum()
+    };
+    // The characteristic time, in operations: held(t) grows from 0 to the
+    // relations' pages; double until it passes the cache, then halve the
+    // bracket.
+    let (mut lo, mut hi) = (0.0, 1.0);
+    for _ in 0..200 {
+        if held(hi) >= cache {
+            break;
+        }
+        lo = hi;
+        hi *= 2.0;
+    }
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if held(mid) < cache {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let t = (lo + hi) / 2.0;
+    relations
+        .iter()
+        .map(|r| r.per_op * (-r.per_op * t / r.pages).exp())
+        .sum()
+}
+
+/// The cache, in pages, with which an operation misses `missed` pages;
+/// none when no cache misses that many (more than every access) or the
+/// relations are empty.
+pub(crate) fn cache_for(relations: &[Relation], missed: f64) -> Option<f64> {
+    let total: f64 = relations.iter().map(|r| r.pages).sum();
+    let asked: f64 = relations.iter().map(|r| r.per_op).sum();
+    if total <= 0.0 || !(0.0..asked).contains(&missed) {
+        return None;
+    }
+    let (mut lo, mut hi) = (0.0, total);
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if misses(relations, mid) > missed {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some((lo + hi) / 2.0)
+}
+
+/// What one step says of the server's cache.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Cache {
+    pub(crate) relations: Vec<Relation>,
+    /// The server's cgroup memory limit, bytes.
+    pub(crate) limit_bytes: f64,
+    /// The processes' own memory, bytes: not cache.
+    pub(crate) anon_bytes: f64,
+    /// Pages read from storage per operation.
+    pub(crate) missed: f64,
+    /// The cache, pages, found from the misses (when the run read enough
+    /// to say).
+    pub(crate) found: Option<f64>,
+}
+
+/// Reads under this share of the accesses are no measure of the cache:
+/// the data fits, and what was read is the odd page the run first touched.
+const MEASURABLE: f64 = 0.01;
+
+impl Cache {
+    /// The cache of the server at step `p`: its relations as its
+    /// statistics reported them, its cgroup's memory; none when it has no
+    /// memory limit, no relations or no operations.
+    pub(crate) fn of(p: &StepPoint) -> Option<Cache> {
+        let ops = p.completed as f64;
+        let limit_bytes = p.extras.memory_limit_bytes.filter(|l| *l > 0.0)?;
+        let anon_bytes = p.extras.memory_anon_bytes.unwrap_or(0.0).max(0.0);
+        if ops <= 0.0 || p.throughput <= 0.0 {
+            return None;
+        }
+        let relations: Vec<Relation> =
+            p.db.iter()
+                .filter_map(|(k, accesses)| {
+                    let name = k.strip_prefix(crate::probe::RELATION_ACCESSES)?;
+                    let bytes =
+                        p.db.get(&format!("{}{name}", crate::probe::RELATION_BYTES))?;
+                    let pages = (bytes / PAGE_BYTES).ceil();
+                    (pages >= 1.0 && *accesses > 0.0).then(|| Relation {
+                        name: name.to_string(),
+                        pages,
+                        per_op: accesses / ops,
+                    })
+                })
+                .collect();
+        if relations.is_empty() {
+            return None;
+        }
+        let missed =
+            p.extras.server_read_bytes_per_s.unwrap_or(0.0).max(0.0) / PAGE_BYTES / p.throughput;
+        let asked: f64 = relations.iter().map(|r| r.per_op).sum();
+        let found = (missed >= MEASURABLE * asked)
+            .then(|| cache_for(&relations, missed))
+            .flatten();
+        Some(Cache {
+            relations,
+            limit_bytes,
+            anon_bytes,
+            missed,
+            found,
+        })
+    }
+
+    /// The relations' pages together: the working set the cache would
+    /// have to hold.
+    pub(crate) fn pages(&self) -> f64 {
+        self.relations.iter().map(|r| r.pages).sum()
+    }
+
+    /// The memory limit whose cache holds every relation at both ends of
+    /// its range: all the memory added a cache, and the cache its share of
+    /// the limit. None without a cache found.
+    pub(crate) fn holding_all(&self) -> Option<f64> {
+        let found = self.found.filter(|f| *f > 0.0)?;
+        let short = (self.pages() - found).max(0.0);
+        let added = self.limit_bytes + short * PAGE_BYTES;
+        let kept = self.limit_bytes * self.pages() / found;
+        Some(added.max(kept))
+    }
+
+    /// The memory limits to predict: `memory` alone when asked; else half
+    /// the limit (when the processes' own memory leaves the half room for a
+    /// cache), and, when the data does not fit, twice the limit (while that
+    /// still falls short) and the limit that holds it all at both ends of
+    /// the cache's range.
+    pub(crate) fn sizes(&self, memory: Option<f64>) -> Vec<f64> {
+        if let Some(m) = memory {
+            return vec![m];
+        }
+        let c = self;
+        let now = c.limit_bytes;
+        let Some(all) = c.holding_all() else {
+            return Vec::new();
+        };
+        let all = (all / MIB).ceil() * MIB;
+        let mut out = Vec::new();
+        if now / 2.0 > c.anon_bytes {
+            out.push(now / 2.0);
+        }
+        if now < all {
+            if now * 2.0 < all {
+                out.push(now * 2.0);
+            }
+            out.push(all);
+        }
+        out
+    }
+
+    /// Pages an operation would miss with a memory limit of `bytes`: at
+    /// the middle of the cache's two ends, the fewest and the most; none
+    /// when the run did not read enough to find its cache.
+    pub(crate) fn missed_at(&self, bytes: f64) -> Option<[f64; 3]> {
+        let found = self.found?;
+        let added = (found + (bytes - self.limit_bytes) / PAGE_BYTES).max(0.0);
+        let kept = found * bytes / self.limit_bytes;
+        let m = |cache: f64| misses(&self.relations, cache);
+        let (fewest, most) = (m(added.max(kept)), m(added.min(kept)));
+        Some([m((added + kept) / 2.0), fewest, most])
+    }
+}
+
+/// The server's reads from storage as a queueing centre: the cache that
+/// decides how many there are, and the read limit on its cgroup that
+/// decides how fast they go.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reads {
+    /// `reads (a blkio throttle of 300 read IOPS on the server's cgroup)`.
+    pub(crate) name: String,
+    pub(crate) cache: Cache,
+    /// Pages per second the limit lets through.
+    pub(crate) pages_per_s: f64,
+}
+
+/// The server's reads at step `p`, when it has a cache the run measured
+/// and a read limit on its cgroup: without the limit, the read path's
+/// capacity was not measured (a device's own reads are not told apart
+/// from the other I/O on it).
+pub(crate) fn reads(p: &StepPoint) -> Option<Reads> {
+    let cache = Cache::of(p)?;
+    let (limit, pages_per_s) = p
+        .io_path
+        .limits
+        .iter()
+        .filter(|l| l.owner == super::bottleneck::server_cgroup::SERVER)
+        .filter_map(|l| {
+            // Pages per read the server issued through the limit (one at
+            // least: a read is a page or more).
+            let per_read = if l.reads_per_s > 0.0 {
+                (l.read_bytes_per_s / l.reads_per_s / PAGE_BYTES).max(1.0)
+            } else {
+                1.0
+            };
+            let by_iops = l.limit.read_iops.map(|n| n as f64 * per_read);
+            let by_bytes = l.limit.read_bps.map(|b| b as f64 / PAGE_BYTES);
+            let pages = match (by_iops, by_bytes) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => a.or(b)?,
+            };
+            (pages > 0.0).then_some((l, pages))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let what = match (limit.limit.read_iops, limit.limit.read_bps) {
+        (Some(n), _) => format!("{n} read IOPS"),
+        (None, Some(b)) => format!("{}/s read", Bytes(b)),
+        (None, None) => return None,
+    };
+    let article = if limit.limit.interface == "io.max" {
+        "an"
+    } else {
+        "a"
+    };
+    Some(Reads {
+        name: format!(
+            "reads ({article} {} of {what} on {})",
+            limit.limit.interface, limit.owner
+        ),
+        cache,
+        pages_per_s,
+    })
+}
+
+/// A mebibyte.
+const MIB: f64 = 1024.0 * 1024.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(name: &str, pages: f64, per_op: f64) -> Relation {
+        Relation {
+            name: name.to_string(),
+            pages,
+            per_op,
+        }
+    }
+
+    /// One relation asked for uniformly: an LRU holding a share of it
+    /// misses about the rest of the share, exactly as Che's approximation
+    /// gives for one class, `e^(−aT/n)` with `n(1 − e^(−aT/n)) = C`.
+    #[test]
+    fn one_uniform_relation_misses_what_does_not_fit() {
+        let r = [rel("t", 1000.0, 1.0)];
+        assert_eq!(misses(&r, 1000.0), 0.0);
+        assert_eq!(misses(&r, 0.0), 1.0);
+        for held in [100.0, 500.0, 900.0] {
+            let m = misses(&r, held);
+            assert!((m - (1.0 - held / 1000.0)).abs() < 1e-9, "{held}: {m}");
+        }
+    }
+
+    /// A hot index beside a cold table: with room for the index the cache
+    /// keeps it, and the misses are the table's.
+    #[test]
+    fn a_hot_relation_is_held_before_a_cold_one() {
+        let r = [rel("index", 100.0, 2.0), rel("table", 10_000.0, 1.0)];
+        let m = misses(&r, 1100.0);
+        // The table's share held is about a tenth: it misses ~0.9 of its
+        // one access; the index almost never.
+        assert!((0.88..0.92).contains(&m), "{m}");
+        assert!(misses(&r, 5000.0) < m);
+    }
+
+    /// The cache that misses a given number of pages is found again.
+    #[test]
+    fn the_cache_is_found_from_its_misses() {
+        let r = [rel("index", 100.0, 2.0), rel("table", 10_000.0, 1.0)];
+        for cache in [50.0, 1100.0, 6000.0] {
+            let m = misses(&r, cache);
+            let found = cache_for(&r, m).unwrap();
+            assert!((found / cache - 1.0).abs() < 1e-3, "{cache}: {found}");
+        }
+        assert_eq!(cache_for(&r, 3.5), None, "more than every access");
+        assert_eq!(cache_for(&[], 0.5), None);
+    }
+
+    /// A run whose server read 1.05 pages per operation through a read
+    /// limit of 300 IOPS under a 96 MiB limit: the cache found from those
+    /// reads misses as many again at that limit; half the memory reads
+    /// more and is slower, still held by the reads; the memory that holds
+    /// every relation reads none, and its figure — the CPU, measured at a
+    /// tenth busy — is a floor.
+    #[test]
+    fn a_run_that_read_through_a_limit_predicts_more_and_less_memory() {
+        use crate::analyze::bottleneck::{Bottleneck, BottleneckKind};
+        use crate::analyze::iopath::LimitUse;
+        const MIB: f64 = 1048576.0;
+        let mut points =
+            crate::analyze::fixture::mva_points(0.0003, 1.05 / 300.0, 0.0, &[1, 2, 4, 8, 16]);
+        for p in &mut points {
+            p.resources
+                .retain(|r| r.kind != crate::analyze::points::ResourceKind::Disk);
+            p.extras.memory_limit_bytes = Some(96.0 * MIB);
+            p.extras.memory_anon_bytes = Some(10.0 * MIB);
+            let reads = p.throughput * 1.05;
+            p.extras.server_read_bytes_per_s = Some(reads * PAGE_BYTES);
+            let ops = p.completed as f64;
+            for (name, pages, per_op) in [("t", 13_115.0, 1.0), ("t_pkey", 2_196.0, 3.0)] {
+                p.db.insert(
+                    format!("{}{name}", crate::probe::RELATION_ACCESSES),
+                    per_op * ops,
+                );
+                p.db.insert(
+                    format!("{}{name}", crate::probe::RELATION_BYTES),
+                    pages * PAGE_BYTES,
+                );
+            }
+            let mut limit = LimitUse::default_for_tests();
+            limit.owner = super::super::bottleneck::server_cgroup::SERVER.to_string();
+            limit.limit.read_iops = Some(300);
+            limit.limit.interface = "blkio throttle".to_string();
+            limit.reads_per_s = reads;
+            limit.read_bytes_per_s = reads * PAGE_BYTES;
+            p.io_path.limits = vec![limit];
+        }
+        let peak = 4;
+        let r = reads(&points[peak]).expect("a cache and a read limit");
+        assert_eq!(r.pages_per_s, 300.0);
+        let [at_now, ..] = r.cache.missed_at(96.0 * MIB).unwrap();
+        assert!((at_now / 1.05 - 1.0).abs() < 0.01, "{at_now}");
+        let demands = crate::analyze::demands::demands(&points, true, Some(peak));
+        let memory = Bottleneck {
+            kind: BottleneckKind::Resource,
+            name: "memory → disk reads".to_string(),
+            evidence: Vec::new(),
+            ruled_out: Vec::new(),
+            unreliable: false,
+            next: None,
+            resource: None,
+        };
+        let w = super::super::whatif::what_if(&points, &demands, &memory, true, peak, None)
+            .expect("predictions for memory");
+        let of = |mib: f64| {
+            w.scenarios
+                .iter()
+                .find(|s| s.server_memory == Some(mib * MIB))
+                .unwrap_or_else(|| panic!("no {mib} MiB in {w:#?}"))
+        };
+        let measured = points[peak].throughput;
+        let half = of(48.0);
+        assert!(half.throughput < 0.8 * measured, "{half:?}");
+        assert!(half.still && !half.at_least, "{half:?}");
+        let most = w
+            .scenarios
+            .iter()
+            .filter_map(|s| s.server_memory)
+            .fold(0.0, f64::max);
+        let all = of(most / MIB);
+        assert!(
+            most > 130.0 * MIB,
+            "the processes' memory and every page, at least: {most}"
+        );
+        assert!(all.change.contains("none of its pages"), "{}", all.change);
+        assert!(all.at_least && all.interval.is_none(), "{all:?}");
+        assert!(all.throughput > 5.0 * measured, "{all:?}");
+    }
+}
