@@ -20,11 +20,14 @@
 //! processes'), the reads said 25 MiB, as the server's buffers hold
 //! pages the page cache holds too and the kernel's reclaim keeps no
 //! ideal LRU. So a run whose data fit in memory says nothing of the cache
-//! a smaller limit would leave, and gets no prediction for one. A change
-//! of memory from a run that read gives the cache between two ends: all
-//! of the added memory a cache (the found cache plus the difference) and
-//! the cache keeping its share of the limit (the found cache times the
-//! limits' ratio).
+//! a smaller limit would leave, and gets no prediction for one.
+//!
+//! What is not cache is mostly fixed (the processes, the buffers' second
+//! copy, the kernel's own), so a change of memory moves the found cache by
+//! a share of the difference: between all of it and half of it, three
+//! quarters the estimate. Measured on the same PostgreSQL: 48 MiB more
+//! (96 to 144 MiB) grew the cache its reads said from 25–27 MiB to 60 MiB,
+//! 71% of the difference; 96 MiB more held all 120 MiB of its data.
 
 use super::points::StepPoint;
 use crate::units::Bytes;
@@ -121,6 +124,10 @@ pub(crate) struct Cache {
     pub(crate) found: Option<f64>,
 }
 
+/// The least share of a change of memory the cache is taken to gain or
+/// lose (all of it at most).
+const LEAST_SHARE: f64 = 0.5;
+
 /// Reads under this share of the accesses are no measure of the cache:
 /// the data fits, and what was read is the odd page the run first touched.
 const MEASURABLE: f64 = 0.01;
@@ -175,14 +182,12 @@ impl Cache {
     }
 
     /// The memory limit whose cache holds every relation at both ends of
-    /// its range: all the memory added a cache, and the cache its share of
-    /// the limit. None without a cache found.
+    /// its range (half of the memory added a cache). None without a cache
+    /// found.
     pub(crate) fn holding_all(&self) -> Option<f64> {
-        let found = self.found.filter(|f| *f > 0.0)?;
+        let found = self.found?;
         let short = (self.pages() - found).max(0.0);
-        let added = self.limit_bytes + short * PAGE_BYTES;
-        let kept = self.limit_bytes * self.pages() / found;
-        Some(added.max(kept))
+        Some(self.limit_bytes + short * PAGE_BYTES / LEAST_SHARE)
     }
 
     /// The memory limits to predict: `memory` alone when asked; else half
@@ -218,11 +223,15 @@ impl Cache {
     /// when the run did not read enough to find its cache.
     pub(crate) fn missed_at(&self, bytes: f64) -> Option<[f64; 3]> {
         let found = self.found?;
-        let added = (found + (bytes - self.limit_bytes) / PAGE_BYTES).max(0.0);
-        let kept = found * bytes / self.limit_bytes;
-        let m = |cache: f64| misses(&self.relations, cache);
-        let (fewest, most) = (m(added.max(kept)), m(added.min(kept)));
-        Some([m((added + kept) / 2.0), fewest, most])
+        let change = (bytes - self.limit_bytes) / PAGE_BYTES;
+        let cache = |share: f64| (found + share * change).max(0.0);
+        let m = |share: f64| misses(&self.relations, cache(share));
+        let (all, half) = (m(1.0), m(LEAST_SHARE));
+        Some([
+            m((1.0 + LEAST_SHARE) / 2.0),
+            all.min(half),
+            all.max(half),
+        ])
     }
 }
 
