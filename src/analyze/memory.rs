@@ -227,11 +227,7 @@ impl Cache {
         let cache = |share: f64| (found + share * change).max(0.0);
         let m = |share: f64| misses(&self.relations, cache(share));
         let (all, half) = (m(1.0), m(LEAST_SHARE));
-        Some([
-            m((1.0 + LEAST_SHARE) / 2.0),
-            all.min(half),
-            all.max(half),
-        ])
+        Some([m((1.0 + LEAST_SHARE) / 2.0), all.min(half), all.max(half)])
     }
 }
 

@@ -37,10 +37,17 @@ pub struct DbSample {
 }
 
 impl DbSample {
-    /// Adds another interval's sample (counters and waits both add up).
+    /// Adds another interval's sample: counters and waits add up; a gauge
+    /// (`now_…`) keeps the larger value, as a size summed over intervals is
+    /// no size.
     pub(crate) fn merge(&mut self, other: &DbSample) {
         for (k, v) in &other.counters {
-            *self.counters.entry(k.clone()).or_insert(0.0) += v;
+            let kept = self.counters.entry(k.clone()).or_insert(0.0);
+            if k.starts_with("now_") {
+                *kept = kept.max(*v);
+            } else {
+                *kept += v;
+            }
         }
         for (k, v) in &other.waits {
             *self.waits.entry(k.clone()).or_insert(0) += v;
@@ -174,5 +181,24 @@ mod tests {
         assert!((share - 0.75).abs() < 1e-9);
         let next = probe.take().unwrap();
         assert_eq!(next.counters["commits"], 10.0);
+    }
+
+    /// Intervals merged into a step: counters and waits add up, a gauge —
+    /// a relation's size — is the larger reading, never the sum.
+    #[test]
+    fn a_merged_gauge_is_its_largest_reading() {
+        let one = |commits: f64, bytes: f64| DbSample {
+            counters: BTreeMap::from([
+                ("commits".to_string(), commits),
+                (format!("{RELATION_BYTES_NOW}public.t"), bytes),
+            ]),
+            waits: BTreeMap::from([("CPU".to_string(), 2)]),
+        };
+        let mut merged = one(10.0, 8192.0);
+        merged.merge(&one(5.0, 16384.0));
+        merged.merge(&one(5.0, 16384.0));
+        assert_eq!(merged.counters["commits"], 20.0);
+        assert_eq!(merged.counters["now_relation_bytes:public.t"], 16384.0);
+        assert_eq!(merged.waits["CPU"], 6);
     }
 }

@@ -83,6 +83,26 @@ fn both_mixes_run_and_check_on_postgres() {
         .sum();
     assert!(waits > 0, "no wait samples: {}", step["db"]);
     assert!(step["intervals"][0]["db"].is_object());
+    // What a cache model needs: the blocks each relation was asked for
+    // and its size — the accounts' table of 100,000 rows is some 13 MiB,
+    // and a size over the step is the interval's, not their sum.
+    let counters = &step["db"]["counters"];
+    let accesses = counters["relation_accesses:public.perflab_accounts"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(accesses >= completed * 0.5, "{counters}");
+    let bytes = counters["now_relation_bytes:public.perflab_accounts"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!((8e6..32e6).contains(&bytes), "{counters}");
+    let first = step["intervals"][0]["db"]["counters"]
+        ["now_relation_bytes:public.perflab_accounts"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        bytes >= first && bytes < 1.5 * first,
+        "the step's {bytes} against its first interval's {first}"
+    );
     let out = perflab_ok(
         dir.path(),
         &format!("run bank --target {url} --mix atm --users 4 {SHORT}"),
