@@ -59,6 +59,14 @@ impl LimitUse {
         .collect()
     }
 
+    /// The limit with `value` in words: `a blkio throttle of 100 write
+    /// IOPS on the server's cgroup`.
+    pub(crate) fn described(&self, value: &str) -> String {
+        let l = &self.limit;
+        let article = if l.interface == "io.max" { "an" } else { "a" };
+        format!("{article} {} of {value} on {}", l.interface, self.owner)
+    }
+
     /// The most used of its limits, with its share.
     pub(crate) fn tightest(&self) -> Option<(&'static str, u64, f64)> {
         self.shares().into_iter().max_by(|a, b| a.2.total_cmp(&b.2))

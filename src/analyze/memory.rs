@@ -276,16 +276,8 @@ pub(crate) fn reads(p: &StepPoint) -> Option<Reads> {
         (None, Some(b)) => format!("{}/s read", Bytes(b)),
         (None, None) => return None,
     };
-    let article = if limit.limit.interface == "io.max" {
-        "an"
-    } else {
-        "a"
-    };
     Some(Reads {
-        name: format!(
-            "reads ({article} {} of {what} on {})",
-            limit.limit.interface, limit.owner
-        ),
+        name: format!("reads ({})", limit.described(&what)),
         cache,
         pages_per_s,
     })

@@ -53,13 +53,10 @@ impl WriteLimit<'_> {
     /// The limit in the verdict's name: `a blkio throttle of 100 write
     /// IOPS on the server's cgroup, device vda`.
     pub(crate) fn name(&self) -> String {
-        let l = &self.limit.limit;
-        let article = if l.interface == "io.max" { "an" } else { "a" };
         format!(
-            "{article} {} of {} on {SERVER}, device {}",
-            l.interface,
-            self.value_text(),
-            l.device
+            "{}, device {}",
+            self.limit.described(&self.value_text()),
+            self.limit.limit.device
         )
     }
 
