@@ -24,6 +24,7 @@ pub mod live;
 pub mod measure;
 pub mod plan;
 pub mod probe;
+pub mod record;
 pub mod report;
 pub mod secret;
 pub mod store;

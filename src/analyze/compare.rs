@@ -14,6 +14,7 @@ use super::stats::{mann_whitney_p, ratio_interval};
 use super::{StepPoint, Verdict};
 use crate::measure::Phase;
 use crate::store::StoredRun;
+use crate::workload::figures::CostWords;
 use serde::Serialize;
 
 /// Significance level of every test.
@@ -67,41 +68,47 @@ pub(crate) struct RunSummary {
     pub(crate) score: Option<f64>,
     /// `--cost`: the amount, and peak throughput per unit of it.
     pub(crate) cost: Option<(f64, f64)>,
-    /// A net run: the CPU each transaction (or gigabyte) cost both ends'
-    /// processes at its peak, against the baseline's.
+    /// What a unit of work cost at its peak, when its workload counts it
+    /// (a net run: both ends' processes' CPU per transaction or
+    /// gigabyte), against the baseline's.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) net_cpu: Option<NetCpu>,
+    pub(crate) unit_cost: Option<UnitCost>,
 }
 
-/// The CPU a net run's unit of work cost perflab's and the agent's
-/// processes together at the run's peak level (`analyze::net`).
+/// What a unit of work cost at a run's peak level, from its workload's
+/// own figures ([`crate::workload::figures::Cost`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct NetCpu {
-    /// CPU seconds per unit, over the level's measured windows.
+pub(crate) struct UnitCost {
+    /// The cost per unit, over the level's measured windows, in the
+    /// figures' base unit.
     pub(crate) per_unit: f64,
-    pub(crate) unit: super::net::CostUnit,
+    pub(crate) words: CostWords,
     /// Against the baseline's per-interval figures: the ratio is this
     /// run's over the baseline's, below 1 when this run costs less.
     pub(crate) vs_base: Option<Difference>,
 }
 
-/// A net run's per-interval CPU per unit at `load`, and its CPU per unit
-/// over every measured window there; none for another workload.
-fn net_cpu_samples(run: &StoredRun, load: f64) -> Option<(Vec<f64>, f64, super::net::CostUnit)> {
-    let nets = super::net::net_steps(run);
-    let at: Vec<_> = nets
+/// A run's per-interval cost per unit at `load`, its cost per unit over
+/// every measured window there, and how it is said; none for a workload
+/// that counts no cost.
+fn cost_samples(run: &StoredRun, load: f64) -> Option<(Vec<f64>, f64, CostWords)> {
+    let figures = run.figures()?;
+    let words = figures.cost?;
+    let at: Vec<_> = run
+        .steps
         .iter()
-        .zip(&run.steps)
+        .enumerate()
         .filter(|(_, s)| s.level.value() == load && s.status.ran_whole())
-        .map(|(n, _)| n)
+        .filter_map(|(i, _)| figures.at(i)?.cost.as_ref())
         .collect();
-    let unit = at.first()?.unit;
     let values: Vec<f64> = at
         .iter()
-        .flat_map(|n| n.per_interval.iter().copied())
+        .flat_map(|c| c.per_interval.iter().copied())
         .collect();
-    let whole: Vec<f64> = at.iter().filter_map(|n| n.cpu.both_processes()).collect();
-    (!whole.is_empty()).then(|| (values, whole.iter().sum::<f64>() / whole.len() as f64, unit))
+    (!at.is_empty()).then(|| {
+        let whole = at.iter().map(|c| c.whole).sum::<f64>() / at.len() as f64;
+        (values, whole, words)
+    })
 }
 
 /// The whole comparison.
@@ -210,7 +217,7 @@ pub(crate) fn compare(
 ) -> Comparison {
     let levels = level_rows(runs, verdicts, seed);
     let base_peak = peak_point(&verdicts[0]).map(|p| samples(&runs[0], p.load).0);
-    let base_cpu = peak_point(&verdicts[0]).and_then(|p| net_cpu_samples(&runs[0], p.load));
+    let base_cost = peak_point(&verdicts[0]).and_then(|p| cost_samples(&runs[0], p.load));
     let runs_out = runs
         .iter()
         .zip(verdicts)
@@ -222,13 +229,13 @@ pub(crate) fn compare(
                 _ => None,
             };
             let score = weighted_score(&verdicts[0], peak, weights);
-            let net_cpu =
-                peak.and_then(|p| net_cpu_samples(run, p.load))
-                    .map(|(values, per_unit, unit)| NetCpu {
+            let unit_cost =
+                peak.and_then(|p| cost_samples(run, p.load))
+                    .map(|(values, per_unit, words)| UnitCost {
                         per_unit,
-                        unit,
-                        vs_base: match (i, &base_cpu) {
-                            (1.., Some((base, _, base_unit))) if *base_unit == unit => {
+                        words,
+                        vs_base: match (i, &base_cost) {
+                            (1.., Some((base, _, base_words))) if *base_words == words => {
                                 difference(base, &values, seed)
                             }
                             _ => None,
@@ -250,7 +257,7 @@ pub(crate) fn compare(
                     let x = peak?.throughput;
                     (c > 0.0).then_some((c, x / c))
                 }),
-                net_cpu,
+                unit_cost,
             }
         })
         .collect();

@@ -18,7 +18,6 @@ pub(crate) mod iopath;
 pub(crate) mod latency;
 mod memory;
 pub mod mva;
-pub(crate) mod net;
 pub(crate) mod objectives;
 mod open_files;
 pub(crate) mod points;
@@ -39,6 +38,7 @@ use crate::plan::{Level, Slo};
 use crate::store::StoredRun;
 use crate::sut::{Network, Target};
 use crate::units::RateUnit;
+use crate::workload::figures::Figures;
 use host::{probe_sources, HostSource};
 use serde::Serialize;
 
@@ -101,13 +101,14 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     let kernel_served = run.target_traits().kernel_served;
     let network = run_network(run);
     let unit = run.rate_unit();
-    let nets = net::net_steps(run);
+    let figures = run.figures();
     for (i, step) in run.steps.iter().enumerate() {
         let mut p = StepPoint::of(step, source, unit);
         if matches!(source, HostSource::Local) {
-            // A net run's server is the echo agent: on this host its CPU is
-            // the server's, and other work is what the host did besides.
-            if let Some(cpus) = nets.get(i).and_then(|n| n.agent_cpus_here) {
+            // A server the workload measured itself (a net run's echo agent
+            // on this host): its CPU is the server's, and other work is what
+            // the host did besides.
+            if let Some(cpus) = figures.as_ref().and_then(|f| f.at(i)?.server_cpus) {
                 p.extras.server_cpus.get_or_insert(cpus);
             }
         }
@@ -168,7 +169,9 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
     verdict.server_host = server_host;
     verdict.left_out = left_out;
     verdict.caveats.splice(0..0, stalls(run));
-    net_evidence(run, &nets, &mut verdict);
+    if let Some(figures) = &figures {
+        figures_evidence(run, figures, &mut verdict);
+    }
     admission::apply(run, &mut verdict);
     verdict
 }
@@ -191,11 +194,11 @@ fn stalls(run: &StoredRun) -> Vec<String> {
         .collect()
 }
 
-/// A net run's verdict says, at its step, what a transaction cost each
-/// end and whether a shaped link was full (`net::evidence`). `nets` are
-/// the run's steps' figures, in the steps' order; the verdict's points are
-/// the steps that completed, a subset, so the steps are matched by load.
-fn net_evidence(run: &StoredRun, nets: &[net::NetStep], verdict: &mut Verdict) {
+/// The verdict says, at its step, what the workload's own figures say
+/// there (a net run: what a transaction cost each end, a shaped link that
+/// was full). The verdict's points are the steps that completed, a
+/// subset, so the step is found by its load.
+fn figures_evidence(run: &StoredRun, figures: &Figures, verdict: &mut Verdict) {
     let Some(bottleneck) = verdict.bottleneck.as_mut() else {
         return;
     };
@@ -208,13 +211,13 @@ fn net_evidence(run: &StoredRun, nets: &[net::NetStep], verdict: &mut Verdict) {
     let Some(load) = at.and_then(|i| verdict.points.get(i)).map(|p| p.load) else {
         return;
     };
-    if let Some(net) = nets
+    if let Some(step) = run
+        .steps
         .iter()
-        .zip(&run.steps)
-        .find(|(_, s)| s.level.value() == load)
-        .map(|(n, _)| n)
+        .position(|s| s.level.value() == load)
+        .and_then(|i| figures.at(i))
     {
-        bottleneck.evidence.extend(net::evidence(net));
+        bottleneck.evidence.extend(step.evidence.iter().cloned());
     }
 }
 

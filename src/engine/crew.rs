@@ -3,11 +3,12 @@
 //! handed on once every worker has completed it.
 
 use super::schedule::{IntervalSpec, Schedule};
-use super::step::{Answering, FinishedStep, IntervalRecord, StepStatus};
+use super::step::{Answering, FinishedStep};
 use super::worker::{self, WorkerEvent, WorkerPlan};
 use crate::measure::{PackedTally, Phase, Tally};
 use crate::plan::Level;
 use crate::probe::SelfUsage;
+use crate::record::{IntervalRecord, StepStatus};
 use crate::workload::Workload;
 use anyhow::Context;
 use std::sync::atomic::AtomicBool;

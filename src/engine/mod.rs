@@ -22,6 +22,7 @@ mod step;
 mod sweep;
 mod worker;
 
+pub use crate::record::{GeneratorStep, IntervalRecord, StepResult, StepStatus};
 pub(crate) use find::{estimate as capacity_estimate, Probe};
 pub(crate) use judge::{
     judge, offered, value as slo_value, Batch, Decision, Judgement, LevelJudgement,
@@ -32,5 +33,5 @@ pub(crate) use share::{run_share, Share, ShareEvent};
 pub(crate) use split::{MAX_THREADS, MAX_WAIT};
 #[cfg(test)]
 pub(crate) use step::Answering;
-pub use step::{FinishedStep, GeneratorStep, IntervalRecord, StepResult, StepStatus};
+pub use step::FinishedStep;
 pub use sweep::{coefficient_of_variation, run_sweep, run_sweep_on, SweepEnd, SweepObserver};

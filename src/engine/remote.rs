@@ -15,13 +15,13 @@
 use super::crew::Crew;
 use super::schedule::Schedule;
 use super::share::{Share, ShareEvent};
-use super::step::{GeneratorStep, IntervalUsage};
 use super::worker::WorkerEvent;
 use crate::error::PlanError;
 use crate::measure::{PackedTally, Phase, StepSummary, Tally};
 use crate::probe::agent_client::{AgentClient, Hello};
 use crate::probe::counters::CpuSample;
 use crate::probe::SelfUsage;
+use crate::record::{GeneratorStep, IntervalUsage};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};

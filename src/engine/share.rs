@@ -8,11 +8,11 @@
 use super::crew::{Crew, Merging};
 use super::schedule::Schedule;
 use super::split::{worker_plans, Split};
-use super::step::IntervalUsage;
 use crate::measure::PackedTally;
 use crate::plan::Level;
 use crate::probe::counters::{host_cpu_times, CpuSample, HostRoot};
 use crate::probe::{SelfUsage, UsageMark};
+use crate::record::IntervalUsage;
 use crate::workload::Workload;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Receiver;
@@ -131,7 +131,7 @@ pub(crate) fn run_share<W: Workload>(
     let mut reading = Some(UsageReading::now(&measuring.root));
     let mut on_interval = |spec: &super::schedule::IntervalSpec,
                            _tally: &crate::measure::Tally,
-                           record: super::step::IntervalRecord| {
+                           record: crate::record::IntervalRecord| {
         let usage = reading.take().map(|r| {
             let (usage, next) = r.next(&measuring.root);
             reading = Some(next);

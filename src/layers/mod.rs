@@ -27,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
     &["probe"],
     &["sut"],
     &["plan"],
+    &["record"],
     &["workload"],
     &["engine"],
     &["store"],

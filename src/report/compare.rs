@@ -27,20 +27,23 @@ fn diff_text(d: &Difference) -> String {
     )
 }
 
-/// A net run's CPU per unit at its peak, and which of it and the
+/// What a unit of work cost at a run's peak (its workload's own cost,
+/// e.g. a net run's CPU per transaction), and which of it and the
 /// baseline costs less.
-fn net_cpu_text(cpu: &crate::analyze::compare::NetCpu, base: i64) -> String {
-    use crate::analyze::net::CostUnit;
-    let (value, unit, work) = match cpu.unit {
-        CostUnit::Transaction => (cpu.per_unit * 1e6, "CPU-µs", "transaction"),
-        CostUnit::Gigabyte => (cpu.per_unit * 1e3, "CPU-ms", "gigabyte"),
-    };
-    let mut text = format!("{value:.1} {unit} per {work} (perflab + agent)");
-    if let Some(d) = &cpu.vs_base {
+fn cost_text(cost: &crate::analyze::compare::UnitCost, base: i64) -> String {
+    let w = &cost.words;
+    let work = w.work;
+    let mut text = format!(
+        "{:.1} {} per {work} ({})",
+        w.scaled(cost.per_unit),
+        w.unit,
+        w.whom
+    );
+    if let Some(d) = &cost.vs_base {
         let word = match (d.significant, d.ratio < 1.0) {
             (false, _) => format!("no significant difference from run {base}"),
-            (true, true) => format!("costs less CPU per {work} than run {base}"),
-            (true, false) => format!("costs more CPU per {work} than run {base}"),
+            (true, true) => format!("costs less per {work} than run {base}"),
+            (true, false) => format!("costs more per {work} than run {base}"),
         };
         let _ = write!(
             text,
@@ -132,8 +135,8 @@ pub(crate) fn summary_lines(c: &Comparison) -> Vec<String> {
                 per, r.rate_unit
             );
         }
-        if let Some(cpu) = &r.net_cpu {
-            let _ = write!(line, "; {}", net_cpu_text(cpu, base.run));
+        if let Some(cost) = &r.unit_cost {
+            let _ = write!(line, "; {}", cost_text(cost, base.run));
         }
         out.push(line);
     }

@@ -510,21 +510,7 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
         }
         None => out.push_str("<p>No errors in any step.</p>"),
     }
-    if let Some(grid) = super::cache::cache_grid(&r.run.steps) {
-        let _ = write!(
-            out,
-            "<h3>Run {id}: the cache</h3><p>From the accelerator's own log, over each step's measured window.</p>{}",
-            grid.html()
-        );
-    }
-    if let Some(grid) = super::net::net_grid(r.run) {
-        let _ = write!(
-            out,
-            "<h3>Run {id}: the network path</h3><p>CPU per {} of perflab's process, this host, the agent's process and the agent's host, over each step's measured window.</p>{}",
-            super::net::unit_words(r.run),
-            grid.html()
-        );
-    }
+    out.push_str(&super::figures::html(r.run, id));
     if let Some(grid) = super::generators::generator_grid(&r.run.steps, |l| l.to_string()) {
         let _ = write!(
             out,

@@ -61,10 +61,8 @@ fn line<T: Serialize>(sample: &T, at: &str, what: &'static str) -> Result<String
 /// The run as a JSON value.
 pub(crate) fn run_json(run: &StoredRun) -> Value {
     let mut steps: Vec<Value> = run.steps.iter().map(|step| step_json(run, step)).collect();
-    // A net run's figures per step (none for another workload).
-    for (step, net) in steps.iter_mut().zip(crate::analyze::net::net_steps(run)) {
-        step["net"] = json!(net);
-    }
+    // The workload's own figures per step (none for most workloads).
+    super::figures::steps_json(run, &mut steps);
     json!({
         "schema": SCHEMA_ID,
         "run": {
@@ -116,9 +114,6 @@ fn step_json(run: &StoredRun, step: &StepResult) -> Value {
     });
     if !step.generators.is_empty() {
         out["generators"] = json!(step.generators);
-    }
-    if let Some(cache) = super::cache::cache_figures(step) {
-        out["cache"] = json!(cache);
     }
     if let Some(slos) = run.plan.as_ref().map(|p| &p.slos).filter(|s| !s.is_empty()) {
         out["slo"] = json!(crate::analyze::objectives::judge_step(step, slos));

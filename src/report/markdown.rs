@@ -126,13 +126,6 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
         }
         None => out.push_str("No errors in any step.\n\n"),
     }
-    if let Some(grid) = super::cache::cache_grid(&r.run.steps) {
-        let _ = writeln!(
-            out,
-            "### The cache\n\nFrom the accelerator's own log, over each step's measured window.\n\n{}",
-            grid.markdown()
-        );
-    }
     if let Some(grid) = super::generators::generator_grid(&r.run.steps, |l| l.to_string()) {
         let _ = writeln!(
             out,
@@ -140,14 +133,7 @@ fn tables(out: &mut String, r: &ReportRun<'_>) {
             grid.markdown()
         );
     }
-    if let Some(grid) = super::net::net_grid(r.run) {
-        let _ = writeln!(
-            out,
-            "### The network path\n\nCPU per {}: perflab's process, this host, the agent's process, its host.\n\n{}",
-            super::net::unit_words(r.run),
-            grid.markdown()
-        );
-    }
+    out.push_str(&super::figures::markdown(r.run));
     let _ = writeln!(
         out,
         "### Stability\n\n{}",

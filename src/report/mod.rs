@@ -8,15 +8,14 @@
 mod generators;
 mod host;
 mod json;
-mod net;
 mod objectives;
 mod progress;
 mod table;
 
-mod cache;
 mod compare;
 mod csv;
 mod doctor;
+mod figures;
 pub(crate) mod format;
 pub(crate) mod grid;
 pub(crate) mod history;

@@ -240,9 +240,8 @@ pub(crate) fn render_run(run: &StoredRun) -> String {
         out.push_str(&error_kinds(&run.steps));
         out.push_str(&super::host_tables(&run.steps));
         out.push_str(&server_status_table(&run.steps));
-        out.push_str(&super::cache::cache_table(&run.steps));
         out.push_str(&super::generators::generator_table(&run.steps, level_cell));
-        out.push_str(&super::net::net_table(run));
+        out.push_str(&super::figures::table(run));
         if run.op_names.len() > 1 {
             out.push('\n');
             out.push_str(&op_breakdown(run));

@@ -592,6 +592,12 @@ impl StoredRun {
         crate::workload::run_rate_unit(&self.workload, self.op_names.first().map(String::as_str))
     }
 
+    /// The workload's own figures for each step, when it has any
+    /// ([`crate::workload::figures`]).
+    pub(crate) fn figures(&self) -> Option<crate::workload::figures::Figures> {
+        crate::workload::figures_of(&self.workload, &self.steps, &self.op_names)
+    }
+
     /// The run's seed (1 when its plan does not read).
     pub(crate) fn seed(&self) -> u64 {
         self.plan.as_ref().map_or(1, |p| p.seed)

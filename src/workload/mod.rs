@@ -13,6 +13,7 @@ pub(crate) mod bank;
 mod batch;
 pub(crate) mod blocking_conn;
 pub(crate) mod disk;
+pub(crate) mod figures;
 pub(crate) mod files;
 pub(crate) mod net;
 pub mod null;
@@ -26,18 +27,22 @@ pub use registry::{
     rate_unit, CheckChoice, RunChoice, Validated, NAMES,
 };
 
-/// The unit a run's throughput is counted in: its workload's, except a
-/// net run of a bulk test, whose operations are messages of the run's
-/// size (`msg/s`), not transactions.
+/// The unit a run's throughput is counted in: its workload's, as its
+/// first operation's name says ([`WorkloadKind::rate_unit_of`]);
+/// operations per second for a workload this perflab does not know.
 pub(crate) fn run_rate_unit(workload: &str, first_op: Option<&str>) -> crate::units::RateUnit {
-    match first_op {
-        Some(op)
-            if workload == <net::Net as WorkloadKind>::NAME && net::NetTest::is_bulk_name(op) =>
-        {
-            crate::units::RateUnit::Messages
-        }
-        _ => rate_unit(workload),
-    }
+    registry::rate_unit_of(workload, first_op)
+}
+
+/// The figures of its own that the workload named `workload` gives for a
+/// run's stored steps and operation names ([`WorkloadKind::figures`]);
+/// none for a workload without any, or a run that gave none.
+pub(crate) fn figures_of(
+    workload: &str,
+    steps: &[crate::record::StepResult],
+    op_names: &[String],
+) -> Option<figures::Figures> {
+    registry::figures(workload, steps, op_names).filter(|f| !f.steps.is_empty())
 }
 
 use crate::error::PlanError;
@@ -118,6 +123,25 @@ pub trait WorkloadKind {
     fn check_form(form: &serde_json::Value) -> Result<(), PlanError> {
         let _ = form;
         Ok(())
+    }
+
+    /// The unit a run's throughput is counted in, from its first
+    /// operation's name (a workload whose operations differ in kind, e.g.
+    /// a net stream's messages against its transactions, says so here).
+    fn rate_unit_of(first_op: Option<&str>) -> crate::units::RateUnit {
+        let _ = first_op;
+        Self::RATE_UNIT
+    }
+
+    /// Its own figures per step, from a run's stored steps and its
+    /// operations' names ([`figures`]): none for a workload whose steps
+    /// say all it measured.
+    fn figures(
+        steps: &[crate::record::StepResult],
+        op_names: &[String],
+    ) -> Option<figures::Figures> {
+        let _ = (steps, op_names);
+        None
     }
 }
 

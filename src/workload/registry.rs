@@ -135,6 +135,33 @@ macro_rules! workloads {
             crate::units::RateUnit::Operations
         }
 
+        /// The figures of its own that the workload named `name` gives
+        /// for a run's `steps` ([`WorkloadKind::figures`]); none for a
+        /// name this perflab does not know.
+        pub(crate) fn figures(
+            name: &str,
+            steps: &[crate::record::StepResult],
+            op_names: &[String],
+        ) -> Option<super::figures::Figures> {
+            $(
+                if name == <$kind as WorkloadKind>::NAME {
+                    return <$kind as WorkloadKind>::figures(steps, op_names);
+                }
+            )+
+            None
+        }
+
+        /// The unit a run of the workload named `name` counts its
+        /// throughput in, from its first operation's name.
+        pub(crate) fn rate_unit_of(name: &str, first_op: Option<&str>) -> crate::units::RateUnit {
+            $(
+                if name == <$kind as WorkloadKind>::NAME {
+                    return <$kind as WorkloadKind>::rate_unit_of(first_op);
+                }
+            )+
+            crate::units::RateUnit::Operations
+        }
+
         /// The workloads that run on generators.
         pub fn generator_workloads() -> Vec<&'static str> {
             let mut out = Vec::new();

@@ -3,7 +3,7 @@
 //! time, its host's busy and total CPU time (clock ticks), its host's
 //! CPUs, and the TCP segments it sent and retransmitted (/proc/net/snmp
 //! `OutSegs`, `RetransSegs`). The probe keeps each counter's increase over
-//! the interval; `analyze::net` turns them into CPU per transaction. It
+//! the interval; [`super::figures`] turns them into CPU per transaction. It
 //! also notes whether the agent shares this host (the same boot id), so
 //! that the verdict counts the echo's CPU as the server's there.
 //! Ticks are divided by ticks (the agent's CPU by its host's total over

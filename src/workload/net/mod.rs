@@ -16,10 +16,11 @@
 //! tells the echo's port and ticket, and `/v1/snapshot` is read at each
 //! interval's end ([`costs`]) for the agent's own CPU, its host's and its
 //! retransmits, stored as the interval's server statistics. perflab's own
-//! side is the host probe's as for every run; `analyze::net` divides both
+//! side is the host probe's as for every run; `figures` divides both
 //! by the transactions (or bytes) to give netperf's service demand.
 
 pub(crate) mod costs;
+mod figures;
 mod session;
 
 use super::{CheckReport, Started, SweepDriver, WorkloadKind};
@@ -171,6 +172,20 @@ impl WorkloadKind for Net {
             response_size: size_flag("--response-size", &args.response_size)?,
             message_size: size_flag("--message-size", &args.message_size)?,
         })
+    }
+
+    fn rate_unit_of(first_op: Option<&str>) -> crate::units::RateUnit {
+        match first_op {
+            Some(op) if NetTest::is_bulk_name(op) => crate::units::RateUnit::Messages,
+            _ => Self::RATE_UNIT,
+        }
+    }
+
+    fn figures(
+        steps: &[crate::record::StepResult],
+        op_names: &[String],
+    ) -> Option<crate::workload::figures::Figures> {
+        Some(figures::figures(steps, op_names))
     }
 
     fn target(spec: &NetSpec) -> Target {

@@ -10,6 +10,7 @@
 //! address. The server's own statistics (`stub_status`) are sampled each
 //! interval like a database's.
 
+mod cache;
 pub(crate) mod client;
 pub mod fileset;
 mod generator;
@@ -231,6 +232,13 @@ impl WorkloadKind for Web {
     type RunArgs = WebArgs;
     type CheckArgs = WebCheckArgs;
     type Spec = WebSpec;
+
+    fn figures(
+        steps: &[crate::record::StepResult],
+        _op_names: &[String],
+    ) -> Option<crate::workload::figures::Figures> {
+        cache::figures(steps)
+    }
 
     fn validate(args: &WebArgs) -> Result<WebSpec, PlanError> {
         let target = web_target(args)?;

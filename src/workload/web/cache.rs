@@ -1,12 +1,13 @@
 //! A caching accelerator's own accounting over each step's measured
 //! window, as its access log said it (see `sut::cache_log`): its hit
 //! ratio by requests and by bytes, each cache status's count, and what
-//! reached the origin. One grid, written for the terminal, Markdown and
-//! HTML, and the same figures in the JSON export.
+//! reached the origin: the web workload's own figures
+//! ([`crate::workload::figures`]), shown in every report format and kept
+//! in the JSON export under `steps[].cache`.
 
-use super::grid::Grid;
-use crate::engine::StepResult;
+use crate::record::StepResult;
 use crate::units::{BytesPerSec, Latency, Percent};
+use crate::workload::figures::{Figures, StepFigures};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -66,63 +67,75 @@ pub(crate) fn cache_figures(step: &StepResult) -> Option<CacheFigures> {
     })
 }
 
-/// The cache's grid, one row per step; none when no step kept a log.
-pub(crate) fn cache_grid(steps: &[StepResult]) -> Option<Grid> {
-    let rows: Vec<(&StepResult, CacheFigures)> = steps
-        .iter()
-        .filter_map(|s| Some((s, cache_figures(s)?)))
-        .collect();
-    if rows.is_empty() {
+/// The columns after the load.
+const HEADS: [&str; 11] = [
+    "requests",
+    "hit ratio",
+    "byte hit",
+    "hit",
+    "miss",
+    "expired",
+    "other",
+    "origin req/s",
+    "origin MB/s",
+    "origin time",
+    "bad lines",
+];
+
+/// The cache's figures for every step; none when no step kept a log (a
+/// web server with no cache in front). A step without a log has dashes.
+pub(super) fn figures(steps: &[StepResult]) -> Option<Figures> {
+    let each: Vec<Option<CacheFigures>> = steps.iter().map(cache_figures).collect();
+    if each.iter().all(Option::is_none) {
         return None;
     }
-    let mut grid = Grid::new([
-        "load",
-        "requests",
-        "hit ratio",
-        "byte hit",
-        "hit",
-        "miss",
-        "expired",
-        "other",
-        "origin req/s",
-        "origin MB/s",
-        "origin time",
-        "bad lines",
-    ]);
-    for (step, f) in rows {
-        let count = |k: &str| f.statuses.get(k).copied().unwrap_or(0);
-        let other: u64 = f
-            .statuses
-            .iter()
-            .filter(|(k, _)| !["hit", "miss", "expired"].contains(&k.as_str()))
-            .map(|(_, n)| n)
-            .sum();
-        grid.rows.push(vec![
-            step.level.to_string(),
-            f.requests.to_string(),
-            Percent(f.hit_ratio).to_string(),
-            Percent(f.byte_hit_ratio).to_string(),
-            count("hit").to_string(),
-            count("miss").to_string(),
-            count("expired").to_string(),
-            other.to_string(),
-            format!("{:.1}", f.origin_requests_per_s),
-            BytesPerSec(f.origin_bytes_per_s).to_string(),
-            f.origin_seconds_per_request
-                .map_or("-".to_string(), |s| Latency::secs(s).to_string()),
-            f.bad_lines.to_string(),
-        ]);
-    }
-    Some(grid)
+    Some(Figures {
+        title: "the cache during each step".to_string(),
+        about: "the accelerator's own log".to_string(),
+        heads: HEADS.map(String::from).into(),
+        key: "cache",
+        cost: None,
+        steps: each.into_iter().map(step_figures).collect(),
+    })
 }
 
-/// The terminal's section: a title and the grid, or nothing.
-pub(crate) fn cache_table(steps: &[StepResult]) -> String {
-    match cache_grid(steps) {
-        Some(grid) => format!(
-            "\nthe cache during each step (the accelerator's own log):\n{}",
-            grid.terminal("")
-        ),
-        None => String::new(),
+/// One step's cells and export, dashes and nothing when it kept no log.
+fn step_figures(f: Option<CacheFigures>) -> StepFigures {
+    let Some(f) = f else {
+        return StepFigures {
+            cells: vec!["-".to_string(); HEADS.len()],
+            export: serde_json::Value::Null,
+            evidence: Vec::new(),
+            server_cpus: None,
+            cost: None,
+        };
+    };
+    let count = |k: &str| f.statuses.get(k).copied().unwrap_or(0);
+    let other: u64 = f
+        .statuses
+        .iter()
+        .filter(|(k, _)| !["hit", "miss", "expired"].contains(&k.as_str()))
+        .map(|(_, n)| n)
+        .sum();
+    let cells = vec![
+        f.requests.to_string(),
+        Percent(f.hit_ratio).to_string(),
+        Percent(f.byte_hit_ratio).to_string(),
+        count("hit").to_string(),
+        count("miss").to_string(),
+        count("expired").to_string(),
+        other.to_string(),
+        format!("{:.1}", f.origin_requests_per_s),
+        BytesPerSec(f.origin_bytes_per_s).to_string(),
+        f.origin_seconds_per_request
+            .map_or("-".to_string(), |s| Latency::secs(s).to_string()),
+        f.bad_lines.to_string(),
+    ];
+    StepFigures {
+        cells,
+        export: serde_json::to_value(&f).unwrap_or_default(),
+        evidence: Vec::new(),
+        server_cpus: None,
+        cost: None,
     }
 }

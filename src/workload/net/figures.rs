@@ -12,13 +12,14 @@
 //! the interval's own length. Intervals lacking a figure leave it out of
 //! the sums, and a figure missing from every interval is none.
 
-use crate::engine::{IntervalRecord, StepResult};
-use crate::measure::Phase;
-use crate::probe::counters::process::PERFLAB_LABEL;
-use crate::store::StoredRun;
-use crate::workload::net::costs::{
+use super::costs::{
     AGENT_CPU_TICKS, HOST_ALL_TICKS, HOST_BUSY_TICKS, HOST_CPUS, RETRANS_SEGS, SAME_HOST,
 };
+use crate::measure::Phase;
+use crate::probe::counters::process::PERFLAB_LABEL;
+use crate::record::{IntervalRecord, StepResult};
+use crate::units::Latency;
+use crate::workload::figures::{Cost, CostWords, Figures, StepFigures};
 use serde::Serialize;
 
 /// What a net step's costs are counted per.
@@ -156,7 +157,7 @@ fn add(to: &mut Option<f64>, value: Option<f64>) {
 
 /// The CPU seconds each side used over one interval of `seconds`:
 /// perflab's, this host's, the agent's, the agent host's.
-fn interval_cpu(interval: &crate::engine::IntervalRecord, seconds: f64) -> [Option<f64>; 4] {
+fn interval_cpu(interval: &IntervalRecord, seconds: f64) -> [Option<f64>; 4] {
     let host = interval.host.as_ref();
     let perflab = host.and_then(|h| {
         h.processes
@@ -190,21 +191,100 @@ fn interval_cpu(interval: &crate::engine::IntervalRecord, seconds: f64) -> [Opti
     [perflab, busy, agent, agent_host]
 }
 
-/// The figures of a net run's steps; empty for any other workload.
-pub(crate) fn net_steps(run: &StoredRun) -> Vec<NetStep> {
-    if run.workload != "net" {
-        return Vec::new();
-    }
-    let bulk = run
-        .op_names
+/// The figures of a net run's steps, from its steps and its operation
+/// names (a bulk test's costs are per gigabyte).
+pub(crate) fn net_steps(steps: &[StepResult], op_names: &[String]) -> Vec<NetStep> {
+    let bulk = op_names
         .first()
-        .is_some_and(|op| crate::workload::net::NetTest::is_bulk_name(op));
+        .is_some_and(|op| super::NetTest::is_bulk_name(op));
     let unit = if bulk {
         CostUnit::Gigabyte
     } else {
         CostUnit::Transaction
     };
-    run.steps.iter().map(|s| net_step(s, unit)).collect()
+    steps.iter().map(|s| net_step(s, unit)).collect()
+}
+
+/// A net run's figures as every report shows them: per step, its rate,
+/// the latency's median and p99, the retransmits at both ends and the CPU
+/// each unit of work cost perflab's process, this host, the agent's
+/// process and the agent's host; the verdict's evidence at a step, the
+/// agent's CPU as the server's when it shares this host, and both
+/// processes' CPU per unit for a comparison.
+pub(super) fn figures(steps: &[StepResult], op_names: &[String]) -> Figures {
+    let nets = net_steps(steps, op_names);
+    let unit = nets.first().map_or(CostUnit::Transaction, |n| n.unit);
+    let words = cost_words(unit);
+    let (rate, per) = match unit {
+        CostUnit::Transaction => ("tps", "µs/tx"),
+        CostUnit::Gigabyte => ("Gbit/s", "ms/GB"),
+    };
+    let mut heads: Vec<String> = [rate, "p50", "p99", "retrans", "agent retrans"]
+        .map(String::from)
+        .into();
+    for whom in ["perflab", "host", "agent", "agent host"] {
+        heads.push(format!("{whom} {per}"));
+    }
+    Figures {
+        title: "the network path".to_string(),
+        about: format!(
+            "CPU per {}, {}: perflab's process, this host, the agent's process, its host",
+            words.work, words.unit
+        ),
+        heads,
+        key: "net",
+        cost: Some(words),
+        steps: nets
+            .into_iter()
+            .zip(steps)
+            .map(|(net, step)| step_figures(net, step, words))
+            .collect(),
+    }
+}
+
+/// How a net run's cost is said.
+fn cost_words(unit: CostUnit) -> CostWords {
+    let (scale, unit, work) = match unit {
+        CostUnit::Transaction => (1_000_000, "CPU-µs", "transaction"),
+        CostUnit::Gigabyte => (1_000, "CPU-ms", "gigabyte"),
+    };
+    CostWords {
+        scale,
+        unit,
+        work,
+        whom: "perflab + agent",
+    }
+}
+
+/// One step's figures from its [`NetStep`].
+fn step_figures(net: NetStep, step: &StepResult, words: CostWords) -> StepFigures {
+    let summary = step.summary();
+    let cost = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}", words.scaled(v)));
+    let count = |n: Option<u64>| n.map_or("-".to_string(), |n| n.to_string());
+    let cells = vec![
+        match net.unit {
+            CostUnit::Transaction => format!("{:.0}", net.transactions_per_s),
+            CostUnit::Gigabyte => format!("{:.2}", net.bits_per_s / 1e9),
+        },
+        Latency(summary.response.p50).to_string(),
+        Latency(summary.response.p99).to_string(),
+        count(net.retransmits),
+        count(net.agent_retransmits),
+        cost(net.cpu.perflab),
+        cost(net.cpu.host),
+        cost(net.cpu.agent),
+        cost(net.cpu.agent_host),
+    ];
+    StepFigures {
+        cells,
+        export: serde_json::to_value(&net).unwrap_or_default(),
+        evidence: evidence(&net),
+        server_cpus: net.agent_cpus_here,
+        cost: net.cpu.both_processes().map(|whole| Cost {
+            whole,
+            per_interval: net.per_interval.clone(),
+        }),
+    }
 }
 
 /// Units of work in `ops` operations moving `bytes`.
@@ -336,11 +416,11 @@ fn add_shapers(shapers: &mut Vec<Shaper>, interval: &IntervalRecord, seconds: f6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{IntervalRecord, StepStatus};
     use crate::measure::{Outcome, PackedTally, Tally};
     use crate::probe::counters::process::ProcessSample;
     use crate::probe::counters::{CpuSample, HostSample};
     use crate::probe::DbSample;
+    use crate::record::StepStatus;
     use std::time::{Duration, SystemTime};
 
     /// One measured second: `ops` transactions of 2 bytes, perflab at
