@@ -73,6 +73,17 @@ pub trait DbStatsSource: Send + 'static {
     fn counters(&mut self) -> anyhow::Result<BTreeMap<String, f64>>;
 }
 
+/// A source chosen at run time (the server's kind decides which).
+impl DbStatsSource for Box<dyn DbStatsSource> {
+    fn sample_waits(&mut self, waits: &mut BTreeMap<String, u64>) -> anyhow::Result<()> {
+        (**self).sample_waits(waits)
+    }
+
+    fn counters(&mut self) -> anyhow::Result<BTreeMap<String, f64>> {
+        (**self).counters()
+    }
+}
+
 enum Command {
     Take(mpsc::Sender<DbSample>),
 }

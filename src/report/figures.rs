@@ -32,23 +32,39 @@ fn capitalised(text: &str) -> String {
 /// The terminal's section; empty when the run's workload has none.
 pub(crate) fn table(run: &StoredRun) -> String {
     run.figures().map_or(String::new(), |f| {
-        format!(
+        let mut out = format!(
             "\n{} ({}):\n{}",
             f.title,
             f.about,
             grid(run, &f).terminal("")
-        )
+        );
+        for line in &f.legend {
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
     })
 }
 
 /// The Markdown section; empty when the run's workload has none.
 pub(crate) fn markdown(run: &StoredRun) -> String {
     run.figures().map_or(String::new(), |f| {
+        let legend: String = f
+            .legend
+            .iter()
+            .map(|l| format!("- `{}`\n", l.replace('`', "'")))
+            .collect();
         format!(
-            "### {}\n\n{}.\n\n{}\n",
+            "### {}\n\n{}.\n\n{}\n{}",
             capitalised(&f.title),
             capitalised(&f.about),
-            grid(run, &f).markdown()
+            grid(run, &f).markdown(),
+            if legend.is_empty() {
+                String::new()
+            } else {
+                format!("{legend}\n")
+            }
         )
     })
 }
@@ -56,11 +72,21 @@ pub(crate) fn markdown(run: &StoredRun) -> String {
 /// The HTML section of run `id`; empty when the run's workload has none.
 pub(crate) fn html(run: &StoredRun, id: i64) -> String {
     run.figures().map_or(String::new(), |f| {
+        let legend: String = f
+            .legend
+            .iter()
+            .map(|l| format!("<li>{}</li>", escape(l)))
+            .collect();
         format!(
-            "<h3>Run {id}: {}</h3><p>{}.</p>{}",
+            "<h3>Run {id}: {}</h3><p>{}.</p>{}{}",
             escape(&f.title),
             escape(&capitalised(&f.about)),
-            grid(run, &f).html()
+            grid(run, &f).html(),
+            if legend.is_empty() {
+                String::new()
+            } else {
+                format!("<ul>{legend}</ul>")
+            }
         )
     })
 }

@@ -14,7 +14,7 @@ use super::settings::DbSettings;
 use super::{ServerOptions, Target};
 use crate::error::PlanError;
 use crate::probe::counters::process::ProcessSelector;
-use crate::probe::DbProbe;
+use crate::probe::{DbProbe, DbStatsSource};
 use anyhow::Context;
 use std::path::PathBuf;
 
@@ -172,19 +172,25 @@ impl Endpoint {
     /// Starts sampling the server's statistics (sessions by wait class,
     /// commits, reads) each interval; none for an embedded database.
     pub(crate) fn stats_probe(&self) -> Option<anyhow::Result<DbProbe>> {
-        let started = match self {
-            Endpoint::Postgres(t) => {
-                pg::stats::PgStats::connect(t).and_then(|source| Ok(DbProbe::start(source)?))
-            }
-            Endpoint::Mysql(t) => {
-                mysql::stats::MyStats::connect(t).and_then(|source| Ok(DbProbe::start(source)?))
-            }
+        self.stats_source()
+            .map(|source| Ok(DbProbe::start(source?)?))
+    }
+
+    /// The server's own statistics, to be sampled (none for a server
+    /// that keeps none perflab reads: an embedded database, a web server
+    /// without a status page).
+    pub(crate) fn stats_source(&self) -> Option<anyhow::Result<Box<dyn DbStatsSource>>> {
+        fn boxed<S: DbStatsSource>(s: anyhow::Result<S>) -> anyhow::Result<Box<dyn DbStatsSource>> {
+            Ok(Box::new(s?))
+        }
+        Some(match self {
+            Endpoint::Postgres(t) => boxed(pg::stats::PgStats::connect(t)),
+            Endpoint::Mysql(t) => boxed(mysql::stats::MyStats::connect(t)),
             Endpoint::Http {
                 status: Some(url), ..
-            } => ServerStatus::connect(url).and_then(|source| Ok(DbProbe::start(source)?)),
+            } => boxed(ServerStatus::connect(url)),
             Endpoint::Sqlite(_) | Endpoint::InProcess | Endpoint::Http { .. } => return None,
-        };
-        Some(started)
+        })
     }
 
     /// The server's settings (none for an embedded database).

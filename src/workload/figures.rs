@@ -8,8 +8,6 @@
 //! tests a [`StepFigures::cost`] between runs. Nothing outside the
 //! workload's own folder knows which figures they are.
 
-use crate::record::StepResult;
-
 /// A workload's figures for every step of one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figures {
@@ -23,6 +21,9 @@ pub struct Figures {
     pub(crate) key: &'static str,
     /// How a step's [`StepFigures::cost`] is said, when it has one.
     pub(crate) cost: Option<CostWords>,
+    /// Lines printed under the table (what a short column head stands
+    /// for).
+    pub(crate) legend: Vec<String>,
     /// One per step of the run, in the run's order.
     pub(crate) steps: Vec<StepFigures>,
 }

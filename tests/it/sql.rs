@@ -145,6 +145,49 @@ fn run_the_shop(target: &str, init: &str, value: &dyn Fn(&str) -> String) {
         })
         .sum();
     assert_eq!(errors, 0.0, "{ops:?}");
+    every_statement_is_timed(&out, &export["steps"][1], ops);
+}
+
+/// The time per statement: a table in the run's output, and in the
+/// export each statement's runs and mean. A run of a script runs its
+/// BEGIN and its COMMIT once each (a retried try runs its BEGIN again),
+/// and each branch of the `\if` once per SELECT; a look runs its one
+/// statement once. Counts differ by the runs in flight at the window's
+/// two ends (at most the users, 2, at each) and, for looks, by the few
+/// that ended between the engine's interval end and the statistics'.
+fn every_statement_is_timed(out: &str, step: &serde_json::Value, ops: &[serde_json::Value]) {
+    contains(out, "time per statement");
+    contains(out, "buy.sql:13  COMMIT");
+    let statements = &step["statements"];
+    let runs = |place: &str| statements[place]["runs"].as_f64().unwrap_or(-1.0);
+    let op = |name: &str, field: &str| {
+        ops.iter()
+            .find(|o| o["name"] == name)
+            .and_then(|o| o[field].as_f64())
+            .unwrap_or(0.0)
+    };
+    let (begin, select, commit) = (runs("buy.sql:4"), runs("buy.sql:5"), runs("buy.sql:13"));
+    let (update, missed) = (runs("buy.sql:8"), runs("buy.sql:11"));
+    let retries = op("buy.sql", "retries");
+    assert!(commit > 0.0 && begin > 0.0, "{statements}");
+    assert!(
+        (-4.0..=4.0 + retries).contains(&(begin - commit)),
+        "BEGIN {begin} against COMMIT {commit} ({retries} retries): {statements}"
+    );
+    assert!(
+        (-4.0..=4.0 + retries).contains(&(select - update - missed)),
+        "SELECT {select} against its branches {update} + {missed}: {statements}"
+    );
+    let looks = op("look.sql", "ok");
+    assert!(
+        (runs("look.sql:2") - looks).abs() <= 10.0 + 0.1 * looks,
+        "look.sql:2 ran {} times in the step's statistics, look.sql {looks} in its tally",
+        runs("look.sql:2")
+    );
+    for (place, figures) in statements.as_object().unwrap() {
+        let mean = figures["mean_s"].as_f64().unwrap_or(0.0);
+        assert!(mean > 0.0 && mean < 1.0, "{place}: {figures}");
+    }
 }
 
 #[test]

@@ -234,6 +234,7 @@ pub(super) fn figures(steps: &[StepResult], op_names: &[String]) -> Figures {
         heads,
         key: "net",
         cost: Some(words),
+        legend: Vec::new(),
         steps: nets
             .into_iter()
             .zip(steps)

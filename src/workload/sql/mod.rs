@@ -8,6 +8,8 @@
 //! beforehand).
 
 mod builtin;
+mod clock;
+mod figures;
 mod literal;
 mod my;
 mod pg;
@@ -99,6 +101,13 @@ impl WorkloadKind for Sql {
     type CheckArgs = SqlCheckArgs;
     type Spec = SqlSpec;
 
+    fn figures(
+        steps: &[crate::record::StepResult],
+        op_names: &[String],
+    ) -> Option<crate::workload::figures::Figures> {
+        figures::figures(steps, op_names)
+    }
+
     fn validate(args: &SqlArgs) -> Result<SqlSpec, PlanError> {
         let (target, server) = args.target.validate(DEFAULT_TARGET)?;
         if !target.traits().kind.is_database() {
@@ -177,10 +186,16 @@ impl WorkloadKind for Sql {
                 &opened.setup,
                 serde_json::json!({ "scale": scale }),
             )),
-            db_probe: opened.endpoint.stats_probe().and_then(Result::ok),
+            // The server's statistics (when it keeps any perflab reads, and
+            // they can be read) and each statement's time, together.
+            db_probe: crate::probe::DbProbe::start(clock::ClockSource {
+                clock: Arc::clone(&scripts.clock),
+                server: opened.endpoint.stats_source().and_then(Result::ok),
+            })
+            .ok(),
             ..Started::default()
         };
-        let names = super::leak_names(unique_names(&spec.scripts));
+        let names = super::leak_names(unique_names(spec.scripts.iter().map(|s| s.name.as_str())));
         let workload = SqlWorkload {
             backend,
             scripts,
@@ -286,14 +301,14 @@ fn compile(spec: &SqlSpec, scale: u32, seed: u64) -> Result<Scripts, String> {
 }
 
 /// Each script's operation name: its own, numbered when two share one.
-fn unique_names(scripts: &[ScriptSpec]) -> Vec<String> {
+fn unique_names<'a>(scripts: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for s in scripts {
-        let mut name = s.name.clone();
+    for script in scripts {
+        let mut name = script.to_string();
         let mut n = 1;
         while names.contains(&name) {
             n += 1;
-            name = format!("{}#{n}", s.name);
+            name = format!("{script}#{n}");
         }
         names.push(name);
     }

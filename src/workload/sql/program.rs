@@ -5,17 +5,19 @@
 //! over with the random stream as it stood at its first try, so the retry
 //! runs the same transaction.
 
+use super::clock::StatementClock;
 use super::script::expr::{Env, EvalError, Val};
 use super::script::vars::{Param, Slots, Vars};
 use super::script::{Amount, Script, Statement, Step};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::future::Future;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The scripts of a run, their variables' slots and the values every
 /// session starts with.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Scripts {
     pub(crate) scripts: Vec<Script>,
     pub(crate) slots: Slots,
@@ -27,6 +29,8 @@ pub(crate) struct Scripts {
     pub(crate) default_seed: i64,
     /// Cumulative weights, for drawing a script.
     cumulative: Vec<u64>,
+    /// Each statement's runs and time, shared by the sessions.
+    pub(crate) clock: Arc<StatementClock>,
 }
 
 impl Scripts {
@@ -75,6 +79,7 @@ impl Scripts {
             })
             .collect();
         Ok(Scripts {
+            clock: Arc::new(StatementClock::new(&scripts, &slots.names())),
             scripts,
             slots,
             given: given_slots,
@@ -248,7 +253,9 @@ pub(crate) async fn run<X: Exec>(
         match step {
             Step::Sql { stmt } => {
                 if let Some(statement) = script.statements.get(*stmt) {
+                    let began = Instant::now();
                     conn.exec(index, *stmt, statement, &mut state.vars).await?;
+                    scripts.clock.record(index, *stmt, began.elapsed());
                 }
             }
             Step::Set { slot, expr } => {

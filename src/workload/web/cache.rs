@@ -95,6 +95,7 @@ pub(super) fn figures(steps: &[StepResult]) -> Option<Figures> {
         heads: HEADS.map(String::from).into(),
         key: "cache",
         cost: None,
+        legend: Vec::new(),
         steps: each.into_iter().map(step_figures).collect(),
     })
 }
