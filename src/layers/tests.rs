@@ -49,12 +49,19 @@ fn imports_against_the_layers_are_caught_wherever_they_hide() {
         // A module that is both `NAME.rs` and `NAME/`: both are read.
         ("measure.rs", "mod extra;\n"),
         ("measure/extra.rs", "fn f() { crate::engine::run(); }\n"),
+        // Tests may drive the crate from the top; the same call outside
+        // them may not.
+        (
+            "probe/drive.rs",
+            "#[cfg(test)]\nmod tests {\n    fn t() { crate::commands::main_with_args([]); }\n}\nfn f() { crate::report::x(); }\n",
+        ),
     ]);
     assert_eq!(
         problems(dir.path()).unwrap(),
         [
             "src/error.rs imports crate::store",
             "src/measure/extra.rs imports crate::engine",
+            "src/probe/drive.rs imports crate::report",
             "src/probe/remote.rs imports crate::cli",
             "src/util.rs imports crate::plan",
             "src/util.rs imports crate::units",

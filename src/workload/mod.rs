@@ -17,6 +17,8 @@ pub(crate) mod figures;
 pub(crate) mod files;
 pub(crate) mod net;
 pub mod null;
+#[cfg(test)]
+mod proof;
 mod registry;
 pub(crate) mod server_conn;
 pub(crate) mod sql;

@@ -9,41 +9,73 @@ use crate::plan::{Plan, WorkloadSpec};
 use crate::sut::Target;
 
 macro_rules! workloads {
-    ($($variant:ident = $kind:ty),+ $(,)?) => {
+    ($($(#[$attr:meta])* $variant:ident = $kind:ty),+ $(,)?) => {
+        /// How many workloads this build has (a line may be for tests only).
+        const COUNT: usize = {
+            let mut n = 0;
+            $(
+                $(#[$attr])*
+                {
+                    n += 1;
+                }
+            )+
+            n
+        };
+
         /// The workloads' names, in the order help lists them.
-        pub const NAMES: &[&str] = &[$(<$kind as WorkloadKind>::NAME),+];
+        pub const NAMES: &[&str] = &{
+            let mut names = [""; COUNT];
+            let mut i = 0;
+            $(
+                $(#[$attr])*
+                {
+                    names[i] = <$kind as WorkloadKind>::NAME;
+                    i += 1;
+                }
+            )+
+            let _ = i;
+            names
+        };
 
         /// `perflab run NAME …`: the chosen workload and its own flags.
         #[derive(Debug)]
         pub enum RunChoice {
-            $($variant(<$kind as WorkloadKind>::RunArgs)),+
+            $($(#[$attr])* $variant(<$kind as WorkloadKind>::RunArgs)),+
         }
 
         /// A chosen workload's validated spec.
         pub enum Validated {
-            $($variant(<$kind as WorkloadKind>::Spec)),+
+            $($(#[$attr])* $variant(<$kind as WorkloadKind>::Spec)),+
         }
 
         /// `perflab check NAME …`: the chosen workload and its flags.
         #[derive(Debug)]
         pub enum CheckChoice {
-            $($variant(<$kind as WorkloadKind>::CheckArgs)),+
+            $($(#[$attr])* $variant(<$kind as WorkloadKind>::CheckArgs)),+
         }
 
         impl RunChoice {
             /// One subcommand per workload with its own flags, for `perflab run`.
+            // Pushed one by one: a line of the registry may be for tests only.
+            #[allow(clippy::vec_init_then_push)]
             pub(crate) fn commands() -> Vec<clap::Command> {
-                vec![$(
-                    <<$kind as WorkloadKind>::RunArgs as clap::Args>::augment_args(
-                        clap::Command::new(<$kind as WorkloadKind>::NAME),
-                    )
-                    .about(<$kind as WorkloadKind>::ABOUT)
-                ),+]
+                let mut out = Vec::new();
+                $(
+                    $(#[$attr])*
+                    out.push(
+                        <<$kind as WorkloadKind>::RunArgs as clap::Args>::augment_args(
+                            clap::Command::new(<$kind as WorkloadKind>::NAME),
+                        )
+                        .about(<$kind as WorkloadKind>::ABOUT),
+                    );
+                )+
+                out
             }
 
             /// The workload named `name`, its flags read from `matches`.
             pub(crate) fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
                 $(
+                    $(#[$attr])*
                     if name == <$kind as WorkloadKind>::NAME {
                         return Ok(RunChoice::$variant(
                             <<$kind as WorkloadKind>::RunArgs as clap::FromArgMatches>::from_arg_matches(matches)?,
@@ -59,7 +91,7 @@ macro_rules! workloads {
             /// Validates the workload's flags.
             pub(crate) fn validate(&self) -> Result<Validated, PlanError> {
                 Ok(match self {
-                    $(RunChoice::$variant(args) => Validated::$variant(<$kind as WorkloadKind>::validate(args)?)),+
+                    $($(#[$attr])* RunChoice::$variant(args) => Validated::$variant(<$kind as WorkloadKind>::validate(args)?)),+
                 })
             }
         }
@@ -68,21 +100,21 @@ macro_rules! workloads {
             /// What the plan records of the workload.
             pub(crate) fn spec(&self) -> Result<WorkloadSpec, PlanError> {
                 match self {
-                    $(Validated::$variant(spec) => spec_of::<$kind>(spec)),+
+                    $($(#[$attr])* Validated::$variant(spec) => spec_of::<$kind>(spec)),+
                 }
             }
 
             /// Its target.
             pub(crate) fn target(&self) -> Target {
                 match self {
-                    $(Validated::$variant(spec) => <$kind as WorkloadKind>::target(spec)),+
+                    $($(#[$attr])* Validated::$variant(spec) => <$kind as WorkloadKind>::target(spec)),+
                 }
             }
 
             /// Makes the target ready and hands the workload to `driver`.
             pub(crate) fn start<D: SweepDriver>(&self, plan: &Plan, driver: D) -> anyhow::Result<D::Output> {
                 match self {
-                    $(Validated::$variant(spec) => <$kind as WorkloadKind>::start(spec, plan, driver)),+
+                    $($(#[$attr])* Validated::$variant(spec) => <$kind as WorkloadKind>::start(spec, plan, driver)),+
                 }
             }
         }
@@ -95,6 +127,7 @@ macro_rules! workloads {
             driver: D,
         ) -> anyhow::Result<D::Output> {
             $(
+                $(#[$attr])*
                 if name == <$kind as WorkloadKind>::NAME {
                     return <$kind as WorkloadKind>::on_generator(form, driver);
                 }
@@ -107,6 +140,7 @@ macro_rules! workloads {
         /// its form checked by the workload.
         pub fn check_generator_form(name: &str, form: &serde_json::Value) -> Result<(), PlanError> {
             $(
+                $(#[$attr])*
                 if name == <$kind as WorkloadKind>::NAME {
                     if !<$kind as WorkloadKind>::ON_GENERATORS {
                         return Err(PlanError::new(format!(
@@ -128,6 +162,7 @@ macro_rules! workloads {
         /// not know (a store written by another version).
         pub fn rate_unit(name: &str) -> crate::units::RateUnit {
             $(
+                $(#[$attr])*
                 if name == <$kind as WorkloadKind>::NAME {
                     return <$kind as WorkloadKind>::RATE_UNIT;
                 }
@@ -144,6 +179,7 @@ macro_rules! workloads {
             op_names: &[String],
         ) -> Option<super::figures::Figures> {
             $(
+                $(#[$attr])*
                 if name == <$kind as WorkloadKind>::NAME {
                     return <$kind as WorkloadKind>::figures(steps, op_names);
                 }
@@ -155,6 +191,7 @@ macro_rules! workloads {
         /// throughput in, from its first operation's name.
         pub(crate) fn rate_unit_of(name: &str, first_op: Option<&str>) -> crate::units::RateUnit {
             $(
+                $(#[$attr])*
                 if name == <$kind as WorkloadKind>::NAME {
                     return <$kind as WorkloadKind>::rate_unit_of(first_op);
                 }
@@ -166,6 +203,7 @@ macro_rules! workloads {
         pub fn generator_workloads() -> Vec<&'static str> {
             let mut out = Vec::new();
             $(
+                $(#[$attr])*
                 if <$kind as WorkloadKind>::ON_GENERATORS {
                     out.push(<$kind as WorkloadKind>::NAME);
                 }
@@ -175,18 +213,26 @@ macro_rules! workloads {
 
         impl CheckChoice {
             /// One subcommand per workload, for `perflab check`.
+            // Pushed one by one: a line of the registry may be for tests only.
+            #[allow(clippy::vec_init_then_push)]
             pub(crate) fn commands() -> Vec<clap::Command> {
-                vec![$(
-                    <<$kind as WorkloadKind>::CheckArgs as clap::Args>::augment_args(
-                        clap::Command::new(<$kind as WorkloadKind>::NAME),
-                    )
-                    .about(<$kind as WorkloadKind>::CHECK_ABOUT)
-                ),+]
+                let mut out = Vec::new();
+                $(
+                    $(#[$attr])*
+                    out.push(
+                        <<$kind as WorkloadKind>::CheckArgs as clap::Args>::augment_args(
+                            clap::Command::new(<$kind as WorkloadKind>::NAME),
+                        )
+                        .about(<$kind as WorkloadKind>::CHECK_ABOUT),
+                    );
+                )+
+                out
             }
 
             /// The workload named `name`, its flags read from `matches`.
             pub(crate) fn from_matches(name: &str, matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
                 $(
+                    $(#[$attr])*
                     if name == <$kind as WorkloadKind>::NAME {
                         return Ok(CheckChoice::$variant(
                             <<$kind as WorkloadKind>::CheckArgs as clap::FromArgMatches>::from_arg_matches(matches)?,
@@ -202,7 +248,7 @@ macro_rules! workloads {
             /// Runs the workload's check on its own.
             pub(crate) fn check(&self) -> anyhow::Result<(String, CheckReport)> {
                 match self {
-                    $(CheckChoice::$variant(args) => <$kind as WorkloadKind>::check(args)),+
+                    $($(#[$attr])* CheckChoice::$variant(args) => <$kind as WorkloadKind>::check(args)),+
                 }
             }
         }
@@ -226,4 +272,6 @@ workloads! {
     Null = super::null::Null,
     Sql = super::sql::Sql,
     Web = super::web::Web,
+    #[cfg(test)]
+    Proof = super::proof::Proof,
 }

@@ -146,6 +146,10 @@ fn run_the_shop(target: &str, init: &str, value: &dyn Fn(&str) -> String) {
         .sum();
     assert_eq!(errors, 0.0, "{ops:?}");
     every_statement_is_timed(&out, &export["steps"][1], ops);
+    assert_eq!(
+        crate::support::schema_problems(&export),
+        Vec::<String>::new()
+    );
 }
 
 /// The time per statement: a table in the run's output, and in the
