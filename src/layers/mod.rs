@@ -9,6 +9,8 @@
 mod code_map;
 mod imports;
 #[cfg(test)]
+mod kinds;
+#[cfg(test)]
 mod tests;
 
 use imports::Import;

@@ -159,3 +159,31 @@ fn the_architecture_page_matches_the_tree() {
         found.join("\n")
     );
 }
+
+/// The managed kinds' schemes, from their one list.
+fn schemes() -> Vec<&'static str> {
+    crate::sut::managed::schemes(|_| true)
+}
+
+#[test]
+fn no_managed_kind_is_named_outside_its_own_file() {
+    let found = super::kinds::scheme_literals(&src(), &schemes()).unwrap();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn a_kind_named_by_another_file_is_caught_and_tests_and_comments_are_not() {
+    let dir = tree(&[
+        ("sut/managed/nginx.rs", "const SCHEME: &'static str = \"nginx:managed\";\nlet x = \"nginx:managed\";\n"),
+        ("workload/web.rs", "// Runs on nginx:managed.\nconst T: &str = \"nginx:managed\";\n#[cfg(test)]\nmod tests {\n    const U: &str = \"nginx:managed\";\n}\n"),
+        ("workload/tests.rs", "const V: &str = \"postgres:managed\";\n"),
+        ("lab/plan.rs", "let e = format!(\"use --target {}\", \"postgres:managed\");\n"),
+    ]);
+    assert_eq!(
+        super::kinds::scheme_literals(dir.path(), &["postgres:managed", "nginx:managed"]).unwrap(),
+        [
+            "src/lab/plan.rs:1 names postgres:managed",
+            "src/workload/web.rs:2 names nginx:managed"
+        ]
+    );
+}

@@ -57,6 +57,8 @@ pub struct KindEntry {
     pub(crate) name: &'static str,
     /// The protocol it speaks, as a kind of target.
     pub(crate) target_kind: TargetKind,
+    /// Whether it can be an accelerator's managed origin.
+    pub(crate) serves_as_origin: bool,
     /// The prefix of its lab knobs (`pg` in `pg.NAME`).
     pub(crate) knob: &'static str,
     /// Its settings flag (`--pg-set`), its CPUs flag and its memory flag.
@@ -81,6 +83,7 @@ impl KindEntry {
             scheme: K::SCHEME,
             name: K::NAME,
             target_kind: K::TARGET_KIND,
+            serves_as_origin: K::SERVES_AS_ORIGIN,
             knob: K::KNOB,
             set_flag: K::SETTINGS_FLAG,
             cpus_flag: K::CPUS_FLAG,
@@ -113,6 +116,12 @@ impl std::fmt::Debug for KindEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.scheme)
     }
+}
+
+/// The kind an accelerator's managed origin is (`--origin SCHEME`): the
+/// first that serves as one.
+pub(crate) fn origin_kind() -> Option<&'static KindEntry> {
+    KINDS.iter().find(|k| k.serves_as_origin)
 }
 
 /// The schemes of the managed kinds that `keep` lets through, in

@@ -7,7 +7,7 @@
 //! outlives the accelerator's own process.
 
 use super::server::{Reach, Running};
-use super::{KindEntry, ServerOptions};
+use super::ServerOptions;
 use crate::error::PlanError;
 use anyhow::Context;
 use std::path::PathBuf;
@@ -21,9 +21,12 @@ pub(crate) struct Accelerating {
     pub(crate) managed: Option<Box<dyn Running>>,
 }
 
-/// The managed origin's kind (found among the kinds, not named: an
-/// accelerator's file, nginx's own included, needs no other's).
-const ORIGIN_SCHEME: &str = "nginx:managed";
+/// The managed origin's `--origin` (its kind found among the kinds by
+/// what it can do, not named: an accelerator's file, nginx's own
+/// included, needs no other's).
+fn origin_scheme() -> &'static str {
+    super::origin_kind().map_or("a managed web server", |k| k.scheme)
+}
 
 impl Accelerating {
     /// The managed origin's main process, when perflab runs it.
@@ -81,7 +84,10 @@ pub(crate) fn origin_answers(url: &str) -> Result<String, PlanError> {
         PlanError::flag(
             "--origin",
             why,
-            "give the origin's http://HOST:PORT/ once it runs, or --origin nginx:managed",
+            &format!(
+                "give the origin's http://HOST:PORT/ once it runs, or --origin {}",
+                origin_scheme()
+            ),
         )
     };
     let base = crate::sut::http::HttpBase::parse(url).map_err(bad)?;
@@ -127,7 +133,7 @@ pub(crate) fn start_origin(
                         "'{}' is on this host's loopback, which the accelerator behind its link (a network namespace of its own) cannot reach",
                         crate::sut::redact(&origin_url)
                     ),
-                    "give --origin nginx:managed (it then listens on the link's end), an origin on another address, or drop --link-*",
+                    &format!("give --origin {} (it then listens on the link's end), an origin on another address, or drop --link-*", origin_scheme()),
                 )
                 .into());
             }
@@ -137,8 +143,8 @@ pub(crate) fn start_origin(
             })
         }
         OriginPlan::Managed { keep } => {
-            let kind = KindEntry::by_scheme(ORIGIN_SCHEME)
-                .with_context(|| format!("no managed server {ORIGIN_SCHEME} to be the origin"))?;
+            let kind = super::origin_kind()
+                .context("no kind of managed server can be the accelerator's origin")?;
             let origin = (kind.start)(&ServerOptions {
                 keep,
                 origin_of_link: link_host,
@@ -147,7 +153,7 @@ pub(crate) fn start_origin(
             .context("cannot start the accelerator's managed origin")?;
             let origin_url = match origin.reach()? {
                 Reach::Http { bases, .. } => bases.into_iter().next().unwrap_or_default(),
-                _ => anyhow::bail!("the managed origin {ORIGIN_SCHEME} is no web server"),
+                _ => anyhow::bail!("the managed origin {} is no web server", kind.scheme),
             };
             Ok(Accelerating {
                 origin_url,

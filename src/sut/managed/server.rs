@@ -57,6 +57,9 @@ pub(crate) enum Reach {
 pub(crate) trait ManagedKind: Sized {
     /// Its `--target`, e.g. `postgres:managed`.
     const SCHEME: &'static str;
+    /// Whether it can be an accelerator's managed origin (`--origin
+    /// SCHEME`): a web server that serves the file set.
+    const SERVES_AS_ORIGIN: bool = false;
     /// The protocol it speaks, as a kind of target.
     const TARGET_KIND: TargetKind;
     /// How messages name the server, e.g. `PostgreSQL`.

@@ -116,7 +116,7 @@ impl ManagedKind for Varnish {
     fn find(options: &ServerOptions) -> anyhow::Result<Programs> {
         let (varnishd, varnishncsa) = find_varnish().ok_or_else(|| {
             PlanError::new(
-                "no varnishd (on PATH or in /usr/sbin) with its varnishncsa; install them (apt-get install varnish) or use --target nginx:managed --nginx-role accelerator",
+                format!("no varnishd (on PATH or in /usr/sbin) with its varnishncsa; install them (apt-get install varnish) or use --target {} --nginx-role accelerator", <super::nginx::Nginx as ManagedKind>::SCHEME),
             )
         })?;
         for (name, value) in &options.settings {
@@ -128,7 +128,10 @@ impl ManagedKind for Varnish {
             PlanError::flag(
                 "--origin",
                 "a managed Varnish caches an origin, and none was given",
-                "add --origin http://HOST:PORT/ or --origin nginx:managed",
+                &format!(
+                    "add --origin http://HOST:PORT/ or --origin {}",
+                    super::origin_kind().map_or("a managed web server", |k| k.scheme)
+                ),
             )
         })?;
         Ok(Programs {

@@ -17,6 +17,10 @@ use std::sync::Arc;
 
 use super::ops::MAX_SCALE;
 
+/// A managed PostgreSQL's `--target`, as its kind names it.
+const POSTGRES: &str =
+    <crate::sut::managed::postgres::Postgres as crate::sut::managed::server::ManagedKind>::SCHEME;
+
 macro_rules! default_target {
     () => {
         "sqlite:perflab-bank.db"
@@ -126,14 +130,14 @@ fn check_for_kind(args: &BankArgs, kind: TargetKind, mix: &BankMix) -> Result<()
         return Err(PlanError::flag(
             "--mix",
             "pgbench runs on pgbench's tables in PostgreSQL",
-            "use --target postgres://USER@HOST/DB or postgres:managed",
+            &format!("use --target postgres://USER@HOST/DB or {POSTGRES}"),
         ));
     }
     if args.pipeline && kind != TargetKind::Postgres {
         return Err(PlanError::flag(
             "--pipeline",
             "pipeline mode is PostgreSQL's",
-            "drop --pipeline, or use a postgres:// or postgres:managed target",
+            &format!("drop --pipeline, or use a postgres:// or {POSTGRES} target"),
         ));
     }
     Ok(())

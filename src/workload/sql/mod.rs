@@ -29,7 +29,8 @@ use std::sync::Arc;
 
 /// The target when none is given: a PostgreSQL perflab starts (the
 /// scripts' tables made by `--init`).
-const DEFAULT_TARGET: &str = "postgres:managed";
+const DEFAULT_TARGET: &str =
+    <crate::sut::managed::postgres::Postgres as crate::sut::managed::server::ManagedKind>::SCHEME;
 
 /// `perflab run sql`.
 pub struct Sql;

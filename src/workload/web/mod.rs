@@ -23,6 +23,7 @@ pub(crate) use session::WebWorkload;
 use super::{CheckReport, Started, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::Plan;
+use crate::sut::managed::server::ManagedKind;
 use crate::sut::{parse_cpu_list, Endpoint, Opened, Origin, ServerOptions, Target};
 use fileset::{FileSet, FileSetSpec};
 use serde::{Deserialize, Serialize, Serializer};
@@ -31,7 +32,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The web workload's target when none is given.
-pub(crate) const DEFAULT_TARGET: &str = "nginx:managed";
+pub(crate) const DEFAULT_TARGET: &str = NGINX;
 
 /// `perflab run web`.
 pub struct Web;
@@ -39,7 +40,7 @@ pub struct Web;
 /// The web workload's flags.
 #[derive(Debug, clap::Args)]
 pub struct WebArgs {
-    /// The server: http://HOST:PORT/ (several, comma-separated, one per adapter) or nginx:managed.
+    /// The server: http://HOST:PORT/ (several, comma-separated, one per adapter), or one perflab runs: nginx:managed, or varnish:managed (with --origin).
     #[arg(long, value_name = "URL", default_value = DEFAULT_TARGET)]
     pub(crate) target: String,
 
@@ -411,7 +412,7 @@ fn web_target(args: &WebArgs) -> Result<Target, PlanError> {
         return Err(PlanError::flag(
             "--target",
             format!("{} is not a web server", target.redacted()),
-            "give http://HOST:PORT/ or nginx:managed",
+            &format!("give http://HOST:PORT/ or {NGINX}"),
         ));
     }
     Ok(target)
@@ -578,8 +579,9 @@ fn server_options(
     })
 }
 
-/// The managed Varnish's `--target`.
-const VARNISH: &str = "varnish:managed";
+/// The managed nginx's and Varnish's `--target`, as the kinds name them.
+const NGINX: &str = <crate::sut::managed::nginx::Nginx as ManagedKind>::SCHEME;
+const VARNISH: &str = <crate::sut::managed::varnish::Varnish as ManagedKind>::SCHEME;
 
 /// The accelerator's origin: `--origin` with `--nginx-role accelerator`
 /// or a managed Varnish (an accelerator only), one without the other
@@ -591,22 +593,22 @@ fn origin_of(args: &WebArgs, varnish: bool) -> Result<Option<Origin>, PlanError>
         (false, Some(_)) => Err(PlanError::flag(
             "--origin",
             "only an accelerator has an origin",
-            "add --nginx-role accelerator, or use --target varnish:managed, or drop --origin",
+            &format!("add --nginx-role accelerator, or use --target {VARNISH}, or drop --origin"),
         )),
         (true, None) if varnish => Err(PlanError::flag(
             "--origin",
             "a managed Varnish caches an origin, and none was given",
-            "add --origin http://HOST:PORT/ or --origin nginx:managed",
+            &format!("add --origin http://HOST:PORT/ or --origin {NGINX}"),
         )),
         (true, None) => Err(PlanError::flag(
             "--nginx-role",
             "an accelerator caches an origin, and none was given",
-            "add --origin http://HOST:PORT/ or --origin nginx:managed",
+            &format!("add --origin http://HOST:PORT/ or --origin {NGINX}"),
         )),
-        (true, Some(text)) if text.trim() == "nginx:managed" => Ok(Some(Origin::Managed)),
+        (true, Some(text)) if text.trim() == NGINX => Ok(Some(Origin::Managed)),
         (true, Some(text)) => {
             let base = crate::sut::http::HttpBase::parse(text).map_err(|e| {
-                PlanError::flag("--origin", e, "give http://HOST:PORT/ or nginx:managed")
+                PlanError::flag("--origin", e, &format!("give http://HOST:PORT/ or {NGINX}"))
             })?;
             crate::sut::managed::origin::check_origin_path(&base.path).map_err(|e| {
                 PlanError::flag("--origin", e, "percent-encode the path, e.g. %22 for '\"'")
@@ -618,7 +620,7 @@ fn origin_of(args: &WebArgs, varnish: bool) -> Result<Option<Origin>, PlanError>
                         "{}: the accelerator reaches its origin over plain HTTP",
                         base.url()
                     ),
-                    "give http://HOST:PORT/ or nginx:managed",
+                    &format!("give http://HOST:PORT/ or {NGINX}"),
                 ));
             }
             Ok(Some(Origin::Url(base.url())))
@@ -651,10 +653,10 @@ fn check_managed_only(args: &WebArgs, managed: bool, varnish: bool) -> Result<()
         return Err(PlanError::flag(
             flag,
             "only a managed nginx is configured by perflab",
-            if varnish {
-                "use --varnish-* with a managed Varnish, or --target nginx:managed"
+            &if varnish {
+                format!("use --varnish-* with a managed Varnish, or --target {NGINX}")
             } else {
-                "use --target nginx:managed, or configure your server yourself"
+                format!("use --target {NGINX}, or configure your server yourself")
             },
         ));
     }
@@ -662,14 +664,14 @@ fn check_managed_only(args: &WebArgs, managed: bool, varnish: bool) -> Result<()
         return Err(PlanError::flag(
             flag,
             "only a managed Varnish takes it",
-            "use --target varnish:managed --origin …, or drop it",
+            &format!("use --target {VARNISH} --origin …, or drop it"),
         ));
     }
     if !managed && args.keep {
         return Err(PlanError::flag(
             "--keep",
             "only a managed nginx is configured by perflab",
-            "use --target nginx:managed, or configure your server yourself",
+            &format!("use --target {NGINX}, or configure your server yourself"),
         ));
     }
     if managed && args.server_status.is_some() {

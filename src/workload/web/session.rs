@@ -330,7 +330,8 @@ impl Shared {
                 crate::sut::HANDSHAKE.as_secs()
             ),
             OpResult::Error(ErrorKind::Http(404)) if self.files_generated && self.targets.is_none() => format!(
-                "{url} answered 404: the server does not serve perflab's file set; run with --target nginx:managed, or copy the files it writes (--keep) to your server"
+                "{url} answered 404: the server does not serve perflab's file set; run with --target {}, or copy the files it writes (--keep) to your server",
+                super::DEFAULT_TARGET
             ),
             OpResult::Error(ErrorKind::Tls) => return Err(self.tls_failure(runtime, a, addr)),
             OpResult::Error(ErrorKind::Http(400)) if !base.tls => format!(

@@ -111,6 +111,7 @@ pub(crate) struct Programs {
 
 impl ManagedKind for Nginx {
     const SCHEME: &'static str = "nginx:managed";
+    const SERVES_AS_ORIGIN: bool = true;
     const TARGET_KIND: TargetKind = TargetKind::Http;
     const NAME: &'static str = "nginx";
     const DIR_PREFIX: &'static str = "nginx";
