@@ -34,9 +34,11 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 timing=(--warmup 0.3s --duration 3s --interval 250ms)
 
-# One run; prints "<seconds> <steps> <held> <limit> <capacity>" from its
-# export: the highest load that met, the lowest that did not, and the
-# load where the objective is expected to be just met between them.
+# One run; prints "<seconds> <steps> <held> <limit> <capacity> <probes>"
+# from its export: the highest load that met, the lowest that did not, the
+# load where the objective is expected to be just met between them, and
+# each step's load in the order run with its judgement's first letter
+# (m meets, b breaks, u undecided).
 run_one() {
     local store="$dir/$1.db"
     shift
@@ -49,7 +51,9 @@ import json, sys
 run = json.load(sys.stdin)
 slo = run["verdict"]["slo"] or {}
 cap = slo.get("capacity")
-print(round(float(sys.argv[2]) - float(sys.argv[1]), 1), len(run["steps"]), slo.get("max_load"), slo.get("limit_load"), None if cap is None else round(cap))' "$start" "$end"
+order = sorted((step, level["load"], level["decision"][0]) for level in slo.get("levels", []) for step in level["steps"])
+probes = ",".join(f"{load:g}{said}" for _, load, said in order)
+print(round(float(sys.argv[2]) - float(sys.argv[1]), 1), len(run["steps"]), slo.get("max_load"), slo.get("limit_load"), None if cap is None else round(cap), probes or "-")' "$start" "$end"
 }
 
 # The analytic answer of the null queue for quantile $1 under $2 seconds.
@@ -75,29 +79,29 @@ print(round(lo, 1))
 EOF
 }
 
-printf '%-26s %-8s %4s %7s %8s %8s %8s %8s %s\n' target how runs steps seconds held limit capacity "truth (within 5%?)"
+printf '%-26s %-8s %4s %7s %8s %8s %8s %8s %s\n' target how runs steps seconds held limit capacity "truth (within 5%?) probes"
 for objective in 'p95<5ms 0.95 0.005' 'p99<10ms 0.99 0.010' 'p50<2ms 0.5 0.002'; do
     read -r slo q limit <<<"$objective"
     answer=$(truth "$q" "$limit")
     for i in $(seq 1 "$repeats"); do
-        read -r secs steps held top cap < <(run_one "null-$slo-$i" run null --servers 4 --service exp:1ms \
+        read -r secs steps held top cap probes < <(run_one "null-$slo-$i" run null --servers 4 --service exp:1ms \
             --rate 2000 --slo "$slo" --find --seed "$i")
         verdict=$(python3 -c 'import sys; h, t = sys.argv[1], float(sys.argv[2]); print("yes" if h != "None" and 0.95 * t <= float(h) <= 1.05 * t else "NO")' "$cap" "$answer")
-        printf '%-26s %-8s %4s %7s %8s %8s %8s %8s %s (%s)\n' "null M/M/4 $slo" search "$i" "$steps" "$secs" "$held" "$top" "$cap" "$answer" "$verdict"
+        printf '%-26s %-8s %4s %7s %8s %8s %8s %8s %s (%s) %s\n' "null M/M/4 $slo" search "$i" "$steps" "$secs" "$held" "$top" "$cap" "$answer" "$verdict" "$probes"
     done
     if [ "$linear" -gt 0 ]; then
         step=$(python3 -c "print(round($answer * 0.05, 1))")
-        read -r secs steps held top cap < <(run_one "null-$slo-linear" run null --servers 4 --service exp:1ms \
+        read -r secs steps held top cap _ < <(run_one "null-$slo-linear" run null --servers 4 --service exp:1ms \
             --rate "$step..$(python3 -c "print(round($answer * 1.05, 1))")/$step" --slo "$slo" --seed 1)
         printf '%-26s %-8s %4s %7s %8s %8s %8s %8s %s\n' "null M/M/4 $slo" linear 1 "$steps" "$secs" "$held" "$top" "$cap" "$answer"
     fi
 done
 
 apt_missing nginx=nginx
-read -r secs steps held top cap < <(run_one web-search run web --rate 1000 --slo 'p99<5ms' --find --seed 1)
-printf '%-26s %-8s %4s %7s %8s %8s %8s %8s %s\n' "nginx (managed) p99<5ms" search 1 "$steps" "$secs" "$held" "$top" "$cap" -
+read -r secs steps held top cap probes < <(run_one web-search run web --rate 1000 --slo 'p99<5ms' --find --seed 1)
+printf '%-26s %-8s %4s %7s %8s %8s %8s %8s %s %s\n' "nginx (managed) p99<5ms" search 1 "$steps" "$secs" "$held" "$top" "$cap" - "$probes"
 if [ "$linear" -gt 0 ] && [ "$held" != None ]; then
     step=$(python3 -c "print(round($held * 0.05, 1))")
-    read -r secs steps held2 top cap < <(run_one web-linear run web --rate "$step..$(python3 -c "print(round($held * 1.05, 1))")/$step" --slo 'p99<5ms' --seed 1)
+    read -r secs steps held2 top cap _ < <(run_one web-linear run web --rate "$step..$(python3 -c "print(round($held * 1.05, 1))")/$step" --slo 'p99<5ms' --seed 1)
     printf '%-26s %-8s %4s %7s %8s %8s %8s %8s %s\n' "nginx (managed) p99<5ms" linear 1 "$steps" "$secs" "$held2" "$top" "$cap" -
 fi

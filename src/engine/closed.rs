@@ -104,6 +104,10 @@ mod tests {
             self.inner.intended(at);
         }
 
+        fn replied(&self) -> Option<tokio::time::Instant> {
+            self.inner.replied()
+        }
+
         async fn execute(&mut self, op: usize) -> Outcome {
             let outcome = self.inner.execute(op).await;
             self.done.set(self.done.get() + 1);

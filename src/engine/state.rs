@@ -76,29 +76,33 @@ impl WorkerState {
         let began = Instant::now();
         let due = began + self.timeout;
         let mut waited = false;
-        let mut execute = std::pin::pin!(session.execute(op));
-        let outcome = std::future::poll_fn(|cx| {
-            if let Poll::Ready(outcome) = execute.as_mut().poll(cx) {
-                return Poll::Ready(outcome);
-            }
-            waited = true;
-            while timer.as_mut().poll(cx).is_ready() {
-                if Instant::now() >= due {
-                    return Poll::Ready(Outcome::error(ErrorKind::Timeout));
+        let outcome = {
+            let mut execute = std::pin::pin!(session.execute(op));
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(outcome) = execute.as_mut().poll(cx) {
+                    return Poll::Ready(outcome);
                 }
-                timer.as_mut().reset(due);
-            }
-            Poll::Pending
-        })
-        .await;
+                waited = true;
+                while timer.as_mut().poll(cx).is_ready() {
+                    if Instant::now() >= due {
+                        return Poll::Ready(Outcome::error(ErrorKind::Timeout));
+                    }
+                    timer.as_mut().reset(due);
+                }
+                Poll::Pending
+            })
+            .await
+        };
         let ended = Instant::now();
         self.in_flight.set(self.in_flight.get() - 1);
         self.flying(user, None);
+        // A modelled server's own end, when it came no later than now.
+        let replied = session.replied().filter(|at| *at <= ended).unwrap_or(ended);
         self.recorder.borrow_mut().record(
             op,
             &outcome,
-            ended - began,
-            ended.saturating_duration_since(intended),
+            replied.saturating_duration_since(began),
+            replied.saturating_duration_since(intended),
         );
         Ran { ended, waited }
     }
@@ -202,6 +206,60 @@ mod tests {
         let tally = state.recorder.borrow_mut().take();
         assert_eq!(tally.ops[0].ok, 3);
         assert_eq!(tally.ops[0].error_count(), 3);
+    }
+
+    /// A session that models its server: it sleeps `sleep` but says its
+    /// reply came `said` after it began (none: says nothing).
+    struct Modelled {
+        sleep: Duration,
+        said: Option<Duration>,
+        began: Option<Instant>,
+    }
+
+    impl Session for Modelled {
+        fn choose(&mut self) -> usize {
+            0
+        }
+
+        async fn execute(&mut self, _op: usize) -> Outcome {
+            self.began = Some(Instant::now());
+            tokio::time::sleep(self.sleep).await;
+            Outcome::ok()
+        }
+
+        fn replied(&self) -> Option<Instant> {
+            Some(self.began? + self.said?)
+        }
+    }
+
+    /// The response time ends where a modelled server says its reply came
+    /// (the generator's wake-up after it is not the server's), and where
+    /// `execute` returned when the server says nothing or names an instant
+    /// still to come.
+    #[tokio::test(start_paused = true)]
+    async fn a_modelled_server_ends_the_response_at_its_own_reply() {
+        let cases = [
+            (Some(5 * MS), 5_000.0),
+            (None, 20_000.0),
+            (Some(30 * MS), 20_000.0),
+        ];
+        for (said, expected_us) in cases {
+            let state = WorkerState::new(Recorder::new(1), 100 * MS, 1);
+            let start = Instant::now();
+            let mut timer = std::pin::pin!(state.timer(start));
+            let mut session = Modelled {
+                sleep: 20 * MS,
+                said,
+                began: None,
+            };
+            state.run_op(0, &mut session, start, timer.as_mut()).await;
+            let tally = state.recorder.borrow_mut().take();
+            let mean = tally.ops[0].response.mean();
+            assert!(
+                (mean - expected_us).abs() < 1_000.0,
+                "said {said:?}: {mean} µs where {expected_us} was due"
+            );
+        }
     }
 
     /// The census counts each user's operation in flight and each arrival

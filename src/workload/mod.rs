@@ -313,6 +313,16 @@ pub trait Session {
     /// when it is sent, and its workloads ignore this.
     fn intended(&mut self, _at: tokio::time::Instant) {}
 
+    /// Asked after [`Self::execute`] returned: when the reply came by the
+    /// target's own clock, for a workload that models the server itself
+    /// (the null queue knows the instant its service ended, which the
+    /// generator may learn of late: its timer's wake-up, or its own
+    /// lateness to dispatch, shown as the lag). The response time ends
+    /// there; none (a real server) ends it when `execute` returned.
+    fn replied(&self) -> Option<tokio::time::Instant> {
+        None
+    }
+
     /// A closed-loop pause the workload itself owes before the next
     /// operation (an access spec's delay between bursts), added to the
     /// think time and counted as it is.

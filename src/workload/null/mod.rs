@@ -250,6 +250,13 @@ pub struct NullSession {
     /// time up to the next millisecond); none when it never waits, so that
     /// a million users answering at once hold no descriptor each.
     timer: Option<Timer>,
+    /// When the operation that just ran ended by the queue's clock: the
+    /// generator learns of it later by its timer's and its scheduler's
+    /// lateness, or by its own lateness to dispatch (shown as the lag),
+    /// which are the generator's, not the queue's. None for a user that
+    /// never waits (no service time is modelled: the generator's own
+    /// timing is what is measured) and for an operation that did not end.
+    replied: Option<Instant>,
 }
 
 impl Workload for NullWorkload {
@@ -282,6 +289,7 @@ impl Workload for NullWorkload {
             arrival: None,
             free_from: None,
             timer,
+            replied: None,
         })
     }
 
@@ -316,6 +324,7 @@ impl Session for NullSession {
     }
 
     async fn execute(&mut self, _op: usize) -> Outcome {
+        self.replied = None;
         let start = Instant::now();
         let service = self.service.sample(&mut self.rng);
         // The queue sees the arrival when it was meant to come, as the
@@ -334,14 +343,22 @@ impl Session for NullSession {
             None => queue::end_of(arrived, service, self.stall),
         };
         self.free_from = Some(done);
-        if let (true, Some(timer)) = (done > start, &self.timer) {
+        let Some(timer) = &self.timer else {
+            return Outcome::ok();
+        };
+        if done > start {
             if let Err(e) = timer.sleep_until_exact(done).await {
                 // Setting a timerfd that was made fails only with its errno;
                 // the operation says so rather than ending early.
                 return Outcome::error(ErrorKind::Io(e.raw_os_error().unwrap_or(libc::EIO)));
             }
         }
+        self.replied = Some(done);
         Outcome::ok()
+    }
+
+    fn replied(&self) -> Option<Instant> {
+        self.replied
     }
 }
 
@@ -429,6 +446,45 @@ mod tests {
         assert!((20.0..30.0).contains(&ms(late)), "{late:?}");
         // 15 ms waiting for the first, then its own 20 ms.
         assert!((35.0..45.0).contains(&ms(queued)), "{queued:?}");
+    }
+
+    /// A queue of one server, 5 ms a service, whose thread is held for
+    /// 30 ms while the operation sleeps: the timer wakes late, and the
+    /// session says the reply came when the queue ended the service. So
+    /// it does for an operation dispatched 10 ms after it was meant to
+    /// arrive, whose service ended before the generator got to it.
+    #[test]
+    fn a_late_wake_up_or_dispatch_is_not_the_queues() {
+        let rt = crate::util::test_runtime();
+        let service = ServiceDist::Fixed(Duration::from_millis(5));
+        let null = NullWorkload::queue(service, Some(1), None);
+        let seat = Seat::alone(Duration::from_secs(1));
+        let (meant, replied, woke) = rt.block_on(async {
+            let mut session = null.open_session(0, 7, seat).await.unwrap();
+            let meant = Instant::now();
+            session.intended(meant);
+            let held = async {
+                tokio::task::yield_now().await;
+                std::thread::sleep(Duration::from_millis(30));
+            };
+            tokio::join!(session.execute(0), held);
+            let first = (meant, session.replied(), Instant::now());
+            let meant = Instant::now();
+            std::thread::sleep(Duration::from_millis(10));
+            session.intended(meant);
+            session.execute(0).await;
+            let late = session.replied().map(|at| at - meant);
+            assert_eq!(late, Some(Duration::from_millis(5)));
+            first
+        });
+        let replied = replied.expect("the session slept to its end");
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        assert!(ms(woke - meant) >= 30.0, "{:?}", woke - meant);
+        assert!(
+            (5.0..7.0).contains(&ms(replied - meant)),
+            "{:?}",
+            replied - meant
+        );
     }
 
     #[test]
