@@ -203,11 +203,23 @@ pub(crate) fn limit(steps: &[StepFiles], nginx: &[(String, String)]) -> Option<B
         unreliable: false,
         next: Some(format!(
             "raise the server's open-file limit ({}a service's LimitNOFILE=, ulimit -n) or hold fewer files open, to measure it past {}",
-            if setting("worker_rlimit_nofile").is_some() { "--nginx-set worker_rlimit_nofile=N, " } else { "" },
+            raise_with(&setting),
             step.load
         )),
         resource: None,
     })
+}
+
+/// The managed kinds' own setting that raises the open-file limit, with
+/// its flag, where the run set it: `--nginx-set worker_rlimit_nofile=N, `.
+fn raise_with<'a>(setting: &impl Fn(&str) -> Option<&'a str>) -> String {
+    crate::sut::managed::KINDS
+        .iter()
+        .find_map(|k| {
+            let name = k.advice.open_files?;
+            setting(name).map(|_| format!("{} {name}=N, ", k.set_flag))
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -43,6 +43,17 @@ pub(crate) enum Exit {
     Terminated = 143,
 }
 
+/// Runs perflab's command line `args` (words split at spaces, `DIR`
+/// standing for `dir`) in this process, for the proofs' tests; its exit
+/// code.
+#[cfg(test)]
+pub(crate) fn run_in(dir: &std::path::Path, args: &str) -> i32 {
+    let args = std::iter::once("perflab")
+        .chain(args.split_whitespace())
+        .map(|a| a.replace("DIR", &dir.display().to_string()).into());
+    main_with_args(args)
+}
+
 /// Parses the command line, runs the command, and returns the exit code.
 /// Errors are printed here, as one line.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {

@@ -161,29 +161,40 @@ fn the_architecture_page_matches_the_tree() {
 }
 
 /// The managed kinds' schemes, from their one list.
-fn schemes() -> Vec<&'static str> {
-    crate::sut::managed::schemes(|_| true)
+fn kinds() -> Vec<(&'static str, &'static str)> {
+    crate::sut::managed::KINDS
+        .iter()
+        .map(|k| (k.scheme, k.knob))
+        .collect()
 }
 
 #[test]
 fn no_managed_kind_is_named_outside_its_own_file() {
-    let found = super::kinds::scheme_literals(&src(), &schemes()).unwrap();
+    let found = super::kinds::kind_literals(&src(), &kinds()).unwrap();
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]
 fn a_kind_named_by_another_file_is_caught_and_tests_and_comments_are_not() {
     let dir = tree(&[
-        ("sut/managed/nginx.rs", "const SCHEME: &'static str = \"nginx:managed\";\nlet x = \"nginx:managed\";\n"),
-        ("workload/web.rs", "// Runs on nginx:managed.\nconst T: &str = \"nginx:managed\";\n#[cfg(test)]\nmod tests {\n    const U: &str = \"nginx:managed\";\n}\n"),
+        ("sut/managed/nginx/mod.rs", "const SCHEME: &'static str = \"nginx:managed\";\nlet x = \"nginx:managed\";\n"),
+        ("sut/managed/nginx/conf.rs", "let f = \"--nginx-set\";\n"),
+        ("sut/managed/pg.rs", "const SCHEME: &'static str = \"postgres:managed\";\nlet f = \"--pg-set\";\n"),
+        ("workload/web.rs", "// Runs on nginx:managed.\nconst T: &str = \"nginx:managed\";\nlet f = \"--nginx-listen\";\n#[cfg(test)]\nmod tests {\n    const U: &str = \"nginx:managed\";\n}\n"),
         ("workload/tests.rs", "const V: &str = \"postgres:managed\";\n"),
-        ("lab/plan.rs", "let e = format!(\"use --target {}\", \"postgres:managed\");\n"),
+        ("lab/plan.rs", "let e = format!(\"use --target {} --pg-cpus 0\", \"postgres:managed\");\n"),
     ]);
     assert_eq!(
-        super::kinds::scheme_literals(dir.path(), &["postgres:managed", "nginx:managed"]).unwrap(),
+        super::kinds::kind_literals(
+            dir.path(),
+            &[("postgres:managed", "pg"), ("nginx:managed", "nginx")]
+        )
+        .unwrap(),
         [
+            "src/lab/plan.rs:1 names --pg-",
             "src/lab/plan.rs:1 names postgres:managed",
-            "src/workload/web.rs:2 names nginx:managed"
+            "src/workload/web.rs:2 names nginx:managed",
+            "src/workload/web.rs:3 names --nginx-",
         ]
     );
 }

@@ -10,6 +10,7 @@
 
 mod args;
 pub(crate) mod cache_log;
+mod cpus;
 pub(crate) mod device;
 pub(crate) mod http;
 pub(crate) mod knobs;
@@ -22,9 +23,8 @@ pub(crate) mod sqlite;
 mod stream;
 pub(crate) mod tls;
 
-pub(crate) use args::{
-    parse_cpu_list, parse_kernel_cpu_list, validate_target, SurroundingsArgs, TargetArgs,
-};
+pub(crate) use args::{validate_target, SurroundingsArgs, TargetArgs};
+pub(crate) use cpus::parse_kernel_cpu_list;
 pub use managed::{Origin, ServerOptions};
 pub(crate) use open::{Endpoint, Opened};
 
@@ -476,10 +476,16 @@ mod tests {
     /// every managed kind there is.
     #[test]
     fn the_schemes_are_every_form_and_every_managed_kind() {
-        // The text it always was; a new kind joins it after its protocol's.
+        // The text it always was; a new kind joins it after its protocol's,
+        // as the test-only proof kind (a PostgreSQL) does.
         let all = schemes();
         assert!(
-            all.starts_with("sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, mariadb:managed, http(s)://HOST:PORT/[,http://…], nginx:managed, "),
+            all.contains("postgres:managed, proof:managed, mysql://"),
+            "{all}"
+        );
+        let always = all.replace(", proof:managed", "");
+        assert!(
+            always.starts_with("sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB, mariadb:managed, http(s)://HOST:PORT/[,http://…], nginx:managed, "),
             "{all}"
         );
         assert!(
@@ -495,7 +501,7 @@ mod tests {
         }
         assert_eq!(
             schemes_of(TargetKind::is_database),
-            "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, mysql://USER:PASS@HOST:PORT/DB or mariadb:managed"
+            "sqlite:PATH, postgres://USER:PASS@HOST:PORT/DB, postgres:managed, proof:managed, mysql://USER:PASS@HOST:PORT/DB or mariadb:managed"
         );
     }
 

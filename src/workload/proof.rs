@@ -191,14 +191,7 @@ impl DbStatsSource for Counter {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
-    fn perflab(dir: &Path, args: &str) -> i32 {
-        let args = std::iter::once("perflab")
-            .chain(args.split_whitespace())
-            .map(|a| a.replace("DIR", &dir.display().to_string()).into());
-        crate::commands::main_with_args(args)
-    }
+    use crate::commands::run_in as perflab;
 
     #[test]
     fn a_workload_added_in_its_own_file_has_its_figure_in_every_report() {

@@ -182,7 +182,7 @@ fn bad_accelerator_settings_are_refused_before_anything_starts() {
         ),
         (
             "--nginx-role accelerator",
-            "--nginx-role: an accelerator caches an origin",
+            "--nginx-role: a managed nginx as an accelerator caches an origin",
         ),
         (
             "--nginx-role accelerator --origin ftp://127.0.0.1/",

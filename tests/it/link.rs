@@ -285,7 +285,7 @@ fn link_flags_that_cannot_apply_are_refused_in_one_line() {
         ),
         (
             "run web --target http://127.0.0.1:9/ --nginx-memory 64MiB",
-            "--nginx-memory: only a managed nginx is configured by perflab",
+            "--nginx-memory: only a managed nginx takes it",
         ),
         (
             "run web --target nginx:managed --link-rate 1mbit --nginx-listen 127.0.0.2",

@@ -161,10 +161,11 @@ fn too_small(points: &[StepPoint], seen: &[(usize, Seen)]) -> Option<Bottleneck>
             "a cold cache filling: it fetches each file once, never more than it holds".to_string(),
         ],
         unreliable: false,
-        next: Some(
-            "give the cache room for the working set (nginx: --nginx-set proxy_cache_max_size=…; Varnish: --varnish-set storage=…), or vary it in a lab to find the knee"
-                .to_string(),
-        ),
+        next: Some(format!(
+            "give the cache room for the working set{}, or vary it in a lab to find the knee",
+            crate::sut::managed::advice(|a| a.cache_size)
+                .map_or(String::new(), |a| format!(" ({a})"))
+        )),
         resource: None,
     })
 }

@@ -405,10 +405,11 @@ pub(crate) fn one_process(points: &[StepPoint], peak: usize) -> Option<Bottlenec
         evidence,
         ruled_out: Vec::new(),
         unreliable: false,
-        next: Some(
-            "give the server more worker processes or threads (nginx: --nginx-set worker_processes=auto)"
-                .to_string(),
-        ),
+        next: Some(format!(
+            "give the server more worker processes or threads{}",
+            crate::sut::managed::advice(|a| a.more_workers)
+                .map_or(String::new(), |a| format!(" ({a})"))
+        )),
         resource: None,
     })
 }

@@ -70,6 +70,8 @@ impl ManagedKind for Mariadb {
     const CPUS_FLAG: &'static str = "--mariadb-cpus";
     const MEMORY_FLAG: &'static str = "--mariadb-memory";
     const EXAMPLE_SETTING: &'static str = "innodb_buffer_pool_size=256M";
+    const SETTINGS_HELP: &'static str =
+        "a server option, NAME=VALUE, given to mariadbd as --NAME=VALUE (repeatable)";
     const PROGRAM: &'static str = "mariadbd";
     const START_TIMEOUT: Duration = Duration::from_secs(60);
     const POLL: Duration = Duration::from_millis(100);
@@ -82,7 +84,7 @@ impl ManagedKind for Mariadb {
 
     /// Each setting's form and [`super::guard::mariadb`], then all of
     /// them asked of mariadbd.
-    fn ask(settings: &[(String, String)]) -> Result<(), String> {
+    fn ask(settings: &[(String, String)], _accelerating: bool) -> Result<(), String> {
         for (name, value) in settings {
             check_setting(name, value)?;
         }

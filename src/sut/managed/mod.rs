@@ -12,6 +12,7 @@
 pub(crate) mod asked;
 pub(crate) mod cgroup;
 pub(crate) mod disk;
+pub(crate) mod flags;
 pub(crate) mod guard;
 pub mod ledger;
 pub(crate) mod link;
@@ -20,6 +21,8 @@ pub mod nginx;
 mod options;
 pub(crate) mod origin;
 pub mod postgres;
+#[cfg(test)]
+mod proof;
 pub(crate) mod server;
 pub(crate) mod stop;
 pub(crate) mod varnish;
@@ -43,6 +46,8 @@ pub(crate) const KINDS: &[KindEntry] = &[
     KindEntry::of::<mariadb::Mariadb>(),
     KindEntry::of::<nginx::Nginx>(),
     KindEntry::of::<varnish::Varnish>(),
+    #[cfg(test)]
+    KindEntry::of::<proof::Proof>(),
 ];
 
 /// A server's settings, each a name and a value.
@@ -67,11 +72,23 @@ pub struct KindEntry {
     pub(crate) memory_flag: &'static str,
     /// A setting it takes, for examples in messages.
     pub(crate) example: &'static str,
+    /// What its settings flag takes, for its help.
+    pub(crate) settings_help: &'static str,
+    /// Whether it serves, caches an origin, or either.
+    pub(crate) roles: Roles,
+    /// Whether it listens on addresses it is given (`--KNOB-listen`).
+    pub(crate) listens: bool,
+    /// Whether it serves HTTPS (`--KNOB-tls-cert`, `--KNOB-tls-key`).
+    pub(crate) serves_tls: bool,
+    /// Its settings the verdict's advice names.
+    pub(crate) advice: Advice,
     /// What `--log-dir` moves, for a kind that has a log to move.
     pub(crate) moved_log: Option<&'static str>,
-    /// Whether the server takes these settings, asked before anything is
-    /// made.
-    pub(crate) ask: fn(&Settings) -> Result<(), String>,
+    /// A setting's form, for a server that accelerates or not.
+    pub(crate) check_setting: fn(&str, &str, bool) -> Result<(), String>,
+    /// Whether the server takes these settings (accelerating or not),
+    /// asked before anything is made.
+    pub(crate) ask: fn(&Settings, bool) -> Result<(), String>,
     /// Starts one.
     pub(crate) start: fn(&ServerOptions) -> anyhow::Result<Box<dyn Running>>,
 }
@@ -89,10 +106,16 @@ impl KindEntry {
             cpus_flag: K::CPUS_FLAG,
             memory_flag: K::MEMORY_FLAG,
             example: K::EXAMPLE_SETTING,
+            settings_help: K::SETTINGS_HELP,
+            roles: K::ROLES,
+            listens: K::LISTENS,
+            serves_tls: K::SERVES_TLS,
+            advice: K::ADVICE,
             moved_log: match K::MOVED_LOG {
                 Some(log) => Some(log.what),
                 None => None,
             },
+            check_setting: K::check_setting,
             ask: K::ask,
             start: server::start_boxed::<K>,
         }
@@ -102,6 +125,53 @@ impl KindEntry {
     pub(crate) fn by_scheme(scheme: &str) -> Option<&'static KindEntry> {
         KINDS.iter().find(|k| k.scheme == scheme)
     }
+
+    /// Its flag `--KNOB-WHAT`, e.g. `--nginx-listen` ([`flags`]).
+    pub(crate) fn flag(&self, what: &str) -> String {
+        format!("--{}-{what}", self.knob)
+    }
+}
+
+/// What a kind does with a file set: serves it (or, for a database, is
+/// not a web server at all), caches an origin's, or either as its role
+/// flag says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Roles {
+    Serves,
+    Accelerates,
+    Either,
+}
+
+/// A kind's settings that the verdict's advice names, where it has them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Advice {
+    /// The setting, with its value, that gives the server more worker
+    /// processes or threads, e.g. `worker_processes=auto`.
+    pub(crate) more_workers: Option<&'static str>,
+    /// The setting that raises its open-file limit.
+    pub(crate) open_files: Option<&'static str>,
+    /// The setting that sizes its cache.
+    pub(crate) cache_size: Option<&'static str>,
+}
+
+impl Advice {
+    /// No setting to name.
+    pub(crate) const NONE: Advice = Advice {
+        more_workers: None,
+        open_files: None,
+        cache_size: None,
+    };
+}
+
+/// Each kind's advice of one sort, with its flag: `nginx: --nginx-set
+/// proxy_cache_max_size=…; Varnish: --varnish-set storage=…`; none when
+/// no kind has it.
+pub(crate) fn advice(what: impl Fn(&Advice) -> Option<&'static str>) -> Option<String> {
+    let said: Vec<String> = KINDS
+        .iter()
+        .filter_map(|k| Some(format!("{}: {} {}", k.name, k.set_flag, what(&k.advice)?)))
+        .collect();
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 impl PartialEq for KindEntry {

@@ -63,6 +63,7 @@ impl ManagedKind for Postgres {
     const CPUS_FLAG: &'static str = "--pg-cpus";
     const MEMORY_FLAG: &'static str = "--pg-memory";
     const EXAMPLE_SETTING: &'static str = "shared_buffers=128MB";
+    const SETTINGS_HELP: &'static str = "a server setting, NAME=VALUE (repeatable)";
     const PROGRAM: &'static str = "postgres";
     const START_TIMEOUT: Duration = Duration::from_secs(60);
     const POLL: Duration = Duration::from_millis(100);
@@ -75,7 +76,7 @@ impl ManagedKind for Postgres {
 
     /// Each setting against [`super::guard::postgres`], then all of them
     /// asked of postgres.
-    fn ask(settings: &[(String, String)]) -> Result<(), String> {
+    fn ask(settings: &[(String, String)], _accelerating: bool) -> Result<(), String> {
         for (name, value) in settings {
             super::guard::postgres(name, value)?;
         }

@@ -15,7 +15,7 @@
 use super::cgroup::ServerCgroup;
 use super::ledger::Leftovers;
 use super::link::ServerLink;
-use super::{log_file, server_user, NotReady, Placement, ServerDir, ServerProcess};
+use super::{log_file, server_user, Advice, NotReady, Placement, Roles, ServerDir, ServerProcess};
 use crate::error::PlanError;
 use crate::sut::mysql::MyTarget;
 use crate::sut::{ServerOptions, TargetKind};
@@ -74,12 +74,24 @@ pub(crate) trait ManagedKind: Sized {
     const LOG: &'static str;
     /// The prefix of its lab knobs (`pg` in `pg.NAME`).
     const KNOB: &'static str;
-    /// The flags of its settings, its CPUs and its memory limit.
+    /// The flags of its settings, its CPUs and its memory limit; the
+    /// others its capabilities give it are `--KNOB-…` too ([`super::flags`]).
     const SETTINGS_FLAG: &'static str;
     const CPUS_FLAG: &'static str;
     const MEMORY_FLAG: &'static str;
     /// A setting it takes, for examples in messages.
     const EXAMPLE_SETTING: &'static str;
+    /// What its settings flag takes, for its help.
+    const SETTINGS_HELP: &'static str;
+    /// Whether it serves, caches an origin, or either as its role flag
+    /// says.
+    const ROLES: Roles = Roles::Serves;
+    /// Whether it listens on loopback addresses it is given.
+    const LISTENS: bool = false;
+    /// Whether it serves HTTPS with a certificate it is given.
+    const SERVES_TLS: bool = false;
+    /// Its settings the verdict's advice names.
+    const ADVICE: Advice = Advice::NONE;
     /// Its main program's name, for "cannot start PROGRAM".
     const PROGRAM: &'static str;
     /// How long it may take to answer, and how often it is asked.
@@ -94,9 +106,16 @@ pub(crate) trait ManagedKind: Sized {
     /// The programs it runs, found.
     type Programs;
 
+    /// A setting's form, checked alone before anything is made, for a
+    /// server that caches an origin (`accelerating`) or not; any by
+    /// default.
+    fn check_setting(_name: &str, _value: &str, _accelerating: bool) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Whether the server takes these settings, asked of its own program
     /// before anything is made (see [`super::asked`]); yes by default.
-    fn ask(_settings: &[(String, String)]) -> Result<(), String> {
+    fn ask(_settings: &[(String, String)], _accelerating: bool) -> Result<(), String> {
         Ok(())
     }
 

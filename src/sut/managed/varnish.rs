@@ -98,6 +98,12 @@ impl ManagedKind for Varnish {
     const CPUS_FLAG: &'static str = "--varnish-cpus";
     const MEMORY_FLAG: &'static str = "--varnish-memory";
     const EXAMPLE_SETTING: &'static str = "storage=64m";
+    const SETTINGS_HELP: &'static str = "a varnishd parameter, NAME=VALUE (repeatable), or storage=SIZE for its cache's size (default 256m), e.g. storage=64m";
+    const ROLES: super::Roles = super::Roles::Accelerates;
+    const ADVICE: super::Advice = super::Advice {
+        cache_size: Some("storage=…"),
+        ..super::Advice::NONE
+    };
     const PROGRAM: &'static str = "varnishd";
     /// Its VCL is compiled to C and built with the C compiler first.
     const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -109,14 +115,26 @@ impl ManagedKind for Varnish {
 
     type Programs = Programs;
 
-    fn ask(settings: &[(String, String)]) -> Result<(), String> {
+    fn check_setting(name: &str, value: &str, _accelerating: bool) -> Result<(), String> {
+        check_setting(name, value)
+    }
+
+    fn ask(settings: &[(String, String)], _accelerating: bool) -> Result<(), String> {
         check_settings(settings)
     }
 
     fn find(options: &ServerOptions) -> anyhow::Result<Programs> {
         let (varnishd, varnishncsa) = find_varnish().ok_or_else(|| {
             PlanError::new(
-                format!("no varnishd (on PATH or in /usr/sbin) with its varnishncsa; install them (apt-get install varnish) or use --target {} --nginx-role accelerator", <super::nginx::Nginx as ManagedKind>::SCHEME),
+                format!(
+                    "no varnishd (on PATH or in /usr/sbin) with its varnishncsa; install them (apt-get install varnish) or use {}",
+                    super::KINDS
+                        .iter()
+                        .filter(|k| k.roles == super::Roles::Either)
+                        .map(|k| format!("--target {} {} accelerator", k.scheme, k.flag("role")))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ),
             )
         })?;
         for (name, value) in &options.settings {

@@ -23,11 +23,12 @@ pub(crate) use session::WebWorkload;
 use super::{CheckReport, Started, SweepDriver, WorkloadKind};
 use crate::error::PlanError;
 use crate::plan::Plan;
+use crate::sut::managed::flags::{Family, Given, KindFlags, WebServers};
 use crate::sut::managed::server::ManagedKind;
-use crate::sut::{parse_cpu_list, Endpoint, Opened, Origin, ServerOptions, Target};
+use crate::sut::managed::Roles;
+use crate::sut::{Endpoint, Opened, Origin, ServerOptions, Target};
 use fileset::{FileSet, FileSetSpec};
 use serde::{Deserialize, Serialize, Serializer};
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -40,8 +41,8 @@ pub struct Web;
 /// The web workload's flags.
 #[derive(Debug, clap::Args)]
 pub struct WebArgs {
-    /// The server: http://HOST:PORT/ (several, comma-separated, one per adapter), or one perflab runs: nginx:managed, or varnish:managed (with --origin).
-    #[arg(long, value_name = "URL", default_value = DEFAULT_TARGET)]
+    /// The server.
+    #[arg(long, value_name = "URL", default_value = DEFAULT_TARGET, help = target_help())]
     pub(crate) target: String,
 
     /// The files requested: webbench, specweb:DIRS or tree:DIR.
@@ -97,63 +98,19 @@ pub struct WebArgs {
     #[arg(long, value_name = "URL")]
     pub(crate) server_status: Option<String>,
 
-    /// Managed nginx: a directive, NAME=VALUE (repeatable), e.g. worker_processes=2.
-    #[arg(long = "nginx-set", value_name = "NAME=VALUE")]
-    pub(crate) nginx_set: Vec<String>,
-
-    /// Managed nginx: server (serves the file set) or accelerator (a caching reverse proxy in front of --origin).
-    #[arg(long = "nginx-role", value_name = "ROLE", value_enum, default_value_t = NginxRole::Server)]
-    pub(crate) nginx_role: NginxRole,
-
-    /// Managed nginx as accelerator, or managed Varnish: the origin it caches, http://HOST:PORT/ or nginx:managed (a managed nginx serving the file set).
-    #[arg(long, value_name = "URL")]
+    /// An accelerator's origin.
+    #[arg(long, value_name = "URL", help = origin_help())]
     pub(crate) origin: Option<String>,
 
-    /// Managed nginx: run it on these CPUs only, e.g. 0 or 0-1.
-    #[arg(long = "nginx-cpus", value_name = "LIST")]
-    pub(crate) nginx_cpus: Option<String>,
-
-    /// Managed nginx: the loopback addresses it listens on, e.g. 127.0.0.1,127.0.0.2.
-    #[arg(long = "nginx-listen", value_name = "ADDRS")]
-    pub(crate) nginx_listen: Option<String>,
-
-    /// Managed nginx: serve HTTPS with this certificate (PEM); needs --nginx-tls-key.
-    #[arg(
-        long = "nginx-tls-cert",
-        value_name = "FILE",
-        requires = "nginx_tls_key"
-    )]
-    pub(crate) nginx_tls_cert: Option<PathBuf>,
-
-    /// Managed nginx: the certificate's private key (PEM).
-    #[arg(
-        long = "nginx-tls-key",
-        value_name = "FILE",
-        requires = "nginx_tls_cert"
-    )]
-    pub(crate) nginx_tls_key: Option<PathBuf>,
-
-    /// Managed nginx: hold it and its page cache to SIZE of memory (a cgroup; root), e.g. 64MiB.
-    #[arg(long = "nginx-memory", value_name = "SIZE")]
-    pub(crate) nginx_memory: Option<String>,
-
-    /// Managed Varnish: a varnishd parameter, NAME=VALUE (repeatable), or storage=SIZE for its cache's size (default 256m), e.g. storage=64m.
-    #[arg(long = "varnish-set", value_name = "NAME=VALUE")]
-    pub(crate) varnish_set: Vec<String>,
-
-    /// Managed Varnish: run it on these CPUs only, e.g. 0 or 0-1.
-    #[arg(long = "varnish-cpus", value_name = "LIST")]
-    pub(crate) varnish_cpus: Option<String>,
-
-    /// Managed Varnish: hold it to SIZE of memory (a cgroup; root), e.g. 512MiB.
-    #[arg(long = "varnish-memory", value_name = "SIZE")]
-    pub(crate) varnish_memory: Option<String>,
+    /// Each managed web kind's own flags (`--nginx-set`, `--varnish-cpus`, …).
+    #[command(flatten)]
+    pub(crate) kinds: KindFlags<WebServers>,
 
     // Boxed: the workloads' flags share one enum, kept small.
     #[command(flatten)]
     pub(crate) surroundings: Box<crate::sut::SurroundingsArgs>,
 
-    /// Managed nginx or Varnish: keep its directory (configuration, files, log) after the run.
+    /// A managed server: keep its directory (configuration, files, log) after the run.
     #[arg(long)]
     pub(crate) keep: bool,
 }
@@ -166,15 +123,6 @@ pub(crate) enum Connection {
     KeepAlive,
     /// A new connection per request (`Connection: close`).
     Close,
-}
-
-/// What a managed nginx does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum NginxRole {
-    /// Serves the file set perflab writes.
-    Server,
-    /// Caches an origin's replies (`--origin`).
-    Accelerator,
 }
 
 /// The request method.
@@ -510,106 +458,100 @@ fn headers_of(args: &WebArgs) -> Result<Vec<(String, String)>, PlanError> {
     Ok(headers)
 }
 
-/// The managed server's options (`--nginx-*` or `--varnish-*`, `--keep`,
-/// the surroundings), refused for a server perflab does not manage.
+/// The managed server's options (its kind's own flags, `--keep`, the
+/// surroundings, the origin), refused for a server perflab does not
+/// manage.
 fn server_options(
     args: &WebArgs,
     target: &Target,
     managed: bool,
 ) -> Result<ServerOptions, PlanError> {
-    let varnish = matches!(target, Target::Managed(kind) if kind.scheme == VARNISH);
-    check_managed_only(args, managed, varnish)?;
-    let origin = origin_of(args, varnish)?;
-    let (settings, (cpus_flag, cpus), (memory_flag, memory)) = if varnish {
-        (
-            varnish_settings(args)?,
-            ("--varnish-cpus", &args.varnish_cpus),
-            ("--varnish-memory", &args.varnish_memory),
-        )
-    } else {
-        (
-            nginx_settings(args, managed, origin.is_some())?,
-            ("--nginx-cpus", &args.nginx_cpus),
-            ("--nginx-memory", &args.nginx_memory),
-        )
-    };
-    let cpus = cpus
-        .as_deref()
-        .map(|t| parse_cpu_list(t, cpus_flag))
-        .transpose()?
-        .unwrap_or_default();
-    let memory = memory
-        .as_deref()
-        .map(|t| {
-            crate::units::Bytes::parse(t)
-                .map_err(|e| PlanError::flag(memory_flag, e, &format!("e.g. {memory_flag} 64MiB")))
-        })
-        .transpose()?;
+    let own = args.kinds.own(target)?;
+    check_managed_only(args, managed, own)?;
+    let origin = origin_of(args, own)?;
     let (link, io) = args.surroundings.validate(target)?;
-    if link.is_some() && args.nginx_listen.is_some() {
-        return Err(PlanError::flag(
-            "--nginx-listen",
-            "a managed nginx behind a shaped link listens on its link's address",
-            "drop --nginx-listen, or the --link-* flags",
-        ));
-    }
-    let addresses = args
-        .nginx_listen
-        .as_deref()
-        .map(parse_listen)
-        .transpose()?
-        .unwrap_or_default();
-    Ok(ServerOptions {
-        settings,
+    let mut options = ServerOptions {
+        settings: Vec::new(),
         keep: args.keep,
-        cpus,
-        memory,
+        cpus: Vec::new(),
+        memory: None,
         link,
         io,
         log_dir: None,
-        addresses,
-        tls_files: args
-            .nginx_tls_cert
-            .as_deref()
-            .zip(args.nginx_tls_key.as_deref())
-            .map(|(cert, key)| crate::sut::managed::nginx::tls_paths(cert, key))
-            .transpose()?,
+        addresses: Vec::new(),
+        tls_files: None,
         origin,
         origin_of_link: None,
-    })
+    };
+    if let Some(given) = own {
+        options.settings = given.settings(given.accelerates())?;
+        options.cpus = given.cpus()?;
+        options.memory = given.memory()?;
+        options.addresses = given.listen(options.link.is_some())?;
+        options.tls_files = given.tls()?;
+    }
+    Ok(options)
 }
 
-/// The managed nginx's and Varnish's `--target`, as the kinds name them.
+/// The web workload's default target, the kind an accelerator's managed
+/// origin is when no kind says it serves as one.
 const NGINX: &str = <crate::sut::managed::nginx::Nginx as ManagedKind>::SCHEME;
-const VARNISH: &str = <crate::sut::managed::varnish::Varnish as ManagedKind>::SCHEME;
 
-/// The accelerator's origin: `--origin` with `--nginx-role accelerator`
-/// or a managed Varnish (an accelerator only), one without the other
-/// refused.
-fn origin_of(args: &WebArgs, varnish: bool) -> Result<Option<Origin>, PlanError> {
-    let accelerating = varnish || args.nginx_role == NginxRole::Accelerator;
-    match (accelerating, &args.origin) {
-        (false, None) => Ok(None),
-        (false, Some(_)) => Err(PlanError::flag(
+/// `--target`'s help, naming the managed kinds.
+fn target_help() -> String {
+    format!(
+        "The server: http://HOST:PORT/ (several, comma-separated, one per adapter), or one perflab runs: {}.",
+        crate::sut::in_words(&crate::sut::managed::schemes(WebServers::takes), "or")
+    )
+}
+
+/// `--origin`'s help, naming the managed origin.
+fn origin_help() -> String {
+    format!(
+        "An accelerator's origin: http://HOST:PORT/ or {} (a managed server serving the file set). To run an accelerator: {}.",
+        origin_scheme(),
+        accelerators()
+    )
+}
+
+/// The `--origin` of a managed origin.
+fn origin_scheme() -> &'static str {
+    crate::sut::managed::origin_kind().map_or(NGINX, |k| k.scheme)
+}
+
+/// The accelerator's origin: `--origin` with a kind that accelerates (by
+/// its nature or its role), one without the other refused.
+fn origin_of(args: &WebArgs, own: Option<&Given>) -> Result<Option<Origin>, PlanError> {
+    let managed_origin = origin_scheme();
+    let give = format!("give http://HOST:PORT/ or {managed_origin}");
+    match (own.filter(|g| g.accelerates()), &args.origin) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(PlanError::flag(
             "--origin",
             "only an accelerator has an origin",
-            &format!("add --nginx-role accelerator, or use --target {VARNISH}, or drop --origin"),
+            &format!("{}, or drop --origin", accelerators()),
         )),
-        (true, None) if varnish => Err(PlanError::flag(
-            "--origin",
-            "a managed Varnish caches an origin, and none was given",
-            &format!("add --origin http://HOST:PORT/ or --origin {NGINX}"),
+        (Some(given), None) => Err(PlanError::flag(
+            &if given.kind.roles == Roles::Either {
+                given.kind.flag("role")
+            } else {
+                "--origin".to_string()
+            },
+            format!(
+                "a managed {}{} caches an origin, and none was given",
+                given.kind.name,
+                if given.kind.roles == Roles::Either {
+                    " as an accelerator"
+                } else {
+                    ""
+                }
+            ),
+            &format!("add --origin http://HOST:PORT/ or --origin {managed_origin}"),
         )),
-        (true, None) => Err(PlanError::flag(
-            "--nginx-role",
-            "an accelerator caches an origin, and none was given",
-            &format!("add --origin http://HOST:PORT/ or --origin {NGINX}"),
-        )),
-        (true, Some(text)) if text.trim() == NGINX => Ok(Some(Origin::Managed)),
-        (true, Some(text)) => {
-            let base = crate::sut::http::HttpBase::parse(text).map_err(|e| {
-                PlanError::flag("--origin", e, &format!("give http://HOST:PORT/ or {NGINX}"))
-            })?;
+        (Some(_), Some(text)) if text.trim() == managed_origin => Ok(Some(Origin::Managed)),
+        (Some(_), Some(text)) => {
+            let base = crate::sut::http::HttpBase::parse(text)
+                .map_err(|e| PlanError::flag("--origin", e, &give))?;
             crate::sut::managed::origin::check_origin_path(&base.path).map_err(|e| {
                 PlanError::flag("--origin", e, "percent-encode the path, e.g. %22 for '\"'")
             })?;
@@ -620,7 +562,7 @@ fn origin_of(args: &WebArgs, varnish: bool) -> Result<Option<Origin>, PlanError>
                         "{}: the accelerator reaches its origin over plain HTTP",
                         base.url()
                     ),
-                    &format!("give http://HOST:PORT/ or {NGINX}"),
+                    &give,
                 ));
             }
             Ok(Some(Origin::Url(base.url())))
@@ -628,127 +570,46 @@ fn origin_of(args: &WebArgs, varnish: bool) -> Result<Option<Origin>, PlanError>
     }
 }
 
-/// Refuses a managed nginx's flag for another server and a managed
-/// Varnish's for another, and `--server-status` for a managed server
-/// (whose accounting is read already).
-fn check_managed_only(args: &WebArgs, managed: bool, varnish: bool) -> Result<(), PlanError> {
-    let nginx_flag = [
-        (!args.nginx_set.is_empty(), "--nginx-set"),
-        (args.nginx_cpus.is_some(), "--nginx-cpus"),
-        (args.nginx_listen.is_some(), "--nginx-listen"),
-        (args.nginx_tls_cert.is_some(), "--nginx-tls-cert"),
-        (args.nginx_memory.is_some(), "--nginx-memory"),
-        (args.nginx_role != NginxRole::Server, "--nginx-role"),
-    ]
-    .into_iter()
-    .find_map(|(given, flag)| given.then_some(flag));
-    let varnish_flag = [
-        (!args.varnish_set.is_empty(), "--varnish-set"),
-        (args.varnish_cpus.is_some(), "--varnish-cpus"),
-        (args.varnish_memory.is_some(), "--varnish-memory"),
-    ]
-    .into_iter()
-    .find_map(|(given, flag)| given.then_some(flag));
-    if let (false, Some(flag)) = (managed && !varnish, nginx_flag) {
-        return Err(PlanError::flag(
-            flag,
-            "only a managed nginx is configured by perflab",
-            &if varnish {
-                format!("use --varnish-* with a managed Varnish, or --target {NGINX}")
-            } else {
-                format!("use --target {NGINX}, or configure your server yourself")
-            },
-        ));
-    }
-    if let (false, Some(flag)) = (varnish, varnish_flag) {
-        return Err(PlanError::flag(
-            flag,
-            "only a managed Varnish takes it",
-            &format!("use --target {VARNISH} --origin …, or drop it"),
-        ));
-    }
+/// How to run an accelerator, from the kinds: "add --nginx-role
+/// accelerator, or use --target varnish:managed".
+fn accelerators() -> String {
+    let ways: Vec<String> = crate::sut::managed::KINDS
+        .iter()
+        .filter_map(|k| match k.roles {
+            Roles::Either => Some(format!("add {} accelerator", k.flag("role"))),
+            Roles::Accelerates => Some(format!("use --target {}", k.scheme)),
+            Roles::Serves => None,
+        })
+        .collect();
+    ways.join(", or ")
+}
+
+/// Refuses `--keep` for a server perflab does not manage, and
+/// `--server-status` for a managed one (whose own statistics are read
+/// already); a kind's flags given for another are refused by
+/// [`KindFlags::own`].
+fn check_managed_only(args: &WebArgs, managed: bool, own: Option<&Given>) -> Result<(), PlanError> {
     if !managed && args.keep {
         return Err(PlanError::flag(
             "--keep",
-            "only a managed nginx is configured by perflab",
-            &format!("use --target {NGINX}, or configure your server yourself"),
+            "only a managed server is configured by perflab",
+            &format!(
+                "use --target {}, or configure your server yourself",
+                crate::sut::in_words(&crate::sut::managed::schemes(WebServers::takes), "or")
+            ),
         ));
     }
-    if managed && args.server_status.is_some() {
+    if let (Some(given), Some(_)) = (own, &args.server_status) {
         return Err(PlanError::flag(
             "--server-status",
-            if varnish {
-                "a managed Varnish's own log is read already"
-            } else {
-                "a managed nginx's stub_status is read already"
-            },
+            format!(
+                "a managed {}'s own statistics are read already",
+                given.kind.name
+            ),
             "drop --server-status",
         ));
     }
     Ok(())
-}
-
-/// `--varnish-set`'s settings, each checked, then together by varnishd.
-fn varnish_settings(args: &WebArgs) -> Result<Vec<(String, String)>, PlanError> {
-    let settings = args
-        .varnish_set
-        .iter()
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').ok_or_else(|| {
-                PlanError::flag(
-                    "--varnish-set",
-                    format!("'{kv}' is not NAME=VALUE"),
-                    "e.g. --varnish-set storage=64m",
-                )
-            })?;
-            let (k, v) = (k.trim().to_string(), v.trim().to_string());
-            crate::sut::managed::varnish::check_setting(&k, &v).map_err(|e| {
-                PlanError::flag("--varnish-set", e, "e.g. --varnish-set storage=64m")
-            })?;
-            Ok((k, v))
-        })
-        .collect::<Result<Vec<_>, PlanError>>()?;
-    crate::sut::managed::varnish::check_settings(&settings)
-        .map_err(|e| PlanError::flag("--varnish-set", e, "fix the parameter, or drop it"))?;
-    Ok(settings)
-}
-
-/// `--nginx-set`'s directives, each checked, and together for a managed
-/// nginx.
-fn nginx_settings(
-    args: &WebArgs,
-    managed: bool,
-    accelerating: bool,
-) -> Result<Vec<(String, String)>, PlanError> {
-    let settings = args
-        .nginx_set
-        .iter()
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').ok_or_else(|| {
-                PlanError::flag(
-                    "--nginx-set",
-                    format!("'{kv}' is not NAME=VALUE"),
-                    "e.g. --nginx-set worker_processes=2",
-                )
-            })?;
-            let (k, v) = (k.trim().to_string(), v.trim().to_string());
-            crate::sut::managed::nginx::check_setting(&k, &v)
-                .map_err(|e| PlanError::flag("--nginx-set", e, "e.g. --nginx-set sendfile=off"))?;
-            if !accelerating && crate::sut::managed::nginx::CACHE_PARTS.contains(&k.as_str()) {
-                return Err(PlanError::flag(
-                    "--nginx-set",
-                    format!("{k} sizes an accelerator's cache, and this nginx serves files"),
-                    "add --nginx-role accelerator --origin …, or drop it",
-                ));
-            }
-            Ok((k, v))
-        })
-        .collect::<Result<Vec<_>, PlanError>>()?;
-    if managed {
-        crate::sut::managed::nginx::check_settings(&settings, accelerating)
-            .map_err(|e| PlanError::flag("--nginx-set", e, "fix the directive, or drop it"))?;
-    }
-    Ok(settings)
 }
 
 /// How HTTPS servers are checked: `--cacert` or `--insecure`, not both; a
@@ -843,31 +704,6 @@ fn masked_headers<S: Serializer>(headers: &[(String, String)], s: S) -> Result<S
     shown.serialize(s)
 }
 
-/// `--nginx-listen`: loopback addresses.
-fn parse_listen(text: &str) -> Result<Vec<IpAddr>, PlanError> {
-    let mut out = Vec::new();
-    for part in text.split(',') {
-        let addr: IpAddr = part.trim().parse().map_err(|_| {
-            PlanError::flag(
-                "--nginx-listen",
-                format!("'{part}' is not an IP address"),
-                "e.g. --nginx-listen 127.0.0.1,127.0.0.2",
-            )
-        })?;
-        if !addr.is_loopback() {
-            return Err(PlanError::flag(
-                "--nginx-listen",
-                format!("{addr} is not a loopback address"),
-                "a managed nginx listens on 127.0.0.0/8 or ::1 only",
-            ));
-        }
-        if !out.contains(&addr) {
-            out.push(addr);
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -895,15 +731,5 @@ mod tests {
             !stored.contains("SECRETPW") && stored.contains("\"x\""),
             "{stored}"
         );
-    }
-
-    #[test]
-    fn listen_addresses_are_loopback() {
-        assert_eq!(parse_listen("127.0.0.1,127.0.0.2").unwrap().len(), 2);
-        assert!(parse_listen("10.0.0.1")
-            .unwrap_err()
-            .to_string()
-            .contains("not a loopback"));
-        assert!(parse_listen("x").is_err());
     }
 }

@@ -30,7 +30,7 @@ pub(crate) use accelerator::{CACHE_LOG, CACHE_PARTS};
 use super::find_programs;
 use super::origin::{start_origin, upstream_of, Accelerating, OriginPlan, Upstream};
 use super::server::{ManagedKind, ManagedServer, MovedLog, Probe, Reach, Site, Start};
-use super::{placed_command, ServerDir};
+use super::{placed_command, Advice, Roles, ServerDir};
 use crate::error::PlanError;
 use crate::sut::cache_log::CacheAccounting;
 use crate::sut::{ServerOptions, TargetKind};
@@ -123,6 +123,16 @@ impl ManagedKind for Nginx {
     const CPUS_FLAG: &'static str = "--nginx-cpus";
     const MEMORY_FLAG: &'static str = "--nginx-memory";
     const EXAMPLE_SETTING: &'static str = "worker_processes=2";
+    const SETTINGS_HELP: &'static str =
+        "a directive, NAME=VALUE (repeatable), e.g. worker_processes=2";
+    const ROLES: Roles = Roles::Either;
+    const LISTENS: bool = true;
+    const SERVES_TLS: bool = true;
+    const ADVICE: Advice = Advice {
+        more_workers: Some("worker_processes=auto"),
+        open_files: Some("worker_rlimit_nofile"),
+        cache_size: Some("proxy_cache_max_size=…"),
+    };
     const PROGRAM: &'static str = "nginx";
     /// How long it may take to answer its status page.
     const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -134,10 +144,23 @@ impl ManagedKind for Nginx {
 
     type Programs = Programs;
 
-    fn ask(settings: &[(String, String)]) -> Result<(), String> {
-        let accelerating = settings
-            .iter()
-            .any(|(k, _)| CACHE_PARTS.contains(&k.as_str()));
+    /// A directive's form; a part of the cache's path refused for an
+    /// nginx that serves files.
+    fn check_setting(name: &str, value: &str, accelerating: bool) -> Result<(), String> {
+        check_setting(name, value)?;
+        if !accelerating && CACHE_PARTS.contains(&name) {
+            return Err(format!(
+                "{name} sizes an accelerator's cache, and this nginx serves files (add --nginx-role accelerator --origin …, or drop it)"
+            ));
+        }
+        Ok(())
+    }
+
+    fn ask(settings: &[(String, String)], accelerating: bool) -> Result<(), String> {
+        let accelerating = accelerating
+            || settings
+                .iter()
+                .any(|(k, _)| CACHE_PARTS.contains(&k.as_str()));
         check_settings(settings, accelerating)
     }
 
@@ -366,29 +389,7 @@ impl Listening {
 /// they are written into the configuration, and nginx would read a
 /// relative path from its own directory, not from where perflab started.
 pub(crate) fn tls_paths(cert: &Path, key: &Path) -> Result<(PathBuf, PathBuf), PlanError> {
-    let absolute = |what: &str, flag: &str, file: &Path| {
-        let found = std::fs::canonicalize(file).ok().filter(|f| f.is_file());
-        let plain = found.filter(|f| {
-            f.to_str().is_some_and(|t| {
-                t.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "/._-+,=:@~%".contains(c))
-            })
-        });
-        plain.ok_or_else(|| {
-            PlanError::flag(
-                flag,
-                format!(
-                    "the {what} {} is not a readable file with a plain path (letters, digits, /._-+,=:@~%)",
-                    file.display().to_string().escape_debug()
-                ),
-                "give PEM files, e.g. --nginx-tls-cert cert.pem --nginx-tls-key key.pem",
-            )
-        })
-    };
-    Ok((
-        absolute("certificate", "--nginx-tls-cert", cert)?,
-        absolute("key", "--nginx-tls-key", key)?,
-    ))
+    super::flags::tls_files(("--nginx-tls-cert", cert), ("--nginx-tls-key", key))
 }
 
 /// The directives that serve HTTPS with `cert` and `key` (see
