@@ -216,34 +216,49 @@ perflab_binary() {
 # rounds run perflab first, so neither always follows the other.
 peer_first() { [ $(( $1 % 2 )) -eq 1 ]; }
 
-# Starts a throwaway PostgreSQL on a free loopback port in a new
-# directory $work, loaded by `pgbench -i -s $1`, and stops and removes it
-# when the script exits. Sets work, bindir (the newest PostgreSQL's
-# binaries) and url. The server runs without autovacuum and with timed
-# checkpoints an hour apart, so that no clean-up lands inside one
-# client's run and not the next.
+# Starts a server perflab manages with `perflab up ARGS…` (the target and
+# its settings): a free loopback port, a fresh directory, stopped and
+# removed by stop_managed. Needs $perflab (perflab_binary) and $work (a
+# scratch directory); sets url (with its password, when it has one) and
+# up_pid.
+start_managed() {
+    "$perflab" up "$@" --url-file "$work/url" >"$work/up.log" 2>&1 &
+    up_pid=$!
+    local waited=0
+    until [ -s "$work/url" ]; do
+        if ! kill -0 "$up_pid" 2>/dev/null || [ "$waited" -ge 1200 ]; then
+            echo "perflab up did not start the server: $(tail -n 2 "$work/up.log")" >&2
+            exit 1
+        fi
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    url="$(cat "$work/url")"
+}
+
+# Stops the server start_managed started (perflab up removes its
+# directory) and removes the scratch directory.
+stop_managed() {
+    if [ -n "${up_pid:-}" ]; then
+        kill -TERM "$up_pid" 2>/dev/null || true
+        wait "$up_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+
+# Starts a throwaway PostgreSQL (start_managed) loaded by `pgbench -i -s
+# $1`. Sets work, bindir (the PostgreSQL binaries, for pgbench and psql)
+# and url. The server runs without autovacuum and with timed checkpoints
+# an hour apart, so that no clean-up lands inside one client's run and not
+# the next.
 start_pgbench_server() {
     bindir="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -1)"
     work="$(mktemp -d)"
-    as_pg=()
-    if [ "$(id -u)" -eq 0 ]; then
-        chown postgres "$work"
-        as_pg=(runuser -u postgres --)
-    fi
-    local port
-    port="$(free_port)"
-    trap stop_pgbench_server EXIT
-    "${as_pg[@]}" "$bindir/initdb" -D "$work/data" -U bench --auth=trust --no-sync >/dev/null
-    "${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/log" -w start \
-        -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work -c shared_buffers=512MB -c max_wal_size=4GB -c checkpoint_timeout=1h -c autovacuum=off" >/dev/null
-    url="postgres://bench@127.0.0.1:$port/postgres"
+    trap stop_managed EXIT
+    start_managed --target postgres:managed \
+        --pg-set shared_buffers=512MB --pg-set max_wal_size=4GB \
+        --pg-set checkpoint_timeout=1h --pg-set autovacuum=off
     "$bindir/pgbench" -i -q -s "$1" "$url" >/dev/null 2>&1
-}
-
-# Stops and removes the server start_pgbench_server started.
-stop_pgbench_server() {
-    "${as_pg[@]}" "$bindir/pg_ctl" -D "$work/data" -m fast stop >/dev/null 2>&1 || true
-    rm -rf "$work"
 }
 
 # Writes to $1 pgbench's tpcb-like transaction at scale $2 between

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # perflab against sysbench on one MariaDB server, number for number.
 #
-# Starts a throwaway MariaDB on a free loopback port, loads perflab's bank
+# Starts a throwaway MariaDB through perflab's own lifecycle (`perflab
+# up`), loads perflab's bank
 # at SCALE branches (a short perflab run), then for 1, 2, 4, 8 and 16
 # clients runs the TPC-B transaction of `perflab run bank --mix tpcb` from
 # both: perflab itself, and sysbench (C, libmariadb, prepared statements)
@@ -32,33 +33,16 @@ fi
 perflab_binary
 
 work="$(mktemp -d)"
-server=""
-stop() {
-    # Only the server this script started, by its PID.
-    if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
-        kill -TERM "$server" 2>/dev/null || true
-        wait "$server" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap stop EXIT
-if [ "$(id -u)" -eq 0 ]; then
-    chown mysql:mysql "$work"
+trap stop_managed EXIT
+start_managed --target mariadb:managed \
+    --mariadb-set innodb_buffer_pool_size=1G --mariadb-set max_connections=200
+# sysbench takes the server's parts apart.
+if ! [[ "$url" =~ ^mysql://([^:@]+):([^@]*)@([^:/]+):([0-9]+)/([^?]*)$ ]]; then
+    echo "bench/mariadb-bank.sh: perflab up gave a URL this script cannot take apart" >&2
+    exit 1
 fi
-mariadb-install-db --no-defaults --datadir="$work/data" --user=mysql --skip-test-db >/dev/null 2>&1
-port="$(free_port)"
-mariadbd --no-defaults --datadir="$work/data" --socket="$work/sock" --pid-file="$work/pid" \
-    --log-error="$work/log" --port="$port" --bind-address=127.0.0.1 --user=mysql --skip-log-bin \
-    --innodb-buffer-pool-size=1G --max-connections=200 >/dev/null 2>&1 &
-server=$!
-for _ in $(seq 300); do
-    if mariadb --socket="$work/sock" -u root -e "CREATE USER 'bench'@'127.0.0.1' IDENTIFIED BY 'bench';
-        CREATE DATABASE bench; GRANT ALL ON *.* TO 'bench'@'127.0.0.1';" 2>/dev/null; then
-        break
-    fi
-    sleep 0.2
-done
-url="mysql://bench:bench@127.0.0.1:$port/bench"
+my_user="${BASH_REMATCH[1]}" my_password="${BASH_REMATCH[2]}" my_host="${BASH_REMATCH[3]}"
+port="${BASH_REMATCH[4]}" my_db="${BASH_REMATCH[5]}"
 CI=true "$perflab" run bank --target "$url" --scale "$scale" --users 1 --warmup 0s --duration 2s \
     --store "$work/load.db" >/dev/null
 
@@ -162,8 +146,8 @@ fi
 echo "TPC-B ($mode) on MariaDB $(mariadbd --version | grep -o '[0-9.]*-MariaDB' | head -1), scale $scale (medians of $rounds rounds of ${seconds} s)"
 run_sysbench() {
     read -r sb_cpu sb_out < <(measure sysbench "$lua" --db-driver=mysql \
-        --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=bench --mysql-password=bench \
-        --mysql-db=bench --scale="$scale" --threads="$clients" --time="$seconds" \
+        --mysql-host="$my_host" --mysql-port="$port" --mysql-user="$my_user" --mysql-password="$my_password" \
+        --mysql-db="$my_db" --scale="$scale" --threads="$clients" --time="$seconds" \
         --rand-type=uniform --report-interval=0 run)
     sb_tx="$(grep -o 'transactions: *[0-9]*' <<<"$sb_out" | grep -o '[0-9]*$')"
     sb_tps_runs+=("$(python3 -c "print($sb_tx / $seconds)")")

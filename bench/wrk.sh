@@ -22,6 +22,9 @@
 #     arrivals due within 1 ms released from one wake-up, the granularity
 #     oha's own timer paces at), each against its own oha rounds.
 # Installs wrk and nginx (apt-get) and oha (cargo install) when missing.
+# The nginx is started here rather than by `perflab up`, which starts
+# databases: a managed nginx serves the file set a web run writes into its
+# own directory, and wrk needs one fixed file that both tools request.
 # Usage: bench/wrk.sh [SECONDS] [ROUNDS]   (defaults 10, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -366,7 +366,11 @@ free_port() {
 }
 
 # pg_init DIR [initdb args...]: a cluster in DIR/data (or where -D says),
-# trust on loopback and on the scenario's namespace subnet.
+# trust on loopback and on the scenario's namespace subnet. The scenarios
+# build their servers by hand on purpose, not through `perflab up`: each
+# fault is made the way an operator would make it (a setting, a cgroup the
+# server's processes are moved into, a namespace), and the verdict is
+# judged on a server perflab did not configure.
 pg_init() {
     local data=$1
     shift

@@ -93,6 +93,8 @@ pub enum Command {
     Kube(KubeArgs),
     /// Serve the stored runs in a browser: a list, and each run's report page.
     Serve(ServeArgs),
+    /// Start a database perflab manages, as a run would, and hold it until Ctrl-C or SIGTERM, for a peer tool or a script to load: its URL printed (a password hidden), and written whole to --url-file.
+    Up(UpArgs),
 }
 
 /// `perflab kube --generators N --image IMAGE --out FILE -- run WORKLOAD …`.
@@ -611,6 +613,18 @@ pub struct ServeAccessArgs {
     /// Serve the view in HTTPS with a certificate made at start (its SHA-256 fingerprint is printed).
     #[arg(long)]
     pub(crate) serve_tls_self_signed: bool,
+}
+
+/// `perflab up --target KIND:managed`: a managed database held for
+/// others.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub(crate) target: crate::sut::TargetArgs,
+
+    /// Write the server's URL, its password inside when it has one, to FILE: a new file only this user can read, removed when the server stops.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) url_file: Option<std::path::PathBuf>,
 }
 
 /// `perflab serve`: stored runs in a browser.

@@ -11,7 +11,7 @@ pub use args::{
     AgentAccessArgs, AgentArgs, AnalyzeArgs, CheckArgs, CheckWorkload, Cli, Command, CommonRunArgs,
     CompareArgs, DiffHostsArgs, DoctorArgs, HistoryArgs, KubeArgs, LabArgs, LabAskArgs, LabCommand,
     LabReportArgs, LabResumeArgs, ReportArgs, RunArgs, RunWorkload, ServeArgs, ServerArgs,
-    ShowArgs, StoreArg, WatchArgs,
+    ShowArgs, StoreArg, UpArgs, WatchArgs,
 };
 pub use args::{DEFAULT_USERS, QUICK_USERS};
 pub use validate::{

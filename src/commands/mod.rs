@@ -18,6 +18,7 @@ mod run;
 mod serve;
 mod show;
 mod unstored;
+mod up;
 mod watch;
 
 pub use panic_line::one_line_panics;
@@ -131,6 +132,7 @@ fn dispatch(command: &Command, argv: Vec<String>) -> anyhow::Result<Exit> {
         Command::Lab(lab_args) => lab::lab(lab_args),
         Command::Kube(kube_args) => kube::kube(kube_args),
         Command::Serve(serve_args) => serve::serve(serve_args),
+        Command::Up(up_args) => up::up(up_args),
     }
 }
 
@@ -216,6 +218,23 @@ impl StopSignals {
         stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
     ) -> std::io::Result<Self> {
         Self::register_then(stop, |_| Ok(()))
+    }
+
+    /// Registers [`STOP_SIGNALS`] on the process's interrupt flag (which
+    /// it gives) for a command that may start a managed server: a second
+    /// signal ends the process at once, unless a managed server lives,
+    /// whose stop it then hurries (see `sut::managed::stop`).
+    pub(crate) fn register_with_servers(
+    ) -> std::io::Result<(Self, std::sync::Arc<std::sync::atomic::AtomicBool>)> {
+        let interrupted = crate::util::interrupt_flag();
+        let signals = Self::register_then(&interrupted, |number| {
+            crate::sut::managed::stop::register_second_signal(
+                number,
+                signal_exit(number as usize).1 as i32,
+                interrupted.clone(),
+            )
+        })?;
+        Ok((signals, interrupted))
     }
 
     /// Registers [`STOP_SIGNALS`] on `stop`, each after what `before`

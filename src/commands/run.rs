@@ -45,17 +45,8 @@ pub(crate) fn run(args: &RunArgs, argv: Vec<String>) -> anyhow::Result<Exit> {
     }
     // Signals are honoured from here on, in every phase: reaching the
     // probes and the target, loading, starting a managed server, the sweep.
-    let interrupted = crate::util::interrupt_flag();
-    // Which signal stopped the run, for its reason and exit code. A
-    // second one ends the process at once — unless a managed server
-    // lives, whose stop it then hurries (see sut::managed::stop).
-    let signals = super::StopSignals::register_then(&interrupted, |number| {
-        crate::sut::managed::stop::register_second_signal(
-            number,
-            super::signal_exit(number as usize).1 as i32,
-            interrupted.clone(),
-        )
-    })?;
+    // Which signal stopped the run, for its reason and exit code.
+    let (signals, interrupted) = super::StopSignals::register_with_servers()?;
     let signal = signals.shared();
     // Bad input here is found before anything is reached or loaded.
     let serve = crate::cli::live_view(common)?;

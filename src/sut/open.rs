@@ -102,6 +102,35 @@ impl Opened {
         })
     }
 
+    /// The managed server as a client reaches it: its URL, its password
+    /// inside when it has one (never to be printed whole), and its main
+    /// process; none for a server perflab did not start.
+    pub(crate) fn managed_url(&self) -> Option<anyhow::Result<(String, u32)>> {
+        let server = self.managed.as_ref()?;
+        let url = server.reach().map(|reach| match reach {
+            Reach::Postgres { url } => url,
+            Reach::Mysql(target) => {
+                let o = &target.opts;
+                let user = o.user.as_deref().unwrap_or_default();
+                let password = o
+                    .password
+                    .as_deref()
+                    .map_or(String::new(), |p| format!(":{p}"));
+                let socket = o
+                    .socket
+                    .as_deref()
+                    .map_or(String::new(), |s| format!("?socket={s}"));
+                let db = o.db.as_deref().unwrap_or_default();
+                format!(
+                    "mysql://{user}{password}@{}:{}/{db}{socket}",
+                    o.host, o.port
+                )
+            }
+            Reach::Http { bases, .. } => bases.join(","),
+        });
+        Some(url.map(|u| (u, server.pid())).map_err(Into::into))
+    }
+
     /// Runs `prepare` (a workload's loading of its data) with the managed
     /// server's disk at its own speed, then puts the disk's throttle back:
     /// the throttle is what the steps measure, and a bank loaded, keyed,

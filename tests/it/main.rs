@@ -41,6 +41,7 @@ mod stored;
 mod support;
 mod trust;
 mod units;
+mod up;
 mod varnish;
 mod web;
 mod web_targets;

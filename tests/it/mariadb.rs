@@ -27,6 +27,10 @@ const PERFORMANCE_SCHEMA: [&str; 3] = [
     "--performance-schema-instrument=wait/%=ON",
 ];
 
+// Started by hand, not as a managed server: these tests reach a MariaDB
+// perflab did not start (`--target mysql://`, its credentials, its
+// performance_schema as its operator set it), which the managed kind's
+// own tests do not.
 impl MariaDb {
     pub(crate) fn start() -> Self {
         Self::start_with(&[])
