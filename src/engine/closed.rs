@@ -45,7 +45,10 @@ pub(super) async fn user<S: Session>(
             .await;
         let wait = think.sample(&mut rng) + session.pause();
         state.recorder.borrow_mut().record_think(wait);
-        intended = ran.ended + wait;
+        // The think time runs from the reply: a modelled server's reply
+        // noticed late (a timer's wake-up) shortens no cycle of the user's,
+        // and X·(R + Z) = N holds by the server's clock.
+        intended = ran.replied + wait;
         if wait.is_zero() {
             // An operation that never waited (an embedded database, a held
             // socket, a null target) gave the thread's other tasks no turn:

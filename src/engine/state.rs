@@ -104,7 +104,11 @@ impl WorkerState {
             replied.saturating_duration_since(began),
             replied.saturating_duration_since(intended),
         );
-        Ran { ended, waited }
+        Ran {
+            ended,
+            replied,
+            waited,
+        }
     }
 
     /// Marks user `user`'s operation intended at `intended` as in flight,
@@ -137,6 +141,9 @@ impl WorkerState {
 pub(super) struct Ran {
     /// When it ended.
     pub(crate) ended: Instant,
+    /// When its reply came: when it ended, or earlier by a modelled
+    /// server's own clock ([`Session::replied`]).
+    pub(crate) replied: Instant,
     /// It returned to the runtime at least once (waited on its socket, a
     /// timer, a thread), so the worker's other tasks had their turn.
     pub(crate) waited: bool,
@@ -188,7 +195,8 @@ mod tests {
         let mut took = Vec::new();
         let mut began = start;
         for _ in 0..6 {
-            let Ran { ended, waited } = state.run_op(0, &mut session, began, timer.as_mut()).await;
+            let Ran { ended, waited, .. } =
+                state.run_op(0, &mut session, began, timer.as_mut()).await;
             assert!(waited);
             took.push(ended - began);
             began = ended;

@@ -487,12 +487,18 @@ fn while_the_sweep_runs_perflab_holds_its_users_sessions_and_its_probe_only() {
     // second session under the sampled name. The bank's figures, read
     // before the first step and after the last, use a session of their
     // own (`perflab-admin`), never open beside a user's.
+    // Two administrative sessions one after the other may show together
+    // for a moment (the first's backend ends after its client said
+    // Terminate), never beside a user's.
     assert!(seen.contains("perflab-probe=1 perflab=1"), "{seen:?}");
+    let admin_alone = |look: &str| {
+        look.strip_suffix(" perflab-probe=1")
+            .and_then(|a| a.strip_prefix("perflab-admin="))
+            .is_some_and(|n| n == "1" || n == "2")
+    };
     for look in &seen {
         assert!(
-            look == "perflab-probe=1"
-                || look == "perflab-probe=1 perflab=1"
-                || look == "perflab-admin=1 perflab-probe=1",
+            look == "perflab-probe=1" || look == "perflab-probe=1 perflab=1" || admin_alone(look),
             "{seen:?}"
         );
     }

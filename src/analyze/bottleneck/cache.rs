@@ -210,9 +210,11 @@ fn origin(p: &StepPoint, here: &Seen) -> Option<Bottleneck> {
             "the accelerator: its own work is the smaller part of each request's time".to_string(),
         ],
         unreliable: false,
-        next: Some(
-            "a faster origin, or more hits: a larger cache or a longer time to live (nginx's proxy_cache_valid, Varnish's default_ttl)".to_string(),
-        ),
+        next: Some(format!(
+            "a faster origin, or more hits: a larger cache or a longer time to live{}",
+            crate::sut::managed::advice(|a| a.cache_ttl)
+                .map_or(String::new(), |a| format!(" ({a})"))
+        )),
         resource: None,
     })
 }

@@ -152,6 +152,8 @@ pub(crate) struct Advice {
     pub(crate) open_files: Option<&'static str>,
     /// The setting that sizes its cache.
     pub(crate) cache_size: Option<&'static str>,
+    /// The setting that keeps what it cached longer.
+    pub(crate) cache_ttl: Option<&'static str>,
 }
 
 impl Advice {
@@ -160,6 +162,7 @@ impl Advice {
         more_workers: None,
         open_files: None,
         cache_size: None,
+        cache_ttl: None,
     };
 }
 

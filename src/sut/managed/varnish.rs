@@ -102,6 +102,7 @@ impl ManagedKind for Varnish {
     const ROLES: super::Roles = super::Roles::Accelerates;
     const ADVICE: super::Advice = super::Advice {
         cache_size: Some("storage=…"),
+        cache_ttl: Some("default_ttl=3600"),
         ..super::Advice::NONE
     };
     const PROGRAM: &'static str = "varnishd";

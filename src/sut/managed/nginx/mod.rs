@@ -132,6 +132,7 @@ impl ManagedKind for Nginx {
         more_workers: Some("worker_processes=auto"),
         open_files: Some("worker_rlimit_nofile"),
         cache_size: Some("proxy_cache_max_size=…"),
+        cache_ttl: Some("proxy_cache_valid='200 1h'"),
     };
     const PROGRAM: &'static str = "nginx";
     /// How long it may take to answer its status page.
