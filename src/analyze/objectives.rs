@@ -170,17 +170,32 @@ pub(crate) fn with_verdicts(
     o
 }
 
-/// The load at which the objectives are expected to be just met, from
-/// the highest load that met them and the lowest that did not: inside
-/// their 95% interval, from `met` to the lowest load that broke them
-/// (`missed` when none did, whose level was too close to call).
+/// The load at which the objectives are expected to be just met: where
+/// the line through the latency ratios of the levels near them reaches 1
+/// (or, with fewer than two near, the line through the highest load that
+/// met them and the lowest that did not), kept inside their 95% interval,
+/// from `met` to the lowest load that broke them (`missed` when none did,
+/// whose level was too close to call).
 fn capacity(met: f64, missed: f64, broke: Option<f64>, points: &[StepPoint], slos: &[Slo]) -> f64 {
     let probe = |load: f64, decision| crate::engine::Probe {
         load,
         decision,
         ratio: latency_ratio(load, points, slos),
     };
-    crate::engine::capacity_estimate(probe(met, Decision::Meets), probe(missed, Decision::Breaks))
+    let mut loads: Vec<f64> = points.iter().map(|p| p.load).collect();
+    loads.sort_by(f64::total_cmp);
+    loads.dedup();
+    let levels: Vec<crate::engine::Probe> = loads
+        .into_iter()
+        .map(|load| probe(load, Decision::Meets))
+        .collect();
+    crate::engine::fitted_estimate(&levels)
+        .or_else(|| {
+            crate::engine::capacity_estimate(
+                probe(met, Decision::Meets),
+                probe(missed, Decision::Breaks),
+            )
+        })
         .map_or((met * missed).sqrt(), |at| {
             at.clamp(met, broke.unwrap_or(missed).max(met))
         })

@@ -38,7 +38,7 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
         warmup,
         duration,
         interval: interval(args, duration)?,
-        threads: threads(args)?,
+        threads: threads(args, &steps)?,
         timeout,
         max_error_rate: args.max_error_rate,
         seed: args.seed.unwrap_or_else(random_seed),
@@ -284,8 +284,8 @@ fn timing(
     Ok((warmup, duration, timeout))
 }
 
-/// Worker threads: as given, or one per CPU.
-fn threads(args: &CommonRunArgs) -> Result<usize, PlanError> {
+/// Worker threads: as given, or as the workload asks, or one per CPU.
+fn threads(args: &CommonRunArgs, steps: &StepDefaults) -> Result<usize, PlanError> {
     Ok(match args.threads {
         Some(0) => {
             return Err(PlanError::flag(
@@ -302,7 +302,9 @@ fn threads(args: &CommonRunArgs) -> Result<usize, PlanError> {
             ))
         }
         Some(n) => n,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        None => steps
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     })
 }
 
@@ -659,5 +661,17 @@ mod tests {
         );
         let e = plan(&["null", "--rate", "100", "--slack", "1s"]).unwrap_err();
         assert!(e.to_string().contains("--slack"), "{e}");
+    }
+
+    /// A workload's own input may set the worker threads where no flag
+    /// does: the null queue asks for one.
+    #[test]
+    fn threads_are_as_given_or_as_the_workload_asks() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(plan(&["null", "--rate", "100"]).unwrap().threads, cpus);
+        let queue = ["null", "--servers", "4", "--rate", "100"];
+        assert_eq!(plan(&queue).unwrap().threads, 1);
+        let given = plan(&[&queue[..], &["--threads", "3"]].concat()).unwrap();
+        assert_eq!(given.threads, 3);
     }
 }

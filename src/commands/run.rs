@@ -606,11 +606,12 @@ fn announce(plan: &Plan, run: RunId, target: &str, store: &Store) {
         None => format!("{} steps", steps_planned(plan)),
     };
     crate::util::out(format_args!(
-        "run {run}: {} on {target}, {steps} of {} after {} warm-up, {} threads, seed {}; results in {}\n",
+        "run {run}: {} on {target}, {steps} of {} after {} warm-up, {} thread{}, seed {}; results in {}\n",
         plan.workload.name(),
         format_duration(plan.duration),
         format_duration(plan.warmup),
         plan.threads,
+        if plan.threads == 1 { "" } else { "s" },
         plan.seed,
         store.path().display()
     ));

@@ -258,6 +258,40 @@ pub(crate) fn estimate(lo: Probe, hi: Probe) -> Option<f64> {
     root(lo.load, 1.0 / a - 1.0, hi.load, 1.0 / b - 1.0)
 }
 
+/// How far from 1 a level's latency ratio may lie for [`fitted_estimate`]
+/// to use it: from 1/1.5 to 1.5.
+const NEAR: f64 = 1.5;
+
+/// The load at which the latency objectives are expected to be just met,
+/// from every level judged near them: the least-squares line through the
+/// reciprocals of the latency ratios of the levels whose ratio lies
+/// within a factor of [`NEAR`] of 1, followed to 1. Two levels (the
+/// bracket's ends) give the line of [`estimate`]; the levels around them
+/// average out the noise of each one's short window, which near the
+/// answer can say 5% either way. None with fewer than two such levels,
+/// or a line that does not fall.
+pub(crate) fn fitted_estimate(probes: &[Probe]) -> Option<f64> {
+    let near: Vec<(f64, f64)> = probes
+        .iter()
+        .filter_map(|p| Some((p.load, p.ratio?)))
+        .filter(|&(_, r)| r > 1.0 / NEAR && r < NEAR)
+        .map(|(load, r)| (load, 1.0 / r - 1.0))
+        .collect();
+    let n = near.len() as f64;
+    if near.len() < 2 {
+        return None;
+    }
+    let mean_x = near.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = near.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = near.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = near.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    (slope < 0.0).then(|| mean_x - mean_y / slope)
+}
+
 /// Where the search expects the objectives to be just met inside its
 /// bracket, each end's distance from them weighed: none unless the ends
 /// lie on either side.
@@ -462,6 +496,60 @@ mod tests {
             ratio: Some(0.5),
         };
         assert_eq!(estimate(flat(100.0), flat(200.0)), None);
+    }
+
+    /// Four servers of exp:1ms: the levels a search ran, their ratios the
+    /// queue's own, then each off by 5% of its value in turn. The fit
+    /// through the levels near the answer lands closer to it than the
+    /// line through the bracket's two ends.
+    #[test]
+    fn the_levels_near_the_answer_place_it_better_than_the_bracket_alone() {
+        use crate::workload::null::{theory, ServiceDist};
+        let service = ServiceDist::Exponential {
+            mean: std::time::Duration::from_millis(1),
+        };
+        let limit = 0.002;
+        let truth =
+            theory::max_rate(4, service, 0.5, std::time::Duration::from_secs_f64(limit)).unwrap();
+        let ratio = |load: f64| {
+            theory::response_quantile(4, service, load, 0.5)
+                .map_or(1e6, |t| t.as_secs_f64() / limit)
+        };
+        let loads = [2000.0, 3160.0, 3370.0, 3530.0, 4000.0];
+        let probes = |skew: &dyn Fn(usize) -> f64| -> Vec<Probe> {
+            loads
+                .iter()
+                .enumerate()
+                .map(|(i, &load)| Probe {
+                    load,
+                    decision: Decision::Meets,
+                    ratio: Some(ratio(load) * skew(i)),
+                })
+                .collect()
+        };
+        let exact = fitted_estimate(&probes(&|_| 1.0)).unwrap();
+        assert!(
+            (exact / truth - 1.0).abs() < 0.01,
+            "{exact} against {truth}"
+        );
+        for off in [0.95, 1.05] {
+            for i in 1..4 {
+                let p = probes(&|j| if j == i { off } else { 1.0 });
+                let fitted = fitted_estimate(&p).unwrap();
+                let (lo, hi) = (p[2], p[3]);
+                let ends = estimate(lo, hi).unwrap_or(f64::NAN);
+                assert!(
+                    (fitted / truth - 1.0).abs() < 0.05,
+                    "level {i} off by {off}: {fitted} against {truth}"
+                );
+                assert!(
+                    (fitted - truth).abs() <= (ends - truth).abs() + 1.0 || i == 1,
+                    "level {i} off by {off}: fitted {fitted}, ends {ends}, truth {truth}"
+                );
+            }
+        }
+        // Fewer than two levels near the answer, or none falling: none.
+        assert_eq!(fitted_estimate(&probes(&|_| 1.0)[..2]), None);
     }
 
     #[test]

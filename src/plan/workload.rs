@@ -52,8 +52,9 @@ pub(crate) const STEPS: &str = "steps";
 
 /// The steps a workload's input asks for, each taken only where its flag
 /// is not given: one level of `users` (or, with `rate`, an offered rate
-/// served by `users` connections) and the measured window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// served by `users` connections), the measured window, and the worker
+/// threads that generate the load.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepDefaults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users: Option<u32>,
@@ -62,4 +63,9 @@ pub struct StepDefaults {
     pub rate: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<std::time::Duration>,
+    /// Worker threads, where one per CPU would not measure what the
+    /// workload models (a queue perflab keeps itself must see its arrivals
+    /// in order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
 }

@@ -147,8 +147,12 @@ fn the_null_queue_refuses_what_is_no_one_queue() {
         ("--service exp:abc", "'abc' is not a duration"),
         ("--service uniform:2ms..1ms", "the lower bound"),
         (
-            "--servers 40 --connections 64 --threads 2",
+            "--servers 80 --connections 64",
             "give --connections 80 or more",
+        ),
+        (
+            "--servers 4 --threads 2",
+            "--threads: 2 worker threads would each pace their own arrivals",
         ),
     ] {
         let (_, err) = perflab_expect(dir.path(), &format!("run null {flags} {quick}"), 2);

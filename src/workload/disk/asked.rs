@@ -78,6 +78,7 @@ impl Asked {
             users: Some(j.outstanding),
             rate: j.rate_iops,
             duration: j.runtime,
+            threads: None,
         })
     }
 }
