@@ -64,6 +64,7 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
                 service: ServiceDist::default(),
                 stall: None,
                 servers: None,
+                steps: None,
             },
         )
         .expect("a null spec records"),
