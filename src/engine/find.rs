@@ -19,7 +19,9 @@
 //!    time percentiles go as 1/(capacity − load), and close for many
 //!    servers near saturation — offset by 40% of the precision towards the
 //!    side the last probe did not fall on, so that the next two probes
-//!    usually close the bracket from both sides. An end kept while the
+//!    usually close the bracket from both sides; when a probe can close
+//!    it whatever it shows (a bracket under twice the precision wide), it
+//!    goes where it does, nearest that point. An end kept while the
 //!    other moved twice or more counts for half as much each time (the
 //!    Illinois rule of regula falsi), so that a curve bent one way does
 //!    not creep up on the answer from one side. The probe stays at least
@@ -173,7 +175,19 @@ impl Search {
         } else {
             guess * (1.0 - offset)
         };
-        aimed.clamp(lo.load + span / 10.0, hi.load - span / 10.0)
+        self.closing(lo.load, hi.load)
+            .map_or(aimed, |(from, to)| aimed.clamp(from, to))
+            .clamp(lo.load + span / 10.0, hi.load - span / 10.0)
+    }
+
+    /// Where one probe closes the bracket whatever it shows: from the
+    /// lowest level whose meeting leaves `hi` within the precision, to the
+    /// highest level whose missing leaves it within the precision of `lo`
+    /// (levels as probed, rounded inwards). None when no level does.
+    fn closing(&self, lo: f64, hi: f64) -> Option<(f64, f64)> {
+        let from = self.level_up(hi / (1.0 + self.precision)).value();
+        let to = self.level_down(lo * (1.0 + self.precision)).value();
+        (from > lo && to < hi && from <= to).then_some((from, to))
     }
 
     /// Whether the latest probes all met (so the bracket's upper end was
@@ -226,6 +240,15 @@ impl Search {
         }
         let digits = 10f64.powf(load.log10().floor() - 2.0);
         Level::Rate(((load / digits).ceil() * digits).clamp(MIN_RATE, MAX_RATE))
+    }
+
+    /// The highest level at or below `load`.
+    fn level_down(&self, load: f64) -> Level {
+        if self.users {
+            return self.level(load.floor());
+        }
+        let digits = 10f64.powf(load.log10().floor() - 2.0);
+        Level::Rate(((load / digits).floor() * digits).clamp(MIN_RATE, MAX_RATE))
     }
 
     fn ceiling(&self) -> f64 {
@@ -472,6 +495,41 @@ mod tests {
             ratio: Some(0.9),
         });
         assert_eq!(s.next(), None);
+    }
+
+    /// A bracket from 3430/s to 3680/s (7.3%) closes in one probe at any
+    /// level from 3510 (meeting there leaves 4.8%) to 3600 (missing there
+    /// leaves 5.0%): the probe goes there, not where the ratios point
+    /// (3605/s, and 2% beyond after a level that met).
+    #[test]
+    fn a_bracket_one_probe_can_close_is_closed_by_it() {
+        let mut s = Search::new(Level::Rate(2000.0), 0.05);
+        for (load, decision, ratio) in [
+            (2000.0, Decision::Meets, 0.35),
+            (4000.0, Decision::Breaks, 8.0),
+            (3170.0, Decision::Meets, 0.7),
+            (3680.0, Decision::Breaks, 1.05),
+            (3430.0, Decision::Meets, 0.9),
+        ] {
+            s.record(Probe {
+                load,
+                decision,
+                ratio: Some(ratio),
+            });
+        }
+        let next = s.next().unwrap().value();
+        assert!((3510.0..=3600.0).contains(&next), "{next}");
+        for decision in [Decision::Meets, Decision::Breaks, Decision::Undecided] {
+            let mut after = s.clone();
+            after.record(Probe {
+                load: next,
+                decision,
+                ratio: Some(1.0),
+            });
+            assert_eq!(after.next(), None, "{decision:?} at {next}");
+        }
+        // Twice the precision or more: no one probe closes it.
+        assert_eq!(s.closing(3000.0, 3400.0), None);
     }
 
     #[test]
