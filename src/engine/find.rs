@@ -225,30 +225,28 @@ impl Search {
     /// The level nearest `load`: whole users, or a rate to three
     /// significant figures.
     fn level(&self, load: f64) -> Level {
-        if self.users {
-            Level::Users(load.round().clamp(1.0, f64::from(MAX_USERS)) as u32)
-        } else {
-            let digits = 10f64.powf(load.log10().floor() - 2.0);
-            Level::Rate(((load / digits).round() * digits).clamp(MIN_RATE, MAX_RATE))
-        }
+        self.rounded(load, f64::round)
     }
 
     /// The lowest level at or above `load`.
     fn level_up(&self, load: f64) -> Level {
-        if self.users {
-            return self.level(load.ceil());
-        }
-        let digits = 10f64.powf(load.log10().floor() - 2.0);
-        Level::Rate(((load / digits).ceil() * digits).clamp(MIN_RATE, MAX_RATE))
+        self.rounded(load, f64::ceil)
     }
 
     /// The highest level at or below `load`.
     fn level_down(&self, load: f64) -> Level {
+        self.rounded(load, f64::floor)
+    }
+
+    /// `load` rounded by `round` to whole users, or to a rate of three
+    /// significant figures.
+    fn rounded(&self, load: f64, round: fn(f64) -> f64) -> Level {
         if self.users {
-            return self.level(load.floor());
+            Level::Users(round(load).clamp(1.0, f64::from(MAX_USERS)) as u32)
+        } else {
+            let digits = 10f64.powf(load.log10().floor() - 2.0);
+            Level::Rate((round(load / digits) * digits).clamp(MIN_RATE, MAX_RATE))
         }
-        let digits = 10f64.powf(load.log10().floor() - 2.0);
-        Level::Rate(((load / digits).floor() * digits).clamp(MIN_RATE, MAX_RATE))
     }
 
     fn ceiling(&self) -> f64 {

@@ -75,8 +75,8 @@ impl Ledger {
 /// `--threads` is given. Each worker paces its own arrivals on its own
 /// timer, and the queue books an arrival when a session takes it: from
 /// two workers, one whose timer woke late books its arrivals after later
-/// ones from the other, which have taken the servers that frees first
-/// and left the time between idle. The queue then serves less than its
+/// ones from the other, which have taken the server that freed first and
+/// left the time between idle. The queue then serves less than its
 /// servers can, and by more the later the host wakes the workers (on a
 /// busy 2-CPU host a search for `p95<5ms` landed 12% under the analytic
 /// answer, its steps 5-9 ms late at p99). One worker releases its
