@@ -152,13 +152,22 @@ fn the_null_queue_refuses_what_is_no_one_queue() {
         ),
         (
             "--servers 4 --threads 2",
-            "--threads: 2 worker threads would each pace their own arrivals",
+            "--threads: 2 worker threads would each book their own arrivals",
         ),
     ] {
         let (_, err) = perflab_expect(dir.path(), &format!("run null {flags} {quick}"), 2);
         contains(&err, says);
         assert_eq!(err.trim_end().lines().count(), 1, "{flags}: {err}");
     }
+    // A closed loop's users book their next operation from their last
+    // reply: two threads disorder it just the same.
+    let (_, err) = perflab_expect(
+        dir.path(),
+        "run null --servers 4 --users 4 --threads 2 --warmup 0s --duration 1s",
+        2,
+    );
+    contains(&err, "--threads: 2 worker threads would each book");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     let token = dir.path().join("token");
     std::fs::write(&token, "t0ken-5ecret-4b1d-generators\n").unwrap();
     let generator = Agent::start_with(dir.path(), &token, &["--generate"], "127.0.0.1");

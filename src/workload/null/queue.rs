@@ -90,9 +90,11 @@ pub(crate) fn step_defaults() -> StepDefaults {
 }
 
 /// Whether a plan can run the queue of `servers` as one queue: not
-/// split across generators (each would queue its share apart), and, in
-/// an open loop, fed by one worker thread (see [`step_defaults`]) with at
-/// least `servers` sessions.
+/// split across generators (each would queue its share apart), fed by one
+/// worker thread (see [`step_defaults`]; a closed loop's users book their
+/// next operation from their last reply, and one on a thread that woke
+/// late books it after later ones just as an open loop's arrivals would),
+/// and, in an open loop, with at least `servers` sessions.
 /// A worker whose sessions are all busy holds its next arrival back
 /// until one is free; were that possible while a server idles, the
 /// session pool would be a second queue in front of the servers. With
@@ -107,17 +109,17 @@ pub(crate) fn check_plan(servers: u32, plan: &Plan) -> Result<(), PlanError> {
             "run the null queue without --generators, or drop --servers",
         ));
     }
+    if plan.threads > 1 {
+        return Err(PlanError::flag(
+            "--threads",
+            format!(
+                "{} worker threads would each book their own arrivals, and the queue would serve a late thread's after later ones, idling its servers between",
+                plan.threads
+            ),
+            "leave --threads out (a queue's arrivals come from one thread) or give --threads 1",
+        ));
+    }
     if let LoadModel::Open { connections, .. } = plan.load {
-        if plan.threads > 1 {
-            return Err(PlanError::flag(
-                "--threads",
-                format!(
-                    "{} worker threads would each pace their own arrivals, and the queue would serve a late thread's after later ones, idling its servers between",
-                    plan.threads
-                ),
-                "leave --threads out (a queue's arrivals come from one thread) or give --threads 1",
-            ));
-        }
         if connections < servers {
             return Err(PlanError::flag(
                 "--connections",
