@@ -298,7 +298,7 @@ pub(crate) fn note_budget(o: &mut SloOutcome, steps_run: usize, find: Find, user
         return;
     }
     let narrow = match (o.max_load, o.limit_load) {
-        (Some(lo), Some(hi)) => hi <= lo * (1.0 + find.precision) || (users && hi - lo <= 1.0),
+        (Some(lo), Some(hi)) => crate::engine::within(lo, hi, find.precision, users),
         _ => false,
     };
     if !narrow {
@@ -322,8 +322,16 @@ fn answer(o: &SloOutcome, points: &[StepPoint]) -> String {
         Some(miss) => out.push_str(&format!("; {miss}")),
         None => out.push_str("; no load run broke them: the limit lies beyond the highest"),
     }
+    let undecided = |l: &LevelOutcome| l.judgement.decision == Decision::Undecided;
+    if o.max_load.is_none() && o.levels.len() >= 2 && o.levels[..2].iter().all(undecided) {
+        out.push_str(LOWEST_UNDECIDED);
+    }
     out
 }
+
+/// Said in the answer when nothing met and the two lowest loads were too
+/// close to call (where a search going down stops).
+const LOWEST_UNDECIDED: &str = "; the two lowest loads were too close to call (a low load counts few operations): longer steps (--duration) may decide them";
 
 /// How far the objectives held, from `p`, the highest load that met them
 /// (throughput `x`). In an open loop, the rate at which they are expected
@@ -400,5 +408,34 @@ mod tests {
         // One user apart is as narrow as users go.
         assert!(!said(bracket(Some(7.0), Some(8.0)), 4, true));
         assert!(said(bracket(Some(7.0), Some(8.0)), 4, false));
+        // Within 5% to the levels' three figures, as the search ends.
+        assert!(!said(bracket(Some(3170.0), Some(3330.0)), 4, false));
+        assert!(said(bracket(Some(3170.0), Some(3340.0)), 4, false));
+    }
+
+    /// Nothing met and the two lowest loads undecided: the answer says
+    /// what may decide them; one that broke lower is no such case.
+    #[test]
+    fn an_answer_from_undecided_low_loads_says_what_may_decide_them() {
+        let level = |load: f64, decision: Decision| LevelOutcome {
+            load,
+            steps: vec![0],
+            judgement: LevelJudgement {
+                decision,
+                objectives: Vec::new(),
+            },
+        };
+        let mut o = bracket(None, Some(500.0));
+        o.levels = vec![
+            level(500.0, Decision::Undecided),
+            level(1000.0, Decision::Undecided),
+        ];
+        assert!(
+            answer(&o, &[]).ends_with(LOWEST_UNDECIDED),
+            "{}",
+            answer(&o, &[])
+        );
+        o.levels[0].judgement.decision = Decision::Breaks;
+        assert!(!answer(&o, &[]).contains(LOWEST_UNDECIDED));
     }
 }

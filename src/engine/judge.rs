@@ -183,30 +183,40 @@ impl LevelJudgement {
         }
     }
 
-    /// Whether another run of a level is worth its time: for an
-    /// undecided level, when it is expected to decide it (some undecided
-    /// objective lies further from its bound than its interval's
-    /// half-width would be with twice the intervals; one whose estimate
-    /// sits on the bound is too close to call, and running it again only
-    /// spends the budget); for a level that met, when its estimate lies
-    /// near a bound: it would be claimed. A level that broke narrowly is
-    /// not run again: were its window stormy, it caps the answer a little
-    /// low, on the safe side, and the search probes below it anyway (in
-    /// 30 searches of the null queue each of 11 narrow breaks run again broke
-    /// again, each costing a step).
-    pub(crate) fn another_run_may_decide(&self) -> bool {
+    /// Whether another run of a level may change its judgement: for an
+    /// undecided level, when some undecided objective lies further from
+    /// its bound than its interval's half-width would be with twice the
+    /// intervals (one whose estimate sits on the bound is too close to
+    /// call, and running it again only spends the budget); with
+    /// `to_meet`, only when every undecided objective lies that far
+    /// under its bound, so that the level may turn out to meet. For a
+    /// level that met, when its estimate lies near a bound. A level that
+    /// broke is not run again. Whether the search wants another run is
+    /// its own call ([`super::find::Search::runs_again`]).
+    pub(crate) fn another_run_may_decide(&self, to_meet: bool) -> bool {
         match self.decision {
             Decision::Meets => return self.near_a_bound(),
             Decision::Breaks => return false,
             Decision::Undecided => {}
         }
-        self.objectives
+        let far = |j: &&Judgement| {
+            let half = (j.high - j.low) / 2.0;
+            let margin = if to_meet {
+                j.bound - j.estimate
+            } else {
+                (j.estimate - j.bound).abs()
+            };
+            !half.is_finite() || margin >= NARROWER_BY_A_RUN * half
+        };
+        let mut undecided = self
+            .objectives
             .iter()
-            .filter(|j| j.decision == Decision::Undecided)
-            .any(|j| {
-                let half = (j.high - j.low) / 2.0;
-                !half.is_finite() || (j.estimate - j.bound).abs() >= NARROWER_BY_A_RUN * half
-            })
+            .filter(|j| j.decision == Decision::Undecided);
+        if to_meet {
+            undecided.all(|j| far(&j))
+        } else {
+            undecided.any(|j| far(&j))
+        }
     }
 }
 
@@ -406,24 +416,36 @@ mod tests {
             }],
         };
         // On the bound: twice the intervals still straddle it.
-        assert!(!undecided(0.051, 0.03, 0.072).another_run_may_decide());
+        assert!(!undecided(0.051, 0.03, 0.072).another_run_may_decide(false));
         // 1.5 points over with a half-width of 2: the half-width with
-        // twice the intervals, about 1.41, would exclude the bound.
-        assert!(undecided(0.065, 0.045, 0.085).another_run_may_decide());
+        // twice the intervals, about 1.41, would exclude the bound, and
+        // the level break; not meet.
+        assert!(undecided(0.065, 0.045, 0.085).another_run_may_decide(false));
+        assert!(!undecided(0.065, 0.045, 0.085).another_run_may_decide(true));
+        // As far under: it may meet.
+        assert!(undecided(0.035, 0.015, 0.055).another_run_may_decide(true));
+        // Two undecided objectives, one leaning each way: the level may
+        // be decided (broken), but meets only if both do.
+        let mut both = undecided(0.035, 0.015, 0.055);
+        both.objectives
+            .extend(undecided(0.065, 0.045, 0.085).objectives);
+        assert!(both.another_run_may_decide(false));
+        assert!(!both.another_run_may_decide(true));
         // One interval's count alone: nothing to scale.
-        assert!(undecided(0.05, f64::NEG_INFINITY, f64::INFINITY).another_run_may_decide());
-        // Decided by less than two half-widths: a narrow meet runs again
-        // (it would be claimed), a narrow break does not; decided by more,
-        // neither does.
+        let unknown = undecided(0.05, f64::NEG_INFINITY, f64::INFINITY);
+        assert!(unknown.another_run_may_decide(false) && unknown.another_run_may_decide(true));
+        // Decided by less than two half-widths: a narrow meet may not
+        // hold, a narrow break is not run again; decided by more, neither
+        // is.
         let decided = |decision: Decision, estimate: f64, low: f64, high: f64| {
             let mut j = undecided(estimate, low, high);
             j.decision = decision;
             j.objectives[0].decision = decision;
             j
         };
-        assert!(decided(Decision::Meets, 0.04, 0.032, 0.048).another_run_may_decide());
-        assert!(!decided(Decision::Breaks, 0.06, 0.052, 0.068).another_run_may_decide());
-        assert!(!decided(Decision::Meets, 0.02, 0.015, 0.025).another_run_may_decide());
+        assert!(decided(Decision::Meets, 0.04, 0.032, 0.048).another_run_may_decide(false));
+        assert!(!decided(Decision::Breaks, 0.06, 0.052, 0.068).another_run_may_decide(false));
+        assert!(!decided(Decision::Meets, 0.02, 0.015, 0.025).another_run_may_decide(false));
     }
 
     #[test]

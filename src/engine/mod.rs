@@ -23,7 +23,7 @@ mod sweep;
 mod worker;
 
 pub use crate::record::{GeneratorStep, IntervalRecord, StepResult, StepStatus};
-pub(crate) use find::{estimate as capacity_estimate, fitted_estimate, Probe};
+pub(crate) use find::{estimate as capacity_estimate, fitted_estimate, within, Probe};
 pub(crate) use judge::{
     judge, offered, value as slo_value, Batch, Decision, Judgement, LevelJudgement,
 };

@@ -263,7 +263,10 @@ impl<W: Workload> Sweeper<'_, W> {
                     StepOutcome::Ends(end) => return Ok(end),
                 };
                 let decision = judged.decision;
-                if runs >= plan.max_repeat || !judged.another_run_may_decide() || index >= budget {
+                if runs >= plan.max_repeat
+                    || !search.runs_again(level.value(), &judged)
+                    || index >= budget
+                {
                     break Probe {
                         load: level.value(),
                         decision,

@@ -89,23 +89,25 @@ fn a_sweep_with_objectives_judges_each_step_and_answers() {
 ///
 /// Alone, on a quiet machine, `bench/find.sh` measures 5 to 7 steps and a
 /// capacity (the latency ratio followed to 1 between the loads that met
-/// and missed) within 5% of the truth, below or above, in every search; a
+/// and missed) within 5% of the truth, below or above, in 28 of 30
+/// searches (the other two +5.1% and +5.3%, one seed in two runs); a
 /// linear sweep at 5% of the answer takes 21 steps, a bisection that
 /// decides each level by its point value lands anywhere in the noise band
 /// (near ρ = 0.8 the share over the limit of one 3 s window scatters by
 /// ±2.5 points, ±4% of the load), and one that counts undecided levels as
 /// broken claims the bracket's lower end, up to 10% low.
 ///
-/// Here the other tests of the suite run beside this one, and their load
-/// wakes the queue's timers late: the queue itself is slower than its
-/// theory (by up to 17% with one CPU kept busy), its windows noisier, and
-/// more levels need a second run. So the test holds the search to: a
-/// bracket within 5%; no rate claimed to meet more than 3% above the truth
-/// (the statistics' own error at 97.5%, with correlated windows); the
-/// capacity within 5% above and 20% below the truth; at most 10 steps.
+/// The test runs with no other test that loads the machine beside it
+/// (`support::alone`), and holds the search to what a quiet machine
+/// gives: a bracket within 5%; no rate claimed to meet more than 3% above
+/// the truth (the statistics' own error at 97.5%, with correlated
+/// windows); the capacity within 5% of the truth either way; at most 7
+/// steps, a third of the linear sweep's 21. A storm from another guest
+/// of the host can still spoil one window, so a search that misses runs
+/// once more, and the test fails when both miss.
 #[test]
 fn the_search_finds_the_known_capacity_of_a_queue() {
-    let _heavy = crate::support::heavy();
+    let _alone = crate::support::alone();
     for (objective, q, limit_ms) in [
         ("p95<5ms", 0.95, 5.0),
         ("p99<10ms", 0.99, 10.0),
@@ -153,8 +155,8 @@ fn one_search(objective: &str, q: f64, limit_ms: f64) -> Result<(), String> {
         && above <= held * 1.05 + 1.0
         && capacity >= held
         && capacity <= truth * 1.05
-        && capacity >= truth * 0.8
-        && steps <= 10
+        && capacity >= truth * 0.95
+        && steps <= 7
         && answer.starts_with(&format!(
             "holds {} up to ",
             slo["objectives"][0].as_str().unwrap_or("?")

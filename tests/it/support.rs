@@ -509,21 +509,35 @@ static HEAVY_FREED: std::sync::Condvar = std::sync::Condvar::new();
 /// them in the suite's other threads (`--test-threads 4` in
 /// `scripts/test.sh`). Held until the returned guard drops.
 pub fn heavy() -> HeavySlot {
-    let mut taken = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
-    while *taken >= HEAVY_AT_ONCE {
-        taken = HEAVY_FREED.wait(taken).unwrap_or_else(|p| p.into_inner());
-    }
-    *taken += 1;
-    HeavySlot
+    take_slots(1)
 }
 
-/// A slot of [`heavy`]; given back when dropped, a failed test's too.
-pub struct HeavySlot;
+/// Every slot of [`heavy`]: for a test whose figures are held to what a
+/// quiet machine gives (the search's steps against the truth of the
+/// null queue), no other test that loads the machine runs beside it.
+pub fn alone() -> HeavySlot {
+    take_slots(HEAVY_AT_ONCE)
+}
+
+/// Takes `n` slots once that many are free.
+fn take_slots(n: usize) -> HeavySlot {
+    let mut taken = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    while *taken + n > HEAVY_AT_ONCE {
+        taken = HEAVY_FREED.wait(taken).unwrap_or_else(|p| p.into_inner());
+    }
+    *taken += n;
+    HeavySlot(n)
+}
+
+/// Slots of [`heavy`] or [`alone`]; given back when dropped, a failed
+/// test's too.
+pub struct HeavySlot(usize);
 
 impl Drop for HeavySlot {
     fn drop(&mut self) {
         let mut taken = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
-        *taken = taken.saturating_sub(1);
-        HEAVY_FREED.notify_one();
+        *taken = taken.saturating_sub(self.0);
+        // Waiters want different counts: each looks again.
+        HEAVY_FREED.notify_all();
     }
 }
