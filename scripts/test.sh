@@ -96,49 +96,21 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 # suite prints what each scenario's runs concluded even when they pass.
 failed=()
 timings=()
-# Notes group $1's result: its seconds $2 and exit status $3.
-record() {
-    timings+=("$(printf '%-8s %5d s  %s' "$1" "$2" "$( (($3 == 0)) && echo ok || echo "FAILED (status $3)")")")
-    (($3 == 0)) || failed+=("$1")
-}
 group() {
     local name=$1 start=$SECONDS rc=0
     shift
     echo "== $name: $*"
     "$@" || rc=$?
-    record "$name" $((SECONDS - start)) "$rc"
-}
-# A group run beside the next ones: its output is held back and printed,
-# with its own time, when `beside_done` waits for it.
-beside() {
-    beside_name=$1
-    shift
-    beside_out=$(mktemp)
-    echo "== $beside_name (beside the next group, its output below when it ends): $*"
-    (
-        start=$(date +%s) rc=0
-        "$@" >"$beside_out" 2>&1 || rc=$?
-        echo "$(($(date +%s) - start)) $rc" >"$beside_out.done"
-    ) &
-    beside_pid=$!
-}
-beside_done() {
-    wait "$beside_pid" || true
-    echo "== $beside_name, run beside:"
-    cat "$beside_out"
-    local seconds=0 rc=1
-    read -r seconds rc <"$beside_out.done" || true
-    rm -f "$beside_out" "$beside_out.done"
-    record "$beside_name" "$seconds" "$rc"
+    timings+=("$(printf '%-8s %5d s  %s' "$name" $((SECONDS - start)) "$( ((rc == 0)) && echo ok || echo "FAILED (status $rc)")")")
+    ((rc == 0)) || failed+=("$name")
 }
 group fmt cargo fmt --check
-# The lint and the optimised build each compile perflab's own crate, whose
-# front end (parsing, type and borrow checks) runs on one CPU: side by side
-# they keep both CPUs busy. The lint has its own target directory, since
-# cargo lets one build at a time use a directory.
-beside clippy env CARGO_TARGET_DIR=target/lint cargo clippy --all-targets -- -D warnings
+# The lint and the optimised build one after the other: side by side (the
+# lint in its own target directory) they took 714 s against 741 s, the
+# build keeping both CPUs busy on its own, for a second copy of the
+# dependencies' lint build.
+group clippy cargo clippy --all-targets -- -D warnings
 group build cargo test --release --all-targets --no-run
-beside_done
 group unit cargo test --release --lib --bins
 # Four threads: the tests that load the machine or its disk take one of
 # two slots (`support::heavy` in tests/it/support.rs), so no more of them
@@ -148,7 +120,7 @@ group verdict cargo test --release --test verdict -- --show-output
 echo
 echo "time per group"
 printf '  %s\n' "${timings[@]}"
-printf '  %-8s %5d s  (clippy ran beside the build)\n' total "$SECONDS"
+printf '  %-8s %5d s\n' total "$SECONDS"
 if ((${#failed[@]})); then
     echo "error: failed: ${failed[*]}" >&2
     exit 1

@@ -764,6 +764,13 @@ fn a_labs_target_password_is_shown_and_stored_nowhere() {
 /// --need` answers from the searched levels, within the lab's objectives
 /// when it names none: a variant meets a need at or under the highest
 /// rate its search showed to meet them, and none meets a need beyond.
+///
+/// The objective leaves room for a loaded host: with another heavy test
+/// beside it and the hypervisor taking 6-17% of the CPU, nginx on one
+/// CPU once read a p95 of 5.9 ms at 125/s and 8 ms at 2000/s, so that
+/// `p95<5ms` met at no load. What is checked here is how the lab reports
+/// its searches, not how narrow they are (a 20% precision ends them in
+/// few steps).
 #[test]
 fn a_lab_that_searches_answers_the_need_from_its_searches() {
     let _heavy = crate::support::heavy();
@@ -773,8 +780,8 @@ fn a_lab_that_searches_answers_the_need_from_its_searches() {
         r#"name = "web-find"
 workload = "web"
 target = "nginx:managed"
-args = "--rate 2000 --warmup 0.3s --duration 2s --interval 250ms --max-error-rate 100%"
-slo = "p95<5ms"
+args = "--rate 2000 --warmup 0.3s --duration 2s --interval 250ms --max-error-rate 100% --precision 20%"
+slo = "p95<20ms"
 find = true
 
 [vary]
@@ -783,10 +790,10 @@ cpus = ["0", "0-1"]
     )
     .unwrap();
     let out = perflab_expect(dir.path(), "lab lab.toml", 0).0;
-    contains(&out, "meets p95<5.00ms");
+    contains(&out, "meets p95<20.0ms");
     // The lab's report says what each variant's search found.
     contains(&out, "within the objectives");
-    assert_eq!(out.matches(": holds p95<5.00ms").count(), 2, "{out}");
+    assert_eq!(out.matches(": holds p95<20.0ms").count(), 2, "{out}");
     let report = |need: &str| -> serde_json::Value {
         let json = perflab_expect(
             dir.path(),
@@ -799,7 +806,7 @@ cpus = ["0", "0-1"]
     let low = report("500/s");
     let capacity = &low["capacity"];
     assert_eq!(
-        capacity["asked"], "500 req/s within p95<5.00ms",
+        capacity["asked"], "500 req/s within p95<20.0ms",
         "{capacity}"
     );
     let met = capacity["met"].as_array().unwrap();

@@ -493,8 +493,12 @@ pub fn free_port() -> u16 {
 /// CPUs, as when the suite ran two tests at a time.
 const HEAVY_AT_ONCE: usize = 2;
 
-/// Slots taken by the tests that load the machine.
-static HEAVY: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+/// Slots taken by the tests that load the machine, and how many tests
+/// wait to run [`alone`].
+static HEAVY: std::sync::Mutex<Slots> = std::sync::Mutex::new(Slots {
+    taken: 0,
+    alone_waiting: 0,
+});
 static HEAVY_FREED: std::sync::Condvar = std::sync::Condvar::new();
 
 /// A slot for a test that loads the machine for seconds (a sweep at full
@@ -515,17 +519,33 @@ pub fn heavy() -> HeavySlot {
 /// Every slot of [`heavy`]: for a test whose figures are held to what a
 /// quiet machine gives (the search's steps against the truth of the
 /// null queue), no other test that loads the machine runs beside it.
+/// While one waits, no [`heavy`] test starts: the running ones drain, and
+/// it does not wait for the suite's last.
 pub fn alone() -> HeavySlot {
     take_slots(HEAVY_AT_ONCE)
 }
 
-/// Takes `n` slots once that many are free.
+/// The heavy slots' state.
+struct Slots {
+    taken: usize,
+    alone_waiting: usize,
+}
+
+/// Takes `n` slots once that many are free (and, for one, once no test
+/// waits to run alone).
 fn take_slots(n: usize) -> HeavySlot {
-    let mut taken = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
-    while *taken + n > HEAVY_AT_ONCE {
-        taken = HEAVY_FREED.wait(taken).unwrap_or_else(|p| p.into_inner());
+    let alone = n == HEAVY_AT_ONCE;
+    let mut slots = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    if alone {
+        slots.alone_waiting += 1;
     }
-    *taken += n;
+    while slots.taken + n > HEAVY_AT_ONCE || (!alone && slots.alone_waiting > 0) {
+        slots = HEAVY_FREED.wait(slots).unwrap_or_else(|p| p.into_inner());
+    }
+    if alone {
+        slots.alone_waiting -= 1;
+    }
+    slots.taken += n;
     HeavySlot(n)
 }
 
@@ -535,8 +555,8 @@ pub struct HeavySlot(usize);
 
 impl Drop for HeavySlot {
     fn drop(&mut self) {
-        let mut taken = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
-        *taken = taken.saturating_sub(self.0);
+        let mut slots = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        slots.taken = slots.taken.saturating_sub(self.0);
         // Waiters want different counts: each looks again.
         HEAVY_FREED.notify_all();
     }

@@ -1,18 +1,18 @@
 //! The search for the highest load that meets the objectives (`--find`):
 //! which level the next step runs, from how the levels judged so far
 //! fared. The sweep runs the steps and judges them ([`super::judge`]); a
-//! level judged undecided runs again, its intervals pooled with the
-//! earlier runs', before the search hears of it, so the search itself only
-//! sees levels that met, broke, or stayed too close to call within the
-//! budget (taken as not met: a capacity is only claimed where it was
-//! shown).
+//! level runs again, its intervals pooled with the earlier runs', where
+//! the search says that may move its answer ([`Search::runs_again`]),
+//! before the search hears of it, so the search itself only sees levels
+//! that met, broke, or stayed too close to call within the budget (taken
+//! as not met: a capacity is only claimed where it was shown).
 //!
 //! The search, stated:
 //! 1. From the first level, double the load while levels meet (halve it
 //!    while they do not) until a level that meets lies below one that does
 //!    not: the bracket.
 //! 2. Narrow the bracket until its upper end is within `precision` of its
-//!    lower (or one user apart). Each probe is placed where the latency
+//!    lower, to the resolution of the levels ([`within`]). Each probe is placed where the latency
 //!    objectives' ratio (measured value over limit) is expected to reach
 //!    1, interpolating its reciprocal linearly in the load between the
 //!    bracket's ends — exact for a single-server queue, whose response
