@@ -11,18 +11,28 @@
 #     p99<5ms: its answer is what the search finds; the linear sweep then
 #     walks to 105% of it in steps of 5% of it.
 # A linear sweep at 5% resolution walks from 5% of the answer to 105%:
-# 21 steps. Every step: warm-up 0.3 s, 3 s measured in 250 ms intervals.
-# Usage: bench/find.sh [REPEATS] [LINEAR]   (defaults 5 searches per
-# objective, and 1: one linear sweep per target beside them; 0 for none)
+# 21 steps. Every step: warm-up 0.3 s, 3 s measured in 250 ms intervals,
+# or DURATION measured in INTERVAL (perflab's own defaults are 10s and 1s).
+# Usage: bench/find.sh [REPEATS] [LINEAR] [DURATION INTERVAL]   (defaults 5
+# searches per objective, and 1: one linear sweep per target beside them;
+# 0 for none)
 # PERFLAB= a binary to use instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
 repeats="${1:-5}"
 linear="${2:-1}"
+duration="${3:-3s}"
+interval="${4:-250ms}"
 for value in "$repeats" "$linear"; do
     if ! [[ "$value" =~ ^[0-9]+$ ]]; then
         echo "bench/find.sh: '$value' is not a whole number: give REPEATS and LINEAR, e.g. bench/find.sh 5 1" >&2
+        exit 2
+    fi
+done
+for value in "$duration" "$interval"; do
+    if ! [[ "$value" =~ ^[0-9]+(\.[0-9]+)?(ms|s|m)$ ]]; then
+        echo "bench/find.sh: '$value' is not a length of time: give DURATION and INTERVAL as perflab takes them, e.g. bench/find.sh 5 0 10s 1s" >&2
         exit 2
     fi
 done
@@ -32,7 +42,7 @@ if [ -z "${PERFLAB:-}" ]; then
 fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-timing=(--warmup 0.3s --duration 3s --interval 250ms)
+timing=(--warmup 0.3s --duration "$duration" --interval "$interval")
 
 # One run; prints "<seconds> <steps> <held> <limit> <capacity> <probes>"
 # from its export: the highest load that met, the lowest that did not, the
