@@ -150,6 +150,13 @@ pub(crate) fn analyze(run: &StoredRun, slos: &[Slo], max_cv: f64) -> Verdict {
         objectives::with_verdicts(o, &points, |p| verdict_of(p, shape, max_cv, seed))
     });
     let mut verdict = verdict_of(points, shape, max_cv, seed);
+    if let (Some(b), Some(o)) = (verdict.bottleneck.as_mut(), &slo) {
+        if b.kind == bottleneck::BottleneckKind::NotReached {
+            if let Some(next) = objectives::next_when_none_met(o, find.is_some(), closed) {
+                b.next = Some(next);
+            }
+        }
+    }
     verdict.slo = slo;
     verdict.rate_unit = unit;
     if server_host == "this host" {

@@ -123,8 +123,15 @@ pub(crate) fn outcome(
         .filter(|l| l.judgement.decision == Decision::Breaks)
         .map(|l| l.load)
         .find(|&l| met.is_some_and(|m| l > m.load));
+    let ceiling = met.and_then(|m| ceiling(&levels, m.load, broke_load));
     let capacity = match (met, limit) {
-        (Some(m), Some(l)) => Some(capacity(m.load, l.load, broke_load, points, slos)),
+        (Some(m), Some(l)) => Some(capacity(
+            m.load,
+            l.load,
+            ceiling.or(broke_load).unwrap_or(l.load),
+            points,
+            slos,
+        )),
         _ => None,
     };
     let mut out = SloOutcome {
@@ -170,13 +177,27 @@ pub(crate) fn with_verdicts(
     o
 }
 
+/// The highest level run above `met` and below `broke`, the lowest shown
+/// to break (too close to call, or met again): as far as the
+/// measurements under the break go.
+fn ceiling(levels: &[LevelOutcome], met: f64, broke: Option<f64>) -> Option<f64> {
+    levels
+        .iter()
+        .map(|l| l.load)
+        .filter(|&l| l > met && broke.is_none_or(|b| l < b))
+        .reduce(f64::max)
+}
+
 /// The load at which the objectives are expected to be just met: where
 /// the line through the latency ratios of the levels near them reaches 1
 /// (or, with fewer than two near, the line through the highest load that
-/// met them and the lowest that did not), kept inside their 95% interval,
-/// from `met` to the lowest load that broke them (`missed` when none did,
-/// whose level was too close to call).
-fn capacity(met: f64, missed: f64, broke: Option<f64>, points: &[StepPoint], slos: &[Slo]) -> f64 {
+/// met them and the lowest that did not, `missed`), kept from `met` to
+/// `ceiling`: the highest level too close to call above `met`, or else
+/// the lowest that broke. A line reaching 1 beyond a level too close to call would
+/// be read past what was measured (from 3,510/s too close to call to a
+/// break at 4,000/s, the first probe's doubling), where one window's calm
+/// tail can carry it.
+fn capacity(met: f64, missed: f64, ceiling: f64, points: &[StepPoint], slos: &[Slo]) -> f64 {
     let probe = |load: f64, decision| crate::engine::Probe {
         load,
         decision,
@@ -196,9 +217,7 @@ fn capacity(met: f64, missed: f64, broke: Option<f64>, points: &[StepPoint], slo
                 probe(missed, Decision::Breaks),
             )
         })
-        .map_or((met * missed).sqrt(), |at| {
-            at.clamp(met, broke.unwrap_or(missed).max(met))
-        })
+        .map_or((met * missed).sqrt(), |at| at.clamp(met, ceiling.max(met)))
 }
 
 /// The latency objectives' value over their limit at `load` (the largest
@@ -310,6 +329,40 @@ pub(crate) fn note_budget(o: &mut SloOutcome, steps_run: usize, find: Find, user
     }
 }
 
+/// What to do next when no load run met the objectives and the server
+/// was not saturated (the verdict would say to sweep further up, where
+/// they break all the more): a list run goes lower; a search that went
+/// as low as it could leaves the objectives, or what sets one
+/// operation's time, to look at. `searched` for a run with `--find`,
+/// `closed` when the load is users.
+pub(crate) fn next_when_none_met(o: &SloOutcome, searched: bool, closed: bool) -> Option<String> {
+    if o.max_load.is_some() {
+        return None;
+    }
+    let lowest = o.levels.first()?.load;
+    let objectives = o.objectives.join(", ");
+    let lower = if closed {
+        (lowest >= 2.0).then(|| format!("--users {:.0}", (lowest / 4.0).floor().max(1.0)))
+    } else {
+        Some(format!("--rate {:.0}", (lowest / 4.0).floor().max(1.0)))
+    };
+    Some(match lower {
+        Some(lower) if !searched => {
+            format!("no load run met {objectives}: sweep lower loads, down to {lower}")
+        }
+        _ => {
+            let at = if closed {
+                format!("{lowest:.0} user{}", if lowest == 1.0 { "" } else { "s" })
+            } else {
+                crate::units::OpsPerSec(lowest).to_string()
+            };
+            format!(
+                "no load met {objectives}, down to {at}, with the server short of saturation: what sets one operation's response time at low load is the limit; relax the objectives or shorten that time"
+            )
+        }
+    })
+}
+
 /// The line a planner quotes.
 fn answer(o: &SloOutcome, points: &[StepPoint]) -> String {
     let objectives = o.objectives.join(", ");
@@ -415,6 +468,70 @@ mod tests {
 
     /// Nothing met and the two lowest loads undecided: the answer says
     /// what may decide them; one that broke lower is no such case.
+    #[test]
+    fn the_capacity_is_not_read_past_the_highest_level_too_close_to_call() {
+        // Met at 3200/s, too close to call at 3350/s and 3510/s (a calm
+        // window's p99 at 9.0 ms), broke at 4000/s: the line through the
+        // ratios reaches 1 near 3670/s, in the gap to the break.
+        let mut points = crate::analyze::fixture::mva_points(0.001, 0.0005, 0.0, &[1, 2, 3, 4]);
+        for (p, (load, p99_ms)) in
+            points
+                .iter_mut()
+                .zip([(3200.0, 8.0), (3350.0, 9.5), (3510.0, 9.0), (4000.0, 30.0)])
+        {
+            p.level = crate::plan::Level::Rate(load);
+            p.load = load;
+            p.response.p99 = std::time::Duration::from_secs_f64(p99_ms / 1000.0);
+        }
+        let slos = [Slo::parse("p99<10ms").unwrap()];
+        let level = |load: f64, decision: Decision| LevelOutcome {
+            load,
+            steps: vec![0],
+            judgement: LevelJudgement {
+                decision,
+                objectives: Vec::new(),
+            },
+        };
+        let levels = [
+            level(3200.0, Decision::Meets),
+            level(3350.0, Decision::Undecided),
+            level(3510.0, Decision::Undecided),
+            level(4000.0, Decision::Breaks),
+        ];
+        assert_eq!(ceiling(&levels, 3200.0, Some(4000.0)), Some(3510.0));
+        assert_eq!(ceiling(&levels, 3510.0, Some(4000.0)), None);
+        let read_past = capacity(3200.0, 3350.0, 4000.0, &points, &slos);
+        assert!(read_past > 3600.0 && read_past < 3750.0, "{read_past}");
+        assert_eq!(capacity(3200.0, 3350.0, 3510.0, &points, &slos), 3510.0);
+    }
+
+    #[test]
+    fn with_nothing_met_the_next_step_is_lower_or_the_objectives() {
+        let mut o = bracket(None, Some(125.0));
+        o.levels = vec![LevelOutcome {
+            load: 125.0,
+            steps: vec![0],
+            judgement: LevelJudgement::broken(),
+        }];
+        let listed = next_when_none_met(&o, false, false).unwrap();
+        assert!(listed.ends_with("down to --rate 31"), "{listed}");
+        let searched = next_when_none_met(&o, true, false).unwrap();
+        assert!(
+            searched.starts_with("no load met p95<5.00ms, down to 125"),
+            "{searched}"
+        );
+        assert!(!searched.contains("sweep"), "{searched}");
+        // One user is as low as a closed loop goes.
+        o.levels[0].load = 1.0;
+        let one = next_when_none_met(&o, false, true).unwrap();
+        assert!(one.contains("down to 1 user,"), "{one}");
+        // A load that met: the verdict's own next step stands.
+        assert_eq!(
+            next_when_none_met(&bracket(Some(100.0), Some(125.0)), true, false),
+            None
+        );
+    }
+
     #[test]
     fn an_answer_from_undecided_low_loads_says_what_may_decide_them() {
         let level = |load: f64, decision: Decision| LevelOutcome {
