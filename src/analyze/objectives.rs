@@ -468,6 +468,18 @@ mod tests {
 
     /// Nothing met and the two lowest loads undecided: the answer says
     /// what may decide them; one that broke lower is no such case.
+    /// A level run once and judged `decision`.
+    fn level(load: f64, decision: Decision) -> LevelOutcome {
+        LevelOutcome {
+            load,
+            steps: vec![0],
+            judgement: LevelJudgement {
+                decision,
+                objectives: Vec::new(),
+            },
+        }
+    }
+
     #[test]
     fn the_capacity_is_not_read_past_the_highest_level_too_close_to_call() {
         // Met at 3200/s, too close to call at 3350/s and 3510/s (a calm
@@ -484,14 +496,6 @@ mod tests {
             p.response.p99 = std::time::Duration::from_secs_f64(p99_ms / 1000.0);
         }
         let slos = [Slo::parse("p99<10ms").unwrap()];
-        let level = |load: f64, decision: Decision| LevelOutcome {
-            load,
-            steps: vec![0],
-            judgement: LevelJudgement {
-                decision,
-                objectives: Vec::new(),
-            },
-        };
         let levels = [
             level(3200.0, Decision::Meets),
             level(3350.0, Decision::Undecided),
@@ -534,14 +538,6 @@ mod tests {
 
     #[test]
     fn an_answer_from_undecided_low_loads_says_what_may_decide_them() {
-        let level = |load: f64, decision: Decision| LevelOutcome {
-            load,
-            steps: vec![0],
-            judgement: LevelJudgement {
-                decision,
-                objectives: Vec::new(),
-            },
-        };
         let mut o = bracket(None, Some(500.0));
         o.levels = vec![
             level(500.0, Decision::Undecided),
