@@ -260,7 +260,9 @@ fn at_the_answer(seed: u32) -> Result<(), String> {
 /// the line that begins `holds` and what stops the server on either side.
 #[test]
 fn the_search_brackets_a_real_database_and_web_server() {
-    let _heavy = crate::support::heavy();
+    // Alone: beside another test that loads the CPUs, nginx read a p95
+    // of 5.74 ms at 1000/s, over the objective at every rate.
+    let _alone = crate::support::alone();
     // The bank's objective is well above one user's p95 on a busy host
     // (3.6 ms quiet, up to 5.6 ms beside two busy loops), so the search
     // always has a level that meets it to climb from.
