@@ -388,14 +388,14 @@ fn clump_interval(pairs: &[(f64, f64)]) -> Option<(f64, f64)> {
 /// Hilferty's cube-root approximation, within 1% of the exact bounds from
 /// one event up; a count may be fractional).
 fn poisson_interval(count: f64) -> (f64, f64) {
-    let z = 1.96;
-    let upper = |c: f64| c * (1.0 - 1.0 / (9.0 * c) + z / (3.0 * c.sqrt())).powi(3);
+    // The bound `z` standard errors from `c` on the cube-root scale.
+    let bound = |c: f64, z: f64| c * (1.0 - 1.0 / (9.0 * c) + z / (3.0 * c.sqrt())).powi(3);
     let lower = if count > 0.0 {
-        (count * (1.0 - 1.0 / (9.0 * count) - z / (3.0 * count.sqrt())).powi(3)).max(0.0)
+        bound(count, -1.96).max(0.0)
     } else {
         0.0
     };
-    (lower, upper(count + 1.0))
+    (lower, bound(count + 1.0, 1.96))
 }
 
 /// The Wilson score 95% interval of a share `p` of `n` trials.
