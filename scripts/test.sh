@@ -115,7 +115,18 @@ group unit cargo test --release --lib --bins
 # Four threads: the tests that load the machine or its disk take one of
 # two slots (`support::heavy` in tests/it/support.rs), so no more of them
 # share the CPUs than with two threads, and the short ones run beside them.
+# Each test that takes a heavy slot writes how long it held it (and
+# waited for it) to this file; the longest holds are printed after the
+# group: they, not the harness's times (which count the wait), are what
+# the group's time is made of.
+export PERFLAB_TEST_TIMES="$(pwd)/target/it-heavy-times.txt"
+rm -f "$PERFLAB_TEST_TIMES"
 group it cargo test --release --test it -- --test-threads 4
+if [ -s "$PERFLAB_TEST_TIMES" ]; then
+    echo "the integration tests' longest holds of a heavy slot (seconds held, waited, slot, test):"
+    sort -rn "$PERFLAB_TEST_TIMES" | head -12 | sed 's/^/  /'
+    awk '{ held[$3] += $1 } END { printf "  in all: %.0f s held by tests alone, %.0f s by heavy tests (two at a time)\n", held["alone"], held["heavy"] }' "$PERFLAB_TEST_TIMES"
+fi
 group verdict cargo test --release --test verdict -- --show-output
 echo
 echo "time per group"

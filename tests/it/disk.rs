@@ -379,35 +379,42 @@ impl Drop for LoopDevice {
 /// line that says so, not as a transfer larger than the target.
 #[test]
 fn a_device_that_holds_nothing_is_named_so() {
-    let dev = LoopDevice::new(1);
-    let detached = std::process::Command::new("losetup")
-        .args(["-d", &dev.path])
-        .status()
-        .unwrap();
-    assert!(detached.success());
-    let dir = tempdir();
-    let (_, err) = perflab_expect(
-        dir.path(),
-        &format!(
-            "run disk --target device:{} --spec 4k-randread --quick",
-            dev.path
-        ),
-        2,
-    );
-    // Another test may have attached a file to the free device meanwhile:
-    // the words are judged only while it still holds nothing.
-    // (`losetup DEVICE` fails, saying so, for a device with no file.)
-    let attached = std::process::Command::new("losetup")
-        .arg(&dev.path)
-        .output()
-        .unwrap()
-        .status
-        .success();
-    if !attached {
+    // A device freed here is the first one free to the other tests (and
+    // to the perflab runs they start), which may attach a file to it
+    // before the run opens it: the run then reads their device (the spec
+    // only reads) and judges nothing. Such an attempt is made again.
+    for _attempt in 0..3 {
+        let dev = LoopDevice::new(1);
+        let detached = std::process::Command::new("losetup")
+            .args(["-d", &dev.path])
+            .status()
+            .unwrap();
+        assert!(detached.success());
+        let dir = tempdir();
+        let out = perflab(dir.path())
+            .args(["run", "disk", "--target"])
+            .arg(format!("device:{}", dev.path))
+            .args(["--spec", "4k-randread", "--quick"])
+            .output()
+            .unwrap();
+        // (`losetup DEVICE` fails, saying so, for a device with no file.)
+        let attached = std::process::Command::new("losetup")
+            .arg(&dev.path)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        if attached {
+            continue;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         contains(&err, "holds nothing (0 B)");
         contains(&err, "losetup");
+        return;
     }
+    panic!("another test attached a file to the freed device in each of three attempts");
 }
 
 /// A device with a file system: a writing spec is refused in one line

@@ -534,6 +534,7 @@ struct Slots {
 /// Takes `n` slots once that many are free (and, for one, once no test
 /// waits to run alone).
 fn take_slots(n: usize) -> HeavySlot {
+    let asked = std::time::Instant::now();
     let alone = n == HEAVY_AT_ONCE;
     let mut slots = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
     if alone {
@@ -546,18 +547,56 @@ fn take_slots(n: usize) -> HeavySlot {
         slots.alone_waiting -= 1;
     }
     slots.taken += n;
-    HeavySlot(n)
+    HeavySlot {
+        slots: n,
+        taken: std::time::Instant::now(),
+        waited: asked.elapsed(),
+    }
 }
 
 /// Slots of [`heavy`] or [`alone`]; given back when dropped, a failed
 /// test's too.
-pub struct HeavySlot(usize);
+pub struct HeavySlot {
+    slots: usize,
+    taken: std::time::Instant,
+    waited: Duration,
+}
 
 impl Drop for HeavySlot {
     fn drop(&mut self) {
+        record_hold(self);
         let mut slots = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
-        slots.taken = slots.taken.saturating_sub(self.0);
+        slots.taken = slots.taken.saturating_sub(self.slots);
         // Waiters want different counts: each looks again.
         HEAVY_FREED.notify_all();
     }
+}
+
+/// Appends how long a test held its heavy slots, and waited for them, to
+/// the file `PERFLAB_TEST_TIMES` names (`scripts/test.sh` prints the
+/// longest): the integration suite's time is the sum of these holds over
+/// the slots, and the test harness's own times count the wait as well.
+fn record_hold(slot: &HeavySlot) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("PERFLAB_TEST_TIMES") else {
+        return;
+    };
+    let line = format!(
+        "{:.1} {:.1} {} {}\n",
+        slot.taken.elapsed().as_secs_f64(),
+        slot.waited.as_secs_f64(),
+        if slot.slots == HEAVY_AT_ONCE {
+            "alone"
+        } else {
+            "heavy"
+        },
+        std::thread::current().name().unwrap_or("?"),
+    );
+    // One write of one short line to a file opened for appending: the
+    // lines of tests ending at once do not interleave.
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
 }
