@@ -343,14 +343,14 @@ fn usl(out: &mut String, v: &Verdict) {
         (Some(f), _) => {
             let _ = write!(
                 out,
-                "  usl         on N = {}: σ = {:.4} [{:.4}, {:.4}], κ = {:.6} [{:.6}, {:.6}], λ = {}, R² = {:.3}",
+                "  usl         on N = {}: σ = {} [{}, {}], κ = {} [{}, {}], λ = {}, R² = {:.3}",
                 f.concurrency,
-                f.sigma,
-                f.sigma_ci.0,
-                f.sigma_ci.1,
-                f.kappa,
-                f.kappa_ci.0,
-                f.kappa_ci.1,
+                coefficient(f.sigma, 4),
+                coefficient(f.sigma_ci.0, 4),
+                coefficient(f.sigma_ci.1, 4),
+                coefficient(f.kappa, 6),
+                coefficient(f.kappa_ci.0, 6),
+                coefficient(f.kappa_ci.1, 6),
                 Rate(f.lambda, v.rate_unit),
                 f.r_squared
             );
@@ -361,6 +361,17 @@ fn usl(out: &mut String, v: &Verdict) {
             let _ = writeln!(out, "  usl         not fitted: {why}");
         }
         _ => {}
+    }
+}
+
+/// A fitted coefficient to `decimals` places, or in scientific notation
+/// where that would run to more than a dozen digits: a fit that barely
+/// bounds a coefficient gave an interval end of 4.9e190, printed whole.
+fn coefficient(x: f64, decimals: usize) -> String {
+    if x.is_finite() && x.abs() >= 1e6 {
+        format!("{x:.2e}")
+    } else {
+        format!("{x:.decimals$}")
     }
 }
 
@@ -594,6 +605,16 @@ mod tests {
     use super::*;
     use crate::analyze::points::ResourceKind;
     use crate::analyze::whatif::Changed;
+
+    /// A coefficient the fit barely bounds is printed in a few
+    /// characters, not in its hundreds of digits.
+    #[test]
+    fn a_huge_coefficient_is_printed_in_scientific_notation() {
+        assert_eq!(coefficient(0.047, 4), "0.0470");
+        assert_eq!(coefficient(4.9112e190, 4), "4.91e190");
+        assert_eq!(coefficient(-2.5e7, 6), "-2.50e7");
+        assert_eq!(coefficient(999_999.0, 4), "999999.0000");
+    }
 
     /// A run whose only measured demand is the CPU (the null target):
     /// with the CPU out of the way the model's throughput has no bound,

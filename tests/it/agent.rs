@@ -310,7 +310,7 @@ fn an_agent_in_tls_answers_the_client_that_trusts_it_and_no_other() {
         .0,
         0
     );
-    let other = format!("00{}", &pin[2..]);
+    let other = crate::support::another_pin(&pin);
     for (trust, says) in [
         (String::new(), "speaks TLS; give --agent-fingerprint"),
         (

@@ -369,7 +369,7 @@ fn generators_that_cannot_serve_the_run_are_one_line_each() {
     let wrong = dir.path().join("wrong");
     std::fs::write(&wrong, "guess-w0rk-0123456789\n").unwrap();
     let probe_only = Agent::start(dir.path(), &token);
-    let other = format!("00{}", &pin[2..]);
+    let other = crate::support::another_pin(&pin);
     let old = old_generator();
     for (flags, says) in [
         (

@@ -130,6 +130,13 @@ pub fn stored_steps(store: &Path) -> i64 {
     .unwrap_or(0)
 }
 
+/// A SHA-256 fingerprint (`AB:CD:…`) other than `pin`: its first byte
+/// made 00, or 01 where it was 00 (as it is for one certificate in 256).
+pub fn another_pin(pin: &str) -> String {
+    let first = if pin.starts_with("00") { "01" } else { "00" };
+    format!("{first}{}", pin.get(2..).unwrap_or(""))
+}
+
 /// A fresh temporary directory.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temporary directory")

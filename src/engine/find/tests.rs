@@ -368,6 +368,33 @@ fn a_search_down_stops_at_two_levels_too_close_to_call() {
     assert_eq!(s.next(), None);
 }
 
+/// Two levels too close to call whose lowest read under the limit: the
+/// search goes on down, as less load is likely to meet; a third such
+/// level stops it.
+#[test]
+fn a_search_down_goes_on_below_a_level_that_leaned_to_meet() {
+    let mut s = Search::new(Level::Rate(2000.0), 0.05);
+    for load in [2000.0, 1000.0, 500.0] {
+        assert_eq!(s.next(), Some(Level::Rate(load)));
+        s.record(Probe {
+            load,
+            decision: Decision::Undecided,
+            ratio: Some(0.83),
+        });
+    }
+    assert_eq!(s.next(), None);
+    // The lowest read over the limit: two stop it.
+    let mut s = Search::new(Level::Rate(2000.0), 0.05);
+    record_all(
+        &mut s,
+        [
+            (2000.0, Decision::Undecided, Some(0.9)),
+            (1000.0, Decision::Undecided, Some(1.1)),
+        ],
+    );
+    assert_eq!(s.next(), None);
+}
+
 #[test]
 fn rates_are_probed_at_three_figures() {
     let s = Search::new(Level::Rate(1.0), 0.05);
