@@ -270,3 +270,45 @@ fn an_interval_combines_the_steps_noise_and_the_models_miss() {
         assert!(lo < s.throughput && s.throughput < hi, "{s:?}");
     }
 }
+
+/// More memory's prediction is a floor where the CPU sets it, however
+/// busy the CPU was (the reads' and the reclaim's kernel work go with the
+/// misses), and where another limit was under half busy; a limit over
+/// half busy that is not a CPU gives a figure.
+#[test]
+fn more_memory_is_a_floor_under_a_cpu_or_an_idle_limit() {
+    let memory = Change {
+        server_memory: Some(1024.0 * 1024.0 * 1024.0),
+        ..Change::of(
+            "a memory limit of 1.0 GiB".to_string(),
+            Vec::new(),
+            None,
+            Changed {
+                kind: ResourceKind::Disk,
+                factor: None,
+            },
+        )
+    };
+    let centre = |name: &str, kind, demand_s| Centre {
+        name: name.to_string(),
+        kind,
+        servers: 1.0,
+        demand_s,
+    };
+    // At 290 tps: the CPU 58% busy, the link 58% or 2.9% busy.
+    let cpu = centre("cpu0", ResourceKind::Cpu, 0.002);
+    let busy_link = centre("link eth0 tx", ResourceKind::Link, 0.002);
+    let idle_link = centre("link eth0 tx", ResourceKind::Link, 0.0001);
+    assert!(floor(&memory, Some(&cpu), 290.0));
+    assert!(floor(&memory, Some(&idle_link), 290.0));
+    assert!(!floor(&memory, Some(&busy_link), 290.0));
+    assert!(!floor(&memory, None, 290.0));
+    let reads = centre("reads (disk vda)", ResourceKind::Disk, 0.0001);
+    assert!(!floor(&memory, Some(&reads), 290.0));
+    // A change that is not memory's is never a floor.
+    let cpus = Change {
+        server_memory: None,
+        ..memory.clone()
+    };
+    assert!(!floor(&cpus, Some(&cpu), 290.0));
+}
