@@ -356,16 +356,23 @@ fn a_bracket_within_the_precision_at_the_levels_resolution_is_narrow() {
 
 #[test]
 fn a_search_down_stops_at_two_levels_too_close_to_call() {
-    let mut s = Search::new(Level::Rate(1000.0), 0.05);
-    for load in [1000.0, 500.0] {
+    let s = undecided_going_down(1000.0, &[1000.0, 500.0], 1.0);
+    assert_eq!(s.next(), None);
+}
+
+/// A search from `start` that probes each of `loads` in turn (asserted)
+/// and finds each too close to call with the latency ratio `ratio`.
+fn undecided_going_down(start: f64, loads: &[f64], ratio: f64) -> Search {
+    let mut s = Search::new(Level::Rate(start), 0.05);
+    for &load in loads {
         assert_eq!(s.next(), Some(Level::Rate(load)));
         s.record(Probe {
             load,
             decision: Decision::Undecided,
-            ratio: Some(1.0),
+            ratio: Some(ratio),
         });
     }
-    assert_eq!(s.next(), None);
+    s
 }
 
 /// Two levels too close to call whose lowest read under the limit: the
@@ -373,15 +380,7 @@ fn a_search_down_stops_at_two_levels_too_close_to_call() {
 /// level stops it.
 #[test]
 fn a_search_down_goes_on_below_a_level_that_leaned_to_meet() {
-    let mut s = Search::new(Level::Rate(2000.0), 0.05);
-    for load in [2000.0, 1000.0, 500.0] {
-        assert_eq!(s.next(), Some(Level::Rate(load)));
-        s.record(Probe {
-            load,
-            decision: Decision::Undecided,
-            ratio: Some(0.83),
-        });
-    }
+    let s = undecided_going_down(2000.0, &[2000.0, 1000.0, 500.0], 0.83);
     assert_eq!(s.next(), None);
     // The lowest read over the limit: two stop it.
     let mut s = Search::new(Level::Rate(2000.0), 0.05);
