@@ -216,6 +216,7 @@ fn a_level_at_the_known_answer_is_too_close_to_call_and_not_claimed() {
     let _heavy = crate::support::heavy();
     let first = at_the_answer(2);
     if let Err(said) = first {
+        eprintln!("the first search claimed too much: {said}");
         if let Err(again) = at_the_answer(3) {
             panic!("{said}\nand again, other arrivals: {again}");
         }
