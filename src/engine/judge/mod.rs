@@ -383,7 +383,7 @@ fn spread_with_the_share(pairs: &[(f64, f64)], ratio: f64, low: f64, high: f64) 
         (k + 1, hit + usize::from(p.0 > 0.0), x + p.0)
     });
     let half = (high - low) / 2.0;
-    if !(ratio > 0.0) || !half.is_finite() || k < 2 || hit < k {
+    if ratio.is_nan() || ratio <= 0.0 || !half.is_finite() || k < 2 || hit < k {
         return (low, high);
     }
     let t = crate::util::t_975(k - 1);
