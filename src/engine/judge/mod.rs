@@ -18,11 +18,9 @@
 //! from how the intervals' own ratios scatter about it (the ratio
 //! estimator over batch means, which holds when operations are correlated
 //! within an interval but not across), with Student's t for few batches.
-//! When every interval holds hits, a share's interval takes the part of
-//! that spread its count does not explain as proportional to the share (a
-//! calm window holds a low share in intervals that agree, so its own
-//! scatter understates what a window can hold): each candidate share is
-//! judged with the spread it would have.
+//! When every interval holds hits, a share's interval is drawn on its log
+//! scale and widened (a calm window holds a low share in intervals that
+//! agree, so its own scatter understates what a window can hold).
 //! For shares and counts, the interval is never narrower than a Wilson
 //! score interval over the whole count (a few hundred operations, none of
 //! them over the limit, prove less than batch means alone would say), nor
@@ -359,12 +357,11 @@ fn batch_interval(pairs: &[(f64, f64)]) -> (f64, f64, f64) {
 }
 
 /// A share's batch-means interval `low..high` about `ratio`, when every
-/// interval holds hits, redrawn with the spread each candidate share `p`
-/// would have: all `p` with `(ratio − p)² ≤ c²·p/ratio + s²·(p/ratio)²`.
-/// The spread has two parts. The count's, `c = ratio·t/√hits`, grows as
-/// the square root of the share, like any count of events. The storms',
-/// `s² = h² − c²` with `h` the batch half-width (none when the count
-/// explains the scatter), grows in proportion to it.
+/// interval holds hits, redrawn on the share's log scale: from
+/// `ratio·e^(−q)` to `ratio·e^q`, where `q` is the relative half-width
+/// of the count, `c = t/√hits`, and of the storms: what the batch means'
+/// relative half-width `h` holds beyond the count's, widened by `w`
+/// ([`CALM_WINDOW_WIDENING`]): `q² = c² + w²·(h² − c²)`.
 ///
 /// A share over a latency limit near saturation is made by the queue's
 /// storms, and a window is calm or stormy as a whole: a calm one holds a
@@ -372,11 +369,11 @@ fn batch_interval(pairs: &[(f64, f64)]) -> (f64, f64, f64) {
 /// at its p95 answer, the batch half-width grows as the share's 1.3th
 /// power). Read at face value, the calm window's narrow interval claims
 /// the objective met: in 14% of windows at that answer, where a 95%
-/// interval may in 2.5%; with the spread scaled, in 6%, and they break in
-/// 4%. When some intervals hold no hit, the clumps are read instead
-/// ([`clump_interval`]): there a few hits in one interval are a hiccup
-/// whose size says little of the next, and scaling their scatter with
-/// the share would leave a light load that met by far undecided.
+/// interval may in 2.5%. A spread that grows with the share is a constant
+/// spread on its log scale, and the calm window's is then widened by
+/// what it understates. When some intervals hold no hit, the clumps are
+/// read instead ([`clump_interval`]): there a few hits in one interval
+/// are a hiccup whose size says little of the next.
 fn spread_with_the_share(pairs: &[(f64, f64)], ratio: f64, low: f64, high: f64) -> (f64, f64) {
     let used = pairs.iter().filter(|p| p.1 > 0.0);
     let (k, hit, x) = used.fold((0usize, 0usize, 0.0f64), |(k, hit, x), p| {
@@ -386,21 +383,20 @@ fn spread_with_the_share(pairs: &[(f64, f64)], ratio: f64, low: f64, high: f64) 
     if ratio.is_nan() || ratio <= 0.0 || !half.is_finite() || k < 2 || hit < k {
         return (low, high);
     }
-    let t = crate::util::t_975(k - 1);
-    let count = (ratio * t).powi(2) / x;
-    let storms = (half * half - count).max(0.0) / (ratio * ratio);
-    // (1 − s²)·p² − (2r + c²/r)·p + r² = 0, its roots the interval's ends.
-    let linear = 2.0 * ratio + count / ratio;
-    let root =
-        (count * count / (ratio * ratio) + 4.0 * count + 4.0 * storms * ratio * ratio).sqrt();
-    let lower = 2.0 * ratio * ratio / (linear + root);
-    let upper = if storms < 1.0 {
-        ((linear + root) / (2.0 * (1.0 - storms))).min(1.0)
-    } else {
-        1.0
-    };
-    (lower, upper)
+    let count = crate::util::t_975(k - 1) / x.sqrt();
+    let storms = ((half / ratio).powi(2) - count * count).max(0.0);
+    let q = (count * count + CALM_WINDOW_WIDENING.powi(2) * storms).sqrt();
+    (ratio * (-q).exp(), (ratio * q.exp()).min(1.0))
 }
+
+/// How much wider the storms' part of a share's log-scale interval is
+/// drawn than its batch means say (the count's part is a count's): over simulated 3 s windows of an M/M/4 queue at its p95
+/// answer, their relative half-width understated the spread between
+/// windows by a fifth on average, and by more in the calm windows that
+/// would claim the objective met. With it, 23 of 400 of those windows
+/// meet and none break, and at 0.85 of the answer 178 of 200 meet (at
+/// face value, 56 of 400 met at the answer).
+const CALM_WINDOW_WIDENING: f64 = 1.35;
 
 /// The 95% interval of a share whose hits come in clumps, read from the
 /// intervals that hold none: `None` when every interval holds some (the
