@@ -119,25 +119,41 @@ fn varnish_serves_hits_and_sends_the_origin_its_misses() {
 
 /// A cache a few MiB smaller than the ~10 MiB set refetches what it
 /// dropped, and `analyze --json` names it.
+///
+/// A run the host spoiled (the hypervisor took 26% of the CPU during one
+/// in CI, and arrivals were dispatched up to 12.7 ms late) is called the
+/// load generator and marked unreliable, as it should be; that run says
+/// nothing of the cache, and the test runs once more.
 #[test]
 fn a_varnish_too_small_for_the_set_is_named() {
     let _heavy = crate::support::heavy();
     if !varnish_here("a_varnish_too_small_for_the_set_is_named") {
         return;
     }
-    let dir = tempdir();
-    let (out, export) = run_through_varnish(dir.path(), "2m", "300");
-    let bytes = export["run"]["setup"]["fileset"]["bytes"].as_f64().unwrap();
-    assert!(bytes > 6.0 * 1048576.0, "a set of {bytes} bytes");
-    let verdict: serde_json::Value = serde_json::from_str(&perflab_ok(
-        dir.path(),
-        &format!("analyze --store {}/2m.db --json -", dir.path().display()),
-    ))
-    .expect("the analysis is JSON");
+    let mut verdict = too_small_verdict();
+    if verdict.0["bottleneck"]["unreliable"] == true {
+        eprintln!("a run the host spoiled: {}", verdict.0["bottleneck"]);
+        verdict = too_small_verdict();
+    }
+    let (verdict, out) = verdict;
     assert_eq!(
         verdict["bottleneck"]["kind"], "cache_too_small",
         "{verdict}\n{out}"
     );
+}
+
+/// One run through a 2 MiB cache: its analysis, and what the run printed.
+fn too_small_verdict() -> (serde_json::Value, String) {
+    let dir = tempdir();
+    let (out, export) = run_through_varnish(dir.path(), "2m", "300");
+    let bytes = export["run"]["setup"]["fileset"]["bytes"].as_f64().unwrap();
+    assert!(bytes > 6.0 * 1048576.0, "a set of {bytes} bytes");
+    let verdict = serde_json::from_str(&perflab_ok(
+        dir.path(),
+        &format!("analyze --store {}/2m.db --json -", dir.path().display()),
+    ))
+    .expect("the analysis is JSON");
+    (verdict, out)
 }
 
 /// Bad flags are one line and exit 2, before a server starts.
