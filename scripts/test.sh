@@ -96,11 +96,17 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 # suite prints what each scenario's runs concluded even when they pass.
 failed=()
 timings=()
+# Each group's output is also kept in target/test-logs/, so that the
+# failing tests' own messages can be repeated at the end: a long run's
+# excerpt shows its head and its tail, and a failure's cause sits in the
+# middle.
+logs="$(pwd)/target/test-logs"
+mkdir -p "$logs"
 group() {
     local name=$1 start=$SECONDS rc=0
     shift
     echo "== $name: $*"
-    "$@" || rc=$?
+    "$@" 2>&1 | tee "$logs/$name.log" || rc=$?
     timings+=("$(printf '%-8s %5d s  %s' "$name" $((SECONDS - start)) "$( ((rc == 0)) && echo ok || echo "FAILED (status $rc)")")")
     ((rc == 0)) || failed+=("$name")
 }
@@ -133,6 +139,16 @@ echo "time per group"
 printf '  %s\n' "${timings[@]}"
 printf '  %-8s %5d s\n' total "$SECONDS"
 if ((${#failed[@]})); then
+    # What each failing test printed, its first lines, folded to a width
+    # an excerpt keeps.
+    for name in "${failed[@]}"; do
+        awk '/^---- .* stdout ----$/ { print; keep = 1; shown = 0; next }
+             /^(failures:|test result:)/ || /^ *stack backtrace:/ { keep = 0 }
+             keep && /panicked at/ { shown = 1 }
+             keep && shown && shown <= 12 && NF && !/^note: run with/ {
+                 print "  " substr($0, 1, 400); shown++ }' \
+            "$logs/$name.log"
+    done
     echo "error: failed: ${failed[*]}" >&2
     exit 1
 fi

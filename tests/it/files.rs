@@ -38,9 +38,17 @@ fn users_think_write_and_read_and_leave_an_intact_tree() {
         s["mean_think"].as_f64().unwrap(),
     );
     let n = x * (r + z);
+    // Little's law over a window holds to within the cycles that straddle
+    // its edges: an operation that began before the window and ended in
+    // it counts whole. One stalled fsync at the start (a second, beside
+    // the suite's other disk tests) adds its length to every user's sum;
+    // the longest response bounds that.
+    let longest = s["response"]["max"].as_f64().unwrap();
+    let measured = s["measured"].as_f64().unwrap();
+    let edge = longest / measured;
     assert!(
-        (n / 6.0 - 1.0).abs() < 0.05,
-        "X·(R+Z) = {n:.2} for 6 users (X {x}, R {r}, Z {z})"
+        (n / 6.0 - 1.0).abs() < 0.05 + edge,
+        "X·(R+Z) = {n:.2} for 6 users (X {x}, R {r}, Z {z}; the longest response {longest} s in {measured} s)"
     );
     // The mean of n exponential draws of mean 0.1 s has a standard error of
     // 0.1/√n: within five of them, never failing by chance.

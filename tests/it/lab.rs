@@ -180,7 +180,11 @@ fn costs_scores_and_capacity(dir: &Path, variants: &[serde_json::Value]) {
         );
     }
     // A need between the second and third highest peaks: the two fastest
-    // variants meet it, the cheaper of them is the smallest.
+    // variants meet it, the cheaper of them is the smallest. Both of a
+    // variant's levels must be judged to meet the objective: a 1 s step
+    // of one user on one CPU, every commit synced beside the suite's disk
+    // tests, may hold under 380 transactions, too few for none failing to
+    // show errors under 1% (Wilson's bound); under 5% takes 75.
     let mut peaks: Vec<(f64, &str, f64)> = variants
         .iter()
         .map(|v| {
@@ -196,7 +200,7 @@ fn costs_scores_and_capacity(dir: &Path, variants: &[serde_json::Value]) {
     let report = perflab_expect(
         dir,
         &format!(
-            "lab report last --json --need {need:.1}/s --slo errors<1% --md lab.md --html lab.html"
+            "lab report last --json --need {need:.1}/s --slo errors<5% --md lab.md --html lab.html"
         ),
         0,
     )
@@ -213,7 +217,7 @@ fn costs_scores_and_capacity(dir: &Path, variants: &[serde_json::Value]) {
     met.sort_unstable();
     let mut fastest = vec![peaks[0].1, peaks[1].1];
     fastest.sort_unstable();
-    assert_eq!(met, fastest, "{capacity}");
+    assert_eq!(met, fastest, "{capacity}\npeaks {peaks:?}, need {need:.1}");
     let cheapest = if peaks[0].2 <= peaks[1].2 {
         &peaks[..1]
     } else {

@@ -79,16 +79,20 @@ fn a_managed_nginx_serves_specweb_with_its_class_shares_and_every_body_verified(
     let ops = measured_ops(&export, 0);
     let total: u64 = ops.values().map(|(ok, _, _)| ok).sum();
     assert!(
-        total >= 50_000,
+        total >= 20_000,
         "{total} requests: too few to judge the shares"
     );
     for (name, share) in CLASS_NAMES.iter().zip(SPECWEB_CLASS_SHARES) {
         let (ok, bytes, errors) = &ops[*name];
         assert!(errors.is_empty(), "{name}: {errors:?}");
         let got = *ok as f64 / total as f64 * 100.0;
+        // Five standard errors of a share drawn `total` times: 0.35
+        // points for a 1% class and 1.8 for a 50% one at 20,000 draws.
+        let p = share / 100.0;
+        let bound = 5.0 * (p * (1.0 - p) / total as f64).sqrt() * 100.0;
         assert!(
-            (got - share).abs() < 1.0,
-            "{name}: {got:.2}% of requests, SPECweb gives {share}%"
+            (got - share).abs() < bound,
+            "{name}: {got:.2}% of {total} requests, SPECweb gives {share}% (±{bound:.2})"
         );
         assert!(*bytes > 0);
     }
