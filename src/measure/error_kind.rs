@@ -33,6 +33,9 @@ pub(crate) enum ErrorKind {
     /// The target answered with data that fails the workload's own check
     /// (a wrong length, a bad checksum).
     Corrupt,
+    /// A value a request flow takes from a reply (a header, a cookie, a
+    /// JSON field) was not in it, or could not be sent on.
+    Capture,
 }
 
 impl ErrorKind {
@@ -46,6 +49,7 @@ impl ErrorKind {
             "tls" => ErrorKind::Tls,
             "busy" => ErrorKind::Busy,
             "corrupt" => ErrorKind::Corrupt,
+            "capture" => ErrorKind::Capture,
             _ => {
                 let (class, detail) = text.split_once(':')?;
                 match class {
@@ -78,6 +82,7 @@ impl fmt::Display for ErrorKind {
             },
             ErrorKind::Http(status) => write!(f, "http:{status}"),
             ErrorKind::Corrupt => f.write_str("corrupt"),
+            ErrorKind::Capture => f.write_str("capture"),
         }
     }
 }
@@ -272,6 +277,7 @@ mod tests {
             (ErrorKind::Io(4000), "io:errno4000"),
             (ErrorKind::Http(503), "http:503"),
             (ErrorKind::Corrupt, "corrupt"),
+            (ErrorKind::Capture, "capture"),
         ];
         for (kind, text) in cases {
             assert_eq!(kind.to_string(), text);

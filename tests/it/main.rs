@@ -44,4 +44,5 @@ mod units;
 mod up;
 mod varnish;
 mod web;
+mod web_flow;
 mod web_targets;

@@ -95,6 +95,17 @@ pub(crate) struct Client {
     pub(crate) connects: u64,
     /// The status of the last head read, until the next is awaited.
     head_seen: Option<u16>,
+    /// A request flow's copy of each reply's head and body start.
+    keep: Option<Box<Kept>>,
+}
+
+/// The last reply's head, and as much of its body as was asked for: what
+/// a request flow captures values from.
+#[derive(Default)]
+pub(crate) struct Kept {
+    pub(crate) head: Vec<u8>,
+    pub(crate) body: Vec<u8>,
+    body_limit: usize,
 }
 
 /// How a reply's body is delimited.
@@ -127,6 +138,22 @@ impl Client {
             in_exchange: false,
             connects: 0,
             head_seen: None,
+            keep: None,
+        }
+    }
+
+    /// Keeps each reply's head from now on, and up to `body_limit` bytes
+    /// of its body.
+    pub(crate) fn keep_replies(&mut self, body_limit: usize) {
+        let kept = self.keep.get_or_insert_with(Box::default);
+        kept.body_limit = body_limit;
+    }
+
+    /// The last reply's head and body start (empty when none came whole).
+    pub(crate) fn kept(&self) -> (&[u8], &[u8]) {
+        match &self.keep {
+            Some(k) => (&k.head, &k.body),
+            None => (&[], &[]),
         }
     }
 
@@ -155,6 +182,10 @@ impl Client {
             self.stream = None;
         }
         self.in_exchange = true;
+        if let Some(k) = &mut self.keep {
+            k.head.clear();
+            k.body.clear();
+        }
         let mut outcome = self.attempt(request, expect).await;
         if let Err(Retry) = outcome {
             self.stream = None;
@@ -303,6 +334,11 @@ impl Client {
                         continue;
                     }
                     Ok(httparse::Status::Complete(len)) => {
+                        if let Some(k) = &mut self.keep {
+                            k.head.clear();
+                            k.head.extend_from_slice(&self.buf[..len]);
+                            k.body.clear();
+                        }
                         let head = head_of(&reply, len);
                         self.head_seen = head.as_ref().ok().map(|h| h.status);
                         return head;
@@ -412,6 +448,10 @@ impl Client {
         let n = self.filled.min(usize::try_from(max).unwrap_or(usize::MAX));
         if let Some(h) = hasher.as_mut() {
             h.update(&self.buf[..n]);
+        }
+        if let Some(k) = &mut self.keep {
+            let room = k.body_limit.saturating_sub(k.body.len());
+            k.body.extend_from_slice(&self.buf[..n.min(room)]);
         }
         self.consume(n);
         Ok(n)

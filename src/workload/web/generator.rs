@@ -179,7 +179,7 @@ pub(super) fn build<D: SweepDriver>(
         bases,
     } = read(form)?;
     spec.headers = headers;
-    let shared = Shared::new(&spec, FileSet::of(files), &bases, None)?;
+    let shared = Shared::new(&spec, FileSet::of(files), &bases, None, None)?;
     driver.drive(
         Arc::new(WebWorkload {
             shared: Arc::new(shared),

@@ -13,6 +13,7 @@
 mod cache;
 pub(crate) mod client;
 pub mod fileset;
+mod flow;
 mod generator;
 mod session;
 pub(crate) mod targets;
@@ -61,6 +62,10 @@ pub struct WebArgs {
     /// Send the requests of FILE in turn (vegeta's text form: "METHOD URL", "Name: value" lines, "@body-file"; see docs/web.md).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["urls", "method"])]
     pub(crate) targets: Option<PathBuf>,
+
+    /// Run each user through the journey of FILE: its requests in order, values captured from replies and sent on, think times, cookies, a CSV row per user (see docs/web.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["urls", "method", "targets", "pipeline"])]
+    pub(crate) flow: Option<PathBuf>,
 
     /// keep-alive (one connection per user) or close (a connection per request).
     #[arg(long, value_name = "MODE", value_enum, default_value_t = Connection::KeepAlive)]
@@ -143,6 +148,9 @@ pub struct WebSpec {
     /// `--targets`: the file of requests sent instead of the file set's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) targets: Option<PathBuf>,
+    /// `--flow`: the users' journey.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) flow: Option<PathBuf>,
     pub(crate) connection: Connection,
     /// Requests in flight per connection (1: no pipelining).
     #[serde(default = "one")]
@@ -197,6 +205,9 @@ impl WorkloadKind for Web {
         if let Some(file) = &args.targets {
             read_targets(file, &target)?;
         }
+        if let Some(file) = &args.flow {
+            read_flow(file, &target)?;
+        }
         let headers = headers_of(args)?;
         let server = server_options(args, &target, managed)?;
         let tls = tls_of(args)?;
@@ -204,6 +215,7 @@ impl WorkloadKind for Web {
             target,
             fileset,
             targets: args.targets.clone(),
+            flow: args.flow.clone(),
             connection: args.connection,
             pipeline: args.pipeline,
             method: args.method,
@@ -260,12 +272,15 @@ impl WorkloadKind for Web {
         }
         let db_probe = server_probe(spec, status, cache_log)?;
         // Read again here, once, with every body: the run sends them from memory.
-        let targets = spec
-            .targets
-            .as_deref()
-            .map(|file| read_targets(file, &spec.target))
-            .transpose()?;
-        let workload = Shared::new(spec, files, bases, targets)?;
+        let (targets, flow) = match (&spec.flow, &spec.targets) {
+            (Some(file), _) => {
+                let (targets, flow) = read_flow(file, &spec.target)?;
+                (Some(targets), Some(flow))
+            }
+            (None, Some(file)) => (Some(read_targets(file, &spec.target)?), None),
+            (None, None) => (None, None),
+        };
+        let workload = Shared::new(spec, files, bases, targets, flow)?;
         workload.preflight(bases)?;
         let started = Started {
             setup: Some(setup_record(spec, &opened.setup, &workload, bases)),
@@ -274,8 +289,8 @@ impl WorkloadKind for Web {
             origin: opened.origin_processes(),
             endpoint: Some(opened.endpoint.clone()),
         };
-        // A targets file's requests are sent from here only.
-        let form = (spec.targets.is_none())
+        // A targets file's requests and a flow are sent from here only.
+        let form = (spec.targets.is_none() && spec.flow.is_none())
             .then(|| generator::form(spec, &workload.files, bases))
             .flatten();
         driver.drive(
@@ -344,7 +359,14 @@ fn setup_record(
             },
             "addresses": bases.iter().map(|(b, a)| format!("{} ({a})", b.url())).collect::<Vec<_>>(),
             "targets": workload.targets.as_ref().map(|t| serde_json::json!({
-                "file": spec.targets,
+                "file": spec.targets.as_ref().or(spec.flow.as_ref()),
+                "flow": workload.flow.as_ref().map(|f| serde_json::json!({
+                    "steps": f.flow.steps.len(),
+                    "captured": f.flow.captured,
+                    "data_rows": f.flow.rows.len(),
+                    "follow_redirects": f.flow.follow_redirects,
+                    "cookies": f.flow.cookies,
+                })),
                 "requests": t.requests(),
                 "names": t.names,
                 "body_bytes": t.body_bytes,
@@ -405,6 +427,19 @@ pub(super) fn read_targets(
         _ => targets::Allowed::Managed,
     };
     targets::read(file, allowed).map_err(|e| PlanError::new(format!("--targets: {e}")))
+}
+
+/// `--flow`'s journey, checked against the target: one line naming the
+/// file and line when it cannot be run.
+fn read_flow(
+    file: &std::path::Path,
+    target: &Target,
+) -> Result<(targets::Targets, flow::Flow), PlanError> {
+    let allowed = match target {
+        Target::Http { bases } => targets::Allowed::Bases(bases),
+        _ => targets::Allowed::Managed,
+    };
+    flow::read(file, allowed).map_err(|e| PlanError::new(format!("--flow: {e}")))
 }
 
 /// `--verify-share`, `--pipeline` and `--connection`, which must agree.

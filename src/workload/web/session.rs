@@ -5,6 +5,7 @@
 
 use super::client::{self, Client, Expect};
 use super::fileset::{FileSet, CLASS_NAMES};
+use super::flow::{Flow, FlowShared, FlowUser};
 use super::targets::{self, Targets};
 use super::{Connection, Method, WebSpec};
 use crate::error::PlanError;
@@ -26,8 +27,11 @@ pub(crate) struct WebWorkload {
 /// requests), the addresses, the requests' bytes.
 pub(super) struct Shared {
     pub(super) files: FileSet,
-    /// `--targets`: the requests sent in turn instead of files drawn.
+    /// `--targets`: the requests sent in turn instead of files drawn
+    /// (and `--flow`'s, as its first user writes them).
     pub(super) targets: Option<TargetSet>,
+    /// `--flow`: each user's journey through those requests.
+    pub(super) flow: Option<FlowShared>,
     addrs: Vec<SocketAddr>,
     /// How each address is reached over TLS (none for plain HTTP).
     tls: Vec<Option<client::TlsTarget>>,
@@ -77,6 +81,7 @@ impl Shared {
         files: FileSet,
         bases: &[(crate::sut::http::HttpBase, SocketAddr)],
         targets: Option<Targets>,
+        flow: Option<Flow>,
     ) -> anyhow::Result<Self> {
         let sized = files.files.iter().all(|f| f.size.is_some());
         let class_names: Vec<&str> = match &targets {
@@ -85,9 +90,18 @@ impl Shared {
             None => vec!["request"],
         };
         let op_names = crate::workload::leak_names(op_names_of(&class_names, bases));
-        let requests = match &targets {
-            Some(t) => target_requests(spec, t, bases),
-            None => file_requests(spec, &files, bases),
+        let flow = flow.map(|f| {
+            FlowShared::new(
+                f,
+                bases.iter().map(|(b, _)| b.clone()).collect(),
+                spec.headers.clone(),
+            )
+        });
+        let close = spec.connection == Connection::Close;
+        let requests = match (&flow, &targets) {
+            (Some(f), _) => f.first_requests(close),
+            (None, Some(t)) => target_requests(spec, t, bases),
+            (None, None) => file_requests(spec, &files, bases),
         };
         let longest_request = requests.iter().map(|r| r.len()).max().unwrap_or(0);
         if longest_request.saturating_mul(spec.pipeline as usize) > MAX_BATCH {
@@ -117,11 +131,12 @@ impl Shared {
                 body_bytes: t.body_bytes,
             }),
             addrs: bases.iter().map(|(_, a)| *a).collect(),
+            flow,
             requests,
             op_names,
             verify_below: (spec.verify_share * 4_294_967_296.0) as u64,
             head: spec.method == Method::Head,
-            close: spec.connection == Connection::Close,
+            close,
             pipeline: spec.pipeline as usize,
             files_generated: spec.fileset.generated(),
         })
@@ -314,13 +329,17 @@ impl Shared {
                 .unwrap_or(Outcome::error(ErrorKind::Timeout))
         });
         let (asked, url) = asked_of(base, request);
-        let fix = if self.targets.is_some() {
+        let fix = if self.flow.is_some() {
+            "fix the flow's first request, or the server"
+        } else if self.targets.is_some() {
             "fix the targets file's first request, or the server"
         } else {
             "give a file set the server serves"
         };
         let why = match outcome.result {
             OpResult::Ok | OpResult::Refused => return Ok(()),
+            // A flow's login may answer with a redirect.
+            OpResult::Error(ErrorKind::Http(300..=399)) if self.flow.is_some() => return Ok(()),
             OpResult::Error(ErrorKind::Connect) => format!(
                 "nothing accepts connections at {addr}; is the server running and listening there?"
             ),
@@ -431,6 +450,8 @@ pub(crate) struct WebSession {
     in_flight: std::collections::VecDeque<usize>,
     /// Pipelining: the requests written at once.
     batch: Vec<u8>,
+    /// `--flow`: where this user is in its journey, and what it holds.
+    flow: Option<FlowUser>,
 }
 
 impl Workload for WebWorkload {
@@ -446,9 +467,15 @@ impl Workload for WebWorkload {
 
     async fn open_session(&self, user: u32, seed: u64, _seat: Seat) -> anyhow::Result<WebSession> {
         let base = user as usize % self.shared.addrs.len();
+        let flow = self
+            .shared
+            .flow
+            .as_ref()
+            .map(|f| FlowUser::new(&f.flow, user));
         Ok(WebSession {
             workload: Arc::clone(&self.shared),
             base,
+            flow,
             client: Client::new(self.shared.addrs[base], self.shared.tls[base].clone()),
             rng: SmallRng::seed_from_u64(seed),
             next: 0,
@@ -478,6 +505,11 @@ impl Session for WebSession {
     }
 
     async fn execute(&mut self, _op: usize) -> Outcome {
+        if let (Some(f), Some(user)) = (&self.workload.flow, self.flow.as_mut()) {
+            return f
+                .exchange(user, &mut self.client, self.base, self.workload.close)
+                .await;
+        }
         if self.workload.pipeline > 1 {
             return self.pipelined().await;
         }
@@ -488,12 +520,22 @@ impl Session for WebSession {
             .exchange(w.request(self.base, self.next), expect)
             .await
     }
+
+    fn pause(&mut self) -> std::time::Duration {
+        match &mut self.flow {
+            Some(user) => user.pause(&mut self.rng),
+            None => std::time::Duration::ZERO,
+        }
+    }
 }
 
 impl WebSession {
     /// The next item: a file drawn by its weight, or the user's next
     /// target in turn.
     fn pick(&mut self) -> usize {
+        if let Some(user) = &self.flow {
+            return user.step;
+        }
         let w = &*self.workload;
         if w.targets.is_none() {
             return w.files.draw(&mut self.rng);
@@ -603,6 +645,7 @@ mod tests {
             },
             fileset: super::super::fileset::FileSetSpec::Webbench,
             targets: Some(file),
+            flow: None,
             connection: Connection::KeepAlive,
             pipeline: 1,
             method: Method::Get,
@@ -620,6 +663,7 @@ mod tests {
             FileSet::of(Vec::new()),
             &[(base, addr)],
             Some(targets),
+            None,
         );
         let workload = WebWorkload {
             shared: Arc::new(shared.unwrap()),

@@ -83,7 +83,7 @@ impl HttpMethod {
 
     /// Whether a request of this method always says its body's length
     /// (0 when it has none): servers answer a POST without one with 411.
-    fn always_sized(self) -> bool {
+    pub(crate) fn always_sized(self) -> bool {
         matches!(self, HttpMethod::Post | HttpMethod::Put | HttpMethod::Patch)
     }
 }
@@ -149,7 +149,7 @@ pub(crate) fn read(file: &Path, allowed: Allowed<'_>) -> Result<Targets, String>
 }
 
 /// A file's bytes, refused when longer than `max`.
-fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     if !file.metadata().map_err(|e| e.to_string())?.is_file() {

@@ -1,0 +1,386 @@
+//! One virtual user's journey through a flow: where it is, the values it
+//! captured, its cookies, and its next request written into a buffer it
+//! keeps. After its first journeys it allocates nothing: every buffer is
+//! cleared and written again, cookies reuse their slots.
+
+use super::{json, Capture, Flow, Piece, Source, Step, Var, MAX_COOKIES, MAX_VALUE};
+use crate::plan::ThinkTime;
+use crate::sut::http::HttpBase;
+use std::io::Write;
+use std::time::Duration;
+
+/// The longest cookie name or value kept, bytes.
+const MAX_COOKIE: usize = 4 << 10;
+
+/// A user's place in the flow and what it holds.
+pub(crate) struct FlowUser {
+    user: u32,
+    /// Its CSV row, when the flow has data.
+    row: Option<usize>,
+    /// The request it sends next.
+    pub(crate) step: usize,
+    iteration: u64,
+    /// Each captured variable's value (empty until captured).
+    values: Vec<Vec<u8>>,
+    /// Cookie slots; the first `cookies` are live.
+    jar: Vec<(Vec<u8>, Vec<u8>)>,
+    cookies: usize,
+    /// The next request, whole.
+    pub(crate) request: Vec<u8>,
+    /// The last request's body, written out.
+    body: Vec<u8>,
+    /// A redirect's path.
+    location: Vec<u8>,
+    /// The pause owed after the request just sent.
+    think: ThinkTime,
+}
+
+/// Where a user's requests go, and what every one of them carries.
+pub(crate) struct Target<'a> {
+    pub(crate) base: &'a HttpBase,
+    /// `host:port` as the Host header carries it.
+    pub(crate) authority: &'a str,
+    /// The run's own headers (`--header`).
+    pub(crate) common: &'a [(String, String)],
+    /// `--connection close`.
+    pub(crate) close: bool,
+}
+
+/// How a redirect is followed.
+pub(crate) struct Redirect {
+    /// Whether the request asks for its head only.
+    pub(crate) head: bool,
+}
+
+impl FlowUser {
+    pub(crate) fn new(flow: &Flow, user: u32) -> Self {
+        FlowUser {
+            user,
+            row: (!flow.rows.is_empty()).then(|| user as usize % flow.rows.len()),
+            step: 0,
+            iteration: 0,
+            values: vec![Vec::new(); flow.captured.len()],
+            jar: Vec::new(),
+            cookies: 0,
+            request: Vec::new(),
+            body: Vec::new(),
+            location: Vec::new(),
+            think: ThinkTime::Zero,
+        }
+    }
+
+    /// Writes the request of the user's step to `base` into `request`.
+    pub(crate) fn render(&mut self, flow: &Flow, to: &Target<'_>) {
+        let step = &flow.steps[self.step];
+        let mut body = std::mem::take(&mut self.body);
+        body.clear();
+        if let Some(t) = &step.body {
+            self.expand(flow, t, &mut body, false);
+        }
+        self.body = body;
+        let mut r = std::mem::take(&mut self.request);
+        r.clear();
+        r.extend_from_slice(step.method.as_str().as_bytes());
+        r.push(b' ');
+        if step.relative {
+            r.extend_from_slice(to.base.path.as_bytes());
+        }
+        self.expand(flow, &step.path, &mut r, true);
+        self.request = r;
+        self.finish(flow, step, step.method, true, to);
+    }
+
+    /// After a 3xx reply whose head is `head`: writes the request that
+    /// follows its `Location` (a path, or a URL of `base` itself) into
+    /// `request`. A 307 or 308 repeats the method, headers and body;
+    /// another 3xx is a GET. None when there is no place to follow to on
+    /// the target.
+    pub(crate) fn redirect(
+        &mut self,
+        flow: &Flow,
+        head: &[u8],
+        status: u16,
+        to: &Target<'_>,
+    ) -> Option<Redirect> {
+        let location = header(head, b"location")?;
+        let path = location_path(location, to.base)?;
+        let step = &flow.steps[self.step];
+        let again = matches!(status, 307 | 308);
+        let method = if again {
+            step.method
+        } else {
+            super::targets::HttpMethod::Get
+        };
+        if !again {
+            self.body.clear();
+        }
+        self.location.clear();
+        self.location.extend_from_slice(path);
+        let mut r = std::mem::take(&mut self.request);
+        r.clear();
+        r.extend_from_slice(method.as_str().as_bytes());
+        r.push(b' ');
+        r.extend_from_slice(&self.location);
+        self.request = r;
+        self.finish(flow, step, method, again, to);
+        Some(Redirect {
+            head: method == super::targets::HttpMethod::Head,
+        })
+    }
+
+    /// The rest of a request after its method and path: the version, the
+    /// headers (the step's own when `own`), cookies, length and body.
+    fn finish(
+        &mut self,
+        flow: &Flow,
+        step: &Step,
+        method: super::targets::HttpMethod,
+        own: bool,
+        to: &Target<'_>,
+    ) {
+        let mut r = std::mem::take(&mut self.request);
+        let _ = write!(r, " HTTP/1.1\r\nHost: {}\r\n", to.authority);
+        let has = |name: &str| {
+            own && step
+                .headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case(name))
+        };
+        let agent = concat!("perflab/", env!("CARGO_PKG_VERSION"));
+        for (k, v) in [("User-Agent", agent), ("Accept", "*/*")]
+            .into_iter()
+            .chain(to.common.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        {
+            if !has(k) {
+                let _ = write!(r, "{k}: {v}\r\n");
+            }
+        }
+        if own {
+            for (k, v) in &step.headers {
+                r.extend_from_slice(k.as_bytes());
+                r.extend_from_slice(b": ");
+                self.expand(flow, v, &mut r, false);
+                r.extend_from_slice(b"\r\n");
+            }
+        }
+        if flow.cookies && self.cookies > 0 && !has("cookie") {
+            r.extend_from_slice(b"Cookie: ");
+            for (i, (name, value)) in self.jar[..self.cookies].iter().enumerate() {
+                if i > 0 {
+                    r.extend_from_slice(b"; ");
+                }
+                r.extend_from_slice(name);
+                r.push(b'=');
+                r.extend_from_slice(value);
+            }
+            r.extend_from_slice(b"\r\n");
+        }
+        let sends_body = own && step.body.is_some();
+        if sends_body || method.always_sized() {
+            let len = if sends_body { self.body.len() } else { 0 };
+            let _ = write!(r, "Content-Length: {len}\r\n");
+        }
+        if to.close {
+            r.extend_from_slice(b"Connection: close\r\n");
+        }
+        r.extend_from_slice(b"\r\n");
+        if sends_body {
+            r.extend_from_slice(&self.body);
+        }
+        self.request = r;
+    }
+
+    /// `pieces` written into `out` with the user's values; in a path
+    /// (`in_path`), a value's bytes that a request line cannot carry are
+    /// percent-encoded.
+    fn expand(&self, flow: &Flow, pieces: &[Piece], out: &mut Vec<u8>, in_path: bool) {
+        for piece in pieces {
+            let value: &[u8] = match piece {
+                Piece::Text(t) => {
+                    out.extend_from_slice(t);
+                    continue;
+                }
+                Piece::Var(Var::User) => {
+                    let _ = write!(out, "{}", self.user);
+                    continue;
+                }
+                Piece::Var(Var::Iteration) => {
+                    let _ = write!(out, "{}", self.iteration);
+                    continue;
+                }
+                Piece::Var(Var::Data(c)) => match self.row {
+                    Some(row) => &flow.rows[row][*c],
+                    None => &[],
+                },
+                Piece::Var(Var::Captured(s)) => &self.values[*s],
+            };
+            if !in_path {
+                out.extend_from_slice(value);
+                continue;
+            }
+            for &b in value {
+                if b.is_ascii_graphic() && b != b'#' {
+                    out.push(b);
+                } else {
+                    let _ = write!(out, "%{b:02X}");
+                }
+            }
+        }
+    }
+
+    /// The reply to the user's step has come (`head` and the start of its
+    /// body; `succeeded` when it was a success): its cookies are kept,
+    /// its captures taken, and the user moves to its next request, or to
+    /// the top of a new journey when this was the last or something was
+    /// missing. False when a capture found nothing.
+    pub(crate) fn after(&mut self, flow: &Flow, head: &[u8], body: &[u8], succeeded: bool) -> bool {
+        if flow.cookies {
+            self.keep_cookies(head);
+        }
+        let step = &flow.steps[self.step];
+        self.think = step.think;
+        let captured = succeeded && step.captures.iter().all(|c| self.capture(c, head, body));
+        if captured && self.step + 1 < flow.steps.len() {
+            self.step += 1;
+        } else {
+            self.step = 0;
+            self.iteration += 1;
+            self.cookies = 0;
+            self.values.iter_mut().for_each(Vec::clear);
+        }
+        captured || !succeeded
+    }
+
+    /// The pause owed after the request just sent, drawn.
+    pub(crate) fn pause(&mut self, rng: &mut impl rand::Rng) -> Duration {
+        std::mem::replace(&mut self.think, ThinkTime::Zero).sample(rng)
+    }
+
+    /// Takes one captured value; false when the reply does not hold it
+    /// or it is too long to send.
+    fn capture(&mut self, c: &Capture, head: &[u8], body: &[u8]) -> bool {
+        let found: Option<&[u8]> = match &c.source {
+            Source::Header(name) => header(head, name.as_bytes()),
+            Source::Cookie(name) => set_cookies(head)
+                .find(|(n, _, _)| n == &name.as_bytes())
+                .map(|(_, v, _)| v)
+                .or_else(|| {
+                    self.jar[..self.cookies]
+                        .iter()
+                        .find(|(n, _)| n == name.as_bytes())
+                        .map(|(_, v)| v.as_slice())
+                }),
+            Source::Json(path) => {
+                let Some(raw) = json::find(body, path) else {
+                    return false;
+                };
+                let out = &mut self.values[c.slot];
+                return json::text_into(raw, out) && !out.is_empty() && out.len() <= MAX_VALUE;
+            }
+        };
+        let Some(value) = found.filter(|v| !v.is_empty() && v.len() <= MAX_VALUE) else {
+            return false;
+        };
+        if value.iter().any(u8::is_ascii_control) {
+            return false;
+        }
+        let out = &mut self.values[c.slot];
+        out.clear();
+        out.extend_from_slice(value);
+        true
+    }
+
+    /// Keeps the cookies a reply's head sets (a `Max-Age` of 0 or less
+    /// removes one).
+    pub(crate) fn keep_cookies(&mut self, head: &[u8]) {
+        for (name, value, expired) in set_cookies(head) {
+            if name.is_empty() || name.len() > MAX_COOKIE || value.len() > MAX_COOKIE {
+                continue;
+            }
+            let live = &mut self.jar[..self.cookies];
+            match live.iter().position(|(n, _)| n == name) {
+                Some(i) if expired => {
+                    live.swap(i, self.cookies - 1);
+                    self.cookies -= 1;
+                }
+                Some(i) => {
+                    live[i].1.clear();
+                    live[i].1.extend_from_slice(value);
+                }
+                None if expired || self.cookies >= MAX_COOKIES => {}
+                None => {
+                    if self.jar.len() == self.cookies {
+                        self.jar.push((Vec::new(), Vec::new()));
+                    }
+                    let (n, v) = &mut self.jar[self.cookies];
+                    n.clear();
+                    n.extend_from_slice(name);
+                    v.clear();
+                    v.extend_from_slice(value);
+                    self.cookies += 1;
+                }
+            }
+        }
+    }
+}
+
+/// A head's header lines, `(name, value)`, the status line left out.
+fn headers(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    head.split(|&b| b == b'\n').skip(1).filter_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        Some((line[..colon].trim_ascii(), line[colon + 1..].trim_ascii()))
+    })
+}
+
+/// The first value of header `name` (any case).
+fn header<'a>(head: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    headers(head)
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v)
+}
+
+/// The cookies a head sets: name, value, and whether it expires them.
+fn set_cookies(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8], bool)> {
+    headers(head)
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"set-cookie"))
+        .filter_map(|(_, v)| {
+            let mut parts = v.split(|&b| b == b';');
+            let pair = parts.next()?;
+            let eq = pair.iter().position(|&b| b == b'=')?;
+            let expired = parts.any(|attr| {
+                let attr = attr.trim_ascii();
+                attr.len() > 8
+                    && attr[..8].eq_ignore_ascii_case(b"max-age=")
+                    && (attr[8] == b'-' || attr[8..].iter().all(|&b| b == b'0'))
+            });
+            Some((
+                pair[..eq].trim_ascii(),
+                pair[eq + 1..].trim_ascii(),
+                expired,
+            ))
+        })
+}
+
+/// The path a `Location` leads to on `base`: a path as it is, a URL of
+/// the base's own scheme, host and port by its path; none elsewhere.
+fn location_path<'a>(location: &'a [u8], base: &HttpBase) -> Option<&'a [u8]> {
+    if location.starts_with(b"/") && !location.starts_with(b"//") {
+        return Some(location).filter(|l| l.iter().all(u8::is_ascii_graphic));
+    }
+    let scheme: &[u8] = if base.tls { b"https://" } else { b"http://" };
+    let rest = location.strip_prefix(scheme)?;
+    let end = rest
+        .iter()
+        .position(|&b| b == b'/' || b == b'?')
+        .unwrap_or(rest.len());
+    let authority = std::str::from_utf8(&rest[..end]).ok()?;
+    let default_port = if base.tls { 443 } else { 80 };
+    let (h, p) = crate::sut::http::split_host_port(authority, default_port)?;
+    let path = &rest[end..];
+    (p == base.port
+        && h.eq_ignore_ascii_case(&base.host)
+        && path.starts_with(b"/")
+        && path.iter().all(u8::is_ascii_graphic))
+    .then_some(path)
+}
