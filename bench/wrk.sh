@@ -21,6 +21,13 @@
 #     perflab once per slack in SLACKS (default "0 1ms": exact pacing, and
 #     arrivals due within 1 ms released from one wake-up, the granularity
 #     oha's own timer paces at), each against its own oha rounds.
+#  3. a user journey, closed loop at 32 connections: two requests in turn,
+#     the second carrying the ETag header the first's reply gave, as a wrk
+#     Lua script (request/response callbacks, one state per thread) and
+#     as `perflab run web --flow` (capture etag header ETag, then
+#     `X-Prev: ${etag}`, a state per user): the cost of capturing a value
+#     and writing it into the next request.
+# SECTIONS picks among "closed open flow" (all by default).
 # Installs wrk and nginx (apt-get) and oha (cargo install) when missing.
 # The nginx is started here rather than by `perflab up`, which starts
 # databases: a managed nginx serves the file set a web run writes into its
@@ -142,6 +149,8 @@ run_perflab_open() {
 # A comma list of the arguments.
 list() { (IFS=,; echo "$*"); }
 
+sections=" ${SECTIONS:-closed open flow} "
+[[ "$sections" != *" closed "* ]] || {
 echo "closed loop, keep-alive, 1 KiB file, 2 threads each (medians of $rounds rounds of ${seconds} s, odd rounds wrk first)"
 paired_header wrk connections req/s µs/req
 for conns in 8 32 128; do
@@ -156,7 +165,9 @@ for conns in 8 32 128; do
     paired_row "$conns" "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \
         "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")" "closed c$conns"
 done
+}
 
+[[ "$sections" != *" open "* ]] || {
 echo
 echo "open loop, 32 connections, 1 KiB file, latency correction on (medians of $rounds rounds of ${seconds} s, odd rounds oha first)"
 paired_header oha 'rate, slack' req/s µs/req "$(printf '%20s %20s' 'oha p50/p99' 'perflab p50/p99')"
@@ -184,3 +195,52 @@ print(f"{op50:.0f}/{op99:.0f} µs\t{pp50:.0f}/{pp99:.0f} µs")' "$(list "${peer_
         µs/req "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")" \
         note="p50/p99 oha ${latencies%%$'\t'*}, perflab ${latencies#*$'\t'}"
 done
+}
+
+# The journey: wrk's Lua keeps one ETag per thread, perflab one per user.
+cat > "$work/flow.lua" <<'EOF'
+local etag = nil
+local second = false
+request = function()
+    second = not second
+    if second and etag then
+        return wrk.format("GET", "/1k.bin", { ["X-Prev"] = etag })
+    end
+    return wrk.format("GET", "/1k.bin")
+end
+response = function(status, headers, body)
+    etag = headers["ETag"] or etag
+end
+EOF
+printf 'GET /1k.bin\ncapture etag header ETag\n\nGET /1k.bin\nX-Prev: ${etag}\n' > "$work/etag.flow"
+run_wrk_flow() {
+    local cpu out requests
+    read -r cpu out < <(measure wrk -t2 -c"$conns" -d"${seconds}s" -s "$work/flow.lua" "${base}1k.bin")
+    requests="$(grep -o '[0-9]* requests in' <<<"$out" | cut -d' ' -f1)"
+    peer_rps+=("$(grep -o 'Requests/sec: *[0-9.]*' <<<"$out" | grep -o '[0-9.]*$')")
+    peer_cpu+=("$(python3 -c "print($cpu / $requests * 1e6)")")
+}
+run_perflab_flow() {
+    local cpu rps total
+    read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run web --target "$base" --flow "$work/etag.flow" \
+        --users "$conns" --threads 2 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+    read -r rps total _ _ < <(perflab_figures)
+    pl_rps+=("$rps")
+    pl_cpu+=("$(python3 -c "print($cpu / $total * 1e6)")")
+}
+[[ "$sections" != *" flow "* ]] || {
+echo
+echo "a journey, closed loop, 32 connections: a value captured from one reply and sent in the next request (medians of $rounds rounds of ${seconds} s, odd rounds wrk first)"
+paired_header 'wrk + Lua' connections req/s µs/req
+conns=32
+peer_rps=(); peer_cpu=(); pl_rps=(); pl_cpu=()
+for round in $(seq "$rounds"); do
+    if peer_first "$round"; then
+        run_wrk_flow; run_perflab_flow
+    else
+        run_perflab_flow; run_wrk_flow
+    fi
+done
+paired_row "$conns" "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \
+    "$(list "${peer_cpu[@]}")" "$(list "${pl_cpu[@]}")" "flow c$conns"
+}
