@@ -123,6 +123,8 @@ struct Directives {
     captures: Vec<(usize, usize, Vec<String>)>,
     /// (line, request index, think).
     thinks: Vec<(usize, usize, ThinkTime)>,
+    /// Each request's first line.
+    request_lines: Vec<usize>,
 }
 
 /// Reads `file`: one line (`FILE:LINE: why; fix`) when it cannot be used.
@@ -200,9 +202,8 @@ pub(crate) fn parse(
         }
         thinks[*request] = *think;
     }
-    let lines = request_lines(text);
     for (i, r) in requests.requests.iter().enumerate() {
-        let n = lines.get(i).copied().unwrap_or(0);
+        let n = d.request_lines.get(i).copied().unwrap_or(0);
         let step = step_of(r, &flow, &first_set, i, std::mem::take(&mut captures[i]))
             .map_err(|why| format!("{file}:{n}: {why}"))?;
         flow.steps.push(Step {
@@ -226,15 +227,6 @@ fn is_request_line(trimmed: &str) -> bool {
             .is_some_and(|w| w.bytes().all(|b| b.is_ascii_uppercase()))
 }
 
-/// The line number of each request's first line.
-fn request_lines(text: &str) -> Vec<usize> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| is_request_line(l.trim()))
-        .map(|(n, _)| n + 1)
-        .collect()
-}
-
 /// The flow's own lines taken out of `text` (each left as an empty
 /// comment, so that line numbers and the request a header follows stay).
 fn directives(text: &str) -> Result<(String, Directives), (usize, String)> {
@@ -244,6 +236,7 @@ fn directives(text: &str) -> Result<(String, Directives), (usize, String)> {
         cookies: true,
         captures: Vec::new(),
         thinks: Vec::new(),
+        request_lines: Vec::new(),
     };
     let mut rest = String::with_capacity(text.len());
     let mut requests = 0usize;
@@ -255,6 +248,7 @@ fn directives(text: &str) -> Result<(String, Directives), (usize, String)> {
         if !DIRECTIVES.contains(&first) {
             if is_request_line(trimmed) {
                 requests += 1;
+                d.request_lines.push(n);
             }
             rest.push_str(line);
             rest.push('\n');

@@ -29,8 +29,6 @@ pub(crate) struct FlowUser {
     pub(crate) request: Vec<u8>,
     /// The last request's body, written out.
     body: Vec<u8>,
-    /// A redirect's path.
-    location: Vec<u8>,
     /// The pause owed after the request just sent.
     think: ThinkTime,
 }
@@ -64,7 +62,6 @@ impl FlowUser {
             cookies: 0,
             request: Vec::new(),
             body: Vec::new(),
-            location: Vec::new(),
             think: ThinkTime::Zero,
         }
     }
@@ -114,14 +111,11 @@ impl FlowUser {
         if !again {
             self.body.clear();
         }
-        self.location.clear();
-        self.location.extend_from_slice(path);
-        let mut r = std::mem::take(&mut self.request);
+        let r = &mut self.request;
         r.clear();
         r.extend_from_slice(method.as_str().as_bytes());
         r.push(b' ');
-        r.extend_from_slice(&self.location);
-        self.request = r;
+        r.extend_from_slice(path);
         self.finish(flow, step, method, again, to);
         Some(Redirect {
             head: method == super::targets::HttpMethod::Head,
