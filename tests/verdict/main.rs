@@ -286,6 +286,10 @@ fn a_two_by_two_lab_moves_the_bottleneck_and_checks_its_cpu_prediction() {
             continue;
         }
         assert_eq!(report["unpredicted"], serde_json::json!([]), "{report}");
+        if memory.iter().any(|p| disturbed(dir.path(), &report, p)) {
+            attempts.push(out);
+            continue;
+        }
         check_memory_floors(&memory, &out);
         // The one-CPU cell's server was held to CPU 0, as its setup says.
         let one_cpu = report["variants"]
@@ -338,6 +342,31 @@ fn check_cpu_prediction(predictions: &[serde_json::Value], out: &str) {
     }
     contains(out, "predictions checked");
     contains(out, "predicted [95%]");
+}
+
+/// Whether prediction `p` missed a measurement that its own cell
+/// contradicts: the measured cell went faster at a lower load than the
+/// whole interval of the step the prediction is checked on (a one-CPU
+/// cell at 3,158 tps with one user and 1,887 with two, the host taking
+/// its CPU for that step). Such a lab is run again, not judged.
+fn disturbed(dir: &Path, report: &serde_json::Value, p: &serde_json::Value) -> bool {
+    if p["held"] != "missed" {
+        return false;
+    }
+    let run = report["variants"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == p["to"]))
+        .map_or(0, |v| v["runs"][0].as_u64().unwrap_or(0));
+    let export: serde_json::Value =
+        serde_json::from_str(&perflab_ok(dir, &format!("show {run} --json -"))).unwrap();
+    let (load, top) = (
+        p["load"].as_f64().unwrap_or(0.0),
+        p["measured_interval"][1].as_f64().unwrap_or(f64::INFINITY),
+    );
+    export["steps"].as_array().into_iter().flatten().any(|s| {
+        s["load"]["value"].as_f64().is_some_and(|l| l < load)
+            && s["summary"]["throughput"].as_f64().is_some_and(|x| x > top)
+    })
 }
 
 /// The memory what-ifs of the 2×2: from each 96 MiB cell to the 1 GiB
