@@ -102,9 +102,10 @@ print(s["throughput"], total, s["response"]["p50"] * 1e6, s["response"]["p99"] *
 
 # One closed-loop run of each at $conns connections, their figures added
 # to the round lists.
+# Extra arguments (a Lua script) go to wrk.
 run_wrk() {
     local cpu out requests
-    read -r cpu out < <(measure wrk -t2 -c"$conns" -d"${seconds}s" "${base}1k.bin")
+    read -r cpu out < <(measure wrk -t2 -c"$conns" -d"${seconds}s" "$@" "${base}1k.bin")
     requests="$(grep -o '[0-9]* requests in' <<<"$out" | cut -d' ' -f1)"
     peer_rps+=("$(grep -o 'Requests/sec: *[0-9.]*' <<<"$out" | grep -o '[0-9.]*$')")
     peer_cpu+=("$(python3 -c "print($cpu / $requests * 1e6)")")
@@ -213,13 +214,6 @@ response = function(status, headers, body)
 end
 EOF
 printf 'GET /1k.bin\ncapture etag header ETag\n\nGET /1k.bin\nX-Prev: ${etag}\n' > "$work/etag.flow"
-run_wrk_flow() {
-    local cpu out requests
-    read -r cpu out < <(measure wrk -t2 -c"$conns" -d"${seconds}s" -s "$work/flow.lua" "${base}1k.bin")
-    requests="$(grep -o '[0-9]* requests in' <<<"$out" | cut -d' ' -f1)"
-    peer_rps+=("$(grep -o 'Requests/sec: *[0-9.]*' <<<"$out" | grep -o '[0-9.]*$')")
-    peer_cpu+=("$(python3 -c "print($cpu / $requests * 1e6)")")
-}
 run_perflab_flow() {
     local cpu rps total
     read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run web --target "$base" --flow "$work/etag.flow" \
@@ -236,9 +230,9 @@ conns=32
 peer_rps=(); peer_cpu=(); pl_rps=(); pl_cpu=()
 for round in $(seq "$rounds"); do
     if peer_first "$round"; then
-        run_wrk_flow; run_perflab_flow
+        run_wrk -s "$work/flow.lua"; run_perflab_flow
     else
-        run_perflab_flow; run_wrk_flow
+        run_perflab_flow; run_wrk -s "$work/flow.lua"
     fi
 done
 paired_row "$conns" "$(list "${peer_rps[@]}")" "$(list "${pl_rps[@]}")" \

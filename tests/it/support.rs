@@ -607,3 +607,26 @@ fn record_hold(slot: &HeavySlot) {
         .open(path)
         .and_then(|mut f| f.write_all(line.as_bytes()));
 }
+
+/// Each operation of step 0 of an export, by name: (ok, errors by kind).
+pub fn ops_of_step0(
+    export: &serde_json::Value,
+) -> std::collections::BTreeMap<String, (u64, std::collections::BTreeMap<String, u64>)> {
+    export["steps"][0]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| {
+            let errors = op["errors"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+                .collect();
+            (
+                op["name"].as_str().unwrap().to_string(),
+                (op["ok"].as_u64().unwrap(), errors),
+            )
+        })
+        .collect()
+}

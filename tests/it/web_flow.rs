@@ -283,27 +283,6 @@ fn write_flow(dir: &std::path::Path, think: &str) -> std::path::PathBuf {
     file
 }
 
-/// Each operation of step 0: (ok, errors by kind).
-fn ops_of(export: &serde_json::Value) -> BTreeMap<String, (u64, BTreeMap<String, u64>)> {
-    export["steps"][0]["ops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|op| {
-            let errors = op["errors"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
-                .collect();
-            (
-                op["name"].as_str().unwrap().to_string(),
-                (op["ok"].as_u64().unwrap(), errors),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn users_walk_the_journey_with_captured_values_cookies_and_their_own_rows() {
     let shop = ShopServer::start();
@@ -343,7 +322,7 @@ fn users_walk_the_journey_with_captured_values_cookies_and_their_own_rows() {
     );
     assert!(buys > 20, "{served:?}");
     let export = last_export(dir.path());
-    let ops = ops_of(&export);
+    let ops = crate::support::ops_of_step0(&export);
     assert_eq!(
         ops.keys().map(String::as_str).collect::<Vec<_>>(),
         ["buy", "items", "login"]
@@ -391,7 +370,7 @@ fn users_walk_the_journey_with_captured_values_cookies_and_their_own_rows() {
             shop.port
         ),
     );
-    let open = ops_of(&last_export(dir.path()));
+    let open = crate::support::ops_of_step0(&last_export(dir.path()));
     assert!(open["buy"].0 > 10 && open["buy"].1.is_empty(), "{open:?}");
 }
 

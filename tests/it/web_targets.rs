@@ -135,27 +135,6 @@ fn serve(mut conn: TcpStream, seen: &Seen) {
     }
 }
 
-/// Requests of each operation over step 0's measured intervals: (ok, errors by kind).
-fn ops(export: &serde_json::Value) -> BTreeMap<String, (u64, BTreeMap<String, u64>)> {
-    export["steps"][0]["ops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|op| {
-            let errors = op["errors"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
-                .collect();
-            (
-                op["name"].as_str().unwrap().to_string(),
-                (op["ok"].as_u64().unwrap(), errors),
-            )
-        })
-        .collect()
-}
-
 const BODY: &str = "{\"name\":\"widget\",\"qty\":3}";
 
 #[test]
@@ -197,7 +176,7 @@ fn each_target_goes_out_with_its_method_headers_and_body_in_its_share() {
     let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
     assert!(*lo > 100 && hi - lo <= 4, "{seen:?}");
     // Figures per request name, the 404s as errors of their own request.
-    let ops = ops(&last_export(dir.path()));
+    let ops = crate::support::ops_of_step0(&last_export(dir.path()));
     let names: Vec<&str> = ops.keys().map(String::as_str).collect();
     assert_eq!(
         names,
@@ -252,7 +231,7 @@ fn an_open_loop_sends_the_targets_in_order_with_a_connection_per_request() {
     for n in [a, b, c] {
         assert!(n.abs_diff(total / 3) <= 3, "{seen:?}");
     }
-    let ops = ops(&last_export(dir.path()));
+    let ops = crate::support::ops_of_step0(&last_export(dir.path()));
     assert_eq!(ops.len(), 3, "{ops:?}");
     assert!(
         ops.values().all(|(ok, e)| *ok > 100 && e.is_empty()),
@@ -327,7 +306,7 @@ fn a_managed_nginx_takes_paths_into_its_file_set_and_each_request_keeps_its_figu
         "run web --targets t.txt --rate 600 --connections 2 --max-error-rate 100% --warmup 1s --duration 2s",
     );
     let export = last_export(dir.path());
-    let ops = ops(&export);
+    let ops = crate::support::ops_of_step0(&export);
     let get = &ops["GET /webbench/file000.html"];
     let head = &ops["HEAD /webbench/file050.html"];
     // A static file server refuses a POST: an error of that request only.

@@ -48,6 +48,21 @@ fn parse_shop(text: &str, csv: &str) -> Result<(Targets, Flow), String> {
 
 const USERS: &str = "name,password\nann,\"p,1\"\nbob,\"say \"\"hi\"\"\"\n";
 
+/// Where a test user's requests go.
+fn to_of<'a>(
+    base: &'a HttpBase,
+    authority: &'a str,
+    common: &'a [(String, String)],
+    close: bool,
+) -> Target<'a> {
+    Target {
+        base,
+        authority,
+        common,
+        close,
+    }
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -76,12 +91,8 @@ fn a_flow_is_parsed_into_steps_with_their_variables() {
 fn a_user_walks_its_journey_capturing_and_sending_on() {
     let (_, flow) = parse_shop(SHOP, USERS).unwrap();
     let b = base();
-    let to = Target {
-        base: &b,
-        authority: "127.0.0.1:8080",
-        common: &[("X-Run".to_string(), "7".to_string())],
-        close: false,
-    };
+    let common = [("X-Run".to_string(), "7".to_string())];
+    let to = to_of(&b, "127.0.0.1:8080", &common, false);
     let mut user = FlowUser::new(&flow, 3);
     user.render(&flow, &to);
     let login = text(&user.request);
@@ -141,12 +152,7 @@ fn cookies_are_kept_replaced_and_expired() {
     user.keep_cookies(b"HTTP/1.1 200 OK\r\nset-cookie: a=1\r\nSet-Cookie: b = 2 ; Secure\r\n\r\n");
     user.keep_cookies(b"HTTP/1.1 200 OK\r\nSet-Cookie: a=3\r\nSet-Cookie: b=; Max-Age=0\r\nSet-Cookie: junk\r\n\r\n");
     let b = base();
-    let to = Target {
-        base: &b,
-        authority: "h:1",
-        common: &[],
-        close: true,
-    };
+    let to = to_of(&b, "h:1", &[], true);
     user.render(&flow, &to);
     let r = text(&user.request);
     assert!(r.contains("Cookie: a=3\r\nConnection: close\r\n"), "{r}");
@@ -156,12 +162,7 @@ fn cookies_are_kept_replaced_and_expired() {
 fn redirects_are_followed_on_the_target_only() {
     let (_, flow) = parse_shop(SHOP, USERS).unwrap();
     let b = base();
-    let to = Target {
-        base: &b,
-        authority: "127.0.0.1:8080",
-        common: &[],
-        close: false,
-    };
+    let to = to_of(&b, "127.0.0.1:8080", &[], false);
     let mut user = FlowUser::new(&flow, 0);
     user.render(&flow, &to);
     let r = user
@@ -298,12 +299,7 @@ fn a_users_journeys_allocate_nothing_after_the_first() {
     use crate::util::counting_alloc::allocations;
     let (_, flow) = parse_shop(SHOP, USERS).unwrap();
     let b = base();
-    let to = Target {
-        base: &b,
-        authority: "127.0.0.1:8080",
-        common: &[],
-        close: false,
-    };
+    let to = to_of(&b, "127.0.0.1:8080", &[], false);
     let login = b"HTTP/1.1 200 OK\r\nSet-Cookie: sid=abc\r\nSet-Cookie: lang=en\r\n\r\n";
     let replies: [(&[u8], &[u8]); 3] = [
         (login, br#"{"token": "t-1"}"#),
