@@ -286,7 +286,10 @@ fn a_two_by_two_lab_moves_the_bottleneck_and_checks_its_cpu_prediction() {
             continue;
         }
         assert_eq!(report["unpredicted"], serde_json::json!([]), "{report}");
-        if memory.iter().any(|p| disturbed(dir.path(), &report, p)) {
+        if memory
+            .iter()
+            .any(|p| p["held"] == "missed" && disturbed(dir.path(), &report, p))
+        {
             attempts.push(out);
             continue;
         }
@@ -344,29 +347,48 @@ fn check_cpu_prediction(predictions: &[serde_json::Value], out: &str) {
     contains(out, "predicted [95%]");
 }
 
-/// Whether prediction `p` missed a measurement that its own cell
-/// contradicts: the measured cell went faster at a lower load than the
-/// whole interval of the step the prediction is checked on (a one-CPU
-/// cell at 3,158 tps with one user and 1,887 with two, the host taking
-/// its CPU for that step). Such a lab is run again, not judged.
+/// Whether prediction `p` was checked on a step that its own cells
+/// contradict, so that its lab is run again rather than judged:
+/// - the measured cell went faster at a lower load than the whole
+///   interval of the step checked (a one-CPU cell at 3,158 tps with one
+///   user and 1,887 with two, the host taking its CPU for that step);
+/// - or the predicting cell's own step at that load ran more than a tenth
+///   slower than one of its lower loads (a cell held by its link to 2,120
+///   tps from two users to eight cannot do less at sixteen unless the
+///   host took the step).
 fn disturbed(dir: &Path, report: &serde_json::Value, p: &serde_json::Value) -> bool {
-    if p["held"] != "missed" {
-        return false;
-    }
+    let load = p["load"].as_f64().unwrap_or(0.0);
+    let measured_top = p["measured_interval"][1].as_f64().unwrap_or(f64::INFINITY);
+    let from = steps_of(dir, report, &p["from"]);
+    let from_top = from
+        .iter()
+        .find(|(l, _)| *l == load)
+        .map_or(f64::INFINITY, |(_, x)| x * 1.1);
+    let faster_below =
+        |steps: &[(f64, f64)], top: f64| steps.iter().any(|&(l, x)| l < load && x > top);
+    faster_below(&steps_of(dir, report, &p["to"]), measured_top) || faster_below(&from, from_top)
+}
+
+/// The (load, throughput) of each step of the first run of the lab's
+/// variant `name`, from its export.
+fn steps_of(dir: &Path, report: &serde_json::Value, name: &serde_json::Value) -> Vec<(f64, f64)> {
     let run = report["variants"]
         .as_array()
-        .and_then(|v| v.iter().find(|v| v["name"] == p["to"]))
+        .and_then(|v| v.iter().find(|v| &v["name"] == name))
         .map_or(0, |v| v["runs"][0].as_u64().unwrap_or(0));
     let export: serde_json::Value =
         serde_json::from_str(&perflab_ok(dir, &format!("show {run} --json -"))).unwrap();
-    let (load, top) = (
-        p["load"].as_f64().unwrap_or(0.0),
-        p["measured_interval"][1].as_f64().unwrap_or(f64::INFINITY),
-    );
-    export["steps"].as_array().into_iter().flatten().any(|s| {
-        s["load"]["value"].as_f64().is_some_and(|l| l < load)
-            && s["summary"]["throughput"].as_f64().is_some_and(|x| x > top)
-    })
+    export["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            Some((
+                s["load"]["value"].as_f64()?,
+                s["summary"]["throughput"].as_f64()?,
+            ))
+        })
+        .collect()
 }
 
 /// The memory what-ifs of the 2×2: from each 96 MiB cell to the 1 GiB
@@ -438,69 +460,83 @@ fn example_lab_on(dir: &Path, example: &str, cpus: Option<&str>) -> (String, ser
 /// packets toward it. The shaped cells name the link, the lossy cell
 /// network loss with perflab's retransmits as evidence, and the unshaped
 /// cell neither; the 2 Mbit/s cell's prediction of a link twice as fast
-/// is within 15% of the 4 Mbit/s cell; nothing of the links is left.
+/// is within 15% of the 4 Mbit/s cell; nothing of the links is left. A
+/// lab whose prediction missed on a step its own cells contradict (see
+/// [`disturbed`]) runs again, up to three times.
 #[test]
 fn a_link_lab_names_the_link_and_the_loss() {
     let _machine = machine();
-    let dir = tempdir();
-    let (out, report) = example_lab(dir.path(), "labs/pg-link.toml");
-    let bottleneck = |i: usize| {
-        let v = &report["variants"][i];
-        assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v}");
-        v["bottlenecks"][0].as_str().unwrap().to_string()
-    };
-    let (unshaped, slow, lossy) = (bottleneck(0), bottleneck(1), bottleneck(2));
-    assert!(
-        slow.starts_with("link pl") && slow.ends_with("(tbf)"),
-        "the 2 Mbit/s cell: {slow}\n{out}"
-    );
-    assert_eq!(lossy, "network loss", "{out}");
-    assert!(
-        !unshaped.starts_with("link") && unshaped != "network loss",
-        "the unshaped cell: {unshaped}\n{out}"
-    );
-    assert!(
-        bottleneck(3).starts_with("link pl"),
-        "the 4 Mbit/s cell: {}\n{out}",
-        bottleneck(3)
-    );
-    // The 2 Mbit/s cell's link twice as fast is the 4 Mbit/s cell: the
-    // prediction is checked, and a shaper's rate doubled doubles what
-    // passes it.
-    let doubled = report["predictions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["from"] == "2mbit" && p["to"] == "4mbit")
-        .unwrap_or_else(|| panic!("no 2mbit → 4mbit prediction:\n{out}"));
-    assert!(
-        doubled["change"]
-            .as_str()
+    let mut attempts = Vec::new();
+    for _ in 0..3 {
+        let dir = tempdir();
+        let (out, report) = example_lab(dir.path(), "labs/pg-link.toml");
+        let bottleneck = |i: usize| {
+            let v = &report["variants"][i];
+            assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v}");
+            v["bottlenecks"][0].as_str().unwrap().to_string()
+        };
+        let (unshaped, slow, lossy) = (bottleneck(0), bottleneck(1), bottleneck(2));
+        assert!(
+            slow.starts_with("link pl") && slow.ends_with("(tbf)"),
+            "the 2 Mbit/s cell: {slow}\n{out}"
+        );
+        assert_eq!(lossy, "network loss", "{out}");
+        assert!(
+            !unshaped.starts_with("link") && unshaped != "network loss",
+            "the unshaped cell: {unshaped}\n{out}"
+        );
+        assert!(
+            bottleneck(3).starts_with("link pl"),
+            "the 4 Mbit/s cell: {}\n{out}",
+            bottleneck(3)
+        );
+        // The 2 Mbit/s cell's link twice as fast is the 4 Mbit/s cell: the
+        // prediction is checked, and a shaper's rate doubled doubles what
+        // passes it.
+        let doubled = report["predictions"]
+            .as_array()
             .unwrap()
-            .contains("twice the speed (both ways)"),
-        "{doubled}"
-    );
-    let error = doubled["error"].as_f64().unwrap();
-    assert!(
-        error.abs() <= 0.15,
-        "the doubled link's prediction missed by {error}:\n{out}"
-    );
-    // The lossy cell's evidence is its retransmits.
-    let lossy_run = report["variants"][2]["runs"][0].as_i64().unwrap();
-    let verdict = perflab_ok(dir.path(), &format!("analyze {lossy_run}"));
-    contains(&verdict, "TCP segments/s were retransmitted");
-    let namespaces = String::from_utf8_lossy(
-        &std::process::Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .into_owned();
-    // The verdict tests run one at a time: no other link is made now.
-    assert!(
-        !namespaces.contains("perflab-link-"),
-        "a cell's namespace was left:\n{namespaces}"
+            .iter()
+            .find(|p| p["from"] == "2mbit" && p["to"] == "4mbit")
+            .unwrap_or_else(|| panic!("no 2mbit → 4mbit prediction:\n{out}"));
+        assert!(
+            doubled["change"]
+                .as_str()
+                .unwrap()
+                .contains("twice the speed (both ways)"),
+            "{doubled}"
+        );
+        let error = doubled["error"].as_f64().unwrap();
+        if error.abs() > 0.15 && disturbed(dir.path(), &report, doubled) {
+            attempts.push(format!("{doubled}\n{out}"));
+            continue;
+        }
+        assert!(
+            error.abs() <= 0.15,
+            "the doubled link's prediction missed by {error}: {doubled}\n{out}"
+        );
+        // The lossy cell's evidence is its retransmits.
+        let lossy_run = report["variants"][2]["runs"][0].as_i64().unwrap();
+        let verdict = perflab_ok(dir.path(), &format!("analyze {lossy_run}"));
+        contains(&verdict, "TCP segments/s were retransmitted");
+        let namespaces = String::from_utf8_lossy(
+            &std::process::Command::new("ip")
+                .args(["netns", "list"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .into_owned();
+        // The verdict tests run one at a time: no other link is made now.
+        assert!(
+            !namespaces.contains("perflab-link-"),
+            "a cell's namespace was left:\n{namespaces}"
+        );
+        return;
+    }
+    panic!(
+        "the doubled link's prediction was checked on a step its own cells contradict in three attempts:\n{}",
+        attempts.join("\n")
     );
 }
 

@@ -312,3 +312,69 @@ fn more_memory_is_a_floor_under_a_cpu_or_an_idle_limit() {
     };
     assert!(!floor(&cpus, Some(&cpu), 290.0));
 }
+
+/// A bank behind a link shaped to 2 Mbit/s each way, as measured: 2,120
+/// tps from one user to sixteen, the host side's token bucket 99% busy
+/// (468 µs of tokens per operation), the far side's 93% (440 µs), the
+/// host's two CPUs 160 µs. Queued in series, the two buckets and the CPU
+/// made 1,068 µs where one user measured 471 µs: the model missed by
+/// 52%, and a link twice as fast was predicted at 3,526 tps where it
+/// measured 4,256. As limiters the model reproduces the run, the doubled
+/// link is its new cap at sixteen users, and at one user — whose time
+/// without the link the delay hides — a floor.
+#[test]
+fn a_token_bucket_caps_the_throughput_rather_than_queueing_in_series() {
+    use crate::analyze::bottleneck::{Bottleneck, BottleneckKind};
+    use crate::analyze::points::ResourceUse;
+    let (host, far) = (
+        "link pl9x0h (tbf)",
+        "link pl9x0s in the server's namespace (tbf)",
+    );
+    let mut points = crate::analyze::fixture::mva_points(0.0001, 0.0001, 0.0, &[1, 2, 4, 8, 16]);
+    for p in &mut points {
+        p.throughput = if p.load == 1.0 { 2124.0 } else { 2120.0 };
+        p.interval_throughputs = vec![p.throughput; 20];
+        let r = std::time::Duration::from_secs_f64(p.load / p.throughput);
+        p.response.mean = r;
+        let use_of = |name: &str, kind, servers: f64, demand_s: f64| ResourceUse {
+            name: name.to_string(),
+            kind,
+            servers,
+            utilisation: (demand_s * p.throughput / servers).min(1.0),
+            saturation: None,
+            errors: None,
+        };
+        p.resources = vec![
+            use_of("cpu", ResourceKind::Cpu, 2.0, 0.000160),
+            use_of(host, ResourceKind::Link, 1.0, 0.000468),
+            use_of(far, ResourceKind::Link, 1.0, 0.000440),
+        ];
+    }
+    let demands = crate::analyze::demands::demands(&points, true, Some(0));
+    let link = Bottleneck {
+        kind: BottleneckKind::Resource,
+        name: host.to_string(),
+        evidence: Vec::new(),
+        ruled_out: Vec::new(),
+        unreliable: false,
+        next: None,
+        resource: Some(host.to_string()),
+    };
+    let w = what_if(&points, &demands, &link, true, 0, None).expect("predictions for the link");
+    assert!(w.model_error < 0.02, "{w:#?}");
+    let twice = w
+        .scenarios
+        .iter()
+        .find(|s| s.change.contains("twice the speed"))
+        .unwrap_or_else(|| panic!("{w:#?}"));
+    let bound = 2.0 / 0.000468;
+    assert!((twice.throughput / bound - 1.0).abs() < 0.01, "{twice:?}");
+    assert!(!twice.at_least && twice.interval.is_some(), "{twice:?}");
+    // Sixteen users at the cap wait their turn: Little's law.
+    let r = twice.response_s.unwrap();
+    assert!((r * twice.throughput / 16.0 - 1.0).abs() < 1e-6, "{r}");
+    let one = twice.at_peak.as_ref().expect("at the peak's one user");
+    assert_eq!(one.load, 1.0);
+    assert!(one.at_least && one.interval.is_none(), "{one:?}");
+    assert!((one.throughput / 2124.0 - 1.0).abs() < 0.01, "{one:?}");
+}
