@@ -1,7 +1,7 @@
 //! `perflab run web --flow FILE` against a small shop the test runs on
 //! 127.0.0.1, which holds each user to its journey: a login checked
-//! against the users' passwords answers 303 with a session cookie, the
-//! home page it leads to gives a token only to that cookie, the item list
+//! against the users' passwords answers 303 with a session cookie and a
+//! relative `Location` (`home`), the home page it leads to gives a token only to that cookie, the item list
 //! only to that token, and a purchase is taken only for an item listed and
 //! the session's own user. Any step out of turn is refused (and counted
 //! by the shop), so a run without errors is a run whose values were
@@ -196,7 +196,7 @@ fn answer(req: &Request, shop: &mut Shop) -> (String, String, String) {
                     .entry(format!("login as {}", form["user"]))
                     .or_default() += 1;
                 let extra =
-                    format!("Location: /home\r\nSet-Cookie: sid={sid}; Path=/; HttpOnly\r\n");
+                    format!("Location: home\r\nSet-Cookie: sid={sid}; Path=/; HttpOnly\r\n");
                 ("login", ("303 See Other".into(), extra, String::new()))
             } else {
                 (

@@ -11,7 +11,8 @@
 //! - before the first request, `data FILE.csv` gives each user a row of a
 //!   CSV file (a header row names its columns; user `u` takes row `u`
 //!   modulo the rows), `redirects follow` follows a 3xx reply's
-//!   `Location` on the target (up to [`MAX_REDIRECTS`]), and `cookies off`
+//!   `Location` on the target (a path, a URL of it, or a relative
+//!   reference; up to [`MAX_REDIRECTS`]), and `cookies off`
 //!   stops keeping the cookies the server sets (kept per user by default).
 //!
 //! `${VAR}` in a URL, a header's value or a body is the user's value of
@@ -22,6 +23,7 @@
 //! cookies forgotten.
 
 pub(crate) mod json;
+mod location;
 mod run;
 #[cfg(test)]
 mod tests;

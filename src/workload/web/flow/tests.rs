@@ -187,12 +187,21 @@ fn redirects_are_followed_on_the_target_only() {
     .unwrap();
     let again = text(&user.request);
     assert!(again.starts_with("POST /again HTTP/1.1\r\n"));
+    // A relative Location resolves against the request it answers.
+    user.redirect(
+        &flow,
+        b"HTTP/1.1 302 Found\r\nLocation: ../next?b=2#top\r\n\r\n",
+        302,
+        &to,
+    )
+    .unwrap();
+    let next = text(&user.request);
+    assert!(next.starts_with("GET /next?b=2 HTTP/1.1\r\n"), "{next}");
     assert!(again.ends_with("\r\n\r\nuser=ann&pass=p,1"), "{again}");
     for elsewhere in [
         "http://example.com/x",
         "https://127.0.0.1:8080/x",
         "//example.com/x",
-        "next",
     ] {
         let head = format!("HTTP/1.1 302 Found\r\nLocation: {elsewhere}\r\n\r\n");
         assert!(

@@ -29,6 +29,8 @@ pub(crate) struct FlowUser {
     pub(crate) request: Vec<u8>,
     /// The last request's body, written out.
     body: Vec<u8>,
+    /// Where a redirect leads, resolved.
+    location: Vec<u8>,
     /// The pause owed after the request just sent.
     think: ThinkTime,
 }
@@ -62,6 +64,7 @@ impl FlowUser {
             cookies: 0,
             request: Vec::new(),
             body: Vec::new(),
+            location: Vec::new(),
             think: ThinkTime::Zero,
         }
     }
@@ -88,8 +91,8 @@ impl FlowUser {
     }
 
     /// After a 3xx reply whose head is `head`: writes the request that
-    /// follows its `Location` (a path, or a URL of `base` itself) into
-    /// `request`. A 307 or 308 repeats the method, headers and body;
+    /// follows its `Location` (a path, a URL of `base` itself, or a
+    /// reference relative to the request it answers) into `request`. A 307 or 308 repeats the method, headers and body;
     /// another 3xx is a GET. None when there is no place to follow to on
     /// the target.
     pub(crate) fn redirect(
@@ -100,7 +103,12 @@ impl FlowUser {
         to: &Target<'_>,
     ) -> Option<Redirect> {
         let location = header(head, b"location")?;
-        let path = location_path(location, to.base)?;
+        let mut path = std::mem::take(&mut self.location);
+        let sent = self.request.split(|&b| b == b' ').nth(1).unwrap_or(b"/");
+        if !super::location::resolve(location, sent, to.base, &mut path) {
+            self.location = path;
+            return None;
+        }
         let step = &flow.steps[self.step];
         let again = matches!(status, 307 | 308);
         let method = if again {
@@ -115,7 +123,8 @@ impl FlowUser {
         r.clear();
         r.extend_from_slice(method.as_str().as_bytes());
         r.push(b' ');
-        r.extend_from_slice(path);
+        r.extend_from_slice(&path);
+        self.location = path;
         self.finish(flow, step, method, again, to);
         Some(Redirect {
             head: method == super::targets::HttpMethod::Head,
@@ -354,27 +363,4 @@ fn set_cookies(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8], bool)> {
                 expired,
             ))
         })
-}
-
-/// The path a `Location` leads to on `base`: a path as it is, a URL of
-/// the base's own scheme, host and port by its path; none elsewhere.
-fn location_path<'a>(location: &'a [u8], base: &HttpBase) -> Option<&'a [u8]> {
-    if location.starts_with(b"/") && !location.starts_with(b"//") {
-        return Some(location).filter(|l| l.iter().all(u8::is_ascii_graphic));
-    }
-    let scheme: &[u8] = if base.tls { b"https://" } else { b"http://" };
-    let rest = location.strip_prefix(scheme)?;
-    let end = rest
-        .iter()
-        .position(|&b| b == b'/' || b == b'?')
-        .unwrap_or(rest.len());
-    let authority = std::str::from_utf8(&rest[..end]).ok()?;
-    let default_port = if base.tls { 443 } else { 80 };
-    let (h, p) = crate::sut::http::split_host_port(authority, default_port)?;
-    let path = &rest[end..];
-    (p == base.port
-        && h.eq_ignore_ascii_case(&base.host)
-        && path.starts_with(b"/")
-        && path.iter().all(u8::is_ascii_graphic))
-    .then_some(path)
 }
