@@ -1,7 +1,9 @@
 //! `perflab run web --flow FILE` against a small shop the test runs on
 //! 127.0.0.1, which holds each user to its journey: a login checked
 //! against the users' passwords answers 303 with a session cookie and a
-//! relative `Location` (`home`), the home page it leads to gives a token only to that cookie, the item list
+//! relative `Location` (`home`) — and a cookie for `/cart` only, and one
+//! already expired, neither of which may come back elsewhere — the home
+//! page it leads to gives a token only to that cookie, the item list
 //! only to that token, and a purchase is taken only for an item listed and
 //! the session's own user. Any step out of turn is refused (and counted
 //! by the shop), so a run without errors is a run whose values were
@@ -177,7 +179,14 @@ fn answer(req: &Request, shop: &mut Shop) -> (String, String, String) {
         .header("authorization")
         .and_then(|a| a.strip_prefix("Bearer "))
         .and_then(|t| shop.tokens.get(t).cloned());
+    // No cookie goes where its path does not reach, nor once it expired.
+    let strays = req.cookie("old").is_some()
+        || (!req.path.starts_with("/cart/") && req.cookie("cart").is_some());
     let (what, reply) = match (req.method.as_str(), req.path.as_str()) {
+        _ if strays => (
+            "refused stray cookie",
+            ("400 Bad Request".into(), String::new(), String::new()),
+        ),
         ("POST", "/login") => {
             let form: HashMap<&str, &str> = req
                 .body
@@ -195,8 +204,12 @@ fn answer(req: &Request, shop: &mut Shop) -> (String, String, String) {
                     .served
                     .entry(format!("login as {}", form["user"]))
                     .or_default() += 1;
-                let extra =
-                    format!("Location: home\r\nSet-Cookie: sid={sid}; Path=/; HttpOnly\r\n");
+                // The cart's cookie reaches only /cart; the old one has expired.
+                let extra = format!(
+                    "Location: home\r\nSet-Cookie: sid={sid}; Path=/; HttpOnly\r\n\
+                     Set-Cookie: cart={sid}; Path=/cart\r\n\
+                     Set-Cookie: old=1; Expires=Thu, 01 Jan 1970 00:00:00 GMT\r\n"
+                );
                 ("login", ("303 See Other".into(), extra, String::new()))
             } else {
                 (
@@ -240,7 +253,9 @@ fn answer(req: &Request, shop: &mut Shop) -> (String, String, String) {
         },
         ("POST", path) if path.starts_with("/cart/") => {
             let id: Option<u64> = path["/cart/".len()..].parse().ok();
-            let mine = session_user.as_deref() == req.header("x-user");
+            let mine = session_user.as_deref() == req.header("x-user")
+                && req.cookie("cart").is_some()
+                && req.cookie("cart") == req.cookie("sid");
             let listed = req
                 .cookie("sid")
                 .and_then(|sid| shop.listed.get(sid))
@@ -302,6 +317,7 @@ fn users_walk_the_journey_with_captured_values_cookies_and_their_own_rows() {
         "refused home",
         "refused items",
         "refused buy",
+        "refused stray cookie",
         "unknown",
     ] {
         assert!(!served.contains_key(refusal), "{served:?}");

@@ -22,6 +22,7 @@
 //! capture finds nothing begins again from the top, its captures and
 //! cookies forgotten.
 
+mod cookies;
 pub(crate) mod json;
 mod location;
 mod run;
@@ -42,6 +43,10 @@ pub(crate) const MAX_VALUE: usize = 8 << 10;
 pub(crate) const MAX_KEPT_BODY: usize = 1 << 20;
 /// The most cookies a user keeps; more are not kept.
 pub(crate) const MAX_COOKIES: usize = 50;
+const _: () = assert!(
+    MAX_COOKIES <= 64,
+    "a request's cookies are chosen in a 64-bit mask"
+);
 /// The most redirects followed for one request.
 pub(crate) const MAX_REDIRECTS: usize = 5;
 /// The largest CSV file read, bytes.

@@ -3,14 +3,12 @@
 //! keeps. After its first journeys it allocates nothing: every buffer is
 //! cleared and written again, cookies reuse their slots.
 
-use super::{json, Capture, Flow, Piece, Source, Step, Var, MAX_COOKIES, MAX_VALUE};
+use super::cookies::Jar;
+use super::{json, Capture, Flow, Piece, Source, Step, Var, MAX_VALUE};
 use crate::plan::ThinkTime;
 use crate::sut::http::HttpBase;
 use std::io::Write;
 use std::time::Duration;
-
-/// The longest cookie name or value kept, bytes.
-const MAX_COOKIE: usize = 4 << 10;
 
 /// A user's place in the flow and what it holds.
 pub(crate) struct FlowUser {
@@ -22,9 +20,7 @@ pub(crate) struct FlowUser {
     iteration: u64,
     /// Each captured variable's value (empty until captured).
     values: Vec<Vec<u8>>,
-    /// Cookie slots; the first `cookies` are live.
-    jar: Vec<(Vec<u8>, Vec<u8>)>,
-    cookies: usize,
+    jar: Jar,
     /// The next request, whole.
     pub(crate) request: Vec<u8>,
     /// The last request's body, written out.
@@ -60,8 +56,7 @@ impl FlowUser {
             step: 0,
             iteration: 0,
             values: vec![Vec::new(); flow.captured.len()],
-            jar: Vec::new(),
-            cookies: 0,
+            jar: Jar::default(),
             request: Vec::new(),
             body: Vec::new(),
             location: Vec::new(),
@@ -104,7 +99,7 @@ impl FlowUser {
     ) -> Option<Redirect> {
         let location = header(head, b"location")?;
         let mut path = std::mem::take(&mut self.location);
-        let sent = self.request.split(|&b| b == b' ').nth(1).unwrap_or(b"/");
+        let sent = sent_target(&self.request);
         if !super::location::resolve(location, sent, to.base, &mut path) {
             self.location = path;
             return None;
@@ -142,6 +137,8 @@ impl FlowUser {
         to: &Target<'_>,
     ) {
         let mut r = std::mem::take(&mut self.request);
+        // The request's target (path and query), after its method.
+        let target = r.iter().position(|&b| b == b' ').map_or(r.len(), |i| i + 1)..r.len();
         let _ = write!(r, " HTTP/1.1\r\nHost: {}\r\n", to.authority);
         let has = |name: &str| {
             own && step
@@ -166,17 +163,8 @@ impl FlowUser {
                 r.extend_from_slice(b"\r\n");
             }
         }
-        if flow.cookies && self.cookies > 0 && !has("cookie") {
-            r.extend_from_slice(b"Cookie: ");
-            for (i, (name, value)) in self.jar[..self.cookies].iter().enumerate() {
-                if i > 0 {
-                    r.extend_from_slice(b"; ");
-                }
-                r.extend_from_slice(name);
-                r.push(b'=');
-                r.extend_from_slice(value);
-            }
-            r.extend_from_slice(b"\r\n");
+        if flow.cookies && !has("cookie") {
+            self.jar.write_header(&mut r, target);
         }
         let sends_body = own && step.body.is_some();
         if sends_body || method.always_sized() {
@@ -248,7 +236,7 @@ impl FlowUser {
         } else {
             self.step = 0;
             self.iteration += 1;
-            self.cookies = 0;
+            self.jar.clear();
             self.values.iter_mut().for_each(Vec::clear);
         }
         captured || !succeeded
@@ -264,15 +252,8 @@ impl FlowUser {
     fn capture(&mut self, c: &Capture, head: &[u8], body: &[u8]) -> bool {
         let found: Option<&[u8]> = match &c.source {
             Source::Header(name) => header(head, name.as_bytes()),
-            Source::Cookie(name) => set_cookies(head)
-                .find(|(n, _, _)| n == &name.as_bytes())
-                .map(|(_, v, _)| v)
-                .or_else(|| {
-                    self.jar[..self.cookies]
-                        .iter()
-                        .find(|(n, _)| n == name.as_bytes())
-                        .map(|(_, v)| v.as_slice())
-                }),
+            Source::Cookie(name) => super::cookies::set_value(head, name.as_bytes())
+                .or_else(|| self.jar.get(name.as_bytes())),
             Source::Json(path) => {
                 let Some(raw) = json::find(body, path) else {
                     return false;
@@ -293,42 +274,20 @@ impl FlowUser {
         true
     }
 
-    /// Keeps the cookies a reply's head sets (a `Max-Age` of 0 or less
-    /// removes one).
+    /// Keeps the cookies a reply's head sets, in answer to the request
+    /// just sent.
     pub(crate) fn keep_cookies(&mut self, head: &[u8]) {
-        for (name, value, expired) in set_cookies(head) {
-            if name.is_empty() || name.len() > MAX_COOKIE || value.len() > MAX_COOKIE {
-                continue;
-            }
-            let live = &mut self.jar[..self.cookies];
-            match live.iter().position(|(n, _)| n == name) {
-                Some(i) if expired => {
-                    live.swap(i, self.cookies - 1);
-                    self.cookies -= 1;
-                }
-                Some(i) => {
-                    live[i].1.clear();
-                    live[i].1.extend_from_slice(value);
-                }
-                None if expired || self.cookies >= MAX_COOKIES => {}
-                None => {
-                    if self.jar.len() == self.cookies {
-                        self.jar.push((Vec::new(), Vec::new()));
-                    }
-                    let (n, v) = &mut self.jar[self.cookies];
-                    n.clear();
-                    n.extend_from_slice(name);
-                    v.clear();
-                    v.extend_from_slice(value);
-                    self.cookies += 1;
-                }
-            }
-        }
+        self.jar.keep(head, sent_target(&self.request));
     }
 }
 
+/// The target (path and query) of a request written out.
+fn sent_target(request: &[u8]) -> &[u8] {
+    request.split(|&b| b == b' ').nth(1).unwrap_or(b"/")
+}
+
 /// A head's header lines, `(name, value)`, the status line left out.
-fn headers(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+pub(super) fn headers(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     head.split(|&b| b == b'\n').skip(1).filter_map(|line| {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let colon = line.iter().position(|&b| b == b':')?;
@@ -341,26 +300,4 @@ fn header<'a>(head: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     headers(head)
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|(_, v)| v)
-}
-
-/// The cookies a head sets: name, value, and whether it expires them.
-fn set_cookies(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8], bool)> {
-    headers(head)
-        .filter(|(n, _)| n.eq_ignore_ascii_case(b"set-cookie"))
-        .filter_map(|(_, v)| {
-            let mut parts = v.split(|&b| b == b';');
-            let pair = parts.next()?;
-            let eq = pair.iter().position(|&b| b == b'=')?;
-            let expired = parts.any(|attr| {
-                let attr = attr.trim_ascii();
-                attr.len() > 8
-                    && attr[..8].eq_ignore_ascii_case(b"max-age=")
-                    && (attr[8] == b'-' || attr[8..].iter().all(|&b| b == b'0'))
-            });
-            Some((
-                pair[..eq].trim_ascii(),
-                pair[eq + 1..].trim_ascii(),
-                expired,
-            ))
-        })
 }
