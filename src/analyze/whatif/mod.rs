@@ -64,14 +64,19 @@
 //! fixed "spare" share would overstate the gain. A doubled resource that
 //! still limits is said to, not named as the next.
 
+mod changes;
+mod closed;
 mod memory;
+
+#[cfg(test)]
+use changes::same_link;
+use changes::{changes, Change};
 
 use super::bottleneck::growth::relative_half_width;
 use super::bottleneck::{Bottleneck, BottleneckKind};
 use super::demands::Demands;
 use super::mva;
 use super::points::{ResourceKind, StepPoint};
-use crate::units::Percent;
 use serde::Serialize;
 
 /// Largest relative miss of the model at a measured load for its
@@ -288,196 +293,6 @@ fn tightest(centres: &[Centre]) -> Option<&Centre> {
         .min_by(|a, b| a.bound().total_cmp(&b.bound()))
 }
 
-/// One change to predict.
-#[derive(Debug, Clone)]
-pub(super) struct Change {
-    pub(super) words: String,
-    /// The network after it.
-    pub(super) after: Vec<Centre>,
-    /// The CPUs the server has after it, for a change of its CPUs.
-    pub(super) server_cpus: Option<f64>,
-    /// The memory limit the server has after it, bytes, for a change of
-    /// its memory.
-    pub(super) server_memory: Option<f64>,
-    pub(super) changed: Changed,
-    /// The network at the two ends of what the change itself leaves
-    /// uncertain (the cache a memory limit gives), when it does.
-    pub(super) ends: Option<[Vec<Centre>; 2]>,
-}
-
-impl Change {
-    fn of(words: String, after: Vec<Centre>, server_cpus: Option<f64>, changed: Changed) -> Self {
-        Change {
-            words,
-            after,
-            server_cpus,
-            server_memory: None,
-            changed,
-            ends: None,
-        }
-    }
-}
-
-/// The interface a link centre's name holds: `link eth0 tx`,
-/// `link veth0 (tbf)`, `link veth1 in the server's namespace (tbf)`.
-fn interface(name: &str) -> Option<&str> {
-    name.strip_prefix("link ")?.split(' ').next()
-}
-
-/// The other centres of the link `target` is part of: a link is faster
-/// or gone in both directions at once. They are the centres of the same
-/// interface (its two directions, the queueing discipline on it) and,
-/// for the server's own link (a shaped pair whose far end is in the
-/// server's namespace), the shaped far end — paired when there is one
-/// shaped interface on each side, so that no other shaped link is taken
-/// for it.
-fn same_link(target: &Centre, centres: &[Centre]) -> Vec<String> {
-    if target.kind != ResourceKind::Link {
-        return Vec::new();
-    }
-    let Some(iface) = interface(&target.name) else {
-        return Vec::new();
-    };
-    let links = || centres.iter().filter(|c| c.kind == ResourceKind::Link);
-    let far = |c: &&Centre| c.name.contains(" in the server's namespace ");
-    let shaped = |c: &&Centre| c.name.ends_with(')');
-    let sides: Vec<Option<&str>> = [true, false]
-        .iter()
-        .map(|&in_namespace| {
-            let mut names: Vec<&str> = links()
-                .filter(|c| shaped(c) && far(c) == in_namespace)
-                .filter_map(|c| interface(&c.name))
-                .collect();
-            names.dedup();
-            (names.len() == 1).then(|| names[0])
-        })
-        .collect();
-    let peer = match (sides[0], sides[1]) {
-        (Some(ns), Some(host)) if ns == iface => Some(host),
-        (Some(ns), Some(host)) if host == iface => Some(ns),
-        _ => None,
-    };
-    links()
-        .filter(|c| c.name != target.name)
-        .filter(|c| interface(&c.name).is_some_and(|i| i == iface || Some(i) == peer))
-        .map(|c| c.name.clone())
-        .collect()
-}
-
-/// The changes worth predicting for a bottleneck centre. A confined
-/// server gets twice what it had, at most the host's CPUs; where that is
-/// more than the host has besides perflab's own use, perflab's work per
-/// operation shares the server's CPUs. None when that gives no more than
-/// it had.
-fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom>) -> Vec<Change> {
-    let (more, shared_s) = cpus_after_doubling(target, room);
-    let group = same_link(target, centres);
-    let changed = |c: &Centre| c.name == target.name || group.contains(&c.name);
-    let both = if group.is_empty() { "" } else { " (both ways)" };
-    let doubled: Vec<Centre> = centres
-        .iter()
-        .map(|c| {
-            let mut c = c.clone();
-            if changed(&c) {
-                match c.kind {
-                    ResourceKind::Disk | ResourceKind::Link => c.demand_s /= 2.0,
-                    _ => {
-                        c.servers = more;
-                        c.demand_s += shared_s;
-                    }
-                }
-            }
-            c
-        })
-        .collect();
-    let grows = match target.kind {
-        ResourceKind::Disk | ResourceKind::Link | ResourceKind::Cpu => true,
-        _ => more / (target.demand_s + shared_s) > target.bound() * 1.05,
-    };
-    let cleared: Vec<Centre> = centres.iter().filter(|c| !changed(c)).cloned().collect();
-    let (cpus_after, factor) = match target.kind {
-        ResourceKind::Cpu | ResourceKind::OneCpu | ResourceKind::CpuQuota => {
-            (Some(more), more / target.servers)
-        }
-        ResourceKind::Disk | ResourceKind::Link => (None, 2.0),
-    };
-    let kind = target.kind;
-    let mut out = Vec::new();
-    if grows {
-        let twice = doubling_words(target, more, shared_s, room, both);
-        let changed = Changed {
-            kind,
-            factor: Some(factor),
-        };
-        out.push(Change::of(twice, doubled, cpus_after, changed));
-    }
-    let gone = Changed { kind, factor: None };
-    out.push(Change::of(
-        format!("{} out of the way{both}", target.name),
-        cleared,
-        None,
-        gone,
-    ));
-    out
-}
-
-/// The servers a CPU centre has once doubled (a confined server's at most
-/// the host's CPUs), and the seconds of perflab's work per operation that
-/// land on them when the host has no more room than that.
-fn cpus_after_doubling(target: &Centre, room: Option<HostRoom>) -> (f64, f64) {
-    let want = match target.kind {
-        ResourceKind::Cpu => target.servers * 2.0,
-        ResourceKind::OneCpu => 2.0,
-        ResourceKind::CpuQuota => target.servers * 2.0,
-        ResourceKind::Disk | ResourceKind::Link => target.servers,
-    };
-    let confined = matches!(target.kind, ResourceKind::OneCpu | ResourceKind::CpuQuota);
-    match room.filter(|_| confined) {
-        Some(r) if r.cpus - r.perflab_cpus < want => {
-            let more = want.min(r.cpus);
-            let overlap = (more + r.perflab_cpus - r.cpus).clamp(0.0, r.perflab_cpus);
-            let share = if r.perflab_cpus > 0.0 {
-                overlap / r.perflab_cpus
-            } else {
-                0.0
-            };
-            (more, r.perflab_cpu_per_op_s * share)
-        }
-        _ => (want, 0.0),
-    }
-}
-
-/// The doubling of a centre in words.
-fn doubling_words(
-    target: &Centre,
-    more: f64,
-    shared_s: f64,
-    room: Option<HostRoom>,
-    both: &str,
-) -> String {
-    let perflab_cpus = room.map_or(0.0, |r| r.perflab_cpus);
-    match target.kind {
-        ResourceKind::Cpu => format!("twice the CPUs ({})", target.servers * 2.0),
-        ResourceKind::OneCpu if shared_s > 0.0 => format!(
-            "the server allowed a second CPU besides {} (shared with perflab's {perflab_cpus:.2} CPUs)",
-            target.name,
-        ),
-        ResourceKind::OneCpu => {
-            format!("the server allowed a second CPU besides {}", target.name)
-        }
-        ResourceKind::CpuQuota if shared_s > 0.0 => format!(
-            "the server's CPU quota raised from {:.2} to {:.2} CPUs (shared with perflab's {perflab_cpus:.2})",
-            target.servers, more,
-        ),
-        ResourceKind::CpuQuota => format!(
-            "the server's CPU quota raised from {:.2} to {:.2} CPUs",
-            target.servers, more
-        ),
-        ResourceKind::Disk => format!("{} twice as fast", target.name),
-        ResourceKind::Link => format!("{} at twice the speed{both}", target.name),
-    }
-}
-
 /// Predictions for a run whose bottleneck is a resource; none otherwise
 /// (the generator, contention, loss and an unreached limit are not
 /// changed by more hardware).
@@ -546,7 +361,7 @@ fn predict(
         return None;
     }
     if closed {
-        closed_loop(points, demands, peak, &target, &centres, changed, highest)
+        closed::closed_loop(points, demands, peak, &target, &centres, changed, highest)
     } else {
         open_loop(points, peak, &target, &centres, changed, highest)
     }
@@ -661,236 +476,6 @@ fn with_intervals(mut w: WhatIf) -> WhatIf {
     w
 }
 
-/// A closed loop: exact MVA at the highest population (and at the
-/// peak's), checked against the steps up to the peak.
-fn closed_loop(
-    points: &[StepPoint],
-    demands: &Demands,
-    peak: usize,
-    target: &Centre,
-    centres: &[Centre],
-    changed: Vec<Change>,
-    highest: f64,
-) -> Option<WhatIf> {
-    let lowest = points.first()?;
-    let model = ClosedModel {
-        delay_s: delay_for(centres, demands.total_s),
-        think_s: lowest.think_s,
-        hidden_cap: cap(centres).filter(|&c| lowest.throughput >= HIDDEN * c),
-    };
-    let mut model_error: f64 = 0.0;
-    for p in points.iter().take(peak + 1) {
-        let (x, _) = model.solve(centres, p.load)?;
-        if p.throughput > 0.0 {
-            model_error = model_error.max((x - p.throughput).abs() / p.throughput);
-        }
-    }
-    let fit = model.fit(points, &points[peak], centres, highest)?;
-    let scenarios = changed
-        .into_iter()
-        .map(|change| model.scenario(change, &fit, target))
-        .collect::<Option<Vec<_>>>()?;
-    // The noise of what the predictions start from: the highest load's
-    // measurement when they are scaled to it, the peak's otherwise.
-    let start = if fit.scaled {
-        points
-            .iter()
-            .filter(|p| p.load == highest)
-            .max_by(|a, b| a.throughput.total_cmp(&b.throughput))
-            .unwrap_or(fit.at_peak)
-    } else {
-        fit.at_peak
-    };
-    Some(with_intervals(WhatIf {
-        model_error,
-        baseline: fit.baseline,
-        measured: fit.measured,
-        scaled: fit.scaled,
-        credible: model_error <= CREDIBLE,
-        noise: relative_half_width(start),
-        width: 0.0,
-        basis: fit.basis(model_error <= CREDIBLE),
-        scenarios,
-    }))
-}
-
-/// A closed loop's model: the centres' delay and the users' think time.
-struct ClosedModel {
-    delay_s: f64,
-    think_s: f64,
-    /// The limiters' cap, when it held the lowest load measured: the
-    /// delay then holds time the operation spent waiting for it.
-    hidden_cap: Option<f64>,
-}
-
-/// The share of a limiter's bound at the lowest load from which its
-/// waiting is taken to be in the delay.
-const HIDDEN: f64 = 0.8;
-
-/// How the closed-loop model met the run at its highest load and at its
-/// peak.
-struct ClosedFit<'a> {
-    /// The highest load, and the model's and the run's throughput there.
-    highest: f64,
-    baseline: f64,
-    measured: f64,
-    /// The peak step and the model's throughput there.
-    at_peak: &'a StepPoint,
-    peak_model: f64,
-    /// The model missed the highest load's throughput and its predictions
-    /// are scaled to what was measured.
-    scaled: bool,
-    /// The model held at the peak and the throughput fell away past it.
-    thrashed: bool,
-}
-
-impl ClosedModel {
-    /// The model's throughput and response time with `centres` at `load` users.
-    fn solve(&self, centres: &[Centre], load: f64) -> Option<(f64, f64)> {
-        solve(
-            centres,
-            self.delay_s,
-            self.think_s,
-            load.round().max(1.0) as u32,
-        )
-    }
-
-    /// Whether the prediction `x` with the centres `after` is a floor: a
-    /// change that relieves the limiter which held the lowest load,
-    /// where it no longer caps `x`. The delay keeps that load's wait for
-    /// the limiter, which the faster link no longer imposes.
-    fn hidden_floor(&self, after: &[Centre], x: f64) -> bool {
-        self.hidden_cap
-            .is_some_and(|before| cap(after).is_none_or(|c| c > before && x < c * (1.0 - 1e-9)))
-    }
-
-    /// The model against the run at its highest load and its peak.
-    fn fit<'a>(
-        &self,
-        points: &[StepPoint],
-        at_peak: &'a StepPoint,
-        centres: &[Centre],
-        highest: f64,
-    ) -> Option<ClosedFit<'a>> {
-        let (baseline, _) = self.solve(centres, highest)?;
-        let measured = points
-            .iter()
-            .filter(|p| p.load == highest)
-            .map(|p| p.throughput)
-            .fold(0.0, f64::max);
-        let (peak_model, _) = self.solve(centres, at_peak.load)?;
-        let missed = measured > 0.0 && (baseline - measured).abs() > CREDIBLE * measured;
-        // The model held at the peak and the throughput fell away past it:
-        // the work per operation grew with the queue (thrashing), which the
-        // change relieves; predict from the clean demands, not the fall.
-        let thrashed = missed
-            && measured < baseline
-            && highest > at_peak.load
-            && measured < at_peak.throughput * (1.0 - CREDIBLE / 2.0)
-            && (peak_model - at_peak.throughput).abs() <= CREDIBLE * at_peak.throughput;
-        Some(ClosedFit {
-            highest,
-            baseline,
-            measured,
-            at_peak,
-            peak_model,
-            scaled: missed && !thrashed,
-            thrashed,
-        })
-    }
-
-    /// The prediction for one change: at the highest load, and at the
-    /// peak's when that is lower.
-    fn scenario(&self, change: Change, fit: &ClosedFit, target: &Centre) -> Option<Scenario> {
-        let after = &change.after;
-        let (x, r) = self.solve(after, fit.highest)?;
-        let t = tightest(after);
-        let gain = x / fit.baseline;
-        let scale = |x: f64| {
-            if fit.scaled {
-                fit.measured * x / fit.baseline
-            } else {
-                x
-            }
-        };
-        let ends = match &change.ends {
-            Some([a, b]) => Some([
-                scale(self.solve(a, fit.highest)?.0),
-                scale(self.solve(b, fit.highest)?.0),
-            ]),
-            None => None,
-        };
-        let at_peak = fit.at_peak;
-        let peak_prediction = if at_peak.load < fit.highest {
-            let (xp, _) = self.solve(after, at_peak.load)?;
-            let throughput = if fit.scaled {
-                at_peak.throughput * xp / fit.peak_model
-            } else {
-                xp
-            };
-            Some(AtLoad {
-                load: at_peak.load,
-                throughput,
-                at_least: floor(&change, t, at_peak.throughput) || self.hidden_floor(after, xp),
-                interval: None,
-            })
-        } else {
-            None
-        };
-        Some(Scenario {
-            load: fit.highest,
-            throughput: if fit.scaled { fit.measured * gain } else { x },
-            response_s: Some(r),
-            gain,
-            limited_by: t.map(|c| c.name.clone()),
-            still: t.is_some_and(|c| c.name == target.name),
-            bound: t.map(Centre::bound),
-            server_cpus: change.server_cpus,
-            server_memory: change.server_memory,
-            ends,
-            at_least: floor(&change, t, at_peak.throughput) || self.hidden_floor(after, x),
-            changed: change.changed,
-            change: change.words,
-            at_peak: peak_prediction,
-            interval: None,
-        })
-    }
-}
-
-impl ClosedFit<'_> {
-    /// What the predictions start from, in words; `credible` when the
-    /// model reproduced the run up to its peak.
-    fn basis(&self, credible: bool) -> String {
-        let (measured, highest, at_peak) = (self.measured, self.highest, self.at_peak);
-        if self.thrashed {
-            format!(
-                "the demands measured cleanly up to the peak ({}): past it the work per operation grew with the queue ({} at {}, {} below the peak), which the change relieves, so the predictions do not start from that fall",
-                load_words(at_peak.load),
-                at_peak.rate(measured),
-                load_words(highest),
-                Percent(1.0 - measured / at_peak.throughput)
-            )
-        } else if self.scaled {
-            format!(
-                "the {} measured at {} times the model's gain (the model missed it by over {})",
-                at_peak.rate(measured),
-                load_words(highest),
-                Percent(CREDIBLE)
-            )
-        } else {
-            let reproduce = if credible {
-                "which reproduce the run"
-            } else {
-                "which reproduce the highest load's throughput but not every lower load's"
-            };
-            format!(
-                "the demands measured up to the peak ({}), {reproduce}",
-                load_words(at_peak.load)
-            )
-        }
-    }
-}
-
 /// Whether a change of memory's prediction is a floor: the limit after it
 /// (`t`) is a CPU, or was less than half busy at the peak's throughput
 /// `x`. A resource that idle carries the server's fixed work (its
@@ -910,11 +495,6 @@ fn floor(change: &Change, t: Option<&Centre>, x: f64) -> bool {
     change.server_memory.is_some()
         && !t.name.starts_with("reads (")
         && (busy < 0.5 || t.name.starts_with("cpu"))
-}
-
-/// A closed loop's load in words (`16 users`).
-fn load_words(load: f64) -> String {
-    crate::plan::Level::Users(load.round().max(1.0) as u32).to_string()
 }
 
 #[cfg(test)]

@@ -197,7 +197,7 @@ pub(super) fn set_value<'a>(head: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
 
 /// The cookies a head sets.
 fn set_cookies(head: &[u8]) -> impl Iterator<Item = SetCookie<'_>> {
-    super::user::headers(head)
+    super::head::headers(head)
         .filter(|(n, _)| n.eq_ignore_ascii_case(b"set-cookie"))
         .filter_map(|(_, v)| {
             let mut parts = v.split(|&b| b == b';');

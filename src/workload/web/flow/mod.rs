@@ -23,6 +23,7 @@
 //! cookies forgotten.
 
 mod cookies;
+mod head;
 pub(crate) mod json;
 mod location;
 mod run;

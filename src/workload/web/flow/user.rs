@@ -4,6 +4,7 @@
 //! cleared and written again, cookies reuse their slots.
 
 use super::cookies::Jar;
+use super::head::header;
 use super::{json, Capture, Flow, Piece, Source, Step, Var, MAX_VALUE};
 use crate::plan::ThinkTime;
 use crate::sut::http::HttpBase;
@@ -284,20 +285,4 @@ impl FlowUser {
 /// The target (path and query) of a request written out.
 fn sent_target(request: &[u8]) -> &[u8] {
     request.split(|&b| b == b' ').nth(1).unwrap_or(b"/")
-}
-
-/// A head's header lines, `(name, value)`, the status line left out.
-pub(super) fn headers(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
-    head.split(|&b| b == b'\n').skip(1).filter_map(|line| {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let colon = line.iter().position(|&b| b == b':')?;
-        Some((line[..colon].trim_ascii(), line[colon + 1..].trim_ascii()))
-    })
-}
-
-/// The first value of header `name` (any case).
-fn header<'a>(head: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    headers(head)
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v)
 }
