@@ -11,16 +11,18 @@
 #     each tool's CPU µs per request (user + system, from rusage; leaner,
 #     heavier or level): see paired_row in common.sh;
 #  2. open loop: `oha -q RATE` (latency correction on) and `perflab run web
-#     --rate RATE --arrivals uniform` at 3,000/s and 20,000/s on 32
-#     connections (evenly spaced arrivals, as oha's: a Poisson draw's count
+#     --rate RATE --arrivals uniform` at 3,000/s, 20,000/s and 50,000/s
+#     (RATES) on 32 connections, each with its default pacing (evenly
+#     spaced arrivals, as oha's: a Poisson draw's count
 #     in SECONDS varies by about 1/sqrt(RATE × SECONDS), 0.8% at 3,000/s
 #     for 5 s, and the rate column would compare the draws, not the
 #     tools); the same
 #     columns (the rate each achieved; CPU per request ÷ oha's is the
 #     figure that matters here), and the median p50/p99 each reports;
-#     perflab once per slack in SLACKS (default "0 1ms": exact pacing, and
-#     arrivals due within 1 ms released from one wake-up, the granularity
-#     oha's own timer paces at), each against its own oha rounds.
+#     perflab once per slack in SLACKS (default "auto", perflab's default,
+#     given as no flag; "0 auto 1ms" adds exact pacing, a wake-up per
+#     arrival, and a 1 ms window, the granularity oha's own timer paces
+#     at), each against its own oha rounds.
 #  3. a user journey, closed loop at 32 connections: two requests in turn,
 #     the second carrying the ETag header the first's reply gave, as a wrk
 #     Lua script (request/response callbacks, one state per thread) and
@@ -172,11 +174,11 @@ done
 echo
 echo "open loop, 32 connections, 1 KiB file, latency correction on (medians of $rounds rounds of ${seconds} s, odd rounds oha first)"
 paired_header oha 'rate, slack' req/s µs/req "$(printf '%20s %20s' 'oha p50/p99' 'perflab p50/p99')"
-for rate_slack in $(for r in 3000 20000; do for s in ${SLACKS:-0 1ms}; do echo "$r:$s"; done; done); do
+for rate_slack in $(for r in ${RATES:-3000 20000 50000}; do for s in ${SLACKS:-auto}; do echo "$r:$s"; done; done); do
     rate=${rate_slack%%:*} slack=${rate_slack##*:}
-    # No flag for 0, perflab's default: a binary older than --slack runs too.
+    # No flag for auto, perflab's default: an older binary runs with its own.
     slack_flag=()
-    [ "$slack" = 0 ] || slack_flag=(--slack "$slack")
+    [ "$slack" = auto ] || slack_flag=(--slack "$slack")
     peer_rps=(); peer_cpu=(); pl_rps=(); pl_cpu=(); peer_p50=(); peer_p99=(); pl_p50=(); pl_p99=()
     for round in $(seq "$rounds"); do
         if peer_first "$round"; then

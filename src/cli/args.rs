@@ -7,7 +7,7 @@ use crate::workload::{self, CheckChoice, RunChoice};
 use std::time::Duration;
 
 /// `--slack`'s default: see docs/running.md, "Open loop".
-const DEFAULT_SLACK: &str = "0";
+const DEFAULT_SLACK: &str = "auto";
 
 // The defaults of a run, written once: the help texts below and
 // `validate` use the same words.
@@ -455,12 +455,13 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub(crate) max_outstanding: u32,
 
-    /// Open loop: arrivals due within TIME of each other go out from one
-    /// wake-up of the pacer, each up to TIME late (counted in its response
-    /// time and its lag). 0 wakes for every arrival; larger costs less CPU
-    /// per arrival at high rates.
-    #[arg(long, value_name = "TIME", default_value = DEFAULT_SLACK, value_parser = values::duration)]
-    pub(crate) slack: Duration,
+    /// Open loop: arrivals within a window of TIME go out from one wake-up
+    /// of the pacer, each at most TIME/2 before or after its time (one sent
+    /// late counts the lateness in its response time and its lag). 0 wakes
+    /// for every arrival; auto is exact up to 2,000 arrivals/s per thread
+    /// and above that widens the window to keep to about 2,000 wake-ups/s.
+    #[arg(long, value_name = "TIME|auto", default_value = DEFAULT_SLACK, value_parser = crate::plan::Slack::parse)]
+    pub(crate) slack: crate::plan::Slack,
 
     #[arg(long, value_name = "TIME", help = concat!(
         "Warm-up before each measured window (not counted). Default ",

@@ -175,14 +175,6 @@ fn load_and_sweep(
                     "give 1 or more",
                 ));
             }
-            let most = crate::plan::load::MAX_SLACK;
-            if args.slack > most {
-                return Err(PlanError::flag(
-                    "--slack",
-                    format!("{:?} would release arrivals in bursts", args.slack),
-                    &format!("give at most {most:?}"),
-                ));
-            }
             (
                 LoadModel::Open {
                     arrivals: args.arrivals,
@@ -590,7 +582,7 @@ fn random_seed() -> u64 {
 mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
-    use crate::plan::Arrivals;
+    use crate::plan::{Arrivals, Slack};
     use clap::Parser;
 
     fn plan(args: &[&str]) -> Result<Plan, PlanError> {
@@ -657,10 +649,20 @@ mod tests {
         ));
         let p = plan(&["null", "--rate", "100", "--slack", "300us"]).unwrap();
         assert!(
-            matches!(p.load, LoadModel::Open { slack, .. } if slack == Duration::from_micros(300))
+            matches!(p.load, LoadModel::Open { slack, .. } if slack == Slack::Fixed(Duration::from_micros(300)))
         );
-        let e = plan(&["null", "--rate", "100", "--slack", "1s"]).unwrap_err();
-        assert!(e.to_string().contains("--slack"), "{e}");
+        let p = plan(&["null", "--rate", "100"]).unwrap();
+        assert!(matches!(
+            p.load,
+            LoadModel::Open {
+                slack: Slack::Auto,
+                ..
+            }
+        ));
+        for bad in ["1s", "soon"] {
+            let e = plan(&["null", "--rate", "100", "--slack", bad]).unwrap_err();
+            assert!(e.to_string().contains("--slack"), "{e}");
+        }
     }
 
     /// A workload's own input may set the worker threads where no flag

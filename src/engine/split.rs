@@ -6,7 +6,7 @@
 
 use super::schedule::Schedule;
 use super::worker::{self, WorkerLoad, WorkerPlan};
-use crate::plan::load::{MAX_RATE, MAX_SLACK, MAX_USERS, MIN_RATE};
+use crate::plan::load::{MAX_RATE, MAX_USERS, MIN_RATE};
 use crate::plan::{Level, LoadModel, Plan, ThinkTime};
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,12 +95,7 @@ impl Split {
                 if max_outstanding == 0 {
                     return Err("load.max_outstanding is 0; give 1 or more".to_string());
                 }
-                if slack > MAX_SLACK {
-                    return Err(format!(
-                        "load.slack is {slack:?}; give at most {MAX_SLACK:?}"
-                    ));
-                }
-                Ok(())
+                slack.check()
             }
         }
     }
@@ -187,10 +182,11 @@ pub(super) fn worker_plans(
                     },
                 ) => {
                     let all = workers.saturating_mul(n) as u64;
+                    let share = rate / all as f64;
                     WorkerLoad::Open {
-                        rate: rate / all as f64,
+                        rate: share,
                         arrivals,
-                        slack,
+                        slack: slack.window(share),
                         max_outstanding: u32::try_from(
                             u64::from(max_outstanding).div_ceil(all).max(1),
                         )
@@ -273,7 +269,7 @@ mod tests {
             arrivals: Arrivals::Poisson,
             connections: 8,
             max_outstanding: 64,
-            slack: Duration::ZERO,
+            slack: crate::plan::Slack::Fixed(Duration::ZERO),
         };
         let closed = LoadModel::Closed {
             think: ThinkTime::Zero,
@@ -326,7 +322,7 @@ mod tests {
                         arrivals: Arrivals::Uniform,
                         connections: 0,
                         max_outstanding: 1,
-                        slack: Duration::ZERO,
+                        slack: crate::plan::Slack::Fixed(Duration::ZERO),
                     },
                     0,
                     1,
@@ -363,7 +359,7 @@ mod tests {
             arrivals: Arrivals::Poisson,
             connections: 8,
             max_outstanding: 64,
-            slack: Duration::ZERO,
+            slack: crate::plan::Slack::Fixed(Duration::ZERO),
         };
         let mut rate = 0.0;
         let mut streams = Vec::new();

@@ -28,7 +28,7 @@ pub(super) enum WorkerLoad {
         /// This worker's share of the arrival rate, per second.
         rate: f64,
         arrivals: Arrivals,
-        /// Arrivals due within this of each other go out from one wake-up.
+        /// Arrivals within a window this wide go out from one wake-up.
         slack: Duration,
         max_outstanding: u32,
         /// Offset of the first arrival (spreads uniform arrivals across workers).

@@ -124,12 +124,11 @@ pub enum LoadModel {
         connections: u32,
         /// Arrivals beyond this many queued or running operations are dropped.
         max_outstanding: u32,
-        /// Arrivals due within this time of the first one waiting go out
-        /// from one wake-up of the pacer, each up to this late (which its
-        /// response time counts). Zero in runs stored before it existed,
-        /// which woke for every arrival.
-        #[serde(default, with = "serde_duration")]
-        slack: Duration,
+        /// How far from its time the pacer may send an arrival to send
+        /// several from one wake-up. A window of 0 in runs stored before
+        /// it existed, which woke for every arrival.
+        #[serde(default)]
+        slack: super::Slack,
     },
 }
 
@@ -188,11 +187,6 @@ pub(crate) const MAX_USERS: u32 = 1_000_000;
 pub(crate) const MIN_RATE: f64 = 0.001;
 /// The highest rate, per second.
 pub(crate) const MAX_RATE: f64 = 10_000_000.0;
-
-/// The most an open loop's pacer may hold an arrival back to release it
-/// with others (`--slack`): beyond it the lag would be a load pattern of
-/// its own (bursts), not a saving.
-pub(crate) const MAX_SLACK: Duration = Duration::from_millis(10);
 
 /// The ordered load levels of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,10 +6,12 @@
 //! have defaults).
 
 pub(crate) mod load;
+pub(crate) mod slack;
 mod slo;
 mod workload;
 
 pub use load::{Arrivals, Level, LoadModel, Sweep, ThinkTime};
+pub use slack::Slack;
 pub use slo::{Slo, SloMetric};
 pub use workload::{StepDefaults, WorkloadSpec};
 

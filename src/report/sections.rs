@@ -96,11 +96,20 @@ fn load_model(v: &serde_json::Value) -> String {
             },
             v["connections"],
             v["max_outstanding"],
-            match v["slack"].as_f64() {
-                Some(s) if s > 0.0 => format!(
-                    "; arrivals due within {} of each other released together (each up to that late)",
+            match (v["slack"].as_f64(), v["slack"].as_str()) {
+                (Some(s), _) if s > 0.0 => format!(
+                    "; arrivals within {} of each other sent together (each at most half that early or late)",
                     secs(&v["slack"])
                 ),
+                (_, Some("auto")) => {
+                    let wakeups = crate::plan::slack::AUTO_WAKEUPS;
+                    let half = std::time::Duration::from_secs_f64(0.5 / wakeups);
+                    format!(
+                        "; paced exactly up to {wakeups} arrivals/s per worker thread, above it \
+                         in about {wakeups} batches/s (each arrival at most {} early or late)",
+                        crate::units::format_duration(half)
+                    )
+                }
                 _ => String::new(),
             }
         ),
