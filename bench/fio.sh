@@ -17,6 +17,9 @@
 #   Intel's file-server spec at depth 32 (fio: rw=randrw rwmixread=80 and
 #   its bssplit; perflab: the same lines aligned to 512 bytes as fio's
 #   bssplit is);
+#   4k random read on two threads, at depth 2 and 32 in all (fio: two
+#   jobs, numjobs=2 with group_reporting, each at iodepth 1 and 16;
+#   perflab: --threads 2 --depth 2 and 32, a depth its threads share);
 #   and a user's own job file, the same file given to both (fio: `fio
 #   JOB` with a [global] filename= line put first; perflab: `perflab run
 #   disk --fio-job JOB --target file:...`): a 70/30 random read/write mix
@@ -75,13 +78,19 @@ bench() {
     dd if="$file" of="$fio_file" bs=1M oflag=direct conv=fsync status=none
     echo "fio's file: $fio_file, a copy of perflab's (dd, 1 MiB direct writes) made before fio ran"
     echo
-    echo "$label: $size each, fio io_uring direct=1 fixedbufs vs perflab --threads 1 (medians of $rounds rounds of ${seconds} s, odd rounds fio first)"
+    echo "$label: $size each, fio io_uring direct=1 fixedbufs vs perflab (one thread and job, or two; medians of $rounds rounds of ${seconds} s, odd rounds fio first)"
     paired_header fio "$(printf '%-22s %6s' load depth)" IOPS µs/io
-    for load in 4k-randread:1 4k-randread:32 4k-randwrite:32 file-server:32; do
-        local name=${load%%:*} depth=${load##*:}
+    # NAME:DEPTH:THREADS, the depth in all (fio's jobs share it out).
+    for load in 4k-randread:1:1 4k-randread:32:1 4k-randwrite:32:1 file-server:32:1 \
+        4k-randread:2:2 4k-randread:32:2; do
+        local name=${load%%:*} rest=${load#*:}
+        local depth=${rest%%:*} threads=${rest##*:} row=${load%%:*} cell
+        ((threads == 1)) || row="$name x$threads threads"
+        cell="$device $name d$depth"
+        ((threads == 1)) || cell="$cell t$threads"
         if [ "$name" = file-server ] && ((block > 512)); then
-            printf '%-22s %6s %s\n' "$name" "$depth" "left out: direct I/O here needs ${block}-byte blocks, the spec has 512-byte transfers"
-            result_row cell="$device $name d$depth" status="left out" peer=fio \
+            printf '%-22s %6s %s\n' "$row" "$depth" "left out: direct I/O here needs ${block}-byte blocks, the spec has 512-byte transfers"
+            result_row cell="$cell" status="left out" peer=fio \
                 note="direct I/O here needs ${block}-byte blocks, the spec has 512-byte transfers"
             continue
         fi
@@ -98,8 +107,8 @@ bench() {
                 run_perflab; run_fio
             fi
         done
-        paired_row "$(printf '%-22s %6d' "$name" "$depth")" "$(IFS=,; echo "${fio_iops[*]}")" "$(IFS=,; echo "${pl_iops[*]}")" \
-            "$(IFS=,; echo "${fio_cpu[*]}")" "$(IFS=,; echo "${pl_cpu[*]}")" "$device $name d$depth"
+        paired_row "$(printf '%-22s %6d' "$row" "$depth")" "$(IFS=,; echo "${fio_iops[*]}")" "$(IFS=,; echo "${pl_iops[*]}")" \
+            "$(IFS=,; echo "${fio_cpu[*]}")" "$(IFS=,; echo "${pl_cpu[*]}")" "$cell"
     done
     job_cell
 }
@@ -155,13 +164,13 @@ run_perflab_job() {
     add_perflab "$cpu"
 }
 
-# One fio run of the load in fio_args at $depth on $fio_file, its IOPS
-# and CPU µs per I/O added to the round lists.
+# One fio run of the load in fio_args at $depth in all over $threads jobs
+# on $fio_file, its IOPS and CPU µs per I/O added to the round lists.
 run_fio() {
     local cpu out
     read -r cpu out < <(ALLOWED_EXIT=1 measure fio --name=b --filename="$fio_file" --ioengine=io_uring --direct=1 \
-        --fixedbufs --iodepth="$depth" --numjobs=1 --time_based --runtime="$seconds" \
-        --norandommap --randrepeat=0 --output-format=json "${fio_args[@]}")
+        --fixedbufs --iodepth="$((depth / threads))" --numjobs="$threads" --group_reporting --time_based \
+        --runtime="$seconds" --norandommap --randrepeat=0 --output-format=json "${fio_args[@]}")
     add_fio "$cpu" "$out"
 }
 
@@ -177,11 +186,12 @@ print(j["read"]["iops"] + j["write"]["iops"], j["read"]["total_ios"] + j["write"
     fio_cpu+=("$(python3 -c "print($cpu / max($ios, 1) * 1e6)")")
 }
 
-# One perflab run of the load in pl_spec at $depth on $file, likewise.
+# One perflab run of the load in pl_spec at $depth on $threads threads on
+# $file, likewise.
 run_perflab() {
     local cpu
     read -r cpu _ < <(ALLOWED_EXIT=1 measure "$perflab" run disk --target "file:$file" --spec "$pl_spec" \
-        --depth "$depth" --threads 1 --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+        --depth "$depth" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
     add_perflab "$cpu"
 }
 

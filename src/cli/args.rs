@@ -455,11 +455,11 @@ pub struct CommonRunArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub(crate) max_outstanding: u32,
 
-    /// Open loop: arrivals within a window of TIME go out from one wake-up
-    /// of the pacer, each at most TIME/2 before or after its time (one sent
-    /// late counts the lateness in its response time and its lag). 0 wakes
-    /// for every arrival; auto is exact up to 2,000 arrivals/s per thread
-    /// and above that widens the window to keep to about 2,000 wake-ups/s.
+    /// Open loop: the pacer sends the arrivals due within TIME after the
+    /// first waiting one with it, each up to TIME early (its response time
+    /// counted from when it went out). 0 wakes for every arrival; auto is
+    /// exact up to 1,000 arrivals/s per thread and above that widens the
+    /// window (below 1ms) to keep to about 1,000 wake-ups/s.
     #[arg(long, value_name = "TIME|auto", default_value = DEFAULT_SLACK, value_parser = crate::plan::Slack::parse)]
     pub(crate) slack: crate::plan::Slack,
 

@@ -15,9 +15,10 @@
 //! wake-up per arrival. Every arrival already due when it wakes is released
 //! at once; the `lag` column reports how late each was. Above a few
 //! thousand arrivals a second per worker, a wake-up per arrival costs more
-//! CPU than the requests: the slack (`plan::slack`) then sends the arrivals
-//! within a window from one wake-up, each at most half the window early or
-//! late.
+//! CPU than the requests: the slack (`plan::slack`) then sends, with the
+//! first waiting arrival at its time, the arrivals due within a window
+//! after it, each up to the window early and counted from when it went
+//! out.
 
 use super::state::WorkerState;
 use crate::plan::load::exponential;
@@ -34,8 +35,8 @@ pub(super) struct ArrivalProcess {
     /// Arrivals per second.
     pub(crate) rate: f64,
     pub(crate) arrivals: Arrivals,
-    /// Arrivals within a window this wide, centred on the first waiting
-    /// one, go out together.
+    /// Arrivals due within this of the first waiting one go out with it,
+    /// early.
     pub(crate) slack: Duration,
     pub(crate) max_outstanding: u32,
     /// Intended time of the first arrival.
@@ -54,22 +55,18 @@ pub(super) async fn dispatcher(
     mut rng: SmallRng,
 ) {
     let mean_gap = crate::units::saturating_secs(1.0 / process.rate);
-    // Arrivals within a window centred on the first waiting one go out
-    // together: each at most half the window early or late.
-    let half = process.slack / 2;
+    // The first waiting arrival goes out at its time, and with it every
+    // arrival due within the window after it: each up to the window early,
+    // none late but by the timer's own latency.
+    let window = process.slack;
     let mut next = process.first;
     loop {
         if state.stop.get() {
             return;
         }
         let now = Instant::now();
-        if next > now + half {
-            // Wake when the first waiting arrival is half the window late.
-            if timer
-                .sleep_until((next + half).min(now + POLL))
-                .await
-                .is_err()
-            {
+        if next > now {
+            if timer.sleep_until(next.min(now + POLL)).await.is_err() {
                 // A timer that fails ends the arrivals; the step's counts show it.
                 return;
             }
@@ -80,15 +77,16 @@ pub(super) async fn dispatcher(
         // the event loop a poll of its own).
         let mut recorder = state.recorder.borrow_mut();
         let mut pending = state.pending.borrow_mut();
-        while next <= now + half {
+        while next <= now + window {
             recorder.record_lag(now.saturating_duration_since(next));
             let outstanding = pending.len() as u64 + u64::from(state.in_flight.get());
             if outstanding >= u64::from(process.max_outstanding) {
                 recorder.record_drop();
             } else {
-                // One sent ahead of its time counts from when it went out:
-                // its response time is the server's alone.
-                pending.push_back(next.min(now));
+                // One sent ahead of its time counts from when its session
+                // begins it (`Session::origin`), or from its time if it
+                // waited for a session past that.
+                pending.push_back(next);
                 state.arrival.notify_one();
             }
             next += match process.arrivals {

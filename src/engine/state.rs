@@ -72,8 +72,9 @@ impl WorkerState {
         let op = session.choose();
         session.intended(intended);
         self.in_flight.set(self.in_flight.get() + 1);
-        self.flying(user, Some(intended));
         let began = Instant::now();
+        let origin = session.origin(intended, began);
+        self.flying(user, Some(origin));
         let due = began + self.timeout;
         let mut waited = false;
         let outcome = {
@@ -102,7 +103,7 @@ impl WorkerState {
             op,
             &outcome,
             replied.saturating_duration_since(began),
-            replied.saturating_duration_since(intended),
+            replied.saturating_duration_since(origin),
         );
         Ran {
             ended,

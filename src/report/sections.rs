@@ -98,16 +98,17 @@ fn load_model(v: &serde_json::Value) -> String {
             v["max_outstanding"],
             match (v["slack"].as_f64(), v["slack"].as_str()) {
                 (Some(s), _) if s > 0.0 => format!(
-                    "; arrivals within {} of each other sent together (each at most half that early or late)",
+                    "; arrivals due within {} of the first waiting one sent with it (each up to that early, counted from when it went out)",
                     secs(&v["slack"])
                 ),
                 (_, Some("auto")) => {
                     let wakeups = crate::plan::slack::AUTO_WAKEUPS;
-                    let half = std::time::Duration::from_secs_f64(0.5 / wakeups);
+                    let most = std::time::Duration::from_secs_f64(1.0 / wakeups);
                     format!(
                         "; paced exactly up to {wakeups} arrivals/s per worker thread, above it \
-                         in about {wakeups} batches/s (each arrival at most {} early or late)",
-                        crate::units::format_duration(half)
+                         in about {wakeups} batches/s (each arrival less than {} early, counted \
+                         from when it went out; none late)",
+                        crate::units::format_duration(most)
                     )
                 }
                 _ => String::new(),

@@ -313,6 +313,21 @@ pub trait Session {
     /// when it is sent, and its workloads ignore this.
     fn intended(&mut self, _at: tokio::time::Instant) {}
 
+    /// The instant the response time of an operation intended at
+    /// `intended` and begun at `began` counts from: the earlier of the
+    /// two. An arrival the open loop's pacer sent ahead of its time (its
+    /// batches, see `plan::slack`) reached a real server only when it was
+    /// sent; one begun late waited for the generator or a free session
+    /// from its time. A workload that models the server itself and takes
+    /// each arrival at its intended time (the null queue) counts from there.
+    fn origin(
+        &self,
+        intended: tokio::time::Instant,
+        began: tokio::time::Instant,
+    ) -> tokio::time::Instant {
+        intended.min(began)
+    }
+
     /// Asked after [`Self::execute`] returned: when the reply came by the
     /// target's own clock, for a workload that models the server itself
     /// (the null queue knows the instant its service ended, which the

@@ -88,6 +88,41 @@ fn open_loop_meets_a_poisson_rate() {
     open_rate(Arrivals::Poisson, 3000.0);
 }
 
+/// Arrivals the pacer sends in batches, up to the window ahead of their
+/// times, still reach the modelled server at their times, and no response
+/// time counts the batching: a fixed 1 ms service reads as 1 ms at every
+/// percentile, and the rate is the one asked.
+#[test]
+fn batched_arrivals_add_nothing_to_a_response_time() {
+    let _heavy = crate::support::heavy();
+    let mut plan = null_plan(
+        LoadModel::Open {
+            arrivals: Arrivals::Uniform,
+            connections: 32,
+            max_outstanding: 10_000,
+            slack: perflab::plan::Slack::Fixed(Duration::from_millis(2)),
+        },
+        Sweep::parse_rates("2000").unwrap(),
+        Duration::from_millis(300),
+        Duration::from_secs(2),
+    );
+    plan.threads = 1;
+    let (_, steps) = sweep(NullWorkload::new(Duration::from_millis(1), None), &plan);
+    let s = steps[0].summary();
+    assert!(
+        ((s.throughput - 2000.0) / 2000.0).abs() < 0.02,
+        "{:.1}/s achieved",
+        s.throughput
+    );
+    assert!(
+        s.response.mean >= Duration::from_micros(990)
+            && s.response.p99 < Duration::from_micros(1100),
+        "response mean {:?}, p99 {:?}: a batch's early arrivals were counted from their dispatch",
+        s.response.mean,
+        s.response.p99
+    );
+}
+
 #[test]
 fn a_stall_shows_in_response_time_not_only_in_service_time() {
     let _heavy = crate::support::heavy();

@@ -343,10 +343,12 @@ impl Session for NullSession {
         // end had put 1-2 ms on a p95 of 3.8 ms when the host woke the
         // worker 5 ms late). Served at once, an arrival that waited for
         // this user to be free (every session busy) arrives when it was.
+        // An arrival the pacer sent ahead of its time (its batches) arrives
+        // at its time all the same: the model's arrival process is exact.
         let arrived = match (self.arrival.take(), self.free_from) {
-            (Some(at), _) if self.ledger.is_some() => at.min(start),
-            (Some(at), Some(free)) => at.max(free).min(start),
-            (Some(at), None) => at.min(start),
+            (Some(at), _) if self.ledger.is_some() => at,
+            (Some(at), Some(free)) => at.max(free).min(start.max(at)),
+            (Some(at), None) => at,
             (None, _) => start,
         };
         // A stalled server answers nothing until the stall is over.
@@ -371,6 +373,11 @@ impl Session for NullSession {
 
     fn replied(&self) -> Option<Instant> {
         self.replied
+    }
+
+    /// The model takes each arrival at its intended time, early or late.
+    fn origin(&self, intended: Instant, _began: Instant) -> Instant {
+        intended
     }
 }
 
