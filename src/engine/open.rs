@@ -13,12 +13,11 @@
 //! on the kernel's high-resolution timer without timer slack, on the
 //! worker's own thread: no pacer thread, no channel and no cross-thread
 //! wake-up per arrival. Every arrival already due when it wakes is released
-//! at once; the `lag` column reports how late each was. Above a few
-//! thousand arrivals a second per worker, a wake-up per arrival costs more
-//! CPU than the requests: the slack (`plan::slack`) then sends, with the
-//! first waiting arrival at its time, the arrivals due within a window
-//! after it, each up to the window early and counted from when it went
-//! out.
+//! at once; the `lag` column reports how late each was. At thousands of
+//! arrivals a second per worker, a wake-up per arrival costs more CPU than
+//! the requests: the slack (`plan::slack`) then sends, with the first
+//! waiting arrival at its time, the arrivals due within a window after it,
+//! each up to the window early and counted from when its session began it.
 
 use super::state::WorkerState;
 use crate::plan::load::exponential;
