@@ -6,9 +6,6 @@ use crate::plan::{Arrivals, Sweep, ThinkTime};
 use crate::workload::{self, CheckChoice, RunChoice};
 use std::time::Duration;
 
-/// `--slack`'s default: see docs/running.md, "Open loop".
-const DEFAULT_SLACK: &str = "auto";
-
 // The defaults of a run, written once: the help texts below and
 // `validate` use the same words.
 macro_rules! default_users {
@@ -459,9 +456,11 @@ pub struct CommonRunArgs {
     /// first waiting one with it, each up to TIME early (its response time
     /// counted from when it went out). 0 wakes for every arrival; auto is
     /// exact up to 1,000 arrivals/s per thread and above that widens the
-    /// window (below 1ms) to keep to about 1,000 wake-ups/s.
-    #[arg(long, value_name = "TIME|auto", default_value = DEFAULT_SLACK, value_parser = crate::plan::Slack::parse)]
-    pub(crate) slack: crate::plan::Slack,
+    /// window (below 1ms) to keep to about 1,000 wake-ups/s. Default:
+    /// auto (0 for the null queue of --servers, whose model is an exact
+    /// arrival process). See docs/running.md, "Open loop".
+    #[arg(long, value_name = "TIME|auto", value_parser = crate::plan::Slack::parse)]
+    pub(crate) slack: Option<crate::plan::Slack>,
 
     #[arg(long, value_name = "TIME", help = concat!(
         "Warm-up before each measured window (not counted). Default ",

@@ -5,7 +5,7 @@ use super::args::{
 };
 use super::values;
 use crate::error::PlanError;
-use crate::plan::{LoadModel, Plan, StepDefaults, Sweep, ThinkTime};
+use crate::plan::{LoadModel, Plan, Slack, StepDefaults, Sweep, ThinkTime};
 use crate::probe::counters::process::ProcessSelector;
 use crate::units::parse_duration;
 use crate::workload::Validated;
@@ -180,7 +180,7 @@ fn load_and_sweep(
                     arrivals: args.arrivals,
                     connections,
                     max_outstanding: args.max_outstanding,
-                    slack: args.slack,
+                    slack: args.slack.or(steps.slack).unwrap_or(Slack::Auto),
                 },
                 rate.clone(),
             )
@@ -582,7 +582,7 @@ fn random_seed() -> u64 {
 mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
-    use crate::plan::{Arrivals, Slack};
+    use crate::plan::Arrivals;
     use clap::Parser;
 
     fn plan(args: &[&str]) -> Result<Plan, PlanError> {
@@ -654,6 +654,18 @@ mod tests {
         let p = plan(&["null", "--rate", "100"]).unwrap();
         assert!(matches!(
             p.load,
+            LoadModel::Open {
+                slack: Slack::Auto,
+                ..
+            }
+        ));
+        // The null queue models an exact arrival process, unless told.
+        let queue = plan(&["null", "--servers", "4", "--rate", "100"]).unwrap();
+        let exact = Slack::Fixed(Duration::ZERO);
+        assert!(matches!(queue.load, LoadModel::Open { slack, .. } if slack == exact));
+        let told = plan(&["null", "--servers", "4", "--rate", "100", "--slack", "auto"]).unwrap();
+        assert!(matches!(
+            told.load,
             LoadModel::Open {
                 slack: Slack::Auto,
                 ..

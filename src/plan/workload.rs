@@ -68,4 +68,9 @@ pub struct StepDefaults {
     /// in order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// The open loop's pacing, where `auto`'s batches would not model
+    /// what the workload does (a queue perflab keeps itself paces each
+    /// arrival at its time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<super::Slack>,
 }

@@ -79,6 +79,7 @@ impl Asked {
             rate: j.rate_iops,
             duration: j.runtime,
             threads: None,
+            slack: None,
         })
     }
 }

@@ -81,10 +81,14 @@ impl Ledger {
 /// busy 2-CPU host a search for `p95<5ms` landed 12% under the analytic
 /// answer, its steps 5-9 ms late at p99). One worker releases its
 /// arrivals in order, however late, and the queue stays first come,
-/// first served.
+/// first served. Its arrivals are paced each at its time (`--slack 0`)
+/// where no `--slack` is given: the queue is the model of an exact
+/// arrival process, and a search for its capacity is checked against
+/// the analytic answer.
 pub(crate) fn step_defaults() -> StepDefaults {
     StepDefaults {
         threads: Some(1),
+        slack: Some(crate::plan::Slack::Fixed(std::time::Duration::ZERO)),
         ..StepDefaults::default()
     }
 }
