@@ -59,22 +59,127 @@ const PATTERN: [u64; WORDS] = {
     words
 };
 
+/// The header's words: magic and CRC, offset, generation, file id.
+const HEADER_WORDS: usize = PAYLOAD / 8;
+/// A sector's 8-byte words.
+const SECTOR_WORDS: usize = SECTOR_BYTES / 8;
+
 /// Stamps every sector of `buf` (a whole number of sectors) as written at
-/// `offset` by write `generation` of file `file_id`.
+/// `offset` by write `generation` of file `file_id`. The I/O buffers are
+/// pages, so the sectors are written as aligned words, no call per word (a
+/// slice copy per 8 bytes was a third of a 64 KiB write's CPU on a
+/// RAM-backed device); a buffer that is not 8-byte aligned goes through a
+/// word array of one sector at a time.
 pub(crate) fn stamp(buf: &mut [u8], offset: u64, generation: u64, file_id: u64) {
-    for (i, sector) in buf.chunks_exact_mut(SECTOR_BYTES).enumerate() {
-        let at = offset + i as u64 * SECTOR;
-        sector[8..16].copy_from_slice(&at.to_le_bytes());
-        sector[16..24].copy_from_slice(&generation.to_le_bytes());
-        sector[24..32].copy_from_slice(&file_id.to_le_bytes());
-        let seed = payload_seed(at, generation);
-        for (chunk, word) in sector[PAYLOAD..].chunks_exact_mut(8).zip(PATTERN) {
-            chunk.copy_from_slice(&word.wrapping_add(seed).to_le_bytes());
-        }
-        let crc = crc32c::crc32c(&sector[8..PAYLOAD]);
-        sector[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        sector[4..8].copy_from_slice(&crc.to_le_bytes());
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sse4.2") {
+        // SAFETY: the CPU has SSE 4.2, checked on the line above.
+        return unsafe { stamp_sse42(buf, offset, generation, file_id) };
     }
+    stamp_with(buf, offset, generation, file_id, header_crc);
+}
+
+/// [`stamp`] compiled for SSE 4.2, the header's CRC inlined in its loop.
+///
+/// # Safety
+/// The CPU must have SSE 4.2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn stamp_sse42(buf: &mut [u8], offset: u64, generation: u64, file_id: u64) {
+    // SAFETY: this function runs only where the CPU has SSE 4.2.
+    stamp_with(buf, offset, generation, file_id, |w| unsafe {
+        header_crc_sse42(w)
+    });
+}
+
+/// [`stamp`] with the header's CRC computed by `crc`.
+#[inline(always)]
+fn stamp_with(
+    buf: &mut [u8],
+    offset: u64,
+    generation: u64,
+    file_id: u64,
+    crc: impl Fn([u64; 3]) -> u32,
+) {
+    let whole = buf.len() - buf.len() % SECTOR_BYTES;
+    let buf = &mut buf[..whole];
+    let at = |i: usize| offset + i as u64 * SECTOR;
+    if let Some(words) = as_words_mut(buf) {
+        for (i, sector) in words.chunks_exact_mut(SECTOR_WORDS).enumerate() {
+            stamp_words(sector, at(i), generation, file_id, &crc);
+        }
+        return;
+    }
+    for (i, sector) in buf.chunks_exact_mut(SECTOR_BYTES).enumerate() {
+        let mut words = [0u64; SECTOR_WORDS];
+        stamp_words(&mut words, at(i), generation, file_id, &crc);
+        for (bytes, word) in sector.chunks_exact_mut(8).zip(words) {
+            bytes.copy_from_slice(&word.to_ne_bytes());
+        }
+    }
+}
+
+/// `bytes` as words, where they start and end 8-byte aligned.
+fn as_words_mut(bytes: &mut [u8]) -> Option<&mut [u64]> {
+    // SAFETY: any 8 bytes are a valid u64 and any u64 valid bytes; the
+    // words are the aligned middle that align_to_mut found, and the bytes
+    // are borrowed mutably for as long as they are.
+    let (head, words, tail) = unsafe { bytes.align_to_mut::<u64>() };
+    (head.is_empty() && tail.is_empty()).then_some(words)
+}
+
+/// One sector's words (little-endian in memory): the header of `at`,
+/// `generation` and `file_id`, and the payload they derive.
+#[inline(always)]
+fn stamp_words(
+    words: &mut [u64],
+    at: u64,
+    generation: u64,
+    file_id: u64,
+    crc: impl Fn([u64; 3]) -> u32,
+) {
+    let seed = payload_seed(at, generation);
+    for (word, pattern) in words[HEADER_WORDS..].iter_mut().zip(PATTERN) {
+        *word = pattern.wrapping_add(seed).to_le();
+    }
+    words[1] = at.to_le();
+    words[2] = generation.to_le();
+    words[3] = file_id.to_le();
+    let crc = crc([at, generation, file_id]);
+    words[0] = (u64::from(MAGIC) | u64::from(crc) << 32).to_le();
+}
+
+/// The CRC-32C of a sector's header bytes 8..32 (the three words, each
+/// little-endian), the value `crc32c::crc32c` gives for those bytes: on
+/// x86-64 with SSE 4.2, three CRC32 instructions (the library's general
+/// loop for 24 bytes was a third of a RAM-backed write's stamping).
+fn header_crc(words: [u64; 3]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sse4.2") {
+        // SAFETY: the CPU has SSE 4.2, checked on the line above.
+        return unsafe { header_crc_sse42(words) };
+    }
+    let mut bytes = [0u8; 24];
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    crc32c::crc32c(&bytes)
+}
+
+/// [`header_crc`] on SSE 4.2.
+///
+/// # Safety
+/// The CPU must have SSE 4.2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+#[inline]
+unsafe fn header_crc_sse42(words: [u64; 3]) -> u32 {
+    // The instruction takes a word's bytes in little-endian order.
+    let crc = words.iter().fold(u64::from(u32::MAX), |crc, &word| {
+        std::arch::x86_64::_mm_crc32_u64(crc, word)
+    });
+    // It keeps the CRC in the low 32 bits.
+    !(crc as u32)
 }
 
 /// Why a sector read back is not what perflab wrote there.
@@ -118,28 +223,29 @@ pub(crate) fn check(
     file_id: u64,
     acknowledged: u64,
 ) -> Result<u64, Mismatch> {
-    let word = |r: std::ops::Range<usize>| {
-        let mut b = [0u8; 8];
-        b[..r.len()].copy_from_slice(&sector[r]);
-        u64::from_le_bytes(b)
-    };
     if sector.len() != SECTOR_BYTES {
         return Err(Mismatch::NoHeader);
     }
-    let magic = word(0..4);
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&sector[8 * i..8 * i + 8]);
+        u64::from_le_bytes(b)
+    };
+    let (magic, crc) = (word(0) & 0xffff_ffff, word(0) >> 32);
+    let (at, generation, file) = (word(1), word(2), word(3));
     let summed = if magic == u64::from(MAGIC) {
-        &sector[8..PAYLOAD]
+        header_crc([at, generation, file])
     } else if magic == u64::from(MAGIC_V1) {
-        &sector[8..]
+        crc32c::crc32c(&sector[8..])
     } else {
         return Err(Mismatch::NoHeader);
     };
-    if word(4..8) != u64::from(crc32c::crc32c(summed)) {
+    if crc != u64::from(summed) {
         return Err(Mismatch::Checksum);
     }
     if magic == u64::from(MAGIC) {
         // The header holds: the payload must be the one it derives.
-        let seed = payload_seed(word(8..16), word(16..24));
+        let seed = payload_seed(at, generation);
         let altered = sector[PAYLOAD..]
             .chunks_exact(8)
             .zip(PATTERN)
@@ -148,14 +254,12 @@ pub(crate) fn check(
             return Err(Mismatch::Checksum);
         }
     }
-    if word(24..32) != file_id {
+    if file != file_id {
         return Err(Mismatch::File);
     }
-    let found = word(8..16);
-    if found != offset {
-        return Err(Mismatch::Offset { found });
+    if at != offset {
+        return Err(Mismatch::Offset { found: at });
     }
-    let generation = word(16..24);
     if generation < acknowledged {
         return Err(Mismatch::Stale {
             found: generation,
@@ -198,6 +302,44 @@ mod tests {
         let mut again = vec![0u8; 512];
         stamp(&mut again, 8192, 8, 42);
         assert_ne!(again[32..], buf[32..512]);
+    }
+
+    #[test]
+    fn the_header_crc_is_crc32c_of_its_bytes() {
+        for words in [
+            [8192u64, 7, u64::MAX],
+            [0; 3],
+            [1 << 40, 3, 0x0123_4567_89ab_cdef],
+        ] {
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            assert_eq!(header_crc(words), crc32c::crc32c(&bytes), "{words:?}");
+        }
+        // The bytes on disk, as files already written hold them.
+        let mut sector = vec![0u8; 512];
+        stamp(&mut sector, 1 << 20, 4, 77);
+        assert_eq!(&sector[0..4], b"PLB2");
+        let crc = crc32c::crc32c(&sector[8..32]);
+        assert_eq!(sector[4..8], crc.to_le_bytes());
+        assert_eq!(sector[8..16], (1u64 << 20).to_le_bytes());
+        let seed = payload_seed(1 << 20, 4);
+        assert_eq!(sector[32..40], PATTERN[0].wrapping_add(seed).to_le_bytes());
+    }
+
+    #[test]
+    fn a_buffer_off_the_word_grid_is_stamped_the_same() {
+        let mut want = vec![0u8; 1024];
+        // The allocator's blocks are 16-byte aligned: the words' path.
+        assert!(as_words_mut(&mut want).is_some());
+        stamp(&mut want, 4096, 9, 5);
+        // The same two sectors one byte into a buffer, and a partial sector after.
+        let mut odd = vec![0u8; 1024 + 1 + 100];
+        stamp(&mut odd[1..], 4096, 9, 5);
+        assert_eq!(odd[1..1025], want[..]);
+        assert!(
+            odd[1025..].iter().all(|&b| b == 0),
+            "a partial sector was written"
+        );
+        assert_eq!(check(&odd[513..1025], 4608, 5, 9), Ok(9));
     }
 
     #[test]

@@ -34,6 +34,23 @@ fn a_random_mix_with_a_bssplit_is_one_line_per_size() {
 }
 
 #[test]
+fn norandommap_is_taken_and_a_mix_without_it_says_how_fio_differs() {
+    let with_map = job("[mix]\nrw=randrw\nbssplit=4k/50:64k/50\n");
+    assert!(!with_map.norandommap);
+    assert!(with_map.summary().contains("norandommap"));
+    for flag in ["norandommap", "norandommap=1"] {
+        let j = job(&format!("[mix]\nrw=randrw\nbssplit=4k/50:64k/50\n{flag}\n"));
+        assert!(j.norandommap, "{flag}");
+        assert!(!j.summary().contains("norandommap"), "{flag}");
+    }
+    // One size, or sequential I/O: fio's map shortens nothing.
+    assert!(!job("[j]\nrw=randread\n").summary().contains("norandommap"));
+    assert!(!job("[j]\nrw=rw\nbssplit=4k/50:64k/50\n")
+        .summary()
+        .contains("norandommap"));
+}
+
+#[test]
 fn each_pattern_maps_to_its_read_and_random_shares() {
     for (rw, read, random) in [
         ("read", 100.0, 0.0),
@@ -186,7 +203,7 @@ fn job_text() -> impl Strategy<Value = String> {
         4 => prop::sample::select(vec![
             "rw", "rwmixread", "rwmixwrite", "bs", "bssplit", "bsrange", "iodepth", "size",
             "filename", "direct", "numjobs", "offset", "rate_iops", "thinktime", "time_based",
-            "runtime", "ioengine", "name", "description",
+            "runtime", "norandommap", "ioengine", "name", "description",
         ])
         .prop_map(str::to_string),
         1 => "[a-z_]{1,10}",

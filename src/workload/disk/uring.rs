@@ -59,6 +59,18 @@ thread_local! {
     static RING: RefCell<Weak<Ring>> = const { RefCell::new(Weak::new()) };
 }
 
+impl Drop for Ring {
+    /// Gives the target file back before the ring closes: a closed ring is
+    /// torn down by the kernel after the process may have ended, and until
+    /// then its registered file kept the file system busy (`umount` right
+    /// after a run failed, every time, on a tmpfs).
+    fn drop(&mut self) {
+        if self.fixed.get().is_some() {
+            let _ = self.uring.submitter().unregister_files();
+        }
+    }
+}
+
 /// Where one slot's I/O stands.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -100,7 +112,15 @@ impl Ring {
         if let Some(ring) = RING.with(|r| r.borrow().upgrade()) {
             return Ok(ring);
         }
-        let uring = IoUring::builder().build(ENTRIES)?;
+        // Completions are taken when the thread next enters the kernel (it
+        // does so to wait, and its reaper to read the eventfd), not by an
+        // interrupt of whatever it runs in user space (kernels 5.19 on;
+        // older ones build the ring without it).
+        let uring = IoUring::builder()
+            .setup_coop_taskrun()
+            .setup_taskrun_flag()
+            .build(ENTRIES)
+            .or_else(|_| IoUring::builder().build(ENTRIES))?;
         uring.submitter().register_buffers_sparse(MAX_SLOTS)?;
         // SAFETY: eventfd with flags only; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
