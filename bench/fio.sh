@@ -23,7 +23,8 @@
 #   and a user's own job file, the same file given to both (fio: `fio
 #   JOB` with a [global] filename= line put first; perflab: `perflab run
 #   disk --fio-job JOB --target file:...`): a 70/30 random read/write mix
-#   of 4k/50:64k/50 at iodepth 32, direct, io_uring, time_based;
+#   of 4k/50:64k/50 at iodepth 32, direct, io_uring, time_based,
+#   norandommap (so that fio keeps the shares, as perflab does);
 # per load the median IOPS of each, their ratio, the paired ratio with its
 # 95% interval and what it says (ahead, behind or level), and the same for
 # each one's CPU µs per I/O (user + system, from rusage; leaner, heavier
@@ -128,6 +129,9 @@ runtime=$seconds
 rw=randrw
 rwmixread=70
 bssplit=4k/50:64k/50
+; fio's random map would shorten I/Os to a pass's untouched blocks (73 %
+; 4k I/Os by count here, not 50 %); perflab draws each offset on its own
+norandommap
 JOB
 }
 
