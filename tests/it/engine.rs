@@ -90,8 +90,15 @@ fn open_loop_meets_a_poisson_rate() {
 
 /// Arrivals the pacer sends in batches, up to the window ahead of their
 /// times, still reach the modelled server at their times, and no response
-/// time counts the batching: a fixed 1 ms service reads as 1 ms at every
-/// percentile, and the rate is the one asked.
+/// time counts the batching: a fixed 1 ms service reads as 1 ms on
+/// average, and the rate is the one asked.
+///
+/// Batches of a 2 ms window at 2,000/s hold four arrivals, sent 0, 0.5,
+/// 1 and 1.5 ms ahead: counted from their dispatch, the mean would be
+/// 1.75 ms. The bound is the mean, not the p99: a loaded host wakes a
+/// timer late now and then (a p99 of 3.5 ms, mean 1.09 ms, was seen
+/// beside the suite's other tests), which moves the tail and hardly the
+/// mean.
 #[test]
 fn batched_arrivals_add_nothing_to_a_response_time() {
     let _heavy = crate::support::heavy();
@@ -116,7 +123,7 @@ fn batched_arrivals_add_nothing_to_a_response_time() {
     );
     assert!(
         s.response.mean >= Duration::from_micros(990)
-            && s.response.p99 < Duration::from_micros(1100),
+            && s.response.mean < Duration::from_micros(1350),
         "response mean {:?}, p99 {:?}: a batch's early arrivals were counted from their dispatch",
         s.response.mean,
         s.response.p99

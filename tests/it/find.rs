@@ -103,8 +103,12 @@ fn a_sweep_with_objectives_judges_each_step_and_answers() {
 /// the truth (the statistics' own error at 97.5%, with correlated
 /// windows); the capacity within 5% of the truth either way; at most 7
 /// steps, a third of the linear sweep's 21. A storm from another guest
-/// of the host can still spoil one window, so a search that misses runs
-/// once more, and the test fails when both miss.
+/// of the host can still spoil one window, and a 3 s step near ρ = 0.9
+/// is a short look at a queue with a long memory (at 3,720/s one step's
+/// p99 read 10.6 ms where 30 s read 18.0 ms), so a search that misses
+/// runs once more on other draws (another seed: the same seed would
+/// offer the same arrivals and services), and the test fails when both
+/// miss.
 #[test]
 fn the_search_finds_the_known_capacity_of_a_queue() {
     let _alone = crate::support::alone();
@@ -115,9 +119,9 @@ fn the_search_finds_the_known_capacity_of_a_queue() {
     ] {
         // A neighbour's burst of load can storm a window at any level; a
         // search that is wrong is wrong twice, a storm seldom repeats.
-        let first = one_search(objective, q, limit_ms);
+        let first = one_search(objective, q, limit_ms, 1);
         if let Err(said) = first {
-            if let Err(again) = one_search(objective, q, limit_ms) {
+            if let Err(again) = one_search(objective, q, limit_ms, 2) {
                 panic!("{said}\nand again: {again}");
             }
         }
@@ -125,9 +129,9 @@ fn the_search_finds_the_known_capacity_of_a_queue() {
 }
 
 /// One search for the queue's capacity under `objective` (the `q`
-/// quantile under `limit_ms`), held to the bounds above; what it said
-/// when it missed them.
-fn one_search(objective: &str, q: f64, limit_ms: f64) -> Result<(), String> {
+/// quantile under `limit_ms`) with the draws of `seed`, held to the
+/// bounds above; what it said when it missed them.
+fn one_search(objective: &str, q: f64, limit_ms: f64, seed: u64) -> Result<(), String> {
     use perflab::workload::null::{theory::max_rate, ServiceDist};
     use std::time::Duration;
     let exp_1ms = ServiceDist::Exponential {
@@ -138,7 +142,7 @@ fn one_search(objective: &str, q: f64, limit_ms: f64) -> Result<(), String> {
     let dir = tempdir();
     let out = perflab_ok(
         dir.path(),
-        &format!("run null --servers 4 --service exp:1ms --rate 2000 --slo {objective} --find --warmup 0.3s --duration 3s --interval 250ms --seed 1"),
+        &format!("run null --servers 4 --service exp:1ms --rate 2000 --slo {objective} --find --warmup 0.3s --duration 3s --interval 250ms --seed {seed}"),
     );
     let export = last_export(dir.path());
     let steps = export["steps"].as_array().map_or(0, Vec::len);
@@ -147,7 +151,7 @@ fn one_search(objective: &str, q: f64, limit_ms: f64) -> Result<(), String> {
     let above = slo["limit_load"].as_f64().unwrap_or(f64::INFINITY);
     let capacity = slo["capacity"].as_f64().unwrap_or(0.0);
     let said = format!(
-        "{objective}: held {held}, limit {above}, capacity {capacity:.0}, truth {truth:.0}, {steps} steps; {}",
+        "{objective}, seed {seed}: held {held}, limit {above}, capacity {capacity:.0}, truth {truth:.0}, {steps} steps; {}",
         slo["answer"]
     );
     let answer = out.lines().find(|l| l.starts_with("holds")).unwrap_or("");
