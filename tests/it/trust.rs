@@ -47,14 +47,16 @@ fn names(dir: &Path) -> Vec<String> {
 }
 
 /// Starts `args` in `dir`, sends `signal` after `after`: whether it was
-/// still running then, its exit code, how long it took to end after the
-/// signal, and its standard error.
+/// still running then, its exit code (the signal's number negated when
+/// the signal itself ended the process, unhandled), how long
+/// it took to end after the signal, and its standard error.
 fn signalled(
     dir: &Path,
     args: &[&str],
     signal: i32,
     after: Duration,
 ) -> (bool, Option<i32>, Duration, String) {
+    use std::os::unix::process::ExitStatusExt;
     let mut child = perflab_process(dir)
         .args(args)
         .stdout(Stdio::null())
@@ -81,7 +83,10 @@ fn signalled(
     if let Some(mut pipe) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut pipe, &mut err);
     }
-    (running, status.code(), took, err)
+    let exit = status
+        .code()
+        .or_else(|| status.signal().map(|number| -number));
+    (running, exit, took, err)
 }
 
 #[test]
@@ -117,7 +122,14 @@ fn a_signal_ends_report_show_analyze_and_compare_at_once_and_never_leaves_part_o
                 let what = format!("{} at {after:?} by {name}", args[0]);
                 assert!(!err.contains("panicked"), "{what}: {err}");
                 assert!(took < OBEYED_WITHIN, "{what}: took {took:?}");
-                if exit == Some(code) {
+                if exit == Some(-signal) && err.is_empty() {
+                    // The signal came before the process had set its
+                    // handlers (its first milliseconds, on a loaded
+                    // host: 30 ms was seen): the signal's own action ended
+                    // it before any work (a shell says 128 + n, the code
+                    // perflab gives), so nothing was written (checked
+                    // below).
+                } else if exit == Some(code) {
                     assert!(running, "{what}: {err}");
                     caught += 1;
                     assert_eq!(err.trim().lines().count(), 1, "{what}: {err}");
