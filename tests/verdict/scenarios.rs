@@ -14,7 +14,9 @@
 //! once with short steps, and its verdict must name the class (a miss
 //! while the hypervisor took 10% or more of the CPU, the host shared with
 //! other guests, or while other processes kept 0.3 CPUs busy, as the
-//! verdict's caveat says, is run once more). The script makes cgroups,
+//! verdict's caveat says, or an inconclusive verdict held back only
+//! because no level's throughput settled, its candidate the class's, is
+//! run once more). The script makes cgroups,
 //! loop devices and network namespaces, so these tests need root; without
 //! it they fail, never pass.
 //!
