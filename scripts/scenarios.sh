@@ -479,7 +479,9 @@ noisy = [c for c in (v.get("caveats") or []) if "the host was not quiet" in c]
 want = kind_re.strip("^$").replace("_", " ")
 evidence = [e for e in (b.get("evidence") or []) if isinstance(e, str)]
 candidates = [e[len("candidate: "):].split(" — ")[0] for e in evidence if e.startswith("candidate: ")]
-unsettled = kind == "inconclusive" and any("stabilised" in e for e in evidence) and any(
+levels = [s for s in (v.get("stability") or []) if isinstance(s, dict)]
+settled_none = bool(levels) and all(s.get("unstable") is True for s in levels)
+unsettled = kind == "inconclusive" and settled_none and any(
     re.search(name_re, c) and (want == "resource" or re.match(want, c)) for c in candidates)
 void = not ok and (stolen >= 0.10 or bool(noisy) or unsettled) and os.environ.get("SCN_LAST_TRY") != "1"
 if void:
