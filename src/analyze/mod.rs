@@ -395,7 +395,7 @@ pub(crate) fn verdict_of(
     let demands = demands::demands(&points, closed, Some(peak));
     let unstable = !verdict.stability.is_empty() && verdict.stability.iter().all(|s| s.unstable);
     let found = bottleneck::bottleneck(&points, shape, peak, knee.as_ref(), &demands, unstable);
-    let room = host_room(&points[peak], shape);
+    let room = host_room(&points, peak, shape);
     verdict.what_if = whatif::what_if(&points, &demands, &found, closed, peak, room);
     if verdict.what_if.is_none() {
         verdict.no_what_if = whatif::not_predicted(&found);
@@ -463,22 +463,34 @@ fn stability(groups: &[Vec<StepPoint>], max_cv: f64) -> Vec<Stability> {
         .collect()
 }
 
-/// What the host leaves for a what-if at the peak `p`: its CPUs and
-/// perflab's share; none for an embedded target (it shares perflab's).
-fn host_room(p: &StepPoint, shape: RunShape) -> Option<whatif::HostRoom> {
-    (!shape.embedded)
-        .then(|| {
-            Some(whatif::HostRoom {
-                cpus: p.resource("cpu")?.servers,
-                perflab_cpus: p.generator.cpus,
-                perflab_cpu_per_op_s: if p.throughput > 0.0 {
-                    p.generator.cpus / p.throughput
-                } else {
-                    0.0
-                },
-            })
+/// What the host leaves for a what-if at the peak (step `peak` of
+/// `points`): its CPUs, perflab's share, and how far the host's CPU per
+/// operation moved over the steps up to the peak; none for an embedded
+/// target (it shares perflab's).
+fn host_room(points: &[StepPoint], peak: usize, shape: RunShape) -> Option<whatif::HostRoom> {
+    let p = points.get(peak).filter(|_| !shape.embedded)?;
+    let per_op: Vec<f64> = points
+        .iter()
+        .take(peak + 1)
+        .filter(|q| q.complete && q.throughput > 0.0)
+        .filter_map(|q| {
+            let cpu = q.resource("cpu")?;
+            Some(cpu.utilisation * cpu.servers / q.throughput)
         })
-        .flatten()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .collect();
+    let least = per_op.iter().copied().fold(f64::INFINITY, f64::min);
+    let most = per_op.iter().copied().fold(0.0, f64::max);
+    Some(whatif::HostRoom {
+        cpus: p.resource("cpu")?.servers,
+        perflab_cpus: p.generator.cpus,
+        perflab_cpu_per_op_s: if p.throughput > 0.0 {
+            p.generator.cpus / p.throughput
+        } else {
+            0.0
+        },
+        cpu_per_op_s: (per_op.len() >= 2).then_some([least, most]),
+    })
 }
 
 /// The USL fitted on every run: concurrency is users for a closed loop

@@ -673,6 +673,7 @@ mod tests {
             server_cpus,
             server_memory: None,
             ends: None,
+            sharing: 0.0,
             at_least: false,
             changed: Changed { kind, factor },
             at_peak: None,

@@ -633,6 +633,7 @@ mod tests {
             server_cpus: None,
             server_memory: None,
             ends: None,
+            sharing: 0.0,
             at_least: false,
             changed: Changed {
                 kind: ResourceKind::Cpu,

@@ -6,6 +6,7 @@
 
 use super::{Centre, Changed, HostRoom};
 use crate::analyze::points::ResourceKind;
+use crate::units::{Latency, Percent};
 
 /// One change to predict.
 #[derive(Debug, Clone)]
@@ -22,6 +23,10 @@ pub(super) struct Change {
     /// The network at the two ends of what the change itself leaves
     /// uncertain (the cache a memory limit gives), when it does.
     pub(super) ends: Option<[Vec<Centre>; 2]>,
+    /// The relative uncertainty the change adds to its interval: for a
+    /// server's CPUs shared with perflab, how far the host's CPU per
+    /// operation moved over the run's loads ([`HostRoom::handoff_spread`]).
+    pub(super) sharing: f64,
 }
 
 impl Change {
@@ -38,6 +43,7 @@ impl Change {
             server_memory: None,
             changed,
             ends: None,
+            sharing: 0.0,
         }
     }
 }
@@ -133,7 +139,10 @@ pub(super) fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom
             kind,
             factor: Some(factor),
         };
-        out.push(Change::of(twice, doubled, cpus_after, changed));
+        out.push(Change {
+            sharing: sharing(shared_s, room),
+            ..Change::of(twice, doubled, cpus_after, changed)
+        });
     }
     let gone = Changed { kind, factor: None };
     out.push(Change::of(
@@ -171,6 +180,38 @@ fn cpus_after_doubling(target: &Centre, room: Option<HostRoom>) -> (f64, f64) {
     }
 }
 
+/// What sharing the server's CPUs with perflab adds to a prediction's
+/// interval: nothing when nothing of perflab's lands on them. Measured,
+/// one CPU against two on a two-CPU host (perflab held to the second):
+/// the host did an operation in 46 µs at the one-CPU server's peak and
+/// 69 µs at one user, and in 36 µs at 4 users once the server had both
+/// CPUs — the server and perflab then handed operations over on one CPU
+/// as often as across two, which cost less — while at 16 users the
+/// server's sessions woken by perflab crowded onto perflab's CPU and the
+/// throughput fell by a third with the host 80% busy. One run holds
+/// neither; how far its own work per operation moved with the way its
+/// CPUs handed work over is the measure it has of how much that matters.
+fn sharing(shared_s: f64, room: Option<HostRoom>) -> f64 {
+    match room.and_then(|r| r.handoff_spread()) {
+        Some(spread) if shared_s > 0.0 => spread,
+        _ => 0.0,
+    }
+}
+
+/// The host's CPU per operation over the run's loads, in words, for a
+/// change whose interval counts it.
+fn handoff_words(room: Option<HostRoom>) -> String {
+    match room.and_then(|r| Some((r.cpu_per_op_s?, r.handoff_spread()?))) {
+        Some(([least, most], spread)) if spread > 0.0 => format!(
+            ", which changes how the CPUs hand each operation over: the host's CPU per operation moved {} over this run's loads ({} to {}), and the interval allows as much",
+            Percent(spread),
+            Latency::secs(least),
+            Latency::secs(most)
+        ),
+        _ => String::new(),
+    }
+}
+
 /// The doubling of a centre in words.
 fn doubling_words(
     target: &Centre,
@@ -183,15 +224,18 @@ fn doubling_words(
     match target.kind {
         ResourceKind::Cpu => format!("twice the CPUs ({})", target.servers * 2.0),
         ResourceKind::OneCpu if shared_s > 0.0 => format!(
-            "the server allowed a second CPU besides {} (shared with perflab's {perflab_cpus:.2} CPUs)",
+            "the server allowed a second CPU besides {} (shared with perflab's {perflab_cpus:.2} CPUs{})",
             target.name,
+            handoff_words(room),
         ),
         ResourceKind::OneCpu => {
             format!("the server allowed a second CPU besides {}", target.name)
         }
         ResourceKind::CpuQuota if shared_s > 0.0 => format!(
-            "the server's CPU quota raised from {:.2} to {:.2} CPUs (shared with perflab's {perflab_cpus:.2})",
-            target.servers, more,
+            "the server's CPU quota raised from {:.2} to {:.2} CPUs (shared with perflab's {perflab_cpus:.2}{})",
+            target.servers,
+            more,
+            handoff_words(room),
         ),
         ResourceKind::CpuQuota => format!(
             "the server's CPU quota raised from {:.2} to {:.2} CPUs",

@@ -200,6 +200,7 @@ impl ClosedModel {
             server_cpus: change.server_cpus,
             server_memory: change.server_memory,
             ends,
+            sharing: change.sharing,
             at_least: floor(&change, t, at_peak.throughput) || self.hidden_floor(after, x),
             changed: change.changed,
             change: change.words,

@@ -61,6 +61,7 @@ pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<f64>) -> Vec
                     factor,
                 },
                 ends: (fewest < most).then(|| [with(fewest), with(most)]),
+                sharing: 0.0,
             })
         })
         .collect()

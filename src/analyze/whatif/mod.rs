@@ -95,6 +95,23 @@ pub(crate) struct HostRoom {
     pub(crate) perflab_cpus: f64,
     /// perflab's CPU seconds per operation at the peak.
     pub(crate) perflab_cpu_per_op_s: f64,
+    /// The host's CPU seconds per operation, the least and the most of
+    /// the steps up to the peak: how far the work of an operation moved
+    /// as the CPUs handed it over differently (waking idle CPUs at one
+    /// user, staying busy at the peak).
+    pub(crate) cpu_per_op_s: Option<[f64; 2]>,
+}
+
+impl HostRoom {
+    /// How much the host's CPU per operation moved over the run's loads,
+    /// relative to its least (at most 1): what a change that puts
+    /// perflab's work on the server's CPUs leaves uncertain, since it
+    /// changes how the CPUs hand each operation over — on one CPU or
+    /// across two, which this run did not measure.
+    pub(crate) fn handoff_spread(&self) -> Option<f64> {
+        let [least, most] = self.cpu_per_op_s?;
+        (least > 0.0 && most >= least).then(|| ((most - least) / least).min(1.0))
+    }
 }
 
 /// One queueing centre of the model.
@@ -160,6 +177,10 @@ pub(crate) struct Scenario {
     /// uncertain, which the interval spans too.
     #[serde(skip)]
     pub(crate) ends: Option<[f64; 2]>,
+    /// The relative uncertainty the change itself adds to the interval
+    /// (a server's CPUs shared with perflab: [`HostRoom::handoff_spread`]).
+    #[serde(skip)]
+    pub(crate) sharing: f64,
     /// The prediction is a floor, not a figure: the change of memory
     /// moves the limit to a resource measured far from busy, whose demand
     /// per operation then carries the fixed work of an idle server.
@@ -423,6 +444,7 @@ fn open_loop(
                 server_cpus: c.server_cpus,
                 server_memory: c.server_memory,
                 ends: c.ends.as_ref().map(|[a, b]| [at(a), at(b)]),
+                sharing: c.sharing,
                 at_least,
                 changed: c.changed,
                 at_peak: None,
@@ -451,24 +473,26 @@ fn open_loop(
 fn with_intervals(mut w: WhatIf) -> WhatIf {
     w.width = w.noise.hypot(w.model_error);
     for s in &mut w.scenarios {
-        s.interval = band(s.throughput, w.width).filter(|_| !s.at_least);
+        // What the change itself adds, independent of the rest.
+        let width = w.width.hypot(s.sharing);
+        s.interval = band(s.throughput, width).filter(|_| !s.at_least);
         // What the change leaves uncertain widens it to its ends' bands.
         if let (Some([lo, hi]), Some(ends)) = (s.interval, s.ends) {
             let (a, b) = (ends[0].min(ends[1]), ends[0].max(ends[1]));
             s.interval = Some([
-                lo.min(a * (1.0 - w.width)).max(0.0),
-                hi.max(b * (1.0 + w.width)),
+                lo.min(a * (1.0 - width)).max(0.0),
+                hi.max(b * (1.0 + width)),
             ]);
         }
         if let Some(p) = &mut s.at_peak {
-            p.interval = band(p.throughput, w.width).filter(|_| !p.at_least);
+            p.interval = band(p.throughput, width).filter(|_| !p.at_least);
             // The same relative spread as at the highest load.
             if let (Some([lo, hi]), Some(ends)) = (p.interval, s.ends) {
                 let r = p.throughput / s.throughput;
                 let (a, b) = (ends[0].min(ends[1]) * r, ends[0].max(ends[1]) * r);
                 p.interval = Some([
-                    lo.min(a * (1.0 - w.width)).max(0.0),
-                    hi.max(b * (1.0 + w.width)),
+                    lo.min(a * (1.0 - width)).max(0.0),
+                    hi.max(b * (1.0 + width)),
                 ]);
             }
         }

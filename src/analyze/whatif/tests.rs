@@ -154,6 +154,7 @@ fn a_second_cpu_shared_with_perflab_carries_perflabs_work() {
         cpus,
         perflab_cpus: 0.8,
         perflab_cpu_per_op_s: 0.000040,
+        cpu_per_op_s: None,
     };
     let Change {
         words,
@@ -172,6 +173,37 @@ fn a_second_cpu_shared_with_perflab_carries_perflabs_work() {
     let Change { words, after, .. } = changes(&c[0], &c, Some(room(4.0))).remove(0);
     assert_eq!(words, "the server allowed a second CPU besides cpu0");
     assert!((after[0].demand_s - 0.000050).abs() < 1e-12, "{after:?}");
+}
+
+/// A second CPU shared with perflab, on a host whose CPU per operation
+/// moved from 46 µs (the one-CPU server's peak) to 69 µs (one user)
+/// over the run's loads: the change leaves that much uncertain — the
+/// server and perflab handing operations over on one CPU or across two —
+/// and says so; the CPU out of the way shares nothing, nor does a
+/// second CPU on a host of four.
+#[test]
+fn a_second_cpu_shared_with_perflab_counts_how_far_the_work_per_operation_moved() {
+    let d = demands(
+        vec![demand("cpu0", ResourceKind::OneCpu, 1.0, 0.000030)],
+        0.000089,
+    );
+    let c = centres(&d, "cpu0");
+    let room = |cpus: f64| HostRoom {
+        cpus,
+        perflab_cpus: 0.47,
+        perflab_cpu_per_op_s: 0.0000142,
+        cpu_per_op_s: Some([0.000046, 0.000069]),
+    };
+    let [second, gone] = <[Change; 2]>::try_from(changes(&c[0], &c, Some(room(2.0)))).unwrap();
+    assert!((second.sharing - 0.5).abs() < 1e-9, "{}", second.sharing);
+    assert_eq!(
+        second.words,
+        "the server allowed a second CPU besides cpu0 (shared with perflab's 0.47 CPUs, which changes how the CPUs hand each operation over: the host's CPU per operation moved 50.0% over this run's loads (46.0µs to 69.0µs), and the interval allows as much)"
+    );
+    assert_eq!(gone.sharing, 0.0);
+    let second = changes(&c[0], &c, Some(room(4.0))).remove(0);
+    assert_eq!(second.sharing, 0.0);
+    assert_eq!(second.words, "the server allowed a second CPU besides cpu0");
 }
 
 /// A read-only server held to cpu0, perflab on cpu1 at 0.7 CPU:
@@ -234,12 +266,20 @@ fn a_thrashing_one_cpu_run_predicts_a_second_cpu_from_its_clean_demand() {
     let at_peak = second.at_peak.expect("a prediction at the peak's load");
     assert_eq!(at_peak.load, 2.0);
     assert!(at_peak.throughput > 15_600.0, "{at_peak:?}");
-    // Steady intervals: the interval is the model's miss alone.
+    // Steady intervals: the interval is the model's miss alone, and the
+    // second CPU, shared with perflab, adds how far the host's CPU per
+    // operation moved up to the peak (1.3%: 1.69 CPUs at 15.4k/s and
+    // 15.6k/s).
     assert_eq!(w.noise, 0.0);
     assert!((w.width - w.model_error).abs() < 1e-12, "{w:?}");
+    assert!(
+        (second.sharing - (15_600.0 / 15_400.0 - 1.0)).abs() < 1e-9,
+        "{second:?}"
+    );
+    let width = w.width.hypot(second.sharing);
     let [lo, hi] = second.interval.expect("an interval");
     let x = second.throughput;
-    assert!((lo - x * (1.0 - w.width)).abs() < 1e-6 && (hi - x * (1.0 + w.width)).abs() < 1e-6);
+    assert!((lo - x * (1.0 - width)).abs() < 1e-6 && (hi - x * (1.0 + width)).abs() < 1e-6);
     assert!(at_peak.interval.is_some());
 }
 
