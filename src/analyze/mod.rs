@@ -465,20 +465,26 @@ fn stability(groups: &[Vec<StepPoint>], max_cv: f64) -> Vec<Stability> {
 
 /// What the host leaves for a what-if at the peak (step `peak` of
 /// `points`): its CPUs, perflab's share, and how far the host's CPU per
-/// operation moved over the steps up to the peak; none for an embedded
-/// target (it shares perflab's).
+/// operation moved over the steps up to the peak that kept its CPUs at
+/// least half busy, as they are where more CPU matters (all of them
+/// when fewer than two did: a step of idle CPUs also pays for waking
+/// them); none for an embedded target (it shares perflab's).
 fn host_room(points: &[StepPoint], peak: usize, shape: RunShape) -> Option<whatif::HostRoom> {
     let p = points.get(peak).filter(|_| !shape.embedded)?;
-    let per_op: Vec<f64> = points
-        .iter()
-        .take(peak + 1)
-        .filter(|q| q.complete && q.throughput > 0.0)
-        .filter_map(|q| {
-            let cpu = q.resource("cpu")?;
-            Some(cpu.utilisation * cpu.servers / q.throughput)
-        })
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .collect();
+    let per_op = |least_busy: f64| -> Vec<f64> {
+        points
+            .iter()
+            .take(peak + 1)
+            .filter(|q| q.complete && q.throughput > 0.0)
+            .filter_map(|q| {
+                let cpu = q.resource("cpu").filter(|c| c.utilisation >= least_busy)?;
+                Some(cpu.utilisation * cpu.servers / q.throughput)
+            })
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .collect()
+    };
+    let busy = per_op(0.5);
+    let per_op = if busy.len() >= 2 { busy } else { per_op(0.0) };
     let least = per_op.iter().copied().fold(f64::INFINITY, f64::min);
     let most = per_op.iter().copied().fold(0.0, f64::max);
     Some(whatif::HostRoom {

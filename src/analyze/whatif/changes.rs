@@ -27,6 +27,11 @@ pub(super) struct Change {
     /// server's CPUs shared with perflab, how far the host's CPU per
     /// operation moved over the run's loads ([`HostRoom::handoff_spread`]).
     pub(super) sharing: f64,
+    /// Seconds per operation the change moves out of the delay into a
+    /// centre: perflab's own work, which ran beside the server's CPUs
+    /// (in the delay, in series with each operation) and now queues on
+    /// them.
+    pub(super) moved_s: f64,
 }
 
 impl Change {
@@ -44,6 +49,7 @@ impl Change {
             changed,
             ends: None,
             sharing: 0.0,
+            moved_s: 0.0,
         }
     }
 }
@@ -141,6 +147,7 @@ pub(super) fn changes(target: &Centre, centres: &[Centre], room: Option<HostRoom
         };
         out.push(Change {
             sharing: sharing(shared_s, room),
+            moved_s: shared_s,
             ..Change::of(twice, doubled, cpus_after, changed)
         });
     }

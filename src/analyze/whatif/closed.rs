@@ -67,6 +67,7 @@ pub(super) fn closed_loop(
 }
 
 /// A closed loop's model: the centres' delay and the users' think time.
+#[derive(Clone, Copy)]
 struct ClosedModel {
     delay_s: f64,
     think_s: f64,
@@ -154,6 +155,18 @@ impl ClosedModel {
     /// The prediction for one change: at the highest load, and at the
     /// peak's when that is lower.
     fn scenario(&self, change: Change, fit: &ClosedFit, target: &Centre) -> Option<Scenario> {
+        // perflab's work the change puts on the server's CPUs leaves the
+        // delay, where the lowest load's response time had put it: counted
+        // in both, it was counted twice.
+        let model = ClosedModel {
+            delay_s: (self.delay_s - change.moved_s).max(0.0),
+            ..*self
+        };
+        model.predicted(change, fit, target)
+    }
+
+    /// [`ClosedModel::scenario`] with this model's delay.
+    fn predicted(&self, change: Change, fit: &ClosedFit, target: &Centre) -> Option<Scenario> {
         let after = &change.after;
         let (x, r) = self.solve(after, fit.highest)?;
         let t = tightest(after);

@@ -283,6 +283,73 @@ fn a_thrashing_one_cpu_run_predicts_a_second_cpu_from_its_clean_demand() {
     assert!(at_peak.interval.is_some());
 }
 
+/// The one-CPU cell of a 2×2 measured on this host (PostgreSQL on cpu0,
+/// balance enquiries, perflab on cpu1): 11.1k/s at 1 user to the peak's
+/// 32.8k/s at 4. Given both CPUs, the two-CPU cell measured 51,465/s at 4
+/// users (its hand-offs on one CPU cost less) and 35,352/s at 16 (the
+/// server's sessions crowded onto perflab's CPU). The prediction counts
+/// how far the host's CPU per operation moved over the steps that kept
+/// it half busy (58.4 µs at 2 users, 46.3 µs at 4: 26%), and its
+/// intervals hold both; perflab's work, moved onto the server's CPUs,
+/// leaves the delay (counted in both, the peak's prediction was 37.4k).
+#[test]
+fn a_second_cpu_shared_with_perflab_holds_what_the_two_cpu_cell_measured() {
+    use crate::analyze::fixture::{mva_points, SHAPE};
+    use crate::analyze::points::ResourceUse;
+    let users = [1, 2, 4, 8, 16];
+    let xs = [11_141.0, 22_070.0, 32_814.0, 30_326.0, 30_123.0];
+    let means_us = [89.3, 90.1, 121.0, 263.0, 531.0];
+    let host = [0.384, 0.644, 0.759, 0.762, 0.752];
+    let cpu0 = [0.34, 0.66, 0.99, 1.0, 1.0];
+    let perflab = [0.298, 0.428, 0.481, 0.479, 0.466];
+    let mut points = mva_points(0.00003, 0.000001, 0.0, &users);
+    let one = |name: &str, kind, servers, u| ResourceUse {
+        name: name.to_string(),
+        kind,
+        servers,
+        utilisation: u,
+        saturation: None,
+        errors: None,
+    };
+    for (i, p) in points.iter_mut().enumerate() {
+        let x = xs[i];
+        p.throughput = x;
+        p.completed = (x * 5.0) as u64;
+        let r = std::time::Duration::from_secs_f64(means_us[i] * 1e-6);
+        p.response.mean = r;
+        p.response.p99 = r * 2;
+        p.interval_throughputs = vec![x * 0.97, x, x * 1.03, x, x];
+        p.generator.cpus = perflab[i];
+        p.generator.capacity = Some(1.0);
+        p.extras.server_cpus_allowed = Some(1.0);
+        p.resources = vec![
+            one("cpu", ResourceKind::Cpu, 2.0, host[i]),
+            one("cpu0", ResourceKind::OneCpu, 1.0, cpu0[i]),
+            one("cpu1", ResourceKind::OneCpu, 1.0, 2.0 * host[i] - cpu0[i]),
+        ];
+    }
+    let v = crate::analyze::verdict_of(points, SHAPE, crate::analyze::DEFAULT_MAX_CV, 1);
+    let w = v.what_if.expect("a prediction");
+    let second = &w.scenarios[0];
+    assert!(second.change.contains("second CPU"), "{second:?}");
+    let spread = (1.288 / 22_070.0) / (1.518 / 32_814.0) - 1.0;
+    assert!((second.sharing - spread).abs() < 1e-9, "{second:?}");
+    assert!(
+        second.change.contains("(46.3µs to 58.4µs)"),
+        "{}",
+        second.change
+    );
+    let holds = |interval: Option<[f64; 2]>, measured: f64| {
+        interval.is_some_and(|[lo, hi]| lo <= measured && measured <= hi)
+    };
+    assert_eq!(second.load, 16.0);
+    assert!(holds(second.interval, 35_352.0), "{second:?}");
+    let at_peak = second.at_peak.expect("a prediction at the peak's load");
+    assert_eq!(at_peak.load, 4.0);
+    assert!(holds(at_peak.interval, 51_465.0), "{at_peak:?}");
+    assert!(at_peak.throughput > 38_500.0, "{at_peak:?}");
+}
+
 /// The interval widens with the noise of the step the predictions
 /// start from, combined with the model's miss: 5% of each makes 7.1%.
 #[test]
