@@ -17,6 +17,19 @@ pub(crate) const SHAPE: RunShape = RunShape {
     kernel_served: false,
 };
 
+/// A resource `name` of `servers` busy `u` of the time, nothing else
+/// said of it.
+pub(crate) fn resource(name: &str, kind: ResourceKind, servers: f64, u: f64) -> ResourceUse {
+    ResourceUse {
+        name: name.to_string(),
+        kind,
+        servers,
+        utilisation: u,
+        saturation: None,
+        errors: None,
+    }
+}
+
 /// A step as exact MVA predicts it for single-server CPU and disk
 /// centres, with ±2% noise on every measured figure.
 pub(crate) fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> Vec<StepPoint> {

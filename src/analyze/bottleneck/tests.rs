@@ -5,21 +5,12 @@
 //! that looks like a fall, failures that look like a generator.
 
 use super::super::fixture::{mva_points, SHAPE};
-use super::super::points::{ResourceKind, ResourceUse, StepPoint};
+use super::super::points::{ResourceKind, StepPoint};
 use super::super::{verdict_of, Verdict, DEFAULT_MAX_CV};
 use super::BottleneckKind;
 use std::time::Duration;
 
-fn resource(name: &str, kind: ResourceKind, servers: f64, u: f64) -> ResourceUse {
-    ResourceUse {
-        name: name.to_string(),
-        kind,
-        servers,
-        utilisation: u,
-        saturation: None,
-        errors: None,
-    }
-}
+use crate::analyze::fixture::resource;
 
 /// A closed-loop curve with the given throughputs, idle resources and
 /// Little's law holding, ready to be given the signs of a bottleneck.

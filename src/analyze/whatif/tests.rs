@@ -140,22 +140,34 @@ fn single_cpus_replace_the_host_cpus_only_when_one_is_the_bottleneck() {
     assert_eq!(names("disk vda"), ["cpu", "disk vda"]);
 }
 
+/// The centres of a server held to cpu0 with `demand_s` of it per
+/// operation, `total_s` in all at the lowest load.
+fn on_cpu0(demand_s: f64, total_s: f64) -> Vec<Centre> {
+    let d = demands(
+        vec![demand("cpu0", ResourceKind::OneCpu, 1.0, demand_s)],
+        total_s,
+    );
+    centres(&d, "cpu0")
+}
+
+/// A host of `cpus` where perflab used `perflab_cpus`, `per_op_s` an
+/// operation, and the host's CPU per operation ranged over `range`.
+fn host_room(cpus: f64, perflab_cpus: f64, per_op_s: f64, range: Option<[f64; 2]>) -> HostRoom {
+    HostRoom {
+        cpus,
+        perflab_cpus,
+        perflab_cpu_per_op_s: per_op_s,
+        cpu_per_op_s: range,
+    }
+}
+
 /// A second CPU on a two-CPU host where perflab uses 0.8 of one: the
 /// server's two CPUs are shared with perflab, whose work per
 /// operation queues there too. On a host of four, nothing is shared.
 #[test]
 fn a_second_cpu_shared_with_perflab_carries_perflabs_work() {
-    let d = demands(
-        vec![demand("cpu0", ResourceKind::OneCpu, 1.0, 0.000050)],
-        0.000050,
-    );
-    let c = centres(&d, "cpu0");
-    let room = |cpus: f64| HostRoom {
-        cpus,
-        perflab_cpus: 0.8,
-        perflab_cpu_per_op_s: 0.000040,
-        cpu_per_op_s: None,
-    };
+    let c = on_cpu0(0.000050, 0.000050);
+    let room = |cpus: f64| host_room(cpus, 0.8, 0.000040, None);
     let Change {
         words,
         after,
@@ -183,17 +195,8 @@ fn a_second_cpu_shared_with_perflab_carries_perflabs_work() {
 /// second CPU on a host of four.
 #[test]
 fn a_second_cpu_shared_with_perflab_counts_how_far_the_work_per_operation_moved() {
-    let d = demands(
-        vec![demand("cpu0", ResourceKind::OneCpu, 1.0, 0.000030)],
-        0.000089,
-    );
-    let c = centres(&d, "cpu0");
-    let room = |cpus: f64| HostRoom {
-        cpus,
-        perflab_cpus: 0.47,
-        perflab_cpu_per_op_s: 0.0000142,
-        cpu_per_op_s: Some([0.000046, 0.000069]),
-    };
+    let c = on_cpu0(0.000030, 0.000089);
+    let room = |cpus: f64| host_room(cpus, 0.47, 0.0000142, Some([0.000046, 0.000069]));
     let [second, gone] = <[Change; 2]>::try_from(changes(&c[0], &c, Some(room(2.0)))).unwrap();
     assert!((second.sharing - 0.5).abs() < 1e-9, "{}", second.sharing);
     assert_eq!(
@@ -213,19 +216,10 @@ fn a_second_cpu_shared_with_perflab_counts_how_far_the_work_per_operation_moved(
 /// the demand measured cleanly the prediction is within 10%.
 #[test]
 fn a_thrashing_one_cpu_run_predicts_a_second_cpu_from_its_clean_demand() {
-    use crate::analyze::fixture::{mva_points, SHAPE};
-    use crate::analyze::points::ResourceUse;
+    use crate::analyze::fixture::{mva_points, resource as one, SHAPE};
     let users = [1, 2, 4, 8, 16, 32];
     let xs = [15_400.0, 15_600.0, 15_500.0, 12_500.0, 9_800.0, 7_700.0];
     let mut points = mva_points(0.00006, 0.000001, 0.0, &users);
-    let one = |name: &str, kind, servers, u| ResourceUse {
-        name: name.to_string(),
-        kind,
-        servers,
-        utilisation: u,
-        saturation: None,
-        errors: None,
-    };
     for (p, x) in points.iter_mut().zip(xs) {
         p.throughput = x;
         p.completed = (x * 10.0) as u64;
@@ -294,8 +288,7 @@ fn a_thrashing_one_cpu_run_predicts_a_second_cpu_from_its_clean_demand() {
 /// leaves the delay (counted in both, the peak's prediction was 37.4k).
 #[test]
 fn a_second_cpu_shared_with_perflab_holds_what_the_two_cpu_cell_measured() {
-    use crate::analyze::fixture::{mva_points, SHAPE};
-    use crate::analyze::points::ResourceUse;
+    use crate::analyze::fixture::{mva_points, resource as one, SHAPE};
     let users = [1, 2, 4, 8, 16];
     let xs = [11_141.0, 22_070.0, 32_814.0, 30_326.0, 30_123.0];
     let means_us = [89.3, 90.1, 121.0, 263.0, 531.0];
@@ -303,14 +296,6 @@ fn a_second_cpu_shared_with_perflab_holds_what_the_two_cpu_cell_measured() {
     let cpu0 = [0.34, 0.66, 0.99, 1.0, 1.0];
     let perflab = [0.298, 0.428, 0.481, 0.479, 0.466];
     let mut points = mva_points(0.00003, 0.000001, 0.0, &users);
-    let one = |name: &str, kind, servers, u| ResourceUse {
-        name: name.to_string(),
-        kind,
-        servers,
-        utilisation: u,
-        saturation: None,
-        errors: None,
-    };
     for (i, p) in points.iter_mut().enumerate() {
         let x = xs[i];
         p.throughput = x;
