@@ -143,7 +143,7 @@ if [ "$mode" = script ]; then
     lua="$work/tpcb-text.lua"
 fi
 
-echo "TPC-B ($mode) on MariaDB $(mariadbd --version | grep -o '[0-9.]*-MariaDB' | head -1), scale $scale (medians of $rounds rounds of ${seconds} s)"
+echo "TPC-B ($mode) on MariaDB $(mariadbd --version | grep -o '[0-9.]*-MariaDB' | sed -n 1p), scale $scale (medians of $rounds rounds of ${seconds} s)"
 run_sysbench() {
     read -r sb_cpu sb_out < <(measure sysbench "$lua" --db-driver=mysql \
         --mysql-host="$my_host" --mysql-port="$port" --mysql-user="$my_user" --mysql-password="$my_password" \

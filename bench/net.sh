@@ -154,7 +154,7 @@ start_servers() {
     at[$path.agent_args]=""
     if [ "$path" = veth ]; then
         local fingerprint
-        fingerprint="$(sed -n 's/.*fingerprint: *//p' "$work/agent.$path.log" | head -1)"
+        fingerprint="$(sed -n 's/.*fingerprint: *//p' "$work/agent.$path.log" | sed -n 1p)"
         at[$path.agent_args]="--agent-fingerprint $fingerprint"
     fi
 }

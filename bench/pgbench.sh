@@ -91,7 +91,7 @@ checkpoint() { "$bindir/psql" -q "$url" -c checkpoint; }
 run_pgbench() {
     checkpoint
     read -r pg_cpu pg_out < <(measure "$bindir/pgbench" -n "${pg_args[@]}" -c "$clients" -j "$threads" -T "$seconds" "$url")
-    pg_tps_runs+=("$(grep -o 'tps = [0-9.]*' <<<"$pg_out" | head -1 | cut -d' ' -f3)")
+    pg_tps_runs+=("$(grep -o 'tps = [0-9.]*' <<<"$pg_out" | sed -n '1s/tps = //p')")
     pg_tx="$(grep -o 'actually processed: [0-9]*' <<<"$pg_out" | cut -d' ' -f3)"
     pg_cpu_runs+=("$(python3 -c "print($pg_cpu / $pg_tx * 1e6)")")
 }

@@ -83,7 +83,8 @@ if [ ! -s "$junit_schema/JUnit.xsd" ]; then
         >"$junit_schema/fetch/Cargo.toml"
     : >"$junit_schema/fetch/src/lib.rs"
     cargo fetch --quiet --manifest-path "$junit_schema/fetch/Cargo.toml"
-    crate=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/junit-report-0.9.1.crate | head -1)
+    crates=("${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/junit-report-0.9.1.crate)
+    crate=${crates[0]}
     tar -xzf "$crate" -O junit-report-0.9.1/tests/JUnit.xsd >"$junit_schema/JUnit.xsd.part"
     mv "$junit_schema/JUnit.xsd.part" "$junit_schema/JUnit.xsd"
 fi
@@ -130,7 +131,9 @@ rm -f "$PERFLAB_TEST_TIMES"
 group it cargo test --release --test it -- --test-threads 4
 if [ -s "$PERFLAB_TEST_TIMES" ]; then
     echo "the integration tests' longest holds of a heavy slot (seconds held, waited, slot, test):"
-    sort -rn "$PERFLAB_TEST_TIMES" | head -12 | sed 's/^/  /'
+    # sed reads all of sort's output: a `head` that stops reading would
+    # end sort with SIGPIPE, which pipefail makes the script's exit (141).
+    sort -rn "$PERFLAB_TEST_TIMES" | sed -n '1,12s/^/  /p'
     awk '{ held[$3] += $1 } END { printf "  in all: %.0f s held by tests alone, %.0f s by heavy tests (two at a time)\n", held["alone"], held["heavy"] }' "$PERFLAB_TEST_TIMES"
 fi
 group verdict cargo test --release --test verdict -- --show-output
