@@ -339,6 +339,14 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "PERCENT", value_parser = values::positive_percent)]
     pub(crate) max_cv: Option<f64>,
 
+    /// Predict the commit rate with the log on DIR's device: perflab first times flushes there (as doctor --flush-latency, 2 s), for a run whose bottleneck is the commit's flush.
+    #[arg(long, value_name = "DIR", conflicts_with = "log_flush")]
+    pub(crate) log_flush_dir: Option<PathBuf>,
+
+    /// Predict the commit rate with the log on a device whose mean flush takes TIME (e.g. 80us, as doctor --flush-latency measured it on another host).
+    #[arg(long, value_name = "TIME", value_parser = values::duration)]
+    pub(crate) log_flush: Option<std::time::Duration>,
+
     /// Write the verdict as JSON to FILE, or - for stdout.
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,

@@ -5,6 +5,7 @@
 use super::output::text_or_json;
 use super::Exit;
 use crate::analyze::verdict_of_run;
+use crate::analyze::whatif::log::LogDevice;
 use crate::cli::{parse_slos, AnalyzeArgs};
 use crate::report::Output;
 
@@ -20,7 +21,19 @@ pub(crate) fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
     let store = super::show::existing_store(&args.store.store)?;
     let id = store.resolve_run(&args.run)?;
     let run = super::show::load_run(&store, id)?;
-    let verdict = verdict_of_run(&run, slos, max_cv);
+    let mut verdict = verdict_of_run(&run, slos, max_cv);
+    let device = match (&args.log_flush_dir, args.log_flush) {
+        (Some(dir), _) => {
+            let time = std::time::Duration::from_secs(2);
+            let timed = crate::doctor::flush::measure(dir, time, "--log-flush-dir")?;
+            Some(LogDevice::timed(&timed))
+        }
+        (None, Some(mean)) => Some(LogDevice::given(mean)),
+        (None, None) => None,
+    };
+    if let Some(device) = &device {
+        crate::analyze::whatif::log::add_to(&mut verdict, device);
+    }
     let output = Output::Verdict {
         verdict: &verdict,
         run: id,

@@ -49,7 +49,7 @@ pub(crate) fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
                 crate::units::format_duration(FLUSH_TIME)
             ));
         }
-        let measured = doctor::flush::measure(dir, FLUSH_TIME)?;
+        let measured = doctor::flush::measure(dir, FLUSH_TIME, "--flush-latency")?;
         report.findings.push(measured.finding());
         report.flush = Some(measured);
     }

@@ -128,10 +128,11 @@ impl Drop for ProbeFile {
     }
 }
 
-/// Refuses a directory the probe cannot write in: one line naming it.
-fn refused(dir: &Path, why: impl std::fmt::Display) -> PlanError {
+/// Refuses a directory the probe cannot write in: one line naming it and
+/// the flag that gave it.
+fn refused(flag: &str, dir: &Path, why: impl std::fmt::Display) -> PlanError {
     PlanError::flag(
-        "--flush-latency",
+        flag,
         format!(
             "cannot write a probe file in {}: {why}",
             crate::util::clipped(&dir.display().to_string())
@@ -140,13 +141,14 @@ fn refused(dir: &Path, why: impl std::fmt::Display) -> PlanError {
     )
 }
 
-/// Times flushes in `dir` for `time` (at most [`MOST_FLUSHES`]), stopping
-/// at the first Ctrl-C or SIGTERM after the flush in progress.
-pub(crate) fn measure(dir: &Path, time: Duration) -> anyhow::Result<FlushLatency> {
+/// Times flushes in `dir` (given by `flag`) for `time` (at most
+/// [`MOST_FLUSHES`]), stopping at the first Ctrl-C or SIGTERM after the
+/// flush in progress.
+pub(crate) fn measure(dir: &Path, time: Duration, flag: &str) -> anyhow::Result<FlushLatency> {
     if !dir.is_dir() {
-        return Err(refused(dir, "it is not a directory").into());
+        return Err(refused(flag, dir, "it is not a directory").into());
     }
-    let probe = ProbeFile::create(dir).map_err(|e| refused(dir, e))?;
+    let probe = ProbeFile::create(dir).map_err(|e| refused(flag, dir, e))?;
     let mut histogram = crate::measure::new_histogram();
     let page = vec![0x5au8; PAGE];
     let (started, mut total, mut max) = (Instant::now(), Duration::ZERO, Duration::ZERO);
@@ -159,7 +161,7 @@ pub(crate) fn measure(dir: &Path, time: Duration) -> anyhow::Result<FlushLatency
             .file
             .write_all_at(&page, offset)
             .and_then(|()| probe.file.sync_data())
-            .map_err(|e| refused(dir, e))?;
+            .map_err(|e| refused(flag, dir, e))?;
         let took = t0.elapsed();
         crate::measure::record(
             &mut histogram,
@@ -193,7 +195,7 @@ mod tests {
     fn the_probe_times_flushes_and_leaves_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("theirs"), "kept").unwrap();
-        let m = measure(dir.path(), Duration::from_millis(200)).unwrap();
+        let m = measure(dir.path(), Duration::from_millis(200), "--flush-latency").unwrap();
         assert!(m.flushes >= 1, "{m:?}");
         // A write and a flush are two system calls: never under 100 ns,
         // whatever the device (a histogram that clamped would say 2 ns).
@@ -244,9 +246,13 @@ mod tests {
 
     #[test]
     fn a_missing_directory_is_one_line_naming_the_flag() {
-        let e = measure(Path::new("/nonexistent/perflab"), Duration::from_millis(10))
-            .unwrap_err()
-            .to_string();
+        let e = measure(
+            Path::new("/nonexistent/perflab"),
+            Duration::from_millis(10),
+            "--flush-latency",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--flush-latency"), "{e}");
         assert!(e.contains("it is not a directory"), "{e}");
         assert_eq!(e.lines().count(), 1);

@@ -141,6 +141,11 @@ pub(crate) fn render_verdict(v: &Verdict, run: i64) -> String {
         for line in lines {
             let _ = writeln!(out, "              > {line}");
         }
+        // A change asked for that could not be predicted beside the rest
+        // (`analyze --log-flush` of a run its log did not limit).
+        if let Some(none) = &v.no_what_if {
+            let _ = writeln!(out, "              > {none}");
+        }
     } else if let Some(none) = &v.no_what_if {
         let _ = writeln!(out, "  what if     {none}");
     }

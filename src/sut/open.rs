@@ -14,7 +14,7 @@ use super::settings::DbSettings;
 use super::{ServerOptions, Target};
 use crate::error::PlanError;
 use crate::probe::counters::process::ProcessSelector;
-use crate::probe::{DbProbe, DbStatsSource};
+use crate::probe::DbStatsSource;
 use anyhow::Context;
 use std::path::PathBuf;
 
@@ -196,13 +196,6 @@ impl Endpoint {
                 .join(", "),
             Endpoint::InProcess => "in-process".to_string(),
         }
-    }
-
-    /// Starts sampling the server's statistics (sessions by wait class,
-    /// commits, reads) each interval; none for an embedded database.
-    pub(crate) fn stats_probe(&self) -> Option<anyhow::Result<DbProbe>> {
-        self.stats_source()
-            .map(|source| Ok(DbProbe::start(source?)?))
     }
 
     /// The server's own statistics, to be sampled (none for a server

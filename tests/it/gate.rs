@@ -213,4 +213,47 @@ fn the_gate_fails_durable_commits_against_asynchronous_ones_and_says_the_bottlen
     let (out, _) = perflab_expect(dir.path(), "compare 2 1 --fail-on throughput<-5%", 0);
     contains(&out, "gate: run 1 against run 2 (the baseline): pass");
     contains(&out, "the bottleneck moved from commit I/O (a ");
+    log_on_another_device(dir.path());
+}
+
+/// The durable run's log on another device: `analyze --log-flush-dir`
+/// times flushes in a directory and predicts from the commits the client
+/// timed, above what the throttled log allowed; the asynchronous run, not
+/// limited by its log, gets the reason instead. A directory that cannot
+/// be probed, and a flush time that is not one, are one line and exit 2,
+/// and nothing is left in the directory probed.
+fn log_on_another_device(dir: &std::path::Path) {
+    let probed = tempdir();
+    let asked = format!("analyze 2 --log-flush-dir {}", probed.path().display());
+    let (out, _) = perflab_expect(dir, &asked, 0);
+    contains(&out, "'s device (its flush ");
+    contains(&out, "timed by the client");
+    let json = perflab_ok(dir, &format!("{asked} --json -"));
+    let verdict: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let what_if = &verdict["what_if"];
+    let measured = what_if["measured"].as_f64().unwrap();
+    let predicted = what_if["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["change"].as_str().unwrap().starts_with("the log on "))
+        .and_then(|s| s["throughput"].as_f64())
+        .unwrap();
+    // The flush the throttle allowed took 10 ms or more; the probed
+    // directory's, outside the server's cgroup, far less.
+    assert!(
+        predicted > 1.5 * measured,
+        "{predicted} against {measured}: {json}"
+    );
+    assert_eq!(std::fs::read_dir(probed.path()).unwrap().count(), 0);
+    let (out, _) = perflab_expect(dir, "analyze 1 --log-flush 50us", 0);
+    contains(&out, "no prediction for the log on a device whose flush takes 50.0µs (given): the bottleneck is not the commit's flush");
+    let (_, err) = perflab_expect(dir, "analyze 2 --log-flush-dir /nonexistent/perflab", 2);
+    contains(
+        &err,
+        "--log-flush-dir: cannot write a probe file in /nonexistent/perflab",
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (_, err) = perflab_expect(dir, "analyze 2 --log-flush soon", 2);
+    contains(&err, "--log-flush");
 }

@@ -32,6 +32,10 @@ pub(super) struct Change {
     /// (in the delay, in series with each operation) and now queues on
     /// them.
     pub(super) moved_s: f64,
+    /// A limit after the change that was measured far from busy is a
+    /// floor, not a figure ([`super::floor`]): a change that moves the
+    /// limit off a resource which kept the rest idle (memory, the log).
+    pub(super) idle_floor: bool,
 }
 
 impl Change {
@@ -50,6 +54,7 @@ impl Change {
             ends: None,
             sharing: 0.0,
             moved_s: 0.0,
+            idle_floor: false,
         }
     }
 }

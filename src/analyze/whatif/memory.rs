@@ -63,6 +63,7 @@ pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<f64>) -> Vec
                 ends: (fewest < most).then(|| [with(fewest), with(most)]),
                 sharing: 0.0,
                 moved_s: 0.0,
+                idle_floor: true,
             })
         })
         .collect()

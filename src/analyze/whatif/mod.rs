@@ -66,6 +66,7 @@
 
 mod changes;
 mod closed;
+pub(crate) mod log;
 mod memory;
 
 #[cfg(test)]
@@ -391,8 +392,8 @@ fn predict(
 /// Why no prediction is made for the cure of a bottleneck the model has
 /// no centre for: more memory (without the server's statistics of what
 /// it caches, or a read limit to measure its reads against), the
-/// log on a device of its own (the log's and the data's I/O are not
-/// measured apart), a link without loss (TCP's throughput under loss
+/// log on a device of its own (until its flush time is given:
+/// [`log::add_to`]), a link without loss (TCP's throughput under loss
 /// depends on the round trip and the loss's pattern, which one run does
 /// not separate). None for the other verdicts.
 pub(crate) fn not_predicted(bottleneck: &Bottleneck) -> Option<String> {
@@ -404,7 +405,7 @@ pub(crate) fn not_predicted(bottleneck: &Bottleneck) -> Option<String> {
     } else if name.starts_with("memory") {
         "no prediction for more memory: it needs the server's statistics of what it caches (PostgreSQL's relations) and a read limit on its cgroup whose capacity the reads are measured against (a device's reads are not told apart from its other I/O) — run the sweep again with more memory (a lab with a memory axis) to measure it"
     } else if name.starts_with("commit I/O") {
-        "no prediction for the log on a device of its own: the log's I/O and the data's are not measured apart — run again with the log moved (--log-dir) to measure it"
+        "no prediction for the log on a device of its own without that device's flush time: perflab analyze RUN --log-flush-dir DIR times it and predicts from the commits this run timed (or run again with the log moved, --log-dir)"
     } else if name.starts_with("disk reads") {
         "no prediction for a faster I/O path: the limit is above the device, where no demand was measured"
     } else {
@@ -500,7 +501,8 @@ fn with_intervals(mut w: WhatIf) -> WhatIf {
     w
 }
 
-/// Whether a change of memory's prediction is a floor: the limit after it
+/// Whether a change's prediction is a floor — a change of memory or of the
+/// log's device ([`Change::idle_floor`]): the limit after it
 /// (`t`) is a CPU, or was less than half busy at the peak's throughput
 /// `x`. A resource that idle carries the server's fixed work (its
 /// background, the probes beside it) in each operation's demand, so the
@@ -516,8 +518,11 @@ fn floor(change: &Change, t: Option<&Centre>, x: f64) -> bool {
         return false;
     };
     let busy = t.demand_s * x / t.servers;
-    change.server_memory.is_some()
+    // The changed centre's own demand after it was computed, not measured
+    // idle: the cache's reads, the log's flushes.
+    change.idle_floor
         && !t.name.starts_with("reads (")
+        && t.name != log::LOG
         && (busy < 0.5 || t.name.starts_with("cpu"))
 }
 

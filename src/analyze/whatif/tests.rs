@@ -371,6 +371,7 @@ fn an_interval_combines_the_steps_noise_and_the_models_miss() {
 fn more_memory_is_a_floor_under_a_cpu_or_an_idle_limit() {
     let memory = Change {
         server_memory: Some(1024.0 * 1024.0 * 1024.0),
+        idle_floor: true,
         ..Change::of(
             "a memory limit of 1.0 GiB".to_string(),
             Vec::new(),
@@ -397,9 +398,10 @@ fn more_memory_is_a_floor_under_a_cpu_or_an_idle_limit() {
     assert!(!floor(&memory, None, 290.0));
     let reads = centre("reads (disk vda)", ResourceKind::Disk, 0.0001);
     assert!(!floor(&memory, Some(&reads), 290.0));
-    // A change that is not memory's is never a floor.
+    // A change that is not memory's (or the log's) is never a floor.
     let cpus = Change {
         server_memory: None,
+        idle_floor: false,
         ..memory.clone()
     };
     assert!(!floor(&cpus, Some(&cpu), 290.0));

@@ -88,6 +88,9 @@ pub(crate) trait BankBackend: Send + Sync + 'static {
     /// Opens a connection for one user, to run where `seat` says.
     fn connect(&self, seat: Seat) -> impl Future<Output = anyhow::Result<Self::Conn>>;
 
+    /// The clock its sessions time BEGIN and COMMIT on.
+    fn clock(&self) -> &std::sync::Arc<crate::workload::sql::clock::StatementClock>;
+
     /// Reads the figures the check compares (sums, row counts), consistently.
     fn figures(&self) -> anyhow::Result<BankFigures>;
 }

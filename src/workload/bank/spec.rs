@@ -10,7 +10,9 @@ use super::sqlite::{LoadReport, SqliteBank};
 use super::{check_database, BankBackend, BankWorkload};
 use crate::error::PlanError;
 use crate::plan::Plan;
+use crate::probe::DbStatsSource;
 use crate::sut::{Endpoint, Opened, ServerOptions, Target, TargetArgs, TargetKind};
+use crate::workload::sql::clock::ClockSource;
 use crate::workload::{CheckReport, Started, SweepDriver, WorkloadKind};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -271,6 +273,7 @@ impl WorkloadKind for Bank {
             Endpoint::Sqlite(path) => {
                 let (backend, load) = SqliteBank::prepare(path, scale, spec.reload)?;
                 started.setup = Some(load_setup(&load));
+                started.db_probe = clock_probe(&backend, None);
                 let workload = Arc::new(BankWorkload::new(backend, spec.mix, scale)?);
                 driver.drive(workload, started)
             }
@@ -362,16 +365,17 @@ fn drive_server<B: BankBackend, D: SweepDriver>(
         &opened.setup,
         load_setup(&load),
     ));
-    started.db_probe = opened.endpoint.stats_probe().and_then(keep_probe);
+    let server = opened.endpoint.stats_source().and_then(keep_source);
+    started.db_probe = clock_probe(&backend, server);
     let workload = Arc::new(BankWorkload::new(backend, spec.mix, spec.scale)?.with_form(form));
     driver.drive(workload, started)
 }
 
-/// A database probe, or a warning and none: statistics are worth having,
-/// not worth failing the run for.
-fn keep_probe(probe: anyhow::Result<crate::probe::DbProbe>) -> Option<crate::probe::DbProbe> {
-    match probe {
-        Ok(probe) => Some(probe),
+/// The server's statistics, or a warning and none: statistics are worth
+/// having, not worth failing the run for.
+fn keep_source(source: anyhow::Result<Box<dyn DbStatsSource>>) -> Option<Box<dyn DbStatsSource>> {
+    match source {
+        Ok(source) => Some(source),
         Err(e) => {
             crate::util::err(format_args!(
                 "warning: no database statistics for this run: {}\n",
@@ -380,6 +384,19 @@ fn keep_probe(probe: anyhow::Result<crate::probe::DbProbe>) -> Option<crate::pro
             None
         }
     }
+}
+
+/// The run's database probe: the sessions' BEGIN and COMMIT times, with
+/// the server's statistics when it has them.
+fn clock_probe<B: BankBackend>(
+    backend: &B,
+    server: Option<Box<dyn DbStatsSource>>,
+) -> Option<crate::probe::DbProbe> {
+    let source = ClockSource {
+        clock: Arc::clone(backend.clock()),
+        server,
+    };
+    crate::probe::DbProbe::start(source).ok()
 }
 
 /// Prints how the bank was made ready and returns it for the store.

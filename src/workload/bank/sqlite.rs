@@ -14,6 +14,7 @@ use super::txn;
 use super::{BankBackend, BankConn, Tables, META_TABLE};
 use crate::measure::{ErrorKind, OpResult, Outcome};
 use crate::workload::blocking_conn::{Blocking, BlockingConn};
+use crate::workload::sql::clock::StatementClock;
 use crate::workload::Seat;
 use anyhow::Context;
 use futures_util::FutureExt;
@@ -21,6 +22,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rusqlite::{params, Connection, OpenFlags, Statement};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The tables of the bank on SQLite: perflab's layout (the pgbench mix
@@ -46,6 +48,8 @@ pub(crate) struct LoadReport {
 #[derive(Clone)]
 pub(crate) struct SqliteBank {
     path: PathBuf,
+    /// Every session's BEGIN and COMMIT, timed.
+    clock: Arc<StatementClock>,
 }
 
 impl SqliteBank {
@@ -74,6 +78,7 @@ impl SqliteBank {
         let location = format!("sqlite:{}", path.display());
         let bank = SqliteBank {
             path: path.to_path_buf(),
+            clock: Arc::new(super::txn::clock()),
         };
         // Looked at read-only first: a file perflab may not write (not a
         // database, or one whose tables are somebody else's) is refused
@@ -165,6 +170,7 @@ impl SqliteBank {
         }
         Ok(SqliteBank {
             path: path.to_path_buf(),
+            clock: Arc::new(super::txn::clock()),
         })
     }
 }
@@ -374,9 +380,10 @@ impl BankBackend for SqliteBank {
         // perflab retries busy itself, so that every retry is counted.
         conn.busy_timeout(Duration::ZERO)?;
         let path = self.path.display().to_string();
+        let clock = Arc::clone(&self.clock);
         // A connection's statements stay on the thread that prepared them.
         let conn = BlockingConn::open(seat, "perflab-sqlite", move || {
-            let conn = BankConnection::try_new(conn, |c| Prepared::new(c)).map_err(|e| {
+            let conn = BankConnection::try_new(conn, |c| Prepared::new(c, clock)).map_err(|e| {
                 anyhow::anyhow!("cannot prepare the bank's statements in {path}: {e}")
             })?;
             Ok(Runner {
@@ -385,6 +392,10 @@ impl BankBackend for SqliteBank {
             })
         })?;
         Ok(SqliteConn(conn))
+    }
+
+    fn clock(&self) -> &Arc<StatementClock> {
+        &self.clock
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {
@@ -509,12 +520,14 @@ pub(crate) struct Prepared<'c> {
     teller: Statement<'c>,
     branch: Statement<'c>,
     history: Statement<'c>,
+    clock: Arc<StatementClock>,
 }
 
 impl<'c> Prepared<'c> {
-    fn new(conn: &'c Connection) -> rusqlite::Result<Self> {
+    fn new(conn: &'c Connection, clock: Arc<StatementClock>) -> rusqlite::Result<Self> {
         let a = TABLES.accounts;
         Ok(Prepared {
+            clock,
             // Take the write lock up front: a deferred transaction that must
             // upgrade later can only fail, never wait, under WAL.
             begin: conn.prepare("BEGIN IMMEDIATE")?,
@@ -551,6 +564,10 @@ self_cell::self_cell!(
 
 impl txn::Statements for Prepared<'_> {
     type Error = rusqlite::Error;
+
+    fn clock(&self) -> Option<&StatementClock> {
+        Some(&self.clock)
+    }
 
     async fn begin(&mut self) -> rusqlite::Result<()> {
         self.begin.execute([]).map(drop)

@@ -3,14 +3,37 @@
 //! into TPC-B's profile, deposits, withdrawals and transfers. SQLite's
 //! statements are synchronous; their futures are ready at once and are
 //! driven with `now_or_never`.
+//!
+//! Each transaction's BEGIN and COMMIT are timed on the run's statement
+//! clock ([`clock`]): a commit's time less a BEGIN's (one round trip with
+//! no work) is what it waited for its log, measured by the client itself
+//! — what a what-if of the log on another device starts from.
 
 use super::ops::BankOp;
 use crate::measure::OpResult;
+use crate::workload::sql::clock::{label, StatementClock};
 use std::future::Future;
+use std::time::Instant;
+
+/// The clock's statements: BEGIN, then COMMIT.
+const BEGIN: usize = 0;
+const COMMIT: usize = 1;
+
+/// The bank's statement clock: its BEGIN and its COMMIT, each labelled as
+/// a script's statement is (`bank:0\tBEGIN`), so that the analysis finds
+/// them as it finds a script's.
+pub(crate) fn clock() -> StatementClock {
+    StatementClock::labelled(&[label("bank", 0, "BEGIN"), label("bank", 0, "COMMIT")])
+}
 
 /// The statements one connection can run, each a round trip (or a call).
 pub(crate) trait Statements {
     type Error;
+
+    /// The clock BEGIN and COMMIT are timed on; none where their times
+    /// would not be theirs (statements sent together in a pipeline,
+    /// which the COMMIT's reply ends).
+    fn clock(&self) -> Option<&StatementClock>;
 
     fn begin(&mut self) -> impl Future<Output = Result<(), Self::Error>>;
     fn commit(&mut self) -> impl Future<Output = Result<(), Self::Error>>;
@@ -43,7 +66,11 @@ pub(crate) async fn run<S: Statements>(s: &mut S, op: BankOp) -> Result<OpResult
         s.balance(aid).await?;
         return Ok(OpResult::Ok);
     }
+    let begun = Instant::now();
     s.begin().await?;
+    if let Some(clock) = s.clock() {
+        clock.record(0, BEGIN, begun.elapsed());
+    }
     match op {
         BankOp::Balance { .. } => {}
         BankOp::Tpcb {
@@ -93,7 +120,11 @@ pub(crate) async fn run<S: Statements>(s: &mut S, op: BankOp) -> Result<OpResult
             s.history(tid, bid, to, amount).await?;
         }
     }
+    let committing = Instant::now();
     s.commit().await?;
+    if let Some(clock) = s.clock() {
+        clock.record(0, COMMIT, committing.elapsed());
+    }
     Ok(OpResult::Ok)
 }
 

@@ -70,6 +70,17 @@ impl StatementClock {
         }
     }
 
+    /// A clock of statements named by `labels` alone, as one script: a
+    /// workload of fixed statements (the bank's BEGIN and COMMIT).
+    pub(crate) fn labelled(labels: &[String]) -> Self {
+        let labels: Vec<String> = labels.iter().take(MOST).cloned().collect();
+        StatementClock {
+            cells: labels.iter().map(|_| Cell::default()).collect(),
+            offsets: vec![0],
+            labels,
+        }
+    }
+
     /// Statement `stmt` of script `script` succeeded in `took`.
     #[inline]
     pub(crate) fn record(&self, script: usize, stmt: usize, took: Duration) {

@@ -8,7 +8,7 @@
 //! beforehand).
 
 mod builtin;
-mod clock;
+pub(crate) mod clock;
 mod figures;
 mod literal;
 mod my;

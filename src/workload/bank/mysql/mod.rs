@@ -25,9 +25,11 @@ use crate::error::PlanError;
 use crate::sut::mysql::{connect, MyTarget, MyWire, Row, BANK_QUERY};
 use crate::sut::{silent_look, LOOK_QUERY};
 use crate::util::until_interrupted;
+use crate::workload::sql::clock::StatementClock;
 use crate::workload::Seat;
 use anyhow::Context;
 use std::fmt::Write;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Parallel INSERT streams while loading accounts.
@@ -44,6 +46,8 @@ pub(crate) struct MyBank {
     isolation: Isolation,
     max_tries: u32,
     admin: tokio::runtime::Runtime,
+    /// Every session's BEGIN and COMMIT, timed.
+    clock: Arc<StatementClock>,
 }
 
 impl MyBank {
@@ -60,6 +64,7 @@ impl MyBank {
             tables: Tables::of(mix),
             isolation,
             max_tries,
+            clock: Arc::new(super::txn::clock()),
             admin: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -391,8 +396,13 @@ impl BankBackend for MyBank {
             tables: self.tables,
             isolation: self.isolation,
             held: seat.alone.then_some(seat.timeout),
+            clock: Arc::clone(&self.clock),
         };
         MyConn::open(driver, self.max_tries).await
+    }
+
+    fn clock(&self) -> &Arc<StatementClock> {
+        &self.clock
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {

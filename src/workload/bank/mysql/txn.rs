@@ -9,7 +9,9 @@ use crate::measure::OpResult;
 use crate::sut::mysql::wire::{Command, MyError, MyWire};
 use crate::sut::mysql::MyTarget;
 use crate::workload::server_conn::{DbClient, Failure, ServerConn};
+use crate::workload::sql::clock::StatementClock;
 use anyhow::Context;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A connection's commands, each encoded once.
@@ -33,6 +35,8 @@ pub(crate) struct MyClient {
     /// Hold the socket (blocking calls), each operation allowed this long:
     /// for a user alone on its worker thread.
     pub(crate) held: Option<Duration>,
+    /// The run's clock of BEGIN and COMMIT.
+    pub(crate) clock: Arc<StatementClock>,
 }
 
 /// A user's MySQL/MariaDB connection.
@@ -42,6 +46,7 @@ pub(crate) type MyConn = ServerConn<MyClient>;
 pub(crate) struct Conn {
     wire: MyWire,
     st: Statements,
+    clock: Arc<StatementClock>,
 }
 
 async fn connect(driver: &MyClient) -> anyhow::Result<Conn> {
@@ -92,7 +97,11 @@ async fn connect(driver: &MyClient) -> anyhow::Result<Conn> {
             .with_context(|| format!("cannot hold the connection to {}", target.display))?,
         None => wire,
     };
-    Ok(Conn { wire, st })
+    Ok(Conn {
+        wire,
+        st,
+        clock: Arc::clone(&driver.clock),
+    })
 }
 
 impl DbClient for MyClient {
@@ -131,6 +140,10 @@ impl DbClient for MyClient {
 
 impl txn::Statements for Conn {
     type Error = MyError;
+
+    fn clock(&self) -> Option<&StatementClock> {
+        Some(&self.clock)
+    }
 
     async fn begin(&mut self) -> Result<(), Self::Error> {
         self.wire.run(&self.st.begin, &[]).await.map(drop)

@@ -19,8 +19,10 @@ use super::{BankBackend, Tables};
 use crate::error::PlanError;
 use crate::sut::postgres::{with_admin, PgTarget};
 use crate::util::until_interrupted;
+use crate::workload::sql::clock::StatementClock;
 use crate::workload::Seat;
 use anyhow::Context;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A PostgreSQL bank.
@@ -33,6 +35,8 @@ pub(crate) struct PgBank {
     pipeline: bool,
     /// Runs the few blocking administrative calls (load, check).
     admin: tokio::runtime::Runtime,
+    /// Every session's BEGIN and COMMIT, timed.
+    clock: Arc<StatementClock>,
 }
 
 impl PgBank {
@@ -51,6 +55,7 @@ impl PgBank {
             isolation,
             max_tries,
             pipeline,
+            clock: Arc::new(super::txn::clock()),
             admin: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -124,8 +129,13 @@ impl BankBackend for PgBank {
             isolation: self.isolation,
             pipeline: self.pipeline,
             held: seat.alone.then_some(seat.timeout),
+            clock: Arc::clone(&self.clock),
         };
         PgConn::open(driver, self.max_tries).await
+    }
+
+    fn clock(&self) -> &Arc<StatementClock> {
+        &self.clock
     }
 
     fn figures(&self) -> anyhow::Result<BankFigures> {

@@ -14,7 +14,9 @@ use crate::measure::OpResult;
 use crate::sut::postgres::wire::{Statement, Wire, WireError};
 use crate::sut::postgres::PgTarget;
 use crate::workload::server_conn::{DbClient, Failure, ServerConn};
+use crate::workload::sql::clock::StatementClock;
 use anyhow::Context;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The prepared statements of one connection.
@@ -40,6 +42,8 @@ pub(crate) struct PgClient {
     /// Hold the socket (blocking calls), each operation allowed this long:
     /// for a user alone on its worker thread.
     pub(crate) held: Option<Duration>,
+    /// The run's clock of BEGIN and COMMIT.
+    pub(crate) clock: Arc<StatementClock>,
 }
 
 /// A user's PostgreSQL connection.
@@ -50,6 +54,7 @@ pub(crate) struct Conn {
     wire: Wire,
     st: Statements,
     pipeline: bool,
+    clock: Arc<StatementClock>,
 }
 
 async fn connect(driver: &PgClient) -> anyhow::Result<Conn> {
@@ -120,6 +125,7 @@ async fn connect(driver: &PgClient) -> anyhow::Result<Conn> {
         wire,
         st,
         pipeline: driver.pipeline,
+        clock: Arc::clone(&driver.clock),
     })
 }
 
@@ -192,6 +198,10 @@ impl PgStatements<'_> {
 
 impl txn::Statements for PgStatements<'_> {
     type Error = WireError;
+
+    fn clock(&self) -> Option<&StatementClock> {
+        (!self.conn.pipeline).then_some(&*self.conn.clock)
+    }
 
     async fn begin(&mut self) -> Result<(), WireError> {
         self.in_transaction = true;
