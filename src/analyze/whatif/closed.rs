@@ -185,11 +185,15 @@ impl ClosedModel {
             ]),
             None => None,
         };
+        // Scaled by the model's gain, never past the bound the model
+        // itself sets after the change.
+        let scaled = (fit.measured * gain).min(t.map_or(f64::INFINITY, Centre::bound));
         let at_peak = fit.at_peak;
         let peak_prediction = if at_peak.load < fit.highest {
             let (xp, _) = self.solve(after, at_peak.load)?;
             let throughput = if fit.scaled {
-                at_peak.throughput * xp / fit.peak_model
+                (at_peak.throughput * xp / fit.peak_model)
+                    .min(t.map_or(f64::INFINITY, Centre::bound))
             } else {
                 xp
             };
@@ -204,9 +208,13 @@ impl ClosedModel {
         };
         Some(Scenario {
             load: fit.highest,
-            throughput: if fit.scaled { fit.measured * gain } else { x },
+            throughput: if fit.scaled { scaled } else { x },
             response_s: Some(r),
-            gain,
+            gain: if fit.scaled {
+                scaled / fit.measured
+            } else {
+                gain
+            },
             limited_by: t.map(|c| c.name.clone()),
             still: t.is_some_and(|c| c.name == target.name),
             bound: t.map(Centre::bound),
