@@ -133,14 +133,43 @@ pub(crate) fn commits(point: &StepPoint) -> Option<Commits> {
     })
 }
 
-/// The prediction for the log on `device`, or why there is none.
-pub(crate) fn on_device(
+/// The change in words: the device, the wait the client timed, and the
+/// locks the model leaves out where the sessions queued on them.
+fn words(
     points: &[StepPoint],
-    demands: &Demands,
-    bottleneck: &Bottleneck,
-    peak: usize,
     device: &LogDevice,
-) -> Result<WhatIf, String> {
+    wait: f64,
+    total_s: f64,
+    highest: f64,
+) -> String {
+    let lowest = points.first().map_or(1.0, |p| p.load);
+    let words = format!(
+        "the log on {} — each transaction waited {} for its log at {}, of a {} response, timed by the client",
+        device.words,
+        Latency::secs(wait),
+        crate::plan::Level::Users(lowest.round().max(1.0) as u32),
+        Latency::secs(total_s),
+    );
+    let top: Vec<StepPoint> = points
+        .iter()
+        .filter(|p| p.load == highest)
+        .cloned()
+        .collect();
+    let locked = Waits::over(&top).share(WaitMeaning::is_contention);
+    if locked >= LOCKED {
+        format!(
+            "{words}; the sessions queued on locks in {} of the samples at {}, which the model leaves out: a lock every transaction takes (a bank of one branch) may hold it below this once commits are quick",
+            Percent(locked),
+            crate::plan::Level::Users(highest.round().max(1.0) as u32)
+        )
+    } else {
+        words
+    }
+}
+
+/// What the client timed of the commits at the lowest load of a closed
+/// loop whose bottleneck is the commit's flush, or why it cannot serve.
+fn timed_at_lowest(points: &[StepPoint], bottleneck: &Bottleneck) -> Result<Commits, String> {
     if !bottleneck.name.starts_with(LOG) {
         return Err(format!(
             "the bottleneck is not the commit's flush ({})",
@@ -154,9 +183,25 @@ pub(crate) fn on_device(
     let timed = commits(lowest).ok_or(
         "the run timed no COMMIT (a run stored before perflab timed them, statements sent in a pipeline, or sessions on generators)",
     )?;
+    if timed.wait_per_op() > 0.0 {
+        Ok(timed)
+    } else {
+        Err("the commits timed waited no time for their log".into())
+    }
+}
+
+/// The prediction for the log on `device`, or why there is none.
+pub(crate) fn on_device(
+    points: &[StepPoint],
+    demands: &Demands,
+    bottleneck: &Bottleneck,
+    peak: usize,
+    device: &LogDevice,
+) -> Result<WhatIf, String> {
+    let timed = timed_at_lowest(points, bottleneck)?;
     let wait = timed.wait_per_op();
-    if !(wait > 0.0 && device.mean_s.is_finite() && device.mean_s >= 0.0) {
-        return Err("the commits timed waited no time for their log".into());
+    if !(device.mean_s.is_finite() && device.mean_s >= 0.0) {
+        return Err("the device's flush time is not one".into());
     }
     let mut now = centres(demands, "");
     now.retain(|c| c.name != LOG);
@@ -178,28 +223,7 @@ pub(crate) fn on_device(
         others.iter().cloned().chain([log]).collect()
     };
     let after = with_log(1.0);
-    let words = format!(
-        "the log on {} — each transaction waited {} for its log at {}, of a {} response, timed by the client",
-        device.words,
-        Latency::secs(wait),
-        crate::plan::Level::Users(lowest.load.round().max(1.0) as u32),
-        Latency::secs(demands.total_s),
-    );
-    let top: Vec<StepPoint> = points
-        .iter()
-        .filter(|p| p.load == highest)
-        .cloned()
-        .collect();
-    let locked = Waits::over(&top).share(WaitMeaning::is_contention);
-    let words = if locked >= LOCKED {
-        format!(
-            "{words}; the sessions queued on locks in {} of the samples at {}, which the model leaves out: a lock every transaction takes (a bank of one branch) may hold it below this once commits are quick",
-            Percent(locked),
-            crate::plan::Level::Users(highest.round().max(1.0) as u32)
-        )
-    } else {
-        words
-    };
+    let words = words(points, device, wait, demands.total_s, highest);
     let change = |queued: bool| {
         let how = if queued {
             "its flushes one commit at a time, as the run's throughput said (the interval up to one flush shared by every user)"
