@@ -20,6 +20,7 @@ use super::LabSpec;
 use crate::analyze::compare::{differ, peak_samples, Difference};
 use crate::analyze::held::{judge, Held};
 use crate::analyze::stats::{mean, mean_interval};
+use crate::analyze::whatif::log::LogDevice;
 use crate::analyze::whatif::{AtLoad, Scenario};
 use crate::analyze::{verdict_of_run, StepPoint, Verdict};
 use crate::store::{CellStatus, LabStatus, Store, StoredLab, StoredRun};
@@ -417,9 +418,65 @@ fn cpu_count(v: &super::Variant) -> Option<usize> {
 }
 
 /// The knobs a prediction can be checked on: the server's CPUs, its
-/// memory, its link's rate and its disk's limits.
+/// memory, its link's rate, its disk's limits and its log's directory.
 fn checkable(knob: &str) -> bool {
-    knob == "cpus" || knob == "memory" || knob == "link.rate" || knob.starts_with("disk.")
+    knob == "cpus"
+        || knob == "memory"
+        || knob == "link.rate"
+        || knob == "log_dir"
+        || knob.starts_with("disk.")
+}
+
+/// The device `to` put its log on, when it differs from `from` in that
+/// alone: its flush as perflab timed it when each of `to`'s servers
+/// started (the mean of its runs').
+fn log_change(
+    from: &super::Variant,
+    to: &super::Variant,
+    runs: &[(StoredRun, Verdict)],
+) -> Option<LogDevice> {
+    fn rest(v: &super::Variant) -> Vec<&(String, String)> {
+        let mut r: Vec<&(String, String)> =
+            v.knobs.iter().filter(|(k, _)| k != "log_dir").collect();
+        r.sort();
+        r
+    }
+    let dir = knob(to, "log_dir")?;
+    if knob(from, "log_dir") == Some(dir) || rest(from) != rest(to) {
+        return None;
+    }
+    let flushes: Vec<f64> = runs
+        .iter()
+        .filter_map(|(run, _)| {
+            run.setup
+                .as_ref()?
+                .pointer("/managed_server/log_flush/mean_s")?
+                .as_f64()
+        })
+        .collect();
+    if flushes.is_empty() {
+        return None;
+    }
+    let mean_s = mean(&flushes);
+    Some(LogDevice {
+        words: format!(
+            "{dir}'s device (its flush {} mean, timed by perflab as the variant '{}' started)",
+            crate::units::Latency::secs(mean_s),
+            to.name
+        ),
+        mean_s,
+    })
+}
+
+/// What the run of verdict `v` predicts with its log on `device`.
+fn at_log(v: &Verdict, device: &LogDevice) -> Option<Scenario> {
+    let mut v = v.clone();
+    v.what_if = None;
+    crate::analyze::whatif::log::add_to(&mut v, device);
+    v.what_if?
+        .scenarios
+        .into_iter()
+        .find(|s| s.change.starts_with("the log on "))
 }
 
 /// The memory limit of `to`, when it differs from `from` in that alone.
@@ -543,13 +600,19 @@ fn predictions(spec: &LabSpec, runs: &[Vec<(StoredRun, Verdict)>]) -> Vec<Predic
             if i == j {
                 continue;
             }
-            // A memory limit is predicted at the other variant's own.
-            let mine: Vec<Scenario> = match memory_change(from, to) {
-                Some(bytes) => runs[i]
+            // A memory limit is predicted at the other variant's own, the
+            // log on the device the other variant's was timed on.
+            let log = log_change(from, to, &runs[j]);
+            let mine: Vec<Scenario> = match (memory_change(from, to), log) {
+                (Some(bytes), _) => runs[i]
                     .iter()
                     .filter_map(|(_, v)| at_memory(v, bytes))
                     .collect(),
-                None => scenarios
+                (None, Some(device)) => runs[i]
+                    .iter()
+                    .filter_map(|(_, v)| at_log(v, &device))
+                    .collect(),
+                (None, None) => scenarios
                     .iter()
                     .filter(|s| made(from, to, s))
                     .map(|s| (*s).clone())

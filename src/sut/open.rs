@@ -16,7 +16,7 @@ use crate::error::PlanError;
 use crate::probe::counters::process::ProcessSelector;
 use crate::probe::DbStatsSource;
 use anyhow::Context;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where a workload connects.
 #[derive(Clone)]
@@ -247,6 +247,26 @@ struct Announcement<'a> {
     settings: Vec<String>,
 }
 
+/// The moved log's device, its flush timed as a commit meets it (and
+/// said): what a what-if of the log there (a lab's variant that moved it)
+/// rests on. None when it cannot be timed.
+fn moved_log(wal: &Path) -> Option<crate::doctor::flush::FlushLatency> {
+    let timed = crate::doctor::flush::measure(wal, LOG_FLUSH_TIME, "--log-dir").ok();
+    crate::util::out(format_args!(
+        "its log in {}{}\n",
+        wal.display(),
+        timed.as_ref().map_or(String::new(), |t| format!(
+            " (a flush there takes {} mean, p99 {}, timed by perflab)",
+            crate::units::Latency::secs(t.mean),
+            crate::units::Latency::secs(t.p99)
+        ))
+    ));
+    timed
+}
+
+/// How long a moved log's flushes are timed when its server starts.
+const LOG_FLUSH_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Prints what was started and how it is placed (its link, its memory
 /// and I/O limits, its log's directory), and returns the run's record of it.
 fn announce(started: &Announcement<'_>, server: &ServerOptions) -> serde_json::Value {
@@ -290,9 +310,7 @@ fn announce(started: &Announcement<'_>, server: &ServerOptions) -> serde_json::V
             dir.display()
         ));
     }
-    if let Some(wal) = wal_dir {
-        crate::util::out(format_args!("its log in {}\n", wal.display()));
-    }
+    let log_flush = wal_dir.and_then(moved_log);
     serde_json::json!({
         "managed_server": {
             "version": version,
@@ -307,6 +325,11 @@ fn announce(started: &Announcement<'_>, server: &ServerOptions) -> serde_json::V
                 "write_bytes_per_sec": io.limits.write_bps.map(|b| b.0),
             })),
             "log_dir": wal_dir.map(|w| w.display().to_string()),
+            "log_flush": log_flush.map(|t| serde_json::json!({
+                "mean_s": t.mean,
+                "p99_s": t.p99,
+                "flushes": t.flushes,
+            })),
             "link": link.map(|l| serde_json::json!({
                 "rate_bits_per_sec": l.shape.rate.map(|r| r.0),
                 "loss_to_server": l.shape.loss_to_server,

@@ -839,3 +839,50 @@ cpus = ["0", "0-1"]
     let beyond = report("100000000/s");
     assert_eq!(beyond["capacity"]["met"], serde_json::json!([]), "{beyond}");
 }
+
+/// A lab that moves a throttled PostgreSQL's log onto a device of its
+/// own: the variant that moved it times that device's flush as its
+/// server starts, and the variant with the log beside the data predicts
+/// its throughput from the commits its client timed — each check in the
+/// lab's table, with what it rests on.
+#[test]
+fn a_lab_that_moves_the_log_checks_the_prediction_the_other_variant_made() {
+    let _heavy = crate::support::heavy();
+    let dir = tempdir();
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let file = lab_file(
+        dir.path(),
+        &format!(
+            "workload = \"bank\"\ntarget = \"postgres:managed\"\nargs = \"--users 1,2 --warmup 0s --duration 2s --interval 200ms\"\nseed = 5\n\
+             [[variant]]\nname = \"with the data\"\n\"disk.write_iops\" = \"100\"\n\
+             [[variant]]\nname = \"its own\"\n\"disk.write_iops\" = \"100\"\nlog_dir = \"{}\"\n",
+            shm.path().display()
+        ),
+    );
+    let (out, _) = perflab_expect(dir.path(), &format!("lab {file}"), 0);
+    contains(&out, "predictions checked");
+    let check = format!("the log on {}'s device (its flush ", shm.path().display());
+    assert!(
+        out.lines().any(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words.starts_with(&["with", "the", "data", "its", "own"]) && l.contains(&check)
+        }),
+        "{out}"
+    );
+    contains(
+        &out,
+        "timed by perflab as the variant 'its own' started) — each transaction waited ",
+    );
+    // Nothing of the probe's is left beside what the lab made there.
+    let left: Vec<_> = std::fs::read_dir(shm.path())
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+        .filter(|f| {
+            f.file_name()
+                .to_string_lossy()
+                .starts_with(".perflab-flush")
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
