@@ -25,7 +25,7 @@ pub(crate) fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Exit> {
     let device = match (&args.log_flush_dir, args.log_flush) {
         (Some(dir), _) => {
             let time = std::time::Duration::from_secs(2);
-            let timed = crate::doctor::flush::measure(dir, time, "--log-flush-dir")?;
+            let timed = crate::probe::flush::measure(dir, time, "--log-flush-dir")?;
             Some(LogDevice::timed(&timed))
         }
         (None, Some(mean)) => Some(LogDevice::given(mean)),

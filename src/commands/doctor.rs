@@ -49,8 +49,8 @@ pub(crate) fn doctor(args: &DoctorArgs) -> anyhow::Result<Exit> {
                 crate::units::format_duration(FLUSH_TIME)
             ));
         }
-        let measured = doctor::flush::measure(dir, FLUSH_TIME, "--flush-latency")?;
-        report.findings.push(measured.finding());
+        let measured = crate::probe::flush::measure(dir, FLUSH_TIME, "--flush-latency")?;
+        report.findings.push(doctor::flush::finding(&measured));
         report.flush = Some(measured);
     }
     report.findings.sort_by_key(|f| f.severity);

@@ -72,7 +72,7 @@ pub(crate) struct Report {
     pub(crate) unavailable: Vec<String>,
     /// The flush latency of `--flush-latency DIR`, when asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) flush: Option<flush::FlushLatency>,
+    pub(crate) flush: Option<crate::probe::flush::FlushLatency>,
 }
 
 impl Report {

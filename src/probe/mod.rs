@@ -9,6 +9,7 @@ mod agent_props;
 pub(crate) mod cgroup;
 pub mod counters;
 mod db;
+pub(crate) mod flush;
 mod host;
 pub mod netlink;
 pub mod node_exporter;

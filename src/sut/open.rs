@@ -250,8 +250,8 @@ struct Announcement<'a> {
 /// The moved log's device, its flush timed as a commit meets it (and
 /// said): what a what-if of the log there (a lab's variant that moved it)
 /// rests on. None when it cannot be timed.
-fn moved_log(wal: &Path) -> Option<crate::doctor::flush::FlushLatency> {
-    let timed = crate::doctor::flush::measure(wal, LOG_FLUSH_TIME, "--log-dir").ok();
+fn moved_log(wal: &Path) -> Option<crate::probe::flush::FlushLatency> {
+    let timed = crate::probe::flush::measure(wal, LOG_FLUSH_TIME, "--log-dir").ok();
     crate::util::out(format_args!(
         "its log in {}{}\n",
         wal.display(),

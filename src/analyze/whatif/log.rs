@@ -53,7 +53,7 @@ pub(crate) struct LogDevice {
 
 impl LogDevice {
     /// The device of a directory whose flushes the doctor's probe timed.
-    pub(crate) fn timed(flush: &crate::doctor::flush::FlushLatency) -> Self {
+    pub(crate) fn timed(flush: &crate::probe::flush::FlushLatency) -> Self {
         LogDevice {
             words: format!(
                 "{}'s device (its flush {} mean, p99 {}, timed by perflab over {} flushes)",
