@@ -435,14 +435,8 @@ fn log_change(
     to: &super::Variant,
     runs: &[(StoredRun, Verdict)],
 ) -> Option<LogDevice> {
-    fn rest(v: &super::Variant) -> Vec<&(String, String)> {
-        let mut r: Vec<&(String, String)> =
-            v.knobs.iter().filter(|(k, _)| k != "log_dir").collect();
-        r.sort();
-        r
-    }
     let dir = knob(to, "log_dir")?;
-    if knob(from, "log_dir") == Some(dir) || rest(from) != rest(to) {
+    if knob(from, "log_dir") == Some(dir) || !same_but(from, to, "log_dir") {
         return None;
     }
     let flushes: Vec<f64> = runs
@@ -479,16 +473,23 @@ fn at_log(v: &Verdict, device: &LogDevice) -> Option<Scenario> {
         .find(|s| s.change.starts_with("the log on "))
 }
 
-/// The memory limit of `to`, when it differs from `from` in that alone.
-fn memory_change(from: &super::Variant, to: &super::Variant) -> Option<f64> {
-    fn rest(v: &super::Variant) -> Vec<&(String, String)> {
-        let mut r: Vec<&(String, String)> = v.knobs.iter().filter(|(k, _)| k != "memory").collect();
+/// Whether `from` and `to` set the same knobs to the same values, but
+/// for `name`.
+fn same_but(from: &super::Variant, to: &super::Variant, name: &str) -> bool {
+    let rest = |v: &super::Variant| -> Vec<(String, String)> {
+        let mut r: Vec<(String, String)> =
+            v.knobs.iter().filter(|(k, _)| k != name).cloned().collect();
         r.sort();
         r
-    }
+    };
+    rest(from) == rest(to)
+}
+
+/// The memory limit of `to`, when it differs from `from` in that alone.
+fn memory_change(from: &super::Variant, to: &super::Variant) -> Option<f64> {
     let (a, b) = (knob(from, "memory")?, knob(to, "memory")?);
     let b = super::capacity::size("memory", b)?;
-    (rest(from) == rest(to) && super::capacity::size("memory", a)? != b).then_some(b)
+    (same_but(from, to, "memory") && super::capacity::size("memory", a)? != b).then_some(b)
 }
 
 /// What the run of verdict `v` predicts for the server with a memory

@@ -360,6 +360,19 @@ mod tests {
         .collect()
     }
 
+    /// The verdict of a run its log's flush held back.
+    fn commit_bound() -> Bottleneck {
+        Bottleneck {
+            kind: crate::analyze::bottleneck::BottleneckKind::Resource,
+            name: "commit I/O (a blkio throttle of 100 write IOPS)".to_string(),
+            evidence: Vec::new(),
+            ruled_out: Vec::new(),
+            unreliable: false,
+            next: None,
+            resource: None,
+        }
+    }
+
     #[test]
     fn a_commits_wait_is_its_time_less_a_begins_per_operation() {
         let mut p = crate::analyze::fixture::mva_points(0.001, 0.02, 0.0, &[1]).remove(0);
@@ -391,7 +404,6 @@ mod tests {
     /// gets a reason, not a figure.
     #[test]
     fn the_log_on_a_faster_device_predicts_from_the_commits_the_client_timed() {
-        use crate::analyze::bottleneck::BottleneckKind;
         let mut points = crate::analyze::fixture::mva_points(0.0005, 0.02, 0.0, &[1, 2, 4, 8]);
         for p in &mut points {
             // The throttle is above the device: nothing saw it busy.
@@ -402,15 +414,7 @@ mod tests {
             p.db = timed(runs, commit_s, 0.0001);
         }
         let demands = crate::analyze::demands::demands(&points, true, Some(3));
-        let log = Bottleneck {
-            kind: BottleneckKind::Resource,
-            name: "commit I/O (a blkio throttle of 100 write IOPS)".to_string(),
-            evidence: Vec::new(),
-            ruled_out: Vec::new(),
-            unreliable: false,
-            next: None,
-            resource: None,
-        };
+        let log = commit_bound();
         let given = |ms: f64| LogDevice::given(std::time::Duration::from_secs_f64(ms / 1000.0));
         let w = on_device(&points, &demands, &log, 3, &given(0.1)).unwrap();
         assert!(w.credible, "{w:#?}");
@@ -453,7 +457,6 @@ mod tests {
     /// predicts; with a flush of 0.1 ms the CPU limits.
     #[test]
     fn commits_that_share_flushes_are_predicted_as_a_wait_each() {
-        use crate::analyze::bottleneck::BottleneckKind;
         // Exact MVA of a CPU of 0.5 ms and a disk of 0.1 ms, each
         // operation also waiting 20 ms for its log outside the queues.
         let mut points = crate::analyze::fixture::mva_points(0.0005, 0.0001, 0.02, &[1, 2, 4, 8]);
@@ -465,15 +468,7 @@ mod tests {
             p.db = timed(runs, 0.0201, 0.0001);
         }
         let demands = crate::analyze::demands::demands(&points, true, Some(3));
-        let log = Bottleneck {
-            kind: BottleneckKind::Resource,
-            name: "commit I/O (a blkio throttle of 100 write IOPS)".to_string(),
-            evidence: Vec::new(),
-            ruled_out: Vec::new(),
-            unreliable: false,
-            next: None,
-            resource: None,
-        };
+        let log = commit_bound();
         let fast = LogDevice::given(std::time::Duration::from_micros(100));
         let w = on_device(&points, &demands, &log, 3, &fast).unwrap();
         assert!(w.credible, "{w:#?}");
