@@ -14,8 +14,6 @@ use std::time::{Duration, SystemTime};
 /// limit answers in every interval after the first refusal.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Answering {
-    /// Operations completed in the last measured interval.
-    pub(crate) last_interval: u64,
     /// Measured intervals with operations completed after the first in
     /// which a connection was reset or refused.
     pub(crate) after_lost: u32,
@@ -26,7 +24,6 @@ impl Answering {
     /// The next measured interval: `completed` operations, `lost` of them
     /// to a connection reset or refused.
     pub(crate) fn interval(&mut self, completed: u64, lost: u64) {
-        self.last_interval = completed;
         if self.lost_seen && completed > 0 {
             self.after_lost = self.after_lost.saturating_add(1);
         }

@@ -460,17 +460,16 @@ fn latency_ratio(slos: &[crate::plan::Slo], summary: &crate::measure::StepSummar
 }
 
 /// How the sweep ends on a failed step: the target lost when most of its
-/// errors could not reach it and it answered none in the window's last
-/// interval (killed late in the step), or answered fewer operations than
-/// it lost and in no interval after the first loss (killed early); the
-/// error limit broken otherwise (a server that answered to the window's
-/// end and closed the connections of the rest, even of most, was there:
-/// it limits).
+/// errors could not reach it and it answered in no measured interval
+/// after the one with its first lost connection (killed in the step: a
+/// window of one interval, or a kill in its last, cannot show an answer
+/// after the loss, whatever the interval answered before it); the error
+/// limit broken otherwise (a server that answered on after it closed the
+/// connections of some, even of most, was there: it limits).
 fn failed_end(step: &FinishedStep, reason: &str) -> SweepEnd {
     let all = step.measured.all_ops();
     let lost = all.errors.unreached();
-    let answering = step.answering.last_interval > 0
-        && (all.completed() > lost || step.answering.after_lost > 0);
+    let answering = step.answering.after_lost > 0;
     if lost * 2 > all.error_count() && answering {
         SweepEnd::Failed {
             step: step.index,
@@ -533,15 +532,17 @@ mod tests {
     use crate::engine::Answering;
     use crate::measure::PackedTally;
 
-    /// A one-user step that completed `ok` operations and lost `lost` to
-    /// refused connections, `last` of the completions in its last
-    /// measured interval, `after` intervals with completions after the
-    /// first refusal.
-    fn step(ok: u64, lost: u64, last: u64, after: u32) -> FinishedStep {
+    /// A one-user step whose measured intervals completed and lost (to
+    /// refused connections) the operations given, in order.
+    fn step(intervals: &[(u64, u64)]) -> FinishedStep {
         let mut tally = Tally::new(1);
-        tally.ops[0].ok = ok;
-        for _ in 0..lost {
-            tally.ops[0].errors.record(ErrorKind::Connect);
+        let mut answering = Answering::default();
+        for &(ok, lost) in intervals {
+            tally.ops[0].ok += ok;
+            for _ in 0..lost {
+                tally.ops[0].errors.record(ErrorKind::Connect);
+            }
+            answering.interval(ok, lost);
         }
         let drain = IntervalRecord {
             phase: Phase::Drain,
@@ -552,23 +553,20 @@ mod tests {
             host: None,
             probes: Vec::new(),
         };
-        let mut answering = Answering::default();
-        answering.interval(ok - last, lost);
-        answering.interval(last, 0);
-        answering.after_lost = after;
         FinishedStep::of_two_seconds(4, Level::Users(5), tally, answering, drain)
     }
 
-    /// A server that answered most of a step and refused the rest limits
-    /// while it still answers at the window's end, as one that refused
-    /// more than it answered but answered on after its first refusal;
-    /// one that answered nothing in the last interval was killed late in
-    /// the step: lost, as one that answered less than it refused and in
-    /// no interval after the first refusal.
+    /// A server that refused some connections and answered in an interval
+    /// after the first refusal limits, whether it refused fewer or more
+    /// than it answered; one that answered nothing after the interval of
+    /// its first lost connection was killed in the step: lost, even when
+    /// that interval (the window's only one, or its last) answered more
+    /// operations than it lost before the kill.
     #[test]
     fn a_server_that_stopped_answering_before_the_windows_end_is_lost() {
-        for (ok, lost, after) in [(900, 100, 0), (400, 600, 1)] {
-            let limited = failed_end(&step(ok, lost, 200, after), "too many errors");
+        for intervals in [[(700, 100), (200, 0)], [(200, 600), (200, 0)]] {
+            let (ok, lost) = (intervals[0].0 + 200, intervals[0].1);
+            let limited = failed_end(&step(&intervals), "too many errors");
             let said = format!(
                 "reset or refused the connections of {lost} operations while it answered {ok}"
             );
@@ -577,11 +575,14 @@ mod tests {
                 "{limited:?}"
             );
         }
-        for (ok, lost, last) in [(900, 100, 0), (100, 900, 50)] {
-            let end = failed_end(&step(ok, lost, last, 0), "too many errors");
+        let killed: [&[(u64, u64)]; 3] =
+            [&[(900, 100), (0, 0)], &[(100, 900), (0, 50)], &[(900, 100)]];
+        for intervals in killed {
+            let lost: u64 = intervals.iter().map(|i| i.1).sum();
+            let end = failed_end(&step(intervals), "too many errors");
             assert!(
                 matches!(&end, SweepEnd::TargetLost { step: 4, reason } if reason == &format!("{lost} operations could not reach the target")),
-                "{ok} {lost} {last}: {end:?}"
+                "{intervals:?}: {end:?}"
             );
         }
     }
