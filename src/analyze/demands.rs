@@ -5,7 +5,8 @@
 //! - Utilisation law: `U_k = X·D_k`; for a centre of m servers (CPUs) the
 //!   busy servers are `m·U`, so `D = m·U/X`. Each demand is the slope of
 //!   busy servers against throughput (least squares with an intercept for
-//!   background work from three steps on, through the origin below that),
+//!   background work from three steps on whose throughputs span 10% of
+//!   the largest, through the origin otherwise),
 //!   over the steps up to the peak where no resource was above 80% busy
 //!   (no contention has yet inflated the work per operation); with none
 //!   such (a shaped link or a throttled disk full from the first user),
@@ -100,13 +101,24 @@ impl Demands {
     }
 }
 
+/// The share of the largest throughput the fitting steps' throughputs must
+/// span for a line with an intercept.
+const SPAN: f64 = 0.1;
+
 /// The demand from (throughput, busy servers) pairs: the slope of a line
 /// with an intercept (what the resource does at no load: other processes,
-/// the generator's own idle work) from three points on, else through the
-/// origin.
+/// the generator's own idle work) from three points on whose throughputs
+/// span [`SPAN`] of the largest, else through the origin. Over a
+/// throughput that barely moved (a log or a lock holding it from the
+/// first user) the intercept's slope is the noise of the busy time over
+/// nothing: 44.8 to 45.0 tps at 0.7% to 1.1% of two CPUs fitted 21.3 ms of
+/// CPU a transaction, where each step had spent 0.44 ms.
 fn slope(pairs: &[(f64, f64)]) -> Option<f64> {
     let n = pairs.len() as f64;
-    if pairs.len() >= 3 {
+    let (lo, hi) = pairs.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), p| {
+        (lo.min(p.0), hi.max(p.0))
+    });
+    if pairs.len() >= 3 && hi - lo >= SPAN * hi {
         let mx = pairs.iter().map(|p| p.0).sum::<f64>() / n;
         let my = pairs.iter().map(|p| p.1).sum::<f64>() / n;
         let sxx: f64 = pairs.iter().map(|p| (p.0 - mx).powi(2)).sum();
@@ -374,5 +386,31 @@ mod tests {
         let cpu = d.resources.iter().find(|r| r.resource == "cpu").unwrap();
         assert!((cpu.seconds - 0.0001).abs() < 1e-9, "{cpu:?}");
         assert!(!cpu.from_steps);
+    }
+
+    /// A throughput a log held flat from the first user (44.8 to 45.0
+    /// tps) while two CPUs went from 0.7% to 1.1% busy: no line with an
+    /// intercept is found over a throughput that did not move (it said
+    /// 21.3 ms of CPU a transaction, a bound of 94 tps), and the demand is
+    /// what the steps spent, some 0.4 ms.
+    #[test]
+    fn over_a_throughput_that_barely_moved_the_demand_is_what_the_steps_spent() {
+        let mut points = mva_points(0.0001, 0.0002, 0.01, &[1, 2, 4]);
+        for (p, (x, busy)) in points
+            .iter_mut()
+            .zip([(44.8, 0.007), (45.0, 0.007), (45.0, 0.011)])
+        {
+            p.throughput = x;
+            p.resources[0].utilisation = busy;
+            p.resources[1].utilisation = 0.001;
+        }
+        let d = demands(&points, true, Some(2));
+        assert!(d.unqueued);
+        let cpu = d.resources.iter().find(|r| r.resource == "cpu").unwrap();
+        let servers = cpu.servers;
+        assert!(
+            cpu.seconds > servers * 0.007 / 45.0 && cpu.seconds < servers * 0.011 / 45.0,
+            "{cpu:?}"
+        );
     }
 }
