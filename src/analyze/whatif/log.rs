@@ -184,6 +184,17 @@ fn timed_at_lowest(points: &[StepPoint], bottleneck: &Bottleneck) -> Result<Comm
     }
 }
 
+/// How long a transaction at the lowest load would hold, once the log's
+/// `wait` per operation becomes `flush`, a lock it takes until it commits:
+/// at most its response time there, with no queue (a microsecond at
+/// least).
+fn lock_hold(points: &[StepPoint], wait: f64, flush: f64) -> f64 {
+    let response = points
+        .first()
+        .map_or(0.0, |p| p.response.mean.as_secs_f64());
+    (response - wait + flush).max(1e-6)
+}
+
 /// The prediction for the log on `device`, or why there is none.
 pub(crate) fn on_device(
     points: &[StepPoint],
@@ -217,14 +228,7 @@ pub(crate) fn on_device(
         others.iter().cloned().chain([log]).collect()
     };
     let after = with_log(1.0);
-    // A transaction at the lowest load after the change: how long a lock
-    // it takes until it commits would be held, at most, with no queue.
-    let held_s = points
-        .first()
-        .map_or(0.0, |p| p.response.mean.as_secs_f64())
-        - wait
-        + device.mean_s * timed.per_op;
-    let held_s = held_s.max(1e-6);
+    let held_s = lock_hold(points, wait, device.mean_s * timed.per_op);
     let words = words(points, device, wait, demands.total_s, held_s);
     let change = |queued: bool| {
         let how = if queued {
