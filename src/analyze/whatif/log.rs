@@ -398,6 +398,22 @@ mod tests {
         }
     }
 
+    /// A closed loop of 1 to 8 users whose every commit waits 20 ms for
+    /// its log, one at a time (exact MVA of a CPU of 0.5 ms and the log),
+    /// the client's clock timing each BEGIN at 0.1 ms; the throttle is
+    /// above the device, so nothing saw it busy.
+    fn queued_commits() -> Vec<StepPoint> {
+        let mut points = crate::analyze::fixture::mva_points(0.0005, 0.02, 0.0, &[1, 2, 4, 8]);
+        for p in &mut points {
+            p.resources.retain(|r| r.kind != ResourceKind::Disk);
+            p.completed = (p.throughput * 10.0).round() as u64;
+            let runs = p.completed as f64;
+            let commit_s = p.response.mean.as_secs_f64() - 0.0005 + 0.0001;
+            p.db = timed(runs, commit_s, 0.0001);
+        }
+        points
+    }
+
     #[test]
     fn a_commits_wait_is_its_time_less_a_begins_per_operation() {
         let mut p = crate::analyze::fixture::mva_points(0.001, 0.02, 0.0, &[1]).remove(0);
@@ -429,15 +445,7 @@ mod tests {
     /// gets a reason, not a figure.
     #[test]
     fn the_log_on_a_faster_device_predicts_from_the_commits_the_client_timed() {
-        let mut points = crate::analyze::fixture::mva_points(0.0005, 0.02, 0.0, &[1, 2, 4, 8]);
-        for p in &mut points {
-            // The throttle is above the device: nothing saw it busy.
-            p.resources.retain(|r| r.kind != ResourceKind::Disk);
-            p.completed = (p.throughput * 10.0).round() as u64;
-            let runs = p.completed as f64;
-            let commit_s = p.response.mean.as_secs_f64() - 0.0005 + 0.0001;
-            p.db = timed(runs, commit_s, 0.0001);
-        }
+        let mut points = queued_commits();
         let demands = crate::analyze::demands::demands(&points, true, Some(3));
         let log = commit_bound();
         let given = |ms: f64| LogDevice::given(std::time::Duration::from_secs_f64(ms / 1000.0));
@@ -486,13 +494,8 @@ mod tests {
     /// its floor.
     #[test]
     fn a_load_where_the_sessions_queued_on_locks_is_held_to_what_the_lock_lets_through() {
-        let mut points = crate::analyze::fixture::mva_points(0.0005, 0.02, 0.0, &[1, 2, 4, 8]);
+        let mut points = queued_commits();
         for p in &mut points {
-            p.resources.retain(|r| r.kind != ResourceKind::Disk);
-            p.completed = (p.throughput * 10.0).round() as u64;
-            let runs = p.completed as f64;
-            let commit_s = p.response.mean.as_secs_f64() - 0.0005 + 0.0001;
-            p.db = timed(runs, commit_s, 0.0001);
             let locked = if p.load == 8.0 { 40 } else { 0 };
             p.waits = [
                 ("Lock:transactionid".to_string(), locked),
