@@ -116,33 +116,23 @@ pub(crate) fn commit_io(points: &[StepPoint], shape: RunShape, found: Bottleneck
     }
 }
 
-/// Whether the run is latency-bound, and its evidence.
+/// Whether the run is latency-bound, and its evidence: over the widest
+/// range of steps ending at the last one that spans a fourfold load and
+/// holds the rule. A first step the limit did not yet hold back (a
+/// throttle's budget that one user's commits stay under answers them at
+/// once) is left out of the range rather than hiding a flat response
+/// from the steps past it.
 pub(crate) fn evidence(points: &[StepPoint], shape: RunShape) -> Option<Vec<String>> {
     if !shape.closed || points.len() < 3 {
         return None;
     }
-    let (first, last) = (&points[0], &points[points.len() - 1]);
-    let range = last.load / first.load;
-    if !(first.load > 0.0 && range >= 4.0 && first.throughput > 0.0 && last.throughput > 0.0) {
-        return None;
-    }
-    let (r0, r1) = (first.response_s(), last.response_s());
-    if r0 <= 0.0 || r1 <= 0.0 {
-        return None;
-    }
-    let elasticity = |a: f64, b: f64| (b / a).ln() / range.ln();
-    let e_r = elasticity(r0, r1);
-    let e_x = elasticity(first.throughput, last.throughput);
-    let pair = &points[points.len() - 2..];
-    let growing = growth_efficiency(&pair[0], &pair[1]).is_some_and(|e| e >= STILL_GROWING);
-    // No step fell below the one before it beyond its own noise.
-    let steady = points.windows(2).all(|w| {
-        let noise = w[1].interval_cv().unwrap_or(0.0).max(0.05);
-        w[1].throughput >= w[0].throughput * (1.0 - 2.0 * noise)
-    });
-    if e_r > FLAT_R || e_x < PROPORTIONAL_X || !growing || !steady {
-        return None;
-    }
+    let last = &points[points.len() - 1];
+    // Each start from the first on, while at least two steps follow it.
+    let (from, range) = (0..points.len() - 2).find_map(|i| {
+        let range = in_proportion(&points[i..])?;
+        Some((i, range))
+    })?;
+    let first = &points[from];
     Some(vec![
         format!(
             "capacity not reached up to {}: throughput grew in proportion to the users ({} at {} → {} at {}, ×{:.1} for ×{:.0} the users) at a flat response time ({} → {})",
@@ -159,6 +149,32 @@ pub(crate) fn evidence(points: &[StepPoint], shape: RunShape) -> Option<Vec<Stri
         spent(points, last),
         "latency-bound, not saturated: by Little's law X = N/(R+Z), more users give more throughput until a resource saturates".to_string(),
     ])
+}
+
+/// The load's range over `steps` when throughput grew in proportion to it
+/// at a flat response time, still grew at the last step, and fell at no
+/// step beyond its noise; none otherwise or under a fourfold range.
+fn in_proportion(steps: &[StepPoint]) -> Option<f64> {
+    let (first, last) = (steps.first()?, steps.last()?);
+    let range = last.load / first.load;
+    if !(first.load > 0.0 && range >= 4.0 && first.throughput > 0.0 && last.throughput > 0.0) {
+        return None;
+    }
+    let (r0, r1) = (first.response_s(), last.response_s());
+    if r0 <= 0.0 || r1 <= 0.0 {
+        return None;
+    }
+    let elasticity = |a: f64, b: f64| (b / a).ln() / range.ln();
+    let e_r = elasticity(r0, r1);
+    let e_x = elasticity(first.throughput, last.throughput);
+    let pair = &steps[steps.len().checked_sub(2)?..];
+    let growing = growth_efficiency(&pair[0], &pair[1]).is_some_and(|e| e >= STILL_GROWING);
+    // No step fell below the one before it beyond its own noise.
+    let steady = steps.windows(2).all(|w| {
+        let noise = w[1].interval_cv().unwrap_or(0.0).max(0.05);
+        w[1].throughput >= w[0].throughput * (1.0 - 2.0 * noise)
+    });
+    (e_r <= FLAT_R && e_x >= PROPORTIONAL_X && growing && steady).then_some(range)
 }
 
 /// What each operation spends and where, at the `last` step.
@@ -260,6 +276,34 @@ mod tests {
             "{all}"
         );
         assert!(b.next.unwrap().contains("more users"));
+    }
+
+    /// The same flush under a throttle whose budget one user's commits
+    /// stayed under: 21 ms at the first step (most commits answered at
+    /// once), 50–90 ms from the next on. The first step is left out of
+    /// the range, not counted against the flat response past it.
+    #[test]
+    fn a_first_step_under_the_limit_leaves_the_rest_latency_bound() {
+        let mut points = sweep(&[0.021, 0.05, 0.07, 0.085, 0.09]);
+        for p in &mut points {
+            p.threads.server = Some(flushing());
+        }
+        let b = verdict_of(points, SHAPE, DEFAULT_MAX_CV, 1)
+            .bottleneck
+            .unwrap();
+        assert_eq!(b.kind, BottleneckKind::NotReached, "{b:?}");
+        assert!(b.name.ends_with("latency-bound: not reached"), "{b:?}");
+        let all = b.evidence.join("\n");
+        assert!(all.contains("at 4 users → "), "{all}");
+        assert!(all.contains("for ×8 the users"), "{all}");
+    }
+
+    /// A response that grew with the load all the way is not latency-bound
+    /// over any range.
+    #[test]
+    fn a_response_growing_with_the_load_is_latency_bound_over_no_range() {
+        let points = sweep(&[0.01, 0.02, 0.04, 0.08, 0.16]);
+        assert_eq!(evidence(&points, SHAPE), None);
     }
 
     /// The same flush held by a write throttle on the server's cgroup,
