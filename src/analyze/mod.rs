@@ -16,7 +16,7 @@ pub(crate) mod history;
 pub(crate) mod host;
 pub(crate) mod iopath;
 pub(crate) mod latency;
-mod memory;
+pub(crate) mod memory;
 pub mod mva;
 pub(crate) mod objectives;
 mod open_files;

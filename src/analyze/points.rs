@@ -366,8 +366,9 @@ impl StepPoint {
 
 /// The database's wait samples and counter increases over the measured
 /// intervals, summed (gauges, `now_…`, left out but for sizes — a cache's,
-/// kept as `cache_max_bytes`, and each relation's — at the largest the
-/// window saw).
+/// kept as `cache_max_bytes`, InnoDB's buffer pool's pages and page
+/// (`buffer_pool_pages`, `page_bytes`), and each relation's — at the
+/// largest the window saw).
 fn database_sums(
     measured_intervals: &[&crate::engine::IntervalRecord],
 ) -> (BTreeMap<String, u64>, BTreeMap<String, f64>) {
@@ -382,8 +383,11 @@ fn database_sums(
         }
         // Sizes are kept at the largest the window saw.
         for (k, v) in &db.counters {
-            let kept = if k == "now_cache_max_bytes" {
-                "cache_max_bytes".to_string()
+            let kept = if let Some(size) = ["cache_max_bytes", "buffer_pool_pages", "page_bytes"]
+                .iter()
+                .find(|s| k.strip_prefix("now_") == Some(**s))
+            {
+                size.to_string()
             } else if let Some(name) = k.strip_prefix(crate::probe::RELATION_BYTES_NOW) {
                 format!("{}{name}", crate::probe::RELATION_BYTES)
             } else {

@@ -19,6 +19,7 @@ use super::value::{scores, value_of, Figures, Score};
 use super::LabSpec;
 use crate::analyze::compare::{differ, peak_samples, Difference};
 use crate::analyze::held::{judge, Held};
+use crate::analyze::memory::Memory;
 use crate::analyze::stats::{mean, mean_interval};
 use crate::analyze::whatif::log::LogDevice;
 use crate::analyze::whatif::{AtLoad, Scenario};
@@ -418,12 +419,14 @@ fn cpu_count(v: &super::Variant) -> Option<usize> {
 }
 
 /// The knobs a prediction can be checked on: the server's CPUs, its
-/// memory, its link's rate, its disk's limits and its log's directory.
+/// memory (a cgroup's limit, or a managed MariaDB's buffer pool), its
+/// link's rate, its disk's limits and its log's directory.
 fn checkable(knob: &str) -> bool {
     knob == "cpus"
         || knob == "memory"
         || knob == "link.rate"
         || knob == "log_dir"
+        || knob == POOL_KNOB
         || knob.starts_with("disk.")
 }
 
@@ -485,16 +488,26 @@ fn same_but(from: &super::Variant, to: &super::Variant, name: &str) -> bool {
     rest(from) == rest(to)
 }
 
-/// The memory limit of `to`, when it differs from `from` in that alone.
-fn memory_change(from: &super::Variant, to: &super::Variant) -> Option<f64> {
-    let (a, b) = (knob(from, "memory")?, knob(to, "memory")?);
-    let b = super::capacity::size("memory", b)?;
-    (same_but(from, to, "memory") && super::capacity::size("memory", a)? != b).then_some(b)
+/// The memory limit of `to`, or its InnoDB buffer pool's size, when it
+/// differs from `from` in that alone.
+fn memory_change(from: &super::Variant, to: &super::Variant) -> Option<Memory> {
+    [
+        ("memory", Memory::Limit as fn(f64) -> Memory),
+        (POOL_KNOB, Memory::Pool),
+    ]
+    .into_iter()
+    .find_map(|(name, memory)| {
+        let (a, b) = (knob(from, name)?, knob(to, name)?);
+        let b = super::capacity::size(name, b)?;
+        (same_but(from, to, name) && super::capacity::size(name, a)? != b).then(|| memory(b))
+    })
 }
 
-/// What the run of verdict `v` predicts for the server with a memory
-/// limit of `bytes`.
-fn at_memory(v: &Verdict, bytes: f64) -> Option<Scenario> {
+/// The knob of a managed MariaDB's buffer pool.
+const POOL_KNOB: &str = "mariadb.innodb_buffer_pool_size";
+
+/// What the run of verdict `v` predicts for the server with `memory`.
+fn at_memory(v: &Verdict, memory: Memory) -> Option<Scenario> {
     let peak = v
         .points
         .iter()
@@ -506,7 +519,7 @@ fn at_memory(v: &Verdict, bytes: f64) -> Option<Scenario> {
         v.demands.as_ref()?,
         v.bottleneck.as_ref()?,
         peak,
-        bytes,
+        memory,
     )
 }
 
@@ -743,6 +756,29 @@ mod tests {
             at_peak: None,
             interval: None,
         }
+    }
+
+    /// A variant with another memory limit, or another buffer pool on a
+    /// managed MariaDB, and nothing else changed, is that change of memory;
+    /// one that changes another knob too, or neither, is none.
+    #[test]
+    fn a_memory_limit_or_a_buffer_pool_is_a_change_of_memory() {
+        use super::{memory_change, Memory};
+        const MIB: f64 = 1048576.0;
+        let pool = |size: &str, cpus: &str| {
+            variant(&[("cpus", cpus), ("mariadb.innodb_buffer_pool_size", size)])
+        };
+        assert_eq!(
+            memory_change(&pool("8M", "0"), &pool("32M", "0")),
+            Some(Memory::Pool(32.0 * MIB))
+        );
+        assert_eq!(memory_change(&pool("8M", "0"), &pool("32M", "0-1")), None);
+        assert_eq!(memory_change(&pool("8M", "0"), &pool("8M", "0-1")), None);
+        let limit = |size: &str| variant(&[("memory", size)]);
+        assert_eq!(
+            memory_change(&limit("96MiB"), &limit("1GiB")),
+            Some(Memory::Limit(1024.0 * MIB))
+        );
     }
 
     /// A link twice as fast is the variant at twice the rate (2% either

@@ -512,6 +512,44 @@ fn a_managed_mariadb_runs_the_sweep_and_is_removed() {
     );
 }
 
+/// A managed MariaDB whose buffer pool (8 MiB) holds a share of the
+/// bank's tables (scale 2, about 25 MiB), its disk held to 300 reads a
+/// second: the sessions wait on reads, the verdict names the pool with
+/// its size against the tables', and the what-if predicts the run with a
+/// pool twice as large, from the relations performance_schema reported
+/// (each table's rows asked for, and its bytes).
+#[test]
+fn a_buffer_pool_short_of_the_tables_is_named_and_its_size_predicted() {
+    let _heavy = crate::support::heavy();
+    let dir = tempdir();
+    let out = perflab_ok(
+        dir.path(),
+        "run bank --target mariadb:managed --mariadb-set innodb_buffer_pool_size=8M --scale 2 \
+         --mix atm:balance=100,withdraw=0,deposit=0,transfer=0 --disk-read-iops 300 \
+         --users 1,4 --warmup 1s --duration 2s --seed 3",
+    );
+    contains(&out, "memory → disk reads");
+    contains(
+        &out,
+        "InnoDB's buffer pool of 7.9 MiB (innodb_buffer_pool_size) for its tables' ",
+    );
+    contains(
+        &out,
+        "a buffer pool (innodb_buffer_pool_size) of 15.8 MiB in place of 7.9 MiB: the cache reads",
+    );
+    let export = crate::support::last_export(dir.path());
+    let counters = &export["steps"][1]["intervals"][0]["db"]["counters"];
+    let number = |key: &str| {
+        counters[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {key}: {counters}"))
+    };
+    assert!(number("relation_accesses:perflab_accounts") > 0.0);
+    assert!(number("now_relation_bytes:perflab_accounts") > 16.0 * 1048576.0);
+    assert_eq!(number("now_page_bytes"), 16384.0);
+    assert!(number("buffer_pool_reads") > 0.0);
+}
+
 /// An option the server refuses ends the run before anything is made, in
 /// one line with the server's own complaint, and leaves nothing behind; the
 /// other server's flags are refused on this one.

@@ -376,6 +376,7 @@ pub(crate) fn memory_evidence(p: &StepPoint) -> Option<Vec<String>> {
         }
     }
     out.extend(server_cgroup::memory_high(p));
+    out.extend(status::pool_evidence(p));
     if let Some(stall) = e.memory_stall_share.filter(|s| *s >= 0.05) {
         out.push(format!(
             "its tasks stalled on memory {} of the time (memory.pressure)",

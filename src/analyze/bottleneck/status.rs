@@ -23,7 +23,7 @@
 
 use super::super::capacity::load_text;
 use super::super::points::StepPoint;
-use crate::units::{Latency, Percent};
+use crate::units::{Bytes, Latency, Percent};
 
 /// Share of the response time from which a wait the counters show names
 /// the limit (as a wait class's share of samples does).
@@ -147,6 +147,41 @@ pub(crate) fn reads(p: &StepPoint) -> Option<(f64, Option<f64>)> {
         _ => None,
     };
     Some(((pending / looks) / p.load, misses))
+}
+
+/// The least share of its read requests a buffer pool misses for it to be
+/// short of memory (a pool that holds its tables misses its odd first
+/// touch of a page, far less).
+const POOL_MISSES: f64 = 0.01;
+
+/// The evidence that InnoDB's buffer pool is short of the data at step
+/// `p`: it missed at least [`POOL_MISSES`] of its read requests, and is
+/// smaller than the tables (when performance_schema reported them).
+pub(crate) fn pool_evidence(p: &StepPoint) -> Option<String> {
+    let asked =
+        p.db.get("buffer_pool_read_requests")
+            .filter(|q| **q > 0.0)?;
+    let misses = Some(p.db.get("buffer_pool_reads")? / asked).filter(|m| *m >= POOL_MISSES)?;
+    let pool = p.db.get("buffer_pool_pages")? * p.db.get("page_bytes")?;
+    let data: f64 =
+        p.db.iter()
+            .filter(|(k, _)| k.starts_with(crate::probe::RELATION_BYTES))
+            .map(|(_, v)| *v)
+            .sum();
+    let tables = if data > 0.0 {
+        if data <= pool {
+            return None;
+        }
+        format!(" for its tables' {}", Bytes(data as u64))
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "InnoDB's buffer pool of {} (innodb_buffer_pool_size){tables} missed {} of its read requests at {} (Innodb_buffer_pool_reads): its working set does not fit",
+        Bytes(pool as u64),
+        Percent(misses),
+        load_text(p)
+    ))
 }
 
 /// The evidence of reads setting the pace at step `p`, from the counters.

@@ -4,7 +4,7 @@
 //! ([`crate::analyze::memory`] says how many it misses).
 
 use super::{Centre, Change, Changed};
-use crate::analyze::memory::{Reads, PAGE_BYTES};
+use crate::analyze::memory::{Memory, Reads};
 use crate::analyze::points::ResourceKind;
 use crate::units::Bytes;
 /// The centre of `missed` pages per operation.
@@ -25,7 +25,7 @@ pub(super) fn centre_now(r: &Reads) -> Option<Centre> {
 /// The changes of memory to predict, each with the network after it
 /// (`centres` with the reads the cache then misses) and at the ends of
 /// the cache's range.
-pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<f64>) -> Vec<Change> {
+pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<Memory>) -> Vec<Change> {
     let others: Vec<Centre> = centres
         .iter()
         .filter(|c| c.name != r.name)
@@ -36,7 +36,7 @@ pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<f64>) -> Vec
     let c = &r.cache;
     c.sizes(memory)
         .into_iter()
-        .filter(|m| (m - c.limit_bytes).abs() > 0.5 * PAGE_BYTES)
+        .filter(|m| (m - c.limit_bytes).abs() > 0.5 * c.page_bytes)
         .filter_map(|m| {
             let [missed, fewest, most] = c.missed_at(m)?;
             let reads = if missed < 0.005 {
@@ -44,8 +44,13 @@ pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<f64>) -> Vec
             } else {
                 format!("{missed:.2} pages per operation from storage")
             };
+            let what = if c.pool {
+                "a buffer pool (innodb_buffer_pool_size)"
+            } else {
+                "a memory limit"
+            };
             let words = format!(
-                "a memory limit of {} in place of {}: the cache reads {reads}, where it read {:.2}",
+                "{what} of {} in place of {}: the cache reads {reads}, where it read {:.2}",
                 Bytes(m as u64),
                 Bytes(c.limit_bytes as u64),
                 c.missed
@@ -55,7 +60,8 @@ pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<f64>) -> Vec
                 words,
                 after: with(missed),
                 server_cpus: None,
-                server_memory: Some(m),
+                // A lab's memory axis is a cgroup's limit, not a pool.
+                server_memory: (!c.pool).then_some(m),
                 changed: Changed {
                     kind: ResourceKind::Disk,
                     factor,

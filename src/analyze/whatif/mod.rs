@@ -329,20 +329,30 @@ pub(crate) fn what_if(
     predict(points, demands, bottleneck, closed, peak, room, None)
 }
 
-/// The prediction for the server with a memory limit of `bytes` (a lab's
-/// variant that has it), when the run measured what its cache holds.
+/// The prediction for the server with memory `memory` (a lab's variant
+/// that has that memory limit or buffer pool), when the run measured what
+/// its cache holds.
 pub(crate) fn at_memory(
     points: &[StepPoint],
     demands: &Demands,
     bottleneck: &Bottleneck,
     peak: usize,
-    bytes: f64,
+    memory: super::memory::Memory,
 ) -> Option<Scenario> {
     let closed = matches!(points.first()?.level, crate::plan::Level::Users(_));
-    predict(points, demands, bottleneck, closed, peak, None, Some(bytes))?
-        .scenarios
-        .into_iter()
-        .find(|s| s.server_memory.is_some())
+    // Asked for memory, the predictions are of that change alone.
+    predict(
+        points,
+        demands,
+        bottleneck,
+        closed,
+        peak,
+        None,
+        Some(memory),
+    )?
+    .scenarios
+    .into_iter()
+    .next()
 }
 
 /// The predictions: for the bottleneck's resource twice as large and out
@@ -355,7 +365,7 @@ fn predict(
     closed: bool,
     peak: usize,
     room: Option<HostRoom>,
-    memory: Option<f64>,
+    memory: Option<super::memory::Memory>,
 ) -> Option<WhatIf> {
     if bottleneck.kind != BottleneckKind::Resource || bottleneck.unreliable {
         return None;

@@ -3,6 +3,7 @@
 //! perflab's own session, `wire`), and one line for each way a connection
 //! can fail.
 
+mod relations;
 pub mod stats;
 pub(crate) mod wire;
 

@@ -4,8 +4,9 @@
 //! buffer-pool reads against read requests, redo-log waits, write
 //! requests, writes, bytes and fsyncs, data-file fsyncs (whichever the
 //! server has: MariaDB 10.8+ has no `Innodb_os_log_fsyncs`, its log's
-//! fsyncs are counted in `Innodb_data_fsyncs`), and the running threads (a
-//! gauge).
+//! fsyncs are counted in `Innodb_data_fsyncs`), the running threads and
+//! the buffer pool's pages and page size (gauges); with performance_schema
+//! on, the relations the buffer pool is asked for ([`super::relations`]).
 //!
 //! The fsyncs and reads in flight (`Innodb_os_log_pending_fsyncs`,
 //! `Innodb_data_pending_fsyncs`, `Innodb_data_pending_reads`) are gauges that one look a second would
@@ -46,7 +47,7 @@ use std::collections::BTreeMap;
 
 /// SHOW GLOBAL STATUS names and what perflab calls them (`now_`: a gauge).
 /// A name the server does not have is left out.
-const COUNTERS: [(&str, &str); 14] = [
+const COUNTERS: [(&str, &str); 16] = [
     ("Com_commit", "commits"),
     ("Handler_commit", "handler_commits"),
     ("Innodb_row_lock_waits", "row_lock_waits"),
@@ -67,6 +68,8 @@ const COUNTERS: [(&str, &str); 14] = [
     ("Innodb_os_log_fsyncs", "log_fsyncs"),
     ("Innodb_data_fsyncs", "data_fsyncs"),
     ("Threads_running", "now_threads_running"),
+    ("Innodb_buffer_pool_pages_total", "now_buffer_pool_pages"),
+    ("Innodb_page_size", "now_page_bytes"),
 ];
 
 /// The fsyncs in flight, read at every wait sample, and the running sums
@@ -149,6 +152,10 @@ pub struct MyStats {
     /// see InnoDB's transactions.
     waits_sql: Option<String>,
     performance_schema: bool,
+    /// Whether each counters' look reports the relations InnoDB's buffer
+    /// pool is asked for ([`super::relations`]): performance_schema is on
+    /// and the user may read its index summary.
+    relations: bool,
     /// Running sums of the fsyncs in flight at each look, by perflab's
     /// name, and the number of looks ([`PENDING_LOOKS`]).
     pending: BTreeMap<String, f64>,
@@ -187,11 +194,16 @@ impl MyStats {
             ));
         }
         let performance_schema = chosen.as_ref().is_some_and(|(_, ps)| *ps);
+        let relations = performance_schema
+            && runtime
+                .block_on(conn.query_rows(super::relations::SQL))
+                .is_ok();
         Ok(MyStats {
             runtime,
             conn,
             waits_sql: chosen.map(|(sql, _)| sql),
             performance_schema,
+            relations,
             pending: BTreeMap::new(),
         })
     }
@@ -319,6 +331,22 @@ impl DbStatsSource for MyStats {
             }
         }
         out.extend(self.pending.iter().map(|(k, v)| (k.clone(), *v)));
+        if self.relations {
+            // A table dropped while it is read costs this look its
+            // relations, not its counters.
+            if let Ok(rows) = self
+                .runtime
+                .block_on(self.conn.query_rows(super::relations::SQL))
+            {
+                for (name, accesses, bytes) in super::relations::of_rows(&rows) {
+                    out.insert(
+                        format!("{}{name}", crate::probe::RELATION_ACCESSES),
+                        accesses,
+                    );
+                    out.insert(format!("{}{name}", crate::probe::RELATION_BYTES_NOW), bytes);
+                }
+            }
+        }
         Ok(out)
     }
 }

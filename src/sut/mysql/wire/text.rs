@@ -435,7 +435,7 @@ pub(super) fn decode(
 
 #[cfg(test)]
 impl Row {
-    pub(super) fn of(values: &[Option<&str>]) -> Row {
+    pub(crate) fn of(values: &[Option<&str>]) -> Row {
         Row(values.iter().map(|v| v.map(str::to_string)).collect())
     }
 }
