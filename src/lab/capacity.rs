@@ -148,7 +148,9 @@ pub(super) fn size(knob: &str, value: &str) -> Option<f64> {
             c.dedup();
             c.len() as f64
         }),
-        "memory" | "disk.read_bps" | "disk.write_bps" | "mariadb.innodb_buffer_pool_size" => {
+        k if ["memory", "disk.read_bps", "disk.write_bps"].contains(&k)
+            || crate::sut::knobs::sizes_a_cache(k) =>
+        {
             crate::units::Bytes::parse(value).ok().map(|b| b.0 as f64)
         }
         "link.rate" => crate::units::BitsPerSec::parse(value)

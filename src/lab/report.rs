@@ -426,7 +426,7 @@ fn checkable(knob: &str) -> bool {
         || knob == "memory"
         || knob == "link.rate"
         || knob == "log_dir"
-        || knob == POOL_KNOB
+        || crate::sut::knobs::sizes_a_cache(knob)
         || knob.starts_with("disk.")
 }
 
@@ -491,20 +491,18 @@ fn same_but(from: &super::Variant, to: &super::Variant, name: &str) -> bool {
 /// The memory limit of `to`, or its InnoDB buffer pool's size, when it
 /// differs from `from` in that alone.
 fn memory_change(from: &super::Variant, to: &super::Variant) -> Option<Memory> {
-    [
-        ("memory", Memory::Limit as fn(f64) -> Memory),
-        (POOL_KNOB, Memory::Pool),
-    ]
-    .into_iter()
-    .find_map(|(name, memory)| {
-        let (a, b) = (knob(from, name)?, knob(to, name)?);
-        let b = super::capacity::size(name, b)?;
+    from.knobs.iter().find_map(|(name, a)| {
+        let memory = if name == "memory" {
+            Memory::Limit
+        } else if crate::sut::knobs::sizes_a_cache(name) {
+            Memory::Pool
+        } else {
+            return None;
+        };
+        let b = super::capacity::size(name, knob(to, name)?)?;
         (same_but(from, to, name) && super::capacity::size(name, a)? != b).then(|| memory(b))
     })
 }
-
-/// The knob of a managed MariaDB's buffer pool.
-const POOL_KNOB: &str = "mariadb.innodb_buffer_pool_size";
 
 /// What the run of verdict `v` predicts for the server with `memory`.
 fn at_memory(v: &Verdict, memory: Memory) -> Option<Scenario> {

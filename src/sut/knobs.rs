@@ -25,6 +25,17 @@ pub(crate) fn knobs() -> String {
     )
 }
 
+/// Whether `knob` is a managed server's setting that sizes its own cache
+/// of pages (`mariadb.innodb_buffer_pool_size`): a size in bytes, whose
+/// change the memory what-if predicts.
+pub(crate) fn sizes_a_cache(knob: &str) -> bool {
+    knob.split_once('.').is_some_and(|(prefix, name)| {
+        managed::KINDS
+            .iter()
+            .any(|k| k.knob == prefix && k.cache_setting == Some(name))
+    })
+}
+
 /// The knobs of a managed database server's surroundings (its link and
 /// its disk) and the run flags that set them.
 const SURROUNDINGS: [(&str, &str); 7] = [

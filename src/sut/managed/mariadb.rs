@@ -73,6 +73,7 @@ impl ManagedKind for Mariadb {
     const SETTINGS_HELP: &'static str =
         "a server option, NAME=VALUE, given to mariadbd as --NAME=VALUE (repeatable)";
     const PROGRAM: &'static str = "mariadbd";
+    const CACHE_SETTING: Option<&'static str> = Some("innodb_buffer_pool_size");
     const START_TIMEOUT: Duration = Duration::from_secs(60);
     const POLL: Duration = Duration::from_millis(100);
     const READY_MEANS: &'static str = "accept connections";

@@ -82,6 +82,8 @@ pub struct KindEntry {
     pub(crate) serves_tls: bool,
     /// Its settings the verdict's advice names.
     pub(crate) advice: Advice,
+    /// The setting that sizes its cache of pages, for the memory what-if.
+    pub(crate) cache_setting: Option<&'static str>,
     /// What `--log-dir` moves, for a kind that has a log to move.
     pub(crate) moved_log: Option<&'static str>,
     /// A setting's form, for a server that accelerates or not.
@@ -111,6 +113,7 @@ impl KindEntry {
             listens: K::LISTENS,
             serves_tls: K::SERVES_TLS,
             advice: K::ADVICE,
+            cache_setting: K::CACHE_SETTING,
             moved_log: match K::MOVED_LOG {
                 Some(log) => Some(log.what),
                 None => None,

@@ -92,6 +92,9 @@ pub(crate) trait ManagedKind: Sized {
     const SERVES_TLS: bool = false;
     /// Its settings the verdict's advice names.
     const ADVICE: Advice = Advice::NONE;
+    /// The setting that sizes its own cache of pages, when it keeps one
+    /// the memory what-if predicts (InnoDB's buffer pool).
+    const CACHE_SETTING: Option<&'static str> = None;
     /// Its main program's name, for "cannot start PROGRAM".
     const PROGRAM: &'static str;
     /// How long it may take to answer, and how often it is asked.
