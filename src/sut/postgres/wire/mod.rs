@@ -357,9 +357,9 @@ impl Wire {
                 }
             }
         }
-        // A server that said it was ready again unasked is out of step:
-        // what it says next answers no exchange of this one's.
-        if ready_unasked(&self.read) {
+        // A server that said more than it was asked is out of step: what
+        // it says next answers no exchange of this one's.
+        if out_of_step(&self.read) {
             self.broken = true;
             self.write.clear();
             return Err(WireError::Lost);
@@ -539,10 +539,13 @@ const READY_FOR_QUERY: u8 = b'Z';
 const DATA_ROW: u8 = b'D';
 
 /// Whether `read`, what was read beyond the last exchange's
-/// ReadyForQuery, holds another whole one: the messages a server may
-/// send unasked (a notice, a parameter's new value, a notification) are
-/// passed over; anything else ends the look.
-fn ready_unasked(read: &[u8]) -> bool {
+/// ReadyForQuery, holds a whole message no exchange asked for: the
+/// messages a server may send unasked (a notice, a parameter's new value,
+/// a notification) are passed over; any other — another ReadyForQuery, a
+/// row, a command's completion — means the server is out of step, and
+/// what it says next answers no exchange of this one's. A message not yet
+/// whole says nothing either way.
+fn out_of_step(read: &[u8]) -> bool {
     let mut rest = read;
     while let [tag, a, b, c, d, ..] = *rest {
         let len = u32::from_be_bytes([a, b, c, d]) as usize;
@@ -550,9 +553,8 @@ fn ready_unasked(read: &[u8]) -> bool {
             return false;
         };
         match tag {
-            READY_FOR_QUERY => return true,
             b'N' | b'S' | b'A' => rest = &rest[whole..],
-            _ => return false,
+            _ => return true,
         }
     }
     false

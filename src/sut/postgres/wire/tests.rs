@@ -311,6 +311,20 @@ mod props {
         prop_oneof![messages(), prop::collection::vec(any::<u8>(), 0..128)]
     }
 
+    /// A server that answers a query and then, unasked, a row and another
+    /// ReadyForQuery is out of step: the next exchange is not answered by
+    /// what it said unasked (the case the property below once found).
+    #[test]
+    fn a_row_and_a_ready_sent_unasked_answer_no_later_exchange() {
+        let row = [b'D', 0, 0, 0, 6, 0, 0];
+        let ready = [b'Z', 0, 0, 0, 5, b'I'];
+        let reply = [OK, &row[..], &ready[..]].concat();
+        let results = exchange(&peer(vec![reply]), false, false);
+        assert_eq!(results.len(), 2);
+        assert!(results[0].is_ok(), "{results:?}");
+        assert!(results[1].is_err(), "{results:?}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
