@@ -60,7 +60,7 @@ admission-pg            ^admission_limit$     max_connections
 admission-mariadb       ^admission_limit$     max_connections
 admission-nginx         ^admission_limit$     requests.turned.away
 connections-nginx       ^admission_limit$     worker_connections
-backlog-nginx           ^admission_limit$     listen.backlog
+server-workers          ^admission_limit$     workers
 open-files-nginx        ^admission_limit$     open.files
 disk-quick              ^(not_reached|resource)$ ^(not.reached|disk.)
 files-quick             ^resource$            ^cpu
@@ -69,7 +69,7 @@ web-quick               ^resource$            ^cpu
 net-quick               ^resource$            ^cpu
 null-quick              ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx connections-nginx backlog-nginx open-files-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx connections-nginx server-workers open-files-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -334,6 +334,7 @@ remove_all_scn() {
         stop_pidfile "$d/mnt/data/postmaster.pid" "$d"
         stop_pidfile "$d/mariadb.pid" "$d"
         stop_pidfile "$d/nginx.pid" "$d"
+        stop_pidfile "$d/server.pid" "$d"
         stop_hogs "$d"
         stop_agent "$d"
     done
@@ -1038,16 +1039,58 @@ scn_connections_nginx() {
         --nginx-set worker_connections=16
 }
 
-# 11e. An nginx of the scenario's own with one worker listening with a
-# backlog of 4, swept to 32 users in --connection close (a connection per
-# request): connections arrive faster than its one worker accepts them,
-# the kernel turns the SYNs past the listen queue away, and each such
-# client waits a second for its SYN retransmit while the server is not
-# busy. The verdict is the admission limit, the listen backlog.
-scn_backlog_nginx() {
-    own_nginx '' '' 'backlog=4'
-    WORKLOAD=web sweep 1,8,32 --target "$NGINX_URL" --server-pid "$NGINX_PID" \
+# 11e. A single-threaded HTTP server of the scenario's own (Python's
+# http.server.HTTPServer) whose every request waits 2 ms asleep on its
+# backend, swept to 32 users in --connection close: from 8 users on its
+# one thread never waits for a request, throughput holds at ~400/s with
+# the CPUs some 10% busy, and the requests queue past it (its listen
+# backlog of 5 overflows: the clients past it wait for SYN retransmits).
+# The verdict is the admission limit, the server's workers, the
+# overflows named as the latency tail's cause.
+scn_server_workers() {
+    own_slow_http 0.002
+    WORKLOAD=web sweep 1,8,32 --target "$SLOW_URL" --server-pid "$SLOW_PID" \
         --urls "$WORK/urls.txt" --connection close
+}
+
+# A single-threaded HTTP server on loopback whose every GET waits SECONDS
+# (its backend) and then answers a small page (WORK/urls.txt names it).
+# Sets SLOW_URL and SLOW_PID; its pid goes to WORK/server.pid, where
+# cleanup finds it.
+own_slow_http() {
+    local wait=$1 port
+    port=$(free_port)
+    echo "/index.html" >"$WORK/urls.txt"
+    cat >"$WORK/server.py" <<'PY'
+import http.server, sys, time
+
+WAIT = float(sys.argv[2])
+PAGE = b"perflab's page\n"
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        time.sleep(WAIT)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(PAGE)))
+        self.end_headers()
+        self.wfile.write(PAGE)
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+PY
+    python3 "$WORK/server.py" "$port" "$wait" </dev/null >"$WORK/server.log" 2>&1 &
+    echo $! >"$WORK/server.pid"
+    SLOW_PID=$!
+    SLOW_URL=http://127.0.0.1:$port/
+    for _ in $(seq 1 100); do
+        python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' \
+            "$port" 2>/dev/null && return 0
+        kill -0 "$SLOW_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    fail "the HTTP server did not start: $(tail -n 2 "$WORK/server.log")"
 }
 
 # 11f. An nginx of the scenario's own started under `ulimit -n 64` (its

@@ -30,16 +30,16 @@ pub(super) fn apply(run: &StoredRun, verdict: &mut Verdict) {
     if super::open_files::apply(run, verdict) {
         return;
     }
-    if verdict
-        .bottleneck
-        .as_ref()
-        .is_some_and(|b| b.name == super::bottleneck::backlog::NAME)
-    {
+    let waited = match verdict.bottleneck.as_ref().map(|b| b.name.as_str()) {
+        Some(super::bottleneck::backlog::NAME) => Some("in the listen queue"),
+        Some(super::bottleneck::workers::NAME) => Some("for the server's workers"),
+        _ => None,
+    };
+    if let Some(waited) = waited {
         verdict.what_if = None;
-        verdict.no_what_if = Some(
-            "the clients waited in the listen queue, before the server's resources: a model of those resources has nothing to change for them"
-                .to_string(),
-        );
+        verdict.no_what_if = Some(format!(
+            "the clients waited {waited}, before the server's resources: a model of those resources has nothing to change for them"
+        ));
     }
     let unit = verdict.rate_unit;
     let turned: Vec<TurnedAway> = run

@@ -74,6 +74,7 @@ pub(crate) fn mva_points(d_cpu: f64, d_disk: f64, think: f64, users: &[u32]) -> 
                 },
                 over_200ms: 0.0,
                 over_1s: 0.0,
+                held_over_1s_s: 0.0,
                 far_tail: 0.0,
                 slow_group: None,
                 think_s: think,

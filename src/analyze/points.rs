@@ -179,6 +179,10 @@ pub(crate) struct StepPoint {
     /// Shares of operations whose response took over 200 ms and over 1 s.
     pub(crate) over_200ms: f64,
     pub(crate) over_1s: f64,
+    /// Seconds the users spent in operations over 1 s: those served, and
+    /// those still in flight at the window's end (their time so far).
+    #[serde(skip)]
+    pub(crate) held_over_1s_s: f64,
     /// Share of operations slower than ten times the 90th percentile: a
     /// group apart from the body of the distribution.
     pub(crate) far_tail: f64,
@@ -332,6 +336,8 @@ impl StepPoint {
             failed_s: all.failed_time.as_secs_f64(),
             over_200ms: share_over(200_000),
             over_1s: share_over(1_000_000),
+            held_over_1s_s: time_over(&all.response, 1_000_000)
+                + time_over(&tally.unfinished, 1_000_000),
             far_tail: share_over(
                 summary
                     .response
@@ -593,6 +599,15 @@ fn shaped_links(samples: &[&HostSample]) -> Vec<ResourceUse> {
         .collect()
 }
 
+/// Seconds of the values over `micros` a microsecond histogram holds.
+fn time_over(h: &hdrhistogram::Histogram<u64>, micros: u64) -> f64 {
+    h.iter_recorded()
+        .filter(|v| h.lowest_equivalent(v.value_iterated_to()) > micros)
+        .map(|v| h.median_equivalent(v.value_iterated_to()) as f64 * v.count_at_value() as f64)
+        .sum::<f64>()
+        / 1e6
+}
+
 /// A group of responses apart from the body: above the median, a stretch
 /// of at least a factor of four in latency with (next to) nothing in it,
 /// and at least 0.2% of operations beyond it. A single-humped
@@ -750,5 +765,24 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
             .flat_map(|s| s.qdiscs.iter().filter_map(|q| q.loss))
             .filter(|l| *l > 0.0)
             .max_by(f64::total_cmp),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::time_over;
+
+    /// The time held in operations over 1 s is each one's own time, not
+    /// a second each: a SYN retransmitted twice waited 3 s.
+    #[test]
+    fn the_time_over_a_second_is_each_operations_own() {
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        h.record_n(2_000, 1_000).unwrap();
+        h.record_n(1_000_000, 5).unwrap();
+        h.record_n(1_030_000, 4).unwrap();
+        h.record(3_100_000).unwrap();
+        let held = time_over(&h, 1_000_000);
+        assert!((held - (4.0 * 1.03 + 3.1)).abs() < 0.01, "{held}");
+        assert_eq!(time_over(&h, 5_000_000), 0.0);
     }
 }

@@ -9,7 +9,7 @@
 //! nginx and under Varnish; the echo agent of a net run under a CPU quota,
 //! a stream through a shaped link, a PostgreSQL and a MariaDB swept past
 //! their max_connections, an nginx's rate, connection and open-file
-//! limits; the quick
+//! limits, a single-threaded server's one worker; the quick
 //! starts of web, disk, files and net, and the engine's self-test) is run
 //! once with short steps, and its verdict must name the class (a miss
 //! while the hypervisor took 10% or more of the CPU, the host shared with
@@ -28,11 +28,7 @@
 //! cgroup, with the throttle's value expected) and the log-dir lab,
 //! `serializable` by `serializable-retries` (the same retries, and never
 //! the generator), `bank-quick` by the SQLite bank test of `main.rs`. The
-//! script runs them all. `backlog-nginx` is not run here for now: on a
-//! host fast enough to serve about 10,000 requests a second it filled the
-//! CPUs (90% busy at 8 users) before the listen queue held the users,
-//! twice in a row, and the verdict named the CPU, rightly for those runs;
-//! the class must first be made so that its backlog bites before the CPU.
+//! script runs them all.
 
 use std::process::Command;
 
@@ -189,6 +185,11 @@ fn scenario_an_nginx_past_its_worker_connections_is_its_admission_limit() {
 #[test]
 fn scenario_an_nginx_at_its_open_file_limit_is_its_admission_limit() {
     scenario("open-files-nginx");
+}
+
+#[test]
+fn scenario_a_single_threaded_server_past_its_one_worker_is_its_workers() {
+    scenario("server-workers");
 }
 
 #[test]

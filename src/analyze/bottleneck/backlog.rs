@@ -5,10 +5,11 @@
 //! on the server is busy for that wait, so no resource shows it; the
 //! users' time does. In a closed loop, from the peak on, a step where the
 //! server's host counted ≥ 10 overflows and its operations over 1 s held
-//! at least a fifth of the users' time (each of them at least 1 s) is
-//! limited by the listen backlog: an admission limit of the server's own
-//! configuration (its `listen()` backlog, which `net.core.somaxconn`
-//! caps), not a resource.
+//! at least a fifth of the users' time (counting those still held at the
+//! window's end), and whose server's threads (when followed) waited for
+//! requests, had room, is limited by the listen backlog: an admission
+//! limit of the server's own configuration (its `listen()` backlog, which
+//! `net.core.somaxconn` caps), not a resource.
 
 use super::super::capacity::load_text;
 use super::super::points::StepPoint;
@@ -26,13 +27,12 @@ const OVERFLOWS: f64 = 10.0;
 const HELD: f64 = 0.2;
 
 /// The share of a closed-loop step's users' time spent in operations
-/// over 1 s, counting each at 1 s (a lower bound: the SYN retransmits
-/// that follow wait 3 s and 7 s).
+/// over 1 s: those served and those still held at the window's end, each
+/// at its own time (a SYN retransmitted twice waited 3 s).
 fn held_share(p: &StepPoint) -> Option<f64> {
     let window = p.completed as f64 / p.throughput;
     let users_time = p.load * window;
-    let held = p.over_1s * p.completed as f64;
-    (p.throughput > 0.0 && users_time > 0.0).then(|| held / users_time)
+    (p.throughput > 0.0 && users_time > 0.0).then(|| p.held_over_1s_s / users_time)
 }
 
 /// The verdict of a closed loop the listen queue's overflows held back,
@@ -42,6 +42,11 @@ pub(crate) fn verdict(points: &[StepPoint], shape: RunShape, peak: usize) -> Opt
         return None;
     }
     let (p, share) = points[peak..].iter().find_map(|p| {
+        // Workers that never waited for a request had no room for more:
+        // the queue past them is theirs (see `workers`).
+        if super::workers::never_idle(p).is_some() {
+            return None;
+        }
         let overflows = p.extras.listen_overflows?;
         let share = held_share(p)?;
         (overflows >= OVERFLOWS && share >= HELD).then_some((p, share))
@@ -58,7 +63,7 @@ pub(crate) fn verdict(points: &[StepPoint], shape: RunShape, peak: usize) -> Opt
             trend.join(" → ")
         ),
         format!(
-            "{} of operations at {} took over 1 s, each a client waiting for its SYN retransmit (1 s, then 3 s): they held at least {} of the users' time there",
+            "{} of operations at {} took over 1 s, each a client waiting for its SYN retransmit (1 s, then 3 s): with those still waiting at the window's end they held {} of the users' time there",
             Percent(p.over_1s),
             load_text(p),
             Percent(share.min(1.0))

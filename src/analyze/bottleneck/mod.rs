@@ -21,6 +21,11 @@
 //! 4. **storage waits** ([`io`]) — the sessions wait on the commit log or
 //!    on reading data, whether or not the device looks busy: `commit I/O`,
 //!    `memory → disk reads` or `disk reads (the I/O path)`.
+//! 5. **the server's workers** ([`workers`]) — a fixed pool of the
+//!    server's threads or processes never waited for a request past the
+//!    knee while the users outnumbered it: an admission limit of its
+//!    configuration. Then a full listen queue that turned clients away
+//!    while the server had room for them ([`backlog`]).
 //! 5. **network loss** ([`network`]) — retransmissions or a dropping qdisc
 //!    with a latency tail.
 //! 6. **one single-threaded server process** ([`hardware::one_process`])
@@ -66,6 +71,7 @@ pub(crate) mod server_cgroup;
 pub(crate) mod status;
 pub(crate) mod time_spent;
 pub(crate) mod waits;
+pub(crate) mod workers;
 
 use super::capacity::{load_text, Knee};
 use super::demands::Demands;
@@ -192,14 +198,17 @@ fn decide(
     if let Some(found) = saturated(&run, from, &waits, fall) {
         return found;
     }
-    if let Some(found) = backlog::verdict(points, shape, peak) {
-        return found;
-    }
     if let Some(limit) = limit::verdict(points, shape, &waits) {
         return limit;
     }
     if let Some(io) = io::verdict(points, from, &waits, demands) {
         return latency_bound::commit_io(points, shape, io);
+    }
+    if let Some(found) = workers::verdict(points, shape, knee) {
+        return found;
+    }
+    if let Some(found) = backlog::verdict(points, shape, peak) {
+        return found;
     }
     if let Some(loss) = network::loss(points, knee) {
         return loss;
