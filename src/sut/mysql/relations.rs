@@ -69,6 +69,12 @@ pub(crate) fn of_rows(rows: &[Row]) -> Vec<(String, f64, f64)> {
 mod tests {
     use super::*;
 
+    /// The query asks for no more relations than a look keeps.
+    #[test]
+    fn the_query_keeps_as_many_relations_as_a_look_reports() {
+        assert!(SQL.ends_with(&format!("LIMIT {RELATIONS}")), "{SQL}");
+    }
+
     /// A table with a secondary index gives two relations, one without
     /// gives one, and a row the server sent oddly is passed over.
     #[test]

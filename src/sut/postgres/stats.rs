@@ -168,3 +168,17 @@ impl DbStatsSource for PgStats {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query asks for no more relations than an interval keeps.
+    #[test]
+    fn the_query_keeps_as_many_relations_as_an_interval_records() {
+        assert!(
+            RELATIONS_SQL.ends_with(&format!("LIMIT {RELATIONS}")),
+            "{RELATIONS_SQL}"
+        );
+    }
+}

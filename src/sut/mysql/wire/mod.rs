@@ -15,8 +15,10 @@
 //!   `caching_sha2_password` when the server has the user cached (its fast
 //!   path); anything else, or TLS, is refused in one line.
 //! - **Faults**: a reply over 1 MiB (16 MiB for a script's; `TooLarge`),
-//!   a reply cut short or one that makes no sense ends the connection
-//!   (`Lost`), never the process. A reply is
+//!   a reply cut short or one that makes no sense (a packet out of
+//!   sequence among them) ends the connection (`Lost`), never the
+//!   process; bytes past the last reply owed, sent unasked, leave the
+//!   exchange answered and the next one lost. A reply is
 //!   consumed only once whole, so an exchange abandoned at its timeout is
 //!   settled (its reply read and dropped) before the next; a write cut
 //!   short marks the connection broken.
@@ -391,6 +393,11 @@ impl MyWire {
                     }
                     self.read.advance(len);
                     self.owed -= 1;
+                    // Bytes past the last reply owed were sent unasked:
+                    // the next exchange would read them as its own.
+                    if self.owed == 0 && !self.read.is_empty() {
+                        self.broken = true;
+                    }
                     return Ok(reply);
                 }
                 Ok(None) => {}
@@ -460,7 +467,21 @@ fn scan(
     limit: usize,
 ) -> io::Result<Option<(usize, Result<Reply, u16>)>> {
     let nonsense = || io::Error::new(io::ErrorKind::InvalidData, "a reply out of protocol");
-    let Some((start, end)) = packet_at(buf, 0, limit)? else {
+    // Each packet of a reply carries the next sequence number, from 1 (the
+    // command was 0): one that does not was sent for another exchange,
+    // and the connection has lost its place.
+    let mut seq: u8 = 0;
+    let mut next = |at: usize| -> io::Result<Option<(usize, usize)>> {
+        let Some((start, end)) = packet_at(buf, at, limit)? else {
+            return Ok(None);
+        };
+        seq = seq.wrapping_add(1);
+        if buf[start - 1] != seq {
+            return Err(nonsense());
+        }
+        Ok(Some((start, end)))
+    };
+    let Some((start, end)) = next(0)? else {
         return Ok(None);
     };
     let first = &buf[start..end];
@@ -485,14 +506,14 @@ fn scan(
         .checked_add(u64::from(!deprecate_eof))
         .ok_or_else(nonsense)?;
     for _ in 0..definitions {
-        let Some((_, end)) = packet_at(buf, at, limit)? else {
+        let Some((_, end)) = next(at)? else {
             return Ok(None);
         };
         at = end;
     }
     let mut rows = 0;
     loop {
-        let Some((start, end)) = packet_at(buf, at, limit)? else {
+        let Some((start, end)) = next(at)? else {
             return Ok(None);
         };
         match buf[start..end].first() {

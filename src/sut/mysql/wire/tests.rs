@@ -93,6 +93,13 @@ fn replies_are_scanned_whole_or_not_at_all() {
             })
         ))
     );
+    // A packet out of sequence (the reply's first, or one within it) was
+    // sent for another exchange.
+    assert!(scan(&packet(2, &[0, 1, 0, 2, 0, 0, 0]), true, MAX_REPLY).is_err());
+    let mut skipped = set.clone();
+    // The second packet (the column definition) numbered 9, not 2.
+    skipped[5 + 3] = 9;
+    assert!(scan(&skipped, true, MAX_REPLY).is_err());
     // A 16 MB length, an infile request, an empty packet: nonsense.
     assert!(scan(&[0xFF, 0xFF, 0xFF, 0, 1], true, MAX_REPLY).is_err());
     assert!(scan(&packet(1, &[0xFB, b'x']), true, MAX_REPLY).is_err());
@@ -104,15 +111,24 @@ fn a_text_result_gives_its_first_row_and_a_reply_over_the_limit_is_too_large() {
     // Two columns, their definitions, two text rows (a NULL, then a
     // value of 3 bytes), the closing EOF; with and without DEPRECATE_EOF.
     for deprecate_eof in [true, false] {
-        let mut set = packet(1, &[2]);
-        set.extend(packet(2, b"\x03def\x00\x00\x00\x05stock\x00"));
-        set.extend(packet(3, b"\x03def\x00\x00\x00\x05price\x00"));
-        if !deprecate_eof {
-            set.extend(packet(4, &[0xFE, 0, 0, 2, 0]));
-        }
-        set.extend(packet(5, b"\xfb\x033.5"));
-        set.extend(packet(6, b"\x0212\x011"));
-        set.extend(packet(7, &[0xFE, 0, 0, 2, 0, 0, 0]));
+        let eof: &[u8] = &[0xFE, 0, 0, 2, 0];
+        let payloads: Vec<&[u8]> = [
+            &[2][..],
+            b"\x03def\x00\x00\x00\x05stock\x00",
+            b"\x03def\x00\x00\x00\x05price\x00",
+        ]
+        .into_iter()
+        .chain((!deprecate_eof).then_some(eof))
+        .chain([
+            &b"\xfb\x033.5"[..],
+            b"\x0212\x011",
+            &[0xFE, 0, 0, 2, 0, 0, 0],
+        ])
+        .collect();
+        let set: Vec<u8> = (1u8..)
+            .zip(payloads)
+            .flat_map(|(seq, p)| packet(seq, p))
+            .collect();
         let (len, reply) = scan(&set, deprecate_eof, MAX_REPLY).unwrap().unwrap();
         assert_eq!(
             (len, reply),
@@ -444,6 +460,51 @@ fn late_peer() -> MyTarget {
             let _ = stream.write_all(&packet(1, &[0, 3, 0, 2, 0, 0, 0]));
         }
     })
+}
+
+/// A server out of step with its client: an OK packet sent unasked after
+/// the reply (in the same write), a reply whose packet is out of
+/// sequence, or a stale packet of an earlier exchange arriving before the
+/// next one's reply. Never read as the next exchange's answer: the
+/// connection is lost, on a held socket too.
+#[test]
+fn a_packet_sent_unasked_or_out_of_sequence_answers_no_later_exchange() {
+    let ok = |affected: u8| packet(1, &[0, affected, 0, 2, 0, 0, 0]);
+    let answered = Ok(Reply {
+        affected: 1,
+        rows: 0,
+    });
+    let mut unasked = ok(1);
+    unasked.extend(ok(7));
+    let out_of_sequence = packet(2, &[0, 1, 0, 2, 0, 0, 0]);
+    for held in [false, true] {
+        assert_eq!(
+            exchange(&peer(vec![unasked.clone(), ok(2)]), false, held),
+            vec![answered, Err(MyError::Lost)],
+            "unasked, held {held}"
+        );
+        assert_eq!(
+            exchange(&peer(vec![out_of_sequence.clone(), ok(2)]), false, held),
+            vec![Err(MyError::Lost), Err(MyError::Lost)],
+            "out of sequence, held {held}"
+        );
+        let stale = scripted(move |stream| {
+            let mut buf = [0u8; 4096];
+            if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(&ok(1)).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            let _ = stream.write_all(&packet(2, &[0, 7, 0, 2, 0, 0, 0]));
+            if stream.read(&mut buf).unwrap_or(0) > 0 {
+                let _ = stream.write_all(&ok(2));
+            }
+        });
+        assert_eq!(
+            exchange(&stale, false, held),
+            vec![answered, Err(MyError::Lost)],
+            "stale, held {held}"
+        );
+    }
 }
 
 // The text protocol (`text`): result sets, errors and bounds.
