@@ -7,13 +7,14 @@
 //! throughput holds at workers ÷ time per request however many users
 //! come. It is a limit of the server's configuration, not of a resource.
 //!
-//! Its mark, read from the server's threads: in a closed loop, at every
-//! step past the knee, the threads serving never waited for a request
-//! (under 5% of their time on their clients or the network), were not
-//! mostly on a CPU or waiting for one (a CPU's case) nor on locks
-//! (contention's), and the users outnumbered them at least twice over,
-//! their number not growing with the load (a thread per connection is no
-//! fixed pool). A worker waiting on a backend over the network (a
+//! Its mark, read from the server's threads: at every step past the
+//! knee, the threads serving never waited for a request (under 5% of
+//! their time on their clients or the network), were not mostly on a CPU
+//! or waiting for one (a CPU's case) nor on locks (contention's), and
+//! more came than they took — in a closed loop the users outnumbered them
+//! at least twice over, in an open one they served under 95% of the rate
+//! — their number not growing with the load (a thread per connection is
+//! no fixed pool). A worker waiting on a backend over the network (a
 //! database, an upstream) is counted on clients/network, as one waiting
 //! for work is: such a pool is not named here.
 
@@ -37,6 +38,8 @@ const ON_CPU: f64 = 0.6;
 const LOCKS: f64 = 0.3;
 /// Users per serving thread from which the users outnumber the pool.
 const OUTNUMBERED: f64 = 2.0;
+/// Share of an open loop's rate under which the pool fell short of it.
+const SHORT: f64 = 0.95;
 /// Growth of the serving threads over the steps past the knee from which
 /// they are no fixed pool.
 const FIXED: f64 = 1.5;
@@ -71,20 +74,37 @@ pub(crate) fn never_idle(p: &StepPoint) -> Option<Busy> {
     })
 }
 
-/// The verdict of a closed loop whose throughput a fixed pool of the
-/// server's workers held, when one did.
+/// The verdict of a run whose throughput a fixed pool of the server's
+/// workers held, when one did.
 pub(crate) fn verdict(
     points: &[StepPoint],
     shape: RunShape,
     knee: Option<&Knee>,
 ) -> Option<Bottleneck> {
-    if !shape.closed {
-        return None;
-    }
+    // More came than the workers took: users outnumbering them, or a
+    // rate they fell short of.
+    let queued = |p: &StepPoint, b: &Busy| {
+        if shape.closed {
+            p.load >= OUTNUMBERED * b.threads
+        } else {
+            p.throughput <= SHORT * p.load
+        }
+    };
+    // Steps past the knee where no more came than the workers took yet
+    // (a latency knee can come early) say nothing of the pool.
     let past = points.get(knee?.at + 1..)?;
+    let first = past.iter().position(|p| {
+        let threads = p
+            .threads
+            .server
+            .as_ref()
+            .map_or(0.0, |t| t.serving().total());
+        queued(p, &Busy { threads, idle: 0.0 })
+    })?;
+    let past = &past[first..];
     let busy: Vec<Busy> = past
         .iter()
-        .map_while(|p| never_idle(p).filter(|b| p.load >= OUTNUMBERED * b.threads))
+        .map_while(|p| never_idle(p).filter(|b| queued(p, b)))
         .collect();
     let (first, last) = (busy.first()?, busy.last()?);
     if last.threads > FIXED * first.threads.max(1.0) {
@@ -94,34 +114,18 @@ pub(crate) fn verdict(
     // starved, or the pool was not what held the curve.
     let (held, starved) = past.split_at(busy.len());
     let starved: Vec<String> = starved.iter().map(starved_line).collect::<Option<_>>()?;
-    let (pk, p0, pn) = (points.get(knee?.at)?, held.first()?, held.last()?);
-    let by_step = if held.len() > 1 {
-        let each: Vec<String> = held
-            .iter()
-            .zip(&busy)
-            .map(|(p, b)| format!("{} at {}", Percent(b.idle), load_text(p)))
-            .collect();
-        format!(" ({})", each.join(", "))
+    let (p0, pn) = (held.first()?, held.last()?);
+    // Where the throughput is said to have held from: the first step the
+    // pool held, or the knee's when it held one step only.
+    let pk = if held.len() > 1 {
+        p0
     } else {
-        String::new()
+        points.get(knee?.at)?
     };
     let mut evidence = vec![
-        format!(
-            "the server's {:.1} serving threads never waited for a request from {} on: on their clients or the network {} of their time{by_step}",
-            last.threads,
-            load_text(p0),
-            Percent(busy.iter().map(|b| b.idle).fold(0.0, f64::max)),
-        ),
+        idle_line(held, &busy),
         held_line(pn, last),
-        format!(
-            "throughput held from {} at {} to {} at {}, the users outnumbering the threads {:.0} times over there{}",
-            pk.rate(pk.throughput),
-            load_text(pk),
-            pn.rate(pn.throughput),
-            load_text(pn),
-            pn.load / last.threads,
-            busiest(pn)
-        ),
+        throughput_line(pk, pn, last, shape),
     ];
     let backlog = if starved.is_empty() {
         overflowed(held)
@@ -165,6 +169,51 @@ fn starved_line(p: &StepPoint) -> Option<String> {
             Latency(p.response.p99)
         )
     })
+}
+
+/// The workers' idle share over the steps `held` they held, by step when
+/// more than one.
+fn idle_line(held: &[StepPoint], busy: &[Busy]) -> String {
+    let by_step = if held.len() > 1 {
+        let each: Vec<String> = held
+            .iter()
+            .zip(busy)
+            .map(|(p, b)| format!("{} at {}", Percent(b.idle), load_text(p)))
+            .collect();
+        format!(" ({})", each.join(", "))
+    } else {
+        String::new()
+    };
+    format!(
+        "the server's {:.1} serving threads never waited for a request from {} on: on their clients or the network {} of their time{by_step}",
+        busy.last().map_or(0.0, |b| b.threads),
+        held.first().map(load_text).unwrap_or_default(),
+        Percent(busy.iter().map(|b| b.idle).fold(0.0, f64::max)),
+    )
+}
+
+/// The throughput from step `pk` to `pn` and how far more came than the
+/// workers took at `pn`.
+fn throughput_line(pk: &StepPoint, pn: &StepPoint, last: &Busy, shape: RunShape) -> String {
+    let more = if shape.closed {
+        format!(
+            "the users outnumbering the threads {:.0} times over there",
+            pn.load / last.threads
+        )
+    } else {
+        format!(
+            "{} of the rate offered there",
+            Percent(pn.throughput / pn.load)
+        )
+    };
+    format!(
+        "throughput {} at {} → {} at {}, {more}{}",
+        pk.rate(pk.throughput),
+        load_text(pk),
+        pn.rate(pn.throughput),
+        load_text(pn),
+        busiest(pn)
+    )
 }
 
 /// How long each request held a worker at step `p` (Little's law on the
@@ -286,10 +335,42 @@ mod tests {
             "{all}"
         );
         assert!(
-            all.contains("throughput held from 300 ops/s at 1 user to 400 ops/s at 32 users, the users outnumbering the threads 32 times over there"),
+            all.contains("throughput 400 ops/s at 4 users → 400 ops/s at 32 users, the users outnumbering the threads 32 times over there"),
             "{all}"
         );
         assert!(b.next.unwrap().contains("each adds up to 400 ops/s"));
+    }
+
+    /// The same server offered 200, 400, 800, 1600 and 3200 requests a
+    /// second: past 400 it serves its 400 and no more, never waiting for
+    /// a request; at 400 itself, served in full, it is not short.
+    #[test]
+    fn an_open_loop_the_pool_falls_short_of_is_the_servers_workers() {
+        let judged = || {
+            let mut points = single_threaded(|load| {
+                (1.0, split(1.0, 0.12, if load < 2.0 { 0.25 } else { 0.0 }))
+            });
+            for (p, rate) in points.iter_mut().zip([200.0, 400.0, 800.0, 1600.0, 3200.0]) {
+                p.level = crate::plan::Level::Rate(rate);
+                p.load = rate;
+                p.throughput = if rate < 300.0 { rate } else { 400.0 };
+                p.interval_throughputs = vec![p.throughput; 10];
+            }
+            let shape = RunShape {
+                closed: false,
+                ..SHAPE
+            };
+            verdict_of(points, shape, DEFAULT_MAX_CV, 1)
+                .bottleneck
+                .unwrap()
+        };
+        let b = judged();
+        assert_eq!(b.name, NAME, "{b:?}");
+        let all = b.evidence.join("\n");
+        assert!(
+            all.contains("throughput 400 ops/s at 800 ops/s → 400 ops/s at 3200 ops/s, 12.5% of the rate offered there"),
+            "{all}"
+        );
     }
 
     /// Past the pool, at 32 users, the listen queue overflowed: the
@@ -329,7 +410,7 @@ mod tests {
             all.contains("at 32 users the workers waited for requests 16.0% of their time while a full listen queue turned 142 connection attempts away (TCP ListenOverflows): the clients past it waited for SYN retransmits (1 s, then 3 s) and throughput fell to 175 ops/s (p99 3.00s)"),
             "{all}"
         );
-        assert!(all.contains("to 400 ops/s at 16 users"), "{all}");
+        assert!(all.contains("→ 400 ops/s at 16 users"), "{all}");
         assert!(b.next.unwrap().contains("a longer listen backlog"));
         assert_ne!(judged(0.0).name, NAME);
     }
