@@ -8,7 +8,7 @@
 //! the highest load every session of which opened (or the rate it served
 //! while turning the rest away), and what the steps below it showed.
 
-use super::bottleneck::{Bottleneck, BottleneckKind};
+use super::bottleneck::Bottleneck;
 use super::Verdict;
 use crate::store::StoredRun;
 
@@ -220,19 +220,11 @@ fn connection_limit(
         Some(_) => "admission limit (worker_connections)".to_string(),
         None => "admission limit (connections reset or refused)".to_string(),
     };
-    Bottleneck {
-        kind: BottleneckKind::AdmissionLimit,
-        name,
-        evidence,
-        ruled_out: Vec::new(),
-        unreliable: false,
-        next: Some(format!(
+    Bottleneck::admission_limit(name, evidence, format!(
             "raise the server's limit on connections ({}) to measure it past {}, or give fewer users",
             if setting.is_some() { "worker_connections, and worker_rlimit_nofile with it" } else { "worker_connections, maxconn, the listen backlog, the open-file limit" },
             closed[0].load
-        )),
-        resource: None,
-    }
+        ))
 }
 
 /// The admission limit of an HTTP server that turned requests away in
@@ -278,18 +270,10 @@ fn http_limit(
         ),
     });
     evidence.extend(below.map(|b| format!("the steps below it showed: {b}")));
-    Bottleneck {
-        kind: BottleneckKind::AdmissionLimit,
-        name: format!("admission limit (requests turned away: {})", first.reply),
-        evidence,
-        ruled_out: Vec::new(),
-        unreliable: false,
-        next: Some(format!(
+    Bottleneck::admission_limit(format!("admission limit (requests turned away: {})", first.reply), evidence, format!(
             "raise the limit (nginx's limit_req rate and burst, limit_conn, the proxy's or gateway's) to measure the server behind it, or keep the load under {} to measure it within the limit",
             rate(low)
-        )),
-        resource: None,
-    }
+        ))
 }
 
 fn limit(run: &StoredRun, verdict: &Verdict, reason: &str, setting: &str, at: &str) -> Bottleneck {
@@ -307,17 +291,9 @@ fn limit(run: &StoredRun, verdict: &Verdict, reason: &str, setting: &str, at: &s
     if let Some(below) = verdict.bottleneck.as_ref() {
         evidence.push(format!("the steps below it showed: {}", below.name));
     }
-    Bottleneck {
-        kind: BottleneckKind::AdmissionLimit,
-        name: format!("admission limit ({setting})"),
-        evidence,
-        ruled_out: Vec::new(),
-        unreliable: false,
-        next: Some(format!(
+    Bottleneck::admission_limit(format!("admission limit ({setting})"), evidence, format!(
             "raise {setting} (a restart applies it) or put a connection pool in front of the server, then sweep past {at} again"
-        )),
-        resource: None,
-    }
+        ))
 }
 
 /// What the server's inventory, taken when the run started, says of its

@@ -11,7 +11,7 @@
 //! below it. A process at its limit in a step that showed nothing wrong
 //! is a caveat: one more connection or file fails.
 
-use super::bottleneck::{Bottleneck, BottleneckKind};
+use super::bottleneck::Bottleneck;
 use super::host::HostSource;
 use super::Verdict;
 use crate::engine::{StepResult, StepStatus};
@@ -195,19 +195,11 @@ pub(crate) fn limit(steps: &[StepFiles], nginx: &[(String, String)]) -> Option<B
             ))
         ));
     }
-    Some(Bottleneck {
-        kind: BottleneckKind::AdmissionLimit,
-        name: NAME.to_string(),
-        evidence,
-        ruled_out: Vec::new(),
-        unreliable: false,
-        next: Some(format!(
+    Some(Bottleneck::admission_limit(NAME.to_string(), evidence, format!(
             "raise the server's open-file limit ({}a service's LimitNOFILE=, ulimit -n) or hold fewer files open, to measure it past {}",
             raise_with(&setting),
             step.load
-        )),
-        resource: None,
-    })
+        )))
 }
 
 /// The managed kinds' own setting that raises the open-file limit, with

@@ -13,7 +13,7 @@
 
 use super::super::capacity::load_text;
 use super::super::points::StepPoint;
-use super::{Bottleneck, BottleneckKind, RunShape};
+use super::{Bottleneck, RunShape};
 use crate::units::Percent;
 
 /// The verdict's name.
@@ -73,16 +73,8 @@ pub(crate) fn verdict(points: &[StepPoint], shape: RunShape, peak: usize) -> Opt
             crate::units::Latency(p.response.p50)
         ),
     ];
-    Some(Bottleneck {
-        kind: BottleneckKind::AdmissionLimit,
-        name: NAME.to_string(),
-        evidence,
-        ruled_out: Vec::new(),
-        unreliable: false,
-        next: Some(
+    Some(Bottleneck::admission_limit(NAME.to_string(), evidence,
             "raise the server's listen backlog (nginx: listen … backlog=N; a socket's listen() argument), which net.core.somaxconn caps, or let it accept sooner (more workers, multi_accept)"
                 .to_string(),
-        ),
-        resource: None,
-    })
+        ))
 }

@@ -120,6 +120,22 @@ pub(crate) struct Bottleneck {
     pub(crate) resource: Option<String>,
 }
 
+impl Bottleneck {
+    /// A limit of the server's own configuration (`admission limit (…)`):
+    /// no resource to add, nothing ruled out.
+    pub(crate) fn admission_limit(name: String, evidence: Vec<String>, next: String) -> Self {
+        Bottleneck {
+            kind: BottleneckKind::AdmissionLimit,
+            name,
+            evidence,
+            ruled_out: Vec::new(),
+            unreliable: false,
+            next: Some(next),
+            resource: None,
+        }
+    }
+}
+
 /// What the analysis must know of the run beyond its points.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct RunShape {

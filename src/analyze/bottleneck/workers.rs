@@ -21,7 +21,7 @@
 use super::super::capacity::{load_text, Knee};
 use super::super::points::StepPoint;
 use super::super::threads::shares_text;
-use super::{Bottleneck, BottleneckKind, RunShape};
+use super::{Bottleneck, RunShape};
 use crate::units::{Latency, Percent};
 use std::time::Duration;
 
@@ -142,15 +142,11 @@ pub(crate) fn verdict(
         );
     }
     evidence.extend(backlog);
-    Some(Bottleneck {
-        kind: BottleneckKind::AdmissionLimit,
-        name: NAME.to_string(),
+    Some(Bottleneck::admission_limit(
+        NAME.to_string(),
         evidence,
-        ruled_out: Vec::new(),
-        unreliable: false,
-        next: Some(next),
-        resource: None,
-    })
+        next,
+    ))
 }
 
 /// A step past the pool's where its workers waited for requests because
@@ -271,6 +267,7 @@ fn overflowed(past: &[StepPoint]) -> Option<String> {
 mod tests {
     use super::super::super::fixture::{mva_points, SHAPE};
     use super::super::super::{verdict_of, DEFAULT_MAX_CV};
+    use super::super::BottleneckKind;
     use super::*;
     use crate::probe::counters::threads::{ThreadSplit, ThreadStates};
 
