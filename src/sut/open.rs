@@ -220,7 +220,10 @@ impl Endpoint {
         match self {
             Endpoint::Postgres(t) => Some(block_on(async {
                 let client = pg::connect(t, &t.config).await?;
-                super::settings::postgres_settings(&client).await
+                let mut s = super::settings::postgres_settings(&client).await?;
+                let pool = pg::pool::look(t, &s.settings).await;
+                s.settings.extend(pool);
+                Ok(s)
             })),
             Endpoint::Mysql(t) => Some(block_on(async {
                 let mut conn = mysql::connect(t, mysql::LOOK_QUERY).await?;

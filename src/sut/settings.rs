@@ -64,6 +64,7 @@ pub(crate) async fn postgres_settings(
                 "superuser_reserved_connections",
                 "reserved_connections",
                 "data_directory",
+                "port",
             ]],
         )
         .await?;

@@ -5,6 +5,7 @@
 //! and one line for each way a connection can fail, are here too; the
 //! statistics sampled during a run are in [`stats`].
 
+pub(crate) mod pool;
 pub mod stats;
 pub(crate) mod wire;
 
@@ -222,6 +223,24 @@ fn connection_limit(text: &str) -> &'static str {
     }
 }
 
+/// A connection pool's own refusal (pgbouncer's words, which it sends as
+/// a FATAL error): the limit it names, and what it did.
+fn pool_limit(text: &str) -> Option<(&'static str, &'static str)> {
+    if text.contains("query_wait_timeout") {
+        Some((
+            "pool size",
+            "ended the session after it waited the pool's query_wait_timeout for a server connection, every one the pool may open taken",
+        ))
+    } else if text.contains("max_client_conn") {
+        Some((
+            "pool's max_client_conn",
+            "refused the session: it holds as many clients as it takes",
+        ))
+    } else {
+        None
+    }
+}
+
 /// The one line for a connection that failed: with the server's SQLSTATE
 /// when it refused, else from the client's text and its cause.
 pub(crate) fn refusal(target: &PgTarget, code: Option<&str>, text: &str, cause: &str) -> PlanError {
@@ -242,7 +261,15 @@ pub(crate) fn refusal(target: &PgTarget, code: Option<&str>, text: &str, cause: 
             ))
             .refused_by(connection_limit(text));
         }
-        Some(c) => format!("PostgreSQL at {at} refused the connection ({c}: {text})"),
+        Some(c) => match pool_limit(text) {
+            Some((setting, what)) => {
+                return PlanError::new(format!(
+                    "the connection pool in front of PostgreSQL at {at} {what} ({c}: {text})"
+                ))
+                .refused_by(setting)
+            }
+            None => format!("PostgreSQL at {at} refused the connection ({c}: {text})"),
+        },
         None => {
             if cause.contains("refused") {
                 format!("nothing answers at {at} (connection refused); start PostgreSQL there or fix the host and port")

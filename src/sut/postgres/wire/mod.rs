@@ -264,6 +264,56 @@ impl Wire {
         }
     }
 
+    /// Reads the replies owed to statements being prepared, up to the
+    /// last ReadyForQuery, within [`crate::sut::LOOK_QUERY`]: the first
+    /// error the server gave, and the columns a description named (into
+    /// `columns`). A FATAL error ends the session there (the server closes
+    /// it next), in the server's words; so does a server, or a pool in
+    /// front of it, that answers nothing in time.
+    async fn prepared(
+        &mut self,
+        target: &PgTarget,
+        mut columns: Option<&mut Vec<String>>,
+    ) -> anyhow::Result<Option<(SqlState, String)>> {
+        let replies = async {
+            let mut failed = None;
+            while self.owed > 0 {
+                match self.message().await.map_err(|e| lost(target, &e))? {
+                    Message::ErrorResponse(body) => {
+                        let (code, text) = error_fields(&body);
+                        if is_fatal(&body) {
+                            self.broken = true;
+                            anyhow::bail!(super::refusal(target, Some(code.as_str()), &text, ""));
+                        }
+                        failed.get_or_insert((code, text));
+                    }
+                    Message::RowDescription(body) => {
+                        if let Some(columns) = columns.as_deref_mut() {
+                            let mut fields = body.fields();
+                            while let Some(field) = fields.next().map_err(|_| protocol(target))? {
+                                columns.push(field.name().to_string());
+                            }
+                        }
+                    }
+                    Message::ReadyForQuery(_) => self.owed -= 1,
+                    _ => {}
+                }
+            }
+            Ok(failed)
+        };
+        match tokio::time::timeout(crate::sut::LOOK_QUERY, replies).await {
+            Ok(replies) => replies,
+            Err(_) => {
+                self.broken = true;
+                anyhow::bail!(PlanError::new(format!(
+                    "{} took the session but did not answer a statement perflab prepares within {} s: a connection pool in front of the server (pgbouncer in session mode) keeps a session waiting while every server connection it may open is taken, or the server is stalled; give fewer users or raise the pool's size",
+                    target.display,
+                    crate::sut::LOOK_QUERY.as_secs()
+                )))
+            }
+        }
+    }
+
     /// Parses `sql` as the named statement, its parameters all bigint, and
     /// encodes its Bind and Execute messages (parameters and results in
     /// binary).
@@ -283,15 +333,7 @@ impl Wire {
         frontend::sync(&mut self.write);
         self.owed += 1;
         self.send().await.map_err(|e| lost(target, &e))?;
-        let mut failed = None;
-        while self.owed > 0 {
-            match self.message().await.map_err(|e| lost(target, &e))? {
-                Message::ErrorResponse(body) => failed = Some(error_fields(&body)),
-                Message::ReadyForQuery(_) => self.owed -= 1,
-                _ => {}
-            }
-        }
-        if let Some((code, text)) = failed {
+        if let Some((code, text)) = self.prepared(target, None).await? {
             anyhow::bail!(PlanError::new(format!(
                 "PostgreSQL at {} cannot prepare `{sql}` ({code}: {text})",
                 target.display
@@ -596,6 +638,27 @@ fn error_fields(
         }
     }
     (code, text)
+}
+
+/// Whether an error response ends the session: severity FATAL or PANIC
+/// (the server, or a pool in front of it, closes the connection next).
+fn is_fatal(body: &postgres_protocol::message::backend::ErrorResponseBody) -> bool {
+    // `V` is never translated; `S` may be, and is all an older server or
+    // a pool sends.
+    let (mut localized, mut plain) = (None, None);
+    let mut fields = body.fields();
+    while let Ok(Some(field)) = fields.next() {
+        match field.type_() {
+            b'V' => {
+                plain = Some(field.value_bytes() == b"FATAL" || field.value_bytes() == b"PANIC")
+            }
+            b'S' => {
+                localized = Some(field.value_bytes() == b"FATAL" || field.value_bytes() == b"PANIC")
+            }
+            _ => {}
+        }
+    }
+    plain.or(localized).unwrap_or(false)
 }
 
 /// Connects to the first of the target's hosts that accepts.

@@ -351,3 +351,111 @@ mod props {
         }
     }
 }
+
+/// An ErrorResponse of severity `severity`, SQLSTATE `code`, message `text`.
+fn error_response(severity: &str, code: &str, text: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (field, value) in [(b'S', severity), (b'C', code), (b'M', text)] {
+        body.push(field);
+        body.extend_from_slice(value.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut message = vec![b'E'];
+    message.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    message.extend_from_slice(&body);
+    message
+}
+
+/// A peer that completes the startup, then answers the first Parse with
+/// `answer` (none: nothing, holding the socket open for a minute).
+fn preparing_peer(answer: Option<Vec<u8>>) -> PgTarget {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        let ready: &[u8] = b"R\0\0\0\x08\0\0\0\0Z\0\0\0\x05I";
+        if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(ready).is_err() {
+            return;
+        }
+        if stream.read(&mut buf).unwrap_or(0) == 0 {
+            return;
+        }
+        match answer {
+            Some(a) => drop(stream.write_all(&a)),
+            None => std::thread::sleep(Duration::from_secs(60)),
+        }
+    });
+    super::super::resolve(
+        &format!("postgres://u@127.0.0.1:{port}/db"),
+        &|_| None,
+        None,
+    )
+    .unwrap()
+}
+
+/// The first statement perflab prepares once the session is open; when
+/// `paused`, on a clock paused from then on (a deadline passes as soon as
+/// nothing else can run: only for a peer that will not answer).
+fn prepare_first(target: &PgTarget, paused: bool) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut wire = Wire::connect(target).await?;
+        if paused {
+            tokio::time::pause();
+        }
+        wire.prepare(target, "s", "SELECT $1", 1).await.map(drop)
+    })
+}
+
+/// A pool in front of the server that has no server connection for the
+/// session ends it with a FATAL error and closes: the session's error is
+/// the pool's words and names its size as the limit that refused it, not
+/// an unexpected end of file; a FATAL error of the server itself is its
+/// own words; a mere ERROR while preparing is still a statement refused.
+#[test]
+fn a_fatal_error_while_preparing_is_the_servers_or_the_pools_words() {
+    let pool = preparing_peer(Some(error_response("FATAL", "08P01", "query_wait_timeout")));
+    let e = prepare_first(&pool, false).expect_err("the pool ended the session");
+    let text = format!("{e:#}");
+    assert!(
+        text.contains("the connection pool in front of PostgreSQL")
+            && text.contains("(08P01: query_wait_timeout)"),
+        "{text}"
+    );
+    assert_eq!(crate::error::PlanError::refusal_in(&e), Some("pool size"));
+    let shutdown = preparing_peer(Some(error_response(
+        "FATAL",
+        "57P01",
+        "terminating connection due to administrator command",
+    )));
+    let e = prepare_first(&shutdown, false).expect_err("the server ended the session");
+    let text = format!("{e:#}");
+    assert!(text.contains("(57P01: terminating connection"), "{text}");
+    assert_eq!(crate::error::PlanError::refusal_in(&e), None);
+    let mut refused = error_response("ERROR", "42P01", "relation \"t\" does not exist");
+    refused.extend_from_slice(b"Z\0\0\0\x05I");
+    let e = prepare_first(&preparing_peer(Some(refused)), false).expect_err("a statement refused");
+    assert!(format!("{e:#}").contains("cannot prepare"), "{e:#}");
+}
+
+/// A peer that takes the session and then answers nothing (a pool
+/// holding it while every server connection is taken) ends the
+/// preparation at the look's deadline, in one line that says so.
+#[test]
+fn a_session_whose_first_statement_is_never_answered_ends_at_the_deadline() {
+    let e = prepare_first(&preparing_peer(None), true).expect_err("nothing answered");
+    let text = format!("{e:#}");
+    assert!(
+        text.contains("did not answer a statement perflab prepares within 10 s")
+            && text.contains("connection pool"),
+        "{text}"
+    );
+}

@@ -4,10 +4,8 @@
 //! returns; and a reply's data row is read column by column.
 
 use super::super::PgTarget;
-use super::{error_fields, lost, protocol, Wire};
+use super::{lost, Wire};
 use crate::error::PlanError;
-use fallible_iterator::FallibleIterator;
-use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 
 /// A statement prepared with untyped parameters.
@@ -38,21 +36,8 @@ impl Wire {
         frontend::sync(&mut self.write);
         self.owed += 1;
         self.send().await.map_err(|e| lost(target, &e))?;
-        let mut failed = None;
         let mut columns = Vec::new();
-        while self.owed > 0 {
-            match self.message().await.map_err(|e| lost(target, &e))? {
-                Message::ErrorResponse(body) => failed = Some(error_fields(&body)),
-                Message::RowDescription(body) => {
-                    let mut fields = body.fields();
-                    while let Some(field) = fields.next().map_err(|_| protocol(target))? {
-                        columns.push(field.name().to_string());
-                    }
-                }
-                Message::ReadyForQuery(_) => self.owed -= 1,
-                _ => {}
-            }
-        }
+        let failed = self.prepared(target, Some(&mut columns)).await?;
         if let Some((code, text)) = failed {
             anyhow::bail!(PlanError::new(format!(
                 "PostgreSQL at {} cannot prepare it ({code}: {text})",
