@@ -58,6 +58,7 @@ server-throttle-mariadb ^not_reached$         ^commit.I/O.\((a.blkio.throttle|an
 server-throttle-pg      ^(not_reached|resource)$ ^commit.I/O.\((a.blkio.throttle|an.io\.max).of.100.write.IOPS.on.the.server.s.cgroup.*(latency-bound|saturat)
 admission-pg            ^admission_limit$     max_connections
 admission-mariadb       ^admission_limit$     max_connections
+admission-pool          ^admission_limit$     pool.size
 admission-nginx         ^admission_limit$     requests.turned.away
 connections-nginx       ^admission_limit$     worker_connections
 server-workers          ^admission_limit$     workers
@@ -69,7 +70,7 @@ web-quick               ^resource$            ^cpu
 net-quick               ^resource$            ^cpu
 null-quick              ^not_reached$         latency-bound
 '
-CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-nginx connections-nginx server-workers open-files-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
+CLASSES=(cpu cpu-niced cpu-quota contention-pg contention-mariadb contention-niced serializable serializable-retries commit-io commit-latency-mariadb server-throttle-mariadb server-throttle-pg memory-disk link loss generator disk-throttle files-throttle loop-tmpfs cache-small cache-small-varnish net-cpu net-link admission-pg admission-mariadb admission-pool admission-nginx connections-nginx server-workers open-files-nginx disk-quick files-quick bank-quick web-quick net-quick null-quick)
 
 usage() {
     echo "usage: scripts/scenarios.sh [--repeat N] [--short] [--keep-stores DIR] [CLASS...]  (classes: ${CLASSES[*]})" >&2
@@ -147,6 +148,8 @@ fi
 if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
     need_apt+=(mariadb-server mariadb-client)
 fi
+# The pool in front of PostgreSQL (admission-pool).
+command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need_apt+=(pgbouncer)
 if ((${#need_apt[@]})); then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
@@ -335,6 +338,7 @@ remove_all_scn() {
         stop_pidfile "$d/mariadb.pid" "$d"
         stop_pidfile "$d/nginx.pid" "$d"
         stop_pidfile "$d/server.pid" "$d"
+        stop_pidfile "$d/pgbouncer.pid" "$d"
         stop_hogs "$d"
         stop_agent "$d"
     done
@@ -1008,6 +1012,45 @@ scn_admission_pg() {
     preload --target "$PG_DSN" --scale 1
     ENDS_EARLY=1 sweep 1,2,4,8,16,32 --target "$PG_DSN" --server-pid "$PG_PID" --scale 1 \
         --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
+}
+
+# 11a'. A PostgreSQL of the scenario's own behind a pgbouncer of its own
+# in session pooling with 4 server connections (its other settings as
+# shipped: a client waits up to 120 s for one), swept through the pool:
+# perflab's statistics session holds one of the four, so the third user
+# waits in the pool's queue for a connection no one gives back, past the
+# 10 s perflab gives a session's first statement. The verdict is the
+# admission limit, the pool's size, with what pgbouncer's console said.
+scn_admission_pool() {
+    own_pg "" 127.0.0.1 ""
+    preload --target "$PG_DSN" --scale 1
+    local port
+    port=$(free_port)
+    printf '"postgres" ""\n' >"$WORK/pgbouncer.users"
+    cat >"$WORK/pgbouncer.ini" <<INI
+[databases]
+postgres = host=127.0.0.1 port=$PG_PORT dbname=postgres user=postgres
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $WORK/pgbouncer.users
+admin_users = postgres
+pool_mode = session
+default_pool_size = 4
+logfile = $WORK/pgbouncer.log
+pidfile = $WORK/pgbouncer.pid
+INI
+    chown postgres:postgres "$WORK/pgbouncer.ini" "$WORK/pgbouncer.users"
+    runuser -u postgres -- "$(command -v pgbouncer)" -d "$WORK/pgbouncer.ini" >/dev/null 2>&1 \
+        || fail "pgbouncer did not start: $(tail -n 3 "$WORK/pgbouncer.log" 2>/dev/null)"
+    for _ in $(seq 1 50); do
+        psql -XAtq "postgres://postgres@127.0.0.1:$port/postgres" -c 'SELECT 1' >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    ENDS_EARLY=1 sweep 1,2,4,8 --target "postgres://postgres@127.0.0.1:$port/postgres" \
+        --server-pid "$PG_PID" --scale 1 --mix atm:balance=100,withdraw=0,deposit=0,transfer=0
 }
 
 # 11b. The same on a MariaDB of its own (error 1040, "Too many

@@ -20,6 +20,9 @@ if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ] \
     || ! command -v mariadb-install-db >/dev/null 2>&1; then
     need_apt+=(mariadb-server mariadb-client)
 fi
+# The verdict suite puts a pgbouncer of its own in front of a PostgreSQL
+# (a connection pool's size as the admission limit).
+command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need_apt+=(pgbouncer)
 # The web workload's tests start their own nginx (nginx-light is enough:
 # it has stub_status).
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)

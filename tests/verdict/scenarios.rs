@@ -8,8 +8,9 @@
 //! caching accelerator whose cache is smaller than its file set, under
 //! nginx and under Varnish; the echo agent of a net run under a CPU quota,
 //! a stream through a shaped link, a PostgreSQL and a MariaDB swept past
-//! their max_connections, an nginx's rate, connection and open-file
-//! limits, a single-threaded server's one worker; the quick
+//! their max_connections, a PostgreSQL through a full pgbouncer, an
+//! nginx's rate, connection and open-file limits, a single-threaded
+//! server's one worker; the quick
 //! starts of web, disk, files and net, and the engine's self-test) is run
 //! once with short steps, and its verdict must name the class (a miss
 //! while the hypervisor took 10% or more of the CPU, the host shared with
@@ -165,6 +166,11 @@ fn scenario_a_stream_through_a_shaped_veth_is_the_link() {
 #[test]
 fn scenario_a_postgres_past_its_max_connections_is_its_admission_limit() {
     scenario("admission-pg");
+}
+
+#[test]
+fn scenario_a_postgres_behind_a_full_pgbouncer_is_the_pools_size() {
+    scenario("admission-pool");
 }
 
 #[test]
