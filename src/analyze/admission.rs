@@ -18,13 +18,8 @@ pub(super) fn apply(run: &StoredRun, verdict: &mut Verdict) {
     let refused = run
         .status_reason
         .as_deref()
-        .and_then(|reason| {
-            let (setting, at) = crate::engine::refusal::read(reason)?;
-            Some((reason, setting.to_string(), at.to_string()))
-        })
-        .or_else(|| pool_wait(run));
-    if let Some((reason, setting, at)) = refused {
-        let (setting, at) = (setting.as_str(), at.as_str());
+        .and_then(|reason| Some((reason, crate::engine::refusal::read(reason)?)));
+    if let Some((reason, (setting, at))) = refused {
         verdict.bottleneck = Some(limit(run, verdict, reason, setting, at));
         verdict.what_if = None;
         verdict.no_what_if = Some(format!(
@@ -78,26 +73,6 @@ pub(super) fn apply(run: &StoredRun, verdict: &mut Verdict) {
                 .to_string(),
         );
     }
-}
-
-/// A sweep that ended because a session's first statement went
-/// unanswered past perflab's deadline while a pool relayed the sessions
-/// (its ports differ from the server's): the pool kept the session
-/// waiting for a server connection longer than perflab waits (pgbouncer's
-/// query_wait_timeout is 120 s by default). The reason, the pool's limit
-/// and the step's load as said; none for any other end.
-fn pool_wait(run: &StoredRun) -> Option<(&str, String, String)> {
-    let reason = run.status_reason.as_deref()?;
-    let rest = reason.strip_prefix("lost the target during step ")?;
-    if !rest.contains("did not answer a statement perflab prepares") {
-        return None;
-    }
-    if crate::sut::postgres::pool::said(run.inventory.as_ref()?).is_empty() {
-        return None;
-    }
-    let step: usize = rest.split_once(' ')?.0.parse().ok()?;
-    let level = run.plan.as_ref()?.sweep.levels.get(step.checked_sub(1)?)?;
-    Some((reason, "pool size".to_string(), level.to_string()))
 }
 
 /// The replies by which an HTTP server turns work away past a limit it is

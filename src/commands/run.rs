@@ -495,7 +495,8 @@ fn execute<W: Workload>(
     };
     let run = store.create_run(&new_run)?;
     store.save_labels(run, &labels)?;
-    store.save_inventory(run, &inventory(started.endpoint.as_ref(), &remotes))?;
+    let facts = inventory(started.endpoint.as_ref(), &remotes);
+    store.save_inventory(run, &facts)?;
     if let Some(live) = &live {
         live.run_created(
             run.to_string(),
@@ -524,6 +525,7 @@ fn execute<W: Workload>(
             return Err(e);
         }
     };
+    let end = held_by_pool(end, &facts, plan);
     let at_sweep_end = signal.load(std::sync::atomic::Ordering::SeqCst);
     let checked = workload.check(&counts);
     let finished = finish(store, run, end, checked, &signal, live.as_deref());
@@ -749,6 +751,33 @@ fn check_cut(
         live.ended(format!("partial: {reason}"), verdict);
     }
     Ok(exit)
+}
+
+/// A sweep that lost its target because a pool in front of the server
+/// kept a new session waiting (the inventory `facts` says a pool relays
+/// the sessions): refused by the pool's size at that step, not lost.
+fn held_by_pool(
+    end: SweepEnd,
+    facts: &std::collections::BTreeMap<String, String>,
+    plan: &Plan,
+) -> SweepEnd {
+    match end {
+        SweepEnd::TargetLost { step, reason }
+            if crate::sut::postgres::pool::held(&reason, facts) =>
+        {
+            SweepEnd::Refused {
+                step,
+                at: plan
+                    .sweep
+                    .levels
+                    .get(step)
+                    .map_or_else(|| format!("step {}", step + 1), ToString::to_string),
+                setting: "pool size",
+                reason,
+            }
+        }
+        other => other,
+    }
 }
 
 /// The run's status, why, and the exit code, from how its sweep ended

@@ -150,4 +150,28 @@ mod tests {
         assert!(said(&inventory(&[("port", "5432"), ("connected_port", "5432")])).is_empty());
         assert!(said(&inventory(&[("port", "5432")])).is_empty());
     }
+
+    /// A session left unanswered is the pool's only where a pool relays.
+    #[test]
+    fn an_unanswered_session_is_held_by_the_pool_only_behind_one() {
+        let reason = format!(
+            "cannot open the session of user 2: x took the session but {} within 10 s",
+            super::super::wire::UNANSWERED
+        );
+        let pooled = inventory(&[("port", "5432"), ("connected_port", "6432")]);
+        let direct = inventory(&[("port", "5432"), ("connected_port", "5432")]);
+        assert!(held(&reason, &pooled));
+        assert!(!held(&reason, &direct));
+        assert!(!held("cannot open the session of user 2: reset", &pooled));
+    }
+}
+
+/// Whether a session that could not open was held by a pool in front of
+/// the server the inventory `inv` records: its statements went unanswered
+/// past perflab's deadline (`reason`) while the ports say a pool or proxy
+/// relays the sessions. Such a pool gives a session no server connection
+/// while all of them are taken, and keeps it waiting (pgbouncer for its
+/// `query_wait_timeout`, 120 s by default): its size refused the session.
+pub(crate) fn held(reason: &str, inv: &BTreeMap<String, String>) -> bool {
+    reason.contains(super::wire::UNANSWERED) && !said(inv).is_empty()
 }
