@@ -115,6 +115,16 @@ pub(crate) fn said(inv: &BTreeMap<String, String>) -> Vec<String> {
     out
 }
 
+/// Whether a session that could not open was held by a pool in front of
+/// the server the inventory `inv` records: its statements went unanswered
+/// past perflab's deadline (`reason`) while the ports say a pool or proxy
+/// relays the sessions. Such a pool gives a session no server connection
+/// while all of them are taken, and keeps it waiting (pgbouncer for its
+/// `query_wait_timeout`, 120 s by default): its size refused the session.
+pub(crate) fn held(reason: &str, inv: &BTreeMap<String, String>) -> bool {
+    reason.contains(super::wire::UNANSWERED) && !said(inv).is_empty()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,14 +174,4 @@ mod tests {
         assert!(!held(&reason, &direct));
         assert!(!held("cannot open the session of user 2: reset", &pooled));
     }
-}
-
-/// Whether a session that could not open was held by a pool in front of
-/// the server the inventory `inv` records: its statements went unanswered
-/// past perflab's deadline (`reason`) while the ports say a pool or proxy
-/// relays the sessions. Such a pool gives a session no server connection
-/// while all of them are taken, and keeps it waiting (pgbouncer for its
-/// `query_wait_timeout`, 120 s by default): its size refused the session.
-pub(crate) fn held(reason: &str, inv: &BTreeMap<String, String>) -> bool {
-    reason.contains(super::wire::UNANSWERED) && !said(inv).is_empty()
 }
