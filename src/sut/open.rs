@@ -220,7 +220,9 @@ impl Endpoint {
         match self {
             Endpoint::Postgres(t) => Some(block_on(async {
                 let client = pg::connect(t, &t.config).await?;
-                let mut s = super::settings::postgres_settings(&client).await?;
+                let mut s = super::settings::postgres_settings(&client)
+                    .await
+                    .map_err(|e| pg::pool::lost_statement(t, e))?;
                 let pool = pg::pool::look(t, &s.settings).await;
                 s.settings.extend(pool);
                 Ok(s)

@@ -28,6 +28,7 @@ mod live;
 mod mariadb;
 mod net;
 mod outputs;
+mod pool;
 mod postgres;
 mod probes;
 mod props;

@@ -188,7 +188,12 @@ pub(crate) async fn with_admin<T>(
     work: impl AsyncFnOnce(&Client) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let (client, task) = open(target, &admin_config(target)).await?;
-    let out = work(&client).await;
+    let out = match pool::check(target, &client).await {
+        Ok(()) => work(&client)
+            .await
+            .map_err(|e| pool::lost_statement(target, e)),
+        Err(e) => Err(e.into()),
+    };
     drop(client);
     // The client gone, the connection says Terminate and ends.
     let _ = tokio::time::timeout(ADMIN_CLOSE, task).await;

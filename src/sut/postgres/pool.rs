@@ -115,6 +115,74 @@ pub(crate) fn said(inv: &BTreeMap<String, String>) -> Vec<String> {
     out
 }
 
+/// The one line for a pool that hands a session's transactions to
+/// different server connections (pgbouncer's `pool_mode = transaction` or
+/// `statement`), which the server showed by `said` (a statement the
+/// session never prepared already there, or one it prepared gone): perflab
+/// prepares each session's statements once, as `pgbench -M prepared`
+/// does, and its own looks at the server use prepared statements too.
+pub(crate) fn by_transaction(at: &str, said: &str) -> crate::error::PlanError {
+    crate::error::PlanError::new(format!(
+        "a connection pool in front of PostgreSQL at {at} pools by transaction or statement ({said}): it hands a session's transactions to other sessions' server connections, where the statements perflab prepares on a session are not; point perflab at the server itself, or at the pool in session mode (pgbouncer: pool_mode = session)"
+    ))
+}
+
+/// Refuses a pool whose console said it pools by transaction or by
+/// statement (`pool` as [`look`] read it), before anything is loaded.
+pub(crate) fn refuse_transaction_pooling(
+    at: &str,
+    pool: &BTreeMap<String, String>,
+) -> Result<(), crate::error::PlanError> {
+    match pool
+        .get(&format!("{POOL_PREFIX}pool_mode"))
+        .map(String::as_str)
+    {
+        Some(mode @ ("transaction" | "statement")) => Err(by_transaction(
+            at,
+            &format!("pgbouncer's console said pool_mode = {mode}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Before an administrative session's work: refuses a pool in front of
+/// the server that pools by transaction or statement, where its console
+/// says so (one query of the server's port on a server reached directly).
+pub(crate) async fn check(
+    target: &PgTarget,
+    client: &tokio_postgres::Client,
+) -> Result<(), crate::error::PlanError> {
+    let Ok(rows) = client.simple_query("SELECT current_setting('port')").await else {
+        return Ok(());
+    };
+    let port = rows.iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+        _ => None,
+    });
+    let Some(port) = port else {
+        return Ok(());
+    };
+    let server = BTreeMap::from([("port".to_string(), port)]);
+    refuse_transaction_pooling(&target.display, &look(target, &server).await)
+}
+
+/// An administrative session's error, said as the pool's doing when the
+/// server answered that a statement the session prepared does not exist
+/// (26000), or that one it was preparing already did (42P05): its
+/// transactions went to other sessions' server connections.
+pub(crate) fn lost_statement(target: &PgTarget, e: anyhow::Error) -> anyhow::Error {
+    let lost = e
+        .chain()
+        .filter_map(|c| c.downcast_ref::<tokio_postgres::Error>())
+        .filter_map(|pg| pg.as_db_error())
+        .find(|db| matches!(db.code().code(), "26000" | "42P05"))
+        .map(|db| format!("{}: {}", db.code().code(), db.message()));
+    match lost {
+        Some(said) => by_transaction(&target.display, &said).into(),
+        None => e,
+    }
+}
+
 /// Whether a session that could not open was held by a pool in front of
 /// the server the inventory `inv` records: its statements went unanswered
 /// past perflab's deadline (`reason`) while the ports say a pool or proxy

@@ -76,6 +76,11 @@ impl PgStats {
     /// Opens the statistics connection (named `perflab-probe`, so it never
     /// counts itself among the benchmark's sessions).
     pub fn connect(target: &PgTarget) -> anyhow::Result<Self> {
+        Self::open(target).map_err(|e| super::pool::lost_statement(target, e))
+    }
+
+    /// [`PgStats::connect`], its errors as the server gave them.
+    fn open(target: &PgTarget) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

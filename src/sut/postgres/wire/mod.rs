@@ -307,6 +307,11 @@ impl Wire {
             Ok(failed)
         };
         match tokio::time::timeout(crate::sut::LOOK_QUERY, replies).await {
+            // A statement this new session never prepared already there:
+            // the server connection was another session's.
+            Ok(Ok(Some((code, text)))) if code.0 == *b"42P05" => {
+                Err(super::pool::by_transaction(&target.display, &format!("{code}: {text}")).into())
+            }
             Ok(replies) => replies,
             Err(_) => {
                 self.broken = true;
