@@ -152,7 +152,9 @@ pub(crate) async fn check(
     target: &PgTarget,
     client: &tokio_postgres::Client,
 ) -> Result<(), crate::error::PlanError> {
-    let Ok(rows) = client.simple_query("SELECT current_setting('port')").await else {
+    let asked = client.simple_query("SELECT current_setting('port')");
+    let Ok(Ok(rows)) = tokio::time::timeout(crate::sut::LOOK_QUERY, asked).await else {
+        // Unanswered here, the work's own deadlines say so.
         return Ok(());
     };
     let port = rows.iter().find_map(|m| match m {
