@@ -817,6 +817,35 @@ fn queries_on_a_live_connection_end_in_one_line_when_the_peer_fails() {
     );
 }
 
+/// A text reply whose packets come out of sequence, or with bytes after
+/// it that no query asked for (an OK sent unasked), is not taken as any
+/// query's answer: the connection is lost, and the next query says so
+/// rather than reading the stray bytes as its reply.
+#[test]
+fn a_text_reply_out_of_sequence_or_followed_by_bytes_unasked_loses_the_connection() {
+    let set = result_set(true, &["1"], &[vec![Some("1")]]);
+    let mut skipped = set.clone();
+    // The column count's packet numbered 2: a packet of the reply missed.
+    skipped[3] = 2;
+    let results = queries(&text_peer(vec![skipped]), Duration::from_secs(10), 2);
+    let e = results[0].as_ref().unwrap_err();
+    assert!(e.contains("out of sequence") && !e.contains('\n'), "{e}");
+    assert!(results[1].as_ref().unwrap_err().contains("cut short"));
+    let mut trailed = set.clone();
+    trailed.extend(packet(1, &[0, 7, 0, 2, 0, 0, 0]));
+    let results = queries(&text_peer(vec![trailed, set]), Duration::from_secs(10), 2);
+    let e = results[0].as_ref().unwrap_err();
+    assert!(e.contains("no query asked for"), "{e}");
+    assert!(
+        results[1].as_ref().unwrap_err().contains("cut short"),
+        "{results:?}"
+    );
+    // In sequence and alone, the same reply is a result.
+    let set = result_set(true, &["1"], &[vec![Some("1")]]);
+    let results = queries(&text_peer(vec![set]), Duration::from_secs(10), 1);
+    assert_eq!(results[0].as_ref().unwrap().rows, [Row::of(&[Some("1")])]);
+}
+
 #[test]
 fn a_query_without_an_answer_ends_at_its_deadline() {
     let results = queries(&text_peer(vec![Vec::new()]), Duration::from_millis(200), 2);

@@ -351,14 +351,27 @@ impl MyWire {
             .await
             .map_err(|e| self.lost(e))?;
         let mut decoder = ResultDecoder::new(self.deprecate_eof, MAX_RESULT);
+        // Each packet of the reply carries the next sequence number, from
+        // 1 (the query went as 0): one out of step is not this reply's.
+        let mut seq: u8 = 0;
         loop {
             while let Some((start, end)) =
                 frame(&self.read, decoder.room()).map_err(|f| self.fault(f))?
             {
+                seq = seq.wrapping_add(1);
+                if self.read[start - 1] != seq {
+                    return Err(self.lost("a reply's packet came out of sequence"));
+                }
                 let done = decoder
                     .feed(&self.read[start..end])
                     .map_err(|f| self.fault(f));
                 self.read.advance(end);
+                // The reply ends the exchange: bytes after it were sent
+                // unasked and would answer the next query.
+                let ends = matches!(done, Ok(Some(_)) | Err(QueryError::Server { .. }));
+                if ends && !self.read.is_empty() {
+                    return Err(self.lost("it sent bytes no query asked for"));
+                }
                 match done {
                     Ok(Some(result)) => {
                         self.broken = false;
