@@ -295,7 +295,15 @@ impl ThreadReader<'_> {
         let channel =
             read_small(&at.dir.join("wchan"), &mut self.buf).and_then(|t| channel_name(&t));
         let syscall = read_small(&at.dir.join("syscall"), &mut self.buf);
-        if channel.is_none() && matches!(stat.state, b'S' | b'D') {
+        // A thread reads "0" where perflab may not trace it, and also when
+        // it ran at that instant (or is gone): only one that still sleeps
+        // had its channel hidden.
+        if channel.is_none()
+            && matches!(stat.state, b'S' | b'D')
+            && read_small(&at.dir.join("stat"), &mut self.buf)
+                .and_then(parse_stat)
+                .is_some_and(|now| matches!(now.state, b'S' | b'D'))
+        {
             *wchan_unreadable = true;
         }
         let fd_is_socket = |fd: u64| {
