@@ -25,6 +25,10 @@ const POOL_SETTINGS: [&str; 6] = [
     "query_wait_timeout",
 ];
 
+/// What a session whose statements went unanswered past the look's
+/// deadline did, as the wire's error says it (read back by [`held`]).
+pub(crate) const UNANSWERED: &str = "did not answer a statement perflab prepares";
+
 /// How long the pool's console may take to answer.
 const CONSOLE: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -192,7 +196,7 @@ pub(crate) fn lost_statement(target: &PgTarget, e: anyhow::Error) -> anyhow::Err
 /// while all of them are taken, and keeps it waiting (pgbouncer for its
 /// `query_wait_timeout`, 120 s by default): its size refused the session.
 pub(crate) fn held(reason: &str, inv: &BTreeMap<String, String>) -> bool {
-    reason.contains(super::wire::UNANSWERED) && !said(inv).is_empty()
+    reason.contains(UNANSWERED) && !said(inv).is_empty()
 }
 
 #[cfg(test)]
@@ -236,7 +240,7 @@ mod tests {
     fn an_unanswered_session_is_held_by_the_pool_only_behind_one() {
         let reason = format!(
             "cannot open the session of user 2: x took the session but {} within 10 s",
-            super::super::wire::UNANSWERED
+            super::UNANSWERED
         );
         let pooled = inventory(&[("port", "5432"), ("connected_port", "6432")]);
         let direct = inventory(&[("port", "5432"), ("connected_port", "5432")]);

@@ -26,11 +26,6 @@ use tokio_postgres::config::{Host, SslMode};
 mod text;
 pub(crate) use text::columns_of;
 
-/// What a session whose statements went unanswered past the look's
-/// deadline did, as its error says it (read back where a pool in front of
-/// the server is known: [`crate::sut::postgres::pool`]).
-pub(crate) const UNANSWERED: &str = "did not answer a statement perflab prepares";
-
 /// The type of every parameter perflab binds: bigint (`int8`).
 const INT8_OID: u32 = 20;
 /// The longest reply message accepted; a longer one is a protocol error
@@ -316,8 +311,9 @@ impl Wire {
             Err(_) => {
                 self.broken = true;
                 anyhow::bail!(PlanError::new(format!(
-                    "{} took the session but {UNANSWERED} within {} s: a connection pool in front of the server (pgbouncer in session mode) keeps a session waiting while every server connection it may open is taken, or the server is stalled; give fewer users or raise the pool's size",
+                    "{} took the session but {} within {} s: a connection pool in front of the server (pgbouncer in session mode) keeps a session waiting while every server connection it may open is taken, or the server is stalled; give fewer users or raise the pool's size",
                     target.display,
+                    super::pool::UNANSWERED,
                     crate::sut::LOOK_QUERY.as_secs()
                 )))
             }
