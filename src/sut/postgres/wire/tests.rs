@@ -79,6 +79,20 @@ fn peer(replies: Vec<Vec<u8>>) -> PgTarget {
 /// stream to `script`.
 fn scripted(script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> PgTarget {
     use std::io::{Read, Write};
+    started(move |stream| {
+        let mut buf = [0u8; 4096];
+        let parsed: &[u8] = b"1\0\0\0\x04Z\0\0\0\x05I";
+        if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(parsed).is_err() {
+            return;
+        }
+        script(stream);
+    })
+}
+
+/// A peer on loopback that completes the startup, then hands the stream
+/// to `script`.
+fn started(script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> PgTarget {
+    use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -87,11 +101,8 @@ fn scripted(script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> P
         };
         let mut buf = [0u8; 4096];
         let ready: &[u8] = b"R\0\0\0\x08\0\0\0\0Z\0\0\0\x05I";
-        let parsed: &[u8] = b"1\0\0\0\x04Z\0\0\0\x05I";
-        for answer in [ready, parsed] {
-            if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(answer).is_err() {
-                return;
-            }
+        if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(ready).is_err() {
+            return;
         }
         script(&mut stream);
     });
@@ -371,17 +382,8 @@ fn error_response(severity: &str, code: &str, text: &str) -> Vec<u8> {
 /// `answer` (none: nothing, holding the socket open for a minute).
 fn preparing_peer(answer: Option<Vec<u8>>) -> PgTarget {
     use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let Ok((mut stream, _)) = listener.accept() else {
-            return;
-        };
+    started(move |stream| {
         let mut buf = [0u8; 4096];
-        let ready: &[u8] = b"R\0\0\0\x08\0\0\0\0Z\0\0\0\x05I";
-        if stream.read(&mut buf).unwrap_or(0) == 0 || stream.write_all(ready).is_err() {
-            return;
-        }
         if stream.read(&mut buf).unwrap_or(0) == 0 {
             return;
         }
@@ -389,13 +391,7 @@ fn preparing_peer(answer: Option<Vec<u8>>) -> PgTarget {
             Some(a) => drop(stream.write_all(&a)),
             None => std::thread::sleep(Duration::from_secs(60)),
         }
-    });
-    super::super::resolve(
-        &format!("postgres://u@127.0.0.1:{port}/db"),
-        &|_| None,
-        None,
-    )
-    .unwrap()
+    })
 }
 
 /// The first statement perflab prepares once the session is open; when
