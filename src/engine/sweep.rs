@@ -182,6 +182,10 @@ impl<W: Workload> Sweeper<'_, W> {
         }
         let mut step = match self.run_step(index, level) {
             Ok(step) => step,
+            // A signal while the sessions opened ends the sweep as one.
+            Err(_) if self.interrupted.load(Ordering::Relaxed) => {
+                return Ok(StepOutcome::Ends(SweepEnd::Interrupted));
+            }
             Err(e) => {
                 return match e.downcast::<SessionsFailed>() {
                     Ok(SessionsFailed {

@@ -126,6 +126,16 @@ pub(super) fn spawn<W: Workload>(
         })
 }
 
+/// Returns once `flag` is set, looking every [`SIGNAL_LOOK`].
+async fn until_set(flag: &AtomicBool) {
+    while !flag.load(Ordering::Relaxed) {
+        tokio::time::sleep(SIGNAL_LOOK).await;
+    }
+}
+
+/// How often a worker opening its sessions looks for a signal.
+const SIGNAL_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Runs one worker's part of a step: opens its sessions, says ready,
 /// waits for the start, sets its users (or its arrival process) going and
 /// hands over its tally at every boundary.
@@ -141,7 +151,16 @@ async fn run_worker<W: Workload>(
     } else {
         Seat::shared(plan.timeout)
     };
-    let sessions = match open_sessions(workload.as_ref(), &plan, seat).await {
+    // A session the server keeps waiting (a pool's queue) holds its
+    // opening up to the look's deadline; the first signal ends it sooner.
+    let opened = tokio::select! {
+        opened = open_sessions(workload.as_ref(), &plan, seat) => opened,
+        () = until_set(&interrupted) => {
+            let _ = events.send(WorkerEvent::Failed("interrupted while the sessions opened".to_string()));
+            return;
+        }
+    };
+    let sessions = match opened {
         Ok(sessions) => sessions,
         Err((reason, Some(setting))) => {
             let _ = events.send(WorkerEvent::Refused { reason, setting });

@@ -175,3 +175,44 @@ fn a_transaction_pool_is_refused_in_one_line() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// A session the full pool keeps waiting (perflab gives it 10 s) does not
+/// hold a Ctrl-C: the run ends as interrupted (130), its first step kept,
+/// not refused when the wait runs out.
+#[test]
+fn a_signal_while_the_pool_keeps_a_session_waiting_ends_the_run() {
+    let _heavy = crate::support::heavy();
+    let server = server();
+    let pool = OwnPgbouncer::start(&server, "session", 3, true);
+    let dir = tempdir();
+    perflab_expect(
+        dir.path(),
+        &format!(
+            "run bank --target {} --users 1 --warmup 0s --duration 1s",
+            server.url()
+        ),
+        0,
+    );
+    let mut child = crate::support::spawn_until_steps(
+        dir.path(),
+        &format!(
+            "run bank --target {} --users 1,4 --warmup 0s --duration 1s",
+            pool.url()
+        ),
+        1,
+    );
+    // Step 2's third user is in the pool's queue by now.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // SAFETY: signalling the perflab this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().expect("perflab ends");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let export = last_export(dir.path());
+    assert_eq!(
+        export["steps"].as_array().map(Vec::len),
+        Some(1),
+        "{export}"
+    );
+    let reason = export["run"]["status_reason"].to_string();
+    assert!(reason.contains("interrupted"), "{export}");
+}
