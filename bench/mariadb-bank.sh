@@ -18,6 +18,10 @@
 # `perflab run sql --script` (each statement one text query, its values
 # written in) against sysbench sending the same text queries
 # (con:query), so that both make the server parse every statement.
+# sysbench runs a thread per client; perflab its default threads, as a
+# user would run it (one per CPU, and each user its own in a step of up
+# to two users per CPU: docs/running.md); PERFLAB_THREADS gives it that
+# many instead.
 # Usage: bench/mariadb-bank.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 20, 4, 3)
 # CLIENTS="1 2" runs those client counts only.
 set -euo pipefail
@@ -160,7 +164,7 @@ run_perflab() {
         workload=(sql --script "$work/tpcb.sql")
     fi
     read -r pl_cpu _ < <(measure "$perflab" run "${workload[@]}" --target "$url" --scale "$scale" \
-        --users "$clients" --threads "$threads" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+        --users "$clients" ${PERFLAB_THREADS:+--threads "$PERFLAB_THREADS"} --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
     read -r pl_tps pl_tx < <(step_figures "$perflab" "$work/bench.db")
     pl_tps_runs+=("$pl_tps")
     pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")
@@ -175,7 +179,6 @@ run_sysbench
 
 paired_header sysbench
 for clients in ${CLIENTS:-1 2 4 8 16}; do
-    threads=$(( clients < 2 ? clients : 2 ))
     sb_tps_runs=(); sb_cpu_runs=(); pl_tps_runs=(); pl_cpu_runs=()
     for round in $(seq "$rounds"); do
         if peer_first "$round"; then

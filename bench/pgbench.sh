@@ -25,9 +25,11 @@
 # Usage: bench/pgbench.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 30, 16, 3)
 # CLIENTS="1 2" runs those client counts only; TABLES="script select-only"
 # runs those tables only (of tpcb-like pipelined script select-only
-# simple-update). PERFLAB_THREADS gives perflab that many threads in
-# place of pgbench's -j (at most 2): one user per thread at 4 clients
-# against pgbench's two connections per thread, for instance.
+# simple-update). pgbench runs with -j 2 (1 at one client); perflab with
+# its default threads, as a user would run it: one per CPU, and each user
+# a thread of its own in a step of up to two users per CPU (its socket
+# read with blocking calls; see docs/running.md). PERFLAB_THREADS gives
+# perflab that many threads instead (PERFLAB_THREADS=2: pgbench's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
@@ -99,7 +101,7 @@ run_pgbench() {
 run_perflab() {
     checkpoint
     read -r pl_cpu _ < <(measure "$perflab" "${pl_args[@]}" --target "$url" \
-        --users "$clients" --threads "${PERFLAB_THREADS:-$threads}" --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
+        --users "$clients" ${PERFLAB_THREADS:+--threads "$PERFLAB_THREADS"} --warmup 0s --duration "${seconds}s" --store "$work/bench.db")
     read -r pl_tps pl_tx < <(step_figures "$perflab" "$work/bench.db")
     pl_tps_runs+=("$pl_tps")
     pl_cpu_runs+=("$(python3 -c "print($pl_cpu / $pl_tx * 1e6)")")

@@ -7,6 +7,7 @@ use super::values;
 use crate::error::PlanError;
 use crate::plan::{LoadModel, Plan, Slack, StepDefaults, Sweep, ThinkTime};
 use crate::probe::counters::process::ProcessSelector;
+use crate::sut::TargetKind;
 use crate::units::parse_duration;
 use crate::workload::Validated;
 use std::time::Duration;
@@ -39,6 +40,7 @@ pub fn plan_for(args: &CommonRunArgs, workload: &Validated) -> Result<Plan, Plan
         duration,
         interval: interval(args, duration)?,
         threads: threads(args, &steps)?,
+        alone_up_to: alone_up_to(args, &steps, target.kind),
         timeout,
         max_error_rate: args.max_error_rate,
         seed: args.seed.unwrap_or_else(random_seed),
@@ -298,6 +300,20 @@ fn threads(args: &CommonRunArgs, steps: &StepDefaults) -> Result<usize, PlanErro
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     })
+}
+
+/// The users of a step up to which each gets a worker thread of its own:
+/// [`crate::plan::ALONE_PER_CPU`] per CPU for a database whose sessions
+/// hold their sockets (PostgreSQL, MySQL/MariaDB), unless the threads
+/// were given or the workload asks for its own.
+fn alone_up_to(args: &CommonRunArgs, steps: &StepDefaults, kind: TargetKind) -> usize {
+    let holds = matches!(kind, TargetKind::Postgres | TargetKind::Mysql);
+    if !holds || args.threads.is_some() || steps.threads.is_some() {
+        return 0;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cpus.saturating_mul(crate::plan::ALONE_PER_CPU)
+        .min(crate::engine::MAX_THREADS)
 }
 
 /// Runs of each level, and the most while their throughputs vary.
@@ -596,6 +612,30 @@ mod tests {
             panic!("not run")
         };
         plan_from(&run).map(|(_, plan)| plan)
+    }
+
+    /// A database whose sessions hold their sockets gives each of a few
+    /// users a thread of its own, two per CPU, unless the threads are
+    /// given; other targets never.
+    #[test]
+    fn few_users_of_a_database_get_a_thread_each_unless_threads_are_given() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for target in [
+            "postgres://u@127.0.0.1:5432/bank",
+            "mysql://u@127.0.0.1:3306/bank",
+        ] {
+            let p = plan(&["bank", "--target", target]).unwrap();
+            assert_eq!(p.alone_up_to, 2 * cpus, "{target}");
+            let p = plan(&["bank", "--target", target, "--threads", "3"]).unwrap();
+            assert_eq!((p.threads, p.alone_up_to), (3, 0), "{target}");
+        }
+        for args in [
+            vec!["null"],
+            vec!["bank"],
+            vec!["web", "--target", "http://127.0.0.1:8080/"],
+        ] {
+            assert_eq!(plan(&args).unwrap().alone_up_to, 0, "{args:?}");
+        }
     }
 
     #[test]

@@ -605,10 +605,18 @@ fn announce(plan: &Plan, run: RunId, target: &str, store: &Store) {
                 .join(", "),
             crate::units::Percent(find.precision),
         ),
-        None => format!("{} steps", steps_planned(plan)),
+        None => match steps_planned(plan) {
+            1 => "1 step".to_string(),
+            n => format!("{n} steps"),
+        },
+    };
+    let alone = if plan.alone_up_to > plan.threads {
+        format!(" (one per user up to {} users)", plan.alone_up_to)
+    } else {
+        String::new()
     };
     crate::util::out(format_args!(
-        "run {run}: {} on {target}, {steps} of {} after {} warm-up, {} thread{}, seed {}; results in {}\n",
+        "run {run}: {} on {target}, {steps} of {} after {} warm-up, {} thread{}{alone}, seed {}; results in {}\n",
         plan.workload.name(),
         format_duration(plan.duration),
         format_duration(plan.warmup),

@@ -35,6 +35,10 @@ impl Part {
 pub(crate) struct Split {
     pub(crate) load: LoadModel,
     pub(crate) threads: usize,
+    /// A closed loop's step of at most this many users here gives each a
+    /// thread of its own ([`Plan::alone_up_to`]).
+    #[serde(default)]
+    pub(crate) alone_up_to: usize,
     pub(crate) seed: u64,
     #[serde(with = "crate::util::serde_duration")]
     pub(crate) timeout: Duration,
@@ -60,6 +64,12 @@ impl Split {
             return Err(format!(
                 "threads is {}; give 1 to {MAX_THREADS}",
                 self.threads
+            ));
+        }
+        if self.alone_up_to > MAX_THREADS {
+            return Err(format!(
+                "alone_up_to is {}; give 0 to {MAX_THREADS}",
+                self.alone_up_to
             ));
         }
         if self.timeout.is_zero() || self.timeout > MAX_WAIT {
@@ -105,6 +115,7 @@ impl Split {
         Split {
             load: plan.load,
             threads: plan.threads,
+            alone_up_to: plan.alone_up_to,
             seed: plan.seed,
             timeout: plan.timeout,
             part,
@@ -158,8 +169,14 @@ pub(super) fn worker_plans(
         (Level::Rate(_), LoadModel::Open { connections, .. }) => (mine(connections), false),
         (Level::Rate(_), LoadModel::Closed { .. }) => (vec![k as u32], true),
     };
+    let alone = matches!(
+        (level, split.load),
+        (Level::Users(_), LoadModel::Closed { .. })
+    ) && sessions.len() <= split.alone_up_to;
     let workers = if single {
         1
+    } else if alone {
+        sessions.len().max(1)
     } else {
         split.threads.min(sessions.len()).max(1)
     };
@@ -223,6 +240,7 @@ mod tests {
         Split {
             load,
             threads: 2,
+            alone_up_to: 0,
             seed: 7,
             timeout: Duration::from_secs(1),
             part: Part { k, n },
@@ -258,6 +276,44 @@ mod tests {
         let whole = worker_plans(&split(closed, 0, 1), 0, Level::Users(10), &schedule());
         assert_eq!(whole[0].users, vec![0, 2, 4, 6, 8]);
         assert_eq!(whole[1].users, vec![1, 3, 5, 7, 9]);
+    }
+
+    /// Up to `alone_up_to` users, a closed loop's users each get a thread;
+    /// past it, or in an open loop, they share `threads`.
+    #[test]
+    fn few_users_of_a_closed_loop_get_a_thread_each_and_more_share() {
+        let closed = LoadModel::Closed {
+            think: ThinkTime::Zero,
+        };
+        let mut s = split(closed, 0, 1);
+        s.alone_up_to = 4;
+        let threads = |s: &Split, level| worker_plans(s, 0, level, &schedule()).len();
+        assert_eq!(threads(&s, Level::Users(1)), 1);
+        assert_eq!(threads(&s, Level::Users(4)), 4);
+        assert_eq!(threads(&s, Level::Users(5)), 2);
+        let plans = worker_plans(&s, 0, Level::Users(4), &schedule());
+        assert!(plans.iter().all(|p| p.users.len() == 1));
+        // A generator's part counts its own users: 8 over two parts, 4 here.
+        let mut part = split(closed, 1, 2);
+        part.alone_up_to = 4;
+        assert_eq!(threads(&part, Level::Users(8)), 4);
+        // Never in an open loop: its arrivals share the threads.
+        let open = LoadModel::Open {
+            arrivals: Arrivals::Poisson,
+            connections: 4,
+            max_outstanding: 64,
+            slack: crate::plan::Slack::Fixed(Duration::ZERO),
+        };
+        let mut o = split(open, 0, 1);
+        o.alone_up_to = 4;
+        assert_eq!(threads(&o, Level::Rate(100.0)), 2);
+        assert_eq!(threads(&o, Level::Users(4)), 2);
+        // From outside, bounded like the threads.
+        s.alone_up_to = MAX_THREADS + 1;
+        assert!(s
+            .check(Level::Users(4))
+            .unwrap_err()
+            .contains("alone_up_to"));
     }
 
     /// A split from outside is checked field by field, in one line each;

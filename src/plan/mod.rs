@@ -44,6 +44,11 @@ pub struct Plan {
     pub interval: Duration,
     /// Worker threads generating load (each with its own runtime).
     pub threads: usize,
+    /// In a closed loop, a step of at most this many users in one process
+    /// gives each user a worker thread of its own, past `threads`, so
+    /// that its session holds its socket ([`ALONE_PER_CPU`]); 0: never.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub alone_up_to: usize,
     /// An operation slower than this is an error of kind `timeout`.
     #[serde(with = "serde_duration")]
     pub timeout: Duration,
@@ -78,6 +83,24 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub find: Option<Find>,
 }
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Users per CPU up to which a database session with a lean socket of its
+/// own (PostgreSQL's and MySQL's, for the bank and the scripts) gets a
+/// worker thread to itself when `--threads` is not given. Alone, it reads
+/// its replies with blocking calls; two to a thread, each reply passes
+/// through the runtime's poll and wake-up. Measured on 2 CPUs, 8 s per
+/// run: a custom script at 4 users spent 0.43–0.51 s of user CPU on four
+/// threads against 0.85–0.86 s on two (pgbench with two threads 0.57),
+/// the system time level (2.26–2.35 s), tps 3–16% higher; the bank at 4
+/// users 109–115 µs of CPU per transaction against 124–129 µs. At 8 users
+/// the two were level per transaction (83 against 86 µs), and at 16 the
+/// threads cost more (95 against 72 µs: each reply wakes a thread of its
+/// own, where a shared thread finds several ready at once).
+pub const ALONE_PER_CPU: usize = 2;
 
 /// How the search of `--find` ends.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

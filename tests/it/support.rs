@@ -75,6 +75,7 @@ pub fn null_plan(load: LoadModel, sweep: Sweep, warmup: Duration, duration: Dura
         duration,
         interval: Duration::from_secs(1),
         threads: 2,
+        alone_up_to: 0,
         timeout: Duration::from_secs(30),
         max_error_rate: 0.05,
         seed: 42,
