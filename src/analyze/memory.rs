@@ -591,4 +591,43 @@ mod tests {
         assert!(said.contains("buffer pool of 16.0 MiB"), "{said}");
         assert!(said.contains("its tables' 96.0 MiB"), "{said}");
     }
+
+    /// A pool that read more pages per operation than its statistics'
+    /// accesses (its upper levels lost, pages read ahead) gets no
+    /// prediction, and the verdict says why in its figures, not that the
+    /// statistics are missing.
+    #[test]
+    fn misses_past_the_accesses_say_why_no_prediction_is_made() {
+        const PAGE: f64 = 16384.0;
+        let relations = [("accounts", 1635.0, 1.0)];
+        let mut points = reading(&relations, PAGE, 2.1);
+        for p in &mut points {
+            let ops = p.completed as f64;
+            p.db.insert("buffer_pool_pages".to_string(), 507.0);
+            p.db.insert("page_bytes".to_string(), PAGE);
+            p.db.insert("buffer_pool_reads".to_string(), 2.1 * ops);
+        }
+        let peak = 4;
+        let r = reads(&points[peak]).expect("a buffer pool and a read limit");
+        assert!(r.cache.found.is_none(), "{:?}", r.cache);
+        let demands = crate::analyze::demands::demands(&points, true, Some(peak));
+        let short = memory_short();
+        assert!(
+            super::super::whatif::what_if(&points, &demands, &short, true, peak, None).is_none()
+        );
+        let why = super::super::whatif::not_predicted(&short, points.get(peak)).expect("a reason");
+        for said in [
+            "read 2.10 pages from storage per operation, more than the 1.00 accesses",
+            "its buffer pool of 7.9 MiB",
+            "innodb_lru_scan_depth",
+        ] {
+            assert!(why.contains(said), "{why}");
+        }
+        // Without a point, the general reason.
+        let general = super::super::whatif::not_predicted(&short, None).expect("a reason");
+        assert!(
+            general.contains("it needs the server's statistics"),
+            "{general}"
+        );
+    }
 }

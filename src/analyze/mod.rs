@@ -398,7 +398,7 @@ pub(crate) fn verdict_of(
     let room = host_room(&points, peak, shape);
     verdict.what_if = whatif::what_if(&points, &demands, &found, closed, peak, room);
     if verdict.what_if.is_none() {
-        verdict.no_what_if = whatif::not_predicted(&found);
+        verdict.no_what_if = whatif::not_predicted(&found, points.get(peak));
     }
     if found.kind != bottleneck::BottleneckKind::LoadGenerator {
         verdict.caveats = bottleneck::generator::little_breaches(&points, &demands);
