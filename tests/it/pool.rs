@@ -93,14 +93,10 @@ fn server() -> ManagedPostgres {
         .expect("a PostgreSQL server starts (are the server binaries installed?)")
 }
 
-/// Three server connections in session pooling, perflab's statistics
-/// session holding one: the third user waits in the pool's queue until
-/// pgbouncer ends it (its FATAL query_wait_timeout). The run is partial,
-/// refused past the pool's size, never "lost the target", and the verdict
-/// names the pool with what its console said.
-#[test]
-fn a_full_session_pool_is_the_sweeps_admission_limit() {
-    let _heavy = crate::support::heavy();
+/// A server with the bank loaded on it directly, behind its own pgbouncer
+/// in session pooling with three server connections (perflab's
+/// statistics session holds one), and the directory the runs work in.
+fn full_session_pool() -> (ManagedPostgres, OwnPgbouncer, tempfile::TempDir) {
     let server = server();
     let pool = OwnPgbouncer::start(&server, "session", 3, true);
     let dir = tempdir();
@@ -112,6 +108,18 @@ fn a_full_session_pool_is_the_sweeps_admission_limit() {
         ),
         0,
     );
+    (server, pool, dir)
+}
+
+/// Three server connections in session pooling, perflab's statistics
+/// session holding one: the third user waits in the pool's queue until
+/// pgbouncer ends it (its FATAL query_wait_timeout). The run is partial,
+/// refused past the pool's size, never "lost the target", and the verdict
+/// names the pool with what its console said.
+#[test]
+fn a_full_session_pool_is_the_sweeps_admission_limit() {
+    let _heavy = crate::support::heavy();
+    let (_server, pool, dir) = full_session_pool();
     let (out, err) = perflab_expect(
         dir.path(),
         &format!(
@@ -182,17 +190,7 @@ fn a_transaction_pool_is_refused_in_one_line() {
 #[test]
 fn a_signal_while_the_pool_keeps_a_session_waiting_ends_the_run() {
     let _heavy = crate::support::heavy();
-    let server = server();
-    let pool = OwnPgbouncer::start(&server, "session", 3, true);
-    let dir = tempdir();
-    perflab_expect(
-        dir.path(),
-        &format!(
-            "run bank --target {} --users 1 --warmup 0s --duration 1s",
-            server.url()
-        ),
-        0,
-    );
+    let (_server, pool, dir) = full_session_pool();
     let mut child = crate::support::spawn_until_steps(
         dir.path(),
         &format!(
