@@ -57,7 +57,7 @@ pub(super) async fn user<S: Session>(
             // them their turn; a yield would cost a poll of the driver.
             let others_due = !pace.alone || ran.ended >= state.next_boundary.get();
             if !ran.waited && others_due {
-                tokio::task::yield_now().await;
+                crate::util::poller::yield_now().await;
             }
         } else {
             tokio::time::sleep_until(intended).await;

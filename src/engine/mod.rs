@@ -12,6 +12,7 @@ mod crew;
 mod find;
 mod judge;
 mod open;
+mod polled;
 pub(crate) mod refusal;
 mod remote;
 mod schedule;

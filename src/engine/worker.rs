@@ -4,7 +4,7 @@
 
 use super::schedule::Schedule;
 use super::state::WorkerState;
-use super::{batch, closed, open};
+use super::{batch, closed, open, polled};
 use crate::measure::{Recorder, Tally};
 use crate::plan::{Arrivals, ThinkTime};
 use crate::workload::{Seat, Workload};
@@ -146,11 +146,7 @@ async fn run_worker<W: Workload>(
     start: Receiver<Option<Instant>>,
     interrupted: Arc<AtomicBool>,
 ) {
-    let seat = if plan.users.len() == 1 && matches!(plan.load, WorkerLoad::Closed { .. }) {
-        Seat::alone(plan.timeout)
-    } else {
-        Seat::shared(plan.timeout)
-    };
+    let seat = seat(workload.as_ref(), &plan);
     // A session the server keeps waiting (a pool's queue) holds its
     // opening up to the look's deadline; the first signal ends it sooner.
     let opened = tokio::select! {
@@ -196,6 +192,21 @@ async fn run_worker<W: Workload>(
         &interrupted,
     )
     .await;
+}
+
+/// Where the worker's sessions run: a closed-loop user alone on the
+/// thread holds its socket; closed-loop users with no think time sharing
+/// it have their sockets polled by the worker's own loop when the
+/// workload's sessions can ([`Workload::polls_sockets`]); others share
+/// the runtime.
+fn seat<W: Workload>(workload: &W, plan: &WorkerPlan) -> Seat {
+    match plan.load {
+        WorkerLoad::Closed { .. } if plan.users.len() == 1 => Seat::alone(plan.timeout),
+        WorkerLoad::Closed { think } if think.mean().is_zero() && workload.polls_sockets() => {
+            Seat::polled(plan.timeout)
+        }
+        _ => Seat::shared(plan.timeout),
+    }
 }
 
 /// Opens the session of each of the worker's users, in order; why not
@@ -251,15 +262,25 @@ fn set_going<W: Workload>(
             } else {
                 sessions
             };
-            for (slot, (user, session)) in sessions.into_iter().enumerate() {
-                let rng =
-                    SmallRng::seed_from_u64(stream_seed(plan.seed, u64::from(user) | 1 << 40));
-                let pace = closed::Pace {
-                    think,
-                    alone: seat.alone,
-                };
-                let seated = closed::Seated { slot, session };
-                tokio::task::spawn_local(closed::user(seated, state.clone(), pace, rng, start));
+            let pace = closed::Pace {
+                think,
+                alone: seat.alone,
+            };
+            let users = sessions
+                .into_iter()
+                .enumerate()
+                .map(|(slot, (user, session))| {
+                    let rng =
+                        SmallRng::seed_from_u64(stream_seed(plan.seed, u64::from(user) | 1 << 40));
+                    let seated = closed::Seated { slot, session };
+                    closed::user(seated, state.clone(), pace, rng, start)
+                });
+            if seat.polled {
+                tokio::task::spawn_local(polled::run(users.collect(), state.clone()));
+            } else {
+                for user in users {
+                    tokio::task::spawn_local(user);
+                }
             }
         }
         WorkerLoad::Open {

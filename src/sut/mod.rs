@@ -20,7 +20,7 @@ mod open;
 pub mod postgres;
 pub(crate) mod settings;
 pub(crate) mod sqlite;
-mod stream;
+pub(crate) mod stream;
 pub(crate) mod tls;
 
 pub(crate) use args::{validate_target, SurroundingsArgs, TargetArgs};

@@ -1,22 +1,30 @@
 //! A database session's own socket, TCP or Unix, for the lean sessions
 //! that speak a server's protocol themselves (PostgreSQL, MySQL/MariaDB).
 //!
-//! A socket is driven by the worker's runtime (its reads wait in the
-//! runtime's poll of the driver, beside the thread's other users), or
-//! **held**: a session alone on its worker thread in a closed loop reads
-//! and writes it with blocking calls. A held read sleeps in the kernel
-//! until the reply comes, as libpq's `recv` does, and saves the runtime's
-//! `epoll_wait` and wake-up around every reply; nothing else on the
-//! thread is kept waiting but the interval ticker, which runs between
-//! operations.
+//! A socket is driven one of three ways ([`Drive`]):
+//! - by the worker's runtime: its reads wait in the runtime's poll of the
+//!   driver, beside the thread's other tasks;
+//! - **held**: a session alone on its worker thread in a closed loop reads
+//!   and writes it with blocking calls. A held read sleeps in the kernel
+//!   until the reply comes, as libpq's `recv` does, and saves the
+//!   runtime's `epoll_wait` and wake-up around every reply; nothing else
+//!   on the thread is kept waiting but the interval ticker, which runs
+//!   between operations;
+//! - **polled**: a few closed-loop sessions share the thread, and the
+//!   worker's own loop polls their sockets together (`util::poller`): a
+//!   read that would block says what it waits for and returns, and the
+//!   loop waits for every such socket in one `poll(2)`, as a client with a
+//!   few connections per thread does. Off that loop, it blocks itself.
 //!
-//! A held socket keeps the operation's deadline itself: its kernel
-//! timeouts (`SO_RCVTIMEO`, `SO_SNDTIMEO`) are kept within [`SLACK`] of
-//! the time left, changed only when they drift further (so an operation
-//! of normal length makes no extra system call), and a read that wakes at
-//! a kernel timeout before the deadline sleeps again. Past the deadline a
+//! A held or polled socket keeps the operation's deadline itself. A held
+//! one keeps its kernel timeouts (`SO_RCVTIMEO`, `SO_SNDTIMEO`) within
+//! [`SLACK`] of the time left, changed only when they drift further (so an
+//! operation of normal length makes no extra system call), and a read that
+//! wakes at a kernel timeout before the deadline sleeps again; a polled
+//! one gives the loop its deadline with its socket. Past the deadline a
 //! read or write fails with `ErrorKind::TimedOut`.
 
+use crate::util::poller;
 use bytes::BytesMut;
 use socket2::SockRef;
 use std::io::{self, Write};
@@ -36,11 +44,25 @@ pub(crate) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
     Held(Held),
+    Polled(Polled),
+}
+
+/// How a session's socket is driven, each operation allowed its timeout
+/// when held or polled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Drive {
+    /// By the worker's runtime.
+    Runtime,
+    /// With blocking calls: the session is alone on its thread.
+    Held(Duration),
+    /// Nonblocking, waited for by the worker's own loop with the thread's
+    /// other sessions.
+    Polled(Duration),
 }
 
 /// A socket read and written with blocking calls, within a deadline.
 pub(crate) struct Held {
-    socket: HeldSocket,
+    socket: StdSocket,
     /// How long one operation may take.
     timeout: Duration,
     /// The running operation's deadline.
@@ -49,7 +71,18 @@ pub(crate) struct Held {
     kernel_timeout: Duration,
 }
 
-enum HeldSocket {
+/// A nonblocking socket the worker's own loop waits for, within a
+/// deadline.
+pub(crate) struct Polled {
+    socket: StdSocket,
+    /// How long one operation may take.
+    timeout: Duration,
+    /// The running operation's deadline.
+    deadline: Instant,
+}
+
+/// A socket off the runtime.
+enum StdSocket {
     Tcp(std::net::TcpStream),
     Unix(std::os::unix::net::UnixStream),
 }
@@ -67,22 +100,35 @@ impl Stream {
         UnixStream::connect(path).await.map(Stream::Unix)
     }
 
-    /// The same socket, held (read and written with blocking calls), each
-    /// operation allowed `timeout`. Called on the runtime that opened it.
-    pub(crate) fn hold(self, timeout: Duration) -> io::Result<Stream> {
+    /// The same socket, driven as `drive` says. Called on the runtime that
+    /// opened it.
+    pub(crate) fn drive(self, drive: Drive) -> io::Result<Stream> {
+        let timeout = match drive {
+            Drive::Runtime => return Ok(self),
+            Drive::Held(t) | Drive::Polled(t) => t,
+        };
         let socket = match self {
-            Stream::Tcp(s) => HeldSocket::Tcp(s.into_std()?),
-            Stream::Unix(s) => HeldSocket::Unix(s.into_std()?),
-            held @ Stream::Held(_) => return Ok(held),
+            Stream::Tcp(s) => StdSocket::Tcp(s.into_std()?),
+            Stream::Unix(s) => StdSocket::Unix(s.into_std()?),
+            driven => return Ok(driven),
         };
         let sock = socket.sock();
+        let deadline = Instant::now() + timeout;
+        if let Drive::Polled(_) = drive {
+            sock.set_nonblocking(true)?;
+            return Ok(Stream::Polled(Polled {
+                socket,
+                timeout,
+                deadline,
+            }));
+        }
         sock.set_nonblocking(false)?;
         sock.set_read_timeout(Some(timeout))?;
         sock.set_write_timeout(Some(timeout))?;
         Ok(Stream::Held(Held {
             socket,
             timeout,
-            deadline: Instant::now() + timeout,
+            deadline,
             kernel_timeout: timeout,
         }))
     }
@@ -91,8 +137,10 @@ impl Stream {
     /// now. Nothing for a socket the runtime drives (the engine bounds
     /// its operations).
     pub(crate) fn begin_operation(&mut self) {
-        if let Stream::Held(held) = self {
-            held.deadline = Instant::now() + held.timeout;
+        match self {
+            Stream::Held(held) => held.deadline = Instant::now() + held.timeout,
+            Stream::Polled(polled) => polled.deadline = Instant::now() + polled.timeout,
+            Stream::Tcp(_) | Stream::Unix(_) => {}
         }
     }
 
@@ -101,6 +149,7 @@ impl Stream {
             Stream::Tcp(s) => s.write_all(bytes).await,
             Stream::Unix(s) => s.write_all(bytes).await,
             Stream::Held(held) => held.write_all(bytes),
+            Stream::Polled(polled) => polled.write_all(bytes).await,
         }
     }
 
@@ -110,16 +159,44 @@ impl Stream {
             Stream::Tcp(s) => s.read_buf(buf).await,
             Stream::Unix(s) => s.read_buf(buf).await,
             Stream::Held(held) => held.read_buf(buf),
+            Stream::Polled(polled) => polled.read_buf(buf).await,
         }
     }
 }
 
-impl HeldSocket {
+impl StdSocket {
     fn sock(&self) -> SockRef<'_> {
         match self {
-            HeldSocket::Tcp(s) => SockRef::from(s),
-            HeldSocket::Unix(s) => SockRef::from(s),
+            StdSocket::Tcp(s) => SockRef::from(s),
+            StdSocket::Unix(s) => SockRef::from(s),
         }
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match self {
+            StdSocket::Tcp(s) => s.as_raw_fd(),
+            StdSocket::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            StdSocket::Tcp(s) => s.write(bytes),
+            StdSocket::Unix(s) => s.write(bytes),
+        }
+    }
+
+    /// Receives into `buf`'s spare room (made [`READ_ROOM`] at least).
+    fn recv_into(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        if buf.capacity() - buf.len() < READ_ROOM {
+            buf.reserve(READ_ROOM);
+        }
+        let n = self.sock().recv(buf.spare_capacity_mut())?;
+        // SAFETY: `recv` wrote `n` bytes at the start of the spare
+        // capacity, so they are initialised.
+        unsafe { buf.set_len(buf.len() + n) };
+        Ok(n)
     }
 }
 
@@ -144,11 +221,7 @@ impl Held {
     fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
             self.arm()?;
-            let written = match &mut self.socket {
-                HeldSocket::Tcp(s) => s.write(bytes),
-                HeldSocket::Unix(s) => s.write(bytes),
-            };
-            match written {
+            match self.socket.write(bytes) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => bytes = &bytes[n..],
                 Err(e) if retry(&e) => {}
@@ -159,23 +232,68 @@ impl Held {
     }
 
     fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        if buf.capacity() - buf.len() < READ_ROOM {
-            buf.reserve(READ_ROOM);
-        }
         loop {
             self.arm()?;
-            let spare = buf.spare_capacity_mut();
-            match self.socket.sock().recv(spare) {
-                Ok(n) => {
-                    // SAFETY: `recv` wrote `n` bytes at the start of the
-                    // spare capacity, so they are initialised.
-                    unsafe { buf.set_len(buf.len() + n) };
-                    return Ok(n);
-                }
+            match self.socket.recv_into(buf) {
                 Err(e) if retry(&e) => {}
+                done => return done,
+            }
+        }
+    }
+}
+
+impl Polled {
+    /// Writes all of `bytes`; when the socket's buffer is full, waits for
+    /// room (by the worker's loop, or blocking off it).
+    async fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            match self.socket.write(bytes) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => bytes = &bytes[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.ready(true).await?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
+        Ok(())
+    }
+
+    /// Reads what has arrived into `buf`, waiting for it when nothing has;
+    /// 0 at the end of the stream.
+    async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        loop {
+            match self.socket.recv_into(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.ready(false).await?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                done => return done,
+            }
+        }
+    }
+
+    /// Returns once the socket may be readable (writable) again: `TimedOut`
+    /// past the operation's deadline.
+    async fn ready(&self, write: bool) -> io::Result<()> {
+        let (fd, deadline) = (self.socket.fd(), self.deadline);
+        let mut asked = false;
+        std::future::poll_fn(|_cx| {
+            if Instant::now() >= deadline {
+                return std::task::Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
+            }
+            if asked {
+                return std::task::Poll::Ready(Ok(()));
+            }
+            asked = true;
+            let want = poller::Want::Socket {
+                fd,
+                write,
+                deadline,
+            };
+            if poller::want(want) {
+                return std::task::Poll::Pending;
+            }
+            std::task::Poll::Ready(poller::block(fd, write, deadline))
+        })
+        .await
     }
 }
 
@@ -200,6 +318,11 @@ mod tests {
 
     /// A held stream to a loopback peer whose end `peer` runs.
     fn held(timeout: Duration, peer: impl FnOnce(std::net::TcpStream) + Send + 'static) -> Stream {
+        driven(Drive::Held(timeout), peer)
+    }
+
+    /// A stream driven as `drive` says to a loopback peer whose end `peer` runs.
+    fn driven(drive: Drive, peer: impl FnOnce(std::net::TcpStream) + Send + 'static) -> Stream {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         std::thread::spawn(move || {
@@ -210,7 +333,7 @@ mod tests {
         let rt = runtime();
         let _entered = rt.enter();
         let stream = rt.block_on(Stream::tcp("127.0.0.1", port)).unwrap();
-        stream.hold(timeout).unwrap()
+        stream.drive(drive).unwrap()
     }
 
     #[test]
@@ -251,6 +374,37 @@ mod tests {
                 && waited < Duration::from_millis(300) + 10 * SLACK,
             "waited {waited:?}"
         );
+        drop(hold);
+    }
+
+    #[test]
+    fn a_polled_stream_off_the_worker_loop_waits_by_itself() {
+        // No loop polls this thread's users: the read blocks on its socket
+        // until the reply, or fails at the operation's deadline.
+        let (hold, done) = std::sync::mpsc::channel::<()>();
+        let mut s = driven(
+            Drive::Polled(Duration::from_millis(200)),
+            move |mut peer| {
+                let mut ask = [0u8; 4];
+                peer.read_exact(&mut ask).unwrap();
+                std::thread::sleep(Duration::from_millis(30));
+                peer.write_all(b"pong").unwrap();
+                let _ = done.recv();
+            },
+        );
+        let rt = runtime();
+        s.begin_operation();
+        rt.block_on(s.write_all(b"ping")).unwrap();
+        let mut buf = BytesMut::new();
+        while buf.len() < 4 {
+            assert!(rt.block_on(s.read_buf(&mut buf)).unwrap() > 0);
+        }
+        assert_eq!(&buf[..], b"pong");
+        s.begin_operation();
+        let began = Instant::now();
+        let e = rt.block_on(s.read_buf(&mut buf)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(began.elapsed() >= Duration::from_millis(200));
         drop(hold);
     }
 

@@ -10,10 +10,12 @@
 //! space of a file system ([`free_bytes`]); JSON values written as YAML
 //! ([`yaml`]); the system calls several modules make, wrapped once
 //! ([`sys`]); a timer
-//! finer than tokio's ([`timer`]); which boot of which host this is
+//! finer than tokio's ([`timer`]); a worker thread's own poll of its
+//! users' sockets ([`poller`]); which boot of which host this is
 //! ([`boot_id`]); Student's t for a 95% interval ([`t_975`]). Anything here may be imported from
 //! anywhere; it imports nothing of the crate.
 
+pub(crate) mod poller;
 pub(crate) mod prom_text;
 pub(crate) mod sys;
 pub(crate) mod timer;

@@ -234,6 +234,9 @@ pub struct Seat {
     /// needs the thread, so a blocking call inside an operation delays no
     /// other user (an open loop's arrivals share the thread: never alone).
     pub(crate) alone: bool,
+    /// The session shares its thread with other closed-loop users whose
+    /// sockets the worker's own loop polls ([`Workload::polls_sockets`]).
+    pub(crate) polled: bool,
     /// How long one operation may run before it is a timeout (the engine
     /// bounds every operation by it; a session that blocks bounds its own).
     pub(crate) timeout: Duration,
@@ -244,6 +247,7 @@ impl Seat {
     pub(crate) const fn alone(timeout: Duration) -> Seat {
         Seat {
             alone: true,
+            polled: false,
             timeout,
         }
     }
@@ -252,7 +256,30 @@ impl Seat {
     pub(crate) const fn shared(timeout: Duration) -> Seat {
         Seat {
             alone: false,
+            polled: false,
             timeout,
+        }
+    }
+
+    /// A closed-loop session whose socket the worker's own loop polls with
+    /// those of the thread's other users.
+    pub(crate) const fn polled(timeout: Duration) -> Seat {
+        Seat {
+            alone: false,
+            polled: true,
+            timeout,
+        }
+    }
+
+    /// How a session in this seat drives its own socket.
+    pub(crate) const fn drive(&self) -> crate::sut::stream::Drive {
+        use crate::sut::stream::Drive;
+        if self.alone {
+            Drive::Held(self.timeout)
+        } else if self.polled {
+            Drive::Polled(self.timeout)
+        } else {
+            Drive::Runtime
         }
     }
 }
@@ -285,6 +312,14 @@ pub trait Workload: Send + Sync + 'static {
     /// as a task of its own.
     fn batch(&self, sessions: Vec<Self::Session>) -> Result<Box<dyn Batch>, Vec<Self::Session>> {
         Err(sessions)
+    }
+
+    /// Whether this workload's sessions, sharing a thread in a closed loop
+    /// with no think time, can each have their socket polled by the
+    /// worker's own loop ([`Seat::polled`]): sessions that speak their
+    /// server's protocol on a socket of their own (`sut::stream`).
+    fn polls_sockets(&self) -> bool {
+        false
     }
 
     /// What a generator needs to build this workload as it stands started

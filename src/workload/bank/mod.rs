@@ -88,6 +88,10 @@ pub(crate) trait BankBackend: Send + Sync + 'static {
     /// Opens a connection for one user, to run where `seat` says.
     fn connect(&self, seat: Seat) -> impl Future<Output = anyhow::Result<Self::Conn>>;
 
+    /// Its connections speak the server's protocol on a socket of their
+    /// own, which the worker's loop can poll ([`Workload::polls_sockets`]).
+    const POLLS_SOCKETS: bool = false;
+
     /// The clock its sessions time BEGIN and COMMIT on.
     fn clock(&self) -> &std::sync::Arc<crate::workload::sql::clock::StatementClock>;
 
@@ -160,6 +164,10 @@ impl<B: BankBackend> Workload for BankWorkload<B> {
 
     fn generator_form(&self) -> Option<serde_json::Value> {
         self.form.clone()
+    }
+
+    fn polls_sockets(&self) -> bool {
+        B::POLLS_SOCKETS
     }
 
     async fn open_session(

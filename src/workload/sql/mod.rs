@@ -338,7 +338,7 @@ impl Backend {
                 let driver = pg::PgScripts {
                     target: (**target).clone(),
                     scripts: scripts.clone(),
-                    held: None,
+                    drive: crate::sut::stream::Drive::Runtime,
                 };
                 runtime
                     .block_on(crate::util::until_interrupted(
@@ -354,7 +354,7 @@ impl Backend {
                 let driver = my::MyScripts {
                     target: target.clone(),
                     scripts: scripts.clone(),
-                    held: None,
+                    drive: crate::sut::stream::Drive::Runtime,
                 };
                 runtime
                     .block_on(crate::util::until_interrupted(
@@ -406,6 +406,10 @@ impl Workload for SqlWorkload {
         &self.names
     }
 
+    fn polls_sockets(&self) -> bool {
+        matches!(self.backend, Backend::Pg(_) | Backend::My(_))
+    }
+
     async fn open_session(&self, user: u32, seed: u64, seat: Seat) -> anyhow::Result<SqlSession> {
         let scripts = self.scripts.clone();
         let conn = match &self.backend {
@@ -413,7 +417,7 @@ impl Workload for SqlWorkload {
                 let driver = pg::PgScripts {
                     target: (**target).clone(),
                     scripts: scripts.clone(),
-                    held: seat.alone.then_some(seat.timeout),
+                    drive: seat.drive(),
                 };
                 let conn =
                     crate::workload::server_conn::ServerConn::open(driver, self.max_tries).await?;
@@ -423,7 +427,7 @@ impl Workload for SqlWorkload {
                 let driver = my::MyScripts {
                     target: target.clone(),
                     scripts: scripts.clone(),
-                    held: seat.alone.then_some(seat.timeout),
+                    drive: seat.drive(),
                 };
                 let conn =
                     crate::workload::server_conn::ServerConn::open(driver, self.max_tries).await?;

@@ -26,9 +26,9 @@ use std::time::Duration;
 pub(crate) struct PgScripts {
     pub(crate) target: PgTarget,
     pub(crate) scripts: Arc<Scripts>,
-    /// Hold the socket (blocking calls), each operation allowed this long:
-    /// for a user alone on its worker thread.
-    pub(crate) held: Option<Duration>,
+    /// How its socket is driven (held or polled: each operation allowed
+    /// its timeout).
+    pub(crate) drive: crate::sut::stream::Drive,
 }
 
 /// A user's connection.
@@ -90,12 +90,9 @@ pub(crate) async fn connect(driver: &PgScripts) -> anyhow::Result<Conn> {
         }
         prepared.push(statements);
     }
-    let wire = match driver.held {
-        Some(timeout) => wire
-            .hold(timeout)
-            .with_context(|| format!("cannot hold the connection to {}", target.display))?,
-        None => wire,
-    };
+    let wire = wire
+        .drive(driver.drive)
+        .with_context(|| format!("cannot drive the connection to {}", target.display))?;
     Ok(Conn {
         wire,
         prepared,
@@ -183,6 +180,6 @@ impl Exec for Conn {
     }
 
     async fn sleep(&mut self, for_: Duration) {
-        tokio::time::sleep(for_).await;
+        crate::util::poller::sleep(for_).await;
     }
 }

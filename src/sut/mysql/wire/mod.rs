@@ -356,12 +356,12 @@ impl MyWire {
         self.reply_limit = limit;
     }
 
-    /// Holds the connection: its socket is read and written with blocking
-    /// calls, each operation allowed `timeout` (for a user alone on its
-    /// worker thread; see `sut::stream`).
-    pub(crate) fn hold(self, timeout: std::time::Duration) -> io::Result<MyWire> {
+    /// The connection with its socket driven as `drive` says (held by a
+    /// user alone on its worker thread, or polled by the worker's loop;
+    /// see `sut::stream`).
+    pub(crate) fn drive(self, drive: crate::sut::stream::Drive) -> io::Result<MyWire> {
         Ok(MyWire {
-            stream: self.stream.hold(timeout)?,
+            stream: self.stream.drive(drive)?,
             ..self
         })
     }

@@ -290,7 +290,9 @@ fn exchange(target: &MyTarget, abandon_first: bool, held: bool) -> Vec<Result<Re
         let mut wire = MyWire::connect(target).await.unwrap();
         let st = wire.prepare(target, "SELECT ?").await.unwrap();
         if held {
-            wire = wire.hold(Duration::from_millis(150)).unwrap();
+            wire = wire
+                .drive(crate::sut::stream::Drive::Held(Duration::from_millis(150)))
+                .unwrap();
         }
         let mut out = Vec::new();
         for i in 0..2 {

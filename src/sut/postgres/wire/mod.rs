@@ -467,12 +467,12 @@ impl Wire {
         }
     }
 
-    /// Holds the connection: its socket is read and written with blocking
-    /// calls, each operation allowed `timeout` (for a user alone on its
-    /// worker thread; see `sut::stream`).
-    pub(crate) fn hold(self, timeout: std::time::Duration) -> io::Result<Wire> {
+    /// The connection with its socket driven as `drive` says (held by a
+    /// user alone on its worker thread, or polled by the worker's loop;
+    /// see `sut::stream`).
+    pub(crate) fn drive(self, drive: crate::sut::stream::Drive) -> io::Result<Wire> {
         Ok(Wire {
-            stream: self.stream.hold(timeout)?,
+            stream: self.stream.drive(drive)?,
             ..self
         })
     }

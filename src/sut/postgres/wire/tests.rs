@@ -125,7 +125,9 @@ fn exchange(target: &PgTarget, abandon_first: bool, held: bool) -> Vec<Result<Re
         let mut wire = Wire::connect(target).await.unwrap();
         let st = wire.prepare(target, "s", "SELECT $1", 1).await.unwrap();
         if held {
-            wire = wire.hold(Duration::from_secs(1)).unwrap();
+            wire = wire
+                .drive(crate::sut::stream::Drive::Held(Duration::from_secs(1)))
+                .unwrap();
         }
         let mut out = Vec::new();
         for i in 0..2 {
@@ -227,7 +229,9 @@ fn a_held_exchange_past_its_deadline_times_out_and_is_settled_before_the_next() 
     rt.block_on(async {
         let mut wire = Wire::connect(&target).await.unwrap();
         let st = wire.prepare(&target, "s", "SELECT $1", 1).await.unwrap();
-        let mut wire = wire.hold(Duration::from_millis(150)).unwrap();
+        let mut wire = wire
+            .drive(crate::sut::stream::Drive::Held(Duration::from_millis(150)))
+            .unwrap();
         // The reply comes 200 ms after the request: past the deadline,
         // a timeout, and the connection keeps its place.
         wire.begin_operation();

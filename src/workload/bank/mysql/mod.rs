@@ -388,6 +388,8 @@ async fn figures(conn: &mut MyWire, t: &Tables) -> anyhow::Result<BankFigures> {
 }
 
 impl BankBackend for MyBank {
+    const POLLS_SOCKETS: bool = true;
+
     type Conn = MyConn;
 
     async fn connect(&self, seat: Seat) -> anyhow::Result<MyConn> {
@@ -395,7 +397,7 @@ impl BankBackend for MyBank {
             target: self.target.clone(),
             tables: self.tables,
             isolation: self.isolation,
-            held: seat.alone.then_some(seat.timeout),
+            drive: seat.drive(),
             clock: Arc::clone(&self.clock),
         };
         MyConn::open(driver, self.max_tries).await

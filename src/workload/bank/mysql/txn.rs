@@ -12,7 +12,6 @@ use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use crate::workload::sql::clock::StatementClock;
 use anyhow::Context;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A connection's commands, each encoded once.
 pub(crate) struct Statements {
@@ -32,9 +31,9 @@ pub(crate) struct MyClient {
     pub(crate) target: MyTarget,
     pub(crate) tables: Tables,
     pub(crate) isolation: Isolation,
-    /// Hold the socket (blocking calls), each operation allowed this long:
-    /// for a user alone on its worker thread.
-    pub(crate) held: Option<Duration>,
+    /// How its socket is driven (held or polled: each operation allowed
+    /// its timeout).
+    pub(crate) drive: crate::sut::stream::Drive,
     /// The run's clock of BEGIN and COMMIT.
     pub(crate) clock: Arc<StatementClock>,
 }
@@ -91,12 +90,9 @@ async fn connect(driver: &MyClient) -> anyhow::Result<Conn> {
         ))
         .await?,
     };
-    let wire = match driver.held {
-        Some(timeout) => wire
-            .hold(timeout)
-            .with_context(|| format!("cannot hold the connection to {}", target.display))?,
-        None => wire,
-    };
+    let wire = wire
+        .drive(driver.drive)
+        .with_context(|| format!("cannot drive the connection to {}", target.display))?;
     Ok(Conn {
         wire,
         st,

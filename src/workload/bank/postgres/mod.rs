@@ -120,6 +120,8 @@ impl PgBank {
 }
 
 impl BankBackend for PgBank {
+    const POLLS_SOCKETS: bool = true;
+
     type Conn = PgConn;
 
     async fn connect(&self, seat: Seat) -> anyhow::Result<PgConn> {
@@ -128,7 +130,7 @@ impl BankBackend for PgBank {
             tables: self.tables,
             isolation: self.isolation,
             pipeline: self.pipeline,
-            held: seat.alone.then_some(seat.timeout),
+            drive: seat.drive(),
             clock: Arc::clone(&self.clock),
         };
         PgConn::open(driver, self.max_tries).await

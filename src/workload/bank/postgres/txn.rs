@@ -17,7 +17,6 @@ use crate::workload::server_conn::{DbClient, Failure, ServerConn};
 use crate::workload::sql::clock::StatementClock;
 use anyhow::Context;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The prepared statements of one connection.
 pub(crate) struct Statements {
@@ -39,9 +38,9 @@ pub(crate) struct PgClient {
     pub(crate) isolation: Isolation,
     /// Send a transaction's statements together (pipeline mode).
     pub(crate) pipeline: bool,
-    /// Hold the socket (blocking calls), each operation allowed this long:
-    /// for a user alone on its worker thread.
-    pub(crate) held: Option<Duration>,
+    /// How its socket is driven (held or polled: each operation allowed
+    /// its timeout).
+    pub(crate) drive: crate::sut::stream::Drive,
     /// The run's clock of BEGIN and COMMIT.
     pub(crate) clock: Arc<StatementClock>,
 }
@@ -115,12 +114,9 @@ async fn connect(driver: &PgClient) -> anyhow::Result<Conn> {
         )
         .await?,
     };
-    let wire = match driver.held {
-        Some(timeout) => wire
-            .hold(timeout)
-            .with_context(|| format!("cannot hold the connection to {}", target.display))?,
-        None => wire,
-    };
+    let wire = wire
+        .drive(driver.drive)
+        .with_context(|| format!("cannot drive the connection to {}", target.display))?;
     Ok(Conn {
         wire,
         st,

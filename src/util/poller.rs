@@ -1,0 +1,187 @@
+//! A worker thread that polls its users' sockets itself, as a client with
+//! a few connections per thread does with one `poll(2)`: the users'
+//! futures are polled by the thread's own loop (in the engine), and a
+//! socket that would block says so here ([`want`]) instead of registering
+//! with the runtime's driver. The loop then waits for every such socket
+//! in one system call, up to the earliest deadline, and polls again only
+//! the users whose socket is ready: no driver registration, no task to
+//! schedule, no waker to clone on the way from a reply to the next
+//! statement.
+//!
+//! One thread, one loop: what a user wants is kept in a thread-local cell
+//! that the loop empties after each poll of a user ([`Polling::take`]).
+//! Off that loop (no [`Polling`] on the thread), [`want`] says so and the
+//! caller blocks on its socket itself ([`block`]), and [`sleep`] and
+//! [`yield_now`] are the runtime's.
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// What a user waits for once its future returned `Pending`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// Its socket `fd` readable (or writable, when `write`), until `deadline`.
+    Socket {
+        fd: RawFd,
+        write: bool,
+        deadline: Instant,
+    },
+    /// Nothing before `deadline` (a script's `\sleep`).
+    Until(Instant),
+    /// Another turn, after the thread's other users have had theirs.
+    Again,
+}
+
+thread_local! {
+    /// Whether the thread's loop is polling a user now.
+    static POLLING: Cell<bool> = const { Cell::new(false) };
+    /// What the user being polled waits for.
+    static WANTED: Cell<Option<Want>> = const { Cell::new(None) };
+}
+
+/// The user being polled waits for `want`; false when no loop polls this
+/// thread's users (the caller then waits by itself).
+#[inline]
+pub(crate) fn want(want: Want) -> bool {
+    if !POLLING.with(Cell::get) {
+        return false;
+    }
+    WANTED.with(|w| w.set(Some(want)));
+    true
+}
+
+/// The thread's loop polling its users: while it lives, [`want`] is heard.
+/// One per thread at a time.
+pub(crate) struct Polling(());
+
+impl Polling {
+    /// The loop starts polling a user (nothing wanted yet).
+    #[inline]
+    pub(crate) fn enter() -> Polling {
+        POLLING.with(|p| p.set(true));
+        WANTED.with(|w| w.set(None));
+        Polling(())
+    }
+
+    /// What the polled user said it waits for (none: something of the
+    /// runtime's, a timer or a task, which wakes it by its waker).
+    #[inline]
+    pub(crate) fn take(self) -> Option<Want> {
+        WANTED.with(Cell::take)
+    }
+}
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        POLLING.with(|p| p.set(false));
+    }
+}
+
+/// Waits until `fd` is readable (or writable), `deadline` passes or a
+/// signal arrives: for a socket used off the thread's loop.
+pub(crate) fn block(fd: RawFd, write: bool, deadline: Instant) -> io::Result<()> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let mut one = [pollfd(fd, write)];
+    wait(&mut one, left).map(drop)
+}
+
+/// A `pollfd` asking whether `fd` is readable (or writable).
+#[inline]
+pub(crate) fn pollfd(fd: RawFd, write: bool) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: if write { libc::POLLOUT } else { libc::POLLIN },
+        revents: 0,
+    }
+}
+
+/// Waits up to `timeout` (rounded up to a whole millisecond) until one of
+/// `fds` is ready; how many are (0 at the timeout or a signal).
+pub(crate) fn wait(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+    let n = libc::nfds_t::try_from(fds.len()).unwrap_or(libc::nfds_t::MAX);
+    // SAFETY: `fds` is a valid, writable array of `n` pollfd structs for
+    // the duration of the call.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), n, ms) };
+    if ready < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(ready as usize)
+}
+
+/// Waits `for_`: by the thread's loop when it polls this user, else on the
+/// runtime's timer.
+pub(crate) async fn sleep(for_: Duration) {
+    let deadline = Instant::now() + for_;
+    let done = std::future::poll_fn(|_cx| {
+        if Instant::now() >= deadline {
+            std::task::Poll::Ready(true)
+        } else if want(Want::Until(deadline)) {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(false)
+        }
+    })
+    .await;
+    if !done {
+        tokio::time::sleep_until(deadline.into()).await;
+    }
+}
+
+/// Gives the thread's other users a turn: by its loop when it polls this
+/// user, else by the runtime.
+pub(crate) async fn yield_now() {
+    let mut asked = false;
+    let by_loop = std::future::poll_fn(|_cx| {
+        if asked {
+            return std::task::Poll::Ready(true);
+        }
+        asked = true;
+        if want(Want::Again) {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(false)
+        }
+    })
+    .await;
+    if !by_loop {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_want_is_heard_only_while_the_loop_polls() {
+        let deadline = Instant::now();
+        assert!(!want(Want::Until(deadline)));
+        let polling = Polling::enter();
+        assert!(want(Want::Until(deadline)));
+        assert_eq!(polling.take(), Some(Want::Until(deadline)));
+        assert!(!want(Want::Again), "the loop is done with that user");
+        let polling = Polling::enter();
+        assert_eq!(polling.take(), None, "nothing wanted this time");
+    }
+
+    #[test]
+    fn a_wait_ends_when_a_socket_is_ready_or_at_its_timeout() {
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        use std::os::fd::AsRawFd;
+        let mut fds = [pollfd(a.as_raw_fd(), false)];
+        let began = Instant::now();
+        assert_eq!(wait(&mut fds, Duration::from_millis(30)).unwrap(), 0);
+        assert!(began.elapsed() >= Duration::from_millis(30));
+        std::io::Write::write_all(&mut b, b"x").unwrap();
+        assert_eq!(wait(&mut fds, Duration::from_secs(5)).unwrap(), 1);
+        assert_ne!(fds[0].revents & libc::POLLIN, 0);
+        assert!(block(a.as_raw_fd(), true, Instant::now() + Duration::from_secs(5)).is_ok());
+    }
+}
