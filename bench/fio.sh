@@ -35,6 +35,8 @@
 # perflab's stamped sectors compress differently from fio's random
 # buffers. Installs fio when missing; removes what it made.
 # Usage: bench/fio.sh [SECONDS] [ROUNDS] [SIZE]   (defaults 10, 3, 1GiB)
+# LOADS="job-file 4k-randread:1:1" runs those loads only (NAME:DEPTH:THREADS
+# as listed in bench below, and job-file for the job file cell).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
@@ -84,6 +86,7 @@ bench() {
     # NAME:DEPTH:THREADS, the depth in all (fio's jobs share it out).
     for load in 4k-randread:1:1 4k-randread:32:1 4k-randwrite:32:1 file-server:32:1 \
         4k-randread:2:2 4k-randread:32:2; do
+        selected "$load" || continue
         local name=${load%%:*} rest=${load#*:}
         local depth=${rest%%:*} threads=${rest##*:} row=${load%%:*} cell
         ((threads == 1)) || row="$name x$threads threads"
@@ -111,7 +114,12 @@ bench() {
         paired_row "$(printf '%-22s %6d' "$row" "$depth")" "$(IFS=,; echo "${fio_iops[*]}")" "$(IFS=,; echo "${pl_iops[*]}")" \
             "$(IFS=,; echo "${fio_cpu[*]}")" "$(IFS=,; echo "${pl_cpu[*]}")" "$cell"
     done
-    job_cell
+    if selected job-file; then job_cell; fi
+}
+
+# Whether load $1 is among LOADS (every load when LOADS is not given).
+selected() {
+    case " ${LOADS:-$1} " in *" $1 "*) return 0 ;; *) return 1 ;; esac
 }
 
 # The user's job file: one job file, run by fio and by perflab's --fio-job.

@@ -175,7 +175,20 @@ pub fn last_export(dir: &Path) -> serde_json::Value {
 
 /// Asserts that a text contains a fragment, showing the text if not.
 pub fn contains(text: &str, fragment: &str) {
-    assert!(text.contains(fragment), "no '{fragment}' in:\n{text}");
+    if text.contains(fragment) {
+        return;
+    }
+    // The verdict's first lines first: a failure's log keeps the head of
+    // a long output and cuts its middle.
+    let verdict = text.find("\nverdict").map_or("", |at| {
+        let rest = &text[at + 1..];
+        let end = rest
+            .match_indices('\n')
+            .nth(12)
+            .map_or(rest.len(), |(i, _)| i);
+        &rest[..end]
+    });
+    panic!("no '{fragment}' in:\n{verdict}\n--- the whole output:\n{text}");
 }
 
 /// The newest run's id in a store (0 when there is none).
