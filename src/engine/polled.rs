@@ -97,6 +97,8 @@ struct Loop<F> {
     /// The sockets of this round's wait, and whose each is.
     fds: Vec<libc::pollfd>,
     owners: Vec<usize>,
+    /// Users this round's gathering found past their deadline.
+    overdue: usize,
 }
 
 /// Runs the thread's users until every one has ended (the ticker stops
@@ -135,6 +137,7 @@ impl<F: Future<Output = ()>> Loop<F> {
             left: n,
             fds: Vec::with_capacity(n),
             owners: Vec::with_capacity(n),
+            overdue: 0,
         }
     }
 
@@ -156,7 +159,7 @@ impl<F: Future<Output = ()>> Loop<F> {
                 return Poll::Pending;
             };
             let waited = poller::wait(&mut self.fds, timeout);
-            if self.mark_ready(waited.is_err()) == 0 && !timeout.is_zero() {
+            if self.mark_ready(waited) == 0 && !timeout.is_zero() {
                 // The wait ran its bound out: a boundary, a runtime timer.
                 return Poll::Ready(Next::Yield);
             }
@@ -195,7 +198,8 @@ impl<F: Future<Output = ()>> Loop<F> {
 
     /// This round's sockets to wait for, and how long to wait: none when
     /// no user waits on anything but the runtime (the loop's task then
-    /// waits for a waker).
+    /// waits for a waker). A user whose deadline has passed is marked
+    /// ready, its socket left out, and the wait does not wait.
     fn gather(&mut self, state: &WorkerState) -> Option<Duration> {
         self.fds.clear();
         self.owners.clear();
@@ -207,8 +211,16 @@ impl<F: Future<Output = ()>> Loop<F> {
             TICKER_WAIT
         };
         let (mut waits, mut on_runtime) = (false, false);
-        for (u, stand) in self.stands.iter().enumerate() {
+        self.overdue = 0;
+        for (u, stand) in self.stands.iter_mut().enumerate() {
             let deadline = match *stand {
+                Stand::Waits(Want::Socket { deadline, .. } | Want::Until(deadline))
+                    if deadline <= now =>
+                {
+                    *stand = Stand::Ready;
+                    self.overdue += 1;
+                    now
+                }
                 Stand::Waits(Want::Socket {
                     fd,
                     write,
@@ -242,10 +254,14 @@ impl<F: Future<Output = ()>> Loop<F> {
     }
 
     /// Marks ready every user whose socket the wait found ready (every one
-    /// that waits on a socket when the wait failed), whose deadline has
-    /// passed or who asked for another turn; how many, wakers' included.
-    fn mark_ready(&mut self, failed: bool) -> usize {
-        let mut ready = 0;
+    /// that waits on a socket when the wait failed), who asked for another
+    /// turn, was marked by [`Self::gather`], or — when the wait found no
+    /// socket ready, so it may have run to a deadline — whose deadline has
+    /// passed; how many, wakers' included. With sockets ready the clock is
+    /// not read: the next round's gathering sees the deadlines.
+    fn mark_ready(&mut self, waited: std::io::Result<usize>) -> usize {
+        let failed = waited.is_err();
+        let mut ready = self.overdue;
         for (fd, &u) in self.fds.iter().zip(&self.owners) {
             if failed || fd.revents != 0 {
                 if let Some(stand) = self.stands.get_mut(u) {
@@ -254,13 +270,14 @@ impl<F: Future<Output = ()>> Loop<F> {
                 }
             }
         }
-        let now = Instant::now();
+        let now = (ready == 0).then(Instant::now);
         for stand in &mut self.stands {
-            let due = match *stand {
-                Stand::Waits(Want::Socket { deadline, .. } | Want::Until(deadline)) => {
-                    deadline <= now
-                }
-                Stand::Waits(Want::Again) => true,
+            let due = match (*stand, now) {
+                (
+                    Stand::Waits(Want::Socket { deadline, .. } | Want::Until(deadline)),
+                    Some(now),
+                ) => deadline <= now,
+                (Stand::Waits(Want::Again), _) => true,
                 _ => false,
             };
             if due {

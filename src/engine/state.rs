@@ -14,6 +14,12 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 
+/// How much later than the operation's deadline the deadline of a socket
+/// that the thread's loop waits on may be, for the loop to end the
+/// operation in place of the timer: the socket's deadline runs from the
+/// operation's start as the session saw it, microseconds later.
+const SOCKET_SLACK: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// State shared by the tasks of one worker (and only them).
 pub(super) struct WorkerState {
     pub(crate) recorder: RefCell<Recorder>,
@@ -84,6 +90,12 @@ impl WorkerState {
                     return Poll::Ready(outcome);
                 }
                 waited = true;
+                // A socket the thread's loop waits on until this deadline
+                // (its poll's timeout is whole milliseconds): the loop
+                // ends the operation then, and the timer is left as it is.
+                if crate::util::poller::socket_waits_by((due + SOCKET_SLACK).into_std()) {
+                    return Poll::Pending;
+                }
                 while timer.as_mut().poll(cx).is_ready() {
                     if Instant::now() >= due {
                         return Poll::Ready(Outcome::error(ErrorKind::Timeout));

@@ -271,15 +271,17 @@ impl Polled {
     }
 
     /// Returns once the socket may be readable (writable) again: `TimedOut`
-    /// past the operation's deadline.
+    /// past the operation's deadline. The clock is read once the wait is
+    /// over, not before: the loop (or the blocking wait) is given the
+    /// deadline, and a deadline already passed ends that wait at once.
     async fn ready(&self, write: bool) -> io::Result<()> {
         let (fd, deadline) = (self.socket.fd(), self.deadline);
         let mut asked = false;
         std::future::poll_fn(|_cx| {
-            if Instant::now() >= deadline {
-                return std::task::Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
-            }
             if asked {
+                if Instant::now() >= deadline {
+                    return std::task::Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
+                }
                 return std::task::Poll::Ready(Ok(()));
             }
             asked = true;

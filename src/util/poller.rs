@@ -52,6 +52,18 @@ pub(crate) fn want(want: Want) -> bool {
     true
 }
 
+/// Whether the user being polled waits on its socket with a deadline no
+/// later than `by`: the loop then ends that wait by the deadline itself,
+/// and a runtime timer for the same deadline need not be polled. False off
+/// the loop.
+#[inline]
+pub(crate) fn socket_waits_by(by: Instant) -> bool {
+    matches!(
+        WANTED.with(Cell::get),
+        Some(Want::Socket { deadline, .. }) if deadline <= by
+    )
+}
+
 /// The thread's loop polling its users: while it lives, [`want`] is heard.
 /// One per thread at a time.
 pub(crate) struct Polling(());
@@ -76,15 +88,22 @@ impl Polling {
 impl Drop for Polling {
     fn drop(&mut self) {
         POLLING.with(|p| p.set(false));
+        // Nothing a user wanted outlives its poll: a task the runtime
+        // polls next on this thread must not see it.
+        WANTED.with(|w| w.set(None));
     }
 }
 
 /// Waits until `fd` is readable (or writable), `deadline` passes or a
-/// signal arrives: for a socket used off the thread's loop.
+/// signal arrives: for a socket used off the thread's loop. `TimedOut`
+/// when it waited to the deadline (at once when that had passed).
 pub(crate) fn block(fd: RawFd, write: bool, deadline: Instant) -> io::Result<()> {
     let left = deadline.saturating_duration_since(Instant::now());
     let mut one = [pollfd(fd, write)];
-    wait(&mut one, left).map(drop)
+    match wait(&mut one, left)? {
+        0 if Instant::now() >= deadline => Err(io::ErrorKind::TimedOut.into()),
+        _ => Ok(()),
+    }
 }
 
 /// A `pollfd` asking whether `fd` is readable (or writable).
@@ -168,6 +187,19 @@ mod tests {
         assert_eq!(polling.take(), Some(Want::Until(deadline)));
         assert!(!want(Want::Again), "the loop is done with that user");
         let polling = Polling::enter();
+        let socket = Want::Socket {
+            fd: 3,
+            write: false,
+            deadline,
+        };
+        assert!(!socket_waits_by(deadline), "nothing wanted yet");
+        assert!(want(socket));
+        assert!(socket_waits_by(deadline));
+        assert!(!socket_waits_by(deadline - Duration::from_millis(1)));
+        assert_eq!(polling.take(), Some(socket));
+        let _polling = Polling::enter();
+        assert!(want(Want::Until(deadline)) && !socket_waits_by(deadline));
+        let polling = Polling::enter();
         assert_eq!(polling.take(), None, "nothing wanted this time");
     }
 
@@ -183,5 +215,30 @@ mod tests {
         assert_eq!(wait(&mut fds, Duration::from_secs(5)).unwrap(), 1);
         assert_ne!(fds[0].revents & libc::POLLIN, 0);
         assert!(block(a.as_raw_fd(), true, Instant::now() + Duration::from_secs(5)).is_ok());
+    }
+
+    /// A blocking wait for a socket that stays silent ends at its deadline
+    /// as a timeout, and at once when the deadline has passed: a caller
+    /// retrying its read never spins.
+    #[test]
+    fn a_blocking_wait_past_its_deadline_is_a_timeout() {
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        use std::os::fd::AsRawFd;
+        let timed_out = |r: io::Result<()>| r.is_err_and(|e| e.kind() == io::ErrorKind::TimedOut);
+        let began = Instant::now();
+        assert!(timed_out(block(
+            a.as_raw_fd(),
+            false,
+            began + Duration::from_millis(20)
+        )));
+        assert!(began.elapsed() >= Duration::from_millis(20));
+        assert!(timed_out(block(a.as_raw_fd(), false, began)));
+        std::io::Write::write_all(&mut b, b"x").unwrap();
+        assert!(block(
+            a.as_raw_fd(),
+            false,
+            Instant::now() + Duration::from_secs(5)
+        )
+        .is_ok());
     }
 }

@@ -1,8 +1,10 @@
 //! Each statement's time, as pgbench's `-r` reports it, but per step: a
 //! pair of counters per statement of every script (runs that succeeded,
 //! and their seconds from send to the last byte of the reply), added to
-//! by every session with two relaxed atomic adds and no allocation, and
-//! read at each interval's end by the run's statistics source beside the
+//! by every session with two relaxed atomic adds and no allocation — in
+//! its thread's own shard, so that two threads timing the same statement
+//! never pass a cache line between them — and summed over the shards
+//! at each interval's end by the run's statistics source beside the
 //! server's own counters ([`ClockSource`]). Stored with each interval as
 //! `statement_runs:LABEL` and `statement_seconds:LABEL`, where the label
 //! is the script, its line and the statement's first words
@@ -12,7 +14,7 @@
 use super::script::Script;
 use crate::probe::DbStatsSource;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,8 +30,11 @@ const TEXT_CHARS: usize = 64;
 /// statements) are run but not timed.
 const MOST: usize = 256;
 
-/// One statement's counters, on a cache line of its own so that two
-/// sessions timing different statements do not contend.
+/// The most shards: threads past it share one.
+const MOST_SHARDS: usize = 64;
+
+/// One statement's counters in one shard, on a cache line of its own so
+/// that two threads timing statements do not contend.
 #[derive(Default)]
 #[repr(align(64))]
 struct Cell {
@@ -37,13 +42,34 @@ struct Cell {
     nanos: AtomicU64,
 }
 
-/// Every timed statement's counters, shared by the run's sessions.
+/// Every timed statement's counters, shared by the run's sessions: one
+/// shard per thread (up to [`MOST_SHARDS`]), each a cell per statement.
 pub(crate) struct StatementClock {
     cells: Box<[Cell]>,
-    /// Where each script's statements begin among the cells.
+    /// How many shards (a power of two), and the statements in each.
+    shards: usize,
+    per_shard: usize,
+    /// Where each script's statements begin among a shard's cells.
     offsets: Vec<usize>,
-    /// Each cell's label.
+    /// Each statement's label.
     labels: Vec<String>,
+}
+
+/// This thread's ordinal among the threads that timed a statement: its
+/// shard, modulo the shards.
+fn thread_ordinal() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static ORDINAL: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    ORDINAL.with(|o| *o)
+}
+
+/// Shards for a run: two per CPU (a step of few users gives each its
+/// own thread, up to two per CPU), as a power of two.
+fn shards() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    cpus.saturating_mul(2).next_power_of_two().min(MOST_SHARDS)
 }
 
 impl StatementClock {
@@ -63,8 +89,17 @@ impl StatementClock {
                 }
             }
         }
+        StatementClock::of(offsets, labels)
+    }
+
+    fn of(offsets: Vec<usize>, labels: Vec<String>) -> Self {
+        let shards = shards();
         StatementClock {
-            cells: labels.iter().map(|_| Cell::default()).collect(),
+            cells: (0..shards * labels.len())
+                .map(|_| Cell::default())
+                .collect(),
+            shards,
+            per_shard: labels.len(),
             offsets,
             labels,
         }
@@ -74,25 +109,26 @@ impl StatementClock {
     /// workload of fixed statements (the bank's BEGIN and COMMIT).
     pub(crate) fn labelled(labels: &[String]) -> Self {
         let labels: Vec<String> = labels.iter().take(MOST).cloned().collect();
-        StatementClock {
-            cells: labels.iter().map(|_| Cell::default()).collect(),
-            offsets: vec![0],
-            labels,
-        }
+        StatementClock::of(vec![0], labels)
     }
 
     /// Statement `stmt` of script `script` succeeded in `took`.
     #[inline]
     pub(crate) fn record(&self, script: usize, stmt: usize, took: Duration) {
-        let Some(cell) = self
+        let Some(at) = self
             .offsets
             .get(script)
-            .and_then(|o| self.cells.get(o.saturating_add(stmt)))
+            .map(|o| o.saturating_add(stmt))
+            .filter(|at| *at < self.per_shard)
         else {
             return;
         };
+        let shard = thread_ordinal() & (self.shards - 1);
         // `stmt` is below the script's own count of statements, so the
         // cell is the script's; past [`MOST`] there is none.
+        let Some(cell) = self.cells.get(shard * self.per_shard + at) else {
+            return;
+        };
         cell.runs.fetch_add(1, Ordering::Relaxed);
         let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         cell.nanos.fetch_add(nanos, Ordering::Relaxed);
@@ -100,9 +136,12 @@ impl StatementClock {
 
     /// Every statement's counters so far, by their stored names.
     fn counters(&self, out: &mut BTreeMap<String, f64>) {
-        for (cell, label) in self.cells.iter().zip(&self.labels) {
-            let runs = cell.runs.load(Ordering::Relaxed);
-            let nanos = cell.nanos.load(Ordering::Relaxed);
+        for (at, label) in self.labels.iter().enumerate() {
+            let (mut runs, mut nanos) = (0u64, 0u64);
+            for cell in self.cells.iter().skip(at).step_by(self.per_shard) {
+                runs = runs.wrapping_add(cell.runs.load(Ordering::Relaxed));
+                nanos = nanos.wrapping_add(cell.nanos.load(Ordering::Relaxed));
+            }
             out.insert(format!("{RUNS}{label}"), runs as f64);
             out.insert(format!("{SECONDS}{label}"), nanos as f64 / 1e9);
         }
@@ -164,5 +203,46 @@ mod tests {
         assert!(l.starts_with("ab.sql:2\tSELECT c, c,"), "{l}");
         assert!(l.ends_with('…'));
         assert_eq!(l.split('\t').nth(1).map(|t| t.chars().count()), Some(65));
+    }
+
+    /// Threads timing the same statements each in a shard of their own
+    /// (more threads than shards sharing): every run and every second is
+    /// counted once, under its statement; a statement past the script's
+    /// is not counted at all.
+    #[test]
+    fn threads_time_statements_apart_and_every_run_is_summed() {
+        let labels = ["a:1\tBEGIN".to_string(), "a:2\tCOMMIT".to_string()];
+        let clock = Arc::new(StatementClock::labelled(&labels));
+        let threads = clock.shards + 3;
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let clock = Arc::clone(&clock);
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        clock.record(0, 0, Duration::from_micros(1));
+                        clock.record(0, 1, Duration::from_micros(t as u64));
+                        clock.record(0, 2, Duration::from_secs(1));
+                        clock.record(1, 0, Duration::from_secs(1));
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let mut out = BTreeMap::new();
+        clock.counters(&mut out);
+        assert_eq!(out.len(), 4, "{out:?}");
+        let n = (threads * 1000) as f64;
+        assert_eq!(out[&format!("{RUNS}a:1\tBEGIN")], n);
+        assert_eq!(out[&format!("{RUNS}a:2\tCOMMIT")], n);
+        let begin = out[&format!("{SECONDS}a:1\tBEGIN")];
+        assert!((begin - n * 1e-6).abs() < 1e-9, "{begin}");
+        let commit = out[&format!("{SECONDS}a:2\tCOMMIT")];
+        let sum: usize = (0..threads).sum();
+        assert!(
+            (commit - sum as f64 * 1000.0 * 1e-6).abs() < 1e-9,
+            "{commit}"
+        );
     }
 }

@@ -248,14 +248,22 @@ pub(crate) async fn run<X: Exec>(
         return Ok(());
     };
     let mut pc = 0;
+    // When the last statement ended, while the steps since have been
+    // statements only: the next one begins then, with no clock read.
+    let mut ended: Option<Instant> = None;
     while let Some(step) = script.program.get(pc) {
         pc += 1;
+        let after = ended.take();
         match step {
             Step::Sql { stmt } => {
                 if let Some(statement) = script.statements.get(*stmt) {
-                    let began = Instant::now();
+                    let began = after.unwrap_or_else(Instant::now);
                     conn.exec(index, *stmt, statement, &mut state.vars).await?;
-                    scripts.clock.record(index, *stmt, began.elapsed());
+                    let now = Instant::now();
+                    scripts
+                        .clock
+                        .record(index, *stmt, now.saturating_duration_since(began));
+                    ended = Some(now);
                 }
             }
             Step::Set { slot, expr } => {
