@@ -159,7 +159,7 @@ impl<F: Future<Output = ()>> Loop<F> {
                 return Poll::Pending;
             };
             let waited = poller::wait(&mut self.fds, timeout);
-            if self.mark_ready(waited) == 0 && !timeout.is_zero() {
+            if self.mark_ready(waited.is_err()) == 0 && !timeout.is_zero() {
                 // The wait ran its bound out: a boundary, a runtime timer.
                 return Poll::Ready(Next::Yield);
             }
@@ -259,8 +259,7 @@ impl<F: Future<Output = ()>> Loop<F> {
     /// socket ready, so it may have run to a deadline — whose deadline has
     /// passed; how many, wakers' included. With sockets ready the clock is
     /// not read: the next round's gathering sees the deadlines.
-    fn mark_ready(&mut self, waited: std::io::Result<usize>) -> usize {
-        let failed = waited.is_err();
+    fn mark_ready(&mut self, failed: bool) -> usize {
         let mut ready = self.overdue;
         for (fd, &u) in self.fds.iter().zip(&self.owners) {
             if failed || fd.revents != 0 {
