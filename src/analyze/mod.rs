@@ -303,7 +303,10 @@ fn others_on_the_host(points: &[StepPoint], embedded: bool, kernel_served: bool)
             } else {
                 p.io_path.kernel_cpus_total()
             };
-            let others = busy - p.generator.cpus - server - kernel;
+            // Interrupts are no process's: the run's own completions and
+            // packets are served there.
+            let isr = p.extras.isr_cpus.unwrap_or(0.0);
+            let others = busy - p.generator.cpus - server - kernel - isr;
             (others >= 0.3).then(|| {
                 let mut text = format!(
                     "at {} other processes kept {:.2} CPUs busy besides perflab and the server: the host was not quiet",
@@ -695,6 +698,28 @@ mod tests {
         assert!(
             caveats[0].starts_with("at 4 users other processes kept 1.20 CPUs busy")
                 && caveats[0].contains("; 1.20 CPUs of it ran at low priority (nice above 0), which gave no way: the kernel schedules each session as a group"),
+            "{caveats:?}"
+        );
+    }
+
+    /// Interrupts are no process's: a step whose only CPU beside perflab's
+    /// and the server's served interrupts (a RAM-backed loop device's
+    /// completions) was quiet; the same CPU in a process was not.
+    #[test]
+    fn interrupts_are_not_other_processes() {
+        let mut points = mva_points(0.0004, 0.0006, 0.0, &[1, 2]);
+        for p in &mut points {
+            p.extras.busy_cpus = Some(1.5);
+            p.extras.server_cpus = Some(0.6);
+            p.generator.cpus = 0.5;
+            p.extras.isr_cpus = Some(0.3);
+        }
+        assert!(others_on_the_host(&points, false, false).is_empty());
+        points[1].extras.isr_cpus = Some(0.0);
+        let caveats = others_on_the_host(&points, false, false);
+        assert_eq!(caveats.len(), 1, "{caveats:?}");
+        assert!(
+            caveats[0].starts_with("at 2 users other processes kept 0.40 CPUs busy"),
             "{caveats:?}"
         );
     }

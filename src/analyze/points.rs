@@ -105,6 +105,10 @@ pub(crate) struct HostExtras {
     /// which went to other guests, and less the niced time others yielded
     /// to the server and perflab, × CPUs).
     pub(crate) busy_cpus: Option<f64>,
+    /// Of `busy_cpus`, those that served interrupts (hard and soft): no
+    /// process's time, the run's own I/O and packets among them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) isr_cpus: Option<f64>,
     /// CPUs that other processes ran at a nice value above 0: spare
     /// capacity to the server, not counted in `busy_cpus`.
     pub(crate) yielded_cpus: Option<f64>,
@@ -718,6 +722,7 @@ fn extras(samples: &[&HostSample]) -> HostExtras {
             let steal = s.cpu?.steal;
             Some((s.cpu_taken()? - steal).max(0.0) * s.cpus.len() as f64)
         }),
+        isr_cpus: weighted_mean(samples, |s| Some(s.cpu?.isr() * s.cpus.len() as f64)),
         yielded_cpus: weighted_mean(samples, |s| Some(s.cpu_yielded()? * s.cpus.len() as f64)),
         niced_unyielded_cpus: weighted_mean(samples, |s| {
             let unyielded = s.cpu_niced_by_others()? - s.cpu_yielded()?;

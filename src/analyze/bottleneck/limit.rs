@@ -40,6 +40,9 @@ const BAND_MIN: f64 = 0.05;
 const BAND_MAX: f64 = 0.15;
 /// Share of a cgroup's limit its I/O must reach for the limit to be named.
 const REACHED: f64 = 0.8;
+/// The most the throughput may grow under a limit reached at every step,
+/// as a share of the load's growth.
+const CREEP: f64 = 0.5;
 /// Share of time stalled on I/O that marks a server's flat curve as I/O's.
 const STALLED: f64 = 0.3;
 /// Share of wait samples on locks that makes the sessions contend.
@@ -62,7 +65,14 @@ pub(crate) fn verdict(all: &[StepPoint], shape: RunShape, waits: &Waits) -> Opti
         .filter(|&k| all.len() - k >= 2 && all[all.len() - 1].load >= 2.0 * all[k].load);
     let points = &all[from.unwrap_or(0)..];
     let flat = flatness(points)?;
-    if flat.spread > flat.band {
+    // Under a limit reached at every one of these steps, what stays flat
+    // is the cgroup's I/O: more operations may share each limited I/O as
+    // the load grows (synced writes, one journal flush), so throughput
+    // may still creep up, by less than half the load's growth. Only for
+    // the run's own I/O: a server's commits sharing a flush are named
+    // with the limit by the storage waits (`io`).
+    let pinned = shape.kernel_served && from.is_some() && crept(points);
+    if flat.spread > flat.band && !pinned {
         return None;
     }
     // Ruled out first: a CPU near its end, locks, retries, a short memory.
@@ -137,6 +147,15 @@ struct Findings<'a> {
     stall: Option<f64>,
     /// The busiest CPU and its share.
     cpu: Option<(String, f64)>,
+}
+
+/// Whether the throughput of `points` grew by less than half as much as
+/// their load did (and grew at all less than twofold).
+fn crept(points: &[StepPoint]) -> bool {
+    let (first, last) = (&points[0], &points[points.len() - 1]);
+    let load = last.load / first.load;
+    let x = last.throughput / first.throughput.max(f64::MIN_POSITIVE);
+    x < 2.0 && x - 1.0 < CREEP * (load - 1.0)
 }
 
 /// How flat the throughput of `points` is; none without throughput.
@@ -259,14 +278,28 @@ fn limited(f: &Findings) -> Bottleneck {
 /// not bind yet, and the latency growing as Little's law gives.
 fn flat_evidence(f: &Findings) -> Vec<String> {
     let (first, last) = (&f.points[0], &f.points[f.points.len() - 1]);
-    let mut evidence = vec![format!(
-        "throughput held at {} (within ±{}) from {} to {}, within the steps' own noise (interval CV {})",
-        first.rate(f.flat.mean),
-        Percent(f.flat.spread),
-        load_text(first),
-        load_text(last),
-        Percent(f.flat.noise)
-    )];
+    let held = if f.flat.spread <= f.flat.band {
+        format!(
+            "throughput held at {} (within ±{}) from {} to {}, within the steps' own noise (interval CV {})",
+            first.rate(f.flat.mean),
+            Percent(f.flat.spread),
+            load_text(first),
+            load_text(last),
+            Percent(f.flat.noise)
+        )
+    } else {
+        format!(
+            "the limit was {} used or more at every step from {} to {}, while throughput crept from {} to {} (×{:.2} for ×{:.0} the load): more operations shared each limited I/O",
+            Percent(REACHED),
+            load_text(first),
+            load_text(last),
+            first.rate(first.throughput),
+            last.rate(last.throughput),
+            last.throughput / first.throughput,
+            last.load / first.load
+        )
+    };
+    let mut evidence = vec![held];
     if let Some(b) = f.below.last() {
         evidence.push(format!(
             "below it, at {} and under, the limit did not bind yet ({} at {})",
@@ -551,6 +584,49 @@ mod tests {
                 .any(|e| e.starts_with("below it, at 1 user")),
             "{b:#?}"
         );
+    }
+
+    /// Synced file writes, 2 to 16 users, under a 100 write-IOPS throttle
+    /// reached at every step: the cgroup's writes sit at the throttle while
+    /// the operations creep from 72 to 100/s (more of them share each
+    /// journal flush), wider than the steps' noise allows a flat curve.
+    /// The throttle still; the same creep with the limit half used is not.
+    #[test]
+    fn operations_creeping_up_under_a_throttle_reached_throughout_name_it() {
+        let creeping = |writes: [f64; 4]| {
+            let mut points = flat(100.0);
+            points.truncate(4);
+            let xs = [72.3, 83.7, 91.7, 100.0];
+            for (k, p) in points.iter_mut().enumerate() {
+                p.load = [2.0, 4.0, 8.0, 16.0][k];
+                p.throughput = xs[k];
+                p.response.mean = Duration::from_secs_f64(p.load / xs[k]);
+                p.interval_throughputs = vec![xs[k] * 0.98, xs[k] * 1.02];
+                p.io_path.limits.push(LimitUse {
+                    owner: "perflab's own cgroup".to_string(),
+                    limit: IoLimit {
+                        device: "loop0".to_string(),
+                        write_iops: Some(100),
+                        interface: "blkio throttle".to_string(),
+                        ..IoLimit::default()
+                    },
+                    writes_per_s: writes[k],
+                    ..LimitUse::default_for_tests()
+                });
+            }
+            judge(points, DISK_RUN).bottleneck.unwrap()
+        };
+        let b = creeping([96.0, 99.0, 100.0, 100.0]);
+        assert_eq!(
+            b.name, "a blkio throttle of 100 write IOPS on perflab's own cgroup (device loop0)",
+            "{b:#?}"
+        );
+        assert!(
+            b.evidence.iter().any(|e| e.contains("crept from")),
+            "{b:#?}"
+        );
+        let b = creeping([50.0, 55.0, 58.0, 60.0]);
+        assert!(!b.name.contains("throttle"), "{b:#?}");
     }
 
     /// The same curve with no cgroup limit to read: a limit of about that
