@@ -15,6 +15,9 @@
 //!   read that would block says what it waits for and returns, and the
 //!   loop waits for every such socket in one `poll(2)`, as a client with a
 //!   few connections per thread does. Off that loop, it blocks itself.
+//!   The first read after a request waits before it tries: the reply
+//!   cannot have come in the microseconds since, and a `recv` that finds
+//!   nothing is a system call for nothing.
 //!
 //! A held or polled socket keeps the operation's deadline itself. A held
 //! one keeps its kernel timeouts (`SO_RCVTIMEO`, `SO_SNDTIMEO`) within
@@ -79,6 +82,10 @@ pub(crate) struct Polled {
     timeout: Duration,
     /// The running operation's deadline.
     deadline: Instant,
+    /// The last call wrote a request: its reply cannot have come yet, so
+    /// the next read waits for it before it tries (saving the `recv` that
+    /// would find nothing on every statement).
+    sent: bool,
 }
 
 /// A socket off the runtime.
@@ -120,6 +127,7 @@ impl Stream {
                 socket,
                 timeout,
                 deadline,
+                sent: false,
             }));
         }
         sock.set_nonblocking(false)?;
@@ -249,7 +257,10 @@ impl Polled {
         while !bytes.is_empty() {
             match self.socket.write(bytes) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => bytes = &bytes[n..],
+                Ok(n) => {
+                    bytes = &bytes[n..];
+                    self.sent = true;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.ready(true).await?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -261,6 +272,9 @@ impl Polled {
     /// Reads what has arrived into `buf`, waiting for it when nothing has;
     /// 0 at the end of the stream.
     async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        if std::mem::take(&mut self.sent) {
+            self.ready(false).await?;
+        }
         loop {
             match self.socket.recv_into(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.ready(false).await?,
