@@ -497,6 +497,22 @@ mod tests {
         }
     }
 
+    /// perflab's own cgroup held to 100 write IOPS on loop0, which its
+    /// writes used at `writes` per second.
+    fn write_throttle(p: &mut StepPoint, writes: f64) {
+        p.io_path.limits.push(LimitUse {
+            owner: "perflab's own cgroup".to_string(),
+            limit: IoLimit {
+                device: "loop0".to_string(),
+                write_iops: Some(100),
+                interface: "blkio throttle".to_string(),
+                ..IoLimit::default()
+            },
+            writes_per_s: writes,
+            ..LimitUse::default_for_tests()
+        });
+    }
+
     fn judge(points: Vec<StepPoint>, shape: RunShape) -> Verdict {
         verdict_of(points, shape, DEFAULT_MAX_CV, 1)
     }
@@ -561,17 +577,7 @@ mod tests {
             p.throughput = x;
             p.response.mean = Duration::from_secs_f64(p.load / x);
             p.interval_throughputs = vec![x; 10];
-            p.io_path.limits.push(LimitUse {
-                owner: "perflab's own cgroup".to_string(),
-                limit: IoLimit {
-                    device: "loop0".to_string(),
-                    write_iops: Some(100),
-                    interface: "blkio throttle".to_string(),
-                    ..IoLimit::default()
-                },
-                writes_per_s: x,
-                ..LimitUse::default_for_tests()
-            });
+            write_throttle(p, x);
         }
         let b = judge(points, DISK_RUN).bottleneck.unwrap();
         assert_eq!(
@@ -602,17 +608,7 @@ mod tests {
                 p.throughput = xs[k];
                 p.response.mean = Duration::from_secs_f64(p.load / xs[k]);
                 p.interval_throughputs = vec![xs[k] * 0.98, xs[k] * 1.02];
-                p.io_path.limits.push(LimitUse {
-                    owner: "perflab's own cgroup".to_string(),
-                    limit: IoLimit {
-                        device: "loop0".to_string(),
-                        write_iops: Some(100),
-                        interface: "blkio throttle".to_string(),
-                        ..IoLimit::default()
-                    },
-                    writes_per_s: writes[k],
-                    ..LimitUse::default_for_tests()
-                });
+                write_throttle(p, writes[k]);
             }
             judge(points, DISK_RUN).bottleneck.unwrap()
         };
