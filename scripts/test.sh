@@ -122,22 +122,25 @@ group fmt cargo fmt --check
 group clippy cargo clippy --all-targets -- -D warnings
 group build cargo test --release --all-targets --no-run
 group unit cargo test --release --lib --bins
-# Four threads: the tests that load the machine or its disk take one of
+# Six threads: the tests that load the machine or its disk take one of
 # two slots (`support::heavy` in tests/it/support.rs), so no more of them
-# share the CPUs than with two threads, and the short ones run beside them.
-# Each test that takes a heavy slot writes how long it held it (and
-# waited for it) to this file; the longest holds are printed after the
-# group: they, not the harness's times (which count the wait), are what
-# the group's time is made of.
+# share the CPUs than with two threads; the long tests that mostly wait
+# (deadlines, signals, a browser; each measured at under a quarter of a
+# CPU) take one of two slots of their own beside them
+# (`support::waits`), and the short ones run in the threads left.
+# Each test that takes a slot writes how long it held it (and waited
+# for it) to this file; the longest holds are printed after the group:
+# they, not the harness's times (which count the wait), are what the
+# group's time is made of.
 export PERFLAB_TEST_TIMES="$(pwd)/target/it-heavy-times.txt"
 rm -f "$PERFLAB_TEST_TIMES"
-group it cargo test --release --test it -- --test-threads 4
+group it cargo test --release --test it -- --test-threads 6
 if [ -s "$PERFLAB_TEST_TIMES" ]; then
-    echo "the integration tests' longest holds of a heavy slot (seconds held, waited, slot, test):"
+    echo "the integration tests' longest holds of a slot (seconds held, waited, slot, test):"
     # sed reads all of sort's output: a `head` that stops reading would
     # end sort with SIGPIPE, which pipefail makes the script's exit (141).
     sort -rn "$PERFLAB_TEST_TIMES" | sed -n '1,12s/^/  /p'
-    awk '{ held[$3] += $1 } END { printf "  in all: %.0f s held by tests alone, %.0f s by heavy tests (two at a time)\n", held["alone"], held["heavy"] }' "$PERFLAB_TEST_TIMES"
+    awk '{ held[$3] += $1 } END { printf "  in all: %.0f s held by tests alone, %.0f s by heavy tests (two at a time), %.0f s by tests that mostly wait (two at a time)\n", held["alone"], held["heavy"], held["waits"] }' "$PERFLAB_TEST_TIMES"
 fi
 group verdict cargo test --release --test verdict -- --show-output
 echo

@@ -74,7 +74,7 @@ fn run_through_cache(dir: &Path, cache: &str) -> (String, serde_json::Value) {
 /// origin's processes are followed, and both servers' directories go.
 #[test]
 fn a_cache_that_fits_sees_the_set_once_and_a_smaller_one_sends_the_origin_more() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let (out, fits) = run_through_cache(dir.path(), "256m");
     let (files, set_bytes) = fileset_of(&fits);

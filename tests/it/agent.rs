@@ -457,7 +457,7 @@ fn the_doctor_examines_an_agents_host() {
 /// scheme is taken in any case.
 #[test]
 fn an_examination_does_not_block_the_agent() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let token = "ex4m-t0ken-0123456789";
     let token_file = dir.path().join("token");

@@ -260,7 +260,7 @@ fn a_killed_run_keeps_its_finished_steps_and_reads_as_partial() {
 /// signal it was, and exit 130 and 143.
 #[test]
 fn ctrl_c_and_sigterm_save_the_finished_steps_and_exit_130_and_143() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     for (signal, code, said) in [
         (libc::SIGINT, 130, "interrupted (Ctrl-C)"),
         (libc::SIGTERM, 143, "interrupted (SIGTERM)"),
@@ -308,7 +308,7 @@ fn wait_bounded(child: &mut std::process::Child, bound: Duration, what: &str) ->
 /// kept as partial, the operation abandoned, exit 130 or 143.
 #[test]
 fn the_first_signal_ends_a_run_with_an_operation_stuck() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
         for (moment, duration) in [("window", "30s"), ("drain", "1s")] {
             let dir = tempdir();
@@ -437,7 +437,7 @@ fn until_running_intervals(store: &std::path::Path, n: i64) -> i64 {
 /// its warm-up is removed whole.
 #[test]
 fn a_running_steps_intervals_are_stored_as_they_end() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let store = dir.path().join("perflab.db");
     let mut child = perflab_process(dir.path())

@@ -185,7 +185,7 @@ fn each_fault_ends_in_one_line(command: &str, opening: &'static [u8]) {
 
 #[test]
 fn postgres_peers_that_misbehave_end_in_one_line() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     // The start of an AuthenticationOk message.
     each_fault_ends_in_one_line(
         "run bank --target postgres://perflab@127.0.0.1:PORT/perflab --users 1 --warmup 0s --duration 1s",
@@ -195,7 +195,7 @@ fn postgres_peers_that_misbehave_end_in_one_line() {
 
 #[test]
 fn mysql_peers_that_misbehave_end_in_one_line() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     // The start of a protocol 10 greeting.
     each_fault_ends_in_one_line(
         "run bank --target mysql://perflab:pw@127.0.0.1:PORT/perflab --users 1 --warmup 0s --duration 1s",
@@ -205,7 +205,7 @@ fn mysql_peers_that_misbehave_end_in_one_line() {
 
 #[test]
 fn agent_peers_that_misbehave_end_in_one_line() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     each_fault_ends_in_one_line(
         "watch --probe agent://127.0.0.1:PORT --duration 1s",
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"samples\":",
@@ -214,7 +214,7 @@ fn agent_peers_that_misbehave_end_in_one_line() {
 
 #[test]
 fn node_exporter_peers_that_misbehave_end_in_one_line() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     each_fault_ends_in_one_line(
         "watch --probe node-exporter://127.0.0.1:PORT --duration 1s",
         b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nnode_time_seconds 1\n",

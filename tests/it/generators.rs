@@ -282,7 +282,7 @@ fn stored_intervals(store: &std::path::Path) -> i64 {
 /// measured lost either way.
 #[test]
 fn a_generator_lost_mid_step_degrades_that_step_and_the_run_goes_on_or_stops() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     for (policy, code) in [("continue", 0), ("stop", 1)] {
         let dir = tempdir();
         let token = token(dir.path());

@@ -186,7 +186,7 @@ pub(crate) fn unescape(html: &str) -> String {
 /// to its end; a client that comes late gets the final state at once.
 #[test]
 fn a_served_run_streams_its_intervals_steps_and_verdict() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let served = Served::start(
         dir.path(),
@@ -310,7 +310,7 @@ fn serving_beyond_loopback_needs_a_token_and_tls() {
 /// keep its first state and the test fail.
 #[test]
 fn the_live_page_updates_in_a_browser_until_the_verdict() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let served = Served::start(
         dir.path(),
@@ -464,7 +464,7 @@ impl Drop for Prometheus {
 /// gives the run's operations within 1% of what perflab stored.
 #[test]
 fn prometheus_scrapes_the_runs_operations() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let served = Served::start(
         dir.path(),

@@ -214,7 +214,7 @@ impl Fake {
 
 #[test]
 fn an_echo_that_never_answers_ends_the_run_in_one_line() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let fake = Fake::start(false, |stream| {
         // Holds the connection, reads, says nothing.
@@ -265,7 +265,7 @@ const HOLD_UNREAD: Duration = Duration::from_secs(40);
 
 #[test]
 fn a_stream_into_an_echo_that_stops_reading_is_a_stalled_step_in_bounded_time() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let tok = token(dir.path());
     // The same peer stalls the others: a maerts message never comes, an
@@ -379,7 +379,7 @@ fn hello(mode: u8, request: u32, response: u32, ticket: &str) -> Vec<u8> {
 
 #[test]
 fn the_echo_refuses_bad_peers_and_goes_on_serving() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let tok = token(dir.path());
     let token_text = std::fs::read_to_string(&tok).unwrap().trim().to_string();
@@ -484,7 +484,7 @@ fn served_within(port: u16, ticket: &str, within: Duration) -> bool {
 
 #[test]
 fn the_echo_cuts_slow_and_stuck_peers_at_one_message_deadline_and_serves_others() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let tok = token(dir.path());
     let token_text = std::fs::read_to_string(&tok).unwrap().trim().to_string();

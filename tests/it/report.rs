@@ -22,7 +22,7 @@ fn chromium(args: &[&str], page: &std::path::Path) -> std::process::Output {
 
 #[test]
 fn the_html_report_loads_in_a_browser_with_every_chart_drawn() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     for service in ["2ms", "1ms"] {
         perflab_ok(

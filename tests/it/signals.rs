@@ -281,7 +281,7 @@ fn a_signal_ends_check_bank_on_a_silent_server() {
 /// one line naming it, exit 2.
 #[test]
 fn a_silent_server_is_given_up_at_the_look_deadline() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let port = silent_server(postgres_login);
     let dir = tempdir();
     let started = Instant::now();
@@ -447,7 +447,7 @@ fn token_file(dir: &std::path::Path) -> std::path::PathBuf {
 /// signal ends it at once with its code, no panic.
 #[test]
 fn a_signal_ends_an_agent_in_every_role() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     for role in ["", "--echo", "--generate", "--echo --generate"] {
         for (signal, code, name) in SIGNALS {
             let dir = tempdir();
@@ -550,7 +550,7 @@ fn run_on_generator(dir: &std::path::Path, at: &str, token: &std::path::Path) ->
 /// its share ends the generator at once with its code. No panic.
 #[test]
 fn a_signal_ends_a_run_on_generators_and_a_generator_mid_share() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     for (signal, code, name) in SIGNALS {
         let dir = tempdir();
         let token = token_file(dir.path());

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// complete with every step stored.
 #[test]
 fn a_store_locked_by_another_process_loses_no_step() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let dir = tempdir();
     let store = dir.path().join("perflab.db");
     let mut child = perflab_process(dir.path())

@@ -63,7 +63,7 @@ fn run_through_varnish(dir: &Path, storage: &str, rates: &str) -> (String, serde
 /// are the server's, the nginx behind it the origin's.
 #[test]
 fn varnish_serves_hits_and_sends_the_origin_its_misses() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     if !varnish_here("varnish_serves_hits_and_sends_the_origin_its_misses") {
         return;
     }

@@ -409,7 +409,7 @@ pub fn certificates(
 
 #[test]
 fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying_so() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     let certs = tempdir();
     let (ca, cert, key) = certificates(certs.path());
     let tls = (cert.clone(), key.clone());
@@ -691,7 +691,7 @@ fn stored_intervals(store: &std::path::Path) -> i64 {
 /// cgroup removed, its ledger entry cleared, and no run left `running`.
 #[test]
 fn whatever_signals_come_and_whenever_a_managed_nginx_is_stopped_and_removed() {
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     use std::os::unix::process::CommandExt;
     // Two signals of a kind sent at once may merge into one delivery: the
     // second is sent a moment after, as a user's second Ctrl-C is.
