@@ -556,6 +556,13 @@ fn observe<'a, W: Workload>(
 ) -> RunObserver<'a> {
     // The processes given on the command line win over a managed server's.
     let server = plan.server.clone().or(started.server);
+    // The links the run's traffic can cross; unknown (every link read)
+    // for a workload that names no addresses, or when the kernel's routes
+    // cannot be asked.
+    let path = started
+        .addresses
+        .as_deref()
+        .and_then(|a| crate::probe::route::interfaces_to(a).ok());
     RunObserver {
         store,
         run,
@@ -569,7 +576,7 @@ fn observe<'a, W: Workload>(
         db_probe: started.db_probe,
         host_last: None,
         groups: process_groups(server, started.origin),
-        host: HostReader::new(HostRoot::live()),
+        host: HostReader::new(HostRoot::live()).on_path(path),
         remotes: Vec::new(),
         step: None,
         live: None,

@@ -17,6 +17,7 @@ pub mod qdisc;
 #[cfg(test)]
 pub(crate) mod realdev;
 pub(crate) mod remote;
+pub(crate) mod route;
 mod self_usage;
 
 pub use db::{DbProbe, DbSample, DbStatsSource};

@@ -1,5 +1,6 @@
-//! A small rtnetlink client: dumps (`NLM_F_DUMP`) over a `NETLINK_ROUTE`
-//! socket, and iterators over the messages and attributes of the reply.
+//! A small rtnetlink client: dumps (`NLM_F_DUMP`) and single requests (a
+//! route) over a `NETLINK_ROUTE` socket, and iterators over the messages
+//! and attributes of the reply.
 //! Formats from the kernel's uapi headers (linux/netlink.h: `nlmsghdr`,
 //! `nlattr`, 4-byte alignment) and netlink(7), rtnetlink(7).
 //!
@@ -126,16 +127,34 @@ impl RouteSocket {
     /// returns the reply's messages, back to back, without the final
     /// `NLMSG_DONE`.
     pub fn dump(&mut self, msg_type: u16, header: &[u8]) -> Result<Vec<u8>, NetlinkError> {
+        self.exchange(msg_type, NLM_F_REQUEST | NLM_F_DUMP, header)
+    }
+
+    /// Asks for one object: sends `msg_type` with `request` (a family
+    /// header and its attributes, an `rtmsg` with `RTA_DST` for a route)
+    /// and returns the kernel's one reply message.
+    pub(crate) fn get(&mut self, msg_type: u16, request: &[u8]) -> Result<Vec<u8>, NetlinkError> {
+        self.exchange(msg_type, NLM_F_REQUEST, request)
+    }
+
+    /// Sends one request and gathers its reply: up to `NLMSG_DONE` for a
+    /// dump, its first message otherwise.
+    fn exchange(
+        &mut self,
+        msg_type: u16,
+        flags: u16,
+        body: &[u8],
+    ) -> Result<Vec<u8>, NetlinkError> {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
-        let len = NLMSG_HDRLEN + header.len();
+        let len = NLMSG_HDRLEN + body.len();
         let mut request = Vec::with_capacity(len);
         request.extend_from_slice(&(len as u32).to_ne_bytes());
         request.extend_from_slice(&msg_type.to_ne_bytes());
-        request.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+        request.extend_from_slice(&flags.to_ne_bytes());
         request.extend_from_slice(&seq.to_ne_bytes());
         request.extend_from_slice(&0u32.to_ne_bytes());
-        request.extend_from_slice(header);
+        request.extend_from_slice(body);
         // SAFETY: an all-zero sockaddr_nl is valid; nl_pid 0 is the kernel.
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
@@ -153,6 +172,7 @@ impl RouteSocket {
         if sent < 0 {
             return Err(NetlinkError::Io(io::Error::last_os_error()));
         }
+        let dump = flags & NLM_F_DUMP == NLM_F_DUMP;
         // The kernel fills a dump's datagrams up to the reader's buffer size
         // (at least a page, 32 KiB by default): 64 KiB always holds one.
         let mut buf = vec![0u8; 64 << 10];
@@ -200,6 +220,9 @@ impl RouteSocket {
                             return Err(NetlinkError::TooLarge);
                         }
                         out.extend_from_slice(message.raw);
+                        if !dump {
+                            return Ok(out);
+                        }
                     }
                 }
             }

@@ -198,6 +198,40 @@ impl Endpoint {
         }
     }
 
+    /// The addresses the run's traffic goes to: each TCP host resolved
+    /// (as the connections resolve it), none over a Unix socket or for an
+    /// embedded or in-process target. A host that no longer resolves
+    /// gives nothing: the connections made already reached it.
+    pub(crate) fn addresses(&self) -> Vec<std::net::IpAddr> {
+        use std::net::ToSocketAddrs;
+        let resolve = |host: &str, port: u16| -> Vec<std::net::IpAddr> {
+            (host, port)
+                .to_socket_addrs()
+                .map(|a| a.map(|s| s.ip()).collect())
+                .unwrap_or_default()
+        };
+        let mut out: Vec<std::net::IpAddr> = match self {
+            Endpoint::Sqlite(_) | Endpoint::InProcess => Vec::new(),
+            Endpoint::Postgres(t) => {
+                let port = t.config.get_ports().first().copied().unwrap_or(5432);
+                t.config
+                    .get_hosts()
+                    .iter()
+                    .flat_map(|h| match h {
+                        tokio_postgres::config::Host::Tcp(name) => resolve(name, port),
+                        tokio_postgres::config::Host::Unix(_) => Vec::new(),
+                    })
+                    .collect()
+            }
+            Endpoint::Mysql(t) if t.opts.socket.is_some() => Vec::new(),
+            Endpoint::Mysql(t) => resolve(&t.opts.host, t.opts.port),
+            Endpoint::Http { bases, .. } => bases.iter().map(|(_, a)| a.ip()).collect(),
+        };
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The server's own statistics, to be sampled (none for a server
     /// that keeps none perflab reads: an embedded database, a web server
     /// without a status page).

@@ -178,6 +178,10 @@ pub struct Started {
     pub(crate) origin: Option<ProcessSelector>,
     /// Where the server is, for its settings in the run's inventory.
     pub(crate) endpoint: Option<Endpoint>,
+    /// The addresses the run's traffic goes to (an empty list: a run
+    /// that crosses no link); `None` where they are not known, and every
+    /// link of the host is then read as the run's (`HostReader::on_path`).
+    pub(crate) addresses: Option<Vec<std::net::IpAddr>>,
 }
 
 /// A target's setup record (`Opened::setup`) with a workload's own fields

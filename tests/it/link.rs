@@ -84,11 +84,7 @@ fn interface_exists(name: &str) -> bool {
 /// there; the run records the link; after it, nothing of it is left.
 #[test]
 fn a_shaped_link_is_made_for_the_run_and_removed_after() {
-    // Heavy though it mostly waits (0.16 CPUs over 13 s): its shaped link
-    // is a tbf on the host's namespace, which every other run's probe
-    // reads and whose load another run's verdict can take for its own
-    // (a MariaDB run beside it once named this link).
-    let _heavy = crate::support::heavy();
+    let _waits = crate::support::waits();
     assert_root();
     let dir = tempdir();
     let (child, out) = spawn_until(

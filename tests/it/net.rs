@@ -649,6 +649,72 @@ fn a_stream_through_a_shaped_veth_names_the_links_bandwidth() {
     agent.stop();
 }
 
+/// The interfaces and the host's qdiscs a run's intervals sampled.
+fn sampled_links(export: &serde_json::Value) -> (Vec<String>, Vec<String>) {
+    let (mut nics, mut qdiscs) = (Vec::new(), Vec::new());
+    for step in export["steps"].as_array().unwrap() {
+        for interval in step["intervals"].as_array().unwrap() {
+            let host = &interval["host"];
+            let names = |list: &serde_json::Value, key: &str| -> Vec<String> {
+                list.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| n[key].as_str().map(str::to_string))
+                    .collect()
+            };
+            nics.extend(names(&host["nics"], "name"));
+            qdiscs.extend(names(&host["qdiscs"], "interface"));
+        }
+    }
+    nics.sort();
+    nics.dedup();
+    qdiscs.sort();
+    qdiscs.dedup();
+    (nics, qdiscs)
+}
+
+/// A link the run's traffic cannot cross is not the run's: with a tbf
+/// shaping another veth of the host (a namespace's, as another run's
+/// shaped link is), a net run to an echo on loopback samples `lo` and
+/// not that veth, neither its counters nor its qdisc, and a run that
+/// sends nothing over a network (the null target) samples no link. The
+/// run through that veth (the test above) still names it.
+#[test]
+fn a_shaped_link_the_run_does_not_cross_is_not_sampled_as_its_own() {
+    let _waits = crate::support::waits();
+    let dir = tempdir();
+    let tok = token(dir.path());
+    let island = Island::create();
+    let dev = host_end(&island);
+    let status = std::process::Command::new("tc")
+        .args([
+            "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "10mbit", "burst", "32kb",
+            "latency", "50ms",
+        ])
+        .status()
+        .expect("tc runs");
+    assert!(status.success(), "tc qdisc add: {status}");
+    let agent = Agent::start_with(dir.path(), &tok, &["--echo"], "127.0.0.1");
+    perflab_ok(
+        dir.path(),
+        &format!(
+            "run net --target agent://127.0.0.1:{} --token-file {} --users 1 --warmup 0s --duration 1s",
+            agent.port,
+            tok.display()
+        ),
+    );
+    let (nics, qdiscs) = sampled_links(&crate::support::last_export(dir.path()));
+    assert_eq!(nics, ["lo"], "{dev} is another link");
+    assert!(
+        !qdiscs.contains(&dev),
+        "{dev}'s tbf was sampled: {qdiscs:?}"
+    );
+    agent.stop();
+    perflab_ok(dir.path(), "run null --users 1 --warmup 0s --duration 1s");
+    let (nics, qdiscs) = sampled_links(&crate::support::last_export(dir.path()));
+    assert!(nics.is_empty() && qdiscs.is_empty(), "{nics:?} {qdiscs:?}");
+}
+
 /// The labels of the process groups an agent's `/v1/snapshot` follows.
 fn followed(agent_port: u16, token: &str) -> Vec<String> {
     let json = agent_json(agent_port, "/v1/snapshot", Some(token));

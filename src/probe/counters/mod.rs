@@ -38,7 +38,7 @@ pub use snapshot::{HostSnapshot, NicCounters, PressureTotals};
 use crate::probe::cgroup::CgroupCounters;
 use crate::probe::qdisc::QdiscReader;
 use procfs_core::{FromBufRead, FromBufReadSI};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -188,6 +188,9 @@ pub(crate) struct HostReader {
     stack_fresh: Duration,
     /// The followed processes' open-file limits, read once each.
     limits: open_files::Limits,
+    /// The host's interfaces the run's traffic can cross, when known
+    /// ([`HostReader::on_path`]); the others' links and qdiscs are not read.
+    path: Option<BTreeSet<String>>,
 }
 
 /// Every followed group's processes, read with `run_delay_of_tasks`,
@@ -229,7 +232,18 @@ impl HostReader {
             limits: open_files::Limits::default(),
             stack: stack::StackSeen::default(),
             stack_fresh,
+            path: None,
         }
+    }
+
+    /// Reads only the links and host qdiscs of `path`, the interfaces the
+    /// run's traffic can leave by (`probe::route`; `None`: every one).
+    /// Another run's shaped veth, or an uplink busy under a loopback run,
+    /// carries none of this run's work, and its load is not this run's
+    /// bottleneck. The server's own namespace is read whole.
+    pub(crate) fn on_path(mut self, path: Option<BTreeSet<String>>) -> Self {
+        self.path = path;
+        self
     }
 
     /// Every counter now, and those of the processes of each group.
@@ -259,7 +273,7 @@ impl HostReader {
         } else {
             stack::kernel_workers(root, &names)
         };
-        let nics = read_nics(root, &mut self.links);
+        let mut nics = read_nics(root, &mut self.links);
         let tcp = read_tcp(root);
         let pressure = read_pressure(root);
         // Run delay comes from the threads' reading, where there is one.
@@ -283,10 +297,14 @@ impl HostReader {
             .find(|(g, _)| g.label == process::PERFLAB_LABEL)
             .and_then(|(g, found)| process::first_pid(&g.selector, found))
             .and_then(|pid| read_cgroup(root, pid, mem_total));
-        let qdiscs = match (&mut self.qdiscs, root.proc_dir()) {
+        let mut qdiscs = match (&mut self.qdiscs, root.proc_dir()) {
             (Some(reader), Some(proc)) => reader.read(proc, server_pid),
             _ => Vec::new(),
         };
+        if let Some(path) = &self.path {
+            nics.retain(|name, _| path.contains(name));
+            qdiscs.retain(|q| q.namespace != "host" || path.contains(&q.interface));
+        }
         HostSnapshot {
             at: Instant::now(),
             stat,

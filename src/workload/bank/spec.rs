@@ -266,6 +266,7 @@ impl WorkloadKind for Bank {
         ));
         let mut started = Started {
             server: opened.server_processes(),
+            addresses: Some(opened.endpoint.addresses()),
             endpoint: Some(opened.endpoint.clone()),
             ..Started::default()
         };

@@ -283,6 +283,7 @@ impl WorkloadKind for Disk {
                 "prepared": prepared,
                 "fio_job": spec.fio_job,
             })),
+            addresses: Some(Vec::new()),
             ..Started::default()
         };
         driver.drive(

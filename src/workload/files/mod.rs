@@ -309,6 +309,7 @@ fn start_in<D: SweepDriver>(
             "mix": OPS.iter().zip(spec.mix).map(|(o, w)| format!("{o}={w}")).collect::<Vec<_>>(),
             "fsync": spec.fsync,
         })),
+        addresses: Some(Vec::new()),
         ..Started::default()
     };
     let out = driver.drive(workload, started);

@@ -224,6 +224,7 @@ impl WorkloadKind for Net {
                 "test": spec.test.name(),
             })),
             db_probe: Some(costs),
+            addresses: Some(vec![address.ip()]),
             ..Started::default()
         };
         driver.drive(Arc::new(NetWorkload::new(address, hello, spec)), started)

@@ -118,7 +118,11 @@ impl WorkloadKind for Null {
             queue::check_plan(servers, plan)?;
         }
         let workload = NullWorkload::queue(spec.service, spec.servers, spec.stall);
-        driver.drive(Arc::new(workload), Started::default())
+        let started = Started {
+            addresses: Some(Vec::new()),
+            ..Started::default()
+        };
+        driver.drive(Arc::new(workload), started)
     }
 
     const ON_GENERATORS: bool = true;

@@ -182,6 +182,7 @@ impl WorkloadKind for Sql {
         backend.check_statements(&scripts)?;
         let started = Started {
             server: opened.server_processes(),
+            addresses: Some(opened.endpoint.addresses()),
             endpoint: Some(opened.endpoint.clone()),
             setup: Some(crate::workload::merged_setup(
                 &opened.setup,

@@ -287,6 +287,7 @@ impl WorkloadKind for Web {
             db_probe,
             server: opened.server_processes(),
             origin: opened.origin_processes(),
+            addresses: Some(opened.endpoint.addresses()),
             endpoint: Some(opened.endpoint.clone()),
         };
         // A targets file's requests and a flow are sent from here only.
