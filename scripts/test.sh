@@ -143,6 +143,11 @@ if [ -s "$PERFLAB_TEST_TIMES" ]; then
     awk '{ held[$3] += $1 } END { printf "  in all: %.0f s held by tests alone, %.0f s by heavy tests (two at a time), %.0f s by tests that mostly wait (two at a time)\n", held["alone"], held["heavy"], held["waits"] }' "$PERFLAB_TEST_TIMES"
 fi
 group verdict cargo test --release --test verdict -- --show-output
+# Each verdict test holds the whole machine; the longest holds first.
+if grep -q '^held the machine ' "$logs/verdict.log"; then
+    echo "the verdict tests' longest holds of the machine:"
+    grep '^held the machine ' "$logs/verdict.log" | sort -k4 -rn | sed -n '1,10s/^/  /p'
+fi
 echo
 echo "time per group"
 printf '  %s\n' "${timings[@]}"

@@ -24,8 +24,30 @@ use support::{contains, perflab_expect, perflab_ok, tempdir};
 /// Held by each test for its whole length.
 static MACHINE: Mutex<()> = Mutex::new(());
 
-fn machine() -> MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+/// The machine, held until dropped; on drop it prints how long the test
+/// held it (`scripts/test.sh` lists the longest after the suite: the
+/// group's time is the sum of these).
+struct Machine {
+    _held: MutexGuard<'static, ()>,
+    since: std::time::Instant,
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        println!(
+            "held the machine {:.0} s: {}",
+            self.since.elapsed().as_secs_f64(),
+            std::thread::current().name().unwrap_or("?")
+        );
+    }
+}
+
+fn machine() -> Machine {
+    let held = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    Machine {
+        _held: held,
+        since: std::time::Instant::now(),
+    }
 }
 
 /// The verdict section of a run's output.
