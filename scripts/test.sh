@@ -123,7 +123,7 @@ group clippy cargo clippy --all-targets -- -D warnings
 group build cargo test --release --all-targets --no-run
 group unit cargo test --release --lib --bins
 # Six threads: the tests that load the machine or its disk take one of
-# two slots (`support::heavy` in tests/it/support.rs), so no more of them
+# two slots (`support::heavy` in tests/it/slots.rs), so no more of them
 # share the CPUs than with two threads; the long tests that mostly wait
 # (deadlines, signals, a browser; each measured at under a quarter of a
 # CPU) take one of two slots of their own beside them

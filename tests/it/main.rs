@@ -36,6 +36,7 @@ mod qdisc;
 mod queue;
 mod report;
 mod signals;
+mod slots;
 mod sql;
 mod store_busy;
 mod stored;

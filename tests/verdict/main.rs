@@ -12,8 +12,14 @@
 //! judged by their load.
 
 #[path = "../it/support.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod support;
+
+// The integration tests' slots, which the support module names: unused
+// here, where each test holds the whole machine.
+#[path = "../it/slots.rs"]
+#[allow(dead_code)]
+mod slots;
 
 mod scenarios;
 
