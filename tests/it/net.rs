@@ -614,22 +614,29 @@ fn host_end(island: &Island) -> String {
         .to_string()
 }
 
+/// The host's end of an island's veth pair, shaped by a tbf of `rate`
+/// and `burst` from the host into the namespace. The qdisc goes with the
+/// pair when the island is dropped.
+fn shaped_host_end(island: &Island, rate: &str, burst: &str) -> String {
+    let dev = host_end(island);
+    let status = std::process::Command::new("tc")
+        .args([
+            "qdisc", "add", "dev", &dev, "root", "tbf", "rate", rate, "burst", burst, "latency",
+            "50ms",
+        ])
+        .status()
+        .expect("tc runs");
+    assert!(status.success(), "tc qdisc add: {status}");
+    dev
+}
+
 #[test]
 fn a_stream_through_a_shaped_veth_names_the_links_bandwidth() {
     let dir = tempdir();
     let tok = token(dir.path());
     let island = Island::create();
-    // 100 Mbit/s from the host into the namespace: the stream's way. The
-    // qdisc goes with the pair when the island is dropped.
-    let dev = host_end(&island);
-    let status = std::process::Command::new("tc")
-        .args([
-            "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "100mbit", "burst", "64kb",
-            "latency", "50ms",
-        ])
-        .status()
-        .expect("tc runs");
-    assert!(status.success(), "tc qdisc add: {status}");
+    // 100 Mbit/s from the host into the namespace: the stream's way.
+    let dev = shaped_host_end(&island, "100mbit", "64kb");
     let (agent, fingerprint) = tls_echo_in(dir.path(), &tok, &island);
     perflab_ok(
         dir.path(),
@@ -685,15 +692,7 @@ fn a_shaped_link_the_run_does_not_cross_is_not_sampled_as_its_own() {
     let dir = tempdir();
     let tok = token(dir.path());
     let island = Island::create();
-    let dev = host_end(&island);
-    let status = std::process::Command::new("tc")
-        .args([
-            "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "10mbit", "burst", "32kb",
-            "latency", "50ms",
-        ])
-        .status()
-        .expect("tc runs");
-    assert!(status.success(), "tc qdisc add: {status}");
+    let dev = shaped_host_end(&island, "10mbit", "32kb");
     let agent = Agent::start_with(dir.path(), &tok, &["--echo"], "127.0.0.1");
     perflab_ok(
         dir.path(),
