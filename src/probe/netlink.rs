@@ -172,7 +172,12 @@ impl RouteSocket {
         if sent < 0 {
             return Err(NetlinkError::Io(io::Error::last_os_error()));
         }
-        let dump = flags & NLM_F_DUMP == NLM_F_DUMP;
+        self.replies(seq, flags & NLM_F_DUMP == NLM_F_DUMP)
+    }
+
+    /// The reply to request `seq`: its messages up to `NLMSG_DONE` for a
+    /// `dump`, its first message otherwise.
+    fn replies(&mut self, seq: u32, dump: bool) -> Result<Vec<u8>, NetlinkError> {
         // The kernel fills a dump's datagrams up to the reader's buffer size
         // (at least a page, 32 KiB by default): 64 KiB always holds one.
         let mut buf = vec![0u8; 64 << 10];
