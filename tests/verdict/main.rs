@@ -280,7 +280,15 @@ fn a_two_by_two_lab_moves_the_bottleneck_and_checks_its_cpu_prediction() {
         let dir = tempdir();
         // perflab on CPU 1 (taskset; its cells inherit it), the server on
         // CPU 0 or on both: the one-CPU cells are the server's CPU alone.
-        let (out, report) = example_lab_on(dir.path(), "labs/pg-cpus-by-memory.toml", Some("1"));
+        // Steps of 1 s and 3 s: at [`SHORT_STEPS`], two labs of three
+        // made a second attempt (131 and 135 s, where one of 1 s and 3 s
+        // takes 96).
+        let (out, report) = example_lab_on(
+            dir.path(),
+            "labs/pg-cpus-by-memory.toml",
+            Some("1"),
+            "--warmup 1s --duration 3s",
+        );
         let bottleneck = |name: &str| {
             report["variants"]
                 .as_array()
@@ -443,19 +451,31 @@ fn check_memory_floors(predictions: &[serde_json::Value], out: &str) {
     }
 }
 
+/// The steps an example lab's cells are shortened to: 500 ms of warm-up
+/// and 2 s measured, with which the link and log-dir labs named their
+/// cells and held their prediction 3 times of 3 (74 and 41 s, where steps
+/// of 1 s and 3 s took 104 and 52 s).
+const SHORT_STEPS: &str = "--warmup 500ms --duration 2s";
+
 /// Runs the repository's example lab `example` in `dir`, its steps
-/// shortened (it makes namespaces or cgroups: root is required), and
-/// returns its output and its report.
+/// shortened to [`SHORT_STEPS`] (it makes namespaces or cgroups: root is
+/// required), and returns its output and its report.
 fn example_lab(dir: &Path, example: &str) -> (String, serde_json::Value) {
-    example_lab_on(dir, example, None)
+    example_lab_on(dir, example, None, SHORT_STEPS)
 }
 
-/// [`example_lab`] with perflab on `cpus` (`taskset -c`) when given.
-fn example_lab_on(dir: &Path, example: &str, cpus: Option<&str>) -> (String, serde_json::Value) {
+/// [`example_lab`] with perflab on `cpus` (`taskset -c`) when given, and
+/// `steps` for its cells' steps.
+fn example_lab_on(
+    dir: &Path,
+    example: &str,
+    cpus: Option<&str>,
+    steps: &str,
+) -> (String, serde_json::Value) {
     // SAFETY: geteuid reads the process's own credentials.
     assert_eq!(unsafe { libc::geteuid() }, 0, "{example} needs root");
     let text = std::fs::read_to_string(support::repo_file(example)).unwrap();
-    let shortened = text.replace("--warmup 2s --duration 5s", "--warmup 1s --duration 3s");
+    let shortened = text.replace("--warmup 2s --duration 5s", steps);
     assert_ne!(text, shortened, "the example's steps were not found");
     std::fs::write(dir.join("lab.toml"), shortened).unwrap();
     let perflab = assert_cmd::cargo::cargo_bin("perflab");
