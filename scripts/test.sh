@@ -125,8 +125,14 @@ group fmt cargo fmt --check
 # the lint in the dev profile took 68 s and the build 260 s. The code has
 # no cfg(debug_assertions): the lint reads the same code either way.
 group clippy cargo clippy --release --all-targets -- -D warnings
-group build cargo test --release --all-targets --no-run
-group unit cargo test --release --lib --bins
+group build cargo test --release --bins --test it --test verdict --no-run
+# The library's unit tests are built unoptimised in the bench profile,
+# on the release build's dependencies (Cargo.toml says why); the binary's
+# own tests are in the release build above.
+unit_tests() {
+    cargo test --profile bench --lib && cargo test --release --bins
+}
+group unit unit_tests
 # Six threads: the tests that load the machine or its disk take one of
 # two slots (`support::heavy` in tests/it/slots.rs), so no more of them
 # share the CPUs than with two threads; the long tests that mostly wait
