@@ -282,13 +282,15 @@ fn a_two_by_two_lab_moves_the_bottleneck_and_checks_its_cpu_prediction() {
         // CPU 0 or on both: the one-CPU cells are the server's CPU alone.
         // Steps of 1 s and 3 s: at [`SHORT_STEPS`], two labs of three
         // made a second attempt (131 and 135 s, where one of 1 s and 3 s
-        // takes 96).
-        let (out, report) = example_lab_on(
-            dir.path(),
-            "labs/pg-cpus-by-memory.toml",
-            Some("1"),
-            "--warmup 1s --duration 3s",
-        );
+        // takes 96). Users 1, 4 and 16: the predictions are checked at 16
+        // and at the one-CPU cell's peak (4 here), the memory floors at
+        // any load; 63 s, where the example's five loads took 96.
+        let short = Shortened {
+            steps: "--warmup 1s --duration 3s",
+            users: "1,4,16",
+        };
+        let (out, report) =
+            example_lab_on(dir.path(), "labs/pg-cpus-by-memory.toml", Some("1"), &short);
         let bottleneck = |name: &str| {
             report["variants"]
                 .as_array()
@@ -454,29 +456,51 @@ fn check_memory_floors(predictions: &[serde_json::Value], out: &str) {
 /// The steps an example lab's cells are shortened to: 500 ms of warm-up
 /// and 2 s measured, with which the link and log-dir labs named their
 /// cells and held their prediction 3 times of 3 (74 and 41 s, where steps
-/// of 1 s and 3 s took 104 and 52 s).
+/// of 1 s and 3 s took 104 and 52 s; 53 and 36 s on their thinned users).
 const SHORT_STEPS: &str = "--warmup 500ms --duration 2s";
 
-/// Runs the repository's example lab `example` in `dir`, its steps
-/// shortened to [`SHORT_STEPS`] (it makes namespaces or cgroups: root is
+/// How an example lab is shortened for the suite: its cells' steps, and
+/// the users of its sweep (the example's list thinned to the loads its
+/// checks read: the lowest, the knee and the highest).
+struct Shortened<'a> {
+    steps: &'a str,
+    users: &'a str,
+}
+
+/// Runs the repository's example lab `example` in `dir`, shortened to
+/// [`SHORT_STEPS`] and `users` (it makes namespaces or cgroups: root is
 /// required), and returns its output and its report.
-fn example_lab(dir: &Path, example: &str) -> (String, serde_json::Value) {
-    example_lab_on(dir, example, None, SHORT_STEPS)
+fn example_lab(dir: &Path, example: &str, users: &str) -> (String, serde_json::Value) {
+    let shortened = Shortened {
+        steps: SHORT_STEPS,
+        users,
+    };
+    example_lab_on(dir, example, None, &shortened)
 }
 
 /// [`example_lab`] with perflab on `cpus` (`taskset -c`) when given, and
-/// `steps` for its cells' steps.
+/// the steps and users of `short`.
 fn example_lab_on(
     dir: &Path,
     example: &str,
     cpus: Option<&str>,
-    steps: &str,
+    short: &Shortened,
 ) -> (String, serde_json::Value) {
     // SAFETY: geteuid reads the process's own credentials.
     assert_eq!(unsafe { libc::geteuid() }, 0, "{example} needs root");
     let text = std::fs::read_to_string(support::repo_file(example)).unwrap();
-    let shortened = text.replace("--warmup 2s --duration 5s", steps);
-    assert_ne!(text, shortened, "the example's steps were not found");
+    let stepped = text.replace("--warmup 2s --duration 5s", short.steps);
+    assert_ne!(text, stepped, "the example's steps were not found");
+    let users = text
+        .split("--users ")
+        .nth(1)
+        .and_then(|rest| rest.split([' ', '"']).next())
+        .unwrap_or_else(|| panic!("{example} names no --users"));
+    let shortened = stepped.replace(
+        &format!("--users {users} "),
+        &format!("--users {} ", short.users),
+    );
+    assert_ne!(stepped, shortened, "the example's users were not found");
     std::fs::write(dir.join("lab.toml"), shortened).unwrap();
     let perflab = assert_cmd::cargo::cargo_bin("perflab");
     let mut lab = match cpus {
@@ -517,7 +541,7 @@ fn a_link_lab_names_the_link_and_the_loss() {
     let mut attempts = Vec::new();
     for _ in 0..3 {
         let dir = tempdir();
-        let (out, report) = example_lab(dir.path(), "labs/pg-link.toml");
+        let (out, report) = example_lab(dir.path(), "labs/pg-link.toml", "1,4,16");
         let bottleneck = |i: usize| {
             let v = &report["variants"][i];
             assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v}");
@@ -596,7 +620,7 @@ fn a_link_lab_names_the_link_and_the_loss() {
 fn a_log_dir_lab_moves_the_commits_off_the_throttled_disk() {
     let _machine = machine();
     let dir = tempdir();
-    let (out, report) = example_lab(dir.path(), "labs/pg-log-dir.toml");
+    let (out, report) = example_lab(dir.path(), "labs/pg-log-dir.toml", "1,4,8");
     let variant = |i: usize| {
         let v = &report["variants"][i];
         (
