@@ -86,15 +86,6 @@ fn check_share(share: &Share) -> Result<(), String> {
     Ok(())
 }
 
-/// A panic's message, as a share's failure says it.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(ToString::to_string)
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".to_string())
-}
-
 /// The generator: the share running, if any.
 #[derive(Default)]
 pub(crate) struct Generator {
@@ -170,7 +161,9 @@ fn spawn_share(
                 Ok(Err(e)) => Some(crate::util::one_line(&format!("{e:#}"))),
                 Err(panic) => Some(format!(
                     "the share's thread failed: {}",
-                    crate::util::one_line(&panic_message(panic.as_ref()))
+                    crate::util::one_line(
+                        crate::util::panic_text(panic.as_ref()).unwrap_or("no message")
+                    )
                 )),
             };
             if let Ok(mut events) = events.lock() {

@@ -20,12 +20,7 @@ pub fn one_line_panics() {
 
 /// The line for one panic: its message, place and thread.
 fn panic_line(info: &PanicHookInfo<'_>) -> String {
-    let payload = info.payload();
-    let message = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic without a message");
+    let message = crate::util::panic_text(info.payload()).unwrap_or("a panic without a message");
     let place = info
         .location()
         .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));

@@ -103,6 +103,15 @@ pub(crate) fn percent_decoded_bytes(part: &str) -> Vec<u8> {
     out
 }
 
+/// A panic's message, from its payload: the text `panic!` was given
+/// (a literal or a formatted `String`), or `None` for any other payload.
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
 /// Folds a message onto one line: every run of whitespace (newlines of a
 /// `{:#}` error chain included) becomes one space.
 pub(crate) fn one_line(text: &str) -> String {
@@ -464,6 +473,16 @@ fn write_or_drop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panics_text_is_its_literal_or_its_formatted_message_and_nothing_else() {
+        let literal: Box<dyn std::any::Any + Send> = Box::new("a literal");
+        assert_eq!(panic_text(literal.as_ref()), Some("a literal"));
+        let formatted: Box<dyn std::any::Any + Send> = Box::new(format!("{} formatted", 1));
+        assert_eq!(panic_text(formatted.as_ref()), Some("1 formatted"));
+        let other: Box<dyn std::any::Any + Send> = Box::new(7_u32);
+        assert_eq!(panic_text(other.as_ref()), None);
+    }
 
     #[test]
     fn a_long_value_is_clipped_to_one_readable_line() {
