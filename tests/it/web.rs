@@ -102,11 +102,16 @@ fn a_managed_nginx_serves_specweb_with_its_class_shares_and_every_body_verified(
     want.sort();
     assert_eq!(names, want);
     // nginx's own count of requests matches perflab's: the pre-flight
-    // request and one status read per interval are the difference.
+    // request and one status read per interval are nginx's surplus, and
+    // the requests perflab sent that nginx had not read yet when the
+    // window's last status read came can be short of it, one at most per
+    // connection (a request at a time on each: the CI run on record read
+    // 56,213 served against 56,215 sent on a busy host).
     let (served, sent) = server_and_client_counts(&export, 0, "requests");
     let intervals = export["steps"][0]["intervals"].as_array().unwrap().len() as f64;
+    let connections = 32.0;
     assert!(
-        served >= sent as f64 && served - sent as f64 <= intervals + 2.0,
+        served + connections >= sent as f64 && served - sent as f64 <= intervals + 2.0,
         "nginx counted {served} requests, perflab sent {sent}"
     );
     // The server's processes (master and workers) were followed.
@@ -136,10 +141,12 @@ fn a_connection_per_request_opens_as_many_connections_as_requests() {
         .sum();
     assert_eq!(errors, 0);
     assert!(sent > 1000, "{sent}");
-    // Plus the pre-flight's connection and one per status read.
+    // Plus the pre-flight's connection and one per status read; short of
+    // it by the connections perflab opened that nginx had not accepted
+    // yet at the window's last status read, one at most per connection.
     let intervals = export["steps"][0]["intervals"].as_array().unwrap().len() as f64;
     assert!(
-        accepts >= sent as f64 && accepts - sent as f64 <= intervals + 2.0,
+        accepts + 4.0 >= sent as f64 && accepts - sent as f64 <= intervals + 2.0,
         "nginx accepted {accepts} connections for {sent} requests"
     );
 }
