@@ -453,11 +453,13 @@ fn check_memory_floors(predictions: &[serde_json::Value], out: &str) {
     }
 }
 
-/// The steps an example lab's cells are shortened to: 500 ms of warm-up
-/// and 2 s measured, with which the link and log-dir labs named their
-/// cells and held their prediction 3 times of 3 (74 and 41 s, where steps
-/// of 1 s and 3 s took 104 and 52 s; 53 and 36 s on their thinned users).
-const SHORT_STEPS: &str = "--warmup 500ms --duration 2s";
+/// The steps an example lab's cells are shortened to: 300 ms of warm-up
+/// and 1.5 s measured, as the scenario classes' short steps, with which
+/// the link and log-dir labs named their cells and held their prediction
+/// 3 times of 3 on their thinned users (44-49 and 31-32 s, where 500 ms
+/// and 2 s took 52-54 and 35-39 s, and steps of 1 s and 3 s on the
+/// examples' users 104 and 52 s).
+const SHORT_STEPS: &str = "--warmup 300ms --duration 1500ms";
 
 /// How an example lab is shortened for the suite: its cells' steps, and
 /// the users of its sweep (the example's list thinned to the loads its
