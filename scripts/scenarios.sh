@@ -130,8 +130,9 @@ REPO=$PWD
 # steps long enough for the intervals to settle. The short steps are the
 # shortest tried that judged every class CI runs 3 times of 3: at 300 ms
 # of warm-up and 1.5 s measured, 90 runs of the 30 classes named their
-# class, none void (at 500 ms and 2 s, 87 runs of 29; the classes with
-# steps of their own, cache-small and cache-small-varnish, keep them).
+# class, none void (at 500 ms and 2 s, 87 runs of 29). The cache classes
+# have steps of their own (cache-small's measured window is shorter in
+# --short: CACHE_SMALL_DURATION below).
 # SCN_WARMUP and SCN_DURATION, when set, replace the short steps of every
 # class: how to try shorter ones.
 if ((SHORT)); then
