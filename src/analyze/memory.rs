@@ -515,6 +515,51 @@ mod tests {
         assert!(all.throughput > 5.0 * measured, "{all:?}");
     }
 
+    /// A cache that reads most pages it misses from the kernel's page
+    /// cache, not the device: the reads' demand the read limit gives (1.05
+    /// pages at 300 a second, 3.5 ms) is more than the lowest load's whole
+    /// response (1 ms: most operations took 500 µs or less), so the delay
+    /// outside the queues comes out as none. The memory that reads none
+    /// then predicts the peak's one user at no less than the body of that
+    /// user's responses took, reads and all (2,000 a second at most):
+    /// without that, its floor was the CPU's 300 µs alone, 3,333 a
+    /// second, where a PostgreSQL cell whose one user took 131 µs at the
+    /// median read 63 µs an operation as its floor and measured 83.
+    #[test]
+    fn a_floor_at_the_lowest_load_is_held_to_its_body_s_time() {
+        const MIB: f64 = 1048576.0;
+        let relations = [("t", 13_115.0, 1.0), ("t_pkey", 2_196.0, 3.0)];
+        let mut points = reading(&relations, PAGE_BYTES, 1.05);
+        for p in &mut points {
+            p.extras.memory_limit_bytes = Some(96.0 * MIB);
+            p.extras.memory_anon_bytes = Some(10.0 * MIB);
+            p.extras.server_read_bytes_per_s = Some(p.throughput * 1.05 * PAGE_BYTES);
+        }
+        points[0].response.mean = std::time::Duration::from_millis(1);
+        points[0].response.p50 = std::time::Duration::from_micros(500);
+        let peak = 0;
+        let demands = crate::analyze::demands::demands(&points, true, Some(peak));
+        let w = super::super::whatif::what_if(&points, &demands, &memory_short(), true, peak, None)
+            .expect("predictions for memory");
+        let all = w
+            .scenarios
+            .iter()
+            .find(|s| s.change.contains("none of its pages"))
+            .unwrap_or_else(|| panic!("no memory that holds it all in {w:#?}"));
+        let one = all.at_peak.expect("a prediction at the peak's one user");
+        assert_eq!(one.load, 1.0);
+        assert!(one.at_least, "{one:?}");
+        assert!(
+            one.throughput > 0.0 && one.throughput <= 2000.0 * 1.0001,
+            "{one:?}"
+        );
+        // At the highest load the CPU's bound holds it, as before.
+        assert!(
+            all.at_least && all.throughput > 5.0 * points[0].throughput,
+            "{all:?}"
+        );
+    }
+
     /// InnoDB with a 16 MiB buffer pool of 16 KiB pages over a table of
     /// 96 MiB asked for once an operation and two hot one-page tables,
     /// reading through 300 IOPS: the cache is found from the pool's misses

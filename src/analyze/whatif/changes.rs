@@ -36,6 +36,12 @@ pub(super) struct Change {
     /// floor, not a figure ([`super::floor`]): a change that moves the
     /// limit off a resource which kept the rest idle (memory, the log).
     pub(super) idle_floor: bool,
+    /// Seconds an operation the change spares its reads from storage
+    /// takes at most at the lowest load: the median of that load's
+    /// responses, reads and all, for a cache that then reads none; zero
+    /// otherwise. The delay after the change is at least this less the
+    /// queues after it ([`super::closed`]).
+    pub(super) read_free_s: f64,
 }
 
 impl Change {
@@ -55,6 +61,7 @@ impl Change {
             sharing: 0.0,
             moved_s: 0.0,
             idle_floor: false,
+            read_free_s: 0.0,
         }
     }
 }

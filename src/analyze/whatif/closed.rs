@@ -157,9 +157,16 @@ impl ClosedModel {
     fn scenario(&self, change: Change, fit: &ClosedFit, target: &Centre) -> Option<Scenario> {
         // perflab's work the change puts on the server's CPUs leaves the
         // delay, where the lowest load's response time had put it: counted
-        // in both, it was counted twice.
+        // in both, it was counted twice. An operation spared its reads
+        // takes at least what the body of the lowest load's responses
+        // took: where the reads' demand was most of that load's response
+        // time, the delay left from it is a small difference of large
+        // figures, and none when the demand the read limit gives counts
+        // reads the kernel's page cache served.
         let model = ClosedModel {
-            delay_s: (self.delay_s - change.moved_s).max(0.0),
+            delay_s: (self.delay_s - change.moved_s)
+                .max(0.0)
+                .max(delay_for(&change.after, change.read_free_s)),
             ..*self
         };
         model.predicted(change, fit, target)

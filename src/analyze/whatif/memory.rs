@@ -24,8 +24,13 @@ pub(super) fn centre_now(r: &Reads) -> Option<Centre> {
 
 /// The changes of memory to predict, each with the network after it
 /// (`centres` with the reads the cache then misses) and at the ends of
-/// the cache's range.
-pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<Memory>) -> Vec<Change> {
+/// the cache's range; `body_s` is the lowest load's median response.
+pub(super) fn changes(
+    r: &Reads,
+    centres: &[Centre],
+    memory: Option<Memory>,
+    body_s: f64,
+) -> Vec<Change> {
     let others: Vec<Centre> = centres
         .iter()
         .filter(|c| c.name != r.name)
@@ -39,7 +44,8 @@ pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<Memory>) -> 
         .filter(|m| (m - c.limit_bytes).abs() > 0.5 * c.page_bytes)
         .filter_map(|m| {
             let [missed, fewest, most] = c.missed_at(m)?;
-            let reads = if missed < 0.005 {
+            let none = missed < 0.005;
+            let reads = if none {
                 "none of its pages from storage".to_string()
             } else {
                 format!("{missed:.2} pages per operation from storage")
@@ -70,6 +76,7 @@ pub(super) fn changes(r: &Reads, centres: &[Centre], memory: Option<Memory>) -> 
                 sharing: 0.0,
                 moved_s: 0.0,
                 idle_floor: true,
+                read_free_s: if none { body_s } else { 0.0 },
             })
         })
         .collect()

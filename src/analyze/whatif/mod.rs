@@ -13,6 +13,10 @@
 //! one: network round trips and the client's path that no resource
 //! accounts for, the multi-server delays — less whatever the resources
 //! did in parallel within one operation (a log writer beside a backend).
+//! A change that spares the operations their reads from storage keeps at
+//! least the lowest load's median response, less the queues after it, as
+//! its delay: there the reads were most of the response time, and what
+//! they leave of it is too small a difference to be measured.
 //! The think time is a delay too. The model is first
 //! checked against the run itself: its throughput at each measured load
 //! up to the peak against what was measured. A model that misses by more
@@ -387,7 +391,8 @@ fn predict(
         _ => Vec::new(),
     };
     if let Some(c) = &cached {
-        changed.extend(memory::changes(c, &centres, memory));
+        let body_s = points.first().map_or(0.0, |p| p.response.p50.as_secs_f64());
+        changed.extend(memory::changes(c, &centres, memory, body_s));
     }
     if changed.is_empty() {
         return None;

@@ -372,6 +372,7 @@ fn more_memory_is_a_floor_under_a_cpu_or_an_idle_limit() {
     let memory = Change {
         server_memory: Some(1024.0 * 1024.0 * 1024.0),
         idle_floor: true,
+        read_free_s: 0.0,
         ..Change::of(
             "a memory limit of 1.0 GiB".to_string(),
             Vec::new(),
@@ -402,6 +403,7 @@ fn more_memory_is_a_floor_under_a_cpu_or_an_idle_limit() {
     let cpus = Change {
         server_memory: None,
         idle_floor: false,
+        read_free_s: 0.0,
         ..memory.clone()
     };
     assert!(!floor(&cpus, Some(&cpu), 290.0));
