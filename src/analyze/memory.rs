@@ -466,6 +466,21 @@ mod tests {
         }
     }
 
+    /// A run whose server read 1.05 pages per operation of a table and its
+    /// index through a read limit of 300 IOPS under a 96 MiB limit (10 MiB
+    /// of it its processes').
+    fn under_96_mib() -> Vec<StepPoint> {
+        const MIB: f64 = 1048576.0;
+        let relations = [("t", 13_115.0, 1.0), ("t_pkey", 2_196.0, 3.0)];
+        let mut points = reading(&relations, PAGE_BYTES, 1.05);
+        for p in &mut points {
+            p.extras.memory_limit_bytes = Some(96.0 * MIB);
+            p.extras.memory_anon_bytes = Some(10.0 * MIB);
+            p.extras.server_read_bytes_per_s = Some(p.throughput * 1.05 * PAGE_BYTES);
+        }
+        points
+    }
+
     /// A run whose server read 1.05 pages per operation through a read
     /// limit of 300 IOPS under a 96 MiB limit: the cache found from those
     /// reads misses as many again at that limit; half the memory reads
@@ -475,13 +490,7 @@ mod tests {
     #[test]
     fn a_run_that_read_through_a_limit_predicts_more_and_less_memory() {
         const MIB: f64 = 1048576.0;
-        let relations = [("t", 13_115.0, 1.0), ("t_pkey", 2_196.0, 3.0)];
-        let mut points = reading(&relations, PAGE_BYTES, 1.05);
-        for p in &mut points {
-            p.extras.memory_limit_bytes = Some(96.0 * MIB);
-            p.extras.memory_anon_bytes = Some(10.0 * MIB);
-            p.extras.server_read_bytes_per_s = Some(p.throughput * 1.05 * PAGE_BYTES);
-        }
+        let points = under_96_mib();
         let peak = 4;
         let r = reads(&points[peak]).expect("a cache and a read limit");
         assert_eq!(r.pages_per_s, 300.0);
@@ -523,18 +532,11 @@ mod tests {
     /// then predicts the peak's one user at no less than the body of that
     /// user's responses took, reads and all (2,000 a second at most):
     /// without that, its floor was the CPU's 300 µs alone, 3,333 a
-    /// second, where a PostgreSQL cell whose one user took 131 µs at the
-    /// median read 63 µs an operation as its floor and measured 83.
+    /// second, as a PostgreSQL cell's floor for one user in 1 GiB read 63
+    /// µs an operation where 83 was measured.
     #[test]
     fn a_floor_at_the_lowest_load_is_held_to_its_body_s_time() {
-        const MIB: f64 = 1048576.0;
-        let relations = [("t", 13_115.0, 1.0), ("t_pkey", 2_196.0, 3.0)];
-        let mut points = reading(&relations, PAGE_BYTES, 1.05);
-        for p in &mut points {
-            p.extras.memory_limit_bytes = Some(96.0 * MIB);
-            p.extras.memory_anon_bytes = Some(10.0 * MIB);
-            p.extras.server_read_bytes_per_s = Some(p.throughput * 1.05 * PAGE_BYTES);
-        }
+        let mut points = under_96_mib();
         points[0].response.mean = std::time::Duration::from_millis(1);
         points[0].response.p50 = std::time::Duration::from_micros(500);
         let peak = 0;
