@@ -1,13 +1,18 @@
-//! The slots the integration tests take to share the host: two for the
+//! The slots the integration tests take to share the host: three for the
 //! tests that load it ([`heavy`]), two for the long ones that mostly wait
-//! ([`waits`]), all of them for one held to a quiet machine ([`alone`]).
-//! Each hold is written to `PERFLAB_TEST_TIMES` for `scripts/test.sh`.
+//! ([`waits`]). A test that must have a quiet machine is a verdict test
+//! (`tests/verdict`), which holds the whole of it. Each hold is written
+//! to `PERFLAB_TEST_TIMES` for `scripts/test.sh`.
 
 use std::time::Duration;
 
-/// How many tests that load the machine run at once: the host's two
-/// CPUs, as when the suite ran two tests at a time.
-const HEAVY_AT_ONCE: usize = 2;
+/// How many tests that load the machine run at once. Each was measured
+/// alone at half a CPU on average (542 CPU-seconds over 1089 s for the
+/// heavy tests then). Two at once, the group took 443 s in CI; three at
+/// once, 389 s with the host's two CPUs 65% busy, 101 s of it in three
+/// tests that had to run alone and the drain before each; with those
+/// moved to the verdict suite, 262 s at 77% busy.
+const HEAVY_AT_ONCE: usize = 3;
 
 /// How many long tests that mostly wait ([`waits`]) run at once, beside
 /// the heavy ones: each was measured at under a quarter of a CPU, so
@@ -17,11 +22,10 @@ const HEAVY_AT_ONCE: usize = 2;
 const WAITING_AT_ONCE: usize = 2;
 
 /// Slots taken by the tests that load the machine and by the long ones
-/// that mostly wait, and how many tests wait to run [`alone`].
+/// that mostly wait.
 static HEAVY: std::sync::Mutex<Slots> = std::sync::Mutex::new(Slots {
     taken: 0,
     waiting: 0,
-    alone_waiting: 0,
 });
 static HEAVY_FREED: std::sync::Condvar = std::sync::Condvar::new();
 
@@ -31,8 +35,8 @@ static HEAVY_FREED: std::sync::Condvar = std::sync::Condvar::new();
 /// timely wake-ups (an open loop's rate, what ends in a window): four
 /// disk tests at once, side by side in the suite's order, once failed a
 /// psync run at 2000/s on a disk 76% busy with the others' writes.
-/// At most [`HEAVY_AT_ONCE`] of them run at once, so that they share the
-/// host as they did when the suite ran two tests at a time; the short
+/// At most [`HEAVY_AT_ONCE`] of them run at once (at half a CPU each on
+/// average, about as much as the host's two CPUs give); the short
 /// tests (bad input, help, fixtures, runs of a second or two) and those
 /// that mostly wait ([`waits`]) run beside them in the suite's other
 /// threads (`--test-threads` in `scripts/test.sh`). Held until the
@@ -47,20 +51,9 @@ pub fn heavy() -> HeavySlot {
 /// link made and removed. Each such test, run alone in a cgroup of its
 /// own, used under a quarter of a CPU over its time (0.00-0.20 CPUs, for
 /// 5-29 s), where the tests that take [`heavy`] use up to a CPU or two.
-/// At most [`WAITING_AT_ONCE`] run at once, beside the heavy ones; none
-/// starts while a test waits to run [`alone`].
+/// At most [`WAITING_AT_ONCE`] run at once, beside the heavy ones.
 pub fn waits() -> HeavySlot {
     take_slots(Kind::Waits)
-}
-
-/// Every slot of [`heavy`]: for a test whose figures are held to what a
-/// quiet machine gives (the search's steps against the truth of the
-/// null queue), no other test that loads the machine, or that mostly
-/// waits, runs beside it. While one waits, no [`heavy`] or [`waits`]
-/// test starts: the running ones drain, and it does not wait for the
-/// suite's last.
-pub fn alone() -> HeavySlot {
-    take_slots(Kind::Alone)
 }
 
 /// What a test takes of the slots.
@@ -68,7 +61,6 @@ pub fn alone() -> HeavySlot {
 enum Kind {
     Heavy,
     Waits,
-    Alone,
 }
 
 impl Kind {
@@ -76,7 +68,6 @@ impl Kind {
         match self {
             Kind::Heavy => "heavy",
             Kind::Waits => "waits",
-            Kind::Alone => "alone",
         }
     }
 }
@@ -85,47 +76,37 @@ impl Kind {
 struct Slots {
     taken: usize,
     waiting: usize,
-    alone_waiting: usize,
 }
 
 impl Slots {
     /// Whether a test of `kind` may start now.
     fn admits(&self, kind: Kind) -> bool {
         match kind {
-            Kind::Alone => self.taken == 0 && self.waiting == 0,
-            Kind::Heavy => self.alone_waiting == 0 && self.taken < HEAVY_AT_ONCE,
-            Kind::Waits => self.alone_waiting == 0 && self.waiting < WAITING_AT_ONCE,
+            Kind::Heavy => self.taken < HEAVY_AT_ONCE,
+            Kind::Waits => self.waiting < WAITING_AT_ONCE,
         }
     }
 
     /// Takes (`take`) or gives back what a test of `kind` holds.
     fn count(&mut self, kind: Kind, take: bool) {
-        let (counter, n) = match kind {
-            Kind::Alone => (&mut self.taken, HEAVY_AT_ONCE),
-            Kind::Heavy => (&mut self.taken, 1),
-            Kind::Waits => (&mut self.waiting, 1),
+        let counter = match kind {
+            Kind::Heavy => &mut self.taken,
+            Kind::Waits => &mut self.waiting,
         };
         *counter = if take {
-            *counter + n
+            *counter + 1
         } else {
-            counter.saturating_sub(n)
+            counter.saturating_sub(1)
         };
     }
 }
 
-/// Takes what `kind` holds once it is free (and, but for [`alone`], once
-/// no test waits to run alone).
+/// Takes what `kind` holds once it is free.
 fn take_slots(kind: Kind) -> HeavySlot {
     let asked = std::time::Instant::now();
     let mut slots = HEAVY.lock().unwrap_or_else(|p| p.into_inner());
-    if kind == Kind::Alone {
-        slots.alone_waiting += 1;
-    }
     while !slots.admits(kind) {
         slots = HEAVY_FREED.wait(slots).unwrap_or_else(|p| p.into_inner());
-    }
-    if kind == Kind::Alone {
-        slots.alone_waiting -= 1;
     }
     slots.count(kind, true);
     HeavySlot {
@@ -135,7 +116,7 @@ fn take_slots(kind: Kind) -> HeavySlot {
     }
 }
 
-/// Slots of [`heavy`], [`waits`] or [`alone`]; given back when dropped, a
+/// A slot of [`heavy`] or [`waits`]; given back when dropped, a
 /// failed test's too.
 pub struct HeavySlot {
     kind: Kind,

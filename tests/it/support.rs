@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::slots::{alone, heavy, waits};
+pub use crate::slots::{heavy, waits};
 
 /// Keeps every finished step, whole.
 #[derive(Default)]

@@ -2,7 +2,10 @@
 //! writers is software contention (its single writer), not the CPU; a
 //! generator held to a sliver of CPU by a cgroup quota is named and the
 //! verdict marked unreliable; `perflab analyze` reproduces what the run
-//! printed; objectives are judged and bad ones refused; and each class of
+//! printed; objectives are judged and bad ones refused; the search for the
+//! load that meets an objective finds a queue's known answer and brackets
+//! real servers' (module `search`); the CI gate on a real server says where
+//! the bottleneck moved (module `gate`); and each class of
 //! `scripts/scenarios.sh` (module `scenarios`) gets the verdict it must.
 
 //!
@@ -21,7 +24,9 @@ mod support;
 #[allow(dead_code)]
 mod slots;
 
+mod gate;
 mod scenarios;
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -73,9 +78,11 @@ fn verdict_json(dir: &Path) -> serde_json::Value {
 fn sqlite_with_many_writers_is_its_single_writer_and_analyze_says_the_same() {
     let _machine = machine();
     let dir = tempdir();
+    // The scenario classes' short steps (the quick start's own class,
+    // bank-quick, is judged here).
     let out = perflab_ok(
         dir.path(),
-        "run bank --users 1,4,16,32 --warmup 1s --duration 3s --slo p95<50ms --slo errors<1%",
+        &format!("run bank --users 1,4,16,32 {SHORT_STEPS} --slo p95<50ms --slo errors<1%"),
     );
     let printed = verdict_section(&out);
     contains(&printed, "bottleneck  software contention (single writer)");
