@@ -137,8 +137,8 @@ unit_tests() {
     cargo test --profile bench --lib -- --test-threads 4 && cargo test --release --bins
 }
 group unit unit_tests
-# Seven threads: the tests that load the machine or its disk take one of
-# three slots (`support::heavy` in tests/it/slots.rs; each uses half a
+# Eight threads: the tests that load the machine or its disk take one of
+# four slots (`support::heavy` in tests/it/slots.rs; each uses half a
 # CPU on average), the long tests that mostly wait (deadlines, signals,
 # a browser; each measured at under a quarter of a CPU) take one of two
 # slots of their own beside them (`support::waits`), and the short ones
@@ -150,13 +150,13 @@ group unit unit_tests
 # group's time is made of.
 export PERFLAB_TEST_TIMES="$(pwd)/target/it-heavy-times.txt"
 rm -f "$PERFLAB_TEST_TIMES"
-group it cargo test --release --test it -- --test-threads 7
+group it cargo test --release --test it -- --test-threads 8
 if [ -s "$PERFLAB_TEST_TIMES" ]; then
     echo "the integration tests' longest holds of a slot (seconds held, waited, slot, test):"
     # sed reads all of sort's output: a `head` that stops reading would
     # end sort with SIGPIPE, which pipefail makes the script's exit (141).
     sort -rn "$PERFLAB_TEST_TIMES" | sed -n '1,12s/^/  /p'
-    awk '{ held[$3] += $1 } END { printf "  in all: %.0f s held by heavy tests (three at a time), %.0f s by tests that mostly wait (two at a time)\n", held["heavy"], held["waits"] }' "$PERFLAB_TEST_TIMES"
+    awk '{ held[$3] += $1 } END { printf "  in all: %.0f s held by heavy tests (four at a time), %.0f s by tests that mostly wait (two at a time)\n", held["heavy"], held["waits"] }' "$PERFLAB_TEST_TIMES"
 fi
 group verdict cargo test --release --test verdict -- --show-output
 # Each verdict test holds the whole machine; the longest holds first.
