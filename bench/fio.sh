@@ -3,13 +3,24 @@
 #
 # perflab makes and preconditions its file (SIZE, default 1 GiB: one
 # sequential write pass of 1 MiB direct writes), and fio gets a file of
-# its own beside it on the same file system: a copy of perflab's, written
-# by dd in 1 MiB direct writes before fio ever runs. Each tool writes only
-# its own file — perflab refuses a file whose stamps and ledger someone
-# else's writes broke, and rightly — yet the two compare like with like:
-# the same size, the same device and file system, both written end to end
-# the same way before the first round (no holes, no unwritten extents),
-# with the same bytes. Then fio (ioengine=io_uring direct=1 fixedbufs,
+# its own: a copy of perflab's, written by dd in 1 MiB direct writes
+# before fio ever runs. Each tool writes only its own file — perflab
+# refuses a file whose stamps and ledger someone else's writes broke, and
+# rightly — yet the two compare like with like: the same size, the same
+# kind of device and file system, both written end to end the same way
+# before the first round (no holes, no unwritten extents), with the same
+# bytes. On the virtual disk the two files are side by side. On the
+# RAM-backed device each tool has a device of its own, made the same way,
+# its file the first one written on it, and the two devices' memory is
+# taken from the kernel in turns, 2 MiB for one and 2 MiB for the other,
+# after the kernel has compacted its free memory: there the pages under a
+# file count. fio's job-file mix (below) made 112-126k IOPS on a device
+# whose memory was taken first after other benches had run and 141-153k
+# on one made next, the same file on each (two files perflab made, runs
+# alternating, in either order, on either loop device); with memory
+# compacted, or taken in turns, the two made the same. The memory taken
+# first was the most scattered, and the device's copies slower for it.
+# On the virtual disk the two files made the same IOPS (36-37k). Then fio (ioengine=io_uring direct=1 fixedbufs,
 # one job) and `perflab run disk --threads 1` run the same load, each on
 # its file, back to back, SECONDS each, ROUNDS times (odd rounds fio
 # first, even rounds perflab first):
@@ -49,17 +60,12 @@ apt_missing fio=fio
 perflab_binary
 
 work="$(mktemp -d -p "$PWD" .fio-bench.XXXXXX)"
-ram_mount="" ram_loop="" ram_file=""
+ram_mounts=() ram_loops=() ram_files=()
 stop() {
-    if [ -n "$ram_mount" ]; then
-        umount "$ram_mount" 2>/dev/null || true
-    fi
-    if [ -n "$ram_loop" ]; then
-        losetup -d "$ram_loop" 2>/dev/null || true
-    fi
-    if [ -n "$ram_file" ]; then
-        rm -f "$ram_file"
-    fi
+    local m l f
+    for m in "${ram_mounts[@]}"; do umount "$m" 2>/dev/null || true; done
+    for l in "${ram_loops[@]}"; do losetup -d "$l" 2>/dev/null || true; done
+    for f in "${ram_files[@]}"; do rm -f "$f"; done
     rm -rf "$work"
 }
 trap stop EXIT
@@ -67,11 +73,12 @@ trap stop EXIT
 fs_bssplit="512/10:1k/5:2k/5:4k/60:8k/2:16k/4:32k/4:64k/10"
 fs_spec="size=512 share=10 read=80 align=512; size=1k share=5 read=80 align=512; size=2k share=5 read=80 align=512; size=4k share=60 read=80 align=512; size=8k share=2 read=80 align=512; size=16k share=4 read=80 align=512; size=32k share=4 read=80 align=512; size=64k share=10 read=80 align=512"
 
-# bench DIR LABEL NAME: the four loads on DIR (perflab on DIR/perflab.bin,
-# fio on DIR/fio.bin), the results' cells named "NAME LOAD dDEPTH"
-# (file-server's 512-byte transfers only where direct I/O takes them).
+# bench DIR FIO_DIR LABEL NAME: the loads, perflab on DIR/perflab.bin and
+# fio on FIO_DIR/fio.bin (the same directory, or one of the same kind of
+# device), the results' cells named "NAME LOAD dDEPTH" (file-server's
+# 512-byte transfers only where direct I/O takes them).
 bench() {
-    local dir=$1 label=$2 device=$3 file="$1/perflab.bin" fio_file="$1/fio.bin"
+    local dir=$1 label=$3 device=$4 file="$1/perflab.bin" fio_file="$2/fio.bin"
     local dev block
     dev="$(stat -c '%Hd:%Ld' "$dir")"
     block="$(cat "/sys/dev/block/$dev/queue/logical_block_size" 2>/dev/null || echo 512)"
@@ -228,26 +235,58 @@ device_name() {
     echo "${name:-disk}"
 }
 
-bench "$work" "this file system ($(device_name "$work"))" "$(device_name "$work")"
+# ram_images: two tmpfs files of 256 MiB more than one tool's file, their
+# memory taken in turns 2 MiB at a time (so that neither gets the more
+# scattered pages), after asking the kernel to compact its free memory.
+ram_images() {
+    local image
+    for image in perflab fio; do
+        ram_files+=("$(mktemp -p /dev/shm "perflab-fio-bench-$image.XXXXXX")")
+    done
+    if ! echo 1 2>/dev/null >/proc/sys/vm/compact_memory; then
+        echo "(free memory not compacted: /proc/sys/vm/compact_memory is not writable here)"
+    fi
+    python3 -c '
+import os, sys
+size, step = int(sys.argv[1]), 2 << 20
+fds = [os.open(path, os.O_RDWR) for path in sys.argv[2:]]
+for offset in range(0, size, step):
+    for fd in fds:
+        os.posix_fallocate(fd, offset, min(step, size - offset))' \
+        $((size_bytes + (256 << 20))) "${ram_files[@]}"
+}
 
-# The RAM-backed device: ext4 on a loop device over a tmpfs file, the
-# file system a little larger than the two files.
+# ram_device IMAGE NAME: ext4 on a loop device over IMAGE (not discarded:
+# its memory stays the memory taken), mounted at $work/ram-NAME (in
+# ram_made, its loop device in ram_made_loop), removed on exit.
+ram_device() {
+    local loop
+    loop="$(losetup --find --show "$1")"
+    ram_loops+=("$loop")
+    mkfs.ext4 -q -E nodiscard -b 4096 "$loop"
+    ram_made="$work/ram-$2"
+    mkdir -p "$ram_made"
+    mount "$loop" "$ram_made"
+    ram_mounts+=("$ram_made")
+    ram_made_loop=$loop
+}
+
+bench "$work" "$work" "this file system ($(device_name "$work"))" "$(device_name "$work")"
+
+# The RAM-backed devices, one for each tool's file.
 shm_free_kib="$(df -k --output=avail /dev/shm 2>/dev/null | tail -1 || echo 0)"
 size_bytes="$(python3 -c "
 import re, sys
 m = re.fullmatch(r'(\d+)([KMG]?)(i?B)?', sys.argv[1])
 print(int(m.group(1)) * {'': 1, 'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}[m.group(2)])" "$size")"
 if command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null \
-    && ((shm_free_kib * 1024 > 2 * size_bytes + (512 << 20))); then
-    ram_file="$(mktemp -p /dev/shm perflab-fio-bench.XXXXXX)"
-    truncate -s $((2 * size_bytes + (256 << 20))) "$ram_file"
-    ram_loop="$(losetup --find --show "$ram_file")"
-    mkfs.ext4 -q -b 4096 "$ram_loop"
-    ram_mount="$work/ram"
-    mkdir -p "$ram_mount"
-    mount "$ram_loop" "$ram_mount"
+    && ((shm_free_kib * 1024 > 2 * size_bytes + (768 << 20))); then
+    ram_images
+    ram_device "${ram_files[0]}" perflab
+    pl_dir=$ram_made pl_loop=$ram_made_loop
+    ram_device "${ram_files[1]}" fio
     echo
-    bench "$ram_mount" "RAM-backed ($ram_loop over tmpfs)" ram
+    bench "$pl_dir" "$ram_made" "RAM-backed (perflab's file on $pl_loop, fio's on $ram_made_loop, over tmpfs)" ram
 else
     echo
     echo "no loop device or too little room in /dev/shm: the RAM-backed comparison is left out"
