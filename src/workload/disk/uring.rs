@@ -36,7 +36,7 @@
 //! kernel completes it, so its buffer is never reused early; the ring is
 //! closed before the buffers are unmapped.
 
-use super::mapping::PageBuffer;
+use super::mapping::{PageArena, PageBuffer};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -92,6 +92,9 @@ pub(crate) struct Ring {
     uring: IoUring,
     event: AsyncFd<OwnedFd>,
     slots: RefCell<Vec<Slot>>,
+    /// Where the slots' buffers are carved from (chunks that may be huge
+    /// pages: a buffer in contiguous memory).
+    arena: RefCell<PageArena>,
     /// I/Os pushed and not yet submitted, and the submitter's waker.
     unsubmitted: Cell<u32>,
     submitter: RefCell<Option<Waker>>,
@@ -137,6 +140,7 @@ impl Ring {
             event: unsafe { AsyncFd::register_with_interest(event, tokio::io::Interest::READABLE) }
                 .map_err(|e| e.into_parts().1)?,
             slots: RefCell::new(Vec::new()),
+            arena: RefCell::new(PageArena::default()),
             unsubmitted: Cell::new(0),
             submitter: RefCell::new(None),
             in_flight: Cell::new(0),
@@ -158,7 +162,7 @@ impl Ring {
                 "more than {MAX_SLOTS} users on one worker thread; give more --threads"
             )));
         }
-        let mut buffer = PageBuffer::new(len.max(4096))?;
+        let mut buffer = self.arena.borrow_mut().take(len.max(4096))?;
         let iov = libc::iovec {
             iov_base: buffer.as_mut_ptr().cast(),
             iov_len: buffer.len(),
