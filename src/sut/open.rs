@@ -256,7 +256,7 @@ impl Endpoint {
                 let client = pg::connect(t, &t.config).await?;
                 let mut s = super::settings::postgres_settings(&client)
                     .await
-                    .map_err(|e| pg::pool::lost_statement(t, e))?;
+                    .map_err(|e| pg::pool::lost_statement(t, e, false))?;
                 let pool = pg::pool::look(t, &s.settings).await;
                 s.settings.extend(pool);
                 Ok(s)

@@ -189,9 +189,9 @@ pub(crate) async fn with_admin<T>(
 ) -> anyhow::Result<T> {
     let (client, task) = open(target, &admin_config(target)).await?;
     let out = match pool::check(target, &client).await {
-        Ok(()) => work(&client)
+        Ok(relayed) => work(&client)
             .await
-            .map_err(|e| pool::lost_statement(target, e)),
+            .map_err(|e| pool::lost_statement(target, e, relayed)),
         Err(e) => Err(e.into()),
     };
     drop(client);

@@ -76,7 +76,7 @@ impl PgStats {
     /// Opens the statistics connection (named `perflab-probe`, so it never
     /// counts itself among the benchmark's sessions).
     pub fn connect(target: &PgTarget) -> anyhow::Result<Self> {
-        Self::open(target).map_err(|e| super::pool::lost_statement(target, e))
+        Self::open(target).map_err(|e| super::pool::lost_statement(target, e, false))
     }
 
     /// [`PgStats::connect`], its errors as the server gave them.
