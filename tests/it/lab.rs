@@ -480,6 +480,7 @@ fn bad_lab_files_are_refused_in_one_line_before_anything_is_made() {
 #[test]
 fn a_killed_lab_resumes_at_its_first_unfinished_cell() {
     let _heavy = crate::support::heavy();
+    let _ledger = crate::support::ledger();
     let dir = tempdir();
     let (mut child, deadline) =
         lab_in_its_first_cell(dir.path(), "--users 1,2 --warmup 0s --duration 1s");
@@ -623,6 +624,7 @@ fn setup_and_teardown_configure_a_server_the_lab_does_not_manage() {
 #[test]
 fn a_teardown_owed_by_a_killed_lab_runs_when_it_resumes() {
     let _heavy = crate::support::heavy();
+    let _ledger = crate::support::ledger();
     let dir = tempdir();
     // The setup makes a marker of its cell; the teardown removes it; both
     // log what they did, one line each.

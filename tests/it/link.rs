@@ -178,6 +178,7 @@ fn a_managed_nginx_behind_a_shaped_link_is_held_to_its_rate() {
 #[test]
 fn what_a_killed_run_left_is_removed_by_lab_cleanup() {
     assert_root();
+    let _ledger = crate::support::ledger();
     let dir = tempdir();
     let (mut child, out) = spawn_until(
         dir.path(),

@@ -145,6 +145,19 @@ pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temporary directory")
 }
 
+/// Held by the tests that sweep the host's ledger of what managed servers
+/// left (`lab cleanup`, `lab resume`) and by the one that kills a run to
+/// find its parts swept: another test's sweep between its kill and its own
+/// would take them (a CI run's cleanup found the killed run's cgroups
+/// already gone, removed by a `lab resume` of the lab tests). Taken after
+/// any slot, held to the test's end.
+pub fn ledger() -> std::sync::MutexGuard<'static, ()> {
+    static LEDGER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LEDGER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Path of a file in the repository.
 pub fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)

@@ -342,8 +342,8 @@ pub(crate) struct Swept {
 
 /// Removes what the managed servers of ended perflab processes left:
 /// their processes first, then namespaces, interfaces, cgroups and
-/// directories. Entries of running perflab processes are not touched.
-/// Returns what was there, part by part.
+/// directories. Entries of running perflab processes are not touched; a
+/// sweep waits while another runs. Returns what was there, part by part.
 pub(crate) fn sweep() -> anyhow::Result<Vec<Swept>> {
     let dir = ledger_dir();
     let mut swept = Vec::new();
@@ -351,6 +351,10 @@ pub(crate) fn sweep() -> anyhow::Result<Vec<Swept>> {
         return Ok(swept);
     }
     this_users_alone(&dir)?;
+    // One sweep at a time (a `lab cleanup` beside a `lab resume`): the
+    // second waits, then finds what the first removed struck off, so each
+    // part is removed and said once.
+    let _swept_alone = lock_exclusive(&dir)?;
     let files = std::fs::read_dir(&dir)
         .with_context(|| format!("cannot read the ledger {}", dir.display()))?;
     for file in files.filter_map(Result::ok) {
@@ -410,6 +414,24 @@ pub(crate) fn sweep() -> anyhow::Result<Vec<Swept>> {
         }
     }
     Ok(swept)
+}
+
+/// `dir` open and locked (`flock`, exclusive) until the file is dropped;
+/// waits while another process holds it.
+fn lock_exclusive(dir: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let file =
+        std::fs::File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    loop {
+        // SAFETY: a descriptor the file owns, for as long as the call.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(file);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e).with_context(|| format!("cannot lock {}", dir.display()));
+        }
+    }
 }
 
 /// An entry, if the file is one (small, and JSON of the right shape).
@@ -518,7 +540,13 @@ mod tests {
         })
         .unwrap();
 
-        let swept = sweep().unwrap();
+        // While another sweep holds the ledger, this one waits for it.
+        let held = lock_exclusive(&ledger).unwrap();
+        let sweeping = std::thread::spawn(sweep);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(dir.exists(), "swept beside another sweep");
+        drop(held);
+        let swept = sweeping.join().unwrap().unwrap();
         assert!(!dir.exists(), "the ended owner's directory is removed");
         assert!(!dead.exists(), "and its entry struck off");
         assert!(kept.path().exists(), "a running owner's parts stay");
