@@ -180,6 +180,8 @@ impl LinkShape {
 pub(crate) struct ServerLink {
     name: String,
     host_if: String,
+    /// The server's end of the pair, in the namespace.
+    server_if: String,
     /// The namespace, open, for the server to join between fork and exec.
     namespace: std::fs::File,
     /// The host's end of the veth pair.
@@ -252,6 +254,7 @@ impl ServerLink {
         let link = ServerLink {
             name,
             host_if,
+            server_if,
             namespace,
             host_addr,
             server_addr,
@@ -261,7 +264,7 @@ impl ServerLink {
             name: link.host_if.clone(),
         })?;
         let ns = link.name.as_str();
-        let (h, s) = (link.host_if.as_str(), server_if.as_str());
+        let (h, s) = (link.host_if.as_str(), link.server_if.as_str());
         let host_cidr = format!("{host_addr}/30");
         let server_cidr = format!("{server_addr}/30");
         made(run_ip(&[
@@ -279,17 +282,63 @@ impl ServerLink {
             all.extend(args);
             made(run_ip(&all))?;
         }
-        for (inside, dev) in [(false, h), (true, s)] {
-            link.shape_end(inside, dev)?;
-        }
-        if let Some(rules) = shape.loss_rules(s) {
-            made(run_tool(
-                "ip",
-                &["netns", "exec", ns, "nft", "-f", "-"],
-                Some(&rules),
-            ))?;
-        }
+        link.hold_shape(true)?;
         Ok(link)
+    }
+
+    /// Whether the link is shaped at all (a rate, a delay or a loss): an
+    /// `unlimited` link with nothing else is the veth as it is.
+    pub(crate) fn is_shaped(&self) -> bool {
+        let s = &self.shape;
+        s.rate.is_some() || s.delay.is_some() || s.loss_to_server > 0.0 || s.loss_from_server > 0.0
+    }
+
+    /// Puts the link's shaping on (`held`: its rate and delay on both
+    /// ends, its loss rules in the namespace) or takes it off, leaving the
+    /// veth as fast as the host: a run's data are prepared on the bare
+    /// link and measured on the shaped one.
+    pub(crate) fn hold_shape(&self, held: bool) -> anyhow::Result<()> {
+        let (ns, h, s) = (
+            self.name.as_str(),
+            self.host_if.as_str(),
+            self.server_if.as_str(),
+        );
+        let rules = self.shape.loss_rules(s);
+        let step = |done: Result<(), String>| {
+            done.map_err(|e| anyhow::anyhow!("cannot shape the server's link: {e}"))
+        };
+        if held {
+            for (inside, dev) in [(false, h), (true, s)] {
+                self.shape_end(inside, dev)?;
+            }
+            if let Some(rules) = rules {
+                step(run_tool(
+                    "ip",
+                    &["netns", "exec", ns, "nft", "-f", "-"],
+                    Some(&rules),
+                ))?;
+            }
+            return Ok(());
+        }
+        if self.shape.rate.is_some() || self.shape.delay.is_some() {
+            step(run_tool("tc", &["qdisc", "del", "dev", h, "root"], None))?;
+            step(run_ip(&[
+                "netns", "exec", ns, "tc", "qdisc", "del", "dev", s, "root",
+            ]))?;
+        }
+        if rules.is_some() {
+            step(run_ip(&[
+                "netns",
+                "exec",
+                ns,
+                "nft",
+                "delete",
+                "table",
+                "inet",
+                "perflab_link",
+            ]))?;
+        }
+        Ok(())
     }
 
     /// Puts the rate and the delay on one end's egress (`inside`: the
