@@ -428,6 +428,18 @@ pub(crate) trait Running {
     fn origin_pid(&self) -> Option<u32>;
 }
 
+/// Before the server stops (its fields drop after this), its disk
+/// throttle is lifted: no figure is taken while it shuts down, and
+/// PostgreSQL's shutdown checkpoint through 100 writes a second took 7.5
+/// to 8.5 s of a lab's cell where the bare disk takes a fraction of one.
+impl<K: ManagedKind> Drop for ManagedServer<K> {
+    fn drop(&mut self) {
+        if let Some(cgroup) = &self.site.cgroup {
+            let _ = cgroup.hold_io(false);
+        }
+    }
+}
+
 impl<K: ManagedKind> Running for ManagedServer<K> {
     fn pid(&self) -> u32 {
         ManagedServer::pid(self)
