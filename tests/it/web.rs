@@ -432,10 +432,14 @@ fn https_passes_with_the_ca_fails_in_one_line_without_and_passes_insecure_saying
     let base = &server.base_urls()[0];
     assert!(base.starts_with("https://"), "{base}");
     let dir = tempdir();
+    // 300/s, not more: what is judged is the handshake and every reply
+    // checked, and beside the suite's heavy tests (the run queue 14 deep)
+    // two connections at 1000/s fell behind with 20% of the arrivals
+    // dropped, the run failed by its error rate.
     let out = perflab_ok(
         dir.path(),
         &format!(
-            "run web --target {base} --cacert {} --verify-share 1 --rate 1000 --connections 2 {SHORT}",
+            "run web --target {base} --cacert {} --verify-share 1 --rate 300 --connections 2 {SHORT}",
             ca.display()
         ),
     );

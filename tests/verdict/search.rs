@@ -64,7 +64,12 @@ fn the_search_finds_the_known_capacity_of_a_queue() {
                     for seed in 1..=3 {
                         match one_search(objective, q, limit_ms, seed) {
                             Ok(()) => return None,
-                            Err(missed) => said.push(missed),
+                            Err(missed) => {
+                                // In the suite's output when it passes too:
+                                // a search run again costs 20 s or more.
+                                println!("missed, run again: {missed}");
+                                said.push(missed);
+                            }
                         }
                     }
                     Some(said.join("\nand again: "))
