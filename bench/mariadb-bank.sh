@@ -20,7 +20,7 @@
 # (con:query), so that both make the server parse every statement.
 # sysbench runs a thread per client; perflab its default threads, as a
 # user would run it (one per CPU, and each user its own in a step of up
-# to two users per CPU: docs/running.md); PERFLAB_THREADS gives it that
+# to one user per CPU: docs/running.md); PERFLAB_THREADS gives it that
 # many instead.
 # Usage: bench/mariadb-bank.sh [SECONDS] [SCALE] [ROUNDS]   (defaults 20, 4, 3)
 # CLIENTS="1 2" runs those client counts only.

@@ -27,7 +27,7 @@
 # runs those tables only (of tpcb-like pipelined script select-only
 # simple-update). pgbench runs with -j 2 (1 at one client); perflab with
 # its default threads, as a user would run it: one per CPU, and each user
-# a thread of its own in a step of up to two users per CPU (its socket
+# a thread of its own in a step of up to one user per CPU (its socket
 # read with blocking calls; see docs/running.md). PERFLAB_THREADS gives
 # perflab that many threads instead (PERFLAB_THREADS=2: pgbench's).
 set -euo pipefail

@@ -615,7 +615,7 @@ mod tests {
     }
 
     /// A database whose sessions hold their sockets gives each of a few
-    /// users a thread of its own, two per CPU, unless the threads are
+    /// users a thread of its own, one per CPU, unless the threads are
     /// given; other targets never.
     #[test]
     fn few_users_of_a_database_get_a_thread_each_unless_threads_are_given() {
@@ -625,7 +625,7 @@ mod tests {
             "mysql://u@127.0.0.1:3306/bank",
         ] {
             let p = plan(&["bank", "--target", target]).unwrap();
-            assert_eq!(p.alone_up_to, 2 * cpus, "{target}");
+            assert_eq!(p.alone_up_to, cpus, "{target}");
             let p = plan(&["bank", "--target", target, "--threads", "3"]).unwrap();
             assert_eq!((p.threads, p.alone_up_to), (3, 0), "{target}");
         }

@@ -3,8 +3,10 @@
 //! task polls every user's future itself. A socket that would block says
 //! so instead of registering with the runtime's driver, and when no user
 //! can go on the loop waits for all those sockets in one `poll(2)`, up to
-//! the earliest operation deadline and the ticker's next boundary; then it
-//! polls again only the users whose socket is ready. From a reply to the
+//! the earliest operation deadline and the ticker's next boundary (rung
+//! by the thread's [`poller::Alarm`] beside the sockets, so the poll has
+//! no timeout to arm each time it sleeps); then it polls again only the
+//! users whose socket is ready. From a reply to the
 //! next statement there is no driver event to dispatch, no task to
 //! schedule and no waker to clone: the cost a client with a few
 //! connections per thread pays, and no more.
@@ -99,6 +101,11 @@ struct Loop<F> {
     owners: Vec<usize>,
     /// Users this round's gathering found past their deadline.
     overdue: usize,
+    /// The end of this round's wait, when it waits (from the gathering).
+    wake_at: Instant,
+    /// What ends a wait with no socket ready, beside the sockets (none
+    /// when the kernel gave no timer: the wait then has a timeout).
+    alarm: Option<poller::Alarm>,
 }
 
 /// Runs the thread's users until every one has ended (the ticker stops
@@ -135,9 +142,11 @@ impl<F: Future<Output = ()>> Loop<F> {
             wakes,
             stands: vec![Stand::Ready; n],
             left: n,
-            fds: Vec::with_capacity(n),
+            fds: Vec::with_capacity(n + 1),
             owners: Vec::with_capacity(n),
             overdue: 0,
+            wake_at: Instant::now(),
+            alarm: poller::Alarm::new().ok(),
         }
     }
 
@@ -158,7 +167,10 @@ impl<F: Future<Output = ()>> Loop<F> {
             let Some(timeout) = self.gather(state) else {
                 return Poll::Pending;
             };
-            let waited = poller::wait(&mut self.fds, timeout);
+            let waited = match self.alarm.as_mut() {
+                Some(alarm) if !timeout.is_zero() => alarm.wait(&mut self.fds, self.wake_at),
+                _ => poller::wait(&mut self.fds, timeout),
+            };
             if self.mark_ready(waited.is_err()) == 0 && !timeout.is_zero() {
                 // The wait ran its bound out: a boundary, a runtime timer.
                 return Poll::Ready(Next::Yield);
@@ -176,6 +188,7 @@ impl<F: Future<Output = ()>> Loop<F> {
                 }
             }
         }
+        let users = self.users.len();
         for (u, stand) in self.stands.iter_mut().enumerate() {
             if *stand != Stand::Ready {
                 continue;
@@ -183,7 +196,7 @@ impl<F: Future<Output = ()>> Loop<F> {
             let (Some(user), Some(waker)) = (self.users.get_mut(u), self.wakers.get(u)) else {
                 continue;
             };
-            let polling = Polling::enter();
+            let polling = Polling::enter(users);
             match user.as_mut().poll(&mut Context::from_waker(waker)) {
                 Poll::Ready(()) => {
                     *stand = Stand::Done;
@@ -250,6 +263,7 @@ impl<F: Future<Output = ()>> Loop<F> {
         if self.wakes.any.load(Ordering::Acquire) {
             timeout = Duration::ZERO;
         }
+        self.wake_at = now + timeout;
         Some(timeout)
     }
 

@@ -91,16 +91,18 @@ fn is_zero(n: &usize) -> bool {
 /// Users per CPU up to which a database session with a lean socket of its
 /// own (PostgreSQL's and MySQL's, for the bank and the scripts) gets a
 /// worker thread to itself when `--threads` is not given. Alone, it reads
-/// its replies with blocking calls; two to a thread, each reply passes
-/// through the runtime's poll and wake-up. Measured on 2 CPUs, 8 s per
-/// run: a custom script at 4 users spent 0.43–0.51 s of user CPU on four
-/// threads against 0.85–0.86 s on two (pgbench with two threads 0.57),
-/// the system time level (2.26–2.35 s), tps 3–16% higher; the bank at 4
-/// users 109–115 µs of CPU per transaction against 124–129 µs. At 8 users
-/// the two were level per transaction (83 against 86 µs), and at 16 the
-/// threads cost more (95 against 72 µs: each reply wakes a thread of its
-/// own, where a shared thread finds several ready at once).
-pub const ALONE_PER_CPU: usize = 2;
+/// its replies with blocking calls; past it, the users share one thread
+/// per CPU, each thread's loop polling their sockets. Measured on 2 CPUs
+/// at 4 users against `pgbench -j 2`, paired rounds of 5 s: a thread per
+/// user made 0.86 (0.83–0.90) of pgbench's tps on a custom script, 0.89
+/// (0.84–0.95) on its simple-update and 0.90 (0.84–0.98) on the bank, its
+/// CPU per transaction 1.04–1.10 of pgbench's; two shared threads (whose
+/// users try their sockets straight after a request, as pgbench does) made
+/// 0.95 (0.93–0.97), 0.94 (0.89–0.99) and 0.95 (0.89–1.02), at 1.03–1.09:
+/// four client threads sleeping and waking on every statement beside four
+/// server processes cost the server more than two that often find a
+/// reply waiting. At 1 and 2 users a thread each holds its own.
+pub const ALONE_PER_CPU: usize = 1;
 
 /// How the search of `--find` ends.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

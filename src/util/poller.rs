@@ -39,6 +39,22 @@ thread_local! {
     static POLLING: Cell<bool> = const { Cell::new(false) };
     /// What the user being polled waits for.
     static WANTED: Cell<Option<Want>> = const { Cell::new(None) };
+    /// Whether the user being polled tries its socket straight after a
+    /// request ([`tries_first`]).
+    static TRIES_FIRST: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The most users a thread's loop may have for each to try its socket
+/// straight after a request, before it waits (see `Polled::read_buf` in
+/// `sut::stream`).
+pub(crate) const TRY_FIRST_UP_TO: usize = 2;
+
+/// Whether the user being polled tries its socket for the reply straight
+/// after its request: false off the loop, and on a loop of more than
+/// [`TRY_FIRST_UP_TO`] users.
+#[inline]
+pub(crate) fn tries_first() -> bool {
+    POLLING.with(Cell::get) && TRIES_FIRST.with(Cell::get)
 }
 
 /// The user being polled waits for `want`; false when no loop polls this
@@ -69,9 +85,11 @@ pub(crate) fn socket_waits_by(by: Instant) -> bool {
 pub(crate) struct Polling(());
 
 impl Polling {
-    /// The loop starts polling a user (nothing wanted yet).
+    /// The loop starts polling a user (nothing wanted yet), one of
+    /// `users` on the thread.
     #[inline]
-    pub(crate) fn enter() -> Polling {
+    pub(crate) fn enter(users: usize) -> Polling {
+        TRIES_FIRST.with(|t| t.set(users <= TRY_FIRST_UP_TO));
         POLLING.with(|p| p.set(true));
         WANTED.with(|w| w.set(None));
         Polling(())
@@ -120,6 +138,12 @@ pub(crate) fn pollfd(fd: RawFd, write: bool) -> libc::pollfd {
 /// `fds` is ready; how many are (0 at the timeout or a signal).
 pub(crate) fn wait(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
     let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+    poll(fds, ms)
+}
+
+/// `poll(2)` on `fds` for up to `ms` milliseconds (-1: no timeout); how
+/// many are ready (0 at the timeout or a signal).
+fn poll(fds: &mut [libc::pollfd], ms: libc::c_int) -> io::Result<usize> {
     let n = libc::nfds_t::try_from(fds.len()).unwrap_or(libc::nfds_t::MAX);
     // SAFETY: `fds` is a valid, writable array of `n` pollfd structs for
     // the duration of the call.
@@ -132,6 +156,91 @@ pub(crate) fn wait(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<us
         return Err(e);
     }
     Ok(ready as usize)
+}
+
+/// A timer the thread's loop waits on beside its sockets, so that its
+/// `poll(2)` needs no timeout: a poll with one arms and cancels a kernel
+/// timer, and reads the clock twice, every time it sleeps (once or more
+/// per statement), where this timer is set about once per bound of the
+/// loop's waits (the longest wait, the ticker's boundary), not per wait.
+/// It may ring before the bound a wait asked for (an earlier bound it
+/// was set for still stands): the loop then goes round once more.
+pub(crate) struct Alarm {
+    fd: std::os::fd::OwnedFd,
+    /// When it is set to ring; none once it rang (or before it is set).
+    set_for: Option<Instant>,
+}
+
+impl Alarm {
+    /// A new timer, not set.
+    pub(crate) fn new() -> io::Result<Alarm> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: a system call with constant arguments; the descriptor it
+        // returns is checked before use.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a descriptor just opened, owned by nothing else.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        Ok(Alarm { fd, set_for: None })
+    }
+
+    /// Makes it ring by `at`: set again only when it is set for later than
+    /// `at`, or not set.
+    fn ring_by(&mut self, at: Instant) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        if self.set_for.is_some_and(|set| set <= at) {
+            return Ok(());
+        }
+        // A zero time would disarm it: the earliest it rings is 1 µs on.
+        let left = at
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_micros(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
+                tv_nsec: libc::c_long::from(left.subsec_nanos()),
+            },
+        };
+        // SAFETY: `spec` is a valid itimerspec for the duration of the
+        // call, and the old value is not asked for.
+        let set =
+            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        if set < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.set_for = Some(at);
+        Ok(())
+    }
+
+    /// Waits until one of `fds` is ready, a signal arrives or the alarm
+    /// rings (by `at`, or earlier); how many of `fds` are ready. `fds` is
+    /// as it was on return (the alarm's entry is added for the wait only).
+    pub(crate) fn wait(&mut self, fds: &mut Vec<libc::pollfd>, at: Instant) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        self.ring_by(at)?;
+        fds.push(pollfd(self.fd.as_raw_fd(), false));
+        let waited = poll(fds, -1);
+        let rang = fds.pop().is_some_and(|alarm| alarm.revents != 0);
+        if rang {
+            // Emptied, so that it is not ready again until set and rung.
+            let mut count = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into a buffer of 8.
+            let _ = unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
+            self.set_for = None;
+        }
+        waited.map(|n| n.saturating_sub(usize::from(rang)))
+    }
 }
 
 /// Waits `for_`: by the thread's loop when it polls this user, else on the
@@ -182,11 +291,11 @@ mod tests {
     fn a_want_is_heard_only_while_the_loop_polls() {
         let deadline = Instant::now();
         assert!(!want(Want::Until(deadline)));
-        let polling = Polling::enter();
+        let polling = Polling::enter(1);
         assert!(want(Want::Until(deadline)));
         assert_eq!(polling.take(), Some(Want::Until(deadline)));
         assert!(!want(Want::Again), "the loop is done with that user");
-        let polling = Polling::enter();
+        let polling = Polling::enter(1);
         let socket = Want::Socket {
             fd: 3,
             write: false,
@@ -197,10 +306,21 @@ mod tests {
         assert!(socket_waits_by(deadline));
         assert!(!socket_waits_by(deadline - Duration::from_millis(1)));
         assert_eq!(polling.take(), Some(socket));
-        let _polling = Polling::enter();
+        let _polling = Polling::enter(1);
         assert!(want(Want::Until(deadline)) && !socket_waits_by(deadline));
-        let polling = Polling::enter();
+        let polling = Polling::enter(1);
         assert_eq!(polling.take(), None, "nothing wanted this time");
+    }
+
+    #[test]
+    fn only_a_user_of_a_loop_of_few_tries_first() {
+        assert!(!tries_first(), "off the loop");
+        let polling = Polling::enter(TRY_FIRST_UP_TO);
+        assert!(tries_first());
+        drop(polling);
+        assert!(!tries_first(), "the loop is done with that user");
+        let _polling = Polling::enter(TRY_FIRST_UP_TO + 1);
+        assert!(!tries_first());
     }
 
     #[test]
@@ -215,6 +335,44 @@ mod tests {
         assert_eq!(wait(&mut fds, Duration::from_secs(5)).unwrap(), 1);
         assert_ne!(fds[0].revents & libc::POLLIN, 0);
         assert!(block(a.as_raw_fd(), true, Instant::now() + Duration::from_secs(5)).is_ok());
+    }
+
+    /// The alarm ends a wait with no socket ready by the time it was set
+    /// for, and a later bound does not put it off; a ready socket ends the
+    /// wait before it rings; the wait leaves the sockets as it found them.
+    #[test]
+    fn an_alarm_bounds_a_wait_without_a_timeout() {
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        use std::os::fd::AsRawFd;
+        let mut alarm = Alarm::new().unwrap();
+        let mut fds = vec![pollfd(a.as_raw_fd(), false)];
+        let began = Instant::now();
+        let at = began + Duration::from_millis(30);
+        assert_eq!(alarm.wait(&mut fds, at).unwrap(), 0);
+        assert!(Instant::now() >= at);
+        assert_eq!(fds.len(), 1);
+        // Set for 30 ms on; a wait bounded an hour on still ends then.
+        let began = Instant::now();
+        alarm.ring_by(began + Duration::from_millis(30)).unwrap();
+        assert_eq!(
+            alarm
+                .wait(&mut fds, began + Duration::from_secs(3600))
+                .unwrap(),
+            0
+        );
+        let took = began.elapsed();
+        assert!(took >= Duration::from_millis(30) && took < Duration::from_secs(60));
+        // A socket ready: at once, the alarm still set for later.
+        std::io::Write::write_all(&mut b, b"x").unwrap();
+        let began = Instant::now();
+        assert_eq!(
+            alarm
+                .wait(&mut fds, began + Duration::from_secs(3600))
+                .unwrap(),
+            1
+        );
+        assert_ne!(fds[0].revents & libc::POLLIN, 0);
+        assert_eq!(alarm.set_for, Some(began + Duration::from_secs(3600)));
     }
 
     /// A blocking wait for a socket that stays silent ends at its deadline

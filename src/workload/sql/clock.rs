@@ -66,7 +66,8 @@ fn thread_ordinal() -> usize {
 }
 
 /// Shards for a run: two per CPU (a step of few users gives each its
-/// own thread, up to two per CPU), as a power of two.
+/// own thread, up to one per CPU, and `--threads` may give more), as a
+/// power of two.
 fn shards() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     cpus.saturating_mul(2).next_power_of_two().min(MOST_SHARDS)

@@ -58,11 +58,11 @@ pub(crate) fn literal(
         Param::Null => out.push_str("NULL"),
         Param::Bool(b) => out.push_str(if b { "true" } else { "false" }),
         Param::Int(i) if i < 0 => {
-            let _ = write!(out, "({i})");
+            out.push_str("(-");
+            digits(out, i.unsigned_abs());
+            out.push(')');
         }
-        Param::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        Param::Int(i) => digits(out, i.unsigned_abs()),
         Param::Double(d) if !d.is_finite() => match dialect {
             Dialect::Mysql => return Err(NOT_FINITE),
             Dialect::Postgres if d.is_nan() => out.push_str("'NaN'::float8"),
@@ -83,6 +83,26 @@ pub(crate) fn literal(
         }
     }
     Ok(())
+}
+
+/// Writes `n` in decimal. Without the formatting machinery, which took
+/// about 1 µs of a 5-statement transaction's 19 µs of user CPU (its
+/// variables written in) in a profile of pgbench's simple-update.
+fn digits(out: &mut String, mut n: u64) {
+    // u64::MAX has 20 digits.
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if let Ok(written) = std::str::from_utf8(&buf[at..]) {
+        out.push_str(written);
+    }
 }
 
 /// The number a text holds, trimmed: an integer, or a finite decimal
@@ -133,6 +153,9 @@ mod tests {
         for (param, want) in [
             (Param::Int(5), "5"),
             (Param::Int(-5), "(-5)"),
+            (Param::Int(0), "0"),
+            (Param::Int(i64::MAX), "9223372036854775807"),
+            (Param::Int(i64::MIN), "(-9223372036854775808)"),
             (Param::Double(1.5), "1.5"),
             (Param::Double(-0.25), "(-0.25)"),
             (Param::Double(f64::INFINITY), "'Infinity'::float8"),
