@@ -2,14 +2,15 @@
 //! sockets (database sessions sharing the thread; `util::poller`): one
 //! task polls every user's future itself. A socket that would block says
 //! so instead of registering with the runtime's driver, and when no user
-//! can go on the loop waits for all those sockets in one `poll(2)`, up to
-//! the earliest operation deadline and the ticker's next boundary (rung
-//! by the thread's [`poller::Alarm`] beside the sockets, so the poll has
-//! no timeout to arm each time it sleeps); then it polls again only the
-//! users whose socket is ready. From a reply to the
-//! next statement there is no driver event to dispatch, no task to
-//! schedule and no waker to clone: the cost a client with a few
-//! connections per thread pays, and no more.
+//! can go on the loop waits for all those sockets in one system call, up
+//! to the earliest operation deadline and the ticker's next boundary. The
+//! sockets are handed to the kernel once per connection, not at every
+//! wait ([`poller::Watch`], `epoll`), and the bound is a timer beside them
+//! ([`poller::Alarm`]), so the wait has no timeout to arm each time it
+//! sleeps; then the loop polls again only the users whose socket had
+//! news. From a reply to the next statement there is no driver event to
+//! dispatch, no task to schedule and no waker to clone: the cost a client
+//! with a few connections per thread pays, and no more.
 //!
 //! A user that waits on the runtime instead (a reconnection, a timer) is
 //! woken by its own waker, which also wakes the loop's task; while one
@@ -103,9 +104,15 @@ struct Loop<F> {
     overdue: usize,
     /// The end of this round's wait, when it waits (from the gathering).
     wake_at: Instant,
-    /// What ends a wait with no socket ready, beside the sockets (none
-    /// when the kernel gave no timer: the wait then has a timeout).
-    alarm: Option<poller::Alarm>,
+    /// The sockets handed to the kernel once, and the alarm that bounds a
+    /// wait (none when the kernel gave neither: each wait then hands over
+    /// `fds` with a timeout).
+    watch: Option<poller::Watch>,
+    /// The connection of each user's that the watch was shown (0: none),
+    /// and whether for room to write.
+    watched: Vec<(u64, bool)>,
+    /// Users whose socket had news while they waited on something else.
+    news: Vec<bool>,
 }
 
 /// Runs the thread's users until every one has ended (the ticker stops
@@ -146,7 +153,9 @@ impl<F: Future<Output = ()>> Loop<F> {
             owners: Vec::with_capacity(n),
             overdue: 0,
             wake_at: Instant::now(),
-            alarm: poller::Alarm::new().ok(),
+            watch: poller::Watch::new(n).ok(),
+            watched: vec![(0, false); n],
+            news: vec![false; n],
         }
     }
 
@@ -167,11 +176,8 @@ impl<F: Future<Output = ()>> Loop<F> {
             let Some(timeout) = self.gather(state) else {
                 return Poll::Pending;
             };
-            let waited = match self.alarm.as_mut() {
-                Some(alarm) if !timeout.is_zero() => alarm.wait(&mut self.fds, self.wake_at),
-                _ => poller::wait(&mut self.fds, timeout),
-            };
-            if self.mark_ready(waited.is_err()) == 0 && !timeout.is_zero() {
+            let ready = self.wait(timeout);
+            if self.mark_ready(ready) == 0 && !timeout.is_zero() {
                 // The wait ran its bound out: a boundary, a runtime timer.
                 return Poll::Ready(Next::Yield);
             }
@@ -226,9 +232,11 @@ impl<F: Future<Output = ()>> Loop<F> {
         let (mut waits, mut on_runtime) = (false, false);
         self.overdue = 0;
         for (u, stand) in self.stands.iter_mut().enumerate() {
+            let news = matches!(*stand, Stand::Waits(Want::Socket { .. }))
+                && self.news.get_mut(u).is_some_and(std::mem::take);
             let deadline = match *stand {
                 Stand::Waits(Want::Socket { deadline, .. } | Want::Until(deadline))
-                    if deadline <= now =>
+                    if news || deadline <= now =>
                 {
                     *stand = Stand::Ready;
                     self.overdue += 1;
@@ -236,11 +244,20 @@ impl<F: Future<Output = ()>> Loop<F> {
                 }
                 Stand::Waits(Want::Socket {
                     fd,
+                    conn,
                     write,
                     deadline,
                 }) => {
                     self.fds.push(poller::pollfd(fd, write));
                     self.owners.push(u);
+                    if let (Some(watch), Some(watched)) = (&self.watch, self.watched.get_mut(u)) {
+                        if *watched != (conn, write) {
+                            *watched = (conn, write);
+                            if watch.add(fd, u, write).is_err() {
+                                self.watch = None;
+                            }
+                        }
+                    }
                     deadline
                 }
                 Stand::Waits(Want::Until(deadline)) => deadline,
@@ -267,14 +284,33 @@ impl<F: Future<Output = ()>> Loop<F> {
         Some(timeout)
     }
 
-    /// Marks ready every user whose socket the wait found ready (every one
-    /// that waits on a socket when the wait failed), who asked for another
-    /// turn, was marked by [`Self::gather`], or — when the wait found no
-    /// socket ready, so it may have run to a deadline — whose deadline has
-    /// passed; how many, wakers' included. With sockets ready the clock is
-    /// not read: the next round's gathering sees the deadlines.
-    fn mark_ready(&mut self, failed: bool) -> usize {
-        let mut ready = self.overdue;
+    /// Waits for this round's sockets up to `timeout` (by the watch when
+    /// there is one, else by `poll(2)`) and marks ready every user whose
+    /// socket had news (every one that waits on a socket when the wait
+    /// failed); how many.
+    fn wait(&mut self, timeout: Duration) -> usize {
+        let mut ready = 0;
+        let failed = match self.watch.as_mut() {
+            Some(watch) => {
+                let at = (!timeout.is_zero()).then_some(self.wake_at);
+                let (stands, news) = (&mut self.stands, &mut self.news);
+                watch
+                    .wait(at, |u| match stands.get_mut(u) {
+                        Some(stand @ Stand::Waits(Want::Socket { .. })) => {
+                            *stand = Stand::Ready;
+                            ready += 1;
+                        }
+                        _ => {
+                            if let Some(news) = news.get_mut(u) {
+                                *news = true;
+                            }
+                        }
+                    })
+                    .is_err()
+            }
+            None => poller::wait(&mut self.fds, timeout).is_err(),
+        };
+        // `revents` is set by `poll(2)` only.
         for (fd, &u) in self.fds.iter().zip(&self.owners) {
             if failed || fd.revents != 0 {
                 if let Some(stand) = self.stands.get_mut(u) {
@@ -283,6 +319,17 @@ impl<F: Future<Output = ()>> Loop<F> {
                 }
             }
         }
+        ready
+    }
+
+    /// Marks ready, beside the `ready` the wait found, every user who
+    /// asked for another turn, was marked by [`Self::gather`], or — when
+    /// nothing was ready, so the wait may have run to a deadline — whose
+    /// deadline has passed; how many, wakers' included. With sockets ready
+    /// the clock is not read: the next round's gathering sees the
+    /// deadlines.
+    fn mark_ready(&mut self, ready: usize) -> usize {
+        let mut ready = ready + self.overdue;
         let now = (ready == 0).then(Instant::now);
         for stand in &mut self.stands {
             let due = match (*stand, now) {
@@ -510,10 +557,149 @@ mod tests {
         drop(keep);
     }
 
+    /// Connects to `port` on loopback, a nonblocking socket of the std.
+    fn connect(port: u16) -> std::net::TcpStream {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_nonblocking(true).unwrap();
+        s
+    }
+
+    /// `socket` polled by the loop, operations of 5 s.
+    fn polled_std(socket: std::net::TcpStream) -> Stream {
+        let socket = tokio::net::TcpStream::from_std(socket).unwrap();
+        Stream::Tcp(socket)
+            .drive(Drive::Polled(Duration::from_secs(5)))
+            .unwrap()
+    }
+
+    /// Users that wait `for_` on the loop and end: they make a loop of
+    /// more than a few users, whose users wait before they try a socket.
+    fn idle(n: usize, for_: Duration) -> Vec<Pin<Box<dyn Future<Output = ()>>>> {
+        (0..n)
+            .map(|_| {
+                Box::pin(crate::util::poller::sleep(for_)) as Pin<Box<dyn Future<Output = ()>>>
+            })
+            .collect()
+    }
+
+    /// Runs the user `make` gives, counting in the cell it is handed, on a
+    /// loop beside two [`idle`] users (waiting `idle_for`); its count.
+    fn counted_beside_idle<U: Future<Output = ()> + 'static>(
+        idle_for: Duration,
+        make: impl FnOnce(Rc<Cell<usize>>) -> U,
+    ) -> usize {
+        on_local(async move {
+            let done = Rc::new(Cell::new(0));
+            let mut all = idle(2, idle_for);
+            all.push(Box::pin(make(done.clone())));
+            run(all, state(3)).await;
+            done.get()
+        })
+    }
+
+    /// A user that reconnects may be given the descriptor its old
+    /// connection had: the loop watches the new connection all the same
+    /// (a loop that knew sockets by their number would wait for news of
+    /// a socket it never watched, and the exchange would time out).
+    #[test]
+    fn a_new_connection_on_a_reused_descriptor_is_watched() {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let port = peer(2, 10, false);
+        let done = counted_beside_idle(30 * MS, |count| async move {
+            let first = connect(port);
+            let fd = first.as_raw_fd();
+            let mut stream = polled_std(first);
+            let mut buf = BytesMut::new();
+            for _ in 0..10 {
+                exchange(&mut stream, &mut buf).await.unwrap();
+                count.set(count.get() + 1);
+            }
+            // The second connection takes the first one's number, as
+            // the kernel gives a freed number to the next socket
+            // (dup2 closes the first connection's file).
+            let second = connect(port);
+            // SAFETY: both descriptors are open; `fd` is then the
+            // second connection's, owned by the new stream alone (the
+            // old stream is forgotten, not dropped).
+            let moved = unsafe { libc::dup2(second.as_raw_fd(), fd) };
+            assert_eq!(moved, fd);
+            drop(second);
+            std::mem::forget(stream);
+            let mut stream = polled_std(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+            for _ in 0..10 {
+                exchange(&mut stream, &mut buf).await.unwrap();
+                count.set(count.get() + 1);
+            }
+        });
+        assert_eq!(done, 20);
+    }
+
+    /// A reply that arrives while its user waits on something else (here
+    /// a sleep between its request and its read) is news kept for the
+    /// user's next wait on its socket: told once (edge-triggered) and
+    /// dropped, it would leave the user waiting to its deadline.
+    #[test]
+    fn a_reply_that_comes_while_its_user_sleeps_is_not_lost() {
+        let port = peer(1, 3, false);
+        let done = counted_beside_idle(100 * MS, |count| async move {
+            let mut stream = polled(port, Duration::from_secs(5)).await;
+            let mut buf = BytesMut::new();
+            for _ in 0..3 {
+                stream.begin_operation();
+                stream.write_all(b"ping").await.unwrap();
+                crate::util::poller::sleep(20 * MS).await;
+                while buf.len() < 4 {
+                    assert_ne!(stream.read_buf(&mut buf).await.unwrap(), 0);
+                }
+                buf.clear();
+                count.set(count.get() + 1);
+            }
+        });
+        assert_eq!(done, 3);
+    }
+
+    /// A request larger than the socket's buffers waits for room by the
+    /// loop, and the peer's reply to it comes after.
+    #[test]
+    fn a_user_waits_by_the_loop_for_room_to_write() {
+        const SIZE: usize = 8 << 20;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let Ok((mut conn, _)) = listener.accept() else {
+                return;
+            };
+            // Late to read: the user's writes fill the buffers first.
+            std::thread::sleep(100 * MS);
+            let mut all = vec![0u8; SIZE];
+            if conn.read_exact(&mut all).is_ok() {
+                let _ = conn.write_all(b"done");
+            }
+        });
+        on_local(async move {
+            let got = Rc::new(Cell::new(false));
+            let out = got.clone();
+            let user = async move {
+                let mut stream = polled(port, Duration::from_secs(10)).await;
+                stream.begin_operation();
+                stream.write_all(&vec![7u8; SIZE]).await.unwrap();
+                let mut buf = BytesMut::new();
+                while buf.len() < 4 {
+                    assert_ne!(stream.read_buf(&mut buf).await.unwrap(), 0);
+                }
+                out.set(&buf[..] == b"done");
+            };
+            run(vec![user], state(1)).await;
+            assert!(got.get());
+        });
+    }
+
     /// A loop of users that never end, standing as given.
     fn standing(stands: &[Stand]) -> Loop<std::future::Pending<()>> {
         let mut l = Loop::new(stands.iter().map(|_| std::future::pending()).collect());
         l.stands = stands.to_vec();
+        // The sockets here are numbers only: nothing to hand the kernel.
+        l.watch = None;
         l
     }
 
@@ -523,6 +709,7 @@ mod tests {
         let socket = |fd, after| {
             Stand::Waits(Want::Socket {
                 fd,
+                conn: 1,
                 write: false,
                 deadline: now + after,
             })

@@ -84,7 +84,13 @@ pub(crate) struct Polled {
     deadline: Instant,
     /// The last call wrote a request (see [`Polled::read_buf`]).
     sent: bool,
+    /// This connection's number among the process's (see
+    /// [`poller::Want::Socket`]).
+    conn: u64,
 }
+
+/// The last connection number given.
+static CONNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A socket off the runtime.
 enum StdSocket {
@@ -126,6 +132,7 @@ impl Stream {
                 timeout,
                 deadline,
                 sent: false,
+                conn: CONNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
             }));
         }
         sock.set_nonblocking(false)?;
@@ -298,7 +305,7 @@ impl Polled {
     /// over, not before: the loop (or the blocking wait) is given the
     /// deadline, and a deadline already passed ends that wait at once.
     async fn ready(&self, write: bool) -> io::Result<()> {
-        let (fd, deadline) = (self.socket.fd(), self.deadline);
+        let (fd, conn, deadline) = (self.socket.fd(), self.conn, self.deadline);
         let mut asked = false;
         std::future::poll_fn(|_cx| {
             if asked {
@@ -310,6 +317,7 @@ impl Polled {
             asked = true;
             let want = poller::Want::Socket {
                 fd,
+                conn,
                 write,
                 deadline,
             };

@@ -1,10 +1,10 @@
 //! A worker thread that polls its users' sockets itself, as a client with
-//! a few connections per thread does with one `poll(2)`: the users'
-//! futures are polled by the thread's own loop (in the engine), and a
-//! socket that would block says so here ([`want`]) instead of registering
-//! with the runtime's driver. The loop then waits for every such socket
-//! in one system call, up to the earliest deadline, and polls again only
-//! the users whose socket is ready: no driver registration, no task to
+//! a few connections per thread does: the users' futures are polled by
+//! the thread's own loop (in the engine), and a socket that would block
+//! says so here ([`want`]) instead of registering with the runtime's
+//! driver. The loop then waits for every such socket in one system call
+//! ([`Watch`]), up to the earliest deadline, and polls again only the
+//! users whose socket had news: no driver registration, no task to
 //! schedule, no waker to clone on the way from a reply to the next
 //! statement.
 //!
@@ -22,9 +22,13 @@ use std::time::{Duration, Instant};
 /// What a user waits for once its future returned `Pending`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Want {
-    /// Its socket `fd` readable (or writable, when `write`), until `deadline`.
+    /// Its socket `fd` readable (or writable, when `write`), until
+    /// `deadline`; `conn` names the connection (a number never given
+    /// twice in the process), so that a loop watching the sockets it was
+    /// shown tells a new connection on a reused descriptor from the old.
     Socket {
         fd: RawFd,
+        conn: u64,
         write: bool,
         deadline: Instant,
     },
@@ -159,7 +163,7 @@ fn poll(fds: &mut [libc::pollfd], ms: libc::c_int) -> io::Result<usize> {
 }
 
 /// A timer the thread's loop waits on beside its sockets, so that its
-/// `poll(2)` needs no timeout: a poll with one arms and cancels a kernel
+/// wait needs no timeout: a wait with one arms and cancels a kernel
 /// timer, and reads the clock twice, every time it sleeps (once or more
 /// per statement), where this timer is set about once per bound of the
 /// loop's waits (the longest wait, the ticker's boundary), not per wait.
@@ -223,23 +227,139 @@ impl Alarm {
         Ok(())
     }
 
-    /// Waits until one of `fds` is ready, a signal arrives or the alarm
-    /// rings (by `at`, or earlier); how many of `fds` are ready. `fds` is
-    /// as it was on return (the alarm's entry is added for the wait only).
-    pub(crate) fn wait(&mut self, fds: &mut Vec<libc::pollfd>, at: Instant) -> io::Result<usize> {
+    /// It rang: emptied, so that it is not ready again until set and rung.
+    fn rang(&mut self) {
         use std::os::fd::AsRawFd;
-        self.ring_by(at)?;
-        fds.push(pollfd(self.fd.as_raw_fd(), false));
-        let waited = poll(fds, -1);
-        let rang = fds.pop().is_some_and(|alarm| alarm.revents != 0);
-        if rang {
-            // Emptied, so that it is not ready again until set and rung.
-            let mut count = [0u8; 8];
-            // SAFETY: reads at most 8 bytes into a buffer of 8.
-            let _ = unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
-            self.set_for = None;
+        let mut count = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a buffer of 8.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
+        self.set_for = None;
+    }
+}
+
+/// The token of the alarm among what a [`Watch`] watches.
+const ALARM: u64 = u64::MAX;
+
+/// What a thread's loop waits on: its users' sockets, each handed to the
+/// kernel once (`epoll`, edge-triggered) rather than at every wait as
+/// `poll(2)` takes them, and its [`Alarm`]. A `poll` that sleeps looks at
+/// every socket twice and hooks itself onto each and off again; a wait
+/// here looks only at the sockets that had news. Edge-triggered, a socket
+/// is told of once per arrival: the loop keeps the news of a user not
+/// waiting on its socket then for its next wait.
+pub(crate) struct Watch {
+    ep: std::os::fd::OwnedFd,
+    alarm: Alarm,
+    events: Vec<libc::epoll_event>,
+}
+
+impl Watch {
+    /// A new watch, with room for the news of `sockets` at a time (more
+    /// come at the next wait).
+    pub(crate) fn new(sockets: usize) -> io::Result<Watch> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: a system call with a constant argument; the descriptor
+        // it returns is checked before use.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(io::Error::last_os_error());
         }
-        waited.map(|n| n.saturating_sub(usize::from(rang)))
+        // SAFETY: `ep` is a descriptor just opened, owned by nothing else.
+        let ep = unsafe { std::os::fd::OwnedFd::from_raw_fd(ep) };
+        let watch = Watch {
+            ep,
+            alarm: Alarm::new()?,
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; sockets.saturating_add(1)],
+        };
+        watch.control(
+            libc::EPOLL_CTL_ADD,
+            watch.alarm.fd.as_raw_fd(),
+            libc::EPOLLIN,
+            ALARM,
+        )?;
+        Ok(watch)
+    }
+
+    /// Watches `fd`, a connection of user `token`'s, until it is closed,
+    /// for what arrives (or, with `write`, for room to write too: a socket
+    /// has room nearly always, and a wait that heard of it would end at
+    /// once). Watched already, it is watched as asked from now on.
+    pub(crate) fn add(&self, fd: RawFd, token: usize, write: bool) -> io::Result<()> {
+        let mut events = libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET;
+        if write {
+            events |= libc::EPOLLOUT;
+        }
+        let token = token as u64;
+        match self.control(libc::EPOLL_CTL_ADD, fd, events, token) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                self.control(libc::EPOLL_CTL_MOD, fd, events, token)
+            }
+            added => added,
+        }
+    }
+
+    fn control(
+        &self,
+        op: libc::c_int,
+        fd: RawFd,
+        events: libc::c_int,
+        token: u64,
+    ) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let mut event = libc::epoll_event {
+            events: events as u32,
+            u64: token,
+        };
+        // SAFETY: `event` is a valid epoll_event for the duration of the
+        // call; the kernel checks both descriptors.
+        let done = unsafe { libc::epoll_ctl(self.ep.as_raw_fd(), op, fd, &mut event) };
+        if done < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits until a watched socket has news, a signal arrives or the
+    /// alarm rings (by `at`, or earlier; with no `at`, does not wait);
+    /// calls `news` with the token of each socket that had some, and says
+    /// how many did.
+    pub(crate) fn wait(
+        &mut self,
+        at: Option<Instant>,
+        mut news: impl FnMut(usize),
+    ) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let timeout = match at {
+            Some(at) => {
+                self.alarm.ring_by(at)?;
+                -1
+            }
+            None => 0,
+        };
+        let room = libc::c_int::try_from(self.events.len()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `events` is a valid, writable array of at least `room`
+        // epoll_event structs for the duration of the call.
+        let got = unsafe {
+            libc::epoll_wait(self.ep.as_raw_fd(), self.events.as_mut_ptr(), room, timeout)
+        };
+        let Ok(got) = usize::try_from(got) else {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(0);
+            }
+            return Err(e);
+        };
+        let mut sockets = 0;
+        for event in self.events.iter().take(got) {
+            let token = event.u64;
+            if token == ALARM {
+                self.alarm.rang();
+            } else {
+                news(usize::try_from(token).unwrap_or(usize::MAX));
+                sockets += 1;
+            }
+        }
+        Ok(sockets)
     }
 }
 
@@ -298,6 +418,7 @@ mod tests {
         let polling = Polling::enter(1);
         let socket = Want::Socket {
             fd: 3,
+            conn: 1,
             write: false,
             deadline,
         };
@@ -337,42 +458,43 @@ mod tests {
         assert!(block(a.as_raw_fd(), true, Instant::now() + Duration::from_secs(5)).is_ok());
     }
 
-    /// The alarm ends a wait with no socket ready by the time it was set
-    /// for, and a later bound does not put it off; a ready socket ends the
-    /// wait before it rings; the wait leaves the sockets as it found them.
+    /// A watch's wait with no news ends when its alarm rings, by the time
+    /// asked for, and a later bound does not put the alarm off; an arrival
+    /// ends it at once and is told once (edge-triggered), the next arrival
+    /// again; a socket watched anew is told of what it holds already.
     #[test]
-    fn an_alarm_bounds_a_wait_without_a_timeout() {
+    fn a_watch_bounds_a_wait_by_its_alarm_and_tells_each_arrival_once() {
         let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
         use std::os::fd::AsRawFd;
-        let mut alarm = Alarm::new().unwrap();
-        let mut fds = vec![pollfd(a.as_raw_fd(), false)];
-        let began = Instant::now();
-        let at = began + Duration::from_millis(30);
-        assert_eq!(alarm.wait(&mut fds, at).unwrap(), 0);
+        let ms = Duration::from_millis;
+        let hour = Duration::from_secs(3600);
+        let mut watch = Watch::new(2).unwrap();
+        watch.add(a.as_raw_fd(), 5, false).unwrap();
+        let mut told = Vec::new();
+        let at = Instant::now() + ms(30);
+        assert_eq!(watch.wait(Some(at), |t| told.push(t)).unwrap(), 0);
         assert!(Instant::now() >= at);
-        assert_eq!(fds.len(), 1);
-        // Set for 30 ms on; a wait bounded an hour on still ends then.
         let began = Instant::now();
-        alarm.ring_by(began + Duration::from_millis(30)).unwrap();
-        assert_eq!(
-            alarm
-                .wait(&mut fds, began + Duration::from_secs(3600))
-                .unwrap(),
-            0
-        );
+        watch.alarm.ring_by(began + ms(30)).unwrap();
+        assert_eq!(watch.wait(Some(began + hour), |t| told.push(t)).unwrap(), 0);
         let took = began.elapsed();
-        assert!(took >= Duration::from_millis(30) && took < Duration::from_secs(60));
-        // A socket ready: at once, the alarm still set for later.
-        std::io::Write::write_all(&mut b, b"x").unwrap();
+        assert!(took >= ms(30) && took < Duration::from_secs(60), "{took:?}");
+        assert!(told.is_empty());
         let began = Instant::now();
+        std::io::Write::write_all(&mut b, b"x").unwrap();
+        assert_eq!(watch.wait(Some(began + hour), |t| told.push(t)).unwrap(), 1);
+        assert_eq!(told, [5]);
+        assert_eq!(watch.alarm.set_for, Some(began + hour), "not rung");
         assert_eq!(
-            alarm
-                .wait(&mut fds, began + Duration::from_secs(3600))
-                .unwrap(),
-            1
+            watch.wait(None, |t| told.push(t)).unwrap(),
+            0,
+            "told already"
         );
-        assert_ne!(fds[0].revents & libc::POLLIN, 0);
-        assert_eq!(alarm.set_for, Some(began + Duration::from_secs(3600)));
+        std::io::Write::write_all(&mut b, b"y").unwrap();
+        assert_eq!(watch.wait(None, |t| told.push(t)).unwrap(), 1);
+        watch.add(a.as_raw_fd(), 6, false).unwrap();
+        assert_eq!(watch.wait(None, |t| told.push(t)).unwrap(), 1);
+        assert_eq!(told, [5, 5, 6]);
     }
 
     /// A blocking wait for a socket that stays silent ends at its deadline
