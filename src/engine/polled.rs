@@ -37,6 +37,15 @@ const TICKER_WAIT: Duration = Duration::from_millis(1);
 const RUNTIME_WAIT: Duration = Duration::from_millis(1);
 /// Rounds in a row before the runtime gets a turn.
 const ROUNDS: usize = 64;
+/// How long the loop goes without asking the kernel about its sockets
+/// while a user asks for turns, one after another: an operation whose
+/// reply was there at once gives the others a turn (`engine::closed`), and
+/// a wait that does not wait, after every such one, was a system call for
+/// one transaction in five at 4 users of `select-only` (0.20 a
+/// transaction of 3.49 calls in all; 0.013 of 3.29 with this bound).
+/// Another user's reply that came meanwhile is seen this much later at
+/// most; a user that then waits on its socket looks at once.
+const LOOK_EVERY: Duration = Duration::from_millis(1);
 
 /// Which users their wakers marked ready, and the loop's task to wake.
 struct Wakes {
@@ -104,6 +113,10 @@ struct Loop<F> {
     overdue: usize,
     /// The end of this round's wait, when it waits (from the gathering).
     wake_at: Instant,
+    /// Whether this round asks the kernel about the sockets (from the
+    /// gathering), and when a round last did.
+    look: bool,
+    looked_at: Instant,
     /// The sockets handed to the kernel once, and the alarm that bounds a
     /// wait (none when the kernel gave neither: each wait then hands over
     /// `fds` with a timeout).
@@ -153,6 +166,8 @@ impl<F: Future<Output = ()>> Loop<F> {
             owners: Vec::with_capacity(n),
             overdue: 0,
             wake_at: Instant::now(),
+            look: true,
+            looked_at: Instant::now(),
             watch: poller::Watch::new(n).ok(),
             watched: vec![(0, false); n],
             news: vec![false; n],
@@ -176,7 +191,7 @@ impl<F: Future<Output = ()>> Loop<F> {
             let Some(timeout) = self.gather(state) else {
                 return Poll::Pending;
             };
-            let ready = self.wait(timeout);
+            let ready = if self.look { self.wait(timeout) } else { 0 };
             if self.mark_ready(ready) == 0 && !timeout.is_zero() {
                 // The wait ran its bound out: a boundary, a runtime timer.
                 return Poll::Ready(Next::Yield);
@@ -218,7 +233,9 @@ impl<F: Future<Output = ()>> Loop<F> {
     /// This round's sockets to wait for, and how long to wait: none when
     /// no user waits on anything but the runtime (the loop's task then
     /// waits for a waker). A user whose deadline has passed is marked
-    /// ready, its socket left out, and the wait does not wait.
+    /// ready, its socket left out, and the wait does not wait. A round
+    /// that only gives users the turns they asked for skips the wait
+    /// (`look` false) when a round looked less than [`LOOK_EVERY`] ago.
     fn gather(&mut self, state: &WorkerState) -> Option<Duration> {
         self.fds.clear();
         self.owners.clear();
@@ -277,8 +294,15 @@ impl<F: Future<Output = ()>> Loop<F> {
         if on_runtime {
             timeout = timeout.min(RUNTIME_WAIT);
         }
-        if self.wakes.any.load(Ordering::Acquire) {
+        let woken = self.wakes.any.load(Ordering::Acquire);
+        if woken {
             timeout = Duration::ZERO;
+        }
+        // A zero timeout with no one overdue or woken: only turns asked for.
+        let turns_only = timeout.is_zero() && self.overdue == 0 && !woken;
+        self.look = !turns_only || now.saturating_duration_since(self.looked_at) >= LOOK_EVERY;
+        if self.look {
+            self.looked_at = now;
         }
         self.wake_at = now + timeout;
         Some(timeout)
@@ -744,5 +768,73 @@ mod tests {
             standing(&[socket(7, hour)]).gather(&passed),
             Some(TICKER_WAIT)
         );
+    }
+
+    #[test]
+    fn a_round_of_turns_only_asks_the_kernel_at_most_every_so_often() {
+        let now = Instant::now();
+        let far = state(2);
+        let socket = Stand::Waits(Want::Socket {
+            fd: 7,
+            conn: 1,
+            write: false,
+            deadline: now + Duration::from_secs(3600),
+        });
+        let turn = Stand::Waits(Want::Again);
+        // Looked long ago: this round looks, and says when.
+        let mut l = standing(&[socket, turn]);
+        l.looked_at = now - LOOK_EVERY;
+        assert_eq!(l.gather(&far), Some(Duration::ZERO));
+        assert!(l.look && l.looked_at >= now);
+        // Looked just now (as far as the round can tell): it does not.
+        l.stands = vec![socket, turn];
+        l.looked_at = now + Duration::from_secs(3600);
+        assert_eq!(l.gather(&far), Some(Duration::ZERO));
+        assert!(!l.look);
+        // A user past its deadline, or woken, is more than a turn: it looks.
+        l.stands = vec![socket, Stand::Waits(Want::Until(now))];
+        assert_eq!(l.gather(&far), Some(Duration::ZERO));
+        assert!(l.look);
+        l.stands = vec![socket, turn];
+        l.wakes.any.store(true, Ordering::Release);
+        assert_eq!(l.gather(&far), Some(Duration::ZERO));
+        assert!(l.look);
+        // A socket waited for: it looks.
+        l.wakes.any.store(false, Ordering::Release);
+        l.stands = vec![socket];
+        assert!(l.gather(&far).is_some_and(|t| !t.is_zero()));
+        assert!(l.look);
+    }
+
+    /// A user that keeps asking for turns (an operation after another
+    /// whose reply is there at once) does not keep another user's reply
+    /// waiting: the loop still looks at the sockets now and then.
+    #[test]
+    fn a_user_taking_turn_after_turn_leaves_the_others_their_replies() {
+        const EXCHANGES: usize = 50;
+        let port = peer(1, EXCHANGES, false);
+        on_local(async move {
+            let done = Rc::new(Cell::new(0));
+            let spun_out = Rc::new(Cell::new(false));
+            let mut all: Vec<Pin<Box<dyn Future<Output = ()>>>> = Vec::new();
+            for u in users(port, 1, EXCHANGES, &done).await {
+                all.push(Box::pin(u));
+            }
+            let (seen, out) = (done.clone(), spun_out.clone());
+            all.push(Box::pin(async move {
+                let mut turns = 0u32;
+                while seen.get() < EXCHANGES {
+                    if turns == 20_000_000 {
+                        out.set(true);
+                        return;
+                    }
+                    turns += 1;
+                    crate::util::poller::yield_now().await;
+                }
+            }));
+            run(all, state(2)).await;
+            assert!(!spun_out.get(), "{} exchanges only", done.get());
+            assert_eq!(done.get(), EXCHANGES);
+        });
     }
 }
